@@ -1,0 +1,67 @@
+# tubemq-aio developer entry points. `make test` builds everything from nothing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROTO_OUT := tubemq_aio/protocol/_pb
+
+.PHONY: help venv protos protos-check lint typecheck unit test demo cluster-up cluster-down cluster-status system-deps bench bench-quick clean
+
+help:
+	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
+	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+
+# Java 17 and Maven run the real TubeMQ servers used by the tests; install them from Debian if absent.
+system-deps:
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven from Debian packages"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless maven; }
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+protos: $(STAMP)
+	$(PY) -m tubemq_aio.protocol._pb.generate
+
+protos-check: $(STAMP)
+	$(PY) -m tubemq_aio.protocol._pb.generate --check
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit tests/io
+
+test: system-deps $(STAMP) protos-check lint typecheck
+	$(PY) -m pytest -q -ra
+
+demo: system-deps $(STAMP)
+	$(PY) -m tubemq_aio.demo
+
+cluster-up: system-deps $(STAMP)
+	$(PY) -m tubemq_aio.testing.cluster up
+
+cluster-down: $(STAMP)
+	$(PY) -m tubemq_aio.testing.cluster down
+
+cluster-status: $(STAMP)
+	$(PY) -m tubemq_aio.testing.cluster status
+
+bench-quick: system-deps $(STAMP)
+	$(PY) -m benchmarks --quick
+
+bench: system-deps $(STAMP)
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

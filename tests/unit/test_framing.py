@@ -1,0 +1,185 @@
+"""Frame encoder and decoder: golden bytes built by hand from the protocol notes, plus fuzzing."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tubemq_aio.errors import FrameError, LocalProtocolError
+from tubemq_aio.protocol.framing import (
+    BEGIN_TOKEN,
+    BLOCK_SIZE,
+    MAX_LIST_SIZE,
+    Frame,
+    FrameDecoder,
+    encode_frame,
+)
+
+
+def hand_frame(serial: int, blocks: list[bytes]) -> bytes:
+    """A frame laid out per the notes' §1.1 table, independent of our encoder."""
+    out = bytes.fromhex("FF7FF4FE") + struct.pack(">I", serial) + struct.pack(">I", len(blocks))
+    for block in blocks:
+        out += struct.pack(">I", len(block)) + block
+    return out
+
+
+def feed_in_chunks(decoder: FrameDecoder, data: bytes, sizes: list[int]) -> list[Frame]:
+    frames: list[Frame] = []
+    pos = 0
+    for size in sizes:
+        frames += decoder.feed(data[pos : pos + size])
+        pos += size
+    frames += decoder.feed(data[pos:])
+    return frames
+
+
+def test_begin_token_value() -> None:
+    assert struct.pack(">I", BEGIN_TOKEN) == b"\xff\x7f\xf4\xfe"
+
+
+def test_small_payload_is_one_block_golden() -> None:
+    payload = b"\x02\x08\x00\x04\x08\x01\x10\x03"
+    expected = (
+        b"\xff\x7f\xf4\xfe" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x08"
+    ) + payload
+    assert encode_frame(1, payload) == expected
+    assert FrameDecoder().feed(expected) == [Frame(1, payload)]
+
+
+@pytest.mark.parametrize(
+    ("size", "block_sizes"),
+    [
+        (1, [1]),
+        (8191, [8191]),
+        (8192, [8192]),
+        (8193, [8192, 1]),
+        (16384, [8192, 8192]),
+        (20000, [8192, 8192, 3616]),
+    ],
+)
+def test_block_split_matches_hand_layout(size: int, block_sizes: list[int]) -> None:
+    payload = bytes(i % 251 for i in range(size))
+    blocks = []
+    pos = 0
+    for block_size in block_sizes:
+        blocks.append(payload[pos : pos + block_size])
+        pos += block_size
+    golden = hand_frame(0x7FFFFFFF, blocks)
+    assert encode_frame(0x7FFFFFFF, payload) == golden
+    assert FrameDecoder().feed(golden) == [Frame(0x7FFFFFFF, payload)]
+
+
+def test_decoder_accepts_uneven_blocks_from_other_senders() -> None:
+    # Block boundaries carry no meaning (§1.1): a sender may split anywhere.
+    golden = hand_frame(9, [b"ab", b"", b"cde", b"f"])
+    assert FrameDecoder().feed(golden) == [Frame(9, b"abcdef")]
+
+
+def test_serial_wraps_to_32_bits() -> None:
+    frame = encode_frame(2**32 + 5, b"x")
+    assert FrameDecoder().feed(frame) == [Frame(5, b"x")]
+
+
+def test_empty_payload_refused() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_frame(1, b"")
+
+
+def test_payload_over_list_size_refused() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_frame(1, bytes(MAX_LIST_SIZE * BLOCK_SIZE + 1))
+
+
+def test_several_frames_in_one_chunk_and_byte_by_byte() -> None:
+    data = hand_frame(1, [b"one"]) + hand_frame(2, [b"two", b"!"]) + hand_frame(3, [b"3"])
+    expected = [Frame(1, b"one"), Frame(2, b"two!"), Frame(3, b"3")]
+    assert FrameDecoder().feed(data) == expected
+    decoder = FrameDecoder()
+    frames = feed_in_chunks(decoder, data, [1] * len(data))
+    assert frames == expected
+    assert decoder.buffered == 0
+
+
+def test_bad_token_breaks_the_decoder_for_good() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(FrameError, match="begin token"):
+        decoder.feed(b"\x00\x00\x00\x00" + bytes(20))
+    with pytest.raises(FrameError):
+        decoder.feed(hand_frame(1, [b"fine"]))
+
+
+@pytest.mark.parametrize("count", [0, MAX_LIST_SIZE + 1, 0xFFFFFFFF])
+def test_list_size_out_of_range(count: int) -> None:
+    header = bytes.fromhex("FF7FF4FE") + struct.pack(">II", 1, count)
+    with pytest.raises(FrameError, match="blocks"):
+        FrameDecoder().feed(header)
+
+
+def test_frame_byte_cap_refuses_before_buffering() -> None:
+    decoder = FrameDecoder(max_frame_bytes=100)
+    header = bytes.fromhex("FF7FF4FE") + struct.pack(">III", 1, 1, 101)
+    with pytest.raises(FrameError, match="cap"):
+        decoder.feed(header)
+
+
+def test_frame_byte_cap_counts_all_blocks() -> None:
+    decoder = FrameDecoder(max_frame_bytes=100)
+    with pytest.raises(FrameError):
+        decoder.feed(hand_frame(1, [bytes(60), bytes(60)]))
+
+
+@given(
+    payload=st.binary(min_size=1, max_size=40_000),
+    serial=st.integers(min_value=0, max_value=2**32 - 1),
+    chunks=st.lists(st.integers(min_value=1, max_value=9000), max_size=20),
+)
+@settings(max_examples=150, deadline=None)
+def test_round_trip_any_payload_any_chunking(
+    payload: bytes, serial: int, chunks: list[int]
+) -> None:
+    data = encode_frame(serial, payload) * 2
+    decoder = FrameDecoder()
+    assert feed_in_chunks(decoder, data, chunks) == [Frame(serial, payload)] * 2
+    assert decoder.buffered == 0
+
+
+_CAP = 64 * 1024
+
+
+def _fuzz_feed(data: bytes, chunks: list[int]) -> None:
+    decoder = FrameDecoder(max_frame_bytes=_CAP)
+    pos = 0
+    try:
+        for size in [*chunks, len(data)]:
+            for frame in decoder.feed(data[pos : pos + size]):
+                assert len(frame.payload) <= _CAP
+            pos += size
+            # Held bytes never exceed the cap plus one block header and the chunk just fed.
+            assert decoder.buffered <= _CAP + 16 + size
+    except FrameError:
+        pass
+
+
+@given(data=st.binary(max_size=4096), chunks=st.lists(st.integers(1, 512), max_size=16))
+@settings(max_examples=300, deadline=None)
+def test_fuzz_random_bytes_only_frames_or_frame_error(data: bytes, chunks: list[int]) -> None:
+    _fuzz_feed(data, chunks)
+
+
+@given(
+    payloads=st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=4),
+    mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
+    chunks=st.lists(st.integers(1, 700), max_size=16),
+)
+@settings(max_examples=300, deadline=None)
+def test_fuzz_mutated_frames_only_frames_or_frame_error(
+    payloads: list[bytes], mutations: list[tuple[int, int]], chunks: list[int]
+) -> None:
+    data = bytearray(b"".join(encode_frame(i, p) for i, p in enumerate(payloads)))
+    for where, value in mutations:
+        data[where % len(data)] = value
+    _fuzz_feed(bytes(data), chunks)

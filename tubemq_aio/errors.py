@@ -1,0 +1,278 @@
+"""The exception hierarchy of tubemq-aio.
+
+Every error this package raises is a :class:`TubeMQError`. The families are grouped by what the
+caller can do about them (the same split httpcore uses):
+
+* :class:`ConfigError` – the caller passed something invalid; fix the call. Also a ``ValueError``.
+* :class:`ClientClosedError` – the client was closed; nothing more can be done with it.
+* :class:`NetworkError` – the TCP/TLS link failed; retrying later may help.
+* :class:`RequestTimeoutError` – no answer in time; also a builtin ``TimeoutError``.
+* :class:`ProtocolError` – the bytes on the wire were wrong: :class:`LocalProtocolError` when we
+  produced them, :class:`RemoteProtocolError` when the peer did (the connection is then closed).
+* :class:`RemoteRpcError` – the server answered with an exception frame (a Java exception name).
+* :class:`ServerError` – the server answered "not successful" with a TubeMQ error code.
+
+Server error codes map to subclasses through one table (:data:`SERVER_ERROR_CLASSES`), and RPC
+exception names through :func:`remote_error_for`; nothing else in the package decides these.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import ClassVar
+
+__all__ = [
+    "SERVER_ERROR_CLASSES",
+    "AuthenticationError",
+    "BadRequestError",
+    "ClientClosedError",
+    "ConfigError",
+    "ConnectError",
+    "ConnectionLostError",
+    "ConsumeSpeedLimitedError",
+    "ForbiddenError",
+    "FrameError",
+    "InternalServerError",
+    "LocalProtocolError",
+    "MessageMovedError",
+    "MessageNotFoundError",
+    "NetworkError",
+    "NotRegisteredError",
+    "PartitionOccupiedError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "RemoteRpcError",
+    "RequestTimeoutError",
+    "ServerError",
+    "ServerNotReadyError",
+    "ServerOverflowError",
+    "ServiceStoppingError",
+    "ServiceUnavailableError",
+    "StandbyMasterError",
+    "TubeMQError",
+    "remote_error_for",
+    "server_error",
+]
+
+
+class TubeMQError(Exception):
+    """Root of every exception raised by tubemq-aio."""
+
+
+class ConfigError(TubeMQError, ValueError):
+    """A configuration value or call argument is invalid. Raised before any network traffic."""
+
+
+class ClientClosedError(TubeMQError):
+    """The client (or the connection a request was queued on) was closed."""
+
+
+class NetworkError(TubeMQError):
+    """The network link to a master or broker failed."""
+
+
+class ConnectError(NetworkError):
+    """A TCP/TLS connection could not be established."""
+
+
+class ConnectionLostError(NetworkError):
+    """An established connection was lost while the request was pending.
+
+    The server may or may not have processed the request.
+    """
+
+
+class RequestTimeoutError(TubeMQError, builtins.TimeoutError):
+    """No response arrived within the request's timeout.
+
+    The request may or may not have been processed by the server.
+    """
+
+
+class ProtocolError(TubeMQError):
+    """Bytes on the wire did not follow the TubeMQ protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were about to send something the protocol does not allow (a bug or a bad argument)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes that break the protocol; the connection must be closed."""
+
+
+class FrameError(RemoteProtocolError):
+    """An incoming frame is malformed (bad begin token, too many blocks, over the size cap)."""
+
+
+class RemoteRpcError(TubeMQError):
+    """The server answered with an RPC exception frame.
+
+    Attributes:
+        exception_name: the Java exception class name the server reported.
+        remote_message: the exception text (TubeMQ calls the field ``stackTrace``).
+        fatal: True when the response status was FATAL (request not understood at all).
+    """
+
+    #: Whether the call may succeed if sent again (possibly to another node).
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, exception_name: str, remote_message: str, *, fatal: bool = False) -> None:
+        super().__init__(
+            f"{exception_name}: {remote_message}" if remote_message else exception_name
+        )
+        self.exception_name = exception_name
+        self.remote_message = remote_message
+        self.fatal = fatal
+
+
+class StandbyMasterError(RemoteRpcError):
+    """The master contacted is a standby; the call must go to another master address."""
+
+    retriable = True
+
+
+class ServerNotReadyError(RemoteRpcError):
+    """The server's RPC service has not started yet."""
+
+    retriable = True
+
+
+class ServiceStoppingError(RemoteRpcError):
+    """The server is shutting down."""
+
+    retriable = True
+
+
+# Exception simple names -> class. Matched by the part after the last '.', so every package
+# spelling the server may use (org.apache.inlong.tubemq., com.apache.tubemq., com.tencent.tubemq.)
+# maps the same way.
+_REMOTE_ERROR_BY_SIMPLE_NAME: dict[str, type[RemoteRpcError]] = {
+    "StandbyException": StandbyMasterError,
+    "ServerNotReadyException": ServerNotReadyError,
+    "ServiceStoppingException": ServiceStoppingError,
+}
+
+
+def remote_error_for(exception_name: str, remote_message: str, *, fatal: bool) -> RemoteRpcError:
+    """Build the exception for an RPC exception frame.
+
+    Args:
+        exception_name: the Java class name from ``RspExceptionBody.exceptionName``.
+        remote_message: the text from ``RspExceptionBody.stackTrace``.
+        fatal: whether the response status was FATAL.
+
+    Returns:
+        An instance of the most specific :class:`RemoteRpcError` subclass.
+    """
+    simple = exception_name.rsplit(".", 1)[-1]
+    cls = _REMOTE_ERROR_BY_SIMPLE_NAME.get(simple, RemoteRpcError)
+    return cls(exception_name, remote_message, fatal=fatal)
+
+
+class ServerError(TubeMQError):
+    """The server processed the request and answered with a TubeMQ error code.
+
+    Attributes:
+        err_code: the numeric TubeMQ error code (``TErrCodeConstants``).
+        err_msg: the server's error text.
+    """
+
+    #: Whether sending the same request again (possibly elsewhere, after a pause) may succeed.
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, err_code: int, err_msg: str) -> None:
+        super().__init__(f"[{err_code}] {err_msg}")
+        self.err_code = err_code
+        self.err_msg = err_msg
+
+
+class BadRequestError(ServerError):
+    """400: the server found a parameter invalid."""
+
+
+class ForbiddenError(ServerError):
+    """403: topic unknown, closed or forbidden, partition out of range, or checksum mismatch."""
+
+
+class MessageNotFoundError(ServerError):
+    """404: no new message at the requested position (the consumer is caught up)."""
+
+    retriable = True
+
+
+class MessageMovedError(ServerError):
+    """301: the requested offset is below the partition's minimum offset."""
+
+    retriable = True
+
+
+class PartitionOccupiedError(ServerError):
+    """410: the partition is held by another consumer."""
+
+    retriable = True
+
+
+class NotRegisteredError(ServerError):
+    """411: the server does not know this client (never registered or expired); re-register."""
+
+    retriable = True
+
+
+class AuthenticationError(ServerError):
+    """415: authentication or token check failed."""
+
+
+class ServerOverflowError(ServerError):
+    """419: the broker's store refused the append (receive overflow)."""
+
+    retriable = True
+
+
+class ConsumeSpeedLimitedError(ServerError):
+    """452: the broker throttles this consumer; wait before the next fetch."""
+
+    retriable = True
+
+
+class ServiceUnavailableError(ServerError):
+    """503: the broker's read or write service is unavailable."""
+
+    retriable = True
+
+
+class InternalServerError(ServerError):
+    """500: the server failed internally (for example a store failure)."""
+
+    retriable = True
+
+
+#: The one table from TubeMQ error code to exception class (codes: shared protocol notes §8).
+SERVER_ERROR_CLASSES: dict[int, type[ServerError]] = {
+    301: MessageMovedError,
+    400: BadRequestError,
+    403: ForbiddenError,
+    404: MessageNotFoundError,
+    410: PartitionOccupiedError,
+    411: NotRegisteredError,
+    412: PartitionOccupiedError,
+    415: AuthenticationError,
+    419: ServerOverflowError,
+    452: ConsumeSpeedLimitedError,
+    500: InternalServerError,
+    503: ServiceUnavailableError,
+}
+
+
+def server_error(err_code: int, err_msg: str) -> ServerError:
+    """Build the exception for a ``success=false`` response.
+
+    Args:
+        err_code: the TubeMQ error code from the response.
+        err_msg: the error text from the response.
+
+    Returns:
+        An instance of the class :data:`SERVER_ERROR_CLASSES` maps the code to, else
+        :class:`ServerError`.
+    """
+    return SERVER_ERROR_CLASSES.get(err_code, ServerError)(err_code, err_msg)
