@@ -1,0 +1,1 @@
+"""Benchmarks of tubemq-aio against the official Java and Go TubeMQ clients."""

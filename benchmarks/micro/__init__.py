@@ -1,0 +1,1 @@
+"""Micro benchmarks of client-side building blocks (transport, codec) run in isolation."""

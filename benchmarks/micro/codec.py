@@ -1,0 +1,86 @@
+"""Micro-benchmark of the producer codec hot paths.
+
+Run ``python -m benchmarks.micro.codec``; prints one JSON line per case with microseconds per
+operation (best of several rounds):
+
+* ``send_request_1k``: 1 KB body -> :func:`encode_message` -> :class:`SendRequestEncoder` ->
+  :func:`encode_request` -> :func:`encode_frame`, i.e. the whole frame of one send.
+* ``send_request_1k_attrs``: the same with msgType, msgTime and two user attributes.
+* ``send_response``: decode a ``SendMessageResponseB2P`` into a :class:`SendResult`
+  (:func:`parse_send_result`).
+* ``decode_payload_1k_attrs``: split a received 1 KB payload with attributes (consumer side).
+"""
+
+from __future__ import annotations
+
+import json
+import timeit
+from collections.abc import Callable
+
+from tubemq_aio.protocol import framing, rpc
+from tubemq_aio.protocol.message import checksum, decode_payload, encode_message, ip_to_int
+from tubemq_aio.protocol.producer_meta import Broker, BrokerAuthorization, Partition
+from tubemq_aio.protocol.producer_rpc import (
+    SendRequestEncoder,
+    parse_send_result,
+)
+
+_ROUNDS = 7
+
+
+def _bench(name: str, func: Callable[[], object], number: int = 100_000) -> dict[str, object]:
+    func()  # warm caches
+    best = min(timeit.repeat(func, number=number, repeat=_ROUNDS))
+    return {"case": name, "us_per_op": round(best / number * 1e6, 3), "ops": number}
+
+
+def main() -> None:
+    """Run every case and print the JSON lines."""
+    body = bytes(range(256)) * 4
+    partition = Partition(Broker(1, "10.0.0.2", 8123), "bench-topic", 3)
+    encoder = SendRequestEncoder(
+        "10.0.0.1-1234-98765432101234-1234567890-tubemq-aio-0.1.0", ip_to_int("10.0.0.1")
+    )
+    auth = BrokerAuthorization(1700000000123, None)
+    attrs = {"source": "bench", "region": "eu"}
+    serial = [0]
+
+    def send_frame() -> bytes:
+        msg = encode_message(body)
+        req = encoder.encode(partition.topic, partition.partition_id, msg, auth)
+        serial[0] += 1
+        return framing.encode_frame(serial[0], rpc.encode_request(3, 13, 10_000, req))
+
+    def send_frame_attrs() -> bytes:
+        msg = encode_message(body, attributes=attrs, msg_type="order", msg_time="202401011200")
+        req = encoder.encode(partition.topic, partition.partition_id, msg, auth)
+        serial[0] += 1
+        return framing.encode_frame(serial[0], rpc.encode_request(3, 13, 10_000, req))
+
+    response = (
+        b"\x08\x01\x10\xc8\x01\x1a\x0f123456789012345"
+        + b"\x28\x87\xe1\xd7\x8e\xdc\x8e\xe0\x01"  # messageId
+        + b"\x30\x8b\xa0\x9f\xa6\xbb\x31"  # appendTime
+        + b"\x38\xc0\xbb\x01"  # appendOffset
+    )
+
+    def send_response() -> object:
+        return parse_send_result(response, partition)
+
+    encoded = encode_message(body, attributes=attrs, msg_type="order", msg_time="202401011200")
+    crc = checksum(encoded.data)
+
+    def decode() -> object:
+        return decode_payload(encoded.data, encoded.flag, crc)
+
+    for name, func in (
+        ("send_request_1k", send_frame),
+        ("send_request_1k_attrs", send_frame_attrs),
+        ("send_response", send_response),
+        ("decode_payload_1k_attrs", decode),
+    ):
+        print(json.dumps(_bench(name, func)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,406 @@
+"""Producer RPC bodies: builders of the requests and parsers of the responses (sans-I/O).
+
+Master calls (methods 1–3, shared protocol notes §4) use the generated protobuf classes. The send
+(method 13, §5.1) runs per message, so :class:`SendRequestEncoder` writes its protobuf bytes by
+hand with the constant parts cached; the tests check it byte for byte against the generated
+``SendMessageRequestP2B``.
+
+Every builder returns the serialized business message, to be wrapped by
+:func:`tubemq_aio.protocol.rpc.encode_request`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from tubemq_aio.errors import RemoteProtocolError, server_error
+from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.protocol.message import NO_CHECKSUM, EncodedMessage
+from tubemq_aio.protocol.producer_meta import (
+    BrokerAuthorization,
+    ClusterConfig,
+    HeartbeatResponse,
+    MasterAuthorization,
+    MasterCertificate,
+    Partition,
+    RegisterResponse,
+)
+from tubemq_aio.protocol.wire import encode_varint
+
+__all__ = [
+    "SUCCESS",
+    "CloseResponse",
+    "SendRequestEncoder",
+    "SendResult",
+    "build_close_request",
+    "build_heartbeat_request",
+    "build_register_request",
+    "parse_close_response",
+    "parse_heartbeat_response",
+    "parse_register_response",
+    "parse_send_result",
+]
+
+#: ``errCode`` of a successful call.
+SUCCESS = 200
+
+
+def _certificate(auth: MasterCertificate) -> master_pb.MasterCertificateInfo:
+    cert = master_pb.MasterCertificateInfo()
+    if auth.authenticate is not None:
+        a = auth.authenticate
+        cert.authInfo.userName = a.user_name
+        cert.authInfo.timestamp = a.timestamp
+        cert.authInfo.nonce = a.nonce
+        cert.authInfo.othParams = a.oth_params
+        cert.authInfo.signature = a.signature
+    if auth.authorized_token is not None:
+        cert.authorizedToken = auth.authorized_token
+    return cert
+
+
+def build_register_request(
+    *,
+    client_id: str,
+    host_name: str,
+    topics: Iterable[str],
+    broker_checksum: int,
+    config_id: int,
+    auth: MasterCertificate | None = None,
+    runtime_version: str | None = None,
+) -> bytes:
+    """Serialize a ``RegisterRequestP2M`` (method 1, §4.3).
+
+    Args:
+        client_id: the producer id.
+        host_name: the local IPv4 address.
+        topics: topics published so far (often none).
+        broker_checksum: the broker-list checksum held (-1 initially).
+        config_id: the ``appdConfig.configId`` held (-2 initially).
+        auth: ``authInfo`` when authentication is on.
+        runtime_version: optional informational ``jdkVersion`` text.
+    """
+    msg = master_pb.RegisterRequestP2M(
+        clientId=client_id, brokerCheckSum=broker_checksum, hostName=host_name
+    )
+    msg.topicList.extend(topics)
+    if auth is not None:
+        msg.authInfo.CopyFrom(_certificate(auth))
+    if runtime_version is not None:
+        msg.jdkVersion = runtime_version
+    msg.appdConfig.configId = config_id
+    return msg.SerializeToString()
+
+
+def build_heartbeat_request(
+    *,
+    client_id: str,
+    host_name: str,
+    topics: Iterable[str],
+    broker_checksum: int,
+    config_id: int,
+    auth: MasterCertificate | None = None,
+) -> bytes:
+    """Serialize a ``HeartRequestP2M`` (method 2, §4.5); arguments as for register."""
+    msg = master_pb.HeartRequestP2M(
+        clientId=client_id, brokerCheckSum=broker_checksum, hostName=host_name
+    )
+    msg.topicList.extend(topics)
+    if auth is not None:
+        msg.authInfo.CopyFrom(_certificate(auth))
+    msg.appdConfig.configId = config_id
+    return msg.SerializeToString()
+
+
+def build_close_request(*, client_id: str, auth: MasterCertificate | None = None) -> bytes:
+    """Serialize a ``CloseRequestP2M`` (method 3, §4.9)."""
+    msg = master_pb.CloseRequestP2M(clientId=client_id)
+    if auth is not None:
+        msg.authInfo.CopyFrom(_certificate(auth))
+    return msg.SerializeToString()
+
+
+_M = TypeVar("_M", bound=Message)
+
+
+def _parse(cls: type[_M], data: bytes) -> _M:
+    try:
+        return cls.FromString(data)
+    except DecodeError as exc:
+        raise RemoteProtocolError(f"undecodable {cls.__name__}: {exc}") from None
+
+
+def _authorization(
+    msg: master_pb.RegisterResponseM2P | master_pb.HeartResponseM2P,
+) -> MasterAuthorization | None:
+    if not msg.HasField("authorizedInfo"):
+        return None
+    info = msg.authorizedInfo
+    token = info.authAuthorizedToken if info.HasField("authAuthorizedToken") else None
+    return MasterAuthorization(info.visitAuthorizedToken, token)
+
+
+def _config(
+    msg: master_pb.RegisterResponseM2P | master_pb.HeartResponseM2P,
+) -> ClusterConfig | None:
+    if not msg.HasField("appdConfig"):
+        return None
+    cfg = msg.appdConfig
+    return ClusterConfig(cfg.configId, cfg.maxMsgSize if cfg.HasField("maxMsgSize") else None)
+
+
+def parse_register_response(data: bytes) -> RegisterResponse:
+    """Decode a ``RegisterResponseM2P``.
+
+    Raises:
+        RemoteProtocolError: the bytes are not a valid message.
+    """
+    msg = _parse(master_pb.RegisterResponseM2P, data)
+    return RegisterResponse(
+        success=msg.success,
+        err_code=msg.errCode,
+        err_msg=msg.errMsg,
+        broker_checksum=msg.brokerCheckSum,
+        broker_infos=tuple(msg.brokerInfos),
+        authorization=_authorization(msg),
+        config=_config(msg),
+    )
+
+
+def parse_heartbeat_response(data: bytes) -> HeartbeatResponse:
+    """Decode a ``HeartResponseM2P``.
+
+    Raises:
+        RemoteProtocolError: the bytes are not a valid message.
+    """
+    heart = _parse(master_pb.HeartResponseM2P, data)
+    return HeartbeatResponse(
+        success=heart.success,
+        err_code=heart.errCode,
+        err_msg=heart.errMsg,
+        broker_checksum=heart.brokerCheckSum,
+        topic_infos=tuple(heart.topicInfos),
+        broker_infos=tuple(heart.brokerInfos),
+        require_auth=heart.requireAuth,
+        authorization=_authorization(heart),
+        config=_config(heart),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CloseResponse:
+    """A decoded ``CloseResponseM2P`` (the Java client ignores it).
+
+    Attributes:
+        success: whether the master released the producer.
+        err_code: 200 on success.
+        err_msg: the master's text.
+    """
+
+    success: bool
+    err_code: int
+    err_msg: str
+
+
+def parse_close_response(data: bytes) -> CloseResponse:
+    """Decode a ``CloseResponseM2P``.
+
+    Raises:
+        RemoteProtocolError: the bytes are not a valid message.
+    """
+    msg = _parse(master_pb.CloseResponseM2P, data)
+    return CloseResponse(msg.success, msg.errCode, msg.errMsg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Send (method 13)
+# ---------------------------------------------------------------------------------------------
+
+
+def _len_field(tag: int, value: bytes) -> bytes:
+    return bytes((tag,)) + encode_varint(len(value)) + value
+
+
+# Field keys of SendMessageRequestP2B: (number << 3) | wire type.
+_TAG_CLIENT_ID = 0x0A
+_TAG_TOPIC = 0x12
+_TAG_PARTITION = b"\x18"
+_TAG_DATA = b"\x22"
+_TAG_MSG_TYPE = 0x42
+_TAG_MSG_TIME = 0x4A
+_TAG_AUTH = 0x52
+
+
+def _varint_len(n: int) -> bytes:
+    # Lengths are non-negative and almost always below 2**14: one or two bytes, no loop.
+    if n < 0x80:
+        return _SMALL[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    return encode_varint(n)
+
+
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
+class SendRequestEncoder:
+    """Fast serializer of ``SendMessageRequestP2B`` for one producer.
+
+    Caches the client id, per-partition prefixes, the constant ``flag``/``checkSum``/``sentAddr``
+    tail, the ``msgType``/``msgTime`` fields and the last ``authInfo``. The bytes equal the
+    generated class's ``SerializeToString`` (fields in number order, int32 negatives as 10-byte
+    varints, ``msgType``/``msgTime`` only when non-empty, ``authInfo`` always, as Java does).
+
+    Args:
+        client_id: the producer id.
+        sent_addr: the local IPv4 address as int32 (:func:`~tubemq_aio.protocol.message.ip_to_int`).
+    """
+
+    __slots__ = ("_auth", "_auth_bytes", "_client", "_prefix", "_system", "_tails")
+
+    #: Bound on each cache (per (topic, partition) prefixes, per (msgType, msgTime) fields); a
+    #: cache restarts when it is exceeded.
+    MAX_CACHED_PREFIXES = 65536
+
+    def __init__(self, client_id: str, sent_addr: int) -> None:
+        self._client = _len_field(_TAG_CLIENT_ID, client_id.encode())
+        self._prefix: dict[tuple[str, int], bytes] = {}
+        self._system: dict[tuple[str, str], bytes] = {}
+        # flag (5), checkSum (6) = -1 "do not verify" (§5.5), sentAddr (7) for flag 0 and 1.
+        self._tails = tuple(
+            b"\x28"
+            + encode_varint(flag)
+            + b"\x30"
+            + encode_varint(NO_CHECKSUM)
+            + b"\x38"
+            + encode_varint(sent_addr)
+            for flag in (0, 1)
+        )
+        self._auth: BrokerAuthorization | None = None
+        self._auth_bytes = b""
+
+    def encode(
+        self, topic: str, partition_id: int, message: EncodedMessage, auth: BrokerAuthorization
+    ) -> bytes:
+        """Serialize one send request.
+
+        Args:
+            topic: the topic (validated by the caller).
+            partition_id: the chosen partition id.
+            message: the encoded message.
+            auth: the ``authInfo`` from :meth:`tubemq_aio.auth.TokenState.broker_auth`.
+        """
+        data, flag, msg_type, msg_time = message
+        prefix = self._prefix.get((topic, partition_id))
+        if prefix is None:
+            prefix = self._new_prefix(topic, partition_id)
+        if auth is not self._auth:
+            self._set_auth(auth)
+        if 0 <= flag <= 1:
+            tail = self._tails[flag]
+        else:
+            tail = self._tails[0].replace(b"\x28\x00", b"\x28" + encode_varint(flag), 1)
+        if not msg_type and not msg_time:
+            return b"".join((prefix, _varint_len(len(data)), data, tail, self._auth_bytes))
+        fields = self._system.get((msg_type, msg_time))
+        if fields is None:
+            fields = self._new_system_fields(msg_type, msg_time)
+        return b"".join((prefix, _varint_len(len(data)), data, tail, fields, self._auth_bytes))
+
+    def _new_system_fields(self, msg_type: str, msg_time: str) -> bytes:
+        if len(self._system) >= self.MAX_CACHED_PREFIXES:
+            self._system.clear()
+        fields = b""
+        if msg_type:
+            fields += _len_field(_TAG_MSG_TYPE, msg_type.encode())
+        if msg_time:
+            fields += _len_field(_TAG_MSG_TIME, msg_time.encode())
+        self._system[(msg_type, msg_time)] = fields
+        return fields
+
+    def _new_prefix(self, topic: str, partition_id: int) -> bytes:
+        if len(self._prefix) >= self.MAX_CACHED_PREFIXES:
+            self._prefix.clear()
+        prefix = b"".join(
+            (
+                self._client,
+                _len_field(_TAG_TOPIC, topic.encode()),
+                _TAG_PARTITION,
+                encode_varint(partition_id),
+                _TAG_DATA,
+            )
+        )
+        self._prefix[(topic, partition_id)] = prefix
+        return prefix
+
+    def _set_auth(self, auth: BrokerAuthorization) -> None:
+        body = b"\x08" + encode_varint(auth.visit_token)
+        if auth.auth_token:
+            body += _len_field(0x12, auth.auth_token.encode())
+        self._auth = auth
+        self._auth_bytes = _len_field(_TAG_AUTH, body)
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """The outcome of a successful send, as returned to users.
+
+    Attributes:
+        topic: the topic sent to.
+        partition_key: ``brokerId:topic:partitionId`` of the partition that stored the message.
+        partition_id: the partition id.
+        broker_id: the broker id.
+        message_id: the broker-assigned message id (-1 if the broker sent none).
+        append_time: the broker's append time in ms since the epoch (-1 if not sent).
+        append_offset: the index offset the message was appended at (-1 if not sent).
+    """
+
+    topic: str
+    partition_key: str
+    partition_id: int
+    broker_id: int
+    message_id: int
+    append_time: int
+    append_offset: int
+
+
+_SendResponseMsg = broker_pb.SendMessageResponseB2P
+
+
+def parse_send_result(data: bytes, partition: Partition) -> SendResult:
+    """Decode a ``SendMessageResponseB2P`` straight into the user's result (the hot path).
+
+    Success means ``errCode == 200`` (what Java checks, not the ``success`` field). The message id
+    comes from field 5, or from ``errMsg`` (decimal) for old brokers; absent values become -1.
+    ``requireAuth`` is ignored, as in Java.
+
+    Raises:
+        RemoteProtocolError: the bytes are not a valid message.
+        ServerError: the subclass for the response's error code when it was not successful.
+    """
+    try:
+        msg = _SendResponseMsg.FromString(data)
+    except DecodeError as exc:
+        raise RemoteProtocolError(f"undecodable SendMessageResponseB2P: {exc}") from None
+    if msg.errCode != SUCCESS:
+        raise server_error(msg.errCode, msg.errMsg)
+    has = msg.HasField
+    if has("messageId"):
+        message_id = msg.messageId
+    else:
+        text = msg.errMsg.strip()
+        message_id = int(text) if text.lstrip("-").isdigit() else -1
+    return SendResult(
+        partition.topic,
+        partition.partition_key,
+        partition.partition_id,
+        partition.broker.broker_id,
+        message_id,
+        msg.appendTime if has("appendTime") else -1,
+        msg.appendOffset if has("appendOffset") else -1,
+    )
