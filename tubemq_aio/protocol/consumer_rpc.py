@@ -1,0 +1,399 @@
+"""Consumer RPC bodies: request builders and response parsers (sans-I/O, §1–§4, §6, §8).
+
+Builders return the serialized message for :func:`~tubemq_aio.protocol.rpc.encode_request` with
+the method id their docstring names. Parsers return frozen dataclasses and raise
+:class:`~tubemq_aio.errors.RemoteProtocolError` for undecodable bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from tubemq_aio.errors import RemoteProtocolError
+from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.protocol.consumer_meta import (
+    META_VALUE_UNDEFINED,
+    BoundSession,
+    FailureInfo,
+    PartitionKey,
+    format_required_partitions,
+)
+from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.producer_meta import (
+    BrokerAuthorization,
+    MasterAuthorization,
+    MasterCertificate,
+)
+from tubemq_aio.protocol.rebalance import EventResult, RebalanceEvent, parse_event
+
+__all__ = [
+    "BrokerHeartbeatResponse",
+    "FlowUpdate",
+    "GetMessageResponse",
+    "MasterResponse",
+    "OffsetResponse",
+    "RawMessage",
+    "build_broker_heartbeat",
+    "build_broker_register",
+    "build_broker_unregister",
+    "build_close",
+    "build_commit",
+    "build_get_message",
+    "build_heartbeat",
+    "build_register",
+    "parse_broker_heartbeat_response",
+    "parse_get_message_response",
+    "parse_master_response",
+    "parse_offset_response",
+]
+
+_M = TypeVar("_M", bound=Message)
+
+
+def _parse(cls: type[_M], data: bytes) -> _M:
+    try:
+        return cls.FromString(data)
+    except DecodeError as exc:
+        raise RemoteProtocolError(f"undecodable {cls.__name__}: {exc}") from None
+
+
+def _cert(msg: master_pb.MasterCertificateInfo, auth: MasterCertificate | None) -> None:
+    if auth is not None and (a := auth.authenticate) is not None:
+        msg.authInfo.userName, msg.authInfo.timestamp = a.user_name, a.timestamp
+        msg.authInfo.nonce, msg.authInfo.othParams = a.nonce, a.oth_params
+        msg.authInfo.signature = a.signature
+    if auth is not None and auth.authorized_token is not None:
+        msg.authorizedToken = auth.authorized_token
+
+
+def _broker_auth(msg: broker_pb.AuthorizedInfo, auth: BrokerAuthorization | None) -> None:
+    if auth is not None:
+        msg.visitAuthorizedToken = auth.visit_token
+        if auth.auth_token is not None:
+            msg.authAuthorizedToken = auth.auth_token
+
+
+def _c2b(op: int, client: str, group: str, key: PartitionKey) -> broker_pb.RegisterRequestC2B:
+    # opType 31 = MSG_OPTYPE_REGISTER, 32 = MSG_OPTYPE_UNREGISTER (anything else → 400, §3.1)
+    msg = broker_pb.RegisterRequestC2B(opType=op, clientId=client, groupName=group)
+    msg.topicName, msg.partitionId = key.topic, key.partition_id
+    return msg
+
+
+def _flow_ids(msg: Any, flow: FlowControlState) -> None:
+    # Always sent: the master fills flow fields in answers only if a check id came (§2.2).
+    msg.defFlowCheckId, msg.groupFlowCheckId = flow.default.check_id, flow.group.check_id
+    msg.qryPriorityId = flow.qry_priority_id
+
+
+def build_register(
+    *,
+    client_id: str,
+    group: str,
+    host_name: str,
+    topics: Iterable[str],
+    subscribe_info: Iterable[str] = (),
+    topic_conditions: Iterable[str] = (),
+    session_time_ms: int,
+    flow: FlowControlState,
+    bound: BoundSession | None = None,
+    auth: MasterCertificate | None = None,
+    jdk_version: str | None = None,
+) -> bytes:
+    """``RegisterRequestC2M`` (method 4, §1.2): subscribe info = partitions held (re-register),
+    topic conditions = :meth:`TopicCondition.format` strings, flow ids from ``flow``."""
+    msg = master_pb.RegisterRequestC2M(clientId=client_id, groupName=group, hostName=host_name)
+    msg.topicList.extend(topics)
+    msg.subscribeInfo.extend(subscribe_info)
+    msg.topicCondition.extend(topic_conditions)
+    msg.requireBound = bound is not None
+    msg.sessionTime = session_time_ms
+    if bound is not None:
+        msg.sessionKey, msg.totalCount = bound.session_key, bound.source_count
+        msg.selectBig, msg.notAllocated = bound.select_big, bound.not_allocated
+        msg.requiredPartition = format_required_partitions(bound.offsets or {})
+    _flow_ids(msg, flow)
+    _cert(msg.authInfo, auth)
+    if jdk_version is not None:
+        msg.jdkVersion = jdk_version
+    return msg.SerializeToString()
+
+
+def build_heartbeat(
+    *,
+    client_id: str,
+    group: str,
+    flow: FlowControlState,
+    event: EventResult | None = None,
+    subscribe_info: Iterable[str] | None = None,
+    auth: MasterCertificate | None = None,
+) -> bytes:
+    """``HeartRequestC2M`` (method 5, §2.2): ``subscribe_info`` not None means
+    ``reportSubscribeInfo=true`` with that list; ``event`` is a processed event result."""
+    msg = master_pb.HeartRequestC2M(clientId=client_id, groupName=group)
+    msg.reportSubscribeInfo = subscribe_info is not None
+    msg.subscribeInfo.extend(subscribe_info or ())
+    if event is not None:
+        msg.event.rebalanceId, msg.event.opType = event.rebalance_id, event.op_type
+        msg.event.status = event.status
+        msg.event.subscribeInfo.extend(event.subscribe_info)
+    _flow_ids(msg, flow)
+    _cert(msg.authInfo, auth)
+    return msg.SerializeToString()
+
+
+def build_close(*, client_id: str, group: str, auth: MasterCertificate | None = None) -> bytes:
+    """``CloseRequestC2M`` (method 6, §1.5), after every partition was unregistered."""
+    msg = master_pb.CloseRequestC2M(clientId=client_id, groupName=group)
+    _cert(msg.authInfo, auth)
+    return msg.SerializeToString()
+
+
+def build_broker_register(
+    *,
+    client_id: str,
+    group: str,
+    key: PartitionKey,
+    read_status: int,
+    filters: Iterable[str] = (),
+    curr_offset: int | None = None,
+    qry_priority_id: int = META_VALUE_UNDEFINED,
+    auth: BrokerAuthorization | None = None,
+) -> bytes:
+    """``RegisterRequestC2B`` opType 31 (method 15, §3.1): ``read_status`` from
+    :meth:`ConsumePosition.read_status`; ``curr_offset`` ≥ 0 is a bootstrap offset (§1.4, §8.4)."""
+    msg = _c2b(31, client_id, group, key)
+    msg.readStatus = read_status
+    msg.filterCondStr.extend(sorted(filters))
+    if curr_offset is not None and curr_offset >= 0:
+        msg.currOffset = curr_offset
+    msg.qryPriorityId = qry_priority_id
+    _broker_auth(msg.authInfo, auth)
+    return msg.SerializeToString()
+
+
+def build_broker_unregister(
+    *,
+    client_id: str,
+    group: str,
+    key: PartitionKey,
+    read_status: int,
+    auth: BrokerAuthorization | None = None,
+) -> bytes:
+    """``RegisterRequestC2B`` opType 32 (method 15, §3.1): ``read_status`` 0 commits the last
+    batch, 1 discards it (:attr:`RemovedPartition.read_status`)."""
+    msg = _c2b(32, client_id, group, key)
+    msg.readStatus = read_status
+    _broker_auth(msg.authInfo, auth)
+    return msg.SerializeToString()
+
+
+def build_broker_heartbeat(
+    *,
+    client_id: str,
+    group: str,
+    partition_info: Iterable[str],
+    qry_priority_id: int = META_VALUE_UNDEFINED,
+    auth: BrokerAuthorization | None = None,
+) -> bytes:
+    """``HeartBeatRequestC2B`` (method 16, §3.3): partition strings held on one broker."""
+    msg = broker_pb.HeartBeatRequestC2B(clientId=client_id, groupName=group, readStatus=0)
+    msg.partitionInfo.extend(partition_info)
+    msg.qryPriorityId = qry_priority_id
+    _broker_auth(msg.authInfo, auth)
+    return msg.SerializeToString()
+
+
+def build_get_message(
+    *, client_id: str, group: str, key: PartitionKey, last_pack_consumed: bool, esc_flow_ctrl: bool
+) -> bytes:
+    """``GetMessageRequestC2B`` (method 17, §4.1); ``manualCommitOffset`` is always false."""
+    msg = broker_pb.GetMessageRequestC2B(clientId=client_id, groupName=group, topicName=key.topic)
+    msg.partitionId, msg.lastPackConsumed = key.partition_id, last_pack_consumed
+    msg.manualCommitOffset, msg.escFlowCtrl = False, esc_flow_ctrl
+    return msg.SerializeToString()
+
+
+def build_commit(*, client_id: str, group: str, key: PartitionKey, consumed: bool) -> bytes:
+    """``CommitOffsetRequestC2B`` (method 18, §6.1): commit (True) or roll back the batch."""
+    msg = broker_pb.CommitOffsetRequestC2B(clientId=client_id, topicName=key.topic, groupName=group)
+    msg.partitionId, msg.lastPackConsumed = key.partition_id, consumed
+    return msg.SerializeToString()
+
+
+@dataclass(frozen=True, slots=True)
+class FlowUpdate:
+    """Flow-control and ops fields of a master answer (§1.3, §2.5, §8.1; None = absent)."""
+
+    default_check_id: int | None = None
+    default_info: str | None = None
+    group_check_id: int | None = None
+    group_info: str | None = None
+    qry_priority_id: int | None = None
+    max_offset_ctrl_id: int | None = None
+
+    def apply(self, state: FlowControlState) -> bool:
+        """Apply to ``state`` (:meth:`FlowControlState.update`); True if anything changed."""
+        fields = {f: getattr(self, f) for f in self.__slots__ if f != "max_offset_ctrl_id"}
+        return state.update(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class MasterResponse:
+    """Any consumer master answer (methods 4–6, 20–22). V2 answers carry no ``success``: it is
+    ``err_code == 200``. Fields a method does not have stay empty/None."""
+
+    success: bool
+    err_code: int
+    err_msg: str
+    event: RebalanceEvent | None = None
+    not_allocated: bool | None = None
+    flow: FlowUpdate = FlowUpdate()
+    require_auth: bool = False
+    authorization: MasterAuthorization | None = None
+    broker_config_id: int | None = None
+    broker_config_list: tuple[str, ...] = ()
+    topic_meta_id: int | None = None
+    topic_meta_list: tuple[str, ...] = ()
+
+
+def _get(msg: Any, name: str, default: object = None) -> Any:
+    """``msg.name`` when the field is present, else ``default`` (proto2 presence)."""
+    try:
+        return getattr(msg, name) if msg.HasField(name) else default
+    except ValueError:  # the message type has no such singular field
+        return default
+
+
+def _flow(msg: Any, max_offset_ctrl: bool = False) -> FlowUpdate:
+    return FlowUpdate(
+        _get(msg, "defFlowCheckId"),
+        _get(msg, "defFlowControlInfo"),
+        _get(msg, "groupFlowCheckId"),
+        _get(msg, "groupFlowControlInfo"),
+        _get(msg, "qryPriorityId"),
+        _get(msg, "csmFrmMaxOffsetCtrlId") if max_offset_ctrl else None,
+    )
+
+
+_MASTER_RESPONSES: dict[int, type[Message]] = {
+    4: master_pb.RegisterResponseM2C,
+    5: master_pb.HeartResponseM2C,
+    6: master_pb.CloseResponseM2C,
+    20: master_pb.RegisterResponseM2CV2,
+    21: master_pb.HeartResponseM2CV2,
+    22: master_pb.GetPartMetaResponseM2C,
+}
+
+
+def parse_master_response(method: int, data: bytes) -> MasterResponse:
+    """Decode the answer to consumer master method ``method`` (4, 5, 6, 20, 21 or 22).
+
+    A malformed event subscribe info is a protocol error; another method a ``ValueError``."""
+    cls = _MASTER_RESPONSES.get(method)
+    if cls is None:
+        raise ValueError(f"method {method} is not a consumer master method")
+    msg: Any = _parse(cls, data)
+    ops = _get(msg, "opsTaskInfo")
+    event = _get(msg, "event")
+    info = _get(msg, "authorizedInfo")
+    token = None if info is None else _get(info, "authAuthorizedToken")
+    return MasterResponse(
+        success=_get(msg, "success", msg.errCode == 200),
+        err_code=msg.errCode,
+        err_msg=msg.errMsg,
+        event=None if event is None else parse_event(event),
+        not_allocated=_get(msg, "notAllocated"),
+        flow=_flow(ops, True) if ops is not None else _flow(msg),
+        require_auth=bool(_get(msg, "requireAuth") or (ops is not None and ops.requireAuth)),
+        authorization=info and MasterAuthorization(info.visitAuthorizedToken, token),
+        broker_config_id=_get(msg, "brokerConfigId"),
+        broker_config_list=tuple(getattr(msg, "brokerConfigList", ())),
+        topic_meta_id=_get(msg, "topicMetaInfoId"),
+        topic_meta_list=tuple(getattr(msg, "topicMetaInfoList", ())),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetResponse:
+    """A broker register/unregister or commit answer; offsets -2 when absent (§3.2, §6.1)."""
+
+    success: bool
+    err_code: int
+    err_msg: str
+    curr_offset: int = META_VALUE_UNDEFINED
+    max_offset: int = META_VALUE_UNDEFINED
+
+
+def parse_offset_response(data: bytes, *, commit: bool = False) -> OffsetResponse:
+    """Decode a ``RegisterResponseB2C`` (15) or, with ``commit``, ``CommitOffsetResponseB2C``."""
+    cls = broker_pb.CommitOffsetResponseB2C if commit else broker_pb.RegisterResponseB2C
+    msg: Any = _parse(cls, data)
+    curr, top = _get(msg, "currOffset", -2), _get(msg, "maxOffset", -2)
+    return OffsetResponse(msg.success, msg.errCode, msg.errMsg, curr, top)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    """A ``HeartBeatResponseB2C``: partitions to drop locally come in ``failures`` (§3.3)."""
+
+    success: bool
+    err_code: int
+    err_msg: str
+    failures: tuple[FailureInfo, ...]
+    require_auth: bool
+
+
+def parse_broker_heartbeat_response(data: bytes) -> BrokerHeartbeatResponse:
+    """Decode a ``HeartBeatResponseB2C`` (method 16); a bad failure item is a protocol error."""
+    msg = _parse(broker_pb.HeartBeatResponseB2C, data)
+    failures = tuple(FailureInfo.parse(s) for s in msg.failureInfo)
+    return BrokerHeartbeatResponse(msg.success, msg.errCode, msg.errMsg, failures, msg.requireAuth)
+
+
+@dataclass(frozen=True, slots=True)
+class RawMessage:
+    """A ``TransferedMessage`` as received; decoding is ``protocol.message``'s job (§5)."""
+
+    message_id: int
+    checksum: int
+    payload: bytes
+    flag: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetMessageResponse:
+    """A ``GetMessageResponseB2C`` (§4.2); when absent: offsets -2, dlt -1, min_limit_time None."""
+
+    success: bool
+    err_code: int
+    err_msg: str
+    messages: tuple[RawMessage, ...]
+    curr_offset: int
+    max_offset: int
+    curr_data_dlt: int
+    min_limit_time: int | None
+    esc_flow_ctrl: bool
+    require_slow: bool
+
+
+def parse_get_message_response(data: bytes) -> GetMessageResponse:
+    """Decode a ``GetMessageResponseB2C`` (method 17)."""
+    msg = _parse(broker_pb.GetMessageResponseB2C, data)
+    raw = tuple(RawMessage(m.messageId, m.checkSum, m.payLoadData, m.flag) for m in msg.messages)
+    return GetMessageResponse(
+        success=msg.success,
+        err_code=msg.errCode,
+        err_msg=msg.errMsg,
+        messages=raw,
+        curr_offset=_get(msg, "currOffset", META_VALUE_UNDEFINED),
+        max_offset=_get(msg, "maxOffset", META_VALUE_UNDEFINED),
+        curr_data_dlt=_get(msg, "currDataDlt", -1),
+        min_limit_time=_get(msg, "minLimitTime"),
+        esc_flow_ctrl=msg.escFlowCtrl,
+        require_slow=msg.requireSlow,
+    )
