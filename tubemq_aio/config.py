@@ -11,10 +11,11 @@ import dataclasses
 import ssl
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
 
 __all__ = ["ClientConfig", "Credentials", "HostPort", "parse_host_port", "parse_masters"]
@@ -74,18 +75,6 @@ def parse_masters(masters: str | typing.Iterable[str]) -> tuple[HostPort, ...]:
     if not result:
         raise ConfigError("at least one master address is required")
     return tuple(result)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Credentials:
-    """User name and password for TubeMQ authentication (signature: protocol notes §6.2)."""
-
-    username: str
-    password: str = field(repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.username.strip():
-            raise ConfigError("credentials need a non-blank username")
 
 
 def _require(condition: bool, name: str, rule: str) -> None:

@@ -77,6 +77,6 @@ def test_from_url_errors(url: str) -> None:
 
 
 def test_credentials_hide_password_and_need_user() -> None:
-    assert "secret" not in repr(Credentials(username="u", password="secret"))
+    assert "secret" not in repr(Credentials(user_name="u", password="secret"))
     with pytest.raises(ConfigError):
-        Credentials(username=" ", password="x")
+        Credentials(user_name=" ", password="x")
