@@ -1,0 +1,207 @@
+"""A loopback TubeMQ RPC test server with fault knobs, plus its fixtures (io test helper).
+
+This is a plain module, not a ``conftest.py`` (a second ``conftest`` module name would clash in
+mypy with ``tests/integration``); test modules import ``server_fixture`` and
+``settings_fixture``, which pytest registers as the ``server`` and ``settings`` fixtures.
+
+It decodes request frames with the coordinator's ``decode_request`` and answers with
+``encode_success`` (echoing the request body) or ``encode_exception``. Knobs change how it
+answers: shuffled order, delay, drop, duplicate, garbage, close mid-flight, stop reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import ssl
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+import pytest
+
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.rpc import (
+    RpcRequest,
+    decode_request,
+    encode_exception,
+    encode_success,
+)
+
+__all__ = ["FakeServer", "Knobs", "request_payload", "server_fixture", "settings_fixture"]
+
+
+@dataclass
+class Knobs:
+    """How the server answers; change the attributes at any time.
+
+    Attributes:
+        shuffle: answer the requests of one read in random order.
+        delay: seconds to wait before answering.
+        drop: never answer.
+        duplicate: send every answer twice.
+        garbage: send these bytes instead of an answer.
+        close_after: close the connection when this many requests (per server) were received.
+        pause_reading: stop reading new connections right after accepting them.
+        exception: answer with ``(exception_name, message, fatal)`` instead of the echo.
+        handler: build the answer payload from the request (overrides the echo).
+    """
+
+    shuffle: bool = False
+    delay: float = 0.0
+    drop: bool = False
+    duplicate: bool = False
+    garbage: bytes | None = None
+    close_after: int | None = None
+    pause_reading: bool = False
+    exception: tuple[str, str, bool] | None = None
+    handler: Callable[[RpcRequest], bytes] | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(1234))
+
+
+class _ServerProtocol(asyncio.Protocol):
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.stash: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)
+        self.server.accepted += 1
+        self.server.open.add(self)
+        if self.server.knobs.pause_reading:
+            transport.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.open.discard(self)
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        server = self.server
+        knobs = server.knobs
+        if knobs.pause_reading:
+            # uvloop starts reading after connection_made, so pausing there is not enough.
+            assert self.transport is not None
+            self.transport.pause_reading()
+            self.stash.append(data)
+            return
+        server.bytes_received += len(data)
+        out: list[bytes] = []
+        for serial, payload in self.decoder.feed(data):
+            request = decode_request(payload)
+            server.requests.append(request)
+            if knobs.close_after is not None and len(server.requests) >= knobs.close_after:
+                assert self.transport is not None
+                self.transport.abort()
+                return
+            if knobs.drop:
+                continue
+            if knobs.garbage is not None:
+                out.append(knobs.garbage)
+                continue
+            if knobs.handler is not None:
+                answer = knobs.handler(request)
+            elif knobs.exception is not None:
+                name, text, fatal = knobs.exception
+                answer = encode_exception(name, text, fatal=fatal)
+            else:
+                answer = encode_success(request.method, request.body)
+            frame = encode_frame(serial, answer)
+            out.append(frame)
+            if knobs.duplicate:
+                out.append(frame)
+        if not out:
+            return
+        if knobs.shuffle:
+            knobs.rng.shuffle(out)
+        if knobs.delay > 0:
+            asyncio.get_running_loop().call_later(knobs.delay, self._write, out)
+        else:
+            self._write(out)
+
+    def _write(self, frames: list[bytes]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(frames)
+
+
+class FakeServer:
+    """A TCP (optionally TLS) server on 127.0.0.1 speaking the TubeMQ RPC framing.
+
+    Args:
+        knobs: answer behaviour (a default echo when None).
+        ssl_context: a server-side TLS context, or None for plain TCP.
+    """
+
+    def __init__(self, knobs: Knobs | None = None, ssl_context: ssl.SSLContext | None = None):
+        self.knobs = knobs if knobs is not None else Knobs()
+        self.ssl_context = ssl_context
+        self.port = 0
+        self.accepted = 0
+        self.bytes_received = 0
+        self.requests: list[RpcRequest] = []
+        self.open: set[_ServerProtocol] = set()
+        self._server: asyncio.Server | None = None
+
+    async def start(self, port: int = 0) -> FakeServer:
+        """Listen on ``port`` (0: any free port; reused on restart)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _ServerProtocol(self),
+            "127.0.0.1",
+            port or self.port,
+            ssl=self.ssl_context,
+            reuse_address=True,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening and abort every open connection."""
+        if self._server is not None:
+            self._server.close()
+            for proto in list(self.open):
+                if proto.transport is not None:
+                    proto.transport.abort()
+            await self._server.wait_closed()
+            self._server = None
+        await asyncio.sleep(0)
+
+    def resume_reading(self) -> None:
+        """Resume reading on every open connection (after ``pause_reading``)."""
+        self.knobs.pause_reading = False
+        for proto in list(self.open):
+            stash, proto.stash = proto.stash, []
+            for data in stash:
+                proto.data_received(data)
+            if proto.transport is not None:
+                proto.transport.resume_reading()
+
+    async def __aenter__(self) -> FakeServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+def request_payload(body: bytes, method: int = 1, timeout_ms: int = 10_000) -> bytes:
+    """A request envelope (master service) the echo server answers with ``body``."""
+    from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
+
+    return encode_request(SERVICE_OF_METHOD[Method(method)], method, timeout_ms, body)
+
+
+@pytest.fixture(name="server")
+async def server_fixture() -> AsyncIterator[FakeServer]:
+    """A started echo server, stopped after the test (import this fixture into a test module)."""
+    srv = FakeServer()
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+@pytest.fixture(name="settings")
+def settings_fixture() -> TransportSettings:
+    """Transport settings with short intervals so timing tests stay fast."""
+    return TransportSettings(sweep_interval=0.01, connect_timeout=1.0, backoff_initial=0.2)

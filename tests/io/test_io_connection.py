@@ -1,0 +1,381 @@
+"""One connection against the fake server: pipelining, timeouts, cancellation, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+import pytest
+from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+
+from tubemq_aio._io.decisions import MAX_SERIAL
+from tubemq_aio._io.pool import Address, ConnectionPool
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio.errors import (
+    ClientClosedError,
+    ConnectionLostError,
+    FrameError,
+    RemoteProtocolError,
+    RemoteRpcError,
+    RequestTimeoutError,
+    ServiceStoppingError,
+    StandbyMasterError,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def addr(server: FakeServer) -> Address:
+    return Address("127.0.0.1", server.port)
+
+
+async def test_10k_pipelined_calls_with_random_response_order(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.shuffle = True
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    bodies = [f"body-{i}".encode() for i in range(10_000)]
+    results = await asyncio.gather(*(conn.call(request_payload(b), 10.0) for b in bodies))
+    assert results == bodies
+    assert pool.stats.requests_sent == 10_000
+    assert pool.stats.responses == 10_000
+    assert pool.stats.dropped_responses == 0
+    assert conn.in_flight == 0
+    await pool.close()
+
+
+async def test_timeout_fails_call_and_keeps_connection(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.drop = True
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    start = time.monotonic()
+    with pytest.raises(RequestTimeoutError, match="may or may not have been processed"):
+        await conn.call(request_payload(b"x"), 0.1)
+    elapsed = time.monotonic() - start
+    assert 0.1 <= elapsed < 0.1 + 0.5
+    assert isinstance(RequestTimeoutError("t"), TimeoutError)
+    assert pool.stats.timeouts == 1
+    assert conn.in_flight == 0
+    assert not conn.is_closed
+    server.knobs.drop = False
+    assert await conn.call(request_payload(b"y"), 1.0) == b"y"
+    await pool.close()
+
+
+async def test_cancel_mid_flight_drops_late_reply(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.delay = 0.2
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    task = asyncio.create_task(conn.call(request_payload(b"first"), 5.0))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert conn.in_flight == 0
+    assert pool.stats.cancelled == 1
+    # A later call must get its own reply, never the cancelled call's late one.
+    assert await conn.call(request_payload(b"second"), 5.0) == b"second"
+    assert pool.stats.dropped_responses == 1
+    assert not conn.is_closed
+    await pool.close()
+
+
+async def test_server_close_mid_flight_fails_all_pending_fast(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.delay = 10.0
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 30.0)) for i in range(20)]
+    await asyncio.sleep(0.05)
+    assert conn.in_flight == 20
+    start = time.monotonic()
+    await server.stop()
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert time.monotonic() - start < 1.0
+    assert all(isinstance(r, ConnectionLostError) for r in results)
+    assert "may or may not have been processed" in str(results[0])
+    assert conn.is_closed
+    assert pool.connections == {}
+    with pytest.raises(ConnectionLostError):
+        await conn.call(request_payload(b"late"), 1.0)
+    await pool.close()
+
+
+async def test_oneway_has_no_pending_entry(server: FakeServer, settings: TransportSettings) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    for i in range(100):
+        await conn.call_oneway(request_payload(b"%d" % i))
+    assert conn.in_flight == 0
+    # The echo server answers oneway requests too (TubeMQ has no oneway flag): dropped, counted.
+    assert await conn.call(request_payload(b"sync"), 2.0) == b"sync"
+    assert len(server.requests) == 101
+    assert pool.stats.oneway_sent == 100
+    assert pool.stats.dropped_responses == 100
+    await pool.close()
+
+
+async def test_async_call_with_callback(server: FakeServer, settings: TransportSettings) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    seen: list[bytes] = []
+    fut = await conn.call_async(request_payload(b"a"), 2.0, lambda f: seen.append(f.result()))
+    assert await fut == b"a"
+    await asyncio.sleep(0)
+    assert seen == [b"a"]
+    assert conn.async_outstanding == 0
+    await pool.close()
+
+
+async def test_async_semaphore_bounds_outstanding_calls(server: FakeServer) -> None:
+    server.knobs.delay = 0.4
+    settings = TransportSettings(sweep_interval=0.01, max_async_outstanding=4)
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    futs = [await conn.call_async(request_payload(b"%d" % i), 5.0) for i in range(4)]
+    assert conn.async_outstanding == 4
+    fifth = asyncio.create_task(conn.call_async(request_payload(b"5"), 5.0))
+    await asyncio.sleep(0.1)
+    assert not fifth.done()
+    assert len(server.requests) == 4
+    assert await asyncio.gather(*futs) == [b"0", b"1", b"2", b"3"]
+    assert await (await fifth) == b"5"
+    assert conn.async_outstanding == 0
+    await pool.close()
+
+
+async def test_oneway_semaphore_bounds_queued_frames(server: FakeServer) -> None:
+    settings = TransportSettings(sweep_interval=0.01, max_oneway_outstanding=2)
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    observed: list[int] = []
+    original = conn._queue
+
+    def spy(frame: bytes) -> None:
+        observed.append(conn.oneway_outstanding)
+        original(frame)
+
+    conn._queue = spy  # type: ignore[method-assign]
+    await asyncio.gather(*(conn.call_oneway(request_payload(b"%d" % i)) for i in range(9)))
+    assert len(observed) == 9
+    assert max(observed) <= 2
+    assert await conn.call(request_payload(b"end"), 2.0) == b"end"
+    assert len(server.requests) == 10
+    await pool.close()
+
+
+async def test_in_flight_bound_makes_callers_wait(server: FakeServer) -> None:
+    server.knobs.delay = 0.4
+    settings = TransportSettings(sweep_interval=0.01, max_in_flight=3)
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 5.0)) for i in range(5)]
+    await asyncio.sleep(0.1)
+    assert conn.in_flight == 3
+    assert len(server.requests) == 3
+    assert await asyncio.gather(*calls) == [b"0", b"1", b"2", b"3", b"4"]
+    await pool.close()
+
+
+async def test_pause_writing_blocks_senders(server: FakeServer) -> None:
+    server.knobs.pause_reading = True
+    settings = TransportSettings(
+        sweep_interval=0.01, write_high_water=64 * 1024, write_low_water=16 * 1024
+    )
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    chunk = request_payload(b"z" * 65536)
+
+    async def flood() -> int:
+        for i in range(1000):
+            await conn.call_oneway(chunk)
+            if i % 8 == 0:
+                await asyncio.sleep(0)
+        return 1000
+
+    sender = asyncio.create_task(flood())
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if conn.writing_paused:
+            break
+    assert conn.writing_paused
+    await asyncio.sleep(0.05)
+    assert not sender.done()
+    caller = asyncio.create_task(conn.call(request_payload(b"small"), 10.0))
+    await asyncio.sleep(0.05)
+    assert not caller.done()
+    server.resume_reading()
+    assert await sender == 1000
+    assert await caller == b"small"
+    assert not conn.writing_paused
+    await pool.close()
+
+
+async def test_garbage_from_server_closes_connection(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.drop = True
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    waiting = asyncio.create_task(conn.call(request_payload(b"w"), 5.0))
+    await asyncio.sleep(0.02)
+    server.knobs.drop = False
+    server.knobs.garbage = b"\x00" * 16
+    with pytest.raises(FrameError):
+        await conn.call(request_payload(b"g"), 5.0)
+    with pytest.raises(FrameError):
+        await waiting
+    assert conn.is_closed
+    await pool.close()
+
+
+async def test_undecodable_envelope_closes_connection(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.handler = lambda request: b"\x05\x01"
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    with pytest.raises(RemoteProtocolError):
+        await conn.call(request_payload(b"x"), 2.0)
+    assert conn.is_closed
+    await pool.close()
+
+
+async def test_io_exception_frame_closes_connection_after_its_call(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    server.knobs.exception = ("org.apache.inlong.tubemq.corerpc.exception.ServiceStoppingException",
+                              "service is stopping", False)  # fmt: skip
+    with pytest.raises(ServiceStoppingError):
+        await conn.call(request_payload(b"x"), 2.0)
+    assert not conn.is_closed  # not an IOException on the Java side
+    server.knobs.exception = ("org.apache.inlong.tubemq.corerpc.exception.StandbyException",
+                              "not master now", False)  # fmt: skip
+    with pytest.raises(StandbyMasterError) as info:
+        await conn.call(request_payload(b"x"), 2.0)
+    assert isinstance(info.value, RemoteRpcError)
+    await asyncio.sleep(0.01)
+    assert conn.is_closed
+    assert pool.connections == {}
+    await pool.close()
+
+
+async def test_duplicate_responses_are_dropped_and_counted(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.duplicate = True
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    bodies = [b"%d" % i for i in range(10)]
+    assert await asyncio.gather(*(conn.call(request_payload(b), 2.0) for b in bodies)) == bodies
+    assert await conn.call(request_payload(b"last"), 2.0) == b"last"
+    await asyncio.sleep(0.05)
+    assert pool.stats.dropped_responses == 11
+    assert not conn.is_closed
+    await pool.close()
+
+
+async def test_serial_numbers_wrap_within_31_bits(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    conn._serial = MAX_SERIAL - 1
+    assert await conn.call(request_payload(b"a"), 2.0) == b"a"
+    assert conn._serial == MAX_SERIAL
+    assert await conn.call(request_payload(b"b"), 2.0) == b"b"
+    assert conn._serial == 1
+    await pool.close()
+
+
+async def test_close_fails_pending_with_client_closed(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.drop = True
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 30.0)) for i in range(5)]
+    await asyncio.sleep(0.02)
+    assert "in_flight=5" in repr(conn)
+    await pool.close()
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, ClientClosedError) for r in results)
+    assert "closed=True" in repr(conn)
+    with pytest.raises(ClientClosedError):
+        await conn.call(request_payload(b"x"), 1.0)
+
+
+async def test_frames_of_one_tick_leave_in_one_writelines(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    transport = conn._transport
+    assert transport is not None
+    batches: list[int] = []
+    original = transport.writelines
+
+    def spy(frames: Any) -> None:
+        frames = list(frames)
+        batches.append(len(frames))
+        original(frames)
+
+    transport.writelines = spy  # type: ignore[method-assign, assignment]
+    calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 5.0)) for i in range(100)]
+    await asyncio.gather(*calls)
+    assert batches == [100]
+    await conn.call_oneway(request_payload(b"one"))
+    await conn.call_oneway(request_payload(b"two"))
+    await asyncio.sleep(0)
+    assert batches == [100, 2]
+    await pool.close()
+
+
+async def test_tcp_nodelay_is_on(server: FakeServer, settings: TransportSettings) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    assert conn._transport is not None
+    sock = conn._transport.get_extra_info("socket")
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    await pool.close()
+
+
+async def test_no_timer_or_task_per_request(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.drop = True
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    loop = asyncio.get_running_loop()
+    tasks_before = len(asyncio.all_tasks())
+    futures = [await conn.call_async(request_payload(b"%d" % i), 30.0) for i in range(500)]
+    assert conn.in_flight == 500
+    assert len(asyncio.all_tasks()) == tasks_before
+    # Only the sweeper's and the reaper's sleeps are scheduled, not one timer per request.
+    assert len(loop._scheduled) <= 2  # type: ignore[attr-defined]
+    await pool.close()
+    assert all(isinstance(f.exception(), ClientClosedError) for f in futures)
+
+
+async def test_server_aborting_on_a_request_fails_all_in_flight(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    server.knobs.delay = 10.0
+    server.knobs.close_after = 5
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 30.0)) for i in range(5)]
+    results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 2.0)
+    assert all(isinstance(r, ConnectionLostError) for r in results), results
+    assert pool.stats.connections_closed == 1
+    await pool.close()

@@ -1,0 +1,138 @@
+"""Pure transport decisions (backoff, idle reaping, closing errors) and settings validation.
+
+No event loop: time is passed in as ``now``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tubemq_aio._io.decisions import (
+    MAX_SERIAL,
+    BackoffPolicy,
+    IdleView,
+    closes_connection,
+    idle_connections,
+    next_serial,
+    record_failure,
+    seconds_until_allowed,
+)
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio._io.stats import TransportStats
+from tubemq_aio.errors import ConfigError
+
+POLICY = BackoffPolicy(initial=0.1, maximum=2.0, multiplier=2.0, jitter=0.5)
+
+
+def test_serials_start_at_one_and_wrap_within_31_bits() -> None:
+    assert next_serial(0) == 1
+    assert next_serial(41) == 42
+    assert next_serial(MAX_SERIAL - 1) == MAX_SERIAL
+    assert next_serial(MAX_SERIAL) == 1
+    assert MAX_SERIAL == 2**31 - 1
+
+
+def test_backoff_grows_exponentially_up_to_the_cap() -> None:
+    no_jitter = POLICY._replace(jitter=0.0)
+    assert [no_jitter.delay(n, 0.0) for n in range(1, 7)] == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0]
+    assert no_jitter.delay(10_000, 0.9) == 2.0
+
+
+@given(failures=st.integers(1, 200), rand=st.floats(0.0, 1.0, exclude_max=True))
+def test_jitter_stays_within_its_fraction(failures: int, rand: float) -> None:
+    base = min(POLICY.maximum, POLICY.initial * POLICY.multiplier ** (failures - 1))
+    delay = POLICY.delay(failures, rand)
+    assert base * (1 - POLICY.jitter) - 1e-12 <= delay <= base
+
+
+def test_failures_accumulate_and_gate_the_next_attempt() -> None:
+    state = record_failure(None, now=100.0, policy=POLICY, rand=0.0)
+    assert (state.failures, state.last_failure, state.next_attempt) == (1, 100.0, 100.1)
+    assert seconds_until_allowed(state, 100.05) == pytest.approx(0.05)
+    assert seconds_until_allowed(state, 100.1) == 0.0
+    state = record_failure(state, now=101.0, policy=POLICY, rand=0.0)
+    assert state.failures == 2
+    assert state.next_attempt == pytest.approx(101.2)
+    assert seconds_until_allowed(None, 0.0) == 0.0
+
+
+def test_idle_connections_need_no_traffic_and_no_calls_in_flight() -> None:
+    views = [
+        IdleView("quiet", last_activity=0.0, in_flight=0),
+        IdleView("busy", last_activity=0.0, in_flight=3),
+        IdleView("recent", last_activity=150.0, in_flight=0),
+        IdleView("edge", last_activity=20.0, in_flight=0),
+    ]
+    assert idle_connections(views, now=200.0, idle_timeout=180.0) == ["quiet", "edge"]
+    assert idle_connections(views, now=10.0, idle_timeout=180.0) == []
+    assert idle_connections([], now=1e9, idle_timeout=1.0) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "closes"),
+    [
+        ("org.apache.inlong.tubemq.corerpc.exception.StandbyException", True),
+        ("com.apache.tubemq.corerpc.exception.StandbyException", True),
+        ("org.apache.inlong.tubemq.corerpc.exception.ServerNotReadyException", True),
+        ("com.google.protobuf.InvalidProtocolBufferException", True),
+        ("org.apache.inlong.tubemq.corerpc.exception.ServiceStoppingException", False),
+        ("java.lang.Exception", False),
+        ("java.lang.reflect.InvocationTargetException", False),
+    ],
+)
+def test_io_exception_names_close_the_connection(name: str, closes: bool) -> None:
+    assert closes_connection(name) is closes
+
+
+def test_default_settings_follow_the_brief() -> None:
+    s = TransportSettings()
+    assert s.connect_timeout == 3.0
+    assert s.idle_timeout == 180.0
+    assert s.max_in_flight == 1024
+    assert "sweep_interval" in TransportSettings.field_names()
+    with pytest.raises(TypeError):
+        TransportSettings(3.0)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("connect_timeout", 0),
+        ("idle_timeout", -1.0),
+        ("sweep_interval", float("nan")),
+        ("max_in_flight", 0),
+        ("max_async_outstanding", True),
+        ("max_oneway_outstanding", 1.5),
+        ("max_frame_bytes", -5),
+        ("backoff_jitter", 1.5),
+        ("backoff_multiplier", 0.5),
+        ("write_low_water", 10**9),
+        ("tls_server_hostname", ""),
+        ("ssl_context", "not a context"),
+    ],
+)
+def test_invalid_settings_name_the_field(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=field):
+        TransportSettings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_backoff_max_below_initial_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="backoff_max"):
+        TransportSettings(backoff_initial=5.0, backoff_max=1.0)
+
+
+def test_stats_snapshot_lists_every_counter() -> None:
+    stats = TransportStats()
+    stats.requests_sent += 3
+    snap = stats.snapshot()
+    assert snap["requests_sent"] == 3
+    assert set(snap) >= {
+        "requests_sent",
+        "responses",
+        "dropped_responses",
+        "timeouts",
+        "reconnects",
+        "connections_reaped",
+    }

@@ -1,0 +1,361 @@
+"""One ``asyncio.Protocol`` per TCP connection: serial numbers, pending calls, coalesced writes.
+
+Hot path (no per-request task or timer, shared protocol notes §1.5):
+
+* send: take an in-flight slot, pick the next serial, register ``serial -> (future, deadline, …)``,
+  append the encoded frame to the tick's write list; the first frame of a tick schedules one
+  ``_flush`` with ``loop.call_soon``, which hands the whole list to ``transport.writelines``.
+* receive: ``data_received`` feeds the frame decoder, pops the pending entry by serial and decodes
+  the RPC envelope only (business bytes or a remote error); business messages are parsed by the
+  awaiting caller. Unknown, late and duplicate serials are dropped and counted.
+* deadlines: the client's :class:`~tubemq_aio._io.sweeper.DeadlineSweeper` calls :meth:`expire`
+  when ``next_deadline`` (a lower bound of the earliest deadline) has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable
+from typing import cast
+
+from tubemq_aio._io._envelope import success_data
+from tubemq_aio._io.decisions import MAX_SERIAL, closes_connection
+from tubemq_aio._io.pending import PendingCalls
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio._io.stats import TransportStats
+from tubemq_aio.errors import (
+    ClientClosedError,
+    ConnectionLostError,
+    FrameError,
+    RemoteProtocolError,
+    RemoteRpcError,
+)
+from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.rpc import decode_response
+
+__all__ = ["Callback", "Connection"]
+
+#: Completion callback of ``call_async``: receives the finished future.
+Callback = Callable[["asyncio.Future[bytes]"], object]
+
+
+class Connection(PendingCalls, asyncio.Protocol):
+    """The client side of one TubeMQ TCP (or TLS) connection.
+
+    Args:
+        label: ``host:port`` (and ``/tls``) used in messages and ``repr``.
+        settings: bounds and buffer limits.
+        stats: counters shared with the owning pool.
+        on_close: called once, after the connection is closed for any reason.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        settings: TransportSettings,
+        stats: TransportStats | None = None,
+        on_close: Callable[[Connection], object] | None = None,
+    ) -> None:
+        super().__init__(label, settings, stats)
+        self._settings = settings
+        self._on_close = on_close
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(max_frame_bytes=settings.max_frame_bytes)
+        self._wbuf: list[bytes] = []
+        self._oneway_queued = 0
+        self._lost: asyncio.Future[None] = self._loop.create_future()
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        idle = max(0.0, self._loop.time() - self.last_activity)
+        return (
+            f"<Connection {self.label} in_flight={len(self._pending)} idle={idle:.1f}s "
+            f"paused={self._paused} closed={self._closed is not None}>"
+        )
+
+    # ---- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport, set TCP_NODELAY and the write buffer limits."""
+        # uvloop's transports are not asyncio.Transport subclasses; they implement its interface.
+        self._transport = transport = cast(asyncio.Transport, transport)
+        self.last_activity = self._loop.time()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(
+            high=self._settings.write_high_water, low=self._settings.write_low_water
+        )
+        self.stats.connections_opened += 1
+
+    def data_received(self, data: bytes) -> None:
+        """Decode complete frames and resolve the calls they answer."""
+        try:
+            frames = self._decoder.feed(data)
+        except FrameError as exc:
+            self._fail(exc)
+            return
+        self.last_activity = self._loop.time()
+        pending = self._pending
+        stats = self.stats
+        io_error: RemoteRpcError | None = None
+        for serial, payload in frames:
+            entry = pending.pop(serial, None)
+            if entry is None:
+                stats.dropped_responses += 1
+                continue
+            if self._room_waiters:
+                self._wake_room()
+            fut = entry[0]
+            if entry[3]:
+                self._async.release()
+            stats.responses += 1
+            body = success_data(payload)
+            if body is not None:
+                if fut.done():  # the caller gave up (cancelled) between our checks
+                    stats.dropped_responses += 1
+                else:
+                    fut.set_result(body)
+                continue
+            try:
+                result = decode_response(payload)
+            except Exception as exc:
+                error = (
+                    exc
+                    if isinstance(exc, RemoteProtocolError)
+                    else RemoteProtocolError(f"undecodable response from {self.label}: {exc!r}")
+                )
+                if not fut.done():
+                    fut.set_exception(error)
+                self._fail(error)
+                return
+            if fut.done():
+                stats.dropped_responses += 1
+            elif isinstance(result, bytes):
+                fut.set_result(result)
+            else:
+                fut.set_exception(result)
+            if isinstance(result, RemoteRpcError) and closes_connection(result.exception_name):
+                io_error = result
+        if io_error is not None:
+            # The Java client closes a link that delivered an IOException-type answer (§3.2).
+            self._fail(
+                ConnectionLostError(
+                    f"connection to {self.label} closed after the server answered "
+                    f"{io_error.exception_name}; the request may have been processed"
+                )
+            )
+
+    def eof_received(self) -> bool | None:
+        """The server closed its side: close ours too (``connection_lost`` follows)."""
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail every pending call with :class:`ConnectionLostError` and notify the owner."""
+        self._transport = None
+        if self._closed is None:
+            reason = f": {exc}" if exc is not None else ""
+            self._mark_closed(
+                lambda: ConnectionLostError(
+                    f"connection to {self.label} lost{reason}; "
+                    "the request may or may not have been processed"
+                )
+            )
+        if not self._lost.done():
+            self._lost.set_result(None)
+        self.stats.connections_closed += 1
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            on_close(self)
+
+    # ---- calls -------------------------------------------------------------------------------
+
+    async def call(self, payload: bytes, timeout: float) -> bytes:
+        """Send a request and wait for its answer.
+
+        Args:
+            payload: the RPC envelope (``encode_request`` output).
+            timeout: seconds to wait for the answer.
+
+        Returns:
+            The business response bytes.
+
+        Raises:
+            RemoteRpcError: the server answered with an exception frame.
+            RequestTimeoutError: no answer within ``timeout``.
+            ConnectionLostError: the connection broke while waiting.
+            ClientClosedError: the connection was closed by its owner.
+            RemoteProtocolError: the answer could not be decoded (the connection is closed).
+        """
+        pending = self._pending
+        if (
+            self._closed is not None
+            or self._paused
+            or len(pending) >= self._max_in_flight
+            or self._room_waiters
+        ):
+            await self._wait_to_send(True)
+        # Inlined _register: this is the hottest path of the package.
+        serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
+        while serial in pending:  # only possible after a wrap with an ancient call pending
+            serial = serial + 1 if serial < MAX_SERIAL else 1
+        frame = encode_frame(serial, payload)
+        self._serial = serial
+        loop = self._loop
+        fut: asyncio.Future[bytes] = loop.create_future()
+        deadline = loop.time() + timeout
+        pending[serial] = (fut, deadline, timeout, False)
+        if deadline < self.next_deadline:
+            self.next_deadline = deadline
+        self.stats.requests_sent += 1
+        buf = self._wbuf
+        buf.append(frame)
+        if len(buf) == 1:
+            loop.call_soon(self._flush)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if pending.pop(serial, None) is not None:
+                self.stats.cancelled += 1
+                if self._room_waiters:
+                    self._wake_room()
+            raise
+
+    async def call_async(
+        self, payload: bytes, timeout: float, callback: Callback | None = None
+    ) -> asyncio.Future[bytes]:
+        """Send a request and return the future of its answer without waiting for it.
+
+        Waits only for room: an in-flight slot and an async slot (``max_async_outstanding``).
+
+        Args:
+            payload: the RPC envelope.
+            timeout: seconds until the future fails with :class:`RequestTimeoutError`.
+            callback: called with the future once it is done (on the loop, next tick).
+
+        Returns:
+            A future resolved with the business bytes or failed like :meth:`call`.
+        """
+        gate = self._async
+        if gate.free():
+            gate.count += 1
+        else:
+            await gate.acquire(self._check_open)
+        try:
+            if (
+                self._closed is not None
+                or self._paused
+                or len(self._pending) >= self._max_in_flight
+                or self._room_waiters
+            ):
+                await self._wait_to_send(True)
+            serial = self._next_serial()
+            frame = encode_frame(serial, payload)
+        except BaseException:
+            if self._closed is None:
+                gate.release()
+            raise
+        fut = self._register(serial, timeout, True)
+        self._queue(frame)
+        if callback is not None:
+            fut.add_done_callback(callback)
+        return fut
+
+    async def call_oneway(self, payload: bytes) -> None:
+        """Send a request that gets no answer (no pending entry, no deadline).
+
+        Returns once the frame is queued; at most ``max_oneway_outstanding`` frames wait to be
+        handed to the transport.
+        """
+        gate = self._oneway
+        if gate.free() and not self._paused and self._closed is None:
+            gate.count += 1
+        else:
+            await gate.acquire(self._check_open)
+            try:
+                await self._wait_to_send(False)
+            except BaseException:
+                if self._closed is None:
+                    gate.release()
+                raise
+        self._serial = serial = self._next_serial()
+        try:
+            frame = encode_frame(serial, payload)
+        except BaseException:
+            gate.release()
+            raise
+        self._oneway_queued += 1
+        self._queue(frame)
+        self.stats.oneway_sent += 1
+
+    # ---- deadlines and closing ---------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close gracefully: fail pending calls with :class:`ClientClosedError`, flush, disconnect.
+
+        Waits up to ``close_timeout`` for queued bytes to leave, then aborts.
+        """
+        if self._closed is None:
+            self._mark_closed(lambda: ClientClosedError(f"connection to {self.label} was closed"))
+            transport = self._transport
+            if transport is not None:
+                self._flush()
+                transport.close()
+        if not self._lost.done():
+            try:
+                async with asyncio.timeout(self._settings.close_timeout):
+                    await asyncio.shield(self._lost)
+            except TimeoutError:
+                self.abort()
+                await self._lost
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent bytes; pending calls fail with ClientClosedError."""
+        self._mark_closed(lambda: ClientClosedError(f"connection to {self.label} was closed"))
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def wait_closed(self) -> None:
+        """Wait until the transport has reported the connection lost."""
+        await asyncio.shield(self._lost)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _queue(self, frame: bytes) -> None:
+        buf = self._wbuf
+        buf.append(frame)
+        if len(buf) == 1:
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        buf = self._wbuf
+        if not buf:
+            return
+        self._wbuf = []
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.writelines(buf)
+            self.last_activity = self._loop.time()
+        if self._oneway_queued:
+            self._oneway.release(self._oneway_queued)
+            self._oneway_queued = 0
+
+    def _fail(self, exc: Exception) -> None:
+        """Close the connection because of ``exc`` (a protocol error or an IOException answer)."""
+        text = str(exc)
+        kind: type[Exception] = (
+            type(exc) if isinstance(exc, RemoteProtocolError) else ConnectionLostError
+        )
+
+        def make() -> BaseException:
+            error = kind(text)
+            error.__cause__ = exc
+            return error
+
+        self._mark_closed(make)
+        if self._transport is not None:
+            self._transport.abort()

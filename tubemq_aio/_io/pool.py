@@ -1,0 +1,302 @@
+"""Connection pool keyed by (host, port, tls): shared per event loop, or private per client.
+
+TubeMQ's Java client offers both: ``TubeSingleSessionFactory`` shares one connection per address
+across every client of the process (reference-counted), ``TubeMultiSessionFactory`` gives each its
+own (protocol notes §7.1). :meth:`ConnectionPool.shared` and the constructor mirror that.
+
+The pool owns two background tasks, both cancelled and awaited by :meth:`ConnectionPool.close`:
+the :class:`~tubemq_aio._io.sweeper.DeadlineSweeper` and the idle reaper. What to reap and when
+to retry a failed address are pure decisions (:mod:`tubemq_aio._io.decisions`); this module only
+applies them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import ClassVar, NamedTuple
+
+from tubemq_aio._io.connection import Connection
+from tubemq_aio._io.decisions import (
+    BackoffPolicy,
+    BackoffState,
+    IdleView,
+    idle_connections,
+    record_failure,
+    seconds_until_allowed,
+)
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio._io.stats import TransportStats
+from tubemq_aio._io.sweeper import DeadlineSweeper, cancel_and_wait
+from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
+
+__all__ = ["Address", "ConnectionPool"]
+
+
+class Address(NamedTuple):
+    """Where a connection goes: the pool key.
+
+    Attributes:
+        host: host name or IP address.
+        port: TCP port.
+        tls: whether to speak TLS (TubeMQ serves TLS on separate ports, §7.3).
+    """
+
+    host: str
+    port: int
+    tls: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}{'/tls' if self.tls else ''}"
+
+
+class ConnectionPool:
+    """At most one connection per :class:`Address`, opened on demand and reaped when idle.
+
+    Args:
+        settings: transport settings (defaults when None).
+        stats: counters to update (a new object when None).
+        rand: source of uniform [0, 1) numbers for the backoff jitter (tests pass a constant).
+    """
+
+    _shared: ClassVar[dict[asyncio.AbstractEventLoop, ConnectionPool]] = {}
+
+    def __init__(
+        self,
+        settings: TransportSettings | None = None,
+        *,
+        stats: TransportStats | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.settings = settings if settings is not None else TransportSettings()
+        self.stats = stats if stats is not None else TransportStats()
+        s = self.settings
+        self._policy = BackoffPolicy(
+            s.backoff_initial, s.backoff_max, s.backoff_multiplier, s.backoff_jitter
+        )
+        self._rand = rand
+        self._conns: dict[Address, Connection] = {}
+        self._connecting: dict[Address, asyncio.Task[Connection]] = {}
+        self._backoff: dict[Address, BackoffState] = {}
+        self._last_error: dict[Address, str] = {}
+        self._seen: set[Address] = set()
+        self._sweeper = DeadlineSweeper(s.sweep_interval)
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+        self._refs = 1
+        self._shared_loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def shared(cls, settings: TransportSettings | None = None) -> ConnectionPool:
+        """Return the process-wide pool of the running loop, creating it on first use.
+
+        Each call adds a reference; call :meth:`close` once per call. The settings of the call
+        that created the pool win (like the Java single-session factory).
+        """
+        loop = asyncio.get_running_loop()
+        pool = cls._shared.get(loop)
+        if pool is None or pool._closed:
+            pool = cls(settings)
+            pool._shared_loop = loop
+            cls._shared[loop] = pool
+        else:
+            pool._refs += 1
+        return pool
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def is_shared(self) -> bool:
+        """Whether this is a loop-wide shared pool."""
+        return self._shared_loop is not None
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has released the last reference."""
+        return self._closed
+
+    @property
+    def connections(self) -> dict[Address, Connection]:
+        """A snapshot of the open connections."""
+        return dict(self._conns)
+
+    @property
+    def background_tasks(self) -> list[asyncio.Task[None]]:
+        """The tasks this pool owns (for tests and diagnostics)."""
+        tasks = [self._reaper, self._sweeper.task]
+        return [t for t in tasks if t is not None]
+
+    def __repr__(self) -> str:
+        kind = f"shared refs={self._refs}" if self.is_shared else "private"
+        conns = ", ".join(repr(c) for c in self._conns.values())
+        return (
+            f"<ConnectionPool {kind} connections=[{conns}] connecting={len(self._connecting)} "
+            f"closed={self._closed}>"
+        )
+
+    # ---- connections -------------------------------------------------------------------------
+
+    def ready(self, address: Address) -> Connection | None:
+        """Return the open connection to ``address`` if there is one (no I/O, no await)."""
+        conn = self._conns.get(address)
+        return conn if conn is not None and not conn.is_closed else None
+
+    async def connection(self, address: Address) -> Connection:
+        """Return a ready connection to ``address``, connecting if needed.
+
+        Concurrent callers for one address share a single connect attempt. After failed attempts
+        no new one is made before the backoff delay has passed.
+
+        Raises:
+            ConnectError: the connect failed, timed out, or the address is in backoff (the
+                message says when the next attempt is allowed).
+            ClientClosedError: the pool is closed.
+            ConfigError: a TLS address but no ``ssl_context`` in the settings.
+        """
+        conn = self._conns.get(address)
+        if conn is not None and not conn.is_closed:
+            return conn
+        if self._closed:
+            raise ClientClosedError("the connection pool is closed")
+        task = self._connecting.get(address)
+        if task is None:
+            loop = asyncio.get_running_loop()
+            state = self._backoff.get(address)
+            wait = seconds_until_allowed(state, loop.time())
+            if wait > 0 and state is not None:
+                raise ConnectError(
+                    f"{address}: {state.failures} connect attempt(s) failed "
+                    f"(last: {self._last_error.get(address, '?')}); next attempt allowed in "
+                    f"{wait:.3f} s"
+                )
+            task = loop.create_task(self._connect(address), name=f"tubemq-connect-{address}")
+            task.add_done_callback(_retrieve)
+            self._connecting[address] = task
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._closed and task.cancelled() and not (current and current.cancelling()):
+                raise ClientClosedError("the connection pool was closed while connecting") from None
+            raise
+
+    async def _connect(self, address: Address) -> Connection:
+        settings = self.settings
+        loop = asyncio.get_running_loop()
+        ssl_context = None
+        server_hostname = None
+        if address.tls:
+            if settings.ssl_context is None:
+                raise ConfigError(f"{address} needs TLS but settings.ssl_context is None")
+            ssl_context = settings.ssl_context
+            # "" means no SNI and no host name check, like the Java client (§7.3).
+            server_hostname = settings.tls_server_hostname or ""
+        conn = Connection(
+            str(address),
+            settings,
+            self.stats,
+            on_close=lambda c: self._forget(address, c),
+        )
+        try:
+            async with asyncio.timeout(settings.connect_timeout):
+                await loop.create_connection(
+                    lambda: conn,
+                    address.host,
+                    address.port,
+                    ssl=ssl_context,
+                    server_hostname=server_hostname,
+                )
+        except (OSError, TimeoutError) as exc:
+            text = str(exc) or f"timed out after {settings.connect_timeout:g} s"
+            self._backoff[address] = record_failure(
+                self._backoff.get(address), loop.time(), self._policy, self._rand()
+            )
+            self._last_error[address] = text
+            self.stats.connect_failures += 1
+            raise ConnectError(f"cannot connect to {address}: {text}") from exc
+        finally:
+            self._connecting.pop(address, None)
+        if self._closed:
+            await conn.close()
+            raise ClientClosedError("the connection pool was closed while connecting")
+        if address in self._seen:
+            self.stats.reconnects += 1
+        self._seen.add(address)
+        self._backoff.pop(address, None)
+        self._last_error.pop(address, None)
+        self._conns[address] = conn
+        self._sweeper.add(conn)
+        if self._reaper is None:
+            self._reaper = loop.create_task(self._reap_loop(), name=f"tubemq-reaper-{id(self):x}")
+        return conn
+
+    def _forget(self, address: Address, conn: Connection) -> None:
+        if self._conns.get(address) is conn:
+            del self._conns[address]
+        self._sweeper.discard(conn)
+
+    # ---- idle reaping ------------------------------------------------------------------------
+
+    async def reap(self, now: float) -> list[Address]:
+        """Close the connections that have been idle for ``idle_timeout`` at loop time ``now``.
+
+        Returns:
+            The addresses whose connection was closed.
+        """
+        views = [IdleView(a, c.last_activity, c.in_flight) for a, c in self._conns.items()]
+        idle = idle_connections(views, now, self.settings.idle_timeout)
+        closing: list[Connection] = []
+        reaped: list[Address] = []
+        for key in idle:
+            assert isinstance(key, Address)
+            conn = self._conns.pop(key, None)
+            if conn is not None:
+                self._sweeper.discard(conn)
+                closing.append(conn)
+                reaped.append(key)
+        self.stats.connections_reaped += len(closing)
+        if closing:
+            await asyncio.gather(*(c.close() for c in closing))
+        return reaped
+
+    async def _reap_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        s = self.settings
+        interval = min(max(s.idle_timeout / 4, s.sweep_interval), 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap(loop.time())
+
+    # ---- closing -----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Release this reference; the last one closes every connection and background task.
+
+        Pending calls fail with :class:`~tubemq_aio.errors.ClientClosedError`.
+        """
+        if self._closed:
+            return
+        if self._shared_loop is not None:
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            if self._shared.get(self._shared_loop) is self:
+                del self._shared[self._shared_loop]
+        self._closed = True
+        tasks: list[asyncio.Task[None] | asyncio.Task[Connection]] = list(self._connecting.values())
+        if self._reaper is not None:
+            tasks.append(self._reaper)
+            self._reaper = None
+        await cancel_and_wait(tasks)
+        await self._sweeper.close()
+        conns = list(self._conns.values())
+        self._conns.clear()
+        if conns:
+            await asyncio.gather(*(c.close() for c in conns))
+
+
+def _retrieve(task: asyncio.Task[Connection]) -> None:
+    # Connect failures are reported to every waiter; this only silences "never retrieved".
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,111 @@
+"""Transport settings: one frozen, keyword-only dataclass validated at construction."""
+
+from __future__ import annotations
+
+import math
+import ssl
+from dataclasses import dataclass, fields
+
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+__all__ = ["TransportSettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransportSettings:
+    """How connections are opened, bounded, timed and reaped.
+
+    Attributes:
+        connect_timeout: seconds allowed for TCP connect (plus TLS handshake); Java uses 3 s.
+        idle_timeout: a connection without traffic and without pending calls for this many seconds
+            is closed by the reaper.
+        max_in_flight: calls awaiting a response per connection; further callers wait for room.
+        max_async_outstanding: outstanding ``call_async`` calls per connection (waiting callers
+            block until one completes).
+        max_oneway_outstanding: oneway frames per connection queued but not yet handed to the
+            transport. TubeMQ's own ``NettyClient`` bounds neither kind (async calls only get a
+            timer each); both bounds and their 65535 defaults follow the remoting design that
+            keeps one semaphore for async and one for oneway calls.
+        sweep_interval: resolution of the deadline sweeper in seconds.
+        max_frame_bytes: largest response payload accepted; larger frames close the connection.
+        backoff_initial: delay after the first failed connect attempt to an address, seconds.
+        backoff_max: upper bound of the reconnect delay, seconds.
+        backoff_multiplier: growth factor of the delay per consecutive failure.
+        backoff_jitter: fraction (0..1) of the delay randomised away (full jitter at 1).
+        write_high_water: transport write buffer size at which senders are paused.
+        write_low_water: buffer size at which paused senders resume.
+        close_timeout: seconds a graceful close waits for queued bytes to drain before aborting.
+        ssl_context: TLS context for addresses marked ``tls``; ``None`` disables TLS.
+        tls_server_hostname: name sent as SNI and checked against the certificate; ``None``
+            checks no host name (what the Java client does), which needs a context whose
+            ``check_hostname`` is off.
+    """
+
+    connect_timeout: float = 3.0
+    idle_timeout: float = 180.0
+    max_in_flight: int = 1024
+    max_async_outstanding: int = 65535
+    max_oneway_outstanding: int = 65535
+    sweep_interval: float = 0.05
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    backoff_initial: float = 0.1
+    backoff_max: float = 10.0
+    backoff_multiplier: float = 2.0
+    backoff_jitter: float = 0.2
+    write_high_water: int = 1024 * 1024
+    write_low_water: int = 256 * 1024
+    close_timeout: float = 1.0
+    ssl_context: ssl.SSLContext | None = None
+    tls_server_hostname: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "connect_timeout",
+            "idle_timeout",
+            "sweep_interval",
+            "backoff_initial",
+            "backoff_max",
+            "close_timeout",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in (
+            "max_in_flight",
+            "max_async_outstanding",
+            "max_oneway_outstanding",
+            "max_frame_bytes",
+            "write_high_water",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.write_low_water, int) or not (
+            0 <= self.write_low_water <= self.write_high_water
+        ):
+            raise ConfigError("write_low_water must be between 0 and write_high_water")
+        if self.backoff_max < self.backoff_initial:
+            raise ConfigError("backoff_max must not be smaller than backoff_initial")
+        if not self.backoff_multiplier >= 1.0:
+            raise ConfigError("backoff_multiplier must be at least 1")
+        if not 0.0 <= self.backoff_jitter <= 1.0:
+            raise ConfigError("backoff_jitter must be between 0 and 1")
+        if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
+            raise ConfigError("ssl_context must be an ssl.SSLContext")
+        if self.tls_server_hostname == "":
+            raise ConfigError("tls_server_hostname must be None or a non-empty host name")
+        if (
+            self.ssl_context is not None
+            and self.tls_server_hostname is None
+            and self.ssl_context.check_hostname
+        ):
+            raise ConfigError(
+                "tls_server_hostname is None (no host name check) but ssl_context.check_hostname "
+                "is on; turn it off or name the host"
+            )
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Names of all settings, in declaration order."""
+        return tuple(f.name for f in fields(cls))
