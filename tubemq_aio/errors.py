@@ -43,12 +43,14 @@ __all__ = [
     "RemoteProtocolError",
     "RemoteRpcError",
     "RequestTimeoutError",
+    "SendOutcomeUnknownError",
     "ServerError",
     "ServerNotReadyError",
     "ServerOverflowError",
     "ServiceStoppingError",
     "ServiceUnavailableError",
     "StandbyMasterError",
+    "TopicUnavailableError",
     "TubeMQError",
     "remote_error_for",
     "server_error",
@@ -87,6 +89,19 @@ class RequestTimeoutError(TubeMQError, builtins.TimeoutError):
 
     The request may or may not have been processed by the server.
     """
+
+
+class SendOutcomeUnknownError(TubeMQError):
+    """A send failed after its request was written: the message may or may not be stored.
+
+    The original cause (a timeout or a lost connection) is chained as ``__cause__``. Resending
+    can create a duplicate; not resending can lose the message.
+    """
+
+
+class TopicUnavailableError(TubeMQError):
+    """The topic has no partition a producer may write to (unknown, not publishable, or all of
+    its brokers gone) after waiting for the master's metadata."""
 
 
 class ProtocolError(TubeMQError):

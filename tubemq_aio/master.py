@@ -9,10 +9,9 @@ again, at most once per address. The client then stays on the master that answer
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from google.protobuf.message import Message as ProtoMessage
-
+from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio.config import HostPort
 from tubemq_aio.errors import (
     ConfigError,
@@ -21,26 +20,39 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     TubeMQError,
 )
-from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
-__all__ = ["MasterInvoker", "RpcCaller"]
-
-M = TypeVar("M", bound=ProtoMessage)
+__all__ = ["MasterInvoker", "PoolCaller", "RpcCaller"]
 
 
 class RpcCaller(Protocol):
-    """The one transport operation master calls need (implemented by the RPC client)."""
+    """The one transport operation master calls need."""
 
-    async def call(
-        self,
-        addr: HostPort,
-        method: Method,
-        request: ProtoMessage,
-        response_type: type[M],
-        timeout: float,
-    ) -> M:
-        """Send ``request`` to ``addr`` and return the parsed response."""
+    async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
+        """Send the serialized request ``body`` to ``addr``; return the response bytes."""
         ...
+
+
+class PoolCaller:
+    """An :class:`RpcCaller` over a connection pool.
+
+    Args:
+        pool: where connections come from.
+        tls: whether the addresses are TLS ports.
+    """
+
+    def __init__(self, pool: ConnectionPool, *, tls: bool) -> None:
+        self.pool = pool
+        self._tls = tls
+
+    async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
+        """Send one request and wait for the business response bytes."""
+        address = Address(addr.host, addr.port, self._tls)
+        conn = self.pool.ready(address) or await self.pool.connection(address)
+        timeout_ms = max(1, int(timeout * 1000))
+        return await conn.call(
+            encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body), timeout
+        )
 
 
 def _should_fail_over(exc: TubeMQError) -> bool:
@@ -80,15 +92,16 @@ class MasterInvoker:
         """All configured master addresses."""
         return self._masters
 
-    async def call(
-        self,
-        method: Method,
-        request: ProtoMessage,
-        response_type: type[M],
-        *,
-        timeout: float | None = None,
-    ) -> M:
+    async def call(self, method: Method, body: bytes, *, timeout: float | None = None) -> bytes:
         """Send one master RPC, failing over to the next master on standby or network errors.
+
+        Args:
+            method: the master method id.
+            body: the serialized request message.
+            timeout: per-attempt timeout in seconds (default: the invoker's).
+
+        Returns:
+            The serialized response message of the master that answered.
 
         Raises:
             TubeMQError: the error of the last attempt when every master failed, or at once any
@@ -99,7 +112,7 @@ class MasterInvoker:
         for _ in range(len(self._masters)):
             addr = self._masters[self._index]
             try:
-                return await self._rpc.call(addr, method, request, response_type, per_attempt)
+                return await self._rpc.call(addr, method, body, per_attempt)
             except TubeMQError as exc:
                 if not _should_fail_over(exc):
                     raise

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
 import pytest
-from google.protobuf.message import Message as ProtoMessage
 
 from tubemq_aio.config import HostPort
 from tubemq_aio.errors import (
@@ -20,7 +17,6 @@ from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol._pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
 
-M = TypeVar("M", bound=ProtoMessage)
 A, B, C = HostPort("a", 1), HostPort("b", 2), HostPort("c", 3)
 
 
@@ -31,35 +27,27 @@ class ScriptedRpc:
         self.script = script
         self.calls: list[HostPort] = []
 
-    async def call(
-        self,
-        addr: HostPort,
-        method: Method,
-        request: ProtoMessage,
-        response_type: type[M],
-        timeout: float,
-    ) -> M:
+    async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
         self.calls.append(addr)
         outcome = self.script[addr]
         if outcome is not None:
             raise outcome
-        return response_type()
+        return pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK").SerializeToString()
 
 
 def standby() -> StandbyMasterError:
     return StandbyMasterError("org.apache.inlong.tubemq.corerpc.exception.StandbyException", "")
 
 
-async def call(invoker: MasterInvoker) -> Any:
-    return await invoker.call(
-        Method.MASTER_PRODUCER_CLOSE, pb.CloseRequestP2M(clientId="x"), pb.CloseResponseM2P
-    )
+async def call(invoker: MasterInvoker) -> pb.CloseResponseM2P:
+    body = pb.CloseRequestP2M(clientId="x").SerializeToString()
+    return pb.CloseResponseM2P.FromString(await invoker.call(Method.MASTER_PRODUCER_CLOSE, body))
 
 
 async def test_moves_past_standby_and_unreachable_masters_then_stays() -> None:
     rpc = ScriptedRpc({A: standby(), B: ConnectError("refused"), C: None})
     invoker = MasterInvoker(rpc, [A, B, C], timeout=5)
-    assert isinstance(await call(invoker), pb.CloseResponseM2P)
+    assert (await call(invoker)).errCode == 200
     assert rpc.calls == [A, B, C]
     assert invoker.current == C
     assert invoker.failovers == 2

@@ -132,10 +132,17 @@ def test_heartbeat_rebuilds_topics_and_per_topic_size() -> None:
     assert meta.max_message_size("a") == 2 * MIB
     assert meta.max_message_size("b") == 3 * MIB
     assert meta.topics() == {"a", "b"}
-    # A topic missing from the next heartbeat loses its partitions.
+    # A topic missing from the next heartbeat keeps its partitions while its broker is listed
+    # (a restarted master reports no topics until the brokers re-sync).
     meta.apply_heartbeat(HeartbeatResponse(True, 200, "OK", 55, topic_infos=("b#2:1:1#",)), 2.0)
-    assert meta.writable_partitions("a") == ()
+    assert [p.partition_key for p in meta.writable_partitions("a")] == ["1:a:0", "1:a:1"]
     assert meta.max_message_size("b") == 2 * MIB
+    # Once broker 1 leaves the broker list, the stale partitions go too.
+    meta.apply_heartbeat(
+        HeartbeatResponse(True, 200, "OK", 77, topic_infos=("b#2:1:1#",), broker_infos=("2:h2:1",)),
+        3.0,
+    )
+    assert meta.writable_partitions("a") == ()
 
 
 def test_heartbeat_replaces_brokers_only_when_checksum_changes() -> None:

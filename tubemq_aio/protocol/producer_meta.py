@@ -405,8 +405,9 @@ class ProducerMetadata:
         """Apply a successful heartbeat response; an unsuccessful one changes nothing.
 
         Order as in Java: config first; stop on 201 NOT_READY; replace the broker map when the
-        checksum changed (even with an empty list); then rebuild every topic from ``topicInfos``,
-        so a topic that is missing loses all its partitions.
+        checksum changed (even with an empty list); then rebuild every topic from ``topicInfos``.
+        A topic missing from the answer keeps its last known partitions while all their brokers
+        are still in the broker list (Java drops them; see the comment in the code).
 
         Args:
             response: the decoded response.
@@ -430,6 +431,14 @@ class ProducerMetadata:
                 topics[meta.topic] = meta
         if response.broker_checksum != self._checksum:
             self._set_brokers(response.broker_infos, response.broker_checksum, now, brokers)
+        # Unlike Java, keep the last known partitions of a topic the answer leaves out while their
+        # brokers are still listed: a restarted master reports no topics until the brokers have
+        # re-synced with it (tens of seconds), yet the brokers keep accepting sends meanwhile.
+        for name, previous in self._topics.items():
+            if name not in topics and all(
+                p.broker.broker_id in brokers for p in previous.partitions
+            ):
+                topics[name] = previous
         self._topics = topics
 
     def brokers(self) -> tuple[Broker, ...]:

@@ -1,0 +1,266 @@
+"""The producer's session with the master: register, heartbeats, publish, close (notes §4)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import random
+import socket
+import time
+from collections.abc import Callable, Iterable
+
+from tubemq_aio import __version__
+from tubemq_aio.auth import TokenState
+from tubemq_aio.errors import (
+    ServerError,
+    TopicUnavailableError,
+    TubeMQError,
+    server_error,
+)
+from tubemq_aio.master import MasterInvoker
+from tubemq_aio.producer.config import ProducerConfig
+from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX, make_client_id
+from tubemq_aio.protocol.message import validate_topic
+from tubemq_aio.protocol.producer_meta import HeartbeatResponse, ProducerMetadata
+from tubemq_aio.protocol.producer_rpc import (
+    build_close_request,
+    build_heartbeat_request,
+    build_register_request,
+    parse_close_response,
+    parse_heartbeat_response,
+    parse_register_response,
+)
+from tubemq_aio.protocol.rpc import Method
+
+__all__ = ["ProducerSession", "local_ip_towards"]
+
+log = logging.getLogger("tubemq_aio.producer")
+
+# Java sleeps between register attempts: 1 s after a refusal, 1.2 s after an exception (§4.8).
+_REGISTER_PAUSE_REFUSED = 1.0
+_REGISTER_PAUSE_ERROR = 1.2
+# How often publish() asks again while a topic has no writable partition yet.
+_PUBLISH_POLL = 1.0
+_NOT_READY = 201
+_HB_NO_NODE = 411
+
+
+def local_ip_towards(host: str) -> str:
+    """The local IPv4 address the OS would use to reach ``host`` (no packet is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 9))
+            address: str = probe.getsockname()[0]
+            return address
+    except OSError:
+        return "127.0.0.1"
+
+
+class ProducerSession:
+    """Registration and metadata of one producer at the master.
+
+    Args:
+        config: the producer configuration.
+        invoker: sends master calls with failover.
+        on_metadata: called after every metadata change (used to pre-connect brokers).
+        clock: monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        invoker: MasterInvoker,
+        *,
+        on_metadata: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._invoker = invoker
+        self._on_metadata = on_metadata
+        self._clock = clock
+        self.host = config.client_host or local_ip_towards(config.masters[0].host)
+        self.client_id = make_client_id(
+            self.host,
+            os.getpid(),
+            time.monotonic_ns(),
+            random.getrandbits(31),
+            CLIENT_VERSION_PREFIX + __version__,
+        )
+        self.metadata = ProducerMetadata(tls=config.ssl_context is not None)
+        self.tokens = TokenState(config.credentials)
+        self._published: dict[str, None] = {}
+        self._heartbeat_lock = asyncio.Lock()
+        self.registered = False
+        self.heartbeats_ok = 0
+        self.heartbeats_failed = 0
+        self.reregistrations = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerSession id={self.client_id} master={self._invoker.current} "
+            f"registered={self.registered} topics={list(self._published)} {self.metadata!r}>"
+        )
+
+    @property
+    def published(self) -> tuple[str, ...]:
+        """Topics published by this producer, in publish order."""
+        return tuple(self._published)
+
+    def is_published(self, topic: str) -> bool:
+        """Whether ``topic`` was published."""
+        return topic in self._published
+
+    def _auth_args(self) -> tuple[int, int]:
+        return time.time_ns() // 1_000_000, random.getrandbits(31)
+
+    async def register(self) -> None:
+        """Register at the master, retrying like the Java client (§4.8).
+
+        Raises:
+            TubeMQError: the last failure after ``register_attempts`` attempts.
+        """
+        attempts = self._config.register_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                await self._register_once()
+                return
+            except TubeMQError as exc:
+                if attempt == attempts:
+                    raise
+                refused = isinstance(exc, ServerError)
+                log.warning("master register attempt %d failed: %s", attempt, exc)
+                await asyncio.sleep(_REGISTER_PAUSE_REFUSED if refused else _REGISTER_PAUSE_ERROR)
+
+    async def _register_once(self) -> None:
+        body = build_register_request(
+            client_id=self.client_id,
+            host_name=self.host,
+            topics=self._published,
+            broker_checksum=self.metadata.broker_checksum,
+            config_id=self.metadata.config_id,
+            auth=self.tokens.register_auth(*self._auth_args()),
+            runtime_version=f"python-{platform.python_version()}",
+        )
+        response = parse_register_response(
+            await self._invoker.call(Method.MASTER_PRODUCER_REGISTER, body)
+        )
+        if not response.success:
+            raise server_error(response.err_code, response.err_msg)
+        self.tokens.apply(response.authorization)
+        self.metadata.apply_register(response, self._clock())
+        self.registered = True
+        self._changed()
+
+    async def heartbeat(self) -> None:
+        """Send one heartbeat (one at a time) and apply its metadata; re-register on 411.
+
+        Raises:
+            TubeMQError: the heartbeat failed.
+        """
+        async with self._heartbeat_lock:
+            try:
+                response = await self._heartbeat_once()
+            except TubeMQError:
+                self.heartbeats_failed += 1
+                raise
+            if response.err_code == _HB_NO_NODE:
+                # The master forgot us (restart, failover, expiry): register again (§4.8).
+                self.reregistrations += 1
+                log.info("master answered 411 to a heartbeat; registering again")
+                await self.register()
+                response = await self._heartbeat_once()
+            if not response.success:
+                self.heartbeats_failed += 1
+                raise server_error(response.err_code, response.err_msg)
+            self.heartbeats_ok += 1
+
+    async def _heartbeat_once(self) -> HeartbeatResponse:
+        body = build_heartbeat_request(
+            client_id=self.client_id,
+            host_name=self.host,
+            topics=self._published,
+            broker_checksum=self.metadata.heartbeat_checksum(self._clock()),
+            config_id=self.metadata.config_id,
+            auth=self.tokens.heartbeat_auth(*self._auth_args()),
+        )
+        response = parse_heartbeat_response(
+            await self._invoker.call(Method.MASTER_PRODUCER_HEARTBEAT, body)
+        )
+        if response.success:
+            self.tokens.apply(response.authorization, require_auth=response.require_auth)
+            self.metadata.apply_heartbeat(response, self._clock())
+            if response.err_code != _NOT_READY:
+                self._changed()
+        return response
+
+    async def publish(self, topics: Iterable[str]) -> None:
+        """Publish topics and wait until the master reports writable partitions for each.
+
+        Raises:
+            InvalidMessageError: a topic name is invalid.
+            TopicUnavailableError: a topic still has no writable partition after
+                ``publish_timeout`` seconds (it stays published: it is used once it appears).
+        """
+        wanted = [validate_topic(t) for t in topics]
+        for topic in wanted:
+            self._published.setdefault(topic, None)
+        deadline = self._clock() + self._config.publish_timeout
+        while True:
+            try:
+                await self.heartbeat()
+            except TubeMQError as exc:
+                if self._clock() >= deadline:
+                    raise TopicUnavailableError(
+                        f"cannot publish {wanted}: the master did not answer ({exc})"
+                    ) from exc
+            missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
+            if not missing:
+                return
+            if self._clock() >= deadline:
+                raise TopicUnavailableError(
+                    f"topics {missing} have no writable partition after "
+                    f"{self._config.publish_timeout:g} s: is each topic created, and does its "
+                    f"broker accept publishing?"
+                )
+            await asyncio.sleep(_PUBLISH_POLL)
+
+    async def run_heartbeats(self) -> None:
+        """Heartbeat forever at the configured period (an owned background task)."""
+        config = self._config
+        failures = 0
+        while True:
+            pause = config.heartbeat_interval
+            if failures >= config.heartbeat_failures_before_backoff:
+                pause = config.heartbeat_backoff
+            await asyncio.sleep(pause)
+            if not self._published:
+                continue
+            try:
+                await self.heartbeat()
+                failures = 0
+            except TubeMQError as exc:
+                failures += 1
+                log.warning("producer heartbeat failed (%d in a row): %s", failures, exc)
+
+    async def close(self, timeout: float) -> None:
+        """Tell the master this producer is gone; errors are logged, not raised."""
+        if not self.registered:
+            return
+        self.registered = False
+        body = build_close_request(
+            client_id=self.client_id, auth=self.tokens.close_auth(*self._auth_args())
+        )
+        try:
+            response = parse_close_response(
+                await self._invoker.call(Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout)
+            )
+            if not response.success:
+                log.info("master refused the producer close: %s", response.err_msg)
+        except TubeMQError as exc:
+            log.info("could not close the producer at the master: %s", exc)
+
+    def _changed(self) -> None:
+        if self._on_metadata is not None:
+            self._on_metadata()

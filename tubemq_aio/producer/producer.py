@@ -1,0 +1,405 @@
+"""The public :class:`Producer`: ``await producer.send(topic, body)``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+from tubemq_aio._io.pool import Address, ConnectionPool
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio.errors import (
+    ClientClosedError,
+    ConnectError,
+    ConnectionLostError,
+    RequestTimeoutError,
+    SendOutcomeUnknownError,
+    ServerError,
+    TopicUnavailableError,
+    TubeMQError,
+)
+from tubemq_aio.master import MasterInvoker, PoolCaller
+from tubemq_aio.producer._session import ProducerSession
+from tubemq_aio.producer.config import ProducerConfig
+from tubemq_aio.protocol.broker_blocking import BrokerBlocker
+from tubemq_aio.protocol.message import EncodedMessage, encode_message, ip_to_int
+from tubemq_aio.protocol.producer_meta import Partition
+from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
+from tubemq_aio.protocol.routing import PartitionBackoff
+from tubemq_aio.protocol.rpc import Method, ServiceType, encode_request
+
+__all__ = ["Producer"]
+
+log = logging.getLogger("tubemq_aio.producer")
+
+# Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
+_REFUSED_CODES = frozenset({503, 419})
+_SEND_METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
+_SEND_SERVICE = ServiceType.BROKER_WRITE
+
+
+class Producer:
+    """Publishes messages to TubeMQ topics.
+
+    Safe to use from many tasks at once: sends are pipelined over one connection per broker, up
+    to ``max_in_flight_sends`` outstanding; further senders wait (backpressure).
+
+    Args:
+        masters: master addresses, ``"h1:8715,h2:8715"`` or a list of ``host:port``.
+        config: a ready :class:`ProducerConfig` (instead of ``masters`` and keywords).
+        **options: :class:`ProducerConfig` fields, e.g. ``topics=["demo"]``.
+
+    Example::
+
+        async with Producer("127.0.0.1:8715", topics=["demo"]) as producer:
+            result = await producer.send("demo", b"hello")
+    """
+
+    def __init__(
+        self,
+        masters: str | Sequence[str] | None = None,
+        *,
+        config: ProducerConfig | None = None,
+        **options: Any,
+    ) -> None:
+        if config is None:
+            config = ProducerConfig(masters=masters, **options)  # type: ignore[arg-type]
+        elif masters is not None or options:
+            raise TypeError("pass either config= or masters and options, not both")
+        self.config = config
+        self._tls = config.ssl_context is not None
+        self._pool: ConnectionPool | None = None
+        self._session: ProducerSession | None = None
+        self._encoder: SendRequestEncoder | None = None
+        self._blocker = BrokerBlocker(config.blocking)
+        self._backoff = PartitionBackoff()
+        self._window = asyncio.Semaphore(config.max_in_flight_sends)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._started = False
+        self._closed = False
+        self.sent = 0
+        self.failed = 0
+        self.retried = 0
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """Build a producer from ``tubemq://h1:8715,h2:8715?rpc_timeout=5``; see
+        :meth:`~tubemq_aio.config.ClientConfig.from_url`."""
+        return cls(config=ProducerConfig.from_url(url, **options))
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "started" if self._started else "new"
+        return (
+            f"<Producer {state} in_flight={self._in_flight} sent={self.sent} "
+            f"failed={self.failed} session={self._session!r}>"
+        )
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register at the master, publish the configured topics, start heartbeats.
+
+        Raises:
+            TubeMQError: the master cannot be reached or refuses; everything started is closed.
+        """
+        if self._started:
+            return
+        if self._closed:
+            raise ClientClosedError("this producer was closed")
+        cfg = self.config
+        settings = TransportSettings(
+            connect_timeout=cfg.connect_timeout,
+            idle_timeout=cfg.idle_timeout,
+            max_in_flight=cfg.max_in_flight,
+            ssl_context=cfg.ssl_context,
+            tls_server_hostname=cfg.tls_server_hostname,
+        )
+        self._pool = (
+            ConnectionPool.shared(settings) if cfg.connection_reuse else ConnectionPool(settings)
+        )
+        invoker = MasterInvoker(PoolCaller(self._pool, tls=self._tls), cfg.masters, cfg.rpc_timeout)
+        self._session = ProducerSession(cfg, invoker, on_metadata=self._preconnect_all)
+        self._encoder = SendRequestEncoder(self._session.client_id, _sent_addr(self._session.host))
+        self._started = True
+        try:
+            await self._session.register()
+            if cfg.topics:
+                await self._session.publish(cfg.topics)
+        except BaseException:
+            await self.close()
+            raise
+        self._spawn(self._session.run_heartbeats())
+
+    async def close(self) -> None:
+        """Let pending sends finish (``close_grace``), close at the master, release connections.
+
+        Sends still pending after the grace period fail with :class:`ClientClosedError` (their
+        outcome is unknown to us if they had been written). Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._in_flight:
+            try:
+                await asyncio.wait_for(self._idle.wait(), self.config.close_grace)
+            except TimeoutError:
+                log.warning("closing with %d sends still pending", self._in_flight)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close(timeout=min(self.config.rpc_timeout, 5.0))
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ---- publishing --------------------------------------------------------------------------
+
+    async def publish(self, topics: Iterable[str] | str) -> None:
+        """Publish more topics (TubeMQ has no way to unpublish one).
+
+        Raises:
+            TopicUnavailableError: a topic has no writable partition after ``publish_timeout``.
+        """
+        session = self._require_session()
+        await session.publish([topics] if isinstance(topics, str) else topics)
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The published topics."""
+        return self._session.published if self._session is not None else ()
+
+    # ---- sending -----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        msg_type: str | None = None,
+        msg_time: datetime | str | None = None,
+        key: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send one message and wait until the broker stored it.
+
+        Args:
+            topic: the topic; published on first use if it was not.
+            body: the payload (bytes-like).
+            attributes: user ``key -> value`` items (no ``,`` or ``=`` in them).
+            msg_type: message type, usable by consumers as a server-side filter.
+            msg_time: message time (``datetime`` or ``yyyyMMddHHmm``).
+            key: routes every message with this key to the same partition.
+            timeout: seconds per attempt (default ``send_timeout``).
+
+        Returns:
+            Where and when the broker stored the message.
+
+        Raises:
+            InvalidMessageError: a bad argument (nothing was sent).
+            TopicUnavailableError: the topic has no writable partition.
+            SendOutcomeUnknownError: the request was written but no answer came (timeout or lost
+                connection): the message may or may not be stored.
+            ServerError: the broker refused the message (e.g. 400, 403).
+            ClientClosedError: the producer is closed.
+        """
+        session = self._require_session()
+        if not session.is_published(topic):
+            await session.publish([topic])
+        encoded = encode_message(
+            body,
+            attributes=attributes,
+            msg_type=msg_type,
+            msg_time=msg_time,
+            max_size=session.metadata.max_message_size(topic),
+        )
+        async with self._window:
+            self._in_flight += 1
+            self._idle.clear()
+            try:
+                result = await self._send_with_retries(topic, encoded, key, timeout)
+            except BaseException:
+                self.failed += 1
+                raise
+            finally:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.set()
+        self.sent += 1
+        return result
+
+    def send_nowait(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        callback: Callable[[asyncio.Future[SendResult]], object] | None = None,
+        **kwargs: Any,
+    ) -> asyncio.Future[SendResult]:
+        """Start a send and return its future at once (optionally with a completion callback).
+
+        The send still respects ``max_in_flight_sends``: it waits for room in the background.
+        Arguments as for :meth:`send`; the future fails as :meth:`send` raises.
+
+        Raises:
+            ClientClosedError: the producer is not started or already closed.
+        """
+        self._require_session()
+        task = self._spawn(self.send(topic, body, **kwargs))
+        if callback is not None:
+            task.add_done_callback(callback)
+        return task
+
+    async def _send_with_retries(
+        self, topic: str, encoded: EncodedMessage, key: bytes | str | None, timeout: float | None
+    ) -> SendResult:
+        attempt_timeout = self.config.effective_send_timeout if timeout is None else timeout
+        avoid: set[str] = set()
+        last: TubeMQError | None = None
+        for attempt in range(self.config.send_retries + 1):
+            partition = self._choose(topic, key, avoid)
+            try:
+                return await self._send_once(partition, encoded, attempt_timeout)
+            except (RequestTimeoutError, ConnectionLostError) as exc:
+                raise SendOutcomeUnknownError(
+                    f"no answer for the send to {partition.partition_key} ({exc}); "
+                    "the message may or may not be stored"
+                ) from exc
+            except ConnectError as exc:
+                last = exc
+            except ServerError as exc:
+                if exc.err_code not in _REFUSED_CODES:
+                    raise
+                last = exc
+            if self._closed:
+                break
+            avoid.add(partition.partition_key)
+            if attempt < self.config.send_retries:
+                self.retried += 1
+        assert last is not None
+        raise last
+
+    def _choose(self, topic: str, key: bytes | str | None, avoid: set[str]) -> Partition:
+        session = self._require_session()
+        partitions = session.metadata.writable_partitions(topic)
+        if not partitions:
+            raise TopicUnavailableError(f"topic {topic!r} has no writable partition right now")
+        now = time.monotonic()
+        blocked = self._blocker.blocked(now)
+        if blocked:
+            allowed = tuple(p for p in partitions if p.broker.broker_id not in blocked)
+            partitions = allowed or partitions
+        delayed = self._backoff.delayed(now)
+        skip = avoid | delayed if delayed else avoid
+        return self.config.partitioner.select(topic, partitions, key, avoid=skip)
+
+    async def _send_once(
+        self, partition: Partition, encoded: EncodedMessage, timeout: float
+    ) -> SendResult:
+        session = self._require_session()
+        pool = self._pool
+        encoder = self._encoder
+        assert pool is not None
+        assert encoder is not None
+        broker = partition.broker
+        address = Address(broker.host, broker.port, self._tls)
+        now = time.monotonic()
+        try:
+            conn = pool.ready(address) or await pool.connection(address)
+        except ConnectError:
+            self._blocker.record_connect(str(address), False, now)
+            raise
+        body = encoder.encode(
+            partition.topic, partition.partition_id, encoded, session.tokens.broker_auth()
+        )
+        payload = encode_request(_SEND_SERVICE, _SEND_METHOD, int(timeout * 1000), body)
+        try:
+            data = await conn.call(payload, timeout)
+        except TubeMQError:
+            self._blocker.record(broker.broker_id, False, time.monotonic())
+            self._backoff.record_failure(partition.partition_key, time.monotonic())
+            raise
+        self._backoff.record_response(partition.partition_key)
+        try:
+            result = parse_send_result(data, partition)
+        except ServerError as exc:
+            self._blocker.record(
+                partition.broker.broker_id, False, time.monotonic(), err_code=exc.err_code
+            )
+            raise
+        self._blocker.record(broker.broker_id, True, time.monotonic())
+        return result
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _require_session(self) -> ProducerSession:
+        if self._closed:
+            raise ClientClosedError("this producer is closed")
+        if self._session is None:
+            raise ClientClosedError("this producer is not started: use start() or `async with`")
+        return self._session
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _preconnect_all(self) -> None:
+        """Open connections to every known broker in the background (metadata just changed)."""
+        pool, session = self._pool, self._session
+        if pool is None or session is None or self._closed:
+            return
+        for broker in session.metadata.brokers():
+            address = Address(broker.host, broker.port, self._tls)
+            if pool.ready(address) is None:
+                self._spawn(self._preconnect(pool, address))
+
+    async def _preconnect(self, pool: ConnectionPool, address: Address) -> None:
+        try:
+            await pool.connection(address)
+            self._blocker.record_connect(str(address), True, time.monotonic())
+        except TubeMQError as exc:
+            self._blocker.record_connect(str(address), False, time.monotonic())
+            log.info("pre-connect to broker %s failed: %s", address, exc)
+
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of the producer's counters and the broker-blocking state."""
+        return {
+            "sent": self.sent,
+            "failed": self.failed,
+            "retried": self.retried,
+            "in_flight": self._in_flight,
+            "blocking": self._blocker.snapshot(),
+            "transport": self._pool.stats.snapshot() if self._pool is not None else {},
+            "heartbeats_ok": self._session.heartbeats_ok if self._session else 0,
+            "heartbeats_failed": self._session.heartbeats_failed if self._session else 0,
+            "reregistrations": self._session.reregistrations if self._session else 0,
+        }
+
+
+def _sent_addr(host: str) -> int:
+    try:
+        return ip_to_int(host)
+    except TubeMQError:
+        return 0
