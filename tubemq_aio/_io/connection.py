@@ -20,7 +20,6 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
-from tubemq_aio._io._envelope import success_data
 from tubemq_aio._io.decisions import MAX_SERIAL, closes_connection
 from tubemq_aio._io.pending import PendingCalls
 from tubemq_aio._io.settings import TransportSettings
@@ -114,13 +113,6 @@ class Connection(PendingCalls, asyncio.Protocol):
             if entry[3]:
                 self._async.release()
             stats.responses += 1
-            body = success_data(payload)
-            if body is not None:
-                if fut.done():  # the caller gave up (cancelled) between our checks
-                    stats.dropped_responses += 1
-                else:
-                    fut.set_result(body)
-                continue
             try:
                 result = decode_response(payload)
             except Exception as exc:

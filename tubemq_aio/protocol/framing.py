@@ -135,18 +135,28 @@ class FrameDecoder:
         if self._broken is not None:
             raise self._broken
         buf = self._buf
-        buf += data
+        # Usually nothing is held back: parse the chunk itself and keep only its incomplete tail,
+        # which spares a copy of every complete frame into the buffer.
+        src: bytes | bytearray
+        if buf:
+            buf += data
+            src = buf
+        else:
+            src = data if isinstance(data, bytes) else bytes(data)
         try:
-            frames, consumed = self._parse(buf)
+            frames, consumed = self._parse(src)
         except FrameError as exc:
             self._broken = exc
             buf.clear()
             self._parts = []
             raise
-        del buf[:consumed]
+        if src is buf:
+            del buf[:consumed]
+        elif consumed < len(src):
+            buf += memoryview(src)[consumed:]
         return frames
 
-    def _parse(self, buf: bytearray) -> tuple[list[Frame], int]:
+    def _parse(self, buf: bytes | bytearray) -> tuple[list[Frame], int]:
         frames: list[Frame] = []
         pos = 0
         end = len(buf)

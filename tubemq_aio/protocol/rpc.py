@@ -21,7 +21,7 @@ from tubemq_aio.errors import (
     RemoteRpcError,
     remote_error_for,
 )
-from tubemq_aio.protocol.wire import encode_varint, read_delimited, read_fields
+from tubemq_aio.protocol.wire import decode_varint, encode_varint, read_delimited, read_fields
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -106,6 +106,12 @@ _REQUEST_PREFIX: dict[int, bytes] = {
 }
 
 
+# RequestBody up to its `request` tag: `08 <method> 10 <timeout>` + `1A`, per (method, timeout).
+# Senders use a handful of timeouts, so the cache stays tiny; it is bounded anyway.
+_BODY_HEADS: dict[tuple[int, int], bytes] = {}
+_MAX_CACHED_HEADS = 1024
+
+
 def encode_request(service_type: int, method: int, timeout_ms: int, body: bytes) -> bytes:
     """Build a request payload.
 
@@ -122,21 +128,24 @@ def encode_request(service_type: int, method: int, timeout_ms: int, body: bytes)
     Raises:
         LocalProtocolError: ``timeout_ms`` is not positive or an id is out of range.
     """
-    if timeout_ms <= 0:
-        raise LocalProtocolError("an RPC timeout must be positive, or the server never answers")
     prefix = _REQUEST_PREFIX.get(service_type)
-    if prefix is None or not 0 < method < 128:
-        raise LocalProtocolError(f"invalid service type {service_type} or method {method}")
-    request_body = b"".join(
-        (
-            bytes((0x08, method, 0x10)),
-            encode_varint(timeout_ms),
-            b"\x1a",
-            encode_varint(len(body)),
-            body,
-        )
+    head = _BODY_HEADS.get((method, timeout_ms))
+    if head is None:
+        if timeout_ms <= 0:
+            raise LocalProtocolError("an RPC timeout must be positive, or the server never answers")
+        if not 0 < method < 128:
+            raise LocalProtocolError(f"invalid method {method}")
+        if len(_BODY_HEADS) >= _MAX_CACHED_HEADS:
+            _BODY_HEADS.clear()
+        head = bytes((0x08, method, 0x10)) + encode_varint(timeout_ms) + b"\x1a"
+        _BODY_HEADS[(method, timeout_ms)] = head
+    if prefix is None:
+        raise LocalProtocolError(f"invalid service type {service_type}")
+    size = len(body)
+    size_varint = encode_varint(size)
+    return b"".join(
+        (prefix, encode_varint(len(head) + len(size_varint) + size), head, size_varint, body)
     )
-    return b"".join((prefix, encode_varint(len(request_body)), request_body))
 
 
 class RpcRequest(NamedTuple):
@@ -204,8 +213,29 @@ def encode_exception(exception_name: str, message: str, *, fatal: bool = False) 
     )
 
 
-# The common success header, `ResponseHeader{status=SUCCESS, protocolVer=3}`, delimited.
-_SUCCESS_HEADER = b"\x04\x08\x00\x18\x03"
+# RpcConnHeader{flag=1} + ResponseHeader{status=SUCCESS, protocolVer=3}, both delimited: the
+# layout of almost every answer (§1.4), recognised without the generic field reader.
+_SUCCESS_PREFIX = b"\x02\x08\x01\x04\x08\x00\x18\x03"
+_SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
+
+
+def _fast_success_data(payload: bytes) -> bytes | None:
+    """``RspResponseBody.data`` of a plain SUCCESS envelope, or None to take the generic path."""
+    if not payload.startswith(_SUCCESS_PREFIX):
+        return None
+    try:
+        pos = _SUCCESS_PREFIX_LEN
+        size, pos = decode_varint(payload, pos)
+        end = pos + size
+        # RspResponseBody: field 1 (method, a one-byte varint), then field 2 (data).
+        if payload[pos] != 0x08 or payload[pos + 1] & 0x80 or payload[pos + 2] != 0x12:
+            return None
+        length, pos = decode_varint(payload, pos + 3)
+    except (IndexError, RemoteProtocolError):
+        return None
+    if pos + length != end or end > len(payload):
+        return None
+    return payload[pos:end]
 
 
 def decode_response(payload: bytes) -> bytes | RemoteRpcError:
@@ -219,14 +249,12 @@ def decode_response(payload: bytes) -> bytes | RemoteRpcError:
     Raises:
         RemoteProtocolError: the payload is not a well-formed response envelope.
     """
+    fast = _fast_success_data(payload)
+    if fast is not None:
+        return fast
     _conn, pos = read_delimited(payload, 0)
-    status: int
-    if payload.startswith(_SUCCESS_HEADER, pos):
-        status = Status.SUCCESS
-        pos += len(_SUCCESS_HEADER)
-    else:
-        header_bytes, pos = read_delimited(payload, pos)
-        status = _int_field(read_fields(header_bytes), 1)
+    header_bytes, pos = read_delimited(payload, pos)
+    status = _int_field(read_fields(header_bytes), 1)
     body_bytes, _ = read_delimited(payload, pos)
     body = read_fields(body_bytes)
     if status == Status.SUCCESS:
