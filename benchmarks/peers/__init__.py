@@ -1,0 +1,1 @@
+"""Benchmark peers: small programs driving the official Java and Go TubeMQ clients."""
