@@ -12,11 +12,12 @@ help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
 
-# Java 17 and Maven run the real TubeMQ servers used by the tests; install them from Debian if absent.
+# Java 17 and Maven run the real TubeMQ servers and build the Java interop/benchmark peer used by
+# the tests; install them from Debian if absent.
 system-deps:
-	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	@command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven from Debian packages"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless maven; }
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless maven; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

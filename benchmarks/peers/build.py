@@ -29,6 +29,8 @@ GO_DIR = PEERS_DIR / "go"
 JAVA_JAR = JAVA_DIR / "target" / "tubemq-benchpeer.jar"
 JAVA_LIB = JAVA_DIR / "target" / "lib"
 JAVA_MAIN_CLASS = "tubemqaio.benchpeer.Peer"
+#: Field-by-field interop tool used by the integration tests (dump / produce with attributes).
+JAVA_INTEROP_CLASS = "tubemqaio.benchpeer.Interop"
 GO_BINARY = GO_DIR / "bin" / "benchpeer"
 
 GO_CLIENT_MODULE = "github.com/apache/inlong/inlong-tubemq/tubemq-client-twins/tubemq-client-go"
@@ -114,10 +116,20 @@ def build_java(force: bool = False) -> Path:
     return JAVA_JAR
 
 
-def java_command(args: Sequence[str], jvm_opts: Sequence[str] = JAVA_OPTS) -> list[str]:
-    """Command line running the Java peer with ``args`` (e.g. ``["produce", "--topic", ...]``)."""
+def java_command(
+    args: Sequence[str],
+    jvm_opts: Sequence[str] = JAVA_OPTS,
+    main_class: str = JAVA_MAIN_CLASS,
+) -> list[str]:
+    """Command line running a class of the Java peer jar with ``args``.
+
+    Args:
+        args: the program arguments (e.g. ``["produce", "--topic", ...]``).
+        jvm_opts: JVM options.
+        main_class: :data:`JAVA_MAIN_CLASS` (benchmark peer) or :data:`JAVA_INTEROP_CLASS`.
+    """
     classpath = os.pathsep.join([str(JAVA_JAR), str(JAVA_LIB / "*")])
-    return ["java", *jvm_opts, "-cp", classpath, JAVA_MAIN_CLASS, *args]
+    return ["java", *jvm_opts, "-cp", classpath, main_class, *args]
 
 
 # ------------------------------------------------------------------------------------------ Go
