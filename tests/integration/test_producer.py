@@ -1,0 +1,213 @@
+"""The Producer against the real TubeMQ cluster: routing, faults, bad input, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+from datetime import datetime
+
+import pytest
+from java_interop import java_dump
+
+from tubemq_aio import (
+    ClientClosedError,
+    ConfigError,
+    NetworkError,
+    Producer,
+    SendOutcomeUnknownError,
+    SendResult,
+    TopicUnavailableError,
+)
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.testing import LocalCluster
+
+PARTITIONS_PER_BROKER = 3
+
+
+async def test_send_returns_where_the_message_was_stored(cluster: LocalCluster, topic: str) -> None:
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        result = await producer.send(
+            topic,
+            b"hello",
+            attributes={"k": "v"},
+            msg_type="t1",
+            msg_time=datetime(2026, 11, 22, 6, 30),
+        )
+    assert isinstance(result, SendResult)
+    assert result.topic == topic
+    assert result.partition_key == f"{result.broker_id}:{topic}:{result.partition_id}"
+    assert result.message_id != -1
+    assert result.append_offset >= 0
+    assert result.append_time > 1_600_000_000_000
+
+
+async def test_round_robin_covers_every_partition_and_keys_are_stable(
+    cluster: LocalCluster, topic: str
+) -> None:
+    total = PARTITIONS_PER_BROKER * len(cluster.brokers)
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        spread = await asyncio.gather(*(producer.send(topic, b"x") for _ in range(total * 20)))
+        keyed = [await producer.send(topic, b"k", key="user-42") for _ in range(30)]
+        other = [await producer.send(topic, b"k", key=f"user-{i}") for i in range(60)]
+    counts: dict[str, int] = {}
+    for result in spread:
+        counts[result.partition_key] = counts.get(result.partition_key, 0) + 1
+    assert len(counts) == total, counts
+    assert min(counts.values()) >= 10, counts
+    assert len({r.partition_key for r in keyed}) == 1
+    assert len({r.partition_key for r in other}) > 1
+
+
+async def test_concurrent_sends_pipeline_and_offsets_grow(
+    cluster: LocalCluster, topic: str
+) -> None:
+    async with Producer(cluster.master_addr, topics=[topic], max_in_flight_sends=64) as producer:
+        results = await asyncio.gather(*(producer.send(topic, b"y" * 1024) for _ in range(3000)))
+        metrics = producer.metrics()
+    by_partition: dict[str, list[int]] = {}
+    for result in results:
+        by_partition.setdefault(result.partition_key, []).append(result.append_offset)
+    for offsets in by_partition.values():
+        assert len(set(offsets)) == len(offsets)
+    assert metrics["sent"] == 3000
+    assert metrics["failed"] == 0
+    assert metrics["transport"]["connections_opened"] >= 1 + len(cluster.brokers)
+
+
+async def test_cancelling_many_sends_leaves_the_producer_usable(
+    cluster: LocalCluster, topic: str
+) -> None:
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        tasks = [asyncio.ensure_future(producer.send(topic, b"c" * 512)) for _ in range(500)]
+        await asyncio.sleep(0)
+        for task in tasks[::2]:
+            task.cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(o, SendResult | asyncio.CancelledError) for o in outcomes)
+        after = await asyncio.gather(*(producer.send(topic, b"after") for _ in range(100)))
+        assert len(after) == 100
+        assert producer.metrics()["in_flight"] == 0
+
+
+async def test_bad_input_is_refused_before_any_traffic(cluster: LocalCluster, topic: str) -> None:
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        sent_before = producer.metrics()["transport"]["requests_sent"]
+        bad_calls = [
+            producer.send("", b"x"),
+            producer.send("t" * 65, b"x"),
+            producer.send(topic, "not bytes"),  # type: ignore[arg-type]
+            producer.send(topic, b""),
+            producer.send(topic, b"x", attributes={"a,b": "v"}),
+            producer.send(topic, b"x", attributes={"k": "v=1"}),
+            producer.send(topic, b"x", attributes={"$msgType$": "v"}),
+            producer.send(topic, b"x" * (2 * 1024 * 1024)),
+            producer.send(topic, b"x", msg_time="2026-11"),
+        ]
+        for call in bad_calls:
+            with pytest.raises(ConfigError):
+                await call
+        assert producer.metrics()["transport"]["requests_sent"] == sent_before
+        ok = await producer.send(topic, b"still fine")
+        assert ok.topic == topic
+    with pytest.raises(ClientClosedError):
+        await producer.send(topic, b"after close")
+
+
+async def test_topic_that_does_not_exist_is_unavailable(cluster: LocalCluster) -> None:
+    async with Producer(cluster.master_addr, publish_timeout=3) as producer:
+        with pytest.raises(TopicUnavailableError, match="no_such_topic"):
+            await producer.send("no_such_topic", b"x")
+
+
+async def test_unreachable_master_gives_a_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    producer = Producer(f"127.0.0.1:{port}", register_attempts=2, connect_timeout=1)
+    with pytest.raises(NetworkError, match=str(port)):
+        await producer.start()
+    with pytest.raises(ClientClosedError):
+        await producer.send("t", b"x")
+
+
+async def test_broker_killed_mid_stream(cluster: LocalCluster, topic: str) -> None:
+    """Sends to a dead broker retry elsewhere or end in a typed error; the producer resumes."""
+    victim = cluster.brokers[-1]
+    async with Producer(
+        cluster.master_addr, topics=[topic], send_timeout=3, heartbeat_interval=2
+    ) as producer:
+        stop = asyncio.Event()
+        acked: list[SendResult] = []
+        failures: list[BaseException] = []
+
+        async def pump() -> None:
+            while not stop.is_set():
+                try:
+                    acked.append(await producer.send(topic, b"z" * 256))
+                except TubeMQError as exc:
+                    failures.append(exc)
+                    await asyncio.sleep(0.05)
+
+        pumps = [asyncio.ensure_future(pump()) for _ in range(8)]
+        await asyncio.sleep(1.0)
+        await victim.kill()
+        await asyncio.sleep(3.0)
+        during = len(acked)
+        await asyncio.sleep(2.0)
+        assert len(acked) > during, "sends stopped while one broker was down"
+        await victim.start()
+        await asyncio.sleep(8.0)
+        stop.set()
+        await asyncio.gather(*pumps)
+        for exc in failures:
+            assert isinstance(exc, SendOutcomeUnknownError | NetworkError | TubeMQError)
+        recent = await asyncio.gather(*(producer.send(topic, b"r") for _ in range(200)))
+        brokers_used = {r.broker_id for r in recent}
+        assert len(brokers_used) == len(cluster.brokers), brokers_used
+
+
+async def test_master_restart_reregisters_unaided(cluster: LocalCluster, topic: str) -> None:
+    master = cluster.nodes[0]
+    async with Producer(cluster.master_addr, topics=[topic], heartbeat_interval=1) as producer:
+        await producer.send(topic, b"before")
+        await master.restart()
+        deadline = asyncio.get_running_loop().time() + 60
+        while producer.metrics()["reregistrations"] == 0:
+            assert asyncio.get_running_loop().time() < deadline, producer.metrics()
+            await asyncio.sleep(0.5)
+        result = await producer.send(topic, b"after")
+        assert result.topic == topic
+
+
+async def test_official_java_consumer_reads_what_we_sent(cluster: LocalCluster, topic: str) -> None:
+    """20 000 messages with attributes, msgType and msgTime, read back by the Java client."""
+    count = 20_000
+    sent: dict[bytes, tuple[dict[str, str], str]] = {}
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+
+        async def worker(start: int) -> None:
+            for i in range(start, count, 64):
+                body = f"py-{i}-".encode() + bytes([i % 256]) * (i % 700)
+                attrs = {"idx": str(i), "lang": "python"}
+                msg_type = f"type{i % 4}"
+                await producer.send(
+                    topic, body, attributes=attrs, msg_type=msg_type, msg_time="202611220630"
+                )
+                sent[body] = (attrs, msg_type)
+
+        await asyncio.gather(*(worker(w) for w in range(64)))
+    received = await java_dump(cluster, topic, f"g_java_{topic}", count)
+    assert len(received) == count
+    seen: set[bytes] = set()
+    for item in received:
+        body = base64.b64decode(item["body_b64"])
+        attrs, msg_type = sent[body]
+        seen.add(body)
+        assert item["msg_type"] == msg_type
+        assert item["msg_time"] == "202611220630"
+        pairs = dict(kv.split("=", 1) for kv in item["attribute"].split(","))
+        assert pairs["idx"] == attrs["idx"]
+        assert pairs["lang"] == "python"
+        assert pairs["$msgType$"] == msg_type
+    assert seen == set(sent)

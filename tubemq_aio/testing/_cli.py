@@ -1,0 +1,164 @@
+"""``python -m tubemq_aio.testing.cluster up|down|status`` (also ``make cluster-up`` etc.).
+
+``up`` starts a detached cluster, saves its description to a state file and exits, leaving the
+JVMs running; ``down`` reads the state file and stops them; ``status`` reports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tubemq_aio.testing._errors import ClusterError
+from tubemq_aio.testing._maven import DEFAULT_VERSION, cache_root
+from tubemq_aio.testing._process import kill_pid, pid_alive
+
+__all__ = ["main", "state_file"]
+
+
+def state_file() -> Path:
+    """Return the state file path: ``$TUBEMQ_AIO_STATE`` or ``<cache root>/cluster.json``.
+
+    Returns:
+        The path.
+    """
+    env = os.environ.get("TUBEMQ_AIO_STATE")
+    return Path(env).expanduser() if env else cache_root() / "cluster.json"
+
+
+def _load() -> dict[str, Any] | None:
+    try:
+        data = json.loads(state_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _ours(pid: int, work_dir: str) -> bool:
+    """True if ``pid`` is alive and its command line mentions our work dir (not a reused pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return pid_alive(pid) and work_dir.encode() in cmdline
+
+
+def _live_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
+    work_dir = str(state.get("work_dir", ""))
+    nodes = state.get("nodes", [])
+    return [
+        (n["name"], int(n["pid"])) for n in nodes if n.get("pid") and _ours(int(n["pid"]), work_dir)
+    ]
+
+
+def _parse_topic(spec: str) -> tuple[str, int]:
+    name, _, parts = spec.partition(":")
+    return name, int(parts) if parts else 3
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from tubemq_aio.testing._cluster import LocalCluster
+
+    state = _load()
+    if state and _live_pids(state):
+        print(f"a cluster is already running: master {state['master_addr']} (use `down` first)")
+        return 0
+    topics = [_parse_topic(t) for t in (args.topic or ["demo:3"])]
+    first_parts = topics[0][1]
+    cluster = LocalCluster(
+        args.brokers,
+        version=args.version,
+        topics=[name for name, parts in topics if parts == first_parts],
+        topic_partitions=first_parts,
+        detached=True,
+    )
+    print("starting TubeMQ (first run downloads the server jars with Maven) ...", flush=True)
+    try:
+        await cluster.start()
+        for name, parts in topics:
+            if parts != first_parts:
+                await cluster.create_topic(name, parts)
+    except ClusterError as err:
+        print(f"cluster failed to start: {err}", file=sys.stderr)
+        await cluster.stop(failed=True)
+        return 1
+    except BaseException:
+        await cluster.stop(failed=True)
+        raise
+    info = cluster.describe()
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    print(json.dumps(info, indent=2))
+    print(f"TubeMQ is up in {info['bring_up_seconds']}s: masters={info['master_addr']}")
+    return 0
+
+
+def _down() -> int:
+    state = _load()
+    if state is None:
+        print("no cluster state file; nothing to stop")
+        return 0
+    live = _live_pids(state)
+    for _, pid in live:
+        kill_pid(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while any(pid_alive(pid) for _, pid in live) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for _, pid in live:
+        if pid_alive(pid):
+            kill_pid(pid, signal.SIGKILL)
+    work_dir = Path(str(state.get("work_dir", "")))
+    if work_dir.name.startswith("tubemq-aio-cluster-"):  # only ever our own temp dir
+        shutil.rmtree(work_dir, ignore_errors=True)
+    state_file().unlink(missing_ok=True)
+    print(f"stopped {', '.join(n for n, _ in live) or 'nothing (already gone)'}")
+    return 0
+
+
+def _status() -> int:
+    state = _load()
+    if state is None:
+        print("no cluster running (no state file)")
+        return 1
+    live = dict(_live_pids(state))
+    for node in state.get("nodes", []):
+        up = "running" if node["name"] in live else "STOPPED"
+        print(f"{node['name']:8} pid={node['pid']:<8} {node.get('addr', ''):22} {up}")
+    print(f"masters={state['master_addr']}  logs={state['log_dir']}")
+    return 0 if len(live) == len(state.get("nodes", [])) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI.
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        Process exit code.
+    """
+    parser = argparse.ArgumentParser(prog="python -m tubemq_aio.testing.cluster")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a cluster in the background")
+    up.add_argument("--brokers", type=int, default=1, choices=(1, 2))
+    up.add_argument("--version", default=DEFAULT_VERSION)
+    up.add_argument(
+        "--topic", action="append", help="NAME[:PARTITIONS] to create (default demo:3); repeatable"
+    )
+    sub.add_parser("down", help="stop the cluster started by `up`")
+    sub.add_parser("status", help="show the cluster started by `up`")
+    args = parser.parse_args(argv)
+    if args.cmd == "up":
+        return asyncio.run(_up(args))
+    if args.cmd == "down":
+        return _down()
+    return _status()

@@ -1,0 +1,394 @@
+"""LocalCluster: a real Apache InLong TubeMQ cluster (1 master + 1-2 brokers) on loopback.
+
+``async with LocalCluster(topics=["t1"]) as cluster:`` then give ``cluster.master_addr`` to a
+client. From a shell (the cluster keeps running in the background until ``down``)::
+
+    python -m tubemq_aio.testing.cluster up [--brokers 2] [--topic NAME[:PARTITIONS]]
+    python -m tubemq_aio.testing.cluster status | down
+
+Servers are the released tubemq-server jars from Maven Central (cached in ``$TUBEMQ_AIO_CACHE``,
+default ``~/.cache/tubemq-aio``) run with ``java``; see ``docs/local-cluster.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tubemq_aio.testing import _topics
+from tubemq_aio.testing._build import (
+    BROKER_HOSTS,
+    NodePlan,
+    build_nodes,
+    prepare_work_dir,
+    register_brokers,
+)
+from tubemq_aio.testing._config import AuthSettings, MasterSettings, TlsSettings
+from tubemq_aio.testing._errors import ClusterError
+from tubemq_aio.testing._maven import DEFAULT_VERSION, find_tool, resolve_runtime
+from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode, attach_tails, jvm_options
+from tubemq_aio.testing._webapi import MasterWebApi
+
+__all__ = ["LocalCluster"]
+
+
+class LocalCluster:
+    """A TubeMQ master and ``brokers`` brokers running as child JVMs on loopback.
+
+    Use it as an async context manager, or call :meth:`start` / :meth:`stop`. Every port is
+    allocated freshly, so several clusters (and a user's own TubeMQ) can run side by side.
+    Broker ``N`` listens on ``127.0.0.N``. All server logs go to :attr:`log_dir`.
+
+    Args:
+        brokers: Number of brokers, 1 or 2.
+        version: tubemq-server version to download and run.
+        topics: Topics created before the brokers start (cheaper than :meth:`create_topic`
+            later: they share the brokers' first ~35 s sync instead of each paying it).
+        topic_partitions: Partitions per broker for ``topics``.
+        work_dir: Directory for configs, data and logs (default: a new temp dir).
+        keep_work_dir: Keep ``work_dir`` after a clean stop (it is always kept after a failure).
+        cache_dir: Jar cache root (default ``$TUBEMQ_AIO_CACHE`` or ``~/.cache/tubemq-aio``).
+        java: Java executable.
+        mvn: Maven executable.
+        master_port: Fixed master RPC port (default: a free one).
+        master_web_port: Fixed master web API port (default: a free one).
+        consumer_balance_period_ms: Master rebalance cycle.
+        consumer_heartbeat_timeout_ms: Master's consumer timeout.
+        producer_heartbeat_timeout_ms: Master's producer timeout.
+        broker_heartbeat_timeout_ms: Master's broker timeout.
+        broker_heartbeat_period_ms: Broker heartbeat period (drives how fast topics go live).
+        conf_mod_auth_token: Token of modifying web API calls.
+        auth: Authentication switches (default: all off).
+        tls: Server TLS (extra listeners), or None.
+        start_timeout: Seconds allowed for a JVM to come up (master API / broker register).
+        ready_timeout: Seconds allowed for a broker or topic to become publishable.
+        detached: Let the JVMs outlive this Python process (for the ``up`` CLI).
+    """
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        *,
+        version: str = DEFAULT_VERSION,
+        topics: Sequence[str] = (),
+        topic_partitions: int = 3,
+        work_dir: str | Path | None = None,
+        keep_work_dir: bool = False,
+        cache_dir: str | Path | None = None,
+        java: str = "java",
+        mvn: str = "mvn",
+        master_port: int | None = None,
+        master_web_port: int | None = None,
+        consumer_balance_period_ms: int = 2000,
+        consumer_heartbeat_timeout_ms: int = 30000,
+        producer_heartbeat_timeout_ms: int = 45000,
+        broker_heartbeat_timeout_ms: int = 25000,
+        broker_heartbeat_period_ms: int = 2000,
+        conf_mod_auth_token: str = "tubemq-aio",
+        auth: AuthSettings | None = None,
+        tls: TlsSettings | None = None,
+        start_timeout: float = 60.0,
+        ready_timeout: float = 120.0,
+        detached: bool = False,
+    ) -> None:
+        """Configure the cluster; nothing runs until :meth:`start` (see class docstring)."""
+        if not 1 <= brokers <= len(BROKER_HOSTS):
+            raise ValueError(f"brokers must be 1..{len(BROKER_HOSTS)}, got {brokers}")
+        self.version = version
+        self.settings = MasterSettings(
+            consumer_balance_period_ms=consumer_balance_period_ms,
+            consumer_heartbeat_timeout_ms=consumer_heartbeat_timeout_ms,
+            producer_heartbeat_timeout_ms=producer_heartbeat_timeout_ms,
+            broker_heartbeat_timeout_ms=broker_heartbeat_timeout_ms,
+            broker_heartbeat_period_ms=broker_heartbeat_period_ms,
+            conf_mod_auth_token=conf_mod_auth_token,
+            auth=auth or AuthSettings(),
+            tls=tls,
+        )
+        self._n_brokers = brokers
+        self._initial_topics = list(topics)
+        self._topic_partitions = topic_partitions
+        self._work_dir_arg = Path(work_dir) if work_dir is not None else None
+        self.keep_work_dir = keep_work_dir
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._java = java
+        self._mvn = mvn
+        self._fixed_ports = (master_port, master_web_port)
+        self.start_timeout = start_timeout
+        self.ready_timeout = ready_timeout
+        self.detached = detached
+        self.work_dir = Path()
+        self.lib_dir = Path()
+        self.master: MasterNode | None = None
+        self.brokers: list[BrokerNode] = []
+        self.topics: dict[str, int] = {}
+        self.bring_up_seconds = 0.0
+
+    @property
+    def log_dir(self) -> Path:
+        """Directory holding every server log (``<node>.log``) and JVM output (``<node>.out``)."""
+        return self.work_dir / "logs"
+
+    @property
+    def master_addr(self) -> str:
+        """``"127.0.0.1:<port>"`` of the master: pass it as a client's ``masters`` argument."""
+        return self._master().addr
+
+    @property
+    def master_tls_addr(self) -> str | None:
+        """``host:port`` of the master's TLS listener, or None when TLS is off."""
+        if self.settings.tls is None:
+            return None
+        m = self._master().layout
+        return f"{m.host}:{m.tls_port}"
+
+    @property
+    def web_api(self) -> MasterWebApi:
+        """Client of the master's HTTP admin API (for tests needing other admin calls)."""
+        return self._master().api
+
+    @property
+    def nodes(self) -> list[ServerNode]:
+        """The master and the brokers."""
+        master: list[ServerNode] = [self.master] if self.master else []
+        return master + list(self.brokers)
+
+    def _master(self) -> MasterNode:
+        if self.master is None:
+            raise ClusterError("the cluster has not been started")
+        return self.master
+
+    async def __aenter__(self) -> LocalCluster:
+        """Start the cluster (see :meth:`start`)."""
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop every process, even when the body failed or was cancelled."""
+        await self.stop(failed=exc is not None)
+
+    async def start(self) -> None:
+        """Download the runtime if needed, start master and brokers, create the initial topics.
+
+        On any failure every process started so far is killed, and the error carries the tails
+        of all server logs.
+
+        Raises:
+            ToolNotFoundError: ``java`` or ``mvn`` is missing.
+            RuntimeResolveError: Maven cannot provide the requested version.
+            PortInUseError: A fixed port is taken (or a server reports one).
+            ClusterStartError: A server did not start (``NodeNotReadyError`` on timeout).
+        """
+        t0 = time.monotonic()
+        try:
+            await self._start()
+        except ClusterError as err:
+            details = attach_tails(err, self.nodes)
+            await self._emergency_stop()
+            raise details from err.__cause__
+        except BaseException:
+            await self._emergency_stop()
+            raise
+        self.bring_up_seconds = time.monotonic() - t0
+
+    async def _start(self) -> None:
+        java = find_tool(self._java, "install a Java 17 runtime (`make system-deps`)")
+        self.lib_dir = await resolve_runtime(self.version, cache_dir=self._cache_dir, mvn=self._mvn)
+        self.work_dir = prepare_work_dir(self._work_dir_arg)
+        self._build_nodes(java)
+        await self._master().start()
+        await register_brokers(self.settings, self.web_api, self.brokers)
+        if self._initial_topics:
+            await self._add_topics(self._initial_topics, self._topic_partitions, 1)
+        await asyncio.gather(*(b.start() for b in self.brokers))
+
+    def _build_nodes(self, java: str) -> None:
+        fixed = self._fixed_ports
+        plan = NodePlan(self.work_dir, self.lib_dir, java, self._n_brokers, *fixed, self.detached)
+        self.master, self.brokers = build_nodes(self.settings, plan)
+        self.master.start_timeout = self.start_timeout
+        for broker in self.brokers:
+            broker.start_timeout = self.start_timeout
+            broker.ready_timeout = self.ready_timeout
+            broker.ready_probe = self._broker_probe(broker)
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until every broker is registered and every topic publishable (e.g. after a
+        master restart, which brokers survive by re-registering).
+
+        Args:
+            timeout: Seconds per broker (default ``ready_timeout``).
+        """
+        for broker in self.brokers:
+            await broker.wait_ready(timeout)
+
+    async def stop(self, *, failed: bool = False) -> None:
+        """Stop every server gracefully (SIGKILL after a grace period); remove the work dir.
+
+        Args:
+            failed: Keep the work dir (logs) for inspection.
+        """
+        nodes = [*self.brokers, *([self.master] if self.master else [])]
+        try:
+            await asyncio.gather(*(b.stop(timeout=10.0) for b in self.brokers))
+            if self.master is not None:
+                await self.master.stop(timeout=10.0)
+        finally:
+            for node in nodes:
+                node.process.kill_now()
+        owned = self._work_dir_arg is None and self.work_dir != Path()  # our temp dir
+        if owned and not (failed or self.keep_work_dir or self.detached):
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    async def _emergency_stop(self) -> None:
+        for node in self.nodes:
+            node.process.kill_now()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(asyncio.gather(*(n.kill() for n in self.nodes)))
+
+    async def create_topic(self, name: str, partitions: int = 3, *, stores: int = 1) -> None:
+        """Create a topic on every broker and wait until it is publishable.
+
+        A topic added to running brokers takes ~35 s to go live (a fixed 30 s step in the
+        master); create several at once with :meth:`create_topics` to pay that only once.
+
+        Args:
+            name: Topic name (``^[a-zA-Z]\\w+$``, at most 64 chars).
+            partitions: Partitions per broker and store.
+            stores: Topic stores per broker.
+
+        Raises:
+            WebApiError: If the master refuses the topic.
+            NodeNotReadyError: If it is not publishable within ``ready_timeout``.
+        """
+        await self.create_topics([name], partitions, stores=stores)
+
+    async def create_topics(
+        self, names: Sequence[str], partitions: int = 3, *, stores: int = 1
+    ) -> None:
+        """Create several topics in one master call and wait until all are publishable.
+
+        Args:
+            names: Topic names.
+            partitions: Partitions per broker and store.
+            stores: Topic stores per broker.
+        """
+        await self._add_topics(list(names), partitions, stores)
+        await self.wait_topics_ready(names)
+
+    async def _add_topics(self, names: list[str], partitions: int, stores: int) -> None:
+        ids = [b.broker_id for b in self.brokers]
+        await _topics.add_topics(self.web_api, names, ids, partitions, stores)
+        for name in names:
+            self.topics[name] = partitions * stores * len(self.brokers)
+
+    async def topic_ready(self, name: str) -> bool:
+        """Tell whether ``name`` accepts publish and subscribe on all its partitions.
+
+        Args:
+            name: Topic name.
+
+        Returns:
+            True when the master reports it fully publishable and subscribable.
+        """
+        return await _topics.topic_ready(self.web_api, name)
+
+    async def wait_topics_ready(self, names: Sequence[str], timeout: float | None = None) -> None:
+        """Wait until every topic in ``names`` is publishable.
+
+        Args:
+            names: Topic names.
+            timeout: Seconds (default ``ready_timeout``).
+
+        Raises:
+            NodeNotReadyError: On timeout (names the master log).
+            ClusterStartError: If a broker died meanwhile.
+        """
+        limit = self.ready_timeout if timeout is None else timeout
+        log = self.log_dir / "master.log"
+        await _topics.wait_topics_ready(self.web_api, names, lambda: self.brokers, limit, log)
+
+    def _broker_probe(self, broker: BrokerNode) -> Callable[[], Awaitable[bool]]:
+        async def probe() -> bool:
+            status = await broker.run_status()
+            if status.get("runStatus") != "running" or status.get("isBrokerOnline") != "true":
+                return False
+            if not self.topics:
+                return status.get("subStatus") == "idle"
+            return all([await self.topic_ready(name) for name in self.topics])
+
+        return probe
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic (stop publish/subscribe, soft delete, remove) and wait until it is gone.
+
+        Args:
+            name: Topic name.
+
+        Raises:
+            WebApiError: If the master refuses.
+        """
+        await _topics.delete_topic(self.web_api, name, [b.broker_id for b in self.brokers])
+        self.topics.pop(name, None)
+
+    def java_tool_argv(self, main_class: str, *args: str, heap: str = "-Xmx256m") -> list[str]:
+        """Build a command line running ``main_class`` from the server classpath.
+
+        Handy for the Java CLI tools shipped in tubemq-server (``...tools.cli.CliProducer``).
+
+        Args:
+            main_class: Fully qualified Java class.
+            *args: Program arguments.
+            heap: Heap option.
+
+        Returns:
+            argv list for :func:`asyncio.create_subprocess_exec`.
+        """
+        opts = jvm_options(self.log_dir, "tool", self.work_dir / "log4j2.xml")
+        return [self._java, heap, "-XX:+UseSerialGC", *opts, "-cp", str(self.lib_dir / "*"),
+                main_class, *args]  # fmt: skip
+
+    def log_tails(self, lines: int = 40) -> str:
+        """Return the last ``lines`` of every server log and JVM output, labelled by file.
+
+        Args:
+            lines: Lines per file.
+
+        Returns:
+            Text ready to print.
+        """
+        return "\n".join(t for t in (n.tail(lines) for n in self.nodes) if t)
+
+    def describe(self) -> dict[str, Any]:
+        """Return a JSON-able description (addresses, pids, dirs) of the running cluster.
+
+        Returns:
+            The description (also what the ``up`` CLI saves as its state file).
+        """
+        return {
+            "version": self.version,
+            "master_addr": self.master_addr,
+            "master_web": self.web_api.url,
+            "work_dir": str(self.work_dir),
+            "log_dir": str(self.log_dir),
+            "topics": self.topics,
+            "nodes": [
+                {"name": n.name, "pid": n.pid, "addr": getattr(n, "addr", "")} for n in self.nodes
+            ],
+            "bring_up_seconds": round(self.bring_up_seconds, 1),
+        }
+
+    def __repr__(self) -> str:
+        """Show the master address and node states."""
+        return f"<LocalCluster nodes={[n.process for n in self.nodes]}>"

@@ -1,0 +1,283 @@
+"""Settings of a local cluster and the files rendered from them (ini files, log config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "AuthSettings",
+    "BrokerLayout",
+    "MasterLayout",
+    "MasterSettings",
+    "TlsSettings",
+    "render_broker_ini",
+    "render_log4j2",
+    "render_master_ini",
+    "write_web_templates",
+]
+
+#: TLS port a broker reports to the master when TLS is off (a fixed server default).
+BROKER_DEFAULT_TLS_PORT = 8124
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """Server-side TLS (an extra listener; the plain ports stay open).
+
+    Attributes:
+        keystore: JKS (or PKCS12) key store holding the server key and certificate.
+        password: Store password; the server also uses it as the key password.
+        truststore: Trust store (client certificates for two-way TLS). Give one even for
+            one-way TLS: the 2.4.0 server opens it on every TLS accept and exits if it is unset.
+        truststore_password: Password of ``truststore``.
+        two_way: Require client certificates.
+    """
+
+    keystore: Path
+    password: str
+    truststore: Path | None = None
+    truststore_password: str = ""
+    two_way: bool = False
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    """Master authentication switches (see docs/local-cluster.md for what the stock server checks).
+
+    Attributes:
+        produce_authenticate: ``startProduceAuthenticate``.
+        produce_authorize: ``startProduceAuthorize`` (needs ``produce_authenticate``).
+        consume_authenticate: ``startConsumeAuthenticate``.
+        consume_authorize: ``startConsumeAuthorize`` (needs ``consume_authenticate``).
+        visit_token_check: ``startVisitTokenCheck`` (brokers check the master's visit tokens).
+        broker_visit_name: If set, brokers must authenticate to the master with this name.
+        broker_visit_password: Password paired with ``broker_visit_name``.
+        timestamp_period_ms: ``authValidTimeStampPeriodMs`` (allowed clock skew of signatures).
+    """
+
+    produce_authenticate: bool = False
+    produce_authorize: bool = False
+    consume_authenticate: bool = False
+    consume_authorize: bool = False
+    visit_token_check: bool = False
+    broker_visit_name: str = ""
+    broker_visit_password: str = ""
+    timestamp_period_ms: int = 20000
+
+
+@dataclass(frozen=True)
+class MasterSettings:
+    """Master tuning knobs exposed as :class:`LocalCluster` keyword options.
+
+    Attributes:
+        consumer_balance_period_ms: Server-side rebalance cycle (server default 60000).
+        consumer_heartbeat_timeout_ms: Consumer considered dead after this long.
+        producer_heartbeat_timeout_ms: Producer considered dead after this long.
+        broker_heartbeat_timeout_ms: Broker considered dead after this long.
+        broker_heartbeat_period_ms: Broker -> master heartbeat (drives topic publish speed).
+        conf_mod_auth_token: Token required by modifying web API calls.
+        auth: Authentication switches.
+        tls: Server TLS, or None for plain TCP only.
+    """
+
+    consumer_balance_period_ms: int = 2000
+    consumer_heartbeat_timeout_ms: int = 30000
+    producer_heartbeat_timeout_ms: int = 45000
+    broker_heartbeat_timeout_ms: int = 25000
+    broker_heartbeat_period_ms: int = 2000
+    conf_mod_auth_token: str = "tubemq-aio"
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TlsSettings | None = None
+
+
+@dataclass(frozen=True)
+class MasterLayout:
+    """Where the master lives: host, ports and directories."""
+
+    host: str
+    port: int
+    web_port: int
+    ha_port: int
+    prom_port: int
+    tls_port: int
+    home: Path
+
+
+@dataclass(frozen=True)
+class BrokerLayout:
+    """Where one broker lives: id, host, ports and directories."""
+
+    broker_id: int
+    host: str
+    port: int
+    web_port: int
+    prom_port: int
+    tls_port: int
+    home: Path
+
+    def reported_tls_port(self, tls: TlsSettings | None) -> int:
+        """Return the TLS port this broker reports at registration.
+
+        Args:
+            tls: The cluster's TLS settings.
+
+        Returns:
+            ``tls_port`` with TLS on, else the server's fixed default 8124 (not listened on).
+        """
+        return self.tls_port if tls is not None else BROKER_DEFAULT_TLS_PORT
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _tls_section(tls: TlsSettings | None, port: int) -> list[str]:
+    if tls is None:
+        return []
+    lines = [
+        "[tlsSetting]",
+        "tlsEnable=true",
+        f"tlsPort={port}",
+        f"tlsKeyStorePath={tls.keystore}",
+        f"tlsKeyStorePassword={tls.password}",
+        f"tlsTwoWayAuthEnable={_b(tls.two_way)}",
+    ]
+    if tls.truststore is not None:
+        lines += [
+            f"tlsTrustStorePath={tls.truststore}",
+            f"tlsTrustStorePassword={tls.truststore_password}",
+        ]
+    return [*lines, ""]
+
+
+def render_master_ini(s: MasterSettings, m: MasterLayout) -> str:
+    """Render master.ini (comments only on their own lines; ini4j keeps inline ones).
+
+    Args:
+        s: Master settings.
+        m: Master layout.
+
+    Returns:
+        The file's text.
+    """
+    a = s.auth
+    lines = [
+        "[master]",
+        f"hostName={m.host}",
+        f"port={m.port}",
+        f"webPort={m.web_port}",
+        f"webResourcePath={m.home / 'resources'}",
+        f"confModAuthToken={s.conf_mod_auth_token}",
+        f"consumerBalancePeriodMs={s.consumer_balance_period_ms}",
+        f"consumerHeartbeatTimeoutMs={s.consumer_heartbeat_timeout_ms}",
+        f"producerHeartbeatTimeoutMs={s.producer_heartbeat_timeout_ms}",
+        f"brokerHeartbeatTimeoutMs={s.broker_heartbeat_timeout_ms}",
+        f"startProduceAuthenticate={_b(a.produce_authenticate)}",
+        f"startProduceAuthorize={_b(a.produce_authorize)}",
+        f"startConsumeAuthenticate={_b(a.consume_authenticate)}",
+        f"startConsumeAuthorize={_b(a.consume_authorize)}",
+        f"startVisitTokenCheck={_b(a.visit_token_check)}",
+        f"authValidTimeStampPeriodMs={a.timestamp_period_ms}",
+    ]
+    if a.broker_visit_name:
+        lines += [
+            "needBrokerVisitAuth=true",
+            f"visitName={a.broker_visit_name}",
+            f"visitPassword={a.broker_visit_password}",
+        ]
+    lines += [
+        "",
+        "[meta_bdb]",
+        "repGroupName=tubemqAioGroup",
+        "repNodeName=tubemqAioNode1",
+        f"repNodePort={m.ha_port}",
+        f"metaDataPath={m.home / 'meta'}",
+        f"repHelperHost={m.host}:{m.ha_port}",
+        "metaLocalSyncPolicy=3",
+        "metaReplicaSyncPolicy=3",
+        "repReplicaAckPolicy=1",
+        "",
+        "[prometheus]",
+        "promEnable=false",
+        "; unused: the 2.4.0 server binds 9081 whatever this says (a clash only logs an ERROR)",
+        f"promHttpPort={m.prom_port}",
+        "",
+        *_tls_section(s.tls, m.tls_port),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_broker_ini(s: MasterSettings, b: BrokerLayout, master_addr: str) -> str:
+    """Render broker.ini.
+
+    Args:
+        s: Master settings (heartbeat, auth, TLS are shared with brokers).
+        b: Broker layout.
+        master_addr: ``host:port`` of the master's RPC listener.
+
+    Returns:
+        The file's text.
+    """
+    lines = [
+        "[broker]",
+        f"brokerId={b.broker_id}",
+        f"hostName={b.host}",
+        f"port={b.port}",
+        f"webPort={b.web_port}",
+        f"masterAddressList={master_addr}",
+        f"primaryPath={b.home / 'data'}",
+        "maxSegmentSize=268435456",
+        "transferSize=524288",
+        "maxIndexSegmentSize=22020096",
+        f"heartbeatPeriodMs={s.broker_heartbeat_period_ms}",
+        "consumerRegTimeoutMs=35000",
+    ]
+    if s.auth.broker_visit_name:
+        lines += [
+            "visitMasterAuth=true",
+            f"visitName={s.auth.broker_visit_name}",
+            f"visitPassword={s.auth.broker_visit_password}",
+        ]
+    lines += [
+        "",
+        "[prometheus]",
+        "promEnable=false",
+        f"promHttpPort={b.prom_port}",
+        "",
+        *_tls_section(s.tls, b.tls_port),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_log4j2() -> str:
+    """Render a log4j2 config: INFO to ``${tubemq.log.path}/${tubemq.log.prefix}.log``.
+
+    Returns:
+        The XML text.
+    """
+    return """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName="${sys:tubemq.log.path}/${sys:tubemq.log.prefix}.log" append="true">
+      <PatternLayout pattern="%d{ISO8601} %-5p [%t] %c{1}: %m%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Logger name="org.eclipse.jetty" level="WARN"/>
+    <Root level="INFO"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+def write_web_templates(master_home: Path) -> None:
+    """Create the two Velocity templates the master's web API needs (not shipped in the jar).
+
+    Args:
+        master_home: The master's directory; files go under ``resources/templates``.
+    """
+    base = master_home / "resources" / "templates"
+    for sub, body in (("screen", "$sb\n"), ("layout", "$screen_placeholder\n")):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+        (base / sub / "webapi.vm").write_text(body, encoding="utf-8")

@@ -1,0 +1,328 @@
+"""Master and broker nodes of a local cluster: JVM command lines, start-up and readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from tubemq_aio.testing._config import BrokerLayout, MasterLayout
+from tubemq_aio.testing._errors import (
+    ClusterError,
+    ClusterStartError,
+    NodeNotReadyError,
+    PortInUseError,
+    WebApiError,
+)
+from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._webapi import MasterWebApi
+
+__all__ = ["BrokerNode", "MasterNode", "ServerNode", "jvm_options"]
+
+_PKG = "org.apache.inlong.tubemq.server.tools"
+MASTER_MAIN = f"{_PKG}.MasterStartup"
+BROKER_MAIN = f"{_PKG}.BrokerStartup"
+
+# Java 17 flags replacing the upstream env.sh (whose CMS/GC-log flags Java 17 rejects).
+_JAVA17 = (
+    "-XX:+ExitOnOutOfMemoryError",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "-Dsun.net.inetaddr.ttl=3",
+    "-Dsun.net.inetaddr.negative.ttl=1",
+)
+_BIND_ERROR = re.compile(r"BindException|Address already in use")
+_REGISTER_ERROR = re.compile(r"Register to master failed[^\n]*")
+_STARTED = "Start tube server successfully"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def jvm_options(log_dir: Path, prefix: str, log4j_conf: Path) -> list[str]:
+    """Return the JVM options shared by every server and tool JVM.
+
+    Args:
+        log_dir: Directory of the log4j2 file (``<prefix>.log``).
+        prefix: Log file prefix, e.g. ``"broker1"``.
+        log4j_conf: The log4j2 configuration file.
+
+    Returns:
+        Options to put before ``-cp``.
+    """
+    return [
+        *_JAVA17,
+        f"-Dlog4j.configurationFile={log4j_conf}",
+        f"-Dtubemq.log.path={log_dir}",
+        f"-Dtubemq.log.prefix={prefix}",
+    ]
+
+
+class ServerNode:
+    """A TubeMQ server process (master or broker) that can be started, stopped and killed.
+
+    Attributes:
+        name: ``"master"`` or ``"broker<N>"``.
+        log_file: The server's log4j2 log.
+        out_file: The JVM's stdout/stderr (start-up exceptions land here).
+        process: The current JVM.
+    """
+
+    main_class = ""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        java: str,
+        classpath: str,
+        heap: list[str],
+        ini: Path,
+        log_dir: Path,
+        log4j_conf: Path,
+        detached: bool,
+    ) -> None:
+        """Prepare the command line; nothing starts until :meth:`start`."""
+        self.name = name
+        self.log_file = log_dir / f"{name}.log"
+        self.out_file = log_dir / f"{name}.out"
+        argv = [java, *heap, *jvm_options(log_dir, name, log4j_conf), "-cp", classpath]
+        argv += [self.main_class, "-f", str(ini)]
+        self.process = JavaProcess(name, argv, self.out_file, ini.parent, detached)
+        self.start_timeout = 60.0
+        self._log_mark = 0
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the JVM (None before the first start)."""
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        """True while the JVM is alive."""
+        return self.process.running
+
+    async def start(self) -> None:
+        """Start the JVM and wait until the server is ready.
+
+        Raises:
+            ClusterStartError: If it fails (the JVM is killed first).
+        """
+        if self.running:
+            return
+        mark = self._log_size()
+        self._log_mark = _size(self.log_file)
+        self.process.spawn()
+        try:
+            await self._wait_started(mark)
+        except BaseException:
+            await self.process.kill()
+            raise
+
+    async def stop(self, timeout: float = 15.0) -> None:
+        """Stop gracefully (SIGTERM, then SIGKILL after ``timeout`` seconds).
+
+        Args:
+            timeout: Seconds allowed for a clean shutdown.
+        """
+        await self.process.stop(timeout)
+
+    async def kill(self) -> None:
+        """Kill the JVM with SIGKILL (a crash, for fault tests)."""
+        await self.process.kill()
+
+    async def restart(self) -> None:
+        """Stop gracefully, then start again and wait until ready."""
+        await self.stop()
+        await self.start()
+
+    def tail(self, lines: int = 40) -> str:
+        """Return the tails of this node's log and stdout files, labelled.
+
+        Args:
+            lines: Lines per file.
+
+        Returns:
+            Text ready to print.
+        """
+        parts = []
+        for path in (self.log_file, self.out_file):
+            text = tail(path, lines)
+            if text:
+                parts.append(f"----- {path} (last {lines} lines) -----\n{text}")
+        return "\n".join(parts)
+
+    def _log_size(self) -> int:
+        return _size(self.out_file)
+
+    def _new_output(self, mark: int) -> str:
+        return _read_from(self.out_file, mark)
+
+    def _new_log(self) -> str:
+        return _read_from(self.log_file, self._log_mark)
+
+    def _check_alive(self, mark: int) -> None:
+        out = self._new_output(mark)
+        if _BIND_ERROR.search(out):
+            raise PortInUseError(
+                f"{self.name} could not bind a port: address in use", self.out_file
+            )
+        if not self.running:
+            raise ClusterStartError(
+                f"{self.name} exited during start-up (exit code {self.process.returncode})",
+                self.out_file,
+            )
+        found = _REGISTER_ERROR.search(out)
+        if found:
+            raise ClusterStartError(f"{self.name}: {found.group(0)}", self.out_file)
+
+    async def _poll(
+        self, mark: int, timeout: float, what: str, probe: Callable[[], Awaitable[bool]]
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive(mark)
+            try:
+                if await probe():
+                    return
+            except (WebApiError, OSError):
+                pass
+            if time.monotonic() >= deadline:
+                raise NodeNotReadyError(
+                    f"{self.name} did not {what} within {timeout:.0f}s", self.log_file
+                )
+            await asyncio.sleep(0.25)
+
+    async def _wait_started(self, mark: int) -> None:
+        raise NotImplementedError
+
+
+class MasterNode(ServerNode):
+    """The TubeMQ master (BDB metadata store, RPC + web API).
+
+    Attributes:
+        layout: Host, ports and directory.
+        api: Web API client.
+    """
+
+    main_class = MASTER_MAIN
+
+    def __init__(self, layout: MasterLayout, api: MasterWebApi, **kwargs: object) -> None:
+        """Build the node; ``kwargs`` go to :class:`ServerNode`."""
+        super().__init__("master", ini=layout.home / "master.ini", **kwargs)  # type: ignore[arg-type]
+        self.layout = layout
+        self.api = api
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` of the RPC listener (a client's ``masters`` argument)."""
+        return f"{self.layout.host}:{self.layout.port}"
+
+    async def _wait_started(self, mark: int) -> None:
+        async def probe() -> bool:
+            reply = await self.api.raw("admin_query_server_version", timeout=2.0)
+            return bool(reply.get("result"))
+
+        await self._poll(mark, self.start_timeout, "answer its web API", probe)
+
+
+class BrokerNode(ServerNode):
+    """A TubeMQ broker.
+
+    Attributes:
+        layout: Id, host, ports and directory.
+        api: The master's web API client (readiness is asked from the master).
+        ready_timeout: Seconds allowed from JVM start to "registered and publishing".
+    """
+
+    main_class = BROKER_MAIN
+
+    def __init__(self, layout: BrokerLayout, api: MasterWebApi, **kwargs: object) -> None:
+        """Build the node; ``kwargs`` go to :class:`ServerNode`."""
+        name = f"broker{layout.broker_id}"
+        super().__init__(name, ini=layout.home / "broker.ini", **kwargs)  # type: ignore[arg-type]
+        self.layout = layout
+        self.api = api
+        self.ready_timeout = 120.0
+        #: Set by the cluster: "every topic on this broker is publishable" (default: idle).
+        self.ready_probe: Callable[[], Awaitable[bool]] | None = None
+
+    @property
+    def broker_id(self) -> int:
+        """The broker's id in the master's records."""
+        return self.layout.broker_id
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` of the broker's RPC listener."""
+        return f"{self.layout.host}:{self.layout.port}"
+
+    async def run_status(self) -> dict[str, object]:
+        """Return the master's view of this broker (``admin_query_broker_run_status``).
+
+        Returns:
+            The item for this broker, e.g. ``{"runStatus": "running", "subStatus": "idle", ...}``.
+        """
+        items = await self.api.call("admin_query_broker_run_status", brokerId=self.broker_id)
+        return items[0] if items else {}
+
+    async def _wait_started(self, mark: int) -> None:
+        async def registered() -> bool:
+            return _STARTED in self._new_log()
+
+        await self._poll(mark, self.start_timeout, "register with the master", registered)
+        probe = self.ready_probe or self._idle
+        await self._poll(mark, self.ready_timeout, "make its topics publishable", probe)
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the master reports this broker registered and its topics publishable.
+
+        Useful after a master restart (brokers re-register on their own) or a fault.
+
+        Args:
+            timeout: Seconds (default ``ready_timeout``).
+
+        Raises:
+            NodeNotReadyError: On timeout.
+            ClusterStartError: If the broker process exits meanwhile.
+        """
+        probe = self.ready_probe or self._idle
+        limit = self.ready_timeout if timeout is None else timeout
+        await self._poll(self._log_size(), limit, "become ready", probe)
+
+    async def _idle(self) -> bool:
+        st = await self.run_status()
+        return st.get("runStatus") == "running" and st.get("subStatus") == "idle"
+
+
+def attach_tails(err: ClusterError, nodes: list[ServerNode], lines: int = 40) -> ClusterError:
+    """Return ``err`` with the log tails of ``nodes`` appended.
+
+    Args:
+        err: The error.
+        nodes: Nodes whose logs to show.
+        lines: Lines per file.
+
+    Returns:
+        A copy of the error carrying the tails.
+    """
+    tails = "\n".join(t for t in (n.tail(lines) for n in nodes) if t)
+    return err.with_details(tails)

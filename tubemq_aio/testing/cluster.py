@@ -1,0 +1,29 @@
+"""A real Apache InLong TubeMQ cluster (1 master + 1-2 brokers) on loopback, for tests.
+
+In a test suite::
+
+    from tubemq_aio.testing.cluster import LocalCluster
+
+    async with LocalCluster(brokers=1, topics=["demo_topic"]) as cluster:
+        ...  # connect a client with masters=cluster.master_addr
+
+From a shell (``make cluster-up`` / ``make cluster-down`` / ``make cluster-status``); ``up``
+leaves the cluster running in the background until ``down``::
+
+    python -m tubemq_aio.testing.cluster up [--brokers 2] [--topic NAME[:PARTITIONS]] ...
+    python -m tubemq_aio.testing.cluster status
+    python -m tubemq_aio.testing.cluster down
+
+See ``docs/local-cluster.md``.
+"""
+
+from __future__ import annotations
+
+from tubemq_aio.testing._cluster import LocalCluster
+
+__all__ = ["LocalCluster"]
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the CLI test
+    from tubemq_aio.testing._cli import main
+
+    raise SystemExit(main())
