@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
 
-from tubemq_aio._io._envelope import success_data
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
@@ -96,13 +95,13 @@ class _ParsingConnection(Connection):
             if entry[3]:
                 self._async.release()
             stats.responses += 1
-            body = success_data(payload)
+            body = decode_response(payload)
             if fut.done():
                 stats.dropped_responses += 1
-            elif body is not None:
+            elif isinstance(body, bytes):
                 fut.set_result(parse(body))
             else:
-                fut.set_exception(RuntimeError("not measured"))
+                fut.set_exception(body)
 
 
 class _EchoProtocol(asyncio.Protocol):
@@ -176,9 +175,7 @@ async def _run(mode: str, port: int, calls: int, window: int, size: int) -> dict
                 await call(payload, 10.0)
         elif mode == "conn-raw":
             for _ in range(count):
-                raw = await call(payload, 10.0)
-                if success_data(raw) is None:
-                    decode_response(raw)
+                decode_response(await call(payload, 10.0))
         elif mode == "rpc":
             rpc_call = rpc.call
             response_type = RPC_pb2.RspExceptionBody

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -77,11 +79,11 @@ class Producer:
         self._encoder: SendRequestEncoder | None = None
         self._blocker = BrokerBlocker(config.blocking)
         self._backoff = PartitionBackoff()
-        self._window = asyncio.Semaphore(config.max_in_flight_sends)
+        self._max_in_flight = config.max_in_flight_sends
+        self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle = asyncio.Event()  # set once closing and no send is pending
         self._started = False
         self._closed = False
         self.sent = 0
@@ -147,6 +149,7 @@ class Producer:
             return
         self._closed = True
         if self._in_flight:
+            self._idle.clear()
             try:
                 await asyncio.wait_for(self._idle.wait(), self.config.close_grace)
             except TimeoutError:
@@ -182,6 +185,11 @@ class Producer:
         """
         session = self._require_session()
         await session.publish([topics] if isinstance(topics, str) else topics)
+
+    @property
+    def in_flight(self) -> int:
+        """Sends outstanding right now (at most ``max_in_flight_sends``)."""
+        return self._in_flight
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -233,20 +241,48 @@ class Producer:
             msg_time=msg_time,
             max_size=session.metadata.max_message_size(topic),
         )
-        async with self._window:
+        if self._in_flight >= self._max_in_flight or self._room_waiters:
+            await self._wait_for_room()  # returns holding a slot
+        else:
             self._in_flight += 1
-            self._idle.clear()
-            try:
-                result = await self._send_with_retries(topic, encoded, key, timeout)
-            except BaseException:
-                self.failed += 1
-                raise
-            finally:
-                self._in_flight -= 1
-                if not self._in_flight:
-                    self._idle.set()
+        try:
+            result = await self._send_with_retries(session, topic, encoded, key, timeout)
+        except BaseException:
+            self.failed += 1
+            raise
+        finally:
+            self._in_flight -= 1
+            if self._room_waiters:
+                self._wake_one()
+            elif self._closed and not self._in_flight:
+                self._idle.set()
         self.sent += 1
         return result
+
+    async def _wait_for_room(self) -> None:
+        """Wait, first come first served, until a send slot is handed over to this caller."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._room_waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                # A slot was handed over but this caller is leaving: pass it on.
+                self._in_flight -= 1
+                self._wake_one()
+            else:
+                with contextlib.suppress(ValueError):  # already dropped by _wake_one
+                    self._room_waiters.remove(waiter)
+            raise
+
+    def _wake_one(self) -> None:
+        """Hand a free slot to the first live waiter."""
+        while self._room_waiters and self._in_flight < self._max_in_flight:
+            waiter = self._room_waiters.popleft()
+            if not waiter.done():
+                self._in_flight += 1
+                waiter.set_result(None)
+                return
 
     def send_nowait(
         self,
@@ -271,15 +307,21 @@ class Producer:
         return task
 
     async def _send_with_retries(
-        self, topic: str, encoded: EncodedMessage, key: bytes | str | None, timeout: float | None
+        self,
+        session: ProducerSession,
+        topic: str,
+        encoded: EncodedMessage,
+        key: bytes | str | None,
+        timeout: float | None,
     ) -> SendResult:
         attempt_timeout = self.config.effective_send_timeout if timeout is None else timeout
         avoid: set[str] = set()
         last: TubeMQError | None = None
         for attempt in range(self.config.send_retries + 1):
-            partition = self._choose(topic, key, avoid)
+            now = time.monotonic()
+            partition = self._choose(session, topic, key, avoid, now)
             try:
-                return await self._send_once(partition, encoded, attempt_timeout)
+                return await self._send_once(session, partition, encoded, attempt_timeout, now)
             except (RequestTimeoutError, ConnectionLostError) as exc:
                 raise SendOutcomeUnknownError(
                     f"no answer for the send to {partition.partition_key} ({exc}); "
@@ -299,12 +341,17 @@ class Producer:
         assert last is not None
         raise last
 
-    def _choose(self, topic: str, key: bytes | str | None, avoid: set[str]) -> Partition:
-        session = self._require_session()
+    def _choose(
+        self,
+        session: ProducerSession,
+        topic: str,
+        key: bytes | str | None,
+        avoid: set[str],
+        now: float,
+    ) -> Partition:
         partitions = session.metadata.writable_partitions(topic)
         if not partitions:
             raise TopicUnavailableError(f"topic {topic!r} has no writable partition right now")
-        now = time.monotonic()
         blocked = self._blocker.blocked(now)
         if blocked:
             allowed = tuple(p for p in partitions if p.broker.broker_id not in blocked)
@@ -314,16 +361,19 @@ class Producer:
         return self.config.partitioner.select(topic, partitions, key, avoid=skip)
 
     async def _send_once(
-        self, partition: Partition, encoded: EncodedMessage, timeout: float
+        self,
+        session: ProducerSession,
+        partition: Partition,
+        encoded: EncodedMessage,
+        timeout: float,
+        now: float,
     ) -> SendResult:
-        session = self._require_session()
         pool = self._pool
         encoder = self._encoder
         assert pool is not None
         assert encoder is not None
         broker = partition.broker
         address = Address(broker.host, broker.port, self._tls)
-        now = time.monotonic()
         try:
             conn = pool.ready(address) or await pool.connection(address)
         except ConnectError:
