@@ -7,11 +7,11 @@ import logging
 import os
 import platform
 import random
-import socket
 import time
 from collections.abc import Callable, Iterable
 
 from tubemq_aio import __version__
+from tubemq_aio._client import local_ip_towards
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
     ServerError,
@@ -34,7 +34,7 @@ from tubemq_aio.protocol.producer_rpc import (
 )
 from tubemq_aio.protocol.rpc import Method
 
-__all__ = ["ProducerSession", "local_ip_towards"]
+__all__ = ["ProducerSession"]
 
 log = logging.getLogger("tubemq_aio.producer")
 
@@ -45,17 +45,6 @@ _REGISTER_PAUSE_ERROR = 1.2
 _PUBLISH_POLL = 1.0
 _NOT_READY = 201
 _HB_NO_NODE = 411
-
-
-def local_ip_towards(host: str) -> str:
-    """The local IPv4 address the OS would use to reach ``host`` (no packet is sent)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, 9))
-            address: str = probe.getsockname()[0]
-            return address
-    except OSError:
-        return "127.0.0.1"
 
 
 class ProducerSession:
@@ -80,7 +69,9 @@ class ProducerSession:
         self._invoker = invoker
         self._on_metadata = on_metadata
         self._clock = clock
-        self.host = config.client_host or local_ip_towards(config.masters[0].host)
+        self.host = config.client_host or local_ip_towards(
+            config.masters[0].host, config.masters[0].port
+        )
         self.client_id = make_client_id(
             self.host,
             os.getpid(),

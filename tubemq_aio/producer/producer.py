@@ -9,11 +9,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Self
 
+from tubemq_aio._client import AsyncLifecycle, open_pool
 from tubemq_aio._io.pool import Address, ConnectionPool
-from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import (
     ClientClosedError,
     ConnectError,
@@ -44,7 +43,7 @@ _SEND_METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
 _SEND_SERVICE = ServiceType.BROKER_WRITE
 
 
-class Producer:
+class Producer(AsyncLifecycle):
     """Publishes messages to TubeMQ topics.
 
     Safe to use from many tasks at once: sends are pipelined over one connection per broker, up
@@ -116,16 +115,7 @@ class Producer:
         if self._closed:
             raise ClientClosedError("this producer was closed")
         cfg = self.config
-        settings = TransportSettings(
-            connect_timeout=cfg.connect_timeout,
-            idle_timeout=cfg.idle_timeout,
-            max_in_flight=cfg.max_in_flight,
-            ssl_context=cfg.ssl_context,
-            tls_server_hostname=cfg.tls_server_hostname,
-        )
-        self._pool = (
-            ConnectionPool.shared(settings) if cfg.connection_reuse else ConnectionPool(settings)
-        )
+        self._pool = open_pool(cfg)
         invoker = MasterInvoker(PoolCaller(self._pool, tls=self._tls), cfg.masters, cfg.rpc_timeout)
         self._session = ProducerSession(cfg, invoker, on_metadata=self._preconnect_all)
         self._encoder = SendRequestEncoder(self._session.client_id, _sent_addr(self._session.host))
@@ -162,18 +152,6 @@ class Producer:
             await self._session.close(timeout=min(self.config.rpc_timeout, 5.0))
         if self._pool is not None:
             await self._pool.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ---- publishing --------------------------------------------------------------------------
 

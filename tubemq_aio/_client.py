@@ -1,0 +1,64 @@
+"""What every TubeMQ client object shares: its connection pool, local address and lifecycle."""
+
+from __future__ import annotations
+
+import socket
+from types import TracebackType
+from typing import Self
+
+from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio.config import ClientConfig
+
+__all__ = ["AsyncLifecycle", "local_ip_towards", "open_pool"]
+
+
+def open_pool(config: ClientConfig) -> ConnectionPool:
+    """The connection pool a client uses: the loop-wide shared one when ``connection_reuse`` is
+    on (each call adds a reference; close it once), else a private pool."""
+    settings = TransportSettings(
+        connect_timeout=config.connect_timeout,
+        idle_timeout=config.idle_timeout,
+        max_in_flight=config.max_in_flight,
+        ssl_context=config.ssl_context,
+        tls_server_hostname=config.tls_server_hostname,
+    )
+    return ConnectionPool.shared(settings) if config.connection_reuse else ConnectionPool(settings)
+
+
+def local_ip_towards(host: str, port: int = 9) -> str:
+    """The local IPv4 address the OS would use to reach ``host`` (a UDP connect sends nothing).
+
+    Falls back to ``127.0.0.1`` when there is no route.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, port))
+            address: str = probe.getsockname()[0]
+            return address
+    except OSError:
+        return "127.0.0.1"
+
+
+class AsyncLifecycle:
+    """``async with client:`` calls ``start()`` on entry and ``close()`` on exit."""
+
+    async def start(self) -> None:
+        """Start the client (implemented by subclasses)."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Close the client (implemented by subclasses)."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
