@@ -18,7 +18,15 @@ import timeit
 from collections.abc import Callable
 
 from tubemq_aio.protocol import framing, rpc
-from tubemq_aio.protocol.message import checksum, decode_payload, encode_message, ip_to_int
+from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.consumer_rpc import parse_get_message_response
+from tubemq_aio.protocol.message import (
+    EncodedMessage,
+    checksum,
+    decode_payload,
+    encode_message,
+    ip_to_int,
+)
 from tubemq_aio.protocol.producer_meta import Broker, BrokerAuthorization, Partition
 from tubemq_aio.protocol.producer_rpc import (
     SendRequestEncoder,
@@ -73,6 +81,16 @@ def main() -> None:
     def decode() -> object:
         return decode_payload(encoded.data, encoded.flag, crc)
 
+    batch_frame = _get_message_frame(100, encode_message(body))
+    decoder = framing.FrameDecoder()
+
+    def decode_batch() -> object:
+        (frame,) = decoder.feed(batch_frame)
+        data = rpc.decode_response(frame.payload)
+        assert isinstance(data, bytes)
+        response = parse_get_message_response(data)
+        return [decode_payload(m.payload, m.flag, m.checksum) for m in response.messages]
+
     for name, func in (
         ("send_request_1k", send_frame),
         ("send_request_1k_attrs", send_frame_attrs),
@@ -80,6 +98,23 @@ def main() -> None:
         ("decode_payload_1k_attrs", decode),
     ):
         print(json.dumps(_bench(name, func)))
+    batch = _bench("get_message_100x1k_frame", decode_batch, number=5_000)
+    batch["us_per_message"] = round(float(str(batch["us_per_op"])) / 100, 3)
+    print(json.dumps(batch))
+
+
+def _get_message_frame(count: int, message: EncodedMessage) -> bytes:
+    """A complete response frame carrying a ``GetMessageResponseB2C`` of ``count`` messages."""
+    response = broker_pb.GetMessageResponseB2C(
+        success=True, errCode=200, errMsg="OK", currOffset=0, maxOffset=28 * count
+    )
+    crc = checksum(message.data)
+    for i in range(count):
+        response.messages.add(
+            messageId=i, checkSum=crc, payLoadData=message.data, flag=message.flag
+        )
+    payload = rpc.encode_success(17, response.SerializeToString())
+    return framing.encode_frame(1, payload)
 
 
 if __name__ == "__main__":

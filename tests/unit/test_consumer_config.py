@@ -1,0 +1,89 @@
+"""ConsumerConfig validation and the topics argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tubemq_aio.consumer import Consumer, ConsumerConfig
+from tubemq_aio.errors import ClientClosedError, ConfigError
+from tubemq_aio.protocol.consumer_meta import ConsumePosition
+
+MASTER = "127.0.0.1:8715"
+
+
+def config(**kw: Any) -> ConsumerConfig:
+    """A config with defaults for the required fields."""
+    kw.setdefault("group", "g1")
+    kw.setdefault("topics", ["t1"])
+    return ConsumerConfig(masters=MASTER, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("topics", "expected"),
+    [
+        (["t1", "t2"], {"t1": frozenset(), "t2": frozenset()}),
+        ("t1, t2", {"t1": frozenset(), "t2": frozenset()}),
+        ({"t1": {"a", " b"}, "t2": None}, {"t1": frozenset({"a", "b"}), "t2": frozenset()}),
+    ],
+)
+def test_topics_forms(topics: Any, expected: dict[str, frozenset[str]]) -> None:
+    """Lists, comma strings and topic -> filters mappings give the same normalized mapping."""
+    assert dict(config(topics=topics).topics) == expected
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"group": ""},
+        {"group": "1abc"},
+        {"group": "a#b"},
+        {"topics": []},
+        {"topics": ""},
+        {"topics": ["t1", "t1"]},
+        {"topics": ["a:b"]},
+        {"topics": {"t1": {""}}},
+        {"topics": {"t1": {"a,b"}}},
+        {"consume_from": "first"},
+        {"fetchers": 0},
+        {"max_prefetch_batches": 0},
+        {"msg_not_found_wait": -1},
+        {"confirm_timeout": 0},
+        {"close_timeout": 0},
+        {"rpc_timeout": 1},
+    ],
+)
+def test_invalid_options_raise_config_error(kw: dict[str, Any]) -> None:
+    """Every invalid option is a ConfigError (also a ValueError) at construction."""
+    with pytest.raises(ConfigError):
+        config(**kw)
+    with pytest.raises(ValueError, match=r".+"):
+        config(**kw)
+
+
+def test_consume_from_maps_to_java_positions() -> None:
+    """The three ``consume_from`` values map to the Java consume positions (§9.3)."""
+    assert config(consume_from="earliest").position is ConsumePosition.FROM_FIRST_OFFSET
+    assert config().position is ConsumePosition.FROM_LATEST_OFFSET
+    assert config(consume_from="latest_always").position is ConsumePosition.FROM_MAX_OFFSET_ALWAYS
+    assert config(topics={"t1": {"x"}}).filters_of("t1") == frozenset({"x"})
+    assert config().filters_of("other") == frozenset()
+
+
+async def test_consumer_before_start_and_after_close() -> None:
+    """getmany needs a started consumer; close without start is fine; start after close fails."""
+    consumer = Consumer(MASTER, group="g1", topics=["t1"], fetchers=3)
+    assert consumer.config.fetchers == 3
+    assert consumer.assignment() == []
+    assert consumer.positions() == {}
+    with pytest.raises(ClientClosedError):
+        await consumer.getmany(timeout=0)
+    with pytest.raises(ConfigError):
+        await consumer.getmany(max_records=0)
+    await consumer.close()
+    assert [m async for m in consumer] == []
+    with pytest.raises(ClientClosedError):
+        await consumer.start()
+    with pytest.raises(ConfigError):
+        Consumer(group="g1", topics=["t1"])

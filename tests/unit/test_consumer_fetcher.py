@@ -1,0 +1,194 @@
+"""FetchEngine against an in-memory broker: backpressure, batch splitting, ack/nack, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._iterator import MessageIterator
+from tubemq_aio.consumer.batch import ConsumerStats
+from tubemq_aio.consumer.config import ConsumerConfig
+from tubemq_aio.errors import ClientClosedError
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
+from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, OffsetResponse, RawMessage
+from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.message import checksum
+from tubemq_aio.protocol.partitions import PartitionLeases
+
+BROKER = BrokerInfo(1, "127.0.0.1", 8123)
+
+
+def raw(i: int, *, bad_crc: bool = False) -> RawMessage:
+    """A message without attributes whose body is ``m{i}``."""
+    body = f"m{i}".encode()
+    return RawMessage(i, checksum(body) ^ (1 if bad_crc else 0), body, 0)
+
+
+def ok(messages: list[RawMessage]) -> GetMessageResponse:
+    """A successful GetMessage answer."""
+    return GetMessageResponse(True, 200, "OK", tuple(messages), 0, 280, 0, 0, False, False)
+
+
+def error(code: int) -> GetMessageResponse:
+    """A failed GetMessage answer."""
+    return GetMessageResponse(False, code, "err", (), -1, -2, -1, None, False, False)
+
+
+class FakeBroker:
+    """Answers GetMessage from a script (default: 3 fresh messages) and records commits."""
+
+    def __init__(self) -> None:
+        self.fetches: list[tuple[str, bool]] = []
+        self.commits: list[tuple[str, bool]] = []
+        self.script: list[GetMessageResponse] = []
+        self._next = 0
+
+    async def get_message(
+        self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
+    ) -> GetMessageResponse:
+        self.fetches.append((partition.key.format(), last_pack_consumed))
+        await asyncio.sleep(0)
+        if self.script:
+            return self.script.pop(0)
+        self._next += 3
+        return ok([raw(self._next - 3), raw(self._next - 2), raw(self._next - 1)])
+
+    async def commit(self, partition: Partition, *, consumed: bool) -> OffsetResponse:
+        self.commits.append((partition.key.format(), consumed))
+        return OffsetResponse(True, 200, "OK", 28, 280)
+
+
+def make(
+    partitions: int = 1, **options: Any
+) -> tuple[FetchEngine, FakeBroker, PartitionLeases, list[asyncio.Task[None]]]:
+    """An engine with ``partitions`` held partitions of topic ``t`` and its fetch tasks."""
+    config = ConsumerConfig(masters="127.0.0.1:8715", group="g1", topics=["t"], **options)  # type: ignore[arg-type]
+    leases = PartitionLeases()
+    loop = asyncio.get_running_loop()
+    for i in range(partitions):
+        leases.add(Partition(BROKER, "t", i), loop.time())
+    broker = FakeBroker()
+    engine = FetchEngine(
+        config, leases, cast(BrokerRpc, broker), FlowControlState(), ConsumerStats(), loop.time
+    )
+    tasks = [loop.create_task(engine.run()) for _ in range(config.fetchers)]
+    return engine, broker, leases, tasks
+
+
+async def stop(engine: FetchEngine, tasks: list[asyncio.Task[None]]) -> None:
+    """Close the engine and end its tasks."""
+    engine.close()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_full_buffer_stops_fetching() -> None:
+    """With every prefetch slot used and nobody reading, no further fetch is sent."""
+    engine, broker, _, tasks = make(partitions=4, max_prefetch_batches=2, fetchers=3)
+    await asyncio.sleep(0.05)
+    assert len(broker.fetches) == 2
+    assert engine.buffered == 2
+    batch = await engine.get(None, 1)
+    assert len(batch) == 3
+    await asyncio.sleep(0.05)
+    assert len(broker.fetches) == 3  # one slot freed, one more fetch
+    await stop(engine, tasks)
+
+
+async def test_split_batch_is_settled_once_all_parts_are() -> None:
+    """``max_records`` splits a broker batch; the lease is confirmed after the last part."""
+    engine, broker, leases, tasks = make()
+    first = await engine.get(2, 1)
+    assert [m.body for m in first] == [b"m0", b"m1"]
+    assert await first.ack()
+    assert broker.commits == []  # the rest of the batch is still out
+    second = await engine.get(2, 1)
+    assert [m.body for m in second] == [b"m2"]
+    assert await second.nack()  # one part nacked: the whole lease is not consumed
+    assert broker.commits == [("1:t:0", False)]
+    assert not leases.in_use()
+    third = await engine.get(None, 1)
+    assert broker.fetches[-1] == ("1:t:0", False)
+    assert third.partition_key == "1:t:0"
+    await stop(engine, tasks)
+
+
+async def test_ack_commits_and_next_fetch_carries_the_flag() -> None:
+    """A local confirm sends no commit; the next fetch says lastPackConsumed=true."""
+    engine, broker, _, tasks = make(confirm_in_local=True)
+    async with await engine.get(None, 1) as batch:
+        assert len(batch) == 3
+    await engine.get(None, 1)
+    assert broker.commits == []
+    assert broker.fetches[:2] == [("1:t:0", False), ("1:t:0", True)]
+    await stop(engine, tasks)
+
+
+async def test_exception_in_async_with_nacks() -> None:
+    """``async with batch`` rejects the batch when the block raises."""
+    engine, broker, _, tasks = make()
+    with pytest.raises(RuntimeError):
+        async with await engine.get(None, 1):
+            raise RuntimeError("boom")
+    assert broker.commits == [("1:t:0", False)]
+    await stop(engine, tasks)
+
+
+async def test_error_codes_release_or_remove() -> None:
+    """404 releases the partition with a wait; 411 removes it locally."""
+    engine, broker, leases, tasks = make(partitions=1, msg_not_found_wait=0.2)
+    broker.script = [error(404), error(411)]
+    empty = await engine.get(None, 0.1)
+    assert not empty
+    assert len(broker.fetches) == 1  # resting 200 ms after the 404
+    await asyncio.sleep(0.25)
+    assert len(leases) == 0  # 411 after the rest: dropped
+    await stop(engine, tasks)
+
+
+async def test_crc_mismatch_is_counted_and_dropped() -> None:
+    """A corrupt message is dropped and counted, the rest of the batch delivered."""
+    engine, broker, _, tasks = make()
+    broker.script = [ok([raw(0), raw(1, bad_crc=True), raw(2)])]
+    batch = await engine.get(None, 1)
+    assert [m.body for m in batch] == [b"m0", b"m2"]
+    assert engine.stats.crc_mismatches == 1
+    await stop(engine, tasks)
+
+
+async def test_get_after_close_raises() -> None:
+    """A closed engine refuses ``get`` and wakes waiters."""
+    engine, _, leases, tasks = make(partitions=0)
+    waiter = asyncio.ensure_future(engine.get(None, None))
+    await asyncio.sleep(0.01)
+    engine.close()
+    with pytest.raises(ClientClosedError):
+        await waiter
+    assert len(leases) == 0
+    await stop(engine, tasks)
+
+
+async def test_message_iterator_auto_and_manual_ack() -> None:
+    """``async for`` acks a batch when the loop moves past it; manual mode waits for commit."""
+    engine, broker, _, tasks = make(partitions=2, confirm_in_local=False)
+
+    async def getmany(*, max_records: int | None = None, timeout: float | None = None) -> Any:
+        return await engine.get(max_records, timeout)
+
+    auto = MessageIterator(getmany, auto_ack=True)
+    first = [await auto.__anext__() for _ in range(4)]  # one whole batch and one message
+    assert len({m.partition_key for m in first}) == 2
+    assert broker.commits == [(first[0].partition_key, True)]
+
+    manual = MessageIterator(getmany, auto_ack=False)
+    for _ in range(3):  # a new batch of the first partition (the second is still out)
+        await manual.__anext__()
+    assert len(broker.commits) == 1  # fully yielded, but nothing acked without commit()
+    assert await manual.commit() == 1
+    assert len(broker.commits) == 2
+    await stop(engine, tasks)

@@ -1,0 +1,155 @@
+"""Thin I/O for the consumer's broker RPCs (methods 15–18) and its master RPCs (4–6).
+
+Requests are built and answers parsed by :mod:`tubemq_aio.protocol.consumer_rpc`; this module
+only adds the connection, the envelope and the timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from collections.abc import Iterable
+
+from tubemq_aio import __version__
+from tubemq_aio._io.pool import Address, ConnectionPool
+from tubemq_aio.auth import TokenState
+from tubemq_aio.protocol import consumer_rpc as rpc
+from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
+from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
+
+__all__ = ["BrokerRpc", "local_ip_towards", "make_consumer_id"]
+
+
+def local_ip_towards(host: str, port: int) -> str:
+    """The local address the OS would use to reach ``host`` (a UDP connect sends nothing)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, port))
+            address: str = probe.getsockname()[0]
+            return address
+    except OSError:
+        return "127.0.0.1"
+
+
+def make_consumer_id(group: str, local_ip: str) -> str:
+    """``{group}_{ip}-{pid}-{ns}-{rand}-Pull-tubemq-aio-{ver}`` (Java shape, §1.2 field 1).
+
+    The broker reads ``ip#pid`` from the text after the last ``_``, so nothing after the group
+    may contain ``_``.
+    """
+    rand = random.randint(0, 2**31 - 1)
+    ident = f"{local_ip}-{os.getpid()}-{time.monotonic_ns()}-{rand}"
+    return f"{group}_{ident}-Pull-{CLIENT_VERSION_PREFIX}{__version__}"
+
+
+class BrokerRpc:
+    """Consumer calls to brokers over a connection pool.
+
+    Args:
+        pool: where connections come from.
+        client_id: this consumer's id.
+        group: the consumer group.
+        tokens: visit/auth tokens from the master (``authInfo`` of register/heartbeat).
+        flow: flow-control state (for ``qryPriorityId``).
+        timeout: seconds per call.
+        tls: whether broker ports are TLS ports.
+    """
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        *,
+        client_id: str,
+        group: str,
+        tokens: TokenState,
+        flow: FlowControlState,
+        timeout: float,
+        tls: bool,
+    ) -> None:
+        self.pool = pool
+        self.client_id = client_id
+        self.group = group
+        self.tokens = tokens
+        self.flow = flow
+        self.timeout = timeout
+        self._tls = tls
+
+    def address(self, broker: BrokerInfo) -> Address:
+        """The pool address of ``broker``."""
+        return Address(broker.host, broker.port, self._tls)
+
+    async def call(self, broker: BrokerInfo, method: Method, body: bytes) -> bytes:
+        """Send one request to ``broker``; return the business response bytes."""
+        address = self.address(broker)
+        conn = self.pool.ready(address) or await self.pool.connection(address)
+        timeout_ms = max(1, int(self.timeout * 1000))
+        payload = encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body)
+        return await conn.call(payload, self.timeout)
+
+    async def register(
+        self, partition: Partition, *, read_status: int, filters: Iterable[str] = ()
+    ) -> rpc.OffsetResponse:
+        """``RegisterRequestC2B`` opType 31 (§3.1)."""
+        body = rpc.build_broker_register(
+            client_id=self.client_id,
+            group=self.group,
+            key=partition.key,
+            read_status=read_status,
+            filters=filters,
+            qry_priority_id=self.flow.qry_priority_id,
+            auth=self.tokens.broker_auth(),
+        )
+        data = await self.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
+        return rpc.parse_offset_response(data)
+
+    async def unregister(self, partition: Partition, *, read_status: int) -> rpc.OffsetResponse:
+        """``RegisterRequestC2B`` opType 32: 0 commits the last batch, 1 discards it (§3.1)."""
+        body = rpc.build_broker_unregister(
+            client_id=self.client_id,
+            group=self.group,
+            key=partition.key,
+            read_status=read_status,
+            auth=self.tokens.broker_auth(),
+        )
+        data = await self.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
+        return rpc.parse_offset_response(data)
+
+    async def heartbeat(
+        self, broker: BrokerInfo, partitions: Iterable[Partition]
+    ) -> rpc.BrokerHeartbeatResponse:
+        """``HeartBeatRequestC2B`` for every partition held on ``broker`` (§3.3)."""
+        body = rpc.build_broker_heartbeat(
+            client_id=self.client_id,
+            group=self.group,
+            partition_info=[p.format() for p in partitions],
+            qry_priority_id=self.flow.qry_priority_id,
+            auth=self.tokens.broker_auth(),
+        )
+        data = await self.call(broker, Method.BROKER_CONSUMER_HEARTBEAT, body)
+        return rpc.parse_broker_heartbeat_response(data)
+
+    async def get_message(
+        self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
+    ) -> rpc.GetMessageResponse:
+        """``GetMessageRequestC2B`` (§4.1)."""
+        body = rpc.build_get_message(
+            client_id=self.client_id,
+            group=self.group,
+            key=partition.key,
+            last_pack_consumed=last_pack_consumed,
+            esc_flow_ctrl=esc_flow_ctrl,
+        )
+        data = await self.call(partition.broker, Method.BROKER_CONSUMER_GET_MESSAGE, body)
+        return rpc.parse_get_message_response(data)
+
+    async def commit(self, partition: Partition, *, consumed: bool) -> rpc.OffsetResponse:
+        """``CommitOffsetRequestC2B`` (§6.1): commit (True) or roll back the last batch."""
+        body = rpc.build_commit(
+            client_id=self.client_id, group=self.group, key=partition.key, consumed=consumed
+        )
+        data = await self.call(partition.broker, Method.BROKER_CONSUMER_COMMIT, body)
+        return rpc.parse_offset_response(data, commit=True)

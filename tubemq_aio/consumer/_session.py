@@ -1,0 +1,375 @@
+"""The consumer's master session: register, heartbeats, rebalance worker, broker heartbeats.
+
+All decisions come from the pure state machines of ``tubemq_aio.protocol`` (``EventProcess``,
+``MasterHeartbeatState``, ``PartitionLeases``); this module performs their steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+
+from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer.config import ConsumerConfig
+from tubemq_aio.errors import TubeMQError, server_error
+from tubemq_aio.master import MasterInvoker
+from tubemq_aio.protocol import consumer_rpc as rpc
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, TopicCondition
+from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
+from tubemq_aio.protocol.partitions import PartitionLeases
+from tubemq_aio.protocol.rebalance import (
+    AwaitReturn,
+    Drop,
+    EventProcess,
+    HeartbeatVerdict,
+    MasterHeartbeatState,
+    RebalanceConfig,
+    RebalanceQueue,
+    Register,
+    Report,
+    Sleep,
+    StopRebalance,
+    Unregister,
+)
+from tubemq_aio.protocol.rpc import Method
+
+__all__ = ["MasterSession"]
+
+log = logging.getLogger("tubemq_aio.consumer")
+
+#: Java ``regFailWaitPeriodMs`` (§1.3) and ``heartbeatPeriodAfterFail`` (§2.6), seconds.
+_REGISTER_FAIL_WAIT = 1.0
+_HEARTBEAT_BACKOFF = 60.0
+#: How often a rebalance wait for returned partitions re-checks (Java polls every 200 ms).
+_RETURN_POLL = 0.05
+
+
+def _nonce() -> int:
+    return random.randint(0, 2**31 - 1)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class MasterSession:
+    """Master-side life of one consumer, plus the rebalance and broker-heartbeat workers.
+
+    Args:
+        config: the consumer configuration.
+        invoker: master RPCs with fail-over.
+        broker: broker RPCs.
+        engine: the fetch engine (for notifications and dropping buffered batches).
+        leases: the lease table.
+        flow: flow-control state.
+        tokens: authentication tokens.
+        host_name: the local address reported to the master.
+        clock: monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        invoker: MasterInvoker,
+        broker: BrokerRpc,
+        engine: FetchEngine,
+        leases: PartitionLeases,
+        flow: FlowControlState,
+        tokens: TokenState,
+        host_name: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.config = config
+        self.invoker = invoker
+        self.broker = broker
+        self.engine = engine
+        self.leases = leases
+        self.flow = flow
+        self.tokens = tokens
+        self.host_name = host_name
+        self.clock = clock
+        self.client_id = broker.client_id
+        self.hb_state = MasterHeartbeatState()
+        self.queue = RebalanceQueue()
+        self._rebalance_wake = asyncio.Event()
+        self._heartbeat_wake = asyncio.Event()
+        self.stopping = False
+        self._stopped = asyncio.Event()
+        self.session_time_ms = _now_ms()
+        self.is_paused: Callable[[PartitionKey], bool] = lambda key: False
+        self.on_assigned: Callable[[list[str]], object] | None = None
+        self.on_revoked: Callable[[list[str]], object] | None = None
+
+    def __repr__(self) -> str:
+        return f"<MasterSession {self.client_id} {self.hb_state!r} {self.leases!r}>"
+
+    def stop(self) -> None:
+        """Ask the rebalance worker to stop after the event in progress."""
+        self.stopping = True
+        self._stopped.set()
+        self._rebalance_wake.set()
+
+    def _subscribe_info(self) -> list[str]:
+        return [s.format() for s in self.leases.subscribe_infos(self.client_id, self.config.group)]
+
+    def _apply(self, rsp: rpc.MasterResponse) -> None:
+        self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
+        try:
+            rsp.flow.apply(self.flow)
+        except FlowRuleError as exc:
+            log.warning("ignoring malformed flow-control rules from the master: %s", exc)
+
+    # ---- master RPCs -------------------------------------------------------------------------
+
+    async def register_once(self) -> rpc.MasterResponse:
+        """Send one ``RegisterRequestC2M`` (with the partitions held) and apply the answer."""
+        cfg = self.config
+        body = rpc.build_register(
+            client_id=self.client_id,
+            group=cfg.group,
+            host_name=self.host_name,
+            topics=list(cfg.topics),
+            subscribe_info=self._subscribe_info(),
+            topic_conditions=[TopicCondition(t, f).format() for t, f in cfg.topics.items() if f],
+            session_time_ms=self.session_time_ms,
+            flow=self.flow,
+            auth=self.tokens.register_auth(_now_ms(), _nonce()),
+        )
+        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body)
+        rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
+        if rsp.success:
+            self._apply(rsp)
+        return rsp
+
+    async def register(self) -> None:
+        """Register at the master, up to ``register_attempts`` times (Java loop, §1.3).
+
+        Raises:
+            ServerError: the master refused every attempt (the last answer's code).
+            TubeMQError: the last transport error when no master answered.
+        """
+        last: TubeMQError | None = None
+        for attempt in range(self.config.register_attempts):
+            if attempt:
+                await asyncio.sleep(_REGISTER_FAIL_WAIT)
+            try:
+                rsp = await self.register_once()
+            except TubeMQError as exc:
+                last = exc
+                continue
+            if rsp.success:
+                return
+            last = server_error(rsp.err_code, rsp.err_msg)
+            if rsp.err_code in (400, 431):  # bad request / topic not deployed: no retry helps
+                break
+        assert last is not None
+        raise last
+
+    async def close_at_master(self) -> None:
+        """``CloseRequestC2M`` (§1.5); errors are logged."""
+        body = rpc.build_close(
+            client_id=self.client_id,
+            group=self.config.group,
+            auth=self.tokens.register_auth(_now_ms(), _nonce()),
+        )
+        try:
+            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
+        except TubeMQError as exc:
+            log.warning("close at the master failed: %r", exc)
+
+    # ---- master heartbeat --------------------------------------------------------------------
+
+    async def heartbeat_loop(self) -> None:
+        """Heartbeat at once, then every ``heartbeat_interval`` (sooner when a result waits)."""
+        while True:
+            try:
+                backoff = await self.heartbeat_once()
+            except Exception:  # a bug must not end the session silently
+                log.exception("master heartbeat round failed")
+                backoff = False
+            wait = _HEARTBEAT_BACKOFF if backoff else self.config.heartbeat_interval
+            self._heartbeat_wake.clear()
+            try:
+                async with asyncio.timeout(wait):
+                    await self._heartbeat_wake.wait()
+            except TimeoutError:
+                pass
+
+    async def heartbeat_once(self) -> bool:
+        """One master heartbeat round; True when the failure count demands a back-off."""
+        cfg = self.config
+        expired = self.leases.expire_unconfirmed(self.clock(), cfg.confirm_timeout)
+        if expired:
+            self.engine.stats.expired += len(expired)
+            log.warning("batches of %s were not acked in time; they will be redelivered",
+                        [str(k) for k in expired])  # fmt: skip
+            self.engine.notify()
+        report = self.hb_state.next_report()
+        body = rpc.build_heartbeat(
+            client_id=self.client_id,
+            group=cfg.group,
+            flow=self.flow,
+            event=report.event,
+            subscribe_info=self._subscribe_info() if report.report_subscribe_info else None,
+            auth=self.tokens.heartbeat_auth(_now_ms(), _nonce()),
+        )
+        try:
+            data = await self.invoker.call(Method.MASTER_CONSUMER_HEARTBEAT, body)
+            rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_HEARTBEAT, data)
+        except TubeMQError as exc:
+            log.warning("master heartbeat failed: %r", exc)
+            verdict = self.hb_state.on_response(None)
+        else:
+            verdict = self.hb_state.on_response(rsp.success, rsp.err_code)
+            if rsp.success:
+                self._apply(rsp)
+                if rsp.event is not None:
+                    self.queue.offer(rsp.event)
+                    self._rebalance_wake.set()
+            else:
+                log.warning("master heartbeat: [%d] %s", rsp.err_code, rsp.err_msg)
+        if verdict is HeartbeatVerdict.REREGISTER:
+            try:
+                await self.register_once()
+            except TubeMQError as exc:
+                log.warning("re-register after 411 failed: %r", exc)
+        return verdict is HeartbeatVerdict.BACKOFF
+
+    # ---- rebalance worker --------------------------------------------------------------------
+
+    async def rebalance_loop(self) -> None:
+        """Process rebalance events one at a time (§2.4) until :attr:`stopping`."""
+        config = RebalanceConfig(confirm_wait=self.config.rebalance_confirm_wait)
+        while not self.stopping:
+            event = self.queue.take()
+            if event is None:
+                self._rebalance_wake.clear()
+                try:
+                    async with asyncio.timeout(1.0):
+                        await self._rebalance_wake.wait()
+                except TimeoutError:
+                    pass
+                continue
+            log.info("rebalance event %d op %d: %d partition(s)",
+                     event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
+            process = EventProcess(event, held=self.leases.keys(), config=config)
+            try:
+                while (step := process.next_step(self.clock())) is not None:
+                    if isinstance(step, StopRebalance):
+                        return
+                    await self._perform(step, process)
+            except Exception:
+                log.exception("processing rebalance event %d failed", event.rebalance_id)
+                continue
+            if process.registered and self.on_assigned is not None:
+                self.on_assigned([k.format() for k in process.registered])
+
+    async def _perform(self, step: object, process: EventProcess) -> None:
+        if isinstance(step, Register):
+            if self.stopping:  # closing: register nothing more, let the event run out
+                return
+            codes = await asyncio.gather(*(self._register_partition(p) for p in step.partitions))
+            for part, code in zip(step.partitions, codes, strict=True):
+                process.on_register_result(part.key, code)
+        elif isinstance(step, Sleep):
+            try:
+                async with asyncio.timeout(max(0.0, step.until - self.clock())):
+                    await self._stopped.wait()
+            except TimeoutError:
+                pass
+        elif isinstance(step, AwaitReturn):
+            self.leases.revoke(step.keys)
+            # Polled like Java (every 200 ms there); acks come from any task. Batches in the
+            # prefetch buffer (also those landing from fetches in flight) were never seen by
+            # the application: they are dropped instead of waited for.
+            while True:
+                self.engine.forget(step.keys)
+                if not self.leases.in_use(step.keys) or self.clock() >= step.deadline:
+                    break
+                await asyncio.sleep(_RETURN_POLL)
+        elif isinstance(step, Unregister):
+            keys = [p.key for p in step.partitions]
+            if self.on_revoked is not None:
+                self.on_revoked([k.format() for k in keys if k in self.leases])
+            await asyncio.gather(
+                *(self.release_partition(p, step.rollback_in_use) for p in step.partitions)
+            )
+        elif isinstance(step, Drop):
+            for key in step.keys:
+                self.leases.remove(key)
+        elif isinstance(step, Report):
+            self.hb_state.add_result(step.result)
+            # Deviation from Java: report at once instead of on the next periodic heartbeat;
+            # the master takes any heartbeat carrying the result (§2.3, §12 item 8).
+            self._heartbeat_wake.set()
+
+    async def _register_partition(self, partition: Partition) -> int:
+        first = self.leases.book_registration(partition.key)
+        try:
+            rsp = await self.broker.register(
+                partition,
+                read_status=self.config.position.read_status(first),
+                filters=self.config.filters_of(partition.topic),
+            )
+        except (TubeMQError, OSError) as exc:
+            log.warning("register of %s at its broker failed: %r", partition.key, exc)
+            return 599
+        if not rsp.success:
+            log.info("broker refused %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
+            return rsp.err_code
+        self.leases.add(
+            partition, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
+        )
+        if self.is_paused(partition.key):
+            self.leases.pause([partition.key])
+        self.engine.notify()
+        return 200
+
+    async def release_partition(self, partition: Partition, rollback_in_use: bool = True) -> None:
+        """Remove a partition locally and unregister it at its broker (errors logged)."""
+        self.engine.forget([partition.key])
+        removed = self.leases.remove(partition.key, rollback_if_in_use=rollback_in_use)
+        if removed is None:
+            return
+        try:
+            rsp = await self.broker.unregister(partition, read_status=removed.read_status)
+        except (TubeMQError, OSError) as exc:
+            log.warning("unregister of %s failed: %r", partition.key, exc)
+            return
+        if not rsp.success:
+            log.info("unregister of %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
+
+    # ---- broker heartbeat --------------------------------------------------------------------
+
+    async def broker_heartbeat_loop(self) -> None:
+        """Heartbeat every broker holding our partitions, every ``heartbeat_interval`` (§3.3)."""
+        while True:
+            await asyncio.sleep(self.config.heartbeat_interval)
+            groups = self.leases.by_broker()
+            try:
+                await asyncio.gather(*(self._broker_heartbeat(b, ps) for b, ps in groups.items()))
+            except Exception:
+                log.exception("broker heartbeat round failed")
+
+    async def _broker_heartbeat(self, broker: BrokerInfo, partitions: list[Partition]) -> None:
+        try:
+            rsp = await self.broker.heartbeat(broker, partitions)
+        except (TubeMQError, OSError) as exc:
+            log.warning("heartbeat to broker %s failed: %r; dropping its partitions", broker, exc)
+            self._drop(p.key for p in partitions)
+            return
+        if not rsp.success and rsp.err_code == 415:
+            self._drop(p.key for p in partitions)
+            return
+        self._drop(f.partition.key for f in rsp.failures)
+
+    def _drop(self, keys: Iterable[PartitionKey]) -> None:
+        dropped = [k for k in keys if self.leases.remove(k) is not None]
+        if dropped:
+            log.info("broker no longer knows %s; dropped locally", [str(k) for k in dropped])
+            self.engine.forget(dropped)

@@ -1,0 +1,194 @@
+"""What the application receives: :class:`MessageBatch`, plus positions and counters.
+
+A batch is (part of) one broker answer for one partition lease. Its partition is not fetched
+again until the batch is acknowledged (``ack``: commit, the next fetch continues after it) or
+rejected (``nack``: the next fetch of that partition delivers the same messages again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from types import TracebackType
+from typing import Protocol
+
+from tubemq_aio.models import Message
+
+__all__ = ["ConsumerStats", "MessageBatch", "PartitionPosition"]
+
+
+class _LeaseOwner(Protocol):
+    async def _settle(self, fetched: object, consumed: bool) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPosition:
+    """Offsets of a held partition as last reported by its broker.
+
+    Attributes:
+        partition_key: ``brokerId:topic:partitionId``.
+        current_offset: the group's offset (index bytes) as last seen, -2 when unknown.
+        max_offset: the partition's max index offset, -2 when unknown.
+        lag: messages between the two (index offsets differ by 28 bytes per message).
+    """
+
+    partition_key: str
+    current_offset: int
+    max_offset: int
+    lag: int
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    """Counters of one consumer (plain integers; :meth:`snapshot` copies them).
+
+    Attributes:
+        fetches: GetMessage calls answered (any code).
+        batches: non-empty batches buffered for the application.
+        messages: messages delivered to the application.
+        bytes: body bytes delivered.
+        filtered: messages dropped by the ``msgType`` filter.
+        crc_mismatches: messages whose checksum did not match (dropped unless
+            ``deliver_corrupt``).
+        decode_errors: payloads that could not be split into attribute and body (dropped).
+        fetch_errors: fetches that failed with an RPC error (network, timeout).
+        acks: batches acknowledged; nacks: batches rejected; expired: batches taken back
+            because they were not acknowledged in time (or their partition moved away).
+    """
+
+    fetches: int = 0
+    batches: int = 0
+    messages: int = 0
+    bytes: int = 0
+    filtered: int = 0
+    crc_mismatches: int = 0
+    decode_errors: int = 0
+    fetch_errors: int = 0
+    acks: int = 0
+    nacks: int = 0
+    expired: int = 0
+
+    def snapshot(self) -> dict[str, int]:
+        """The counters as a new dict."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class MessageBatch(Sequence[Message]):
+    """Messages of one partition lease, with explicit :meth:`ack` / :meth:`nack`.
+
+    ``async with batch:`` acknowledges on normal exit and rejects when the block raises. An
+    empty batch (``getmany`` timed out) has no lease; acking it does nothing.
+
+    Attributes:
+        topic: the topic of the messages (``""`` for an empty batch).
+        partition_key: ``brokerId:topic:partitionId`` (``""`` for an empty batch).
+        position: offsets of the partition right after the fetch, or None.
+    """
+
+    __slots__ = ("_done", "_group", "_messages", "partition_key", "position", "topic")
+
+    def __init__(
+        self,
+        messages: Sequence[Message] = (),
+        *,
+        topic: str = "",
+        partition_key: str = "",
+        position: PartitionPosition | None = None,
+        group: _BatchGroup | None = None,
+    ) -> None:
+        self._messages = tuple(messages)
+        self.topic = topic
+        self.partition_key = partition_key
+        self.position = position
+        self._group = group
+        self._done = group is None
+
+    def __repr__(self) -> str:
+        state = "settled" if self._done else "pending"
+        return f"<MessageBatch {self.partition_key or '-'} messages={len(self)} {state}>"
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, index: int) -> Message:  # type: ignore[override]
+        return self._messages[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self._messages)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The messages, in partition order."""
+        return self._messages
+
+    @property
+    def settled(self) -> bool:
+        """Whether :meth:`ack` or :meth:`nack` was called (always True for an empty batch)."""
+        return self._done
+
+    async def ack(self) -> bool:
+        """Acknowledge: the messages are consumed and will not be delivered again.
+
+        Returns:
+            False when the lease was already gone (the batch was not acknowledged within
+            ``confirm_timeout``, its partition moved to another consumer, or the consumer
+            closed): the messages will be delivered again (at-least-once).
+        """
+        return await self._settle(True)
+
+    async def nack(self) -> bool:
+        """Reject: the same messages are delivered again by the next fetch of the partition.
+
+        Returns:
+            False when the lease was already gone (the messages come again anyway).
+        """
+        return await self._settle(False)
+
+    async def _settle(self, consumed: bool) -> bool:
+        if self._done:
+            return False
+        self._done = True
+        assert self._group is not None
+        return await self._group.settle(consumed)
+
+    async def __aenter__(self) -> MessageBatch:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._done:
+            await self._settle(exc_type is None)
+
+
+class _BatchGroup:
+    """The parts one broker answer was split into (``max_records``); one lease for all.
+
+    The lease is settled once every message was handed out and every part settled: consumed
+    only if every part was acked.
+    """
+
+    __slots__ = ("_consumed", "_owner", "_parts", "_settled", "all_handed", "fetched")
+
+    def __init__(self, owner: _LeaseOwner, fetched: object) -> None:
+        self._owner = owner
+        self.fetched = fetched
+        self.all_handed = False
+        self._parts = 0
+        self._settled = 0
+        self._consumed = True
+
+    def add_part(self) -> None:
+        """Count one more part handed to the application."""
+        self._parts += 1
+
+    async def settle(self, consumed: bool) -> bool:
+        """Record one part's outcome; the last one settles the lease."""
+        self._settled += 1
+        self._consumed = self._consumed and consumed
+        if not self.all_handed or self._settled < self._parts:
+            return True
+        return await self._owner._settle(self.fetched, self._consumed)

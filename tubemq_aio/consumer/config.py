@@ -1,0 +1,138 @@
+"""Consumer configuration: :class:`ConsumerConfig` on top of the shared :class:`ClientConfig`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from tubemq_aio.config import ClientConfig
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.consumer_meta import (
+    ConsumePosition,
+    ConsumerConfigError,
+    validate_group_name,
+    validate_subscriptions,
+)
+
+__all__ = ["CONSUME_FROM", "ConsumeFrom", "ConsumerConfig", "normalize_topics"]
+
+#: Accepted ``consume_from`` values and the Java consume position each maps to (§9.3).
+ConsumeFrom = Literal["latest", "earliest", "latest_always"]
+CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
+    {
+        "earliest": ConsumePosition.FROM_FIRST_OFFSET,
+        "latest": ConsumePosition.FROM_LATEST_OFFSET,
+        "latest_always": ConsumePosition.FROM_MAX_OFFSET_ALWAYS,
+    }
+)
+
+TopicsArg = str | Iterable[str] | Mapping[str, Iterable[str] | None]
+
+
+def normalize_topics(topics: Any) -> Mapping[str, frozenset[str]]:
+    """Turn the ``topics`` argument into a read-only ``topic -> msgType filters`` mapping.
+
+    Args:
+        topics: ``"t1,t2"``, an iterable of names, or a mapping ``topic -> filters`` (``None`` or
+            an empty set for no filter).
+
+    Returns:
+        Trimmed, validated names with their filter sets.
+
+    Raises:
+        ConsumerConfigError: no topic, a bad name or filter, or a duplicate.
+    """
+    if isinstance(topics, str):
+        topics = [t for t in topics.split(",") if t.strip()]
+    if isinstance(topics, Mapping):
+        mapping: dict[str, Iterable[str] | None] = dict(topics)
+    else:
+        names = list(topics)
+        if any(not isinstance(t, str) for t in names):
+            raise ConsumerConfigError("topic names must be strings")
+        mapping = {}
+        for name in names:
+            if name in mapping:
+                raise ConsumerConfigError(f"topic {name!r} subscribed twice")
+            mapping[name] = None
+    return MappingProxyType(validate_subscriptions(mapping))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerConfig(ClientConfig):
+    """Options of a :class:`~tubemq_aio.consumer.Consumer` (on top of :class:`ClientConfig`).
+
+    Attributes:
+        group: the consumer group (``^[a-zA-Z][\\w-]+$``).
+        topics: topic -> set of ``msgType`` filters (empty: no filter); also accepts a list.
+        consume_from: where a group without a stored offset starts: ``"latest"`` (default),
+            ``"earliest"``, or ``"latest_always"`` (jump to the end on every start, §9.3).
+        fetchers: concurrent fetch loops (each fetches one partition at a time).
+        max_prefetch_batches: fetched batches buffered ahead of the application; when the buffer
+            is full, fetching stops (backpressure).
+        msg_not_found_wait: seconds a partition rests after the broker said "no new data"
+            (Java ``msgNotFoundWaitPeriodMs``, 0.4 s).
+        confirm_in_local: confirm batches without a commit RPC; the flag rides on the next fetch
+            or the unregister (Java ``pullConfirmInLocal``).
+        confirm_timeout: seconds after which an unacknowledged batch is taken back and
+            redelivered (Java ``pullProtectConfirmTimeoutMs``, 60 s).
+        rebalance_confirm_wait: seconds a revoked partition waits for its batch to be acked
+            before being released anyway (Java ``pullRebConfirmWaitPeriodMs``, 3 s).
+        register_attempts: master register attempts at start (Java: 5).
+        deliver_corrupt: deliver messages whose CRC did not match (``Message.crc_ok`` False)
+            instead of dropping them; they are counted either way.
+        auto_ack: ``async for`` acks a batch once all its messages were yielded and the loop
+            asks for the next one; ``False`` leaves it to :meth:`Consumer.commit` (manual ack).
+        close_timeout: seconds :meth:`Consumer.close` spends on unregistering and closing at the
+            master before giving up on the server side.
+    """
+
+    group: str
+    topics: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    consume_from: ConsumeFrom = "latest"
+    fetchers: int = 2
+    max_prefetch_batches: int = 4
+    msg_not_found_wait: float = 0.4
+    confirm_in_local: bool = False
+    confirm_timeout: float = 60.0
+    rebalance_confirm_wait: float = 3.0
+    register_attempts: int = 5
+    deliver_corrupt: bool = False
+    auto_ack: bool = True
+    close_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        ClientConfig.__post_init__(self)
+        if not isinstance(self.group, str):
+            raise ConsumerConfigError("group must be a string")
+        object.__setattr__(self, "group", validate_group_name(self.group.strip()))
+        object.__setattr__(self, "topics", normalize_topics(self.topics))
+        if self.consume_from not in CONSUME_FROM:
+            raise ConsumerConfigError(
+                f"consume_from must be one of {sorted(CONSUME_FROM)}, got {self.consume_from!r}"
+            )
+        if not 1 <= self.fetchers <= 256:
+            raise ConfigError("fetchers must be in [1, 256]")
+        if self.max_prefetch_batches < 1:
+            raise ConfigError("max_prefetch_batches must be at least 1")
+        if not 0 <= self.msg_not_found_wait <= 60:
+            raise ConfigError("msg_not_found_wait must be in [0, 60] seconds")
+        if not 1 <= self.confirm_timeout <= 3600:
+            raise ConfigError("confirm_timeout must be in [1, 3600] seconds")
+        if not 0 <= self.rebalance_confirm_wait <= 600:
+            raise ConfigError("rebalance_confirm_wait must be in [0, 600] seconds")
+        if self.register_attempts < 1:
+            raise ConfigError("register_attempts must be at least 1")
+        if self.close_timeout <= 0:
+            raise ConfigError("close_timeout must be positive")
+
+    @property
+    def position(self) -> ConsumePosition:
+        """The Java consume position of :attr:`consume_from`."""
+        return CONSUME_FROM[self.consume_from]
+
+    def filters_of(self, topic: str) -> frozenset[str]:
+        """The ``msgType`` filter set of ``topic`` (empty when unfiltered)."""
+        return self.topics.get(topic, frozenset())
