@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import ClientConfig
+from tubemq_aio.consumer import Consumer, ConsumerConfig, MessageBatch, PartitionPosition
 from tubemq_aio.errors import (
     ClientClosedError,
     ConfigError,
@@ -28,9 +29,13 @@ __all__ = [
     "ClientClosedError",
     "ClientConfig",
     "ConfigError",
+    "Consumer",
+    "ConsumerConfig",
     "Credentials",
     "Message",
+    "MessageBatch",
     "NetworkError",
+    "PartitionPosition",
     "Partitioner",
     "Producer",
     "ProducerConfig",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import time
 from collections.abc import Iterable
 
@@ -21,18 +20,7 @@ from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
-__all__ = ["BrokerRpc", "local_ip_towards", "make_consumer_id"]
-
-
-def local_ip_towards(host: str, port: int) -> str:
-    """The local address the OS would use to reach ``host`` (a UDP connect sends nothing)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, port))
-            address: str = probe.getsockname()[0]
-            return address
-    except OSError:
-        return "127.0.0.1"
+__all__ = ["BrokerRpc", "make_consumer_id"]
 
 
 def make_consumer_id(group: str, local_ip: str) -> str:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from types import TracebackType
 from typing import Any
 
+from tubemq_aio._client import AsyncLifecycle, local_ip_towards, open_pool
 from tubemq_aio._io.pool import ConnectionPool
-from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.sweeper import cancel_and_wait
 from tubemq_aio.auth import TokenState
-from tubemq_aio.consumer._broker import BrokerRpc, local_ip_towards, make_consumer_id
+from tubemq_aio.consumer._broker import BrokerRpc, make_consumer_id
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageIterator
 from tubemq_aio.consumer._session import MasterSession
@@ -40,7 +39,7 @@ _REBALANCE_STOP_WAIT = 5.0
 PartitionsCallback = Callable[[list[str]], object]
 
 
-class Consumer:
+class Consumer(AsyncLifecycle):
     """An asyncio consumer of one group, balanced by the master (at-least-once delivery).
 
     Args:
@@ -137,14 +136,7 @@ class Consumer:
         cfg = self.config
         loop = asyncio.get_running_loop()
         clock = loop.time
-        settings = TransportSettings(
-            connect_timeout=cfg.connect_timeout,
-            idle_timeout=cfg.idle_timeout,
-            max_in_flight=cfg.max_in_flight,
-            ssl_context=cfg.ssl_context,
-            tls_server_hostname=cfg.tls_server_hostname,
-        )
-        pool = ConnectionPool.shared(settings) if cfg.connection_reuse else ConnectionPool(settings)
+        pool = open_pool(cfg)
         tls = cfg.ssl_context is not None
         first = cfg.masters[0]
         host = cfg.client_host or local_ip_towards(first.host, first.port)
@@ -226,18 +218,6 @@ class Consumer:
         finally:
             if self._pool is not None:
                 await self._pool.close()
-
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ---- consuming ---------------------------------------------------------------------------
 

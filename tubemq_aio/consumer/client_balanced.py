@@ -1,0 +1,604 @@
+"""The client-balanced consumer: the application picks partitions and start offsets (§8).
+
+``start()`` registers at the master with the V2 register (method 20) and starts the owned
+background tasks: V2 master heartbeat, broker heartbeat and ``fetchers`` fetch loops. Partitions
+are listed with :meth:`ClientBalancedConsumer.partitions` (``GetPartMeta``), split among the
+application's nodes with :func:`assign_modulo`, and registered at their brokers by
+:meth:`ClientBalancedConsumer.connect`. Fetching and acking reuse the server-balanced consumer's
+fetch engine and :class:`MessageBatch`; the master never rebalances this group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tubemq_aio import __version__
+from tubemq_aio._client import AsyncLifecycle, local_ip_towards, open_pool
+from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio._io.sweeper import cancel_and_wait
+from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._cb_session import ClientBalanceSession
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._iterator import MessageIterator
+from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
+from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
+from tubemq_aio.errors import ClientClosedError, ConfigError, TubeMQError, server_error
+from tubemq_aio.master import MasterInvoker, PoolCaller
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.client_balance import (
+    ClientBalanceConfigError,
+    validate_bootstrap_offset,
+    validate_node,
+)
+from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
+from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
+from tubemq_aio.protocol.consumer_meta import (
+    ConsumerConfigError,
+    MalformedMetaError,
+    Partition,
+    PartitionKey,
+)
+from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.message import MessageDecodeError, decode_payload
+from tubemq_aio.protocol.partitions import PartitionLeases
+
+__all__ = [
+    "ClientBalanceConfigError",
+    "ClientBalancedConsumer",
+    "PartitionAlreadyConnectedError",
+    "PartitionMeta",
+    "PartitionNotConnectedError",
+    "PartitionNotSubscribableError",
+    "PositionedRead",
+    "UnknownPartitionError",
+    "assign_modulo",
+]
+
+log = logging.getLogger("tubemq_aio.consumer")
+
+
+class UnknownPartitionError(ConsumerConfigError):
+    """The partition key is malformed, unknown in the topic metadata, or of a topic this
+    consumer did not subscribe to (Java 404)."""
+
+
+class PartitionAlreadyConnectedError(ConsumerConfigError):
+    """The partition is already connected by this consumer (disconnect it first)."""
+
+
+class PartitionNotConnectedError(ConsumerConfigError):
+    """The partition is not connected by this consumer."""
+
+
+class PartitionNotSubscribableError(TubeMQError):
+    """The master says the group may not subscribe to this partition now (Java 422, or 421:
+    a connect failed with 410/415 less than 5 s ago)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMeta:
+    """A configured partition as listed by :meth:`ClientBalancedConsumer.partitions`.
+
+    Attributes:
+        partition_key: ``brokerId:topic:partitionId`` (what :meth:`~ClientBalancedConsumer.connect`
+            takes).
+        topic: the topic.
+        broker: ``host:port`` of the broker holding it.
+        broker_id: the broker id.
+        partition_id: the partition id (``storeIndex * 10000 + i``).
+        subscribable: whether the group may subscribe to it now.
+    """
+
+    partition_key: str
+    topic: str
+    broker: str
+    broker_id: int
+    partition_id: int
+    subscribable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PositionedRead:
+    """One broker batch read by :meth:`ClientBalancedConsumer.read_at`.
+
+    Attributes:
+        partition_key: the partition read.
+        messages: the messages, in partition order (empty at the end of the partition).
+        start_offset: index offset of the first message (the requested offset, clamped by the
+            broker to the partition's ``[min, max]``).
+        next_offset: index offset right after the batch (``start_offset`` when empty).
+        max_offset: the partition's max index offset.
+    """
+
+    partition_key: str
+    messages: tuple[Message, ...]
+    start_offset: int
+    next_offset: int
+    max_offset: int
+
+
+def assign_modulo(
+    partitions: Iterable[PartitionMeta | str], source_count: int, node_id: int
+) -> list[str]:
+    """The partition keys node ``node_id`` of ``source_count`` should connect.
+
+    Uses ``(String.hashCode(key) & 0xffffffff) % source_count == node_id`` like the upstream Java
+    example, so Python and Java members of one group agree on the split.
+
+    Args:
+        partitions: :class:`PartitionMeta` items or partition key strings.
+        source_count: the number of nodes (≥ 1).
+        node_id: this node's index in ``[0, source_count - 1]``.
+
+    Returns:
+        The keys of this node, sorted.
+
+    Raises:
+        ClientBalanceConfigError: ``source_count`` < 1 or ``node_id`` out of range.
+        UnknownPartitionError: a key is malformed.
+    """
+    keys = [_parse_key(p.partition_key if isinstance(p, PartitionMeta) else p) for p in partitions]
+    return sorted(k.format() for k in _assign_keys(keys, source_count, node_id))
+
+
+def _parse_key(text: str) -> PartitionKey:
+    try:
+        return PartitionKey.parse(text)
+    except MalformedMetaError as exc:
+        raise UnknownPartitionError(str(exc)) from None
+
+
+def make_balance_consumer_id(group: str, local_ip: str) -> str:
+    """``{group}_{ip}-{pid}-{ns}-{rand}-Balance-tubemq-aio-{ver}`` (Java shape, §8)."""
+    rand = random.randint(0, 2**31 - 1)
+    ident = f"{local_ip}-{os.getpid()}-{time.monotonic_ns()}-{rand}"
+    return f"{group}_{ident}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"
+
+
+class ClientBalancedConsumer(AsyncLifecycle):
+    """A consumer whose application decides which partitions it reads and from where.
+
+    Delivery is at-least-once like :class:`~tubemq_aio.consumer.Consumer`: a batch not acked
+    within ``confirm_timeout`` (the protection timeout) is taken back and delivered again.
+
+    Args:
+        masters: master addresses (``"h1:8715,h2:8715"`` or a list); ignored with ``config``.
+        group: the consumer group.
+        topics: topic names, or a mapping ``topic -> set of msgType filters``.
+        source_count: how many clients the application runs for this group (≤ 0: undeclared).
+        node_id: this client's index in ``[0, source_count - 1]``.
+        consume_from: where a partition without a stored group offset starts when connected
+            with ``offset=None``: ``"latest"`` (default), ``"earliest"`` or ``"latest_always"``.
+        config: a complete :class:`ConsumerConfig` instead of ``masters``/``group``/``topics``.
+        **options: further :class:`ConsumerConfig` fields (``confirm_timeout``,
+            ``heartbeat_interval``, ``fetchers``, ...).
+
+    Raises:
+        ClientBalanceConfigError: ``node_id`` is out of range.
+        ConfigError: another argument is invalid.
+
+    Example::
+
+        async with ClientBalancedConsumer("127.0.0.1:8715", group="g", topics=["demo"],
+                                          source_count=2, node_id=0) as c:
+            for key in assign_modulo(await c.partitions(), 2, 0):
+                await c.connect(key)
+            async for msg in c:
+                print(msg.body)
+    """
+
+    def __init__(
+        self,
+        masters: str | Iterable[str] | None = None,
+        *,
+        group: str = "",
+        topics: Any = (),
+        source_count: int = 0,
+        node_id: int = 0,
+        consume_from: ConsumeFrom = "latest",
+        config: ConsumerConfig | None = None,
+        **options: Any,
+    ) -> None:
+        if config is None:
+            if masters is None:
+                raise ConfigError("masters is required")
+            config = ConsumerConfig(
+                masters=masters,  # type: ignore[arg-type]  # parsed by ClientConfig
+                group=group,
+                topics=topics,
+                consume_from=consume_from,
+                **options,
+            )
+        self.config = config
+        self.source_count = source_count
+        self.node_id = node_id
+        self._wire_node = validate_node(source_count, node_id)
+        self.stats = ConsumerStats()
+        self._leases = PartitionLeases()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._engine: FetchEngine | None = None
+        self._session: ClientBalanceSession | None = None
+        self._pool: ConnectionPool | None = None
+        self._started = False
+        self._closed = False
+        self._iterator = MessageIterator(self.getmany, auto_ack=config.auto_ack)
+        self._lock = asyncio.Lock()  # connect/disconnect/read_at of one consumer in turn
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running" if self._started else "new"
+        return (
+            f"<ClientBalancedConsumer group={self.config.group} node={self.node_id}/"
+            f"{self.source_count} {state} connected={len(self._leases)}>"
+        )
+
+    @property
+    def client_id(self) -> str | None:
+        """The consumer id registered at the master (None before :meth:`start`)."""
+        return self._session.client_id if self._session else None
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    # ---- life cycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register at the master (V2) and start the background tasks.
+
+        Raises:
+            ClientClosedError: the consumer was closed.
+            ServerError: the master refused (e.g. 429 source count differs from the group's,
+                430 node id taken, 431 topic not deployed).
+            NetworkError: no master could be reached.
+        """
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if self._started:
+            return
+        cfg = self.config
+        clock = asyncio.get_running_loop().time
+        pool = open_pool(cfg)
+        tls = cfg.ssl_context is not None
+        first = cfg.masters[0]
+        host = cfg.client_host or local_ip_towards(first.host, first.port)
+        flow, tokens = FlowControlState(), TokenState(cfg.credentials)
+        broker = BrokerRpc(
+            pool,
+            client_id=make_balance_consumer_id(cfg.group, host),
+            group=cfg.group,
+            tokens=tokens,
+            flow=flow,
+            timeout=cfg.rpc_timeout,
+            tls=tls,
+        )
+        engine = FetchEngine(cfg, self._leases, broker, flow, self.stats, clock)
+        invoker = MasterInvoker(PoolCaller(pool, tls=tls), cfg.masters, cfg.rpc_timeout)
+        count, node = self._wire_node
+        session = ClientBalanceSession(
+            cfg, count, node, invoker, broker, engine, self._leases, flow, tokens, host, clock,
+            tls=tls,
+        )  # fmt: skip
+        session.on_unsubscribable = self._on_unsubscribable
+        try:
+            await session.register()
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool, self._engine, self._session = pool, engine, session
+        self._started = True
+        self._spawn(session.heartbeat_loop(), "master-heartbeat")
+        self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
+        for i in range(cfg.fetchers):
+            self._spawn(engine.run(), f"fetch-{i}")
+        log.info("client-balanced consumer %s registered", session.client_id)
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"tubemq-cb-consumer-{name}")
+        task.add_done_callback(_log_crash)
+        self._tasks.append(task)
+
+    def _on_unsubscribable(self, keys: list[PartitionKey]) -> None:
+        log.info("partitions %s are no longer subscribable; disconnecting", [str(k) for k in keys])
+        for key in keys:
+            self._spawn(self._disconnect_key(key), f"drop-{key}")
+
+    async def close(self) -> None:
+        """Stop every background task, unregister all partitions at their brokers (committing
+        acked batches, rolling back unacked ones) and close the session at the master.
+
+        Idempotent. Batches still held by the application can no longer be acked.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        session, engine = self._session, self._engine
+        if session is None or engine is None:
+            return
+        await cancel_and_wait(self._tasks)
+        self._tasks.clear()
+        engine.close()
+        try:
+            async with asyncio.timeout(self.config.close_timeout):
+                await asyncio.gather(*(session.release(k) for k in session.held()))
+                await session.close_at_master()
+        except TimeoutError:
+            log.warning("close did not finish releasing partitions in time")
+        finally:
+            if self._pool is not None:
+                await self._pool.close()
+
+    def _running(self) -> tuple[ClientBalanceSession, FetchEngine]:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if self._session is None or self._engine is None:
+            raise ClientClosedError("the consumer is not started; call start() first")
+        return self._session, self._engine
+
+    # ---- partitions --------------------------------------------------------------------------
+
+    async def partitions(self) -> list[PartitionMeta]:
+        """Query the master for the partitions of the subscribed topics (``GetPartMeta``).
+
+        Returns:
+            Every configured partition on a known broker, sorted by key.
+
+        Raises:
+            ClientClosedError: the consumer is closed or not started.
+            ServerError: the master refused the query.
+        """
+        session, _ = self._running()
+        await session.query_meta()
+        return [
+            PartitionMeta(
+                key.format(),
+                key.topic,
+                f"{m.partition.broker.host}:{m.partition.broker.port}",
+                key.broker_id,
+                key.partition_id,
+                m.subscribable,
+            )
+            for key, m in sorted(session.cache.metas.items())
+        ]
+
+    def _partition(self, session: ClientBalanceSession, key_text: str) -> Partition:
+        key = _parse_key(key_text)
+        if key.topic not in self.config.topics:
+            raise UnknownPartitionError(f"topic {key.topic!r} of {key_text} is not subscribed")
+        code = session.cache.check_connect(key, self._clock())
+        if code == 404:
+            raise UnknownPartitionError(f"partition {key_text} is not in the topic metadata")
+        if code in (421, 422):
+            reason = "not subscribable" if code == 422 else "refused by its broker < 5 s ago"
+            raise PartitionNotSubscribableError(f"partition {key_text} is {reason} [{code}]")
+        return session.cache.metas[key].partition
+
+    def _clock(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def _known(self, session: ClientBalanceSession, key_text: str) -> Partition:
+        if not session.cache.metas:
+            await session.query_meta()
+        return self._partition(session, key_text)
+
+    async def connect(self, partition_key: str, offset: int | None = None) -> PartitionPosition:
+        """Register a partition at its broker and start fetching it.
+
+        Args:
+            partition_key: ``brokerId:topic:partitionId`` from :meth:`partitions`.
+            offset: None continues from the group's stored offset (or ``consume_from`` when
+                the group has none); an index offset ≥ 0 (one the server returned, e.g. a
+                ``positions()`` value) makes the group start there (clamped to the partition).
+
+        Returns:
+            The partition's position right after the registration.
+
+        Raises:
+            UnknownPartitionError: the key is malformed, unknown, or of an unsubscribed topic.
+            PartitionAlreadyConnectedError: this consumer already holds it.
+            PartitionNotSubscribableError: the group may not subscribe to it now.
+            ClientBalanceConfigError: ``offset`` is negative.
+            ServerError: the broker refused (e.g. ``PartitionOccupiedError``: another member
+                holds it).
+        """
+        validate_bootstrap_offset(offset)
+        session, engine = self._running()
+        async with self._lock:
+            partition = await self._known(session, partition_key)
+            key = partition.key
+            if key in self._leases:
+                raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
+            reader = session.readers.pop(key, None)
+            rsp = await session.register_at_broker(partition, offset)
+            if not rsp.success:
+                if reader is not None:  # the broker dropped our reader registration? re-check
+                    session.readers[key] = reader
+                raise server_error(rsp.err_code, rsp.err_msg)
+            self._leases.add(
+                partition, self._clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
+            )
+            engine.notify()
+            log.info("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
+            return self._position(key)
+
+    async def disconnect(self, partition_key: str) -> None:
+        """Stop fetching a partition and unregister it at its broker.
+
+        Waits up to ``rebalance_confirm_wait`` (3 s) for a batch of it held by the application
+        to be acked; an acked last batch is committed, an unacked one rolled back (its messages
+        come again to whoever connects the partition next).
+
+        Raises:
+            UnknownPartitionError: the key is malformed.
+            PartitionNotConnectedError: this consumer does not hold it.
+        """
+        key = _parse_key(partition_key)
+        session, _ = self._running()
+        if key not in self._leases and key not in session.readers:
+            raise PartitionNotConnectedError(f"partition {partition_key} is not connected")
+        async with self._lock:
+            await self._disconnect_key(key)
+
+    async def _disconnect_key(self, key: PartitionKey) -> None:
+        session, engine = self._running()
+        self._leases.revoke([key])
+        deadline = self._clock() + self.config.rebalance_confirm_wait
+        while True:
+            engine.forget([key])  # buffered batches were never seen by the application
+            if not self._leases.in_use([key]) or self._clock() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        await session.release(key)
+
+    def assignment(self) -> list[str]:
+        """Keys of the partitions connected for fetching, sorted."""
+        return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
+
+    def _position(self, key: PartitionKey) -> PartitionPosition:
+        o = self._leases.offsets()[key]
+        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag)
+
+    def positions(self) -> dict[str, PartitionPosition]:
+        """Per connected partition: the group's current offset, the max offset and the lag in
+        messages, as last reported by its broker (register, fetch and commit answers)."""
+        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}
+
+    # ---- consuming ---------------------------------------------------------------------------
+
+    async def fetch(self, *, timeout: float | None = None) -> MessageBatch:
+        """Wait for the next batch of any connected partition with data.
+
+        Args:
+            timeout: seconds to wait; None waits until data arrives or the consumer closes.
+
+        Returns:
+            The batch (ack or nack it); empty (falsy) when ``timeout`` passed without data.
+
+        Raises:
+            ClientClosedError: the consumer is closed or not started.
+        """
+        _, engine = self._running()
+        return await engine.get(None, timeout)
+
+    async def getmany(
+        self, *, max_records: int | None = None, timeout: float | None = None
+    ) -> MessageBatch:
+        """Like :meth:`fetch`, at most ``max_records`` messages per batch (parts of one broker
+        batch are acked together).
+
+        Raises:
+            ClientClosedError: the consumer is closed or not started.
+            ConfigError: ``max_records`` is not positive.
+        """
+        if max_records is not None and max_records < 1:
+            raise ConfigError("max_records must be at least 1")
+        _, engine = self._running()
+        return await engine.get(max_records, timeout)
+
+    def __aiter__(self) -> MessageIterator:
+        """Iterate messages; a batch is acked when all its messages were yielded and the loop
+        asks for the next one (``auto_ack``). The loop ends when the consumer is closed."""
+        return self._iterator
+
+    async def commit(self) -> int:
+        """Ack what ``async for`` yielded so far (with ``auto_ack=False``).
+
+        Returns:
+            How many batches were acked.
+        """
+        return await self._iterator.commit()
+
+    # ---- positioned reads --------------------------------------------------------------------
+
+    async def read_at(self, partition_key: str, offset: int) -> PositionedRead:
+        """Read the one broker batch that starts exactly at ``offset`` (exact replay).
+
+        The partition must not be connected for fetching; it is registered at its broker for
+        positioned reads (and released by :meth:`disconnect`, :meth:`connect` or close). Call
+        sequence (see ``docs/client-balanced-consumer.md``): register with ``currOffset =
+        offset``, GetMessage with ``lastPackConsumed=false`` (the answer's ``currOffset`` is
+        the batch start), then commit, whose answer is the offset right after the batch. The
+        group's stored offset is left at ``next_offset``.
+
+        Args:
+            partition_key: ``brokerId:topic:partitionId``.
+            offset: an index offset ≥ 0 previously returned by the server.
+
+        Returns:
+            The batch with its start offset, the offset after it and the max offset.
+
+        Raises:
+            UnknownPartitionError / PartitionNotSubscribableError: as for :meth:`connect`.
+            PartitionAlreadyConnectedError: the partition is connected for fetching.
+            ClientBalanceConfigError: ``offset`` is negative or None.
+            ServerError: a broker call failed.
+        """
+        if offset is None or validate_bootstrap_offset(offset) is None:
+            raise ClientBalanceConfigError("read_at needs an offset >= 0")
+        session, _ = self._running()
+        async with self._lock:
+            partition = await self._known(session, partition_key)
+            key = partition.key
+            if key in self._leases:
+                raise PartitionAlreadyConnectedError(
+                    f"partition {partition_key} is connected for fetching; disconnect it first"
+                )
+            reg = await session.register_at_broker(partition, offset)
+            if not reg.success:
+                session.readers.pop(key, None)
+                raise server_error(reg.err_code, reg.err_msg)
+            session.readers[key] = partition
+            got = await session.broker.get_message(
+                partition, last_pack_consumed=False, esc_flow_ctrl=False
+            )
+            if not got.success:
+                if got.err_code in (404, 452):  # end of data (or slow down): an empty read
+                    top = got.max_offset if got.max_offset >= 0 else reg.max_offset
+                    return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
+                raise server_error(got.err_code, got.err_msg)
+            done = await session.broker.commit(partition, consumed=True)
+            if not done.success:
+                raise server_error(done.err_code, done.err_msg)
+            messages = self._decode(key, got.messages)
+            top = max(done.max_offset, got.max_offset)
+            return PositionedRead(key.format(), messages, got.curr_offset, done.curr_offset, top)
+
+    def _decode(self, key: PartitionKey, raw: Iterable[Any]) -> tuple[Message, ...]:
+        filters = self.config.filters_of(key.topic)
+        result = []
+        for item in raw:
+            try:
+                decoded = decode_payload(item.payload, item.flag, item.checksum)
+            except MessageDecodeError as exc:
+                self.stats.decode_errors += 1
+                log.warning("undecodable message %d in %s: %s", item.message_id, key, exc)
+                continue
+            if not decoded.crc_ok and not self.config.deliver_corrupt:
+                self.stats.crc_mismatches += 1
+                continue
+            if filters and decoded.msg_type not in filters:
+                self.stats.filtered += 1
+                continue
+            result.append(
+                Message.from_payload(
+                    decoded,
+                    topic=key.topic,
+                    message_id=item.message_id,
+                    partition_key=key.format(),
+                )
+            )
+        return tuple(result)
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("client-balanced consumer task %s crashed", task.get_name(), exc_info=exc)
