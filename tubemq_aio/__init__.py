@@ -7,7 +7,16 @@ __version__ = "0.1.0"
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import ClientConfig
-from tubemq_aio.consumer import Consumer, ConsumerConfig, MessageBatch, PartitionPosition
+from tubemq_aio.consumer import (
+    ClientBalancedConsumer,
+    Consumer,
+    ConsumerConfig,
+    MessageBatch,
+    PartitionMeta,
+    PartitionPosition,
+    PositionedRead,
+    assign_modulo,
+)
 from tubemq_aio.errors import (
     ClientClosedError,
     ConfigError,
@@ -26,6 +35,7 @@ from tubemq_aio.protocol.producer_rpc import SendResult
 from tubemq_aio.protocol.routing import Partitioner
 
 __all__ = [
+    "ClientBalancedConsumer",
     "ClientClosedError",
     "ClientConfig",
     "ConfigError",
@@ -35,8 +45,10 @@ __all__ = [
     "Message",
     "MessageBatch",
     "NetworkError",
+    "PartitionMeta",
     "PartitionPosition",
     "Partitioner",
+    "PositionedRead",
     "Producer",
     "ProducerConfig",
     "ProtocolError",
@@ -48,4 +60,5 @@ __all__ = [
     "TopicUnavailableError",
     "TubeMQError",
     "__version__",
+    "assign_modulo",
 ]

@@ -1,53 +1,48 @@
 """The client-balanced consumer: the application picks partitions and start offsets (§8).
 
-``start()`` registers at the master with the V2 register (method 20) and starts the owned
-background tasks: V2 master heartbeat, broker heartbeat and ``fetchers`` fetch loops. Partitions
-are listed with :meth:`ClientBalancedConsumer.partitions` (``GetPartMeta``), split among the
-application's nodes with :func:`assign_modulo`, and registered at their brokers by
-:meth:`ClientBalancedConsumer.connect`. Fetching and acking reuse the server-balanced consumer's
-fetch engine and :class:`MessageBatch`; the master never rebalances this group.
+The master only tracks membership, metadata and flow control (V2 register/heartbeat,
+GetPartMeta) and never rebalances the group; fetching and batches reuse the server-balanced
+consumer's fetch engine and :class:`MessageBatch`. Guide: ``docs/client-balanced-consumer.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import random
-import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from tubemq_aio import __version__
-from tubemq_aio._client import AsyncLifecycle, local_ip_towards, open_pool
+from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.sweeper import cancel_and_wait
-from tubemq_aio.auth import TokenState
-from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._cb_models import (
+    PartitionAlreadyConnectedError,
+    PartitionMeta,
+    PartitionNotConnectedError,
+    PartitionNotSubscribableError,
+    PositionedRead,
+    UnknownPartitionError,
+    assign_modulo,
+    parse_key,
+)
+from tubemq_aio.consumer._cb_ops import (
+    open_session,
+    read_batch,
+    release_after_confirm,
+    resolve_partition,
+)
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageIterator
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
-from tubemq_aio.errors import ClientClosedError, ConfigError, TubeMQError, server_error
-from tubemq_aio.master import MasterInvoker, PoolCaller
-from tubemq_aio.models import Message
+from tubemq_aio.errors import ClientClosedError, ConfigError, server_error
 from tubemq_aio.protocol.client_balance import (
     ClientBalanceConfigError,
     validate_bootstrap_offset,
     validate_node,
 )
-from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
-from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
-from tubemq_aio.protocol.consumer_meta import (
-    ConsumerConfigError,
-    MalformedMetaError,
-    Partition,
-    PartitionKey,
-)
-from tubemq_aio.protocol.flow_control import FlowControlState
-from tubemq_aio.protocol.message import MessageDecodeError, decode_payload
+from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
 
 __all__ = [
@@ -63,104 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("tubemq_aio.consumer")
-
-
-class UnknownPartitionError(ConsumerConfigError):
-    """The partition key is malformed, unknown in the topic metadata, or of a topic this
-    consumer did not subscribe to (Java 404)."""
-
-
-class PartitionAlreadyConnectedError(ConsumerConfigError):
-    """The partition is already connected by this consumer (disconnect it first)."""
-
-
-class PartitionNotConnectedError(ConsumerConfigError):
-    """The partition is not connected by this consumer."""
-
-
-class PartitionNotSubscribableError(TubeMQError):
-    """The master says the group may not subscribe to this partition now (Java 422, or 421:
-    a connect failed with 410/415 less than 5 s ago)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionMeta:
-    """A configured partition as listed by :meth:`ClientBalancedConsumer.partitions`.
-
-    Attributes:
-        partition_key: ``brokerId:topic:partitionId`` (what :meth:`~ClientBalancedConsumer.connect`
-            takes).
-        topic: the topic.
-        broker: ``host:port`` of the broker holding it.
-        broker_id: the broker id.
-        partition_id: the partition id (``storeIndex * 10000 + i``).
-        subscribable: whether the group may subscribe to it now.
-    """
-
-    partition_key: str
-    topic: str
-    broker: str
-    broker_id: int
-    partition_id: int
-    subscribable: bool
-
-
-@dataclass(frozen=True, slots=True)
-class PositionedRead:
-    """One broker batch read by :meth:`ClientBalancedConsumer.read_at`.
-
-    Attributes:
-        partition_key: the partition read.
-        messages: the messages, in partition order (empty at the end of the partition).
-        start_offset: index offset of the first message (the requested offset, clamped by the
-            broker to the partition's ``[min, max]``).
-        next_offset: index offset right after the batch (``start_offset`` when empty).
-        max_offset: the partition's max index offset.
-    """
-
-    partition_key: str
-    messages: tuple[Message, ...]
-    start_offset: int
-    next_offset: int
-    max_offset: int
-
-
-def assign_modulo(
-    partitions: Iterable[PartitionMeta | str], source_count: int, node_id: int
-) -> list[str]:
-    """The partition keys node ``node_id`` of ``source_count`` should connect.
-
-    Uses ``(String.hashCode(key) & 0xffffffff) % source_count == node_id`` like the upstream Java
-    example, so Python and Java members of one group agree on the split.
-
-    Args:
-        partitions: :class:`PartitionMeta` items or partition key strings.
-        source_count: the number of nodes (≥ 1).
-        node_id: this node's index in ``[0, source_count - 1]``.
-
-    Returns:
-        The keys of this node, sorted.
-
-    Raises:
-        ClientBalanceConfigError: ``source_count`` < 1 or ``node_id`` out of range.
-        UnknownPartitionError: a key is malformed.
-    """
-    keys = [_parse_key(p.partition_key if isinstance(p, PartitionMeta) else p) for p in partitions]
-    return sorted(k.format() for k in _assign_keys(keys, source_count, node_id))
-
-
-def _parse_key(text: str) -> PartitionKey:
-    try:
-        return PartitionKey.parse(text)
-    except MalformedMetaError as exc:
-        raise UnknownPartitionError(str(exc)) from None
-
-
-def make_balance_consumer_id(group: str, local_ip: str) -> str:
-    """``{group}_{ip}-{pid}-{ns}-{rand}-Balance-tubemq-aio-{ver}`` (Java shape, §8)."""
-    rand = random.randint(0, 2**31 - 1)
-    ident = f"{local_ip}-{os.getpid()}-{time.monotonic_ns()}-{rand}"
-    return f"{group}_{ident}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"
 
 
 class ClientBalancedConsumer(AsyncLifecycle):
@@ -229,7 +126,7 @@ class ClientBalancedConsumer(AsyncLifecycle):
         self._pool: ConnectionPool | None = None
         self._started = False
         self._closed = False
-        self._iterator = MessageIterator(self.getmany, auto_ack=config.auto_ack)
+        self._iterator = MessageIterator(self.fetch, auto_ack=config.auto_ack)
         self._lock = asyncio.Lock()  # connect/disconnect/read_at of one consumer in turn
 
     def __repr__(self) -> str:
@@ -264,29 +161,9 @@ class ClientBalancedConsumer(AsyncLifecycle):
             raise ClientClosedError("the consumer is closed")
         if self._started:
             return
-        cfg = self.config
-        clock = asyncio.get_running_loop().time
-        pool = open_pool(cfg)
-        tls = cfg.ssl_context is not None
-        first = cfg.masters[0]
-        host = cfg.client_host or local_ip_towards(first.host, first.port)
-        flow, tokens = FlowControlState(), TokenState(cfg.credentials)
-        broker = BrokerRpc(
-            pool,
-            client_id=make_balance_consumer_id(cfg.group, host),
-            group=cfg.group,
-            tokens=tokens,
-            flow=flow,
-            timeout=cfg.rpc_timeout,
-            tls=tls,
+        pool, engine, session = open_session(
+            self.config, self._wire_node, self._leases, self.stats, asyncio.get_running_loop().time
         )
-        engine = FetchEngine(cfg, self._leases, broker, flow, self.stats, clock)
-        invoker = MasterInvoker(PoolCaller(pool, tls=tls), cfg.masters, cfg.rpc_timeout)
-        count, node = self._wire_node
-        session = ClientBalanceSession(
-            cfg, count, node, invoker, broker, engine, self._leases, flow, tokens, host, clock,
-            tls=tls,
-        )  # fmt: skip
         session.on_unsubscribable = self._on_unsubscribable
         try:
             await session.register()
@@ -297,7 +174,7 @@ class ClientBalancedConsumer(AsyncLifecycle):
         self._started = True
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
         self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
-        for i in range(cfg.fetchers):
+        for i in range(self.config.fetchers):
             self._spawn(engine.run(), f"fetch-{i}")
         log.info("client-balanced consumer %s registered", session.client_id)
 
@@ -358,37 +235,7 @@ class ClientBalancedConsumer(AsyncLifecycle):
         """
         session, _ = self._running()
         await session.query_meta()
-        return [
-            PartitionMeta(
-                key.format(),
-                key.topic,
-                f"{m.partition.broker.host}:{m.partition.broker.port}",
-                key.broker_id,
-                key.partition_id,
-                m.subscribable,
-            )
-            for key, m in sorted(session.cache.metas.items())
-        ]
-
-    def _partition(self, session: ClientBalanceSession, key_text: str) -> Partition:
-        key = _parse_key(key_text)
-        if key.topic not in self.config.topics:
-            raise UnknownPartitionError(f"topic {key.topic!r} of {key_text} is not subscribed")
-        code = session.cache.check_connect(key, self._clock())
-        if code == 404:
-            raise UnknownPartitionError(f"partition {key_text} is not in the topic metadata")
-        if code in (421, 422):
-            reason = "not subscribable" if code == 422 else "refused by its broker < 5 s ago"
-            raise PartitionNotSubscribableError(f"partition {key_text} is {reason} [{code}]")
-        return session.cache.metas[key].partition
-
-    def _clock(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    async def _known(self, session: ClientBalanceSession, key_text: str) -> Partition:
-        if not session.cache.metas:
-            await session.query_meta()
-        return self._partition(session, key_text)
+        return [PartitionMeta.of(m) for _, m in sorted(session.cache.metas.items())]
 
     async def connect(self, partition_key: str, offset: int | None = None) -> PartitionPosition:
         """Register a partition at its broker and start fetching it.
@@ -413,18 +260,16 @@ class ClientBalancedConsumer(AsyncLifecycle):
         validate_bootstrap_offset(offset)
         session, engine = self._running()
         async with self._lock:
-            partition = await self._known(session, partition_key)
+            partition = await resolve_partition(session, partition_key)
             key = partition.key
             if key in self._leases:
                 raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
-            reader = session.readers.pop(key, None)
+            session.readers.pop(key, None)  # a reader registration is replaced
             rsp = await session.register_at_broker(partition, offset)
             if not rsp.success:
-                if reader is not None:  # the broker dropped our reader registration? re-check
-                    session.readers[key] = reader
                 raise server_error(rsp.err_code, rsp.err_msg)
             self._leases.add(
-                partition, self._clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
+                partition, session.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
             )
             engine.notify()
             log.info("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
@@ -441,7 +286,7 @@ class ClientBalancedConsumer(AsyncLifecycle):
             UnknownPartitionError: the key is malformed.
             PartitionNotConnectedError: this consumer does not hold it.
         """
-        key = _parse_key(partition_key)
+        key = parse_key(partition_key)
         session, _ = self._running()
         if key not in self._leases and key not in session.readers:
             raise PartitionNotConnectedError(f"partition {partition_key} is not connected")
@@ -450,14 +295,7 @@ class ClientBalancedConsumer(AsyncLifecycle):
 
     async def _disconnect_key(self, key: PartitionKey) -> None:
         session, engine = self._running()
-        self._leases.revoke([key])
-        deadline = self._clock() + self.config.rebalance_confirm_wait
-        while True:
-            engine.forget([key])  # buffered batches were never seen by the application
-            if not self._leases.in_use([key]) or self._clock() >= deadline:
-                break
-            await asyncio.sleep(0.05)
-        await session.release(key)
+        await release_after_confirm(session, engine, key, self.config.rebalance_confirm_wait)
 
     def assignment(self) -> list[str]:
         """Keys of the partitions connected for fetching, sorted."""
@@ -474,26 +312,18 @@ class ClientBalancedConsumer(AsyncLifecycle):
 
     # ---- consuming ---------------------------------------------------------------------------
 
-    async def fetch(self, *, timeout: float | None = None) -> MessageBatch:
-        """Wait for the next batch of any connected partition with data.
+    async def fetch(
+        self, *, max_records: int | None = None, timeout: float | None = None
+    ) -> MessageBatch:
+        """Wait for the next batch of any connected partition with data (alias ``getmany``).
 
         Args:
+            max_records: at most this many messages (parts of one broker batch are acked
+                together: the offset moves once every part was acked).
             timeout: seconds to wait; None waits until data arrives or the consumer closes.
 
         Returns:
             The batch (ack or nack it); empty (falsy) when ``timeout`` passed without data.
-
-        Raises:
-            ClientClosedError: the consumer is closed or not started.
-        """
-        _, engine = self._running()
-        return await engine.get(None, timeout)
-
-    async def getmany(
-        self, *, max_records: int | None = None, timeout: float | None = None
-    ) -> MessageBatch:
-        """Like :meth:`fetch`, at most ``max_records`` messages per batch (parts of one broker
-        batch are acked together).
 
         Raises:
             ClientClosedError: the consumer is closed or not started.
@@ -503,6 +333,8 @@ class ClientBalancedConsumer(AsyncLifecycle):
             raise ConfigError("max_records must be at least 1")
         _, engine = self._running()
         return await engine.get(max_records, timeout)
+
+    getmany = fetch
 
     def __aiter__(self) -> MessageIterator:
         """Iterate messages; a batch is acked when all its messages were yielded and the loop
@@ -546,57 +378,20 @@ class ClientBalancedConsumer(AsyncLifecycle):
             raise ClientBalanceConfigError("read_at needs an offset >= 0")
         session, _ = self._running()
         async with self._lock:
-            partition = await self._known(session, partition_key)
+            partition = await resolve_partition(session, partition_key)
             key = partition.key
             if key in self._leases:
                 raise PartitionAlreadyConnectedError(
                     f"partition {partition_key} is connected for fetching; disconnect it first"
                 )
-            reg = await session.register_at_broker(partition, offset)
-            if not reg.success:
-                session.readers.pop(key, None)
-                raise server_error(reg.err_code, reg.err_msg)
-            session.readers[key] = partition
-            got = await session.broker.get_message(
-                partition, last_pack_consumed=False, esc_flow_ctrl=False
+            return await read_batch(
+                session,
+                partition,
+                offset,
+                filters=self.config.filters_of(key.topic),
+                stats=self.stats,
+                deliver_corrupt=self.config.deliver_corrupt,
             )
-            if not got.success:
-                if got.err_code in (404, 452):  # end of data (or slow down): an empty read
-                    top = got.max_offset if got.max_offset >= 0 else reg.max_offset
-                    return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
-                raise server_error(got.err_code, got.err_msg)
-            done = await session.broker.commit(partition, consumed=True)
-            if not done.success:
-                raise server_error(done.err_code, done.err_msg)
-            messages = self._decode(key, got.messages)
-            top = max(done.max_offset, got.max_offset)
-            return PositionedRead(key.format(), messages, got.curr_offset, done.curr_offset, top)
-
-    def _decode(self, key: PartitionKey, raw: Iterable[Any]) -> tuple[Message, ...]:
-        filters = self.config.filters_of(key.topic)
-        result = []
-        for item in raw:
-            try:
-                decoded = decode_payload(item.payload, item.flag, item.checksum)
-            except MessageDecodeError as exc:
-                self.stats.decode_errors += 1
-                log.warning("undecodable message %d in %s: %s", item.message_id, key, exc)
-                continue
-            if not decoded.crc_ok and not self.config.deliver_corrupt:
-                self.stats.crc_mismatches += 1
-                continue
-            if filters and decoded.msg_type not in filters:
-                self.stats.filtered += 1
-                continue
-            result.append(
-                Message.from_payload(
-                    decoded,
-                    topic=key.topic,
-                    message_id=item.message_id,
-                    partition_key=key.format(),
-                )
-            )
-        return tuple(result)
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

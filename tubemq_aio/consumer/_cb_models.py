@@ -1,0 +1,145 @@
+"""Public value types, errors and pure helpers of the client-balanced consumer (§8).
+
+Re-exported by :mod:`tubemq_aio.consumer.client_balanced`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tubemq_aio import __version__
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.client_balance import PartitionMeta as ProtocolPartitionMeta
+from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
+from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
+from tubemq_aio.protocol.consumer_meta import ConsumerConfigError, MalformedMetaError, PartitionKey
+
+__all__ = [
+    "PartitionAlreadyConnectedError",
+    "PartitionMeta",
+    "PartitionNotConnectedError",
+    "PartitionNotSubscribableError",
+    "PositionedRead",
+    "UnknownPartitionError",
+    "assign_modulo",
+    "make_balance_consumer_id",
+    "parse_key",
+]
+
+
+class UnknownPartitionError(ConsumerConfigError):
+    """The partition key is malformed, unknown in the topic metadata, or of a topic this
+    consumer did not subscribe to (Java 404)."""
+
+
+class PartitionAlreadyConnectedError(ConsumerConfigError):
+    """The partition is already connected by this consumer (disconnect it first)."""
+
+
+class PartitionNotConnectedError(ConsumerConfigError):
+    """The partition is not connected by this consumer."""
+
+
+class PartitionNotSubscribableError(TubeMQError):
+    """The master says the group may not subscribe to this partition now (Java 422, or 421:
+    a connect failed with 410/415 less than 5 s ago)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMeta:
+    """A configured partition as listed by :meth:`ClientBalancedConsumer.partitions`.
+
+    Attributes:
+        partition_key: ``brokerId:topic:partitionId`` (what :meth:`~ClientBalancedConsumer.connect`
+            takes).
+        topic: the topic.
+        broker: ``host:port`` of the broker holding it.
+        broker_id: the broker id.
+        partition_id: the partition id (``storeIndex * 10000 + i``).
+        subscribable: whether the group may subscribe to it now.
+    """
+
+    partition_key: str
+    topic: str
+    broker: str
+    broker_id: int
+    partition_id: int
+    subscribable: bool
+
+    @classmethod
+    def of(cls, meta: ProtocolPartitionMeta) -> PartitionMeta:
+        """The public form of a metadata cache entry."""
+        p = meta.partition
+        key = p.key
+        return cls(
+            key.format(), key.topic, f"{p.broker.host}:{p.broker.port}", key.broker_id,
+            key.partition_id, meta.subscribable,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PositionedRead:
+    """One broker batch read by :meth:`ClientBalancedConsumer.read_at`.
+
+    Attributes:
+        partition_key: the partition read.
+        messages: the messages, in partition order (empty at the end of the partition).
+        start_offset: index offset of the first message (the requested offset, clamped by the
+            broker to the partition's ``[min, max]``).
+        next_offset: index offset right after the batch (``start_offset`` when empty).
+        max_offset: the partition's max index offset.
+    """
+
+    partition_key: str
+    messages: tuple[Message, ...]
+    start_offset: int
+    next_offset: int
+    max_offset: int
+
+
+def assign_modulo(
+    partitions: Iterable[PartitionMeta | str], source_count: int, node_id: int
+) -> list[str]:
+    """The partition keys node ``node_id`` of ``source_count`` should connect.
+
+    Uses ``(String.hashCode(key) & 0xffffffff) % source_count == node_id`` like the upstream Java
+    example, so Python and Java members of one group agree on the split.
+
+    Args:
+        partitions: :class:`PartitionMeta` items or partition key strings.
+        source_count: the number of nodes (≥ 1).
+        node_id: this node's index in ``[0, source_count - 1]``.
+
+    Returns:
+        The keys of this node, sorted.
+
+    Raises:
+        ClientBalanceConfigError: ``source_count`` < 1 or ``node_id`` out of range.
+        UnknownPartitionError: a key is malformed.
+    """
+    keys = [parse_key(p.partition_key if isinstance(p, PartitionMeta) else p) for p in partitions]
+    return sorted(k.format() for k in _assign_keys(keys, source_count, node_id))
+
+
+def parse_key(text: str) -> PartitionKey:
+    """Parse ``brokerId:topic:partitionId``.
+
+    Raises:
+        UnknownPartitionError: the key is malformed.
+    """
+    try:
+        return PartitionKey.parse(text)
+    except MalformedMetaError as exc:
+        raise UnknownPartitionError(str(exc)) from None
+
+
+def make_balance_consumer_id(group: str, local_ip: str) -> str:
+    """``{group}_{ip}-{pid}-{ns}-{rand}-Balance-tubemq-aio-{ver}`` (Java shape, §8)."""
+    rand = random.randint(0, 2**31 - 1)
+    ident = f"{local_ip}-{os.getpid()}-{time.monotonic_ns()}-{rand}"
+    return f"{group}_{ident}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"

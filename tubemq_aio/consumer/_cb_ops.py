@@ -1,0 +1,196 @@
+"""Steps of the client-balanced consumer: wiring a session, resolving a key, disconnecting
+after the application's confirm, and positioned reads (``read_at``).
+
+Positioned reads: the broker returns no per-message offsets and reports the end of a batch
+only in the answer of a commit. The cheapest sequence that is also deterministic (the same
+offset returns the same batch) is register(currOffset) → GetMessage(lastPackConsumed=false) →
+commit(true); see ``docs/client-balanced-consumer.md`` for why each step is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+from tubemq_aio._client import local_ip_towards, open_pool
+from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._cb_models import (
+    PartitionNotSubscribableError,
+    PositionedRead,
+    UnknownPartitionError,
+    make_balance_consumer_id,
+    parse_key,
+)
+from tubemq_aio.consumer._cb_session import ClientBalanceSession
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer.batch import ConsumerStats
+from tubemq_aio.consumer.config import ConsumerConfig
+from tubemq_aio.errors import server_error
+from tubemq_aio.master import MasterInvoker, PoolCaller
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey
+from tubemq_aio.protocol.consumer_rpc import RawMessage
+from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.message import MessageDecodeError, decode_payload
+from tubemq_aio.protocol.partitions import PartitionLeases
+
+__all__ = [
+    "decode_messages",
+    "open_session",
+    "read_batch",
+    "release_after_confirm",
+    "resolve_partition",
+]
+
+log = logging.getLogger("tubemq_aio.consumer")
+
+#: How often a disconnect re-checks whether the application confirmed the partition's batch.
+_CONFIRM_POLL = 0.05
+
+
+def open_session(
+    cfg: ConsumerConfig,
+    node: tuple[int, int],
+    leases: PartitionLeases,
+    stats: ConsumerStats,
+    clock: Callable[[], float],
+) -> tuple[ConnectionPool, FetchEngine, ClientBalanceSession]:
+    """Wire pool, broker RPCs, fetch engine and master session of one consumer (no I/O yet).
+
+    ``node`` is ``(sourceCount, nodeId)`` as sent (:func:`validate_node`).
+    """
+    pool = open_pool(cfg)
+    tls = cfg.ssl_context is not None
+    first = cfg.masters[0]
+    host = cfg.client_host or local_ip_towards(first.host, first.port)
+    flow, tokens = FlowControlState(), TokenState(cfg.credentials)
+    broker = BrokerRpc(
+        pool,
+        client_id=make_balance_consumer_id(cfg.group, host),
+        group=cfg.group,
+        tokens=tokens,
+        flow=flow,
+        timeout=cfg.rpc_timeout,
+        tls=tls,
+    )
+    engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
+    invoker = MasterInvoker(PoolCaller(pool, tls=tls), cfg.masters, cfg.rpc_timeout)
+    session = ClientBalanceSession(
+        cfg, node[0], node[1], invoker, broker, engine, leases, flow, tokens, host, clock, tls=tls
+    )
+    return pool, engine, session
+
+
+async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Partition:
+    """The partition of ``key_text`` if it may be connected now (§8.4 checks).
+
+    Queries the metadata first when none is held yet.
+
+    Raises:
+        UnknownPartitionError: malformed key, unknown partition or unsubscribed topic (404).
+        PartitionNotSubscribableError: not subscribable (422) or refused < 5 s ago (421).
+    """
+    key = parse_key(key_text)
+    if key.topic not in session.config.topics:
+        raise UnknownPartitionError(f"topic {key.topic!r} of {key_text} is not subscribed")
+    if not session.cache.metas:
+        await session.query_meta()
+    code = session.cache.check_connect(key, session.clock())
+    if code == 404:
+        raise UnknownPartitionError(f"partition {key_text} is not in the topic metadata")
+    if code in (421, 422):
+        reason = "not subscribable" if code == 422 else "refused by its broker < 5 s ago"
+        raise PartitionNotSubscribableError(f"partition {key_text} is {reason} [{code}]")
+    return session.cache.metas[key].partition
+
+
+async def release_after_confirm(
+    session: ClientBalanceSession, engine: FetchEngine, key: PartitionKey, wait: float
+) -> None:
+    """Stop selecting ``key``, wait up to ``wait`` s for its batch held by the application to be
+    confirmed (Java: 3000 ms, §8.4), then remove it and unregister it at its broker."""
+    session.leases.revoke([key])
+    deadline = session.clock() + wait
+    while True:
+        engine.forget([key])  # buffered batches were never seen by the application
+        if not session.leases.in_use([key]) or session.clock() >= deadline:
+            break
+        await asyncio.sleep(_CONFIRM_POLL)
+    await session.release(key)
+
+
+async def read_batch(
+    session: ClientBalanceSession,
+    partition: Partition,
+    offset: int,
+    *,
+    filters: frozenset[str],
+    stats: ConsumerStats,
+    deliver_corrupt: bool = False,
+) -> PositionedRead:
+    """Read the broker batch starting at ``offset``; leaves the group offset after it.
+
+    The partition stays registered as a reader of ``session`` (heartbeated, released on
+    disconnect or close).
+
+    Raises:
+        ServerError: the broker refused the register, the read or the commit.
+    """
+    key = partition.key
+    # 1. Register with the bootstrap offset: the first read after a registration uses the
+    #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
+    reg = await session.register_at_broker(partition, offset)
+    if not reg.success:
+        session.readers.pop(key, None)
+        raise server_error(reg.err_code, reg.err_msg)
+    session.readers[key] = partition
+    # 2. Read without confirming anything: currOffset of the answer is the batch start.
+    got = await session.broker.get_message(partition, last_pack_consumed=False, esc_flow_ctrl=False)
+    if not got.success:
+        if got.err_code in (404, 452):  # at the end (or slowed down): an empty read
+            top = got.max_offset if got.max_offset >= 0 else reg.max_offset
+            return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
+        raise server_error(got.err_code, got.err_msg)
+    # 3. Commit: the only answer that carries the offset right after the batch.
+    done = await session.broker.commit(partition, consumed=True)
+    if not done.success:
+        raise server_error(done.err_code, done.err_msg)
+    messages = decode_messages(key, got.messages, filters, stats, deliver_corrupt=deliver_corrupt)
+    top = max(done.max_offset, got.max_offset)
+    return PositionedRead(key.format(), messages, got.curr_offset, done.curr_offset, top)
+
+
+def decode_messages(
+    key: PartitionKey,
+    raw: Iterable[RawMessage],
+    filters: frozenset[str],
+    stats: ConsumerStats,
+    *,
+    deliver_corrupt: bool = False,
+) -> tuple[Message, ...]:
+    """Decode the messages of one positioned read like the fetch engine does (§5): drop
+    undecodable ones, CRC mismatches (unless ``deliver_corrupt``) and filtered-out types."""
+    result = []
+    for item in raw:
+        try:
+            decoded = decode_payload(item.payload, item.flag, item.checksum)
+        except MessageDecodeError as exc:
+            stats.decode_errors += 1
+            log.warning("undecodable message %d in %s: %s", item.message_id, key, exc)
+            continue
+        if not decoded.crc_ok:
+            stats.crc_mismatches += 1
+            if not deliver_corrupt:
+                continue
+        if filters and decoded.msg_type not in filters:
+            stats.filtered += 1
+            continue
+        result.append(
+            Message.from_payload(
+                decoded, topic=key.topic, message_id=item.message_id, partition_key=key.format()
+            )
+        )
+    return tuple(result)
