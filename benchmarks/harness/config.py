@@ -1,0 +1,158 @@
+"""Options of a benchmark run (``python -m benchmarks ...``) and their ``--quick`` defaults."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.harness.env import REPO
+
+ALL_SCENARIOS = ("produce", "consume", "latency")
+ALL_CLIENTS = ("aio", "java", "go")
+ALL_LOOPS = ("asyncio", "uvloop")
+#: The Go peer cannot be built here; reported as blocked, never run.
+GO_BLOCKED = (
+    "blocked: module not available from the module proxy "
+    "(github.com/apache/inlong/inlong-tubemq/tubemq-client-twins/tubemq-client-go answers "
+    "403 'not available'; see docs/benchmarks-peers.md)"
+)
+
+
+@dataclass
+class BenchConfig:
+    """One benchmark run.
+
+    Attributes:
+        quick: the ~5 minute profile (1 KB, W 16/256, 4 rounds, 20 000 messages, 5 s warm-up,
+            produce + consume).
+        sizes: message sizes in bytes.
+        windows: produce in-flight windows W (workers awaiting ``send`` / Java async cap).
+        rounds: rounds per cell including the first, which is discarded.
+        messages: measured messages per produce/consume run (``None``: 10**6, 10**5 at >= 10 KB).
+        warmup_seconds: produce warm-up per run (excluded from every figure).
+        loops: event loops for our client.
+        clients: ``aio``, ``java``, ``go`` (``go`` is reported as blocked).
+        scenarios: ``produce``, ``consume``.
+        out: parent directory of the result directory.
+        partitions: partitions per topic (one broker, one store).
+        pin: pin servers and client with ``taskset`` when possible.
+        floor: run the client-side micro benchmarks (codec, transport) for "floor vs real".
+        rates: offered rates (msg/s) of the open-loop ``latency`` scenario (ours only).
+        latency_seconds: measured seconds per latency run (after 5 s at the same rate).
+        run_timeout: seconds before one client run is killed.
+        discard_first: drop round 0 from the statistics (warm broker caches, JIT, page cache).
+    """
+
+    quick: bool = False
+    sizes: list[int] = field(default_factory=lambda: [100, 1024, 10240])
+    windows: list[int] = field(default_factory=lambda: [1, 16, 256])
+    rounds: int = 6
+    messages: int | None = None
+    warmup_seconds: float = 30.0
+    loops: list[str] = field(default_factory=lambda: list(ALL_LOOPS))
+    clients: list[str] = field(default_factory=lambda: list(ALL_CLIENTS))
+    scenarios: list[str] = field(default_factory=lambda: list(ALL_SCENARIOS))
+    out: Path = REPO / "benchmarks" / "results"
+    partitions: int = 4
+    pin: bool = True
+    floor: bool = True
+    rates: list[int] = field(default_factory=lambda: [1000, 10000])
+    latency_seconds: float = 20.0
+    run_timeout: float = 600.0
+    discard_first: bool = True
+
+    def count_for(self, size: int) -> int:
+        """Measured messages per run at ``size`` bytes."""
+        if self.messages is not None:
+            return self.messages
+        return 100_000 if size >= 10240 else 1_000_000
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-able copy."""
+        return {
+            "quick": self.quick,
+            "sizes": self.sizes,
+            "windows": self.windows,
+            "rounds": self.rounds,
+            "messages": {str(s): self.count_for(s) for s in self.sizes},
+            "warmup_seconds": self.warmup_seconds,
+            "loops": self.loops,
+            "clients": self.clients,
+            "scenarios": self.scenarios,
+            "partitions": self.partitions,
+            "pin": self.pin,
+            "floor": self.floor,
+            "rates": self.rates,
+            "latency_seconds": self.latency_seconds,
+            "discard_first": self.discard_first,
+        }
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _names(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [n for n in names if n not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {list(allowed)}")
+        return names
+
+    return parse
+
+
+def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
+    """Build a :class:`BenchConfig` from the command line (``--quick`` sets the quick profile;
+    explicit options override it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="tubemq-aio vs the official Java client on one local TubeMQ broker "
+        "(interleaved rounds, ratios with bootstrap 95 % intervals).",
+    )
+    parser.add_argument("--quick", action="store_true", help="~5 min: 1 KB, W 16/256, 4 rounds")
+    parser.add_argument("--sizes", type=_ints, help="message sizes, e.g. 100,1024,10240")
+    parser.add_argument("--windows", type=_ints, help="produce windows W, e.g. 1,16,256")
+    parser.add_argument("--rounds", type=int, help="rounds per cell (the first is discarded)")
+    parser.add_argument("--messages", type=int, help="measured messages per run")
+    parser.add_argument("--warmup-seconds", type=float, help="produce warm-up per run")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], help="our event loop")
+    parser.add_argument("--clients", type=_names(ALL_CLIENTS), help="aio,java,go")
+    parser.add_argument("--scenarios", type=_names(ALL_SCENARIOS), help="produce,consume,latency")
+    parser.add_argument("--rates", type=_ints, help="latency: offered msg/s, e.g. 1000,10000")
+    parser.add_argument("--latency-seconds", type=float, help="latency: seconds per run")
+    parser.add_argument("--partitions", type=int, help="partitions per topic (default 4)")
+    parser.add_argument("--out", type=Path, help="parent of the result directory")
+    parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
+    floor = parser.add_mutually_exclusive_group()
+    floor.add_argument(
+        "--floor",
+        dest="floor",
+        action="store_true",
+        default=None,
+        help="run the codec/transport micro benchmarks (default: not with --quick)",
+    )
+    floor.add_argument("--no-floor", dest="floor", action="store_false")
+    ns = parser.parse_args(argv)
+    cfg = BenchConfig()
+    if ns.quick:
+        cfg = BenchConfig(
+            quick=True, sizes=[1024], windows=[16, 256], rounds=4, messages=20_000,
+            warmup_seconds=5.0, clients=["aio", "java", "go"], scenarios=["produce", "consume"],
+            floor=False,
+        )  # fmt: skip
+    names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "clients", "scenarios",
+             "partitions", "out", "floor", "rates", "latency_seconds")  # fmt: skip
+    for name in names:
+        value = getattr(ns, name)
+        if value is not None:
+            setattr(cfg, name, value)
+    if ns.loop is not None:
+        cfg.loops = list(ALL_LOOPS) if ns.loop == "both" else [ns.loop]
+    cfg.pin = not ns.no_pin
+    if cfg.rounds < 2:
+        parser.error("--rounds must be at least 2 (the first round is discarded)")
+    return cfg

@@ -1,0 +1,149 @@
+"""What runs: variants (client x loop x mode), cells (scenario x size x W), topics, commands."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from benchmarks.harness.config import BenchConfig
+from benchmarks.peers.build import java_command
+
+#: Baseline of every ratio.
+BASELINE = "java"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One client configuration: ``aio-uvloop``, ``aio-asyncio-iter``, ``java`` ..."""
+
+    name: str
+    client: str
+    loop: str | None
+    mode: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured condition; every variant of the scenario runs in it once per round."""
+
+    scenario: str
+    size: int
+    window: int | None
+    rate: int | None = None
+
+    @property
+    def label(self) -> str:
+        """Short human label, e.g. ``produce 1024 B W=16`` or ``latency 1024 B 1000/s``."""
+        w = f" W={self.window}" if self.window is not None else ""
+        r = f" {self.rate}/s" if self.rate is not None else ""
+        return f"{self.scenario} {self.size} B{w}{r}"
+
+
+def variants(cfg: BenchConfig, scenario: str, java_ok: bool) -> list[Variant]:
+    """Variants of ``scenario``: ours per loop (and per consume API), then Java if available."""
+    out: list[Variant] = []
+    if "aio" in cfg.clients:
+        for loop in cfg.loops:
+            if scenario == "produce":
+                out.append(Variant(f"aio-{loop}", "aio", loop, "closed"))
+            elif scenario == "latency":
+                out.append(Variant(f"aio-{loop}", "aio", loop, "open"))
+            else:
+                out.append(Variant(f"aio-{loop}-iter", "aio", loop, "iter"))
+                out.append(Variant(f"aio-{loop}-batch", "aio", loop, "batch"))
+    if "java" in cfg.clients and java_ok and scenario != "latency":  # Java peer: no open loop
+        mode = "async" if scenario == "produce" else "pull"
+        out.append(Variant(BASELINE, "java", None, mode))
+    return out
+
+
+def cells(cfg: BenchConfig) -> list[Cell]:
+    """Cells in run order: produce (size x W), consume (size), latency (size x rate)."""
+    out: list[Cell] = []
+    if "produce" in cfg.scenarios:
+        out += [Cell("produce", s, w) for s in cfg.sizes for w in cfg.windows]
+    if "consume" in cfg.scenarios:
+        out += [Cell("consume", s, None) for s in cfg.sizes]
+    if "latency" in cfg.scenarios:
+        out += [Cell("latency", s, None, r) for s in cfg.sizes for r in cfg.rates]
+    return out
+
+
+@dataclass
+class TopicPlan:
+    """Topic of each (producing client, size) and the pre-filled consume topic of each size.
+
+    Each client writes its own topic (same partitions and store settings); all consumers read
+    the same pre-filled topic of a size (identical data and layout), each with a new group.
+    """
+
+    produce: dict[tuple[str, int], str] = field(default_factory=dict)
+    consume: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def fresh(cls, run_id: str, clients: Sequence[str], sizes: Sequence[int]) -> TopicPlan:
+        """Names for a new cluster: ``b<run>_p_<client>_<size>`` and ``b<run>_c_<size>``."""
+        plan = cls()
+        for size in sizes:
+            for client in clients:
+                plan.produce[(client, size)] = f"b{run_id}_p_{client.replace('-', '_')}_{size}"
+            plan.consume[size] = f"b{run_id}_c_{size}"
+        return plan
+
+    @classmethod
+    def single(cls, topic: str, clients: Sequence[str], sizes: Sequence[int]) -> TopicPlan:
+        """Every role on one existing topic (for smoke tests on a shared cluster)."""
+        plan = cls()
+        for size in sizes:
+            for client in clients:
+                plan.produce[(client, size)] = topic
+            plan.consume[size] = topic
+        return plan
+
+    def names(self) -> list[str]:
+        """Distinct topic names."""
+        return sorted({*self.produce.values(), *self.consume.values()})
+
+
+def aio_command(args: Sequence[str]) -> list[str]:
+    """Command line of our client worker process."""
+    return [sys.executable, "-m", "benchmarks.harness.aio_worker", *args]
+
+
+def produce_command(
+    v: Variant, master: str, topic: str, count: int, size: int, window: int, warmup: float
+) -> list[str]:
+    """Closed-loop produce command of variant ``v``."""
+    common = ["--master", master, "--topic", topic, "--count", str(count), "--size", str(size),
+              "--concurrency", str(window), "--warmup-seconds", str(warmup)]  # fmt: skip
+    if v.client == "java":
+        return java_command(["produce", *common, "--mode", "async"])
+    return aio_command(["produce", *common, "--loop", v.loop or "asyncio"])
+
+
+def latency_command(
+    v: Variant, master: str, topic: str, size: int, rate: int, seconds: float
+) -> list[str]:
+    """Open-loop latency command of our variant ``v`` (5 s warm-up at the same rate)."""
+    return aio_command(
+        ["latency", "--master", master, "--topic", topic, "--count", "0", "--size", str(size),
+         "--rate", str(rate), "--duration", str(seconds), "--warmup-seconds", "5",
+         "--loop", v.loop or "asyncio", "--mode", "open"]
+    )  # fmt: skip
+
+
+def consume_command(
+    v: Variant, master: str, topic: str, group: str, count: int, idle: float
+) -> list[str]:
+    """Consume command of variant ``v`` (new group, earliest offset, 10 ms not-found wait)."""
+    common = ["--master", master, "--topic", topic, "--group", group, "--count", str(count)]
+    if v.client == "java":
+        return java_command(
+            ["consume", *common, "--idle-timeout-seconds", str(int(idle)),
+             "--not-found-wait-ms", "10"]
+        )  # fmt: skip
+    return aio_command(
+        ["consume", *common, "--loop", v.loop or "asyncio", "--mode", v.mode,
+         "--idle-timeout", str(idle), "--not-found-wait", "0.01"]
+    )  # fmt: skip

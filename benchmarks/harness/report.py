@@ -1,0 +1,267 @@
+"""Turn the runs into ``raw.json``, ``summary.md`` and (when matplotlib is present) PNG plots.
+
+Ratios are per round: in round ``r`` of a cell, ``aio variant / java`` for throughput (msg/s,
+> 1 = ours faster) and for client CPU-seconds per 10**6 messages (< 1 = ours cheaper). A cell
+reports the median of those per-round ratios with a bootstrap 95 % interval, plus the absolute
+medians of every variant. Discarded (first) rounds and failed runs are left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.plan import BASELINE
+from benchmarks.harness.stats import bootstrap_ci, median
+
+Key = tuple[str, int, int | None, int | None]
+LATENCY = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
+           "latency_max_ms")  # fmt: skip
+METRICS = ("msg_per_s", "mb_per_s", "cpu_s_per_1e6", "peak_rss_mb", "broker_cores",
+           "broker_cpu_s_per_1e6", *LATENCY)  # fmt: skip
+
+
+def _kept(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in runs if r["ok"] and not r["discarded"]]
+
+
+def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Absolute medians per (cell, variant) and per-round ratios against the Java baseline."""
+    by_cell: dict[Key, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in _kept(runs):
+        key = (r["scenario"], r["size"], r["window"], r.get("rate"))
+        by_cell[key][r["variant"]].append(r)
+    failed = [r for r in runs if not r["ok"]]
+    cells_out: list[dict[str, Any]] = []
+    for (scenario, size, window, rate), per_variant in by_cell.items():
+        absolute: dict[str, dict[str, Any]] = {}
+        for variant, rs in per_variant.items():
+            row: dict[str, Any] = {"n": len(rs), "errors": sum(int(r.get("errors", 0)) for r in rs)}
+            for m in METRICS:
+                vals = [float(r[m]) for r in rs if r.get(m) is not None]
+                row[m] = median(vals)
+            absolute[variant] = row
+        ratios: dict[str, dict[str, Any]] = {}
+        base = {r["round"]: r for r in per_variant.get(BASELINE, [])}
+        for variant, rs in per_variant.items():
+            if variant == BASELINE or not base:
+                continue
+            speed, cpu = [], []
+            for r in rs:
+                b = base.get(r["round"])
+                if b is None:
+                    continue
+                speed.append(r["msg_per_s"] / b["msg_per_s"])
+                if r.get("cpu_s_per_1e6") and b.get("cpu_s_per_1e6"):
+                    cpu.append(r["cpu_s_per_1e6"] / b["cpu_s_per_1e6"])
+            ratios[variant] = {
+                "n": len(speed),
+                "throughput": median(speed),
+                "throughput_ci95": bootstrap_ci(speed),
+                "throughput_rounds": [round(x, 4) for x in speed],
+                "cpu": median(cpu),
+                "cpu_ci95": bootstrap_ci(cpu),
+                "cpu_rounds": [round(x, 4) for x in cpu],
+            }
+        cells_out.append({"scenario": scenario, "size": size, "window": window, "rate": rate,
+                          "absolute": absolute, "ratios": ratios})  # fmt: skip
+    return {"cells": cells_out, "failed_runs": len(failed)}
+
+
+def floor_vs_real(raw: dict[str, Any], summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Predicted client CPU per produced 1 KB message (codec + transport) vs the measured one."""
+    floor = raw.get("floor")
+    if not floor:
+        return []
+    codec = {c["case"]: float(c["us_per_op"]) for c in floor.get("codec", [])}
+    rows = []
+    for t in floor.get("transport", []):
+        loop = t.get("loop")
+        encode, decode = codec.get("send_request_1k"), codec.get("send_response")
+        if encode is None or decode is None:
+            continue
+        predicted = encode + decode + float(t["us_cpu_per_call"])
+        real = {}
+        for cell in summary["cells"]:
+            if cell["scenario"] == "produce" and cell["size"] == 1024:
+                row = cell["absolute"].get(f"aio-{loop}")
+                if row and row.get("cpu_s_per_1e6") is not None:
+                    real[f"W={cell['window']}"] = row["cpu_s_per_1e6"]  # CPU-s/1e6 msg = us/msg
+        rows.append({"loop": loop, "encode_us": encode, "decode_us": decode,
+                     "transport_us_cpu": float(t["us_cpu_per_call"]),
+                     "floor_us_per_msg": round(predicted, 3), "real_us_per_msg": real})  # fmt: skip
+    return rows
+
+
+def _f(x: float | None, fmt: str = ",.0f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _ratio(value: float | None, ci: list[float] | tuple[float, float] | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{value:.2f}"
+
+
+def _cell_label(c: dict[str, Any]) -> str:
+    w = f", W={c['window']}" if c["window"] is not None else ""
+    r = f", {c['rate']:,} msg/s offered" if c.get("rate") is not None else ""
+    return f"{c['scenario']} {c['size']} B{w}{r}"
+
+
+def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
+    """The human summary: set-up, ratio table, absolute medians, blocked peers, floor."""
+    e, cfg, pin = raw["env"], raw["config"], raw["pinning"]
+    lines = [
+        "# tubemq-aio benchmark summary",
+        "",
+        f"- git {e['git_revision']}; Python {e['python']}, protobuf {e['protobuf']}, "
+        f"uvloop {e['uvloop']}; JDK `{e['jdk']}`; TubeMQ server {raw['cluster']['version']}",
+        f"- CPU `{e['cpu_model']}` × {e['cpus']}; kernel {e['kernel']}; load average "
+        f"{e.get('load_average_start')} at start, {e.get('load_average_end')} at end",
+        f"- pinning: servers {'CPU 0' if pin['servers'] else 'not pinned'}, client "
+        f"{'CPU 1' if pin['client'] else 'not pinned'} ({pin['note']})",
+        f"- sizes {cfg['sizes']}, W {cfg['windows']}, {cfg['rounds']} rounds "
+        f"({'first discarded' if cfg['discard_first'] else 'none discarded'}), messages/run "
+        f"{cfg['messages']}, produce warm-up {cfg['warmup_seconds']} s, "
+        f"{cfg['partitions']} partitions; topic settings "
+        f"{raw['cluster'].get('topic_settings') or 'as given'} (master reports "
+        f"{raw['cluster'].get('topic_settings_reported')})",
+        f"- Java peer: {raw['peers']['java']['status']}; Go peer: {raw['peers']['go']['status']}",
+        f"- failed runs: {summary['failed_runs']}; measuring took {e.get('measure_seconds')} s",
+        "",
+        "## Ratios tubemq-aio / Java (median of per-round ratios [bootstrap 95 % CI])",
+        "",
+        "Throughput > 1: ours faster. CPU < 1: ours uses less client CPU per message.",
+        "",
+        "| cell | variant | n | throughput ratio | CPU/msg ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for c in summary["cells"]:
+        for v, r in sorted(c["ratios"].items()):
+            speed = _ratio(r["throughput"], r["throughput_ci95"])
+            cpu = _ratio(r["cpu"], r["cpu_ci95"])
+            lines.append(f"| {_cell_label(c)} | {v} | {r['n']} | {speed} | {cpu} |")
+    lines += [
+        "",
+        "## Absolute medians",
+        "",
+        "| cell | variant | n | msg/s | MB/s | client CPU-s / 10⁶ msg | peak RSS MB "
+        "| broker cores | broker CPU-s / 10⁶ msg | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary["cells"]:
+        if c["scenario"] == "latency":
+            continue
+        for v, a in sorted(c["absolute"].items()):
+            lines.append(
+                f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | "
+                f"{_f(a['mb_per_s'], '.1f')} | {_f(a['cpu_s_per_1e6'], '.1f')} | "
+                f"{_f(a['peak_rss_mb'], '.0f')} | {_f(a['broker_cores'], '.2f')} | "
+                f"{_f(a['broker_cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
+            )
+    lat = [c for c in summary["cells"] if c["scenario"] == "latency"]
+    if lat:
+        lines += ["", "## Open-loop send latency, tubemq-aio only (ms from intended send time to "
+                  "ack; medians over rounds)", "",
+                  "The Java peer has no open-loop mode, so there is no ratio here.", "",
+                  "| cell | variant | n | achieved msg/s | p50 | p90 | p99 | p99.9 | max "
+                  "| client CPU-s / 10⁶ msg | errors |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for c in lat:
+            for v, a in sorted(c["absolute"].items()):
+                ps = " | ".join(_f(a[m], ".2f") for m in LATENCY)
+                lines.append(
+                    f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | {ps} | "
+                    f"{_f(a['cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
+                )
+    fr = summary.get("floor_vs_real") or []
+    if fr:
+        lines += ["", "## Client-side floor vs real (µs of client CPU per produced 1 KB message)",
+                  "", "| loop | encode | decode | transport | floor | real (aio produce) |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for row in fr:
+            real = ", ".join(f"{k}: {v:.1f}" for k, v in row["real_us_per_msg"].items()) or "–"
+            lines.append(
+                f"| {row['loop']} | {row['encode_us']:.2f} | {row['decode_us']:.2f} | "
+                f"{row['transport_us_cpu']:.2f} | {row['floor_us_per_msg']:.2f} | {real} |"
+            )
+    elif raw.get("floor") is None:
+        lines += ["", "Client-side floor not run (`--floor` to include it)."]
+    lines += ["", "Raw rounds: `raw.json` (per run: the client's JSON line, RSS, broker CPU).", ""]
+    return "\n".join(lines)
+
+
+def plots(out: Path, summary: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """PNG plots (throughput vs W, CPU per message, latency CDFs); [] without matplotlib."""
+    try:
+        mpl = importlib.import_module("matplotlib")
+        mpl.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return []
+    written = []
+    produce = [c for c in summary["cells"] if c["scenario"] == "produce"]
+    for size in sorted({c["size"] for c in produce}):
+        cs = sorted((c for c in produce if c["size"] == size), key=lambda c: c["window"])
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for v in sorted({v for c in cs for v in c["absolute"]}):
+            pts = [(c["window"], c["absolute"][v]["msg_per_s"]) for c in cs if v in c["absolute"]]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=v)
+        ax.set(xscale="log", xlabel="W (in flight)", ylabel="msg/s (median)",
+               title=f"produce {size} B")  # fmt: skip
+        ax.legend()
+        name = f"produce_throughput_{size}.png"
+        fig.savefig(out / name, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        written.append(name)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels, values = [], []
+    for c in summary["cells"]:
+        for v, a in sorted(c["absolute"].items()):
+            if a["cpu_s_per_1e6"] is not None:
+                labels.append(f"{_cell_label(c)}\n{v}")
+                values.append(a["cpu_s_per_1e6"])
+    if values:
+        ax.barh(labels, values)
+        ax.set(xlabel="client CPU-s per 10⁶ messages (median)")
+        ax.tick_params(axis="y", labelsize=6)
+        fig.savefig(out / "cpu_per_message.png", dpi=100, bbox_inches="tight")
+        written.append("cpu_per_message.png")
+    plt.close(fig)
+    lat = [r for r in _kept(runs) if r["scenario"] == "latency" and r["peer"].get("latency_cdf")]
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        last: dict[tuple[str, int, int | None], dict[str, Any]] = {}
+        for r in lat:  # the last kept round of each (variant, size, rate)
+            last[(r["variant"], r["size"], r.get("rate"))] = r
+        for (variant, size, rate), r in sorted(last.items()):
+            xs, ys = zip(*r["peer"]["latency_cdf"], strict=True)
+            ax.plot(xs, ys, label=f"{variant} {size} B {rate}/s")
+        ax.set(xscale="log", xlabel="latency ms (intended send -> ack)", ylabel="fraction",
+               title="open-loop send latency (last round)")  # fmt: skip
+        ax.legend(fontsize=7)
+        fig.savefig(out / "latency_cdf.png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        written.append("latency_cdf.png")
+    return written
+
+
+def write_all(out: Path, raw: dict[str, Any]) -> None:
+    """Write ``raw.json`` (with the analysis), ``summary.md`` and the plots into ``out``."""
+    summary = analyse(raw["runs"])
+    summary["floor_vs_real"] = floor_vs_real(raw, summary)
+    raw["summary"] = summary
+    try:
+        raw["plots"] = plots(out, summary, raw["runs"])
+    except Exception as exc:  # a plotting problem must never lose the measurements
+        raw["plots"] = []
+        raw["plots_note"] = f"plotting failed: {exc!r}"
+    else:
+        if not raw["plots"]:
+            raw["plots_note"] = "matplotlib not installed: no PNG plots"
+    (out / "raw.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    (out / "summary.md").write_text(markdown(raw, summary))

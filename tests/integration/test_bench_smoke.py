@@ -1,0 +1,68 @@
+"""Smoke test of the benchmark harness (``python -m benchmarks``) on the session cluster.
+
+One tiny round (2 000 messages, no warm-up, not pinned) of every client: tubemq-aio produce +
+consume (``async for`` and ``getmany``) in its own process, and the Java peer produce +
+consume. It checks that the result files exist and hold numbers for each client; it makes no
+timing assertions (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.harness.config import BenchConfig
+from benchmarks.harness.plan import TopicPlan
+from benchmarks.harness.session import run_bench
+from tubemq_aio.testing import LocalCluster
+
+EXPECTED = {
+    ("produce", "aio-asyncio"),
+    ("produce", "java"),
+    ("consume", "aio-asyncio-iter"),
+    ("consume", "aio-asyncio-batch"),
+    ("consume", "java"),
+}
+
+
+async def test_one_tiny_round_per_client_writes_numbers(
+    cluster: LocalCluster, topic: str, tmp_path: Path
+) -> None:
+    cfg = BenchConfig(
+        sizes=[1024],
+        windows=[16],
+        rounds=1,
+        discard_first=False,
+        messages=2000,
+        warmup_seconds=0.0,
+        loops=["asyncio"],
+        clients=["aio", "java", "go"],
+        scenarios=["produce", "consume"],
+        out=tmp_path,
+        pin=False,
+        floor=False,
+        run_timeout=120.0,
+    )
+    plan = TopicPlan.single(topic, ["aio-asyncio", "java"], [1024])
+    out = await run_bench(cfg, cluster=cluster, topics=plan)
+
+    raw = json.loads((out / "raw.json").read_text())
+    summary = (out / "summary.md").read_text()
+    runs = {(r["scenario"], r["variant"]): r for r in raw["runs"]}
+    assert set(runs) == EXPECTED
+    for key, run in runs.items():
+        assert run["ok"], (key, run["error"], run["peer"])
+        assert run["peer"]["messages"] >= 2000, key
+        for field in ("msg_per_s", "cpu_s_per_1e6", "peak_rss_mb"):
+            assert isinstance(run[field], int | float), (key, field)
+            assert run[field] > 0, (key, field, run[field])
+        assert isinstance(run.get("broker_cpu_s"), int | float), key
+    for cell in raw["summary"]["cells"]:
+        for variant, ratio in cell["ratios"].items():
+            assert isinstance(ratio["throughput"], float), (cell["scenario"], variant)
+            assert isinstance(ratio["cpu"], float), (cell["scenario"], variant)
+    assert raw["peers"]["go"]["status"].startswith("blocked: module not available")
+    assert raw["env"]["python"]
+    assert raw["env"]["git_revision"]
+    for name in ("aio-asyncio", "aio-asyncio-iter", "aio-asyncio-batch", "java", "blocked"):
+        assert name in summary
