@@ -270,3 +270,25 @@ async def test_async_for_and_protection_timeout(
     assert Counter(bodies) == Counter(f"it-{i}".encode() for i in range(12))
     assert set(held) <= set(bodies)
     assert c0.stats.expired >= 1
+
+
+async def test_automatic_reassignment_splits_and_reads_everything(
+    cluster: LocalCluster, topic: str, closing: list[ClientBalancedConsumer]
+) -> None:
+    """With ``reassign_interval`` the nodes connect their modulo share by themselves."""
+    sent = await produce(cluster, topic, 60, "auto")
+    group = f"g_auto_{topic}"
+    nodes = [cb(cluster, group, topic, n, reassign_interval=1.0) for n in (0, 1)]
+    closing.extend(nodes)
+    for node in nodes:
+        await node.start()
+    keys = sorted(sent)
+    expected = [assign_modulo(keys, 2, n) for n in (0, 1)]
+    deadline = time.monotonic() + 30
+    while [sorted(node.assignment()) for node in nodes] != expected:
+        assert time.monotonic() < deadline, [node.assignment() for node in nodes]
+        await asyncio.sleep(0.2)
+    got = await drain(nodes, 60)
+    assert Counter(body for _, body in got) == Counter(
+        body for items in sent.values() for _, body in items
+    )

@@ -15,6 +15,7 @@ from typing import Any
 from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.sweeper import cancel_and_wait
+from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
 from tubemq_aio.consumer._cb_models import (
     PartitionAlreadyConnectedError,
     PartitionMeta,
@@ -74,6 +75,9 @@ class ClientBalancedConsumer(AsyncLifecycle):
         node_id: this client's index in ``[0, source_count - 1]``.
         consume_from: where a partition without a stored group offset starts when connected
             with ``offset=None``: ``"latest"`` (default), ``"earliest"`` or ``"latest_always"``.
+        reassign_interval: seconds between automatic re-assignments (``None``: off, the
+            application connects partitions itself); see ``_cb_assigner``.
+        assignor: picks this node's partitions for the automatic re-assignment.
         config: a complete :class:`ConsumerConfig` instead of ``masters``/``group``/``topics``.
         **options: further :class:`ConsumerConfig` fields (``confirm_timeout``,
             ``heartbeat_interval``, ``fetchers``, ...).
@@ -101,6 +105,8 @@ class ClientBalancedConsumer(AsyncLifecycle):
         source_count: int = 0,
         node_id: int = 0,
         consume_from: ConsumeFrom = "latest",
+        reassign_interval: float | None = None,
+        assignor: Assignor = assign_modulo,
         config: ConsumerConfig | None = None,
         **options: Any,
     ) -> None:
@@ -128,6 +134,9 @@ class ClientBalancedConsumer(AsyncLifecycle):
         self._closed = False
         self._iterator = MessageIterator(self.fetch, auto_ack=config.auto_ack)
         self._lock = asyncio.Lock()  # connect/disconnect/read_at of one consumer in turn
+        if reassign_interval is not None and reassign_interval <= 0:
+            raise ConfigError("reassign_interval must be positive (or None to turn it off)")
+        self._reassign = (reassign_interval, assignor)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running" if self._started else "new"
@@ -176,6 +185,9 @@ class ClientBalancedConsumer(AsyncLifecycle):
         self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
         for i in range(self.config.fetchers):
             self._spawn(engine.run(), f"fetch-{i}")
+        period, assignor = self._reassign
+        if period is not None:
+            self._spawn(keep_assigned(self, period, assignor), "reassign")
         log.info("client-balanced consumer %s registered", session.client_id)
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
