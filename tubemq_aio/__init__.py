@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.consumer import (
+    BoundConsume,
     ClientBalancedConsumer,
     Consumer,
     ConsumerConfig,
@@ -35,6 +36,7 @@ from tubemq_aio.protocol.producer_rpc import SendResult
 from tubemq_aio.protocol.routing import Partitioner
 
 __all__ = [
+    "BoundConsume",
     "ClientBalancedConsumer",
     "ClientClosedError",
     "ClientConfig",

@@ -1,6 +1,7 @@
 """Consumers: the server-balanced :class:`Consumer` and the :class:`ClientBalancedConsumer`."""
 
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
+from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
 from tubemq_aio.consumer.client_balanced import (
     ClientBalancedConsumer,
     PartitionMeta,
@@ -11,6 +12,8 @@ from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.consumer.consumer import Consumer
 
 __all__ = [
+    "BoundConsume",
+    "BoundConsumeError",
     "ClientBalancedConsumer",
     "Consumer",
     "ConsumerConfig",

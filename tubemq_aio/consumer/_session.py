@@ -101,6 +101,10 @@ class MasterSession:
         self.stopping = False
         self._stopped = asyncio.Event()
         self.session_time_ms = _now_ms()
+        #: Bound consumption: the client's belief that the group is not yet allocated (§1.3).
+        self.not_allocated = True
+        self._bound_offsets = config.bound.partition_offsets if config.bound else {}
+        self._bootstrapped: set[PartitionKey] = set()
         self.is_paused: Callable[[PartitionKey], bool] = lambda key: False
         self.on_assigned: Callable[[list[str]], object] | None = None
         self.on_revoked: Callable[[list[str]], object] | None = None
@@ -118,6 +122,8 @@ class MasterSession:
         return [s.format() for s in self.leases.subscribe_infos(self.client_id, self.config.group)]
 
     def _apply(self, rsp: rpc.MasterResponse) -> None:
+        if rsp.not_allocated is False:  # copied true -> false only (§1.3)
+            self.not_allocated = False
         self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
         try:
             rsp.flow.apply(self.flow)
@@ -138,6 +144,7 @@ class MasterSession:
             topic_conditions=[TopicCondition(t, f).format() for t, f in cfg.topics.items() if f],
             session_time_ms=self.session_time_ms,
             flow=self.flow,
+            bound=cfg.bound.session(not_allocated=self.not_allocated) if cfg.bound else None,
             auth=self.tokens.register_auth(_now_ms(), _nonce()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body)
@@ -310,18 +317,24 @@ class MasterSession:
 
     async def _register_partition(self, partition: Partition) -> int:
         first = self.leases.book_registration(partition.key)
+        boot = self._bootstrap_offset(partition.key)
         try:
-            rsp = await self.broker.register(
-                partition,
-                read_status=self.config.position.read_status(first),
-                filters=self.config.filters_of(partition.topic),
-            )
+            if boot is None:
+                rsp = await self.broker.register(
+                    partition,
+                    read_status=self.config.position.read_status(first),
+                    filters=self.config.filters_of(partition.topic),
+                )
+            else:
+                rsp = await self._register_at(partition, boot)
         except (TubeMQError, OSError) as exc:
             log.warning("register of %s at its broker failed: %r", partition.key, exc)
             return 599
         if not rsp.success:
             log.info("broker refused %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
             return rsp.err_code
+        if boot is not None:
+            self._bootstrapped.add(partition.key)
         self.leases.add(
             partition, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
         )
@@ -329,6 +342,34 @@ class MasterSession:
             self.leases.pause([partition.key])
         self.engine.notify()
         return 200
+
+    def _bootstrap_offset(self, key: PartitionKey) -> int | None:
+        """The bound offset ``key`` starts at: until its first successful registration of the
+        session, while the first connect event is pending and the group is not allocated (§1.4
+        item 4); a refused attempt (e.g. 410) retries with the offset."""
+        if key in self._bootstrapped or not self.hb_state.first_connect_pending:
+            return None
+        if not self.not_allocated:
+            return None
+        return self._bound_offsets.get(key)
+
+    async def _register_at(self, partition: Partition, offset: int) -> rpc.OffsetResponse:
+        """Broker register (opType 31) carrying ``currOffset``; readStatus 0 so the broker
+        applies the offset (readStatus 2 would make it ignore it, §3.2)."""
+        broker = self.broker
+        log.info("bound consumption: %s starts at offset %d", partition.key, offset)
+        body = rpc.build_broker_register(
+            client_id=self.client_id,
+            group=self.config.group,
+            key=partition.key,
+            read_status=0,
+            filters=self.config.filters_of(partition.topic),
+            curr_offset=offset,
+            qry_priority_id=broker.flow.qry_priority_id,
+            auth=broker.tokens.broker_auth(),
+        )
+        data = await broker.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
+        return rpc.parse_offset_response(data)
 
     async def release_partition(self, partition: Partition, rollback_in_use: bool = True) -> None:
         """Remove a partition locally and unregister it at its broker (errors logged)."""

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from tubemq_aio.config import ClientConfig
+from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.consumer_meta import (
     ConsumePosition,
@@ -87,6 +88,8 @@ class ConsumerConfig(ClientConfig):
             asks for the next one; ``False`` leaves it to :meth:`Consumer.commit` (manual ack).
         close_timeout: seconds :meth:`Consumer.close` spends on unregistering and closing at the
             master before giving up on the server side.
+        bound: bound consumption (:class:`~tubemq_aio.consumer.bound.BoundConsume`): start the
+            requested partitions at exactly the given offsets; ``None`` (default) = normal.
     """
 
     group: str
@@ -102,6 +105,7 @@ class ConsumerConfig(ClientConfig):
     deliver_corrupt: bool = False
     auto_ack: bool = True
     close_timeout: float = 10.0
+    bound: BoundConsume | None = None
 
     def __post_init__(self) -> None:
         ClientConfig.__post_init__(self)
@@ -127,6 +131,12 @@ class ConsumerConfig(ClientConfig):
             raise ConfigError("register_attempts must be at least 1")
         if self.close_timeout <= 0:
             raise ConfigError("close_timeout must be positive")
+        if self.bound is not None:
+            if not isinstance(self.bound, BoundConsume):
+                raise BoundConsumeError("bound must be a BoundConsume")
+            for key in self.bound.partition_offsets:
+                if key.topic not in self.topics:
+                    raise BoundConsumeError(f"bound offset for {key}: topic not subscribed")
 
     @property
     def position(self) -> ConsumePosition:

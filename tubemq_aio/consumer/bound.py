@@ -1,0 +1,102 @@
+"""Bound ("effectively-once") consumption: restart a group at exactly the given offsets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from tubemq_aio.protocol.consumer_meta import (
+    BoundSession,
+    ConsumerConfigError,
+    MalformedMetaError,
+    PartitionKey,
+)
+
+__all__ = ["BoundConsume", "BoundConsumeError"]
+
+
+class BoundConsumeError(ConsumerConfigError):
+    """A :class:`BoundConsume` argument is malformed (key, offset, session key or count)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoundConsume:
+    """Bound consumption of one session (master consume type ``CONSUME_BAND``, §1.4).
+
+    Every member of the group passes the same ``session_key`` and ``source_count``; the master
+    waits until ``source_count`` members are connected, then hands each requested partition to
+    its requester, which starts it at exactly the given offset (first connect of the session
+    only). Partitions nobody requested are balanced normally.
+
+    Attributes:
+        session_key: identifies one bound session; a new key starts a new session.
+        source_count: how many consumers join the session (>= 1).
+        select_big: when two members request different offsets for one partition, keep the
+            larger (True) or the smaller one.
+        offsets: ``"brokerId:topic:partitionId"`` -> index offset to start at (>= 0), e.g.
+            ``SendResult.append_offset`` of the first message to consume.
+
+    Raises:
+        BoundConsumeError: blank session key, ``source_count < 1``, a malformed partition key
+            or a negative / non-integer offset.
+    """
+
+    session_key: str
+    source_count: int
+    select_big: bool = True
+    offsets: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.session_key, str) or not self.session_key.strip():
+            raise BoundConsumeError("bound consumption needs a non-blank session key")
+        if "," in self.session_key:
+            raise BoundConsumeError("the session key must not contain ','")
+        object.__setattr__(self, "session_key", self.session_key.strip())
+        count = self.source_count
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise BoundConsumeError(f"source_count must be an integer >= 1, got {count!r}")
+        if not isinstance(self.select_big, bool):
+            raise BoundConsumeError("select_big must be a bool")
+        if not isinstance(self.offsets, Mapping):
+            raise BoundConsumeError("offsets must be a mapping partition key -> offset")
+        parsed: dict[str, int] = {}
+        for raw_key, offset in self.offsets.items():
+            key = self._parse_key(raw_key)
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise BoundConsumeError(f"offset of {key} must be an integer, got {offset!r}")
+            if offset < 0:
+                raise BoundConsumeError(f"offset of {key} is negative: {offset}")
+            text = key.format()
+            if text in parsed:
+                raise BoundConsumeError(f"partition {text} given twice")
+            parsed[text] = offset
+        object.__setattr__(self, "offsets", MappingProxyType(parsed))
+
+    @staticmethod
+    def _parse_key(raw_key: object) -> PartitionKey:
+        if isinstance(raw_key, PartitionKey):
+            return raw_key
+        if not isinstance(raw_key, str):
+            raise BoundConsumeError(f"partition key must be a string, got {raw_key!r}")
+        try:
+            return PartitionKey.parse(raw_key.strip())
+        except (MalformedMetaError, ValueError) as exc:
+            raise BoundConsumeError(
+                f"malformed partition key {raw_key!r} (want brokerId:topic:partitionId): {exc}"
+            ) from None
+
+    @property
+    def partition_offsets(self) -> dict[PartitionKey, int]:
+        """:attr:`offsets` keyed by :class:`PartitionKey`."""
+        return {PartitionKey.parse(k): v for k, v in self.offsets.items()}
+
+    def session(self, *, not_allocated: bool) -> BoundSession:
+        """The register fields (§1.2 fields 9–13) with the client's allocation belief."""
+        return BoundSession(
+            session_key=self.session_key,
+            source_count=self.source_count,
+            select_big=self.select_big,
+            offsets=self.partition_offsets,
+            not_allocated=not_allocated,
+        )
