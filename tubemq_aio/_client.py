@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import socket
+import time
 from types import TracebackType
 from typing import Self
 
@@ -10,7 +12,7 @@ from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.config import ClientConfig
 
-__all__ = ["AsyncLifecycle", "local_ip_towards", "open_pool"]
+__all__ = ["AsyncLifecycle", "auth_stamp", "local_ip_towards", "open_pool", "wall_ms"]
 
 
 def open_pool(config: ClientConfig) -> ConnectionPool:
@@ -38,6 +40,16 @@ def local_ip_towards(host: str, port: int = 9) -> str:
             return address
     except OSError:
         return "127.0.0.1"
+
+
+def wall_ms() -> int:
+    """Wall-clock milliseconds since the epoch (what TubeMQ puts on the wire)."""
+    return time.time_ns() // 1_000_000
+
+
+def auth_stamp() -> tuple[int, int]:
+    """``(timestamp_ms, nonce)`` for a fresh signed ``AuthenticateInfo`` (notes §6.2)."""
+    return wall_ms(), random.getrandbits(31)
 
 
 class AsyncLifecycle:

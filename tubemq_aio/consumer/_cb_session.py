@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import time
 from collections.abc import Callable, Iterable
 
+from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.auth import TokenState
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
@@ -50,14 +49,6 @@ _REGISTER_FAIL_WAIT = 1.0
 #: A connect is tried twice, 1 s apart, when the broker says 410 (stale holder, §8.4).
 _CONNECT_ATTEMPTS = 2
 _CONNECT_RETRY_WAIT = 1.0
-
-
-def _nonce() -> int:
-    return random.randint(0, 2**31 - 1)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ClientBalanceSession:
@@ -130,7 +121,7 @@ class ClientBalanceSession:
             broker_config_list=rsp.broker_config_list,
             topic_meta_id=rsp.topic_meta_id,
             topic_meta_list=rsp.topic_meta_list,
-            wall_ms=_now_ms(),
+            wall_ms=wall_ms(),
         )
 
     # ---- master RPCs -------------------------------------------------------------------------
@@ -152,7 +143,7 @@ class ClientBalanceSession:
             assigned_time_ms=cache.assigned_time_ms,
             part_sub_info=format_part_sub_info(held) if held else None,
             flow=self.flow,
-            auth=self.tokens.register_auth(_now_ms(), _nonce()),
+            auth=self.tokens.register_auth(*auth_stamp()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body)
         rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
@@ -197,7 +188,7 @@ class ClientBalanceSession:
                 group=self.config.group,
                 broker_config_id=self.cache.broker_config_id,
                 topic_meta_id=self.cache.topic_meta_id,
-                auth=self.tokens.heartbeat_auth(_now_ms(), _nonce()),
+                auth=self.tokens.heartbeat_auth(*auth_stamp()),
             )
             data = await self.invoker.call(Method.MASTER_CONSUMER_GET_PART_META, body)
             rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_GET_PART_META, data)
@@ -214,7 +205,7 @@ class ClientBalanceSession:
         body = rpc.build_close(
             client_id=self.client_id,
             group=self.config.group,
-            auth=self.tokens.register_auth(_now_ms(), _nonce()),
+            auth=self.tokens.register_auth(*auth_stamp()),
         )
         try:
             await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
@@ -258,7 +249,7 @@ class ClientBalanceSession:
             assigned_time_ms=cache.assigned_time_ms,
             part_sub_info=self.reporter.next(self.held()),
             flow=self.flow,
-            auth=self.tokens.heartbeat_auth(_now_ms(), _nonce()),
+            auth=self.tokens.heartbeat_auth(*auth_stamp()),
         )
         try:
             data = await self.invoker.call(Method.MASTER_CONSUMER_HEARTBEAT_V2, body)

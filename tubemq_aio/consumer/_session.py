@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import time
 from collections.abc import Callable, Iterable
 
+from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.auth import TokenState
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
@@ -47,14 +46,6 @@ _REGISTER_FAIL_WAIT = 1.0
 _HEARTBEAT_BACKOFF = 60.0
 #: How often a rebalance wait for returned partitions re-checks (Java polls every 200 ms).
 _RETURN_POLL = 0.05
-
-
-def _nonce() -> int:
-    return random.randint(0, 2**31 - 1)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class MasterSession:
@@ -100,7 +91,7 @@ class MasterSession:
         self._heartbeat_wake = asyncio.Event()
         self.stopping = False
         self._stopped = asyncio.Event()
-        self.session_time_ms = _now_ms()
+        self.session_time_ms = wall_ms()
         #: Bound consumption: the client's belief that the group is not yet allocated (§1.3).
         self.not_allocated = True
         self._bound_offsets = config.bound.partition_offsets if config.bound else {}
@@ -145,7 +136,7 @@ class MasterSession:
             session_time_ms=self.session_time_ms,
             flow=self.flow,
             bound=cfg.bound.session(not_allocated=self.not_allocated) if cfg.bound else None,
-            auth=self.tokens.register_auth(_now_ms(), _nonce()),
+            auth=self.tokens.register_auth(*auth_stamp()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body)
         rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
@@ -182,7 +173,7 @@ class MasterSession:
         body = rpc.build_close(
             client_id=self.client_id,
             group=self.config.group,
-            auth=self.tokens.register_auth(_now_ms(), _nonce()),
+            auth=self.tokens.register_auth(*auth_stamp()),
         )
         try:
             await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
@@ -223,7 +214,7 @@ class MasterSession:
             flow=self.flow,
             event=report.event,
             subscribe_info=self._subscribe_info() if report.report_subscribe_info else None,
-            auth=self.tokens.heartbeat_auth(_now_ms(), _nonce()),
+            auth=self.tokens.heartbeat_auth(*auth_stamp()),
         )
         try:
             data = await self.invoker.call(Method.MASTER_CONSUMER_HEARTBEAT, body)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from tubemq_aio import __version__
-from tubemq_aio._client import local_ip_towards
+from tubemq_aio._client import auth_stamp, local_ip_towards
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
     ServerError,
@@ -103,9 +103,6 @@ class ProducerSession:
         """Whether ``topic`` was published."""
         return topic in self._published
 
-    def _auth_args(self) -> tuple[int, int]:
-        return time.time_ns() // 1_000_000, random.getrandbits(31)
-
     async def register(self) -> None:
         """Register at the master, retrying like the Java client (§4.8).
 
@@ -131,7 +128,7 @@ class ProducerSession:
             topics=self._published,
             broker_checksum=self.metadata.broker_checksum,
             config_id=self.metadata.config_id,
-            auth=self.tokens.register_auth(*self._auth_args()),
+            auth=self.tokens.register_auth(*auth_stamp()),
             runtime_version=f"python-{platform.python_version()}",
         )
         response = parse_register_response(
@@ -174,7 +171,7 @@ class ProducerSession:
             topics=self._published,
             broker_checksum=self.metadata.heartbeat_checksum(self._clock()),
             config_id=self.metadata.config_id,
-            auth=self.tokens.heartbeat_auth(*self._auth_args()),
+            auth=self.tokens.heartbeat_auth(*auth_stamp()),
         )
         response = parse_heartbeat_response(
             await self._invoker.call(Method.MASTER_PRODUCER_HEARTBEAT, body)
@@ -241,7 +238,7 @@ class ProducerSession:
             return
         self.registered = False
         body = build_close_request(
-            client_id=self.client_id, auth=self.tokens.close_auth(*self._auth_args())
+            client_id=self.client_id, auth=self.tokens.close_auth(*auth_stamp())
         )
         try:
             response = parse_close_response(
