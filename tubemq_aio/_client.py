@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 import socket
 import time
+from collections.abc import Awaitable
 from types import TracebackType
 from typing import Self
 
@@ -12,7 +15,16 @@ from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.config import ClientConfig
 
-__all__ = ["AsyncLifecycle", "auth_stamp", "local_ip_towards", "open_pool", "wall_ms"]
+__all__ = [
+    "AsyncLifecycle",
+    "auth_stamp",
+    "local_ip_towards",
+    "open_pool",
+    "spawn_owned",
+    "wall_ms",
+]
+
+log = logging.getLogger("tubemq_aio")
 
 
 def open_pool(config: ClientConfig) -> ConnectionPool:
@@ -50,6 +62,22 @@ def wall_ms() -> int:
 def auth_stamp() -> tuple[int, int]:
     """``(timestamp_ms, nonce)`` for a fresh signed ``AuthenticateInfo`` (notes §6.2)."""
     return wall_ms(), random.getrandbits(31)
+
+
+def spawn_owned(owner: list[asyncio.Task[None]], coro: Awaitable[None], name: str) -> None:
+    """Start a named background task owned by a client (``owner`` is cancelled on close).
+
+    A task that dies with an exception is logged, so a bug never ends a loop silently.
+    """
+    task = asyncio.ensure_future(coro)
+    task.set_name(name)
+    task.add_done_callback(_log_crash)
+    owner.append(task)
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("background task %s crashed", task.get_name(), exc_info=exc)
 
 
 class AsyncLifecycle:

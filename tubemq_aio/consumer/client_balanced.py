@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from tubemq_aio._client import AsyncLifecycle
+from tubemq_aio._client import AsyncLifecycle, spawn_owned
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.sweeper import cancel_and_wait
 from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
@@ -191,10 +191,7 @@ class ClientBalancedConsumer(AsyncLifecycle):
         log.info("client-balanced consumer %s registered", session.client_id)
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(f"tubemq-cb-consumer-{name}")
-        task.add_done_callback(_log_crash)
-        self._tasks.append(task)
+        spawn_owned(self._tasks, coro, f"tubemq-cb-consumer-{name}")
 
     def _on_unsubscribable(self, keys: list[PartitionKey]) -> None:
         log.info("partitions %s are no longer subscribable; disconnecting", [str(k) for k in keys])
@@ -404,8 +401,3 @@ class ClientBalancedConsumer(AsyncLifecycle):
                 stats=self.stats,
                 deliver_corrupt=self.config.deliver_corrupt,
             )
-
-
-def _log_crash(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("client-balanced consumer task %s crashed", task.get_name(), exc_info=exc)

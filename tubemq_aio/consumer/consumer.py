@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from tubemq_aio._client import AsyncLifecycle, local_ip_towards, open_pool
+from tubemq_aio._client import AsyncLifecycle, local_ip_towards, open_pool, spawn_owned
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.sweeper import cancel_and_wait
 from tubemq_aio.auth import TokenState
@@ -174,10 +174,7 @@ class Consumer(AsyncLifecycle):
         log.info("consumer %s registered for %s", session.client_id, list(cfg.topics))
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(f"tubemq-consumer-{name}")
-        task.add_done_callback(_log_crash)
-        self._tasks.append(task)
+        spawn_owned(self._tasks, coro, f"tubemq-consumer-{name}")
 
     def _call_assigned(self, keys: list[str]) -> None:
         if self.on_assigned is not None:
@@ -346,8 +343,3 @@ def _safe_call(callback: PartitionsCallback, keys: list[str]) -> None:
         callback(keys)
     except Exception:
         log.exception("rebalance listener %r failed", callback)
-
-
-def _log_crash(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("consumer task %s crashed", task.get_name(), exc_info=exc)
