@@ -32,7 +32,7 @@ from tubemq_aio.testing import ClusterError, LocalCluster
 
 IT_BROKERS = int(os.environ.get("TUBEMQ_AIO_IT_BROKERS", "2"))
 TOPIC_PARTITIONS = 3
-POOL_SIZE = 24
+POOL_SIZE = 40
 REFILL_BATCH = 8
 
 _RUN_ID = uuid.uuid4().hex[:6]
