@@ -251,6 +251,12 @@ class FetchEngine:
             base_wait_ms=reaction.wait_ms,
             filter_consume=bool(filters),
         )
+        if rsp.err_code == 404:
+            self.stats.not_found += 1
+            self.stats.not_found_wait_ms += wait_ms
+        elif rsp.err_code == 452:
+            self.stats.speed_limited += 1
+            self.stats.speed_limit_wait_ms += wait_ms
         self.leases.release(key, lease.token, now, wait_ms=wait_ms, consumed=False)
         return False
 

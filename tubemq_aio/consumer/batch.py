@@ -54,6 +54,10 @@ class ConsumerStats:
         fetch_errors: fetches that failed with an RPC error (network, timeout).
         acks: batches acknowledged; nacks: batches rejected; expired: batches taken back
             because they were not acknowledged in time (or their partition moved away).
+        not_found / not_found_wait_ms: fetches answered 404 (no new data) and the total rest
+            they imposed (``msg_not_found_wait``, or a type-1 frequency rule of the master).
+        speed_limited / speed_limit_wait_ms: fetches answered 452 (the broker's consume speed
+            limit) and the total rest they imposed (the broker's ``minLimitTime``).
     """
 
     fetches: int = 0
@@ -67,6 +71,10 @@ class ConsumerStats:
     acks: int = 0
     nacks: int = 0
     expired: int = 0
+    not_found: int = 0
+    not_found_wait_ms: int = 0
+    speed_limited: int = 0
+    speed_limit_wait_ms: int = 0
 
     def snapshot(self) -> dict[str, int]:
         """The counters as a new dict."""
