@@ -10,6 +10,7 @@ import pytest
 
 from tubemq_aio.consumer import Consumer, ConsumerConfig
 from tubemq_aio.consumer._session import MasterSession
+from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol import consumer_rpc as rpc
@@ -75,9 +76,11 @@ def session(bound: BoundConsume | None) -> MasterSession:
     config = ConsumerConfig(masters=MASTER, group="g1", topics=["t"], bound=bound)  # type: ignore[arg-type]
     broker = SimpleNamespace(client_id="cid")
     stub: Any = None
-    return MasterSession(
-        config, stub, cast(Any, broker), stub, stub, FlowControlState(), stub, "h", time.monotonic
-    )
+    parts = ConsumerWiring(
+        stub, stub, cast(Any, broker), stub, stub, FlowControlState(), stub, "h", time.monotonic,
+        False,
+    )  # fmt: skip
+    return MasterSession(config, parts)
 
 
 def test_register_fields_and_not_allocated() -> None:

@@ -11,35 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from tubemq_aio._client import local_ip_towards, open_pool
-from tubemq_aio._io.pool import ConnectionPool
-from tubemq_aio.auth import TokenState
-from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._cb_models import (
     PartitionNotSubscribableError,
     PositionedRead,
     UnknownPartitionError,
-    make_balance_consumer_id,
     parse_key,
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.batch import ConsumerStats
-from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import server_error
-from tubemq_aio.master import MasterInvoker, PoolCaller
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey
 from tubemq_aio.protocol.consumer_rpc import RawMessage
-from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.message import MessageDecodeError, decode_payload
-from tubemq_aio.protocol.partitions import PartitionLeases
 
 __all__ = [
     "decode_messages",
-    "open_session",
     "read_batch",
     "release_after_confirm",
     "resolve_partition",
@@ -49,39 +39,6 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: How often a disconnect re-checks whether the application confirmed the partition's batch.
 _CONFIRM_POLL = 0.05
-
-
-def open_session(
-    cfg: ConsumerConfig,
-    node: tuple[int, int],
-    leases: PartitionLeases,
-    stats: ConsumerStats,
-    clock: Callable[[], float],
-) -> tuple[ConnectionPool, FetchEngine, ClientBalanceSession]:
-    """Wire pool, broker RPCs, fetch engine and master session of one consumer (no I/O yet).
-
-    ``node`` is ``(sourceCount, nodeId)`` as sent (:func:`validate_node`).
-    """
-    pool = open_pool(cfg)
-    tls = cfg.ssl_context is not None
-    first = cfg.masters[0]
-    host = cfg.client_host or local_ip_towards(first.host, first.port)
-    flow, tokens = FlowControlState(), TokenState(cfg.credentials)
-    broker = BrokerRpc(
-        pool,
-        client_id=make_balance_consumer_id(cfg.group, host),
-        group=cfg.group,
-        tokens=tokens,
-        flow=flow,
-        timeout=cfg.rpc_timeout,
-        tls=tls,
-    )
-    engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
-    invoker = MasterInvoker(PoolCaller(pool, tls=tls), cfg.masters, cfg.rpc_timeout)
-    session = ClientBalanceSession(
-        cfg, node[0], node[1], invoker, broker, engine, leases, flow, tokens, host, clock, tls=tls
-    )
-    return pool, engine, session
 
 
 async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Partition:

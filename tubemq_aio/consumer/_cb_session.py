@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from tubemq_aio._client import auth_stamp, wall_ms
-from tubemq_aio.auth import TokenState
-from tubemq_aio.consumer._broker import BrokerRpc
-from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError, server_error
-from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.client_balance import (
     PartitionMetaCache,
@@ -36,68 +33,37 @@ from tubemq_aio.protocol.consumer_meta import (
     ReadStatus,
     TopicCondition,
 )
-from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
-from tubemq_aio.protocol.partitions import PartitionLeases
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ClientBalanceSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``regFailWaitPeriodMs`` (§1.3), seconds between register attempts.
-_REGISTER_FAIL_WAIT = 1.0
 #: A connect is tried twice, 1 s apart, when the broker says 410 (stale holder, §8.4).
 _CONNECT_ATTEMPTS = 2
 _CONNECT_RETRY_WAIT = 1.0
 
 
-class ClientBalanceSession:
+class ClientBalanceSession(SessionBase):
     """Master-side life of one client-balanced consumer, plus its broker registrations.
 
     Args:
         config: the consumer configuration.
         source_count: the declared number of clients (already validated, -2 = undeclared).
         node_id: this client's index (already validated, -2 = undeclared).
-        invoker: master RPCs with fail-over.
-        broker: broker RPCs.
-        engine: the fetch engine.
-        leases: partitions connected for fetching.
-        flow: flow-control state.
-        tokens: authentication tokens.
-        host_name: the local address reported to the master.
-        clock: monotonic seconds.
-        tls: whether broker ports are TLS ports (blank ports in the broker list).
+        parts: the consumer's connected parts (see ``wire_consumer``).
     """
 
+    #: Bad node id, source count / node id conflicts, topic not deployed (§8.5).
+    register_final_codes = frozenset({400, 429, 430, 431})
+
     def __init__(
-        self,
-        config: ConsumerConfig,
-        source_count: int,
-        node_id: int,
-        invoker: MasterInvoker,
-        broker: BrokerRpc,
-        engine: FetchEngine,
-        leases: PartitionLeases,
-        flow: FlowControlState,
-        tokens: TokenState,
-        host_name: str,
-        clock: Callable[[], float],
-        *,
-        tls: bool = False,
+        self, config: ConsumerConfig, source_count: int, node_id: int, parts: ConsumerWiring
     ) -> None:
-        self.config = config
+        super().__init__(config, parts)
         self.source_count = source_count
         self.node_id = node_id
-        self.invoker = invoker
-        self.broker = broker
-        self.engine = engine
-        self.leases = leases
-        self.flow = flow
-        self.tokens = tokens
-        self.host_name = host_name
-        self.clock = clock
-        self.client_id = broker.client_id
-        self.cache = PartitionMetaCache(tls=tls)
+        self.cache = PartitionMetaCache(tls=parts.tls)
         self.reporter = SubscriptionReporter()
         #: Partitions registered at their broker for positioned reads only (not fetched).
         self.readers: dict[PartitionKey, Partition] = {}
@@ -111,11 +77,7 @@ class ClientBalanceSession:
         return [*self.leases.keys(), *self.readers]
 
     def _apply(self, rsp: rpc.MasterResponse) -> bool:
-        self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
-        try:
-            rsp.flow.apply(self.flow)
-        except FlowRuleError as exc:
-            log.warning("ignoring malformed flow-control rules from the master: %s", exc)
+        self._apply_auth_and_flow(rsp)
         return self.cache.update(
             broker_config_id=rsp.broker_config_id,
             broker_config_list=rsp.broker_config_list,
@@ -151,31 +113,6 @@ class ClientBalanceSession:
             self._apply(rsp)
         return rsp
 
-    async def register(self) -> None:
-        """Register at the master, up to ``register_attempts`` times (Java: 5, §8.5).
-
-        Raises:
-            ServerError: the master refused every attempt (the last answer's code), at once
-                for 400 (bad node id), 429/430 (source count / node id conflict) and 431.
-            TubeMQError: the last transport error when no master answered.
-        """
-        last: TubeMQError | None = None
-        for attempt in range(self.config.register_attempts):
-            if attempt:
-                await asyncio.sleep(_REGISTER_FAIL_WAIT)
-            try:
-                rsp = await self.register_once()
-            except TubeMQError as exc:
-                last = exc
-                continue
-            if rsp.success:
-                return
-            last = server_error(rsp.err_code, rsp.err_msg)
-            if rsp.err_code in (400, 429, 430, 431):  # no retry can fix these
-                break
-        assert last is not None
-        raise last
-
     async def query_meta(self) -> None:
         """``GetPartMetaRequestC2M`` (§8.3); re-registers once on 411.
 
@@ -200,18 +137,6 @@ class ClientBalanceSession:
             await self.register()
         raise server_error(411, "not registered at the master")
 
-    async def close_at_master(self) -> None:
-        """``CloseRequestC2M`` (§1.5, Java ``shutdown``); errors are logged."""
-        body = rpc.build_close(
-            client_id=self.client_id,
-            group=self.config.group,
-            auth=self.tokens.register_auth(*auth_stamp()),
-        )
-        try:
-            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
-        except TubeMQError as exc:
-            log.warning("close at the master failed: %r", exc)
-
     # ---- master heartbeat --------------------------------------------------------------------
 
     async def heartbeat_loop(self) -> None:
@@ -222,20 +147,6 @@ class ClientBalanceSession:
                 await self.heartbeat_once()
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
-
-    def expire_unconfirmed(self) -> list[PartitionKey]:
-        """Take back batches not acked within ``confirm_timeout`` (redelivered later).
-
-        Deviation from Java, which never reclaims for client-balance consumers (§12 item 7):
-        the issue asks for a configurable protection timeout.
-        """
-        expired = self.leases.expire_unconfirmed(self.clock(), self.config.confirm_timeout)
-        if expired:
-            self.engine.stats.expired += len(expired)
-            log.warning("batches of %s were not acked in time; they will be redelivered",
-                        [str(k) for k in expired])  # fmt: skip
-            self.engine.notify()
-        return expired
 
     async def heartbeat_once(self) -> None:
         """One ``HeartRequestC2MV2``; 411 re-registers, new meta drops unsubscribable holds."""
@@ -307,16 +218,6 @@ class ClientBalanceSession:
                 break
         return rsp
 
-    async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
-        """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""
-        try:
-            rsp = await self.broker.unregister(partition, read_status=read_status)
-        except (TubeMQError, OSError) as exc:
-            log.warning("unregister of %s failed: %r", partition.key, exc)
-            return
-        if not rsp.success:
-            log.info("unregister of %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
-
     async def release(self, key: PartitionKey) -> None:
         """Remove a fetched partition locally (rolling back a batch still out) and unregister."""
         self.engine.forget([key])
@@ -330,41 +231,13 @@ class ClientBalanceSession:
 
     # ---- broker heartbeat --------------------------------------------------------------------
 
-    def _by_broker(self) -> dict[BrokerInfo, list[Partition]]:
+    def held_by_broker(self) -> dict[BrokerInfo, list[Partition]]:
+        """Every partition registered at a broker by this client (fetching or reading)."""
         groups = self.leases.by_broker()
         for partition in self.readers.values():
             groups.setdefault(partition.broker, []).append(partition)
         return groups
 
-    async def broker_heartbeat_loop(self) -> None:
-        """Heartbeat every broker holding our partitions, every ``heartbeat_interval`` (§3.3)."""
-        while True:
-            await asyncio.sleep(self.config.heartbeat_interval)
-            groups = self._by_broker()
-            try:
-                await asyncio.gather(*(self._broker_heartbeat(b, ps) for b, ps in groups.items()))
-            except Exception:
-                log.exception("broker heartbeat round failed")
-
-    async def _broker_heartbeat(self, broker: BrokerInfo, partitions: list[Partition]) -> None:
-        try:
-            rsp = await self.broker.heartbeat(broker, partitions)
-        except (TubeMQError, OSError) as exc:
-            log.warning("heartbeat to broker %s failed: %r; dropping its partitions", broker, exc)
-            self._drop(p.key for p in partitions)
-            return
-        if not rsp.success and rsp.err_code == 415:
-            self._drop(p.key for p in partitions)
-            return
-        self._drop(f.partition.key for f in rsp.failures)
-
-    def _drop(self, keys: Iterable[PartitionKey]) -> None:
-        # No unregister: the broker no longer knows us for these (§3.3).
-        dropped = [
-            k
-            for k in keys
-            if self.leases.remove(k) is not None or self.readers.pop(k, None) is not None
-        ]
-        if dropped:
-            log.info("broker no longer knows %s; dropped locally", [str(k) for k in dropped])
-            self.engine.forget(dropped)
+    def forget_held(self, key: PartitionKey) -> bool:
+        """Remove ``key`` from the fetched or read partitions, without unregistering."""
+        return self.leases.remove(key) is not None or self.readers.pop(key, None) is not None

@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from tubemq_aio._client import auth_stamp, wall_ms
-from tubemq_aio.auth import TokenState
-from tubemq_aio.consumer._broker import BrokerRpc
-from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.errors import TubeMQError, server_error
-from tubemq_aio.master import MasterInvoker
+from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, TopicCondition
-from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
-from tubemq_aio.protocol.partitions import PartitionLeases
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,
     Drop,
@@ -41,50 +36,22 @@ __all__ = ["MasterSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``regFailWaitPeriodMs`` (§1.3) and ``heartbeatPeriodAfterFail`` (§2.6), seconds.
-_REGISTER_FAIL_WAIT = 1.0
+#: Java ``heartbeatPeriodAfterFail`` (§2.6), seconds.
 _HEARTBEAT_BACKOFF = 60.0
 #: How often a rebalance wait for returned partitions re-checks (Java polls every 200 ms).
 _RETURN_POLL = 0.05
 
 
-class MasterSession:
+class MasterSession(SessionBase):
     """Master-side life of one consumer, plus the rebalance and broker-heartbeat workers.
 
     Args:
         config: the consumer configuration.
-        invoker: master RPCs with fail-over.
-        broker: broker RPCs.
-        engine: the fetch engine (for notifications and dropping buffered batches).
-        leases: the lease table.
-        flow: flow-control state.
-        tokens: authentication tokens.
-        host_name: the local address reported to the master.
-        clock: monotonic seconds.
+        parts: the consumer's connected parts (see ``wire_consumer``).
     """
 
-    def __init__(
-        self,
-        config: ConsumerConfig,
-        invoker: MasterInvoker,
-        broker: BrokerRpc,
-        engine: FetchEngine,
-        leases: PartitionLeases,
-        flow: FlowControlState,
-        tokens: TokenState,
-        host_name: str,
-        clock: Callable[[], float],
-    ) -> None:
-        self.config = config
-        self.invoker = invoker
-        self.broker = broker
-        self.engine = engine
-        self.leases = leases
-        self.flow = flow
-        self.tokens = tokens
-        self.host_name = host_name
-        self.clock = clock
-        self.client_id = broker.client_id
+    def __init__(self, config: ConsumerConfig, parts: ConsumerWiring) -> None:
+        super().__init__(config, parts)
         self.hb_state = MasterHeartbeatState()
         self.queue = RebalanceQueue()
         self._rebalance_wake = asyncio.Event()
@@ -115,11 +82,7 @@ class MasterSession:
     def _apply(self, rsp: rpc.MasterResponse) -> None:
         if rsp.not_allocated is False:  # copied true -> false only (§1.3)
             self.not_allocated = False
-        self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
-        try:
-            rsp.flow.apply(self.flow)
-        except FlowRuleError as exc:
-            log.warning("ignoring malformed flow-control rules from the master: %s", exc)
+        self._apply_auth_and_flow(rsp)
 
     # ---- master RPCs -------------------------------------------------------------------------
 
@@ -144,42 +107,6 @@ class MasterSession:
             self._apply(rsp)
         return rsp
 
-    async def register(self) -> None:
-        """Register at the master, up to ``register_attempts`` times (Java loop, §1.3).
-
-        Raises:
-            ServerError: the master refused every attempt (the last answer's code).
-            TubeMQError: the last transport error when no master answered.
-        """
-        last: TubeMQError | None = None
-        for attempt in range(self.config.register_attempts):
-            if attempt:
-                await asyncio.sleep(_REGISTER_FAIL_WAIT)
-            try:
-                rsp = await self.register_once()
-            except TubeMQError as exc:
-                last = exc
-                continue
-            if rsp.success:
-                return
-            last = server_error(rsp.err_code, rsp.err_msg)
-            if rsp.err_code in (400, 431):  # bad request / topic not deployed: no retry helps
-                break
-        assert last is not None
-        raise last
-
-    async def close_at_master(self) -> None:
-        """``CloseRequestC2M`` (§1.5); errors are logged."""
-        body = rpc.build_close(
-            client_id=self.client_id,
-            group=self.config.group,
-            auth=self.tokens.register_auth(*auth_stamp()),
-        )
-        try:
-            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
-        except TubeMQError as exc:
-            log.warning("close at the master failed: %r", exc)
-
     # ---- master heartbeat --------------------------------------------------------------------
 
     async def heartbeat_loop(self) -> None:
@@ -201,12 +128,7 @@ class MasterSession:
     async def heartbeat_once(self) -> bool:
         """One master heartbeat round; True when the failure count demands a back-off."""
         cfg = self.config
-        expired = self.leases.expire_unconfirmed(self.clock(), cfg.confirm_timeout)
-        if expired:
-            self.engine.stats.expired += len(expired)
-            log.warning("batches of %s were not acked in time; they will be redelivered",
-                        [str(k) for k in expired])  # fmt: skip
-            self.engine.notify()
+        self.expire_unconfirmed()
         report = self.hb_state.next_report()
         body = rpc.build_heartbeat(
             client_id=self.client_id,
@@ -366,42 +288,5 @@ class MasterSession:
         """Remove a partition locally and unregister it at its broker (errors logged)."""
         self.engine.forget([partition.key])
         removed = self.leases.remove(partition.key, rollback_if_in_use=rollback_in_use)
-        if removed is None:
-            return
-        try:
-            rsp = await self.broker.unregister(partition, read_status=removed.read_status)
-        except (TubeMQError, OSError) as exc:
-            log.warning("unregister of %s failed: %r", partition.key, exc)
-            return
-        if not rsp.success:
-            log.info("unregister of %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
-
-    # ---- broker heartbeat --------------------------------------------------------------------
-
-    async def broker_heartbeat_loop(self) -> None:
-        """Heartbeat every broker holding our partitions, every ``heartbeat_interval`` (§3.3)."""
-        while True:
-            await asyncio.sleep(self.config.heartbeat_interval)
-            groups = self.leases.by_broker()
-            try:
-                await asyncio.gather(*(self._broker_heartbeat(b, ps) for b, ps in groups.items()))
-            except Exception:
-                log.exception("broker heartbeat round failed")
-
-    async def _broker_heartbeat(self, broker: BrokerInfo, partitions: list[Partition]) -> None:
-        try:
-            rsp = await self.broker.heartbeat(broker, partitions)
-        except (TubeMQError, OSError) as exc:
-            log.warning("heartbeat to broker %s failed: %r; dropping its partitions", broker, exc)
-            self._drop(p.key for p in partitions)
-            return
-        if not rsp.success and rsp.err_code == 415:
-            self._drop(p.key for p in partitions)
-            return
-        self._drop(f.partition.key for f in rsp.failures)
-
-    def _drop(self, keys: Iterable[PartitionKey]) -> None:
-        dropped = [k for k in keys if self.leases.remove(k) is not None]
-        if dropped:
-            log.info("broker no longer knows %s; dropped locally", [str(k) for k in dropped])
-            self.engine.forget(dropped)
+        if removed is not None:
+            await self.unregister_at_broker(partition, removed.read_status)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from tubemq_aio._client import AsyncLifecycle, spawn_owned
-from tubemq_aio._io.pool import ConnectionPool
-from tubemq_aio._io.sweeper import cancel_and_wait
+from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
 from tubemq_aio.consumer._cb_models import (
     PartitionAlreadyConnectedError,
@@ -24,27 +22,26 @@ from tubemq_aio.consumer._cb_models import (
     PositionedRead,
     UnknownPartitionError,
     assign_modulo,
+    make_balance_consumer_id,
     parse_key,
 )
 from tubemq_aio.consumer._cb_ops import (
-    open_session,
     read_batch,
     release_after_confirm,
     resolve_partition,
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
-from tubemq_aio.consumer._iterator import MessageIterator
-from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
+from tubemq_aio.consumer._session_base import ConsumerWiring
+from tubemq_aio.consumer.batch import PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
-from tubemq_aio.errors import ClientClosedError, ConfigError, server_error
+from tubemq_aio.errors import ConfigError, server_error
 from tubemq_aio.protocol.client_balance import (
     ClientBalanceConfigError,
     validate_bootstrap_offset,
     validate_node,
 )
 from tubemq_aio.protocol.consumer_meta import PartitionKey
-from tubemq_aio.protocol.partitions import PartitionLeases
 
 __all__ = [
     "ClientBalanceConfigError",
@@ -61,7 +58,7 @@ __all__ = [
 log = logging.getLogger("tubemq_aio.consumer")
 
 
-class ClientBalancedConsumer(AsyncLifecycle):
+class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
     """A consumer whose application decides which partitions it reads and from where.
 
     Delivery is at-least-once like :class:`~tubemq_aio.consumer.Consumer`: a batch not acked
@@ -110,125 +107,52 @@ class ClientBalancedConsumer(AsyncLifecycle):
         config: ConsumerConfig | None = None,
         **options: Any,
     ) -> None:
-        if config is None:
-            if masters is None:
-                raise ConfigError("masters is required")
-            config = ConsumerConfig(
-                masters=masters,  # type: ignore[arg-type]  # parsed by ClientConfig
-                group=group,
-                topics=topics,
-                consume_from=consume_from,
-                **options,
-            )
-        self.config = config
+        super().__init__(
+            masters,
+            group=group,
+            topics=topics,
+            consume_from=consume_from,
+            config=config,
+            options=options,
+        )
         self.source_count = source_count
         self.node_id = node_id
         self._wire_node = validate_node(source_count, node_id)
-        self.stats = ConsumerStats()
-        self._leases = PartitionLeases()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._engine: FetchEngine | None = None
-        self._session: ClientBalanceSession | None = None
-        self._pool: ConnectionPool | None = None
-        self._started = False
-        self._closed = False
-        self._iterator = MessageIterator(self.fetch, auto_ack=config.auto_ack)
         self._lock = asyncio.Lock()  # connect/disconnect/read_at of one consumer in turn
         if reassign_interval is not None and reassign_interval <= 0:
             raise ConfigError("reassign_interval must be positive (or None to turn it off)")
         self._reassign = (reassign_interval, assignor)
 
+    _task_prefix = "tubemq-cb-consumer"
+
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "running" if self._started else "new"
         return (
             f"<ClientBalancedConsumer group={self.config.group} node={self.node_id}/"
-            f"{self.source_count} {state} connected={len(self._leases)}>"
+            f"{self.source_count} {self._state()} connected={len(self._leases)}>"
         )
-
-    @property
-    def client_id(self) -> str | None:
-        """The consumer id registered at the master (None before :meth:`start`)."""
-        return self._session.client_id if self._session else None
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
     # ---- life cycle --------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Register at the master (V2) and start the background tasks.
-
-        Raises:
-            ClientClosedError: the consumer was closed.
-            ServerError: the master refused (e.g. 429 source count differs from the group's,
-                430 node id taken, 431 topic not deployed).
-            NetworkError: no master could be reached.
-        """
-        if self._closed:
-            raise ClientClosedError("the consumer is closed")
-        if self._started:
-            return
-        pool, engine, session = open_session(
-            self.config, self._wire_node, self._leases, self.stats, asyncio.get_running_loop().time
-        )
+    def _open(self) -> tuple[ConsumerWiring, ClientBalanceSession]:
+        parts = self._wire(make_balance_consumer_id)
+        session = ClientBalanceSession(self.config, *self._wire_node, parts)
         session.on_unsubscribable = self._on_unsubscribable
-        try:
-            await session.register()
-        except BaseException:
-            await pool.close()
-            raise
-        self._pool, self._engine, self._session = pool, engine, session
-        self._started = True
+        return parts, session
+
+    def _spawn_workers(self, session: ClientBalanceSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
-        self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
-        for i in range(self.config.fetchers):
-            self._spawn(engine.run(), f"fetch-{i}")
+        super()._spawn_workers(session, engine)
         period, assignor = self._reassign
         if period is not None:
             self._spawn(keep_assigned(self, period, assignor), "reassign")
-        log.info("client-balanced consumer %s registered", session.client_id)
-
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        spawn_owned(self._tasks, coro, f"tubemq-cb-consumer-{name}")
 
     def _on_unsubscribable(self, keys: list[PartitionKey]) -> None:
         log.info("partitions %s are no longer subscribable; disconnecting", [str(k) for k in keys])
         for key in keys:
             self._spawn(self._disconnect_key(key), f"drop-{key}")
 
-    async def close(self) -> None:
-        """Stop every background task, unregister all partitions at their brokers (committing
-        acked batches, rolling back unacked ones) and close the session at the master.
-
-        Idempotent. Batches still held by the application can no longer be acked.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        session, engine = self._session, self._engine
-        if session is None or engine is None:
-            return
-        await cancel_and_wait(self._tasks)
-        self._tasks.clear()
-        engine.close()
-        try:
-            async with asyncio.timeout(self.config.close_timeout):
-                await asyncio.gather(*(session.release(k) for k in session.held()))
-                await session.close_at_master()
-        except TimeoutError:
-            log.warning("close did not finish releasing partitions in time")
-        finally:
-            if self._pool is not None:
-                await self._pool.close()
-
-    def _running(self) -> tuple[ClientBalanceSession, FetchEngine]:
-        if self._closed:
-            raise ClientClosedError("the consumer is closed")
-        if self._session is None or self._engine is None:
-            raise ClientClosedError("the consumer is not started; call start() first")
-        return self._session, self._engine
+    async def _release_all(self, session: ClientBalanceSession) -> None:
+        await asyncio.gather(*(session.release(k) for k in session.held()))
 
     # ---- partitions --------------------------------------------------------------------------
 
@@ -306,57 +230,10 @@ class ClientBalancedConsumer(AsyncLifecycle):
         session, engine = self._running()
         await release_after_confirm(session, engine, key, self.config.rebalance_confirm_wait)
 
-    def assignment(self) -> list[str]:
-        """Keys of the partitions connected for fetching, sorted."""
-        return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
-
-    def _position(self, key: PartitionKey) -> PartitionPosition:
-        o = self._leases.offsets()[key]
-        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag)
-
-    def positions(self) -> dict[str, PartitionPosition]:
-        """Per connected partition: the group's current offset, the max offset and the lag in
-        messages, as last reported by its broker (register, fetch and commit answers)."""
-        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}
-
     # ---- consuming ---------------------------------------------------------------------------
 
-    async def fetch(
-        self, *, max_records: int | None = None, timeout: float | None = None
-    ) -> MessageBatch:
-        """Wait for the next batch of any connected partition with data (alias ``getmany``).
-
-        Args:
-            max_records: at most this many messages (parts of one broker batch are acked
-                together: the offset moves once every part was acked).
-            timeout: seconds to wait; None waits until data arrives or the consumer closes.
-
-        Returns:
-            The batch (ack or nack it); empty (falsy) when ``timeout`` passed without data.
-
-        Raises:
-            ClientClosedError: the consumer is closed or not started.
-            ConfigError: ``max_records`` is not positive.
-        """
-        if max_records is not None and max_records < 1:
-            raise ConfigError("max_records must be at least 1")
-        _, engine = self._running()
-        return await engine.get(max_records, timeout)
-
-    getmany = fetch
-
-    def __aiter__(self) -> MessageIterator:
-        """Iterate messages; a batch is acked when all its messages were yielded and the loop
-        asks for the next one (``auto_ack``). The loop ends when the consumer is closed."""
-        return self._iterator
-
-    async def commit(self) -> int:
-        """Ack what ``async for`` yielded so far (with ``auto_ack=False``).
-
-        Returns:
-            How many batches were acked.
-        """
-        return await self._iterator.commit()
+    #: Alias of :meth:`getmany`: the next batch of any connected partition with data.
+    fetch = ConsumerBase.getmany
 
     # ---- positioned reads --------------------------------------------------------------------
 

@@ -1,0 +1,234 @@
+"""What :class:`Consumer` and :class:`ClientBalancedConsumer` share: life cycle and delivery.
+
+Both register a session at the master, run the same background workers (master and broker
+heartbeats, fetchers) and deliver batches from the same fetch engine; they differ in who
+assigns partitions. Subclasses build their session (:meth:`ConsumerBase._open`) and release
+what they hold on close (:meth:`ConsumerBase._release_all`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+from tubemq_aio._client import AsyncLifecycle, spawn_owned
+from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio._io.sweeper import cancel_and_wait
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._iterator import MessageIterator
+from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
+from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
+from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
+from tubemq_aio.errors import ClientClosedError, ConfigError
+from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.partitions import PartitionLeases
+
+__all__ = ["ConsumerBase"]
+
+log = logging.getLogger("tubemq_aio.consumer")
+
+SessionT = TypeVar("SessionT", bound=SessionBase)
+
+
+class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
+    """Configuration, start/close, background workers and batch delivery of a consumer.
+
+    Args:
+        masters: master addresses; ignored with ``config``.
+        group: the consumer group.
+        topics: topic names, or a mapping ``topic -> set of msgType filters``.
+        consume_from: where a partition without a stored group offset starts.
+        config: a complete :class:`ConsumerConfig` instead of the arguments above.
+        options: further :class:`ConsumerConfig` fields.
+
+    Raises:
+        ConfigError: an argument is invalid.
+    """
+
+    #: Prefix of the background tasks' names.
+    _task_prefix = "tubemq-consumer"
+
+    def __init__(
+        self,
+        masters: str | Iterable[str] | None,
+        *,
+        group: str,
+        topics: Any,
+        consume_from: ConsumeFrom,
+        config: ConsumerConfig | None,
+        options: dict[str, Any],
+    ) -> None:
+        if config is None:
+            if masters is None:
+                raise ConfigError("masters is required")
+            config = ConsumerConfig(
+                masters=masters,  # type: ignore[arg-type]  # parsed by ClientConfig
+                group=group,
+                topics=topics,
+                consume_from=consume_from,
+                **options,
+            )
+        self.config = config
+        self.stats = ConsumerStats()
+        self._leases = PartitionLeases()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._engine: FetchEngine | None = None
+        self._session: SessionT | None = None
+        self._pool: ConnectionPool | None = None
+        self._started = False
+        self._closed = False
+        self._iterator = MessageIterator(self.getmany, auto_ack=config.auto_ack)
+
+    def _state(self) -> str:
+        return "closed" if self._closed else "running" if self._started else "new"
+
+    @property
+    def client_id(self) -> str | None:
+        """The consumer id registered at the master (None before :meth:`start`)."""
+        return self._session.client_id if self._session else None
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    # ---- life cycle --------------------------------------------------------------------------
+
+    def _wire(self, make_client_id: Callable[[str, str], str]) -> ConsumerWiring:
+        clock = asyncio.get_running_loop().time
+        return wire_consumer(self.config, self._leases, self.stats, clock, make_client_id)
+
+    def _open(self) -> tuple[ConsumerWiring, SessionT]:
+        """Build this kind's session (no I/O yet)."""
+        raise NotImplementedError
+
+    def _spawn_workers(self, session: SessionT, engine: FetchEngine) -> None:
+        """Start the background tasks of a registered session."""
+        self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
+        for i in range(self.config.fetchers):
+            self._spawn(engine.run(), f"fetch-{i}")
+
+    async def start(self) -> None:
+        """Register at the master and start the background tasks.
+
+        Raises:
+            ClientClosedError: the consumer was closed.
+            ServerError: the master refused the registration (e.g. topic not deployed).
+            NetworkError: no master could be reached.
+        """
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if self._started:
+            return
+        parts, session = self._open()
+        try:
+            await session.register()
+        except BaseException:
+            await parts.pool.close()
+            raise
+        self._pool, self._engine, self._session = parts.pool, parts.engine, session
+        self._started = True
+        self._spawn_workers(session, parts.engine)
+        log.info("%s %s registered for %s", type(self).__name__, session.client_id,
+                 list(self.config.topics))  # fmt: skip
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        spawn_owned(self._tasks, coro, f"{self._task_prefix}-{name}")
+
+    async def _before_cancel(self, session: SessionT) -> None:
+        """Let work that must not be cut short finish before the tasks are cancelled."""
+
+    async def _release_all(self, session: SessionT) -> None:
+        """Unregister every partition held at a broker."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Stop every background task, release all partitions at their brokers (committing
+        acked batches, rolling back unacked ones) and close the session at the master.
+
+        Idempotent. Batches still held by the application can no longer be acked (their
+        messages will be delivered again to whoever takes the partition).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        session, engine = self._session, self._engine
+        if session is None or engine is None:
+            return
+        await self._before_cancel(session)
+        await cancel_and_wait(self._tasks)
+        self._tasks.clear()
+        engine.close()
+        try:
+            async with asyncio.timeout(self.config.close_timeout):
+                await self._release_all(session)
+                await session.close_at_master()
+        except TimeoutError:
+            log.warning("close did not finish releasing partitions in time")
+        finally:
+            if self._pool is not None:
+                await self._pool.close()
+
+    def _running(self) -> tuple[SessionT, FetchEngine]:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if self._session is None or self._engine is None:
+            raise ClientClosedError("the consumer is not started; call start() first")
+        return self._session, self._engine
+
+    # ---- consuming ---------------------------------------------------------------------------
+
+    async def getmany(
+        self, *, max_records: int | None = None, timeout: float | None = None
+    ) -> MessageBatch:
+        """Wait for the next batch of one partition (ack or nack it).
+
+        Args:
+            max_records: at most this many messages (a broker batch is split into parts that
+                are acked together: the partition's offset moves once every part was acked).
+            timeout: seconds to wait; ``None`` waits until data arrives or the consumer closes.
+
+        Returns:
+            The batch; empty (falsy) when ``timeout`` passed without data.
+
+        Raises:
+            ClientClosedError: the consumer is closed (or was never started).
+            ConfigError: ``max_records`` is not positive.
+        """
+        if max_records is not None and max_records < 1:
+            raise ConfigError("max_records must be at least 1")
+        _, engine = self._running()
+        return await engine.get(max_records, timeout)
+
+    def __aiter__(self) -> MessageIterator:
+        """Iterate messages; a batch is acked when all its messages were yielded and the loop
+        asks for the next message (``auto_ack``). The loop ends when the consumer is closed."""
+        return self._iterator
+
+    async def commit(self) -> int:
+        """Acknowledge what ``async for`` yielded so far (with ``auto_ack=False``).
+
+        Acks every batch whose messages were all yielded; a batch still being iterated is
+        acked by a later call.
+
+        Returns:
+            How many batches were acked (the others had lost their lease and come again).
+        """
+        return await self._iterator.commit()
+
+    # ---- inspection --------------------------------------------------------------------------
+
+    def assignment(self) -> list[str]:
+        """Keys (``brokerId:topic:partitionId``) of the partitions fetched now, sorted."""
+        return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
+
+    def _position(self, key: PartitionKey) -> PartitionPosition:
+        o = self._leases.offsets()[key]
+        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag)
+
+    def positions(self) -> dict[str, PartitionPosition]:
+        """Per fetched partition: the group's current offset, the max offset and the lag in
+        messages, as last reported by its broker (register, fetch and commit answers)."""
+        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}

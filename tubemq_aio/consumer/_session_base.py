@@ -1,0 +1,233 @@
+"""What both consumer sessions (server- and client-balanced) do alike with master and brokers.
+
+Register retries, closing at the master, the protection timeout, unregistering and the broker
+heartbeat loop are the same for :class:`~tubemq_aio.consumer._session.MasterSession` and
+:class:`~tubemq_aio.consumer._cb_session.ClientBalanceSession`; only the register request, the
+heartbeat request and the set of partitions held at brokers differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from tubemq_aio._client import auth_stamp, local_ip_towards, open_pool
+from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer.batch import ConsumerStats
+from tubemq_aio.consumer.config import ConsumerConfig
+from tubemq_aio.errors import TubeMQError, server_error
+from tubemq_aio.master import MasterInvoker, PoolCaller
+from tubemq_aio.protocol import consumer_rpc as rpc
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
+from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
+from tubemq_aio.protocol.partitions import PartitionLeases
+from tubemq_aio.protocol.rpc import Method
+
+__all__ = ["ConsumerWiring", "SessionBase", "wire_consumer"]
+
+log = logging.getLogger("tubemq_aio.consumer")
+
+#: Java ``regFailWaitPeriodMs`` (§1.3), seconds between register attempts.
+_REGISTER_FAIL_WAIT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerWiring:
+    """The parts one consumer is made of, connected to each other, before any I/O.
+
+    Attributes:
+        pool: the connection pool (master and brokers).
+        invoker: master RPCs with fail-over.
+        broker: broker RPCs.
+        engine: the fetch engine.
+        leases: partitions registered for fetching.
+        flow: flow-control state.
+        tokens: authentication tokens.
+        host_name: the local address reported to the master.
+        clock: monotonic seconds.
+        tls: whether broker ports are TLS ports.
+    """
+
+    pool: ConnectionPool
+    invoker: MasterInvoker
+    broker: BrokerRpc
+    engine: FetchEngine
+    leases: PartitionLeases
+    flow: FlowControlState
+    tokens: TokenState
+    host_name: str
+    clock: Callable[[], float]
+    tls: bool
+
+
+def wire_consumer(
+    cfg: ConsumerConfig,
+    leases: PartitionLeases,
+    stats: ConsumerStats,
+    clock: Callable[[], float],
+    make_client_id: Callable[[str, str], str],
+) -> ConsumerWiring:
+    """Open the pool and connect broker RPCs, fetch engine and master invoker (no I/O yet).
+
+    Args:
+        cfg: the consumer configuration.
+        leases: the consumer's lease table.
+        stats: the consumer's counters.
+        clock: monotonic seconds.
+        make_client_id: ``(group, host) -> consumer id`` of the consumer kind.
+    """
+    pool = open_pool(cfg)
+    tls = cfg.ssl_context is not None
+    first = cfg.masters[0]
+    host = cfg.client_host or local_ip_towards(first.host, first.port)
+    flow, tokens = FlowControlState(), TokenState(cfg.credentials)
+    broker = BrokerRpc(
+        pool,
+        client_id=make_client_id(cfg.group, host),
+        group=cfg.group,
+        tokens=tokens,
+        flow=flow,
+        timeout=cfg.rpc_timeout,
+        tls=tls,
+    )
+    engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
+    invoker = MasterInvoker(PoolCaller(pool, tls=tls), cfg.masters, cfg.rpc_timeout)
+    return ConsumerWiring(pool, invoker, broker, engine, leases, flow, tokens, host, clock, tls)
+
+
+class SessionBase:
+    """The master and broker plumbing shared by both consumer sessions.
+
+    Args:
+        config: the consumer configuration.
+        parts: the consumer's connected parts (:func:`wire_consumer`).
+    """
+
+    #: Register answers no retry can fix: :meth:`register` gives up at once on these.
+    register_final_codes: frozenset[int] = frozenset({400, 431})
+
+    def __init__(self, config: ConsumerConfig, parts: ConsumerWiring) -> None:
+        self.config = config
+        self.invoker = parts.invoker
+        self.broker = parts.broker
+        self.engine = parts.engine
+        self.leases = parts.leases
+        self.flow = parts.flow
+        self.tokens = parts.tokens
+        self.host_name = parts.host_name
+        self.clock = parts.clock
+        self.client_id = parts.broker.client_id
+
+    def _apply_auth_and_flow(self, rsp: rpc.MasterResponse) -> None:
+        self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
+        try:
+            rsp.flow.apply(self.flow)
+        except FlowRuleError as exc:
+            log.warning("ignoring malformed flow-control rules from the master: %s", exc)
+
+    # ---- master ------------------------------------------------------------------------------
+
+    async def register_once(self) -> rpc.MasterResponse:
+        """Send one register request and apply a successful answer."""
+        raise NotImplementedError
+
+    async def register(self) -> None:
+        """Register at the master, up to ``register_attempts`` times (Java loop, §1.3, §8.5).
+
+        Raises:
+            ServerError: the master refused every attempt (the last answer's code), at once
+                for a code in :attr:`register_final_codes`.
+            TubeMQError: the last transport error when no master answered.
+        """
+        last: TubeMQError | None = None
+        for attempt in range(self.config.register_attempts):
+            if attempt:
+                await asyncio.sleep(_REGISTER_FAIL_WAIT)
+            try:
+                rsp = await self.register_once()
+            except TubeMQError as exc:
+                last = exc
+                continue
+            if rsp.success:
+                return
+            last = server_error(rsp.err_code, rsp.err_msg)
+            if rsp.err_code in self.register_final_codes:
+                break
+        assert last is not None
+        raise last
+
+    async def close_at_master(self) -> None:
+        """``CloseRequestC2M`` (§1.5, Java ``shutdown``); errors are logged."""
+        body = rpc.build_close(
+            client_id=self.client_id,
+            group=self.config.group,
+            auth=self.tokens.register_auth(*auth_stamp()),
+        )
+        try:
+            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
+        except TubeMQError as exc:
+            log.warning("close at the master failed: %r", exc)
+
+    def expire_unconfirmed(self) -> list[PartitionKey]:
+        """Take back batches not acked within ``confirm_timeout`` (redelivered later)."""
+        expired = self.leases.expire_unconfirmed(self.clock(), self.config.confirm_timeout)
+        if expired:
+            self.engine.stats.expired += len(expired)
+            log.warning("batches of %s were not acked in time; they will be redelivered",
+                        [str(k) for k in expired])  # fmt: skip
+            self.engine.notify()
+        return expired
+
+    # ---- brokers -----------------------------------------------------------------------------
+
+    async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
+        """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""
+        try:
+            rsp = await self.broker.unregister(partition, read_status=read_status)
+        except (TubeMQError, OSError) as exc:
+            log.warning("unregister of %s failed: %r", partition.key, exc)
+            return
+        if not rsp.success:
+            log.info("unregister of %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
+
+    def held_by_broker(self) -> dict[BrokerInfo, list[Partition]]:
+        """Every partition registered at a broker by this client, grouped by broker."""
+        return self.leases.by_broker()
+
+    def forget_held(self, key: PartitionKey) -> bool:
+        """Remove ``key`` from what this client holds, without unregistering; True if held."""
+        return self.leases.remove(key) is not None
+
+    async def broker_heartbeat_loop(self) -> None:
+        """Heartbeat every broker holding our partitions, every ``heartbeat_interval`` (§3.3)."""
+        while True:
+            await asyncio.sleep(self.config.heartbeat_interval)
+            groups = self.held_by_broker()
+            try:
+                await asyncio.gather(*(self._broker_heartbeat(b, ps) for b, ps in groups.items()))
+            except Exception:
+                log.exception("broker heartbeat round failed")
+
+    async def _broker_heartbeat(self, broker: BrokerInfo, partitions: list[Partition]) -> None:
+        try:
+            rsp = await self.broker.heartbeat(broker, partitions)
+        except (TubeMQError, OSError) as exc:
+            log.warning("heartbeat to broker %s failed: %r; dropping its partitions", broker, exc)
+            self._drop(p.key for p in partitions)
+            return
+        if not rsp.success and rsp.err_code == 415:
+            self._drop(p.key for p in partitions)
+            return
+        self._drop(f.partition.key for f in rsp.failures)
+
+    def _drop(self, keys: Iterable[PartitionKey]) -> None:
+        # No unregister: the broker no longer knows us for these (§3.3).
+        dropped = [k for k in keys if self.forget_held(k)]
+        if dropped:
+            log.info("broker no longer knows %s; dropped locally", [str(k) for k in dropped])
+            self.engine.forget(dropped)
