@@ -87,11 +87,14 @@ async def read_batch(
     filters: frozenset[str],
     stats: ConsumerStats,
     deliver_corrupt: bool = False,
+    consume: bool = True,
 ) -> PositionedRead:
     """Read the broker batch starting at ``offset``; leaves the group offset after it.
 
     The partition stays registered as a reader of ``session`` (heartbeated, released on
-    disconnect or close).
+    disconnect or close). ``consume=False`` is a peek: the batch is rolled back instead of
+    committed, so the group's offset stays at ``offset`` and ``next_offset`` is unknown
+    (returned equal to ``start_offset``).
 
     Raises:
         ServerError: the broker refused the register, the read or the commit.
@@ -111,13 +114,15 @@ async def read_batch(
             top = got.max_offset if got.max_offset >= 0 else reg.max_offset
             return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
         raise server_error(got.err_code, got.err_msg)
-    # 3. Commit: the only answer that carries the offset right after the batch.
-    done = await session.broker.commit(partition, consumed=True)
+    # 3. Commit: the only answer that carries the offset right after the batch (a peek rolls
+    #    the batch back: the group's offset stays at the register offset).
+    done = await session.broker.commit(partition, consumed=consume)
     if not done.success:
         raise server_error(done.err_code, done.err_msg)
     messages = decode_messages(key, got.messages, filters, stats, deliver_corrupt=deliver_corrupt)
     top = max(done.max_offset, got.max_offset)
-    return PositionedRead(key.format(), messages, got.curr_offset, done.curr_offset, top)
+    after = done.curr_offset if consume else got.curr_offset
+    return PositionedRead(key.format(), messages, got.curr_offset, after, top)
 
 
 def decode_messages(

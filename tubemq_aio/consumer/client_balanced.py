@@ -260,6 +260,21 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             ClientBalanceConfigError: ``offset`` is negative or None.
             ServerError: a broker call failed.
         """
+        return await self._positioned(partition_key, offset, consume=True)
+
+    async def peek_at(self, partition_key: str, offset: int) -> PositionedRead:
+        """Like :meth:`read_at`, but the batch is rolled back instead of committed: the group's
+        stored offset stays at ``offset`` (never moves past it) and ``next_offset`` is unknown
+        (returned equal to ``start_offset``). For finding the first message at an offset.
+
+        Raises:
+            The same errors as :meth:`read_at`.
+        """
+        return await self._positioned(partition_key, offset, consume=False)
+
+    async def _positioned(
+        self, partition_key: str, offset: int, *, consume: bool
+    ) -> PositionedRead:
         if offset is None or validate_bootstrap_offset(offset) is None:
             raise ClientBalanceConfigError("read_at needs an offset >= 0")
         session, _ = self._running()
@@ -277,4 +292,5 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 filters=self.config.filters_of(key.topic),
                 stats=self.stats,
                 deliver_corrupt=self.config.deliver_corrupt,
+                consume=consume,
             )
