@@ -272,6 +272,30 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         """
         return await self._positioned(partition_key, offset, consume=False)
 
+    async def offset_bounds(self, partition_key: str) -> tuple[int, int]:
+        """The partition store's ``(min_offset, max_offset)`` now, from one broker register at
+        offset 0 (the broker clamps it to the min and reports the max), then an unregister.
+
+        Sets this consumer's group offset for the partition to its min; meant for a group used
+        only for planning. The partition must not be connected by this consumer.
+
+        Raises:
+            UnknownPartitionError / PartitionNotSubscribableError: as for :meth:`connect`.
+            PartitionAlreadyConnectedError: the partition is connected for fetching.
+            ServerError: the broker refused the register.
+        """
+        session, _ = self._running()
+        async with self._lock:
+            partition = await resolve_partition(session, partition_key)
+            if partition.key in self._leases:
+                raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
+            session.readers.pop(partition.key, None)
+            rsp = await session.register_at_broker(partition, 0)
+            if not rsp.success:
+                raise server_error(rsp.err_code, rsp.err_msg)
+            await session.unregister_at_broker(partition, 0)
+            return rsp.curr_offset, rsp.max_offset
+
     async def _positioned(
         self, partition_key: str, offset: int, *, consume: bool
     ) -> PositionedRead:
