@@ -6,4 +6,6 @@ Register with ``spark.dataSource.register(TubeMQDataSource)`` and use the short 
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from tubemq_aio.spark.source import TubeMQDataSource
+
+__all__ = ["TubeMQDataSource"]

@@ -1,0 +1,87 @@
+"""Driver side of the Spark source: where every partition's store begins and ends now.
+
+The planner uses its own consumer group, ``{group}_planner``, so its broker registrations never
+compete with the executors' reads of the query's group. Per partition it costs one register at
+offset 0 (the broker clamps it to the store's min and reports the store's end) and one
+unregister: no message is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.spark._bridge import LoopThread, run_async
+from tubemq_aio.spark._offsets import StoreBounds
+from tubemq_aio.spark._options import SourceOptions
+
+__all__ = ["Planner", "consumer_kwargs", "fetch_bounds", "fetch_bounds_once"]
+
+
+def consumer_kwargs(options: SourceOptions, group: str, topics: list[str]) -> dict[str, Any]:
+    """Keyword arguments of a :class:`ClientBalancedConsumer` for ``group`` and ``topics``."""
+    kwargs = options.client.kwargs()
+    kwargs.update(group=group, topics=topics, consume_from="earliest")
+    return kwargs
+
+
+async def fetch_bounds(consumer: ClientBalancedConsumer) -> dict[str, StoreBounds]:
+    """Store bounds of every partition of the consumer's topics, keyed by partition key."""
+    result: dict[str, StoreBounds] = {}
+    for meta in await consumer.partitions():
+        low, high = await consumer.offset_bounds(meta.partition_key)
+        result[meta.partition_key] = StoreBounds(low, high)
+    return result
+
+
+def fetch_bounds_once(options: SourceOptions) -> dict[str, StoreBounds]:
+    """One-shot :func:`fetch_bounds` with a short-lived planner consumer (batch reads)."""
+
+    async def run() -> dict[str, StoreBounds]:
+        kwargs = consumer_kwargs(options, options.planner_group, list(options.topics))
+        async with ClientBalancedConsumer(**kwargs) as consumer:
+            return await fetch_bounds(consumer)
+
+    return run_async(run, options.read_timeout)
+
+
+class Planner:
+    """A long-lived planner consumer on a driver event-loop thread (streaming reads).
+
+    Created lazily on the first call; :meth:`stop` closes the consumer and the thread.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._loop: LoopThread | None = None
+        self._consumer: ClientBalancedConsumer | None = None
+
+    def bounds(self) -> dict[str, StoreBounds]:
+        """Store bounds of every partition now.
+
+        Raises:
+            RequestTimeoutError: no answer within ``readTimeout``.
+            TubeMQError: the master or a broker refused.
+        """
+        if self._loop is None:
+            self._loop = LoopThread("tubemq-spark-planner")
+        return self._loop.call(self._bounds, self._options.read_timeout)
+
+    async def _bounds(self) -> dict[str, StoreBounds]:
+        if self._consumer is None or self._consumer.closed:
+            opts = self._options
+            kwargs = consumer_kwargs(opts, opts.planner_group, list(opts.topics))
+            consumer = ClientBalancedConsumer(**kwargs)
+            await consumer.start()
+            self._consumer = consumer
+        return await fetch_bounds(self._consumer)
+
+    async def _close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.close()
+            self._consumer = None
+
+    def stop(self) -> None:
+        """Close the planner consumer and stop the loop thread. Idempotent."""
+        if self._loop is not None:
+            self._loop.stop(self._close, self._options.read_timeout)
