@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 _M = TypeVar("_M", bound=Message)
+_tuple_new = tuple.__new__
 
 
 def _parse(cls: type[_M], data: bytes) -> _M:
@@ -387,8 +388,10 @@ class GetMessageResponse:
 def parse_get_message_response(data: bytes) -> GetMessageResponse:
     """Decode a ``GetMessageResponseB2C`` (method 17)."""
     msg = _parse(broker_pb.GetMessageResponseB2C, data)
-    make = RawMessage._make
-    raw = tuple([make((m.messageId, m.checkSum, m.payLoadData, m.flag)) for m in msg.messages])
+    new = _tuple_new  # skips the Python-level NamedTuple constructor (one per message)
+    raw = tuple(
+        [new(RawMessage, (m.messageId, m.checkSum, m.payLoadData, m.flag)) for m in msg.messages]
+    )
     return GetMessageResponse(
         success=msg.success,
         err_code=msg.errCode,

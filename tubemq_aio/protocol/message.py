@@ -18,7 +18,6 @@ attribute block cannot be cut out raises :class:`MessageDecodeError` (Java drops
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -26,6 +25,11 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from tubemq_aio.errors import ConfigError, ProtocolError
+
+try:  # zlib-ng's CRC-32 uses SIMD (≈ 4x faster on 1 KB); same polynomial, same results.
+    from zlib_ng.zlib_ng import crc32 as _crc32
+except ImportError:  # pragma: no cover - the optional "speedups" extra is not installed
+    from zlib import crc32 as _crc32
 
 __all__ = [
     "ATTRIBUTE_FLAG",
@@ -124,9 +128,10 @@ class DecodedPayload(NamedTuple):
 def checksum(data: bytes) -> int:
     """The broker's checksum of ``data``: CRC-32 (zlib polynomial) masked to a non-negative int32.
 
-    ``checksum(b"hello") == 907060870`` (§5.5).
+    ``checksum(b"hello") == 907060870`` (§5.5). Uses zlib-ng when installed (extra
+    ``speedups``), else :func:`zlib.crc32`.
     """
-    return zlib.crc32(data) & _CRC_MASK
+    return _crc32(data) & _CRC_MASK
 
 
 def ip_to_int(ip: str) -> int:

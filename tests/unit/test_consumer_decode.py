@@ -1,0 +1,175 @@
+"""The fused consume decode loop gives exactly what ``decode_payload`` + ``Message(...)`` give."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tubemq_aio.consumer._decode import decode_raw_messages
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.consumer_rpc import RawMessage
+from tubemq_aio.protocol.message import (
+    MessageDecodeError,
+    checksum,
+    decode_payload,
+    encode_message,
+    parse_msg_time,
+)
+
+
+@dataclass
+class Counters:
+    crc_mismatches: int = 0
+    decode_errors: int = 0
+    filtered: int = 0
+
+
+def reference(
+    raw: list[RawMessage], filters: frozenset[str], deliver_corrupt: bool
+) -> tuple[list[Message], Counters]:
+    """The decode as it was before the fused loop (decode_payload, then the dataclass init)."""
+    out: list[Message] = []
+    counters = Counters()
+    for item in raw:
+        try:
+            d = decode_payload(item.payload, item.flag, item.checksum)
+        except MessageDecodeError:
+            counters.decode_errors += 1
+            continue
+        if not d.crc_ok:
+            counters.crc_mismatches += 1
+            if not deliver_corrupt:
+                continue
+        if filters and d.msg_type not in filters:
+            counters.filtered += 1
+            continue
+        out.append(
+            Message(
+                topic="t1",
+                body=d.body,
+                attributes=d.attributes,
+                msg_type=d.msg_type,
+                msg_time=parse_msg_time(d.msg_time) if d.msg_time else None,
+                message_id=item.message_id,
+                partition_key="1:t1:0",
+                attribute=d.attribute,
+                flag=d.flag,
+                crc_ok=d.crc_ok,
+            )
+        )
+    return out, counters
+
+
+def fused(
+    raw: list[RawMessage], filters: frozenset[str], deliver_corrupt: bool
+) -> tuple[list[Message], Counters, int]:
+    counters = Counters()
+    messages, nbytes = decode_raw_messages(
+        raw,
+        topic="t1",
+        partition_key="1:t1:0",
+        filters=filters,
+        counters=counters,
+        deliver_corrupt=deliver_corrupt,
+    )
+    return messages, counters, nbytes
+
+
+def test_checksum_is_zlib_crc32_masked() -> None:
+    data = bytes(range(256)) * 40
+    assert checksum(b"hello") == 907060870
+    assert checksum(data) == zlib.crc32(data) & 0x7FFFFFFF
+
+
+def test_messages_are_ordinary_equal_frozen_messages() -> None:
+    enc = encode_message(b"body", attributes={"k": "v"}, msg_type="order", msg_time="202401011200")
+    raw = [RawMessage(7, checksum(enc.data), enc.data, enc.flag)]
+    (msg,), counters, nbytes = fused(raw, frozenset(), False)
+    (want,), _ = reference(raw, frozenset(), False)
+    assert type(msg) is Message
+    assert msg == want
+    assert repr(msg) == repr(want)
+    assert msg.attributes == {"k": "v"}
+    assert msg.msg_type == "order"
+    assert msg.msg_time is not None
+    assert msg.msg_time.year == 2024
+    assert nbytes == 4
+    assert counters == Counters()
+    assert dataclasses.replace(msg, body=b"x").body == b"x"
+    try:
+        msg.body = b"other"  # type: ignore[misc]
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("a decoded Message must stay frozen")
+
+
+def test_corrupt_undecodable_and_filtered_are_counted() -> None:
+    good = encode_message(b"a", msg_type="keep")
+    other = encode_message(b"b", msg_type="drop")
+    raw = [
+        RawMessage(1, checksum(good.data), good.data, good.flag),
+        RawMessage(2, checksum(good.data) ^ 1, good.data, good.flag),  # CRC mismatch
+        RawMessage(3, 0, b"\x00\x00", 1),  # flagged but shorter than 4 bytes
+        RawMessage(4, 0, struct.pack(">i", 99) + b"xy", 1),  # attribute runs past the end
+        RawMessage(5, 0, struct.pack(">i", -1) + b"xy", 1),  # negative attribute length
+        RawMessage(6, checksum(other.data), other.data, other.flag),  # filtered out
+    ]
+    for deliver in (False, True):
+        got, counters, _ = fused(raw, frozenset({"keep"}), deliver)
+        want, want_counters = reference(raw, frozenset({"keep"}), deliver)
+        assert got == want
+        assert counters == want_counters
+        assert counters.decode_errors == 3
+        assert counters.filtered == 1
+        assert counters.crc_mismatches == 1
+        assert [m.message_id for m in got] == ([1, 2] if deliver else [1])
+        if deliver:
+            assert got[1].crc_ok is False
+
+
+_text = st.text(
+    st.characters(exclude_characters=",=", exclude_categories=["Cs"]), min_size=1, max_size=8
+).filter(lambda t: t.strip() and "$msg" not in t)
+
+
+@st.composite
+def raw_messages(draw: st.DrawFn) -> RawMessage:
+    kind = draw(st.sampled_from(["plain", "encoded", "random"]))
+    body = draw(st.binary(min_size=1, max_size=64))
+    if kind == "plain":
+        data, flag = body, draw(st.sampled_from([0, 2, 4]))
+    elif kind == "encoded":
+        enc = encode_message(
+            body,
+            attributes=draw(st.dictionaries(_text, _text, max_size=3)),
+            msg_type=draw(st.sampled_from([None, "a", "b", " c "])),
+            msg_time=draw(st.sampled_from([None, "202401011200", "202612312359"])),
+        )
+        data, flag = enc.data, enc.flag | draw(st.sampled_from([0, 4]))
+    else:
+        data, flag = draw(st.binary(max_size=40)), draw(st.integers(0, 7))
+    crc = checksum(data) if draw(st.booleans()) else draw(st.integers(0, 2**31 - 1))
+    return RawMessage(draw(st.integers(-(2**63), 2**63 - 1)), crc, data, flag)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.lists(raw_messages(), max_size=12),
+    filters=st.sampled_from([frozenset(), frozenset({"a"}), frozenset({"a", "c"})]),
+    deliver=st.booleans(),
+)
+def test_fused_decode_equals_reference(
+    raw: list[RawMessage], filters: frozenset[str], deliver: bool
+) -> None:
+    got, counters, nbytes = fused(raw, filters, deliver)
+    want, want_counters = reference(raw, filters, deliver)
+    assert got == want
+    assert [m.attributes for m in got] == [m.attributes for m in want]
+    assert counters == want_counters
+    assert nbytes == sum(len(m.body) for m in want)
