@@ -62,7 +62,7 @@ def sign(user_name: str, password: str, timestamp_ms: int, nonce: int) -> str:
 def broker_token(user_name: str, timestamp_ms: int, nonce: int, signature: str) -> str:
     """The broker-style token string ``"user timestamp nonce signature"`` (single spaces, §6.2).
 
-    Used by consumers towards brokers; producers send the master-issued token instead.
+    Sent to brokers as ``authAuthorizedToken`` when the master issued none (:class:`TokenState`).
     """
     return f"{user_name} {timestamp_ms} {nonce} {signature}"
 
@@ -113,17 +113,30 @@ class TokenState:
     token instead, as the Java client does. The stock master rejects token-only heartbeats and
     never issues a token (§6.4), so against it every master request is fully authenticated.
 
+    Brokers with produce or consume authentication on refuse calls whose ``authAuthorizedToken``
+    is blank (415). Since the stock master never issues one, the broker token is then the
+    broker-style signed string (:func:`broker_token`), renewed with every signed register or
+    heartbeat; a master-issued token takes precedence.
+
     Args:
         credentials: the user to authenticate as, or ``None`` when authentication is off.
     """
 
-    __slots__ = ("_auth_token", "_broker_auth", "_credentials", "_require_auth", "_visit_token")
+    __slots__ = (
+        "_auth_token",
+        "_broker_auth",
+        "_credentials",
+        "_require_auth",
+        "_signed_token",
+        "_visit_token",
+    )
 
     def __init__(self, credentials: Credentials | None = None) -> None:
         self._credentials = credentials
         self._visit_token = INITIAL_VISIT_TOKEN
         self._auth_token: str | None = None
         self._require_auth = False
+        self._signed_token: str | None = None
         self._broker_auth = BrokerAuthorization(INITIAL_VISIT_TOKEN, None)
 
     def __repr__(self) -> str:
@@ -162,13 +175,28 @@ class TokenState:
         token = authorization.auth_token
         if token is not None and token.strip():
             self._auth_token = token
-        self._broker_auth = BrokerAuthorization(self._visit_token, self._auth_token)
+        self._set_broker_auth()
+
+    def _set_broker_auth(self) -> None:
+        self._broker_auth = BrokerAuthorization(
+            self._visit_token, self._auth_token or self._signed_token
+        )
+
+    def _signed(self, timestamp_ms: int, nonce: int) -> MasterCertificate:
+        """Fresh credentials for the master; also renews the broker-style token."""
+        assert self._credentials is not None
+        info = self._credentials.authenticate(timestamp_ms, nonce)
+        self._signed_token = broker_token(
+            info.user_name, info.timestamp, info.nonce, info.signature
+        )
+        self._set_broker_auth()
+        return MasterCertificate(authenticate=info)
 
     def register_auth(self, timestamp_ms: int, nonce: int) -> MasterCertificate | None:
         """``authInfo`` for a register (or close) request; ``None`` when authentication is off."""
         if self._credentials is None:
             return None
-        return MasterCertificate(authenticate=self._credentials.authenticate(timestamp_ms, nonce))
+        return self._signed(timestamp_ms, nonce)
 
     close_auth = register_auth
 
@@ -178,9 +206,7 @@ class TokenState:
             return None
         if self._require_auth or not self._auth_token:
             self._require_auth = False
-            return MasterCertificate(
-                authenticate=self._credentials.authenticate(timestamp_ms, nonce)
-            )
+            return self._signed(timestamp_ms, nonce)
         return MasterCertificate(authorized_token=self._auth_token)
 
     def broker_auth(self) -> BrokerAuthorization:

@@ -69,3 +69,21 @@ def test_heartbeat_uses_token_only_when_issued_and_not_required() -> None:
     assert state.heartbeat_auth(5, 6) == full
     assert state.heartbeat_auth(5, 6) == MasterCertificate(authorized_token="issued")
     assert "auth=on" in repr(state)
+
+
+def test_signed_broker_token_when_the_master_issues_none() -> None:
+    """Brokers with authentication on refuse a blank ``authAuthorizedToken`` (415); the stock
+    master issues none, so sends and broker calls carry the broker-style signed token, renewed
+    by every signed master request (regression: it was blank, found on a real cluster)."""
+    state = TokenState(Credentials("admin", "secret"))
+    state.register_auth(5, 6)
+    token = broker_token("admin", 5, 6, sign("admin", "secret", 5, 6))
+    assert state.broker_auth() == BrokerAuthorization(-2, token)
+    state.apply(MasterAuthorization(77, None))
+    assert state.broker_auth() == BrokerAuthorization(77, token)
+    state.heartbeat_auth(8, 9)
+    assert state.broker_auth() == BrokerAuthorization(
+        77, broker_token("admin", 8, 9, sign("admin", "secret", 8, 9))
+    )
+    state.apply(MasterAuthorization(78, "issued"))  # a master-issued token wins
+    assert state.broker_auth() == BrokerAuthorization(78, "issued")
