@@ -19,7 +19,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
     BinaryType,
     LongType,
@@ -128,8 +133,9 @@ class TubeMQBatchReader(DataSourceReader):
         return _read(partition)
 
 
-class TubeMQStreamReader(DataSourceStreamReader):
-    """``spark.readStream.format("tubemq")`` with admission control (``maxOffsetsPerTrigger``).
+class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("tubemq")`` with admission control (``maxOffsetsPerTrigger``)
+    and ``Trigger.AvailableNow``.
 
     Offsets are ``{partition_key: index offset}`` dicts with sorted keys. The driver's planner
     consumer and its loop thread live until :meth:`stop`.
@@ -138,9 +144,24 @@ class TubeMQStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._planner = Planner(options)
+        self._target: dict[str, int] | None = None
 
     def _bounds(self) -> dict[str, StoreBounds]:
-        return self._planner.bounds()
+        bounds = self._planner.bounds()
+        if self._target is None:
+            return bounds
+        # AvailableNow: nothing past the store ends seen when the query started, and no
+        # partition that appeared later.
+        return {
+            key: StoreBounds(b.min_offset, min(b.max_offset, self._target[key]))
+            for key, b in bounds.items()
+            if key in self._target
+        }
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Record every store's end now: the query reads up to there (in batches bounded by
+        ``maxOffsetsPerTrigger``) and then ends."""
+        self._target = {key: b.max_offset for key, b in self._planner.bounds().items()}
 
     def initialOffset(self) -> dict[str, int]:
         """Where a new query starts: ``startingOffsets`` resolved against the brokers."""

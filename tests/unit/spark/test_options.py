@@ -1,0 +1,97 @@
+"""Option parsing of the Spark source (no Spark, no cluster)."""
+
+from __future__ import annotations
+
+import pickle
+import ssl
+
+import pytest
+
+from tubemq_aio.auth import Credentials
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.spark._options import (
+    OffsetSpec,
+    SourceOptionError,
+    client_options,
+    parse_source_options,
+)
+
+BASE = {"master": "127.0.0.1:8715", "topic": "a,b"}
+
+
+def test_defaults_for_stream_and_batch() -> None:
+    stream = parse_source_options(BASE, streaming=True)
+    batch = parse_source_options(BASE, streaming=False)
+    assert stream.topics == ("a", "b")
+    assert stream.starting == OffsetSpec("latest")
+    assert batch.starting == OffsetSpec("earliest")
+    assert batch.ending == OffsetSpec("latest")
+    assert stream.fail_on_data_loss is True
+    assert stream.max_offsets_per_trigger is None
+    assert stream.planner_group == "spark-tubemq_planner"
+
+
+def test_names_are_case_insensitive_and_values_parsed() -> None:
+    opts = parse_source_options(
+        {
+            **BASE,
+            "GROUP": "job-1",
+            "maxOffsetsPerTrigger": "100",
+            "msgTypes": "x, y",
+            "FailOnDataLoss": "false",
+            "startingOffsets": '{"2:b:0": 56, "1:a:1": 28}',
+        },
+        streaming=True,
+    )
+    assert opts.group == "job-1"
+    assert opts.max_offsets_per_trigger == 100
+    assert opts.msg_types == ("x", "y")
+    assert opts.fail_on_data_loss is False
+    assert opts.starting.as_dict() == {"1:a:1": 28, "2:b:0": 56}
+    assert list(opts.starting.as_dict()) == ["1:a:1", "2:b:0"]
+
+
+def test_options_survive_pickling() -> None:
+    opts = parse_source_options({**BASE, "authUser": "u", "authPassword": "pw-1"}, streaming=True)
+    assert pickle.loads(pickle.dumps(opts)) == opts
+    assert "pw-1" not in repr(opts)
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "named"),
+    [
+        ({"topic": "a"}, True, "master"),
+        ({"master": "h:1"}, True, "topic"),
+        ({**BASE, "bogus": "1"}, True, "bogus"),
+        ({**BASE, "maxOffsetsPerTrigger": "0"}, True, "maxOffsetsPerTrigger"),
+        ({**BASE, "maxOffsetsPerTrigger": "5"}, False, "maxOffsetsPerTrigger"),
+        ({**BASE, "endingOffsets": "latest"}, True, "endingOffsets"),
+        ({**BASE, "endingOffsets": "earliest"}, False, "endingOffsets"),
+        ({**BASE, "startingOffsets": "{not json"}, True, "startingOffsets"),
+        ({**BASE, "startingOffsets": '{"1:c:0": 5}'}, True, "startingOffsets"),
+        ({**BASE, "startingOffsets": '{"1:a:0": -5}'}, True, "startingOffsets"),
+        ({**BASE, "startingOffsets": '{"bad": 5}'}, True, "startingOffsets"),
+        ({**BASE, "failOnDataLoss": "maybe"}, True, "failOnDataLoss"),
+        ({**BASE, "group": "9bad"}, True, "group"),
+        ({**BASE, "rpcTimeout": "1"}, True, "rpcTimeout"),
+        ({**BASE, "tlsCaFile": "/x"}, True, "tls"),
+        ({**BASE, "authPassword": "p"}, True, "authUser"),
+        ({**BASE, "master": "h:notaport"}, True, "master"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, str], streaming: bool, named: str) -> None:
+    with pytest.raises(SourceOptionError, match=named) as info:
+        parse_source_options(options, streaming=streaming)
+    assert isinstance(info.value, ConfigError)
+
+
+def test_client_options_are_client_config_kwargs() -> None:
+    kwargs = client_options(
+        {"master": "h1:8715,h2", "rpcTimeout": "5", "authUser": "u", "authPassword": "p",
+         "tls": "true", "topic": "ignored"}
+    )  # fmt: skip
+    assert kwargs["masters"] == "h1:8715,h2:8715"
+    assert kwargs["rpc_timeout"] == 5.0
+    assert kwargs["credentials"] == Credentials("u", "p")
+    assert isinstance(kwargs["ssl_context"], ssl.SSLContext)
+    assert client_options({"master": "h"}) == {"masters": "h:8715"}
