@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/_pb
 
-.PHONY: help venv protos protos-check lint typecheck unit test demo cluster-up cluster-down cluster-status system-deps bench bench-quick clean
+.PHONY: help venv protos protos-check lint typecheck unit test demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 
 # Java 17 and Maven run the real TubeMQ servers and build the Java interop/benchmark peer used by
 # the tests; install them from Debian if absent.
@@ -48,6 +49,9 @@ test: system-deps $(STAMP) protos-check lint typecheck
 
 demo: system-deps $(STAMP)
 	$(PY) -m tubemq_aio.demo
+
+spark-example: system-deps $(STAMP)
+	$(PY) examples/spark_pipeline.py
 
 cluster-up: system-deps $(STAMP)
 	$(PY) -m tubemq_aio.testing.cluster up
