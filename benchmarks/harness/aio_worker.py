@@ -9,6 +9,9 @@
   flight), first for ``--warmup-seconds`` (excluded), then until ``--count`` sends finished.
 * latency (open loop): sends scheduled at ``--rate`` msg/s for ``--duration`` s; latency from
   each *intended* send time to its ack (see :mod:`~benchmarks.harness.latency`).
+* e2e (open loop): producer at ``--rate`` and a new-group consumer (not-found wait
+  ``--not-found-wait``) in this process; latency from each intended send time (in the body) to
+  the consumer's receipt (see :mod:`~benchmarks.harness.e2e`).
 * consume: a new group from the earliest offset; ``--mode iter`` uses ``async for`` (one
   message per step), ``--mode batch`` uses ``getmany`` + ``ack``. The clock starts once
   partitions are assigned and stops at the last message counted.
@@ -29,6 +32,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.harness.e2e import run_e2e, wait_assigned
 from benchmarks.harness.latency import open_loop
 from tubemq_aio import Producer
 from tubemq_aio.consumer import Consumer
@@ -165,6 +169,61 @@ async def latency(ns: argparse.Namespace) -> int:
     return 0 if res.errors == 0 else 1
 
 
+async def e2e(ns: argparse.Namespace) -> int:
+    """End-to-end latency at ``--rate`` msg/s for ``--duration`` s after ``--warmup-seconds``;
+    print the percentiles from intended send time to the consumer's receipt."""
+    t_ready = time.perf_counter()
+    async with (
+        Consumer(
+            ns.master,
+            group=ns.group,
+            topics=[ns.topic],
+            consume_from="latest",
+            heartbeat_interval=ns.heartbeat,
+            msg_not_found_wait=ns.not_found_wait,
+        ) as consumer,
+        Producer(
+            ns.master, topics=[ns.topic], heartbeat_interval=ns.heartbeat, send_retries=ns.retries
+        ) as producer,
+    ):
+        await wait_assigned(consumer, ns.ready_timeout)
+        ready = time.perf_counter() - t_ready
+        cpu0 = cpu_seconds()
+        res = await run_e2e(
+            producer,
+            consumer,
+            ns.topic,
+            size=max(ns.size, 8),
+            rate=ns.rate,
+            seconds=ns.duration,
+            warmup_seconds=ns.warmup_seconds,
+        )
+        cpu1 = cpu_seconds()
+    missing = res.sent - res.send_errors - res.received
+    first_error = res.first_error
+    if missing > 0 and first_error is None:
+        first_error = f"{missing} sent message(s) never reached the consumer"
+    _emit(
+        ns,
+        "e2e",
+        rate=ns.rate,
+        messages=res.received,
+        bytes=res.received * ns.size,
+        seconds=round(res.seconds, 6),
+        cpu_seconds=round(cpu1 - cpu0, 6),
+        errors=res.send_errors + max(0, missing),
+        missing=max(0, missing),
+        duplicates=res.duplicates,
+        warmup_messages=res.warmup_sent,
+        ready_seconds=round(ready, 3),
+        first_error=first_error,
+        not_found_wait_ms=round(ns.not_found_wait * 1000, 3),
+        latency=res.histogram.summary(),
+        latency_cdf=res.histogram.cdf(),
+    )
+    return 0 if res.send_errors == 0 and missing <= 0 else 1
+
+
 async def _consume_iter(consumer: Consumer, count: int, phase: PhaseCount) -> None:
     async for msg in consumer:
         phase.ok += 1
@@ -254,7 +313,7 @@ async def consume(ns: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the worker's command line."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.harness.aio_worker")
-    parser.add_argument("op", choices=["produce", "consume", "latency"])
+    parser.add_argument("op", choices=["produce", "consume", "latency", "e2e"])
     parser.add_argument("--master", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--count", type=int, required=True)
@@ -262,7 +321,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--warmup-seconds", type=float, default=0.0)
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
-    parser.add_argument("--mode", choices=["closed", "iter", "batch", "open"], default="closed")
+    parser.add_argument(
+        "--mode", choices=["closed", "iter", "batch", "open", "e2e"], default="closed"
+    )
     parser.add_argument("--group", default="bench")
     parser.add_argument("--heartbeat", type=float, default=2.0, help="seconds (Java peer: 2)")
     parser.add_argument("--retries", type=int, default=2, help="producer send_retries")
@@ -278,7 +339,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run one benchmark phase on the chosen event loop."""
     ns = parse_args(argv)
-    coro = {"produce": produce, "consume": consume, "latency": latency}[ns.op](ns)
+    coro = {"produce": produce, "consume": consume, "latency": latency, "e2e": e2e}[ns.op](ns)
     if ns.loop == "uvloop":
         import uvloop
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.harness.env import REPO
 
-ALL_SCENARIOS = ("produce", "consume", "latency")
+ALL_SCENARIOS = ("produce", "consume", "latency", "e2e")
 ALL_CLIENTS = ("aio", "java", "go")
 ALL_LOOPS = ("asyncio", "uvloop")
 #: The Go peer cannot be built here; reported as blocked, never run.
@@ -25,8 +25,8 @@ class BenchConfig:
     """One benchmark run.
 
     Attributes:
-        quick: the ~5 minute profile (1 KB, W 16/256, 4 rounds, 20 000 messages, 5 s warm-up,
-            produce + consume).
+        quick: the ~6 minute profile (1 KB, W 16/256, 4 rounds, 20 000 messages, 5 s warm-up,
+            produce + consume + e2e at 1 000 msg/s for 3 s).
         sizes: message sizes in bytes.
         windows: produce in-flight windows W (workers awaiting ``send`` / Java async cap).
         rounds: rounds per cell including the first, which is discarded.
@@ -34,13 +34,17 @@ class BenchConfig:
         warmup_seconds: produce warm-up per run (excluded from every figure).
         loops: event loops for our client.
         clients: ``aio``, ``java``, ``go`` (``go`` is reported as blocked).
-        scenarios: ``produce``, ``consume``.
+        scenarios: ``produce``, ``consume``, ``latency``, ``e2e``.
         out: parent directory of the result directory.
         partitions: partitions per topic (one broker, one store).
         pin: pin servers and client with ``taskset`` when possible.
         floor: run the client-side micro benchmarks (codec, transport) for "floor vs real".
         rates: offered rates (msg/s) of the open-loop ``latency`` scenario (ours only).
         latency_seconds: measured seconds per latency run (after 5 s at the same rate).
+        e2e_rates: offered rates (msg/s) of the ``e2e`` scenario (producer timestamp -> consumer,
+            not-found wait 10 ms; ours only).
+        e2e_seconds: measured seconds per e2e run (after ``e2e_warmup_seconds`` at the rate).
+        e2e_warmup_seconds: e2e warm-up at the same rate (not recorded).
         run_timeout: seconds before one client run is killed.
         discard_first: drop round 0 from the statistics (warm broker caches, JIT, page cache).
     """
@@ -60,6 +64,9 @@ class BenchConfig:
     floor: bool = True
     rates: list[int] = field(default_factory=lambda: [1000, 10000])
     latency_seconds: float = 20.0
+    e2e_rates: list[int] = field(default_factory=lambda: [1000, 10000])
+    e2e_seconds: float = 20.0
+    e2e_warmup_seconds: float = 5.0
     run_timeout: float = 600.0
     discard_first: bool = True
 
@@ -86,6 +93,9 @@ class BenchConfig:
             "floor": self.floor,
             "rates": self.rates,
             "latency_seconds": self.latency_seconds,
+            "e2e_rates": self.e2e_rates,
+            "e2e_seconds": self.e2e_seconds,
+            "e2e_warmup_seconds": self.e2e_warmup_seconds,
             "discard_first": self.discard_first,
         }
 
@@ -121,9 +131,13 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     parser.add_argument("--warmup-seconds", type=float, help="produce warm-up per run")
     parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], help="our event loop")
     parser.add_argument("--clients", type=_names(ALL_CLIENTS), help="aio,java,go")
-    parser.add_argument("--scenarios", type=_names(ALL_SCENARIOS), help="produce,consume,latency")
+    parser.add_argument(
+        "--scenarios", type=_names(ALL_SCENARIOS), help="produce,consume,latency,e2e"
+    )
     parser.add_argument("--rates", type=_ints, help="latency: offered msg/s, e.g. 1000,10000")
     parser.add_argument("--latency-seconds", type=float, help="latency: seconds per run")
+    parser.add_argument("--e2e-rates", type=_ints, help="e2e: offered msg/s, e.g. 1000,10000")
+    parser.add_argument("--e2e-seconds", type=float, help="e2e: measured seconds per run")
     parser.add_argument("--partitions", type=int, help="partitions per topic (default 4)")
     parser.add_argument("--out", type=Path, help="parent of the result directory")
     parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
@@ -141,11 +155,13 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     if ns.quick:
         cfg = BenchConfig(
             quick=True, sizes=[1024], windows=[16, 256], rounds=4, messages=20_000,
-            warmup_seconds=5.0, clients=["aio", "java", "go"], scenarios=["produce", "consume"],
-            floor=False,
+            warmup_seconds=5.0, clients=["aio", "java", "go"],
+            scenarios=["produce", "consume", "e2e"], floor=False,
+            e2e_rates=[1000], e2e_seconds=3.0, e2e_warmup_seconds=1.0,
         )  # fmt: skip
     names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "clients", "scenarios",
-             "partitions", "out", "floor", "rates", "latency_seconds")  # fmt: skip
+             "partitions", "out", "floor", "rates", "latency_seconds", "e2e_rates",
+             "e2e_seconds")  # fmt: skip
     for name in names:
         value = getattr(ns, name)
         if value is not None:

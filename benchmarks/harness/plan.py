@@ -49,17 +49,20 @@ def variants(cfg: BenchConfig, scenario: str, java_ok: bool) -> list[Variant]:
                 out.append(Variant(f"aio-{loop}", "aio", loop, "closed"))
             elif scenario == "latency":
                 out.append(Variant(f"aio-{loop}", "aio", loop, "open"))
+            elif scenario == "e2e":
+                out.append(Variant(f"aio-{loop}", "aio", loop, "e2e"))
             else:
                 out.append(Variant(f"aio-{loop}-iter", "aio", loop, "iter"))
                 out.append(Variant(f"aio-{loop}-batch", "aio", loop, "batch"))
-    if "java" in cfg.clients and java_ok and scenario != "latency":  # Java peer: no open loop
+    # The Java peer has no open-loop mode (latency, e2e).
+    if "java" in cfg.clients and java_ok and scenario not in ("latency", "e2e"):
         mode = "async" if scenario == "produce" else "pull"
         out.append(Variant(BASELINE, "java", None, mode))
     return out
 
 
 def cells(cfg: BenchConfig) -> list[Cell]:
-    """Cells in run order: produce (size x W), consume (size), latency (size x rate)."""
+    """Cells in run order: produce (size x W), consume (size), latency and e2e (size x rate)."""
     out: list[Cell] = []
     if "produce" in cfg.scenarios:
         out += [Cell("produce", s, w) for s in cfg.sizes for w in cfg.windows]
@@ -67,6 +70,8 @@ def cells(cfg: BenchConfig) -> list[Cell]:
         out += [Cell("consume", s, None) for s in cfg.sizes]
     if "latency" in cfg.scenarios:
         out += [Cell("latency", s, None, r) for s in cfg.sizes for r in cfg.rates]
+    if "e2e" in cfg.scenarios:
+        out += [Cell("e2e", s, None, r) for s in cfg.sizes for r in cfg.e2e_rates]
     return out
 
 
@@ -130,6 +135,26 @@ def latency_command(
         ["latency", "--master", master, "--topic", topic, "--count", "0", "--size", str(size),
          "--rate", str(rate), "--duration", str(seconds), "--warmup-seconds", "5",
          "--loop", v.loop or "asyncio", "--mode", "open"]
+    )  # fmt: skip
+
+
+def e2e_command(
+    v: Variant,
+    master: str,
+    topic: str,
+    group: str,
+    size: int,
+    rate: int,
+    seconds: float,
+    warmup: float,
+) -> list[str]:
+    """End-to-end latency command of our variant ``v`` (producer and tailing consumer, not-found
+    wait 10 ms)."""
+    return aio_command(
+        ["e2e", "--master", master, "--topic", topic, "--group", group, "--count", "0",
+         "--size", str(size), "--rate", str(rate), "--duration", str(seconds),
+         "--warmup-seconds", str(warmup), "--loop", v.loop or "asyncio", "--mode", "e2e",
+         "--not-found-wait", "0.01"]
     )  # fmt: skip
 
 

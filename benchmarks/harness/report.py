@@ -112,6 +112,33 @@ def _cell_label(c: dict[str, Any]) -> str:
     return f"{c['scenario']} {c['size']} B{w}{r}"
 
 
+_LATENCY_TABLES = (
+    ("latency", "Open-loop send latency, tubemq-aio only (ms from intended send time to ack; "
+     "medians over rounds)"),
+    ("e2e", "End-to-end latency, tubemq-aio only (ms from the intended send time written in the "
+     "body to the consumer's receipt, not-found wait 10 ms; medians over rounds; CPU is producer "
+     "+ consumer in one process)"),
+)  # fmt: skip
+
+
+def _latency_table(cells: list[dict[str, Any]], title: str) -> list[str]:
+    if not cells:
+        return []
+    lines = ["", f"## {title}", "",
+             "The Java peer has no open-loop mode, so there is no ratio here.", "",
+             "| cell | variant | n | achieved msg/s | p50 | p90 | p99 | p99.9 | max "
+             "| client CPU-s / 10⁶ msg | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in cells:
+        for v, a in sorted(c["absolute"].items()):
+            ps = " | ".join(_f(a[m], ".2f") for m in LATENCY)
+            lines.append(
+                f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | {ps} | "
+                f"{_f(a['cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
+            )
+    return lines
+
+
 def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
     """The human summary: set-up, ratio table, absolute medians, blocked peers, floor."""
     e, cfg, pin = raw["env"], raw["config"], raw["pinning"]
@@ -154,7 +181,7 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in summary["cells"]:
-        if c["scenario"] == "latency":
+        if c["scenario"] in ("latency", "e2e"):
             continue
         for v, a in sorted(c["absolute"].items()):
             lines.append(
@@ -163,21 +190,8 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
                 f"{_f(a['peak_rss_mb'], '.0f')} | {_f(a['broker_cores'], '.2f')} | "
                 f"{_f(a['broker_cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
             )
-    lat = [c for c in summary["cells"] if c["scenario"] == "latency"]
-    if lat:
-        lines += ["", "## Open-loop send latency, tubemq-aio only (ms from intended send time to "
-                  "ack; medians over rounds)", "",
-                  "The Java peer has no open-loop mode, so there is no ratio here.", "",
-                  "| cell | variant | n | achieved msg/s | p50 | p90 | p99 | p99.9 | max "
-                  "| client CPU-s / 10⁶ msg | errors |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        for c in lat:
-            for v, a in sorted(c["absolute"].items()):
-                ps = " | ".join(_f(a[m], ".2f") for m in LATENCY)
-                lines.append(
-                    f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | {ps} | "
-                    f"{_f(a['cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
-                )
+    for scenario, title in _LATENCY_TABLES:
+        lines += _latency_table([c for c in summary["cells"] if c["scenario"] == scenario], title)
     fr = summary.get("floor_vs_real") or []
     if fr:
         lines += ["", "## Client-side floor vs real (µs of client CPU per produced 1 KB message)",
@@ -232,17 +246,19 @@ def plots(out: Path, summary: dict[str, Any], runs: list[dict[str, Any]]) -> lis
         fig.savefig(out / "cpu_per_message.png", dpi=100, bbox_inches="tight")
         written.append("cpu_per_message.png")
     plt.close(fig)
-    lat = [r for r in _kept(runs) if r["scenario"] == "latency" and r["peer"].get("latency_cdf")]
+    lat = [r for r in _kept(runs) if r["scenario"] in ("latency", "e2e")
+           and r["peer"].get("latency_cdf")]  # fmt: skip
     if lat:
         fig, ax = plt.subplots(figsize=(6, 4))
-        last: dict[tuple[str, int, int | None], dict[str, Any]] = {}
-        for r in lat:  # the last kept round of each (variant, size, rate)
-            last[(r["variant"], r["size"], r.get("rate"))] = r
-        for (variant, size, rate), r in sorted(last.items()):
+        last: dict[tuple[str, str, int, int | None], dict[str, Any]] = {}
+        for r in lat:  # the last kept round of each (scenario, variant, size, rate)
+            last[(r["scenario"], r["variant"], r["size"], r.get("rate"))] = r
+        for (scenario, variant, size, rate), r in sorted(last.items()):
             xs, ys = zip(*r["peer"]["latency_cdf"], strict=True)
-            ax.plot(xs, ys, label=f"{variant} {size} B {rate}/s")
-        ax.set(xscale="log", xlabel="latency ms (intended send -> ack)", ylabel="fraction",
-               title="open-loop send latency (last round)")  # fmt: skip
+            what = "send->ack" if scenario == "latency" else "end-to-end"
+            ax.plot(xs, ys, label=f"{what} {variant} {size} B {rate}/s")
+        ax.set(xscale="log", xlabel="latency ms (intended send -> ack / -> consumer)",
+               ylabel="fraction", title="open-loop latency CDFs (last round)")  # fmt: skip
         ax.legend(fontsize=7)
         fig.savefig(out / "latency_cdf.png", dpi=100, bbox_inches="tight")
         plt.close(fig)

@@ -24,6 +24,7 @@ from benchmarks.harness.plan import (
     Variant,
     cells,
     consume_command,
+    e2e_command,
     latency_command,
     produce_command,
     variants,
@@ -161,13 +162,20 @@ class Bench:
             topic = self.topics.produce[(v.name, cell.size)]
             rate = cell.rate or 1000
             argv = latency_command(v, master, topic, cell.size, rate, cfg.latency_seconds)
+        elif cell.scenario == "e2e":
+            topic = self.topics.produce[(v.name, cell.size)]
+            group = f"e{self.run_id}_{v.name.replace('-', '_')}_{rnd}"
+            argv = e2e_command(
+                v, master, topic, group, cell.size, cell.rate or 1000,
+                cfg.e2e_seconds, cfg.e2e_warmup_seconds,
+            )  # fmt: skip
         else:
             topic = self.topics.consume[cell.size]
             group = f"g{self.run_id}_{v.name.replace('-', '_')}_{rnd}"
             argv = consume_command(v, master, topic, group, count, CONSUME_IDLE_SECONDS)
         run = await self._client(argv, name)
         rec = run.record or {}
-        if cell.scenario in ("produce", "latency") and run.record is not None:
+        if cell.scenario in ("produce", "latency", "e2e") and run.record is not None:
             sent = int(rec.get("messages", 0)) + int(rec.get("warmup_messages", 0))
             self.filled[topic] = self.filled.get(topic, 0) + sent
         entry: dict[str, Any] = {

@@ -1,8 +1,9 @@
 """Smoke test of the benchmark harness (``python -m benchmarks``) on the session cluster.
 
 One tiny round (2 000 messages, no warm-up, not pinned) of every client: tubemq-aio produce +
-consume (``async for`` and ``getmany``) in its own process, and the Java peer produce +
-consume. It checks that the result files exist and hold numbers for each client; it makes no
+consume (``async for`` and ``getmany``) and end-to-end latency (producer and tailing consumer,
+2 s at 500 msg/s) in its own process, and the Java peer produce + consume. It checks that
+the result files exist and hold numbers for each client; it makes no
 timing assertions (the machine is shared).
 """
 
@@ -22,6 +23,7 @@ EXPECTED = {
     ("consume", "aio-asyncio-iter"),
     ("consume", "aio-asyncio-batch"),
     ("consume", "java"),
+    ("e2e", "aio-asyncio"),
 }
 
 
@@ -37,7 +39,10 @@ async def test_one_tiny_round_per_client_writes_numbers(
         warmup_seconds=0.0,
         loops=["asyncio"],
         clients=["aio", "java", "go"],
-        scenarios=["produce", "consume"],
+        scenarios=["produce", "consume", "e2e"],
+        e2e_rates=[500],
+        e2e_seconds=2.0,
+        e2e_warmup_seconds=0.5,
         out=tmp_path,
         pin=False,
         floor=False,
@@ -52,6 +57,15 @@ async def test_one_tiny_round_per_client_writes_numbers(
     assert set(runs) == EXPECTED
     for key, run in runs.items():
         assert run["ok"], (key, run["error"], run["peer"])
+        if key[0] == "e2e":
+            # every message sent in the measured 2 s at 500 msg/s reached the consumer once
+            assert run["peer"]["messages"] == 1000, (key, run["peer"])
+            assert run["peer"]["missing"] == 0, (key, run["peer"])
+            latency = run["peer"]["latency"]
+            assert latency["count"] == 1000, latency
+            assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"], latency
+            assert run["latency_p99_ms"] == latency["p99_ms"], run
+            continue
         assert run["peer"]["messages"] >= 2000, key
         for field in ("msg_per_s", "cpu_s_per_1e6", "peak_rss_mb"):
             assert isinstance(run[field], int | float), (key, field)
@@ -64,5 +78,6 @@ async def test_one_tiny_round_per_client_writes_numbers(
     assert raw["peers"]["go"]["status"].startswith("blocked: module not available")
     assert raw["env"]["python"]
     assert raw["env"]["git_revision"]
+    assert "End-to-end latency" in summary
     for name in ("aio-asyncio", "aio-asyncio-iter", "aio-asyncio-batch", "java", "blocked"):
         assert name in summary
