@@ -31,6 +31,8 @@ def encode_varint(value: int) -> bytes:
     """
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
+    if 0 < value < 16384:  # two bytes: every frame and body length of a message up to 16 KB
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     if value < 0:
         value &= (1 << 64) - 1
     out = bytearray()
