@@ -97,6 +97,7 @@ async def read_batch(
     (returned equal to ``start_offset``).
 
     Raises:
+        ConsumeSpeedLimitedError: the broker throttles the group (452); read again later.
         ServerError: the broker refused the register, the read or the commit.
     """
     key = partition.key
@@ -110,7 +111,9 @@ async def read_batch(
     # 2. Read without confirming anything: currOffset of the answer is the batch start.
     got = await session.broker.get_message(partition, last_pack_consumed=False, esc_flow_ctrl=False)
     if not got.success:
-        if got.err_code in (404, 452):  # at the end (or slowed down): an empty read
+        # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
+        # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
+        if got.err_code == 404:
             top = got.max_offset if got.max_offset >= 0 else reg.max_offset
             return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
         raise server_error(got.err_code, got.err_msg)

@@ -258,6 +258,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             UnknownPartitionError / PartitionNotSubscribableError: as for :meth:`connect`.
             PartitionAlreadyConnectedError: the partition is connected for fetching.
             ClientBalanceConfigError: ``offset`` is negative or None.
+            ConsumeSpeedLimitedError: the broker throttles the group (452); read again later
+                (an empty result always means "no message from ``offset`` on").
             ServerError: a broker call failed.
         """
         return await self._positioned(partition_key, offset, consume=True)
