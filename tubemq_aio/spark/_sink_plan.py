@@ -282,8 +282,16 @@ def batch_rows(
             attributes,
             types[i] if types is not None else None,
             keys[i] if keys is not None else None,
-            times[i] if times is not None else None,
+            _local(times[i]) if times is not None else None,
         )
+
+
+def _local(value: datetime | None) -> datetime | None:
+    """An instant from Arrow as this machine's wall time: ``$msgTime$`` is a local wall time
+    (the Java producer writes its local time, and consumers read it back as local)."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone().replace(tzinfo=None)
 
 
 def _attributes(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -195,3 +195,16 @@ def test_commit_summary_counts_rows_and_failed_tasks() -> None:
     messages = [TubeMQWriteCommit(5, 0, 0, 3, 0.1), None, TubeMQWriteCommit(7, 1, 1, 3, 0.2)]
     assert _summary(messages) == (12, 2, 1)
     assert pickle.loads(pickle.dumps(messages[0])) == messages[0]
+
+
+def test_zoned_msg_time_becomes_local_wall_time() -> None:
+    plan = plan_sink({**MASTER, "topic": "t1"}, schema(BODY, ("msg_time", TimestampType())))
+    instant = datetime(2026, 11, 22, 8, 30, tzinfo=UTC)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"a"]), pa.array([instant], type=pa.timestamp("us", tz="UTC"))],
+        names=["body", "msg_time"],
+    )
+    (row,) = batch_rows(batch, plan, {})
+    assert row.msg_time == instant.astimezone().replace(tzinfo=None)
+    assert row.msg_time is not None
+    assert row.msg_time.tzinfo is None
