@@ -16,16 +16,17 @@ same register + GetMessage returned them moments later), which would end a range
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
-from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer, PositionedRead
+from tubemq_aio.errors import ConsumeSpeedLimitedError, TubeMQError
 from tubemq_aio.models import Message
 from tubemq_aio.spark._offsets import RECORD, OffsetRange
 from tubemq_aio.spark._options import SourceOptions
@@ -33,6 +34,10 @@ from tubemq_aio.spark._options import SourceOptions
 __all__ = ["DataLossError", "ReadChunk", "chunk_to_arrow", "read_range"]
 
 log = logging.getLogger("tubemq_aio.spark")
+
+#: First and longest pause after the broker throttled a read (452); the task's read timeout
+#: bounds the total wait.
+_THROTTLE_PAUSE = (0.1, 2.0)
 
 
 class DataLossError(TubeMQError):
@@ -74,12 +79,29 @@ def _data_loss(options: SourceOptions, key: str, wanted: int, got: int) -> None:
     log.warning("%s; continuing (failOnDataLoss=false)", text)
 
 
+async def _unthrottled(
+    read: Callable[[str, int], Awaitable[PositionedRead]], key: str, offset: int
+) -> PositionedRead:
+    """Run a positioned read, pausing and retrying while the broker throttles the group."""
+    pause, longest = _THROTTLE_PAUSE
+    while True:
+        try:
+            return await read(key, offset)
+        except ConsumeSpeedLimitedError:
+            log.debug("read throttled by the broker (452); retrying in %.1f s", pause)
+            await asyncio.sleep(pause)
+            pause = min(longest, pause * 2)
+
+
 async def read_range(
     consumer: ClientBalancedConsumer, rng: OffsetRange, options: SourceOptions
 ) -> AsyncIterator[ReadChunk]:
     """Yield the messages of ``rng.key`` with offsets in ``[rng.start, rng.end)``, batch by batch.
 
     The group's stored offset is left at or before ``rng.end``.
+
+    A read the broker throttles (452) is retried after a pause (the bridge's per-item timeout
+    bounds the wait).
 
     Raises:
         DataLossError: ``rng.start`` was deleted and ``failOnDataLoss`` is true.
@@ -88,7 +110,7 @@ async def read_range(
     types = frozenset(options.msg_types)
     offset = rng.start
     while offset < rng.end:
-        batch = await consumer.read_at(rng.key, offset)
+        batch = await _unthrottled(consumer.read_at, rng.key, offset)
         if batch.start_offset > offset:
             _data_loss(options, rng.key, offset, batch.start_offset)
         if batch.start_offset >= rng.end or (
@@ -98,7 +120,7 @@ async def read_range(
         messages: Sequence[Message] = batch.messages
         straddles = batch.next_offset > rng.end
         if straddles:
-            peek = await consumer.peek_at(rng.key, rng.end)
+            peek = await _unthrottled(consumer.peek_at, rng.key, rng.end)
             messages = messages[: _cut(messages, peek.messages[0] if peek.messages else None)]
         kept = [
             (m, batch.start_offset + RECORD * i)
