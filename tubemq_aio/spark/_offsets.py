@@ -4,9 +4,9 @@ TubeMQ offsets are byte positions in a broker store's index file, :data:`RECORD`
 message; the partitions of one store share the index, so a partition's messages occupy some of
 the slots only. Two consequences shape the planning:
 
-* A range ``[start, start + RECORD * k)`` holds *at most* ``k`` messages of the partition (the
-  other slots belong to other partitions of the store), so a limit in messages turned into
-  ``k`` slots per partition is an upper bound on the rows of a micro-batch.
+* A range ``[start, start + RECORD * k)`` of a store holds *at most* ``k`` messages of all its
+  partitions together (one per slot), so a limit in messages turned into ``k`` slots per store
+  is an upper bound on the rows of a micro-batch.
 * Slots are aligned to :data:`RECORD` from the store's first offset, so any ``start + RECORD*i``
   is a record boundary: ranges may be split there and every message stays in exactly one part.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = [
     "RECORD",
@@ -28,10 +29,17 @@ __all__ = [
     "plan_end",
     "plan_ranges",
     "resolve_start",
+    "store_of",
 ]
+
+K = TypeVar("K", str, tuple[str, str, int])
 
 #: Bytes per index record: offsets advance by this much per message of the store.
 RECORD = 28
+
+#: Partition ids of a broker topic are ``storeId * STORE_BASE + i`` (TubeMQ's
+#: ``META_STORE_INS_BASE``).
+STORE_BASE = 10000
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +112,7 @@ def lost_partitions(start: Mapping[str, int], bounds: Mapping[str, StoreBounds])
     )
 
 
-def _shares(available: Mapping[str, int], limit: int) -> dict[str, int]:
+def _shares(available: Mapping[K, int], limit: int) -> dict[K, int]:
     """Split ``limit`` records over partitions in proportion to what each has available (the
     Kafka source's rule); the rounding remainder goes to the largest fractions, ties by key."""
     total = sum(available.values())
@@ -122,16 +130,30 @@ def _shares(available: Mapping[str, int], limit: int) -> dict[str, int]:
     return shares
 
 
+def store_of(key: str) -> tuple[str, str, int]:
+    """The broker store a partition key belongs to: ``(brokerId, topic, partitionId // 10000)``
+    (the broker numbers partitions ``storeId * 10000 + i``; the partitions of one store share
+    its index)."""
+    broker, topic, partition = key.split(":")
+    return broker, topic, int(partition) // STORE_BASE
+
+
 def plan_end(
     start: Mapping[str, int], bounds: Mapping[str, StoreBounds], max_messages: int | None
 ) -> dict[str, int]:
     """The end offsets of the next micro-batch.
 
+    The limit is applied per *store*: the partitions of a store share one index, so they all end
+    at the same offset ``E = low + RECORD * k``, where ``low`` is the smallest start among them
+    and ``k`` the store's share. Each index slot in ``[low, E)`` holds one message of one
+    partition, so the store contributes at most ``k`` messages, and counting a slot once (not
+    once per partition) makes the batches as large as the limit allows.
+
     Args:
         start: the batch's start offsets (previous end).
         bounds: every partition's store bounds now.
-        max_messages: at most this many index slots over all partitions (so at most this many
-            messages), split in proportion to each partition's backlog; None: everything.
+        max_messages: at most this many messages over all partitions, split over stores in
+            proportion to their backlog; None: everything.
 
     Returns:
         Offsets with sorted keys. A partition absent from ``start`` (new mid-stream) enters at
@@ -139,13 +161,18 @@ def plan_end(
         backwards, and one the metadata no longer shows keeps its offset.
     """
     known = {key: offset for key, offset in start.items() if key in bounds}
-    available = {
-        key: max(0, bounds[key].max_offset - offset) // RECORD for key, offset in known.items()
-    }
+    stores: dict[tuple[str, str, int], list[str]] = {}
+    for key in known:
+        stores.setdefault(store_of(key), []).append(key)
+    low = {s: min(known[k] for k in keys) for s, keys in stores.items()}
+    high = {s: max(bounds[k].max_offset for k in keys) for s, keys in stores.items()}
+    available = {s: max(0, high[s] - low[s]) // RECORD for s in stores}
     shares = available if max_messages is None else _shares(available, max_messages)
     end = dict(start)
-    for key, offset in known.items():
-        end[key] = offset + RECORD * shares[key]
+    for store, keys in stores.items():
+        stop = low[store] + RECORD * shares[store]
+        for key in keys:
+            end[key] = max(known[key], min(stop, bounds[key].max_offset))
     for key, b in bounds.items():
         end.setdefault(key, b.min_offset)
     return normalize_offsets(end)

@@ -18,9 +18,10 @@ from tubemq_aio.spark._offsets import (
     plan_end,
     plan_ranges,
     resolve_start,
+    store_of,
 )
 
-A, B, C = "1:t:0", "1:t:1", "2:t:0"
+A, B, C = "1:t:0", "1:t:10000", "2:t:0"  # three different stores
 
 
 def bounds(**ends: tuple[int, int]) -> dict[str, StoreBounds]:
@@ -110,10 +111,51 @@ def test_lost_partitions_below_min_or_past_end() -> None:
     limit=st.integers(1, 2000),
 )
 def test_limit_never_exceeded_and_progress_made(backlog: list[int], limit: int) -> None:
-    keys = [f"1:t:{i}" for i in range(len(backlog))]
+    keys = [f"{i + 1}:t:0" for i in range(len(backlog))]  # one store each
     start = dict.fromkeys(keys, 0)
     b = {k: StoreBounds(0, n * RECORD) for k, n in zip(keys, backlog, strict=True)}
     end = plan_end(start, b, limit)
     slots = [(end[k] - start[k]) // RECORD for k in keys]
     assert sum(slots) == min(limit, sum(backlog))
     assert all(0 <= s <= n for s, n in zip(slots, backlog, strict=True))
+
+
+def test_store_of_groups_partitions_sharing_an_index() -> None:
+    assert store_of("1:t:0") == store_of("1:t:2") == ("1", "t", 0)
+    assert store_of("1:t:10001") == ("1", "t", 1)
+    assert store_of("2:t:0") != store_of("1:t:0")
+
+
+def test_partitions_of_one_store_share_its_slots_once() -> None:
+    keys = ["1:t:0", "1:t:1", "1:t:2"]
+    b = {k: StoreBounds(0, 30 * RECORD) for k in keys}
+    end = plan_end(dict.fromkeys(keys, 0), b, 12)
+    # 12 slots of the shared index, not 12 split three ways: every partition ends at slot 12.
+    assert end == dict.fromkeys(keys, 12 * RECORD)
+
+
+@given(
+    owners=st.lists(st.integers(0, 2), min_size=1, max_size=120),
+    starts=st.lists(st.integers(0, 120), min_size=3, max_size=3),
+    limit=st.integers(1, 150),
+)
+def test_rows_of_a_shared_store_never_exceed_the_limit(
+    owners: list[int], starts: list[int], limit: int
+) -> None:
+    """Slot i of one store holds a message of partition owners[i]; whatever the starts, the
+    messages planned into the batch are at most the limit, and some are planned if any wait."""
+    keys = [f"1:t:{p}" for p in range(3)]
+    size = len(owners)
+    b = {k: StoreBounds(0, size * RECORD) for k in keys}
+    start = {k: RECORD * min(s, size) for k, s in zip(keys, starts, strict=True)}
+    end = plan_end(start, b, limit)
+    planned = sum(
+        1
+        for slot, owner in enumerate(owners)
+        if start[keys[owner]] <= slot * RECORD < end[keys[owner]]
+    )
+    waiting = sum(1 for slot, owner in enumerate(owners) if slot * RECORD >= start[keys[owner]])
+    assert planned <= limit
+    assert all(end[k] >= start[k] for k in keys)
+    if waiting:
+        assert end != start
