@@ -289,7 +289,9 @@ async def run_bench(
     if "java" in cfg.clients:
         try:
             jar = await asyncio.to_thread(build_java)
-            java = {"status": "ok", "jar": str(jar)}
+            # Relative to the repository: result files must not carry machine paths.
+            where = jar.relative_to(env.REPO) if jar.is_relative_to(env.REPO) else jar.name
+            java = {"status": "ok", "jar": str(where)}
         except BuildError as exc:
             java = {"status": f"blocked: {exc}"}
             log(f"java peer unavailable: {exc}")
