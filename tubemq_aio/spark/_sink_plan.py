@@ -30,6 +30,7 @@ __all__ = [
     "SinkPlan",
     "SinkSchemaError",
     "batch_rows",
+    "batch_topics",
     "plan_sink",
 ]
 
@@ -237,6 +238,13 @@ def _column(batch: ArrowBatch, plan: SinkPlan, name: str) -> list[Any] | None:
     if name not in plan.columns:
         return None
     return batch.column(plan.columns.index(name)).to_pylist()
+
+
+def batch_topics(batch: ArrowBatch, plan: SinkPlan) -> set[str]:
+    """The topics the rows of ``batch`` go to (nulls left out: they fail in :func:`batch_rows`)."""
+    if plan.topic is not None:
+        return {plan.topic}
+    return {t for t in _column(batch, plan, "topic") or () if t is not None}
 
 
 def batch_rows(

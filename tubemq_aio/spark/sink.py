@@ -38,6 +38,7 @@ from tubemq_aio.spark._sink_plan import (
     SinkPlan,
     SinkSchemaError,
     batch_rows,
+    batch_topics,
     plan_sink,
 )
 
@@ -114,6 +115,11 @@ async def _write_batches(
             while (batch := await pending) is not None:
                 pending = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
                 if batch.num_rows:
+                    # Publish new topics before the concurrent sends: a send that publishes its
+                    # topic itself lets other sends of that topic run before it is writable.
+                    new = batch_topics(batch, plan).difference(producer.topics)
+                    if new:
+                        await producer.publish(sorted(new))
                     workers = min(plan.max_in_flight, batch.num_rows)
                     await _send_rows(producer, batch_rows(batch, plan, extra, sent), workers)
                     sent += batch.num_rows

@@ -28,6 +28,7 @@ from tubemq_aio.spark._sink_plan import (
     SinkOptionError,
     SinkSchemaError,
     batch_rows,
+    batch_topics,
     plan_sink,
 )
 from tubemq_aio.spark.sink import TubeMQWriteCommit, _summary
@@ -208,3 +209,14 @@ def test_zoned_msg_time_becomes_local_wall_time() -> None:
     assert row.msg_time == instant.astimezone().replace(tzinfo=None)
     assert row.msg_time is not None
     assert row.msg_time.tzinfo is None
+
+
+def test_batch_topics_are_the_option_or_the_column_values() -> None:
+    fixed = plan_sink({**MASTER, "topic": "t1"}, schema(BODY))
+    batch = pa.RecordBatch.from_arrays([pa.array([b"a", b"b"])], names=["body"])
+    assert batch_topics(batch, fixed) == {"t1"}
+    per_row = plan_sink(MASTER, schema(BODY, ("topic", StringType())))
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"a", b"b", b"c"]), pa.array(["x", None, "y"])], names=["body", "topic"]
+    )
+    assert batch_topics(batch, per_row) == {"x", "y"}
