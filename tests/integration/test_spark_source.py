@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from spark_fixtures import spark
@@ -224,3 +226,20 @@ async def test_available_now_reads_everything_once_and_restarts_from_checkpoint(
     out = spark.read.parquet(f"{base}/out")
     assert rows_of(out) == expected(sent + more)
     assert out.count() == 65
+
+
+async def test_offset_no_longer_on_the_broker_fails_the_query(
+    spark: SparkSession, cluster: LocalCluster, topic: str, tmp_path: Any
+) -> None:
+    sent = await produce(cluster, topic, 6, "lost")
+    key = sent[0].key
+    # An offset past the store's end (as after a re-created topic): the broker would clamp it
+    # silently; the source refuses with failOnDataLoss (default true).
+    query, _ = run_stream(
+        spark, cluster, topic, str(tmp_path / "cp"), startingOffsets=json.dumps({key: 28 * 10**6})
+    )
+    try:
+        with pytest.raises(StreamingQueryException, match="no longer on the broker"):
+            query.awaitTermination(240)
+    finally:
+        query.stop()
