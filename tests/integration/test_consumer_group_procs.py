@@ -40,6 +40,7 @@ from tubemq_aio.testing import LocalCluster
 MEMBER_SCRIPT = Path(__file__).with_name("_group_member.py")
 BEFORE = 300  # messages written before the members start
 SEND_GAP = 0.02  # seconds between sends while the members run (~50 messages/s)
+STABLE = 6.0  # seconds the split must stay unchanged (3 balance cycles of the test master)
 VICTIM_HOLD = 0.5  # seconds the member to be killed "works" on each batch before acking it
 
 
@@ -210,6 +211,18 @@ async def test_three_processes_sigkill_and_graceful_close(
             return all(held) and len(union) == 6 and sum(map(len, held)) == 6
 
         t_split = await wait_until(split, 120, "the 3 members to split the 6 partitions")
+        # Let the master finish balancing (it may still move partitions for a few cycles):
+        # the split must hold unchanged for STABLE seconds.
+        since, last_held = time.monotonic(), [m.held() for m in members]
+
+        def stable() -> bool:
+            nonlocal since, last_held
+            held = [m.held() for m in members]
+            if held != last_held or not split():
+                since, last_held = time.monotonic(), held
+            return time.monotonic() - since >= STABLE
+
+        await wait_until(stable, 120, "a stable split")
         all_keys = set().union(*(m.held() for m in members))
         split_sizes = sorted(len(m.held()) for m in members)
         t_split_wall = time.time()
