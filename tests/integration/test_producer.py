@@ -80,6 +80,18 @@ async def test_concurrent_sends_pipeline_and_offsets_grow(
     assert metrics["transport"]["connections_opened"] >= 1 + len(cluster.brokers)
 
 
+async def test_concurrent_first_sends_of_an_unpublished_topic_all_succeed(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """Sends racing on a topic's first use wait for its one publish instead of failing."""
+    async with Producer(cluster.master_addr) as producer:
+        assert producer.topics == ()
+        results = await asyncio.gather(*(producer.send(topic, b"first") for _ in range(64)))
+        assert producer.topics == (topic,)
+    assert len(results) == 64
+    assert all(r.partition_key.split(":")[1] == topic for r in results)
+
+
 async def test_cancelling_many_sends_leaves_the_producer_usable(
     cluster: LocalCluster, topic: str
 ) -> None:

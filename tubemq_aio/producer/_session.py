@@ -82,6 +82,8 @@ class ProducerSession:
         self.metadata = ProducerMetadata(tls=config.ssl_context is not None)
         self.tokens = TokenState(config.credentials)
         self._published: dict[str, None] = {}
+        #: Topics whose first publish is under way; set when it ends (either way).
+        self._publishing: dict[str, asyncio.Event] = {}
         self._heartbeat_lock = asyncio.Lock()
         self.registered = False
         self.heartbeats_ok = 0
@@ -100,8 +102,21 @@ class ProducerSession:
         return tuple(self._published)
 
     def is_published(self, topic: str) -> bool:
-        """Whether ``topic`` was published."""
-        return topic in self._published
+        """Whether ``topic`` was published and its first publish has ended."""
+        return topic in self._published and topic not in self._publishing
+
+    async def ensure_published(self, topic: str) -> None:
+        """Publish ``topic`` on first use; concurrent first uses wait for that one publish.
+
+        Raises:
+            InvalidMessageError: the topic name is invalid.
+            TopicUnavailableError: the first publish found no writable partition in time.
+        """
+        pending = self._publishing.get(topic)
+        if pending is not None:
+            await pending.wait()  # bounded: the publish gives up after publish_timeout
+        elif topic not in self._published:
+            await self.publish([topic])
 
     async def register(self) -> None:
         """Register at the master, retrying like the Java client (§4.8).
@@ -192,8 +207,19 @@ class ProducerSession:
                 ``publish_timeout`` seconds (it stays published: it is used once it appears).
         """
         wanted = [validate_topic(t) for t in topics]
+        first = {t: asyncio.Event() for t in wanted if t not in self._published}
         for topic in wanted:
             self._published.setdefault(topic, None)
+        self._publishing.update(first)
+        try:
+            await self._await_writable(wanted)
+        finally:
+            for topic, done in first.items():
+                done.set()
+                if self._publishing.get(topic) is done:
+                    del self._publishing[topic]
+
+    async def _await_writable(self, wanted: list[str]) -> None:
         deadline = self._clock() + self._config.publish_timeout
         while True:
             try:

@@ -211,7 +211,7 @@ class Producer(AsyncLifecycle):
         """
         session = self._require_session()
         if not session.is_published(topic):
-            await session.publish([topic])
+            await session.ensure_published(topic)
         encoded = encode_message(
             body,
             attributes=attributes,
