@@ -175,12 +175,19 @@ async def test_tls_mistakes_fail_the_handshake(secure: Secure) -> None:
         (secure.context(trust=False), ConnectError),
     ]
     for ctx, error in cases:
-        producer = Producer(secure.master, topics=[topic], ssl_context=ctx, credentials=USER)
+        producer = Producer(
+            secure.master, topics=[topic], ssl_context=ctx, credentials=USER, register_attempts=1
+        )
         with pytest.raises(error) as info:
             await producer.start()
         await producer.close()
         consumer = Consumer(
-            secure.master, group="g_tls", topics=[topic], ssl_context=ctx, credentials=USER
+            secure.master,
+            group="g_tls",
+            topics=[topic],
+            ssl_context=ctx,
+            credentials=USER,
+            register_attempts=1,
         )
         with pytest.raises(error) as cinfo:
             await consumer.start()
