@@ -206,3 +206,28 @@ def test_bad_columns_fail_on_the_driver_naming_the_column(
     text = str(caught.value)
     assert "SinkSchemaError" in text
     assert expected in text
+
+
+def test_a_refused_row_fails_the_write_with_the_typed_error(
+    cluster: LocalCluster, topic: str, tubemq_spark: SparkSession
+) -> None:
+    df = tubemq_spark.range(20).select(
+        F.col("id").cast("string").alias("body"),
+        F.create_map(F.lit("note"), F.when(F.col("id") == 13, "a,b").otherwise("ok")).alias(
+            "attributes"
+        ),
+    )
+    writer = (
+        df.coalesce(1)
+        .write.format("tubemq")
+        .option("master", cluster.master_addr)
+        .option("topic", topic)
+        .option("maxInFlight", "1")
+        .mode("append")
+    )
+    with pytest.raises(PySparkException) as caught:
+        writer.save()
+    assert "InvalidMessageError" in str(caught.value)
+    # Rows before the refused one were stored and stay (at-least-once: nothing is taken back).
+    got = asyncio.run(read_back(cluster.master_addr, topic, 13))
+    assert sorted(int(m.body) for m in got) == list(range(13))
