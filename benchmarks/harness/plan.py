@@ -54,9 +54,9 @@ def variants(cfg: BenchConfig, scenario: str, java_ok: bool) -> list[Variant]:
             else:
                 out.append(Variant(f"aio-{loop}-iter", "aio", loop, "iter"))
                 out.append(Variant(f"aio-{loop}-batch", "aio", loop, "batch"))
-    # The Java peer has no open-loop mode (latency, e2e).
-    if "java" in cfg.clients and java_ok and scenario not in ("latency", "e2e"):
-        mode = "async" if scenario == "produce" else "pull"
+    # The Java peer has no open-loop send-latency mode.
+    if "java" in cfg.clients and java_ok and scenario != "latency":
+        mode = {"produce": "async", "consume": "pull"}.get(scenario, scenario)
         out.append(Variant(BASELINE, "java", None, mode))
     return out
 
@@ -148,8 +148,14 @@ def e2e_command(
     seconds: float,
     warmup: float,
 ) -> list[str]:
-    """End-to-end latency command of our variant ``v`` (producer and tailing consumer, not-found
-    wait 10 ms)."""
+    """End-to-end latency command of variant ``v`` (producer and tailing consumer in one process,
+    not-found wait 10 ms)."""
+    if v.client == "java":
+        return java_command(
+            ["e2e", "--master", master, "--topic", topic, "--group", group, "--size", str(size),
+             "--rate", str(rate), "--duration", str(seconds), "--warmup-seconds", str(warmup),
+             "--not-found-wait-ms", "10"]
+        )  # fmt: skip
     return aio_command(
         ["e2e", "--master", master, "--topic", topic, "--group", group, "--count", "0",
          "--size", str(size), "--rate", str(rate), "--duration", str(seconds),

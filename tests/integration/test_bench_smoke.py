@@ -2,7 +2,7 @@
 
 One tiny round (2 000 messages, no warm-up, not pinned) of every client: tubemq-aio produce +
 consume (``async for`` and ``getmany``) and end-to-end latency (producer and tailing consumer,
-2 s at 500 msg/s) in its own process, and the Java peer produce + consume. It checks that
+2 s at 500 msg/s) in its own process, and the Java peer produce + consume + e2e. It checks that
 the result files exist and hold numbers for each client; it makes no
 timing assertions (the machine is shared).
 """
@@ -24,6 +24,7 @@ EXPECTED = {
     ("consume", "aio-asyncio-batch"),
     ("consume", "java"),
     ("e2e", "aio-asyncio"),
+    ("e2e", "java"),
 }
 
 

@@ -8,6 +8,8 @@
  *   Peer consume --master H:P --topic T --group G --count N [--warmup-seconds S]
  *                [--not-found-wait-ms MS] [--idle-timeout-seconds S] [--ready-timeout-seconds S]
  *                [--heartbeat-ms MS]
+ *   Peer e2e --master H:P --topic T --group G --rate R --duration S [--size B]
+ *                [--warmup-seconds S] [--not-found-wait-ms MS] (see E2E.java)
  *
  * --heartbeat-ms (default 2000, same as the Go peer) only shortens the start-up: partitions
  * reach the client with a heartbeat.
@@ -51,7 +53,7 @@ public final class Peer {
     }
 
     /** Minimal "--key value" parser. */
-    private static final class Args {
+    static final class Args {
         private final Map<String, String> values = new HashMap<>();
 
         Args(String[] argv, int from) {
@@ -84,7 +86,7 @@ public final class Peer {
         }
     }
 
-    private static long processCpuNanos() {
+    static long processCpuNanos() {
         java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
         if (os instanceof com.sun.management.OperatingSystemMXBean) {
             return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
@@ -92,12 +94,12 @@ public final class Peer {
         return -1L;
     }
 
-    private static void log(String msg) {
+    static void log(String msg) {
         System.err.println("[java-peer] " + msg);
         System.err.flush();
     }
 
-    private static String jsonString(String s) {
+    static String jsonString(String s) {
         StringBuilder b = new StringBuilder("\"");
         for (char c : s.toCharArray()) {
             if (c == '"' || c == '\\') {
@@ -128,7 +130,7 @@ public final class Peer {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 1) {
-            System.err.println("usage: Peer produce|consume --master H:P --topic T ...");
+            System.err.println("usage: Peer produce|consume|e2e --master H:P --topic T ...");
             System.exit(2);
         }
         Args args = new Args(argv, 1);
@@ -139,6 +141,9 @@ public final class Peer {
                 break;
             case "consume":
                 rc = consume(args);
+                break;
+            case "e2e":
+                rc = E2E.run(args);
                 break;
             default:
                 System.err.println("unknown subcommand: " + argv[0]);
