@@ -115,8 +115,8 @@ async def _write_batches(
             while (batch := await pending) is not None:
                 pending = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
                 if batch.num_rows:
-                    # Publish new topics before the concurrent sends: a send that publishes its
-                    # topic itself lets other sends of that topic run before it is writable.
+                    # Publish new topics once, before the concurrent sends (older producers let
+                    # sends racing on a topic's first use fail with TopicUnavailableError).
                     new = batch_topics(batch, plan).difference(producer.topics)
                     if new:
                         await producer.publish(sorted(new))
