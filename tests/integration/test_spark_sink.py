@@ -151,6 +151,7 @@ def test_streaming_write_tags_each_message_with_its_batch_id(
         .option("master", cluster.master_addr)
         .option("topic", topic)
         .option("checkpointLocation", os.path.join(work, "checkpoint"))
+        .option("taskAttribute", "__spark_task")
         .trigger(availableNow=True)
     )
 
@@ -172,6 +173,9 @@ def test_streaming_write_tags_each_message_with_its_batch_id(
         row: dict[str, Any] = json.loads(message.body)
         assert message.msg_type == "from-stream"
         batch_of_file.setdefault(row["file"], set()).add(message.attributes["__spark_batch_id"])
+        partition, attempt = message.attributes["__spark_task"].split(":")
+        assert int(partition) >= 0
+        assert attempt == "0"
     # One file per micro-batch: each file's rows carry one batch id, every file its own.
     assert all(len(ids) == 1 for ids in batch_of_file.values())
     assert sorted(next(iter(ids)) for ids in batch_of_file.values()) == ["0", "1", "2"]
