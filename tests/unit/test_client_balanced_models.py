@@ -14,9 +14,10 @@ from tubemq_aio.consumer._cb_models import (
     make_balance_consumer_id,
     parse_key,
 )
-from tubemq_aio.consumer._cb_ops import decode_messages
+from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import ClientBalanceConfigError, java_string_hash
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_rpc import RawMessage
@@ -73,6 +74,26 @@ def _raw(
         payload, flag = struct.pack(">i", len(attr)) + attr + body, 1
     crc = zlib.crc32(payload) & 0x7FFFFFFF
     return RawMessage(message_id, crc ^ 1 if bad_crc else crc, payload, flag)
+
+
+def decode_messages(
+    key: PartitionKey,
+    raw: list[RawMessage],
+    filters: frozenset[str],
+    stats: ConsumerStats,
+    *,
+    deliver_corrupt: bool = False,
+) -> list[Message]:
+    """The decode a positioned read uses, for one partition."""
+    messages, _ = decode_raw_messages(
+        raw,
+        topic=key.topic,
+        partition_key=key.format(),
+        filters=filters,
+        counters=stats,
+        deliver_corrupt=deliver_corrupt,
+    )
+    return messages
 
 
 def test_decode_messages_filters_and_counts() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
 
 from tubemq_aio.consumer._cb_models import (
     PartitionNotSubscribableError,
@@ -20,16 +19,13 @@ from tubemq_aio.consumer._cb_models import (
     parse_key,
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
+from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import server_error
-from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey
-from tubemq_aio.protocol.consumer_rpc import RawMessage
-from tubemq_aio.protocol.message import MessageDecodeError, decode_payload
 
 __all__ = [
-    "decode_messages",
     "read_batch",
     "release_after_confirm",
     "resolve_partition",
@@ -122,40 +118,14 @@ async def read_batch(
     done = await session.broker.commit(partition, consumed=consume)
     if not done.success:
         raise server_error(done.err_code, done.err_msg)
-    messages = decode_messages(key, got.messages, filters, stats, deliver_corrupt=deliver_corrupt)
+    messages, _ = decode_raw_messages(
+        got.messages,
+        topic=key.topic,
+        partition_key=key.format(),
+        filters=filters,
+        counters=stats,
+        deliver_corrupt=deliver_corrupt,
+    )
     top = max(done.max_offset, got.max_offset)
     after = done.curr_offset if consume else got.curr_offset
-    return PositionedRead(key.format(), messages, got.curr_offset, after, top)
-
-
-def decode_messages(
-    key: PartitionKey,
-    raw: Iterable[RawMessage],
-    filters: frozenset[str],
-    stats: ConsumerStats,
-    *,
-    deliver_corrupt: bool = False,
-) -> tuple[Message, ...]:
-    """Decode the messages of one positioned read like the fetch engine does (§5): drop
-    undecodable ones, CRC mismatches (unless ``deliver_corrupt``) and filtered-out types."""
-    result = []
-    for item in raw:
-        try:
-            decoded = decode_payload(item.payload, item.flag, item.checksum)
-        except MessageDecodeError as exc:
-            stats.decode_errors += 1
-            log.warning("undecodable message %d in %s: %s", item.message_id, key, exc)
-            continue
-        if not decoded.crc_ok:
-            stats.crc_mismatches += 1
-            if not deliver_corrupt:
-                continue
-        if filters and decoded.msg_type not in filters:
-            stats.filtered += 1
-            continue
-        result.append(
-            Message.from_payload(
-                decoded, topic=key.topic, message_id=item.message_id, partition_key=key.format()
-            )
-        )
-    return tuple(result)
+    return PositionedRead(key.format(), tuple(messages), got.curr_offset, after, top)
