@@ -12,12 +12,6 @@ from benchmarks.harness.env import REPO
 ALL_SCENARIOS = ("produce", "consume", "latency", "e2e")
 ALL_CLIENTS = ("aio", "java", "go")
 ALL_LOOPS = ("asyncio", "uvloop")
-#: The Go peer cannot be built here; reported as blocked, never run.
-GO_BLOCKED = (
-    "blocked: module not available from the module proxy "
-    "(github.com/apache/inlong/inlong-tubemq/tubemq-client-twins/tubemq-client-go answers "
-    "403 'not available'; see docs/benchmarks-peers.md)"
-)
 
 
 @dataclass
@@ -33,7 +27,7 @@ class BenchConfig:
         messages: measured messages per produce/consume run (``None``: 10**6, 10**5 at >= 10 KB).
         warmup_seconds: produce warm-up per run (excluded from every figure).
         loops: event loops for our client.
-        clients: ``aio``, ``java``, ``go`` (``go`` is reported as blocked).
+        clients: ``aio``, ``java``, ``go`` (a peer that cannot be built is reported as blocked).
         scenarios: ``produce``, ``consume``, ``latency``, ``e2e``.
         out: parent directory of the result directory.
         partitions: partitions per topic (one broker, one store).

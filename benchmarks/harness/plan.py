@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.harness.config import BenchConfig
-from benchmarks.peers.build import java_command
+from benchmarks.peers.build import GO_LOG_DIR, go_command, java_command
 
-#: Baseline of every ratio.
+#: Baselines of the ratios: the official clients, each run as a variant of the same name.
 BASELINE = "java"
+BASELINES = ("java", "go")
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ class Cell:
         return f"{self.scenario} {self.size} B{w}{r}"
 
 
-def variants(cfg: BenchConfig, scenario: str, java_ok: bool) -> list[Variant]:
-    """Variants of ``scenario``: ours per loop (and per consume API), then Java if available."""
+def variants(cfg: BenchConfig, scenario: str, java_ok: bool, go_ok: bool = False) -> list[Variant]:
+    """Variants of ``scenario``: ours per loop (and per consume API), then the peers built."""
     out: list[Variant] = []
     if "aio" in cfg.clients:
         for loop in cfg.loops:
@@ -58,6 +59,9 @@ def variants(cfg: BenchConfig, scenario: str, java_ok: bool) -> list[Variant]:
     if "java" in cfg.clients and java_ok and scenario != "latency":
         mode = {"produce": "async", "consume": "pull"}.get(scenario, scenario)
         out.append(Variant(BASELINE, "java", None, mode))
+    # The Go client sends synchronously only (W goroutines) and has no open-loop mode either.
+    if "go" in cfg.clients and go_ok and scenario in ("produce", "consume"):
+        out.append(Variant("go", "go", None, "sync" if scenario == "produce" else "pull"))
     return out
 
 
@@ -124,6 +128,8 @@ def produce_command(
               "--concurrency", str(window), "--warmup-seconds", str(warmup)]  # fmt: skip
     if v.client == "java":
         return java_command(["produce", *common, "--mode", "async"])
+    if v.client == "go":
+        return go_command(["produce", *common, "--log-dir", str(GO_LOG_DIR)])
     return aio_command(["produce", *common, "--loop", v.loop or "asyncio"])
 
 
@@ -173,6 +179,11 @@ def consume_command(
         return java_command(
             ["consume", *common, "--idle-timeout-seconds", str(int(idle)),
              "--not-found-wait-ms", "10"]
+        )  # fmt: skip
+    if v.client == "go":
+        return go_command(
+            ["consume", *common, "--idle-timeout-seconds", str(idle), "--not-found-wait-ms", "10",
+             "--log-dir", str(GO_LOG_DIR)]
         )  # fmt: skip
     return aio_command(
         ["consume", *common, "--loop", v.loop or "asyncio", "--mode", v.mode,

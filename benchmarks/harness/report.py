@@ -1,6 +1,7 @@
 """Turn the runs into ``raw.json``, ``summary.md`` and (when matplotlib is present) PNG plots.
 
-Ratios are per round: in round ``r`` of a cell, ``aio variant / java`` for throughput (msg/s,
+Ratios are per round: in round ``r`` of a cell, ``aio variant / java`` (and ``/ go`` when the Go
+peer ran) for throughput (msg/s,
 > 1 = ours faster) and for client CPU-seconds per 10**6 messages (< 1 = ours cheaper). A cell
 reports the median of those per-round ratios with a bootstrap 95 % interval, plus the absolute
 medians of every variant. Discarded (first) rounds and failed runs are left out.
@@ -14,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.plan import BASELINE
+from benchmarks.harness.plan import BASELINES
 from benchmarks.harness.stats import bootstrap_ci, median
 
 Key = tuple[str, int, int | None, int | None]
@@ -29,7 +30,7 @@ def _kept(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Absolute medians per (cell, variant) and per-round ratios against the Java baseline."""
+    """Absolute medians per (cell, variant) and per-round ratios against the Java and Go peers."""
     by_cell: dict[Key, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in _kept(runs):
         key = (r["scenario"], r["size"], r["window"], r.get("rate"))
@@ -44,31 +45,38 @@ def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 vals = [float(r[m]) for r in rs if r.get(m) is not None]
                 row[m] = median(vals)
             absolute[variant] = row
-        ratios: dict[str, dict[str, Any]] = {}
-        base = {r["round"]: r for r in per_variant.get(BASELINE, [])}
-        for variant, rs in per_variant.items():
-            if variant == BASELINE or not base:
-                continue
-            speed, cpu = [], []
-            for r in rs:
-                b = base.get(r["round"])
-                if b is None:
-                    continue
-                speed.append(r["msg_per_s"] / b["msg_per_s"])
-                if r.get("cpu_s_per_1e6") and b.get("cpu_s_per_1e6"):
-                    cpu.append(r["cpu_s_per_1e6"] / b["cpu_s_per_1e6"])
-            ratios[variant] = {
-                "n": len(speed),
-                "throughput": median(speed),
-                "throughput_ci95": bootstrap_ci(speed),
-                "throughput_rounds": [round(x, 4) for x in speed],
-                "cpu": median(cpu),
-                "cpu_ci95": bootstrap_ci(cpu),
-                "cpu_rounds": [round(x, 4) for x in cpu],
-            }
+        ratios = {b: _ratios(per_variant, b) for b in BASELINES if per_variant.get(b)}
         cells_out.append({"scenario": scenario, "size": size, "window": window, "rate": rate,
-                          "absolute": absolute, "ratios": ratios})  # fmt: skip
+                          "absolute": absolute, "ratios": ratios.get("java", {}),
+                          "ratios_go": ratios.get("go", {})})  # fmt: skip
     return {"cells": cells_out, "failed_runs": len(failed)}
+
+
+def _ratios(per_variant: dict[str, list[dict[str, Any]]], baseline: str) -> dict[str, Any]:
+    """Per our variant: median and bootstrap CI of per-round ratios against ``baseline``."""
+    base = {r["round"]: r for r in per_variant[baseline]}
+    out: dict[str, Any] = {}
+    for variant, rs in per_variant.items():
+        if variant in BASELINES:
+            continue
+        speed, cpu = [], []
+        for r in rs:
+            b = base.get(r["round"])
+            if b is None:
+                continue
+            speed.append(r["msg_per_s"] / b["msg_per_s"])
+            if r.get("cpu_s_per_1e6") and b.get("cpu_s_per_1e6"):
+                cpu.append(r["cpu_s_per_1e6"] / b["cpu_s_per_1e6"])
+        out[variant] = {
+            "n": len(speed),
+            "throughput": median(speed),
+            "throughput_ci95": bootstrap_ci(speed),
+            "throughput_rounds": [round(x, 4) for x in speed],
+            "cpu": median(cpu),
+            "cpu_ci95": bootstrap_ci(cpu),
+            "cpu_rounds": [round(x, 4) for x in cpu],
+        }
+    return out
 
 
 def floor_vs_real(raw: dict[str, Any], summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -158,19 +166,24 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
         f"{raw['cluster'].get('topic_settings_reported')})",
         f"- Java peer: {raw['peers']['java']['status']}; Go peer: {raw['peers']['go']['status']}",
         f"- failed runs: {summary['failed_runs']}; measuring took {e.get('measure_seconds')} s",
-        "",
-        "## Ratios tubemq-aio / Java (median of per-round ratios [bootstrap 95 % CI])",
-        "",
-        "Throughput > 1: ours faster. CPU < 1: ours uses less client CPU per message.",
-        "",
-        "| cell | variant | n | throughput ratio | CPU/msg ratio |",
-        "|---|---|---|---|---|",
     ]
-    for c in summary["cells"]:
-        for v, r in sorted(c["ratios"].items()):
-            speed = _ratio(r["throughput"], r["throughput_ci95"])
-            cpu = _ratio(r["cpu"], r["cpu_ci95"])
-            lines.append(f"| {_cell_label(c)} | {v} | {r['n']} | {speed} | {cpu} |")
+    for field, peer in (("ratios", "Java"), ("ratios_go", "Go")):
+        if not any(c.get(field) for c in summary["cells"]):
+            continue
+        lines += [
+            "",
+            f"## Ratios tubemq-aio / {peer} (median of per-round ratios [bootstrap 95 % CI])",
+            "",
+            "Throughput > 1: ours faster. CPU < 1: ours uses less client CPU per message.",
+            "",
+            "| cell | variant | n | throughput ratio | CPU/msg ratio |",
+            "|---|---|---|---|---|",
+        ]
+        for c in summary["cells"]:
+            for v, r in sorted(c.get(field, {}).items()):
+                speed = _ratio(r["throughput"], r["throughput_ci95"])
+                cpu = _ratio(r["cpu"], r["cpu_ci95"])
+                lines.append(f"| {_cell_label(c)} | {v} | {r['n']} | {speed} | {cpu} |")
     lines += [
         "",
         "## Absolute medians",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import env, report
-from benchmarks.harness.config import GO_BLOCKED, BenchConfig
+from benchmarks.harness.config import BenchConfig
 from benchmarks.harness.plan import (
     Cell,
     TopicPlan,
@@ -30,7 +30,7 @@ from benchmarks.harness.plan import (
     variants,
 )
 from benchmarks.harness.proc import ClientRun, run_client
-from benchmarks.peers.build import BuildError, build_java
+from benchmarks.peers.build import BuildError, build_go, build_java
 from tubemq_aio.testing import LocalCluster
 
 #: Topic memory cache used for benchmark topics (the default 3 MB gives 419 overflows).
@@ -115,6 +115,7 @@ class Bench:
         self.runs: list[dict[str, Any]] = []
         self.filled: dict[str, int] = {}
         self.java_ok = False
+        self.go_ok = False
 
     @property
     def broker_pids(self) -> list[int]:
@@ -217,11 +218,11 @@ class Bench:
     async def rounds(self) -> None:
         """All rounds; each round runs every cell, variants in A B C / C B A order."""
         plan = cells(self.cfg)
-        per_round = sum(len(variants(self.cfg, c.scenario, self.java_ok)) for c in plan)
+        per_round = sum(len(variants(self.cfg, c.scenario, self.java_ok, self.go_ok)) for c in plan)
         total, done = per_round * self.cfg.rounds, 0
         for rnd in range(self.cfg.rounds):
             for cell in plan:
-                vs = variants(self.cfg, cell.scenario, self.java_ok)
+                vs = variants(self.cfg, cell.scenario, self.java_ok, self.go_ok)
                 for v in vs if rnd % 2 == 0 else list(reversed(vs)):
                     entry = await self.run_one(cell, v, rnd)
                     self.runs.append(entry)
@@ -295,9 +296,15 @@ async def run_bench(
         except BuildError as exc:
             java = {"status": f"blocked: {exc}"}
             log(f"java peer unavailable: {exc}")
-    go = {"status": GO_BLOCKED if "go" in cfg.clients else "not requested"}
+    go: dict[str, Any] = {"status": "not requested"}
     if "go" in cfg.clients:
-        log(f"go peer {GO_BLOCKED}")
+        try:
+            binary = await asyncio.to_thread(build_go)
+            go = {"status": "ok", "binary": str(binary.relative_to(env.REPO))}
+        except BuildError as exc:
+            # The first line says why; the rest is the tool's output (with registry addresses).
+            go = {"status": f"blocked: {str(exc).splitlines()[0]}"}
+            log(f"go peer unavailable: {exc}")
     floor = await asyncio.to_thread(run_floor, cfg.loops) if cfg.floor else None
     if cluster is None:
         log("starting a local TubeMQ cluster (1 master, 1 broker)")
@@ -327,7 +334,7 @@ async def _measure(
         pinning.update(client=True, note="client on CPU 1; servers of a shared cluster not pinned")
     elif not cfg.pin:
         pinning["note"] = "disabled (--no-pin)"
-    clients = ["aio-asyncio", "aio-uvloop", "java"]
+    clients = ["aio-asyncio", "aio-uvloop", "java", *(["go"] if go["status"] == "ok" else [])]
     if topics is None:
         t0 = time.monotonic()
         topics = TopicPlan.fresh(uuid.uuid4().hex[:4], clients, cfg.sizes)
@@ -338,6 +345,7 @@ async def _measure(
     log(f"topic cache settings reported by the master: {reported}")
     bench = Bench(cfg, cluster, topics, out, pin=bool(pinning["client"]))
     bench.java_ok = java["status"] == "ok"
+    bench.go_ok = go["status"] == "ok"
     if "consume" in cfg.scenarios:
         await bench.prefill(cfg.sizes)
     t_start = time.monotonic()

@@ -9,7 +9,11 @@ output (or with ``--force``). Outputs, both git-ignored:
 
 The Go client module has no release tags, so ``go.mod`` requires it at a pseudo-version, fetched
 through the Go module proxy like any other module. The proxy this project reaches refuses that
-version (403, "not available"), so the Go peer cannot be built here; the build says so plainly.
+version (403, "not available"), so by default the Go peer cannot be built here and the build says
+so plainly. With ``--go-client-src DIR`` (or ``TUBEMQ_GO_CLIENT_SRC``) pointing at a local copy of
+the module's source (``GO_CLIENT_SUBDIR`` of an apache/inlong checkout at ``GO_CLIENT_COMMIT`` or
+later), the peer is built in a scratch copy whose ``go.mod`` replaces the module by that
+directory; the module's own dependencies still come from the module proxy.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -32,6 +37,10 @@ JAVA_MAIN_CLASS = "tubemqaio.benchpeer.Peer"
 #: Field-by-field interop tool used by the integration tests (dump / produce with attributes).
 JAVA_INTEROP_CLASS = "tubemqaio.benchpeer.Interop"
 GO_BINARY = GO_DIR / "bin" / "benchpeer"
+#: Where the Go client library writes its log file (it defaults to ``../log`` of the cwd).
+GO_LOG_DIR = GO_DIR / "bin" / "log"
+#: A directory holding the Go client module's source, used instead of the module proxy.
+GO_CLIENT_SRC_ENV = "TUBEMQ_GO_CLIENT_SRC"
 
 GO_CLIENT_MODULE = "github.com/apache/inlong/inlong-tubemq/tubemq-client-twins/tubemq-client-go"
 GO_CLIENT_VERSION = "v0.0.0-20241206111749-1183e43b4425"
@@ -135,8 +144,16 @@ def java_command(
 # ------------------------------------------------------------------------------------------ Go
 
 
-def build_go(force: bool = False) -> Path:
-    """Build the Go peer; return the path of its binary."""
+def build_go(force: bool = False, client_src: Path | None = None) -> Path:
+    """Build the Go peer; return the path of its binary.
+
+    Args:
+        force: rebuild even if the binary is newer than the peer's sources.
+        client_src: the Go client module's source directory to build against instead of the
+            module proxy (default: ``$TUBEMQ_GO_CLIENT_SRC`` when set).
+    """
+    if client_src is None and os.environ.get(GO_CLIENT_SRC_ENV):
+        client_src = Path(os.environ[GO_CLIENT_SRC_ENV])
     inputs = [GO_DIR / "main.go", GO_DIR / "go.mod", GO_DIR / "go.sum"]
     if not force and _up_to_date(GO_BINARY, inputs):
         _log(f"go peer up to date: {GO_BINARY}")
@@ -144,6 +161,9 @@ def build_go(force: bool = False) -> Path:
     go = _require_tool("go", "install a Go toolchain >= 1.21")
     env = dict(os.environ)
     GO_BINARY.parent.mkdir(parents=True, exist_ok=True)
+    GO_LOG_DIR.mkdir(parents=True, exist_ok=True)
+    if client_src is not None:
+        return _build_go_replaced(go, client_src.resolve(), env)
     try:
         _run([go, "build", "-mod=readonly", "-trimpath", "-o", str(GO_BINARY), "."], GO_DIR, env)
     except BuildError as exc:
@@ -151,9 +171,25 @@ def build_go(force: bool = False) -> Path:
         if GO_CLIENT_MODULE in text and ("403" in text or "404" in text or "410" in text):
             raise BuildError(
                 f"the Go module proxy does not serve {GO_CLIENT_MODULE}@{GO_CLIENT_VERSION}, "
-                f"so the Go peer cannot be built on this machine.\n{text}"
+                f"so the Go peer cannot be built on this machine (a local copy of the module "
+                f"can be used: --go-client-src DIR or ${GO_CLIENT_SRC_ENV}).\n{text}"
             ) from exc
         raise
+    return GO_BINARY
+
+
+def _build_go_replaced(go: str, client_src: Path, env: Mapping[str, str]) -> Path:
+    """Build the peer in a scratch copy whose go.mod replaces the client module by a directory."""
+    if not (client_src / "go.mod").is_file():
+        raise BuildError(f"{client_src} holds no go.mod of {GO_CLIENT_MODULE}")
+    with tempfile.TemporaryDirectory(prefix="benchpeer-go-") as scratch:
+        work = Path(scratch)
+        for name in ("main.go", "go.mod", "go.sum"):
+            shutil.copy2(GO_DIR / name, work / name)
+        _run([go, "mod", "edit", f"-replace={GO_CLIENT_MODULE}={client_src}"], work, env)
+        _run([go, "mod", "tidy"], work, env)
+        _run([go, "build", "-trimpath", "-o", str(GO_BINARY), "."], work, env)
+    _log(f"go peer built against the local client source {client_src}")
     return GO_BINARY
 
 
@@ -170,6 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--java", action="store_true", help="build only the Java peer")
     parser.add_argument("--go", action="store_true", help="build only the Go peer")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    parser.add_argument(
+        "--go-client-src",
+        type=Path,
+        help="directory of the Go client module's source, used instead of the module proxy",
+    )
     ns = parser.parse_args(argv)
     both = not ns.java and not ns.go
     failures: list[str] = []
@@ -180,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             failures.append(f"java peer: {exc}")
     if ns.go or both:
         try:
-            print(build_go(force=ns.force))
+            print(build_go(force=ns.force, client_src=ns.go_client_src))
         except BuildError as exc:
             failures.append(f"go peer: {exc}")
     for failure in failures:
