@@ -114,7 +114,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     explicit options override it)."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="tubemq-aio vs the official Java client on one local TubeMQ broker "
+        description="tubemq-aio vs the official Java and Go clients on one local TubeMQ broker "
         "(interleaved rounds, ratios with bootstrap 95 % intervals).",
     )
     parser.add_argument("--quick", action="store_true", help="~5 min: 1 KB, W 16/256, 4 rounds")
