@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -31,6 +30,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from tubemq_aio import Producer
 from tubemq_aio.spark import TubeMQDataSource
+from tubemq_aio.spark.local import local_session
 from tubemq_aio.testing import LocalCluster
 
 TOPIC = "demo"
@@ -186,25 +186,6 @@ def run_pipeline(
     return table, expected_counts(events)
 
 
-def local_session() -> SparkSession:
-    """A ``local[2]`` session on loopback whose Python workers run this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("tubemq-spark-example")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 def main() -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -222,7 +203,9 @@ def main() -> int:
     master = args.master or (cluster.master_addr if cluster else "")
     try:
         print(f"producing {args.events} events to {args.topic!r} at {master}", flush=True)
-        spark = local_session()
+        spark = local_session(
+            "tubemq-spark-example", log_level="ERROR", conf={"spark.sql.session.timeZone": "UTC"}
+        )
         began = time.monotonic()
         try:
             table, expected = run_pipeline(spark, master, args.topic, work_dir, args.events)

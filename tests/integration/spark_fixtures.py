@@ -9,36 +9,28 @@ binds to loopback and the web UI is off.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
+from tubemq_aio.spark.local import local_session
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A ``local[2]`` SparkSession shared by every Spark test of the run."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     scratch = tempfile.mkdtemp(prefix="tubemq-spark-")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tubemq-aio-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.local.dir", scratch)
-        .config("spark.sql.streaming.checkpointLocation", os.path.join(scratch, "checkpoints"))
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
+    session = local_session(
+        "tubemq-aio-tests",
+        local_dir=scratch,
+        conf={
+            "spark.driver.memory": "1g",
+            "spark.sql.streaming.checkpointLocation": os.path.join(scratch, "checkpoints"),
+            "spark.python.worker.reuse": "true",
+        },
     )
-    session.sparkContext.setLogLevel("WARN")
     try:
         yield session
     finally:

@@ -18,10 +18,9 @@ import os
 import sys
 import time
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from tubemq_aio.spark import TubeMQDataSource
+from tubemq_aio.spark.local import local_session
 
 #: Seconds a ``run`` job may live if nobody kills it.
 RUN_LIMIT = 900
@@ -31,30 +30,11 @@ OUTPUT_SCHEMA = "id LONG, partition_key STRING, offset LONG"
 POLL = 2
 
 
-def session(local_dir: str) -> SparkSession:
-    """A ``local[2]`` session on loopback, workers on this interpreter, scratch in ``local_dir``."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("tubemq-restart-job")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.local.dir", local_dir)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
-    spark.dataSource.register(TubeMQDataSource)
-    return spark
-
-
 def main(argv: list[str]) -> int:
     """Run the job; return the exit code."""
     master, topic, group, out_dir, checkpoint, max_per_trigger, mode = argv
-    spark = session(os.path.join(os.path.dirname(os.path.abspath(checkpoint)), "spark-local"))
+    scratch = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), "spark-local")
+    spark = local_session("tubemq-restart-job", local_dir=scratch)
     rows = (
         spark.readStream.format("tubemq")
         .option("master", master)
