@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -243,3 +244,30 @@ async def test_offset_no_longer_on_the_broker_fails_the_query(
             query.awaitTermination(240)
     finally:
         query.stop()
+
+
+async def test_partition_held_by_a_killed_reader_is_read_once_the_broker_lets_go(
+    spark: SparkSession, cluster: LocalCluster, topic: str
+) -> None:
+    sent = await produce(cluster, topic, 12, "held")
+    group = f"g_{topic}"
+    key = sent[0].key
+    # A reader of the query's group that dies without unregistering (like a task of a killed
+    # driver): the broker keeps the partition registered until its timeout (30 s).
+    script = (
+        "import asyncio, os\n"
+        "from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer\n"
+        "async def main():\n"
+        f"    c = ClientBalancedConsumer({cluster.master_addr!r}, group={group!r},\n"
+        f"                               topics=[{topic!r}])\n"
+        "    await c.start()\n"
+        f"    await c.read_at({key!r}, 0)\n"
+        "    os._exit(0)\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    started = time.monotonic()
+    rows = rows_of(reader(spark, cluster, topic, group=group).load())
+    assert rows == expected(sent)
+    print(f"read after the dead reader's registration expired: {time.monotonic() - started:.1f} s")

@@ -8,14 +8,26 @@ unregister: no message is read.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
-from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.consumer.client_balanced import (
+    ClientBalancedConsumer,
+    PartitionNotSubscribableError,
+)
+from tubemq_aio.errors import PartitionOccupiedError
 from tubemq_aio.spark._bridge import LoopThread, run_async
 from tubemq_aio.spark._offsets import StoreBounds
 from tubemq_aio.spark._options import SourceOptions
 
 __all__ = ["Planner", "consumer_kwargs", "fetch_bounds", "fetch_bounds_once"]
+
+log = logging.getLogger("tubemq_aio.spark")
+
+#: Pause between probes of a partition another planner still holds (a killed driver's planner,
+#: kept by the broker until its 30 s registration timeout); the planning timeout bounds it.
+_OCCUPIED_PAUSE = 1.0
 
 
 def consumer_kwargs(options: SourceOptions, group: str, topics: list[str]) -> dict[str, Any]:
@@ -29,7 +41,13 @@ async def fetch_bounds(consumer: ClientBalancedConsumer) -> dict[str, StoreBound
     """Store bounds of every partition of the consumer's topics, keyed by partition key."""
     result: dict[str, StoreBounds] = {}
     for meta in await consumer.partitions():
-        low, high = await consumer.offset_bounds(meta.partition_key)
+        while True:
+            try:
+                low, high = await consumer.offset_bounds(meta.partition_key)
+                break
+            except (PartitionOccupiedError, PartitionNotSubscribableError):
+                log.info("planner probe of %s: held by another member, retrying", meta)
+                await asyncio.sleep(_OCCUPIED_PAUSE)
         result[meta.partition_key] = StoreBounds(low, high)
     return result
 

@@ -25,8 +25,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer, PositionedRead
-from tubemq_aio.errors import ConsumeSpeedLimitedError, TubeMQError
+from tubemq_aio.consumer.client_balanced import (
+    ClientBalancedConsumer,
+    PartitionNotSubscribableError,
+    PositionedRead,
+)
+from tubemq_aio.errors import ConsumeSpeedLimitedError, PartitionOccupiedError, TubeMQError
 from tubemq_aio.models import Message
 from tubemq_aio.spark._offsets import RECORD, OffsetRange
 from tubemq_aio.spark._options import SourceOptions
@@ -35,9 +39,14 @@ __all__ = ["DataLossError", "ReadChunk", "chunk_to_arrow", "read_range"]
 
 log = logging.getLogger("tubemq_aio.spark")
 
-#: First and longest pause after the broker throttled a read (452); the task's read timeout
-#: bounds the total wait.
-_THROTTLE_PAUSE = (0.1, 2.0)
+#: First and longest pause after the broker throttled a read (452) or refused it because another
+#: consumer of the group still holds the partition (410: e.g. the task of a killed driver, kept
+#: by the broker until its 30 s registration timeout); the task's read timeout bounds the wait.
+_RETRY_PAUSE = (0.1, 2.0)
+
+#: The refusals worth waiting out. After a 410 the client refuses to register the partition
+#: again for 5 s (421, ``PartitionNotSubscribableError``), as the Java client does.
+_RETRIED = (ConsumeSpeedLimitedError, PartitionOccupiedError, PartitionNotSubscribableError)
 
 
 class DataLossError(TubeMQError):
@@ -82,13 +91,14 @@ def _data_loss(options: SourceOptions, key: str, wanted: int, got: int) -> None:
 async def _unthrottled(
     read: Callable[[str, int], Awaitable[PositionedRead]], key: str, offset: int
 ) -> PositionedRead:
-    """Run a positioned read, pausing and retrying while the broker throttles the group."""
-    pause, longest = _THROTTLE_PAUSE
+    """Run a positioned read, pausing and retrying while the broker throttles the group or
+    another member still holds the partition."""
+    pause, longest = _RETRY_PAUSE
     while True:
         try:
             return await read(key, offset)
-        except ConsumeSpeedLimitedError:
-            log.debug("read throttled by the broker (452); retrying in %.1f s", pause)
+        except _RETRIED as exc:
+            log.info("read of %s refused (%r); retrying in %.1f s", key, exc, pause)
             await asyncio.sleep(pause)
             pause = min(longest, pause * 2)
 
@@ -100,8 +110,9 @@ async def read_range(
 
     The group's stored offset is left at or before ``rng.end``.
 
-    A read the broker throttles (452) is retried after a pause (the bridge's per-item timeout
-    bounds the wait).
+    A read the broker throttles (452) or refuses because the partition is still held by another
+    member of the group (410, then 421 for 5 s) is retried after a pause (the bridge's per-item
+    timeout bounds the wait).
 
     Raises:
         DataLossError: ``rng.start`` was deleted and ``failOnDataLoss`` is true.
