@@ -100,13 +100,23 @@ async def _produce_phase(
     return phase
 
 
+def bench_producer(ns: argparse.Namespace) -> Producer:
+    """The producer every sending scenario uses: the run's master, topic, heartbeat and retries."""
+    return Producer(
+        ns.master, topics=[ns.topic], heartbeat_interval=ns.heartbeat, send_retries=ns.retries
+    )
+
+
+def payload(size: int) -> bytes:
+    """A ``size``-byte printable body (the same bytes in every run)."""
+    return bytes(97 + i % 26 for i in range(size))
+
+
 async def produce(ns: argparse.Namespace) -> int:
     """Run the closed-loop produce benchmark and print its JSON line."""
-    body = bytes(97 + i % 26 for i in range(ns.size))
+    body = payload(ns.size)
     t_ready = time.perf_counter()
-    async with Producer(
-        ns.master, topics=[ns.topic], heartbeat_interval=ns.heartbeat, send_retries=ns.retries
-    ) as producer:
+    async with bench_producer(ns) as producer:
         ready = time.perf_counter() - t_ready
         warm = 0
         if ns.warmup_seconds > 0:
@@ -138,11 +148,9 @@ async def produce(ns: argparse.Namespace) -> int:
 async def latency(ns: argparse.Namespace) -> int:
     """Open loop at ``--rate`` msg/s for ``--duration`` s (after ``--warmup-seconds`` at the same
     rate); print the latency percentiles from intended send time to ack."""
-    body = bytes(97 + i % 26 for i in range(ns.size))
+    body = payload(ns.size)
     t_ready = time.perf_counter()
-    async with Producer(
-        ns.master, topics=[ns.topic], heartbeat_interval=ns.heartbeat, send_retries=ns.retries
-    ) as producer:
+    async with bench_producer(ns) as producer:
         ready = time.perf_counter() - t_ready
         warm = 0
         if ns.warmup_seconds > 0:
@@ -182,9 +190,7 @@ async def e2e(ns: argparse.Namespace) -> int:
             heartbeat_interval=ns.heartbeat,
             msg_not_found_wait=ns.not_found_wait,
         ) as consumer,
-        Producer(
-            ns.master, topics=[ns.topic], heartbeat_interval=ns.heartbeat, send_retries=ns.retries
-        ) as producer,
+        bench_producer(ns) as producer,
     ):
         await wait_assigned(consumer, ns.ready_timeout)
         ready = time.perf_counter() - t_ready
