@@ -13,12 +13,15 @@ help:
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 
-# Java 17 and Maven run the real TubeMQ servers and build the Java interop/benchmark peer used by
-# the tests; install them from Debian if absent.
+# Debian packages the tests need: Java 17 and Maven run the real TubeMQ servers and build the Java
+# interop/benchmark peer; redis-server holds the HTTP gateway's state; jq checks the CLI's JSON output.
+SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq
 system-deps:
-	@command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null || { \
-	  echo "installing Java 17 and Maven from Debian packages"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless maven; }
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
