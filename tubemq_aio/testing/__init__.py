@@ -1,6 +1,8 @@
-"""Test helpers: a real TubeMQ cluster on loopback (:class:`LocalCluster`).
+"""Test helpers: a real TubeMQ cluster on loopback (:class:`LocalCluster`) and a real Redis
+(:class:`RedisServer`).
 
-Everything here uses only the standard library plus ``java`` and ``mvn`` on ``PATH``; see
+Everything here uses only the standard library plus ``java`` and ``mvn`` (and ``redis-server``)
+on ``PATH``; see
 ``docs/local-cluster.md``.
 """
 
@@ -17,6 +19,7 @@ from tubemq_aio.testing._errors import (
 )
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
+from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = [
     "AuthSettings",
@@ -27,6 +30,8 @@ __all__ = [
     "MasterNode",
     "NodeNotReadyError",
     "PortInUseError",
+    "RedisServer",
+    "RedisServerError",
     "RuntimeResolveError",
     "ServerNode",
     "TlsMaterial",

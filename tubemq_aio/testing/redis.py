@@ -1,0 +1,250 @@
+"""A real ``redis-server`` on a free loopback port, for tests, demos and benchmarks.
+
+:class:`RedisServer` runs the Debian ``redis-server`` binary as a child process with an
+append-only file fsynced on every write (``--appendonly yes --appendfsync always``) and no RDB
+snapshots, in its own temporary directory. ``kill()`` (SIGKILL) and ``restart()`` (same port and
+directory, so the AOF is replayed) simulate a crash; ``flushall()`` simulates lost state.
+
+It needs only the standard library: readiness and ``FLUSHALL`` speak the Redis protocol over a
+plain socket. The process is owned like the TubeMQ JVMs (:mod:`tubemq_aio.testing._process`):
+stopped on exit, killed at interpreter exit and when the Python process dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
+from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._process import JavaProcess, tail
+
+__all__ = ["RedisServer", "RedisServerError"]
+
+_HOST = "127.0.0.1"
+
+
+class RedisServerError(ClusterError):
+    """``redis-server`` did not start, exited early, or did not answer in time."""
+
+
+async def _command(port: int, *args: str, timeout: float) -> bytes:
+    """Send one command in RESP and return the first reply line (raises OSError/TimeoutError)."""
+    parts = [f"*{len(args)}\r\n".encode()]
+    for arg in args:
+        raw = arg.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection(_HOST, port)
+        try:
+            writer.write(b"".join(parts))
+            await writer.drain()
+            return await reader.readline()
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+
+class RedisServer:
+    """A ``redis-server`` child process on ``127.0.0.1`` with AOF ``appendfsync always``.
+
+    Args:
+        binary: the server program (name on ``PATH`` or a path).
+        start_timeout: seconds to wait for the server to answer ``PING``.
+        data_dir: directory for the AOF and the log; a temporary one (removed on stop) if None.
+        extra_args: more ``--option value`` arguments appended to the command line.
+
+    Example::
+
+        async with RedisServer() as redis:
+            client = redis_py.Redis.from_url(redis.url)
+    """
+
+    def __init__(
+        self,
+        *,
+        binary: str = "redis-server",
+        start_timeout: float = 20.0,
+        data_dir: Path | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        """Store the settings; nothing is started yet (see class docstring)."""
+        if not start_timeout > 0:
+            raise ValueError("start_timeout must be positive")
+        self.binary = binary
+        self.start_timeout = start_timeout
+        self.extra_args = tuple(extra_args)
+        self._given_dir = data_dir
+        self._dir: Path | None = None
+        self._port: int | None = None
+        self._proc: JavaProcess | None = None
+
+    # ---- properties --------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The TCP port (fixed for the server's life, kept across :meth:`restart`)."""
+        if self._port is None:
+            raise RedisServerError("the Redis server was never started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://{_HOST}:{self.port}/0"
+
+    @property
+    def data_dir(self) -> Path:
+        """The directory holding the AOF and ``redis.log``."""
+        if self._dir is None:
+            raise RedisServerError("the Redis server was never started")
+        return self._dir
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._proc is not None and self._proc.running
+
+    @property
+    def log_file(self) -> Path:
+        """The server's log file."""
+        return self.data_dir / "redis.log"
+
+    # ---- life cycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the server on a free port and wait until it answers ``PING``.
+
+        Raises:
+            ToolNotFoundError: ``redis-server`` is not installed.
+            RedisServerError: it exited early or did not answer within ``start_timeout``.
+        """
+        if self.running:
+            return
+        if shutil.which(self.binary) is None:
+            raise ToolNotFoundError(
+                f"{self.binary!r} not found on PATH (install the redis-server package)"
+            )
+        if self._dir is None:
+            if self._given_dir is not None:
+                self._given_dir.mkdir(parents=True, exist_ok=True)
+                self._dir = self._given_dir
+            else:
+                self._dir = Path(tempfile.mkdtemp(prefix="tubemq-aio-redis-"))
+        if self._port is None:
+            self._port = allocate_ports(1)[0]
+        await self._spawn()
+
+    async def _spawn(self) -> None:
+        argv = [
+            self.binary,
+            "--bind", _HOST,
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", "always",
+            "--save", "",
+            "--daemonize", "no",
+            "--protected-mode", "yes",
+            "--logfile", str(self.log_file),
+            *self.extra_args,
+        ]  # fmt: skip
+        proc = JavaProcess("redis", argv, self.data_dir / "stdout.log", self.data_dir)
+        proc.spawn()
+        self._proc = proc
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await proc.kill()
+            raise
+
+    async def _wait_ready(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if not self._proc.running:
+                raise RedisServerError(
+                    f"redis-server exited with status {self._proc.returncode}",
+                    self.log_file,
+                    tail(self.log_file, 20),
+                )
+            try:
+                if (await _command(self.port, "PING", timeout=1.0)).startswith(b"+PONG"):
+                    return
+            except (OSError, TimeoutError):
+                pass
+            if time.monotonic() >= deadline:
+                raise RedisServerError(
+                    f"redis-server did not answer PING within {self.start_timeout} s",
+                    self.log_file,
+                    tail(self.log_file, 20),
+                )
+            await asyncio.sleep(0.05)
+
+    async def kill(self) -> None:
+        """SIGKILL the server (a crash); the AOF stays for :meth:`restart`."""
+        if self._proc is not None:
+            await self._proc.kill()
+
+    async def restart(self) -> None:
+        """Start the server again on the same port and directory (the AOF is replayed).
+
+        Stops it first (SIGTERM) if it is still running.
+
+        Raises:
+            RedisServerError: it did not come back.
+        """
+        if self._port is None:
+            raise RedisServerError("the Redis server was never started")
+        if self._proc is not None and self._proc.running:
+            await self._proc.stop()
+        await self._spawn()
+
+    async def flushall(self) -> None:
+        """Delete every key (simulates a Redis that lost its data).
+
+        Raises:
+            RedisServerError: the server refused or did not answer.
+        """
+        try:
+            reply = await _command(self.port, "FLUSHALL", timeout=10.0)
+        except (OSError, TimeoutError) as exc:
+            raise RedisServerError(f"FLUSHALL failed: {exc!r}") from exc
+        if not reply.startswith(b"+OK"):
+            raise RedisServerError(f"FLUSHALL answered {reply!r}")
+
+    async def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove a temporary directory. Idempotent."""
+        if self._proc is not None:
+            await self._proc.stop(timeout=10.0)
+            self._proc = None
+        if self._dir is not None and self._given_dir is None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    async def __aenter__(self) -> RedisServer:
+        """Start the server."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the server."""
+        await self.stop()
+
+    def __repr__(self) -> str:
+        """Show port and state."""
+        state = "running" if self.running else "stopped"
+        return f"<RedisServer port={self._port} {state}>"
