@@ -1,0 +1,272 @@
+"""Small in-memory stand-ins for the gateway's engine and producer (HTTP-layer unit tests only).
+
+The engine follows the consume-engine contract: one lease per (scope, partition), acks by lease
+id, ``already_acked`` for a retry, 409 errors for a stale or conflicting lease. The end-to-end
+tests use the real Redis/TubeMQ engine instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.producer_rpc import SendResult
+
+
+class UnknownGroupError(TubeMQError):
+    """Same name as the engine's error: mapped to 404."""
+
+
+class LeaseStaleError(TubeMQError):
+    """Same name as the engine's error: mapped to 409."""
+
+
+class LeaseConflictError(TubeMQError):
+    """Same name as the engine's error: mapped to 409."""
+
+
+class InvalidRequestError(TubeMQError):
+    """Same name as the engine's error: mapped to 422."""
+
+
+class StoreUnavailableError(TubeMQError):
+    """Same name as the engine's error: mapped to 503."""
+
+
+@dataclass(frozen=True, slots=True)
+class FakeLease:
+    group: str
+    scope: str
+    partition_key: str
+    lease_id: str
+    expires_at_ms: int
+    redelivery: int
+
+
+@dataclass(frozen=True, slots=True)
+class FakeOutcome:
+    status: Literal["ok", "empty", "busy", "paused", "throttled"]
+    lease: FakeLease | None = None
+    messages: Sequence[Message] = ()
+    retry_after_ms: int | None = None
+    position: object = None
+
+
+@dataclass(slots=True)
+class _Part:
+    committed: int = 0
+    lease_id: str | None = None
+    lease_end: int = 0
+    lease_len: int = 0
+    redelivery: int = 0
+    settled: set[str] = field(default_factory=set)
+    acked: set[str] = field(default_factory=set)
+
+
+class FakeEngine:
+    """An in-memory consume engine: partitions are lists of messages."""
+
+    def __init__(self, groups: Mapping[str, str], batch: int = 3) -> None:
+        self.modes = dict(groups)  # group -> mode
+        self.batch = batch
+        self.data: dict[str, list[Message]] = {}
+        self.parts: dict[tuple[str, str, str], _Part] = {}
+        self.paused: set[str] = set()
+        self.throttled: set[str] = set()
+        self.started = False
+        self.closed = False
+        self.calls = 0
+        self.down = False
+
+    def add(self, partition_key: str, *bodies: bytes, **kw: Any) -> None:
+        msgs = self.data.setdefault(partition_key, [])
+        for body in bodies:
+            msgs.append(
+                Message(
+                    topic=partition_key.split(":")[1],
+                    body=body,
+                    message_id=len(msgs) + 1,
+                    partition_key=partition_key,
+                    **kw,
+                )
+            )
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def _now(self) -> int:
+        return int(time.time() * 1000)
+
+    def _scope(self, group: str, client_id: str | None) -> str:
+        self.calls += 1
+        if self.down:
+            raise StoreUnavailableError("redis down")
+        if group not in self.modes:
+            raise UnknownGroupError(group)
+        broadcast = self.modes[group] == "broadcast"
+        if broadcast and client_id is None:
+            raise InvalidRequestError("client_id is required in a broadcast group")
+        if not broadcast and client_id is not None:
+            raise InvalidRequestError("client_id is not allowed in a clustering group")
+        return f"b:{client_id}" if broadcast else "c"
+
+    async def fetch(
+        self,
+        group: str,
+        *,
+        client_id: str | None,
+        wait_ms: int = 0,
+        lease_ms: int | None = None,
+        holder: str = "",
+    ) -> FakeOutcome:
+        scope = self._scope(group, client_id)
+        if group in self.paused:
+            return FakeOutcome("paused")
+        if group in self.throttled:
+            return FakeOutcome("throttled", retry_after_ms=1500)
+        now = self._now()
+        busy = False
+        for pk, msgs in sorted(self.data.items()):
+            part = self.parts.setdefault((group, scope, pk), _Part())
+            if part.lease_id is not None and part.lease_end > now:
+                busy = True
+                continue
+            if part.lease_id is not None:
+                part.redelivery += 1
+            if part.committed >= len(msgs):
+                continue
+            batch = msgs[part.committed : part.committed + self.batch]
+            part.lease_id = secrets.token_hex(16)
+            part.lease_end = now + (lease_ms or 60_000)
+            part.lease_len = len(batch)
+            lease = FakeLease(group, scope, pk, part.lease_id, part.lease_end, part.redelivery)
+            return FakeOutcome("ok", lease, batch)
+        return FakeOutcome("busy" if busy else "empty", retry_after_ms=200)
+
+    def _part(self, lease: Any) -> _Part:
+        self.calls += 1
+        part = self.parts.get((lease.group, lease.scope, lease.partition_key))
+        if part is None:
+            raise LeaseStaleError("no such lease")
+        return part
+
+    async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
+        part = self._part(lease)
+        if lease.lease_id in part.settled:
+            if action == "ack" and lease.lease_id in part.acked:
+                return "already_acked"
+            raise LeaseStaleError("already settled")
+        if part.lease_id != lease.lease_id:
+            raise LeaseStaleError("the lease was taken over")
+        if action == "ack":
+            part.committed += part.lease_len
+            part.redelivery = 0
+            part.acked.add(lease.lease_id)
+        part.lease_id = None
+        part.settled.add(lease.lease_id)
+        return "acked" if action == "ack" else "nacked"
+
+    async def extend(self, lease: Any, lease_ms: int) -> int:
+        part = self._part(lease)
+        if part.lease_id != lease.lease_id:
+            raise LeaseStaleError("the lease was taken over")
+        part.lease_end = self._now() + lease_ms
+        return part.lease_end
+
+    async def reset(
+        self, group: str, to: Any, *, client_id: str | None = None
+    ) -> list[dict[str, object]]:
+        scope = self._scope(group, client_id)
+        out: list[dict[str, object]] = []
+        for pk, msgs in sorted(self.data.items()):
+            part = self.parts.setdefault((group, scope, pk), _Part())
+            old = part.committed
+            if to == "earliest":
+                part.committed = 0
+            elif to == "latest":
+                part.committed = len(msgs)
+            elif pk in to:
+                part.committed = to[pk]
+            else:
+                continue
+            part.lease_id = None
+            out.append({"partition_key": pk, "old": old, "new": part.committed})
+        return out
+
+    async def pause(self, group: str) -> None:
+        self._scope(group, None if self.modes.get(group) != "broadcast" else "x")
+        self.paused.add(group)
+
+    async def resume(self, group: str) -> None:
+        self.paused.discard(group)
+
+    async def set_rate(self, group: str, messages_per_second: float, burst: int | None) -> None:
+        if messages_per_second:
+            self.throttled.add(group)
+        else:
+            self.throttled.discard(group)
+
+    async def lag(self, group: str, *, client_id: str | None = None) -> dict[str, object]:
+        scope = self._scope(group, client_id)
+        parts = []
+        for pk, msgs in sorted(self.data.items()):
+            part = self.parts.get((group, scope, pk), _Part())
+            parts.append(
+                {
+                    "partition_key": pk,
+                    "committed": part.committed,
+                    "max": len(msgs),
+                    "lag_bytes": len(msgs) - part.committed,
+                }
+            )
+        return {"partitions": parts}
+
+    async def readiness(self) -> dict[str, bool]:
+        return {"redis": not self.down, "master": True}
+
+    def stats(self) -> dict[str, int]:
+        return {"fetches": self.calls, "broker_rpcs": 0}
+
+
+class FakeProducer:
+    """Stores sends in a list; bodies starting with ``b"lost"`` time out after writing."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, dict[str, Any]]] = []
+        self.started = False
+        self.closed = False
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def send(self, topic: str, body: bytes, **kw: Any) -> SendResult:
+        if body.startswith(b"lost"):
+            raise SendOutcomeUnknownError("no answer")
+        from tubemq_aio.protocol.message import encode_message
+
+        encode_message(body, attributes=kw.get("attributes"), msg_type=kw.get("msg_type"),
+                       msg_time=kw.get("msg_time"), max_size=1024)  # fmt: skip
+        self.sent.append((topic, body, kw))
+        n = next(self._ids)
+        return SendResult(
+            topic=topic,
+            partition_key=f"1:{topic}:0",
+            partition_id=0,
+            broker_id=1,
+            message_id=n,
+            append_time=1,
+            append_offset=n,
+        )

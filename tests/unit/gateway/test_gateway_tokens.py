@@ -1,0 +1,75 @@
+"""Lease tokens: round trip, and every forgery or alteration refused (pure, no I/O)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tubemq_aio.gateway.tokens import (
+    MAX_TOKEN_LENGTH,
+    TokenClaims,
+    TokenError,
+    decode_token,
+    encode_token,
+)
+
+SECRET = b"s" * 32
+CLAIMS = TokenClaims("g1", "b:client-1", "1:demo:0", "ab" * 16)
+text = st.text(min_size=1, max_size=40)
+
+
+@given(text, text, text, text)
+def test_round_trip(group: str, scope: str, pk: str, lease: str) -> None:
+    claims = TokenClaims(group, scope, pk, lease)
+    token = encode_token(claims, SECRET)
+    assert token.startswith("t1.")
+    assert "/" not in token
+    assert "+" not in token
+    assert decode_token(token, SECRET) == claims
+
+
+def test_other_secret_refused() -> None:
+    with pytest.raises(TokenError, match="signature"):
+        decode_token(encode_token(CLAIMS, SECRET), b"t" * 32)
+
+
+@given(st.integers(min_value=0, max_value=200), st.sampled_from("AQgw_-x"))
+def test_any_altered_character_refused(position: int, char: str) -> None:
+    token = encode_token(CLAIMS, SECRET)
+    i = position % len(token)
+    altered = token[:i] + char + token[i + 1 :]
+    if altered != token:
+        with pytest.raises(TokenError):
+            decode_token(altered, SECRET)
+
+
+def test_forged_payload_with_copied_mac_refused() -> None:
+    token = encode_token(CLAIMS, SECRET)
+    mac = token.rsplit(".", 1)[1]
+    payload = base64.urlsafe_b64encode(b'["g1","c","1:demo:0","00"]').rstrip(b"=").decode()
+    with pytest.raises(TokenError):
+        decode_token(f"t1.{payload}.{mac}", SECRET)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "t1.", "t1..", "t2.abc.def", "x" * (MAX_TOKEN_LENGTH + 1), "t1.!!!.???", "t1.abc"],
+)
+def test_garbage_refused(bad: str) -> None:
+    with pytest.raises(TokenError):
+        decode_token(bad, SECRET)
+
+
+def test_well_signed_payload_of_the_wrong_shape_refused() -> None:
+    import hashlib
+    import hmac
+
+    for raw in (b'{"a":1}', b'["a","b"]', b'["a","b","c",""]', b"not json"):
+        signed = "t1." + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        mac = hmac.new(SECRET, signed.encode(), hashlib.sha256).digest()[:16]
+        token = signed + "." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+        with pytest.raises(TokenError):
+            decode_token(token, SECRET)

@@ -1,0 +1,82 @@
+"""``python -m tubemq_aio.gateway --config gateway.toml [--host H] [--port P] [--workers N]``.
+
+Each worker process is one replica; replicas share only Redis. ``--openapi`` prints the OpenAPI
+document and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from fastapi import FastAPI
+
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.app import create_app, openapi_document
+from tubemq_aio.gateway.config import GatewayConfig
+
+__all__ = ["app_from_env", "main"]
+
+CONFIG_ENV = "TUBEMQ_GATEWAY_CONFIG"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker, built from the file named by ``TUBEMQ_GATEWAY_CONFIG``."""
+    return create_app(GatewayConfig.from_toml(os.environ[CONFIG_ENV]))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tubemq-gateway", description="HTTP gateway for TubeMQ (consume state in Redis)."
+    )
+    parser.add_argument("--config", help="the gateway TOML file")
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="listen port (default 8080)")
+    parser.add_argument("--workers", type=int, default=1, help="replica processes (default 1)")
+    parser.add_argument("--log-level", default="info", help="uvicorn log level")
+    parser.add_argument("--openapi", action="store_true", help="print the OpenAPI JSON and exit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the gateway (blocks until stopped).
+
+    Returns:
+        The process exit status.
+    """
+    args = _parser().parse_args(argv)
+    if args.openapi:
+        json.dump(openapi_document(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    if not args.config:
+        print("tubemq-gateway: --config is required", file=sys.stderr)
+        return 2
+    if not 1 <= args.workers <= 256 or not 0 <= args.port <= 65535:
+        print("tubemq-gateway: --workers must be 1-256 and --port 0-65535", file=sys.stderr)
+        return 2
+    try:
+        GatewayConfig.from_toml(args.config)  # refuse a bad file before any worker starts
+    except ConfigError as err:
+        print(f"tubemq-gateway: {err}", file=sys.stderr)
+        return 2
+    import uvicorn  # imported late: --openapi and config checks need no server
+
+    os.environ[CONFIG_ENV] = os.path.abspath(args.config)
+    uvicorn.run(
+        "tubemq_aio.gateway.__main__:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+        access_log=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""``create_app(config)``: the gateway as an ASGI app (FastAPI).
+
+The app's lifespan owns the SDK producer and the consume engine: both start before the first
+request and close (with every task they own) on shutdown. When mounting the app inside another
+one, enter ``app.router.lifespan_context(app)`` from the outer app's lifespan (Starlette does not
+run the lifespan of mounted apps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.auth import Authenticator
+from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.engine import ConsumeEngine
+from tubemq_aio.gateway.http_errors import ApiError, api_error_for
+from tubemq_aio.gateway.metrics import MetricsMiddleware
+from tubemq_aio.gateway.routes import admin, consume, ops, produce
+from tubemq_aio.gateway.state import Gateway, json_response
+from tubemq_aio.producer import Producer
+
+__all__ = ["EngineFactory", "create_app", "openapi_document"]
+
+log = logging.getLogger("tubemq_aio.gateway")
+EngineFactory = Callable[[GatewayConfig], ConsumeEngine]
+_STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+
+
+def create_app(
+    config: GatewayConfig,
+    *,
+    engine_factory: EngineFactory | None = None,
+    producer_factory: Callable[[GatewayConfig], Producer] | None = None,
+) -> FastAPI:
+    """Build one gateway replica.
+
+    Args:
+        config: the validated configuration.
+        engine_factory: builds the consume engine (default: the Redis/TubeMQ ``ConsumeService``).
+        producer_factory: builds the SDK producer (default: one for ``produce_topics``).
+
+    Returns:
+        The ASGI app; its lifespan starts and closes the producer and the engine.
+    """
+    gateway = Gateway(
+        config=config,
+        replica=f"{socket.gethostname()}:{os.getpid()}",
+        auth=Authenticator(config.keys, config.allow_anonymous),
+    )
+    make_engine = engine_factory or default_engine
+    make_producer = producer_factory or default_producer
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if config.produce_topics:
+                producer = make_producer(config)
+                await producer.start()
+                stack.push_async_callback(producer.close)
+                gateway.producer = producer
+            if config.groups:
+                engine = make_engine(config)
+                await engine.start()
+                stack.push_async_callback(engine.close)
+                gateway.engine = engine
+                gateway.metrics.watch_engine(engine.stats)
+            try:
+                yield
+            finally:
+                gateway.producer = None
+                gateway.engine = None
+
+    app = FastAPI(
+        title="TubeMQ HTTP gateway",
+        version="1",
+        description="Stateless HTTP produce/consume for TubeMQ; consume state lives in Redis.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.gateway = gateway
+    for router in (produce.router, consume.router, admin.router, ops.router):
+        app.include_router(router)
+    _install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
+    return app
+
+
+def default_producer(config: GatewayConfig) -> Producer:
+    """The SDK producer for ``config.produce_topics``."""
+    return Producer(
+        config.masters,
+        topics=config.produce_topics,
+        send_timeout=config.produce_timeout,
+        rpc_timeout=config.rpc_timeout,
+    )
+
+
+def default_engine(config: GatewayConfig) -> ConsumeEngine:
+    """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
+    consume = importlib.import_module("tubemq_aio.gateway.consume")
+    groups = tuple(
+        consume.GroupSpec(
+            name=g.name,
+            topics=g.topics,
+            mode=g.mode,
+            start=g.start,
+            lease_ms=g.lease_ms,
+            lease_ms_min=g.lease_ms_min,
+            lease_ms_max=g.lease_ms_max,
+        )
+        for g in config.groups
+    )
+    settings = consume.ConsumeSettings(
+        masters=config.masters,
+        redis_url=config.redis,
+        deployment=config.deployment,
+        groups=groups,
+        rpc_timeout=config.rpc_timeout,
+        max_long_poll_waiters=config.max_long_poll_waiters,
+        not_found_wait_ms=config.not_found_wait_ms,
+    )
+    engine: ConsumeEngine = consume.ConsumeService(settings)
+    return engine
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def api_error(_request: Request, exc: Exception) -> Response:
+        mapped = api_error_for(exc)
+        if mapped is None:  # an unexpected library error: a bug of ours, say so
+            log.exception("unexpected error", exc_info=exc)
+            mapped = ApiError(500, "internal", "internal error", True)
+        return json_response(mapped.body(), mapped.status, mapped.headers or None)
+
+    async def invalid(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        text = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
+        return json_response(ApiError(422, "invalid", text).body(), 422)
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _STATUS_CODES.get(exc.status_code, "http_error")
+        body = ApiError(exc.status_code, code, str(exc.detail)).body()
+        return json_response(body, exc.status_code, dict(exc.headers or {}) or None)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(TubeMQError, api_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+class BodyLimitMiddleware:
+    """Refuses request bodies over ``max_bytes`` with 413, by header or while streaming."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
+                await self._refuse(send)
+                return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise ApiError(413, "too_large", f"request body over {self.max_bytes} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+    async def _refuse(self, send: Send) -> None:
+        error = ApiError(413, "too_large", f"request body over {self.max_bytes} bytes")
+        response = json_response(error.body(), 413)
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of the gateway (independent of any configuration)."""
+    placeholder = GatewayConfig(
+        masters="127.0.0.1:8715",
+        redis="redis://127.0.0.1:6379/0",
+        secret="x" * 32,
+        allow_anonymous=True,
+    )
+    return create_app(placeholder).openapi()

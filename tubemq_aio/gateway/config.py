@@ -1,0 +1,295 @@
+"""Gateway configuration: a TOML file read once into frozen dataclasses.
+
+Every key is validated here, before any I/O, and a bad value raises :class:`ConfigError` naming
+the key. The HMAC secret and API keys never appear in a ``repr`` (keys are kept only as SHA-256
+digests).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tubemq_aio.errors import ConfigError
+
+__all__ = ["ApiKey", "GatewayConfig", "GroupConfig"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_SCOPE_KINDS = ("produce", "consume", "admin")
+_TOP_KEYS = frozenset(
+    {
+        "masters",
+        "redis",
+        "secret",
+        "produce_topics",
+        "groups",
+        "keys",
+        "allow_anonymous",
+        "deployment",
+        "max_batch",
+        "max_body_bytes",
+        "produce_timeout",
+        "rpc_timeout",
+        "max_long_poll_waiters",
+        "not_found_wait_ms",
+    }
+)
+_GROUP_KEYS = frozenset(
+    {"name", "topics", "mode", "start", "lease_ms", "lease_ms_min", "lease_ms_max"}
+)
+_KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
+MIN_SECRET_BYTES = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupConfig:
+    """One consumer group the gateway serves (``[[groups]]``).
+
+    Attributes:
+        name: the group name (also the HTTP path segment).
+        topics: the topics the group consumes.
+        mode: ``clustering`` (members share partitions) or ``broadcast`` (each ``client_id``
+            gets everything).
+        start: where a partition with no committed offset starts.
+        lease_ms: default lease of a fetched batch, milliseconds.
+        lease_ms_min: smallest lease a request may ask for.
+        lease_ms_max: largest lease a request may ask for.
+    """
+
+    name: str
+    topics: tuple[str, ...]
+    mode: Literal["clustering", "broadcast"] = "clustering"
+    start: Literal["earliest", "latest"] = "earliest"
+    lease_ms: int = 60_000
+    lease_ms_min: int = 10_000
+    lease_ms_max: int = 43_200_000
+
+    def __post_init__(self) -> None:
+        where = f"groups[{self.name!r}]"
+        _check_name(self.name, f"{where}.name")
+        if not self.topics:
+            raise ConfigError(f"{where}.topics must list at least one topic")
+        for topic in self.topics:
+            _check_name(topic, f"{where}.topics")
+        if self.mode not in ("clustering", "broadcast"):
+            raise ConfigError(f"{where}.mode must be 'clustering' or 'broadcast'")
+        if self.start not in ("earliest", "latest"):
+            raise ConfigError(f"{where}.start must be 'earliest' or 'latest'")
+        for key in ("lease_ms", "lease_ms_min", "lease_ms_max"):
+            _check_int(getattr(self, key), f"{where}.{key}", 1, 7 * 86_400_000)
+        if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
+            raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKey:
+    """An API key (``[[keys]]``), kept only as its SHA-256 digest.
+
+    Attributes:
+        name: a label for logs and metrics (never the key itself).
+        digest: SHA-256 of the key as sent in ``Authorization: Bearer <key>``.
+        scopes: ``produce:<topic glob>``, ``consume:<group glob>``, ``admin:<group glob>``.
+    """
+
+    name: str
+    digest: bytes = field(repr=False)
+    scopes: tuple[str, ...]
+
+    def allows(self, kind: str, resource: str) -> bool:
+        """Whether a scope of ``kind`` covers ``resource`` (glob match, case-sensitive)."""
+        prefix = kind + ":"
+        return any(
+            s.startswith(prefix) and fnmatch.fnmatchcase(resource, s[len(prefix) :])
+            for s in self.scopes
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayConfig:
+    """Everything one gateway replica needs; every replica of a deployment uses the same file.
+
+    Attributes:
+        masters: TubeMQ master address list ``"h1:8715,h2:8715"``.
+        redis: Redis URL holding the consume state (``redis://host:port/db``).
+        secret: HMAC key of lease tokens (at least 16 bytes), identical on every replica.
+        produce_topics: topics the gateway may publish to.
+        groups: the consumer groups served.
+        keys: API keys; without any, the gateway refuses to start unless ``allow_anonymous``.
+        allow_anonymous: serve requests without ``Authorization`` with every scope.
+        deployment: names this deployment inside the shared TubeMQ consumer id.
+        max_batch: most messages in one batch produce request.
+        max_body_bytes: largest request body accepted (larger → 413).
+        produce_timeout: seconds one produce waits for the broker before answering 504.
+        rpc_timeout: seconds per TubeMQ RPC of the consume engine.
+        max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
+        not_found_wait_ms: how long an idle partition rests before it is probed again.
+    """
+
+    masters: str
+    redis: str
+    secret: str = field(repr=False)
+    produce_topics: tuple[str, ...] = ()
+    groups: tuple[GroupConfig, ...] = ()
+    keys: tuple[ApiKey, ...] = ()
+    allow_anonymous: bool = False
+    deployment: str = "default"
+    max_batch: int = 500
+    max_body_bytes: int = 8 * 1024 * 1024
+    produce_timeout: float = 10.0
+    rpc_timeout: float = 5.0
+    max_long_poll_waiters: int = 1000
+    not_found_wait_ms: int = 400
+
+    def __post_init__(self) -> None:
+        for key in ("masters", "redis", "secret"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key).strip():
+                raise ConfigError(f"{key} is required (a non-empty string)")
+        if len(self.secret.encode()) < MIN_SECRET_BYTES:
+            raise ConfigError(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
+        if not self.redis.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigError("redis must be a redis://, rediss:// or unix:// URL")
+        for topic in self.produce_topics:
+            _check_name(topic, "produce_topics")
+        names = [g.name for g in self.groups]
+        if len(set(names)) != len(names):
+            raise ConfigError("groups: a group name appears twice")
+        if not isinstance(self.allow_anonymous, bool):
+            raise ConfigError("allow_anonymous must be true or false")
+        if not self.keys and not self.allow_anonymous:
+            raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
+        _check_name(self.deployment, "deployment")
+        _check_int(self.max_batch, "max_batch", 1, 10_000)
+        _check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
+        _check_seconds(self.produce_timeout, "produce_timeout")
+        _check_seconds(self.rpc_timeout, "rpc_timeout")
+        _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
+        _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
+
+    def group(self, name: str) -> GroupConfig | None:
+        """The configured group called ``name``, or None."""
+        return next((g for g in self.groups if g.name == name), None)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> GatewayConfig:
+        """Read and validate a TOML file.
+
+        Raises:
+            ConfigError: the file is missing, not TOML, or a key is unknown or invalid.
+        """
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ConfigError(f"cannot read the gateway config {str(path)!r}: {err}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"the gateway config is not valid TOML: {err}") from None
+        return cls.from_mapping(data)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> GatewayConfig:
+        """Validate an already parsed TOML document (same keys as the file).
+
+        Raises:
+            ConfigError: a key is unknown, has the wrong type or an invalid value.
+        """
+        _no_unknown(data, _TOP_KEYS, "")
+        options: dict[str, Any] = {k: v for k, v in data.items() if k not in ("groups", "keys")}
+        for key in ("masters", "redis", "secret", "deployment"):
+            if key in options and not isinstance(options[key], str):
+                raise ConfigError(f"{key} must be a string")
+        if "produce_topics" in options:
+            options["produce_topics"] = _str_tuple(options["produce_topics"], "produce_topics")
+        options["groups"] = tuple(
+            _group(g, i) for i, g in enumerate(_tables(data.get("groups", []), "groups"))
+        )
+        options["keys"] = tuple(
+            _key(k, i) for i, k in enumerate(_tables(data.get("keys", []), "keys"))
+        )
+        for key in ("masters", "redis", "secret"):
+            if key not in options:
+                raise ConfigError(f"{key} is required")
+        return cls(**options)
+
+
+def _group(raw: Mapping[str, Any], index: int) -> GroupConfig:
+    where = f"groups[{index}]"
+    _no_unknown(raw, _GROUP_KEYS, where + ".")
+    if not isinstance(raw.get("name"), str):
+        raise ConfigError(f"{where}.name is required (a string)")
+    options = dict(raw)
+    options["topics"] = _str_tuple(raw.get("topics", []), f"{where}.topics")
+    for key in ("mode", "start"):
+        if key in options and not isinstance(options[key], str):
+            raise ConfigError(f"{where}.{key} must be a string")
+    return GroupConfig(**options)
+
+
+def _key(raw: Mapping[str, Any], index: int) -> ApiKey:
+    where = f"keys[{index}]"
+    _no_unknown(raw, _KEY_KEYS, where + ".")
+    plain, hashed = raw.get("key"), raw.get("key_sha256")
+    if (plain is None) == (hashed is None):
+        raise ConfigError(f"{where}: give exactly one of key and key_sha256")
+    if plain is not None:
+        if not isinstance(plain, str) or len(plain) < 8:
+            raise ConfigError(f"{where}.key must be a string of at least 8 characters")
+        digest = hashlib.sha256(plain.encode()).digest()
+    else:
+        if not isinstance(hashed, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", hashed):
+            raise ConfigError(f"{where}.key_sha256 must be 64 hex digits")
+        digest = bytes.fromhex(hashed)
+    name = raw.get("name", f"key{index}")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.name must be a non-empty string")
+    scopes = _str_tuple(raw.get("scopes", []), f"{where}.scopes")
+    for scope in scopes:
+        kind, sep, pattern = scope.partition(":")
+        if not sep or kind not in _SCOPE_KINDS or not pattern:
+            raise ConfigError(
+                f"{where}.scopes: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
+            )
+    return ApiKey(name=name, digest=digest, scopes=scopes)
+
+
+def _tables(value: object, key: str) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ConfigError(f"{key} must be an array of tables ([[{key}]])")
+    return value
+
+
+def _str_tuple(value: object, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a list of strings")
+    return tuple(value)
+
+
+def _no_unknown(raw: Mapping[str, Any], known: frozenset[str], prefix: str) -> None:
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"unknown config key {prefix}{unknown[0]}")
+
+
+def _check_name(value: object, key: str) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ConfigError(f"{key}: {value!r} is not a valid name (1-64 of A-Z a-z 0-9 _ . -)")
+
+
+def _check_int(value: object, key: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{key} must be an integer in [{low}, {high}]")
+
+
+def _check_seconds(value: object, key: str) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= 600
+    ):
+        raise ConfigError(f"{key} must be a number of seconds in (0, 600]")

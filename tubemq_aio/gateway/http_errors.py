@@ -1,0 +1,100 @@
+"""One seam that turns every exception the gateway meets into an HTTP error.
+
+Errors are answered as ``{"error": {"code", "message", "retriable"}}`` with a real status code.
+A client mistake or a normal state never becomes a 500; only a bug does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tubemq_aio.errors import (
+    ClientClosedError,
+    ConfigError,
+    NetworkError,
+    RemoteRpcError,
+    RequestTimeoutError,
+    SendOutcomeUnknownError,
+    ServerError,
+    TopicUnavailableError,
+)
+from tubemq_aio.gateway.auth import AuthError, ForbiddenScopeError
+from tubemq_aio.gateway.tokens import TokenError
+
+__all__ = ["ApiError", "api_error_for"]
+
+
+@dataclass(slots=True)
+class ApiError(Exception):
+    """An error answer: status, stable code, message, whether retrying may help."""
+
+    status: int
+    code: str
+    message: str
+    retriable: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, object]:
+        """The JSON body ``{"error": {...}}``."""
+        return {"error": {"code": self.code, "message": self.message, "retriable": self.retriable}}
+
+
+def throttled(retry_after_ms: int | None, message: str) -> ApiError:
+    """A 429 with ``Retry-After`` in whole seconds (at least 1)."""
+    seconds = max(1, math.ceil((retry_after_ms or 1000) / 1000))
+    return ApiError(429, "rate_limited", message, True, {"Retry-After": str(seconds)})
+
+
+# The consume engine's errors, by class name: the engine owns its exception module, and this
+# table is the only place that gives them HTTP meaning (status, code, retriable).
+_ENGINE_ERRORS: dict[str, tuple[int, str, bool]] = {
+    "UnknownGroupError": (404, "unknown_group", False),
+    "LeaseStaleError": (409, "lease_stale", False),
+    "LeaseConflictError": (409, "lease_conflict", False),
+    "StateLostError": (503, "state_lost", False),
+    "StoreUnavailableError": (503, "store_unavailable", True),
+    "TubeUnavailableError": (503, "tube_unavailable", True),
+    "TooManyWaitersError": (503, "too_many_waiters", True),
+    "InvalidRequestError": (422, "invalid_request", False),
+}
+
+
+def api_error_for(exc: BaseException) -> ApiError | None:
+    """The HTTP error for ``exc``, or None when it is not an expected failure (a bug → 500)."""
+    if isinstance(exc, ApiError):
+        return exc
+    for cls in type(exc).__mro__:
+        mapped = _ENGINE_ERRORS.get(cls.__name__)
+        if mapped is not None:
+            status, code, retriable = mapped
+            return ApiError(status, code, str(exc) or code, retriable)
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, TokenError):
+        return ApiError(400, "bad_token", text)
+    if isinstance(exc, AuthError):
+        return ApiError(401, "unauthorized", text, headers={"WWW-Authenticate": "Bearer"})
+    if isinstance(exc, ForbiddenScopeError):
+        return ApiError(403, "forbidden", text)
+    if isinstance(exc, SendOutcomeUnknownError):
+        return ApiError(
+            504,
+            "outcome_unknown",
+            "the broker did not answer in time: the message may or may not be stored; "
+            "a retry may create a duplicate",
+            True,
+        )
+    if isinstance(exc, RequestTimeoutError):
+        return ApiError(504, "timeout", text, True)
+    if isinstance(exc, ConfigError):
+        too_big = "exceeds max" in text
+        return ApiError(413 if too_big else 422, "too_large" if too_big else "invalid", text)
+    if isinstance(exc, TopicUnavailableError):
+        return ApiError(503, "topic_unavailable", text, True)
+    if isinstance(exc, NetworkError | ClientClosedError):
+        return ApiError(503, "unavailable", text, True)
+    if isinstance(exc, ServerError | RemoteRpcError):
+        if exc.retriable:
+            return ApiError(503, "broker_busy", text, True)
+        return ApiError(502, "broker_refused", text)
+    return None

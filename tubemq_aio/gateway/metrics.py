@@ -1,0 +1,135 @@
+"""Prometheus metrics of one replica (prometheus-client, ``tubemq_gateway_`` prefix).
+
+Each app has its own registry, so several apps in one process (tests, mounting) do not clash.
+The consume engine's plain counters (``ConsumeService.stats()``) are exported on every scrape
+as ``tubemq_gateway_engine_<name>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["GatewayMetrics", "MetricsMiddleware", "stats_items"]
+
+PREFIX = "tubemq_gateway_"
+
+
+def stats_items(stats: object) -> dict[str, float]:
+    """The numeric fields of an engine stats object (dataclass, mapping or plain object)."""
+    if stats is None:
+        return {}
+    if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
+        raw: Mapping[str, Any] = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
+    elif isinstance(stats, Mapping):
+        raw = stats
+    else:
+        raw = {k: v for k, v in vars(stats).items() if not k.startswith("_")}
+    return {
+        k: float(v)
+        for k, v in raw.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+class _EngineCollector(Collector):
+    def __init__(self, source: Callable[[], object]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for name, value in sorted(stats_items(self._source()).items()):
+            yield GaugeMetricFamily(
+                f"{PREFIX}engine_{name}", f"consume engine counter {name}", value=value
+            )
+
+
+class GatewayMetrics:
+    """The replica's metrics and their registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            PREFIX + "http_requests",
+            "HTTP requests by route template and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            PREFIX + "http_request_seconds",
+            "HTTP request latency by route template",
+            ["route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30),
+        )
+        self.fetch_outcomes = Counter(
+            PREFIX + "fetch_outcomes",
+            "fetch results by group and status",
+            ["group", "outcome"],
+            registry=self.registry,
+        )
+        self.messages_delivered = Counter(
+            PREFIX + "messages_delivered",
+            "messages returned by fetches",
+            ["group"],
+            registry=self.registry,
+        )
+        self.settles = Counter(
+            PREFIX + "settle",
+            "ack/nack/extend results by group",
+            ["group", "action", "result"],
+            registry=self.registry,
+        )
+        self.produced = Counter(
+            PREFIX + "produced_messages",
+            "produce results by topic and HTTP status",
+            ["topic", "status"],
+            registry=self.registry,
+        )
+        self._engine: Callable[[], object] | None = None
+
+    def watch_engine(self, source: Callable[[], object]) -> None:
+        """Export ``source()`` (the engine's stats) on every scrape; call once."""
+        if self._engine is None:
+            self._engine = source
+            self.registry.register(_EngineCollector(source))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Counts requests and their latency by route template (bounded label values)."""
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.metrics.requests.labels(template, scope["method"], str(status)).inc()
+            self.metrics.latency.labels(template).observe(time.perf_counter() - started)

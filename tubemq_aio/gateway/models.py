@@ -1,0 +1,238 @@
+"""Request and response bodies (pydantic v2): the source of the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AckResult",
+    "BatchItem",
+    "BatchProduceRequest",
+    "BatchProduceResponse",
+    "ErrorBody",
+    "ErrorResponse",
+    "ExtendRequest",
+    "ExtendResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "LagPartition",
+    "LagResponse",
+    "LeaseInfo",
+    "NackRequest",
+    "OkResponse",
+    "OutMessage",
+    "ProduceRequest",
+    "ProduceResult",
+    "RateRequest",
+    "ResetEntry",
+    "ResetRequest",
+    "ResetResponse",
+    "SettleResponse",
+]
+
+_STRICT = ConfigDict(extra="forbid")
+AttrText = Annotated[str, Field(min_length=1, max_length=1024)]
+ClientId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
+Token = Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+class ErrorBody(BaseModel):
+    """What went wrong."""
+
+    code: str
+    message: str
+    retriable: bool
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer."""
+
+    error: ErrorBody
+
+
+class ProduceRequest(BaseModel):
+    """One message to publish."""
+
+    model_config = _STRICT
+    value: str = Field(max_length=16 * 1024 * 1024, description="the body, as text or base64")
+    encoding: Literal["utf8", "base64"] = "utf8"
+    attributes: dict[AttrText, AttrText] | None = Field(default=None, max_length=256)
+    msg_type: Annotated[str, Field(max_length=256)] | None = None
+    msg_time: Annotated[str, Field(pattern=r"^[0-9]{12}$")] | None = Field(
+        default=None, description="yyyyMMddHHmm"
+    )
+    key: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None, description="messages with one key go to one partition"
+    )
+
+
+class ProduceResult(BaseModel):
+    """Where the broker stored a message."""
+
+    partition_key: str
+    message_id: int
+    append_time: int
+    append_offset: int
+
+
+class BatchProduceRequest(BaseModel):
+    """Up to 500 messages (the configured ``max_batch``) to publish."""
+
+    model_config = _STRICT
+    messages: list[ProduceRequest] = Field(min_length=1, max_length=500)
+
+
+class BatchItem(BaseModel):
+    """The outcome of one message of a batch."""
+
+    index: int
+    status: int = Field(description="the HTTP status this message alone would have had")
+    partition_key: str | None = None
+    message_id: int | None = None
+    append_offset: int | None = None
+    error: ErrorBody | None = None
+
+
+class BatchProduceResponse(BaseModel):
+    """Per-message outcomes, in request order."""
+
+    results: list[BatchItem]
+
+
+class FetchRequest(BaseModel):
+    """Lease one partition and read a batch from it."""
+
+    model_config = _STRICT
+    wait_ms: int = Field(default=0, ge=0, le=30_000, description="long poll up to this long")
+    client_id: ClientId | None = Field(
+        default=None, description="required in broadcast groups, refused in clustering groups"
+    )
+    ack: list[Token] | None = Field(
+        default=None, max_length=100, description="tokens to ack before leasing"
+    )
+    lease_ms: int | None = Field(default=None, ge=1, le=43_200_000)
+    value_encoding: Literal["auto", "base64"] = "auto"
+
+
+class LeaseInfo(BaseModel):
+    """The lease on the fetched batch; ack, nack or extend it with the token."""
+
+    token: str
+    partition_key: str
+    expires_at: int = Field(description="ms since the epoch, Redis clock")
+    redelivery: int
+
+
+class OutMessage(BaseModel):
+    """A delivered message."""
+
+    message_id: int
+    value: str
+    encoding: Literal["utf8", "base64"]
+    attributes: dict[str, str]
+    msg_type: str
+    msg_time: str | None = Field(description="yyyyMMddHHmm, or null")
+
+
+class AckResult(BaseModel):
+    """The outcome of one piggy-backed ack."""
+
+    token: str
+    result: str
+    error: ErrorBody | None = None
+
+
+class FetchResponse(BaseModel):
+    """The batch (``ok``) or why there is none."""
+
+    status: Literal["ok", "empty", "busy", "paused"]
+    lease: LeaseInfo | None = None
+    messages: list[OutMessage]
+    acks: list[AckResult] | None = None
+    retry_after_ms: int | None = None
+
+
+class SettleResponse(BaseModel):
+    """The outcome of ack/nack."""
+
+    result: str
+
+
+class NackRequest(BaseModel):
+    """Give the batch back; it is delivered again after ``delay_ms``."""
+
+    model_config = _STRICT
+    delay_ms: int = Field(default=0, ge=0, le=3_600_000)
+
+
+class ExtendRequest(BaseModel):
+    """Keep the lease longer."""
+
+    model_config = _STRICT
+    lease_ms: int = Field(ge=1, le=43_200_000)
+
+
+class ExtendResponse(BaseModel):
+    """The new expiry."""
+
+    expires_at: int
+
+
+class ResetRequest(BaseModel):
+    """Move the group's committed offsets."""
+
+    model_config = _STRICT
+    to: Literal["earliest", "latest"] | dict[str, Annotated[int, Field(ge=0)]]
+    client_id: ClientId | None = None
+
+
+class ResetEntry(BaseModel):
+    """One partition's offset before and after a reset."""
+
+    model_config = ConfigDict(extra="allow")
+    partition_key: str
+    old: int | None
+    new: int | str | None
+
+
+class ResetResponse(BaseModel):
+    """Every partition touched by a reset."""
+
+    partitions: list[ResetEntry]
+
+
+class RateRequest(BaseModel):
+    """A consume rate limit shared by every replica (0 = off)."""
+
+    model_config = _STRICT
+    messages_per_second: float = Field(ge=0, le=1e9, allow_inf_nan=False)
+    burst: int | None = Field(default=None, ge=0, le=1_000_000_000)
+
+
+class OkResponse(BaseModel):
+    """A plain acknowledgement."""
+
+    ok: bool = True
+
+
+class LagPartition(BaseModel):
+    """Backlog of one partition."""
+
+    model_config = ConfigDict(extra="allow")
+    partition_key: str
+    committed: int | None
+    max: int | None
+    lag_bytes: int | None
+    lease_holder: str | None = None
+    lease_expires_at: int | None = None
+
+
+class LagResponse(BaseModel):
+    """Backlog per partition and in total."""
+
+    model_config = ConfigDict(extra="allow")
+    group: str
+    partitions: list[LagPartition]
+    total_lag_bytes: int

@@ -1,0 +1,101 @@
+"""Group administration: offset reset, pause/resume, rate limit, lag."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from tubemq_aio.gateway.auth import Authenticator, ForbiddenScopeError
+from tubemq_aio.gateway.models import (
+    ErrorResponse,
+    LagResponse,
+    OkResponse,
+    RateRequest,
+    ResetRequest,
+    ResetResponse,
+)
+from tubemq_aio.gateway.state import GatewayDep, Principal, json_response
+
+__all__ = ["plain", "router"]
+
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 503)}
+router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
+
+
+def plain(value: object) -> Any:
+    """``value`` as JSON-ready data (dataclasses and mappings become dicts, recursively)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+@router.post(
+    "/v1/groups/{group}/offsets/reset", operation_id="reset_offsets", response_model=ResetResponse
+)
+async def reset_offsets(
+    group: str, body: ResetRequest, gateway: GatewayDep, principal: Principal
+) -> Response:
+    """Move committed offsets; outstanding lease tokens of the group then get 409."""
+    Authenticator.require(principal, "admin", group)
+    gateway.group(group)
+    entries = await gateway.require_engine().reset(group, body.to, client_id=body.client_id)
+    return json_response({"partitions": [plain(e) for e in entries]})
+
+
+@router.post("/v1/groups/{group}/pause", operation_id="pause", response_model=OkResponse)
+async def pause(group: str, gateway: GatewayDep, principal: Principal) -> Response:
+    """Stop deliveries of the group on every replica from their next fetch."""
+    Authenticator.require(principal, "admin", group)
+    gateway.group(group)
+    await gateway.require_engine().pause(group)
+    return json_response({"ok": True})
+
+
+@router.post("/v1/groups/{group}/resume", operation_id="resume", response_model=OkResponse)
+async def resume(group: str, gateway: GatewayDep, principal: Principal) -> Response:
+    """Resume deliveries of a paused group."""
+    Authenticator.require(principal, "admin", group)
+    gateway.group(group)
+    await gateway.require_engine().resume(group)
+    return json_response({"ok": True})
+
+
+@router.put("/v1/groups/{group}/rate", operation_id="set_rate", response_model=OkResponse)
+async def set_rate(
+    group: str, body: RateRequest, gateway: GatewayDep, principal: Principal
+) -> Response:
+    """Set the group's consume rate (messages/s, shared by all replicas; 0 = off)."""
+    Authenticator.require(principal, "admin", group)
+    gateway.group(group)
+    await gateway.require_engine().set_rate(group, body.messages_per_second, body.burst)
+    return json_response({"ok": True})
+
+
+@router.get("/v1/groups/{group}/lag", operation_id="get_lag", response_model=LagResponse)
+async def get_lag(
+    group: str,
+    gateway: GatewayDep,
+    principal: Principal,
+    client_id: Annotated[
+        str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    ] = None,
+) -> Response:
+    """Backlog per partition (committed, max, lag bytes, lease holder) and in total."""
+    if not (principal.allows("consume", group) or principal.allows("admin", group)):
+        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
+    gateway.group(group)
+    report = plain(await gateway.require_engine().lag(group, client_id=client_id))
+    if not isinstance(report, dict):
+        report = {"partitions": report}
+    partitions = report.setdefault("partitions", [])
+    report["group"] = group
+    report.setdefault("total_lag_bytes", sum(p.get("lag_bytes") or 0 for p in partitions))
+    return json_response(report)

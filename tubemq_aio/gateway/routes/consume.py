@@ -1,0 +1,149 @@
+"""Fetch with a lease, and ack / nack / extend by lease token."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.auth import Authenticator
+from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.http_errors import ApiError, api_error_for, throttled
+from tubemq_aio.gateway.models import (
+    ErrorResponse,
+    ExtendRequest,
+    ExtendResponse,
+    FetchRequest,
+    FetchResponse,
+    NackRequest,
+    SettleResponse,
+)
+from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response, message_json
+from tubemq_aio.gateway.tokens import TokenClaims, decode_token, encode_token
+
+__all__ = ["router"]
+
+_FETCH_ERRORS = (400, 401, 403, 404, 413, 422, 429, 503, 504)
+_LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 503)
+router = APIRouter(tags=["consume"])
+
+
+def _errors(codes: tuple[int, ...]) -> dict[int | str, dict[str, object]]:
+    return {code: {"model": ErrorResponse} for code in codes}
+
+
+def _claims(gateway: Gateway, principal: ApiKey, token: str) -> TokenClaims:
+    claims = decode_token(token, gateway.secret)  # 400 before anything else is asked
+    Authenticator.require(principal, "consume", claims.group)
+    gateway.group(claims.group)
+    return claims
+
+
+async def _settle(
+    gateway: Gateway,
+    principal: ApiKey,
+    token: str,
+    action: Literal["ack", "nack"],
+    delay_ms: int = 0,
+) -> str:
+    claims = _claims(gateway, principal, token)
+    result = await gateway.require_engine().settle(claims, action, delay_ms=delay_ms)
+    gateway.metrics.settles.labels(claims.group, action, result).inc()
+    return result
+
+
+@router.post(
+    "/v1/groups/{group}/fetch",
+    operation_id="fetch",
+    response_model=FetchResponse,
+    responses=_errors(_FETCH_ERRORS),
+)
+async def fetch(
+    group: str, body: FetchRequest, gateway: GatewayDep, principal: Principal
+) -> Response:
+    """Settle the piggy-backed acks, then lease one partition and return a batch from it.
+
+    ``busy`` (every partition leased), ``empty`` and ``paused`` are normal 200 answers.
+    """
+    Authenticator.require(principal, "consume", group)
+    gateway.group(group)
+    engine = gateway.require_engine()
+    acks: list[dict[str, object]] = []
+    for token in body.ack or ():
+        try:
+            acks.append({"token": token, "result": await _settle(gateway, principal, token, "ack")})
+        except (ApiError, TubeMQError) as exc:
+            mapped = api_error_for(exc)
+            if mapped is None:
+                raise
+            acks.append({"token": token, "result": "error", "error": mapped.body()["error"]})
+    outcome = await engine.fetch(
+        group,
+        client_id=body.client_id,
+        wait_ms=body.wait_ms,
+        lease_ms=body.lease_ms,
+        holder=gateway.replica,
+    )
+    gateway.metrics.fetch_outcomes.labels(group, outcome.status).inc()
+    if outcome.status == "throttled":
+        raise throttled(outcome.retry_after_ms, f"group {group!r} is over its consume rate")
+    reply: dict[str, object] = {"status": outcome.status, "messages": []}
+    lease = outcome.lease
+    if outcome.status == "ok" and lease is not None:
+        claims = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+        reply["lease"] = {
+            "token": encode_token(claims, gateway.secret),
+            "partition_key": lease.partition_key,
+            "expires_at": lease.expires_at_ms,
+            "redelivery": lease.redelivery,
+        }
+        force = body.value_encoding == "base64"
+        reply["messages"] = [message_json(m, force) for m in outcome.messages]
+        gateway.metrics.messages_delivered.labels(group).inc(len(outcome.messages))
+    elif outcome.retry_after_ms is not None:
+        reply["retry_after_ms"] = outcome.retry_after_ms
+    if body.ack:
+        reply["acks"] = acks
+    return json_response(reply)
+
+
+@router.post(
+    "/v1/leases/{token}/ack",
+    operation_id="ack",
+    response_model=SettleResponse,
+    responses=_errors(_LEASE_ERRORS),
+)
+async def ack(token: str, gateway: GatewayDep, principal: Principal) -> Response:
+    """Commit the leased batch: ``acked``, or ``already_acked`` for a retry; 409 if re-leased."""
+    return json_response({"result": await _settle(gateway, principal, token, "ack")})
+
+
+@router.post(
+    "/v1/leases/{token}/nack",
+    operation_id="nack",
+    response_model=SettleResponse,
+    responses=_errors(_LEASE_ERRORS),
+)
+async def nack(
+    token: str, gateway: GatewayDep, principal: Principal, body: NackRequest | None = None
+) -> Response:
+    """Give the batch back; it is delivered again after ``delay_ms``."""
+    delay = body.delay_ms if body is not None else 0
+    return json_response({"result": await _settle(gateway, principal, token, "nack", delay)})
+
+
+@router.post(
+    "/v1/leases/{token}/extend",
+    operation_id="extend",
+    response_model=ExtendResponse,
+    responses=_errors(_LEASE_ERRORS),
+)
+async def extend(
+    token: str, body: ExtendRequest, gateway: GatewayDep, principal: Principal
+) -> Response:
+    """Keep the lease for ``lease_ms`` from now (Redis clock); 409 when it was taken over."""
+    claims = _claims(gateway, principal, token)
+    expires = await gateway.require_engine().extend(claims, body.lease_ms)
+    return json_response({"expires_at": expires})

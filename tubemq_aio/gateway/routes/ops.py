@@ -1,0 +1,49 @@
+"""Liveness, readiness and Prometheus metrics (no auth: bind them to an ops network)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from tubemq_aio.gateway.state import GatewayDep, json_response
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["ops"])
+READY_TIMEOUT = 2.0
+
+
+@router.get("/healthz", operation_id="healthz")
+async def healthz() -> dict[str, str]:
+    """Liveness: the event loop answers."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    operation_id="readyz",
+    responses={503: {"description": "a dependency is not ready"}},
+)
+async def readyz(gateway: GatewayDep) -> Response:
+    """Readiness: Redis and the master reachable (per the engine), the producer running."""
+    checks: dict[str, bool] = {}
+    if gateway.config.produce_topics:
+        checks["producer"] = gateway.producer is not None
+    if gateway.config.groups:
+        if gateway.engine is None:
+            checks["engine"] = False
+        else:
+            try:
+                checks.update(await asyncio.wait_for(gateway.engine.readiness(), READY_TIMEOUT))
+            except Exception:  # readiness must answer; any failure means not ready
+                checks["engine"] = False
+    ready = all(checks.values())
+    return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
+
+
+@router.get("/metrics", operation_id="metrics", response_class=Response)
+async def metrics(gateway: GatewayDep) -> Response:
+    """Prometheus text exposition of this replica."""
+    return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")

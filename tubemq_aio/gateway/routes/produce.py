@@ -1,0 +1,80 @@
+"""``POST /v1/topics/{topic}/messages`` and ``…/messages/batch``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from tubemq_aio.gateway.auth import Authenticator
+from tubemq_aio.gateway.http_errors import ApiError
+from tubemq_aio.gateway.models import (
+    BatchProduceRequest,
+    BatchProduceResponse,
+    ErrorResponse,
+    ProduceRequest,
+    ProduceResult,
+)
+from tubemq_aio.gateway.produce import send_batch, send_one
+from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response
+from tubemq_aio.producer import Producer
+
+__all__ = ["router"]
+
+_ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 422, 502, 503, 504)
+}
+router = APIRouter(tags=["produce"], responses=_ERRORS)
+
+
+def _producer(gateway: Gateway, topic: str) -> Producer:
+    if topic not in gateway.config.produce_topics:
+        raise ApiError(404, "unknown_topic", f"the gateway may not publish to {topic!r}")
+    if gateway.producer is None:
+        raise ApiError(503, "not_ready", "the producer is not running", True)
+    return gateway.producer
+
+
+@router.post("/v1/topics/{topic}/messages", operation_id="produce", response_model=ProduceResult)
+async def produce(
+    topic: str, body: ProduceRequest, gateway: GatewayDep, principal: Principal
+) -> Response:
+    """Publish one message; answers once the broker stored it (504 when that is unknown)."""
+    Authenticator.require(principal, "produce", topic)
+    producer = _producer(gateway, topic)
+    try:
+        result = await send_one(producer, topic, body, gateway.config.produce_timeout)
+    except ApiError as err:
+        gateway.metrics.produced.labels(topic, str(err.status)).inc()
+        raise
+    gateway.metrics.produced.labels(topic, "200").inc()
+    return json_response(
+        {
+            "partition_key": result.partition_key,
+            "message_id": result.message_id,
+            "append_time": result.append_time,
+            "append_offset": result.append_offset,
+        }
+    )
+
+
+@router.post(
+    "/v1/topics/{topic}/messages/batch",
+    operation_id="produce_batch",
+    response_model=BatchProduceResponse,
+    responses={207: {"model": BatchProduceResponse, "description": "some messages failed"}},
+)
+async def produce_batch(
+    topic: str, body: BatchProduceRequest, gateway: GatewayDep, principal: Principal
+) -> Response:
+    """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 per message."""
+    Authenticator.require(principal, "produce", topic)
+    if len(body.messages) > gateway.config.max_batch:
+        raise ApiError(413, "too_large", f"at most {gateway.config.max_batch} messages per batch")
+    producer = _producer(gateway, topic)
+    items = await send_batch(producer, topic, body.messages, gateway.config.produce_timeout)
+    for item in items:
+        gateway.metrics.produced.labels(topic, str(item.status)).inc()
+    status = 200 if all(item.status == 200 for item in items) else 207
+    return json_response(
+        {"results": [item.model_dump(exclude_none=True) for item in items]}, status
+    )

@@ -1,0 +1,121 @@
+"""Per-app runtime state and the FastAPI dependencies every route shares."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import orjson
+from fastapi import Depends, Request
+from fastapi.responses import Response
+from fastapi.security import HTTPBearer
+
+from tubemq_aio.gateway.auth import Authenticator
+from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.engine import ConsumeEngine
+from tubemq_aio.gateway.http_errors import ApiError
+from tubemq_aio.gateway.metrics import GatewayMetrics
+from tubemq_aio.models import Message
+from tubemq_aio.producer import Producer
+
+__all__ = ["Gateway", "GatewayDep", "Principal", "json_response", "message_json"]
+
+# Declares the Bearer scheme in the OpenAPI document; the check itself is Authenticator's.
+_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <api key>")
+
+
+@dataclass(slots=True)
+class Gateway:
+    """What one replica holds while it runs (``app.state.gateway``).
+
+    Attributes:
+        config: the validated configuration.
+        replica: this replica's name (lease holder label).
+        auth: the API-key checker.
+        metrics: the replica's Prometheus metrics.
+        producer: the SDK producer (None without ``produce_topics`` or before start).
+        engine: the consume engine (None without groups or before start).
+    """
+
+    config: GatewayConfig
+    replica: str
+    auth: Authenticator
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    producer: Producer | None = None
+    engine: ConsumeEngine | None = None
+
+    @property
+    def secret(self) -> bytes:
+        """The token HMAC key."""
+        return self.config.secret.encode()
+
+    def group(self, name: str) -> GroupConfig:
+        """The configured group ``name``.
+
+        Raises:
+            ApiError: 404 when no such group is configured.
+        """
+        group = self.config.group(name)
+        if group is None:
+            raise ApiError(404, "unknown_group", f"no consumer group {name!r} is configured")
+        return group
+
+    def require_engine(self) -> ConsumeEngine:
+        """The running consume engine.
+
+        Raises:
+            ApiError: 503 while it is not running.
+        """
+        if self.engine is None:
+            raise ApiError(503, "not_ready", "the consume engine is not running", True)
+        return self.engine
+
+
+def _gateway(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+def _principal(
+    request: Request,
+    gateway: Annotated[Gateway, Depends(_gateway)],
+    _scheme: Annotated[Any, Depends(_bearer)],
+) -> ApiKey:
+    return gateway.auth.authenticate(request.headers.get("authorization"))
+
+
+GatewayDep = Annotated[Gateway, Depends(_gateway)]
+Principal = Annotated[ApiKey, Depends(_principal)]
+
+
+def json_response(
+    content: object, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """A pre-serialised JSON response (orjson; no second validation of large bodies)."""
+    return Response(
+        orjson.dumps(content), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def message_json(message: Message, force_base64: bool) -> dict[str, object]:
+    """One delivered message as JSON: text when the body is UTF-8 (unless forced), else base64."""
+    value: str | None = None
+    if not force_base64:
+        try:
+            value = message.body.decode("utf-8")
+        except UnicodeDecodeError:
+            value = None
+    encoding = "utf8"
+    if value is None:
+        value = base64.b64encode(message.body).decode("ascii")
+        encoding = "base64"
+    msg_time = message.msg_time.strftime("%Y%m%d%H%M") if message.msg_time is not None else None
+    return {
+        "message_id": message.message_id,
+        "value": value,
+        "encoding": encoding,
+        "attributes": dict(message.attributes),
+        "msg_type": message.msg_type,
+        "msg_time": msg_time,
+    }

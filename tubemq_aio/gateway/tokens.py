@@ -1,0 +1,99 @@
+"""Lease tokens: ``t1.`` + base64url(JSON payload) + ``.`` + base64url(truncated HMAC-SHA256).
+
+Pure functions, no I/O. The payload names the lease (group, scope, partition key, lease id); the
+MAC proves a replica of this deployment issued it, so a forged or altered token is refused before
+Redis is asked anything. The only authority is the 128-bit lease id, compared inside Redis.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+
+from tubemq_aio.errors import TubeMQError
+
+__all__ = ["MAX_TOKEN_LENGTH", "TokenClaims", "TokenError", "decode_token", "encode_token"]
+
+PREFIX = "t1."
+MAC_BYTES = 16
+#: Longest token accepted; longer input is refused without decoding it.
+MAX_TOKEN_LENGTH = 1024
+
+
+class TokenError(TubeMQError):
+    """A lease token is malformed, forged or altered (HTTP 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenClaims:
+    """What a verified token names.
+
+    Attributes:
+        group: the consumer group.
+        scope: ``c`` (clustering) or ``b:<client_id>`` (broadcast).
+        partition_key: ``brokerId:topic:partitionId``.
+        lease_id: the lease's random id (hex).
+    """
+
+    group: str
+    scope: str
+    partition_key: str
+    lease_id: str
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _mac(secret: bytes, signed: str) -> bytes:
+    return hmac.new(secret, signed.encode("ascii"), hashlib.sha256).digest()[:MAC_BYTES]
+
+
+def encode_token(claims: TokenClaims, secret: bytes) -> str:
+    """Build the token for ``claims``, signed with ``secret``."""
+    payload = json.dumps(
+        [claims.group, claims.scope, claims.partition_key, claims.lease_id],
+        separators=(",", ":"),
+        ensure_ascii=True,
+    )
+    signed = PREFIX + _b64(payload.encode("ascii"))
+    return signed + "." + _b64(_mac(secret, signed))
+
+
+def decode_token(token: str, secret: bytes) -> TokenClaims:
+    """Verify ``token`` and return what it names.
+
+    Raises:
+        TokenError: wrong version, bad encoding, bad MAC or a payload of the wrong shape.
+    """
+    if len(token) > MAX_TOKEN_LENGTH or not token.startswith(PREFIX):
+        raise TokenError("not a lease token issued by this gateway")
+    signed, dot, mac_text = token.rpartition(".")
+    if not dot or signed == PREFIX[:-1]:
+        raise TokenError("not a lease token issued by this gateway")
+    try:
+        mac = _unb64(mac_text)
+        payload_raw = _unb64(signed[len(PREFIX) :])
+    except (binascii.Error, ValueError):
+        raise TokenError("lease token is not valid base64url") from None
+    if not hmac.compare_digest(mac, _mac(secret, signed)):
+        raise TokenError("lease token signature does not match (forged or altered)")
+    try:
+        fields = json.loads(payload_raw)
+    except ValueError:
+        raise TokenError("lease token payload is not JSON") from None
+    if (
+        not isinstance(fields, list)
+        or len(fields) != 4
+        or not all(isinstance(f, str) and f for f in fields)
+    ):
+        raise TokenError("lease token payload has the wrong shape")
+    return TokenClaims(*fields)
