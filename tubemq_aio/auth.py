@@ -80,8 +80,14 @@ class Credentials:
     password: str = field(repr=False)
 
     def __post_init__(self) -> None:
-        if not self.user_name.strip():
-            raise ConfigError("the authentication user name must not be blank")
+        # Never echo the password, not even its type name next to the user's.
+        if not isinstance(self.user_name, str) or not self.user_name.strip():
+            raise ConfigError("the authentication user name must be a non-blank string")
+        if not isinstance(self.password, str):
+            raise ConfigError("the authentication password must be a string")
+
+    def __str__(self) -> str:
+        return f"Credentials(user_name={self.user_name!r})"
 
     def authenticate(self, timestamp_ms: int, nonce: int) -> AuthenticateInfo:
         """Fresh signed credentials.

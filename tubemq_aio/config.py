@@ -8,6 +8,7 @@ official Java client where it has one (shared protocol notes §2.5, §4.8, §7.1
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import ssl
 import types
 import typing
@@ -15,10 +16,18 @@ from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tubemq_aio._validate import Checks
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
 
-__all__ = ["ClientConfig", "Credentials", "HostPort", "parse_host_port", "parse_masters"]
+__all__ = [
+    "ClientConfig",
+    "Credentials",
+    "HostPort",
+    "parse_host_port",
+    "parse_masters",
+    "redact_url",
+]
 
 #: Default TubeMQ master RPC port.
 DEFAULT_MASTER_PORT = 8715
@@ -26,60 +35,98 @@ DEFAULT_MASTER_PORT = 8715
 
 @dataclass(frozen=True, slots=True)
 class HostPort:
-    """A ``host:port`` network address."""
+    """A ``host:port`` network address; an IPv6 literal is kept without brackets."""
 
     host: str
     port: int
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def parse_host_port(text: str, *, default_port: int | None = None) -> HostPort:
-    """Parse ``host:port`` (or ``host`` when ``default_port`` is given).
+    """Parse ``host:port``, ``[ipv6]:port`` (or ``host``, ``[ipv6]``, a bare IPv6 literal when
+    ``default_port`` is given).
 
     Raises:
         ConfigError: the text is not a valid address.
     """
+    if not isinstance(text, str):
+        raise ConfigError(f"an address must be a string, got {type(text).__name__}")
     text = text.strip()
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")) or not _is_ipv6(host):
+            raise ConfigError(f"address {text!r} is not a valid [IPv6]:port")
+        port_text = rest[1:]
+        if rest == ":":
+            raise ConfigError(f"address {text!r} has no port")
+    elif text.count(":") > 1:
+        if not _is_ipv6(text):
+            raise ConfigError(f"address {text!r}: write an IPv6 address with a port as [ip]:port")
         host, port_text = text, ""
-    if not host:
-        raise ConfigError(f"address {text!r} has no host")
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            host, port_text = text, ""
+        elif not port_text:
+            raise ConfigError(f"address {text!r} has no port")
+    if not host or any(c.isspace() or c in "/@[]" for c in host):
+        raise ConfigError(f"address {text!r} has no valid host")
     if not port_text:
         if default_port is None:
             raise ConfigError(f"address {text!r} has no port")
         return HostPort(host, default_port)
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
         raise ConfigError(f"address {text!r} has an invalid port")
     return HostPort(host, int(port_text))
 
 
-def parse_masters(masters: str | typing.Iterable[str]) -> tuple[HostPort, ...]:
-    """Parse a master list: ``"h1:8715,h2:8715"`` or an iterable of ``host:port`` strings.
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_masters(
+    masters: str | HostPort | typing.Iterable[str | HostPort],
+) -> tuple[HostPort, ...]:
+    """Parse a master list: ``"h1:8715,h2:8715"``, an iterable of ``host:port`` strings, or
+    :class:`HostPort` values.
 
     Duplicates are dropped (the Java client does the same); order is kept.
 
     Raises:
-        ConfigError: the list is empty or an address is invalid.
+        ConfigError: the list is empty, not a string or collection, or an address is invalid.
     """
-    items = masters.split(",") if isinstance(masters, str) else list(masters)
+    if isinstance(masters, HostPort):
+        return (masters,)
+    if isinstance(masters, str):
+        items: list[object] = list(masters.split(","))
+    elif isinstance(masters, bytes | bytearray | typing.Mapping) or not isinstance(
+        masters, typing.Iterable
+    ):
+        raise ConfigError(
+            f"masters must be 'host:port,...' or a list of addresses, got {type(masters).__name__}"
+        )
+    else:
+        items = list(masters)
     result: list[HostPort] = []
     for item in items:
-        if not item.strip():
+        if isinstance(item, str) and not item.strip():
             continue
-        address = parse_host_port(item, default_port=DEFAULT_MASTER_PORT)
+        address = (
+            item
+            if isinstance(item, HostPort)
+            else parse_host_port(item, default_port=DEFAULT_MASTER_PORT)  # type: ignore[arg-type]
+        )
         if address not in result:
             result.append(address)
     if not result:
         raise ConfigError("at least one master address is required")
     return tuple(result)
-
-
-def _require(condition: bool, name: str, rule: str) -> None:
-    if not condition:
-        raise ConfigError(f"{name} must be {rule}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,14 +164,28 @@ class ClientConfig:
     client_host: str | None = None
 
     def __post_init__(self) -> None:
-        masters: Any = self.masters
-        if isinstance(masters, str) or not all(isinstance(m, HostPort) for m in masters):
-            object.__setattr__(self, "masters", parse_masters(masters))
-        _require(3.0 <= self.rpc_timeout <= 600.0, "rpc_timeout", "between 3 and 600 seconds")
-        _require(0 < self.connect_timeout <= 120.0, "connect_timeout", "in (0, 120] seconds")
-        _require(1.0 <= self.heartbeat_interval <= 300.0, "heartbeat_interval", "in [1, 300] s")
-        _require(self.idle_timeout > 0, "idle_timeout", "positive")
-        _require(self.max_in_flight >= 1, "max_in_flight", "at least 1")
+        checks = Checks(type(self).__name__)
+        self._check(checks)
+        checks.done()
+
+    def _check(self, c: Checks) -> None:
+        """Validate and normalise every field, recording problems in ``c`` (subclasses extend
+        this and call it first)."""
+        try:
+            object.__setattr__(self, "masters", parse_masters(self.masters))
+        except ConfigError as exc:
+            c.adopt(exc)
+        c.seconds("rpc_timeout", self.rpc_timeout, low=3.0, high=600.0, low_open=False)
+        c.seconds("connect_timeout", self.connect_timeout, high=120.0)
+        c.seconds("heartbeat_interval", self.heartbeat_interval, low=1.0, high=300.0,
+                  low_open=False)  # fmt: skip
+        c.instance("ssl_context", self.ssl_context, ssl.SSLContext, optional=True)
+        c.text("tls_server_hostname", self.tls_server_hostname, optional=True)
+        c.instance("credentials", self.credentials, Credentials, optional=True)
+        c.flag("connection_reuse", self.connection_reuse)
+        c.seconds("idle_timeout", self.idle_timeout)
+        c.integer("max_in_flight", self.max_in_flight, low=1, high=1 << 20)
+        c.text("client_host", self.client_host, optional=True)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> Self:
@@ -132,15 +193,29 @@ class ClientConfig:
 
         Query options are the dataclass field names; values are converted to the field's type
         (``true``/``false`` for booleans). ``tls=true`` selects a default ``SSLContext``.
-        Keyword ``overrides`` win over the URL.
+        ``tubemq://user:password@host:8715`` sets :attr:`credentials` (percent-encode ``:``,
+        ``@`` and ``/`` in either part); the password never appears in a repr or an error text.
+        IPv6 masters are written ``[::1]:8715``. Keyword ``overrides`` win over the URL.
 
         Raises:
             ConfigError: the URL, an option name or an option value is invalid.
         """
-        parts = urlsplit(url)
+        if not isinstance(url, str):
+            raise ConfigError(f"the URL must be a string, got {type(url).__name__}")
+        try:
+            parts = urlsplit(url.strip())
+        except ValueError as exc:  # e.g. an unbalanced '[' in the host part
+            raise ConfigError(f"invalid URL {redact_url(url)!r}: {exc}") from None
         if parts.scheme not in ("tubemq", "tubemqs"):
-            raise ConfigError(f"URL scheme must be tubemq:// (or tubemqs:// for TLS), got {url!r}")
-        kwargs: dict[str, Any] = {"masters": unquote(parts.netloc)}
+            raise ConfigError(
+                f"URL scheme must be tubemq:// (or tubemqs:// for TLS), got {redact_url(url)!r}"
+            )
+        if parts.path not in ("", "/") or parts.fragment:
+            raise ConfigError(f"URL {redact_url(url)!r} must not have a path or a fragment")
+        user_info, at, hosts = parts.netloc.rpartition("@")
+        kwargs: dict[str, Any] = {"masters": unquote(hosts)}
+        if at:
+            kwargs["credentials"] = _credentials_of(user_info)
         if parts.scheme == "tubemqs":
             kwargs["ssl_context"] = ssl.create_default_context()
         hints = typing.get_type_hints(cls)
@@ -155,6 +230,27 @@ class ClientConfig:
             kwargs[key] = _convert(key, value, hints[key])
         kwargs.update(overrides)
         return cls(**kwargs)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any user info before the host replaced by ``***`` (safe to log or show)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url if "@" not in url else "***@" + url.rpartition("@")[2]
+    netloc_end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0),
+                     default=len(rest))  # fmt: skip
+    netloc = rest[:netloc_end]
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    return f"{scheme}://{netloc}{rest[netloc_end:]}"
+
+
+def _credentials_of(user_info: str) -> Credentials:
+    """``user:password`` (percent-encoded) from a URL; the texts never reach an error."""
+    user, colon, password = user_info.partition(":")
+    if not colon or not user or not password:
+        raise ConfigError("URL user info must be user:password (percent-encode ':', '@', '/')")
+    return Credentials(unquote(user), unquote(password))
 
 
 def _to_bool(name: str, value: str) -> bool:

@@ -9,13 +9,15 @@ what they hold on close (:meth:`ConsumerBase._release_all`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from tubemq_aio._client import AsyncLifecycle, spawn_owned
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.sweeper import cancel_and_wait
+from tubemq_aio._validate import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageIterator
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
@@ -61,8 +63,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         options: dict[str, Any],
     ) -> None:
         if config is None:
-            if masters is None:
-                raise ConfigError("masters is required")
+            check_options(ConsumerConfig, options, what=type(self).__name__)
             config = ConsumerConfig(
                 masters=masters,  # type: ignore[arg-type]  # parsed by ClientConfig
                 group=group,
@@ -70,6 +71,13 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
                 consume_from=consume_from,
                 **options,
             )
+        elif masters is not None or group or topics or options:
+            raise ConfigError(
+                f"{type(self).__name__}: pass either config= or masters, group, topics and "
+                "options, not both"
+            )
+        elif not isinstance(config, ConsumerConfig):
+            raise ConfigError(f"config must be a ConsumerConfig, got {type(config).__name__}")
         self.config = config
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
@@ -80,6 +88,19 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self._started = False
         self._closed = False
         self._iterator = MessageIterator(self.getmany, auto_ack=config.auto_ack)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """Build a consumer from ``tubemq://user:password@h1:8715,h2:8715?rpc_timeout=5`` and
+        :class:`ConsumerConfig` keywords (``group=``, ``topics=``, ...); see
+        :meth:`~tubemq_aio.config.ClientConfig.from_url`.
+
+        Raises:
+            ConfigError: the URL or an option is invalid.
+        """
+        names = {f.name for f in dataclasses.fields(ConsumerConfig)}
+        config = ConsumerConfig.from_url(url, **{k: v for k, v in options.items() if k in names})
+        return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 
     def _state(self) -> str:
         return "closed" if self._closed else "running" if self._started else "new"
@@ -195,10 +216,16 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
 
         Raises:
             ClientClosedError: the consumer is closed (or was never started).
-            ConfigError: ``max_records`` is not positive.
+            ConfigError: ``max_records`` is not a positive integer, or ``timeout`` is not a
+                number of seconds in ``[0, 86400]``.
         """
-        if max_records is not None and max_records < 1:
-            raise ConfigError("max_records must be at least 1")
+        if max_records is not None or timeout is not None:
+            checks = Checks("getmany")
+            if max_records is not None:
+                checks.integer("max_records", max_records, low=1)
+            if timeout is not None:
+                checks.seconds("timeout", timeout, low_open=False)  # 0: take what is buffered
+            checks.done()
         _, engine = self._running()
         return await engine.get(max_records, timeout)
 

@@ -132,6 +132,8 @@ def parse_key(text: str) -> PartitionKey:
     Raises:
         UnknownPartitionError: the key is malformed.
     """
+    if not isinstance(text, str):
+        raise UnknownPartitionError(f"a partition key must be a string, got {type(text).__name__}")
     try:
         return PartitionKey.parse(text)
     except MalformedMetaError as exc:

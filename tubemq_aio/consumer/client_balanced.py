@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from tubemq_aio._validate import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
 from tubemq_aio.consumer._cb_models import (
@@ -35,7 +36,7 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer.batch import PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
-from tubemq_aio.errors import ConfigError, server_error
+from tubemq_aio.errors import server_error
 from tubemq_aio.protocol.client_balance import (
     ClientBalanceConfigError,
     validate_bootstrap_offset,
@@ -119,8 +120,11 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         self.node_id = node_id
         self._wire_node = validate_node(source_count, node_id)
         self._lock = asyncio.Lock()  # connect/disconnect/read_at of one consumer in turn
-        if reassign_interval is not None and reassign_interval <= 0:
-            raise ConfigError("reassign_interval must be positive (or None to turn it off)")
+        checks = Checks(type(self).__name__)
+        checks.optional_seconds("reassign_interval", reassign_interval)
+        if not callable(assignor):
+            checks.problem(f"assignor must be callable, got {type(assignor).__name__}")
+        checks.done()
         self._reassign = (reassign_interval, assignor)
 
     _task_prefix = "tubemq-cb-consumer"

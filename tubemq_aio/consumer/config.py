@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from tubemq_aio._validate import Checks
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
 from tubemq_aio.errors import ConfigError
@@ -35,29 +36,35 @@ TopicsArg = str | Iterable[str] | Mapping[str, Iterable[str] | None]
 def normalize_topics(topics: Any) -> Mapping[str, frozenset[str]]:
     """Turn the ``topics`` argument into a read-only ``topic -> msgType filters`` mapping.
 
+    A string is never iterated character by character: ``"t1,t2"`` is two topics, and a filter
+    given as one string (``{"t": "type1"}``) is one filter item.
+
     Args:
-        topics: ``"t1,t2"``, an iterable of names, or a mapping ``topic -> filters`` (``None`` or
-            an empty set for no filter).
+        topics: ``"t1,t2"``, an iterable of names, or a mapping ``topic -> filters`` (``None``,
+            an empty set, one filter string, or a collection of filter strings).
 
     Returns:
         Trimmed, validated names with their filter sets.
 
     Raises:
-        ConsumerConfigError: no topic, a bad name or filter, or a duplicate.
+        ConsumerConfigError: no topic, a bad name or filter, a wrong type, or a duplicate.
     """
-    if isinstance(topics, str):
-        topics = [t for t in topics.split(",") if t.strip()]
+    checks = Checks("topics", error=ConsumerConfigError)
+    mapping: dict[str, Iterable[str] | None] = {}
     if isinstance(topics, Mapping):
-        mapping: dict[str, Iterable[str] | None] = dict(topics)
+        for topic, filters in topics.items():
+            if not isinstance(topic, str):
+                checks.problem(f"topic names must be strings, got {type(topic).__name__}")
+            elif filters is not None:
+                mapping[topic] = checks.names(f"the filters of {topic!r}", filters)
+            else:
+                mapping[topic] = None
     else:
-        names = list(topics)
-        if any(not isinstance(t, str) for t in names):
-            raise ConsumerConfigError("topic names must be strings")
-        mapping = {}
-        for name in names:
+        for name in checks.names("topics", topics, split=True, unique=False):
             if name in mapping:
-                raise ConsumerConfigError(f"topic {name!r} subscribed twice")
+                checks.problem(f"topic {name!r} subscribed twice")
             mapping[name] = None
+    checks.done()
     return MappingProxyType(validate_subscriptions(mapping))
 
 
@@ -107,36 +114,39 @@ class ConsumerConfig(ClientConfig):
     close_timeout: float = 10.0
     bound: BoundConsume | None = None
 
-    def __post_init__(self) -> None:
-        ClientConfig.__post_init__(self)
-        if not isinstance(self.group, str):
-            raise ConsumerConfigError("group must be a string")
-        object.__setattr__(self, "group", validate_group_name(self.group.strip()))
-        object.__setattr__(self, "topics", normalize_topics(self.topics))
-        if self.consume_from not in CONSUME_FROM:
-            raise ConsumerConfigError(
-                f"consume_from must be one of {sorted(CONSUME_FROM)}, got {self.consume_from!r}"
-            )
-        if not 1 <= self.fetchers <= 256:
-            raise ConfigError("fetchers must be in [1, 256]")
-        if self.max_prefetch_batches < 1:
-            raise ConfigError("max_prefetch_batches must be at least 1")
-        if not 0 <= self.msg_not_found_wait <= 60:
-            raise ConfigError("msg_not_found_wait must be in [0, 60] seconds")
-        if not 1 <= self.confirm_timeout <= 3600:
-            raise ConfigError("confirm_timeout must be in [1, 3600] seconds")
-        if not 0 <= self.rebalance_confirm_wait <= 600:
-            raise ConfigError("rebalance_confirm_wait must be in [0, 600] seconds")
-        if self.register_attempts < 1:
-            raise ConfigError("register_attempts must be at least 1")
-        if self.close_timeout <= 0:
-            raise ConfigError("close_timeout must be positive")
+    def _check(self, c: Checks) -> None:
+        ClientConfig._check(self, c)
+        group = c.text("group", self.group)
+        if group is not None:
+            try:
+                object.__setattr__(self, "group", validate_group_name(group))
+            except ConfigError as exc:
+                c.adopt(exc)
+        try:
+            object.__setattr__(self, "topics", normalize_topics(self.topics))
+        except ConfigError as exc:
+            c.adopt(exc)
+        if not isinstance(self.consume_from, str) or self.consume_from not in CONSUME_FROM:
+            c.adopt(ConsumerConfigError(f"consume_from must be one of {sorted(CONSUME_FROM)}, "
+                                        f"got {self.consume_from!r}"))  # fmt: skip
+        c.integer("fetchers", self.fetchers, low=1, high=256)
+        c.integer("max_prefetch_batches", self.max_prefetch_batches, low=1, high=1 << 16)
+        c.seconds("msg_not_found_wait", self.msg_not_found_wait, high=60.0, low_open=False)
+        c.flag("confirm_in_local", self.confirm_in_local)
+        c.seconds("confirm_timeout", self.confirm_timeout, low=1.0, high=3600.0, low_open=False)
+        c.seconds("rebalance_confirm_wait", self.rebalance_confirm_wait, high=600.0,
+                  low_open=False)  # fmt: skip
+        c.integer("register_attempts", self.register_attempts, low=1, high=1000)
+        c.flag("deliver_corrupt", self.deliver_corrupt)
+        c.flag("auto_ack", self.auto_ack)
+        c.seconds("close_timeout", self.close_timeout)
         if self.bound is not None:
             if not isinstance(self.bound, BoundConsume):
-                raise BoundConsumeError("bound must be a BoundConsume")
-            for key in self.bound.partition_offsets:
-                if key.topic not in self.topics:
-                    raise BoundConsumeError(f"bound offset for {key}: topic not subscribed")
+                c.adopt(BoundConsumeError("bound must be a BoundConsume"))
+            elif c.ok:
+                for key in self.bound.partition_offsets:
+                    if key.topic not in self.topics:
+                        c.adopt(BoundConsumeError(f"bound offset for {key}: topic not subscribed"))
 
     @property
     def position(self) -> ConsumePosition:

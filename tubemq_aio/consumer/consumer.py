@@ -12,13 +12,14 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from tubemq_aio._validate import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._broker import make_consumer_id
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
-from tubemq_aio.errors import ClientClosedError, ConfigError
+from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 
@@ -133,10 +134,14 @@ class Consumer(ConsumerBase[MasterSession]):
         again) when one raised. Different partitions are processed in parallel.
 
         Raises:
-            ConfigError: ``concurrency`` is not positive.
+            ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
+                not callable.
         """
-        if concurrency < 1:
-            raise ConfigError("concurrency must be at least 1")
+        checks = Checks("run")
+        checks.integer("concurrency", concurrency, low=1, high=4096)
+        if not callable(handler):
+            checks.problem(f"handler must be an async callable, got {type(handler).__name__}")
+        checks.done()
 
         async def worker() -> None:
             while True:
@@ -168,24 +173,42 @@ class Consumer(ConsumerBase[MasterSession]):
         held = self._leases.keys()
         return [k for k in held if "" in which or k.topic in which or k.format() in which]
 
-    def pause(self, which: Iterable[str] | None = None) -> None:
+    def pause(self, which: str | Iterable[str] | None = None) -> None:
         """Stop fetching the given topics or partition keys (everything when None), including
-        partitions assigned later. Batches already buffered are still delivered."""
-        names = {""} if which is None else set(which)
+        partitions assigned later. Batches already buffered are still delivered.
+
+        Args:
+            which: one topic or partition key, a collection of them, or None for everything.
+
+        Raises:
+            ConfigError: ``which`` is not a name or a collection of non-blank names.
+        """
+        names = {""} if which is None else set(_names("pause", which))
         self._paused |= names
         self._leases.pause(self._keys(names))
 
-    def resume(self, which: Iterable[str] | None = None) -> None:
+    def resume(self, which: str | Iterable[str] | None = None) -> None:
         """Undo :meth:`pause` for the given topics or partition keys (everything when None).
 
         A partition stays paused while any remaining pause entry (its topic, its key, or a
         pause of everything) still covers it.
+
+        Raises:
+            ConfigError: ``which`` is not a name or a collection of non-blank names.
         """
-        names = set(self._paused) if which is None else set(which)
+        names = set(self._paused) if which is None else set(_names("resume", which))
         self._paused -= names
         self._leases.resume([k for k in self._keys(names) if not self._is_paused(k)])
         if self._engine is not None:
             self._engine.notify()
+
+
+def _names(call: str, which: object) -> tuple[str, ...]:
+    """``which`` of pause/resume as names: one string is one name, never its characters."""
+    checks = Checks(call)
+    names = checks.names("which", which)
+    checks.done()
+    return names
 
 
 def _safe_call(callback: PartitionsCallback, keys: list[str]) -> None:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tubemq_aio._validate import Checks, is_seconds
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
+from tubemq_aio.protocol.consumer_meta import validate_topic_name
+from tubemq_aio.protocol.message import InvalidMessageError, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
-__all__ = ["ProducerConfig"]
+__all__ = ["MAX_SEND_TIMEOUT", "ProducerConfig", "check_send_args"]
+
+#: The longest send timeout accepted, per attempt, in seconds (``send_timeout`` and
+#: ``send(timeout=...)``); the broker caps its own deadline at the same value.
+MAX_SEND_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,29 +52,56 @@ class ProducerConfig(ClientConfig):
     heartbeat_failures_before_backoff: int = 5
     heartbeat_backoff: float = 60.0
 
-    def __post_init__(self) -> None:
-        ClientConfig.__post_init__(self)
-        topics: object = self.topics
-        if isinstance(topics, str):
-            object.__setattr__(self, "topics", tuple(t for t in topics.split(",") if t))
-        elif not isinstance(topics, tuple):
-            object.__setattr__(self, "topics", tuple(self.topics))
-        if self.send_timeout is not None and not 0 < self.send_timeout <= 600:
-            raise ConfigError("send_timeout must be in (0, 600] seconds")
-        if self.max_in_flight_sends < 1:
-            raise ConfigError("max_in_flight_sends must be at least 1")
-        if not 0 <= self.send_retries <= 100:
-            raise ConfigError("send_retries must be in [0, 100]")
-        if self.publish_timeout <= 0 or self.close_grace < 0:
-            raise ConfigError("publish_timeout must be positive and close_grace non-negative")
-        if self.register_attempts < 1 or self.heartbeat_failures_before_backoff < 1:
-            raise ConfigError(
-                "register_attempts and heartbeat_failures_before_backoff must be >= 1"
-            )
-        if self.heartbeat_backoff <= 0:
-            raise ConfigError("heartbeat_backoff must be positive")
+    def _check(self, c: Checks) -> None:
+        ClientConfig._check(self, c)
+        topics = c.names("topics", self.topics, split=True)
+        for topic in topics:
+            try:
+                validate_topic_name(topic)
+            except ConfigError as exc:
+                c.adopt(exc)
+        object.__setattr__(self, "topics", topics)
+        c.optional_seconds("send_timeout", self.send_timeout, high=MAX_SEND_TIMEOUT)
+        c.integer("max_in_flight_sends", self.max_in_flight_sends, low=1, high=1 << 20)
+        c.integer("send_retries", self.send_retries, low=0, high=100)
+        c.instance("partitioner", self.partitioner, Partitioner)
+        c.instance("blocking", self.blocking, BrokerBlockingConfig)
+        c.seconds("publish_timeout", self.publish_timeout)
+        c.seconds("close_grace", self.close_grace, low_open=False)
+        c.integer("register_attempts", self.register_attempts, low=1, high=1000)
+        c.integer("heartbeat_failures_before_backoff", self.heartbeat_failures_before_backoff,
+                  low=1, high=1000)  # fmt: skip
+        c.seconds("heartbeat_backoff", self.heartbeat_backoff)
 
     @property
     def effective_send_timeout(self) -> float:
         """The per-attempt send timeout in seconds."""
         return self.rpc_timeout if self.send_timeout is None else self.send_timeout
+
+
+def check_send_args(topic: object, key: object, timeout: object) -> None:
+    """Validate the arguments of a send that its message encoder does not see.
+
+    Cheap when they are fine (one call per send); the body, attributes, ``msg_type`` and
+    ``msg_time`` are checked by :func:`~tubemq_aio.protocol.message.encode_message`.
+
+    Raises:
+        InvalidMessageError: the topic is not a non-blank string, the key is not ``bytes`` or
+            ``str``, or the timeout is not a number of seconds in ``(0, MAX_SEND_TIMEOUT]``.
+    """
+    if (
+        type(topic) is str
+        and topic.strip()
+        and (key is None or isinstance(key, bytes | str))
+        and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
+    ):
+        return
+    checks = Checks("send", error=InvalidMessageError)
+    try:
+        validate_topic(topic)
+    except InvalidMessageError as exc:
+        checks.adopt(exc)
+    if key is not None and not isinstance(key, bytes | str):
+        checks.problem(f"key must be bytes or str, got {type(key).__name__}")
+    checks.optional_seconds("timeout", timeout, high=MAX_SEND_TIMEOUT)
+    checks.done()

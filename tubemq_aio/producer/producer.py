@@ -13,8 +13,10 @@ from typing import Any, Self
 
 from tubemq_aio._client import AsyncLifecycle, open_pool
 from tubemq_aio._io.pool import Address, ConnectionPool
+from tubemq_aio._validate import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
+    ConfigError,
     ConnectError,
     ConnectionLostError,
     RequestTimeoutError,
@@ -25,7 +27,7 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.master import MasterInvoker, PoolCaller
 from tubemq_aio.producer._session import ProducerSession
-from tubemq_aio.producer.config import ProducerConfig
+from tubemq_aio.producer.config import ProducerConfig, check_send_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, ip_to_int
 from tubemq_aio.protocol.producer_meta import Partition
@@ -68,9 +70,14 @@ class Producer(AsyncLifecycle):
         **options: Any,
     ) -> None:
         if config is None:
+            check_options(ProducerConfig, options, what="Producer")
             config = ProducerConfig(masters=masters, **options)  # type: ignore[arg-type]
         elif masters is not None or options:
-            raise TypeError("pass either config= or masters and options, not both")
+            raise ConfigError("Producer: pass either config= or masters and options, not both")
+        elif not isinstance(config, ProducerConfig):
+            raise ConfigError(
+                f"Producer: config must be a ProducerConfig, got {type(config).__name__}"
+            )
         self.config = config
         self._tls = config.ssl_context is not None
         self._pool: ConnectionPool | None = None
@@ -159,10 +166,14 @@ class Producer(AsyncLifecycle):
         """Publish more topics (TubeMQ has no way to unpublish one).
 
         Raises:
+            ConfigError: ``topics`` is not a name, ``"t1,t2"`` or a collection of names.
             TopicUnavailableError: a topic has no writable partition after ``publish_timeout``.
         """
+        checks = Checks("publish")
+        names = checks.names("topics", topics, split=True, empty=False)
+        checks.done()
         session = self._require_session()
-        await session.publish([topics] if isinstance(topics, str) else topics)
+        await session.publish(names)
 
     @property
     def in_flight(self) -> int:
@@ -202,13 +213,16 @@ class Producer(AsyncLifecycle):
             Where and when the broker stored the message.
 
         Raises:
-            InvalidMessageError: a bad argument (nothing was sent).
+            InvalidMessageError: a bad argument (nothing was sent): blank topic, empty body,
+                ``timeout`` not in ``(0, 600]`` seconds, ``key`` not bytes/str, attributes not a
+                mapping of strings.
             TopicUnavailableError: the topic has no writable partition.
             SendOutcomeUnknownError: the request was written but no answer came (timeout or lost
                 connection): the message may or may not be stored.
             ServerError: the broker refused the message (e.g. 400, 403).
             ClientClosedError: the producer is closed.
         """
+        check_send_args(topic, key, timeout)
         session = self._require_session()
         if not session.is_published(topic):
             await session.ensure_published(topic)
@@ -276,8 +290,10 @@ class Producer(AsyncLifecycle):
         Arguments as for :meth:`send`; the future fails as :meth:`send` raises.
 
         Raises:
+            InvalidMessageError: the topic, ``key`` or ``timeout`` is invalid (nothing started).
             ClientClosedError: the producer is not started or already closed.
         """
+        check_send_args(topic, kwargs.get("key"), kwargs.get("timeout"))
         self._require_session()
         task = self._spawn(self.send(topic, body, **kwargs))
         if callback is not None:

@@ -63,8 +63,11 @@ def validate_node(source_count: int, node_id: int) -> tuple[int, int]:
     count is "not declared" and both are sent as -2 (Java).
 
     Raises:
-        ClientBalanceConfigError: ``node_id`` is out of range.
+        ClientBalanceConfigError: a value is not an integer, or ``node_id`` is out of range.
     """
+    for name, value in (("source_count", source_count), ("node_id", node_id)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ClientBalanceConfigError(f"{name} must be an integer, got {type(value).__name__}")
     if source_count <= 0:
         return META_VALUE_UNDEFINED, META_VALUE_UNDEFINED
     if not 0 <= node_id < source_count:
@@ -76,8 +79,11 @@ def validate_bootstrap_offset(offset: int | None) -> int | None:
     """Check a connect bootstrap offset: None keeps the stored offset (Java's "< 0").
 
     Raises:
-        ClientBalanceConfigError: the offset is negative (say None to keep the stored one).
+        ClientBalanceConfigError: the offset is not an integer, or negative (say None to keep
+            the stored one).
     """
+    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
+        raise ClientBalanceConfigError(f"an offset must be an integer, got {type(offset).__name__}")
     if offset is not None and offset < 0:
         raise ClientBalanceConfigError(f"bootstrap offset {offset} is negative")
     return offset

@@ -317,6 +317,8 @@ def validate_topic_name(topic: str) -> str:
     Raises:
         ConsumerConfigError: the name is invalid.
     """
+    if not isinstance(topic, str):
+        raise ConsumerConfigError(f"a topic name must be a string, got {type(topic).__name__}")
     name = topic.strip()
     if not name:
         raise ConsumerConfigError("topic name is blank")
@@ -331,11 +333,15 @@ def validate_filters(filters: Iterable[str] | None) -> frozenset[str]:
     """Return the trimmed set of a topic's filter items (``$msgType$`` values), §1.2 field 6.
 
     At most 500 items of at most 256 characters (Java limits), none blank, none with a wire
-    separator. ``None`` gives the empty set.
+    separator. ``None`` gives the empty set; one string is one item (never its characters).
 
     Raises:
         ConsumerConfigError: a limit is exceeded or an item is invalid.
     """
+    if isinstance(filters, str):
+        filters = (filters,)
+    if any(not isinstance(f, str) for f in (filters or ())):
+        raise ConsumerConfigError("filter items must be strings")
     items = [f.strip() for f in (filters or ())]
     result = frozenset(items)
     if len(result) > MAX_FILTER_ITEM_COUNT:

@@ -168,6 +168,14 @@ def validate_topic(topic: object) -> str:
     return topic
 
 
+def _check_attributes_type(attributes: object) -> None:
+    """Refuse attributes that are not a mapping (a list of pairs has no ``items()``)."""
+    if not isinstance(attributes, Mapping):
+        raise InvalidMessageError(
+            f"attributes must be a mapping of strings, got {type(attributes).__name__}"
+        )
+
+
 @lru_cache(maxsize=1024)
 def _user_item(key: object, value: object) -> str:
     """Validate one user attribute and return ``key=value``; cached since pairs repeat a lot."""
@@ -260,6 +268,10 @@ def encode_message(
     size = len(body)
     if not size:
         raise InvalidMessageError("message body is empty")
+    if attributes is not None and type(attributes) is not dict:
+        _check_attributes_type(attributes)
+    if msg_type is not None and type(msg_type) is not str:
+        raise InvalidMessageError(f"msg_type must be a string, got {type(msg_type).__name__}")
     if not attributes and not msg_type and msg_time is None:
         # The common plain message: no attribute block, the body is the data (no copy).
         if size > max_size:

@@ -1,0 +1,238 @@
+"""Argument checks shared by every config dataclass and public call.
+
+A :class:`Checks` collects every problem of one constructor or call and raises them together as
+one :class:`~tubemq_aio.errors.ConfigError` (a ``ValueError``), so a user fixes all of them in
+one go and nothing is half-configured. Each check also rejects the values Python lets slip
+through a bare comparison: ``bool`` where a number is wanted (``True`` is an ``int``), NaN
+(every comparison with it is false), infinities, and a ``str`` where a collection is wanted
+(iterating ``"demo"`` gives ``"d"``, ``"e"``, ...).
+
+No secret is ever echoed: a check reports a value with ``repr`` only when it is not text
+marked ``secret``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import NoReturn
+
+from tubemq_aio.errors import ConfigError
+
+__all__ = ["MAX_SECONDS", "Checks", "check_options", "is_seconds"]
+
+#: The longest duration any option or call accepts, in seconds (one day). Larger values are
+#: rejected: they overflow deadline arithmetic (``1e300 * 1000``) and mean "never" in practice.
+MAX_SECONDS = 86_400.0
+
+_MAX_SHOWN = 60
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+class Checks:
+    """Collects the problems of one constructor or call; :meth:`done` raises them together.
+
+    Every ``check`` method returns the value to keep (normalised where that is documented) or,
+    when the value is invalid, records why and returns the value unchanged.
+
+    Args:
+        what: names the constructor or call in the error text (e.g. ``"ProducerConfig"``).
+        error: the class raised for several problems, or for one recorded by :meth:`problem`.
+    """
+
+    __slots__ = ("_error", "_problems", "_what")
+
+    def __init__(self, what: str, *, error: type[ConfigError] = ConfigError) -> None:
+        self._what = what
+        self._error = error
+        self._problems: list[tuple[str, type[ConfigError]]] = []
+
+    def problem(self, text: str) -> None:
+        """Record one problem in words (``"<name> must be ..."``)."""
+        self._problems.append((text, self._error))
+
+    def adopt(self, exc: ConfigError) -> None:
+        """Record a problem raised by another check; raised alone, it keeps its class."""
+        self._problems.append((str(exc), type(exc)))
+
+    @property
+    def ok(self) -> bool:
+        """Whether no problem was recorded so far."""
+        return not self._problems
+
+    def done(self) -> None:
+        """Raise the recorded problems as one :class:`ConfigError`; return when there are none.
+
+        Raises:
+            ConfigError: at least one problem was recorded.
+        """
+        if self._problems:
+            self._raise()
+
+    def _raise(self) -> NoReturn:
+        problems = self._problems
+        if len(problems) == 1:
+            text, error = problems[0]
+            raise error(text if text.startswith(self._what) else f"{self._what}: {text}")
+        raise self._error(f"{self._what}: " + "; ".join(text for text, _ in problems))
+
+    # ---- scalars -----------------------------------------------------------------------------
+
+    def number(
+        self,
+        name: str,
+        value: object,
+        *,
+        low: float,
+        high: float,
+        low_open: bool = False,
+        unit: str = "",
+    ) -> float:
+        """A finite real number (not a ``bool``) in ``[low, high]`` (``(low, high]`` if
+        ``low_open``)."""
+        suffix = f" {unit}" if unit else ""
+        rule = f"{'(' if low_open else '['}{low:g}, {high:g}]{suffix}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.problem(f"{name} must be a number in {rule}, got {_type_name(value)}")
+            return 0.0
+        number = float(value)
+        if (
+            not math.isfinite(number)
+            or number > high
+            or number < low
+            or (low_open and number == low)
+        ):
+            self.problem(f"{name} must be in {rule}, got {_shown(value)}")
+        return number
+
+    def seconds(
+        self, name: str, value: object, *, low: float = 0.0, high: float = MAX_SECONDS,
+        low_open: bool = True,
+    ) -> float:  # fmt: skip
+        """A duration in seconds: finite, in ``(low, high]`` (``[low, high]`` unless
+        ``low_open``); ``high`` is at most :data:`MAX_SECONDS`."""
+        return self.number(
+            name, value, low=low, high=min(high, MAX_SECONDS), low_open=low_open, unit="seconds"
+        )
+
+    def optional_seconds(
+        self, name: str, value: object, *, low: float = 0.0, high: float = MAX_SECONDS
+    ) -> float | None:
+        """``None`` or a duration as :meth:`seconds` checks it (low bound excluded)."""
+        return None if value is None else self.seconds(name, value, low=low, high=high)
+
+    def integer(self, name: str, value: object, *, low: int, high: int | None = None) -> int:
+        """An ``int`` (not a ``bool``, not a float such as ``1.5`` or ``2.0``) in
+        ``[low, high]``."""
+        rule = f">= {low}" if high is None else f"in [{low}, {high}]"
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(f"{name} must be an integer {rule}, got {_type_name(value)}")
+            return 0
+        if value < low or (high is not None and value > high):
+            self.problem(f"{name} must be an integer {rule}, got {value}")
+        return value
+
+    def flag(self, name: str, value: object) -> bool:
+        """A ``bool`` (``"no"`` or ``0`` are not booleans)."""
+        if not isinstance(value, bool):
+            self.problem(f"{name} must be True or False, got {_type_name(value)}")
+            return False
+        return value
+
+    def text(
+        self, name: str, value: object, *, optional: bool = False, secret: bool = False
+    ) -> str | None:
+        """A non-blank ``str`` (or ``None`` when ``optional``); returned stripped unless
+        ``secret`` (a password is kept byte for byte and never shown)."""
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            self.problem(f"{name} must be a string, got {_type_name(value)}")
+            return None
+        if not value.strip():
+            self.problem(f"{name} must not be blank")
+        return value if secret else value.strip()
+
+    def instance(self, name: str, value: object, cls: type, *, optional: bool = False) -> None:
+        """``value`` is an instance of ``cls`` (or ``None`` when ``optional``)."""
+        if value is None and optional:
+            return
+        if not isinstance(value, cls):
+            self.problem(f"{name} must be a {cls.__name__}, got {_type_name(value)}")
+
+    # ---- collections -------------------------------------------------------------------------
+
+    def names(
+        self,
+        name: str,
+        value: object,
+        *,
+        split: bool = False,
+        empty: bool = True,
+        unique: bool = True,
+    ) -> tuple[str, ...]:
+        """A collection of non-blank names, stripped, order kept (duplicates dropped when
+        ``unique``).
+
+        A single ``str`` is one name, or with ``split`` a comma-separated list (``"t1,t2"``);
+        it is never iterated character by character. ``bytes`` and mappings are rejected.
+
+        Args:
+            name: the argument's name, for the error text.
+            value: a ``str`` or an iterable of ``str``.
+            split: whether a single string is a comma-separated list.
+            empty: whether an empty collection is allowed.
+            unique: whether to drop repeated names.
+        """
+        items: list[object]
+        if isinstance(value, str):
+            items = [part for part in value.split(",") if part.strip()] if split else [value]
+        elif isinstance(value, bytes | bytearray | memoryview | Mapping) or not isinstance(
+            value, Iterable
+        ):
+            self.problem(f"{name} must be a string or a collection of strings, "
+                         f"got {_type_name(value)}")  # fmt: skip
+            return ()
+        else:
+            items = list(value)
+        result: list[str] = []
+        for item in items:
+            if not isinstance(item, str):
+                self.problem(f"{name} must contain only strings, got {_type_name(item)}")
+                return ()
+            stripped = item.strip()
+            if not stripped:
+                self.problem(f"{name} must not contain a blank name")
+                return ()
+            if not unique or stripped not in result:
+                result.append(stripped)
+        if not result and not empty:
+            self.problem(f"{name} must name at least one item")
+        return tuple(result)
+
+
+def check_options(cls: type, options: Mapping[str, object], *, what: str) -> None:
+    """Refuse keyword options that are not fields of the config dataclass ``cls``.
+
+    Raises:
+        ConfigError: an option name is unknown (values are not shown: one may be a secret).
+    """
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"{what}: unknown option(s) {', '.join(map(repr, unknown))}")
+
+
+def is_seconds(value: object, high: float) -> bool:
+    """Fast check of a duration argument on a hot path: an ``int``/``float`` (not ``bool``)
+    in ``(0, high]`` (false for NaN)."""
+    return (type(value) is float or type(value) is int) and 0 < value <= high
