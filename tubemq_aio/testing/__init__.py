@@ -1,9 +1,13 @@
-"""Test helpers: a real TubeMQ cluster on loopback (:class:`LocalCluster`) and a real Redis
-(:class:`RedisServer`).
+"""Test helpers for applications and for the SDK itself.
 
-Everything here uses only the standard library plus ``java`` and ``mvn`` (and ``redis-server``)
-on ``PATH``; see
-``docs/local-cluster.md``.
+* :class:`LocalCluster`: a real TubeMQ cluster on loopback (needs ``java`` and ``mvn`` on
+  ``PATH``; see ``docs/local-cluster.md``).
+* :class:`RedisServer`: a real ``redis-server`` on a free loopback port.
+* :class:`FakeCluster`: an in-process master and brokers speaking the real wire protocol, with
+  injectable faults (:class:`Fault`); no Java, starts in milliseconds.
+* :class:`FaultProxy`: a TCP proxy with run-time switchable network faults.
+
+See ``docs/testing.md``.
 """
 
 from tubemq_aio.testing._cluster import LocalCluster
@@ -17,6 +21,10 @@ from tubemq_aio.testing._errors import (
     ToolNotFoundError,
     WebApiError,
 )
+from tubemq_aio.testing._fake_cluster import FakeCluster
+from tubemq_aio.testing._fake_rpc import Fault, Injection
+from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
+from tubemq_aio.testing._fault_proxy import FaultProxy, LinkFaults
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
@@ -26,6 +34,11 @@ __all__ = [
     "BrokerNode",
     "ClusterError",
     "ClusterStartError",
+    "FakeCluster",
+    "Fault",
+    "FaultProxy",
+    "Injection",
+    "LinkFaults",
     "LocalCluster",
     "MasterNode",
     "NodeNotReadyError",
@@ -34,9 +47,11 @@ __all__ = [
     "RedisServerError",
     "RuntimeResolveError",
     "ServerNode",
+    "StoredMessage",
     "TlsMaterial",
     "TlsSettings",
     "ToolNotFoundError",
+    "TopicLayout",
     "WebApiError",
     "make_tls_material",
 ]

@@ -1,0 +1,44 @@
+"""Helpers shared by the tests that run our clients against :class:`FakeCluster`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
+
+#: The shortest heartbeat our clients accept; rebalances then take about two seconds.
+HEARTBEAT = 1.0
+
+
+async def produce(master: str, topic: str, count: int, prefix: str = "m") -> list[bytes]:
+    """Send ``count`` messages ``{prefix}-{i}`` and return their bodies."""
+    bodies = [f"{prefix}-{i}".encode() for i in range(count)]
+    async with Producer(master, topics=[topic]) as producer:
+        await asyncio.gather(*(producer.send(topic, b, attributes={"i": "1"}) for b in bodies))
+    return bodies
+
+
+async def drain(
+    consumer: Consumer | ClientBalancedConsumer, count: int, timeout: float
+) -> list[bytes]:
+    """Read batches (acking each) until ``count`` messages arrived; fail after ``timeout`` s."""
+    got: list[bytes] = []
+
+    async def run() -> None:
+        while len(got) < count:
+            batch = await consumer.getmany(timeout=0.5)
+            async with batch:
+                got.extend(m.body for m in batch)
+
+    await asyncio.wait_for(run(), timeout)
+    return got
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` every 50 ms until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        await asyncio.sleep(0.05)

@@ -1,0 +1,111 @@
+"""ClientBalancedConsumer against FakeCluster: metadata, connect, offsets, replay, errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fake_helpers import HEARTBEAT, drain, produce, wait_until
+
+from tubemq_aio import ClientBalancedConsumer, ServerError, assign_modulo
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault
+
+
+def _consumer(
+    cluster: FakeCluster, group: str, node_id: int = 0, sources: int = 1
+) -> ClientBalancedConsumer:
+    return ClientBalancedConsumer(
+        cluster.master_addr,
+        group=group,
+        topics=["demo"],
+        source_count=sources,
+        node_id=node_id,
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+    )
+
+
+async def test_metadata_lists_every_partition_of_every_broker() -> None:
+    async with FakeCluster(topics={"demo": 3}, brokers=2) as cluster:
+        async with _consumer(cluster, "cb1") as consumer:
+            metas = await consumer.partitions()
+        keys = sorted(m.partition_key for m in metas)
+        assert keys == sorted(f"{b}:demo:{p}" for b in (1, 2) for p in range(3))
+        assert all(m.subscribable for m in metas)
+
+
+async def test_two_nodes_split_by_modulo_and_read_everything_once() -> None:
+    async with FakeCluster(topics={"demo": 3}, brokers=2) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 120)
+        got: list[bytes] = []
+        async with _consumer(cluster, "cb1", 0, 2) as a, _consumer(cluster, "cb1", 1, 2) as b:
+            metas = await a.partitions()
+            for node, consumer in enumerate((a, b)):
+                for key in assign_modulo(metas, source_count=2, node_id=node):
+                    await consumer.connect(key)
+            assert len(a.assignment()) + len(b.assignment()) == 6
+
+            def expected(consumer: ClientBalancedConsumer) -> int:
+                keys = [k.split(":") for k in consumer.assignment()]
+                return sum(
+                    len(cluster.brokers[int(b) - 1].log(t, int(p)).messages) for b, t, p in keys
+                )
+
+            parts = await asyncio.gather(
+                drain(a, expected(a), timeout=10), drain(b, expected(b), timeout=10)
+            )
+            got = parts[0] + parts[1]
+        assert sorted(got) == sorted(sent)
+        assert cluster.committed_messages("cb1", "demo") == 120
+
+
+async def test_connect_at_an_offset_replays_from_there() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 10)
+        async with _consumer(cluster, "cb1") as consumer:
+            position = await consumer.connect("1:demo:0", offset=28 * 7)
+            assert position.current_offset == 28 * 7
+            assert position.max_offset == 28 * 10
+            assert await drain(consumer, 3, timeout=10) == sent[7:]
+            assert consumer.positions()["1:demo:0"].lag == 0
+
+
+async def test_occupied_partition_is_a_typed_error() -> None:
+    async with (
+        FakeCluster(topics={"demo": 1}) as cluster,
+        _consumer(cluster, "cb1", 0, 2) as a,
+        _consumer(cluster, "cb1", 1, 2) as b,
+    ):
+        await a.connect("1:demo:0")
+        with pytest.raises(ServerError) as info:
+            await b.connect("1:demo:0")
+        assert info.value.err_code == 410
+
+
+async def test_master_forgetting_the_consumer_makes_it_register_again() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster, _consumer(cluster, "cb1") as consumer:
+        await consumer.connect("1:demo:0")
+        cluster.master.groups.clear()
+
+        registers = Method.MASTER_CONSUMER_REGISTER_V2
+        await wait_until(lambda: cluster.requests(registers) >= 2, 10, "a new register")
+        sent = await produce(cluster.master_addr, "demo", 4)
+        assert sorted(await drain(consumer, 4, timeout=10)) == sorted(sent)
+
+
+async def test_refused_register_fails_start() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        cluster.inject(Method.MASTER_CONSUMER_REGISTER_V2, Fault.error(450), times=None)
+        consumer = ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cb1",
+            topics=["demo"],
+            source_count=1,
+            node_id=0,
+            register_attempts=1,
+        )
+        with pytest.raises(ServerError) as info:
+            await consumer.start()
+        assert info.value.err_code == 450
+        await consumer.close()

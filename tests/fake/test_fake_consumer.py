@@ -1,0 +1,111 @@
+"""Server-balanced Consumer against FakeCluster: consume, commit, replay, rebalance, errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fake_helpers import HEARTBEAT, drain, produce, wait_until
+
+from tubemq_aio import Consumer, ServerError
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault
+
+GET = Method.BROKER_CONSUMER_GET_MESSAGE
+
+
+def _consumer(cluster: FakeCluster, group: str, **options: object) -> Consumer:
+    return Consumer(
+        cluster.master_addr,
+        group=group,
+        topics=["demo"],
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def test_produce_then_consume_everything_once_and_commit_it() -> None:
+    async with FakeCluster(topics={"demo": 3}, brokers=2, max_batch=16) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 300)
+        async with _consumer(cluster, "g1") as consumer:
+            got = await drain(consumer, 300, timeout=20)
+            assert sorted(got) == sorted(sent)
+            assert not await consumer.getmany(timeout=0.3)  # nothing more, no duplicates
+        assert cluster.committed_messages("g1", "demo") == 300
+
+
+async def test_a_second_group_replays_and_a_restarted_group_continues() -> None:
+    async with FakeCluster(topics={"demo": 2}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 50)
+        async with _consumer(cluster, "ga") as consumer:
+            assert sorted(await drain(consumer, 50, timeout=20)) == sorted(sent)
+        more = await produce(cluster.master_addr, "demo", 10, prefix="late")
+        async with _consumer(cluster, "ga") as consumer:  # continues after its commit
+            assert sorted(await drain(consumer, 10, timeout=20)) == sorted(more)
+        async with _consumer(cluster, "gb") as consumer:  # a new group starts from the start
+            assert sorted(await drain(consumer, 60, timeout=20)) == sorted(sent + more)
+
+
+async def test_nacked_batch_is_delivered_again() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 5)
+        async with _consumer(cluster, "g1", auto_ack=False) as consumer:
+            first = await consumer.getmany(timeout=10)
+            assert first
+            await first.nack()
+            again = await drain(consumer, 5, timeout=10)
+        assert sorted(again) == sorted(sent)
+        assert [m.body for m in first] == again[: len(first)]
+
+
+async def test_rebalance_splits_the_group_and_hands_over_on_close() -> None:
+    async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 80)
+        async with _consumer(cluster, "g1") as a, _consumer(cluster, "g1") as b:
+            await wait_until(lambda: len(a.assignment()) == len(b.assignment()) == 2, 20, "a split")
+            assert not set(a.assignment()) & set(b.assignment())
+            got_a, got_b = await asyncio.gather(drain(a, 1, timeout=10), drain(b, 1, timeout=10))
+            await b.close()
+
+            await wait_until(lambda: len(a.assignment()) == 4, 20, "took over")
+            rest = await drain(a, 80 - len(got_a) - len(got_b), timeout=20)
+        # At-least-once: nothing lost; what b fetched but did not ack may come again.
+        assert set(got_a + got_b + rest) == set(sent)
+        assert cluster.committed_messages("g1", "demo") == 80
+
+
+async def test_unknown_topic_is_refused_with_431() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        consumer = Consumer(cluster.master_addr, group="g1", topics=["nope"], register_attempts=1)
+        with pytest.raises(ServerError) as info:
+            await consumer.start()
+        assert info.value.err_code == 431
+        await consumer.close()
+
+
+@pytest.mark.parametrize("code", [452, 503, 500, 403])
+async def test_fetch_errors_are_waited_out(code: int) -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 10)
+        cluster.inject(GET, Fault.error(code), times=1 if code == 403 else 3)  # 403 waits 2 s
+        async with _consumer(cluster, "g1") as consumer:
+            assert sorted(await drain(consumer, 10, timeout=20)) == sorted(sent)
+
+
+async def test_lost_fetch_answers_are_retried() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 10)
+        cluster.inject(GET, Fault.reset(), times=2)
+        async with _consumer(cluster, "g1", rpc_timeout=3) as consumer:
+            assert sorted(await drain(consumer, 10, timeout=20)) == sorted(sent)
+
+
+async def test_broker_forgetting_the_consumer_ends_in_a_new_assignment() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 3)
+        async with _consumer(cluster, "g1") as consumer:
+            await drain(consumer, 3, timeout=20)
+            cluster.brokers[0].registrations.clear()  # e.g. the broker restarted
+            late = await produce(cluster.master_addr, "demo", 3, prefix="late")
+            assert sorted(await drain(consumer, 3, timeout=30)) == sorted(late)

@@ -1,0 +1,247 @@
+"""``FakeCluster``: an in-process TubeMQ master and brokers that speak the real wire protocol.
+
+Clients connect to it exactly as to a real cluster (``masters=cluster.master_addr``); it keeps
+messages in memory with real index offsets, balances server-balanced consumer groups with
+rebalance events, serves the client-balanced V2 calls, and lets a test inject a fault into any
+method: an error code, a delay, no answer at all, or a connection reset.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Self
+
+from tubemq_aio.protocol.message import decode_payload
+from tubemq_aio.testing._fake_broker import FakeBroker
+from tubemq_aio.testing._fake_master import FakeMaster
+from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
+from tubemq_aio.testing._fake_store import INDEX_UNIT, StoredMessage, TopicLayout
+
+__all__ = ["FakeCluster"]
+
+
+class FakeCluster:
+    """An in-memory master plus ``brokers`` brokers on free loopback ports.
+
+    Args:
+        topics: topic -> partitions per broker (an int) or a full :class:`TopicLayout`.
+        brokers: how many brokers (ids 1..n); every topic lives on every broker.
+        client_timeout: seconds the master keeps a producer/consumer without heartbeats.
+        registration_timeout: seconds a broker keeps a consumer's partition without
+            heartbeats or fetches.
+        event_timeout: seconds an unacknowledged rebalance event blocks its consumer.
+        max_batch: most messages one fetch returns.
+        max_batch_bytes: about how many payload bytes one fetch returns.
+
+    Example::
+
+        async with FakeCluster(topics={"demo": 2}) as cluster:
+            async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+                await producer.send("demo", b"hello")
+            assert cluster.message_count("demo") == 1
+            cluster.inject(Method.BROKER_PRODUCER_SEND_MESSAGE, Fault.error(503))
+    """
+
+    def __init__(
+        self,
+        topics: Mapping[str, int | TopicLayout] | Iterable[str] = (),
+        *,
+        brokers: int = 1,
+        client_timeout: float = 30.0,
+        registration_timeout: float = 30.0,
+        event_timeout: float = 10.0,
+        max_batch: int = 64,
+        max_batch_bytes: int = 512 * 1024,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.topics: dict[str, TopicLayout] = {}
+        items = topics.items() if isinstance(topics, Mapping) else ((t, 1) for t in topics)
+        for name, spec in items:
+            self.add_topic(spec if isinstance(spec, TopicLayout) else TopicLayout(name, spec))
+        self.plan = FaultPlan()
+        ids = itertools.count(1)
+        self.brokers = [
+            FakeBroker(
+                i,
+                self.topics,
+                self.plan,
+                ids,
+                registration_timeout=registration_timeout,
+                max_batch=max_batch,
+                max_batch_bytes=max_batch_bytes,
+            )
+            for i in range(1, brokers + 1)
+        ]
+        self.master = FakeMaster(
+            self.topics,
+            self.brokers,
+            self.plan,
+            client_timeout=client_timeout,
+            event_timeout=event_timeout,
+        )
+        self._started = False
+
+    def __repr__(self) -> str:
+        state = f"master={self.master.node.addr}" if self._started else "stopped"
+        return f"<FakeCluster {state} brokers={len(self.brokers)} topics={sorted(self.topics)}>"
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start listening (master and brokers)."""
+        if self._started:
+            return
+        try:
+            for broker in self.brokers:
+                await broker.node.start()
+            await self.master.node.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self._started = True
+
+    async def stop(self) -> None:
+        """Stop every node and abort every connection."""
+        self._started = False
+        await self.master.node.stop()
+        for broker in self.brokers:
+            await broker.node.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def master_addr(self) -> str:
+        """``host:port`` of the master, for ``masters=``."""
+        return self.master.node.addr
+
+    def broker_addr(self, broker_id: int) -> str:
+        """``host:port`` of broker ``broker_id``."""
+        return self._broker(broker_id).node.addr
+
+    def advertise_broker(self, broker_id: int, addr: str | None) -> None:
+        """Make the master announce broker ``broker_id`` at ``addr`` (e.g. a
+        :class:`~tubemq_aio.testing.FaultProxy` in front of it); None restores its own address."""
+        self._broker(broker_id).advertised = addr
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """Kill broker ``broker_id``: its port closes and its connections are reset."""
+        await self._broker(broker_id).node.stop()
+
+    async def start_broker(self, broker_id: int) -> None:
+        """Restart a stopped broker on its old port, with its data."""
+        node = self._broker(broker_id).node
+        await node.start(node.port)
+
+    async def stop_master(self) -> None:
+        """Kill the master (brokers keep serving, as in a real cluster)."""
+        await self.master.node.stop()
+
+    async def start_master(self) -> None:
+        """Restart the master on its old port; it has forgotten every client."""
+        self.master.producers.clear()
+        self.master.groups.clear()
+        await self.master.node.start(self.master.node.port)
+
+    def drop_connections(self) -> None:
+        """Reset every client connection of every node (the nodes keep listening)."""
+        self.master.node.drop_connections()
+        for broker in self.brokers:
+            broker.node.drop_connections()
+
+    # ---- topics and data ---------------------------------------------------------------------
+
+    def add_topic(self, layout: TopicLayout | str, partitions: int = 1) -> None:
+        """Deploy a topic (a name plus ``partitions``, or a full layout) on every broker."""
+        if isinstance(layout, str):
+            layout = TopicLayout(layout, partitions)
+        if layout.partitions < 1 or layout.stores < 1:
+            raise ValueError("a topic needs at least one partition and one store")
+        self.topics[layout.name] = layout
+
+    def messages(self, topic: str) -> list[StoredMessage]:
+        """Every stored message of ``topic`` (all brokers and partitions, by message id)."""
+        found = [
+            m
+            for b in self.brokers
+            for (t, _), log in b.logs.items()
+            if t == topic
+            for m in log.messages
+        ]
+        return sorted(found, key=lambda m: m.message_id)
+
+    def bodies(self, topic: str) -> list[bytes]:
+        """The bodies (attribute block removed) of :meth:`messages`."""
+        return [decode_payload(m.payload, m.flag, m.checksum).body for m in self.messages(topic)]
+
+    def message_count(self, topic: str) -> int:
+        """How many messages ``topic`` holds."""
+        return len(self.messages(topic))
+
+    def group_offset(self, group: str, broker_id: int, topic: str, partition_id: int) -> int:
+        """The committed offset of ``group`` on one partition (-1: none stored)."""
+        return self._broker(broker_id).offsets.get((group, topic, partition_id), -1)
+
+    def committed_messages(self, group: str, topic: str) -> int:
+        """How many messages of ``topic`` ``group`` committed, over all partitions."""
+        return sum(
+            offset // INDEX_UNIT
+            for b in self.brokers
+            for (g, t, _), offset in b.offsets.items()
+            if g == group and t == topic
+        )
+
+    # ---- faults and observation --------------------------------------------------------------
+
+    def inject(
+        self, method: int, fault: Fault, *, times: int | None = 1, node: str | None = None
+    ) -> Injection:
+        """Make the next ``times`` requests of ``method`` (None: all) meet ``fault``.
+
+        Args:
+            method: a :class:`~tubemq_aio.protocol.rpc.Method` id.
+            fault: what happens instead of the normal answer.
+            times: how many requests it applies to; None for every one until :meth:`clear_faults`.
+            node: only requests to this node (``"master"``, ``"broker1"``...).
+
+        Returns:
+            The rule; its ``hits`` counts the requests it applied to.
+        """
+        if times is not None and times < 1:
+            raise ValueError("times must be at least 1, or None")
+        return self.plan.add(Injection(int(method), fault, node, times))
+
+    def clear_faults(self) -> None:
+        """Remove every injected fault."""
+        self.plan.clear()
+
+    def requests(self, method: int) -> int:
+        """How many requests of ``method`` all nodes received."""
+        nodes = [self.master.node, *(b.node for b in self.brokers)]
+        return sum(n.requests.get(int(method), 0) for n in nodes)
+
+    def assignment(self, group: str) -> dict[str, set[tuple[int, str, int]]]:
+        """What the master believes each member of ``group`` holds (``(broker, topic, pid)``)."""
+        return {cid: set(m.held) for cid, m in self.master.groups.get(group, {}).items()}
+
+    def members(self, group: str) -> list[str]:
+        """Client ids of the registered members of ``group``."""
+        return sorted(self.master.groups.get(group, {}))
+
+    def _broker(self, broker_id: int) -> FakeBroker:
+        for broker in self.brokers:
+            if broker.broker_id == broker_id:
+                return broker
+        raise KeyError(f"no broker {broker_id}")

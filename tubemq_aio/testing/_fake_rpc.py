@@ -1,0 +1,298 @@
+"""The RPC side of the fake cluster: one loopback TCP server per node, and injectable faults.
+
+A node decodes request frames with our own sans-I/O codec (:mod:`tubemq_aio.protocol.framing`,
+:mod:`tubemq_aio.protocol.rpc`), hands each request to a handler that returns the serialized
+business response, and frames the answer with the request's serial number. Before calling the
+handler it asks the cluster's :class:`FaultPlan` whether a fault was injected for that method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from google.protobuf.message import DecodeError, Message
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.rpc import RpcRequest, decode_request, encode_exception, encode_success
+from tubemq_aio.testing._reset import reset_transport
+
+__all__ = ["Fault", "FaultPlan", "Injection", "RpcNode", "failure_response"]
+
+log = logging.getLogger("tubemq_aio.testing.fake")
+
+FaultKind = Literal["error", "delay", "drop", "reset", "exception"]
+#: A request handler: the decoded request in, the serialized business response out.
+Handler = Callable[[RpcRequest], bytes]
+
+_PROTOBUF_ERROR = "com.google.protobuf.InvalidProtocolBufferException"
+_NO_METHOD = "org.apache.inlong.tubemq.corerpc.exception.ServiceNotFoundException"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """What a node does with a request instead of (or before) answering it normally.
+
+    Build one with the class methods; pass it to :meth:`FakeCluster.inject`.
+
+    Attributes:
+        kind: ``error``, ``delay``, ``drop``, ``reset`` or ``exception``.
+        code: the TubeMQ error code of an ``error`` fault.
+        message: the error text of an ``error`` or ``exception`` fault.
+        seconds: how long a ``delay`` fault holds the (normal) answer back.
+        exception_name: the Java exception class name of an ``exception`` fault.
+        fatal: whether an ``exception`` fault answers with status FATAL instead of ERROR.
+    """
+
+    kind: FaultKind
+    code: int = 0
+    message: str = ""
+    seconds: float = 0.0
+    exception_name: str = ""
+    fatal: bool = False
+
+    @classmethod
+    def error(cls, code: int, message: str = "injected by FakeCluster") -> Fault:
+        """Answer ``success=false`` with TubeMQ error ``code`` (e.g. 503, 411, 452)."""
+        return cls("error", code=code, message=message)
+
+    @classmethod
+    def delay(cls, seconds: float) -> Fault:
+        """Answer normally, ``seconds`` later."""
+        if not seconds >= 0:
+            raise ValueError("a delay must be a non-negative number of seconds")
+        return cls("delay", seconds=seconds)
+
+    @classmethod
+    def no_answer(cls) -> Fault:
+        """Swallow the request: no answer ever comes (the connection stays open)."""
+        return cls("drop")
+
+    @classmethod
+    def reset(cls) -> Fault:
+        """Abort the connection (TCP reset) instead of answering."""
+        return cls("reset")
+
+    @classmethod
+    def exception(cls, name: str, message: str = "", *, fatal: bool = False) -> Fault:
+        """Answer with an RPC exception frame, e.g. the master's ``StandbyException``."""
+        return cls("exception", message=message, exception_name=name, fatal=fatal)
+
+
+@dataclass(slots=True)
+class Injection:
+    """One injected fault rule; returned by :meth:`FakeCluster.inject`.
+
+    Attributes:
+        method: the RPC method id it applies to.
+        fault: what happens.
+        node: the node name it applies to (``"master"``, ``"broker1"``...), or None for any.
+        remaining: how many more requests it applies to (None: every one until removed).
+        hits: how many requests it applied to so far.
+    """
+
+    method: int
+    fault: Fault
+    node: str | None = None
+    remaining: int | None = 1
+    hits: int = 0
+
+
+@dataclass(slots=True)
+class FaultPlan:
+    """The injected fault rules of one cluster, consulted in order for every request."""
+
+    rules: list[Injection] = field(default_factory=list)
+
+    def add(self, rule: Injection) -> Injection:
+        """Append ``rule`` and return it."""
+        self.rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        """Remove every rule."""
+        self.rules.clear()
+
+    def take(self, node: str, method: int) -> Fault | None:
+        """The fault for this request, if a rule matches (consuming one of its uses)."""
+        for rule in self.rules:
+            if rule.method != method or (rule.node is not None and rule.node != node):
+                continue
+            rule.hits += 1
+            if rule.remaining is not None:
+                rule.remaining -= 1
+                if rule.remaining <= 0:
+                    self.rules.remove(rule)
+            return rule.fault
+        return None
+
+
+def failure_response(cls: type[Message], code: int, message: str) -> bytes:
+    """Serialize a ``success=false`` answer of type ``cls`` carrying error ``code``.
+
+    Every other required field gets its zero value (``-1`` for ``brokerCheckSum``), so the
+    answer parses like a real server's refusal.
+    """
+    msg = cls()
+    values: dict[str, Any] = {"success": False, "errCode": code, "errMsg": message}
+    for fd in cls.DESCRIPTOR.fields:
+        if fd.name in values:
+            setattr(msg, fd.name, values[fd.name])
+        elif fd.name == "brokerCheckSum":
+            setattr(msg, fd.name, -1)
+        elif fd.is_required and fd.type != fd.TYPE_MESSAGE:
+            setattr(msg, fd.name, fd.default_value)
+    return msg.SerializeToString()
+
+
+class _NodeProtocol(asyncio.Protocol):
+    def __init__(self, node: RpcNode) -> None:
+        self.node = node
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.timers: set[asyncio.TimerHandle] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.node.connections.add(self)
+        self.node.accepted += 1
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.node.connections.discard(self)
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except TubeMQError:
+            self.abort()
+            return
+        for frame in frames:
+            self._handle(frame.serial_no, frame.payload)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            reset_transport(self.transport)
+
+    def _handle(self, serial: int, payload: bytes) -> None:
+        try:
+            request = decode_request(payload)
+        except TubeMQError:
+            self.abort()
+            return
+        node = self.node
+        node.requests[request.method] = node.requests.get(request.method, 0) + 1
+        fault = node.plan.take(node.name, request.method)
+        if fault is not None and fault.kind != "delay":
+            self._apply(serial, request, fault)
+            return
+        answer = node.answer(request)
+        if fault is None or fault.seconds <= 0:
+            self._write(serial, answer)
+            return
+        loop = asyncio.get_running_loop()
+        holder: list[asyncio.TimerHandle] = []
+        holder.append(loop.call_later(fault.seconds, self._delayed, holder, serial, answer))
+        self.timers.add(holder[0])
+
+    def _delayed(self, holder: list[asyncio.TimerHandle], serial: int, answer: bytes) -> None:
+        self.timers.discard(holder[0])
+        self._write(serial, answer)
+
+    def _apply(self, serial: int, request: RpcRequest, fault: Fault) -> None:
+        if fault.kind == "reset":
+            self.abort()
+        elif fault.kind == "error":
+            self._write(serial, self.node.refuse(request, fault.code, fault.message))
+        elif fault.kind == "exception":
+            name, text = fault.exception_name, fault.message
+            self._write(serial, encode_exception(name, text, fatal=fault.fatal))
+        # "drop": nothing at all
+
+    def _write(self, serial: int, payload: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode_frame(serial, payload))
+
+
+class RpcNode:
+    """One fake server (master or broker) listening on a free loopback port.
+
+    Args:
+        name: ``"master"`` or ``"broker<id>"``; fault rules may target it by this name.
+        handlers: method id -> handler.
+        responses: method id -> response message class (for injected ``error`` faults).
+        plan: the cluster's fault rules.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        handlers: dict[int, Handler],
+        responses: dict[int, type[Message]],
+        plan: FaultPlan,
+    ) -> None:
+        self.name = name
+        self.handlers = handlers
+        self.responses = responses
+        self.plan = plan
+        self.connections: set[_NodeProtocol] = set()
+        self.requests: dict[int, int] = {}
+        self.accepted = 0
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` of the listening socket."""
+        return f"{self.host}:{self.port}"
+
+    async def start(self, port: int = 0) -> None:
+        """Listen on ``port`` (0: a free one)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _NodeProtocol(self), self.host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        """Stop listening and abort every connection (clients see a reset)."""
+        if self._server is not None:
+            self._server.close()
+        self.drop_connections()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the node accepts connections."""
+        return self._server is not None
+
+    def drop_connections(self) -> None:
+        """Abort every open connection of this node."""
+        for conn in list(self.connections):
+            conn.abort()
+
+    def answer(self, request: RpcRequest) -> bytes:
+        """The response payload for ``request`` (success, or an exception frame)."""
+        handler = self.handlers.get(request.method)
+        if handler is None:
+            return encode_exception(_NO_METHOD, f"method {request.method} not served")
+        try:
+            return encode_success(request.method, handler(request))
+        except DecodeError as exc:
+            # What a Java server answers to a body it cannot parse (protocol notes §1.6).
+            return encode_exception(_PROTOBUF_ERROR, str(exc), fatal=True)
+
+    def refuse(self, request: RpcRequest, code: int, message: str) -> bytes:
+        """The response payload refusing ``request`` with error ``code``."""
+        cls = self.responses.get(request.method)
+        if cls is None:
+            return encode_exception(_NO_METHOD, f"method {request.method} not served")
+        return encode_success(request.method, failure_response(cls, code, message))

@@ -1,0 +1,260 @@
+"""``FaultProxy``: a loopback TCP proxy whose faults can be switched on and off at run time.
+
+Put it between a client and any server (a :class:`~tubemq_aio.testing.FakeCluster` node or a
+real broker) to produce what a real network or a sick peer does: latency, a bandwidth cap, a
+peer that stops reading, a blackhole, a reset after N bytes, corrupted bytes, a half-closed
+connection, refused connects. Faults apply per direction: ``"up"`` is client to server,
+``"down"`` server to client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal, Self
+
+from tubemq_aio.testing._reset import reset_transport
+
+__all__ = ["Direction", "FaultProxy", "LinkFaults"]
+
+Direction = Literal["up", "down"]
+_CHUNK = 64 * 1024
+
+
+@dataclass(slots=True)
+class LinkFaults:
+    """The faults of one direction; change the attributes at any time.
+
+    Attributes:
+        latency: seconds each chunk is held before it is forwarded.
+        bandwidth: bytes per second at most (None: unlimited).
+        stop_reading: stop reading from the sender, so its socket buffers fill up.
+        blackhole: read and discard everything (the connection stays open).
+        reset_after: abort the connection once this many more bytes were forwarded.
+        corrupt_rate: probability that a forwarded chunk gets one byte flipped.
+        half_closed: the receiver got an EOF; nothing more is forwarded this way.
+    """
+
+    latency: float = 0.0
+    bandwidth: int | None = None
+    stop_reading: bool = False
+    blackhole: bool = False
+    reset_after: int | None = None
+    corrupt_rate: float = 0.0
+    half_closed: bool = False
+    resumed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Link:
+    """One proxied connection: a client socket, a server socket, two pump tasks."""
+
+    def __init__(self, proxy: FaultProxy, client: asyncio.StreamWriter) -> None:
+        self.proxy = proxy
+        self.client = client
+        self.server: asyncio.StreamWriter | None = None
+
+    def abort(self) -> None:
+        for writer in (self.client, self.server):
+            if writer is not None:
+                reset_transport(writer.transport)
+
+    async def pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: Direction
+    ) -> None:
+        faults = self.proxy.faults[direction]
+        try:
+            while True:
+                while faults.stop_reading:
+                    faults.resumed.clear()
+                    await faults.resumed.wait()
+                data = await reader.read(_CHUNK)
+                if not data:
+                    writer.write_eof() if writer.can_write_eof() else None
+                    return
+                if faults.blackhole or faults.half_closed:
+                    continue
+                data = self._corrupt(data, faults)
+                if faults.latency > 0:
+                    await asyncio.sleep(faults.latency)
+                if faults.reset_after is not None:
+                    if len(data) >= faults.reset_after:
+                        writer.write(data[: faults.reset_after])
+                        faults.reset_after = 0
+                        self.proxy.resets += 1
+                        self.abort()
+                        return
+                    faults.reset_after -= len(data)
+                if faults.bandwidth:
+                    await asyncio.sleep(len(data) / faults.bandwidth)
+                writer.write(data)
+                self.proxy.forwarded[direction] += len(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            self.abort()
+
+    def _corrupt(self, data: bytes, faults: LinkFaults) -> bytes:
+        rng = self.proxy.rng
+        if faults.corrupt_rate <= 0 or rng.random() >= faults.corrupt_rate:
+            return data
+        out = bytearray(data)
+        out[rng.randrange(len(out))] ^= rng.randrange(1, 256)
+        self.proxy.corrupted += 1
+        return bytes(out)
+
+
+class FaultProxy:
+    """A TCP proxy on a free loopback port that forwards to ``target`` (``host:port``).
+
+    Args:
+        target: where to forward, ``host:port``.
+        seed: seed of the random choices (which chunk and byte to corrupt).
+
+    Attributes:
+        faults: ``{"up": LinkFaults, "down": LinkFaults}``, live.
+        forwarded: bytes forwarded per direction.
+        connections: how many client connections were accepted.
+
+    Example::
+
+        async with FaultProxy(cluster.broker_addr(1)) as proxy:
+            proxy.set(stop_reading=True)          # the broker stops reading our requests
+            ...
+            proxy.clear()                         # healthy again
+    """
+
+    def __init__(self, target: str, *, seed: int = 0) -> None:
+        host, sep, port = target.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"target must be host:port, got {target!r}")
+        self.target = (host.strip("[]"), int(port))
+        self.faults: dict[Direction, LinkFaults] = {"up": LinkFaults(), "down": LinkFaults()}
+        self.forwarded: dict[Direction, int] = {"up": 0, "down": 0}
+        self.connections = 0
+        self.resets = 0
+        self.corrupted = 0
+        self.rng = random.Random(seed)
+        self._links: set[_Link] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self._port = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<FaultProxy {self.addr} -> {self.target[0]}:{self.target[1]} "
+            f"links={len(self._links)} up={self.faults['up']!r} down={self.faults['down']!r}>"
+        )
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` clients connect to."""
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def open_links(self) -> int:
+        """Proxied connections open right now."""
+        return len(self._links)
+
+    async def start(self) -> None:
+        """Listen (on the previous port if it was started before)."""
+        if self._server is None:
+            self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port)
+            self._port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        """Stop listening, drop every connection, end every task."""
+        await self.refuse_connections()
+        self.reset_connections()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ---- switching faults --------------------------------------------------------------------
+
+    def set(self, direction: Direction | Literal["both"] = "both", **faults: object) -> None:
+        """Set :class:`LinkFaults` attributes, e.g. ``set("down", latency=0.2)``."""
+        for d in ("up", "down") if direction == "both" else (direction,):
+            link = self.faults[d]
+            for name, value in faults.items():
+                if name == "resumed" or not hasattr(link, name):
+                    raise AttributeError(f"no fault named {name!r}")
+                setattr(link, name, value)
+            if not link.stop_reading:
+                link.resumed.set()
+
+    def clear(self) -> None:
+        """Remove every fault (connections already half-closed stay so)."""
+        for link in self.faults.values():
+            link.latency = 0.0
+            link.bandwidth = None
+            link.stop_reading = False
+            link.blackhole = False
+            link.reset_after = None
+            link.corrupt_rate = 0.0
+            link.resumed.set()
+
+    def half_close(self, direction: Direction = "down") -> None:
+        """Send an EOF in ``direction`` on every open connection and forward nothing more that
+        way; the other direction keeps flowing."""
+        self.faults[direction].half_closed = True
+        for link in self._links:
+            writer = link.client if direction == "down" else link.server
+            if writer is not None and writer.can_write_eof():
+                with contextlib.suppress(OSError):
+                    writer.write_eof()
+
+    def reset_connections(self) -> None:
+        """Abort (TCP reset) every open connection now."""
+        for link in list(self._links):
+            link.abort()
+
+    async def refuse_connections(self) -> None:
+        """Stop listening: new connects are refused until :meth:`start`."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.connections += 1
+        link = _Link(self, writer)
+        self._links.add(link)
+        try:
+            try:
+                s_reader, s_writer = await asyncio.open_connection(*self.target)
+            except OSError:
+                writer.transport.abort()
+                return
+            link.server = s_writer
+            up = asyncio.ensure_future(link.pump(reader, s_writer, "up"))
+            down = asyncio.ensure_future(link.pump(s_reader, writer, "down"))
+            try:
+                await asyncio.gather(up, down)
+            finally:
+                up.cancel()
+                down.cancel()
+                await asyncio.gather(up, down, return_exceptions=True)
+        finally:
+            self._links.discard(link)
+            link.abort()
+            self._tasks.discard(task)
