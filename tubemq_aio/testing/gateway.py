@@ -1,0 +1,165 @@
+"""Gateway replicas as real processes (``python -m tubemq_aio.gateway``) for tests and demos."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from tubemq_aio.testing._errors import ClusterError
+from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._process import JavaProcess, kill_pid, tail
+
+__all__ = ["GatewayReplica", "GatewayReplicaError"]
+
+_HOST = "127.0.0.1"
+
+
+class GatewayReplicaError(ClusterError):
+    """A gateway replica did not start or answer."""
+
+
+async def _http_status(port: int, path: str, timeout: float) -> int:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(_HOST, port), timeout)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {_HOST}\r\nConnection: close\r\n\r\n".encode())
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        return int(line.split()[1])
+    finally:
+        writer.close()
+
+
+class GatewayReplica:
+    """One gateway replica (a uvicorn process) on a free loopback port.
+
+    Args:
+        config: the gateway TOML file.
+        workers: uvicorn worker processes (each one is a replica).
+        start_timeout: seconds to wait for ``/healthz`` (the lifespan has run by then).
+        log_file: where stdout/stderr go (a temporary file if None).
+
+    Example::
+
+        async with GatewayReplica(Path("gateway.toml")) as replica:
+            print(replica.url)
+    """
+
+    def __init__(
+        self,
+        config: Path,
+        *,
+        workers: int = 1,
+        start_timeout: float = 90.0,
+        log_file: Path | None = None,
+    ) -> None:
+        """Store the settings; nothing is started yet."""
+        self.config = Path(config)
+        self.workers = workers
+        self.start_timeout = start_timeout
+        self._own_log = log_file is None
+        if log_file is None:
+            handle, name = tempfile.mkstemp(prefix="tubemq-gw-", suffix=".log")
+            os.close(handle)
+            log_file = Path(name)
+        self.log_file = log_file
+        self.port = allocate_ports(1)[0]
+        self._proc: JavaProcess | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://{_HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The server process id while it runs."""
+        return self._proc.pid if self._proc is not None and self._proc.running else None
+
+    async def start(self) -> None:
+        """Start the replica and wait until it answers ``/healthz``.
+
+        Raises:
+            GatewayReplicaError: it exited or did not answer within ``start_timeout``.
+        """
+        argv = [
+            sys.executable, "-m", "tubemq_aio.gateway",
+            "--config", str(self.config), "--host", _HOST, "--port", str(self.port),
+            "--workers", str(self.workers), "--log-level", "warning",
+        ]  # fmt: skip
+        proc = JavaProcess("gateway", argv, self.log_file, Path(os.getcwd()))
+        proc.spawn()
+        self._proc = proc
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if not proc.running:
+                raise GatewayReplicaError(
+                    f"gateway exited with status {proc.returncode}", self.log_file,
+                    tail(self.log_file, 30),
+                )  # fmt: skip
+            try:
+                if await _http_status(self.port, "/healthz", 1.0) == 200:
+                    return
+            except (OSError, TimeoutError, ValueError, IndexError):
+                pass
+            if time.monotonic() >= deadline:
+                await proc.kill()
+                raise GatewayReplicaError(
+                    f"gateway did not answer within {self.start_timeout} s", self.log_file,
+                    tail(self.log_file, 30),
+                )  # fmt: skip
+            await asyncio.sleep(0.1)
+
+    async def kill(self) -> None:
+        """SIGKILL the replica (a crash)."""
+        if self._proc is not None:
+            await self._proc.kill()
+
+    def freeze(self) -> None:
+        """SIGSTOP the replica (a stalled process)."""
+        if self._proc is not None and self._proc.pid is not None:
+            kill_pid(self._proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT a frozen replica."""
+        if self._proc is not None and self._proc.pid is not None:
+            kill_pid(self._proc.pid, signal.SIGCONT)
+
+    async def stop(self) -> None:
+        """Stop the replica (SIGTERM, then SIGKILL). Idempotent."""
+        if self._proc is not None:
+            self.thaw()
+            await self._proc.stop(timeout=15.0)
+            self._proc = None
+
+    def cleanup(self) -> None:
+        """Remove the log file if this object created it."""
+        if self._own_log:
+            self.log_file.unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the replica's log."""
+        return tail(self.log_file, lines)
+
+    async def __aenter__(self) -> GatewayReplica:
+        """Start the replica."""
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the replica and remove its temporary log."""
+        await self.stop()
+        self.cleanup()
