@@ -32,8 +32,8 @@ __all__ = [
     "SettleResponse",
 ]
 
-_STRICT = ConfigDict(extra="forbid")
-AttrText = Annotated[str, Field(min_length=1, max_length=1024)]
+_STRICT = ConfigDict(extra="forbid", strict=True)
+AttrText = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^,=]+$")]
 ClientId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
 Token = Annotated[str, Field(min_length=1, max_length=1024)]
 
@@ -56,10 +56,12 @@ class ProduceRequest(BaseModel):
     """One message to publish."""
 
     model_config = _STRICT
-    value: str = Field(max_length=16 * 1024 * 1024, description="the body, as text or base64")
+    value: str = Field(
+        min_length=1, max_length=16 * 1024 * 1024, description="the body, as text or base64"
+    )
     encoding: Literal["utf8", "base64"] = "utf8"
     attributes: dict[AttrText, AttrText] | None = Field(default=None, max_length=256)
-    msg_type: Annotated[str, Field(max_length=256)] | None = None
+    msg_type: Annotated[str, Field(max_length=256, pattern=r"^[^,=]*$")] | None = None
     msg_time: Annotated[str, Field(pattern=r"^[0-9]{12}$")] | None = Field(
         default=None, description="yyyyMMddHHmm"
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
@@ -21,13 +21,21 @@ from tubemq_aio.gateway.models import (
     SettleResponse,
 )
 from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response, message_json
-from tubemq_aio.gateway.tokens import TokenClaims, decode_token, encode_token
+from tubemq_aio.gateway.tokens import MAX_TOKEN_LENGTH, TokenClaims, decode_token, encode_token
 
 __all__ = ["router"]
 
 _FETCH_ERRORS = (400, 401, 403, 404, 413, 422, 429, 503, 504)
 _LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 503)
 router = APIRouter(tags=["consume"])
+TokenPath = Annotated[
+    str, Path(min_length=1, max_length=MAX_TOKEN_LENGTH, description="a lease token from fetch")
+]
+# OpenAPI links: a fetch's lease token feeds the lease routes (clients and fuzzers chain them).
+_LEASE_LINKS = {
+    name: {"operationId": name, "parameters": {"token": "$response.body#/lease/token"}}
+    for name in ("ack", "nack", "extend")
+}
 
 
 def _errors(codes: tuple[int, ...]) -> dict[int | str, dict[str, object]]:
@@ -58,7 +66,7 @@ async def _settle(
     "/v1/groups/{group}/fetch",
     operation_id="fetch",
     response_model=FetchResponse,
-    responses=_errors(_FETCH_ERRORS),
+    responses={**_errors(_FETCH_ERRORS), 200: {"links": _LEASE_LINKS}},
 )
 async def fetch(
     group: str, body: FetchRequest, gateway: GatewayDep, principal: Principal
@@ -115,7 +123,7 @@ async def fetch(
     response_model=SettleResponse,
     responses=_errors(_LEASE_ERRORS),
 )
-async def ack(token: str, gateway: GatewayDep, principal: Principal) -> Response:
+async def ack(token: TokenPath, gateway: GatewayDep, principal: Principal) -> Response:
     """Commit the leased batch: ``acked``, or ``already_acked`` for a retry; 409 if re-leased."""
     return json_response({"result": await _settle(gateway, principal, token, "ack")})
 
@@ -127,7 +135,10 @@ async def ack(token: str, gateway: GatewayDep, principal: Principal) -> Response
     responses=_errors(_LEASE_ERRORS),
 )
 async def nack(
-    token: str, gateway: GatewayDep, principal: Principal, body: NackRequest | None = None
+    token: TokenPath,
+    gateway: GatewayDep,
+    principal: Principal,
+    body: NackRequest | None = None,
 ) -> Response:
     """Give the batch back; it is delivered again after ``delay_ms``."""
     delay = body.delay_ms if body is not None else 0
@@ -141,7 +152,7 @@ async def nack(
     responses=_errors(_LEASE_ERRORS),
 )
 async def extend(
-    token: str, body: ExtendRequest, gateway: GatewayDep, principal: Principal
+    token: TokenPath, body: ExtendRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
     """Keep the lease for ``lease_ms`` from now (Redis clock); 409 when it was taken over."""
     claims = _claims(gateway, principal, token)
