@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import socket
 import time
-from collections.abc import Awaitable
 from types import TracebackType
 from typing import Self
 
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio._supervisor import Supervisor
 from tubemq_aio.config import ClientConfig
+from tubemq_aio.errors import ClientClosedError
 
 __all__ = [
     "AsyncLifecycle",
     "auth_stamp",
     "local_ip_towards",
     "open_pool",
-    "spawn_owned",
     "wall_ms",
 ]
 
@@ -64,32 +65,135 @@ def auth_stamp() -> tuple[int, int]:
     return wall_ms(), random.getrandbits(31)
 
 
-def spawn_owned(owner: list[asyncio.Task[None]], coro: Awaitable[None], name: str) -> None:
-    """Start a named background task owned by a client (``owner`` is cancelled on close).
-
-    A task that dies with an exception is logged, so a bug never ends a loop silently.
-    """
-    task = asyncio.ensure_future(coro)
-    task.set_name(name)
-    task.add_done_callback(_log_crash)
-    owner.append(task)
-
-
-def _log_crash(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("background task %s crashed", task.get_name(), exc_info=exc)
-
-
 class AsyncLifecycle:
-    """``async with client:`` calls ``start()`` on entry and ``close()`` on exit."""
+    """The start/close protocol every client follows (style principle 5).
+
+    * ``start()`` runs :meth:`_start` in a task of its own. A failed or cancelled start closes
+      the client for good (everything it opened is released) and re-raises; a ``close()``
+      during ``start()`` stops the start, which then raises :class:`ClientClosedError`.
+      Concurrent ``start()`` calls share one start.
+    * ``close()`` runs the teardown (:meth:`_teardown`) in a task of its own and waits for it
+      under :func:`asyncio.shield`: cancelling a ``close()`` (a timeout, a second Ctrl-C) does
+      not cut the teardown short, and a second ``close()`` waits for the same teardown. If the
+      teardown task itself is cancelled (the event loop shuts down), its mandatory part still
+      cancels every background task and closes the connections, and a later ``close()`` runs
+      the teardown again.
+    * ``async with client:`` calls ``start()`` on entry and ``close()`` on exit.
+
+    Subclasses call :meth:`_init_lifecycle` and implement :meth:`_start` and :meth:`_teardown`;
+    every background task goes through :attr:`_supervisor`.
+    """
+
+    _kind = "client"
+    _supervisor: Supervisor
+    _pool: ConnectionPool | None
+
+    def _init_lifecycle(self, task_prefix: str) -> None:
+        self._supervisor = Supervisor(task_prefix, on_crash=self._on_crash)
+        self._pool = None
+        self._start_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._started = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (or a failed :meth:`start` closed the client)."""
+        return self._close_task is not None
+
+    def _lifecycle_state(self) -> str:
+        if self._close_task is not None:
+            return "closed" if self._close_task.done() else "closing"
+        return "running" if self._started else "starting" if self._start_task else "new"
+
+    def _check_running(self) -> None:
+        """Raise :class:`ClientClosedError` unless the client is started and usable."""
+        if self._close_task is not None:
+            raise ClientClosedError(f"this {self._kind} is closed")
+        self._supervisor.raise_if_crashed()
+        if not self._started:
+            raise ClientClosedError(
+                f"this {self._kind} is not started: call start() or use `async with`"
+            )
+
+    def _on_crash(self, name: str, exc: BaseException) -> None:
+        """An essential background task crashed (already logged); subclasses wake waiters."""
+
+    async def _start(self) -> None:
+        """Open the pool (set :attr:`_pool` at once), register, spawn workers (subclasses)."""
+        raise NotImplementedError
+
+    async def _teardown(self) -> None:
+        """The graceful part of closing: drain, release server-side state (subclasses).
+
+        Cancelling the background tasks and closing the pool happen after it in any case.
+        """
 
     async def start(self) -> None:
-        """Start the client (implemented by subclasses)."""
-        raise NotImplementedError
+        """Start the client; see the class docstring for failure and cancellation.
+
+        Raises:
+            ClientClosedError: the client is closed, or was closed while starting.
+            TubeMQError: the start failed (the client is closed).
+        """
+        if self._close_task is not None:
+            raise ClientClosedError(f"this {self._kind} is closed")
+        if self._started:
+            return
+        task = self._start_task
+        if task is None:
+            task = asyncio.get_running_loop().create_task(
+                self._start(), name=f"{self._supervisor.owner}-start"
+            )
+            self._start_task = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            await self._close_quietly()
+            if current is not None and current.cancelling():
+                raise
+            raise ClientClosedError(f"this {self._kind} was closed while starting") from None
+        except BaseException:
+            await self._close_quietly()
+            raise
+        self._started = True
+
+    async def _close_quietly(self) -> None:
+        # A cancelled wait leaves the teardown running; the caller re-raises its own error.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.close()
 
     async def close(self) -> None:
-        """Close the client (implemented by subclasses)."""
-        raise NotImplementedError
+        """Stop every background task, release server-side state and connections. Idempotent;
+        a cancelled ``close()`` leaves the teardown running, and a second one waits for it."""
+        task = self._close_task
+        if task is None or task.cancelled():
+            task = asyncio.get_running_loop().create_task(
+                self._close(), name=f"{self._supervisor.owner}-close"
+            )
+            self._close_task = task
+        await asyncio.shield(task)
+
+    async def _close(self) -> None:
+        start = self._start_task
+        try:
+            if start is not None and not start.done():
+                start.cancel()
+                await asyncio.wait([start])
+            if self._start_task is not None:
+                await self._teardown()
+        except Exception:
+            log.exception("%s: closing failed; releasing what is left", self._supervisor.owner)
+        finally:
+            # Mandatory, also when this task is cancelled: nothing of the client may outlive it.
+            tasks = self._supervisor.cancel()
+            pool = self._pool
+            try:
+                if tasks:
+                    await asyncio.wait(tasks)
+            finally:
+                if pool is not None:
+                    await pool.close()
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -42,8 +42,10 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "RemoteRpcError",
+    "RequestNotSentError",
     "RequestTimeoutError",
     "SendOutcomeUnknownError",
+    "SendWindowFullError",
     "ServerError",
     "ServerNotReadyError",
     "ServerOverflowError",
@@ -81,6 +83,20 @@ class ConnectionLostError(NetworkError):
     """An established connection was lost while the request was pending.
 
     The server may or may not have processed the request.
+    """
+
+
+class RequestNotSentError(ConnectionLostError):
+    """The connection broke before the request was written to it: the server never saw it.
+
+    Safe to retry (a producer retries such a send like a connect failure).
+    """
+
+
+class SendWindowFullError(TubeMQError):
+    """``send_nowait`` found every slot of the send window (``max_in_flight_sends``) taken.
+
+    Nothing was sent; await :meth:`~tubemq_aio.Producer.send` to wait for room instead.
     """
 
 

@@ -45,7 +45,8 @@ class Knobs:
         close_after: close the connection when this many requests (per server) were received.
         pause_reading: stop reading new connections right after accepting them.
         exception: answer with ``(exception_name, message, fatal)`` instead of the echo.
-        handler: build the answer payload from the request (overrides the echo).
+        handler: build the answer payload from the request (overrides the echo); None leaves
+            the request unanswered.
     """
 
     shuffle: bool = False
@@ -56,7 +57,7 @@ class Knobs:
     close_after: int | None = None
     pause_reading: bool = False
     exception: tuple[str, str, bool] | None = None
-    handler: Callable[[RpcRequest], bytes] | None = None
+    handler: Callable[[RpcRequest], bytes | None] | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(1234))
 
 
@@ -102,7 +103,10 @@ class _ServerProtocol(asyncio.Protocol):
                 out.append(knobs.garbage)
                 continue
             if knobs.handler is not None:
-                answer = knobs.handler(request)
+                handled = knobs.handler(request)
+                if handled is None:  # the handler leaves this request unanswered
+                    continue
+                answer = handled
             elif knobs.exception is not None:
                 name, text, fatal = knobs.exception
                 answer = encode_exception(name, text, fatal=fatal)

@@ -7,9 +7,10 @@ from typing import Any, cast
 
 import pytest
 
+from tubemq_aio.consumer import Consumer
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
-from tubemq_aio.consumer._iterator import MessageIterator
+from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ClientClosedError
@@ -180,15 +181,128 @@ async def test_message_iterator_auto_and_manual_ack() -> None:
     async def getmany(*, max_records: int | None = None, timeout: float | None = None) -> Any:
         return await engine.get(max_records, timeout)
 
-    auto = MessageIterator(getmany, auto_ack=True)
+    auto = MessageStream(getmany, auto_ack=True, closed=lambda: False).iterate()
     first = [await auto.__anext__() for _ in range(4)]  # one whole batch and one message
     assert len({m.partition_key for m in first}) == 2
     assert broker.commits == [(first[0].partition_key, True)]
 
-    manual = MessageIterator(getmany, auto_ack=False)
+    stream = MessageStream(getmany, auto_ack=False, closed=lambda: False)
+    manual = stream.iterate()
     for _ in range(3):  # a new batch of the first partition (the second is still out)
         await manual.__anext__()
     assert len(broker.commits) == 1  # fully yielded, but nothing acked without commit()
-    assert await manual.commit() == 1
+    assert await stream.commit() == 1
     assert len(broker.commits) == 2
     await stop(engine, tasks)
+
+
+def consumer_over(engine: FetchEngine) -> Consumer:
+    """A Consumer whose batches come from ``engine`` (started without a master)."""
+    consumer = Consumer("127.0.0.1:1", group="g1", topics=["t"], confirm_in_local=False)
+    consumer._engine = engine
+    consumer._session = cast(Any, object())
+    consumer._started = True
+    return consumer
+
+
+async def test_two_loops_over_one_consumer_never_share_or_orphan_a_batch() -> None:
+    """Defect 6: each ``async for`` has its own iterator; two loops reading at once each get
+    whole batches, every batch is acked, no partition stays leased."""
+    engine, broker, leases, tasks = make(partitions=2, confirm_in_local=False)
+    consumer = consumer_over(engine)
+    assert consumer.__aiter__() is not consumer.__aiter__()
+    seen: dict[str, list[bytes]] = {"a": [], "b": []}
+
+    async def loop(name: str) -> None:
+        async for message in consumer:
+            seen[name].append(message.body)
+            if len(seen[name]) == 6:
+                return
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(asyncio.gather(loop("a"), loop("b")), 5)
+    await asyncio.sleep(0.01)  # the loops' iterators are finalized
+    bodies = seen["a"] + seen["b"]
+    assert len(bodies) == len(set(bodies)) == 12  # nothing delivered twice, nothing lost
+    assert len(broker.commits) == 4  # the 4 batches read were acked, none orphaned
+    assert len(leases.in_use()) == engine.buffered  # every lease in use is a buffered fetch
+    await stop(engine, tasks)
+
+
+async def test_breaking_out_of_a_loop_hands_the_rest_of_its_batch_to_the_next_reader() -> None:
+    """Defect 6: after ``break`` the yielded messages count as consumed and the rest of the
+    batch comes next (no 60 s stall, no redelivery of what was yielded)."""
+    engine, broker, _, tasks = make(partitions=1, confirm_in_local=False)
+    consumer = consumer_over(engine)
+    async for message in consumer:
+        if message.body == b"m1":
+            break
+    await asyncio.sleep(0.01)  # CPython finalizes the dropped iterator on the next tick
+    rest = await asyncio.wait_for(consumer.getmany(timeout=None), 2)
+    assert [m.body for m in rest] == [b"m2"]
+    assert broker.commits == []  # one lease for the batch: settled when every part is
+    assert await rest.ack()
+    assert broker.commits == [("1:t:0", True)]
+    nxt = await asyncio.wait_for(consumer.getmany(timeout=None), 2)
+    assert [m.body for m in nxt] == [b"m3", b"m4", b"m5"]
+    assert broker.fetches[-1] == ("1:t:0", True)
+    await nxt.ack()
+    assert engine.stats.messages == 6
+    await stop(engine, tasks)
+
+
+async def test_a_loop_closed_before_its_first_message_returns_the_whole_batch() -> None:
+    """``aclose()`` right after the first message was taken but before it was yielded on
+    keeps nothing: the whole batch goes to the next reader."""
+    engine, broker, _, tasks = make(partitions=1, confirm_in_local=False)
+    consumer = consumer_over(engine)
+    iterator = consumer.messages()
+    first = await iterator.__anext__()
+    assert first.body == b"m0"
+    await iterator.aclose()  # type: ignore[attr-defined]
+    rest = await asyncio.wait_for(consumer.getmany(timeout=None), 2)
+    assert [m.body for m in rest] == [b"m1", b"m2"]
+    await rest.ack()
+    assert broker.commits == [("1:t:0", True)]
+    await stop(engine, tasks)
+
+
+async def test_a_cancelled_ack_still_releases_the_partition() -> None:
+    """Defect 12: an ack cancelled during its commit RPC settles the lease locally (the flag
+    rides on the next fetch) instead of leaving the partition leased."""
+    engine, broker, _, tasks = make(partitions=1, confirm_in_local=False)
+    gate = asyncio.Event()
+    plain_commit = broker.commit
+
+    async def slow_commit(partition: Partition, *, consumed: bool) -> OffsetResponse:
+        await gate.wait()
+        return await plain_commit(partition, consumed=consumed)
+
+    broker.commit = slow_commit  # type: ignore[method-assign]
+    batch = await engine.get(None, 1)
+    acking = asyncio.ensure_future(batch.ack())
+    await asyncio.sleep(0.01)
+    acking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await acking
+    assert batch.settled
+    nxt = await asyncio.wait_for(engine.get(None, None), 2)
+    assert broker.fetches[-1] == ("1:t:0", True)  # the consumed flag rode on the fetch
+    assert nxt
+    await stop(engine, tasks)
+
+
+async def test_acks_after_the_lease_is_gone_report_false_and_count_nothing() -> None:
+    """Defect 12: acking a part of a split batch whose lease is gone returns False, and
+    ``stats.acks`` counts only acks that took effect."""
+    engine, _, leases, tasks = make(partitions=1, confirm_in_local=True)
+    part = await engine.get(1, 1)
+    leases.remove(next(iter(leases.keys())))  # the partition moved away
+    assert await part.ack() is False
+    assert engine.stats.acks == 0
+    good_engine, _, _, good_tasks = make(partitions=1, confirm_in_local=True)
+    whole = await good_engine.get(None, 1)
+    assert await whole.ack() is True
+    assert good_engine.stats.acks == 1
+    await stop(engine, tasks)
+    await stop(good_engine, good_tasks)

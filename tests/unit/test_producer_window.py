@@ -58,6 +58,7 @@ def started_producer(window: int, conn: HeldConnection) -> Producer:
     producer._session = session
     producer._pool = OnePool(conn)  # type: ignore[assignment]
     producer._encoder = SendRequestEncoder(session.client_id, 0)
+    producer._started = True
     return producer
 
 

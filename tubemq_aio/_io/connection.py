@@ -30,6 +30,7 @@ from tubemq_aio.errors import (
     FrameError,
     RemoteProtocolError,
     RemoteRpcError,
+    RequestNotSentError,
 )
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import decode_response
@@ -190,7 +191,11 @@ class Connection(PendingCalls, asyncio.Protocol):
             or len(pending) >= self._max_in_flight
             or self._room_waiters
         ):
-            await self._wait_to_send(True)
+            try:
+                await self._wait_to_send(True)
+            except ConnectionLostError as exc:
+                # Nothing of this request left: the server certainly never saw it.
+                raise RequestNotSentError(f"{exc} (before the request was written)") from exc
         # Inlined _register: this is the hottest path of the package.
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending

@@ -84,6 +84,7 @@ class ConnectionPool:
         self._sweeper = DeadlineSweeper(s.sweep_interval)
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
+        self._finished = False  # close() ran to its end
         self._refs = 1
         self._shared_loop: asyncio.AbstractEventLoop | None = None
 
@@ -273,27 +274,42 @@ class ConnectionPool:
     async def close(self) -> None:
         """Release this reference; the last one closes every connection and background task.
 
-        Pending calls fail with :class:`~tubemq_aio.errors.ClientClosedError`.
+        Pending calls fail with :class:`~tubemq_aio.errors.ClientClosedError`. Resumable: when
+        the last close is cancelled half-way, every task and connection has been told to stop
+        already, and calling :meth:`close` again finishes the job.
         """
-        if self._closed:
+        if not self._closed:
+            if self._shared_loop is not None:
+                self._refs -= 1
+                if self._refs > 0:
+                    return
+                if self._shared.get(self._shared_loop) is self:
+                    del self._shared[self._shared_loop]
+            self._closed = True
+        elif self._finished:
             return
-        if self._shared_loop is not None:
-            self._refs -= 1
-            if self._refs > 0:
-                return
-            if self._shared.get(self._shared_loop) is self:
-                del self._shared[self._shared_loop]
-        self._closed = True
         tasks: list[asyncio.Task[None] | asyncio.Task[Connection]] = list(self._connecting.values())
         if self._reaper is not None:
             tasks.append(self._reaper)
-            self._reaper = None
-        await cancel_and_wait(tasks)
-        await self._sweeper.close()
         conns = list(self._conns.values())
-        self._conns.clear()
-        if conns:
-            await asyncio.gather(*(c.close() for c in conns))
+        try:
+            await cancel_and_wait(tasks)
+        finally:
+            self._reaper = None
+            try:
+                await self._sweeper.close()
+            finally:
+                # Connections go even when this close is cancelled: abort what a graceful
+                # close cannot finish (close() after abort() only waits for the loss report).
+                try:
+                    if conns:
+                        await asyncio.gather(*(c.close() for c in conns))
+                except BaseException:
+                    for conn in conns:
+                        conn.abort()
+                    raise
+                self._conns.clear()
+                self._finished = True
 
 
 def _retrieve(task: asyncio.Task[Connection]) -> None:

@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, Generic, Self, TypeVar
 
-from tubemq_aio._client import AsyncLifecycle, spawn_owned
-from tubemq_aio._io.pool import ConnectionPool
-from tubemq_aio._io.sweeper import cancel_and_wait
+from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio._validate import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
-from tubemq_aio.consumer._iterator import MessageIterator
+from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
 from tubemq_aio.errors import ClientClosedError, ConfigError
+from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
 
@@ -81,13 +80,15 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self.config = config
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
-        self._tasks: list[asyncio.Task[None]] = []
         self._engine: FetchEngine | None = None
         self._session: SessionT | None = None
-        self._pool: ConnectionPool | None = None
-        self._started = False
-        self._closed = False
-        self._iterator = MessageIterator(self.getmany, auto_ack=config.auto_ack)
+        self._registered = False
+        self._init_lifecycle(self._task_prefix)
+        self._stream = MessageStream(
+            self.getmany, auto_ack=config.auto_ack, closed=lambda: self.closed
+        )
+
+    _kind = "consumer"
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -103,17 +104,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 
     def _state(self) -> str:
-        return "closed" if self._closed else "running" if self._started else "new"
+        return self._lifecycle_state()
 
     @property
     def client_id(self) -> str | None:
         """The consumer id registered at the master (None before :meth:`start`)."""
         return self._session.client_id if self._session else None
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
     # ---- life cycle --------------------------------------------------------------------------
 
@@ -131,32 +127,27 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         for i in range(self.config.fetchers):
             self._spawn(engine.run(), f"fetch-{i}")
 
-    async def start(self) -> None:
+    async def _start(self) -> None:
         """Register at the master and start the background tasks.
 
         Raises:
-            ClientClosedError: the consumer was closed.
             ServerError: the master refused the registration (e.g. topic not deployed).
             NetworkError: no master could be reached.
         """
-        if self._closed:
-            raise ClientClosedError("the consumer is closed")
-        if self._started:
-            return
         parts, session = self._open()
-        try:
-            await session.register()
-        except BaseException:
-            await parts.pool.close()
-            raise
         self._pool, self._engine, self._session = parts.pool, parts.engine, session
-        self._started = True
+        await session.register()
+        self._registered = True
         self._spawn_workers(session, parts.engine)
         log.info("%s %s registered for %s", type(self).__name__, session.client_id,
                  list(self.config.topics))  # fmt: skip
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        spawn_owned(self._tasks, coro, f"{self._task_prefix}-{name}")
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._supervisor.spawn(coro, name)
+
+    def _on_crash(self, name: str, exc: BaseException) -> None:
+        if self._engine is not None:
+            self._engine.close()  # wake getmany(): it raises the crash
 
     async def _before_cancel(self, session: SessionT) -> None:
         """Let work that must not be cut short finish before the tasks are cancelled."""
@@ -165,38 +156,33 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         """Unregister every partition held at a broker."""
         raise NotImplementedError
 
-    async def close(self) -> None:
+    async def _teardown(self) -> None:
         """Stop every background task, release all partitions at their brokers (committing
         acked batches, rolling back unacked ones) and close the session at the master.
 
-        Idempotent. Batches still held by the application can no longer be acked (their
-        messages will be delivered again to whoever takes the partition).
+        Batches still held by the application can no longer be acked (their messages will be
+        delivered again to whoever takes the partition).
         """
-        if self._closed:
-            return
-        self._closed = True
         session, engine = self._session, self._engine
         if session is None or engine is None:
             return
-        await self._before_cancel(session)
-        await cancel_and_wait(self._tasks)
-        self._tasks.clear()
+        if self._registered:
+            await self._before_cancel(session)
+        await self._supervisor.close()
         engine.close()
+        if not self._registered:
+            return
         try:
             async with asyncio.timeout(self.config.close_timeout):
                 await self._release_all(session)
                 await session.close_at_master()
         except TimeoutError:
             log.warning("close did not finish releasing partitions in time")
-        finally:
-            if self._pool is not None:
-                await self._pool.close()
 
     def _running(self) -> tuple[SessionT, FetchEngine]:
-        if self._closed:
-            raise ClientClosedError("the consumer is closed")
-        if self._session is None or self._engine is None:
-            raise ClientClosedError("the consumer is not started; call start() first")
+        self._check_running()
+        assert self._session is not None
+        assert self._engine is not None
         return self._session, self._engine
 
     # ---- consuming ---------------------------------------------------------------------------
@@ -227,12 +213,31 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
                 checks.seconds("timeout", timeout, low_open=False)  # 0: take what is buffered
             checks.done()
         _, engine = self._running()
-        return await engine.get(max_records, timeout)
+        try:
+            return await engine.get(max_records, timeout)
+        except ClientClosedError:
+            self._supervisor.raise_if_crashed()
+            raise
 
-    def __aiter__(self) -> MessageIterator:
-        """Iterate messages; a batch is acked when all its messages were yielded and the loop
-        asks for the next message (``auto_ack``). The loop ends when the consumer is closed."""
-        return self._iterator
+    def __aiter__(self) -> AsyncIterator[Message]:
+        """Iterate messages (see :meth:`messages`); ``async for msg in consumer``."""
+        return self._stream.iterate()
+
+    def messages(self) -> AsyncIterator[Message]:
+        """A new message iterator with its own position (``async for`` calls this).
+
+        Every loop has its own state: two loops over one consumer never share a batch. With
+        ``auto_ack`` a batch is acked when the loop asks for the message after its last one.
+        When a loop ends early (``break``, an exception, the iterator dropped or ``aclose()``d),
+        the messages it yielded count as consumed (acked with ``auto_ack``, else left for
+        :meth:`commit`) and the rest of its batch goes back to the consumer: the next loop or
+        :meth:`getmany` call gets it first. The loop ends when the consumer is closed.
+
+        Raises:
+            ClientClosedError: (from the loop) the consumer was never started, or a background
+                task crashed.
+        """
+        return self._stream.iterate()
 
     async def commit(self) -> int:
         """Acknowledge what ``async for`` yielded so far (with ``auto_ack=False``).
@@ -243,7 +248,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         Returns:
             How many batches were acked (the others had lost their lease and come again).
         """
-        return await self._iterator.commit()
+        return await self._stream.commit()
 
     # ---- inspection --------------------------------------------------------------------------
 

@@ -282,13 +282,12 @@ class FetchEngine:
                 raise ClientClosedError("the consumer is closed")
             while self._buffer:
                 head = self._buffer[0]
-                if head.handed == 0 and not self.leases.is_current(
-                    head.lease.key, head.lease.token
-                ):
+                if not self.leases.is_current(head.lease.key, head.lease.token):
                     # Reclaimed while buffered (confirm timeout, partition moved): drop it.
                     self._buffer.popleft()
                     self.stats.expired += 1
-                    self._slots.release()
+                    if head.group is None:  # never handed out: it still holds its slot
+                        self._slots.release()
                     continue
                 return self._take_part(head, max_records)
             self._ready.clear()
@@ -329,38 +328,102 @@ class FetchEngine:
             group=head.group,
         )
 
+    def holds(self, fetched: object) -> bool:
+        """Whether the lease of a fetched batch is still held."""
+        assert isinstance(fetched, Fetched)
+        return self.leases.is_current(fetched.lease.key, fetched.lease.token)
+
+    def give_back(self, batch: MessageBatch, used: int) -> MessageBatch | None:
+        """Put the messages of ``batch`` after its first ``used`` back at the head of the
+        buffer (see :meth:`MessageBatch.give_back`); ``batch`` must be the last part handed
+        out of its broker batch (``async for`` takes whole remainders).
+
+        Returns:
+            The batch of the kept messages (None if none), or ``batch`` itself when the rest
+            could not be returned (lease gone, consumer closed, not the last part).
+        """
+        group = batch._group
+        assert group is not None
+        fetched = group.fetched
+        rest = len(batch) - used
+        returnable = (
+            isinstance(fetched, Fetched)
+            and not self.closed
+            and group.all_handed
+            and fetched.handed == len(fetched.messages)
+            and self.holds(fetched)
+        )
+        if not returnable or rest <= 0:
+            return batch  # not returned: the caller settles it as a whole
+        assert isinstance(fetched, Fetched)
+        batch._retire()
+        fetched.handed -= rest
+        group.all_handed = False
+        self._buffer.appendleft(fetched)
+        self.stats.messages -= rest
+        self.stats.bytes -= sum(len(m.body) for m in batch.messages[used:])
+        self._ready.set()
+        if used == 0:
+            group.drop_part()
+            return None
+        return MessageBatch(
+            batch.messages[:used],
+            topic=batch.topic,
+            partition_key=batch.partition_key,
+            position=batch.position,
+            group=group,
+        )
+
     async def _settle(self, fetched: object, consumed: bool) -> bool:
         """Ack (``consumed``) or nack a fetched batch: commit RPC (unless local), then release
-        the lease with the flow-control wait minus the time since the response (§6.2, §7.3)."""
+        the lease with the flow-control wait minus the time since the response (§6.2, §7.3).
+
+        The lease is released even when this call is cancelled during the commit RPC: the
+        consumed flag then rides on the next fetch of the partition.
+        """
         assert isinstance(fetched, Fetched)
         lease = fetched.lease
         key = lease.key
-        if consumed:
-            self.stats.acks += 1
-        else:
-            self.stats.nacks += 1
         if not self.leases.is_current(key, lease.token):
             return False
-        if not self.config.confirm_in_local:
-            try:
-                rsp = await self.broker.commit(lease.partition, consumed=consumed)
-            except (TubeMQError, OSError) as exc:
-                # The flag still rides on the next fetch or the unregister.
-                log.warning("commit of %s failed: %r", key, exc)
-            else:
-                if rsp.success:
-                    self.leases.update_offsets(
-                        key, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
-                    )
-                else:
-                    log.warning("commit of %s: [%d] %s", key, rsp.err_code, rsp.err_msg)
+        released = False
+        try:
+            if not self.config.confirm_in_local:
+                await self._commit(fetched, consumed)
+        finally:
+            released = self._release_settled(fetched, consumed)
+        return released
+
+    async def _commit(self, fetched: Fetched, consumed: bool) -> None:
+        key = fetched.lease.key
+        try:
+            rsp = await self.broker.commit(fetched.lease.partition, consumed=consumed)
+        except (TubeMQError, OSError) as exc:
+            # The flag still rides on the next fetch or the unregister.
+            log.warning("commit of %s failed: %r", key, exc)
+            return
+        if rsp.success:
+            self.leases.update_offsets(
+                key, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
+            )
+        else:
+            log.warning("commit of %s: [%d] %s", key, rsp.err_code, rsp.err_msg)
+
+    def _release_settled(self, fetched: Fetched, consumed: bool) -> bool:
         now = self.clock()
         elapsed_ms = int((now - fetched.received_at) * 1000)
         try:
             self.leases.confirm(
-                lease.confirm_context, consumed, now, wait_ms=max(0, fetched.wait_ms - elapsed_ms)
+                fetched.lease.confirm_context,
+                consumed,
+                now,
+                wait_ms=max(0, fetched.wait_ms - elapsed_ms),
             )
         except InvalidConfirmContextError:
             return False
+        if consumed:
+            self.stats.acks += 1
+        else:
+            self.stats.nacks += 1
         self.notify()
         return True

@@ -1,15 +1,24 @@
-"""``async for msg in consumer``: messages one by one on top of batches (style principle 9)."""
+"""``async for msg in consumer``: messages one by one on top of batches (style principle 9).
+
+Each ``async for`` gets an iterator of its own (an async generator), so two loops over one
+consumer never share a batch. When a loop ends before its batch is used up (``break``, an
+exception, the iterator dropped), the generator's ``finally`` runs (at once for ``aclose()``,
+at the next loop iteration when CPython frees a dropped iterator): the yielded messages count
+as consumed and the rest of the batch goes back to the consumer, first in line for the next
+reader. That is what aiokafka users expect (a yielded message is consumed; the next loop goes
+on after it) and nothing waits for ``confirm_timeout``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.models import Message
 
-__all__ = ["MessageIterator"]
+__all__ = ["MessageStream"]
 
 
 class GetMany(Protocol):
@@ -20,48 +29,88 @@ class GetMany(Protocol):
     ) -> Awaitable[MessageBatch]: ...
 
 
-class MessageIterator:
-    """``async for msg in consumer``: a thin layer over ``Consumer.getmany``.
+class _Loop:
+    """The position of one ``async for``: its batch and how many messages were yielded."""
 
-    With ``auto_ack`` a batch is acked when the loop asks for the message after its last one;
-    without, fully yielded batches wait for ``Consumer.commit``.
+    __slots__ = ("batch", "index")
+
+    def __init__(self) -> None:
+        self.batch: MessageBatch | None = None
+        self.index = 0
+
+
+class MessageStream:
+    """Message iterators over ``Consumer.getmany``, plus the commit list of ``auto_ack=False``.
+
+    Args:
+        getmany: the consumer's ``getmany``.
+        auto_ack: ack a batch once all its messages were yielded (else wait for ``commit``).
+        closed: whether the consumer's ``close()`` was called (a loop then ends quietly;
+            any other :class:`ClientClosedError`, e.g. never started, is raised).
     """
 
-    def __init__(self, getmany: GetMany, *, auto_ack: bool) -> None:
+    def __init__(self, getmany: GetMany, *, auto_ack: bool, closed: Callable[[], bool]) -> None:
         self._getmany = getmany
         self._auto_ack = auto_ack
-        self._batch: MessageBatch | None = None
-        self._index = 0
+        self._closed = closed
+        self._loops: set[_Loop] = set()
+        #: Fully yielded batches waiting for ``commit()`` (``auto_ack=False``).
         self.yielded: list[MessageBatch] = []
 
-    def __aiter__(self) -> MessageIterator:
-        return self
+    def iterate(self) -> AsyncIterator[Message]:
+        """A new iterator with its own position."""
+        return self._iterate()
 
-    async def __anext__(self) -> Message:
-        while True:
-            batch = self._batch
+    async def _iterate(self) -> AsyncIterator[Message]:
+        loop = _Loop()
+        self._loops.add(loop)
+        try:
+            while True:
+                batch = loop.batch
+                if batch is not None:
+                    if loop.index < len(batch):
+                        loop.index += 1
+                        yield batch[loop.index - 1]
+                        continue
+                    loop.batch = None
+                    await self._used(batch)
+                try:
+                    loop.batch = await self._getmany(timeout=None)
+                except ClientClosedError:
+                    if self._closed():
+                        return
+                    raise
+                loop.index = 0
+        finally:
+            self._loops.discard(loop)
+            batch, loop.batch = loop.batch, None
             if batch is not None:
-                if self._index < len(batch):
-                    self._index += 1
-                    return batch[self._index - 1]
-                self._batch = None
-                if self._auto_ack:
-                    await batch.ack()
-                elif batch:
-                    self.yielded.append(batch)
-            try:
-                self._batch = await self._getmany(timeout=None)
-            except ClientClosedError:
-                raise StopAsyncIteration from None
-            self._index = 0
+                await self._ended_early(batch, loop.index)
+
+    async def _used(self, batch: MessageBatch) -> None:
+        """Every message of ``batch`` was yielded."""
+        if self._auto_ack:
+            await batch.ack()
+        elif batch:
+            self.yielded.append(batch)
+
+    async def _ended_early(self, batch: MessageBatch, used: int) -> None:
+        if used >= len(batch):
+            await self._used(batch)
+            return
+        kept = await batch.give_back(used)
+        if kept is not None:
+            await self._used(kept)
 
     async def commit(self) -> int:
-        """Ack the fully yielded batches (and the current one if fully yielded)."""
+        """Ack the fully yielded batches (of every loop, and each loop's current one if it was
+        fully yielded); returns how many were acked."""
         batches, self.yielded = self.yielded, []
-        batch = self._batch
-        if batch is not None and self._index >= len(batch):
-            self._batch = None
-            batches.append(batch)
+        for loop in self._loops:
+            batch = loop.batch
+            if batch is not None and loop.index >= len(batch):
+                loop.batch = None
+                batches.append(batch)
         acked = 0
         for item in batches:
             acked += await item.ack()

@@ -20,6 +20,10 @@ __all__ = ["ConsumerStats", "MessageBatch", "PartitionPosition"]
 class _LeaseOwner(Protocol):
     async def _settle(self, fetched: object, consumed: bool) -> bool: ...
 
+    def holds(self, fetched: object) -> bool: ...
+
+    def give_back(self, batch: MessageBatch, used: int) -> MessageBatch | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionPosition:
@@ -52,8 +56,10 @@ class ConsumerStats:
             ``deliver_corrupt``).
         decode_errors: payloads that could not be split into attribute and body (dropped).
         fetch_errors: fetches that failed with an RPC error (network, timeout).
-        acks: batches acknowledged; nacks: batches rejected; expired: batches taken back
-            because they were not acknowledged in time (or their partition moved away).
+        acks: batches acknowledged (while their lease was held); nacks: batches rejected
+            (likewise); an ack or nack after the lease was gone counts in neither.
+        expired: batches taken back because they were not acknowledged in time (or their
+            partition moved away).
         not_found / not_found_wait_ms: fetches answered 404 (no new data) and the total rest
             they imposed (``msg_not_found_wait``, or a type-1 frequency rule of the master).
         speed_limited / speed_limit_wait_ms: fetches answered 452 (the broker's consume speed
@@ -159,6 +165,29 @@ class MessageBatch(Sequence[Message]):
         assert self._group is not None
         return await self._group.settle(consumed)
 
+    async def give_back(self, used: int) -> MessageBatch | None:
+        """Keep the first ``used`` messages and return the rest to the consumer, first in line
+        for the next reader (what ``async for`` does when a loop ends early).
+
+        This batch is settled by the call (neither ack nor nack applies to it any more).
+
+        Returns:
+            The batch of the kept messages (ack or nack it), or None when none were kept.
+            When the rest cannot be returned (the lease is gone or the consumer closed), the
+            whole batch is nacked instead and None is returned.
+        """
+        if self._done or self._group is None:
+            return None
+        kept = self._group.owner.give_back(self, used)
+        if kept is self and used < len(self):
+            await self.nack()  # the rest cannot stay with us: the whole batch comes again
+            return None
+        return kept
+
+    def _retire(self) -> None:
+        """Mark settled without settling (the batch was replaced by a smaller one)."""
+        self._done = True
+
     async def __aenter__(self) -> MessageBatch:
         return self
 
@@ -179,10 +208,10 @@ class _BatchGroup:
     only if every part was acked.
     """
 
-    __slots__ = ("_consumed", "_owner", "_parts", "_settled", "all_handed", "fetched")
+    __slots__ = ("_consumed", "_parts", "_settled", "all_handed", "fetched", "owner")
 
     def __init__(self, owner: _LeaseOwner, fetched: object) -> None:
-        self._owner = owner
+        self.owner = owner
         self.fetched = fetched
         self.all_handed = False
         self._parts = 0
@@ -193,13 +222,23 @@ class _BatchGroup:
         """Count one more part handed to the application."""
         self._parts += 1
 
+    def drop_part(self) -> None:
+        """A part handed out came back whole (:meth:`MessageBatch.give_back` kept nothing)."""
+        self._parts -= 1
+
     async def settle(self, consumed: bool) -> bool:
-        """Record one part's outcome; the last one settles the lease."""
+        """Record one part's outcome; the last one settles the lease.
+
+        Returns:
+            False when the lease is gone (the messages come again), else True.
+        """
         self._settled += 1
         self._consumed = self._consumed and consumed
         if not self.all_handed or self._settled < self._parts:
-            return True
+            return self.fetched is not None and self.owner.holds(self.fetched)
         # Drop the fetched batch: it points back at this group, and without breaking the cycle
         # its messages would wait for the cyclic garbage collector instead of going at once.
         fetched, self.fetched = self.fetched, None
-        return await self._owner._settle(fetched, self._consumed)
+        if fetched is None:
+            return False
+        return await self.owner._settle(fetched, self._consumed)

@@ -113,7 +113,7 @@ class Consumer(ConsumerBase[MasterSession]):
 
     async def _before_cancel(self, session: MasterSession) -> None:
         session.stop()
-        rebalance = [t for t in self._tasks if t.get_name().endswith("-rebalance")]
+        rebalance = [t for t in self._supervisor.tasks if t.get_name().endswith("-rebalance")]
         if rebalance:
             # Let an event in progress finish so no partition stays registered behind our back.
             await asyncio.wait(rebalance, timeout=_REBALANCE_STOP_WAIT)
@@ -136,19 +136,24 @@ class Consumer(ConsumerBase[MasterSession]):
         Raises:
             ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
                 not callable.
+            ClientClosedError: the consumer was never started (or is closed already), or a
+                background task crashed; ``run()`` returns normally when ``close()`` ends it.
         """
         checks = Checks("run")
         checks.integer("concurrency", concurrency, low=1, high=4096)
         if not callable(handler):
             checks.problem(f"handler must be an async callable, got {type(handler).__name__}")
         checks.done()
+        self._check_running()
 
         async def worker() -> None:
             while True:
                 try:
                     batch = await self.getmany(timeout=None)
                 except ClientClosedError:
-                    return
+                    if self.closed:
+                        return
+                    raise
                 try:
                     for message in batch:
                         await handler(message)

@@ -19,8 +19,10 @@ from tubemq_aio.errors import (
     ConfigError,
     ConnectError,
     ConnectionLostError,
+    RequestNotSentError,
     RequestTimeoutError,
     SendOutcomeUnknownError,
+    SendWindowFullError,
     ServerError,
     TopicUnavailableError,
     TubeMQError,
@@ -87,13 +89,14 @@ class Producer(AsyncLifecycle):
         self._backoff = PartitionBackoff()
         self._max_in_flight = config.max_in_flight_sends
         self._room_waiters: deque[asyncio.Future[None]] = deque()
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._in_flight = 0
         self._idle = asyncio.Event()  # set once closing and no send is pending
-        self._started = False
-        self._closed = False
+        self._init_lifecycle("tubemq-producer")
+        #: Sends that ended stored / with an error / cancelled by their caller. Every send
+        #: (``send`` and ``send_nowait``) that got past the closed check ends in exactly one.
         self.sent = 0
         self.failed = 0
+        self.cancelled = 0
         self.retried = 0
 
     @classmethod
@@ -102,63 +105,42 @@ class Producer(AsyncLifecycle):
         :meth:`~tubemq_aio.config.ClientConfig.from_url`."""
         return cls(config=ProducerConfig.from_url(url, **options))
 
+    _kind = "producer"
+
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "started" if self._started else "new"
         return (
-            f"<Producer {state} in_flight={self._in_flight} sent={self.sent} "
+            f"<Producer {self._lifecycle_state()} in_flight={self._in_flight} sent={self.sent} "
             f"failed={self.failed} session={self._session!r}>"
         )
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Register at the master, publish the configured topics, start heartbeats.
-
-        Raises:
-            TubeMQError: the master cannot be reached or refuses; everything started is closed.
-        """
-        if self._started:
-            return
-        if self._closed:
-            raise ClientClosedError("this producer was closed")
+    async def _start(self) -> None:
+        """Register at the master, publish the configured topics, start heartbeats."""
         cfg = self.config
         self._pool = open_pool(cfg)
         invoker = MasterInvoker(PoolCaller(self._pool, tls=self._tls), cfg.masters, cfg.rpc_timeout)
         self._session = ProducerSession(cfg, invoker, on_metadata=self._preconnect_all)
         self._encoder = SendRequestEncoder(self._session.client_id, _sent_addr(self._session.host))
-        self._started = True
-        try:
-            await self._session.register()
-            if cfg.topics:
-                await self._session.publish(cfg.topics)
-        except BaseException:
-            await self.close()
-            raise
-        self._spawn(self._session.run_heartbeats())
+        await self._session.register()
+        if cfg.topics:
+            await self._session.publish(cfg.topics)
+        self._supervisor.spawn(self._session.run_heartbeats(), "heartbeat")
 
-    async def close(self) -> None:
-        """Let pending sends finish (``close_grace``), close at the master, release connections.
-
-        Sends still pending after the grace period fail with :class:`ClientClosedError` (their
-        outcome is unknown to us if they had been written). Idempotent.
-        """
-        if self._closed:
-            return
-        self._closed = True
+    async def _teardown(self) -> None:
+        """Let pending sends finish (``close_grace``), stop the background tasks (sends started
+        by :meth:`send_nowait` and still pending fail with :class:`ClientClosedError`), close at
+        the master; the connections are released afterwards."""
         if self._in_flight:
             self._idle.clear()
             try:
-                await asyncio.wait_for(self._idle.wait(), self.config.close_grace)
+                async with asyncio.timeout(self.config.close_grace):
+                    await self._idle.wait()
             except TimeoutError:
                 log.warning("closing with %d sends still pending", self._in_flight)
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._supervisor.close()
         if self._session is not None:
             await self._session.close(timeout=min(self.config.rpc_timeout, 5.0))
-        if self._pool is not None:
-            await self._pool.close()
 
     # ---- publishing --------------------------------------------------------------------------
 
@@ -224,32 +206,61 @@ class Producer(AsyncLifecycle):
         """
         check_send_args(topic, key, timeout)
         session = self._require_session()
-        if not session.is_published(topic):
-            await session.ensure_published(topic)
-        encoded = encode_message(
-            body,
-            attributes=attributes,
-            msg_type=msg_type,
-            msg_time=msg_time,
-            max_size=session.metadata.max_message_size(topic),
-        )
-        if self._in_flight >= self._max_in_flight or self._room_waiters:
-            await self._wait_for_room()  # returns holding a slot
-        else:
-            self._in_flight += 1
+        return await self._send(session, False, topic, body, attributes, msg_type, msg_time,
+                                key, timeout)  # fmt: skip
+
+    async def _send(
+        self,
+        session: ProducerSession,
+        holding: bool,
+        topic: str,
+        body: bytes,
+        attributes: Mapping[str, str] | None = None,
+        msg_type: str | None = None,
+        msg_time: datetime | str | None = None,
+        key: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """One send, counted once as sent, failed or cancelled; ``holding``: a window slot was
+        reserved for it already (``send_nowait``)."""
         try:
+            if not session.is_published(topic):
+                await session.ensure_published(topic)
+            encoded = encode_message(
+                body,
+                attributes=attributes,
+                msg_type=msg_type,
+                msg_time=msg_time,
+                max_size=session.metadata.max_message_size(topic),
+            )
+            if not holding:
+                if self._in_flight >= self._max_in_flight or self._room_waiters:
+                    await self._wait_for_room()  # returns holding a slot
+                else:
+                    self._in_flight += 1
+                holding = True
             result = await self._send_with_retries(session, topic, encoded, key, timeout)
+        except asyncio.CancelledError:
+            if self.closed:
+                self.failed += 1  # cut short by close(): the caller sees ClientClosedError
+            else:
+                self.cancelled += 1
+            raise
         except BaseException:
             self.failed += 1
             raise
         finally:
-            self._in_flight -= 1
-            if self._room_waiters:
-                self._wake_one()
-            elif self._closed and not self._in_flight:
-                self._idle.set()
+            if holding:
+                self._release_slot()
         self.sent += 1
         return result
+
+    def _release_slot(self) -> None:
+        self._in_flight -= 1
+        if self._room_waiters:
+            self._wake_one()
+        elif self.closed and not self._in_flight:
+            self._idle.set()
 
     async def _wait_for_room(self) -> None:
         """Wait, first come first served, until a send slot is handed over to this caller."""
@@ -286,19 +297,58 @@ class Producer(AsyncLifecycle):
     ) -> asyncio.Future[SendResult]:
         """Start a send and return its future at once (optionally with a completion callback).
 
-        The send still respects ``max_in_flight_sends``: it waits for room in the background.
-        Arguments as for :meth:`send`; the future fails as :meth:`send` raises.
+        The send takes a slot of the send window (``max_in_flight_sends``, shared with
+        :meth:`send`) before this returns, so ``close()`` lets it finish within
+        ``close_grace``; one still pending after that fails with :class:`ClientClosedError`.
+        Cancelling the future cancels the send. Arguments as for :meth:`send`; the future
+        fails as :meth:`send` raises.
 
         Raises:
             InvalidMessageError: the topic, ``key`` or ``timeout`` is invalid (nothing started).
             ClientClosedError: the producer is not started or already closed.
+            SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, kwargs.get("key"), kwargs.get("timeout"))
-        self._require_session()
-        task = self._spawn(self.send(topic, body, **kwargs))
+        session = self._require_session()
+        if self._in_flight >= self._max_in_flight or self._room_waiters:
+            raise SendWindowFullError(
+                f"all {self._max_in_flight} send slots are taken; await send() to wait for one"
+            )
+        self._in_flight += 1
+        future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        try:
+            task = self._supervisor.spawn(
+                self._send_into(future, session, topic, body, kwargs), "send", essential=False
+            )
+        except BaseException:
+            self._release_slot()
+            raise
+        future.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
         if callback is not None:
-            task.add_done_callback(callback)
-        return task
+            future.add_done_callback(callback)
+        return future
+
+    async def _send_into(
+        self,
+        future: asyncio.Future[SendResult],
+        session: ProducerSession,
+        topic: str,
+        body: bytes,
+        kwargs: dict[str, Any],
+    ) -> None:
+        try:
+            result = await self._send(session, True, topic, body, **kwargs)
+        except asyncio.CancelledError:
+            if not future.done():
+                future.set_exception(
+                    ClientClosedError("the producer was closed before this send finished")
+                )
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+        else:
+            if not future.done():
+                future.set_result(result)
 
     async def _send_with_retries(
         self,
@@ -316,6 +366,8 @@ class Producer(AsyncLifecycle):
             partition = self._choose(session, topic, key, avoid, now)
             try:
                 return await self._send_once(session, partition, encoded, attempt_timeout, now)
+            except RequestNotSentError as exc:
+                last = exc  # never written: certainly not stored, retry like a connect failure
             except (RequestTimeoutError, ConnectionLostError) as exc:
                 raise SendOutcomeUnknownError(
                     f"no answer for the send to {partition.partition_key} ({exc}); "
@@ -327,7 +379,7 @@ class Producer(AsyncLifecycle):
                 if exc.err_code not in _REFUSED_CODES:
                     raise
                 last = exc
-            if self._closed:
+            if self.closed:
                 break
             avoid.add(partition.partition_key)
             if attempt < self.config.send_retries:
@@ -397,27 +449,21 @@ class Producer(AsyncLifecycle):
     # ---- internals ---------------------------------------------------------------------------
 
     def _require_session(self) -> ProducerSession:
-        if self._closed:
-            raise ClientClosedError("this producer is closed")
-        if self._session is None:
-            raise ClientClosedError("this producer is not started: use start() or `async with`")
+        self._check_running()
+        assert self._session is not None
         return self._session
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     def _preconnect_all(self) -> None:
         """Open connections to every known broker in the background (metadata just changed)."""
         pool, session = self._pool, self._session
-        if pool is None or session is None or self._closed:
+        if pool is None or session is None or self._supervisor.closed:
             return
         for broker in session.metadata.brokers():
             address = Address(broker.host, broker.port, self._tls)
             if pool.ready(address) is None:
-                self._spawn(self._preconnect(pool, address))
+                self._supervisor.spawn(
+                    self._preconnect(pool, address), f"connect-{address}", essential=False
+                )
 
     async def _preconnect(self, pool: ConnectionPool, address: Address) -> None:
         try:
@@ -432,6 +478,7 @@ class Producer(AsyncLifecycle):
         return {
             "sent": self.sent,
             "failed": self.failed,
+            "cancelled": self.cancelled,
             "retried": self.retried,
             "in_flight": self._in_flight,
             "blocking": self._blocker.snapshot(),

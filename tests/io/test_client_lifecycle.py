@@ -1,0 +1,290 @@
+"""Start/close of every client against a loopback master: cancellation, close during start,
+failed starts, never-started consumers, ``send_nowait`` at close, sends that were never written.
+
+Regression tests of issue 13 defects 1, 4, 5, 15 and 16 (each failed before the fix).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mini_master import MiniMaster, mini_master_fixture  # noqa: F401
+
+from tubemq_aio import (
+    ClientBalancedConsumer,
+    ClientClosedError,
+    Consumer,
+    Producer,
+    SendResult,
+    SendWindowFullError,
+    ServerError,
+)
+from tubemq_aio._client import AsyncLifecycle
+from tubemq_aio.protocol.rpc import Method
+
+FAST = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
+
+Factory = Callable[..., AsyncLifecycle]
+
+
+def producer(address: str, **options: Any) -> Producer:
+    return Producer(address, topics=["t"], connection_reuse=False, **{**FAST, **options})
+
+
+def consumer(address: str, **options: Any) -> Consumer:
+    return Consumer(
+        address, group="g1", topics=["t"], connection_reuse=False, **{**FAST, **options}
+    )
+
+
+def cb_consumer(address: str, **options: Any) -> ClientBalancedConsumer:
+    return ClientBalancedConsumer(
+        address, group="g1", topics=["t"], connection_reuse=False, **{**FAST, **options}
+    )
+
+
+CLIENTS: dict[str, tuple[Factory, Method, Method]] = {
+    "producer": (producer, Method.MASTER_PRODUCER_REGISTER, Method.MASTER_PRODUCER_CLOSE),
+    "consumer": (consumer, Method.MASTER_CONSUMER_REGISTER, Method.MASTER_CONSUMER_CLOSE),
+    "cb-consumer": (
+        cb_consumer,
+        Method.MASTER_CONSUMER_REGISTER_V2,
+        Method.MASTER_CONSUMER_CLOSE,
+    ),
+}
+
+
+def own_tasks() -> list[asyncio.Task[Any]]:
+    """Tasks of any tubemq client still running on this loop."""
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("tubemq-") and not t.done()]
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110  # polls state no event reports
+            await asyncio.sleep(0.01)
+
+
+async def assert_fully_closed(client: AsyncLifecycle, master: MiniMaster) -> None:
+    """No task of the client, its pool closed, no connection left at the server."""
+    assert client.closed
+    assert own_tasks() == []
+    pool = client._pool
+    assert pool is not None
+    assert pool.closed
+    assert pool.connections == {}
+    assert pool.background_tasks == []
+    await wait_for(lambda: not master.server.open)
+    assert own_tasks() == []
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_cancelled_close_is_finished_by_a_second_close(master: MiniMaster, kind: str) -> None:
+    """Defect 1: close() cut short by a timeout leaves the teardown running; a second close()
+    waits for it, and nothing of the client (task, connection) survives."""
+    factory, _, close_method = CLIENTS[kind]
+    client = factory(master.address)
+    await client.start()
+    master.silent.add(close_method)  # the close at the master hangs until rpc_timeout
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.1):
+            await client.close()
+    await asyncio.wait_for(client.close(), 10)
+    await assert_fully_closed(client, master)
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_cancelled_teardown_still_releases_everything(master: MiniMaster, kind: str) -> None:
+    """Defect 1: even the teardown task itself cancelled (loop shutting down) leaves no task
+    and no connection, and close() afterwards returns."""
+    factory, _, close_method = CLIENTS[kind]
+    client = factory(master.address)
+    await client.start()
+    master.silent.add(close_method)
+    closing = asyncio.ensure_future(client.close())
+    await wait_for(lambda: master.count(close_method) == 1)
+    assert client._close_task is not None
+    client._close_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    master.silent.clear()
+    await asyncio.wait_for(client.close(), 10)
+    await assert_fully_closed(client, master)
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_close_during_start_stops_the_start(master: MiniMaster, kind: str) -> None:
+    """Defect 16: close() during start() ends the start with ClientClosedError; no worker is
+    spawned afterwards and the client stays closed."""
+    factory, register, _ = CLIENTS[kind]
+    client = factory(master.address)
+    master.silent.add(register)
+    starting = asyncio.ensure_future(client.start())
+    await wait_for(lambda: master.count(register) == 1)
+    await asyncio.wait_for(client.close(), 5)
+    with pytest.raises(ClientClosedError):
+        await asyncio.wait_for(starting, 5)
+    master.silent.clear()
+    await asyncio.sleep(0.3)  # a start that went on would register and spawn by now
+    assert master.count(register) == 1
+    await assert_fully_closed(client, master)
+    with pytest.raises(ClientClosedError):
+        await client.start()
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_a_failed_start_closes_the_client_for_good(master: MiniMaster, kind: str) -> None:
+    """Defect 16: Producer and consumers alike: a failed start() releases everything and the
+    client is closed (a second start() raises ClientClosedError)."""
+    factory, register, _ = CLIENTS[kind]
+    client = factory(master.address, register_attempts=1)
+    master.refuse.add(register)
+    with pytest.raises(ServerError, match="refused by the test"):
+        await asyncio.wait_for(client.start(), 10)
+    await assert_fully_closed(client, master)
+    with pytest.raises(ClientClosedError):
+        await client.start()
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_a_cancelled_start_closes_the_client(master: MiniMaster, kind: str) -> None:
+    """Cancelling the caller of start() cancels the start and closes the client."""
+    factory, register, _ = CLIENTS[kind]
+    client = factory(master.address)
+    master.silent.add(register)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await client.start()
+    await asyncio.wait_for(client.close(), 5)
+    await assert_fully_closed(client, master)
+
+
+@pytest.mark.parametrize("kind", ["consumer", "cb-consumer"])
+async def test_a_never_started_consumer_raises_instead_of_ending(kind: str) -> None:
+    """Defect 15: ``async for`` and ``run()`` on a consumer never started raise."""
+    factory, _, _ = CLIENTS[kind]
+    client = factory("127.0.0.1:1")
+    assert isinstance(client, Consumer | ClientBalancedConsumer)
+    with pytest.raises(ClientClosedError, match="not started"):
+        async for _ in client:
+            pass
+    if isinstance(client, Consumer):
+
+        async def handler(message: object) -> None:
+            pass
+
+        with pytest.raises(ClientClosedError, match="not started"):
+            await asyncio.wait_for(client.run(handler), 5)
+
+
+async def test_a_closed_consumer_ends_its_loops_quietly(master: MiniMaster) -> None:
+    """The other side of defect 15: close() ends ``async for`` and ``run()`` normally."""
+    client = consumer(master.address)
+    await client.start()
+    seen: list[object] = []
+
+    async def loop() -> None:
+        async for message in client:
+            seen.append(message)
+
+    async def handler(message: object) -> None:
+        seen.append(message)
+
+    tasks = [asyncio.ensure_future(loop()), asyncio.ensure_future(client.run(handler))]
+    await asyncio.sleep(0.05)
+    await client.close()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    assert seen == []
+
+
+async def test_send_nowait_is_bounded_by_the_send_window(master: MiniMaster) -> None:
+    """Defect 5: send_nowait takes a window slot at once; a full window refuses at once."""
+    async with producer(master.address, max_in_flight_sends=2, close_grace=0.2) as client:
+        master.silent.add(Method.BROKER_PRODUCER_SEND_MESSAGE)
+        futures = [client.send_nowait("t", b"x") for _ in range(2)]
+        assert client.in_flight == 2
+        with pytest.raises(SendWindowFullError):
+            client.send_nowait("t", b"y")
+        assert len(client._supervisor.tasks) <= 2 + 2  # sends + heartbeat (+ pre-connect)
+    for future in futures:
+        with pytest.raises(ClientClosedError):
+            await future  # failed by close after close_grace, not cancelled
+    assert client.failed == 2
+    assert client.sent + client.failed + client.cancelled == 2
+
+
+async def test_send_nowait_just_before_close_is_flushed(master: MiniMaster) -> None:
+    """Defect 5: a send_nowait right before close() is sent within close_grace, counted."""
+    client = producer(master.address, close_grace=5.0)
+    await client.start()
+    future = client.send_nowait("t", b"last words")
+    await client.close()
+    assert isinstance(future.result(), SendResult)
+    assert client.sent == 1
+    assert master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1
+
+
+async def test_a_send_cancelled_by_its_caller_is_counted_as_cancelled(
+    master: MiniMaster,
+) -> None:
+    """Defect 12: Producer.failed no longer counts cancellations (they have their own count)."""
+    async with producer(master.address) as client:
+        master.silent.add(Method.BROKER_PRODUCER_SEND_MESSAGE)
+        task = asyncio.ensure_future(client.send("t", b"x"))
+        await wait_for(lambda: master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (client.sent, client.failed, client.cancelled) == (0, 0, 1)
+        master.silent.clear()
+
+
+async def test_sends_never_written_are_retried(master: MiniMaster) -> None:
+    """Defect 4: a send waiting for an in-flight slot when the connection dies was never
+    written: it is retried (and stored), not failed as 'outcome unknown'."""
+    from tubemq_aio import SendOutcomeUnknownError
+
+    async with producer(master.address, max_in_flight=1, send_retries=2) as client:
+        master.silent.add(Method.BROKER_PRODUCER_SEND_MESSAGE)
+        written = asyncio.ensure_future(client.send("t", b"written"))
+        await wait_for(lambda: master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
+        queued = asyncio.ensure_future(client.send("t", b"queued"))
+        await asyncio.sleep(0.05)  # waits for the connection's only slot
+        master.silent.clear()
+        for proto in list(master.server.open):
+            assert proto.transport is not None
+            proto.transport.abort()
+        with pytest.raises(SendOutcomeUnknownError):
+            await asyncio.wait_for(written, 5)
+        result = await asyncio.wait_for(queued, 5)
+        assert isinstance(result, SendResult)
+        assert client.retried == 1
+        assert master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 2
+
+
+async def _crash() -> None:
+    raise ZeroDivisionError("bug in a background task")
+
+
+async def test_a_crashed_background_task_is_logged_and_surfaced(
+    master: MiniMaster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Structure: a non-TubeMQError in a background task is logged with its traceback and the
+    next call raises ClientClosedError caused by it (the producer heartbeat used to die
+    silently)."""
+    async with producer(master.address) as client:
+        client._supervisor.spawn(_crash(), "heartbeat-2")
+        await asyncio.sleep(0.01)
+        assert "crashed" in caplog.text
+        with pytest.raises(ClientClosedError, match="ZeroDivisionError") as info:
+            await client.send("t", b"x")
+        assert isinstance(info.value.__cause__, ZeroDivisionError)
+    async with consumer(master.address) as reader:
+        waiting = asyncio.ensure_future(reader.getmany(timeout=None))
+        await asyncio.sleep(0.01)
+        reader._supervisor.spawn(_crash(), "fetch-x")
+        with pytest.raises(ClientClosedError, match="crashed"):
+            await asyncio.wait_for(waiting, 5)
