@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
-from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.protocol._pbparse import parse_message
 from tubemq_aio.protocol.consumer_meta import (
     META_VALUE_UNDEFINED,
     BoundSession,
@@ -51,15 +51,10 @@ __all__ = [
     "parse_offset_response",
 ]
 
-_M = TypeVar("_M", bound=Message)
 _tuple_new = tuple.__new__
 
 
-def _parse(cls: type[_M], data: bytes) -> _M:
-    try:
-        return cls.FromString(data)
-    except DecodeError as exc:
-        raise RemoteProtocolError(f"undecodable {cls.__name__}: {exc}") from None
+_parse = parse_message
 
 
 def _cert(msg: master_pb.MasterCertificateInfo, auth: MasterCertificate | None) -> None:

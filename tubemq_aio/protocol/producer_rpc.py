@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 
 from tubemq_aio.errors import RemoteProtocolError, server_error
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.protocol._pbparse import parse_message
 from tubemq_aio.protocol.message import NO_CHECKSUM, EncodedMessage
 from tubemq_aio.protocol.producer_meta import (
     BrokerAuthorization,
@@ -125,14 +126,7 @@ def build_close_request(*, client_id: str, auth: MasterCertificate | None = None
     return msg.SerializeToString()
 
 
-_M = TypeVar("_M", bound=Message)
-
-
-def _parse(cls: type[_M], data: bytes) -> _M:
-    try:
-        return cls.FromString(data)
-    except DecodeError as exc:
-        raise RemoteProtocolError(f"undecodable {cls.__name__}: {exc}") from None
+_parse = parse_message
 
 
 def _authorization(
@@ -401,6 +395,8 @@ def parse_send_result(data: bytes, partition: Partition) -> SendResult:
         msg = _SendResponseMsg.FromString(data)
     except DecodeError as exc:
         raise RemoteProtocolError(f"undecodable SendMessageResponseB2P: {exc}") from None
+    if type(msg.errMsg) is not str:  # its only string field; see protocol._pbparse
+        raise RemoteProtocolError("SendMessageResponseB2P.errMsg is not valid UTF-8")
     if msg.errCode != SUCCESS:
         raise server_error(msg.errCode, msg.errMsg)
     has = msg.HasField
