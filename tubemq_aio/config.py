@@ -139,9 +139,13 @@ class ClientConfig:
             The Java client's default is 10 s, clamped to 3–600 s.
         connect_timeout: seconds allowed for a TCP/TLS connect (Java: 3 s).
         heartbeat_interval: seconds between master heartbeats (Java: 13 s).
-        ssl_context: an ``ssl.SSLContext`` to use TLS; then list the masters' TLS ports.
-        tls_server_hostname: host name to check on TLS; ``None`` checks nothing beyond the chain,
-            like the Java client (its engine has no endpoint identification).
+        ssl_context: an ``ssl.SSLContext`` to use TLS; then list the masters' TLS ports. Every
+            master's and broker's certificate is verified against the host the client connects
+            to (with ``ssl.create_default_context()``, the default of ``tubemqs://`` and
+            ``?tls=true``). A context with ``check_hostname = False`` opts out of the host name
+            check: insecure, any certificate the context trusts is accepted for every peer.
+        tls_server_hostname: one host name to check for every peer instead of each peer's own
+            (certificates that all carry one shared name); ``None`` checks each peer's host.
         credentials: user name and password when the cluster authenticates clients.
         connection_reuse: share TCP connections with other clients in this event loop (the Java
             ``TubeSingleSessionFactory``); ``False`` gives this client connections of its own.

@@ -54,6 +54,7 @@ __all__ = [
     "StandbyMasterError",
     "TopicUnavailableError",
     "TubeMQError",
+    "WriteTimeoutError",
     "remote_error_for",
     "server_error",
 ]
@@ -105,6 +106,11 @@ class RequestTimeoutError(TubeMQError, builtins.TimeoutError):
 
     The request may or may not have been processed by the server.
     """
+
+
+class WriteTimeoutError(RequestTimeoutError):
+    """The request's deadline passed while it waited for room to be written (the peer stopped
+    reading, or every in-flight slot stayed busy): it was never sent, so it was not processed."""
 
 
 class SendOutcomeUnknownError(TubeMQError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio.config import HostPort
 from tubemq_aio.errors import (
     ConfigError,
@@ -20,39 +19,18 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     TubeMQError,
 )
-from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
+from tubemq_aio.protocol.rpc import Method
 
-__all__ = ["MasterInvoker", "PoolCaller", "RpcCaller"]
+__all__ = ["MasterInvoker", "RpcCaller"]
 
 
 class RpcCaller(Protocol):
-    """The one transport operation master calls need."""
+    """The one transport operation master calls need (:class:`~tubemq_aio._io.rpc_client.RpcClient`
+    in production, a fake in unit tests)."""
 
     async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
         """Send the serialized request ``body`` to ``addr``; return the response bytes."""
         ...
-
-
-class PoolCaller:
-    """An :class:`RpcCaller` over a connection pool.
-
-    Args:
-        pool: where connections come from.
-        tls: whether the addresses are TLS ports.
-    """
-
-    def __init__(self, pool: ConnectionPool, *, tls: bool) -> None:
-        self.pool = pool
-        self._tls = tls
-
-    async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
-        """Send one request and wait for the business response bytes."""
-        address = Address(addr.host, addr.port, self._tls)
-        conn = self.pool.ready(address) or await self.pool.connection(address)
-        timeout_ms = max(1, int(timeout * 1000))
-        return await conn.call(
-            encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body), timeout
-        )
 
 
 def _should_fail_over(exc: TubeMQError) -> bool:

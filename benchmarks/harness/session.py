@@ -244,7 +244,8 @@ def _brief(e: dict[str, Any]) -> str:
 
 
 def run_floor(loops: Sequence[str], timeout: float = 600.0) -> dict[str, Any]:
-    """Run ``benchmarks.micro.codec`` and ``benchmarks.micro.transport`` (mode ``conn``).
+    """Run ``benchmarks.micro.codec`` and ``benchmarks.micro.transport`` (mode ``rpc``, the
+    production call path).
 
     Runs before the cluster starts, unpinned (the transport bench spawns its own echo server).
     """
@@ -262,9 +263,9 @@ def run_floor(loops: Sequence[str], timeout: float = 600.0) -> dict[str, Any]:
     log("floor: benchmarks.micro.codec")
     floor["codec"] = lines(["benchmarks.micro.codec"])
     for loop in loops:
-        log(f"floor: benchmarks.micro.transport --mode conn ({loop})")
+        log(f"floor: benchmarks.micro.transport --mode rpc ({loop})")
         extra = ["--uvloop"] if loop == "uvloop" else []
-        argv = ["benchmarks.micro.transport", "--mode", "conn", "--size", "1024", *extra]
+        argv = ["benchmarks.micro.transport", "--mode", "rpc", "--size", "1024", *extra]
         floor["transport"] += lines(argv)
     return floor
 

@@ -2,19 +2,16 @@
 
 The echo server runs in a **separate process** (always on uvloop when installed, so it is not the
 bottleneck); only the client process's loop is chosen by ``--uvloop``. The client runs ``window``
-tasks that each loop on ``await conn.call(...)`` until ``calls`` calls are done, after a warm-up
-of a tenth as many. Output: one JSON line per run.
+tasks that each loop on one call until ``calls`` calls are done, after a warm-up of a tenth as
+many. Output: one JSON line per run.
 
-Modes (the ``*-`` variants exist only to measure where decoding is cheaper):
-    conn        -- pre-encoded request envelope; measures call → frame → coalesced write →
-                   data_received → envelope decode → future resolve (production path).
-    conn-raw    -- same, but ``data_received`` hands the raw payload to the caller, which decodes
-                   the envelope after waking up.
-    rpc         -- the :class:`~tubemq_aio._io.rpc_client.RpcClient` façade with a protobuf
-                   request (SerializeToString + envelope encode per call, ``FromString`` in the
-                   caller; production path).
-    rpc-parse-in-caller   -- encode + ``conn.call`` + ``FromString`` in the caller (no façade).
-    rpc-parse-in-protocol -- same work, but ``FromString`` runs inside ``data_received``.
+Modes:
+    rpc   -- the production path: :meth:`~tubemq_aio._io.rpc_client.RpcClient.call`, the façade
+             the producer, the consumers and the master sessions call (pool lookup, RPC envelope
+             encode per call, frame, coalesced write, ``data_received``, envelope decode, future
+             resolve). The harness's floor uses this mode.
+    conn  -- the same minus the façade: a pre-encoded envelope straight to ``Connection.call``
+             (shows what the façade itself costs).
 
 Run: ``python -m benchmarks.micro.transport [--uvloop] [--calls N] [--window W] [--size B]``.
 """
@@ -33,75 +30,21 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
 
-from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._io.settings import TransportSettings
-from tubemq_aio._io.sweeper import DeadlineSweeper
-from tubemq_aio.protocol._pb import RPC_pb2
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import (
     SERVICE_OF_METHOD,
     Method,
     decode_request,
-    decode_response,
     encode_request,
     encode_success,
 )
 
 METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
 T = TypeVar("T")
-MODES = ("conn", "conn-raw", "rpc", "rpc-parse-in-caller", "rpc-parse-in-protocol")
-
-
-class _RawConnection(Connection):
-    """Measurement variant: the production loop, but the caller decodes the envelope."""
-
-    def data_received(self, data: bytes) -> None:
-        pending = self._pending
-        stats = self.stats
-        for serial, payload in self._decoder.feed(data):
-            entry = pending.pop(serial, None)
-            if entry is None:
-                stats.dropped_responses += 1
-                continue
-            if self._room_waiters:
-                self._wake_room()
-            fut = entry[0]
-            if entry[3]:
-                self._async.release()
-            stats.responses += 1
-            if fut.done():
-                stats.dropped_responses += 1
-            else:
-                fut.set_result(payload)
-
-
-class _ParsingConnection(Connection):
-    """Measurement variant: the production loop plus ``FromString`` inside ``data_received``."""
-
-    def data_received(self, data: bytes) -> None:
-        pending = self._pending
-        stats = self.stats
-        parse = RPC_pb2.RspExceptionBody.FromString
-        for serial, payload in self._decoder.feed(data):
-            entry = pending.pop(serial, None)
-            if entry is None:
-                stats.dropped_responses += 1
-                continue
-            if self._room_waiters:
-                self._wake_room()
-            fut: asyncio.Future[Any] = entry[0]
-            if entry[3]:
-                self._async.release()
-            stats.responses += 1
-            body = decode_response(payload)
-            if fut.done():
-                stats.dropped_responses += 1
-            elif isinstance(body, bytes):
-                fut.set_result(parse(body))
-            else:
-                fut.set_exception(body)
+MODES = ("rpc", "conn")
 
 
 class _EchoProtocol(asyncio.Protocol):
@@ -153,45 +96,19 @@ async def _run(mode: str, port: int, calls: int, window: int, size: int) -> dict
     pool = ConnectionPool(settings)
     address = Address("127.0.0.1", port)
     rpc = RpcClient(pool)
-    await pool.connection(address)
-    conn = pool.ready(address)
-    assert conn is not None
-    sweeper = DeadlineSweeper(settings.sweep_interval)
-    if mode in ("conn-raw", "rpc-parse-in-protocol"):
-        variant = _RawConnection if mode == "conn-raw" else _ParsingConnection
-        loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(
-            lambda: variant("bench", settings), address.host, address.port
-        )
-        sweeper.add(conn)
+    conn = await rpc.connect(address)
     body = b"x" * size
     payload = encode_request(SERVICE_OF_METHOD[METHOD], METHOD, 10_000, body)
-    message = RPC_pb2.RspExceptionBody(exceptionName="x" * size, stackTrace="")
 
     async def worker(count: int) -> None:
-        call = conn.call
-        if mode == "conn":
+        if mode == "rpc":
+            rpc_call = rpc.call
+            for _ in range(count):
+                await rpc_call(address, METHOD, body, 10.0)
+        else:
+            call = conn.call
             for _ in range(count):
                 await call(payload, 10.0)
-        elif mode == "conn-raw":
-            for _ in range(count):
-                decode_response(await call(payload, 10.0))
-        elif mode == "rpc":
-            rpc_call = rpc.call
-            response_type = RPC_pb2.RspExceptionBody
-            for _ in range(count):
-                await rpc_call(address, METHOD, message, response_type, 10.0)
-        elif mode == "rpc-parse-in-caller":
-            service = SERVICE_OF_METHOD[METHOD]
-            parse = RPC_pb2.RspExceptionBody.FromString
-            for _ in range(count):
-                request = encode_request(service, METHOD, 10_000, message.SerializeToString())
-                parse(await call(request, 10.0))
-        else:
-            service = SERVICE_OF_METHOD[METHOD]
-            for _ in range(count):
-                request = encode_request(service, METHOD, 10_000, message.SerializeToString())
-                await call(request, 10.0)
 
     async def burst(total: int) -> None:
         share, rest = divmod(total, window)
@@ -203,9 +120,7 @@ async def _run(mode: str, port: int, calls: int, window: int, size: int) -> dict
     await burst(calls)
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    stats = conn.stats.snapshot()
-    await conn.close()
-    await sweeper.close()
+    stats = rpc.stats.snapshot()
     await pool.close()
     return {
         "bench": "transport",

@@ -44,6 +44,7 @@ class Knobs:
         garbage: send these bytes instead of an answer.
         close_after: close the connection when this many requests (per server) were received.
         pause_reading: stop reading new connections right after accepting them.
+        reset_on_accept: abort every connection as soon as it is accepted.
         exception: answer with ``(exception_name, message, fatal)`` instead of the echo.
         handler: build the answer payload from the request (overrides the echo); None leaves
             the request unanswered.
@@ -56,6 +57,7 @@ class Knobs:
     garbage: bytes | None = None
     close_after: int | None = None
     pause_reading: bool = False
+    reset_on_accept: bool = False
     exception: tuple[str, str, bool] | None = None
     handler: Callable[[RpcRequest], bytes | None] | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(1234))
@@ -72,6 +74,9 @@ class _ServerProtocol(asyncio.Protocol):
         self.transport = transport = cast(asyncio.Transport, transport)
         self.server.accepted += 1
         self.server.open.add(self)
+        if self.server.knobs.reset_on_accept:
+            transport.abort()
+            return
         if self.server.knobs.pause_reading:
             transport.pause_reading()
 

@@ -15,6 +15,7 @@ from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import (
     ClientClosedError,
+    ConnectError,
     ConnectionLostError,
     FrameError,
     RemoteProtocolError,
@@ -104,71 +105,8 @@ async def test_server_close_mid_flight_fails_all_pending_fast(
     assert "may or may not have been processed" in str(results[0])
     assert conn.is_closed
     assert pool.connections == {}
-    with pytest.raises(ConnectionLostError):
+    with pytest.raises(ConnectError, match="lost before the request was sent"):
         await conn.call(request_payload(b"late"), 1.0)
-    await pool.close()
-
-
-async def test_oneway_has_no_pending_entry(server: FakeServer, settings: TransportSettings) -> None:
-    pool = ConnectionPool(settings)
-    conn = await pool.connection(addr(server))
-    for i in range(100):
-        await conn.call_oneway(request_payload(b"%d" % i))
-    assert conn.in_flight == 0
-    # The echo server answers oneway requests too (TubeMQ has no oneway flag): dropped, counted.
-    assert await conn.call(request_payload(b"sync"), 2.0) == b"sync"
-    assert len(server.requests) == 101
-    assert pool.stats.oneway_sent == 100
-    assert pool.stats.dropped_responses == 100
-    await pool.close()
-
-
-async def test_async_call_with_callback(server: FakeServer, settings: TransportSettings) -> None:
-    pool = ConnectionPool(settings)
-    conn = await pool.connection(addr(server))
-    seen: list[bytes] = []
-    fut = await conn.call_async(request_payload(b"a"), 2.0, lambda f: seen.append(f.result()))
-    assert await fut == b"a"
-    await asyncio.sleep(0)
-    assert seen == [b"a"]
-    assert conn.async_outstanding == 0
-    await pool.close()
-
-
-async def test_async_semaphore_bounds_outstanding_calls(server: FakeServer) -> None:
-    server.knobs.delay = 0.4
-    settings = TransportSettings(sweep_interval=0.01, max_async_outstanding=4)
-    pool = ConnectionPool(settings)
-    conn = await pool.connection(addr(server))
-    futs = [await conn.call_async(request_payload(b"%d" % i), 5.0) for i in range(4)]
-    assert conn.async_outstanding == 4
-    fifth = asyncio.create_task(conn.call_async(request_payload(b"5"), 5.0))
-    await asyncio.sleep(0.1)
-    assert not fifth.done()
-    assert len(server.requests) == 4
-    assert await asyncio.gather(*futs) == [b"0", b"1", b"2", b"3"]
-    assert await (await fifth) == b"5"
-    assert conn.async_outstanding == 0
-    await pool.close()
-
-
-async def test_oneway_semaphore_bounds_queued_frames(server: FakeServer) -> None:
-    settings = TransportSettings(sweep_interval=0.01, max_oneway_outstanding=2)
-    pool = ConnectionPool(settings)
-    conn = await pool.connection(addr(server))
-    observed: list[int] = []
-    original = conn._queue
-
-    def spy(frame: bytes) -> None:
-        observed.append(conn.oneway_outstanding)
-        original(frame)
-
-    conn._queue = spy  # type: ignore[method-assign]
-    await asyncio.gather(*(conn.call_oneway(request_payload(b"%d" % i)) for i in range(9)))
-    assert len(observed) == 9
-    assert max(observed) <= 2
-    assert await conn.call(request_payload(b"end"), 2.0) == b"end"
-    assert len(server.requests) == 10
     await pool.close()
 
 
@@ -193,29 +131,21 @@ async def test_pause_writing_blocks_senders(server: FakeServer) -> None:
     pool = ConnectionPool(settings)
     conn = await pool.connection(addr(server))
     chunk = request_payload(b"z" * 65536)
-
-    async def flood() -> int:
-        for i in range(1000):
-            await conn.call_oneway(chunk)
-            if i % 8 == 0:
-                await asyncio.sleep(0)
-        return 1000
-
-    sender = asyncio.create_task(flood())
+    flood = [asyncio.create_task(conn.call(chunk, 10.0)) for _ in range(64)]
     for _ in range(200):
         await asyncio.sleep(0.01)
         if conn.writing_paused:
             break
     assert conn.writing_paused
-    await asyncio.sleep(0.05)
-    assert not sender.done()
     caller = asyncio.create_task(conn.call(request_payload(b"small"), 10.0))
     await asyncio.sleep(0.05)
     assert not caller.done()
+    assert conn.waiting == 1
     server.resume_reading()
-    assert await sender == 1000
+    assert len(await asyncio.gather(*flood)) == 64
     assert await caller == b"small"
     assert not conn.writing_paused
+    assert conn.waiting == 0
     await pool.close()
 
 
@@ -334,9 +264,7 @@ async def test_frames_of_one_tick_leave_in_one_writelines(
     calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 5.0)) for i in range(100)]
     await asyncio.gather(*calls)
     assert batches == [100]
-    await conn.call_oneway(request_payload(b"one"))
-    await conn.call_oneway(request_payload(b"two"))
-    await asyncio.sleep(0)
+    await asyncio.gather(*(conn.call(request_payload(b"%d" % i), 5.0) for i in range(2)))
     assert batches == [100, 2]
     await pool.close()
 
@@ -358,13 +286,15 @@ async def test_no_timer_or_task_per_request(
     conn = await pool.connection(addr(server))
     loop = asyncio.get_running_loop()
     tasks_before = len(asyncio.all_tasks())
-    futures = [await conn.call_async(request_payload(b"%d" % i), 30.0) for i in range(500)]
+    calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 30.0)) for i in range(500)]
+    await asyncio.sleep(0.02)
     assert conn.in_flight == 500
-    assert len(asyncio.all_tasks()) == tasks_before
+    assert len(asyncio.all_tasks()) == tasks_before + 500  # the callers' own tasks, no more
     # Only the sweeper's and the reaper's sleeps are scheduled, not one timer per request.
     assert len(loop._scheduled) <= 2  # type: ignore[attr-defined]
     await pool.close()
-    assert all(isinstance(f.exception(), ClientClosedError) for f in futures)
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, ClientClosedError) for r in results)
 
 
 async def test_server_aborting_on_a_request_fails_all_in_flight(

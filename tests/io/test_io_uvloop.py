@@ -19,7 +19,6 @@ SCENARIOS: list[Callable[..., Awaitable[None]]] = [
     tc.test_timeout_fails_call_and_keeps_connection,
     tc.test_cancel_mid_flight_drops_late_reply,
     tc.test_server_close_mid_flight_fails_all_pending_fast,
-    tc.test_async_call_with_callback,
     tc.test_in_flight_bound_makes_callers_wait,
     tc.test_pause_writing_blocks_senders,
     tc.test_garbage_from_server_closes_connection,

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from tubemq_aio._io.decisions import (
     MAX_SERIAL,
     BackoffPolicy,
+    BackoffState,
     IdleView,
+    after_link_closed,
     closes_connection,
     idle_connections,
     next_serial,
@@ -103,8 +105,8 @@ def test_default_settings_follow_the_brief() -> None:
         ("idle_timeout", -1.0),
         ("sweep_interval", float("nan")),
         ("max_in_flight", 0),
-        ("max_async_outstanding", True),
-        ("max_oneway_outstanding", 1.5),
+        ("max_in_flight", True),
+        ("max_frame_bytes", 1.5),
         ("max_frame_bytes", -5),
         ("backoff_jitter", 1.5),
         ("backoff_multiplier", 0.5),
@@ -136,3 +138,32 @@ def test_stats_snapshot_lists_every_counter() -> None:
         "reconnects",
         "connections_reaped",
     }
+
+
+def test_a_link_dropped_before_any_answer_counts_as_a_failed_attempt() -> None:
+    policy = BackoffPolicy(initial=1.0, maximum=8.0, multiplier=2.0, jitter=0.0)
+    state = None
+    delays = []
+    for now in (0.0, 10.0, 20.0, 30.0, 40.0):
+        state = after_link_closed(
+            state, answered=False, closed_locally=False, now=now, policy=policy, rand=0.0
+        )
+        assert state is not None
+        delays.append(seconds_until_allowed(state, now))
+    assert delays == [1.0, 2.0, 4.0, 8.0, 8.0]  # grows like refused connects, capped
+    assert state is not None
+    assert state.failures == 5
+
+
+def test_an_answered_link_clears_and_a_local_close_keeps_the_state() -> None:
+    failed = record_failure(None, 0.0, POLICY, 0.0)
+
+    def closed(state: BackoffState | None, answered: bool, local: bool) -> BackoffState | None:
+        return after_link_closed(
+            state, answered=answered, closed_locally=local, now=5.0, policy=POLICY, rand=0.0
+        )
+
+    assert closed(failed, answered=True, local=False) is None
+    assert closed(failed, answered=True, local=True) is None
+    assert closed(failed, answered=False, local=True) is failed
+    assert closed(None, answered=False, local=True) is None

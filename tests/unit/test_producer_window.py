@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from tubemq_aio import Producer, SendResult
+from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_meta import HeartbeatResponse, RegisterResponse
@@ -56,7 +57,7 @@ def started_producer(window: int, conn: HeldConnection) -> Producer:
     )
     session._published["t"] = None
     producer._session = session
-    producer._pool = OnePool(conn)  # type: ignore[assignment]
+    producer._rpc = RpcClient(OnePool(conn))  # type: ignore[arg-type]
     producer._encoder = SendRequestEncoder(session.client_id, 0)
     producer._started = True
     return producer

@@ -2,7 +2,8 @@
 
 Hot path (no per-request task or timer, shared protocol notes §1.5):
 
-* send: take an in-flight slot, pick the next serial, register ``serial -> (future, deadline, …)``,
+* send: take an in-flight slot (waiting, up to the call's own deadline, when none is free or the
+  peer stopped reading), pick the next serial, register ``serial -> (future, deadline, timeout)``,
   append the encoded frame to the tick's write list; the first frame of a tick schedules one
   ``_flush`` with ``loop.call_soon``, which hands the whole list to ``transport.writelines``.
 * receive: ``data_received`` feeds the frame decoder, pops the pending entry by serial and decodes
@@ -30,15 +31,11 @@ from tubemq_aio.errors import (
     FrameError,
     RemoteProtocolError,
     RemoteRpcError,
-    RequestNotSentError,
 )
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import decode_response
 
-__all__ = ["Callback", "Connection"]
-
-#: Completion callback of ``call_async``: receives the finished future.
-Callback = Callable[["asyncio.Future[bytes]"], object]
+__all__ = ["Connection"]
 
 
 class Connection(PendingCalls, asyncio.Protocol):
@@ -64,7 +61,10 @@ class Connection(PendingCalls, asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder(max_frame_bytes=settings.max_frame_bytes)
         self._wbuf: list[bytes] = []
-        self._oneway_queued = 0
+        #: Whether a complete frame ever arrived (a link that dies before that counts as failed).
+        self.answered = False
+        #: Whether our side closed the link (close/abort), as opposed to the peer or a fault.
+        self.closed_locally = False
         self._lost: asyncio.Future[None] = self._loop.create_future()
 
     # ---- state -------------------------------------------------------------------------------
@@ -100,6 +100,8 @@ class Connection(PendingCalls, asyncio.Protocol):
             self._fail(exc)
             return
         self.last_activity = self._loop.time()
+        if frames:
+            self.answered = True
         pending = self._pending
         stats = self.stats
         io_error: RemoteRpcError | None = None
@@ -111,8 +113,6 @@ class Connection(PendingCalls, asyncio.Protocol):
             if self._room_waiters:
                 self._wake_room()
             fut = entry[0]
-            if entry[3]:
-                self._async.release()
             stats.responses += 1
             try:
                 result = decode_response(payload)
@@ -177,35 +177,36 @@ class Connection(PendingCalls, asyncio.Protocol):
         Returns:
             The business response bytes.
 
+        ``timeout`` bounds the whole call: the wait for room (an in-flight slot, a write buffer
+        the peer drains) and the wait for the answer.
+
         Raises:
             RemoteRpcError: the server answered with an exception frame.
+            WriteTimeoutError: no room to send within ``timeout`` (the request was not sent).
             RequestTimeoutError: no answer within ``timeout``.
-            ConnectionLostError: the connection broke while waiting.
+            RequestNotSentError: the connection was lost before the request was written.
+            ConnectionLostError: the connection broke while waiting for the answer.
             ClientClosedError: the connection was closed by its owner.
             RemoteProtocolError: the answer could not be decoded (the connection is closed).
         """
         pending = self._pending
+        loop = self._loop
+        deadline = loop.time() + timeout
         if (
             self._closed is not None
             or self._paused
             or len(pending) >= self._max_in_flight
             or self._room_waiters
         ):
-            try:
-                await self._wait_to_send(True)
-            except ConnectionLostError as exc:
-                # Nothing of this request left: the server certainly never saw it.
-                raise RequestNotSentError(f"{exc} (before the request was written)") from exc
-        # Inlined _register: this is the hottest path of the package.
+            await self._wait_to_send(deadline, timeout)
+        # Inlined registration: this is the hottest path of the package.
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
         frame = encode_frame(serial, payload)
         self._serial = serial
-        loop = self._loop
         fut: asyncio.Future[bytes] = loop.create_future()
-        deadline = loop.time() + timeout
-        pending[serial] = (fut, deadline, timeout, False)
+        pending[serial] = (fut, deadline, timeout)
         if deadline < self.next_deadline:
             self.next_deadline = deadline
         self.stats.requests_sent += 1
@@ -222,73 +223,6 @@ class Connection(PendingCalls, asyncio.Protocol):
                     self._wake_room()
             raise
 
-    async def call_async(
-        self, payload: bytes, timeout: float, callback: Callback | None = None
-    ) -> asyncio.Future[bytes]:
-        """Send a request and return the future of its answer without waiting for it.
-
-        Waits only for room: an in-flight slot and an async slot (``max_async_outstanding``).
-
-        Args:
-            payload: the RPC envelope.
-            timeout: seconds until the future fails with :class:`RequestTimeoutError`.
-            callback: called with the future once it is done (on the loop, next tick).
-
-        Returns:
-            A future resolved with the business bytes or failed like :meth:`call`.
-        """
-        gate = self._async
-        if gate.free():
-            gate.count += 1
-        else:
-            await gate.acquire(self._check_open)
-        try:
-            if (
-                self._closed is not None
-                or self._paused
-                or len(self._pending) >= self._max_in_flight
-                or self._room_waiters
-            ):
-                await self._wait_to_send(True)
-            serial = self._next_serial()
-            frame = encode_frame(serial, payload)
-        except BaseException:
-            if self._closed is None:
-                gate.release()
-            raise
-        fut = self._register(serial, timeout, True)
-        self._queue(frame)
-        if callback is not None:
-            fut.add_done_callback(callback)
-        return fut
-
-    async def call_oneway(self, payload: bytes) -> None:
-        """Send a request that gets no answer (no pending entry, no deadline).
-
-        Returns once the frame is queued; at most ``max_oneway_outstanding`` frames wait to be
-        handed to the transport.
-        """
-        gate = self._oneway
-        if gate.free() and not self._paused and self._closed is None:
-            gate.count += 1
-        else:
-            await gate.acquire(self._check_open)
-            try:
-                await self._wait_to_send(False)
-            except BaseException:
-                if self._closed is None:
-                    gate.release()
-                raise
-        self._serial = serial = self._next_serial()
-        try:
-            frame = encode_frame(serial, payload)
-        except BaseException:
-            gate.release()
-            raise
-        self._oneway_queued += 1
-        self._queue(frame)
-        self.stats.oneway_sent += 1
-
     # ---- deadlines and closing ---------------------------------------------------------------
 
     async def close(self) -> None:
@@ -297,6 +231,7 @@ class Connection(PendingCalls, asyncio.Protocol):
         Waits up to ``close_timeout`` for queued bytes to leave, then aborts.
         """
         if self._closed is None:
+            self.closed_locally = True
             self._mark_closed(lambda: ClientClosedError(f"connection to {self.label} was closed"))
             transport = self._transport
             if transport is not None:
@@ -312,6 +247,8 @@ class Connection(PendingCalls, asyncio.Protocol):
 
     def abort(self) -> None:
         """Close at once, dropping unsent bytes; pending calls fail with ClientClosedError."""
+        if self._closed is None:
+            self.closed_locally = True
         self._mark_closed(lambda: ClientClosedError(f"connection to {self.label} was closed"))
         if self._transport is not None:
             self._transport.abort()
@@ -322,12 +259,6 @@ class Connection(PendingCalls, asyncio.Protocol):
 
     # ---- internals ---------------------------------------------------------------------------
 
-    def _queue(self, frame: bytes) -> None:
-        buf = self._wbuf
-        buf.append(frame)
-        if len(buf) == 1:
-            self._loop.call_soon(self._flush)
-
     def _flush(self) -> None:
         buf = self._wbuf
         if not buf:
@@ -337,9 +268,6 @@ class Connection(PendingCalls, asyncio.Protocol):
         if transport is not None and not transport.is_closing():
             transport.writelines(buf)
             self.last_activity = self._loop.time()
-        if self._oneway_queued:
-            self._oneway.release(self._oneway_queued)
-            self._oneway_queued = 0
 
     def _fail(self, exc: Exception) -> None:
         """Close the connection because of ``exc`` (a protocol error or an IOException answer)."""

@@ -15,6 +15,7 @@ __all__ = [
     "BackoffPolicy",
     "BackoffState",
     "IdleView",
+    "after_link_closed",
     "closes_connection",
     "idle_connections",
     "next_serial",
@@ -127,6 +128,41 @@ def record_failure(
     """
     failures = (state.failures if state is not None else 0) + 1
     return BackoffState(failures, now, now + policy.delay(failures, rand))
+
+
+def after_link_closed(
+    state: BackoffState | None,
+    *,
+    answered: bool,
+    closed_locally: bool,
+    now: float,
+    policy: BackoffPolicy,
+    rand: float,
+) -> BackoffState | None:
+    """The backoff state of an address after one of its connections closed.
+
+    A peer that accepts a connection and drops it before answering anything (a server that is
+    starting, refusing TLS, overloaded) is as unusable as one refusing the connect: without this
+    rule every caller reconnects at once, thousands of times a second. So such a link counts as a
+    failed attempt; a link that delivered any answer proves the peer works and clears the state;
+    a link we closed ourselves (idle reaping, close) changes nothing.
+
+    Args:
+        state: the address's state before (None: no failure since the last answer).
+        answered: whether the connection ever received a complete frame.
+        closed_locally: whether our side closed it.
+        now: loop time of the close.
+        policy: the backoff policy.
+        rand: a uniform random number in [0, 1) for the jitter.
+
+    Returns:
+        The new state (None when the address is healthy).
+    """
+    if answered:
+        return None
+    if closed_locally:
+        return state
+    return record_failure(state, now, policy, rand)
 
 
 def seconds_until_allowed(state: BackoffState | None, now: float) -> float:

@@ -2,8 +2,13 @@
 
 :class:`PendingCalls` is the transport-free half of a connection (the other half,
 :class:`~tubemq_aio._io.connection.Connection`, owns the transport and the wire). It holds the
-``serialNo -> pending`` map, the in-flight bound and its waiters, the async/oneway gates, the
-``pause_writing`` state, deadline expiry for the sweeper, and failing everything on close.
+``serialNo -> pending`` map, the in-flight bound and its waiters, the ``pause_writing`` state,
+deadline expiry for the sweeper, and failing everything on close.
+
+A caller that finds no room (every in-flight slot busy, or the transport's write buffer above its
+high mark because the peer stopped reading) waits on the slow path until its own deadline at the
+latest; a waiter that gives up (deadline, cancellation) removes itself and passes on a wake-up it
+may have received, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -13,16 +18,20 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from tubemq_aio._io._gate import Gate
 from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
-from tubemq_aio.errors import ClientClosedError, ConnectionLostError, RequestTimeoutError
+from tubemq_aio.errors import (
+    ClientClosedError,
+    RequestNotSentError,
+    RequestTimeoutError,
+    WriteTimeoutError,
+)
 
 __all__ = ["PendingCalls"]
 
-# (future, deadline, timeout, is_async): a tuple is the cheapest record to build per request.
-_Pending = tuple["asyncio.Future[bytes]", float, float, bool]
+# (future, deadline, timeout): a tuple is the cheapest record to build per request.
+_Pending = tuple["asyncio.Future[bytes]", float, float]
 
 
 class PendingCalls:
@@ -32,7 +41,7 @@ class PendingCalls:
 
     Args:
         label: ``host:port`` used in messages.
-        settings: the in-flight and gate bounds.
+        settings: the in-flight bound.
         stats: counters shared with the owning pool (a new object when None).
     """
 
@@ -50,10 +59,8 @@ class PendingCalls:
         self._serial = 0
         self._max_in_flight = settings.max_in_flight
         self._room_waiters: deque[asyncio.Future[None]] = deque()
-        self._async = Gate(settings.max_async_outstanding)
-        self._oneway = Gate(settings.max_oneway_outstanding)
         self._paused = False
-        self._resume_waiters: list[asyncio.Future[None]] = []
+        self._resume_waiters: deque[asyncio.Future[None]] = deque()
         self._closed: BaseException | None = None
 
     @property
@@ -62,14 +69,9 @@ class PendingCalls:
         return len(self._pending)
 
     @property
-    def async_outstanding(self) -> int:
-        """Outstanding ``call_async`` calls (bounded by ``max_async_outstanding``)."""
-        return self._async.count
-
-    @property
-    def oneway_outstanding(self) -> int:
-        """Oneway frames queued but not yet handed to the transport."""
-        return self._oneway.count
+    def waiting(self) -> int:
+        """Callers waiting for room to send (an in-flight slot or a drained write buffer)."""
+        return len(self._room_waiters) + len(self._resume_waiters)
 
     @property
     def is_closed(self) -> bool:
@@ -88,7 +90,7 @@ class PendingCalls:
     def resume_writing(self) -> None:
         """The transport buffer drained below the low-water mark: let senders go on."""
         self._paused = False
-        waiters, self._resume_waiters = self._resume_waiters, []
+        waiters, self._resume_waiters = self._resume_waiters, deque()
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -109,11 +111,9 @@ class PendingCalls:
                 earliest = deadline
         self.next_deadline = earliest
         for serial in expired:
-            fut, _, timeout, is_async = self._pending.pop(serial)
+            fut, _, timeout = self._pending.pop(serial)
             if self._room_waiters:
                 self._wake_room()
-            if is_async:
-                self._async.release()
             self.stats.timeouts += 1
             if not fut.done():
                 fut.set_exception(
@@ -129,17 +129,6 @@ class PendingCalls:
             serial = serial + 1 if serial < MAX_SERIAL else 1
         return serial
 
-    def _register(self, serial: int, timeout: float, is_async: bool) -> asyncio.Future[bytes]:
-        """Add the pending entry for ``serial`` (from :meth:`_next_serial`, frame encoded)."""
-        self._serial = serial
-        fut: asyncio.Future[bytes] = self._loop.create_future()
-        deadline = self._loop.time() + timeout
-        self._pending[serial] = (fut, deadline, timeout, is_async)
-        if deadline < self.next_deadline:
-            self.next_deadline = deadline
-        self.stats.requests_sent += 1
-        return fut
-
     def _wake_room(self) -> None:
         waiters = self._room_waiters
         while waiters:
@@ -150,37 +139,73 @@ class PendingCalls:
 
     def _check_open(self) -> None:
         if self._closed is not None:
-            raise self._closed_error()
+            raise self._not_sent_error()
 
-    def _closed_error(self) -> Exception:
+    def _not_sent_error(self) -> Exception:
+        """The error of a call that found the connection closed before its request was written.
+
+        A request never written was certainly not processed: a lost link reads as
+        :class:`RequestNotSentError` (safe to retry), a link closed by its owner as closed.
+        """
         closed = self._closed
         if isinstance(closed, ClientClosedError):
             return ClientClosedError(f"connection to {self.label} is closed")
-        return ConnectionLostError(f"connection to {self.label} is closed: {closed}")
+        return RequestNotSentError(
+            f"connection to {self.label} was lost before the request was written"
+        )
 
-    async def _wait_to_send(self, needs_slot: bool) -> None:
-        """Slow path: wait for an in-flight slot (when ``needs_slot``) and for writing to resume."""
+    async def _wait_to_send(self, deadline: float, timeout: float) -> None:
+        """Slow path: wait for writing to resume and for an in-flight slot, until ``deadline``.
+
+        Raises:
+            WriteTimeoutError: still no room at ``deadline`` (the request was not sent).
+            RequestNotSentError: the connection was lost meanwhile (the request was not sent).
+            ClientClosedError: the connection was closed by its owner.
+        """
         loop = self._loop
         while True:
             self._check_open()
             if self._paused:
-                waiter: asyncio.Future[None] = loop.create_future()
-                self._resume_waiters.append(waiter)
-                await waiter
-                continue
-            if needs_slot and len(self._pending) >= self._max_in_flight:
-                waiter = loop.create_future()
-                self._room_waiters.append(waiter)
-                try:
+                waiters = self._resume_waiters
+                reason = "the peer is not reading (write buffer full)"
+            elif len(self._pending) >= self._max_in_flight:
+                waiters = self._room_waiters
+                reason = f"all {self._max_in_flight} in-flight slots stayed busy"
+            else:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(deadline):
                     await waiter
-                except BaseException:
-                    if waiter in self._room_waiters:
-                        self._room_waiters.remove(waiter)
-                    elif waiter.done() and not waiter.cancelled() and self._closed is None:
-                        self._wake_room()  # pass the wake-up on
-                    raise
-                continue
-            return
+            except TimeoutError:
+                self._drop_waiter(waiters, waiter)
+                if self._closed is not None:
+                    raise self._not_sent_error() from None
+                self.stats.timeouts += 1
+                raise WriteTimeoutError(
+                    f"no room to send to {self.label} within {timeout:g} s: {reason}; "
+                    "the request was not sent"
+                ) from None
+            except BaseException:
+                self._drop_waiter(waiters, waiter)
+                raise
+
+    def _drop_waiter(
+        self, waiters: deque[asyncio.Future[None]], waiter: asyncio.Future[None]
+    ) -> None:
+        """Forget a waiter that gave up; pass on an in-flight wake-up it already received."""
+        try:
+            waiters.remove(waiter)
+        except ValueError:
+            if (
+                waiters is self._room_waiters
+                and waiter.done()
+                and not waiter.cancelled()
+                and waiter.exception() is None
+                and self._closed is None
+            ):
+                self._wake_room()
 
     def _mark_closed(self, make_exc: Callable[[], BaseException]) -> None:
         if self._closed is not None:
@@ -193,14 +218,9 @@ class PendingCalls:
         for fut, *_ in entries:
             if not fut.done():
                 fut.set_exception(make_exc())
-        self._async.count = 0
-        for gate in (self._async, self._oneway):
-            gate.fail_waiters(make_exc)
-        while self._room_waiters:
-            waiter = self._room_waiters.popleft()
-            if not waiter.done():
-                waiter.set_exception(make_exc())
-        waiters, self._resume_waiters = self._resume_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_exception(make_exc())
+        # Waiters for room never wrote their request: they raise _not_sent_error() themselves.
+        for waiters in (self._room_waiters, self._resume_waiters):
+            while waiters:
+                waiter = waiters.popleft()
+                if not waiter.done():
+                    waiter.set_exception(self._not_sent_error())

@@ -2,7 +2,11 @@
 
 TubeMQ's Java client offers both: ``TubeSingleSessionFactory`` shares one connection per address
 across every client of the process (reference-counted), ``TubeMultiSessionFactory`` gives each its
-own (protocol notes §7.1). :meth:`ConnectionPool.shared` and the constructor mirror that.
+own (protocol notes §7.1). :meth:`ConnectionPool.shared` and the constructor mirror that. Only
+clients with identical transport settings share (same TLS context object, host name rule,
+timeouts and limits): a client never gets another one's TLS trust or limits. The registry of
+shared pools holds them weakly, so a pool (and the event loop it references) lives only as long
+as a client holds it: nothing survives a closed loop whose clients are gone.
 
 The pool owns two background tasks, both cancelled and awaited by :meth:`ConnectionPool.close`:
 the :class:`~tubemq_aio._io.sweeper.DeadlineSweeper` and the idle reaper. What to reap and when
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
 from collections.abc import Callable
 from typing import ClassVar, NamedTuple
 
@@ -22,6 +27,7 @@ from tubemq_aio._io.decisions import (
     BackoffPolicy,
     BackoffState,
     IdleView,
+    after_link_closed,
     idle_connections,
     record_failure,
     seconds_until_allowed,
@@ -32,6 +38,9 @@ from tubemq_aio._io.sweeper import DeadlineSweeper, cancel_and_wait
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
 
 __all__ = ["Address", "ConnectionPool"]
+
+#: (id of the event loop, the transport settings): the key of a shared pool.
+_SharedKey = tuple[int, TransportSettings]
 
 
 class Address(NamedTuple):
@@ -60,7 +69,11 @@ class ConnectionPool:
         rand: source of uniform [0, 1) numbers for the backoff jitter (tests pass a constant).
     """
 
-    _shared: ClassVar[dict[asyncio.AbstractEventLoop, ConnectionPool]] = {}
+    #: Shared pools by (id of their loop, settings). Weak values: the clients own the pools, and
+    #: a live pool keeps its loop alive, so the loop id of a live entry cannot be reused.
+    _shared: ClassVar[weakref.WeakValueDictionary[_SharedKey, ConnectionPool]] = (
+        weakref.WeakValueDictionary()
+    )
 
     def __init__(
         self,
@@ -87,20 +100,25 @@ class ConnectionPool:
         self._finished = False  # close() ran to its end
         self._refs = 1
         self._shared_loop: asyncio.AbstractEventLoop | None = None
+        self._shared_key: _SharedKey | None = None
 
     @classmethod
     def shared(cls, settings: TransportSettings | None = None) -> ConnectionPool:
-        """Return the process-wide pool of the running loop, creating it on first use.
+        """Return the running loop's shared pool for these settings, creating it on first use.
 
-        Each call adds a reference; call :meth:`close` once per call. The settings of the call
-        that created the pool win (like the Java single-session factory).
+        Clients share a pool only when their settings are equal (the same ``ssl_context`` object,
+        host name rule, timeouts and limits); others get a shared pool of their own. Each call
+        adds a reference; call :meth:`close` once per call.
         """
+        settings = settings if settings is not None else TransportSettings()
         loop = asyncio.get_running_loop()
-        pool = cls._shared.get(loop)
-        if pool is None or pool._closed:
+        key = (id(loop), settings)
+        pool = cls._shared.get(key)
+        if pool is None or pool._closed or pool._shared_loop is not loop:
             pool = cls(settings)
             pool._shared_loop = loop
-            cls._shared[loop] = pool
+            pool._shared_key = key
+            cls._shared[key] = pool
         else:
             pool._refs += 1
         return pool
@@ -191,8 +209,9 @@ class ConnectionPool:
             if settings.ssl_context is None:
                 raise ConfigError(f"{address} needs TLS but settings.ssl_context is None")
             ssl_context = settings.ssl_context
-            # "" means no SNI and no host name check, like the Java client (§7.3).
-            server_hostname = settings.tls_server_hostname or ""
+            # Verify each peer against the host we dial (the Java client checks no host name at
+            # all, §7.3: not a standard to copy); a context with check_hostname off opts out.
+            server_hostname = settings.tls_server_hostname or address.host
         conn = Connection(
             str(address),
             settings,
@@ -224,8 +243,8 @@ class ConnectionPool:
         if address in self._seen:
             self.stats.reconnects += 1
         self._seen.add(address)
-        self._backoff.pop(address, None)
-        self._last_error.pop(address, None)
+        # The backoff state is cleared by the first answer on this link, not by the connect:
+        # a peer that accepts and drops at once must keep backing off (after_link_closed).
         self._conns[address] = conn
         self._sweeper.add(conn)
         if self._reaper is None:
@@ -236,6 +255,29 @@ class ConnectionPool:
         if self._conns.get(address) is conn:
             del self._conns[address]
         self._sweeper.discard(conn)
+        before = self._backoff.get(address)
+        after = after_link_closed(
+            before,
+            answered=conn.answered,
+            closed_locally=conn.closed_locally,
+            now=self._loop_time(),
+            policy=self._policy,
+            rand=self._rand(),
+        )
+        if after is None:
+            self._backoff.pop(address, None)
+            self._last_error.pop(address, None)
+        elif after is not before:
+            self._backoff[address] = after
+            self._last_error[address] = "the connection was closed before any answer"
+            self.stats.connect_failures += 1
+
+    @staticmethod
+    def _loop_time() -> float:
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:  # closed after its loop stopped: nothing will use the state
+            return 0.0
 
     # ---- idle reaping ------------------------------------------------------------------------
 
@@ -279,12 +321,12 @@ class ConnectionPool:
         already, and calling :meth:`close` again finishes the job.
         """
         if not self._closed:
-            if self._shared_loop is not None:
+            if self._shared_key is not None:
                 self._refs -= 1
                 if self._refs > 0:
                     return
-                if self._shared.get(self._shared_loop) is self:
-                    del self._shared[self._shared_loop]
+                if self._shared.get(self._shared_key) is self:
+                    del self._shared[self._shared_key]
             self._closed = True
         elif self._finished:
             return

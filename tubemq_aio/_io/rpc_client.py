@@ -1,36 +1,25 @@
-"""A small RPC façade: protobuf request in, protobuf response out, over the pool.
+"""The transport façade: the one way every client reaches a master or a broker.
 
-Envelope decoding happens in ``data_received`` (it decides whether a connection must close);
-the business message is parsed here, in the awaiting caller or the completion callback.
+Producer, both consumers, the master sessions and the transport benchmark all call
+:meth:`RpcClient.call`: it takes the open connection to the peer (or opens one through the pool),
+wraps the serialized business request in the RPC envelope, sends it and returns the business
+response bytes. Building requests and parsing answers stays with the pure ``protocol`` modules.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from google.protobuf.message import DecodeError, Message
-
+from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool
-from tubemq_aio.errors import RemoteProtocolError
+from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
-__all__ = ["Endpoint", "RpcClient", "Serializable"]
-
-M = TypeVar("M", bound=Message)
-
-
-class Serializable(Protocol):
-    """Anything with protobuf's ``SerializeToString``."""
-
-    def SerializeToString(self) -> bytes:
-        """Return the wire bytes of the message."""
-        ...
+__all__ = ["Endpoint", "RpcClient"]
 
 
 class Endpoint(Protocol):
-    """A ``host``/``port`` pair: :class:`~tubemq_aio._io.pool.Address` or ``config.HostPort``."""
+    """A ``host``/``port`` pair: an :class:`Address`, a ``HostPort``, a ``BrokerInfo``."""
 
     @property
     def host(self) -> str:
@@ -43,143 +32,80 @@ class Endpoint(Protocol):
         ...
 
 
-def _timeout_ms(timeout: float) -> int:
-    return max(1, int(timeout * 1000))
-
-
-def _parse(response_type: type[M], data: bytes, method: Method) -> M:
-    try:
-        return response_type.FromString(data)
-    except DecodeError as exc:
-        raise RemoteProtocolError(
-            f"cannot parse the {response_type.__name__} answer to {method.name}: {exc}"
-        ) from exc
-
-
 class RpcClient:
-    """Sync, async and oneway RPC calls to TubeMQ masters and brokers.
+    """Calls to TubeMQ masters and brokers over a connection pool.
 
     Args:
-        pool: the connection pool to use (not closed by this object).
+        pool: where connections come from (the owner of this object closes it).
         tls: whether endpoints that are not an :class:`Address` (which carries its own flag) are
-            reached over TLS.
+            TLS ports.
     """
+
+    __slots__ = ("_keys", "pool", "tls")
 
     def __init__(self, pool: ConnectionPool, *, tls: bool = False) -> None:
         self.pool = pool
         self.tls = tls
-        self._keys: dict[Endpoint, Address] = {}
-
-    def _address(self, addr: Endpoint) -> Address:
-        if addr.__class__ is Address:
-            return addr
-        key = self._keys.get(addr)
-        if key is None:
-            key = self._keys[addr] = Address(addr.host, addr.port, self.tls)
-        return key
+        self._keys: dict[tuple[str, int], Address] = {}
 
     def __repr__(self) -> str:
-        return f"<RpcClient pool={self.pool!r}>"
+        return f"<RpcClient tls={self.tls} pool={self.pool!r}>"
 
-    async def call(
-        self,
-        addr: Endpoint,
-        method: Method,
-        request: Serializable,
-        response_type: type[M],
-        timeout: float,
-    ) -> M:
-        """Send ``request`` and wait for the parsed response.
+    @property
+    def stats(self) -> TransportStats:
+        """The pool's transport counters."""
+        return self.pool.stats
 
-        Args:
-            addr: the master or broker (an :class:`Address` or anything with host and port).
-            method: the RPC method id; its service type comes from ``SERVICE_OF_METHOD``.
-            request: the business request message.
-            response_type: the protobuf class of the response.
-            timeout: seconds to wait; also sent as ``RequestBody.timeout`` (ms).
+    def address(self, peer: Endpoint) -> Address:
+        """The pool key of ``peer``."""
+        if peer.__class__ is Address:
+            return peer
+        key = (peer.host, peer.port)
+        address = self._keys.get(key)
+        if address is None:
+            address = self._keys[key] = Address(peer.host, peer.port, self.tls)
+        return address
 
-        Returns:
-            The parsed response message.
+    def connected(self, peer: Endpoint) -> bool:
+        """Whether an open connection to ``peer`` exists (no I/O)."""
+        return self.pool.ready(self.address(peer)) is not None
+
+    async def connect(self, peer: Endpoint) -> Connection:
+        """Open (or reuse) the connection to ``peer`` without sending anything.
 
         Raises:
-            RemoteRpcError: the server answered with an exception frame.
-            RequestTimeoutError: no answer in time (it may have been processed).
-            NetworkError: connect failure or connection lost.
-            RemoteProtocolError: the answer could not be parsed.
+            ConnectError: the connect failed, timed out, or the address is backing off.
+            ClientClosedError: the pool is closed.
         """
-        address = self._address(addr)
-        conn = self.pool.ready(address) or await self.pool.connection(address)
-        payload = encode_request(
-            SERVICE_OF_METHOD[method], method, _timeout_ms(timeout), request.SerializeToString()
-        )
-        data = await conn.call(payload, timeout)
-        return _parse(response_type, data, method)
+        address = self.address(peer)
+        return self.pool.ready(address) or await self.pool.connection(address)
 
-    async def call_async(
-        self,
-        addr: Endpoint,
-        method: Method,
-        request: Serializable,
-        response_type: type[M],
-        timeout: float,
-        callback: Callable[[asyncio.Future[M]], object] | None = None,
-    ) -> asyncio.Future[M]:
-        """Send ``request`` and return the future of the parsed response.
-
-        Waits only for a connection and for room (in-flight and async bounds).
+    async def call(self, peer: Endpoint, method: Method, body: bytes, timeout: float) -> bytes:
+        """Send the serialized request ``body`` and wait for the business response bytes.
 
         Args:
-            addr: the master or broker (an :class:`Address` or anything with host and port).
-            method: the RPC method id.
-            request: the business request message.
-            response_type: the protobuf class of the response.
-            timeout: seconds until the future fails with ``RequestTimeoutError``.
-            callback: called with the future when it is done.
+            peer: the master or broker.
+            method: the RPC method id; its service type comes from ``SERVICE_OF_METHOD``.
+            body: the serialized business request.
+            timeout: seconds for the whole call; also sent as ``RequestBody.timeout`` (ms).
 
         Returns:
-            A future of the parsed response; it fails like :meth:`call` raises.
+            The business response bytes (parse them with the ``protocol`` module of the call).
+
+        Raises:
+            ConnectError: no connection (connect failed or backing off): not sent.
+            RequestNotSentError: the connection was lost before the request was written.
+            WriteTimeoutError: no room to write within ``timeout`` (not sent).
+            RequestTimeoutError: no answer within ``timeout`` (it may have been processed).
+            ConnectionLostError: the connection broke after the request was written.
+            RemoteRpcError: the server answered with an exception frame.
+            RemoteProtocolError: the answer could not be decoded.
+            ClientClosedError: the pool or the connection was closed by its owner.
         """
-        address = self._address(addr)
-        conn = self.pool.ready(address) or await self.pool.connection(address)
+        address = peer if peer.__class__ is Address else self.address(peer)
+        pool = self.pool
+        conn = pool.ready(address) or await pool.connection(address)
         payload = encode_request(
-            SERVICE_OF_METHOD[method], method, _timeout_ms(timeout), request.SerializeToString()
+            SERVICE_OF_METHOD[method], method, max(1, int(timeout * 1000)), body
         )
-        out: asyncio.Future[M] = asyncio.get_running_loop().create_future()
-
-        def done(inner: asyncio.Future[bytes]) -> None:
-            if out.done():
-                return
-            if inner.cancelled():
-                out.cancel()
-                return
-            exc = inner.exception()
-            if exc is not None:
-                out.set_exception(exc)
-                return
-            try:
-                out.set_result(_parse(response_type, inner.result(), method))
-            except RemoteProtocolError as error:
-                out.set_exception(error)
-
-        await conn.call_async(payload, timeout, done)
-        if callback is not None:
-            out.add_done_callback(callback)
-        return out
-
-    async def call_oneway(
-        self, addr: Endpoint, method: Method, request: Serializable, timeout: float
-    ) -> None:
-        """Send ``request`` without expecting an answer.
-
-        Args:
-            addr: the master or broker (an :class:`Address` or anything with host and port).
-            method: the RPC method id.
-            request: the business request message.
-            timeout: sent as ``RequestBody.timeout`` (the server drops the request after it).
-        """
-        address = self._address(addr)
-        conn = self.pool.ready(address) or await self.pool.connection(address)
-        payload = encode_request(
-            SERVICE_OF_METHOD[method], method, _timeout_ms(timeout), request.SerializeToString()
-        )
-        await conn.call_oneway(payload)
+        return await conn.call(payload, timeout)

@@ -21,12 +21,6 @@ class TransportSettings:
         idle_timeout: a connection without traffic and without pending calls for this many seconds
             is closed by the reaper.
         max_in_flight: calls awaiting a response per connection; further callers wait for room.
-        max_async_outstanding: outstanding ``call_async`` calls per connection (waiting callers
-            block until one completes).
-        max_oneway_outstanding: oneway frames per connection queued but not yet handed to the
-            transport. TubeMQ's own ``NettyClient`` bounds neither kind (async calls only get a
-            timer each); both bounds and their 65535 defaults follow the remoting design that
-            keeps one semaphore for async and one for oneway calls.
         sweep_interval: resolution of the deadline sweeper in seconds.
         max_frame_bytes: largest response payload accepted; larger frames close the connection.
         backoff_initial: delay after the first failed connect attempt to an address, seconds.
@@ -36,17 +30,20 @@ class TransportSettings:
         write_high_water: transport write buffer size at which senders are paused.
         write_low_water: buffer size at which paused senders resume.
         close_timeout: seconds a graceful close waits for queued bytes to drain before aborting.
-        ssl_context: TLS context for addresses marked ``tls``; ``None`` disables TLS.
-        tls_server_hostname: name sent as SNI and checked against the certificate; ``None``
-            checks no host name (what the Java client does), which needs a context whose
-            ``check_hostname`` is off.
+        ssl_context: TLS context for addresses marked ``tls``; ``None`` disables TLS. Each peer's
+            certificate is checked against the host this client connects to (the master or
+            broker address), as far as the context checks host names: ``check_hostname`` is on
+            in ``ssl.create_default_context()``. Turning it off (or ``verify_mode=CERT_NONE``)
+            is the explicit, insecure opt-out (any holder of a trusted certificate can
+            impersonate every peer).
+        tls_server_hostname: one name to send as SNI and check instead of each peer's own host
+            (for clusters whose certificates all carry one shared name); ``None`` checks each
+            peer against its own host.
     """
 
     connect_timeout: float = 3.0
     idle_timeout: float = 180.0
     max_in_flight: int = 1024
-    max_async_outstanding: int = 65535
-    max_oneway_outstanding: int = 65535
     sweep_interval: float = 0.05
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     backoff_initial: float = 0.1
@@ -73,8 +70,6 @@ class TransportSettings:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         for name in (
             "max_in_flight",
-            "max_async_outstanding",
-            "max_oneway_outstanding",
             "max_frame_bytes",
             "write_high_water",
         ):
@@ -95,15 +90,6 @@ class TransportSettings:
             raise ConfigError("ssl_context must be an ssl.SSLContext")
         if self.tls_server_hostname == "":
             raise ConfigError("tls_server_hostname must be None or a non-empty host name")
-        if (
-            self.ssl_context is not None
-            and self.tls_server_hostname is None
-            and self.ssl_context.check_hostname
-        ):
-            raise ConfigError(
-                "tls_server_hostname is None (no host name check) but ssl_context.check_hostname "
-                "is on; turn it off or name the host"
-            )
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

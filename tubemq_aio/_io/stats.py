@@ -18,7 +18,6 @@ class TransportStats:
         "connections_opened",
         "connections_reaped",
         "dropped_responses",
-        "oneway_sent",
         "reconnects",
         "requests_sent",
         "responses",
@@ -27,7 +26,6 @@ class TransportStats:
 
     def __init__(self) -> None:
         self.requests_sent = 0
-        self.oneway_sent = 0
         self.responses = 0
         self.dropped_responses = 0
         self.timeouts = 0

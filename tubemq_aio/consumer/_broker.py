@@ -12,13 +12,13 @@ import time
 from collections.abc import Iterable
 
 from tubemq_aio import __version__
-from tubemq_aio._io.pool import Address, ConnectionPool
+from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
 from tubemq_aio.protocol.flow_control import FlowControlState
-from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
+from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["BrokerRpc", "make_consumer_id"]
 
@@ -35,48 +35,37 @@ def make_consumer_id(group: str, local_ip: str) -> str:
 
 
 class BrokerRpc:
-    """Consumer calls to brokers over a connection pool.
+    """Consumer calls to brokers through the transport façade.
 
     Args:
-        pool: where connections come from.
+        rpc: the transport façade (it knows whether broker ports are TLS ports).
         client_id: this consumer's id.
         group: the consumer group.
         tokens: visit/auth tokens from the master (``authInfo`` of register/heartbeat).
         flow: flow-control state (for ``qryPriorityId``).
         timeout: seconds per call.
-        tls: whether broker ports are TLS ports.
     """
 
     def __init__(
         self,
-        pool: ConnectionPool,
+        rpc: RpcClient,
         *,
         client_id: str,
         group: str,
         tokens: TokenState,
         flow: FlowControlState,
         timeout: float,
-        tls: bool,
     ) -> None:
-        self.pool = pool
+        self.rpc = rpc
         self.client_id = client_id
         self.group = group
         self.tokens = tokens
         self.flow = flow
         self.timeout = timeout
-        self._tls = tls
-
-    def address(self, broker: BrokerInfo) -> Address:
-        """The pool address of ``broker``."""
-        return Address(broker.host, broker.port, self._tls)
 
     async def call(self, broker: BrokerInfo, method: Method, body: bytes) -> bytes:
         """Send one request to ``broker``; return the business response bytes."""
-        address = self.address(broker)
-        conn = self.pool.ready(address) or await self.pool.connection(address)
-        timeout_ms = max(1, int(self.timeout * 1000))
-        payload = encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body)
-        return await conn.call(payload, self.timeout)
+        return await self.rpc.call(broker, method, body, self.timeout)
 
     async def register(
         self, partition: Partition, *, read_status: int, filters: Iterable[str] = ()

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from tubemq_aio._client import auth_stamp, local_ip_towards, open_pool
 from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError, server_error
-from tubemq_aio.master import MasterInvoker, PoolCaller
+from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
 from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
@@ -83,20 +84,20 @@ def wire_consumer(
     """
     pool = open_pool(cfg)
     tls = cfg.ssl_context is not None
+    transport = RpcClient(pool, tls=tls)
     first = cfg.masters[0]
     host = cfg.client_host or local_ip_towards(first.host, first.port)
     flow, tokens = FlowControlState(), TokenState(cfg.credentials)
     broker = BrokerRpc(
-        pool,
+        transport,
         client_id=make_client_id(cfg.group, host),
         group=cfg.group,
         tokens=tokens,
         flow=flow,
         timeout=cfg.rpc_timeout,
-        tls=tls,
     )
     engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
-    invoker = MasterInvoker(PoolCaller(pool, tls=tls), cfg.masters, cfg.rpc_timeout)
+    invoker = MasterInvoker(transport, cfg.masters, cfg.rpc_timeout)
     return ConsumerWiring(pool, invoker, broker, engine, leases, flow, tokens, host, clock, tls)
 
 

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any, Self
 
 from tubemq_aio._client import AsyncLifecycle, open_pool
-from tubemq_aio._io.pool import Address, ConnectionPool
+from tubemq_aio._io.pool import ConnectionPool
+from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._validate import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
@@ -26,16 +27,17 @@ from tubemq_aio.errors import (
     ServerError,
     TopicUnavailableError,
     TubeMQError,
+    WriteTimeoutError,
 )
-from tubemq_aio.master import MasterInvoker, PoolCaller
+from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig, check_send_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, ip_to_int
-from tubemq_aio.protocol.producer_meta import Partition
+from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
 from tubemq_aio.protocol.routing import PartitionBackoff
-from tubemq_aio.protocol.rpc import Method, ServiceType, encode_request
+from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["Producer"]
 
@@ -44,7 +46,6 @@ log = logging.getLogger("tubemq_aio.producer")
 # Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 _REFUSED_CODES = frozenset({503, 419})
 _SEND_METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
-_SEND_SERVICE = ServiceType.BROKER_WRITE
 
 
 class Producer(AsyncLifecycle):
@@ -83,6 +84,7 @@ class Producer(AsyncLifecycle):
         self.config = config
         self._tls = config.ssl_context is not None
         self._pool: ConnectionPool | None = None
+        self._rpc: RpcClient | None = None
         self._session: ProducerSession | None = None
         self._encoder: SendRequestEncoder | None = None
         self._blocker = BrokerBlocker(config.blocking)
@@ -119,7 +121,8 @@ class Producer(AsyncLifecycle):
         """Register at the master, publish the configured topics, start heartbeats."""
         cfg = self.config
         self._pool = open_pool(cfg)
-        invoker = MasterInvoker(PoolCaller(self._pool, tls=self._tls), cfg.masters, cfg.rpc_timeout)
+        self._rpc = RpcClient(self._pool, tls=self._tls)
+        invoker = MasterInvoker(self._rpc, cfg.masters, cfg.rpc_timeout)
         self._session = ProducerSession(cfg, invoker, on_metadata=self._preconnect_all)
         self._encoder = SendRequestEncoder(self._session.client_id, _sent_addr(self._session.host))
         await self._session.register()
@@ -366,6 +369,8 @@ class Producer(AsyncLifecycle):
             partition = self._choose(session, topic, key, avoid, now)
             try:
                 return await self._send_once(session, partition, encoded, attempt_timeout, now)
+            except WriteTimeoutError:
+                raise  # never written, and the caller's deadline has passed
             except RequestNotSentError as exc:
                 last = exc  # never written: certainly not stored, retry like a connect failure
             except (RequestTimeoutError, ConnectionLostError) as exc:
@@ -414,23 +419,19 @@ class Producer(AsyncLifecycle):
         timeout: float,
         now: float,
     ) -> SendResult:
-        pool = self._pool
+        rpc = self._rpc
         encoder = self._encoder
-        assert pool is not None
+        assert rpc is not None
         assert encoder is not None
         broker = partition.broker
-        address = Address(broker.host, broker.port, self._tls)
-        try:
-            conn = pool.ready(address) or await pool.connection(address)
-        except ConnectError:
-            self._blocker.record_connect(str(address), False, now)
-            raise
         body = encoder.encode(
             partition.topic, partition.partition_id, encoded, session.tokens.broker_auth()
         )
-        payload = encode_request(_SEND_SERVICE, _SEND_METHOD, int(timeout * 1000), body)
         try:
-            data = await conn.call(payload, timeout)
+            data = await rpc.call(broker, _SEND_METHOD, body, timeout)
+        except ConnectError:
+            self._blocker.record_connect(str(rpc.address(broker)), False, now)
+            raise
         except TubeMQError:
             self._blocker.record(broker.broker_id, False, time.monotonic())
             self._backoff.record_failure(partition.partition_key, time.monotonic())
@@ -455,19 +456,20 @@ class Producer(AsyncLifecycle):
 
     def _preconnect_all(self) -> None:
         """Open connections to every known broker in the background (metadata just changed)."""
-        pool, session = self._pool, self._session
-        if pool is None or session is None or self._supervisor.closed:
+        rpc, session = self._rpc, self._session
+        if rpc is None or session is None or self._supervisor.closed:
             return
         for broker in session.metadata.brokers():
-            address = Address(broker.host, broker.port, self._tls)
-            if pool.ready(address) is None:
+            if not rpc.connected(broker):
+                address = rpc.address(broker)
                 self._supervisor.spawn(
-                    self._preconnect(pool, address), f"connect-{address}", essential=False
+                    self._preconnect(rpc, broker), f"connect-{address}", essential=False
                 )
 
-    async def _preconnect(self, pool: ConnectionPool, address: Address) -> None:
+    async def _preconnect(self, rpc: RpcClient, broker: Broker) -> None:
+        address = rpc.address(broker)
         try:
-            await pool.connection(address)
+            await rpc.connect(broker)
             self._blocker.record_connect(str(address), True, time.monotonic())
         except TubeMQError as exc:
             self._blocker.record_connect(str(address), False, time.monotonic())

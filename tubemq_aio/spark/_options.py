@@ -123,7 +123,8 @@ class ClientSettings:
         auth_password: password (``authPassword``); not shown by ``repr``.
         tls: whether to use TLS (``tls``); list the TLS ports of the masters then.
         tls_ca_file: CA bundle to trust (``tlsCaFile``); None uses the system store.
-        tls_server_hostname: host name to check (``tlsServerHostname``); None checks the chain only.
+        tls_server_hostname: one host name to check for every peer (``tlsServerHostname``); None
+            checks each master and broker against the host it is reached at.
     """
 
     masters: str
@@ -153,8 +154,6 @@ class ClientSettings:
             result["credentials"] = Credentials(self.auth_user, self.auth_password or "")
         if self.tls:
             context = ssl.create_default_context(cafile=self.tls_ca_file)
-            if self.tls_server_hostname is None:
-                context.check_hostname = False
             result["ssl_context"] = context
             result["tls_server_hostname"] = self.tls_server_hostname
         return result
