@@ -150,7 +150,8 @@ def test_a_link_dropped_before_any_answer_counts_as_a_failed_attempt() -> None:
         )
         assert state is not None
         delays.append(seconds_until_allowed(state, now))
-    assert delays == [1.0, 2.0, 4.0, 8.0, 8.0]  # grows like refused connects, capped
+    # The first drop in a row is retried at once, then the delays grow like refused connects.
+    assert delays == [0.0, 1.0, 2.0, 4.0, 8.0]
     assert state is not None
     assert state.failures == 5
 

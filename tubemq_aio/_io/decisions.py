@@ -144,8 +144,10 @@ def after_link_closed(
     A peer that accepts a connection and drops it before answering anything (a server that is
     starting, refusing TLS, overloaded) is as unusable as one refusing the connect: without this
     rule every caller reconnects at once, thousands of times a second. So such a link counts as a
-    failed attempt; a link that delivered any answer proves the peer works and clears the state;
-    a link we closed ourselves (idle reaping, close) changes nothing.
+    failed attempt. The first one in a row is retried at once (a single reset of a fresh link is
+    common and usually transient); from the second on the delays of ``policy`` apply. A link that
+    delivered any answer proves the peer works and clears the state; a link we closed ourselves
+    (idle reaping, close) changes nothing.
 
     Args:
         state: the address's state before (None: no failure since the last answer).
@@ -162,7 +164,9 @@ def after_link_closed(
         return None
     if closed_locally:
         return state
-    return record_failure(state, now, policy, rand)
+    failures = (state.failures if state is not None else 0) + 1
+    delay = policy.delay(failures - 1, rand) if failures > 1 else 0.0
+    return BackoffState(failures, now, now + delay)
 
 
 def seconds_until_allowed(state: BackoffState | None, now: float) -> float:

@@ -240,6 +240,8 @@ class ConnectionPool:
         if self._closed:
             await conn.close()
             raise ClientClosedError("the connection pool was closed while connecting")
+        if conn.is_closed:  # dropped by the peer before create_connection returned
+            raise ConnectError(f"cannot connect to {address}: the peer closed the connection")
         if address in self._seen:
             self.stats.reconnects += 1
         self._seen.add(address)
