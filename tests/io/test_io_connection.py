@@ -15,11 +15,11 @@ from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import (
     ClientClosedError,
-    ConnectError,
     ConnectionLostError,
     FrameError,
     RemoteProtocolError,
     RemoteRpcError,
+    RequestNotSentError,
     RequestTimeoutError,
     ServiceStoppingError,
     StandbyMasterError,
@@ -105,7 +105,7 @@ async def test_server_close_mid_flight_fails_all_pending_fast(
     assert "may or may not have been processed" in str(results[0])
     assert conn.is_closed
     assert pool.connections == {}
-    with pytest.raises(ConnectError, match="lost before the request was sent"):
+    with pytest.raises(RequestNotSentError, match="lost before the request was written"):
         await conn.call(request_payload(b"late"), 1.0)
     await pool.close()
 

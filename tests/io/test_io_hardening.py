@@ -28,6 +28,7 @@ from tubemq_aio.errors import (
     ClientClosedError,
     ConnectError,
     NetworkError,
+    RequestNotSentError,
     RequestTimeoutError,
     WriteTimeoutError,
 )
@@ -127,7 +128,7 @@ async def test_waiters_of_a_lost_connection_fail_as_not_sent(server: FakeServer)
     waiting = asyncio.create_task(rpc.call(addr(server), METHOD, b"w", 30.0))
     await asyncio.sleep(0.05)
     await server.stop()
-    with pytest.raises(ConnectError, match="before the request was sent"):
+    with pytest.raises(RequestNotSentError, match="before the request was written"):
         await asyncio.wait_for(waiting, 5.0)
     with pytest.raises(Exception, match="may or may not"):
         await held
