@@ -22,19 +22,17 @@ from hypothesis import strategies as st
 from tubemq_aio.errors import ConfigError, ProtocolError, ServerError
 from tubemq_aio.protocol import (
     client_balance,
-    consumer_meta,
     consumer_rpc,
-    flow_control,
     message,
     producer_meta,
     producer_rpc,
     rpc,
 )
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.framing import FrameDecoder
 from tubemq_aio.protocol.partitions import parse_confirm_context
 from tubemq_aio.protocol.producer_meta import Partition
+from tubemq_aio.testing import fuzz
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -99,49 +97,9 @@ def pb_fields(draw: st.DrawFn, descriptor: Any, depth: int = 0) -> bytes:
     return bytes(out)
 
 
-PB_PARSERS: dict[str, tuple[Any, Callable[[bytes], object]]] = {
-    "master register": (
-        master_pb.RegisterResponseM2C,
-        lambda d: consumer_rpc.parse_master_response(4, d),
-    ),
-    "master heartbeat": (
-        master_pb.HeartResponseM2C,
-        lambda d: consumer_rpc.parse_master_response(5, d),
-    ),
-    "master close": (
-        master_pb.CloseResponseM2C,
-        lambda d: consumer_rpc.parse_master_response(6, d),
-    ),
-    "master register v2": (
-        master_pb.RegisterResponseM2CV2,
-        lambda d: consumer_rpc.parse_master_response(20, d),
-    ),
-    "master heartbeat v2": (
-        master_pb.HeartResponseM2CV2,
-        lambda d: consumer_rpc.parse_master_response(21, d),
-    ),
-    "part meta": (
-        master_pb.GetPartMetaResponseM2C,
-        lambda d: consumer_rpc.parse_master_response(22, d),
-    ),
-    "broker register": (broker_pb.RegisterResponseB2C, consumer_rpc.parse_offset_response),
-    "commit": (
-        broker_pb.CommitOffsetResponseB2C,
-        lambda d: consumer_rpc.parse_offset_response(d, commit=True),
-    ),
-    "broker heartbeat": (
-        broker_pb.HeartBeatResponseB2C,
-        consumer_rpc.parse_broker_heartbeat_response,
-    ),
-    "get message": (broker_pb.GetMessageResponseB2C, consumer_rpc.parse_get_message_response),
-    "producer register": (master_pb.RegisterResponseM2P, producer_rpc.parse_register_response),
-    "producer heartbeat": (master_pb.HeartResponseM2P, producer_rpc.parse_heartbeat_response),
-    "producer close": (master_pb.CloseResponseM2P, producer_rpc.parse_close_response),
-    "send result": (
-        broker_pb.SendMessageResponseB2P,
-        lambda d: producer_rpc.parse_send_result(d, PARTITION),
-    ),
-}
+# One table of parsers for these per-commit runs and for the long seeded runs of `make fuzz`.
+PB_PARSERS = fuzz.PROTOBUF_PARSERS
+TEXT_PARSERS = fuzz.TEXT_PARSERS
 
 
 def expect_typed(parse: Callable[[Any], object], data: Any) -> None:
@@ -184,24 +142,6 @@ def test_non_utf8_strings_are_protocol_errors() -> None:
     send = broker_pb.SendMessageResponseB2P(success=True, errCode=200, errMsg="")
     with pytest.raises(ProtocolError):
         producer_rpc.parse_send_result(send.SerializeToString() + b"\x1a\x02\xff\xfe", PARTITION)
-
-
-TEXT_PARSERS: dict[str, Callable[[str], object]] = {
-    "broker info": producer_meta.parse_broker_info,
-    "topic info": lambda t: producer_meta.parse_topic_info(t, {1: BROKER}),
-    "broker config list": lambda t: client_balance.parse_broker_config_list(t.split(",")),
-    "topic meta list": lambda t: client_balance.parse_topic_meta_list(t.split("|"), CB_BROKERS),
-    "part sub info": lambda t: client_balance.parse_part_sub_info(t.split("|")),
-    "required partitions": consumer_meta.parse_required_partitions,
-    "failure info": consumer_meta.FailureInfo.parse,
-    "subscribe info": consumer_meta.SubscribeInfo.parse,
-    "topic condition": consumer_meta.TopicCondition.parse,
-    "partition": consumer_meta.Partition.parse,
-    "partition key": consumer_meta.PartitionKey.parse,
-    "broker": consumer_meta.BrokerInfo.parse,
-    "flow rules": flow_control.parse_flow_rules,
-    "attributes": message.parse_attributes,
-}
 
 
 @pytest.mark.parametrize("name", sorted(TEXT_PARSERS))
