@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/_pb
 
-.PHONY: help venv protos protos-check lint typecheck unit test demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick clean
+.PHONY: help venv protos protos-check lint typecheck unit test demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick fuzz clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 
 # Debian packages the tests need: Java 17 and Maven run the real TubeMQ servers and build the Java
@@ -43,6 +44,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+# FUZZ_INPUTS=N and FUZZ_SEED=S change the run; `make test` runs 10 000 of them (tests/fuzz).
+fuzz: $(STAMP)
+	$(PY) -m tubemq_aio.testing.fuzz --inputs $(or $(FUZZ_INPUTS),1000000) --seed $(or $(FUZZ_SEED),1)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/io
