@@ -5,22 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import socket
 import time
 from types import TracebackType
 from typing import Self
 
+from tubemq_aio import __version__
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._supervisor import Supervisor
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.errors import ClientClosedError
+from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX, make_client_id
 
 __all__ = [
     "AsyncLifecycle",
     "auth_stamp",
     "local_ip_towards",
+    "new_client_id",
     "open_pool",
     "wall_ms",
 ]
@@ -53,6 +57,20 @@ def local_ip_towards(host: str, port: int = 9) -> str:
             return address
     except OSError:
         return "127.0.0.1"
+
+
+def new_client_id(local_ip: str, *, group: str | None = None, kind: str | None = None) -> str:
+    """A fresh client id of this process: a producer id, or a consumer id with ``group`` and
+    ``kind`` (``"Pull"``/``"Balance"``); see :mod:`tubemq_aio.protocol.client_id`."""
+    return make_client_id(
+        local_ip,
+        os.getpid(),
+        time.monotonic_ns(),
+        random.getrandbits(31),
+        CLIENT_VERSION_PREFIX + __version__,
+        group=group,
+        kind=kind,
+    )
 
 
 def wall_ms() -> int:
@@ -91,6 +109,7 @@ class AsyncLifecycle:
     def _init_lifecycle(self, task_prefix: str) -> None:
         self._supervisor = Supervisor(task_prefix, on_crash=self._on_crash)
         self._pool = None
+        self._pool_released = False
         self._start_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
         self._started = False
@@ -193,7 +212,12 @@ class AsyncLifecycle:
                     await asyncio.wait(tasks)
             finally:
                 if pool is not None:
-                    await pool.close()
+                    if not self._pool_released:
+                        # Exactly one reference per client, even when a teardown is re-run.
+                        self._pool_released = True
+                        await pool.close()
+                    elif pool.closed:
+                        await pool.close()  # finishes an interrupted close (else a no-op)
 
     async def __aenter__(self) -> Self:
         await self.start()

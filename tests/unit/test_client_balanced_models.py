@@ -7,11 +7,11 @@ import zlib
 
 import pytest
 
+from tubemq_aio._client import new_client_id
 from tubemq_aio.consumer._cb_models import (
     PartitionMeta,
     UnknownPartitionError,
     assign_modulo,
-    make_balance_consumer_id,
     parse_key,
 )
 from tubemq_aio.consumer._decode import decode_raw_messages
@@ -57,7 +57,7 @@ def test_assign_modulo_and_parse_key_reject_bad_input() -> None:
 
 
 def test_consumer_id_has_the_balance_shape() -> None:
-    cid = make_balance_consumer_id("grp", "127.0.0.1")
+    cid = new_client_id("127.0.0.1", group="grp", kind="Balance")
     group, _, rest = cid.rpartition("_")
     assert group == "grp"
     assert rest.startswith("127.0.0.1-")

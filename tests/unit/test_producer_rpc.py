@@ -295,6 +295,9 @@ def test_send_response_garbage() -> None:
 def test_client_id_shape() -> None:
     cid = make_client_id("10.1.2.3", 12345, 98765432101234, -1234567890, "tubemq-aio-0.1.0")
     assert cid == "10.1.2.3-12345-98765432101234-1234567890-tubemq-aio-0.1.0"
+    consumer = make_client_id("10.1.2.3", 1, 2, 3, "tubemq-aio-0.1.0", group="g_1", kind="Pull")
+    assert consumer == "g_1_10.1.2.3-1-2-3-Pull-tubemq-aio-0.1.0"
+    assert consumer.rpartition("_")[0] == "g_1"  # the broker splits at the last "_"
 
 
 @pytest.mark.parametrize(("ip", "version"), [("", "v"), ("1.2.3.4", " "), ("1.2.3.4", "v" * 1024)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from typing import Any, Generic, Self, TypeVar
 
 from tubemq_aio._client import AsyncLifecycle
@@ -113,9 +113,9 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
 
     # ---- life cycle --------------------------------------------------------------------------
 
-    def _wire(self, make_client_id: Callable[[str, str], str]) -> ConsumerWiring:
+    def _wire(self, kind: str) -> ConsumerWiring:
         clock = asyncio.get_running_loop().time
-        return wire_consumer(self.config, self._leases, self.stats, clock, make_client_id)
+        return wire_consumer(self.config, self._leases, self.stats, clock, kind)
 
     def _open(self) -> tuple[ConsumerWiring, SessionT]:
         """Build this kind's session (no I/O yet)."""

@@ -6,32 +6,16 @@ only adds the connection, the envelope and the timeout.
 
 from __future__ import annotations
 
-import os
-import random
-import time
 from collections.abc import Iterable
 
-from tubemq_aio import __version__
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.rpc import Method
 
-__all__ = ["BrokerRpc", "make_consumer_id"]
-
-
-def make_consumer_id(group: str, local_ip: str) -> str:
-    """``{group}_{ip}-{pid}-{ns}-{rand}-Pull-tubemq-aio-{ver}`` (Java shape, §1.2 field 1).
-
-    The broker reads ``ip#pid`` from the text after the last ``_``, so nothing after the group
-    may contain ``_``.
-    """
-    rand = random.randint(0, 2**31 - 1)
-    ident = f"{local_ip}-{os.getpid()}-{time.monotonic_ns()}-{rand}"
-    return f"{group}_{ident}-Pull-{CLIENT_VERSION_PREFIX}{__version__}"
+__all__ = ["BrokerRpc"]
 
 
 class BrokerRpc:
@@ -68,15 +52,25 @@ class BrokerRpc:
         return await self.rpc.call(broker, method, body, self.timeout)
 
     async def register(
-        self, partition: Partition, *, read_status: int, filters: Iterable[str] = ()
+        self,
+        partition: Partition,
+        *,
+        read_status: int,
+        filters: Iterable[str] = (),
+        curr_offset: int | None = None,
     ) -> rpc.OffsetResponse:
-        """``RegisterRequestC2B`` opType 31 (§3.1)."""
+        """``RegisterRequestC2B`` opType 31 (§3.1), optionally with a start offset.
+
+        With ``curr_offset`` the broker starts the group there only with ``read_status`` 0
+        (readStatus 2 makes it ignore the offset, §3.2).
+        """
         body = rpc.build_broker_register(
             client_id=self.client_id,
             group=self.group,
             key=partition.key,
             read_status=read_status,
             filters=filters,
+            curr_offset=curr_offset,
             qry_priority_id=self.flow.qry_priority_id,
             auth=self.tokens.broker_auth(),
         )

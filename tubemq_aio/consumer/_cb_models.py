@@ -5,18 +5,13 @@ Re-exported by :mod:`tubemq_aio.consumer.client_balanced`.
 
 from __future__ import annotations
 
-import os
-import random
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tubemq_aio import __version__
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import PartitionMeta as ProtocolPartitionMeta
 from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
-from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
 from tubemq_aio.protocol.consumer_meta import ConsumerConfigError, MalformedMetaError, PartitionKey
 
 __all__ = [
@@ -27,7 +22,6 @@ __all__ = [
     "PositionedRead",
     "UnknownPartitionError",
     "assign_modulo",
-    "make_balance_consumer_id",
     "parse_key",
 ]
 
@@ -138,10 +132,3 @@ def parse_key(text: str) -> PartitionKey:
         return PartitionKey.parse(text)
     except MalformedMetaError as exc:
         raise UnknownPartitionError(str(exc)) from None
-
-
-def make_balance_consumer_id(group: str, local_ip: str) -> str:
-    """``{group}_{ip}-{pid}-{ns}-{rand}-Balance-tubemq-aio-{ver}`` (Java shape, §8)."""
-    rand = random.randint(0, 2**31 - 1)
-    ident = f"{local_ip}-{os.getpid()}-{time.monotonic_ns()}-{rand}"
-    return f"{group}_{ident}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"

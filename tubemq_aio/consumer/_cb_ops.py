@@ -1,5 +1,4 @@
-"""Steps of the client-balanced consumer: wiring a session, resolving a key, disconnecting
-after the application's confirm, and positioned reads (``read_at``).
+"""Steps of the client-balanced consumer: resolving a key and positioned reads (``read_at``).
 
 Positioned reads: the broker returns no per-message offsets and reports the end of a batch
 only in the answer of a commit. The cheapest sequence that is also deterministic (the same
@@ -9,7 +8,6 @@ commit(true); see ``docs/client-balanced-consumer.md`` for why each step is need
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from tubemq_aio.consumer._cb_models import (
@@ -20,21 +18,16 @@ from tubemq_aio.consumer._cb_models import (
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._decode import decode_raw_messages
-from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import server_error
-from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey
+from tubemq_aio.protocol.consumer_meta import Partition
 
 __all__ = [
     "read_batch",
-    "release_after_confirm",
     "resolve_partition",
 ]
 
 log = logging.getLogger("tubemq_aio.consumer")
-
-#: How often a disconnect re-checks whether the application confirmed the partition's batch.
-_CONFIRM_POLL = 0.05
 
 
 async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Partition:
@@ -58,21 +51,6 @@ async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Par
         reason = "not subscribable" if code == 422 else "refused by its broker < 5 s ago"
         raise PartitionNotSubscribableError(f"partition {key_text} is {reason} [{code}]")
     return session.cache.metas[key].partition
-
-
-async def release_after_confirm(
-    session: ClientBalanceSession, engine: FetchEngine, key: PartitionKey, wait: float
-) -> None:
-    """Stop selecting ``key``, wait up to ``wait`` s for its batch held by the application to be
-    confirmed (Java: 3000 ms, §8.4), then remove it and unregister it at its broker."""
-    session.leases.revoke([key])
-    deadline = session.clock() + wait
-    while True:
-        engine.forget([key])  # buffered batches were never seen by the application
-        if not session.leases.in_use([key]) or session.clock() >= deadline:
-            break
-        await asyncio.sleep(_CONFIRM_POLL)
-    await session.release(key)
 
 
 async def read_batch(

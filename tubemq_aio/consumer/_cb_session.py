@@ -188,29 +188,20 @@ class ClientBalanceSession(SessionBase):
     ) -> rpc.OffsetResponse:
         """``RegisterRequestC2B`` opType 31 with a bootstrap offset (§8.4), tried twice on 410.
 
-        ``offset`` None keeps the group's stored offset (readStatus from ``consume_from`` on the
-        first registration in this process); an offset is sent with readStatus 0, because
-        readStatus 2 would make the broker ignore it (§3.2).
+        ``offset`` None keeps the group's stored offset; see :meth:`read_status`.
         """
         key = partition.key
-        first = self.leases.book_registration(key)
-        status = self.config.position.read_status(first) if offset is None else ReadStatus.NORMAL
-        body = rpc.build_broker_register(
-            client_id=self.client_id,
-            group=self.config.group,
-            key=key,
-            read_status=status,
-            filters=self.config.filters_of(key.topic),
-            curr_offset=offset,
-            qry_priority_id=self.flow.qry_priority_id,
-            auth=self.tokens.broker_auth(),
-        )
+        status = self.read_status(key, offset)
         rsp = rpc.OffsetResponse(False, 500, "not sent")
         for attempt in range(_CONNECT_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(_CONNECT_RETRY_WAIT)
-            data = await self.broker.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
-            rsp = rpc.parse_offset_response(data)
+            rsp = await self.broker.register(
+                partition,
+                read_status=status,
+                filters=self.config.filters_of(key.topic),
+                curr_offset=offset,
+            )
             self.cache.record_connect_result(
                 key, 200 if rsp.success else rsp.err_code, self.clock()
             )

@@ -38,8 +38,6 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: Java ``heartbeatPeriodAfterFail`` (§2.6), seconds.
 _HEARTBEAT_BACKOFF = 60.0
-#: How often a rebalance wait for returned partitions re-checks (Java polls every 200 ms).
-_RETURN_POLL = 0.05
 
 
 class MasterSession(SessionBase):
@@ -203,15 +201,7 @@ class MasterSession(SessionBase):
             except TimeoutError:
                 pass
         elif isinstance(step, AwaitReturn):
-            self.leases.revoke(step.keys)
-            # Polled like Java (every 200 ms there); acks come from any task. Batches in the
-            # prefetch buffer (also those landing from fetches in flight) were never seen by
-            # the application: they are dropped instead of waited for.
-            while True:
-                self.engine.forget(step.keys)
-                if not self.leases.in_use(step.keys) or self.clock() >= step.deadline:
-                    break
-                await asyncio.sleep(_RETURN_POLL)
+            await self.await_return(step.keys, step.deadline)
         elif isinstance(step, Unregister):
             keys = [p.key for p in step.partitions]
             if self.on_revoked is not None:
@@ -229,17 +219,16 @@ class MasterSession(SessionBase):
             self._heartbeat_wake.set()
 
     async def _register_partition(self, partition: Partition) -> int:
-        first = self.leases.book_registration(partition.key)
         boot = self._bootstrap_offset(partition.key)
+        if boot is not None:
+            log.info("bound consumption: %s starts at offset %d", partition.key, boot)
         try:
-            if boot is None:
-                rsp = await self.broker.register(
-                    partition,
-                    read_status=self.config.position.read_status(first),
-                    filters=self.config.filters_of(partition.topic),
-                )
-            else:
-                rsp = await self._register_at(partition, boot)
+            rsp = await self.broker.register(
+                partition,
+                read_status=self.read_status(partition.key, boot),
+                filters=self.config.filters_of(partition.topic),
+                curr_offset=boot,
+            )
         except (TubeMQError, OSError) as exc:
             log.warning("register of %s at its broker failed: %r", partition.key, exc)
             return 599
@@ -265,24 +254,6 @@ class MasterSession(SessionBase):
         if not self.not_allocated:
             return None
         return self._bound_offsets.get(key)
-
-    async def _register_at(self, partition: Partition, offset: int) -> rpc.OffsetResponse:
-        """Broker register (opType 31) carrying ``currOffset``; readStatus 0 so the broker
-        applies the offset (readStatus 2 would make it ignore it, §3.2)."""
-        broker = self.broker
-        log.info("bound consumption: %s starts at offset %d", partition.key, offset)
-        body = rpc.build_broker_register(
-            client_id=self.client_id,
-            group=self.config.group,
-            key=partition.key,
-            read_status=0,
-            filters=self.config.filters_of(partition.topic),
-            curr_offset=offset,
-            qry_priority_id=broker.flow.qry_priority_id,
-            auth=broker.tokens.broker_auth(),
-        )
-        data = await broker.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
-        return rpc.parse_offset_response(data)
 
     async def release_partition(self, partition: Partition, rollback_in_use: bool = True) -> None:
         """Remove a partition locally and unregister it at its broker (errors logged)."""

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tubemq_aio._client import auth_stamp, local_ip_towards, open_pool
+from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id, open_pool
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
@@ -24,7 +24,7 @@ from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError, server_error
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
 from tubemq_aio.protocol.partitions import PartitionLeases
 from tubemq_aio.protocol.rpc import Method
@@ -35,6 +35,8 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: Java ``regFailWaitPeriodMs`` (§1.3), seconds between register attempts.
 _REGISTER_FAIL_WAIT = 1.0
+#: How often a wait for returned partitions re-checks (Java polls every 200 ms).
+_RETURN_POLL = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,7 @@ def wire_consumer(
     leases: PartitionLeases,
     stats: ConsumerStats,
     clock: Callable[[], float],
-    make_client_id: Callable[[str, str], str],
+    kind: str,
 ) -> ConsumerWiring:
     """Open the pool and connect broker RPCs, fetch engine and master invoker (no I/O yet).
 
@@ -80,7 +82,7 @@ def wire_consumer(
         leases: the consumer's lease table.
         stats: the consumer's counters.
         clock: monotonic seconds.
-        make_client_id: ``(group, host) -> consumer id`` of the consumer kind.
+        kind: the consumer kind in its id: ``"Pull"`` or ``"Balance"``.
     """
     pool = open_pool(cfg)
     tls = cfg.ssl_context is not None
@@ -90,7 +92,7 @@ def wire_consumer(
     flow, tokens = FlowControlState(), TokenState(cfg.credentials)
     broker = BrokerRpc(
         transport,
-        client_id=make_client_id(cfg.group, host),
+        client_id=new_client_id(host, group=cfg.group, kind=kind),
         group=cfg.group,
         tokens=tokens,
         flow=flow,
@@ -185,6 +187,32 @@ class SessionBase:
         return expired
 
     # ---- brokers -----------------------------------------------------------------------------
+
+    async def await_return(self, keys: Iterable[PartitionKey], deadline: float) -> None:
+        """Stop fetching ``keys`` and wait until the application settled their batches out, or
+        until ``deadline`` (:attr:`clock` time); the caller then releases them.
+
+        Polled like Java (every 200 ms there); acks come from any task. Batches in the prefetch
+        buffer (also those landing from fetches in flight) were never seen by the application:
+        they are dropped instead of waited for.
+        """
+        keys = list(keys)
+        self.leases.revoke(keys)
+        while True:
+            self.engine.forget(keys)
+            if not self.leases.in_use(keys) or self.clock() >= deadline:
+                return
+            await asyncio.sleep(_RETURN_POLL)
+
+    def read_status(self, key: PartitionKey, offset: int | None) -> int:
+        """The ``readStatus`` of a broker register of ``key`` (counts as its registration).
+
+        Without an offset: from ``consume_from`` (its first registration in this process may
+        start at the max offset). With one: 0, because readStatus 2 would make the broker
+        ignore the offset (§3.2).
+        """
+        first = self.leases.book_registration(key)
+        return self.config.position.read_status(first) if offset is None else ReadStatus.NORMAL
 
     async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
         """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""

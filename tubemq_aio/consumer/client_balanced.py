@@ -23,12 +23,10 @@ from tubemq_aio.consumer._cb_models import (
     PositionedRead,
     UnknownPartitionError,
     assign_modulo,
-    make_balance_consumer_id,
     parse_key,
 )
 from tubemq_aio.consumer._cb_ops import (
     read_batch,
-    release_after_confirm,
     resolve_partition,
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
@@ -138,7 +136,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
     # ---- life cycle --------------------------------------------------------------------------
 
     def _open(self) -> tuple[ConsumerWiring, ClientBalanceSession]:
-        parts = self._wire(make_balance_consumer_id)
+        parts = self._wire("Balance")
         session = ClientBalanceSession(self.config, *self._wire_node, parts)
         session.on_unsubscribable = self._on_unsubscribable
         return parts, session
@@ -231,8 +229,10 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             await self._disconnect_key(key)
 
     async def _disconnect_key(self, key: PartitionKey) -> None:
-        session, engine = self._running()
-        await release_after_confirm(session, engine, key, self.config.rebalance_confirm_wait)
+        # Wait like Java (3000 ms, §8.4) for a batch the application holds, then unregister.
+        session, _ = self._running()
+        await session.await_return([key], session.clock() + self.config.rebalance_confirm_wait)
+        await session.release(key)
 
     # ---- consuming ---------------------------------------------------------------------------
 

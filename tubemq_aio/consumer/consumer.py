@@ -14,7 +14,6 @@ from typing import Any
 
 from tubemq_aio._validate import Checks
 from tubemq_aio.consumer._base import ConsumerBase
-from tubemq_aio.consumer._broker import make_consumer_id
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
@@ -91,7 +90,7 @@ class Consumer(ConsumerBase[MasterSession]):
     # ---- life cycle --------------------------------------------------------------------------
 
     def _open(self) -> tuple[ConsumerWiring, MasterSession]:
-        parts = self._wire(make_consumer_id)
+        parts = self._wire("Pull")
         session = MasterSession(self.config, parts)
         session.is_paused = self._is_paused
         session.on_assigned = self._call_assigned

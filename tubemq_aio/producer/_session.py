@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import platform
-import random
 import time
 from collections.abc import Callable, Iterable
 
-from tubemq_aio import __version__
-from tubemq_aio._client import auth_stamp, local_ip_towards
+from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
     ServerError,
@@ -21,7 +18,6 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer.config import ProducerConfig
-from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX, make_client_id
 from tubemq_aio.protocol.message import validate_topic
 from tubemq_aio.protocol.producer_meta import HeartbeatResponse, ProducerMetadata
 from tubemq_aio.protocol.producer_rpc import (
@@ -72,13 +68,7 @@ class ProducerSession:
         self.host = config.client_host or local_ip_towards(
             config.masters[0].host, config.masters[0].port
         )
-        self.client_id = make_client_id(
-            self.host,
-            os.getpid(),
-            time.monotonic_ns(),
-            random.getrandbits(31),
-            CLIENT_VERSION_PREFIX + __version__,
-        )
+        self.client_id = new_client_id(self.host)
         self.metadata = ProducerMetadata(tls=config.ssl_context is not None)
         self.tokens = TokenState(config.credentials)
         self._published: dict[str, None] = {}

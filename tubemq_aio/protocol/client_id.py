@@ -1,10 +1,13 @@
-"""Producer client ids (sans-I/O; every input is passed in).
+"""Client ids of producers and consumers (sans-I/O; every input is passed in).
 
-Shape, as the Java producer builds it (shared protocol notes §4.1)::
+Shapes, as the Java clients build them (shared protocol notes §4.1, consumer notes §1.2)::
 
-    <localIPv4>-<pid>-<monotonic ns>-<abs(random int)>-<client version>
+    producer:  <localIPv4>-<pid>-<monotonic ns>-<abs(random int)>-<client version>
+    consumer:  <group>_<localIPv4>-<pid>-<monotonic ns>-<abs(random int)>-<kind>-<version>
 
-The master only checks that the id is non-blank and at most 1024 characters.
+``kind`` is ``Pull`` for the server-balanced consumer and ``Balance`` for the client-balanced
+one. The broker reads ``ip#pid`` from the text after the last ``_``, so nothing after the group
+may contain ``_``. The master only checks that the id is non-blank and at most 1024 characters.
 """
 
 from __future__ import annotations
@@ -20,9 +23,16 @@ CLIENT_VERSION_PREFIX = "tubemq-aio-"
 
 
 def make_client_id(
-    local_ip: str, pid: int, monotonic_ns: int, random_int: int, version: str
+    local_ip: str,
+    pid: int,
+    monotonic_ns: int,
+    random_int: int,
+    version: str,
+    *,
+    group: str | None = None,
+    kind: str | None = None,
 ) -> str:
-    """Build a producer client id.
+    """Build a producer id, or a consumer id when ``group`` and ``kind`` are given.
 
     Args:
         local_ip: the local IPv4 address (also sent as ``hostName``).
@@ -30,16 +40,26 @@ def make_client_id(
         monotonic_ns: a monotonic clock reading in nanoseconds (Java ``System.nanoTime()``).
         random_int: a random int; its absolute value is used.
         version: our client version, e.g. ``"tubemq-aio-0.1.0"``.
+        group: the consumer group (consumers only).
+        kind: ``"Pull"`` or ``"Balance"`` (consumers only).
 
     Returns:
-        ``f"{local_ip}-{pid}-{monotonic_ns}-{abs(random_int)}-{version}"``.
+        ``f"{local_ip}-{pid}-{monotonic_ns}-{abs(random_int)}-{version}"`` for a producer,
+        ``f"{group}_{local_ip}-{pid}-{monotonic_ns}-{abs(random_int)}-{kind}-{version}"`` for
+        a consumer.
 
     Raises:
-        ConfigError: ``local_ip`` or ``version`` is blank, or the id exceeds 1024 characters.
+        ConfigError: ``local_ip`` or ``version`` is blank, only one of ``group`` and ``kind``
+            is given, or the id exceeds 1024 characters.
     """
     if not local_ip.strip() or not version.strip():
         raise ConfigError("local_ip and version must not be blank")
-    client_id = f"{local_ip.strip()}-{pid}-{monotonic_ns}-{abs(random_int)}-{version.strip()}"
+    if (group is None) != (kind is None):
+        raise ConfigError("a consumer id needs both group and kind")
+    tail = version.strip() if kind is None else f"{kind}-{version.strip()}"
+    client_id = f"{local_ip.strip()}-{pid}-{monotonic_ns}-{abs(random_int)}-{tail}"
+    if group is not None:
+        client_id = f"{group}_{client_id}"
     if len(client_id) > MAX_CLIENT_ID_LENGTH:
         raise ConfigError(f"client id longer than {MAX_CLIENT_ID_LENGTH} chars")
     return client_id

@@ -17,7 +17,7 @@ from tubemq_aio.consumer.client_balanced import (
     PartitionNotSubscribableError,
 )
 from tubemq_aio.errors import PartitionOccupiedError
-from tubemq_aio.spark._bridge import LoopThread, run_async
+from tubemq_aio.spark._bridge import PortalThread, run_async
 from tubemq_aio.spark._offsets import StoreBounds
 from tubemq_aio.spark._options import SourceOptions
 
@@ -64,14 +64,14 @@ def fetch_bounds_once(options: SourceOptions) -> dict[str, StoreBounds]:
 
 
 class Planner:
-    """A long-lived planner consumer on a driver event-loop thread (streaming reads).
+    """A long-lived planner consumer on a driver-side anyio blocking portal (streaming reads).
 
     Created lazily on the first call; :meth:`stop` closes the consumer and the thread.
     """
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
-        self._loop: LoopThread | None = None
+        self._loop: PortalThread | None = None
         self._consumer: ClientBalancedConsumer | None = None
 
     def bounds(self) -> dict[str, StoreBounds]:
@@ -82,7 +82,7 @@ class Planner:
             TubeMQError: the master or a broker refused.
         """
         if self._loop is None:
-            self._loop = LoopThread("tubemq-spark-planner")
+            self._loop = PortalThread("tubemq-spark-planner")
         return self._loop.call(self._bounds, self._options.read_timeout)
 
     async def _bounds(self) -> dict[str, StoreBounds]:
@@ -100,6 +100,6 @@ class Planner:
             self._consumer = None
 
     def stop(self) -> None:
-        """Close the planner consumer and stop the loop thread. Idempotent."""
+        """Close the planner consumer and stop its portal. Idempotent."""
         if self._loop is not None:
             self._loop.stop(self._close, self._options.read_timeout)

@@ -138,7 +138,7 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     and ``Trigger.AvailableNow``.
 
     Offsets are ``{partition_key: index offset}`` dicts with sorted keys. The driver's planner
-    consumer and its loop thread live until :meth:`stop`.
+    consumer and its portal thread live until :meth:`stop`.
     """
 
     def __init__(self, options: SourceOptions) -> None:
@@ -203,7 +203,7 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: positions live in Spark's checkpoint, not in the group."""
 
     def stop(self) -> None:
-        """Close the planner consumer and its loop thread."""
+        """Close the planner consumer and its portal thread."""
         self._planner.stop()
 
 
