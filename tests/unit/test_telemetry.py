@@ -1,0 +1,199 @@
+"""OpenTelemetry instrumentation without a cluster: spans, links, metrics, gauges, options."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from tubemq_aio.errors import ConfigError, SendOutcomeUnknownError
+from tubemq_aio.models import Message
+from tubemq_aio.telemetry import TRACEPARENT, Gauge, Telemetry, process_span, telemetry_for
+
+
+class Otel:
+    """An SDK tracer and meter provider with in-memory exporters."""
+
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    def telemetry(self, propagate: bool = True) -> Telemetry:
+        return Telemetry(
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            propagate=propagate,
+        )
+
+    def metrics(self) -> dict[str, list[tuple[dict[str, Any], Any]]]:
+        data = self.reader.get_metrics_data()
+        found: dict[str, list[tuple[dict[str, Any], Any]]] = {}
+        assert data is not None
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    for point in metric.data.data_points:
+                        value: Any = getattr(point, "value", None)
+                        if value is None:
+                            value = (getattr(point, "count"), getattr(point, "sum"))  # noqa: B009
+                        labels = dict(point.attributes or {})
+                        found.setdefault(metric.name, []).append((labels, value))
+        return found
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    setup = Otel()
+    yield setup
+    setup.meter_provider.shutdown()
+
+
+def test_off_and_bad_settings() -> None:
+    assert telemetry_for(False) is None
+    assert telemetry_for(None) is not None  # the API is installed in the test environment
+    with pytest.raises(ConfigError, match="telemetry must be"):
+        telemetry_for("yes")  # type: ignore[arg-type]
+
+
+def test_send_span_attributes_and_traceparent(otel: Otel) -> None:
+    tel = telemetry_for(otel.telemetry())
+    assert tel is not None
+    with tel.send_span("orders", 5, {"k": "v"}) as handle:
+        assert handle.attributes is not None
+        assert handle.attributes["k"] == "v"
+        header = handle.attributes[TRACEPARENT]
+        handle.stored(42, "1:orders:0", "127.0.0.1", 8123)
+    (span,) = otel.spans.get_finished_spans()
+    assert span.name == "send orders"
+    assert span.kind is SpanKind.PRODUCER
+    attrs = dict(span.attributes or {})
+    assert attrs["messaging.system"] == "tubemq"
+    assert attrs["messaging.destination.name"] == "orders"
+    assert attrs["messaging.operation.type"] == "send"
+    assert attrs["messaging.operation.name"] == "send"
+    assert attrs["messaging.message.body.size"] == 5
+    assert attrs["messaging.message.id"] == "42"
+    assert attrs["messaging.destination.partition.id"] == "1:orders:0"
+    assert attrs["server.address"] == "127.0.0.1"
+    assert attrs["server.port"] == 8123
+    version, trace_id, span_id, _flags = header.split("-")
+    assert version == "00"
+    assert int(trace_id, 16) == span.context.trace_id
+    assert int(span_id, 16) == span.context.span_id
+    assert "," not in header
+    assert "=" not in header  # legal in a TubeMQ attribute value
+    sent = otel.metrics()["messaging.client.sent.messages"]
+    assert sent == [
+        (
+            {
+                "messaging.system": "tubemq",
+                "messaging.operation.name": "send",
+                "messaging.destination.name": "orders",
+            },
+            1,
+        )
+    ]
+
+
+def test_send_span_failure_sets_error_type(otel: Otel) -> None:
+    tel = telemetry_for(otel.telemetry(propagate=False))
+    assert tel is not None
+    seen: list[object] = []
+
+    def fail() -> None:
+        with tel.send_span("t", 1, None) as handle:
+            seen.append(handle.attributes)
+            raise SendOutcomeUnknownError("no answer")
+
+    with pytest.raises(SendOutcomeUnknownError):
+        fail()
+    assert seen == [None]  # nothing added when propagation is off
+    (span,) = otel.spans.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert (span.attributes or {})["error.type"] == "SendOutcomeUnknownError"
+    ((labels, count),) = otel.metrics()["messaging.client.sent.messages"]
+    assert labels["error.type"] == "SendOutcomeUnknownError"
+    assert count == 1
+
+
+def test_process_span_links_to_the_producer_span(otel: Otel) -> None:
+    tel = telemetry_for(otel.telemetry())
+    assert tel is not None
+    with tel.send_span("t", 3, None) as handle:
+        attributes = handle.attributes
+    assert attributes is not None
+    message = Message(topic="t", body=b"abc", attributes=attributes, message_id=7,
+                      partition_key="1:t:0")  # fmt: skip
+
+    class FakeConsumer:
+        telemetry = tel
+
+        class config:  # mimics Consumer.config
+            group = "g"
+
+    with pytest.raises(RuntimeError), process_span(FakeConsumer(), message):
+        raise RuntimeError("handler failed")
+    send, process = otel.spans.get_finished_spans()
+    assert process.name == "process t"
+    assert process.kind is SpanKind.CONSUMER
+    assert [link.context.span_id for link in process.links] == [send.context.span_id]
+    assert process.links[0].context.trace_id == send.context.trace_id
+    attrs = dict(process.attributes or {})
+    assert attrs["messaging.consumer.group.name"] == "g"
+    assert attrs["messaging.message.id"] == "7"
+    assert attrs["error.type"] == "RuntimeError"
+    ((labels, (count, _total)),) = otel.metrics()["messaging.process.duration"]
+    assert count == 1
+    assert labels["error.type"] == "RuntimeError"
+
+
+def test_process_span_without_telemetry_yields_none() -> None:
+    class Plain:
+        telemetry = None
+
+    with process_span(Plain(), Message(topic="t", body=b"")) as span:
+        assert span is None
+
+
+def test_received_records_span_and_counter(otel: Otel) -> None:
+    tel = telemetry_for(otel.telemetry())
+    assert tel is not None
+    tel.received("t", "1:t:2", "g", 10, started_ns=1)
+    (span,) = otel.spans.get_finished_spans()
+    assert span.name == "receive t"
+    assert span.kind is SpanKind.CONSUMER
+    assert (span.attributes or {})["messaging.batch.message_count"] == 10
+    ((labels, count),) = otel.metrics()["messaging.client.consumed.messages"]
+    assert count == 10
+    assert labels["messaging.consumer.group.name"] == "g"
+
+
+def test_gauges_follow_live_clients(otel: Otel) -> None:
+    class Client:
+        def __init__(self, lag: float) -> None:
+            self.lag = lag
+
+        def gauges(self) -> list[Gauge]:
+            return [("tubemq.client.partition.lag", self.lag, {"client": str(self.lag)})]
+
+    tel = telemetry_for(otel.telemetry())
+    assert tel is not None
+    first, second = Client(3), Client(5)
+    tel.watch(first.gauges)
+    tel.watch(second.gauges)
+    values = sorted(v for _, v in otel.metrics()["tubemq.client.partition.lag"])
+    assert values == [3, 5]
+    del second
+    gc.collect()
+    assert [v for _, v in otel.metrics()["tubemq.client.partition.lag"]] == [3]

@@ -1,0 +1,392 @@
+"""OpenTelemetry spans and metrics for producers and consumers (extra ``otel``).
+
+Follows the OpenTelemetry messaging semantic conventions: a PRODUCER span ``send {topic}`` per
+send, a CONSUMER span ``receive {topic}`` per delivered batch and a CONSUMER span
+``process {topic}`` per message handled by ``Consumer.run`` (or by :func:`process_span` around
+an ``async for`` body). The trace context travels in the W3C ``traceparent`` message attribute,
+so a process span links to the span of the send that produced the message, across processes.
+
+Without ``opentelemetry-api`` installed (or with ``telemetry=False``) clients hold ``None``
+instead of a :class:`ClientTelemetry` and pay one ``is None`` test per operation.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tubemq_aio.errors import ConfigError
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, Meter, Observation
+    from opentelemetry.trace import Span, Tracer
+
+    from tubemq_aio.models import Message
+
+__all__ = ["TRACEPARENT", "ClientTelemetry", "Gauge", "Telemetry", "process_span", "telemetry_for"]
+
+#: The message attribute that carries the W3C trace context of the producing span.
+TRACEPARENT = "traceparent"
+
+_SCOPE = "tubemq_aio"
+_SYSTEM = "tubemq"
+
+#: ``(gauge name, value, attributes)`` reported by a client for its observable instruments.
+Gauge = tuple[str, float, Mapping[str, str]]
+
+#: The clients' own gauges: name -> (description, unit).
+GAUGES: dict[str, tuple[str, str]] = {
+    "tubemq.client.sends.in_flight": ("Sends written or waiting for an answer", "{message}"),
+    "tubemq.client.fetch.buffered": ("Fetched batches waiting for the application", "{batch}"),
+    "tubemq.client.partition.lag": ("Messages between the group offset and the end", "{message}"),
+    "tubemq.client.brokers.blocked": ("Brokers the producer avoids right now", "{broker}"),
+    "tubemq.client.reconnects": ("Connections re-opened after a loss", "{connection}"),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Telemetry:
+    """How a client reports to OpenTelemetry (pass as ``telemetry=`` to a client).
+
+    Attributes:
+        tracer_provider: the provider to take the tracer from; ``None`` = the global one.
+        meter_provider: the provider to take the meter from; ``None`` = the global one.
+        propagate: write the ``traceparent`` attribute on sent messages and link process
+            spans to it.
+    """
+
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    propagate: bool = True
+
+
+def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
+    """Resolve a client's ``telemetry`` option.
+
+    Args:
+        setting: ``None`` (on when ``opentelemetry-api`` is installed), ``True`` (required),
+            ``False`` (off), or a :class:`Telemetry`.
+
+    Returns:
+        The client's instrumentation, or ``None`` when it is off.
+
+    Raises:
+        ConfigError: ``True``/:class:`Telemetry` was asked for but ``opentelemetry-api`` is
+            missing, or ``setting`` has the wrong type.
+    """
+    if setting is False:
+        return None
+    if setting is not None and setting is not True and not isinstance(setting, Telemetry):
+        raise ConfigError(
+            f"telemetry must be a bool, None or a Telemetry, not {type(setting).__name__}"
+        )
+    try:
+        import opentelemetry.metrics
+        import opentelemetry.trace  # noqa: F401
+    except ImportError:
+        if setting is None:
+            return None
+        raise ConfigError(
+            "telemetry needs opentelemetry-api: pip install 'tubemq-aio[otel]'"
+        ) from None
+    return ClientTelemetry(setting if isinstance(setting, Telemetry) else Telemetry())
+
+
+class ClientTelemetry:
+    """One client's tracer, meter and instruments (built by :func:`telemetry_for`)."""
+
+    def __init__(self, options: Telemetry) -> None:
+        """Take the tracer and meter from the configured (or global) providers."""
+        from opentelemetry import metrics, trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        from tubemq_aio import __version__
+
+        self.options = options
+        self.tracer: Tracer = trace.get_tracer(
+            _SCOPE, __version__, tracer_provider=options.tracer_provider
+        )
+        meter: Meter = metrics.get_meter(_SCOPE, __version__, meter_provider=options.meter_provider)
+        self._propagator = TraceContextTextMapPropagator()
+        self.sent = meter.create_counter(
+            "messaging.client.sent.messages", "{message}", "Messages the client tried to send"
+        )
+        self.consumed = meter.create_counter(
+            "messaging.client.consumed.messages", "{message}", "Messages delivered to the app"
+        )
+        self.operation_duration = meter.create_histogram(
+            "messaging.client.operation.duration", "s", "Duration of send and receive calls"
+        )
+        self.process_duration = meter.create_histogram(
+            "messaging.process.duration", "s", "Duration of message processing in Consumer.run"
+        )
+        self._hub = _gauge_hub(meter)
+
+    def watch(self, source: Callable[[], Iterable[Gauge]]) -> None:
+        """Report ``source()``'s gauges while the bound method's object lives."""
+        self._hub.add(source)
+
+    # ---- producer ------------------------------------------------------------------------
+
+    @contextmanager
+    def send_span(
+        self, topic: str, body_size: int, attributes: Mapping[str, str] | None
+    ) -> Iterator[SendSpan]:
+        """A PRODUCER span around one ``send``; yields the attributes to send with.
+
+        Args:
+            topic: the destination topic.
+            body_size: the body's length in bytes.
+            attributes: the user's attributes (a copy with ``traceparent`` added is yielded).
+        """
+        started = time.perf_counter()
+        span = self.tracer.start_span(
+            f"send {topic}",
+            kind=_kind("PRODUCER"),
+            attributes={
+                **_base("send", "send", topic),
+                "messaging.message.body.size": body_size,
+            },
+        )
+        handle = SendSpan(span, attributes)
+        if self.options.propagate:
+            handle.attributes = self._inject(span, attributes)
+        try:
+            yield handle
+        except BaseException as exc:
+            error = _error_type(exc)
+            span.set_attribute("error.type", error)
+            span.set_status(_error_status(exc))
+            self._count_send(started, topic, error)
+            span.end()
+            raise
+        self._count_send(started, topic, None)
+        span.end()
+
+    def _inject(self, span: Span, attributes: Mapping[str, str] | None) -> dict[str, str]:
+        from opentelemetry import trace
+
+        carrier: dict[str, str] = {}
+        self._propagator.inject(carrier, context=trace.set_span_in_context(span))
+        merged = dict(attributes or {})
+        if TRACEPARENT in carrier:
+            merged[TRACEPARENT] = carrier[TRACEPARENT]
+        return merged
+
+    def _count_send(self, started: float, topic: str, error: str | None) -> None:
+        labels = _metric_labels("send", topic, error)
+        self.sent.add(1, labels)
+        self.operation_duration.record(time.perf_counter() - started, labels)
+
+    # ---- consumer ------------------------------------------------------------------------
+
+    def received(
+        self, topic: str, partition_key: str, group: str, count: int, started_ns: int
+    ) -> None:
+        """Record a delivered batch: a CONSUMER ``receive`` span and the consumed counter.
+
+        Args:
+            topic: the batch's topic.
+            partition_key: the batch's partition.
+            group: the consumer group.
+            count: messages in the batch.
+            started_ns: ``time.time_ns()`` when the receive call started.
+        """
+        span = self.tracer.start_span(
+            f"receive {topic}",
+            kind=_kind("CONSUMER"),
+            start_time=started_ns,
+            attributes={
+                **_base("receive", "receive", topic),
+                "messaging.destination.partition.id": partition_key,
+                "messaging.consumer.group.name": group,
+                "messaging.batch.message_count": count,
+            },
+        )
+        span.end()
+        labels = _metric_labels("receive", topic, None)
+        self.consumed.add(count, {**labels, "messaging.consumer.group.name": group})
+        self.operation_duration.record((time.time_ns() - started_ns) / 1e9, labels)
+
+    @contextmanager
+    def process(self, message: Message, group: str) -> Iterator[Span]:
+        """A CONSUMER ``process`` span around handling one message (see :func:`process_span`)."""
+        links = []
+        if self.options.propagate:
+            context = self._producer_context(message)
+            if context is not None:
+                from opentelemetry.trace import Link
+
+                links.append(Link(context))
+        started = time.perf_counter()
+        attributes = {
+            **_base("process", "process", message.topic),
+            "messaging.destination.partition.id": message.partition_key,
+            "messaging.message.id": str(message.message_id),
+            "messaging.message.body.size": len(message.body),
+            "messaging.consumer.group.name": group,
+        }
+        error: str | None = None
+        with self.tracer.start_as_current_span(
+            f"process {message.topic}",
+            kind=_kind("CONSUMER"),
+            attributes=attributes,
+            links=links,
+            record_exception=True,
+            set_status_on_exception=True,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                error = _error_type(exc)
+                span.set_attribute("error.type", error)
+                raise
+            finally:
+                self.process_duration.record(
+                    time.perf_counter() - started, _metric_labels("process", message.topic, error)
+                )
+
+    def _producer_context(self, message: Message) -> Any:
+        from opentelemetry import trace
+
+        header = message.attributes.get(TRACEPARENT)
+        if not header:
+            return None
+        context = self._propagator.extract({TRACEPARENT: header})
+        span_context = trace.get_current_span(context).get_span_context()
+        return span_context if span_context.is_valid else None
+
+
+class SendSpan:
+    """What :meth:`ClientTelemetry.send_span` yields: the span and the attributes to send."""
+
+    __slots__ = ("attributes", "span")
+
+    def __init__(self, span: Span, attributes: Mapping[str, str] | None) -> None:
+        """Wrap ``span``; ``attributes`` are the ones to send (with ``traceparent``)."""
+        self.span = span
+        self.attributes = attributes
+
+    def stored(self, message_id: int, partition_key: str, host: str, port: int) -> None:
+        """Add what the broker answered to the span."""
+        span = self.span
+        span.set_attribute("messaging.message.id", str(message_id))
+        span.set_attribute("messaging.destination.partition.id", partition_key)
+        span.set_attribute("server.address", host)
+        span.set_attribute("server.port", port)
+
+
+@contextmanager
+def process_span(consumer: Any, message: Message) -> Iterator[Span | None]:
+    """Trace the handling of one message from ``async for`` like ``Consumer.run`` does.
+
+    Example::
+
+        async for msg in consumer:
+            with process_span(consumer, msg):
+                await handle(msg)
+
+    Args:
+        consumer: the consumer the message came from.
+        message: the message being handled.
+
+    Yields:
+        The span, or ``None`` when the consumer's telemetry is off.
+    """
+    telemetry: ClientTelemetry | None = getattr(consumer, "telemetry", None)
+    if telemetry is None:
+        yield None
+        return
+    with telemetry.process(message, consumer.config.group) as span:
+        yield span
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _base(operation_type: str, operation_name: str, topic: str) -> dict[str, Any]:
+    return {
+        "messaging.system": _SYSTEM,
+        "messaging.operation.type": operation_type,
+        "messaging.operation.name": operation_name,
+        "messaging.destination.name": topic,
+    }
+
+
+def _metric_labels(operation: str, topic: str, error: str | None) -> dict[str, str]:
+    labels = {
+        "messaging.system": _SYSTEM,
+        "messaging.operation.name": operation,
+        "messaging.destination.name": topic,
+    }
+    if error is not None:
+        labels["error.type"] = error
+    return labels
+
+
+def _error_type(exc: BaseException) -> str:
+    return type(exc).__qualname__
+
+
+def _kind(name: str) -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return SpanKind[name]
+
+
+def _error_status(exc: BaseException) -> Any:
+    from opentelemetry.trace import Status, StatusCode
+
+    return Status(StatusCode.ERROR, _error_type(exc))
+
+
+class _GaugeHub:
+    """One set of observable instruments per meter, reading every live client's gauges."""
+
+    def __init__(self, meter: Meter) -> None:
+        self._methods: dict[int, tuple[weakref.ref[Any], str]] = {}
+        for name, (description, unit) in GAUGES.items():
+            if name == "tubemq.client.reconnects":
+                meter.create_observable_counter(name, [self._callback(name)], unit, description)
+            else:
+                meter.create_observable_gauge(name, [self._callback(name)], unit, description)
+
+    def add(self, source: Callable[[], Iterable[Gauge]]) -> None:
+        owner = getattr(source, "__self__", None)
+        if owner is None:
+            raise TypeError("gauge sources must be bound methods")
+        self._methods[id(owner)] = (weakref.ref(owner), source.__name__)
+
+    def _callback(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            from opentelemetry.metrics import Observation
+
+            observations = []
+            for key, (ref, method) in list(self._methods.items()):
+                owner = ref()
+                if owner is None:
+                    del self._methods[key]
+                    continue
+                for gauge, value, attributes in getattr(owner, method)():
+                    if gauge == name:
+                        observations.append(Observation(value, dict(attributes)))
+            return observations
+
+        return observe
+
+
+_HUBS: dict[int, tuple[Meter, _GaugeHub]] = {}
+
+
+def _gauge_hub(meter: Meter) -> _GaugeHub:
+    # Creating an observable instrument twice on one meter keeps only the first callback, so
+    # every client of a meter shares one hub (keyed by the meter, which the provider caches).
+    entry = _HUBS.get(id(meter))
+    if entry is None or entry[0] is not meter:
+        entry = (meter, _GaugeHub(meter))
+        _HUBS[id(meter)] = entry
+    return entry[1]
