@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from tubemq_aio._validate import Checks
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.telemetry import Telemetry
 
 __all__ = [
     "ClientConfig",
@@ -153,6 +154,9 @@ class ClientConfig:
         max_in_flight: requests outstanding on one connection before callers wait.
         client_host: the local address reported to the master as this client's host
             (default: the address of the socket that reaches the master).
+        telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
+            is installed, ``True`` = required, ``False`` = off, or a
+            :class:`~tubemq_aio.telemetry.Telemetry` naming providers (docs/observability.md).
     """
 
     masters: tuple[HostPort, ...]
@@ -166,6 +170,7 @@ class ClientConfig:
     idle_timeout: float = 180.0
     max_in_flight: int = 1024
     client_host: str | None = None
+    telemetry: bool | Telemetry | None = None
 
     def __post_init__(self) -> None:
         checks = Checks(type(self).__name__)
@@ -190,6 +195,11 @@ class ClientConfig:
         c.seconds("idle_timeout", self.idle_timeout)
         c.integer("max_in_flight", self.max_in_flight, low=1, high=1 << 20)
         c.text("client_host", self.client_host, optional=True)
+        if not (self.telemetry is None or isinstance(self.telemetry, bool | Telemetry)):
+            c.problem(
+                "telemetry must be a bool, None or a Telemetry, "
+                f"not {type(self.telemetry).__name__}"
+            )
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> Self:

@@ -4,59 +4,21 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tubemq_aio.errors import ConfigError, SendOutcomeUnknownError
 from tubemq_aio.models import Message
-from tubemq_aio.telemetry import TRACEPARENT, Gauge, Telemetry, process_span, telemetry_for
-
-
-class Otel:
-    """An SDK tracer and meter provider with in-memory exporters."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def telemetry(self, propagate: bool = True) -> Telemetry:
-        return Telemetry(
-            tracer_provider=self.tracer_provider,
-            meter_provider=self.meter_provider,
-            propagate=propagate,
-        )
-
-    def metrics(self) -> dict[str, list[tuple[dict[str, Any], Any]]]:
-        data = self.reader.get_metrics_data()
-        found: dict[str, list[tuple[dict[str, Any], Any]]] = {}
-        assert data is not None
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    for point in metric.data.data_points:
-                        value: Any = getattr(point, "value", None)
-                        if value is None:
-                            value = (getattr(point, "count"), getattr(point, "sum"))  # noqa: B009
-                        labels = dict(point.attributes or {})
-                        found.setdefault(metric.name, []).append((labels, value))
-        return found
+from tubemq_aio.telemetry import TRACEPARENT, Gauge, process_span, telemetry_for
+from tubemq_aio.testing.otel import InMemoryTelemetry
 
 
 @pytest.fixture
-def otel() -> Iterator[Otel]:
-    setup = Otel()
+def otel() -> Iterator[InMemoryTelemetry]:
+    setup = InMemoryTelemetry()
     yield setup
-    setup.meter_provider.shutdown()
+    setup.shutdown()
 
 
 def test_off_and_bad_settings() -> None:
@@ -66,7 +28,7 @@ def test_off_and_bad_settings() -> None:
         telemetry_for("yes")  # type: ignore[arg-type]
 
 
-def test_send_span_attributes_and_traceparent(otel: Otel) -> None:
+def test_send_span_attributes_and_traceparent(otel: InMemoryTelemetry) -> None:
     tel = telemetry_for(otel.telemetry())
     assert tel is not None
     with tel.send_span("orders", 5, {"k": "v"}) as handle:
@@ -74,7 +36,7 @@ def test_send_span_attributes_and_traceparent(otel: Otel) -> None:
         assert handle.attributes["k"] == "v"
         header = handle.attributes[TRACEPARENT]
         handle.stored(42, "1:orders:0", "127.0.0.1", 8123)
-    (span,) = otel.spans.get_finished_spans()
+    (span,) = otel.spans()
     assert span.name == "send orders"
     assert span.kind is SpanKind.PRODUCER
     attrs = dict(span.attributes or {})
@@ -106,7 +68,7 @@ def test_send_span_attributes_and_traceparent(otel: Otel) -> None:
     ]
 
 
-def test_send_span_failure_sets_error_type(otel: Otel) -> None:
+def test_send_span_failure_sets_error_type(otel: InMemoryTelemetry) -> None:
     tel = telemetry_for(otel.telemetry(propagate=False))
     assert tel is not None
     seen: list[object] = []
@@ -119,7 +81,7 @@ def test_send_span_failure_sets_error_type(otel: Otel) -> None:
     with pytest.raises(SendOutcomeUnknownError):
         fail()
     assert seen == [None]  # nothing added when propagation is off
-    (span,) = otel.spans.get_finished_spans()
+    (span,) = otel.spans()
     assert span.status.status_code is StatusCode.ERROR
     assert (span.attributes or {})["error.type"] == "SendOutcomeUnknownError"
     ((labels, count),) = otel.metrics()["messaging.client.sent.messages"]
@@ -127,7 +89,7 @@ def test_send_span_failure_sets_error_type(otel: Otel) -> None:
     assert count == 1
 
 
-def test_process_span_links_to_the_producer_span(otel: Otel) -> None:
+def test_process_span_links_to_the_producer_span(otel: InMemoryTelemetry) -> None:
     tel = telemetry_for(otel.telemetry())
     assert tel is not None
     with tel.send_span("t", 3, None) as handle:
@@ -144,7 +106,7 @@ def test_process_span_links_to_the_producer_span(otel: Otel) -> None:
 
     with pytest.raises(RuntimeError), process_span(FakeConsumer(), message):
         raise RuntimeError("handler failed")
-    send, process = otel.spans.get_finished_spans()
+    send, process = otel.spans()
     assert process.name == "process t"
     assert process.kind is SpanKind.CONSUMER
     assert [link.context.span_id for link in process.links] == [send.context.span_id]
@@ -166,11 +128,11 @@ def test_process_span_without_telemetry_yields_none() -> None:
         assert span is None
 
 
-def test_received_records_span_and_counter(otel: Otel) -> None:
+def test_received_records_span_and_counter(otel: InMemoryTelemetry) -> None:
     tel = telemetry_for(otel.telemetry())
     assert tel is not None
     tel.received("t", "1:t:2", "g", 10, started_ns=1)
-    (span,) = otel.spans.get_finished_spans()
+    (span,) = otel.spans()
     assert span.name == "receive t"
     assert span.kind is SpanKind.CONSUMER
     assert (span.attributes or {})["messaging.batch.message_count"] == 10
@@ -179,7 +141,7 @@ def test_received_records_span_and_counter(otel: Otel) -> None:
     assert labels["messaging.consumer.group.name"] == "g"
 
 
-def test_gauges_follow_live_clients(otel: Otel) -> None:
+def test_gauges_follow_live_clients(otel: InMemoryTelemetry) -> None:
     class Client:
         def __init__(self, lag: float) -> None:
             self.lag = lag

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from typing import Any, Generic, Self, TypeVar
 
@@ -25,6 +26,7 @@ from tubemq_aio.errors import ClientClosedError, ConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
+from tubemq_aio.telemetry import Gauge, telemetry_for
 
 __all__ = ["ConsumerBase"]
 
@@ -84,6 +86,10 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self._session: SessionT | None = None
         self._registered = False
         self._init_lifecycle(self._task_prefix)
+        #: OpenTelemetry instrumentation (``None`` when off, see :mod:`tubemq_aio.telemetry`).
+        self.telemetry = telemetry_for(config.telemetry)
+        if self.telemetry is not None:
+            self.telemetry.watch(self._gauges)
         self._stream = MessageStream(
             self.getmany, auto_ack=config.auto_ack, closed=lambda: self.closed
         )
@@ -213,11 +219,17 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
                 checks.seconds("timeout", timeout, low_open=False)  # 0: take what is buffered
             checks.done()
         _, engine = self._running()
+        started = time.time_ns() if self.telemetry is not None else 0
         try:
-            return await engine.get(max_records, timeout)
+            batch = await engine.get(max_records, timeout)
         except ClientClosedError:
             self._supervisor.raise_if_crashed()
             raise
+        if self.telemetry is not None and batch:
+            self.telemetry.received(
+                batch.topic, batch.partition_key, self.config.group, len(batch), started
+            )
+        return batch
 
     def __aiter__(self) -> AsyncIterator[Message]:
         """Iterate messages (see :meth:`messages`); ``async for msg in consumer``."""
@@ -259,6 +271,23 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def _position(self, key: PartitionKey) -> PartitionPosition:
         o = self._leases.offsets()[key]
         return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag)
+
+    def _gauges(self) -> list[Gauge]:
+        """This consumer's observable gauges (read from the exporter's thread: plain reads)."""
+        me = {"tubemq.client.id": self.client_id or ""}
+        engine, pool = self._engine, self._pool
+        gauges: list[Gauge] = [
+            ("tubemq.client.fetch.buffered", engine.buffered if engine is not None else 0, me),
+            ("tubemq.client.reconnects", pool.stats.reconnects if pool is not None else 0, me),
+        ]
+        try:
+            held = self._leases.offsets()
+        except RuntimeError:  # the event loop changed the partitions meanwhile: next time
+            held = {}
+        for key, offsets in held.items():
+            labels = {**me, "messaging.destination.partition.id": key.format()}
+            gauges.append(("tubemq.client.partition.lag", offsets.lag, labels))
+        return gauges
 
     def positions(self) -> dict[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in

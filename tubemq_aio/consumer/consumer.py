@@ -144,6 +144,7 @@ class Consumer(ConsumerBase[MasterSession]):
             checks.problem(f"handler must be an async callable, got {type(handler).__name__}")
         checks.done()
         self._check_running()
+        telemetry, group_name = self.telemetry, self.config.group
 
         async def worker() -> None:
             while True:
@@ -155,7 +156,11 @@ class Consumer(ConsumerBase[MasterSession]):
                     raise
                 try:
                     for message in batch:
-                        await handler(message)
+                        if telemetry is None:
+                            await handler(message)
+                        else:
+                            with telemetry.process(message, group_name):
+                                await handler(message)
                 except Exception:
                     log.exception("handler failed; the batch of %s will be redelivered",
                                   batch.partition_key)  # fmt: skip

@@ -38,6 +38,7 @@ from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
 from tubemq_aio.protocol.routing import PartitionBackoff
 from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.telemetry import Gauge, telemetry_for
 
 __all__ = ["Producer"]
 
@@ -94,6 +95,10 @@ class Producer(AsyncLifecycle):
         self._in_flight = 0
         self._idle = asyncio.Event()  # set once closing and no send is pending
         self._init_lifecycle("tubemq-producer")
+        #: OpenTelemetry instrumentation (``None`` when off, see :mod:`tubemq_aio.telemetry`).
+        self.telemetry = telemetry_for(config.telemetry)
+        if self.telemetry is not None:
+            self.telemetry.watch(self._gauges)
         #: Sends that ended stored / with an error / cancelled by their caller. Every send
         #: (``send`` and ``send_nowait``) that got past the closed check ends in exactly one.
         self.sent = 0
@@ -209,8 +214,31 @@ class Producer(AsyncLifecycle):
         """
         check_send_args(topic, key, timeout)
         session = self._require_session()
+        if self.telemetry is not None:
+            return await self._traced_send(session, False, topic, body, attributes,
+                                           msg_type=msg_type, msg_time=msg_time, key=key,
+                                           timeout=timeout)  # fmt: skip
         return await self._send(session, False, topic, body, attributes, msg_type, msg_time,
                                 key, timeout)  # fmt: skip
+
+    async def _traced_send(
+        self,
+        session: ProducerSession,
+        holding: bool,
+        topic: str,
+        body: bytes,
+        attributes: Mapping[str, str] | None = None,
+        **rest: Any,
+    ) -> SendResult:
+        """:meth:`_send` inside a PRODUCER span that also carries the ``traceparent``."""
+        telemetry = self.telemetry
+        assert telemetry is not None
+        with telemetry.send_span(topic, len(body), attributes) as span:
+            result = await self._send(session, holding, topic, body, span.attributes, **rest)
+            broker = session.metadata.broker(result.broker_id)
+            if broker is not None:
+                span.stored(result.message_id, result.partition_key, broker.host, broker.port)
+            return result
 
     async def _send(
         self,
@@ -339,8 +367,9 @@ class Producer(AsyncLifecycle):
         body: bytes,
         kwargs: dict[str, Any],
     ) -> None:
+        send = self._send if self.telemetry is None else self._traced_send
         try:
-            result = await self._send(session, True, topic, body, **kwargs)
+            result = await send(session, True, topic, body, **kwargs)
         except asyncio.CancelledError:
             if not future.done():
                 future.set_exception(
@@ -474,6 +503,17 @@ class Producer(AsyncLifecycle):
         except TubeMQError as exc:
             self._blocker.record_connect(str(address), False, time.monotonic())
             log.info("pre-connect to broker %s failed: %s", address, exc)
+
+    def _gauges(self) -> list[Gauge]:
+        """This producer's observable gauges (read from the exporter's thread: plain reads)."""
+        me = {"tubemq.client.id": self._session.client_id if self._session else ""}
+        blocked = len(self._blocker.last_blocked)
+        reconnects = self._pool.stats.reconnects if self._pool is not None else 0
+        return [
+            ("tubemq.client.sends.in_flight", self._in_flight, me),
+            ("tubemq.client.brokers.blocked", blocked, me),
+            ("tubemq.client.reconnects", reconnects, me),
+        ]
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot of the producer's counters and the broker-blocking state."""

@@ -151,6 +151,12 @@ class BrokerBlocker:
             self._unavailable[broker_id] = now + self.config.unavailable_duration
             self._cache_valid_until = float("-inf")
 
+    @property
+    def last_blocked(self) -> frozenset[int]:
+        """The brokers blocked at the last :meth:`blocked` call (a plain read, no evaluation,
+        so metric exporters may call it from their own thread)."""
+        return self._cached
+
     def blocked(self, now: float) -> frozenset[int]:
         """Ids of the brokers not to send to at ``now`` (seconds)."""
         self._maybe_evaluate(now)
