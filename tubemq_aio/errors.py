@@ -14,6 +14,11 @@ caller can do about them (the same split httpcore uses):
 
 Server error codes map to subclasses through one table (:data:`SERVER_ERROR_CLASSES`), and RPC
 exception names through :func:`remote_error_for`; nothing else in the package decides these.
+
+This module is the one home of every exception a user can meet, the subsystem ones included
+(consumer arguments, client-balanced partitions, Spark options, TDMsg payloads); the modules that
+raise them import them from here, and ``tubemq_aio`` exports them all. ``docs/api.md`` says when
+each is raised and what to do about it.
 """
 
 from __future__ import annotations
@@ -25,19 +30,32 @@ __all__ = [
     "SERVER_ERROR_CLASSES",
     "AuthenticationError",
     "BadRequestError",
+    "BoundConsumeError",
+    "ClientBalanceConfigError",
     "ClientClosedError",
     "ConfigError",
     "ConnectError",
     "ConnectionLostError",
     "ConsumeSpeedLimitedError",
+    "ConsumerConfigError",
+    "DataLossError",
+    "FlowRuleError",
     "ForbiddenError",
     "FrameError",
     "InternalServerError",
+    "InvalidConfirmContextError",
+    "InvalidMessageError",
     "LocalProtocolError",
+    "MalformedMetaError",
+    "MessageDecodeError",
     "MessageMovedError",
     "MessageNotFoundError",
     "NetworkError",
+    "NoPartitionError",
     "NotRegisteredError",
+    "PartitionAlreadyConnectedError",
+    "PartitionNotConnectedError",
+    "PartitionNotSubscribableError",
     "PartitionOccupiedError",
     "ProtocolError",
     "RemoteProtocolError",
@@ -51,9 +69,14 @@ __all__ = [
     "ServerOverflowError",
     "ServiceStoppingError",
     "ServiceUnavailableError",
+    "SinkOptionError",
+    "SinkSchemaError",
+    "SourceOptionError",
     "StandbyMasterError",
+    "TDMsgError",
     "TopicUnavailableError",
     "TubeMQError",
+    "UnknownPartitionError",
     "WriteTimeoutError",
     "remote_error_for",
     "server_error",
@@ -313,3 +336,102 @@ def server_error(err_code: int, err_msg: str) -> ServerError:
         :class:`ServerError`.
     """
     return SERVER_ERROR_CLASSES.get(err_code, ServerError)(err_code, err_msg)
+
+
+# ---- invalid arguments: the ConfigError family (fix the call) ----
+
+
+class InvalidMessageError(ConfigError):
+    """A message to send is invalid (bad body, topic, attribute, msgType/msgTime or size).
+
+    Raised before anything is sent; also a ``ValueError`` (through :class:`ConfigError`).
+    """
+
+
+class ConsumerConfigError(ConfigError):
+    """A consumer argument (group, topic, filter, offset, node id ...) is invalid."""
+
+
+class BoundConsumeError(ConsumerConfigError):
+    """A :class:`BoundConsume` argument is malformed (key, offset, session key or count)."""
+
+
+class ClientBalanceConfigError(ConsumerConfigError):
+    """A client-balance argument (source count, node id, offset) is invalid."""
+
+
+class InvalidConfirmContextError(ConsumerConfigError):
+    """The confirm context is malformed or its lease is gone (Java answers 400, §4.4)."""
+
+
+class UnknownPartitionError(ConsumerConfigError):
+    """The partition key is malformed, unknown in the topic metadata, or of a topic this
+    consumer did not subscribe to (Java 404)."""
+
+
+class PartitionAlreadyConnectedError(ConsumerConfigError):
+    """The partition is already connected by this consumer (disconnect it first)."""
+
+
+class PartitionNotConnectedError(ConsumerConfigError):
+    """The partition is not connected by this consumer."""
+
+
+class NoPartitionError(TopicUnavailableError, ConfigError):
+    """A :class:`~tubemq_aio.Partitioner` was handed no partition to choose from.
+
+    The producer checks for writable partitions first and raises
+    :class:`TopicUnavailableError` itself; a custom partitioner raises this one (a
+    :class:`TopicUnavailableError` too) when nothing it was given is usable. The Java client
+    reports the same locally with errCode 444.
+    """
+
+
+class SourceOptionError(ConfigError):
+    """A Spark option of the TubeMQ data source is missing or invalid (the message names it)."""
+
+
+class SinkOptionError(ConfigError):
+    """An option of the TubeMQ sink is unknown or invalid (the message names it)."""
+
+
+class SinkSchemaError(ConfigError):
+    """The DataFrame written to TubeMQ has a missing, unknown or badly typed column (named)."""
+
+
+# ---- what the server sent is malformed: the ProtocolError family ----
+
+
+class MalformedMetaError(RemoteProtocolError):
+    """A metadata string from the server does not have the documented layout."""
+
+
+class FlowRuleError(RemoteProtocolError):
+    """The flow-control JSON from the master is malformed or breaks a rule constraint."""
+
+
+class MessageDecodeError(ProtocolError):
+    """A received payload cannot be split into attribute and body.
+
+    Only that message is affected (the Java consumer drops it); the connection stays usable.
+    """
+
+
+# ---- states of the cluster or the data ----
+
+
+class PartitionNotSubscribableError(TubeMQError):
+    """The master says the group may not subscribe to this partition now (Java 422, or 421:
+    a connect failed with 410/415 less than 5 s ago)."""
+
+
+class DataLossError(TubeMQError):
+    """A planned offset is no longer on the broker (``failOnDataLoss`` is true)."""
+
+
+class TDMsgError(TubeMQError, ValueError):
+    """A TDMsg / InLongMsg payload is malformed, truncated, too large or unsupported.
+
+    Also raised when a payload needs snappy decompression and the optional ``cramjam``
+    dependency is not installed (the message then says how to install it).
+    """

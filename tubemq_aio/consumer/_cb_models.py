@@ -8,11 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import (
+    PartitionAlreadyConnectedError,
+    PartitionNotConnectedError,
+    PartitionNotSubscribableError,
+    UnknownPartitionError,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import PartitionMeta as ProtocolPartitionMeta
 from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
-from tubemq_aio.protocol.consumer_meta import ConsumerConfigError, MalformedMetaError, PartitionKey
+from tubemq_aio.protocol.consumer_meta import MalformedMetaError, PartitionKey
 
 __all__ = [
     "PartitionAlreadyConnectedError",
@@ -24,24 +29,6 @@ __all__ = [
     "assign_modulo",
     "parse_key",
 ]
-
-
-class UnknownPartitionError(ConsumerConfigError):
-    """The partition key is malformed, unknown in the topic metadata, or of a topic this
-    consumer did not subscribe to (Java 404)."""
-
-
-class PartitionAlreadyConnectedError(ConsumerConfigError):
-    """The partition is already connected by this consumer (disconnect it first)."""
-
-
-class PartitionNotConnectedError(ConsumerConfigError):
-    """The partition is not connected by this consumer."""
-
-
-class PartitionNotSubscribableError(TubeMQError):
-    """The master says the group may not subscribe to this partition now (Java 422, or 421:
-    a connect failed with 410/415 less than 5 s ago)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,18 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from tubemq_aio.errors import BoundConsumeError
 from tubemq_aio.protocol.consumer_meta import (
     BoundSession,
-    ConsumerConfigError,
     MalformedMetaError,
     PartitionKey,
 )
 
 __all__ = ["BoundConsume", "BoundConsumeError"]
-
-
-class BoundConsumeError(ConsumerConfigError):
-    """A :class:`BoundConsume` argument is malformed (key, offset, session key or count)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from tubemq_aio.errors import ClientBalanceConfigError
 from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.consumer_meta import (
     DEFAULT_BROKER_PORT,
@@ -20,7 +21,6 @@ from tubemq_aio.protocol.consumer_meta import (
     META_STORE_INS_BASE,
     META_VALUE_UNDEFINED,
     BrokerInfo,
-    ConsumerConfigError,
     MalformedMetaError,
     Partition,
     PartitionKey,
@@ -50,10 +50,6 @@ __all__ = [
 
 #: A partition whose connect failed with 410/415 is refused (421) for this long (s), §8.4.
 CONNECT_FAILURE_HOLD = 5.0
-
-
-class ClientBalanceConfigError(ConsumerConfigError):
-    """A client-balance argument (source count, node id, offset) is invalid."""
 
 
 def validate_node(source_count: int, node_id: int) -> tuple[int, int]:

@@ -13,7 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from tubemq_aio.errors import ConfigError, RemoteProtocolError
+from tubemq_aio.errors import (
+    ConsumerConfigError,
+    MalformedMetaError,
+)
 
 __all__ = [
     "DEFAULT_BROKER_PORT",
@@ -67,14 +70,6 @@ MAX_TOPIC_COUNT = 1024
 _GROUP_RE = re.compile(r"[a-zA-Z][\w-]+", re.ASCII)
 # Characters that would corrupt the wire strings if they appeared inside a name or filter.
 _SEPARATORS = frozenset("#:@,=")
-
-
-class ConsumerConfigError(ConfigError):
-    """A consumer argument (group, topic, filter, offset, node id ...) is invalid."""
-
-
-class MalformedMetaError(RemoteProtocolError):
-    """A metadata string from the server does not have the documented layout."""
 
 
 def _int(text: str, what: str, whole: str) -> int:

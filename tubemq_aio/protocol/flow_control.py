@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tubemq_aio.errors import RemoteProtocolError
+from tubemq_aio.errors import FlowRuleError
 from tubemq_aio.protocol.consumer_meta import META_VALUE_UNDEFINED
 
 __all__ = [
@@ -40,10 +40,6 @@ SAMPLING_PERIOD = 5.0
 ESC_CHECK_PERIOD = 10.0
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
-
-
-class FlowRuleError(RemoteProtocolError):
-    """The flow-control JSON from the master is malformed or breaks a rule constraint."""
 
 
 def gmt8_hhmm(unix_time: float) -> int:

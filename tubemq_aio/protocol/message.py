@@ -24,7 +24,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
-from tubemq_aio.errors import ConfigError, ProtocolError
+from tubemq_aio.errors import InvalidMessageError, MessageDecodeError
 
 try:  # zlib-ng's CRC-32 uses SIMD (≈ 4x faster on 1 KB); same polynomial, same results.
     from zlib_ng.zlib_ng import crc32
@@ -72,20 +72,6 @@ _MSG_TIME_LEN = 12
 _RESERVED_CHARS = (",", "=")
 # tuple.__new__ skips the Python-level NamedTuple constructor on the per-message path.
 _tuple_new = tuple.__new__
-
-
-class InvalidMessageError(ConfigError):
-    """A message to send is invalid (bad body, topic, attribute, msgType/msgTime or size).
-
-    Raised before anything is sent; also a ``ValueError`` (through :class:`ConfigError`).
-    """
-
-
-class MessageDecodeError(ProtocolError):
-    """A received payload cannot be split into attribute and body.
-
-    Only that message is affected (the Java consumer drops it); the connection stays usable.
-    """
 
 
 class EncodedMessage(NamedTuple):

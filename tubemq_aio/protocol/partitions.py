@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
+from tubemq_aio.errors import InvalidConfirmContextError
 from tubemq_aio.protocol.consumer_meta import (
     BrokerInfo,
-    ConsumerConfigError,
     MalformedMetaError,
     Partition,
     PartitionKey,
@@ -43,10 +43,6 @@ __all__ = [
 IMMEDIATE_RELEASE_MS = 10
 #: ``pullProtectConfirmTimeoutMs``: a pull lease unconfirmed this long (seconds) is reclaimed.
 PROTECT_CONFIRM_TIMEOUT = 60.0
-
-
-class InvalidConfirmContextError(ConsumerConfigError):
-    """The confirm context is malformed or its lease is gone (Java answers 400, §4.4)."""
 
 
 class SelectStatus(IntEnum):

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Sequence, Set
 from typing import Protocol, runtime_checkable
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import NoPartitionError
 from tubemq_aio.protocol.producer_meta import Partition
 
 __all__ = [
@@ -29,13 +29,6 @@ __all__ = [
 
 _INT_MASK = 0x7FFFFFFF
 _NOTHING: frozenset[str] = frozenset()
-
-
-class NoPartitionError(ConfigError):
-    """No partition to choose from (the topic is not published or has no writable partition).
-
-    The Java client reports this locally with errCode 444.
-    """
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from typing import Literal
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import parse_masters
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import ConfigError, SourceOptionError
 from tubemq_aio.protocol.consumer_meta import (
     MalformedMetaError,
     PartitionKey,
@@ -39,10 +39,6 @@ __all__ = [
     "parse_client_settings",
     "parse_source_options",
 ]
-
-
-class SourceOptionError(ConfigError):
-    """A Spark option of the TubeMQ data source is missing or invalid (the message names it)."""
 
 
 #: Connection options shared by the source and the sink (lower case: Spark ignores case).

@@ -30,7 +30,11 @@ from tubemq_aio.consumer.client_balanced import (
     PartitionNotSubscribableError,
     PositionedRead,
 )
-from tubemq_aio.errors import ConsumeSpeedLimitedError, PartitionOccupiedError, TubeMQError
+from tubemq_aio.errors import (
+    ConsumeSpeedLimitedError,
+    DataLossError,
+    PartitionOccupiedError,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.spark._offsets import RECORD, OffsetRange
 from tubemq_aio.spark._options import SourceOptions
@@ -47,10 +51,6 @@ _RETRY_PAUSE = (0.1, 2.0)
 #: The refusals worth waiting out. After a 410 the client refuses to register the partition
 #: again for 5 s (421, ``PartitionNotSubscribableError``), as the Java client does.
 _RETRIED = (ConsumeSpeedLimitedError, PartitionOccupiedError, PartitionNotSubscribableError)
-
-
-class DataLossError(TubeMQError):
-    """A planned offset is no longer on the broker (``failOnDataLoss`` is true)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pyspark.sql.types import StructType
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import ConfigError, SinkOptionError, SinkSchemaError
 from tubemq_aio.protocol.consumer_meta import validate_topic_name
 from tubemq_aio.protocol.message import InvalidMessageError
 from tubemq_aio.spark._options import CLIENT_OPTION_NAMES, ClientSettings, parse_client_settings
@@ -48,14 +48,6 @@ SINK_OPTION_NAMES = frozenset(
 )
 # Spark adds these to the options of a write itself.
 _SPARK_OPTION_NAMES = frozenset({"path", "checkpointlocation"})
-
-
-class SinkOptionError(ConfigError):
-    """An option of the TubeMQ sink is unknown or invalid (the message names it)."""
-
-
-class SinkSchemaError(ConfigError):
-    """The DataFrame written to TubeMQ has a missing, unknown or badly typed column (named)."""
 
 
 #: Column name -> accepted Spark types (``simpleString``; nullability is not compared) and what

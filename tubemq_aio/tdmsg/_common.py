@@ -10,7 +10,7 @@ import struct
 import zlib
 from types import ModuleType
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import TDMsgError
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -28,14 +28,6 @@ __all__ = [
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 
 _INSTALL_HINT = "pip install 'tubemq-aio[tdmsg]'"
-
-
-class TDMsgError(TubeMQError, ValueError):
-    """A TDMsg / InLongMsg payload is malformed, truncated, too large or unsupported.
-
-    Also raised when a payload needs snappy decompression and the optional ``cramjam``
-    dependency is not installed (the message then says how to install it).
-    """
 
 
 class Budget:
