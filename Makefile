@@ -6,17 +6,20 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/_pb
 
-.PHONY: help venv protos protos-check lint typecheck unit test demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick fuzz clean
+.PHONY: help venv protos protos-check lint typecheck unit test demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick fuzz gateway-demo bench-gateway clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
+	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
+	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 
 # Debian packages the tests need: Java 17 and Maven run the real TubeMQ servers and build the Java
-# interop/benchmark peer; redis-server holds the HTTP gateway's state; jq checks the CLI's JSON output.
-SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq
+# interop/benchmark peer; redis-server holds the HTTP gateway's state; jq checks the CLI's JSON output;
+# wrk drives the gateway benchmark and curl its demo.
+SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -57,6 +60,12 @@ test: system-deps $(STAMP) protos-check lint typecheck
 
 demo: system-deps $(STAMP)
 	$(PY) -m tubemq_aio.demo
+
+gateway-demo: system-deps $(STAMP)
+	$(PY) -m tubemq_aio.gateway.demo
+
+bench-gateway: system-deps $(STAMP)
+	$(PY) -m benchmarks.gateway $(BENCH_ARGS)
 
 spark-example: system-deps $(STAMP)
 	$(PY) examples/spark_pipeline.py
