@@ -115,6 +115,7 @@ class Tally:
     acked: int = 0
     nacked_msgs: int = 0
     abandoned_msgs: int = 0
+    failed_ack_msgs: int = 0
     statuses: dict[int, int] = field(default_factory=dict)
 
 
@@ -149,7 +150,7 @@ async def consume_until(
                 await asyncio.sleep(0.2)
                 continue
             tally.statuses[r.status_code] = tally.statuses.get(r.status_code, 0) + 1
-            assert r.status_code < 500 or r.status_code in (503, 504), r.text
+            assert r.status_code in (200, 429, 503, 504), r.text
             if r.status_code != 200:
                 await asyncio.sleep(0.2)
                 continue
@@ -162,12 +163,13 @@ async def consume_until(
             roll = rng.random()
             if roll < ack_p:
                 a = await client.post(f"/v1/leases/{token}/ack", headers=READER)
+                tally.delivered.extend(values)
                 if a.status_code == 200:
                     tally.acked += 1
-                    tally.delivered.extend(values)
                     seen.update(values)
                 else:
                     assert a.status_code in (409, 503), a.text
+                    tally.failed_ack_msgs += len(values)
             elif roll < ack_p + nack_p:
                 tally.nacked_msgs += len(values)
                 tally.delivered.extend(values)
@@ -179,14 +181,18 @@ async def consume_until(
                 done.set()
 
     tasks = [asyncio.create_task(loop(n)) for n in range(consumers)]
+    waiter = asyncio.create_task(done.wait())
     try:
-        await asyncio.wait_for(done.wait(), timeout)
-    except TimeoutError:
-        missing = sorted(want - seen)
-        raise AssertionError(
-            f"{len(missing)} never acked, e.g. {missing[:5]}; {tally.statuses}"
-        ) from None
+        await asyncio.wait([waiter, *tasks], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        if not done.is_set():
+            missing = sorted(want - seen)
+            raise AssertionError(
+                f"{len(missing)} never acked, e.g. {missing[:5]}; {tally.statuses}"
+            )
     finally:
-        for t in tasks:
+        for t in [waiter, *tasks]:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(waiter, *tasks, return_exceptions=True)

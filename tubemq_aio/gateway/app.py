@@ -94,6 +94,8 @@ def create_app(
     app.state.gateway = gateway
     for router in (produce.router, consume.router, admin.router, ops.router):
         app.include_router(router)
+    if config.noop_route:
+        app.add_api_route("/v1/noop", produce.noop, methods=["POST"], include_in_schema=False)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)

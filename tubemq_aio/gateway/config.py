@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
 __all__ = ["ApiKey", "GatewayConfig", "GroupConfig"]
 
@@ -39,6 +40,7 @@ _TOP_KEYS = frozenset(
         "rpc_timeout",
         "max_long_poll_waiters",
         "not_found_wait_ms",
+        "noop_route",
     }
 )
 _GROUP_KEYS = frozenset(
@@ -74,10 +76,14 @@ class GroupConfig:
     def __post_init__(self) -> None:
         where = f"groups[{self.name!r}]"
         _check_name(self.name, f"{where}.name")
+        try:
+            validate_group_name(self.name)  # it is also the TubeMQ consumer group
+        except ConfigError as err:
+            raise ConfigError(f"{where}.name: {err}") from None
         if not self.topics:
             raise ConfigError(f"{where}.topics must list at least one topic")
         for topic in self.topics:
-            _check_name(topic, f"{where}.topics")
+            _check_topic(topic, f"{where}.topics")
         if self.mode not in ("clustering", "broadcast"):
             raise ConfigError(f"{where}.mode must be 'clustering' or 'broadcast'")
         if self.start not in ("earliest", "latest"):
@@ -130,6 +136,8 @@ class GatewayConfig:
         rpc_timeout: seconds per TubeMQ RPC of the consume engine.
         max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
+        noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
+            the framework floor the produce benchmark compares against. Off by default.
     """
 
     masters: str
@@ -146,6 +154,7 @@ class GatewayConfig:
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     not_found_wait_ms: int = 400
+    noop_route: bool = False
 
     def __post_init__(self) -> None:
         for key in ("masters", "redis", "secret"):
@@ -156,12 +165,13 @@ class GatewayConfig:
         if not self.redis.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError("redis must be a redis://, rediss:// or unix:// URL")
         for topic in self.produce_topics:
-            _check_name(topic, "produce_topics")
+            _check_topic(topic, "produce_topics")
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
             raise ConfigError("groups: a group name appears twice")
-        if not isinstance(self.allow_anonymous, bool):
-            raise ConfigError("allow_anonymous must be true or false")
+        for flag in ("allow_anonymous", "noop_route"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be true or false")
         if not self.keys and not self.allow_anonymous:
             raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
         _check_name(self.deployment, "deployment")
@@ -278,6 +288,14 @@ def _no_unknown(raw: Mapping[str, Any], known: frozenset[str], prefix: str) -> N
 def _check_name(value: object, key: str) -> None:
     if not isinstance(value, str) or not _NAME.match(value):
         raise ConfigError(f"{key}: {value!r} is not a valid name (1-64 of A-Z a-z 0-9 _ . -)")
+
+
+def _check_topic(value: object, key: str) -> None:
+    _check_name(value, key)
+    try:
+        validate_topic_name(str(value))
+    except ConfigError as err:
+        raise ConfigError(f"{key}: {err}") from None
 
 
 def _check_int(value: object, key: str, low: int, high: int) -> None:

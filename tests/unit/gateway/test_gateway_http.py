@@ -384,3 +384,17 @@ def test_mounted_inside_another_app(engine: FakeEngine, producer: FakeProducer) 
         assert r.json()["status"] == "ok"
     assert engine.started
     assert engine.closed
+
+
+def test_noop_route_only_when_configured(client: TestClient) -> None:
+    error(client.post("/v1/noop", json={"value": "x"}, headers=ADMIN), 404, "not_found")
+    cfg = GatewayConfig.from_mapping({**_raw(), "allow_anonymous": True, "noop_route": True})
+    app = create_app(
+        cfg,
+        engine_factory=lambda _c: FakeEngine({}),
+        producer_factory=lambda _c: cast(Producer, FakeProducer()),
+    )
+    with TestClient(app) as c:
+        assert c.post("/v1/noop", json={"value": "x"}).status_code == 200
+        error(c.post("/v1/noop", json={"value": 1}), 422, "invalid")
+        assert "/v1/noop" not in c.get("/openapi.json").json()["paths"]

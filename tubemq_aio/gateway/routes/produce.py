@@ -78,3 +78,10 @@ async def produce_batch(
     return json_response(
         {"results": [item.model_dump(exclude_none=True) for item in items]}, status
     )
+
+
+async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:
+    """The benchmark floor: produce's auth and body parsing, then a fixed answer (no send)."""
+    Authenticator.require(principal, "produce", "noop")
+    return json_response({"partition_key": "0:noop:0", "message_id": 0, "append_time": 0,
+                          "append_offset": 0})  # fmt: skip

@@ -1,0 +1,1 @@
+"""``make bench-gateway``: the HTTP gateway against the framework floor and the SDK itself."""

@@ -1,0 +1,174 @@
+"""One measurement each: wrk runs, HTTP batch produce, HTTP consume, and the SDK equivalents."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tubemq_aio import ClientBalancedConsumer, Producer
+
+BODY = "x" * 100
+_WRK_SCRIPT = """wrk.method = "POST"
+wrk.body = '{"value": "%s"}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+"""
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+@dataclass
+class WrkResult:
+    """Requests/s and latency percentiles (ms) of one wrk run."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    non_2xx: int
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if m is None:
+        raise ValueError(f"cannot read wrk latency {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+async def wrk(url: str, key: str, seconds: int, connections: int = 32) -> WrkResult:
+    """POST a 100-byte message to ``url`` with wrk (2 threads) for ``seconds``."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(_WRK_SCRIPT % (BODY, key))
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script.name, url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), seconds + 60)
+    finally:
+        os.unlink(script.name)
+    text = out.decode()
+    if proc.returncode != 0:
+        raise RuntimeError(f"wrk failed: {err.decode()}{text}")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"50%\s+(\S+)", text).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"99%\s+(\S+)", text).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    return WrkResult(rps, p50, p99, int(bad.group(1)) if bad else 0)
+
+
+async def http_batch_produce(
+    url: str, key: str, topic: str, seconds: float, batch: int = 500, parallel: int = 4
+) -> float:
+    """Messages/s through ``POST …/messages/batch`` (``parallel`` requests in flight)."""
+    sent = 0
+    deadline = time.monotonic() + seconds
+    body = {"messages": [{"value": BODY}] * batch}
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+        async def loop() -> None:
+            nonlocal sent
+            while time.monotonic() < deadline:
+                r = await client.post(
+                    f"/v1/topics/{topic}/messages/batch", json=body, headers=headers
+                )
+                if r.status_code != 200:
+                    raise RuntimeError(f"batch produce answered {r.status_code}: {r.text[:300]}")
+                sent += batch
+
+        began = time.monotonic()
+        await asyncio.gather(*(loop() for _ in range(parallel)))
+    return sent / (time.monotonic() - began)
+
+
+async def sdk_send(masters: str, topic: str, seconds: float, parallel: int = 2000) -> float:
+    """Messages/s of the SDK's own ``Producer.send`` (``parallel`` sends in flight)."""
+    sent = 0
+    payload = BODY.encode()
+    async with Producer(masters, topics=[topic]) as producer:
+        deadline = time.monotonic() + seconds
+
+        async def loop() -> None:
+            nonlocal sent
+            while time.monotonic() < deadline:
+                await producer.send(topic, payload)
+                sent += 1
+
+        began = time.monotonic()
+        await asyncio.gather(*(loop() for _ in range(parallel)))
+        return sent / (time.monotonic() - began)
+
+
+async def http_consume(
+    url: str, key: str, group: str, count: int, consumers: int = 4, timeout: float = 300
+) -> float:
+    """Messages/s through fetch → ack (acks piggy-backed on the next fetch) until ``count``."""
+    got = 0
+    done = asyncio.Event()
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+        async def loop() -> None:
+            nonlocal got
+            pending: list[str] = []
+            while not done.is_set():
+                body: dict[str, object] = {"wait_ms": 500}
+                if pending:
+                    body["ack"] = pending
+                r = await client.post(f"/v1/groups/{group}/fetch", json=body, headers=headers)
+                if r.status_code != 200:
+                    raise RuntimeError(f"fetch answered {r.status_code}: {r.text[:300]}")
+                reply = r.json()
+                pending = []
+                if reply["status"] == "ok":
+                    got += len(reply["messages"])
+                    pending = [reply["lease"]["token"]]
+                    if got >= count:
+                        done.set()
+            if pending:
+                await client.post(f"/v1/leases/{pending[0]}/ack", headers=headers)
+
+        began = time.monotonic()
+        tasks = [asyncio.create_task(loop()) for _ in range(consumers)]
+        try:
+            await asyncio.wait_for(done.wait(), timeout)
+        finally:
+            elapsed = time.monotonic() - began
+            done.set()
+            await asyncio.gather(*tasks)
+    return got / elapsed
+
+
+async def sdk_consume(
+    masters: str, topic: str, group: str, count: int, timeout: float = 300
+) -> float:
+    """Messages/s of the SDK's client-balanced consumer reading ``count`` from the start."""
+    async with ClientBalancedConsumer(
+        masters, group=group, topics=[topic], source_count=1, node_id=0, consume_from="earliest"
+    ) as consumer:
+        began = time.monotonic()
+        for meta in await consumer.partitions():
+            await consumer.connect(meta.partition_key)
+        got = 0
+
+        async def drain() -> None:
+            nonlocal got
+            async for _msg in consumer:
+                got += 1
+                if got >= count:
+                    return
+
+        await asyncio.wait_for(drain(), timeout)
+        return got / (time.monotonic() - began)
