@@ -289,7 +289,10 @@ class ConnectionPool:
         Returns:
             The addresses whose connection was closed.
         """
-        views = [IdleView(a, c.last_activity, c.in_flight) for a, c in self._conns.items()]
+        # Callers waiting for room count as busy: their own deadlines end their wait.
+        views = [
+            IdleView(a, c.last_activity, c.in_flight + c.waiting) for a, c in self._conns.items()
+        ]
         idle = idle_connections(views, now, self.settings.idle_timeout)
         closing: list[Connection] = []
         reaped: list[Address] = []
