@@ -20,16 +20,28 @@ from typing import cast
 
 import pytest
 
+from tubemq_aio._io.connection import Connection
+from tubemq_aio._io.pool import Address
+from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import (
+    Method,
     RpcRequest,
     decode_request,
     encode_exception,
     encode_success,
 )
 
-__all__ = ["FakeServer", "Knobs", "request_payload", "server_fixture", "settings_fixture"]
+__all__ = [
+    "FakeServer",
+    "Knobs",
+    "flood_until_paused",
+    "request_payload",
+    "server_fixture",
+    "settings_fixture",
+    "small_buffers",
+]
 
 
 @dataclass
@@ -214,3 +226,32 @@ async def server_fixture() -> AsyncIterator[FakeServer]:
 def settings_fixture() -> TransportSettings:
     """Transport settings with short intervals so timing tests stay fast."""
     return TransportSettings(sweep_interval=0.01, connect_timeout=1.0, backoff_initial=0.2)
+
+
+def small_buffers(idle_timeout: float = 180.0) -> TransportSettings:
+    """Settings whose write buffer pauses at 64 KiB, so a peer that stops reading shows fast."""
+    return TransportSettings(
+        sweep_interval=0.01,
+        idle_timeout=idle_timeout,
+        write_high_water=64 * 1024,
+        write_low_water=16 * 1024,
+    )
+
+
+async def flood_until_paused(
+    server: FakeServer, rpc: RpcClient, timeout: float = 30.0
+) -> tuple[Connection, list[asyncio.Task[bytes]]]:
+    """Make ``server`` stop reading, then send 64 KiB calls (each with ``timeout``) until the
+    connection's transport pauses writing. Returns the connection and the flooding calls."""
+    server.knobs.pause_reading = True
+    address = Address("127.0.0.1", server.port)
+    conn = await rpc.connect(address)
+    chunk = b"z" * 65536
+    method = Method.MASTER_PRODUCER_HEARTBEAT
+    flood = [asyncio.create_task(rpc.call(address, method, chunk, timeout)) for _ in range(64)]
+    for _ in range(300):
+        await asyncio.sleep(0.01)
+        if conn.writing_paused:
+            break
+    assert conn.writing_paused
+    return conn, flood

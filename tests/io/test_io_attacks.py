@@ -9,7 +9,14 @@ import ssl
 from collections.abc import Iterator
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+from echo_server import (  # noqa: F401
+    FakeServer,
+    flood_until_paused,
+    request_payload,
+    server_fixture,
+    settings_fixture,
+    small_buffers,
+)
 from test_io_memory import MemoryTransport
 
 from tubemq_aio._io.connection import Connection
@@ -72,20 +79,9 @@ async def test_cancelling_one_connect_waiter_leaves_the_others_connected(
 
 
 async def test_pool_close_ends_calls_waiting_for_write_room(server: FakeServer) -> None:
-    settings = TransportSettings(
-        sweep_interval=0.01, write_high_water=64 * 1024, write_low_water=16 * 1024
-    )
-    pool = ConnectionPool(settings)
+    pool = ConnectionPool(small_buffers())
     rpc = RpcClient(pool)
-    server.knobs.pause_reading = True
-    conn = await rpc.connect(addr(server))
-    flood = [
-        asyncio.create_task(rpc.call(addr(server), METHOD, b"z" * 65536, 30.0)) for _ in range(64)
-    ]
-    for _ in range(300):
-        await asyncio.sleep(0.01)
-        if conn.writing_paused:
-            break
+    conn, flood = await flood_until_paused(server, rpc)
     waiting = asyncio.create_task(rpc.call(addr(server), METHOD, b"w", 30.0))
     await asyncio.sleep(0.05)
     assert conn.waiting == 1
@@ -97,20 +93,10 @@ async def test_pool_close_ends_calls_waiting_for_write_room(server: FakeServer) 
 
 
 async def test_reaper_leaves_a_connection_whose_callers_wait_for_room(server: FakeServer) -> None:
-    settings = TransportSettings(
-        sweep_interval=0.01,
-        idle_timeout=0.1,
-        write_high_water=64 * 1024,
-        write_low_water=16 * 1024,
-    )
-    pool = ConnectionPool(settings)
+    pool = ConnectionPool(small_buffers(idle_timeout=0.1))
     rpc = RpcClient(pool)
-    server.knobs.pause_reading = True
-    conn = await rpc.connect(addr(server))
     # Written calls that expire at once: nothing in flight, the buffer stays full.
-    flood = [
-        asyncio.create_task(rpc.call(addr(server), METHOD, b"z" * 65536, 0.05)) for _ in range(64)
-    ]
+    conn, flood = await flood_until_paused(server, rpc, timeout=0.05)
     await asyncio.gather(*flood, return_exceptions=True)
     assert conn.writing_paused
     assert conn.in_flight == 0

@@ -17,7 +17,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+from echo_server import (  # noqa: F401
+    FakeServer,
+    flood_until_paused,
+    request_payload,
+    server_fixture,
+    settings_fixture,
+    small_buffers,
+)
 
 from tubemq_aio._client import open_pool
 from tubemq_aio._io.pool import Address, ConnectionPool
@@ -44,37 +51,18 @@ def addr(server: FakeServer, tls: bool = False, host: str = "127.0.0.1") -> Addr
     return Address(host, server.port, tls)
 
 
-async def fill_write_buffer(server: FakeServer, rpc: RpcClient) -> list[asyncio.Task[bytes]]:
-    """Make the peer stop reading and send until the transport pauses writing."""
-    server.knobs.pause_reading = True
-    conn = await rpc.connect(addr(server))
-    chunk = b"z" * 65536
-    flood = [asyncio.create_task(rpc.call(addr(server), METHOD, chunk, 30.0)) for _ in range(64)]
-    for _ in range(300):
-        await asyncio.sleep(0.01)
-        if conn.writing_paused:
-            break
-    assert conn.writing_paused
-    return flood
-
-
 # ---- defect 2: a peer that stops reading -------------------------------------------------------
 
 
 async def test_call_waiting_for_a_full_write_buffer_ends_at_its_deadline(
     server: FakeServer,
 ) -> None:
-    settings = TransportSettings(
-        sweep_interval=0.01, write_high_water=64 * 1024, write_low_water=16 * 1024
-    )
-    pool = ConnectionPool(settings)
+    pool = ConnectionPool(small_buffers())
     rpc = RpcClient(pool)
-    flood = await fill_write_buffer(server, rpc)
+    conn, flood = await flood_until_paused(server, rpc)
     with pytest.raises(RequestTimeoutError, match="not sent") as info:
         await asyncio.wait_for(rpc.call(addr(server), METHOD, b"late", 0.2), 10.0)
     assert isinstance(info.value, WriteTimeoutError)
-    conn = pool.ready(addr(server))
-    assert conn is not None
     assert conn.waiting == 0
     assert not conn.is_closed  # a slow reader is not a dead link
     server.resume_reading()
@@ -84,14 +72,9 @@ async def test_call_waiting_for_a_full_write_buffer_ends_at_its_deadline(
 
 
 async def test_cancelled_write_waiters_are_removed(server: FakeServer) -> None:
-    settings = TransportSettings(
-        sweep_interval=0.01, write_high_water=64 * 1024, write_low_water=16 * 1024
-    )
-    pool = ConnectionPool(settings)
+    pool = ConnectionPool(small_buffers())
     rpc = RpcClient(pool)
-    flood = await fill_write_buffer(server, rpc)
-    conn = pool.ready(addr(server))
-    assert conn is not None
+    conn, flood = await flood_until_paused(server, rpc)
     waiters = [
         asyncio.create_task(rpc.call(addr(server), METHOD, b"w%d" % i, 30.0)) for i in range(100)
     ]
