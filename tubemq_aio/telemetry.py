@@ -112,6 +112,8 @@ class ClientTelemetry:
         )
         meter: Meter = metrics.get_meter(_SCOPE, __version__, meter_provider=options.meter_provider)
         self._propagator = TraceContextTextMapPropagator()
+        self._producer_kind = trace.SpanKind.PRODUCER
+        self._consumer_kind = trace.SpanKind.CONSUMER
         self.sent = meter.create_counter(
             "messaging.client.sent.messages", "{message}", "Messages the client tried to send"
         )
@@ -146,7 +148,7 @@ class ClientTelemetry:
         started = time.perf_counter()
         span = self.tracer.start_span(
             f"send {topic}",
-            kind=_kind("PRODUCER"),
+            kind=self._producer_kind,
             attributes={
                 **_base("send", "send", topic),
                 "messaging.message.body.size": body_size,
@@ -198,7 +200,7 @@ class ClientTelemetry:
         """
         span = self.tracer.start_span(
             f"receive {topic}",
-            kind=_kind("CONSUMER"),
+            kind=self._consumer_kind,
             start_time=started_ns,
             attributes={
                 **_base("receive", "receive", topic),
@@ -233,7 +235,7 @@ class ClientTelemetry:
         error: str | None = None
         with self.tracer.start_as_current_span(
             f"process {message.topic}",
-            kind=_kind("CONSUMER"),
+            kind=self._consumer_kind,
             attributes=attributes,
             links=links,
             record_exception=True,
@@ -274,10 +276,15 @@ class SendSpan:
     def stored(self, message_id: int, partition_key: str, host: str, port: int) -> None:
         """Add what the broker answered to the span."""
         span = self.span
-        span.set_attribute("messaging.message.id", str(message_id))
-        span.set_attribute("messaging.destination.partition.id", partition_key)
-        span.set_attribute("server.address", host)
-        span.set_attribute("server.port", port)
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    "messaging.message.id": str(message_id),
+                    "messaging.destination.partition.id": partition_key,
+                    "server.address": host,
+                    "server.port": port,
+                }
+            )
 
 
 @contextmanager
@@ -330,12 +337,6 @@ def _metric_labels(operation: str, topic: str, error: str | None) -> dict[str, s
 
 def _error_type(exc: BaseException) -> str:
     return type(exc).__qualname__
-
-
-def _kind(name: str) -> Any:
-    from opentelemetry.trace import SpanKind
-
-    return SpanKind[name]
 
 
 def _error_status(exc: BaseException) -> Any:

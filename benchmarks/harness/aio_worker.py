@@ -36,6 +36,7 @@ from benchmarks.harness.e2e import run_e2e, wait_assigned
 from benchmarks.harness.latency import open_loop
 from tubemq_aio import Producer
 from tubemq_aio.consumer import Consumer
+from tubemq_aio.telemetry import Telemetry
 
 
 @dataclass
@@ -67,6 +68,7 @@ def _emit(ns: argparse.Namespace, mode: str, **fields: Any) -> None:
         "op": ns.op,
         "mode": mode,
         "loop": ns.loop,
+        "otel": ns.otel,
         "concurrency": ns.concurrency,
         "size": ns.size,
     }
@@ -101,10 +103,36 @@ async def _produce_phase(
 
 
 def bench_producer(ns: argparse.Namespace) -> Producer:
-    """The producer every sending scenario uses: the run's master, topic, heartbeat and retries."""
+    """The producer every sending scenario uses: the run's master, topic, heartbeat, retries
+    and telemetry setting."""
     return Producer(
-        ns.master, topics=[ns.topic], heartbeat_interval=ns.heartbeat, send_retries=ns.retries
+        ns.master,
+        topics=[ns.topic],
+        heartbeat_interval=ns.heartbeat,
+        send_retries=ns.retries,
+        telemetry=bench_telemetry(ns.otel),
     )
+
+
+def bench_telemetry(mode: str) -> bool | Telemetry:
+    """``off``: no instrumentation; ``sdk``: the OpenTelemetry SDK recording every span and
+    metric, spans batched to an exporter that drops them (the cost of tracing, not of a
+    collector)."""
+    if mode == "off":
+        return False
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Drop()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
 def payload(size: int) -> bytes:
@@ -189,6 +217,7 @@ async def e2e(ns: argparse.Namespace) -> int:
             consume_from="latest",
             heartbeat_interval=ns.heartbeat,
             msg_not_found_wait=ns.not_found_wait,
+            telemetry=bench_telemetry(ns.otel),
         ) as consumer,
         bench_producer(ns) as producer,
     ):
@@ -274,6 +303,7 @@ async def consume(ns: argparse.Namespace) -> int:
         consume_from="earliest",
         heartbeat_interval=ns.heartbeat,
         msg_not_found_wait=ns.not_found_wait,
+        telemetry=bench_telemetry(ns.otel),
     ) as consumer:
         deadline = t_ready + ns.ready_timeout
         while not consumer.assignment() and time.perf_counter() < deadline:  # noqa: ASYNC110
@@ -339,6 +369,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="latency: msg/s offered")
     parser.add_argument("--duration", type=float, default=30.0, help="latency: seconds")
+    parser.add_argument(
+        "--otel", choices=["off", "sdk"], default="off", help="producer telemetry (default off)"
+    )
     return parser.parse_args(argv)
 
 
