@@ -27,6 +27,7 @@ __all__ = ["MAX_SECONDS", "Checks", "check_options", "is_seconds"]
 MAX_SECONDS = 86_400.0
 
 _MAX_SHOWN = 60
+_MAX_PROBLEM = 300
 
 
 def _shown(value: object) -> str:
@@ -62,7 +63,10 @@ class Checks:
 
     def adopt(self, exc: ConfigError) -> None:
         """Record a problem raised by another check; raised alone, it keeps its class."""
-        self._problems.append((str(exc), type(exc)))
+        text = str(exc)
+        if len(text) > _MAX_PROBLEM:  # e.g. a 10 000-character topic name quoted back
+            text = text[: _MAX_PROBLEM - 3] + "..."
+        self._problems.append((text, type(exc)))
 
     @property
     def ok(self) -> bool:

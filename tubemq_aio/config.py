@@ -55,6 +55,11 @@ def parse_host_port(text: str, *, default_port: int | None = None) -> HostPort:
     if not isinstance(text, str):
         raise ConfigError(f"an address must be a string, got {type(text).__name__}")
     text = text.strip()
+    if "@" in text:  # user info: the text may hold a password, so it is not echoed
+        raise ConfigError(
+            "an address must not contain user info (user:password@); pass credentials= or "
+            "use ClientConfig.from_url('tubemq://user:password@host:port')"
+        )
     if text.startswith("["):
         host, bracket, rest = text[1:].partition("]")
         if not bracket or (rest and not rest.startswith(":")) or not _is_ipv6(host):
@@ -72,7 +77,7 @@ def parse_host_port(text: str, *, default_port: int | None = None) -> HostPort:
             host, port_text = text, ""
         elif not port_text:
             raise ConfigError(f"address {text!r} has no port")
-    if not host or any(c.isspace() or c in "/@[]" for c in host):
+    if not host or any(c.isspace() or c in "/[]" for c in host):
         raise ConfigError(f"address {text!r} has no valid host")
     if not port_text:
         if default_port is None:

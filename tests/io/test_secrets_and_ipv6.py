@@ -28,6 +28,7 @@ from tubemq_aio import (
 )
 from tubemq_aio.config import HostPort, redact_url
 
+_ClientConfig: Any = ClientConfig
 _ProducerConfig: Any = ProducerConfig  # the tests pass what the type hints forbid
 
 pytestmark = pytest.mark.timeout(60)
@@ -93,6 +94,21 @@ def test_url_user_info_becomes_credentials() -> None:
 def test_bad_urls_never_echo_the_password(url: str) -> None:
     with pytest.raises(ConfigError) as info:
         ClientConfig.from_url(url)
+    assert_no_secret(seen_by_user(errors=[info.value], logs=""))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: _ClientConfig(masters=f"admin:{PASSWORD}@h:8715"),
+        lambda: Producer(f"admin:{PASSWORD}@h:8715"),
+        lambda: Consumer([f"admin:{PASSWORD}@h"], group="gg", topics=["t"]),
+    ],
+)
+def test_user_info_in_a_master_address_is_refused_unseen(build: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        build()
+    assert "credentials" in str(info.value)
     assert_no_secret(seen_by_user(errors=[info.value], logs=""))
 
 
@@ -162,9 +178,7 @@ async def ipv6_server() -> AsyncIterator[tuple[int, list[str]]]:
 
 async def test_ipv6_master_is_connected(ipv6_server: tuple[int, list[str]]) -> None:
     port, peers = ipv6_server
-    config = _ProducerConfig(
-        masters=f"[::1]:{port}", register_attempts=1, connection_reuse=False, client_host="::1"
-    )
+    config = _ProducerConfig(masters=f"[::1]:{port}", register_attempts=1, connection_reuse=False)
     assert config.masters == (HostPort("::1", port),)
     producer = Producer(config=config)
     with pytest.raises(TubeMQError):

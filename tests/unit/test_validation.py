@@ -117,8 +117,14 @@ BAD_CONSTRUCTIONS: dict[str, Callable[[], object]] = {
     "cb reassign_interval=nan": lambda: ClientBalancedConsumer(
         M, group="gg", topics=["t"], reassign_interval=math.nan
     ),
+    "cb source_count=2**40": lambda: ClientBalancedConsumer(
+        M, group="gg", topics=["t"], source_count=2**40
+    ),
     "cb assignor=5": lambda: ClientBalancedConsumer(M, group="gg", topics=["t"], assignor=5),  # type: ignore[arg-type]
     "BoundConsume offsets='abc'": lambda: BoundConsume("s", 1, offsets="abc"),  # type: ignore[arg-type]
+    "BoundConsume offset 2**80": lambda: BoundConsume("s", 1, offsets={"1:t:0": 2**80}),
+    "BoundConsume source_count 2**40": lambda: BoundConsume("s", 2**40),
+    "Producer.from_url(unknown)": lambda: Producer.from_url("tubemq://h", no_such=1),
 }
 
 
@@ -152,28 +158,42 @@ def test_unknown_option_does_not_echo_its_value() -> None:
     "timeout", [0, -1, math.nan, math.inf, -math.inf, "5", 1e300, True, MAX_SEND_TIMEOUT + 1]
 )
 def test_send_timeout_is_checked_before_anything(timeout: object) -> None:
-    raises_config_error(lambda: check_send_args("t", None, timeout))
+    raises_config_error(lambda: check_send_args("t", b"x", timeout=timeout))
 
 
 @pytest.mark.parametrize(
     ("topic", "key"), [("", None), ("  ", None), (5, None), (None, None), ("t", 123), ("t", 1.5)]
 )
 def test_send_topic_and_key_types(topic: object, key: object) -> None:
-    raises_config_error(lambda: check_send_args(topic, key, None))
+    raises_config_error(lambda: check_send_args(topic, b"x", key=key))
 
 
 def test_good_send_arguments_pass() -> None:
-    check_send_args("t", None, None)
-    check_send_args("t", b"k", 0.5)
-    check_send_args("t", "k", MAX_SEND_TIMEOUT)
-    check_send_args("t", None, 3)
+    check_send_args("t", b"x")
+    check_send_args("t", bytearray(b"x"), key=b"k", timeout=0.5)
+    check_send_args("t", memoryview(b"x"), key="k", timeout=MAX_SEND_TIMEOUT)
+    check_send_args(
+        "t", b"x", timeout=3, attributes={"a": "b"}, msg_type="m", msg_time="202401011200"
+    )
+    check_send_args("t", b"x", attributes={}, msg_type="")
 
 
 async def test_send_checks_arguments_before_the_started_check() -> None:
     producer = Producer(M)  # never started: a bad argument must still say what is wrong
-    for kwargs in ({"timeout": math.nan}, {"key": 123}, {"timeout": "5"}):
+    bad_kwargs: list[dict[str, Any]] = [
+        {"timeout": math.nan},
+        {"key": 123},
+        {"timeout": "5"},
+        {"attributes": [("a", "b")]},
+        {"msg_type": 5},
+        {"msg_time": "soon"},
+    ]
+    for kwargs in bad_kwargs:
         with pytest.raises(ConfigError):
             await producer.send("t", b"x", **kwargs)
+    for body in (None, "text", b"", 5):
+        with pytest.raises(ConfigError):
+            await producer.send("t", body)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         producer.send_nowait("t", b"x", timeout=-1)
     with pytest.raises(ConfigError):
@@ -249,7 +269,7 @@ async def test_consumer_calls_check_their_arguments() -> None:
 
 async def test_client_balanced_calls_check_their_arguments() -> None:
     consumer = ClientBalancedConsumer(M, group="gg", topics=["t"])
-    for offset in (-1, 1.5, "5", True):
+    for offset in (-1, 1.5, "5", True, 2**80):
         with pytest.raises(ConfigError):
             await consumer.connect("1:t:0", offset)  # type: ignore[arg-type]
         with pytest.raises(ConfigError):

@@ -15,6 +15,10 @@ from tubemq_aio.protocol.consumer_meta import (
 
 __all__ = ["BoundConsume", "BoundConsumeError"]
 
+# The wire types of the register fields: sourceCount is an int32, offsets are int64 (§1.2).
+_MAX_INT32 = 2**31 - 1
+_MAX_INT64 = 2**63 - 1
+
 
 @dataclass(frozen=True, slots=True)
 class BoundConsume:
@@ -50,8 +54,10 @@ class BoundConsume:
             raise BoundConsumeError("the session key must not contain ','")
         object.__setattr__(self, "session_key", self.session_key.strip())
         count = self.source_count
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise BoundConsumeError(f"source_count must be an integer >= 1, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_INT32:
+            raise BoundConsumeError(
+                f"source_count must be an integer in [1, {_MAX_INT32}], got {count!r}"
+            )
         if not isinstance(self.select_big, bool):
             raise BoundConsumeError("select_big must be a bool")
         if not isinstance(self.offsets, Mapping):
@@ -61,8 +67,8 @@ class BoundConsume:
             key = self._parse_key(raw_key)
             if isinstance(offset, bool) or not isinstance(offset, int):
                 raise BoundConsumeError(f"offset of {key} must be an integer, got {offset!r}")
-            if offset < 0:
-                raise BoundConsumeError(f"offset of {key} is negative: {offset}")
+            if not 0 <= offset <= _MAX_INT64:
+                raise BoundConsumeError(f"offset of {key} must be in [0, 2**63 - 1]: {offset}")
             text = key.format()
             if text in parsed:
                 raise BoundConsumeError(f"partition {text} given twice")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from tubemq_aio._validate import Checks, is_seconds
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.consumer_meta import validate_topic_name
-from tubemq_aio.protocol.message import InvalidMessageError, validate_topic
+from tubemq_aio.protocol.message import InvalidMessageError, check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
 __all__ = ["MAX_SEND_TIMEOUT", "ProducerConfig", "check_send_args"]
@@ -79,28 +80,47 @@ class ProducerConfig(ClientConfig):
         return self.rpc_timeout if self.send_timeout is None else self.send_timeout
 
 
-def check_send_args(topic: object, key: object, timeout: object) -> None:
-    """Validate the arguments of a send that its message encoder does not see.
+def check_send_args(
+    topic: object,
+    body: object,
+    *,
+    key: object = None,
+    timeout: object = None,
+    attributes: object = None,
+    msg_type: object = None,
+    msg_time: datetime | str | None = None,
+) -> None:
+    """Validate every argument of a send before anything else happens (one call per send).
 
-    Cheap when they are fine (one call per send); the body, attributes, ``msg_type`` and
-    ``msg_time`` are checked by :func:`~tubemq_aio.protocol.message.encode_message`.
+    Cheap for the common plain message; the size against the topic's limit is checked when the
+    message is encoded.
 
     Raises:
-        InvalidMessageError: the topic is not a non-blank string, the key is not ``bytes`` or
-            ``str``, or the timeout is not a number of seconds in ``(0, MAX_SEND_TIMEOUT]``.
+        InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
+            bytes, the key is not ``bytes``/``str``, the timeout is not a number of seconds in
+            ``(0, MAX_SEND_TIMEOUT]``, or an attribute, ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
         type(topic) is str
         and topic.strip()
+        and type(body) is bytes
+        and body
+        and attributes is None
+        and msg_type is None
+        and msg_time is None
         and (key is None or isinstance(key, bytes | str))
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):
         return
     checks = Checks("send", error=InvalidMessageError)
-    try:
-        validate_topic(topic)
-    except InvalidMessageError as exc:
-        checks.adopt(exc)
+    for check in (
+        lambda: validate_topic(topic),
+        lambda: check_message(body, attributes=attributes, msg_type=msg_type, msg_time=msg_time),
+    ):
+        try:
+            check()
+        except InvalidMessageError as exc:
+            checks.adopt(exc)
     if key is not None and not isinstance(key, bytes | str):
         checks.problem(f"key must be bytes or str, got {type(key).__name__}")
     checks.optional_seconds("timeout", timeout, high=MAX_SEND_TIMEOUT)

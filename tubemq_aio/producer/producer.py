@@ -110,6 +110,7 @@ class Producer(AsyncLifecycle):
     def from_url(cls, url: str, **options: Any) -> Self:
         """Build a producer from ``tubemq://h1:8715,h2:8715?rpc_timeout=5``; see
         :meth:`~tubemq_aio.config.ClientConfig.from_url`."""
+        check_options(ProducerConfig, options, what=cls.__name__)
         return cls(config=ProducerConfig.from_url(url, **options))
 
     _kind = "producer"
@@ -212,7 +213,15 @@ class Producer(AsyncLifecycle):
             ServerError: the broker refused the message (e.g. 400, 403).
             ClientClosedError: the producer is closed.
         """
-        check_send_args(topic, key, timeout)
+        check_send_args(
+            topic,
+            body,
+            key=key,
+            timeout=timeout,
+            attributes=attributes,
+            msg_type=msg_type,
+            msg_time=msg_time,
+        )
         session = self._require_session()
         if self.telemetry is not None:
             return await self._traced_send(session, False, topic, body, attributes,
@@ -339,7 +348,7 @@ class Producer(AsyncLifecycle):
             ClientClosedError: the producer is not started or already closed.
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
-        check_send_args(topic, kwargs.get("key"), kwargs.get("timeout"))
+        check_send_args(topic, body, **kwargs)
         session = self._require_session()
         if self._in_flight >= self._max_in_flight or self._room_waiters:
             raise SendWindowFullError(

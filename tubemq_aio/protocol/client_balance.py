@@ -64,6 +64,8 @@ def validate_node(source_count: int, node_id: int) -> tuple[int, int]:
     for name, value in (("source_count", source_count), ("node_id", node_id)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ClientBalanceConfigError(f"{name} must be an integer, got {type(value).__name__}")
+    if source_count > 2**31 - 1:  # an int32 on the wire
+        raise ClientBalanceConfigError(f"source_count {source_count} is over 2**31 - 1")
     if source_count <= 0:
         return META_VALUE_UNDEFINED, META_VALUE_UNDEFINED
     if not 0 <= node_id < source_count:
@@ -80,6 +82,8 @@ def validate_bootstrap_offset(offset: int | None) -> int | None:
     """
     if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
         raise ClientBalanceConfigError(f"an offset must be an integer, got {type(offset).__name__}")
+    if offset is not None and offset > 2**63 - 1:  # an int64 on the wire
+        raise ClientBalanceConfigError(f"offset {offset} is beyond any partition (over 2**63 - 1)")
     if offset is not None and offset < 0:
         raise ClientBalanceConfigError(f"bootstrap offset {offset} is negative")
     return offset

@@ -42,6 +42,7 @@ __all__ = [
     "EncodedMessage",
     "InvalidMessageError",
     "MessageDecodeError",
+    "check_message",
     "checksum",
     "crc32",
     "decode_payload",
@@ -154,12 +155,50 @@ def validate_topic(topic: object) -> str:
     return topic
 
 
-def _check_attributes_type(attributes: object) -> None:
-    """Refuse attributes that are not a mapping (a list of pairs has no ``items()``)."""
-    if not isinstance(attributes, Mapping):
+def _plain(attributes: object, msg_type: object) -> bool:
+    """Whether falsy ``attributes``/``msg_type`` really mean "none" (``[]`` or ``0`` do not)."""
+    return (attributes is None or type(attributes) is dict) and (msg_type is None or msg_type == "")
+
+
+def _message_fields(
+    attributes: object, msg_type: object, msg_time: datetime | str | None
+) -> tuple[str, str, bytes]:
+    """Validate the attribute-carried fields; returns ``(msgType, msgTime, block)`` texts."""
+    if attributes is not None and not isinstance(attributes, Mapping):
         raise InvalidMessageError(
             f"attributes must be a mapping of strings, got {type(attributes).__name__}"
         )
+    if msg_type is not None and type(msg_type) is not str:
+        raise InvalidMessageError(f"msg_type must be a string, got {type(msg_type).__name__}")
+    if msg_time is not None and not isinstance(msg_time, str):
+        msg_time = format_msg_time(msg_time)
+    try:
+        items = tuple(attributes.items()) if attributes else ()
+        return _attribute_block(msg_type or "", msg_time or "", items)
+    except TypeError:  # something unhashable reached the cache
+        raise InvalidMessageError("attributes, msg_type and msg_time must be strings") from None
+    except UnicodeEncodeError as exc:  # lone surrogates cannot be sent as UTF-8
+        raise InvalidMessageError(f"attribute text is not encodable as UTF-8: {exc}") from None
+
+
+def check_message(
+    body: object,
+    *,
+    attributes: object = None,
+    msg_type: object = None,
+    msg_time: datetime | str | None = None,
+) -> None:
+    """Validate a message to send without encoding it (the size is checked at encoding).
+
+    Raises:
+        InvalidMessageError: as :func:`encode_message` would, size aside.
+    """
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise InvalidMessageError(f"message body must be bytes, got {type(body).__name__}")
+    if not len(body):
+        raise InvalidMessageError("message body is empty")
+    if attributes or msg_type or msg_time is not None or not _plain(attributes, msg_type):
+        _message_fields(attributes, msg_type, msg_time)
 
 
 @lru_cache(maxsize=1024)
@@ -254,24 +293,18 @@ def encode_message(
     size = len(body)
     if not size:
         raise InvalidMessageError("message body is empty")
-    if attributes is not None and type(attributes) is not dict:
-        _check_attributes_type(attributes)
-    if msg_type is not None and type(msg_type) is not str:
-        raise InvalidMessageError(f"msg_type must be a string, got {type(msg_type).__name__}")
-    if not attributes and not msg_type and msg_time is None:
+    if (
+        not attributes
+        and not msg_type
+        and msg_time is None
+        and (attributes is None or type(attributes) is dict)  # inlined _plain(): the hot path
+        and (msg_type is None or msg_type == "")
+    ):
         # The common plain message: no attribute block, the body is the data (no copy).
         if size > max_size:
             raise InvalidMessageError(f"message of {size} bytes exceeds max {max_size}")
         return _tuple_new(EncodedMessage, (body, 0, "", ""))
-    if msg_time is not None and not isinstance(msg_time, str):
-        msg_time = format_msg_time(msg_time)
-    try:
-        items = tuple(attributes.items()) if attributes else ()
-        type_text, time_text, block = _attribute_block(msg_type or "", msg_time or "", items)
-    except TypeError:  # something unhashable reached the cache
-        raise InvalidMessageError("attributes, msg_type and msg_time must be strings") from None
-    except UnicodeEncodeError as exc:  # lone surrogates cannot be sent as UTF-8
-        raise InvalidMessageError(f"attribute text is not encodable as UTF-8: {exc}") from None
+    type_text, time_text, block = _message_fields(attributes, msg_type, msg_time)
     if not block:
         if size > max_size:
             raise InvalidMessageError(f"message of {size} bytes exceeds max {max_size}")
