@@ -1,5 +1,5 @@
-"""Start/close of every client against a loopback master: cancellation, close during start,
-failed starts, never-started consumers, ``send_nowait`` at close, sends that were never written.
+"""Start/close of every client against FakeCluster: cancellation, close during start, failed
+starts, never-started consumers, ``send_nowait`` at close, sends that were never written.
 
 Regression tests of issue 13 defects 1, 4, 5, 15 and 16 (each failed before the fix).
 """
@@ -7,11 +7,10 @@ Regression tests of issue 13 defects 1, 4, 5, 15 and 16 (each failed before the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from mini_master import MiniMaster, mini_master_fixture  # noqa: F401
 
 from tubemq_aio import (
     ClientBalancedConsumer,
@@ -24,8 +23,9 @@ from tubemq_aio import (
 )
 from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault
 
-FAST = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
+FAST: dict[str, Any] = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
 
 Factory = Callable[..., AsyncLifecycle]
 
@@ -68,7 +68,25 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
             await asyncio.sleep(0.01)
 
 
-async def assert_fully_closed(client: AsyncLifecycle, master: MiniMaster) -> None:
+@pytest.fixture(name="cluster")
+async def cluster_fixture() -> AsyncIterator[FakeCluster]:
+    """A started one-broker FakeCluster with topic ``t`` (3 partitions)."""
+    async with FakeCluster(topics={"t": 3}) as cluster:
+        yield cluster
+
+
+def silence(cluster: FakeCluster, method: Method) -> None:
+    """Leave every request of ``method`` unanswered until ``cluster.clear_faults()``."""
+    cluster.inject(method, Fault.no_answer(), times=None)
+
+
+def open_connections(cluster: FakeCluster) -> int:
+    """Connections the cluster's nodes still have open."""
+    nodes = [cluster.master.node, *(b.node for b in cluster.brokers)]
+    return sum(len(n.connections) for n in nodes)
+
+
+async def assert_fully_closed(client: AsyncLifecycle, cluster: FakeCluster) -> None:
     """No task of the client, its pool closed, no connection left at the server."""
     assert client.closed
     assert own_tasks() == []
@@ -77,89 +95,100 @@ async def assert_fully_closed(client: AsyncLifecycle, master: MiniMaster) -> Non
     assert pool.closed
     assert pool.connections == {}
     assert pool.background_tasks == []
-    await wait_for(lambda: not master.server.open)
+    await wait_for(lambda: open_connections(cluster) == 0)
     assert own_tasks() == []
 
 
-@pytest.mark.parametrize("kind", sorted(CLIENTS))
-async def test_cancelled_close_is_finished_by_a_second_close(master: MiniMaster, kind: str) -> None:
-    """Defect 1: close() cut short by a timeout leaves the teardown running; a second close()
-    waits for it, and nothing of the client (task, connection) survives."""
-    factory, _, close_method = CLIENTS[kind]
-    client = factory(master.address)
-    await client.start()
-    master.silent.add(close_method)  # the close at the master hangs until rpc_timeout
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.1):
-            await client.close()
-    await asyncio.wait_for(client.close(), 10)
-    await assert_fully_closed(client, master)
-
-
-@pytest.mark.parametrize("kind", sorted(CLIENTS))
-async def test_cancelled_teardown_still_releases_everything(master: MiniMaster, kind: str) -> None:
-    """Defect 1: even the teardown task itself cancelled (loop shutting down) leaves no task
-    and no connection, and close() afterwards returns."""
-    factory, _, close_method = CLIENTS[kind]
-    client = factory(master.address)
-    await client.start()
-    master.silent.add(close_method)
+async def cancel_teardown_then_close(
+    client: AsyncLifecycle, cluster: FakeCluster, close_method: Method
+) -> None:
+    """Cancel the teardown task while the close at the master hangs, then close again."""
+    silence(cluster, close_method)
     closing = asyncio.ensure_future(client.close())
-    await wait_for(lambda: master.count(close_method) == 1)
+    await wait_for(lambda: cluster.requests(close_method) == 1)
     assert client._close_task is not None
     client._close_task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await closing
-    master.silent.clear()
+    cluster.clear_faults()
     await asyncio.wait_for(client.close(), 10)
-    await assert_fully_closed(client, master)
 
 
 @pytest.mark.parametrize("kind", sorted(CLIENTS))
-async def test_close_during_start_stops_the_start(master: MiniMaster, kind: str) -> None:
+async def test_cancelled_close_is_finished_by_a_second_close(
+    cluster: FakeCluster, kind: str
+) -> None:
+    """Defect 1: close() cut short by a timeout leaves the teardown running; a second close()
+    waits for it, and nothing of the client (task, connection) survives."""
+    factory, _, close_method = CLIENTS[kind]
+    client = factory(cluster.master_addr)
+    await client.start()
+    silence(cluster, close_method)  # the close at the master hangs until rpc_timeout
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.1):
+            await client.close()
+    await asyncio.wait_for(client.close(), 10)
+    await assert_fully_closed(client, cluster)
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_cancelled_teardown_still_releases_everything(
+    cluster: FakeCluster, kind: str
+) -> None:
+    """Defect 1: even the teardown task itself cancelled (loop shutting down) leaves no task
+    and no connection, and close() afterwards returns."""
+    factory, _, close_method = CLIENTS[kind]
+    client = factory(cluster.master_addr)
+    await client.start()
+    await cancel_teardown_then_close(client, cluster, close_method)
+    await assert_fully_closed(client, cluster)
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_close_during_start_stops_the_start(cluster: FakeCluster, kind: str) -> None:
     """Defect 16: close() during start() ends the start with ClientClosedError; no worker is
     spawned afterwards and the client stays closed."""
     factory, register, _ = CLIENTS[kind]
-    client = factory(master.address)
-    master.silent.add(register)
+    client = factory(cluster.master_addr)
+    silence(cluster, register)
     starting = asyncio.ensure_future(client.start())
-    await wait_for(lambda: master.count(register) == 1)
+    await wait_for(lambda: cluster.requests(register) == 1)
     await asyncio.wait_for(client.close(), 5)
     with pytest.raises(ClientClosedError):
         await asyncio.wait_for(starting, 5)
-    master.silent.clear()
+    cluster.clear_faults()
     await asyncio.sleep(0.3)  # a start that went on would register and spawn by now
-    assert master.count(register) == 1
-    await assert_fully_closed(client, master)
+    assert cluster.requests(register) == 1
+    await assert_fully_closed(client, cluster)
     with pytest.raises(ClientClosedError):
         await client.start()
 
 
 @pytest.mark.parametrize("kind", sorted(CLIENTS))
-async def test_a_failed_start_closes_the_client_for_good(master: MiniMaster, kind: str) -> None:
+async def test_a_failed_start_closes_the_client_for_good(cluster: FakeCluster, kind: str) -> None:
     """Defect 16: Producer and consumers alike: a failed start() releases everything and the
     client is closed (a second start() raises ClientClosedError)."""
     factory, register, _ = CLIENTS[kind]
-    client = factory(master.address, register_attempts=1)
-    master.refuse.add(register)
+    client = factory(cluster.master_addr, register_attempts=1)
+    cluster.inject(register, Fault.error(400, "refused by the test"), times=None)
     with pytest.raises(ServerError, match="refused by the test"):
         await asyncio.wait_for(client.start(), 10)
-    await assert_fully_closed(client, master)
+    await assert_fully_closed(client, cluster)
     with pytest.raises(ClientClosedError):
         await client.start()
 
 
 @pytest.mark.parametrize("kind", sorted(CLIENTS))
-async def test_a_cancelled_start_closes_the_client(master: MiniMaster, kind: str) -> None:
+async def test_a_cancelled_start_closes_the_client(cluster: FakeCluster, kind: str) -> None:
     """Cancelling the caller of start() cancels the start and closes the client."""
     factory, register, _ = CLIENTS[kind]
-    client = factory(master.address)
-    master.silent.add(register)
+    client = factory(cluster.master_addr)
+    silence(cluster, register)
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.2):
             await client.start()
     await asyncio.wait_for(client.close(), 5)
-    await assert_fully_closed(client, master)
+    await assert_fully_closed(client, cluster)
 
 
 @pytest.mark.parametrize("kind", ["consumer", "cb-consumer"])
@@ -180,9 +209,9 @@ async def test_a_never_started_consumer_raises_instead_of_ending(kind: str) -> N
             await asyncio.wait_for(client.run(handler), 5)
 
 
-async def test_a_closed_consumer_ends_its_loops_quietly(master: MiniMaster) -> None:
+async def test_a_closed_consumer_ends_its_loops_quietly(cluster: FakeCluster) -> None:
     """The other side of defect 15: close() ends ``async for`` and ``run()`` normally."""
-    client = consumer(master.address)
+    client = consumer(cluster.master_addr)
     await client.start()
     seen: list[object] = []
 
@@ -200,15 +229,16 @@ async def test_a_closed_consumer_ends_its_loops_quietly(master: MiniMaster) -> N
     assert seen == []
 
 
-async def test_send_nowait_is_bounded_by_the_send_window(master: MiniMaster) -> None:
+async def test_send_nowait_is_bounded_by_the_send_window(cluster: FakeCluster) -> None:
     """Defect 5: send_nowait takes a window slot at once; a full window refuses at once."""
-    async with producer(master.address, max_in_flight_sends=2, close_grace=0.2) as client:
-        master.silent.add(Method.BROKER_PRODUCER_SEND_MESSAGE)
+    async with producer(cluster.master_addr, max_in_flight_sends=2, close_grace=0.2) as client:
+        silence(cluster, Method.BROKER_PRODUCER_SEND_MESSAGE)
         futures = [client.send_nowait("t", b"x") for _ in range(2)]
         assert client.in_flight == 2
         with pytest.raises(SendWindowFullError):
             client.send_nowait("t", b"y")
-        assert len(client._supervisor.tasks) <= 2 + 2  # sends + heartbeat (+ pre-connect)
+        sends = [t for t in client._supervisor.tasks if t.get_name().endswith("-send")]
+        assert len(sends) == 2  # one task per accepted send, none for the refused one
     for future in futures:
         with pytest.raises(ClientClosedError):
             await future  # failed by close after close_grace, not cancelled
@@ -216,53 +246,51 @@ async def test_send_nowait_is_bounded_by_the_send_window(master: MiniMaster) -> 
     assert client.sent + client.failed + client.cancelled == 2
 
 
-async def test_send_nowait_just_before_close_is_flushed(master: MiniMaster) -> None:
+async def test_send_nowait_just_before_close_is_flushed(cluster: FakeCluster) -> None:
     """Defect 5: a send_nowait right before close() is sent within close_grace, counted."""
-    client = producer(master.address, close_grace=5.0)
+    client = producer(cluster.master_addr, close_grace=5.0)
     await client.start()
     future = client.send_nowait("t", b"last words")
     await client.close()
     assert isinstance(future.result(), SendResult)
     assert client.sent == 1
-    assert master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1
+    assert cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1
 
 
 async def test_a_send_cancelled_by_its_caller_is_counted_as_cancelled(
-    master: MiniMaster,
+    cluster: FakeCluster,
 ) -> None:
     """Defect 12: Producer.failed no longer counts cancellations (they have their own count)."""
-    async with producer(master.address) as client:
-        master.silent.add(Method.BROKER_PRODUCER_SEND_MESSAGE)
+    async with producer(cluster.master_addr) as client:
+        silence(cluster, Method.BROKER_PRODUCER_SEND_MESSAGE)
         task = asyncio.ensure_future(client.send("t", b"x"))
-        await wait_for(lambda: master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
+        await wait_for(lambda: cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         assert (client.sent, client.failed, client.cancelled) == (0, 0, 1)
-        master.silent.clear()
+        cluster.clear_faults()
 
 
-async def test_sends_never_written_are_retried(master: MiniMaster) -> None:
+async def test_sends_never_written_are_retried(cluster: FakeCluster) -> None:
     """Defect 4: a send waiting for an in-flight slot when the connection dies was never
     written: it is retried (and stored), not failed as 'outcome unknown'."""
     from tubemq_aio import SendOutcomeUnknownError
 
-    async with producer(master.address, max_in_flight=1, send_retries=2) as client:
-        master.silent.add(Method.BROKER_PRODUCER_SEND_MESSAGE)
+    async with producer(cluster.master_addr, max_in_flight=1, send_retries=2) as client:
+        silence(cluster, Method.BROKER_PRODUCER_SEND_MESSAGE)
         written = asyncio.ensure_future(client.send("t", b"written"))
-        await wait_for(lambda: master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
+        await wait_for(lambda: cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
         queued = asyncio.ensure_future(client.send("t", b"queued"))
         await asyncio.sleep(0.05)  # waits for the connection's only slot
-        master.silent.clear()
-        for proto in list(master.server.open):
-            assert proto.transport is not None
-            proto.transport.abort()
+        cluster.clear_faults()
+        cluster.drop_connections()
         with pytest.raises(SendOutcomeUnknownError):
             await asyncio.wait_for(written, 5)
         result = await asyncio.wait_for(queued, 5)
         assert isinstance(result, SendResult)
         assert client.retried == 1
-        assert master.count(Method.BROKER_PRODUCER_SEND_MESSAGE) == 2
+        assert cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 2
 
 
 async def _crash() -> None:
@@ -270,21 +298,39 @@ async def _crash() -> None:
 
 
 async def test_a_crashed_background_task_is_logged_and_surfaced(
-    master: MiniMaster, caplog: pytest.LogCaptureFixture
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Structure: a non-TubeMQError in a background task is logged with its traceback and the
     next call raises ClientClosedError caused by it (the producer heartbeat used to die
     silently)."""
-    async with producer(master.address) as client:
-        client._supervisor.spawn(_crash(), "heartbeat-2")
-        await asyncio.sleep(0.01)
-        assert "crashed" in caplog.text
+    async with producer(cluster.master_addr) as client:
+        assert client._session is not None
+        client._session.heartbeat = _crash  # type: ignore[method-assign]
+        await wait_for(lambda: client._supervisor.crash is not None)
+        assert "tubemq-producer-heartbeat crashed" in caplog.text
+        assert "ZeroDivisionError" in caplog.text
         with pytest.raises(ClientClosedError, match="ZeroDivisionError") as info:
             await client.send("t", b"x")
         assert isinstance(info.value.__cause__, ZeroDivisionError)
-    async with consumer(master.address) as reader:
+    async with consumer(cluster.master_addr) as reader:
         waiting = asyncio.ensure_future(reader.getmany(timeout=None))
         await asyncio.sleep(0.01)
         reader._supervisor.spawn(_crash(), "fetch-x")
         with pytest.raises(ClientClosedError, match="crashed"):
             await asyncio.wait_for(waiting, 5)
+
+
+async def test_a_re_run_teardown_releases_a_shared_pool_once(cluster: FakeCluster) -> None:
+    """Two producers on the loop-wide shared pool: re-running one producer's interrupted
+    teardown must not take the other's reference to the pool."""
+    first = Producer(cluster.master_addr, topics=["t"], **FAST)
+    second = Producer(cluster.master_addr, topics=["t"], **FAST)
+    await first.start()
+    await second.start()
+    assert first._pool is second._pool
+    await cancel_teardown_then_close(first, cluster, Method.MASTER_PRODUCER_CLOSE)
+    assert second._pool is not None
+    assert not second._pool.closed
+    assert isinstance(await second.send("t", b"still here"), SendResult)
+    await second.close()
+    assert second._pool.closed
