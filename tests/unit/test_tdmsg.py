@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tubemq_aio import tdmsg
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.tdmsg import TDFormat, TDMsgError, TDRecord
 
 # --------------------------------------------------------------------------- helpers
@@ -516,7 +516,7 @@ def test_gzip_size_cap() -> None:
 
 
 def test_negative_cap_rejected() -> None:
-    with pytest.raises(TDMsgError):
+    with pytest.raises(ConfigError):  # a bad argument, not a bad payload (both are ValueErrors)
         tdmsg.decode(V1_GOOD, max_decompressed_size=-1)
 
 

@@ -24,6 +24,7 @@ from tubemq_aio import (
     Producer,
     ProducerConfig,
     TubeMQError,
+    tdmsg,
 )
 from tubemq_aio._validate import MAX_SECONDS, Checks
 from tubemq_aio.config import HostPort, parse_host_port, parse_masters
@@ -332,3 +333,22 @@ def test_checks_number_edges() -> None:
         checks.done()
     for name in "cdefg":
         assert f"{name} must" in str(info.value)
+
+
+@pytest.mark.parametrize("body", [None, "text", 5, 1.5, [1, 2]])
+def test_tdmsg_entry_points_check_the_body_type(body: object) -> None:
+    # bytes(5) is five zero bytes: a wrong type must not be decoded as a payload.
+    for decode in (tdmsg.decode, tdmsg.decode_pb, tdmsg.detect_format, tdmsg.decode_packet):
+        raises_config_error(lambda: decode(body))  # type: ignore[arg-type]  # noqa: B023
+    raises_config_error(lambda: tdmsg.decode_message(body, None))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, math.nan, True, "1"])
+def test_tdmsg_decompression_budget_is_checked(size: object) -> None:
+    raises_config_error(lambda: tdmsg.decode(b"x" * 8, max_decompressed_size=size))  # type: ignore[arg-type]
+
+
+def test_tdmsg_attribute_types() -> None:
+    raises_config_error(lambda: tdmsg.parse_attributes(5))  # type: ignore[arg-type]
+    raises_config_error(lambda: tdmsg.decode_message(b"x", 5))  # type: ignore[arg-type]
+    assert tdmsg.decode_message(b"x", "a=b")[0].data == b"x"

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tubemq_aio._validate import Checks
+from tubemq_aio.errors import ConfigError
 from tubemq_aio.tdmsg._binmsg import decode_binmsg
 from tubemq_aio.tdmsg._common import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -54,6 +56,19 @@ BytesLike = bytes | bytearray | memoryview
 _MAGIC_FIRST = 0x0F
 
 
+def _arguments(body: object, max_decompressed_size: object = 0) -> bytes:
+    """The body as ``bytes`` once the arguments are checked (a wrong type is the caller's error,
+    not a malformed payload: ``bytes(5)`` would be five zero bytes)."""
+    checks = Checks("tdmsg")
+    checks.integer("max_decompressed_size", max_decompressed_size, low=0)
+    if not isinstance(body, bytes | bytearray | memoryview):
+        checks.problem(f"body must be bytes, got {type(body).__name__}")
+        checks.done()
+        return b""  # not reached: done() raised
+    checks.done()
+    return bytes(body)
+
+
 def detect_format(body: BytesLike) -> TDFormat | None:
     """Tell which InLongMsg version ``body`` is, from its leading and trailing magic.
 
@@ -64,7 +79,12 @@ def detect_format(body: BytesLike) -> TDFormat | None:
         :attr:`TDFormat.V0` .. :attr:`TDFormat.V4`, or ``None`` when the body does not start
         and end with the same ``0F 00`` .. ``0F 04`` magic (INLONG_MSG_V1 and raw bodies
         have no magic and also give ``None``).
+
+    Raises:
+        ConfigError: ``body`` is not bytes-like.
     """
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise ConfigError(f"tdmsg: body must be bytes, got {type(body).__name__}")
     data = bytes(body[:2]) + bytes(body[-2:]) if len(body) >= 4 else b""
     if len(data) == 4 and data[0] == _MAGIC_FIRST and data[:2] == data[2:] and data[1] <= 4:
         return TDFormat(data[1])
@@ -87,8 +107,9 @@ def decode_packet(
     Raises:
         TDMsgError: The body is not an InLongMsg, is malformed or truncated, exceeds
             ``max_decompressed_size``, or is snappy-compressed and ``cramjam`` is missing.
+        ConfigError: ``body`` is not bytes-like or ``max_decompressed_size`` not an int >= 0.
     """
-    data = bytes(body)
+    data = _arguments(body, max_decompressed_size)
     fmt = detect_format(data)
     if fmt is None:
         raise TDMsgError("not an InLongMsg body: no matching 0F 00..0F 04 magic at both ends")
@@ -141,9 +162,11 @@ def decode_pb(
 
     Raises:
         TDMsgError: Unknown compression type, corrupt compressed data or protobuf.
+        ConfigError: ``body`` is not bytes-like or ``max_decompressed_size`` not an int >= 0.
     """
+    data = _arguments(body, max_decompressed_size)
     budget = Budget(max_decompressed_size)
-    packet = decode_pb_batch(bytes(body), compress_type, budget, group_id, stream_id)
+    packet = decode_pb_batch(data, compress_type, budget, group_id, stream_id)
     return list(packet.records)
 
 
@@ -182,7 +205,14 @@ def decode_message(
 
     Raises:
         TDMsgError: The body does not match its declared format or is malformed.
+        ConfigError: ``body`` is not bytes-like, ``attributes`` neither a string nor a
+            mapping, or ``max_decompressed_size`` not an int >= 0.
     """
+    _arguments(body, max_decompressed_size)
+    if attributes is not None and not isinstance(attributes, str | Mapping):
+        raise ConfigError(
+            f"tdmsg: attributes must be a string or a mapping, got {type(attributes).__name__}"
+        )
     attrs = _tube_attributes(attributes or {})
     kind = attrs.get("msgEnType", "").strip()
     if kind == "1":

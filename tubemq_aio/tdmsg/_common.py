@@ -10,7 +10,7 @@ import struct
 import zlib
 from types import ModuleType
 
-from tubemq_aio.errors import TDMsgError
+from tubemq_aio.errors import ConfigError, TDMsgError
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -176,6 +176,8 @@ def parse_attributes(text: str) -> dict[str, str]:
     Returns:
         The keys and values in order of first appearance.
     """
+    if not isinstance(text, str):
+        raise ConfigError(f"tdmsg: attributes must be a string, got {type(text).__name__}")
     result: dict[str, str] = {}
     for item in text.split("&"):
         item = item.strip()
