@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -58,7 +58,9 @@ def run_async(factory: Callable[[], Awaitable[T]], timeout: float) -> T:
         return _call(portal, factory, timeout)
 
 
-def iterate_async(factory: Callable[[], AsyncIterator[T]], timeout: float) -> Iterator[T]:
+def iterate_async(
+    factory: Callable[[], AsyncIterator[T]], timeout: float
+) -> Generator[T, None, None]:
     """Drain an async iterator from synchronous code, through a portal owned by this generator.
 
     Args:
