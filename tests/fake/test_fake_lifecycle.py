@@ -7,6 +7,9 @@ Regression tests of issue 13 defects 1, 4, 5, 15 and 16 (each failed before the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -334,3 +337,37 @@ async def test_a_re_run_teardown_releases_a_shared_pool_once(cluster: FakeCluste
     assert isinstance(await second.send("t", b"still here"), SendResult)
     await second.close()
     assert second._pool.closed
+
+
+def open_fds() -> int:
+    """File descriptors of this process (Linux)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
+async def test_start_close_cycles_with_random_cancellation_leak_nothing(
+    cluster: FakeCluster, kind: str
+) -> None:
+    """Defect 1 at scale: start/close cycles with the start or the close cancelled at a random
+    moment end with the task and file-descriptor counts they began with."""
+    factory, _, _ = CLIENTS[kind]
+    rng = random.Random(13)
+    tasks_before = {t for t in asyncio.all_tasks() if not t.done()}
+    fds_before = open_fds()
+    for _ in range(15):
+        client = factory(cluster.master_addr)
+        delay = rng.uniform(0.0, 0.02)
+        if rng.random() < 0.5:
+            with contextlib.suppress(TimeoutError, ClientClosedError):
+                async with asyncio.timeout(delay):
+                    await client.start()
+        else:
+            await client.start()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await client.close()
+        await asyncio.wait_for(client.close(), 10)
+        assert own_tasks() == []
+    await wait_for(lambda: open_connections(cluster) == 0)
+    assert {t for t in asyncio.all_tasks() if not t.done()} == tasks_before
+    assert open_fds() == fds_before
