@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/_pb
 
-.PHONY: help venv protos protos-check lint typecheck unit test demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick fuzz gateway-demo bench-gateway clean
+.PHONY: help venv protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick fuzz gateway-demo bench-gateway clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -15,6 +15,8 @@ help:
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
+	@echo "make docs   - build the documentation site (API reference from the docstrings) into site/"
+	@echo "make dist   - build the sdist and the wheel into dist/"
 
 # Debian packages the tests need: Java 17 and Maven run the real TubeMQ servers and build the Java
 # interop/benchmark peer; redis-server holds the HTTP gateway's state; jq checks the CLI's JSON output;
@@ -55,8 +57,16 @@ fuzz: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/io
 
-test: system-deps $(STAMP) protos-check lint typecheck
+test: system-deps $(STAMP) protos-check lint typecheck docs
 	$(PY) -m pytest -q -ra
+
+# --strict: a broken link, a missing page or a docstring the reference cannot render fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist
 
 demo: system-deps $(STAMP)
 	$(PY) -m tubemq_aio.demo
@@ -86,4 +96,4 @@ bench: system-deps $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist
