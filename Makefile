@@ -62,7 +62,7 @@ test: system-deps $(STAMP) protos-check lint typecheck docs
 
 # --strict: a broken link, a missing page or a docstring the reference cannot render fails the build.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 dist: $(STAMP)
 	rm -rf dist
