@@ -98,3 +98,9 @@ async def cluster() -> AsyncIterator[LocalCluster]:
 async def topic(cluster: LocalCluster) -> str:
     """A fresh, publishable topic name with ``TOPIC_PARTITIONS`` partitions per broker."""
     return await _POOL.take(cluster)
+
+
+@pytest_asyncio.fixture
+async def second_topic(cluster: LocalCluster, topic: str) -> str:
+    """Another fresh topic (for tests that copy from ``topic`` to a second one)."""
+    return await _POOL.take(cluster)

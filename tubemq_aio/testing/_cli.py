@@ -137,16 +137,17 @@ def _status() -> int:
     return 0 if len(live) == len(state.get("nodes", [])) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m tubemq_aio.testing.cluster") -> int:
     """Run the CLI.
 
     Args:
         argv: Arguments (default ``sys.argv[1:]``).
+        prog: The program name shown in usage and help (``tubemq-aio cluster`` reuses this CLI).
 
     Returns:
         Process exit code.
     """
-    parser = argparse.ArgumentParser(prog="python -m tubemq_aio.testing.cluster")
+    parser = argparse.ArgumentParser(prog=prog)
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start a cluster in the background")
     up.add_argument("--brokers", type=int, default=1, choices=(1, 2))

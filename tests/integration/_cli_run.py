@@ -1,0 +1,35 @@
+"""Run ``python -m tubemq_aio`` (the ``tubemq-aio`` tool) as a subprocess in integration tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import tubemq_aio
+
+#: The source tree the subprocesses import (the same one the tests import).
+SOURCE_ROOT = Path(tubemq_aio.__file__).resolve().parents[1]
+#: Seconds any one CLI call may take (a consumer's group join takes ~15 s on a busy machine).
+CALL_TIMEOUT = 120.0
+
+
+def cli_env() -> dict[str, str]:
+    """The environment of a CLI subprocess: this source tree first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+    env.pop("TUBEMQ_AIO_MASTER", None)
+    return env
+
+
+def cli_argv(*args: str) -> list[str]:
+    """The argument vector of ``tubemq-aio ARGS``."""
+    return [sys.executable, "-m", "tubemq_aio", *args]
+
+
+def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Run ``tubemq-aio ARGS`` to completion with ``stdin``; output is captured."""
+    return subprocess.run(
+        cli_argv(*args), input=stdin, capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT
+    )

@@ -1,0 +1,200 @@
+"""The ``tubemq-aio`` command-line tool end to end: subprocesses against the real cluster."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+from _cli_run import CALL_TIMEOUT, cli_argv, cli_env, run_cli
+
+from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing._ports import allocate_ports
+
+COUNT = 120
+#: Keeps the records with the documented field types and prints their kind.
+JQ_FILTER = (
+    'select((.message_id|type=="number") and (.attributes|type=="object") and .topic'
+    ' and .partition_key and (.body|type=="string")) | [.msg_type, .body_encoding]'
+)
+#: Bodies that are not UTF-8 travel as base64 and must come back byte for byte.
+BINARY = [bytes([0xFF, 0x00, i, 0x80]) for i in range(3)]
+
+
+def _input_lines() -> list[bytes]:
+    return [f"line {i} ü".encode() for i in range(COUNT)]
+
+
+def _one_error_line(stderr: bytes) -> str:
+    lines = stderr.decode().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("tubemq-aio: error: "), lines[0]
+    return lines[0]
+
+
+def test_produce_pipe_consume_round_trip(
+    cluster: LocalCluster, topic: str, second_topic: str, tmp_path: Path
+) -> None:
+    """produce lines → consume as JSON | produce --json (a copy) → consume raw: same bodies."""
+    master = cluster.master_addr
+    text = b"\n".join(_input_lines()) + b"\n\n"  # a trailing empty line is skipped
+    done = run_cli("produce", "--master", master, "--topic", topic, "--attr", "src=cli",
+                   "--msg-type", "t1", stdin=text)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"sent {COUNT} messages to {topic}, 0 failed, 1 empty lines skipped" in (
+        done.stderr.decode()
+    )
+    binary = b"".join(
+        json.dumps({"body": base64.b64encode(b).decode(), "body_encoding": "base64"}).encode()
+        + b"\n"
+        for b in BINARY
+    )
+    done = run_cli("produce", "--master", master, "--topic", topic, "--json", stdin=binary)
+    assert done.returncode == 0, done.stderr
+    total = COUNT + len(BINARY)
+
+    copied = tmp_path / "copied.jsonl"
+    consume = cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_pipe",
+                       "--from", "earliest", "--count", str(total), "--timeout", "90")  # fmt: skip
+    produce = cli_argv("produce", "--master", master, "--topic", second_topic, "--json")
+    pipeline = f"{shlex.join(consume)} | tee {shlex.quote(str(copied))} | {shlex.join(produce)}"
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], capture_output=True,
+                          env=cli_env(), timeout=2 * CALL_TIMEOUT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"sent {total} messages to {second_topic}, 0 failed" in done.stderr.decode()
+
+    # Every printed line is a JSON object jq accepts, with the documented fields.
+    check = subprocess.run(["jq", "-e", "-c", JQ_FILTER, str(copied)], capture_output=True,
+                           timeout=30)  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    kinds = [json.loads(line) for line in check.stdout.splitlines()]
+    assert len(kinds) == total
+    assert kinds.count(["t1", None]) == COUNT
+    assert kinds.count(["", "base64"]) == len(BINARY)
+    records = [json.loads(line) for line in copied.read_text(encoding="utf-8").splitlines()]
+    assert {r["topic"] for r in records} == {topic}
+    assert all(r["attributes"] == {"src": "cli"} for r in records if r["msg_type"] == "t1")
+
+    done = run_cli("consume", "--master", master, "--topic", second_topic, "--group", "cli_copy",
+                   "--from", "earliest", "--count", str(total), "--timeout", "90",
+                   "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    back = [json.loads(line) for line in done.stdout.splitlines()]
+    bodies = sorted(
+        base64.b64decode(r["body"]) if r.get("body_encoding") else r["body"].encode() for r in back
+    )
+    assert bodies == sorted(_input_lines() + BINARY)
+    assert all(r["attributes"] == {"src": "cli"} for r in back if r["msg_type"] == "t1")
+
+    # The copy group read everything: no lag left on any partition; a new group lags.
+    done = run_cli("lag", "--master", master, "--topic", second_topic, "--group", "cli_copy")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.decode().splitlines()]
+    assert rows[0] == ["partition", "offset", "max", "lag"]
+    assert len(rows) == 1 + len(cluster.brokers) * 3
+    assert all(int(r[3]) == 0 and int(r[1]) == int(r[2]) > 0 for r in rows[1:])
+    done = run_cli("lag", "--master", master, "--topic", second_topic, "--group", "cli_fresh")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.decode().splitlines()[1:]]
+    # Partitions of a store share its index: each reports the store's messages as its lag.
+    assert all(int(r[1]) == 0 and int(r[3]) == int(r[2]) // 28 > 0 for r in rows)
+
+
+def test_partitions_lists_every_partition(cluster: LocalCluster, topic: str) -> None:
+    """``partitions`` prints one row per partition on every broker."""
+    done = run_cli("partitions", "--master", cluster.master_addr, "--topic", topic)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[0].split() == ["partition", "broker", "id", "subscribable"]
+    keys = {line.split()[0] for line in lines[1:]}
+    brokers = {str(b.broker_id) for b in cluster.brokers}
+    assert len(keys) == len(brokers) * 3
+    assert {k.split(":")[0] for k in keys} == brokers
+    assert {k.split(":")[1] for k in keys} == {topic}
+
+
+def test_consume_ends_cleanly_on_sigterm(cluster: LocalCluster, topic: str) -> None:
+    """A consume without limits prints as messages come and exits 0 on SIGTERM, no traceback."""
+    master = cluster.master_addr
+    done = run_cli("produce", "--master", master, "--topic", topic, stdin=b"a\nb\nc\n")
+    assert done.returncode == 0, done.stderr
+    proc = subprocess.Popen(
+        cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_term",
+                 "--from", "earliest", "--format", "raw"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # blocks until the group joined and printed
+        assert first.rstrip(b"\n") in {b"a", b"b", b"c"}
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=CALL_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == 0, err
+    assert err == b""
+    printed = [first, *out.splitlines(keepends=True)]
+    assert len(set(printed)) == len(printed)
+    assert set(printed) <= {b"a\n", b"b\n", b"c\n"}
+    # What was printed was acked; the rest comes to the group's next member.
+    rest = 3 - len(printed)
+    if rest:
+        done = run_cli("consume", "--master", master, "--topic", topic, "--group", "cli_term",
+                       "--count", str(rest), "--timeout", "60", "--format", "raw")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        printed += done.stdout.splitlines(keepends=True)
+    assert sorted(printed) == [b"a\n", b"b\n", b"c\n"]
+
+
+def test_usage_errors_exit_2_with_one_line() -> None:
+    """Bad command lines fail before any I/O: exit 2 and one line naming the problem."""
+    cases = [
+        (["produce", "--topic", "t"], "--master"),
+        (["produce", "--master", "127.0.0.1:1", "--topic", "t", "--rate", "nan"], "--rate"),
+        (["produce", "--master", "127.0.0.1:1", "--topic", "t", "--attr", "novalue"], "KEY=VALUE"),
+        (["consume", "--master", "127.0.0.1:1", "--topic", "t", "--group", "g", "--count", "0"],
+         "--count"),
+        (["produce", "--master", "127.0.0.1:1", "--topic", "t", "/no/such/file"], "cannot read"),
+        (["consume", "--master", "127.0.0.1:1", "--topic", "t", "--group", "1bad"], "group"),
+        (["frobnicate"], "invalid choice"),
+        ([], "COMMAND"),
+    ]  # fmt: skip
+    for argv, needle in cases:
+        done = run_cli(*argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert needle in _one_error_line(done.stderr), argv
+        assert done.stdout == b""
+
+
+def test_unreachable_master_exits_1_with_one_line() -> None:
+    """Nothing listens at the master address: exit 1 and one line naming the failure."""
+    (port,) = allocate_ports(1)
+    for argv in (["produce", "--topic", "t"], ["partitions", "--topic", "t"]):
+        done = run_cli(*argv, "--master", f"127.0.0.1:{port}", stdin=b"x\n")
+        assert done.returncode == 1, done.stderr
+        line = _one_error_line(done.stderr)
+        assert f"127.0.0.1:{port}" in line
+        assert "connect" in line.lower()
+
+
+def test_help_is_complete() -> None:
+    """``--help`` of the tool and of each command names every command and option."""
+    done = run_cli("--help")
+    assert done.returncode == 0
+    for command in ("produce", "consume", "partitions", "lag", "cluster"):
+        assert command in done.stdout.decode()
+    expected = {
+        "produce": ["--attr", "--msg-type", "--key", "--rate", "--json", "FILE|-"],
+        "consume": ["--group", "--from", "--count", "--timeout", "--format", "--msg-type"],
+        "lag": ["--group", "--topic"],
+        "cluster": ["up", "down", "status"],
+    }
+    for command, options in expected.items():
+        done = run_cli(command, "--help")
+        assert done.returncode == 0, done.stderr
+        assert all(o in done.stdout.decode() for o in options), command

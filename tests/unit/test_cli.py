@@ -1,0 +1,142 @@
+"""The command-line tool's pure parts: input lines, output JSON, tables, argument checks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from datetime import datetime
+
+import pytest
+
+from tubemq_aio.cli import main
+from tubemq_aio.cli._common import UsageError, parse_attrs
+from tubemq_aio.cli._consume import message_json
+from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_text_line
+from tubemq_aio.cli._inspect import format_table, lag_rows
+from tubemq_aio.consumer import PartitionPosition
+from tubemq_aio.models import Message
+
+DEFAULTS = Outgoing(b"", {"src": "cli"}, "t1", None, "k")
+
+
+def test_text_line_is_the_body_with_the_command_line_options() -> None:
+    out = parse_text_line(b"hello world\r\n", DEFAULTS)
+    assert out == Outgoing(b"hello world", {"src": "cli"}, "t1", None, "k")
+    assert parse_text_line(b"\n", DEFAULTS) is None
+    assert parse_text_line(b"", DEFAULTS) is None
+
+
+def test_json_line_overrides_defaults_and_decodes_base64() -> None:
+    line = json.dumps({"body": base64.b64encode(b"\xff\x00").decode(), "body_encoding": "base64",
+                       "attributes": {"a": "1"}, "msg_type": "t2", "msg_time": "202601021530",
+                       "topic": "ignored", "message_id": 5})  # fmt: skip
+    out = parse_json_line(line.encode() + b"\n", DEFAULTS)
+    assert out == Outgoing(b"\xff\x00", {"src": "cli", "a": "1"}, "t2", "202601021530", "k")
+    iso = parse_json_line(b'{"body": "x", "msg_time": "2026-01-02T15:30:00"}', DEFAULTS)
+    assert iso is not None
+    assert iso.msg_time == datetime(2026, 1, 2, 15, 30)
+    assert parse_json_line(b"  \n", DEFAULTS) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"attributes": {}}', '"body"'),
+        (b'{"body": 3}', '"body"'),
+        (b'{"body": "!!", "body_encoding": "base64"}', "base64"),
+        (b'{"body": "x", "body_encoding": "rot13"}', "body_encoding"),
+        (b'{"body": "x", "attributes": {"a": 1}}', "attributes"),
+        (b'{"body": "x", "msg_type": 7}', "msg_type"),
+        (b'{"body": "x", "msg_time": "yesterday"}', "msg_time"),
+    ],
+)
+def test_bad_json_lines_name_the_problem(line: bytes, problem: str) -> None:
+    with pytest.raises(UsageError, match=problem):
+        parse_json_line(line, DEFAULTS)
+
+
+def test_message_json_falls_back_to_base64_for_binary_bodies() -> None:
+    when = datetime(2026, 1, 2, 3, 4)
+    msg = Message(topic="t", body="grüß".encode(), attributes={"k": "v"}, msg_type="x",
+                  msg_time=when, message_id=9, partition_key="1:t:0")  # fmt: skip
+    assert message_json(msg) == {
+        "topic": "t", "partition_key": "1:t:0", "message_id": 9, "msg_type": "x",
+        "msg_time": "2026-01-02T03:04:00", "attributes": {"k": "v"}, "body": "grüß",
+    }  # fmt: skip
+    binary = message_json(Message(topic="t", body=b"\xff\xfe"))
+    assert binary["body_encoding"] == "base64"
+    assert base64.b64decode(binary["body"]) == b"\xff\xfe"
+    assert binary["msg_time"] is None
+    # What consume prints, produce --json reads back to the same message.
+    back = parse_json_line(json.dumps(binary).encode(), Outgoing(b""))
+    assert back is not None
+    assert back.body == b"\xff\xfe"
+
+
+def test_attrs_need_key_and_value() -> None:
+    assert parse_attrs(["a=1", "b=x=y", "a=2", "c="]) == {"a": "2", "b": "x=y", "c": ""}
+    assert parse_attrs(None) == {}
+    for bad in ("novalue", "=v"):
+        with pytest.raises(UsageError, match="KEY=VALUE"):
+            parse_attrs([bad])
+
+
+def test_table_aligns_numbers_right() -> None:
+    rows = lag_rows([PartitionPosition("1:t:0", 28, 280, 9), PartitionPosition("2:t:10", 0, 28, 1)])
+    assert format_table(["partition", "offset", "max", "lag"], rows) == (
+        "partition  offset  max  lag\n1:t:0          28  280    9\n2:t:10          0   28    1\n"
+    )
+    assert format_table(["a"], []) == "a\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["produce", "--topic", "t"],
+        ["produce", "--master", "m:1", "--topic", "t", "--rate", "inf"],
+        ["produce", "--master", "m:1", "--topic", "t", "--rate", "-1"],
+        ["produce", "--master", "m:1", "--topic", "t", "--concurrency", "0"],
+        ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--timeout", "nan"],
+        ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--format", "xml"],
+        ["lag", "--master", "m:1", "--topic", "t"],
+        ["nope"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("tubemq-aio: error: ")
+
+
+def test_master_may_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TUBEMQ_AIO_MASTER", "127.0.0.1:8715")
+    with pytest.raises(SystemExit) as exc:
+        main(["consume", "--topic", "t", "--group", "g", "--help"])
+    assert exc.value.code == 0
+    assert "$TUBEMQ_AIO_MASTER" in capsys.readouterr().out
+
+
+async def test_line_reader_splits_chunks_and_keeps_a_last_line_without_newline() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"a\nbb\n\nccc")
+    os.close(write_fd)
+    reader = LineReader(read_fd)
+    lines: list[bytes] = []
+    try:
+        while (chunk := await reader.next_chunk()) is not None:
+            lines.extend(chunk)
+    finally:
+        reader.stop()
+        os.close(read_fd)
+    assert lines == [b"a", b"bb", b"", b"ccc"]

@@ -1,0 +1,80 @@
+"""``tubemq-aio``: the command-line tool (also ``python -m tubemq_aio``).
+
+Subcommands ``produce``, ``consume``, ``partitions``, ``lag`` and ``cluster``; run
+``tubemq-aio --help`` for the options. Guide: ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_USAGE, PROG, error_line
+from tubemq_aio.cli._consume import run_consume
+from tubemq_aio.cli._inspect import run_lag, run_partitions
+from tubemq_aio.cli._parser import build_parser
+from tubemq_aio.cli._produce import run_produce
+from tubemq_aio.errors import ConfigError, TubeMQError
+
+__all__ = ["main"]
+
+_COMMANDS = {
+    "produce": run_produce,
+    "consume": run_consume,
+    "partitions": run_partitions,
+    "lag": run_lag,
+}
+
+
+def _configure_logging(verbose: int) -> None:
+    if verbose:
+        level = logging.DEBUG if verbose > 1 else logging.INFO
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    else:  # the client's warnings would break the one-line error contract
+        logging.getLogger("tubemq_aio").addHandler(logging.NullHandler())
+        logging.getLogger("tubemq_aio").propagate = False
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_COMMANDS[args.command](args))
+    except ConfigError as err:  # also the CLI's own UsageError: nothing was sent
+        error_line(str(err))
+        return EXIT_USAGE
+    except TubeMQError as err:
+        error_line(f"{type(err).__name__}: {err}")
+        return EXIT_FAILURE
+    except OSError as err:
+        error_line(f"{type(err).__name__}: {err}")
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``tubemq-aio``.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 success, 1 runtime failure, 2 usage error.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first == "cluster":
+        from tubemq_aio.testing._cli import main as cluster_main
+
+        return cluster_main(argv[argv.index("cluster") + 1 :], prog=f"{PROG} cluster")
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    code = _run(args)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: the reader left; do not fail at interpreter exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code

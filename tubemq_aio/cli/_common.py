@@ -1,0 +1,90 @@
+"""Shared pieces of the command-line tool: exit codes, error lines, signals, input parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+
+from tubemq_aio.errors import ConfigError
+
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "PROG",
+    "UsageError",
+    "error_line",
+    "parse_attrs",
+    "stop_on_signals",
+]
+
+PROG = "tubemq-aio"
+EXIT_OK = 0
+#: A runtime failure: unreachable master, refused or lost messages, a timeout.
+EXIT_FAILURE = 1
+#: Bad command line or input that could not be understood; nothing was sent.
+EXIT_USAGE = 2
+
+
+class UsageError(ConfigError):
+    """A bad command-line argument found after argparse accepted the syntax (exit code 2)."""
+
+
+def error_line(problem: str) -> None:
+    """Print ``tubemq-aio: error: <problem>`` as one line on stderr.
+
+    Args:
+        problem: what went wrong; newlines are folded so the message stays one line.
+    """
+    text = " ".join(str(problem).split())
+    print(f"{PROG}: error: {text}", file=sys.stderr, flush=True)
+
+
+def parse_attrs(items: list[str] | None) -> dict[str, str]:
+    """Turn repeated ``--attr k=v`` options into a mapping.
+
+    Args:
+        items: the raw option values.
+
+    Returns:
+        ``key -> value`` (a later key wins).
+
+    Raises:
+        UsageError: an item has no ``=`` or an empty key.
+    """
+    attrs: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--attr {item!r}: expected KEY=VALUE")
+        attrs[key] = value
+    return attrs
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
+    """Set ``stop`` on SIGINT or SIGTERM instead of raising, for the duration of the block.
+
+    Yields:
+        A list that receives the numbers of the signals that arrived.
+    """
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        stop.set()
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, on_signal, signum)
+            installed.append(signum)
+    try:
+        yield received
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)

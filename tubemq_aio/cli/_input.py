@@ -1,0 +1,188 @@
+"""Input for ``produce``: lines read off the event loop, and what one line means.
+
+A reader thread does blocking ``os.read`` calls (so a slow pipe or a terminal never stalls the
+loop), splits complete lines and hands them over in chunks through a bounded queue: a producer
+slower than its input stops the reading instead of buffering the whole file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tubemq_aio.cli._common import UsageError
+
+__all__ = ["LineReader", "Outgoing", "parse_json_line", "parse_text_line"]
+
+#: Bytes per ``os.read`` call of the reader thread.
+READ_SIZE = 64 * 1024
+#: Chunks of lines the reader may be ahead of the senders.
+QUEUE_CHUNKS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One message to send, as parsed from an input line."""
+
+    body: bytes
+    attributes: dict[str, str] = field(default_factory=dict)
+    msg_type: str | None = None
+    msg_time: datetime | str | None = None
+    key: str | None = None
+
+
+def _strip_eol(line: bytes) -> bytes:
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return line
+
+
+def parse_text_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
+    """The line (without its end of line) is the body; options come from ``defaults``.
+
+    Returns:
+        The message, or None for an empty line (skipped: TubeMQ stores no empty bodies).
+    """
+    body = _strip_eol(line)
+    if not body:
+        return None
+    return Outgoing(body, defaults.attributes, defaults.msg_type, None, defaults.key)
+
+
+def _body_of(obj: dict[str, Any]) -> bytes:
+    body = obj.get("body")
+    if not isinstance(body, str):
+        raise UsageError('"body" must be a string')
+    encoding = obj.get("body_encoding", "utf-8")
+    if encoding == "base64":
+        try:
+            return base64.b64decode(body, validate=True)
+        except binascii.Error as err:
+            raise UsageError(f'"body" is not valid base64: {err}') from None
+    if encoding != "utf-8":
+        raise UsageError(f'"body_encoding" must be "utf-8" or "base64", not {encoding!r}')
+    return body.encode()
+
+
+def _str_or_none(obj: dict[str, Any], name: str, default: str | None) -> str | None:
+    value = obj.get(name, default)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f'"{name}" must be a string')
+    return value
+
+
+def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
+    """Parse ``{"body": ..., "attributes": {...}, "msg_type": ..., "key": ...}``.
+
+    Accepts what ``consume --format json`` prints (``body_encoding``, ``msg_time``; the other
+    fields are ignored). Attributes given on the command line apply unless the line overrides
+    them.
+
+    Returns:
+        The message, or None for a blank line.
+
+    Raises:
+        UsageError: the line is not such an object.
+    """
+    text = _strip_eol(line).strip()
+    if not text:
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"not JSON: {err}") from None
+    if not isinstance(obj, dict):
+        raise UsageError("expected a JSON object with a body")
+    attrs = obj.get("attributes") or {}
+    if not isinstance(attrs, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in attrs.items()
+    ):
+        raise UsageError('"attributes" must map strings to strings')
+    msg_time = _str_or_none(obj, "msg_time", None)
+    return Outgoing(
+        _body_of(obj),
+        {**defaults.attributes, **attrs},
+        _str_or_none(obj, "msg_type", defaults.msg_type),
+        _parse_time(msg_time) if msg_time else None,
+        _str_or_none(obj, "key", defaults.key),
+    )
+
+
+def _parse_time(text: str) -> datetime | str:
+    if len(text) == 12 and text.isdigit():  # yyyyMMddHHmm, as the producer takes it
+        return text
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f'"msg_time" {text!r} is neither ISO 8601 nor yyyyMMddHHmm') from None
+
+
+class LineReader:
+    """Reads a file descriptor in a daemon thread; ``await next_chunk()`` returns its lines.
+
+    Args:
+        fd: the descriptor to read (stdin or an opened file); not closed here.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[list[bytes] | BaseException | None] = asyncio.Queue(QUEUE_CHUNKS)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tubemq-aio-cli-reader", daemon=True)
+        self._thread.start()
+
+    def _hand_over(self, item: list[bytes] | BaseException | None) -> bool:
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop)
+        except RuntimeError:  # the loop is closed: nobody reads any more
+            return False
+        while not self._stopped.is_set():
+            try:
+                future.result(timeout=0.2)
+                return True
+            except TimeoutError:
+                continue
+        future.cancel()
+        return False
+
+    def _run(self) -> None:
+        tail = b""
+        try:
+            while not self._stopped.is_set():
+                data = os.read(self._fd, READ_SIZE)
+                if not data:
+                    break
+                lines = (tail + data).split(b"\n")
+                tail = lines.pop()
+                if lines and not self._hand_over(lines):
+                    return
+            if tail and not self._stopped.is_set():
+                self._hand_over([tail])
+            self._hand_over(None)
+        except OSError as err:  # an unreadable input ends the run with that error
+            self._hand_over(err)
+
+    async def next_chunk(self) -> list[bytes] | None:
+        """The next lines (without ``\\n``), or None at the end of the input.
+
+        Raises:
+            OSError: the input could not be read.
+        """
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        """Let the thread end after its current read (it is a daemon if the read blocks)."""
+        self._stopped.set()

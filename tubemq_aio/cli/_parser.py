@@ -1,0 +1,184 @@
+"""The argparse definition of ``tubemq-aio``: every option, its check and its help text."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import NoReturn
+
+from tubemq_aio import __version__
+from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
+
+__all__ = ["build_parser"]
+
+MASTER_ENV = "TUBEMQ_AIO_MASTER"
+
+DESCRIPTION = """\
+Command-line tool of tubemq-aio, the asyncio client of Apache InLong TubeMQ: send lines to a
+topic, print a group's messages as JSON lines, list a topic's partitions, show a group's lag,
+and run a local test cluster."""
+
+EPILOG = f"""\
+examples:
+  seq 1000 | {PROG} produce --master 127.0.0.1:8715 --topic demo
+  {PROG} consume --master 127.0.0.1:8715 --topic demo --group g1 --from earliest --count 1000
+  {PROG} consume ... --format json | jq .body
+  {PROG} partitions --master 127.0.0.1:8715 --topic demo
+  {PROG} lag --master 127.0.0.1:8715 --topic demo --group g1
+  {PROG} cluster up --topic demo:3     (then `cluster status`, `cluster down`)
+
+--master defaults to ${MASTER_ENV}. Exit status: 0 success, 1 runtime failure (unreachable
+master, failed sends, timeout), 2 usage error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (and exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``tubemq-aio: error: ...`` with a pointer to ``--help`` and exit 2."""
+        error_line(f"{message} (see `{self.prog} --help`)")
+        sys.exit(EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
+    return value
+
+
+def _add_master(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get(MASTER_ENV)
+    parser.add_argument(
+        "--master",
+        metavar="ADDR",
+        default=default,
+        required=default is None,
+        help=f"master address(es), host:port[,host:port] (default ${MASTER_ENV})",
+    )
+
+
+def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser(
+        "produce",
+        help="send one message per input line",
+        description="Send one message per line of FILE (or stdin). Empty lines are skipped. "
+        "A progress bar with the rate is drawn when stderr is a terminal; a summary is "
+        "printed at the end. Exit 1 if any line failed.",
+    )
+    _add_master(p)
+    p.add_argument("--topic", required=True, help="topic to publish to")
+    p.add_argument("--attr", action="append", metavar="K=V", help="attribute; repeatable")
+    p.add_argument("--msg-type", metavar="X", help="message type (consumers can filter on it)")
+    p.add_argument("--key", metavar="K", help="partition key: equal keys go to one partition")
+    p.add_argument("--rate", type=_positive_float, metavar="N", help="at most N messages/s")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='lines are JSON objects {"body", "attributes", "msg_type", "key", "msg_time", '
+        '"body_encoding": "base64"?} (what `consume --format json` prints)',
+    )
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=64,
+        metavar="N",
+        help="sends in flight at once (default 64; 1 keeps the input order)",
+    )
+    p.add_argument("input", nargs="?", default="-", metavar="FILE|-", help="input (default -)")
+
+
+def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser(
+        "consume",
+        help="print a group's messages as JSON lines or raw bodies",
+        description="Consume as a member of GROUP and print each message; a batch is acked "
+        "once its lines are written. Ends on --count, --timeout, Ctrl-C or SIGTERM, closing "
+        "the consumer cleanly. JSON lines: {topic, partition_key, message_id, msg_type, "
+        "msg_time, attributes, body}; a body that is not UTF-8 is base64 with "
+        '"body_encoding": "base64".',
+    )
+    _add_master(p)
+    p.add_argument("--topic", required=True, help="topic to read")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument(
+        "--from",
+        dest="consume_from",
+        choices=("earliest", "latest", "latest_always"),
+        default="latest",
+        help="where a group without a stored offset starts (default latest)",
+    )
+    p.add_argument("--count", type=_positive_int, metavar="N", help="stop after N messages")
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="S",
+        help="stop after S seconds without a message (exit 1 if --count was not reached)",
+    )
+    p.add_argument("--format", choices=("json", "raw"), default="json", help="default json")
+    p.add_argument("--msg-type", metavar="X", help="only messages of this type (server filter)")
+
+
+def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser(
+        "partitions",
+        help="list a topic's partitions",
+        description="List the partitions of TOPIC as the master knows them.",
+    )
+    _add_master(p)
+    p.add_argument("--topic", required=True, help="topic")
+    p = sub.add_parser(
+        "lag",
+        help="show a group's offset, max offset and lag per partition",
+        description="Table of partition, the group's offset, the max offset and the lag in "
+        "messages. Reads the group's stored offsets by registering each partition briefly; "
+        "run it while the group's server-balanced consumers are stopped (the master refuses "
+        "otherwise). A group that never consumed counts everything stored as lag. Partitions of "
+        "one broker store share an index, so each reports the whole store's offsets.",
+    )
+    _add_master(p)
+    p.add_argument("--topic", required=True, help="topic")
+    p.add_argument("--group", required=True, help="consumer group")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The complete ``tubemq-aio`` parser (``cluster`` is handed on to the testing CLI).
+
+    Returns:
+        The parser.
+    """
+    parser = _Parser(
+        prog=PROG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log client events (-vv: debug)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_produce(sub)
+    _add_consume(sub)
+    _add_inspect(sub)
+    sub.add_parser(
+        "cluster",
+        help="up|down|status of a local TubeMQ test cluster (needs Java 17 and Maven)",
+        add_help=False,
+    )
+    return parser
