@@ -1,0 +1,91 @@
+"""Cookbook: a FastAPI service that publishes each request body with ``await producer.send``.
+
+One :class:`~tubemq_aio.Producer` per process, opened and closed by the app's lifespan and
+shared by every request (it is safe for concurrent use and pipelines the sends). Failures map
+to HTTP statuses by what the client can do about them:
+
+* ``TopicUnavailableError`` (no writable partition now): 503 with ``Retry-After``;
+* ``SendOutcomeUnknownError`` (written, never answered: maybe stored): 504, the client decides
+  whether to retry (a retry may duplicate);
+* an invalid message (empty or too big body, bad attribute): 400.
+
+Run it (``pip install 'tubemq-aio[gateway]'`` brings FastAPI and uvicorn)::
+
+    TUBEMQ_MASTERS=127.0.0.1:8715 TUBEMQ_TOPICS=demo uvicorn examples.fastapi_service:app
+
+Settings come from the environment: ``TUBEMQ_MASTERS`` (required), ``TUBEMQ_TOPICS`` (the
+topics clients may publish to, comma-separated), ``TUBEMQ_SEND_TIMEOUT`` and
+``TUBEMQ_PUBLISH_TIMEOUT`` (seconds). Guide: ``docs/cookbook/fastapi.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from tubemq_aio import ConfigError, Producer, SendOutcomeUnknownError, TopicUnavailableError
+
+#: Seconds a client should wait before retrying a 503.
+RETRY_AFTER = 2
+
+
+def _settings() -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for name, env in (("send_timeout", "TUBEMQ_SEND_TIMEOUT"),
+                      ("publish_timeout", "TUBEMQ_PUBLISH_TIMEOUT")):  # fmt: skip
+        if os.environ.get(env):
+            options[name] = float(os.environ[env])
+    return options
+
+
+def _allowed_topics() -> frozenset[str]:
+    return frozenset(t for t in os.environ.get("TUBEMQ_TOPICS", "").split(",") if t)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Open the process's one producer before serving; close it (flushing sends) after."""
+    async with Producer(os.environ["TUBEMQ_MASTERS"], **_settings()) as producer:
+        app.state.producer = producer
+        app.state.topics = _allowed_topics()
+        yield
+
+
+app = FastAPI(title="tubemq-aio publishing service", lifespan=lifespan)
+
+
+@app.post("/topics/{topic}/messages", status_code=201)
+async def publish(topic: str, request: Request) -> dict[str, Any]:
+    """Publish the request body as one message; ``X-Msg-Type`` sets its type.
+
+    Returns:
+        Where the broker stored it.
+    """
+    if topic not in request.app.state.topics:
+        raise HTTPException(404, f"unknown topic {topic!r}")
+    producer: Producer = request.app.state.producer
+    try:
+        result = await producer.send(
+            topic, await request.body(), msg_type=request.headers.get("x-msg-type")
+        )
+    except TopicUnavailableError as err:
+        return JSONResponse(
+            {"detail": str(err)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER)}
+        )
+    except SendOutcomeUnknownError as err:
+        return JSONResponse({"detail": f"outcome unknown: {err}"}, status_code=504)
+    except ConfigError as err:  # an invalid message: nothing was sent
+        raise HTTPException(400, str(err)) from None
+    return {"partition_key": result.partition_key, "message_id": result.message_id}
+
+
+@app.get("/healthz")
+async def healthz(request: Request) -> dict[str, Any]:
+    """Liveness plus the producer's counters."""
+    producer: Producer = request.app.state.producer
+    return {"in_flight": producer.in_flight, "sent": producer.sent, "failed": producer.failed}
