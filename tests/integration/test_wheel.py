@@ -1,0 +1,78 @@
+"""The built wheel, installed into a clean virtual environment, works on its own.
+
+Nothing from the source tree is importable there: the venv has no site packages of ours, the
+commands run from a temporary directory without ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+from _cli_run import SOURCE_ROOT
+
+import tubemq_aio
+from tubemq_aio.testing import LocalCluster
+
+#: Seconds for building the wheel and for installing it with its dependencies.
+BUILD_TIMEOUT = 180.0
+#: Prints where the package was imported from, its version and the installed metadata version.
+PROBE = (
+    "import importlib.metadata as m, tubemq_aio; print(tubemq_aio.__file__);"
+    "print(tubemq_aio.__version__, m.version('tubemq-aio'))"
+)
+
+
+def _run(argv: list[str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    return subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, env=env,
+                          timeout=BUILD_TIMEOUT)  # fmt: skip
+
+
+def test_wheel_installs_and_works_in_a_clean_venv(
+    cluster: LocalCluster, topic: str, tmp_path: Path
+) -> None:
+    """Build the wheel, check its contents, install it alone, import it, run the CLI."""
+    built = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                  str(tmp_path / "dist"), str(SOURCE_ROOT)], cwd=tmp_path)  # fmt: skip
+    assert built.returncode == 0, built.stderr.decode()[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("tubemq_aio-*.whl")
+    assert wheel.name.startswith(f"tubemq_aio-{tubemq_aio.__version__}-")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "tubemq_aio/py.typed" in names
+    assert "tubemq_aio/cli/__init__.py" in names
+    assert "tubemq_aio/testing/runtime-pom.xml" in names
+    assert not any(n.startswith(("tests/", "examples/", "benchmarks/")) for n in names)
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True, clear=True)
+    bin_dir = env_dir / "bin"
+    installed = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q",
+                      "--disable-pip-version-check", str(wheel)], cwd=tmp_path)  # fmt: skip
+    assert installed.returncode == 0, installed.stderr.decode()[-2000:]
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    probe = _run([str(bin_dir / "python"), "-c", PROBE], cwd=work)
+    assert probe.returncode == 0, probe.stderr
+    where, versions = probe.stdout.decode().splitlines()
+    assert Path(where).is_relative_to(env_dir)
+    assert versions == f"{tubemq_aio.__version__} {tubemq_aio.__version__}"
+
+    cli = str(bin_dir / "tubemq-aio")
+    helped = _run([cli, "--help"], cwd=work)
+    assert helped.returncode == 0, helped.stderr
+    assert b"produce" in helped.stdout
+    master = cluster.master_addr
+    sent = _run([cli, "produce", "--master", master, "--topic", topic], cwd=work,
+                stdin=b"from the wheel\n")  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    got = _run([cli, "consume", "--master", master, "--topic", topic, "--group", "wheel_check",
+                "--from", "earliest", "--count", "1", "--timeout", "90", "--format", "raw"],
+               cwd=work)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == b"from the wheel\n"
