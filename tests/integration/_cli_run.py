@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,22 @@ def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes
     return subprocess.run(
         cli_argv(*args), input=stdin, capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT
     )
+
+
+def sigterm_after_first_line(argv: list[str]) -> tuple[bytes, bytes, bytes, int]:
+    """Start ``argv``, wait for its first stdout line, send SIGTERM, wait for the exit.
+
+    Returns:
+        The first line, the rest of stdout, stderr and the exit status.
+    """
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # blocks until the process has work under way
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=CALL_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    return first, out, err, proc.returncode

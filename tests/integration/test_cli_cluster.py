@@ -5,11 +5,10 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-import signal
 import subprocess
 from pathlib import Path
 
-from _cli_run import CALL_TIMEOUT, cli_argv, cli_env, run_cli
+from _cli_run import CALL_TIMEOUT, cli_argv, cli_env, run_cli, sigterm_after_first_line
 
 from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing._ports import allocate_ports
@@ -121,22 +120,12 @@ def test_consume_ends_cleanly_on_sigterm(cluster: LocalCluster, topic: str) -> N
     master = cluster.master_addr
     done = run_cli("produce", "--master", master, "--topic", topic, stdin=b"a\nb\nc\n")
     assert done.returncode == 0, done.stderr
-    proc = subprocess.Popen(
+    first, out, err, code = sigterm_after_first_line(
         cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_term",
-                 "--from", "earliest", "--format", "raw"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+                 "--from", "earliest", "--format", "raw")
     )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the group joined and printed
-        assert first.rstrip(b"\n") in {b"a", b"b", b"c"}
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=CALL_TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == 0, err
+    assert first.rstrip(b"\n") in {b"a", b"b", b"c"}
+    assert code == 0, err
     assert err == b""
     printed = [first, *out.splitlines(keepends=True)]
     assert len(set(printed)) == len(printed)

@@ -11,11 +11,10 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from _cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env, run_cli
+from _cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env, run_cli, sigterm_after_first_line
 
 from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing._ports import allocate_ports
@@ -121,15 +120,12 @@ def _events(lines: list[bytes]) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def _run_worker(master: str, topic: str, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, str(EXAMPLES / "consumer_worker.py"), "--masters", master,
+def _worker_argv(master: str, topic: str, *extra: str) -> list[str]:
+    return [sys.executable, str(EXAMPLES / "consumer_worker.py"), "--masters", master,
             "--topic", topic, "--group", "cookbook_workers", *extra]  # fmt: skip
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
 
 
-def test_worker_recipe_finishes_its_batch_on_sigterm(
-    cluster: LocalCluster, topic: str, tmp_path: Path
-) -> None:
+def test_worker_recipe_finishes_its_batch_on_sigterm(cluster: LocalCluster, topic: str) -> None:
     """SIGTERM mid-batch: the batch is finished and acked, the worker closes and exits 0; the
     next worker gets exactly the rest."""
     bodies = [f"job-{i}" for i in range(40)]
@@ -137,18 +133,11 @@ def test_worker_recipe_finishes_its_batch_on_sigterm(
                    stdin="\n".join(bodies).encode())  # fmt: skip
     assert done.returncode == 0, done.stderr
 
-    proc = _run_worker(cluster.master_addr, topic, "--work-seconds", "0.2")
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # the first batch started (group joined)
-        assert json.loads(first)["event"] == "batch"
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=CALL_TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == 0, err
+    first, out, err, code = sigterm_after_first_line(
+        _worker_argv(cluster.master_addr, topic, "--work-seconds", "0.2")
+    )
+    assert json.loads(first)["event"] == "batch"  # the first batch had started
+    assert code == 0, err
     events = _events([first, *out.splitlines()])
     assert events[-1]["event"] == "stopped"
     assert events[-1]["signal"] is True
@@ -160,9 +149,10 @@ def test_worker_recipe_finishes_its_batch_on_sigterm(
     first_run = [b for e in finished for b in e["bodies"]]  # type: ignore[attr-defined]
     assert len(first_run) < len(bodies)
 
-    rest = _run_worker(cluster.master_addr, topic, "--idle-exit", "5")
-    out, err = rest.communicate(timeout=CALL_TIMEOUT)
-    assert rest.returncode == 0, err
+    rest = subprocess.run(_worker_argv(cluster.master_addr, topic, "--idle-exit", "5"),
+                          capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT)  # fmt: skip
+    assert rest.returncode == 0, rest.stderr
+    out = rest.stdout
     second_run = [b for e in _events(out.splitlines()) if e["event"] == "done"
                   for b in e["bodies"]]  # type: ignore[attr-defined]  # fmt: skip
     assert sorted(first_run + second_run) == sorted(bodies)  # nothing lost, nothing twice

@@ -27,6 +27,10 @@ __all__ = ["run_produce"]
 
 #: Failed lines reported one by one before the rest are only counted.
 MAX_REPORTED_FAILURES = 5
+#: Seconds ``--rate`` lets sends run ahead of (or catch up with) the schedule.
+PACE_SLACK = 0.02
+#: Seconds between two updates of the progress display.
+PROGRESS_INTERVAL = 0.2
 
 Parser = Callable[[bytes, Outgoing], Outgoing | None]
 
@@ -46,18 +50,24 @@ class _Tally:
 
 
 class _Pacer:
-    """Spaces sends ``1/rate`` seconds apart (no limit when ``rate`` is None)."""
+    """Keeps sends at ``rate`` per second on average (no limit when ``rate`` is None).
+
+    Sleeping once per message would cap the rate at the loop's timer resolution, so the pacer
+    lets sends run until they are :data:`PACE_SLACK` seconds ahead of the schedule, then sleeps
+    the difference; after a stall it catches up by at most :data:`PACE_SLACK` as well.
+    """
 
     def __init__(self, rate: float | None) -> None:
         self._interval = 1.0 / rate if rate else 0.0
         self._next = time.monotonic()
 
     async def wait(self) -> None:
+        """Return when the next send is due."""
         if not self._interval:
             return
         now = time.monotonic()
-        self._next = max(self._next + self._interval, now)
-        if self._next > now:
+        self._next = max(self._next, now - PACE_SLACK) + self._interval
+        if self._next - now > PACE_SLACK:
             await asyncio.sleep(self._next - now)
 
 
@@ -104,12 +114,18 @@ async def _send_all(
             tally.sent += 1
 
 
+async def _tick(update: Callable[[], None]) -> None:
+    """Refresh the progress display until cancelled."""
+    while True:
+        update()
+        await asyncio.sleep(PROGRESS_INTERVAL)
+
+
 async def _feed(
     reader: LineReader,
     queue: asyncio.Queue[tuple[int, bytes] | None],
     pacer: _Pacer,
     stop: asyncio.Event,
-    on_progress: Callable[[], None],
 ) -> bool:
     """Move input lines to the workers; returns False when stopped before the end."""
     line_no = 0
@@ -120,7 +136,6 @@ async def _feed(
             if chunk is None:
                 return not stop.is_set()
             line_no = await _queue_lines(chunk, line_no, queue, pacer, stop)
-            on_progress()
     finally:
         stopped.cancel()
     return False
@@ -176,15 +191,10 @@ async def run_produce(args: argparse.Namespace) -> int:
             asyncio.create_task(_send_all(producer, args, queue, tally, parse, defaults))
             for _ in range(args.concurrency)
         ]
+        ticker = asyncio.create_task(_tick(lambda: progress.update(tally.sent, tally.failed)))
         try:
             with stop_on_signals(stop):
-                finished = await _feed(
-                    reader,
-                    queue,
-                    _Pacer(args.rate),
-                    stop,
-                    lambda: progress.update(tally.sent, tally.failed),
-                )
+                finished = await _feed(reader, queue, _Pacer(args.rate), stop)
                 for _ in workers:
                     await queue.put(None)
                 await asyncio.gather(*workers)
@@ -192,7 +202,7 @@ async def run_produce(args: argparse.Namespace) -> int:
             reader.stop()
             if args.input != "-":
                 os.close(fd)
-            for task in workers:
+            for task in [*workers, ticker]:
                 task.cancel()
             progress.close()
     took = time.monotonic() - began
