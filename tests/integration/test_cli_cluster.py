@@ -141,18 +141,12 @@ def test_consume_ends_cleanly_on_sigterm(cluster: LocalCluster, topic: str) -> N
 
 
 def test_usage_errors_exit_2_with_one_line() -> None:
-    """Bad command lines fail before any I/O: exit 2 and one line naming the problem."""
+    """Bad command lines fail before any I/O: exit 2 and one line naming the problem (the
+    argparse cases are unit-tested in-process; these two cross the whole process)."""
     cases = [
         (["produce", "--topic", "t"], "--master"),
-        (["produce", "--master", "127.0.0.1:1", "--topic", "t", "--rate", "nan"], "--rate"),
-        (["produce", "--master", "127.0.0.1:1", "--topic", "t", "--attr", "novalue"], "KEY=VALUE"),
-        (["consume", "--master", "127.0.0.1:1", "--topic", "t", "--group", "g", "--count", "0"],
-         "--count"),
-        (["produce", "--master", "127.0.0.1:1", "--topic", "t", "/no/such/file"], "cannot read"),
         (["consume", "--master", "127.0.0.1:1", "--topic", "t", "--group", "1bad"], "group"),
-        (["frobnicate"], "invalid choice"),
-        ([], "COMMAND"),
-    ]  # fmt: skip
+    ]
     for argv, needle in cases:
         done = run_cli(*argv)
         assert done.returncode == 2, (argv, done.stderr)
@@ -163,12 +157,11 @@ def test_usage_errors_exit_2_with_one_line() -> None:
 def test_unreachable_master_exits_1_with_one_line() -> None:
     """Nothing listens at the master address: exit 1 and one line naming the failure."""
     (port,) = allocate_ports(1)
-    for argv in (["produce", "--topic", "t"], ["partitions", "--topic", "t"]):
-        done = run_cli(*argv, "--master", f"127.0.0.1:{port}", stdin=b"x\n")
-        assert done.returncode == 1, done.stderr
-        line = _one_error_line(done.stderr)
-        assert f"127.0.0.1:{port}" in line
-        assert "connect" in line.lower()
+    done = run_cli("produce", "--topic", "t", "--master", f"127.0.0.1:{port}", stdin=b"x\n")
+    assert done.returncode == 1, done.stderr
+    line = _one_error_line(done.stderr)
+    assert f"127.0.0.1:{port}" in line
+    assert "connect" in line.lower()
 
 
 def test_help_is_complete() -> None:
@@ -180,7 +173,6 @@ def test_help_is_complete() -> None:
     expected = {
         "produce": ["--attr", "--msg-type", "--key", "--rate", "--json", "FILE|-"],
         "consume": ["--group", "--from", "--count", "--timeout", "--format", "--msg-type"],
-        "lag": ["--group", "--topic"],
         "cluster": ["up", "down", "status"],
     }
     for command, options in expected.items():

@@ -123,7 +123,13 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
         default="latest",
         help="where a group without a stored offset starts (default latest)",
     )
-    p.add_argument("--count", type=_positive_int, metavar="N", help="stop after N messages")
+    p.add_argument(
+        "--count",
+        type=_positive_int,
+        metavar="N",
+        help="stop after N messages (when N ends inside a broker batch, that batch is not "
+        "committed: all of it comes again to the group)",
+    )
     p.add_argument(
         "--timeout",
         type=_positive_float,
