@@ -134,7 +134,8 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--timeout",
         type=_positive_float,
         metavar="S",
-        help="stop after S seconds without a message (exit 1 if --count was not reached)",
+        help="stop after S seconds without a message, counted from the start (leave room "
+        "for the group join, often 10-20 s); exit 1 if --count was not reached",
     )
     p.add_argument("--format", choices=("json", "raw"), default="json", help="default json")
     p.add_argument("--msg-type", metavar="X", help="only messages of this type (server filter)")
