@@ -10,11 +10,12 @@ from datetime import datetime
 import pytest
 
 from tubemq_aio.cli import main
-from tubemq_aio.cli._common import UsageError, parse_attrs
+from tubemq_aio.cli._common import parse_attrs
 from tubemq_aio.cli._consume import message_json
 from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_text_line
 from tubemq_aio.cli._inspect import format_table, lag_rows
 from tubemq_aio.consumer import PartitionPosition
+from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
 
 DEFAULTS = Outgoing(b"", {"src": "cli"}, "t1", None, "k")
@@ -54,7 +55,7 @@ def test_json_line_overrides_defaults_and_decodes_base64() -> None:
     ],
 )
 def test_bad_json_lines_name_the_problem(line: bytes, problem: str) -> None:
-    with pytest.raises(UsageError, match=problem):
+    with pytest.raises(ConfigError, match=problem):
         parse_json_line(line, DEFAULTS)
 
 
@@ -80,7 +81,7 @@ def test_attrs_need_key_and_value() -> None:
     assert parse_attrs(["a=1", "b=x=y", "a=2", "c="]) == {"a": "2", "b": "x=y", "c": ""}
     assert parse_attrs(None) == {}
     for bad in ("novalue", "=v"):
-        with pytest.raises(UsageError, match="KEY=VALUE"):
+        with pytest.raises(ConfigError, match="KEY=VALUE"):
             parse_attrs([bad])
 
 

@@ -41,7 +41,7 @@ def _configure_logging(verbose: int) -> None:
 def _run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_COMMANDS[args.command](args))
-    except ConfigError as err:  # also the CLI's own UsageError: nothing was sent
+    except ConfigError as err:  # a bad argument or input file: nothing was sent
         error_line(str(err))
         return EXIT_USAGE
     except TubeMQError as err:

@@ -15,7 +15,6 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "PROG",
-    "UsageError",
     "error_line",
     "parse_attrs",
     "stop_on_signals",
@@ -27,10 +26,6 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 #: Bad command line or input that could not be understood; nothing was sent.
 EXIT_USAGE = 2
-
-
-class UsageError(ConfigError):
-    """A bad command-line argument found after argparse accepted the syntax (exit code 2)."""
 
 
 def error_line(problem: str) -> None:
@@ -53,13 +48,13 @@ def parse_attrs(items: list[str] | None) -> dict[str, str]:
         ``key -> value`` (a later key wins).
 
     Raises:
-        UsageError: an item has no ``=`` or an empty key.
+        ConfigError: an item has no ``=`` or an empty key.
     """
     attrs: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"--attr {item!r}: expected KEY=VALUE")
+            raise ConfigError(f"--attr {item!r}: expected KEY=VALUE")
         attrs[key] = value
     return attrs
 

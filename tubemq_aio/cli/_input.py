@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tubemq_aio.cli._common import UsageError
+from tubemq_aio.errors import ConfigError
 
 __all__ = ["LineReader", "Outgoing", "parse_json_line", "parse_text_line"]
 
@@ -61,22 +61,22 @@ def parse_text_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
 def _body_of(obj: dict[str, Any]) -> bytes:
     body = obj.get("body")
     if not isinstance(body, str):
-        raise UsageError('"body" must be a string')
+        raise ConfigError('"body" must be a string')
     encoding = obj.get("body_encoding", "utf-8")
     if encoding == "base64":
         try:
             return base64.b64decode(body, validate=True)
         except binascii.Error as err:
-            raise UsageError(f'"body" is not valid base64: {err}') from None
+            raise ConfigError(f'"body" is not valid base64: {err}') from None
     if encoding != "utf-8":
-        raise UsageError(f'"body_encoding" must be "utf-8" or "base64", not {encoding!r}')
+        raise ConfigError(f'"body_encoding" must be "utf-8" or "base64", not {encoding!r}')
     return body.encode()
 
 
 def _str_or_none(obj: dict[str, Any], name: str, default: str | None) -> str | None:
     value = obj.get(name, default)
     if value is not None and not isinstance(value, str):
-        raise UsageError(f'"{name}" must be a string')
+        raise ConfigError(f'"{name}" must be a string')
     return value
 
 
@@ -91,7 +91,7 @@ def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
         The message, or None for a blank line.
 
     Raises:
-        UsageError: the line is not such an object.
+        ConfigError: the line is not such an object.
     """
     text = _strip_eol(line).strip()
     if not text:
@@ -99,14 +99,14 @@ def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
     try:
         obj = json.loads(text)
     except ValueError as err:
-        raise UsageError(f"not JSON: {err}") from None
+        raise ConfigError(f"not JSON: {err}") from None
     if not isinstance(obj, dict):
-        raise UsageError("expected a JSON object with a body")
+        raise ConfigError("expected a JSON object with a body")
     attrs = obj.get("attributes") or {}
     if not isinstance(attrs, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in attrs.items()
     ):
-        raise UsageError('"attributes" must map strings to strings')
+        raise ConfigError('"attributes" must map strings to strings')
     msg_time = _str_or_none(obj, "msg_time", None)
     return Outgoing(
         _body_of(obj),
@@ -123,7 +123,7 @@ def _parse_time(text: str) -> datetime | str:
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f'"msg_time" {text!r} is neither ISO 8601 nor yyyyMMddHHmm') from None
+        raise ConfigError(f'"msg_time" {text!r} is neither ISO 8601 nor yyyyMMddHHmm') from None
 
 
 class LineReader:

@@ -13,14 +13,13 @@ from typing import Any
 from tubemq_aio.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
-    UsageError,
     error_line,
     parse_attrs,
     stop_on_signals,
 )
 from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_text_line
 from tubemq_aio.cli._progress import make_progress
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.producer import Producer
 
 __all__ = ["run_produce"]
@@ -77,7 +76,7 @@ def _open_input(path: str) -> int:
     try:
         return os.open(path, os.O_RDONLY)
     except OSError as err:
-        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+        raise ConfigError(f"cannot read {path}: {err.strerror}") from None
 
 
 async def _send_all(
@@ -93,7 +92,7 @@ async def _send_all(
         line_no, line = item
         try:
             out = parse(line, defaults)
-        except UsageError as err:
+        except ConfigError as err:
             tally.fail(line_no, str(err))
             continue
         if out is None:
