@@ -32,6 +32,7 @@ from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.framing import FrameDecoder
 from tubemq_aio.protocol.partitions import parse_confirm_context
 from tubemq_aio.protocol.producer_meta import Partition
+from tubemq_aio.protocol.wire import encode_varint
 from tubemq_aio.testing import fuzz
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -44,17 +45,7 @@ CB_BROKERS = client_balance.parse_broker_config_list(["1:127.0.0.1:8123"])
 PARTITION = Partition(BROKER, "t", 0)
 
 
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+_varint = encode_varint  # negatives become their 64-bit two's complement
 
 
 def _utf8(text: str) -> bytes:

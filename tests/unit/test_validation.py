@@ -7,6 +7,7 @@ public API the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -352,3 +353,15 @@ def test_tdmsg_attribute_types() -> None:
     raises_config_error(lambda: tdmsg.parse_attributes(5))  # type: ignore[arg-type]
     raises_config_error(lambda: tdmsg.decode_message(b"x", 5))  # type: ignore[arg-type]
     assert tdmsg.decode_message(b"x", "a=b")[0].data == b"x"
+
+
+@pytest.mark.parametrize("cls", [ClientConfig, ProducerConfig, ConsumerConfig])
+def test_every_config_field_is_validated(cls: type) -> None:
+    """A field added without a check fails here: an arbitrary object is refused everywhere."""
+    base: dict[str, Any] = {"masters": M}
+    if cls is ConsumerConfig:
+        base |= {"group": "gg", "topics": ["t"]}
+    cls(**base)
+    for field in dataclasses.fields(cls):
+        with pytest.raises(ConfigError, match=field.name):
+            cls(**(base | {field.name: object()}))
