@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from echo_server import FakeServer, server_fixture, settings_fixture  # noqa: F401
 
+from tubemq_aio._io.decisions import MAX_WIRE_TIMEOUT_MS
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.config import HostPort
-from tubemq_aio.errors import ConnectError, RemoteRpcError, RequestTimeoutError
+from tubemq_aio.errors import ConfigError, ConnectError, RemoteRpcError, RequestTimeoutError
 from tubemq_aio.protocol._pb import RPC_pb2
 from tubemq_aio.protocol.rpc import Method, ServiceType
 
@@ -84,3 +85,25 @@ async def test_connect_without_sending(server: FakeServer, settings: TransportSe
     await pool.close()
     with pytest.raises(ConnectError):
         await RpcClient(ConnectionPool(settings)).connect(Address("127.0.0.1", 1))
+
+
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), float("inf")])
+async def test_bad_timeouts_fail_before_any_io(
+    server: FakeServer, settings: TransportSettings, timeout: float
+) -> None:
+    pool = ConnectionPool(settings)
+    rpc = RpcClient(pool)
+    with pytest.raises(ConfigError, match="timeout"):
+        await rpc.call(addr(server), Method.MASTER_PRODUCER_HEARTBEAT, b"x", timeout)
+    assert server.accepted == 0
+    await pool.close()
+
+
+async def test_huge_timeouts_are_capped_on_the_wire(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    pool = ConnectionPool(settings)
+    rpc = RpcClient(pool)
+    assert await rpc.call(addr(server), Method.MASTER_PRODUCER_HEARTBEAT, b"x", 1e300) == b"x"
+    assert server.requests[0].timeout_ms == MAX_WIRE_TIMEOUT_MS
+    await pool.close()

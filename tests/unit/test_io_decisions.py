@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tubemq_aio._io.decisions import (
     MAX_SERIAL,
+    MAX_WIRE_TIMEOUT_MS,
     BackoffPolicy,
     BackoffState,
     IdleView,
@@ -20,6 +21,7 @@ from tubemq_aio._io.decisions import (
     next_serial,
     record_failure,
     seconds_until_allowed,
+    wire_timeout_ms,
 )
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
@@ -168,3 +170,9 @@ def test_an_answered_link_clears_and_a_local_close_keeps_the_state() -> None:
     assert closed(failed, answered=True, local=True) is None
     assert closed(failed, answered=False, local=True) is failed
     assert closed(None, answered=False, local=True) is None
+
+
+def test_wire_timeout_is_whole_ms_within_bounds() -> None:
+    assert wire_timeout_ms(2.5) == 2500
+    assert wire_timeout_ms(1e-9) == 1
+    assert wire_timeout_ms(1e300) == MAX_WIRE_TIMEOUT_MS

@@ -12,6 +12,7 @@ from typing import NamedTuple
 __all__ = [
     "IO_EXCEPTION_NAMES",
     "MAX_SERIAL",
+    "MAX_WIRE_TIMEOUT_MS",
     "BackoffPolicy",
     "BackoffState",
     "IdleView",
@@ -21,6 +22,7 @@ __all__ = [
     "next_serial",
     "record_failure",
     "seconds_until_allowed",
+    "wire_timeout_ms",
 ]
 
 
@@ -40,6 +42,24 @@ IO_EXCEPTION_NAMES = frozenset(
         "EOFException",
     }
 )
+
+
+#: Largest ``RequestBody.timeout`` we send: the server reads it as a Java long, and a
+#: deadline beyond 24 days means "none" to any real server (2**31 - 1 ms).
+MAX_WIRE_TIMEOUT_MS = 0x7FFFFFFF
+
+
+def wire_timeout_ms(timeout: float) -> int:
+    """The ``RequestBody.timeout`` (ms) for a call of ``timeout`` seconds: at least 1 ms, at most
+    :data:`MAX_WIRE_TIMEOUT_MS`.
+
+    Args:
+        timeout: the call's positive, finite timeout in seconds.
+
+    Returns:
+        Whole milliseconds within ``[1, MAX_WIRE_TIMEOUT_MS]``.
+    """
+    return min(max(1, int(timeout * 1000)), MAX_WIRE_TIMEOUT_MS)
 
 
 def next_serial(previous: int) -> int:

@@ -8,11 +8,14 @@ response bytes. Building requests and parsing answers stays with the pure ``prot
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from tubemq_aio._io.connection import Connection
+from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.stats import TransportStats
+from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
 __all__ = ["Endpoint", "RpcClient"]
@@ -101,11 +104,12 @@ class RpcClient:
             RemoteRpcError: the server answered with an exception frame.
             RemoteProtocolError: the answer could not be decoded.
             ClientClosedError: the pool or the connection was closed by its owner.
+            ConfigError: ``timeout`` is not a positive finite number (nothing is sent).
         """
+        if not 0.0 < timeout < math.inf:
+            raise ConfigError(f"timeout must be a positive finite number of seconds: {timeout!r}")
         address = peer if peer.__class__ is Address else self.address(peer)
         pool = self.pool
         conn = pool.ready(address) or await pool.connection(address)
-        payload = encode_request(
-            SERVICE_OF_METHOD[method], method, max(1, int(timeout * 1000)), body
-        )
+        payload = encode_request(SERVICE_OF_METHOD[method], method, wire_timeout_ms(timeout), body)
         return await conn.call(payload, timeout)
