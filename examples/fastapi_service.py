@@ -26,7 +26,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
 
 from tubemq_aio import ConfigError, Producer, SendOutcomeUnknownError, TopicUnavailableError
 
@@ -74,11 +73,9 @@ async def publish(topic: str, request: Request) -> dict[str, Any]:
             topic, await request.body(), msg_type=request.headers.get("x-msg-type")
         )
     except TopicUnavailableError as err:
-        return JSONResponse(
-            {"detail": str(err)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER)}
-        )
+        raise HTTPException(503, str(err), headers={"Retry-After": str(RETRY_AFTER)}) from None
     except SendOutcomeUnknownError as err:
-        return JSONResponse({"detail": f"outcome unknown: {err}"}, status_code=504)
+        raise HTTPException(504, f"outcome unknown: {err}") from None
     except ConfigError as err:  # an invalid message: nothing was sent
         raise HTTPException(400, str(err)) from None
     return {"partition_key": result.partition_key, "message_id": result.message_id}
