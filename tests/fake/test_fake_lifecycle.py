@@ -371,3 +371,17 @@ async def test_start_close_cycles_with_random_cancellation_leak_nothing(
     await wait_for(lambda: open_connections(cluster) == 0)
     assert {t for t in asyncio.all_tasks() if not t.done()} == tasks_before
     assert open_fds() == fds_before
+
+
+async def test_send_nowait_is_traced_like_send(cluster: FakeCluster) -> None:
+    """A send started by send_nowait gets the same PRODUCER span as an awaited send."""
+    from tubemq_aio.testing.otel import InMemoryTelemetry
+
+    otel = InMemoryTelemetry()
+    try:
+        async with producer(cluster.master_addr, telemetry=otel.telemetry()) as client:
+            await client.send("t", b"awaited")
+            await client.send_nowait("t", b"nowait")
+        assert [s.name for s in otel.spans()] == ["send t", "send t"]
+    finally:
+        otel.shutdown()
