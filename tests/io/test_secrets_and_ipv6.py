@@ -26,6 +26,7 @@ from tubemq_aio import (
     ProducerConfig,
     TubeMQError,
 )
+from tubemq_aio._io.pool import Address
 from tubemq_aio.config import HostPort, redact_url
 
 _ClientConfig: Any = ClientConfig
@@ -187,3 +188,25 @@ async def test_ipv6_master_is_connected(ipv6_server: tuple[int, list[str]]) -> N
     assert peers
     assert peers[0] == "::1"
     assert f"[::1]:{port}" in str(config.masters[0])
+    assert str(Address("::1", port, tls=True)) == f"[::1]:{port}/tls"
+
+
+def test_spark_options_keep_the_password_hidden() -> None:
+    from tubemq_aio.spark._options import client_options, parse_client_settings
+
+    good = {"master": "h:8715", "authUser": "admin", "authPassword": PASSWORD}
+    settings = parse_client_settings(good)
+    kwargs = client_options(good)
+    assert kwargs["credentials"] == Credentials("admin", PASSWORD)
+    shown = [repr(settings), str(settings), repr(kwargs), str(kwargs)]
+    errors: list[BaseException] = []
+    for bad in (
+        {"master": f"admin:{PASSWORD}@h:8715"},
+        good | {"rpcTimeout": "nan"},
+        good | {"tls": "maybe"},
+        good | {"tlsCaFile": "/ca.pem"},
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse_client_settings(bad)
+        errors.append(info.value)
+    assert_no_secret(seen_by_user(*shown, errors=errors, logs=""))

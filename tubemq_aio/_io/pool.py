@@ -57,7 +57,8 @@ class Address(NamedTuple):
     tls: bool = False
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}{'/tls' if self.tls else ''}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        return f"{host}:{self.port}{'/tls' if self.tls else ''}"
 
 
 class ConnectionPool:
