@@ -254,6 +254,10 @@ class FaultProxy:
                 up.cancel()
                 down.cancel()
                 await asyncio.gather(up, down, return_exceptions=True)
+        except asyncio.CancelledError:
+            # Only close() cancels this task. Ending it normally keeps the stream machinery,
+            # which inspects the handler's outcome, from logging the cancellation as an error.
+            pass
         finally:
             self._links.discard(link)
             link.abort()

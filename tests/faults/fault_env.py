@@ -1,0 +1,114 @@
+"""The fault suite's setting: a FakeCluster whose master and brokers sit behind FaultProxies,
+plus the checks every fault test ends with (deadline kept, nothing acknowledged lost, no task
+or file descriptor left behind)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tubemq_aio import TubeMQError
+from tubemq_aio.testing import FakeCluster, FaultProxy
+
+T = TypeVar("T")
+#: Slack on top of a call's own deadline before the suite calls it hung.
+GRACE = 3.0
+
+
+def open_fds() -> int:
+    """File descriptors of this process."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def live_tasks() -> set[asyncio.Task[object]]:
+    """Unfinished tasks other than the caller's."""
+    me = asyncio.current_task()
+    return {t for t in asyncio.all_tasks() if t is not me and not t.done()}
+
+
+@dataclass
+class FaultEnv:
+    """A fake cluster with one proxy before the master and one before each broker."""
+
+    cluster: FakeCluster
+    master: FaultProxy
+    brokers: dict[int, FaultProxy]
+    acked: list[bytes] = field(default_factory=list)
+
+    @property
+    def master_addr(self) -> str:
+        """Where clients find the master (through its proxy)."""
+        return self.master.addr
+
+    def all_proxies(self) -> list[FaultProxy]:
+        """Every proxy."""
+        return [self.master, *self.brokers.values()]
+
+    def heal(self) -> None:
+        """Remove every network fault."""
+        for proxy in self.all_proxies():
+            proxy.clear()
+            proxy.faults["up"].half_closed = proxy.faults["down"].half_closed = False
+
+    def lost(self, topic: str) -> list[bytes]:
+        """Bodies of acknowledged sends the cluster does not hold (bodies are unique; a corrupted
+        answer may carry a wrong message id, so the body is what counts)."""
+        stored = set(self.cluster.bodies(topic))
+        return [b for b in self.acked if b not in stored]
+
+
+async def bounded(call: Awaitable[T], deadline: float) -> T | TubeMQError:
+    """Await ``call``; it must end by ``deadline`` (+ :data:`GRACE`) with a value or a typed
+    error, which is returned. Anything else fails the test."""
+    try:
+        return await asyncio.wait_for(call, deadline + GRACE)
+    except TimeoutError as exc:
+        if isinstance(exc, TubeMQError):
+            return exc
+        raise AssertionError(f"a call with a {deadline} s deadline hung") from exc
+    except TubeMQError as exc:
+        return exc
+
+
+@contextlib.asynccontextmanager
+async def fault_env(
+    brokers: int = 1, partitions: int = 2, max_batch: int = 64
+) -> AsyncIterator[FaultEnv]:
+    """Start the cluster and the proxies; at the end check that no task or fd leaked."""
+    tasks_before = live_tasks()
+    fds_before = open_fds()
+    async with FakeCluster(
+        topics={"demo": partitions}, brokers=brokers, max_batch=max_batch
+    ) as cluster:
+        master = FaultProxy(cluster.master_addr)
+        proxies = {
+            b.broker_id: FaultProxy(cluster.broker_addr(b.broker_id)) for b in cluster.brokers
+        }
+        await master.start()
+        for broker_id, proxy in proxies.items():
+            await proxy.start()
+            cluster.advertise_broker(broker_id, proxy.addr)
+        try:
+            yield FaultEnv(cluster, master, proxies)
+        finally:
+            for proxy in [master, *proxies.values()]:
+                await proxy.close()
+    await settle(tasks_before, fds_before)
+
+
+async def settle(tasks_before: set[asyncio.Task[object]], fds_before: int) -> None:
+    """Wait (at most 5 s) for closed sockets and ended tasks to be gone; fail if they stay."""
+    deadline = time.monotonic() + 5
+    while True:
+        extra = live_tasks() - tasks_before
+        fds = open_fds()
+        if not extra and fds <= fds_before:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"leak: tasks {extra}, fds {fds} (before {fds_before})")
+        await asyncio.sleep(0.05)
