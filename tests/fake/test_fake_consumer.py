@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from fake_helpers import HEARTBEAT, drain, produce, wait_until
 
 from tubemq_aio import Consumer, ServerError
+from tubemq_aio.consumer._fetcher import CORRUPT_REFETCHES
+from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
 
@@ -109,3 +112,27 @@ async def test_broker_forgetting_the_consumer_ends_in_a_new_assignment() -> None
             cluster.brokers[0].registrations.clear()  # e.g. the broker restarted
             late = await produce(cluster.master_addr, "demo", 3, prefix="late")
             assert sorted(await drain(consumer, 3, timeout=30)) == sorted(late)
+
+
+async def test_corruption_on_the_way_is_read_again_not_lost() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 20)
+        cluster.corrupt_next_fetches(2)
+        async with _consumer(cluster, "g1") as consumer:
+            got = await drain(consumer, 20, timeout=20)
+            assert consumer.stats.crc_refetches == 2
+        assert sorted(got) == sorted(sent)
+        assert cluster.committed_messages("g1", "demo") == 20
+
+
+async def test_corruption_at_rest_is_dropped_after_rereads_and_the_stream_goes_on() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=4) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 8)
+        log = cluster.brokers[0].log("demo", 0)
+        bad = log.messages[1]
+        log.messages[1] = dataclasses.replace(bad, checksum=bad.checksum ^ 1)
+        async with _consumer(cluster, "g1") as consumer:
+            got = await drain(consumer, 7, timeout=20)
+            assert consumer.stats.crc_refetches == CORRUPT_REFETCHES
+        assert sorted(got) == sorted(set(sent) - {decode_payload(bad.payload, bad.flag, 0).body})
+        assert cluster.committed_messages("g1", "demo") == 8

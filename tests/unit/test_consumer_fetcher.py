@@ -9,7 +9,7 @@ import pytest
 
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.consumer._broker import BrokerRpc
-from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._fetcher import CORRUPT_REFETCHES, FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
@@ -152,13 +152,25 @@ async def test_error_codes_release_or_remove() -> None:
     await stop(engine, tasks)
 
 
-async def test_crc_mismatch_is_counted_and_dropped() -> None:
-    """A corrupt message is dropped and counted, the rest of the batch delivered."""
+async def test_crc_mismatch_at_rest_is_counted_and_dropped() -> None:
+    """A message still corrupt after the re-reads is dropped and counted, the rest delivered."""
     engine, broker, _, tasks = make()
-    broker.script = [ok([raw(0), raw(1, bad_crc=True), raw(2)])]
+    bad = ok([raw(0), raw(1, bad_crc=True), raw(2)])
+    broker.script = [bad] * (CORRUPT_REFETCHES + 1)
     batch = await engine.get(None, 1)
     assert [m.body for m in batch] == [b"m0", b"m2"]
-    assert engine.stats.crc_mismatches == 1
+    assert engine.stats.crc_mismatches == CORRUPT_REFETCHES + 1
+    assert engine.stats.crc_refetches == CORRUPT_REFETCHES
+    await stop(engine, tasks)
+
+
+async def test_crc_mismatch_on_the_way_is_read_again() -> None:
+    """A batch with a corrupt message is not confirmed but fetched again: nothing is lost."""
+    engine, broker, _, tasks = make()
+    broker.script = [ok([raw(0), raw(1, bad_crc=True), raw(2)]), ok([raw(0), raw(1), raw(2)])]
+    batch = await engine.get(None, 1)
+    assert [m.body for m in batch] == [b"m0", b"m1", b"m2"]
+    assert engine.stats.crc_refetches == 1
     await stop(engine, tasks)
 
 

@@ -30,13 +30,17 @@ from tubemq_aio.protocol.partitions import (
     fetch_error_reaction,
 )
 
-__all__ = ["FetchEngine", "Fetched"]
+__all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
 #: Wait after an RPC failure of a fetch. Java releases at once (§4.3); a short pause keeps a
 #: fetcher from spinning on a broker that refuses connections.
 _RPC_FAILURE_WAIT_MS = 200
+
+#: Reads of one batch with a checksum mismatch before the mismatch is taken as corruption at
+#: rest (then ``deliver_corrupt`` decides); earlier ones are fetched again, not confirmed.
+CORRUPT_REFETCHES = 3
 
 #: Longest sleep of an idle fetcher between checks (it is also woken by lease changes).
 _IDLE_POLL = 1.0
@@ -85,6 +89,8 @@ class FetchEngine:
         self.clock = clock
         self.changed = asyncio.Event()
         self._flows: dict[PartitionKey, PartitionFlow] = {}
+        # Partition -> (batch start offset, reads of it that had a checksum mismatch).
+        self._corrupt_reads: dict[PartitionKey, tuple[int, int]] = {}
         self._buffer: deque[Fetched] = deque()
         self._slots = asyncio.Semaphore(config.max_prefetch_batches)
         self._ready = asyncio.Event()
@@ -183,7 +189,13 @@ class FetchEngine:
         if not rsp.success:
             return self._on_error(lease, rsp, pflow, now, hhmm, filters)
         self.leases.update_offsets(key, now, curr_offset=rsp.curr_offset, max_offset=rsp.max_offset)
+        damaged = self.stats.crc_mismatches + self.stats.decode_errors
         messages, body_bytes = self._decode(lease, rsp, filters)
+        damaged = self.stats.crc_mismatches + self.stats.decode_errors - damaged
+        if self._read_again(key, rsp.curr_offset, damaged > 0):
+            # Not committed (consumed=False): the broker serves the same batch again.
+            self.leases.release(key, lease.token, now, wait_ms=0, consumed=False)
+            return False
         wait_ms = pflow.wait_after_fetch(
             self.flow,
             now=now,
@@ -213,6 +225,28 @@ class FetchEngine:
         self._buffer.append(Fetched(lease, messages, wait_ms, now, position, body_bytes))
         self.stats.batches += 1
         self._ready.set()
+        return True
+
+    def _read_again(self, key: PartitionKey, offset: int, corrupt: bool) -> bool:
+        """Whether a batch with a damaged message (checksum mismatch, or an attribute block that
+        does not fit) is fetched again instead of delivered.
+
+        Damage is usually corruption on the way, which a second read does not repeat;
+        dropping the message and confirming the batch (what the Java client does) would lose it
+        for the group. Only a mismatch that survives ``CORRUPT_REFETCHES`` reads of the same
+        offset (corrupt at rest) goes on to the ``deliver_corrupt`` rule.
+        """
+        if not corrupt:
+            self._corrupt_reads.pop(key, None)
+            return False
+        last_offset, reads = self._corrupt_reads.get(key, (offset, 0))
+        reads = reads + 1 if last_offset == offset else 1
+        if reads > CORRUPT_REFETCHES:
+            self._corrupt_reads.pop(key, None)
+            return False
+        self._corrupt_reads[key] = (offset, reads)
+        self.stats.crc_refetches += 1
+        log.warning("checksum mismatch in %s at offset %d: reading the batch again", key, offset)
         return True
 
     def _on_error(

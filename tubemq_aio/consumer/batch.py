@@ -52,8 +52,11 @@ class ConsumerStats:
         messages: messages delivered to the application.
         bytes: body bytes delivered.
         filtered: messages dropped by the ``msgType`` filter.
-        crc_mismatches: messages whose checksum did not match (dropped unless
-            ``deliver_corrupt``).
+        crc_mismatches: messages whose checksum did not match.
+        crc_refetches: batches fetched again because a message in them was damaged (checksum
+            mismatch or undecodable; corruption on the way heals on a second read). Damage
+            still there after ``CORRUPT_REFETCHES`` reads is corruption at rest: the message
+            is dropped (delivered with ``crc_ok=False`` if ``deliver_corrupt``).
         decode_errors: payloads that could not be split into attribute and body (dropped).
         fetch_errors: fetches that failed with an RPC error (network, timeout).
         acks: batches acknowledged (while their lease was held); nacks: batches rejected
@@ -72,6 +75,7 @@ class ConsumerStats:
     bytes: int = 0
     filtered: int = 0
     crc_mismatches: int = 0
+    crc_refetches: int = 0
     decode_errors: int = 0
     fetch_errors: int = 0
     acks: int = 0

@@ -59,6 +59,9 @@ class FakeBroker:
         self._ids = ids
         self.clock: Callable[[], float] = time.monotonic
         self.advertised: str | None = None
+        #: Successful fetch answers still to corrupt on the way (one payload byte flipped in
+        #: their first message; the stored data stays intact).
+        self.corrupt_fetches = 0
         handlers = {
             Method.BROKER_PRODUCER_SEND_MESSAGE: self._send,
             Method.BROKER_CONSUMER_REGISTER: self._register,
@@ -218,6 +221,10 @@ class FakeBroker:
             )
             for m in messages
         ]
+        if transferred and self.corrupt_fetches > 0:
+            self.corrupt_fetches -= 1
+            first = transferred[0]
+            first.payLoadData = bytes([first.payLoadData[0] ^ 0x01]) + first.payLoadData[1:]
         return pb.GetMessageResponseB2C(
             success=True,
             errCode=200,
