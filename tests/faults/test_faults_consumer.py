@@ -1,0 +1,149 @@
+"""The consumers through FaultProxies against the fake cluster, one fault at a time.
+
+For every fault: each ``getmany`` ends within its deadline with a batch (maybe empty) or a
+typed error, consumption resumes once the fault is healed, every produced message arrives
+(at-least-once), the group's committed offsets reach the end, and nothing leaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+from fault_env import FaultEnv, bounded, fault_env
+
+from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch, Producer
+
+GET_TIMEOUT = 0.5
+MESSAGES = 400
+BATCH = 8  # small fetches, so the fault hits in the middle of the stream
+
+Fault = Callable[[FaultEnv], Awaitable[None] | None]
+
+
+async def _kill_broker(env: FaultEnv) -> None:
+    await env.cluster.stop_broker(1)
+
+
+async def _kill_master(env: FaultEnv) -> None:
+    await env.cluster.stop_master()
+
+
+async def _refuse(env: FaultEnv) -> None:
+    await env.brokers[1].refuse_connections()
+    env.brokers[1].reset_connections()
+
+
+FAULTS: dict[str, Fault] = {
+    "latency": lambda env: env.brokers[1].set(latency=0.05),
+    "bandwidth cap": lambda env: env.brokers[1].set("down", bandwidth=100_000),
+    "broker stops reading": lambda env: env.brokers[1].set("up", stop_reading=True),
+    "blackhole": lambda env: env.brokers[1].set(blackhole=True),
+    "reset after 20 KB": lambda env: env.brokers[1].set("down", reset_after=20_000),
+    "corrupted answers": lambda env: env.brokers[1].set("down", corrupt_rate=0.3),
+    "half-closed by the broker": lambda env: env.brokers[1].half_close("down"),
+    "connect refused": _refuse,
+    "broker killed": _kill_broker,
+    "master killed": _kill_master,
+}
+
+
+async def _restore(env: FaultEnv, name: str) -> None:
+    env.heal()
+    if name == "connect refused":
+        await env.brokers[1].start()
+    if name == "broker killed":
+        await env.cluster.start_broker(1)
+    if name == "master killed":
+        await env.cluster.start_master()
+
+
+async def _produce(env: FaultEnv) -> set[bytes]:
+    bodies = {f"c{i}".encode().ljust(500, b".") for i in range(MESSAGES)}
+    async with Producer(env.cluster.master_addr, topics=["demo"]) as producer:  # no proxy
+        await asyncio.gather(*(producer.send("demo", b) for b in bodies))
+    return bodies
+
+
+async def _take(consumer: Consumer | ClientBalancedConsumer, got: list[bytes]) -> None:
+    outcome = await bounded(consumer.getmany(timeout=GET_TIMEOUT), GET_TIMEOUT)
+    if isinstance(outcome, MessageBatch):
+        got.extend(m.body for m in outcome)
+        await bounded(outcome.ack(), 10)  # may fail typed under a fault: redelivered later
+
+
+async def _consume_through(
+    env: FaultEnv, name: str, consumer: Consumer | ClientBalancedConsumer, sent: set[bytes]
+) -> list[bytes]:
+    got: list[bytes] = []
+    for _ in range(4):
+        await _take(consumer, got)
+    assert len(set(got)) < len(sent) / 2, "the fault must hit a stream still flowing"
+    applied = FAULTS[name](env)
+    if applied is not None:
+        await applied
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        await _take(consumer, got)
+    await _restore(env, name)
+    end = time.monotonic() + 60
+    while not sent <= set(got):
+        assert time.monotonic() < end, f"{len(sent - set(got))} messages never arrived"
+        if isinstance(consumer, ClientBalancedConsumer):
+            await _reconnect_dropped(consumer)
+        await _take(consumer, got)
+    return got
+
+
+async def _reconnect_dropped(consumer: ClientBalancedConsumer) -> None:
+    """What an application does today: a client-balanced consumer drops every partition of a
+    broker whose heartbeat failed (as the Java client does) and nobody reassigns them."""
+    held = set(consumer.assignment())
+    for key in ("1:demo:0", "1:demo:1", "2:demo:0", "2:demo:1"):
+        if key not in held:
+            await bounded(consumer.connect(key), 10)
+
+
+async def _committed_all(env: FaultEnv, group: str) -> None:
+    end = time.monotonic() + 30
+    while env.cluster.committed_messages(group, "demo") < MESSAGES:
+        assert time.monotonic() < end, env.cluster.committed_messages(group, "demo")
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+async def test_consumer_under_fault(name: str) -> None:
+    async with fault_env(brokers=2, max_batch=BATCH) as env:
+        sent = await _produce(env)
+        consumer = Consumer(
+            env.master_addr, group="gf", topics=["demo"], consume_from="earliest",
+            heartbeat_interval=1, confirm_timeout=5, rpc_timeout=3,
+        )  # fmt: skip
+        await bounded(consumer.start(), 10)
+        try:
+            got = await _consume_through(env, name, consumer, sent)
+        finally:
+            await bounded(consumer.close(), 15)
+        assert set(got) == sent
+        await _committed_all(env, "gf")
+
+
+@pytest.mark.parametrize("name", ["reset after 20 KB", "blackhole", "broker killed"])
+async def test_client_balanced_consumer_under_fault(name: str) -> None:
+    async with fault_env(brokers=2, max_batch=BATCH) as env:
+        sent = await _produce(env)
+        consumer = ClientBalancedConsumer(
+            env.master_addr, group="gcb", topics=["demo"], source_count=1, node_id=0,
+            consume_from="earliest", heartbeat_interval=1, confirm_timeout=5, rpc_timeout=3,
+        )  # fmt: skip
+        await bounded(consumer.start(), 10)
+        try:
+            for meta in await consumer.partitions():
+                await bounded(consumer.connect(meta.partition_key), 10)
+            got = await _consume_through(env, name, consumer, sent)
+        finally:
+            await bounded(consumer.close(), 15)
+        assert set(got) == sent
+        await _committed_all(env, "gcb")

@@ -1,0 +1,101 @@
+"""Leak check: 1 000 start/close cycles of each client against the fake cluster, half of them
+with a cancellation injected at a random await of ``start()`` and of ``close()``; afterwards the
+process has exactly the tasks and file descriptors it had before."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tubemq_aio import ClientBalancedConsumer, Consumer, Producer, TubeMQError
+from tubemq_aio.testing import FakeCluster
+
+CYCLES = 1_000
+Client = Producer | Consumer | ClientBalancedConsumer
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _tasks() -> set[asyncio.Task[object]]:
+    me = asyncio.current_task()
+    return {t for t in asyncio.all_tasks() if t is not me and not t.done()}
+
+
+async def _steps(rng: random.Random) -> None:
+    """Let the client run for a random while: a few loop iterations, or a few milliseconds
+    (long enough for some round trips to the fake cluster)."""
+    if rng.random() < 0.5:
+        for _ in range(rng.randrange(8)):
+            await asyncio.sleep(0)
+    else:
+        await asyncio.sleep(rng.uniform(0, 0.005))
+
+
+async def _cancelled_cycle(client: Client, rng: random.Random) -> bool:
+    """One cycle with both calls cancelled part-way; True if ``start()`` got to finish."""
+    start = asyncio.ensure_future(client.start())
+    await _steps(rng)
+    start.cancel()
+    started = False
+    with contextlib.suppress(asyncio.CancelledError, TubeMQError):
+        await start
+        started = True
+    close = asyncio.ensure_future(client.close())
+    await _steps(rng)
+    close.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await close
+    await client.close()  # a cancelled close is finished by the next one
+    return started
+
+
+async def _settled(tasks_before: set[asyncio.Task[object]], fds_before: int) -> None:
+    deadline = time.monotonic() + 10
+    while _tasks() - tasks_before or _open_fds() > fds_before:
+        assert time.monotonic() < deadline, (
+            f"leaked tasks {_tasks() - tasks_before}, fds {_open_fds()} > {fds_before}"
+        )
+        await asyncio.sleep(0.05)
+
+
+CLIENTS: dict[str, Callable[[str], Client]] = {
+    "producer": lambda m: Producer(m, topics=["demo"]),
+    "consumer": lambda m: Consumer(m, group="leak", topics=["demo"]),
+    "client-balanced consumer": lambda m: ClientBalancedConsumer(
+        m, group="leakcb", topics=["demo"], source_count=1, node_id=0
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLIENTS))
+async def test_start_close_cycles_leave_nothing_behind(name: str) -> None:
+    rng = random.Random(name)
+    async with FakeCluster(topics={"demo": 2}) as cluster:
+        make = CLIENTS[name]
+        # One warm-up cycle: imports, caches and the loop's own lazily created state.
+        client = make(cluster.master_addr)
+        await client.start()
+        await client.close()
+        await asyncio.sleep(0.1)
+        tasks_before, fds_before = _tasks(), _open_fds()
+        completed = 0
+        for i in range(CYCLES):
+            client = make(cluster.master_addr)
+            if i % 2:
+                completed += await _cancelled_cycle(client, rng)
+            else:
+                await client.start()
+                await client.close()
+        await _settled(tasks_before, fds_before)
+        # The cancellations hit both before and after start() could finish.
+        assert 0 < completed < CYCLES // 2
+        registers = sum(cluster.requests(m) for m in (1, 4, 20))
+        assert registers > CYCLES // 2
