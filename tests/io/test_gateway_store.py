@@ -1,0 +1,280 @@
+"""The Lua scripts against a real redis-server, checked against the pure model."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import redis.asyncio as aioredis
+from redis.crc import key_slot
+
+from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.model import GroupState, PartState
+from tubemq_aio.gateway.store import LeaseStore, Reply, scope_keys
+from tubemq_aio.testing import RedisServer
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+PARTS = ["1:t:0", "1:t:1", "2:t:0", "2:t:1"]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server() -> AsyncIterator[RedisServer]:
+    async with RedisServer() as srv:
+        yield srv
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
+    client = aioredis.Redis.from_url(server.url)
+    await client.flushall()
+    yield LeaseStore(client, timeout=5.0)
+    await client.aclose()
+
+
+def _norm(state: GroupState, scope: str) -> dict[str, Any]:
+    sc = state.scope(scope)
+    names = set(sc.parts) | sc.members
+    parts = {p: dataclasses.asdict(sc.parts.get(p, PartState())) for p in sorted(names)}
+    parts = {p: f for p, f in parts.items() if f != dataclasses.asdict(PartState())}
+    return {
+        "booted": state.booted,
+        "paused": state.paused,
+        "rate": state.rate,
+        "burst": state.burst,
+        "tat_us": state.tat_us,
+        "cursor": state.cursor,
+        "members": sorted(sc.members),
+        "ready": sc.ready,
+        "leased": sc.leased,
+        "acq": sc.acq,
+        "parts": parts,
+    }
+
+
+def _flat(reply: Reply) -> tuple[Any, ...]:
+    return (reply.status, *reply.values)
+
+
+async def _step(store: LeaseStore, model: GroupState, rng: random.Random, tokens: list[Any]) -> str:
+    g, s = "g", "c"
+    op = rng.choice(
+        ["acquire"] * 4 + ["init", "record", "record", "settle", "settle", "extend"]
+        + ["sync", "reset", "rate", "pause", "sleep"]
+    )  # fmt: skip
+    if op == "sleep":
+        await asyncio.sleep(rng.choice([0.0, 0.005, 0.02]))
+        return op
+    if op == "acquire":
+        lid = f"L{rng.getrandbits(32)}"
+        lease_ms = rng.choice([5, 20, 60_000])
+        want = rng.choice(["", "", "", rng.choice(PARTS)])
+        r = await store.acquire(g, s, lid, lease_ms, "h", want)
+        expect = model.acquire(r.now, s, lid, lease_ms, "h", want)
+        if r.status == "leased":
+            tokens.append((r.values[0], lid))
+    elif op == "sync":
+        plist = sorted(rng.sample(PARTS, rng.randint(0, len(PARTS))))
+        r = await store.sync_parts(g, s, plist)
+        expect = model.sync_parts(r.now, s, plist)
+    elif op == "rate":
+        rate, burst = rng.choice([(0.0, 1), (50.0, 3), (1000.0, 10)])
+        await store.set_rate(g, rate, burst)
+        model.set_rate(rate, burst)
+        return op
+    elif op == "pause":
+        flag = rng.random() < 0.3
+        await store.set_paused(g, flag)
+        model.paused = flag
+        return op
+    elif op == "reset":
+        if rng.random() < 0.5:
+            target, pairs = rng.choice(["earliest", "latest"]), []
+        else:
+            target, pairs = "", [(rng.choice(PARTS), rng.randrange(0, 2000, 28))]
+        r = await store.reset(g, s, target, pairs, [])
+        got = model.reset(r.now, s, target, pairs, [])
+        assert r.values == tuple(x for row in got for x in row)
+        return op
+    else:
+        if not tokens:
+            return op
+        p, lid = rng.choice(tokens)
+        if op == "init":
+            off = rng.randrange(0, 2000, 28)
+            r = await store.init(g, s, p, lid, off, off + 280)
+            expect = model.init(r.now, s, p, lid, off, off + 280)
+        elif op == "record":
+            cmt = model.scope(s).part(p).cmt
+            base = cmt if cmt is not None and rng.random() < 0.9 else rng.randrange(0, 500, 28)
+            nxt = base + rng.choice([0, 28, 280])
+            n = rng.choice([0, 1, 5])
+            cur = rng.choice([-1, nxt])
+            r = await store.record(g, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
+            expect = model.record(r.now, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
+        elif op == "settle":
+            action = rng.choice(["ack", "ack", "nack", "release"])
+            delay = rng.choice([0, 10])
+            r = await store.settle(g, s, p, lid, action, delay)
+            expect = model.settle(r.now, s, p, lid, action, delay)
+        else:
+            lease_ms = rng.choice([5, 60_000])
+            r = await store.extend(g, s, p, lid, lease_ms)
+            expect = model.extend(r.now, s, p, lid, lease_ms)
+    assert _flat(r) == expect, op
+    return op
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_scripts_match_the_model_field_by_field(store: LeaseStore, seed: int) -> None:
+    rng = random.Random(seed)
+    model = GroupState()
+    await store.boot(["g"], allow_init=True)
+    model.boot()
+    tokens: list[Any] = []
+    for i in range(60):
+        op = await _step(store, model, rng, tokens)
+        real = await store.dump("g", "c")
+        assert _norm(real, "c") == _norm(model, "c"), (seed, i, op)
+
+
+async def test_500_concurrent_acquirers_never_share_a_partition(server: RedisServer) -> None:
+    pool = aioredis.BlockingConnectionPool.from_url(server.url, max_connections=64, timeout=20)
+    store = LeaseStore(aioredis.Redis(connection_pool=pool), timeout=30.0)
+    await store.client.flushall()
+    await store.boot(["g"], allow_init=True)
+    parts = [f"1:t:{i}" for i in range(8)]
+    await store.sync_parts("g", "c", parts)
+    replies = await asyncio.gather(
+        *(store.acquire("g", "c", f"L{i}", 60_000, "h") for i in range(500))
+    )
+    won = [r.values[0] for r in replies if r.status == "leased"]
+    assert sorted(won) == parts
+    assert {r.status for r in replies} == {"leased", "none"}
+    # release all, then race again with leases that expire at once
+    for r, i in zip(replies, range(500), strict=True):
+        if r.status == "leased":
+            assert (await store.settle("g", "c", r.values[0], f"L{i}", "release")).status == (
+                "released"
+            )
+    replies = await asyncio.gather(*(store.acquire("g", "c", f"M{i}", 1, "h") for i in range(500)))
+    state = await store.dump("g", "c")
+    sc = state.scopes["c"]
+    assert len(sc.acq) == len(set(sc.acq.values()))
+    assert not set(sc.ready) & set(sc.leased)
+    # leases of 1 ms expire and are taken again, but the intervals of one partition never
+    # overlap: each lease starts at or after the previous one's expiry (Redis clock)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for r in replies:
+        if r.status == "leased":
+            spans.setdefault(r.values[0], []).append((r.now, r.values[2]))
+    assert set(spans) <= set(parts)
+    for rows in spans.values():
+        rows.sort()
+        for (_, end), (begin, _) in itertools.pairwise(rows):
+            assert begin >= end
+    await store.client.aclose()
+    await pool.disconnect()
+
+
+async def test_every_script_is_idempotent(store: LeaseStore) -> None:
+    g, s, p = "g", "c", "1:t:0"
+    await store.boot([g], allow_init=True)
+
+    async def twice(call: Any) -> tuple[Reply, Reply]:
+        first = await call()
+        before = _norm(await store.dump(g, s), s)
+        second = await call()
+        after = _norm(await store.dump(g, s), s)
+        for st in (before, after):
+            st["ready"] = sorted(st["ready"])  # a re-queue time is "now"
+        assert before == after
+        return first, second
+
+    a, b = await twice(lambda: store.sync_parts(g, s, [p]))
+    assert (a.values, b.values) == ((1, 0), (0, 0))
+    a, b = await twice(lambda: store.acquire(g, s, "A", 60_000, "h"))
+    assert a.values == b.values
+    a, b = await twice(lambda: store.init(g, s, p, "A", 28, 280))
+    assert a.values == b.values == (28,)
+    a, b = await twice(lambda: store.record(g, s, p, "A", 28, 84, 280, 2, 400, 84))
+    assert (a.status, b.status) == ("ok", "ok")
+    a, b = await twice(lambda: store.settle(g, s, p, "A", "ack"))
+    assert (a.status, b.status, b.values) == ("acked", "already", (84,))
+    await store.acquire(g, s, "B", 60_000, "h")
+    a, b = await twice(lambda: store.record(g, s, p, "B", 84, 112, 280, 0, 0, 112))
+    assert (a.status, b.status, b.values) == ("released", "released", (112,))
+    await store.acquire(g, s, "C", 60_000, "h")
+    first = await store.extend(g, s, p, "C", 30_000)
+    second = await store.extend(g, s, p, "C", 30_000)
+    assert (first.status, second.status) == ("ok", "ok")
+    a, b = await twice(lambda: store.reset(g, s, "", [(p, 0)], []))
+    assert a.values[2] == b.values[2] == "0"
+    assert (await store.dump(g, s)).scopes[s].parts[p].cmt == 0
+
+
+async def test_scripts_reload_after_script_flush(store: LeaseStore) -> None:
+    await store.boot(["g"], allow_init=True)
+    await store.sync_parts("g", "c", ["1:t:0"])
+    await store.client.script_flush()
+    assert (await store.acquire("g", "c", "A", 60_000, "h")).status == "leased"
+
+
+async def test_flushed_store_is_state_lost_until_reset(store: LeaseStore) -> None:
+    await store.boot(["g"], allow_init=True)
+    await store.sync_parts("g", "c", ["1:t:0"])
+    got = await store.acquire("g", "c", "A", 60_000, "h")
+    await store.init("g", "c", "1:t:0", "A", 280, 560)
+    await store.client.flushall()
+    with pytest.raises(StateLostError):
+        await store.acquire("g", "c", "B", 60_000, "h")
+    with pytest.raises(StateLostError):
+        await store.settle("g", "c", got.values[0], "A", "ack")
+    await store.boot(["g"], allow_init=False)  # a restart without allow_init does not hide it
+    with pytest.raises(StateLostError):
+        await store.sync_parts("g", "c", ["1:t:0"])
+    await store.reset("g", "c", "earliest", [], ["1:t:0"])
+    got = await store.acquire("g", "c", "C", 60_000, "h")
+    assert got.values[:2] == ("1:t:0", -1)
+    assert got.values[4] == "earliest"
+
+
+async def test_keys_of_a_group_share_one_cluster_slot() -> None:
+    keys = scope_keys("grp", "c") + scope_keys("grp", "b:client}{x")
+    assert len({key_slot(k.encode()) for k in keys}) == 1
+
+
+async def test_kill_and_restart_is_unavailable_then_recovers_without_going_back() -> None:
+    async with RedisServer() as srv:
+        client = aioredis.Redis.from_url(srv.url, socket_timeout=2, socket_connect_timeout=2)
+        store = LeaseStore(client, timeout=3.0)
+        try:
+            await store.boot(["g"], allow_init=True)
+            await store.sync_parts("g", "c", ["1:t:0"])
+            cmt = 0
+            for i in range(5):
+                got = await store.acquire("g", "c", f"A{i}", 60_000, "h")
+                if i == 0:
+                    await store.init("g", "c", "1:t:0", "A0", 0, 0)
+                await store.record("g", "c", "1:t:0", f"A{i}", cmt, cmt + 28, cmt + 28, 1, 0, -1)
+                assert (await store.settle("g", "c", got.values[0], f"A{i}", "ack")).status == (
+                    "acked"
+                )
+                cmt += 28
+            await srv.kill()
+            with pytest.raises(StoreUnavailableError):
+                await store.acquire("g", "c", "B", 60_000, "h")
+            with pytest.raises(StoreUnavailableError):
+                await store.settle("g", "c", "1:t:0", "A4", "ack")
+            await srv.restart()
+            assert (await store.settle("g", "c", "1:t:0", "A4", "ack")).status == "already"
+            got = await store.acquire("g", "c", "B", 60_000, "h")
+            assert got.values[:2] == ("1:t:0", cmt)  # nothing acked was lost
+        finally:
+            await client.aclose()

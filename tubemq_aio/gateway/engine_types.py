@@ -1,0 +1,262 @@
+"""Plain data of the consume engine: settings, leases, fetch outcomes, reports, counters.
+
+Re-exported by :mod:`tubemq_aio.gateway.consume`, the engine's public module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tubemq_aio.auth import Credentials
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.models import Message
+
+__all__ = [
+    "ConsumeSettings",
+    "FetchOutcome",
+    "GatewayStats",
+    "GroupSpec",
+    "LagEntry",
+    "LagReport",
+    "Lease",
+    "LeaseRef",
+    "Mode",
+    "Position",
+    "ResetEntry",
+]
+
+Mode = Literal["clustering", "broadcast"]
+
+
+def _positive_int(name: str, value: object, low: int = 1, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an integer >= {low}")
+    if high is not None and value > high:
+        raise ConfigError(f"{name} must be <= {high}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSpec:
+    """One consumer group served by the gateway.
+
+    Attributes:
+        name: the TubeMQ consumer group.
+        topics: its topics.
+        mode: ``clustering`` (members share partitions) or ``broadcast`` (each client_id gets
+            everything).
+        start: where a partition with no committed offset starts.
+        lease_ms: default lease; a request may ask for one in ``[lease_ms_min, lease_ms_max]``.
+        lease_ms_min: shortest lease.
+        lease_ms_max: longest lease.
+    """
+
+    name: str
+    topics: tuple[str, ...]
+    mode: Mode = "clustering"
+    start: Literal["earliest", "latest"] = "earliest"
+    lease_ms: int = 60_000
+    lease_ms_min: int = 10_000
+    lease_ms_max: int = 43_200_000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("group name must be a non-empty string")
+        if not self.topics or not all(isinstance(t, str) and t for t in self.topics):
+            raise ConfigError(f"group {self.name!r} needs at least one topic")
+        if self.mode not in ("clustering", "broadcast"):
+            raise ConfigError("mode must be 'clustering' or 'broadcast'")
+        if self.start not in ("earliest", "latest"):
+            raise ConfigError("start must be 'earliest' or 'latest'")
+        _positive_int("lease_ms_min", self.lease_ms_min, 100)
+        _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min)
+        _positive_int("lease_ms", self.lease_ms, self.lease_ms_min, self.lease_ms_max)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumeSettings:
+    """Engine knobs (the HTTP layer builds them from the TOML file).
+
+    Attributes:
+        masters: TubeMQ master address list.
+        redis_url: Redis URL.
+        deployment: part of the shared TubeMQ consumer id; replicas of one deployment share it.
+        groups: the groups served.
+        rpc_timeout: seconds per TubeMQ RPC and per Redis round trip.
+        max_long_poll_waiters: long-poll fetches waiting at once on this replica.
+        not_found_wait_ms: how long a partition rests after "no new data".
+        credentials: TubeMQ credentials, or None.
+        allow_init: the first start on an empty Redis writes the boot marker.
+        sync_interval: seconds between partition metadata refreshes per scope.
+    """
+
+    masters: str
+    redis_url: str
+    deployment: str = "default"
+    groups: tuple[GroupSpec, ...] = ()
+    rpc_timeout: float = 5.0
+    max_long_poll_waiters: int = 1000
+    not_found_wait_ms: int = 400
+    credentials: Credentials | None = None
+    allow_init: bool = True
+    sync_interval: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.masters, str) or not self.masters:
+            raise ConfigError("masters must be a non-empty address list")
+        if not isinstance(self.redis_url, str) or not self.redis_url:
+            raise ConfigError("redis_url must be a non-empty URL")
+        for name in ("rpc_timeout", "sync_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{name} must be a number")
+            if not (math.isfinite(value) and 0 < value <= 3600):
+                raise ConfigError(f"{name} must be in (0, 3600]")
+        _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
+        _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
+        names = [g.name for g in self.groups]
+        if len(set(names)) != len(names):
+            raise ConfigError("group names must be unique")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRef:
+    """What a verified lease token carries."""
+
+    group: str
+    scope: str
+    partition_key: str
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease granted by a fetch.
+
+    Attributes:
+        group: the group.
+        scope: ``c`` or ``b:<client_id>``.
+        partition_key: ``brokerId:topic:partitionId``.
+        lease_id: 128-bit random hex; the only authority.
+        expires_at_ms: Redis clock, ms since the epoch.
+        redelivery: how often this batch was delivered before.
+    """
+
+    group: str
+    scope: str
+    partition_key: str
+    lease_id: str
+    expires_at_ms: int
+    redelivery: int
+
+    def ref(self) -> LeaseRef:
+        """The reference a token carries."""
+        return LeaseRef(self.group, self.scope, self.partition_key, self.lease_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a leased batch sits in its partition (index offsets, bytes).
+
+    Attributes:
+        start: batch start (the committed offset).
+        next: offset after the batch (committed by an ack).
+        max: the store's max offset (-1 unknown).
+        lag_bytes: ``max - start`` (0 if unknown).
+        skipped_bytes: bytes the broker skipped (data expired below ``start``).
+    """
+
+    start: int
+    next: int
+    max: int
+    lag_bytes: int
+    skipped_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOutcome:
+    """The answer of one fetch."""
+
+    status: Literal["ok", "empty", "busy", "paused", "throttled"]
+    lease: Lease | None
+    messages: Sequence[Message]
+    retry_after_ms: int | None = None
+    position: Position | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResetEntry:
+    """One partition moved by a reset (``new`` is an offset or ``earliest``/``latest``)."""
+
+    partition_key: str
+    old: int | None
+    new: int | str
+    scope: str = "c"
+
+
+@dataclass(frozen=True, slots=True)
+class LagEntry:
+    """Backlog of one partition in one scope (index bytes; shared stores over-count)."""
+
+    partition_key: str
+    committed: int | None
+    max: int | None
+    lag_bytes: int | None
+    lease_holder: str | None = None
+    lease_expires_at: int | None = None
+    redelivery: int = 0
+    gone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LagReport:
+    """Backlog of a group (one scope)."""
+
+    group: str
+    scope: str
+    partitions: tuple[LagEntry, ...]
+    total_lag_bytes: int
+
+
+@dataclass(slots=True)
+class GatewayStats:
+    """Plain counters of one replica's engine (``ConsumeService.stats()`` returns a copy).
+
+    ``broker_rpcs`` and ``fetch_redis_roundtrips`` count everything fetches spent (idle polls
+    included); ``ok_broker_rpcs`` and ``ok_redis_roundtrips`` only what the lease attempts that
+    returned a batch spent (acquire to record), so ``ok_broker_rpcs / fetches_ok`` is the cost of
+    reading one batch and ``broker_rpcs / fetches_ok`` the cost including idle probes.
+    ``redis_roundtrips`` counts every Redis round trip of the replica (acks, admin, fetches).
+    """
+
+    fetches: int = 0
+    fetches_ok: int = 0
+    fetches_empty: int = 0
+    fetches_busy: int = 0
+    fetches_paused: int = 0
+    fetches_throttled: int = 0
+    messages: int = 0
+    redeliveries: int = 0
+    empty_scans: int = 0
+    broker_rpcs: int = 0
+    broker_registers: int = 0
+    broker_errors: int = 0
+    cursor_resyncs: int = 0
+    redis_roundtrips: int = 0
+    fetch_redis_roundtrips: int = 0
+    ok_broker_rpcs: int = 0
+    ok_redis_roundtrips: int = 0
+    acks: int = 0
+    nacks: int = 0
+    releases: int = 0
+    already_settled: int = 0
+    stale: int = 0
+    conflicts: int = 0
+    extends: int = 0
+    resets: int = 0
+    long_poll_waiters: int = 0
+    skipped_bytes: int = 0
+    state_lost: int = 0
+    store_errors: int = 0

@@ -1,0 +1,49 @@
+-- acquire(wake, lease_id, lease_ms, holder, want, reclaim_max)
+local lid, lease_ms, holder, want = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local reclaim_max = tonumber(ARGV[6])
+if not booted() then return {'lost', NOW} end
+local function leased_reply(p)
+  return {'leased', NOW, p, hgetn(p, 'cmt') or -1, hgetn(p, 'lexp') or 0, hgetn(p, 'rc') or 0,
+    hget(p, 'start') or '', tonumber(redis.call('HGET', K_CUR, p) or '-1')}
+end
+local held = redis.call('HGET', K_ACQ, lid)
+if held then return leased_reply(held) end
+if redis.call('HGET', K_CFG, 'paused') == '1' and want == '' then return {'paused', NOW} end
+local rate, burst = rate_params()
+if rate > 0 and want == '' then
+  local tat = stored_tat() or NOW_US
+  if tat < NOW_US then tat = NOW_US end
+  local allow_at = tat - (1e6 / rate) * burst
+  if allow_at > NOW_US then
+    local wait_us = math.ceil(allow_at - NOW_US)
+    return {'throttled', NOW, math.ceil(wait_us / 1000)}
+  end
+end
+local expired = redis.call('ZRANGEBYSCORE', K_LEASED, '-inf', fmt(NOW), 'LIMIT', 0, reclaim_max)
+for _, p in ipairs(expired) do
+  redis.call('ZREM', K_LEASED, p)
+  local old = hget(p, 'lid')
+  if old then redis.call('HDEL', K_ACQ, old) end
+  redis.call('HINCRBY', K_ST, fld(p, 'rc'), 1)
+  if hget(p, 'gone') ~= '1' then redis.call('ZADD', K_READY, fmt(NOW), p) end
+end
+local pick = nil
+if want ~= '' then
+  local score = redis.call('ZSCORE', K_READY, want)
+  if score and tonumber(score) <= NOW then pick = want end
+else
+  local due = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(NOW), 'LIMIT', 0, 1)
+  if due[1] then pick = due[1] end
+end
+if not pick then
+  local r = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
+  local l = redis.call('ZRANGE', K_LEASED, 0, 0, 'WITHSCORES')
+  return {'none', NOW, tonumber(r[2] or '-1'), tonumber(l[2] or '-1')}
+end
+redis.call('ZREM', K_READY, pick)
+redis.call('ZADD', K_LEASED, fmt(NOW + lease_ms), pick)
+redis.call('HSET', K_ST, fld(pick, 'lid'), lid, fld(pick, 'lexp'), fmt(NOW + lease_ms),
+  fld(pick, 'lat'), fmt(NOW), fld(pick, 'lh'), holder)
+redis.call('HDEL', K_ST, fld(pick, 'ls'), fld(pick, 'ln'))
+redis.call('HSET', K_ACQ, lid, pick)
+return leased_reply(pick)

@@ -1,0 +1,53 @@
+-- Shared prologue of every gateway script (prepended by store.py).
+-- KEYS: cfg, rl, cur, st, ready, leased, parts, acq of one group and scope (one hash tag).
+-- ARGV[1]: the wake message "<group>|<scope>" published when a partition becomes ready.
+-- Redis TIME is the only clock; integers are written with %d (tostring would round them).
+local K_CFG, K_RL, K_CUR, K_ST = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_READY, K_LEASED, K_PARTS, K_ACQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local WAKE = ARGV[1]
+local T = redis.call('TIME')
+local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+local NOW_US = NOW * 1000
+
+local function fmt(n) return string.format('%d', n) end
+local function fld(p, name) return p .. '|' .. name end
+local function hget(p, name) return redis.call('HGET', K_ST, fld(p, name)) end
+local function hgetn(p, name)
+  local v = redis.call('HGET', K_ST, fld(p, name))
+  if v then return tonumber(v) end
+  return nil
+end
+local function hset(p, name, v) redis.call('HSET', K_ST, fld(p, name), v) end
+local function booted() return redis.call('HEXISTS', K_CFG, 'boot') == 1 end
+local function live(p, lid)
+  if hget(p, 'lid') ~= lid then return false end
+  local exp = redis.call('ZSCORE', K_LEASED, p)
+  return exp ~= false and tonumber(exp) > NOW
+end
+local function release(p, wait)
+  local lid = hget(p, 'lid')
+  if lid then
+    redis.call('HDEL', K_ACQ, lid)
+    hset(p, 'last', lid)
+  else
+    redis.call('HDEL', K_ST, fld(p, 'last'))
+  end
+  redis.call('HDEL', K_ST, fld(p, 'lid'), fld(p, 'lexp'), fld(p, 'lat'), fld(p, 'lh'),
+    fld(p, 'ls'), fld(p, 'ln'))
+  redis.call('ZREM', K_LEASED, p)
+  if hget(p, 'gone') ~= '1' then
+    redis.call('ZADD', K_READY, fmt(NOW + wait), p)
+    redis.call('PUBLISH', 'tgw:wake', WAKE)
+  end
+end
+local function rate_params()
+  local rate = tonumber(redis.call('HGET', K_CFG, 'rate') or '0')
+  local burst = tonumber(redis.call('HGET', K_CFG, 'burst') or '0')
+  if burst < 1 then burst = 1 end
+  return rate, burst
+end
+local function stored_tat()
+  local v = redis.call('GET', K_RL)
+  if v then return tonumber(v) end
+  return nil
+end

@@ -1,0 +1,383 @@
+"""The lease state machine of the gateway, pure: no I/O, no clock (``now`` is an argument).
+
+This is the reference the Redis scripts (``lua/*.lua``, run by :mod:`~tubemq_aio.gateway.store`)
+implement: the same operations with the same arguments, results and state changes, so a test
+can run one random sequence of operations through both and compare the states field by field.
+
+State of one group: a boot marker (Redis lost its data when it is missing), a pause flag, a
+shared GCRA rate limit, the broker cursor per partition (where the group's broker offset is
+believed to be), and per scope (``c`` for clustering, ``b:<client_id>`` for broadcast) the
+partitions with their committed offset, lease and redelivery count, plus two schedules:
+``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
+
+Rules (docs: DESIGN §3.5): at most one live lease per (scope, partition); a committed offset
+moves only by ack, init, reset or an empty scan; a settled lease never changes state again; an
+expired lease is reclaimed by the next acquire but a late ack still counts until someone leases
+the partition again; committed offsets are never deleted when a partition leaves the metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["GroupState", "PartState", "ScopeState", "gcra"]
+
+
+@dataclass(slots=True)
+class PartState:
+    """One partition in one scope.
+
+    Attributes:
+        cmt: committed offset (None: not started yet; ``init`` decides).
+        mx: largest max offset the broker reported (-1 unknown).
+        lid: lease id of the current or last unsettled lease (kept after expiry for late acks).
+        lexp: lease expiry, ms.
+        lat: when the lease was taken, ms.
+        lh: lease holder text.
+        ls: batch start of the lease (set by ``record``).
+        ln: offset after the batch.
+        last: lease id settled last (a retried settle answers ``already``).
+        rc: how often the batch at ``cmt`` was delivered again.
+        zc: consecutive empty reads.
+        la: when the last ack happened, ms.
+        gone: the partition left the metadata (its ``cmt`` is kept).
+        start: pending start ``earliest``/``latest`` set by a reset (None: the group's default).
+    """
+
+    cmt: int | None = None
+    mx: int = -1
+    lid: str | None = None
+    lexp: int = 0
+    lat: int = 0
+    lh: str = ""
+    ls: int | None = None
+    ln: int | None = None
+    last: str | None = None
+    rc: int = 0
+    zc: int = 0
+    la: int = 0
+    gone: bool = False
+    start: str | None = None
+
+
+@dataclass(slots=True)
+class ScopeState:
+    """The partitions and schedules of one scope."""
+
+    members: set[str] = field(default_factory=set)  # the partitions of the scope
+    parts: dict[str, PartState] = field(default_factory=dict)  # fields (may outlive members)
+    ready: dict[str, int] = field(default_factory=dict)
+    leased: dict[str, int] = field(default_factory=dict)
+    acq: dict[str, str] = field(default_factory=dict)  # live lease id -> partition
+
+    def part(self, p: str) -> PartState:
+        """The fields of ``p`` (created empty if unknown, like missing Redis hash fields)."""
+        return self.parts.setdefault(p, PartState())
+
+
+def gcra(
+    tat_us: int | None, now_us: int, rate: float, burst: int, cost: int
+) -> tuple[int, int | None]:
+    """Generic cell rate algorithm over microseconds (float math as in the Lua scripts).
+
+    Args:
+        tat_us: the theoretical arrival time stored (None: never charged).
+        now_us: now.
+        rate: messages per second (> 0).
+        burst: messages allowed at once (≥ 1).
+        cost: messages to charge (0: only check).
+
+    Returns:
+        ``(wait_us, tat_us)``: with ``cost`` 0 the wait before the next fetch may start (0: now)
+        and the unchanged TAT; with a cost, 0 and the TAT after charging it.
+    """
+    interval = 1e6 / rate
+    tat = now_us if tat_us is None else max(tat_us, now_us)
+    if cost == 0:
+        allow_at = tat - interval * burst
+        return (math.ceil(allow_at - now_us) if allow_at > now_us else 0), tat_us
+    return 0, math.floor(tat + interval * cost)
+
+
+@dataclass(slots=True)
+class GroupState:
+    """Everything the scripts keep for one group (the model of its Redis keys)."""
+
+    booted: bool = False
+    paused: bool = False
+    rate: float = 0.0
+    burst: int = 0
+    tat_us: int | None = None
+    cursor: dict[str, int] = field(default_factory=dict)
+    scopes: dict[str, ScopeState] = field(default_factory=dict)
+    woken: list[str] = field(default_factory=list)  # scopes published on the wake channel
+
+    def scope(self, s: str) -> ScopeState:
+        """The scope ``s`` (created empty if unknown)."""
+        return self.scopes.setdefault(s, ScopeState())
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _live(sc: ScopeState, p: str, lid: str, now: int) -> bool:
+        ps = sc.parts.get(p)
+        return ps is not None and ps.lid == lid and sc.leased.get(p, -1) > now
+
+    def _release(self, s: str, sc: ScopeState, p: str, wait_ms: int, now: int) -> None:
+        ps = sc.part(p)
+        if ps.lid is not None:
+            sc.acq.pop(ps.lid, None)
+        ps.last, ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = ps.lid, None, 0, 0, "", None, None
+        sc.leased.pop(p, None)
+        if not ps.gone:
+            sc.ready[p] = now + wait_ms
+            self.woken.append(s)
+
+    def _rate_wait_ms(self, now: int) -> int:
+        if self.rate <= 0:
+            return 0
+        wait_us, _ = gcra(self.tat_us, now * 1000, self.rate, max(1, self.burst), 0)
+        return -(-wait_us // 1000)
+
+    # ---- operations (each mirrors one script; ``now`` is the script's Redis TIME in ms) ------
+
+    def boot(self) -> None:
+        """Write the boot marker (first start on an empty store)."""
+        self.booted = True
+
+    def acquire(
+        self, now: int, s: str, lid: str, lease_ms: int, holder: str, want: str = "",
+        reclaim_max: int = 64,
+    ) -> tuple[object, ...]:  # fmt: skip
+        """Lease the partition eligible longest (or ``want``).
+
+        Returns:
+            ``("lost",)``, ``("paused",)``, ``("throttled", wait_ms)``,
+            ``("none", next_ready_ms | -1, next_expiry_ms | -1)`` or
+            ``("leased", p, cmt | -1, lexp, rc, start | "", cursor | -1)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        if lid in sc.acq:  # a retried acquire: the same answer
+            p = sc.acq[lid]
+            return self._leased(sc, p)
+        if self.paused and not want:
+            return ("paused",)
+        wait = self._rate_wait_ms(now)
+        if wait and not want:
+            return ("throttled", wait)
+        expired = sorted((t, p) for p, t in sc.leased.items() if t <= now)[:reclaim_max]
+        for _, p in expired:
+            ps = sc.part(p)
+            del sc.leased[p]
+            if ps.lid is not None:
+                sc.acq.pop(ps.lid, None)
+            ps.rc += 1
+            if not ps.gone:
+                sc.ready[p] = now
+        due = sorted((t, p) for p, t in sc.ready.items() if t <= now)
+        pick = want if want and sc.ready.get(want, now + 1) <= now else ""
+        if not pick and not want and due:
+            pick = due[0][1]
+        if not pick:
+            nxt = min(sc.ready.values(), default=-1)
+            exp = min(sc.leased.values(), default=-1)
+            return ("none", nxt, exp)
+        ps = sc.part(pick)
+        del sc.ready[pick]
+        sc.leased[pick] = now + lease_ms
+        ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = lid, now + lease_ms, now, holder, None, None
+        sc.acq[lid] = pick
+        return self._leased(sc, pick)
+
+    def _leased(self, sc: ScopeState, p: str) -> tuple[object, ...]:
+        ps = sc.part(p)
+        cmt = -1 if ps.cmt is None else ps.cmt
+        return ("leased", p, cmt, ps.lexp, ps.rc, ps.start or "", self.cursor.get(p, -1))
+
+    def init(self, now: int, s: str, p: str, lid: str, offset: int, top: int) -> tuple[object, ...]:
+        """Set the start offset of a partition without one (the first writer wins).
+
+        Returns:
+            ``("lost",)``, ``("stale",)`` (lease not live) or ``("ok", cmt)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        if not self._live(sc, p, lid, now):
+            return ("stale",)
+        ps = sc.part(p)
+        if ps.cmt is None:
+            ps.cmt, ps.start = offset, None
+        ps.mx = max(ps.mx, top)
+        return ("ok", ps.cmt)
+
+    def record(
+        self, now: int, s: str, p: str, lid: str, base: int, nxt: int, top: int, n: int,
+        wait_ms: int, cursor: int,
+    ) -> tuple[object, ...]:  # fmt: skip
+        """Book the batch ``[base, nxt)`` of ``n`` messages read under the lease.
+
+        ``cursor`` ≥ 0 is where the broker cursor now is (-1: unknown). An empty batch (n = 0)
+        commits ``nxt`` at once (scanned entries of sibling partitions or filtered messages)
+        and releases the lease; the partition rests ``wait_ms``.
+
+        Returns:
+            ``("lost",)``, ``("stale",)``, ``("moved",)`` (cmt is not ``base``: reset
+            meanwhile), ``("released", cmt)`` or ``("ok",)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        ps = sc.part(p)
+        if not self._live(sc, p, lid, now):
+            if ps.last == lid and ps.lid != lid:
+                return ("released", -1 if ps.cmt is None else ps.cmt)
+            self.cursor.pop(p, None)
+            return ("stale",)
+        if ps.ls is not None:
+            return ("ok",) if (ps.ls, ps.ln) == (base, nxt) else ("moved",)
+        if ps.cmt != base or nxt < base:
+            self.cursor.pop(p, None)
+            return ("moved",)
+        ps.mx = max(ps.mx, top)
+        if cursor >= 0:
+            self.cursor[p] = cursor
+        else:
+            self.cursor.pop(p, None)
+        if n > 0 and self.rate > 0:
+            _, self.tat_us = gcra(self.tat_us, now * 1000, self.rate, max(1, self.burst), n)
+        if n == 0:
+            if nxt != base:
+                ps.rc = 0
+            ps.cmt = nxt
+            ps.zc += 1
+            self._release(s, sc, p, wait_ms, now)
+            return ("released", nxt)
+        ps.ls, ps.ln, ps.zc = base, nxt, 0
+        return ("ok",)
+
+    def settle(
+        self, now: int, s: str, p: str, lid: str, action: str, delay_ms: int = 0
+    ) -> tuple[object, ...]:
+        """Ack (commit the batch), nack (count a redelivery) or release a lease; after a nack or
+        a release the partition rests ``delay_ms``.
+
+        Returns:
+            ``("lost",)``, ``("stale",)`` (taken over), ``("already", cmt)`` (settled before),
+            ``("conflict",)`` (the committed offset moved under the lease) or
+            ``(acked|nacked|released, cmt)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        ps = sc.part(p)
+        if ps.lid != lid:
+            if ps.last == lid:
+                return ("already", -1 if ps.cmt is None else ps.cmt)
+            return ("stale",)
+        if ps.ls is None:
+            action = "release"
+        elif ps.cmt != ps.ls:
+            self._release(s, sc, p, 0, now)
+            return ("conflict",)
+        wait = 0
+        if action == "ack":
+            ps.cmt, ps.rc, ps.la = ps.ln, 0, now
+        elif action == "nack":
+            ps.rc += 1
+            wait = delay_ms
+        else:
+            wait = delay_ms
+        self._release(s, sc, p, wait, now)
+        result = {"ack": "acked", "nack": "nacked"}.get(action, "released")
+        return (result, -1 if ps.cmt is None else ps.cmt)
+
+    def extend(self, now: int, s: str, p: str, lid: str, lease_ms: int) -> tuple[object, ...]:
+        """Move the lease expiry to ``now + lease_ms`` (takes back an expired, unre-leased one).
+
+        Returns:
+            ``("lost",)``, ``("stale",)`` or ``("ok", lexp)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        ps = sc.part(p)
+        if ps.lid != lid:
+            return ("stale",)
+        sc.ready.pop(p, None)
+        sc.leased[p] = ps.lexp = now + lease_ms
+        sc.acq[lid] = p
+        return ("ok", ps.lexp)
+
+    def reset(
+        self, now: int, s: str, target: str, pairs: list[tuple[str, int]], plist: list[str]
+    ) -> list[tuple[str, int, str]]:
+        """Move committed offsets: every partition of the scope (plus ``plist``) to ``target``
+        (``earliest``/``latest``, resolved by the next fetch), or each of ``pairs`` to its
+        offset. Clears leases (their tokens get ``stale``); writes the boot marker.
+
+        Returns:
+            ``(p, old cmt | -1, new)`` per partition, ``new`` as text.
+        """
+        self.booted = True
+        sc = self.scope(s)
+        if target:
+            sc.members.update(plist)
+            todo: list[tuple[str, int | str]] = [(p, target) for p in sorted(sc.members)]
+        else:
+            sc.members.update(p for p, _ in pairs)
+            todo = list(pairs)
+        out: list[tuple[str, int, str]] = []
+        for p, to in todo:
+            ps = sc.part(p)
+            out.append((p, -1 if ps.cmt is None else ps.cmt, str(to)))
+            if isinstance(to, int):
+                ps.cmt, ps.start = to, None
+            else:
+                ps.cmt, ps.start = None, to
+            if ps.lid is not None:
+                sc.acq.pop(ps.lid, None)
+            ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln, ps.last = None, 0, 0, "", None, None, None
+            ps.rc = ps.zc = 0
+            sc.leased.pop(p, None)
+            if not ps.gone:
+                sc.ready[p] = now
+        self.woken.append(s)
+        return out
+
+    def sync_parts(self, now: int, s: str, plist: list[str]) -> tuple[object, ...]:
+        """Make the scope's partitions the subscribable ``plist``: new ones become ready, missing
+        ones are marked gone (their state, ``cmt`` included, stays).
+
+        Returns:
+            ``("lost",)`` or ``("ok", added, gone)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        added = gone = 0
+        want = set(plist)
+        for p in plist:
+            if p not in sc.members:
+                sc.members.add(p)
+                sc.ready[p] = now
+                added += 1
+            elif sc.part(p).gone:
+                sc.part(p).gone = False
+                if p not in sc.leased and p not in sc.ready:
+                    sc.ready[p] = now
+                added += 1
+        for p in sorted(sc.members):
+            ps = sc.part(p)
+            if p not in want and not ps.gone:
+                ps.gone = True
+                sc.ready.pop(p, None)
+                gone += 1
+        return ("ok", added, gone)
+
+    def set_rate(self, rate: float, burst: int) -> None:
+        """Shared consume limit in messages/s (0 = off) with a burst; restarts the limiter."""
+        self.rate, self.burst, self.tat_us = rate, burst, None

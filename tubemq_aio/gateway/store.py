@@ -1,0 +1,264 @@
+"""The gateway's consume state in Redis: the lease state machine of :mod:`.model` as Lua scripts.
+
+Every state change is one script call (one round trip, atomic, Redis ``TIME`` as the clock,
+idempotent for the same arguments). All keys of a group share the hash tag ``{g:<group>}``, so a
+script only touches one cluster slot. redis-py's ``register_script`` runs ``EVALSHA`` and loads
+the script again when Redis answers ``NOSCRIPT`` (after a restart or ``SCRIPT FLUSH``).
+
+Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH: ``boot``,
+``paused``, ``rate``, ``burst``), ``tgw:{g:G}:rl`` (GCRA TAT, µs), ``tgw:{g:G}:cur`` (HASH:
+partition → broker cursor), ``tgw:{g:G}:<s>:st`` (HASH ``<p>|<field>``), ``…:<s>:ready`` and
+``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET), ``…:<s>:acq`` (HASH live lease id → partition);
+``tgw:boot`` marks an initialised store. Pub/sub channel ``tgw:wake`` carries ``<group>|<scope>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from importlib import resources
+from typing import Any, NamedTuple, TypeVar
+
+import redis.asyncio as aioredis
+import redis.exceptions as rexc
+
+from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.model import GroupState, PartState, ScopeState
+
+__all__ = ["BOOT_KEY", "WAKE_CHANNEL", "LeaseStore", "Reply", "scope_keys"]
+
+BOOT_KEY = "tgw:boot"
+WAKE_CHANNEL = "tgw:wake"
+_SCRIPTS = ("acquire", "init", "record", "settle", "extend", "reset", "sync_parts")
+_INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
+_T = TypeVar("_T")
+
+
+def scope_keys(group: str, scope: str) -> list[str]:
+    """The 8 keys every script takes, in order: cfg, rl, cur, st, ready, leased, parts, acq."""
+    g = f"tgw:{{g:{group}}}"
+    s = f"{g}:{scope}"
+    return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
+            f"{s}:parts", f"{s}:acq"]  # fmt: skip
+
+
+class Reply(NamedTuple):
+    """A script's answer: status, the Redis time it ran at (ms) and the other values."""
+
+    status: str
+    now: int
+    values: tuple[Any, ...]
+
+
+def _text(v: Any) -> Any:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _load_source(name: str) -> str:
+    pkg = resources.files("tubemq_aio.gateway") / "lua"
+    common = (pkg / "common.lua").read_text(encoding="utf-8")
+    return common + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8")
+
+
+class LeaseStore:
+    """Script calls and plain commands on one Redis client.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` (its connection pool is used, not closed here).
+        timeout: seconds for one round trip before :class:`StoreUnavailableError`.
+    """
+
+    def __init__(self, client: aioredis.Redis, *, timeout: float = 5.0) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.roundtrips = 0
+        self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
+
+    async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """One round trip; a lost connection is retried once (scripts are idempotent)."""
+        for attempt in range(2):
+            self.roundtrips += 1
+            try:
+                async with asyncio.timeout(self.timeout):
+                    return await call()
+            except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
+                if attempt:
+                    raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
+            except rexc.ResponseError as exc:
+                if "LOADING" in str(exc) or "BUSY" in str(exc):
+                    raise StoreUnavailableError(f"Redis not ready: {exc}") from exc
+                raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _run(self, name: str, group: str, scope: str, *args: Any) -> Reply:
+        keys = scope_keys(group, scope)
+        argv = [f"{group}|{scope}", *args]
+        raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
+        out = [_text(v) for v in raw]
+        reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
+        if reply.status == "lost":
+            raise StateLostError(
+                f"the gateway state of group {group!r} is missing in Redis; "
+                "an admin must reset the group's offsets"
+            )
+        return reply
+
+    # ---- scripts (see model.GroupState for the semantics) ------------------------------------
+
+    async def acquire(
+        self, group: str, scope: str, lease_id: str, lease_ms: int, holder: str,
+        want: str = "", reclaim_max: int = 64,
+    ) -> Reply:  # fmt: skip
+        """Lease a partition (``leased``/``none``/``paused``/``throttled``)."""
+        return await self._run(
+            "acquire", group, scope, lease_id, lease_ms, holder, want, reclaim_max
+        )
+
+    async def init(
+        self, group: str, scope: str, p: str, lease_id: str, offset: int, top: int
+    ) -> Reply:
+        """Set a partition's first committed offset (first writer wins)."""
+        return await self._run("init", group, scope, p, lease_id, offset, top)
+
+    async def record(
+        self, group: str, scope: str, p: str, lease_id: str, base: int, nxt: int, top: int,
+        n: int, wait_ms: int, cursor: int,
+    ) -> Reply:  # fmt: skip
+        """Book the batch read under a lease."""
+        return await self._run(
+            "record", group, scope, p, lease_id, base, nxt, top, n, wait_ms, cursor
+        )
+
+    async def settle(
+        self, group: str, scope: str, p: str, lease_id: str, action: str, delay_ms: int = 0
+    ) -> Reply:
+        """Ack, nack or release a lease."""
+        return await self._run("settle", group, scope, p, lease_id, action, delay_ms)
+
+    async def extend(self, group: str, scope: str, p: str, lease_id: str, lease_ms: int) -> Reply:
+        """Move a lease's expiry."""
+        return await self._run("extend", group, scope, p, lease_id, lease_ms)
+
+    async def reset(
+        self, group: str, scope: str, target: str, pairs: Sequence[tuple[str, int]],
+        plist: Sequence[str] = (),
+    ) -> Reply:  # fmt: skip
+        """Move committed offsets (also writes the group's boot marker)."""
+        flat: list[Any] = [x for pair in pairs for x in pair]
+        return await self._run("reset", group, scope, target, len(pairs), *flat, *plist)
+
+    async def sync_parts(self, group: str, scope: str, plist: Sequence[str]) -> Reply:
+        """Align the scope's partitions with the subscribable ones."""
+        return await self._run("sync_parts", group, scope, *plist)
+
+    # ---- plain commands ----------------------------------------------------------------------
+
+    async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
+        """Check the boot markers at start; on an empty store write them if ``allow_init``.
+
+        A group added to an initialised store gets its marker; a group without one on a store
+        without ``tgw:boot`` stays unmarked (its scripts answer ``lost``) unless ``allow_init``.
+        """
+        present = await self._io(lambda: self.client.exists(BOOT_KEY))
+        if not present and not allow_init:
+            return
+
+        async def mark() -> None:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.set(BOOT_KEY, "1", nx=True)
+                for g in groups:
+                    pipe.hsetnx(scope_keys(g, "c")[0], "boot", "1")
+                await pipe.execute()
+
+        await self._io(mark)
+
+    async def set_paused(self, group: str, paused: bool) -> None:
+        """Pause or resume every replica's fetches of ``group`` at once."""
+        cfg = scope_keys(group, "c")[0]
+        await self._io(lambda: self.client.hset(cfg, "paused", "1" if paused else "0"))
+
+    async def set_rate(self, group: str, rate: float, burst: int) -> None:
+        """Set the shared consume limit (0 = off) and restart the limiter."""
+        cfg, rl = scope_keys(group, "c")[:2]
+
+        async def write() -> None:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hset(cfg, mapping={"rate": repr(float(rate)), "burst": str(int(burst))})
+                pipe.delete(rl)
+                await pipe.execute()
+
+        await self._io(write)
+
+    async def add_client(self, group: str, scope: str) -> None:
+        """Remember a broadcast scope (so a reset without client_id reaches it)."""
+        key = f"tgw:{{g:{group}}}:clients"
+        await self._io(lambda: self.client.sadd(key, scope))
+
+    async def clients(self, group: str) -> list[str]:
+        """Every broadcast scope of ``group`` seen so far."""
+        key = f"tgw:{{g:{group}}}:clients"
+        return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+
+    async def members(self, group: str, scope: str) -> list[str]:
+        """The partitions known to a scope."""
+        key = scope_keys(group, scope)[6]
+        return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+
+    async def ping(self) -> bool:
+        """True if Redis answers ``PING``."""
+        try:
+            return bool(await self._io(self.client.ping))
+        except GatewayError:
+            return False
+
+    async def dump(self, group: str, scope: str) -> GroupState:
+        """Read the group's and one scope's state into a :class:`GroupState` (one round trip)."""
+        keys = scope_keys(group, scope)
+
+        async def read() -> list[Any]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys[0])
+                pipe.get(keys[1])
+                pipe.hgetall(keys[2])
+                pipe.hgetall(keys[3])
+                pipe.zrange(keys[4], 0, -1, withscores=True)
+                pipe.zrange(keys[5], 0, -1, withscores=True)
+                pipe.smembers(keys[6])
+                pipe.hgetall(keys[7])
+                return list(await pipe.execute())
+
+        cfg, tat, cur, st, ready, leased, parts, acq = await self._io(read)
+        return _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+
+
+def _to_state(
+    scope: str, cfg: Any, tat: Any, cur: Any, st: Any, ready: Any, leased: Any, parts: Any,
+    acq: Any,
+) -> GroupState:  # fmt: skip
+    cfg = {_text(k): _text(v) for k, v in cfg.items()}
+    state = GroupState(
+        booted="boot" in cfg,
+        paused=cfg.get("paused") == "1",
+        rate=float(cfg.get("rate", 0.0)),
+        burst=int(cfg.get("burst", 0)),
+        tat_us=None if tat is None else int(tat),
+        cursor={_text(k): int(v) for k, v in cur.items()},
+    )
+    sc = ScopeState(
+        members={_text(m) for m in parts},
+        ready={_text(m): int(s) for m, s in ready},
+        leased={_text(m): int(s) for m, s in leased},
+        acq={_text(k): _text(v) for k, v in acq.items()},
+    )
+    for raw_key, raw_val in st.items():
+        p, _, name = _text(raw_key).rpartition("|")
+        value = _text(raw_val)
+        ps = sc.parts.setdefault(p, PartState())
+        if name in _INT_FIELDS:
+            setattr(ps, name, int(value))
+        elif name == "gone":
+            ps.gone = value == "1"
+        elif name in ("lid", "lh", "last", "start"):
+            setattr(ps, name, value)
+    state.scopes[scope] = sc
+    return state

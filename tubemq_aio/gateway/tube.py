@@ -1,0 +1,281 @@
+"""TubeMQ side of the gateway: one client-balanced session per group with a shared consumer id.
+
+Every replica of a deployment registers the SAME consumer id for a group
+(``<group>_gw-<deployment>-Balance-tubemq-aio-<version>``), so the broker sees one consumer and
+any replica may read any partition; the Redis lease is the only mutual exclusion. The session is
+the SDK's :class:`~tubemq_aio.consumer.ClientBalancedConsumer` session (master register and
+heartbeat, partition metadata, broker register at an offset, GetMessage, CommitOffset); this
+module only fixes the id, never unregisters or closes it at the master (another replica still
+uses it), and reads one batch at a known offset in 2 broker RPCs when the broker cursor is
+already there, 3 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tubemq_aio import __version__
+from tubemq_aio.consumer._cb_models import PartitionMeta
+from tubemq_aio.consumer._cb_ops import resolve_partition
+from tubemq_aio.consumer._cb_session import ClientBalanceSession
+from tubemq_aio.consumer._decode import decode_raw_messages
+from tubemq_aio.consumer._session_base import ConsumerWiring
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.errors import ConfigError, TubeMQError, server_error
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
+from tubemq_aio.protocol.consumer_meta import Partition
+
+__all__ = ["TubeGroup", "TubeRead", "shared_consumer_id"]
+
+log = logging.getLogger("tubemq_aio.gateway")
+
+_DEPLOYMENT = re.compile(r"^[A-Za-z0-9.-]{1,64}$")
+#: Broker answers that mean "this consumer's registration of the partition is gone".
+_NOT_REGISTERED = frozenset({411, 412})
+#: Register far beyond any index: the broker clamps it to the partition's max (start = latest).
+LATEST_OFFSET = 1 << 62
+#: Metadata is queried at most this often (seconds) unless a caller forces it.
+_META_TTL = 10.0
+
+
+def shared_consumer_id(deployment: str, group: str) -> str:
+    """The consumer id every replica of ``deployment`` uses for ``group``.
+
+    Java shape (``<group>_<ident>-Balance-<client>``); the broker reads ``ip#pid`` after the last
+    ``_``, so the ident has none.
+
+    Raises:
+        ConfigError: ``deployment`` has characters other than letters, digits, ``.`` and ``-``.
+    """
+    if not isinstance(deployment, str) or not _DEPLOYMENT.match(deployment):
+        raise ConfigError("deployment must be 1-64 of [A-Za-z0-9.-]")
+    return f"{group}_gw-{deployment}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"
+
+
+class _SharedSession(ClientBalanceSession):
+    async def close_at_master(self) -> None:
+        """Never close the shared id: other replicas still use it (the master times it out)."""
+
+
+class _SharedConsumer(ClientBalancedConsumer):
+    def __init__(self, client_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._shared_id = client_id
+
+    def _open(self) -> tuple[ConsumerWiring, ClientBalanceSession]:
+        parts = self._wire(lambda _group, _host: self._shared_id)
+        session = _SharedSession(self.config, *self._wire_node, parts)
+        return parts, session
+
+    async def _release_all(self, session: ClientBalanceSession) -> None:
+        # No unregister: the registration belongs to every replica; it lapses on its own.
+        session.readers.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class TubeRead:
+    """The outcome of one read at an offset.
+
+    Attributes:
+        status: ``ok`` (a batch, possibly empty after filtering), ``empty`` (404: nothing from
+            ``start`` on), ``throttled`` (452: the broker limits the group) or ``error``.
+        start: where the batch starts (the requested offset, or the broker's clamp of it).
+        next: offset right after the batch (== start unless ``ok``).
+        max: the partition's max index offset (-1 if the broker did not say).
+        messages: the decoded messages.
+        rpcs: broker RPCs spent.
+        registered: whether a register was needed (the cursor was not at ``start``).
+        resync: why a claimed cursor turned out wrong ('' if it was right or not claimed).
+        wait_ms: how long the broker asks us to leave the partition alone (throttled/empty).
+        error: the error code/message text of a failed read.
+    """
+
+    status: str
+    start: int
+    next: int
+    max: int
+    messages: tuple[Message, ...] = ()
+    rpcs: int = 0
+    registered: bool = False
+    resync: str = ""
+    wait_ms: int = 0
+    error: str = ""
+
+
+class TubeGroup:
+    """One gateway group's TubeMQ session on this replica (shared consumer id).
+
+    Args:
+        masters: master address list.
+        group: TubeMQ consumer group.
+        topics: subscribed topics.
+        deployment: gateway deployment name (part of the shared consumer id).
+        rpc_timeout: seconds per RPC.
+        credentials: TubeMQ user credentials, or None.
+    """
+
+    def __init__(
+        self,
+        *,
+        masters: str,
+        group: str,
+        topics: Sequence[str],
+        deployment: str,
+        rpc_timeout: float = 5.0,
+        credentials: Any = None,
+    ) -> None:
+        self.group = group
+        self.client_id = shared_consumer_id(deployment, group)
+        options: dict[str, Any] = {"rpc_timeout": rpc_timeout, "fetchers": 1}
+        if credentials is not None:
+            options["credentials"] = credentials
+        self._consumer = _SharedConsumer(
+            self.client_id,
+            masters=masters,
+            group=group,
+            topics=list(topics),
+            consume_from="earliest",
+            **options,
+        )
+        self._start_lock = asyncio.Lock()
+        self._meta_at = -_META_TTL
+        self._meta: list[str] = []
+        self.master_ok = False
+        #: Broker RPCs spent by :meth:`register` and :meth:`read` (register, get, commit).
+        self.rpcs = 0
+
+    @property
+    def started(self) -> bool:
+        """Whether the master session is registered."""
+        return self._consumer.client_id is not None and not self._consumer.closed
+
+    async def start(self) -> None:
+        """Register at the master (once; concurrent callers wait for the first).
+
+        Raises:
+            TubeMQError: the master refused or could not be reached.
+        """
+        async with self._start_lock:
+            if not self.started:
+                await self._consumer.start()
+                self.master_ok = True
+
+    async def close(self) -> None:
+        """End the session's tasks and connections (no unregister, no close at the master)."""
+        await self._consumer.close()
+
+    def _session(self) -> ClientBalanceSession:
+        session, _ = self._consumer._running()
+        return session
+
+    async def partitions(self, *, force: bool = False) -> list[str]:
+        """Subscribable partition keys of the group's topics (cached for 10 s).
+
+        Raises:
+            TubeMQError: the master could not be asked and nothing is cached.
+        """
+        now = time.monotonic()
+        if force or now - self._meta_at >= _META_TTL or not self._meta:
+            try:
+                metas: list[PartitionMeta] = await self._consumer.partitions()
+            except TubeMQError:
+                self.master_ok = False
+                if not self._meta:
+                    raise
+                return list(self._meta)
+            self.master_ok = True
+            self._meta = [m.partition_key for m in metas if m.subscribable]
+            self._meta_at = now
+        return list(self._meta)
+
+    async def _partition(self, key: str) -> Partition:
+        return await resolve_partition(self._session(), key)
+
+    async def register(self, key: str, offset: int) -> tuple[int, int]:
+        """Register ``key`` at ``offset`` (clamped by the broker); returns (offset, max).
+
+        Raises:
+            ServerError: the broker refused.
+        """
+        session = self._session()
+        partition = await self._partition(key)
+        self.rpcs += 1
+        rsp = await session.register_at_broker(partition, offset)
+        if not rsp.success:
+            session.readers.pop(partition.key, None)
+            log.warning("register of %s at %d: [%d] %s", key, offset, rsp.err_code, rsp.err_msg)
+            raise server_error(rsp.err_code, rsp.err_msg)
+        session.readers[partition.key] = partition
+        return rsp.curr_offset, rsp.max_offset
+
+    async def read(self, key: str, start: int, *, cursor_at_start: bool) -> TubeRead:
+        """Read the batch at ``start``: [register] → GetMessage → CommitOffset(consumed).
+
+        The register is skipped when ``cursor_at_start`` (the group's broker cursor is known to
+        be at ``start``); a GetMessage answer that starts elsewhere, or a lost registration
+        (411/412), costs a register and a second GetMessage.
+
+        Raises:
+            TubeMQError: a transport error or a broker refusal other than 404/452.
+        """
+        session = self._session()
+        partition = await self._partition(key)
+        rpcs, registered, top, begin, resync = 0, False, -1, start, ""
+        for _attempt in range(2):
+            if not cursor_at_start:
+                begin, top = await self.register(key, start)
+                rpcs += 1
+                registered = True
+            self.rpcs += 1
+            got = await session.broker.get_message(
+                partition, last_pack_consumed=False, esc_flow_ctrl=False
+            )
+            rpcs += 1
+            if got.max_offset >= 0:
+                top = max(top, got.max_offset)
+            if not registered and not got.success and got.err_code in _NOT_REGISTERED:
+                resync = f"[{got.err_code}] {got.err_msg}"
+            elif not registered and got.success and got.curr_offset != begin:
+                resync = f"cursor at {got.curr_offset}, not {begin}"
+            else:
+                break
+            cursor_at_start = False  # the next turn registers at start
+        if not got.success:
+            if got.err_code == 404:
+                return TubeRead(
+                    "empty", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync
+                )
+            if got.err_code == 452:
+                wait = got.min_limit_time or 200
+                return TubeRead("throttled", begin, begin, top, rpcs=rpcs, wait_ms=wait)
+            raise server_error(got.err_code, got.err_msg)
+        if got.curr_offset != begin:
+            # Even right after our own register the cursor moved: someone else reads the group.
+            return TubeRead(
+                "error", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync,
+                error=f"cursor at {got.curr_offset}, expected {begin}",
+            )  # fmt: skip
+        self.rpcs += 1
+        done = await session.broker.commit(partition, consumed=True)
+        rpcs += 1
+        if not done.success:
+            raise server_error(done.err_code, done.err_msg)
+        top = max(top, done.max_offset)
+        messages, _ = decode_raw_messages(
+            got.messages,
+            topic=partition.key.topic,
+            partition_key=key,
+            filters=self._consumer.config.filters_of(partition.key.topic),
+            counters=self._consumer.stats,
+        )
+        return TubeRead(
+            "ok", begin, done.curr_offset, top, tuple(messages),
+            rpcs=rpcs, registered=registered, resync=resync,
+        )  # fmt: skip

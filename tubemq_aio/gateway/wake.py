@@ -1,0 +1,101 @@
+"""Long-poll wake-ups: one pub/sub listener task per replica, in-process events per scope.
+
+Scripts publish ``<group>|<scope>`` on ``tgw:wake`` when a partition becomes ready (ack, nack,
+release, reset, new partitions). Waiting fetches sleep on an :class:`asyncio.Event` of their
+scope until then or until their own timer (the next eligible time or the poll deadline) fires,
+so a lost message or a Redis outage only delays a long poll, never blocks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import redis.asyncio as aioredis
+
+from tubemq_aio.gateway.errors import TooManyWaitersError
+from tubemq_aio.gateway.store import WAKE_CHANNEL
+
+__all__ = ["Waker"]
+
+log = logging.getLogger("tubemq_aio.gateway")
+
+_RESUBSCRIBE_WAIT = 1.0
+
+
+class Waker:
+    """The replica's wake listener and its bounded set of waiters.
+
+    Args:
+        client: the Redis client (a pub/sub connection is taken from its pool).
+        max_waiters: waiters allowed at once; more raise :class:`TooManyWaitersError`.
+    """
+
+    def __init__(self, client: aioredis.Redis, *, max_waiters: int) -> None:
+        self._client = client
+        self.max_waiters = max_waiters
+        self.waiting = 0
+        self.received = 0
+        self._events: dict[str, asyncio.Event] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the listener task (owned; ended by :meth:`close`)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._listen(), name="tubemq-gateway-wake")
+
+    async def close(self) -> None:
+        """Stop the listener and wake every waiter."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for event in self._events.values():
+            event.set()
+        self._events.clear()
+
+    def notify(self, key: str) -> None:
+        """Wake the waiters of ``key`` (``<group>|<scope>``)."""
+        event = self._events.pop(key, None)
+        if event is not None:
+            event.set()
+
+    async def wait(self, key: str, timeout_ms: int) -> None:
+        """Sleep until ``key`` is woken or ``timeout_ms`` passed.
+
+        Raises:
+            TooManyWaitersError: ``max_waiters`` already wait.
+        """
+        if self.waiting >= self.max_waiters:
+            raise TooManyWaitersError(f"{self.waiting} long polls already wait on this replica")
+        event = self._events.setdefault(key, asyncio.Event())
+        self.waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0, timeout_ms) / 1000):
+                    await event.wait()
+        finally:
+            self.waiting -= 1
+
+    async def _listen(self) -> None:
+        while True:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(WAKE_CHANNEL)
+                while True:
+                    msg = await pubsub.get_message(timeout=30.0)
+                    if msg is None or msg.get("type") != "message":
+                        continue
+                    data = msg["data"]
+                    self.received += 1
+                    self.notify(data.decode() if isinstance(data, bytes) else str(data))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis down: retry; waiters still wake on their timers
+                log.debug("wake listener: %r; resubscribing", exc)
+                await asyncio.sleep(_RESUBSCRIBE_WAIT)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
