@@ -35,6 +35,7 @@ from tubemq_aio.gateway.engine_types import (
     ResetEntry,
 )
 from tubemq_aio.gateway.errors import (
+    GatewayError,
     InvalidRequestError,
     LeaseConflictError,
     LeaseStaleError,
@@ -336,6 +337,9 @@ class ConsumeService:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
                 return await self._read(spec, lease, cmt, start, cursor, store, cost)
+        except GatewayError:  # Redis trouble (or lost state) is not the broker's fault
+            await self._release(store, lease, 0, cost)
+            raise
         except (TubeMQError, TimeoutError, OSError) as exc:
             self._stats.broker_errors += 1
             await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
@@ -589,9 +593,10 @@ class ConsumeService:
         if self._specs and not self._closed:
             spec = next(iter(self._specs.values()))
             try:
-                tube = await self._tube(spec)
-                await tube.partitions()
+                async with asyncio.timeout(self.settings.rpc_timeout):
+                    tube = await self._tube(spec)
+                    await tube.partitions()
                 master_ok = tube.master_ok
-            except (TubeUnavailableError, TubeMQError):
+            except (TubeMQError, TimeoutError):
                 master_ok = False
         return {"redis": redis_ok, "master": master_ok}

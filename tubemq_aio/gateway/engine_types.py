@@ -13,6 +13,7 @@ from typing import Literal
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
+from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
 __all__ = [
     "ConsumeSettings",
@@ -62,10 +63,13 @@ class GroupSpec:
     lease_ms_max: int = 43_200_000
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ConfigError("group name must be a non-empty string")
-        if not self.topics or not all(isinstance(t, str) and t for t in self.topics):
-            raise ConfigError(f"group {self.name!r} needs at least one topic")
+        if not isinstance(self.name, str) or validate_group_name(self.name) != self.name:
+            raise ConfigError("group name must be a string matching ^[a-zA-Z][\\w-]+$")
+        if not isinstance(self.topics, tuple) or not self.topics:
+            raise ConfigError(f"group {self.name!r} needs a tuple of at least one topic")
+        for topic in self.topics:
+            if not isinstance(topic, str) or validate_topic_name(topic) != topic:
+                raise ConfigError(f"topic {topic!r} of group {self.name!r} is not a valid name")
         if self.mode not in ("clustering", "broadcast"):
             raise ConfigError("mode must be 'clustering' or 'broadcast'")
         if self.start not in ("earliest", "latest"):
@@ -84,7 +88,7 @@ class ConsumeSettings:
         redis_url: Redis URL.
         deployment: part of the shared TubeMQ consumer id; replicas of one deployment share it.
         groups: the groups served.
-        rpc_timeout: seconds per TubeMQ RPC and per Redis round trip.
+        rpc_timeout: seconds per TubeMQ RPC and per Redis round trip (3–600, the SDK's range).
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
@@ -108,12 +112,12 @@ class ConsumeSettings:
             raise ConfigError("masters must be a non-empty address list")
         if not isinstance(self.redis_url, str) or not self.redis_url:
             raise ConfigError("redis_url must be a non-empty URL")
-        for name in ("rpc_timeout", "sync_interval"):
+        for name, low in (("rpc_timeout", 3.0), ("sync_interval", 0.1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"{name} must be a number")
-            if not (math.isfinite(value) and 0 < value <= 3600):
-                raise ConfigError(f"{name} must be in (0, 3600]")
+            if not (math.isfinite(value) and low <= value <= 600):
+                raise ConfigError(f"{name} must be in [{low}, 600] seconds")
         _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
         _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
         names = [g.name for g in self.groups]

@@ -133,7 +133,12 @@ class TubeGroup:
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
-        options: dict[str, Any] = {"rpc_timeout": rpc_timeout, "fetchers": 1}
+        # Two master register attempts: a fetch must fail fast (503) when the master is away.
+        options: dict[str, Any] = {
+            "rpc_timeout": rpc_timeout,
+            "fetchers": 1,
+            "register_attempts": 2,
+        }
         if credentials is not None:
             options["credentials"] = credentials
         self._consumer = _SharedConsumer(

@@ -1,0 +1,218 @@
+"""ConsumeService with a real Redis and no reachable TubeMQ: validation before any I/O, and
+settle/extend/reset/pause/rate/lag working with Redis alone (acks while the cluster is down)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.consume import (
+    ConsumeService,
+    ConsumeSettings,
+    GroupSpec,
+    LeaseRef,
+)
+from tubemq_aio.gateway.errors import (
+    InvalidRequestError,
+    LeaseConflictError,
+    LeaseStaleError,
+    StateLostError,
+    StoreUnavailableError,
+    TubeUnavailableError,
+    UnknownGroupError,
+)
+from tubemq_aio.gateway.tube import shared_consumer_id
+from tubemq_aio.testing import RedisServer
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NO_MASTER = "127.0.0.1:9"  # discard port: nothing listens, connects are refused at once
+P = "1:t:0"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server() -> AsyncIterator[RedisServer]:
+    async with RedisServer() as srv:
+        yield srv
+
+
+def make(url: str, **kw: Any) -> ConsumeService:
+    groups = (
+        GroupSpec(name="gg", topics=("t",), lease_ms_min=100, lease_ms=60_000),
+        GroupSpec(name="bb", topics=("t",), mode="broadcast"),
+    )
+    return ConsumeService(
+        ConsumeSettings(masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, **kw)
+    )
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def service(server: RedisServer) -> AsyncIterator[ConsumeService]:
+    await server.flushall()
+    svc = make(server.url)
+    await svc.start()
+    yield svc
+    await svc.close()
+
+
+async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int = 56) -> LeaseRef:
+    """What a fetch would have done, written straight into Redis (no TubeMQ here)."""
+    store = svc._store
+    assert store is not None
+    await store.sync_parts("gg", "c", [P])
+    got = await store.acquire("gg", "c", lid, 60_000, "tester")
+    assert got.status == "leased"
+    await store.init("gg", "c", P, lid, base, 280)
+    assert (await store.record("gg", "c", P, lid, base, nxt, 280, 2, 0, nxt)).status == "ok"
+    return LeaseRef("gg", "c", P, lid)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"group": "nope", "client_id": None}, UnknownGroupError),
+        ({"group": "gg", "client_id": "x"}, InvalidRequestError),
+        ({"group": "bb", "client_id": None}, InvalidRequestError),
+        ({"group": "bb", "client_id": ""}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "wait_ms": -1}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "wait_ms": 30_001}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "wait_ms": 1.5}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "wait_ms": True}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "lease_ms": 99}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "lease_ms": 43_200_001}, InvalidRequestError),
+        ({"group": "gg", "client_id": None, "lease_ms": float("nan")}, InvalidRequestError),
+    ],
+)
+async def test_bad_fetch_arguments_fail_before_any_io(kwargs: dict[str, Any], error: type) -> None:
+    svc = make("redis://127.0.0.1:9/0")  # never started: any I/O would fail differently
+    group = kwargs.pop("group")
+    with pytest.raises(error):
+        await svc.fetch(group, **kwargs)
+    await svc.close()
+
+
+async def test_bad_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigError):
+        GroupSpec(name="g", topics=("t",))  # TubeMQ group names have 2+ characters
+    with pytest.raises(ConfigError):
+        GroupSpec(name="gg", topics=())
+    with pytest.raises(ConfigError):
+        GroupSpec(name="gg", topics=("a,b",))
+    with pytest.raises(ConfigError):
+        GroupSpec(name="gg", topics=("t",), lease_ms=5)
+    with pytest.raises(ConfigError):
+        GroupSpec(name="gg", topics=("t",), mode="fanout")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        ConsumeSettings(masters="m:1", redis_url="redis://x", rpc_timeout=math.inf)
+    with pytest.raises(ConfigError):
+        ConsumeSettings(masters="m:1", redis_url="redis://x", max_long_poll_waiters=-1)
+    spec = GroupSpec(name="gg", topics=("t",))
+    with pytest.raises(ConfigError):
+        ConsumeSettings(masters="m:1", redis_url="redis://x", groups=(spec, spec))
+    with pytest.raises(ConfigError):
+        ConsumeSettings(masters="m:1", redis_url="redis://x", rpc_timeout=1.0)
+    with pytest.raises(ConfigError):
+        shared_consumer_id("bad_name", "g")  # "_" would break the broker's id parsing
+
+
+async def test_acks_work_with_redis_alone(service: ConsumeService) -> None:
+    ref = await lease_by_hand(service, "A" * 32)
+    assert await service.extend(ref, 30_000) > 0
+    assert await service.settle(ref, "ack") == "acked"
+    assert await service.settle(ref, "ack") == "already_acked"
+    with pytest.raises(LeaseStaleError):
+        await service.extend(ref, 30_000)
+    with pytest.raises(LeaseStaleError):
+        await service.settle(LeaseRef("gg", "c", P, "B" * 32), "ack")
+    lag = await service.lag("gg")
+    assert [(e.partition_key, e.committed, e.max, e.lag_bytes) for e in lag.partitions] == [
+        (P, 56, 280, 224)
+    ]
+    assert lag.total_lag_bytes == 224
+    stats = service.stats()
+    assert (stats.acks, stats.already_settled, stats.stale) == (1, 1, 2)
+
+
+async def test_nack_and_release_redeliver_and_bad_settle_arguments(service: ConsumeService) -> None:
+    ref = await lease_by_hand(service, "C" * 32)
+    with pytest.raises(InvalidRequestError):
+        await service.settle(ref, "drop")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError):
+        await service.settle(ref, "nack", delay_ms=-5)
+    with pytest.raises(InvalidRequestError):
+        await service.extend(ref, 10)
+    with pytest.raises(UnknownGroupError):
+        await service.settle(LeaseRef("zz", "c", P, "C" * 32), "ack")
+    assert await service.settle(ref, "nack", delay_ms=0) == "nacked"
+    state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
+    assert state.scopes["c"].parts[P].rc == 1
+    assert state.scopes["c"].parts[P].cmt == 0
+
+
+async def test_reset_makes_outstanding_tokens_409(service: ConsumeService) -> None:
+    ref = await lease_by_hand(service, "D" * 32)
+    with pytest.raises(InvalidRequestError):
+        await service.reset("gg", {P: -1})
+    with pytest.raises(InvalidRequestError):
+        await service.reset("gg", "middle")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError):
+        await service.reset("gg", {"9:t:9": 0})  # unknown partition
+    out = await service.reset("gg", {P: 28})
+    assert [(e.partition_key, e.old, e.new) for e in out] == [(P, 0, 28)]
+    with pytest.raises((LeaseStaleError, LeaseConflictError)):
+        await service.settle(ref, "ack")
+    out = await service.reset("gg", "latest")
+    assert [(e.partition_key, e.old, e.new) for e in out] == [(P, 28, "latest")]
+
+
+async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> None:
+    await service.pause("gg")
+    with pytest.raises(TubeUnavailableError):  # metadata comes from the master first
+        await service.fetch("gg", client_id=None)
+    await service.resume("gg")
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(InvalidRequestError):
+            await service.set_rate("gg", bad, None)
+    with pytest.raises(InvalidRequestError):
+        await service.set_rate("gg", 10.0, -1)
+    await service.set_rate("gg", 10.0, None)
+    state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
+    assert (state.rate, state.burst, state.paused) == (10.0, 10, False)
+    assert (await service.readiness()) == {"redis": True, "master": False}
+
+
+async def test_flushed_redis_is_state_lost(server: RedisServer, service: ConsumeService) -> None:
+    ref = await lease_by_hand(service, "E" * 32)
+    await server.flushall()
+    with pytest.raises(StateLostError):
+        await service.settle(ref, "ack")
+    restarted = make(server.url, allow_init=False)
+    await restarted.start()
+    try:
+        with pytest.raises(StateLostError):
+            await restarted.extend(ref, 30_000)
+    finally:
+        await restarted.close()
+
+
+async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:
+    svc = make(server.url)
+    await svc.start()
+    try:
+        ref = await lease_by_hand(svc, "F" * 32)
+        await server.kill()
+        with pytest.raises(StoreUnavailableError):
+            await svc.settle(ref, "ack")
+        assert (await svc.readiness())["redis"] is False
+        await server.restart()
+        assert await svc.settle(ref, "ack") == "acked"
+    finally:
+        await svc.close()
+    await svc.close()  # idempotent
+    with pytest.raises(StoreUnavailableError):
+        await svc.fetch("gg", client_id=None)
