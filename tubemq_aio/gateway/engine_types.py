@@ -65,8 +65,10 @@ class GroupSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or validate_group_name(self.name) != self.name:
             raise ConfigError("group name must be a string matching ^[a-zA-Z][\\w-]+$")
+        if isinstance(self.topics, list):
+            object.__setattr__(self, "topics", tuple(self.topics))
         if not isinstance(self.topics, tuple) or not self.topics:
-            raise ConfigError(f"group {self.name!r} needs a tuple of at least one topic")
+            raise ConfigError(f"group {self.name!r} needs at least one topic")
         for topic in self.topics:
             if not isinstance(topic, str) or validate_topic_name(topic) != topic:
                 raise ConfigError(f"topic {topic!r} of group {self.name!r} is not a valid name")
