@@ -148,7 +148,8 @@ class ConsumeService:
         tubes, self._tubes = list(self._tubes.values()), {}
         for tube in tubes:
             with contextlib.suppress(Exception):
-                await tube.close()
+                async with asyncio.timeout(2 * self.settings.rpc_timeout):
+                    await tube.close()
         if self._client is not None:
             await self._client.aclose()
 

@@ -70,7 +70,8 @@ class _SharedConsumer(ClientBalancedConsumer):
         self._shared_id = client_id
 
     def _open(self) -> tuple[ConsumerWiring, ClientBalanceSession]:
-        parts = self._wire(lambda _group, _host: self._shared_id)
+        parts = self._wire("Balance")
+        parts.broker.client_id = self._shared_id  # read by the session and every broker call
         session = _SharedSession(self.config, *self._wire_node, parts)
         return parts, session
 
