@@ -11,6 +11,7 @@ PROTO_OUT := tubemq_aio/protocol/_pb
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
@@ -53,6 +54,10 @@ typecheck: $(STAMP)
 # FUZZ_INPUTS=N and FUZZ_SEED=S change the run; `make test` runs 10 000 of them (tests/fuzz).
 fuzz: $(STAMP)
 	$(PY) -m tubemq_aio.testing.fuzz --inputs $(or $(FUZZ_INPUTS),1000000) --seed $(or $(FUZZ_SEED),1)
+
+# MINUTES=N shortens the run; SOAK_RATE=N changes the messages per second (default 200).
+soak: system-deps $(STAMP)
+	$(PY) tests/soak/soak.py --minutes $(or $(MINUTES),10) --rate $(or $(SOAK_RATE),200)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/io
