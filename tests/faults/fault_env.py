@@ -8,12 +8,13 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tubemq_aio import TubeMQError
 from tubemq_aio.testing import FakeCluster, FaultProxy
+from tubemq_aio.testing._fault_proxy import Direction
 
 T = TypeVar("T")
 #: Slack on top of a call's own deadline before the suite calls it hung.
@@ -112,3 +113,65 @@ async def settle(tasks_before: set[asyncio.Task[object]], fds_before: int) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"leak: tasks {extra}, fds {fds} (before {fds_before})")
         await asyncio.sleep(0.05)
+
+
+Fault = Callable[[FaultEnv], Awaitable[None] | None]
+
+
+async def _refuse(env: FaultEnv) -> None:
+    await env.brokers[1].refuse_connections()
+    env.brokers[1].reset_connections()
+
+
+async def _kill_broker(env: FaultEnv) -> None:
+    await env.cluster.stop_broker(1)
+
+
+async def _kill_master(env: FaultEnv) -> None:
+    await env.cluster.stop_master()
+
+
+def fault_table(*, bandwidth: Direction | None, bandwidth_cap: int, reset: Direction,
+                reset_after: int) -> dict[str, Fault]:  # fmt: skip
+    """The faults both suites run: broker 1's proxy misbehaving, or a node killed.
+
+    Args:
+        bandwidth: the direction of the bandwidth cap (None: both).
+        bandwidth_cap: bytes per second.
+        reset: the direction whose byte count triggers the reset.
+        reset_after: bytes forwarded before the reset.
+    """
+    return {
+        "latency": lambda env: env.brokers[1].set(latency=0.05),
+        "bandwidth cap": lambda env: env.brokers[1].set(
+            bandwidth or "both", bandwidth=bandwidth_cap
+        ),
+        "broker stops reading": lambda env: env.brokers[1].set("up", stop_reading=True),
+        "blackhole": lambda env: env.brokers[1].set(blackhole=True),
+        f"reset after {reset_after // 1000} KB": lambda env: env.brokers[1].set(
+            reset, reset_after=reset_after
+        ),
+        "corrupted answers": lambda env: env.brokers[1].set("down", corrupt_rate=0.3),
+        "half-closed by the broker": lambda env: env.brokers[1].half_close("down"),
+        "connect refused": _refuse,
+        "broker killed": _kill_broker,
+        "master killed": _kill_master,
+    }
+
+
+async def apply_fault(env: FaultEnv, fault: Fault) -> None:
+    """Switch ``fault`` on."""
+    applied = fault(env)
+    if applied is not None:
+        await applied
+
+
+async def restore(env: FaultEnv, name: str) -> None:
+    """Heal the network and restart whatever fault ``name`` stopped."""
+    env.heal()
+    if name == "connect refused":
+        await env.brokers[1].start()
+    if name == "broker killed":
+        await env.cluster.start_broker(1)
+    if name == "master killed":
+        await env.cluster.start_master()

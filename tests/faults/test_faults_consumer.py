@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 
 import pytest
-from fault_env import FaultEnv, bounded, fault_env
+from fault_env import FaultEnv, apply_fault, bounded, fault_env, fault_table, restore
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch, Producer
 
@@ -20,44 +19,7 @@ GET_TIMEOUT = 0.5
 MESSAGES = 400
 BATCH = 8  # small fetches, so the fault hits in the middle of the stream
 
-Fault = Callable[[FaultEnv], Awaitable[None] | None]
-
-
-async def _kill_broker(env: FaultEnv) -> None:
-    await env.cluster.stop_broker(1)
-
-
-async def _kill_master(env: FaultEnv) -> None:
-    await env.cluster.stop_master()
-
-
-async def _refuse(env: FaultEnv) -> None:
-    await env.brokers[1].refuse_connections()
-    env.brokers[1].reset_connections()
-
-
-FAULTS: dict[str, Fault] = {
-    "latency": lambda env: env.brokers[1].set(latency=0.05),
-    "bandwidth cap": lambda env: env.brokers[1].set("down", bandwidth=100_000),
-    "broker stops reading": lambda env: env.brokers[1].set("up", stop_reading=True),
-    "blackhole": lambda env: env.brokers[1].set(blackhole=True),
-    "reset after 20 KB": lambda env: env.brokers[1].set("down", reset_after=20_000),
-    "corrupted answers": lambda env: env.brokers[1].set("down", corrupt_rate=0.3),
-    "half-closed by the broker": lambda env: env.brokers[1].half_close("down"),
-    "connect refused": _refuse,
-    "broker killed": _kill_broker,
-    "master killed": _kill_master,
-}
-
-
-async def _restore(env: FaultEnv, name: str) -> None:
-    env.heal()
-    if name == "connect refused":
-        await env.brokers[1].start()
-    if name == "broker killed":
-        await env.cluster.start_broker(1)
-    if name == "master killed":
-        await env.cluster.start_master()
+FAULTS = fault_table(bandwidth="down", bandwidth_cap=100_000, reset="down", reset_after=20_000)
 
 
 async def _produce(env: FaultEnv) -> set[bytes]:
@@ -81,13 +43,11 @@ async def _consume_through(
     for _ in range(4):
         await _take(consumer, got)
     assert len(set(got)) < len(sent) / 2, "the fault must hit a stream still flowing"
-    applied = FAULTS[name](env)
-    if applied is not None:
-        await applied
+    await apply_fault(env, FAULTS[name])
     end = time.monotonic() + 2.0
     while time.monotonic() < end:
         await _take(consumer, got)
-    await _restore(env, name)
+    await restore(env, name)
     end = time.monotonic() + 60
     while not sent <= set(got):
         assert time.monotonic() < end, f"{len(sent - set(got))} messages never arrived"

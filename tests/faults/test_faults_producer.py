@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
 
 import pytest
-from fault_env import FaultEnv, bounded, fault_env
+from fault_env import FaultEnv, apply_fault, bounded, fault_env, fault_table, restore
 
 from tubemq_aio import Producer, SendResult, TubeMQError
 
@@ -21,34 +20,7 @@ RETRIES = 2
 #: One send: every attempt times out, plus the producer's short retry backoffs.
 SEND_DEADLINE = SEND_TIMEOUT * (RETRIES + 1) + 1.0
 
-Fault = Callable[[FaultEnv], Awaitable[None] | None]
-
-
-async def _refuse(env: FaultEnv) -> None:
-    await env.brokers[1].refuse_connections()
-    env.brokers[1].reset_connections()
-
-
-async def _kill_broker(env: FaultEnv) -> None:
-    await env.cluster.stop_broker(1)
-
-
-async def _kill_master(env: FaultEnv) -> None:
-    await env.cluster.stop_master()
-
-
-FAULTS: dict[str, Fault] = {
-    "latency": lambda env: env.brokers[1].set(latency=0.05),
-    "bandwidth cap": lambda env: env.brokers[1].set(bandwidth=300_000),
-    "broker stops reading": lambda env: env.brokers[1].set("up", stop_reading=True),
-    "blackhole": lambda env: env.brokers[1].set(blackhole=True),
-    "reset after 50 KB": lambda env: env.brokers[1].set("up", reset_after=50_000),
-    "corrupted answers": lambda env: env.brokers[1].set("down", corrupt_rate=0.3),
-    "half-closed by the broker": lambda env: env.brokers[1].half_close("down"),
-    "connect refused": _refuse,
-    "broker killed": _kill_broker,
-    "master killed": _kill_master,
-}
+FAULTS = fault_table(bandwidth=None, bandwidth_cap=300_000, reset="up", reset_after=50_000)
 
 #: Faults after which some send must have failed or been retried.
 DISRUPTIVE = {"blackhole", "broker stops reading", "reset after 50 KB", "half-closed by the broker",
@@ -74,20 +46,12 @@ async def test_producer_under_fault(name: str) -> None:
         await bounded(producer.start(), 10)
         try:
             assert all(isinstance(o, SendResult) for o in await _send_many(env, producer, 10, 100))
-            applied = FAULTS[name](env)
-            if applied is not None:
-                await applied
+            await apply_fault(env, FAULTS[name])
             outcomes = await _send_many(env, producer, 30, 40_000)
             assert all(isinstance(o, SendResult | TubeMQError) for o in outcomes)
             if name in DISRUPTIVE:  # the fault really hit: sends failed or were retried
                 assert producer.retried or not all(isinstance(o, SendResult) for o in outcomes)
-            env.heal()
-            if name == "connect refused":
-                await env.brokers[1].start()
-            if name == "broker killed":
-                await env.cluster.start_broker(1)
-            if name == "master killed":
-                await env.cluster.start_master()
+            await restore(env, name)
             # Healed: sends succeed again (a failed broker may be avoided for a while).
             recovered = await _send_many(env, producer, 20, 100)
             assert all(isinstance(o, SendResult) for o in recovered), recovered

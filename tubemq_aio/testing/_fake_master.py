@@ -339,40 +339,47 @@ class FakeMaster:
 
     def _heartbeat_v2(self, request: RpcRequest) -> bytes:
         req = pb.HeartRequestC2MV2.FromString(request.body)
-        cls = pb.HeartResponseM2CV2
-        member = self._v2_member(req.groupName, req.clientId)
-        if member is None:
-            return cls(errCode=411, errMsg="consumer not registered").SerializeToString()
-        rsp = cls(
-            errCode=200,
-            errMsg=_OK,
-            brokerConfigId=self.broker_config_id,
-            topicMetaInfoId=self.topic_meta_id,
-            authorizedInfo=self._authorized(),
+        rsp = self._meta_answer(
+            pb.HeartResponseM2CV2(authorizedInfo=self._authorized()),
+            req.groupName,
+            req.clientId,
+            req.subRepInfo.brokerConfigId,
+            req.subRepInfo.topicMetaInfoId,
         )
-        if req.subRepInfo.brokerConfigId != self.broker_config_id:
-            rsp.brokerConfigList.extend(self.broker_infos())
-        if req.subRepInfo.topicMetaInfoId != self.topic_meta_id:
-            rsp.topicMetaInfoList.extend(self._topic_meta(member.topics))
         return rsp.SerializeToString()
 
     def _part_meta(self, request: RpcRequest) -> bytes:
         req = pb.GetPartMetaRequestC2M.FromString(request.body)
-        cls = pb.GetPartMetaResponseM2C
-        member = self._v2_member(req.groupName, req.clientId)
-        if member is None:
-            return cls(errCode=411, errMsg="consumer not registered").SerializeToString()
-        rsp = cls(
-            errCode=200,
-            errMsg=_OK,
-            brokerConfigId=self.broker_config_id,
-            topicMetaInfoId=self.topic_meta_id,
+        rsp = self._meta_answer(
+            pb.GetPartMetaResponseM2C(),
+            req.groupName,
+            req.clientId,
+            req.brokerConfigId,
+            req.topicMetaInfoId,
         )
-        if req.brokerConfigId != self.broker_config_id:
-            rsp.brokerConfigList.extend(self.broker_infos())
-        if req.topicMetaInfoId != self.topic_meta_id:
-            rsp.topicMetaInfoList.extend(self._topic_meta(member.topics))
         return rsp.SerializeToString()
+
+    def _meta_answer(
+        self,
+        rsp: pb.HeartResponseM2CV2 | pb.GetPartMetaResponseM2C,
+        group: str,
+        client_id: str,
+        broker_config_id: int,
+        topic_meta_id: int,
+    ) -> pb.HeartResponseM2CV2 | pb.GetPartMetaResponseM2C:
+        """Fill a V2 heartbeat or metadata answer: 411 for an unknown client, else the ids and
+        whichever of broker list and topic metadata the client's ids show it lacks (§8.2, §8.3)."""
+        member = self._v2_member(group, client_id)
+        if member is None:
+            rsp.errCode, rsp.errMsg = 411, "consumer not registered"
+            return rsp
+        rsp.errCode, rsp.errMsg = 200, _OK
+        rsp.brokerConfigId, rsp.topicMetaInfoId = self.broker_config_id, self.topic_meta_id
+        if broker_config_id != self.broker_config_id:
+            rsp.brokerConfigList.extend(self.broker_infos())
+        if topic_meta_id != self.topic_meta_id:
+            rsp.topicMetaInfoList.extend(self._topic_meta(member.topics))
+        return rsp
 
     def _topic_meta(self, topics: frozenset[str]) -> list[str]:
         out = []
