@@ -22,6 +22,8 @@ __all__ = ["Waker"]
 log = logging.getLogger("tubemq_aio.gateway")
 
 _RESUBSCRIBE_WAIT = 1.0
+#: Seconds one pub/sub read waits; bounds how long a stop takes.
+_POLL = 1.0
 
 
 class Waker:
@@ -39,6 +41,7 @@ class Waker:
         self.received = 0
         self._events: dict[str, asyncio.Event] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def start(self) -> None:
         """Start the listener task (owned; ended by :meth:`close`)."""
@@ -48,10 +51,14 @@ class Waker:
     async def close(self) -> None:
         """Stop the listener and wake every waiter."""
         task, self._task = self._task, None
+        self._stopping = True
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # redis-py's pub/sub read may swallow a cancel that lands in its own timeout; the
+            # loop then sees _stopping within one poll period
+            await asyncio.wait({task}, timeout=_POLL * 5)
+            if not task.done():
+                log.warning("wake listener did not stop in time")
         for event in self._events.values():
             event.set()
         self._events.clear()
@@ -80,12 +87,12 @@ class Waker:
             self.waiting -= 1
 
     async def _listen(self) -> None:
-        while True:
+        while not self._stopping:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(WAKE_CHANNEL)
-                while True:
-                    msg = await pubsub.get_message(timeout=30.0)
+                while not self._stopping:
+                    msg = await pubsub.get_message(timeout=_POLL)
                     if msg is None or msg.get("type") != "message":
                         continue
                     data = msg["data"]
