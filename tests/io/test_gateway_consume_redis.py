@@ -191,6 +191,7 @@ async def test_flushed_redis_is_state_lost(server: RedisServer, service: Consume
     await server.flushall()
     with pytest.raises(StateLostError):
         await service.settle(ref, "ack")
+    assert service.stats().state_lost == 1
     restarted = make(server.url, allow_init=False)
     await restarted.start()
     try:
@@ -208,6 +209,7 @@ async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:
         await server.kill()
         with pytest.raises(StoreUnavailableError):
             await svc.settle(ref, "ack")
+        assert svc.stats().store_errors == 1
         assert (await svc.readiness())["redis"] is False
         await server.restart()
         assert await svc.settle(ref, "ack") == "acked"

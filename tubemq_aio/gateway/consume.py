@@ -163,6 +163,8 @@ class ConsumeService:
         out = dataclasses.replace(self._stats)
         if self._store is not None:
             out.redis_roundtrips = self._store.roundtrips
+            out.state_lost = self._store.lost
+            out.store_errors = self._store.failures
         if self._waker is not None:
             out.long_poll_waiters = self._waker.waiting
         return out

@@ -72,6 +72,8 @@ class LeaseStore:
         self.client = client
         self.timeout = timeout
         self.roundtrips = 0
+        self.failures = 0  # round trips that ended in StoreUnavailableError
+        self.lost = 0  # script answers "lost" (StateLostError)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
 
     async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -83,9 +85,11 @@ class LeaseStore:
                     return await call()
             except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
                 if attempt:
+                    self.failures += 1
                     raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
             except rexc.ResponseError as exc:
                 if "LOADING" in str(exc) or "BUSY" in str(exc):
+                    self.failures += 1
                     raise StoreUnavailableError(f"Redis not ready: {exc}") from exc
                 raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
         raise AssertionError("unreachable")
@@ -97,6 +101,7 @@ class LeaseStore:
         out = [_text(v) for v in raw]
         reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
         if reply.status == "lost":
+            self.lost += 1
             raise StateLostError(
                 f"the gateway state of group {group!r} is missing in Redis; "
                 "an admin must reset the group's offsets"
