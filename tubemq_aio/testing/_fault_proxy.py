@@ -22,6 +22,9 @@ __all__ = ["Direction", "FaultProxy", "LinkFaults"]
 
 Direction = Literal["up", "down"]
 _CHUNK = 64 * 1024
+#: Chunks read but not yet forwarded (held back by latency or a bandwidth cap) per direction;
+#: when full, the proxy stops reading, so the sender's buffers fill as on a slow link.
+_QUEUED_CHUNKS = 16
 
 
 @dataclass(slots=True)
@@ -29,7 +32,8 @@ class LinkFaults:
     """The faults of one direction; change the attributes at any time.
 
     Attributes:
-        latency: seconds each chunk is held before it is forwarded.
+        latency: seconds each chunk is held before it is forwarded (chunks behind it are not
+            held up: latency does not limit throughput; ``bandwidth`` does).
         bandwidth: bytes per second at most (None: unlimited).
         stop_reading: stop reading from the sender, so its socket buffers fill up.
         blackhole: read and discard everything (the connection stays open).
@@ -64,21 +68,44 @@ class _Link:
     async def pump(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: Direction
     ) -> None:
+        """Read one direction and hand each chunk, stamped with its delivery time, to a sender:
+        latency delays every chunk without holding back the ones behind it."""
         faults = self.proxy.faults[direction]
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(_QUEUED_CHUNKS)
+        sender = asyncio.ensure_future(self._send(queue, writer, direction))
         try:
-            while True:
+            while not sender.done():
                 while faults.stop_reading:
                     faults.resumed.clear()
                     await faults.resumed.wait()
                 data = await reader.read(_CHUNK)
                 if not data:
-                    writer.write_eof() if writer.can_write_eof() else None
+                    await queue.put(None)
+                    await sender
                     return
                 if faults.blackhole or faults.half_closed:
                     continue
-                data = self._corrupt(data, faults)
-                if faults.latency > 0:
-                    await asyncio.sleep(faults.latency)
+                await queue.put((loop.time() + faults.latency, self._corrupt(data, faults)))
+        except (ConnectionError, OSError):
+            self.abort()
+        finally:
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+
+    async def _send(
+        self,
+        queue: asyncio.Queue[tuple[float, bytes] | None],
+        writer: asyncio.StreamWriter,
+        direction: Direction,
+    ) -> None:
+        faults = self.proxy.faults[direction]
+        loop = asyncio.get_running_loop()
+        try:
+            while (item := await queue.get()) is not None:
+                due, data = item
+                if due > loop.time():
+                    await asyncio.sleep(due - loop.time())
                 if faults.reset_after is not None:
                     if len(data) >= faults.reset_after:
                         writer.write(data[: faults.reset_after])
@@ -92,6 +119,8 @@ class _Link:
                 writer.write(data)
                 self.proxy.forwarded[direction] += len(data)
                 await writer.drain()
+            if writer.can_write_eof():
+                writer.write_eof()
         except (ConnectionError, OSError):
             self.abort()
 
