@@ -16,7 +16,7 @@ import logging
 import math
 import secrets
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import redis.asyncio as aioredis
 
@@ -72,10 +72,9 @@ _LEASE_MARGIN_MS = 2000
 #: Broadcast: how long the per-partition cursor mutex lives and how long to wait for it.
 _CURSOR_LOCK_MS = 5000
 _RETRY_BUSY_MS = 50
+#: A long poll re-tries at most this often (ms), whatever the scripts said.
+_MIN_POLL_MS = 10
 _BROKER_ERROR_REST_MS = 1000
-_UNLOCK = (
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-)
 
 
 @dataclasses.dataclass(slots=True)
@@ -102,7 +101,6 @@ class ConsumeService:
         self._client: aioredis.Redis | None = None
         self._store: LeaseStore | None = None
         self._waker: Waker | None = None
-        self._unlock: Any = None
         self._closed = False
         self._started = False
 
@@ -135,7 +133,6 @@ class ConsumeService:
             await client.aclose()
             raise
         self._client, self._store, self._waker = client, store, waker
-        self._unlock = client.register_script(_UNLOCK)
         self._started = True
 
     async def close(self) -> None:
@@ -275,7 +272,8 @@ class ConsumeService:
             if outcome.status not in ("empty", "busy") or left_ms <= 0:
                 break
             assert self._waker is not None
-            await self._waker.wait(f"{group}|{scope}", min(left_ms, outcome.retry_after_ms or 0))
+            pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # never a busy loop on Redis
+            await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
         name = f"fetches_{outcome.status}"
         setattr(self._stats, name, getattr(self._stats, name) + 1)
         return outcome
@@ -335,7 +333,7 @@ class ConsumeService:
             margin = min(_LEASE_MARGIN_MS, left_ms // 4)
             async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)):
                 if lease.scope != "c":
-                    unlock = await self._lock_cursor(spec.name, lease.partition_key, cost)
+                    unlock = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
                     if unlock is None:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
@@ -352,16 +350,16 @@ class ConsumeService:
             raise
         finally:
             if unlock is not None:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception):  # it lapses on its own within 5 s
                     cost.trips += 1
-                    await self._unlock(keys=[unlock[0]], args=[unlock[1]])
+                    await store.unlock(*unlock)
 
-    async def _lock_cursor(self, group: str, p: str, cost: _Cost) -> tuple[str, str] | None:
-        assert self._client is not None
+    async def _lock_cursor(
+        self, store: LeaseStore, group: str, p: str, cost: _Cost
+    ) -> tuple[str, str] | None:
         key, token = f"tgw:{{g:{group}}}:curlock:{p}", secrets.token_hex(8)
         cost.trips += 1
-        ok = await self._client.set(key, token, nx=True, px=_CURSOR_LOCK_MS)
-        return (key, token) if ok else None
+        return (key, token) if await store.try_lock(key, token, _CURSOR_LOCK_MS) else None
 
     async def _release(self, store: LeaseStore, lease: Lease, delay_ms: int, cost: _Cost) -> None:
         """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""

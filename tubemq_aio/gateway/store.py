@@ -32,6 +32,9 @@ WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "settle", "extend", "reset", "sync_parts")
 _INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
 _T = TypeVar("_T")
+_UNLOCK = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+)
 
 
 def scope_keys(group: str, scope: str) -> list[str]:
@@ -75,6 +78,7 @@ class LeaseStore:
         self.failures = 0  # round trips that ended in StoreUnavailableError
         self.lost = 0  # script answers "lost" (StateLostError)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
+        self._unlock = client.register_script(_UNLOCK)
 
     async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """One round trip; a lost connection is retried once (scripts are idempotent)."""
@@ -208,6 +212,14 @@ class LeaseStore:
         """The partitions known to a scope."""
         key = scope_keys(group, scope)[6]
         return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+
+    async def try_lock(self, key: str, token: str, px: int) -> bool:
+        """``SET key token NX PX px``: True if this caller now holds the short mutex."""
+        return bool(await self._io(lambda: self.client.set(key, token, nx=True, px=px)))
+
+    async def unlock(self, key: str, token: str) -> None:
+        """Delete the mutex ``key`` if ``token`` still holds it (compare and delete)."""
+        await self._io(lambda: self._unlock(keys=[key], args=[token]))
 
     async def ping(self) -> bool:
         """True if Redis answers ``PING``."""
