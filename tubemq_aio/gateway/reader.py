@@ -1,0 +1,213 @@
+"""The read path of a fetch: lease a partition in Redis, read its batch from TubeMQ, book it.
+
+One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
+GetMessage → CommitOffset → record; :class:`BatchReader` runs up to a few attempts per fetch
+(empty scans and 404s release the lease and try the next partition) and counts what each
+attempt cost, so the cost of a delivered batch can be read from the stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.engine_types import (
+    ConsumeSettings,
+    FetchOutcome,
+    GatewayStats,
+    GroupSpec,
+    Lease,
+    Position,
+)
+from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
+from tubemq_aio.gateway.store import LeaseStore
+from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup
+
+__all__ = ["BatchReader"]
+
+log = logging.getLogger("tubemq_aio.gateway")
+
+#: Empty scans / 404s tried within one fetch before answering ``empty``.
+_ATTEMPTS = 4
+#: The broker work of a fetch must end this long (at most a quarter of the lease) before the
+#: lease does, so a batch is never handed out on a lease that already expired.
+_LEASE_MARGIN_MS = 2000
+#: Broadcast: how long the per-partition cursor mutex lives and how long to wait for it.
+_CURSOR_LOCK_MS = 5000
+_RETRY_BUSY_MS = 50
+_BROKER_ERROR_REST_MS = 1000
+
+
+@dataclasses.dataclass(slots=True)
+class _Cost:
+    """Broker RPCs and Redis round trips of one fetch attempt (fetches run concurrently)."""
+
+    rpcs: int = 0
+    trips: int = 0
+
+
+class BatchReader:
+    """Reads batches under Redis leases for one replica.
+
+    Args:
+        settings: engine settings.
+        stats: the replica's counters (updated in place).
+        tube_of: the started TubeMQ session of a group.
+    """
+
+    def __init__(
+        self,
+        settings: ConsumeSettings,
+        stats: GatewayStats,
+        tube_of: Callable[[GroupSpec], Awaitable[TubeGroup]],
+    ) -> None:
+        self.settings = settings
+        self._stats = stats
+        self._tube_of = tube_of
+
+    async def fetch_once(
+        self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore
+    ) -> FetchOutcome:
+        """Up to a few lease attempts; the first batch, or why there is none."""
+        outcome = FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
+        for _ in range(_ATTEMPTS):
+            cost = _Cost()
+            try:
+                result = await self._attempt(spec, scope, lease_ms, holder, store, cost)
+            finally:
+                self._stats.broker_rpcs += cost.rpcs
+                self._stats.fetch_redis_roundtrips += cost.trips
+            if result is not None:
+                if result.status == "ok":  # what the attempt that got the batch cost
+                    self._stats.ok_broker_rpcs += cost.rpcs
+                    self._stats.ok_redis_roundtrips += cost.trips
+                return result
+        return outcome
+
+    async def _attempt(
+        self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
+        cost: _Cost,
+    ) -> FetchOutcome | None:  # fmt: skip
+        """One acquire and, with a lease, one read; None when another attempt may find data."""
+        lease_id = secrets.token_hex(16)
+        cost.trips += 1
+        got = await store.acquire(spec.name, scope, lease_id, lease_ms, holder)
+        if got.status == "paused":
+            return FetchOutcome("paused", None, ())
+        if got.status == "throttled":
+            return FetchOutcome("throttled", None, (), retry_after_ms=int(got.values[0]))
+        if got.status == "none":
+            return self._idle(got.now, int(got.values[0]), int(got.values[1]))
+        p, cmt, lexp, rc, start, cursor = got.values
+        lease = Lease(spec.name, scope, str(p), lease_id, int(lexp), int(rc))
+        return await self._read_leased(
+            spec, lease, int(cmt), str(start), int(cursor), lexp - got.now, store, cost
+        )
+
+    def _idle(self, now: int, next_ready: int, next_expiry: int) -> FetchOutcome:
+        if next_ready >= 0:
+            return FetchOutcome("empty", None, (), retry_after_ms=max(1, next_ready - now))
+        if next_expiry >= 0:
+            return FetchOutcome("busy", None, (), retry_after_ms=max(1, next_expiry - now))
+        return FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
+
+    async def _read_leased(
+        self, spec: GroupSpec, lease: Lease, cmt: int, start: str, cursor: int,
+        left_ms: int, store: LeaseStore, cost: _Cost,
+    ) -> FetchOutcome | None:  # fmt: skip
+        """Read the leased partition; None when the caller should try another one."""
+        unlock: tuple[str, str] | None = None
+        try:
+            margin = min(_LEASE_MARGIN_MS, left_ms // 4)
+            async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)):
+                if lease.scope != "c":
+                    unlock = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
+                    if unlock is None:
+                        await self._release(store, lease, _RETRY_BUSY_MS, cost)
+                        return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
+                return await self._read(spec, lease, cmt, start, cursor, store, cost)
+        except GatewayError:  # Redis trouble (or lost state) is not the broker's fault
+            await self._release(store, lease, 0, cost)
+            raise
+        except (TubeMQError, TimeoutError, OSError) as exc:
+            self._stats.broker_errors += 1
+            await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
+            raise TubeUnavailableError(f"reading {lease.partition_key} failed: {exc!r}") from exc
+        except BaseException:
+            await self._release(store, lease, 0, cost)
+            raise
+        finally:
+            if unlock is not None:
+                with contextlib.suppress(Exception):  # it lapses on its own within 5 s
+                    cost.trips += 1
+                    await store.unlock(*unlock)
+
+    async def _lock_cursor(
+        self, store: LeaseStore, group: str, p: str, cost: _Cost
+    ) -> tuple[str, str] | None:
+        key, token = f"tgw:{{g:{group}}}:curlock:{p}", secrets.token_hex(8)
+        cost.trips += 1
+        return (key, token) if await store.try_lock(key, token, _CURSOR_LOCK_MS) else None
+
+    async def _release(self, store: LeaseStore, lease: Lease, delay_ms: int, cost: _Cost) -> None:
+        """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""
+        with contextlib.suppress(Exception):
+            cost.trips += 1
+            await asyncio.shield(
+                store.settle(
+                    lease.group, lease.scope, lease.partition_key, lease.lease_id, "release",
+                    delay_ms,
+                )
+            )  # fmt: skip
+
+    async def _read(
+        self, spec: GroupSpec, lease: Lease, cmt: int, start: str, cursor: int,
+        store: LeaseStore, cost: _Cost,
+    ) -> FetchOutcome | None:  # fmt: skip
+        tube = await self._tube_of(spec)
+        p, lid = lease.partition_key, lease.lease_id
+        if cmt < 0:  # no committed offset yet: the group's (or a reset's) start decides
+            target = start or spec.start
+            cost.rpcs += 1
+            begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
+            self._stats.broker_registers += 1
+            cost.trips += 1
+            got = await store.init(spec.name, lease.scope, p, lid, begin, top)
+            if got.status != "ok":
+                return None
+            cmt, cursor = int(got.values[0]), begin
+        cost.rpcs += 1  # at least; the read's own count replaces it
+        read = await tube.read(p, cmt, cursor_at_start=cursor == cmt)
+        cost.rpcs += read.rpcs - 1
+        self._stats.broker_registers += int(read.registered)
+        self._stats.cursor_resyncs += int(bool(read.resync))
+        if read.status in ("throttled", "error"):
+            await self._release(store, lease, read.wait_ms or _RETRY_BUSY_MS, cost)
+            return None
+        skipped = max(0, read.start - cmt)
+        if read.next < cmt:  # the partition shrank below cmt (recreated topic): do not move back
+            log.warning("partition %s ends at %d below committed %d", p, read.next, cmt)
+            await self._release(store, lease, self.settings.not_found_wait_ms, cost)
+            return None
+        n = len(read.messages)
+        empty_wait = 0 if read.next > cmt else self.settings.not_found_wait_ms
+        verified = read.status == "ok" or read.registered
+        cost.trips += 1
+        rec = await store.record(
+            spec.name, lease.scope, p, lid, cmt, read.next, read.max, n, empty_wait,
+            read.next if verified else -1,
+        )  # fmt: skip
+        if rec.status != "ok":
+            self._stats.empty_scans += int(rec.status == "released")
+            return None
+        self._stats.messages += n
+        self._stats.redeliveries += int(lease.redelivery > 0)
+        self._stats.skipped_bytes += skipped
+        top = max(read.max, read.next)
+        position = Position(cmt, read.next, top, max(0, top - cmt), skipped)
+        return FetchOutcome("ok", lease, read.messages, None, position)
