@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks.harness.env import REPO
 
-ALL_SCENARIOS = ("produce", "consume", "latency", "e2e")
+ALL_SCENARIOS = ("produce", "consume", "latency", "e2e", "spark")
 ALL_CLIENTS = ("aio", "java", "go")
 ALL_LOOPS = ("asyncio", "uvloop")
 
@@ -28,7 +28,9 @@ class BenchConfig:
         warmup_seconds: produce warm-up per run (excluded from every figure).
         loops: event loops for our client.
         clients: ``aio``, ``java``, ``go`` (a peer that cannot be built is reported as blocked).
-        scenarios: ``produce``, ``consume``, ``latency``, ``e2e``.
+        scenarios: ``produce``, ``consume``, ``latency``, ``e2e``, ``spark`` (our Spark source
+            and sink next to PySpark's floor and our producer, 1 KB only; see
+            :mod:`~benchmarks.harness.spark_worker`).
         out: parent directory of the result directory.
         partitions: partitions per topic (one broker, one store).
         pin: pin servers and client with ``taskset`` when possible.
@@ -41,6 +43,7 @@ class BenchConfig:
         e2e_warmup_seconds: e2e warm-up at the same rate (not recorded).
         run_timeout: seconds before one client run is killed.
         discard_first: drop round 0 from the statistics (warm broker caches, JIT, page cache).
+        spark_rows: messages of the Spark source topic, rows of each Spark read and write.
     """
 
     quick: bool = False
@@ -63,6 +66,7 @@ class BenchConfig:
     e2e_warmup_seconds: float = 5.0
     run_timeout: float = 600.0
     discard_first: bool = True
+    spark_rows: int = 1_000_000
 
     def count_for(self, size: int) -> int:
         """Measured messages per run at ``size`` bytes."""
@@ -91,6 +95,7 @@ class BenchConfig:
             "e2e_seconds": self.e2e_seconds,
             "e2e_warmup_seconds": self.e2e_warmup_seconds,
             "discard_first": self.discard_first,
+            "spark_rows": self.spark_rows,
         }
 
 
@@ -126,8 +131,9 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], help="our event loop")
     parser.add_argument("--clients", type=_names(ALL_CLIENTS), help="aio,java,go")
     parser.add_argument(
-        "--scenarios", type=_names(ALL_SCENARIOS), help="produce,consume,latency,e2e"
+        "--scenarios", type=_names(ALL_SCENARIOS), help="produce,consume,latency,e2e,spark"
     )
+    parser.add_argument("--spark-rows", type=int, help="spark: rows per read/write (10**6)")
     parser.add_argument("--rates", type=_ints, help="latency: offered msg/s, e.g. 1000,10000")
     parser.add_argument("--latency-seconds", type=float, help="latency: seconds per run")
     parser.add_argument("--e2e-rates", type=_ints, help="e2e: offered msg/s, e.g. 1000,10000")
@@ -155,7 +161,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         )  # fmt: skip
     names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "clients", "scenarios",
              "partitions", "out", "floor", "rates", "latency_seconds", "e2e_rates",
-             "e2e_seconds")  # fmt: skip
+             "e2e_seconds", "spark_rows")  # fmt: skip
     for name in names:
         value = getattr(ns, name)
         if value is not None:

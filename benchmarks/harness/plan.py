@@ -89,6 +89,8 @@ class TopicPlan:
 
     produce: dict[tuple[str, int], str] = field(default_factory=dict)
     consume: dict[int, str] = field(default_factory=dict)
+    spark_source: str = ""
+    spark_sink: str = ""
 
     @classmethod
     def fresh(cls, run_id: str, clients: Sequence[str], sizes: Sequence[int]) -> TopicPlan:
@@ -98,6 +100,7 @@ class TopicPlan:
             for client in clients:
                 plan.produce[(client, size)] = f"b{run_id}_p_{client.replace('-', '_')}_{size}"
             plan.consume[size] = f"b{run_id}_c_{size}"
+        plan.spark_source, plan.spark_sink = f"b{run_id}_s_src", f"b{run_id}_s_sink"
         return plan
 
     @classmethod
@@ -108,11 +111,13 @@ class TopicPlan:
             for client in clients:
                 plan.produce[(client, size)] = topic
             plan.consume[size] = topic
+        plan.spark_source = plan.spark_sink = topic
         return plan
 
     def names(self) -> list[str]:
         """Distinct topic names."""
-        return sorted({*self.produce.values(), *self.consume.values()})
+        spark = {t for t in (self.spark_source, self.spark_sink) if t}
+        return sorted({*self.produce.values(), *self.consume.values(), *spark})
 
 
 def aio_command(args: Sequence[str]) -> list[str]:

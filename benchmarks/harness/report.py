@@ -9,13 +9,14 @@ medians of every variant. Discarded (first) rounds and failed runs are left out.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.plan import BASELINES
+from benchmarks.harness.plots import all_plots
+from benchmarks.harness.spark_report import analyse_spark, spark_markdown
 from benchmarks.harness.stats import bootstrap_ci, median
 
 Key = tuple[str, int, int | None, int | None]
@@ -217,74 +218,20 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
             )
     elif raw.get("floor") is None:
         lines += ["", "Client-side floor not run (`--floor` to include it)."]
+    lines += spark_markdown(raw.get("spark"))
     lines += ["", "Raw rounds: `raw.json` (per run: the client's JSON line, RSS, broker CPU).", ""]
     return "\n".join(lines)
-
-
-def plots(out: Path, summary: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
-    """PNG plots (throughput vs W, CPU per message, latency CDFs); [] without matplotlib."""
-    try:
-        mpl = importlib.import_module("matplotlib")
-        mpl.use("Agg")
-        plt: Any = importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        return []
-    written = []
-    produce = [c for c in summary["cells"] if c["scenario"] == "produce"]
-    for size in sorted({c["size"] for c in produce}):
-        cs = sorted((c for c in produce if c["size"] == size), key=lambda c: c["window"])
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for v in sorted({v for c in cs for v in c["absolute"]}):
-            pts = [(c["window"], c["absolute"][v]["msg_per_s"]) for c in cs if v in c["absolute"]]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=v)
-        ax.set(xscale="log", xlabel="W (in flight)", ylabel="msg/s (median)",
-               title=f"produce {size} B")  # fmt: skip
-        ax.legend()
-        name = f"produce_throughput_{size}.png"
-        fig.savefig(out / name, dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        written.append(name)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    labels, values = [], []
-    for c in summary["cells"]:
-        for v, a in sorted(c["absolute"].items()):
-            if a["cpu_s_per_1e6"] is not None:
-                labels.append(f"{_cell_label(c)}\n{v}")
-                values.append(a["cpu_s_per_1e6"])
-    if values:
-        ax.barh(labels, values)
-        ax.set(xlabel="client CPU-s per 10⁶ messages (median)")
-        ax.tick_params(axis="y", labelsize=6)
-        fig.savefig(out / "cpu_per_message.png", dpi=100, bbox_inches="tight")
-        written.append("cpu_per_message.png")
-    plt.close(fig)
-    lat = [r for r in _kept(runs) if r["scenario"] in ("latency", "e2e")
-           and r["peer"].get("latency_cdf")]  # fmt: skip
-    if lat:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        last: dict[tuple[str, str, int, int | None], dict[str, Any]] = {}
-        for r in lat:  # the last kept round of each (scenario, variant, size, rate)
-            last[(r["scenario"], r["variant"], r["size"], r.get("rate"))] = r
-        for (scenario, variant, size, rate), r in sorted(last.items()):
-            xs, ys = zip(*r["peer"]["latency_cdf"], strict=True)
-            what = "send->ack" if scenario == "latency" else "end-to-end"
-            ax.plot(xs, ys, label=f"{what} {variant} {size} B {rate}/s")
-        ax.set(xscale="log", xlabel="latency ms (intended send -> ack / -> consumer)",
-               ylabel="fraction", title="open-loop latency CDFs (last round)")  # fmt: skip
-        ax.legend(fontsize=7)
-        fig.savefig(out / "latency_cdf.png", dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        written.append("latency_cdf.png")
-    return written
 
 
 def write_all(out: Path, raw: dict[str, Any]) -> None:
     """Write ``raw.json`` (with the analysis), ``summary.md`` and the plots into ``out``."""
     summary = analyse(raw["runs"])
     summary["floor_vs_real"] = floor_vs_real(raw, summary)
+    if raw.get("spark"):
+        raw["spark"]["analysis"] = analyse_spark(raw["spark"])
     raw["summary"] = summary
     try:
-        raw["plots"] = plots(out, summary, raw["runs"])
+        raw["plots"] = all_plots(out, raw["runs"], raw.get("spark"))
     except Exception as exc:  # a plotting problem must never lose the measurements
         raw["plots"] = []
         raw["plots_note"] = f"plotting failed: {exc!r}"

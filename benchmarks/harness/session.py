@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import env, report
+from benchmarks.harness import compare, env, report
 from benchmarks.harness.config import BenchConfig
 from benchmarks.harness.plan import (
     Cell,
@@ -229,6 +229,51 @@ class Bench:
                     done += 1
                     log(f"{done}/{total} round {rnd} {cell.label} {v.name}: {_brief(entry)}")
 
+    async def spark(self) -> dict[str, Any]:
+        """The Spark rows (:mod:`~benchmarks.harness.spark_worker`): fill the source topic with
+        ``spark_rows`` x 1 KB, then one Spark session runs every round of the Spark cases.
+
+        Not pinned: Spark's ``local[2]`` uses both CPUs (the broker shares CPU 0).
+        """
+        rows, size = self.cfg.spark_rows, 1024
+        src, sink = self.topics.spark_source, self.topics.spark_sink
+        log(f"spark: filling {src} with {rows} x {size} B")
+        variant = Variant("aio-asyncio", "aio", "asyncio", "closed")
+        argv = produce_command(variant, self.cluster.master_addr, src, rows, size, 256, 0)
+        fill = await self._client(argv, f"prefill-{src}")
+        sent = int(fill.record["messages"]) if fill.record else 0
+        if sent < rows or (fill.record or {}).get("errors"):
+            log(f"WARNING spark pre-fill: {sent} of {rows} sent ({fill.error})")
+        argv = [sys.executable, "-m", "benchmarks.harness.spark_worker",
+                "--master", self.cluster.master_addr, "--topic", src, "--rows", str(sent),
+                "--sink-topic", sink, "--size", str(size), "--partitions",
+                str(self.cfg.partitions), "--rounds", str(self.cfg.rounds)]  # fmt: skip
+        log(f"spark: {self.cfg.rounds} rounds of read, stream, sink ({sent} rows each)")
+        t0 = time.monotonic()
+        runs: list[dict[str, Any]] = []
+        errors = self.out / "raw" / "spark.stderr.log"
+        errors.parent.mkdir(parents=True, exist_ok=True)
+        with errors.open("ab") as err:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=err, cwd=env.REPO
+            )
+            assert proc.stdout is not None
+            try:
+                async with asyncio.timeout(self.cfg.run_timeout * 6 * self.cfg.rounds):
+                    async for raw in proc.stdout:
+                        line = raw.decode(errors="replace").strip()
+                        if line.startswith("{"):
+                            runs.append(json.loads(line))
+                            log(f"spark: {runs[-1]}")
+                    await proc.wait()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+        return {"rows": sent, "size": size, "topic": src, "sink_topic": sink,
+                "partitions": self.cfg.partitions, "cores": 2, "returncode": proc.returncode,
+                "seconds": round(time.monotonic() - t0, 1), "runs": runs}  # fmt: skip
+
 
 def _brief(e: dict[str, Any]) -> str:
     if not e["ok"]:
@@ -339,6 +384,8 @@ async def _measure(
     if topics is None:
         t0 = time.monotonic()
         topics = TopicPlan.fresh(uuid.uuid4().hex[:4], clients, cfg.sizes)
+        if "spark" not in cfg.scenarios:
+            topics.spark_source = topics.spark_sink = ""
         log(f"creating {len(topics.names())} topics ({cfg.partitions} partitions, 32 MB cache)")
         await create_bench_topics(cluster, topics.names(), cfg.partitions)
         log(f"topics ready in {time.monotonic() - t0:.0f}s")
@@ -350,8 +397,11 @@ async def _measure(
     if "consume" in cfg.scenarios:
         await bench.prefill(cfg.sizes)
     t_start = time.monotonic()
+    spark: dict[str, Any] | None = None
     try:
         await bench.rounds()
+        if "spark" in cfg.scenarios:
+            spark = await bench.spark()
     finally:
         info["load_average_end"] = env.load_average()
         info["measure_seconds"] = round(time.monotonic() - t_start, 1)
@@ -367,7 +417,22 @@ async def _measure(
             "peers": {"java": java, "go": go},
             "floor": floor,
             "runs": bench.runs,
+            "spark": spark,
         }  # fmt: skip
         report.write_all(out, raw)
+    if cfg.quick:
+        _compare(raw, cfg.out, out)
     log(f"done: {out / 'summary.md'}")
     return out
+
+
+def _compare(raw: dict[str, Any], results: Path, out: Path) -> None:
+    """Print (and keep in ``comparison.md``) the cells that moved since the newest committed
+    run of the same cells; a report, never a failure."""
+    try:
+        base, moves = compare.compare_with_committed(raw, results, env.REPO, exclude=out)
+        text = compare.report(base, moves, env.REPO)
+        (out / "comparison.md").write_text(text + "\n")
+    except Exception as exc:  # the comparison must never cost the run
+        text = f"comparison with the committed runs failed: {exc!r}"
+    log(text)

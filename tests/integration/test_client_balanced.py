@@ -247,6 +247,48 @@ async def test_read_at_is_an_exact_positioned_read(
     assert pos.lag == 0
 
 
+async def test_read_next_continues_without_a_register_and_checks_the_cursor(
+    cluster: LocalCluster, topic: str, closing: list[ClientBalancedConsumer]
+) -> None:
+    sent: Sent = {}
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        results = await asyncio.gather(
+            *(producer.send(topic, b"%05d" % i + b"x" * 1024) for i in range(6000))
+        )
+    for i, r in enumerate(results):
+        sent.setdefault(r.partition_key, []).append((r.append_offset, b"%05d" % i + b"x" * 1024))
+    c0 = cb(cluster, f"cb_next_{topic}", topic, 0)
+    closing.append(c0)
+    await c0.start()
+    key, records = max(sent.items(), key=lambda kv: len(kv[1]))
+    records.sort()
+    start = records[0][0]
+
+    async def walk(sequential: bool) -> tuple[list[bytes], int]:
+        bodies: list[bytes] = []
+        batch = await c0.read_at(key, start)
+        reads = 1
+        while batch.messages:
+            bodies += [m.body for m in batch.messages]
+            assert batch.next_offset > batch.start_offset
+            read = c0.read_next if sequential else c0.read_at
+            nxt = await read(key, batch.next_offset)
+            assert nxt.start_offset == batch.next_offset
+            batch, reads = nxt, reads + 1
+        return bodies, reads
+
+    by_register, _ = await walk(sequential=False)
+    by_cursor, reads = await walk(sequential=True)
+    assert by_cursor == by_register == [body for _, body in records]
+    assert reads > 2  # several broker batches were continued
+    # The cursor is after the last batch: asking for an earlier offset is noticed and served
+    # by a registered read from there.
+    first = await c0.read_at(key, start)
+    again = await c0.read_next(key, start)
+    assert again.start_offset == start
+    assert [m.body for m in again.messages] == [m.body for m in first.messages]
+
+
 async def test_async_for_and_protection_timeout(
     cluster: LocalCluster, topic: str, closing: list[ClientBalancedConsumer]
 ) -> None:

@@ -21,6 +21,7 @@ from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import server_error
 from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.protocol.consumer_rpc import GetMessageResponse
 
 __all__ = [
     "read_batch",
@@ -62,6 +63,7 @@ async def read_batch(
     stats: ConsumerStats,
     deliver_corrupt: bool = False,
     consume: bool = True,
+    sequential: bool = False,
 ) -> PositionedRead:
     """Read the broker batch starting at ``offset``; leaves the group offset after it.
 
@@ -70,11 +72,27 @@ async def read_batch(
     committed, so the group's offset stays at ``offset`` and ``next_offset`` is unknown
     (returned equal to ``start_offset``).
 
+    ``sequential=True`` continues a read of this session that left the group's offset at
+    ``offset``: the register is skipped (2 calls instead of 3), because the broker's cursor
+    already sits there. Its answer is checked: when the batch does not start at ``offset`` it
+    is rolled back, and when it does not or the broker answers anything but a batch (the end
+    of the partition included), the read is done again with a register.
+
     Raises:
         ConsumeSpeedLimitedError: the broker throttles the group (452); read again later.
         ServerError: the broker refused the register, the read or the commit.
     """
     key = partition.key
+    if sequential and key in session.readers:
+        got = await session.broker.get_message(
+            partition, last_pack_consumed=False, esc_flow_ctrl=False
+        )
+        if got.success and got.curr_offset == offset:
+            return await _finish_read(
+                session, partition, got, filters, stats, deliver_corrupt, consume
+            )
+        if got.success:  # the cursor was elsewhere: give the batch back, read with a register
+            await session.broker.commit(partition, consumed=False)
     # 1. Register with the bootstrap offset: the first read after a registration uses the
     #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
     reg = await session.register_at_broker(partition, offset)
@@ -91,6 +109,19 @@ async def read_batch(
             top = got.max_offset if got.max_offset >= 0 else reg.max_offset
             return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
         raise server_error(got.err_code, got.err_msg)
+    return await _finish_read(session, partition, got, filters, stats, deliver_corrupt, consume)
+
+
+async def _finish_read(
+    session: ClientBalanceSession,
+    partition: Partition,
+    got: GetMessageResponse,
+    filters: frozenset[str],
+    stats: ConsumerStats,
+    deliver_corrupt: bool,
+    consume: bool,
+) -> PositionedRead:
+    key = partition.key
     # 3. Commit: the only answer that carries the offset right after the batch (a peek rolls
     #    the batch back: the group's offset stays at the register offset).
     done = await session.broker.commit(partition, consumed=consume)

@@ -268,6 +268,21 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         """
         return await self._positioned(partition_key, offset, consume=True)
 
+    async def read_next(self, partition_key: str, offset: int) -> PositionedRead:
+        """Like :meth:`read_at`, for the batch right after one this consumer just read: the
+        previous read left the broker's cursor at ``offset`` (its ``next_offset``), so the
+        register is skipped (GetMessage + commit only).
+
+        The answer is checked: a batch that does not start at ``offset`` is rolled back and
+        read again with :meth:`read_at`'s sequence, as is any answer but a batch. The batch
+        boundaries may differ from :meth:`read_at`'s (the broker's first read after a
+        register uses a smaller unit); the messages at each offset are the same.
+
+        Raises:
+            The same errors as :meth:`read_at`.
+        """
+        return await self._positioned(partition_key, offset, consume=True, sequential=True)
+
     async def peek_at(self, partition_key: str, offset: int) -> PositionedRead:
         """Like :meth:`read_at`, but the batch is rolled back instead of committed: the group's
         stored offset stays at ``offset`` (never moves past it) and ``next_offset`` is unknown
@@ -303,7 +318,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             return rsp.curr_offset, rsp.max_offset
 
     async def _positioned(
-        self, partition_key: str, offset: int, *, consume: bool
+        self, partition_key: str, offset: int, *, consume: bool, sequential: bool = False
     ) -> PositionedRead:
         if offset is None or validate_bootstrap_offset(offset) is None:
             raise ClientBalanceConfigError("read_at needs an offset >= 0")
@@ -323,4 +338,5 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 stats=self.stats,
                 deliver_corrupt=self.config.deliver_corrupt,
                 consume=consume,
+                sequential=sequential,
             )

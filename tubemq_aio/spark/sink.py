@@ -76,57 +76,92 @@ class TubeMQWriteCommit(WriterCommitMessage):
     seconds: float
 
 
-async def _send_rows(producer: Producer, rows: Iterator[OutRow], workers: int) -> None:
-    """Send ``rows`` with ``workers`` sends outstanding; the first failure cancels the rest."""
+class _Feed:
+    """The task's rows for the senders, batch after batch, without draining between batches.
 
-    async def worker() -> None:
-        for row in rows:  # shared iterator: each next() completes without yielding the loop
-            await producer.send(
-                row.topic,
-                row.body,
-                attributes=row.attributes,
-                msg_type=row.msg_type,
-                msg_time=row.msg_time,
-                key=row.key,
-            )
+    Senders share one row iterator (each ``next()`` completes without yielding the loop). A
+    sender that finds it exhausted asks for a refill: the first one takes the next Arrow batch
+    (already being pulled from Spark in a worker thread) and starts pulling the one after; the
+    others see the new generation and carry on. So the in-flight window stays full across
+    batch boundaries and reading the input overlaps with waiting for the brokers.
+    """
 
-    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    def __init__(
+        self,
+        producer: Producer,
+        plan: SinkPlan,
+        batches: Iterator[ArrowBatch],
+        extra: dict[str, str],
+    ) -> None:
+        self.producer, self.plan, self.batches, self.extra = producer, plan, batches, extra
+        self.rows: Iterator[OutRow] = iter(())
+        self.generation = 0
+        self.total = 0
+        self.done = False
+        self.lock = asyncio.Lock()
+        self.pending = self._pull()
+
+    def _pull(self) -> asyncio.Future[ArrowBatch | None]:
+        return asyncio.ensure_future(asyncio.to_thread(next, self.batches, None))
+
+    async def refill(self, seen: int) -> bool:
+        """Make fresh rows available after generation ``seen``; False when the input ended."""
+        async with self.lock:
+            while self.generation == seen and not self.done:
+                batch = await self.pending
+                if batch is None:
+                    self.done = True
+                    break
+                self.pending = self._pull()
+                if not batch.num_rows:
+                    continue
+                # Publish new topics once, before the concurrent sends (older producers let
+                # sends racing on a topic's first use fail with TopicUnavailableError).
+                new = batch_topics(batch, self.plan).difference(self.producer.topics)
+                if new:
+                    await self.producer.publish(sorted(new))
+                self.rows = batch_rows(batch, self.plan, self.extra, self.total)
+                self.total += batch.num_rows
+                self.generation += 1
+            return self.generation != seen
+
+    async def send_all(self) -> None:
+        """Send rows until the input ends (one sender)."""
+        send = self.producer.send
+        while True:
+            seen = self.generation
+            for row in self.rows:
+                await send(
+                    row.topic,
+                    row.body,
+                    attributes=row.attributes,
+                    msg_type=row.msg_type,
+                    msg_time=row.msg_time,
+                    key=row.key,
+                )
+            if not await self.refill(seen):
+                return
 
 
 async def _write_batches(
     plan: SinkPlan, batches: Iterator[ArrowBatch], extra: dict[str, str]
 ) -> int:
-    """Send every row of ``batches`` through one producer; return the number sent.
-
-    The next Arrow batch is pulled from Spark in a worker thread while the current one is
-    being sent, so reading the input and waiting for the brokers overlap.
-    """
-    sent = 0
+    """Send every row of ``batches`` through one producer with ``maxInFlight`` sends
+    outstanding; return the number sent. The first failed send cancels the rest."""
     async with Producer(**plan.producer_kwargs()) as producer:
-        pending = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+        feed = _Feed(producer, plan, batches, extra)
+        tasks = [asyncio.create_task(feed.send_all()) for _ in range(plan.max_in_flight)]
         try:
-            while (batch := await pending) is not None:
-                pending = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
-                if batch.num_rows:
-                    # Publish new topics once, before the concurrent sends (older producers let
-                    # sends racing on a topic's first use fail with TopicUnavailableError).
-                    new = batch_topics(batch, plan).difference(producer.topics)
-                    if new:
-                        await producer.publish(sorted(new))
-                    workers = min(plan.max_in_flight, batch.num_rows)
-                    await _send_rows(producer, batch_rows(batch, plan, extra, sent), workers)
-                    sent += batch.num_rows
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         finally:
-            if not pending.done():  # a failed send: let the thread finish its read first
-                await asyncio.wait([pending])
-    return sent
+            if not feed.pending.done():  # a failed send: let the thread finish its read first
+                await asyncio.wait([feed.pending])
+    return feed.total
 
 
 def write_task(

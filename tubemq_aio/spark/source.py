@@ -48,7 +48,7 @@ from tubemq_aio.spark._offsets import (
 )
 from tubemq_aio.spark._options import SourceOptions, parse_source_options
 from tubemq_aio.spark._planner import Planner, consumer_kwargs, fetch_bounds_once
-from tubemq_aio.spark._reader import DataLossError, chunk_to_arrow, read_range
+from tubemq_aio.spark._reader import DataLossError, arrow_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -96,8 +96,8 @@ def _read(partition: TubeMQInputPartition) -> Iterator[pa.RecordBatch]:
     async def batches() -> Any:
         kwargs = consumer_kwargs(options, options.group, [topic])
         async with ClientBalancedConsumer(**kwargs) as consumer:
-            async for chunk in read_range(consumer, rng, options):
-                yield chunk_to_arrow(chunk, schema)
+            async for batch in arrow_batches(consumer, rng, options, schema):
+                yield batch
 
     yield from iterate_async(batches, options.read_timeout)
 

@@ -1,0 +1,234 @@
+"""PNG figures of a result: one panel per scenario, one colour per client in every figure.
+
+Every bar is the median over the kept rounds with a whisker for the bootstrap 95 % interval of
+that median; our bars carry their ratio against the Java (J) and Go (G) peers, or, for the
+Spark panel, against PySpark's floor / our producer alone. Axes are linear with categorical
+groups (W, rate), so no log-axis tick labels can collide.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.stats import bootstrap_ci, median
+
+#: One colour per client variant, the same in every figure (colour-blind safe palette).
+COLOURS = {
+    "aio-asyncio": "#0072B2",
+    "aio-asyncio-batch": "#0072B2",
+    "aio-asyncio-iter": "#56B4E9",
+    "aio-uvloop": "#009E73",
+    "aio-uvloop-batch": "#009E73",
+    "aio-uvloop-iter": "#8FD9B6",
+    "java": "#D55E00",
+    "go": "#E69F00",
+    "floor": "#999999",
+    "aio": "#0072B2",
+    "producer": "#CC79A7",
+}
+_SCENARIO_TITLES = {
+    "produce": "produce (closed loop)",
+    "consume": "consume (new group, earliest)",
+    "latency": "open-loop send → ack",
+    "e2e": "end-to-end (send → consumer)",
+}
+
+Bar = tuple[float, tuple[float, float] | None]  # median, CI
+
+
+def _pyplot() -> Any:
+    mpl = importlib.import_module("matplotlib")
+    mpl.use("Agg")
+    return importlib.import_module("matplotlib.pyplot")
+
+
+def _group_label(r: dict[str, Any]) -> str:
+    size = f"{r['size'] // 1024} KB" if r["size"] >= 1024 else f"{r['size']} B"
+    if r.get("window") is not None:
+        return f"{size}\nW={r['window']}"
+    if r.get("rate") is not None:
+        return f"{size}\n{r['rate']:,}/s"
+    return size
+
+
+def _bar(values: Sequence[float]) -> Bar | None:
+    m = median(values)
+    return None if m is None else (m, bootstrap_ci(values))
+
+
+def _ratio_text(ours: dict[int, float], peers: dict[str, dict[int, float]]) -> str:
+    parts = []
+    for name, base in peers.items():
+        rs = [ours[r] / base[r] for r in ours if base.get(r)]
+        m = median(rs)
+        if m is not None:
+            parts.append(f"{m:.2g}×{name}")
+    return "\n".join(parts)
+
+
+def bars_panel(
+    ax: Any,
+    groups: list[str],
+    series: dict[str, dict[str, Bar]],
+    notes: dict[tuple[str, str], str],
+    ylabel: str,
+    title: str,
+) -> None:
+    """Grouped bars: ``series[variant][group] = (median, ci)``; ``notes`` above the bars."""
+    variants = list(series)
+    width = 0.8 / max(1, len(variants))
+    top = max((b[1][1] if b[1] else b[0]) for s in series.values() for b in s.values())
+    for i, variant in enumerate(variants):
+        xs, ys, lo, hi = [], [], [], []
+        for g, group in enumerate(groups):
+            bar = series[variant].get(group)
+            if bar is None:
+                continue
+            x = g - 0.4 + width * (i + 0.5)
+            value, ci = bar
+            xs.append(x)
+            ys.append(value)
+            lo.append(value - ci[0] if ci else 0.0)
+            hi.append(ci[1] - value if ci else 0.0)
+            note = notes.get((variant, group))
+            if note:
+                y = (ci[1] if ci else value) + top * 0.02
+                ax.text(x, y, note, ha="center", va="bottom", fontsize=7)
+        ax.bar(xs, ys, width * 0.95, color=COLOURS.get(variant, "#333333"), label=variant,
+               yerr=[lo, hi], capsize=3, error_kw={"elinewidth": 1})  # fmt: skip
+    ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylim(0, top * 1.3)
+    ax.grid(axis="y", alpha=0.3)
+    # Below the axes: never over a bar or an annotation.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3,
+              frameon=False)  # fmt: skip
+
+
+def scenario_figure(
+    out: Path, runs: list[dict[str, Any]], metric: str, ylabel: str, name: str,
+    scenarios: Sequence[str],
+) -> str | None:  # fmt: skip
+    """One figure with a panel per scenario of ``metric`` (median, whiskers, and per-round
+    ratios ours / peer annotated: ``2.1×J`` = 2.1 times the Java peer's figure)."""
+    kept = [r for r in runs if r["ok"] and not r["discarded"] and r.get(metric) is not None]
+    present = [s for s in scenarios if any(r["scenario"] == s for r in kept)]
+    if not present:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(present), figsize=(5.2 * len(present), 4.6), squeeze=False)
+    for ax, scenario in zip(axes[0], present, strict=True):
+        rs = [r for r in kept if r["scenario"] == scenario]
+        groups = sorted({_group_label(r) for r in rs},
+                        key=lambda g: next((r["size"], r.get("window") or 0, r.get("rate") or 0)
+                                           for r in rs if _group_label(r) == g))  # fmt: skip
+        values: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        for r in rs:
+            values[r["variant"]][_group_label(r)][r["round"]] = float(r[metric])
+        order = sorted(values, key=lambda v: (v in ("java", "go"), v))
+        series = {v: {g: b for g, per in values[v].items()
+                      if (b := _bar(list(per.values()))) is not None} for v in order}  # fmt: skip
+        notes: dict[tuple[str, str], str] = {}
+        for v in order:
+            if v in ("java", "go"):
+                continue
+            for g, per in values[v].items():
+                peers = {p[0].upper(): values[p][g] for p in ("java", "go") if g in values[p]}
+                notes[(v, g)] = _ratio_text(per, peers)
+        bars_panel(ax, groups, series, notes, ylabel, _SCENARIO_TITLES.get(scenario, scenario))
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
+    """Rows/s of our Spark source and sink next to PySpark's floor and our producer."""
+    runs = [r for r in (spark or {}).get("runs", []) if r.get("ok") and r.get("round", 0) > 0]
+    if not runs:
+        return None
+    groups = {"read": "batch read", "stream": "AvailableNow\nstream", "sink": "write"}
+    per: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in runs:
+        case = "sink" if r["case"] == "producer" else r["case"]
+        variant = "producer" if r["case"] == "producer" else r["variant"]
+        per[variant][groups[case]][r["round"]] = float(r["rows_per_s"])
+    series: dict[str, dict[str, Bar]] = {
+        v: {g: b for g, xs in per[v].items() if (b := _bar(list(xs.values())))}
+        for v in ("aio", "floor", "producer") if v in per
+    }  # fmt: skip
+    notes: dict[tuple[str, str], str] = {}
+    for g, base_variant, label in ((groups["read"], "floor", "floor"),
+                                   (groups["stream"], "floor", "floor"),
+                                   (groups["sink"], "producer", "producer")):  # fmt: skip
+        ours = per["aio"].get(g, {})
+        base = per.get(base_variant, {}).get(g, {})
+        rs = [ours[r] / base[r] for r in ours if r in base]
+        if rs:
+            notes[("aio", g)] = f"{median(rs):.2f}× {label}"
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    order = [g for g in groups.values() if any(g in s for s in series.values())]
+    title = f"Spark local[2]: {spark['rows']:,} × {spark['size']} B (warm rounds)" if spark else ""
+    bars_panel(ax, order, series, notes, "rows/s (median)", title)
+    fig.tight_layout()
+    fig.savefig(out / "spark.png", dpi=110)
+    plt.close(fig)
+    return "spark.png"
+
+
+def latency_cdf(out: Path, runs: list[dict[str, Any]]) -> str | None:
+    """CDFs of the last kept round of every latency/e2e cell, coloured by client."""
+    lat = [r for r in runs if r["ok"] and not r["discarded"]
+           and r["scenario"] in ("latency", "e2e") and r["peer"].get("latency_cdf")]  # fmt: skip
+    if not lat:
+        return None
+    plt = _pyplot()
+    last: dict[tuple[str, str, int, int | None], dict[str, Any]] = {}
+    for r in lat:
+        last[(r["scenario"], r["variant"], r["size"], r.get("rate"))] = r
+    scenarios = sorted({k[0] for k in last})
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(5.5 * len(scenarios), 4), squeeze=False)
+    styles = ["-", "--", ":", "-."]
+    for ax, scenario in zip(axes[0], scenarios, strict=True):
+        rates = sorted({k[3] or 0 for k in last if k[0] == scenario})
+        for (sc, variant, size, rate), r in sorted(last.items()):
+            if sc != scenario:
+                continue
+            xs, ys = zip(*r["peer"]["latency_cdf"], strict=True)
+            ax.plot(xs, ys, color=COLOURS.get(variant, "#333333"),
+                    linestyle=styles[rates.index(rate or 0) % len(styles)],
+                    label=f"{variant} {size} B {rate:,}/s")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set(xlabel="latency, ms (log)", ylabel="fraction of messages",
+               title=_SCENARIO_TITLES[scenario])  # fmt: skip
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "latency_cdf.png", dpi=110)
+    plt.close(fig)
+    return "latency_cdf.png"
+
+
+def all_plots(out: Path, runs: list[dict[str, Any]], spark: dict[str, Any] | None) -> list[str]:
+    """Write every figure that has data; [] without matplotlib."""
+    try:
+        _pyplot()
+    except ImportError:
+        return []
+    makers: list[Callable[[], str | None]] = [
+        lambda: scenario_figure(out, runs, "msg_per_s", "msg/s (median)", "throughput.png",
+                                ("produce", "consume")),
+        lambda: scenario_figure(out, runs, "cpu_s_per_1e6", "client CPU-s per 10⁶ msg (median)",
+                                "cpu_per_message.png", ("produce", "consume", "e2e")),
+        lambda: scenario_figure(out, runs, "latency_p99_ms", "p99 latency, ms (median)",
+                                "latency_p99.png", ("latency", "e2e")),
+        lambda: latency_cdf(out, runs),
+        lambda: spark_figure(out, spark),
+    ]  # fmt: skip
+    return [name for make in makers if (name := make()) is not None]
