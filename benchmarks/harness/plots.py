@@ -77,8 +77,10 @@ def bars_panel(
     notes: dict[tuple[str, str], str],
     ylabel: str,
     title: str,
+    labels: dict[str, str] | None = None,
 ) -> None:
-    """Grouped bars: ``series[variant][group] = (median, ci)``; ``notes`` above the bars."""
+    """Grouped bars: ``series[variant][group] = (median, ci)``; ``notes`` above the bars;
+    ``labels`` renames variants in the legend."""
     variants = list(series)
     width = 0.8 / max(1, len(variants))
     top = max((b[1][1] if b[1] else b[0]) for s in series.values() for b in s.values())
@@ -98,7 +100,8 @@ def bars_panel(
             if note:
                 y = (ci[1] if ci else value) + top * 0.02
                 ax.text(x, y, note, ha="center", va="bottom", fontsize=7)
-        ax.bar(xs, ys, width * 0.95, color=COLOURS.get(variant, "#333333"), label=variant,
+        ax.bar(xs, ys, width * 0.95, color=COLOURS.get(variant, "#333333"),
+               label=(labels or {}).get(variant, variant),
                yerr=[lo, hi], capsize=3, error_kw={"elinewidth": 1})  # fmt: skip
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=9)
@@ -172,10 +175,12 @@ def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
         if rs:
             notes[("aio", g)] = f"{median(rs):.2f}× {label}"
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7, 4.4))
     order = [g for g in groups.values() if any(g in s for s in series.values())]
     title = f"Spark local[2]: {spark['rows']:,} × {spark['size']} B (warm rounds)" if spark else ""
-    bars_panel(ax, order, series, notes, "rows/s (median)", title)
+    names = {"aio": "tubemq-aio", "floor": "PySpark floor (prepared Arrow batches)",
+             "producer": "our Producer alone (W=256)"}  # fmt: skip
+    bars_panel(ax, order, series, notes, "rows/s (median)", title, names)
     fig.tight_layout()
     fig.savefig(out / "spark.png", dpi=110)
     plt.close(fig)
