@@ -268,9 +268,9 @@ async def test_read_next_continues_without_a_register_and_checks_the_cursor(
         bodies: list[bytes] = []
         batch = await c0.read_at(key, start)
         reads = 1
-        while batch.messages:
+        # An answer can be empty and still move on: slots of the store's other partitions.
+        while batch.messages or batch.next_offset > batch.start_offset:
             bodies += [m.body for m in batch.messages]
-            assert batch.next_offset > batch.start_offset
             read = c0.read_next if sequential else c0.read_at
             nxt = await read(key, batch.next_offset)
             assert nxt.start_offset == batch.next_offset
