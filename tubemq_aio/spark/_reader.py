@@ -34,6 +34,7 @@ from tubemq_aio.errors import (
     ConsumeSpeedLimitedError,
     DataLossError,
     PartitionOccupiedError,
+    TubeMQError,
 )
 from tubemq_aio.models import Message
 from tubemq_aio.spark._offsets import RECORD, OffsetRange
