@@ -58,7 +58,8 @@ async def test_timeout_fails_call_and_keeps_connection(
     with pytest.raises(RequestTimeoutError, match="may or may not have been processed"):
         await conn.call(request_payload(b"x"), 0.1)
     elapsed = time.monotonic() - start
-    assert 0.1 <= elapsed < 0.1 + 0.5
+    # Not before the deadline; the upper bound only catches a hang (the machine may be loaded).
+    assert 0.1 <= elapsed < 10.0
     assert isinstance(RequestTimeoutError("t"), TimeoutError)
     assert pool.stats.timeouts == 1
     assert conn.in_flight == 0
@@ -100,7 +101,8 @@ async def test_server_close_mid_flight_fails_all_pending_fast(
     start = time.monotonic()
     await server.stop()
     results = await asyncio.gather(*calls, return_exceptions=True)
-    assert time.monotonic() - start < 1.0
+    # Far sooner than the 10 s server delay and the 30 s call timeout: failed by the loss.
+    assert time.monotonic() - start < 8.0
     assert all(isinstance(r, ConnectionLostError) for r in results)
     assert "may or may not have been processed" in str(results[0])
     assert conn.is_closed

@@ -58,14 +58,22 @@ def _mac(secret: bytes, signed: str) -> bytes:
 
 
 def encode_token(claims: TokenClaims, secret: bytes) -> str:
-    """Build the token for ``claims``, signed with ``secret``."""
+    """Build the token for ``claims``, signed with ``secret``.
+
+    Raises:
+        TokenError: the token would be longer than :data:`MAX_TOKEN_LENGTH` (which
+            :func:`decode_token` refuses), so it is never handed out.
+    """
     payload = json.dumps(
         [claims.group, claims.scope, claims.partition_key, claims.lease_id],
         separators=(",", ":"),
         ensure_ascii=True,
     )
     signed = PREFIX + _b64(payload.encode("ascii"))
-    return signed + "." + _b64(_mac(secret, signed))
+    token = signed + "." + _b64(_mac(secret, signed))
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise TokenError(f"the lease token would exceed {MAX_TOKEN_LENGTH} characters")
+    return token
 
 
 def decode_token(token: str, secret: bytes) -> TokenClaims:
