@@ -33,6 +33,15 @@ class HeldConnection:
         self.waiting.append(fut)
         return await fut
 
+    def start(self, payload: bytes, timeout: float) -> tuple[int, asyncio.Future[bytes]]:
+        """The producer's hot path (``Connection.start``): the request is sent at once."""
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.waiting.append(fut)
+        return len(self.waiting), fut
+
+    def abandon(self, serial: int) -> None:
+        """The caller stopped waiting; its future stays in ``waiting`` (released harmlessly)."""
+
     def release(self, n: int) -> None:
         for fut in self.waiting[:n]:
             if not fut.done():

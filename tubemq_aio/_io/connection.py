@@ -189,22 +189,61 @@ class Connection(PendingCalls, asyncio.Protocol):
             ClientClosedError: the connection was closed by its owner.
             RemoteProtocolError: the answer could not be decoded (the connection is closed).
         """
-        pending = self._pending
-        loop = self._loop
-        deadline = loop.time() + timeout
+        deadline = self._loop.time() + timeout
         if (
             self._closed is not None
             or self._paused
-            or len(pending) >= self._max_in_flight
+            or len(self._pending) >= self._max_in_flight
             or self._room_waiters
         ):
             await self._wait_to_send(deadline, timeout)
+        serial, fut = self._register(payload, deadline, timeout)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self.abandon(serial)
+            raise
+
+    def start(self, payload: bytes, timeout: float) -> tuple[int, asyncio.Future[bytes]] | None:
+        """Send a request now if there is room, without waiting for anything (the hot path).
+
+        Args:
+            payload: the RPC envelope (``encode_request`` output).
+            timeout: seconds to wait for the answer.
+
+        Returns:
+            ``(serial, future)``: the future gets the business response bytes or the error
+            :meth:`call` would raise; a caller that stops waiting for it must call
+            :meth:`abandon` with the serial. ``None`` when the request would have to wait for
+            room (or the connection is closed): nothing was sent, use :meth:`call`.
+        """
+        if (
+            self._closed is not None
+            or self._paused
+            or len(self._pending) >= self._max_in_flight
+            or self._room_waiters
+        ):
+            return None
+        return self._register(payload, self._loop.time() + timeout, timeout)
+
+    def abandon(self, serial: int) -> None:
+        """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
+        if self._pending.pop(serial, None) is not None:
+            self.stats.cancelled += 1
+            if self._room_waiters:
+                self._wake_room()
+
+    def _register(
+        self, payload: bytes, deadline: float, timeout: float
+    ) -> tuple[int, asyncio.Future[bytes]]:
         # Inlined registration: this is the hottest path of the package.
+        pending = self._pending
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
         frame = encode_frame(serial, payload)
         self._serial = serial
+        loop = self._loop
         fut: asyncio.Future[bytes] = loop.create_future()
         pending[serial] = (fut, deadline, timeout)
         if deadline < self.next_deadline:
@@ -214,14 +253,7 @@ class Connection(PendingCalls, asyncio.Protocol):
         buf.append(frame)
         if len(buf) == 1:
             loop.call_soon(self._flush)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if pending.pop(serial, None) is not None:
-                self.stats.cancelled += 1
-                if self._room_waiters:
-                    self._wake_room()
-            raise
+        return serial, fut
 
     # ---- deadlines and closing ---------------------------------------------------------------
 

@@ -8,6 +8,7 @@ response bytes. Building requests and parsing answers stays with the pure ``prot
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Protocol
 
@@ -19,6 +20,8 @@ from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
 __all__ = ["Endpoint", "RpcClient"]
+
+_MAX_CACHED_TIMEOUTS = 1024
 
 
 class Endpoint(Protocol):
@@ -44,12 +47,14 @@ class RpcClient:
             TLS ports.
     """
 
-    __slots__ = ("_keys", "pool", "tls")
+    __slots__ = ("_keys", "_wire_ms", "pool", "tls")
 
     def __init__(self, pool: ConnectionPool, *, tls: bool = False) -> None:
         self.pool = pool
         self.tls = tls
         self._keys: dict[tuple[str, int], Address] = {}
+        # timeout (s) -> RequestBody.timeout (ms) of the validated timeouts seen (bounded).
+        self._wire_ms: dict[float, int] = {}
 
     def __repr__(self) -> str:
         return f"<RpcClient tls={self.tls} pool={self.pool!r}>"
@@ -106,10 +111,46 @@ class RpcClient:
             ClientClosedError: the pool or the connection was closed by its owner.
             ConfigError: ``timeout`` is not a positive finite number (nothing is sent).
         """
-        if not 0.0 < timeout < math.inf:
-            raise ConfigError(f"timeout must be a positive finite number of seconds: {timeout!r}")
+        timeout_ms = self._wire_ms.get(timeout) or self._timeout_ms(timeout)
         address = peer if peer.__class__ is Address else self.address(peer)
         pool = self.pool
         conn = pool.ready(address) or await pool.connection(address)
-        payload = encode_request(SERVICE_OF_METHOD[method], method, wire_timeout_ms(timeout), body)
+        payload = encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body)
         return await conn.call(payload, timeout)
+
+    def start(
+        self, peer: Endpoint, method: Method, body: bytes, timeout: float
+    ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
+        """Send a request now over an open connection with room, without awaiting anything.
+
+        The hot path of :meth:`call` for callers that await the answer themselves (one coroutine
+        frame less per call). Arguments as for :meth:`call`.
+
+        Returns:
+            ``(connection, serial, future)``: the future ends as :meth:`call` would return or
+            raise; a caller that stops waiting (cancelled) must call
+            ``connection.abandon(serial)``. ``None`` when there is no open connection or no room
+            right now: nothing was sent, use :meth:`call`.
+
+        Raises:
+            ConfigError: ``timeout`` is not a positive finite number (nothing is sent).
+        """
+        timeout_ms = self._wire_ms.get(timeout) or self._timeout_ms(timeout)
+        conn = self.pool.ready(peer if peer.__class__ is Address else self.address(peer))
+        if conn is None:
+            return None
+        started = conn.start(
+            encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body), timeout
+        )
+        if started is None:
+            return None
+        return conn, started[0], started[1]
+
+    def _timeout_ms(self, timeout: float) -> int:
+        """Validate ``timeout`` and remember its wire value."""
+        if not 0.0 < timeout < math.inf:
+            raise ConfigError(f"timeout must be a positive finite number of seconds: {timeout!r}")
+        if len(self._wire_ms) >= _MAX_CACHED_TIMEOUTS:
+            self._wire_ms.clear()
+        ms = self._wire_ms[timeout] = wire_timeout_ms(timeout)
+        return ms

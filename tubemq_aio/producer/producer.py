@@ -33,7 +33,7 @@ from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig, check_send_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.message import EncodedMessage, encode_message, ip_to_int
+from tubemq_aio.protocol.message import encode_message, ip_to_int
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
 from tubemq_aio.protocol.routing import PartitionBackoff
@@ -91,6 +91,9 @@ class Producer(AsyncLifecycle):
         self._blocker = BrokerBlocker(config.blocking)
         self._backoff = PartitionBackoff()
         self._max_in_flight = config.max_in_flight_sends
+        self._send_timeout = config.effective_send_timeout
+        self._partitioner = config.partitioner
+        self._send_retries = config.send_retries
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._in_flight = 0
         self._idle = asyncio.Event()  # set once closing and no send is pending
@@ -279,7 +282,53 @@ class Producer(AsyncLifecycle):
                 else:
                     self._in_flight += 1
                 holding = True
-            result = await self._send_with_retries(session, topic, encoded, key, timeout)
+            # The attempts, inlined: one coroutine frame per send, and the request goes out
+            # without an intermediate coroutine when the connection has room (the hot path).
+            rpc = self._rpc
+            encoder = self._encoder
+            assert rpc is not None
+            assert encoder is not None
+            attempt_timeout = self._send_timeout if timeout is None else timeout
+            avoid: set[str] = set()
+            retries = self._send_retries
+            for attempt in range(retries + 1):
+                now = time.monotonic()
+                partition = self._choose(session, topic, key, avoid, now)
+                broker = partition.broker
+                request = encoder.encode(
+                    partition.topic, partition.partition_id, encoded, session.tokens.broker_auth()
+                )
+                try:
+                    started = rpc.start(broker, _SEND_METHOD, request, attempt_timeout)
+                    if started is None:
+                        data = await rpc.call(broker, _SEND_METHOD, request, attempt_timeout)
+                    else:
+                        conn, serial, future = started
+                        try:
+                            data = await future
+                        except asyncio.CancelledError:
+                            conn.abandon(serial)
+                            raise
+                except TubeMQError as exc:
+                    last = self._attempt_failed(exc, rpc, partition, now)
+                else:
+                    self._backoff.record_response(partition.partition_key)
+                    try:
+                        result = parse_send_result(data, partition)
+                    except ServerError as exc:
+                        self._blocker.record(
+                            broker.broker_id, False, time.monotonic(), err_code=exc.err_code
+                        )
+                        if exc.err_code not in _REFUSED_CODES:
+                            raise
+                        last = exc
+                    else:
+                        self._blocker.record(broker.broker_id, True, time.monotonic())
+                        break
+                if self.closed or attempt == retries:
+                    raise last
+                avoid.add(partition.partition_key)
+                self.retried += 1
         except asyncio.CancelledError:
             if self.closed:
                 self.failed += 1  # cut short by close(): the caller sees ClientClosedError
@@ -391,44 +440,34 @@ class Producer(AsyncLifecycle):
             if not future.done():
                 future.set_result(result)
 
-    async def _send_with_retries(
-        self,
-        session: ProducerSession,
-        topic: str,
-        encoded: EncodedMessage,
-        key: bytes | str | None,
-        timeout: float | None,
-    ) -> SendResult:
-        attempt_timeout = self.config.effective_send_timeout if timeout is None else timeout
-        avoid: set[str] = set()
-        last: TubeMQError | None = None
-        for attempt in range(self.config.send_retries + 1):
-            now = time.monotonic()
-            partition = self._choose(session, topic, key, avoid, now)
-            try:
-                return await self._send_once(session, partition, encoded, attempt_timeout, now)
-            except WriteTimeoutError:
-                raise  # never written, and the caller's deadline has passed
-            except RequestNotSentError as exc:
-                last = exc  # never written: certainly not stored, retry like a connect failure
-            except (RequestTimeoutError, ConnectionLostError) as exc:
-                raise SendOutcomeUnknownError(
-                    f"no answer for the send to {partition.partition_key} ({exc}); "
-                    "the message may or may not be stored"
-                ) from exc
-            except ConnectError as exc:
-                last = exc
-            except ServerError as exc:
-                if exc.err_code not in _REFUSED_CODES:
-                    raise
-                last = exc
-            if self.closed:
-                break
-            avoid.add(partition.partition_key)
-            if attempt < self.config.send_retries:
-                self.retried += 1
-        assert last is not None
-        raise last
+    def _attempt_failed(
+        self, exc: TubeMQError, rpc: RpcClient, partition: Partition, now: float
+    ) -> TubeMQError:
+        """Book a send attempt that got no answer; return the error to retry on, or raise.
+
+        Retried (returned): the request certainly did not reach the broker (connect failure,
+        connection lost before writing) or the broker refused it (503/419). Raised: a write
+        timeout (the caller's deadline has passed), a written request without an answer
+        (:class:`SendOutcomeUnknownError`), and every other error.
+        """
+        broker = partition.broker
+        if isinstance(exc, ConnectError):
+            self._blocker.record_connect(str(rpc.address(broker)), False, now)
+            return exc
+        self._blocker.record(broker.broker_id, False, time.monotonic())
+        self._backoff.record_failure(partition.partition_key, time.monotonic())
+        if isinstance(exc, WriteTimeoutError):
+            raise exc  # never written, and the caller's deadline has passed
+        if isinstance(exc, RequestNotSentError):
+            return exc  # never written: certainly not stored, retry like a connect failure
+        if isinstance(exc, RequestTimeoutError | ConnectionLostError):
+            raise SendOutcomeUnknownError(
+                f"no answer for the send to {partition.partition_key} ({exc}); "
+                "the message may or may not be stored"
+            ) from exc
+        if isinstance(exc, ServerError) and exc.err_code in _REFUSED_CODES:
+            return exc
+        raise exc
 
     def _choose(
         self,
@@ -447,43 +486,7 @@ class Producer(AsyncLifecycle):
             partitions = allowed or partitions
         delayed = self._backoff.delayed(now)
         skip = avoid | delayed if delayed else avoid
-        return self.config.partitioner.select(topic, partitions, key, avoid=skip)
-
-    async def _send_once(
-        self,
-        session: ProducerSession,
-        partition: Partition,
-        encoded: EncodedMessage,
-        timeout: float,
-        now: float,
-    ) -> SendResult:
-        rpc = self._rpc
-        encoder = self._encoder
-        assert rpc is not None
-        assert encoder is not None
-        broker = partition.broker
-        body = encoder.encode(
-            partition.topic, partition.partition_id, encoded, session.tokens.broker_auth()
-        )
-        try:
-            data = await rpc.call(broker, _SEND_METHOD, body, timeout)
-        except ConnectError:
-            self._blocker.record_connect(str(rpc.address(broker)), False, now)
-            raise
-        except TubeMQError:
-            self._blocker.record(broker.broker_id, False, time.monotonic())
-            self._backoff.record_failure(partition.partition_key, time.monotonic())
-            raise
-        self._backoff.record_response(partition.partition_key)
-        try:
-            result = parse_send_result(data, partition)
-        except ServerError as exc:
-            self._blocker.record(
-                partition.broker.broker_id, False, time.monotonic(), err_code=exc.err_code
-            )
-            raise
-        self._blocker.record(broker.broker_id, True, time.monotonic())
-        return result
+        return self._partitioner.select(topic, partitions, key, avoid=skip)
 
     # ---- internals ---------------------------------------------------------------------------
 
