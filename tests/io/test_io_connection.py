@@ -311,3 +311,36 @@ async def test_server_aborting_on_a_request_fails_all_in_flight(
     assert all(isinstance(r, ConnectionLostError) for r in results), results
     assert pool.stats.connections_closed == 1
     await pool.close()
+
+
+async def test_start_sends_at_once_and_abandon_frees_the_slot(
+    server: FakeServer, settings: TransportSettings
+) -> None:
+    pool = ConnectionPool(settings)
+    conn = await pool.connection(addr(server))
+    started = conn.start(request_payload(b"a"), 5.0)
+    assert started is not None
+    _, fut = started
+    assert await asyncio.wait_for(fut, 5.0) == b"a"
+    server.knobs.drop = True
+    started = conn.start(request_payload(b"b"), 5.0)
+    assert started is not None
+    serial, fut = started
+    assert conn.in_flight == 1
+    conn.abandon(serial)
+    conn.abandon(serial)  # a second call is harmless
+    assert conn.in_flight == 0
+    assert pool.stats.cancelled == 1
+    await conn.close()
+    assert conn.start(request_payload(b"c"), 5.0) is None  # closed: nothing is sent
+    await pool.close()
+
+
+async def test_start_returns_none_when_every_slot_is_busy(server: FakeServer) -> None:
+    server.knobs.drop = True
+    pool = ConnectionPool(TransportSettings(max_in_flight=1))
+    conn = await pool.connection(addr(server))
+    assert conn.start(request_payload(b"a"), 5.0) is not None
+    assert conn.start(request_payload(b"b"), 5.0) is None
+    assert pool.stats.requests_sent == 1
+    await pool.close()
