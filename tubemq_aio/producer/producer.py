@@ -282,7 +282,7 @@ class Producer(AsyncLifecycle):
                 else:
                     self._in_flight += 1
                 holding = True
-            # The attempts, inlined: one coroutine frame per send, and the request goes out
+            # The attempts run in this frame (no coroutine per attempt), and the request goes out
             # without an intermediate coroutine when the connection has room (the hot path).
             rpc = self._rpc
             encoder = self._encoder
