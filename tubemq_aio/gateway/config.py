@@ -133,7 +133,8 @@ class GatewayConfig:
         max_batch: most messages in one batch produce request.
         max_body_bytes: largest request body accepted (larger → 413).
         produce_timeout: seconds one produce waits for the broker before answering 504.
-        rpc_timeout: seconds per TubeMQ RPC of the consume engine.
+        rpc_timeout: seconds per TubeMQ RPC and Redis round trip of the consume engine, in
+            [3, 600].
         max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
@@ -178,7 +179,7 @@ class GatewayConfig:
         _check_int(self.max_batch, "max_batch", 1, 10_000)
         _check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
         _check_seconds(self.produce_timeout, "produce_timeout")
-        _check_seconds(self.rpc_timeout, "rpc_timeout")
+        _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
         _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
 
@@ -303,11 +304,13 @@ def _check_int(value: object, key: str, low: int, high: int) -> None:
         raise ConfigError(f"{key} must be an integer in [{low}, {high}]")
 
 
-def _check_seconds(value: object, key: str) -> None:
+def _check_seconds(value: object, key: str, low: float = 0.0) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not 0 < value <= 600
+        or not low < value <= 600
+        or (low and value < low)
     ):
-        raise ConfigError(f"{key} must be a number of seconds in (0, 600]")
+        span = f"[{low:g}, 600]" if low else "(0, 600]"
+        raise ConfigError(f"{key} must be a number of seconds in {span}")

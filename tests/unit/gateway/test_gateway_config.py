@@ -95,6 +95,7 @@ def test_secret_and_keys_never_in_repr(tmp_path: Path) -> None:
         ({"produce_timeout": float("nan")}, "produce_timeout"),
         ({"produce_timeout": float("inf")}, "produce_timeout"),
         ({"max_batch": 0}, "max_batch"),
+        ({"rpc_timeout": 1}, "rpc_timeout"),
         ({"max_batch": True}, "max_batch"),
         ({"allow_anonymous": "yes"}, "allow_anonymous"),
     ],
