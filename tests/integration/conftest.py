@@ -7,6 +7,7 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
   ``masters=cluster.master_addr``. Its methods work from any event loop, so function-scoped
   async tests may call ``await cluster.create_topic(...)`` or ``await cluster.brokers[0].kill()``
   (a test that stops a node must start it again before it ends).
+* ``redis`` (function): a started :class:`~tubemq_aio.testing.RedisServer` (the gateway tests).
 * ``topic`` (function): the name of a topic no other test has used, publishable and
   subscribable, with ``TOPIC_PARTITIONS`` partitions on every broker (so
   ``TOPIC_PARTITIONS * len(cluster.brokers)`` in total). Topics come from a pool created
@@ -28,7 +29,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from tubemq_aio.testing import ClusterError, LocalCluster
+from tubemq_aio.testing import ClusterError, LocalCluster, RedisServer
 
 IT_BROKERS = int(os.environ.get("TUBEMQ_AIO_IT_BROKERS", "2"))
 TOPIC_PARTITIONS = 3
@@ -92,6 +93,13 @@ async def cluster() -> AsyncIterator[LocalCluster]:
         yield cluster
     finally:
         await cluster.stop()
+
+
+@pytest_asyncio.fixture
+async def redis() -> AsyncIterator[RedisServer]:
+    """A real redis-server (AOF, appendfsync always) on a free loopback port, for one test."""
+    async with RedisServer() as server:
+        yield server
 
 
 @pytest_asyncio.fixture

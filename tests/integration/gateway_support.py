@@ -196,3 +196,22 @@ async def consume_until(
         for t in [waiter, *tasks]:
             t.cancel()
         await asyncio.gather(waiter, *tasks, return_exceptions=True)
+
+
+async def lease_one(
+    client: httpx.AsyncClient, group: str, timeout: float = 60, **extra: Any
+) -> dict[str, Any]:
+    """Fetch until a batch comes (``ok``); a retriable 503 (a partition briefly refused by its
+    broker) is waited out. Returns the fetch reply."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        body = {"wait_ms": 1000, **extra}
+        r = await client.post(f"/v1/groups/{group}/fetch", json=body, headers=READER)
+        if r.status_code == 503 and r.json()["error"]["retriable"]:
+            await asyncio.sleep(0.3)
+            continue
+        assert r.status_code == 200, r.text
+        if r.json()["status"] == "ok":
+            reply: dict[str, Any] = r.json()
+            return reply
+    raise AssertionError(f"no batch was delivered within {timeout} s")
