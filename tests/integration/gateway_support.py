@@ -215,3 +215,16 @@ async def lease_one(
             reply: dict[str, Any] = r.json()
             return reply
     raise AssertionError(f"no batch was delivered within {timeout} s")
+
+
+@contextlib.asynccontextmanager
+async def gateways(
+    config: Path, count: int
+) -> AsyncIterator[tuple[list[GatewayReplica], list[httpx.AsyncClient]]]:
+    """``count`` replicas on one config and an httpx client for each; all closed after."""
+    async with replicas(config, count) as reps, contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=r.url, timeout=30))
+            for r in reps
+        ]
+        yield reps, clients

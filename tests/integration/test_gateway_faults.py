@@ -6,16 +6,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 from gateway_support import (
     ADMIN,
     READER,
     Group,
     Tally,
     consume_until,
+    gateways,
     lease_one,
     produce_numbered,
-    replicas,
     write_config,
 )
 
@@ -29,45 +28,38 @@ async def test_replica_killed_or_frozen_while_holding_leases(
         tmp_path / "gw.toml", cluster, redis.url, [topic],
         [Group("gf", [topic], lease_ms=2000, lease_ms_min=1000)],
     )  # fmt: skip
-    async with replicas(config, 3) as (a, b, c):
-        ca, cb, cc = (httpx.AsyncClient(base_url=r.url, timeout=30) for r in (a, b, c))
-        try:
-            await produce_numbered(cb, topic, 3000)
-            # SIGKILL: leases taken through A are acked through B
-            held = [await lease_one(ca, "gf", lease_ms=30000) for _ in range(3)]
-            await a.kill()
-            for lease in held:
-                r = await cb.post(f"/v1/leases/{lease['lease']['token']}/ack", headers=READER)
-                assert r.json() == {"result": "acked"}, r.text
-            # SIGSTOP past the lease: B re-leases the partition; C's late ack is then refused
-            first = await lease_one(cc, "gf", lease_ms=1000)
-            c.freeze()
-            late_ack = asyncio.create_task(
-                cc.post(f"/v1/leases/{first['lease']['token']}/ack", headers=READER)
-            )
-            await asyncio.sleep(1.5)
-            pk = first["lease"]["partition_key"]
-            retaken = None
-            for _ in range(30):
-                got = await lease_one(cb, "gf", lease_ms=30000)
-                if got["lease"]["partition_key"] == pk:
-                    retaken = got
-                    break
-                await cb.post(f"/v1/leases/{got['lease']['token']}/nack", json={}, headers=READER)
-            assert retaken is not None
-            assert retaken["lease"]["redelivery"] >= 1
-            assert [m["value"] for m in retaken["messages"]] == [
-                m["value"] for m in first["messages"]
-            ]
-            c.thaw()
-            r = await asyncio.wait_for(late_ack, 30)
-            assert r.status_code == 409, r.text
-            assert r.json()["error"]["code"] == "lease_stale"
-            r = await cb.post(f"/v1/leases/{retaken['lease']['token']}/ack", headers=READER)
-            assert r.json() == {"result": "acked"}
-        finally:
-            for client in (ca, cb, cc):
-                await client.aclose()
+    async with gateways(config, 3) as ((a, _b, c), (ca, cb, cc)):
+        await produce_numbered(cb, topic, 3000)
+        # SIGKILL: leases taken through A are acked through B
+        held = [await lease_one(ca, "gf", lease_ms=30000) for _ in range(3)]
+        await a.kill()
+        for lease in held:
+            r = await cb.post(f"/v1/leases/{lease['lease']['token']}/ack", headers=READER)
+            assert r.json() == {"result": "acked"}, r.text
+        # SIGSTOP past the lease: B re-leases the partition; C's late ack is then refused
+        first = await lease_one(cc, "gf", lease_ms=1000)
+        c.freeze()
+        late_ack = asyncio.create_task(
+            cc.post(f"/v1/leases/{first['lease']['token']}/ack", headers=READER)
+        )
+        await asyncio.sleep(1.5)
+        pk = first["lease"]["partition_key"]
+        retaken = None
+        for _ in range(30):
+            got = await lease_one(cb, "gf", lease_ms=30000)
+            if got["lease"]["partition_key"] == pk:
+                retaken = got
+                break
+            await cb.post(f"/v1/leases/{got['lease']['token']}/nack", json={}, headers=READER)
+        assert retaken is not None
+        assert retaken["lease"]["redelivery"] >= 1
+        assert [m["value"] for m in retaken["messages"]] == [m["value"] for m in first["messages"]]
+        c.thaw()
+        r = await asyncio.wait_for(late_ack, 30)
+        assert r.status_code == 409, r.text
+        assert r.json()["error"]["code"] == "lease_stale"
+        r = await cb.post(f"/v1/leases/{retaken['lease']['token']}/ack", headers=READER)
+        assert r.json() == {"result": "acked"}
 
 
 async def test_redis_crash_and_flush(
@@ -76,50 +68,45 @@ async def test_redis_crash_and_flush(
     config = write_config(
         tmp_path / "gw.toml", cluster, redis.url, [topic], [Group("gr", [topic], lease_ms=30000)]
     )
-    async with replicas(config, 2) as reps:
-        clients = [httpx.AsyncClient(base_url=r.url, timeout=30) for r in reps]
+    async with gateways(config, 2) as (_reps, clients):
         a, b = clients
-        try:
-            await produce_numbered(a, topic, 4000)
-            first = await lease_one(a, "gr")
-            assert (
-                await a.post(f"/v1/leases/{first['lease']['token']}/ack", headers=READER)
-            ).json() == {"result": "acked"}
-            held = await lease_one(a, "gr")
-            before = (await a.get("/v1/groups/gr/lag", headers=READER)).json()
-            await redis.kill()
-            for c in clients:
-                r = await c.post("/v1/groups/gr/fetch", json={}, headers=READER)
-                assert r.status_code == 503, r.text
-                assert r.json()["error"]["retriable"] is True
-                assert (await c.get("/readyz")).status_code == 503
-            r = await b.post(f"/v1/leases/{held['lease']['token']}/ack", headers=READER)
+        await produce_numbered(a, topic, 4000)
+        first = await lease_one(a, "gr")
+        assert (
+            await a.post(f"/v1/leases/{first['lease']['token']}/ack", headers=READER)
+        ).json() == {"result": "acked"}
+        held = await lease_one(a, "gr")
+        before = (await a.get("/v1/groups/gr/lag", headers=READER)).json()
+        await redis.kill()
+        for c in clients:
+            r = await c.post("/v1/groups/gr/fetch", json={}, headers=READER)
             assert r.status_code == 503, r.text
-            await redis.restart()
-            r = await b.post(f"/v1/leases/{held['lease']['token']}/ack", headers=READER)
-            assert r.json() == {"result": "acked"}, r.text
-            after = (await a.get("/v1/groups/gr/lag", headers=READER)).json()
-            committed = {p["partition_key"]: p["committed"] or 0 for p in after["partitions"]}
-            for p in before["partitions"]:
-                assert committed.get(p["partition_key"], 0) >= (p["committed"] or 0), p
-            done = {m["value"] for m in first["messages"] + held["messages"]}
-            want = {f"n{i}" for i in range(4000)} - done
-            tally = Tally()
-            await consume_until(clients, "gr", want, tally, consumers=4, timeout=120)
-            assert set(tally.delivered) | done == {f"n{i}" for i in range(4000)}
-            # Redis flushed: state lost is reported, never a silent restart from latest
-            await redis.flushall()
-            for c in clients:
-                r = await c.post("/v1/groups/gr/fetch", json={}, headers=READER)
-                assert r.status_code == 503, r.text
-                assert r.json()["error"]["code"] == "state_lost"
-            r = await b.post("/v1/groups/gr/offsets/reset", json={"to": "earliest"}, headers=ADMIN)
-            assert r.status_code == 200, r.text
-            again = await lease_one(b, "gr")
-            assert again["messages"]
-        finally:
-            for c in clients:
-                await c.aclose()
+            assert r.json()["error"]["retriable"] is True
+            assert (await c.get("/readyz")).status_code == 503
+        r = await b.post(f"/v1/leases/{held['lease']['token']}/ack", headers=READER)
+        assert r.status_code == 503, r.text
+        await redis.restart()
+        r = await b.post(f"/v1/leases/{held['lease']['token']}/ack", headers=READER)
+        assert r.json() == {"result": "acked"}, r.text
+        after = (await a.get("/v1/groups/gr/lag", headers=READER)).json()
+        committed = {p["partition_key"]: p["committed"] or 0 for p in after["partitions"]}
+        for p in before["partitions"]:
+            assert committed.get(p["partition_key"], 0) >= (p["committed"] or 0), p
+        done = {m["value"] for m in first["messages"] + held["messages"]}
+        want = {f"n{i}" for i in range(4000)} - done
+        tally = Tally()
+        await consume_until(clients, "gr", want, tally, consumers=4, timeout=120)
+        assert set(tally.delivered) | done == {f"n{i}" for i in range(4000)}
+        # Redis flushed: state lost is reported, never a silent restart from latest
+        await redis.flushall()
+        for c in clients:
+            r = await c.post("/v1/groups/gr/fetch", json={}, headers=READER)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "state_lost"
+        r = await b.post("/v1/groups/gr/offsets/reset", json={"to": "earliest"}, headers=ADMIN)
+        assert r.status_code == 200, r.text
+        again = await lease_one(b, "gr")
+        assert again["messages"]
 
 
 async def test_broker_killed_and_restarted(
@@ -128,34 +115,27 @@ async def test_broker_killed_and_restarted(
     config = write_config(
         tmp_path / "gw.toml", cluster, redis.url, [topic], [Group("gk", [topic], lease_ms=60000)]
     )
-    async with replicas(config, 2) as reps:
-        clients = [httpx.AsyncClient(base_url=r.url, timeout=30) for r in reps]
+    async with gateways(config, 2) as (_reps, clients):
         broker = cluster.brokers[0]
+        await produce_numbered(clients[0], topic, 3000)
+        held = await lease_one(clients[0], "gk")
+        await broker.kill()
+        restarted = False
         try:
-            await produce_numbered(clients[0], topic, 3000)
-            held = await lease_one(clients[0], "gk")
-            await broker.kill()
-            restarted = False
-            try:
-                # a lease already granted stays ackable while a broker is down
-                r = await clients[1].post(
-                    f"/v1/leases/{held['lease']['token']}/ack", headers=READER
-                )
-                assert r.json() == {"result": "acked"}, r.text
-                want = {f"n{i}" for i in range(3000)} - {m["value"] for m in held["messages"]}
-                tally = Tally()
-                consuming = asyncio.create_task(
-                    consume_until(clients, "gk", want, tally, consumers=4, timeout=200)
-                )
-                await asyncio.sleep(5)  # consumers run against the surviving broker meanwhile
-                await broker.restart()
-                restarted = True
-                await consuming
-            finally:
-                if not restarted:
-                    await broker.restart()
-            assert set(tally.delivered) >= want
-            assert 500 not in tally.statuses
+            # a lease already granted stays ackable while a broker is down
+            r = await clients[1].post(f"/v1/leases/{held['lease']['token']}/ack", headers=READER)
+            assert r.json() == {"result": "acked"}, r.text
+            want = {f"n{i}" for i in range(3000)} - {m["value"] for m in held["messages"]}
+            tally = Tally()
+            consuming = asyncio.create_task(
+                consume_until(clients, "gk", want, tally, consumers=4, timeout=200)
+            )
+            await asyncio.sleep(5)  # consumers run against the surviving broker meanwhile
+            await broker.restart()
+            restarted = True
+            await consuming
         finally:
-            for c in clients:
-                await c.aclose()
+            if not restarted:
+                await broker.restart()
+        assert set(tally.delivered) >= want
+        assert 500 not in tally.statuses
