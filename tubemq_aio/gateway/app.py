@@ -183,18 +183,26 @@ class BodyLimitMiddleware:
             if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
                 await self._refuse(send)
                 return
+        # A body without Content-Length (chunked) is read here first, at most max_bytes of it:
+        # FastAPI would read it all anyway, and refusing mid-parse would turn into a 400.
+        chunks: list[Message] = []
         seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise ApiError(413, "too_large", f"request body over {self.max_bytes} bytes")
-            return message
+            chunks.append(message)
+            if message["type"] != "http.request":
+                break
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
 
-        await self.app(scope, limited, send)
+        async def replay() -> Message:
+            return chunks.pop(0) if chunks else await receive()
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
         error = ApiError(413, "too_large", f"request body over {self.max_bytes} bytes")

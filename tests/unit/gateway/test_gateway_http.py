@@ -398,3 +398,23 @@ def test_noop_route_only_when_configured(client: TestClient) -> None:
         assert c.post("/v1/noop", json={"value": "x"}).status_code == 200
         error(c.post("/v1/noop", json={"value": 1}), 422, "invalid")
         assert "/v1/noop" not in c.get("/openapi.json").json()["paths"]
+
+
+def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"value": "'
+        for _ in range(100):
+            yield b"x" * 1024
+        yield b'"}'
+
+    headers = {**ADMIN, "content-type": "application/json"}
+    r = client.post("/v1/topics/demo/messages", content=chunks(), headers=headers)
+    error(r, 413, "too_large")
+
+    def small() -> Iterator[bytes]:
+        yield b'{"value": '
+        yield b'"chunked"}'
+
+    assert (
+        client.post("/v1/topics/demo/messages", content=small(), headers=headers).status_code == 200
+    )
