@@ -93,7 +93,7 @@ async def http_batch_produce(
     return sent / (time.monotonic() - began)
 
 
-async def sdk_send(masters: str, topic: str, seconds: float, parallel: int = 2000) -> float:
+async def sdk_send(masters: str, topic: str, seconds: float, parallel: int = 512) -> float:
     """Messages/s of the SDK's own ``Producer.send`` (``parallel`` sends in flight)."""
     sent = 0
     payload = BODY.encode()

@@ -154,7 +154,13 @@ async def run(rounds: int, seconds: int, count: int) -> dict[str, Any]:
                 Producer(cluster.master_addr, topics=[T_CONSUME]) as producer,
             ):
                 payload = measure.BODY.encode()
-                await asyncio.gather(*(producer.send(T_CONSUME, payload) for _ in range(count)))
+                left = iter(range(count))
+
+                async def fill() -> None:
+                    for _ in left:
+                        await producer.send(T_CONSUME, payload)
+
+                await asyncio.gather(*(fill() for _ in range(256)))
                 print(f"pre-filled {count} messages; replica at {gw.url}", flush=True)
                 raw = []
                 for n in range(rounds):
