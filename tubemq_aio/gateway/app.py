@@ -9,7 +9,6 @@ run the lifespan of mounted apps).
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import socket
@@ -25,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.engine import ConsumeEngine
 from tubemq_aio.gateway.http_errors import ApiError, api_error_for
 from tubemq_aio.gateway.metrics import MetricsMiddleware
@@ -114,9 +114,8 @@ def default_producer(config: GatewayConfig) -> Producer:
 
 def default_engine(config: GatewayConfig) -> ConsumeEngine:
     """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
-    consume = importlib.import_module("tubemq_aio.gateway.consume")
     groups = tuple(
-        consume.GroupSpec(
+        GroupSpec(
             name=g.name,
             topics=g.topics,
             mode=g.mode,
@@ -127,7 +126,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         )
         for g in config.groups
     )
-    settings = consume.ConsumeSettings(
+    settings = ConsumeSettings(
         masters=config.masters,
         redis_url=config.redis,
         deployment=config.deployment,
@@ -136,8 +135,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         max_long_poll_waiters=config.max_long_poll_waiters,
         not_found_wait_ms=config.not_found_wait_ms,
     )
-    engine: ConsumeEngine = consume.ConsumeService(settings)
-    return engine
+    return ConsumeService(settings)
 
 
 def _install_error_handlers(app: FastAPI) -> None:

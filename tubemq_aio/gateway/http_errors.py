@@ -20,6 +20,17 @@ from tubemq_aio.errors import (
     TopicUnavailableError,
 )
 from tubemq_aio.gateway.auth import AuthError, ForbiddenScopeError
+from tubemq_aio.gateway.errors import (
+    GatewayError,
+    InvalidRequestError,
+    LeaseConflictError,
+    LeaseStaleError,
+    StateLostError,
+    StoreUnavailableError,
+    TooManyWaitersError,
+    TubeUnavailableError,
+    UnknownGroupError,
+)
 from tubemq_aio.gateway.tokens import TokenError
 
 __all__ = ["ApiError", "api_error_for"]
@@ -46,17 +57,17 @@ def throttled(retry_after_ms: int | None, message: str) -> ApiError:
     return ApiError(429, "rate_limited", message, True, {"Retry-After": str(seconds)})
 
 
-# The consume engine's errors, by class name: the engine owns its exception module, and this
-# table is the only place that gives them HTTP meaning (status, code, retriable).
-_ENGINE_ERRORS: dict[str, tuple[int, str, bool]] = {
-    "UnknownGroupError": (404, "unknown_group", False),
-    "LeaseStaleError": (409, "lease_stale", False),
-    "LeaseConflictError": (409, "lease_conflict", False),
-    "StateLostError": (503, "state_lost", False),
-    "StoreUnavailableError": (503, "store_unavailable", True),
-    "TubeUnavailableError": (503, "tube_unavailable", True),
-    "TooManyWaitersError": (503, "too_many_waiters", True),
-    "InvalidRequestError": (422, "invalid_request", False),
+# The consume engine's errors: this table is the only place that gives them HTTP meaning
+# (status and code; ``retriable`` comes from the error class).
+_ENGINE_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
+    UnknownGroupError: (404, "unknown_group"),
+    LeaseStaleError: (409, "lease_stale"),
+    LeaseConflictError: (409, "lease_conflict"),
+    StateLostError: (503, "state_lost"),
+    StoreUnavailableError: (503, "store_unavailable"),
+    TubeUnavailableError: (503, "tube_unavailable"),
+    TooManyWaitersError: (503, "too_many_waiters"),
+    InvalidRequestError: (422, "invalid_request"),
 }
 
 
@@ -64,11 +75,11 @@ def api_error_for(exc: BaseException) -> ApiError | None:
     """The HTTP error for ``exc``, or None when it is not an expected failure (a bug → 500)."""
     if isinstance(exc, ApiError):
         return exc
-    for cls in type(exc).__mro__:
-        mapped = _ENGINE_ERRORS.get(cls.__name__)
-        if mapped is not None:
-            status, code, retriable = mapped
-            return ApiError(status, code, str(exc) or code, retriable)
+    if isinstance(exc, GatewayError):
+        status, code = next(
+            (v for cls, v in _ENGINE_ERRORS.items() if isinstance(exc, cls)), (503, "unavailable")
+        )
+        return ApiError(status, code, str(exc) or code, exc.retriable)
     text = str(exc) or type(exc).__name__
     if isinstance(exc, TokenError):
         return ApiError(400, "bad_token", text)

@@ -14,29 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
+from tubemq_aio.errors import SendOutcomeUnknownError
+from tubemq_aio.gateway.errors import (
+    InvalidRequestError,
+    LeaseStaleError,
+    StoreUnavailableError,
+    UnknownGroupError,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.producer_rpc import SendResult
-
-
-class UnknownGroupError(TubeMQError):
-    """Same name as the engine's error: mapped to 404."""
-
-
-class LeaseStaleError(TubeMQError):
-    """Same name as the engine's error: mapped to 409."""
-
-
-class LeaseConflictError(TubeMQError):
-    """Same name as the engine's error: mapped to 409."""
-
-
-class InvalidRequestError(TubeMQError):
-    """Same name as the engine's error: mapped to 422."""
-
-
-class StoreUnavailableError(TubeMQError):
-    """Same name as the engine's error: mapped to 503."""
 
 
 @dataclass(frozen=True, slots=True)
