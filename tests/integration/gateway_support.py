@@ -88,15 +88,21 @@ async def replicas(config: Path, count: int) -> AsyncIterator[list[GatewayReplic
 
 async def produce_numbered(
     client: httpx.AsyncClient, topic: str, count: int, batch: int = 500, prefix: str = "n"
-) -> None:
-    """Send ``prefix<i>`` for i in [0, count) through the batch route; every one must be 200."""
+) -> dict[str, str]:
+    """Send ``prefix<i>`` for i in [0, count) through the batch route; every one must be 200.
+
+    Returns:
+        value -> partition key it was stored in.
+    """
+    stored: dict[str, str] = {}
 
     async def one(start: int) -> None:
-        body = {
-            "messages": [{"value": f"{prefix}{i}"} for i in range(start, min(count, start + batch))]
-        }
+        values = [f"{prefix}{i}" for i in range(start, min(count, start + batch))]
+        body = {"messages": [{"value": v} for v in values]}
         r = await client.post(f"/v1/topics/{topic}/messages/batch", json=body, headers=ADMIN)
         assert r.status_code == 200, r.text
+        for item in r.json()["results"]:
+            stored[values[item["index"]]] = item["partition_key"]
 
     sem = asyncio.Semaphore(4)
 
@@ -105,6 +111,7 @@ async def produce_numbered(
             await one(start)
 
     await asyncio.gather(*(guarded(s) for s in range(0, count, batch)))
+    return stored
 
 
 @dataclass
