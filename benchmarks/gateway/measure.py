@@ -62,8 +62,9 @@ async def wrk(url: str, key: str, seconds: int, connections: int = 32) -> WrkRes
     if proc.returncode != 0:
         raise RuntimeError(f"wrk failed: {err.decode()}{text}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"50%\s+(\S+)", text).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", text).group(1))  # type: ignore[union-attr]
+    # the "Latency Distribution" lines; anchored, since thread stats end in e.g. "85.50%"
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)\s*$", text, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)\s*$", text, re.M).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
     return WrkResult(rps, p50, p99, int(bad.group(1)) if bad else 0)
 
