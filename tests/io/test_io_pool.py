@@ -71,8 +71,10 @@ async def test_reconnect_after_server_restart_with_backoff(server: FakeServer) -
         sweep_interval=0.01, backoff_initial=0.5, backoff_jitter=0.0, connect_timeout=1.0
     )
     pool = ConnectionPool(settings, rand=lambda: 0.0)
+    assert pool.retry_in(addr(server)) == 0.0  # never failed
     first = await pool.connection(addr(server))
     assert await first.call(request_payload(b"1"), 1.0) == b"1"
+    assert pool.retry_in(addr(server)) == 0.0  # connected
     port = server.port
     await server.stop()
     await asyncio.wait_for(first.wait_closed(), 2.0)
@@ -81,10 +83,12 @@ async def test_reconnect_after_server_restart_with_backoff(server: FakeServer) -
         await pool.connection(addr(server))
     with pytest.raises(ConnectError, match=r"next attempt allowed in 0\.[0-5]"):
         await pool.connection(addr(server))
+    assert 0.0 < pool.retry_in(addr(server)) <= 0.5  # what a caller waits for before retrying
     await server.start(port)
     with pytest.raises(ConnectError, match="next attempt allowed"):
         await pool.connection(addr(server))  # still in backoff although the server is back
     await asyncio.sleep(0.55)
+    assert pool.retry_in(addr(server)) == 0.0
     second = await pool.connection(addr(server))
     assert second is not first
     assert await second.call(request_payload(b"2"), 1.0) == b"2"

@@ -162,6 +162,12 @@ class ConnectionPool:
         conn = self._conns.get(address)
         return conn if conn is not None and not conn.is_closed else None
 
+    def retry_in(self, address: Address) -> float:
+        """Seconds before a connect to ``address`` is allowed again (0.0: now; no I/O)."""
+        if self.ready(address) is not None or address in self._connecting:
+            return 0.0
+        return seconds_until_allowed(self._backoff.get(address), self._loop_time())
+
     async def connection(self, address: Address) -> Connection:
         """Return a ready connection to ``address``, connecting if needed.
 

@@ -78,6 +78,10 @@ class RpcClient:
         """Whether an open connection to ``peer`` exists (no I/O)."""
         return self.pool.ready(self.address(peer)) is not None
 
+    def retry_in(self, peer: Endpoint) -> float:
+        """Seconds before the pool allows a connect to ``peer`` again (0.0: now; no I/O)."""
+        return self.pool.retry_in(self.address(peer))
+
     async def connect(self, peer: Endpoint) -> Connection:
         """Open (or reuse) the connection to ``peer`` without sending anything.
 

@@ -47,6 +47,8 @@ log = logging.getLogger("tubemq_aio.producer")
 # Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 _REFUSED_CODES = frozenset({503, 419})
 _SEND_METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
+#: Shortest wait for a broker's reconnect backoff: a jittered delay may be ~0, never a spin.
+_MIN_BACKOFF_WAIT = 0.01
 
 
 class Producer(AsyncLifecycle):
@@ -97,6 +99,7 @@ class Producer(AsyncLifecycle):
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._in_flight = 0
         self._idle = asyncio.Event()  # set once closing and no send is pending
+        self._closing = asyncio.Event()  # wakes sends waiting out a broker's connect backoff
         self._init_lifecycle("tubemq-producer")
         #: OpenTelemetry instrumentation (``None`` when off, see :mod:`tubemq_aio.telemetry`).
         self.telemetry = telemetry_for(config.telemetry)
@@ -143,6 +146,7 @@ class Producer(AsyncLifecycle):
         """Let pending sends finish (``close_grace``), stop the background tasks (sends started
         by :meth:`send_nowait` and still pending fail with :class:`ClientClosedError`), close at
         the master; the connections are released afterwards."""
+        self._closing.set()
         if self._in_flight:
             self._idle.clear()
             try:
@@ -291,8 +295,10 @@ class Producer(AsyncLifecycle):
             attempt_timeout = self._send_timeout if timeout is None else timeout
             avoid: set[str] = set()
             retries = self._send_retries
-            for attempt in range(retries + 1):
+            deadline = 0.0  # waits for a broker's reconnect backoff end by it
+            while True:
                 now = time.monotonic()
+                deadline = deadline or now + attempt_timeout
                 partition = self._choose(session, topic, key, avoid, now)
                 broker = partition.broker
                 request = encoder.encode(
@@ -325,9 +331,19 @@ class Producer(AsyncLifecycle):
                     else:
                         self._blocker.record(broker.broker_id, True, time.monotonic())
                         break
-                if self.closed or attempt == retries:
+                if self.closed:
                     raise last
                 avoid.add(partition.partition_key)
+                if isinstance(last, ConnectError) and self._backoff_wait(session, topic) > 0.0:
+                    # Every broker of the topic is backing off: nothing can be tried before
+                    # the earliest backoff ends, so wait for it within the send's timeout.
+                    # Immediate retries (below) keep their full per-attempt timeout.
+                    attempt_timeout = await self._wait_for_backoff(session, topic, deadline, last)
+                    avoid.clear()
+                elif retries:
+                    retries -= 1
+                else:
+                    raise last
                 self.retried += 1
         except asyncio.CancelledError:
             if self.closed:
@@ -468,6 +484,37 @@ class Producer(AsyncLifecycle):
         if isinstance(exc, ServerError) and exc.err_code in _REFUSED_CODES:
             return exc
         raise exc
+
+    def _backoff_wait(self, session: ProducerSession, topic: str) -> float:
+        """Seconds until a connect to some broker of ``topic`` is allowed (0.0: one is now)."""
+        rpc = self._rpc
+        assert rpc is not None
+        brokers = {p.broker for p in session.metadata.writable_partitions(topic)}
+        return min((rpc.retry_in(b) for b in brokers), default=0.0)
+
+    async def _wait_for_backoff(
+        self, session: ProducerSession, topic: str, deadline: float, last: TubeMQError
+    ) -> float:
+        """Sleep until a broker of ``topic`` may be tried again; return the time left.
+
+        Raises:
+            TubeMQError: ``last``, when the send's ``deadline`` (monotonic) comes first.
+            ClientClosedError: the producer was closed meanwhile.
+        """
+        remaining = deadline - time.monotonic()
+        if remaining > 0.0:
+            wait = max(self._backoff_wait(session, topic), _MIN_BACKOFF_WAIT)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(wait, remaining)):
+                    await self._closing.wait()
+            if self.closed:
+                raise ClientClosedError(
+                    "the producer was closed while this send waited for a broker"
+                )
+            remaining = deadline - time.monotonic()
+        if remaining <= 0.0:
+            raise last
+        return remaining
 
     def _choose(
         self,
