@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Self
 
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
 from tubemq_aio.testing._fake_store import INDEX_UNIT, StoredMessage, TopicLayout
+from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["FakeCluster"]
 
 
-class FakeCluster:
+class FakeCluster(AsyncService):
     """An in-memory master plus ``brokers`` brokers on free loopback ports.
 
     Args:
@@ -109,18 +108,6 @@ class FakeCluster:
         await self.master.node.stop()
         for broker in self.brokers:
             await broker.node.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     @property
     def master_addr(self) -> str:

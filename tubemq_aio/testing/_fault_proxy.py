@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import random
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 
 from tubemq_aio.testing._reset import reset_transport
+from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["Direction", "FaultProxy", "LinkFaults"]
 
@@ -134,7 +134,7 @@ class _Link:
         return bytes(out)
 
 
-class FaultProxy:
+class FaultProxy(AsyncService):
     """A TCP proxy on a free loopback port that forwards to ``target`` (``host:port``).
 
     Args:
@@ -192,6 +192,10 @@ class FaultProxy:
             self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port)
             self._port = self._server.sockets[0].getsockname()[1]
 
+    async def stop(self) -> None:
+        """The same as :meth:`close` (for ``async with``)."""
+        await self.close()
+
     async def close(self) -> None:
         """Stop listening, drop every connection, end every task."""
         await self.refuse_connections()
@@ -200,18 +204,6 @@ class FaultProxy:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # ---- switching faults --------------------------------------------------------------------
 

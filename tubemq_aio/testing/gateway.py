@@ -14,6 +14,7 @@ from types import TracebackType
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess, kill_pid, tail
+from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["GatewayReplica", "GatewayReplicaError"]
 
@@ -34,7 +35,7 @@ async def _http_status(port: int, path: str, timeout: float) -> int:
         writer.close()
 
 
-class GatewayReplica:
+class GatewayReplica(AsyncService):
     """One gateway replica (a uvicorn process) on a free loopback port.
 
     Args:
@@ -129,6 +130,16 @@ class GatewayReplica:
         if self._proc is not None and self._proc.pid is not None:
             kill_pid(self._proc.pid, signal.SIGCONT)
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the replica and remove its temporary log."""
+        await super().__aexit__(exc_type, exc, tb)
+        self.cleanup()
+
     async def stop(self) -> None:
         """Stop the replica (SIGTERM, then SIGKILL). Idempotent."""
         if self._proc is not None:
@@ -144,22 +155,3 @@ class GatewayReplica:
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the replica's log."""
         return tail(self.log_file, lines)
-
-    async def __aenter__(self) -> GatewayReplica:
-        """Start the replica."""
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop the replica and remove its temporary log."""
-        await self.stop()
-        self.cleanup()

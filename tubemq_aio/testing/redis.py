@@ -17,11 +17,11 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["RedisServer", "RedisServerError"]
 
@@ -49,7 +49,7 @@ async def _command(port: int, *args: str, timeout: float) -> bytes:
             await writer.wait_closed()
 
 
-class RedisServer:
+class RedisServer(AsyncService):
     """A ``redis-server`` child process on ``127.0.0.1`` with AOF ``appendfsync always``.
 
     Args:
@@ -225,24 +225,6 @@ class RedisServer:
         if self._dir is not None and self._given_dir is None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-    async def __aenter__(self) -> RedisServer:
-        """Start the server."""
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Stop the server."""
-        await self.stop()
 
     def __repr__(self) -> str:
         """Show port and state."""
