@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
@@ -68,6 +68,8 @@ class ClientBalanceSession(SessionBase):
         #: Partitions registered at their broker for positioned reads only (not fetched).
         self.readers: dict[PartitionKey, Partition] = {}
         self.on_unsubscribable: Callable[[list[PartitionKey]], object] | None = None
+        #: Called with the fetched partitions dropped after a failed broker heartbeat.
+        self.on_lost: Callable[[list[PartitionKey]], object] | None = None
 
     def __repr__(self) -> str:
         return f"<ClientBalanceSession {self.client_id} {self.cache!r} {self.leases!r}>"
@@ -228,6 +230,13 @@ class ClientBalanceSession(SessionBase):
         for partition in self.readers.values():
             groups.setdefault(partition.broker, []).append(partition)
         return groups
+
+    def _drop(self, keys: Iterable[PartitionKey]) -> None:
+        keys = list(keys)
+        fetched = [k for k in keys if k in self.leases]
+        super()._drop(keys)
+        if fetched and self.on_lost is not None:
+            self.on_lost(fetched)
 
     def forget_held(self, key: PartitionKey) -> bool:
         """Remove ``key`` from the fetched or read partitions, without unregistering."""

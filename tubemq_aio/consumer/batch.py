@@ -67,6 +67,10 @@ class ConsumerStats:
             they imposed (``msg_not_found_wait``, or a type-1 frequency rule of the master).
         speed_limited / speed_limit_wait_ms: fetches answered 452 (the broker's consume speed
             limit) and the total rest they imposed (the broker's ``minLimitTime``).
+        partitions_lost: connected partitions dropped because their broker's heartbeat failed
+            (client-balanced; the server-balanced master hands them out again).
+        partitions_reconnected: of those, how many the client-balanced consumer connected
+            again by itself.
     """
 
     fetches: int = 0
@@ -85,6 +89,8 @@ class ConsumerStats:
     not_found_wait_ms: int = 0
     speed_limited: int = 0
     speed_limit_wait_ms: int = 0
+    partitions_lost: int = 0
+    partitions_reconnected: int = 0
 
     def snapshot(self) -> dict[str, int]:
         """The counters as a new dict."""

@@ -34,7 +34,7 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer.batch import PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
-from tubemq_aio.errors import server_error
+from tubemq_aio.errors import TubeMQError, server_error
 from tubemq_aio.protocol.client_balance import (
     ClientBalanceConfigError,
     validate_bootstrap_offset,
@@ -124,8 +124,16 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             checks.problem(f"assignor must be callable, got {type(assignor).__name__}")
         checks.done()
         self._reassign = (reassign_interval, assignor)
+        #: Partitions the application connected and has not disconnected (re-connected by
+        #: :meth:`_reconnect` after a broker failure drops them).
+        self._wanted: set[PartitionKey] = set()
+        self._reconnecting: set[PartitionKey] = set()
 
     _task_prefix = "tubemq-cb-consumer"
+
+    #: Seconds before the first re-connect attempt of a lost partition, and the cap the wait
+    #: doubles up to between attempts.
+    reconnect_backoff: tuple[float, float] = (0.2, 5.0)
 
     def __repr__(self) -> str:
         return (
@@ -139,6 +147,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         parts = self._wire("Balance")
         session = ClientBalanceSession(self.config, *self._wire_node, parts)
         session.on_unsubscribable = self._on_unsubscribable
+        session.on_lost = self._on_lost
         return parts, session
 
     def _spawn_workers(self, session: ClientBalanceSession, engine: FetchEngine) -> None:
@@ -152,6 +161,36 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         log.info("partitions %s are no longer subscribable; disconnecting", [str(k) for k in keys])
         for key in keys:
             self._spawn(self._disconnect_key(key), f"drop-{key}")
+
+    def _on_lost(self, keys: list[PartitionKey]) -> None:
+        self.stats.partitions_lost += len(keys)
+        log.warning("lost partitions %s with their broker; re-connecting them",
+                    [str(k) for k in keys])  # fmt: skip
+        for key in keys:
+            if key in self._wanted and key not in self._reconnecting:
+                self._reconnecting.add(key)
+                self._spawn(self._reconnect(key), f"reconnect-{key}")
+
+    async def _reconnect(self, key: PartitionKey) -> None:
+        # Until connected again, disconnected by the application, or closed (cancelled).
+        delay, cap = self.reconnect_backoff
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, cap)
+                async with self._lock:
+                    if key not in self._wanted or key in self._leases:
+                        return
+                    try:
+                        await self._register(key.format(), None)
+                    except (TubeMQError, OSError) as exc:
+                        log.info("re-connect of %s failed: %r; retrying", key, exc)
+                        continue
+                self.stats.partitions_reconnected += 1
+                log.warning("re-connected lost partition %s", key)
+                return
+        finally:
+            self._reconnecting.discard(key)
 
     async def _release_all(self, session: ClientBalanceSession) -> None:
         await asyncio.gather(*(session.release(k) for k in session.held()))
@@ -193,22 +232,28 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 holds it).
         """
         validate_bootstrap_offset(offset)
-        session, engine = self._running()
         async with self._lock:
-            partition = await resolve_partition(session, partition_key)
-            key = partition.key
-            if key in self._leases:
-                raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
-            session.readers.pop(key, None)  # a reader registration is replaced
-            rsp = await session.register_at_broker(partition, offset)
-            if not rsp.success:
-                raise server_error(rsp.err_code, rsp.err_msg)
-            self._leases.add(
-                partition, session.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
-            )
-            engine.notify()
-            log.info("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
+            key = await self._register(partition_key, offset)
+            self._wanted.add(key)
             return self._position(key)
+
+    async def _register(self, partition_key: str, offset: int | None) -> PartitionKey:
+        # Under self._lock: register at the broker and start fetching.
+        session, engine = self._running()
+        partition = await resolve_partition(session, partition_key)
+        key = partition.key
+        if key in self._leases:
+            raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
+        session.readers.pop(key, None)  # a reader registration is replaced
+        rsp = await session.register_at_broker(partition, offset)
+        if not rsp.success:
+            raise server_error(rsp.err_code, rsp.err_msg)
+        self._leases.add(
+            partition, session.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
+        )
+        engine.notify()
+        log.info("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
+        return key
 
     async def disconnect(self, partition_key: str) -> None:
         """Stop fetching a partition and unregister it at its broker.
@@ -223,13 +268,14 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         """
         key = parse_key(partition_key)
         session, _ = self._running()
-        if key not in self._leases and key not in session.readers:
+        if key not in self._leases and key not in session.readers and key not in self._wanted:
             raise PartitionNotConnectedError(f"partition {partition_key} is not connected")
         async with self._lock:
             await self._disconnect_key(key)
 
     async def _disconnect_key(self, key: PartitionKey) -> None:
         # Wait like Java (3000 ms, §8.4) for a batch the application holds, then unregister.
+        self._wanted.discard(key)
         session, _ = self._running()
         await session.await_return([key], session.clock() + self.config.rebalance_confirm_wait)
         await session.release(key)
