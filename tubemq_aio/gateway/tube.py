@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
-from tubemq_aio.errors import ConfigError, TubeMQError, server_error
+from tubemq_aio.errors import ClientClosedError, ConfigError, TubeMQError, server_error
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
 from tubemq_aio.protocol.consumer_meta import Partition
@@ -43,6 +44,8 @@ _NOT_REGISTERED = frozenset({411, 412})
 LATEST_OFFSET = 1 << 62
 #: Metadata is queried at most this often (seconds) unless a caller forces it.
 _META_TTL = 10.0
+#: Backoff (seconds) between attempts to reopen a session whose start failed.
+_RESTART_MIN, _RESTART_MAX = 1.0, 30.0
 
 
 def shared_consumer_id(deployment: str, group: str) -> str:
@@ -142,15 +145,15 @@ class TubeGroup:
         }
         if credentials is not None:
             options["credentials"] = credentials
-        self._consumer = _SharedConsumer(
-            self.client_id,
-            masters=masters,
-            group=group,
-            topics=list(topics),
-            consume_from="earliest",
-            **options,
-        )
+        options.update(masters=masters, group=group, topics=list(topics))
+        self._options = options
+        self._consumer = self._new_consumer()
         self._start_lock = asyncio.Lock()
+        self._closed = False
+        #: After a failed start (e.g. 425 at the master) the next one waits this long.
+        self._retry_wait = 0.0
+        self._retry_at = -math.inf
+        self._start_error: TubeMQError | None = None
         self._meta_at = -_META_TTL
         self._meta: list[str] = []
         self.master_ok = False
@@ -165,16 +168,42 @@ class TubeGroup:
     async def start(self) -> None:
         """Register at the master (once; concurrent callers wait for the first).
 
+        A failed start (e.g. 425 from the master) closes the SDK consumer for good, so the next
+        call opens a new one; until a backoff (1 s doubling to 30 s) has passed, calls re-raise
+        the last error without asking the master.
+
         Raises:
+            ClientClosedError: :meth:`close` was called.
             TubeMQError: the master refused or could not be reached.
         """
         async with self._start_lock:
-            if not self.started:
+            if self.started:
+                return
+            if self._closed:
+                raise ClientClosedError(f"the TubeMQ session of group {self.group} is closed")
+            if self._start_error is not None and time.monotonic() < self._retry_at:
+                raise self._start_error.with_traceback(None)  # no traceback piling up
+            if self._consumer.closed:
+                # A failed start or a crashed task closes a consumer for good: open a new one.
+                await self._consumer.close()
+                self._consumer = self._new_consumer()
+            try:
                 await self._consumer.start()
-                self.master_ok = True
+            except TubeMQError as exc:
+                self._retry_wait = min(_RESTART_MAX, max(_RESTART_MIN, 2 * self._retry_wait))
+                self._retry_at = time.monotonic() + self._retry_wait
+                self._start_error = exc
+                log.warning("TubeMQ session of %s did not start: %r", self.group, exc)
+                raise
+            self._retry_wait, self._start_error = 0.0, None
+            self.master_ok = True
+
+    def _new_consumer(self) -> _SharedConsumer:
+        return _SharedConsumer(self.client_id, consume_from="earliest", **self._options)
 
     async def close(self) -> None:
         """End the session's tasks and connections (no unregister, no close at the master)."""
+        self._closed = True  # not under the start lock: a start stuck at the master ends too
         await self._consumer.close()
 
     def _session(self) -> ClientBalanceSession:
