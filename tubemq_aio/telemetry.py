@@ -63,6 +63,21 @@ class Telemetry:
     meter_provider: Any = None
     propagate: bool = True
 
+    def __post_init__(self) -> None:
+        problems = []
+        if self.tracer_provider is not None and not callable(
+            getattr(self.tracer_provider, "get_tracer", None)
+        ):
+            problems.append("tracer_provider must be an OpenTelemetry TracerProvider or None")
+        if self.meter_provider is not None and not callable(
+            getattr(self.meter_provider, "get_meter", None)
+        ):
+            problems.append("meter_provider must be an OpenTelemetry MeterProvider or None")
+        if not isinstance(self.propagate, bool):
+            problems.append("propagate must be a bool")
+        if problems:
+            raise ConfigError("Telemetry: " + "; ".join(problems))
+
 
 def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
     """Resolve a client's ``telemetry`` option.

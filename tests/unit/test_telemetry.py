@@ -10,7 +10,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tubemq_aio.errors import ConfigError, SendOutcomeUnknownError
 from tubemq_aio.models import Message
-from tubemq_aio.telemetry import TRACEPARENT, Gauge, process_span, telemetry_for
+from tubemq_aio.telemetry import TRACEPARENT, Gauge, Telemetry, process_span, telemetry_for
 from tubemq_aio.testing.otel import InMemoryTelemetry
 
 
@@ -26,6 +26,8 @@ def test_off_and_bad_settings() -> None:
     assert telemetry_for(None) is not None  # the API is installed in the test environment
     with pytest.raises(ConfigError, match="telemetry must be"):
         telemetry_for("yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"tracer_provider must be.*meter_provider.*propagate"):
+        Telemetry(tracer_provider=5, meter_provider="m", propagate="yes")  # type: ignore[arg-type]
 
 
 def test_send_span_attributes_and_traceparent(otel: InMemoryTelemetry) -> None:
