@@ -86,7 +86,9 @@ async def test_client_balanced_consumer_under_fault(name: str) -> None:
         consumer = ClientBalancedConsumer(
             env.master_addr, group="gcb", topics=["demo"], source_count=1, node_id=0,
             consume_from="earliest", heartbeat_interval=1, confirm_timeout=5, rpc_timeout=3,
+            reconnect_delay=0.05, reconnect_delay_max=0.5,
         )  # fmt: skip
+        assert consumer.config.reconnect_delay == 0.05
         await bounded(consumer.start(), 10)
         try:
             metas = await consumer.partitions()

@@ -52,6 +52,11 @@ def test_topics_forms(topics: Any, expected: dict[str, frozenset[str]]) -> None:
         {"confirm_timeout": 0},
         {"close_timeout": 0},
         {"rpc_timeout": 1},
+        {"reconnect_delay": 0},
+        {"reconnect_delay": float("nan")},
+        {"reconnect_delay": "1"},
+        {"reconnect_delay_max": float("inf")},
+        {"reconnect_delay": 2.0, "reconnect_delay_max": 1.0},
     ],
 )
 def test_invalid_options_raise_config_error(kw: dict[str, Any]) -> None:

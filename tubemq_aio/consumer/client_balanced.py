@@ -131,10 +131,6 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
 
     _task_prefix = "tubemq-cb-consumer"
 
-    #: Seconds before the first re-connect attempt of a lost partition, and the cap the wait
-    #: doubles up to between attempts.
-    reconnect_backoff: tuple[float, float] = (0.2, 5.0)
-
     def __repr__(self) -> str:
         return (
             f"<ClientBalancedConsumer group={self.config.group} node={self.node_id}/"
@@ -173,7 +169,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
 
     async def _reconnect(self, key: PartitionKey) -> None:
         # Until connected again, disconnected by the application, or closed (cancelled).
-        delay, cap = self.reconnect_backoff
+        delay, cap = self.config.reconnect_delay, self.config.reconnect_delay_max
         try:
             while True:
                 await asyncio.sleep(delay)

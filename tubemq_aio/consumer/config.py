@@ -97,6 +97,10 @@ class ConsumerConfig(ClientConfig):
             master before giving up on the server side.
         bound: bound consumption (:class:`~tubemq_aio.consumer.bound.BoundConsume`): start the
             requested partitions at exactly the given offsets; ``None`` (default) = normal.
+        reconnect_delay: seconds a :class:`~tubemq_aio.consumer.ClientBalancedConsumer` waits
+            before re-connecting a partition lost with its broker (0.2 s); the wait doubles
+            after each failed attempt.
+        reconnect_delay_max: the cap of that doubling wait (5 s).
     """
 
     group: str
@@ -113,6 +117,8 @@ class ConsumerConfig(ClientConfig):
     auto_ack: bool = True
     close_timeout: float = 10.0
     bound: BoundConsume | None = None
+    reconnect_delay: float = 0.2
+    reconnect_delay_max: float = 5.0
 
     def _check(self, c: Checks) -> None:
         ClientConfig._check(self, c)
@@ -140,6 +146,11 @@ class ConsumerConfig(ClientConfig):
         c.flag("deliver_corrupt", self.deliver_corrupt)
         c.flag("auto_ack", self.auto_ack)
         c.seconds("close_timeout", self.close_timeout)
+        c.seconds("reconnect_delay", self.reconnect_delay, high=600.0)
+        c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
+        if c.ok and self.reconnect_delay_max < self.reconnect_delay:
+            c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
+                      f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
         if self.bound is not None:
             if not isinstance(self.bound, BoundConsume):
                 c.adopt(BoundConsumeError("bound must be a BoundConsume"))
