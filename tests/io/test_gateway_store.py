@@ -66,7 +66,7 @@ async def _step(store: LeaseStore, model: GroupState, rng: random.Random, tokens
     g, s = "g", "c"
     op = rng.choice(
         ["acquire"] * 4 + ["init", "record", "record", "settle", "settle", "extend"]
-        + ["sync", "reset", "rate", "pause", "sleep"]
+        + ["rewind"] * 2 + ["sync", "reset", "rate", "pause", "sleep"]
     )  # fmt: skip
     if op == "sleep":
         await asyncio.sleep(rng.choice([0.0, 0.005, 0.02]))
@@ -118,6 +118,14 @@ async def _step(store: LeaseStore, model: GroupState, rng: random.Random, tokens
             cur = rng.choice([-1, nxt])
             r = await store.record(g, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
             expect = model.record(r.now, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
+        elif op == "rewind":
+            if rng.random() < 0.7:  # the newest lease is the one most likely still live
+                p, lid = tokens[-1]
+            cmt = model.scope(s).part(p).cmt
+            old = cmt if cmt is not None and rng.random() < 0.8 else rng.randrange(0, 500, 28)
+            new = old - rng.choice([28, 280, 0, -28])
+            r = await store.rewind(g, s, p, lid, old, new, new + 56)
+            expect = model.rewind(r.now, s, p, lid, old, new, new + 56)
         elif op == "settle":
             action = rng.choice(["ack", "ack", "nack", "release"])
             delay = rng.choice([0, 10])
@@ -142,6 +150,36 @@ async def test_scripts_match_the_model_field_by_field(store: LeaseStore, seed: i
         op = await _step(store, model, rng, tokens)
         real = await store.dump("g", "c")
         assert _norm(real, "c") == _norm(model, "c"), (seed, i, op)
+
+
+async def test_rewind_matches_the_model_field_by_field(store: LeaseStore) -> None:
+    g, s, p = "g", "c", "1:t:0"
+    model = GroupState()
+    await store.boot([g], allow_init=True)
+    model.boot()
+    calls: list[tuple[str, tuple[Any, ...]]] = [
+        ("sync_parts", ([p],)),
+        ("acquire", ("A", 60_000, "h")),
+        ("init", (p, "A", 0, 560)),
+        ("record", (p, "A", 0, 560, 560, 20, 400, 560)),
+        ("settle", (p, "A", "ack")),
+        ("acquire", ("B", 60_000, "h")),
+        ("rewind", (p, "A", 560, 280, 280)),  # an old token: stale
+        ("rewind", (p, "B", 500, 280, 280)),  # not the committed offset: moved
+        ("rewind", (p, "B", 560, 600, 600)),  # not backwards: moved
+        ("rewind", (p, "B", 560, 280, 300)),
+        ("rewind", (p, "B", 560, 280, 300)),  # a retry: ok, nothing changes
+        ("settle", (p, "A", "ack")),  # already (settled before the rewind)
+        ("record", (p, "B", 280, 336, 336, 2, 400, 336)),
+        ("rewind", (p, "B", 280, 0, 0)),  # a booked batch: moved
+        ("settle", (p, "B", "ack")),
+    ]
+    for name, args in calls:
+        r = await getattr(store, name)(g, s, *args)
+        expect = getattr(model, name)(r.now, s, *args)
+        assert _flat(r) == expect, name
+        assert _norm(await store.dump(g, s), s) == _norm(model, s), (name, args)
+    assert model.scope(s).part(p).cmt == 336
 
 
 async def test_500_concurrent_acquirers_never_share_a_partition(server: RedisServer) -> None:
@@ -214,6 +252,12 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     first = await store.extend(g, s, p, "C", 30_000)
     second = await store.extend(g, s, p, "C", 30_000)
     assert (first.status, second.status) == ("ok", "ok")
+    await store.settle(g, s, p, "C", "release")
+    assert (await store.acquire(g, s, "D", 60_000, "h")).status == "leased"
+    a, b = await twice(lambda: store.rewind(g, s, p, "D", 112, 56, 60))
+    assert (a.status, b.status, b.values) == ("ok", "ok", (56,))
+    a, b = await twice(lambda: store.record(g, s, p, "D", 56, 56, 60, 0, 0, 56))
+    assert (a.status, b.status, b.values) == ("released", "released", (56,))
     a, b = await twice(lambda: store.reset(g, s, "", [(p, 0)], []))
     assert a.values[2] == b.values[2] == "0"
     assert (await store.dump(g, s)).scopes[s].parts[p].cmt == 0

@@ -250,6 +250,7 @@ class GatewayStats:
     broker_registers: int = 0
     broker_errors: int = 0
     cursor_resyncs: int = 0
+    offset_rewinds: int = 0
     redis_roundtrips: int = 0
     fetch_redis_roundtrips: int = 0
     ok_broker_rpcs: int = 0

@@ -11,9 +11,10 @@ partitions with their committed offset, lease and redelivery count, plus two sch
 ``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
 
 Rules (docs: DESIGN §3.5): at most one live lease per (scope, partition); a committed offset
-moves only by ack, init, reset or an empty scan; a settled lease never changes state again; an
-expired lease is reclaimed by the next acquire but a late ack still counts until someone leases
-the partition again; committed offsets are never deleted when a partition leaves the metadata.
+moves only by ack, init, reset, an empty scan or a rewind (the broker lost the tail it stood
+in); a settled lease never changes state again; an expired lease is reclaimed by the next
+acquire but a late ack still counts until someone leases the partition again; committed offsets
+are never deleted when a partition leaves the metadata.
 """
 
 from __future__ import annotations
@@ -258,6 +259,33 @@ class GroupState:
             return ("released", nxt)
         ps.ls, ps.ln, ps.zc = base, nxt, 0
         return ("ok",)
+
+    def rewind(
+        self, now: int, s: str, p: str, lid: str, old: int, new: int, top: int
+    ) -> tuple[object, ...]:
+        """Move the committed offset back from ``old`` to ``new`` under a live lease with no
+        batch booked yet: the broker's partition now ends at ``new`` (it lost an unflushed tail
+        in a crash and hands those offsets to new messages). ``mx`` becomes ``top``, the
+        redelivery and empty-read counts and the broker cursor are forgotten. The lease stays
+        with the caller; every older lease of the partition is already stale.
+
+        Returns:
+            ``("lost",)``, ``("stale",)``, ``("moved", cmt | -1)`` (cmt is not ``old``, a batch
+            is booked, or ``new`` is not below ``old``) or ``("ok", new)`` (also on a retry).
+        """
+        if not self.booted:
+            return ("lost",)
+        sc = self.scope(s)
+        if not self._live(sc, p, lid, now):
+            return ("stale",)
+        ps = sc.part(p)
+        if new < old and ps.cmt == new and ps.ls is None:
+            return ("ok", new)
+        if ps.ls is not None or ps.cmt != old or new >= old:
+            return ("moved", -1 if ps.cmt is None else ps.cmt)
+        ps.cmt, ps.mx, ps.rc, ps.zc = new, top, 0, 0
+        self.cursor.pop(p, None)
+        return ("ok", new)
 
     def settle(
         self, now: int, s: str, p: str, lid: str, action: str, delay_ms: int = 0

@@ -1,9 +1,10 @@
 """The read path of a fetch: lease a partition in Redis, read its batch from TubeMQ, book it.
 
 One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
-GetMessage → CommitOffset → record; :class:`BatchReader` runs up to a few attempts per fetch
-(empty scans and 404s release the lease and try the next partition) and counts what each
-attempt cost, so the cost of a delivered batch can be read from the stats.
+GetMessage → CommitOffset → [rewind, when the broker's partition now ends below S] → record;
+:class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
+and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
+can be read from the stats.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from tubemq_aio.gateway.engine_types import (
 )
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
 from tubemq_aio.gateway.store import LeaseStore
-from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup
+from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup, TubeRead
 
-__all__ = ["BatchReader"]
+__all__ = ["BatchReader", "rewind_target"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -41,6 +42,20 @@ _LEASE_MARGIN_MS = 2000
 _CURSOR_LOCK_MS = 5000
 _RETRY_BUSY_MS = 50
 _BROKER_ERROR_REST_MS = 1000
+
+
+def rewind_target(cmt: int, read: TubeRead) -> int | None:
+    """Where the committed offset ``cmt`` must move back to after ``read``, or None.
+
+    Only a fresh register counts: :meth:`TubeGroup.read` asks twice when the broker clamps the
+    requested offset down, so ``read.start < cmt`` after a register means two answers agreed the
+    partition now ends at ``read.start`` (a broker restarted without its unflushed tail and hands
+    those offsets to new messages, or the topic was recreated). A max seen in a GetMessage or
+    commit answer, in the lag or in metadata never moves ``cmt`` back.
+    """
+    if read.registered and read.status in ("ok", "empty") and read.start < cmt:
+        return read.start
+    return None
 
 
 @dataclasses.dataclass(slots=True)
@@ -189,9 +204,25 @@ class BatchReader:
         if read.status in ("throttled", "error"):
             await self._release(store, lease, read.wait_ms or _RETRY_BUSY_MS, cost)
             return None
+        back = rewind_target(cmt, read)
+        if back is not None:
+            cost.trips += 1
+            top = max(read.max, read.next)
+            moved = await store.rewind(spec.name, lease.scope, p, lid, cmt, back, top)
+            if moved.status != "ok":
+                await self._release(store, lease, 0, cost)
+                return None
+            self._stats.offset_rewinds += 1
+            log.warning(
+                "group %s scope %s partition %s: the broker's partition ends at %d, below the "
+                "committed offset %d (an unflushed tail lost in a broker crash, or a recreated "
+                "topic); committed offset moved back from %d to %d",
+                spec.name, lease.scope, p, back, cmt, cmt, back,
+            )  # fmt: skip
+            cmt = back
         skipped = max(0, read.start - cmt)
-        if read.next < cmt:  # the partition shrank below cmt (recreated topic): do not move back
-            log.warning("partition %s ends at %d below committed %d", p, read.next, cmt)
+        if read.next < cmt:  # only a fresh register may move cmt back (see rewind_target)
+            log.warning("partition %s read ended at %d below committed %d", p, read.next, cmt)
             await self._release(store, lease, self.settings.not_found_wait_ms, cost)
             return None
         n = len(read.messages)

@@ -29,7 +29,7 @@ __all__ = ["BOOT_KEY", "WAKE_CHANNEL", "LeaseStore", "Reply", "scope_keys"]
 
 BOOT_KEY = "tgw:boot"
 WAKE_CHANNEL = "tgw:wake"
-_SCRIPTS = ("acquire", "init", "record", "settle", "extend", "reset", "sync_parts")
+_SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
 _T = TypeVar("_T")
 _UNLOCK = (
@@ -137,6 +137,12 @@ class LeaseStore:
         return await self._run(
             "record", group, scope, p, lease_id, base, nxt, top, n, wait_ms, cursor
         )
+
+    async def rewind(
+        self, group: str, scope: str, p: str, lease_id: str, old: int, new: int, top: int
+    ) -> Reply:
+        """Move a leased partition's committed offset back from ``old`` to ``new``."""
+        return await self._run("rewind", group, scope, p, lease_id, old, new, top)
 
     async def settle(
         self, group: str, scope: str, p: str, lease_id: str, action: str, delay_ms: int = 0

@@ -95,7 +95,9 @@ class TubeRead:
         max: the partition's max index offset (-1 if the broker did not say).
         messages: the decoded messages.
         rpcs: broker RPCs spent.
-        registered: whether a register was needed (the cursor was not at ``start``).
+        registered: whether a register was needed (the cursor was not at ``start``); a
+            register that put the cursor below ``start`` was asked twice, so ``start`` below
+            the requested offset means two fresh answers agreed the partition ends there.
         resync: why a claimed cursor turned out wrong ('' if it was right or not claimed).
         wait_ms: how long the broker asks us to leave the partition alone (throttled/empty).
         error: the error code/message text of a failed read.
@@ -268,6 +270,12 @@ class TubeGroup:
                 begin, top = await self.register(key, start)
                 rpcs += 1
                 registered = True
+                if begin < start:
+                    # The partition ends below start (a broker lost its unflushed tail): ask
+                    # once more, so the caller moves its committed offset back only on two
+                    # fresh answers that agree.
+                    begin, top = await self.register(key, start)
+                    rpcs += 1
             self.rpcs += 1
             got = await session.broker.get_message(
                 partition, last_pack_consumed=False, esc_flow_ctrl=False

@@ -91,6 +91,32 @@ class LeaseMachine(RuleBasedStateMachine):
             assert _cmts(frozen) == _cmts(self.m)
 
     @precondition(lambda self: self.tokens)
+    @rule(i=st.integers(0, 10_000), back=st.integers(-28, 300), exact=st.booleans())
+    def rewind(self, i: int, back: int, exact: bool) -> None:
+        p, lid = self.tokens[i % len(self.tokens)]
+        sc = self.m.scope(SCOPE)
+        ps = sc.part(p)
+        before, live, booked = _cmts(self.m), self.m._live(sc, p, lid, self.now), ps.ls
+        old = (ps.cmt or 0) if exact else 500
+        frozen = copy.deepcopy(self.m.scopes) if lid in self.settled else None
+        got = self.m.rewind(self.now, SCOPE, p, lid, old, old - back, old - back + 56)
+        after = _cmts(self.m)
+        if got[0] == "ok" and before[p] != old - back:
+            # only under the caller's live lease, before a batch is booked, and only backwards
+            assert live
+            assert booked is None
+            assert before[p] == old
+            assert back > 0
+            assert after == {**before, p: old - back}
+            assert p not in self.m.cursor
+            assert sc.part(p).lid == lid  # the caller keeps its lease
+        else:
+            assert after == before
+        if frozen is not None:  # a settled token can never move an offset back
+            assert got == ("stale",)
+            assert self.m.scopes == frozen
+
+    @precondition(lambda self: self.tokens)
     @rule(
         i=st.integers(0, 10_000),
         action=st.sampled_from(["ack", "nack", "release"]),
@@ -215,3 +241,31 @@ def test_gone_partition_keeps_its_committed_offset() -> None:
     assert m.acquire(2, SCOPE, "A", 100, "h")[0] == "none"
     m.sync_parts(3, SCOPE, ["p"])
     assert m.acquire(4, SCOPE, "A", 100, "h")[:3] == ("leased", "p", 56)
+
+
+def test_rewind_moves_back_under_the_lease_and_older_tokens_get_stale() -> None:
+    m = GroupState()
+    m.boot()
+    m.sync_parts(0, SCOPE, ["p"])
+    assert m.acquire(0, SCOPE, "A", 100, "h")[:2] == ("leased", "p")
+    assert m.init(1, SCOPE, "p", "A", 0, 560) == ("ok", 0)
+    assert m.record(2, SCOPE, "p", "A", 0, 560, 560, 20, 400, 560) == ("ok",)
+    assert m.settle(3, SCOPE, "p", "A", "ack") == ("acked", 560)
+    # B leases, the broker now ends at 280 (lost tail); A's settled lease stays settled
+    assert m.acquire(4, SCOPE, "B", 100, "h")[:3] == ("leased", "p", 560)
+    assert m.rewind(5, SCOPE, "p", "A", 560, 280, 280) == ("stale",)
+    assert m.rewind(5, SCOPE, "p", "B", 500, 280, 280) == ("moved", 560)
+    assert m.rewind(5, SCOPE, "p", "B", 560, 560, 560) == ("moved", 560)
+    assert m.rewind(5, SCOPE, "p", "B", 560, 280, 300) == ("ok", 280)
+    assert m.rewind(5, SCOPE, "p", "B", 560, 280, 300) == ("ok", 280)  # a retry
+    ps = m.scope(SCOPE).part("p")
+    assert (ps.cmt, ps.mx, ps.lid) == (280, 300, "B")
+    assert "p" not in m.cursor
+    assert m.settle(6, SCOPE, "p", "A", "ack") == ("already", 280)
+    # after the lease expired, a late rewind under it is refused
+    assert m.rewind(200, SCOPE, "p", "B", 280, 0, 0) == ("stale",)
+    assert m.scope(SCOPE).part("p").cmt == 280
+    # a booked batch is never moved back under its lease
+    assert m.acquire(201, SCOPE, "C", 100, "h")[:3] == ("leased", "p", 280)
+    assert m.record(202, SCOPE, "p", "C", 280, 336, 336, 2, 400, 336) == ("ok",)
+    assert m.rewind(203, SCOPE, "p", "C", 280, 0, 0) == ("moved", 280)
