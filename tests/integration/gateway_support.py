@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,7 @@ class Tally:
     abandoned_msgs: int = 0
     failed_ack_msgs: int = 0
     statuses: dict[int, int] = field(default_factory=dict)
+    leases: list[tuple[str, int]] = field(default_factory=list)  # (partition_key, redelivery)
 
 
 async def consume_until(
@@ -167,6 +168,7 @@ async def consume_until(
                 continue
             values = [m["value"] for m in reply["messages"]]
             token = reply["lease"]["token"]
+            tally.leases.append((reply["lease"]["partition_key"], reply["lease"]["redelivery"]))
             roll = rng.random()
             if roll < ack_p:
                 a = await client.post(f"/v1/leases/{token}/ack", headers=READER)
@@ -222,6 +224,30 @@ async def lease_one(
             reply: dict[str, Any] = r.json()
             return reply
     raise AssertionError(f"no batch was delivered within {timeout} s")
+
+
+async def metric(client: httpx.AsyncClient, name: str, **labels: str) -> float:
+    """The sum of a replica's ``/metrics`` samples ``name`` whose labels include ``labels``."""
+    r = await client.get("/metrics")
+    assert r.status_code == 200, r.text
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in r.text.splitlines():
+        sample, _, value = line.rpartition(" ")
+        base, _, rest = sample.partition("{")
+        if base == name and all(w in rest for w in want):
+            total += float(value)
+    return total
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    """Poll ``check`` every 50 ms until it is true; AssertionError naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() >= deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

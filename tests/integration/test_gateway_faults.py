@@ -1,26 +1,31 @@
-"""Gateway faults on real processes: replica SIGKILL / SIGSTOP, Redis kill -9 and flush, broker
-kill -9. Each ends with every message delivered (set equality) and no 500 anywhere."""
+"""Gateway faults on real processes: replica SIGKILL (holding leases, and between lease and
+reply) / SIGSTOP, a client leaving its long poll, Redis kill -9 and flush, broker kill -9. Each
+ends with every message delivered (set equality) and no 500 anywhere."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from pathlib import Path
 
 import httpx
 from gateway_support import (
     ADMIN,
     READER,
+    READER_KEY,
     Group,
     Tally,
     consume_until,
+    eventually,
     gateways,
     lease_one,
+    metric,
     produce_numbered,
     write_config,
 )
 
-from tubemq_aio.testing import LocalCluster, RedisServer
+from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
 
 
 async def test_replica_killed_or_frozen_while_holding_leases(
@@ -142,12 +147,7 @@ async def test_broker_killed_leases_stay_ackable_and_the_other_broker_flows(
 
 async def _rewinds(clients: list[httpx.AsyncClient]) -> int:
     """The replicas' ``offset_rewinds`` engine counters, summed (from ``/metrics``)."""
-    total = 0.0
-    for c in clients:
-        for line in (await c.get("/metrics")).text.splitlines():
-            if line.startswith("tubemq_gateway_engine_offset_rewinds "):
-                total += float(line.split()[1])
-    return int(total)
+    return int(sum([await metric(c, "tubemq_gateway_engine_offset_rewinds") for c in clients]))
 
 
 async def test_broker_restarted_without_its_unflushed_tail_delivers_what_comes_after(
@@ -211,3 +211,103 @@ async def test_broker_restarted_without_its_unflushed_tail_delivers_what_comes_a
         finally:
             if not victim.process.running:
                 await victim.restart()
+
+
+async def _held_by(client: httpx.AsyncClient, group: str, pid: int | None) -> str | None:
+    """The partition a lease of the replica process ``pid`` holds (lag shows the holder)."""
+    r = await client.get(f"/v1/groups/{group}/lag", headers=READER)
+    assert r.status_code == 200, r.text
+    for p in r.json()["partitions"]:
+        if (p.get("lease_holder") or "").endswith(f":{pid}"):
+            return str(p["partition_key"])
+    return None
+
+
+async def test_replica_killed_between_lease_and_reply(
+    cluster: LocalCluster, topic: str, redis: RedisServer, tmp_path: Path
+) -> None:
+    """A takes the lease in Redis and answers, but the answer never reaches the client (a proxy
+    swallows it) and A is SIGKILLed: the batch comes again through B once the lease expired,
+    counted as a redelivery, and every number is delivered and acked."""
+    config = write_config(
+        tmp_path / "gw.toml", cluster, redis.url, [topic],
+        [Group("gl", [topic], lease_ms=2000, lease_ms_min=1000)],
+    )  # fmt: skip
+    async with gateways(config, 2) as ((a, _b), (_ca, cb)):
+        stored = await produce_numbered(cb, topic, 2000)
+        leased_pk: str | None = None
+        async with (
+            FaultProxy(f"127.0.0.1:{a.port}") as proxy,
+            httpx.AsyncClient(base_url=f"http://{proxy.addr}", timeout=60) as via_proxy,
+        ):
+            proxy.set("down", blackhole=True)  # nothing A answers reaches the client
+            for _attempt in range(20):
+                swallowed = proxy.discarded["down"]
+                pending = asyncio.create_task(
+                    via_proxy.post("/v1/groups/gl/fetch", json={}, headers=READER)
+                )
+
+                async def answered(before: int = swallowed) -> bool:
+                    return proxy.discarded["down"] > before
+
+                await eventually(answered, 30, "replica A answered the fetch")
+                leased_pk = await _held_by(cb, "gl", a.pid)
+                if leased_pk is not None:
+                    break
+                pending.cancel()  # A answered without a batch (empty, busy, 503): again
+                await asyncio.gather(pending, return_exceptions=True)
+            assert leased_pk is not None, "replica A never leased a batch"
+            await a.kill()
+            try:
+                await asyncio.wait_for(pending, 30)
+                raise AssertionError("the client got an answer through the blackhole")
+            except httpx.HTTPError:
+                pass  # the connection ended without an answer
+        tally = Tally()
+        await consume_until([cb], "gl", set(stored), tally, consumers=3, timeout=180)
+        assert set(tally.delivered) == set(stored)
+        assert 500 not in tally.statuses
+        again = [rc for pk, rc in tally.leases if pk == leased_pk]
+        assert again, tally.leases
+        assert again[0] >= 1  # its first delivery through B is the redelivery of A's batch
+
+
+async def test_long_poll_ends_when_the_client_disconnects(
+    cluster: LocalCluster, topic: str, redis: RedisServer, tmp_path: Path
+) -> None:
+    """A client closes its connection in the middle of a 30 s long poll: the replica stops
+    waiting at once (no waiter, the request ends as 499) and leases nothing for it, so the next
+    client gets the batch at once, not after the 60 s lease."""
+    config = write_config(
+        tmp_path / "gw.toml", cluster, redis.url, [topic], [Group("gp", [topic], lease_ms=60000)]
+    )
+    async with gateways(config, 1) as ((a,), (ca,)):
+        gone = {"route": "/v1/groups/{group}/fetch", "status": "499"}
+        waiters = "tubemq_gateway_engine_long_poll_waiters"
+        body = json.dumps({"wait_ms": 30000}).encode()
+        _reader, writer = await asyncio.open_connection("127.0.0.1", a.port)
+        writer.write(
+            b"POST /v1/groups/gp/fetch HTTP/1.1\r\nHost: gw\r\n"
+            + f"Authorization: Bearer {READER_KEY}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+
+        async def polling() -> bool:
+            return await metric(ca, waiters) == 1
+
+        await eventually(polling, 30, "the long poll waits")
+        writer.transport.abort()
+
+        async def ended() -> bool:
+            return await metric(ca, "tubemq_gateway_http_requests_total", **gone) == 1
+
+        await eventually(ended, 10, "the long poll ended with its client")
+        assert await metric(ca, waiters) == 0
+        await produce_numbered(ca, topic, 50)
+        lag = (await ca.get("/v1/groups/gp/lag", headers=READER)).json()
+        assert [p for p in lag["partitions"] if p.get("lease_holder")] == []
+        got = await lease_one(ca, "gp", timeout=20)  # far below the 60 s lease
+        assert got["lease"]["redelivery"] == 0
+        assert got["messages"]

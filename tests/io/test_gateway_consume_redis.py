@@ -3,6 +3,7 @@ settle/extend/reset/pause/rate/lag working with Redis alone (acks while the clus
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +13,7 @@ import pytest_asyncio
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.consume import (
+    MAX_OFFSET,
     ConsumeService,
     ConsumeSettings,
     GroupSpec,
@@ -26,7 +28,8 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.tube import shared_consumer_id
+from tubemq_aio.gateway.tube import TubeRead, shared_consumer_id
+from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -168,6 +171,106 @@ async def test_reset_makes_outstanding_tokens_409(service: ConsumeService) -> No
         await service.settle(ref, "ack")
     out = await service.reset("gg", "latest")
     assert [(e.partition_key, e.old, e.new) for e in out] == [(P, 28, "latest")]
+
+
+async def test_offsets_beyond_what_the_store_holds_exactly_are_refused(
+    service: ConsumeService,
+) -> None:
+    """Lua keeps numbers as doubles: 2**53 + 1 came back as 2**53, 2**63 as -2**63 (read as
+    "no committed offset", i.e. a silent restart from the group's start)."""
+    await service._store.sync_parts("gg", "c", [P])  # type: ignore[union-attr]
+    for off in (MAX_OFFSET + 1, 2**63 - 1, 2**63, 10**30):
+        with pytest.raises(InvalidRequestError):
+            await service.reset("gg", {P: off})
+    out = await service.reset("gg", {P: MAX_OFFSET})
+    assert [(e.partition_key, e.new) for e in out] == [(P, MAX_OFFSET)]
+    assert [e.committed for e in (await service.lag("gg")).partitions] == [MAX_OFFSET]
+
+
+async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(
+    service: ConsumeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch cancelled (its HTTP client left) while the acquire's answer is on its way: the
+    lease the script took is released at once, not left for the lease to expire."""
+    store = service._store
+    assert store is not None
+    await store.sync_parts("gg", "c", [P])
+    real_acquire = store.acquire
+    ran = asyncio.Event()
+
+    async def acquire_then_stall(*args: Any, **kw: Any) -> Any:
+        got = await real_acquire(*args, **kw)
+        ran.set()
+        await asyncio.Event().wait()  # the answer never arrives; the cancel lands here
+        return got
+
+    monkeypatch.setattr(store, "acquire", acquire_then_stall)
+    spec = service._spec("gg")
+    task = asyncio.create_task(service._reader.fetch_once(spec, "c", 60_000, "gone", store))
+    await asyncio.wait_for(ran.wait(), 5)
+    assert [e.lease_holder for e in (await service.lag("gg")).partitions] == ["gone"]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [e.lease_holder for e in (await service.lag("gg")).partitions] == [None]
+    monkeypatch.undo()
+    got = await store.acquire("gg", "c", "E" * 32, 60_000, "next")
+    assert got.status == "leased"
+    assert got.values[0] == P
+    assert int(got.values[3]) == 0  # no redelivery: the batch was never handed out
+
+
+class _SlowTube:
+    """A TubeMQ stand-in whose register and read each take a few loop turns."""
+
+    async def register(self, key: str, offset: int) -> tuple[int, int]:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return 0, 280
+
+    async def read(self, key: str, start: int, *, cursor_at_start: bool) -> TubeRead:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        batch = (Message(topic="t", body=b"x", message_id=1, partition_key=key),)
+        return TubeRead("ok", start, start + 28, 280, batch, rpcs=1)
+
+
+async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
+    service: ConsumeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancel the read path after 0, 1, 2, ... loop turns (acquire, init, register, read,
+    record and the awaits inside them): each time the lease is given back at once (never left
+    held, never held twice); a fetch that finished first returns its lease."""
+    store = service._store
+    assert store is not None
+    await store.sync_parts("gg", "c", [P])
+
+    async def tube_of(_spec: GroupSpec) -> _SlowTube:
+        return _SlowTube()
+
+    monkeypatch.setattr(service._reader, "_tube_of", tube_of)
+    spec = service._spec("gg")
+    cancelled = finished = 0
+    for turns in range(200):
+        task = asyncio.create_task(service._reader.fetch_once(spec, "c", 60_000, "x", store))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            cancelled += 1
+        else:
+            outcome = task.result()
+            assert outcome.status == "ok"
+            assert outcome.lease is not None
+            finished += 1
+            assert await service.settle(outcome.lease.ref(), "release") == "released"
+        holders = [e.lease_holder for e in (await service.lag("gg")).partitions]
+        assert holders == [None], (turns, holders)
+    assert cancelled > 50  # the cancel landed inside the read path that often
+    assert finished > 0  # and the range reached past its end
+    state = await store.dump("gg", "c")
+    assert state.scopes["c"].parts[P].rc == 0  # releases, never counted as redeliveries
 
 
 async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> None:

@@ -155,6 +155,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI's answer to a body json.loads refuses with something other than a
+            # JSONDecodeError, e.g. a number over Python's 4300-digit limit: a client mistake
+            # like any other unparseable body, so the same 422
+            reason = str(exc.__cause__).split(";")[0][:200]
+            return json_response(ApiError(422, "invalid", f"body: {reason}").body(), 422)
         code = _STATUS_CODES.get(exc.status_code, "http_error")
         body = ApiError(exc.status_code, code, str(exc.detail)).body()
         return json_response(body, exc.status_code, dict(exc.headers or {}) or None)

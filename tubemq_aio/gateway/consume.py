@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine_types import (
+    MAX_OFFSET,
     ConsumeSettings,
     FetchOutcome,
     GatewayStats,
@@ -48,6 +49,7 @@ from tubemq_aio.gateway.tube import TubeGroup
 from tubemq_aio.gateway.wake import Waker
 
 __all__ = [
+    "MAX_OFFSET",
     "ConsumeService",
     "ConsumeSettings",
     "FetchOutcome",
@@ -346,8 +348,10 @@ class ConsumeService:
             target = to
         elif isinstance(to, Mapping) and to:
             for p, off in to.items():
-                if isinstance(off, bool) or not isinstance(off, int) or off < 0:
-                    raise InvalidRequestError(f"offset of {p!r} must be an integer >= 0")
+                if isinstance(off, bool) or not isinstance(off, int) or not 0 <= off <= MAX_OFFSET:
+                    raise InvalidRequestError(
+                        f"offset of {p!r} must be an integer in [0, {MAX_OFFSET}]"
+                    )
                 pairs.append((str(p), off))
         else:
             raise InvalidRequestError("to must be 'earliest', 'latest' or {partition: offset}")

@@ -16,6 +16,7 @@ from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
 __all__ = [
+    "MAX_OFFSET",
     "ConsumeSettings",
     "FetchOutcome",
     "GatewayStats",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 Mode = Literal["clustering", "broadcast"]
+#: The largest offset the store holds exactly: its Lua scripts keep numbers as doubles, so a
+#: larger one would be rounded (or wrap negative and read as "no committed offset").
+MAX_OFFSET = 2**53 - 1
 
 
 def _positive_int(name: str, value: object, low: int = 1, high: int | None = None) -> None:

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tubemq_aio.gateway.engine_types import MAX_OFFSET
+
 __all__ = [
     "AckResult",
     "BatchItem",
@@ -186,7 +188,7 @@ class ResetRequest(BaseModel):
     """Move the group's committed offsets."""
 
     model_config = _STRICT
-    to: Literal["earliest", "latest"] | dict[str, Annotated[int, Field(ge=0)]]
+    to: Literal["earliest", "latest"] | dict[str, Annotated[int, Field(ge=0, le=MAX_OFFSET)]]
     client_id: ClientId | None = None
 
 

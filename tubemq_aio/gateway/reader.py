@@ -111,7 +111,11 @@ class BatchReader:
         """One acquire and, with a lease, one read; None when another attempt may find data."""
         lease_id = secrets.token_hex(16)
         cost.trips += 1
-        got = await store.acquire(spec.name, scope, lease_id, lease_ms, holder)
+        try:
+            got = await store.acquire(spec.name, scope, lease_id, lease_ms, holder)
+        except asyncio.CancelledError:  # the script may have run: give back what it took
+            await asyncio.shield(self._forget(store, spec.name, scope, lease_id, cost))
+            raise
         if got.status == "paused":
             return FetchOutcome("paused", None, ())
         if got.status == "throttled":
@@ -168,6 +172,17 @@ class BatchReader:
         key, token = f"tgw:{{g:{group}}}:curlock:{p}", secrets.token_hex(8)
         cost.trips += 1
         return (key, token) if await store.try_lock(key, token, _CURSOR_LOCK_MS) else None
+
+    async def _forget(
+        self, store: LeaseStore, group: str, scope: str, lease_id: str, cost: _Cost
+    ) -> None:
+        """Release ``lease_id`` if an acquire whose answer was lost took it (else it expires)."""
+        with contextlib.suppress(Exception):
+            cost.trips += 1
+            p = await store.leased_partition(group, scope, lease_id)
+            if p is not None:
+                cost.trips += 1
+                await store.settle(group, scope, p, lease_id, "release", 0)
 
     async def _release(self, store: LeaseStore, lease: Lease, delay_ms: int, cost: _Cost) -> None:
         """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""

@@ -219,6 +219,12 @@ class LeaseStore:
         key = scope_keys(group, scope)[6]
         return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
 
+    async def leased_partition(self, group: str, scope: str, lease_id: str) -> str | None:
+        """The partition ``lease_id`` holds right now, or None (never taken, settled, expired)."""
+        key = scope_keys(group, scope)[7]
+        held = await self._io(lambda: self.client.hget(key, lease_id))
+        return None if held is None else str(_text(held))
+
     async def try_lock(self, key: str, token: str, px: int) -> bool:
         """``SET key token NX PX px``: True if this caller now holds the short mutex."""
         return bool(await self._io(lambda: self.client.set(key, token, nx=True, px=px)))

@@ -85,6 +85,7 @@ class _Link:
                     await sender
                     return
                 if faults.blackhole or faults.half_closed:
+                    self.proxy.discarded[direction] += len(data)
                     continue
                 await queue.put((loop.time() + faults.latency, self._corrupt(data, faults)))
         except (ConnectionError, OSError):
@@ -144,6 +145,7 @@ class FaultProxy(AsyncService):
     Attributes:
         faults: ``{"up": LinkFaults, "down": LinkFaults}``, live.
         forwarded: bytes forwarded per direction.
+        discarded: bytes read and dropped per direction (blackhole, half-closed).
         connections: how many client connections were accepted.
 
     Example::
@@ -161,6 +163,7 @@ class FaultProxy(AsyncService):
         self.target = (host.strip("[]"), int(port))
         self.faults: dict[Direction, LinkFaults] = {"up": LinkFaults(), "down": LinkFaults()}
         self.forwarded: dict[Direction, int] = {"up": 0, "down": 0}
+        self.discarded: dict[Direction, int] = {"up": 0, "down": 0}
         self.connections = 0
         self.resets = 0
         self.corrupted = 0

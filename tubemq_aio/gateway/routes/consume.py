@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.disconnect import run_unless_disconnected
+from tubemq_aio.gateway.engine import ConsumeEngine, FetchOutcomeLike
 from tubemq_aio.gateway.http_errors import ApiError, api_error_for, throttled
 from tubemq_aio.gateway.models import (
     ErrorResponse,
@@ -27,6 +30,9 @@ __all__ = ["router"]
 
 _FETCH_ERRORS = (400, 401, 403, 404, 413, 422, 429, 503, 504)
 _LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 503)
+#: What the access log and the metrics show for a fetch whose client left before its answer
+#: (nginx's "client closed request"; nobody receives it).
+CLIENT_GONE = 499
 router = APIRouter(tags=["consume"])
 TokenPath = Annotated[
     str, Path(min_length=1, max_length=MAX_TOKEN_LENGTH, description="a lease token from fetch")
@@ -69,11 +75,13 @@ async def _settle(
     responses={**_errors(_FETCH_ERRORS), 200: {"links": _LEASE_LINKS}},
 )
 async def fetch(
-    group: str, body: FetchRequest, gateway: GatewayDep, principal: Principal
+    group: str, body: FetchRequest, request: Request, gateway: GatewayDep, principal: Principal
 ) -> Response:
     """Settle the piggy-backed acks, then lease one partition and return a batch from it.
 
-    ``busy`` (every partition leased), ``empty`` and ``paused`` are normal 200 answers.
+    ``busy`` (every partition leased), ``empty`` and ``paused`` are normal 200 answers. When
+    the client disconnects first, the (long) poll stops at once and a batch leased for it is
+    released, so nothing waits for the lease to expire.
     """
     Authenticator.require(principal, "consume", group)
     gateway.group(group)
@@ -87,13 +95,19 @@ async def fetch(
             if mapped is None:
                 raise
             acks.append({"token": token, "result": "error", "error": mapped.body()["error"]})
-    outcome = await engine.fetch(
+    work = engine.fetch(
         group,
         client_id=body.client_id,
         wait_ms=body.wait_ms,
         lease_ms=body.lease_ms,
         holder=gateway.replica,
     )
+    outcome, gone = await run_unless_disconnected(
+        request.receive, work, functools.partial(_release_unread, engine)
+    )
+    if gone or outcome is None:
+        gateway.metrics.fetch_outcomes.labels(group, "client_gone").inc()
+        return Response(status_code=CLIENT_GONE)
     gateway.metrics.fetch_outcomes.labels(group, outcome.status).inc()
     if outcome.status == "throttled":
         raise throttled(outcome.retry_after_ms, f"group {group!r} is over its consume rate")
@@ -115,6 +129,14 @@ async def fetch(
     if body.ack:
         reply["acks"] = acks
     return json_response(reply)
+
+
+async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcomeLike) -> None:
+    """Give back a batch leased for a client that left: no redelivery count, no lease wait."""
+    lease = outcome.lease
+    if lease is not None:
+        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+        await engine.settle(ref, "release")
 
 
 @router.post(

@@ -1,0 +1,120 @@
+"""Hostile values in every numeric/JSON field of the HTTP API: each is a 422 with the error shape
+``{"error": {code, message, retriable}}``, never a 500 (httpx's ASGI transport, no server)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import httpx
+import pytest
+from gateway_fakes import FakeEngine, FakeProducer
+from test_gateway_http import ADMIN, CFG
+
+from tubemq_aio.gateway import create_app
+from tubemq_aio.gateway.engine_types import MAX_OFFSET
+from tubemq_aio.producer import Producer
+
+#: JSON texts that are never a valid integer count/duration/offset here.
+BAD_NUMBERS = [
+    '"1"', "1.5", "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", str(10**30),
+    "1" * 5000,  # over Python's 4300-digit int limit: json.loads raises ValueError
+    "[]", "{}", '"NaN"',
+]  # fmt: skip
+BAD_RATES = [
+    '"1"', "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", "1e10", "1" * 5000, "[]",
+    "null",
+]  # fmt: skip
+# (method, path, body template); V is replaced by each bad value.
+NUMERIC_FIELDS = [
+    ("POST", "/v1/groups/g1/fetch", '{"wait_ms": V}'),
+    ("POST", "/v1/groups/g1/fetch", '{"lease_ms": V}'),
+    ("POST", "/v1/leases/TOKEN/nack", '{"delay_ms": V}'),
+    ("POST", "/v1/leases/TOKEN/extend", '{"lease_ms": V}'),
+    ("PUT", "/v1/groups/g1/rate", '{"messages_per_second": 1, "burst": V}'),
+    ("POST", "/v1/groups/g1/offsets/reset", '{"to": {"1:demo:0": V}}'),
+]
+OTHER_FIELDS = [
+    ("POST", "/v1/groups/gb/fetch", '{"client_id": V}'),
+    ("POST", "/v1/groups/g1/fetch", '{"ack": V}'),
+    ("POST", "/v1/groups/g1/fetch", '{"value_encoding": V}'),
+    ("POST", "/v1/groups/g1/offsets/reset", '{"to": V}'),
+    ("POST", "/v1/topics/demo/messages", '{"value": V}'),
+    ("POST", "/v1/topics/demo/messages", '{"value": "x", "msg_time": V}'),
+    ("POST", "/v1/groups/g1/fetch", "V"),
+]
+OTHER_VALUES = ["1", "1.5", "true", "NaN", "Infinity", "1" * 5000, "[1]", '{"a": "x"}']
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    engine = FakeEngine({"g1": "clustering", "gb": "broadcast", "other": "clustering"})
+    engine.add("1:demo:0", b"a1", b"a2")
+    app = create_app(
+        CFG,
+        engine_factory=lambda _cfg: engine,
+        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
+    )
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://gw", headers=ADMIN) as c,
+    ):
+        r = await c.post("/v1/groups/g1/fetch", json={})
+        assert r.status_code == 200, r.text
+        yield c, r.json()["lease"]["token"]
+
+
+def assert_422(r: httpx.Response) -> None:
+    assert r.status_code == 422, (r.request.content[:80], r.status_code, r.text)
+    body: dict[str, Any] = r.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message", "retriable"}
+    assert body["error"]["retriable"] is False
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"]
+
+
+async def send(
+    c: httpx.AsyncClient, token: str, method: str, path: str, template: str, value: str
+) -> httpx.Response:
+    content = template.replace("V", value).encode()
+    headers = {"content-type": "application/json"}
+    return await c.request(method, path.replace("TOKEN", token), content=content, headers=headers)
+
+
+@pytest.mark.parametrize(("method", "path", "template"), NUMERIC_FIELDS)
+async def test_bad_numbers_are_422(
+    client: tuple[httpx.AsyncClient, str], method: str, path: str, template: str
+) -> None:
+    c, token = client
+    for value in BAD_NUMBERS:
+        assert_422(await send(c, token, method, path, template, value))
+
+
+async def test_bad_rates_are_422(client: tuple[httpx.AsyncClient, str]) -> None:
+    c, token = client
+    for value in BAD_RATES:
+        r = await send(c, token, "PUT", "/v1/groups/g1/rate", '{"messages_per_second": V}', value)
+        assert_422(r)
+
+
+@pytest.mark.parametrize(("method", "path", "template"), OTHER_FIELDS)
+async def test_wrong_types_are_422(
+    client: tuple[httpx.AsyncClient, str], method: str, path: str, template: str
+) -> None:
+    c, token = client
+    for value in OTHER_VALUES:
+        assert_422(await send(c, token, method, path, template, value))
+
+
+async def test_offsets_the_store_cannot_hold_exactly_are_422(
+    client: tuple[httpx.AsyncClient, str],
+) -> None:
+    """Offsets over 2**53 - 1 used to reach the store (rounded, or wrapped negative = "no
+    committed offset") or crash the JSON encoder (500)."""
+    c, _token = client
+    for off in (MAX_OFFSET + 1, 2**63 - 1, 2**63, 2**64):
+        assert_422(await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": off}}))
+    r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": MAX_OFFSET}})
+    assert r.status_code == 200, r.text
