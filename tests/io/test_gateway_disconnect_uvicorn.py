@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 
 from tubemq_aio.gateway import GatewayConfig, create_app
+from tubemq_aio.gateway.engine_types import FetchOutcome, Lease
 from tubemq_aio.models import Message
 from tubemq_aio.testing._ports import allocate_ports
 
@@ -29,25 +30,6 @@ CFG = GatewayConfig.from_mapping(
         "keys": [{"key": KEY, "scopes": ["consume:*"]}],
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class _Lease:
-    group: str
-    scope: str
-    partition_key: str
-    lease_id: str
-    expires_at_ms: int
-    redelivery: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    status: str
-    lease: _Lease | None = None
-    messages: tuple[Message, ...] = ()
-    retry_after_ms: int | None = None
-    position: object = None
 
 
 @dataclass
@@ -68,7 +50,7 @@ class SlowEngine:
     async def close(self) -> None:
         pass
 
-    async def fetch(self, group: str, *, wait_ms: int = 0, **_kw: Any) -> _Outcome:
+    async def fetch(self, group: str, *, wait_ms: int = 0, **_kw: Any) -> FetchOutcome:
         if not self.pending:
             self.waiting += 1
             try:
@@ -78,7 +60,7 @@ class SlowEngine:
             finally:
                 self.waiting -= 1
         if not self.pending or self.holder is not None:
-            return _Outcome("empty")
+            return FetchOutcome("empty", None, ())
         lid = secrets.token_hex(8)
         self.holder = lid
         self.reading += 1
@@ -92,7 +74,7 @@ class SlowEngine:
             self.reading -= 1
         body = self.pending[0]
         message = Message(topic="demo", body=body, message_id=1, partition_key="1:demo:0")
-        return _Outcome("ok", _Lease(group, "c", "1:demo:0", lid, 0), (message,))
+        return FetchOutcome("ok", Lease(group, "c", "1:demo:0", lid, 0, 0), (message,))
 
     async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
         if self.holder == lease.lease_id:
