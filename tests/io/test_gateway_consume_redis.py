@@ -14,6 +14,7 @@ import pytest_asyncio
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.consume import (
     MAX_OFFSET,
+    MIN_RATE,
     ConsumeService,
     ConsumeSettings,
     GroupSpec,
@@ -185,6 +186,44 @@ async def test_offsets_beyond_what_the_store_holds_exactly_are_refused(
     out = await service.reset("gg", {P: MAX_OFFSET})
     assert [(e.partition_key, e.new) for e in out] == [(P, MAX_OFFSET)]
     assert [e.committed for e in (await service.lag("gg")).partitions] == [MAX_OFFSET]
+
+
+async def test_unknown_partitions_are_named_but_not_echoed_in_full(
+    service: ConsumeService,
+) -> None:
+    await service._store.sync_parts("gg", "c", [P])  # type: ignore[union-attr]
+    with pytest.raises(InvalidRequestError) as err:
+        await service.reset("gg", {("x" * 100_000) + str(i): 0 for i in range(1000)})
+    assert "and 997 more" in str(err.value)
+    assert len(str(err.value)) < 500
+
+
+async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeService) -> None:
+    """A rate of 1e-300 used to let everything through: the limiter's µs schedule (doubles in
+    Redis) lost a 1e306 µs interval against the clock."""
+    for rate in (5e-324, 1e-300, MIN_RATE / 2):
+        with pytest.raises(InvalidRequestError):
+            await service.set_rate("gg", rate, None)
+    store = service._store
+    assert store is not None
+    await store.sync_parts("gg", "c", [P])
+    await service.set_rate("gg", MIN_RATE, None)
+    for i in range(3):  # each batch of 1 message charges the limiter 1000 s
+        lid = f"{i:032x}"
+        got = await store.acquire("gg", "c", lid, 60_000, "h")
+        if i == 2:
+            assert got.status == "throttled"
+            assert int(got.values[0]) > 900_000  # ms until the next message is allowed
+            break
+        assert got.status == "leased"
+        cmt = int(got.values[1])
+        if cmt < 0:
+            await store.init("gg", "c", P, lid, 0, 100_000)
+            cmt = 0
+        rec = await store.record("gg", "c", P, lid, cmt, cmt + 28, 100_000, 1, 0, cmt + 28)
+        assert rec.status == "ok"
+        assert await service.settle(LeaseRef("gg", "c", P, lid), "ack") == "acked"
+    await service.set_rate("gg", 0, None)
 
 
 async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine_types import (
     MAX_OFFSET,
+    MIN_RATE,
     ConsumeSettings,
     FetchOutcome,
     GatewayStats,
@@ -50,6 +51,7 @@ from tubemq_aio.gateway.wake import Waker
 
 __all__ = [
     "MAX_OFFSET",
+    "MIN_RATE",
     "ConsumeService",
     "ConsumeSettings",
     "FetchOutcome",
@@ -362,8 +364,10 @@ class ConsumeService:
             scopes = [self._scope(spec, client_id)]
         plist = await self._known_partitions(spec)
         unknown = [p for p, _ in pairs if p not in plist]
-        if unknown:
-            raise InvalidRequestError(f"unknown partitions: {unknown}")
+        if unknown:  # named in the answer, but not all of them: the keys are the client's text
+            more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+            shown = ", ".join(repr(p[:100]) for p in unknown[:3])
+            raise InvalidRequestError(f"unknown partitions: {shown}{more}")
         out: list[ResetEntry] = []
         for scope in scopes:
             got = await store.reset(group, scope, target, pairs, plist)
@@ -397,14 +401,15 @@ class ConsumeService:
         """One consume limit for the group, shared by all replicas (0 = off).
 
         Raises:
-            InvalidRequestError: a negative, NaN or infinite rate, or a negative burst.
+            InvalidRequestError: a negative, NaN or infinite rate, a rate between 0 and
+                :data:`MIN_RATE`, or a negative burst.
         """
         self._spec(group)
         rate = messages_per_second
         if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
             raise InvalidRequestError("messages_per_second must be a finite number")
-        if rate < 0:
-            raise InvalidRequestError("messages_per_second must be >= 0")
+        if rate < 0 or 0 < rate < MIN_RATE:
+            raise InvalidRequestError(f"messages_per_second must be 0 (off) or >= {MIN_RATE}")
         if burst is not None and (
             isinstance(burst, bool) or not isinstance(burst, int) or burst < 0
         ):

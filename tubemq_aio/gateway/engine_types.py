@@ -17,6 +17,7 @@ from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topi
 
 __all__ = [
     "MAX_OFFSET",
+    "MIN_RATE",
     "ConsumeSettings",
     "FetchOutcome",
     "GatewayStats",
@@ -34,6 +35,10 @@ Mode = Literal["clustering", "broadcast"]
 #: The largest offset the store holds exactly: its Lua scripts keep numbers as doubles, so a
 #: larger one would be rounded (or wrap negative and read as "no committed offset").
 MAX_OFFSET = 2**53 - 1
+#: The smallest consume rate (messages/s) other than 0 (off). The limiter's schedule lives in
+#: Redis as µs doubles: at a much smaller rate one message's interval (1e6 / rate µs) dwarfs
+#: the clock, the sums lose it, and the limit would silently let everything through.
+MIN_RATE = 0.001
 
 
 def _positive_int(name: str, value: object, low: int = 1, high: int | None = None) -> None:

@@ -211,7 +211,9 @@ class RateRequest(BaseModel):
     """A consume rate limit shared by every replica (0 = off)."""
 
     model_config = _STRICT
-    messages_per_second: float = Field(ge=0, le=1e9, allow_inf_nan=False)
+    messages_per_second: float = Field(
+        ge=0, le=1e9, allow_inf_nan=False, description="0 (off) or at least 0.001"
+    )
     burst: int | None = Field(default=None, ge=0, le=1_000_000_000)
 
 
