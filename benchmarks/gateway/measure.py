@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import orjson
 
 from tubemq_aio import ClientBalancedConsumer, Producer
 
@@ -113,9 +114,18 @@ async def sdk_send(masters: str, topic: str, seconds: float, parallel: int = 512
 
 
 async def http_consume(
-    url: str, key: str, group: str, count: int, consumers: int = 4, timeout: float = 300
+    url: str,
+    key: str,
+    group: str,
+    count: int,
+    consumers: int = 4,
+    timeout: float = 300,
+    max_messages: int | None = None,
 ) -> float:
-    """Messages/s through fetch → ack (acks piggy-backed on the next fetch) until ``count``."""
+    """Messages/s through fetch → ack (acks piggy-backed on the next fetch) until ``count``.
+
+    ``max_messages`` None leaves the gateway's default; answers are parsed with orjson.
+    """
     got = 0
     done = asyncio.Event()
     headers = {"Authorization": f"Bearer {key}"}
@@ -126,12 +136,14 @@ async def http_consume(
             pending: list[str] = []
             while not done.is_set():
                 body: dict[str, object] = {"wait_ms": 500}
+                if max_messages is not None:
+                    body["max_messages"] = max_messages
                 if pending:
                     body["ack"] = pending
                 r = await client.post(f"/v1/groups/{group}/fetch", json=body, headers=headers)
                 if r.status_code != 200:
                     raise RuntimeError(f"fetch answered {r.status_code}: {r.text[:300]}")
-                reply = r.json()
+                reply = orjson.loads(r.content)
                 pending = []
                 if reply["status"] == "ok":
                     got += len(reply["messages"])

@@ -68,6 +68,8 @@ __all__ = [
 
 log = logging.getLogger("tubemq_aio.gateway")
 
+#: The largest ``max_messages`` a fetch may ask for.
+MAX_MESSAGES_LIMIT = 10_000
 #: A long poll re-tries at most this often (ms), whatever the scripts said.
 _MIN_POLL_MS = 10
 
@@ -226,6 +228,7 @@ class ConsumeService:
         wait_ms: int = 0,
         lease_ms: int | None = None,
         holder: str = "",
+        max_messages: int | None = None,
     ) -> FetchOutcome:
         """Lease one partition and return its next batch (or why not).
 
@@ -235,6 +238,9 @@ class ConsumeService:
             wait_ms: long poll: wait up to this long (0–30000) for a batch.
             lease_ms: lease length (default: the group's).
             holder: free text stored with the lease (e.g. principal@ip).
+            max_messages: gather further broker batches of the leased partition while the
+                answer stays within this many messages (1–10000; None: one broker batch). The
+                first broker batch is always delivered whole (the broker sizes it).
 
         Raises:
             UnknownGroupError / InvalidRequestError: bad arguments (nothing touched).
@@ -249,13 +255,25 @@ class ConsumeService:
             raise InvalidRequestError("wait_ms must be an integer in [0, 30000]")
         if not isinstance(holder, str):
             raise InvalidRequestError("holder must be a string")
+        if max_messages is None:
+            max_messages = 1
+        elif (
+            isinstance(max_messages, bool)
+            or not isinstance(max_messages, int)
+            or not 1 <= max_messages <= MAX_MESSAGES_LIMIT
+        ):
+            raise InvalidRequestError(
+                f"max_messages must be an integer in [1, {MAX_MESSAGES_LIMIT}]"
+            )
         store = self._running()
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         while True:
             await self._sync(spec, scope, store)
-            outcome = await self._reader.fetch_once(spec, scope, lease, holder[:200], store)
+            outcome = await self._reader.fetch_once(
+                spec, scope, lease, holder[:200], store, max_messages
+            )
             left_ms = int((deadline - loop.time()) * 1000)
             if outcome.status not in ("empty", "busy") or left_ms <= 0:
                 break

@@ -253,6 +253,7 @@ class GatewayStats:
     fetches_paused: int = 0
     fetches_throttled: int = 0
     messages: int = 0
+    broker_batches: int = 0
     redeliveries: int = 0
     empty_scans: int = 0
     broker_rpcs: int = 0

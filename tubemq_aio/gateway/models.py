@@ -118,6 +118,15 @@ class FetchRequest(BaseModel):
     )
     lease_ms: int | None = Field(default=None, ge=1, le=43_200_000)
     value_encoding: Literal["auto", "base64"] = "auto"
+    max_messages: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000,
+        description=(
+            "gather further broker batches of the leased partition while the answer stays "
+            "within this many messages; the first broker batch is always delivered whole"
+        ),
+    )
 
 
 class LeaseInfo(BaseModel):

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 from tubemq_aio.errors import TubeMQError
@@ -42,6 +43,19 @@ _LEASE_MARGIN_MS = 2000
 _CURSOR_LOCK_MS = 5000
 _RETRY_BUSY_MS = 50
 _BROKER_ERROR_REST_MS = 1000
+#: A fetch gathers further broker batches for at most this long (seconds).
+_GATHER_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ReadArgs:
+    """Where a leased read starts and how much it may gather."""
+
+    cmt: int
+    start: str
+    cursor: int
+    max_messages: int
+    gather_until: float
 
 
 def rewind_target(cmt: int, read: TubeRead) -> int | None:
@@ -86,14 +100,18 @@ class BatchReader:
         self._tube_of = tube_of
 
     async def fetch_once(
-        self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore
-    ) -> FetchOutcome:
-        """Up to a few lease attempts; the first batch, or why there is none."""
+        self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
+        max_messages: int = 1,
+    ) -> FetchOutcome:  # fmt: skip
+        """Up to a few lease attempts; the first batch (gathered up to ``max_messages``), or why
+        there is none."""
         outcome = FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
         for _ in range(_ATTEMPTS):
             cost = _Cost()
             try:
-                result = await self._attempt(spec, scope, lease_ms, holder, store, cost)
+                result = await self._attempt(
+                    spec, scope, lease_ms, holder, store, cost, max_messages
+                )
             finally:
                 self._stats.broker_rpcs += cost.rpcs
                 self._stats.fetch_redis_roundtrips += cost.trips
@@ -106,7 +124,7 @@ class BatchReader:
 
     async def _attempt(
         self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
-        cost: _Cost,
+        cost: _Cost, max_messages: int,
     ) -> FetchOutcome | None:  # fmt: skip
         """One acquire and, with a lease, one read; None when another attempt may find data."""
         lease_id = secrets.token_hex(16)
@@ -125,8 +143,9 @@ class BatchReader:
         p, cmt, lexp, rc, start, cursor = got.values
         lease = Lease(spec.name, scope, str(p), lease_id, int(lexp), int(rc))
         return await self._read_leased(
-            spec, lease, int(cmt), str(start), int(cursor), lexp - got.now, store, cost
-        )
+            spec, lease, int(cmt), str(start), int(cursor), lexp - got.now, store, cost,
+            max_messages,
+        )  # fmt: skip
 
     def _idle(self, now: int, next_ready: int, next_expiry: int) -> FetchOutcome:
         if next_ready >= 0:
@@ -137,19 +156,22 @@ class BatchReader:
 
     async def _read_leased(
         self, spec: GroupSpec, lease: Lease, cmt: int, start: str, cursor: int,
-        left_ms: int, store: LeaseStore, cost: _Cost,
+        left_ms: int, store: LeaseStore, cost: _Cost, max_messages: int,
     ) -> FetchOutcome | None:  # fmt: skip
         """Read the leased partition; None when the caller should try another one."""
         unlock: tuple[str, str] | None = None
         try:
             margin = min(_LEASE_MARGIN_MS, left_ms // 4)
+            # further broker batches are read only early in the lease's broker window
+            gather = min(_GATHER_S, (left_ms - margin) / 4000)
+            read = _ReadArgs(cmt, start, cursor, max_messages, time.monotonic() + gather)
             async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)):
                 if lease.scope != "c":
                     unlock = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
                     if unlock is None:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
-                return await self._read(spec, lease, cmt, start, cursor, store, cost)
+                return await self._read(spec, lease, read, store, cost)
         except GatewayError:  # Redis trouble (or lost state) is not the broker's fault
             await self._release(store, lease, 0, cost)
             raise
@@ -196,9 +218,9 @@ class BatchReader:
             )  # fmt: skip
 
     async def _read(
-        self, spec: GroupSpec, lease: Lease, cmt: int, start: str, cursor: int,
-        store: LeaseStore, cost: _Cost,
-    ) -> FetchOutcome | None:  # fmt: skip
+        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: _Cost
+    ) -> FetchOutcome | None:
+        cmt, start, cursor = args.cmt, args.start, args.cursor
         tube = await self._tube_of(spec)
         p, lid = lease.partition_key, lease.lease_id
         if cmt < 0:  # no committed offset yet: the group's (or a reset's) start decides
@@ -212,7 +234,10 @@ class BatchReader:
                 return None
             cmt, cursor = int(got.values[0]), begin
         cost.rpcs += 1  # at least; the read's own count replaces it
-        read = await tube.read(p, cmt, cursor_at_start=cursor == cmt)
+        read = await tube.read(
+            p, cmt, cursor_at_start=cursor == cmt, max_messages=args.max_messages,
+            gather_until=args.gather_until,
+        )  # fmt: skip
         cost.rpcs += read.rpcs - 1
         self._stats.broker_registers += int(read.registered)
         self._stats.cursor_resyncs += int(bool(read.resync))
@@ -252,6 +277,7 @@ class BatchReader:
             self._stats.empty_scans += int(rec.status == "released")
             return None
         self._stats.messages += n
+        self._stats.broker_batches += read.batches
         self._stats.redeliveries += int(lease.redelivery > 0)
         self._stats.skipped_bytes += skipped
         top = max(read.max, read.next)

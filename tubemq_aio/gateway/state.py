@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -19,7 +20,7 @@ from tubemq_aio.gateway.metrics import GatewayMetrics
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
-__all__ = ["Gateway", "GatewayDep", "Principal", "json_response", "message_json"]
+__all__ = ["Gateway", "GatewayDep", "Principal", "json_response", "messages_json"]
 
 # Declares the Bearer scheme in the OpenAPI document; the check itself is Authenticator's.
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <api key>")
@@ -98,24 +99,43 @@ def json_response(
     )
 
 
-def message_json(message: Message, force_base64: bool) -> dict[str, object]:
-    """One delivered message as JSON: text when the body is UTF-8 (unless forced), else base64."""
-    value: str | None = None
-    if not force_base64:
-        try:
-            value = message.body.decode("utf-8")
-        except UnicodeDecodeError:
-            value = None
-    encoding = "utf8"
-    if value is None:
-        value = base64.b64encode(message.body).decode("ascii")
-        encoding = "base64"
-    msg_time = message.msg_time.strftime("%Y%m%d%H%M") if message.msg_time is not None else None
-    return {
-        "message_id": message.message_id,
-        "value": value,
-        "encoding": encoding,
-        "attributes": dict(message.attributes),
-        "msg_type": message.msg_type,
-        "msg_time": msg_time,
-    }
+def messages_json(messages: Iterable[Message], force_base64: bool) -> list[dict[str, object]]:
+    """Delivered messages as JSON: text when the body is UTF-8 (unless forced), else base64.
+
+    The decoder shares one attributes mapping and one ``msg_time`` object among the messages
+    of an attribute block, so their JSON forms are built once per object, not per message.
+    """
+    out: list[dict[str, object]] = []
+    append = out.append
+    times: dict[int, str | None] = {}
+    attrs: dict[int, dict[str, str]] = {}
+    for message in messages:
+        value: str | None = None
+        encoding = "utf8"
+        if not force_base64:
+            try:
+                value = message.body.decode("utf-8")
+            except UnicodeDecodeError:
+                value = None
+        if value is None:
+            value = base64.b64encode(message.body).decode("ascii")
+            encoding = "base64"
+        when = message.msg_time
+        if when is None:
+            stamp = None
+        elif (stamp := times.get(id(when))) is None:
+            stamp = times[id(when)] = when.strftime("%Y%m%d%H%M")
+        mapping = message.attributes
+        if (plain := attrs.get(id(mapping))) is None:
+            plain = attrs[id(mapping)] = dict(mapping)
+        append(
+            {
+                "message_id": message.message_id,
+                "value": value,
+                "encoding": encoding,
+                "attributes": plain,
+                "msg_type": message.msg_type,
+                "msg_time": stamp,
+            }
+        )
+    return out

@@ -13,6 +13,7 @@ already there, 3 otherwise.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import re
@@ -32,6 +33,7 @@ from tubemq_aio.errors import ClientClosedError, ConfigError, TubeMQError, serve
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
 from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.protocol.consumer_rpc import OffsetResponse, RawMessage
 
 __all__ = ["TubeGroup", "TubeRead", "shared_consumer_id"]
 
@@ -44,6 +46,8 @@ _NOT_REGISTERED = frozenset({411, 412})
 LATEST_OFFSET = 1 << 62
 #: Metadata is queried at most this often (seconds) unless a caller forces it.
 _META_TTL = 10.0
+#: Further broker batches are gathered into one read only while it holds fewer payload bytes.
+GATHER_BYTES = 4 << 20
 #: Backoff (seconds) between attempts to reopen a session whose start failed.
 _RESTART_MIN, _RESTART_MAX = 1.0, 30.0
 
@@ -95,6 +99,7 @@ class TubeRead:
         max: the partition's max index offset (-1 if the broker did not say).
         messages: the decoded messages.
         rpcs: broker RPCs spent.
+        batches: broker batches the messages came from (more than one when the read gathered).
         registered: whether a register was needed (the cursor was not at ``start``); a
             register that put the cursor below ``start`` was asked twice, so ``start`` below
             the requested offset means two fresh answers agreed the partition ends there.
@@ -109,6 +114,7 @@ class TubeRead:
     max: int
     messages: tuple[Message, ...] = ()
     rpcs: int = 0
+    batches: int = 0
     registered: bool = False
     resync: str = ""
     wait_ms: int = 0
@@ -252,12 +258,23 @@ class TubeGroup:
         session.readers[partition.key] = partition
         return rsp.curr_offset, rsp.max_offset
 
-    async def read(self, key: str, start: int, *, cursor_at_start: bool) -> TubeRead:
-        """Read the batch at ``start``: [register] → GetMessage → CommitOffset(consumed).
+    async def read(
+        self,
+        key: str,
+        start: int,
+        *,
+        cursor_at_start: bool,
+        max_messages: int = 1,
+        gather_until: float = -math.inf,
+    ) -> TubeRead:
+        """Read at ``start``: [register] → GetMessage → [GetMessage …] → CommitOffset.
 
         The register is skipped when ``cursor_at_start`` (the group's broker cursor is known to
         be at ``start``); a GetMessage answer that starts elsewhere, or a lost registration
-        (411/412), costs a register and a second GetMessage.
+        (411/412), costs a register and a second GetMessage. The first broker batch is always
+        returned whole; further ones are gathered (see :meth:`_gather`) while the total stays
+        within ``max_messages``, under :data:`GATHER_BYTES` and before ``gather_until``
+        (``time.monotonic()``).
 
         Raises:
             TubeMQError: a transport error or a broker refusal other than 404/452.
@@ -305,20 +322,72 @@ class TubeGroup:
                 "error", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync,
                 error=f"cursor at {got.curr_offset}, expected {begin}",
             )  # fmt: skip
-        self.rpcs += 1
-        done = await session.broker.commit(partition, consumed=True)
-        rpcs += 1
+        raw: list[tuple[RawMessage, ...]] = [got.messages]
+        done, more = await self._gather(session, partition, raw, begin, max_messages, gather_until)
+        rpcs += more + 1
         if not done.success:
             raise server_error(done.err_code, done.err_msg)
         top = max(top, done.max_offset)
         messages, _ = decode_raw_messages(
-            got.messages,
+            itertools.chain.from_iterable(raw),
             topic=partition.key.topic,
             partition_key=key,
             filters=self._consumer.config.filters_of(partition.key.topic),
             counters=self._consumer.stats,
         )
         return TubeRead(
-            "ok", begin, done.curr_offset, top, tuple(messages),
-            rpcs=rpcs, registered=registered, resync=resync,
+            "ok", begin, done.curr_offset, top, tuple(messages), rpcs=rpcs, batches=len(raw),
+            registered=registered, resync=resync,
         )  # fmt: skip
+
+    async def _gather(
+        self,
+        session: ClientBalanceSession,
+        partition: Partition,
+        raw: list[tuple[RawMessage, ...]],
+        begin: int,
+        max_messages: int,
+        until: float,
+    ) -> tuple[OffsetResponse, int]:
+        """Read further broker batches after the one in ``raw``; end with a CommitOffset.
+
+        A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
+        ``currOffset`` is where the previous batch ended. A batch that would take the total
+        past ``max_messages`` is read only when the largest batch so far says it fits; one that
+        does not is rolled back (commit with consumed=False leaves the cursor where it starts).
+        Returns the final commit answer (``currOffset`` = the end of what ``raw`` holds) and the
+        number of GetMessage calls made here.
+
+        Raises:
+            TubeMQError: a GetMessage started somewhere other than where the last batch ended.
+        """
+        total = largest = len(raw[0])
+        size = sum(len(m.payload) for m in raw[0])
+        calls, last_start, keep = 0, begin, True
+        while total + largest <= max_messages and size < GATHER_BYTES and time.monotonic() < until:
+            self.rpcs += 1
+            calls += 1
+            got = await session.broker.get_message(
+                partition, last_pack_consumed=True, esc_flow_ctrl=False
+            )
+            if not got.success:  # 404 (caught up), 452, …: the commit below ends the read
+                break
+            if got.curr_offset <= last_start:
+                raise server_error(
+                    500, f"gathering batch started at {got.curr_offset}, not after {last_start}"
+                )
+            last_start = got.curr_offset
+            if total + len(got.messages) > max_messages:
+                keep = False
+                break
+            raw.append(got.messages)
+            size += sum(len(m.payload) for m in got.messages)
+            total += len(got.messages)
+            largest = max(largest, len(got.messages))
+        self.rpcs += 1
+        done = await session.broker.commit(partition, consumed=keep)
+        if done.success and not keep and done.curr_offset != last_start:
+            raise server_error(
+                500, f"rollback left the cursor at {done.curr_offset}, not {last_start}"
+            )
+        return done, calls

@@ -69,6 +69,7 @@ class FakeEngine:
         self.closed = False
         self.calls = 0
         self.down = False
+        self.max_messages: list[int | None] = []  # as each fetch asked
 
     def add(self, partition_key: str, *bodies: bytes, **kw: Any) -> None:
         msgs = self.data.setdefault(partition_key, [])
@@ -113,7 +114,9 @@ class FakeEngine:
         wait_ms: int = 0,
         lease_ms: int | None = None,
         holder: str = "",
+        max_messages: int | None = None,
     ) -> FakeOutcome:
+        self.max_messages.append(max_messages)
         scope = self._scope(group, client_id)
         if group in self.paused:
             return FakeOutcome("paused")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from datetime import datetime
+from types import MappingProxyType
 from typing import Any, cast
 
 import pytest
@@ -12,6 +14,8 @@ from fastapi.testclient import TestClient
 from gateway_fakes import FakeEngine, FakeProducer
 
 from tubemq_aio.gateway import GatewayConfig, create_app
+from tubemq_aio.gateway.state import messages_json
+from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
 ADMIN = {"Authorization": "Bearer k-admin-1"}
@@ -190,6 +194,37 @@ def test_fetch_ack_cycle(client: TestClient) -> None:
     )
     again = fetch(client, value_encoding="base64")
     assert again["messages"][0]["value"] == base64.b64encode(b"a4").decode()
+
+
+def test_max_messages_default_bounds_and_pass_through(
+    client: TestClient, engine: FakeEngine
+) -> None:
+    fetch(client)
+    fetch(client, max_messages=1)
+    fetch(client, max_messages=10_000)
+    assert engine.max_messages == [1000, 1, 10_000]
+    for bad in (0, -1, 10_001, "5", 2.5, True, None):
+        r = client.post("/v1/groups/g1/fetch", json={"max_messages": bad}, headers=READER)
+        error(r, 422, "invalid")
+    assert engine.max_messages == [1000, 1, 10_000]  # refused before the engine
+
+
+def test_messages_json_shares_attribute_forms_and_keeps_each_value() -> None:
+    when, other = datetime(2026, 11, 23, 13, 45), datetime(2026, 1, 2, 3, 4)
+    attrs = MappingProxyType({"k": "v"})
+    msgs = [
+        Message(topic="t", body=b"a", attributes=attrs, msg_time=when, message_id=1),
+        Message(topic="t", body=b"\xff", attributes=attrs, msg_time=when, message_id=2),
+        Message(topic="t", body="é".encode(), msg_time=other, msg_type="x", message_id=3),
+    ]
+    out = messages_json(msgs, False)
+    assert [(m["value"], m["encoding"], m["msg_time"]) for m in out] == [
+        ("a", "utf8", "202611231345"), ("/w==", "base64", "202611231345"),
+        ("é", "utf8", "202601020304"),
+    ]  # fmt: skip
+    assert [m["attributes"] for m in out] == [{"k": "v"}, {"k": "v"}, {}]
+    assert (out[2]["msg_type"], out[2]["message_id"]) == ("x", 3)
+    assert [m["value"] for m in messages_json(msgs[:1], True)] == ["YQ=="]
 
 
 def test_forged_token_never_reaches_the_engine(client: TestClient, engine: FakeEngine) -> None:

@@ -23,7 +23,7 @@ from tubemq_aio.gateway.models import (
     NackRequest,
     SettleResponse,
 )
-from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response, message_json
+from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response, messages_json
 from tubemq_aio.gateway.tokens import MAX_TOKEN_LENGTH, TokenClaims, decode_token, encode_token
 
 __all__ = ["router"]
@@ -101,6 +101,7 @@ async def fetch(
         wait_ms=body.wait_ms,
         lease_ms=body.lease_ms,
         holder=gateway.replica,
+        max_messages=body.max_messages,
     )
     outcome, gone = await run_unless_disconnected(
         request.receive, work, functools.partial(_release_unread, engine)
@@ -122,7 +123,7 @@ async def fetch(
             "redelivery": lease.redelivery,
         }
         force = body.value_encoding == "base64"
-        reply["messages"] = [message_json(m, force) for m in outcome.messages]
+        reply["messages"] = messages_json(outcome.messages, force)
         gateway.metrics.messages_delivered.labels(group).inc(len(outcome.messages))
     elif outcome.retry_after_ms is not None:
         reply["retry_after_ms"] = outcome.retry_after_ms
