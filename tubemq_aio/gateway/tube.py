@@ -13,14 +13,13 @@ already there, 3 otherwise.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tubemq_aio import __version__
 from tubemq_aio.consumer._cb_models import PartitionMeta
@@ -36,6 +35,8 @@ from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_rpc import OffsetResponse, RawMessage
 
 __all__ = ["TubeGroup", "TubeRead", "shared_consumer_id"]
+
+_T = TypeVar("_T")
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -322,21 +323,25 @@ class TubeGroup:
                 "error", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync,
                 error=f"cursor at {got.curr_offset}, expected {begin}",
             )  # fmt: skip
-        raw: list[tuple[RawMessage, ...]] = [got.messages]
-        done, more = await self._gather(session, partition, raw, begin, max_messages, gather_until)
-        rpcs += more + 1
+        messages: list[Message] = []
+        filters = self._consumer.config.filters_of(partition.key.topic)
+
+        def decode(batch: tuple[RawMessage, ...]) -> None:
+            decoded, _ = decode_raw_messages(
+                batch, topic=partition.key.topic, partition_key=key, filters=filters,
+                counters=self._consumer.stats,
+            )  # fmt: skip
+            messages.extend(decoded)
+
+        done, gets, batches = await self._gather(
+            session, partition, got.messages, begin, max_messages, gather_until, decode
+        )
+        rpcs += gets + 1
         if not done.success:
             raise server_error(done.err_code, done.err_msg)
         top = max(top, done.max_offset)
-        messages, _ = decode_raw_messages(
-            itertools.chain.from_iterable(raw),
-            topic=partition.key.topic,
-            partition_key=key,
-            filters=self._consumer.config.filters_of(partition.key.topic),
-            counters=self._consumer.stats,
-        )
         return TubeRead(
-            "ok", begin, done.curr_offset, top, tuple(messages), rpcs=rpcs, batches=len(raw),
+            "ok", begin, done.curr_offset, top, tuple(messages), rpcs=rpcs, batches=batches,
             registered=registered, resync=resync,
         )  # fmt: skip
 
@@ -344,32 +349,39 @@ class TubeGroup:
         self,
         session: ClientBalanceSession,
         partition: Partition,
-        raw: list[tuple[RawMessage, ...]],
+        first: tuple[RawMessage, ...],
         begin: int,
         max_messages: int,
         until: float,
-    ) -> tuple[OffsetResponse, int]:
-        """Read further broker batches after the one in ``raw``; end with a CommitOffset.
+        decode: Callable[[tuple[RawMessage, ...]], object],
+    ) -> tuple[OffsetResponse, int, int]:
+        """Read further broker batches after ``first``; end with a CommitOffset.
 
         A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
         ``currOffset`` is where the previous batch ended. A batch that would take the total
         past ``max_messages`` is read only when the largest batch so far says it fits; one that
         does not is rolled back (commit with consumed=False leaves the cursor where it starts).
-        Returns the final commit answer (``currOffset`` = the end of what ``raw`` holds) and the
-        number of GetMessage calls made here.
+        Each kept batch is decoded (``decode``) while the next RPC is at the broker.
+
+        Returns:
+            The final commit answer (``currOffset`` = the end of the kept batches), the
+            GetMessage calls made here and the number of batches kept.
 
         Raises:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
         """
-        total = largest = len(raw[0])
-        size = sum(len(m.payload) for m in raw[0])
-        calls, last_start, keep = 0, begin, True
+        total = largest = len(first)
+        size = sum(len(m.payload) for m in first)
+        gets, batches, last_start, keep = 0, 1, begin, True
+        pending: tuple[RawMessage, ...] = first
         while total + largest <= max_messages and size < GATHER_BYTES and time.monotonic() < until:
             self.rpcs += 1
-            calls += 1
-            got = await session.broker.get_message(
-                partition, last_pack_consumed=True, esc_flow_ctrl=False
-            )
+            gets += 1
+            got = await _overlapped(
+                session.broker.get_message(partition, last_pack_consumed=True, esc_flow_ctrl=False),
+                pending, decode,
+            )  # fmt: skip
+            pending = ()
             if not got.success:  # 404 (caught up), 452, …: the commit below ends the read
                 break
             if got.curr_offset <= last_start:
@@ -380,14 +392,30 @@ class TubeGroup:
             if total + len(got.messages) > max_messages:
                 keep = False
                 break
-            raw.append(got.messages)
+            pending, batches = got.messages, batches + 1
             size += sum(len(m.payload) for m in got.messages)
             total += len(got.messages)
             largest = max(largest, len(got.messages))
         self.rpcs += 1
-        done = await session.broker.commit(partition, consumed=keep)
+        done = await _overlapped(session.broker.commit(partition, consumed=keep), pending, decode)
         if done.success and not keep and done.curr_offset != last_start:
             raise server_error(
                 500, f"rollback left the cursor at {done.curr_offset}, not {last_start}"
             )
-        return done, calls
+        return done, gets, batches
+
+
+async def _overlapped(
+    call: Coroutine[Any, Any, _T],
+    batch: tuple[RawMessage, ...],
+    decode: Callable[[tuple[RawMessage, ...]], object],
+) -> _T:
+    """Run the broker ``call`` and decode ``batch`` while it is on the wire."""
+    task = asyncio.ensure_future(call)
+    if batch:
+        try:
+            decode(batch)
+        except BaseException:
+            task.cancel()
+            raise
+    return await task
