@@ -30,6 +30,8 @@ from tubemq_aio.testing import LocalCluster, RedisServer
 from tubemq_aio.testing.gateway import GatewayReplica
 
 KEY = "bench-key-123"
+#: ``max_messages`` of the gathering consume run (the other run leaves the gateway's default).
+GATHER = 5000
 T_PRODUCE, T_CONSUME, GROUP = "gwb_produce", "gwb_consume", "gwb_group"
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -84,30 +86,52 @@ async def _round(
     ]
     for name, run in pair if n % 2 == 0 else pair[::-1]:
         out[name] = await run()
+
+    async def sdk() -> dict[str, Any]:
+        return {"sdk_consume": await measure.sdk_consume(masters, T_CONSUME, f"gwb_sdk_{n}", count)}
+
+    consumes: list[Callable[[], Awaitable[dict[str, Any]]]] = [
+        lambda: _consume(gw, pid, count, "http_consume", None),
+        lambda: _consume(gw, pid, count, "http_consume_gather", GATHER),
+        sdk,
+    ]
+    for consume in consumes if n % 2 == 0 else consumes[::-1]:
+        out.update(await consume())
+    return out
+
+
+async def _consume(
+    gw: GatewayReplica, pid: int, count: int, name: str, max_messages: int | None
+) -> dict[str, Any]:
+    """One fetch → ack run from the start of the topic, with its cost read from ``/metrics``."""
     await _reset(gw.url)
     before, cpu0 = await _engine_stats(gw.url), measure.cpu_seconds(pid)
-    out["http_consume"] = await measure.http_consume(gw.url, KEY, GROUP, count)
+    rate = await measure.http_consume(gw.url, KEY, GROUP, count, max_messages=max_messages)
     cpu = measure.cpu_seconds(pid) - cpu0
     after = await _engine_stats(gw.url)
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     fetches = max(1.0, delta.get("fetches_ok", 0.0))
-    out["per_fetch"] = {
-        # the attempt that returned the batch (the issue's per-fetch goal: 2 RPCs, <= 3 Redis)
-        "broker_rpcs": delta.get("ok_broker_rpcs", 0.0) / fetches,
-        "redis_roundtrips": delta.get("ok_redis_roundtrips", 0.0) / fetches,
-        # everything the fetch path spent (empty scans and retries included), per batch
-        "broker_rpcs_all": delta.get("broker_rpcs", 0.0) / fetches,
-        "redis_roundtrips_all": delta.get("fetch_redis_roundtrips", 0.0) / fetches,
-        "messages": delta.get("messages", 0.0) / fetches,
-        "fetches_not_ok": delta.get("fetches", 0.0) - delta.get("fetches_ok", 0.0),
-    }
+    batches = max(1.0, delta.get("broker_batches", 0.0))
     acks = max(1.0, delta.get("acks", 0.0))
-    out["per_ack_redis"] = (
-        delta.get("redis_roundtrips", 0.0) - delta.get("fetch_redis_roundtrips", 0.0)
-    ) / acks
-    out["consume_cpu_s_per_1e6_msgs"] = cpu / max(1.0, delta.get("messages", 1.0)) * 1e6
-    out["sdk_consume"] = await measure.sdk_consume(masters, T_CONSUME, f"gwb_sdk_{n}", count)
-    return out
+    return {
+        name: rate,
+        f"{name}_cost": {
+            # the attempt that returned the batch (the issue's per-fetch goal: 2 RPCs, <= 3 Redis)
+            "broker_rpcs": delta.get("ok_broker_rpcs", 0.0) / fetches,
+            "redis_roundtrips": delta.get("ok_redis_roundtrips", 0.0) / fetches,
+            # everything the fetch path spent (empty scans and retries included), per batch
+            "broker_rpcs_all": delta.get("broker_rpcs", 0.0) / fetches,
+            "redis_roundtrips_all": delta.get("fetch_redis_roundtrips", 0.0) / fetches,
+            "broker_batches": batches / fetches,
+            "broker_rpcs_per_batch": delta.get("ok_broker_rpcs", 0.0) / batches,
+            "messages": delta.get("messages", 0.0) / fetches,
+            "fetches_not_ok": delta.get("fetches", 0.0) - delta.get("fetches_ok", 0.0),
+            "redis_per_ack": (
+                delta.get("redis_roundtrips", 0.0) - delta.get("fetch_redis_roundtrips", 0.0)
+            ) / acks,
+            "cpu_s_per_1e6_msgs": cpu / max(1.0, delta.get("messages", 1.0)) * 1e6,
+        },
+    }  # fmt: skip
 
 
 def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -115,7 +139,7 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         ci = bootstrap_ci(values)
         return {"median": median(values), "ci95": list(ci) if ci else None, "n": len(values)}
 
-    return {
+    out = {
         "produce_rps": stat([r["wrk_produce"]["rps"] for r in rounds]),
         "noop_rps": stat([r["wrk_noop"]["rps"] for r in rounds]),
         "produce_vs_floor": stat([r["wrk_produce"]["rps"] / r["wrk_noop"]["rps"] for r in rounds]),
@@ -128,16 +152,27 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "sdk_send_msgs_s": stat([r["sdk_send"] for r in rounds]),
         "batch_vs_sdk": stat([r["http_batch"] / r["sdk_send"] for r in rounds]),
         "consume_msgs_s": stat([r["http_consume"] for r in rounds]),
+        "consume_gather_msgs_s": stat([r["http_consume_gather"] for r in rounds]),
         "sdk_consume_msgs_s": stat([r["sdk_consume"] for r in rounds]),
         "consume_vs_sdk": stat([r["http_consume"] / r["sdk_consume"] for r in rounds]),
-        "broker_rpcs_per_fetch": stat([r["per_fetch"]["broker_rpcs"] for r in rounds]),
-        "redis_roundtrips_per_fetch": stat([r["per_fetch"]["redis_roundtrips"] for r in rounds]),
-        "broker_rpcs_per_batch_all": stat([r["per_fetch"]["broker_rpcs_all"] for r in rounds]),
-        "redis_per_batch_all": stat([r["per_fetch"]["redis_roundtrips_all"] for r in rounds]),
-        "redis_roundtrips_per_ack": stat([r["per_ack_redis"] for r in rounds]),
-        "messages_per_fetch": stat([r["per_fetch"]["messages"] for r in rounds]),
-        "consume_cpu_s_per_1e6_msgs": stat([r["consume_cpu_s_per_1e6_msgs"] for r in rounds]),
+        "consume_gather_vs_sdk": stat(
+            [r["http_consume_gather"] / r["sdk_consume"] for r in rounds]
+        ),
     }
+    for tag, key in (("", "http_consume_cost"), ("gather_", "http_consume_gather_cost")):
+        for figure, field in (
+            ("broker_rpcs_per_fetch", "broker_rpcs"),
+            ("redis_roundtrips_per_fetch", "redis_roundtrips"),
+            ("broker_rpcs_per_batch_all", "broker_rpcs_all"),
+            ("redis_per_batch_all", "redis_roundtrips_all"),
+            ("broker_batches_per_fetch", "broker_batches"),
+            ("broker_rpcs_per_broker_batch", "broker_rpcs_per_batch"),
+            ("redis_roundtrips_per_ack", "redis_per_ack"),
+            ("messages_per_fetch", "messages"),
+            ("consume_cpu_s_per_1e6_msgs", "cpu_s_per_1e6_msgs"),
+        ):
+            out[tag + figure] = stat([r[key][field] for r in rounds])
+    return out
 
 
 def _markdown(summary: dict[str, Any]) -> str:
@@ -185,7 +220,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", type=Path, help="result directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 5)
-    seconds, count = (5, 20_000) if args.quick else (15, 60_000)
+    seconds, count = 5 if args.quick else 15, 60_000
     result = asyncio.run(run(rounds, seconds, count))
     out = (
         args.out or RESULTS / f"{time.strftime('%Y-%m-%d')}-gateway{'-quick' if args.quick else ''}"
