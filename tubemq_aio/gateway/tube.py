@@ -414,6 +414,7 @@ async def _overlapped(
     task = asyncio.ensure_future(call)
     if batch:
         try:
+            await asyncio.sleep(0)  # let the task write its request before the CPU work
             decode(batch)
         except BaseException:
             task.cancel()
