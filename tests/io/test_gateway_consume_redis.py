@@ -277,24 +277,27 @@ class _SlowTube:
         return TubeRead("ok", start, start + 28, 280, batch, rpcs=1)
 
 
+@pytest.mark.parametrize(("group", "client_id"), [("gg", None), ("bb", "c1")])
 async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
-    service: ConsumeService, monkeypatch: pytest.MonkeyPatch
+    service: ConsumeService, monkeypatch: pytest.MonkeyPatch, group: str, client_id: str | None
 ) -> None:
-    """Cancel the read path after 0, 1, 2, ... loop turns (acquire, init, register, read,
-    record and the awaits inside them): each time the lease is given back at once (never left
-    held, never held twice); a fetch that finished first returns its lease."""
+    """Cancel the read path after 0, 1, 2, ... loop turns (acquire, cursor mutex in broadcast,
+    init, register, read, record and the awaits inside them): each time the lease and the
+    cursor mutex are given back at once (never left held, never held twice); a fetch that
+    finished first returns its lease."""
     store = service._store
     assert store is not None
-    await store.sync_parts("gg", "c", [P])
+    scope = "c" if client_id is None else f"b:{client_id}"
+    await store.sync_parts(group, scope, [P])
 
     async def tube_of(_spec: GroupSpec) -> _SlowTube:
         return _SlowTube()
 
     monkeypatch.setattr(service._reader, "_tube_of", tube_of)
-    spec = service._spec("gg")
+    spec = service._spec(group)
     cancelled = finished = 0
     for turns in range(200):
-        task = asyncio.create_task(service._reader.fetch_once(spec, "c", 60_000, "x", store))
+        task = asyncio.create_task(service._reader.fetch_once(spec, scope, 60_000, "x", store))
         for _ in range(turns):
             await asyncio.sleep(0)
         task.cancel()
@@ -307,12 +310,14 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
             assert outcome.lease is not None
             finished += 1
             assert await service.settle(outcome.lease.ref(), "release") == "released"
-        holders = [e.lease_holder for e in (await service.lag("gg")).partitions]
+        lag = await service.lag(group, client_id=client_id)
+        holders = [e.lease_holder for e in lag.partitions]
         assert holders == [None], (turns, holders)
+        assert not await store.client.exists(f"tgw:{{g:{group}}}:curlock:{P}"), turns
     assert cancelled > 50  # the cancel landed inside the read path that often
     assert finished > 0  # and the range reached past its end
-    state = await store.dump("gg", "c")
-    assert state.scopes["c"].parts[P].rc == 0  # releases, never counted as redeliveries
+    state = await store.dump(group, scope)
+    assert state.scopes[scope].parts[P].rc == 0  # releases, never counted as redeliveries
 
 
 async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> None:

@@ -171,7 +171,11 @@ class BatchReader:
                     if unlock is None:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
-                return await self._read(spec, lease, read, store, cost)
+                outcome = await self._read(spec, lease, read, store, cost)
+            if unlock is not None:  # before the batch is handed out: a cancel here releases it
+                held, unlock = unlock, None
+                await self._unlock(store, held, cost)
+            return outcome
         except GatewayError:  # Redis trouble (or lost state) is not the broker's fault
             await self._release(store, lease, 0, cost)
             raise
@@ -184,16 +188,25 @@ class BatchReader:
             raise
         finally:
             if unlock is not None:
-                with contextlib.suppress(Exception):  # it lapses on its own within 5 s
-                    cost.trips += 1
-                    await store.unlock(*unlock)
+                await self._unlock(store, unlock, cost)
 
     async def _lock_cursor(
         self, store: LeaseStore, group: str, p: str, cost: _Cost
     ) -> tuple[str, str] | None:
         key, token = f"tgw:{{g:{group}}}:curlock:{p}", secrets.token_hex(8)
         cost.trips += 1
-        return (key, token) if await store.try_lock(key, token, _CURSOR_LOCK_MS) else None
+        try:
+            locked = await store.try_lock(key, token, _CURSOR_LOCK_MS)
+        except asyncio.CancelledError:  # the SET may have run: do not leave it for 5 s
+            await self._unlock(store, (key, token), cost)
+            raise
+        return (key, token) if locked else None
+
+    async def _unlock(self, store: LeaseStore, held: tuple[str, str], cost: _Cost) -> None:
+        """Drop the cursor mutex if this fetch still holds it (shielded; it lapses anyway)."""
+        with contextlib.suppress(Exception):
+            cost.trips += 1
+            await asyncio.shield(store.unlock(*held))
 
     async def _forget(
         self, store: LeaseStore, group: str, scope: str, lease_id: str, cost: _Cost

@@ -40,6 +40,7 @@ class Waker:
         self.waiting = 0
         self.received = 0
         self._events: dict[str, asyncio.Event] = {}
+        self._per_key: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -79,12 +80,18 @@ class Waker:
             raise TooManyWaitersError(f"{self.waiting} long polls already wait on this replica")
         event = self._events.setdefault(key, asyncio.Event())
         self.waiting += 1
+        self._per_key[key] = self._per_key.get(key, 0) + 1
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0, timeout_ms) / 1000):
                     await event.wait()
         finally:
             self.waiting -= 1
+            left = self._per_key.pop(key) - 1
+            if left:
+                self._per_key[key] = left
+            else:  # nobody waits on the key any more (e.g. a broadcast client_id that never
+                self._events.pop(key, None)  # comes back): leave nothing behind
 
     async def _listen(self) -> None:
         while not self._stopping:

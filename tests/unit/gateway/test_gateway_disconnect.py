@@ -19,6 +19,7 @@ from test_gateway_http import CFG, READER
 
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.disconnect import run_unless_disconnected
+from tubemq_aio.gateway.wake import Waker
 from tubemq_aio.producer import Producer
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -261,3 +262,21 @@ async def test_a_server_that_never_reports_a_disconnect_still_answers() -> None:
 
     assert await run_unless_disconnected(receive, work(), abandon) == ("ok", False)
     assert calls <= 8  # the watch gave up instead of spinning
+
+
+async def test_a_waiter_that_leaves_frees_its_registration() -> None:
+    """Long polls that time out or are cancelled (their client left) leave no waiter and no
+    per-key event behind, whatever the order they leave in."""
+    waker = Waker(cast(Any, None), max_waiters=10)  # wait() needs no Redis
+    await waker.wait("g|b:once", 1)  # timed out
+    polls = [asyncio.create_task(waker.wait(f"g|b:{i % 2}", 30_000)) for i in range(4)]
+    await until(lambda: waker.waiting == 4)
+    waker.notify("g|b:0")  # two wake up; a new waiter on the same key arrives meanwhile
+    late = asyncio.create_task(waker.wait("g|b:0", 30_000))
+    await asyncio.gather(polls[0], polls[2])
+    for task in (polls[1], polls[3], late):
+        task.cancel()
+    await asyncio.gather(*polls, late, return_exceptions=True)
+    assert waker.waiting == 0
+    assert waker._events == {}
+    assert waker._per_key == {}
