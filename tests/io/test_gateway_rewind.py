@@ -32,7 +32,10 @@ class ScriptedTube:
         self.answers: list[TubeRead] = []
         self.asked: list[tuple[int, bool]] = []
 
-    async def read(self, key: str, start: int, *, cursor_at_start: bool) -> TubeRead:
+    async def read(
+        self, key: str, start: int, *, cursor_at_start: bool, max_messages: int = 1,
+        gather_until: float = 0.0,
+    ) -> TubeRead:  # fmt: skip
         self.asked.append((start, cursor_at_start))
         return self.answers.pop(0)
 

@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import PartitionNotSubscribableError, PartitionOccupiedError, TubeMQError
 from tubemq_aio.gateway.engine_types import (
     ConsumeSettings,
     FetchOutcome,
@@ -29,6 +29,7 @@ from tubemq_aio.gateway.engine_types import (
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
 from tubemq_aio.gateway.store import LeaseStore
 from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup, TubeRead
+from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 
 __all__ = ["BatchReader", "rewind_target"]
 
@@ -43,6 +44,8 @@ _LEASE_MARGIN_MS = 2000
 _CURSOR_LOCK_MS = 5000
 _RETRY_BUSY_MS = 50
 _BROKER_ERROR_REST_MS = 1000
+#: A partition the broker refused rests as long as the SDK holds it back after a refusal.
+_REFUSED_REST_MS = int(CONNECT_FAILURE_HOLD * 1000)
 #: A fetch gathers further broker batches for at most this long (seconds).
 _GATHER_S = 1.0
 
@@ -179,6 +182,14 @@ class BatchReader:
         except GatewayError:  # Redis trouble (or lost state) is not the broker's fault
             await self._release(store, lease, 0, cost)
             raise
+        except (PartitionOccupiedError, PartitionNotSubscribableError) as exc:
+            # This partition is refused for now (410 held by another consumer id, 421 within
+            # the 5 s hold after such a refusal, 422 not subscribable): it rests, and the fetch
+            # tries another partition instead of failing with 503.
+            self._stats.partition_refusals += 1
+            log.info("partition %s refused: %s", lease.partition_key, exc)
+            await self._release(store, lease, _REFUSED_REST_MS, cost)
+            return None
         except (TubeMQError, TimeoutError, OSError) as exc:
             self._stats.broker_errors += 1
             await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
