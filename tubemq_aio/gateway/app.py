@@ -26,6 +26,7 @@ from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.engine import ConsumeEngine
+from tubemq_aio.gateway.housekeeper import Housekeeper
 from tubemq_aio.gateway.http_errors import ApiError, api_error_for
 from tubemq_aio.gateway.metrics import MetricsMiddleware
 from tubemq_aio.gateway.routes import admin, consume, ops, produce
@@ -77,6 +78,12 @@ def create_app(
                 stack.push_async_callback(engine.close)
                 gateway.engine = engine
                 gateway.metrics.watch_engine(engine.stats)
+                if isinstance(engine, ConsumeService):  # stand-ins in tests have no store
+                    keeper = Housekeeper(engine, config.housekeeper, replica=gateway.replica)
+                    await keeper.start()
+                    stack.callback(gateway.metrics.watch_housekeeper, None)
+                    stack.push_async_callback(keeper.close)
+                    gateway.metrics.watch_housekeeper(keeper.collect)
             try:
                 yield
             finally:
@@ -134,6 +141,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         rpc_timeout=config.rpc_timeout,
         max_long_poll_waiters=config.max_long_poll_waiters,
         not_found_wait_ms=config.not_found_wait_ms,
+        sync_interval=config.sync_interval,
     )
     return ConsumeService(settings)
 

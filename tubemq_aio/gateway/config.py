@@ -20,7 +20,7 @@ from typing import Any, Literal
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
-__all__ = ["ApiKey", "GatewayConfig", "GroupConfig"]
+__all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "HousekeeperConfig"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _SCOPE_KINDS = ("produce", "consume", "admin")
@@ -41,12 +41,18 @@ _TOP_KEYS = frozenset(
         "max_long_poll_waiters",
         "not_found_wait_ms",
         "noop_route",
+        "sync_interval",
+        "housekeeper",
     }
 )
 _GROUP_KEYS = frozenset(
     {"name", "topics", "mode", "start", "lease_ms", "lease_ms_min", "lease_ms_max"}
 )
 _KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
+_HK_KEYS = frozenset(
+    {"enabled", "leader_lease_ms", "probe_interval_ms", "client_idle_ms", "session_idle_ms"}
+)
+_WEEK_MS = 7 * 86_400_000
 MIN_SECRET_BYTES = 16
 
 
@@ -95,6 +101,40 @@ class GroupConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HousekeeperConfig:
+    """The per-group background jobs (``[housekeeper]``), run by one elected replica per group.
+
+    Attributes:
+        enabled: run the housekeeper at all (lag probes, lag gauges, broadcast client GC,
+            idle-session close).
+        leader_lease_ms: life of the leader key in Redis (renewed every third of it); a dead
+            leader is replaced within about this long.
+        probe_interval_ms: a partition nobody leased for this long gets its max offset read
+            again (one broker register), so the lag of idle groups stays current; 0 = never.
+        client_idle_ms: broadcast only: the state of a ``client_id`` not seen for this long is
+            deleted (it starts over from the group's ``start`` if it comes back); 0 = never.
+        session_idle_ms: a replica closes its TubeMQ session of a group no client fetched for
+            this long (reopened by the next fetch); 0 = never.
+    """
+
+    enabled: bool = True
+    leader_lease_ms: int = 15_000
+    probe_interval_ms: int = 60_000
+    client_idle_ms: int = _WEEK_MS
+    session_idle_ms: int = 600_000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError("housekeeper.enabled must be true or false")
+        _check_int(self.leader_lease_ms, "housekeeper.leader_lease_ms", 1000, 600_000)
+        for key in ("probe_interval_ms", "client_idle_ms", "session_idle_ms"):
+            _check_int(getattr(self, key), f"housekeeper.{key}", 0, 365 * 86_400_000)
+        for key in ("probe_interval_ms", "session_idle_ms"):
+            if 0 < getattr(self, key) < 1000:
+                raise ConfigError(f"housekeeper.{key} must be 0 (never) or at least 1000")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ApiKey:
     """An API key (``[[keys]]``), kept only as its SHA-256 digest.
 
@@ -139,6 +179,9 @@ class GatewayConfig:
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
+        sync_interval: seconds between partition metadata refreshes of one scope on one
+            replica (also how often an active broadcast client is marked as seen).
+        housekeeper: the elected background jobs (see :class:`HousekeeperConfig`).
     """
 
     masters: str
@@ -156,6 +199,8 @@ class GatewayConfig:
     max_long_poll_waiters: int = 1000
     not_found_wait_ms: int = 400
     noop_route: bool = False
+    sync_interval: float = 10.0
+    housekeeper: HousekeeperConfig = field(default_factory=HousekeeperConfig)
 
     def __post_init__(self) -> None:
         for key in ("masters", "redis", "secret"):
@@ -182,6 +227,17 @@ class GatewayConfig:
         _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
         _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
+        _check_seconds(self.sync_interval, "sync_interval", low=0.1)
+        if not isinstance(self.housekeeper, HousekeeperConfig):
+            raise ConfigError("housekeeper must be a [housekeeper] table")
+        idle = self.housekeeper.client_idle_ms
+        if 0 < idle < 2000 * self.sync_interval:
+            # An active client is marked as seen once per sync_interval (per replica): a
+            # shorter idle time could delete the state of a client that is still reading.
+            raise ConfigError(
+                "housekeeper.client_idle_ms must be 0 (never) or at least 2 x sync_interval "
+                f"({int(2000 * self.sync_interval)} ms)"
+            )
 
     def group(self, name: str) -> GroupConfig | None:
         """The configured group called ``name``, or None."""
@@ -210,7 +266,9 @@ class GatewayConfig:
             ConfigError: a key is unknown, has the wrong type or an invalid value.
         """
         _no_unknown(data, _TOP_KEYS, "")
-        options: dict[str, Any] = {k: v for k, v in data.items() if k not in ("groups", "keys")}
+        options: dict[str, Any] = {
+            k: v for k, v in data.items() if k not in ("groups", "keys", "housekeeper")
+        }
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
                 raise ConfigError(f"{key} must be a string")
@@ -222,10 +280,19 @@ class GatewayConfig:
         options["keys"] = tuple(
             _key(k, i) for i, k in enumerate(_tables(data.get("keys", []), "keys"))
         )
+        if "housekeeper" in data:
+            options["housekeeper"] = _housekeeper(data["housekeeper"])
         for key in ("masters", "redis", "secret"):
             if key not in options:
                 raise ConfigError(f"{key} is required")
         return cls(**options)
+
+
+def _housekeeper(raw: object) -> HousekeeperConfig:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("housekeeper must be a table ([housekeeper])")
+    _no_unknown(raw, _HK_KEYS, "housekeeper.")
+    return HousekeeperConfig(**raw)
 
 
 def _group(raw: Mapping[str, Any], index: int) -> GroupConfig:

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Literal
 
@@ -86,6 +87,8 @@ class ConsumeService:
         self._specs = {g.name: g for g in settings.groups}
         self._tubes: dict[str, TubeGroup] = {}
         self._synced: dict[tuple[str, str], float] = {}
+        self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
+        self._busy: Counter[str] = Counter()  # group -> fetches running now
         self._stats = GatewayStats()
         self._reader = BatchReader(settings, self._stats, self._tube)
         self._client: aioredis.Redis | None = None
@@ -156,6 +159,41 @@ class ConsumeService:
             out.long_poll_waiters = self._waker.waiting
         return out
 
+    # ---- for the housekeeper -----------------------------------------------------------------
+
+    def lease_store(self) -> LeaseStore:
+        """The running Redis store.
+
+        Raises:
+            StoreUnavailableError: the service is not running.
+        """
+        return self._running()
+
+    async def session(self, group: str) -> TubeGroup:
+        """The group's started TubeMQ session on this replica (opened if needed; not counted
+        as client use, so a session opened only for lag probes stays idle).
+
+        Raises:
+            UnknownGroupError: the group is not served.
+            TubeUnavailableError: the master cannot be reached.
+        """
+        return await self._tube(self._spec(group))
+
+    def session_use(self) -> tuple[list[str], dict[str, float], dict[str, int]]:
+        """Open sessions, when a client fetch last ended per group, fetches running now."""
+        return list(self._tubes), dict(self._last_use), dict(self._busy)
+
+    async def close_session(self, group: str) -> bool:
+        """Close the group's TubeMQ session on this replica unless a fetch is using it; the
+        next fetch opens a new one. Returns whether one was closed."""
+        if self._busy[group] > 0 or group not in self._tubes:
+            return False
+        tube = self._tubes.pop(group)  # synchronously: a fetch from now on opens a new one
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2 * self.settings.rpc_timeout):
+                await tube.close()
+        return True
+
     # ---- helpers -----------------------------------------------------------------------------
 
     def _spec(self, group: str) -> GroupSpec:
@@ -200,11 +238,11 @@ class ConsumeService:
             plist = await tube.partitions()
         except TubeMQError as exc:
             raise TubeUnavailableError(f"partition metadata unavailable: {exc!r}") from exc
-        self._stats.fetch_redis_roundtrips += 1
-        await store.sync_parts(spec.name, scope, plist)
-        if scope != "c":
+        if scope != "c":  # stamped first: the housekeeper never collects a scope being synced
             self._stats.fetch_redis_roundtrips += 1
             await store.add_client(spec.name, scope)
+        self._stats.fetch_redis_roundtrips += 1
+        await store.sync_parts(spec.name, scope, plist)
         self._synced[(spec.name, scope)] = now
 
     def _lease_ms(self, spec: GroupSpec, lease_ms: int | None) -> int:
@@ -269,17 +307,22 @@ class ConsumeService:
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
-        while True:
-            await self._sync(spec, scope, store)
-            outcome = await self._reader.fetch_once(
-                spec, scope, lease, holder[:200], store, max_messages
-            )
-            left_ms = int((deadline - loop.time()) * 1000)
-            if outcome.status not in ("empty", "busy") or left_ms <= 0:
-                break
-            assert self._waker is not None
-            pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # never a busy loop on Redis
-            await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
+        self._busy[group] += 1  # the session is in use: the housekeeper leaves it open
+        try:
+            while True:
+                await self._sync(spec, scope, store)
+                outcome = await self._reader.fetch_once(
+                    spec, scope, lease, holder[:200], store, max_messages
+                )
+                left_ms = int((deadline - loop.time()) * 1000)
+                if outcome.status not in ("empty", "busy") or left_ms <= 0:
+                    break
+                assert self._waker is not None
+                pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
+                await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
+        finally:
+            self._busy[group] -= 1
+            self._last_use[group] = loop.time()
         name = f"fetches_{outcome.status}"
         setattr(self._stats, name, getattr(self._stats, name) + 1)
         return outcome
@@ -462,7 +505,12 @@ class ConsumeService:
         redis_ok = self._store is not None and not self._closed and await self._store.ping()
         master_ok = False
         if self._specs and not self._closed:
-            spec = next(iter(self._specs.values()))
+            # An open session answers without a new master registration; opening one counts
+            # as use, so an idle group's session is not reopened by every readiness probe.
+            spec = next((self._specs[g] for g in self._tubes), None)
+            if spec is None:
+                spec = next(iter(self._specs.values()))
+                self._last_use[spec.name] = asyncio.get_running_loop().time()
             try:
                 async with asyncio.timeout(self.settings.rpc_timeout):
                     tube = await self._tube(spec)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,6 +48,19 @@ class _EngineCollector(Collector):
             yield GaugeMetricFamily(
                 f"{PREFIX}engine_{name}", f"consume engine counter {name}", value=value
             )
+
+
+class _Delegate(Collector):
+    """Yields what its current source yields (none while unset): a collector registered once
+    whose source comes and goes with the app's lifespan."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[Metric]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        source = self.source
+        if source is not None:
+            yield from source()
 
 
 class GatewayMetrics:
@@ -93,12 +106,19 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self._engine: Callable[[], object] | None = None
+        self._housekeeper = _Delegate()
+        self.registry.register(self._housekeeper)
 
     def watch_engine(self, source: Callable[[], object]) -> None:
         """Export ``source()`` (the engine's stats) on every scrape; call once."""
         if self._engine is None:
             self._engine = source
             self.registry.register(_EngineCollector(source))
+
+    def watch_housekeeper(self, source: Callable[[], Iterable[Metric]] | None) -> None:
+        """Export the families ``source()`` yields (the housekeeper's) on every scrape; None
+        stops exporting them."""
+        self._housekeeper.source = source
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

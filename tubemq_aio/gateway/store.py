@@ -25,7 +25,15 @@ import redis.exceptions as rexc
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.model import GroupState, PartState, ScopeState
 
-__all__ = ["BOOT_KEY", "WAKE_CHANNEL", "LeaseStore", "Reply", "scope_keys"]
+__all__ = [
+    "BOOT_KEY",
+    "WAKE_CHANNEL",
+    "LeaseStore",
+    "Reply",
+    "clients_keys",
+    "cursor_lock_key",
+    "scope_keys",
+]
 
 BOOT_KEY = "tgw:boot"
 WAKE_CHANNEL = "tgw:wake"
@@ -35,6 +43,23 @@ _T = TypeVar("_T")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 )
+# Remember a broadcast scope and when it was last seen, on Redis's clock.
+_SEEN = (
+    "local t = redis.call('TIME') redis.call('SADD', KEYS[1], ARGV[1]) "
+    "local ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
+    "redis.call('ZADD', KEYS[2], ms, ARGV[1]) return 1"
+)
+
+
+def clients_keys(group: str) -> tuple[str, str]:
+    """The broadcast scopes of a group: the SET of scopes and the ZSET scope → last seen ms."""
+    g = f"tgw:{{g:{group}}}"
+    return f"{g}:clients", f"{g}:seen"
+
+
+def cursor_lock_key(group: str, p: str) -> str:
+    """Broadcast: the short mutex over the group's broker cursor of partition ``p``."""
+    return f"tgw:{{g:{group}}}:curlock:{p}"
 
 
 def scope_keys(group: str, scope: str) -> list[str]:
@@ -79,6 +104,16 @@ class LeaseStore:
         self.lost = 0  # script answers "lost" (StateLostError)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
         self._unlock = client.register_script(_UNLOCK)
+        self._seen = client.register_script(_SEEN)
+
+    async def roundtrip(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run one idempotent Redis call with this store's timeout, retry and error mapping.
+
+        Raises:
+            StoreUnavailableError: Redis is down or not ready.
+            GatewayError: Redis refused the command.
+        """
+        return await self._io(call)
 
     async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """One round trip; a lost connection is retried once (scripts are idempotent)."""
@@ -205,13 +240,14 @@ class LeaseStore:
         await self._io(write)
 
     async def add_client(self, group: str, scope: str) -> None:
-        """Remember a broadcast scope (so a reset without client_id reaches it)."""
-        key = f"tgw:{{g:{group}}}:clients"
-        await self._io(lambda: self.client.sadd(key, scope))
+        """Remember a broadcast scope (so a reset without client_id reaches it) and mark it
+        seen now (the housekeeper deletes the state of scopes idle too long)."""
+        keys = list(clients_keys(group))
+        await self._io(lambda: self._seen(keys=keys, args=[scope]))
 
     async def clients(self, group: str) -> list[str]:
-        """Every broadcast scope of ``group`` seen so far."""
-        key = f"tgw:{{g:{group}}}:clients"
+        """Every broadcast scope of ``group`` seen so far (and not collected since)."""
+        key = clients_keys(group)[0]
         return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
 
     async def members(self, group: str, scope: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway.config import HousekeeperConfig
 
 GOOD = """
 masters = "127.0.0.1:8715"
@@ -132,3 +134,51 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("masters = [")
     with pytest.raises(ConfigError, match="TOML"):
         GatewayConfig.from_toml(bad)
+
+
+def test_housekeeper_defaults_and_table() -> None:
+    cfg = GatewayConfig.from_mapping(base())
+    hk = cfg.housekeeper
+    assert (hk.enabled, hk.leader_lease_ms, hk.probe_interval_ms) == (True, 15_000, 60_000)
+    assert hk.client_idle_ms == 7 * 86_400_000
+    assert hk.session_idle_ms == 600_000
+    assert cfg.sync_interval == 10.0
+    cfg = GatewayConfig.from_mapping(
+        base(
+            sync_interval=0.5,
+            housekeeper={"leader_lease_ms": 3000, "client_idle_ms": 1000, "probe_interval_ms": 0},
+        )
+    )
+    assert cfg.housekeeper.client_idle_ms == 1000
+    assert cfg.housekeeper.probe_interval_ms == 0
+
+
+@pytest.mark.parametrize(
+    ("over", "text"),
+    [
+        ({"housekeeper": {"leader_lease_ms": 999}}, "housekeeper.leader_lease_ms"),
+        ({"housekeeper": {"leader_lease_ms": True}}, "housekeeper.leader_lease_ms"),
+        ({"housekeeper": {"probe_interval_ms": 500}}, "housekeeper.probe_interval_ms"),
+        ({"housekeeper": {"probe_interval_ms": -1}}, "housekeeper.probe_interval_ms"),
+        ({"housekeeper": {"session_idle_ms": 1.5}}, "housekeeper.session_idle_ms"),
+        ({"housekeeper": {"client_idle_ms": 10_000}}, "2 x sync_interval"),
+        ({"housekeeper": {"client_idle_ms": math.inf}}, "housekeeper.client_idle_ms"),
+        ({"housekeeper": {"enabled": "yes"}}, "housekeeper.enabled"),
+        ({"housekeeper": {"leader_lease": 1}}, "unknown config key housekeeper.leader_lease"),
+        ({"housekeeper": 5}, "housekeeper must be a table"),
+        ({"sync_interval": 0.01}, "sync_interval"),
+        ({"sync_interval": math.nan}, "sync_interval"),
+    ],
+)
+def test_bad_housekeeper_keys_name_the_key(over: dict[str, Any], text: str) -> None:
+    with pytest.raises(ConfigError, match=text.replace(".", r"\.")):
+        GatewayConfig.from_mapping(base(**over))
+
+
+def test_housekeeper_field_must_be_the_dataclass() -> None:
+    with pytest.raises(ConfigError, match="housekeeper must be"):
+        GatewayConfig(
+            masters="m:1", redis="redis://h:1/0", secret="x" * 16, allow_anonymous=True,
+            housekeeper={"enabled": False},  # type: ignore[arg-type]
+        )  # fmt: skip
+    assert not HousekeeperConfig(enabled=False).enabled

@@ -1,0 +1,68 @@
+"""Lag probes: read the max offset of partitions nobody fetches, under a normal lease.
+
+A probe is acquire(want=p) → Register at the committed offset (the broker answers the
+partition's max and leaves the group's cursor at the committed offset, which the cursor record
+then states) → record an empty read (raises ``mx``, releases the lease). A partition without a
+committed offset runs the fetch's first step instead (register at the group's ``start``, then
+``init``), so the lag of a group nobody ever fetched is known too. Broadcast scopes also take
+the per-partition cursor mutex, as fetches do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+
+from tubemq_aio.gateway.engine_types import GroupSpec
+from tubemq_aio.gateway.store import LeaseStore, cursor_lock_key
+from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup
+
+__all__ = ["probe_partition"]
+
+#: Broadcast cursor mutex life (ms), the same as a fetch's.
+_CURSOR_LOCK_MS = 5000
+
+
+async def probe_partition(
+    store: LeaseStore, tube: TubeGroup, spec: GroupSpec, scope: str, p: str, *,
+    holder: str, lease_ms: int,
+) -> bool:  # fmt: skip
+    """Refresh one partition's max offset; False when it was busy or gone (nothing changed).
+
+    Raises:
+        GatewayError: Redis failed (the lease is released first when possible).
+        TubeMQError: the broker refused the register (the lease is released).
+    """
+    lid = secrets.token_hex(16)
+    got = await store.acquire(spec.name, scope, lid, lease_ms, holder, want=p)
+    if got.status != "leased" or str(got.values[0]) != p:
+        return False
+    cmt, start = int(got.values[1]), str(got.values[4])
+    released = False
+    unlock: str | None = None
+    try:
+        if scope != "c":
+            key = cursor_lock_key(spec.name, p)
+            if not await store.try_lock(key, lid, _CURSOR_LOCK_MS):
+                return False
+            unlock = key
+        if cmt < 0:
+            target = start or spec.start
+            begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
+            first = await store.init(spec.name, scope, p, lid, begin, top)
+            if first.status != "ok":
+                return False
+            cmt = int(first.values[0])
+        else:
+            begin, top = await tube.register(p, cmt)
+        rec = await store.record(spec.name, scope, p, lid, cmt, cmt, top, 0, 0, begin)
+        released = rec.status in ("released", "stale")
+        return rec.status == "released"
+    finally:
+        if not released:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(store.settle(spec.name, scope, p, lid, "release", 0))
+        if unlock is not None:
+            with contextlib.suppress(Exception):  # it lapses on its own
+                await store.unlock(unlock, lid)

@@ -1,0 +1,297 @@
+"""The housekeeper: per-group background jobs, run by one elected replica per group.
+
+Every replica runs one :class:`Housekeeper` task (owned by the app's lifespan). Each tick
+(a third of ``leader_lease_ms``) it closes this replica's TubeMQ sessions that no client used
+for ``session_idle_ms``, then, per group, takes or renews the group's leader key in Redis
+(compare-and-set, ``PX`` on Redis's clock) and, while leader: probes partitions nobody leased
+for ``probe_interval_ms`` (:mod:`.hk_probe`), deletes the state of broadcast clients idle for
+``client_idle_ms`` and refreshes the lag gauges it exports. Every job is idempotent, so two
+leaders for a moment (a stalled one whose key lapsed) do no harm; a replica that cannot renew
+stops acting before its key expires (:class:`~.hk_logic.Leadership`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.config import HousekeeperConfig
+from tubemq_aio.gateway.consume import ConsumeService, GroupSpec
+from tubemq_aio.gateway.hk_logic import (
+    LagSample,
+    Leadership,
+    clients_to_collect,
+    lag_samples,
+    sessions_to_close,
+)
+from tubemq_aio.gateway.hk_probe import probe_partition
+from tubemq_aio.gateway.hk_store import HousekeeperStore
+from tubemq_aio.gateway.metrics import PREFIX
+
+__all__ = ["Housekeeper", "HousekeeperStats"]
+
+log = logging.getLogger("tubemq_aio.gateway")
+
+
+@dataclass(slots=True)
+class HousekeeperStats:
+    """Plain counters of one replica's housekeeper."""
+
+    ticks: int = 0
+    errors: int = 0
+    leadership_changes: int = 0
+    probes: int = 0
+    clients_collected: int = 0
+    sessions_closed: int = 0
+    samples: dict[str, list[LagSample]] = field(default_factory=dict)
+
+
+class Housekeeper:
+    """One replica's housekeeper task.
+
+    Args:
+        engine: the replica's running consume engine.
+        config: the ``[housekeeper]`` settings.
+        replica: this replica's name (the leader key holds it, with a random suffix).
+    """
+
+    def __init__(self, engine: ConsumeService, config: HousekeeperConfig, *, replica: str) -> None:
+        self.engine = engine
+        self.config = config
+        self.me = f"{replica}:{secrets.token_hex(4)}"
+        self.stats = HousekeeperStats()
+        self._groups: tuple[GroupSpec, ...] = engine.settings.groups
+        self._lead = {g.name: Leadership(config.leader_lease_ms) for g in self._groups}
+        self._probed: dict[str, float] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self._store: HousekeeperStore | None = None
+        self._timeout = engine.settings.rpc_timeout
+
+    def __repr__(self) -> str:
+        leading = sorted(g for g, lead in self._lead.items() if lead.held_until > -math.inf)
+        return f"<Housekeeper {self.me} leading={leading}>"
+
+    @property
+    def tick_s(self) -> float:
+        """Seconds between two passes (a third of the leader lease)."""
+        return self.config.leader_lease_ms / 3000
+
+    def leading(self) -> list[str]:
+        """Groups this replica acts as housekeeper for right now."""
+        now = asyncio.get_running_loop().time()
+        return sorted(g for g, lead in self._lead.items() if lead.is_leader(now))
+
+    async def start(self) -> None:
+        """Start the tasks (idempotent; a no-op when disabled or without groups)."""
+        if self._tasks or not self.config.enabled or not self._groups:
+            return
+        self._store = HousekeeperStore(self.engine.lease_store())
+        self._tasks = [
+            asyncio.create_task(self._loop(self.elect), name="gateway-housekeeper-elect"),
+            asyncio.create_task(self._loop(self.work), name="gateway-housekeeper-work"),
+        ]
+
+    async def close(self) -> None:
+        """End the tasks and give up the leader keys this replica holds (bounded, idempotent)."""
+        self._stop.set()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            try:
+                async with asyncio.timeout(2 * self._timeout):
+                    await asyncio.shield(task)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        held = [g for g, lead in self._lead.items() if lead.held_until > -math.inf]
+        for lead in self._lead.values():
+            lead.resign()
+        self.stats.samples.clear()
+        if self._store is not None:
+            for group in held:  # let another replica take over at once, not after the lease
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(self._timeout):
+                        await self._store.resign(group, self.me)
+
+    async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step`` every tick until closed; a failed step is logged and counted, never
+        fatal (supervised: the next one starts afresh)."""
+        while not self._stop.is_set():
+            try:
+                async with asyncio.timeout(self.tick_s + 4 * self._timeout):
+                    await step()
+            except Exception as exc:
+                self.stats.errors += 1
+                log.warning("housekeeper %s failed: %r", getattr(step, "__name__", step), exc)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.tick_s):
+                    await self._stop.wait()
+
+    async def elect(self) -> None:
+        """Take or renew every group's leader key (its own task: slow jobs never delay it)."""
+        assert self._store is not None
+        loop = asyncio.get_running_loop()
+        for spec in self._groups:
+            lead = self._lead[spec.name]
+            sent = loop.time()
+            try:
+                async with asyncio.timeout(self._timeout):
+                    got = await self._store.lead(spec.name, self.me, self.config.leader_lease_ms)
+            except (TubeMQError, TimeoutError) as exc:  # the belief lapses on its own
+                self.stats.errors += 1
+                log.warning("housekeeper election of %s: %r", spec.name, exc)
+                continue
+            if lead.observe(got.held, sent):
+                self.stats.leadership_changes += 1
+                who = "this replica" if got.held else got.holder
+                log.info("housekeeper of group %s: %s", spec.name, who)
+
+    async def work(self) -> None:
+        """One pass: idle sessions of this replica, then the jobs of each group it leads."""
+        self.stats.ticks += 1
+        await self._close_idle_sessions()
+        loop = asyncio.get_running_loop()
+        for spec in self._groups:
+            if self._stop.is_set():
+                return
+            if not self._lead[spec.name].is_leader(loop.time()):
+                self.stats.samples.pop(spec.name, None)  # gauges come from the leader only
+                continue
+            try:
+                await self._group(spec)
+            except (TubeMQError, TimeoutError, OSError) as exc:
+                self.stats.errors += 1
+                log.warning("housekeeper of group %s: %r", spec.name, exc)
+
+    async def _close_idle_sessions(self) -> None:
+        loop = asyncio.get_running_loop()
+        groups, last_use, busy = self.engine.session_use()
+        idle_s = self.config.session_idle_ms / 1000
+        for group in sessions_to_close(groups, last_use, busy, loop.time(), idle_s):
+            if await self.engine.close_session(group):
+                self.stats.sessions_closed += 1
+                log.info("closed the idle TubeMQ session of group %s", group)
+
+    async def _group(self, spec: GroupSpec) -> None:
+        loop = asyncio.get_running_loop()
+        lead = self._lead[spec.name]
+        if spec.mode == "broadcast":
+            await self._collect_clients(spec)
+        interval = self.config.probe_interval_ms
+        if interval and loop.time() - self._probed.get(spec.name, -math.inf) >= interval / 1000:
+            self._probed[spec.name] = loop.time()
+            await self._probe(spec)
+        if lead.is_leader(loop.time()):
+            await self._export_lag(spec)
+
+    async def _scopes(self, spec: GroupSpec) -> list[str]:
+        if spec.mode == "clustering":
+            return ["c"]
+        return await self.engine.lease_store().clients(spec.name)
+
+    async def _probe(self, spec: GroupSpec) -> None:
+        store = self.engine.lease_store()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        was_open = spec.name in self.engine.session_use()[0]
+        tube = await self.engine.session(spec.name)
+        try:
+            if spec.mode == "clustering":  # a group nobody fetched learns its partitions here
+                await store.sync_parts(spec.name, "c", await tube.partitions())
+            lease_ms = int(3000 * self._timeout)
+            holder = f"housekeeper@{self.me}"
+            for scope in await self._scopes(spec):
+                idle = await self._require_store().idle_partitions(
+                    spec.name, scope, self.config.probe_interval_ms
+                )
+                for p in idle:
+                    if not self._lead[spec.name].is_leader(loop.time()) or self._stop.is_set():
+                        return
+                    async with asyncio.timeout(2 * self._timeout):
+                        got = await probe_partition(
+                            store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms
+                        )
+                    self.stats.probes += int(got)
+        finally:
+            _, last_use, _ = self.engine.session_use()
+            unused = last_use.get(spec.name, -math.inf) < began
+            if not was_open and unused and self.config.session_idle_ms:
+                # opened only for this pass: an idle group does not stay registered
+                await self.engine.close_session(spec.name)
+
+    def _require_store(self) -> HousekeeperStore:
+        assert self._store is not None
+        return self._store
+
+    async def _collect_clients(self, spec: GroupSpec) -> None:
+        idle = self.config.client_idle_ms
+        if idle <= 0:
+            return
+        hstore = self._require_store()
+        now_ms, seen = await hstore.clients(spec.name)
+        for scope in clients_to_collect(seen, now_ms, idle):
+            if await hstore.collect(spec.name, scope, idle) == "deleted":
+                self.stats.clients_collected += 1
+                log.info("deleted the state of idle broadcast client %s of %s", scope, spec.name)
+
+    async def _export_lag(self, spec: GroupSpec) -> None:
+        samples: list[LagSample] = []
+        for scope in await self._scopes(spec):
+            client_id = None if scope == "c" else scope[2:]
+            report = await self.engine.lag(spec.name, client_id=client_id)
+            samples += lag_samples(
+                spec.name, scope, ((e.partition_key, e.lag_bytes) for e in report.partitions)
+            )
+        self.stats.samples[spec.name] = samples
+
+    def collect(self) -> Iterator[Metric]:
+        """Prometheus families: leadership per group; lag gauges of the groups this replica
+        leads (none elsewhere, so a sum over replicas counts each partition once)."""
+        now = asyncio.get_running_loop().time() if _loop_running() else math.inf
+        leader = GaugeMetricFamily(
+            PREFIX + "housekeeper_leader",
+            "1 while this replica is the group's housekeeper",
+            labels=["group"],
+        )
+        part = GaugeMetricFamily(
+            PREFIX + "group_lag_bytes",
+            "backlog of a partition in index bytes (28 per message), from the housekeeper",
+            labels=["group", "scope", "partition"],
+        )
+        total = GaugeMetricFamily(
+            PREFIX + "group_lag_total_bytes",
+            "backlog of a group scope over its partitions in index bytes, from the housekeeper",
+            labels=["group", "scope"],
+        )
+        for group, lead in sorted(self._lead.items()):
+            is_leader = lead.is_leader(now)
+            leader.add_metric([group], 1.0 if is_leader else 0.0)
+            for s in self.stats.samples.get(group, []) if is_leader else []:
+                if s.partition:
+                    part.add_metric([s.group, s.scope, s.partition], float(s.lag_bytes))
+                else:
+                    total.add_metric([s.group, s.scope], float(s.lag_bytes))
+        yield from (leader, part, total)
+        for name in ("probes", "clients_collected", "sessions_closed", "errors"):
+            counter = CounterMetricFamily(
+                f"{PREFIX}housekeeper_{name}", f"housekeeper {name.replace('_', ' ')}"
+            )
+            counter.add_metric([], float(getattr(self.stats, name)))
+            yield counter
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
