@@ -35,13 +35,14 @@ async def probe_partition(
         TubeMQError: the broker refused the register (the lease is released).
     """
     lid = secrets.token_hex(16)
-    got = await store.acquire(spec.name, scope, lid, lease_ms, holder, want=p)
-    if got.status != "leased" or str(got.values[0]) != p:
-        return False
-    cmt, start = int(got.values[1]), str(got.values[4])
-    released = False
+    released = False  # a cancel while the acquire is in flight still gives p back below
     unlock: str | None = None
     try:
+        got = await store.acquire(spec.name, scope, lid, lease_ms, holder, want=p)
+        if got.status != "leased" or str(got.values[0]) != p:
+            released = True
+            return False
+        cmt, start = int(got.values[1]), str(got.values[4])
         if scope != "c":
             key = cursor_lock_key(spec.name, p)
             if not await store.try_lock(key, lid, _CURSOR_LOCK_MS):
