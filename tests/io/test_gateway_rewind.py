@@ -13,6 +13,7 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.engine_types import ConsumeSettings, GatewayStats, GroupSpec
+from tubemq_aio.gateway.hk_probe import probe_partition
 from tubemq_aio.gateway.reader import BatchReader
 from tubemq_aio.gateway.store import LeaseStore
 from tubemq_aio.gateway.tube import TubeGroup, TubeRead
@@ -31,6 +32,11 @@ class ScriptedTube:
     def __init__(self) -> None:
         self.answers: list[TubeRead] = []
         self.asked: list[tuple[int, bool]] = []
+        self.registers: list[tuple[int, int]] = []  # (offset, max) a register answers
+
+    async def register(self, key: str, offset: int) -> tuple[int, int]:
+        self.asked.append((offset, False))
+        return self.registers.pop(0)
 
     async def read(
         self, key: str, start: int, *, cursor_at_start: bool, max_messages: int = 1,
@@ -113,3 +119,22 @@ async def test_no_rewind_without_a_fresh_register(store: LeaseStore) -> None:
     assert got.status == "empty"
     assert stats.offset_rewinds == 0
     assert (await store.dump("gr", "c")).scopes["c"].parts[P].cmt == 560
+
+
+@pytest.mark.parametrize(("second", "moved"), [((280, 280), True), ((560, 700), False)])
+async def test_the_housekeeper_probe_rewinds_an_idle_partition_on_two_agreeing_registers(
+    store: LeaseStore, second: tuple[int, int], moved: bool
+) -> None:
+    tube = ScriptedTube()
+    tube.registers += [(280, 280), second]
+    rewinds: list[int] = []
+    got = await probe_partition(
+        store, tube, SPEC, "c", P, holder="hk", lease_ms=10_000,  # type: ignore[arg-type]
+        on_rewind=lambda: rewinds.append(1),
+    )  # fmt: skip
+    assert got
+    assert tube.asked == [(560, False), (560, False)]
+    state = await store.dump("gr", "c")
+    assert state.scopes["c"].parts[P].cmt == (280 if moved else 560)
+    assert state.scopes["c"].parts[P].lid is None  # the probe's lease was released
+    assert rewinds == ([1] if moved else [])

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+from collections.abc import Callable
 
 from tubemq_aio.gateway.engine_types import GroupSpec
+from tubemq_aio.gateway.reader import rewind_committed
 from tubemq_aio.gateway.store import LeaseStore, cursor_lock_key
 from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup
 
@@ -26,9 +28,14 @@ _CURSOR_LOCK_MS = 5000
 
 async def probe_partition(
     store: LeaseStore, tube: TubeGroup, spec: GroupSpec, scope: str, p: str, *,
-    holder: str, lease_ms: int,
+    holder: str, lease_ms: int, on_rewind: Callable[[], None] = lambda: None,
 ) -> bool:  # fmt: skip
     """Refresh one partition's max offset; False when it was busy or gone (nothing changed).
+
+    When the broker's partition now ends below the committed offset (two registers agree; a
+    broker came back without its unflushed tail), the offset is moved back there, as a fetch
+    does, and ``on_rewind`` is called: an idle group is repaired before new messages fill the
+    reused offsets past it.
 
     Raises:
         GatewayError: Redis failed (the lease is released first when possible).
@@ -57,6 +64,13 @@ async def probe_partition(
             cmt = int(first.values[0])
         else:
             begin, top = await tube.register(p, cmt)
+            if begin < cmt:  # the partition ends below cmt: a second answer must agree
+                begin, top = await tube.register(p, cmt)
+                if begin < cmt:
+                    if not await rewind_committed(store, spec.name, scope, p, lid, cmt, begin, top):
+                        return False
+                    on_rewind()
+                    cmt = begin
         rec = await store.record(spec.name, scope, p, lid, cmt, cmt, top, 0, 0, begin)
         released = rec.status in ("released", "stale")
         return rec.status == "released"

@@ -49,6 +49,7 @@ class HousekeeperStats:
     errors: int = 0
     leadership_changes: int = 0
     probes: int = 0
+    offset_rewinds: int = 0
     clients_collected: int = 0
     sessions_closed: int = 0
     samples: dict[str, list[LagSample]] = field(default_factory=dict)
@@ -218,8 +219,9 @@ class Housekeeper:
                         return
                     async with asyncio.timeout(2 * self._timeout):
                         got = await probe_partition(
-                            store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms
-                        )
+                            store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms,
+                            on_rewind=self._count_rewind,
+                        )  # fmt: skip
                     self.stats.probes += int(got)
         finally:
             _, last_use, _ = self.engine.session_use()
@@ -227,6 +229,9 @@ class Housekeeper:
             if not was_open and unused and self.config.session_idle_ms:
                 # opened only for this pass: an idle group does not stay registered
                 await self.engine.close_session(spec.name)
+
+    def _count_rewind(self) -> None:
+        self.stats.offset_rewinds += 1
 
     def _require_store(self) -> HousekeeperStore:
         assert self._store is not None
@@ -281,7 +286,7 @@ class Housekeeper:
                 else:
                     total.add_metric([s.group, s.scope], float(s.lag_bytes))
         yield from (leader, part, total)
-        for name in ("probes", "clients_collected", "sessions_closed", "errors"):
+        for name in ("probes", "offset_rewinds", "clients_collected", "sessions_closed", "errors"):
             counter = CounterMetricFamily(
                 f"{PREFIX}housekeeper_{name}", f"housekeeper {name.replace('_', ' ')}"
             )

@@ -31,7 +31,7 @@ from tubemq_aio.gateway.store import LeaseStore
 from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup, TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 
-__all__ = ["BatchReader", "rewind_target"]
+__all__ = ["BatchReader", "rewind_committed", "rewind_target"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -73,6 +73,28 @@ def rewind_target(cmt: int, read: TubeRead) -> int | None:
     if read.registered and read.status in ("ok", "empty") and read.start < cmt:
         return read.start
     return None
+
+
+async def rewind_committed(
+    store: LeaseStore, group: str, scope: str, p: str, lease_id: str, cmt: int, back: int,
+    top: int,
+) -> bool:  # fmt: skip
+    """Move ``p``'s committed offset back from ``cmt`` to ``back`` under the live lease
+    ``lease_id`` (the broker's partition now ends at ``back``) and log it.
+
+    Returns:
+        False when the lease or the committed offset changed meanwhile (nothing moved).
+    """
+    moved = await store.rewind(group, scope, p, lease_id, cmt, back, top)
+    if moved.status != "ok":
+        return False
+    log.warning(
+        "group %s scope %s partition %s: the broker's partition ends at %d, below the committed "
+        "offset %d (an unflushed tail lost in a broker crash, or a recreated topic); committed "
+        "offset moved back from %d to %d",
+        group, scope, p, back, cmt, cmt, back,
+    )  # fmt: skip
+    return True
 
 
 @dataclasses.dataclass(slots=True)
@@ -272,17 +294,10 @@ class BatchReader:
         if back is not None:
             cost.trips += 1
             top = max(read.max, read.next)
-            moved = await store.rewind(spec.name, lease.scope, p, lid, cmt, back, top)
-            if moved.status != "ok":
+            if not await rewind_committed(store, spec.name, lease.scope, p, lid, cmt, back, top):
                 await self._release(store, lease, 0, cost)
                 return None
             self._stats.offset_rewinds += 1
-            log.warning(
-                "group %s scope %s partition %s: the broker's partition ends at %d, below the "
-                "committed offset %d (an unflushed tail lost in a broker crash, or a recreated "
-                "topic); committed offset moved back from %d to %d",
-                spec.name, lease.scope, p, back, cmt, cmt, back,
-            )  # fmt: skip
             cmt = back
         skipped = max(0, read.start - cmt)
         if read.next < cmt:  # only a fresh register may move cmt back (see rewind_target)
