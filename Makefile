@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/_pb
 
-.PHONY: help venv protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick fuzz gateway-demo bench-gateway clean
+.PHONY: help venv protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -14,6 +14,8 @@ help:
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
+	@echo "make bench-quick - SDK vs the Java/Go clients, ~10 min; compares with the newest committed run"
+	@echo "make bench  - the full matrix (hours; ROUNDS=4 for fewer rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 	@echo "make docs   - build the documentation site (API reference from the docstrings) into site/"
@@ -97,8 +99,13 @@ cluster-status: $(STAMP)
 bench-quick: system-deps $(STAMP)
 	$(PY) -m benchmarks --quick
 
+# The full matrix (see docs/benchmarks.md); ROUNDS=4 runs the same cells with fewer rounds
+# (the first is always discarded). The run prints its expected duration first.
 bench: system-deps $(STAMP)
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(if $(ROUNDS),--rounds $(ROUNDS))
+
+bench-estimate: $(STAMP)
+	$(PY) -m benchmarks --estimate $(if $(ROUNDS),--rounds $(ROUNDS))
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist
