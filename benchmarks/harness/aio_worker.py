@@ -200,6 +200,7 @@ async def latency(ns: argparse.Namespace) -> int:
         ready_seconds=round(ready, 3),
         first_error=res.first_error,
         latency=res.histogram.summary(),
+        schedule_lag=res.lag.summary(),
         latency_cdf=res.histogram.cdf(),
     )
     return 0 if res.errors == 0 else 1

@@ -6,12 +6,17 @@ import asyncio
 from collections.abc import Sequence
 
 from benchmarks.harness.config import parse_args
+from benchmarks.harness.estimate import estimate
 from benchmarks.harness.session import log, run_bench
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark described by ``argv``; return the process exit code."""
     cfg = parse_args(argv)
+    if cfg.estimate_only:
+        clients = set(cfg.clients)
+        print(estimate(cfg, java_ok="java" in clients, go_ok="go" in clients).line())
+        return 0
     try:
         out = asyncio.run(run_bench(cfg))
     except KeyboardInterrupt:

@@ -19,8 +19,9 @@ class BenchConfig:
     """One benchmark run.
 
     Attributes:
-        quick: the ~6 minute profile (1 KB, W 16/256, 4 rounds, 20 000 messages, 5 s warm-up,
-            produce + consume + e2e at 1 000 msg/s for 3 s).
+        quick: the ~10 minute profile (1 KB, W 16/256, 4 rounds, 20 000 messages, 5 s warm-up,
+            produce + consume + open-loop latency at 1 000 and 10 000 msg/s for 3 s + e2e at
+            1 000 msg/s for 3 s).
         sizes: message sizes in bytes.
         windows: produce in-flight windows W (workers awaiting ``send`` / Java async cap).
         rounds: rounds per cell including the first, which is discarded.
@@ -35,15 +36,19 @@ class BenchConfig:
         partitions: partitions per topic (one broker, one store).
         pin: pin servers and client with ``taskset`` when possible.
         floor: run the client-side micro benchmarks (codec, transport) for "floor vs real".
-        rates: offered rates (msg/s) of the open-loop ``latency`` scenario (ours only).
-        latency_seconds: measured seconds per latency run (after 5 s at the same rate).
+        rates: offered rates (msg/s) of the open-loop ``latency`` scenario (ours and the Java
+            peer's asynchronous send).
+        latency_seconds: measured seconds per latency run.
+        latency_warmup_seconds: latency warm-up at the same rate (not recorded).
         e2e_rates: offered rates (msg/s) of the ``e2e`` scenario (producer timestamp -> consumer,
-            not-found wait 10 ms; ours only).
+            not-found wait 10 ms; ours and the Java peer).
         e2e_seconds: measured seconds per e2e run (after ``e2e_warmup_seconds`` at the rate).
         e2e_warmup_seconds: e2e warm-up at the same rate (not recorded).
         run_timeout: seconds before one client run is killed.
         discard_first: drop round 0 from the statistics (warm broker caches, JIT, page cache).
         spark_rows: messages of the Spark source topic, rows of each Spark read and write.
+        estimate_only: print the expected duration (:mod:`~benchmarks.harness.estimate`) and
+            stop without running anything.
     """
 
     quick: bool = False
@@ -61,12 +66,14 @@ class BenchConfig:
     floor: bool = True
     rates: list[int] = field(default_factory=lambda: [1000, 10000])
     latency_seconds: float = 20.0
+    latency_warmup_seconds: float = 5.0
     e2e_rates: list[int] = field(default_factory=lambda: [1000, 10000])
     e2e_seconds: float = 20.0
     e2e_warmup_seconds: float = 5.0
     run_timeout: float = 600.0
     discard_first: bool = True
     spark_rows: int = 1_000_000
+    estimate_only: bool = False
 
     def count_for(self, size: int) -> int:
         """Measured messages per run at ``size`` bytes."""
@@ -91,6 +98,7 @@ class BenchConfig:
             "floor": self.floor,
             "rates": self.rates,
             "latency_seconds": self.latency_seconds,
+            "latency_warmup_seconds": self.latency_warmup_seconds,
             "e2e_rates": self.e2e_rates,
             "e2e_seconds": self.e2e_seconds,
             "e2e_warmup_seconds": self.e2e_warmup_seconds,
@@ -122,7 +130,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         description="tubemq-aio vs the official Java and Go clients on one local TubeMQ broker "
         "(interleaved rounds, ratios with bootstrap 95 % intervals).",
     )
-    parser.add_argument("--quick", action="store_true", help="~5 min: 1 KB, W 16/256, 4 rounds")
+    parser.add_argument("--quick", action="store_true", help="~10 min: 1 KB, W 16/256, 4 rounds")
     parser.add_argument("--sizes", type=_ints, help="message sizes, e.g. 100,1024,10240")
     parser.add_argument("--windows", type=_ints, help="produce windows W, e.g. 1,16,256")
     parser.add_argument("--rounds", type=int, help="rounds per cell (the first is discarded)")
@@ -136,11 +144,17 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     parser.add_argument("--spark-rows", type=int, help="spark: rows per read/write (10**6)")
     parser.add_argument("--rates", type=_ints, help="latency: offered msg/s, e.g. 1000,10000")
     parser.add_argument("--latency-seconds", type=float, help="latency: seconds per run")
+    parser.add_argument(
+        "--latency-warmup-seconds", type=float, help="latency: warm-up per run (default 5)"
+    )
     parser.add_argument("--e2e-rates", type=_ints, help="e2e: offered msg/s, e.g. 1000,10000")
     parser.add_argument("--e2e-seconds", type=float, help="e2e: measured seconds per run")
     parser.add_argument("--partitions", type=int, help="partitions per topic (default 4)")
     parser.add_argument("--out", type=Path, help="parent of the result directory")
     parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
+    parser.add_argument(
+        "--estimate", action="store_true", help="print the expected duration and exit"
+    )
     floor = parser.add_mutually_exclusive_group()
     floor.add_argument(
         "--floor",
@@ -156,12 +170,13 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
         cfg = BenchConfig(
             quick=True, sizes=[1024], windows=[16, 256], rounds=4, messages=20_000,
             warmup_seconds=5.0, clients=["aio", "java", "go"],
-            scenarios=["produce", "consume", "e2e"], floor=False,
+            scenarios=["produce", "consume", "latency", "e2e"], floor=False,
+            rates=[1000, 10000], latency_seconds=3.0, latency_warmup_seconds=1.0,
             e2e_rates=[1000], e2e_seconds=3.0, e2e_warmup_seconds=1.0,
         )  # fmt: skip
     names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "clients", "scenarios",
-             "partitions", "out", "floor", "rates", "latency_seconds", "e2e_rates",
-             "e2e_seconds", "spark_rows")  # fmt: skip
+             "partitions", "out", "floor", "rates", "latency_seconds", "latency_warmup_seconds",
+             "e2e_rates", "e2e_seconds", "spark_rows")  # fmt: skip
     for name in names:
         value = getattr(ns, name)
         if value is not None:
@@ -169,6 +184,7 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     if ns.loop is not None:
         cfg.loops = list(ALL_LOOPS) if ns.loop == "both" else [ns.loop]
     cfg.pin = not ns.no_pin
+    cfg.estimate_only = ns.estimate
     if cfg.rounds < 2:
         parser.error("--rounds must be at least 2 (the first round is discarded)")
     return cfg

@@ -2,7 +2,12 @@
 
 Sends are *scheduled* at ``t0 + i / rate``; each latency is measured from that intended time to
 the broker's acknowledgement, so a stalled client or broker shows up as latency of every message
-that should have gone out meanwhile (no coordinated omission).
+that should have gone out meanwhile (no coordinated omission). The Java peer's ``latency`` mode
+(``Latency.java``) does the same with the official client's asynchronous send and callback.
+
+A second histogram, the *schedule lag*, records how late each send call actually started against
+its due time: the sender's own share (timer resolution of the event loop, a busy loop) of the
+latency.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ class OpenLoopResult:
     """Outcome of one fixed-rate phase."""
 
     histogram: Histogram
+    lag: Histogram
     sent: int
     errors: int
     first_error: str | None
@@ -78,7 +84,7 @@ async def open_loop(
     producer: Producer, topic: str, body: bytes, rate: float, seconds: float
 ) -> OpenLoopResult:
     """Send at ``rate`` msg/s for ``seconds``; latency from each intended send time to its ack."""
-    hist = Histogram()
+    hist, lag = Histogram(), Histogram()
     errors = 0
     first: str | None = None
     pending: set[asyncio.Task[None]] = set()
@@ -87,6 +93,7 @@ async def open_loop(
 
     async def one(intended: float) -> None:
         nonlocal errors, first
+        lag.record(max(0.0, clock() - intended) * 1e6)
         try:
             await producer.send(topic, body)
         except Exception as exc:
@@ -106,4 +113,4 @@ async def open_loop(
         task.add_done_callback(pending.discard)
     if pending:
         await asyncio.gather(*pending)
-    return OpenLoopResult(hist, n, errors, first, clock() - t0)
+    return OpenLoopResult(hist, lag, n, errors, first, clock() - t0)

@@ -55,9 +55,8 @@ def variants(cfg: BenchConfig, scenario: str, java_ok: bool, go_ok: bool = False
             else:
                 out.append(Variant(f"aio-{loop}-iter", "aio", loop, "iter"))
                 out.append(Variant(f"aio-{loop}-batch", "aio", loop, "batch"))
-    # The Java peer has no open-loop send-latency mode.
-    if "java" in cfg.clients and java_ok and scenario != "latency":
-        mode = {"produce": "async", "consume": "pull"}.get(scenario, scenario)
+    if "java" in cfg.clients and java_ok:
+        mode = {"produce": "async", "consume": "pull", "latency": "open"}.get(scenario, scenario)
         out.append(Variant(BASELINE, "java", None, mode))
     # The Go client sends synchronously only (W goroutines) and has no open-loop mode either.
     if "go" in cfg.clients and go_ok and scenario in ("produce", "consume"):
@@ -139,14 +138,17 @@ def produce_command(
 
 
 def latency_command(
-    v: Variant, master: str, topic: str, size: int, rate: int, seconds: float
+    v: Variant, master: str, topic: str, size: int, rate: int, seconds: float, warmup: float
 ) -> list[str]:
-    """Open-loop latency command of our variant ``v`` (5 s warm-up at the same rate)."""
+    """Open-loop send latency command of variant ``v``: sends due at ``t0 + i / rate``, latency
+    from each due time to its answer, after ``warmup`` s at the same rate."""
+    common = ["--master", master, "--topic", topic, "--size", str(size), "--rate", str(rate),
+              "--duration", str(seconds), "--warmup-seconds", str(warmup)]  # fmt: skip
+    if v.client == "java":
+        return java_command(["latency", *common])
     return aio_command(
-        ["latency", "--master", master, "--topic", topic, "--count", "0", "--size", str(size),
-         "--rate", str(rate), "--duration", str(seconds), "--warmup-seconds", "5",
-         "--loop", v.loop or "asyncio", "--mode", "open"]
-    )  # fmt: skip
+        ["latency", *common, "--count", "0", "--loop", v.loop or "asyncio", "--mode", "open"]
+    )
 
 
 def e2e_command(

@@ -78,12 +78,16 @@ def bars_panel(
     ylabel: str,
     title: str,
     labels: dict[str, str] | None = None,
+    legend: bool = True,
 ) -> None:
     """Grouped bars: ``series[variant][group] = (median, ci)``; ``notes`` above the bars;
-    ``labels`` renames variants in the legend."""
+    ``labels`` renames variants in the legend; ``legend=False`` leaves the legend to the
+    figure (:func:`figure_legend`)."""
     variants = list(series)
     width = 0.8 / max(1, len(variants))
     top = max((b[1][1] if b[1] else b[0]) for s in series.values() for b in s.values())
+    # Narrow bars: notes stand upright so that neighbours' notes cannot overlap.
+    upright = len(variants) >= 3 and any(notes.values())
     for i, variant in enumerate(variants):
         xs, ys, lo, hi = [], [], [], []
         for g, group in enumerate(groups):
@@ -99,55 +103,100 @@ def bars_panel(
             note = notes.get((variant, group))
             if note:
                 y = (ci[1] if ci else value) + top * 0.02
-                ax.text(x, y, note, ha="center", va="bottom", fontsize=7)
+                if upright:
+                    note = note.replace("\n", "  ")
+                ax.text(x, y, note, ha="center", va="bottom", fontsize=7,
+                        rotation=90 if upright else 0)  # fmt: skip
         ax.bar(xs, ys, width * 0.95, color=COLOURS.get(variant, "#333333"),
                label=(labels or {}).get(variant, variant),
                yerr=[lo, hi], capsize=3, error_kw={"elinewidth": 1})  # fmt: skip
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=9)
     ax.set_title(title, fontsize=10)
-    ax.set_ylim(0, top * 1.3)
+    ax.set_ylim(0, top * (1.55 if upright else 1.3))
     ax.grid(axis="y", alpha=0.3)
-    # Below the axes: never over a bar or an annotation.
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3,
-              frameon=False)  # fmt: skip
+    if legend:  # below the axes: never over a bar or an annotation
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3,
+                  frameon=False)  # fmt: skip
+
+
+def figure_legend(fig: Any, axes: Any) -> float:
+    """One legend for the whole figure, below the panels (each client once, in its colour);
+    returns the fraction of the figure's height it takes."""
+    seen: dict[str, Any] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    if not seen:
+        return 0.0
+    ncols = min(len(seen), 6)
+    rows = -(-len(seen) // ncols)
+    height = (0.3 + 0.22 * rows) / float(fig.get_figheight())
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncols=ncols, fontsize=8,
+               frameon=False)  # fmt: skip
+    return height
 
 
 def scenario_figure(
-    out: Path, runs: list[dict[str, Any]], metric: str, ylabel: str, name: str,
-    scenarios: Sequence[str],
+    out: Path, runs: list[dict[str, Any]], metrics: Sequence[tuple[str, str]], name: str,
+    scenarios: Sequence[str], *, per_rate: bool = False,
 ) -> str | None:  # fmt: skip
-    """One figure with a panel per scenario of ``metric`` (median, whiskers, and per-round
-    ratios ours / peer annotated: ``2.1×J`` = 2.1 times the Java peer's figure)."""
-    kept = [r for r in runs if r["ok"] and not r["discarded"] and r.get(metric) is not None]
-    present = [s for s in scenarios if any(r["scenario"] == s for r in kept)]
-    if not present:
+    """One figure with a row per ``(metric, ylabel)`` and a panel per scenario (median, whiskers,
+    and per-round ratios ours / peer annotated: ``2.1×J`` = 2.1 times the Java peer's figure).
+
+    ``per_rate``: a panel per scenario and offered rate, so that a rate whose latencies are
+    orders of magnitude apart (an overloaded 10 000 msg/s) does not flatten the others.
+    """
+    ok = [r for r in runs if r["ok"] and not r["discarded"]]
+    names = [m for m, _ in metrics]
+    has = {(r["scenario"], r.get("rate") if per_rate else None) for r in ok
+           if any(r.get(m) is not None for m in names)}  # fmt: skip
+    panels = sorted((p for p in has if p[0] in scenarios),
+                    key=lambda p: (scenarios.index(p[0]), p[1] or 0))  # fmt: skip
+    if not panels:
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(present), figsize=(5.2 * len(present), 4.6), squeeze=False)
-    for ax, scenario in zip(axes[0], present, strict=True):
-        rs = [r for r in kept if r["scenario"] == scenario]
-        groups = sorted({_group_label(r) for r in rs},
-                        key=lambda g: next((r["size"], r.get("window") or 0, r.get("rate") or 0)
-                                           for r in rs if _group_label(r) == g))  # fmt: skip
-        values: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-        for r in rs:
-            values[r["variant"]][_group_label(r)][r["round"]] = float(r[metric])
-        order = sorted(values, key=lambda v: (v in ("java", "go"), v))
-        series = {v: {g: b for g, per in values[v].items()
-                      if (b := _bar(list(per.values()))) is not None} for v in order}  # fmt: skip
-        notes: dict[tuple[str, str], str] = {}
-        for v in order:
-            if v in ("java", "go"):
+    size = (max(4.2, 5.2 - 0.5 * len(panels)) * len(panels), 4.6 * len(metrics))
+    fig, axes = plt.subplots(len(metrics), len(panels), figsize=size, squeeze=False)
+    for row, (metric, ylabel) in enumerate(metrics):
+        kept = [r for r in ok if r.get(metric) is not None]
+        for ax, (scenario, rate) in zip(axes[row], panels, strict=True):
+            rs = [r for r in kept if r["scenario"] == scenario]
+            if per_rate:
+                rs = [r for r in rs if r.get("rate") == rate]
+            if not rs:
+                ax.set_axis_off()
                 continue
-            for g, per in values[v].items():
-                peers = {p[0].upper(): values[p][g] for p in ("java", "go") if g in values[p]}
-                notes[(v, g)] = _ratio_text(per, peers)
-        bars_panel(ax, groups, series, notes, ylabel, _SCENARIO_TITLES.get(scenario, scenario))
-    fig.tight_layout()
+            title = _SCENARIO_TITLES.get(scenario, scenario)
+            if per_rate and rate is not None:
+                title += f"\n{rate:,} msg/s offered"
+            _scenario_panel(ax, rs, metric, ylabel, title)
+    fig.tight_layout(rect=(0, figure_legend(fig, axes), 1, 1))
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
     return name
+
+
+def _scenario_panel(
+    ax: Any, rs: list[dict[str, Any]], metric: str, ylabel: str, title: str
+) -> None:
+    groups = sorted({_group_label(r) for r in rs},
+                    key=lambda g: next((r["size"], r.get("window") or 0, r.get("rate") or 0)
+                                       for r in rs if _group_label(r) == g))  # fmt: skip
+    values: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rs:
+        values[r["variant"]][_group_label(r)][r["round"]] = float(r[metric])
+    order = sorted(values, key=lambda v: (v in ("java", "go"), v))
+    series = {v: {g: b for g, per in values[v].items()
+                  if (b := _bar(list(per.values()))) is not None} for v in order}  # fmt: skip
+    notes: dict[tuple[str, str], str] = {}
+    for v in order:
+        if v in ("java", "go"):
+            continue
+        for g, per in values[v].items():
+            peers = {p[0].upper(): values[p][g] for p in ("java", "go") if g in values[p]}
+            notes[(v, g)] = _ratio_text(per, peers)
+    bars_panel(ax, groups, series, notes, ylabel, title, legend=False)
 
 
 def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
@@ -198,7 +247,7 @@ def latency_cdf(out: Path, runs: list[dict[str, Any]]) -> str | None:
     for r in lat:
         last[(r["scenario"], r["variant"], r["size"], r.get("rate"))] = r
     scenarios = sorted({k[0] for k in last})
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(5.5 * len(scenarios), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(5.5 * len(scenarios), 4.8), squeeze=False)
     styles = ["-", "--", ":", "-."]
     for ax, scenario in zip(axes[0], scenarios, strict=True):
         rates = sorted({k[3] or 0 for k in last if k[0] == scenario})
@@ -213,7 +262,8 @@ def latency_cdf(out: Path, runs: list[dict[str, Any]]) -> str | None:
         ax.set(xlabel="latency, ms (log)", ylabel="fraction of messages",
                title=_SCENARIO_TITLES[scenario])  # fmt: skip
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2,
+                  frameon=False)  # fmt: skip
     fig.tight_layout()
     fig.savefig(out / "latency_cdf.png", dpi=110)
     plt.close(fig)
@@ -227,12 +277,13 @@ def all_plots(out: Path, runs: list[dict[str, Any]], spark: dict[str, Any] | Non
     except ImportError:
         return []
     makers: list[Callable[[], str | None]] = [
-        lambda: scenario_figure(out, runs, "msg_per_s", "msg/s (median)", "throughput.png",
+        lambda: scenario_figure(out, runs, [("msg_per_s", "msg/s (median)")], "throughput.png",
                                 ("produce", "consume")),
-        lambda: scenario_figure(out, runs, "cpu_s_per_1e6", "client CPU-s per 10⁶ msg (median)",
+        lambda: scenario_figure(out, runs, [("cpu_s_per_1e6", "client CPU-s per 10⁶ msg (median)")],
                                 "cpu_per_message.png", ("produce", "consume", "e2e")),
-        lambda: scenario_figure(out, runs, "latency_p99_ms", "p99 latency, ms (median)",
-                                "latency_p99.png", ("latency", "e2e")),
+        lambda: scenario_figure(out, runs, [("latency_p50_ms", "p50 latency, ms (median)"),
+                                            ("latency_p99_ms", "p99 latency, ms (median)")],
+                                "latency.png", ("latency", "e2e"), per_rate=True),
         lambda: latency_cdf(out, runs),
         lambda: spark_figure(out, spark),
     ]  # fmt: skip

@@ -23,7 +23,9 @@ Key = tuple[str, int, int | None, int | None]
 LATENCY = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
            "latency_max_ms")  # fmt: skip
 METRICS = ("msg_per_s", "mb_per_s", "cpu_s_per_1e6", "peak_rss_mb", "broker_cores",
-           "broker_cpu_s_per_1e6", *LATENCY)  # fmt: skip
+           "broker_cpu_s_per_1e6", *LATENCY, "lag_p50_ms", "lag_p99_ms")  # fmt: skip
+#: Latency percentiles reported with an interval and as per-round ratios against the peers.
+KEY_LATENCY = (("p50", "latency_p50_ms"), ("p99", "latency_p99_ms"))
 
 
 def _kept(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -45,6 +47,8 @@ def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for m in METRICS:
                 vals = [float(r[m]) for r in rs if r.get(m) is not None]
                 row[m] = median(vals)
+                if m in dict(KEY_LATENCY).values():
+                    row[f"{m}_ci95"] = bootstrap_ci(vals)
             absolute[variant] = row
         ratios = {b: _ratios(per_variant, b) for b in BASELINES if per_variant.get(b)}
         cells_out.append({"scenario": scenario, "size": size, "window": window, "rate": rate,
@@ -61,6 +65,7 @@ def _ratios(per_variant: dict[str, list[dict[str, Any]]], baseline: str) -> dict
         if variant in BASELINES:
             continue
         speed, cpu = [], []
+        latency: dict[str, list[float]] = {name: [] for name, _ in KEY_LATENCY}
         for r in rs:
             b = base.get(r["round"])
             if b is None:
@@ -68,6 +73,9 @@ def _ratios(per_variant: dict[str, list[dict[str, Any]]], baseline: str) -> dict
             speed.append(r["msg_per_s"] / b["msg_per_s"])
             if r.get("cpu_s_per_1e6") and b.get("cpu_s_per_1e6"):
                 cpu.append(r["cpu_s_per_1e6"] / b["cpu_s_per_1e6"])
+            for name, m in KEY_LATENCY:
+                if r.get(m) and b.get(m):
+                    latency[name].append(r[m] / b[m])
         out[variant] = {
             "n": len(speed),
             "throughput": median(speed),
@@ -77,6 +85,11 @@ def _ratios(per_variant: dict[str, list[dict[str, Any]]], baseline: str) -> dict
             "cpu_ci95": bootstrap_ci(cpu),
             "cpu_rounds": [round(x, 4) for x in cpu],
         }
+        for name, xs in latency.items():
+            if xs:  # latency cells only: ours / peer, < 1 = ours answers sooner
+                out[variant][name] = median(xs)
+                out[variant][f"{name}_ci95"] = bootstrap_ci(xs)
+                out[variant][f"{name}_rounds"] = [round(x, 4) for x in xs]
     return out
 
 
@@ -109,10 +122,11 @@ def _f(x: float | None, fmt: str = ",.0f") -> str:
     return "–" if x is None else format(x, fmt)
 
 
-def _ratio(value: float | None, ci: list[float] | tuple[float, float] | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{value:.2f}"
+def _go_status(go: dict[str, Any]) -> str:
+    source = go.get("client_source")
+    if go["status"] == "ok" and source == "local source":
+        return "ok (client module built from a local source, `TUBEMQ_GO_CLIENT_SRC`)"
+    return str(go["status"])
 
 
 def _cell_label(c: dict[str, Any]) -> str:
@@ -122,28 +136,52 @@ def _cell_label(c: dict[str, Any]) -> str:
 
 
 _LATENCY_TABLES = (
-    ("latency", "Open-loop send latency, tubemq-aio only (ms from intended send time to ack; "
-     "medians over rounds; the Java peer has no open-loop send mode)"),
+    ("latency", "Open-loop send latency (ms from the intended send time to the answer: ours "
+     "`await send`, Java `sendMessage` with a callback, Go has no asynchronous send; medians "
+     "over rounds [bootstrap 95 % CI]; lag = how late the send call started, the sender's "
+     "own share)"),
     ("e2e", "End-to-end latency (ms from the intended send time written in the body to the "
-     "consumer's receipt, not-found wait 10 ms; medians over rounds; CPU is producer + consumer "
-     "in one process)"),
+     "consumer's receipt, not-found wait 10 ms; medians over rounds [bootstrap 95 % CI]; CPU is "
+     "producer + consumer in one process)"),
 )  # fmt: skip
+
+
+def _with_ci(value: float | None, ci: list[float] | tuple[float, float] | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{value:.2f}"
 
 
 def _latency_table(cells: list[dict[str, Any]], title: str) -> list[str]:
     if not cells:
         return []
+    lag = cells[0]["scenario"] == "latency"
     lines = ["", f"## {title}", "",
              "| cell | variant | n | achieved msg/s | p50 | p90 | p99 | p99.9 | max "
-             "| client CPU-s / 10⁶ msg | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             + ("| lag p50 / p99 " if lag else "") + "| client CPU-s / 10⁶ msg | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if lag else "")]  # fmt: skip
     for c in cells:
         for v, a in sorted(c["absolute"].items()):
-            ps = " | ".join(_f(a[m], ".2f") for m in LATENCY)
+            p50 = _with_ci(a["latency_p50_ms"], a.get("latency_p50_ms_ci95"))
+            p99 = _with_ci(a["latency_p99_ms"], a.get("latency_p99_ms_ci95"))
+            rest = (_f(a["latency_p90_ms"], ".2f"), _f(a["latency_p999_ms"], ".2f"),
+                    _f(a["latency_max_ms"], ".2f"))  # fmt: skip
             lines.append(
-                f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | {ps} | "
-                f"{_f(a['cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
+                f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | {p50} | "
+                f"{rest[0]} | {p99} | {rest[1]} | {rest[2]} | "
+                + (f"{_f(a['lag_p50_ms'], '.2f')} / {_f(a['lag_p99_ms'], '.2f')} | " if lag else "")
+                + f"{_f(a['cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
             )
+    ratio_rows = [
+        f"| {_cell_label(c)} | {v} | {r['n']} | {_with_ci(r['p50'], r.get('p50_ci95'))} | "
+        f"{_with_ci(r.get('p99'), r.get('p99_ci95'))} |"
+        for c in cells for v, r in sorted(c.get("ratios", {}).items()) if r.get("p50") is not None
+    ]  # fmt: skip
+    if ratio_rows:
+        lines += ["", "Latency ratios tubemq-aio / Java (median of per-round ratios [bootstrap "
+                  "95 % CI]; < 1: ours answers sooner):", "",
+                  "| cell | variant | n | p50 ratio | p99 ratio |", "|---|---|---|---|---|",
+                  *ratio_rows]  # fmt: skip
     return lines
 
 
@@ -165,7 +203,7 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
         f"{cfg['partitions']} partitions; topic settings "
         f"{raw['cluster'].get('topic_settings') or 'as given'} (master reports "
         f"{raw['cluster'].get('topic_settings_reported')})",
-        f"- Java peer: {raw['peers']['java']['status']}; Go peer: {raw['peers']['go']['status']}",
+        f"- Java peer: {raw['peers']['java']['status']}; Go peer: {_go_status(raw['peers']['go'])}",
         f"- failed runs: {summary['failed_runs']}; measuring took {e.get('measure_seconds')} s",
     ]
     for field, peer in (("ratios", "Java"), ("ratios_go", "Go")):
@@ -182,8 +220,8 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
         ]
         for c in summary["cells"]:
             for v, r in sorted(c.get(field, {}).items()):
-                speed = _ratio(r["throughput"], r["throughput_ci95"])
-                cpu = _ratio(r["cpu"], r["cpu_ci95"])
+                speed = _with_ci(r["throughput"], r["throughput_ci95"])
+                cpu = _with_ci(r["cpu"], r["cpu_ci95"])
                 lines.append(f"| {_cell_label(c)} | {v} | {r['n']} | {speed} | {cpu} |")
     lines += [
         "",
@@ -204,7 +242,8 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
                 f"{_f(a['broker_cpu_s_per_1e6'], '.1f')} | {a['errors']} |"
             )
     for scenario, title in _LATENCY_TABLES:
-        lines += _latency_table([c for c in summary["cells"] if c["scenario"] == scenario], title)
+        chosen = [c for c in summary["cells"] if c["scenario"] == scenario]
+        lines += _latency_table(chosen, title)
     fr = summary.get("floor_vs_real") or []
     if fr:
         lines += ["", "## Client-side floor vs real (µs of client CPU per produced 1 KB message)",

@@ -18,6 +18,7 @@ from typing import Any
 
 from benchmarks.harness import compare, env, report
 from benchmarks.harness.config import BenchConfig
+from benchmarks.harness.estimate import estimate
 from benchmarks.harness.plan import (
     Cell,
     TopicPlan,
@@ -30,7 +31,7 @@ from benchmarks.harness.plan import (
     variants,
 )
 from benchmarks.harness.proc import ClientRun, run_client
-from benchmarks.peers.build import BuildError, build_go, build_java
+from benchmarks.peers.build import BuildError, build_go, build_java, go_build_source
 from tubemq_aio.testing import LocalCluster
 
 #: Topic memory cache used for benchmark topics (the default 3 MB gives 419 overflows).
@@ -162,7 +163,9 @@ class Bench:
         elif cell.scenario == "latency":
             topic = self.topics.produce[(v.name, cell.size)]
             rate = cell.rate or 1000
-            argv = latency_command(v, master, topic, cell.size, rate, cfg.latency_seconds)
+            argv = latency_command(
+                v, master, topic, cell.size, rate, cfg.latency_seconds, cfg.latency_warmup_seconds
+            )
         elif cell.scenario == "e2e":
             topic = self.topics.produce[(v.name, cell.size)]
             group = f"e{self.run_id}_{v.name.replace('-', '_')}_{rnd}"
@@ -209,6 +212,9 @@ class Bench:
             for name, value in (rec.get("latency") or {}).items():
                 if name.endswith("_ms"):
                     entry[f"latency_{name}"] = value
+            for name in ("p50_ms", "p99_ms"):  # how late the open-loop sender issued its sends
+                if (rec.get("schedule_lag") or {}).get(name) is not None:
+                    entry[f"lag_{name}"] = rec["schedule_lag"][name]
             if run.broker_cpu_seconds is not None:
                 entry["broker_cpu_s"] = round(run.broker_cpu_seconds, 3)
                 entry["broker_cores"] = round(run.broker_cpu_seconds / seconds, 3)
@@ -346,11 +352,13 @@ async def run_bench(
     if "go" in cfg.clients:
         try:
             binary = await asyncio.to_thread(build_go)
-            go = {"status": "ok", "binary": str(binary.relative_to(env.REPO))}
+            go = {"status": "ok", "binary": str(binary.relative_to(env.REPO)),
+                  "client_source": go_build_source()}  # fmt: skip
         except BuildError as exc:
             # The first line says why; the rest is the tool's output (with registry addresses).
             go = {"status": f"blocked: {str(exc).splitlines()[0]}"}
             log(f"go peer unavailable: {exc}")
+    log(estimate(cfg, java["status"] == "ok", go["status"] == "ok").line())
     floor = await asyncio.to_thread(run_floor, cfg.loops) if cfg.floor else None
     if cluster is None:
         log("starting a local TubeMQ cluster (1 master, 1 broker)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,8 @@ GO_BINARY = GO_DIR / "bin" / "benchpeer"
 GO_LOG_DIR = GO_DIR / "bin" / "log"
 #: A directory holding the Go client module's source, used instead of the module proxy.
 GO_CLIENT_SRC_ENV = "TUBEMQ_GO_CLIENT_SRC"
+#: Next to the binary when it was built against a local client source: that directory.
+GO_SOURCE_MARK = GO_DIR / "bin" / "benchpeer.source"
 
 GO_CLIENT_MODULE = "github.com/apache/inlong/inlong-tubemq/tubemq-client-twins/tubemq-client-go"
 GO_CLIENT_VERSION = "v0.0.0-20241206111749-1183e43b4425"
@@ -144,8 +147,30 @@ def java_command(
 # ------------------------------------------------------------------------------------------ Go
 
 
+def _proxy_answer(text: str) -> str:
+    """The module proxy's refusal in ``go``'s output (status and server response), without the
+    proxy's address: e.g. ``403 Forbidden: This module version is not available.``."""
+    status = re.search(r": (\d{3} [A-Za-z ]+)\s*$", text, re.MULTILINE)
+    answer = re.search(r"server response: (.+)$", text, re.MULTILINE)
+    parts = [m.group(1).strip() for m in (status, answer) if m is not None]
+    return ": ".join(parts) or "an error"
+
+
+def go_build_source() -> str | None:
+    """How the existing Go peer binary was built: ``"module proxy"``, ``"local source"``, or
+    None when there is no binary."""
+    if not GO_BINARY.exists():
+        return None
+    return "local source" if GO_SOURCE_MARK.exists() else "module proxy"
+
+
 def build_go(force: bool = False, client_src: Path | None = None) -> Path:
     """Build the Go peer; return the path of its binary.
+
+    A binary built against a local client source is only reused while that same source is
+    given; without one the build goes through the module proxy again (and says it is blocked
+    when the proxy refuses the module), so a run's Go figures never come from a source it did
+    not ask for.
 
     Args:
         force: rebuild even if the binary is newer than the peer's sources.
@@ -154,8 +179,14 @@ def build_go(force: bool = False, client_src: Path | None = None) -> Path:
     """
     if client_src is None and os.environ.get(GO_CLIENT_SRC_ENV):
         client_src = Path(os.environ[GO_CLIENT_SRC_ENV])
+    if client_src is not None:
+        client_src = client_src.expanduser().resolve()
     inputs = [GO_DIR / "main.go", GO_DIR / "go.mod", GO_DIR / "go.sum"]
-    if not force and _up_to_date(GO_BINARY, inputs):
+    built_from = GO_SOURCE_MARK.read_text().strip() if GO_SOURCE_MARK.exists() else None
+    if client_src is not None:
+        inputs.append(client_src)
+    same_source = built_from == (None if client_src is None else str(client_src))
+    if not force and same_source and _up_to_date(GO_BINARY, inputs):
         _log(f"go peer up to date: {GO_BINARY}")
         return GO_BINARY
     go = _require_tool("go", "install a Go toolchain >= 1.21")
@@ -163,18 +194,20 @@ def build_go(force: bool = False, client_src: Path | None = None) -> Path:
     GO_BINARY.parent.mkdir(parents=True, exist_ok=True)
     GO_LOG_DIR.mkdir(parents=True, exist_ok=True)
     if client_src is not None:
-        return _build_go_replaced(go, client_src.resolve(), env)
+        return _build_go_replaced(go, client_src, env)
     try:
         _run([go, "build", "-mod=readonly", "-trimpath", "-o", str(GO_BINARY), "."], GO_DIR, env)
     except BuildError as exc:
         text = str(exc)
         if GO_CLIENT_MODULE in text and ("403" in text or "404" in text or "410" in text):
             raise BuildError(
-                f"the Go module proxy does not serve {GO_CLIENT_MODULE}@{GO_CLIENT_VERSION}, "
-                f"so the Go peer cannot be built on this machine (a local copy of the module "
-                f"can be used: --go-client-src DIR or ${GO_CLIENT_SRC_ENV}).\n{text}"
+                f"the Go module proxy does not serve {GO_CLIENT_MODULE}@{GO_CLIENT_VERSION} "
+                f"(it answers {_proxy_answer(text)}), so the Go peer cannot be built on this "
+                f"machine (a local copy of the module can be used: --go-client-src DIR or "
+                f"${GO_CLIENT_SRC_ENV}).\n{text}"
             ) from exc
         raise
+    GO_SOURCE_MARK.unlink(missing_ok=True)
     return GO_BINARY
 
 
@@ -189,6 +222,7 @@ def _build_go_replaced(go: str, client_src: Path, env: Mapping[str, str]) -> Pat
         _run([go, "mod", "edit", f"-replace={GO_CLIENT_MODULE}={client_src}"], work, env)
         _run([go, "mod", "tidy"], work, env)
         _run([go, "build", "-trimpath", "-o", str(GO_BINARY), "."], work, env)
+    GO_SOURCE_MARK.write_text(f"{client_src}\n")
     _log(f"go peer built against the local client source {client_src}")
     return GO_BINARY
 

@@ -1,8 +1,9 @@
 """Smoke test of the benchmark harness (``python -m benchmarks``) on the session cluster.
 
 One tiny round (2 000 messages, no warm-up, not pinned) of every client: tubemq-aio produce +
-consume (``async for`` and ``getmany``) and end-to-end latency (producer and tailing consumer,
-2 s at 500 msg/s) in its own process, and the Java peer produce + consume + e2e. It checks that
+consume (``async for`` and ``getmany``), open-loop send latency (2 s at 500 msg/s) and
+end-to-end latency (producer and tailing consumer, 2 s at 500 msg/s) in its own process, and the
+Java peer produce + consume + latency + e2e. It checks that
 the result files exist and hold numbers for each client; it makes no
 timing assertions (the machine is shared).
 """
@@ -23,6 +24,8 @@ EXPECTED = {
     ("consume", "aio-asyncio-iter"),
     ("consume", "aio-asyncio-batch"),
     ("consume", "java"),
+    ("latency", "aio-asyncio"),
+    ("latency", "java"),
     ("e2e", "aio-asyncio"),
     ("e2e", "java"),
 }
@@ -40,7 +43,10 @@ async def test_one_tiny_round_per_client_writes_numbers(
         warmup_seconds=0.0,
         loops=["asyncio"],
         clients=["aio", "java", "go"],
-        scenarios=["produce", "consume", "e2e"],
+        scenarios=["produce", "consume", "latency", "e2e"],
+        rates=[500],
+        latency_seconds=2.0,
+        latency_warmup_seconds=0.5,
         e2e_rates=[500],
         e2e_seconds=2.0,
         e2e_warmup_seconds=0.5,
@@ -63,6 +69,15 @@ async def test_one_tiny_round_per_client_writes_numbers(
     assert set(runs) == EXPECTED | ({("produce", "go"), ("consume", "go")} if go_ok else set())
     for key, run in runs.items():
         assert run["ok"], (key, run["error"], run["peer"])
+        if key[0] == "latency":
+            # every send of the measured 2 s at 500 msg/s was answered, timed from its due time
+            assert run["peer"]["messages"] == 1000, (key, run["peer"])
+            latency = run["peer"]["latency"]
+            assert latency["count"] == 1000, latency
+            assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"], latency
+            assert run["peer"]["schedule_lag"]["count"] == 1000, run["peer"]
+            assert run["latency_p50_ms"] == latency["p50_ms"], run
+            continue
         if key[0] == "e2e":
             # every message sent in the measured 2 s at 500 msg/s reached the consumer once
             assert run["peer"]["messages"] == 1000, (key, run["peer"])
@@ -87,6 +102,9 @@ async def test_one_tiny_round_per_client_writes_numbers(
     assert raw["env"]["python"]
     assert raw["env"]["git_revision"]
     assert "End-to-end latency" in summary
+    assert "Open-loop send latency" in summary
+    (latency_cell,) = [c for c in raw["summary"]["cells"] if c["scenario"] == "latency"]
+    assert isinstance(latency_cell["ratios"]["aio-asyncio"]["p99"], float), latency_cell
     for name in ("aio-asyncio", "aio-asyncio-iter", "aio-asyncio-batch", "java"):
         assert name in summary
     assert ("Ratios tubemq-aio / Go" in summary) == go_ok

@@ -12,7 +12,7 @@
  * time in nanoseconds since the epoch (8 bytes, big-endian), so a late sender shows up as
  * latency. The consumer records now - stamp when getMessage() returns the message, before
  * confirming. Latencies go into a log-bucketed histogram with the same buckets as the Python
- * worker (64 per power of two of microseconds). cpu_seconds is the process CPU time over the
+ * worker (Histogram.java). cpu_seconds is the process CPU time over the
  * measured phase (producer and consumer together), as for tubemq-aio.
  */
 package tubemqaio.benchpeer;
@@ -22,9 +22,7 @@ import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.inlong.tubemq.client.config.ConsumerConfig;
@@ -40,8 +38,6 @@ import org.apache.inlong.tubemq.client.producer.MessageSentResult;
 import org.apache.inlong.tubemq.corebase.Message;
 
 final class E2E {
-    private static final int SUB = 64;
-
     private E2E() {
     }
 
@@ -51,62 +47,6 @@ final class E2E {
 
     private static long wallNanos() {
         return WALL0 + (System.nanoTime() - NANO0);
-    }
-
-    /** Log-bucketed latency histogram in microseconds, as benchmarks/harness/latency.py. */
-    private static final class Histogram {
-        final TreeMap<Integer, Long> counts = new TreeMap<>();
-        long total;
-        double maxUs;
-
-        void record(double us) {
-            int b = us < 1 ? 0 : (int) (Math.log(us) / Math.log(2) * SUB);
-            counts.merge(b, 1L, Long::sum);
-            total++;
-            maxUs = Math.max(maxUs, us);
-        }
-
-        Double percentile(double p) {
-            if (total == 0) {
-                return null;
-            }
-            long rank = (long) Math.ceil(p / 100 * total);
-            long seen = 0;
-            for (Map.Entry<Integer, Long> e : counts.entrySet()) {
-                seen += e.getValue();
-                if (seen >= rank) {
-                    return Math.min(Math.pow(2, (e.getKey() + 1) / (double) SUB), maxUs);
-                }
-            }
-            return maxUs;
-        }
-
-        String summaryJson() {
-            StringBuilder b = new StringBuilder("{\"count\":").append(total);
-            String[] names = {"p50", "p90", "p99", "p999"};
-            double[] ps = {50.0, 90.0, 99.0, 99.9};
-            for (int i = 0; i < names.length; i++) {
-                Double v = percentile(ps[i]);
-                b.append(",\"").append(names[i]).append("_ms\":")
-                        .append(v == null ? "null" : String.format(Locale.ROOT, "%.3f", v / 1000));
-            }
-            b.append(String.format(Locale.ROOT, ",\"max_ms\":%.3f}", maxUs / 1000));
-            return b.toString();
-        }
-
-        String cdfJson() {
-            StringBuilder b = new StringBuilder("[");
-            long seen = 0;
-            for (Map.Entry<Integer, Long> e : counts.entrySet()) {
-                seen += e.getValue();
-                if (b.length() > 1) {
-                    b.append(',');
-                }
-                b.append(String.format(Locale.ROOT, "[%.4f,%.6f]",
-                        Math.pow(2, (e.getKey() + 1) / (double) SUB) / 1000, seen / (double) total));
-            }
-            return b.append(']').toString();
-        }
     }
 
     static int run(Peer.Args args) throws Exception {

@@ -10,6 +10,8 @@
  *                [--heartbeat-ms MS]
  *   Peer e2e --master H:P --topic T --group G --rate R --duration S [--size B]
  *                [--warmup-seconds S] [--not-found-wait-ms MS] (see E2E.java)
+ *   Peer latency --master H:P --topic T --rate R --duration S [--size B]
+ *                [--warmup-seconds S] (open-loop send latency, see Latency.java)
  *
  * --heartbeat-ms (default 2000, same as the Go peer) only shortens the start-up: partitions
  * reach the client with a heartbeat.
@@ -24,7 +26,6 @@
 package tubemqaio.benchpeer;
 
 import java.lang.management.ManagementFactory;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -113,6 +114,15 @@ public final class Peer {
         return b.append('"').toString();
     }
 
+    /** A {@code size}-byte printable body, the same bytes as the Python worker's. */
+    static byte[] payload(int size) {
+        byte[] payload = new byte[size];
+        for (int i = 0; i < size; i++) {
+            payload[i] = (byte) ('a' + (i % 26));
+        }
+        return payload;
+    }
+
     private static void emit(String op, String mode, long concurrency, long size, long messages,
                              long bytes, double seconds, double cpuSeconds, long errors,
                              long warmupMessages, double readySeconds, String firstError) {
@@ -130,7 +140,7 @@ public final class Peer {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 1) {
-            System.err.println("usage: Peer produce|consume|e2e --master H:P --topic T ...");
+            System.err.println("usage: Peer produce|consume|e2e|latency --master H:P --topic T ...");
             System.exit(2);
         }
         Args args = new Args(argv, 1);
@@ -144,6 +154,9 @@ public final class Peer {
                 break;
             case "e2e":
                 rc = E2E.run(args);
+                break;
+            case "latency":
+                rc = Latency.run(args);
                 break;
             default:
                 System.err.println("unknown subcommand: " + argv[0]);
@@ -184,30 +197,17 @@ public final class Peer {
             throw new IllegalArgumentException("--mode must be sync or async");
         }
 
-        byte[] payload = new byte[size];
-        for (int i = 0; i < size; i++) {
-            payload[i] = (byte) ('a' + (i % 26));
-        }
+        byte[] payload = payload(size);
 
-        TubeClientConfig cfg = new TubeClientConfig(master);
-        cfg.setRpcTimeoutMs(rpcTimeoutMs);
-        cfg.setHeartbeatPeriodMs(heartbeatMs);
-        MessageSessionFactory factory = new TubeSingleSessionFactory(cfg);
-        MessageProducer producer = factory.createProducer();
-        try {
-            producer.publish(Collections.singleton(topic));
-            long readyStart = System.nanoTime();
-            long deadline = readyStart + (long) (readyTimeout * 1e9);
-            while (!producer.isTopicCurAcceptPublish(topic)) {
-                if (System.nanoTime() > deadline) {
-                    log("topic " + topic + " never became publishable");
-                    emit("produce", mode, concurrency, size, 0, 0, 0.0, 0.0, 1, 0,
-                            readyTimeout, "topic not publishable");
-                    return 1;
-                }
-                Thread.sleep(100);
+        try (ProducerSession session = new ProducerSession(master, topic, rpcTimeoutMs,
+                heartbeatMs, readyTimeout)) {
+            MessageProducer producer = session.producer;
+            double readySeconds = session.readySeconds;
+            if (readySeconds < 0) {
+                emit("produce", mode, concurrency, size, 0, 0, 0.0, 0.0, 1, 0,
+                        readyTimeout, "topic not publishable");
+                return 1;
             }
-            double readySeconds = (System.nanoTime() - readyStart) / 1e9;
 
             long warmupMessages = 0;
             if (warmup > 0) {
@@ -227,13 +227,6 @@ public final class Peer {
             emit("produce", mode, concurrency, size, ok, ok * size, (t1 - t0) / 1e9,
                     (cpu1 - cpu0) / 1e9, p.errors.get(), warmupMessages, readySeconds, p.firstError);
             return p.errors.get() == 0 ? 0 : 1;
-        } finally {
-            try {
-                producer.shutdown();
-                factory.shutdown();
-            } catch (Throwable t) {
-                log("shutdown: " + t);
-            }
         }
     }
 
