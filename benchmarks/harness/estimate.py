@@ -6,7 +6,9 @@ its warm-up, and its measured phase (messages / the client's usual rate), plus t
 (cluster and topics, pre-fill, floor, Spark). The rates and per-run overheads are the medians of
 the interleaved quick runs of 2026-11-22 on a nearly idle machine (``benchmarks/results/
 2026-11-22-b52690b-dirty`` at 1 KB, ``2026-11-22-63f95a3-produce-sizes`` at 100 B and 10 KB).
-On a loaded machine runs take 2-5 times as long; read the figure as a lower bound.
+The Go producer at W = 1 was never measured: its rate is assumed (1 500 msg/s, 30 % of its
+W = 16 rate; the Java client's W = 1 rate is 26 % of its W = 16 rate). On a loaded machine
+runs take 2-5 times as long; read the figure as a lower bound.
 """
 
 from __future__ import annotations

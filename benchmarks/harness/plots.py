@@ -85,9 +85,14 @@ def bars_panel(
     figure (:func:`figure_legend`)."""
     variants = list(series)
     width = 0.8 / max(1, len(variants))
-    top = max((b[1][1] if b[1] else b[0]) for s in series.values() for b in s.values())
+    bars = [b for s in series.values() for b in s.values()]
+    # The axis follows the bars: a whisker reaching far beyond every median (one stalled round
+    # among three) is cut at the axis and labelled with its end, instead of flattening the bars.
+    top = max(max(b[0] for b in bars) * 2.0, *(min(b[1][1], b[0] * 2.0) for b in bars if b[1]))
+    top = min(top, max((b[1][1] if b[1] else b[0]) for b in bars))
     # Narrow bars: notes stand upright so that neighbours' notes cannot overlap.
     upright = len(variants) >= 3 and any(notes.values())
+    limit = top * (1.55 if upright else 1.3)
     for i, variant in enumerate(variants):
         xs, ys, lo, hi = [], [], [], []
         for g, group in enumerate(groups):
@@ -100,9 +105,12 @@ def bars_panel(
             ys.append(value)
             lo.append(value - ci[0] if ci else 0.0)
             hi.append(ci[1] - value if ci else 0.0)
+            if ci and ci[1] > limit:
+                end = f"{ci[1]:,.0f}" if ci[1] >= 100 else f"{ci[1]:.3g}"
+                ax.text(x, limit * 0.985, f"↑{end}", ha="center", va="top", fontsize=6)
             note = notes.get((variant, group))
             if note:
-                y = (ci[1] if ci else value) + top * 0.02
+                y = min(ci[1] if ci else value, limit * 0.7) + top * 0.02
                 if upright:
                     note = note.replace("\n", "  ")
                 ax.text(x, y, note, ha="center", va="bottom", fontsize=7,
@@ -113,7 +121,7 @@ def bars_panel(
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=9)
     ax.set_title(title, fontsize=10)
-    ax.set_ylim(0, top * (1.55 if upright else 1.3))
+    ax.set_ylim(0, limit)
     ax.grid(axis="y", alpha=0.3)
     if legend:  # below the axes: never over a bar or an annotation
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3,

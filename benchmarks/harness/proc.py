@@ -146,7 +146,9 @@ async def run_client(
         seconds = float(record.get("seconds") or 0.0)
         broker_cpu = interpolate(samples, t_line) - interpolate(samples, t_line - seconds)
     if record is None and error is None:
-        error = f"no JSON line (exit {proc.returncode}); see {stderr_path}"
+        # The directory name only (result files must not carry machine paths).
+        where = f"{stderr_path.parent.name}/{stderr_path.name}"
+        error = f"no JSON line (exit {proc.returncode}); see {where}"
     return ClientRun(
         record=record,
         returncode=proc.returncode,

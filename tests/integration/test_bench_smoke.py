@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.harness.config import BenchConfig
 from benchmarks.harness.plan import TopicPlan
 from benchmarks.harness.session import run_bench
@@ -31,6 +33,8 @@ EXPECTED = {
 }
 
 
+# Nine client processes (two JVMs cold-starting each) on a shared two-core machine.
+@pytest.mark.timeout(600)
 async def test_one_tiny_round_per_client_writes_numbers(
     cluster: LocalCluster, topic: str, tmp_path: Path
 ) -> None:

@@ -98,8 +98,8 @@ final class Latency {
         phase.lastDone.set(t0);
         for (long i = 0; i < n; i++) {
             long intended = t0 + (long) (i * step);
-            long delay = intended - System.nanoTime();
-            if (delay > 0) {
+            long delay;
+            while ((delay = intended - System.nanoTime()) > 0) { // parkNanos may return early
                 LockSupport.parkNanos(delay);
                 if (Thread.interrupted()) {
                     throw new InterruptedException();
