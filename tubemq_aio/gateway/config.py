@@ -46,7 +46,17 @@ _TOP_KEYS = frozenset(
     }
 )
 _GROUP_KEYS = frozenset(
-    {"name", "topics", "mode", "start", "lease_ms", "lease_ms_min", "lease_ms_max"}
+    {
+        "name",
+        "topics",
+        "mode",
+        "start",
+        "lease_ms",
+        "lease_ms_min",
+        "lease_ms_max",
+        "max_redeliveries",
+        "dlq_topic",
+    }
 )
 _KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
 _HK_KEYS = frozenset(
@@ -69,6 +79,9 @@ class GroupConfig:
         lease_ms: default lease of a fetched batch, milliseconds.
         lease_ms_min: smallest lease a request may ask for.
         lease_ms_max: largest lease a request may ask for.
+        max_redeliveries: poison batches (opt-in, 0 = off): a batch redelivered this many
+            times is produced to ``dlq_topic`` the next time it comes round, then committed.
+        dlq_topic: where poison batches go (must be one of ``produce_topics``).
     """
 
     name: str
@@ -78,6 +91,8 @@ class GroupConfig:
     lease_ms: int = 60_000
     lease_ms_min: int = 10_000
     lease_ms_max: int = 43_200_000
+    max_redeliveries: int = 0
+    dlq_topic: str | None = None
 
     def __post_init__(self) -> None:
         where = f"groups[{self.name!r}]"
@@ -98,6 +113,13 @@ class GroupConfig:
             _check_int(getattr(self, key), f"{where}.{key}", 1, 7 * 86_400_000)
         if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
             raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
+        _check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
+        if (self.max_redeliveries > 0) != (self.dlq_topic is not None):
+            raise ConfigError(f"{where}: max_redeliveries > 0 and dlq_topic go together")
+        if self.dlq_topic is not None:
+            _check_topic(self.dlq_topic, f"{where}.dlq_topic")
+            if self.dlq_topic in self.topics:
+                raise ConfigError(f"{where}.dlq_topic must not be a topic the group consumes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +234,9 @@ class GatewayConfig:
             raise ConfigError("redis must be a redis://, rediss:// or unix:// URL")
         for topic in self.produce_topics:
             _check_topic(topic, "produce_topics")
+        for g in self.groups:
+            if g.dlq_topic is not None and g.dlq_topic not in self.produce_topics:
+                raise ConfigError(f"groups[{g.name!r}].dlq_topic must be one of produce_topics")
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
             raise ConfigError("groups: a group name appears twice")
@@ -302,7 +327,7 @@ def _group(raw: Mapping[str, Any], index: int) -> GroupConfig:
         raise ConfigError(f"{where}.name is required (a string)")
     options = dict(raw)
     options["topics"] = _str_tuple(raw.get("topics", []), f"{where}.topics")
-    for key in ("mode", "start"):
+    for key in ("mode", "start", "dlq_topic"):
         if key in options and not isinstance(options[key], str):
             raise ConfigError(f"{where}.{key} must be a string")
     return GroupConfig(**options)

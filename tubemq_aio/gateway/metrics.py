@@ -99,6 +99,12 @@ class GatewayMetrics:
             ["group", "action", "result"],
             registry=self.registry,
         )
+        self.dead_lettered = Counter(
+            PREFIX + "dead_lettered_messages",
+            "messages of poison batches moved to the group's dlq_topic",
+            ["group"],
+            registry=self.registry,
+        )
         self.produced = Counter(
             PREFIX + "produced_messages",
             "produce results by topic and HTTP status",

@@ -182,3 +182,31 @@ def test_housekeeper_field_must_be_the_dataclass() -> None:
             housekeeper={"enabled": False},  # type: ignore[arg-type]
         )  # fmt: skip
     assert not HousekeeperConfig(enabled=False).enabled
+
+
+def test_poison_batch_keys() -> None:
+    group = {"name": "g1", "topics": ["demo"], "max_redeliveries": 3, "dlq_topic": "dead"}
+    cfg = GatewayConfig.from_mapping(base(groups=[group], produce_topics=["dead"]))
+    g = cfg.group("g1")
+    assert g is not None
+    assert (g.max_redeliveries, g.dlq_topic) == (3, "dead")
+    assert GatewayConfig.from_mapping(base()).groups[0].max_redeliveries == 0
+
+
+@pytest.mark.parametrize(
+    ("group", "produce", "text"),
+    [
+        ({"max_redeliveries": 3}, ["dead"], "go together"),
+        ({"dlq_topic": "dead"}, ["dead"], "go together"),
+        ({"max_redeliveries": -1, "dlq_topic": "dead"}, ["dead"], "max_redeliveries"),
+        ({"max_redeliveries": True, "dlq_topic": "dead"}, ["dead"], "max_redeliveries"),
+        ({"max_redeliveries": 2, "dlq_topic": "dead"}, [], "one of produce_topics"),
+        ({"max_redeliveries": 2, "dlq_topic": "demo"}, ["demo"], "must not be a topic"),
+        ({"max_redeliveries": 2, "dlq_topic": 5}, ["dead"], "dlq_topic must be a string"),
+        ({"max_redeliveries": 2, "dlq_topic": "bad topic"}, ["dead"], "dlq_topic"),
+    ],
+)
+def test_bad_poison_batch_keys(group: dict[str, Any], produce: list[str], text: str) -> None:
+    raw = {"name": "g1", "topics": ["demo"], **group}
+    with pytest.raises(ConfigError, match=text):
+        GatewayConfig.from_mapping(base(groups=[raw], produce_topics=produce))

@@ -12,6 +12,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.disconnect import run_unless_disconnected
+from tubemq_aio.gateway.dlq import fetch_diverting
 from tubemq_aio.gateway.engine import ConsumeEngine, FetchOutcomeLike
 from tubemq_aio.gateway.http_errors import ApiError, api_error_for, throttled
 from tubemq_aio.gateway.models import (
@@ -95,13 +96,21 @@ async def fetch(
             if mapped is None:
                 raise
             acks.append({"token": token, "result": "error", "error": mapped.body()["error"]})
-    work = engine.fetch(
-        group,
-        client_id=body.client_id,
-        wait_ms=body.wait_ms,
-        lease_ms=body.lease_ms,
-        holder=gateway.replica,
-        max_messages=body.max_messages,
+    work = fetch_diverting(
+        gateway.group(group),
+        engine,
+        gateway.producer,
+        functools.partial(
+            engine.fetch,
+            group,
+            client_id=body.client_id,
+            wait_ms=body.wait_ms,
+            lease_ms=body.lease_ms,
+            holder=gateway.replica,
+            max_messages=body.max_messages,
+        ),
+        gateway.metrics.dead_lettered.labels(group).inc,
+        gateway.config.produce_timeout,
     )
     outcome, gone = await run_unless_disconnected(
         request.receive, work, functools.partial(_release_unread, engine)

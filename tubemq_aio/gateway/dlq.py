@@ -1,0 +1,105 @@
+"""Poison batches: a batch redelivered ``max_redeliveries`` times goes to the group's
+``dlq_topic`` the next time a fetch leases it, and the group moves past it.
+
+Opt-in per group (order and zero loss win by default). The diverted messages keep their body,
+attributes, type and time, plus ``tgw_src=<partition>@<batch start offset>`` and
+``tgw_reason=max_redeliveries``; they are produced while the lease is held, then the lease is
+acked. A produce that fails leaves the lease to expire (the batch comes back and is diverted
+again), so a poison batch is never lost, at worst copied twice to the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.config import GroupConfig
+from tubemq_aio.gateway.engine import ConsumeEngine, FetchOutcomeLike
+from tubemq_aio.gateway.engine_types import FetchOutcome
+from tubemq_aio.gateway.tokens import TokenClaims
+from tubemq_aio.producer import Producer
+
+__all__ = ["MAX_DIVERTS", "fetch_diverting", "is_poison"]
+
+log = logging.getLogger("tubemq_aio.gateway")
+
+#: Poison batches one fetch moves to the dead-letter topic before answering ``empty``.
+MAX_DIVERTS = 4
+
+
+def is_poison(group: GroupConfig, outcome: FetchOutcomeLike) -> bool:
+    """Whether a fetch outcome is a batch already redelivered ``max_redeliveries`` times."""
+    lease = outcome.lease
+    return (
+        group.max_redeliveries > 0
+        and group.dlq_topic is not None
+        and outcome.status == "ok"
+        and lease is not None
+        and lease.redelivery > group.max_redeliveries
+    )
+
+
+async def fetch_diverting(
+    group: GroupConfig,
+    engine: ConsumeEngine,
+    producer: Producer | None,
+    fetch: Callable[[], Awaitable[FetchOutcomeLike]],
+    on_divert: Callable[[int], None],
+    timeout: float,
+) -> FetchOutcomeLike:
+    """Run ``fetch``; a poison batch is produced to the dead-letter topic, acked, and the fetch
+    runs again (at most :data:`MAX_DIVERTS` times, then ``empty``).
+
+    Args:
+        group: the group's configuration.
+        engine: the consume engine (for the ack).
+        producer: the replica's producer (None: poison batches are delivered as usual).
+        fetch: one engine fetch.
+        on_divert: called with the number of messages of each diverted batch.
+        timeout: seconds each dead-letter produce may take.
+    """
+    for _ in range(MAX_DIVERTS):
+        outcome = await fetch()
+        if producer is None or not is_poison(group, outcome):
+            return outcome
+        lease = outcome.lease
+        assert lease is not None
+        assert group.dlq_topic is not None
+        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+        start = getattr(outcome.position, "start", -1)
+        source = f"{lease.partition_key}@{start}"
+        try:
+            for m in outcome.messages:
+                attributes = {
+                    **m.attributes, "tgw_src": source, "tgw_reason": "max_redeliveries",
+                }  # fmt: skip
+                await producer.send(
+                    group.dlq_topic, m.body, attributes=attributes,
+                    msg_type=m.msg_type or None, msg_time=m.msg_time, timeout=timeout,
+                )  # fmt: skip
+        except Exception as exc:  # not diverted: give it back, the next fetch tries again
+            log.warning("dead-letter produce of %s failed: %r", source, exc)
+            await _release(engine, ref)
+            return FetchOutcome("empty", None, (), retry_after_ms=1000)
+        except BaseException:
+            await _release(engine, ref)
+            raise
+        try:
+            result = await asyncio.shield(engine.settle(ref, "ack"))
+        except TubeMQError as exc:  # re-leased or reset meanwhile: it was copied, not skipped
+            result = f"not acked: {exc!r}"
+        log.warning(
+            "group %s: batch %s (%d messages, redelivered %d times) moved to %s (%s)",
+            group.name, source, len(outcome.messages), lease.redelivery - 1,
+            group.dlq_topic, result,
+        )  # fmt: skip
+        on_divert(len(outcome.messages))
+    return FetchOutcome("empty", None, (), retry_after_ms=0)
+
+
+async def _release(engine: ConsumeEngine, ref: TokenClaims) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.shield(engine.settle(ref, "release"))
