@@ -24,6 +24,7 @@ from tubemq_aio.errors import (
     ServiceStoppingError,
     StandbyMasterError,
 )
+from tubemq_aio.protocol.framing import FrameDecoder
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -247,7 +248,7 @@ async def test_close_fails_pending_with_client_closed(
         await conn.call(request_payload(b"x"), 1.0)
 
 
-async def test_frames_of_one_tick_leave_in_one_writelines(
+async def test_frames_of_one_tick_leave_in_one_write(
     server: FakeServer, settings: TransportSettings
 ) -> None:
     pool = ConnectionPool(settings)
@@ -255,14 +256,13 @@ async def test_frames_of_one_tick_leave_in_one_writelines(
     transport = conn._transport
     assert transport is not None
     batches: list[int] = []
-    original = transport.writelines
+    original = transport.write
 
-    def spy(frames: Any) -> None:
-        frames = list(frames)
-        batches.append(len(frames))
-        original(frames)
+    def spy(data: Any) -> None:
+        batches.append(len(FrameDecoder().feed(bytes(data))))  # whole frames only
+        original(data)
 
-    transport.writelines = spy  # type: ignore[method-assign, assignment]
+    transport.write = spy  # type: ignore[method-assign]
     calls = [asyncio.create_task(conn.call(request_payload(b"%d" % i), 5.0)) for i in range(100)]
     await asyncio.gather(*calls)
     assert batches == [100]

@@ -30,6 +30,7 @@ class MemoryTransport(asyncio.Transport):
             self.written += chunk
 
     def write(self, data: Any) -> None:
+        self.writes += 1
         self.written += data
 
     def is_closing(self) -> bool:
@@ -62,7 +63,7 @@ def test_split_and_reordered_responses_resolve_their_own_calls(count: int, data:
         calls = [asyncio.ensure_future(conn.call(request_payload(b), 5.0)) for b in bodies]
         for _ in range(2):  # the callers' first steps, then the one scheduled flush
             await asyncio.sleep(0)
-        assert transport.writes == 1  # every frame of the tick in one writelines
+        assert transport.writes == 1  # every frame of the tick in one write
         requests = FrameDecoder().feed(bytes(transport.written))
         answers = [
             encode_frame(serial, encode_success(1, decode_request(payload).body))

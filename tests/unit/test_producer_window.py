@@ -33,8 +33,10 @@ class HeldConnection:
         self.waiting.append(fut)
         return await fut
 
-    def start(self, payload: bytes, timeout: float) -> tuple[int, asyncio.Future[bytes]]:
-        """The producer's hot path (``Connection.start``): the request is sent at once."""
+    def start_parts(
+        self, parts: object, size: int, timeout: float
+    ) -> tuple[int, asyncio.Future[bytes]]:
+        """The producer's hot path (``Connection.start_parts``): the request is sent at once."""
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiting.append(fut)
         return len(self.waiting), fut

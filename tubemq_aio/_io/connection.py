@@ -4,8 +4,8 @@ Hot path (no per-request task or timer, shared protocol notes §1.5):
 
 * send: take an in-flight slot (waiting, up to the call's own deadline, when none is free or the
   peer stopped reading), pick the next serial, register ``serial -> (future, deadline, timeout)``,
-  append the encoded frame to the tick's write list; the first frame of a tick schedules one
-  ``_flush`` with ``loop.call_soon``, which hands the whole list to ``transport.writelines``.
+  append the frame header and the payload pieces to the tick's write list; the first frame of a
+  tick schedules one ``_flush`` with ``loop.call_soon``, which joins the list and writes it once.
 * receive: ``data_received`` feeds the frame decoder, pops the pending entry by serial and decodes
   the RPC envelope only (business bytes or a remote error); business messages are parsed by the
   awaiting caller. Unknown, late and duplicate serials are dropped and counted.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from tubemq_aio._io.decisions import MAX_SERIAL, closes_connection
@@ -32,7 +32,7 @@ from tubemq_aio.errors import (
     RemoteProtocolError,
     RemoteRpcError,
 )
-from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder, encode_frame, frame_header
 from tubemq_aio.protocol.rpc import decode_response
 
 __all__ = ["Connection"]
@@ -197,7 +197,7 @@ class Connection(PendingCalls, asyncio.Protocol):
             or self._room_waiters
         ):
             await self._wait_to_send(deadline, timeout)
-        serial, fut = self._register(payload, deadline, timeout)
+        serial, fut = self._register((payload,), len(payload), deadline, timeout)
         try:
             return await fut
         except asyncio.CancelledError:
@@ -217,6 +217,13 @@ class Connection(PendingCalls, asyncio.Protocol):
             :meth:`abandon` with the serial. ``None`` when the request would have to wait for
             room (or the connection is closed): nothing was sent, use :meth:`call`.
         """
+        return self.start_parts((payload,), len(payload), timeout)
+
+    def start_parts(
+        self, parts: Sequence[bytes], size: int, timeout: float
+    ) -> tuple[int, asyncio.Future[bytes]] | None:
+        """:meth:`start` for a payload given in pieces (joined once, when the tick's frames are
+        written); ``size`` is their total length."""
         if (
             self._closed is not None
             or self._paused
@@ -224,7 +231,7 @@ class Connection(PendingCalls, asyncio.Protocol):
             or self._room_waiters
         ):
             return None
-        return self._register(payload, self._loop.time() + timeout, timeout)
+        return self._register(parts, size, self._loop.time() + timeout, timeout)
 
     def abandon(self, serial: int) -> None:
         """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
@@ -234,14 +241,18 @@ class Connection(PendingCalls, asyncio.Protocol):
                 self._wake_room()
 
     def _register(
-        self, payload: bytes, deadline: float, timeout: float
+        self, parts: Sequence[bytes], size: int, deadline: float, timeout: float
     ) -> tuple[int, asyncio.Future[bytes]]:
         # Inlined registration: this is the hottest path of the package.
         pending = self._pending
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
-        frame = encode_frame(serial, payload)
+        if 0 < size <= BLOCK_SIZE:
+            header = frame_header(serial, size)
+        else:  # raises for an empty or oversized payload, before anything is registered
+            parts = (encode_frame(serial, b"".join(parts)),)
+            header = b""
         self._serial = serial
         loop = self._loop
         fut: asyncio.Future[bytes] = loop.create_future()
@@ -250,9 +261,11 @@ class Connection(PendingCalls, asyncio.Protocol):
             self.next_deadline = deadline
         self.stats.requests_sent += 1
         buf = self._wbuf
-        buf.append(frame)
-        if len(buf) == 1:
+        if not buf:
             loop.call_soon(self._flush)
+        if header:
+            buf.append(header)
+        buf.extend(parts)
         return serial, fut
 
     # ---- deadlines and closing ---------------------------------------------------------------
@@ -298,7 +311,9 @@ class Connection(PendingCalls, asyncio.Protocol):
         self._wbuf = []
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            transport.writelines(buf)
+            # One join of the tick's frames (header and payload pieces): asyncio's writelines
+            # joins too, uvloop's would queue every piece separately.
+            transport.write(b"".join(buf))
             self.last_activity = self._loop.time()
 
     def _fail(self, exc: Exception) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Sequence
 from typing import Protocol
 
 from tubemq_aio._io.connection import Connection
@@ -116,39 +117,60 @@ class RpcClient:
             ConfigError: ``timeout`` is not a positive finite number (nothing is sent).
         """
         timeout_ms = self._wire_ms.get(timeout) or self._timeout_ms(timeout)
+        payload = encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body)
+        return await self.call_payload(peer, payload, timeout)
+
+    async def call_payload(self, peer: Endpoint, payload: bytes, timeout: float) -> bytes:
+        """:meth:`call` with the request payload (RPC envelope included) built by the caller.
+
+        Args:
+            peer: the master or broker.
+            payload: the request payload (e.g. ``encode_request`` output).
+            timeout: seconds for the whole call (validated with :meth:`wire_timeout`).
+
+        Raises:
+            The errors of :meth:`call`.
+        """
         address = peer if peer.__class__ is Address else self.address(peer)
         pool = self.pool
         conn = pool.ready(address) or await pool.connection(address)
-        payload = encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body)
         return await conn.call(payload, timeout)
 
-    def start(
-        self, peer: Endpoint, method: Method, body: bytes, timeout: float
+    def start_parts(
+        self, peer: Endpoint, parts: Sequence[bytes], size: int, timeout: float
     ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
         """Send a request now over an open connection with room, without awaiting anything.
 
-        The hot path of :meth:`call` for callers that await the answer themselves (one coroutine
-        frame less per call). Arguments as for :meth:`call`.
+        The hot path of :meth:`call_payload` for callers that await the answer themselves (one
+        coroutine frame less per call), with the payload in pieces (joined when written).
+
+        Args:
+            peer: the master or broker.
+            parts: the request payload (RPC envelope included) in pieces.
+            size: the payload length.
+            timeout: seconds to wait for the answer (validated with :meth:`wire_timeout`).
 
         Returns:
             ``(connection, serial, future)``: the future ends as :meth:`call` would return or
             raise; a caller that stops waiting (cancelled) must call
             ``connection.abandon(serial)``. ``None`` when there is no open connection or no room
-            right now: nothing was sent, use :meth:`call`.
-
-        Raises:
-            ConfigError: ``timeout`` is not a positive finite number (nothing is sent).
+            right now: nothing was sent, use :meth:`call_payload`.
         """
-        timeout_ms = self._wire_ms.get(timeout) or self._timeout_ms(timeout)
         conn = self.pool.ready(peer if peer.__class__ is Address else self.address(peer))
         if conn is None:
             return None
-        started = conn.start(
-            encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body), timeout
-        )
+        started = conn.start_parts(parts, size, timeout)
         if started is None:
             return None
         return conn, started[0], started[1]
+
+    def wire_timeout(self, timeout: float) -> int:
+        """``RequestBody.timeout`` in ms for a call of ``timeout`` seconds (cached).
+
+        Raises:
+            ConfigError: ``timeout`` is not a positive finite number.
+        """
+        return self._wire_ms.get(timeout) or self._timeout_ms(timeout)
 
     def _timeout_ms(self, timeout: float) -> int:
         """Validate ``timeout`` and remember its wire value."""

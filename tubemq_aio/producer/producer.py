@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
 
@@ -37,7 +37,6 @@ from tubemq_aio.protocol.message import encode_message, ip_to_int
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
 from tubemq_aio.protocol.routing import PartitionBackoff
-from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.telemetry import Gauge, telemetry_for
 
 __all__ = ["Producer"]
@@ -46,7 +45,6 @@ log = logging.getLogger("tubemq_aio.producer")
 
 # Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 _REFUSED_CODES = frozenset({503, 419})
-_SEND_METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
 #: Shortest wait for a broker's reconnect backoff: a jittered delay may be ~0, never a spin.
 _MIN_BACKOFF_WAIT = 0.01
 
@@ -185,7 +183,7 @@ class Producer(AsyncLifecycle):
 
     # ---- sending -----------------------------------------------------------------------------
 
-    async def send(
+    def send(
         self,
         topic: str,
         body: bytes,
@@ -195,8 +193,11 @@ class Producer(AsyncLifecycle):
         msg_time: datetime | str | None = None,
         key: bytes | str | None = None,
         timeout: float | None = None,
-    ) -> SendResult:
-        """Send one message and wait until the broker stored it.
+    ) -> Coroutine[Any, Any, SendResult]:
+        """Send one message and wait until the broker stored it: ``await producer.send(...)``.
+
+        The arguments are checked when ``send`` is called, and the returned coroutine does the
+        sending (one coroutine frame per send instead of two: this is the hot path).
 
         Args:
             topic: the topic; published on first use if it was not.
@@ -231,11 +232,10 @@ class Producer(AsyncLifecycle):
         )
         session = self._require_session()
         if self.telemetry is not None:
-            return await self._traced_send(session, False, topic, body, attributes,
-                                           msg_type=msg_type, msg_time=msg_time, key=key,
-                                           timeout=timeout)  # fmt: skip
-        return await self._send(session, False, topic, body, attributes, msg_type, msg_time,
-                                key, timeout)  # fmt: skip
+            return self._traced_send(session, False, topic, body, attributes, msg_type=msg_type,
+                                     msg_time=msg_time, key=key, timeout=timeout)  # fmt: skip
+        return self._send(session, False, topic, body, attributes, msg_type, msg_time, key,
+                          timeout)  # fmt: skip
 
     async def _traced_send(
         self,
@@ -293,6 +293,7 @@ class Producer(AsyncLifecycle):
             assert rpc is not None
             assert encoder is not None
             attempt_timeout = self._send_timeout if timeout is None else timeout
+            timeout_ms = rpc.wire_timeout(attempt_timeout)
             avoid: set[str] = set()
             retries = self._send_retries
             deadline = 0.0  # waits for a broker's reconnect backoff end by it
@@ -301,17 +302,22 @@ class Producer(AsyncLifecycle):
                 deadline = deadline or now + attempt_timeout
                 partition = self._choose(session, topic, key, avoid, now)
                 broker = partition.broker
-                request = encoder.encode(
-                    partition.topic, partition.partition_id, encoded, session.tokens.broker_auth()
+                head, data, tail, size = encoder.encode_parts(
+                    partition.topic,
+                    partition.partition_id,
+                    encoded,
+                    session.tokens.broker_auth(),
+                    timeout_ms,
                 )
                 try:
-                    started = rpc.start(broker, _SEND_METHOD, request, attempt_timeout)
+                    started = rpc.start_parts(broker, (head, data, tail), size, attempt_timeout)
                     if started is None:
-                        data = await rpc.call(broker, _SEND_METHOD, request, attempt_timeout)
+                        payload = b"".join((head, data, tail))
+                        answer = await rpc.call_payload(broker, payload, attempt_timeout)
                     else:
                         conn, serial, future = started
                         try:
-                            data = await future
+                            answer = await future
                         except asyncio.CancelledError:
                             conn.abandon(serial)
                             raise
@@ -320,7 +326,7 @@ class Producer(AsyncLifecycle):
                 else:
                     self._backoff.record_response(partition.partition_key)
                     try:
-                        result = parse_send_result(data, partition)
+                        result = parse_send_result(answer, partition)
                     except ServerError as exc:
                         self._blocker.record(
                             broker.broker_id, False, time.monotonic(), err_code=exc.err_code
@@ -339,6 +345,7 @@ class Producer(AsyncLifecycle):
                     # the earliest backoff ends, so wait for it within the send's timeout.
                     # Immediate retries (below) keep their full per-attempt timeout.
                     attempt_timeout = await self._wait_for_backoff(session, topic, deadline, last)
+                    timeout_ms = rpc.wire_timeout(attempt_timeout)
                     avoid.clear()
                 elif retries:
                     retries -= 1

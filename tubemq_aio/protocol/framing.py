@@ -23,6 +23,7 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "encode_frame",
+    "frame_header",
 ]
 
 #: Marks the start of every frame (``RpcConstants.RPC_PROTOCOL_BEGIN_TOKEN``).
@@ -39,6 +40,8 @@ _HEADER = struct.Struct(">III")
 _HEADER_ONE_BLOCK = struct.Struct(">IIII")
 _BLOCK_LEN = struct.Struct(">I")
 _HEADER_SIZE = _HEADER.size
+_ONE_BLOCK_SIZE = _HEADER_ONE_BLOCK.size
+_new_frame = tuple.__new__  # Frame(...) runs a Python-level __new__; this is a third of it
 _BLOCK_LEN_SIZE = _BLOCK_LEN.size
 
 
@@ -79,6 +82,20 @@ def encode_frame(serial_no: int, payload: bytes) -> bytes:
         parts.append(_BLOCK_LEN.pack(len(chunk)))
         parts.append(chunk.tobytes())
     return b"".join(parts)
+
+
+def frame_header(serial_no: int, size: int) -> bytes:
+    """The header of a one-block frame: what precedes a payload of ``size`` bytes.
+
+    ``frame_header(s, len(p)) + p == encode_frame(s, p)`` for ``0 < len(p) <= BLOCK_SIZE``; lets a
+    sender write the payload in pieces after it without joining them first.
+
+    Raises:
+        LocalProtocolError: ``size`` is not in ``1..BLOCK_SIZE``.
+    """
+    if not 0 < size <= BLOCK_SIZE:
+        raise LocalProtocolError(f"a one-block frame holds 1..{BLOCK_SIZE} bytes, not {size}")
+    return _HEADER_ONE_BLOCK.pack(BEGIN_TOKEN, serial_no & _SERIAL_MASK, 1, size)
 
 
 class FrameDecoder:
@@ -162,6 +179,19 @@ class FrameDecoder:
         end = len(buf)
         while True:
             if not self._blocks_left:
+                if end - pos >= _ONE_BLOCK_SIZE:
+                    # Fast path: a complete one-block frame (every answer but a large fetch).
+                    token, serial, count, length = _HEADER_ONE_BLOCK.unpack_from(buf, pos)
+                    start = pos + _ONE_BLOCK_SIZE
+                    if (
+                        count == 1
+                        and token == BEGIN_TOKEN
+                        and end - start >= length
+                        and length <= self._max_bytes
+                    ):
+                        pos = start + length
+                        frames.append(_new_frame(Frame, (serial, bytes(buf[start:pos]))))
+                        continue
                 if end - pos < _HEADER_SIZE:
                     return frames, pos
                 token, serial, count = _HEADER.unpack_from(buf, pos)
@@ -192,4 +222,4 @@ class FrameDecoder:
             payload = parts[0] if len(parts) == 1 else b"".join(parts)
             self._parts = []
             self._size = 0
-            frames.append(Frame(self._serial, payload))
+            frames.append(_new_frame(Frame, (self._serial, payload)))

@@ -31,6 +31,7 @@ from tubemq_aio.protocol.producer_meta import (
     Partition,
     RegisterResponse,
 )
+from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, request_head
 from tubemq_aio.protocol.wire import encode_varint
 
 __all__ = [
@@ -228,6 +229,8 @@ _TAG_DATA = b"\x22"
 _TAG_MSG_TYPE = 0x42
 _TAG_MSG_TIME = 0x4A
 _TAG_AUTH = 0x52
+_SEND_METHOD = Method.BROKER_PRODUCER_SEND_MESSAGE
+_SEND_SERVICE = SERVICE_OF_METHOD[_SEND_METHOD]
 
 
 def _varint_len(n: int) -> bytes:
@@ -255,16 +258,26 @@ class SendRequestEncoder:
         sent_addr: the local IPv4 address as int32 (:func:`~tubemq_aio.protocol.message.ip_to_int`).
     """
 
-    __slots__ = ("_auth", "_auth_bytes", "_client", "_prefix", "_system", "_tails")
+    __slots__ = (
+        "_auth",
+        "_auth_bytes",
+        "_auth_tails",
+        "_client",
+        "_heads",
+        "_prefix",
+        "_system",
+        "_tails",
+    )
 
-    #: Bound on each cache (per (topic, partition) prefixes, per (msgType, msgTime) fields); a
-    #: cache restarts when it is exceeded.
+    #: Bound on each cache (per (topic, partition) prefixes, per (msgType, msgTime) fields, per
+    #: request shape envelope heads); a cache restarts when it is exceeded.
     MAX_CACHED_PREFIXES = 65536
 
     def __init__(self, client_id: str, sent_addr: int) -> None:
         self._client = _len_field(_TAG_CLIENT_ID, client_id.encode())
         self._prefix: dict[tuple[str, int], bytes] = {}
         self._system: dict[tuple[str, str], bytes] = {}
+        self._heads: dict[tuple[str, int, int, int, int], bytes] = {}
         # flag (5), checkSum (6) = -1 "do not verify" (§5.5), sentAddr (7) for flag 0 and 1.
         self._tails = tuple(
             b"\x28"
@@ -277,6 +290,7 @@ class SendRequestEncoder:
         )
         self._auth: BrokerAuthorization | None = None
         self._auth_bytes = b""
+        self._auth_tails = self._tails  # _tails[flag] + _auth_bytes
 
     def encode(
         self, topic: str, partition_id: int, message: EncodedMessage, auth: BrokerAuthorization
@@ -289,22 +303,83 @@ class SendRequestEncoder:
             message: the encoded message.
             auth: the ``authInfo`` from :meth:`tubemq_aio.auth.TokenState.broker_auth`.
         """
-        data, flag, msg_type, msg_time = message
+        data = message[0]
         prefix = self._prefix.get((topic, partition_id))
         if prefix is None:
             prefix = self._new_prefix(topic, partition_id)
+        tail = self._tail(message, auth)
+        return b"".join((prefix, _varint_len(len(data)), data, tail))
+
+    def encode_parts(
+        self,
+        topic: str,
+        partition_id: int,
+        message: EncodedMessage,
+        auth: BrokerAuthorization,
+        timeout_ms: int,
+    ) -> tuple[bytes, bytes, bytes, int]:
+        """The whole request payload (RPC envelope included) of one send, in three pieces.
+
+        ``head + data + tail`` equals ``encode_request(BROKER_WRITE, 13, timeout_ms,
+        encode(...))``; the head is cached per request shape (partition, timeout, data and tail
+        sizes), so a send costs a lookup instead of building and copying the envelope, and the
+        1 KB body is copied once, when the frame is written.
+
+        Args:
+            topic: the topic (validated by the caller).
+            partition_id: the chosen partition id.
+            message: the encoded message.
+            auth: the ``authInfo`` from :meth:`tubemq_aio.auth.TokenState.broker_auth`.
+            timeout_ms: ``RequestBody.timeout`` (positive).
+
+        Returns:
+            ``(head, data, tail, size)``; ``size`` is the payload length.
+
+        Raises:
+            LocalProtocolError: ``timeout_ms`` is not positive.
+        """
+        data = message[0]
+        if auth is self._auth and message[1] == 0 and not message[2] and not message[3]:
+            tail = self._auth_tails[0]  # the plain message (inlined _tail)
+        else:
+            tail = self._tail(message, auth)
+        size = len(data)
+        key = (topic, partition_id, timeout_ms, size, len(tail))
+        head = self._heads.get(key)
+        if head is None:
+            head = self._new_head(key)
+        return head, data, tail, len(head) + size + len(tail)
+
+    def _tail(self, message: EncodedMessage, auth: BrokerAuthorization) -> bytes:
+        """Everything after ``data``: flag, checkSum, sentAddr, msgType, msgTime, authInfo."""
+        _, flag, msg_type, msg_time = message
         if auth is not self._auth:
             self._set_auth(auth)
+        if not msg_type and not msg_time and 0 <= flag <= 1:
+            return self._auth_tails[flag]
         if 0 <= flag <= 1:
             tail = self._tails[flag]
         else:
             tail = self._tails[0].replace(b"\x28\x00", b"\x28" + encode_varint(flag), 1)
-        if not msg_type and not msg_time:
-            return b"".join((prefix, _varint_len(len(data)), data, tail, self._auth_bytes))
-        fields = self._system.get((msg_type, msg_time))
-        if fields is None:
-            fields = self._new_system_fields(msg_type, msg_time)
-        return b"".join((prefix, _varint_len(len(data)), data, tail, fields, self._auth_bytes))
+        fields = b""
+        if msg_type or msg_time:
+            fields = self._system.get((msg_type, msg_time)) or self._new_system_fields(
+                msg_type, msg_time
+            )
+        return tail + fields + self._auth_bytes
+
+    def _new_head(self, key: tuple[str, int, int, int, int]) -> bytes:
+        topic, partition_id, timeout_ms, size, tail_size = key
+        prefix = self._prefix.get((topic, partition_id))
+        if prefix is None:
+            prefix = self._new_prefix(topic, partition_id)
+        size_varint = _varint_len(size)
+        body_size = len(prefix) + len(size_varint) + size + tail_size
+        envelope = request_head(_SEND_SERVICE, _SEND_METHOD, timeout_ms, body_size)
+        if len(self._heads) >= self.MAX_CACHED_PREFIXES:
+            self._heads.clear()
+        head = self._heads[key] = envelope + prefix + size_varint
+        return head
 
     def _new_system_fields(self, msg_type: str, msg_time: str) -> bytes:
         if len(self._system) >= self.MAX_CACHED_PREFIXES:
@@ -337,7 +412,8 @@ class SendRequestEncoder:
         if auth.auth_token:
             body += _len_field(0x12, auth.auth_token.encode())
         self._auth = auth
-        self._auth_bytes = _len_field(_TAG_AUTH, body)
+        self._auth_bytes = auth_bytes = _len_field(_TAG_AUTH, body)
+        self._auth_tails = (self._tails[0] + auth_bytes, self._tails[1] + auth_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,16 +471,22 @@ def parse_send_result(data: bytes, partition: Partition) -> SendResult:
         msg = _SendResponseMsg.FromString(data)
     except DecodeError as exc:
         raise RemoteProtocolError(f"undecodable SendMessageResponseB2P: {exc}") from None
-    if type(msg.errMsg) is not str:  # its only string field; see protocol._pbparse
+    err_msg = msg.errMsg
+    if type(err_msg) is not str:  # its only string field; see protocol._pbparse
         raise RemoteProtocolError("SendMessageResponseB2P.errMsg is not valid UTF-8")
     if msg.errCode != SUCCESS:
-        raise server_error(msg.errCode, msg.errMsg)
-    has = msg.HasField
-    if has("messageId"):
-        message_id = msg.messageId
-    else:
-        text = msg.errMsg.strip()
+        raise server_error(msg.errCode, err_msg)
+    # A non-zero value is present; HasField (twice the cost of a read) only settles a zero.
+    message_id = msg.messageId
+    if not message_id and not msg.HasField("messageId"):
+        text = err_msg.strip()
         message_id = int(text) if text.lstrip("-").isdigit() else -1
+    append_time = msg.appendTime
+    if not append_time and not msg.HasField("appendTime"):
+        append_time = -1
+    append_offset = msg.appendOffset
+    if not append_offset and not msg.HasField("appendOffset"):
+        append_offset = -1
     # One per send: filled through the slot descriptors, which skips the frozen dataclass's
     # seven object.__setattr__ calls of its generated __init__ (≈ 1 µs -> ≈ 0.3 µs).
     result = _new_result(SendResult)
@@ -413,6 +495,6 @@ def parse_send_result(data: bytes, partition: Partition) -> SendResult:
     _set_partition_id(result, partition.partition_id)
     _set_broker_id(result, partition.broker.broker_id)
     _set_message_id(result, message_id)
-    _set_append_time(result, msg.appendTime if has("appendTime") else -1)
-    _set_append_offset(result, msg.appendOffset if has("appendOffset") else -1)
+    _set_append_time(result, append_time)
+    _set_append_offset(result, append_offset)
     return result

@@ -35,6 +35,7 @@ __all__ = [
     "encode_exception",
     "encode_request",
     "encode_success",
+    "request_head",
 ]
 
 #: ``RequestHeader.protocolVer`` we send: 3, the Java client's, so exception names come back with
@@ -128,6 +129,24 @@ def encode_request(service_type: int, method: int, timeout_ms: int, body: bytes)
     Raises:
         LocalProtocolError: ``timeout_ms`` is not positive or an id is out of range.
     """
+    return request_head(service_type, method, timeout_ms, len(body)) + body
+
+
+def request_head(service_type: int, method: int, timeout_ms: int, body_size: int) -> bytes:
+    """The request payload up to its business body: ``encode_request`` without ``body``.
+
+    For callers that hand the body over in pieces (the producer's send), so that the payload is
+    joined once, when the frame is written.
+
+    Args:
+        service_type: a :class:`ServiceType` value.
+        method: a :class:`Method` value.
+        timeout_ms: the server-side answer deadline (positive).
+        body_size: the length in bytes of the business body that will follow.
+
+    Raises:
+        LocalProtocolError: ``timeout_ms`` is not positive or an id is out of range.
+    """
     prefix = _REQUEST_PREFIX.get(service_type)
     head = _BODY_HEADS.get((method, timeout_ms))
     if head is None:
@@ -141,10 +160,9 @@ def encode_request(service_type: int, method: int, timeout_ms: int, body: bytes)
         _BODY_HEADS[(method, timeout_ms)] = head
     if prefix is None:
         raise LocalProtocolError(f"invalid service type {service_type}")
-    size = len(body)
-    size_varint = encode_varint(size)
+    size_varint = encode_varint(body_size)
     return b"".join(
-        (prefix, encode_varint(len(head) + len(size_varint) + size), head, size_varint, body)
+        (prefix, encode_varint(len(head) + len(size_varint) + body_size), head, size_varint)
     )
 
 
@@ -223,6 +241,19 @@ def _fast_success_data(payload: bytes) -> bytes | None:
     """``RspResponseBody.data`` of a plain SUCCESS envelope, or None to take the generic path."""
     if not payload.startswith(_SUCCESS_PREFIX):
         return None
+    if len(payload) > 12:
+        # The answer of a send or commit: one-byte lengths, checked without decode_varint.
+        size = payload[8]
+        length = payload[12]
+        if (
+            size < 0x80
+            and length < 0x80
+            and payload[9] == 0x08
+            and payload[10] < 0x80
+            and payload[11] == 0x12
+            and 13 + length == 9 + size <= len(payload)
+        ):
+            return payload[13 : 9 + size]
     try:
         pos = _SUCCESS_PREFIX_LEN
         size, pos = decode_varint(payload, pos)
