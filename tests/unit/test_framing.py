@@ -13,6 +13,7 @@ from tubemq_aio.protocol.framing import (
     BEGIN_TOKEN,
     BLOCK_SIZE,
     MAX_LIST_SIZE,
+    ONE_BLOCK_HEADER,
     Frame,
     FrameDecoder,
     encode_frame,
@@ -183,3 +184,9 @@ def test_fuzz_mutated_frames_only_frames_or_frame_error(
     for where, value in mutations:
         data[where % len(data)] = value
     _fuzz_feed(bytes(data), chunks)
+
+
+def test_one_block_header_is_the_frame_prefix() -> None:
+    payload = b"p" * BLOCK_SIZE
+    header = ONE_BLOCK_HEADER.pack(BEGIN_TOKEN, 77, 1, len(payload))
+    assert header + payload == encode_frame(77, payload)

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tubemq_aio.errors import ConfigError, RemoteProtocolError, ServiceUnavailableError
+from tubemq_aio.errors import (
+    ConfigError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    ServiceUnavailableError,
+)
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.client_id import make_client_id
@@ -152,6 +157,32 @@ def test_encoder_matches_generated_class(
         auth=auth,
     )
     assert fast == reference
+    # The envelope-included pieces of the hot path: the same request, wrapped as encode_request
+    # wraps it, for any timeout and data size, and again after a cached head is reused.
+    for timeout_ms in (1, 3000, 2**31 - 1):
+        for _ in range(2):
+            head, body, tail, size = encoder.encode_parts(
+                topic, partition_id, msg, auth, timeout_ms
+            )
+            assert body is data
+            assert size == len(head) + len(body) + len(tail)
+            assert head + body + tail == encode_request(3, 13, timeout_ms, reference)
+
+
+def test_encode_parts_follows_a_new_authorization() -> None:
+    encoder = SendRequestEncoder("c", 0)
+    msg = EncodedMessage(b"x" * 1024, 0, "", "")
+    for auth in (BrokerAuthorization(1), BrokerAuthorization(300, "token"), BrokerAuthorization(1)):
+        head, body, tail, _ = encoder.encode_parts("t", 1, msg, auth, 5000)
+        parsed = broker_pb.SendMessageRequestP2B.FromString(decode_request(head + body + tail).body)
+        assert parsed.authInfo.visitAuthorizedToken == auth.visit_token
+        assert parsed.data == msg.data
+
+
+def test_encode_parts_refuses_a_zero_timeout() -> None:
+    encoder = SendRequestEncoder("c", 0)
+    with pytest.raises(LocalProtocolError):
+        encoder.encode_parts("t", 1, EncodedMessage(b"x", 0, "", ""), BrokerAuthorization(1), 0)
 
 
 FULL_AUTH = MasterCertificate(authenticate=AuthenticateInfo("u", 5, 6, "sig"))
@@ -277,6 +308,13 @@ def test_send_response_old_broker_message_id_from_errmsg() -> None:
     assert (result.message_id, result.append_time, result.append_offset) == (987, -1, -1)
     result = parse_send_result(b"\x08\x01\x10\xc8\x01\x1a\x02OK", PARTITION)
     assert result.message_id == -1
+
+
+def test_send_response_zero_values_present_are_not_absent() -> None:
+    # messageId, appendTime and appendOffset sent as 0: kept as 0, not taken for missing (-1).
+    raw = b"\x08\x01\x10\xc8\x01\x1a\x0277\x28\x00\x30\x00\x38\x00"
+    result = parse_send_result(raw, PARTITION)
+    assert (result.message_id, result.append_time, result.append_offset) == (0, 0, 0)
 
 
 def test_send_response_success_is_err_code_200() -> None:

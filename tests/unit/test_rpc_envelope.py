@@ -23,6 +23,7 @@ from tubemq_aio.protocol.rpc import (
     encode_exception,
     encode_request,
     encode_success,
+    request_head,
 )
 
 
@@ -149,3 +150,16 @@ def test_decode_response_fuzz(data: bytes) -> None:
     except RemoteProtocolError:
         return
     assert isinstance(result, bytes | RemoteRpcError)
+
+
+@settings(max_examples=150, deadline=None)
+@given(method=st.integers(1, 200), data=st.binary(max_size=300))
+def test_success_round_trip_fast_and_generic_shapes(method: int, data: bytes) -> None:
+    # One-byte lengths take the fast path, longer ones and two-byte methods the generic reader.
+    assert decode_response(encode_success(method, data)) == data
+
+
+def test_request_head_is_encode_request_without_its_body() -> None:
+    body = b"b" * 200
+    head = request_head(3, 13, 5000, len(body))
+    assert head + body == encode_request(3, 13, 5000, body)

@@ -32,10 +32,18 @@ from tubemq_aio.errors import (
     RemoteProtocolError,
     RemoteRpcError,
 )
-from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder, encode_frame, frame_header
+from tubemq_aio.protocol.framing import (
+    BEGIN_TOKEN,
+    BLOCK_SIZE,
+    ONE_BLOCK_HEADER,
+    FrameDecoder,
+    encode_frame,
+)
 from tubemq_aio.protocol.rpc import decode_response
 
 __all__ = ["Connection"]
+
+_pack_header = ONE_BLOCK_HEADER.pack
 
 
 class Connection(PendingCalls, asyncio.Protocol):
@@ -249,7 +257,7 @@ class Connection(PendingCalls, asyncio.Protocol):
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
         if 0 < size <= BLOCK_SIZE:
-            header = frame_header(serial, size)
+            header = _pack_header(BEGIN_TOKEN, serial, 1, size)
         else:  # raises for an empty or oversized payload, before anything is registered
             parts = (encode_frame(serial, b"".join(parts)),)
             header = b""

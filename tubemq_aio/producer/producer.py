@@ -33,7 +33,7 @@ from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig, check_send_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.message import encode_message, ip_to_int
+from tubemq_aio.protocol.message import encode_message, ip_to_int, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
 from tubemq_aio.protocol.routing import PartitionBackoff
@@ -273,13 +273,23 @@ class Producer(AsyncLifecycle):
         try:
             if not session.is_published(topic):
                 await session.ensure_published(topic)
-            encoded = encode_message(
-                body,
-                attributes=attributes,
-                msg_type=msg_type,
-                msg_time=msg_time,
-                max_size=session.metadata.max_message_size(topic),
-            )
+            max_size = session.metadata.max_message_size(topic)
+            if (
+                attributes is None
+                and msg_type is None
+                and msg_time is None
+                and type(body) is bytes  # non-empty: checked by send()
+                and len(body) <= max_size
+            ):
+                encoded = plain_message(body)
+            else:
+                encoded = encode_message(
+                    body,
+                    attributes=attributes,
+                    msg_type=msg_type,
+                    msg_time=msg_time,
+                    max_size=max_size,
+                )
             if not holding:
                 if self._in_flight >= self._max_in_flight or self._room_waiters:
                     await self._wait_for_room()  # returns holding a slot

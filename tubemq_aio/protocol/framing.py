@@ -20,10 +20,10 @@ __all__ = [
     "BLOCK_SIZE",
     "DEFAULT_MAX_FRAME_BYTES",
     "MAX_LIST_SIZE",
+    "ONE_BLOCK_HEADER",
     "Frame",
     "FrameDecoder",
     "encode_frame",
-    "frame_header",
 ]
 
 #: Marks the start of every frame (``RpcConstants.RPC_PROTOCOL_BEGIN_TOKEN``).
@@ -38,6 +38,9 @@ DEFAULT_MAX_FRAME_BYTES = MAX_LIST_SIZE * BLOCK_SIZE
 _SERIAL_MASK = 0xFFFFFFFF
 _HEADER = struct.Struct(">III")
 _HEADER_ONE_BLOCK = struct.Struct(">IIII")
+#: The header of a one-block frame, ``pack(BEGIN_TOKEN, serial_no, 1, size)`` for a payload of
+#: ``1..BLOCK_SIZE`` bytes (the caller checks the size).
+ONE_BLOCK_HEADER = _HEADER_ONE_BLOCK
 _BLOCK_LEN = struct.Struct(">I")
 _HEADER_SIZE = _HEADER.size
 _ONE_BLOCK_SIZE = _HEADER_ONE_BLOCK.size
@@ -82,20 +85,6 @@ def encode_frame(serial_no: int, payload: bytes) -> bytes:
         parts.append(_BLOCK_LEN.pack(len(chunk)))
         parts.append(chunk.tobytes())
     return b"".join(parts)
-
-
-def frame_header(serial_no: int, size: int) -> bytes:
-    """The header of a one-block frame: what precedes a payload of ``size`` bytes.
-
-    ``frame_header(s, len(p)) + p == encode_frame(s, p)`` for ``0 < len(p) <= BLOCK_SIZE``; lets a
-    sender write the payload in pieces after it without joining them first.
-
-    Raises:
-        LocalProtocolError: ``size`` is not in ``1..BLOCK_SIZE``.
-    """
-    if not 0 < size <= BLOCK_SIZE:
-        raise LocalProtocolError(f"a one-block frame holds 1..{BLOCK_SIZE} bytes, not {size}")
-    return _HEADER_ONE_BLOCK.pack(BEGIN_TOKEN, serial_no & _SERIAL_MASK, 1, size)
 
 
 class FrameDecoder:

@@ -51,6 +51,7 @@ __all__ = [
     "ip_to_int",
     "parse_attributes",
     "parse_msg_time",
+    "plain_message",
     "validate_topic",
 ]
 
@@ -256,6 +257,12 @@ def parse_msg_time(text: str) -> datetime | None:
         )
     except ValueError:
         return None
+
+
+def plain_message(body: bytes) -> EncodedMessage:
+    """:func:`encode_message` of a non-empty ``bytes`` body without attributes, type or time,
+    whose size the caller has checked (the producer's hot path)."""
+    return _tuple_new(EncodedMessage, (body, 0, "", ""))
 
 
 def encode_message(
