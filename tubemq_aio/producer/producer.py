@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self
 
@@ -35,7 +35,11 @@ from tubemq_aio.producer.config import ProducerConfig, check_send_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import encode_message, ip_to_int, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
-from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult, parse_send_result
+from tubemq_aio.protocol.producer_rpc import (
+    SendRequestEncoder,
+    SendResult,
+    SendResultParser,
+)
 from tubemq_aio.protocol.routing import PartitionBackoff
 from tubemq_aio.telemetry import Gauge, telemetry_for
 
@@ -88,6 +92,7 @@ class Producer(AsyncLifecycle):
         self._rpc: RpcClient | None = None
         self._session: ProducerSession | None = None
         self._encoder: SendRequestEncoder | None = None
+        self._parser = SendResultParser()  # used on this producer's loop only
         self._blocker = BrokerBlocker(config.blocking)
         self._backoff = PartitionBackoff()
         self._max_in_flight = config.max_in_flight_sends
@@ -183,7 +188,7 @@ class Producer(AsyncLifecycle):
 
     # ---- sending -----------------------------------------------------------------------------
 
-    def send(
+    async def send(
         self,
         topic: str,
         body: bytes,
@@ -193,11 +198,8 @@ class Producer(AsyncLifecycle):
         msg_time: datetime | str | None = None,
         key: bytes | str | None = None,
         timeout: float | None = None,
-    ) -> Coroutine[Any, Any, SendResult]:
-        """Send one message and wait until the broker stored it: ``await producer.send(...)``.
-
-        The arguments are checked when ``send`` is called, and the returned coroutine does the
-        sending (one coroutine frame per send instead of two: this is the hot path).
+    ) -> SendResult:
+        """Send one message and wait until the broker stored it.
 
         Args:
             topic: the topic; published on first use if it was not.
@@ -232,10 +234,11 @@ class Producer(AsyncLifecycle):
         )
         session = self._require_session()
         if self.telemetry is not None:
-            return self._traced_send(session, False, topic, body, attributes, msg_type=msg_type,
-                                     msg_time=msg_time, key=key, timeout=timeout)  # fmt: skip
-        return self._send(session, False, topic, body, attributes, msg_type, msg_time, key,
-                          timeout)  # fmt: skip
+            return await self._traced_send(session, False, topic, body, attributes,
+                                           msg_type=msg_type, msg_time=msg_time, key=key,
+                                           timeout=timeout)  # fmt: skip
+        return await self._send(session, False, topic, body, attributes, msg_type, msg_time,
+                                key, timeout)  # fmt: skip
 
     async def _traced_send(
         self,
@@ -336,7 +339,7 @@ class Producer(AsyncLifecycle):
                 else:
                     self._backoff.record_response(partition.partition_key)
                     try:
-                        result = parse_send_result(answer, partition)
+                        result = self._parser.parse(answer, partition)
                     except ServerError as exc:
                         self._blocker.record(
                             broker.broker_id, False, time.monotonic(), err_code=exc.err_code
