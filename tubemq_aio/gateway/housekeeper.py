@@ -217,11 +217,17 @@ class Housekeeper:
                 for p in idle:
                     if not self._lead[spec.name].is_leader(loop.time()) or self._stop.is_set():
                         return
-                    async with asyncio.timeout(2 * self._timeout):
-                        got = await probe_partition(
-                            store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms,
-                            on_rewind=self._count_rewind,
-                        )  # fmt: skip
+                    try:
+                        async with asyncio.timeout(2 * self._timeout):
+                            got = await probe_partition(
+                                store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms,
+                                on_rewind=self._count_rewind,
+                            )  # fmt: skip
+                    except (TubeMQError, TimeoutError, OSError) as exc:
+                        # one broker down must not stop the probes of the others
+                        self.stats.errors += 1
+                        log.warning("lag probe of %s in %s: %r", p, spec.name, exc)
+                        continue
                     self.stats.probes += int(got)
         finally:
             _, last_use, _ = self.engine.session_use()
