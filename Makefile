@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/_pb
 
-.PHONY: help venv protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
+.PHONY: help venv speedups protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -23,8 +23,9 @@ help:
 
 # Debian packages the tests need: Java 17 and Maven run the real TubeMQ servers and build the Java
 # interop/benchmark peer; redis-server holds the HTTP gateway's state; jq checks the CLI's JSON output;
-# wrk drives the gateway benchmark and curl its demo.
-SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl
+# wrk drives the gateway benchmark and curl its demo; gcc and python3-dev build the optional
+# compiled accelerator.
+SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl gcc python3-dev
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -38,7 +39,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(STAMP) speedups
+
+# The optional compiled accelerator (Cython, in place); `make test` requires it and also tests
+# the pure-Python code it replaces.
+speedups: $(STAMP)
+	$(PY) -m tubemq_aio._speedups.build
 
 protos: $(STAMP)
 	$(PY) -m tubemq_aio.protocol._pb.generate
@@ -61,11 +67,11 @@ fuzz: $(STAMP)
 soak: system-deps $(STAMP)
 	$(PY) tests/soak/soak.py --minutes $(or $(MINUTES),10) --rate $(or $(SOAK_RATE),200)
 
-unit: $(STAMP)
-	$(PY) -m pytest -q tests/unit tests/io
+unit: $(STAMP) speedups
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q tests/unit tests/io
 
-test: system-deps $(STAMP) protos-check lint typecheck docs
-	$(PY) -m pytest -q -ra
+test: system-deps $(STAMP) speedups protos-check lint typecheck docs
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra
 
 # --strict: a broken link, a missing page or a docstring the reference cannot render fails the build.
 docs: $(STAMP)
