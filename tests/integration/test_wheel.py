@@ -25,6 +25,11 @@ PROBE = (
     "import importlib.metadata as m, tubemq_aio; print(tubemq_aio.__file__);"
     "print(tubemq_aio.__version__, m.version('tubemq-aio'))"
 )
+#: The consume path imports and runs on the pure-Python code: no compiled accelerator there.
+PURE_PROBE = (
+    "from tubemq_aio import _speedups, Consumer; from tubemq_aio.protocol import framing;"
+    "print(_speedups.compiled(), type(framing.new_frame_decoder()).__module__)"
+)
 
 
 def _run(argv: list[str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
@@ -47,6 +52,10 @@ def test_wheel_installs_and_works_in_a_clean_venv(
     assert "tubemq_aio/cli/__init__.py" in names
     assert "tubemq_aio/testing/runtime-pom.xml" in names
     assert not any(n.startswith(("tests/", "examples/", "benchmarks/")) for n in names)
+    # Pure Python, whatever the source tree holds: no extension, no Cython sources.
+    assert wheel.name.endswith("-py3-none-any.whl")
+    assert "tubemq_aio/_speedups/__init__.py" in names
+    assert not [n for n in names if n.endswith((".so", ".pyd", ".pyx", ".c"))]
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True, clear=True)
@@ -62,6 +71,9 @@ def test_wheel_installs_and_works_in_a_clean_venv(
     where, versions = probe.stdout.decode().splitlines()
     assert Path(where).is_relative_to(env_dir)
     assert versions == f"{tubemq_aio.__version__} {tubemq_aio.__version__}"
+    pure = _run([str(bin_dir / "python"), "-c", PURE_PROBE], cwd=work)
+    assert pure.returncode == 0, pure.stderr
+    assert pure.stdout == b"None tubemq_aio.protocol.framing\n"
 
     cli = str(bin_dir / "tubemq-aio")
     helped = _run([cli, "--help"], cwd=work)

@@ -1,4 +1,7 @@
-"""The fused consume decode loop gives exactly what ``decode_payload`` + ``Message(...)`` give."""
+"""The fused consume decode loop gives exactly what ``decode_payload`` + ``Message(...)`` give.
+
+Every test runs against the pure loop and, when built, the compiled one.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from speedup_impls import RAW_DECODERS, RawDecode
 
-from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_rpc import RawMessage
 from tubemq_aio.protocol.message import (
@@ -65,11 +69,14 @@ def reference(
     return out, counters
 
 
+each_impl = pytest.mark.parametrize("decode", RAW_DECODERS)
+
+
 def fused(
-    raw: list[RawMessage], filters: frozenset[str], deliver_corrupt: bool
+    decode: RawDecode, raw: list[RawMessage], filters: frozenset[str], deliver_corrupt: bool
 ) -> tuple[list[Message], Counters, int]:
     counters = Counters()
-    messages, nbytes = decode_raw_messages(
+    messages, nbytes = decode(
         raw,
         topic="t1",
         partition_key="1:t1:0",
@@ -86,10 +93,11 @@ def test_checksum_is_zlib_crc32_masked() -> None:
     assert checksum(data) == zlib.crc32(data) & 0x7FFFFFFF
 
 
-def test_messages_are_ordinary_equal_frozen_messages() -> None:
+@each_impl
+def test_messages_are_ordinary_equal_frozen_messages(decode: RawDecode) -> None:
     enc = encode_message(b"body", attributes={"k": "v"}, msg_type="order", msg_time="202401011200")
     raw = [RawMessage(7, checksum(enc.data), enc.data, enc.flag)]
-    (msg,), counters, nbytes = fused(raw, frozenset(), False)
+    (msg,), counters, nbytes = fused(decode, raw, frozenset(), False)
     (want,), _ = reference(raw, frozenset(), False)
     assert type(msg) is Message
     assert msg == want
@@ -109,7 +117,8 @@ def test_messages_are_ordinary_equal_frozen_messages() -> None:
         raise AssertionError("a decoded Message must stay frozen")
 
 
-def test_corrupt_undecodable_and_filtered_are_counted() -> None:
+@each_impl
+def test_corrupt_undecodable_and_filtered_are_counted(decode: RawDecode) -> None:
     good = encode_message(b"a", msg_type="keep")
     other = encode_message(b"b", msg_type="drop")
     raw = [
@@ -121,7 +130,7 @@ def test_corrupt_undecodable_and_filtered_are_counted() -> None:
         RawMessage(6, checksum(other.data), other.data, other.flag),  # filtered out
     ]
     for deliver in (False, True):
-        got, counters, _ = fused(raw, frozenset({"keep"}), deliver)
+        got, counters, _ = fused(decode, raw, frozenset({"keep"}), deliver)
         want, want_counters = reference(raw, frozenset({"keep"}), deliver)
         assert got == want
         assert counters == want_counters
@@ -158,6 +167,7 @@ def raw_messages(draw: st.DrawFn) -> RawMessage:
     return RawMessage(draw(st.integers(-(2**63), 2**63 - 1)), crc, data, flag)
 
 
+@each_impl
 @settings(max_examples=300, deadline=None)
 @given(
     raw=st.lists(raw_messages(), max_size=12),
@@ -165,9 +175,9 @@ def raw_messages(draw: st.DrawFn) -> RawMessage:
     deliver=st.booleans(),
 )
 def test_fused_decode_equals_reference(
-    raw: list[RawMessage], filters: frozenset[str], deliver: bool
+    decode: RawDecode, raw: list[RawMessage], filters: frozenset[str], deliver: bool
 ) -> None:
-    got, counters, nbytes = fused(raw, filters, deliver)
+    got, counters, nbytes = fused(decode, raw, filters, deliver)
     want, want_counters = reference(raw, filters, deliver)
     assert got == want
     assert [m.attributes for m in got] == [m.attributes for m in want]

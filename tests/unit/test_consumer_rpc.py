@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from speedup_impls import PARSERS, Parser
 
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
@@ -26,7 +27,6 @@ from tubemq_aio.protocol.consumer_rpc import (
     build_heartbeat,
     build_register,
     parse_broker_heartbeat_response,
-    parse_get_message_response,
     parse_master_response,
     parse_offset_response,
 )
@@ -264,18 +264,19 @@ def test_parse_broker_responses() -> None:
     )
 
 
-def test_parse_get_message_response() -> None:
+@pytest.mark.parametrize("parse", PARSERS)
+def test_parse_get_message_response(parse: Parser) -> None:
     rsp = broker_pb.GetMessageResponseB2C(success=True, errCode=200, currOffset=280)
     rsp.messages.add(messageId=11, checkSum=123, payLoadData=b"abc", flag=1)
     rsp.maxOffset, rsp.currDataDlt, rsp.requireSlow = 560, 4096, True
-    parsed = parse_get_message_response(rsp.SerializeToString())
+    parsed = parse(rsp.SerializeToString())
     assert parsed.messages == (RawMessage(11, 123, b"abc", 1),)
     assert (parsed.curr_offset, parsed.max_offset, parsed.curr_data_dlt) == (280, 560, 4096)
     assert parsed.min_limit_time is None
     assert parsed.require_slow
     assert not parsed.esc_flow_ctrl
     limited = broker_pb.GetMessageResponseB2C(success=False, errCode=452, minLimitTime=0)
-    out = parse_get_message_response(limited.SerializeToString())
+    out = parse(limited.SerializeToString())
     assert out.min_limit_time == 0
     assert out.curr_offset == -2
     assert out.curr_data_dlt == -1

@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from speedup_impls import FRAME_DECODERS, DecoderFactory
 
 from tubemq_aio.errors import FrameError, LocalProtocolError
 from tubemq_aio.protocol.framing import (
@@ -15,9 +16,12 @@ from tubemq_aio.protocol.framing import (
     MAX_LIST_SIZE,
     ONE_BLOCK_HEADER,
     Frame,
-    FrameDecoder,
+    FrameSplitter,
     encode_frame,
 )
+
+# Every decoder test runs against the pure decoder and, when built, the compiled one.
+each_decoder = pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
 
 
 def hand_frame(serial: int, blocks: list[bytes]) -> bytes:
@@ -28,7 +32,7 @@ def hand_frame(serial: int, blocks: list[bytes]) -> bytes:
     return out
 
 
-def feed_in_chunks(decoder: FrameDecoder, data: bytes, sizes: list[int]) -> list[Frame]:
+def feed_in_chunks(decoder: FrameSplitter, data: bytes, sizes: list[int]) -> list[Frame]:
     frames: list[Frame] = []
     pos = 0
     for size in sizes:
@@ -42,15 +46,17 @@ def test_begin_token_value() -> None:
     assert struct.pack(">I", BEGIN_TOKEN) == b"\xff\x7f\xf4\xfe"
 
 
-def test_small_payload_is_one_block_golden() -> None:
+@each_decoder
+def test_small_payload_is_one_block_golden(decoder_cls: DecoderFactory) -> None:
     payload = b"\x02\x08\x00\x04\x08\x01\x10\x03"
     expected = (
         b"\xff\x7f\xf4\xfe" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x08"
     ) + payload
     assert encode_frame(1, payload) == expected
-    assert FrameDecoder().feed(expected) == [Frame(1, payload)]
+    assert decoder_cls().feed(expected) == [Frame(1, payload)]
 
 
+@each_decoder
 @pytest.mark.parametrize(
     ("size", "block_sizes"),
     [
@@ -62,7 +68,9 @@ def test_small_payload_is_one_block_golden() -> None:
         (20000, [8192, 8192, 3616]),
     ],
 )
-def test_block_split_matches_hand_layout(size: int, block_sizes: list[int]) -> None:
+def test_block_split_matches_hand_layout(
+    decoder_cls: DecoderFactory, size: int, block_sizes: list[int]
+) -> None:
     payload = bytes(i % 251 for i in range(size))
     blocks = []
     pos = 0
@@ -71,18 +79,20 @@ def test_block_split_matches_hand_layout(size: int, block_sizes: list[int]) -> N
         pos += block_size
     golden = hand_frame(0x7FFFFFFF, blocks)
     assert encode_frame(0x7FFFFFFF, payload) == golden
-    assert FrameDecoder().feed(golden) == [Frame(0x7FFFFFFF, payload)]
+    assert decoder_cls().feed(golden) == [Frame(0x7FFFFFFF, payload)]
 
 
-def test_decoder_accepts_uneven_blocks_from_other_senders() -> None:
+@each_decoder
+def test_decoder_accepts_uneven_blocks_from_other_senders(decoder_cls: DecoderFactory) -> None:
     # Block boundaries carry no meaning (§1.1): a sender may split anywhere.
     golden = hand_frame(9, [b"ab", b"", b"cde", b"f"])
-    assert FrameDecoder().feed(golden) == [Frame(9, b"abcdef")]
+    assert decoder_cls().feed(golden) == [Frame(9, b"abcdef")]
 
 
-def test_serial_wraps_to_32_bits() -> None:
+@each_decoder
+def test_serial_wraps_to_32_bits(decoder_cls: DecoderFactory) -> None:
     frame = encode_frame(2**32 + 5, b"x")
-    assert FrameDecoder().feed(frame) == [Frame(5, b"x")]
+    assert decoder_cls().feed(frame) == [Frame(5, b"x")]
 
 
 def test_empty_payload_refused() -> None:
@@ -95,44 +105,50 @@ def test_payload_over_list_size_refused() -> None:
         encode_frame(1, bytes(MAX_LIST_SIZE * BLOCK_SIZE + 1))
 
 
-def test_several_frames_in_one_chunk_and_byte_by_byte() -> None:
+@each_decoder
+def test_several_frames_in_one_chunk_and_byte_by_byte(decoder_cls: DecoderFactory) -> None:
     data = hand_frame(1, [b"one"]) + hand_frame(2, [b"two", b"!"]) + hand_frame(3, [b"3"])
     expected = [Frame(1, b"one"), Frame(2, b"two!"), Frame(3, b"3")]
-    assert FrameDecoder().feed(data) == expected
-    decoder = FrameDecoder()
+    assert decoder_cls().feed(data) == expected
+    decoder = decoder_cls()
     frames = feed_in_chunks(decoder, data, [1] * len(data))
     assert frames == expected
     assert decoder.buffered == 0
 
 
-def test_bad_token_breaks_the_decoder_for_good() -> None:
-    decoder = FrameDecoder()
+@each_decoder
+def test_bad_token_breaks_the_decoder_for_good(decoder_cls: DecoderFactory) -> None:
+    decoder = decoder_cls()
     with pytest.raises(FrameError, match="begin token"):
         decoder.feed(b"\x00\x00\x00\x00" + bytes(20))
     with pytest.raises(FrameError):
         decoder.feed(hand_frame(1, [b"fine"]))
 
 
+@each_decoder
 @pytest.mark.parametrize("count", [0, MAX_LIST_SIZE + 1, 0xFFFFFFFF])
-def test_list_size_out_of_range(count: int) -> None:
+def test_list_size_out_of_range(decoder_cls: DecoderFactory, count: int) -> None:
     header = bytes.fromhex("FF7FF4FE") + struct.pack(">II", 1, count)
     with pytest.raises(FrameError, match="blocks"):
-        FrameDecoder().feed(header)
+        decoder_cls().feed(header)
 
 
-def test_frame_byte_cap_refuses_before_buffering() -> None:
-    decoder = FrameDecoder(max_frame_bytes=100)
+@each_decoder
+def test_frame_byte_cap_refuses_before_buffering(decoder_cls: DecoderFactory) -> None:
+    decoder = decoder_cls(max_frame_bytes=100)
     header = bytes.fromhex("FF7FF4FE") + struct.pack(">III", 1, 1, 101)
     with pytest.raises(FrameError, match="cap"):
         decoder.feed(header)
 
 
-def test_frame_byte_cap_counts_all_blocks() -> None:
-    decoder = FrameDecoder(max_frame_bytes=100)
+@each_decoder
+def test_frame_byte_cap_counts_all_blocks(decoder_cls: DecoderFactory) -> None:
+    decoder = decoder_cls(max_frame_bytes=100)
     with pytest.raises(FrameError):
         decoder.feed(hand_frame(1, [bytes(60), bytes(60)]))
 
 
+@each_decoder
 @given(
     payload=st.binary(min_size=1, max_size=40_000),
     serial=st.integers(min_value=0, max_value=2**32 - 1),
@@ -140,10 +156,10 @@ def test_frame_byte_cap_counts_all_blocks() -> None:
 )
 @settings(max_examples=150, deadline=None)
 def test_round_trip_any_payload_any_chunking(
-    payload: bytes, serial: int, chunks: list[int]
+    decoder_cls: DecoderFactory, payload: bytes, serial: int, chunks: list[int]
 ) -> None:
     data = encode_frame(serial, payload) * 2
-    decoder = FrameDecoder()
+    decoder = decoder_cls()
     assert feed_in_chunks(decoder, data, chunks) == [Frame(serial, payload)] * 2
     assert decoder.buffered == 0
 
@@ -151,8 +167,8 @@ def test_round_trip_any_payload_any_chunking(
 _CAP = 64 * 1024
 
 
-def _fuzz_feed(data: bytes, chunks: list[int]) -> None:
-    decoder = FrameDecoder(max_frame_bytes=_CAP)
+def _fuzz_feed(decoder_cls: DecoderFactory, data: bytes, chunks: list[int]) -> None:
+    decoder = decoder_cls(max_frame_bytes=_CAP)
     pos = 0
     try:
         for size in [*chunks, len(data)]:
@@ -165,12 +181,16 @@ def _fuzz_feed(data: bytes, chunks: list[int]) -> None:
         pass
 
 
+@each_decoder
 @given(data=st.binary(max_size=4096), chunks=st.lists(st.integers(1, 512), max_size=16))
 @settings(max_examples=300, deadline=None)
-def test_fuzz_random_bytes_only_frames_or_frame_error(data: bytes, chunks: list[int]) -> None:
-    _fuzz_feed(data, chunks)
+def test_fuzz_random_bytes_only_frames_or_frame_error(
+    decoder_cls: DecoderFactory, data: bytes, chunks: list[int]
+) -> None:
+    _fuzz_feed(decoder_cls, data, chunks)
 
 
+@each_decoder
 @given(
     payloads=st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=4),
     mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
@@ -178,12 +198,15 @@ def test_fuzz_random_bytes_only_frames_or_frame_error(data: bytes, chunks: list[
 )
 @settings(max_examples=300, deadline=None)
 def test_fuzz_mutated_frames_only_frames_or_frame_error(
-    payloads: list[bytes], mutations: list[tuple[int, int]], chunks: list[int]
+    decoder_cls: DecoderFactory,
+    payloads: list[bytes],
+    mutations: list[tuple[int, int]],
+    chunks: list[int],
 ) -> None:
     data = bytearray(b"".join(encode_frame(i, p) for i, p in enumerate(payloads)))
     for where, value in mutations:
         data[where % len(data)] = value
-    _fuzz_feed(bytes(data), chunks)
+    _fuzz_feed(decoder_cls, bytes(data), chunks)
 
 
 def test_one_block_header_is_the_frame_prefix() -> None:

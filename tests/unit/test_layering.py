@@ -33,11 +33,23 @@ def test_protocol_package_is_pure(path: Path) -> None:
 
 
 def test_protocol_imports_nothing_above_it() -> None:
-    allowed = {"tubemq_aio.protocol", "tubemq_aio.errors"}
+    # tubemq_aio._speedups is a leaf (checked below): it selects the compiled codec twins.
+    allowed = {"tubemq_aio.protocol", "tubemq_aio.errors", "tubemq_aio._speedups"}
     for path in protocol_sources():
         for name in imported_modules(path):
             if name.startswith("tubemq_aio"):
                 assert any(name == a or name.startswith(a + ".") for a in allowed), (path, name)
+
+
+def test_speedups_package_is_a_leaf() -> None:
+    for path in (PACKAGE / "_speedups").rglob("*.py"):
+        for name in imported_modules(path):
+            assert not name.startswith("tubemq_aio") or name.startswith("tubemq_aio._speedups"), (
+                path,
+                name,
+            )
+        roots = {name.split(".")[0] for name in imported_modules(path)}
+        assert not roots & FORBIDDEN_IN_PROTOCOL, f"{path} imports {roots & FORBIDDEN_IN_PROTOCOL}"
 
 
 def test_testing_package_depends_only_on_protocol() -> None:

@@ -36,8 +36,8 @@ from tubemq_aio.protocol.framing import (
     BEGIN_TOKEN,
     BLOCK_SIZE,
     ONE_BLOCK_HEADER,
-    FrameDecoder,
     encode_frame,
+    new_frame_decoder,
 )
 from tubemq_aio.protocol.rpc import decode_response
 
@@ -67,7 +67,7 @@ class Connection(PendingCalls, asyncio.Protocol):
         self._settings = settings
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder(max_frame_bytes=settings.max_frame_bytes)
+        self._decoder = new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
         self._wbuf: list[bytes] = []
         #: Whether a complete frame ever arrived (a link that dies before that counts as failed).
         self.answered = False

@@ -28,11 +28,12 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from tubemq_aio import _speedups
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_rpc import RawMessage
 from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32, parse_attributes, parse_msg_time
 
-__all__ = ["DecodeCounters", "decode_raw_messages"]
+__all__ = ["DecodeCounters", "decode_raw_messages", "decode_raw_messages_py"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
@@ -110,6 +111,41 @@ def decode_raw_messages(
 ) -> tuple[list[Message], int]:
     """Decode fetched messages of one partition into :class:`Message` objects.
 
+    Uses the compiled loop of :mod:`tubemq_aio._speedups` when it is built (same messages,
+    counters and log records), else :func:`decode_raw_messages_py`.
+
+    Args:
+        raw: the ``TransferedMessage`` tuples of one GetMessage answer, in order.
+        topic: their topic.
+        partition_key: ``brokerId:topic:partitionId`` they came from.
+        filters: subscribed msgTypes (empty: no filter).
+        counters: incremented per dropped message (and per delivered corrupt one).
+        deliver_corrupt: deliver CRC mismatches (with ``crc_ok=False``) instead of dropping them.
+
+    Returns:
+        The messages kept, and the sum of their body lengths.
+    """
+    return _decode(
+        raw,
+        topic=topic,
+        partition_key=partition_key,
+        filters=filters,
+        counters=counters,
+        deliver_corrupt=deliver_corrupt,
+    )
+
+
+def decode_raw_messages_py(
+    raw: Iterable[RawMessage],
+    *,
+    topic: str,
+    partition_key: str,
+    filters: frozenset[str],
+    counters: DecodeCounters,
+    deliver_corrupt: bool = False,
+) -> tuple[list[Message], int]:
+    """:func:`decode_raw_messages` in pure Python.
+
     Args:
         raw: the ``TransferedMessage`` tuples of one GetMessage answer, in order.
         topic: their topic.
@@ -173,3 +209,20 @@ def decode_raw_messages(
         append(msg)
         total += len(body)
     return result, total
+
+
+_Decode = Callable[..., tuple[list[Message], int]]
+_ext = _speedups.compiled()
+_decode: _Decode = (
+    decode_raw_messages_py
+    if _ext is None
+    else _ext.RawDecoder(
+        Message,
+        crc32,
+        _attr_cache,
+        _attribute_info,
+        _NO_ATTRIBUTES,
+        log,
+        decode_raw_messages_py,
+    )
+)

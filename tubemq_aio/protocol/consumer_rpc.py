@@ -6,12 +6,13 @@ the method id their docstring names. Parsers return frozen dataclasses and raise
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from google.protobuf.message import Message
 
+from tubemq_aio._speedups import compiled as _compiled_speedups
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol._pbparse import parse_message
@@ -47,6 +48,7 @@ __all__ = [
     "build_register",
     "parse_broker_heartbeat_response",
     "parse_get_message_response",
+    "parse_get_message_response_py",
     "parse_master_response",
     "parse_offset_response",
 ]
@@ -381,7 +383,19 @@ class GetMessageResponse:
 
 
 def parse_get_message_response(data: bytes) -> GetMessageResponse:
-    """Decode a ``GetMessageResponseB2C`` (method 17)."""
+    """Decode a ``GetMessageResponseB2C`` (method 17).
+
+    Uses the compiled parser of :mod:`tubemq_aio._speedups` when it is built (same result,
+    same errors), else :func:`parse_get_message_response_py`.
+
+    Raises:
+        RemoteProtocolError: the bytes are not a valid ``GetMessageResponseB2C``.
+    """
+    return _parse_get_message(data)
+
+
+def parse_get_message_response_py(data: bytes) -> GetMessageResponse:
+    """:func:`parse_get_message_response` in pure Python (protobuf's own parser)."""
     msg = _parse(broker_pb.GetMessageResponseB2C, data)
     new = _tuple_new  # skips the Python-level NamedTuple constructor (one per message)
     raw = tuple(
@@ -399,3 +413,13 @@ def parse_get_message_response(data: bytes) -> GetMessageResponse:
         esc_flow_ctrl=msg.escFlowCtrl,
         require_slow=msg.requireSlow,
     )
+
+
+_ext = _compiled_speedups()
+_parse_get_message: Callable[[bytes], GetMessageResponse] = (
+    parse_get_message_response_py
+    if _ext is None
+    else _ext.GetMessageParser(
+        GetMessageResponse, RawMessage, parse_get_message_response_py, META_VALUE_UNDEFINED
+    )
+)

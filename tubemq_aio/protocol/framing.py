@@ -11,8 +11,9 @@ into 8192-byte blocks with a shorter last one, never an empty block (§1.2).
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
+from tubemq_aio._speedups import compiled as _compiled_speedups
 from tubemq_aio.errors import FrameError, LocalProtocolError
 
 __all__ = [
@@ -23,7 +24,9 @@ __all__ = [
     "ONE_BLOCK_HEADER",
     "Frame",
     "FrameDecoder",
+    "FrameSplitter",
     "encode_frame",
+    "new_frame_decoder",
 ]
 
 #: Marks the start of every frame (``RpcConstants.RPC_PROTOCOL_BEGIN_TOKEN``).
@@ -212,3 +215,36 @@ class FrameDecoder:
             self._parts = []
             self._size = 0
             frames.append(_new_frame(Frame, (self._serial, payload)))
+
+
+class FrameSplitter(Protocol):
+    """What a connection needs of a frame decoder (:class:`FrameDecoder` or its compiled twin)."""
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        ...
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """Add received bytes and return every frame they complete, in order."""
+        ...
+
+
+def new_frame_decoder(
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_list_size: int = MAX_LIST_SIZE
+) -> FrameSplitter:
+    """A frame decoder: the compiled one of :mod:`tubemq_aio._speedups` when it is built
+    (same frames, errors and limits; each block byte is copied once), else :class:`FrameDecoder`.
+
+    Args:
+        max_frame_bytes: largest payload accepted for one frame.
+        max_list_size: largest block count accepted for one frame.
+
+    Raises:
+        ValueError: a limit is not positive.
+    """
+    ext = _compiled_speedups()
+    if ext is None:
+        return FrameDecoder(max_frame_bytes, max_list_size)
+    decoder: FrameSplitter = ext.FrameDecoder(max_frame_bytes, max_list_size)
+    return decoder

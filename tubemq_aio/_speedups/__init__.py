@@ -1,0 +1,48 @@
+"""Optional compiled accelerators of the consume hot loops, each with a pure-Python twin.
+
+The extension ``_cdecode`` (Cython source ``_cdecode.pyx``) holds compiled versions of
+:func:`tubemq_aio.protocol.consumer_rpc.parse_get_message_response` and
+:func:`tubemq_aio.consumer._decode.decode_raw_messages`. Those public functions stay the
+entry points: they use the compiled version when it is built and importable, and their own
+pure-Python code otherwise, with the same results and the same errors.
+
+The extension is built in place from a source checkout (``python -m tubemq_aio._speedups.build``;
+``make venv`` does it) and is never part of the wheel, which stays pure Python. Set
+``TUBEMQ_AIO_PURE=1`` to force the pure code.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+__all__ = ["ENV_EXPECT", "ENV_PURE", "compiled", "pure_forced"]
+
+#: Set (non-empty, not ``0``) to use the pure-Python code even when the extension is built.
+ENV_PURE = "TUBEMQ_AIO_PURE"
+#: Set by ``make test``: the extension must be built; its test fails loudly when it is not.
+ENV_EXPECT = "TUBEMQ_AIO_EXPECT_SPEEDUPS"
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+def pure_forced() -> bool:
+    """Whether ``TUBEMQ_AIO_PURE`` asks for the pure-Python code."""
+    return _flag(ENV_PURE)
+
+
+def compiled() -> ModuleType | None:
+    """The compiled module, or None when it is not built, cannot load, or pure code is forced.
+
+    Returns:
+        ``tubemq_aio._speedups._cdecode``, or None.
+    """
+    if pure_forced():
+        return None
+    try:
+        from tubemq_aio._speedups import _cdecode
+    except ImportError:  # not built (a wheel install), or built for another interpreter
+        return None
+    return _cdecode

@@ -1,0 +1,46 @@
+"""Types of the compiled module built from ``_cdecode.pyx`` (see :mod:`tubemq_aio._speedups`)."""
+
+from collections.abc import Callable, Iterable, Mapping
+from logging import Logger
+from typing import Any
+
+from tubemq_aio.models import Message
+from tubemq_aio.protocol.framing import Frame
+
+class GetMessageParser:
+    def __init__(
+        self,
+        response_cls: type[Any],
+        raw_cls: type[tuple[Any, ...]],
+        fallback: Callable[[bytes], Any],
+        undefined: int,
+    ) -> None: ...
+    def __call__(self, data: bytes) -> Any: ...
+
+class RawDecoder:
+    def __init__(
+        self,
+        message_cls: type[Message],
+        crc32: Callable[[bytes], int],
+        attr_cache: dict[bytes, Any],
+        attribute_info: Callable[[bytes], Any],
+        no_attributes: Mapping[str, str],
+        log: Logger,
+        fallback: Callable[..., tuple[list[Message], int]],
+    ) -> None: ...
+    def __call__(
+        self,
+        raw: Iterable[Any],
+        *,
+        topic: str,
+        partition_key: str,
+        filters: frozenset[str],
+        counters: Any,
+        deliver_corrupt: bool = False,
+    ) -> tuple[list[Message], int]: ...
+
+class FrameDecoder:
+    def __init__(self, max_frame_bytes: int = ..., max_list_size: int = ...) -> None: ...
+    @property
+    def buffered(self) -> int: ...
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]: ...

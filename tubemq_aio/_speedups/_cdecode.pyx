@@ -1,0 +1,579 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twins of the consume hot loops; see :mod:`tubemq_aio._speedups`.
+
+``GetMessageParser`` and ``RawDecoder`` give exactly what the pure-Python functions they are
+bound to give (``tests/unit/test_speedups.py`` compares them on random and malformed input).
+The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
+(an unknown field, a duplicate, a missing required field, a truncated or odd varint, text that
+is not UTF-8) makes the walk return None and is handed to the pure parser, which then decides, so malformed input gets the same
+error either way.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_Append
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.ref cimport Py_XDECREF
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from tubemq_aio.errors import FrameError
+from tubemq_aio.protocol.framing import BEGIN_TOKEN, BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES, MAX_LIST_SIZE, Frame
+
+cdef extern from *:
+    """
+    #include "structmember.h"
+
+    /* Offset of a __slots__ member descriptor holding an object, or -1 for anything else. */
+    static Py_ssize_t tubemq_slot_offset(PyObject *descr) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        return m->offset;
+    }
+
+    /* An instance of a tuple subclass (RawMessage) holding four new references to atoms
+       (int, int, bytes, int), hence untracked by the cyclic GC as CPython does for such tuples. */
+    static PyObject *tubemq_tuple4(PyTypeObject *t, PyObject *a, PyObject *b, PyObject *c,
+                                   PyObject *d) {
+        PyObject *r = t->tp_alloc(t, 4);
+        if (r == NULL) return NULL;
+        Py_INCREF(a); PyTuple_SET_ITEM(r, 0, a);
+        Py_INCREF(b); PyTuple_SET_ITEM(r, 1, b);
+        Py_INCREF(c); PyTuple_SET_ITEM(r, 2, c);
+        Py_INCREF(d); PyTuple_SET_ITEM(r, 3, d);
+        PyObject_GC_UnTrack(r);
+        return r;
+    }
+
+    /* A tuple subclass instance (Frame) holding two new references. */
+    static PyObject *tubemq_tuple2(PyTypeObject *t, PyObject *a, PyObject *b) {
+        PyObject *r = t->tp_alloc(t, 2);
+        if (r == NULL) return NULL;
+        Py_INCREF(a); PyTuple_SET_ITEM(r, 0, a);
+        Py_INCREF(b); PyTuple_SET_ITEM(r, 1, b);
+        return r;
+    }
+
+    /* Grow or shrink a bytes object that nobody else has seen yet; 0, or -1 with an error. */
+    static int tubemq_resize(PyObject **bytes, Py_ssize_t size) {
+        if (*bytes == NULL) {
+            *bytes = PyBytes_FromStringAndSize(NULL, size);
+            return *bytes == NULL ? -1 : 0;
+        }
+        return _PyBytes_Resize(bytes, size);
+    }
+
+    /* A slotted instance with its n slots set to values (new references). It is untracked by
+       the cyclic GC, as CPython does for tuples of atoms: its fields (str, bytes, int, bool,
+       None, datetime, a read-only mapping of str) can never lead back to it. */
+    static PyObject *tubemq_slotted(PyTypeObject *t, const Py_ssize_t *offsets,
+                                    PyObject *const *values, int n) {
+        PyObject *r = t->tp_alloc(t, 0);
+        if (r == NULL) return NULL;
+        for (int i = 0; i < n; i++) {
+            Py_INCREF(values[i]);
+            *(PyObject **)((char *)r + offsets[i]) = values[i];
+        }
+        PyObject_GC_UnTrack(r);
+        return r;
+    }
+    """
+    Py_ssize_t tubemq_slot_offset(object descr)
+    object tubemq_tuple4(PyTypeObject *t, object a, object b, object c, object d)
+    object tubemq_tuple2(PyTypeObject *t, object a, object b)
+    int tubemq_resize(PyObject **bytes, Py_ssize_t size) except -1
+    object tubemq_slotted(PyTypeObject *t, const Py_ssize_t *offsets, PyObject **values, int n)
+
+
+cdef inline bint _varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
+                         uint64_t *out) noexcept:
+    """A varint of at most 10 bytes into ``out``; False for anything else."""
+    cdef uint64_t result = 0
+    cdef unsigned int shift = 0
+    cdef unsigned char byte
+    while True:
+        if pos[0] >= end:
+            return False
+        byte = buf[pos[0]]
+        pos[0] += 1
+        if shift == 63 and byte > 1:
+            return False
+        result |= (<uint64_t>(byte & 0x7F)) << shift
+        if not byte & 0x80:
+            out[0] = result
+            return True
+        shift += 7
+        if shift > 63:
+            return False
+
+
+cdef inline bint _int32(uint64_t value, int32_t *out) noexcept:
+    """An int32 field: canonical encodings only (negatives sign-extended to 64 bits)."""
+    if value < 0x80000000 or value >= 0xFFFFFFFF80000000:
+        out[0] = <int32_t><uint32_t>value
+        return True
+    return False
+
+
+cdef inline bint _length(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *pos,
+                         Py_ssize_t *out) noexcept:
+    """A length prefix that fits in what is left of ``buf``."""
+    cdef uint64_t size
+    if not _varint(buf, end, pos, &size) or size > <uint64_t>(end - pos[0]):
+        return False
+    out[0] = <Py_ssize_t>size
+    return True
+
+
+cdef class GetMessageParser:
+    """``parse_get_message_response`` compiled: a bytes -> ``GetMessageResponse`` callable.
+
+    Args:
+        response_cls: ``GetMessageResponse``.
+        raw_cls: ``RawMessage`` (a named tuple of four fields).
+        fallback: the pure parser, called for every input this walker does not take.
+        undefined: the offset of an absent ``currOffset``/``maxOffset``.
+    """
+
+    cdef object response_cls
+    cdef PyTypeObject *raw_type
+    cdef object raw_cls
+    cdef object fallback
+    cdef object undefined
+
+    def __init__(self, response_cls, raw_cls, fallback, undefined):
+        if not (isinstance(raw_cls, type) and issubclass(raw_cls, tuple)):
+            raise TypeError("raw_cls must be a tuple subclass")
+        self.response_cls = response_cls
+        self.raw_cls = raw_cls
+        self.raw_type = <PyTypeObject *>raw_cls
+        self.fallback = fallback
+        self.undefined = undefined
+
+    def __call__(self, data):
+        cdef object parsed = None
+        if PyBytes_CheckExact(data):
+            parsed = self._walk(data)
+        return self.fallback(data) if parsed is None else parsed
+
+    cdef object _walk(self, bytes data):
+        """The response, or None when the pure parser must decide."""
+        cdef const unsigned char *buf = <const unsigned char *>PyBytes_AS_STRING(data)
+        cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
+        cdef Py_ssize_t pos = 0, size
+        cdef uint64_t key, value
+        cdef unsigned int seen = 0, bit
+        cdef int32_t err_code = 0, number
+        cdef bint success = False, esc = False, slow = False
+        cdef object err_msg = "", curr = self.undefined, top = self.undefined
+        cdef object dlt = -1, min_limit = None, item
+        cdef list messages = []
+        while pos < end:
+            if not _varint(buf, end, &pos, &key) or key > 0xFF:
+                return None
+            if key == 0x22:  # field 4, length-delimited: one TransferedMessage
+                if not _length(buf, end, &pos, &size):
+                    return None
+                item = self._transfered(buf, pos, pos + size)
+                if item is None:
+                    return None
+                PyList_Append(messages, item)
+                pos += size
+                continue
+            bit = 1u << (key >> 3)
+            if seen & bit:
+                return None  # a repeated singular field: the pure parser decides
+            seen |= bit
+            if key == 0x1A:  # field 3: errMsg
+                if not _length(buf, end, &pos, &size):
+                    return None
+                try:
+                    err_msg = PyUnicode_DecodeUTF8(<const char *>buf + pos, size, "strict")
+                except UnicodeDecodeError:
+                    return None
+                pos += size
+                continue
+            # Every other field taken here is a varint.
+            if key & 7 or not _varint(buf, end, &pos, &value):
+                return None
+            key >>= 3
+            if key == 1 or key == 7 or key == 9:  # bools
+                if value > 1:
+                    return None
+                if key == 1:
+                    success = value == 1
+                elif key == 7:
+                    esc = value == 1
+                else:
+                    slow = value == 1
+            elif key == 2 or key == 6:  # int32
+                if not _int32(value, &number):
+                    return None
+                if key == 2:
+                    err_code = number
+                else:
+                    min_limit = number
+            elif key == 5:
+                curr = <int64_t>value
+            elif key == 8:
+                dlt = <int64_t>value
+            elif key == 10:
+                top = <int64_t>value
+            else:
+                return None
+        if (seen & 0b110) != 0b110:  # success and errCode are required
+            return None
+        return self.response_cls(
+            success=success,
+            err_code=err_code,
+            err_msg=err_msg,
+            messages=tuple(messages),
+            curr_offset=curr,
+            max_offset=top,
+            curr_data_dlt=dlt,
+            min_limit_time=min_limit,
+            esc_flow_ctrl=esc,
+            require_slow=slow,
+        )
+
+    cdef object _transfered(self, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t stop):
+        """One ``TransferedMessage`` (fields 1-4 exactly once each, any order), or None."""
+        cdef uint64_t key, value
+        cdef Py_ssize_t size
+        cdef unsigned int seen = 0, bit
+        cdef int64_t message_id = 0
+        cdef int32_t checksum = 0, flag = 0
+        cdef object payload = None
+        while pos < stop:
+            if not _varint(buf, stop, &pos, &key) or key > 0x22:
+                return None
+            bit = 1u << (key >> 3)
+            if seen & bit:
+                return None
+            seen |= bit
+            if key == 0x1A:
+                if not _length(buf, stop, &pos, &size):
+                    return None
+                payload = PyBytes_FromStringAndSize(<const char *>buf + pos, size)
+                pos += size
+                continue
+            if key & 7 or not _varint(buf, stop, &pos, &value):
+                return None
+            key >>= 3
+            if key == 1:
+                message_id = <int64_t>value
+            elif key == 2:
+                if not _int32(value, &checksum):
+                    return None
+            elif key == 4:
+                if not _int32(value, &flag):
+                    return None
+            else:
+                return None
+        if seen != 0b11110:
+            return None
+        return tubemq_tuple4(self.raw_type, message_id, checksum, payload, flag)
+
+
+# Message fields, in the order RawDecoder fills them.
+_FIELDS = (
+    "topic", "body", "attributes", "msg_type", "msg_time",
+    "message_id", "partition_key", "attribute", "flag", "crc_ok",
+)
+cdef enum:
+    _NFIELDS = 10
+
+
+cdef class RawDecoder:
+    """``decode_raw_messages`` compiled: same arguments, same result, same counters and logs.
+
+    Args:
+        message_cls: ``Message`` (a slotted dataclass with the ten fields of ``_FIELDS``).
+        crc32: the CRC-32 function (zlib-ng's when installed).
+        attr_cache: the shared ``raw attribute block -> info`` cache (a dict).
+        attribute_info: fills the cache on a miss (the pure module's function).
+        no_attributes: the shared empty attribute mapping.
+        log: the logger for dropped messages.
+        fallback: the pure function, for input that is not made of tuples of bytes payloads.
+    """
+
+    cdef PyTypeObject *message_type
+    cdef object message_cls
+    cdef Py_ssize_t offsets[_NFIELDS]
+    cdef object crc32
+    cdef dict attr_cache
+    cdef object attribute_info
+    cdef object no_attributes
+    cdef object log
+    cdef object fallback
+
+    def __init__(self, message_cls, crc32, attr_cache, attribute_info, no_attributes, log,
+                 fallback):
+        cdef int i
+        cdef Py_ssize_t off
+        if tuple(message_cls.__dataclass_fields__) != _FIELDS:
+            raise TypeError("Message fields changed")
+        for i in range(_NFIELDS):
+            off = tubemq_slot_offset(vars(message_cls)[_FIELDS[i]])
+            if off < 0:
+                raise TypeError(f"Message.{_FIELDS[i]} is not a plain slot")
+            self.offsets[i] = off
+        self.message_cls = message_cls
+        self.message_type = <PyTypeObject *>message_cls
+        self.crc32 = crc32
+        self.attr_cache = attr_cache
+        self.attribute_info = attribute_info
+        self.no_attributes = no_attributes
+        self.log = log
+        self.fallback = fallback
+
+    def __call__(self, raw, *, topic, partition_key, filters, counters, deliver_corrupt=False):
+        cdef list items = raw if type(raw) is list else list(raw)
+        cdef object item
+        for item in items:
+            if not (PyTuple_CheckExact(item) or isinstance(item, tuple)) \
+                    or PyTuple_GET_SIZE(item) != 4 \
+                    or not PyBytes_CheckExact(<object>PyTuple_GET_ITEM(item, 2)):
+                return self.fallback(items, topic=topic, partition_key=partition_key,
+                                     filters=filters, counters=counters,
+                                     deliver_corrupt=deliver_corrupt)
+        return self._decode(items, topic, partition_key, filters, counters, deliver_corrupt)
+
+    cdef tuple _decode(self, list items, object topic, object partition_key, object filters,
+                       object counters, object deliver_corrupt):
+        cdef list result = []
+        cdef Py_ssize_t total = 0, size, attr_len, end
+        cdef object item, message_id, expected, flag, block, info, body, msg
+        cdef bytes payload
+        cdef const unsigned char *p
+        cdef object attribute, attrs, msg_type, msg_time, crc_ok
+        cdef dict cache = self.attr_cache
+        cdef PyObject *values[_NFIELDS]
+        cdef bint corrupt_ok = bool(deliver_corrupt)
+        cdef bint filtering = bool(filters)
+        for item in items:
+            message_id = <object>PyTuple_GET_ITEM(item, 0)
+            expected = <object>PyTuple_GET_ITEM(item, 1)
+            payload = <bytes>PyTuple_GET_ITEM(item, 2)
+            flag = <object>PyTuple_GET_ITEM(item, 3)
+            crc_ok = (self.crc32(payload) & 0x7FFFFFFF) == expected
+            attribute = None
+            attrs = self.no_attributes
+            msg_type = ""
+            msg_time = None
+            if flag & 1:
+                size = PyBytes_GET_SIZE(payload)
+                p = <const unsigned char *>PyBytes_AS_STRING(payload)
+                if size >= 4:
+                    attr_len = <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
+                                         | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+                else:
+                    attr_len = -1
+                end = 4 + attr_len
+                if attr_len < 0 or end > size:
+                    counters.decode_errors += 1
+                    self.log.warning(
+                        "undecodable message %d in %s: attribute block does not fit the payload",
+                        message_id,
+                        partition_key,
+                    )
+                    continue
+                if attr_len:
+                    block = PyBytes_FromStringAndSize(<const char *>p + 4, attr_len)
+                    info = cache.get(block)
+                    if info is None:
+                        info = self.attribute_info(block)
+                    attribute, attrs, msg_type, msg_time = info
+                body = PyBytes_FromStringAndSize(<const char *>p + end, size - end)
+            else:
+                body = payload
+            if not crc_ok:
+                counters.crc_mismatches += 1
+                self.log.warning("checksum mismatch of message %d in %s", message_id,
+                                 partition_key)
+                if not corrupt_ok:
+                    continue
+            if filtering and msg_type not in filters:
+                counters.filtered += 1
+                continue
+            values[0] = <PyObject *>topic
+            values[1] = <PyObject *>body
+            values[2] = <PyObject *>attrs
+            values[3] = <PyObject *>msg_type
+            values[4] = <PyObject *>msg_time
+            values[5] = <PyObject *>message_id
+            values[6] = <PyObject *>partition_key
+            values[7] = <PyObject *>attribute
+            values[8] = <PyObject *>flag
+            values[9] = <PyObject *>crc_ok
+            msg = tubemq_slotted(self.message_type, self.offsets, values, _NFIELDS)
+            PyList_Append(result, msg)
+            total += PyBytes_GET_SIZE(body)
+        return result, total
+
+
+cdef enum:
+    _HEADER = 0  # collecting the 12-byte frame header
+    _LENGTH = 1  # collecting a 4-byte block length
+    _BLOCK = 2   # copying block bytes into the payload
+    # A declared block count reserves at most this much payload up front (a hostile header
+    # must not make us allocate the 28 MiB cap for 16 bytes received); beyond it, doubling.
+    _FIRST_RESERVE = 1 << 20
+
+
+cdef inline uint32_t _be32(const unsigned char *p) noexcept:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef class FrameDecoder:
+    """:class:`tubemq_aio.protocol.framing.FrameDecoder` compiled: same frames, errors, limits.
+
+    Block bytes are copied once, straight from the received chunk into the frame's payload
+    (the pure decoder keeps the blocks and joins them).
+    """
+
+    cdef Py_ssize_t max_bytes, max_blocks
+    cdef object broken
+    cdef unsigned char head[12]
+    cdef int have
+    cdef int state
+    cdef object serial
+    cdef Py_ssize_t blocks_left, block_left, block_len, done, capacity
+    cdef PyObject *payload
+    cdef PyTypeObject *frame_type
+
+    def __init__(self, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES, max_list_size=MAX_LIST_SIZE):
+        if max_frame_bytes <= 0 or max_list_size <= 0:
+            raise ValueError("frame limits must be positive")
+        self.max_bytes = min(max_frame_bytes, 1 << 62)
+        self.max_blocks = min(max_list_size, 1 << 62)
+        self.frame_type = <PyTypeObject *>Frame
+
+    def __dealloc__(self):
+        Py_XDECREF(self.payload)
+        self.payload = NULL
+
+    @property
+    def buffered(self):
+        """Bytes held for an incomplete frame."""
+        if self.state == _BLOCK:
+            return self.done + 4 + (self.block_len - self.block_left)
+        return self.done + self.have
+
+    def feed(self, data):
+        """Add received bytes and return every frame they complete, in order.
+
+        Raises:
+            FrameError: the stream is malformed; this decoder is unusable from now on.
+        """
+        if self.broken is not None:
+            raise self.broken
+        if not PyBytes_CheckExact(data):
+            data = bytes(data)
+        cdef list frames = []
+        try:
+            self._consume(<const unsigned char *>PyBytes_AS_STRING(data),
+                          PyBytes_GET_SIZE(data), frames)
+        except FrameError as exc:
+            self.broken = exc
+            self._reset()
+            raise
+        return frames
+
+    cdef void _reset(self) noexcept:
+        Py_XDECREF(self.payload)
+        self.payload = NULL
+        self.capacity = 0
+        self.done = 0
+        self.have = 0
+        self.state = _HEADER
+
+    cdef int _consume(self, const unsigned char *p, Py_ssize_t n, list frames) except -1:
+        cdef Py_ssize_t pos = 0, take, count, length
+        cdef uint32_t token
+        while True:
+            if self.state == _HEADER:
+                take = min(12 - self.have, n - pos)
+                memcpy(self.head + self.have, p + pos, take)
+                self.have += take
+                pos += take
+                if self.have < 12:
+                    return 0
+                self.have = 0
+                token = _be32(self.head)
+                if token != BEGIN_TOKEN:
+                    raise FrameError(f"bad frame begin token 0x{token:08X}")
+                count = _be32(self.head + 8)
+                if not 0 < count <= self.max_blocks:
+                    raise FrameError(
+                        f"frame declares {count} blocks (allowed 1..{self.max_blocks})"
+                    )
+                self.serial = _be32(self.head + 4)
+                self.blocks_left = count
+                self.done = 0
+                self.state = _LENGTH
+            elif self.state == _LENGTH:
+                take = min(4 - self.have, n - pos)
+                memcpy(self.head + self.have, p + pos, take)
+                self.have += take
+                pos += take
+                if self.have < 4:
+                    return 0
+                self.have = 0
+                length = _be32(self.head)
+                if self.done + length > self.max_bytes:
+                    raise FrameError(f"frame payload exceeds the {self.max_bytes}-byte cap")
+                self._reserve(length)
+                self.block_len = self.block_left = length
+                self.state = _BLOCK
+            else:
+                take = min(self.block_left, n - pos)
+                if take:
+                    memcpy(PyBytes_AS_STRING(<object>self.payload) + self.done
+                           + (self.block_len - self.block_left), p + pos, take)
+                    self.block_left -= take
+                    pos += take
+                if self.block_left:
+                    return 0
+                self.done += self.block_len
+                self.blocks_left -= 1
+                if self.blocks_left:
+                    self.state = _LENGTH
+                else:
+                    self._emit(frames)
+            if pos >= n and self.state != _BLOCK:
+                return 0
+
+    cdef int _reserve(self, Py_ssize_t length) except -1:
+        """Make room for a block of ``length`` after the ``done`` bytes."""
+        cdef Py_ssize_t need = self.done + length, want
+        if self.blocks_left == 1:
+            want = need  # the last block: the exact size
+        elif need <= self.capacity:
+            return 0
+        elif self.capacity == 0:
+            want = min(self.blocks_left * BLOCK_SIZE, self.max_bytes, _FIRST_RESERVE)
+        else:
+            want = min(self.capacity * 2, self.max_bytes)
+        if want < need:
+            want = need
+        if want != self.capacity or self.payload == NULL:
+            tubemq_resize(&self.payload, want)
+            self.capacity = want
+        return 0
+
+    cdef int _emit(self, list frames) except -1:
+        if self.payload == NULL:
+            tubemq_resize(&self.payload, 0)
+        elif self.capacity != self.done:
+            tubemq_resize(&self.payload, self.done)
+        payload = <object>self.payload
+        Py_XDECREF(self.payload)  # the local `payload` holds it now
+        self.payload = NULL
+        self.capacity = 0
+        self.done = 0
+        self.state = _HEADER
+        PyList_Append(frames, tubemq_tuple2(self.frame_type, self.serial, payload))
+        return 0

@@ -1,0 +1,50 @@
+"""Build the optional compiled accelerator in place (needs Cython, setuptools and a C compiler).
+
+``python -m tubemq_aio._speedups.build`` compiles ``_cdecode.pyx`` next to itself, as an
+extension of the running interpreter (``make venv`` runs it). A tree without the extension
+works the same, on the pure-Python code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def main() -> int:
+    """Compile the extension; return the process exit code."""
+    # Imported by name: both are build-time tools without type information.
+    cythonize: Any = importlib.import_module("Cython.Build").cythonize
+    setuptools: Any = importlib.import_module("setuptools")
+    ext = setuptools.Extension(
+        "tubemq_aio._speedups._cdecode",
+        [str((HERE / "_cdecode.pyx").relative_to(ROOT))],
+        extra_compile_args=["-O2"],
+    )
+    old = Path.cwd()
+    os.chdir(ROOT)  # the extension's source path is relative to the package root
+    try:
+        with tempfile.TemporaryDirectory(prefix="tubemq-aio-build-") as temp:
+            modules = cythonize([ext], language_level=3, quiet=True)
+            lib = Path(temp) / "lib"
+            args = ["build_ext", "--build-temp", str(Path(temp) / "obj"), "--build-lib", str(lib)]
+            dist = setuptools.Distribution({"ext_modules": modules, "script_args": args})
+            dist.parse_command_line()
+            dist.run_commands()
+            # Moved into place, not written over: a running process keeps its loaded copy.
+            for built in (lib / "tubemq_aio" / "_speedups").glob("_cdecode.*"):
+                os.replace(built, HERE / built.name)
+    finally:
+        os.chdir(old)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
