@@ -68,12 +68,16 @@ class MessageStream:
             while True:
                 batch = loop.batch
                 if batch is not None:
-                    if loop.index < len(batch):
-                        loop.index += 1
-                        yield batch[loop.index - 1]
-                        continue
-                    loop.batch = None
-                    await self._used(batch)
+                    # The hot loop of `async for`: plain tuple indexing, no call per message.
+                    messages = batch.messages
+                    index = loop.index
+                    while index < len(messages):
+                        index += 1
+                        loop.index = index
+                        yield messages[index - 1]
+                    if loop.batch is batch:  # else commit() took the fully yielded batch
+                        loop.batch = None
+                        await self._used(batch)
                 try:
                     loop.batch = await self._getmany(timeout=None)
                 except ClientClosedError:
