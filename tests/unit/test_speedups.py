@@ -23,6 +23,7 @@ from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.consumer_rpc import RawMessage
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.message import checksum, encode_message
+from tubemq_aio.protocol.wire import encode_varint
 
 Outcome = tuple[Any, ...]
 
@@ -106,19 +107,6 @@ def get_message_responses(draw: st.DrawFn) -> bytes:
     return rsp.SerializeToString()
 
 
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 # Hand-built shapes the walker must hand to protobuf's parser (or agree with it on).
 ODD_RESPONSES = [
     b"",  # required fields missing
@@ -127,7 +115,7 @@ ODD_RESPONSES = [
     b"\x08\x01\x10\xc8\x01\x08\x00",  # success twice (last wins in protobuf)
     b"\x08\x02\x10\xc8\x01",  # a bool of 2
     b"\x08\x81\x00\x10\xc8\x01",  # an over-long varint
-    b"\x08\x01\x10" + _varint(2**40) + b"",  # an int32 out of range
+    b"\x08\x01\x10" + encode_varint(2**40) + b"",  # an int32 out of range
     b"\x08\x01\x10\xc8\x01\x1a\x02\xff\xfe",  # errMsg not UTF-8
     b"\x08\x01\x10\xc8\x01\x1a\x05ab",  # errMsg truncated
     b"\x08\x01\x10\xc8\x01\x58\x01",  # unknown field 11
