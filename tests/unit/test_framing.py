@@ -142,6 +142,31 @@ def test_frame_byte_cap_refuses_before_buffering(decoder_cls: DecoderFactory) ->
 
 
 @each_decoder
+@pytest.mark.parametrize("length", [BLOCK_SIZE + 1, 0x01000000])
+def test_block_longer_than_the_block_size_is_refused(
+    decoder_cls: DecoderFactory, length: int
+) -> None:
+    header = bytes.fromhex("FF7FF4FE") + struct.pack(">III", 1, 2, BLOCK_SIZE)
+    data = header + bytes(BLOCK_SIZE) + struct.pack(">I", length) + bytes(length)
+    with pytest.raises(FrameError, match="block of"):
+        decoder_cls().feed(data)
+
+
+@each_decoder
+def test_a_corrupted_length_is_caught_at_once_not_after_later_answers(
+    decoder_cls: DecoderFactory,
+) -> None:
+    # One flipped high byte of an answer's length: the decoder must not sit waiting for the
+    # 16 MB it now declares while the next answers stream in (they would be swallowed).
+    answer = bytearray(encode_frame(7, b"ok" * 20))
+    answer[12] ^= 0x01
+    decoder = decoder_cls()
+    with pytest.raises(FrameError, match="block of"):
+        decoder.feed(bytes(answer) + encode_frame(8, b"next"))
+    assert decoder.buffered == 0
+
+
+@each_decoder
 def test_frame_byte_cap_counts_all_blocks(decoder_cls: DecoderFactory) -> None:
     decoder = decoder_cls(max_frame_bytes=100)
     with pytest.raises(FrameError):

@@ -525,6 +525,8 @@ cdef class FrameDecoder:
                 length = _be32(self.head)
                 if self.done + length > self.max_bytes:
                     raise FrameError(f"frame payload exceeds the {self.max_bytes}-byte cap")
+                if length > 8192:  # framing.BLOCK_SIZE: no TubeMQ sender writes a longer block
+                    raise FrameError(f"frame block of {length} bytes (at most 8192)")
                 self._reserve(length)
                 self.block_len = self.block_left = length
                 self.state = _BLOCK

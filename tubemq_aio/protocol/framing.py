@@ -95,6 +95,9 @@ class FrameDecoder:
 
     Memory stays bounded: bytes are held only until the block they belong to is complete, and a
     frame whose declared size passes ``max_frame_bytes`` is refused as soon as its header says so.
+    Every TubeMQ sender splits a payload into blocks of at most :data:`BLOCK_SIZE` bytes, so a
+    block longer than ``BLOCK_SIZE`` is refused too: a corrupted length is caught at
+    once instead of leaving the decoder waiting for megabytes that later answers would fill.
     After a :class:`~tubemq_aio.errors.FrameError` the stream is out of sync for good: the decoder
     refuses every later call and the connection must be closed.
 
@@ -107,6 +110,7 @@ class FrameDecoder:
         "_blocks_left",
         "_broken",
         "_buf",
+        "_max_block",
         "_max_blocks",
         "_max_bytes",
         "_parts",
@@ -123,6 +127,7 @@ class FrameDecoder:
             raise ValueError("frame limits must be positive")
         self._max_bytes = max_frame_bytes
         self._max_blocks = max_list_size
+        self._max_block = min(BLOCK_SIZE, max_frame_bytes)
         self._buf = bytearray()
         self._broken: FrameError | None = None
         self._serial = 0
@@ -178,8 +183,8 @@ class FrameDecoder:
                     if (
                         count == 1
                         and token == BEGIN_TOKEN
+                        and length <= self._max_block
                         and end - start >= length
-                        and length <= self._max_bytes
                     ):
                         pos = start + length
                         frames.append(_new_frame(Frame, (serial, bytes(buf[start:pos]))))
@@ -203,6 +208,8 @@ class FrameDecoder:
                 (length,) = _BLOCK_LEN.unpack_from(buf, pos)
                 if self._size + length > self._max_bytes:
                     raise FrameError(f"frame payload exceeds the {self._max_bytes}-byte cap")
+                if length > BLOCK_SIZE:
+                    raise FrameError(f"frame block of {length} bytes (at most {BLOCK_SIZE})")
                 start = pos + _BLOCK_LEN_SIZE
                 if end - start < length:
                     return frames, pos
