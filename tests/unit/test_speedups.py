@@ -242,6 +242,23 @@ def test_frame_decoder_takes_any_bytes_like(decoder_cls: DecoderFactory) -> None
 
 
 @pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
+def test_frame_decoder_keeps_nothing_of_a_reused_read_buffer(decoder_cls: DecoderFactory) -> None:
+    # The connection reads into one buffer (BufferedProtocol) and overwrites it on every read.
+    stream = b"".join(encode_frame(i, bytes([i]) * (i * 3000 + 1)) for i in range(1, 6))
+    buffer = bytearray(4096)
+    view = memoryview(buffer)
+    decoder = decoder_cls()
+    frames = []
+    for start in range(0, len(stream), 4096):
+        chunk = stream[start : start + 4096]
+        buffer[: len(chunk)] = chunk
+        frames += decoder.feed(view[: len(chunk)])
+        buffer[:] = b"\xee" * len(buffer)
+    assert frames == [(i, bytes([i]) * (i * 3000 + 1)) for i in range(1, 6)]
+    assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
 def test_frame_decoder_refuses_bad_limits(decoder_cls: DecoderFactory) -> None:
     for limits in ({"max_frame_bytes": 0}, {"max_list_size": -1}):
         with pytest.raises(ValueError, match="positive"):

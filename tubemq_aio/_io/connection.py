@@ -45,8 +45,11 @@ __all__ = ["Connection"]
 
 _pack_header = ONE_BLOCK_HEADER.pack
 
+#: Bytes read per socket read (asyncio's own read size), into one buffer reused per connection.
+READ_SIZE = 256 * 1024
 
-class Connection(PendingCalls, asyncio.Protocol):
+
+class Connection(PendingCalls, asyncio.BufferedProtocol):
     """The client side of one TubeMQ TCP (or TLS) connection.
 
     Args:
@@ -69,6 +72,10 @@ class Connection(PendingCalls, asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._decoder = new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
         self._wbuf: list[bytes] = []
+        # The transport reads into this buffer (BufferedProtocol): no fresh 256 KB object per
+        # read, whose pages the allocator hands back and faults in again under load. The frame
+        # decoder copies what it keeps before the next read.
+        self._rview: memoryview | None = None
         #: Whether a complete frame ever arrived (a link that dies before that counts as failed).
         self.answered = False
         #: Whether our side closed the link (close/abort), as opposed to the peer or a fault.
@@ -100,7 +107,18 @@ class Connection(PendingCalls, asyncio.Protocol):
         )
         self.stats.connections_opened += 1
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """The buffer the transport reads into (the same one every time)."""
+        if self._rview is None:
+            self._rview = memoryview(bytearray(READ_SIZE))
+        return self._rview
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were read into the buffer: decode them."""
+        assert self._rview is not None
+        self.data_received(self._rview[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         """Decode complete frames and resolve the calls they answer."""
         try:
             frames = self._decoder.feed(data)

@@ -9,6 +9,7 @@ is not UTF-8) makes the walk return None and is handed to the pure parser, which
 error either way.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject, PyTypeObject
@@ -470,17 +471,31 @@ cdef class FrameDecoder:
         """
         if self.broken is not None:
             raise self.broken
-        if not PyBytes_CheckExact(data):
-            data = bytes(data)
         cdef list frames = []
+        cdef Py_buffer view
+        if PyBytes_CheckExact(data):
+            self._feed(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+                       frames)
+            return frames
         try:
-            self._consume(<const unsigned char *>PyBytes_AS_STRING(data),
-                          PyBytes_GET_SIZE(data), frames)
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        except (TypeError, BufferError):  # not a plain buffer: as the pure decoder, bytes()
+            return self.feed(bytes(data))
+        try:
+            # Every byte kept is copied before this returns: the caller may reuse its buffer.
+            self._feed(<const unsigned char *>view.buf, view.len, frames)
+        finally:
+            PyBuffer_Release(&view)
+        return frames
+
+    cdef int _feed(self, const unsigned char *p, Py_ssize_t n, list frames) except -1:
+        try:
+            self._consume(p, n, frames)
         except FrameError as exc:
             self.broken = exc
             self._reset()
             raise
-        return frames
+        return 0
 
     cdef void _reset(self) noexcept:
         Py_XDECREF(self.payload)
