@@ -107,6 +107,16 @@ class BrokerRpc:
         self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
     ) -> rpc.GetMessageResponse:
         """``GetMessageRequestC2B`` (§4.1)."""
+        data = await self.get_message_data(
+            partition, last_pack_consumed=last_pack_consumed, esc_flow_ctrl=esc_flow_ctrl
+        )
+        return rpc.parse_get_message_response(data)
+
+    async def get_message_data(
+        self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
+    ) -> bytes:
+        """``GetMessageRequestC2B`` (§4.1), the answer left unparsed (for a caller with a
+        parser of its own)."""
         body = rpc.build_get_message(
             client_id=self.client_id,
             group=self.group,
@@ -114,8 +124,7 @@ class BrokerRpc:
             last_pack_consumed=last_pack_consumed,
             esc_flow_ctrl=esc_flow_ctrl,
         )
-        data = await self.call(partition.broker, Method.BROKER_CONSUMER_GET_MESSAGE, body)
-        return rpc.parse_get_message_response(data)
+        return await self.call(partition.broker, Method.BROKER_CONSUMER_GET_MESSAGE, body)
 
     async def commit(self, partition: Partition, *, consumed: bool) -> rpc.OffsetResponse:
         """``CommitOffsetRequestC2B`` (§6.1): commit (True) or roll back the last batch."""

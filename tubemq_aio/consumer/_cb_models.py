@@ -5,9 +5,11 @@ Re-exported by :mod:`tubemq_aio.consumer.client_balanced`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
+from tubemq_aio.consumer._decode import DecodeCounters
 from tubemq_aio.errors import (
     PartitionAlreadyConnectedError,
     PartitionNotConnectedError,
@@ -20,6 +22,10 @@ from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
 from tubemq_aio.protocol.consumer_meta import MalformedMetaError, PartitionKey
 
 __all__ = [
+    "BatchCodec",
+    "BatchRead",
+    "DecodeContext",
+    "GetMessageAnswer",
     "PartitionAlreadyConnectedError",
     "PartitionMeta",
     "PartitionNotConnectedError",
@@ -78,6 +84,88 @@ class PositionedRead:
 
     partition_key: str
     messages: tuple[Message, ...]
+    start_offset: int
+    next_offset: int
+    max_offset: int
+
+
+class GetMessageAnswer(Protocol):
+    """What a positioned read needs from a parsed ``GetMessageResponseB2C`` (§4.2)."""
+
+    @property
+    def success(self) -> bool:
+        """Whether the broker answered with a batch."""
+
+    @property
+    def err_code(self) -> int:
+        """The broker's code (404: nothing from the offset on)."""
+
+    @property
+    def err_msg(self) -> str:
+        """The broker's text."""
+
+    @property
+    def curr_offset(self) -> int:
+        """Index offset of the batch's first message."""
+
+    @property
+    def max_offset(self) -> int:
+        """The partition's max index offset (negative when absent)."""
+
+
+A = TypeVar("A", bound=GetMessageAnswer)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeContext:
+    """What decoding one batch needs besides the answer.
+
+    Attributes:
+        topic: the partition's topic.
+        partition_key: ``brokerId:topic:partitionId``.
+        filters: the consumer's msgType filters of the topic (empty: none).
+        counters: dropped messages are counted here.
+        deliver_corrupt: keep CRC mismatches instead of dropping them.
+    """
+
+    topic: str
+    partition_key: str
+    filters: frozenset[str]
+    counters: DecodeCounters
+    deliver_corrupt: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCodec(Generic[A, T]):
+    """How a positioned read turns the broker's answer into its result.
+
+    Attributes:
+        parse: answer bytes -> parsed answer (raises ``RemoteProtocolError`` on bad bytes).
+        decode: parsed answer -> the batch's messages in the codec's form (after the commit).
+        empty: the messages of an empty read.
+    """
+
+    parse: Callable[[bytes], A]
+    decode: Callable[[A, DecodeContext], T]
+    empty: T
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRead(Generic[T]):
+    """One broker batch read by :meth:`ClientBalancedConsumer.read_with`.
+
+    Attributes:
+        partition_key: the partition read.
+        items: the batch's messages as the codec decoded them.
+        start_offset: index offset of the first message.
+        next_offset: index offset right after the batch (``start_offset`` when empty or
+            peeked).
+        max_offset: the partition's max index offset.
+    """
+
+    partition_key: str
+    items: T
     start_offset: int
     next_offset: int
     max_offset: int

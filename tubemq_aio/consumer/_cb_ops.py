@@ -9,10 +9,14 @@ commit(true); see ``docs/client-balanced-consumer.md`` for why each step is need
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 from tubemq_aio.consumer._cb_models import (
+    BatchCodec,
+    BatchRead,
+    DecodeContext,
+    GetMessageAnswer,
     PartitionNotSubscribableError,
-    PositionedRead,
     UnknownPartitionError,
     parse_key,
 )
@@ -20,15 +24,20 @@ from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import server_error
+from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
-from tubemq_aio.protocol.consumer_rpc import GetMessageResponse
+from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
 
 __all__ = [
+    "MESSAGES",
     "read_batch",
     "resolve_partition",
 ]
 
 log = logging.getLogger("tubemq_aio.consumer")
+
+A = TypeVar("A", bound=GetMessageAnswer)
+T = TypeVar("T")
 
 
 async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Partition:
@@ -58,14 +67,18 @@ async def read_batch(
     session: ClientBalanceSession,
     partition: Partition,
     offset: int,
+    codec: BatchCodec[A, T],
     *,
     filters: frozenset[str],
     stats: ConsumerStats,
     deliver_corrupt: bool = False,
     consume: bool = True,
     sequential: bool = False,
-) -> PositionedRead:
+) -> BatchRead[T]:
     """Read the broker batch starting at ``offset``; leaves the group offset after it.
+
+    The answer is parsed and its messages decoded by ``codec`` (:data:`MESSAGES`: into
+    :class:`~tubemq_aio.models.Message` objects).
 
     The partition stays registered as a reader of ``session`` (heartbeated, released on
     disconnect or close). ``consume=False`` is a peek: the batch is rolled back instead of
@@ -83,16 +96,16 @@ async def read_batch(
         ServerError: the broker refused the register, the read or the commit.
     """
     key = partition.key
+    context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
+    broker = session.broker
     if sequential and key in session.readers:
-        got = await session.broker.get_message(
-            partition, last_pack_consumed=False, esc_flow_ctrl=False
+        got = codec.parse(
+            await broker.get_message_data(partition, last_pack_consumed=False, esc_flow_ctrl=False)
         )
         if got.success and got.curr_offset == offset:
-            return await _finish_read(
-                session, partition, got, filters, stats, deliver_corrupt, consume
-            )
+            return await _finish_read(session, partition, got, codec, context, consume)
         if got.success:  # the cursor was elsewhere: give the batch back, read with a register
-            await session.broker.commit(partition, consumed=False)
+            await broker.commit(partition, consumed=False)
     # 1. Register with the bootstrap offset: the first read after a registration uses the
     #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
     reg = await session.register_at_broker(partition, offset)
@@ -101,40 +114,54 @@ async def read_batch(
         raise server_error(reg.err_code, reg.err_msg)
     session.readers[key] = partition
     # 2. Read without confirming anything: currOffset of the answer is the batch start.
-    got = await session.broker.get_message(partition, last_pack_consumed=False, esc_flow_ctrl=False)
+    got = codec.parse(
+        await broker.get_message_data(partition, last_pack_consumed=False, esc_flow_ctrl=False)
+    )
     if not got.success:
         # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
         # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
         if got.err_code == 404:
             top = got.max_offset if got.max_offset >= 0 else reg.max_offset
-            return PositionedRead(key.format(), (), reg.curr_offset, reg.curr_offset, top)
+            return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
+                             reg.curr_offset, top)  # fmt: skip
         raise server_error(got.err_code, got.err_msg)
-    return await _finish_read(session, partition, got, filters, stats, deliver_corrupt, consume)
+    return await _finish_read(session, partition, got, codec, context, consume)
 
 
 async def _finish_read(
     session: ClientBalanceSession,
     partition: Partition,
-    got: GetMessageResponse,
-    filters: frozenset[str],
-    stats: ConsumerStats,
-    deliver_corrupt: bool,
+    got: A,
+    codec: BatchCodec[A, T],
+    context: DecodeContext,
     consume: bool,
-) -> PositionedRead:
-    key = partition.key
+) -> BatchRead[T]:
     # 3. Commit: the only answer that carries the offset right after the batch (a peek rolls
     #    the batch back: the group's offset stays at the register offset).
     done = await session.broker.commit(partition, consumed=consume)
     if not done.success:
         raise server_error(done.err_code, done.err_msg)
-    messages, _ = decode_raw_messages(
-        got.messages,
-        topic=key.topic,
-        partition_key=key.format(),
-        filters=filters,
-        counters=stats,
-        deliver_corrupt=deliver_corrupt,
-    )
+    items = codec.decode(got, context)
     top = max(done.max_offset, got.max_offset)
     after = done.curr_offset if consume else got.curr_offset
-    return PositionedRead(key.format(), tuple(messages), got.curr_offset, after, top)
+    return BatchRead(context.partition_key, items, got.curr_offset, after, top)
+
+
+def _decode_messages(got: GetMessageResponse, context: DecodeContext) -> tuple[Message, ...]:
+    messages, _ = decode_raw_messages(
+        got.messages,
+        topic=context.topic,
+        partition_key=context.partition_key,
+        filters=context.filters,
+        counters=context.counters,
+        deliver_corrupt=context.deliver_corrupt,
+    )
+    return tuple(messages)
+
+
+#: The codec of :meth:`ClientBalancedConsumer.read_at` and friends: one
+#: :class:`~tubemq_aio.models.Message` per message (CRC, attribute and filter rules of
+#: :func:`~tubemq_aio.consumer._decode.decode_raw_messages`).
+MESSAGES: BatchCodec[GetMessageResponse, tuple[Message, ...]] = BatchCodec(
+    parse_get_message_response, _decode_messages, ()
+)

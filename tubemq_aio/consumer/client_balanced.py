@@ -16,16 +16,21 @@ from tubemq_aio._validate import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
 from tubemq_aio.consumer._cb_models import (
+    A,
+    BatchCodec,
+    BatchRead,
     PartitionAlreadyConnectedError,
     PartitionMeta,
     PartitionNotConnectedError,
     PartitionNotSubscribableError,
     PositionedRead,
+    T,
     UnknownPartitionError,
     assign_modulo,
     parse_key,
 )
 from tubemq_aio.consumer._cb_ops import (
+    MESSAGES,
     read_batch,
     resolve_partition,
 )
@@ -359,9 +364,22 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             await session.unregister_at_broker(partition, 0)
             return rsp.curr_offset, rsp.max_offset
 
-    async def _positioned(
-        self, partition_key: str, offset: int, *, consume: bool, sequential: bool = False
-    ) -> PositionedRead:
+    async def read_with(
+        self,
+        codec: BatchCodec[A, T],
+        partition_key: str,
+        offset: int,
+        *,
+        sequential: bool = False,
+        consume: bool = True,
+    ) -> BatchRead[T]:
+        """:meth:`read_at` (or :meth:`read_next` with ``sequential``, :meth:`peek_at` without
+        ``consume``) with the answer parsed and decoded by ``codec`` instead of into
+        :class:`~tubemq_aio.models.Message` objects (the Spark source decodes into columns).
+
+        Raises:
+            The same errors as :meth:`read_at`.
+        """
         if offset is None or validate_bootstrap_offset(offset) is None:
             raise ClientBalanceConfigError("read_at needs an offset >= 0")
         session, _ = self._running()
@@ -376,9 +394,20 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 session,
                 partition,
                 offset,
+                codec,
                 filters=self.config.filters_of(key.topic),
                 stats=self.stats,
                 deliver_corrupt=self.config.deliver_corrupt,
                 consume=consume,
                 sequential=sequential,
             )
+
+    async def _positioned(
+        self, partition_key: str, offset: int, *, consume: bool, sequential: bool = False
+    ) -> PositionedRead:
+        got = await self.read_with(
+            MESSAGES, partition_key, offset, sequential=sequential, consume=consume
+        )
+        return PositionedRead(
+            got.partition_key, got.items, got.start_offset, got.next_offset, got.max_offset
+        )

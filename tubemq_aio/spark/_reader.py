@@ -19,16 +19,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from tubemq_aio.consumer._cb_models import BatchRead
 from tubemq_aio.consumer.client_balanced import (
     ClientBalancedConsumer,
     PartitionNotSubscribableError,
-    PositionedRead,
 )
 from tubemq_aio.errors import (
     ConsumeSpeedLimitedError,
@@ -36,7 +39,7 @@ from tubemq_aio.errors import (
     PartitionOccupiedError,
     TubeMQError,
 )
-from tubemq_aio.models import Message
+from tubemq_aio.spark._columns import COLUMNS, MessageColumns
 from tubemq_aio.spark._offsets import RECORD, OffsetRange
 from tubemq_aio.spark._options import SourceOptions
 
@@ -61,29 +64,31 @@ _RETRY_PAUSE = (0.1, 2.0)
 _RETRIED = (ConsumeSpeedLimitedError, PartitionOccupiedError, PartitionNotSubscribableError)
 
 
+_Read = BatchRead[MessageColumns]
+_Ints = np.ndarray[Any, np.dtype[np.int64]]
+
+
 @dataclass(frozen=True, slots=True)
 class ReadChunk:
     """Messages of one broker batch inside the range, with their ``offset`` column values.
 
     Attributes:
-        messages: the messages kept (after the cut and the msgType filter).
+        columns: the messages kept (after the cut and the msgType filter).
         offsets: per message: batch start + ``RECORD`` × its index in the broker batch (exact
             when the partition has its store to itself, a lower bound otherwise).
     """
 
-    messages: tuple[Message, ...]
-    offsets: tuple[int, ...]
+    columns: MessageColumns
+    offsets: _Ints
 
 
-def _cut(batch: Sequence[Message], first_after: Message | None) -> int:
+def _cut(ids: _Ints, first_after: int | None) -> int:
     """How many messages of a straddling batch lie before the end: those before the first
     message at or after the end (by message id); all of them when there is none in the batch."""
     if first_after is None:
-        return len(batch)
-    for i, message in enumerate(batch):
-        if message.message_id == first_after.message_id:
-            return i
-    return len(batch)
+        return len(ids)
+    hits = np.flatnonzero(ids == first_after)
+    return int(hits[0]) if len(hits) else len(ids)
 
 
 def _data_loss(options: SourceOptions, key: str, wanted: int, got: int) -> None:
@@ -97,8 +102,8 @@ def _data_loss(options: SourceOptions, key: str, wanted: int, got: int) -> None:
 
 
 async def _unthrottled(
-    read: Callable[[str, int], Awaitable[PositionedRead]], key: str, offset: int
-) -> PositionedRead:
+    read: Callable[[str, int], Awaitable[_Read]], key: str, offset: int
+) -> _Read:
     """Run a positioned read, pausing and retrying while the broker throttles the group or
     another member still holds the partition."""
     pause, longest = _RETRY_PAUSE
@@ -132,26 +137,30 @@ async def read_range(
     """
     types = frozenset(options.msg_types)
     offset = rng.start
-    ahead: asyncio.Task[PositionedRead] | None = None
+    read_at = partial(consumer.read_with, COLUMNS)
+    read_next = partial(consumer.read_with, COLUMNS, sequential=True)
+    peek_at = partial(consumer.read_with, COLUMNS, consume=False)
+    ahead: asyncio.Task[_Read] | None = None
     try:
-        batch = await _unthrottled(consumer.read_at, rng.key, offset)
+        batch = await _unthrottled(read_at, rng.key, offset)
         while True:
             if batch.start_offset > offset:
                 _data_loss(options, rng.key, offset, batch.start_offset)
+            columns = batch.items
             if batch.start_offset >= rng.end or (
-                not batch.messages and batch.next_offset <= batch.start_offset
+                not len(columns) and batch.next_offset <= batch.start_offset
             ):
                 return  # nothing more of this partition before the end
-            messages: Sequence[Message] = batch.messages
             straddles = batch.next_offset > rng.end
             if straddles:
-                peek = await _unthrottled(consumer.peek_at, rng.key, rng.end)
-                messages = messages[: _cut(messages, peek.messages[0] if peek.messages else None)]
+                peek = (await _unthrottled(peek_at, rng.key, rng.end)).items
+                first = int(peek.message_ids[0]) if len(peek) else None
+                columns = columns.head(_cut(columns.message_ids, first))
             offset = batch.next_offset
             if not straddles and offset < rng.end:
                 # Read ahead: the broker prepares the next batch while this one is handed on.
-                ahead = asyncio.ensure_future(_unthrottled(consumer.read_next, rng.key, offset))
-            chunk = _chunk(messages, batch.start_offset, types)
+                ahead = asyncio.ensure_future(_unthrottled(read_next, rng.key, offset))
+            chunk = _chunk(columns, batch.start_offset, types)
             if chunk is not None:
                 yield chunk
             if ahead is None:
@@ -164,17 +173,19 @@ async def read_range(
                 await ahead
 
 
-def _chunk(messages: Sequence[Message], start: int, types: frozenset[str]) -> ReadChunk | None:
+def _chunk(columns: MessageColumns, start: int, types: frozenset[str]) -> ReadChunk | None:
     """The kept messages of one broker batch with their offsets (None when none is kept)."""
-    if not types:
-        if not messages:
-            return None
-        offsets = range(start, start + RECORD * len(messages), RECORD)
-        return ReadChunk(tuple(messages), tuple(offsets))
-    kept = [(m, start + RECORD * i) for i, m in enumerate(messages) if m.msg_type in types]
-    if not kept:
+    n = len(columns)
+    if not n:
         return None
-    return ReadChunk(tuple(m for m, _ in kept), tuple(o for _, o in kept))
+    offsets = np.arange(start, start + RECORD * n, RECORD, dtype=np.int64)
+    if not types:
+        return ReadChunk(columns, offsets)
+    kinds = columns.msg_types or [""] * n
+    kept = np.flatnonzero(np.fromiter((t in types for t in kinds), dtype=bool, count=n))
+    if not len(kept):
+        return None
+    return ReadChunk(columns.take(kept), offsets[kept])
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -182,21 +193,36 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def _times(ms: Sequence[Message], n: int, type_: pa.DataType) -> pa.Array:
-    values = [m.msg_time for m in ms]
-    distinct = set(values)
-    if distinct == {None}:
+def _same(value: str, n: int, type_: pa.DataType) -> pa.Array:
+    """``n`` times the same string, built from two buffers (``pa.repeat`` costs ≈ 1 µs a row)."""
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
+def _joined(chunks: Sequence[ReadChunk], field: str, absent: Any) -> list[Any] | None:
+    """One list of a per-message column over the chunks; None when no chunk has it."""
+    parts = [getattr(c.columns, field) for c in chunks]
+    if all(p is None for p in parts):
+        return None
+    out: list[Any] = []
+    for chunk, part in zip(chunks, parts, strict=True):
+        out += [absent] * len(chunk.columns) if part is None else part
+    return out
+
+
+def _times(values: list[datetime | None] | None, n: int, type_: pa.DataType) -> pa.Array:
+    if values is None:
         return pa.nulls(n, type_)
     # Few distinct times (minute precision, shared by the decode cache): convert each once.
-    utc = {v: _utc(v) for v in distinct}
+    utc = {v: _utc(v) for v in set(values)}
     return pa.array([utc[v] for v in values], type=type_)
 
 
-def _attributes(ms: Sequence[Message], type_: pa.DataType) -> pa.Array:
-    maps = [m.attributes for m in ms]
-    if not any(maps):
+def _attributes(maps: list[Mapping[str, str]] | None, n: int, type_: pa.DataType) -> pa.Array:
+    if maps is None or not any(maps):
         return pa.MapArray.from_arrays(
-            pa.array([0] * (len(maps) + 1), pa.int32()),
+            pa.array(np.zeros(n + 1, dtype=np.int32)),
             pa.array([], pa.string()),
             pa.array([], pa.string()),
             type=type_,
@@ -213,50 +239,47 @@ def _attributes(ms: Sequence[Message], type_: pa.DataType) -> pa.Array:
 
 
 def chunks_to_arrow(
-    chunks: Sequence[ReadChunk], schema: pa.Schema, partition: tuple[str, str] | None = None
+    chunks: Sequence[ReadChunk], schema: pa.Schema, partition: tuple[str, str]
 ) -> pa.RecordBatch:
     """The rows of chunks as one Arrow batch of the source's schema (column order fixed:
     topic, partition_key, offset, message_id, msg_type, msg_time, attributes, body), built
-    column by column, shared values converted once.
+    column by column from the chunks' columns, shared values converted once.
 
     Args:
         chunks: the chunks, in order.
         schema: the source's Arrow schema.
-        partition: ``(topic, partition_key)`` of every message when the caller knows they all
-            come from one partition (the two columns are then filled without looking).
+        partition: ``(topic, partition_key)`` of every message.
     """
-    ms: list[Message] = []
-    offsets: list[int] = []
-    for chunk in chunks:
-        ms += chunk.messages
-        offsets += chunk.offsets
-    n = len(ms)
     types = [f.type for f in schema]
-
-    def same(value: str, i: int) -> pa.Array:
-        return pa.repeat(pa.scalar(value, types[i]), n)
-
-    if partition is not None:
-        topic, key = same(partition[0], 0), same(partition[1], 1)
-    else:
-        topic = pa.array([m.topic for m in ms], type=types[0])
-        key = pa.array([m.partition_key for m in ms], type=types[1])
+    n = sum(len(c.columns) for c in chunks)
+    msg_types = _joined(chunks, "msg_types", "")
+    bodies = [c.columns.bodies for c in chunks]
     arrays = [
-        topic,
-        key,
-        pa.array(offsets, type=types[2]),
-        pa.array([m.message_id for m in ms], type=types[3]),
-        pa.array([m.msg_type for m in ms], type=types[4]),
-        _times(ms, n, types[5]),
-        _attributes(ms, types[6]),
-        pa.array([m.body for m in ms], type=types[7]),
+        _same(partition[0], n, types[0]),
+        _same(partition[1], n, types[1]),
+        pa.array(_concat([c.offsets for c in chunks]), type=types[2]),
+        pa.array(_concat([c.columns.message_ids for c in chunks]), type=types[3]),
+        _same("", n, types[4]) if msg_types is None else pa.array(msg_types, type=types[4]),
+        _times(_joined(chunks, "msg_times", None), n, types[5]),
+        _attributes(_joined(chunks, "attributes", {}), n, types[6]),
+        bodies[0]
+        if len(bodies) == 1
+        else pa.concat_arrays(bodies)
+        if bodies
+        else pa.array([], types[7]),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def chunk_to_arrow(chunk: ReadChunk, schema: pa.Schema) -> pa.RecordBatch:
+def _concat(parts: list[_Ints]) -> _Ints:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def chunk_to_arrow(
+    chunk: ReadChunk, schema: pa.Schema, partition: tuple[str, str]
+) -> pa.RecordBatch:
     """The rows of one chunk as an Arrow batch (see :func:`chunks_to_arrow`)."""
-    return chunks_to_arrow([chunk], schema)
+    return chunks_to_arrow([chunk], schema, partition)
 
 
 #: A task hands Spark one Arrow batch per this many rows (or body bytes), not one per broker
@@ -275,16 +298,15 @@ async def arrow_batches(
     nbytes: int = COALESCE_BYTES,
 ) -> AsyncIterator[pa.RecordBatch]:
     """The rows of :func:`read_range` as Arrow batches of about ``rows`` rows (or about
-    ``nbytes`` body bytes, estimated from each broker batch's first body), in order; the last
-    one holds what is left."""
+    ``nbytes`` body bytes), in order; the last one holds what is left."""
     partition = (rng.key.split(":")[1], rng.key)
     held: list[ReadChunk] = []
     count = size = 0
     async for chunk in read_range(consumer, rng, options):
         held.append(chunk)
-        n = len(chunk.messages)
-        count += n
-        size += n * len(chunk.messages[0].body)  # an estimate is enough to bound the batch
+        bodies = chunk.columns.bodies
+        count += len(bodies)
+        size += bodies.nbytes  # bodies and their offsets: close enough to bound the batch
         if count >= rows or size >= nbytes:
             yield chunks_to_arrow(held, schema, partition)
             held, count, size = [], 0, 0

@@ -4,13 +4,18 @@ schema conversion, no cluster)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from tubemq_aio.models import Message
+from tubemq_aio.spark._columns import MessageColumns
 from tubemq_aio.spark._reader import ReadChunk, _chunk, _cut, chunk_to_arrow, chunks_to_arrow
 from tubemq_aio.spark.source import SCHEMA
+
+PARTITION = ("t", "1:t:0")
 
 
 def msg(i: int, **kw: object) -> Message:
@@ -18,29 +23,34 @@ def msg(i: int, **kw: object) -> Message:
     return Message(topic="t", body=b"b%d" % i, message_id=100 + i, partition_key="1:t:0", **kw)  # type: ignore[arg-type]
 
 
+def chunk(messages: list[Message], offsets: list[int]) -> ReadChunk:
+    return ReadChunk(MessageColumns.of(messages), np.array(offsets, dtype=np.int64))
+
+
+def ids(messages: list[Message]) -> Any:
+    return MessageColumns.of(messages).message_ids
+
+
 def test_cut_keeps_messages_before_the_first_at_the_end() -> None:
-    batch = [msg(i) for i in range(5)]
-    assert _cut(batch, msg(3)) == 3
-    assert _cut(batch, msg(0)) == 0
+    batch = ids([msg(i) for i in range(5)])
+    assert _cut(batch, 103) == 3
+    assert _cut(batch, 100) == 0
 
 
 def test_cut_keeps_everything_when_the_peek_is_empty_or_outside_the_batch() -> None:
-    batch = [msg(i) for i in range(5)]
+    batch = ids([msg(i) for i in range(5)])
     assert _cut(batch, None) == 5
-    assert _cut(batch, msg(9)) == 5
+    assert _cut(batch, 109) == 5
 
 
 def test_chunk_to_arrow_matches_the_schema_spark_expects() -> None:
     schema = to_arrow_schema(SCHEMA, timezone="UTC")
     when = datetime(2026, 1, 2, 3, 4)  # naive local wall time, as decoded
-    chunk = ReadChunk(
-        (
-            msg(0, attributes={"k": "v"}, msg_type="red", msg_time=when),
-            msg(1),
-        ),
-        (0, 28),
+    one = chunk(
+        [msg(0, attributes={"k": "v"}, msg_type="red", msg_time=when, attribute="x"), msg(1)],
+        [0, 28],
     )
-    batch = chunk_to_arrow(chunk, schema)
+    batch = chunk_to_arrow(one, schema, PARTITION)
     assert batch.schema.equals(schema)
     rows = batch.to_pylist()
     assert rows[0]["offset"] == 0
@@ -59,41 +69,49 @@ def test_chunks_become_one_batch_with_shared_values_converted_once() -> None:
     schema = to_arrow_schema(SCHEMA, timezone="UTC")
     when = datetime(2026, 1, 2, 3, 4)
     shared = {"k": "v"}
-    first = ReadChunk((msg(0, attributes=shared, msg_time=when), msg(1)), (0, 28))
-    second = ReadChunk((msg(2, attributes=shared, msg_time=when, msg_type="red"),), (56,))
-    batch = chunks_to_arrow([first, second], schema, ("t", "1:t:0"))
+    first = chunk([msg(0, attributes=shared, msg_time=when, attribute="x"), msg(1)], [0, 28])
+    plain = chunk([msg(3)], [84])
+    second = chunk([msg(2, attributes=shared, msg_time=when, msg_type="red", attribute="x")], [56])
+    assert plain.columns.msg_types is None  # no attribute block: the columns stay empty
+    batch = chunks_to_arrow([first, second, plain], schema, PARTITION)
     assert batch.schema.equals(schema)
     rows = batch.to_pylist()
-    assert [r["offset"] for r in rows] == [0, 28, 56]
-    assert [r["message_id"] for r in rows] == [100, 101, 102]
-    assert [r["topic"] for r in rows] == ["t"] * 3
-    assert [r["partition_key"] for r in rows] == ["1:t:0"] * 3
-    assert [r["attributes"] for r in rows] == [[("k", "v")], [], [("k", "v")]]
-    assert [r["msg_time"] for r in rows] == [when.astimezone(UTC), None, when.astimezone(UTC)]
-    assert [r["msg_type"] for r in rows] == ["", "", "red"]
-    assert [r["body"] for r in rows] == [b"b0", b"b1", b"b2"]
-    # Without the partition hint the columns come from the messages themselves.
-    assert chunks_to_arrow([first, second], schema).to_pylist() == rows
+    assert [r["offset"] for r in rows] == [0, 28, 56, 84]
+    assert [r["message_id"] for r in rows] == [100, 101, 102, 103]
+    assert [r["topic"] for r in rows] == ["t"] * 4
+    assert [r["partition_key"] for r in rows] == ["1:t:0"] * 4
+    assert [r["attributes"] for r in rows] == [[("k", "v")], [], [("k", "v")], []]
+    utc = when.astimezone(UTC)
+    assert [r["msg_time"] for r in rows] == [utc, None, utc, None]
+    assert [r["msg_type"] for r in rows] == ["", "", "red", ""]
+    assert [r["body"] for r in rows] == [b"b0", b"b1", b"b2", b"b3"]
 
 
 def test_rows_without_attributes_or_times_and_no_rows_at_all() -> None:
     schema = to_arrow_schema(SCHEMA, timezone="UTC")
-    rows = chunks_to_arrow([ReadChunk((msg(0), msg(1)), (0, 28))], schema).to_pylist()
+    rows = chunks_to_arrow([chunk([msg(0), msg(1)], [0, 28])], schema, PARTITION).to_pylist()
     assert [r["attributes"] for r in rows] == [[], []]
     assert [r["msg_time"] for r in rows] == [None, None]
-    empty = chunks_to_arrow([], schema)
+    assert [r["msg_type"] for r in rows] == ["", ""]
+    assert [r["topic"] for r in rows] == ["t", "t"]
+    empty = chunks_to_arrow([], schema, PARTITION)
     assert empty.num_rows == 0
     assert empty.schema.equals(schema)
 
 
 def test_chunk_offsets_follow_the_batch_start_and_the_msg_type_filter() -> None:
-    batch = [msg(0, msg_type="a"), msg(1, msg_type="b"), msg(2, msg_type="a")]
+    batch = MessageColumns.of(
+        [msg(i, msg_type=t, attribute="x") for i, t in enumerate(["a", "b", "a"])]
+    )
     every = _chunk(batch, 280, frozenset())
     assert every is not None
-    assert every.offsets == (280, 308, 336)
+    assert every.offsets.tolist() == [280, 308, 336]
     only_a = _chunk(batch, 280, frozenset({"a"}))
     assert only_a is not None
-    assert [m.message_id for m in only_a.messages] == [100, 102]
-    assert only_a.offsets == (280, 336)
+    assert only_a.columns.message_ids.tolist() == [100, 102]
+    assert only_a.columns.bodies.to_pylist() == [b"b0", b"b2"]
+    assert only_a.offsets.tolist() == [280, 336]
     assert _chunk(batch, 0, frozenset({"z"})) is None
-    assert _chunk([], 0, frozenset()) is None
+    assert _chunk(MessageColumns.of([]), 0, frozenset()) is None
+    # No attribute block at all: every msgType is "" and a filter keeps nothing.
+    assert _chunk(MessageColumns.of([msg(0)]), 0, frozenset({"a"})) is None
