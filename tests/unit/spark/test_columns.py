@@ -16,7 +16,7 @@ from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol.consumer_rpc import parse_get_message_response
+from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.message import checksum, encode_message
 from tubemq_aio.spark import _columns
 from tubemq_aio.spark._columns import MessageColumns, decode_columns, parse_columns
@@ -40,9 +40,7 @@ def rows_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
         rsp.messages, topic="t", partition_key="1:t:0", filters=filters,
         counters=counters, deliver_corrupt=deliver,
     )  # fmt: skip
-    head = (rsp.success, rsp.err_code, rsp.err_msg, rsp.curr_offset, rsp.max_offset,
-            rsp.curr_data_dlt, rsp.min_limit_time, rsp.esc_flow_ctrl, rsp.require_slow)  # fmt: skip
-    return head, flat(MessageColumns.of(messages)), counters
+    return fields_of(rsp), flat(MessageColumns.of(messages)), counters
 
 
 def columns_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
@@ -58,9 +56,12 @@ def columns_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
     )  # fmt: skip
     assert (answer.curr_offset, answer.max_offset) == (rsp.curr_offset, rsp.max_offset)
     columns = decode_columns(answer, DecodeContext("t", "1:t:0", filters, counters, deliver))
-    head = (rsp.success, rsp.err_code, rsp.err_msg, rsp.curr_offset, rsp.max_offset,
+    return fields_of(rsp), flat(columns), counters
+
+
+def fields_of(rsp: GetMessageResponse) -> tuple[Any, ...]:
+    return (rsp.success, rsp.err_code, rsp.err_msg, rsp.curr_offset, rsp.max_offset,
             rsp.curr_data_dlt, rsp.min_limit_time, rsp.esc_flow_ctrl, rsp.require_slow)  # fmt: skip
-    return head, flat(columns), counters
 
 
 def flat(c: MessageColumns) -> Any:
