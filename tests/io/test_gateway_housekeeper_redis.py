@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import redis.asyncio as aioredis
+from gateway_redis import flushed_store, server_fixture  # noqa: F401
 
 from tubemq_aio.gateway.config import HousekeeperConfig
 from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
@@ -25,20 +25,11 @@ NO_MASTER = "127.0.0.1:9"
 PARTS = ["1:t:0", "1:t:1"]
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server() -> AsyncIterator[RedisServer]:
-    async with RedisServer() as srv:
-        yield srv
-
-
 @pytest_asyncio.fixture(loop_scope="module")
 async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    client = aioredis.Redis.from_url(server.url)
-    await client.flushall()
-    lease_store = LeaseStore(client, timeout=5.0)
-    await lease_store.boot(["gg", "bb"], allow_init=True)
-    yield lease_store
-    await client.aclose()
+    async with flushed_store(server) as (_, lease_store):
+        await lease_store.boot(["gg", "bb"], allow_init=True)
+        yield lease_store
 
 
 async def wait_for(check: Any, timeout: float = 10.0) -> None:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-import redis.asyncio as aioredis
+from gateway_redis import flushed_store, server_fixture  # noqa: F401
 
 from tubemq_aio.gateway.engine_types import ConsumeSettings, GatewayStats, GroupSpec
 from tubemq_aio.gateway.hk_probe import probe_partition
@@ -46,20 +46,11 @@ class ScriptedTube:
         return self.answers.pop(0)
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server() -> AsyncIterator[RedisServer]:
-    async with RedisServer() as srv:
-        yield srv
-
-
 @pytest_asyncio.fixture(loop_scope="module")
 async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    client = aioredis.Redis.from_url(server.url)
-    await client.flushall()
-    st = LeaseStore(client, timeout=5.0)
-    await st.reset(SPEC.name, "c", "", [(P, 560)])  # boots the group; cmt 560
-    yield st
-    await client.aclose()
+    async with flushed_store(server) as (_, st):
+        await st.reset(SPEC.name, "c", "", [(P, 560)])  # boots the group; cmt 560
+        yield st
 
 
 def reader_for(tube: ScriptedTube, stats: GatewayStats) -> BatchReader:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
+from gateway_redis import flushed_store, server_fixture  # noqa: F401
 from redis.crc import key_slot
 
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
@@ -24,18 +25,10 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 PARTS = ["1:t:0", "1:t:1", "2:t:0", "2:t:1"]
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server() -> AsyncIterator[RedisServer]:
-    async with RedisServer() as srv:
-        yield srv
-
-
 @pytest_asyncio.fixture(loop_scope="module")
 async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    client = aioredis.Redis.from_url(server.url)
-    await client.flushall()
-    yield LeaseStore(client, timeout=5.0)
-    await client.aclose()
+    async with flushed_store(server) as (_, lease_store):
+        yield lease_store
 
 
 def _norm(state: GroupState, scope: str) -> dict[str, Any]:
