@@ -8,6 +8,7 @@ import zlib
 import pytest
 
 from tubemq_aio._client import new_client_id
+from tubemq_aio.consumer import ClientBalancedConsumer
 from tubemq_aio.consumer._cb_models import (
     PartitionMeta,
     UnknownPartitionError,
@@ -117,3 +118,11 @@ def test_decode_messages_filters_and_counts() -> None:
     got = decode_messages(key, raw[:4], frozenset({"even"}), stats, deliver_corrupt=True)
     assert [m.message_id for m in got] == [2]
     assert stats.filtered == 3  # plain and broken have no type, other is "odd"
+
+
+@pytest.mark.parametrize("codec", [None, "columns", object(), len])
+async def test_read_with_refuses_a_codec_that_is_not_one_before_any_io(codec: object) -> None:
+    # Never started: the codec is checked first, so nothing is read (or consumed) for it.
+    consumer = ClientBalancedConsumer("127.0.0.1:9", group="g1", topics=["t1"])
+    with pytest.raises(ClientBalanceConfigError, match="BatchCodec"):
+        await consumer.read_with(codec, "1:t1:0", 0)  # type: ignore[arg-type]

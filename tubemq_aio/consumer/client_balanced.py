@@ -378,8 +378,14 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         :class:`~tubemq_aio.models.Message` objects (the Spark source decodes into columns).
 
         Raises:
+            ClientBalanceConfigError: ``codec`` is not a :class:`BatchCodec` (checked before
+                any I/O, so no batch is consumed and then lost to a failing decode).
             The same errors as :meth:`read_at`.
         """
+        if not isinstance(codec, BatchCodec):
+            raise ClientBalanceConfigError(
+                f"read_with needs a BatchCodec, got {type(codec).__name__}"
+            )
         if offset is None or validate_bootstrap_offset(offset) is None:
             raise ClientBalanceConfigError("read_at needs an offset >= 0")
         session, _ = self._running()
