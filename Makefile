@@ -15,7 +15,7 @@ help:
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
 	@echo "make bench-quick - SDK vs the Java/Go clients, ~10 min; compares with the newest committed run"
-	@echo "make bench  - the full matrix (hours; ROUNDS=4 for fewer rounds); make bench-estimate prints its duration"
+	@echo "make bench  - the full matrix (~2 h; ROUNDS=6 for more rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 	@echo "make docs   - build the documentation site (API reference from the docstrings) into site/"
@@ -105,7 +105,7 @@ cluster-status: $(STAMP)
 bench-quick: system-deps $(STAMP)
 	$(PY) -m benchmarks --quick
 
-# The full matrix (see docs/benchmarks.md); ROUNDS=4 runs the same cells with fewer rounds
+# The full matrix (see docs/benchmarks.md); ROUNDS=6 runs the same cells with more rounds
 # (the first is always discarded). The run prints its expected duration first.
 bench: system-deps $(STAMP)
 	$(PY) -m benchmarks $(if $(ROUNDS),--rounds $(ROUNDS))

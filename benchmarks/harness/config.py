@@ -25,8 +25,11 @@ class BenchConfig:
         sizes: message sizes in bytes.
         windows: produce in-flight windows W (workers awaiting ``send`` / Java async cap).
         rounds: rounds per cell including the first, which is discarded.
-        messages: measured messages per produce/consume run (``None``: 10**6, 10**5 at >= 10 KB).
-        warmup_seconds: produce warm-up per run (excluded from every figure).
+        messages: measured messages per produce/consume run; ``None`` sizes each run to a few
+            seconds to a minute of the slowest client (see :meth:`count_for`).
+        warmup_seconds: produce warm-up per run of our client and the Go peer (excluded from
+            every figure).
+        java_warmup_seconds: produce warm-up per run of the Java peer (its JIT needs longer).
         loops: event loops for our client.
         clients: ``aio``, ``java``, ``go`` (a peer that cannot be built is reported as blocked).
         scenarios: ``produce``, ``consume``, ``latency``, ``e2e``, ``spark`` (our Spark source
@@ -54,9 +57,10 @@ class BenchConfig:
     quick: bool = False
     sizes: list[int] = field(default_factory=lambda: [100, 1024, 10240])
     windows: list[int] = field(default_factory=lambda: [1, 16, 256])
-    rounds: int = 6
+    rounds: int = 4
     messages: int | None = None
-    warmup_seconds: float = 30.0
+    warmup_seconds: float = 5.0
+    java_warmup_seconds: float = 30.0
     loops: list[str] = field(default_factory=lambda: list(ALL_LOOPS))
     clients: list[str] = field(default_factory=lambda: list(ALL_CLIENTS))
     scenarios: list[str] = field(default_factory=lambda: list(ALL_SCENARIOS))
@@ -65,21 +69,35 @@ class BenchConfig:
     pin: bool = True
     floor: bool = True
     rates: list[int] = field(default_factory=lambda: [1000, 10000])
-    latency_seconds: float = 20.0
+    latency_seconds: float = 10.0
     latency_warmup_seconds: float = 5.0
     e2e_rates: list[int] = field(default_factory=lambda: [1000, 10000])
-    e2e_seconds: float = 20.0
+    e2e_seconds: float = 10.0
     e2e_warmup_seconds: float = 5.0
     run_timeout: float = 600.0
     discard_first: bool = True
     spark_rows: int = 1_000_000
     estimate_only: bool = False
 
-    def count_for(self, size: int) -> int:
-        """Measured messages per run at ``size`` bytes."""
+    def count_for(self, size: int, scenario: str = "consume", window: int | None = None) -> int:
+        """Measured messages per ``scenario`` run at ``size`` bytes and produce window ``window``.
+
+        CPU is counted over the measured phase only, so a run needs to be long enough for a
+        stable figure, not 10**6 messages: the defaults keep the slowest client (the Go producer
+        at a few thousand msg/s) near 5-20 s per run.
+        """
         if self.messages is not None:
             return self.messages
-        return 100_000 if size >= 10240 else 1_000_000
+        big = size >= 10240
+        if scenario == "produce":
+            if (window or 1) == 1:
+                return 10_000 if big else 20_000
+            return 50_000 if big else 100_000
+        return 50_000 if big else 300_000
+
+    def warmup_for(self, client: str) -> float:
+        """Produce warm-up seconds of ``client`` (``java``: :attr:`java_warmup_seconds`)."""
+        return self.java_warmup_seconds if client == "java" else self.warmup_seconds
 
     def as_dict(self) -> dict[str, object]:
         """JSON-able copy."""
@@ -88,8 +106,15 @@ class BenchConfig:
             "sizes": self.sizes,
             "windows": self.windows,
             "rounds": self.rounds,
-            "messages": {str(s): self.count_for(s) for s in self.sizes},
+            "messages": {
+                str(s): {
+                    **{f"produce W={w}": self.count_for(s, "produce", w) for w in self.windows},
+                    "consume": self.count_for(s),
+                }
+                for s in self.sizes
+            },
             "warmup_seconds": self.warmup_seconds,
+            "java_warmup_seconds": self.java_warmup_seconds,
             "loops": self.loops,
             "clients": self.clients,
             "scenarios": self.scenarios,
@@ -135,7 +160,12 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     parser.add_argument("--windows", type=_ints, help="produce windows W, e.g. 1,16,256")
     parser.add_argument("--rounds", type=int, help="rounds per cell (the first is discarded)")
     parser.add_argument("--messages", type=int, help="measured messages per run")
-    parser.add_argument("--warmup-seconds", type=float, help="produce warm-up per run")
+    parser.add_argument(
+        "--warmup-seconds", type=float, help="produce warm-up per run (ours, Go; default 5)"
+    )
+    parser.add_argument(
+        "--java-warmup-seconds", type=float, help="produce warm-up per Java run (default 30)"
+    )
     parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], help="our event loop")
     parser.add_argument("--clients", type=_names(ALL_CLIENTS), help="aio,java,go")
     parser.add_argument(
@@ -169,12 +199,13 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     if ns.quick:
         cfg = BenchConfig(
             quick=True, sizes=[1024], windows=[16, 256], rounds=4, messages=20_000,
-            warmup_seconds=5.0, clients=["aio", "java", "go"],
+            warmup_seconds=5.0, java_warmup_seconds=5.0, clients=["aio", "java", "go"],
             scenarios=["produce", "consume", "latency", "e2e"], floor=False,
             rates=[1000, 10000], latency_seconds=3.0, latency_warmup_seconds=1.0,
             e2e_rates=[1000], e2e_seconds=3.0, e2e_warmup_seconds=1.0,
         )  # fmt: skip
-    names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "clients", "scenarios",
+    names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "java_warmup_seconds",
+             "clients", "scenarios",
              "partitions", "out", "floor", "rates", "latency_seconds", "latency_warmup_seconds",
              "e2e_rates", "e2e_seconds", "spark_rows")  # fmt: skip
     for name in names:

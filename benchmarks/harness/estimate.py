@@ -86,10 +86,10 @@ def estimate(cfg: BenchConfig, java_ok: bool = True, go_ok: bool = False) -> Est
         for v in variants(cfg, cell.scenario, java_ok, go_ok):
             runs += cfg.rounds
             overhead = _OVERHEAD[cell.scenario][v.client]
-            count = cfg.count_for(cell.size)
+            count = cfg.count_for(cell.size, cell.scenario, cell.window)
             if cell.scenario == "produce":
                 rate = _produce_rate(v.client, cell.size, cell.window or 1)
-                one = overhead + cfg.warmup_seconds + count / rate
+                one = overhead + cfg.warmup_for(v.client) + count / rate
             elif cell.scenario == "consume":
                 one = overhead + count / _CONSUME[v.client]
             elif cell.scenario == "latency":

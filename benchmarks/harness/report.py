@@ -199,7 +199,8 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
         f"{'CPU 1' if pin['client'] else 'not pinned'} ({pin['note']})",
         f"- sizes {cfg['sizes']}, W {cfg['windows']}, {cfg['rounds']} rounds "
         f"({'first discarded' if cfg['discard_first'] else 'none discarded'}), messages/run "
-        f"{cfg['messages']}, produce warm-up {cfg['warmup_seconds']} s, "
+        f"{cfg['messages']}, produce warm-up {cfg['warmup_seconds']} s "
+        f"(Java {cfg.get('java_warmup_seconds', cfg['warmup_seconds'])} s), "
         f"{cfg['partitions']} partitions; topic settings "
         f"{raw['cluster'].get('topic_settings') or 'as given'} (master reports "
         f"{raw['cluster'].get('topic_settings_reported')})",

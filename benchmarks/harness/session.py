@@ -154,12 +154,13 @@ class Bench:
     async def run_one(self, cell: Cell, v: Variant, rnd: int) -> dict[str, Any]:
         """Run variant ``v`` once in ``cell``; return the run's entry for ``raw.json``."""
         cfg, master = self.cfg, self.cluster.master_addr
-        count = cfg.count_for(cell.size)
+        count = cfg.count_for(cell.size, cell.scenario, cell.window)
         name = f"r{rnd}-{cell.scenario}-{cell.size}-w{cell.window}-{v.name}"
         if cell.scenario == "produce":
             topic = self.topics.produce[(v.name, cell.size)]
             window = cell.window or 1
-            argv = produce_command(v, master, topic, count, cell.size, window, cfg.warmup_seconds)
+            warmup = cfg.warmup_for(v.client)
+            argv = produce_command(v, master, topic, count, cell.size, window, warmup)
         elif cell.scenario == "latency":
             topic = self.topics.produce[(v.name, cell.size)]
             rate = cell.rate or 1000

@@ -45,6 +45,7 @@ async def test_one_tiny_round_per_client_writes_numbers(
         discard_first=False,
         messages=2000,
         warmup_seconds=0.0,
+        java_warmup_seconds=0.0,
         loops=["asyncio"],
         clients=["aio", "java", "go"],
         scenarios=["produce", "consume", "latency", "e2e"],
