@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tubemq_aio.errors import ConfigError
 
@@ -127,6 +127,12 @@ class ClientTelemetry:
         )
         meter: Meter = metrics.get_meter(_SCOPE, __version__, meter_provider=options.meter_provider)
         self._propagator = TraceContextTextMapPropagator()
+        self._in_context = trace.set_span_in_context
+        # Per-topic attribute and label dicts of sends, built once (they never change and the
+        # OpenTelemetry API only reads them); bounded so a client writing to many topics does
+        # not grow without limit.
+        self._send_attrs: dict[str, dict[str, Any]] = {}
+        self._send_labels: dict[str, dict[str, str]] = {}
         self._producer_kind = trace.SpanKind.PRODUCER
         self._consumer_kind = trace.SpanKind.CONSUMER
         self.sent = meter.create_counter(
@@ -161,16 +167,18 @@ class ClientTelemetry:
             attributes: the user's attributes (a copy with ``traceparent`` added is yielded).
         """
         started = time.perf_counter()
+        base = self._send_attrs.get(topic)
+        if base is None:
+            base = _bounded_put(self._send_attrs, topic, _base("send", "send", topic))
         span = self.tracer.start_span(
             f"send {topic}",
             kind=self._producer_kind,
-            attributes={
-                **_base("send", "send", topic),
-                "messaging.message.body.size": body_size,
-            },
+            attributes={**base, "messaging.message.body.size": body_size},
         )
         handle = SendSpan(span, attributes)
-        if self.options.propagate:
+        # A span with an invalid context (no SDK configured: the API's no-op tracer) has
+        # nothing to propagate, and the message keeps the caller's attributes unchanged.
+        if self.options.propagate and span.get_span_context().is_valid:
             handle.attributes = self._inject(span, attributes)
         try:
             yield handle
@@ -184,18 +192,22 @@ class ClientTelemetry:
         self._count_send(started, topic, None)
         span.end()
 
-    def _inject(self, span: Span, attributes: Mapping[str, str] | None) -> dict[str, str]:
-        from opentelemetry import trace
-
+    def _inject(self, span: Span, attributes: Mapping[str, str] | None) -> Mapping[str, str] | None:
         carrier: dict[str, str] = {}
-        self._propagator.inject(carrier, context=trace.set_span_in_context(span))
+        self._propagator.inject(carrier, context=self._in_context(span))
+        if TRACEPARENT not in carrier:
+            return attributes
         merged = dict(attributes or {})
-        if TRACEPARENT in carrier:
-            merged[TRACEPARENT] = carrier[TRACEPARENT]
+        merged[TRACEPARENT] = carrier[TRACEPARENT]
         return merged
 
     def _count_send(self, started: float, topic: str, error: str | None) -> None:
-        labels = _metric_labels("send", topic, error)
+        if error is None:
+            labels = self._send_labels.get(topic)
+            if labels is None:
+                labels = _bounded_put(self._send_labels, topic, _metric_labels("send", topic, None))
+        else:
+            labels = _metric_labels("send", topic, error)
         self.sent.add(1, labels)
         self.operation_duration.record(time.perf_counter() - started, labels)
 
@@ -337,6 +349,19 @@ def _base(operation_type: str, operation_name: str, topic: str) -> dict[str, Any
         "messaging.operation.name": operation_name,
         "messaging.destination.name": topic,
     }
+
+
+#: Topics whose send attributes and labels a client keeps built (more are built per send).
+_CACHED_TOPICS = 256
+
+_V = TypeVar("_V")
+
+
+def _bounded_put(cache: dict[str, _V], topic: str, value: _V) -> _V:
+    """Keep ``value`` for ``topic`` unless :data:`_CACHED_TOPICS` topics are kept already."""
+    if len(cache) < _CACHED_TOPICS:
+        cache[topic] = value
+    return value
 
 
 def _metric_labels(operation: str, topic: str, error: str | None) -> dict[str, str]:

@@ -161,3 +161,47 @@ def test_gauges_follow_live_clients(otel: InMemoryTelemetry) -> None:
     del second
     gc.collect()
     assert [v for _, v in otel.metrics()["tubemq.client.partition.lag"]] == [3]
+
+
+def test_no_sdk_leaves_the_callers_attributes_alone() -> None:
+    """With the API's no-op tracer (no SDK configured) nothing is propagated, and the message
+    keeps the caller's attributes object (``None`` stays ``None``: the producer's plain path)."""
+    from opentelemetry.trace import NoOpTracerProvider
+
+    tel = telemetry_for(Telemetry(tracer_provider=NoOpTracerProvider()))
+    assert tel is not None
+    with tel.send_span("orders", 5, None) as handle:
+        assert handle.attributes is None
+    mine = {"k": "v"}
+    with tel.send_span("orders", 5, mine) as handle:
+        assert handle.attributes is mine
+    assert mine == {"k": "v"}
+
+
+def test_traceparent_is_added_to_a_copy(otel: InMemoryTelemetry) -> None:
+    tel = telemetry_for(otel.telemetry())
+    assert tel is not None
+    mine = {"k": "v"}
+    with tel.send_span("orders", 5, mine) as handle:
+        assert handle.attributes is not mine
+        assert handle.attributes is not None
+        assert set(handle.attributes) == {"k", TRACEPARENT}
+    assert mine == {"k": "v"}
+
+
+def test_sends_to_many_topics_are_each_counted(otel: InMemoryTelemetry) -> None:
+    """The per-topic label cache is bounded; topics beyond it are still counted correctly."""
+    tel = telemetry_for(otel.telemetry())
+    assert tel is not None
+    topics = [f"t{i}" for i in range(300)]
+    for topic in topics + topics[:1] + topics[-1:]:
+        with tel.send_span(topic, 1, None):
+            pass
+    points = otel.metrics()["messaging.client.sent.messages"]
+    by_topic = {labels["messaging.destination.name"]: value for labels, value in points}
+    assert len(by_topic) == 300
+    assert by_topic["t0"] == by_topic["t299"] == 2
+    assert by_topic["t150"] == 1
+    spans = otel.spans()
+    assert {s.name for s in spans} == {f"send {t}" for t in topics}
+    assert all(dict(s.attributes or {})["messaging.destination.name"] == s.name[5:] for s in spans)
