@@ -16,6 +16,7 @@ class GetMessageParser:
         undefined: int,
     ) -> None: ...
     def __call__(self, data: bytes) -> Any: ...
+    def columns(self, data: bytes) -> tuple[Any, int, bytes] | None: ...
 
 class RawDecoder:
     def __init__(
@@ -38,6 +39,31 @@ class RawDecoder:
         counters: Any,
         deliver_corrupt: bool = False,
     ) -> tuple[list[Message], int]: ...
+
+class ColumnDecoder:
+    def __init__(
+        self,
+        crc32: Callable[[Any], int],
+        attr_cache: dict[bytes, Any],
+        attribute_info: Callable[[bytes], Any],
+        no_block: tuple[Any, ...],
+        log: Logger,
+    ) -> None: ...
+    def __call__(
+        self,
+        data: bytes,
+        ids: Any,
+        checksums: Any,
+        flags: Any,
+        starts: Any,
+        ends: Any,
+        bodies: Any,
+        *,
+        partition_key: str,
+        filters: frozenset[str],
+        counters: Any,
+        deliver_corrupt: bool,
+    ) -> tuple[bytes, bytes, bytes | None, list[tuple[Any, ...]]]: ...
 
 class FrameDecoder:
     def __init__(self, max_frame_bytes: int = ..., max_list_size: int = ...) -> None: ...

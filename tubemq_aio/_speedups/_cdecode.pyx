@@ -2,22 +2,26 @@
 """Compiled twins of the consume hot loops; see :mod:`tubemq_aio._speedups`.
 
 ``GetMessageParser`` and ``RawDecoder`` give exactly what the pure-Python functions they are
-bound to give (``tests/unit/test_speedups.py`` compares them on random and malformed input).
+bound to give (``tests/unit/test_speedups.py`` compares them on random and malformed input);
+``GetMessageParser.columns`` and ``ColumnDecoder`` are the Spark source's column decode
+(``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``).
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
 (an unknown field, a duplicate, a missing required field, a truncated or odd varint, text that
 is not UTF-8) makes the walk return None and is handed to the pure parser, which then decides, so malformed input gets the same
 error either way.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.ref cimport Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from tubemq_aio.errors import FrameError
 from tubemq_aio.protocol.framing import BEGIN_TOKEN, BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES, MAX_LIST_SIZE, Frame
@@ -128,6 +132,77 @@ cdef inline bint _length(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p
     return True
 
 
+cdef struct _Span:
+    # One TransferedMessage: its fields, and where its payload lies in the answer.
+    int64_t message_id
+    int64_t checksum
+    int64_t flag
+    int64_t start
+    int64_t stop
+
+
+cdef struct _Spans:
+    _Span *items
+    Py_ssize_t count
+    Py_ssize_t capacity
+
+
+cdef bint _read_span(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t stop,
+                     _Span *out) noexcept:
+    """One ``TransferedMessage`` (fields 1-4 exactly once each, any order) into ``out``."""
+    cdef uint64_t key, value
+    cdef Py_ssize_t size
+    cdef unsigned int seen = 0, bit
+    cdef int32_t number
+    while pos < stop:
+        if not _varint(buf, stop, &pos, &key) or key > 0x22:
+            return False
+        bit = 1u << (key >> 3)
+        if seen & bit:
+            return False
+        seen |= bit
+        if key == 0x1A:
+            if not _length(buf, stop, &pos, &size):
+                return False
+            out.start = pos
+            out.stop = pos + size
+            pos += size
+            continue
+        if key & 7 or not _varint(buf, stop, &pos, &value):
+            return False
+        key >>= 3
+        if key == 1:
+            out.message_id = <int64_t>value
+        elif key == 2 or key == 4:
+            if not _int32(value, &number):
+                return False
+            if key == 2:
+                out.checksum = number
+            else:
+                out.flag = number
+        else:
+            return False
+    return seen == 0b11110
+
+
+cdef int _add_span(_Spans *spans, const unsigned char *buf, Py_ssize_t pos,
+                   Py_ssize_t stop) except -1:
+    """Append one message's span; 1 when it is not one the walker takes, 0 when added."""
+    cdef Py_ssize_t grown
+    cdef _Span *items
+    if spans.count == spans.capacity:
+        grown = spans.capacity * 2 if spans.capacity else 512
+        items = <_Span *>PyMem_Realloc(spans.items, grown * sizeof(_Span))
+        if items == NULL:
+            raise MemoryError()
+        spans.items = items
+        spans.capacity = grown
+    if not _read_span(buf, pos, stop, &spans.items[spans.count]):
+        return 1
+    spans.count += 1
+    return 0
+
+
 cdef class GetMessageParser:
     """``parse_get_message_response`` compiled: a bytes -> ``GetMessageResponse`` callable.
 
@@ -156,11 +231,47 @@ cdef class GetMessageParser:
     def __call__(self, data):
         cdef object parsed = None
         if PyBytes_CheckExact(data):
-            parsed = self._walk(data)
+            parsed = self._walk(data, NULL)
         return self.fallback(data) if parsed is None else parsed
 
-    cdef object _walk(self, bytes data):
-        """The response, or None when the pure parser must decide."""
+    def columns(self, data):
+        """The answer without its messages, and its messages as columns; None when the pure
+        parser must decide (the same inputs as for a call).
+
+        Returns:
+            ``(response, n, spans)``: ``response`` with ``messages=()``; ``spans`` is ``5 * n``
+            native int64 values, five runs of ``n``: ``messageId``, ``checkSum``, ``flag``,
+            and the start and end of each payload in ``data``.
+        """
+        cdef _Spans spans
+        cdef object parsed
+        cdef bytes out
+        cdef int64_t *column
+        cdef Py_ssize_t i, n
+        if not PyBytes_CheckExact(data):
+            return None
+        spans.items = NULL
+        spans.count = spans.capacity = 0
+        try:
+            parsed = self._walk(data, &spans)
+            if parsed is None:
+                return None
+            n = spans.count
+            out = PyBytes_FromStringAndSize(NULL, 5 * n * sizeof(int64_t))
+            column = <int64_t *>PyBytes_AS_STRING(out)
+            for i in range(n):
+                column[i] = spans.items[i].message_id
+                column[n + i] = spans.items[i].checksum
+                column[2 * n + i] = spans.items[i].flag
+                column[3 * n + i] = spans.items[i].start
+                column[4 * n + i] = spans.items[i].stop
+            return parsed, n, out
+        finally:
+            PyMem_Free(spans.items)
+
+    cdef object _walk(self, bytes data, _Spans *spans):
+        """The response, or None when the pure parser must decide. With ``spans``, the
+        messages go there (as spans) and the response has none."""
         cdef const unsigned char *buf = <const unsigned char *>PyBytes_AS_STRING(data)
         cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
         cdef Py_ssize_t pos = 0, size
@@ -177,10 +288,14 @@ cdef class GetMessageParser:
             if key == 0x22:  # field 4, length-delimited: one TransferedMessage
                 if not _length(buf, end, &pos, &size):
                     return None
-                item = self._transfered(buf, pos, pos + size)
-                if item is None:
-                    return None
-                PyList_Append(messages, item)
+                if spans != NULL:
+                    if _add_span(spans, buf, pos, pos + size):
+                        return None
+                else:
+                    item = self._transfered(buf, pos, pos + size)
+                    if item is None:
+                        return None
+                    PyList_Append(messages, item)
                 pos += size
                 continue
             bit = 1u << (key >> 3)
@@ -240,42 +355,12 @@ cdef class GetMessageParser:
         )
 
     cdef object _transfered(self, const unsigned char *buf, Py_ssize_t pos, Py_ssize_t stop):
-        """One ``TransferedMessage`` (fields 1-4 exactly once each, any order), or None."""
-        cdef uint64_t key, value
-        cdef Py_ssize_t size
-        cdef unsigned int seen = 0, bit
-        cdef int64_t message_id = 0
-        cdef int32_t checksum = 0, flag = 0
-        cdef object payload = None
-        while pos < stop:
-            if not _varint(buf, stop, &pos, &key) or key > 0x22:
-                return None
-            bit = 1u << (key >> 3)
-            if seen & bit:
-                return None
-            seen |= bit
-            if key == 0x1A:
-                if not _length(buf, stop, &pos, &size):
-                    return None
-                payload = PyBytes_FromStringAndSize(<const char *>buf + pos, size)
-                pos += size
-                continue
-            if key & 7 or not _varint(buf, stop, &pos, &value):
-                return None
-            key >>= 3
-            if key == 1:
-                message_id = <int64_t>value
-            elif key == 2:
-                if not _int32(value, &checksum):
-                    return None
-            elif key == 4:
-                if not _int32(value, &flag):
-                    return None
-            else:
-                return None
-        if seen != 0b11110:
+        """One ``TransferedMessage`` as a ``RawMessage``, or None."""
+        cdef _Span span
+        if not _read_span(buf, pos, stop, &span):
             return None
-        return tubemq_tuple4(self.raw_type, message_id, checksum, payload, flag)
+        payload = PyBytes_FromStringAndSize(<const char *>buf + span.start, span.stop - span.start)
+        return tubemq_tuple4(self.raw_type, span.message_id, span.checksum, payload, span.flag)
 
 
 # Message fields, in the order RawDecoder fills them.
@@ -413,6 +498,169 @@ cdef class RawDecoder:
             PyList_Append(result, msg)
             total += PyBytes_GET_SIZE(body)
         return result, total
+
+
+cdef class ColumnDecoder:
+    """The Spark source's column decode (``tubemq_aio.spark._columns``) compiled: the rules of
+    ``RawDecoder`` (same counters, same log lines, in message order), but the kept messages
+    come out as columns, not ``Message`` objects.
+
+    Args:
+        crc32: the CRC-32 function (zlib-ng's when installed); it is given a memoryview.
+        attr_cache: the shared ``raw attribute block -> info`` cache (a dict).
+        attribute_info: fills the cache on a miss (the pure module's function).
+        no_block: the info of a message without an attribute block (entry 0 of every table).
+        log: the logger for dropped messages.
+    """
+
+    cdef object crc32
+    cdef dict attr_cache
+    cdef object attribute_info
+    cdef object no_block
+    cdef object log
+
+    def __init__(self, crc32, attr_cache, attribute_info, no_block, log):
+        self.crc32 = crc32
+        self.attr_cache = attr_cache
+        self.attribute_info = attribute_info
+        self.no_block = no_block
+        self.log = log
+
+    def __call__(self, bytes data, const int64_t[::1] ids, const int64_t[::1] checksums,
+                 const int64_t[::1] flags, const int64_t[::1] starts, const int64_t[::1] ends,
+                 object bodies, *, partition_key, filters, counters,
+                 deliver_corrupt):
+        """Decode the messages whose fields and payload spans (in ``data``) are given.
+
+        The kept bodies are written end to end into ``bodies`` (a writable buffer at least as
+        long as ``data``: the caller picks the allocator, e.g. Arrow's pool, which keeps its
+        pages between batches where a fresh bytes object of this size costs page faults).
+
+        Returns:
+            ``(ids, offsets, blocks, infos)`` of the kept messages: native int64 ``messageId``
+            values, native int32 Arrow offsets into ``bodies`` (one more than the messages; the
+            last is the bytes written), native int32 indexes into ``infos`` (or None when no
+            message had an attribute block) and the infos ``(attribute, attributes, msg_type,
+            msg_time)`` of the distinct blocks, ``no_block`` first.
+
+        Raises:
+            ValueError: the columns differ in length, ``bodies`` is too short, or a span lies
+                outside ``data``.
+        """
+        cdef Py_ssize_t n = ids.shape[0], size = PyBytes_GET_SIZE(data)
+        cdef Py_ssize_t i, kept, total
+        cdef const unsigned char *buf = <const unsigned char *>PyBytes_AS_STRING(data)
+        cdef bint any_block
+        cdef list infos = [self.no_block]
+        if not (checksums.shape[0] == flags.shape[0] == starts.shape[0] == ends.shape[0] == n):
+            raise ValueError("columns of different lengths")
+        if size > 0x7FFFFFFF:
+            raise ValueError("answer too large for int32 offsets")
+
+        for i in range(n):
+            if not 0 <= starts[i] <= ends[i] <= size:
+                raise ValueError("a payload span lies outside the answer")
+        # Sized for every message, shrunk to the kept ones at the end (nobody sees them before).
+        cdef PyObject *out[3]
+        cdef Py_buffer view
+        PyObject_GetBuffer(bodies, &view, PyBUF_WRITABLE)
+        out[0] = out[1] = out[2] = NULL
+        try:
+            if view.len < size:
+                raise ValueError("the bodies buffer is shorter than the answer")
+            tubemq_resize(&out[0], n * sizeof(int64_t))
+            tubemq_resize(&out[1], (n + 1) * sizeof(int32_t))
+            tubemq_resize(&out[2], n * sizeof(int32_t))
+            kept, total, any_block = self._decode(
+                buf, ids, checksums, flags, starts, ends, partition_key, filters, counters,
+                deliver_corrupt, infos,
+                <int64_t *>PyBytes_AS_STRING(<object>out[0]),
+                <int32_t *>PyBytes_AS_STRING(<object>out[1]),
+                <char *>view.buf,
+                <int32_t *>PyBytes_AS_STRING(<object>out[2]),
+            )
+            tubemq_resize(&out[0], kept * sizeof(int64_t))
+            tubemq_resize(&out[1], (kept + 1) * sizeof(int32_t))
+            tubemq_resize(&out[2], kept * sizeof(int32_t))
+            return (<object>out[0], <object>out[1], <object>out[2] if any_block else None,
+                    infos)
+        finally:
+            PyBuffer_Release(&view)
+            for i in range(3):
+                Py_XDECREF(out[i])
+
+    cdef tuple _decode(self, const unsigned char *buf, const int64_t[::1] ids,
+                       const int64_t[::1] checksums, const int64_t[::1] flags,
+                       const int64_t[::1] starts, const int64_t[::1] ends, object partition_key,
+                       object filters, object counters, object deliver_corrupt, list infos,
+                       int64_t *kept_ids, int32_t *offsets, char *bodies, int32_t *blocks):
+        """The loop of :meth:`__call__`; returns ``(kept, total body bytes, any block)``."""
+        cdef Py_ssize_t n = ids.shape[0]
+        cdef Py_ssize_t i, kept = 0, total = 0, a, b, attr_len, body, last_len = -1
+        cdef const unsigned char *last = NULL
+        cdef int32_t index, last_index = 0
+        cdef bint crc_ok, corrupt_ok = bool(deliver_corrupt), filtering = bool(filters)
+        cdef bint any_block = False
+        cdef object block, info, got, msg_type
+        cdef dict cache = self.attr_cache, seen = {}
+        offsets[0] = 0
+        for i in range(n):
+            a = starts[i]
+            b = ends[i]
+            crc_ok = (self.crc32(PyMemoryView_FromMemory(<char *>buf + a, b - a, PyBUF_READ))
+                      & 0x7FFFFFFF) == checksums[i]
+            index = 0
+            body = a
+            if flags[i] & 1:
+                if b - a >= 4:
+                    attr_len = <int32_t>_be32(buf + a)
+                else:
+                    attr_len = -1
+                if attr_len < 0 or 4 + attr_len > b - a:
+                    counters.decode_errors += 1
+                    self.log.warning(
+                        "undecodable message %d in %s: attribute block does not fit the payload",
+                        ids[i],
+                        partition_key,
+                    )
+                    continue
+                body = a + 4 + attr_len
+                if attr_len:
+                    any_block = True
+                    # Messages of one producer repeat the block: compare with the last one.
+                    if attr_len == last_len and memcmp(buf + a + 4, last, attr_len) == 0:
+                        index = last_index
+                    else:
+                        block = PyBytes_FromStringAndSize(<const char *>buf + a + 4, attr_len)
+                        got = seen.get(block)
+                        if got is None:
+                            info = cache.get(block)
+                            if info is None:
+                                info = self.attribute_info(block)
+                            got = len(infos)
+                            infos.append(info)
+                            seen[block] = got
+                        index = got
+                        last = buf + a + 4
+                        last_len = attr_len
+                        last_index = index
+            if not crc_ok:
+                counters.crc_mismatches += 1
+                self.log.warning("checksum mismatch of message %d in %s", ids[i], partition_key)
+                if not corrupt_ok:
+                    continue
+            if filtering:
+                msg_type = infos[index][2]
+                if msg_type not in filters:
+                    counters.filtered += 1
+                    continue
+            kept_ids[kept] = ids[i]
+            memcpy(bodies + total, buf + body, b - body)
+            total += b - body
+            blocks[kept] = index
+            kept += 1
+            offsets[kept] = <int32_t>total
+        return kept, total, any_block
 
 
 cdef enum:

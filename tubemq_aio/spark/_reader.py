@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -39,7 +39,8 @@ from tubemq_aio.errors import (
     PartitionOccupiedError,
     TubeMQError,
 )
-from tubemq_aio.spark._columns import COLUMNS, MessageColumns
+from tubemq_aio.spark._columns import COLUMNS
+from tubemq_aio.spark._message_columns import AttrInfo, MessageColumns
 from tubemq_aio.spark._offsets import RECORD, OffsetRange
 from tubemq_aio.spark._options import SourceOptions
 
@@ -181,8 +182,7 @@ def _chunk(columns: MessageColumns, start: int, types: frozenset[str]) -> ReadCh
     offsets = np.arange(start, start + RECORD * n, RECORD, dtype=np.int64)
     if not types:
         return ReadChunk(columns, offsets)
-    kinds = columns.msg_types or [""] * n
-    kept = np.flatnonzero(np.fromiter((t in types for t in kinds), dtype=bool, count=n))
+    kept = np.flatnonzero(columns.of_types(types))
     if not len(kept):
         return None
     return ReadChunk(columns.take(kept), offsets[kept])
@@ -200,42 +200,35 @@ def _same(value: str, n: int, type_: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
-def _joined(chunks: Sequence[ReadChunk], field: str, absent: Any) -> list[Any] | None:
-    """One list of a per-message column over the chunks; None when no chunk has it."""
-    parts = [getattr(c.columns, field) for c in chunks]
-    if all(p is None for p in parts):
-        return None
-    out: list[Any] = []
-    for chunk, part in zip(chunks, parts, strict=True):
-        out += [absent] * len(chunk.columns) if part is None else part
-    return out
-
-
-def _times(values: list[datetime | None] | None, n: int, type_: pa.DataType) -> pa.Array:
-    if values is None:
-        return pa.nulls(n, type_)
-    # Few distinct times (minute precision, shared by the decode cache): convert each once.
-    utc = {v: _utc(v) for v in set(values)}
-    return pa.array([utc[v] for v in values], type=type_)
-
-
-def _attributes(maps: list[Mapping[str, str]] | None, n: int, type_: pa.DataType) -> pa.Array:
-    if maps is None or not any(maps):
-        return pa.MapArray.from_arrays(
-            pa.array(np.zeros(n + 1, dtype=np.int32)),
-            pa.array([], pa.string()),
-            pa.array([], pa.string()),
-            type=type_,
-        )
-    # Messages of one producer share one mapping (the decode cache): list its items once.
-    items: dict[int, list[tuple[str, str]]] = {}
-    rows = []
-    for a in maps:
-        got = items.get(id(a))
-        if got is None:
-            got = items[id(a)] = list(a.items())
-        rows.append(got)
-    return pa.array(rows, type=type_)
+def _block_columns(chunks: Sequence[ReadChunk], n: int, types: list[pa.DataType]) -> list[pa.Array]:
+    """The msg_type, msg_time and attributes columns: each chunk's table of distinct attribute
+    blocks converted once, then taken row by row by Arrow."""
+    if all(c.columns.blocks is None for c in chunks):
+        return [
+            _same("", n, types[0]),
+            pa.nulls(n, types[1]),
+            pa.MapArray.from_arrays(
+                pa.array(np.zeros(n + 1, dtype=np.int32)),
+                pa.array([], pa.string()),
+                pa.array([], pa.string()),
+                type=types[2],
+            ),
+        ]
+    table: list[AttrInfo] = []
+    parts: list[np.ndarray[Any, np.dtype[np.int32]]] = []
+    for chunk in chunks:
+        columns = chunk.columns
+        blocks = columns.blocks
+        if blocks is None:
+            blocks = np.zeros(len(columns), dtype=np.int32)
+        parts.append(blocks + np.int32(len(table)))
+        table += columns.infos
+    rows = pa.array(np.concatenate(parts))
+    return [
+        pa.array([info[2] for info in table], type=types[0]).take(rows),
+        pa.array([_utc(info[3]) for info in table], type=types[1]).take(rows),
+        pa.array([list(info[1].items()) for info in table], type=types[2]).take(rows),
+    ]
 
 
 def chunks_to_arrow(
@@ -252,16 +245,13 @@ def chunks_to_arrow(
     """
     types = [f.type for f in schema]
     n = sum(len(c.columns) for c in chunks)
-    msg_types = _joined(chunks, "msg_types", "")
     bodies = [c.columns.bodies for c in chunks]
     arrays = [
         _same(partition[0], n, types[0]),
         _same(partition[1], n, types[1]),
         pa.array(_concat([c.offsets for c in chunks]), type=types[2]),
         pa.array(_concat([c.columns.message_ids for c in chunks]), type=types[3]),
-        _same("", n, types[4]) if msg_types is None else pa.array(msg_types, type=types[4]),
-        _times(_joined(chunks, "msg_times", None), n, types[5]),
-        _attributes(_joined(chunks, "attributes", {}), n, types[6]),
+        *_block_columns(chunks, n, types[4:7]),
         bodies[0]
         if len(bodies) == 1
         else pa.concat_arrays(bodies)

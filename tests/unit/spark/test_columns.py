@@ -1,17 +1,27 @@
 """The Spark source's column decoder gives exactly what the row path gives: the same values for
-every message kept, the same counters, the same errors, on valid, odd and malformed answers."""
+every message kept, the same counters, the same errors, on valid, odd and malformed answers.
+
+Every comparison runs the pure column decoder and, when the accelerator is built (whatever
+``TUBEMQ_AIO_PURE`` says), the compiled one."""
 
 from __future__ import annotations
 
+import logging
+import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from tubemq_aio import _speedups
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.errors import RemoteProtocolError
@@ -19,7 +29,42 @@ from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.message import checksum, encode_message
 from tubemq_aio.spark import _columns
-from tubemq_aio.spark._columns import MessageColumns, decode_columns, parse_columns
+from tubemq_aio.spark._columns import (
+    ColumnAnswer,
+    MessageColumns,
+    compiled_decode,
+    compiled_parse,
+    decode_columns,
+    decode_columns_py,
+    parse_columns,
+    parse_columns_py,
+)
+from tubemq_aio.spark._message_columns import NO_BLOCK
+from tubemq_aio.spark._reader import ReadChunk, chunks_to_arrow
+from tubemq_aio.spark.source import SCHEMA
+
+
+def _loaded() -> ModuleType | None:
+    """The compiled module if it is built, whatever ``TUBEMQ_AIO_PURE`` says."""
+    try:
+        from tubemq_aio._speedups import _cdecode
+    except ImportError:  # not built: the pure decoder alone
+        return None
+    return _cdecode
+
+
+EXT = _loaded()
+
+Parse = Callable[[bytes], ColumnAnswer]
+Decode = Callable[[ColumnAnswer, DecodeContext], MessageColumns]
+#: (name, parse, decode) of each column decoder.
+IMPLS: list[tuple[str, Parse, Decode]] = [("pure", parse_columns_py, decode_columns_py)]
+if EXT is not None:
+    IMPLS.append((
+        "compiled",
+        compiled_parse(EXT),
+        compiled_decode(EXT),
+    ))  # fmt: skip
 
 
 @dataclass
@@ -43,10 +88,13 @@ def rows_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
     return fields_of(rsp), flat(MessageColumns.of(messages)), counters
 
 
-def columns_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
+def columns_of(
+    data: bytes, filters: frozenset[str], deliver: bool,
+    parse: Parse = parse_columns, decode: Decode = decode_columns,
+) -> Any:  # fmt: skip
     counters = Counters()
     try:
-        answer = parse_columns(data)
+        answer = parse(data)
     except RemoteProtocolError as exc:
         return ("error", str(exc))
     rsp = answer.response
@@ -55,7 +103,7 @@ def columns_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
         rsp.success, rsp.err_code, rsp.err_msg,
     )  # fmt: skip
     assert (answer.curr_offset, answer.max_offset) == (rsp.curr_offset, rsp.max_offset)
-    columns = decode_columns(answer, DecodeContext("t", "1:t:0", filters, counters, deliver))
+    columns = decode(answer, DecodeContext("t", "1:t:0", filters, counters, deliver))
     return fields_of(rsp), flat(columns), counters
 
 
@@ -91,8 +139,10 @@ def fast(data: bytes) -> bool:
 
 
 def same(data: bytes, filters: frozenset[str] = frozenset(), deliver: bool = False) -> Any:
+    """The row path's outcome, after checking that every column decoder gives it."""
     want = rows_of(data, filters, deliver)
-    assert columns_of(data, filters, deliver) == want
+    for name, parse, decode in IMPLS:
+        assert columns_of(data, filters, deliver, parse, decode) == want, name
     return want
 
 
@@ -273,12 +323,13 @@ def test_corrupt_undecodable_and_filtered_are_counted_and_logged_alike(
         caplog.clear()
         want = rows_of(data, frozenset({"keep"}), deliver)
         row_logs = [r.getMessage() for r in caplog.records]
-        caplog.clear()
-        got = columns_of(data, frozenset({"keep"}), deliver)
-        assert got == want
-        assert [r.getMessage() for r in caplog.records] == row_logs
-        assert got[2] == Counters(crc_mismatches=1, decode_errors=3, filtered=2)
-        assert got[1][0] == ([1, 2] if deliver else [1])
+        for name, parse, decode in IMPLS:
+            caplog.clear()
+            got = columns_of(data, frozenset({"keep"}), deliver, parse, decode)
+            assert got == want, name
+            assert [r.getMessage() for r in caplog.records] == row_logs, name
+            assert got[2] == Counters(crc_mismatches=1, decode_errors=3, filtered=2)
+            assert got[1][0] == ([1, 2] if deliver else [1])
     # Without filters the empty-block message is kept, with an empty body... of one byte.
     _, cols, _ = same(data)
     assert cols[0] == [1, 6, 7]
@@ -297,3 +348,136 @@ def test_head_and_take_keep_the_columns_aligned() -> None:
     assert flat(picked)[0] == [1, 4]
     assert flat(picked)[2] == ["a", "a"]
     assert picked.bodies.to_pylist() == [b"q", b"q"]
+
+
+# ---- the compiled column decoder against the pure one ------------------------------------------
+
+
+def test_the_accelerator_is_used_when_built_and_checks_its_spans() -> None:
+    if os.environ.get(_speedups.ENV_EXPECT, "") not in ("", "0"):
+        assert EXT is not None, "the accelerator is expected but not built"
+    if _speedups.compiled() is None:
+        assert (_columns._parse, _columns._decode) == (parse_columns_py, decode_columns_py)
+    else:
+        assert _columns._parse is not parse_columns_py
+        assert _columns._decode is not decode_columns_py
+    if EXT is None:
+        return
+    # The compiled decoder gets its spans from the walk; handed inconsistent ones, it refuses.
+    decoder = EXT.ColumnDecoder(checksum, {}, print, NO_BLOCK, logging.getLogger())
+    one = np.zeros(1, dtype=np.int64)
+    kwargs: dict[str, Any] = {
+        "partition_key": "k", "filters": frozenset(), "counters": Counters(),
+        "deliver_corrupt": False,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="different lengths"):
+        decoder(b"ab", one, one, one, one, np.zeros(2, dtype=np.int64), bytearray(2), **kwargs)
+    with pytest.raises(ValueError, match="outside"):
+        decoder(b"ab", one, one, one, one, one + 3, bytearray(2), **kwargs)
+    with pytest.raises(ValueError, match="shorter"):
+        decoder(b"ab", one, one, one, one, one + 2, bytearray(1), **kwargs)
+    with pytest.raises(BufferError):
+        decoder(b"ab", one, one, one, one, one + 2, b"xx", **kwargs)  # not writable
+    ids, offsets, blocks, infos = decoder(
+        b"ab", one, one + checksum(b"ab"), one, one, one + 2, bytearray(2), **kwargs
+    )
+    assert np.frombuffer(ids, np.int64).tolist() == [0]
+    assert np.frombuffer(offsets, np.int32).tolist() == [0, 2]
+    assert (blocks, infos) == (None, [NO_BLOCK])
+
+
+@st.composite
+def big_messages(draw: st.DrawFn) -> tuple[int, int, bytes, int]:
+    """Messages with bodies of 0 to 70 000 bytes (1-, 2- and 3-byte payload lengths)."""
+    size = draw(st.sampled_from([0, 1, 127, 128, 1024, 16383, 16384, 70_000]))
+    body = (draw(st.binary(min_size=1, max_size=8)) * (size // 8 + 1))[:size]
+    if draw(st.booleans()):
+        enc = encode_message(
+            body or b"x",
+            attributes=draw(st.dictionaries(_text, _text, max_size=2)),
+            msg_type=draw(st.sampled_from([None, "a", "c"])),
+            msg_time=draw(st.sampled_from([None, "202401011200"])),
+        )
+        data, flag = enc.data, enc.flag | draw(st.sampled_from([0, 2, 4]))
+    else:
+        data, flag = body, draw(st.sampled_from([0, 1, 2, 3, -1]))
+    crc = checksum(data) if draw(st.booleans()) else draw(st.integers(-(2**31), 2**31 - 1))
+    return draw(st.integers(-(2**63), 2**63 - 1)), crc, data, flag
+
+
+def _arrow(columns: MessageColumns) -> pa.RecordBatch:
+    schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    chunk = ReadChunk(columns, np.arange(len(columns), dtype=np.int64) * 28)
+    return chunks_to_arrow([chunk, chunk], schema, ("t", "1:t:0"))
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _logged(run: Callable[[], MessageColumns]) -> tuple[MessageColumns, list[str]]:
+    handler = _Lines()
+    logger = logging.getLogger("tubemq_aio.consumer")
+    logger.addHandler(handler)
+    try:
+        return run(), handler.lines
+    finally:
+        logger.removeHandler(handler)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=st.lists(st.one_of(messages(), big_messages()), max_size=10),
+    filters=_filters,
+    deliver=st.booleans(),
+)
+def test_every_decoder_gives_the_row_paths_columns_arrow_and_logs(
+    batch: list[tuple[int, int, bytes, int]], filters: frozenset[str], deliver: bool
+) -> None:
+    data = answer(batch, currOffset=5)
+    want_counters = Counters()
+    rows, want_lines = _logged(
+        lambda: MessageColumns.of(
+            decode_raw_messages(
+                parse_get_message_response(data).messages, topic="t", partition_key="1:t:0",
+                filters=filters, counters=want_counters, deliver_corrupt=deliver,
+            )[0]
+        )
+    )  # fmt: skip
+    for name, parse, decode in IMPLS:
+        counters = Counters()
+        context = DecodeContext("t", "1:t:0", filters, counters, deliver)
+        cols, lines = _logged(lambda: decode(parse(data), context))  # noqa: B023
+        assert (flat(cols), counters, lines) == (flat(rows), want_counters, want_lines), name
+        assert _arrow(cols).equals(_arrow(rows)), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch=st.lists(messages(), min_size=1, max_size=4),
+    cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    truncate=st.integers(0, 10**6),
+)
+def test_every_decoder_raises_the_row_paths_typed_error_on_bad_answers(
+    batch: list[tuple[int, int, bytes, int]], cuts: list[tuple[int, int]], truncate: int
+) -> None:
+    data = bytearray(answer(batch))
+    for where, value in cuts:
+        data[where % len(data)] = value
+    cut = bytes(data[: truncate % (len(data) + 1)])
+
+    def outcome(parse: Callable[[bytes], object]) -> tuple[Any, ...]:
+        try:
+            parse(cut)
+        except Exception as exc:
+            return ("error", type(exc), str(exc))
+        return ("ok",)
+
+    want = outcome(parse_get_message_response)
+    for name, parse, _ in IMPLS:
+        assert outcome(parse) == want, name
