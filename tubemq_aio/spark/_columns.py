@@ -507,6 +507,9 @@ def _bodies(data: bytes, starts: _Ints, ends: _Ints, rows: _Ints) -> pa.BinaryAr
 #: decoded by the pure code, whose ``take`` copes.
 _MAX_OFFSET = 2**31 - 1
 _ext = _speedups.compiled()
+# An extension built from an older source has the row codecs but not these: pure code then.
+if _ext is not None and not hasattr(_ext, "ColumnDecoder"):
+    _ext = None
 _parse = parse_columns_py if _ext is None else compiled_parse(_ext)
 _decode = decode_columns_py if _ext is None else compiled_decode(_ext)
 
