@@ -7,6 +7,7 @@ resolves sends when the test says so; everything above it is the real producer.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -59,8 +60,8 @@ class OnePool:
         return self.conn
 
 
-def started_producer(window: int, conn: HeldConnection) -> Producer:
-    producer = Producer("127.0.0.1:1", max_in_flight_sends=window)
+def started_producer(window: int, conn: HeldConnection, **options: Any) -> Producer:
+    producer = Producer("127.0.0.1:1", max_in_flight_sends=window, **options)
     session = ProducerSession(producer.config, None)  # type: ignore[arg-type]
     session.metadata.apply_register(RegisterResponse(True, 200, "OK", 5, ("1:127.0.0.1:8123",)), 0)
     session.metadata.apply_heartbeat(

@@ -39,7 +39,7 @@ from tubemq_aio.protocol.framing import (
     encode_frame,
     new_frame_decoder,
 )
-from tubemq_aio.protocol.rpc import decode_response
+from tubemq_aio.protocol.rpc import response_decoder
 
 __all__ = ["Connection"]
 
@@ -141,7 +141,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             fut = entry[0]
             stats.responses += 1
             try:
-                result = decode_response(payload)
+                result = response_decoder(payload)
             except Exception as exc:
                 error = (
                     exc

@@ -842,3 +842,142 @@ cdef class FrameDecoder:
         self.state = _HEADER
         PyList_Append(frames, tubemq_tuple2(self.frame_type, self.serial, payload))
         return 0
+
+
+# ---- the produce answer path ------------------------------------------------------------------
+
+# RpcConnHeader{flag=1} + ResponseHeader{status=SUCCESS, protocolVer=3}, both delimited.
+cdef const char *_SUCCESS_PREFIX = b"\x02\x08\x01\x04\x08\x00\x18\x03"
+
+
+cdef class ResponseDecoder:
+    """``decode_response`` compiled for the plain SUCCESS envelope with one-byte lengths (the
+    answer of every send and commit); any other payload goes to the pure function.
+
+    Args:
+        fallback: the pure ``decode_response``.
+    """
+
+    cdef object fallback
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    def __call__(self, payload):
+        cdef const unsigned char *b
+        cdef Py_ssize_t n, size, length
+        if PyBytes_CheckExact(payload):
+            n = PyBytes_GET_SIZE(payload)
+            b = <const unsigned char *>PyBytes_AS_STRING(payload)
+            if n > 12 and memcmp(b, _SUCCESS_PREFIX, 8) == 0:
+                size = b[8]
+                length = b[12]
+                if (size < 0x80 and length < 0x80 and b[9] == 0x08 and b[10] < 0x80
+                        and b[11] == 0x12 and 13 + length == 9 + size and 9 + size <= n):
+                    return PyBytes_FromStringAndSize(<const char *>b + 13, length)
+        return self.fallback(payload)
+
+
+cdef enum:
+    _NRESULT = 7
+
+
+cdef class SendResultParser:
+    """``SendResultParser.parse`` compiled: ``(data, partition) -> SendResult``.
+
+    Takes only the canonical successful answer: fields 1–7 in increasing order, each at most
+    once, ``success``/``errCode``/``errMsg`` and ``messageId`` present, ``errCode`` 200, bools 0
+    or 1, an ASCII ``errMsg``. Anything else (an error code, an old broker's id in ``errMsg``,
+    malformed bytes) goes to the pure parser, which decides.
+
+    Args:
+        result_cls: ``SendResult`` (a slotted dataclass).
+        fields: its seven field names in order.
+        fallback: the pure ``(data, partition) -> SendResult``.
+    """
+
+    cdef PyTypeObject *result_type
+    cdef object result_cls
+    cdef Py_ssize_t offsets[_NRESULT]
+    cdef object fallback
+
+    def __init__(self, result_cls, fields, fallback):
+        cdef int i
+        cdef Py_ssize_t off
+        if len(fields) != _NRESULT or tuple(result_cls.__dataclass_fields__) != tuple(fields):
+            raise TypeError("SendResult fields changed")
+        for i in range(_NRESULT):
+            off = tubemq_slot_offset(vars(result_cls)[fields[i]])
+            if off < 0:
+                raise TypeError(f"SendResult.{fields[i]} is not a plain slot")
+            self.offsets[i] = off
+        self.result_cls = result_cls
+        self.result_type = <PyTypeObject *>result_cls
+        self.fallback = fallback
+
+    def __call__(self, data, partition):
+        cdef object result = None
+        if PyBytes_CheckExact(data):
+            result = self._walk(data, partition)
+        return self.fallback(data, partition) if result is None else result
+
+    cdef object _walk(self, bytes data, object partition):
+        """The result, or None when the pure parser must decide."""
+        cdef const unsigned char *buf = <const unsigned char *>PyBytes_AS_STRING(data)
+        cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
+        cdef Py_ssize_t pos = 0, size, i
+        cdef uint64_t key, value, field, last = 0
+        cdef unsigned int seen = 0
+        cdef int32_t err_code = 0
+        cdef int64_t message_id = 0, append_time = -1, append_offset = -1
+        cdef PyObject *values[_NRESULT]
+        while pos < end:
+            if not _varint(buf, end, &pos, &key) or key > 0x3F:
+                return None
+            field = key >> 3
+            if field <= last:
+                return None  # out of order, repeated or field 0: the pure parser decides
+            last = field
+            seen |= 1u << field
+            if key == 0x1A:  # errMsg
+                if not _length(buf, end, &pos, &size):
+                    return None
+                for i in range(size):
+                    if buf[pos + i] >= 0x80:
+                        return None  # the pure parser checks the UTF-8
+                pos += size
+                continue
+            if key & 7 or not _varint(buf, end, &pos, &value):
+                return None
+            if field == 1 or field == 4:  # bools
+                if value > 1:
+                    return None
+            elif field == 2:
+                if not _int32(value, &err_code):
+                    return None
+            elif field == 5:
+                message_id = <int64_t>value
+            elif field == 6:
+                append_time = <int64_t>value
+            elif field == 7:
+                append_offset = <int64_t>value
+            else:
+                return None
+        # success (1), errCode (2), errMsg (3) are required; messageId (5) spares errMsg's parse.
+        if (seen & 0b101110) != 0b101110 or err_code != 200:
+            return None
+        cdef object topic = partition.topic
+        cdef object partition_key = partition.partition_key
+        cdef object partition_id = partition.partition_id
+        cdef object broker_id = partition.broker.broker_id
+        cdef object mid = message_id
+        cdef object at = append_time
+        cdef object ao = append_offset
+        values[0] = <PyObject *>topic
+        values[1] = <PyObject *>partition_key
+        values[2] = <PyObject *>partition_id
+        values[3] = <PyObject *>broker_id
+        values[4] = <PyObject *>mid
+        values[5] = <PyObject *>at
+        values[6] = <PyObject *>ao
+        return tubemq_slotted(self.result_type, self.offsets, values, _NRESULT)

@@ -13,7 +13,7 @@ from tubemq_aio.protocol.consumer_meta import validate_topic_name
 from tubemq_aio.protocol.message import InvalidMessageError, check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
-__all__ = ["MAX_SEND_TIMEOUT", "ProducerConfig", "check_send_args"]
+__all__ = ["MAX_SEND_TIMEOUT", "ProducerConfig", "check_send_args", "check_send_many_args"]
 
 #: The longest send timeout accepted, per attempt, in seconds (``send_timeout`` and
 #: ``send(timeout=...)``); the broker caps its own deadline at the same value.
@@ -28,6 +28,7 @@ class ProducerConfig(ClientConfig):
         topics: topics to publish at start; more can be published later.
         send_timeout: seconds one send attempt waits for the broker (default ``rpc_timeout``).
         max_in_flight_sends: sends outstanding across the producer; further senders wait.
+        max_send_many: most messages one :meth:`Producer.send_many` call takes.
         send_retries: extra attempts, on another partition, for a send that certainly did not
             store the message (connect failure, broker 503/419 refusals).
         partitioner: chooses the partition of each send (default: key hash for keyed messages,
@@ -44,6 +45,7 @@ class ProducerConfig(ClientConfig):
     topics: tuple[str, ...] = ()
     send_timeout: float | None = None
     max_in_flight_sends: int = 4096
+    max_send_many: int = 10_000
     send_retries: int = 2
     partitioner: Partitioner = field(default_factory=DefaultPartitioner)
     blocking: BrokerBlockingConfig = field(default_factory=BrokerBlockingConfig)
@@ -64,6 +66,7 @@ class ProducerConfig(ClientConfig):
         object.__setattr__(self, "topics", topics)
         c.optional_seconds("send_timeout", self.send_timeout, high=MAX_SEND_TIMEOUT)
         c.integer("max_in_flight_sends", self.max_in_flight_sends, low=1, high=1 << 20)
+        c.integer("max_send_many", self.max_send_many, low=1, high=1 << 20)
         c.integer("send_retries", self.send_retries, low=0, high=100)
         c.instance("partitioner", self.partitioner, Partitioner)
         c.instance("blocking", self.blocking, BrokerBlockingConfig)
@@ -125,3 +128,51 @@ def check_send_args(
         checks.problem(f"key must be bytes or str, got {type(key).__name__}")
     checks.optional_seconds("timeout", timeout, high=MAX_SEND_TIMEOUT)
     checks.done()
+
+
+def check_send_many_args(
+    topic: object,
+    bodies: object,
+    limit: int,
+    *,
+    key: object = None,
+    timeout: object = None,
+    attributes: object = None,
+    msg_type: object = None,
+    msg_time: datetime | str | None = None,
+) -> list[bytes]:
+    """Validate every argument of a ``send_many`` call; return the bodies as a list.
+
+    Args:
+        topic: the topic.
+        bodies: a list or tuple of message bodies.
+        limit: the most bodies allowed (``max_send_many``).
+        key: as for a single send.
+        timeout: as for a single send.
+        attributes: as for a single send.
+        msg_type: as for a single send.
+        msg_time: as for a single send.
+
+    Raises:
+        InvalidMessageError: ``bodies`` is not a list or tuple, holds more than ``limit``
+            bodies, or any argument (or any body, named by its index) is invalid.
+    """
+    if not isinstance(bodies, list | tuple):
+        raise InvalidMessageError(
+            f"send_many: bodies must be a list or tuple of bytes, got {type(bodies).__name__}"
+        )
+    if len(bodies) > limit:
+        raise InvalidMessageError(
+            f"send_many: {len(bodies)} bodies exceed max_send_many={limit}; split the call"
+        )
+    extra = {"key": key, "timeout": timeout, "attributes": attributes, "msg_type": msg_type,
+             "msg_time": msg_time}  # fmt: skip
+    # The shared arguments once (with a stand-in body), then each body by its index.
+    check_send_args(topic, b"x", **extra)  # type: ignore[arg-type]
+    for index, body in enumerate(bodies):
+        if type(body) is not bytes or not body:
+            try:
+                check_message(body)
+            except InvalidMessageError as exc:
+                raise InvalidMessageError(f"send_many: bodies[{index}]: {exc}") from None
+    return list(bodies)

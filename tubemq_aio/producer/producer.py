@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any, Self
 
@@ -30,15 +30,16 @@ from tubemq_aio.errors import (
     WriteTimeoutError,
 )
 from tubemq_aio.master import MasterInvoker
+from tubemq_aio.producer._batch import SendMany, encode_all
 from tubemq_aio.producer._session import ProducerSession
-from tubemq_aio.producer.config import ProducerConfig, check_send_args
+from tubemq_aio.producer.config import ProducerConfig, check_send_args, check_send_many_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import encode_message, ip_to_int, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import (
     SendRequestEncoder,
     SendResult,
-    SendResultParser,
+    send_result_parser,
 )
 from tubemq_aio.protocol.routing import PartitionBackoff
 from tubemq_aio.telemetry import Gauge, telemetry_for
@@ -92,7 +93,7 @@ class Producer(AsyncLifecycle):
         self._rpc: RpcClient | None = None
         self._session: ProducerSession | None = None
         self._encoder: SendRequestEncoder | None = None
-        self._parser = SendResultParser()  # used on this producer's loop only
+        self._parse_answer = send_result_parser()  # used on this producer's loop only
         self._blocker = BrokerBlocker(config.blocking)
         self._backoff = PartitionBackoff()
         self._max_in_flight = config.max_in_flight_sends
@@ -240,6 +241,67 @@ class Producer(AsyncLifecycle):
         return await self._send(session, False, topic, body, attributes, msg_type, msg_time,
                                 key, timeout)  # fmt: skip
 
+    async def send_many(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        *,
+        attributes: Mapping[str, str] | None = None,
+        msg_type: str | None = None,
+        msg_time: datetime | str | None = None,
+        key: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> list[SendResult | TubeMQError]:
+        """Send many messages of one topic from one task; each keeps its own outcome.
+
+        Every message is its own request and takes its own slot of the send window (waiting
+        for room as :meth:`send` does); it is retried, routed and counted as a :meth:`send` of
+        it would be. Messages are sent in list order, but like concurrent sends they may be
+        stored in another order across partitions (and on a retry). Cheaper than one task per
+        message.
+
+        Args:
+            topic: the topic; published on first use if it was not.
+            bodies: a list or tuple of non-empty ``bytes``, at most ``max_send_many``.
+            attributes: user attributes of every message (as for :meth:`send`).
+            msg_type: message type of every message.
+            msg_time: message time of every message.
+            key: routes every message to the key's partition.
+            timeout: seconds per attempt of each message (default ``send_timeout``).
+
+        Returns:
+            One entry per body, in order: its :class:`SendResult`, or the error :meth:`send`
+            would have raised for it (a :class:`~tubemq_aio.errors.TubeMQError`: e.g.
+            :class:`SendOutcomeUnknownError`, a :class:`ServerError`, or
+            :class:`ClientClosedError` for the messages not yet sent when ``close()`` began).
+            Errors are returned, not raised, so one refused message never hides the others'
+            results. An empty ``bodies`` returns ``[]`` without any I/O.
+
+        Raises:
+            InvalidMessageError: a bad argument: ``bodies`` not a list/tuple, longer than
+                ``max_send_many``, a body (named by its index) empty, not bytes or too large
+                for the topic, or a bad shared argument. Nothing was sent.
+            TopicUnavailableError: the topic could not be published (nothing was sent).
+            ClientClosedError: the producer is not started or is closed.
+            asyncio.CancelledError: the call was cancelled. The messages whose requests were
+                already written may still be stored by the broker (they are counted as
+                cancelled, as a cancelled :meth:`send` is); the others were not sent.
+        """
+        items = check_send_many_args(topic, bodies, self.config.max_send_many, key=key,
+                                     timeout=timeout, attributes=attributes, msg_type=msg_type,
+                                     msg_time=msg_time)  # fmt: skip
+        session = self._require_session()
+        if not items:
+            return []
+        if not session.is_published(topic):
+            await session.ensure_published(topic)
+        max_size = session.metadata.max_message_size(topic)
+        encoded = encode_all(items, max_size, attributes, msg_type, msg_time)
+        call = SendMany(self, session, topic, items, encoded, attributes=attributes,
+                        msg_type=msg_type, msg_time=msg_time, key=key,
+                        timeout=timeout)  # fmt: skip
+        return await call.run()
+
     async def _traced_send(
         self,
         session: ProducerSession,
@@ -270,9 +332,11 @@ class Producer(AsyncLifecycle):
         msg_time: datetime | str | None = None,
         key: bytes | str | None = None,
         timeout: float | None = None,
+        first_failure: tuple[TubeMQError, Partition, float] | None = None,
     ) -> SendResult:
         """One send, counted once as sent, failed or cancelled; ``holding``: a window slot was
-        reserved for it already (``send_nowait``)."""
+        reserved for it already; ``first_failure``: its first attempt (made by ``send_many``)
+        failed retriably (error, partition, monotonic start): go on with the retries."""
         try:
             if not session.is_published(topic):
                 await session.ensure_published(topic)
@@ -311,45 +375,45 @@ class Producer(AsyncLifecycle):
             retries = self._send_retries
             deadline = 0.0  # waits for a broker's reconnect backoff end by it
             while True:
-                now = time.monotonic()
-                deadline = deadline or now + attempt_timeout
-                partition = self._choose(session, topic, key, avoid, now)
-                broker = partition.broker
-                head, data, tail, size = encoder.encode_parts(
-                    partition.topic,
-                    partition.partition_id,
-                    encoded,
-                    session.tokens.broker_auth(),
-                    timeout_ms,
-                )
-                try:
-                    started = rpc.start_parts(broker, (head, data, tail), size, attempt_timeout)
-                    if started is None:
-                        payload = b"".join((head, data, tail))
-                        answer = await rpc.call_payload(broker, payload, attempt_timeout)
-                    else:
-                        conn, serial, future = started
-                        try:
-                            answer = await future
-                        except asyncio.CancelledError:
-                            conn.abandon(serial)
-                            raise
-                except TubeMQError as exc:
-                    last = self._attempt_failed(exc, rpc, partition, now)
+                if first_failure is not None:
+                    last, partition, now = first_failure
+                    first_failure = None
+                    deadline = now + attempt_timeout
                 else:
-                    self._backoff.record_response(partition.partition_key)
+                    now = time.monotonic()
+                    deadline = deadline or now + attempt_timeout
+                    partition = self._choose(session, topic, key, avoid, now)
+                    head, data, tail, size = encoder.encode_parts(
+                        partition.topic,
+                        partition.partition_id,
+                        encoded,
+                        session.tokens.broker_auth(),
+                        timeout_ms,
+                    )
                     try:
-                        result = self._parser.parse(answer, partition)
-                    except ServerError as exc:
-                        self._blocker.record(
-                            broker.broker_id, False, time.monotonic(), err_code=exc.err_code
+                        started = rpc.start_parts(
+                            partition.broker, (head, data, tail), size, attempt_timeout
                         )
-                        if exc.err_code not in _REFUSED_CODES:
-                            raise
-                        last = exc
+                        if started is None:
+                            payload = b"".join((head, data, tail))
+                            answer = await rpc.call_payload(
+                                partition.broker, payload, attempt_timeout
+                            )
+                        else:
+                            conn, serial, future = started
+                            try:
+                                answer = await future
+                            except asyncio.CancelledError:
+                                conn.abandon(serial)
+                                raise
+                    except TubeMQError as exc:
+                        last = self._attempt_failed(exc, rpc, partition, now)
                     else:
-                        self._blocker.record(broker.broker_id, True, time.monotonic())
-                        break
+                        outcome = self._answered(answer, partition)
+                        if isinstance(outcome, SendResult):
+                            result = outcome
+                            break
+                        last = outcome
                 if self.closed:
                     raise last
                 avoid.add(partition.partition_key)
@@ -476,6 +540,25 @@ class Producer(AsyncLifecycle):
             if not future.done():
                 future.set_result(result)
 
+    def _answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
+        """Book an answered send attempt; return its result, or the refusal to retry on.
+
+        Raises:
+            ServerError: the broker refused the message for good (not 503/419).
+            RemoteProtocolError: the answer could not be decoded.
+        """
+        self._backoff.record_response(partition.partition_key)
+        broker_id = partition.broker.broker_id
+        try:
+            result = self._parse_answer(answer, partition)
+        except ServerError as exc:
+            self._blocker.record(broker_id, False, time.monotonic(), err_code=exc.err_code)
+            if exc.err_code not in _REFUSED_CODES:
+                raise
+            return exc
+        self._blocker.record(broker_id, True, time.monotonic())
+        return result
+
     def _attempt_failed(
         self, exc: TubeMQError, rpc: RpcClient, partition: Partition, now: float
     ) -> TubeMQError:
@@ -541,7 +624,7 @@ class Producer(AsyncLifecycle):
         session: ProducerSession,
         topic: str,
         key: bytes | str | None,
-        avoid: set[str],
+        avoid: Set[str],
         now: float,
     ) -> Partition:
         partitions = session.metadata.writable_partitions(topic)

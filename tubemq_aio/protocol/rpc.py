@@ -12,9 +12,11 @@ The server side of the envelope (:func:`decode_request`, :func:`encode_success`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from typing import NamedTuple
 
+from tubemq_aio._speedups import compiled as _compiled_speedups
 from tubemq_aio.errors import (
     LocalProtocolError,
     RemoteProtocolError,
@@ -32,10 +34,12 @@ __all__ = [
     "Status",
     "decode_request",
     "decode_response",
+    "decode_response_py",
     "encode_exception",
     "encode_request",
     "encode_success",
     "request_head",
+    "response_decoder",
 ]
 
 #: ``RequestHeader.protocolVer`` we send: 3, the Java client's, so exception names come back with
@@ -272,6 +276,9 @@ def _fast_success_data(payload: bytes) -> bytes | None:
 def decode_response(payload: bytes) -> bytes | RemoteRpcError:
     """Decode a response payload.
 
+    Uses the compiled twin of :mod:`tubemq_aio._speedups` when it is built (same results, same
+    errors), else :func:`decode_response_py`; the transport calls :data:`response_decoder`.
+
     Returns:
         The business response bytes (``RspResponseBody.data``) on SUCCESS; otherwise the
         :class:`~tubemq_aio.errors.RemoteRpcError` the exception body describes (returned, not
@@ -280,6 +287,11 @@ def decode_response(payload: bytes) -> bytes | RemoteRpcError:
     Raises:
         RemoteProtocolError: the payload is not a well-formed response envelope.
     """
+    return response_decoder(payload)
+
+
+def decode_response_py(payload: bytes) -> bytes | RemoteRpcError:
+    """:func:`decode_response` in pure Python."""
     fast = _fast_success_data(payload)
     if fast is not None:
         return fast
@@ -302,6 +314,13 @@ def decode_response(payload: bytes) -> bytes | RemoteRpcError:
         text.decode("utf-8", "replace"),
         fatal=status == Status.FATAL,
     )
+
+
+_ext = _compiled_speedups()
+#: The :func:`decode_response` in use: the compiled one when built, else the pure one.
+response_decoder: Callable[[bytes], bytes | RemoteRpcError] = (
+    decode_response_py if _ext is None else _ext.ResponseDecoder(decode_response_py)
+)
 
 
 def _int_field(fields: dict[int, int | bytes], number: int) -> int:

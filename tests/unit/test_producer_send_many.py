@@ -1,0 +1,230 @@
+"""``Producer.send_many``: one outcome per message, in order; validation before any I/O; the
+send window; cancellation, close and concurrent callers (FakeCluster and a held connection)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+from test_producer_window import HeldConnection, settle, started_producer
+
+from tubemq_aio import (
+    ClientClosedError,
+    ConfigError,
+    InvalidMessageError,
+    Producer,
+    SendResult,
+    ServerError,
+)
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault
+
+SEND = Method.BROKER_PRODUCER_SEND_MESSAGE
+
+
+def producer_for(cluster: FakeCluster, **options: Any) -> Producer:
+    options.setdefault("telemetry", False)
+    return Producer(cluster.master_addr, topics=["demo"], **options)
+
+
+def check_stored(cluster: FakeCluster, bodies: list[bytes], results: list[Any]) -> None:
+    """Every result is a SendResult whose message id is the stored copy of its own body."""
+    stored = {m.message_id: m.payload for m in cluster.messages("demo")}
+    assert len(results) == len(bodies)
+    for body, result in zip(bodies, results, strict=True):
+        assert isinstance(result, SendResult)
+        assert stored[result.message_id] == body
+
+
+# ---- results -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("telemetry", [False, None])
+async def test_each_message_gets_its_own_result_in_order(telemetry: bool | None) -> None:
+    bodies = [f"m{i}".encode() for i in range(300)]
+    async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
+        async with producer_for(cluster, telemetry=telemetry, max_in_flight_sends=64) as p:
+            results = await p.send_many("demo", bodies)
+            assert (p.sent, p.failed, p.cancelled, p.in_flight) == (300, 0, 0, 0)
+        check_stored(cluster, bodies, results)
+        keys = {r.partition_key for r in results if isinstance(r, SendResult)}
+        assert len(keys) == 4  # round robin over all partitions
+
+
+async def test_key_and_attributes_apply_to_every_message() -> None:
+    async with FakeCluster(topics={"demo": 3}) as cluster, producer_for(cluster) as p:
+        results = await p.send_many("demo", (b"a", b"b", b"c"), key="k", attributes={"x": "1"})
+        assert len({r.partition_key for r in results if isinstance(r, SendResult)}) == 1
+        assert all(m.flag == 1 for m in cluster.messages("demo"))  # attribute block written
+
+
+async def test_a_refused_message_is_an_entry_not_an_exception() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster, producer_for(cluster) as p:
+        cluster.inject(SEND, Fault.error(400, "bad"))
+        results = await p.send_many("demo", [b"a", b"b", b"c"])
+        assert isinstance(results[0], ServerError)
+        assert results[0].err_code == 400
+        check_stored(cluster, [b"b", b"c"], results[1:])
+        assert (p.sent, p.failed) == (2, 1)
+
+
+@pytest.mark.parametrize("code", [503, 419])
+async def test_not_stored_answers_are_retried_like_send(code: int) -> None:
+    async with FakeCluster(topics={"demo": 1}, brokers=2) as cluster:
+        async with producer_for(cluster) as p:
+            cluster.inject(SEND, Fault.error(code), times=2)
+            bodies = [b"a", b"b", b"c", b"d"]
+            results = await p.send_many("demo", bodies)
+            assert (p.sent, p.failed, p.retried) == (4, 0, 2)
+        check_stored(cluster, bodies, results)
+        assert cluster.requests(SEND) == 6
+
+
+async def test_two_tasks_at_once_get_their_own_results() -> None:
+    first = [f"a{i}".encode() for i in range(40)]
+    second = [f"b{i}".encode() for i in range(40)]
+    async with FakeCluster(topics={"demo": 2}) as cluster:
+        async with producer_for(cluster, max_in_flight_sends=3) as p:
+            r1, r2 = await asyncio.gather(p.send_many("demo", first), p.send_many("demo", second))
+            assert p.in_flight == 0
+        check_stored(cluster, first, r1)
+        check_stored(cluster, second, r2)
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bodies", "kwargs", "text"),
+    [
+        (b"abc", {}, "list or tuple"),
+        ("abc", {}, "list or tuple"),
+        (None, {}, "list or tuple"),
+        (iter([b"a"]), {}, "list or tuple"),
+        ({b"a"}, {}, "list or tuple"),
+        ([b"a", "b"], {}, "bodies[1]"),
+        ([b"a", b""], {}, "bodies[1]"),
+        ([None], {}, "bodies[0]"),
+        ([b"a"], {"timeout": math.nan}, "timeout"),
+        ([b"a"], {"timeout": 0}, "timeout"),
+        ([b"a"], {"key": 5}, "key"),
+        ([b"a"], {"attributes": {"a": 1}}, "attribute"),
+        ([b"a"] * 6, {}, "max_send_many=5"),
+    ],
+)
+async def test_bad_arguments_send_nothing(bodies: Any, kwargs: dict[str, Any], text: str) -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with producer_for(cluster, max_send_many=5) as p:
+            with pytest.raises(InvalidMessageError, match=text.replace("[", r"\[")):
+                await p.send_many("demo", bodies, **kwargs)
+            with pytest.raises(InvalidMessageError):
+                await p.send_many(" ", [b"a"])
+            assert (p.sent, p.failed, p.cancelled) == (0, 0, 0)
+        assert cluster.requests(SEND) == 0
+
+
+async def test_a_body_too_large_for_the_topic_sends_nothing() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster, producer_for(cluster) as p:
+        with pytest.raises(InvalidMessageError, match=r"bodies\[2\]"):
+            await p.send_many("demo", [b"a", b"b", b"x" * (2 << 20)])
+        assert cluster.requests(SEND) == 0
+
+
+async def test_empty_and_largest_lists() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with producer_for(cluster, max_send_many=2000) as p:
+            assert await p.send_many("demo", []) == []
+            assert await p.send_many("demo", ()) == []
+            assert cluster.requests(SEND) == 0
+            bodies = [b"%d" % i for i in range(2000)]
+            results = await p.send_many("demo", bodies)
+            with pytest.raises(InvalidMessageError, match="exceed"):
+                await p.send_many("demo", [b"x"] * 2001)
+        check_stored(cluster, bodies, results)
+        assert cluster.requests(SEND) == 2000
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "10", (1 << 20) + 1])
+def test_max_send_many_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match="max_send_many"):
+        Producer("127.0.0.1:1", max_send_many=value)
+
+
+async def test_closed_or_unstarted_producer_raises() -> None:
+    producer = Producer("127.0.0.1:1", telemetry=False)
+    with pytest.raises(ClientClosedError):
+        await producer.send_many("t", [b"a"])
+    with pytest.raises(ClientClosedError):
+        await producer.send_many("t", [])
+
+
+# ---- window, cancellation, close (a connection that answers when told) ------------------------
+
+
+async def test_window_bounds_the_messages_outstanding() -> None:
+    conn = HeldConnection()
+    producer = started_producer(3, conn, telemetry=False)
+    task = asyncio.ensure_future(producer.send_many("t", [b"x"] * 10))
+    for _ in range(10):
+        await settle()
+        assert len(conn.waiting) <= 3
+        assert producer.in_flight <= 3
+        conn.release(2)
+    results = await asyncio.wait_for(task, 5)
+    assert all(isinstance(r, SendResult) for r in results)
+    assert (producer.sent, producer.in_flight) == (10, 0)
+
+
+@pytest.mark.parametrize("window", [2, 10])
+async def test_cancellation_releases_every_slot(window: int) -> None:
+    conn = HeldConnection()
+    producer = started_producer(window, conn, telemetry=False)
+    task = asyncio.ensure_future(producer.send_many("t", [b"x"] * 5))
+    await settle()
+    assert len(conn.waiting) == min(window, 5)  # written: these may be stored
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert producer.in_flight == 0
+    assert (producer.sent, producer.failed, producer.cancelled) == (0, 0, 5)
+    conn.release(5)  # late answers are harmless
+    again = asyncio.ensure_future(producer.send_many("t", [b"y"]))
+    await settle()
+    conn.release(1)
+    assert isinstance((await asyncio.wait_for(again, 5))[0], SendResult)
+
+
+async def test_cancellation_while_other_senders_wait() -> None:
+    conn = HeldConnection()
+    producer = started_producer(2, conn, telemetry=False)
+    batch = asyncio.ensure_future(producer.send_many("t", [b"x"] * 4))
+    await settle()
+    single = asyncio.ensure_future(producer.send("t", b"s"))  # queued for a slot
+    await settle()
+    batch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await batch
+    await settle()
+    conn.release(len(conn.waiting))
+    await settle()
+    conn.release(len(conn.waiting))
+    assert isinstance(await asyncio.wait_for(single, 5), SendResult)
+    assert producer.in_flight == 0
+
+
+async def test_close_during_send_many_refuses_what_was_not_sent() -> None:
+    conn = HeldConnection()
+    producer = started_producer(2, conn, telemetry=False, close_grace=5.0)
+    task = asyncio.ensure_future(producer.send_many("t", [b"x"] * 5))
+    await settle()
+    closing = asyncio.ensure_future(producer.close())
+    await settle()
+    conn.release(2)
+    results = await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(closing, 5)
+    assert [type(r) for r in results] == [SendResult] * 2 + [ClientClosedError] * 3
+    assert (producer.sent, producer.failed, producer.in_flight) == (2, 3, 0)
+    with pytest.raises(ClientClosedError):
+        await producer.send_many("t", [b"x"])
