@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Any
 
-__all__ = ["ENV_EXPECT", "ENV_PURE", "compiled", "pure_forced"]
+__all__ = ["ENV_EXPECT", "ENV_PURE", "compiled", "pure_forced", "twin"]
 
 #: Set (non-empty, not ``0``) to use the pure-Python code even when the extension is built.
 ENV_PURE = "TUBEMQ_AIO_PURE"
@@ -47,3 +48,11 @@ def compiled() -> ModuleType | None:
     except ImportError:  # not built (a wheel install), or built for another interpreter
         return None
     return _cdecode
+
+
+def twin(name: str) -> Any | None:
+    """The compiled class ``name``, or None when :func:`compiled` is None or the extension was
+    built from an older source that lacks it (rebuild it to use it; the pure code runs meanwhile).
+    """
+    ext = compiled()
+    return None if ext is None else getattr(ext, name, None)

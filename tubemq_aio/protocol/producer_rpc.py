@@ -17,7 +17,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tubemq_aio._speedups import compiled as _compiled_speedups
+from tubemq_aio._speedups import twin as _compiled_twin
 from tubemq_aio.errors import RemoteProtocolError, server_error
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
@@ -526,7 +526,7 @@ class SendResultParser:
         return result
 
 
-_ext = _compiled_speedups()
+_CompiledParser = _compiled_twin("SendResultParser")
 
 
 def send_result_parser() -> Callable[[bytes, Partition], SendResult]:
@@ -538,9 +538,9 @@ def send_result_parser() -> Callable[[bytes, Partition], SendResult]:
         ``SendResultParser().parse``.
     """
     pure = SendResultParser().parse
-    if _ext is None:
+    if _CompiledParser is None:
         return pure
-    parser: Callable[[bytes, Partition], SendResult] = _ext.SendResultParser(
+    parser: Callable[[bytes, Partition], SendResult] = _CompiledParser(
         SendResult, _RESULT_FIELDS, pure
     )
     return parser

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import NamedTuple
 
-from tubemq_aio._speedups import compiled as _compiled_speedups
+from tubemq_aio._speedups import twin as _compiled_twin
 from tubemq_aio.errors import (
     LocalProtocolError,
     RemoteProtocolError,
@@ -316,10 +316,10 @@ def decode_response_py(payload: bytes) -> bytes | RemoteRpcError:
     )
 
 
-_ext = _compiled_speedups()
+_ResponseDecoder = _compiled_twin("ResponseDecoder")
 #: The :func:`decode_response` in use: the compiled one when built, else the pure one.
 response_decoder: Callable[[bytes], bytes | RemoteRpcError] = (
-    decode_response_py if _ext is None else _ext.ResponseDecoder(decode_response_py)
+    decode_response_py if _ResponseDecoder is None else _ResponseDecoder(decode_response_py)
 )
 
 
