@@ -65,6 +65,10 @@ def test_pure_code_is_forced_by_the_environment() -> None:
         "assert consumer_rpc._parse_get_message is consumer_rpc.parse_get_message_response_py\n"
         "assert _decode._decode is _decode.decode_raw_messages_py\n"
         "assert type(framing.new_frame_decoder()) is framing.FrameDecoder\n"
+        "from tubemq_aio.protocol import producer_rpc, rpc\n"
+        "assert rpc.response_decoder is rpc.decode_response_py\n"
+        "parse = producer_rpc.send_result_parser()\n"
+        "assert isinstance(parse.__self__, producer_rpc.SendResultParser)\n"
         "print('pure')\n"
     )
     env = {**os.environ, _speedups.ENV_PURE: "1"}

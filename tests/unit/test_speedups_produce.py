@@ -4,8 +4,6 @@ used when built, and equal to the pure code on valid, random and malformed input
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -88,22 +86,6 @@ def test_compiled_twins_are_used_when_present() -> None:
         assert parse(data, PARTITION) == SendResult("demo", "7:demo:3", 3, 7, 5, 1, 28)
         decode = ext.ResponseDecoder(unused)
         assert decode(encode_success(Method.BROKER_PRODUCER_SEND_MESSAGE, data)) == data
-
-
-def test_pure_answer_path_is_forced_by_the_environment() -> None:
-    probe = (
-        "from tubemq_aio.protocol import producer_rpc, rpc\n"
-        "assert rpc.response_decoder is rpc.decode_response_py\n"
-        "parse = producer_rpc.send_result_parser()\n"
-        "assert isinstance(parse.__self__, producer_rpc.SendResultParser)\n"
-        "print('pure')\n"
-    )
-    env = {**os.environ, _speedups.ENV_PURE: "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout == b"pure\n"
 
 
 # ---- SendMessageResponseB2P --------------------------------------------------------------------

@@ -203,6 +203,20 @@ cdef int _add_span(_Spans *spans, const unsigned char *buf, Py_ssize_t pos,
     return 0
 
 
+cdef int _slot_offsets(object cls, tuple fields, Py_ssize_t *out) except -1:
+    """Fill ``out`` with the slot offsets of ``fields``, the whole field list of the slotted
+    dataclass ``cls`` in order (a changed class raises TypeError instead of being misfilled)."""
+    cdef Py_ssize_t i, off
+    if tuple(cls.__dataclass_fields__) != fields:
+        raise TypeError(f"{cls.__name__} fields changed")
+    for i in range(len(fields)):
+        off = tubemq_slot_offset(vars(cls)[fields[i]])
+        if off < 0:
+            raise TypeError(f"{cls.__name__}.{fields[i]} is not a plain slot")
+        out[i] = off
+    return 0
+
+
 cdef class GetMessageParser:
     """``parse_get_message_response`` compiled: a bytes -> ``GetMessageResponse`` callable.
 
@@ -397,15 +411,7 @@ cdef class RawDecoder:
 
     def __init__(self, message_cls, crc32, attr_cache, attribute_info, no_attributes, log,
                  fallback):
-        cdef int i
-        cdef Py_ssize_t off
-        if tuple(message_cls.__dataclass_fields__) != _FIELDS:
-            raise TypeError("Message fields changed")
-        for i in range(_NFIELDS):
-            off = tubemq_slot_offset(vars(message_cls)[_FIELDS[i]])
-            if off < 0:
-                raise TypeError(f"Message.{_FIELDS[i]} is not a plain slot")
-            self.offsets[i] = off
+        _slot_offsets(message_cls, _FIELDS, self.offsets)
         self.message_cls = message_cls
         self.message_type = <PyTypeObject *>message_cls
         self.crc32 = crc32
@@ -902,15 +908,9 @@ cdef class SendResultParser:
     cdef object fallback
 
     def __init__(self, result_cls, fields, fallback):
-        cdef int i
-        cdef Py_ssize_t off
-        if len(fields) != _NRESULT or tuple(result_cls.__dataclass_fields__) != tuple(fields):
+        if len(fields) != _NRESULT:
             raise TypeError("SendResult fields changed")
-        for i in range(_NRESULT):
-            off = tubemq_slot_offset(vars(result_cls)[fields[i]])
-            if off < 0:
-                raise TypeError(f"SendResult.{fields[i]} is not a plain slot")
-            self.offsets[i] = off
+        _slot_offsets(result_cls, tuple(fields), self.offsets)
         self.result_cls = result_cls
         self.result_type = <PyTypeObject *>result_cls
         self.fallback = fallback
