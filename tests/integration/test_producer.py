@@ -80,6 +80,30 @@ async def test_concurrent_sends_pipeline_and_offsets_grow(
     assert metrics["transport"]["connections_opened"] >= 1 + len(cluster.brokers)
 
 
+async def test_send_many_gives_one_result_per_message_and_a_usable_producer(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """A window smaller than the batch, a keyed batch, and a cancelled batch on the real broker."""
+    bodies = [b"m%d-" % i + b"z" * 1000 for i in range(2000)]
+    async with Producer(cluster.master_addr, topics=[topic], max_in_flight_sends=64) as producer:
+        results = await producer.send_many(topic, bodies)
+        keyed = await producer.send_many(topic, [b"k"] * 50, key="user-42")
+        cancelled = asyncio.ensure_future(producer.send_many(topic, [b"c" * 512] * 500))
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await cancelled
+        after = await producer.send_many(topic, [b"after"] * 10)
+        metrics = producer.metrics()
+    assert all(isinstance(r, SendResult) for r in results + keyed + after)
+    stored = [r for r in results if isinstance(r, SendResult)]
+    assert len({(r.partition_key, r.append_offset) for r in stored}) == 2000
+    assert len({r.partition_key for r in stored}) == PARTITIONS_PER_BROKER * len(cluster.brokers)
+    assert len({r.partition_key for r in keyed if isinstance(r, SendResult)}) == 1
+    assert metrics["in_flight"] == 0
+    assert metrics["sent"] + metrics["cancelled"] + metrics["failed"] == 2000 + 50 + 500 + 10
+
+
 async def test_concurrent_first_sends_of_an_unpublished_topic_all_succeed(
     cluster: LocalCluster, topic: str
 ) -> None:

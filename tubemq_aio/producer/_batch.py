@@ -29,13 +29,14 @@ from tubemq_aio.protocol.producer_rpc import SendResult
 if TYPE_CHECKING:
     from tubemq_aio.producer.producer import Producer
 
-__all__ = ["SendMany", "encode_all"]
+__all__ = ["NO_AVOID", "SendMany", "encode_all"]
 
 #: A first attempt on the wire: (index, connection, serial, answer future, partition, start).
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
 #: A first attempt that certainly did not store its message: (error, partition, start).
 _Failure = tuple[TubeMQError, Partition, float]
-_NO_AVOID: frozenset[str] = frozenset()
+#: No partition to avoid (the first attempt of a send).
+NO_AVOID: frozenset[str] = frozenset()
 
 
 def encode_all(
@@ -167,7 +168,7 @@ class SendMany:
                 self._spawn(index, None)
                 continue
             try:
-                partition = p._choose(session, topic, key, _NO_AVOID, now)
+                partition = p._choose(session, topic, key, NO_AVOID, now)
                 head, data, tail, size = encoder.encode_parts(
                     partition.topic,
                     partition.partition_id,

@@ -18,7 +18,7 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer.config import ProducerConfig
-from tubemq_aio.protocol.message import validate_topic
+from tubemq_aio.protocol.message import ip_to_int, validate_topic
 from tubemq_aio.protocol.producer_meta import HeartbeatResponse, ProducerMetadata
 from tubemq_aio.protocol.producer_rpc import (
     build_close_request,
@@ -69,6 +69,8 @@ class ProducerSession:
             config.masters[0].host, config.masters[0].port
         )
         self.client_id = new_client_id(self.host)
+        #: ``sentAddr`` of every send: the local IPv4 address as int32 (0 when not IPv4).
+        self.sent_addr = _sent_addr(self.host)
         self.metadata = ProducerMetadata(tls=config.ssl_context is not None)
         self.tokens = TokenState(config.credentials)
         self._published: dict[str, None] = {}
@@ -268,3 +270,10 @@ class ProducerSession:
     def _changed(self) -> None:
         if self._on_metadata is not None:
             self._on_metadata()
+
+
+def _sent_addr(host: str) -> int:
+    try:
+        return ip_to_int(host)
+    except TubeMQError:
+        return 0

@@ -116,6 +116,9 @@ class BrokerBlocker:
         self._low_success: dict[int, float] = {}
         self._unavailable: dict[int, float] = {}
         self._last_evaluation: float | None = None
+        # When _maybe_evaluate has something to do (-inf: at the first call); the per-send
+        # record() compares against it instead of calling _maybe_evaluate every time.
+        self._evaluation_due = float("-inf")
         self._cached: frozenset[int] = frozenset()
         self._cache_valid_until = float("-inf")
         # host:port -> [failures in window, window start]; host:port -> time forbidden.
@@ -140,7 +143,8 @@ class BrokerBlocker:
             err_code: the response's error code, if there was a response; 503 blocks the broker
                 for ``unavailable_duration``.
         """
-        self._maybe_evaluate(now)
+        if now >= self._evaluation_due:
+            self._maybe_evaluate(now)
         counts = self._window.get(broker_id)
         if counts is None:
             counts = self._window[broker_id] = [0, 0]
@@ -159,7 +163,8 @@ class BrokerBlocker:
 
     def blocked(self, now: float) -> frozenset[int]:
         """Ids of the brokers not to send to at ``now`` (seconds)."""
-        self._maybe_evaluate(now)
+        if now >= self._evaluation_due:
+            self._maybe_evaluate(now)
         if now < self._cache_valid_until:
             return self._cached
         for broker_id in [b for b, until in self._unavailable.items() if until <= now]:
@@ -237,6 +242,7 @@ class BrokerBlocker:
             self._last_evaluation = now
         elif now - self._last_evaluation >= self.config.evaluation_interval:
             self._evaluate(now)
+        self._evaluation_due = self._last_evaluation + self.config.evaluation_interval
 
     def _evaluate(self, now: float) -> None:
         """One success-rate evaluation (``statisticDltBrokerStatus``)."""
