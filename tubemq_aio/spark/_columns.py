@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -341,10 +340,10 @@ def decode_columns(answer: ColumnAnswer, context: DecodeContext) -> MessageColum
     return _decode(answer, context)
 
 
-def compiled_parse(ext: ModuleType) -> Callable[[bytes], ColumnAnswer]:
-    """:func:`parse_columns` on the ``columns`` walk of the compiled module ``ext``'s
-    ``GetMessageParser`` (what it does not take goes to :func:`parse_columns_py`)."""
-    parser = ext.GetMessageParser(
+def compiled_parse(parser_cls: Any) -> Callable[[bytes], ColumnAnswer]:
+    """:func:`parse_columns` on the ``columns`` walk of a compiled ``GetMessageParser`` class
+    (what it does not take goes to :func:`parse_columns_py`)."""
+    parser = parser_cls(
         GetMessageResponse, RawMessage, parse_get_message_response_py, META_VALUE_UNDEFINED
     )
 
@@ -359,9 +358,9 @@ def compiled_parse(ext: ModuleType) -> Callable[[bytes], ColumnAnswer]:
     return parse
 
 
-def compiled_decode(ext: ModuleType) -> Callable[[ColumnAnswer, DecodeContext], MessageColumns]:
-    """:func:`decode_columns` on the compiled module ``ext``'s ``ColumnDecoder``."""
-    decoder = ext.ColumnDecoder(crc32, _attr_cache, _attribute_info, NO_BLOCK, log)
+def compiled_decode(decoder_cls: Any) -> Callable[[ColumnAnswer, DecodeContext], MessageColumns]:
+    """:func:`decode_columns` on a compiled ``ColumnDecoder`` class."""
+    decoder = decoder_cls(crc32, _attr_cache, _attribute_info, NO_BLOCK, log)
 
     def decode(answer: ColumnAnswer, context: DecodeContext) -> MessageColumns:
         s = answer.spans
@@ -506,12 +505,13 @@ def _bodies(data: bytes, starts: _Ints, ends: _Ints, rows: _Ints) -> pa.BinaryAr
 #: Arrow binary offsets are int32: a larger answer (none is: frames are capped far below) is
 #: decoded by the pure code, whose ``take`` copes.
 _MAX_OFFSET = 2**31 - 1
-_ext = _speedups.compiled()
-# An extension built from an older source has the row codecs but not these: pure code then.
-if _ext is not None and not hasattr(_ext, "ColumnDecoder"):
-    _ext = None
-_parse = parse_columns_py if _ext is None else compiled_parse(_ext)
-_decode = decode_columns_py if _ext is None else compiled_decode(_ext)
+# Both or neither: an extension built from an older source lacks ColumnDecoder (and the
+# parser's ``columns``), and the pure code runs until it is rebuilt.
+_decoder_cls = _speedups.twin("ColumnDecoder")
+_parse = (
+    parse_columns_py if _decoder_cls is None else compiled_parse(_speedups.twin("GetMessageParser"))
+)
+_decode = decode_columns_py if _decoder_cls is None else compiled_decode(_decoder_cls)
 
 #: The Spark source's codec for :meth:`ClientBalancedConsumer.read_with`.
 COLUMNS: BatchCodec[ColumnAnswer, MessageColumns] = BatchCodec(parse_columns, decode_columns, EMPTY)

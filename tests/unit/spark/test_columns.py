@@ -62,8 +62,8 @@ IMPLS: list[tuple[str, Parse, Decode]] = [("pure", parse_columns_py, decode_colu
 if EXT is not None:
     IMPLS.append((
         "compiled",
-        compiled_parse(EXT),
-        compiled_decode(EXT),
+        compiled_parse(EXT.GetMessageParser),
+        compiled_decode(EXT.ColumnDecoder),
     ))  # fmt: skip
 
 
