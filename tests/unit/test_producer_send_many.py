@@ -228,3 +228,31 @@ async def test_close_during_send_many_refuses_what_was_not_sent() -> None:
     assert (producer.sent, producer.failed, producer.in_flight) == (2, 3, 0)
     with pytest.raises(ClientClosedError):
         await producer.send_many("t", [b"x"])
+
+
+async def test_a_long_list_yields_and_can_be_cancelled_or_closed_midway() -> None:
+    conn = HeldConnection()
+    producer = started_producer(5000, conn, telemetry=False, close_grace=5.0)
+    task = asyncio.ensure_future(producer.send_many("t", [b"x"] * 2000))
+    await asyncio.sleep(0)  # the call starts and stops at its first yield, 512 messages out
+    assert len(conn.waiting) == 512
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (producer.in_flight, producer.cancelled) == (0, 2000)
+    conn.release(512)
+
+    task = asyncio.ensure_future(producer.send_many("t", [b"y"] * 2000))
+    await asyncio.sleep(0)
+    closing = asyncio.ensure_future(producer.close())
+    await settle()
+    conn.release(len(conn.waiting))
+    results = await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(closing, 5)
+    sent = [r for r in results if isinstance(r, SendResult)]
+    refused = [r for r in results if isinstance(r, ClientClosedError)]
+    # Sent up to a yield (whole chunks of 512), then refused from the first yield after close.
+    assert len(sent) % 512 == 0
+    assert 512 <= len(sent) < 2000
+    assert len(sent) + len(refused) == 2000
+    assert (producer.sent, producer.failed, producer.in_flight) == (len(sent), len(refused), 0)

@@ -35,6 +35,8 @@ __all__ = ["NO_AVOID", "SendMany", "encode_all"]
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
 #: A first attempt that certainly did not store its message: (error, partition, start).
 _Failure = tuple[TubeMQError, Partition, float]
+#: Messages issued between two yields to the event loop.
+_YIELD_EVERY = 512
 #: No partition to avoid (the first attempt of a send).
 NO_AVOID: frozenset[str] = frozenset()
 
@@ -154,6 +156,13 @@ class SendMany:
             if p.closed:
                 self._refuse_rest(index)
                 return
+            if index and not index % _YIELD_EVERY:
+                # Let the queued frames leave and answers come in while a long list is issued.
+                await asyncio.sleep(0)
+                now = time.monotonic()
+                if p.closed:
+                    self._refuse_rest(index)
+                    return
             if p._in_flight < p._max_in_flight and not p._room_waiters:
                 p._in_flight += 1
             else:
