@@ -144,9 +144,8 @@ class SendMany:
 
     async def _issue(self) -> None:
         p = self._producer
-        rpc, encoder, session = p._rpc, p._encoder, self._session
+        rpc, session = p._rpc, self._session
         assert rpc is not None
-        assert encoder is not None
         topic, key = self._topic, self._key
         attempt_timeout = p._send_timeout if self._timeout is None else self._timeout
         timeout_ms = rpc.wire_timeout(attempt_timeout)
@@ -177,17 +176,10 @@ class SendMany:
                 self._spawn(index, None)
                 continue
             try:
-                partition = p._choose(session, topic, key, NO_AVOID, now)
-                head, data, tail, size = encoder.encode_parts(
-                    partition.topic,
-                    partition.partition_id,
-                    encoded,
-                    session.tokens.broker_auth(),
-                    timeout_ms,
+                partition, parts, size = p._request_for(
+                    session, topic, key, NO_AVOID, now, encoded, timeout_ms
                 )
-                started = rpc.start_parts(
-                    partition.broker, (head, data, tail), size, attempt_timeout
-                )
+                started = rpc.start_parts(partition.broker, parts, size, attempt_timeout)
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue

@@ -34,7 +34,7 @@ from tubemq_aio.producer._batch import NO_AVOID, SendMany, encode_all
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig, check_send_args, check_send_many_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.message import encode_message, plain_message
+from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import (
     SendRequestEncoder,
@@ -370,9 +370,7 @@ class Producer(AsyncLifecycle):
             # The attempts run in this frame (no coroutine per attempt), and the request goes out
             # without an intermediate coroutine when the connection has room (the hot path).
             rpc = self._rpc
-            encoder = self._encoder
             assert rpc is not None
-            assert encoder is not None
             attempt_timeout = self._send_timeout if timeout is None else timeout
             timeout_ms = rpc.wire_timeout(attempt_timeout)
             avoid: Set[str] = NO_AVOID  # a set of its own from the first retry on
@@ -386,20 +384,13 @@ class Producer(AsyncLifecycle):
                 else:
                     now = time.monotonic()
                     deadline = deadline or now + attempt_timeout
-                    partition = self._choose(session, topic, key, avoid, now)
-                    head, data, tail, size = encoder.encode_parts(
-                        partition.topic,
-                        partition.partition_id,
-                        encoded,
-                        session.tokens.broker_auth(),
-                        timeout_ms,
+                    partition, parts, size = self._request_for(
+                        session, topic, key, avoid, now, encoded, timeout_ms
                     )
                     try:
-                        started = rpc.start_parts(
-                            partition.broker, (head, data, tail), size, attempt_timeout
-                        )
+                        started = rpc.start_parts(partition.broker, parts, size, attempt_timeout)
                         if started is None:
-                            payload = b"".join((head, data, tail))
+                            payload = b"".join(parts)
                             answer = await rpc.call_payload(
                                 partition.broker, payload, attempt_timeout
                             )
@@ -622,6 +613,32 @@ class Producer(AsyncLifecycle):
         if remaining <= 0.0:
             raise last
         return remaining
+
+    def _request_for(
+        self,
+        session: ProducerSession,
+        topic: str,
+        key: bytes | str | None,
+        avoid: Set[str],
+        now: float,
+        encoded: EncodedMessage,
+        timeout_ms: int,
+    ) -> tuple[Partition, tuple[bytes, bytes, bytes], int]:
+        """Choose the partition of one send attempt and encode its request.
+
+        Returns:
+            The partition, the request in pieces (head, data, tail) and its length.
+        """
+        partition = self._choose(session, topic, key, avoid, now)
+        assert self._encoder is not None
+        head, data, tail, size = self._encoder.encode_parts(
+            partition.topic,
+            partition.partition_id,
+            encoded,
+            session.tokens.broker_auth(),
+            timeout_ms,
+        )
+        return partition, (head, data, tail), size
 
     def _choose(
         self,
