@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+from test_io_memory import MemoryTransport
 
+from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
@@ -24,7 +26,8 @@ from tubemq_aio.errors import (
     ServiceStoppingError,
     StandbyMasterError,
 )
-from tubemq_aio.protocol.framing import FrameDecoder
+from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.rpc import encode_exception, encode_success, success_bounds
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -344,3 +347,54 @@ async def test_start_returns_none_when_every_slot_is_busy(server: FakeServer) ->
     assert conn.start(request_payload(b"b"), 5.0) is None
     assert pool.stats.requests_sent == 1
     await pool.close()
+
+
+async def test_raw_calls_get_success_answers_whole_and_errors_as_usual() -> None:
+    conn = Connection("memory", TransportSettings())
+    conn.connection_made(MemoryTransport())
+
+    def answer(serial: int, payload: bytes) -> None:
+        conn.data_received(encode_frame(serial, payload))
+
+    big = bytes(range(256)) * 600  # multi-byte envelope lengths
+    plain = asyncio.ensure_future(conn.call(request_payload(b"a"), 5.0))
+    whole = asyncio.ensure_future(conn.call(request_payload(b"b"), 5.0, raw=True))
+    failed = asyncio.ensure_future(conn.call(request_payload(b"c"), 5.0, raw=True))
+    other = asyncio.ensure_future(conn.call(request_payload(b"d"), 5.0, raw=True))
+    await asyncio.sleep(0)
+    answer(1, encode_success(17, big))
+    answer(2, encode_success(17, big))
+    answer(3, encode_exception("java.lang.IllegalStateException", "no"))
+    # SUCCESS with the body's fields in another order: decoded, then re-wrapped plainly.
+    odd = b"\x02\x08\x01\x04\x08\x00\x18\x03" + bytes([7]) + b"\x12\x03xyz\x08\x11"
+    assert success_bounds(odd) is None
+    answer(4, odd)
+    assert await plain == big
+    got = await whole
+    start, end = success_bounds(got) or (0, 0)
+    assert got[start:end] == big
+    assert got == encode_success(17, big)
+    with pytest.raises(RemoteRpcError, match="no"):
+        await failed
+    got = await other
+    start, end = success_bounds(got) or (0, 0)
+    assert got[start:end] == b"xyz"
+    assert conn._raw == set()
+    # A raw call that times out, is cancelled or is failed by close leaves no serial behind.
+    late = asyncio.ensure_future(conn.call(request_payload(b"e"), 0.01, raw=True))
+    cancelled = asyncio.ensure_future(conn.call(request_payload(b"f"), 5.0, raw=True))
+    await asyncio.sleep(0)
+    assert conn._raw == {5, 6}
+    cancelled.cancel()
+    await asyncio.sleep(0.05)
+    conn.expire(asyncio.get_running_loop().time())
+    with pytest.raises(RequestTimeoutError):
+        await late
+    assert conn._raw == set()
+    pending = asyncio.ensure_future(conn.call(request_payload(b"g"), 5.0, raw=True))
+    await asyncio.sleep(0)
+    assert conn._raw == {7}
+    conn.abort()
+    with pytest.raises(ClientClosedError):
+        await pending
+    assert conn._raw == set()

@@ -39,7 +39,7 @@ from tubemq_aio.protocol.framing import (
     encode_frame,
     new_frame_decoder,
 )
-from tubemq_aio.protocol.rpc import response_decoder
+from tubemq_aio.protocol.rpc import encode_success, response_decoder, success_bounds
 
 __all__ = ["Connection"]
 
@@ -130,6 +130,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             self.answered = True
         pending = self._pending
         stats = self.stats
+        raw = self._raw
         io_error: RemoteRpcError | None = None
         for serial, payload in frames:
             entry = pending.pop(serial, None)
@@ -140,6 +141,16 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
                 self._wake_room()
             fut = entry[0]
             stats.responses += 1
+            whole = False
+            if raw and serial in raw:
+                raw.discard(serial)
+                if success_bounds(payload) is not None:  # else decoded below, as any answer
+                    if fut.done():
+                        stats.dropped_responses += 1
+                    else:
+                        fut.set_result(payload)
+                    continue
+                whole = True
             try:
                 result = response_decoder(payload)
             except Exception as exc:
@@ -155,7 +166,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             if fut.done():
                 stats.dropped_responses += 1
             elif isinstance(result, bytes):
-                fut.set_result(result)
+                # A SUCCESS in another layout (no server writes one): re-wrapped in the plain one.
+                fut.set_result(encode_success(0, result) if whole else result)
             else:
                 fut.set_exception(result)
             if isinstance(result, RemoteRpcError) and closes_connection(result.exception_name):
@@ -193,15 +205,19 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     # ---- calls -------------------------------------------------------------------------------
 
-    async def call(self, payload: bytes, timeout: float) -> bytes:
+    async def call(self, payload: bytes, timeout: float, *, raw: bool = False) -> bytes:
         """Send a request and wait for its answer.
 
         Args:
             payload: the RPC envelope (``encode_request`` output).
             timeout: seconds to wait for the answer.
+            raw: hand a SUCCESS answer over whole, as a plain SUCCESS envelope (the business
+                bytes are ``payload[start:end]`` of
+                :func:`~tubemq_aio.protocol.rpc.success_bounds`), sparing a copy of a large
+                answer; an error answer is raised (or closes the connection) as without it.
 
         Returns:
-            The business response bytes.
+            The business response bytes (with ``raw``: the whole response payload).
 
         ``timeout`` bounds the whole call: the wait for room (an in-flight slot, a write buffer
         the peer drains) and the wait for the answer.
@@ -224,6 +240,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         ):
             await self._wait_to_send(deadline, timeout)
         serial, fut = self._register((payload,), len(payload), deadline, timeout)
+        if raw:
+            self._raw.add(serial)
         try:
             return await fut
         except asyncio.CancelledError:
@@ -262,6 +280,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
     def abandon(self, serial: int) -> None:
         """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
         if self._pending.pop(serial, None) is not None:
+            self._raw.discard(serial)
             self.stats.cancelled += 1
             if self._room_waiters:
                 self._wake_room()

@@ -56,6 +56,10 @@ class PendingCalls:
         self.last_activity = 0.0
         self._loop = asyncio.get_running_loop()
         self._pending: dict[int, _Pending] = {}
+        #: Serials of pending calls whose plain SUCCESS answer is handed over whole (envelope
+        #: included, see ``Connection.call``); each leaves the set when its entry leaves
+        #: ``_pending``.
+        self._raw: set[int] = set()
         self._serial = 0
         self._max_in_flight = settings.max_in_flight
         self._room_waiters: deque[asyncio.Future[None]] = deque()
@@ -112,6 +116,7 @@ class PendingCalls:
         self.next_deadline = earliest
         for serial in expired:
             fut, _, timeout = self._pending.pop(serial)
+            self._raw.discard(serial)
             if self._room_waiters:
                 self._wake_room()
             self.stats.timeouts += 1
@@ -214,6 +219,7 @@ class PendingCalls:
         # Keep the same dict object: callers hold a reference to it across their await.
         entries = list(self._pending.values())
         self._pending.clear()
+        self._raw.clear()
         self.next_deadline = math.inf
         for fut, *_ in entries:
             if not fut.done():

@@ -93,7 +93,9 @@ class RpcClient:
         address = self.address(peer)
         return self.pool.ready(address) or await self.pool.connection(address)
 
-    async def call(self, peer: Endpoint, method: Method, body: bytes, timeout: float) -> bytes:
+    async def call(
+        self, peer: Endpoint, method: Method, body: bytes, timeout: float, *, raw: bool = False
+    ) -> bytes:
         """Send the serialized request ``body`` and wait for the business response bytes.
 
         Args:
@@ -101,6 +103,8 @@ class RpcClient:
             method: the RPC method id; its service type comes from ``SERVICE_OF_METHOD``.
             body: the serialized business request.
             timeout: seconds for the whole call; also sent as ``RequestBody.timeout`` (ms).
+            raw: a plain SUCCESS answer comes back whole, envelope included (see
+                :meth:`Connection.call <tubemq_aio._io.connection.Connection.call>`).
 
         Returns:
             The business response bytes (parse them with the ``protocol`` module of the call).
@@ -118,15 +122,18 @@ class RpcClient:
         """
         timeout_ms = self._wire_ms.get(timeout) or self._timeout_ms(timeout)
         payload = encode_request(SERVICE_OF_METHOD[method], method, timeout_ms, body)
-        return await self.call_payload(peer, payload, timeout)
+        return await self.call_payload(peer, payload, timeout, raw=raw)
 
-    async def call_payload(self, peer: Endpoint, payload: bytes, timeout: float) -> bytes:
+    async def call_payload(
+        self, peer: Endpoint, payload: bytes, timeout: float, *, raw: bool = False
+    ) -> bytes:
         """:meth:`call` with the request payload (RPC envelope included) built by the caller.
 
         Args:
             peer: the master or broker.
             payload: the request payload (e.g. ``encode_request`` output).
             timeout: seconds for the whole call (validated with :meth:`wire_timeout`).
+            raw: as for :meth:`call`.
 
         Raises:
             The errors of :meth:`call`.
@@ -134,7 +141,7 @@ class RpcClient:
         address = peer if peer.__class__ is Address else self.address(peer)
         pool = self.pool
         conn = pool.ready(address) or await pool.connection(address)
-        return await conn.call(payload, timeout)
+        return await conn.call(payload, timeout, raw=raw)
 
     def start_parts(
         self, peer: Endpoint, parts: Sequence[bytes], size: int, timeout: float

@@ -16,7 +16,9 @@ class GetMessageParser:
         undefined: int,
     ) -> None: ...
     def __call__(self, data: bytes) -> Any: ...
-    def columns(self, data: bytes) -> tuple[Any, int, bytes] | None: ...
+    def columns(
+        self, data: bytes, start: int = 0, stop: int = -1
+    ) -> tuple[Any, int, bytes] | None: ...
 
 class RawDecoder:
     def __init__(
@@ -48,6 +50,7 @@ class ColumnDecoder:
         attribute_info: Callable[[bytes], Any],
         no_block: tuple[Any, ...],
         log: Logger,
+        crc_address: int = 0,
     ) -> None: ...
     def __call__(
         self,

@@ -113,10 +113,16 @@ class BrokerRpc:
         return rpc.parse_get_message_response(data)
 
     async def get_message_data(
-        self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
+        self,
+        partition: Partition,
+        *,
+        last_pack_consumed: bool,
+        esc_flow_ctrl: bool,
+        raw: bool = False,
     ) -> bytes:
         """``GetMessageRequestC2B`` (§4.1), the answer left unparsed (for a caller with a
-        parser of its own)."""
+        parser of its own); with ``raw`` a plain SUCCESS answer comes back whole, envelope
+        included (see :meth:`RpcClient.call <tubemq_aio._io.rpc_client.RpcClient.call>`)."""
         body = rpc.build_get_message(
             client_id=self.client_id,
             group=self.group,
@@ -124,7 +130,10 @@ class BrokerRpc:
             last_pack_consumed=last_pack_consumed,
             esc_flow_ctrl=esc_flow_ctrl,
         )
-        return await self.call(partition.broker, Method.BROKER_CONSUMER_GET_MESSAGE, body)
+        method = Method.BROKER_CONSUMER_GET_MESSAGE
+        if raw:
+            return await self.rpc.call(partition.broker, method, body, self.timeout, raw=True)
+        return await self.call(partition.broker, method, body)
 
     async def commit(self, partition: Partition, *, consumed: bool) -> rpc.OffsetResponse:
         """``CommitOffsetRequestC2B`` (§6.1): commit (True) or roll back the last batch."""

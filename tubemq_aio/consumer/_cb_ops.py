@@ -97,15 +97,12 @@ async def read_batch(
     """
     key = partition.key
     context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
-    broker = session.broker
     if sequential and key in session.readers:
-        got = codec.parse(
-            await broker.get_message_data(partition, last_pack_consumed=False, esc_flow_ctrl=False)
-        )
+        got = await _get_message(session, partition, codec)
         if got.success and got.curr_offset == offset:
             return await _finish_read(session, partition, got, codec, context, consume)
         if got.success:  # the cursor was elsewhere: give the batch back, read with a register
-            await broker.commit(partition, consumed=False)
+            await session.broker.commit(partition, consumed=False)
     # 1. Register with the bootstrap offset: the first read after a registration uses the
     #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
     reg = await session.register_at_broker(partition, offset)
@@ -114,9 +111,7 @@ async def read_batch(
         raise server_error(reg.err_code, reg.err_msg)
     session.readers[key] = partition
     # 2. Read without confirming anything: currOffset of the answer is the batch start.
-    got = codec.parse(
-        await broker.get_message_data(partition, last_pack_consumed=False, esc_flow_ctrl=False)
-    )
+    got = await _get_message(session, partition, codec)
     if not got.success:
         # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
         # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
@@ -126,6 +121,17 @@ async def read_batch(
                              reg.curr_offset, top)  # fmt: skip
         raise server_error(got.err_code, got.err_msg)
     return await _finish_read(session, partition, got, codec, context, consume)
+
+
+async def _get_message(
+    session: ClientBalanceSession, partition: Partition, codec: BatchCodec[A, T]
+) -> A:
+    """GetMessage without confirming anything, parsed by the codec (in place when it can)."""
+    whole = codec.parse_whole
+    data = await session.broker.get_message_data(
+        partition, last_pack_consumed=False, esc_flow_ctrl=False, raw=whole is not None
+    )
+    return codec.parse(data) if whole is None else whole(data)
 
 
 async def _finish_read(

@@ -40,6 +40,7 @@ __all__ = [
     "encode_success",
     "request_head",
     "response_decoder",
+    "success_bounds",
 ]
 
 #: ``RequestHeader.protocolVer`` we send: 3, the Java client's, so exception names come back with
@@ -241,8 +242,13 @@ _SUCCESS_PREFIX = b"\x02\x08\x01\x04\x08\x00\x18\x03"
 _SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
 
 
-def _fast_success_data(payload: bytes) -> bytes | None:
-    """``RspResponseBody.data`` of a plain SUCCESS envelope, or None to take the generic path."""
+def success_bounds(payload: bytes) -> tuple[int, int] | None:
+    """Where ``RspResponseBody.data`` lies in a plain SUCCESS envelope: ``(start, end)``, or
+    None for any other payload (which :func:`decode_response` then decodes the generic way).
+
+    For a caller that parses the business bytes in place (``payload[start:end]`` is what
+    :func:`decode_response` returns for this payload) instead of taking a copy.
+    """
     if not payload.startswith(_SUCCESS_PREFIX):
         return None
     if len(payload) > 12:
@@ -257,7 +263,7 @@ def _fast_success_data(payload: bytes) -> bytes | None:
             and payload[11] == 0x12
             and 13 + length == 9 + size <= len(payload)
         ):
-            return payload[13 : 9 + size]
+            return 13, 9 + size
     try:
         pos = _SUCCESS_PREFIX_LEN
         size, pos = decode_varint(payload, pos)
@@ -270,7 +276,13 @@ def _fast_success_data(payload: bytes) -> bytes | None:
         return None
     if pos + length != end or end > len(payload):
         return None
-    return payload[pos:end]
+    return pos, end
+
+
+def _fast_success_data(payload: bytes) -> bytes | None:
+    """``RspResponseBody.data`` of a plain SUCCESS envelope, or None to take the generic path."""
+    bounds = success_bounds(payload)
+    return None if bounds is None else payload[bounds[0] : bounds[1]]
 
 
 def decode_response(payload: bytes) -> bytes | RemoteRpcError:

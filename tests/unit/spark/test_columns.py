@@ -28,16 +28,20 @@ from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.message import checksum, encode_message
+from tubemq_aio.protocol.rpc import Method, encode_success
 from tubemq_aio.spark import _columns
 from tubemq_aio.spark._columns import (
     ColumnAnswer,
     MessageColumns,
     compiled_decode,
     compiled_parse,
+    crc_address,
     decode_columns,
     decode_columns_py,
     parse_columns,
     parse_columns_py,
+    parse_whole_columns,
+    parse_whole_columns_py,
 )
 from tubemq_aio.spark._message_columns import NO_BLOCK
 from tubemq_aio.spark._reader import ReadChunk, chunks_to_arrow
@@ -59,12 +63,23 @@ Parse = Callable[[bytes], ColumnAnswer]
 Decode = Callable[[ColumnAnswer, DecodeContext], MessageColumns]
 #: (name, parse, decode) of each column decoder.
 IMPLS: list[tuple[str, Parse, Decode]] = [("pure", parse_columns_py, decode_columns_py)]
+
+
+def enveloped(parse_whole: Parse) -> Parse:
+    """A parse of answer bytes through ``parse_whole`` of the answer in a SUCCESS envelope (as
+    the transport hands it over with ``raw``): the answer is read inside a larger buffer."""
+    return lambda data: parse_whole(encode_success(Method.BROKER_CONSUMER_GET_MESSAGE, data))
+
+
+IMPLS.append(("pure, whole answer", enveloped(parse_whole_columns_py), decode_columns_py))
 if EXT is not None:
-    IMPLS.append((
-        "compiled",
-        compiled_parse(EXT.GetMessageParser),
-        compiled_decode(EXT.ColumnDecoder),
-    ))  # fmt: skip
+    _compiled_parse, _compiled_whole = compiled_parse(EXT.GetMessageParser)
+    IMPLS += [
+        ("compiled", _compiled_parse, compiled_decode(EXT.ColumnDecoder)),
+        ("compiled, whole answer", enveloped(_compiled_whole), compiled_decode(EXT.ColumnDecoder)),
+        # The CRC through the Python function instead of zlib-ng's C function.
+        ("compiled, CRC via Python", _compiled_parse, compiled_decode(EXT.ColumnDecoder, 0)),
+    ]
 
 
 @dataclass
@@ -481,3 +496,40 @@ def test_every_decoder_raises_the_row_paths_typed_error_on_bad_answers(
     want = outcome(parse_get_message_response)
     for name, parse, _ in IMPLS:
         assert outcome(parse) == want, name
+
+
+# ---- the whole answer (envelope included) and the C CRC ----------------------------------------
+
+
+def test_the_whole_answer_parse_refuses_anything_but_a_plain_success_envelope() -> None:
+    data = answer([(1, checksum(b"a"), b"a", 0)])
+    whole = encode_success(Method.BROKER_CONSUMER_GET_MESSAGE, data)
+    for parse_whole in (parse_whole_columns, parse_whole_columns_py):
+        got = parse_whole(whole)
+        assert got.spans.ids.tolist() == [1]
+        for bad in (data, whole[1:], b"", whole[:-1]):
+            with pytest.raises(RemoteProtocolError, match="plain SUCCESS envelope"):
+                parse_whole(bad)
+    if EXT is not None:
+        parser = EXT.GetMessageParser(GetMessageResponse, tuple, print, -2)
+        for start, stop in ((-1, 3), (2, 1), (0, len(whole) + 1)):
+            with pytest.raises(ValueError, match="bounds"):
+                parser.columns(whole, start, stop)
+
+
+def test_the_c_crc_is_zlib_ngs_and_gives_the_same_checksums() -> None:
+    import ctypes
+
+    address = crc_address()
+    try:
+        from zlib_ng import zlib_ng
+    except ImportError:
+        assert address == 0
+        return
+    assert address != 0
+    assert address == ctypes.cast(ctypes.CDLL(zlib_ng.__file__).zng_crc32, ctypes.c_void_p).value
+    function = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32)
+    zng_crc32 = function(address)
+    for size in (0, 1, 15, 16, 64, 1000, 70_000):
+        data = os.urandom(size)
+        assert zng_crc32(0, data, size) == zlib_ng.crc32(data)
