@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any, Self
 
-from tubemq_aio._client import AsyncLifecycle, open_pool
+from tubemq_aio._client import open_pool
+from tubemq_aio._io.connection import Connection
+from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._validate import Checks, check_options
@@ -19,22 +21,16 @@ from tubemq_aio.errors import (
     ClientClosedError,
     ConfigError,
     ConnectError,
-    ConnectionLostError,
-    RequestNotSentError,
-    RequestTimeoutError,
-    SendOutcomeUnknownError,
     SendWindowFullError,
-    ServerError,
-    TopicUnavailableError,
     TubeMQError,
-    WriteTimeoutError,
 )
 from tubemq_aio.master import MasterInvoker
+from tubemq_aio.producer._attempts import SendAttempts
 from tubemq_aio.producer._batch import NO_AVOID, SendMany, encode_all
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig, check_send_args, check_send_many_args
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
+from tubemq_aio.protocol.message import encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import (
     SendRequestEncoder,
@@ -48,13 +44,8 @@ __all__ = ["Producer"]
 
 log = logging.getLogger("tubemq_aio.producer")
 
-# Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
-_REFUSED_CODES = frozenset({503, 419})
-#: Shortest wait for a broker's reconnect backoff: a jittered delay may be ~0, never a spin.
-_MIN_BACKOFF_WAIT = 0.01
 
-
-class Producer(AsyncLifecycle):
+class Producer(SendAttempts):
     """Publishes messages to TubeMQ topics.
 
     Safe to use from many tasks at once: sends are pipelined over one connection per broker, up
@@ -98,10 +89,13 @@ class Producer(AsyncLifecycle):
         self._backoff = PartitionBackoff()
         self._max_in_flight = config.max_in_flight_sends
         self._send_timeout = config.effective_send_timeout
+        self._send_timeout_ms = wire_timeout_ms(self._send_timeout)  # validated by the config
         self._partitioner = config.partitioner
         self._send_retries = config.send_retries
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._in_flight = 0
+        #: broker id -> (that broker, the connection its latest plain send went out on).
+        self._conns: dict[int, tuple[Broker, Connection]] = {}
         self._idle = asyncio.Event()  # set once closing and no send is pending
         self._closing = asyncio.Event()  # wakes sends waiting out a broker's connect backoff
         self._init_lifecycle("tubemq-producer")
@@ -224,7 +218,7 @@ class Producer(AsyncLifecycle):
             ServerError: the broker refused the message (e.g. 400, 403).
             ClientClosedError: the producer is closed.
         """
-        if not (
+        plain = (
             type(body) is bytes
             and body
             and type(topic) is str
@@ -234,16 +228,90 @@ class Producer(AsyncLifecycle):
             and msg_type is None
             and msg_time is None
             and topic.strip()
-        ):  # the plain send is checked inline (one call less per send); the rest in full
+        )  # the plain send is checked inline (one call less per send); the rest in full
+        if not plain:
             check_send_args(topic, body, key=key, timeout=timeout, attributes=attributes,
                             msg_type=msg_type, msg_time=msg_time)  # fmt: skip
-        session = self._require_session()
+        session = self._session
+        if (
+            self._close_task is not None
+            or not self._started
+            or session is None
+            or self._supervisor.crash is not None
+        ):  # _require_session inlined for the running producer
+            session = self._require_session()  # raises
         if self.telemetry is not None:
             return await self._traced_send(session, False, topic, body, attributes,
                                            msg_type=msg_type, msg_time=msg_time, key=key,
                                            timeout=timeout)  # fmt: skip
-        return await self._send(session, False, topic, body, attributes, msg_type, msg_time,
-                                key, timeout)  # fmt: skip
+        if (
+            not plain
+            or self._in_flight >= self._max_in_flight
+            or self._room_waiters
+            or not session.is_published(topic)
+            or len(body) > session.metadata.max_message_size(topic)
+        ):
+            return await self._send(session, False, topic, body, attributes, msg_type,
+                                    msg_time, key, timeout)  # fmt: skip
+        # The hot path: a plain send with a free window slot makes its first attempt in this
+        # frame (no coroutine of its own); a retry goes on in _send, which books it as before.
+        self._in_flight += 1
+        rpc = self._rpc
+        assert rpc is not None
+        attempt_timeout = self._send_timeout
+        now = time.monotonic()
+        try:
+            partition, parts, size = self._request_for(
+                session, topic, None, NO_AVOID, now, plain_message(body), self._send_timeout_ms
+            )
+            try:
+                broker = partition.broker
+                # The broker's connection as of its last send: no pool lookup per send. One
+                # that closed or has no room now is asked of the pool again.
+                cached = self._conns.get(broker.broker_id)
+                if cached is not None and cached[0] is broker:
+                    conn = cached[1]
+                    late = conn.start_parts(parts, size, attempt_timeout)
+                    started = None if late is None else (conn, *late)
+                else:
+                    started = None
+                if started is None:
+                    started = rpc.start_parts(broker, parts, size, attempt_timeout)
+                    if started is not None:
+                        self._conns[broker.broker_id] = (broker, started[0])
+                    elif cached is not None:
+                        del self._conns[broker.broker_id]
+                if started is None:  # no open connection or no room on it right now
+                    payload = b"".join(parts)
+                    answer = await rpc.call_payload(partition.broker, payload, attempt_timeout)
+                else:
+                    conn, serial, future = started
+                    try:
+                        answer = await future
+                    except asyncio.CancelledError:
+                        conn.abandon(serial)
+                        raise
+            except TubeMQError as exc:
+                first = (self._attempt_failed(exc, rpc, partition, now), partition, now)
+            else:
+                outcome = self._answered(answer, partition)
+                if isinstance(outcome, SendResult):
+                    self._release_slot()
+                    self.sent += 1
+                    return outcome
+                first = (outcome, partition, now)
+        except asyncio.CancelledError:
+            self._release_slot()
+            if self.closed:
+                self.failed += 1  # cut short by close(): the caller sees ClientClosedError
+            else:
+                self.cancelled += 1
+            raise
+        except BaseException:
+            self._release_slot()
+            self.failed += 1
+            raise
+        return await self._send(session, True, topic, body, first_failure=first)
 
     async def send_many(
         self,
@@ -534,130 +602,6 @@ class Producer(AsyncLifecycle):
         else:
             if not future.done():
                 future.set_result(result)
-
-    def _answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
-        """Book an answered send attempt; return its result, or the refusal to retry on.
-
-        Raises:
-            ServerError: the broker refused the message for good (not 503/419).
-            RemoteProtocolError: the answer could not be decoded.
-        """
-        self._backoff.record_response(partition.partition_key)
-        broker_id = partition.broker.broker_id
-        try:
-            result = self._parse_answer(answer, partition)
-        except ServerError as exc:
-            self._blocker.record(broker_id, False, time.monotonic(), err_code=exc.err_code)
-            if exc.err_code not in _REFUSED_CODES:
-                raise
-            return exc
-        self._blocker.record(broker_id, True, time.monotonic())
-        return result
-
-    def _attempt_failed(
-        self, exc: TubeMQError, rpc: RpcClient, partition: Partition, now: float
-    ) -> TubeMQError:
-        """Book a send attempt that got no answer; return the error to retry on, or raise.
-
-        Retried (returned): the request certainly did not reach the broker (connect failure,
-        connection lost before writing) or the broker refused it (503/419). Raised: a write
-        timeout (the caller's deadline has passed), a written request without an answer
-        (:class:`SendOutcomeUnknownError`), and every other error.
-        """
-        broker = partition.broker
-        if isinstance(exc, ConnectError):
-            self._blocker.record_connect(str(rpc.address(broker)), False, now)
-            return exc
-        self._blocker.record(broker.broker_id, False, time.monotonic())
-        self._backoff.record_failure(partition.partition_key, time.monotonic())
-        if isinstance(exc, WriteTimeoutError):
-            raise exc  # never written, and the caller's deadline has passed
-        if isinstance(exc, RequestNotSentError):
-            return exc  # never written: certainly not stored, retry like a connect failure
-        if isinstance(exc, RequestTimeoutError | ConnectionLostError):
-            raise SendOutcomeUnknownError(
-                f"no answer for the send to {partition.partition_key} ({exc}); "
-                "the message may or may not be stored"
-            ) from exc
-        if isinstance(exc, ServerError) and exc.err_code in _REFUSED_CODES:
-            return exc
-        raise exc
-
-    def _backoff_wait(self, session: ProducerSession, topic: str) -> float:
-        """Seconds until a connect to some broker of ``topic`` is allowed (0.0: one is now)."""
-        rpc = self._rpc
-        assert rpc is not None
-        brokers = {p.broker for p in session.metadata.writable_partitions(topic)}
-        return min((rpc.retry_in(b) for b in brokers), default=0.0)
-
-    async def _wait_for_backoff(
-        self, session: ProducerSession, topic: str, deadline: float, last: TubeMQError
-    ) -> float:
-        """Sleep until a broker of ``topic`` may be tried again; return the time left.
-
-        Raises:
-            TubeMQError: ``last``, when the send's ``deadline`` (monotonic) comes first.
-            ClientClosedError: the producer was closed meanwhile.
-        """
-        remaining = deadline - time.monotonic()
-        if remaining > 0.0:
-            wait = max(self._backoff_wait(session, topic), _MIN_BACKOFF_WAIT)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(wait, remaining)):
-                    await self._closing.wait()
-            if self.closed:
-                raise ClientClosedError(
-                    "the producer was closed while this send waited for a broker"
-                )
-            remaining = deadline - time.monotonic()
-        if remaining <= 0.0:
-            raise last
-        return remaining
-
-    def _request_for(
-        self,
-        session: ProducerSession,
-        topic: str,
-        key: bytes | str | None,
-        avoid: Set[str],
-        now: float,
-        encoded: EncodedMessage,
-        timeout_ms: int,
-    ) -> tuple[Partition, tuple[bytes, bytes, bytes], int]:
-        """Choose the partition of one send attempt and encode its request.
-
-        Returns:
-            The partition, the request in pieces (head, data, tail) and its length.
-        """
-        partition = self._choose(session, topic, key, avoid, now)
-        assert self._encoder is not None
-        head, data, tail, size = self._encoder.encode_parts(
-            partition.topic,
-            partition.partition_id,
-            encoded,
-            session.tokens.broker_auth(),
-            timeout_ms,
-        )
-        return partition, (head, data, tail), size
-
-    def _choose(
-        self,
-        session: ProducerSession,
-        topic: str,
-        key: bytes | str | None,
-        avoid: Set[str],
-        now: float,
-    ) -> Partition:
-        partitions = session.metadata.writable_partitions(topic)
-        if not partitions:
-            raise TopicUnavailableError(f"topic {topic!r} has no writable partition right now")
-        blocked = self._blocker.blocked(now)
-        if blocked:
-            allowed = tuple(p for p in partitions if p.broker.broker_id not in blocked)
-            partitions = allowed or partitions
-        delayed = self._backoff.delayed(now)
-        skip = avoid | delayed if delayed else avoid
-        return self._partitioner.select(topic, partitions, key, avoid=skip)
 
     # ---- internals ---------------------------------------------------------------------------
 
