@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pytest
 from test_producer_window import ANSWER, settle, started_producer
 
-from tubemq_aio import Producer
+from tubemq_aio import Producer, SendResult
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.errors import (
     ConnectionLostError,
@@ -95,11 +95,17 @@ def counters(producer: Producer) -> tuple[int, int, int, int, int]:
     return producer.sent, producer.failed, producer.cancelled, producer.retried, producer.in_flight
 
 
+async def sending(producer: Producer, body: bytes = b"x") -> asyncio.Task[SendResult]:
+    """Start ``producer.send`` in a task and let it reach its first await."""
+    task = asyncio.ensure_future(producer.send("t", body))
+    await settle()
+    return task
+
+
 async def test_a_plain_send_is_answered_and_counted() -> None:
     link = Link("a")
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     assert producer.in_flight == 1
     link.answer()
     result = await asyncio.wait_for(task, 5)
@@ -110,8 +116,7 @@ async def test_a_plain_send_is_answered_and_counted() -> None:
 async def test_cancelled_while_awaiting_the_answer_abandons_the_request() -> None:
     link = Link("a")
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -123,8 +128,7 @@ async def test_cancelled_on_the_slow_path_is_counted_once() -> None:
     link = Link("a")
     link.full = True
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     assert link.calls == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -136,8 +140,7 @@ async def test_no_room_on_the_connection_uses_the_waiting_call() -> None:
     link = Link("a")
     link.full = True
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     assert link.calls == 1
     link.answer()
     assert (await asyncio.wait_for(task, 5)).message_id == 7
@@ -147,8 +150,7 @@ async def test_no_room_on_the_connection_uses_the_waiting_call() -> None:
 async def test_a_connection_lost_mid_send_is_outcome_unknown() -> None:
     link = Link("a")
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     link.fail(ConnectionLostError("reset"))
     with pytest.raises(SendOutcomeUnknownError):
         await asyncio.wait_for(task, 5)
@@ -159,8 +161,7 @@ async def test_a_connection_lost_mid_send_is_outcome_unknown() -> None:
 async def test_a_retriable_first_attempt_is_retried(failure: str) -> None:
     link = Link("a")
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     if failure == "not-sent":
         link.fail(RequestNotSentError("lost before writing"))
     else:
@@ -188,8 +189,7 @@ async def test_retries_run_out_with_the_last_refusal() -> None:
 async def test_cancelled_during_the_retry_is_counted_once() -> None:
     link = Link("a")
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     link.answer(refusal(503))
     await settle()
     task.cancel()
@@ -201,8 +201,7 @@ async def test_cancelled_during_the_retry_is_counted_once() -> None:
 async def test_a_final_refusal_fails_at_once() -> None:
     link = Link("a")
     producer, _ = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     link.answer(refusal(400))
     with pytest.raises(ServerError):
         await asyncio.wait_for(task, 5)
@@ -212,15 +211,13 @@ async def test_a_final_refusal_fails_at_once() -> None:
 async def test_a_closed_remembered_connection_is_replaced() -> None:
     old = Link("old")
     producer, pool = producer_on(old)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     old.answer()
     await asyncio.wait_for(task, 5)
     old.closed = True
     new = pool.link = Link("new")
     for _ in range(2):  # the second send uses the newly remembered link
-        task = asyncio.ensure_future(producer.send("t", b"y"))
-        await settle()
+        task = await sending(producer, b"y")
         assert not old.waiting
         assert len(new.waiting) == 1
         new.answer()
@@ -231,8 +228,7 @@ async def test_a_closed_remembered_connection_is_replaced() -> None:
 async def test_a_remembered_connection_without_room_is_not_forgotten_wrongly() -> None:
     link = Link("a")
     producer, pool = producer_on(link)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    await settle()
+    task = await sending(producer)
     link.answer()
     await asyncio.wait_for(task, 5)
     pool.link = None  # no open connection at the pool: the slow path connects
@@ -240,8 +236,7 @@ async def test_a_remembered_connection_without_room_is_not_forgotten_wrongly() -
     fresh = Link("fresh")
     fresh.full = True
     pool.link = fresh
-    task = asyncio.ensure_future(producer.send("t", b"y"))
-    await settle()
+    task = await sending(producer, b"y")
     assert fresh.calls == 1
     fresh.answer()
     await asyncio.wait_for(task, 5)
