@@ -7,6 +7,8 @@ from typing import Any
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.framing import Frame
 
+COLUMN_API: int
+
 class GetMessageParser:
     def __init__(
         self,

@@ -24,6 +24,11 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from tubemq_aio.errors import FrameError
+
+#: What the Spark column decode may ask of this build: 2 = ``GetMessageParser.columns`` takes
+#: the answer's bounds and ``ColumnDecoder`` takes ``crc_address`` (a build without this name
+#: is 1: the caller copies the answer out and lets the decoder call the CRC through Python).
+COLUMN_API = 2
 from tubemq_aio.protocol.framing import BEGIN_TOKEN, BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES, MAX_LIST_SIZE, Frame
 
 cdef extern from *:

@@ -27,7 +27,10 @@ back their spans, and ``ColumnDecoder`` runs the decode rules per message in C, 
 kept bodies end to end into one Arrow buffer (the binary column's data) and each message's
 attribute block as an index into the batch's table of distinct blocks. Measured in process,
 that takes the parse + decode of a 1 KB message from ≈ 2.5–3 µs to ≈ 0.5 µs of CPU
-(``docs/benchmarks.md``, Spark source, round four).
+(``docs/benchmarks.md``, Spark source, round four). The compiled decoder calls zlib-ng's C
+CRC-32 (``zng_crc32``, the function behind the Python one) directly, and the source's reads
+hand the answer over inside its RPC envelope (:func:`parse_whole_columns`), so the walk reads
+it where the frame decoder put it: no copy of the answer (round five).
 """
 
 from __future__ import annotations
@@ -372,16 +375,24 @@ def parse_whole_columns_py(data: bytes) -> ColumnAnswer:
 
 
 def compiled_parse(
-    parser_cls: Any,
+    parser_cls: Any, *, in_place: bool = True
 ) -> tuple[Callable[[bytes], ColumnAnswer], Callable[[bytes], ColumnAnswer]]:
     """:func:`parse_columns` and :func:`parse_whole_columns` on the ``columns`` walk of a
-    compiled ``GetMessageParser`` class (what it does not take goes to the pure code)."""
+    compiled ``GetMessageParser`` class (what it does not take goes to the pure code).
+
+    Args:
+        parser_cls: the class.
+        in_place: whether its walk takes the answer's bounds (``COLUMN_API`` 2); without,
+            the whole-answer parse walks a copy of the answer.
+    """
     parser = parser_cls(
         GetMessageResponse, RawMessage, parse_get_message_response_py, META_VALUE_UNDEFINED
     )
 
     def columns(data: bytes, start: int, end: int) -> ColumnAnswer | None:
-        got = parser.columns(data, start, end)
+        if not in_place and (start, end) != (0, len(data)):
+            data, start, end = data[start:end], 0, end - start
+        got = parser.columns(data, start, end) if in_place else parser.columns(data)
         if got is None:
             return None
         response, n, spans = got
@@ -426,7 +437,9 @@ def compiled_decode(
             call :func:`~tubemq_aio.protocol.message.crc32` per message.
     """
     address = crc_address() if crc is None else crc
-    decoder = decoder_cls(crc32, _attr_cache, _attribute_info, NO_BLOCK, log, address)
+    # Without an address the arguments of a build older than COLUMN_API 2 (same behaviour).
+    args = (crc32, _attr_cache, _attribute_info, NO_BLOCK, log) + ((address,) if address else ())
+    decoder = decoder_cls(*args)
 
     def decode(answer: ColumnAnswer, context: DecodeContext) -> MessageColumns:
         s = answer.spans
@@ -574,12 +587,19 @@ _MAX_OFFSET = 2**31 - 1
 # Both or neither: an extension built from an older source lacks ColumnDecoder (and the
 # parser's ``columns``), and the pure code runs until it is rebuilt.
 _decoder_cls = _speedups.twin("ColumnDecoder")
+#: An extension built before round five (no COLUMN_API) parses a copy and calls the CRC
+#: through Python until it is rebuilt.
+_API = _speedups.twin("COLUMN_API") or 1
 _parse, _parse_whole = (
     (parse_columns_py, parse_whole_columns_py)
     if _decoder_cls is None
-    else compiled_parse(_speedups.twin("GetMessageParser"))
+    else compiled_parse(_speedups.twin("GetMessageParser"), in_place=_API >= 2)
 )
-_decode = decode_columns_py if _decoder_cls is None else compiled_decode(_decoder_cls)
+_decode = (
+    decode_columns_py
+    if _decoder_cls is None
+    else compiled_decode(_decoder_cls, None if _API >= 2 else 0)
+)
 
 #: The Spark source's codec for :meth:`ClientBalancedConsumer.read_with`.
 COLUMNS: BatchCodec[ColumnAnswer, MessageColumns] = BatchCodec(
