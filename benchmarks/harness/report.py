@@ -263,8 +263,40 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def mark_short_reads(runs: list[dict[str, Any]], config: dict[str, Any]) -> int:
+    """Fail the consume runs that read fewer messages than they were asked for; return how many.
+
+    Such a run found its topic short (e.g. the broker deleted its oldest segments) and spent
+    the rest of its time waiting for messages, so neither its rate nor its CPU per message
+    measures consuming. The count asked for is the run's ``requested`` (older runs: the
+    configuration's consume count of the size).
+    """
+    marked = 0
+    for run in runs:
+        if run.get("scenario") != "consume" or not run.get("ok"):
+            continue
+        requested = run.get("requested") or _consume_count(config, run["size"])
+        read = int((run.get("peer") or {}).get("messages") or 0)
+        if requested and read < requested:
+            run["ok"] = False
+            run["error"] = (
+                f"read {read} of {requested} messages: the topic ran short "
+                "(not a consume measurement)"
+            )
+            marked += 1
+    return marked
+
+
+def _consume_count(config: dict[str, Any], size: int) -> int:
+    by_size = (config.get("messages") or {}).get(str(size))
+    if isinstance(by_size, dict):
+        return int(by_size.get("consume") or 0)
+    return int(by_size or 0)
+
+
 def write_all(out: Path, raw: dict[str, Any]) -> None:
     """Write ``raw.json`` (with the analysis), ``summary.md`` and the plots into ``out``."""
+    mark_short_reads(raw["runs"], raw.get("config") or {})
     summary = analyse(raw["runs"])
     summary["floor_vs_real"] = floor_vs_real(raw, summary)
     if raw.get("spark"):

@@ -44,11 +44,17 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-async def create_bench_topics(cluster: LocalCluster, names: Sequence[str], partitions: int) -> None:
+async def create_bench_topics(
+    cluster: LocalCluster, names: Sequence[str], partitions: int, keep: str = "1h"
+) -> None:
     """Create ``names`` in one master call with :data:`TOPIC_CACHE`, wait until publishable.
 
     ``LocalCluster.create_topics`` has no way to pass topic settings, so the record is added
-    through the master web API directly (same call plus the cache settings).
+    through the master web API directly (same call plus the cache settings). ``keep`` is how
+    long the broker keeps their data (``deletePolicy``): produce topics take a lot of disk and
+    keep it for an hour; the pre-filled consume topics are read in every round and keep it for
+    a week (with one hour, the rounds after the first hour read a topic with its oldest
+    segments gone).
     """
     ids = [b.broker_id for b in cluster.brokers]
     await cluster.web_api.call(
@@ -58,7 +64,7 @@ async def create_bench_topics(cluster: LocalCluster, names: Sequence[str], parti
         brokerId=ids,
         numPartitions=partitions,
         numTopicStores=1,
-        deletePolicy="delete,1h",
+        deletePolicy=f"delete,{keep}",
         acceptPublish=True,
         acceptSubscribe=True,
         **TOPIC_CACHE,
@@ -200,6 +206,7 @@ class Bench:
             "error": run.error,
             "peak_rss_mb": round(run.peak_rss_bytes / 2**20, 1),
             "peer": run.record,
+            "requested": count,
         }
         messages = int(rec.get("messages") or 0)
         seconds = float(rec.get("seconds") or 0.0)
@@ -396,7 +403,11 @@ async def _measure(
         if "spark" not in cfg.scenarios:
             topics.spark_source = topics.spark_sink = ""
         log(f"creating {len(topics.names())} topics ({cfg.partitions} partitions, 32 MB cache)")
-        await create_bench_topics(cluster, topics.names(), cfg.partitions)
+        consume = set(topics.consume.values())
+        await create_bench_topics(
+            cluster, [t for t in topics.names() if t not in consume], cfg.partitions
+        )
+        await create_bench_topics(cluster, sorted(consume), cfg.partitions, keep="168h")
         log(f"topics ready in {time.monotonic() - t0:.0f}s")
     reported = await topic_cache_settings(cluster, topics.names()[0])
     log(f"topic cache settings reported by the master: {reported}")
