@@ -164,8 +164,16 @@ def scenario_figure(
     if not panels:
         return None
     plt = _pyplot()
-    size = (max(4.2, 5.2 - 0.5 * len(panels)) * len(panels), 4.6 * len(metrics))
-    fig, axes = plt.subplots(len(metrics), len(panels), figsize=size, squeeze=False)
+    # A panel is as wide as its groups need (the full matrix has 9 produce groups of 4 bars, each
+    # with an upright ratio note), and never narrower than the old fixed width.
+    groups = [
+        max(2, len({_group_label(r) for r in ok if (r["scenario"], r.get("rate")) == p
+                    or (not per_rate and r["scenario"] == p[0])}))
+        for p in panels
+    ]  # fmt: skip
+    width = max(max(4.2, 5.2 - 0.5 * len(panels)) * len(panels), 1.3 * sum(groups))
+    fig, axes = plt.subplots(len(metrics), len(panels), figsize=(width, 4.6 * len(metrics)),
+                             squeeze=False, gridspec_kw={"width_ratios": groups})  # fmt: skip
     for row, (metric, ylabel) in enumerate(metrics):
         kept = [r for r in ok if r.get(metric) is not None]
         for ax, (scenario, rate) in zip(axes[row], panels, strict=True):
