@@ -157,8 +157,11 @@ def scenario_figure(
     """
     ok = [r for r in runs if r["ok"] and not r["discarded"]]
     names = [m for m, _ in metrics]
-    has = {(r["scenario"], r.get("rate") if per_rate else None) for r in ok
-           if any(r.get(m) is not None for m in names)}  # fmt: skip
+
+    def panel_of(r: dict[str, Any]) -> tuple[str, int | None]:
+        return r["scenario"], r.get("rate") if per_rate else None
+
+    has = {panel_of(r) for r in ok if any(r.get(m) is not None for m in names)}
     panels = sorted((p for p in has if p[0] in scenarios),
                     key=lambda p: (scenarios.index(p[0]), p[1] or 0))  # fmt: skip
     if not panels:
@@ -166,11 +169,7 @@ def scenario_figure(
     plt = _pyplot()
     # A panel is as wide as its groups need (the full matrix has 9 produce groups of 4 bars, each
     # with an upright ratio note), and never narrower than the old fixed width.
-    groups = [
-        max(2, len({_group_label(r) for r in ok if (r["scenario"], r.get("rate")) == p
-                    or (not per_rate and r["scenario"] == p[0])}))
-        for p in panels
-    ]  # fmt: skip
+    groups = [max(2, len({_group_label(r) for r in ok if panel_of(r) == p})) for p in panels]
     width = max(max(4.2, 5.2 - 0.5 * len(panels)) * len(panels), 1.3 * sum(groups))
     fig, axes = plt.subplots(len(metrics), len(panels), figsize=(width, 4.6 * len(metrics)),
                              squeeze=False, gridspec_kw={"width_ratios": groups})  # fmt: skip
