@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -44,17 +45,27 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+PRODUCE_KEEP = "20m"
+"""Retention of the produce topics. The broker checks every 3 minutes and keeps each
+partition's newest 256 MB segment, so the disk holds about 20 minutes of writes."""
+LOW_DISK_GB = 5.0
+"""Below this much free space on the broker's disk, each run logs a warning."""
+READ_KEEP = "168h"
+"""Retention of the topics that rounds read again (consume, Spark)."""
+
+
 async def create_bench_topics(
-    cluster: LocalCluster, names: Sequence[str], partitions: int, keep: str = "1h"
+    cluster: LocalCluster, names: Sequence[str], partitions: int, keep: str = PRODUCE_KEEP
 ) -> None:
     """Create ``names`` in one master call with :data:`TOPIC_CACHE`, wait until publishable.
 
     ``LocalCluster.create_topics`` has no way to pass topic settings, so the record is added
     through the master web API directly (same call plus the cache settings). ``keep`` is how
-    long the broker keeps their data (``deletePolicy``): produce topics take a lot of disk and
-    keep it for an hour; the pre-filled consume topics are read in every round and keep it for
-    a week (with one hour, the rounds after the first hour read a topic with its oldest
-    segments gone).
+    long the broker keeps their data (``deletePolicy``): produce topics are never read back and
+    keep it for :data:`PRODUCE_KEEP` only (with one hour the full matrix filled an 80 GB disk);
+    the pre-filled consume and Spark topics are read in every round and keep it for
+    :data:`READ_KEEP` (with one hour, the rounds after the first hour read a topic with its
+    oldest segments gone).
     """
     ids = [b.broker_id for b in cluster.brokers]
     await cluster.web_api.call(
@@ -207,6 +218,7 @@ class Bench:
             "peak_rss_mb": round(run.peak_rss_bytes / 2**20, 1),
             "peer": run.record,
             "requested": count,
+            "disk_free_gb": round(shutil.disk_usage(self.cluster.work_dir).free / 1e9, 1),
         }
         messages = int(rec.get("messages") or 0)
         seconds = float(rec.get("seconds") or 0.0)
@@ -242,6 +254,11 @@ class Bench:
                     self.runs.append(entry)
                     done += 1
                     log(f"{done}/{total} round {rnd} {cell.label} {v.name}: {_brief(entry)}")
+                    if entry["disk_free_gb"] < LOW_DISK_GB:
+                        log(
+                            f"WARNING only {entry['disk_free_gb']} GB free on the broker's disk; "
+                            "when it fills, the broker stops every write"
+                        )
 
     async def spark(self) -> dict[str, Any]:
         """The Spark rows (:mod:`~benchmarks.harness.spark_worker`): fill the source topic with
@@ -403,11 +420,11 @@ async def _measure(
         if "spark" not in cfg.scenarios:
             topics.spark_source = topics.spark_sink = ""
         log(f"creating {len(topics.names())} topics ({cfg.partitions} partitions, 32 MB cache)")
-        consume = set(topics.consume.values())
+        read = {*topics.consume.values(), topics.spark_source, topics.spark_sink} - {""}
         await create_bench_topics(
-            cluster, [t for t in topics.names() if t not in consume], cfg.partitions
+            cluster, [t for t in topics.names() if t not in read], cfg.partitions
         )
-        await create_bench_topics(cluster, sorted(consume), cfg.partitions, keep="168h")
+        await create_bench_topics(cluster, sorted(read), cfg.partitions, keep=READ_KEEP)
         log(f"topics ready in {time.monotonic() - t0:.0f}s")
     reported = await topic_cache_settings(cluster, topics.names()[0])
     log(f"topic cache settings reported by the master: {reported}")
