@@ -6,10 +6,18 @@ a prepared ``SendMessageResponseB2P``, so the broker's own work is tiny and neve
 figure. The client process runs ``window`` tasks that each loop on ``await producer.send(...)``
 (mode ``send``) or ``await producer.send_many(...)`` with ``batch`` bodies (mode ``many``) until
 ``count`` messages are done, after a warm-up of a tenth as many; it reports its own user + system
-CPU seconds per 10⁶ messages. Output: one JSON line per run.
+CPU seconds per 10⁶ messages, and per 1 000 messages its read and write system calls
+(``/proc/self/io``, which counts uvloop's ``read``/``write`` but not asyncio's ``recv``/``send``,
+so these two are 0 without ``--uvloop``) and its voluntary context switches (each one a wait for
+the network).
+Output: one JSON line per run.
+
+``--master ADDR --topic NAME`` sends to a real cluster instead (for example one started by
+``make cluster-up``): the stand-in answers every request of one read in one write, a real broker
+answers each request on its own, and the system-call counts show what that costs the client.
 
 Run: ``python -m benchmarks.micro.produce [--uvloop] [--mode send|many] [--count N]
-[--window W] [--batch B] [--size S] [--rounds R]``.
+[--window W] [--batch B] [--size S] [--rounds R] [--master ADDR --topic NAME]``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import cast
 
 from tubemq_aio import Producer
@@ -73,6 +82,19 @@ def _cpu() -> tuple[float, float]:
     return ru.ru_utime, ru.ru_stime
 
 
+def _io_counts() -> tuple[int, int, int]:
+    """Read and write system calls so far (0 where ``/proc`` is missing), voluntary switches."""
+    calls = {"syscr": 0, "syscw": 0}
+    io = Path("/proc/self/io")
+    if io.exists():
+        for line in io.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in calls:
+                calls[key] = int(value)
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+    return calls["syscr"], calls["syscw"], switches
+
+
 async def _phase(producer: Producer, ns: argparse.Namespace, count: int, body: bytes) -> int:
     issued = 0
     done = 0
@@ -82,7 +104,7 @@ async def _phase(producer: Producer, ns: argparse.Namespace, count: int, body: b
         send = producer.send
         while issued < count:
             issued += 1
-            await send(TOPIC, body)
+            await send(ns.topic, body)
             done += 1
 
     async def batched() -> None:
@@ -90,7 +112,7 @@ async def _phase(producer: Producer, ns: argparse.Namespace, count: int, body: b
         bodies = [body] * ns.batch
         while issued < count:
             issued += ns.batch
-            for outcome in await producer.send_many(TOPIC, bodies):
+            for outcome in await producer.send_many(ns.topic, bodies):
                 if isinstance(outcome, BaseException):
                     raise outcome
             done += ns.batch
@@ -102,14 +124,16 @@ async def _phase(producer: Producer, ns: argparse.Namespace, count: int, body: b
 
 async def _client(ns: argparse.Namespace, master: str) -> dict[str, object]:
     body = bytes(97 + i % 26 for i in range(ns.size))
-    config = {"topics": [TOPIC], "telemetry": False, "max_in_flight_sends": max(4096, ns.window)}
+    config = {"topics": [ns.topic], "telemetry": False, "max_in_flight_sends": max(4096, ns.window)}
     async with Producer(master, **config) as p:
         await _phase(p, ns, max(ns.count // 10, ns.window), body)
-        (user0, sys0), t0 = _cpu(), time.perf_counter()
+        (user0, sys0), io0, t0 = _cpu(), _io_counts(), time.perf_counter()
         done = await _phase(p, ns, ns.count, body)
-        (user1, sys1), wall = _cpu(), time.perf_counter() - t0
+        (user1, sys1), io1, wall = _cpu(), _io_counts(), time.perf_counter() - t0
     cpu = user1 - user0 + sys1 - sys0
+    reads, writes, waits = (round((b - a) / done * 1000, 1) for a, b in zip(io0, io1, strict=True))
     return {
+        "broker": "stand-in" if ns.master is None else "real",
         "mode": ns.mode,
         "uvloop": ns.uvloop,
         "window": ns.window,
@@ -118,6 +142,9 @@ async def _client(ns: argparse.Namespace, master: str) -> dict[str, object]:
         "cpu_s_per_1e6": round(cpu / done * 1e6, 2),
         "sys_share": round((sys1 - sys0) / cpu, 2),
         "msg_per_s": round(done / wall),
+        "read_calls_per_1e3": reads,
+        "write_calls_per_1e3": writes,
+        "waits_per_1e3": waits,
     }
 
 
@@ -132,6 +159,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--master", help="a real cluster's master address (no stand-in)")
+    parser.add_argument("--topic", default=TOPIC, help="topic to send to (with --master)")
     ns = parser.parse_args()
     if ns.serve:
         asyncio.run(_serve())
@@ -141,6 +170,10 @@ def main() -> int:
         import uvloop
 
         run = uvloop.run
+    if ns.master is not None:
+        for _ in range(ns.rounds):
+            print(json.dumps(run(_client(ns, ns.master))), flush=True)
+        return 0
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.micro.produce", "--serve"],
         stdin=subprocess.PIPE,

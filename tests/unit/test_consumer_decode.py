@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from message_strategies import stored_messages
 from speedup_impls import RAW_DECODERS, RawDecode
 
 from tubemq_aio.models import Message
@@ -142,29 +143,8 @@ def test_corrupt_undecodable_and_filtered_are_counted(decode: RawDecode) -> None
             assert got[1].crc_ok is False
 
 
-_text = st.text(
-    st.characters(exclude_characters=",=", exclude_categories=["Cs"]), min_size=1, max_size=8
-).filter(lambda t: t.strip() and "$msg" not in t)
-
-
-@st.composite
-def raw_messages(draw: st.DrawFn) -> RawMessage:
-    kind = draw(st.sampled_from(["plain", "encoded", "random"]))
-    body = draw(st.binary(min_size=1, max_size=64))
-    if kind == "plain":
-        data, flag = body, draw(st.sampled_from([0, 2, 4]))
-    elif kind == "encoded":
-        enc = encode_message(
-            body,
-            attributes=draw(st.dictionaries(_text, _text, max_size=3)),
-            msg_type=draw(st.sampled_from([None, "a", "b", " c "])),
-            msg_time=draw(st.sampled_from([None, "202401011200", "202612312359"])),
-        )
-        data, flag = enc.data, enc.flag | draw(st.sampled_from([0, 4]))
-    else:
-        data, flag = draw(st.binary(max_size=40)), draw(st.integers(0, 7))
-    crc = checksum(data) if draw(st.booleans()) else draw(st.integers(0, 2**31 - 1))
-    return RawMessage(draw(st.integers(-(2**63), 2**63 - 1)), crc, data, flag)
+def raw_messages() -> st.SearchStrategy[RawMessage]:
+    return stored_messages().map(lambda m: RawMessage(*m))
 
 
 @each_impl

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from message_strategies import attribute_text, stored_messages
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from tubemq_aio import _speedups
@@ -164,31 +165,8 @@ def same(data: bytes, filters: frozenset[str] = frozenset(), deliver: bool = Fal
     return want
 
 
-_text = st.text(
-    st.characters(exclude_characters=",=", exclude_categories=["Cs"]), min_size=1, max_size=8
-).filter(lambda t: t.strip() and "$msg" not in t)
-
-
-@st.composite
-def messages(draw: st.DrawFn) -> tuple[int, int, bytes, int]:
-    kind = draw(st.sampled_from(["plain", "encoded", "random"]))
-    body = draw(st.binary(min_size=1, max_size=300))
-    if kind == "plain":
-        data, flag = body, draw(st.sampled_from([0, 2, 4]))
-    elif kind == "encoded":
-        enc = encode_message(
-            body,
-            attributes=draw(st.dictionaries(_text, _text, max_size=3)),
-            msg_type=draw(st.sampled_from([None, "a", "b", " c "])),
-            msg_time=draw(st.sampled_from([None, "202401011200", "202612312359"])),
-        )
-        data, flag = enc.data, enc.flag | draw(st.sampled_from([0, 4]))
-    else:
-        data = draw(st.binary(max_size=40))
-        flag = draw(st.one_of(st.integers(0, 7), st.integers(-(2**31), 2**31 - 1)))
-    crc = checksum(data) if draw(st.booleans()) else draw(st.integers(-(2**31), 2**31 - 1))
-    message_id = draw(st.one_of(st.integers(0, 2**40), st.integers(-(2**63), 2**63 - 1)))
-    return message_id, crc, data, flag
+def messages() -> st.SearchStrategy[tuple[int, int, bytes, int]]:
+    return stored_messages(max_body=300, any_int32=True)
 
 
 _filters = st.sampled_from([frozenset(), frozenset({"a"}), frozenset({"a", "c"})])
@@ -412,7 +390,7 @@ def big_messages(draw: st.DrawFn) -> tuple[int, int, bytes, int]:
     if draw(st.booleans()):
         enc = encode_message(
             body or b"x",
-            attributes=draw(st.dictionaries(_text, _text, max_size=2)),
+            attributes=draw(st.dictionaries(attribute_text, attribute_text, max_size=2)),
             msg_type=draw(st.sampled_from([None, "a", "c"])),
             msg_time=draw(st.sampled_from([None, "202401011200"])),
         )
