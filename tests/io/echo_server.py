@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "FakeServer",
     "Knobs",
     "flood_until_paused",
+    "limit_send_buffer",
     "request_payload",
     "server_fixture",
     "settings_fixture",
@@ -90,6 +92,7 @@ class _ServerProtocol(asyncio.Protocol):
             transport.abort()
             return
         if self.server.knobs.pause_reading:
+            limit_kernel_buffer(transport, socket.SO_RCVBUF)
             transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -238,6 +241,26 @@ def small_buffers(idle_timeout: float = 180.0) -> TransportSettings:
     )
 
 
+KERNEL_BUFFER = 64 * 1024
+"""Socket buffer size that tests which fill a connection set on both ends. Left to the kernel,
+loopback buffers grow to several MB (tcp_rmem allows 32 MB on recent kernels), and a flood of
+4 MiB may then never pause the transport."""
+
+
+def limit_kernel_buffer(transport: asyncio.BaseTransport, option: int) -> None:
+    """Cap the kernel's ``option`` (``SO_RCVBUF`` or ``SO_SNDBUF``) buffer of ``transport``'s
+    socket at :data:`KERNEL_BUFFER`, which also stops the kernel from growing it."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, option, KERNEL_BUFFER)
+
+
+def limit_send_buffer(conn: Connection) -> None:
+    """Cap the client side's kernel send buffer of ``conn`` (see :data:`KERNEL_BUFFER`)."""
+    assert conn._transport is not None
+    limit_kernel_buffer(conn._transport, socket.SO_SNDBUF)
+
+
 async def flood_until_paused(
     server: FakeServer, rpc: RpcClient, timeout: float = 30.0
 ) -> tuple[Connection, list[asyncio.Task[bytes]]]:
@@ -246,6 +269,7 @@ async def flood_until_paused(
     server.knobs.pause_reading = True
     address = Address("127.0.0.1", server.port)
     conn = await rpc.connect(address)
+    limit_send_buffer(conn)
     chunk = b"z" * 65536
     method = Method.MASTER_PRODUCER_HEARTBEAT
     flood = [asyncio.create_task(rpc.call(address, method, chunk, timeout)) for _ in range(64)]

@@ -8,7 +8,13 @@ import time
 from typing import Any
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+from echo_server import (  # noqa: F401
+    FakeServer,
+    limit_send_buffer,
+    request_payload,
+    server_fixture,
+    settings_fixture,
+)
 from test_io_memory import MemoryTransport
 
 from tubemq_aio._io.connection import Connection
@@ -136,6 +142,7 @@ async def test_pause_writing_blocks_senders(server: FakeServer) -> None:
     )
     pool = ConnectionPool(settings)
     conn = await pool.connection(addr(server))
+    limit_send_buffer(conn)
     chunk = request_payload(b"z" * 65536)
     flood = [asyncio.create_task(conn.call(chunk, 10.0)) for _ in range(64)]
     for _ in range(200):
