@@ -243,8 +243,9 @@ def small_buffers(idle_timeout: float = 180.0) -> TransportSettings:
 
 KERNEL_BUFFER = 64 * 1024
 """Socket buffer size that tests which fill a connection set on both ends. Left to the kernel,
-loopback buffers grow to several MB (tcp_rmem allows 32 MB on recent kernels), and a flood of
-4 MiB may then never pause the transport."""
+the client's send buffer alone may grow to 4 MB (``tcp_wmem``) and the server's receive buffer
+further (``tcp_rmem`` allows 32 MB on this kernel), so whether a 4 MiB flood pauses the
+transport depends on timing: it did in one CI run and not in the next."""
 
 
 def limit_kernel_buffer(transport: asyncio.BaseTransport, option: int) -> None:
