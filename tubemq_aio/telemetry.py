@@ -27,13 +27,25 @@ if TYPE_CHECKING:
 
     from tubemq_aio.models import Message
 
-__all__ = ["TRACEPARENT", "ClientTelemetry", "Gauge", "Telemetry", "process_span", "telemetry_for"]
+__all__ = [
+    "RECHECK_SECONDS",
+    "TRACEPARENT",
+    "ClientTelemetry",
+    "Gauge",
+    "Telemetry",
+    "live",
+    "process_span",
+    "telemetry_for",
+]
 
 #: The message attribute that carries the W3C trace context of the producing span.
 TRACEPARENT = "traceparent"
 
 _SCOPE = "tubemq_aio"
 _SYSTEM = "tubemq"
+
+#: How long a client keeps the answer "no SDK is installed" (see :meth:`ClientTelemetry.active`).
+RECHECK_SECONDS = 1.0
 
 #: ``(gauge name, value, attributes)`` reported by a client for its observable instruments.
 Gauge = tuple[str, float, Mapping[str, str]]
@@ -122,6 +134,14 @@ class ClientTelemetry:
         from tubemq_aio import __version__
 
         self.options = options
+        # Providers named by the caller are always used; the global ones count only once an
+        # SDK has replaced the API's default (proxy, no-op) providers.
+        self._active = options.tracer_provider is not None or options.meter_provider is not None
+        self._next_check = 0.0
+        self._global_tracer_provider = trace.get_tracer_provider
+        self._global_meter_provider = metrics.get_meter_provider
+        self._idle_tracer_providers = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self._idle_meter_providers = _idle_meter_providers()
         self.tracer: Tracer = trace.get_tracer(
             _SCOPE, __version__, tracer_provider=options.tracer_provider
         )
@@ -148,6 +168,28 @@ class ClientTelemetry:
             "messaging.process.duration", "s", "Duration of message processing in Consumer.run"
         )
         self._hub = _gauge_hub(meter)
+
+    def active(self) -> bool:
+        """Whether spans or metrics would be recorded: providers were named in
+        :class:`Telemetry`, or an OpenTelemetry SDK is installed as a global provider.
+
+        With only the API installed (its default proxy and no-op providers), every span and
+        metric is dropped anyway; clients check this per operation and skip the
+        instrumentation then. Asking the API is slow (it reads the environment), so the answer
+        "idle" is kept for :data:`RECHECK_SECONDS`: an SDK set up after the client was built is
+        used from at most that long after. A global provider cannot be replaced once set, so
+        "active" is kept for good.
+        """
+        if self._active:
+            return True
+        now = time.monotonic()
+        if now < self._next_check:
+            return False
+        self._next_check = now + RECHECK_SECONDS
+        self._active = not isinstance(
+            self._global_tracer_provider(), self._idle_tracer_providers
+        ) or not isinstance(self._global_meter_provider(), self._idle_meter_providers)
+        return self._active
 
     def watch(self, source: Callable[[], Iterable[Gauge]]) -> None:
         """Report ``source()``'s gauges while the bound method's object lives."""
@@ -329,9 +371,9 @@ def process_span(consumer: Any, message: Message) -> Iterator[Span | None]:
         message: the message being handled.
 
     Yields:
-        The span, or ``None`` when the consumer's telemetry is off.
+        The span, or ``None`` when the consumer's telemetry is off or records nothing (no SDK).
     """
-    telemetry: ClientTelemetry | None = getattr(consumer, "telemetry", None)
+    telemetry = live(getattr(consumer, "telemetry", None))
     if telemetry is None:
         yield None
         return
@@ -340,6 +382,28 @@ def process_span(consumer: Any, message: Message) -> Iterator[Span | None]:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+
+
+def _idle_meter_providers() -> tuple[type, ...]:
+    """The API's own meter providers, which drop everything: the public no-op one and the
+    default proxy (a private class: if a later API moves it, the global meter provider is
+    treated as live, which costs time but loses nothing)."""
+    from opentelemetry import metrics
+
+    idle: list[type] = [metrics.NoOpMeterProvider]
+    try:
+        from opentelemetry.metrics._internal import _ProxyMeterProvider
+    except ImportError:  # pragma: no cover - depends on the API's internals
+        pass
+    else:
+        idle.append(_ProxyMeterProvider)
+    return tuple(idle)
+
+
+def live(telemetry: ClientTelemetry | None) -> ClientTelemetry | None:
+    """``telemetry`` when it would record anything now (:meth:`ClientTelemetry.active`),
+    else ``None``."""
+    return telemetry if telemetry is not None and telemetry.active() else None
 
 
 def _base(operation_type: str, operation_name: str, topic: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -10,7 +11,15 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tubemq_aio.errors import ConfigError, SendOutcomeUnknownError
 from tubemq_aio.models import Message
-from tubemq_aio.telemetry import TRACEPARENT, Gauge, Telemetry, process_span, telemetry_for
+from tubemq_aio.telemetry import (
+    RECHECK_SECONDS,
+    TRACEPARENT,
+    Gauge,
+    Telemetry,
+    live,
+    process_span,
+    telemetry_for,
+)
 from tubemq_aio.testing.otel import InMemoryTelemetry
 
 
@@ -205,3 +214,79 @@ def test_sends_to_many_topics_are_each_counted(otel: InMemoryTelemetry) -> None:
     spans = otel.spans()
     assert {s.name for s in spans} == {f"send {t}" for t in topics}
     assert all(dict(s.attributes or {})["messaging.destination.name"] == s.name[5:] for s in spans)
+
+
+# ---- only the API installed: nothing recorded, nothing paid ------------------------------------
+
+
+class _SdkTracerProvider:
+    """Stands in for an SDK's global tracer provider (setting a real one is once per process)."""
+
+    def get_tracer(self, *args: object, **kwargs: object) -> object:
+        raise AssertionError("not called by active()")
+
+
+def test_api_only_is_inactive_and_live_gives_none() -> None:
+    tel = telemetry_for(None)
+    assert tel is not None
+    assert tel.active() is False
+    assert live(tel) is None
+    assert live(None) is None
+
+
+def test_named_providers_are_always_active(otel: InMemoryTelemetry) -> None:
+    from opentelemetry.trace import NoOpTracerProvider
+
+    for options in (otel.telemetry(), Telemetry(tracer_provider=NoOpTracerProvider())):
+        tel = telemetry_for(options)
+        assert tel is not None
+        assert tel.active() is True
+        assert live(tel) is tel
+
+
+def test_an_sdk_installed_later_is_seen_after_the_recheck_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    tel = telemetry_for(None)
+    assert tel is not None
+    assert tel.active() is False
+    monkeypatch.setattr(tel, "_global_tracer_provider", _SdkTracerProvider)
+    clock[0] += RECHECK_SECONDS / 2
+    assert tel.active() is False  # the "idle" answer is kept for a while
+    clock[0] += RECHECK_SECONDS
+    assert tel.active() is True
+    monkeypatch.setattr(tel, "_global_tracer_provider", lambda: None)
+    clock[0] += 10 * RECHECK_SECONDS
+    assert tel.active() is True  # a global provider cannot be taken back: kept for good
+
+
+def test_an_sdk_meter_provider_alone_makes_it_active(monkeypatch: pytest.MonkeyPatch) -> None:
+    tel = telemetry_for(None)
+    assert tel is not None
+    monkeypatch.setattr(tel, "_global_meter_provider", object)
+    monkeypatch.setattr(tel, "_next_check", 0.0)
+    assert tel.active() is True
+
+
+async def test_api_only_sends_skip_the_span_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the API but no SDK the producer's sends (single, nowait, many) never enter the
+    traced path, and still arrive."""
+    from tubemq_aio import Producer
+    from tubemq_aio.testing import FakeCluster
+
+    async def traced(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the traced path was taken without an SDK")
+
+    async with FakeCluster(topics={"demo": 2}) as cluster:
+        async with Producer(cluster.master_addr, topics=["demo"], telemetry=None) as p:
+            assert p.telemetry is not None
+            assert not p.telemetry.active()
+            monkeypatch.setattr(p, "_traced_send", traced)
+            await p.send("demo", b"one")
+            await p.send("demo", b"two", attributes={"k": "v"})
+            await p.send_many("demo", [b"three", b"four"])
+        payloads = sorted(m.payload for m in cluster.messages("demo"))
+        assert payloads[1:] == [b"four", b"one", b"three"]
+        assert payloads[0].endswith(b"k=vtwo")  # the attribute block, then the body

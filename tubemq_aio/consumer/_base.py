@@ -26,7 +26,7 @@ from tubemq_aio.errors import ClientClosedError, ConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
-from tubemq_aio.telemetry import Gauge, telemetry_for
+from tubemq_aio.telemetry import Gauge, live, telemetry_for
 
 __all__ = ["ConsumerBase"]
 
@@ -219,14 +219,15 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
                 checks.seconds("timeout", timeout, low_open=False)  # 0: take what is buffered
             checks.done()
         _, engine = self._running()
-        started = time.time_ns() if self.telemetry is not None else 0
+        telemetry = live(self.telemetry)
+        started = time.time_ns() if telemetry is not None else 0
         try:
             batch = await engine.get(max_records, timeout)
         except ClientClosedError:
             self._supervisor.raise_if_crashed()
             raise
-        if self.telemetry is not None and batch:
-            self.telemetry.received(
+        if telemetry is not None and batch:
+            telemetry.received(
                 batch.topic, batch.partition_key, self.config.group, len(batch), started
             )
         return batch

@@ -156,7 +156,7 @@ class Consumer(ConsumerBase[MasterSession]):
                     raise
                 try:
                     for message in batch:
-                        if telemetry is None:
+                        if telemetry is None or not telemetry.active():
                             await handler(message)
                         else:
                             with telemetry.process(message, group_name):

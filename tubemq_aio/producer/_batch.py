@@ -25,6 +25,7 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.telemetry import live
 
 if TYPE_CHECKING:
     from tubemq_aio.producer.producer import Producer
@@ -149,7 +150,7 @@ class SendMany:
         topic, key = self._topic, self._key
         attempt_timeout = p._send_timeout if self._timeout is None else self._timeout
         timeout_ms = rpc.wire_timeout(attempt_timeout)
-        traced = p.telemetry is not None
+        traced = live(p.telemetry) is not None
         now = time.monotonic()
         for index, encoded in enumerate(self._encoded):
             if p.closed:
@@ -269,7 +270,7 @@ class SendMany:
         self._running.add(index)  # from here on, the single-send code releases the slot
         p = self._producer
         body = self._bodies[index]
-        if p.telemetry is not None:
+        if live(p.telemetry) is not None:
             return await p._traced_send(self._session, True, self._topic, body,
                                         self._attributes, msg_type=self._msg_type,
                                         msg_time=self._msg_time, key=self._key,

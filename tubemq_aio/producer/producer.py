@@ -38,7 +38,7 @@ from tubemq_aio.protocol.producer_rpc import (
     send_result_parser,
 )
 from tubemq_aio.protocol.routing import PartitionBackoff
-from tubemq_aio.telemetry import Gauge, telemetry_for
+from tubemq_aio.telemetry import Gauge, live, telemetry_for
 
 __all__ = ["Producer"]
 
@@ -240,7 +240,8 @@ class Producer(SendAttempts):
             or self._supervisor.crash is not None
         ):  # _require_session inlined for the running producer
             session = self._require_session()  # raises
-        if self.telemetry is not None:
+        telemetry = self.telemetry
+        if telemetry is not None and telemetry.active():
             return await self._traced_send(session, False, topic, body, attributes,
                                            msg_type=msg_type, msg_time=msg_time, key=key,
                                            timeout=timeout)  # fmt: skip
@@ -588,7 +589,7 @@ class Producer(SendAttempts):
         body: bytes,
         kwargs: dict[str, Any],
     ) -> None:
-        send = self._send if self.telemetry is None else self._traced_send
+        send = self._send if live(self.telemetry) is None else self._traced_send
         try:
             result = await send(session, True, topic, body, **kwargs)
         except asyncio.CancelledError:
