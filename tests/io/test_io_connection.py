@@ -330,12 +330,13 @@ async def test_start_sends_at_once_and_abandon_frees_the_slot(
     conn = await pool.connection(addr(server))
     started = conn.start(request_payload(b"a"), 5.0)
     assert started is not None
-    _, fut = started
+    assert started[0] is conn
+    _, _, fut = started
     assert await asyncio.wait_for(fut, 5.0) == b"a"
     server.knobs.drop = True
     started = conn.start(request_payload(b"b"), 5.0)
     assert started is not None
-    serial, fut = started
+    _, serial, fut = started
     assert conn.in_flight == 1
     conn.abandon(serial)
     conn.abandon(serial)  # a second call is harmless

@@ -1,5 +1,6 @@
 """The hot path of ``await Producer.send``: a plain send's first attempt runs in ``send``'s own
-frame over the broker's remembered connection; whatever goes wrong is booked as before.
+frame over the RPC client's open connection to the broker; whatever goes wrong is booked as
+before. (How the RPC client finds that connection is tested in ``tests/io/test_io_rpc_conns.py``.)
 
 The connections are stand-ins whose answers, losses and refusals the test decides (a broker
 cannot lose a link or refuse on demand); everything above them is the real producer.
@@ -47,12 +48,12 @@ class Link:
 
     def start_parts(
         self, parts: Sequence[bytes], size: int, timeout: float
-    ) -> tuple[int, asyncio.Future[bytes]] | None:
+    ) -> tuple[Link, int, asyncio.Future[bytes]] | None:
         if self.closed or self.full:
             return None
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiting.append(fut)
-        return len(self.waiting), fut
+        return self, len(self.waiting), fut
 
     async def call(self, payload: bytes, timeout: float, *, raw: bool = False) -> bytes:
         self.calls += 1
@@ -208,7 +209,7 @@ async def test_a_final_refusal_fails_at_once() -> None:
     assert counters(producer) == (0, 1, 0, 0, 0)
 
 
-async def test_a_closed_remembered_connection_is_replaced() -> None:
+async def test_sends_after_the_connection_closed_use_the_new_one() -> None:
     old = Link("old")
     producer, pool = producer_on(old)
     task = await sending(producer)
@@ -216,7 +217,7 @@ async def test_a_closed_remembered_connection_is_replaced() -> None:
     await asyncio.wait_for(task, 5)
     old.closed = True
     new = pool.link = Link("new")
-    for _ in range(2):  # the second send uses the newly remembered link
+    for _ in range(2):
         task = await sending(producer, b"y")
         assert not old.waiting
         assert len(new.waiting) == 1
@@ -225,7 +226,7 @@ async def test_a_closed_remembered_connection_is_replaced() -> None:
     assert counters(producer) == (3, 0, 0, 0, 0)
 
 
-async def test_a_remembered_connection_without_room_is_not_forgotten_wrongly() -> None:
+async def test_a_new_connection_without_room_takes_the_waiting_call() -> None:
     link = Link("a")
     producer, pool = producer_on(link)
     task = await sending(producer)

@@ -34,13 +34,15 @@ class HeldConnection:
         self.waiting.append(fut)
         return await fut
 
+    is_closed = False
+
     def start_parts(
         self, parts: object, size: int, timeout: float
-    ) -> tuple[int, asyncio.Future[bytes]]:
+    ) -> tuple[HeldConnection, int, asyncio.Future[bytes]]:
         """The producer's hot path (``Connection.start_parts``): the request is sent at once."""
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiting.append(fut)
-        return len(self.waiting), fut
+        return self, len(self.waiting), fut
 
     def abandon(self, serial: int) -> None:
         """The caller stopped waiting; its future stays in ``waiting`` (released harmlessly)."""

@@ -239,7 +239,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             or self._room_waiters
         ):
             await self._wait_to_send(deadline, timeout)
-        serial, fut = self._register((payload,), len(payload), deadline, timeout)
+        _, serial, fut = self._register((payload,), len(payload), deadline, timeout)
         if raw:
             self._raw.add(serial)
         try:
@@ -248,7 +248,9 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             self.abandon(serial)
             raise
 
-    def start(self, payload: bytes, timeout: float) -> tuple[int, asyncio.Future[bytes]] | None:
+    def start(
+        self, payload: bytes, timeout: float
+    ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
         """Send a request now if there is room, without waiting for anything (the hot path).
 
         Args:
@@ -256,8 +258,10 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             timeout: seconds to wait for the answer.
 
         Returns:
-            ``(serial, future)``: the future gets the business response bytes or the error
-            :meth:`call` would raise; a caller that stops waiting for it must call
+            ``(self, serial, future)`` (the shape of
+            :meth:`RpcClient.start_parts <tubemq_aio._io.rpc_client.RpcClient.start_parts>`,
+            which hands it on as is): the future gets the business response bytes or the
+            error :meth:`call` would raise; a caller that stops waiting for it must call
             :meth:`abandon` with the serial. ``None`` when the request would have to wait for
             room (or the connection is closed): nothing was sent, use :meth:`call`.
         """
@@ -265,7 +269,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     def start_parts(
         self, parts: Sequence[bytes], size: int, timeout: float
-    ) -> tuple[int, asyncio.Future[bytes]] | None:
+    ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
         """:meth:`start` for a payload given in pieces (joined once, when the tick's frames are
         written); ``size`` is their total length."""
         if (
@@ -287,7 +291,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     def _register(
         self, parts: Sequence[bytes], size: int, deadline: float, timeout: float
-    ) -> tuple[int, asyncio.Future[bytes]]:
+    ) -> tuple[Connection, int, asyncio.Future[bytes]]:
         # Inlined registration: this is the hottest path of the package.
         pending = self._pending
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
@@ -311,7 +315,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         if header:
             buf.append(header)
         buf.extend(parts)
-        return serial, fut
+        return self, serial, fut
 
     # ---- deadlines and closing ---------------------------------------------------------------
 
@@ -320,13 +324,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
         Waits up to ``close_timeout`` for queued bytes to leave, then aborts.
         """
-        if self._closed is None:
-            self.closed_locally = True
-            self._mark_closed(lambda: ClientClosedError(f"connection to {self.label} was closed"))
-            transport = self._transport
-            if transport is not None:
-                self._flush()
-                transport.close()
+        self.begin_close()
         if not self._lost.done():
             try:
                 async with asyncio.timeout(self._settings.close_timeout):
@@ -334,6 +332,18 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             except TimeoutError:
                 self.abort()
                 await self._lost
+
+    def begin_close(self) -> None:
+        """Start :meth:`close` without waiting: from now on no call is accepted
+        (:attr:`is_closed`), pending calls fail, queued bytes are flushed and the transport
+        closes."""
+        if self._closed is None:
+            self.closed_locally = True
+            self._mark_closed(lambda: ClientClosedError(f"connection to {self.label} was closed"))
+            transport = self._transport
+            if transport is not None:
+                self._flush()
+                transport.close()
 
     def abort(self) -> None:
         """Close at once, dropping unsent bytes; pending calls fail with ClientClosedError."""

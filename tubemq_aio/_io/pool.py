@@ -307,6 +307,9 @@ class ConnectionPool:
             assert isinstance(key, Address)
             conn = self._conns.pop(key, None)
             if conn is not None:
+                # Closed now, not when the close task first runs: a client that remembers
+                # this connection (RpcClient) must see it closed before sending on it again.
+                conn.begin_close()
                 self._sweeper.discard(conn)
                 closing.append(conn)
                 reaped.append(key)

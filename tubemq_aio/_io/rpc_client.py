@@ -4,6 +4,13 @@ Producer, both consumers, the master sessions and the transport benchmark all ca
 :meth:`RpcClient.call`: it takes the open connection to the peer (or opens one through the pool),
 wraps the serialized business request in the RPC envelope, sends it and returns the business
 response bytes. Building requests and parsing answers stays with the pure ``protocol`` modules.
+
+Finding the connection is on every call's path, so each client remembers, by host and port
+(its own TLS flag implied), the connection its pool last gave: two dictionary lookups on values
+whose hashes are cached, no key built per call. Any peer object with that host and port finds
+it; an :class:`~tubemq_aio._io.pool.Address` (which carries its own TLS flag) goes to the pool
+directly. A remembered connection that closed is asked of the pool again; one the pool reaps is
+closed at once (:meth:`ConnectionPool.reap`), so no client sends on it afterwards.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 __all__ = ["Endpoint", "RpcClient"]
 
 _MAX_CACHED_TIMEOUTS = 1024
+#: Addresses remembered (pool keys and connections); both tables start over when it is reached.
+_MAX_REMEMBERED_ADDRESSES = 4096
 
 
 class Endpoint(Protocol):
@@ -48,12 +57,14 @@ class RpcClient:
             TLS ports.
     """
 
-    __slots__ = ("_keys", "_wire_ms", "pool", "tls")
+    __slots__ = ("_conns", "_keys", "_wire_ms", "pool", "tls")
 
     def __init__(self, pool: ConnectionPool, *, tls: bool = False) -> None:
         self.pool = pool
         self.tls = tls
         self._keys: dict[tuple[str, int], Address] = {}
+        #: host -> port -> the connection the pool last gave for it (see the module).
+        self._conns: dict[str, dict[int, Connection]] = {}
         # timeout (s) -> RequestBody.timeout (ms) of the validated timeouts seen (bounded).
         self._wire_ms: dict[float, int] = {}
 
@@ -72,12 +83,29 @@ class RpcClient:
         key = (peer.host, peer.port)
         address = self._keys.get(key)
         if address is None:
+            if len(self._keys) >= _MAX_REMEMBERED_ADDRESSES:
+                self._keys.clear()
+                self._conns.clear()
             address = self._keys[key] = Address(peer.host, peer.port, self.tls)
         return address
 
+    def ready(self, peer: Endpoint) -> Connection | None:
+        """The open connection to ``peer`` if there is one (no I/O, no await)."""
+        if type(peer) is Address:  # carries its own TLS flag: the pool key itself
+            return self.pool.ready(peer)
+        ports = self._conns.get(peer.host)
+        conn = None if ports is None else ports.get(peer.port)
+        if conn is not None and not conn.is_closed:
+            return conn
+        address = self.address(peer)
+        conn = self.pool.ready(address)
+        if conn is not None:
+            self._conns.setdefault(address.host, {})[address.port] = conn
+        return conn
+
     def connected(self, peer: Endpoint) -> bool:
         """Whether an open connection to ``peer`` exists (no I/O)."""
-        return self.pool.ready(self.address(peer)) is not None
+        return self.ready(peer) is not None
 
     def retry_in(self, peer: Endpoint) -> float:
         """Seconds before the pool allows a connect to ``peer`` again (0.0: now; no I/O)."""
@@ -90,8 +118,7 @@ class RpcClient:
             ConnectError: the connect failed, timed out, or the address is backing off.
             ClientClosedError: the pool is closed.
         """
-        address = self.address(peer)
-        return self.pool.ready(address) or await self.pool.connection(address)
+        return self.ready(peer) or await self.pool.connection(self.address(peer))
 
     async def call(
         self, peer: Endpoint, method: Method, body: bytes, timeout: float, *, raw: bool = False
@@ -138,9 +165,7 @@ class RpcClient:
         Raises:
             The errors of :meth:`call`.
         """
-        address = peer if peer.__class__ is Address else self.address(peer)
-        pool = self.pool
-        conn = pool.ready(address) or await pool.connection(address)
+        conn = self.ready(peer) or await self.pool.connection(self.address(peer))
         return await conn.call(payload, timeout, raw=raw)
 
     def start_parts(
@@ -163,13 +188,17 @@ class RpcClient:
             ``connection.abandon(serial)``. ``None`` when there is no open connection or no room
             right now: nothing was sent, use :meth:`call_payload`.
         """
-        conn = self.pool.ready(peer if peer.__class__ is Address else self.address(peer))
-        if conn is None:
-            return None
-        started = conn.start_parts(parts, size, timeout)
-        if started is None:
-            return None
-        return conn, started[0], started[1]
+        # ready() inlined for a remembered connection (the hot path).
+        if type(peer) is not Address:
+            ports = self._conns.get(peer.host)
+            if ports is not None:
+                conn = ports.get(peer.port)
+                if conn is not None:
+                    started = conn.start_parts(parts, size, timeout)
+                    if started is not None or not conn.is_closed:
+                        return started  # sent, or open with no room right now
+        latest = self.ready(peer)  # not remembered, closed, or an Address: ask the pool
+        return None if latest is None else latest.start_parts(parts, size, timeout)
 
     def wire_timeout(self, timeout: float) -> int:
         """``RequestBody.timeout`` in ms for a call of ``timeout`` seconds (cached).

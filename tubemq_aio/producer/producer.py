@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any, Self
 
 from tubemq_aio._client import open_pool
-from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
@@ -94,8 +93,6 @@ class Producer(SendAttempts):
         self._send_retries = config.send_retries
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._in_flight = 0
-        #: broker id -> (that broker, the connection its latest plain send went out on).
-        self._conns: dict[int, tuple[Broker, Connection]] = {}
         self._idle = asyncio.Event()  # set once closing and no send is pending
         self._closing = asyncio.Event()  # wakes sends waiting out a broker's connect backoff
         self._init_lifecycle("tubemq-producer")
@@ -266,22 +263,7 @@ class Producer(SendAttempts):
                 session, topic, None, NO_AVOID, now, plain_message(body), self._send_timeout_ms
             )
             try:
-                broker = partition.broker
-                # The broker's connection as of its last send: no pool lookup per send. One
-                # that closed or has no room now is asked of the pool again.
-                cached = self._conns.get(broker.broker_id)
-                if cached is not None and cached[0] is broker:
-                    conn = cached[1]
-                    late = conn.start_parts(parts, size, attempt_timeout)
-                    started = None if late is None else (conn, *late)
-                else:
-                    started = None
-                if started is None:
-                    started = rpc.start_parts(broker, parts, size, attempt_timeout)
-                    if started is not None:
-                        self._conns[broker.broker_id] = (broker, started[0])
-                    elif cached is not None:
-                        del self._conns[broker.broker_id]
+                started = rpc.start_parts(partition.broker, parts, size, attempt_timeout)
                 if started is None:  # no open connection or no room on it right now
                     payload = b"".join(parts)
                     answer = await rpc.call_payload(partition.broker, payload, attempt_timeout)
