@@ -13,6 +13,7 @@ import pytest
 from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
 
 from tubemq_aio._io import rpc_client
+from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._io.settings import TransportSettings
@@ -37,6 +38,27 @@ def start(rpc: RpcClient, peer: object) -> asyncio.Future[bytes] | None:
     return None if started is None else started[2]
 
 
+async def sent_at_once(rpc: RpcClient, peer: object) -> Connection:
+    """``start_parts`` sends now; the answer comes back; returns the connection it used."""
+    started = rpc.start_parts(peer, (PAYLOAD,), len(PAYLOAD), 5.0)  # type: ignore[arg-type]
+    assert started is not None
+    assert await asyncio.wait_for(started[2], 5) == b"hi"
+    return started[0]
+
+
+async def connected(
+    server: FakeServer, settings: TransportSettings
+) -> tuple[ConnectionPool, RpcClient, Broker, Connection]:
+    """A client that sent one call to ``server`` through a broker object, and its connection."""
+    pool = ConnectionPool(settings)
+    rpc = RpcClient(pool)
+    broker = Broker(1, "127.0.0.1", server.port)
+    assert await rpc.call_payload(broker, PAYLOAD, 5.0) == b"hi"
+    conn = rpc.ready(broker)
+    assert conn is not None
+    return pool, rpc, broker, conn
+
+
 async def test_start_parts_needs_an_open_connection_and_reuses_it(
     server: FakeServer, settings: TransportSettings
 ) -> None:
@@ -45,56 +67,33 @@ async def test_start_parts_needs_an_open_connection_and_reuses_it(
     broker = Broker(1, "127.0.0.1", server.port)
     assert start(rpc, broker) is None  # nothing open: the caller falls back to call_payload
     assert await rpc.call_payload(broker, PAYLOAD, 5.0) == b"hi"
-    first = rpc.start_parts(broker, (PAYLOAD,), len(PAYLOAD), 5.0)
-    assert first is not None
     conn = pool.connections[Address("127.0.0.1", server.port)]
-    assert first[0] is conn
-    assert await asyncio.wait_for(first[2], 5) == b"hi"
+    assert await sent_at_once(rpc, broker) is conn
     # Another object with the same host and port: the same connection.
-    again = rpc.start_parts(Broker(2, "127.0.0.1", server.port), (PAYLOAD,), len(PAYLOAD), 5.0)
-    assert again is not None
-    assert again[0] is conn
-    assert await asyncio.wait_for(again[2], 5) == b"hi"
+    assert await sent_at_once(rpc, Broker(2, "127.0.0.1", server.port)) is conn
     assert server.accepted == 1
     await pool.close()
 
 
+@pytest.mark.parametrize("closer", ["client", "peer"])
 async def test_a_closed_connection_is_not_reused_and_a_reconnect_is_picked_up(
-    server: FakeServer, settings: TransportSettings
+    server: FakeServer, settings: TransportSettings, closer: str
 ) -> None:
-    pool = ConnectionPool(settings)
-    rpc = RpcClient(pool)
-    broker = Broker(1, "127.0.0.1", server.port)
-    await rpc.call_payload(broker, PAYLOAD, 5.0)
-    old = rpc.ready(broker)
-    assert old is not None
-    old.abort()
-    await old.wait_closed()
+    pool, rpc, broker, old = await connected(server, settings)
+    if closer == "client":
+        old.abort()
+    else:
+        await server.stop()  # aborts the server side
+        await server.start()  # the same port again
+    await asyncio.wait_for(old.wait_closed(), 5)
     assert start(rpc, broker) is None  # the remembered connection closed: nothing sent on it
-    assert rpc.ready(broker) is None
-    assert await rpc.call_payload(broker, PAYLOAD, 5.0) == b"hi"  # reconnects
-    started = rpc.start_parts(broker, (PAYLOAD,), len(PAYLOAD), 5.0)
-    assert started is not None
-    assert started[0] is not old
-    assert not started[0].is_closed
-    assert await asyncio.wait_for(started[2], 5) == b"hi"
-    assert server.accepted == 2
-    await pool.close()
-
-
-async def test_a_connection_closed_by_the_peer_is_not_reused(
-    server: FakeServer, settings: TransportSettings
-) -> None:
-    pool = ConnectionPool(settings)
-    rpc = RpcClient(pool)
-    broker = Broker(1, "127.0.0.1", server.port)
-    await rpc.call_payload(broker, PAYLOAD, 5.0)
-    conn = rpc.ready(broker)
-    assert conn is not None
-    await server.stop()  # aborts the server side
-    await asyncio.wait_for(conn.wait_closed(), 5)
-    assert start(rpc, broker) is None
     assert not rpc.connected(broker)
+    assert rpc._conns == {"127.0.0.1": {}}  # and it is not kept
+    assert await rpc.call_payload(broker, PAYLOAD, 5.0) == b"hi"  # reconnects
+    new = await sent_at_once(rpc, broker)
+    assert new is not old
+    assert not new.is_closed
+    assert server.accepted == 2
     await pool.close()
 
 
@@ -124,12 +123,7 @@ async def test_a_connection_without_room_falls_back(
 async def test_a_reaped_connection_is_not_returned(
     server: FakeServer, settings: TransportSettings
 ) -> None:
-    pool = ConnectionPool(settings)
-    rpc = RpcClient(pool)
-    broker = Broker(1, "127.0.0.1", server.port)
-    await rpc.call_payload(broker, PAYLOAD, 5.0)
-    conn = rpc.ready(broker)
-    assert conn is not None
+    pool, rpc, broker, conn = await connected(server, settings)
     reaping = asyncio.ensure_future(pool.reap(asyncio.get_running_loop().time() + 10_000))
     await asyncio.sleep(0)  # the reaper has taken it out of the pool, its close not done yet
     assert conn.is_closed
@@ -144,10 +138,7 @@ async def test_a_reaped_connection_is_not_returned(
 async def test_a_closed_pool_leaves_nothing_to_reuse(
     server: FakeServer, settings: TransportSettings
 ) -> None:
-    pool = ConnectionPool(settings)
-    rpc = RpcClient(pool)
-    broker = Broker(1, "127.0.0.1", server.port)
-    await rpc.call_payload(broker, PAYLOAD, 5.0)
+    pool, rpc, broker, _ = await connected(server, settings)
     await pool.close()
     assert start(rpc, broker) is None
     assert rpc.ready(broker) is None

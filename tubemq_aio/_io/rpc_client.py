@@ -101,6 +101,8 @@ class RpcClient:
         conn = self.pool.ready(address)
         if conn is not None:
             self._conns.setdefault(address.host, {})[address.port] = conn
+        elif ports is not None:  # a closed one is not kept alive (nor its read buffer)
+            ports.pop(address.port, None)
         return conn
 
     def connected(self, peer: Endpoint) -> bool:
@@ -188,15 +190,17 @@ class RpcClient:
             ``connection.abandon(serial)``. ``None`` when there is no open connection or no room
             right now: nothing was sent, use :meth:`call_payload`.
         """
-        # ready() inlined for a remembered connection (the hot path).
+        # ready() inlined for a remembered connection (the hot path; subscripts cost less than
+        # dict.get calls, and a miss is rare: a peer's first call, or after a reconnect).
         if type(peer) is not Address:
-            ports = self._conns.get(peer.host)
-            if ports is not None:
-                conn = ports.get(peer.port)
-                if conn is not None:
-                    started = conn.start_parts(parts, size, timeout)
-                    if started is not None or not conn.is_closed:
-                        return started  # sent, or open with no room right now
+            try:
+                conn = self._conns[peer.host][peer.port]
+            except KeyError:
+                pass
+            else:
+                started = conn.start_parts(parts, size, timeout)
+                if started is not None or not conn.is_closed:
+                    return started  # sent, or open with no room right now
         latest = self.ready(peer)  # not remembered, closed, or an Address: ask the pool
         return None if latest is None else latest.start_parts(parts, size, timeout)
 
