@@ -36,7 +36,8 @@ _OVERHEAD = {"produce": {"aio": 0.5, "java": 2.0, "go": 1.0},
 _SETUP_SECONDS = 120.0
 #: The client-side floor (codec and transport micro benchmarks).
 _FLOOR_SECONDS = 90.0
-#: Spark rows: session start plus, per round and 10**6 rows, read + stream + sink + producer.
+#: Spark rows: session start plus, per round and 10**6 rows, read (ours, floor, our client
+#: alone) + stream (ours, floor) + sink (ours, floor) + producer.
 _SPARK_START_SECONDS = 60.0
 _SPARK_ROUND_SECONDS_PER_1E6 = 150.0
 

@@ -29,6 +29,7 @@ COLOURS = {
     "floor": "#999999",
     "aio": "#0072B2",
     "producer": "#CC79A7",
+    "client": "#56B4E9",
 }
 _SCENARIO_TITLES = {
     "produce": "produce (closed loop)",
@@ -215,7 +216,8 @@ def _scenario_panel(
 
 
 def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
-    """Rows/s of our Spark source and sink next to PySpark's floor and our producer."""
+    """Rows/s of our Spark source and sink next to PySpark's floors (read: prepared Arrow
+    batches; write: a sink that drops the rows), our client alone and our producer alone."""
     runs = [r for r in (spark or {}).get("runs", []) if r.get("ok") and r.get("round", 0) > 0]
     if not runs:
         return None
@@ -227,7 +229,7 @@ def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
         per[variant][groups[case]][r["round"]] = float(r["rows_per_s"])
     series: dict[str, dict[str, Bar]] = {
         v: {g: b for g, xs in per[v].items() if (b := _bar(list(xs.values())))}
-        for v in ("aio", "floor", "producer") if v in per
+        for v in ("aio", "client", "floor", "producer") if v in per
     }  # fmt: skip
     notes: dict[tuple[str, str], str] = {}
     for g, base_variant, label in ((groups["read"], "floor", "floor"),
@@ -242,7 +244,8 @@ def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
     fig, ax = plt.subplots(figsize=(7, 4.4))
     order = [g for g in groups.values() if any(g in s for s in series.values())]
     title = f"Spark local[2]: {spark['rows']:,} × {spark['size']} B (warm rounds)" if spark else ""
-    names = {"aio": "tubemq-aio", "floor": "PySpark floor (prepared Arrow batches)",
+    names = {"aio": "tubemq-aio", "client": "our client alone, no Spark (read)",
+             "floor": "PySpark floor (read: prepared Arrow batches; write: rows dropped)",
              "producer": "our Producer alone (W=256)"}  # fmt: skip
     bars_panel(ax, order, series, notes, "rows/s (median)", title, names)
     fig.tight_layout()

@@ -278,7 +278,9 @@ class Bench:
         argv = [sys.executable, "-m", "benchmarks.harness.spark_worker",
                 "--master", self.cluster.master_addr, "--topic", src, "--rows", str(sent),
                 "--sink-topic", sink, "--size", str(size), "--partitions",
-                str(self.cfg.partitions), "--rounds", str(self.cfg.rounds)]  # fmt: skip
+                str(self.cfg.partitions), "--rounds", str(self.cfg.rounds),
+                "--server-pids", ",".join(str(n.pid) for n in self.cluster.nodes
+                                          if n.pid is not None)]  # fmt: skip
         log(f"spark: {self.cfg.rounds} rounds of read, stream, sink ({sent} rows each)")
         t0 = time.monotonic()
         runs: list[dict[str, Any]] = []

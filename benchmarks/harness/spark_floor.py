@@ -5,27 +5,34 @@ per task, ``batchRows`` rows of ``size``-byte bodies) again and again until it h
 share of ``rows``. No network, no decoding: what is left is Spark's cost of running a Python
 data source (worker start-up, task scheduling, the Arrow transfer into the JVM). Batch reads
 and micro-batch streams (with ``Trigger.AvailableNow``) are both supported.
+
+As a sink (``df.write.format("tubemq_floor")``) each task takes its Arrow batches from Spark
+and drops them, counting rows: Spark's cost of handing rows to a Python data sink, the floor of
+the ``tubemq`` sink.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
+    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from tubemq_aio.spark.source import SCHEMA
 
-__all__ = ["FloorDataSource", "prepared_batch"]
+__all__ = ["FloorCommit", "FloorDataSource", "count_rows", "prepared_batch"]
 
 
 def prepared_batch(rows: int, size: int) -> pa.RecordBatch:
@@ -113,6 +120,23 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to commit."""
 
 
+@dataclass(frozen=True, slots=True)
+class FloorCommit(WriterCommitMessage):
+    """What one sink-floor task reports: the rows it was handed."""
+
+    rows: int
+
+
+def count_rows(batches: Iterator[pa.RecordBatch]) -> FloorCommit:
+    """Take every batch of a task and drop it; the row count."""
+    return FloorCommit(sum(batch.num_rows for batch in batches))
+
+
+class _Writer(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FloorCommit:
+        return count_rows(iterator)
+
+
 class FloorDataSource(DataSource):
     """``format("tubemq_floor")``: options ``rows``, ``partitions``, ``size``, ``batchRows``."""
 
@@ -132,3 +156,7 @@ class FloorDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream of ``rows`` rows, all available at once."""
         return _StreamReader(_Options(dict(self.options)))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        """A sink that drops every row it is handed."""
+        return _Writer()

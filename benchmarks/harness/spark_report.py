@@ -1,8 +1,10 @@
-"""The Spark rows of a result: per-round ratios against PySpark's floor and our producer.
+"""The Spark rows of a result: per-round ratios against PySpark's floors, our client alone and
+our producer alone, and the CPU per row of each side.
 
 Input is the ``spark`` entry of ``raw.json`` (see :mod:`~benchmarks.harness.spark_worker`):
 one record per run with ``round``, ``case`` (``read``, ``stream``, ``sink``, ``producer``),
-``variant`` (``aio`` or ``floor``), ``rows``, ``seconds``, ``rows_per_s``. Round 0 is the
+``variant`` (``aio``, ``floor`` or ``client``), ``rows``, ``seconds``, ``rows_per_s``,
+``cpu_seconds`` and ``server_cpu_seconds``. Round 0 is the
 session's cold first run of each case: reported on its own, left out of the warm figures.
 """
 
@@ -12,21 +14,32 @@ from typing import Any
 
 from benchmarks.harness.stats import bootstrap_ci, median
 
-#: (case of ours, case of the baseline, baseline variant, what the ratio means)
+#: (case, variant) of the measured side, (case, variant) of the baseline, what the ratio means
 COMPARISONS = (
-    ("read", "read", "floor", "batch read: ours / PySpark floor"),
-    ("stream", "stream", "floor", "AvailableNow stream: ours / PySpark floor"),
-    ("sink", "producer", "aio", "sink / our producer alone"),
+    ("read", "aio", "read", "floor", "batch read: ours / PySpark floor"),
+    ("read", "aio", "read", "client", "batch read: ours / our client alone, no Spark"),
+    ("read", "client", "read", "floor", "our client alone, no Spark / PySpark floor"),
+    ("stream", "aio", "stream", "floor", "AvailableNow stream: ours / PySpark floor"),
+    ("sink", "aio", "producer", "aio", "sink / our producer alone"),
+    ("sink", "floor", "producer", "aio", "sink floor (Spark drops the rows) / our producer alone"),
+    ("sink", "aio", "sink", "floor", "sink / sink floor"),
 )
 
 
+def _ok(runs: list[dict[str, Any]], case: str, variant: str) -> list[dict[str, Any]]:
+    return [r for r in runs if r.get("case") == case and r.get("variant") == variant
+            and r.get("ok") and r.get("rows_per_s")]  # fmt: skip
+
+
 def _by_round(runs: list[dict[str, Any]], case: str, variant: str) -> dict[int, float]:
-    return {
-        int(r["round"]): float(r["rows_per_s"])
-        for r in runs
-        if r.get("case") == case and r.get("variant") == variant and r.get("ok")
-        and r.get("rows_per_s")
-    }  # fmt: skip
+    return {int(r["round"]): float(r["rows_per_s"]) for r in _ok(runs, case, variant)}
+
+
+def _per_million(runs: list[dict[str, Any]], field: str) -> float | None:
+    """Warm median of ``field`` (CPU seconds) per 10⁶ rows; None when no run has it."""
+    values = [float(r[field]) / r["rows"] * 1e6 for r in runs
+              if int(r["round"]) > 0 and r.get(field) is not None and r.get("rows")]  # fmt: skip
+    return median(values) if values else None
 
 
 def analyse_spark(spark: dict[str, Any]) -> dict[str, Any]:
@@ -37,18 +50,22 @@ def analyse_spark(spark: dict[str, Any]) -> dict[str, Any]:
     for case, variant in pairs:
         per = _by_round(runs, case, variant)
         warm = [v for rnd, v in per.items() if rnd > 0]
+        ok = _ok(runs, case, variant)
         absolute.append({"case": case, "variant": variant, "cold": per.get(0),
                          "warm": median(warm), "warm_ci95": bootstrap_ci(warm),
-                         "n": len(warm)})  # fmt: skip
+                         "n": len(warm), "cpu_per_1e6": _per_million(ok, "cpu_seconds"),
+                         "server_cpu_per_1e6": _per_million(ok, "server_cpu_seconds")})  # fmt: skip
     ratios = []
-    for ours, base_case, base_variant, label in COMPARISONS:
-        a, b = _by_round(runs, ours, "aio"), _by_round(runs, base_case, base_variant)
+    for ours, variant, base_case, base_variant, label in COMPARISONS:
+        a, b = _by_round(runs, ours, variant), _by_round(runs, base_case, base_variant)
         both = sorted(set(a) & set(b))
         warm = [a[r] / b[r] for r in both if r > 0]
         if not both:
             continue
         cold = a[0] / b[0] if 0 in both else None
-        ratios.append({"label": label, "case": ours, "cold": cold, "warm": median(warm),
+        ratios.append({"label": label, "case": ours, "variant": variant,
+                       "baseline": f"{base_case}/{base_variant}", "cold": cold,
+                       "warm": median(warm),
                        "warm_ci95": bootstrap_ci(warm), "n": len(warm),
                        "rounds": [round(x, 3) for x in warm]})  # fmt: skip
     check = [r["rows"] for r in runs if r.get("case") == "check"]
@@ -91,9 +108,20 @@ def spark_markdown(spark: dict[str, Any] | None) -> list[str]:
             f"| {r['label']} | {r['n']} | {_ci(r['warm'], r['warm_ci95'])} | "
             f"{_num(r['cold'], '.2f')} | {rounds} |"
         )
-    lines += ["", "| case | variant | n | warm rows/s | cold rows/s |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "CPU-s per 10⁶ rows, warm medians: *client side* is Spark's process tree (driver, JVM, "
+        "Python workers with our client in them) for Spark runs, the child process for "
+        "`read`/`client` (our client alone) and `producer`; *cluster* is the master's and the "
+        "brokers'.",
+        "",
+        "| case | variant | n | warm rows/s | cold rows/s | client side CPU-s / 10⁶ rows "
+        "| cluster CPU-s / 10⁶ rows |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for a in s["absolute"]:
         lines.append(
-            f"| {a['case']} | {a['variant']} | {a['n']} | {_num(a['warm'])} | {_num(a['cold'])} |"
+            f"| {a['case']} | {a['variant']} | {a['n']} | {_num(a['warm'])} | {_num(a['cold'])} "
+            f"| {_num(a.get('cpu_per_1e6'), '.1f')} | {_num(a.get('server_cpu_per_1e6'), '.1f')} |"
         )
     return lines

@@ -6,16 +6,22 @@ each case once per round, printing **one JSON line per run** on stdout:
 
 * ``read``: ``spark.read.format(...).load().write.format("noop")`` of the whole pre-filled
   topic ``T`` (variant ``aio``) and of ``tubemq_floor`` with as many rows on as many
-  partitions (variant ``floor``: ready-made Arrow batches, no network).
+  partitions (variant ``floor``: ready-made Arrow batches, no network). Variant ``client``:
+  our read path alone, without Spark, on the same topic and with as many ranges at a time as
+  Spark runs tasks (:mod:`~benchmarks.harness.spark_client`, a child process): what the
+  broker and our client deliver here with no Spark at all.
 * ``stream``: the same through ``readStream`` with ``Trigger.AvailableNow`` into ``noop`` (a
   fresh checkpoint per run; rows counted from the query's progress).
 * ``sink``: ``df.write.format("tubemq")`` of ``N`` cached rows with ``size``-byte bodies to
-  ``--sink-topic`` (variant ``aio``), and ``producer``: our ``Producer`` alone (the benchmark's
-  produce worker, W = the sink's ``maxInFlight``) sending ``N`` messages to the same topic.
+  ``--sink-topic`` (variant ``aio``), the same rows into ``tubemq_floor``'s sink, which drops
+  them (variant ``floor``: Spark's own cost of handing rows to a Python sink), and
+  ``producer``: our ``Producer`` alone (the benchmark's produce worker, W = the sink's
+  ``maxInFlight``) sending ``N`` messages to the same topic.
 
 Round 0 is the session's cold first run of every case (Python worker start-up) and is reported
 as such. ``cpu_seconds`` is the CPU of this process tree (driver, Spark JVM, Python workers)
-over the run.
+over the run, or of the child for ``client`` and ``producer``; ``server_cpu_seconds`` that of
+the processes given with ``--server-pids`` (the cluster's master and brokers).
 """
 
 from __future__ import annotations
@@ -36,12 +42,31 @@ from benchmarks.harness.env import REPO
 
 
 def tree_cpu() -> float:
-    """User + system CPU seconds of this process and its live descendants."""
+    """CPU seconds of this process and all its descendants, ended ones included.
+
+    Each live process counts its own user + system time and that of the children it has
+    reaped (``children_user``/``children_system``); a descendant that ended was reaped by its
+    parent (or, orphaned, by init, which is not counted). So a Python worker that exits between
+    two samples moves its time into its parent's total instead of dropping out of the sum,
+    which made the sum go backwards.
+    """
     total = 0.0
     me = psutil.Process()
     for proc in [me, *me.children(recursive=True)]:
         try:
             t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def pids_cpu(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of ``pids`` (those still running)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
         except psutil.Error:
             continue
         total += t.user + t.system
@@ -60,7 +85,8 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--sink-rows", type=int, help="rows per sink write (default --rows)")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--cases", default="read,stream,sink", help="read,stream,sink")
-    p.add_argument("--variants", default="aio,floor", help="aio,floor")
+    p.add_argument("--variants", default="aio,floor,client", help="aio,floor,client")
+    p.add_argument("--server-pids", default="", help="comma list: the cluster's processes")
     p.add_argument("--cores", type=int, default=2)
     return p.parse_args(argv)
 
@@ -148,6 +174,18 @@ class SparkBench:
         )
         return int(self.ns.sink_rows or self.ns.rows)
 
+    def sink_floor(self) -> int:
+        """The same cached rows into ``tubemq_floor``'s sink, which drops them."""
+        self._sink_input().write.format("tubemq_floor").mode("append").save()
+        return int(self.ns.sink_rows or self.ns.rows)
+
+    def client(self) -> dict[str, Any]:
+        """Our read path alone, without Spark (its own JSON line, as ``producer``)."""
+        argv = [sys.executable, "-m", "benchmarks.harness.spark_client",
+                "--master", self.ns.master, "--topic", self.ns.topic,
+                "--parallel", str(self.ns.cores)]  # fmt: skip
+        return _child(argv)
+
     def producer(self, variant: str) -> dict[str, Any]:
         """Our produce worker alone on the sink topic (its own JSON line)."""
         rows = self.ns.sink_rows or self.ns.rows
@@ -155,14 +193,7 @@ class SparkBench:
                 "--master", self.ns.master, "--topic", self.ns.sink_topic, "--count", str(rows),
                 "--size", str(self.ns.size), "--concurrency", "256", "--warmup-seconds", "0",
                 "--loop", "asyncio"]  # fmt: skip
-        out = subprocess.run(
-            argv, capture_output=True, text=True, check=False, cwd=REPO, timeout=1800
-        )
-        lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
-        if not lines:
-            raise RuntimeError(f"produce worker: exit {out.returncode}: {out.stderr[-500:]}")
-        rec: dict[str, Any] = json.loads(lines[-1])
-        return rec
+        return _child(argv)
 
     def check_count(self) -> int:
         """Rows of one (untimed) batch read of ours, to check ``--rows``."""
@@ -171,6 +202,16 @@ class SparkBench:
     def close(self) -> None:
         """Stop the session."""
         self.spark.stop()
+
+
+def _child(argv: list[str]) -> dict[str, Any]:
+    """Run a worker in a child process; its last JSON line."""
+    out = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, timeout=1800)
+    lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{argv[2]}: exit {out.returncode}: {out.stderr[-500:]}")
+    rec: dict[str, Any] = json.loads(lines[-1])
+    return rec
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -183,6 +224,43 @@ def _timed(fn: Callable[[str], int], variant: str) -> tuple[int, float, float]:
     return rows, time.perf_counter() - t0, tree_cpu() - c0
 
 
+def run_plan(cases: Sequence[str], variants: Sequence[str]) -> list[tuple[str, str]]:
+    """The (case, variant) runs of one round, in order (reversed every other round)."""
+    plan: list[tuple[str, str]] = []
+    for case in cases:
+        if case == "sink":
+            plan += [("sink", "aio")]
+            plan += [("sink", "floor")] if "floor" in variants else []
+            plan += [("producer", "aio")]
+        elif case == "read":
+            plan += [(case, v) for v in variants]
+        else:  # stream: our client alone has no streaming counterpart
+            plan += [(case, v) for v in variants if v != "client"]
+    return plan
+
+
+def run_case(bench: SparkBench, case: str, variant: str) -> dict[str, Any]:
+    """One run: rows, seconds, rows/s and CPU (raises on failure)."""
+    rec: dict[str, Any] = {}
+    if case == "producer" or (case == "read" and variant == "client"):
+        child = bench.producer(variant) if case == "producer" else bench.client()
+        rows = int(child.get("messages", child.get("rows", 0)))
+        seconds = float(child["seconds"])
+        rec["cpu_seconds"] = child.get("cpu_seconds")
+        if "errors" in child:
+            rec["errors"] = child["errors"]
+    else:
+        if case == "sink" and variant == "floor":
+            fn: Callable[[str], int] = lambda _variant: bench.sink_floor()  # noqa: E731
+        else:
+            fn = {"read": bench.read, "stream": bench.stream, "sink": bench.sink}[case]
+        rows, seconds, cpu = _timed(fn, variant)
+        rec["cpu_seconds"] = round(cpu, 3)
+    rec.update(rows=rows, seconds=round(seconds, 3), ok=rows > 0)
+    rec["rows_per_s"] = round(rows / seconds, 1) if seconds > 0 else None
+    return rec
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the rounds; one JSON line per run on stdout, progress on stderr."""
     ns = _args(argv)
@@ -191,31 +269,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not ns.sink_topic:
         cases = [c for c in cases if c != "sink"]
     variants = [v for v in ns.variants.split(",") if v]
+    servers = [int(p) for p in ns.server_pids.split(",") if p.strip()]
     bench = SparkBench(ns)
     try:
-        plan: list[tuple[str, str]] = []
-        for case in cases:
-            if case == "sink":
-                plan += [("sink", "aio"), ("producer", "aio")]
-            else:
-                plan += [(case, v) for v in variants]
+        plan = run_plan(cases, variants)
         for rnd in range(ns.rounds):
             for case, variant in plan if rnd % 2 == 0 else list(reversed(plan)):
                 rec: dict[str, Any] = {"round": rnd, "case": case, "variant": variant}
+                s0 = pids_cpu(servers)
                 try:
-                    if case == "producer":
-                        peer = bench.producer(variant)
-                        rows, seconds = int(peer["messages"]), float(peer["seconds"])
-                        rec["cpu_seconds"] = peer.get("cpu_seconds")
-                        rec["errors"] = peer.get("errors")
-                    else:
-                        fn = {"read": bench.read, "stream": bench.stream, "sink": bench.sink}
-                        rows, seconds, cpu = _timed(fn[case], variant)
-                        rec["cpu_seconds"] = round(cpu, 3)
-                    rec.update(rows=rows, seconds=round(seconds, 3), ok=rows > 0)
-                    rec["rows_per_s"] = round(rows / seconds, 1) if seconds > 0 else None
+                    rec.update(run_case(bench, case, variant))
                 except Exception as exc:  # one failed run is recorded, the rest still run
                     rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+                if servers:
+                    rec["server_cpu_seconds"] = round(pids_cpu(servers) - s0, 3)
                 _emit(rec)
                 print(f"[spark] {rec}", file=sys.stderr, flush=True)
         if "read" in cases and "aio" in variants:
