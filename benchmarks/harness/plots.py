@@ -4,6 +4,13 @@ Every bar is the median over the kept rounds with a whisker for the bootstrap 95
 that median; our bars carry their ratio against the Java (J) and Go (G) peers, or, for the
 Spark panel, against PySpark's floor / our producer alone. Axes are linear with categorical
 groups (W, rate), so no log-axis tick labels can collide.
+
+A cell whose kept runs had send errors (a client overloaded at the offered rate, as the Java
+peer was in e2e at 10 000 msg/s) is drawn hatched, does not set its panel's scale, is cut at
+the top of the axis with its value written on it, and no ratio is taken against it.
+
+``python -m benchmarks.harness.plots RESULT_DIR [--out DIR]`` draws a result's figures again
+from its ``raw.json`` (into ``RESULT_DIR`` unless ``--out`` is given).
 """
 
 from __future__ import annotations
@@ -80,13 +87,21 @@ def bars_panel(
     title: str,
     labels: dict[str, str] | None = None,
     legend: bool = True,
+    flagged: dict[tuple[str, str], str] | None = None,
 ) -> None:
     """Grouped bars: ``series[variant][group] = (median, ci)``; ``notes`` above the bars;
     ``labels`` renames variants in the legend; ``legend=False`` leaves the legend to the
-    figure (:func:`figure_legend`)."""
+    figure (:func:`figure_legend`).
+
+    ``flagged[(variant, group)]`` marks a cell whose runs had errors (an overloaded client):
+    it does not set the axis, its bar is hatched, cut at the top of the axis when taller, and
+    labelled with its value and the flag's text.
+    """
+    flagged = flagged or {}
     variants = list(series)
     width = 0.8 / max(1, len(variants))
-    bars = [b for s in series.values() for b in s.values()]
+    bars = [b for v, s in series.items() for g, b in s.items() if (v, g) not in flagged]
+    bars = bars or [b for s in series.values() for b in s.values()]
     # The axis follows the bars: a whisker reaching far beyond every median (one stalled round
     # among three) is cut at the axis and labelled with its end, instead of flattening the bars.
     top = max(max(b[0] for b in bars) * 2.0, *(min(b[1][1], b[0] * 2.0) for b in bars if b[1]))
@@ -102,6 +117,17 @@ def bars_panel(
                 continue
             x = g - 0.4 + width * (i + 0.5)
             value, ci = bar
+            flag = flagged.get((variant, group))
+            if flag is not None:
+                shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+                ax.bar(x, min(value, limit), width * 0.95, color=COLOURS.get(variant, "#333333"),
+                       alpha=0.45, hatch="///", edgecolor="white")  # fmt: skip
+                arrow = "↑" if value > limit else ""
+                ax.text(x, min(value, limit) * 0.985 if value > limit else value + top * 0.02,
+                        f"{arrow}{shown}\n{flag}", ha="center",
+                        va="top" if value > limit else "bottom", fontsize=6,
+                        rotation=90)  # fmt: skip
+                continue
             xs.append(x)
             ys.append(value)
             lo.append(value - ci[0] if ci else 0.0)
@@ -205,14 +231,33 @@ def _scenario_panel(
     order = sorted(values, key=lambda v: (v in ("java", "go"), v))
     series = {v: {g: b for g, per in values[v].items()
                   if (b := _bar(list(per.values()))) is not None} for v in order}  # fmt: skip
+    flagged = overloaded(rs)
     notes: dict[tuple[str, str], str] = {}
     for v in order:
         if v in ("java", "go"):
             continue
         for g, per in values[v].items():
-            peers = {p[0].upper(): values[p][g] for p in ("java", "go") if g in values[p]}
+            # No ratio against a peer that was overloaded: that is not a comparison.
+            peers = {p[0].upper(): values[p][g] for p in ("java", "go")
+                     if g in values[p] and (p, g) not in flagged}  # fmt: skip
             notes[(v, g)] = _ratio_text(per, peers)
-    bars_panel(ax, groups, series, notes, ylabel, title, legend=False)
+    bars_panel(ax, groups, series, notes, ylabel, title, legend=False, flagged=flagged)
+    if flagged:
+        ax.set_xlabel("hatched: runs with send errors (overloaded), not to scale", fontsize=7)
+
+
+def overloaded(rs: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """``(variant, group)`` cells with errors in any of their kept runs, each with its text
+    (how many runs had errors, and the most in one run): such a client was overloaded, so its
+    figures are not comparisons and must not set a panel's scale."""
+    errors: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for r in rs:
+        errors[(r["variant"], _group_label(r))].append(int(r.get("errors") or 0))
+    return {
+        cell: f"errors in {sum(1 for e in counts if e)}/{len(counts)} runs (≤ {max(counts):,})"
+        for cell, counts in errors.items()
+        if any(counts)
+    }
 
 
 def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
@@ -306,3 +351,24 @@ def all_plots(out: Path, runs: list[dict[str, Any]], spark: dict[str, Any] | Non
         lambda: spark_figure(out, spark),
     ]  # fmt: skip
     return [name for make in makers if (name := make()) is not None]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Draw a result's figures again from its ``raw.json``."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.harness.plots")
+    parser.add_argument("result", type=Path, help="a result directory (holds raw.json)")
+    parser.add_argument("--out", type=Path, help="where to write the PNGs (default: result)")
+    ns = parser.parse_args(argv)
+    raw = json.loads((ns.result / "raw.json").read_text())
+    out = ns.out or ns.result
+    out.mkdir(parents=True, exist_ok=True)
+    for name in all_plots(out, raw["runs"], raw.get("spark")):
+        print(out / name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
