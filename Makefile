@@ -36,7 +36,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e . --group dev  # dev tools: PEP 735 group, pip >= 25.1
 	touch $(STAMP)
 
 venv: $(STAMP) speedups

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -41,13 +42,25 @@ def _run(argv: list[str], cwd: Path, stdin: bytes = b"") -> subprocess.Completed
 def test_wheel_installs_and_works_in_a_clean_venv(
     cluster: LocalCluster, topic: str, tmp_path: Path
 ) -> None:
-    """Build the wheel, check its contents, install it alone, import it, run the CLI."""
-    built = _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+    """Build the sdist and the wheel from it (as ``make dist``), check their contents, install
+    the wheel alone, import it, run the CLI."""
+    built = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir",
                   str(tmp_path / "dist"), str(SOURCE_ROOT)], cwd=tmp_path)  # fmt: skip
     assert built.returncode == 0, built.stderr.decode()[-2000:]
+    (sdist,) = (tmp_path / "dist").glob("tubemq_aio-*.tar.gz")
+    top = f"tubemq_aio-{tubemq_aio.__version__}/"
+    with tarfile.open(sdist) as archive:
+        in_sdist = set(archive.getnames())
+    assert {top + "LICENSE", top + "NOTICE", top + "pyproject.toml"} <= in_sdist
+    assert not [n for n in in_sdist if n.startswith(top + "benchmarks/results")]
     (wheel,) = (tmp_path / "dist").glob("tubemq_aio-*.whl")
     assert wheel.name.startswith(f"tubemq_aio-{tubemq_aio.__version__}-")
     names = set(zipfile.ZipFile(wheel).namelist())
+    info = f"tubemq_aio-{tubemq_aio.__version__}.dist-info/"
+    assert {info + "licenses/LICENSE", info + "licenses/NOTICE"} <= names
+    metadata = zipfile.ZipFile(wheel).read(info + "METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Provides-Extra: dev" not in metadata
     assert "tubemq_aio/py.typed" in names
     assert "tubemq_aio/cli/__init__.py" in names
     assert "tubemq_aio/testing/runtime-pom.xml" in names

@@ -99,7 +99,7 @@ def _grpc_tools_include_dir() -> Path | None:
 def run_protoc(sources: Sequence[Path], proto_dir: Path, out_dir: Path) -> None:
     """Run ``grpc_tools.protoc`` on ``sources``; write ``*_pb2.py``/``*_pb2.pyi`` to ``out_dir``."""
     if importlib.util.find_spec("grpc_tools") is None:
-        raise GenerationError("grpcio-tools is not installed (pip install -e '.[dev]')")
+        raise GenerationError("grpcio-tools is not installed (pip install -e . --group dev)")
     cmd = [sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={proto_dir.resolve()}"]
     include = _grpc_tools_include_dir()
     if include is not None:
