@@ -13,7 +13,7 @@ import ssl
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, TypedDict
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tubemq_aio._validate import Checks
@@ -23,6 +23,7 @@ from tubemq_aio.telemetry import Telemetry
 
 __all__ = [
     "ClientConfig",
+    "ClientOptions",
     "Credentials",
     "HostPort",
     "parse_host_port",
@@ -249,6 +250,26 @@ class ClientConfig:
             kwargs[key] = _convert(key, value, hints[key])
         kwargs.update(overrides)
         return cls(**kwargs)
+
+
+class ClientOptions(TypedDict, total=False):
+    """The :class:`ClientConfig` fields a client takes as keyword arguments (all optional).
+
+    Types for the checker only: the values are validated by the config at construction, and
+    an unknown keyword raises :class:`~tubemq_aio.errors.ConfigError`.
+    """
+
+    rpc_timeout: float
+    connect_timeout: float
+    heartbeat_interval: float
+    ssl_context: ssl.SSLContext | None
+    tls_server_hostname: str | None
+    credentials: Credentials | None
+    connection_reuse: bool
+    idle_timeout: float
+    max_in_flight: int
+    client_host: str | None
+    telemetry: bool | Telemetry | None
 
 
 def redact_url(url: str) -> str:

@@ -149,7 +149,7 @@ async def test_empty_and_largest_lists() -> None:
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "10", (1 << 20) + 1])
 def test_max_send_many_is_validated(value: object) -> None:
     with pytest.raises(ConfigError, match="max_send_many"):
-        Producer("127.0.0.1:1", max_send_many=value)
+        Producer("127.0.0.1:1", max_send_many=value)  # type: ignore[arg-type]
 
 
 async def test_closed_or_unstarted_producer_raises() -> None:

@@ -56,11 +56,11 @@ BAD_CONSTRUCTIONS: dict[str, Callable[[], object]] = {
     "rpc_timeout='5'": lambda: _ClientConfig(masters=M, rpc_timeout="5"),
     "rpc_timeout=nan": lambda: _ClientConfig(masters=M, rpc_timeout=math.nan),
     "connect_timeout=True": lambda: _ClientConfig(masters=M, connect_timeout=True),
-    "Consumer(topics=5)": lambda: Consumer(M, group="gg", topics=5),
+    "Consumer(topics=5)": lambda: Consumer(M, group="gg", topics=5),  # type: ignore[arg-type]
     "Consumer(topics=[''])": lambda: Consumer(M, group="gg", topics=[""]),
     "Producer(topics=[''])": lambda: Producer(M, topics=[""]),
-    "Producer(topics=[5])": lambda: Producer(M, topics=[5]),
-    "Producer(topics=b'x')": lambda: Producer(M, topics=b"x"),
+    "Producer(topics=[5])": lambda: Producer(M, topics=[5]),  # type: ignore[list-item]
+    "Producer(topics=b'x')": lambda: Producer(M, topics=b"x"),  # type: ignore[arg-type]
     "from_url(123)": lambda: ClientConfig.from_url(123),  # type: ignore[arg-type]
     "masters=[]": lambda: _ClientConfig(masters=[]),
     "masters=()": lambda: _ClientConfig(masters=()),
@@ -97,12 +97,12 @@ BAD_CONSTRUCTIONS: dict[str, Callable[[], object]] = {
     "bound='x'": lambda: _ConsumerConfig(masters=M, group="gg", topics=["t"], bound="x"),
     "filters={'t': 5}": lambda: Consumer(M, group="gg", topics={"t": 5}),
     "filters={'t': ['']}": lambda: Consumer(M, group="gg", topics={"t": [""]}),
-    "topics={5: None}": lambda: Consumer(M, group="gg", topics={5: None}),
+    "topics={5: None}": lambda: Consumer(M, group="gg", topics={5: None}),  # type: ignore[dict-item]
     "Consumer() no masters": lambda: Consumer(group="gg", topics=["t"]),
     "Consumer(config=5)": lambda: Consumer(config=5),  # type: ignore[arg-type]
     "Producer(config=5)": lambda: Producer(config=5),  # type: ignore[arg-type]
-    "Producer(unknown option)": lambda: Producer(M, no_such_option=1),
-    "Consumer(unknown option)": lambda: Consumer(M, group="gg", topics=["t"], no_such=1),
+    "Producer(unknown option)": lambda: Producer(M, no_such_option=1),  # type: ignore[call-arg]
+    "Consumer(unknown option)": lambda: Consumer(M, group="gg", topics=["t"], no_such=1),  # type: ignore[call-arg]
     "cb node_id=1.5": lambda: ClientBalancedConsumer(
         M,
         group="gg",
@@ -126,7 +126,7 @@ BAD_CONSTRUCTIONS: dict[str, Callable[[], object]] = {
     "BoundConsume offsets='abc'": lambda: BoundConsume("s", 1, offsets="abc"),  # type: ignore[arg-type]
     "BoundConsume offset 2**80": lambda: BoundConsume("s", 1, offsets={"1:t:0": 2**80}),
     "BoundConsume source_count 2**40": lambda: BoundConsume("s", 2**40),
-    "Producer.from_url(unknown)": lambda: Producer.from_url("tubemq://h", no_such=1),
+    "Producer.from_url(unknown)": lambda: Producer.from_url("tubemq://h", no_such=1),  # type: ignore[call-arg]
 }
 
 
@@ -151,7 +151,7 @@ def test_all_problems_are_reported_at_once() -> None:
 
 
 def test_unknown_option_does_not_echo_its_value() -> None:
-    error = raises_config_error(lambda: Producer(M, pasword="s3cret-value"))
+    error = raises_config_error(lambda: Producer(M, pasword="s3cret-value"))  # type: ignore[call-arg]
     assert "pasword" in str(error)
     assert "s3cret-value" not in str(error)
 

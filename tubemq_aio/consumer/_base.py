@@ -12,16 +12,17 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable
-from typing import Any, Generic, Self, TypeVar
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio._validate import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
+from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
-from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
+from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
 from tubemq_aio.errors import ClientClosedError, ConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
@@ -34,6 +35,9 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 SessionT = TypeVar("SessionT", bound=SessionBase)
 
+#: The OpenTelemetry attribute of the consumer group on every consumer gauge.
+_GROUP = "messaging.consumer.group.name"
+
 
 class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     """Configuration, start/close, background workers and batch delivery of a consumer.
@@ -45,6 +49,9 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         consume_from: where a partition without a stored group offset starts.
         config: a complete :class:`ConsumerConfig` instead of the arguments above.
         options: further :class:`ConsumerConfig` fields.
+        on_assigned: called (a coroutine awaited) with partition keys this consumer took over.
+        on_revoked: called (a coroutine awaited) with partition keys about to be released,
+            also by :meth:`close` with every partition still held.
 
     Raises:
         ConfigError: an argument is invalid.
@@ -58,17 +65,22 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         masters: str | Iterable[str] | None,
         *,
         group: str,
-        topics: Any,
+        topics: TopicsArg,
         consume_from: ConsumeFrom,
         config: ConsumerConfig | None,
-        options: dict[str, Any],
+        options: Mapping[str, Any],
+        on_assigned: PartitionsCallback | None = None,
+        on_revoked: PartitionsCallback | None = None,
     ) -> None:
+        checks = Checks(type(self).__name__)
+        check_callbacks(checks, on_assigned=on_assigned, on_revoked=on_revoked)
+        checks.done()
         if config is None:
             check_options(ConsumerConfig, options, what=type(self).__name__)
             config = ConsumerConfig(
                 masters=masters,  # type: ignore[arg-type]  # parsed by ClientConfig
                 group=group,
-                topics=topics,
+                topics=topics,  # type: ignore[arg-type]  # normalised by ConsumerConfig
                 consume_from=consume_from,
                 **options,
             )
@@ -80,6 +92,10 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         elif not isinstance(config, ConsumerConfig):
             raise ConfigError(f"config must be a ConsumerConfig, got {type(config).__name__}")
         self.config = config
+        #: Called with the partition keys this consumer took over (see :mod:`._listeners`).
+        self.on_assigned = on_assigned
+        #: Called with the partition keys about to be released, and by :meth:`close`.
+        self.on_revoked = on_revoked
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
         self._engine: FetchEngine | None = None
@@ -97,7 +113,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     _kind = "consumer"
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
+    def from_url(cls, url: str, **options: Unpack[ConsumerUrlOptions]) -> Self:
         """Build a consumer from ``tubemq://user:password@h1:8715,h2:8715?rpc_timeout=5`` and
         :class:`ConsumerConfig` keywords (``group=``, ``topics=``, ...); see
         :meth:`~tubemq_aio.config.ClientConfig.from_url`.
@@ -105,6 +121,10 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         Raises:
             ConfigError: the URL or an option is invalid.
         """
+        return cls._from_url(url, options)
+
+    @classmethod
+    def _from_url(cls, url: str, options: Mapping[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(ConsumerConfig)}
         config = ConsumerConfig.from_url(url, **{k: v for k, v in options.items() if k in names})
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
@@ -175,6 +195,10 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         if self._registered:
             await self._before_cancel(session)
         await self._supervisor.close()
+        if self._registered and len(self._leases):
+            # Like a Kafka consumer leaving its group: the application hears which partitions
+            # it gives up (and may still ack their batches) before they are released.
+            await self._notify_revoked(self.assignment())
         engine.close()
         if not self._registered:
             return
@@ -184,6 +208,14 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
                 await session.close_at_master()
         except TimeoutError:
             log.warning("close did not finish releasing partitions in time")
+
+    async def _notify_assigned(self, keys: list[str]) -> None:
+        await notify(self.on_assigned, keys, what="on_assigned",
+                     timeout=self.config.callback_timeout)  # fmt: skip
+
+    async def _notify_revoked(self, keys: list[str]) -> None:
+        await notify(self.on_revoked, keys, what="on_revoked",
+                     timeout=self.config.callback_timeout)  # fmt: skip
 
     def _running(self) -> tuple[SessionT, FetchEngine]:
         self._check_running()
@@ -275,7 +307,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
 
     def _gauges(self) -> list[Gauge]:
         """This consumer's observable gauges (read from the exporter's thread: plain reads)."""
-        me = {"tubemq.client.id": self.client_id or ""}
+        me = {"tubemq.client.id": self.client_id or "", _GROUP: self.config.group}
         engine, pool = self._engine, self._pool
         gauges: list[Gauge] = [
             ("tubemq.client.fetch.buffered", engine.buffered if engine is not None else 0, me),

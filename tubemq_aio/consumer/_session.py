@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
@@ -62,8 +62,9 @@ class MasterSession(SessionBase):
         self._bound_offsets = config.bound.partition_offsets if config.bound else {}
         self._bootstrapped: set[PartitionKey] = set()
         self.is_paused: Callable[[PartitionKey], bool] = lambda key: False
-        self.on_assigned: Callable[[list[str]], object] | None = None
-        self.on_revoked: Callable[[list[str]], object] | None = None
+        #: Awaited with the keys registered by a rebalance event / about to be unregistered.
+        self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
+        self.on_revoked: Callable[[list[str]], Awaitable[None]] | None = None
 
     def __repr__(self) -> str:
         return f"<MasterSession {self.client_id} {self.hb_state!r} {self.leases!r}>"
@@ -185,7 +186,7 @@ class MasterSession(SessionBase):
                 log.exception("processing rebalance event %d failed", event.rebalance_id)
                 continue
             if process.registered and self.on_assigned is not None:
-                self.on_assigned([k.format() for k in process.registered])
+                await self.on_assigned([k.format() for k in process.registered])
 
     async def _perform(self, step: object, process: EventProcess) -> None:
         if isinstance(step, Register):
@@ -205,7 +206,7 @@ class MasterSession(SessionBase):
         elif isinstance(step, Unregister):
             keys = [p.key for p in step.partitions]
             if self.on_revoked is not None:
-                self.on_revoked([k.format() for k in keys if k in self.leases])
+                await self.on_revoked([k.format() for k in keys if k in self.leases])
             await asyncio.gather(
                 *(self.release_partition(p, step.rollback_in_use) for p in step.partitions)
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Self, Unpack
 
 from tubemq_aio._validate import Checks
 from tubemq_aio.consumer._base import ConsumerBase
@@ -36,9 +36,16 @@ from tubemq_aio.consumer._cb_ops import (
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer.batch import PartitionPosition
-from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
+from tubemq_aio.consumer.batch import MessageBatch, PartitionPosition
+from tubemq_aio.consumer.config import (
+    ConsumeFrom,
+    ConsumerConfig,
+    ConsumerOptions,
+    ConsumerUrlOptions,
+    TopicsArg,
+)
 from tubemq_aio.errors import TubeMQError, server_error
 from tubemq_aio.protocol.client_balance import (
     ClientBalanceConfigError,
@@ -50,6 +57,7 @@ from tubemq_aio.protocol.consumer_meta import PartitionKey
 __all__ = [
     "ClientBalanceConfigError",
     "ClientBalancedConsumer",
+    "ClientBalancedUrlOptions",
     "PartitionAlreadyConnectedError",
     "PartitionMeta",
     "PartitionNotConnectedError",
@@ -60,6 +68,16 @@ __all__ = [
 ]
 
 log = logging.getLogger("tubemq_aio.consumer")
+
+
+class ClientBalancedUrlOptions(ConsumerUrlOptions, total=False):
+    """The keywords of :meth:`ClientBalancedConsumer.from_url`: those of
+    ``Consumer.from_url`` and the client-balanced constructor's own."""
+
+    source_count: int
+    node_id: int
+    reassign_interval: float | None
+    assignor: Assignor
 
 
 class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
@@ -80,6 +98,13 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             application connects partitions itself); see ``_cb_assigner``.
         assignor: picks this node's partitions for the automatic re-assignment.
         config: a complete :class:`ConsumerConfig` instead of ``masters``/``group``/``topics``.
+        on_assigned: called with the keys of partitions :meth:`connect` (or the automatic
+            re-assignment) just connected; an ``async def`` is awaited, bounded by
+            ``callback_timeout``; an exception is logged.
+        on_revoked: called (or awaited) with the keys of partitions about to be released: by
+            :meth:`disconnect`, the re-assignment, a partition no longer subscribable, and by
+            :meth:`close` with every partition still connected. A partition lost with its
+            broker is re-connected without either call.
         **options: further :class:`ConsumerConfig` fields (``confirm_timeout``,
             ``heartbeat_interval``, ``fetchers``, ...).
 
@@ -102,14 +127,16 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         masters: str | Iterable[str] | None = None,
         *,
         group: str = "",
-        topics: Any = (),
+        topics: TopicsArg = (),
         source_count: int = 0,
         node_id: int = 0,
         consume_from: ConsumeFrom = "latest",
         reassign_interval: float | None = None,
         assignor: Assignor = assign_modulo,
         config: ConsumerConfig | None = None,
-        **options: Any,
+        on_assigned: PartitionsCallback | None = None,
+        on_revoked: PartitionsCallback | None = None,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(
             masters,
@@ -118,6 +145,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             consume_from=consume_from,
             config=config,
             options=options,
+            on_assigned=on_assigned,
+            on_revoked=on_revoked,
         )
         self.source_count = source_count
         self.node_id = node_id
@@ -135,6 +164,17 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         self._reconnecting: set[PartitionKey] = set()
 
     _task_prefix = "tubemq-cb-consumer"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Unpack[ClientBalancedUrlOptions]) -> Self:
+        """Build a client-balanced consumer from ``tubemq://…`` (see
+        :meth:`~tubemq_aio.config.ClientConfig.from_url`) and the constructor's keywords
+        (``group=``, ``topics=``, ``source_count=``, ...).
+
+        Raises:
+            ConfigError: the URL or an option is invalid.
+        """
+        return cls._from_url(url, options)
 
     def __repr__(self) -> str:
         return (
@@ -161,7 +201,12 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
     def _on_unsubscribable(self, keys: list[PartitionKey]) -> None:
         log.info("partitions %s are no longer subscribable; disconnecting", [str(k) for k in keys])
         for key in keys:
-            self._spawn(self._disconnect_key(key), f"drop-{key}")
+            self._spawn(self._drop_unsubscribable(key), f"drop-{key}")
+
+    async def _drop_unsubscribable(self, key: PartitionKey) -> None:
+        if key in self._leases:
+            await self._notify_revoked([key.format()])
+        await self._disconnect_key(key)
 
     def _on_lost(self, keys: list[PartitionKey]) -> None:
         self.stats.partitions_lost += len(keys)
@@ -236,7 +281,10 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         async with self._lock:
             key = await self._register(partition_key, offset)
             self._wanted.add(key)
-            return self._position(key)
+            position = self._position(key)
+        # Outside the lock: the callback may connect or disconnect partitions itself.
+        await self._notify_assigned([key.format()])
+        return position
 
     async def _register(self, partition_key: str, offset: int | None) -> PartitionKey:
         # Under self._lock: register at the broker and start fetching.
@@ -271,6 +319,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         session, _ = self._running()
         if key not in self._leases and key not in session.readers and key not in self._wanted:
             raise PartitionNotConnectedError(f"partition {partition_key} is not connected")
+        if key in self._leases:
+            await self._notify_revoked([key.format()])
         async with self._lock:
             await self._disconnect_key(key)
 
@@ -283,8 +333,11 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
 
     # ---- consuming ---------------------------------------------------------------------------
 
-    #: Alias of :meth:`getmany`: the next batch of any connected partition with data.
-    fetch = ConsumerBase.getmany
+    async def fetch(
+        self, *, max_records: int | None = None, timeout: float | None = None
+    ) -> MessageBatch:
+        """Alias of :meth:`getmany`: the next batch of any connected partition with data."""
+        return await self.getmany(max_records=max_records, timeout=timeout)
 
     # ---- positioned reads --------------------------------------------------------------------
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 from tubemq_aio._validate import Checks
-from tubemq_aio.config import ClientConfig
+from tubemq_aio.config import ClientConfig, ClientOptions
+from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.consumer_meta import (
@@ -18,7 +19,15 @@ from tubemq_aio.protocol.consumer_meta import (
     validate_subscriptions,
 )
 
-__all__ = ["CONSUME_FROM", "ConsumeFrom", "ConsumerConfig", "normalize_topics"]
+__all__ = [
+    "CONSUME_FROM",
+    "ConsumeFrom",
+    "ConsumerConfig",
+    "ConsumerOptions",
+    "ConsumerUrlOptions",
+    "TopicsArg",
+    "normalize_topics",
+]
 
 #: Accepted ``consume_from`` values and the Java consume position each maps to (§9.3).
 ConsumeFrom = Literal["latest", "earliest", "latest_always"]
@@ -30,10 +39,11 @@ CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
     }
 )
 
-TopicsArg = str | Iterable[str] | Mapping[str, Iterable[str] | None]
+#: What ``topics=`` accepts: ``"t1,t2"``, topic names, or ``topic -> msgType filters``.
+TopicsArg = str | Iterable[str] | Mapping[str, str | Iterable[str] | None]
 
 
-def normalize_topics(topics: Any) -> Mapping[str, frozenset[str]]:
+def normalize_topics(topics: TopicsArg) -> Mapping[str, frozenset[str]]:
     """Turn the ``topics`` argument into a read-only ``topic -> msgType filters`` mapping.
 
     A string is never iterated character by character: ``"t1,t2"`` is two topics, and a filter
@@ -101,6 +111,9 @@ class ConsumerConfig(ClientConfig):
             before re-connecting a partition lost with its broker (0.2 s); the wait doubles
             after each failed attempt.
         reconnect_delay_max: the cap of that doubling wait (5 s).
+        callback_timeout: seconds an ``on_assigned`` / ``on_revoked`` call may take (a
+            coroutine it returns included) before it is abandoned and the consumer goes on
+            (10 s); a rebalance or ``close()`` never waits longer on the application.
     """
 
     group: str
@@ -119,6 +132,7 @@ class ConsumerConfig(ClientConfig):
     bound: BoundConsume | None = None
     reconnect_delay: float = 0.2
     reconnect_delay_max: float = 5.0
+    callback_timeout: float = 10.0
 
     def _check(self, c: Checks) -> None:
         ClientConfig._check(self, c)
@@ -148,6 +162,7 @@ class ConsumerConfig(ClientConfig):
         c.seconds("close_timeout", self.close_timeout)
         c.seconds("reconnect_delay", self.reconnect_delay, high=600.0)
         c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
+        c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
                       f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
@@ -167,3 +182,35 @@ class ConsumerConfig(ClientConfig):
     def filters_of(self, topic: str) -> frozenset[str]:
         """The ``msgType`` filter set of ``topic`` (empty when unfiltered)."""
         return self.topics.get(topic, frozenset())
+
+
+class ConsumerOptions(ClientOptions, total=False):
+    """The :class:`ConsumerConfig` fields a consumer takes as keyword arguments besides
+    ``group``, ``topics`` and ``consume_from`` (all optional; validated by the config, an
+    unknown one is a ``ConfigError``)."""
+
+    fetchers: int
+    max_prefetch_batches: int
+    msg_not_found_wait: float
+    confirm_in_local: bool
+    confirm_timeout: float
+    rebalance_confirm_wait: float
+    register_attempts: int
+    deliver_corrupt: bool
+    auto_ack: bool
+    close_timeout: float
+    bound: BoundConsume | None
+    reconnect_delay: float
+    reconnect_delay_max: float
+    callback_timeout: float
+
+
+class ConsumerUrlOptions(ConsumerOptions, total=False):
+    """The keywords of ``Consumer.from_url``: the subscription, the callbacks and
+    :class:`ConsumerOptions` (all optional; the URL gives the masters)."""
+
+    group: str
+    topics: TopicsArg
+    consume_from: ConsumeFrom
+    on_assigned: PartitionsCallback | None
+    on_revoked: PartitionsCallback | None

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Unpack
 
 from tubemq_aio._validate import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig
+from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerOptions, TopicsArg
 from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
@@ -28,8 +29,6 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: Longest time close() lets the rebalance worker finish the event it is processing.
 _REBALANCE_STOP_WAIT = 5.0
-
-PartitionsCallback = Callable[[list[str]], object]
 
 
 class Consumer(ConsumerBase[MasterSession]):
@@ -42,8 +41,12 @@ class Consumer(ConsumerBase[MasterSession]):
         topics: topic names, or a mapping ``topic -> set of msgType filters``.
         consume_from: ``"latest"`` (default), ``"earliest"`` or ``"latest_always"``.
         config: a complete :class:`ConsumerConfig` instead of the arguments above.
-        on_assigned: called with the partition keys this consumer just took over.
-        on_revoked: called with the partition keys about to be released in a rebalance.
+        on_assigned: called with the partition keys this consumer just took over; an
+            ``async def`` is awaited. Runs in the rebalance worker, bounded by
+            ``callback_timeout``; an exception is logged.
+        on_revoked: called (or awaited) with the partition keys about to be released: in a
+            rebalance, and by :meth:`close` with every partition still held (batches may
+            still be acked then).
         **options: further :class:`ConsumerConfig` fields (``heartbeat_interval``, ``fetchers``,
             ``max_prefetch_batches``, ...).
 
@@ -62,12 +65,12 @@ class Consumer(ConsumerBase[MasterSession]):
         masters: str | Iterable[str] | None = None,
         *,
         group: str = "",
-        topics: Any = (),
+        topics: TopicsArg = (),
         consume_from: ConsumeFrom = "latest",
         config: ConsumerConfig | None = None,
         on_assigned: PartitionsCallback | None = None,
         on_revoked: PartitionsCallback | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(
             masters,
@@ -76,9 +79,9 @@ class Consumer(ConsumerBase[MasterSession]):
             consume_from=consume_from,
             config=config,
             options=options,
+            on_assigned=on_assigned,
+            on_revoked=on_revoked,
         )
-        self.on_assigned = on_assigned
-        self.on_revoked = on_revoked
         self._paused: set[str] = set()  # topics and partition keys; "" = everything
 
     def __repr__(self) -> str:
@@ -93,22 +96,14 @@ class Consumer(ConsumerBase[MasterSession]):
         parts = self._wire("Pull")
         session = MasterSession(self.config, parts)
         session.is_paused = self._is_paused
-        session.on_assigned = self._call_assigned
-        session.on_revoked = self._call_revoked
+        session.on_assigned = self._notify_assigned
+        session.on_revoked = self._notify_revoked
         return parts, session
 
     def _spawn_workers(self, session: MasterSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
         self._spawn(session.rebalance_loop(), "rebalance")
         super()._spawn_workers(session, engine)
-
-    def _call_assigned(self, keys: list[str]) -> None:
-        if self.on_assigned is not None:
-            _safe_call(self.on_assigned, keys)
-
-    def _call_revoked(self, keys: list[str]) -> None:
-        if self.on_revoked is not None:
-            _safe_call(self.on_revoked, keys)
 
     async def _before_cancel(self, session: MasterSession) -> None:
         session.stop()
@@ -218,10 +213,3 @@ def _names(call: str, which: object) -> tuple[str, ...]:
     names = checks.names("which", which)
     checks.done()
     return names
-
-
-def _safe_call(callback: PartitionsCallback, keys: list[str]) -> None:
-    try:
-        callback(keys)
-    except Exception:
-        log.exception("rebalance listener %r failed", callback)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from tubemq_aio._validate import Checks, is_seconds
-from tubemq_aio.config import ClientConfig
+from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.consumer_meta import validate_topic_name
 from tubemq_aio.protocol.message import InvalidMessageError, check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
-__all__ = ["MAX_SEND_TIMEOUT", "ProducerConfig", "check_send_args", "check_send_many_args"]
+__all__ = [
+    "MAX_SEND_TIMEOUT",
+    "ProducerConfig",
+    "ProducerOptions",
+    "check_send_args",
+    "check_send_many_args",
+]
 
 #: The longest send timeout accepted, per attempt, in seconds (``send_timeout`` and
 #: ``send(timeout=...)``); the broker caps its own deadline at the same value.
@@ -81,6 +88,24 @@ class ProducerConfig(ClientConfig):
     def effective_send_timeout(self) -> float:
         """The per-attempt send timeout in seconds."""
         return self.rpc_timeout if self.send_timeout is None else self.send_timeout
+
+
+class ProducerOptions(ClientOptions, total=False):
+    """The :class:`ProducerConfig` fields :class:`~tubemq_aio.Producer` takes as keyword
+    arguments (all optional; validated by the config, an unknown one is a ``ConfigError``)."""
+
+    topics: str | Iterable[str]
+    send_timeout: float | None
+    max_in_flight_sends: int
+    max_send_many: int
+    send_retries: int
+    partitioner: Partitioner
+    blocking: BrokerBlockingConfig
+    publish_timeout: float
+    close_grace: float
+    register_attempts: int
+    heartbeat_failures_before_backoff: int
+    heartbeat_backoff: float
 
 
 def check_send_args(

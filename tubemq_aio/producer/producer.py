@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from tubemq_aio._client import open_pool
 from tubemq_aio._io.decisions import wire_timeout_ms
@@ -27,7 +27,12 @@ from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer._attempts import SendAttempts
 from tubemq_aio.producer._batch import NO_AVOID, SendMany, encode_all
 from tubemq_aio.producer._session import ProducerSession
-from tubemq_aio.producer.config import ProducerConfig, check_send_args, check_send_many_args
+from tubemq_aio.producer.config import (
+    ProducerConfig,
+    ProducerOptions,
+    check_send_args,
+    check_send_many_args,
+)
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
@@ -66,7 +71,7 @@ class Producer(SendAttempts):
         masters: str | Sequence[str] | None = None,
         *,
         config: ProducerConfig | None = None,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         if config is None:
             check_options(ProducerConfig, options, what="Producer")
@@ -108,7 +113,7 @@ class Producer(SendAttempts):
         self.retried = 0
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
+    def from_url(cls, url: str, **options: Unpack[ProducerOptions]) -> Self:
         """Build a producer from ``tubemq://h1:8715,h2:8715?rpc_timeout=5``; see
         :meth:`~tubemq_aio.config.ClientConfig.from_url`."""
         check_options(ProducerConfig, options, what=cls.__name__)

@@ -1,0 +1,153 @@
+"""``on_assigned`` / ``on_revoked`` of both consumers against FakeCluster: coroutine callbacks
+are awaited, ``close()`` revokes what is still held (and its batches can still be acked), a
+failing or slow callback neither stops the consumer nor holds ``close()`` up."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fake_helpers import HEARTBEAT, produce, wait_until
+
+from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
+from tubemq_aio.testing import FakeCluster
+
+
+class Recorder:
+    """Async callbacks that record ``(event, sorted keys)`` after yielding to the loop."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, list[str]]] = []
+
+    async def assigned(self, keys: list[str]) -> None:
+        await asyncio.sleep(0)  # a real await: the consumer must wait for it
+        self.events.append(("assigned", sorted(keys)))
+
+    async def revoked(self, keys: list[str]) -> None:
+        await asyncio.sleep(0)
+        self.events.append(("revoked", sorted(keys)))
+
+    def held(self) -> set[str]:
+        keys: set[str] = set()
+        for event, which in self.events:
+            keys = keys | set(which) if event == "assigned" else keys - set(which)
+        return keys
+
+
+def _consumer(cluster: FakeCluster, group: str, recorder: Recorder, **options: object) -> Consumer:
+    return Consumer(
+        cluster.master_addr,
+        group=group,
+        topics=["demo"],
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+        on_assigned=recorder.assigned,
+        on_revoked=recorder.revoked,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def test_async_callbacks_follow_a_rebalance_and_close_revokes_the_rest() -> None:
+    async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
+        a_log, b_log = Recorder(), Recorder()
+        async with _consumer(cluster, "g1", a_log) as a:
+            await wait_until(lambda: len(a.assignment()) == 4, 20, "first assignment")
+            await wait_until(lambda: a_log.held() == set(a.assignment()), 5, "a's callbacks")
+            async with _consumer(cluster, "g1", b_log) as b:
+                await wait_until(lambda: len(b.assignment()) == 2, 20, "a split")
+                await wait_until(lambda: b_log.held() == set(b.assignment()), 5, "b's callbacks")
+                await wait_until(lambda: a_log.held() == set(a.assignment()), 5, "a's revoke")
+                assert a_log.held().isdisjoint(b_log.held())
+                b_keys = b.assignment()
+            # b left: its close revoked everything it held, after the assignments.
+            assert b_log.events[-1] == ("revoked", b_keys)
+            assert b_log.held() == set()
+            await wait_until(lambda: len(a.assignment()) == 4, 20, "a took over")
+            await wait_until(lambda: a_log.held() == set(a.assignment()), 5, "a's callbacks")
+            a_keys = a.assignment()
+        assert a_log.events[-1] == ("revoked", a_keys)
+        assert a_log.held() == set()
+
+
+async def test_a_batch_acked_in_on_revoked_at_close_is_committed() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 5)
+        held: list[MessageBatch] = []
+        acked: list[bool] = []
+
+        async def ack_on_revoke(keys: list[str]) -> None:
+            for batch in held:
+                acked.append(await batch.ack())
+
+        consumer = Consumer(
+            cluster.master_addr,
+            group="g1",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=HEARTBEAT,
+            on_revoked=ack_on_revoke,
+        )
+        async with consumer:
+            batch = await consumer.getmany(timeout=10)
+            assert len(batch) == 5
+            held.append(batch)
+        assert acked == [True]
+        assert cluster.committed_messages("g1", "demo") == 5
+
+
+async def test_failing_and_slow_callbacks_neither_stop_consuming_nor_hold_close() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 3)
+        outcome: list[str] = []
+
+        def failing(keys: list[str]) -> None:
+            outcome.append("assigned-raised")
+            raise RuntimeError("listener bug")
+
+        async def never_returns(keys: list[str]) -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                outcome.append("revoked-cancelled")
+                raise
+
+        consumer = Consumer(
+            cluster.master_addr,
+            group="g1",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=HEARTBEAT,
+            on_assigned=failing,
+            on_revoked=never_returns,
+            callback_timeout=0.2,
+        )
+        async with consumer:
+            batch = await consumer.getmany(timeout=10)
+            await batch.ack()
+            assert sorted(m.body for m in batch) == sorted(sent)
+        assert consumer.closed
+        assert outcome == ["assigned-raised", "revoked-cancelled"]
+        assert cluster.committed_messages("g1", "demo") == 3
+
+
+async def test_client_balanced_connect_disconnect_and_close_call_back() -> None:
+    async with FakeCluster(topics={"demo": 3}) as cluster:
+        log = Recorder()
+        consumer = ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cb1",
+            topics=["demo"],
+            source_count=1,
+            node_id=0,
+            heartbeat_interval=HEARTBEAT,
+            on_assigned=log.assigned,
+            on_revoked=log.revoked,
+        )
+        async with consumer:
+            keys = sorted(m.partition_key for m in await consumer.partitions())
+            for key in keys:
+                await consumer.connect(key)
+            assert log.events == [("assigned", [key]) for key in keys]
+            await consumer.disconnect(keys[0])
+            assert log.events[-1] == ("revoked", [keys[0]])
+        assert log.events[-1] == ("revoked", keys[1:])
+        assert log.held() == set()
