@@ -3,8 +3,11 @@
 Follows the OpenTelemetry messaging semantic conventions: a PRODUCER span ``send {topic}`` per
 send, a CONSUMER span ``receive {topic}`` per delivered batch and a CONSUMER span
 ``process {topic}`` per message handled by ``Consumer.run`` (or by :func:`process_span` around
-an ``async for`` body). The trace context travels in the W3C ``traceparent`` message attribute,
-so a process span links to the span of the send that produced the message, across processes.
+an ``async for`` body). The trace context travels in message attributes written and read by the
+configured global propagator (``opentelemetry.propagate``: W3C ``traceparent`` by default, B3 or
+Jaeger when the application sets those), so a process span links to the span of the send that
+produced the message, across processes. Every consumer instrument carries the consumer group
+and the partition.
 
 Without ``opentelemetry-api`` installed (or with ``telemetry=False``) clients hold ``None``
 instead of a :class:`ClientTelemetry` and pay one ``is None`` test per operation.
@@ -38,7 +41,8 @@ __all__ = [
     "telemetry_for",
 ]
 
-#: The message attribute that carries the W3C trace context of the producing span.
+#: The message attribute that carries the trace context of the producing span with the default
+#: (W3C trace context) propagator; other propagators write their own keys.
 TRACEPARENT = "traceparent"
 
 _SCOPE = "tubemq_aio"
@@ -67,8 +71,8 @@ class Telemetry:
     Attributes:
         tracer_provider: the provider to take the tracer from; ``None`` = the global one.
         meter_provider: the provider to take the meter from; ``None`` = the global one.
-        propagate: write the ``traceparent`` attribute on sent messages and link process
-            spans to it.
+        propagate: write the trace context on sent messages (through the global propagator
+            of ``opentelemetry.propagate``) and link process spans to it.
     """
 
     tracer_provider: Any = None
@@ -128,8 +132,7 @@ class ClientTelemetry:
 
     def __init__(self, options: Telemetry) -> None:
         """Take the tracer and meter from the configured (or global) providers."""
-        from opentelemetry import metrics, trace
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        from opentelemetry import metrics, propagate, trace
 
         from tubemq_aio import __version__
 
@@ -146,7 +149,10 @@ class ClientTelemetry:
             _SCOPE, __version__, tracer_provider=options.tracer_provider
         )
         meter: Meter = metrics.get_meter(_SCOPE, __version__, meter_provider=options.meter_provider)
-        self._propagator = TraceContextTextMapPropagator()
+        # The global propagator is looked up per message: an application may set it (B3,
+        # Jaeger, ...) after this client was built.
+        self._inject_into = propagate.inject
+        self._extract_from = propagate.extract
         self._in_context = trace.set_span_in_context
         # Per-topic attribute and label dicts of sends, built once (they never change and the
         # OpenTelemetry API only reads them); bounded so a client writing to many topics does
@@ -206,7 +212,7 @@ class ClientTelemetry:
         Args:
             topic: the destination topic.
             body_size: the body's length in bytes.
-            attributes: the user's attributes (a copy with ``traceparent`` added is yielded).
+            attributes: the user's attributes (a copy with the trace context added is yielded).
         """
         started = time.perf_counter()
         base = self._send_attrs.get(topic)
@@ -236,12 +242,11 @@ class ClientTelemetry:
 
     def _inject(self, span: Span, attributes: Mapping[str, str] | None) -> Mapping[str, str] | None:
         carrier: dict[str, str] = {}
-        self._propagator.inject(carrier, context=self._in_context(span))
-        if TRACEPARENT not in carrier:
+        self._inject_into(carrier, context=self._in_context(span))
+        fields = {k: v for k, v in carrier.items() if _fits_attribute(k) and _fits_attribute(v)}
+        if not fields:
             return attributes
-        merged = dict(attributes or {})
-        merged[TRACEPARENT] = carrier[TRACEPARENT]
-        return merged
+        return {**(attributes or {}), **fields}
 
     def _count_send(self, started: float, topic: str, error: str | None) -> None:
         if error is None:
@@ -279,8 +284,8 @@ class ClientTelemetry:
             },
         )
         span.end()
-        labels = _metric_labels("receive", topic, None)
-        self.consumed.add(count, {**labels, "messaging.consumer.group.name": group})
+        labels = _consumer_labels("receive", topic, None, group, partition_key)
+        self.consumed.add(count, labels)
         self.operation_duration.record((time.time_ns() - started_ns) / 1e9, labels)
 
     @contextmanager
@@ -317,17 +322,17 @@ class ClientTelemetry:
                 span.set_attribute("error.type", error)
                 raise
             finally:
-                self.process_duration.record(
-                    time.perf_counter() - started, _metric_labels("process", message.topic, error)
+                labels = _consumer_labels(
+                    "process", message.topic, error, group, message.partition_key
                 )
+                self.process_duration.record(time.perf_counter() - started, labels)
 
     def _producer_context(self, message: Message) -> Any:
         from opentelemetry import trace
 
-        header = message.attributes.get(TRACEPARENT)
-        if not header:
+        if not message.attributes:
             return None
-        context = self._propagator.extract({TRACEPARENT: header})
+        context = self._extract_from(message.attributes)
         span_context = trace.get_current_span(context).get_span_context()
         return span_context if span_context.is_valid else None
 
@@ -338,7 +343,7 @@ class SendSpan:
     __slots__ = ("attributes", "span")
 
     def __init__(self, span: Span, attributes: Mapping[str, str] | None) -> None:
-        """Wrap ``span``; ``attributes`` are the ones to send (with ``traceparent``)."""
+        """Wrap ``span``; ``attributes`` are the ones to send (with the trace context)."""
         self.span = span
         self.attributes = attributes
 
@@ -437,6 +442,22 @@ def _metric_labels(operation: str, topic: str, error: str | None) -> dict[str, s
     if error is not None:
         labels["error.type"] = error
     return labels
+
+
+def _consumer_labels(
+    operation: str, topic: str, error: str | None, group: str, partition_key: str
+) -> dict[str, str]:
+    """The labels of a consumer's metric: per group and partition, so per-group alerts work."""
+    labels = _metric_labels(operation, topic, error)
+    labels["messaging.consumer.group.name"] = group
+    labels["messaging.destination.partition.id"] = partition_key
+    return labels
+
+
+def _fits_attribute(text: str) -> bool:
+    """Whether a propagator's field can travel as a TubeMQ attribute key or value: the
+    attribute block is ``k=v,k=v``, so W3C ``tracestate`` and ``baggage`` lists are left out."""
+    return bool(text.strip()) and "," not in text and "=" not in text and "$" not in text
 
 
 def _error_type(exc: BaseException) -> str:

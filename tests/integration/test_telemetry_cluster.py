@@ -101,8 +101,16 @@ async def test_spans_link_and_metrics_across_producer_and_consumer(
         assert link.context.trace_id == producer_context.trace_id
         assert link.context.span_id == producer_context.span_id
     assert {str(labels["messaging.destination.partition.id"]) for labels, _ in lag_points}
-    (count, _), *_ = [v for _, v in consumer_side.metrics()["messaging.process.duration"]]
+    # Per-group alerts: every consumer instrument names the group (and the partition).
+    assert {labels["messaging.consumer.group.name"] for labels, _ in lag_points} == {
+        f"otel_{topic}"
+    }
+    durations = consumer_side.metrics()["messaging.process.duration"]
+    (count, _), *_ = [v for _, v in durations]
     assert count >= 1
+    for labels, _ in durations:
+        assert labels["messaging.consumer.group.name"] == f"otel_{topic}"
+        assert f":{topic}:" in str(labels["messaging.destination.partition.id"])
 
 
 async def test_telemetry_off_sends_no_trace_context(cluster: LocalCluster, topic: str) -> None:
