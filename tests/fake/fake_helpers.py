@@ -7,9 +7,22 @@ import time
 from collections.abc import Callable
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
+from tubemq_aio.testing import FakeCluster
 
 #: The shortest heartbeat our clients accept; rebalances then take about two seconds.
 HEARTBEAT = 1.0
+
+
+def group_consumer(cluster: FakeCluster, group: str, **options: object) -> Consumer:
+    """A server-balanced consumer of topic ``demo`` from the earliest offset, fast heartbeats."""
+    return Consumer(
+        cluster.master_addr,
+        group=group,
+        topics=["demo"],
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 async def produce(master: str, topic: str, count: int, prefix: str = "m") -> list[bytes]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_helpers import HEARTBEAT, produce, wait_until
+from fake_helpers import HEARTBEAT, group_consumer, produce, wait_until
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
 from tubemq_aio.testing import FakeCluster
@@ -33,26 +33,19 @@ class Recorder:
         return keys
 
 
-def _consumer(cluster: FakeCluster, group: str, recorder: Recorder, **options: object) -> Consumer:
-    return Consumer(
-        cluster.master_addr,
-        group=group,
-        topics=["demo"],
-        consume_from="earliest",
-        heartbeat_interval=HEARTBEAT,
-        on_assigned=recorder.assigned,
-        on_revoked=recorder.revoked,
-        **options,  # type: ignore[arg-type]
+def _recorded(cluster: FakeCluster, group: str, recorder: Recorder) -> Consumer:
+    return group_consumer(
+        cluster, group, on_assigned=recorder.assigned, on_revoked=recorder.revoked
     )
 
 
 async def test_async_callbacks_follow_a_rebalance_and_close_revokes_the_rest() -> None:
     async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
         a_log, b_log = Recorder(), Recorder()
-        async with _consumer(cluster, "g1", a_log) as a:
+        async with _recorded(cluster, "g1", a_log) as a:
             await wait_until(lambda: len(a.assignment()) == 4, 20, "first assignment")
             await wait_until(lambda: a_log.held() == set(a.assignment()), 5, "a's callbacks")
-            async with _consumer(cluster, "g1", b_log) as b:
+            async with _recorded(cluster, "g1", b_log) as b:
                 await wait_until(lambda: len(b.assignment()) == 2, 20, "a split")
                 await wait_until(lambda: b_log.held() == set(b.assignment()), 5, "b's callbacks")
                 await wait_until(lambda: a_log.held() == set(a.assignment()), 5, "a's revoke")
@@ -78,14 +71,7 @@ async def test_a_batch_acked_in_on_revoked_at_close_is_committed() -> None:
             for batch in held:
                 acked.append(await batch.ack())
 
-        consumer = Consumer(
-            cluster.master_addr,
-            group="g1",
-            topics=["demo"],
-            consume_from="earliest",
-            heartbeat_interval=HEARTBEAT,
-            on_revoked=ack_on_revoke,
-        )
+        consumer = group_consumer(cluster, "g1", on_revoked=ack_on_revoke)
         async with consumer:
             batch = await consumer.getmany(timeout=10)
             assert len(batch) == 5
@@ -110,15 +96,8 @@ async def test_failing_and_slow_callbacks_neither_stop_consuming_nor_hold_close(
                 outcome.append("revoked-cancelled")
                 raise
 
-        consumer = Consumer(
-            cluster.master_addr,
-            group="g1",
-            topics=["demo"],
-            consume_from="earliest",
-            heartbeat_interval=HEARTBEAT,
-            on_assigned=failing,
-            on_revoked=never_returns,
-            callback_timeout=0.2,
+        consumer = group_consumer(
+            cluster, "g1", on_assigned=failing, on_revoked=never_returns, callback_timeout=0.2
         )
         async with consumer:
             batch = await consumer.getmany(timeout=10)

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 
 import pytest
-from fake_helpers import HEARTBEAT, drain, produce, wait_until
+from fake_helpers import drain, group_consumer, produce, wait_until
 
 from tubemq_aio import Consumer, ServerError
 from tubemq_aio.consumer._fetcher import CORRUPT_REFETCHES
@@ -17,21 +17,10 @@ from tubemq_aio.testing import FakeCluster, Fault
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 
 
-def _consumer(cluster: FakeCluster, group: str, **options: object) -> Consumer:
-    return Consumer(
-        cluster.master_addr,
-        group=group,
-        topics=["demo"],
-        consume_from="earliest",
-        heartbeat_interval=HEARTBEAT,
-        **options,  # type: ignore[arg-type]
-    )
-
-
 async def test_produce_then_consume_everything_once_and_commit_it() -> None:
     async with FakeCluster(topics={"demo": 3}, brokers=2, max_batch=16) as cluster:
         sent = await produce(cluster.master_addr, "demo", 300)
-        async with _consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1") as consumer:
             got = await drain(consumer, 300, timeout=20)
             assert sorted(got) == sorted(sent)
             assert not await consumer.getmany(timeout=0.3)  # nothing more, no duplicates
@@ -41,19 +30,19 @@ async def test_produce_then_consume_everything_once_and_commit_it() -> None:
 async def test_a_second_group_replays_and_a_restarted_group_continues() -> None:
     async with FakeCluster(topics={"demo": 2}) as cluster:
         sent = await produce(cluster.master_addr, "demo", 50)
-        async with _consumer(cluster, "ga") as consumer:
+        async with group_consumer(cluster, "ga") as consumer:
             assert sorted(await drain(consumer, 50, timeout=20)) == sorted(sent)
         more = await produce(cluster.master_addr, "demo", 10, prefix="late")
-        async with _consumer(cluster, "ga") as consumer:  # continues after its commit
+        async with group_consumer(cluster, "ga") as consumer:  # continues after its commit
             assert sorted(await drain(consumer, 10, timeout=20)) == sorted(more)
-        async with _consumer(cluster, "gb") as consumer:  # a new group starts from the start
+        async with group_consumer(cluster, "gb") as consumer:  # a new group starts from the start
             assert sorted(await drain(consumer, 60, timeout=20)) == sorted(sent + more)
 
 
 async def test_nacked_batch_is_delivered_again() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         sent = await produce(cluster.master_addr, "demo", 5)
-        async with _consumer(cluster, "g1", auto_ack=False) as consumer:
+        async with group_consumer(cluster, "g1", auto_ack=False) as consumer:
             first = await consumer.getmany(timeout=10)
             assert first
             await first.nack()
@@ -65,7 +54,7 @@ async def test_nacked_batch_is_delivered_again() -> None:
 async def test_rebalance_splits_the_group_and_hands_over_on_close() -> None:
     async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
         sent = await produce(cluster.master_addr, "demo", 80)
-        async with _consumer(cluster, "g1") as a, _consumer(cluster, "g1") as b:
+        async with group_consumer(cluster, "g1") as a, group_consumer(cluster, "g1") as b:
             await wait_until(lambda: len(a.assignment()) == len(b.assignment()) == 2, 20, "a split")
             assert not set(a.assignment()) & set(b.assignment())
             got_a, got_b = await asyncio.gather(drain(a, 1, timeout=10), drain(b, 1, timeout=10))
@@ -92,7 +81,7 @@ async def test_fetch_errors_are_waited_out(code: int) -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         sent = await produce(cluster.master_addr, "demo", 10)
         cluster.inject(GET, Fault.error(code), times=1 if code == 403 else 3)  # 403 waits 2 s
-        async with _consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1") as consumer:
             assert sorted(await drain(consumer, 10, timeout=20)) == sorted(sent)
 
 
@@ -100,14 +89,14 @@ async def test_lost_fetch_answers_are_retried() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         sent = await produce(cluster.master_addr, "demo", 10)
         cluster.inject(GET, Fault.reset(), times=2)
-        async with _consumer(cluster, "g1", rpc_timeout=3) as consumer:
+        async with group_consumer(cluster, "g1", rpc_timeout=3) as consumer:
             assert sorted(await drain(consumer, 10, timeout=20)) == sorted(sent)
 
 
 async def test_broker_forgetting_the_consumer_ends_in_a_new_assignment() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await produce(cluster.master_addr, "demo", 3)
-        async with _consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1") as consumer:
             await drain(consumer, 3, timeout=20)
             cluster.brokers[0].registrations.clear()  # e.g. the broker restarted
             late = await produce(cluster.master_addr, "demo", 3, prefix="late")
@@ -118,7 +107,7 @@ async def test_corruption_on_the_way_is_read_again_not_lost() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         sent = await produce(cluster.master_addr, "demo", 20)
         cluster.corrupt_next_fetches(2)
-        async with _consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1") as consumer:
             got = await drain(consumer, 20, timeout=20)
             assert consumer.stats.crc_refetches == 2
         assert sorted(got) == sorted(sent)
@@ -131,7 +120,7 @@ async def test_corruption_at_rest_is_dropped_after_rereads_and_the_stream_goes_o
         log = cluster.brokers[0].log("demo", 0)
         bad = log.messages[1]
         log.messages[1] = dataclasses.replace(bad, checksum=bad.checksum ^ 1)
-        async with _consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1") as consumer:
             got = await drain(consumer, 7, timeout=20)
             assert consumer.stats.crc_refetches == CORRUPT_REFETCHES
         assert sorted(got) == sorted(set(sent) - {decode_payload(bad.payload, bad.flag, 0).body})
