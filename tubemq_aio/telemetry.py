@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tubemq_aio.errors import ConfigError
 
@@ -36,6 +36,7 @@ __all__ = [
     "ClientTelemetry",
     "Gauge",
     "Telemetry",
+    "TracedConsumer",
     "live",
     "process_span",
     "telemetry_for",
@@ -361,8 +362,26 @@ class SendSpan:
             )
 
 
+class _GroupConfig(Protocol):
+    @property
+    def group(self) -> str: ...
+
+
+class TracedConsumer(Protocol):
+    """What :func:`process_span` reads of a consumer (``Consumer`` and
+    ``ClientBalancedConsumer`` have both)."""
+
+    @property
+    def telemetry(self) -> ClientTelemetry | None:
+        """The consumer's instrumentation, ``None`` when off."""
+
+    @property
+    def config(self) -> _GroupConfig:
+        """The consumer's configuration (its ``group`` names the spans' consumer group)."""
+
+
 @contextmanager
-def process_span(consumer: Any, message: Message) -> Iterator[Span | None]:
+def process_span(consumer: TracedConsumer, message: Message) -> Iterator[Span | None]:
     """Trace the handling of one message from ``async for`` like ``Consumer.run`` does.
 
     Example::
@@ -378,7 +397,7 @@ def process_span(consumer: Any, message: Message) -> Iterator[Span | None]:
     Yields:
         The span, or ``None`` when the consumer's telemetry is off or records nothing (no SDK).
     """
-    telemetry = live(getattr(consumer, "telemetry", None))
+    telemetry = live(consumer.telemetry)
     if telemetry is None:
         yield None
         return

@@ -135,6 +135,9 @@ def test_process_span_without_telemetry_yields_none() -> None:
     class Plain:
         telemetry = None
 
+        class config:  # mimics Consumer.config
+            group = "g"
+
     with process_span(Plain(), Message(topic="t", body=b"")) as span:
         assert span is None
 
