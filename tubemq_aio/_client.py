@@ -191,6 +191,8 @@ class AsyncLifecycle:
                 self._close(), name=f"{self._supervisor.owner}-close"
             )
             self._close_task = task
+        if task is asyncio.current_task():
+            return  # called by the teardown itself (a consumer's on_revoked): already closing
         await asyncio.shield(task)
 
     async def _close(self) -> None:

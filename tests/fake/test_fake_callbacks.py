@@ -130,3 +130,28 @@ async def test_client_balanced_connect_disconnect_and_close_call_back() -> None:
             assert log.events[-1] == ("revoked", [keys[0]])
         assert log.events[-1] == ("revoked", keys[1:])
         assert log.held() == set()
+
+
+async def test_on_revoked_may_close_the_consumer_itself_and_two_closes_share_one_revoke() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        calls: list[str] = []
+        release = asyncio.Event()
+
+        async def revoked(keys: list[str]) -> None:
+            calls.append("revoked")
+            await release.wait()
+            await consumer.close()  # from inside close()'s own teardown: returns at once
+            calls.append("closed from the callback")
+
+        # The default callback_timeout (10 s) is far longer than the test's waits: a close()
+        # that waited for itself would show as a timeout below, not as a slow pass.
+        consumer = group_consumer(cluster, "g1", on_revoked=revoked)
+        await consumer.start()
+        await wait_until(lambda: len(consumer.assignment()) == 1, 20, "assignment")
+        first = asyncio.create_task(consumer.close())
+        second = asyncio.create_task(consumer.close())
+        await wait_until(lambda: calls == ["revoked"], 5, "on_revoked to start")
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 5)
+        assert calls == ["revoked", "closed from the callback"]
+        assert consumer.closed
