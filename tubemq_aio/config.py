@@ -12,8 +12,9 @@ import ipaddress
 import ssl
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self, TypedDict
+from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tubemq_aio._validate import Checks
@@ -208,7 +209,7 @@ class ClientConfig:
             )
 
     @classmethod
-    def from_url(cls, url: str, **overrides: Any) -> Self:
+    def from_url(cls, url: str, **overrides: Unpack[ClientOptions]) -> Self:
         """Build a config from ``tubemq://h1:p1,h2:p2?option=value&...``.
 
         Query options are the dataclass field names; values are converted to the field's type
@@ -220,6 +221,11 @@ class ClientConfig:
         Raises:
             ConfigError: the URL, an option name or an option value is invalid.
         """
+        return cls._from_url(url, overrides)
+
+    @classmethod
+    def _from_url(cls, url: str, overrides: Mapping[str, Any]) -> Self:
+        """:meth:`from_url` for every subclass (each types its own keywords)."""
         if not isinstance(url, str):
             raise ConfigError(f"the URL must be a string, got {type(url).__name__}")
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, Self, Unpack
 
 from tubemq_aio._validate import Checks
 from tubemq_aio.config import ClientConfig, ClientOptions
@@ -23,6 +23,7 @@ __all__ = [
     "CONSUME_FROM",
     "ConsumeFrom",
     "ConsumerConfig",
+    "ConsumerFields",
     "ConsumerOptions",
     "ConsumerUrlOptions",
     "TopicsArg",
@@ -134,6 +135,16 @@ class ConsumerConfig(ClientConfig):
     reconnect_delay_max: float = 5.0
     callback_timeout: float = 10.0
 
+    @classmethod
+    def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
+        """Build a consumer config from ``tubemq://…`` and keyword fields (which win); see
+        :meth:`ClientConfig.from_url`.
+
+        Raises:
+            ConfigError: the URL, an option name or an option value is invalid.
+        """
+        return cls._from_url(url, overrides)
+
     def _check(self, c: Checks) -> None:
         ClientConfig._check(self, c)
         group = c.text("group", self.group)
@@ -205,12 +216,18 @@ class ConsumerOptions(ClientOptions, total=False):
     callback_timeout: float
 
 
-class ConsumerUrlOptions(ConsumerOptions, total=False):
-    """The keywords of ``Consumer.from_url``: the subscription, the callbacks and
-    :class:`ConsumerOptions` (all optional; the URL gives the masters)."""
+class ConsumerFields(ConsumerOptions, total=False):
+    """Every :class:`ConsumerConfig` field but ``masters`` as keywords (the keywords of
+    :meth:`ConsumerConfig.from_url`)."""
 
     group: str
     topics: TopicsArg
     consume_from: ConsumeFrom
+
+
+class ConsumerUrlOptions(ConsumerFields, total=False):
+    """The keywords of ``Consumer.from_url``: :class:`ConsumerFields` and the callbacks (all
+    optional; the URL gives the masters)."""
+
     on_assigned: PartitionsCallback | None
     on_revoked: PartitionsCallback | None

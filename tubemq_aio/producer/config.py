@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Self, Unpack
 
 from tubemq_aio._validate import Checks, is_seconds
 from tubemq_aio.config import ClientConfig, ClientOptions
@@ -61,6 +62,16 @@ class ProducerConfig(ClientConfig):
     register_attempts: int = 5
     heartbeat_failures_before_backoff: int = 5
     heartbeat_backoff: float = 60.0
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Unpack[ProducerOptions]) -> Self:
+        """Build a producer config from ``tubemq://…`` and keyword fields (which win); see
+        :meth:`ClientConfig.from_url`.
+
+        Raises:
+            ConfigError: the URL, an option name or an option value is invalid.
+        """
+        return cls._from_url(url, overrides)
 
     def _check(self, c: Checks) -> None:
         ClientConfig._check(self, c)
