@@ -85,8 +85,12 @@ for (const [value, id] of produced) {
 }
 const ids = [...produced.values()].map((id) => BigInt(id));
 const beyond = ids.filter((id) => id > TWO_53).length;
-// What a JSON number would have done to these ids in this language:
-const changedAsNumbers = [...produced.values()].filter((id) => String(Number(id)) !== id).length;
+// What JSON numbers would have done to these ids here: read (JSON.parse) and written back
+// (JSON.stringify, e.g. in an ack or a log), an id comes back as other digits.
+const changedAsNumbers = [...produced.values()].filter(
+  (id) => JSON.stringify(JSON.parse(id)) !== id,
+).length;
+const collisions = ids.length - new Set(ids.map((id) => JSON.parse(String(id)))).size;
 
 // 3. offsets: the lag report's strings go back into a reset unchanged
 const lag = await call("GET", `/v1/groups/${group}/lag`);
@@ -139,6 +143,7 @@ console.log(
     acked,
     beyond_2_53: beyond,
     changed_as_numbers: changedAsNumbers,
+    collisions,
     reset_to: to,
     errors,
   }),

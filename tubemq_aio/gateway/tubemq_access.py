@@ -72,7 +72,7 @@ class TubeMQAccess:
             if not self.tls:
                 raise ConfigError(f"tubemq.{key} needs tls = true")
             if key in _FILES and not Path(value).is_file():
-                raise ConfigError(f"tubemq.{key}: no such file {value!r}")
+                raise ConfigError(f"tubemq.{key}: {value!r} is not a file")
         if self.tls_key_file is not None and self.tls_cert_file is None:
             raise ConfigError("tubemq.tls_key_file needs tls_cert_file")
 

@@ -90,7 +90,7 @@ def test_tubemqs_url_takes_the_tls_files_of_the_table(tmp_path: Path) -> None:
         ({"tubemq": {"user": "alice", "password": ""}}, "non-empty"),
         ({"tubemq": {"tls": "yes"}}, "tls must be true or false"),
         ({"tubemq": {"tls_ca_file": "/ca.pem"}}, "needs tls = true"),
-        ({"tubemq": {"tls": True, "tls_ca_file": "/no/such/ca.pem"}}, "no such file"),
+        ({"tubemq": {"tls": True, "tls_ca_file": "/no/such/ca.pem"}}, "is not a file"),
         ({"tubemq": {"tls": True, "tls_server_hostname": ""}}, "non-empty string"),
         ({"tubemq": {"password_file": "x"}}, "unknown config key tubemq.password_file"),
         ({"tubemq": "tls"}, "must be a table"),
@@ -98,6 +98,11 @@ def test_tubemqs_url_takes_the_tls_files_of_the_table(tmp_path: Path) -> None:
         ({"masters": f"tubemq://alice:{SECRET_PASSWORD}@h:1/path"}, "path"),
         ({"masters": f"tubemq://alice{SECRET_PASSWORD}@h:1"}, "user:password"),
         ({"masters": f"http://alice:{SECRET_PASSWORD}@h:1"}, "not a valid"),
+        ({"masters": f"alice:{SECRET_PASSWORD}@h:1"}, "not a valid"),
+        ({"masters": "h:notaport"}, "masters: "),
+        ({"tubemq": {"user": 7, "password": SECRET_PASSWORD}}, "non-blank string"),
+        ({"tubemq": {"user": "alice", "password": 12345678}}, "non-empty string"),
+        ({"tubemq": {"tls": True, "tls_key_file": __file__}}, "needs tls_cert_file"),
         (
             {
                 "masters": f"tubemq://alice:{SECRET_PASSWORD}@h:1",
@@ -130,9 +135,10 @@ def test_the_producer_and_engine_get_the_options(
     ca = _self_signed_ca(tmp_path)
     config = _config(
         masters=f"tubemqs://alice:{SECRET_PASSWORD}@127.0.0.1:8716",
-        tubemq={"tls_ca_file": str(ca)},
+        tubemq={"tls_ca_file": str(ca), "tls_server_hostname": "localhost"},
     )
     producer = default_producer(config)
+    assert producer.config.tls_server_hostname == "localhost"
     assert producer.config.credentials is not None
     assert producer.config.credentials.user_name == "alice"
     assert producer.config.ssl_context is not None
@@ -140,6 +146,7 @@ def test_the_producer_and_engine_get_the_options(
     assert isinstance(engine, ConsumeService)
     assert engine.settings.credentials == producer.config.credentials
     assert isinstance(engine.settings.ssl_context, ssl.SSLContext)
+    assert engine.settings.tls_server_hostname == "localhost"
     for text in (repr(producer.config), repr(engine.settings), caplog.text):
         assert SECRET_PASSWORD not in text
 
