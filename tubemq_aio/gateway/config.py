@@ -330,7 +330,7 @@ class GatewayConfig:
         if "housekeeper" in data:
             options["housekeeper"] = _housekeeper(data["housekeeper"])
         if "tubemq" in data:
-            options["tubemq"] = _tubemq(data["tubemq"], data.get("masters"))
+            options["tubemq"] = TubeMQAccess.from_mapping(data["tubemq"], data.get("masters"))
         if "cors" in data:
             options["cors"] = CorsConfig.from_mapping(data["cors"])
         for key in ("masters", "redis", "secret"):
@@ -344,17 +344,6 @@ def _housekeeper(raw: object) -> HousekeeperConfig:
         raise ConfigError("housekeeper must be a table ([housekeeper])")
     _no_unknown(raw, _HK_KEYS, "housekeeper.")
     return HousekeeperConfig(**raw)
-
-
-def _tubemq(raw: object, masters: object) -> TubeMQAccess:
-    if (
-        isinstance(raw, Mapping)
-        and "tls" not in raw
-        and isinstance(masters, str)
-        and masters.strip().startswith("tubemqs://")
-    ):
-        raw = {**raw, "tls": True}  # the URL asks for TLS: the table's TLS files apply
-    return TubeMQAccess.from_mapping(raw)
 
 
 def _group(raw: Mapping[str, Any], index: int) -> GroupConfig:

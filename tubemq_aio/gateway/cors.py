@@ -8,14 +8,13 @@ browser credentials (cookies) are not needed and stay off by default.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.toml_table import checked_table
 
 __all__ = ["CorsConfig", "install_cors"]
 
@@ -88,12 +87,7 @@ class CorsConfig:
         Raises:
             ConfigError: not a table, an unknown key, or an invalid value.
         """
-        if not isinstance(raw, Mapping):
-            raise ConfigError("cors must be a table ([cors])")
-        unknown = sorted(set(raw) - _KEYS)
-        if unknown:
-            raise ConfigError(f"unknown config key cors.{unknown[0]}")
-        options: dict[str, Any] = dict(raw)
+        options = checked_table(raw, "cors", _KEYS)
         for key in ("allow_origins", "allow_methods", "allow_headers", "expose_headers"):
             if key in options:
                 value = options[key]

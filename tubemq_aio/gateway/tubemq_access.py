@@ -10,7 +10,6 @@ password never appears in a repr, a log line or an error text.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import ClientConfig, parse_masters, redact_url
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.toml_table import checked_table
 
 __all__ = ["TubeMQAccess", "split_masters_url"]
 
@@ -112,18 +112,17 @@ class TubeMQAccess:
         return options
 
     @classmethod
-    def from_mapping(cls, raw: object) -> TubeMQAccess:
-        """Validate a parsed ``[tubemq]`` table.
+    def from_mapping(cls, raw: object, masters: object = None) -> TubeMQAccess:
+        """Validate a parsed ``[tubemq]`` table; with ``masters`` a ``tubemqs://`` URL, ``tls``
+        defaults to true (so the table's TLS files apply).
 
         Raises:
             ConfigError: not a table, an unknown key, or an invalid value.
         """
-        if not isinstance(raw, Mapping):
-            raise ConfigError("tubemq must be a table ([tubemq])")
-        unknown = sorted(set(raw) - _KEYS)
-        if unknown:
-            raise ConfigError(f"unknown config key tubemq.{unknown[0]}")
-        return cls(**raw)
+        options = checked_table(raw, "tubemq", _KEYS)
+        if isinstance(masters, str) and masters.strip().startswith("tubemqs://"):
+            options.setdefault("tls", True)
+        return cls(**options)
 
 
 def split_masters_url(masters: str, access: TubeMQAccess) -> tuple[str, TubeMQAccess]:

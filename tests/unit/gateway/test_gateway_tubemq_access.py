@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_gateway_browser import BASE as BROWSER_BASE
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
@@ -17,14 +18,7 @@ from tubemq_aio.gateway.consume import ConsumeService
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 SECRET_PASSWORD = "pw-Zq8-never-shown"
-BASE: dict[str, Any] = {
-    "masters": "127.0.0.1:8715",
-    "redis": "redis://:redis-pass@127.0.0.1:1/0",
-    "secret": "0123456789abcdef0123",
-    "produce_topics": ["demo"],
-    "groups": [{"name": "g1", "topics": ["demo"]}],
-    "allow_anonymous": True,
-}
+BASE: dict[str, Any] = {**BROWSER_BASE, "masters": "127.0.0.1:8715"}
 
 
 def _config(**extra: Any) -> GatewayConfig:
