@@ -15,6 +15,8 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from tubemq_aio.errors import ConfigError
+
 __all__ = ["ASSETS_PATH", "install_docs"]
 
 #: Where the Swagger UI and ReDoc scripts are served.
@@ -22,11 +24,22 @@ ASSETS_PATH = "/docs/assets"
 
 
 def _assets_dir() -> Path:
-    return Path(str(importlib.resources.files("fastapi_offline") / "static"))
+    try:
+        package = importlib.resources.files("fastapi_offline")
+    except ModuleNotFoundError:
+        raise ConfigError(
+            "docs = true needs the fastapi-offline package (pip install 'tubemq-aio[gateway]'), "
+            "or set docs = false"
+        ) from None
+    return Path(str(package / "static"))
 
 
 def install_docs(app: FastAPI, title: str) -> None:
-    """Serve ``/docs`` and ``/redoc`` for ``app``'s OpenAPI document, assets included."""
+    """Serve ``/docs`` and ``/redoc`` for ``app``'s OpenAPI document, assets included.
+
+    Raises:
+        ConfigError: the package that ships the assets is not installed.
+    """
     app.mount(ASSETS_PATH, StaticFiles(directory=_assets_dir()), name="docs-assets")
 
     async def swagger_ui(request: Request) -> HTMLResponse:

@@ -4,6 +4,7 @@ CDN, so they work without internet access), and CORS off by default or as config
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -89,6 +90,16 @@ def test_docs_can_be_turned_off() -> None:
         assert c.get("/openapi.json").status_code == 200
     with pytest.raises(ConfigError, match="docs must be true or false"):
         GatewayConfig.from_mapping({**BASE, "docs": "yes"})
+
+
+def test_docs_without_the_assets_package_is_a_clear_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "fastapi_offline", None)  # as if not installed
+    with pytest.raises(ConfigError, match="fastapi-offline"):
+        create_app(CFG)
+    no_docs = GatewayConfig.from_mapping({**BASE, "docs": False})
+    assert create_app(no_docs).openapi()["info"]["title"]
 
 
 def test_cors_is_off_by_default(client: TestClient) -> None:
