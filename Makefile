@@ -23,9 +23,10 @@ help:
 
 # Debian packages the tests need: Java 17 and Maven run the real TubeMQ servers and build the Java
 # interop/benchmark peer; redis-server holds the HTTP gateway's state; jq checks the CLI's JSON output;
-# wrk drives the gateway benchmark and curl its demo; gcc and python3-dev build the optional
-# compiled accelerator.
-SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl gcc python3-dev
+# wrk drives the gateway benchmark and curl its demo; nodejs runs a gateway client in another
+# language (ids and offsets must survive JavaScript's JSON); gcc and python3-dev build the
+# optional compiled accelerator.
+SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl nodejs gcc python3-dev
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

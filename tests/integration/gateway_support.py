@@ -41,10 +41,12 @@ def write_config(
     produce_topics: Sequence[str],
     groups: Sequence[Group] = (),
     extra: str = "",
+    masters: str | None = None,
 ) -> Path:
-    """Write a gateway TOML with an admin key (every scope) and a reader key (consume:*)."""
+    """Write a gateway TOML with an admin key (every scope) and a reader key (consume:*);
+    ``masters`` replaces the cluster's plain master address (e.g. a ``tubemqs://`` URL)."""
     lines = [
-        f'masters = "{cluster.master_addr}"',
+        f'masters = "{masters or cluster.master_addr}"',
         f'redis = "{redis_url}"',
         f'secret = "{SECRET}"',
         f"produce_topics = {list(produce_topics)!r}".replace("'", '"'),

@@ -35,7 +35,7 @@ async def wait_lag_zero(
         r = await client.get(f"/v1/groups/{group}/lag", headers=READER)
         assert r.status_code == 200, r.text
         report: dict[str, Any] = r.json()
-        if report["total_lag_bytes"] == 0 and all(
+        if report["total_lag_bytes"] == "0" and all(
             p["committed"] is not None and p["committed"] == p["max"] for p in report["partitions"]
         ):
             return report

@@ -53,7 +53,7 @@ async def test_poison_batches_go_to_the_dead_letter_topic(
             parts = lag["partitions"]
             if (
                 len(parts) == 6
-                and lag["total_lag_bytes"] == 0
+                and lag["total_lag_bytes"] == "0"
                 and all(p["committed"] is not None for p in parts)
             ):
                 break

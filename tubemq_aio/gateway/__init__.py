@@ -9,5 +9,7 @@ Example::
 
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.tubemq_access import TubeMQAccess
 
-__all__ = ["GatewayConfig", "create_app"]
+__all__ = ["CorsConfig", "GatewayConfig", "TubeMQAccess", "create_app"]

@@ -25,6 +25,8 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.cors import install_cors
+from tubemq_aio.gateway.docs_pages import install_docs
 from tubemq_aio.gateway.engine import ConsumeEngine
 from tubemq_aio.gateway.housekeeper import Housekeeper
 from tubemq_aio.gateway.http_errors import ApiError, api_error_for
@@ -90,12 +92,13 @@ def create_app(
                 gateway.producer = None
                 gateway.engine = None
 
+    title = "TubeMQ HTTP gateway"
     app = FastAPI(
-        title="TubeMQ HTTP gateway",
+        title=title,
         version="1",
         description="Stateless HTTP produce/consume for TubeMQ; consume state lives in Redis.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN; ours are served here
         redoc_url=None,
     )
     app.state.gateway = gateway
@@ -103,9 +106,12 @@ def create_app(
         app.include_router(router)
     if config.noop_route:
         app.add_api_route("/v1/noop", produce.noop, methods=["POST"], include_in_schema=False)
+    if config.docs:
+        install_docs(app, title)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
+    install_cors(app, config.cors)  # outermost: error answers carry the CORS headers too
     return app
 
 
@@ -116,6 +122,7 @@ def default_producer(config: GatewayConfig) -> Producer:
         topics=config.produce_topics,
         send_timeout=config.produce_timeout,
         rpc_timeout=config.rpc_timeout,
+        **config.tubemq.client_options(),
     )
 
 
@@ -142,6 +149,9 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         max_long_poll_waiters=config.max_long_poll_waiters,
         not_found_wait_ms=config.not_found_wait_ms,
         sync_interval=config.sync_interval,
+        credentials=config.tubemq.credentials,
+        ssl_context=config.tubemq.ssl_context(),
+        tls_server_hostname=config.tubemq.tls_server_hostname,
     )
     return ConsumeService(settings)
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
 __all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "HousekeeperConfig"]
@@ -33,6 +35,9 @@ _TOP_KEYS = frozenset(
         "groups",
         "keys",
         "allow_anonymous",
+        "tubemq",
+        "cors",
+        "docs",
         "deployment",
         "max_batch",
         "max_body_bytes",
@@ -184,13 +189,18 @@ class GatewayConfig:
     """Everything one gateway replica needs; every replica of a deployment uses the same file.
 
     Attributes:
-        masters: TubeMQ master address list ``"h1:8715,h2:8715"``.
+        masters: TubeMQ master address list ``"h1:8715,h2:8715"``; a ``tubemq://user:pass@…``
+            or ``tubemqs://…`` URL is split here: its credentials and TLS go to ``tubemq`` and
+            ``masters`` keeps the addresses.
         redis: Redis URL holding the consume state (``redis://host:port/db``).
         secret: HMAC key of lease tokens (at least 16 bytes), identical on every replica.
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
         keys: API keys; without any, the gateway refuses to start unless ``allow_anonymous``.
         allow_anonymous: serve requests without ``Authorization`` with every scope.
+        tubemq: TLS and credentials towards the cluster (see :class:`TubeMQAccess`).
+        cors: cross-origin access for browser clients (see :class:`CorsConfig`; off by default).
+        docs: serve ``/docs`` (Swagger UI) and ``/redoc``, assets included (no CDN).
         deployment: names this deployment inside the shared TubeMQ consumer id.
         max_batch: most messages in one batch produce request.
         max_body_bytes: largest request body accepted (larger → 413).
@@ -213,6 +223,9 @@ class GatewayConfig:
     groups: tuple[GroupConfig, ...] = ()
     keys: tuple[ApiKey, ...] = ()
     allow_anonymous: bool = False
+    tubemq: TubeMQAccess = field(default_factory=TubeMQAccess)
+    cors: CorsConfig = field(default_factory=CorsConfig)
+    docs: bool = True
     deployment: str = "default"
     max_batch: int = 500
     max_body_bytes: int = 8 * 1024 * 1024
@@ -228,6 +241,13 @@ class GatewayConfig:
         for key in ("masters", "redis", "secret"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key).strip():
                 raise ConfigError(f"{key} is required (a non-empty string)")
+        if not isinstance(self.tubemq, TubeMQAccess):
+            raise ConfigError("tubemq must be a [tubemq] table")
+        if not isinstance(self.cors, CorsConfig):
+            raise ConfigError("cors must be a [cors] table")
+        masters, access = split_masters_url(self.masters, self.tubemq)
+        object.__setattr__(self, "masters", masters)
+        object.__setattr__(self, "tubemq", access)
         if len(self.secret.encode()) < MIN_SECRET_BYTES:
             raise ConfigError(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
         if not self.redis.startswith(("redis://", "rediss://", "unix://")):
@@ -240,7 +260,7 @@ class GatewayConfig:
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
             raise ConfigError("groups: a group name appears twice")
-        for flag in ("allow_anonymous", "noop_route"):
+        for flag in ("allow_anonymous", "noop_route", "docs"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false")
         if not self.keys and not self.allow_anonymous:
@@ -292,7 +312,9 @@ class GatewayConfig:
         """
         _no_unknown(data, _TOP_KEYS, "")
         options: dict[str, Any] = {
-            k: v for k, v in data.items() if k not in ("groups", "keys", "housekeeper")
+            k: v
+            for k, v in data.items()
+            if k not in ("groups", "keys", "housekeeper", "tubemq", "cors")
         }
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
@@ -307,6 +329,10 @@ class GatewayConfig:
         )
         if "housekeeper" in data:
             options["housekeeper"] = _housekeeper(data["housekeeper"])
+        if "tubemq" in data:
+            options["tubemq"] = TubeMQAccess.from_mapping(data["tubemq"], data.get("masters"))
+        if "cors" in data:
+            options["cors"] = CorsConfig.from_mapping(data["cors"])
         for key in ("masters", "redis", "secret"):
             if key not in options:
                 raise ConfigError(f"{key} is required")

@@ -221,6 +221,8 @@ class ConsumeService:
                 deployment=self.settings.deployment,
                 rpc_timeout=self.settings.rpc_timeout,
                 credentials=self.settings.credentials,
+                ssl_context=self.settings.ssl_context,
+                tls_server_hostname=self.settings.tls_server_hostname,
             )
             self._tubes[spec.name] = tube
         try:

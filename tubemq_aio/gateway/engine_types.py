@@ -6,8 +6,9 @@ Re-exported by :mod:`tubemq_aio.gateway.consume`, the engine's public module.
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.auth import Credentials
@@ -103,6 +104,8 @@ class ConsumeSettings:
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
+        ssl_context: TLS towards the master and brokers, or None.
+        tls_server_hostname: one host name to check in every peer's certificate, or None.
         allow_init: the first start on an empty Redis writes the boot marker.
         sync_interval: seconds between partition metadata refreshes per scope.
     """
@@ -115,6 +118,8 @@ class ConsumeSettings:
     max_long_poll_waiters: int = 1000
     not_found_wait_ms: int = 400
     credentials: Credentials | None = None
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    tls_server_hostname: str | None = None
     allow_init: bool = True
     sync_interval: float = 10.0
 

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tubemq_aio.gateway.engine_types import MAX_OFFSET
+from tubemq_aio.gateway.wire_ints import Int64Text, OffsetInput
 
 __all__ = [
     "AckResult",
@@ -76,9 +77,9 @@ class ProduceResult(BaseModel):
     """Where the broker stored a message."""
 
     partition_key: str
-    message_id: int
-    append_time: int
-    append_offset: int
+    message_id: Int64Text
+    append_time: int = Field(description="ms since the epoch, broker clock (-1 if not sent)")
+    append_offset: Int64Text
 
 
 class BatchProduceRequest(BaseModel):
@@ -94,8 +95,8 @@ class BatchItem(BaseModel):
     index: int
     status: int = Field(description="the HTTP status this message alone would have had")
     partition_key: str | None = None
-    message_id: int | None = None
-    append_offset: int | None = None
+    message_id: Int64Text | None = None
+    append_offset: Int64Text | None = None
     error: ErrorBody | None = None
 
 
@@ -141,7 +142,7 @@ class LeaseInfo(BaseModel):
 class OutMessage(BaseModel):
     """A delivered message."""
 
-    message_id: int
+    message_id: Int64Text
     value: str
     encoding: Literal["utf8", "base64"]
     attributes: dict[str, str]
@@ -197,7 +198,10 @@ class ResetRequest(BaseModel):
     """Move the group's committed offsets."""
 
     model_config = _STRICT
-    to: Literal["earliest", "latest"] | dict[str, Annotated[int, Field(ge=0, le=MAX_OFFSET)]]
+    to: (
+        Literal["earliest", "latest"]
+        | dict[str, Annotated[OffsetInput, Field(ge=0, le=MAX_OFFSET)]]
+    ) = Field(description="earliest, latest, or partition key -> offset (a decimal string)")
     client_id: ClientId | None = None
 
 
@@ -206,8 +210,8 @@ class ResetEntry(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     partition_key: str
-    old: int | None
-    new: int | str | None
+    old: Int64Text | None
+    new: Int64Text | Literal["earliest", "latest"] | None
 
 
 class ResetResponse(BaseModel):
@@ -237,9 +241,9 @@ class LagPartition(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     partition_key: str
-    committed: int | None
-    max: int | None
-    lag_bytes: int | None
+    committed: Int64Text | None
+    max: Int64Text | None
+    lag_bytes: Int64Text | None
     lease_holder: str | None = None
     lease_expires_at: int | None = None
 
@@ -250,4 +254,4 @@ class LagResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
     group: str
     partitions: list[LagPartition]
-    total_lag_bytes: int
+    total_lag_bytes: Int64Text

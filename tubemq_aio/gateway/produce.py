@@ -81,8 +81,8 @@ async def send_batch(
                     index=index,
                     status=200,
                     partition_key=outcome.partition_key,
-                    message_id=outcome.message_id,
-                    append_offset=outcome.append_offset,
+                    message_id=str(outcome.message_id),
+                    append_offset=str(outcome.append_offset),
                 )
             )
         elif isinstance(outcome, ApiError):

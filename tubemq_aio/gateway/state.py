@@ -130,7 +130,7 @@ def messages_json(messages: Iterable[Message], force_base64: bool) -> list[dict[
             plain = attrs[id(mapping)] = dict(mapping)
         append(
             {
-                "message_id": message.message_id,
+                "message_id": str(message.message_id),
                 "value": value,
                 "encoding": encoding,
                 "attributes": plain,

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import math
 import re
+import ssl
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -132,6 +133,8 @@ class TubeGroup:
         deployment: gateway deployment name (part of the shared consumer id).
         rpc_timeout: seconds per RPC.
         credentials: TubeMQ user credentials, or None.
+        ssl_context: TLS towards the master and brokers, or None.
+        tls_server_hostname: one host name to check in every peer's certificate, or None.
     """
 
     def __init__(
@@ -143,6 +146,8 @@ class TubeGroup:
         deployment: str,
         rpc_timeout: float = 5.0,
         credentials: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
+        tls_server_hostname: str | None = None,
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
@@ -154,6 +159,10 @@ class TubeGroup:
         }
         if credentials is not None:
             options["credentials"] = credentials
+        if ssl_context is not None:
+            options["ssl_context"] = ssl_context
+        if tls_server_hostname is not None:
+            options["tls_server_hostname"] = tls_server_hostname
         options.update(masters=masters, group=group, topics=list(topics))
         self._options = options
         self._consumer = self._new_consumer()

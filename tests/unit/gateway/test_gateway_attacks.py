@@ -32,8 +32,12 @@ NUMERIC_FIELDS = [
     ("POST", "/v1/leases/TOKEN/nack", '{"delay_ms": V}'),
     ("POST", "/v1/leases/TOKEN/extend", '{"lease_ms": V}'),
     ("PUT", "/v1/groups/g1/rate", '{"messages_per_second": 1, "burst": V}'),
-    ("POST", "/v1/groups/g1/offsets/reset", '{"to": {"1:demo:0": V}}'),
 ]
+#: Offsets are decimal strings (or integers): these are neither, or out of range.
+BAD_OFFSETS = [v for v in BAD_NUMBERS if v != '"1"'] + [
+    '"-1"', '"+1"', '"01"', '"1.0"', '"1e3"', '" 1"', '"1 "', '""', '"0x10"', f'"{MAX_OFFSET + 1}"',
+    '"' + "1" * 5000 + '"', '"١"',  # an Arabic-Indic digit: str.isdigit() says yes
+]  # fmt: skip
 OTHER_FIELDS = [
     ("POST", "/v1/groups/gb/fetch", '{"client_id": V}'),
     ("POST", "/v1/groups/g1/fetch", '{"ack": V}'),
@@ -92,6 +96,25 @@ async def test_bad_numbers_are_422(
         assert_422(await send(c, token, method, path, template, value))
 
 
+async def test_bad_offsets_are_422(client: tuple[httpx.AsyncClient, str]) -> None:
+    c, token = client
+    for value in BAD_OFFSETS:
+        assert_422(await send(c, token, "POST", "/v1/groups/g1/offsets/reset",
+                              '{"to": {"1:demo:0": V}}', value))  # fmt: skip
+
+
+async def test_offsets_are_taken_as_strings_or_integers(
+    client: tuple[httpx.AsyncClient, str],
+) -> None:
+    """An offset may be sent as a decimal string (the form answers use) or as an integer;
+    both reach the engine as the same int and come back as a string."""
+    c, _token = client
+    for sent in (str(MAX_OFFSET), MAX_OFFSET, "0", 0):
+        r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": sent}})
+        assert r.status_code == 200, r.text
+        assert r.json()["partitions"][0]["new"] == str(sent)
+
+
 async def test_bad_rates_are_422(client: tuple[httpx.AsyncClient, str]) -> None:
     c, token = client
     for value in BAD_RATES:
@@ -115,6 +138,8 @@ async def test_offsets_the_store_cannot_hold_exactly_are_422(
     committed offset") or crash the JSON encoder (500)."""
     c, _token = client
     for off in (MAX_OFFSET + 1, 2**63 - 1, 2**63, 2**64):
-        assert_422(await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": off}}))
+        for sent in (off, str(off)):
+            r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": sent}})
+            assert_422(r)
     r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": MAX_OFFSET}})
     assert r.status_code == 200, r.text

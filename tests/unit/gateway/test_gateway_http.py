@@ -89,6 +89,8 @@ def test_produce_one(client: TestClient, producer: FakeProducer) -> None:
     )
     assert r.status_code == 200, r.text
     assert set(r.json()) == {"partition_key", "message_id", "append_time", "append_offset"}
+    assert isinstance(r.json()["message_id"], str)
+    assert isinstance(r.json()["append_offset"], str)
     assert producer.sent[0][1] == b"hello"
     assert producer.sent[0][2]["msg_time"] == "202611231030"
     raw = base64.b64encode(b"\x00\x01").decode()
@@ -167,7 +169,7 @@ def test_fetch_ack_cycle(client: TestClient) -> None:
     assert first["messages"][0]["attributes"] == {"k": "v"}
     assert first["messages"][0]["msg_type"] == "t"
     second = fetch(client)
-    assert second["messages"] == [{"message_id": 1, "value": "//4=", "encoding": "base64",
+    assert second["messages"] == [{"message_id": "1", "value": "//4=", "encoding": "base64",
                                    "attributes": {}, "msg_type": "", "msg_time": None}]  # fmt: skip
     assert fetch(client)["status"] == "busy"
     token = first["lease"]["token"]
@@ -223,7 +225,7 @@ def test_messages_json_shares_attribute_forms_and_keeps_each_value() -> None:
         ("é", "utf8", "202601020304"),
     ]  # fmt: skip
     assert [m["attributes"] for m in out] == [{"k": "v"}, {"k": "v"}, {}]
-    assert (out[2]["msg_type"], out[2]["message_id"]) == ("x", 3)
+    assert (out[2]["msg_type"], out[2]["message_id"]) == ("x", "3")
     assert [m["value"] for m in messages_json(msgs[:1], True)] == ["YQ=="]
 
 
@@ -282,12 +284,12 @@ def test_admin_routes(client: TestClient, engine: FakeEngine) -> None:
     r = client.post("/v1/groups/g1/offsets/reset", json={"to": "latest"}, headers=ADMIN)
     assert r.status_code == 200
     assert {p["partition_key"]: (p["old"], p["new"]) for p in r.json()["partitions"]} == {
-        "1:demo:0": (0, 4),
-        "2:demo:0": (0, 1),
+        "1:demo:0": ("0", "4"),
+        "2:demo:0": ("0", "1"),
     }
     error(client.post(f"/v1/leases/{token}/ack", headers=READER), 409, "lease_stale")
     r = client.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": 1}}, headers=ADMIN)
-    assert r.json()["partitions"] == [{"partition_key": "1:demo:0", "old": 4, "new": 1}]
+    assert r.json()["partitions"] == [{"partition_key": "1:demo:0", "old": "4", "new": "1"}]
     error(
         client.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": -1}}, headers=ADMIN),
         422,
@@ -313,7 +315,10 @@ def test_admin_routes(client: TestClient, engine: FakeEngine) -> None:
     )
     r = client.get("/v1/groups/g1/lag", headers=READER)
     assert r.status_code == 200
-    assert r.json()["total_lag_bytes"] == 3
+    assert r.json()["total_lag_bytes"] == "3"
+    assert {
+        type(p[k]) for p in r.json()["partitions"] for k in ("committed", "max", "lag_bytes")
+    } == {str}
     assert r.json()["group"] == "g1"
     for path in ("offsets/reset", "pause", "resume"):
         error(

@@ -19,6 +19,7 @@ from tubemq_aio.gateway.models import (
     ResetResponse,
 )
 from tubemq_aio.gateway.state import GatewayDep, Principal, json_response
+from tubemq_aio.gateway.wire_ints import int_text
 
 __all__ = ["plain", "router"]
 
@@ -37,6 +38,15 @@ def plain(value: object) -> Any:
     return value
 
 
+def _offsets_as_text(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``entry`` with the integer values under ``keys`` as decimal strings (64-bit safe JSON)."""
+    for key in keys:
+        value = entry.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            entry[key] = int_text(value)
+    return entry
+
+
 @router.post(
     "/v1/groups/{group}/offsets/reset", operation_id="reset_offsets", response_model=ResetResponse
 )
@@ -47,7 +57,8 @@ async def reset_offsets(
     Authenticator.require(principal, "admin", group)
     gateway.group(group)
     entries = await gateway.require_engine().reset(group, body.to, client_id=body.client_id)
-    return json_response({"partitions": [plain(e) for e in entries]})
+    rows = [_offsets_as_text(plain(e), ("old", "new")) for e in entries]
+    return json_response({"partitions": rows})
 
 
 @router.post("/v1/groups/{group}/pause", operation_id="pause", response_model=OkResponse)
@@ -98,4 +109,6 @@ async def get_lag(
     partitions = report.setdefault("partitions", [])
     report["group"] = group
     report.setdefault("total_lag_bytes", sum(p.get("lag_bytes") or 0 for p in partitions))
-    return json_response(report)
+    for entry in partitions:
+        _offsets_as_text(entry, ("committed", "max", "lag_bytes"))
+    return json_response(_offsets_as_text(report, ("total_lag_bytes",)))

@@ -50,9 +50,9 @@ async def produce(
     return json_response(
         {
             "partition_key": result.partition_key,
-            "message_id": result.message_id,
+            "message_id": str(result.message_id),
             "append_time": result.append_time,
-            "append_offset": result.append_offset,
+            "append_offset": str(result.append_offset),
         }
     )
 
@@ -83,5 +83,5 @@ async def produce_batch(
 async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:
     """The benchmark floor: produce's auth and body parsing, then a fixed answer (no send)."""
     Authenticator.require(principal, "produce", "noop")
-    return json_response({"partition_key": "0:noop:0", "message_id": 0, "append_time": 0,
-                          "append_offset": 0})  # fmt: skip
+    return json_response({"partition_key": "0:noop:0", "message_id": "0", "append_time": 0,
+                          "append_offset": "0"})  # fmt: skip

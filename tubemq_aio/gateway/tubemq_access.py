@@ -1,0 +1,169 @@
+"""How the gateway reaches a secured TubeMQ cluster: TLS and credentials (``[tubemq]``).
+
+The same options the SDK clients take (``ssl_context``, ``tls_server_hostname``,
+``credentials``), written as TOML: file paths instead of an ``SSLContext``. ``masters`` may
+also be a ``tubemq://user:password@host:port,…`` or ``tubemqs://…`` URL, as the SDK's
+``from_url`` reads it; its parts land here and ``masters`` keeps only the addresses. The
+password never appears in a repr, a log line or an error text.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tubemq_aio.auth import Credentials
+from tubemq_aio.config import ClientConfig, parse_masters, redact_url
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.toml_table import checked_table
+
+__all__ = ["TubeMQAccess", "split_masters_url"]
+
+_KEYS = frozenset(
+    {"user", "password", "tls", "tls_ca_file", "tls_cert_file", "tls_key_file",
+     "tls_server_hostname"}
+)  # fmt: skip
+_FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TubeMQAccess:
+    """TLS and authentication towards the TubeMQ master and brokers (``[tubemq]``).
+
+    Attributes:
+        user: user name when the cluster authenticates clients (with ``password``).
+        password: its password; never shown.
+        tls: connect with TLS (then ``masters`` lists the masters' TLS ports). Certificates are
+            checked against the system CAs, or ``tls_ca_file``, and each peer's host name.
+        tls_ca_file: PEM bundle of the CAs to trust instead of the system ones.
+        tls_cert_file: PEM client certificate, for clusters that require one (two-way TLS).
+        tls_key_file: its private key (if not inside ``tls_cert_file``).
+        tls_server_hostname: one name to check in every peer's certificate instead of each
+            peer's own host.
+    """
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_server_hostname: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.user is None) != (self.password is None):
+            raise ConfigError("tubemq.user and tubemq.password go together")
+        if self.user is not None:
+            if not isinstance(self.user, str) or not self.user.strip():
+                raise ConfigError("tubemq.user must be a non-blank string")
+            if not isinstance(self.password, str) or not self.password:
+                raise ConfigError("tubemq.password must be a non-empty string")
+        if not isinstance(self.tls, bool):
+            raise ConfigError("tubemq.tls must be true or false")
+        for key in (*_FILES, "tls_server_hostname"):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"tubemq.{key} must be a non-empty string")
+            if not self.tls:
+                raise ConfigError(f"tubemq.{key} needs tls = true")
+            if key in _FILES and not Path(value).is_file():
+                raise ConfigError(f"tubemq.{key}: {value!r} is not a file")
+        if self.tls_key_file is not None and self.tls_cert_file is None:
+            raise ConfigError("tubemq.tls_key_file needs tls_cert_file")
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The SDK credentials, or None without a user."""
+        if self.user is None or self.password is None:
+            return None
+        return Credentials(self.user, self.password)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A new client TLS context (None without ``tls``).
+
+        Raises:
+            ConfigError: a CA, certificate or key file cannot be loaded.
+        """
+        if not self.tls:
+            return None
+        try:
+            context = ssl.create_default_context(cafile=self.tls_ca_file)
+            if self.tls_cert_file is not None:
+                context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        except (OSError, ssl.SSLError) as err:
+            raise ConfigError(f"tubemq: cannot load the TLS files: {err}") from None
+        return context
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for an SDK ``Producer`` / ``Consumer`` (only the ones set)."""
+        options: dict[str, Any] = {}
+        context = self.ssl_context()
+        if context is not None:
+            options["ssl_context"] = context
+        if self.tls_server_hostname is not None:
+            options["tls_server_hostname"] = self.tls_server_hostname
+        if self.credentials is not None:
+            options["credentials"] = self.credentials
+        return options
+
+    @classmethod
+    def from_mapping(cls, raw: object, masters: object = None) -> TubeMQAccess:
+        """Validate a parsed ``[tubemq]`` table; with ``masters`` a ``tubemqs://`` URL, ``tls``
+        defaults to true (so the table's TLS files apply).
+
+        Raises:
+            ConfigError: not a table, an unknown key, or an invalid value.
+        """
+        options = checked_table(raw, "tubemq", _KEYS)
+        if isinstance(masters, str) and masters.strip().startswith("tubemqs://"):
+            options.setdefault("tls", True)
+        return cls(**options)
+
+
+def split_masters_url(masters: str, access: TubeMQAccess) -> tuple[str, TubeMQAccess]:
+    """``masters`` as a plain address list, with a URL's credentials and TLS moved to ``access``.
+
+    A plain ``host:port,…`` list comes back unchanged.
+
+    Raises:
+        ConfigError: the URL is invalid, has options (they belong in ``[tubemq]``), or sets
+            credentials ``[tubemq]`` sets too.
+    """
+    text = masters.strip()
+    if not text.startswith(("tubemq://", "tubemqs://")):
+        if "://" in text or "@" in text:
+            raise ConfigError(
+                f"masters: {redact_url(text)!r} is not a valid host:port list or a "
+                "tubemq:// / tubemqs:// URL"
+            )
+        try:
+            parse_masters(text)
+        except ConfigError as err:
+            raise ConfigError(f"masters: {err}") from None
+        return masters, access
+    try:
+        query = urlsplit(text).query
+    except ValueError:
+        query = ""  # from_url below names the problem
+    if query:
+        raise ConfigError(
+            f"masters: {redact_url(text)!r}: options go in the [tubemq] table, not the URL"
+        )
+    try:
+        parsed = ClientConfig.from_url(text)
+    except ConfigError as err:
+        raise ConfigError(f"masters: {err}") from None
+    if parsed.credentials is not None:
+        if access.user is not None:
+            raise ConfigError("masters: the URL and [tubemq] both give a user; keep one")
+        access = replace(
+            access, user=parsed.credentials.user_name, password=parsed.credentials.password
+        )
+    if parsed.ssl_context is not None and not access.tls:
+        access = replace(access, tls=True)
+    return ",".join(str(address) for address in parsed.masters), access
