@@ -22,6 +22,7 @@ PROTOCOL_DIR = REPO_ROOT / "docs" / "protocol"
 PAGES = ("wire", "consumer")
 #: Where citations are looked for, and in which kinds of files.
 SCANNED_DIRS = ("tubemq_aio", "tests", "benchmarks", "docs", "protos", "examples")
+SCANNED_TOP_FILES = ("README.md", "CHANGELOG.md")
 SCANNED_SUFFIXES = frozenset({".py", ".pyi", ".pyx", ".c", ".h", ".md", ".proto"})
 #: Not scanned: the protocol pages themselves (their links are checked by ``mkdocs --strict``),
 #: benchmark results, and this file (its docstring and patterns show the old forms).
@@ -136,7 +137,11 @@ def check_text(path: str, text: str, sections: dict[str, set[str]]) -> Iterator[
         cite = TOKEN.match(scan, offset)
         assert cite is not None
         if page is None:
-            yield problem(offset, "no docs/protocol page named before this citation")
+            yield problem(
+                offset,
+                "no docs/protocol page named before this citation"
+                " (write docs/protocol/wire.md §N or docs/protocol/consumer.md §N)",
+            )
             continue
         for number in (cite.group("num"), cite.group("end")):
             if number is not None and number not in sections[page]:
@@ -145,6 +150,7 @@ def check_text(path: str, text: str, sections: dict[str, set[str]]) -> Iterator[
 
 def scanned_files() -> Iterator[Path]:
     """The files whose citations are checked."""
+    yield from (REPO_ROOT / name for name in SCANNED_TOP_FILES)
     for top in SCANNED_DIRS:
         for path in sorted((REPO_ROOT / top).rglob("*")):
             rel = path.relative_to(REPO_ROOT).as_posix()
