@@ -27,7 +27,8 @@ examples:
   {PROG} consume ... --format json | jq .body
   {PROG} partitions --master 127.0.0.1:8715 --topic demo
   {PROG} lag --master 127.0.0.1:8715 --topic demo --group g1
-  {PROG} cluster up --topic demo:3     (then `cluster status`, `cluster down`)
+  {PROG} cluster up --fake --topic demo:3   (in-memory fake, no Java; Ctrl-C or `cluster down`)
+  {PROG} cluster up --topic demo:3     (real TubeMQ; then `cluster status`, `cluster down`)
 
 --master defaults to ${MASTER_ENV}. Exit status: 0 success, 1 runtime failure (unreachable
 master, failed sends, timeout), 2 usage error."""
@@ -185,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(sub)
     sub.add_parser(
         "cluster",
-        help="up|down|status of a local TubeMQ test cluster (needs Java 17 and Maven)",
+        help="up|down|status of a local TubeMQ test cluster (Java 17 and Maven; "
+        "`up --fake`: an in-memory fake, only Python)",
         add_help=False,
     )
     return parser
