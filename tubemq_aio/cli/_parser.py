@@ -10,6 +10,8 @@ from typing import NoReturn
 
 from tubemq_aio import __version__
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
+from tubemq_aio.cli._connect import add_connection_options
+from tubemq_aio.cli._consume import parse_offset
 
 __all__ = ["build_parser"]
 
@@ -32,6 +34,15 @@ examples:
 
 --master defaults to ${MASTER_ENV}. Exit status: 0 success, 1 runtime failure (unreachable
 master, failed sends, timeout), 2 usage error."""
+
+
+COUNT_NOTE = """\
+note on --count with --group: TubeMQ commits whole broker batches (a consumer acknowledges the
+last batch it fetched, never a single message), so when the N-th message falls inside a batch,
+that batch is not committed and the next run of the group prints its messages again
+(at-least-once). To make the next run start right after the last line printed, add
+--finish-batch (prints N or more messages). With --partition the same holds for the
+partition's stored group offset."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,14 +75,20 @@ def _positive_float(text: str) -> float:
 
 
 def _add_master(parser: argparse.ArgumentParser) -> None:
+    """``--master``, the TLS and authentication options and ``-q`` (every command has them)."""
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress or summary on stderr, only errors"
+    )
     default = os.environ.get(MASTER_ENV)
     parser.add_argument(
         "--master",
         metavar="ADDR",
         default=default,
         required=default is None,
-        help=f"master address(es), host:port[,host:port] (default ${MASTER_ENV})",
+        help=f"master address(es), host:port[,host:port], or a URL tubemq://[user:pass@]host:port "
+        f"(tubemqs:// for TLS) (default ${MASTER_ENV})",
     )
+    add_connection_options(parser)
 
 
 def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -107,16 +124,38 @@ def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser(
         "consume",
-        help="print a group's messages as JSON lines or raw bodies",
-        description="Consume as a member of GROUP and print each message; a batch is acked "
-        "once its lines are written. Ends on --count, --timeout, Ctrl-C or SIGTERM, closing "
-        "the consumer cleanly. JSON lines: {topic, partition_key, message_id, msg_type, "
-        "msg_time, attributes, body}; a body that is not UTF-8 is base64 with "
-        '"body_encoding": "base64".',
+        help="print a group's (or a partition's) messages as JSON lines or raw bodies",
+        description="Consume as a member of GROUP (the master assigns the partitions), or read "
+        "the partitions named by --partition from --offset (client-balanced: this process "
+        "alone reads them), and print each message; a batch is acked once its lines are "
+        "written. Ends on --count, --exit-at-end, --timeout, Ctrl-C or SIGTERM, closing the "
+        "consumer cleanly. JSON lines: {topic, partition_key, message_id (a string), msg_type, "
+        "msg_time, attributes, body, body_encoding (utf-8 or base64)}: `produce --json` sends "
+        "such a line again as the same message.",
+        epilog=COUNT_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_master(p)
     p.add_argument("--topic", required=True, help="topic to read")
-    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument(
+        "--group",
+        help="consumer group (needed without --partition; with it, default a throw-away group)",
+    )
+    p.add_argument(
+        "--partition",
+        action="append",
+        metavar="KEY|all",
+        help="read this partition (brokerId:topic:partitionId, see `partitions`) with the "
+        "client-balanced consumer; `all`: every partition of the topic; repeatable",
+    )
+    p.add_argument(
+        "--offset",
+        type=parse_offset,
+        metavar="N|earliest|latest",
+        help="with --partition: start at index offset N (28 bytes per message; a batch start "
+        "the broker reported, e.g. from `lag`), the oldest or the newest message (default: "
+        "where the group left off, else --from)",
+    )
     p.add_argument(
         "--from",
         dest="consume_from",
@@ -128,8 +167,19 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--count",
         type=_positive_int,
         metavar="N",
-        help="stop after N messages (when N ends inside a broker batch, that batch is not "
-        "committed: all of it comes again to the group)",
+        help="stop after N messages (see the note on --count below)",
+    )
+    p.add_argument(
+        "--finish-batch",
+        action="store_true",
+        help="with --count: print on to the end of the broker batch holding the N-th message "
+        "and commit it, so the next run starts right after the last line printed",
+    )
+    p.add_argument(
+        "-e",
+        "--exit-at-end",
+        action="store_true",
+        help="stop once every partition read is at its end (exit 0)",
     )
     p.add_argument(
         "--timeout",
