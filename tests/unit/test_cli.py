@@ -16,11 +16,13 @@ from tubemq_aio.cli._connect import connection_options, open_client
 from tubemq_aio.cli._consume import message_json
 from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_text_line
 from tubemq_aio.cli._inspect import format_table, lag_rows
+from tubemq_aio.cli._listing import group_rows, topic_rows, web_endpoint
 from tubemq_aio.cli._parser import build_parser
 from tubemq_aio.consumer import PartitionPosition
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
+from tubemq_aio.testing._ports import allocate_ports
 
 DEFAULTS = Outgoing(b"", {"src": "cli"}, "t1", None, "k")
 
@@ -215,3 +217,44 @@ def test_password_from_the_environment_is_used_and_never_shown(
     assert from_url.config.credentials == Credentials("bob", SECRET)
     assert from_url.config.ssl_context is not None
     assert SECRET not in repr(from_url.config)
+
+
+def test_web_endpoint_comes_from_web_or_the_master_host() -> None:
+    assert web_endpoint("10.0.0.5:8081", None) == ("10.0.0.5", 8081)
+    assert web_endpoint("http://m1:9090/webapi.htm", "x:1") == ("m1", 9090)
+    assert web_endpoint(None, "m2:8715,m3:8715") == ("m2", 8080)
+    assert web_endpoint(None, f"tubemqs://bob:{SECRET}@m4:8715?tls=true") == ("m4", 8080)
+    for web, master in ((None, None), ("h:notaport", None), ("ftp://h:1", None)):
+        with pytest.raises(ConfigError) as info:
+            web_endpoint(web, master)
+        assert SECRET not in str(info.value)
+
+
+def test_listing_rows_from_web_api_items() -> None:
+    topics = topic_rows([
+        {"topicName": "b", "totalCfgNumPart": 6, "totalRunNumPartCount": 3,
+         "isSrvAcceptPublish": True, "isSrvAcceptSubscribe": False},
+        {"topicName": "a"},
+    ])  # fmt: skip
+    assert topics == [
+        {"topic": "a", "partitions": 0, "running_partitions": 0, "publish": False,
+         "subscribe": False},
+        {"topic": "b", "partitions": 6, "running_partitions": 3, "publish": True,
+         "subscribe": False},
+    ]  # fmt: skip
+    groups = group_rows([{"consumeGroup": "g", "topicSet": ["t2", "t1"], "consumerNum": 2}])
+    assert groups == [{"group": "g", "topics": ["t1", "t2"], "consumers": 2}]
+
+
+def test_listing_without_a_web_api_exits_1_naming_the_address(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (port,) = allocate_ports(1)
+    assert main(["topics", "--web", f"127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert f"master web API at 127.0.0.1:{port}" in err[0]
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER_WEB", raising=False)
+    assert main(["groups"]) == 2
+    assert "--web HOST:PORT" in capsys.readouterr().err

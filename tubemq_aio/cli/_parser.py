@@ -12,6 +12,7 @@ from tubemq_aio import __version__
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._consume import parse_offset
+from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
 
 __all__ = ["build_parser"]
 
@@ -19,8 +20,8 @@ MASTER_ENV = "TUBEMQ_AIO_MASTER"
 
 DESCRIPTION = """\
 Command-line tool of tubemq-aio, the asyncio client of Apache InLong TubeMQ: send lines to a
-topic, print a group's messages as JSON lines, list a topic's partitions, show a group's lag,
-and run a local test cluster."""
+topic, print a group's (or a partition's) messages as JSON lines, list topics, groups and a
+topic's partitions, show a group's lag, and run a local test cluster (or an in-memory fake)."""
 
 EPILOG = f"""\
 examples:
@@ -29,6 +30,8 @@ examples:
   {PROG} consume ... --format json | jq .body
   {PROG} partitions --master 127.0.0.1:8715 --topic demo
   {PROG} lag --master 127.0.0.1:8715 --topic demo --group g1
+  {PROG} topics --web 127.0.0.1:8080 --format json;  {PROG} groups --web 127.0.0.1:8080
+  {PROG} consume --master 127.0.0.1:8715 --topic demo --partition all --offset earliest -e
   {PROG} cluster up --fake --topic demo:3   (in-memory fake, no Java; Ctrl-C or `cluster down`)
   {PROG} cluster up --topic demo:3     (real TubeMQ; then `cluster status`, `cluster down`)
 
@@ -214,6 +217,33 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument("--group", required=True, help="consumer group")
 
 
+def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
+    where = (
+        "Asks the master's HTTP web API (its client port offers no listing): --web HOST:PORT, "
+        f"else ${WEB_ENV}, else the --master host at port {DEFAULT_WEB_PORT}."
+    )
+    for name, text in (
+        ("topics", "list the topics the master has configured"),
+        ("groups", "list the consumer groups with members online, their topics and members"),
+    ):
+        p = sub.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. {where}")
+        p.add_argument(
+            "--master",
+            metavar="ADDR",
+            default=os.environ.get(MASTER_ENV),
+            help=f"master address; its host is the web API's default host (default ${MASTER_ENV})",
+        )
+        p.add_argument(
+            "--web",
+            metavar="HOST:PORT",
+            default=os.environ.get(WEB_ENV),
+            help=f"the master's web API address (default ${WEB_ENV})",
+        )
+        p.add_argument("--format", choices=("table", "json"), default="table", help="default table")
+        if name == "groups":
+            p.add_argument("--topic", help="only groups that subscribe to this topic")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The complete ``tubemq-aio`` parser (``cluster`` is handed on to the testing CLI).
 
@@ -234,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_produce(sub)
     _add_consume(sub)
     _add_inspect(sub)
+    _add_listing(sub)
     sub.add_parser(
         "cluster",
         help="up|down|status of a local TubeMQ test cluster (Java 17 and Maven; "
