@@ -111,6 +111,7 @@ def test_table_aligns_numbers_right() -> None:
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--format", "xml"],
         ["lag", "--master", "m:1", "--topic", "t"],
         ["consume", "--master", "m:1", "--topic", "t"],
+        ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--finish-batch"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--offset", "3"],
         ["consume", "--master", "m:1", "--topic", "t", "--partition", "all", "--offset", "-1"],
         ["consume", "--master", "m:1", "--topic", "t", "--partition", "all", "--offset", "x"],

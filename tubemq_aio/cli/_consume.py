@@ -25,12 +25,10 @@ from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
 
-__all__ = ["at_end", "message_json", "parse_offset", "run_consume"]
+__all__ = ["at_end", "message_json", "run_consume"]
 
 #: Seconds one ``getmany`` waits before the loop looks at signals and the idle timeout again.
 POLL_INTERVAL = 0.5
-#: ``--offset`` words besides an index offset.
-OFFSET_WORDS = ("earliest", "latest")
 
 
 def message_json(msg: Message) -> dict[str, Any]:
@@ -65,30 +63,11 @@ def message_json(msg: Message) -> dict[str, Any]:
     return out
 
 
-def parse_offset(text: str) -> int | str:
-    """``--offset``: an index offset ≥ 0, ``earliest`` or ``latest``.
-
-    Raises:
-        argparse.ArgumentTypeError: anything else.
-    """
-    if text in OFFSET_WORDS:
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected N, earliest or latest") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: an offset is at least 0")
-    return value
-
-
 def at_end(consumer: ConsumerBase[Any]) -> bool:
-    """True when the consumer holds partitions and each is read to its end (its group offset
-    reached the max offset its broker last reported)."""
+    """True when the consumer holds partitions and each is read to its end: its last fetch
+    found no new message (``PartitionPosition.at_end``)."""
     positions = consumer.positions().values()
-    return bool(positions) and all(
-        0 <= p.max_offset <= p.current_offset and p.lag <= 0 for p in positions
-    )
+    return bool(positions) and all(p.at_end for p in positions)
 
 
 def _render(batch: MessageBatch, fmt: str) -> bytes:
@@ -130,6 +109,8 @@ async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.N
 
 @contextlib.asynccontextmanager
 async def _open(args: argparse.Namespace) -> AsyncIterator[ConsumerBase[Any]]:
+    if args.finish_batch and args.count is None:
+        raise ConfigError("--finish-batch needs --count")
     if not args.partition:
         if args.offset is not None:
             raise ConfigError("--offset needs --partition (a group starts where it left off)")

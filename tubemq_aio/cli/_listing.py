@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -90,20 +91,17 @@ def group_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
 
 
-async def _query(args: argparse.Namespace, method: str, **params: object) -> list[dict[str, Any]]:
+async def _query(args: argparse.Namespace, method: str, **params: object) -> dict[str, Any]:
     from tubemq_aio.testing._webapi import MasterWebApi
 
     host, port = web_endpoint(args.web, args.master)
     api = MasterWebApi(host, port, token="")
-    reply = await api.raw(method, dict(params), timeout=WEB_TIMEOUT)
-    if not reply.get("result"):
-        raise _WebRefused(f"the master's web API refused {method}: {reply.get('errMsg')!r}")
+    return await api.raw(method, dict(params), timeout=WEB_TIMEOUT)
+
+
+def _items(reply: dict[str, Any]) -> list[dict[str, Any]]:
     data = reply.get("data") or []
     return [item for item in (data if isinstance(data, list) else [data]) if isinstance(item, dict)]
-
-
-class _WebRefused(Exception):
-    """The web API answered ``result: false``."""
 
 
 def _emit(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
@@ -116,26 +114,33 @@ def _emit(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
 
 
 async def _run(
-    args: argparse.Namespace, method: str, columns: list[str], params: dict[str, object]
+    args: argparse.Namespace,
+    method: str,
+    rows_of: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    columns: list[str],
+    params: dict[str, object],
 ) -> int:
+    where = "{}:{}".format(*web_endpoint(args.web, args.master))
     try:
-        items = await _query(args, method, **params)
-    except (OSError, ValueError, _WebRefused) as err:
-        where = "{}:{}".format(*web_endpoint(args.web, args.master))
+        reply = await _query(args, method, **params)
+    except (OSError, ValueError) as err:
         error_line(f"master web API at {where}: {err} (set --web to the master's web port)")
         return EXIT_FAILURE
-    rows = topic_rows(items) if method == "admin_query_topic_info" else group_rows(items)
-    _emit(rows, args.format, columns)
+    if not reply.get("result"):
+        error_line(f"master web API at {where} refused {method}: {reply.get('errMsg')!r}")
+        return EXIT_FAILURE
+    _emit(rows_of(_items(reply)), args.format, columns)
     return EXIT_OK
 
 
 async def run_topics(args: argparse.Namespace) -> int:
     """List every topic the master has configured."""
     columns = ["topic", "partitions", "running_partitions", "publish", "subscribe"]
-    return await _run(args, "admin_query_topic_info", columns, {})
+    return await _run(args, "admin_query_topic_info", topic_rows, columns, {})
 
 
 async def run_groups(args: argparse.Namespace) -> int:
     """List the consumer groups with members online (optionally only those of ``--topic``)."""
     params: dict[str, object] = {"topicName": args.topic} if args.topic else {}
-    return await _run(args, "admin_query_sub_info", ["group", "topics", "consumers"], params)
+    columns = ["group", "topics", "consumers"]
+    return await _run(args, "admin_query_sub_info", group_rows, columns, params)

@@ -11,7 +11,6 @@ from typing import NoReturn
 from tubemq_aio import __version__
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
-from tubemq_aio.cli._consume import parse_offset
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
 
 __all__ = ["build_parser"]
@@ -57,14 +56,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
+
+
+def _offset(text: str) -> int | str:
+    """``--offset``: an index offset ≥ 0, ``earliest`` or ``latest``."""
+    return text if text in ("earliest", "latest") else _int_at_least(text, 0)
 
 
 def _positive_float(text: str) -> float:
@@ -153,7 +161,7 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     p.add_argument(
         "--offset",
-        type=parse_offset,
+        type=_offset,
         metavar="N|earliest|latest",
         help="with --partition: start at index offset N (28 bytes per message; a batch start "
         "the broker reported, e.g. from `lag`), the oldest or the newest message (default: "
