@@ -16,6 +16,7 @@ import pytest_asyncio
 from _cli_run import CALL_TIMEOUT, cli_argv, cli_env
 
 from tubemq_aio.testing import FakeCluster
+from tubemq_aio.testing._fake_store import INDEX_UNIT
 
 COUNT = 30
 
@@ -51,7 +52,8 @@ def _bodies(out: bytes) -> list[str]:
 
 async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     """``--partition all --offset earliest -e`` prints everything once and exits 0; one
-    partition from ``latest`` prints nothing; ``-q`` silences the end summary; an unknown
+    partition from index offset 56 starts at its third message, from ``latest`` prints
+    nothing; ``-q`` silences the end summary; an unknown
     partition is named in one error line."""
     done = await _cli(fake, "consume", "--topic", "src", "--partition", "all",
                       "--offset", "earliest", "-e")  # fmt: skip
@@ -68,6 +70,14 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     assert one
     assert {r["partition_key"] for r in one} == {key}
     assert len(one) == len(fake.brokers[0].logs["src", 1].messages)
+
+    stored = fake.brokers[0].logs["src", 1].messages
+    third = str(2 * INDEX_UNIT)  # the index offset of the partition's third message
+    done = await _cli(fake, "consume", "--topic", "src", "--partition", key,
+                      "--offset", third, "-e", "-q", "--format", "raw")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(stored) == len(one) > 2
+    assert done.stdout.decode().split() == [r["body"] for r in one][2:]  # in partition order
 
     done = await _cli(fake, "consume", "--topic", "src", "--partition", key,
                       "--offset", "latest", "-e", "-q")  # fmt: skip
