@@ -133,12 +133,19 @@ def test_the_quickstart_runs_as_written(
 def test_fake_status_ctrl_c_and_module_entry(
     env: dict[str, str], tmp_path: Path, started: list[FakeProcess]
 ) -> None:
-    """``python -m tubemq_aio.testing.fake`` serves a fake that ``status`` reports and Ctrl-C
-    stops; a second ``up`` refuses while it runs; a taken port fails with one clear line."""
+    """``python -m tubemq_aio.testing.fake`` serves a fake (here two brokers) that ``status``
+    reports and Ctrl-C stops; a second ``up`` refuses while it runs; a taken port fails with
+    one clear line."""
     fake = FakeProcess([sys.executable, "-m", "tubemq_aio.testing.fake", "--port", "0",
-                        "--topic", "a:2", "--topic", "b"], env, tmp_path)  # fmt: skip
+                        "--topic", "a_topic:2", "--topic", "b_topic", "--brokers", "2"],
+                       env, tmp_path)  # fmt: skip
     started.append(fake)
     master = fake.wait_for_master()
+    parts = subprocess.run(["tubemq-aio", "partitions", "--master", master, "--topic", "a_topic"],
+                           capture_output=True, env=env, timeout=CALL_TIMEOUT)  # fmt: skip
+    assert parts.returncode == 0, parts.stderr
+    keys = [line.split()[0] for line in parts.stdout.decode().splitlines()[1:]]
+    assert keys == ["1:a_topic:0", "1:a_topic:1", "2:a_topic:0", "2:a_topic:1"]
     status = subprocess.run([sys.executable, "-m", "tubemq_aio", "cluster", "status"],
                             capture_output=True, env=env, timeout=CALL_TIMEOUT)  # fmt: skip
     assert status.returncode == 0, status.stderr

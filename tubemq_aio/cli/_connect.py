@@ -47,11 +47,11 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _tls_context(args: argparse.Namespace, default: ssl.SSLContext | None) -> ssl.SSLContext | None:
+def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     if args.tls_key and not args.tls_cert:
         raise ConfigError("--tls-key needs --tls-cert")
     if not (args.tls_ca or args.tls_cert):
-        return default
+        return None
     try:
         ctx = ssl.create_default_context(cafile=args.tls_ca)
     except (OSError, ssl.SSLError) as err:
@@ -92,7 +92,7 @@ def connection_options(args: argparse.Namespace) -> dict[str, Any]:
         ConfigError: an option misses its partner, or a TLS file cannot be loaded.
     """
     options: dict[str, Any] = {}
-    ctx = _tls_context(args, None)
+    ctx = _tls_context(args)
     if ctx is not None:
         options["ssl_context"] = ctx
     credentials = _credentials(args)

@@ -80,7 +80,7 @@ async def _up(args: argparse.Namespace) -> int:
         return 0
     topics = args.topic or [parse_topic("demo:3")]
     if args.fake:
-        return await run_fake(topics, args.port)
+        return await run_fake(topics, args.port, args.brokers)
     first_parts = topics[0][1]
     cluster = LocalCluster(
         args.brokers,

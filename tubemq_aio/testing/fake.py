@@ -87,8 +87,9 @@ def describe(cluster: FakeCluster, topics: list[tuple[str, int]], took: float) -
     }
 
 
-async def run_fake(topics: list[tuple[str, int]], port: int) -> int:
-    """Serve a fake cluster until SIGINT/SIGTERM; save and remove the state file around it.
+async def run_fake(topics: list[tuple[str, int]], port: int, brokers: int = 1) -> int:
+    """Serve a fake cluster (``brokers`` brokers, every topic on each) until SIGINT/SIGTERM;
+    save and remove the state file around it.
 
     Returns:
         0 after a clean stop, 1 when the port is taken.
@@ -96,7 +97,7 @@ async def run_fake(topics: list[tuple[str, int]], port: int) -> int:
     from tubemq_aio.testing._cli import state_file
 
     began = time.monotonic()
-    cluster = FakeCluster(dict(topics))
+    cluster = FakeCluster(dict(topics), brokers=brokers)
     try:
         await cluster.start(master_port=port)
     except OSError as err:
