@@ -16,7 +16,7 @@ from tubemq_aio.testing._ports import allocate_ports
 COUNT = 120
 #: Keeps the records with the documented field types and prints their kind.
 JQ_FILTER = (
-    'select((.message_id|type=="number") and (.attributes|type=="object") and .topic'
+    'select((.message_id|type=="string") and (.attributes|type=="object") and .topic'
     ' and .partition_key and (.body|type=="string")) | [.msg_type, .body_encoding]'
 )
 #: Bodies that are not UTF-8 travel as base64 and must come back byte for byte.
@@ -71,7 +71,7 @@ def test_produce_pipe_consume_round_trip(
     assert check.returncode == 0, check.stderr
     kinds = [json.loads(line) for line in check.stdout.splitlines()]
     assert len(kinds) == total
-    assert kinds.count(["t1", None]) == COUNT
+    assert kinds.count(["t1", "utf-8"]) == COUNT
     assert kinds.count(["", "base64"]) == len(BINARY)
     records = [json.loads(line) for line in copied.read_text(encoding="utf-8").splitlines()]
     assert {r["topic"] for r in records} == {topic}
@@ -83,7 +83,8 @@ def test_produce_pipe_consume_round_trip(
     assert done.returncode == 0, done.stderr
     back = [json.loads(line) for line in done.stdout.splitlines()]
     bodies = sorted(
-        base64.b64decode(r["body"]) if r.get("body_encoding") else r["body"].encode() for r in back
+        base64.b64decode(r["body"]) if r["body_encoding"] == "base64" else r["body"].encode()
+        for r in back
     )
     assert bodies == sorted(_input_lines() + BINARY)
     assert all(r["attributes"] == {"src": "cli"} for r in back if r["msg_type"] == "t1")
@@ -140,6 +141,62 @@ def test_consume_ends_cleanly_on_sigterm(cluster: LocalCluster, topic: str) -> N
     assert sorted(printed) == [b"a\n", b"b\n", b"c\n"]
 
 
+def test_topics_groups_and_reading_to_the_end(cluster: LocalCluster, topic: str) -> None:
+    """Against the real master and broker: ``--count 1 --finish-batch`` then ``-e`` of the same
+    group print every message exactly once; ``--partition all --offset earliest -e -q`` reads
+    everything again without a group; ``topics`` and ``groups`` list from the web API."""
+    master, web = cluster.master_addr, cluster.web_api.url
+    lines = [f"e{i}" for i in range(30)]
+    done = run_cli("produce", "--master", master, "--topic", topic, "-q",
+                   stdin="".join(f"{x}\n" for x in lines).encode())  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+
+    group = ["--master", master, "--topic", topic, "--group", "cli_whole", "--format", "raw"]
+    first = run_cli("consume", *group, "--from", "earliest", "--count", "1", "--finish-batch",
+                    "--timeout", "90")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    rest = run_cli("consume", *group, "-e", "--timeout", "90")
+    assert rest.returncode == 0, rest.stderr
+    assert b"reached the end of every partition" in rest.stderr
+    printed = first.stdout.decode().split() + rest.stdout.decode().split()
+    assert sorted(printed) == sorted(lines)  # nothing lost, nothing twice
+
+    again = run_cli("consume", "--master", master, "--topic", topic, "--partition", "all",
+                    "--offset", "earliest", "-e", "-q", "--format", "raw")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stderr == b""
+    assert sorted(again.stdout.decode().split()) == sorted(lines)
+
+    topics = run_cli("topics", "--web", web, "--format", "json")
+    assert topics.returncode == 0, topics.stderr
+    mine = [t for t in json.loads(topics.stdout) if t["topic"] == topic]
+    assert mine == [{"topic": topic, "partitions": 3 * len(cluster.brokers),
+                     "running_partitions": 3 * len(cluster.brokers), "publish": True,
+                     "subscribe": True}]  # fmt: skip
+    argv = cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_online",
+                    "--from", "earliest", "--format", "raw")  # fmt: skip
+    online = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    try:
+        assert online.stdout is not None
+        assert online.stdout.readline()  # joined and consuming
+        groups = run_cli("groups", "--web", web, "--topic", topic, "--format", "json")
+        table = run_cli("groups", "--web", web, "--topic", topic)
+    finally:
+        online.terminate()
+        online.communicate(timeout=CALL_TIMEOUT)
+    assert groups.returncode == 0, groups.stderr
+    assert json.loads(groups.stdout) == [{"group": "cli_online", "topics": [topic], "consumers": 1}]
+    assert table.stdout.decode().split() == [
+        "group",
+        "topics",
+        "consumers",
+        "cli_online",
+        topic,
+        "1",
+    ]
+
+
 def test_usage_errors_exit_2_with_one_line() -> None:
     """Bad command lines fail before any I/O: exit 2 and one line naming the problem (the
     argparse cases are unit-tested in-process; these two cross the whole process)."""
@@ -168,11 +225,30 @@ def test_help_is_complete() -> None:
     """``--help`` of the tool and of each command names every command and option."""
     done = run_cli("--help")
     assert done.returncode == 0
-    for command in ("produce", "consume", "partitions", "lag", "cluster"):
+    for command in ("produce", "consume", "partitions", "lag", "topics", "groups", "cluster"):
         assert command in done.stdout.decode()
     expected = {
         "produce": ["--attr", "--msg-type", "--key", "--rate", "--json", "FILE|-"],
-        "consume": ["--group", "--from", "--count", "--timeout", "--format", "--msg-type"],
+        "consume": [
+            "--group",
+            "--from",
+            "--count",
+            "--timeout",
+            "--format",
+            "--msg-type",
+            "--partition",
+            "--offset",
+            "--exit-at-end",
+            "--finish-batch",
+            "--tls-ca",
+            "--tls-cert",
+            "--tls-key",
+            "--user",
+            "--password",
+            "-q",
+        ],
+        "topics": ["--web", "--format"],
+        "groups": ["--web", "--topic", "--format"],
         "cluster": ["up", "down", "status"],
     }
     for command, options in expected.items():

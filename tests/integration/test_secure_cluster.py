@@ -19,13 +19,16 @@ token (``user timestamp nonce signature``). Before that fix every send failed wi
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from _cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from gateway_support import ADMIN, READER, Group, gateways, lease_one, write_config
 
 from tubemq_aio import Credentials, Producer
@@ -46,7 +49,7 @@ from tubemq_aio.testing import (
     make_tls_material,
 )
 
-TOPICS = ["sec_a", "sec_b", "sec_c", "sec_gw"]
+TOPICS = ["sec_a", "sec_b", "sec_c", "sec_gw", "sec_cli"]
 USER = Credentials("alice", "s3cret")
 
 
@@ -243,3 +246,49 @@ async def test_gateway_produces_and_consumes_through_tls_and_credentials(
         log = reps[0].log_file.read_text()
     assert sorted(got) == sorted(values)
     assert USER.password not in log
+
+
+async def test_cli_speaks_tls_and_authentication(secure: Secure) -> None:
+    """``tubemq-aio`` with ``--tls-ca/--tls-cert/--tls-key``: ``--user`` with the password from
+    ``$TUBEMQ_AIO_PASSWORD`` produces, a ``tubemqs://user:pass@`` URL consumes; without
+    ``--user`` the master refuses (exit 1). The password is never printed."""
+    topic = TOPICS[4]
+    files = secure.material
+    assert files.client_key is not None, "openssl is needed for a client key"
+    tls = ["--tls-ca", str(files.ca_pem), "--tls-cert", str(files.client_cert),
+           "--tls-key", str(files.client_key)]  # fmt: skip
+
+    def run(*args: str, password: str | None = None, stdin: bytes = b"") -> tuple[int, str, str]:
+        env = cli_env()
+        env.pop("TUBEMQ_AIO_PASSWORD", None)
+        if password is not None:
+            env["TUBEMQ_AIO_PASSWORD"] = password
+        done = subprocess.run(cli_argv(*args), input=stdin, capture_output=True, env=env,
+                              timeout=CALL_TIMEOUT)  # fmt: skip
+        out, err = done.stdout.decode(), done.stderr.decode()
+        assert USER.password not in out + err
+        return done.returncode, out, err
+
+    lines = b"".join(b"tls-%d\n" % i for i in range(5))
+    code, _, err = await asyncio.to_thread(
+        run, "produce", "--master", secure.master, "--topic", topic, *tls,
+        "--user", USER.user_name, password=USER.password, stdin=lines,
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"sent 5 messages to {topic}, 0 failed" in err
+
+    code, _, err = await asyncio.to_thread(
+        run, "produce", "--master", secure.master, "--topic", topic, *tls, stdin=b"x\n"
+    )
+    assert code == 1
+    assert "AuthenticationError" in err
+
+    url = f"tubemqs://{USER.user_name}:{USER.password}@{secure.master}"
+    code, out, err = await asyncio.to_thread(
+        run, "consume", "--master", url, "--topic", topic, "--group", "g_cli_tls", *tls,
+        "--from", "earliest", "--count", "5", "--timeout", "90",
+    )  # fmt: skip
+    assert code == 0, err
+    assert sorted(json.loads(line)["body"] for line in out.splitlines()) == [
+        f"tls-{i}" for i in range(5)
+    ]

@@ -9,14 +9,20 @@ from datetime import datetime
 
 import pytest
 
+from tubemq_aio.auth import Credentials
 from tubemq_aio.cli import main
 from tubemq_aio.cli._common import parse_attrs
+from tubemq_aio.cli._connect import connection_options, open_client
 from tubemq_aio.cli._consume import message_json
 from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_text_line
 from tubemq_aio.cli._inspect import format_table, lag_rows
+from tubemq_aio.cli._listing import group_rows, topic_rows, web_endpoint
+from tubemq_aio.cli._parser import build_parser
 from tubemq_aio.consumer import PartitionPosition
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
+from tubemq_aio.producer import Producer
+from tubemq_aio.testing._ports import allocate_ports
 
 DEFAULTS = Outgoing(b"", {"src": "cli"}, "t1", None, "k")
 
@@ -64,8 +70,9 @@ def test_message_json_falls_back_to_base64_for_binary_bodies() -> None:
     msg = Message(topic="t", body="grüß".encode(), attributes={"k": "v"}, msg_type="x",
                   msg_time=when, message_id=9, partition_key="1:t:0")  # fmt: skip
     assert message_json(msg) == {
-        "topic": "t", "partition_key": "1:t:0", "message_id": 9, "msg_type": "x",
+        "topic": "t", "partition_key": "1:t:0", "message_id": "9", "msg_type": "x",
         "msg_time": "2026-01-02T03:04:00", "attributes": {"k": "v"}, "body": "grüß",
+        "body_encoding": "utf-8",
     }  # fmt: skip
     binary = message_json(Message(topic="t", body=b"\xff\xfe"))
     assert binary["body_encoding"] == "base64"
@@ -103,6 +110,12 @@ def test_table_aligns_numbers_right() -> None:
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--timeout", "nan"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--format", "xml"],
         ["lag", "--master", "m:1", "--topic", "t"],
+        ["consume", "--master", "m:1", "--topic", "t"],
+        ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--finish-batch"],
+        ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--offset", "3"],
+        ["consume", "--master", "m:1", "--topic", "t", "--partition", "all", "--offset", "-1"],
+        ["consume", "--master", "m:1", "--topic", "t", "--partition", "all", "--offset", "x"],
+        ["consume", "--master", "m:1", "--topic", "t", "--partition", "all", "--offset", "nan"],
         ["produce", "--master", "m:1", "--topic", "t", "/no/such/file"],
         ["nope"],
         [],
@@ -144,3 +157,105 @@ async def test_line_reader_splits_chunks_and_keeps_a_last_line_without_newline()
         reader.stop()
         os.close(read_fd)
     assert lines == [b"a", b"bb", b"", b"ccc"]
+
+
+SECRET = "pa55-never-shown"
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        (["--password", SECRET], "--password needs --user"),
+        (["--user", "bob"], "--user needs a password"),
+        (["--tls-key", "k.pem"], "--tls-key needs --tls-cert"),
+        (["--tls-ca", "/no/such/ca.pem", "--user", "bob", "--password", SECRET], "--tls-ca"),
+        (["--tls-cert", "/no/such/c.pem", "--user", "bob", "--password", SECRET], "--tls-cert"),
+    ],
+)
+def test_connection_option_mistakes_exit_2_without_the_password(
+    extra: list[str], problem: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.delenv("TUBEMQ_AIO_PASSWORD", raising=False)
+    assert main(["partitions", "--master", "127.0.0.1:1", "--topic", "t", *extra]) == 2
+    err = capsys.readouterr().err
+    assert problem in err
+    assert SECRET not in err
+
+
+@pytest.mark.parametrize(
+    ("master", "problem"),
+    [
+        ("http://127.0.0.1:1", "unknown scheme http://"),
+        (f"tubemq://bob@{'127.0.0.1:1'}", "user:password"),
+        (f"tubemq://bob:{SECRET}@127.0.0.1:1?nope=1", "unknown option"),
+    ],
+)
+def test_bad_master_urls_exit_2_without_the_password(
+    master: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["partitions", "--master", master, "--topic", "t"]) == 2
+    err = capsys.readouterr().err
+    assert problem in err
+    assert SECRET not in err
+
+
+def test_password_from_the_environment_is_used_and_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TUBEMQ_AIO_PASSWORD", SECRET)
+    args = build_parser().parse_args(["partitions", "--master", "h:1", "--topic", "t",
+                                      "--user", "bob"])  # fmt: skip
+    options = connection_options(args)
+    assert options["credentials"] == Credentials("bob", SECRET)
+    assert "ssl_context" not in options
+    producer = open_client(Producer, args, topics=["t"])
+    assert SECRET not in repr(producer)
+    assert SECRET not in repr(producer.config)
+    url = build_parser().parse_args(["partitions", "--master", f"tubemqs://bob:{SECRET}@h:1",
+                                     "--topic", "t"])  # fmt: skip
+    from_url = open_client(Producer, url, topics=["t"])
+    assert from_url.config.credentials == Credentials("bob", SECRET)
+    assert from_url.config.ssl_context is not None
+    assert SECRET not in repr(from_url.config)
+
+
+def test_web_endpoint_comes_from_web_or_the_master_host() -> None:
+    assert web_endpoint("10.0.0.5:8081", None) == ("10.0.0.5", 8081)
+    assert web_endpoint("http://m1:9090/webapi.htm", "x:1") == ("m1", 9090)
+    assert web_endpoint(None, "m2:8715,m3:8715") == ("m2", 8080)
+    assert web_endpoint(None, f"tubemqs://bob:{SECRET}@m4:8715?tls=true") == ("m4", 8080)
+    for web, master in ((None, None), ("h:notaport", None), ("ftp://h:1", None)):
+        with pytest.raises(ConfigError) as info:
+            web_endpoint(web, master)
+        assert SECRET not in str(info.value)
+
+
+def test_listing_rows_from_web_api_items() -> None:
+    topics = topic_rows([
+        {"topicName": "b", "totalCfgNumPart": 6, "totalRunNumPartCount": 3,
+         "isSrvAcceptPublish": True, "isSrvAcceptSubscribe": False},
+        {"topicName": "a"},
+    ])  # fmt: skip
+    assert topics == [
+        {"topic": "a", "partitions": 0, "running_partitions": 0, "publish": False,
+         "subscribe": False},
+        {"topic": "b", "partitions": 6, "running_partitions": 3, "publish": True,
+         "subscribe": False},
+    ]  # fmt: skip
+    groups = group_rows([{"consumeGroup": "g", "topicSet": ["t2", "t1"], "consumerNum": 2}])
+    assert groups == [{"group": "g", "topics": ["t1", "t2"], "consumers": 2}]
+
+
+def test_listing_without_a_web_api_exits_1_naming_the_address(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (port,) = allocate_ports(1)
+    assert main(["topics", "--web", f"127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert f"master web API at 127.0.0.1:{port}" in err[0]
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER_WEB", raising=False)
+    assert main(["groups"]) == 2
+    assert "--web HOST:PORT" in capsys.readouterr().err

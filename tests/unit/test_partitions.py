@@ -160,6 +160,19 @@ def test_offsets_and_lag() -> None:
     info = leases.offsets()[P[0].key]
     assert (info.curr_offset, info.max_offset, info.updated_at) == (280, 3080, 3.0)
     assert info.lag == (3080 - 280) // 28
+    assert not info.at_end
+
+
+def test_a_fetch_without_new_data_marks_the_end_until_new_offsets() -> None:
+    leases = PartitionLeases()
+    leases.add(P[0], 1.0, curr_offset=392, max_offset=420)  # the store's last entry is not ours
+    leases.mark_at_end(P[0].key, 2.0)
+    info = leases.offsets()[P[0].key]
+    assert (info.at_end, info.lag, info.updated_at) == (True, 1, 2.0)
+    leases.update_offsets(P[0].key, 3.0, max_offset=448)  # a later fetch or commit answer
+    assert not leases.offsets()[P[0].key].at_end
+    leases.mark_at_end(P[1].key, 4.0)  # not held: ignored
+    assert P[1].key not in leases.offsets()
 
 
 def test_grouping_and_reports() -> None:

@@ -1,7 +1,7 @@
 """``tubemq-aio``: the command-line tool (also ``python -m tubemq_aio``).
 
-Subcommands ``produce``, ``consume``, ``partitions``, ``lag`` and ``cluster``; run
-``tubemq-aio --help`` for the options. Guide: ``docs/cli.md``.
+Subcommands ``produce``, ``consume``, ``partitions``, ``lag``, ``topics``, ``groups`` and
+``cluster``; run ``tubemq-aio --help`` for the options. Guide: ``docs/cli.md``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._consume import run_consume
 from tubemq_aio.cli._inspect import run_lag, run_partitions
+from tubemq_aio.cli._listing import run_groups, run_topics
 from tubemq_aio.cli._parser import build_parser
 from tubemq_aio.cli._produce import run_produce
 from tubemq_aio.errors import ConfigError, TubeMQError
@@ -26,6 +27,8 @@ _COMMANDS = {
     "consume": run_consume,
     "partitions": run_partitions,
     "lag": run_lag,
+    "topics": run_topics,
+    "groups": run_groups,
 }
 
 

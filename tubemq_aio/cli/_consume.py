@@ -1,51 +1,73 @@
-"""``tubemq-aio consume``: print messages as JSON lines (or raw bodies), acking as it prints."""
+"""``tubemq-aio consume``: print messages as JSON lines (or raw bodies), acking as it prints.
+
+Two ways in: as a member of a server-balanced ``--group`` (the master assigns partitions), or
+``--partition KEY|all [--offset N|earliest|latest]`` through the client-balanced consumer,
+which reads exactly the partitions named, from the offset asked for.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import sys
 import time
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line, stop_on_signals
-from tubemq_aio.consumer import Consumer, MessageBatch
+from tubemq_aio.cli._connect import open_client
+from tubemq_aio.consumer import ClientBalancedConsumer, Consumer, MessageBatch
+from tubemq_aio.consumer._base import ConsumerBase
+from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
 
-__all__ = ["message_json", "run_consume"]
+__all__ = ["at_end", "message_json", "run_consume"]
 
 #: Seconds one ``getmany`` waits before the loop looks at signals and the idle timeout again.
 POLL_INTERVAL = 0.5
 
 
 def message_json(msg: Message) -> dict[str, Any]:
-    """The JSON object printed for one message.
+    """The JSON object printed for one message: everything ``produce --json`` needs to send it
+    again, and where it came from.
 
-    The body is UTF-8 text when it decodes as such; otherwise it is base64 with
-    ``"body_encoding": "base64"``.
+    ``message_id`` is a string (a 64-bit id loses digits as a JSON number in many readers). The
+    body is UTF-8 text with ``"body_encoding": "utf-8"`` when it decodes as such, otherwise
+    base64 with ``"body_encoding": "base64"``.
 
     Args:
         msg: the consumed message.
 
     Returns:
-        ``{topic, partition_key, message_id, msg_type, msg_time, attributes, body}``.
+        ``{topic, partition_key, message_id, msg_type, msg_time, attributes, body,
+        body_encoding}``.
     """
     out: dict[str, Any] = {
         "topic": msg.topic,
         "partition_key": msg.partition_key,
-        "message_id": msg.message_id,
+        "message_id": str(msg.message_id),
         "msg_type": msg.msg_type,
         "msg_time": msg.msg_time.isoformat() if msg.msg_time is not None else None,
         "attributes": dict(msg.attributes),
     }
     try:
         out["body"] = msg.body.decode("utf-8")
+        out["body_encoding"] = "utf-8"
     except UnicodeDecodeError:
         out["body"] = base64.b64encode(msg.body).decode("ascii")
         out["body_encoding"] = "base64"
     return out
+
+
+def at_end(consumer: ConsumerBase[Any]) -> bool:
+    """True when the consumer holds partitions and each is read to its end: its last fetch
+    found no new message (``PartitionPosition.at_end``)."""
+    positions = consumer.positions().values()
+    return bool(positions) and all(p.at_end for p in positions)
 
 
 def _render(batch: MessageBatch, fmt: str) -> bytes:
@@ -69,32 +91,78 @@ def _write(out: BinaryIO, data: bytes) -> bool:
     return True
 
 
+async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.Namespace) -> None:
+    """Connect the ``--partition`` keys (``all``: every partition) at ``--offset``."""
+    keys: list[str] = args.partition
+    if "all" in keys:
+        keys = [m.partition_key for m in await consumer.partitions()]
+    for key in keys:
+        offset: int | None
+        if args.offset == "earliest":
+            offset = 0  # the broker moves it up to the oldest message it still has
+        elif args.offset == "latest":
+            offset = (await consumer.offset_bounds(key))[1]
+        else:
+            offset = args.offset
+        await consumer.connect(key, offset)
+
+
+@contextlib.asynccontextmanager
+async def _open(args: argparse.Namespace) -> AsyncIterator[ConsumerBase[Any]]:
+    if args.finish_batch and args.count is None:
+        raise ConfigError("--finish-batch needs --count")
+    if not args.partition:
+        if args.offset is not None:
+            raise ConfigError("--offset needs --partition (a group starts where it left off)")
+        if args.group is None:
+            raise ConfigError("consume needs --group, or --partition KEY|all")
+        consumer: ConsumerBase[Any] = open_client(
+            Consumer, args, group=args.group, topics=_topics(args), consume_from=args.consume_from
+        )
+        async with consumer:
+            yield consumer
+        return
+    group = args.group or f"tubemq-aio-cli-{uuid.uuid4().hex[:12]}"
+    balanced = open_client(
+        ClientBalancedConsumer,
+        args,
+        group=group,
+        topics=_topics(args),
+        consume_from=args.consume_from,
+    )
+    async with balanced:
+        await _connect_partitions(balanced, args)
+        yield balanced
+
+
 async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
-    """Print messages of ``args.topic`` for group ``args.group`` until a limit or a signal.
+    """Print messages of ``args.topic`` until a limit, the end (``-e``) or a signal.
 
     A batch is acked only after its lines were written and flushed, so an interrupted run
     loses nothing: the unprinted rest comes again to the group.
 
     Returns:
-        0 when it ended by ``--count``, idle ``--timeout``, a signal or a closed stdout;
-        1 when ``--timeout`` passed before ``--count`` messages arrived.
+        0 when it ended by ``--count``, ``--exit-at-end``, idle ``--timeout``, a signal or a
+        closed stdout; 1 when ``--timeout`` passed before ``--count`` messages arrived.
     """
     stream = out if out is not None else sys.stdout.buffer
     remaining: int | None = args.count
     printed = 0
-    timed_out = False
+    timed_out = reached_end = False
     stop = asyncio.Event()
-    async with Consumer(
-        args.master, group=args.group, topics=_topics(args), consume_from=args.consume_from
-    ) as consumer:
+    async with _open(args) as consumer:
         with stop_on_signals(stop):
             idle_since = time.monotonic()
-            while not stop.is_set() and remaining != 0:
+            while not stop.is_set() and (remaining is None or remaining > 0):
                 if args.timeout is not None and time.monotonic() - idle_since >= args.timeout:
                     timed_out = True
                     break
-                batch = await consumer.getmany(max_records=remaining, timeout=POLL_INTERVAL)
+                limit = None if args.finish_batch else remaining
+                batch = await consumer.getmany(max_records=limit, timeout=POLL_INTERVAL)
                 if not batch:
+                    if args.exit_at_end and at_end(consumer):
+                        reached_end = True
+                        break
                     continue
                 if stop.is_set() or not _write(stream, _render(batch, args.format)):
                     break  # not acked: the batch is delivered again
@@ -106,4 +174,6 @@ async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> 
     if timed_out and remaining:
         error_line(f"timed out after {args.timeout} s idle with {printed} of {args.count} messages")
         return EXIT_FAILURE
+    if reached_end and not args.quiet:
+        print(f"reached the end of every partition: {printed} messages", file=sys.stderr)
     return EXIT_OK

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 
 from tubemq_aio.cli._common import EXIT_OK
+from tubemq_aio.cli._connect import open_client
 from tubemq_aio.consumer import ClientBalancedConsumer, PartitionPosition
 
 __all__ = ["format_table", "lag_rows", "run_lag", "run_partitions"]
@@ -52,7 +53,9 @@ async def run_partitions(args: argparse.Namespace) -> int:
     A throw-away client-balanced group asks the master (``GetPartMeta``); it reads nothing.
     """
     group = f"tubemq-aio-cli-{uuid.uuid4().hex[:12]}"
-    async with ClientBalancedConsumer(args.master, group=group, topics=[args.topic]) as consumer:
+    async with open_client(
+        ClientBalancedConsumer, args, group=group, topics=[args.topic]
+    ) as consumer:
         metas = await consumer.partitions()
     rows = [[m.partition_key, m.broker, m.partition_id, "yes" if m.subscribable else "no"]
             for m in metas]  # fmt: skip
@@ -69,8 +72,8 @@ async def run_lag(args: argparse.Namespace) -> int:
     stored). The master refuses while the group is consumed by server-balanced members;
     stop them first.
     """
-    async with ClientBalancedConsumer(
-        args.master, group=args.group, topics=[args.topic], consume_from="earliest"
+    async with open_client(
+        ClientBalancedConsumer, args, group=args.group, topics=[args.topic], consume_from="earliest"
     ) as consumer:
         positions = [await consumer.connect(m.partition_key) for m in await consumer.partitions()]
     print(format_table(["partition", "offset", "max", "lag"], lag_rows(positions)), end="")

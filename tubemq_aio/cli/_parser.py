@@ -10,6 +10,8 @@ from typing import NoReturn
 
 from tubemq_aio import __version__
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
+from tubemq_aio.cli._connect import add_connection_options
+from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
 
 __all__ = ["build_parser"]
 
@@ -17,8 +19,8 @@ MASTER_ENV = "TUBEMQ_AIO_MASTER"
 
 DESCRIPTION = """\
 Command-line tool of tubemq-aio, the asyncio client of Apache InLong TubeMQ: send lines to a
-topic, print a group's messages as JSON lines, list a topic's partitions, show a group's lag,
-and run a local test cluster."""
+topic, print a group's (or a partition's) messages as JSON lines, list topics, groups and a
+topic's partitions, show a group's lag, and run a local test cluster (or an in-memory fake)."""
 
 EPILOG = f"""\
 examples:
@@ -27,10 +29,22 @@ examples:
   {PROG} consume ... --format json | jq .body
   {PROG} partitions --master 127.0.0.1:8715 --topic demo
   {PROG} lag --master 127.0.0.1:8715 --topic demo --group g1
-  {PROG} cluster up --topic demo:3     (then `cluster status`, `cluster down`)
+  {PROG} topics --web 127.0.0.1:8080 --format json;  {PROG} groups --web 127.0.0.1:8080
+  {PROG} consume --master 127.0.0.1:8715 --topic demo --partition all --offset earliest -e
+  {PROG} cluster up --fake --topic demo:3   (in-memory fake, no Java; Ctrl-C or `cluster down`)
+  {PROG} cluster up --topic demo:3     (real TubeMQ; then `cluster status`, `cluster down`)
 
 --master defaults to ${MASTER_ENV}. Exit status: 0 success, 1 runtime failure (unreachable
 master, failed sends, timeout), 2 usage error."""
+
+
+COUNT_NOTE = """\
+note on --count with --group: TubeMQ commits whole broker batches (a consumer acknowledges the
+last batch it fetched, never a single message), so when the N-th message falls inside a batch,
+that batch is not committed and the next run of the group prints its messages again
+(at-least-once). To make the next run start right after the last line printed, add
+--finish-batch (prints N or more messages). With --partition the same holds for the
+partition's stored group offset."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,14 +56,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
+
+
+def _offset(text: str) -> int | str:
+    """``--offset``: an index offset ≥ 0, ``earliest`` or ``latest``."""
+    return text if text in ("earliest", "latest") else _int_at_least(text, 0)
 
 
 def _positive_float(text: str) -> float:
@@ -63,14 +86,20 @@ def _positive_float(text: str) -> float:
 
 
 def _add_master(parser: argparse.ArgumentParser) -> None:
+    """``--master``, the TLS and authentication options and ``-q`` (every command has them)."""
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress or summary on stderr, only errors"
+    )
     default = os.environ.get(MASTER_ENV)
     parser.add_argument(
         "--master",
         metavar="ADDR",
         default=default,
         required=default is None,
-        help=f"master address(es), host:port[,host:port] (default ${MASTER_ENV})",
+        help=f"master address(es), host:port[,host:port], or a URL tubemq://[user:pass@]host:port "
+        f"(tubemqs:// for TLS) (default ${MASTER_ENV})",
     )
+    add_connection_options(parser)
 
 
 def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -106,16 +135,38 @@ def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser(
         "consume",
-        help="print a group's messages as JSON lines or raw bodies",
-        description="Consume as a member of GROUP and print each message; a batch is acked "
-        "once its lines are written. Ends on --count, --timeout, Ctrl-C or SIGTERM, closing "
-        "the consumer cleanly. JSON lines: {topic, partition_key, message_id, msg_type, "
-        "msg_time, attributes, body}; a body that is not UTF-8 is base64 with "
-        '"body_encoding": "base64".',
+        help="print a group's (or a partition's) messages as JSON lines or raw bodies",
+        description="Consume as a member of GROUP (the master assigns the partitions), or read "
+        "the partitions named by --partition from --offset (client-balanced: this process "
+        "alone reads them), and print each message; a batch is acked once its lines are "
+        "written. Ends on --count, --exit-at-end, --timeout, Ctrl-C or SIGTERM, closing the "
+        "consumer cleanly. JSON lines: {topic, partition_key, message_id (a string), msg_type, "
+        "msg_time, attributes, body, body_encoding (utf-8 or base64)}: `produce --json` sends "
+        "such a line again as the same message.",
+        epilog=COUNT_NOTE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_master(p)
     p.add_argument("--topic", required=True, help="topic to read")
-    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument(
+        "--group",
+        help="consumer group (needed without --partition; with it, default a throw-away group)",
+    )
+    p.add_argument(
+        "--partition",
+        action="append",
+        metavar="KEY|all",
+        help="read this partition (brokerId:topic:partitionId, see `partitions`) with the "
+        "client-balanced consumer; `all`: every partition of the topic; repeatable",
+    )
+    p.add_argument(
+        "--offset",
+        type=_offset,
+        metavar="N|earliest|latest",
+        help="with --partition: start at index offset N (28 bytes per message; a batch start "
+        "the broker reported, e.g. from `lag`), the oldest or the newest message (default: "
+        "where the group left off, else --from)",
+    )
     p.add_argument(
         "--from",
         dest="consume_from",
@@ -127,8 +178,19 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--count",
         type=_positive_int,
         metavar="N",
-        help="stop after N messages (when N ends inside a broker batch, that batch is not "
-        "committed: all of it comes again to the group)",
+        help="stop after N messages (see the note on --count below)",
+    )
+    p.add_argument(
+        "--finish-batch",
+        action="store_true",
+        help="with --count: print on to the end of the broker batch holding the N-th message "
+        "and commit it, so the next run starts right after the last line printed",
+    )
+    p.add_argument(
+        "-e",
+        "--exit-at-end",
+        action="store_true",
+        help="stop once every partition read is at its end (exit 0)",
     )
     p.add_argument(
         "--timeout",
@@ -163,6 +225,33 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument("--group", required=True, help="consumer group")
 
 
+def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
+    where = (
+        "Asks the master's HTTP web API (its client port offers no listing): --web HOST:PORT, "
+        f"else ${WEB_ENV}, else the --master host at port {DEFAULT_WEB_PORT}."
+    )
+    for name, text in (
+        ("topics", "list the topics the master has configured"),
+        ("groups", "list the consumer groups with members online, their topics and members"),
+    ):
+        p = sub.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. {where}")
+        p.add_argument(
+            "--master",
+            metavar="ADDR",
+            default=os.environ.get(MASTER_ENV),
+            help=f"master address; its host is the web API's default host (default ${MASTER_ENV})",
+        )
+        p.add_argument(
+            "--web",
+            metavar="HOST:PORT",
+            default=os.environ.get(WEB_ENV),
+            help=f"the master's web API address (default ${WEB_ENV})",
+        )
+        p.add_argument("--format", choices=("table", "json"), default="table", help="default table")
+        if name == "groups":
+            p.add_argument("--topic", help="only groups that subscribe to this topic")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The complete ``tubemq-aio`` parser (``cluster`` is handed on to the testing CLI).
 
@@ -183,9 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_produce(sub)
     _add_consume(sub)
     _add_inspect(sub)
+    _add_listing(sub)
     sub.add_parser(
         "cluster",
-        help="up|down|status of a local TubeMQ test cluster (needs Java 17 and Maven)",
+        help="up|down|status of a local TubeMQ test cluster (Java 17 and Maven; "
+        "`up --fake`: an in-memory fake, only Python)",
         add_help=False,
     )
     return parser

@@ -17,6 +17,7 @@ from tubemq_aio.cli._common import (
     parse_attrs,
     stop_on_signals,
 )
+from tubemq_aio.cli._connect import open_client
 from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_text_line
 from tubemq_aio.cli._progress import make_progress
 from tubemq_aio.errors import ConfigError, TubeMQError
@@ -183,8 +184,8 @@ async def run_produce(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue(args.concurrency)
     began = time.monotonic()
-    async with Producer(args.master, topics=[args.topic]) as producer:
-        progress = make_progress()
+    async with open_client(Producer, args, topics=[args.topic]) as producer:
+        progress = make_progress(quiet=args.quiet)
         reader = LineReader(fd)
         workers = [
             asyncio.create_task(_send_all(producer, args, queue, tally, parse, defaults))
@@ -207,11 +208,12 @@ async def run_produce(args: argparse.Namespace) -> int:
     took = time.monotonic() - began
     rate = tally.sent / took if took > 0 else 0.0
     extra = f", {tally.skipped} empty lines skipped" if tally.skipped else ""
-    print(
-        f"sent {tally.sent} messages to {args.topic}, {tally.failed} failed{extra}"
-        f" in {took:.2f} s ({rate:,.0f} msg/s)",
-        file=sys.stderr,
-    )
+    if not args.quiet:
+        print(
+            f"sent {tally.sent} messages to {args.topic}, {tally.failed} failed{extra}"
+            f" in {took:.2f} s ({rate:,.0f} msg/s)",
+            file=sys.stderr,
+        )
     if not finished:
         error_line("interrupted before the end of the input")
     return EXIT_OK if finished and not tally.failed else EXIT_FAILURE

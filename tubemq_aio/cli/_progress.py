@@ -96,17 +96,18 @@ class _RichBar:
         self._bar.stop()
 
 
-def make_progress(stream: TextIO | None = None) -> Progress:
+def make_progress(stream: TextIO | None = None, *, quiet: bool = False) -> Progress:
     """Pick the display: rich on a terminal when installed, else a plain line; none off a tty.
 
     Args:
         stream: where to draw (default ``sys.stderr``).
+        quiet: no display at all (``-q``).
 
     Returns:
         The display.
     """
     stream = stream if stream is not None else sys.stderr
-    if not stream.isatty():
+    if quiet or not stream.isatty():
         return _Silent()
     try:
         return _RichBar(stream)

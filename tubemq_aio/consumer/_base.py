@@ -303,7 +303,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
         o = self._leases.offsets()[key]
-        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag)
+        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag, o.at_end)
 
     def _gauges(self) -> list[Gauge]:
         """This consumer's observable gauges (read from the exporter's thread: plain reads)."""

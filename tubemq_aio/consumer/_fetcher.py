@@ -284,6 +284,7 @@ class FetchEngine:
         if rsp.err_code == 404:
             self.stats.not_found += 1
             self.stats.not_found_wait_ms += wait_ms
+            self.leases.mark_at_end(key, now)
         elif rsp.err_code == 452:
             self.stats.speed_limited += 1
             self.stats.speed_limit_wait_ms += wait_ms

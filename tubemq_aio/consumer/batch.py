@@ -34,12 +34,17 @@ class PartitionPosition:
         current_offset: the group's offset (index bytes) as last seen, -2 when unknown.
         max_offset: the partition's max index offset, -2 when unknown.
         lag: messages between the two (index offsets differ by 28 bytes per message).
+        at_end: the partition's last fetch found no new message (the broker's "no new data")
+            and nothing was fetched since: it is read to its end as of that fetch. More exact
+            than ``lag == 0`` where partitions share a broker store: the store's last index
+            entries may belong to another partition, leaving a lag that never reaches 0.
     """
 
     partition_key: str
     current_offset: int
     max_offset: int
     lag: int
+    at_end: bool = False
 
 
 @dataclass(slots=True)

@@ -123,11 +123,13 @@ def parse_confirm_context(text: str) -> tuple[PartitionKey, int]:
 
 @dataclass(frozen=True, slots=True)
 class OffsetInfo:
-    """Latest known index offsets of a held partition (-2 when unknown) and ``now`` of update."""
+    """Latest known index offsets of a held partition (-2 when unknown) and ``now`` of update;
+    ``at_end``: its last fetch found no new message (404) and nothing was fetched since."""
 
     curr_offset: int
     max_offset: int
     updated_at: float
+    at_end: bool = False
 
     @property
     def lag(self) -> int:
@@ -364,6 +366,13 @@ class PartitionLeases:
                 max_offset if max_offset >= 0 else old.max_offset,
                 now,
             )
+
+    def mark_at_end(self, key: PartitionKey, now: float) -> None:
+        """Record that a fetch of ``key`` found no new message (cleared by the next offsets)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            old = entry.offsets
+            entry.offsets = OffsetInfo(old.curr_offset, old.max_offset, now, at_end=True)
 
     def offsets(self) -> dict[PartitionKey, OffsetInfo]:
         """Latest offsets and lag of every held partition."""

@@ -2,12 +2,15 @@
 
 ``up`` starts a detached cluster, saves its description to a state file and exits, leaving the
 JVMs running; ``down`` reads the state file and stops them; ``status`` reports them.
+``up --fake`` instead serves the in-memory fake in the foreground (:mod:`tubemq_aio.testing.fake`);
+``down`` and ``status`` work on it through the same state file.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +23,7 @@ from typing import Any
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._maven import DEFAULT_VERSION, cache_root
 from tubemq_aio.testing._process import kill_pid, pid_alive
+from tubemq_aio.testing.fake import FAKE_KIND, add_fake_arguments, parse_topic, run_fake
 
 __all__ = ["main", "state_file"]
 
@@ -42,26 +46,26 @@ def _load() -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _ours(pid: int, work_dir: str) -> bool:
-    """True if ``pid`` is alive and its command line mentions our work dir (not a reused pid)."""
+def _ours(pid: int, marker: str) -> bool:
+    """True if ``pid`` is alive and its command line mentions ``marker`` (not a reused pid)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return pid_alive(pid) and work_dir.encode() in cmdline
+    return pid_alive(pid) and marker.encode() in cmdline
+
+
+def _is_fake(state: dict[str, Any]) -> bool:
+    return state.get("kind") == FAKE_KIND
 
 
 def _live_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
-    work_dir = str(state.get("work_dir", ""))
+    # A JVM's command line names our work dir; the fake's names its own option or module.
+    marker = "fake" if _is_fake(state) else str(state.get("work_dir", ""))
     nodes = state.get("nodes", [])
     return [
-        (n["name"], int(n["pid"])) for n in nodes if n.get("pid") and _ours(int(n["pid"]), work_dir)
+        (n["name"], int(n["pid"])) for n in nodes if n.get("pid") and _ours(int(n["pid"]), marker)
     ]
-
-
-def _parse_topic(spec: str) -> tuple[str, int]:
-    name, _, parts = spec.partition(":")
-    return name, int(parts) if parts else 3
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -69,9 +73,14 @@ async def _up(args: argparse.Namespace) -> int:
 
     state = _load()
     if state and _live_pids(state):
-        print(f"a cluster is already running: master {state['master_addr']} (use `down` first)")
+        kind = "fake " if _is_fake(state) else ""
+        print(
+            f"a {kind}cluster is already running: master {state['master_addr']} (use `down` first)"
+        )
         return 0
-    topics = [_parse_topic(t) for t in (args.topic or ["demo:3"])]
+    topics = args.topic or [parse_topic("demo:3")]
+    if args.fake:
+        return await run_fake(topics, args.port, args.brokers)
     first_parts = topics[0][1]
     cluster = LocalCluster(
         args.brokers,
@@ -102,6 +111,14 @@ async def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _signal(state: dict[str, Any], pid: int, sig: int) -> None:
+    if _is_fake(state):  # a foreground process, maybe leading a shell's job: only itself
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    else:
+        kill_pid(pid, sig)
+
+
 def _down() -> int:
     state = _load()
     if state is None:
@@ -109,13 +126,13 @@ def _down() -> int:
         return 0
     live = _live_pids(state)
     for _, pid in live:
-        kill_pid(pid, signal.SIGTERM)
+        _signal(state, pid, signal.SIGTERM)
     deadline = time.monotonic() + 15
     while any(pid_alive(pid) for _, pid in live) and time.monotonic() < deadline:
         time.sleep(0.2)
     for _, pid in live:
         if pid_alive(pid):
-            kill_pid(pid, signal.SIGKILL)
+            _signal(state, pid, signal.SIGKILL)
     work_dir = Path(str(state.get("work_dir", "")))
     if work_dir.name.startswith("tubemq-aio-cluster-"):  # only ever our own temp dir
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -149,12 +166,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m tubemq_aio.testin
     """
     parser = argparse.ArgumentParser(prog=prog)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    up = sub.add_parser("up", help="start a cluster in the background")
+    up = sub.add_parser(
+        "up",
+        help="start a cluster in the background (--fake: an in-memory fake in the foreground)",
+    )
     up.add_argument("--brokers", type=int, default=1, choices=(1, 2))
     up.add_argument("--version", default=DEFAULT_VERSION)
     up.add_argument(
-        "--topic", action="append", help="NAME[:PARTITIONS] to create (default demo:3); repeatable"
+        "--topic",
+        action="append",
+        type=parse_topic,
+        help="NAME[:PARTITIONS] to create (default demo:3); repeatable",
     )
+    up.add_argument(
+        "--fake",
+        action="store_true",
+        help="no Java: serve the in-memory FakeCluster in this process until Ctrl-C or `down` "
+        "(not durable; for trying the SDK and for tests)",
+    )
+    add_fake_arguments(up)
     sub.add_parser("down", help="stop the cluster started by `up`")
     sub.add_parser("status", help="show the cluster started by `up`")
     args = parser.parse_args(argv)

@@ -89,14 +89,18 @@ class FakeCluster(AsyncService):
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start listening (master and brokers)."""
+    async def start(self, master_port: int = 0) -> None:
+        """Start listening (master and brokers; brokers always on free ports).
+
+        Args:
+            master_port: the master's port (0: a free one).
+        """
         if self._started:
             return
         try:
             for broker in self.brokers:
                 await broker.node.start()
-            await self.master.node.start()
+            await self.master.node.start(master_port)
         except BaseException:
             await self.stop()
             raise

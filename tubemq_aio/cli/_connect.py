@@ -1,0 +1,120 @@
+"""How every command reaches the master: address or ``tubemq[s]://`` URL, TLS files, credentials.
+
+The password comes from ``--password`` or from ``$TUBEMQ_AIO_PASSWORD`` (better: it stays out of
+the shell history and the process list). It is never printed: errors name the option, never the
+value, and URLs are shown with their user info replaced by ``***``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+from typing import Any, Protocol, TypeVar
+
+from tubemq_aio.auth import Credentials
+from tubemq_aio.errors import ConfigError
+
+__all__ = ["PASSWORD_ENV", "add_connection_options", "connection_options", "open_client"]
+
+PASSWORD_ENV = "TUBEMQ_AIO_PASSWORD"
+URL_SCHEMES = ("tubemq://", "tubemqs://")
+
+C = TypeVar("C", covariant=True)
+
+
+class _ClientClass(Protocol[C]):
+    """A client class with the two constructors every CLI client has."""
+
+    def __call__(self, masters: str, **options: Any) -> C: ...
+
+    def from_url(self, url: str, **options: Any) -> C: ...
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``--tls-ca/--tls-cert/--tls-key`` and ``--user/--password`` of one command."""
+    tls = parser.add_argument_group("TLS and authentication")
+    tls.add_argument(
+        "--tls-ca", metavar="FILE", help="CA certificate(s) (PEM) to trust; turns TLS on"
+    )
+    tls.add_argument("--tls-cert", metavar="FILE", help="client certificate (PEM); turns TLS on")
+    tls.add_argument("--tls-key", metavar="FILE", help="private key of --tls-cert (PEM)")
+    tls.add_argument("--user", metavar="NAME", help="user name, when the cluster authenticates")
+    tls.add_argument(
+        "--password",
+        metavar="SECRET",
+        help=f"password of --user (better: set ${PASSWORD_ENV}); never printed",
+    )
+
+
+def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if args.tls_key and not args.tls_cert:
+        raise ConfigError("--tls-key needs --tls-cert")
+    if not (args.tls_ca or args.tls_cert):
+        return None
+    try:
+        ctx = ssl.create_default_context(cafile=args.tls_ca)
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(f"--tls-ca {args.tls_ca}: cannot load ({_reason(err)})") from None
+    if args.tls_cert:
+        try:
+            ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as err:
+            raise ConfigError(
+                f"--tls-cert/--tls-key {args.tls_cert}: cannot load ({_reason(err)})"
+            ) from None
+    return ctx
+
+
+def _reason(err: OSError) -> str:
+    # ssl.SSLError (an OSError) has a reason such as PEM_LIB; a missing file a strerror.
+    return str(getattr(err, "reason", None) or err.strerror or type(err).__name__)
+
+
+def _credentials(args: argparse.Namespace) -> Credentials | None:
+    password = args.password if args.password is not None else os.environ.get(PASSWORD_ENV)
+    if args.user is None:
+        if args.password is not None:
+            raise ConfigError("--password needs --user")
+        return None
+    if not password:
+        raise ConfigError(f"--user needs a password: --password or ${PASSWORD_ENV}")
+    return Credentials(args.user, password)
+
+
+def connection_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``ssl_context`` and ``credentials`` keywords from the command line (only those given).
+
+    A ``tubemqs://`` address already selects TLS with the system's CAs; ``--tls-ca`` or
+    ``--tls-cert`` replace that context. ``--user`` replaces credentials of a URL.
+
+    Raises:
+        ConfigError: an option misses its partner, or a TLS file cannot be loaded.
+    """
+    options: dict[str, Any] = {}
+    ctx = _tls_context(args)
+    if ctx is not None:
+        options["ssl_context"] = ctx
+    credentials = _credentials(args)
+    if credentials is not None:
+        options["credentials"] = credentials
+    return options
+
+
+def open_client(cls: _ClientClass[C], args: argparse.Namespace, **options: Any) -> C:
+    """``cls`` for ``args.master`` (an address list or a ``tubemq[s]://`` URL) with the
+    connection options of the command line and ``options``.
+
+    Raises:
+        ConfigError: a bad address, URL or option.
+    """
+    options = {**connection_options(args), **options}
+    master: str = args.master
+    if master.startswith(URL_SCHEMES):
+        return cls.from_url(master, **options)
+    if "://" in master:
+        scheme = master.partition("://")[0]
+        raise ConfigError(
+            f"--master: unknown scheme {scheme}:// (use host:port, tubemq:// or tubemqs://)"
+        )
+    return cls(master, **options)

@@ -1,0 +1,146 @@
+"""``tubemq-aio topics`` and ``tubemq-aio groups``: listings from the master's HTTP web API.
+
+The master's client protocol (the port clients use) has no call that lists topics or groups;
+its web API (``/webapi.htm`` on the master's web port, 8080 by default) does:
+``admin_query_topic_info`` (every configured topic) and ``admin_query_sub_info`` (the groups
+with consumers online, each with its topics and member count). Read-only queries need no token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
+from tubemq_aio.cli._inspect import format_table
+from tubemq_aio.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_WEB_PORT",
+    "WEB_ENV",
+    "group_rows",
+    "run_groups",
+    "run_topics",
+    "topic_rows",
+    "web_endpoint",
+]
+
+#: The master's web port when ``--web`` names none (TubeMQ's default ``webPort``).
+DEFAULT_WEB_PORT = 8080
+WEB_ENV = "TUBEMQ_AIO_MASTER_WEB"
+#: Seconds one web API request may take.
+WEB_TIMEOUT = 10.0
+
+
+def web_endpoint(web: str | None, master: str | None) -> tuple[str, int]:
+    """``(host, port)`` of the web API: ``--web host:port`` (or ``http://host:port[/...]``),
+    else the first master's host with port :data:`DEFAULT_WEB_PORT`.
+
+    Raises:
+        ConfigError: neither is given, or the address has no valid port.
+    """
+    if web:
+        text = web if "://" in web else f"http://{web}"
+    elif master:
+        first = master.split("://", 1)[-1].rpartition("@")[2].split(",")[0].split("?")[0]
+        text = f"http://{first.rsplit(':', 1)[0] if ':' in first else first}:{DEFAULT_WEB_PORT}"
+    else:
+        raise ConfigError(f"give the master's web API address: --web HOST:PORT or ${WEB_ENV}")
+    parts = urlsplit(text)
+    try:
+        port = parts.port or DEFAULT_WEB_PORT
+    except ValueError:
+        raise ConfigError(f"--web {web!r}: not HOST:PORT") from None
+    if parts.scheme != "http" or not parts.hostname:
+        raise ConfigError(f"--web {web!r}: expected HOST:PORT or http://HOST:PORT")
+    return parts.hostname, port
+
+
+def topic_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per topic: name, configured and running partitions, publish/subscribe."""
+    return sorted(
+        (
+            {
+                "topic": str(item.get("topicName", "")),
+                "partitions": int(item.get("totalCfgNumPart") or 0),
+                "running_partitions": int(item.get("totalRunNumPartCount") or 0),
+                "publish": bool(item.get("isSrvAcceptPublish")),
+                "subscribe": bool(item.get("isSrvAcceptSubscribe")),
+            }
+            for item in items
+        ),
+        key=lambda r: r["topic"],
+    )
+
+
+def group_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per online group: name, subscribed topics, consumers online."""
+    return sorted(
+        (
+            {
+                "group": str(item.get("consumeGroup", "")),
+                "topics": sorted(str(t) for t in item.get("topicSet") or ()),
+                "consumers": int(item.get("consumerNum") or 0),
+            }
+            for item in items
+        ),
+        key=lambda r: r["group"],
+    )
+
+
+async def _query(args: argparse.Namespace, method: str, **params: object) -> dict[str, Any]:
+    from tubemq_aio.testing._webapi import MasterWebApi
+
+    host, port = web_endpoint(args.web, args.master)
+    api = MasterWebApi(host, port, token="")
+    return await api.raw(method, dict(params), timeout=WEB_TIMEOUT)
+
+
+def _items(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    data = reply.get("data") or []
+    return [item for item in (data if isinstance(data, list) else [data]) if isinstance(item, dict)]
+
+
+def _emit(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
+    if fmt == "json":
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    cells = [[",".join(v) if isinstance(v, list) else v for v in (r[c] for c in columns)]
+             for r in rows]  # fmt: skip
+    print(format_table(columns, cells), end="")
+
+
+async def _run(
+    args: argparse.Namespace,
+    method: str,
+    rows_of: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    columns: list[str],
+    params: dict[str, object],
+) -> int:
+    where = "{}:{}".format(*web_endpoint(args.web, args.master))
+    try:
+        reply = await _query(args, method, **params)
+    except (OSError, ValueError) as err:
+        error_line(f"master web API at {where}: {err} (set --web to the master's web port)")
+        return EXIT_FAILURE
+    if not reply.get("result"):
+        error_line(f"master web API at {where} refused {method}: {reply.get('errMsg')!r}")
+        return EXIT_FAILURE
+    _emit(rows_of(_items(reply)), args.format, columns)
+    return EXIT_OK
+
+
+async def run_topics(args: argparse.Namespace) -> int:
+    """List every topic the master has configured."""
+    columns = ["topic", "partitions", "running_partitions", "publish", "subscribe"]
+    return await _run(args, "admin_query_topic_info", topic_rows, columns, {})
+
+
+async def run_groups(args: argparse.Namespace) -> int:
+    """List the consumer groups with members online (optionally only those of ``--topic``)."""
+    params: dict[str, object] = {"topicName": args.topic} if args.topic else {}
+    columns = ["group", "topics", "consumers"]
+    return await _run(args, "admin_query_sub_info", group_rows, columns, params)
