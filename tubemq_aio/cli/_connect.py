@@ -26,9 +26,11 @@ C = TypeVar("C", covariant=True)
 class _ClientClass(Protocol[C]):
     """A client class with the two constructors every CLI client has."""
 
-    def __call__(self, masters: str, **options: Any) -> C: ...
+    # ``*args: Any, **kwargs: Any`` is the gradual form: the clients' typed ``**options``
+    # (``Unpack[...]``) match it, and the options here come from the command line anyway.
+    def __call__(self, *args: Any, **kwargs: Any) -> C: ...
 
-    def from_url(self, url: str, **options: Any) -> C: ...
+    def from_url(self, *args: Any, **kwargs: Any) -> C: ...
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
