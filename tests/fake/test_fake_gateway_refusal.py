@@ -15,7 +15,9 @@ async def test_a_refused_partition_rests_and_the_fetch_reads_another() -> None:
             for i in range(20):
                 await producer.send("t", f"m{i}".encode())
         spec = GroupSpec(name="gref", topics=("t",), lease_ms=30_000)
-        settings = ConsumeSettings(masters=cluster.master_addr, redis_url=redis.url, groups=(spec,))
+        settings = ConsumeSettings(
+            masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True
+        )
         service = ConsumeService(settings)
         await service.start()
         try:

@@ -41,6 +41,7 @@ from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseConflictError,
     LeaseStaleError,
+    StateLostError,
     StoreUnavailableError,
     TubeUnavailableError,
     UnknownGroupError,
@@ -478,10 +479,18 @@ class ConsumeService:
         await self._running().set_rate(group, float(rate), max(1, burst or math.ceil(rate)))
 
     async def lag(self, group: str, *, client_id: str | None = None) -> LagReport:
-        """Backlog per partition in index bytes (shared stores make it an upper bound)."""
+        """Backlog per partition in index bytes (shared stores make it an upper bound).
+
+        Raises:
+            StateLostError: the group's state is missing in Redis (never a zero backlog).
+        """
         spec = self._spec(group)
         scope = self._scope(spec, client_id)
-        state = await self._running().dump(group, scope)
+        store = self._running()
+        state = await store.dump(group, scope)
+        if not state.booted:  # a lost store must not read as "no backlog": alerts go quiet
+            store.lost += 1
+            raise StateLostError(f"the gateway state of group {group!r} is missing in Redis")
         sc = state.scopes[scope]
         entries: list[LagEntry] = []
         for p in sorted(sc.members):

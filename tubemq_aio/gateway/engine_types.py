@@ -103,7 +103,8 @@ class ConsumeSettings:
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
-        allow_init: the first start on an empty Redis writes the boot marker.
+        allow_init: a start on a Redis without the boot marker writes it (tests and
+            ``tubemq-gateway init`` only: after a loss it would hide the loss).
         sync_interval: seconds between partition metadata refreshes per scope.
     """
 
@@ -115,7 +116,7 @@ class ConsumeSettings:
     max_long_poll_waiters: int = 1000
     not_found_wait_ms: int = 400
     credentials: Credentials | None = None
-    allow_init: bool = True
+    allow_init: bool = False
     sync_interval: float = 10.0
 
     def __post_init__(self) -> None:

@@ -203,14 +203,19 @@ class LeaseStore:
 
     # ---- plain commands ----------------------------------------------------------------------
 
-    async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
-        """Check the boot markers at start; on an empty store write them if ``allow_init``.
+    async def booted(self) -> bool:
+        """Whether the store holds the boot marker (written by ``tubemq-gateway init``)."""
+        return bool(await self._io(lambda: self.client.exists(BOOT_KEY)))
 
-        A group added to an initialised store gets its marker; a group without one on a store
-        without ``tgw:boot`` stays unmarked (its scripts answer ``lost``) unless ``allow_init``.
+    async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
+        """Check the boot markers at start; write the missing ones only where it is safe.
+
+        On a store with ``tgw:boot`` a newly configured group gets its marker. On a store
+        without it nothing is written unless ``allow_init`` (``tubemq-gateway init``, or a test
+        that starts on an empty Redis): such a store either never held gateway state or lost it,
+        and a replica cannot tell which, so its groups answer ``lost`` until an admin acts.
         """
-        present = await self._io(lambda: self.client.exists(BOOT_KEY))
-        if not present and not allow_init:
+        if not await self.booted() and not allow_init:
             return
 
         async def mark() -> None:
