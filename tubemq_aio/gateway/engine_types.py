@@ -263,6 +263,7 @@ class GatewayStats:
     cursor_resyncs: int = 0
     offset_rewinds: int = 0
     partition_refusals: int = 0
+    cursor_lock_lapses: int = 0
     redis_roundtrips: int = 0
     fetch_redis_roundtrips: int = 0
     ok_broker_rpcs: int = 0

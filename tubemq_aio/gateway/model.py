@@ -217,7 +217,7 @@ class GroupState:
 
     def record(
         self, now: int, s: str, p: str, lid: str, base: int, nxt: int, top: int, n: int,
-        wait_ms: int, cursor: int,
+        wait_ms: int, cursor: int, fence_held: bool = True,
     ) -> tuple[object, ...]:  # fmt: skip
         """Book the batch ``[base, nxt)`` of ``n`` messages read under the lease.
 
@@ -226,7 +226,8 @@ class GroupState:
         and releases the lease; the partition rests ``wait_ms``.
 
         Returns:
-            ``("lost",)``, ``("stale",)``, ``("moved",)`` (cmt is not ``base``: reset
+            ``("lost",)``, ``("stale",)``, ``("fenced",)`` (broadcast: the cursor mutex the read
+            ran under lapsed, ``fence_held`` False), ``("moved",)`` (cmt is not ``base``: reset
             meanwhile), ``("released", cmt)`` or ``("ok",)``.
         """
         if not self.booted:
@@ -240,6 +241,9 @@ class GroupState:
             return ("stale",)
         if ps.ls is not None:
             return ("ok",) if (ps.ls, ps.ln) == (base, nxt) else ("moved",)
+        if not fence_held:
+            self.cursor.pop(p, None)
+            return ("fenced",)
         if ps.cmt != base or nxt < base:
             self.cursor.pop(p, None)
             return ("moved",)

@@ -43,6 +43,10 @@ _T = TypeVar("_T")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 )
+_RENEW = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+)
 # Remember a broadcast scope and when it was last seen, on Redis's clock.
 _SEEN = (
     "local t = redis.call('TIME') redis.call('SADD', KEYS[1], ARGV[1]) "
@@ -104,6 +108,7 @@ class LeaseStore:
         self.lost = 0  # script answers "lost" (StateLostError)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
         self._unlock = client.register_script(_UNLOCK)
+        self._renew = client.register_script(_RENEW)
         self._seen = client.register_script(_SEEN)
 
     async def roundtrip(self, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -133,8 +138,10 @@ class LeaseStore:
                 raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def _run(self, name: str, group: str, scope: str, *args: Any) -> Reply:
-        keys = scope_keys(group, scope)
+    async def _run(
+        self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
+    ) -> Reply:
+        keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
         raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
         out = [_text(v) for v in raw]
@@ -166,12 +173,14 @@ class LeaseStore:
 
     async def record(
         self, group: str, scope: str, p: str, lease_id: str, base: int, nxt: int, top: int,
-        n: int, wait_ms: int, cursor: int,
+        n: int, wait_ms: int, cursor: int, fence: tuple[str, str] | None = None,
     ) -> Reply:  # fmt: skip
-        """Book the batch read under a lease."""
-        return await self._run(
-            "record", group, scope, p, lease_id, base, nxt, top, n, wait_ms, cursor
-        )
+        """Book the batch read under a lease; with ``fence`` (the broadcast cursor mutex's key
+        and token) only while that token still holds the mutex (else ``fenced``)."""
+        args: list[Any] = [p, lease_id, base, nxt, top, n, wait_ms, cursor]
+        if fence is None:
+            return await self._run("record", group, scope, *args)
+        return await self._run("record", group, scope, *args, fence[1], extra_keys=[fence[0]])
 
     async def rewind(
         self, group: str, scope: str, p: str, lease_id: str, old: int, new: int, top: int
@@ -269,6 +278,10 @@ class LeaseStore:
     async def try_lock(self, key: str, token: str, px: int) -> bool:
         """``SET key token NX PX px``: True if this caller now holds the short mutex."""
         return bool(await self._io(lambda: self.client.set(key, token, nx=True, px=px)))
+
+    async def renew_lock(self, key: str, token: str, px: int) -> bool:
+        """Give the mutex ``key`` another ``px`` ms if ``token`` still holds it."""
+        return bool(await self._io(lambda: self._renew(keys=[key], args=[token, px])))
 
     async def unlock(self, key: str, token: str) -> None:
         """Delete the mutex ``key`` if ``token`` still holds it (compare and delete)."""

@@ -1,0 +1,45 @@
+"""Broadcast: the group's shared broker cursor mutex must outlive a slow read (issue 24 §2).
+
+With the mutex living 0.3 s and every broker RPC taking 0.2 s, a read (register, GetMessage,
+commit) outlasts it: unless the mutex is renewed while the read runs, and the booking fenced by
+its token, the other client takes the lapsed mutex, moves the cursor, and the first client
+books the other's end offset: its batch silently skips messages.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gateway_broadcast import two_clients
+
+from tubemq_aio import Producer
+from tubemq_aio.gateway import reader
+from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.testing import FakeCluster, FaultProxy, RedisServer
+
+
+async def test_every_client_gets_every_message_through_a_slow_broker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reader, "_CURSOR_LOCK_MS", 300)
+    async with (
+        FakeCluster(topics={"t": 1}, max_batch=10) as cluster,
+        RedisServer() as redis,
+        FaultProxy(cluster.broker_addr(1)) as proxy,
+    ):
+        cluster.advertise_broker(1, proxy.addr)
+        values = [f"m{i:03d}" for i in range(60)]
+        async with Producer(cluster.master_addr, topics=["t"]) as producer:
+            for value in values:
+                await producer.send("t", value.encode())
+        spec = GroupSpec(name="gbc", topics=("t",), mode="broadcast", lease_ms=60_000)
+        settings = ConsumeSettings(
+            masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True
+        )
+        service = ConsumeService(settings)
+        await service.start()
+        try:
+            proxy.set("both", latency=0.1)  # every broker RPC now takes about 0.2 s
+            await two_clients(service, "gbc", values)
+            assert service.stats().cursor_lock_lapses == 0  # renewed: no read was cut short
+        finally:
+            await service.close()
