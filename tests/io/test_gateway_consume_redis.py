@@ -354,6 +354,23 @@ async def test_flushed_redis_is_state_lost(server: RedisServer, service: Consume
         await restarted.close()
 
 
+async def test_settle_answers_say_how_the_lease_really_ended(service: ConsumeService) -> None:
+    nacked = await lease_by_hand(service, "N" * 32)
+    assert await service.settle(nacked, "nack") == "nacked"
+    with pytest.raises(LeaseStaleError, match="already nacked"):  # nothing was committed
+        await service.settle(nacked, "ack")
+    assert await service.settle(nacked, "nack") == "nacked"  # a retry: the same answer
+    acked = await lease_by_hand(service, "A" * 32)
+    assert await service.settle(acked, "ack") == "acked"
+    assert await service.settle(acked, "nack") == "already_acked"  # no redelivery follows
+    assert await service.settle(acked, "release") == "already_acked"
+    after = await lease_by_hand(service, "B" * 32, base=56, nxt=84)  # the partition's next one
+    assert await service.settle(after, "ack") == "acked"
+    assert await service.settle(acked, "ack") == "already_acked"  # still known as acked
+    state = await service.lease_store().dump("gg", "c")
+    assert state.scopes["c"].parts[P].cmt == 84
+
+
 async def test_a_replica_started_after_a_loss_does_not_hide_it(
     server: RedisServer, service: ConsumeService
 ) -> None:

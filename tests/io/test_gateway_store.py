@@ -47,6 +47,7 @@ def _norm(state: GroupState, scope: str) -> dict[str, Any]:
         "ready": sc.ready,
         "leased": sc.leased,
         "acq": sc.acq,
+        "done": sc.done,
         "parts": parts,
     }
 
@@ -237,7 +238,7 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     a, b = await twice(lambda: store.record(g, s, p, "A", 28, 84, 280, 2, 400, 84))
     assert (a.status, b.status) == ("ok", "ok")
     a, b = await twice(lambda: store.settle(g, s, p, "A", "ack"))
-    assert (a.status, b.status, b.values) == ("acked", "already", (84,))
+    assert (a.status, b.status, b.values) == ("acked", "already", (84, "acked"))
     await store.acquire(g, s, "B", 60_000, "h")
     a, b = await twice(lambda: store.record(g, s, p, "B", 84, 112, 280, 0, 0, 112))
     assert (a.status, b.status, b.values) == ("released", "released", (112,))

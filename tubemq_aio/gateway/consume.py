@@ -358,13 +358,16 @@ class ConsumeService:
         if got.status == "conflict":
             self._stats.conflicts += 1
             raise LeaseConflictError("the committed offset moved under the lease (reset)")
-        if got.status == "already":
+        if got.status == "already":  # the answer says how the lease really ended
+            ended = str(got.values[1])
+            if action == "ack" and ended != "acked":
+                self._stats.stale += 1
+                raise LeaseStaleError(
+                    f"the lease was already {ended}: nothing was committed and its batch is "
+                    "delivered again"
+                )
             self._stats.already_settled += 1
-            return (
-                "already_acked"
-                if action == "ack"
-                else ("nacked" if action == "nack" else "released")
-            )
+            return "already_acked" if ended == "acked" else ended  # type: ignore[return-value]
         counter = {"acked": "acks", "nacked": "nacks", "released": "releases"}[got.status]
         setattr(self._stats, counter, getattr(self._stats, counter) + 1)
         return got.status  # type: ignore[return-value]

@@ -84,6 +84,6 @@ class HousekeeperStore:
     async def collect(self, group: str, scope: str, idle_ms: int) -> str:
         """Delete an idle broadcast scope's state (``deleted``), or say why not: ``active``,
         ``leased``, ``adopted`` (first stamp), ``absent``, ``refused`` (not broadcast)."""
-        keys = [*clients_keys(group), *scope_keys(group, scope)[3:8]]
+        keys = [*clients_keys(group), *scope_keys(group, scope)[3:9]]
         raw = await self._call("hk_gc", keys, [scope, idle_ms])
         return str(_text(raw[0]))

@@ -62,6 +62,10 @@ class PartState:
     start: str | None = None
 
 
+#: Settled lease ids a scope remembers at most (``DONE_MAX`` in ``lua/common.lua``).
+DONE_MAX = 10_000
+
+
 @dataclass(slots=True)
 class ScopeState:
     """The partitions and schedules of one scope."""
@@ -71,6 +75,22 @@ class ScopeState:
     ready: dict[str, int] = field(default_factory=dict)
     leased: dict[str, int] = field(default_factory=dict)
     acq: dict[str, str] = field(default_factory=dict)  # live lease id -> partition
+    done: dict[str, int] = field(default_factory=dict)  # "<lease id>|<outcome>" -> kept until
+
+    def settled_as(self, lid: str, now: int) -> str | None:
+        """How lease ``lid`` was settled (``acked``/``nacked``/``released``), if remembered."""
+        for outcome in ("acked", "nacked", "released"):
+            if self.done.get(f"{lid}|{outcome}", now) > now:
+                return outcome
+        return None
+
+    def remember(self, lid: str, outcome: str, life_ms: int, now: int) -> None:
+        """Keep how ``lid`` ended for ``life_ms``; at most :data:`DONE_MAX`, oldest out first."""
+        self.done = {m: t for m, t in self.done.items() if t > now}
+        self.done[f"{lid}|{outcome}"] = now + life_ms
+        if len(self.done) > DONE_MAX:
+            keep = sorted(self.done.items(), key=lambda kv: (kv[1], kv[0].encode()))[-DONE_MAX:]
+            self.done = dict(keep)
 
     def part(self, p: str) -> PartState:
         """The fields of ``p`` (created empty if unknown, like missing Redis hash fields)."""
@@ -297,9 +317,12 @@ class GroupState:
         """Ack (commit the batch), nack (count a redelivery) or release a lease; after a nack or
         a release the partition rests ``delay_ms``.
 
+        A settled lease is remembered for its length (from when it was taken to its expiry)
+        after the settle, with how it ended, so a retry learns the truth.
+
         Returns:
-            ``("lost",)``, ``("stale",)`` (taken over), ``("already", cmt)`` (settled before),
-            ``("conflict",)`` (the committed offset moved under the lease) or
+            ``("lost",)``, ``("stale",)`` (taken over), ``("already", cmt, how it ended)``
+            (settled before), ``("conflict",)`` (the committed offset moved under the lease) or
             ``(acked|nacked|released, cmt)``.
         """
         if not self.booted:
@@ -307,12 +330,17 @@ class GroupState:
         sc = self.scope(s)
         ps = sc.part(p)
         if ps.lid != lid:
-            if ps.last == lid:
-                return ("already", -1 if ps.cmt is None else ps.cmt)
+            ended = sc.settled_as(lid, now)
+            if ended is None and ps.last == lid:
+                ended = "released"
+            if ended is not None:
+                return ("already", -1 if ps.cmt is None else ps.cmt, ended)
             return ("stale",)
+        life = max(0, ps.lexp - ps.lat)  # both set with the lease id
         if ps.ls is None:
             action = "release"
         elif ps.cmt != ps.ls:
+            sc.remember(lid, "released", life, now)
             self._release(s, sc, p, 0, now)
             return ("conflict",)
         wait = 0
@@ -323,8 +351,9 @@ class GroupState:
             wait = delay_ms
         else:
             wait = delay_ms
-        self._release(s, sc, p, wait, now)
         result = {"ack": "acked", "nack": "nacked"}.get(action, "released")
+        sc.remember(lid, result, life, now)
+        self._release(s, sc, p, wait, now)
         return (result, -1 if ps.cmt is None else ps.cmt)
 
     def extend(self, now: int, s: str, p: str, lid: str, lease_ms: int) -> tuple[object, ...]:

@@ -8,7 +8,8 @@ the script again when Redis answers ``NOSCRIPT`` (after a restart or ``SCRIPT FL
 Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH: ``boot``,
 ``paused``, ``rate``, ``burst``), ``tgw:{g:G}:rl`` (GCRA TAT, µs), ``tgw:{g:G}:cur`` (HASH:
 partition → broker cursor), ``tgw:{g:G}:<s>:st`` (HASH ``<p>|<field>``), ``…:<s>:ready`` and
-``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET), ``…:<s>:acq`` (HASH live lease id → partition);
+``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET), ``…:<s>:acq`` (HASH live lease id → partition),
+``…:<s>:done`` (ZSET ``<lease id>|<acked|nacked|released>`` → until when it is remembered);
 ``tgw:boot`` marks an initialised store. Pub/sub channel ``tgw:wake`` carries ``<group>|<scope>``.
 """
 
@@ -67,11 +68,12 @@ def cursor_lock_key(group: str, p: str) -> str:
 
 
 def scope_keys(group: str, scope: str) -> list[str]:
-    """The 8 keys every script takes, in order: cfg, rl, cur, st, ready, leased, parts, acq."""
+    """The 9 keys every script takes, in order: cfg, rl, cur, st, ready, leased, parts, acq,
+    done (settled lease ids and how they ended, kept for a lease's length)."""
     g = f"tgw:{{g:{group}}}"
     s = f"{g}:{scope}"
     return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
-            f"{s}:parts", f"{s}:acq"]  # fmt: skip
+            f"{s}:parts", f"{s}:acq", f"{s}:done"]  # fmt: skip
 
 
 class Reply(NamedTuple):
@@ -308,10 +310,13 @@ class LeaseStore:
                 pipe.zrange(keys[5], 0, -1, withscores=True)
                 pipe.smembers(keys[6])
                 pipe.hgetall(keys[7])
+                pipe.zrange(keys[8], 0, -1, withscores=True)
                 return list(await pipe.execute())
 
-        cfg, tat, cur, st, ready, leased, parts, acq = await self._io(read)
-        return _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        cfg, tat, cur, st, ready, leased, parts, acq, done = await self._io(read)
+        state = _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        state.scopes[scope].done = {_text(m): int(t) for m, t in done}
+        return state
 
 
 def _to_state(

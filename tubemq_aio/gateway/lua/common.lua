@@ -1,9 +1,11 @@
 -- Shared prologue of every gateway script (prepended by store.py).
--- KEYS: cfg, rl, cur, st, ready, leased, parts, acq of one group and scope (one hash tag).
+-- KEYS: cfg, rl, cur, st, ready, leased, parts, acq, done of one group and scope (one hash tag).
 -- ARGV[1]: the wake message "<group>|<scope>" published when a partition becomes ready.
 -- Redis TIME is the only clock; integers are written with %d (tostring would round them).
 local K_CFG, K_RL, K_CUR, K_ST = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_READY, K_LEASED, K_PARTS, K_ACQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_READY, K_LEASED, K_PARTS, K_ACQ, K_DONE = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+-- Settled lease ids remembered at most (the oldest are forgotten first).
+local DONE_MAX = 10000
 local WAKE = ARGV[1]
 local T = redis.call('TIME')
 local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
@@ -50,4 +52,19 @@ local function stored_tat()
   local v = redis.call('GET', K_RL)
   if v then return tonumber(v) end
   return nil
+end
+-- How lease ``lid`` was settled ('acked', 'nacked', 'released'), while it is remembered.
+local function settled_as(lid)
+  for _, o in ipairs({'acked', 'nacked', 'released'}) do
+    local until_ms = redis.call('ZSCORE', K_DONE, lid .. '|' .. o)
+    if until_ms and tonumber(until_ms) > NOW then return o end
+  end
+  return nil
+end
+-- Remember how lease ``lid`` ended for ``life`` ms (at least a lease's length).
+local function remember(lid, o, life)
+  redis.call('ZREMRANGEBYSCORE', K_DONE, '-inf', fmt(NOW))
+  redis.call('ZADD', K_DONE, fmt(NOW + life), lid .. '|' .. o)
+  local n = redis.call('ZCARD', K_DONE)
+  if n > DONE_MAX then redis.call('ZREMRANGEBYRANK', K_DONE, 0, n - DONE_MAX - 1) end
 end

@@ -1,5 +1,5 @@
 -- record(wake, p, lease_id, base, next, max, n_msgs, wait_if_empty_ms, cursor[, fence_token])
--- KEYS[9] (broadcast): the cursor mutex the read ran under; the batch is booked only if
+-- KEYS[10] (broadcast): the cursor mutex the read ran under; the batch is booked only if
 -- fence_token still holds it (else another reader may have moved the broker cursor meanwhile).
 local p, lid = ARGV[2], ARGV[3]
 local base, nxt, top = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -17,7 +17,7 @@ if ls ~= nil then
   if ls == base and hgetn(p, 'ln') == nxt then return {'ok', NOW} end
   return {'moved', NOW}
 end
-if KEYS[9] and redis.call('GET', KEYS[9]) ~= ARGV[10] then
+if KEYS[10] and redis.call('GET', KEYS[10]) ~= ARGV[10] then
   redis.call('HDEL', K_CUR, p)
   return {'fenced', NOW}
 end

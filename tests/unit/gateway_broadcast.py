@@ -1,5 +1,5 @@
-"""Two broadcast clients reading one partition at once through a slow broker: each must get
-every message (the fake-cluster and real-cluster tests of the cursor mutex share this)."""
+"""Two broadcast clients reading at once through a slow broker: each must get every message
+(the fake-cluster and real-cluster tests of the cursor mutex share this)."""
 
 from __future__ import annotations
 

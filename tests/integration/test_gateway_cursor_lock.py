@@ -1,0 +1,67 @@
+"""Broadcast on the real cluster: the shared broker cursor mutex outlives reads through a slow
+broker (issue 24 §2). Every broker connection of the engine goes through a FaultProxy that
+holds each chunk 0.1 s, so a read (register, GetMessage, commit) takes about 0.6 s, twice the
+mutex's unrenewed life here: without renewal and a fenced booking, client A books client B's
+end offset and silently skips messages."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+
+import pytest
+from gateway_broadcast import two_clients
+
+from tubemq_aio import Producer
+from tubemq_aio.gateway import reader
+from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.tube import TubeGroup
+from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
+
+
+async def test_broadcast_clients_get_everything_through_a_slow_real_broker(
+    cluster: LocalCluster, topic: str, redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "_CURSOR_LOCK_MS", 300)
+    proxies: dict[str, FaultProxy] = {}
+    opening = asyncio.Lock()
+    resolve = TubeGroup._partition
+
+    async def through_proxy(self: TubeGroup, key: str) -> Partition:
+        real = await resolve(self, key)
+        addr = f"{real.broker.host}:{real.broker.port}"
+        async with opening:
+            if addr not in proxies:
+                proxy = FaultProxy(addr)
+                await proxy.start()
+                proxy.set("both", latency=0.1)
+                proxies[addr] = proxy
+        host, _, port = proxies[addr].addr.rpartition(":")
+        return dataclasses.replace(
+            real, broker=dataclasses.replace(real.broker, host=host, port=int(port))
+        )
+
+    monkeypatch.setattr(TubeGroup, "_partition", through_proxy)
+    values = [f"v{i:03d}" for i in range(60)]
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        for value in values:
+            await producer.send(topic, value.encode())
+    spec = GroupSpec(
+        name=f"gwb_{uuid.uuid4().hex[:8]}", topics=(topic,), mode="broadcast", lease_ms=60_000
+    )
+    settings = ConsumeSettings(
+        masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True,
+        deployment=f"lock-{uuid.uuid4().hex[:6]}",
+    )  # fmt: skip
+    service = ConsumeService(settings)
+    await service.start()
+    try:
+        await two_clients(service, spec.name, values)
+        assert proxies, "no broker connection went through a proxy"
+        assert service.stats().cursor_lock_lapses == 0
+    finally:
+        await service.close()
+        for proxy in proxies.values():
+            await proxy.close()
