@@ -371,6 +371,27 @@ async def test_settle_answers_say_how_the_lease_really_ended(service: ConsumeSer
     assert state.scopes["c"].parts[P].cmt == 84
 
 
+@pytest.mark.parametrize("pool", [{}, {"redis_max_connections": 4}])
+async def test_a_burst_over_the_pool_waits_instead_of_failing(
+    server: RedisServer, pool: dict[str, int]
+) -> None:
+    await server.flushall()
+    svc = make(server.url, **pool)
+    await svc.start()
+    try:
+        ref = await lease_by_hand(svc, "P" * 32)
+        # 300 round trips at once, more than the pool holds: each waits its turn, none is a 503
+        got = await asyncio.gather(
+            *(svc.lag("gg") for _ in range(150)),
+            *(svc.extend(ref, 30_000) for _ in range(150)),
+            return_exceptions=True,
+        )
+        assert [g for g in got if isinstance(g, BaseException)] == []
+        assert svc.stats().store_errors == 0
+    finally:
+        await svc.close()
+
+
 async def test_a_replica_started_after_a_loss_does_not_hide_it(
     server: RedisServer, service: ConsumeService
 ) -> None:

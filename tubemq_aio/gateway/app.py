@@ -140,6 +140,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         groups=groups,
         rpc_timeout=config.rpc_timeout,
         max_long_poll_waiters=config.max_long_poll_waiters,
+        redis_max_connections=config.redis_max_connections,
         not_found_wait_ms=config.not_found_wait_ms,
         sync_interval=config.sync_interval,
     )

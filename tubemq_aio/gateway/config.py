@@ -39,6 +39,7 @@ _TOP_KEYS = frozenset(
         "produce_timeout",
         "rpc_timeout",
         "max_long_poll_waiters",
+        "redis_max_connections",
         "not_found_wait_ms",
         "noop_route",
         "sync_interval",
@@ -198,6 +199,8 @@ class GatewayConfig:
         rpc_timeout: seconds per TubeMQ RPC and Redis round trip of the consume engine, in
             [3, 600].
         max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
+        redis_max_connections: Redis connections one replica opens at most; a round trip
+            waits for a free one (within ``rpc_timeout``) instead of failing with 503.
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
@@ -207,7 +210,7 @@ class GatewayConfig:
     """
 
     masters: str
-    redis: str
+    redis: str = field(repr=False)  # the URL may carry a password
     secret: str = field(repr=False)
     produce_topics: tuple[str, ...] = ()
     groups: tuple[GroupConfig, ...] = ()
@@ -219,6 +222,7 @@ class GatewayConfig:
     produce_timeout: float = 10.0
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
+    redis_max_connections: int = 64
     not_found_wait_ms: int = 400
     noop_route: bool = False
     sync_interval: float = 10.0
@@ -251,6 +255,7 @@ class GatewayConfig:
         _check_seconds(self.produce_timeout, "produce_timeout")
         _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
+        _check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
         _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
         _check_seconds(self.sync_interval, "sync_interval", low=0.1)
         if not isinstance(self.housekeeper, HousekeeperConfig):
@@ -401,8 +406,7 @@ def _check_seconds(value: object, key: str, low: float = 0.0) -> None:
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not low < value <= 600
-        or (low and value < low)
+        or not (low <= value <= 600 if low else 0 < value <= 600)
     ):
         span = f"[{low:g}, 600]" if low else "(0, 600]"
         raise ConfigError(f"{key} must be a number of seconds in {span}")

@@ -115,9 +115,16 @@ class ConsumeService:
         if self._started:
             return
         timeout = self.settings.rpc_timeout
-        client = aioredis.Redis.from_url(
-            self.settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
+        # Blocking: a burst of round trips waits for a free connection instead of failing
+        # with "too many connections", which would read as a Redis outage (503).
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.settings.redis_url,
+            max_connections=self.settings.redis_max_connections,
+            timeout=timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
         )
+        client = aioredis.Redis.from_pool(pool)
         try:
             store = LeaseStore(client, timeout=timeout)
             await store.boot(list(self._specs), allow_init=self.settings.allow_init)

@@ -101,6 +101,8 @@ class ConsumeSettings:
         groups: the groups served.
         rpc_timeout: seconds per TubeMQ RPC and per Redis round trip (3–600, the SDK's range).
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
+        redis_max_connections: the replica's Redis connections at most (one is the wake
+            listener's); a round trip waits for a free one rather than failing.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
         allow_init: a start on a Redis without the boot marker writes it (tests and
@@ -114,6 +116,7 @@ class ConsumeSettings:
     groups: tuple[GroupSpec, ...] = ()
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
+    redis_max_connections: int = 64
     not_found_wait_ms: int = 400
     credentials: Credentials | None = None
     allow_init: bool = False
@@ -131,6 +134,7 @@ class ConsumeSettings:
             if not (math.isfinite(value) and low <= value <= 600):
                 raise ConfigError(f"{name} must be in [{low}, 600] seconds")
         _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
+        _positive_int("redis_max_connections", self.redis_max_connections, 2, 10_000)
         _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
