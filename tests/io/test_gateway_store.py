@@ -42,6 +42,7 @@ def _norm(state: GroupState, scope: str) -> dict[str, Any]:
         "rate": state.rate,
         "burst": state.burst,
         "tat_us": state.tat_us,
+        "rate_hold": state.rate_hold,
         "cursor": state.cursor,
         "members": sorted(sc.members),
         "ready": sc.ready,

@@ -62,6 +62,8 @@ class PartState:
     start: str | None = None
 
 
+#: A fetch of a rate-limited group that finds another read running retries this soon (ms).
+HOLD_RETRY_MS = 20
 #: Settled lease ids a scope remembers at most (``DONE_MAX`` in ``lua/common.lua``).
 DONE_MAX = 10_000
 
@@ -130,6 +132,7 @@ class GroupState:
     rate: float = 0.0
     burst: int = 0
     tat_us: int | None = None
+    rate_hold: str | None = None  # "<lease id>|<until ms>": the one read of a limited group
     cursor: dict[str, int] = field(default_factory=dict)
     scopes: dict[str, ScopeState] = field(default_factory=dict)
     woken: list[str] = field(default_factory=list)  # scopes published on the wake channel
@@ -145,9 +148,17 @@ class GroupState:
         ps = sc.parts.get(p)
         return ps is not None and ps.lid == lid and sc.leased.get(p, -1) > now
 
+    def _hold_until(self) -> int:
+        return 0 if self.rate_hold is None else int(self.rate_hold.partition("|")[2])
+
+    def _drop_hold(self, lid: str) -> None:
+        if self.rate_hold is not None and self.rate_hold.startswith(lid + "|"):
+            self.rate_hold = None
+
     def _release(self, s: str, sc: ScopeState, p: str, wait_ms: int, now: int) -> None:
         ps = sc.part(p)
         if ps.lid is not None:
+            self._drop_hold(ps.lid)
             sc.acq.pop(ps.lid, None)
         ps.last, ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = ps.lid, None, 0, 0, "", None, None
         sc.leased.pop(p, None)
@@ -174,7 +185,8 @@ class GroupState:
         """Lease the partition eligible longest (or ``want``).
 
         Returns:
-            ``("lost",)``, ``("paused",)``, ``("throttled", wait_ms)``,
+            ``("lost",)``, ``("paused",)``, ``("throttled", wait_ms)``, ``("held", retry_ms)``
+            (a rate-limited group: another read runs; it is charged before the next starts),
             ``("none", next_ready_ms | -1, next_expiry_ms | -1)`` or
             ``("leased", p, cmt | -1, lexp, rc, start | "", cursor | -1)``.
         """
@@ -189,6 +201,8 @@ class GroupState:
         wait = self._rate_wait_ms(now)
         if wait and not want:
             return ("throttled", wait)
+        if self.rate > 0 and not want and self._hold_until() > now:
+            return ("held", min(HOLD_RETRY_MS, self._hold_until() - now))
         expired = sorted((t, p) for p, t in sc.leased.items() if t <= now)[:reclaim_max]
         for _, p in expired:
             ps = sc.part(p)
@@ -211,6 +225,8 @@ class GroupState:
         sc.leased[pick] = now + lease_ms
         ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = lid, now + lease_ms, now, holder, None, None
         sc.acq[lid] = pick
+        if self.rate > 0 and not want:
+            self.rate_hold = f"{lid}|{now + lease_ms}"
         return self._leased(sc, pick)
 
     def _leased(self, sc: ScopeState, p: str) -> tuple[object, ...]:
@@ -274,6 +290,7 @@ class GroupState:
             self.cursor.pop(p, None)
         if n > 0 and self.rate > 0:
             _, self.tat_us = gcra(self.tat_us, now * 1000, self.rate, max(1, self.burst), n)
+        self._drop_hold(lid)
         if n == 0:
             if nxt != base:
                 ps.rc = 0
@@ -400,6 +417,7 @@ class GroupState:
             else:
                 ps.cmt, ps.start = None, to
             if ps.lid is not None:
+                self._drop_hold(ps.lid)
                 sc.acq.pop(ps.lid, None)
             ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln, ps.last = None, 0, 0, "", None, None, None
             ps.rc = ps.zc = 0
@@ -441,4 +459,4 @@ class GroupState:
 
     def set_rate(self, rate: float, burst: int) -> None:
         """Shared consume limit in messages/s (0 = off) with a burst; restarts the limiter."""
-        self.rate, self.burst, self.tat_us = rate, burst, None
+        self.rate, self.burst, self.tat_us, self.rate_hold = rate, burst, None, None

@@ -214,6 +214,8 @@ class BatchReader:
             return FetchOutcome("paused", None, ())
         if got.status == "throttled":
             return FetchOutcome("throttled", None, (), retry_after_ms=int(got.values[0]))
+        if got.status == "held":  # a rate-limited group reads one batch at a time: wait
+            return FetchOutcome("busy", None, (), retry_after_ms=int(got.values[0]))
         if got.status == "none":
             return self._idle(got.now, int(got.values[0]), int(got.values[1]))
         p, cmt, lexp, rc, start, cursor = got.values

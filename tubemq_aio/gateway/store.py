@@ -162,7 +162,7 @@ class LeaseStore:
         self, group: str, scope: str, lease_id: str, lease_ms: int, holder: str,
         want: str = "", reclaim_max: int = 64,
     ) -> Reply:  # fmt: skip
-        """Lease a partition (``leased``/``none``/``paused``/``throttled``)."""
+        """Lease a partition (``leased``/``none``/``paused``/``throttled``/``held``)."""
         return await self._run(
             "acquire", group, scope, lease_id, lease_ms, holder, want, reclaim_max
         )
@@ -250,6 +250,7 @@ class LeaseStore:
         async def write() -> None:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hset(cfg, mapping={"rate": repr(float(rate)), "burst": str(int(burst))})
+                pipe.hdel(cfg, "rlh")
                 pipe.delete(rl)
                 await pipe.execute()
 
@@ -330,6 +331,7 @@ def _to_state(
         rate=float(cfg.get("rate", 0.0)),
         burst=int(cfg.get("burst", 0)),
         tat_us=None if tat is None else int(tat),
+        rate_hold=cfg.get("rlh"),
         cursor={_text(k): int(v) for k, v in cur.items()},
     )
     sc = ScopeState(

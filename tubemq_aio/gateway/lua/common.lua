@@ -26,9 +26,23 @@ local function live(p, lid)
   local exp = redis.call('ZSCORE', K_LEASED, p)
   return exp ~= false and tonumber(exp) > NOW
 end
+-- Rate-limited groups read one batch at a time: the limiter is charged only when a batch is
+-- booked, so concurrent reads would each pass the check and overdraw it. Field rlh of cfg holds
+-- "<lease id>|<until ms>" while a read runs.
+local HOLD_RETRY_MS = 20
+local function rate_hold_until()
+  local h = redis.call('HGET', K_CFG, 'rlh')
+  if not h then return 0 end
+  return tonumber(string.sub(h, string.find(h, '|', 1, true) + 1))
+end
+local function drop_rate_hold(lid)
+  local h = redis.call('HGET', K_CFG, 'rlh')
+  if h and string.sub(h, 1, #lid + 1) == lid .. '|' then redis.call('HDEL', K_CFG, 'rlh') end
+end
 local function release(p, wait)
   local lid = hget(p, 'lid')
   if lid then
+    drop_rate_hold(lid)
     redis.call('HDEL', K_ACQ, lid)
     hset(p, 'last', lid)
   else

@@ -37,6 +37,7 @@ if n > 0 and rate > 0 then
   if tat < NOW_US then tat = NOW_US end
   redis.call('SET', K_RL, fmt(math.floor(tat + (1e6 / rate) * n)))
 end
+drop_rate_hold(lid)
 if n == 0 then
   if nxt ~= base then redis.call('HDEL', K_ST, fld(p, 'rc')) end
   hset(p, 'cmt', fmt(nxt))
