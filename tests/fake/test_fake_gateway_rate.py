@@ -34,6 +34,7 @@ async def test_concurrent_fetches_get_at_most_one_answer_beyond_the_burst() -> N
             # the booked batch was charged: the next fetch waits for the limiter, not a hold
             again = await service.fetch("grate", client_id=None, max_messages=10)
             assert again.status == "throttled"
-            assert again.retry_after_ms is not None and again.retry_after_ms > 1000
+            assert again.retry_after_ms is not None
+            assert again.retry_after_ms > 1000
         finally:
             await service.close()

@@ -130,6 +130,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
             lease_ms=g.lease_ms,
             lease_ms_min=g.lease_ms_min,
             lease_ms_max=g.lease_ms_max,
+            max_clients=g.max_clients,
         )
         for g in config.groups
     )

@@ -57,6 +57,7 @@ _GROUP_KEYS = frozenset(
         "lease_ms_max",
         "max_redeliveries",
         "dlq_topic",
+        "max_clients",
     }
 )
 _KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
@@ -83,6 +84,8 @@ class GroupConfig:
         max_redeliveries: poison batches (opt-in, 0 = off): a batch redelivered this many
             times is produced to ``dlq_topic`` the next time it comes round, then committed.
         dlq_topic: where poison batches go (must be one of ``produce_topics``).
+        max_clients: broadcast only: ``client_id`` s kept at most (more → 409
+            ``too_many_clients``); 0 = no cap.
     """
 
     name: str
@@ -94,6 +97,7 @@ class GroupConfig:
     lease_ms_max: int = 43_200_000
     max_redeliveries: int = 0
     dlq_topic: str | None = None
+    max_clients: int = 1000
 
     def __post_init__(self) -> None:
         where = f"groups[{self.name!r}]"
@@ -115,6 +119,7 @@ class GroupConfig:
         if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
             raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
         _check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
+        _check_int(self.max_clients, f"{where}.max_clients", 0, 1_000_000)
         if (self.max_redeliveries > 0) != (self.dlq_topic is not None):
             raise ConfigError(f"{where}: max_redeliveries > 0 and dlq_topic go together")
         if self.dlq_topic is not None:

@@ -43,6 +43,7 @@ from tubemq_aio.gateway.errors import (
     LeaseStaleError,
     StateLostError,
     StoreUnavailableError,
+    TooManyClientsError,
     TubeUnavailableError,
     UnknownGroupError,
 )
@@ -72,6 +73,8 @@ log = logging.getLogger("tubemq_aio.gateway")
 
 #: The largest ``max_messages`` a fetch may ask for.
 MAX_MESSAGES_LIMIT = 10_000
+#: Scopes a replica remembers as synced before it forgets those not synced lately.
+_SYNCED_MAX = 4096
 #: A long poll re-tries at most this often (ms), whatever the scripts said.
 _MIN_POLL_MS = 10
 
@@ -248,10 +251,18 @@ class ConsumeService:
             raise TubeUnavailableError(f"partition metadata unavailable: {exc!r}") from exc
         if scope != "c":  # stamped first: the housekeeper never collects a scope being synced
             self._stats.fetch_redis_roundtrips += 1
-            await store.add_client(spec.name, scope)
+            if not await store.add_client(spec.name, scope, spec.max_clients):
+                self._stats.clients_refused += 1
+                raise TooManyClientsError(
+                    f"the broadcast group keeps at most {spec.max_clients} client_ids; "
+                    "an idle one is collected by the housekeeper"
+                )
         self._stats.fetch_redis_roundtrips += 1
         await store.sync_parts(spec.name, scope, plist)
         self._synced[(spec.name, scope)] = now
+        if len(self._synced) > _SYNCED_MAX:  # forget scopes not synced lately (re-synced anyway)
+            horizon = now - self.settings.sync_interval
+            self._synced = {k: t for k, t in self._synced.items() if t > horizon}
 
     def _lease_ms(self, spec: GroupSpec, lease_ms: int | None) -> int:
         if lease_ms is None:
@@ -441,8 +452,8 @@ class ConsumeService:
             shown = ", ".join(repr(p[:100]) for p in unknown[:3])
             raise InvalidRequestError(f"unknown partitions: {shown}{more}")
         out: list[ResetEntry] = []
-        for scope in scopes:
-            got = await store.reset(group, scope, target, pairs, plist)
+        replies = await store.reset_scopes(group, scopes, target, pairs, plist)
+        for scope, got in zip(scopes, replies, strict=True):
             vals = got.values
             for i in range(0, len(vals), 3):
                 new: int | str = vals[i + 2] if target else int(vals[i + 2])

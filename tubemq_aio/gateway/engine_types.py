@@ -61,6 +61,8 @@ class GroupSpec:
         lease_ms: default lease; a request may ask for one in ``[lease_ms_min, lease_ms_max]``.
         lease_ms_min: shortest lease.
         lease_ms_max: longest lease.
+        max_clients: broadcast only: ``client_id`` s the group keeps state for at most (a new
+            one beyond it is refused until the housekeeper collects an idle one); 0 = no cap.
     """
 
     name: str
@@ -70,6 +72,7 @@ class GroupSpec:
     lease_ms: int = 60_000
     lease_ms_min: int = 10_000
     lease_ms_max: int = 43_200_000
+    max_clients: int = 1000
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or validate_group_name(self.name) != self.name:
@@ -88,6 +91,7 @@ class GroupSpec:
         _positive_int("lease_ms_min", self.lease_ms_min, 100)
         _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min)
         _positive_int("lease_ms", self.lease_ms, self.lease_ms_min, self.lease_ms_max)
+        _positive_int("max_clients", self.max_clients, 0, 1_000_000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,6 +271,7 @@ class GatewayStats:
     cursor_resyncs: int = 0
     offset_rewinds: int = 0
     partition_refusals: int = 0
+    clients_refused: int = 0
     cursor_lock_lapses: int = 0
     redis_roundtrips: int = 0
     fetch_redis_roundtrips: int = 0

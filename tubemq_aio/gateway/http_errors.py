@@ -27,6 +27,7 @@ from tubemq_aio.gateway.errors import (
     LeaseStaleError,
     StateLostError,
     StoreUnavailableError,
+    TooManyClientsError,
     TooManyWaitersError,
     TubeUnavailableError,
     UnknownGroupError,
@@ -67,6 +68,7 @@ _ENGINE_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     StoreUnavailableError: (503, "store_unavailable"),
     TubeUnavailableError: (503, "tube_unavailable"),
     TooManyWaitersError: (503, "too_many_waiters"),
+    TooManyClientsError: (409, "too_many_clients"),
     InvalidRequestError: (422, "invalid_request"),
 }
 

@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 BOOT_KEY = "tgw:boot"
+#: Reset scripts sent in one pipelined round trip (a reset of every broadcast client).
+RESET_CHUNK = 200
 WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
@@ -48,8 +50,11 @@ _RENEW = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 )
-# Remember a broadcast scope and when it was last seen, on Redis's clock.
+# Remember a broadcast scope and when it was last seen, on Redis's clock; a new one only while
+# the group has fewer than ARGV[2] (0: no cap).
 _SEEN = (
+    "local cap = tonumber(ARGV[2]) if cap > 0 and redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 "
+    "and redis.call('SCARD', KEYS[1]) >= cap then return 0 end "
     "local t = redis.call('TIME') redis.call('SADD', KEYS[1], ARGV[1]) "
     "local ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "redis.call('ZADD', KEYS[2], ms, ARGV[1]) return 1"
@@ -205,8 +210,30 @@ class LeaseStore:
         plist: Sequence[str] = (),
     ) -> Reply:  # fmt: skip
         """Move committed offsets (also writes the group's boot marker)."""
+        return (await self.reset_scopes(group, [scope], target, pairs, plist))[0]
+
+    async def reset_scopes(
+        self, group: str, scopes: Sequence[str], target: str, pairs: Sequence[tuple[str, int]],
+        plist: Sequence[str] = (),
+    ) -> list[Reply]:  # fmt: skip
+        """:meth:`reset` of many scopes, :data:`RESET_CHUNK` scripts per round trip."""
         flat: list[Any] = [x for pair in pairs for x in pair]
-        return await self._run("reset", group, scope, target, len(pairs), *flat, *plist)
+        script = self._scripts["reset"]
+        out: list[Reply] = []
+        for i in range(0, len(scopes), RESET_CHUNK):
+            chunk = scopes[i : i + RESET_CHUNK]
+
+            async def run(chunk: Sequence[str] = chunk) -> list[Any]:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for s in chunk:
+                        args = [f"{group}|{s}", target, len(pairs), *flat, *plist]
+                        await script(keys=scope_keys(group, s), args=args, client=pipe)
+                    return list(await pipe.execute())
+
+            for raw in await self._io(run):
+                vals = [_text(v) for v in raw]
+                out.append(Reply(str(vals[0]), int(vals[1]), tuple(vals[2:])))
+        return out
 
     async def sync_parts(self, group: str, scope: str, plist: Sequence[str]) -> Reply:
         """Align the scope's partitions with the subscribable ones."""
@@ -256,11 +283,15 @@ class LeaseStore:
 
         await self._io(write)
 
-    async def add_client(self, group: str, scope: str) -> None:
+    async def add_client(self, group: str, scope: str, cap: int = 0) -> bool:
         """Remember a broadcast scope (so a reset without client_id reaches it) and mark it
-        seen now (the housekeeper deletes the state of scopes idle too long)."""
+        seen now (the housekeeper deletes the state of scopes idle too long).
+
+        Returns:
+            False (nothing written) when ``scope`` is new and the group has ``cap`` already.
+        """
         keys = list(clients_keys(group))
-        await self._io(lambda: self._seen(keys=keys, args=[scope]))
+        return bool(await self._io(lambda: self._seen(keys=keys, args=[scope, cap])))
 
     async def clients(self, group: str) -> list[str]:
         """Every broadcast scope of ``group`` seen so far (and not collected since)."""
