@@ -399,6 +399,14 @@ def test_ops_routes(client: TestClient) -> None:
     error(client.get("/v1/groups/g1/fetch", headers=READER), 405, "method_not_allowed")
 
 
+def test_made_up_methods_share_one_metric_label(client: TestClient) -> None:
+    for i in range(5):
+        client.request(f"BREW{i}", "/v1/groups/g1/fetch", headers=READER)
+    text = client.get("/metrics").text
+    assert "BREW" not in text
+    assert 'method="other"' in text
+
+
 def test_mounted_inside_another_app(engine: FakeEngine, producer: FakeProducer) -> None:
     import contextlib
     from collections.abc import AsyncIterator
