@@ -1,5 +1,6 @@
 """A rate-limited group never overdraws by one answer per concurrent fetch (issue 24 §4): the
-limiter is charged when a batch is booked, so reads of a limited group run one at a time."""
+limiter is charged when a batch is booked, so reads of a limited group run one at a time. A
+paused group gives a retry hint and a long poll waits for the resume (§7)."""
 
 from __future__ import annotations
 
@@ -36,5 +37,17 @@ async def test_concurrent_fetches_get_at_most_one_answer_beyond_the_burst() -> N
             assert again.status == "throttled"
             assert again.retry_after_ms is not None
             assert again.retry_after_ms > 1000
+            # a paused group: a hint at once, and a long poll waits until the group resumes
+            await service.set_rate("grate", 0.0, None)
+            await service.pause("grate")
+            paused = await service.fetch("grate", client_id=None)
+            assert paused.status == "paused"
+            assert paused.retry_after_ms is not None
+            assert paused.retry_after_ms > 0
+            polling = asyncio.create_task(service.fetch("grate", client_id=None, wait_ms=20_000))
+            await asyncio.sleep(0)
+            assert not polling.done()
+            await service.resume("grate")
+            assert (await polling).status == "ok"
         finally:
             await service.close()

@@ -334,7 +334,7 @@ class ConsumeService:
                     spec, scope, lease, holder[:200], store, max_messages
                 )
                 left_ms = int((deadline - loop.time()) * 1000)
-                if outcome.status not in ("empty", "busy") or left_ms <= 0:
+                if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break
                 assert self._waker is not None
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis

@@ -44,6 +44,8 @@ _LEASE_MARGIN_MS = 2000
 #: while its read runs), and how long to wait for it.
 _CURSOR_LOCK_MS = 5000
 _RETRY_BUSY_MS = 50
+#: A paused group is asked again this soon (ms): by a long poll, or by the client as told.
+_PAUSED_RETRY_MS = 500
 _BROKER_ERROR_REST_MS = 1000
 #: A partition the broker refused rests as long as the SDK holds it back after a refusal.
 _REFUSED_REST_MS = int(CONNECT_FAILURE_HOLD * 1000)
@@ -210,8 +212,8 @@ class BatchReader:
         except asyncio.CancelledError:  # the script may have run: give back what it took
             await asyncio.shield(self._forget(store, spec.name, scope, lease_id, cost))
             raise
-        if got.status == "paused":
-            return FetchOutcome("paused", None, ())
+        if got.status == "paused":  # a hint, and a long poll waits it out
+            return FetchOutcome("paused", None, (), retry_after_ms=_PAUSED_RETRY_MS)
         if got.status == "throttled":
             return FetchOutcome("throttled", None, (), retry_after_ms=int(got.values[0]))
         if got.status == "held":  # a rate-limited group reads one batch at a time: wait
