@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR, MAX_BATCH_CEILING
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
 __all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "HousekeeperConfig"]
@@ -115,7 +116,7 @@ class GroupConfig:
         if self.start not in ("earliest", "latest"):
             raise ConfigError(f"{where}.start must be 'earliest' or 'latest'")
         for key in ("lease_ms", "lease_ms_min", "lease_ms_max"):
-            _check_int(getattr(self, key), f"{where}.{key}", 1, 7 * 86_400_000)
+            _check_int(getattr(self, key), f"{where}.{key}", LEASE_MS_FLOOR, LEASE_MS_CEILING)
         if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
             raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
         _check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
@@ -255,7 +256,7 @@ class GatewayConfig:
         if not self.keys and not self.allow_anonymous:
             raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
         _check_name(self.deployment, "deployment")
-        _check_int(self.max_batch, "max_batch", 1, 10_000)
+        _check_int(self.max_batch, "max_batch", 1, MAX_BATCH_CEILING)
         _check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
         _check_seconds(self.produce_timeout, "produce_timeout")
         _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
@@ -88,8 +89,8 @@ class GroupSpec:
             raise ConfigError("mode must be 'clustering' or 'broadcast'")
         if self.start not in ("earliest", "latest"):
             raise ConfigError("start must be 'earliest' or 'latest'")
-        _positive_int("lease_ms_min", self.lease_ms_min, 100)
-        _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min)
+        _positive_int("lease_ms_min", self.lease_ms_min, LEASE_MS_FLOOR, LEASE_MS_CEILING)
+        _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min, LEASE_MS_CEILING)
         _positive_int("lease_ms", self.lease_ms, self.lease_ms_min, self.lease_ms_max)
         _positive_int("max_clients", self.max_clients, 0, 1_000_000)
 

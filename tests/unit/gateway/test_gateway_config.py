@@ -84,6 +84,21 @@ def test_limits_accept_the_bounds_their_messages_name() -> None:
             GatewayConfig.from_mapping(base(redis_max_connections=bad))
 
 
+def test_config_limits_are_the_request_limits() -> None:
+    from tubemq_aio.gateway.app import default_engine
+
+    edge = {"name": "g1", "topics": ["demo"], "lease_ms_min": 100, "lease_ms": 100,
+            "lease_ms_max": 43_200_000}  # fmt: skip
+    cfg = GatewayConfig.from_mapping(base(max_batch=500, groups=[edge]))
+    spec = default_engine(cfg).settings.groups[0]  # type: ignore[attr-defined]
+    assert (spec.lease_ms_min, spec.lease_ms_max) == (100, 43_200_000)
+    for over in ({"lease_ms_min": 99}, {"lease_ms_max": 43_200_001}):
+        with pytest.raises(ConfigError, match="lease_ms"):
+            GatewayConfig.from_mapping(base(groups=[{**edge, **over}]))
+    with pytest.raises(ConfigError, match=r"max_batch must be an integer in \[1, 500\]"):
+        GatewayConfig.from_mapping(base(max_batch=501))
+
+
 @pytest.mark.parametrize(
     ("over", "named"),
     [
