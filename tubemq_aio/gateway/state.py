@@ -14,6 +14,7 @@ from fastapi.security import HTTPBearer
 
 from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.dlq import DivertProgress
 from tubemq_aio.gateway.engine import ConsumeEngine
 from tubemq_aio.gateway.http_errors import ApiError
 from tubemq_aio.gateway.metrics import GatewayMetrics
@@ -37,6 +38,7 @@ class Gateway:
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
         engine: the consume engine (None without groups or before start).
+        dlq_progress: poison batches this replica diverted in part (sent only the rest).
     """
 
     config: GatewayConfig
@@ -45,6 +47,7 @@ class Gateway:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     producer: Producer | None = None
     engine: ConsumeEngine | None = None
+    dlq_progress: DivertProgress = field(default_factory=DivertProgress)
 
     @property
     def secret(self) -> bytes:

@@ -111,6 +111,7 @@ async def fetch(
         ),
         gateway.metrics.dead_lettered.labels(group).inc,
         gateway.config.produce_timeout,
+        gateway.dlq_progress,
     )
     outcome, gone = await run_unless_disconnected(
         request.receive, work, functools.partial(_release_unread, engine)
