@@ -62,7 +62,7 @@ class Gateway:
         """
         group = self.config.group(name)
         if group is None:
-            raise ApiError(404, "unknown_group", f"no consumer group {name!r} is configured")
+            raise ApiError(404, "unknown_group", "no such consumer group is configured")
         return group
 
     def require_engine(self) -> ConsumeEngine:
