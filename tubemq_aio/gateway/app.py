@@ -59,8 +59,13 @@ def create_app(
     gateway = Gateway(
         config=config,
         replica=f"{socket.gethostname()}:{os.getpid()}",
-        auth=Authenticator(config.keys, config.allow_anonymous),
+        auth=Authenticator(config.keys, config.allow_anonymous, config.anonymous_grant()),
     )
+    if config.allow_anonymous:
+        log.warning(
+            "allow_anonymous: requests without an API key are served with scopes %s",
+            list(config.anonymous_grant()) or "(none)",
+        )
     make_engine = engine_factory or default_engine
     make_producer = producer_factory or default_producer
 

@@ -34,6 +34,7 @@ _TOP_KEYS = frozenset(
         "groups",
         "keys",
         "allow_anonymous",
+        "anonymous_scopes",
         "deployment",
         "max_batch",
         "max_body_bytes",
@@ -197,7 +198,11 @@ class GatewayConfig:
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
         keys: API keys; without any, the gateway refuses to start unless ``allow_anonymous``.
-        allow_anonymous: serve requests without ``Authorization`` with every scope.
+        allow_anonymous: serve requests without ``Authorization`` as the principal
+            ``anonymous`` (a loud warning at start).
+        anonymous_scopes: the scopes of ``anonymous`` (only with ``allow_anonymous``); by
+            default every scope when no key is configured (a development setup), none when
+            keys are, so an anonymous caller never gets more than a named key by default.
         deployment: names this deployment inside the shared TubeMQ consumer id.
         max_batch: most messages in one batch produce request.
         max_body_bytes: largest request body accepted (larger → 413).
@@ -222,6 +227,7 @@ class GatewayConfig:
     groups: tuple[GroupConfig, ...] = ()
     keys: tuple[ApiKey, ...] = ()
     allow_anonymous: bool = False
+    anonymous_scopes: tuple[str, ...] | None = None
     deployment: str = "default"
     max_batch: int = 500
     max_body_bytes: int = 8 * 1024 * 1024
@@ -253,6 +259,10 @@ class GatewayConfig:
         for flag in ("allow_anonymous", "noop_route"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false")
+        if self.anonymous_scopes is not None:
+            if not self.allow_anonymous:
+                raise ConfigError("anonymous_scopes needs allow_anonymous = true")
+            _check_scopes(self.anonymous_scopes, "anonymous_scopes")
         if not self.keys and not self.allow_anonymous:
             raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
         _check_name(self.deployment, "deployment")
@@ -274,6 +284,14 @@ class GatewayConfig:
                 "housekeeper.client_idle_ms must be 0 (never) or at least 2 x sync_interval "
                 f"({int(2000 * self.sync_interval)} ms)"
             )
+
+    def anonymous_grant(self) -> tuple[str, ...]:
+        """The scopes of a request without a key (empty unless ``allow_anonymous``)."""
+        if not self.allow_anonymous:
+            return ()
+        if self.anonymous_scopes is not None:
+            return self.anonymous_scopes
+        return () if self.keys else ("produce:*", "consume:*", "admin:*")
 
     def group(self, name: str) -> GroupConfig | None:
         """The configured group called ``name``, or None."""
@@ -308,8 +326,9 @@ class GatewayConfig:
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
                 raise ConfigError(f"{key} must be a string")
-        if "produce_topics" in options:
-            options["produce_topics"] = _str_tuple(options["produce_topics"], "produce_topics")
+        for key in ("produce_topics", "anonymous_scopes"):
+            if key in options:
+                options[key] = _str_tuple(options[key], key)
         options["groups"] = tuple(
             _group(g, i) for i, g in enumerate(_tables(data.get("groups", []), "groups"))
         )
@@ -362,13 +381,17 @@ def _key(raw: Mapping[str, Any], index: int) -> ApiKey:
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}.name must be a non-empty string")
     scopes = _str_tuple(raw.get("scopes", []), f"{where}.scopes")
+    _check_scopes(scopes, f"{where}.scopes")
+    return ApiKey(name=name, digest=digest, scopes=scopes)
+
+
+def _check_scopes(scopes: tuple[str, ...], key: str) -> None:
     for scope in scopes:
-        kind, sep, pattern = scope.partition(":")
+        kind, sep, pattern = scope.partition(":") if isinstance(scope, str) else ("", "", "")
         if not sep or kind not in _SCOPE_KINDS or not pattern:
             raise ConfigError(
-                f"{where}.scopes: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
+                f"{key}: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
             )
-    return ApiKey(name=name, digest=digest, scopes=scopes)
 
 
 def _tables(value: object, key: str) -> list[Mapping[str, Any]]:
