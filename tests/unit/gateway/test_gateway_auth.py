@@ -71,13 +71,10 @@ def test_anonymous_scopes_never_exceed_a_named_key_by_default(
     dev = GatewayConfig.from_mapping({**common, "allow_anonymous": True})
     assert "admin:*" in dev.anonymous_grant()  # no key at all: a development setup
     with pytest.raises(ConfigError, match="anonymous_scopes"):  # not a scope
-        GatewayConfig.from_mapping({**chosen_raw(common), "anonymous_scopes": ["root"]})
+        GatewayConfig.from_mapping(
+            {**common, "allow_anonymous": True, "anonymous_scopes": ["root"]}
+        )
     with pytest.raises(ConfigError, match="needs allow_anonymous"):
         GatewayConfig.from_mapping(
             {**common, "keys": [{"key": "k-123456"}], "anonymous_scopes": ["consume:*"]}
         )
-
-
-def chosen_raw(common: dict[str, object]) -> dict[str, object]:
-    """An anonymous-enabled config mapping."""
-    return {**common, "allow_anonymous": True}
