@@ -42,6 +42,7 @@ _TOP_KEYS = frozenset(
         "rpc_timeout",
         "max_long_poll_waiters",
         "redis_max_connections",
+        "max_long_polls_per_key",
         "not_found_wait_ms",
         "noop_route",
         "sync_interval",
@@ -210,6 +211,9 @@ class GatewayConfig:
         rpc_timeout: seconds per TubeMQ RPC and Redis round trip of the consume engine, in
             [3, 600].
         max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
+        max_long_polls_per_key: long polls one API key (or ``anonymous``) holds at once on a
+            replica (more → 503 ``too_many_waiters``); 0 = a fair share,
+            ``max_long_poll_waiters`` divided by the number of principals.
         redis_max_connections: Redis connections one replica opens at most; a round trip
             waits for a free one (within ``rpc_timeout``) instead of failing with 503.
         not_found_wait_ms: how long an idle partition rests before it is probed again.
@@ -235,6 +239,7 @@ class GatewayConfig:
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     redis_max_connections: int = 64
+    max_long_polls_per_key: int = 0
     not_found_wait_ms: int = 400
     noop_route: bool = False
     sync_interval: float = 10.0
@@ -272,6 +277,7 @@ class GatewayConfig:
         _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
         _check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
+        _check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
         _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
         _check_seconds(self.sync_interval, "sync_interval", low=0.1)
         if not isinstance(self.housekeeper, HousekeeperConfig):
@@ -284,6 +290,13 @@ class GatewayConfig:
                 "housekeeper.client_idle_ms must be 0 (never) or at least 2 x sync_interval "
                 f"({int(2000 * self.sync_interval)} ms)"
             )
+
+    def long_poll_share(self) -> int:
+        """Long polls one principal may hold at once on a replica."""
+        if self.max_long_polls_per_key:
+            return self.max_long_polls_per_key
+        principals = len(self.keys) + int(self.allow_anonymous)
+        return max(1, self.max_long_poll_waiters // max(1, principals))
 
     def anonymous_grant(self) -> tuple[str, ...]:
         """The scopes of a request without a key (empty unless ``allow_anonymous``)."""

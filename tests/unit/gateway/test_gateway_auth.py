@@ -78,3 +78,33 @@ def test_anonymous_scopes_never_exceed_a_named_key_by_default(
         GatewayConfig.from_mapping(
             {**common, "keys": [{"key": "k-123456"}], "anonymous_scopes": ["consume:*"]}
         )
+
+
+def test_one_key_cannot_take_every_long_poll_slot() -> None:
+    import contextlib
+
+    from tubemq_aio.gateway import GatewayConfig
+    from tubemq_aio.gateway.app import create_app
+    from tubemq_aio.gateway.errors import TooManyWaitersError
+
+    keys = [{"key": "k-aaaaaaaa", "name": "a"}, {"key": "k-bbbbbbbb", "name": "b"}]
+    config = GatewayConfig.from_mapping(
+        {"masters": "m:1", "redis": "redis://r:1/0", "secret": "s" * 32, "keys": keys,
+         "max_long_poll_waiters": 4}
+    )  # fmt: skip
+    assert config.long_poll_share() == 2
+    gateway = create_app(config).state.gateway
+    with contextlib.ExitStack() as held:
+        for _ in range(2):
+            held.enter_context(gateway.long_poll_slot("a", 1000))
+        with pytest.raises(TooManyWaitersError):
+            held.enter_context(gateway.long_poll_slot("a", 1000))
+        held.enter_context(gateway.long_poll_slot("a", 0))  # no wait: not a long poll
+        held.enter_context(gateway.long_poll_slot("b", 1000))  # the other tenant still gets in
+        assert dict(gateway.long_polls) == {"a": 2, "b": 1}
+    assert not gateway.long_polls
+    fixed = GatewayConfig.from_mapping(
+        {"masters": "m:1", "redis": "redis://r:1/0", "secret": "s" * 32, "keys": keys,
+         "max_long_polls_per_key": 7}
+    )  # fmt: skip
+    assert fixed.long_poll_share() == 7
