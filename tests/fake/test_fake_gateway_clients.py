@@ -5,9 +5,10 @@ a reset of every client takes a bounded number of Redis round trips."""
 from __future__ import annotations
 
 import pytest
+from gateway_engine_support import running_service
 
 from tubemq_aio.gateway import consume
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.consume import GroupSpec
 from tubemq_aio.gateway.errors import TooManyClientsError
 from tubemq_aio.gateway.http_errors import api_error_for
 from tubemq_aio.gateway.store import clients_keys
@@ -20,13 +21,9 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
     monkeypatch.setattr(consume, "_SYNCED_MAX", 4)
     async with FakeCluster(topics={"t": 2}) as cluster, RedisServer() as redis:
         spec = GroupSpec(name="gcap", topics=("t",), mode="broadcast", max_clients=6)
-        settings = ConsumeSettings(
-            masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True,
-            sync_interval=0.1,
-        )  # fmt: skip
-        service = ConsumeService(settings)
-        await service.start()
-        try:
+        async with running_service(
+            cluster.master_addr, redis.url, spec, sync_interval=0.1
+        ) as service:
             for i in range(6):
                 assert (await service.fetch("gcap", client_id=f"c{i}")).status == "empty"
             with pytest.raises(TooManyClientsError) as caught:
@@ -47,5 +44,3 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
             assert {e.scope for e in entries} == {f"b:c{i}" for i in range(6)}
             assert store.roundtrips - before <= 2  # the client list, then one pipelined reset
             assert service.stats().clients_refused == 1
-        finally:
-            await service.close()

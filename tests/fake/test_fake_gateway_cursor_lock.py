@@ -9,11 +9,11 @@ books the other's end offset: its batch silently skips messages.
 from __future__ import annotations
 
 import pytest
-from gateway_broadcast import two_clients
+from gateway_engine_support import running_service, two_clients
 
 from tubemq_aio import Producer
 from tubemq_aio.gateway import reader
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.consume import GroupSpec
 from tubemq_aio.testing import FakeCluster, FaultProxy, RedisServer
 
 
@@ -32,14 +32,7 @@ async def test_every_client_gets_every_message_through_a_slow_broker(
             for value in values:
                 await producer.send("t", value.encode())
         spec = GroupSpec(name="gbc", topics=("t",), mode="broadcast", lease_ms=60_000)
-        settings = ConsumeSettings(
-            masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True
-        )
-        service = ConsumeService(settings)
-        await service.start()
-        try:
+        async with running_service(cluster.master_addr, redis.url, spec) as service:
             proxy.set("both", latency=0.1)  # every broker RPC now takes about 0.2 s
             await two_clients(service, "gbc", values)
             assert service.stats().cursor_lock_lapses == 0  # renewed: no read was cut short
-        finally:
-            await service.close()

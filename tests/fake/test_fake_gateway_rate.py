@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway_engine_support import running_service
+
 from tubemq_aio import Producer
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.consume import GroupSpec
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 
@@ -17,12 +19,7 @@ async def test_concurrent_fetches_get_at_most_one_answer_beyond_the_burst() -> N
             for i in range(80):
                 await producer.send("t", f"m{i}".encode())
         spec = GroupSpec(name="grate", topics=("t",), lease_ms=30_000)
-        settings = ConsumeSettings(
-            masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True
-        )
-        service = ConsumeService(settings)
-        await service.start()
-        try:
+        async with running_service(cluster.master_addr, redis.url, spec) as service:
             await service.set_rate("grate", 1.0, 1)
             outcomes = await asyncio.gather(
                 *(service.fetch("grate", client_id=None, max_messages=10) for _ in range(8))
@@ -49,5 +46,3 @@ async def test_concurrent_fetches_get_at_most_one_answer_beyond_the_burst() -> N
             assert not polling.done()
             await service.resume("grate")
             assert (await polling).status == "ok"
-        finally:
-            await service.close()

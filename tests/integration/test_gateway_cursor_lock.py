@@ -11,11 +11,11 @@ import dataclasses
 import uuid
 
 import pytest
-from gateway_broadcast import two_clients
+from gateway_engine_support import running_service, two_clients
 
 from tubemq_aio import Producer
 from tubemq_aio.gateway import reader
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.consume import GroupSpec
 from tubemq_aio.gateway.tube import TubeGroup
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
@@ -53,17 +53,13 @@ async def test_broadcast_clients_get_everything_through_a_slow_real_broker(
     spec = GroupSpec(
         name=f"gwb_{uuid.uuid4().hex[:8]}", topics=(topic,), mode="broadcast", lease_ms=60_000
     )
-    settings = ConsumeSettings(
-        masters=cluster.master_addr, redis_url=redis.url, groups=(spec,), allow_init=True,
-        deployment=f"lock-{uuid.uuid4().hex[:6]}",
-    )  # fmt: skip
-    service = ConsumeService(settings)
-    await service.start()
     try:
-        await two_clients(service, spec.name, values)
-        assert proxies, "no broker connection went through a proxy"
-        assert service.stats().cursor_lock_lapses == 0
+        async with running_service(
+            cluster.master_addr, redis.url, spec, deployment=f"lock-{uuid.uuid4().hex[:6]}"
+        ) as service:
+            await two_clients(service, spec.name, values)
+            assert proxies, "no broker connection went through a proxy"
+            assert service.stats().cursor_lock_lapses == 0
     finally:
-        await service.close()
         for proxy in proxies.values():
             await proxy.close()

@@ -1,11 +1,31 @@
-"""Two broadcast clients reading at once through a slow broker: each must get every message
-(the fake-cluster and real-cluster tests of the cursor mutex share this)."""
+"""Shared pieces of the consume-engine tests on a fake or real cluster: a started service,
+and two broadcast clients reading at once (each must get every message)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
-from tubemq_aio.gateway.consume import ConsumeService
+from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+
+
+@contextlib.asynccontextmanager
+async def running_service(
+    masters: str, redis_url: str, *groups: GroupSpec, **settings: Any
+) -> AsyncIterator[ConsumeService]:
+    """A started :class:`ConsumeService` on an initialised store, closed after."""
+    service = ConsumeService(
+        ConsumeSettings(
+            masters=masters, redis_url=redis_url, groups=groups, allow_init=True, **settings
+        )
+    )
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.close()
 
 
 async def drain(
