@@ -143,8 +143,7 @@ class _CursorHold:
         renewal, self._renewal = self._renewal, None
         if renewal is not None:
             renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(renewal)
+            await asyncio.wait({renewal})  # its own cancel is not raised here
         with contextlib.suppress(Exception):
             self._cost.trips += 1
             await asyncio.shield(self.store.unlock(*self.fence))
