@@ -59,7 +59,6 @@ async def test_broadcast_clients_get_everything_through_a_slow_real_broker(
         ) as service:
             await two_clients(service, spec.name, values)
             assert proxies, "no broker connection went through a proxy"
-            assert service.stats().cursor_lock_lapses == 0
     finally:
         for proxy in proxies.values():
             await proxy.close()
