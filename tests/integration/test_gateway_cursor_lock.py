@@ -1,7 +1,7 @@
 """Broadcast on the real cluster: the shared broker cursor mutex outlives reads through a slow
 broker (issue 24 §2). Every broker connection of the engine goes through a FaultProxy that
-holds each chunk 0.1 s, so a read (register, GetMessage, commit) takes about 0.6 s, twice the
-mutex's unrenewed life here: without renewal and a fenced booking, client A books client B's
+holds each chunk 0.2 s, so a read (register, GetMessage, commit) takes about 1.2 s, four times
+the mutex's unrenewed life here: without renewal and a fenced booking, client A books client B's
 end offset and silently skips messages."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ async def test_broadcast_clients_get_everything_through_a_slow_real_broker(
             if addr not in proxies:
                 proxy = FaultProxy(addr)
                 await proxy.start()
-                proxy.set("both", latency=0.1)
+                proxy.set("both", latency=0.2)
                 proxies[addr] = proxy
         host, _, port = proxies[addr].addr.rpartition(":")
         return dataclasses.replace(
@@ -46,7 +46,7 @@ async def test_broadcast_clients_get_everything_through_a_slow_real_broker(
         )
 
     monkeypatch.setattr(TubeGroup, "_partition", through_proxy)
-    values = [f"v{i:03d}" for i in range(60)]
+    values = [f"v{i:03d}" for i in range(30)]
     async with Producer(cluster.master_addr, topics=[topic]) as producer:
         for value in values:  # big bodies: one broker read returns only a few of them
             await producer.send(topic, value.ljust(_BODY_BYTES, ".").encode())
