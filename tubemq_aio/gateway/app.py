@@ -136,6 +136,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
             lease_ms_min=g.lease_ms_min,
             lease_ms_max=g.lease_ms_max,
             max_clients=g.max_clients,
+            max_clients_per_key=g.max_clients_per_key,
         )
         for g in config.groups
     )

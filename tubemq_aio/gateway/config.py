@@ -61,6 +61,7 @@ _GROUP_KEYS = frozenset(
         "max_redeliveries",
         "dlq_topic",
         "max_clients",
+        "max_clients_per_key",
     }
 )
 _KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
@@ -89,6 +90,7 @@ class GroupConfig:
         dlq_topic: where poison batches go (must be one of ``produce_topics``).
         max_clients: broadcast only: ``client_id`` s kept at most (more → 409
             ``too_many_clients``); 0 = no cap.
+        max_clients_per_key: the same per API key; 0 = only ``max_clients``.
     """
 
     name: str
@@ -101,6 +103,7 @@ class GroupConfig:
     max_redeliveries: int = 0
     dlq_topic: str | None = None
     max_clients: int = 1000
+    max_clients_per_key: int = 0
 
     def __post_init__(self) -> None:
         where = f"groups[{self.name!r}]"
@@ -123,6 +126,7 @@ class GroupConfig:
             raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
         _check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
         _check_int(self.max_clients, f"{where}.max_clients", 0, 1_000_000)
+        _check_int(self.max_clients_per_key, f"{where}.max_clients_per_key", 0, 1_000_000)
         if (self.max_redeliveries > 0) != (self.dlq_topic is not None):
             raise ConfigError(f"{where}: max_redeliveries > 0 and dlq_topic go together")
         if self.dlq_topic is not None:

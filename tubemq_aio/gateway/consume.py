@@ -240,7 +240,7 @@ class ConsumeService:
             raise TubeUnavailableError(f"TubeMQ master unavailable: {exc!r}") from exc
         return tube
 
-    async def _sync(self, spec: GroupSpec, scope: str, store: LeaseStore) -> None:
+    async def _sync(self, spec: GroupSpec, scope: str, store: LeaseStore, owner: str) -> None:
         now = asyncio.get_running_loop().time()
         if now - self._synced.get((spec.name, scope), -math.inf) < self.settings.sync_interval:
             return
@@ -251,11 +251,16 @@ class ConsumeService:
             raise TubeUnavailableError(f"partition metadata unavailable: {exc!r}") from exc
         if scope != "c":  # stamped first: the housekeeper never collects a scope being synced
             self._stats.fetch_redis_roundtrips += 1
-            if not await store.add_client(spec.name, scope, spec.max_clients):
+            added = await store.add_client(
+                spec.name, scope, spec.max_clients, owner, spec.max_clients_per_key
+            )
+            if added != "ok":
                 self._stats.clients_refused += 1
+                limit = spec.max_clients if added == "group_full" else spec.max_clients_per_key
+                whose = "the broadcast group" if added == "group_full" else "this API key"
                 raise TooManyClientsError(
-                    f"the broadcast group keeps at most {spec.max_clients} client_ids; "
-                    "an idle one is collected by the housekeeper"
+                    f"{whose} keeps at most {limit} client_ids; an idle one is collected by the "
+                    "housekeeper"
                 )
         self._stats.fetch_redis_roundtrips += 1
         await store.sync_parts(spec.name, scope, plist)
@@ -286,6 +291,7 @@ class ConsumeService:
         lease_ms: int | None = None,
         holder: str = "",
         max_messages: int | None = None,
+        owner: str = "",
     ) -> FetchOutcome:
         """Lease one partition and return its next batch (or why not).
 
@@ -295,6 +301,7 @@ class ConsumeService:
             wait_ms: long poll: wait up to this long (0–30000) for a batch.
             lease_ms: lease length (default: the group's).
             holder: free text stored with the lease (e.g. principal@ip).
+            owner: the API key asking (broadcast: counted against ``max_clients_per_key``).
             max_messages: gather further broker batches of the leased partition while the
                 answer stays within this many messages (1–10000; None: one broker batch). The
                 first broker batch is always delivered whole (the broker sizes it).
@@ -310,8 +317,8 @@ class ConsumeService:
         lease = self._lease_ms(spec, lease_ms)
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= 30000:
             raise InvalidRequestError("wait_ms must be an integer in [0, 30000]")
-        if not isinstance(holder, str):
-            raise InvalidRequestError("holder must be a string")
+        if not isinstance(holder, str) or not isinstance(owner, str):
+            raise InvalidRequestError("holder and owner must be strings")
         if max_messages is None:
             max_messages = 1
         elif (
@@ -329,7 +336,7 @@ class ConsumeService:
         self._busy[group] += 1  # the session is in use: the housekeeper leaves it open
         try:
             while True:
-                await self._sync(spec, scope, store)
+                await self._sync(spec, scope, store, owner[:200])
                 outcome = await self._reader.fetch_once(
                     spec, scope, lease, holder[:200], store, max_messages
                 )

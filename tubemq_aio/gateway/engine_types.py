@@ -64,6 +64,8 @@ class GroupSpec:
         lease_ms_max: longest lease.
         max_clients: broadcast only: ``client_id`` s the group keeps state for at most (a new
             one beyond it is refused until the housekeeper collects an idle one); 0 = no cap.
+        max_clients_per_key: the same per API key (the one that first used a client_id);
+            0 = only the group's cap.
     """
 
     name: str
@@ -74,6 +76,7 @@ class GroupSpec:
     lease_ms_min: int = 10_000
     lease_ms_max: int = 43_200_000
     max_clients: int = 1000
+    max_clients_per_key: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or validate_group_name(self.name) != self.name:
@@ -93,6 +96,7 @@ class GroupSpec:
         _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min, LEASE_MS_CEILING)
         _positive_int("lease_ms", self.lease_ms, self.lease_ms_min, self.lease_ms_max)
         _positive_int("max_clients", self.max_clients, 0, 1_000_000)
+        _positive_int("max_clients_per_key", self.max_clients_per_key, 0, 1_000_000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -51,20 +51,26 @@ _RENEW = (
     "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 )
 # Remember a broadcast scope and when it was last seen, on Redis's clock; a new one only while
-# the group has fewer than ARGV[2] (0: no cap).
+# the group has fewer than ARGV[2] (0: no cap) and its owner ARGV[3] fewer than ARGV[4].
 _SEEN = (
-    "local cap = tonumber(ARGV[2]) if cap > 0 and redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 "
-    "and redis.call('SCARD', KEYS[1]) >= cap then return 0 end "
+    "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then "
+    "local cap, owner, owner_cap = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]) "
+    "if cap > 0 and redis.call('SCARD', KEYS[1]) >= cap then return 0 end "
+    "if owner_cap > 0 then local n = 0 "
+    "for _, o in ipairs(redis.call('HVALS', KEYS[3])) do if o == owner then n = n + 1 end end "
+    "if n >= owner_cap then return -1 end end "
+    "redis.call('HSET', KEYS[3], ARGV[1], owner) end "
     "local t = redis.call('TIME') redis.call('SADD', KEYS[1], ARGV[1]) "
     "local ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "redis.call('ZADD', KEYS[2], ms, ARGV[1]) return 1"
 )
 
 
-def clients_keys(group: str) -> tuple[str, str]:
-    """The broadcast scopes of a group: the SET of scopes and the ZSET scope → last seen ms."""
+def clients_keys(group: str) -> tuple[str, str, str]:
+    """The broadcast scopes of a group: the SET of scopes, the ZSET scope → last seen ms and the
+    HASH scope → the API key that first used it."""
     g = f"tgw:{{g:{group}}}"
-    return f"{g}:clients", f"{g}:seen"
+    return f"{g}:clients", f"{g}:seen", f"{g}:owners"
 
 
 def cursor_lock_key(group: str, p: str) -> str:
@@ -283,15 +289,19 @@ class LeaseStore:
 
         await self._io(write)
 
-    async def add_client(self, group: str, scope: str, cap: int = 0) -> bool:
+    async def add_client(
+        self, group: str, scope: str, cap: int = 0, owner: str = "", owner_cap: int = 0
+    ) -> str:
         """Remember a broadcast scope (so a reset without client_id reaches it) and mark it
         seen now (the housekeeper deletes the state of scopes idle too long).
 
         Returns:
-            False (nothing written) when ``scope`` is new and the group has ``cap`` already.
+            ``ok``; ``group_full`` or ``owner_full`` (nothing written) when ``scope`` is new and
+            the group has ``cap`` scopes, or ``owner`` has ``owner_cap`` (0: no cap).
         """
         keys = list(clients_keys(group))
-        return bool(await self._io(lambda: self._seen(keys=keys, args=[scope, cap])))
+        got = await self._io(lambda: self._seen(keys=keys, args=[scope, cap, owner, owner_cap]))
+        return {1: "ok", 0: "group_full"}.get(int(got), "owner_full")
 
     async def clients(self, group: str) -> list[str]:
         """Every broadcast scope of ``group`` seen so far (and not collected since)."""

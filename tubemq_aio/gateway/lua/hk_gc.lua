@@ -1,4 +1,4 @@
--- hk_gc(KEYS: clients, seen, st, ready, leased, parts, acq, done of one broadcast scope;
+-- hk_gc(KEYS: clients, seen, st, ready, leased, parts, acq, done of one broadcast scope, owners;
 --       ARGV: scope, idle_ms): delete the scope's state if it was not seen for idle_ms and
 -- holds no live lease. Only broadcast scopes ("b:..."): a clustering group's offsets are never
 -- touched. A scope without a last-seen time (state older than this script) is adopted: its
@@ -22,4 +22,5 @@ end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('SREM', KEYS[1], scope)
 redis.call('ZREM', KEYS[2], scope)
+redis.call('HDEL', KEYS[9], scope)
 return {'deleted', now}

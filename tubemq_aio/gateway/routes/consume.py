@@ -108,6 +108,7 @@ async def fetch(
             lease_ms=body.lease_ms,
             holder=gateway.replica,
             max_messages=body.max_messages,
+            owner=principal.name,
         ),
         gateway.metrics.dead_lettered.labels(group).inc,
         gateway.config.produce_timeout,
