@@ -436,6 +436,13 @@ async def test_init_command_marks_the_store_once(
         await svc.close()
     assert await asyncio.to_thread(gateway_main, ["init", "--config", str(config)]) == 0
     assert "was already initialised" in capsys.readouterr().out
+    produce_only = tmp_path / "produce.toml"  # no groups: no Redis to reach, nothing to do
+    produce_only.write_text(
+        f'masters = "{NO_MASTER}"\nredis = "redis://127.0.0.1:9/0"\nsecret = "{"s" * 32}"\n'
+        "allow_anonymous = true\n"
+    )
+    assert await asyncio.to_thread(gateway_main, ["init", "--config", str(produce_only)]) == 0
+    assert "uses no Redis store" in capsys.readouterr().out
 
 
 async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:

@@ -99,6 +99,9 @@ def _init(config: GatewayConfig) -> int:
     except GatewayError as err:
         print(f"tubemq-gateway: init failed: {err}", file=sys.stderr)
         return 1
+    if not groups:
+        print("tubemq-gateway: no [[groups]] configured: the gateway uses no Redis store")
+        return 0
     state = "was already initialised" if was_booted else "initialised"
     print(f"tubemq-gateway: the Redis store {state}; groups marked: {', '.join(groups) or '-'}")
     return 0

@@ -22,11 +22,14 @@ async def initialise_store(config: GatewayConfig) -> tuple[bool, list[str]]:
     """Write the store's boot marker and every configured group's marker (idempotent).
 
     Returns:
-        Whether the store held the boot marker already, and the groups marked.
+        Whether the store held the boot marker already, and the groups marked (a config
+        without ``[[groups]]`` uses no Redis: nothing is written, ``(False, [])``).
 
     Raises:
         StoreUnavailableError: Redis cannot be reached.
     """
+    if not config.groups:
+        return False, []
     timeout = config.rpc_timeout
     client = aioredis.Redis.from_url(
         config.redis, socket_timeout=timeout, socket_connect_timeout=timeout
