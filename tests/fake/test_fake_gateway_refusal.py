@@ -3,8 +3,10 @@ fetch with 503: it rests and the fetch reads another partition."""
 
 from __future__ import annotations
 
+from gateway_engine_support import running_service
+
 from tubemq_aio import Producer
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.consume import GroupSpec
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, RedisServer
 
@@ -15,10 +17,7 @@ async def test_a_refused_partition_rests_and_the_fetch_reads_another() -> None:
             for i in range(20):
                 await producer.send("t", f"m{i}".encode())
         spec = GroupSpec(name="gref", topics=("t",), lease_ms=30_000)
-        settings = ConsumeSettings(masters=cluster.master_addr, redis_url=redis.url, groups=(spec,))
-        service = ConsumeService(settings)
-        await service.start()
-        try:
+        async with running_service(cluster.master_addr, redis.url, spec) as service:
             # every register is refused with 410 (held by another consumer) for the first
             # partition tried: the SDK tries twice, then holds the partition back for 5 s
             rule = cluster.inject(
@@ -40,5 +39,3 @@ async def test_a_refused_partition_rests_and_the_fetch_reads_another() -> None:
             again = await service.fetch("gref", client_id=None, wait_ms=0)
             assert again.status == "empty"
             assert service.stats().partition_refusals == 1
-        finally:
-            await service.close()

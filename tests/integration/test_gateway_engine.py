@@ -40,6 +40,7 @@ def settings(masters: str, redis_url: str, deployment: str, *groups: GroupSpec) 
         groups=groups,
         not_found_wait_ms=200,
         sync_interval=2.0,
+        allow_init=True,
     )
 
 

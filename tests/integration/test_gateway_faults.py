@@ -26,6 +26,7 @@ from gateway_support import (
 )
 
 from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
+from tubemq_aio.testing.gateway import GatewayReplica
 
 
 async def test_replica_killed_or_frozen_while_holding_leases(
@@ -110,6 +111,18 @@ async def test_redis_crash_and_flush(
             r = await c.post("/v1/groups/gr/fetch", json={}, headers=READER)
             assert r.status_code == 503, r.text
             assert r.json()["error"]["code"] == "state_lost"
+        r = await a.get("/v1/groups/gr/lag", headers=READER)  # no zero backlog: alerts fire
+        assert (r.status_code, r.json()["error"]["code"]) == (503, "state_lost"), r.text
+        # a replica (re)started after the loss must not hide it (issue 24 §1)
+        async with (
+            GatewayReplica(config, init_store=False) as late,
+            httpx.AsyncClient(base_url=late.url, timeout=60) as via_late,
+        ):
+            r = await via_late.post("/v1/groups/gr/fetch", json={}, headers=READER)
+            assert (r.status_code, r.json()["error"]["code"]) == (503, "state_lost"), r.text
+        for c in clients:
+            r = await c.post("/v1/groups/gr/fetch", json={}, headers=READER)
+            assert r.status_code == 503, r.text
         r = await b.post("/v1/groups/gr/offsets/reset", json={"to": "earliest"}, headers=ADMIN)
         assert r.status_code == 200, r.text
         again = await lease_one(b, "gr")

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.__main__ import main as gateway_main
 from tubemq_aio.gateway.consume import (
     MAX_OFFSET,
     MIN_RATE,
@@ -50,6 +52,7 @@ def make(url: str, **kw: Any) -> ConsumeService:
         GroupSpec(name="gg", topics=("t",), lease_ms_min=100, lease_ms=60_000),
         GroupSpec(name="bb", topics=("t",), mode="broadcast"),
     )
+    kw.setdefault("allow_init", True)  # these tests start on an emptied Redis
     return ConsumeService(
         ConsumeSettings(masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, **kw)
     )
@@ -349,6 +352,97 @@ async def test_flushed_redis_is_state_lost(server: RedisServer, service: Consume
             await restarted.extend(ref, 30_000)
     finally:
         await restarted.close()
+
+
+async def test_settle_answers_say_how_the_lease_really_ended(service: ConsumeService) -> None:
+    nacked = await lease_by_hand(service, "N" * 32)
+    assert await service.settle(nacked, "nack") == "nacked"
+    with pytest.raises(LeaseStaleError, match="already nacked"):  # nothing was committed
+        await service.settle(nacked, "ack")
+    assert await service.settle(nacked, "nack") == "nacked"  # a retry: the same answer
+    acked = await lease_by_hand(service, "A" * 32)
+    assert await service.settle(acked, "ack") == "acked"
+    assert await service.settle(acked, "nack") == "already_acked"  # no redelivery follows
+    assert await service.settle(acked, "release") == "already_acked"
+    after = await lease_by_hand(service, "B" * 32, base=56, nxt=84)  # the partition's next one
+    assert await service.settle(after, "ack") == "acked"
+    assert await service.settle(acked, "ack") == "already_acked"  # still known as acked
+    state = await service.lease_store().dump("gg", "c")
+    assert state.scopes["c"].parts[P].cmt == 84
+
+
+@pytest.mark.parametrize("pool", [{}, {"redis_max_connections": 4}])
+async def test_a_burst_over_the_pool_waits_instead_of_failing(
+    server: RedisServer, pool: dict[str, int]
+) -> None:
+    await server.flushall()
+    svc = make(server.url, **pool)
+    await svc.start()
+    try:
+        ref = await lease_by_hand(svc, "P" * 32)
+        # 300 round trips at once, more than the pool holds: each waits its turn, none is a 503
+        got = await asyncio.gather(
+            *(svc.lag("gg") for _ in range(150)),
+            *(svc.extend(ref, 30_000) for _ in range(150)),
+            return_exceptions=True,
+        )
+        assert [g for g in got if isinstance(g, BaseException)] == []
+        assert svc.stats().store_errors == 0
+    finally:
+        await svc.close()
+
+
+async def test_a_replica_started_after_a_loss_does_not_hide_it(
+    server: RedisServer, service: ConsumeService
+) -> None:
+    assert ConsumeSettings(masters=NO_MASTER, redis_url=server.url).allow_init is False
+    ref = await lease_by_hand(service, "G" * 32)
+    await server.flushall()
+    late = make(server.url, allow_init=False)  # what every production replica is
+    await late.start()
+    try:
+        assert not await late.lease_store().booted()
+        for svc in (late, service):  # old and new replicas alike
+            with pytest.raises(StateLostError):
+                await svc.settle(ref, "ack")
+        assert late.stats().state_lost == 1
+        await late.reset("gg", "earliest")  # the admin decides where the group goes on
+        with pytest.raises(LeaseStaleError):
+            await service.settle(ref, "ack")
+        with pytest.raises(StateLostError):  # lag of a lost group is no zero backlog
+            await late.lag("bb", client_id="x")
+        assert (await late.lag("gg")).total_lag_bytes == 0
+    finally:
+        await late.close()
+
+
+async def test_init_command_marks_the_store_once(
+    server: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await server.flushall()
+    config = tmp_path / "gw.toml"
+    config.write_text(
+        f'masters = "{NO_MASTER}"\nredis = "{server.url}"\nsecret = "{"s" * 32}"\n'
+        'allow_anonymous = true\n[[groups]]\nname = "gg"\ntopics = ["t"]\n'
+    )
+    assert await asyncio.to_thread(gateway_main, ["init", "--config", str(config)]) == 0
+    assert "initialised; groups marked: gg" in capsys.readouterr().out
+    svc = make(server.url, allow_init=False)
+    await svc.start()
+    try:
+        assert await svc.lease_store().booted()
+        assert (await svc.lease_store().dump("gg", "c")).booted
+    finally:
+        await svc.close()
+    assert await asyncio.to_thread(gateway_main, ["init", "--config", str(config)]) == 0
+    assert "was already initialised" in capsys.readouterr().out
+    produce_only = tmp_path / "produce.toml"  # no groups: no Redis to reach, nothing to do
+    produce_only.write_text(
+        f'masters = "{NO_MASTER}"\nredis = "redis://127.0.0.1:9/0"\nsecret = "{"s" * 32}"\n'
+        "allow_anonymous = true\n"
+    )
+    assert await asyncio.to_thread(gateway_main, ["init", "--config", str(produce_only)]) == 0
+    assert "uses no Redis store" in capsys.readouterr().out
 
 
 async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:

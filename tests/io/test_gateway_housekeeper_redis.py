@@ -106,7 +106,9 @@ def _service(url: str) -> ConsumeService:
         GroupSpec(name="gg", topics=("t",)),
         GroupSpec(name="bb", topics=("t",), mode="broadcast"),
     )
-    settings = ConsumeSettings(masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0)
+    settings = ConsumeSettings(
+        masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, allow_init=True
+    )
     return ConsumeService(settings)
 
 

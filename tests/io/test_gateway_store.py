@@ -17,7 +17,7 @@ from redis.crc import key_slot
 
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.model import GroupState, PartState
-from tubemq_aio.gateway.store import LeaseStore, Reply, scope_keys
+from tubemq_aio.gateway.store import LeaseStore, Reply, cursor_lock_key, scope_keys
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -42,11 +42,13 @@ def _norm(state: GroupState, scope: str) -> dict[str, Any]:
         "rate": state.rate,
         "burst": state.burst,
         "tat_us": state.tat_us,
+        "rate_hold": state.rate_hold,
         "cursor": state.cursor,
         "members": sorted(sc.members),
         "ready": sc.ready,
         "leased": sc.leased,
         "acq": sc.acq,
+        "done": sc.done,
         "parts": parts,
     }
 
@@ -237,7 +239,7 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     a, b = await twice(lambda: store.record(g, s, p, "A", 28, 84, 280, 2, 400, 84))
     assert (a.status, b.status) == ("ok", "ok")
     a, b = await twice(lambda: store.settle(g, s, p, "A", "ack"))
-    assert (a.status, b.status, b.values) == ("acked", "already", (84,))
+    assert (a.status, b.status, b.values) == ("acked", "already", (84, "acked"))
     await store.acquire(g, s, "B", 60_000, "h")
     a, b = await twice(lambda: store.record(g, s, p, "B", 84, 112, 280, 0, 0, 112))
     assert (a.status, b.status, b.values) == ("released", "released", (112,))
@@ -315,3 +317,24 @@ async def test_kill_and_restart_is_unavailable_then_recovers_without_going_back(
             assert got.values[:2] == ("1:t:0", cmt)  # nothing acked was lost
         finally:
             await client.aclose()
+
+
+async def test_a_broadcast_booking_is_fenced_by_the_cursor_mutex(store: LeaseStore) -> None:
+    g, s, p = "gf", "b:x", "1:t:0"
+    await store.boot([g], allow_init=True)
+    await store.sync_parts(g, s, [p])
+    assert (await store.acquire(g, s, "L1", 60_000, "h")).status == "leased"
+    await store.init(g, s, p, "L1", 0, 280)
+    key = cursor_lock_key(g, p)
+    assert await store.try_lock(key, "tok-a", 60_000)
+    await store.client.delete(key)  # A's mutex lapsed; B takes it
+    assert await store.try_lock(key, "tok-b", 60_000)
+    assert not await store.renew_lock(key, "tok-a", 60_000)
+    fenced = await store.record(g, s, p, "L1", 0, 56, 280, 2, 0, 56, fence=(key, "tok-a"))
+    assert fenced.status == "fenced"
+    state = await store.dump(g, s)
+    assert state.scopes[s].parts[p].ls is None  # nothing booked
+    assert p not in state.cursor
+    assert await store.renew_lock(key, "tok-b", 60_000)
+    booked = await store.record(g, s, p, "L1", 0, 56, 280, 2, 0, 56, fence=(key, "tok-b"))
+    assert booked.status == "ok"

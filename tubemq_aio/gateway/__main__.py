@@ -1,12 +1,15 @@
-"""``python -m tubemq_aio.gateway --config gateway.toml [--host H] [--port P] [--workers N]``.
+"""``python -m tubemq_aio.gateway [serve|init] --config gateway.toml [--host H] [--port P]
+[--workers N]``.
 
-Each worker process is one replica; replicas share only Redis. ``--openapi`` prints the OpenAPI
-document and exits.
+Each worker process is one replica; replicas share only Redis. ``init`` writes the store's boot
+markers once, before the first replica starts (a replica never does: see :mod:`.bootstrap`).
+``--openapi`` prints the OpenAPI document and exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -16,7 +19,9 @@ from fastapi import FastAPI
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.app import create_app, openapi_document
+from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.errors import GatewayError
 
 __all__ = ["app_from_env", "main"]
 
@@ -31,6 +36,14 @@ def app_from_env() -> FastAPI:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tubemq-gateway", description="HTTP gateway for TubeMQ (consume state in Redis)."
+    )
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("serve", "init"),
+        default="serve",
+        help="serve (default), or init: mark the Redis store initialised, once, before the "
+        "first replica starts",
     )
     parser.add_argument("--config", help="the gateway TOML file")
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
@@ -59,10 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tubemq-gateway: --workers must be 1-256 and --port 0-65535", file=sys.stderr)
         return 2
     try:
-        GatewayConfig.from_toml(args.config)  # refuse a bad file before any worker starts
+        config = GatewayConfig.from_toml(args.config)  # refuse a bad file before any worker
     except ConfigError as err:
         print(f"tubemq-gateway: {err}", file=sys.stderr)
         return 2
+    if args.command == "init":
+        return _init(config)
     import uvicorn  # imported late: --openapi and config checks need no server
 
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
@@ -75,6 +90,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_level=args.log_level,
         access_log=False,
     )
+    return 0
+
+
+def _init(config: GatewayConfig) -> int:
+    try:
+        was_booted, groups = asyncio.run(initialise_store(config))
+    except GatewayError as err:
+        print(f"tubemq-gateway: init failed: {err}", file=sys.stderr)
+        return 1
+    if not groups:
+        print("tubemq-gateway: no [[groups]] configured: the gateway uses no Redis store")
+        return 0
+    state = "was already initialised" if was_booted else "initialised"
+    print(f"tubemq-gateway: the Redis store {state}; groups marked: {', '.join(groups) or '-'}")
     return 0
 
 

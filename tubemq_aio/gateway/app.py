@@ -61,8 +61,13 @@ def create_app(
     gateway = Gateway(
         config=config,
         replica=f"{socket.gethostname()}:{os.getpid()}",
-        auth=Authenticator(config.keys, config.allow_anonymous),
+        auth=Authenticator(config.keys, config.allow_anonymous, config.anonymous_grant()),
     )
+    if config.allow_anonymous:
+        log.warning(
+            "allow_anonymous: requests without an API key are served with scopes %s",
+            list(config.anonymous_grant()) or "(none)",
+        )
     make_engine = engine_factory or default_engine
     make_producer = producer_factory or default_producer
 
@@ -137,6 +142,8 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
             lease_ms=g.lease_ms,
             lease_ms_min=g.lease_ms_min,
             lease_ms_max=g.lease_ms_max,
+            max_clients=g.max_clients,
+            max_clients_per_key=g.max_clients_per_key,
         )
         for g in config.groups
     )
@@ -147,6 +154,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         groups=groups,
         rpc_timeout=config.rpc_timeout,
         max_long_poll_waiters=config.max_long_poll_waiters,
+        redis_max_connections=config.redis_max_connections,
         not_found_wait_ms=config.not_found_wait_ms,
         sync_interval=config.sync_interval,
         credentials=config.tubemq.credentials,

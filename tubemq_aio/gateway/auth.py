@@ -16,7 +16,8 @@ from tubemq_aio.gateway.config import ApiKey
 
 __all__ = ["ANONYMOUS", "AuthError", "Authenticator", "ForbiddenScopeError"]
 
-#: The principal used for requests without a key when ``allow_anonymous`` is set.
+#: The principal of requests without a key when ``allow_anonymous`` is set and no key is
+#: configured (a development setup); with keys it gets ``anonymous_scopes`` (default none).
 ANONYMOUS = ApiKey(name="anonymous", digest=b"", scopes=("produce:*", "consume:*", "admin:*"))
 
 
@@ -34,11 +35,13 @@ class Authenticator:
 
     Attributes:
         keys: the configured keys.
-        allow_anonymous: requests with no header act as :data:`ANONYMOUS`.
+        allow_anonymous: requests with no header act as ``anonymous``.
+        anonymous_scopes: the scopes of ``anonymous`` (None: those of :data:`ANONYMOUS`).
     """
 
     keys: tuple[ApiKey, ...]
     allow_anonymous: bool = False
+    anonymous_scopes: tuple[str, ...] | None = None
 
     def authenticate(self, header: str | None) -> ApiKey:
         """The principal for ``header``.
@@ -48,7 +51,9 @@ class Authenticator:
         """
         if header is None or not header.strip():
             if self.allow_anonymous:
-                return ANONYMOUS
+                if self.anonymous_scopes is None:
+                    return ANONYMOUS
+                return ApiKey(name="anonymous", digest=b"", scopes=self.anonymous_scopes)
             raise AuthError("missing Authorization: Bearer <key>")
         scheme, _, presented = header.strip().partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():

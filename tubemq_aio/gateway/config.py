@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR, MAX_BATCH_CEILING
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
@@ -38,12 +39,15 @@ _TOP_KEYS = frozenset(
         "tubemq",
         "cors",
         "docs",
+        "anonymous_scopes",
         "deployment",
         "max_batch",
         "max_body_bytes",
         "produce_timeout",
         "rpc_timeout",
         "max_long_poll_waiters",
+        "redis_max_connections",
+        "max_long_polls_per_key",
         "not_found_wait_ms",
         "noop_route",
         "sync_interval",
@@ -61,6 +65,8 @@ _GROUP_KEYS = frozenset(
         "lease_ms_max",
         "max_redeliveries",
         "dlq_topic",
+        "max_clients",
+        "max_clients_per_key",
     }
 )
 _KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
@@ -87,6 +93,9 @@ class GroupConfig:
         max_redeliveries: poison batches (opt-in, 0 = off): a batch redelivered this many
             times is produced to ``dlq_topic`` the next time it comes round, then committed.
         dlq_topic: where poison batches go (must be one of ``produce_topics``).
+        max_clients: broadcast only: ``client_id`` s kept at most (more → 409
+            ``too_many_clients``); 0 = no cap.
+        max_clients_per_key: the same per API key; 0 = only ``max_clients``.
     """
 
     name: str
@@ -98,6 +107,8 @@ class GroupConfig:
     lease_ms_max: int = 43_200_000
     max_redeliveries: int = 0
     dlq_topic: str | None = None
+    max_clients: int = 1000
+    max_clients_per_key: int = 0
 
     def __post_init__(self) -> None:
         where = f"groups[{self.name!r}]"
@@ -115,10 +126,12 @@ class GroupConfig:
         if self.start not in ("earliest", "latest"):
             raise ConfigError(f"{where}.start must be 'earliest' or 'latest'")
         for key in ("lease_ms", "lease_ms_min", "lease_ms_max"):
-            _check_int(getattr(self, key), f"{where}.{key}", 1, 7 * 86_400_000)
+            _check_int(getattr(self, key), f"{where}.{key}", LEASE_MS_FLOOR, LEASE_MS_CEILING)
         if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
             raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
         _check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
+        _check_int(self.max_clients, f"{where}.max_clients", 0, 1_000_000)
+        _check_int(self.max_clients_per_key, f"{where}.max_clients_per_key", 0, 1_000_000)
         if (self.max_redeliveries > 0) != (self.dlq_topic is not None):
             raise ConfigError(f"{where}: max_redeliveries > 0 and dlq_topic go together")
         if self.dlq_topic is not None:
@@ -197,7 +210,11 @@ class GatewayConfig:
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
         keys: API keys; without any, the gateway refuses to start unless ``allow_anonymous``.
-        allow_anonymous: serve requests without ``Authorization`` with every scope.
+        allow_anonymous: serve requests without ``Authorization`` as the principal
+            ``anonymous`` (a loud warning at start).
+        anonymous_scopes: the scopes of ``anonymous`` (only with ``allow_anonymous``); by
+            default every scope when no key is configured (a development setup), none when
+            keys are, so an anonymous caller never gets more than a named key by default.
         tubemq: TLS and credentials towards the cluster (see :class:`TubeMQAccess`).
         cors: cross-origin access for browser clients (see :class:`CorsConfig`; off by default).
         docs: serve ``/docs`` (Swagger UI) and ``/redoc``, assets included (no CDN).
@@ -208,6 +225,11 @@ class GatewayConfig:
         rpc_timeout: seconds per TubeMQ RPC and Redis round trip of the consume engine, in
             [3, 600].
         max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
+        max_long_polls_per_key: long polls one API key (or ``anonymous``) holds at once on a
+            replica (more → 503 ``too_many_waiters``); 0 = a fair share,
+            ``max_long_poll_waiters`` divided by the number of principals.
+        redis_max_connections: Redis connections one replica opens at most; a round trip
+            waits for a free one (within ``rpc_timeout``) instead of failing with 503.
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
@@ -217,7 +239,7 @@ class GatewayConfig:
     """
 
     masters: str
-    redis: str
+    redis: str = field(repr=False)  # the URL may carry a password
     secret: str = field(repr=False)
     produce_topics: tuple[str, ...] = ()
     groups: tuple[GroupConfig, ...] = ()
@@ -226,12 +248,15 @@ class GatewayConfig:
     tubemq: TubeMQAccess = field(default_factory=TubeMQAccess)
     cors: CorsConfig = field(default_factory=CorsConfig)
     docs: bool = True
+    anonymous_scopes: tuple[str, ...] | None = None
     deployment: str = "default"
     max_batch: int = 500
     max_body_bytes: int = 8 * 1024 * 1024
     produce_timeout: float = 10.0
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
+    redis_max_connections: int = 64
+    max_long_polls_per_key: int = 0
     not_found_wait_ms: int = 400
     noop_route: bool = False
     sync_interval: float = 10.0
@@ -263,14 +288,20 @@ class GatewayConfig:
         for flag in ("allow_anonymous", "noop_route", "docs"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be true or false")
+        if self.anonymous_scopes is not None:
+            if not self.allow_anonymous:
+                raise ConfigError("anonymous_scopes needs allow_anonymous = true")
+            _check_scopes(self.anonymous_scopes, "anonymous_scopes")
         if not self.keys and not self.allow_anonymous:
             raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
         _check_name(self.deployment, "deployment")
-        _check_int(self.max_batch, "max_batch", 1, 10_000)
+        _check_int(self.max_batch, "max_batch", 1, MAX_BATCH_CEILING)
         _check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
         _check_seconds(self.produce_timeout, "produce_timeout")
         _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
+        _check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
+        _check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
         _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
         _check_seconds(self.sync_interval, "sync_interval", low=0.1)
         if not isinstance(self.housekeeper, HousekeeperConfig):
@@ -283,6 +314,21 @@ class GatewayConfig:
                 "housekeeper.client_idle_ms must be 0 (never) or at least 2 x sync_interval "
                 f"({int(2000 * self.sync_interval)} ms)"
             )
+
+    def long_poll_share(self) -> int:
+        """Long polls one principal may hold at once on a replica."""
+        if self.max_long_polls_per_key:
+            return self.max_long_polls_per_key
+        principals = len(self.keys) + int(self.allow_anonymous)
+        return max(1, self.max_long_poll_waiters // max(1, principals))
+
+    def anonymous_grant(self) -> tuple[str, ...]:
+        """The scopes of a request without a key (empty unless ``allow_anonymous``)."""
+        if not self.allow_anonymous:
+            return ()
+        if self.anonymous_scopes is not None:
+            return self.anonymous_scopes
+        return () if self.keys else ("produce:*", "consume:*", "admin:*")
 
     def group(self, name: str) -> GroupConfig | None:
         """The configured group called ``name``, or None."""
@@ -319,8 +365,9 @@ class GatewayConfig:
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
                 raise ConfigError(f"{key} must be a string")
-        if "produce_topics" in options:
-            options["produce_topics"] = _str_tuple(options["produce_topics"], "produce_topics")
+        for key in ("produce_topics", "anonymous_scopes"):
+            if key in options:
+                options[key] = _str_tuple(options[key], key)
         options["groups"] = tuple(
             _group(g, i) for i, g in enumerate(_tables(data.get("groups", []), "groups"))
         )
@@ -377,13 +424,17 @@ def _key(raw: Mapping[str, Any], index: int) -> ApiKey:
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}.name must be a non-empty string")
     scopes = _str_tuple(raw.get("scopes", []), f"{where}.scopes")
+    _check_scopes(scopes, f"{where}.scopes")
+    return ApiKey(name=name, digest=digest, scopes=scopes)
+
+
+def _check_scopes(scopes: tuple[str, ...], key: str) -> None:
     for scope in scopes:
-        kind, sep, pattern = scope.partition(":")
+        kind, sep, pattern = scope.partition(":") if isinstance(scope, str) else ("", "", "")
         if not sep or kind not in _SCOPE_KINDS or not pattern:
             raise ConfigError(
-                f"{where}.scopes: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
+                f"{key}: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
             )
-    return ApiKey(name=name, digest=digest, scopes=scopes)
 
 
 def _tables(value: object, key: str) -> list[Mapping[str, Any]]:
@@ -427,8 +478,7 @@ def _check_seconds(value: object, key: str, low: float = 0.0) -> None:
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or not low < value <= 600
-        or (low and value < low)
+        or not (low <= value <= 600 if low else 0 < value <= 600)
     ):
         span = f"[{low:g}, 600]" if low else "(0, 600]"
         raise ConfigError(f"{key} must be a number of seconds in {span}")

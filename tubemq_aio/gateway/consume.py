@@ -41,7 +41,9 @@ from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseConflictError,
     LeaseStaleError,
+    StateLostError,
     StoreUnavailableError,
+    TooManyClientsError,
     TubeUnavailableError,
     UnknownGroupError,
 )
@@ -71,6 +73,8 @@ log = logging.getLogger("tubemq_aio.gateway")
 
 #: The largest ``max_messages`` a fetch may ask for.
 MAX_MESSAGES_LIMIT = 10_000
+#: Scopes a replica remembers as synced before it forgets those not synced lately.
+_SYNCED_MAX = 4096
 #: A long poll re-tries at most this often (ms), whatever the scripts said.
 _MIN_POLL_MS = 10
 
@@ -114,9 +118,16 @@ class ConsumeService:
         if self._started:
             return
         timeout = self.settings.rpc_timeout
-        client = aioredis.Redis.from_url(
-            self.settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
+        # Blocking: a burst of round trips waits for a free connection instead of failing
+        # with "too many connections", which would read as a Redis outage (503).
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.settings.redis_url,
+            max_connections=self.settings.redis_max_connections,
+            timeout=timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
         )
+        client = aioredis.Redis.from_pool(pool)
         try:
             store = LeaseStore(client, timeout=timeout)
             await store.boot(list(self._specs), allow_init=self.settings.allow_init)
@@ -231,7 +242,7 @@ class ConsumeService:
             raise TubeUnavailableError(f"TubeMQ master unavailable: {exc!r}") from exc
         return tube
 
-    async def _sync(self, spec: GroupSpec, scope: str, store: LeaseStore) -> None:
+    async def _sync(self, spec: GroupSpec, scope: str, store: LeaseStore, owner: str) -> None:
         now = asyncio.get_running_loop().time()
         if now - self._synced.get((spec.name, scope), -math.inf) < self.settings.sync_interval:
             return
@@ -242,10 +253,23 @@ class ConsumeService:
             raise TubeUnavailableError(f"partition metadata unavailable: {exc!r}") from exc
         if scope != "c":  # stamped first: the housekeeper never collects a scope being synced
             self._stats.fetch_redis_roundtrips += 1
-            await store.add_client(spec.name, scope)
+            added = await store.add_client(
+                spec.name, scope, spec.max_clients, owner, spec.max_clients_per_key
+            )
+            if added != "ok":
+                self._stats.clients_refused += 1
+                limit = spec.max_clients if added == "group_full" else spec.max_clients_per_key
+                whose = "the broadcast group" if added == "group_full" else "this API key"
+                raise TooManyClientsError(
+                    f"{whose} keeps at most {limit} client_ids; an idle one is collected by the "
+                    "housekeeper"
+                )
         self._stats.fetch_redis_roundtrips += 1
         await store.sync_parts(spec.name, scope, plist)
         self._synced[(spec.name, scope)] = now
+        if len(self._synced) > _SYNCED_MAX:  # forget scopes not synced lately (re-synced anyway)
+            horizon = now - self.settings.sync_interval
+            self._synced = {k: t for k, t in self._synced.items() if t > horizon}
 
     def _lease_ms(self, spec: GroupSpec, lease_ms: int | None) -> int:
         if lease_ms is None:
@@ -269,6 +293,7 @@ class ConsumeService:
         lease_ms: int | None = None,
         holder: str = "",
         max_messages: int | None = None,
+        owner: str = "",
     ) -> FetchOutcome:
         """Lease one partition and return its next batch (or why not).
 
@@ -278,6 +303,7 @@ class ConsumeService:
             wait_ms: long poll: wait up to this long (0–30000) for a batch.
             lease_ms: lease length (default: the group's).
             holder: free text stored with the lease (e.g. principal@ip).
+            owner: the API key asking (broadcast: counted against ``max_clients_per_key``).
             max_messages: gather further broker batches of the leased partition while the
                 answer stays within this many messages (1–10000; None: one broker batch). The
                 first broker batch is always delivered whole (the broker sizes it).
@@ -293,8 +319,8 @@ class ConsumeService:
         lease = self._lease_ms(spec, lease_ms)
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= 30000:
             raise InvalidRequestError("wait_ms must be an integer in [0, 30000]")
-        if not isinstance(holder, str):
-            raise InvalidRequestError("holder must be a string")
+        if not isinstance(holder, str) or not isinstance(owner, str):
+            raise InvalidRequestError("holder and owner must be strings")
         if max_messages is None:
             max_messages = 1
         elif (
@@ -312,12 +338,12 @@ class ConsumeService:
         self._busy[group] += 1  # the session is in use: the housekeeper leaves it open
         try:
             while True:
-                await self._sync(spec, scope, store)
+                await self._sync(spec, scope, store, owner[:200])
                 outcome = await self._reader.fetch_once(
                     spec, scope, lease, holder[:200], store, max_messages
                 )
                 left_ms = int((deadline - loop.time()) * 1000)
-                if outcome.status not in ("empty", "busy") or left_ms <= 0:
+                if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break
                 assert self._waker is not None
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
@@ -359,13 +385,16 @@ class ConsumeService:
         if got.status == "conflict":
             self._stats.conflicts += 1
             raise LeaseConflictError("the committed offset moved under the lease (reset)")
-        if got.status == "already":
+        if got.status == "already":  # the answer says how the lease really ended
+            ended = str(got.values[1])
+            if action == "ack" and ended != "acked":
+                self._stats.stale += 1
+                raise LeaseStaleError(
+                    f"the lease was already {ended}: nothing was committed and its batch is "
+                    "delivered again"
+                )
             self._stats.already_settled += 1
-            return (
-                "already_acked"
-                if action == "ack"
-                else ("nacked" if action == "nack" else "released")
-            )
+            return "already_acked" if ended == "acked" else ended  # type: ignore[return-value]
         counter = {"acked": "acks", "nacked": "nacks", "released": "releases"}[got.status]
         setattr(self._stats, counter, getattr(self._stats, counter) + 1)
         return got.status  # type: ignore[return-value]
@@ -432,8 +461,8 @@ class ConsumeService:
             shown = ", ".join(repr(p[:100]) for p in unknown[:3])
             raise InvalidRequestError(f"unknown partitions: {shown}{more}")
         out: list[ResetEntry] = []
-        for scope in scopes:
-            got = await store.reset(group, scope, target, pairs, plist)
+        replies = await store.reset_scopes(group, scopes, target, pairs, plist)
+        for scope, got in zip(scopes, replies, strict=True):
             vals = got.values
             for i in range(0, len(vals), 3):
                 new: int | str = vals[i + 2] if target else int(vals[i + 2])
@@ -480,10 +509,18 @@ class ConsumeService:
         await self._running().set_rate(group, float(rate), max(1, burst or math.ceil(rate)))
 
     async def lag(self, group: str, *, client_id: str | None = None) -> LagReport:
-        """Backlog per partition in index bytes (shared stores make it an upper bound)."""
+        """Backlog per partition in index bytes (shared stores make it an upper bound).
+
+        Raises:
+            StateLostError: the group's state is missing in Redis (never a zero backlog).
+        """
         spec = self._spec(group)
         scope = self._scope(spec, client_id)
-        state = await self._running().dump(group, scope)
+        store = self._running()
+        state = await store.dump(group, scope)
+        if not state.booted:  # a lost store must not read as "no backlog": alerts go quiet
+            store.lost += 1
+            raise StateLostError(f"the gateway state of group {group!r} is missing in Redis")
         sc = state.scopes[scope]
         entries: list[LagEntry] = []
         for p in sorted(sc.members):

@@ -4,8 +4,11 @@
 Opt-in per group (order and zero loss win by default). The diverted messages keep their body,
 attributes, type and time, plus ``tgw_src=<partition>@<batch start offset>`` and
 ``tgw_reason=max_redeliveries``; they are produced while the lease is held, then the lease is
-acked. A produce that fails leaves the lease to expire (the batch comes back and is diverted
-again), so a poison batch is never lost, at worst copied twice to the dead-letter topic.
+acked. A produce that fails gives the lease back (the batch comes back and is diverted again);
+the replica remembers how many messages of the batch it already produced (:class:`DivertProgress`)
+and sends only the rest next time, so a poison batch is never lost and each message reaches the
+dead-letter topic at most twice on one replica (once more when a send failed with its outcome
+unknown); another replica that picks the batch up starts over.
 """
 
 from __future__ import annotations
@@ -22,12 +25,37 @@ from tubemq_aio.gateway.engine_types import FetchOutcome
 from tubemq_aio.gateway.tokens import TokenClaims
 from tubemq_aio.producer import Producer
 
-__all__ = ["MAX_DIVERTS", "fetch_diverting", "is_poison"]
+__all__ = ["MAX_DIVERTS", "DivertProgress", "fetch_diverting", "is_poison"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
 #: Poison batches one fetch moves to the dead-letter topic before answering ``empty``.
 MAX_DIVERTS = 4
+
+
+class DivertProgress:
+    """Per replica: messages of a poison batch already produced to the dead-letter topic, by
+    ``<partition>@<batch start offset>`` (the oldest entries are forgotten beyond ``limit``).
+    """
+
+    def __init__(self, limit: int = 1024) -> None:
+        self.limit = limit
+        self._sent: dict[str, int] = {}
+
+    def sent(self, source: str) -> int:
+        """How many leading messages of the batch ``source`` were produced already."""
+        return self._sent.get(source, 0)
+
+    def mark(self, source: str, count: int) -> None:
+        """The first ``count`` messages of ``source`` are produced."""
+        self._sent.pop(source, None)
+        self._sent[source] = count
+        while len(self._sent) > self.limit:
+            del self._sent[next(iter(self._sent))]
+
+    def forget(self, source: str) -> None:
+        """The batch is diverted whole."""
+        self._sent.pop(source, None)
 
 
 def is_poison(group: GroupConfig, outcome: FetchOutcomeLike) -> bool:
@@ -49,6 +77,7 @@ async def fetch_diverting(
     fetch: Callable[[], Awaitable[FetchOutcomeLike]],
     on_divert: Callable[[int], None],
     timeout: float,
+    progress: DivertProgress | None = None,
 ) -> FetchOutcomeLike:
     """Run ``fetch``; a poison batch is produced to the dead-letter topic, acked, and the fetch
     runs again (at most :data:`MAX_DIVERTS` times, then ``empty``).
@@ -60,7 +89,9 @@ async def fetch_diverting(
         fetch: one engine fetch.
         on_divert: called with the number of messages of each diverted batch.
         timeout: seconds each dead-letter produce may take.
+        progress: the replica's record of partly diverted batches (None: not remembered).
     """
+    progress = DivertProgress() if progress is None else progress
     for _ in range(MAX_DIVERTS):
         outcome = await fetch()
         if producer is None or not is_poison(group, outcome):
@@ -72,7 +103,8 @@ async def fetch_diverting(
         start = getattr(outcome.position, "start", -1)
         source = f"{lease.partition_key}@{start}"
         try:
-            for m in outcome.messages:
+            done = progress.sent(source)
+            for i, m in enumerate(outcome.messages[done:], start=done + 1):
                 attributes = {
                     **m.attributes, "tgw_src": source, "tgw_reason": "max_redeliveries",
                 }  # fmt: skip
@@ -80,6 +112,7 @@ async def fetch_diverting(
                     group.dlq_topic, m.body, attributes=attributes,
                     msg_type=m.msg_type or None, msg_time=m.msg_time, timeout=timeout,
                 )  # fmt: skip
+                progress.mark(source, i)
         except Exception as exc:  # not diverted: give it back, the next fetch tries again
             log.warning("dead-letter produce of %s failed: %r", source, exc)
             await _release(engine, ref)
@@ -87,6 +120,7 @@ async def fetch_diverting(
         except BaseException:
             await _release(engine, ref)
             raise
+        progress.forget(source)
         try:
             result = await asyncio.shield(engine.settle(ref, "ack"))
         except TubeMQError as exc:  # re-leased or reset meanwhile: it was copied, not skipped

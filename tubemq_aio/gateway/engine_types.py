@@ -13,6 +13,7 @@ from typing import Literal
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
@@ -62,6 +63,10 @@ class GroupSpec:
         lease_ms: default lease; a request may ask for one in ``[lease_ms_min, lease_ms_max]``.
         lease_ms_min: shortest lease.
         lease_ms_max: longest lease.
+        max_clients: broadcast only: ``client_id`` s the group keeps state for at most (a new
+            one beyond it is refused until the housekeeper collects an idle one); 0 = no cap.
+        max_clients_per_key: the same per API key (the one that first used a client_id);
+            0 = only the group's cap.
     """
 
     name: str
@@ -71,6 +76,8 @@ class GroupSpec:
     lease_ms: int = 60_000
     lease_ms_min: int = 10_000
     lease_ms_max: int = 43_200_000
+    max_clients: int = 1000
+    max_clients_per_key: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or validate_group_name(self.name) != self.name:
@@ -86,9 +93,11 @@ class GroupSpec:
             raise ConfigError("mode must be 'clustering' or 'broadcast'")
         if self.start not in ("earliest", "latest"):
             raise ConfigError("start must be 'earliest' or 'latest'")
-        _positive_int("lease_ms_min", self.lease_ms_min, 100)
-        _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min)
+        _positive_int("lease_ms_min", self.lease_ms_min, LEASE_MS_FLOOR, LEASE_MS_CEILING)
+        _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min, LEASE_MS_CEILING)
         _positive_int("lease_ms", self.lease_ms, self.lease_ms_min, self.lease_ms_max)
+        _positive_int("max_clients", self.max_clients, 0, 1_000_000)
+        _positive_int("max_clients_per_key", self.max_clients_per_key, 0, 1_000_000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,11 +111,14 @@ class ConsumeSettings:
         groups: the groups served.
         rpc_timeout: seconds per TubeMQ RPC and per Redis round trip (3–600, the SDK's range).
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
+        redis_max_connections: the replica's Redis connections at most (one is the wake
+            listener's); a round trip waits for a free one rather than failing.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
         ssl_context: TLS towards the master and brokers, or None.
         tls_server_hostname: one host name to check in every peer's certificate, or None.
-        allow_init: the first start on an empty Redis writes the boot marker.
+        allow_init: a start on a Redis without the boot marker writes it (tests and
+            ``tubemq-gateway init`` only: after a loss it would hide the loss).
         sync_interval: seconds between partition metadata refreshes per scope.
     """
 
@@ -116,11 +128,12 @@ class ConsumeSettings:
     groups: tuple[GroupSpec, ...] = ()
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
+    redis_max_connections: int = 64
     not_found_wait_ms: int = 400
     credentials: Credentials | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     tls_server_hostname: str | None = None
-    allow_init: bool = True
+    allow_init: bool = False
     sync_interval: float = 10.0
 
     def __post_init__(self) -> None:
@@ -135,6 +148,7 @@ class ConsumeSettings:
             if not (math.isfinite(value) and low <= value <= 600):
                 raise ConfigError(f"{name} must be in [{low}, 600] seconds")
         _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
+        _positive_int("redis_max_connections", self.redis_max_connections, 2, 10_000)
         _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
@@ -267,6 +281,8 @@ class GatewayStats:
     cursor_resyncs: int = 0
     offset_rewinds: int = 0
     partition_refusals: int = 0
+    clients_refused: int = 0
+    cursor_lock_lapses: int = 0
     redis_roundtrips: int = 0
     fetch_redis_roundtrips: int = 0
     ok_broker_rpcs: int = 0

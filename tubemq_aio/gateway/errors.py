@@ -61,6 +61,10 @@ class TubeUnavailableError(GatewayError):
     retriable = True
 
 
+class TooManyClientsError(GatewayError):
+    """A new broadcast ``client_id`` beyond the group's ``max_clients`` (409)."""
+
+
 class TooManyWaitersError(GatewayError):
     """This replica already holds its maximum of long-poll waiters (503)."""
 

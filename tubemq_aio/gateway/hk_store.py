@@ -77,13 +77,14 @@ class HousekeeperStore:
 
     async def clients(self, group: str) -> tuple[int, dict[str, int]]:
         """Redis now (ms) and every broadcast scope with its last-seen ms (-1: never stamped)."""
-        raw = await self._call("hk_clients", list(clients_keys(group)), [])
+        raw = await self._call("hk_clients", list(clients_keys(group)[:2]), [])
         seen = {str(_text(raw[i])): int(raw[i + 1]) for i in range(1, len(raw), 2)}
         return int(raw[0]), seen
 
     async def collect(self, group: str, scope: str, idle_ms: int) -> str:
         """Delete an idle broadcast scope's state (``deleted``), or say why not: ``active``,
         ``leased``, ``adopted`` (first stamp), ``absent``, ``refused`` (not broadcast)."""
-        keys = [*clients_keys(group), *scope_keys(group, scope)[3:8]]
+        clients, seen, owners = clients_keys(group)
+        keys = [clients, seen, *scope_keys(group, scope)[3:9], owners]
         raw = await self._call("hk_gc", keys, [scope, idle_ms])
         return str(_text(raw[0]))

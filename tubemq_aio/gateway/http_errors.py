@@ -6,6 +6,7 @@ A client mistake or a normal state never becomes a 500; only a bug does.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from tubemq_aio.gateway.errors import (
     LeaseStaleError,
     StateLostError,
     StoreUnavailableError,
+    TooManyClientsError,
     TooManyWaitersError,
     TubeUnavailableError,
     UnknownGroupError,
@@ -34,6 +36,8 @@ from tubemq_aio.gateway.errors import (
 from tubemq_aio.gateway.tokens import TokenError
 
 __all__ = ["ApiError", "api_error_for"]
+
+log = logging.getLogger("tubemq_aio.gateway")
 
 
 @dataclass(slots=True)
@@ -67,8 +71,28 @@ _ENGINE_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     StoreUnavailableError: (503, "store_unavailable"),
     TubeUnavailableError: (503, "tube_unavailable"),
     TooManyWaitersError: (503, "too_many_waiters"),
+    TooManyClientsError: (409, "too_many_clients"),
     InvalidRequestError: (422, "invalid_request"),
 }
+
+
+# What a client reads for an outage or an unknown name: no internal address, no echo of its
+# own (possibly huge) text; the details go to the log.
+_GENERIC_TEXTS: dict[str, str] = {
+    "unknown_group": "no such consumer group is configured",
+    "state_lost": "the gateway state of this group is missing in Redis; an admin must reset "
+    "the group's offsets",
+    "store_unavailable": "the gateway's Redis store is unavailable",
+    "tube_unavailable": "the TubeMQ cluster is unavailable",
+    "topic_unavailable": "the topic is unavailable",
+    "unavailable": "a backend is unavailable",
+    "broker_busy": "the broker is busy; retry later",
+}
+
+
+def _generic(status: int, code: str, exc: BaseException, retriable: bool) -> ApiError:
+    log.info("HTTP %d %s: %s", status, code, exc)
+    return ApiError(status, code, _GENERIC_TEXTS[code], retriable)
 
 
 def api_error_for(exc: BaseException) -> ApiError | None:
@@ -79,6 +103,8 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         status, code = next(
             (v for cls, v in _ENGINE_ERRORS.items() if isinstance(exc, cls)), (503, "unavailable")
         )
+        if code in _GENERIC_TEXTS:
+            return _generic(status, code, exc, exc.retriable)
         return ApiError(status, code, str(exc) or code, exc.retriable)
     text = str(exc) or type(exc).__name__
     if isinstance(exc, TokenError):
@@ -101,11 +127,11 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         too_big = "exceeds max" in text
         return ApiError(413 if too_big else 422, "too_large" if too_big else "invalid", text)
     if isinstance(exc, TopicUnavailableError):
-        return ApiError(503, "topic_unavailable", text, True)
+        return _generic(503, "topic_unavailable", exc, True)
     if isinstance(exc, NetworkError | ClientClosedError):
-        return ApiError(503, "unavailable", text, True)
+        return _generic(503, "unavailable", exc, True)
     if isinstance(exc, ServerError | RemoteRpcError):
         if exc.retriable:
-            return ApiError(503, "broker_busy", text, True)
+            return _generic(503, "broker_busy", exc, True)
         return ApiError(502, "broker_refused", text)
     return None

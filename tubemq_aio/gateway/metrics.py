@@ -19,6 +19,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["GatewayMetrics", "MetricsMiddleware", "stats_items"]
 
+#: Request methods counted under their own label; any other is counted as ``other``.
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 PREFIX = "tubemq_gateway_"
 
 
@@ -157,5 +160,8 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(template, scope["method"], str(status)).inc()
+            method = scope["method"]
+            if method not in _KNOWN_METHODS:  # a made-up method must not make a new series
+                method = "other"
+            self.metrics.requests.labels(template, method, str(status)).inc()
             self.metrics.latency.labels(template).observe(time.perf_counter() - started)

@@ -62,6 +62,12 @@ class PartState:
     start: str | None = None
 
 
+#: A fetch of a rate-limited group that finds another read running retries this soon (ms).
+HOLD_RETRY_MS = 20
+#: Settled lease ids a scope remembers at most (``DONE_MAX`` in ``lua/common.lua``).
+DONE_MAX = 10_000
+
+
 @dataclass(slots=True)
 class ScopeState:
     """The partitions and schedules of one scope."""
@@ -71,6 +77,22 @@ class ScopeState:
     ready: dict[str, int] = field(default_factory=dict)
     leased: dict[str, int] = field(default_factory=dict)
     acq: dict[str, str] = field(default_factory=dict)  # live lease id -> partition
+    done: dict[str, int] = field(default_factory=dict)  # "<lease id>|<outcome>" -> kept until
+
+    def settled_as(self, lid: str, now: int) -> str | None:
+        """How lease ``lid`` was settled (``acked``/``nacked``/``released``), if remembered."""
+        for outcome in ("acked", "nacked", "released"):
+            if self.done.get(f"{lid}|{outcome}", now) > now:
+                return outcome
+        return None
+
+    def remember(self, lid: str, outcome: str, life_ms: int, now: int) -> None:
+        """Keep how ``lid`` ended for ``life_ms``; at most :data:`DONE_MAX`, oldest out first."""
+        self.done = {m: t for m, t in self.done.items() if t > now}
+        self.done[f"{lid}|{outcome}"] = now + life_ms
+        if len(self.done) > DONE_MAX:
+            keep = sorted(self.done.items(), key=lambda kv: (kv[1], kv[0].encode()))[-DONE_MAX:]
+            self.done = dict(keep)
 
     def part(self, p: str) -> PartState:
         """The fields of ``p`` (created empty if unknown, like missing Redis hash fields)."""
@@ -110,6 +132,7 @@ class GroupState:
     rate: float = 0.0
     burst: int = 0
     tat_us: int | None = None
+    rate_hold: str | None = None  # "<lease id>|<until ms>": the one read of a limited group
     cursor: dict[str, int] = field(default_factory=dict)
     scopes: dict[str, ScopeState] = field(default_factory=dict)
     woken: list[str] = field(default_factory=list)  # scopes published on the wake channel
@@ -125,9 +148,17 @@ class GroupState:
         ps = sc.parts.get(p)
         return ps is not None and ps.lid == lid and sc.leased.get(p, -1) > now
 
+    def _hold_until(self) -> int:
+        return 0 if self.rate_hold is None else int(self.rate_hold.partition("|")[2])
+
+    def _drop_hold(self, lid: str) -> None:
+        if self.rate_hold is not None and self.rate_hold.startswith(lid + "|"):
+            self.rate_hold = None
+
     def _release(self, s: str, sc: ScopeState, p: str, wait_ms: int, now: int) -> None:
         ps = sc.part(p)
         if ps.lid is not None:
+            self._drop_hold(ps.lid)
             sc.acq.pop(ps.lid, None)
         ps.last, ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = ps.lid, None, 0, 0, "", None, None
         sc.leased.pop(p, None)
@@ -154,7 +185,8 @@ class GroupState:
         """Lease the partition eligible longest (or ``want``).
 
         Returns:
-            ``("lost",)``, ``("paused",)``, ``("throttled", wait_ms)``,
+            ``("lost",)``, ``("paused",)``, ``("throttled", wait_ms)``, ``("held", retry_ms)``
+            (a rate-limited group: another read runs; it is charged before the next starts),
             ``("none", next_ready_ms | -1, next_expiry_ms | -1)`` or
             ``("leased", p, cmt | -1, lexp, rc, start | "", cursor | -1)``.
         """
@@ -169,6 +201,8 @@ class GroupState:
         wait = self._rate_wait_ms(now)
         if wait and not want:
             return ("throttled", wait)
+        if self.rate > 0 and not want and self._hold_until() > now:
+            return ("held", min(HOLD_RETRY_MS, self._hold_until() - now))
         expired = sorted((t, p) for p, t in sc.leased.items() if t <= now)[:reclaim_max]
         for _, p in expired:
             ps = sc.part(p)
@@ -191,6 +225,8 @@ class GroupState:
         sc.leased[pick] = now + lease_ms
         ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = lid, now + lease_ms, now, holder, None, None
         sc.acq[lid] = pick
+        if self.rate > 0 and not want:
+            self.rate_hold = f"{lid}|{now + lease_ms}"
         return self._leased(sc, pick)
 
     def _leased(self, sc: ScopeState, p: str) -> tuple[object, ...]:
@@ -217,7 +253,7 @@ class GroupState:
 
     def record(
         self, now: int, s: str, p: str, lid: str, base: int, nxt: int, top: int, n: int,
-        wait_ms: int, cursor: int,
+        wait_ms: int, cursor: int, fence_held: bool = True,
     ) -> tuple[object, ...]:  # fmt: skip
         """Book the batch ``[base, nxt)`` of ``n`` messages read under the lease.
 
@@ -226,7 +262,8 @@ class GroupState:
         and releases the lease; the partition rests ``wait_ms``.
 
         Returns:
-            ``("lost",)``, ``("stale",)``, ``("moved",)`` (cmt is not ``base``: reset
+            ``("lost",)``, ``("stale",)``, ``("fenced",)`` (broadcast: the cursor mutex the read
+            ran under lapsed, ``fence_held`` False), ``("moved",)`` (cmt is not ``base``: reset
             meanwhile), ``("released", cmt)`` or ``("ok",)``.
         """
         if not self.booted:
@@ -240,6 +277,9 @@ class GroupState:
             return ("stale",)
         if ps.ls is not None:
             return ("ok",) if (ps.ls, ps.ln) == (base, nxt) else ("moved",)
+        if not fence_held:
+            self.cursor.pop(p, None)
+            return ("fenced",)
         if ps.cmt != base or nxt < base:
             self.cursor.pop(p, None)
             return ("moved",)
@@ -250,6 +290,7 @@ class GroupState:
             self.cursor.pop(p, None)
         if n > 0 and self.rate > 0:
             _, self.tat_us = gcra(self.tat_us, now * 1000, self.rate, max(1, self.burst), n)
+        self._drop_hold(lid)
         if n == 0:
             if nxt != base:
                 ps.rc = 0
@@ -293,9 +334,12 @@ class GroupState:
         """Ack (commit the batch), nack (count a redelivery) or release a lease; after a nack or
         a release the partition rests ``delay_ms``.
 
+        A settled lease is remembered for its length (from when it was taken to its expiry)
+        after the settle, with how it ended, so a retry learns the truth.
+
         Returns:
-            ``("lost",)``, ``("stale",)`` (taken over), ``("already", cmt)`` (settled before),
-            ``("conflict",)`` (the committed offset moved under the lease) or
+            ``("lost",)``, ``("stale",)`` (taken over), ``("already", cmt, how it ended)``
+            (settled before), ``("conflict",)`` (the committed offset moved under the lease) or
             ``(acked|nacked|released, cmt)``.
         """
         if not self.booted:
@@ -303,12 +347,17 @@ class GroupState:
         sc = self.scope(s)
         ps = sc.part(p)
         if ps.lid != lid:
-            if ps.last == lid:
-                return ("already", -1 if ps.cmt is None else ps.cmt)
+            ended = sc.settled_as(lid, now)
+            if ended is None and ps.last == lid:
+                ended = "released"
+            if ended is not None:
+                return ("already", -1 if ps.cmt is None else ps.cmt, ended)
             return ("stale",)
+        life = max(0, ps.lexp - ps.lat)  # both set with the lease id
         if ps.ls is None:
             action = "release"
         elif ps.cmt != ps.ls:
+            sc.remember(lid, "released", life, now)
             self._release(s, sc, p, 0, now)
             return ("conflict",)
         wait = 0
@@ -319,8 +368,9 @@ class GroupState:
             wait = delay_ms
         else:
             wait = delay_ms
-        self._release(s, sc, p, wait, now)
         result = {"ack": "acked", "nack": "nacked"}.get(action, "released")
+        sc.remember(lid, result, life, now)
+        self._release(s, sc, p, wait, now)
         return (result, -1 if ps.cmt is None else ps.cmt)
 
     def extend(self, now: int, s: str, p: str, lid: str, lease_ms: int) -> tuple[object, ...]:
@@ -367,6 +417,7 @@ class GroupState:
             else:
                 ps.cmt, ps.start = None, to
             if ps.lid is not None:
+                self._drop_hold(ps.lid)
                 sc.acq.pop(ps.lid, None)
             ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln, ps.last = None, 0, 0, "", None, None, None
             ps.rc = ps.zc = 0
@@ -408,4 +459,4 @@ class GroupState:
 
     def set_rate(self, rate: float, burst: int) -> None:
         """Shared consume limit in messages/s (0 = off) with a burst; restarts the limiter."""
-        self.rate, self.burst, self.tat_us = rate, burst, None
+        self.rate, self.burst, self.tat_us, self.rate_hold = rate, burst, None, None

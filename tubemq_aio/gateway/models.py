@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tubemq_aio.gateway.engine_types import MAX_OFFSET
+from tubemq_aio.gateway.limits import LEASE_MS_CEILING, MAX_BATCH_CEILING
 from tubemq_aio.gateway.wire_ints import Int64Text, OffsetInput
 
 __all__ = [
@@ -86,7 +87,7 @@ class BatchProduceRequest(BaseModel):
     """Up to 500 messages (the configured ``max_batch``) to publish."""
 
     model_config = _STRICT
-    messages: list[ProduceRequest] = Field(min_length=1, max_length=500)
+    messages: list[ProduceRequest] = Field(min_length=1, max_length=MAX_BATCH_CEILING)
 
 
 class BatchItem(BaseModel):
@@ -117,7 +118,7 @@ class FetchRequest(BaseModel):
     ack: list[Token] | None = Field(
         default=None, max_length=100, description="tokens to ack before leasing"
     )
-    lease_ms: int | None = Field(default=None, ge=1, le=43_200_000)
+    lease_ms: int | None = Field(default=None, ge=1, le=LEASE_MS_CEILING)
     value_encoding: Literal["auto", "base64"] = "auto"
     max_messages: int = Field(
         default=1000,
@@ -185,7 +186,7 @@ class ExtendRequest(BaseModel):
     """Keep the lease longer."""
 
     model_config = _STRICT
-    lease_ms: int = Field(ge=1, le=43_200_000)
+    lease_ms: int = Field(ge=1, le=LEASE_MS_CEILING)
 
 
 class ExtendResponse(BaseModel):

@@ -27,7 +27,7 @@ from tubemq_aio.gateway.engine_types import (
     Position,
 )
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
-from tubemq_aio.gateway.store import LeaseStore
+from tubemq_aio.gateway.store import LeaseStore, cursor_lock_key
 from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup, TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 
@@ -40,9 +40,12 @@ _ATTEMPTS = 4
 #: The broker work of a fetch must end this long (at most a quarter of the lease) before the
 #: lease does, so a batch is never handed out on a lease that already expired.
 _LEASE_MARGIN_MS = 2000
-#: Broadcast: how long the per-partition cursor mutex lives and how long to wait for it.
+#: Broadcast: how long the per-partition cursor mutex lives unless renewed (every third of it
+#: while its read runs), and how long to wait for it.
 _CURSOR_LOCK_MS = 5000
 _RETRY_BUSY_MS = 50
+#: A paused group is asked again this soon (ms): by a long poll, or by the client as told.
+_PAUSED_RETRY_MS = 500
 _BROKER_ERROR_REST_MS = 1000
 #: A partition the broker refused rests as long as the SDK holds it back after a refusal.
 _REFUSED_REST_MS = int(CONNECT_FAILURE_HOLD * 1000)
@@ -95,6 +98,55 @@ async def rewind_committed(
         group, scope, p, back, cmt, cmt, back,
     )  # fmt: skip
     return True
+
+
+class _CursorHold:
+    """Broadcast: the group's cursor mutex of one partition, held for one read.
+
+    A renewal task keeps it alive every third of its life while the read runs; when a renewal
+    fails (the mutex lapsed or Redis did not answer) the read's time budget ends at once, so a
+    reader that may have lost the mutex stops moving the broker cursor. The booking is fenced
+    too: ``record`` books only while this token still holds the mutex.
+    """
+
+    def __init__(
+        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout, cost: _Cost
+    ) -> None:
+        self.store = store
+        self.fence = fence
+        self.lapsed = False
+        self._budget = budget
+        self._cost = cost
+        self._renewal: asyncio.Task[None] | None = asyncio.create_task(self._renew())
+        self._ended = False
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(_CURSOR_LOCK_MS / 3000)
+            self._cost.trips += 1
+            try:  # answered before the mutex could lapse, or treated as lapsed
+                async with asyncio.timeout(_CURSOR_LOCK_MS / 3000):
+                    kept = await self.store.renew_lock(*self.fence, _CURSOR_LOCK_MS)
+            except (GatewayError, TimeoutError):
+                kept = False
+            if not kept:
+                self.lapsed = True
+                with contextlib.suppress(RuntimeError):  # the read may have ended meanwhile
+                    self._budget.reschedule(asyncio.get_running_loop().time())
+                return
+
+    async def end(self) -> None:
+        """Stop renewing and drop the mutex (shielded; idempotent)."""
+        if self._ended:
+            return
+        self._ended = True
+        renewal, self._renewal = self._renewal, None
+        if renewal is not None:
+            renewal.cancel()
+            await asyncio.wait({renewal})  # its own cancel is not raised here
+        with contextlib.suppress(Exception):
+            self._cost.trips += 1
+            await asyncio.shield(self.store.unlock(*self.fence))
 
 
 @dataclasses.dataclass(slots=True)
@@ -159,10 +211,12 @@ class BatchReader:
         except asyncio.CancelledError:  # the script may have run: give back what it took
             await asyncio.shield(self._forget(store, spec.name, scope, lease_id, cost))
             raise
-        if got.status == "paused":
-            return FetchOutcome("paused", None, ())
+        if got.status == "paused":  # a hint, and a long poll waits it out
+            return FetchOutcome("paused", None, (), retry_after_ms=_PAUSED_RETRY_MS)
         if got.status == "throttled":
             return FetchOutcome("throttled", None, (), retry_after_ms=int(got.values[0]))
+        if got.status == "held":  # a rate-limited group reads one batch at a time: wait
+            return FetchOutcome("busy", None, (), retry_after_ms=int(got.values[0]))
         if got.status == "none":
             return self._idle(got.now, int(got.values[0]), int(got.values[1]))
         p, cmt, lexp, rc, start, cursor = got.values
@@ -184,22 +238,23 @@ class BatchReader:
         left_ms: int, store: LeaseStore, cost: _Cost, max_messages: int,
     ) -> FetchOutcome | None:  # fmt: skip
         """Read the leased partition; None when the caller should try another one."""
-        unlock: tuple[str, str] | None = None
+        hold: _CursorHold | None = None
         try:
             margin = min(_LEASE_MARGIN_MS, left_ms // 4)
             # further broker batches are read only early in the lease's broker window
             gather = min(_GATHER_S, (left_ms - margin) / 4000)
             read = _ReadArgs(cmt, start, cursor, max_messages, time.monotonic() + gather)
-            async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)):
+            async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)) as budget:
                 if lease.scope != "c":
-                    unlock = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
-                    if unlock is None:
+                    held = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
+                    if held is None:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
-                outcome = await self._read(spec, lease, read, store, cost)
-            if unlock is not None:  # before the batch is handed out: a cancel here releases it
-                held, unlock = unlock, None
-                await self._unlock(store, held, cost)
+                    hold = _CursorHold(store, held, budget, cost)
+                outcome = await self._read(spec, lease, read, store, cost, hold)
+            if hold is not None:  # before the batch is handed out: a cancel here releases it
+                done, hold = hold, None
+                await done.end()
             return outcome
         except GatewayError:  # Redis trouble (or lost state) is not the broker's fault
             await self._release(store, lease, 0, cost)
@@ -213,6 +268,10 @@ class BatchReader:
             await self._release(store, lease, _REFUSED_REST_MS, cost)
             return None
         except (TubeMQError, TimeoutError, OSError) as exc:
+            if hold is not None and hold.lapsed:  # cut short: another reader may move the cursor
+                self._stats.cursor_lock_lapses += 1
+                await self._release(store, lease, 0, cost)
+                return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
             self._stats.broker_errors += 1
             await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
             raise TubeUnavailableError(f"reading {lease.partition_key} failed: {exc!r}") from exc
@@ -220,13 +279,13 @@ class BatchReader:
             await self._release(store, lease, 0, cost)
             raise
         finally:
-            if unlock is not None:
-                await self._unlock(store, unlock, cost)
+            if hold is not None:
+                await hold.end()
 
     async def _lock_cursor(
         self, store: LeaseStore, group: str, p: str, cost: _Cost
     ) -> tuple[str, str] | None:
-        key, token = f"tgw:{{g:{group}}}:curlock:{p}", secrets.token_hex(8)
+        key, token = cursor_lock_key(group, p), secrets.token_hex(8)
         cost.trips += 1
         try:
             locked = await store.try_lock(key, token, _CURSOR_LOCK_MS)
@@ -264,8 +323,9 @@ class BatchReader:
             )  # fmt: skip
 
     async def _read(
-        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: _Cost
-    ) -> FetchOutcome | None:
+        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: _Cost,
+        hold: _CursorHold | None,
+    ) -> FetchOutcome | None:  # fmt: skip
         cmt, start, cursor = args.cmt, args.start, args.cursor
         tube = await self._tube_of(spec)
         p, lid = lease.partition_key, lease.lease_id
@@ -310,8 +370,12 @@ class BatchReader:
         cost.trips += 1
         rec = await store.record(
             spec.name, lease.scope, p, lid, cmt, read.next, read.max, n, empty_wait,
-            read.next if verified else -1,
+            read.next if verified else -1, None if hold is None else hold.fence,
         )  # fmt: skip
+        if rec.status == "fenced":  # the mutex lapsed during the read: it may be wrong
+            self._stats.cursor_lock_lapses += 1
+            await self._release(store, lease, 0, cost)
+            return None
         if rec.status != "ok":
             self._stats.empty_scans += int(rec.status == "released")
             return None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+import contextlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -14,7 +16,9 @@ from fastapi.security import HTTPBearer
 
 from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.dlq import DivertProgress
 from tubemq_aio.gateway.engine import ConsumeEngine
+from tubemq_aio.gateway.errors import TooManyWaitersError
 from tubemq_aio.gateway.http_errors import ApiError
 from tubemq_aio.gateway.metrics import GatewayMetrics
 from tubemq_aio.models import Message
@@ -37,6 +41,8 @@ class Gateway:
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
         engine: the consume engine (None without groups or before start).
+        dlq_progress: poison batches this replica diverted in part (sent only the rest).
+        long_polls: long polls running now per principal name.
     """
 
     config: GatewayConfig
@@ -45,6 +51,8 @@ class Gateway:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     producer: Producer | None = None
     engine: ConsumeEngine | None = None
+    dlq_progress: DivertProgress = field(default_factory=DivertProgress)
+    long_polls: Counter[str] = field(default_factory=Counter)
 
     @property
     def secret(self) -> bytes:
@@ -59,8 +67,28 @@ class Gateway:
         """
         group = self.config.group(name)
         if group is None:
-            raise ApiError(404, "unknown_group", f"no consumer group {name!r} is configured")
+            raise ApiError(404, "unknown_group", "no such consumer group is configured")
         return group
+
+    @contextlib.contextmanager
+    def long_poll_slot(self, principal: str, wait_ms: int) -> Iterator[None]:
+        """Count a fetch that may wait against ``principal``'s share of the long polls.
+
+        Raises:
+            TooManyWaitersError: the principal already holds its share (503, retriable).
+        """
+        if wait_ms <= 0:
+            yield
+            return
+        if self.long_polls[principal] >= self.config.long_poll_share():
+            raise TooManyWaitersError("this API key holds its share of long polls on this replica")
+        self.long_polls[principal] += 1
+        try:
+            yield
+        finally:
+            self.long_polls[principal] -= 1
+            if self.long_polls[principal] <= 0:
+                del self.long_polls[principal]
 
     def require_engine(self) -> ConsumeEngine:
         """The running consume engine.

@@ -6,10 +6,14 @@ script only touches one cluster slot. redis-py's ``register_script`` runs ``EVAL
 the script again when Redis answers ``NOSCRIPT`` (after a restart or ``SCRIPT FLUSH``).
 
 Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH: ``boot``,
-``paused``, ``rate``, ``burst``), ``tgw:{g:G}:rl`` (GCRA TAT, µs), ``tgw:{g:G}:cur`` (HASH:
-partition → broker cursor), ``tgw:{g:G}:<s>:st`` (HASH ``<p>|<field>``), ``…:<s>:ready`` and
-``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET), ``…:<s>:acq`` (HASH live lease id → partition);
-``tgw:boot`` marks an initialised store. Pub/sub channel ``tgw:wake`` carries ``<group>|<scope>``.
+``paused``, ``rate``, ``burst``, ``rlh`` the one read of a rate-limited group), ``tgw:{g:G}:rl``
+(GCRA TAT, µs), ``tgw:{g:G}:cur`` (HASH: partition → broker cursor), ``tgw:{g:G}:<s>:st`` (HASH
+``<p>|<field>``), ``…:<s>:ready`` and ``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET),
+``…:<s>:acq`` (HASH live lease id → partition), ``…:<s>:done`` (ZSET
+``<lease id>|<acked|nacked|released>`` → until when it is remembered); broadcast scopes in
+``tgw:{g:G}:clients`` (SET), ``…:seen`` (ZSET) and ``…:owners`` (HASH scope → API key);
+``tgw:boot`` marks an initialised store. Pub/sub channel ``tgw:wake`` carries
+``<group>|<scope>``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ __all__ = [
 ]
 
 BOOT_KEY = "tgw:boot"
+#: Reset scripts sent in one pipelined round trip (a reset of every broadcast client).
+RESET_CHUNK = 200
 WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
@@ -43,18 +49,31 @@ _T = TypeVar("_T")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 )
-# Remember a broadcast scope and when it was last seen, on Redis's clock.
+_RENEW = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+)
+# Remember a broadcast scope and when it was last seen, on Redis's clock; a new one only while
+# the group has fewer than ARGV[2] (0: no cap) and its owner ARGV[3] fewer than ARGV[4].
 _SEEN = (
+    "if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then "
+    "local cap, owner, owner_cap = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]) "
+    "if cap > 0 and redis.call('SCARD', KEYS[1]) >= cap then return 0 end "
+    "if owner_cap > 0 then local n = 0 "
+    "for _, o in ipairs(redis.call('HVALS', KEYS[3])) do if o == owner then n = n + 1 end end "
+    "if n >= owner_cap then return -1 end end "
+    "redis.call('HSET', KEYS[3], ARGV[1], owner) end "
     "local t = redis.call('TIME') redis.call('SADD', KEYS[1], ARGV[1]) "
     "local ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "redis.call('ZADD', KEYS[2], ms, ARGV[1]) return 1"
 )
 
 
-def clients_keys(group: str) -> tuple[str, str]:
-    """The broadcast scopes of a group: the SET of scopes and the ZSET scope → last seen ms."""
+def clients_keys(group: str) -> tuple[str, str, str]:
+    """The broadcast scopes of a group: the SET of scopes, the ZSET scope → last seen ms and the
+    HASH scope → the API key that first used it."""
     g = f"tgw:{{g:{group}}}"
-    return f"{g}:clients", f"{g}:seen"
+    return f"{g}:clients", f"{g}:seen", f"{g}:owners"
 
 
 def cursor_lock_key(group: str, p: str) -> str:
@@ -63,11 +82,12 @@ def cursor_lock_key(group: str, p: str) -> str:
 
 
 def scope_keys(group: str, scope: str) -> list[str]:
-    """The 8 keys every script takes, in order: cfg, rl, cur, st, ready, leased, parts, acq."""
+    """The 9 keys every script takes, in order: cfg, rl, cur, st, ready, leased, parts, acq,
+    done (settled lease ids and how they ended, kept for a lease's length)."""
     g = f"tgw:{{g:{group}}}"
     s = f"{g}:{scope}"
     return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
-            f"{s}:parts", f"{s}:acq"]  # fmt: skip
+            f"{s}:parts", f"{s}:acq", f"{s}:done"]  # fmt: skip
 
 
 class Reply(NamedTuple):
@@ -104,6 +124,7 @@ class LeaseStore:
         self.lost = 0  # script answers "lost" (StateLostError)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
         self._unlock = client.register_script(_UNLOCK)
+        self._renew = client.register_script(_RENEW)
         self._seen = client.register_script(_SEEN)
 
     async def roundtrip(self, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -133,8 +154,10 @@ class LeaseStore:
                 raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def _run(self, name: str, group: str, scope: str, *args: Any) -> Reply:
-        keys = scope_keys(group, scope)
+    async def _run(
+        self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
+    ) -> Reply:
+        keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
         raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
         out = [_text(v) for v in raw]
@@ -153,7 +176,7 @@ class LeaseStore:
         self, group: str, scope: str, lease_id: str, lease_ms: int, holder: str,
         want: str = "", reclaim_max: int = 64,
     ) -> Reply:  # fmt: skip
-        """Lease a partition (``leased``/``none``/``paused``/``throttled``)."""
+        """Lease a partition (``leased``/``none``/``paused``/``throttled``/``held``)."""
         return await self._run(
             "acquire", group, scope, lease_id, lease_ms, holder, want, reclaim_max
         )
@@ -166,12 +189,14 @@ class LeaseStore:
 
     async def record(
         self, group: str, scope: str, p: str, lease_id: str, base: int, nxt: int, top: int,
-        n: int, wait_ms: int, cursor: int,
+        n: int, wait_ms: int, cursor: int, fence: tuple[str, str] | None = None,
     ) -> Reply:  # fmt: skip
-        """Book the batch read under a lease."""
-        return await self._run(
-            "record", group, scope, p, lease_id, base, nxt, top, n, wait_ms, cursor
-        )
+        """Book the batch read under a lease; with ``fence`` (the broadcast cursor mutex's key
+        and token) only while that token still holds the mutex (else ``fenced``)."""
+        args: list[Any] = [p, lease_id, base, nxt, top, n, wait_ms, cursor]
+        if fence is None:
+            return await self._run("record", group, scope, *args)
+        return await self._run("record", group, scope, *args, fence[1], extra_keys=[fence[0]])
 
     async def rewind(
         self, group: str, scope: str, p: str, lease_id: str, old: int, new: int, top: int
@@ -194,8 +219,30 @@ class LeaseStore:
         plist: Sequence[str] = (),
     ) -> Reply:  # fmt: skip
         """Move committed offsets (also writes the group's boot marker)."""
+        return (await self.reset_scopes(group, [scope], target, pairs, plist))[0]
+
+    async def reset_scopes(
+        self, group: str, scopes: Sequence[str], target: str, pairs: Sequence[tuple[str, int]],
+        plist: Sequence[str] = (),
+    ) -> list[Reply]:  # fmt: skip
+        """:meth:`reset` of many scopes, :data:`RESET_CHUNK` scripts per round trip."""
         flat: list[Any] = [x for pair in pairs for x in pair]
-        return await self._run("reset", group, scope, target, len(pairs), *flat, *plist)
+        script = self._scripts["reset"]
+        out: list[Reply] = []
+        for i in range(0, len(scopes), RESET_CHUNK):
+            chunk = scopes[i : i + RESET_CHUNK]
+
+            async def run(chunk: Sequence[str] = chunk) -> list[Any]:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for s in chunk:
+                        args = [f"{group}|{s}", target, len(pairs), *flat, *plist]
+                        await script(keys=scope_keys(group, s), args=args, client=pipe)
+                    return list(await pipe.execute())
+
+            for raw in await self._io(run):
+                vals = [_text(v) for v in raw]
+                out.append(Reply(str(vals[0]), int(vals[1]), tuple(vals[2:])))
+        return out
 
     async def sync_parts(self, group: str, scope: str, plist: Sequence[str]) -> Reply:
         """Align the scope's partitions with the subscribable ones."""
@@ -203,14 +250,19 @@ class LeaseStore:
 
     # ---- plain commands ----------------------------------------------------------------------
 
-    async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
-        """Check the boot markers at start; on an empty store write them if ``allow_init``.
+    async def booted(self) -> bool:
+        """Whether the store holds the boot marker (written by ``tubemq-gateway init``)."""
+        return bool(await self._io(lambda: self.client.exists(BOOT_KEY)))
 
-        A group added to an initialised store gets its marker; a group without one on a store
-        without ``tgw:boot`` stays unmarked (its scripts answer ``lost``) unless ``allow_init``.
+    async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
+        """Check the boot markers at start; write the missing ones only where it is safe.
+
+        On a store with ``tgw:boot`` a newly configured group gets its marker. On a store
+        without it nothing is written unless ``allow_init`` (``tubemq-gateway init``, or a test
+        that starts on an empty Redis): such a store either never held gateway state or lost it,
+        and a replica cannot tell which, so its groups answer ``lost`` until an admin acts.
         """
-        present = await self._io(lambda: self.client.exists(BOOT_KEY))
-        if not present and not allow_init:
+        if not await self.booted() and not allow_init:
             return
 
         async def mark() -> None:
@@ -234,16 +286,25 @@ class LeaseStore:
         async def write() -> None:
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hset(cfg, mapping={"rate": repr(float(rate)), "burst": str(int(burst))})
+                pipe.hdel(cfg, "rlh")
                 pipe.delete(rl)
                 await pipe.execute()
 
         await self._io(write)
 
-    async def add_client(self, group: str, scope: str) -> None:
+    async def add_client(
+        self, group: str, scope: str, cap: int = 0, owner: str = "", owner_cap: int = 0
+    ) -> str:
         """Remember a broadcast scope (so a reset without client_id reaches it) and mark it
-        seen now (the housekeeper deletes the state of scopes idle too long)."""
+        seen now (the housekeeper deletes the state of scopes idle too long).
+
+        Returns:
+            ``ok``; ``group_full`` or ``owner_full`` (nothing written) when ``scope`` is new and
+            the group has ``cap`` scopes, or ``owner`` has ``owner_cap`` (0: no cap).
+        """
         keys = list(clients_keys(group))
-        await self._io(lambda: self._seen(keys=keys, args=[scope]))
+        got = await self._io(lambda: self._seen(keys=keys, args=[scope, cap, owner, owner_cap]))
+        return {1: "ok", 0: "group_full"}.get(int(got), "owner_full")
 
     async def clients(self, group: str) -> list[str]:
         """Every broadcast scope of ``group`` seen so far (and not collected since)."""
@@ -264,6 +325,10 @@ class LeaseStore:
     async def try_lock(self, key: str, token: str, px: int) -> bool:
         """``SET key token NX PX px``: True if this caller now holds the short mutex."""
         return bool(await self._io(lambda: self.client.set(key, token, nx=True, px=px)))
+
+    async def renew_lock(self, key: str, token: str, px: int) -> bool:
+        """Give the mutex ``key`` another ``px`` ms if ``token`` still holds it."""
+        return bool(await self._io(lambda: self._renew(keys=[key], args=[token, px])))
 
     async def unlock(self, key: str, token: str) -> None:
         """Delete the mutex ``key`` if ``token`` still holds it (compare and delete)."""
@@ -290,10 +355,13 @@ class LeaseStore:
                 pipe.zrange(keys[5], 0, -1, withscores=True)
                 pipe.smembers(keys[6])
                 pipe.hgetall(keys[7])
+                pipe.zrange(keys[8], 0, -1, withscores=True)
                 return list(await pipe.execute())
 
-        cfg, tat, cur, st, ready, leased, parts, acq = await self._io(read)
-        return _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        cfg, tat, cur, st, ready, leased, parts, acq, done = await self._io(read)
+        state = _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        state.scopes[scope].done = {_text(m): int(t) for m, t in done}
+        return state
 
 
 def _to_state(
@@ -307,6 +375,7 @@ def _to_state(
         rate=float(cfg.get("rate", 0.0)),
         burst=int(cfg.get("burst", 0)),
         tat_us=None if tat is None else int(tat),
+        rate_hold=cfg.get("rlh"),
         cursor={_text(k): int(v) for k, v in cur.items()},
     )
     sc = ScopeState(

@@ -92,8 +92,11 @@ def decode_token(token: str, secret: bytes) -> TokenClaims:
         payload_raw = _unb64(signed[len(PREFIX) :])
     except (binascii.Error, ValueError):
         raise TokenError("lease token is not valid base64url") from None
-    if not hmac.compare_digest(mac, _mac(secret, signed)):
+    if not hmac.compare_digest(mac, _mac(secret, signed)) or _b64(mac) != mac_text:
+        # the canonical form only: no padding, no +/ alphabet, no changed unused bits
         raise TokenError("lease token signature does not match (forged or altered)")
+    if _b64(payload_raw) != signed[len(PREFIX) :]:
+        raise TokenError("lease token is not in its canonical base64url form")
     try:
         fields = json.loads(payload_raw)
     except ValueError:

@@ -43,6 +43,8 @@ class GatewayReplica(AsyncService):
         workers: uvicorn worker processes (each one is a replica).
         start_timeout: seconds to wait for ``/healthz`` (the lifespan has run by then).
         log_file: where stdout/stderr go (a temporary file if None).
+        init_store: run ``tubemq-gateway init`` on the config's Redis first (what an operator
+            does once per deployment; False to start a replica on the store as it is).
 
     Example::
 
@@ -57,11 +59,13 @@ class GatewayReplica(AsyncService):
         workers: int = 1,
         start_timeout: float = 90.0,
         log_file: Path | None = None,
+        init_store: bool = True,
     ) -> None:
         """Store the settings; nothing is started yet."""
         self.config = Path(config)
         self.workers = workers
         self.start_timeout = start_timeout
+        self.init_store = init_store
         self._own_log = log_file is None
         if log_file is None:
             handle, name = tempfile.mkstemp(prefix="tubemq-gw-", suffix=".log")
@@ -87,6 +91,8 @@ class GatewayReplica(AsyncService):
         Raises:
             GatewayReplicaError: it exited or did not answer within ``start_timeout``.
         """
+        if self.init_store:
+            await self._init_store()
         argv = [
             sys.executable, "-m", "tubemq_aio.gateway",
             "--config", str(self.config), "--host", _HOST, "--port", str(self.port),
@@ -114,6 +120,25 @@ class GatewayReplica(AsyncService):
                     tail(self.log_file, 30),
                 )  # fmt: skip
             await asyncio.sleep(0.1)
+
+    async def _init_store(self) -> None:
+        """``python -m tubemq_aio.gateway init`` (a process: the core SDK imports no gateway)."""
+        argv = ["-m", "tubemq_aio.gateway", "init", "--config", str(self.config)]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            async with asyncio.timeout(self.start_timeout):
+                out, _ = await proc.communicate()
+        except BaseException:
+            proc.kill()
+            await proc.wait()
+            raise
+        if proc.returncode != 0:
+            raise GatewayReplicaError(
+                f"gateway init exited with status {proc.returncode}", self.log_file,
+                out.decode(errors="replace")[-2000:],
+            )  # fmt: skip
 
     async def kill(self) -> None:
         """SIGKILL the replica (a crash)."""

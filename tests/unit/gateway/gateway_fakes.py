@@ -70,6 +70,7 @@ class FakeEngine:
         self.calls = 0
         self.down = False
         self.max_messages: list[int | None] = []  # as each fetch asked
+        self.owners: list[str] = []  # the API key name of each fetch
 
     def add(self, partition_key: str, *bodies: bytes, **kw: Any) -> None:
         msgs = self.data.setdefault(partition_key, [])
@@ -115,8 +116,10 @@ class FakeEngine:
         lease_ms: int | None = None,
         holder: str = "",
         max_messages: int | None = None,
+        owner: str = "",
     ) -> FakeOutcome:
         self.max_messages.append(max_messages)
+        self.owners.append(owner)
         scope = self._scope(group, client_id)
         if group in self.paused:
             return FakeOutcome("paused")

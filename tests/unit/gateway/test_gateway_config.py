@@ -67,6 +67,38 @@ def test_secret_and_keys_never_in_repr(tmp_path: Path) -> None:
     assert hashlib.sha256(b"k-123456").hexdigest() not in text
 
 
+def test_redis_password_never_in_repr() -> None:
+    cfg = GatewayConfig.from_mapping(base(redis="redis://:hunter2-pass@127.0.0.1:6379/0"))
+    assert "hunter2-pass" not in repr(cfg)
+    assert cfg.redis.endswith("@127.0.0.1:6379/0")
+
+
+def test_limits_accept_the_bounds_their_messages_name() -> None:
+    assert GatewayConfig.from_mapping(base(rpc_timeout=3)).rpc_timeout == 3
+    assert GatewayConfig.from_mapping(base(rpc_timeout=600)).rpc_timeout == 600
+    with pytest.raises(ConfigError, match=r"rpc_timeout must be a number of seconds in \[3, 600\]"):
+        GatewayConfig.from_mapping(base(rpc_timeout=2.99))
+    assert GatewayConfig.from_mapping(base()).redis_max_connections == 64
+    for bad in (1, 10_001, True, 2.5):
+        with pytest.raises(ConfigError, match="redis_max_connections"):
+            GatewayConfig.from_mapping(base(redis_max_connections=bad))
+
+
+def test_config_limits_are_the_request_limits() -> None:
+    from tubemq_aio.gateway.app import default_engine
+
+    edge = {"name": "g1", "topics": ["demo"], "lease_ms_min": 100, "lease_ms": 100,
+            "lease_ms_max": 43_200_000}  # fmt: skip
+    cfg = GatewayConfig.from_mapping(base(max_batch=500, groups=[edge]))
+    spec = default_engine(cfg).settings.groups[0]  # type: ignore[attr-defined]
+    assert (spec.lease_ms_min, spec.lease_ms_max) == (100, 43_200_000)
+    for over in ({"lease_ms_min": 99}, {"lease_ms_max": 43_200_001}):
+        with pytest.raises(ConfigError, match="lease_ms"):
+            GatewayConfig.from_mapping(base(groups=[{**edge, **over}]))
+    with pytest.raises(ConfigError, match=r"max_batch must be an integer in \[1, 500\]"):
+        GatewayConfig.from_mapping(base(max_batch=501))
+
+
 @pytest.mark.parametrize(
     ("over", "named"),
     [

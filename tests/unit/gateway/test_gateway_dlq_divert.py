@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tubemq_aio.gateway.config import GroupConfig
-from tubemq_aio.gateway.dlq import MAX_DIVERTS, fetch_diverting, is_poison
+from tubemq_aio.gateway.dlq import MAX_DIVERTS, DivertProgress, fetch_diverting, is_poison
 from tubemq_aio.gateway.engine_types import FetchOutcome, Lease, Position
 from tubemq_aio.models import Message
 
@@ -107,3 +107,30 @@ def test_at_most_max_diverts_per_fetch() -> None:
     got, counted = run(producer, engine, *[outcome(3) for _ in range(MAX_DIVERTS)])
     assert got.status == "empty"
     assert counted == [1] * MAX_DIVERTS
+
+
+def test_a_produce_failing_part_way_never_copies_a_message_again() -> None:
+    lease = Lease("g1", "c", "1:t:0", "L", 0, 3)
+    msgs = tuple(Message(topic="t", body=f"m{i}".encode(), partition_key="1:t:0") for i in range(3))
+    poison = FetchOutcome("ok", lease, msgs, None, Position(56, 140, 140, 84, 0))
+    failures = 5
+
+    class FlakyProducer(Producer):
+        async def send(self, topic: str, body: bytes, **kw: Any) -> None:
+            nonlocal failures
+            if body == b"m1" and failures:
+                failures -= 1
+                raise ConnectionError("broker went away")
+            await super().send(topic, body, **kw)
+
+    engine, producer, progress = Engine(), FlakyProducer(), DivertProgress()
+    stand_ins: tuple[Any, Any] = (engine, producer)
+    for _ in range(6):  # five attempts fail at the second message, the sixth gets through
+        asyncio.run(
+            fetch_diverting(
+                GROUP, *stand_ins, fetches(poison, outcome(0)), lambda _n: None, 1.0, progress
+            )
+        )
+    assert [body for _, body, _ in producer.sent] == [b"m0", b"m1", b"m2"]
+    assert engine.settled == ["release"] * 5 + ["ack"]
+    assert progress.sent("1:t:0@56") == 0  # forgotten once diverted whole

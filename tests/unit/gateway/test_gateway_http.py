@@ -404,6 +404,14 @@ def test_ops_routes(client: TestClient) -> None:
     error(client.get("/v1/groups/g1/fetch", headers=READER), 405, "method_not_allowed")
 
 
+def test_made_up_methods_share_one_metric_label(client: TestClient) -> None:
+    for i in range(5):
+        client.request(f"BREW{i}", "/v1/groups/g1/fetch", headers=READER)
+    text = client.get("/metrics").text
+    assert "BREW" not in text
+    assert 'method="other"' in text
+
+
 def test_mounted_inside_another_app(engine: FakeEngine, producer: FakeProducer) -> None:
     import contextlib
     from collections.abc import AsyncIterator
@@ -458,3 +466,22 @@ def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
     assert (
         client.post("/v1/topics/demo/messages", content=small(), headers=headers).status_code == 200
     )
+
+
+def test_outage_and_unknown_name_answers_are_generic(client: TestClient) -> None:
+    from tubemq_aio.gateway.errors import StoreUnavailableError, TubeUnavailableError
+    from tubemq_aio.gateway.http_errors import api_error_for
+
+    for exc in (
+        TubeUnavailableError("reading 1:t:0 failed: ConnectionError('10.9.8.7:8123')"),
+        StoreUnavailableError("Redis unavailable at 10.9.8.7:6379"),
+    ):
+        mapped = api_error_for(exc)
+        assert mapped is not None
+        assert mapped.status == 503
+        assert "10.9.8.7" not in mapped.message
+    name = "g" * 10_000
+    r = client.post(f"/v1/groups/{name}/fetch", json={}, headers=READER)
+    assert r.status_code in (403, 404, 422), r.text
+    assert name not in r.text
+    assert len(r.text) < 1000

@@ -211,7 +211,7 @@ def test_late_ack_counts_until_released_again() -> None:
     assert m.scope(SCOPE).part("p").rc == 0
     # leased again by B: A's retried ack is still "already"
     assert m.acquire(202, SCOPE, "B", 100, "h")[:3] == ("leased", "p", 28)
-    assert m.settle(203, SCOPE, "p", "A", "ack") == ("already", 28)
+    assert m.settle(203, SCOPE, "p", "A", "ack") == ("already", 28, "acked")
     # B never acks; its lease expires and C takes the partition: B's late ack is stale
     assert m.record(204, SCOPE, "p", "B", 28, 56, 60, 1, 400, 56) == ("ok",)
     assert m.acquire(400, SCOPE, "C", 100, "h")[:5] == ("leased", "p", 28, 500, 1)
@@ -261,7 +261,7 @@ def test_rewind_moves_back_under_the_lease_and_older_tokens_get_stale() -> None:
     ps = m.scope(SCOPE).part("p")
     assert (ps.cmt, ps.mx, ps.lid) == (280, 300, "B")
     assert "p" not in m.cursor
-    assert m.settle(6, SCOPE, "p", "A", "ack") == ("already", 280)
+    assert m.settle(6, SCOPE, "p", "A", "ack") == ("already", 280, "acked")
     # after the lease expired, a late rewind under it is refused
     assert m.rewind(200, SCOPE, "p", "B", 280, 0, 0) == ("stale",)
     assert m.scope(SCOPE).part("p").cmt == 280

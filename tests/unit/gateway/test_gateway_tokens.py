@@ -80,3 +80,29 @@ def test_well_signed_payload_of_the_wrong_shape_refused() -> None:
         token = signed + "." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
         with pytest.raises(TokenError):
             decode_token(token, SECRET)
+
+
+def test_only_the_canonical_encoding_is_accepted() -> None:
+    token = encode_token(CLAIMS, SECRET)
+    signed, _, mac = token.rpartition(".")
+    payload = signed[len("t1.") :]
+    raw_mac = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
+    std_mac = base64.b64encode(raw_mac).decode().rstrip("=")
+    variants = [
+        token + "=",  # padding appended
+        f"{signed}.{mac}==",
+        f"t1.{payload}=.{mac}",
+    ]
+    if std_mac != mac:  # the +/ alphabet
+        variants.append(f"{signed}.{std_mac}")
+    # the last character carries unused low bits: a different one decodes to the same bytes
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    for c in alphabet:
+        other = mac[:-1] + c
+        if other != mac and base64.urlsafe_b64decode(other + "=" * (-len(other) % 4)) == raw_mac:
+            variants.append(f"{signed}.{other}")
+    assert len(variants) >= 4
+    for bad in variants:
+        with pytest.raises(TokenError):
+            decode_token(bad, SECRET)
+    assert decode_token(token, SECRET) == CLAIMS

@@ -18,6 +18,8 @@ if rate > 0 and want == '' then
     local wait_us = math.ceil(allow_at - NOW_US)
     return {'throttled', NOW, math.ceil(wait_us / 1000)}
   end
+  local held_until = rate_hold_until()
+  if held_until > NOW then return {'held', NOW, math.min(HOLD_RETRY_MS, held_until - NOW)} end
 end
 local expired = redis.call('ZRANGEBYSCORE', K_LEASED, '-inf', fmt(NOW), 'LIMIT', 0, reclaim_max)
 for _, p in ipairs(expired) do
@@ -46,4 +48,7 @@ redis.call('HSET', K_ST, fld(pick, 'lid'), lid, fld(pick, 'lexp'), fmt(NOW + lea
   fld(pick, 'lat'), fmt(NOW), fld(pick, 'lh'), holder)
 redis.call('HDEL', K_ST, fld(pick, 'ls'), fld(pick, 'ln'))
 redis.call('HSET', K_ACQ, lid, pick)
+if rate > 0 and want == '' then
+  redis.call('HSET', K_CFG, 'rlh', lid .. '|' .. fmt(NOW + lease_ms))
+end
 return leased_reply(pick)

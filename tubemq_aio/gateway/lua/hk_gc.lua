@@ -1,4 +1,4 @@
--- hk_gc(KEYS: clients, seen, st, ready, leased, parts, acq of one broadcast scope;
+-- hk_gc(KEYS: clients, seen, st, ready, leased, parts, acq, done of one broadcast scope, owners;
 --       ARGV: scope, idle_ms): delete the scope's state if it was not seen for idle_ms and
 -- holds no live lease. Only broadcast scopes ("b:..."): a clustering group's offsets are never
 -- touched. A scope without a last-seen time (state older than this script) is adopted: its
@@ -19,7 +19,8 @@ if tonumber(seen) > now - idle then return {'active', now} end
 if redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. string.format('%d', now), '+inf', 'LIMIT', 0, 1)[1] then
   return {'leased', now}
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('SREM', KEYS[1], scope)
 redis.call('ZREM', KEYS[2], scope)
+redis.call('HDEL', KEYS[9], scope)
 return {'deleted', now}

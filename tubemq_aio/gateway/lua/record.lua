@@ -1,4 +1,6 @@
--- record(wake, p, lease_id, base, next, max, n_msgs, wait_if_empty_ms, cursor)
+-- record(wake, p, lease_id, base, next, max, n_msgs, wait_if_empty_ms, cursor[, fence_token])
+-- KEYS[10] (broadcast): the cursor mutex the read ran under; the batch is booked only if
+-- fence_token still holds it (else another reader may have moved the broker cursor meanwhile).
 local p, lid = ARGV[2], ARGV[3]
 local base, nxt, top = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, wait, cursor = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -14,6 +16,10 @@ local ls = hgetn(p, 'ls')
 if ls ~= nil then
   if ls == base and hgetn(p, 'ln') == nxt then return {'ok', NOW} end
   return {'moved', NOW}
+end
+if KEYS[10] and redis.call('GET', KEYS[10]) ~= ARGV[10] then
+  redis.call('HDEL', K_CUR, p)
+  return {'fenced', NOW}
 end
 if hgetn(p, 'cmt') ~= base or nxt < base then
   redis.call('HDEL', K_CUR, p)
@@ -31,6 +37,7 @@ if n > 0 and rate > 0 then
   if tat < NOW_US then tat = NOW_US end
   redis.call('SET', K_RL, fmt(math.floor(tat + (1e6 / rate) * n)))
 end
+drop_rate_hold(lid)
 if n == 0 then
   if nxt ~= base then redis.call('HDEL', K_ST, fld(p, 'rc')) end
   hset(p, 'cmt', fmt(nxt))

@@ -29,7 +29,10 @@ for _, item in ipairs(todo) do
     hset(p, 'start', to)
   end
   local lid = hget(p, 'lid')
-  if lid then redis.call('HDEL', K_ACQ, lid) end
+  if lid then
+    redis.call('HDEL', K_ACQ, lid)
+    drop_rate_hold(lid)
+  end
   redis.call('HDEL', K_ST, fld(p, 'lid'), fld(p, 'lexp'), fld(p, 'lat'), fld(p, 'lh'),
     fld(p, 'ls'), fld(p, 'ln'), fld(p, 'last'), fld(p, 'rc'), fld(p, 'zc'))
   redis.call('ZREM', K_LEASED, p)

@@ -108,13 +108,16 @@ async def fetch(
             lease_ms=body.lease_ms,
             holder=gateway.replica,
             max_messages=body.max_messages,
+            owner=principal.name,
         ),
         gateway.metrics.dead_lettered.labels(group).inc,
         gateway.config.produce_timeout,
+        gateway.dlq_progress,
     )
-    outcome, gone = await run_unless_disconnected(
-        request.receive, work, functools.partial(_release_unread, engine)
-    )
+    with gateway.long_poll_slot(principal.name, body.wait_ms):  # a fair share per key
+        outcome, gone = await run_unless_disconnected(
+            request.receive, work, functools.partial(_release_unread, engine)
+        )
     if gone or outcome is None:
         gateway.metrics.fetch_outcomes.labels(group, "client_gone").inc()
         return Response(status_code=CLIENT_GONE)

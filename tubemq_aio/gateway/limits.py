@@ -1,0 +1,13 @@
+"""The gateway's hard limits, in one place: the config checks, the engine's checks and the HTTP
+body models all read them, so a value the config accepts is never refused later."""
+
+from __future__ import annotations
+
+__all__ = ["LEASE_MS_CEILING", "LEASE_MS_FLOOR", "MAX_BATCH_CEILING"]
+
+#: The shortest lease a group may allow (ms).
+LEASE_MS_FLOOR = 100
+#: The longest lease a group or a request may ask for (ms): 12 hours.
+LEASE_MS_CEILING = 43_200_000
+#: The most messages one batch produce request may carry.
+MAX_BATCH_CEILING = 500
