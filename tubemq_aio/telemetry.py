@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tubemq_aio._version import __version__
 from tubemq_aio.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -130,8 +131,6 @@ class ClientTelemetry:
         """Take the tracer and meter from the configured (or global) providers."""
         from opentelemetry import metrics, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        from tubemq_aio import __version__
 
         self.options = options
         # Providers named by the caller are always used; the global ones count only once an

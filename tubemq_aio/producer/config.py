@@ -7,10 +7,10 @@ from datetime import datetime
 
 from tubemq_aio._validate import Checks, is_seconds
 from tubemq_aio.config import ClientConfig
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.consumer_meta import validate_topic_name
-from tubemq_aio.protocol.message import InvalidMessageError, check_message, validate_topic
+from tubemq_aio.protocol.message import check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
 __all__ = ["MAX_SEND_TIMEOUT", "ProducerConfig", "check_send_args", "check_send_many_args"]
