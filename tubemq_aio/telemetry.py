@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tubemq_aio._validate import Checks
 from tubemq_aio._version import __version__
 from tubemq_aio.errors import ConfigError
 
@@ -77,19 +78,17 @@ class Telemetry:
     propagate: bool = True
 
     def __post_init__(self) -> None:
-        problems = []
+        checks = Checks("Telemetry")
         if self.tracer_provider is not None and not callable(
             getattr(self.tracer_provider, "get_tracer", None)
         ):
-            problems.append("tracer_provider must be an OpenTelemetry TracerProvider or None")
+            checks.problem("tracer_provider must be an OpenTelemetry TracerProvider or None")
         if self.meter_provider is not None and not callable(
             getattr(self.meter_provider, "get_meter", None)
         ):
-            problems.append("meter_provider must be an OpenTelemetry MeterProvider or None")
-        if not isinstance(self.propagate, bool):
-            problems.append("propagate must be a bool")
-        if problems:
-            raise ConfigError("Telemetry: " + "; ".join(problems))
+            checks.problem("meter_provider must be an OpenTelemetry MeterProvider or None")
+        checks.flag("propagate", self.propagate)
+        checks.done()
 
 
 def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
