@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PROTO_OUT := tubemq_aio/protocol/_pb
+PROTO_OUT := tubemq_aio/protocol/pb
 
 .PHONY: help venv speedups protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
 
@@ -48,10 +48,10 @@ speedups: $(STAMP)
 	$(PY) -m tubemq_aio._speedups.build
 
 protos: $(STAMP)
-	$(PY) -m tubemq_aio.protocol._pb.generate
+	$(PY) -m tubemq_aio.protocol.pb.generate
 
 protos-check: $(STAMP)
-	$(PY) -m tubemq_aio.protocol._pb.generate --check
+	$(PY) -m tubemq_aio.protocol.pb.generate --check
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -4,8 +4,7 @@ The public API is what this module exports; everything else is internal. Every e
 package can raise to a user is exported here too (all defined in :mod:`tubemq_aio.errors`).
 """
 
-__version__ = "0.2.0"
-
+from tubemq_aio._version import __version__
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.consumer import (

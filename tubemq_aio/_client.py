@@ -12,10 +12,10 @@ import time
 from types import TracebackType
 from typing import Self
 
-from tubemq_aio import __version__
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._supervisor import Supervisor
+from tubemq_aio._version import __version__
 from tubemq_aio.config import ClientConfig
 from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX, make_client_id

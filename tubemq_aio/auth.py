@@ -17,6 +17,7 @@ import hmac
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from tubemq_aio._validate import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.producer_meta import (
     AuthenticateInfo,
@@ -80,11 +81,11 @@ class Credentials:
     password: str = field(repr=False)
 
     def __post_init__(self) -> None:
-        # Never echo the password, not even its type name next to the user's.
-        if not isinstance(self.user_name, str) or not self.user_name.strip():
-            raise ConfigError("the authentication user name must be a non-blank string")
-        if not isinstance(self.password, str):
-            raise ConfigError("the authentication password must be a string")
+        checks = Checks("Credentials")
+        checks.text("user_name", self.user_name)
+        if not isinstance(self.password, str):  # never echoed, not even its type name
+            checks.problem("password must be a string")
+        checks.done()
 
     def __str__(self) -> str:
         return f"Credentials(user_name={self.user_name!r})"

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from tubemq_aio._validate import Checks
+from tubemq_aio._version import __version__
 from tubemq_aio.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -81,19 +83,17 @@ class Telemetry:
     propagate: bool = True
 
     def __post_init__(self) -> None:
-        problems = []
+        checks = Checks("Telemetry")
         if self.tracer_provider is not None and not callable(
             getattr(self.tracer_provider, "get_tracer", None)
         ):
-            problems.append("tracer_provider must be an OpenTelemetry TracerProvider or None")
+            checks.problem("tracer_provider must be an OpenTelemetry TracerProvider or None")
         if self.meter_provider is not None and not callable(
             getattr(self.meter_provider, "get_meter", None)
         ):
-            problems.append("meter_provider must be an OpenTelemetry MeterProvider or None")
-        if not isinstance(self.propagate, bool):
-            problems.append("propagate must be a bool")
-        if problems:
-            raise ConfigError("Telemetry: " + "; ".join(problems))
+            checks.problem("meter_provider must be an OpenTelemetry MeterProvider or None")
+        checks.flag("propagate", self.propagate)
+        checks.done()
 
 
 def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
@@ -134,8 +134,6 @@ class ClientTelemetry:
     def __init__(self, options: Telemetry) -> None:
         """Take the tracer and meter from the configured (or global) providers."""
         from opentelemetry import metrics, propagate, trace
-
-        from tubemq_aio import __version__
 
         self.options = options
         # Providers named by the caller are always used; the global ones count only once an

@@ -21,7 +21,7 @@ operation (best of several rounds):
   objects.
 
 Every line names the implementation measured (``impl``): ``compiled`` when the optional
-accelerator (:mod:`tubemq_aio._speedups`) is built, ``pure`` otherwise or with
+accelerator (:mod:`tubemq_aio.accelerator`) is built, ``pure`` otherwise or with
 ``TUBEMQ_AIO_PURE=1``.
 """
 
@@ -33,11 +33,10 @@ import time
 import timeit
 from collections.abc import Callable
 
-from tubemq_aio import _speedups
+from tubemq_aio import accelerator
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.protocol import framing, rpc
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.consumer_rpc import parse_get_message_response
 from tubemq_aio.protocol.message import (
     EncodedMessage,
@@ -46,6 +45,7 @@ from tubemq_aio.protocol.message import (
     encode_message,
     ip_to_int,
 )
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_meta import Broker, BrokerAuthorization, Partition
 from tubemq_aio.protocol.producer_rpc import (
     SendRequestEncoder,
@@ -60,7 +60,7 @@ def _bench(name: str, func: Callable[[], object], number: int = 100_000) -> dict
     # CPU time of this process, not wall time: the machine is shared, and a preempted round
     # should not count the other processes' time.
     best = min(timeit.repeat(func, number=number, repeat=_ROUNDS, timer=time.process_time))
-    impl = "pure" if _speedups.compiled() is None else "compiled"
+    impl = "pure" if accelerator.compiled() is None else "compiled"
     return {"case": name, "impl": impl, "us_per_op": round(best / number * 1e6, 3), "ops": number}
 
 

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import cast
 
 from tubemq_aio import Producer
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.rpc import Method, encode_success
 
 TOPIC = "bench"

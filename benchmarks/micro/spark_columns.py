@@ -14,7 +14,7 @@ machine is usually shared):
 
 Cases ``plain`` (bodies only) and ``attrs`` (msgType, msgTime and two user attributes on every
 message). Every line names the implementation measured (``impl``): ``compiled`` when the
-optional accelerator (:mod:`tubemq_aio._speedups`) is built, ``pure`` otherwise or with
+optional accelerator (:mod:`tubemq_aio.accelerator`) is built, ``pure`` otherwise or with
 ``TUBEMQ_AIO_PURE=1``.
 """
 
@@ -26,11 +26,11 @@ import time
 
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from tubemq_aio import _speedups
+from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer.batch import ConsumerStats
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.message import EncodedMessage, checksum, encode_message
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.spark._columns import decode_columns, parse_columns
 from tubemq_aio.spark._reader import _chunk, chunks_to_arrow
 from tubemq_aio.spark.source import SCHEMA
@@ -70,7 +70,7 @@ def _case(name: str, message: EncodedMessage) -> list[dict[str, object]]:
 
     one_batch()  # warm caches
     times = [one_batch() for _ in range(_ROUNDS)]
-    impl = "pure" if _speedups.compiled() is None else "compiled"
+    impl = "pure" if accelerator.compiled() is None else "compiled"
     return [
         {
             "case": f"{name}_{stage}",

@@ -10,7 +10,7 @@ per round with its process CPU time per row (the broker's CPU is the child's, no
 the consumer's start-up is not counted either), then one with the medians.
 
 ``impl`` names the decode measured: ``compiled`` when the optional accelerator
-(:mod:`tubemq_aio._speedups`) is built, ``pure`` otherwise or with ``TUBEMQ_AIO_PURE=1``.
+(:mod:`tubemq_aio.accelerator`) is built, ``pure`` otherwise or with ``TUBEMQ_AIO_PURE=1``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def main() -> None:
     if ns.serve:
         asyncio.run(_serve(ns.rows, ns.kind))
         return
-    from tubemq_aio import _speedups
+    from tubemq_aio import accelerator
 
     argv = [sys.executable, "-m", "benchmarks.micro.spark_read", "--serve",
             "--rows", str(ns.rows), "--kind", ns.kind]  # fmt: skip
@@ -106,7 +106,7 @@ def main() -> None:
         master = child.stdout.readline().strip()
         if not master:
             raise RuntimeError("the fake cluster did not start")
-        impl = "pure" if _speedups.compiled() is None else "compiled"
+        impl = "pure" if accelerator.compiled() is None else "compiled"
         per_row = []
         for r in range(ns.rounds):
             rows, cpu = asyncio.run(_read(master, f"bench-{time.time_ns()}-{r}"))

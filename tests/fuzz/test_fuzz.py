@@ -7,7 +7,7 @@ import pytest
 
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol import consumer_rpc
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.testing import fuzz
 
 NOT_UTF8 = b"\xff\xfe"

@@ -12,16 +12,17 @@ import pytest
 import pytest_asyncio
 
 from tubemq_aio import Producer
-from tubemq_aio.consumer.client_balanced import (
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer, assign_modulo
+from tubemq_aio.errors import (
     ClientBalanceConfigError,
-    ClientBalancedConsumer,
+    ClientClosedError,
     PartitionAlreadyConnectedError,
     PartitionNotConnectedError,
     PartitionNotSubscribableError,
+    PartitionOccupiedError,
+    ServerError,
     UnknownPartitionError,
-    assign_modulo,
 )
-from tubemq_aio.errors import ClientClosedError, PartitionOccupiedError, ServerError
 from tubemq_aio.testing import LocalCluster
 
 HEARTBEAT = 2.0

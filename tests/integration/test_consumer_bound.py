@@ -10,8 +10,8 @@ import pytest
 
 from tubemq_aio import Producer
 from tubemq_aio.consumer import Consumer
-from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
-from tubemq_aio.errors import ServerError
+from tubemq_aio.consumer.bound import BoundConsume
+from tubemq_aio.errors import BoundConsumeError, ServerError
 from tubemq_aio.testing import LocalCluster
 
 HEARTBEAT = 2.0

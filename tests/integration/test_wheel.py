@@ -28,8 +28,8 @@ PROBE = (
 )
 #: The consume path imports and runs on the pure-Python code: no compiled accelerator there.
 PURE_PROBE = (
-    "from tubemq_aio import _speedups, Consumer; from tubemq_aio.protocol import framing;"
-    "print(_speedups.compiled(), type(framing.new_frame_decoder()).__module__)"
+    "from tubemq_aio import accelerator, Consumer; from tubemq_aio.protocol import framing;"
+    "print(accelerator.compiled(), type(framing.new_frame_decoder()).__module__)"
 )
 
 

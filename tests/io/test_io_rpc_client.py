@@ -11,7 +11,7 @@ from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.config import HostPort
 from tubemq_aio.errors import ConfigError, ConnectError, RemoteRpcError, RequestTimeoutError
-from tubemq_aio.protocol._pb import RPC_pb2
+from tubemq_aio.protocol.pb import RPC_pb2
 from tubemq_aio.protocol.rpc import Method, ServiceType
 
 pytestmark = pytest.mark.timeout(30)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tubemq_aio import _speedups
+from tubemq_aio import accelerator
 from tubemq_aio.consumer import _decode
 from tubemq_aio.models import Message
 from tubemq_aio.protocol import consumer_rpc, message
@@ -60,9 +60,9 @@ def _raw_decoder(ext: ModuleType) -> RawDecode:
     decoder: RawDecode = ext.RawDecoder(
         Message,
         message.crc32,
-        _decode._attr_cache,
-        _decode._attribute_info,
-        _decode._NO_ATTRIBUTES,
+        _decode.attribute_cache,
+        _decode.attribute_info,
+        _decode.NO_ATTRIBUTES,
         logging.getLogger("tubemq_aio.consumer"),
         _decode.decode_raw_messages_py,
     )
@@ -76,4 +76,4 @@ PARSERS = _params(consumer_rpc.parse_get_message_response_py, _parser)
 #: ``decode_raw_messages`` implementations.
 RAW_DECODERS = _params(_decode.decode_raw_messages_py, _raw_decoder)
 
-__all__ = ["EXT", "FRAME_DECODERS", "PARSERS", "RAW_DECODERS", "_speedups", "loaded"]
+__all__ = ["EXT", "FRAME_DECODERS", "PARSERS", "RAW_DECODERS", "accelerator", "loaded"]

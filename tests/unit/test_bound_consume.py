@@ -11,12 +11,12 @@ import pytest
 from tubemq_aio.consumer import Consumer, ConsumerConfig
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.consumer.bound import BoundConsume
+from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigError
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.consumer_meta import ConsumerConfigError, PartitionKey
+from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 
 MASTER = "127.0.0.1:8715"
 

@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.errors import ClientBalanceConfigError, ConsumerConfigError, MalformedMetaError
 from tubemq_aio.protocol.client_balance import (
-    ClientBalanceConfigError,
     PartitionMetaCache,
     SubscriptionReporter,
     assign_modulo,
@@ -23,13 +22,9 @@ from tubemq_aio.protocol.client_balance import (
     validate_bootstrap_offset,
     validate_node,
 )
-from tubemq_aio.protocol.consumer_meta import (
-    BrokerInfo,
-    ConsumerConfigError,
-    MalformedMetaError,
-    PartitionKey,
-)
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, PartitionKey
 from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 
 keys = st.builds(
     PartitionKey,

@@ -9,17 +9,12 @@ import pytest
 
 from tubemq_aio._client import new_client_id
 from tubemq_aio.consumer import ClientBalancedConsumer
-from tubemq_aio.consumer._cb_models import (
-    PartitionMeta,
-    UnknownPartitionError,
-    assign_modulo,
-    parse_key,
-)
+from tubemq_aio.consumer._cb_models import PartitionMeta, assign_modulo, parse_key
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import ClientBalanceConfigError, ConfigError, UnknownPartitionError
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.client_balance import ClientBalanceConfigError, java_string_hash
+from tubemq_aio.protocol.client_balance import java_string_hash
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_rpc import RawMessage
 

@@ -6,14 +6,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.errors import ConfigError, RemoteProtocolError
+from tubemq_aio.errors import (
+    ConfigError,
+    ConsumerConfigError,
+    MalformedMetaError,
+    RemoteProtocolError,
+)
 from tubemq_aio.protocol.consumer_meta import (
     BoundSession,
     BrokerInfo,
     ConsumePosition,
-    ConsumerConfigError,
     FailureInfo,
-    MalformedMetaError,
     Partition,
     PartitionKey,
     ReadStatus,

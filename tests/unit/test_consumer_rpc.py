@@ -6,8 +6,6 @@ import pytest
 from speedup_impls import PARSERS, Parser
 
 from tubemq_aio.errors import RemoteProtocolError
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.consumer_meta import (
     BoundSession,
     BrokerInfo,
@@ -31,6 +29,8 @@ from tubemq_aio.protocol.consumer_rpc import (
     parse_offset_response,
 )
 from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.producer_meta import (
     AuthenticateInfo,
     BrokerAuthorization,

@@ -9,13 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.errors import RemoteProtocolError
+from tubemq_aio.errors import FlowRuleError, RemoteProtocolError
 from tubemq_aio.protocol.flow_control import (
     MB,
     DataLimit,
     DataLimitRule,
     FlowControlState,
-    FlowRuleError,
     FreqLimitRule,
     LowFetchRule,
     PartitionFlow,

@@ -122,6 +122,12 @@ def test_invalid_settings_name_the_field(field: str, value: object) -> None:
         TransportSettings(**{field: value})  # type: ignore[arg-type]
 
 
+def test_settings_report_every_problem_at_once_and_refuse_a_bool_duration() -> None:
+    # One Checks for every config: a bool is not a number of seconds, and all problems are named.
+    with pytest.raises(ConfigError, match=r"connect_timeout .*; max_in_flight "):
+        TransportSettings(connect_timeout=True, max_in_flight=0)
+
+
 def test_backoff_max_below_initial_is_rejected() -> None:
     with pytest.raises(ConfigError, match="backoff_max"):
         TransportSettings(backoff_initial=5.0, backoff_max=1.0)

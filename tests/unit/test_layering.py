@@ -1,63 +1,314 @@
-"""Architecture rules from the style guide, checked on the source tree."""
+"""Architecture rules from the style guide, checked on the source tree's own imports.
+
+The module graph is read from the code: every ``import`` of every ``*.py`` (at module level, in a
+function, or under ``TYPE_CHECKING``) and every ``import``/``cimport`` line of every ``*.pyx``.
+On that graph: no cycle between modules, no module importing a layer above its own (see
+:data:`LAYERS` and docs/architecture.md), and no private module (a name with a leading ``_``)
+imported from outside the package that holds it.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tubemq_aio"
+ROOT_NAME = "tubemq_aio"
 FORBIDDEN_IN_PROTOCOL = {"asyncio", "socket", "time", "selectors", "ssl", "threading", "anyio"}
 
+#: Layers from the ground up; a module belongs to the layer of its longest matching prefix and
+#: imports only from its own layer or those below.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("tubemq_aio.errors", "tubemq_aio._version", "tubemq_aio.accelerator")),
+    ("protocol", ("tubemq_aio.protocol",)),
+    ("compiled twins", ("tubemq_aio._speedups",)),
+    (
+        "foundation",
+        (
+            "tubemq_aio.models",
+            "tubemq_aio.auth",
+            "tubemq_aio._validate",
+            "tubemq_aio._io",
+            "tubemq_aio._supervisor",
+            "tubemq_aio.telemetry",
+            "tubemq_aio.config",
+            "tubemq_aio.tdmsg",
+        ),
+    ),
+    ("clients", ("tubemq_aio",)),
+    ("test tools", ("tubemq_aio.testing",)),
+    (
+        "applications",
+        (
+            "tubemq_aio.gateway",
+            "tubemq_aio.spark",
+            "tubemq_aio.cli",
+            "tubemq_aio.demo",
+            "tubemq_aio.__main__",
+        ),
+    ),
+)
+#: Packages of ours that stand on the SDK: they see only its public modules.
+OUTSIDE_THE_SDK = ("tubemq_aio.testing", *LAYERS[-1][1])
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+_PYX_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\b|c?import\s+([\w.]+))", re.MULTILINE)
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def module_files(package: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> source file, for every ``*.py`` and ``*.pyx`` of the package."""
+    found: dict[str, Path] = {}
+    for path in sorted(package.rglob("*")):
+        if path.suffix not in (".py", ".pyx"):
+            continue
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def raw_imports(name: str, path: Path, modules: Iterable[str] = ()) -> set[str]:
+    """Every dotted name ``name`` imports; ``from a import b`` gives ``a.b`` when that is one of
+    ``modules``, ``a`` otherwise."""
+    source = path.read_text()
+    if path.suffix == ".pyx":
+        return {m.group(1) or m.group(2) for m in _PYX_IMPORT.finditer(source)}
+    known = set(modules)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source, filename=str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                names.add(sub if sub in known else base)
     return names
 
 
+def module_graph(files: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (a name resolves to its longest known module)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets = set()
+        for imported in raw_imports(name, path, files):
+            while imported and imported not in files:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name and _within(imported, ROOT_NAME):
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module, or a self-import."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        # Iterative Tarjan: the graph is deep enough to make recursion a needless risk.
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for nxt in edges:
+                if nxt not in graph:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(sorted(component))
+    return found
+
+
+def layer_of(name: str) -> int:
+    """Index in :data:`LAYERS` of the layer whose prefix matches ``name`` longest."""
+    best, best_len = -1, -1
+    for level, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _within(name, prefix) and len(prefix) > best_len:
+                best, best_len = level, len(prefix)
+    assert best >= 0, f"{name} is in no layer"
+    return best
+
+
+def private_owner(name: str) -> str | None:
+    """The package that holds the private module ``name``, or None if no part of it is private."""
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def private_import_allowed(importer: str, imported: str) -> bool:
+    """Whether ``importer`` may import ``imported`` (only from inside the private part's owner;
+    the root package's private modules belong to the SDK, not to the packages on top of it)."""
+    owner = private_owner(imported)
+    if owner is None:
+        return True
+    if owner == ROOT_NAME and any(_within(importer, p) for p in OUTSIDE_THE_SDK):
+        return False
+    return _within(importer, owner)
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return module_graph(module_files())
+
+
+def test_the_graph_sees_every_kind_of_import(graph: dict[str, set[str]]) -> None:
+    # A .pyx file, a TYPE_CHECKING import, an import inside a function.
+    assert "tubemq_aio.protocol.framing" in graph["tubemq_aio._speedups._cdecode"]
+    assert "tubemq_aio.models" in graph["tubemq_aio.telemetry"]
+    assert "tubemq_aio.testing.cluster" in graph["tubemq_aio.cli"]
+    assert "tubemq_aio.consumer.toolkit" in graph["tubemq_aio.gateway.tube"]
+
+
+def test_the_graph_resolves_relative_and_package_imports(tmp_path: Path) -> None:
+    package = tmp_path / ROOT_NAME
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    (package / "sub" / "__init__.py").write_text("from . import leaf\n")
+    (package / "sub" / "leaf.py").write_text("from .. import VALUE\nfrom ..sub import other\n")
+    (package / "sub" / "other.py").write_text("import json\n")
+    (package / "sub" / "_fast.pyx").write_text(
+        "from libc.string cimport memcpy\nimport tubemq_aio.sub.other\n"
+    )
+    assert module_graph(module_files(package)) == {
+        "tubemq_aio": set(),
+        "tubemq_aio.sub": {"tubemq_aio.sub.leaf"},
+        "tubemq_aio.sub.leaf": {"tubemq_aio", "tubemq_aio.sub.other"},
+        "tubemq_aio.sub.other": set(),
+        "tubemq_aio.sub._fast": {"tubemq_aio.sub.other"},
+    }
+
+
+def test_no_import_cycle_between_modules(graph: dict[str, set[str]]) -> None:
+    assert cycles(graph) == []
+
+
+def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
+    upward = [
+        f"{name} ({LAYERS[layer_of(name)][0]}) -> {dep} ({LAYERS[layer_of(dep)][0]})"
+        for name, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if layer_of(dep) > layer_of(name)
+    ]
+    assert upward == []
+
+
+def test_no_private_module_is_imported_from_another_package(graph: dict[str, set[str]]) -> None:
+    leaks = [
+        f"{name} -> {dep}"
+        for name, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if not private_import_allowed(name, dep)
+    ]
+    assert leaks == []
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}}) == [["a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert layer_of("tubemq_aio.protocol.framing") < layer_of("tubemq_aio.producer.producer")
+    assert layer_of("tubemq_aio.producer.producer") < layer_of("tubemq_aio.gateway.tube")
+    assert not private_import_allowed("tubemq_aio.gateway.tube", "tubemq_aio.consumer._decode")
+    assert not private_import_allowed("tubemq_aio.spark._reader", "tubemq_aio._client")
+    assert not private_import_allowed("tubemq_aio.testing.fuzz", "tubemq_aio.protocol._pbparse")
+    assert private_import_allowed("tubemq_aio.consumer.toolkit", "tubemq_aio.consumer._decode")
+    assert private_import_allowed("tubemq_aio.producer.producer", "tubemq_aio._io.pool")
+    assert private_import_allowed("tubemq_aio.spark._reader", "tubemq_aio.spark._columns")
+
+
 def protocol_sources() -> list[Path]:
-    return [p for p in (PACKAGE / "protocol").rglob("*.py") if "_pb" not in p.parts]
+    return [p for p in (PACKAGE / "protocol").rglob("*.py") if "pb" not in p.parts]
 
 
 @pytest.mark.parametrize("path", protocol_sources(), ids=lambda p: p.name)
 def test_protocol_package_is_pure(path: Path) -> None:
-    roots = {name.split(".")[0] for name in imported_modules(path)}
+    roots = {name.split(".")[0] for name in raw_imports("tubemq_aio.protocol.x", path)}
     assert not roots & FORBIDDEN_IN_PROTOCOL, f"{path} imports {roots & FORBIDDEN_IN_PROTOCOL}"
 
 
-def test_protocol_imports_nothing_above_it() -> None:
-    # tubemq_aio._speedups is a leaf (checked below): it selects the compiled codec twins.
-    allowed = {"tubemq_aio.protocol", "tubemq_aio.errors", "tubemq_aio._speedups"}
-    for path in protocol_sources():
-        for name in imported_modules(path):
-            if name.startswith("tubemq_aio"):
-                assert any(name == a or name.startswith(a + ".") for a in allowed), (path, name)
+def test_the_accelerator_loader_is_pure() -> None:
+    path = PACKAGE / "accelerator.py"
+    roots = {name.split(".")[0] for name in raw_imports("tubemq_aio.accelerator", path)}
+    assert not roots & (FORBIDDEN_IN_PROTOCOL | {ROOT_NAME}), roots
 
 
-def test_speedups_package_is_a_leaf() -> None:
-    for path in (PACKAGE / "_speedups").rglob("*.py"):
-        for name in imported_modules(path):
-            assert not name.startswith("tubemq_aio") or name.startswith("tubemq_aio._speedups"), (
-                path,
-                name,
-            )
-        roots = {name.split(".")[0] for name in imported_modules(path)}
-        assert not roots & FORBIDDEN_IN_PROTOCOL, f"{path} imports {roots & FORBIDDEN_IN_PROTOCOL}"
+def test_testing_package_depends_only_on_protocol(graph: dict[str, set[str]]) -> None:
+    # tubemq_aio.telemetry builds testing.otel's options; it stands on errors and models only.
+    allowed = ("tubemq_aio.protocol", "tubemq_aio.errors", "tubemq_aio.testing",
+               "tubemq_aio.telemetry")  # fmt: skip
+    for name, deps in graph.items():
+        if _within(name, "tubemq_aio.testing"):
+            for dep in deps:
+                assert any(_within(dep, a) for a in allowed), (name, dep)
 
 
-def test_testing_package_depends_only_on_protocol() -> None:
-    testing = PACKAGE / "testing"
-    # tubemq_aio.telemetry is a leaf (it imports only errors): testing.otel builds its options.
-    allowed = {"tubemq_aio.protocol", "tubemq_aio.errors", "tubemq_aio.testing",
-               "tubemq_aio.telemetry"}  # fmt: skip
-    for path in testing.rglob("*.py"):
-        for name in imported_modules(path):
-            if name.startswith("tubemq_aio"):
-                assert any(name == a or name.startswith(a + ".") for a in allowed), (path, name)
+def _error_class_names() -> set[str]:
+    tree = ast.parse((PACKAGE / "errors.py").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def test_every_error_has_one_home_and_one_import_path() -> None:
+    # Each error class is defined in tubemq_aio.errors; besides there, only the package's top
+    # level names it (its public API). Nothing else imports it from elsewhere or re-exports it.
+    errors = _error_class_names()
+    assert {"TubeMQError", "ConfigError", "DataLossError"} <= errors
+    stray: list[str] = []
+    for name, path in module_files().items():
+        if path.suffix != ".py" or name in ("tubemq_aio", "tubemq_aio.errors"):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module not in ("tubemq_aio.errors", None):
+                stray += [f"{name} imports {a.name} from {node.module}"
+                          for a in node.names if a.name in errors]  # fmt: skip
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                exported = ast.literal_eval(node.value)
+                stray += [f"{name} re-exports {e}" for e in exported if e in errors]
+    assert stray == []

@@ -14,7 +14,7 @@ from tubemq_aio.errors import (
     StandbyMasterError,
 )
 from tubemq_aio.master import MasterInvoker
-from tubemq_aio.protocol._pb import MasterService_pb2 as pb
+from tubemq_aio.protocol.pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
 
 A, B, C = HostPort("a", 1), HostPort("b", 2), HostPort("c", 3)

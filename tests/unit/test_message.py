@@ -10,13 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tubemq_aio.errors import ConfigError, ProtocolError
+from tubemq_aio.errors import ConfigError, InvalidMessageError, MessageDecodeError, ProtocolError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.message import (
     ATTRIBUTE_FLAG,
     DEFAULT_MAX_MESSAGE_SIZE,
-    InvalidMessageError,
-    MessageDecodeError,
     checksum,
     decode_payload,
     encode_message,

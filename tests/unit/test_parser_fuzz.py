@@ -28,9 +28,9 @@ from tubemq_aio.protocol import (
     producer_rpc,
     rpc,
 )
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.framing import FrameDecoder
 from tubemq_aio.protocol.partitions import parse_confirm_context
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.wire import encode_varint
 from tubemq_aio.testing import fuzz

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tubemq_aio.errors import InvalidConfirmContextError
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
 from tubemq_aio.protocol.partitions import (
     FetchErrorReaction,
-    InvalidConfirmContextError,
     Lease,
     PartitionLeases,
     SelectStatus,

@@ -12,11 +12,11 @@ from tubemq_aio.errors import (
     RemoteProtocolError,
     ServiceUnavailableError,
 )
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.client_id import make_client_id
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, ip_to_int
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.producer_meta import (
     AuthenticateInfo,
     Broker,

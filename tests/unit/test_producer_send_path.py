@@ -22,7 +22,7 @@ from tubemq_aio.errors import (
     SendOutcomeUnknownError,
     ServerError,
 )
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 
 
 def refusal(code: int) -> bytes:

@@ -14,7 +14,7 @@ import pytest
 from tubemq_aio import Producer, SendResult
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.producer._session import ProducerSession
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_meta import HeartbeatResponse, RegisterResponse
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder
 

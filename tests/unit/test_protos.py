@@ -22,10 +22,10 @@ from google.protobuf.message import EncodeError, Message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.protocol._pb import BrokerService_pb2, MasterService_pb2, RPC_pb2, generate
+from tubemq_aio.protocol.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2, generate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PB_DIR = REPO_ROOT / "tubemq_aio" / "protocol" / "_pb"
+PB_DIR = REPO_ROOT / "tubemq_aio" / "protocol" / "pb"
 
 FILES: dict[str, FileDescriptor] = {
     "RPC": RPC_pb2.DESCRIPTOR,
@@ -91,7 +91,7 @@ def h(text: str) -> bytes:
 
 def test_generated_modules_are_up_to_date() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tubemq_aio.protocol._pb.generate", "--check"],
+        [sys.executable, "-m", "tubemq_aio.protocol.pb.generate", "--check"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -35,7 +35,7 @@ def test_package_ships_type_information() -> None:
 # Subpackages with a surface of their own: the test tools, and the HTTP gateway application
 # (its errors become HTTP answers, not exceptions in a user's code); the protobuf generator
 # runs at build time only.
-_OWN_SURFACE = ("tubemq_aio.testing", "tubemq_aio.gateway", "tubemq_aio.protocol._pb")
+_OWN_SURFACE = ("tubemq_aio.testing", "tubemq_aio.gateway", "tubemq_aio.protocol.pb")
 
 
 def package_exception_classes() -> dict[str, type[BaseException]]:

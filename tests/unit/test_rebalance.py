@@ -8,12 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.protocol.consumer_meta import (
-    BrokerInfo,
-    MalformedMetaError,
-    Partition,
-    PartitionKey,
-)
+from tubemq_aio.errors import MalformedMetaError
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,

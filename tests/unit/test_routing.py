@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
+from tubemq_aio.errors import NoPartitionError
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.routing import (
     DefaultPartitioner,
     KeyHashPartitioner,
-    NoPartitionError,
     PartitionBackoff,
     Partitioner,
     RoundRobinPartitioner,

@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from speedup_impls import EXT, FRAME_DECODERS, PARSERS, RAW_DECODERS, DecoderFactory, Parser
 
-from tubemq_aio import _speedups
+from tubemq_aio import accelerator
 from tubemq_aio.consumer import _decode
 from tubemq_aio.errors import FrameError, RemoteProtocolError
 from tubemq_aio.protocol import consumer_rpc, framing
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.consumer_rpc import RawMessage
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.message import checksum, encode_message
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.wire import encode_varint
 
 Outcome = tuple[Any, ...]
@@ -40,14 +40,14 @@ def outcome(func: Callable[[bytes], object], data: bytes) -> Outcome:
 
 
 def test_extension_is_built_when_expected_and_used_when_present() -> None:
-    expected = os.environ.get(_speedups.ENV_EXPECT, "") not in ("", "0")
+    expected = os.environ.get(accelerator.ENV_EXPECT, "") not in ("", "0")
     if expected:
         assert EXT is not None, (
-            f"{_speedups.ENV_EXPECT} is set but tubemq_aio._speedups._cdecode does not import: "
+            f"{accelerator.ENV_EXPECT} is set but tubemq_aio._speedups._cdecode does not import: "
             "build it with `python -m tubemq_aio._speedups.build`"
         )
-    ext = _speedups.compiled()
-    assert ext is (None if _speedups.pure_forced() else EXT)
+    ext = accelerator.compiled()
+    assert ext is (None if accelerator.pure_forced() else EXT)
     if ext is None:
         assert consumer_rpc._parse_get_message is consumer_rpc.parse_get_message_response_py
         assert _decode._decode is _decode.decode_raw_messages_py
@@ -71,7 +71,7 @@ def test_pure_code_is_forced_by_the_environment() -> None:
         "assert isinstance(parse.__self__, producer_rpc.SendResultParser)\n"
         "print('pure')\n"
     )
-    env = {**os.environ, _speedups.ENV_PURE: "1"}
+    env = {**os.environ, accelerator.ENV_PURE: "1"}
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, timeout=120, check=False
     )

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from speedup_impls import EXT
 
-from tubemq_aio import Producer, _speedups
+from tubemq_aio import Producer, accelerator
 from tubemq_aio.errors import RemoteRpcError
 from tubemq_aio.protocol import producer_rpc, rpc
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendResult, SendResultParser
 from tubemq_aio.protocol.rpc import Method, encode_exception, encode_success
@@ -62,9 +62,9 @@ def response_decoders() -> list[Any]:
 
 
 def test_compiled_twins_are_used_when_present() -> None:
-    if os.environ.get(_speedups.ENV_EXPECT, "") not in ("", "0"):
+    if os.environ.get(accelerator.ENV_EXPECT, "") not in ("", "0"):
         assert CURRENT, "the built extension is older than its source: rebuild it"
-    ext = _speedups.compiled() if CURRENT else None
+    ext = accelerator.compiled() if CURRENT else None
     producer = Producer("127.0.0.1:1")
     if ext is None:
         assert rpc.response_decoder is rpc.decode_response_py

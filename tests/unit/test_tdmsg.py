@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tubemq_aio import tdmsg
-from tubemq_aio.errors import ConfigError, TubeMQError
-from tubemq_aio.tdmsg import TDFormat, TDMsgError, TDRecord
+from tubemq_aio.errors import ConfigError, TDMsgError, TubeMQError
+from tubemq_aio.tdmsg import TDFormat, TDRecord
 
 # --------------------------------------------------------------------------- helpers
 

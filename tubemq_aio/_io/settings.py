@@ -6,7 +6,7 @@ import math
 import ssl
 from dataclasses import dataclass, fields
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio._validate import Checks
 from tubemq_aio.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = ["TransportSettings"]
@@ -57,6 +57,7 @@ class TransportSettings:
     tls_server_hostname: str | None = None
 
     def __post_init__(self) -> None:
+        checks = Checks("TransportSettings")
         for name in (
             "connect_timeout",
             "idle_timeout",
@@ -65,31 +66,18 @@ class TransportSettings:
             "backoff_max",
             "close_timeout",
         ):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
-        for name in (
-            "max_in_flight",
-            "max_frame_bytes",
-            "write_high_water",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.write_low_water, int) or not (
-            0 <= self.write_low_water <= self.write_high_water
-        ):
-            raise ConfigError("write_low_water must be between 0 and write_high_water")
-        if self.backoff_max < self.backoff_initial:
-            raise ConfigError("backoff_max must not be smaller than backoff_initial")
-        if not self.backoff_multiplier >= 1.0:
-            raise ConfigError("backoff_multiplier must be at least 1")
-        if not 0.0 <= self.backoff_jitter <= 1.0:
-            raise ConfigError("backoff_jitter must be between 0 and 1")
-        if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
-            raise ConfigError("ssl_context must be an ssl.SSLContext")
-        if self.tls_server_hostname == "":
-            raise ConfigError("tls_server_hostname must be None or a non-empty host name")
+            checks.seconds(name, getattr(self, name))
+        for name in ("max_in_flight", "max_frame_bytes", "write_high_water"):
+            checks.integer(name, getattr(self, name), low=1)
+        high_water = self.write_high_water if type(self.write_high_water) is int else None
+        checks.integer("write_low_water", self.write_low_water, low=0, high=high_water)
+        checks.number("backoff_multiplier", self.backoff_multiplier, low=1.0, high=math.inf)
+        checks.number("backoff_jitter", self.backoff_jitter, low=0.0, high=1.0)
+        if checks.ok and self.backoff_max < self.backoff_initial:
+            checks.problem("backoff_max must not be smaller than backoff_initial")
+        checks.instance("ssl_context", self.ssl_context, ssl.SSLContext, optional=True)
+        checks.text("tls_server_hostname", self.tls_server_hostname, optional=True)
+        checks.done()
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
     if first == "cluster":
-        from tubemq_aio.testing._cli import main as cluster_main
+        from tubemq_aio.testing.cluster import main as cluster_main
 
         return cluster_main(argv[argv.index("cluster") + 1 :], prog=f"{PROG} cluster")
     args = build_parser().parse_args(argv)

@@ -21,9 +21,11 @@ from typing import Any, BinaryIO
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line, stop_on_signals
 from tubemq_aio.cli._connect import open_client
 from tubemq_aio.consumer import ClientBalancedConsumer, Consumer, MessageBatch
-from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
+
+#: Either kind of consumer the command reads with.
+AnyConsumer = Consumer | ClientBalancedConsumer
 
 __all__ = ["at_end", "message_json", "run_consume"]
 
@@ -63,7 +65,7 @@ def message_json(msg: Message) -> dict[str, Any]:
     return out
 
 
-def at_end(consumer: ConsumerBase[Any]) -> bool:
+def at_end(consumer: AnyConsumer) -> bool:
     """True when the consumer holds partitions and each is read to its end: its last fetch
     found no new message (``PartitionPosition.at_end``)."""
     positions = consumer.positions().values()
@@ -108,7 +110,7 @@ async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.N
 
 
 @contextlib.asynccontextmanager
-async def _open(args: argparse.Namespace) -> AsyncIterator[ConsumerBase[Any]]:
+async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
     if args.finish_batch and args.count is None:
         raise ConfigError("--finish-batch needs --count")
     if not args.partition:
@@ -116,7 +118,7 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[ConsumerBase[Any]]:
             raise ConfigError("--offset needs --partition (a group starts where it left off)")
         if args.group is None:
             raise ConfigError("consume needs --group, or --partition KEY|all")
-        consumer: ConsumerBase[Any] = open_client(
+        consumer: AnyConsumer = open_client(
             Consumer, args, group=args.group, topics=_topics(args), consume_from=args.consume_from
         )
         async with consumer:

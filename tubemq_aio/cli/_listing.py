@@ -92,7 +92,7 @@ def group_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def _query(args: argparse.Namespace, method: str, **params: object) -> dict[str, Any]:
-    from tubemq_aio.testing._webapi import MasterWebApi
+    from tubemq_aio.testing import MasterWebApi
 
     host, port = web_endpoint(args.web, args.master)
     api = MasterWebApi(host, port, token="")

@@ -1,7 +1,7 @@
 """Consumers: the server-balanced :class:`Consumer` and the :class:`ClientBalancedConsumer`."""
 
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
-from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
+from tubemq_aio.consumer.bound import BoundConsume
 from tubemq_aio.consumer.client_balanced import (
     ClientBalancedConsumer,
     PartitionMeta,
@@ -13,7 +13,6 @@ from tubemq_aio.consumer.consumer import Consumer
 
 __all__ = [
     "BoundConsume",
-    "BoundConsumeError",
     "ClientBalancedConsumer",
     "Consumer",
     "ConsumerConfig",

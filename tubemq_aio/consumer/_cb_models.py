@@ -11,27 +11,21 @@ from typing import Generic, Protocol, TypeVar
 
 from tubemq_aio.consumer._decode import DecodeCounters
 from tubemq_aio.errors import (
-    PartitionAlreadyConnectedError,
-    PartitionNotConnectedError,
-    PartitionNotSubscribableError,
+    MalformedMetaError,
     UnknownPartitionError,
 )
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import PartitionMeta as ProtocolPartitionMeta
 from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
-from tubemq_aio.protocol.consumer_meta import MalformedMetaError, PartitionKey
+from tubemq_aio.protocol.consumer_meta import PartitionKey
 
 __all__ = [
     "BatchCodec",
     "BatchRead",
     "DecodeContext",
     "GetMessageAnswer",
-    "PartitionAlreadyConnectedError",
     "PartitionMeta",
-    "PartitionNotConnectedError",
-    "PartitionNotSubscribableError",
     "PositionedRead",
-    "UnknownPartitionError",
     "assign_modulo",
     "parse_key",
 ]

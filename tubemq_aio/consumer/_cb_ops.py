@@ -16,14 +16,12 @@ from tubemq_aio.consumer._cb_models import (
     BatchRead,
     DecodeContext,
     GetMessageAnswer,
-    PartitionNotSubscribableError,
-    UnknownPartitionError,
     parse_key,
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
-from tubemq_aio.errors import server_error
+from tubemq_aio.errors import PartitionNotSubscribableError, UnknownPartitionError, server_error
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response

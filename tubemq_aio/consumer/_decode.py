@@ -28,16 +28,24 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from tubemq_aio import _speedups
+from tubemq_aio import accelerator
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_rpc import RawMessage
 from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32, parse_attributes, parse_msg_time
 
-__all__ = ["DecodeCounters", "decode_raw_messages", "decode_raw_messages_py"]
+__all__ = [
+    "NO_ATTRIBUTES",
+    "DecodeCounters",
+    "attribute_cache",
+    "attribute_info",
+    "decode_raw_messages",
+    "decode_raw_messages_py",
+]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-_NO_ATTRIBUTES: Mapping[str, str] = Message(topic="", body=b"").attributes
+#: The one empty attribute mapping every message without user attributes shares.
+NO_ATTRIBUTES: Mapping[str, str] = Message(topic="", body=b"").attributes
 _new = object.__new__
 _ATTR_LEN = struct.Struct(">i")
 
@@ -81,10 +89,11 @@ class DecodeCounters(Protocol):
 
 #: Distinct attribute blocks remembered (a plain dict: a hit is cheaper than ``lru_cache``'s).
 _ATTR_CACHE_SIZE = 1024
-_attr_cache: dict[bytes, _AttrInfo] = {}
+#: Raw attribute block -> what :func:`attribute_info` made of it (shared with the Spark decode).
+attribute_cache: dict[bytes, _AttrInfo] = {}
 
 
-def _attribute_info(block: bytes) -> _AttrInfo:
+def attribute_info(block: bytes) -> _AttrInfo:
     """``(attribute, user attributes, msg_type, msg_time)`` of one raw attribute block.
 
     Cached: the mapping is shared between the messages that carry the same block, hence
@@ -93,10 +102,10 @@ def _attribute_info(block: bytes) -> _AttrInfo:
     attribute = block.decode("utf-8", "replace")
     user, msg_type, msg_time = parse_attributes(attribute)
     when = parse_msg_time(msg_time) if msg_time else None
-    info = (attribute, (MappingProxyType(user) if user else _NO_ATTRIBUTES), msg_type, when)
-    if len(_attr_cache) >= _ATTR_CACHE_SIZE:
-        _attr_cache.clear()
-    _attr_cache[block] = info
+    info = (attribute, (MappingProxyType(user) if user else NO_ATTRIBUTES), msg_type, when)
+    if len(attribute_cache) >= _ATTR_CACHE_SIZE:
+        attribute_cache.clear()
+    attribute_cache[block] = info
     return info
 
 
@@ -111,7 +120,7 @@ def decode_raw_messages(
 ) -> tuple[list[Message], int]:
     """Decode fetched messages of one partition into :class:`Message` objects.
 
-    Uses the compiled loop of :mod:`tubemq_aio._speedups` when it is built (same messages,
+    Uses the compiled loop of :mod:`tubemq_aio.accelerator` when it is built (same messages,
     counters and log records), else :func:`decode_raw_messages_py`.
 
     Args:
@@ -159,9 +168,9 @@ def decode_raw_messages_py(
     """
     result: list[Message] = []
     append = result.append
-    cached = _attr_cache.get
+    cached = attribute_cache.get
     attr_len_of = _ATTR_LEN.unpack_from
-    no_attrs = _NO_ATTRIBUTES
+    no_attrs = NO_ATTRIBUTES
     total = 0
     for message_id, expected, payload, flag in raw:
         crc_ok = (crc32(payload) & 0x7FFFFFFF) == expected  # checksum(), without the call
@@ -183,7 +192,7 @@ def decode_raw_messages_py(
                 continue
             if attr_len:
                 block = payload[4:end]
-                attribute, attrs, msg_type, msg_time = cached(block) or _attribute_info(block)
+                attribute, attrs, msg_type, msg_time = cached(block) or attribute_info(block)
             body = payload[end:]
         else:
             body = payload
@@ -212,16 +221,16 @@ def decode_raw_messages_py(
 
 
 _Decode = Callable[..., tuple[list[Message], int]]
-_ext = _speedups.compiled()
+_ext = accelerator.compiled()
 _decode: _Decode = (
     decode_raw_messages_py
     if _ext is None
     else _ext.RawDecoder(
         Message,
         crc32,
-        _attr_cache,
-        _attribute_info,
-        _NO_ATTRIBUTES,
+        attribute_cache,
+        attribute_info,
+        NO_ATTRIBUTES,
         log,
         decode_raw_messages_py,
     )

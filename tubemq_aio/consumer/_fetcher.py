@@ -18,17 +18,12 @@ from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition, _BatchGroup
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.errors import ClientClosedError, TubeMQError
+from tubemq_aio.errors import ClientClosedError, InvalidConfirmContextError, TubeMQError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_rpc import GetMessageResponse
 from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
-from tubemq_aio.protocol.partitions import (
-    InvalidConfirmContextError,
-    Lease,
-    PartitionLeases,
-    fetch_error_reaction,
-)
+from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
 
 __all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
 

@@ -21,11 +21,11 @@ from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.errors import TubeMQError, server_error
+from tubemq_aio.errors import FlowRuleError, TubeMQError, server_error
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
-from tubemq_aio.protocol.flow_control import FlowControlState, FlowRuleError
+from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.partitions import PartitionLeases
 from tubemq_aio.protocol.rpc import Method
 

@@ -6,14 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from tubemq_aio.errors import BoundConsumeError
-from tubemq_aio.protocol.consumer_meta import (
-    BoundSession,
-    MalformedMetaError,
-    PartitionKey,
-)
+from tubemq_aio.errors import BoundConsumeError, MalformedMetaError
+from tubemq_aio.protocol.consumer_meta import BoundSession, PartitionKey
 
-__all__ = ["BoundConsume", "BoundConsumeError"]
+__all__ = [
+    "BoundConsume",
+]
 
 # The wire types of the register fields: sourceCount is an int32, offsets are int64 (§1.2).
 _MAX_INT32 = 2**31 - 1

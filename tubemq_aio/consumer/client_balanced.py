@@ -19,13 +19,9 @@ from tubemq_aio.consumer._cb_models import (
     A,
     BatchCodec,
     BatchRead,
-    PartitionAlreadyConnectedError,
     PartitionMeta,
-    PartitionNotConnectedError,
-    PartitionNotSubscribableError,
     PositionedRead,
     T,
-    UnknownPartitionError,
     assign_modulo,
     parse_key,
 )
@@ -46,24 +42,21 @@ from tubemq_aio.consumer.config import (
     ConsumerUrlOptions,
     TopicsArg,
 )
-from tubemq_aio.errors import TubeMQError, server_error
-from tubemq_aio.protocol.client_balance import (
+from tubemq_aio.errors import (
     ClientBalanceConfigError,
-    validate_bootstrap_offset,
-    validate_node,
+    PartitionAlreadyConnectedError,
+    PartitionNotConnectedError,
+    TubeMQError,
+    server_error,
 )
+from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 
 __all__ = [
-    "ClientBalanceConfigError",
     "ClientBalancedConsumer",
     "ClientBalancedUrlOptions",
-    "PartitionAlreadyConnectedError",
     "PartitionMeta",
-    "PartitionNotConnectedError",
-    "PartitionNotSubscribableError",
     "PositionedRead",
-    "UnknownPartitionError",
     "assign_modulo",
 ]
 

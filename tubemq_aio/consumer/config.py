@@ -10,11 +10,10 @@ from typing import Literal, Self, Unpack
 from tubemq_aio._validate import Checks
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.consumer._listeners import PartitionsCallback
-from tubemq_aio.consumer.bound import BoundConsume, BoundConsumeError
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.consumer.bound import BoundConsume
+from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigError
 from tubemq_aio.protocol.consumer_meta import (
     ConsumePosition,
-    ConsumerConfigError,
     validate_group_name,
     validate_subscriptions,
 )

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tubemq_aio import __version__
-from tubemq_aio.consumer._cb_models import PartitionMeta
-from tubemq_aio.consumer._cb_ops import resolve_partition
-from tubemq_aio.consumer._cb_session import ClientBalanceSession
-from tubemq_aio.consumer._decode import decode_raw_messages
-from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.consumer.toolkit import (
+    ClientBalanceSession,
+    PartitionMeta,
+    SharedIdConsumer,
+    decode_raw_messages,
+    resolve_partition,
+)
 from tubemq_aio.errors import ClientClosedError, ConfigError, TubeMQError, server_error
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
@@ -66,27 +67,6 @@ def shared_consumer_id(deployment: str, group: str) -> str:
     if not isinstance(deployment, str) or not _DEPLOYMENT.match(deployment):
         raise ConfigError("deployment must be 1-64 of [A-Za-z0-9.-]")
     return f"{group}_gw-{deployment}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"
-
-
-class _SharedSession(ClientBalanceSession):
-    async def close_at_master(self) -> None:
-        """Never close the shared id: other replicas still use it (the master times it out)."""
-
-
-class _SharedConsumer(ClientBalancedConsumer):
-    def __init__(self, client_id: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._shared_id = client_id
-
-    def _open(self) -> tuple[ConsumerWiring, ClientBalanceSession]:
-        parts = self._wire("Balance")
-        parts.broker.client_id = self._shared_id  # read by the session and every broker call
-        session = _SharedSession(self.config, *self._wire_node, parts)
-        return parts, session
-
-    async def _release_all(self, session: ClientBalanceSession) -> None:
-        # No unregister: the registration belongs to every replica; it lapses on its own.
-        session.readers.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +196,8 @@ class TubeGroup:
             self._retry_wait, self._start_error = 0.0, None
             self.master_ok = True
 
-    def _new_consumer(self) -> _SharedConsumer:
-        return _SharedConsumer(self.client_id, consume_from="earliest", **self._options)
+    def _new_consumer(self) -> SharedIdConsumer:
+        return SharedIdConsumer(self.client_id, consume_from="earliest", **self._options)
 
     async def close(self) -> None:
         """End the session's tasks and connections (no unregister, no close at the master)."""
@@ -225,8 +205,7 @@ class TubeGroup:
         await self._consumer.close()
 
     def _session(self) -> ClientBalanceSession:
-        session, _ = self._consumer._running()
-        return session
+        return self._consumer.session()
 
     async def partitions(self, *, force: bool = False) -> list[str]:
         """Subscribable partition keys of the group's topics (cached for 10 s).

@@ -1,8 +1,12 @@
 """One send attempt of the :class:`~tubemq_aio.producer.Producer`: choosing its partition,
 encoding its request, and booking how it ended (blocking, back-off, retry or give up).
 
-:class:`SendAttempts` is the producer's base class; the send paths (``send``, ``_send``,
-``send_many``) use these steps and keep only the flow (awaits, retries, counters) themselves.
+:class:`SendAttempts` is the producer's base class. An attempt has two halves, written here once:
+:meth:`SendAttempts._begin_attempt` (partition, request, written at once when the connection has
+room) and :meth:`SendAttempts._answered` / :meth:`SendAttempts._attempt_failed` (booking the
+answer or the error). The send paths (``send``, ``_send``, ``send_many``) await the answer in
+between and keep only the flow (retries, counters) themselves: the await stays in the caller's
+own frame, so the hot path runs no coroutine per attempt.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Set
+from dataclasses import dataclass
 
 from tubemq_aio._client import AsyncLifecycle
+from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.errors import (
     ClientClosedError,
@@ -33,12 +39,36 @@ from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult
 from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner
 
-__all__ = ["SendAttempts"]
+__all__ = ["NO_AVOID", "SendAttempts", "SendCounts", "Started"]
+
+#: No partition to avoid (the first attempt of a send).
+NO_AVOID: frozenset[str] = frozenset()
+#: A request written at once: (connection, serial, answer future).
+Started = tuple[Connection, int, "asyncio.Future[bytes]"]
 
 # Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 _REFUSED_CODES = frozenset({503, 419})
 #: Shortest wait for a broker's reconnect backoff: a jittered delay may be ~0, never a spin.
 _MIN_BACKOFF_WAIT = 0.01
+
+
+@dataclass(slots=True)
+class SendCounts:
+    """How the producer's sends ended: every send that got past the closed check ends in
+    exactly one of ``sent``, ``failed`` and ``cancelled``; ``retried`` counts extra attempts."""
+
+    sent: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    retried: int = 0
+
+    def ended(self, cancelled: bool, closed: bool) -> None:
+        """Book a send that did not store its message: cut short by ``close()`` (``closed``)
+        or failed count as failed; one its caller cancelled counts as cancelled."""
+        if cancelled and not closed:
+            self.cancelled += 1
+        else:
+            self.failed += 1
 
 
 class SendAttempts(AsyncLifecycle):
@@ -131,8 +161,9 @@ class SendAttempts(AsyncLifecycle):
             raise last
         return remaining
 
-    def _request_for(
+    def _begin_attempt(
         self,
+        rpc: RpcClient,
         session: ProducerSession,
         topic: str,
         key: bytes | str | None,
@@ -140,12 +171,18 @@ class SendAttempts(AsyncLifecycle):
         now: float,
         encoded: EncodedMessage,
         timeout_ms: int,
-    ) -> tuple[Partition, tuple[bytes, bytes, bytes], int]:
-        """Choose the partition of one send attempt (skipping blocked brokers and backed-off
-        partitions when others are left) and encode its request.
+        attempt_timeout: float,
+    ) -> tuple[Partition, Started | bytes]:
+        """First half of an attempt: choose its partition (skipping blocked brokers and
+        backed-off partitions when others are left), encode its request, and write it now if
+        the connection is open and has room.
 
         Returns:
-            The partition, the request in pieces (head, data, tail) and its length.
+            The partition, and the started request, or the whole request payload when it could
+            not be written now (the caller sends it with ``rpc.call_payload``).
+
+        Raises:
+            TopicUnavailableError: the topic has no writable partition.
         """
         partitions = session.metadata.writable_partitions(topic)
         if not partitions:
@@ -165,4 +202,5 @@ class SendAttempts(AsyncLifecycle):
             session.tokens.broker_auth(),
             timeout_ms,
         )
-        return partition, (head, data, tail), size
+        started = rpc.start_parts(partition.broker, (head, data, tail), size, attempt_timeout)
+        return partition, (b"".join((head, data, tail)) if started is None else started)

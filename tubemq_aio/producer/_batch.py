@@ -8,6 +8,9 @@ code, in a child task this call owns: a message whose connection is not open or 
 retries after a first attempt that certainly did not store the message (connect failure, lost
 before writing, broker 503/419), and every message when telemetry is on (one span per message).
 So retries, back-off, blocking, the window and the counters behave as for :meth:`Producer.send`.
+
+What the call needs of its producer is the narrow :class:`SendManyHost`: the window, the
+counters, the two halves of an attempt and the single send.
 """
 
 from __future__ import annotations
@@ -15,22 +18,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tubemq_aio._io.connection import Connection
-from tubemq_aio.errors import ClientClosedError, InvalidMessageError, TubeMQError
+from tubemq_aio._io.rpc_client import RpcClient
+from tubemq_aio.errors import ClientClosedError, InvalidMessageError, ServerError, TubeMQError
+from tubemq_aio.producer._attempts import NO_AVOID, SendCounts, Started
 from tubemq_aio.producer._session import ProducerSession
+from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_rpc import SendResult
-from tubemq_aio.telemetry import live
 
-if TYPE_CHECKING:
-    from tubemq_aio.producer.producer import Producer
-
-__all__ = ["NO_AVOID", "SendMany", "encode_all"]
+__all__ = ["SendMany", "SendManyHost", "encode_all"]
 
 #: A first attempt on the wire: (index, connection, serial, answer future, partition, start).
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
@@ -38,8 +40,58 @@ _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float
 _Failure = tuple[TubeMQError, Partition, float]
 #: Messages issued between two yields to the event loop.
 _YIELD_EVERY = 512
-#: No partition to avoid (the first attempt of a send).
-NO_AVOID: frozenset[str] = frozenset()
+
+
+class SendManyHost(Protocol):
+    """What a ``send_many`` call uses of its producer (the producer is one)."""
+
+    _window: SendWindow
+    _counts: SendCounts
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` has begun."""
+        ...
+
+    def _begin_attempt(
+        self,
+        rpc: RpcClient,
+        session: ProducerSession,
+        topic: str,
+        key: bytes | str | None,
+        avoid: Set[str],
+        now: float,
+        encoded: EncodedMessage,
+        timeout_ms: int,
+        attempt_timeout: float,
+    ) -> tuple[Partition, Started | bytes]:
+        """First half of an attempt (see ``SendAttempts``)."""
+        ...
+
+    def _answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
+        """Book an answer; the result, or a refusal to retry on."""
+        ...
+
+    def _attempt_failed(
+        self, exc: TubeMQError, rpc: RpcClient, partition: Partition, now: float
+    ) -> TubeMQError:
+        """Book an attempt without an answer; the error to retry on, or raise."""
+        ...
+
+    async def _send_one(
+        self,
+        session: ProducerSession,
+        topic: str,
+        body: bytes,
+        first_failure: _Failure | None,
+        attributes: Mapping[str, str] | None,
+        msg_type: str | None,
+        msg_time: datetime | str | None,
+        key: bytes | str | None,
+        timeout: float | None,
+    ) -> SendResult:
+        """The single-send code for a message holding its slot (traced when telemetry is on)."""
+        ...
 
 
 def encode_all(
@@ -81,6 +133,7 @@ class SendMany:
 
     Args:
         producer: the started producer.
+        rpc: its transport.
         session: its session (the topic is published).
         topic: the topic.
         bodies: the validated bodies.
@@ -90,11 +143,14 @@ class SendMany:
         msg_time: shared by every message.
         key: shared by every message.
         timeout: seconds per attempt (``None``: the producer's ``send_timeout``).
+        attempt_timeout: ``timeout`` or the producer's ``send_timeout``.
+        traced: telemetry is on: every message goes through the single send (one span each).
     """
 
     def __init__(
         self,
-        producer: Producer,
+        producer: SendManyHost,
+        rpc: RpcClient,
         session: ProducerSession,
         topic: str,
         bodies: list[bytes],
@@ -105,8 +161,15 @@ class SendMany:
         msg_time: datetime | str | None,
         key: bytes | str | None,
         timeout: float | None,
+        attempt_timeout: float,
+        traced: bool,
     ) -> None:
         self._producer = producer
+        self._rpc = rpc
+        self._window = producer._window
+        self._counts = producer._counts
+        self._attempt_timeout = attempt_timeout
+        self._traced = traced
         self._session = session
         self._topic = topic
         self._bodies = bodies
@@ -144,13 +207,12 @@ class SendMany:
     # ---- issuing -------------------------------------------------------------------------------
 
     async def _issue(self) -> None:
-        p = self._producer
-        rpc, session = p._rpc, self._session
-        assert rpc is not None
+        p, window = self._producer, self._window
+        rpc, session = self._rpc, self._session
         topic, key = self._topic, self._key
-        attempt_timeout = p._send_timeout if self._timeout is None else self._timeout
+        attempt_timeout = self._attempt_timeout
         timeout_ms = rpc.wire_timeout(attempt_timeout)
-        traced = live(p.telemetry) is not None
+        traced = self._traced
         now = time.monotonic()
         for index, encoded in enumerate(self._encoded):
             if p.closed:
@@ -163,13 +225,11 @@ class SendMany:
                 if p.closed:
                     self._refuse_rest(index)
                     return
-            if p._in_flight < p._max_in_flight and not p._room_waiters:
-                p._in_flight += 1
-            else:
+            if not window.try_acquire():
                 await self._make_room()  # returns holding a slot
                 now = time.monotonic()
                 if p.closed:
-                    p._release_slot()
+                    window.release()
                     self._refuse_rest(index)
                     return
             self._issued = index + 1
@@ -177,21 +237,20 @@ class SendMany:
                 self._spawn(index, None)
                 continue
             try:
-                partition, parts, size = p._request_for(
-                    session, topic, key, NO_AVOID, now, encoded, timeout_ms
-                )
-                started = rpc.start_parts(partition.broker, parts, size, attempt_timeout)
+                partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID, now,
+                                                      encoded, timeout_ms,
+                                                      attempt_timeout)  # fmt: skip
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue
-            if started is None:  # no open connection or no room on it: the single-send path
+            if isinstance(started, bytes):  # no open connection or no room: the single send
                 self._spawn(index, None)
             else:
                 self._started.append((index, started[0], started[1], started[2], partition, now))
 
     async def _make_room(self) -> None:
         """Free a window slot, first by collecting this call's own answers; return holding one."""
-        p = self._producer
+        window = self._window
         while True:
             if self._started:
                 await self._settle_first()
@@ -201,20 +260,18 @@ class SendMany:
                     if task.done():
                         await self._collect(index, task)
             else:
-                await p._wait_for_room()
+                await window.acquire()
                 return
-            if p._in_flight < p._max_in_flight and not p._room_waiters:
-                p._in_flight += 1
+            if window.try_acquire():
                 return
 
     def _refuse_rest(self, start: int) -> None:
         """The producer is closing: the messages from ``start`` on are not sent."""
-        p = self._producer
         for index in range(start, len(self._encoded)):
             self._outcomes[index] = ClientClosedError(
                 "the producer was closed before this message was sent"
             )
-            p.failed += 1
+            self._counts.failed += 1
         self._issued = len(self._encoded)
 
     # ---- outcomes ------------------------------------------------------------------------------
@@ -228,10 +285,8 @@ class SendMany:
             answer = await future
         except TubeMQError as exc:
             self._started.popleft()
-            rpc = p._rpc
-            assert rpc is not None
             try:
-                last = p._attempt_failed(exc, rpc, partition, now)
+                last = p._attempt_failed(exc, self._rpc, partition, now)
             except TubeMQError as final:
                 self._finish(index, final)
                 return
@@ -250,13 +305,12 @@ class SendMany:
 
     def _finish(self, index: int, outcome: SendResult | TubeMQError) -> None:
         """Book a message that ended in this task (it held a slot)."""
-        p = self._producer
-        p._release_slot()
+        self._window.release()
         self._outcomes[index] = outcome
         if isinstance(outcome, SendResult):
-            p.sent += 1
+            self._counts.sent += 1
         else:
-            p.failed += 1
+            self._counts.failed += 1
 
     def _spawn(
         self, index: int, first_failure: tuple[TubeMQError, Partition, float] | None
@@ -268,17 +322,10 @@ class SendMany:
 
     async def _child(self, index: int, first_failure: _Failure | None) -> SendResult:
         self._running.add(index)  # from here on, the single-send code releases the slot
-        p = self._producer
-        body = self._bodies[index]
-        if live(p.telemetry) is not None:
-            return await p._traced_send(self._session, True, self._topic, body,
-                                        self._attributes, msg_type=self._msg_type,
-                                        msg_time=self._msg_time, key=self._key,
-                                        timeout=self._timeout,
-                                        first_failure=first_failure)  # fmt: skip
-        return await p._send(self._session, True, self._topic, body, self._attributes,
-                             self._msg_type, self._msg_time, self._key, self._timeout,
-                             first_failure)  # fmt: skip
+        return await self._producer._send_one(self._session, self._topic, self._bodies[index],
+                                              first_failure, self._attributes, self._msg_type,
+                                              self._msg_time, self._key,
+                                              self._timeout)  # fmt: skip
 
     async def _collect(self, index: int, task: asyncio.Task[SendResult]) -> None:
         """Wait for a child (it counted itself) and keep its outcome."""
@@ -291,12 +338,12 @@ class SendMany:
     async def _abandon(self) -> None:
         """The call is cancelled (or failed unexpectedly): forget the first attempts still
         awaiting an answer, cancel the children, count every message that did not end."""
-        p = self._producer
+        window = self._window
         lost = 0
         while self._started:
             _, conn, serial, *_ = self._started.popleft()
             conn.abandon(serial)
-            p._release_slot()
+            window.release()
             lost += 1
         children = self._children
         for task in children.values():
@@ -308,10 +355,10 @@ class SendMany:
             # A child cancelled before its first step never ran: its slot and count are ours.
             for index in children:
                 if index not in self._running:
-                    p._release_slot()
+                    window.release()
                     lost += 1
             lost += len(self._encoded) - self._issued
-            if p.closed:
-                p.failed += lost
+            if self._producer.closed:
+                self._counts.failed += lost
             else:
-                p.cancelled += lost
+                self._counts.cancelled += lost

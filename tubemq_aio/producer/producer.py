@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any, Self, Unpack
@@ -24,9 +22,10 @@ from tubemq_aio.errors import (
     TubeMQError,
 )
 from tubemq_aio.master import MasterInvoker
-from tubemq_aio.producer._attempts import SendAttempts
-from tubemq_aio.producer._batch import NO_AVOID, SendMany, encode_all
+from tubemq_aio.producer._attempts import NO_AVOID, SendAttempts, SendCounts
+from tubemq_aio.producer._batch import SendMany, encode_all
 from tubemq_aio.producer._session import ProducerSession
+from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.producer.config import (
     ProducerConfig,
     ProducerOptions,
@@ -91,26 +90,18 @@ class Producer(SendAttempts):
         self._parse_answer = send_result_parser()  # used on this producer's loop only
         self._blocker = BrokerBlocker(config.blocking)
         self._backoff = PartitionBackoff()
-        self._max_in_flight = config.max_in_flight_sends
+        self._window = SendWindow(config.max_in_flight_sends)
         self._send_timeout = config.effective_send_timeout
         self._send_timeout_ms = wire_timeout_ms(self._send_timeout)  # validated by the config
         self._partitioner = config.partitioner
         self._send_retries = config.send_retries
-        self._room_waiters: deque[asyncio.Future[None]] = deque()
-        self._in_flight = 0
-        self._idle = asyncio.Event()  # set once closing and no send is pending
         self._closing = asyncio.Event()  # wakes sends waiting out a broker's connect backoff
         self._init_lifecycle("tubemq-producer")
         #: OpenTelemetry instrumentation (``None`` when off, see :mod:`tubemq_aio.telemetry`).
         self.telemetry = telemetry_for(config.telemetry)
         if self.telemetry is not None:
             self.telemetry.watch(self._gauges)
-        #: Sends that ended stored / with an error / cancelled by their caller. Every send
-        #: (``send`` and ``send_nowait``) that got past the closed check ends in exactly one.
-        self.sent = 0
-        self.failed = 0
-        self.cancelled = 0
-        self.retried = 0
+        self._counts = SendCounts()
 
     @classmethod
     def from_url(cls, url: str, **options: Unpack[ProducerOptions]) -> Self:
@@ -121,9 +112,31 @@ class Producer(SendAttempts):
 
     _kind = "producer"
 
+    @property
+    def sent(self) -> int:
+        """Sends that ended stored. Every send (``send``, ``send_nowait``, each message of
+        ``send_many``) that got past the closed check ends in exactly one of :attr:`sent`,
+        :attr:`failed` and :attr:`cancelled`."""
+        return self._counts.sent
+
+    @property
+    def failed(self) -> int:
+        """Sends that ended with an error (or were cut short by ``close()``)."""
+        return self._counts.failed
+
+    @property
+    def cancelled(self) -> int:
+        """Sends cancelled by their caller."""
+        return self._counts.cancelled
+
+    @property
+    def retried(self) -> int:
+        """Attempts made after a send's first one."""
+        return self._counts.retried
+
     def __repr__(self) -> str:
         return (
-            f"<Producer {self._lifecycle_state()} in_flight={self._in_flight} sent={self.sent} "
+            f"<Producer {self._lifecycle_state()} in_flight={self.in_flight} sent={self.sent} "
             f"failed={self.failed} session={self._session!r}>"
         )
 
@@ -147,13 +160,11 @@ class Producer(SendAttempts):
         by :meth:`send_nowait` and still pending fail with :class:`ClientClosedError`), close at
         the master; the connections are released afterwards."""
         self._closing.set()
-        if self._in_flight:
-            self._idle.clear()
-            try:
-                async with asyncio.timeout(self.config.close_grace):
-                    await self._idle.wait()
-            except TimeoutError:
-                log.warning("closing with %d sends still pending", self._in_flight)
+        try:
+            async with asyncio.timeout(self.config.close_grace):
+                await self._window.drained()
+        except TimeoutError:
+            log.warning("closing with %d sends still pending", self.in_flight)
         await self._supervisor.close()
         if self._session is not None:
             await self._session.close(timeout=min(self.config.rpc_timeout, 5.0))
@@ -176,7 +187,7 @@ class Producer(SendAttempts):
     @property
     def in_flight(self) -> int:
         """Sends outstanding right now (at most ``max_in_flight_sends``)."""
-        return self._in_flight
+        return self._window.borrowed
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -249,29 +260,25 @@ class Producer(SendAttempts):
                                            timeout=timeout)  # fmt: skip
         if (
             not plain
-            or self._in_flight >= self._max_in_flight
-            or self._room_waiters
             or not session.is_published(topic)
             or len(body) > session.metadata.max_message_size(topic)
+            or not self._window.try_acquire()
         ):
             return await self._send(session, False, topic, body, attributes, msg_type,
                                     msg_time, key, timeout)  # fmt: skip
         # The hot path: a plain send with a free window slot makes its first attempt in this
         # frame (no coroutine of its own); a retry goes on in _send, which books it as before.
-        self._in_flight += 1
         rpc = self._rpc
         assert rpc is not None
         attempt_timeout = self._send_timeout
         now = time.monotonic()
         try:
-            partition, parts, size = self._request_for(
-                session, topic, None, NO_AVOID, now, plain_message(body), self._send_timeout_ms
-            )
+            partition, started = self._begin_attempt(rpc, session, topic, None, NO_AVOID, now,
+                                                     plain_message(body), self._send_timeout_ms,
+                                                     attempt_timeout)  # fmt: skip
             try:
-                started = rpc.start_parts(partition.broker, parts, size, attempt_timeout)
-                if started is None:  # no open connection or no room on it right now
-                    payload = b"".join(parts)
-                    answer = await rpc.call_payload(partition.broker, payload, attempt_timeout)
+                if isinstance(started, bytes):  # no open connection or no room on it right now
+                    answer = await rpc.call_payload(partition.broker, started, attempt_timeout)
                 else:
                     conn, serial, future = started
                     try:
@@ -284,20 +291,17 @@ class Producer(SendAttempts):
             else:
                 outcome = self._answered(answer, partition)
                 if isinstance(outcome, SendResult):
-                    self._release_slot()
-                    self.sent += 1
+                    self._window.release()
+                    self._counts.sent += 1
                     return outcome
                 first = (outcome, partition, now)
         except asyncio.CancelledError:
-            self._release_slot()
-            if self.closed:
-                self.failed += 1  # cut short by close(): the caller sees ClientClosedError
-            else:
-                self.cancelled += 1
+            self._window.release()
+            self._counts.ended(True, self.closed)  # closed: the caller sees ClientClosedError
             raise
         except BaseException:
-            self._release_slot()
-            self.failed += 1
+            self._window.release()
+            self._counts.failed += 1
             raise
         return await self._send(session, True, topic, body, first_failure=first)
 
@@ -357,9 +361,13 @@ class Producer(SendAttempts):
             await session.ensure_published(topic)
         max_size = session.metadata.max_message_size(topic)
         encoded = encode_all(items, max_size, attributes, msg_type, msg_time)
-        call = SendMany(self, session, topic, items, encoded, attributes=attributes,
-                        msg_type=msg_type, msg_time=msg_time, key=key,
-                        timeout=timeout)  # fmt: skip
+        rpc = self._rpc
+        assert rpc is not None
+        attempt_timeout = self._send_timeout if timeout is None else timeout
+        call = SendMany(self, rpc, session, topic, items, encoded, attributes=attributes,
+                        msg_type=msg_type, msg_time=msg_time, key=key, timeout=timeout,
+                        attempt_timeout=attempt_timeout,
+                        traced=live(self.telemetry) is not None)  # fmt: skip
         return await call.run()
 
     async def _traced_send(
@@ -380,6 +388,28 @@ class Producer(SendAttempts):
             if broker is not None:
                 span.stored(result.message_id, result.partition_key, broker.host, broker.port)
             return result
+
+    async def _send_one(
+        self,
+        session: ProducerSession,
+        topic: str,
+        body: bytes,
+        first_failure: tuple[TubeMQError, Partition, float] | None,
+        attributes: Mapping[str, str] | None = None,
+        msg_type: str | None = None,
+        msg_time: datetime | str | None = None,
+        key: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """A send already holding its window slot (``send_nowait``, a message of ``send_many``):
+        :meth:`_send`, inside a span when telemetry is on."""
+        if live(self.telemetry) is not None:
+            return await self._traced_send(session, True, topic, body, attributes,
+                                           msg_type=msg_type, msg_time=msg_time, key=key,
+                                           timeout=timeout,
+                                           first_failure=first_failure)  # fmt: skip
+        return await self._send(session, True, topic, body, attributes, msg_type, msg_time, key,
+                                timeout, first_failure)  # fmt: skip
 
     async def _send(
         self,
@@ -418,10 +448,7 @@ class Producer(SendAttempts):
                     max_size=max_size,
                 )
             if not holding:
-                if self._in_flight >= self._max_in_flight or self._room_waiters:
-                    await self._wait_for_room()  # returns holding a slot
-                else:
-                    self._in_flight += 1
+                await self._window.acquire()
                 holding = True
             # The attempts run in this frame (no coroutine per attempt), and the request goes out
             # without an intermediate coroutine when the connection has room (the hot path).
@@ -440,15 +467,13 @@ class Producer(SendAttempts):
                 else:
                     now = time.monotonic()
                     deadline = deadline or now + attempt_timeout
-                    partition, parts, size = self._request_for(
-                        session, topic, key, avoid, now, encoded, timeout_ms
-                    )
+                    partition, started = self._begin_attempt(rpc, session, topic, key, avoid, now,
+                                                             encoded, timeout_ms,
+                                                             attempt_timeout)  # fmt: skip
                     try:
-                        started = rpc.start_parts(partition.broker, parts, size, attempt_timeout)
-                        if started is None:
-                            payload = b"".join(parts)
+                        if isinstance(started, bytes):
                             answer = await rpc.call_payload(
-                                partition.broker, payload, attempt_timeout
+                                partition.broker, started, attempt_timeout
                             )
                         else:
                             conn, serial, future = started
@@ -479,53 +504,18 @@ class Producer(SendAttempts):
                     retries -= 1
                 else:
                     raise last
-                self.retried += 1
+                self._counts.retried += 1
         except asyncio.CancelledError:
-            if self.closed:
-                self.failed += 1  # cut short by close(): the caller sees ClientClosedError
-            else:
-                self.cancelled += 1
+            self._counts.ended(True, self.closed)  # closed: the caller sees ClientClosedError
             raise
         except BaseException:
-            self.failed += 1
+            self._counts.failed += 1
             raise
         finally:
             if holding:
-                self._release_slot()
-        self.sent += 1
+                self._window.release()
+        self._counts.sent += 1
         return result
-
-    def _release_slot(self) -> None:
-        self._in_flight -= 1
-        if self._room_waiters:
-            self._wake_one()
-        elif self.closed and not self._in_flight:
-            self._idle.set()
-
-    async def _wait_for_room(self) -> None:
-        """Wait, first come first served, until a send slot is handed over to this caller."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._room_waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                # A slot was handed over but this caller is leaving: pass it on.
-                self._in_flight -= 1
-                self._wake_one()
-            else:
-                with contextlib.suppress(ValueError):  # already dropped by _wake_one
-                    self._room_waiters.remove(waiter)
-            raise
-
-    def _wake_one(self) -> None:
-        """Hand a free slot to the first live waiter."""
-        while self._room_waiters and self._in_flight < self._max_in_flight:
-            waiter = self._room_waiters.popleft()
-            if not waiter.done():
-                self._in_flight += 1
-                waiter.set_result(None)
-                return
 
     def send_nowait(
         self,
@@ -550,18 +540,17 @@ class Producer(SendAttempts):
         """
         check_send_args(topic, body, **kwargs)
         session = self._require_session()
-        if self._in_flight >= self._max_in_flight or self._room_waiters:
+        if not self._window.try_acquire():
             raise SendWindowFullError(
-                f"all {self._max_in_flight} send slots are taken; await send() to wait for one"
+                f"all {self._window.limit} send slots are taken; await send() to wait for one"
             )
-        self._in_flight += 1
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         try:
             task = self._supervisor.spawn(
                 self._send_into(future, session, topic, body, kwargs), "send", essential=False
             )
         except BaseException:
-            self._release_slot()
+            self._window.release()
             raise
         future.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
         if callback is not None:
@@ -576,9 +565,8 @@ class Producer(SendAttempts):
         body: bytes,
         kwargs: dict[str, Any],
     ) -> None:
-        send = self._send if live(self.telemetry) is None else self._traced_send
         try:
-            result = await send(session, True, topic, body, **kwargs)
+            result = await self._send_one(session, topic, body, None, **kwargs)
         except asyncio.CancelledError:
             if not future.done():
                 future.set_exception(
@@ -625,7 +613,7 @@ class Producer(SendAttempts):
         blocked = len(self._blocker.last_blocked)
         reconnects = self._pool.stats.reconnects if self._pool is not None else 0
         return [
-            ("tubemq.client.sends.in_flight", self._in_flight, me),
+            ("tubemq.client.sends.in_flight", self._window.borrowed, me),
             ("tubemq.client.brokers.blocked", blocked, me),
             ("tubemq.client.reconnects", reconnects, me),
         ]
@@ -637,7 +625,7 @@ class Producer(SendAttempts):
             "failed": self.failed,
             "cancelled": self.cancelled,
             "retried": self.retried,
-            "in_flight": self._in_flight,
+            "in_flight": self._window.borrowed,
             "blocking": self._blocker.snapshot(),
             "transport": self._pool.stats.snapshot() if self._pool is not None else {},
             "heartbeats_ok": self._session.heartbeats_ok if self._session else 0,

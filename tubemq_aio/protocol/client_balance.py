@@ -13,25 +13,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tubemq_aio.errors import ClientBalanceConfigError
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.errors import ClientBalanceConfigError, MalformedMetaError
 from tubemq_aio.protocol.consumer_meta import (
     DEFAULT_BROKER_PORT,
     DEFAULT_BROKER_TLS_PORT,
     META_STORE_INS_BASE,
     META_VALUE_UNDEFINED,
     BrokerInfo,
-    MalformedMetaError,
     Partition,
     PartitionKey,
 )
 from tubemq_aio.protocol.consumer_rpc import _cert
 from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.producer_meta import MasterCertificate
 
 __all__ = [
     "CONNECT_FAILURE_HOLD",
-    "ClientBalanceConfigError",
     "PartitionMeta",
     "PartitionMetaCache",
     "SubscriptionReporter",

@@ -12,9 +12,7 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import Message
 
-from tubemq_aio._speedups import compiled as _compiled_speedups
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
+from tubemq_aio.accelerator import compiled as _compiled_speedups
 from tubemq_aio.protocol._pbparse import parse_message
 from tubemq_aio.protocol.consumer_meta import (
     META_VALUE_UNDEFINED,
@@ -24,6 +22,8 @@ from tubemq_aio.protocol.consumer_meta import (
     format_required_partitions,
 )
 from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.producer_meta import (
     BrokerAuthorization,
     MasterAuthorization,
@@ -385,7 +385,7 @@ class GetMessageResponse:
 def parse_get_message_response(data: bytes) -> GetMessageResponse:
     """Decode a ``GetMessageResponseB2C`` (method 17).
 
-    Uses the compiled parser of :mod:`tubemq_aio._speedups` when it is built (same result,
+    Uses the compiled parser of :mod:`tubemq_aio.accelerator` when it is built (same result,
     same errors), else :func:`parse_get_message_response_py`.
 
     Raises:

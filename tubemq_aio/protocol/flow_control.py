@@ -22,7 +22,6 @@ __all__ = [
     "DataLimit",
     "DataLimitRule",
     "FlowControlState",
-    "FlowRuleError",
     "FlowRules",
     "FreqLimitRule",
     "LowFetchRule",

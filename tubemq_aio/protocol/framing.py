@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, Protocol
 
-from tubemq_aio._speedups import compiled as _compiled_speedups
+from tubemq_aio.accelerator import compiled as _compiled_speedups
 from tubemq_aio.errors import FrameError, LocalProtocolError
 
 __all__ = [
@@ -240,7 +240,7 @@ class FrameSplitter(Protocol):
 def new_frame_decoder(
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_list_size: int = MAX_LIST_SIZE
 ) -> FrameSplitter:
-    """A frame decoder: the compiled one of :mod:`tubemq_aio._speedups` when it is built
+    """A frame decoder: the compiled one of :mod:`tubemq_aio.accelerator` when it is built
     (same frames, errors and limits; each block byte is copied once), else :class:`FrameDecoder`.
 
     Args:

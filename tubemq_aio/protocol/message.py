@@ -40,8 +40,6 @@ __all__ = [
     "TOKEN_MSG_TYPE",
     "DecodedPayload",
     "EncodedMessage",
-    "InvalidMessageError",
-    "MessageDecodeError",
     "check_message",
     "checksum",
     "crc32",

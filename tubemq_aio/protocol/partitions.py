@@ -14,10 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
-from tubemq_aio.errors import InvalidConfirmContextError
+from tubemq_aio.errors import InvalidConfirmContextError, MalformedMetaError
 from tubemq_aio.protocol.consumer_meta import (
     BrokerInfo,
-    MalformedMetaError,
     Partition,
     PartitionKey,
     ReadStatus,
@@ -29,7 +28,6 @@ __all__ = [
     "IMMEDIATE_RELEASE_MS",
     "PROTECT_CONFIRM_TIMEOUT",
     "FetchErrorReaction",
-    "InvalidConfirmContextError",
     "Lease",
     "OffsetInfo",
     "PartitionLeases",

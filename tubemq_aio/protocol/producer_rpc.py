@@ -17,12 +17,12 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tubemq_aio._speedups import twin as _compiled_twin
+from tubemq_aio.accelerator import twin as _compiled_twin
 from tubemq_aio.errors import RemoteProtocolError, server_error
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol._pbparse import parse_message
 from tubemq_aio.protocol.message import NO_CHECKSUM, EncodedMessage
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.producer_meta import (
     BrokerAuthorization,
     ClusterConfig,
@@ -533,7 +533,7 @@ def send_result_parser() -> Callable[[bytes, Partition], SendResult]:
     """A send-answer parser for one producer (one event loop; not to be shared by threads).
 
     Returns:
-        The compiled parser of :mod:`tubemq_aio._speedups` when it is built (same results, same
+        The compiled parser of :mod:`tubemq_aio.accelerator` when it is built (same results, same
         errors; it hands every answer it does not take to the pure one), else
         ``SendResultParser().parse``.
     """

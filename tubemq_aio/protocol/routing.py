@@ -20,7 +20,6 @@ from tubemq_aio.protocol.producer_meta import Partition
 __all__ = [
     "DefaultPartitioner",
     "KeyHashPartitioner",
-    "NoPartitionError",
     "PartitionBackoff",
     "Partitioner",
     "RoundRobinPartitioner",

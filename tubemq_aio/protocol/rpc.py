@@ -16,7 +16,7 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import NamedTuple
 
-from tubemq_aio._speedups import twin as _compiled_twin
+from tubemq_aio.accelerator import twin as _compiled_twin
 from tubemq_aio.errors import (
     LocalProtocolError,
     RemoteProtocolError,
@@ -288,7 +288,7 @@ def _fast_success_data(payload: bytes) -> bytes | None:
 def decode_response(payload: bytes) -> bytes | RemoteRpcError:
     """Decode a response payload.
 
-    Uses the compiled twin of :mod:`tubemq_aio._speedups` when it is built (same results, same
+    Uses the compiled twin of :mod:`tubemq_aio.accelerator` when it is built (same results, same
     errors), else :func:`decode_response_py`; the transport calls :data:`response_decoder`.
 
     Returns:

@@ -15,11 +15,11 @@ unknown fields, a 10-byte varint, a truncated or overlong length) sends the whol
 row path's protobuf parse, whose errors and values are the reference; its messages are then put
 into columns the same way. The non-message fields of an answer are always parsed by the row
 path's parser (from the answer without its messages). The decode rules are those of
-:func:`~tubemq_aio.consumer._decode.decode_raw_messages`: an attribute block that does not fit
+:func:`~tubemq_aio.consumer.toolkit.decode_raw_messages`: an attribute block that does not fit
 is counted and dropped, a CRC mismatch is counted and dropped unless ``deliver_corrupt``, a
 msgType outside the consumer's filters is counted and dropped, each with the same log line.
 
-When the optional accelerator (:mod:`tubemq_aio._speedups`) is built, both steps are compiled
+When the optional accelerator (:mod:`tubemq_aio.accelerator`) is built, both steps are compiled
 and this Python and numpy code is their reference (``parse_columns_py``,
 ``decode_columns_py``): the walk of ``GetMessageParser.columns`` takes the messages' fields in
 any order (what protobuf accepts, checked the same way as the row parser's walk) and hands
@@ -45,9 +45,8 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from tubemq_aio import _speedups
-from tubemq_aio.consumer._cb_models import BatchCodec, DecodeContext
-from tubemq_aio.consumer._decode import _attr_cache, _attribute_info
+from tubemq_aio import accelerator
+from tubemq_aio.consumer.toolkit import BatchCodec, DecodeContext, attribute_cache, attribute_info
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_meta import META_VALUE_UNDEFINED
 from tubemq_aio.protocol.consumer_rpc import (
@@ -316,7 +315,7 @@ def _row_spans(response: GetMessageResponse) -> _Spans:
 def parse_columns(data: bytes) -> ColumnAnswer:
     """Parse a ``GetMessageResponseB2C`` without building anything per message.
 
-    Uses the compiled walker of :mod:`tubemq_aio._speedups` when it is built (same answers,
+    Uses the compiled walker of :mod:`tubemq_aio.accelerator` when it is built (same answers,
     same errors), else :func:`parse_columns_py`.
 
     Raises:
@@ -340,7 +339,7 @@ def parse_columns_py(data: bytes) -> ColumnAnswer:
 def decode_columns(answer: ColumnAnswer, context: DecodeContext) -> MessageColumns:
     """Decode a parsed answer's messages into columns (the row path's rules, see the module).
 
-    Uses the compiled loop of :mod:`tubemq_aio._speedups` when it is built (same columns,
+    Uses the compiled loop of :mod:`tubemq_aio.accelerator` when it is built (same columns,
     counters and log lines), else :func:`decode_columns_py`.
 
     Returns:
@@ -438,7 +437,7 @@ def compiled_decode(
     """
     address = crc_address() if crc is None else crc
     # Without an address the arguments of a build older than COLUMN_API 2 (same behaviour).
-    args = (crc32, _attr_cache, _attribute_info, NO_BLOCK, log) + ((address,) if address else ())
+    args = (crc32, attribute_cache, attribute_info, NO_BLOCK, log) + ((address,) if address else ())
     decoder = decoder_cls(*args)
 
     def decode(answer: ColumnAnswer, context: DecodeContext) -> MessageColumns:
@@ -523,13 +522,13 @@ def _blocks(
     infos: list[AttrInfo] = [NO_BLOCK]
     seen: dict[bytes, int] = {}
     picks = []
-    cached = _attr_cache.get
+    cached = attribute_cache.get
     for a, b in zip((starts[rows] + 4).tolist(), body_starts[rows].tolist(), strict=True):
         block = data[a:b]
         entry = seen.get(block)
         if entry is None:
             entry = seen[block] = len(infos)
-            infos.append(cached(block) or _attribute_info(block))
+            infos.append(cached(block) or attribute_info(block))
         picks.append(entry)
     index[rows] = picks
     return index, tuple(infos)
@@ -586,14 +585,14 @@ def _bodies(data: bytes, starts: _Ints, ends: _Ints, rows: _Ints) -> pa.BinaryAr
 _MAX_OFFSET = 2**31 - 1
 # Both or neither: an extension built from an older source lacks ColumnDecoder (and the
 # parser's ``columns``), and the pure code runs until it is rebuilt.
-_decoder_cls = _speedups.twin("ColumnDecoder")
+_decoder_cls = accelerator.twin("ColumnDecoder")
 #: An extension built before round five (no COLUMN_API) parses a copy and calls the CRC
 #: through Python until it is rebuilt.
-_API = _speedups.twin("COLUMN_API") or 1
+_API = accelerator.twin("COLUMN_API") or 1
 _parse, _parse_whole = (
     (parse_columns_py, parse_whole_columns_py)
     if _decoder_cls is None
-    else compiled_parse(_speedups.twin("GetMessageParser"), in_place=_API >= 2)
+    else compiled_parse(accelerator.twin("GetMessageParser"), in_place=_API >= 2)
 )
 _decode = (
     decode_columns_py

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tubemq_aio.consumer._decode import _NO_ATTRIBUTES
+from tubemq_aio.consumer.toolkit import NO_ATTRIBUTES
 from tubemq_aio.models import Message
 
 __all__ = ["EMPTY", "NO_BLOCK", "AttrInfo", "MessageColumns", "type_mask"]
@@ -21,7 +21,7 @@ _Bools = np.ndarray[Any, np.dtype[np.bool_]]
 #: ``(attribute, attributes, msg_type, msg_time)`` of an attribute block.
 AttrInfo = tuple[str | None, Mapping[str, str], str, datetime | None]
 #: The :data:`AttrInfo` of a message without an attribute block.
-NO_BLOCK: AttrInfo = (None, _NO_ATTRIBUTES, "", None)
+NO_BLOCK: AttrInfo = (None, NO_ATTRIBUTES, "", None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,8 @@ from typing import Literal
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.config import parse_masters
-from tubemq_aio.errors import ConfigError, SourceOptionError
+from tubemq_aio.errors import ConfigError, MalformedMetaError, SourceOptionError
 from tubemq_aio.protocol.consumer_meta import (
-    MalformedMetaError,
     PartitionKey,
     validate_filters,
     validate_group_name,
@@ -33,7 +32,6 @@ __all__ = [
     "SOURCE_OPTION_NAMES",
     "ClientSettings",
     "OffsetSpec",
-    "SourceOptionError",
     "SourceOptions",
     "client_options",
     "parse_client_settings",

@@ -12,11 +12,8 @@ import asyncio
 import logging
 from typing import Any
 
-from tubemq_aio.consumer.client_balanced import (
-    ClientBalancedConsumer,
-    PartitionNotSubscribableError,
-)
-from tubemq_aio.errors import PartitionOccupiedError
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.errors import PartitionNotSubscribableError, PartitionOccupiedError
 from tubemq_aio.spark._bridge import PortalThread, run_async
 from tubemq_aio.spark._offsets import StoreBounds
 from tubemq_aio.spark._options import SourceOptions

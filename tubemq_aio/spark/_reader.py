@@ -28,14 +28,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tubemq_aio.consumer._cb_models import BatchRead
-from tubemq_aio.consumer.client_balanced import (
-    ClientBalancedConsumer,
-    PartitionNotSubscribableError,
-)
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.consumer.toolkit import BatchRead
 from tubemq_aio.errors import (
     ConsumeSpeedLimitedError,
     DataLossError,
+    PartitionNotSubscribableError,
     PartitionOccupiedError,
     TubeMQError,
 )
@@ -45,7 +43,6 @@ from tubemq_aio.spark._offsets import RECORD, OffsetRange
 from tubemq_aio.spark._options import SourceOptions
 
 __all__ = [
-    "DataLossError",
     "ReadChunk",
     "arrow_batches",
     "chunk_to_arrow",

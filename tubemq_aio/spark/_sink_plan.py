@@ -15,9 +15,8 @@ from typing import Any, NamedTuple, Protocol
 
 from pyspark.sql.types import StructType
 
-from tubemq_aio.errors import ConfigError, SinkOptionError, SinkSchemaError
+from tubemq_aio.errors import ConfigError, InvalidMessageError, SinkOptionError, SinkSchemaError
 from tubemq_aio.protocol.consumer_meta import validate_topic_name
-from tubemq_aio.protocol.message import InvalidMessageError
 from tubemq_aio.spark._options import CLIENT_OPTION_NAMES, ClientSettings, parse_client_settings
 
 __all__ = [
@@ -26,9 +25,7 @@ __all__ = [
     "SINK_OPTION_NAMES",
     "ArrowBatch",
     "OutRow",
-    "SinkOptionError",
     "SinkPlan",
-    "SinkSchemaError",
     "batch_rows",
     "batch_topics",
     "plan_sink",

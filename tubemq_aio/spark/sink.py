@@ -30,21 +30,18 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tubemq_aio.errors import SinkOptionError
 from tubemq_aio.producer import Producer
 from tubemq_aio.spark._sink_plan import (
     ArrowBatch,
     OutRow,
-    SinkOptionError,
     SinkPlan,
-    SinkSchemaError,
     batch_rows,
     batch_topics,
     plan_sink,
 )
 
 __all__ = [
-    "SinkOptionError",
-    "SinkSchemaError",
     "TubeMQBatchWriter",
     "TubeMQStreamWriter",
     "TubeMQWriteCommit",

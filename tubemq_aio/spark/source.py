@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 )
 
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+from tubemq_aio.errors import DataLossError
 from tubemq_aio.spark._bridge import iterate_async
 from tubemq_aio.spark._offsets import (
     OffsetRange,
@@ -48,7 +49,7 @@ from tubemq_aio.spark._offsets import (
 )
 from tubemq_aio.spark._options import SourceOptions, parse_source_options
 from tubemq_aio.spark._planner import Planner, consumer_kwargs, fetch_bounds_once
-from tubemq_aio.spark._reader import DataLossError, arrow_batches
+from tubemq_aio.spark._reader import arrow_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa

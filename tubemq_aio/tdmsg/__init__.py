@@ -25,14 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tubemq_aio._validate import Checks
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import ConfigError, TDMsgError
 from tubemq_aio.tdmsg._binmsg import decode_binmsg
-from tubemq_aio.tdmsg._common import (
-    DEFAULT_MAX_DECOMPRESSED_SIZE,
-    Budget,
-    TDMsgError,
-    parse_attributes,
-)
+from tubemq_aio.tdmsg._common import DEFAULT_MAX_DECOMPRESSED_SIZE, Budget, parse_attributes
 from tubemq_aio.tdmsg._inlongmsg import decode_inlongmsg
 from tubemq_aio.tdmsg._pbmsg import decode_pb_batch
 from tubemq_aio.tdmsg._records import TDFormat, TDPacket, TDRecord, make_record
@@ -40,7 +35,6 @@ from tubemq_aio.tdmsg._records import TDFormat, TDPacket, TDRecord, make_record
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "TDFormat",
-    "TDMsgError",
     "TDPacket",
     "TDRecord",
     "decode",

@@ -6,10 +6,10 @@ leading ``0F 04`` magic.
 
 from __future__ import annotations
 
+from tubemq_aio.errors import TDMsgError
 from tubemq_aio.tdmsg._common import (
     Budget,
     Reader,
-    TDMsgError,
     decode_text,
     parse_attributes,
     snappy_uncompress,

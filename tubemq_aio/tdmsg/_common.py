@@ -16,7 +16,6 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "Budget",
     "Reader",
-    "TDMsgError",
     "decode_java_utf",
     "decode_text",
     "gunzip",

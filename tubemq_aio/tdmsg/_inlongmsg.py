@@ -6,14 +6,8 @@ for the byte tables.
 
 from __future__ import annotations
 
-from tubemq_aio.tdmsg._common import (
-    Budget,
-    Reader,
-    TDMsgError,
-    decode_java_utf,
-    decode_text,
-    snappy_uncompress,
-)
+from tubemq_aio.errors import TDMsgError
+from tubemq_aio.tdmsg._common import Budget, Reader, decode_java_utf, decode_text, snappy_uncompress
 from tubemq_aio.tdmsg._records import TDFormat, TDPacket, TDRecord, make_record, record_maker
 
 __all__ = ["decode_inlongmsg"]

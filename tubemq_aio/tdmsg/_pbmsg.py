@@ -15,13 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tubemq_aio.tdmsg._common import (
-    Budget,
-    TDMsgError,
-    decode_text,
-    gunzip,
-    snappy_uncompress,
-)
+from tubemq_aio.errors import TDMsgError
+from tubemq_aio.tdmsg._common import Budget, decode_text, gunzip, snappy_uncompress
 from tubemq_aio.tdmsg._records import TDFormat, TDPacket, TDRecord, make_record
 
 __all__ = ["COMPRESS_TYPES", "decode_pb_batch"]

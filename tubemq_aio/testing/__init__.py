@@ -6,6 +6,7 @@
 * :class:`FakeCluster`: an in-process master and brokers speaking the real wire protocol, with
   injectable faults (:class:`Fault`); no Java, starts in milliseconds.
 * :class:`FaultProxy`: a TCP proxy with run-time switchable network faults.
+* :class:`MasterWebApi`: a small client of the master's HTTP admin API (topics, groups).
 
 See ``docs/testing.md``.
 """
@@ -27,6 +28,7 @@ from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._fault_proxy import FaultProxy, LinkFaults
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
+from tubemq_aio.testing._webapi import MasterWebApi
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "LinkFaults",
     "LocalCluster",
     "MasterNode",
+    "MasterWebApi",
     "NodeNotReadyError",
     "PortInUseError",
     "RedisServer",

@@ -21,21 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from tubemq_aio.testing._errors import ClusterError
-from tubemq_aio.testing._maven import DEFAULT_VERSION, cache_root
+from tubemq_aio.testing._fake_process import FAKE_KIND, add_fake_arguments, parse_topic, run_fake
+from tubemq_aio.testing._maven import DEFAULT_VERSION
 from tubemq_aio.testing._process import kill_pid, pid_alive
-from tubemq_aio.testing.fake import FAKE_KIND, add_fake_arguments, parse_topic, run_fake
+from tubemq_aio.testing._state import state_file
 
 __all__ = ["main", "state_file"]
-
-
-def state_file() -> Path:
-    """Return the state file path: ``$TUBEMQ_AIO_STATE`` or ``<cache root>/cluster.json``.
-
-    Returns:
-        The path.
-    """
-    env = os.environ.get("TUBEMQ_AIO_STATE")
-    return Path(env).expanduser() if env else cache_root() / "cluster.json"
 
 
 def _load() -> dict[str, Any] | None:

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable, Mapping
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.protocol._pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.message import checksum
+from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
 from tubemq_aio.testing._fake_rpc import FaultPlan, RpcNode
 from tubemq_aio.testing._fake_store import PartitionLog, Registration, TopicLayout

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.protocol._pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.consumer_meta import SubscribeInfo
+from tubemq_aio.protocol.pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_rpc import FaultPlan, RpcNode

@@ -19,11 +19,10 @@ See ``docs/local-cluster.md``.
 
 from __future__ import annotations
 
+from tubemq_aio.testing._cli import main
 from tubemq_aio.testing._cluster import LocalCluster
 
-__all__ = ["LocalCluster"]
+__all__ = ["LocalCluster", "main"]
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the CLI test
-    from tubemq_aio.testing._cli import main
-
     raise SystemExit(main())

@@ -37,12 +37,12 @@ from google.protobuf.message import Message
 
 from tubemq_aio.errors import ConfigError, ProtocolError, ServerError
 from tubemq_aio.protocol import client_balance, consumer_meta, consumer_rpc, producer_rpc
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol._pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.flow_control import parse_flow_rules
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.message import decode_payload, parse_attributes, parse_msg_time
 from tubemq_aio.protocol.partitions import parse_confirm_context
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
+from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
 from tubemq_aio.protocol.producer_meta import Broker, Partition, parse_broker_info, parse_topic_info
 from tubemq_aio.protocol.rpc import (
     decode_request,

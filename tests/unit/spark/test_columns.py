@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from message_strategies import attribute_text, stored_messages
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from tubemq_aio import _speedups
+from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.errors import RemoteProtocolError
-from tubemq_aio.protocol._pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.message import checksum, encode_message
+from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.rpc import Method, encode_success
 from tubemq_aio.spark import _columns
 from tubemq_aio.spark._columns import (
@@ -350,9 +350,9 @@ def test_head_and_take_keep_the_columns_aligned() -> None:
 
 
 def test_the_accelerator_is_used_when_built_and_checks_its_spans() -> None:
-    if os.environ.get(_speedups.ENV_EXPECT, "") not in ("", "0"):
+    if os.environ.get(accelerator.ENV_EXPECT, "") not in ("", "0"):
         assert EXT is not None, "the accelerator is expected but not built"
-    if _speedups.compiled() is None:
+    if accelerator.compiled() is None:
         assert (_columns._parse, _columns._decode) == (parse_columns_py, decode_columns_py)
     else:
         assert _columns._parse is not parse_columns_py

@@ -8,13 +8,8 @@ import ssl
 import pytest
 
 from tubemq_aio.auth import Credentials
-from tubemq_aio.errors import ConfigError
-from tubemq_aio.spark._options import (
-    OffsetSpec,
-    SourceOptionError,
-    client_options,
-    parse_source_options,
-)
+from tubemq_aio.errors import ConfigError, SourceOptionError
+from tubemq_aio.spark._options import OffsetSpec, client_options, parse_source_options
 
 BASE = {"master": "127.0.0.1:8715", "topic": "a,b"}
 

@@ -18,15 +18,18 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tubemq_aio.errors import ConfigError, TubeMQError
-from tubemq_aio.protocol.message import InvalidMessageError
-from tubemq_aio.spark._options import SourceOptionError
+from tubemq_aio.errors import (
+    ConfigError,
+    InvalidMessageError,
+    SinkOptionError,
+    SinkSchemaError,
+    SourceOptionError,
+    TubeMQError,
+)
 from tubemq_aio.spark._sink_plan import (
     DEFAULT_BATCH_ID_ATTRIBUTE,
     DEFAULT_MAX_IN_FLIGHT,
     OutRow,
-    SinkOptionError,
-    SinkSchemaError,
     batch_rows,
     batch_topics,
     plan_sink,

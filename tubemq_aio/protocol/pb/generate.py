@@ -1,14 +1,14 @@
-"""Regenerate, or check, the committed protobuf modules in ``tubemq_aio/protocol/_pb``.
+"""Regenerate, or check, the committed protobuf modules in ``tubemq_aio/protocol/pb``.
 
 Usage::
 
-    python -m tubemq_aio.protocol._pb.generate          # write *_pb2.py / *_pb2.pyi (make protos)
-    python -m tubemq_aio.protocol._pb.generate --check  # fail if they are stale (make protos-check)
+    python -m tubemq_aio.protocol.pb.generate          # write *_pb2.py / *_pb2.pyi (make protos)
+    python -m tubemq_aio.protocol.pb.generate --check  # fail if they are stale (make protos-check)
 
 The script runs ``grpc_tools.protoc`` on every ``protos/*.proto`` with ``--python_out`` and
 ``--pyi_out``, then turns protoc's top-level cross-file imports (``import RPC_pb2 as ...``) into
-package-relative ones, so that ``from tubemq_aio.protocol._pb import MasterService_pb2`` works
-without ``_pb`` being on ``sys.path``.
+package-relative ones, so that ``from tubemq_aio.protocol.pb import MasterService_pb2`` works
+without ``pb`` being on ``sys.path``.
 
 The output depends on the protoc bundled with the installed ``grpcio-tools`` (it records the
 protobuf version in every module), so ``--check`` only passes with the same ``grpcio-tools``
@@ -32,13 +32,13 @@ PB_DIR = Path(__file__).resolve().parent
 """Directory holding the generated (committed) modules."""
 
 REPO_ROOT = PB_DIR.parents[2]
-"""Root of the source tree (``tubemq_aio/protocol/_pb`` is three levels below it)."""
+"""Root of the source tree (``tubemq_aio/protocol/pb`` is three levels below it)."""
 
 PROTO_DIR = REPO_ROOT / "protos"
 """Directory holding the ``.proto`` sources."""
 
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi")
-"""File-name endings of the files protoc generates (anything else in ``_pb`` is hand-written)."""
+"""File-name endings of the files protoc generates (anything else in ``pb`` is hand-written)."""
 
 _VERSION_RE = re.compile(r"^# Protobuf Python Version: (?P<version>\S+)$", re.MULTILINE)
 _IMPORT_RE = re.compile(
@@ -210,7 +210,7 @@ def check(out_dir: Path = PB_DIR, proto_dir: Path = PROTO_DIR) -> int:
     print(
         f"error: generated protobuf modules in {_relative(out_dir)} are stale:\n"
         f"{stale.describe()}\n"
-        "Run `make protos` (python -m tubemq_aio.protocol._pb.generate) and commit the result."
+        "Run `make protos` (python -m tubemq_aio.protocol.pb.generate) and commit the result."
         f"{hint}",
         file=sys.stderr,
     )
@@ -239,7 +239,7 @@ def write(out_dir: Path = PB_DIR, proto_dir: Path = PROTO_DIR) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the process exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m tubemq_aio.protocol._pb.generate",
+        prog="python -m tubemq_aio.protocol.pb.generate",
         description="Generate the protobuf modules of tubemq_aio from protos/*.proto.",
     )
     parser.add_argument(

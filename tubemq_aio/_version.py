@@ -1,0 +1,3 @@
+"""The package version: a leaf every layer may import (the build reads it from here too)."""
+
+__version__ = "0.2.0"

@@ -1,0 +1,122 @@
+"""Serving the in-memory :class:`FakeCluster` in the foreground: the body of ``cluster up --fake``
+(:mod:`tubemq_aio.testing.fake` is the entry point)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from tubemq_aio.testing._fake_cluster import FakeCluster
+from tubemq_aio.testing._state import state_file
+
+__all__ = [
+    "DEFAULT_PORT",
+    "FAKE_KIND",
+    "FAKE_NOTICE",
+    "add_fake_arguments",
+    "parse_topic",
+    "run_fake",
+]
+
+#: The master port a fake listens on unless ``--port`` says otherwise (TubeMQ's usual port).
+DEFAULT_PORT = 8715
+#: ``kind`` in the state file of a fake (the real cluster's state file has no ``kind``).
+FAKE_KIND = "fake"
+#: Printed by ``up --fake`` so that nobody mistakes the fake for a TubeMQ.
+FAKE_NOTICE = (
+    "FAKE TubeMQ: in memory, one process, no Java; messages are lost when it stops. For trying "
+    "the SDK and for tests, not for durability. Stop it with Ctrl-C or `tubemq-aio cluster down`."
+)
+
+
+def parse_topic(spec: str) -> tuple[str, int]:
+    """``NAME[:PARTITIONS]`` (default 3 partitions) as ``(name, partitions)``.
+
+    Raises:
+        argparse.ArgumentTypeError: an empty name or a partition count that is not 1..1000.
+    """
+    name, _, parts = spec.partition(":")
+    try:
+        count = int(parts) if parts else 3
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{spec!r}: partitions must be an integer") from None
+    if not name or not 1 <= count <= 1000:
+        raise argparse.ArgumentTypeError(f"{spec!r}: expected NAME[:PARTITIONS], 1..1000")
+    return name, count
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0..65535)")
+    return port
+
+
+def add_fake_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``up --fake`` (``--topic`` is shared with the real ``up``)."""
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"with --fake: master port (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+
+
+def describe(cluster: FakeCluster, topics: list[tuple[str, int]], took: float) -> dict[str, Any]:
+    """The state-file description of a running fake (the real ``up``'s keys, plus ``kind``)."""
+    return {
+        "kind": FAKE_KIND,
+        "master_addr": cluster.master_addr,
+        "topics": [name for name, _ in topics],
+        "nodes": [{"name": "fake", "pid": os.getpid(), "addr": cluster.master_addr}],
+        "log_dir": "-",
+        "work_dir": "",
+        "bring_up_seconds": round(took, 2),
+    }
+
+
+async def run_fake(topics: list[tuple[str, int]], port: int, brokers: int = 1) -> int:
+    """Serve a fake cluster (``brokers`` brokers, every topic on each) until SIGINT/SIGTERM;
+    save and remove the state file around it.
+
+    Returns:
+        0 after a clean stop, 1 when the port is taken.
+    """
+    began = time.monotonic()
+    cluster = FakeCluster(dict(topics), brokers=brokers)
+    try:
+        await cluster.start(master_port=port)
+    except OSError as err:
+        await cluster.stop()
+        print(f"fake cluster failed to start on port {port}: {err.strerror}", file=sys.stderr)
+        return 1
+    info = describe(cluster, topics, time.monotonic() - began)
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    print(json.dumps(info, indent=2))
+    print(f"TubeMQ (FAKE) is up in {info['bring_up_seconds']}s: masters={cluster.master_addr}")
+    print(FAKE_NOTICE, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await cluster.stop()
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text(encoding="utf-8")).get("nodes") == info["nodes"]:
+                path.unlink()
+    print("fake cluster stopped", flush=True)
+    return 0
