@@ -6,35 +6,45 @@ Python for the executors that does not see this package (:func:`make_executor_py
 package zipped for ``--py-files`` (:func:`package_zip`), so a job proves that what it ships is
 what its executors run.
 
-Every process leads its own process group (a worker's executors and Python workers are in the
-worker's group, so killing it is losing a node), dies with this Python process, and is reaped on
-:meth:`stop`. Needs ``java`` on ``PATH`` (or ``JAVA_HOME``) and ``pyspark`` installed.
+Every process leads its own process group and dies with this Python process. Killing or
+stopping one ends its whole process tree (a worker's executors, and their Python daemons, which
+lead groups of their own), so :meth:`SparkStandaloneCluster.kill_worker` is losing a node and
+nothing outlives :meth:`~SparkStandaloneCluster.stop`. Needs ``java`` on ``PATH`` (or
+``JAVA_HOME``) and ``pyspark`` installed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
-import site
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
-import venv
-import zipfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
-from tubemq_aio.testing._errors import ClusterStartError, ToolNotFoundError
+from tubemq_aio.testing._errors import ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
-from tubemq_aio.testing._process import JavaProcess, kill_pid, pid_alive, tail
+from tubemq_aio.testing._process import JavaProcess, tail
 from tubemq_aio.testing._service import AsyncService
+from tubemq_aio.testing._spark_env import (
+    HOST,
+    Probe,
+    SparkClusterError,
+    end_tree,
+    java_env,
+    make_executor_python,
+    master_state,
+    package_zip,
+    parents,
+    port_open,
+    spark_home,
+    wait_ready,
+)
 
 __all__ = [
+    "CONNECT_SERVER_CLASS",
     "SparkClusterError",
     "SparkConnectServer",
     "SparkStandaloneCluster",
@@ -43,169 +53,8 @@ __all__ = [
     "spark_home",
 ]
 
-_HOST = "127.0.0.1"
-_PACKAGE = "tubemq_aio"
+#: The Spark Connect server's main class (in the ``spark-connect`` jar of ``pyspark``).
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-
-class SparkClusterError(ClusterStartError):
-    """A Spark process failed to start, exited early or did not become ready in time."""
-
-
-def spark_home() -> Path:
-    """The Spark distribution inside the installed ``pyspark`` package.
-
-    Raises:
-        ToolNotFoundError: ``pyspark`` is not installed or has no ``bin/spark-class``.
-    """
-    try:
-        import pyspark
-    except ImportError as exc:
-        raise ToolNotFoundError("pyspark is missing: pip install 'tubemq-aio[spark]'") from exc
-    home = Path(pyspark.__file__).parent
-    if not (home / "bin" / "spark-class").is_file():
-        raise ToolNotFoundError(f"no bin/spark-class in the pyspark package at {home}")
-    return home
-
-
-def package_zip(dest_dir: Path) -> Path:
-    """Zip this package's Python sources into ``dest_dir/tubemq_aio.zip`` for ``--py-files``.
-
-    Compiled modules are left out: Python cannot import them from a zip, and the package falls
-    back to its pure-Python code without them.
-
-    Returns:
-        The zip file.
-    """
-    root = Path(__file__).resolve().parents[1]
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / f"{_PACKAGE}.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(root.rglob("*")):
-            if "__pycache__" in path.parts or not path.is_file():
-                continue
-            if path.suffix in (".py", ".typed", ".json", ".xml", ".proto"):
-                archive.write(path, Path(_PACKAGE) / path.relative_to(root))
-    return target
-
-
-def make_executor_python(dest: Path, hidden: str = _PACKAGE) -> Path:
-    """Make a virtualenv that has this environment's packages except ``hidden``.
-
-    Its site-packages links every entry of the current one but those naming ``hidden`` (the
-    package, its metadata and an editable install's path hooks), so a Spark job run with it
-    imports ``hidden`` only from what the job ships.
-
-    Returns:
-        The virtualenv's ``python``.
-    """
-    venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(dest)
-    python = dest / "bin" / "python"
-    target = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
-    for source_dir in map(Path, site.getsitepackages()):
-        for entry in source_dir.iterdir():
-            if hidden in entry.name or (target / entry.name).exists():
-                continue
-            (target / entry.name).symlink_to(entry)
-    return python
-
-
-def _java_env(base: Mapping[str, str], python: str, work_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith(("PYTHON", "SPARK_", "PYSPARK_"))}
-    home = spark_home()
-    conf_dir = work_dir / "conf"  # empty: no spark-defaults.conf or spark-env.sh of the machine
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    env.update(
-        SPARK_HOME=str(home),
-        SPARK_CONF_DIR=str(conf_dir),
-        SPARK_LOCAL_IP=_HOST,
-        SPARK_LOCAL_HOSTNAME=_HOST,
-        SPARK_LOG_DIR=str(work_dir / "logs"),
-        SPARK_DAEMON_MEMORY="512m",
-        PYSPARK_PYTHON=python,
-        PYSPARK_DRIVER_PYTHON=python,
-    )
-    return env
-
-
-async def _port_open(port: int) -> bool:
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(_HOST, port), 1.0)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    return True
-
-
-_Probe = Callable[[], Awaitable[bool]]
-
-
-async def _wait_ready(proc: JavaProcess, ready: _Probe, what: str, timeout: float) -> None:
-    """Poll ``ready`` until it holds; SIGKILL ``proc`` and raise when it exits or time runs out."""
-    deadline = time.monotonic() + timeout
-    try:
-        while not await ready():
-            if not proc.running:
-                raise SparkClusterError(
-                    f"{what} exited with status {proc.returncode}",
-                    proc.out_file,
-                    tail(proc.out_file, 30),
-                )
-            if time.monotonic() >= deadline:
-                late = f"{what} was not ready within {timeout} s"
-                raise SparkClusterError(late, proc.out_file, tail(proc.out_file, 30))
-            await asyncio.sleep(0.2)
-    except BaseException:
-        await proc.kill()
-        raise
-
-
-def _parents() -> dict[int, int]:
-    """Every live process's parent, from ``/proc``."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
-        children.setdefault(parent, []).append(child)
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-async def _end_tree(proc: JavaProcess, *, kill: bool) -> None:
-    """Kill (or stop) ``proc``, then SIGKILL what is left of its descendants: PySpark's Python
-    daemons lead process groups of their own, so ending the JVM's group does not reach them."""
-    offspring = _descendants(proc.pid) if proc.pid is not None else []
-    await (proc.kill() if kill else proc.stop())
-    for pid in offspring:
-        if pid_alive(pid):
-            kill_pid(pid)
-
-
-def _master_state(webui_port: int) -> dict[str, object]:
-    with urllib.request.urlopen(f"http://{_HOST}:{webui_port}/json/", timeout=2.0) as answer:
-        state: dict[str, object] = json.loads(answer.read())
-    return state
 
 
 class SparkStandaloneCluster(AsyncService):
@@ -246,17 +95,17 @@ class SparkStandaloneCluster(AsyncService):
     @property
     def master_url(self) -> str:
         """``spark://127.0.0.1:port``, for ``--master``."""
-        return f"spark://{_HOST}:{self._port(0)}"
+        return f"spark://{HOST}:{self._port(0)}"
 
     @property
     def webui_url(self) -> str:
         """The master's web UI (its ``/json/`` tells the workers and applications)."""
-        return f"http://{_HOST}:{self._port(1)}"
+        return f"http://{HOST}:{self._port(1)}"
 
     @property
     def env(self) -> dict[str, str]:
         """Environment for ``spark-submit`` against this cluster (Spark home, Python, loopback)."""
-        return _java_env(os.environ, self.python, self.work_dir)
+        return java_env(os.environ, self.python, self.work_dir)
 
     def _port(self, index: int) -> int:
         if not self._ports:
@@ -273,13 +122,13 @@ class SparkStandaloneCluster(AsyncService):
     def worker_of(self, pid: int) -> int | None:
         """Index of the worker that ``pid`` (an executor or Python worker) descends from."""
         workers = {proc.pid: index for index, proc in enumerate(self._workers) if proc is not None}
-        parents = _parents()
+        parent_of = parents()
         seen: set[int] = set()
         while pid not in workers:
-            if pid in seen or pid not in parents:
+            if pid in seen or pid not in parent_of:
                 return None
             seen.add(pid)
-            pid = parents[pid]
+            pid = parent_of[pid]
         return workers[pid]
 
     async def start(self) -> None:
@@ -296,7 +145,7 @@ class SparkStandaloneCluster(AsyncService):
         self._ports = allocate_ports(2)
         argv = self._spark_class(
             "org.apache.spark.deploy.master.Master",
-            "--host", _HOST, "--port", str(self._port(0)), "--webui-port", str(self._port(1)),
+            "--host", HOST, "--port", str(self._port(0)), "--webui-port", str(self._port(1)),
         )  # fmt: skip
         env = {**self.env, "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
         master = JavaProcess(
@@ -304,7 +153,7 @@ class SparkStandaloneCluster(AsyncService):
         )
         self._master = master
         master.spawn()
-        await self._wait(master, lambda: _port_open(self._port(1)), "the master's web UI")
+        await self._wait(master, lambda: port_open(self._port(1)), "the master's web UI")
         await self._start_workers(range(self._worker_count))
 
     async def start_worker(self, index: int) -> None:
@@ -326,7 +175,7 @@ class SparkStandaloneCluster(AsyncService):
             port, webui_port = allocate_ports(2)
             argv = self._spark_class(
                 "org.apache.spark.deploy.worker.Worker",
-                "--host", _HOST, "--port", str(port), "--webui-port", str(webui_port),
+                "--host", HOST, "--port", str(port), "--webui-port", str(webui_port),
                 "--cores", str(self.cores), "--memory", self.memory,
                 "--work-dir", str(scratch),
                 self.master_url,
@@ -342,14 +191,14 @@ class SparkStandaloneCluster(AsyncService):
         """SIGKILL worker ``index`` with its executors and Python workers (a lost node)."""
         proc = self._workers[index]
         if proc is not None and proc.pid is not None:
-            await _end_tree(proc, kill=True)
+            await end_tree(proc, kill=True)
 
     async def alive_workers(self) -> int:
         """Workers the master counts alive (a killed one stays so until its heartbeat times out)."""
         return sum(1 for w in await self._worker_states() if w.get("state") == "ALIVE")
 
     async def _worker_states(self) -> list[dict[str, object]]:
-        state = await asyncio.to_thread(_master_state, self._port(1))
+        state = await asyncio.to_thread(master_state, self._port(1))
         workers = state.get("workers", [])
         return [w for w in workers if isinstance(w, dict)] if isinstance(workers, list) else []
 
@@ -380,8 +229,8 @@ class SparkStandaloneCluster(AsyncService):
             conf: Further Spark settings.
         """
         settings = {
-            "spark.driver.host": _HOST,
-            "spark.driver.bindAddress": _HOST,
+            "spark.driver.host": HOST,
+            "spark.driver.bindAddress": HOST,
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
             "spark.local.dir": str(self.work_dir / "driver"),
@@ -394,8 +243,8 @@ class SparkStandaloneCluster(AsyncService):
             argv += ["--conf", f"{key}={value}"]
         return [*argv, str(app), *args]
 
-    async def _wait(self, proc: JavaProcess, ready: _Probe, what: str) -> None:
-        await _wait_ready(proc, ready, what, self.start_timeout)
+    async def _wait(self, proc: JavaProcess, ready: Probe, what: str) -> None:
+        await wait_ready(proc, ready, what, self.start_timeout)
 
     def log_tails(self, lines: int = 30) -> str:
         """The last ``lines`` lines of every process's log, for a failure message."""
@@ -407,7 +256,7 @@ class SparkStandaloneCluster(AsyncService):
         """Stop the workers, then the master (SIGTERM, SIGKILL after 15 s); safe to call twice."""
         for proc in [*self._workers, self._master]:
             if proc is not None:
-                await _end_tree(proc, kill=False)
+                await end_tree(proc, kill=False)
         self._master = None
 
     def __repr__(self) -> str:
@@ -450,7 +299,7 @@ class SparkConnectServer(AsyncService):
         """``sc://127.0.0.1:port``, for ``SparkSession.builder.remote``."""
         if self._port is None:
             raise SparkClusterError("the Spark Connect server is not started")
-        return f"sc://{_HOST}:{self._port}"
+        return f"sc://{HOST}:{self._port}"
 
     @property
     def log_file(self) -> Path:
@@ -468,10 +317,10 @@ class SparkConnectServer(AsyncService):
             return
         self._port = allocate_ports(1)[0]
         settings = {
-            "spark.connect.grpc.binding.address": _HOST,
+            "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(self._port),
-            "spark.driver.host": _HOST,
-            "spark.driver.bindAddress": _HOST,
+            "spark.driver.host": HOST,
+            "spark.driver.bindAddress": HOST,
             "spark.ui.enabled": "false",
             "spark.local.dir": str(self.work_dir / "scratch"),
             **self.conf,
@@ -481,20 +330,20 @@ class SparkConnectServer(AsyncService):
             argv += ["--conf", f"{key}={value}"]
         argv += ["--class", CONNECT_SERVER_CLASS, "spark-internal"]
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        env = _java_env(os.environ, self.python, self.work_dir)
+        env = java_env(os.environ, self.python, self.work_dir)
         proc = JavaProcess("spark-connect", argv, self.log_file, self.work_dir, env=env)
         self._proc = proc
         proc.spawn()
         port = self._port
-        await _wait_ready(proc, lambda: _port_open(port), "Spark Connect", self.start_timeout)
+        await wait_ready(proc, lambda: port_open(port), "Spark Connect", self.start_timeout)
 
     async def stop(self) -> None:
         """Stop the server (SIGTERM, SIGKILL after 15 s); safe to call twice."""
         if self._proc is not None:
-            await _end_tree(self._proc, kill=False)
+            await end_tree(self._proc, kill=False)
         self._proc = None
 
     def __repr__(self) -> str:
         """Show the URL, or that the server is not started."""
-        where = f"sc://{_HOST}:{self._port}" if self._proc is not None else "not started"
+        where = f"sc://{HOST}:{self._port}" if self._proc is not None else "not started"
         return f"<SparkConnectServer {where} master={self.master}>"

@@ -1,0 +1,291 @@
+"""The source and sink on a Spark standalone cluster (a master and two one-core workers, each a
+process of its own) with the package shipped by ``spark-submit --py-files``, and from a Spark
+Connect client.
+
+The executors (and the submitted drivers) run a Python that has every dependency but not
+``tubemq_aio`` (:func:`~tubemq_aio.testing.spark_cluster.make_executor_python`), so a job works
+only if the zip it ships does; the first test checks that its executors imported the zip.
+One cluster serves the whole module; the jobs live in ``spark_cluster_job.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from pyspark.sql import SparkSession
+from spark_fixtures import spark
+from test_spark_restart import batch_running, committed_batches, kill_group, produce
+from test_spark_sink import read_back
+
+from tubemq_aio import Producer
+from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing.spark_cluster import (
+    SparkConnectServer,
+    SparkStandaloneCluster,
+    make_executor_python,
+    package_zip,
+)
+
+__all__ = ["spark"]  # the fixture, re-exported so pytest finds it here
+
+JOB = Path(__file__).with_name("spark_cluster_job.py")
+CONNECT_CLIENT = Path(__file__).with_name("spark_connect_client.py")
+#: Seconds a submitted job may take (JVM and executor start-up included).
+JOB_TIMEOUT = 600.0
+#: Seconds until the first task of a job holds (see ``spark_cluster_job.py``).
+HOLD_TIMEOUT = 300.0
+
+
+def log_tail(log: Path) -> str:
+    """The end of a job's log, for a failure message."""
+    return log.read_text(errors="replace")[-5000:]
+
+
+def held_tasks(marks: Path) -> list[Path]:
+    """The marks left by held tasks (``task-<partition>-<attempt>-<pid>``)."""
+    return sorted(marks.glob("task-*"))
+
+
+@dataclass
+class ShippedSpark:
+    """The standalone cluster, the package zip its jobs ship, and a scratch directory."""
+
+    cluster: SparkStandaloneCluster
+    package: Path
+    work: Path
+
+    async def submit(
+        self, log: Path, *args: str, conf: dict[str, str] | None = None
+    ) -> asyncio.subprocess.Process:
+        """Start ``spark_cluster_job.py ARGS`` with ``spark-submit --py-files`` in a session of
+        its own (so its whole process group can be killed); output to ``log``."""
+        argv = self.cluster.submit_command(JOB, args, py_files=[self.package], conf=conf)
+        with log.open("ab") as out:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                env=self.cluster.env,
+                cwd=self.work,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+
+    async def run(self, log: Path, *args: str, conf: dict[str, str] | None = None) -> None:
+        """Submit the job and wait until it exits 0."""
+        job = await self.submit(log, *args, conf=conf)
+        try:
+            code = await asyncio.wait_for(job.wait(), JOB_TIMEOUT)
+        finally:
+            if job.returncode is None:
+                await kill_group(job)
+        assert code == 0, f"job {args[0]} exited {code}:\n{log_tail(log)}"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shipped() -> AsyncIterator[ShippedSpark]:
+    """A standalone cluster whose executors see ``tubemq_aio`` only through the shipped zip."""
+    work = Path(tempfile.mkdtemp(prefix="tubemq-spark-cluster-"))
+    python = make_executor_python(work / "executor-python")
+    package = package_zip(work / "ship")
+    cluster = SparkStandaloneCluster(python=str(python), work_dir=work / "spark")
+    async with cluster:
+        yield ShippedSpark(cluster, package, work)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+async def produce_varied(master: str, topic: str, ids: range) -> Counter[tuple[str, str, str]]:
+    """Send a message per id with varied bodies, attributes and types; return what was sent
+    as ``(body hex, sorted attributes JSON, msg_type)`` counts."""
+    sent: Counter[tuple[str, str, str]] = Counter()
+    async with Producer(master, topics=[topic]) as producer:
+        for i in ids:
+            body, attributes, msg_type = f"m-{i}".encode() * (1 + i % 3), {"i": str(i)}, f"t{i % 4}"
+            await producer.send(topic, body, attributes=attributes, msg_type=msg_type)
+            sent[body.hex(), json.dumps(attributes, sort_keys=True), msg_type] += 1
+    return sent
+
+
+def as_sent(records: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
+    """Records of a job's report counted like :func:`produce_varied`'s result."""
+    return Counter(
+        (row["body"], json.dumps(row["attributes"], sort_keys=True), row["msg_type"])
+        for row in records
+    )
+
+
+@pytest.mark.timeout(900)
+async def test_submitted_job_runs_the_shipped_package_reads_and_writes_exactly(
+    cluster: LocalCluster, topic: str, second_topic: str, shipped: ShippedSpark
+) -> None:
+    sent = await produce_varied(cluster.master_addr, topic, range(300))
+    report = shipped.work / "batch-report.json"
+    await shipped.run(
+        shipped.work / "batch.log",
+        "batch", cluster.master_addr, topic, second_topic, "200", str(report),
+    )  # fmt: skip
+    result = json.loads(report.read_text())
+
+    # Driver and both executors imported the zip, without the compiled accelerator.
+    origins = [result["driver"], *result["executors"]]
+    assert len(result["executors"]) == 2
+    for path, accelerated in origins:
+        assert "tubemq_aio.zip" in path, f"tubemq_aio imported from {path}, not the shipped zip"
+        assert accelerated is False
+    # The batch read returns every produced message once, field for field.
+    assert as_sent(result["rows"]) == sent
+    assert len({(row["partition_key"], row["offset"]) for row in result["rows"]}) == 300
+    # The sink wrote every row once.
+    written = await read_back(cluster.master_addr, second_topic, 200)
+    assert sorted(m.body for m in written) == sorted(f"sink-{n}".encode() for n in range(200))
+    assert all(m.attributes["n"] == m.body.decode()[5:] and m.msg_type == "sink" for m in written)
+
+
+@pytest.mark.timeout(900)
+async def test_streaming_job_killed_and_restarted_on_the_cluster_exactly_once(
+    cluster: LocalCluster, topic: str, shipped: ShippedSpark, spark: SparkSession
+) -> None:
+    messages, per_trigger = 1500, 150
+    work = Path(tempfile.mkdtemp(prefix="restart-", dir=shipped.work))
+    out, checkpoint, log = str(work / "out"), str(work / "checkpoint"), work / "job.log"
+    common = [cluster.master_addr, topic, "restart-job", out, checkpoint, str(per_trigger)]
+
+    await produce(cluster.master_addr, topic, range(messages // 2), pause=0)
+    first = await shipped.submit(log, "restart", *common, "run")
+    producing = asyncio.create_task(
+        produce(cluster.master_addr, topic, range(messages // 2, messages), pause=0.3)
+    )
+    try:
+        deadline = time.monotonic() + JOB_TIMEOUT
+        # Kill the driver in the middle of a micro-batch, after two were committed.
+        while committed_batches(checkpoint) < 2 or not batch_running(checkpoint):
+            assert first.returncode is None, f"the job ended early: {log_tail(log)}"
+            assert time.monotonic() < deadline, f"no progress: {log_tail(log)}"
+            await asyncio.sleep(0.3)
+    finally:
+        await kill_group(first)
+    killed_after = committed_batches(checkpoint)
+    await asyncio.wait_for(producing, 300)
+
+    await shipped.run(log, "restart", *common, f"until:{messages}")
+    assert committed_batches(checkpoint) > killed_after
+    rows = spark.read.parquet(out).collect()
+    counts = Counter(int(row["id"]) for row in rows)
+    assert set(counts) == set(range(messages))
+    assert max(counts.values()) == 1, "a message was written twice"
+    assert len({(row["partition_key"], row["offset"]) for row in rows}) == messages
+
+
+async def wait_for_marks(marks: Path, job: asyncio.subprocess.Process, log: Path) -> list[Path]:
+    """The marks of held tasks, once there is one."""
+    deadline = time.monotonic() + HOLD_TIMEOUT
+    while not (found := held_tasks(marks)):
+        assert job.returncode is None, f"the job ended early: {log_tail(log)}"
+        assert time.monotonic() < deadline, f"no task held: {log_tail(log)}"
+        await asyncio.sleep(0.2)
+    return found
+
+
+@pytest.mark.timeout(900)
+async def test_worker_lost_mid_batch_source_exact_sink_at_least_once(
+    cluster: LocalCluster, topic: str, second_topic: str, shipped: ShippedSpark
+) -> None:
+    messages = 600
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        await asyncio.gather(*(producer.send(topic, f"m-{i}".encode()) for i in range(messages)))
+    marks, log = shipped.work / "marks", shipped.work / "lost-worker.log"
+    marks.mkdir()
+    checkpoint = str(shipped.work / "lost-worker-checkpoint")
+    args = ["lost-worker", cluster.master_addr, topic, second_topic, checkpoint, str(marks)]
+    # Small Arrow batches, so a held task's first slice reaches its sink before the kill.
+    job = await shipped.submit(
+        log, *args, conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "20"}
+    )
+    try:
+        held = await wait_for_marks(marks, job, log)
+        pid = int(held[0].name.rsplit("-", 1)[1])
+        victim = shipped.cluster.worker_of(pid)
+        assert victim is not None, f"task process {pid} is on no worker"
+        await shipped.cluster.kill_worker(victim)
+        (marks / "go").touch()
+        await shipped.cluster.start_worker(victim)  # the next test gets both workers again
+        code = await asyncio.wait_for(job.wait(), JOB_TIMEOUT)
+    finally:
+        if job.returncode is None:
+            await kill_group(job)
+    assert code == 0, log_tail(log)
+
+    got = await read_back(cluster.master_addr, second_topic, messages)
+    # Sink: at least once, every message tagged with its micro-batch and writing task.
+    assert {m.body for m in got} == {f"m-{i}".encode() for i in range(messages)}
+    assert {m.attributes["__spark_batch_id"] for m in got} == {"0"}
+    attempts: dict[int, dict[int, list[bytes]]] = defaultdict(lambda: defaultdict(list))
+    for m in got:
+        partition, attempt = map(int, m.attributes["task"].split(":"))
+        attempts[partition][attempt].append(m.body)
+    assert any(max(a) > 0 for a in attempts.values()), "no task was run again"
+    # Source: the attempt that finished each partition read its range exactly.
+    final = Counter(body for a in attempts.values() for body in a[max(a)])
+    assert set(final) == {f"m-{i}".encode() for i in range(messages)}
+    assert max(final.values()) == 1
+    print(f"lost worker {victim}: {len(got) - messages} messages written twice by killed tasks")
+
+
+async def run_connect_client(shipped: ShippedSpark, url: str, *args: str) -> Any:
+    """Run ``spark_connect_client.py`` (with this interpreter, as a user's machine would);
+    return its JSON report."""
+    command, master, rest = args[0], args[1], args[2:]
+    report, log = shipped.work / f"connect-{command}.json", shipped.work / "connect-client.log"
+    argv = [sys.executable, str(CONNECT_CLIENT), command, url, master, str(shipped.package)]
+    with log.open("ab") as out:
+        client = await asyncio.create_subprocess_exec(
+            *argv, *rest, str(report), stdout=out, stderr=out, cwd=shipped.work
+        )
+    try:
+        code = await asyncio.wait_for(client.wait(), JOB_TIMEOUT)
+    finally:
+        if client.returncode is None:
+            client.kill()
+            await client.wait()
+    assert code == 0, f"Connect client {command} exited {code}:\n{log_tail(log)}"
+    return json.loads(report.read_text())
+
+
+@pytest.mark.timeout(900)
+async def test_spark_connect_client_reads_writes_and_restarts_a_stream(
+    cluster: LocalCluster, topic: str, second_topic: str, shipped: ShippedSpark
+) -> None:
+    master = cluster.master_addr
+    sent = await produce_varied(master, topic, range(200))
+    server = SparkConnectServer(
+        shipped.cluster.master_url, python=shipped.cluster.python, work_dir=shipped.work / "connect"
+    )
+    out, checkpoint = str(shipped.work / "connect-out"), str(shipped.work / "connect-checkpoint")
+    async with server:
+        rows = await run_connect_client(
+            shipped, server.url, "batch", master, topic, second_topic, "100"
+        )
+        assert as_sent(rows) == sent
+        first = await run_connect_client(
+            shipped, server.url, "stream", master, topic, out, checkpoint
+        )
+        assert as_sent(first) == sent
+        # A second run of the query continues from its checkpoint: only the new messages.
+        sent += await produce_varied(master, topic, range(200, 260))
+        second = await run_connect_client(
+            shipped, server.url, "stream", master, topic, out, checkpoint
+        )
+        assert as_sent(second) == sent
+    written = await read_back(master, second_topic, 100)
+    assert sorted(m.body for m in written) == sorted(f"connect-{n}".encode() for n in range(100))
