@@ -4,8 +4,8 @@ Starts a local TubeMQ cluster and a Spark standalone cluster on loopback (a mast
 one-core workers, from the ``pyspark`` package), zips ``tubemq_aio`` and runs
 ``examples/spark_pipeline.py`` with::
 
-    spark-submit --master spark://127.0.0.1:PORT --py-files tubemq_aio.zip \\
-        examples/spark_pipeline.py --submitted --master TUBEMQ_MASTER
+    PYTHONPATH=tubemq_aio.zip spark-submit --master spark://127.0.0.1:PORT \\
+        --py-files tubemq_aio.zip examples/spark_pipeline.py --submitted --master TUBEMQ_MASTER
 
 The executors' Python has pyspark, pyarrow and protobuf but not ``tubemq_aio``: they import it
 from the shipped zip, as on a cluster whose nodes never installed it. Exits with the job's code
@@ -44,8 +44,11 @@ async def run(events: int, work: Path) -> int:
             argv = spark.submit_command(PIPELINE, [*args, "--work-dir", str(work / "job")],
                                         py_files=[package])  # fmt: skip
             print("$ " + " ".join(argv), flush=True)
+            # PySpark plans a Python streaming source in a driver-side process that does not
+            # see --py-files: the driver gets the zip on its PYTHONPATH too.
+            env = {**spark.env, "PYTHONPATH": str(package)}
             job = await asyncio.to_thread(
-                subprocess.run, argv, env=spark.env, cwd=work, timeout=JOB_TIMEOUT, check=False
+                subprocess.run, argv, env=env, cwd=work, timeout=JOB_TIMEOUT, check=False
             )
             return job.returncode
 

@@ -67,24 +67,31 @@ class ShippedSpark:
     work: Path
 
     async def submit(
-        self, log: Path, *args: str, conf: dict[str, str] | None = None
+        self, log: Path, *args: str, conf: dict[str, str] | None = None, streaming: bool = False
     ) -> asyncio.subprocess.Process:
         """Start ``spark_cluster_job.py ARGS`` with ``spark-submit --py-files`` in a session of
-        its own (so its whole process group can be killed); output to ``log``."""
+        its own (so its whole process group can be killed); output to ``log``.
+
+        A ``streaming`` job also gets the zip on the driver's ``PYTHONPATH``: PySpark 4.3 plans
+        a Python streaming source in a driver-side process that does not see ``--py-files``.
+        """
         argv = self.cluster.submit_command(JOB, args, py_files=[self.package], conf=conf)
+        env = self.cluster.env
+        if streaming:
+            env["PYTHONPATH"] = str(self.package)
         with log.open("ab") as out:
             return await asyncio.create_subprocess_exec(
                 *argv,
-                env=self.cluster.env,
+                env=env,
                 cwd=self.work,
                 stdout=out,
                 stderr=out,
                 start_new_session=True,
             )
 
-    async def run(self, log: Path, *args: str, conf: dict[str, str] | None = None) -> None:
+    async def run(self, log: Path, *args: str, streaming: bool = False) -> None:
         """Submit the job and wait until it exits 0."""
-        job = await self.submit(log, *args, conf=conf)
+        job = await self.submit(log, *args, streaming=streaming)
         try:
             code = await asyncio.wait_for(job.wait(), JOB_TIMEOUT)
         finally:
@@ -141,7 +148,8 @@ async def test_submitted_job_runs_the_shipped_package_reads_and_writes_exactly(
     origins = [result["driver"], *result["executors"]]
     assert len(result["executors"]) == 2
     for path, accelerated in origins:
-        assert "tubemq_aio.zip" in path, f"tubemq_aio imported from {path}, not the shipped zip"
+        assert "tubemq_aio.zip/" in path, f"tubemq_aio imported from {path}, not the shipped zip"
+        assert not path.startswith(str(shipped.package)), "not the copy Spark shipped"
         assert accelerated is False
     # The batch read returns every produced message once, field for field.
     assert as_sent(result["rows"]) == sent
@@ -162,7 +170,7 @@ async def test_streaming_job_killed_and_restarted_on_the_cluster_exactly_once(
     common = [cluster.master_addr, topic, "restart-job", out, checkpoint, str(per_trigger)]
 
     await produce(cluster.master_addr, topic, range(messages // 2), pause=0)
-    first = await shipped.submit(log, "restart", *common, "run")
+    first = await shipped.submit(log, "restart", *common, "run", streaming=True)
     producing = asyncio.create_task(
         produce(cluster.master_addr, topic, range(messages // 2, messages), pause=0.3)
     )
@@ -178,7 +186,7 @@ async def test_streaming_job_killed_and_restarted_on_the_cluster_exactly_once(
     killed_after = committed_batches(checkpoint)
     await asyncio.wait_for(producing, 300)
 
-    await shipped.run(log, "restart", *common, f"until:{messages}")
+    await shipped.run(log, "restart", *common, f"until:{messages}", streaming=True)
     assert committed_batches(checkpoint) > killed_after
     rows = spark.read.parquet(out).collect()
     counts = Counter(int(row["id"]) for row in rows)
@@ -209,9 +217,8 @@ async def test_worker_lost_mid_batch_source_exact_sink_at_least_once(
     checkpoint = str(shipped.work / "lost-worker-checkpoint")
     args = ["lost-worker", cluster.master_addr, topic, second_topic, checkpoint, str(marks)]
     # Small Arrow batches, so a held task's first slice reaches its sink before the kill.
-    job = await shipped.submit(
-        log, *args, conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "20"}
-    )
+    small_batches = {"spark.sql.execution.arrow.maxRecordsPerBatch": "20"}
+    job = await shipped.submit(log, *args, conf=small_batches, streaming=True)
     try:
         held = await wait_for_marks(marks, job, log)
         pid = int(held[0].name.rsplit("-", 1)[1])
