@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 import tubemq_aio
@@ -127,18 +127,24 @@ def hold_after_first_slice(mark_dir: str) -> object:
     return hold
 
 
+def from_earliest(spark: SparkSession, master: str, topic: str, group: str) -> DataFrame:
+    """A streaming read of ``topic`` from its earliest offsets."""
+    return (
+        spark.readStream.format("tubemq")
+        .option("master", master)
+        .option("topic", topic)
+        .option("group", group)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
 def lost_worker(
     spark: SparkSession, master: str, in_topic: str, out_topic: str, checkpoint: str, marks: str
 ) -> int:
     """Copy ``in_topic`` to ``out_topic`` in one ``AvailableNow`` run with held tasks."""
-    stream = (
-        spark.readStream.format("tubemq")
-        .option("master", master)
-        .option("topic", in_topic)
-        .option("group", f"{in_topic}-copy")
-        .option("startingOffsets", "earliest")
-        .load()
-        .select("body", "attributes", "msg_type")
+    stream = from_earliest(spark, master, in_topic, f"{in_topic}-copy").select(
+        "body", "attributes", "msg_type"
     )
     held = stream.mapInArrow(hold_after_first_slice(marks), stream.schema)  # type: ignore[arg-type]
     query = (

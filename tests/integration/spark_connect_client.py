@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from spark_cluster_job import as_records
+from spark_cluster_job import as_records, from_earliest
 
 from tubemq_aio.spark import TubeMQDataSource
 
@@ -59,12 +59,7 @@ def stream(
 ) -> object:
     """Run the query once to the end of what is there; return the Parquet output's rows."""
     query = (
-        spark.readStream.format("tubemq")
-        .option("master", master)
-        .option("topic", in_topic)
-        .option("group", f"{in_topic}-connect-stream")
-        .option("startingOffsets", "earliest")
-        .load()
+        from_earliest(spark, master, in_topic, f"{in_topic}-connect-stream")
         .writeStream.format("parquet")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)

@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 from pyspark.sql import SparkSession
 from spark_fixtures import spark
-from test_spark_restart import batch_running, committed_batches, kill_group, produce
+from test_spark_restart import committed_batches, kill_during_batch, kill_group, produce
 from test_spark_sink import read_back
 
 from tubemq_aio import Producer
@@ -174,15 +174,8 @@ async def test_streaming_job_killed_and_restarted_on_the_cluster_exactly_once(
     producing = asyncio.create_task(
         produce(cluster.master_addr, topic, range(messages // 2, messages), pause=0.3)
     )
-    try:
-        deadline = time.monotonic() + JOB_TIMEOUT
-        # Kill the driver in the middle of a micro-batch, after two were committed.
-        while committed_batches(checkpoint) < 2 or not batch_running(checkpoint):
-            assert first.returncode is None, f"the job ended early: {log_tail(log)}"
-            assert time.monotonic() < deadline, f"no progress: {log_tail(log)}"
-            await asyncio.sleep(0.3)
-    finally:
-        await kill_group(first)
+    # Kill the driver in the middle of a micro-batch, after two were committed.
+    await kill_during_batch(first, checkpoint, log, 2, JOB_TIMEOUT)
     killed_after = committed_batches(checkpoint)
     await asyncio.wait_for(producing, 300)
 
