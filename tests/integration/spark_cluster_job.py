@@ -7,8 +7,8 @@
   accelerator loaded, and every row of a bounded read of ``IN_TOPIC``; then writes ``SINK_ROWS``
   rows (body ``sink-<n>``, attribute ``n``) to ``OUT_TOPIC`` with the sink.
 * ``lost-worker MASTER IN_TOPIC OUT_TOPIC CHECKPOINT MARK_DIR``: a streaming query (one
-  ``Trigger.AvailableNow`` run) from ``IN_TOPIC`` to ``OUT_TOPIC`` whose tasks each pass one
-  slice of rows on, then leave a file ``task-<partition>-<attempt>-<pid>`` in ``MARK_DIR`` and
+  ``Trigger.AvailableNow`` run) from ``IN_TOPIC`` to ``OUT_TOPIC`` whose tasks each pass
+  ``SLICE`` rows on, then leave a file ``task-<partition>-<attempt>-<pid>`` in ``MARK_DIR`` and
   hold until ``MARK_DIR/go`` exists: the test kills a worker while its tasks hold.
 * ``restart ARGS...``: the job of ``spark_restart_job.py`` on this cluster.
 
@@ -33,8 +33,9 @@ import tubemq_aio
 from tubemq_aio._speedups import compiled
 from tubemq_aio.spark import TubeMQDataSource
 
-#: Rows a held task passes on before it holds (its sink has sent them when the worker dies).
-SLICE = 20
+#: Rows a held task passes on before it holds: enough to get through the buffers between the
+#: Python workers and the JVM (64 KB each at 1 KB a row), so its sink sends some of them.
+SLICE = 300
 #: Seconds a task holds at most before it gives up waiting for ``go``.
 HOLD_LIMIT = 300.0
 #: Seconds the streaming query may run.
@@ -105,24 +106,23 @@ def as_records(rows: list[Row]) -> list[dict[str, object]]:
 
 
 def hold_after_first_slice(mark_dir: str) -> object:
-    """A ``mapInArrow`` function: pass one slice on, leave a mark, hold until ``go`` exists."""
+    """A ``mapInArrow`` function: pass ``SLICE`` rows on, leave a mark, hold until ``go``."""
 
     def hold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = TaskContext.get()
         assert task is not None
-        marked = False
-        for whole in batches:
-            for start in range(0, whole.num_rows, SLICE):
-                yield whole.slice(start, SLICE)
-                if not marked:
-                    marked = True
-                    name = f"task-{task.partitionId()}-{task.attemptNumber()}-{os.getpid()}"
-                    Path(mark_dir, name).touch()
-                    deadline = time.monotonic() + HOLD_LIMIT
-                    while not Path(mark_dir, "go").exists():
-                        if time.monotonic() > deadline:
-                            raise TimeoutError(f"no go in {mark_dir} after {HOLD_LIMIT} s")
-                        time.sleep(0.1)
+        passed = 0
+        for batch in batches:
+            yield batch
+            passed += batch.num_rows
+            if passed >= SLICE and not Path(mark_dir, "go").exists():
+                name = f"task-{task.partitionId()}-{task.attemptNumber()}-{os.getpid()}"
+                Path(mark_dir, name).touch()
+                deadline = time.monotonic() + HOLD_LIMIT
+                while not Path(mark_dir, "go").exists():
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"no go in {mark_dir} after {HOLD_LIMIT} s")
+                    time.sleep(0.1)
 
     return hold
 

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from spark_fixtures import spark
 from test_spark_restart import committed_batches, kill_during_batch, kill_group, produce
 from test_spark_sink import read_back
 
-from tubemq_aio import Producer
+from tubemq_aio import Consumer, Producer
 from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing.spark_cluster import (
     SparkConnectServer,
@@ -198,25 +199,44 @@ async def wait_for_marks(marks: Path, job: asyncio.subprocess.Process, log: Path
     return found
 
 
+def lost_body(i: int) -> bytes:
+    """Body ``i`` of the lost-worker test, padded to 1 KB."""
+    return f"m-{i}:".encode().ljust(1024, b".")
+
+
+async def wait_for_sent(master: str, topic: str, task: str, count: int) -> None:
+    """Wait until ``topic`` holds ``count`` messages written by ``task`` (``partition:attempt``)."""
+    seen = 0
+    group = f"sent-check-{uuid.uuid4().hex[:8]}"
+    async with Consumer(master, group=group, topics=[topic], consume_from="earliest") as consumer:
+        async with asyncio.timeout(HOLD_TIMEOUT):
+            async for message in consumer:
+                seen += message.attributes.get("task") == task
+                if seen >= count:
+                    return
+
+
 @pytest.mark.timeout(900)
 async def test_worker_lost_mid_batch_source_exact_sink_at_least_once(
     cluster: LocalCluster, topic: str, second_topic: str, shipped: ShippedSpark
 ) -> None:
-    messages = 600
+    messages = 3000
     async with Producer(cluster.master_addr, topics=[topic]) as producer:
-        await asyncio.gather(*(producer.send(topic, f"m-{i}".encode()) for i in range(messages)))
+        await asyncio.gather(*(producer.send(topic, lost_body(i)) for i in range(messages)))
     marks, log = shipped.work / "marks", shipped.work / "lost-worker.log"
     marks.mkdir()
     checkpoint = str(shipped.work / "lost-worker-checkpoint")
     args = ["lost-worker", cluster.master_addr, topic, second_topic, checkpoint, str(marks)]
-    # Small Arrow batches, so a held task's first slice reaches its sink before the kill.
-    small_batches = {"spark.sql.execution.arrow.maxRecordsPerBatch": "20"}
+    # Arrow batches of 100 rows: a held task's sink gets whole batches of its first rows.
+    small_batches = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}
     job = await shipped.submit(log, *args, conf=small_batches, streaming=True)
     try:
-        held = await wait_for_marks(marks, job, log)
-        pid = int(held[0].name.rsplit("-", 1)[1])
-        victim = shipped.cluster.worker_of(pid)
+        held = (await wait_for_marks(marks, job, log))[0]
+        _, partition, attempt, pid = held.name.split("-")
+        victim = shipped.cluster.worker_of(int(pid))
         assert victim is not None, f"task process {pid} is on no worker"
+        # Lose the node once the held task's sink has stored part of its rows.
+        await wait_for_sent(cluster.master_addr, second_topic, f"{partition}:{attempt}", 100)
         await shipped.cluster.kill_worker(victim)
         (marks / "go").touch()
         await shipped.cluster.start_worker(victim)  # the next test gets both workers again
@@ -227,19 +247,24 @@ async def test_worker_lost_mid_batch_source_exact_sink_at_least_once(
     assert code == 0, log_tail(log)
 
     got = await read_back(cluster.master_addr, second_topic, messages)
+    everything = {lost_body(i) for i in range(messages)}
     # Sink: at least once, every message tagged with its micro-batch and writing task.
-    assert {m.body for m in got} == {f"m-{i}".encode() for i in range(messages)}
+    assert {m.body for m in got} == everything
     assert {m.attributes["__spark_batch_id"] for m in got} == {"0"}
     attempts: dict[int, dict[int, list[bytes]]] = defaultdict(lambda: defaultdict(list))
     for m in got:
-        partition, attempt = map(int, m.attributes["task"].split(":"))
-        attempts[partition][attempt].append(m.body)
-    assert any(max(a) > 0 for a in attempts.values()), "no task was run again"
-    # Source: the attempt that finished each partition read its range exactly.
+        task_partition, task_attempt = map(int, m.attributes["task"].split(":"))
+        attempts[task_partition][task_attempt].append(m.body)
+    lost = attempts[int(partition)]
+    assert len(lost[int(attempt)]) >= 100, "the killed attempt's stored rows are gone"
+    assert max(lost) > int(attempt), "the killed task was not run again"
+    # Source: the attempt that finished each partition read its range exactly, so the killed
+    # attempt's rows are the only repeats.
     final = Counter(body for a in attempts.values() for body in a[max(a)])
-    assert set(final) == {f"m-{i}".encode() for i in range(messages)}
+    assert set(final) == everything
     assert max(final.values()) == 1
-    print(f"lost worker {victim}: {len(got) - messages} messages written twice by killed tasks")
+    assert set(lost[int(attempt)]) <= set(lost[max(lost)])
+    print(f"lost worker {victim}: {len(got) - messages} rows stored twice by the killed attempt")
 
 
 async def run_connect_client(shipped: ShippedSpark, url: str, *args: str) -> Any:
