@@ -293,8 +293,13 @@ async def test_spark_connect_client_reads_writes_and_restarts_a_stream(
 ) -> None:
     master = cluster.master_addr
     sent = await produce_varied(master, topic, range(200))
+    # The client uploads the package; the server's own PYTHONPATH has it only for the streaming
+    # source's planner, which does not see uploaded artifacts (see docs/spark.md).
     server = SparkConnectServer(
-        shipped.cluster.master_url, python=shipped.cluster.python, work_dir=shipped.work / "connect"
+        shipped.cluster.master_url,
+        python=shipped.cluster.python,
+        env={"PYTHONPATH": str(shipped.package)},
+        work_dir=shipped.work / "connect",
     )
     out, checkpoint = str(shipped.work / "connect-out"), str(shipped.work / "connect-checkpoint")
     async with server:

@@ -272,6 +272,9 @@ class SparkConnectServer(AsyncService):
         master: The Spark master it runs its queries on (``local[2]``, a cluster's URL).
         python: Interpreter of its Python workers; default this one.
         conf: Further Spark settings (``--conf``).
+        env: Further environment variables of the server, e.g. a ``PYTHONPATH`` that lets its
+            driver-side Python processes import a package (PySpark 4.3 plans a Python streaming
+            source in one that sees neither ``--py-files`` nor a session's uploaded artifacts).
         work_dir: Log and scratch space; default a new temporary directory.
         start_timeout: Seconds allowed until it accepts connections.
     """
@@ -282,6 +285,7 @@ class SparkConnectServer(AsyncService):
         *,
         python: str | None = None,
         conf: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
         work_dir: Path | None = None,
         start_timeout: float = 180.0,
     ) -> None:
@@ -289,6 +293,7 @@ class SparkConnectServer(AsyncService):
         self.master = master
         self.python = python or sys.executable
         self.conf = dict(conf or {})
+        self.env = dict(env or {})
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="tubemq-aio-connect-"))
         self.start_timeout = start_timeout
         self._proc: JavaProcess | None = None
@@ -330,7 +335,7 @@ class SparkConnectServer(AsyncService):
             argv += ["--conf", f"{key}={value}"]
         argv += ["--class", CONNECT_SERVER_CLASS, "spark-internal"]
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        env = java_env(os.environ, self.python, self.work_dir)
+        env = {**java_env(os.environ, self.python, self.work_dir), **self.env}
         proc = JavaProcess("spark-connect", argv, self.log_file, self.work_dir, env=env)
         self._proc = proc
         proc.spawn()
