@@ -115,10 +115,6 @@ class SparkStandaloneCluster(AsyncService):
     def _spark_class(self, name: str, *args: str) -> list[str]:
         return [str(spark_home() / "bin" / "spark-class"), name, *args]
 
-    def worker_process(self, index: int) -> JavaProcess | None:
-        """Worker ``index``'s process (None before it starts)."""
-        return self._workers[index]
-
     def worker_of(self, pid: int) -> int | None:
         """Index of the worker that ``pid`` (an executor or Python worker) descends from."""
         workers = {proc.pid: index for index, proc in enumerate(self._workers) if proc is not None}
@@ -184,8 +180,15 @@ class SparkStandaloneCluster(AsyncService):
             proc = JavaProcess(f"spark-worker{index}", argv, log, scratch, env=self.env)
             self._workers[index] = proc
             proc.spawn()
-            waits.append(self._wait(proc, partial(self._worker_alive, port), f"worker {index}"))
-        await asyncio.gather(*waits)
+            ready = partial(self._worker_alive, port)
+            waits.append(asyncio.ensure_future(self._wait(proc, ready, f"worker {index}")))
+        try:
+            await asyncio.gather(*waits)
+        except BaseException:
+            for wait in waits:  # a cancelled wait kills its worker
+                wait.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+            raise
 
     async def kill_worker(self, index: int) -> None:
         """SIGKILL worker ``index`` with its executors and Python workers (a lost node)."""
