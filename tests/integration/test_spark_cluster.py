@@ -2,10 +2,12 @@
 process of its own) with the package shipped by ``spark-submit --py-files``, and from a Spark
 Connect client.
 
-The executors (and the submitted drivers) run a Python that has every dependency but not
+The executors and the submitted drivers run a Python that has every dependency but not
 ``tubemq_aio`` (:func:`~tubemq_aio.testing.spark_cluster.make_executor_python`), so a job works
-only if the zip it ships does; the first test checks that its executors imported the zip.
-One cluster serves the whole module; the jobs live in ``spark_cluster_job.py``.
+only if the zip it ships does (a streaming job's driver also gets it on its ``PYTHONPATH``, see
+``docs/spark.md``); the first test checks that the executors imported the copy Spark shipped.
+One cluster serves the whole module; the jobs live in ``spark_cluster_job.py``, the Connect
+client in ``spark_connect_client.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ import pytest
 import pytest_asyncio
 from pyspark.sql import SparkSession
 from spark_fixtures import spark
-from test_spark_restart import committed_batches, kill_during_batch, kill_group, produce
+from test_spark_restart import (
+    committed_batches,
+    kill_during_batch,
+    kill_group,
+    log_end,
+    produce,
+)
 from test_spark_sink import read_back
 
 from tubemq_aio import Consumer, Producer
@@ -47,11 +55,6 @@ CONNECT_CLIENT = Path(__file__).with_name("spark_connect_client.py")
 JOB_TIMEOUT = 600.0
 #: Seconds until the first task of a job holds (see ``spark_cluster_job.py``).
 HOLD_TIMEOUT = 300.0
-
-
-def log_tail(log: Path) -> str:
-    """The end of a job's log, for a failure message."""
-    return log.read_text(errors="replace")[-5000:]
 
 
 def held_tasks(marks: Path) -> list[Path]:
@@ -98,7 +101,7 @@ class ShippedSpark:
         finally:
             if job.returncode is None:
                 await kill_group(job)
-        assert code == 0, f"job {args[0]} exited {code}:\n{log_tail(log)}"
+        assert code == 0, f"job {args[0]} exited {code}:\n{log_end(log)}"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -193,8 +196,8 @@ async def wait_for_marks(marks: Path, job: asyncio.subprocess.Process, log: Path
     """The marks of held tasks, once there is one."""
     deadline = time.monotonic() + HOLD_TIMEOUT
     while not (found := held_tasks(marks)):
-        assert job.returncode is None, f"the job ended early: {log_tail(log)}"
-        assert time.monotonic() < deadline, f"no task held: {log_tail(log)}"
+        assert job.returncode is None, f"the job ended early: {log_end(log)}"
+        assert time.monotonic() < deadline, f"no task held: {log_end(log)}"
         await asyncio.sleep(0.2)
     return found
 
@@ -244,7 +247,7 @@ async def test_worker_lost_mid_batch_source_exact_sink_at_least_once(
     finally:
         if job.returncode is None:
             await kill_group(job)
-    assert code == 0, log_tail(log)
+    assert code == 0, log_end(log)
 
     got = await read_back(cluster.master_addr, second_topic, messages)
     everything = {lost_body(i) for i in range(messages)}
@@ -283,7 +286,7 @@ async def run_connect_client(shipped: ShippedSpark, url: str, *args: str) -> Any
         if client.returncode is None:
             client.kill()
             await client.wait()
-    assert code == 0, f"Connect client {command} exited {code}:\n{log_tail(log)}"
+    assert code == 0, f"Connect client {command} exited {code}:\n{log_end(log)}"
     return json.loads(report.read_text())
 
 
