@@ -5,8 +5,9 @@ to the Connect server at ``URL`` (``sc://host:port``), uploads ``PACKAGE`` (the 
 ``tubemq_aio``) with ``addArtifacts(pyfile=True)`` so the server's Python workers can import
 it, registers ``tubemq`` and writes what it saw as JSON to the file named last:
 
-* ``batch URL MASTER PACKAGE IN_TOPIC OUT_TOPIC SINK_ROWS REPORT``: every row of a bounded
-  read of ``IN_TOPIC``; then ``SINK_ROWS`` rows (body ``connect-<n>``) written to ``OUT_TOPIC``.
+* ``batch URL MASTER PACKAGE IN_TOPIC OUT_TOPIC SINK_ROWS REPORT``: where two executor tasks
+  imported ``tubemq_aio`` from, every row of a bounded read of ``IN_TOPIC``; then ``SINK_ROWS``
+  rows (body ``connect-<n>``) written to ``OUT_TOPIC``.
 * ``stream URL MASTER PACKAGE IN_TOPIC OUT_DIR CHECKPOINT REPORT``: one ``Trigger.AvailableNow``
   run of ``IN_TOPIC`` into Parquet at ``OUT_DIR`` with ``CHECKPOINT``, then the output's rows.
 
@@ -18,12 +19,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from spark_cluster_job import as_records, from_earliest
 
+import tubemq_aio
 from tubemq_aio.spark import TubeMQDataSource
 
 #: Seconds the streaming run may take.
@@ -38,8 +42,18 @@ def connect(url: str, package: str) -> SparkSession:
     return spark
 
 
+def package_origin(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A ``mapInArrow`` function: where this executor imports ``tubemq_aio`` from."""
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"path": [tubemq_aio.__file__]})
+
+
 def batch(spark: SparkSession, master: str, in_topic: str, out_topic: str, rows: str) -> object:
-    """Read ``in_topic`` whole and write ``rows`` rows to ``out_topic``."""
+    """Read ``in_topic`` whole, write ``rows`` rows to ``out_topic``; return the rows read and
+    where two executor tasks imported ``tubemq_aio`` from."""
+    tasks = spark.range(2).repartition(2).mapInArrow(package_origin, "path string")
+    origins = [row["path"] for row in tasks.collect()]
     read = spark.read.format("tubemq").option("master", master).option("topic", in_topic)
     records = as_records(read.option("group", f"{in_topic}-connect").load().collect())
     (
@@ -51,7 +65,7 @@ def batch(spark: SparkSession, master: str, in_topic: str, out_topic: str, rows:
         .mode("append")
         .save()
     )
-    return records
+    return {"rows": records, "executors": origins}
 
 
 def stream(
