@@ -59,7 +59,7 @@ def test_jvm_environment_drops_python_and_spark_settings_of_the_caller(tmp_path:
     assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == "/venv/bin/python"
     assert env["SPARK_CONF_DIR"] == str(tmp_path / "conf")
     assert not list((tmp_path / "conf").iterdir())
-    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert env["SPARK_LOCAL_IP"] == env["SPARK_LOCAL_HOSTNAME"] == "127.0.0.1"
     assert Path(env["SPARK_HOME"]) == spark_home()
 
 

@@ -122,7 +122,7 @@ def java_env(base: Mapping[str, str], python: str, work_dir: Path) -> dict[str, 
         SPARK_HOME=str(home),
         SPARK_CONF_DIR=str(conf_dir),
         SPARK_LOCAL_IP=HOST,
-        SPARK_LOCALHOSTNAME=HOST,
+        SPARK_LOCAL_HOSTNAME=HOST,
         SPARK_LOG_DIR=str(work_dir / "logs"),
         SPARK_DAEMON_MEMORY="512m",
         PYSPARK_PYTHON=python,
@@ -167,15 +167,15 @@ async def wait_ready(proc: JavaProcess, ready: Probe, what: str, timeout: float)
 
 def parents() -> dict[int, int]:
     """Every live process's parent, from ``/proc``."""
-    parents = {}
+    parent_of = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
+            parent_of[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parent_of
 
 
 def descendants(pid: int) -> list[int]:
