@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test docs dist demo spark-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
+.PHONY: help venv speedups protos protos-check lint typecheck unit test docs dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  - the full matrix (~2 h; ROUNDS=6 for more rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
+	@echo "make spark-cluster-example - the same job by spark-submit on a Spark standalone cluster (master + 2 workers), package shipped with --py-files"
 	@echo "make docs   - build the documentation site (API reference from the docstrings) into site/"
 	@echo "make dist   - build the sdist and the wheel into dist/"
 
@@ -93,6 +94,9 @@ bench-gateway: system-deps $(STAMP)
 
 spark-example: system-deps $(STAMP)
 	$(PY) examples/spark_pipeline.py
+
+spark-cluster-example: system-deps $(STAMP)
+	$(PY) examples/spark_cluster.py
 
 cluster-up: system-deps $(STAMP)
 	$(PY) -m tubemq_aio.testing.cluster up

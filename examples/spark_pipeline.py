@@ -186,6 +186,22 @@ def run_pipeline(
     return table, expected_counts(events)
 
 
+def session(submitted: bool) -> SparkSession:
+    """The job's session: ``spark-submit``'s when ``submitted``, else a local one."""
+    if not submitted:
+        return local_session(
+            "tubemq-spark-example", log_level="ERROR", conf={"spark.sql.session.timeZone": "UTC"}
+        )
+    spark = (
+        SparkSession.builder.appName("tubemq-spark-example")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(TubeMQDataSource)
+    return spark
+
+
 def main() -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -193,6 +209,11 @@ def main() -> int:
     parser.add_argument("--master", help="use this running cluster instead of a local one")
     parser.add_argument("--topic", default=TOPIC, help="topic to use (demo); start it empty")
     parser.add_argument("--work-dir", help="output and checkpoint directory (default: temp)")
+    parser.add_argument(
+        "--submitted",
+        action="store_true",
+        help="run under spark-submit: use the session (master, shipped files) it provides",
+    )
     args = parser.parse_args()
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tubemq-spark-example-")
     cluster: LocalCluster | None = None
@@ -203,9 +224,7 @@ def main() -> int:
     master = args.master or (cluster.master_addr if cluster else "")
     try:
         print(f"producing {args.events} events to {args.topic!r} at {master}", flush=True)
-        spark = local_session(
-            "tubemq-spark-example", log_level="ERROR", conf={"spark.sql.session.timeZone": "UTC"}
-        )
+        spark = session(args.submitted)
         began = time.monotonic()
         try:
             table, expected = run_pipeline(spark, master, args.topic, work_dir, args.events)

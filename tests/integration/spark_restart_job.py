@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from tubemq_aio.spark.local import local_session
@@ -31,10 +32,16 @@ POLL = 2
 
 
 def main(argv: list[str]) -> int:
-    """Run the job; return the exit code."""
-    master, topic, group, out_dir, checkpoint, max_per_trigger, mode = argv
+    """Run the job on a ``local[2]`` session; return the exit code."""
+    checkpoint = argv[4]
     scratch = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), "spark-local")
-    spark = local_session("tubemq-restart-job", local_dir=scratch)
+    return run(local_session("tubemq-restart-job", local_dir=scratch), argv)
+
+
+def run(spark: SparkSession, argv: list[str]) -> int:
+    """Run the job on ``spark`` (``tubemq`` registered) with the arguments of the module
+    docstring; stop the session and return the exit code."""
+    master, topic, group, out_dir, checkpoint, max_per_trigger, mode = argv
     rows = (
         spark.readStream.format("tubemq")
         .option("master", master)

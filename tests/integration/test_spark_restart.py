@@ -96,6 +96,27 @@ async def kill_group(proc: asyncio.subprocess.Process) -> None:
             await asyncio.sleep(0.2)
 
 
+async def kill_during_batch(
+    job: asyncio.subprocess.Process, checkpoint: str, log: Path, commits: int, timeout: float
+) -> None:
+    """Kill ``job``'s process group in the middle of a micro-batch (its range is in the offset
+    log, not committed) once ``commits`` micro-batches are committed; fail with the log's end if
+    it ends first or ``timeout`` seconds pass."""
+    try:
+        deadline = time.monotonic() + timeout
+        while committed_batches(checkpoint) < commits or not batch_running(checkpoint):
+            assert job.returncode is None, f"the job ended early: {log_end(log)}"
+            assert time.monotonic() < deadline, f"no progress: {log_end(log)}"
+            await asyncio.sleep(0.3)
+    finally:
+        await kill_group(job)
+
+
+def log_end(log: Path) -> str:
+    """The last 3 000 characters of a job's log."""
+    return log.read_text(errors="replace")[-3000:]
+
+
 async def produce(master: str, topic: str, ids: range, pause: float) -> None:
     """Send a JSON body ``{"id": i}`` per id, in chunks of 200 with ``pause`` s between them."""
     async with Producer(master, topics=[topic]) as producer:
@@ -121,15 +142,7 @@ async def test_killed_driver_restarts_from_checkpoint_exactly_once(
     producing = asyncio.create_task(
         produce(cluster.master_addr, topic, range(MESSAGES // 3, MESSAGES), pause=0.5)
     )
-    try:
-        deadline = time.monotonic() + FIRST_RUN_TIMEOUT
-        # Kill in the middle of a micro-batch: its range is in the offset log, not committed.
-        while committed_batches(checkpoint) < COMMITS_BEFORE_KILL or not batch_running(checkpoint):
-            assert first.returncode is None, f"the job ended early: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no progress: {log.read_text()[-3000:]}"
-            await asyncio.sleep(0.5)
-    finally:
-        await kill_group(first)
+    await kill_during_batch(first, checkpoint, log, COMMITS_BEFORE_KILL, FIRST_RUN_TIMEOUT)
     killed_after = committed_batches(checkpoint)
     assert batch_running(checkpoint), "the kill was meant to interrupt a micro-batch"
     await asyncio.wait_for(producing, 300)

@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["JavaProcess", "kill_pid", "pid_alive", "tail"]
@@ -105,10 +105,17 @@ class JavaProcess:
         cwd: Working directory.
         detached: If True, the JVM survives this Python process (no parent-death signal, not
             killed at interpreter exit); used by the ``up`` CLI.
+        env: The process's whole environment; default this process's.
     """
 
     def __init__(
-        self, name: str, argv: Sequence[str], out_file: Path, cwd: Path, detached: bool = False
+        self,
+        name: str,
+        argv: Sequence[str],
+        out_file: Path,
+        cwd: Path,
+        detached: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """Store the command (see class docstring); nothing is started yet."""
         self.name = name
@@ -116,6 +123,7 @@ class JavaProcess:
         self.out_file = out_file
         self.cwd = cwd
         self.detached = detached
+        self.env = None if env is None else dict(env)
         self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -143,6 +151,7 @@ class JavaProcess:
                 stdout=out,
                 stderr=out,
                 cwd=self.cwd,
+                env=self.env,
                 start_new_session=True,
                 preexec_fn=None if self.detached else _die_with_parent,
             )
