@@ -136,17 +136,27 @@ class _CursorHold:
                 return
 
     async def end(self) -> None:
-        """Stop renewing and drop the mutex (shielded; idempotent)."""
+        """Stop renewing and drop the mutex (idempotent). A caller cancelled meanwhile still
+        waits for both to finish, then the cancellation goes on: an ``end`` cut short between
+        the two would leave the mutex held until it lapses, stalling every other reader."""
         if self._ended:
             return
         self._ended = True
+        finishing = asyncio.ensure_future(self._stop_and_unlock())
+        try:
+            await asyncio.shield(finishing)
+        except asyncio.CancelledError:
+            await asyncio.wait({finishing})
+            raise
+
+    async def _stop_and_unlock(self) -> None:
         renewal, self._renewal = self._renewal, None
         if renewal is not None:
             renewal.cancel()
             await asyncio.wait({renewal})  # its own cancel is not raised here
         with contextlib.suppress(Exception):
             self._cost.trips += 1
-            await asyncio.shield(self.store.unlock(*self.fence))
+            await self.store.unlock(*self.fence)
 
 
 @dataclasses.dataclass(slots=True)
