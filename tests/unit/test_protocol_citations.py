@@ -192,7 +192,6 @@ def test_pages_number_every_section_with_its_anchor(sections: dict[str, set[str]
         ("docs/protocol/consumer.md §1–§4, §6", []),
         ("see [consumer protocol §9.3](protocol/consumer.md#s9-3), then (§7)", []),
         ("[§8](../protocol/consumer.md#s8)", []),
-        ("rules (docs: DESIGN §3.5)", []),
         ("bare (§4.3)", ["no docs/protocol page named before this citation"]),
         ("docs/protocol/wire.md §5.99", ["no section 5.99 in docs/protocol/wire.md"]),
         ("docs/protocol/wire.md §5.2–5.99", ["no section 5.99 in docs/protocol/wire.md"]),

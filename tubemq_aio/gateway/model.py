@@ -10,11 +10,11 @@ believed to be), and per scope (``c`` for clustering, ``b:<client_id>`` for broa
 partitions with their committed offset, lease and redelivery count, plus two schedules:
 ``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
 
-Rules (docs: DESIGN §3.5): at most one live lease per (scope, partition); a committed offset
-moves only by ack, init, reset, an empty scan or a rewind (the broker lost the tail it stood
-in); a settled lease never changes state again; an expired lease is reclaimed by the next
-acquire but a late ack still counts until someone leases the partition again; committed offsets
-are never deleted when a partition leaves the metadata.
+Rules (the consume semantics of ``docs/gateway.md``): at most one live lease per (scope,
+partition); a committed offset moves only by ack, init, reset, an empty scan or a rewind (the
+broker lost the tail it stood in); a settled lease never changes state again; an expired lease
+is reclaimed by the next acquire but a late ack still counts until someone leases the partition
+again; committed offsets are never deleted when a partition leaves the metadata.
 """
 
 from __future__ import annotations
