@@ -6,6 +6,7 @@
 * :class:`FakeCluster`: an in-process master and brokers speaking the real wire protocol, with
   injectable faults (:class:`Fault`); no Java, starts in milliseconds.
 * :class:`FaultProxy`: a TCP proxy with run-time switchable network faults.
+* :func:`wait_until`: wait for a condition in a test instead of sleeping a fixed time.
 
 See ``docs/testing.md``.
 """
@@ -27,6 +28,7 @@ from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._fault_proxy import FaultProxy, LinkFaults
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
+from tubemq_aio.testing.polling import wait_until
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = [
@@ -54,4 +56,5 @@ __all__ = [
     "TopicLayout",
     "WebApiError",
     "make_tls_material",
+    "wait_until",
 ]
