@@ -11,6 +11,7 @@ PROTO_OUT := tubemq_aio/protocol/_pb
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+	@echo "make unit   - the tests that need no cluster and no Java (PYTEST_WORKERS=N, default 4)"
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
@@ -67,11 +68,22 @@ fuzz: $(STAMP)
 soak: system-deps $(STAMP)
 	$(PY) tests/soak/soak.py --minutes $(or $(MINUTES),10) --rate $(or $(SOAK_RATE),200)
 
+# Tests run on PYTEST_WORKERS processes (pytest-xdist, `PYTEST_WORKERS=0` runs them in this one).
+# Most tests wait on sockets, servers and timeouts rather than on the CPU, so more workers than
+# cores pays even on 2 cores. The integration tests form two groups (`--dist loadgroup`, see
+# tests/integration/conftest.py): each group runs whole on one worker, which starts that group's
+# real cluster, so a run starts two clusters and one Spark session. Both lists print the 20
+# slowest tests.
+PYTEST_WORKERS ?= 4
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+
+# Everything that needs neither the real cluster nor Java: tests/ except tests/integration.
 unit: $(STAMP) speedups
-	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q tests/unit tests/io
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q $(PYTEST_XDIST) --durations=20 tests \
+	  --ignore=tests/integration
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs
-	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20
 
 # --strict: a broken link, a missing page or a docstring the reference cannot render fails the build.
 docs: $(STAMP)

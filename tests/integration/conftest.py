@@ -1,9 +1,10 @@
-"""Integration-test plumbing: one real TubeMQ cluster for the whole run, fresh topics per test.
+"""Integration-test plumbing: one real TubeMQ cluster per test process, fresh topics per test.
 
 Fixtures (use them from any ``tests/integration/test_*.py``):
 
-* ``cluster`` (session): a started :class:`~tubemq_aio.testing.LocalCluster` with
-  ``IT_BROKERS`` brokers (default 2; env ``TUBEMQ_AIO_IT_BROKERS``). Connect clients with
+* ``cluster`` (session: one per test process, so one per pytest-xdist worker that runs
+  integration tests): a started :class:`~tubemq_aio.testing.LocalCluster` with ``IT_BROKERS``
+  brokers (default 2; env ``TUBEMQ_AIO_IT_BROKERS``). Connect clients with
   ``masters=cluster.master_addr``. Its methods work from any event loop, so function-scoped
   async tests may call ``await cluster.create_topic(...)`` or ``await cluster.brokers[0].kill()``
   (a test that stops a node must start it again before it ends).
@@ -14,9 +15,12 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
   together with the cluster, because each topic added to running brokers costs ~35 s in the
   master (a hard-coded sync step); when the pool runs dry a new batch is created in one call.
 
-Every test in this directory is marked ``integration``. If the cluster cannot start, each
-integration test errors at setup with the typed error and the tails of all server logs: they
-never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar download on a fresh machine).
+Every test in this directory is marked ``integration`` and belongs to the ``xdist_group`` of
+one of two clusters (``SECOND_CLUSTER_FILES``): with parallel workers (``make test``) every
+file of a group runs on one worker, which starts that group's cluster. If the cluster cannot
+start, each integration test errors at setup with the typed error and the tails of all server
+logs: they never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar download on a fresh
+machine).
 """
 
 from __future__ import annotations
@@ -44,12 +48,42 @@ def _topic_names(n: int) -> list[str]:
     return [f"it_{_RUN_ID}_{next(_counter)}" for _ in range(n)]
 
 
+#: The test files run against the second real cluster when the run has parallel workers
+#: (pytest-xdist with ``--dist loadgroup``): Spark (one session shared by its files) and the
+#: files that run JVMs or subprocesses of their own. Every other file of this directory, a new
+#: one included, shares the first cluster. Two clusters, each with its share of the files, halve
+#: the integration time on 2 cores: most of it is spent waiting on servers, not on the CPU.
+SECOND_CLUSTER_FILES = frozenset(
+    {
+        "test_bench_smoke.py",
+        "test_cli_cluster.py",
+        "test_cluster.py",
+        "test_cookbook.py",
+        "test_secure_cluster.py",
+        "test_spark_example.py",
+        "test_spark_restart.py",
+        "test_spark_sink.py",
+        "test_spark_source.py",
+        "test_wheel.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test collected from this directory as ``integration``."""
+    """Mark every test collected from this directory ``integration`` and put it in its cluster's
+    ``xdist_group``; move these tests to the front, so parallel workers start them first."""
     here = os.path.dirname(__file__)
+    ours: list[pytest.Item] = []
+    others: list[pytest.Item] = []
     for item in items:
-        if str(item.path).startswith(here + os.sep):
-            item.add_marker(pytest.mark.integration)
+        if not str(item.path).startswith(here + os.sep):
+            others.append(item)
+            continue
+        item.add_marker(pytest.mark.integration)
+        second = item.path.name in SECOND_CLUSTER_FILES
+        item.add_marker(pytest.mark.xdist_group("cluster-2" if second else "cluster-1"))
+        ours.append(item)
+    items[:] = ours + others
 
 
 class TopicPool:
