@@ -14,8 +14,7 @@ from typing import Any, cast
 
 import pytest
 from fastapi import FastAPI
-from gateway_fakes import FakeEngine, FakeOutcome, FakeProducer
-from test_gateway_http import CFG, READER
+from gateway_fakes import CFG, READER, FakeEngine, FakeOutcome, FakeProducer
 
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.disconnect import run_unless_disconnected
