@@ -49,10 +49,11 @@ def _topic_names(n: int) -> list[str]:
 
 
 #: The test files run against the second real cluster when the run has parallel workers
-#: (pytest-xdist with ``--dist loadgroup``): Spark (one session shared by its files) and the
-#: files that run JVMs or subprocesses of their own. Every other file of this directory, a new
-#: one included, shares the first cluster. Two clusters, each with its share of the files, halve
-#: the integration time on 2 cores: most of it is spent waiting on servers, not on the CPU.
+#: (pytest-xdist with ``--dist loadgroup``): Spark (one session shared by its files; any file
+#: with ``spark`` in its name goes there too) and the files that run JVMs or subprocesses of
+#: their own. Every other file of this directory, a new one included, shares the first cluster.
+#: Two clusters, each with its share of the files, halve the integration time on 2 cores: most
+#: of it is spent waiting on servers, not on the CPU.
 SECOND_CLUSTER_FILES = frozenset(
     {
         "test_bench_smoke.py",
@@ -80,7 +81,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             others.append(item)
             continue
         item.add_marker(pytest.mark.integration)
-        second = item.path.name in SECOND_CLUSTER_FILES
+        second = item.path.name in SECOND_CLUSTER_FILES or "spark" in item.path.name
         item.add_marker(pytest.mark.xdist_group("cluster-2" if second else "cluster-1"))
         ours.append(item)
     items[:] = ours + others
