@@ -70,12 +70,11 @@ soak: system-deps $(STAMP)
 
 # Tests run on PYTEST_WORKERS processes (pytest-xdist, `PYTEST_WORKERS=0` runs them in this one).
 # Most tests wait on sockets, servers and timeouts rather than on the CPU, so more workers than
-# cores pays even on 2 cores. The integration tests form two groups (`--dist loadgroup`, see
-# tests/integration/conftest.py): each group runs whole on one worker, which starts that group's
-# real cluster, so a run starts two clusters and one Spark session. Both lists print the 20
-# slowest tests.
+# cores pays even on 2 cores. The integration tests form two groups (tests/xdist_groups.py):
+# each group runs whole on one worker, which starts that group's real cluster, so a run starts
+# two clusters and one Spark session. Both targets print the 20 slowest tests.
 PYTEST_WORKERS ?= 4
-PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 
 # Everything that needs neither the real cluster nor Java: tests/ except tests/integration.
 unit: $(STAMP) speedups

@@ -15,9 +15,9 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
   together with the cluster, because each topic added to running brokers costs ~35 s in the
   master (a hard-coded sync step); when the pool runs dry a new batch is created in one call.
 
-Every test in this directory is marked ``integration`` and belongs to the ``xdist_group`` of
-one of two clusters (``SECOND_CLUSTER_FILES``): with parallel workers (``make test``) every
-file of a group runs on one worker, which starts that group's cluster. If the cluster cannot
+Every test in this directory is marked ``integration``. With parallel workers (``make test``)
+the files form two groups (``tests/xdist_groups.py``), each run whole on one worker, which
+starts that group's cluster. If the cluster cannot
 start, each integration test errors at setup with the typed error and the tails of all server
 logs: they never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar download on a fresh
 machine).
@@ -48,40 +48,14 @@ def _topic_names(n: int) -> list[str]:
     return [f"it_{_RUN_ID}_{next(_counter)}" for _ in range(n)]
 
 
-#: The test files run against the second real cluster when the run has parallel workers
-#: (pytest-xdist with ``--dist loadgroup``): Spark (one session shared by its files; any file
-#: with ``spark`` in its name goes there too) and, to balance the two, the files that drive the
-#: SDK from subprocesses (CLI, cookbook recipes, benchmark harness, installed wheel). Every other
-#: file of this directory, a new one included, shares the first cluster. The two groups took
-#: about the same time in a serial run; most of it is spent waiting on servers, not on the CPU.
-SECOND_CLUSTER_FILES = frozenset(
-    {
-        "test_bench_smoke.py",
-        "test_cli_cluster.py",
-        "test_cookbook.py",
-        "test_spark_example.py",
-        "test_spark_restart.py",
-        "test_spark_sink.py",
-        "test_spark_source.py",
-        "test_wheel.py",
-    }
-)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test collected from this directory ``integration`` and put it in its cluster's
-    ``xdist_group``; move these tests to the front, so parallel workers start them first."""
-    here = os.path.dirname(__file__)
-    ours: list[pytest.Item] = []
-    others: list[pytest.Item] = []
-    for item in items:
-        if not str(item.path).startswith(here + os.sep):
-            others.append(item)
-            continue
+    """Mark every test of this directory ``integration`` and move these tests to the front, so
+    parallel workers start them (the longest units of work) first."""
+    here = os.path.dirname(__file__) + os.sep
+    ours = [item for item in items if str(item.path).startswith(here)]
+    others = [item for item in items if not str(item.path).startswith(here)]
+    for item in ours:
         item.add_marker(pytest.mark.integration)
-        second = item.path.name in SECOND_CLUSTER_FILES or "spark" in item.path.name
-        item.add_marker(pytest.mark.xdist_group("cluster-2" if second else "cluster-1"))
-        ours.append(item)
     items[:] = ours + others
 
 
