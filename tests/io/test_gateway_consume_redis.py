@@ -352,6 +352,7 @@ async def test_flushed_redis_is_state_lost(server: RedisServer, service: Consume
 
 
 async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:
+    await server.flushall()  # on its own: no lease left by whichever test ran before it
     svc = make(server.url)
     await svc.start()
     try:
