@@ -37,8 +37,8 @@ from tubemq_aio.testing import ClusterError, LocalCluster, RedisServer
 
 IT_BROKERS = int(os.environ.get("TUBEMQ_AIO_IT_BROKERS", "2"))
 TOPIC_PARTITIONS = 3
-POOL_SIZE = 40
-REFILL_BATCH = 8
+POOL_SIZE = 64
+REFILL_BATCH = 16
 
 _RUN_ID = uuid.uuid4().hex[:6]
 _counter = itertools.count(1)
