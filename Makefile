@@ -6,11 +6,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test docs dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
+.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster docs dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+	@echo "make test-spark-cluster - the Spark standalone-cluster and Spark Connect tests (CI runs them after make test)"
+	@echo "make unit   - the tests that need no cluster and no Java (PYTEST_WORKERS=N, default 4)"
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
@@ -69,11 +71,30 @@ fuzz: $(STAMP)
 soak: system-deps $(STAMP)
 	$(PY) tests/soak/soak.py --minutes $(or $(MINUTES),10) --rate $(or $(SOAK_RATE),200)
 
+# Tests run on PYTEST_WORKERS processes (pytest-xdist, `PYTEST_WORKERS=0` runs them in this one).
+# Most tests wait on sockets, servers and timeouts rather than on the CPU, so more workers than
+# cores pays even on 2 cores. The integration tests form two groups (tests/xdist_groups.py):
+# each group runs whole on one worker, which starts that group's real cluster, so a run starts
+# two clusters and one Spark session. Both targets print the 20 slowest tests.
+PYTEST_WORKERS ?= 4
+PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
+
+# Everything that needs neither the real cluster nor Java: tests/ except tests/integration.
 unit: $(STAMP) speedups
-	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q tests/unit tests/io
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q $(PYTEST_XDIST) --durations=20 tests \
+	  --ignore=tests/integration
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs
-	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \
+	  --ignore=$(SPARK_CLUSTER_TESTS)
+
+# The Spark standalone-cluster and Spark Connect tests (issue P): a Spark master, two workers,
+# a Connect server and spark-submit jobs beside a real TubeMQ cluster, about 6 minutes on an idle
+# machine. They run on their own, after `make test` in CI (.ci/run), so that the JVMs they start
+# do not compete for the 2 cores with the two test clusters of `make test`.
+SPARK_CLUSTER_TESTS := tests/integration/test_spark_cluster.py
+test-spark-cluster: system-deps $(STAMP) speedups
+	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra --durations=5 $(SPARK_CLUSTER_TESTS)
 
 # --strict: a broken link, a missing page or a docstring the reference cannot render fails the build.
 docs: $(STAMP)

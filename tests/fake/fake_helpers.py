@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
-from tubemq_aio.testing import FakeCluster
+from tubemq_aio.testing import FakeCluster, wait_until
+
+__all__ = [
+    "HEARTBEAT",
+    "drain",
+    "group_consumer",
+    "produce",
+    "wait_until",
+]  # wait_until: for older imports
 
 #: The shortest heartbeat our clients accept; rebalances then take about two seconds.
 HEARTBEAT = 1.0
@@ -47,11 +53,3 @@ async def drain(
 
     await asyncio.wait_for(run(), timeout)
     return got
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``predicate`` every 50 ms until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        await asyncio.sleep(0.05)

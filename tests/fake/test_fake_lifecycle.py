@@ -26,7 +26,7 @@ from tubemq_aio import (
 )
 from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
 FAST: dict[str, Any] = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
 
@@ -65,12 +65,6 @@ def own_tasks() -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks() if t.get_name().startswith("tubemq-") and not t.done()]
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110  # polls state no event reports
-            await asyncio.sleep(0.01)
-
-
 @pytest.fixture(name="cluster")
 async def cluster_fixture() -> AsyncIterator[FakeCluster]:
     """A started one-broker FakeCluster with topic ``t`` (3 partitions)."""
@@ -98,7 +92,7 @@ async def assert_fully_closed(client: AsyncLifecycle, cluster: FakeCluster) -> N
     assert pool.closed
     assert pool.connections == {}
     assert pool.background_tasks == []
-    await wait_for(lambda: open_connections(cluster) == 0)
+    await wait_until(lambda: open_connections(cluster) == 0, 5, "open_connections(cluster) == 0")
     assert own_tasks() == []
 
 
@@ -108,7 +102,9 @@ async def cancel_teardown_then_close(
     """Cancel the teardown task while the close at the master hangs, then close again."""
     silence(cluster, close_method)
     closing = asyncio.ensure_future(client.close())
-    await wait_for(lambda: cluster.requests(close_method) == 1)
+    await wait_until(
+        lambda: cluster.requests(close_method) == 1, 5, "cluster.requests(close_method) == 1"
+    )
     assert client._close_task is not None
     client._close_task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -155,7 +151,7 @@ async def test_close_during_start_stops_the_start(cluster: FakeCluster, kind: st
     client = factory(cluster.master_addr)
     silence(cluster, register)
     starting = asyncio.ensure_future(client.start())
-    await wait_for(lambda: cluster.requests(register) == 1)
+    await wait_until(lambda: cluster.requests(register) == 1, 5, "cluster.requests(register) == 1")
     await asyncio.wait_for(client.close(), 5)
     with pytest.raises(ClientClosedError):
         await asyncio.wait_for(starting, 5)
@@ -267,7 +263,11 @@ async def test_a_send_cancelled_by_its_caller_is_counted_as_cancelled(
     async with producer(cluster.master_addr) as client:
         silence(cluster, Method.BROKER_PRODUCER_SEND_MESSAGE)
         task = asyncio.ensure_future(client.send("t", b"x"))
-        await wait_for(lambda: cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
+        await wait_until(
+            lambda: cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1,
+            5,
+            "cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1",
+        )
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -283,7 +283,11 @@ async def test_sends_never_written_are_retried(cluster: FakeCluster) -> None:
     async with producer(cluster.master_addr, max_in_flight=1, send_retries=2) as client:
         silence(cluster, Method.BROKER_PRODUCER_SEND_MESSAGE)
         written = asyncio.ensure_future(client.send("t", b"written"))
-        await wait_for(lambda: cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1)
+        await wait_until(
+            lambda: cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1,
+            5,
+            "cluster.requests(Method.BROKER_PRODUCER_SEND_MESSAGE) == 1",
+        )
         queued = asyncio.ensure_future(client.send("t", b"queued"))
         await asyncio.sleep(0.05)  # waits for the connection's only slot
         cluster.clear_faults()
@@ -309,7 +313,9 @@ async def test_a_crashed_background_task_is_logged_and_surfaced(
     async with producer(cluster.master_addr) as client:
         assert client._session is not None
         client._session.heartbeat = _crash  # type: ignore[method-assign]
-        await wait_for(lambda: client._supervisor.crash is not None)
+        await wait_until(
+            lambda: client._supervisor.crash is not None, 5, "client._supervisor.crash is not None"
+        )
         assert "tubemq-producer-heartbeat crashed" in caplog.text
         assert "ZeroDivisionError" in caplog.text
         with pytest.raises(ClientClosedError, match="ZeroDivisionError") as info:
@@ -368,7 +374,7 @@ async def test_start_close_cycles_with_random_cancellation_leak_nothing(
                     await client.close()
         await asyncio.wait_for(client.close(), 10)
         assert own_tasks() == []
-    await wait_for(lambda: open_connections(cluster) == 0)
+    await wait_until(lambda: open_connections(cluster) == 0, 5, "open_connections(cluster) == 0")
     assert {t for t in asyncio.all_tasks() if not t.done()} == tasks_before
     assert open_fds() == fds_before
 

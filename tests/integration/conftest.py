@@ -1,9 +1,10 @@
-"""Integration-test plumbing: one real TubeMQ cluster for the whole run, fresh topics per test.
+"""Integration-test plumbing: one real TubeMQ cluster per test process, fresh topics per test.
 
 Fixtures (use them from any ``tests/integration/test_*.py``):
 
-* ``cluster`` (session): a started :class:`~tubemq_aio.testing.LocalCluster` with
-  ``IT_BROKERS`` brokers (default 2; env ``TUBEMQ_AIO_IT_BROKERS``). Connect clients with
+* ``cluster`` (session: one per test process, so one per pytest-xdist worker that runs
+  integration tests): a started :class:`~tubemq_aio.testing.LocalCluster` with ``IT_BROKERS``
+  brokers (default 2; env ``TUBEMQ_AIO_IT_BROKERS``). Connect clients with
   ``masters=cluster.master_addr``. Its methods work from any event loop, so function-scoped
   async tests may call ``await cluster.create_topic(...)`` or ``await cluster.brokers[0].kill()``
   (a test that stops a node must start it again before it ends).
@@ -14,9 +15,12 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
   together with the cluster, because each topic added to running brokers costs ~35 s in the
   master (a hard-coded sync step); when the pool runs dry a new batch is created in one call.
 
-Every test in this directory is marked ``integration``. If the cluster cannot start, each
-integration test errors at setup with the typed error and the tails of all server logs: they
-never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar download on a fresh machine).
+Every test in this directory is marked ``integration``. With parallel workers (``make test``)
+the files form two groups (``tests/xdist_groups.py``), each run whole on one worker, which
+starts that group's cluster. If the cluster cannot
+start, each integration test errors at setup with the typed error and the tails of all server
+logs: they never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar download on a fresh
+machine).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from tubemq_aio.testing import ClusterError, LocalCluster, RedisServer
 
 IT_BROKERS = int(os.environ.get("TUBEMQ_AIO_IT_BROKERS", "2"))
 TOPIC_PARTITIONS = 3
-POOL_SIZE = 40
-REFILL_BATCH = 8
+POOL_SIZE = 64
+REFILL_BATCH = 16
 
 _RUN_ID = uuid.uuid4().hex[:6]
 _counter = itertools.count(1)
@@ -45,11 +49,14 @@ def _topic_names(n: int) -> list[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test collected from this directory as ``integration``."""
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.path).startswith(here + os.sep):
-            item.add_marker(pytest.mark.integration)
+    """Mark every test of this directory ``integration`` and move these tests to the front, so
+    parallel workers start them (the longest units of work) first."""
+    here = os.path.dirname(__file__) + os.sep
+    ours = [item for item in items if str(item.path).startswith(here)]
+    others = [item for item in items if not str(item.path).startswith(here)]
+    for item in ours:
+        item.add_marker(pytest.mark.integration)
+    items[:] = ours + others
 
 
 class TopicPool:

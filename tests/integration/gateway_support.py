@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 from tubemq_aio.testing.gateway import GatewayReplica
+
+#: The older name of :func:`tubemq_aio.testing.wait_until`, for tests written against it.
+eventually = wait_until
 
 ADMIN_KEY = "k-admin-e2e"
 READER_KEY = "k-reader-e2e"
@@ -240,16 +243,6 @@ async def metric(client: httpx.AsyncClient, name: str, **labels: str) -> float:
         if base == name and all(w in rest for w in want):
             total += float(value)
     return total
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    """Poll ``check`` every 50 ms until it is true; AssertionError naming ``what`` after
-    ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() >= deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

@@ -23,7 +23,7 @@ from tubemq_aio.errors import (
     ServerError,
     UnknownPartitionError,
 )
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 
 HEARTBEAT = 2.0
 INDEX_UNIT = 28  # bytes per index record
@@ -302,7 +302,8 @@ async def test_async_for_and_protection_timeout(
     batch = await c0.fetch(timeout=10)
     assert batch
     held = [m.body for m in batch]
-    await asyncio.sleep(3.5)  # not acked: taken back after confirm_timeout
+    # not acked: taken back after confirm_timeout
+    await wait_until(lambda: c0.stats.expired >= 1, 20, "the unacked batch to be taken back")
     assert not await batch.ack()
     bodies: list[bytes] = []
     async with asyncio.timeout(20):

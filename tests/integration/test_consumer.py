@@ -18,7 +18,7 @@ import pytest_asyncio
 from tubemq_aio.consumer import Consumer, ConsumerConfig, MessageBatch
 from tubemq_aio.errors import ClientClosedError, ConfigError, ServerError
 from tubemq_aio.models import Message
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 
 #: Java producer run from source: body ``{prefix}-{i}``, attributes idx/src, msgType even/odd.
 JAVA_PRODUCER = """
@@ -152,15 +152,6 @@ async def collect(c: Consumer, count: int, timeout: float = 30) -> list[Message]
     return got
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``predicate`` until true; return the seconds it took."""
-    t0 = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - t0 < timeout, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-    return time.monotonic() - t0
-
-
 @pytest_asyncio.fixture
 async def closing() -> AsyncIterator[list[Consumer]]:
     """Consumers appended here are closed at the end of the test, whatever happens."""
@@ -180,7 +171,7 @@ async def test_earliest_reads_java_messages_identically(
     t0 = time.monotonic()
     await c.start()
     # Backpressure: with the one prefetch slot full and nobody reading, nothing is fetched.
-    await wait_for(lambda: c.stats.batches == 1, 20, "the first batch")
+    await wait_until(lambda: c.stats.batches == 1, 20, "the first batch")
     fetches = c.stats.fetches
     await asyncio.sleep(1.0)
     assert (c.stats.fetches, c.stats.batches) == (fetches, 1)
@@ -197,7 +188,7 @@ async def test_earliest_reads_java_messages_identically(
     stats = c.stats.snapshot()
     assert stats["crc_mismatches"] == stats["decode_errors"] == 0
     assert stats["acks"] >= 1
-    await wait_for(lambda: all(p.lag == 0 for p in c.positions().values()), 10, "lag 0")
+    await wait_until(lambda: all(p.lag == 0 for p in c.positions().values()), 10, "lag 0")
     print(f"40 messages consumed {elapsed:.1f}s after start, stats {stats}")
 
 
@@ -215,7 +206,7 @@ async def test_nack_and_expiry_redeliver_and_close_commits(
     assert first, "no batch within 20 s"
     ids = [m.message_id for m in first]
     # Reclaimed by the master-heartbeat task (every 2 s here) once older than 1 s.
-    await wait_for(lambda: c.stats.expired >= 1, 10, "the lease to expire")
+    await wait_until(lambda: c.stats.expired >= 1, 10, "the lease to expire")
     assert not await first.ack()
     got: list[Message] = []
 
@@ -252,7 +243,7 @@ async def test_nack_and_expiry_redeliver_and_close_commits(
     d = consumer(cluster, group, [topic])
     closing.append(d)
     await d.start()
-    await wait_for(lambda: len(d.assignment()) == 6, 20, "reassignment")
+    await wait_until(lambda: len(d.assignment()) == 6, 20, "reassignment")
     assert not await d.getmany(timeout=3)
     assert all(p.lag == 0 for p in d.positions().values()), d.positions()
 
@@ -276,15 +267,19 @@ async def test_close_hands_partitions_to_second_consumer(
     b = consumer(cluster, group, [topic], **hooks("b"))
     closing.extend([a, b])
     await a.start()
-    await wait_for(lambda: len(a.assignment()) == 6, 20, "first assignment")
+    await wait_until(lambda: len(a.assignment()) == 6, 20, "first assignment")
     await b.start()
-    t_split = await wait_for(lambda: len(b.assignment()) > 0, 30, "a split")
-    await wait_for(lambda: len(a.assignment()) + len(b.assignment()) == 6, 10, "stable split")
+    t0 = time.monotonic()
+    await wait_until(lambda: len(b.assignment()) > 0, 30, "a split")
+    t_split = time.monotonic() - t0
+    await wait_until(lambda: len(a.assignment()) + len(b.assignment()) == 6, 10, "stable split")
     assert not set(a.assignment()) & set(b.assignment())
     t0 = time.monotonic()
     await a.close()
     close_time = time.monotonic() - t0
-    t_move = await wait_for(lambda: len(b.assignment()) == 6, 30, "takeover")
+    t0 = time.monotonic()
+    await wait_until(lambda: len(b.assignment()) == 6, 30, "takeover")
+    t_move = time.monotonic() - t0
     got = await collect(b, 20)
     assert {m.body for m in got} >= {f"h-{i}".encode() for i in range(20)}
     print(f"split after {t_split:.1f}s; close {close_time:.2f}s; takeover {t_move:.1f}s")
@@ -305,7 +300,7 @@ async def test_latest_async_for_and_filters(
     c = consumer(cluster, f"g_{topic}", [topic], consume_from="latest")
     closing.append(c)
     await c.start()
-    await wait_for(lambda: len(c.assignment()) == 6, 20, "assignment")
+    await wait_until(lambda: len(c.assignment()) == 6, 20, "assignment")
     await produce(topic, 10, "new")
     got: list[Message] = []
     async with asyncio.timeout(30):
@@ -386,7 +381,7 @@ async def test_run_push_style_pause_and_redelivery(
     closing.append(c)
     c.pause([topic])
     await c.start()
-    await wait_for(lambda: len(c.assignment()) == 6, 20, "assignment")
+    await wait_until(lambda: len(c.assignment()) == 6, 20, "assignment")
     await asyncio.sleep(1)
     assert c.stats.fetches == 0
     assert not await c.getmany(timeout=0.5)
@@ -402,7 +397,7 @@ async def test_run_push_style_pause_and_redelivery(
         seen_bodies.append(msg.body)
 
     runner = asyncio.ensure_future(c.run(handler, concurrency=3))
-    await wait_for(lambda: len(set(seen_bodies)) == 20, 30, "all messages handled")
+    await wait_until(lambda: len(set(seen_bodies)) == 20, 30, "all messages handled")
     await c.close()
     await asyncio.wait_for(runner, 10)  # run() returns once the consumer is closed
     assert set(seen_bodies) == {f"p-{i}".encode() for i in range(20)}
@@ -432,7 +427,7 @@ async def share_group_with_java(cluster: LocalCluster, topic: str, closing: list
     c = consumer(cluster, group, [topic])
     closing.append(c)
     await c.start()
-    await wait_for(lambda: len(c.assignment()) == 6, 20, "assignment")
+    await wait_until(lambda: len(c.assignment()) == 6, 20, "assignment")
     argv = cluster.java_tool_argv(
         "org.apache.inlong.tubemq.server.tools.cli.CliConsumer",
         *("--master-servers", cluster.master_addr, "--topicName", topic, "--groupName", group),
@@ -443,7 +438,9 @@ async def share_group_with_java(cluster: LocalCluster, topic: str, closing: list
         *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
     )
     try:
-        took = await wait_for(lambda: 0 < len(c.assignment()) < 6, 60, "the Java member")
+        t0 = time.monotonic()
+        await wait_until(lambda: 0 < len(c.assignment()) < 6, 60, "the Java member")
+        took = time.monotonic() - t0
         await asyncio.sleep(2 * HEARTBEAT)
         assert 0 < len(c.assignment()) < 6  # stable: the rest is the Java member's
         print(f"the Java member took its share after {took:.1f}s; we keep {c.assignment()}")
@@ -482,8 +479,14 @@ async def test_partitions_of_a_killed_member_come_back(
     await survivor.start()
     await produce(topic, 10, "k")
     # Meanwhile, on the same topic, a second group shared with the official Java consumer.
+    t0 = time.monotonic()
+
+    async def takeover() -> float:
+        await wait_until(lambda: len(survivor.assignment()) == 6, 90, "the takeover")
+        return time.monotonic() - t0
+
     took, _ = await asyncio.gather(
-        wait_for(lambda: len(survivor.assignment()) == 6, 90, "the takeover"),
+        takeover(),
         share_group_with_java(cluster, topic, closing),
     )
     got = await collect(survivor, 10)

@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from typing import Any
 import pytest_asyncio
 
 from tubemq_aio import Producer
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 
 MEMBER_SCRIPT = Path(__file__).with_name("_group_member.py")
 BEFORE = 300  # messages written before the members start
@@ -78,15 +78,6 @@ class Member:
     def has(self, event: str) -> bool:
         """Whether ``event`` was recorded."""
         return any(ev["e"] == event for ev in self.events())
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``predicate`` (every 0.1 s) until true; return the seconds it took."""
-    t0 = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - t0 < timeout, f"timed out after {timeout} s waiting for {what}"
-        await asyncio.sleep(0.1)
-    return time.monotonic() - t0
 
 
 @pytest_asyncio.fixture
@@ -210,7 +201,9 @@ async def test_three_processes_sigkill_and_graceful_close(
             union = set().union(*held)
             return all(held) and len(union) == 6 and sum(map(len, held)) == 6
 
-        t_split = await wait_until(split, 120, "the 3 members to split the 6 partitions")
+        t0 = time.monotonic()
+        await wait_until(split, 120, "the 3 members to split the 6 partitions", interval=0.1)
+        t_split = time.monotonic() - t0
         # Let the master finish balancing (it may still move partitions for a few cycles):
         # the split must hold unchanged for STABLE seconds.
         since, last_held = time.monotonic(), [m.held() for m in members]
@@ -222,7 +215,7 @@ async def test_three_processes_sigkill_and_graceful_close(
                 since, last_held = time.monotonic(), held
             return time.monotonic() - since >= STABLE
 
-        await wait_until(stable, 120, "a stable split")
+        await wait_until(stable, 120, "a stable split", interval=0.1)
         all_keys = set().union(*(m.held() for m in members))
         split_sizes = sorted(len(m.held()) for m in members)
         t_split_wall = time.time()
@@ -237,7 +230,9 @@ async def test_three_processes_sigkill_and_graceful_close(
         )
 
         # ---- SIGKILL one member while it works on a batch ----------------------------------
-        await wait_until(lambda: a.events()[-1]["e"] == "recv", 30, "the victim to take a batch")
+        await wait_until(
+            lambda: a.events()[-1]["e"] == "recv", 30, "the victim to take a batch", interval=0.1
+        )
         victim_keys = a.held()
         t_kill = time.time()
         a.proc.send_signal(signal.SIGKILL)
@@ -259,7 +254,7 @@ async def test_three_processes_sigkill_and_graceful_close(
         leaving_keys = b.held()
         t_term = time.time()
         b.proc.send_signal(signal.SIGTERM)
-        await wait_until(lambda: b.has("closed"), 30, "the graceful close")
+        await wait_until(lambda: b.has("closed"), 30, "the graceful close", interval=0.1)
         assert await asyncio.wait_for(b.proc.wait(), 30) == 0
         t_closed = next(ev["t"] for ev in b.events() if ev["e"] == "closed")
         await wait_until(

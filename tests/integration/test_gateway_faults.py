@@ -17,7 +17,6 @@ from gateway_support import (
     Group,
     Tally,
     consume_until,
-    eventually,
     gateways,
     lease_one,
     metric,
@@ -25,7 +24,7 @@ from gateway_support import (
     write_config,
 )
 
-from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
+from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer, wait_until
 from tubemq_aio.testing.gateway import GatewayReplica
 
 
@@ -264,7 +263,7 @@ async def test_replica_killed_between_lease_and_reply(
                 async def answered(before: int = swallowed) -> bool:
                     return proxy.discarded["down"] > before
 
-                await eventually(answered, 30, "replica A answered the fetch")
+                await wait_until(answered, 30, "replica A answered the fetch")
                 leased_pk = await _held_by(cb, "gl", a.pid)
                 if leased_pk is not None:
                     break
@@ -311,7 +310,7 @@ async def test_long_poll_ends_when_the_client_disconnects(
         async def polling() -> bool:
             return await metric(ca, waiters) == 1
 
-        await eventually(polling, 30, "the long poll waits")
+        await wait_until(polling, 30, "the long poll waits")
         writer.transport.abort()
 
         async def ended() -> bool:
@@ -320,7 +319,7 @@ async def test_long_poll_ends_when_the_client_disconnects(
         # Only the disconnect path answers 499: without it the poll would end as a 200 after
         # 30 s. The bound leaves room for a loaded machine.
         try:
-            await eventually(ended, 25, "the long poll ended with its client")
+            await wait_until(ended, 25, "the long poll ended with its client")
         except AssertionError as exc:
             text = (await ca.get("/metrics")).text
             lines = [ln for ln in text.splitlines() if "fetch" in ln and "_total" in ln]

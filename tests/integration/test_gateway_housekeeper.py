@@ -4,7 +4,6 @@ after SIGKILL, lag gauges of an idle group, broadcast client GC, idle session cl
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from gateway_support import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from tubemq_aio.testing import LocalCluster, RedisServer
+from tubemq_aio.testing import LocalCluster, RedisServer, wait_until
 
 INDEX_ENTRY = 28  # bytes of one message in a TubeMQ index file (offsets count these)
 HK = """sync_interval = 1
@@ -58,17 +57,6 @@ def leader_of(metrics: Scrape, group: str) -> bool:
     return metrics.get(("tubemq_gateway_housekeeper_leader", labels(group=group))) == 1.0
 
 
-async def until(check: Any, timeout: float, what: str) -> Any:
-    """Poll ``check()`` (async, truthy result wins) every 0.3 s for at most ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        await asyncio.sleep(0.3)
-
-
 async def test_housekeeper_leader_failover_lag_gauges_and_client_gc(
     cluster: LocalCluster, topic: str, redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -82,7 +70,7 @@ async def test_housekeeper_leader_failover_lag_gauges_and_client_gc(
             assert len(found) <= 1, "two replicas lead hkc at once"
             return found
 
-        [leader] = await until(leaders, 60, "a housekeeper leader")
+        [leader] = await wait_until(leaders, 60, "a housekeeper leader", interval=0.3)
         for _ in range(8):  # stays the only one
             assert await leaders() == [leader]
             await asyncio.sleep(0.25)
@@ -107,12 +95,12 @@ async def test_housekeeper_leader_failover_lag_gauges_and_client_gc(
 
         last: list[Any] = []
         try:
-            lag = await until(gauges_current, 90, "lag gauges of the idle group")
+            lag = await wait_until(gauges_current, 90, "lag gauges of the idle group", interval=0.3)
         except AssertionError as exc:
             logs = [r.log_file.read_text()[-3000:] for r in reps]
             raise AssertionError(f"{exc}; last seen {last[-1:]}; logs {logs}") from None
 
-        lag = await until(gauges_current, 90, "lag gauges of the idle group")
+        lag = await wait_until(gauges_current, 90, "lag gauges of the idle group", interval=0.3)
         # partitions of one store share offsets: each reports its broker's store backlog
         r = await clients[1 - leader].get("/v1/groups/hkc/lag", headers=READER)
         assert r.status_code == 200, r.text
@@ -141,7 +129,7 @@ async def test_housekeeper_leader_failover_lag_gauges_and_client_gc(
                     await store.sismember("tgw:{g:hkb}:clients", "b:gone")
                 )
 
-            await until(collected, 60, "GC of the idle broadcast client")
+            await wait_until(collected, 60, "GC of the idle broadcast client", interval=0.3)
             assert await store.exists("tgw:{g:hkc}:c:st")  # clustering state untouched
         finally:
             await store.aclose()
@@ -155,7 +143,7 @@ async def test_housekeeper_leader_failover_lag_gauges_and_client_gc(
             m = await scrape(clients[1 - leader])
             return m.get(("tubemq_gateway_housekeeper_sessions_closed_total", ()), 0.0) >= 1
 
-        await until(session_closed, 60, "close of the idle TubeMQ session")
+        await wait_until(session_closed, 60, "close of the idle TubeMQ session", interval=0.3)
         again = await lease_one(clients[1 - leader], "hkb", client_id="fresh")
         assert again["messages"]
 
@@ -166,13 +154,13 @@ async def test_housekeeper_leader_failover_lag_gauges_and_client_gc(
         async def took_over() -> bool:
             return leader_of(await scrape(survivor), "hkc")
 
-        await until(took_over, 30, "failover of the housekeeper")
+        await wait_until(took_over, 30, "failover of the housekeeper", interval=0.3)
 
         async def survivor_gauges() -> bool:
             m = await scrape(survivor)
             key = ("tubemq_gateway_group_lag_total_bytes", labels(group="hkc", scope="c"))
             return m.get(key) == total
 
-        await until(survivor_gauges, 30, "lag gauges on the new leader")
+        await wait_until(survivor_gauges, 30, "lag gauges on the new leader", interval=0.3)
         r = await survivor.post("/v1/groups/hkc/pause", headers=ADMIN)
         assert r.status_code == 200  # the survivor still serves admin calls

@@ -23,7 +23,7 @@ from tubemq_aio import (
     TopicUnavailableError,
 )
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 
 PARTITIONS_PER_BROKER = 3
 #: A broker's memory cache reaches its files within this long (default flush interval 20 s).
@@ -199,16 +199,28 @@ async def test_broker_killed_mid_stream(cluster: LocalCluster, topic: str) -> No
                     failures.append((exc, loop.time() - began))
                     await asyncio.sleep(0.05)
 
+        def acked_by(broker_id: int, after_ms: float) -> int:
+            return sum(
+                r.broker_id == broker_id and r.append_time > after_ms for r in list(acked.values())
+            )
+
         pumps = [asyncio.ensure_future(pump()) for _ in range(8)]
-        await asyncio.sleep(1.0)
+        survivor = cluster.brokers[0].broker_id
+        await wait_until(lambda: acked_by(victim.broker_id, 0) >= 20, 30, "sends to the victim")
         killed_at_ms = time.time() * 1000
         await victim.kill()
-        await asyncio.sleep(3.0)
-        during = len(acked)
-        await asyncio.sleep(2.0)
-        assert len(acked) > during, "sends stopped while one broker was down"
+        await wait_until(
+            lambda: acked_by(survivor, killed_at_ms) >= 200,
+            30,
+            "sends stopped while one broker was down",
+        )
         await victim.start()
-        await asyncio.sleep(8.0)
+        restarted_at_ms = time.time() * 1000
+        await wait_until(
+            lambda: acked_by(victim.broker_id, restarted_at_ms) >= 20,
+            60,
+            "sends to the restarted broker",
+        )
         stop.set()
         await asyncio.gather(*pumps)
         recent = await asyncio.gather(*(producer.send(topic, b"r") for _ in range(200)))

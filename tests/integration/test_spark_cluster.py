@@ -29,14 +29,14 @@ import pytest
 import pytest_asyncio
 from pyspark.sql import SparkSession
 from spark_fixtures import spark
-from test_spark_restart import (
+from spark_jobs import (
     committed_batches,
     kill_during_batch,
     kill_group,
     log_end,
     produce,
+    read_back,
 )
-from test_spark_sink import read_back
 
 from tubemq_aio import Consumer, Producer
 from tubemq_aio.testing import LocalCluster

@@ -11,11 +11,9 @@ back with a tubemq-aio :class:`Consumer` and compared field by field.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import tempfile
-import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,18 +24,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 from spark_fixtures import spark
+from spark_jobs import read_back
 
-from tubemq_aio import Consumer
-from tubemq_aio.models import Message
 from tubemq_aio.spark import TubeMQDataSource
 from tubemq_aio.testing import LocalCluster
 
 __all__ = ["spark"]  # the fixture, re-exported so pytest finds it here
-
-#: Seconds a read-back may take (group join included).
-READ_TIMEOUT = 120.0
-#: Seconds to keep reading after the expected count, to catch duplicates.
-DUPLICATE_WAIT = 3.0
 
 
 @pytest.fixture
@@ -53,24 +45,6 @@ def write_json_files(directory: str, files: int, per_file: int) -> None:
     for f in range(files):
         lines = (json.dumps({"file": f, "i": i}) for i in range(per_file))
         Path(directory, f"part-{f}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-async def read_back(master: str, topic: str, count: int) -> list[Message]:
-    """Every message of ``topic`` from the earliest offset, until ``count`` have arrived."""
-    got: list[Message] = []
-    group = f"sink-check-{uuid.uuid4().hex[:8]}"
-    async with Consumer(master, group=group, topics=[topic], consume_from="earliest") as consumer:
-        async with asyncio.timeout(READ_TIMEOUT):
-            async for message in consumer:
-                got.append(message)
-                if len(got) >= count:
-                    break
-        # Anything beyond ``count`` would be a duplicate: give it a moment to show up.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(DUPLICATE_WAIT):
-                async for message in consumer:
-                    got.append(message)
-    return got
 
 
 def test_batch_write_is_read_back_exactly(

@@ -11,7 +11,7 @@ import pytest
 from tubemq_aio import Consumer, Producer
 from tubemq_aio.models import Message
 from tubemq_aio.telemetry import TRACEPARENT
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 from tubemq_aio.testing.otel import InMemoryTelemetry
 
 MESSAGES = 120
@@ -22,13 +22,6 @@ def otel() -> Iterator[InMemoryTelemetry]:
     setup = InMemoryTelemetry()
     yield setup
     setup.shutdown()
-
-
-async def wait_until(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_spans_link_and_metrics_across_producer_and_consumer(

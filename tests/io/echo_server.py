@@ -7,6 +7,7 @@ mypy with ``tests/integration``); test modules import ``server_fixture`` and
 It decodes request frames with the coordinator's ``decode_request`` and answers with
 ``encode_success`` (echoing the request body) or ``encode_exception``. Knobs change how it
 answers: shuffled order, delay, drop, duplicate, garbage, close mid-flight, stop reading.
+:class:`MemoryTransport` stands in for the socket where a test drives a connection by hand.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -280,3 +281,37 @@ async def flood_until_paused(
             break
     assert conn.writing_paused
     return conn, flood
+
+
+class MemoryTransport(asyncio.Transport):
+    """Collects written bytes; never blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closing = False
+        self.writes = 0
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.writes += 1
+        for chunk in list_of_data:
+            self.written += chunk
+
+    def write(self, data: Any) -> None:
+        self.writes += 1
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass

@@ -446,6 +446,7 @@ async def test_init_command_marks_the_store_once(
 
 
 async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:
+    await server.flushall()  # on its own: no lease left by whichever test ran before it
     svc = make(server.url)
     await svc.start()
     try:

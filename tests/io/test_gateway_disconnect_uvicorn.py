@@ -8,7 +8,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import uvicorn
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.engine_types import FetchOutcome, Lease
 from tubemq_aio.models import Message
+from tubemq_aio.testing import wait_until
 from tubemq_aio.testing._ports import allocate_ports
 
 KEY = "k-disconnect-1"
@@ -95,7 +96,7 @@ async def serve(engine: SlowEngine) -> AsyncIterator[int]:
     )
     task = asyncio.create_task(server.serve())
     try:
-        await until(lambda: server.started, 20)
+        await wait_until(lambda: server.started, 20, "server.started")
         yield port
     finally:
         server.should_exit = True
@@ -115,26 +116,20 @@ async def open_fetch(port: int, body: dict[str, Any]) -> asyncio.StreamWriter:
     return writer
 
 
-async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            if check():
-                return
-            await asyncio.sleep(0.01)
-
-
 @pytest.mark.parametrize("how", ["close", "reset"])
 async def test_long_poll_ends_when_the_client_goes(how: str) -> None:
     engine = SlowEngine()
     async with serve(engine) as port:
         writer = await open_fetch(port, {"wait_ms": 30000})
-        await until(lambda: engine.waiting == 1)
+        await wait_until(lambda: engine.waiting == 1, 10, "engine.waiting == 1")
         started = time.monotonic()
         if how == "close":
             writer.close()
         else:
             writer.transport.abort()
-        await until(lambda: engine.waiting == 0)  # well before the 30 s poll would end
+        await wait_until(
+            lambda: engine.waiting == 0, 10, "engine.waiting == 0"
+        )  # well before the 30 s poll would end
         assert time.monotonic() - started < 25
         # a message arriving now is not leased for the gone client
         engine.pending.append(b"m1")
@@ -147,8 +142,8 @@ async def test_batch_leased_for_a_gone_client_is_released_at_once() -> None:
     engine = SlowEngine(pending=[b"m1"])
     async with serve(engine) as port:
         writer = await open_fetch(port, {})
-        await until(lambda: engine.reading == 1)
+        await wait_until(lambda: engine.reading == 1, 10, "engine.reading == 1")
         assert engine.holder is not None
         writer.transport.abort()
-        await until(lambda: engine.holder is None)
+        await wait_until(lambda: engine.holder is None, 10, "engine.holder is None")
         assert engine.released == 1

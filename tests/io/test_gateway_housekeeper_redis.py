@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -17,7 +16,7 @@ from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpe
 from tubemq_aio.gateway.hk_store import HousekeeperStore, leader_key
 from tubemq_aio.gateway.housekeeper import Housekeeper
 from tubemq_aio.gateway.store import LeaseStore, clients_keys, scope_keys
-from tubemq_aio.testing import RedisServer
+from tubemq_aio.testing import RedisServer, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -30,14 +29,6 @@ async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
     async with flushed_store(server) as (_, lease_store):
         await lease_store.boot(["gg", "bb"], allow_init=True)
         yield lease_store
-
-
-async def wait_for(check: Any, timeout: float = 10.0) -> None:
-    """Poll the async predicate ``check`` every 50 ms until true (fail after ``timeout``)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
 
 
 async def test_lead_is_compare_and_set_with_redis_expiry(store: LeaseStore) -> None:
@@ -59,7 +50,7 @@ async def test_lead_is_compare_and_set_with_redis_expiry(store: LeaseStore) -> N
     async def lapsed() -> bool:
         return (await hk.lead("gg", "A", 60_000)).held
 
-    await wait_for(lapsed)  # B stopped renewing: its key expires on Redis's clock
+    await wait_until(lapsed, 10, "lapsed")  # B stopped renewing: its key expires on Redis's clock
     assert await hk.holder("gg") == "A"
     assert await store.client.pttl(leader_key("gg")) > 1000
 
@@ -148,13 +139,15 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
             a, b = set(first.leading()), set(second.leading())
             return not a & b and a | b == {"gg", "bb"}
 
-        await wait_for(one_leader_each)  # per group: exactly one of the two leads
+        await wait_until(
+            one_leader_each, 10, "one leader each"
+        )  # per group: exactly one of the two leads
         leader, other = (first, second) if "gg" in first.leading() else (second, first)
 
         async def exported() -> bool:
             return ("tubemq_gateway_group_lag_total_bytes", "gg", "c") in _gauges(leader)
 
-        await wait_for(exported)
+        await wait_until(exported, 10, "exported")
         gauges = _gauges(leader)
         assert gauges[("tubemq_gateway_group_lag_bytes", "gg", "c", PARTS[0])] == 280
         assert gauges[("tubemq_gateway_group_lag_total_bytes", "gg", "c")] == 280
@@ -165,7 +158,9 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
         async def collected() -> bool:
             return await store.clients("bb") == []
 
-        await wait_for(collected)  # idle 1 s: the leader of bb deleted the client's state
+        await wait_until(
+            collected, 10, "collected"
+        )  # idle 1 s: the leader of bb deleted the client's state
         assert not await store.client.exists(scope_keys("bb", "b:gone")[3])
         assert await store.members("gg", "c") == PARTS
         assert first.stats.clients_collected + second.stats.clients_collected == 1
@@ -175,12 +170,12 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
         async def took_over() -> bool:
             return other.leading() == ["bb", "gg"]
 
-        await wait_for(took_over, timeout=5)
+        await wait_until(took_over, 5, "took over")
 
         async def exported_by_other() -> bool:
             return ("tubemq_gateway_group_lag_total_bytes", "gg", "c") in _gauges(other)
 
-        await wait_for(exported_by_other)
+        await wait_until(exported_by_other, 10, "exported by other")
         assert _gauges(other)[("tubemq_gateway_group_lag_total_bytes", "gg", "c")] == 280
         assert not _gauges(leader).get(("tubemq_gateway_housekeeper_leader", "gg"))
     finally:

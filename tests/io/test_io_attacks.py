@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pytest
 from echo_server import (  # noqa: F401
     FakeServer,
+    MemoryTransport,
     flood_until_paused,
     request_payload,
     server_fixture,
     settings_fixture,
     small_buffers,
 )
-from test_io_memory import MemoryTransport
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from echo_server import (  # noqa: F401
     FakeServer,
+    MemoryTransport,
     limit_send_buffer,
     request_payload,
     server_fixture,
     settings_fixture,
 )
-from test_io_memory import MemoryTransport
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import MAX_SERIAL

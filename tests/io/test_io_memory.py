@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from echo_server import request_payload
+from echo_server import MemoryTransport, request_payload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,40 +13,6 @@ from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import decode_request, encode_success
-
-
-class MemoryTransport(asyncio.Transport):
-    """Collects written bytes; never blocks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.closing = False
-        self.writes = 0
-
-    def writelines(self, list_of_data: Any) -> None:
-        self.writes += 1
-        for chunk in list_of_data:
-            self.written += chunk
-
-    def write(self, data: Any) -> None:
-        self.writes += 1
-        self.written += data
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-    def abort(self) -> None:
-        self.closing = True
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
 
 
 @settings(max_examples=40, deadline=None)

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from test_producer_window import HeldConnection, settle, started_producer
+from held_producer import HeldConnection, settle, started_producer
 
 from tubemq_aio import (
     ClientClosedError,

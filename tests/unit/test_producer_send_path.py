@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-from test_producer_window import ANSWER, settle, started_producer
+from held_producer import ANSWER, settle, started_producer
 
 from tubemq_aio import Producer, SendResult
 from tubemq_aio._io.rpc_client import RpcClient

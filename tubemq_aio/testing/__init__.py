@@ -7,6 +7,7 @@
   injectable faults (:class:`Fault`); no Java, starts in milliseconds.
 * :class:`FaultProxy`: a TCP proxy with run-time switchable network faults.
 * :class:`MasterWebApi`: a small client of the master's HTTP admin API (topics, groups).
+* :func:`wait_until`: wait for a condition in a test instead of sleeping a fixed time.
 
 See ``docs/testing.md``.
 """
@@ -29,6 +30,7 @@ from tubemq_aio.testing._fault_proxy import FaultProxy, LinkFaults
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
 from tubemq_aio.testing._webapi import MasterWebApi
+from tubemq_aio.testing.polling import wait_until
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = [
@@ -57,4 +59,5 @@ __all__ = [
     "TopicLayout",
     "WebApiError",
     "make_tls_material",
+    "wait_until",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tubemq_aio.errors import SendOutcomeUnknownError
+from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseStaleError,
@@ -23,6 +24,29 @@ from tubemq_aio.gateway.errors import (
 )
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.producer_rpc import SendResult
+
+#: Headers of the admin key and of a reader key (``consume:g*`` only) of :data:`CFG`.
+ADMIN = {"Authorization": "Bearer k-admin-1"}
+READER = {"Authorization": "Bearer k-reader-1"}  # consume:g* only
+CFG = GatewayConfig.from_mapping(
+    {
+        "masters": "127.0.0.1:1",
+        "redis": "redis://127.0.0.1:1/0",
+        "secret": "0123456789abcdef0123",
+        "produce_topics": ["demo"],
+        "max_batch": 50,
+        "max_body_bytes": 64 * 1024,
+        "groups": [
+            {"name": "g1", "topics": ["demo"]},
+            {"name": "gb", "topics": ["demo"], "mode": "broadcast"},
+            {"name": "other", "topics": ["demo"]},
+        ],
+        "keys": [
+            {"key": "k-admin-1", "scopes": ["produce:*", "consume:*", "admin:*"]},
+            {"key": "k-reader-1", "scopes": ["consume:g*"]},
+        ],
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,3 +286,14 @@ class FakeProducer:
             append_time=1,
             append_offset=n,
         )
+
+
+#: The smallest valid gateway configuration (no server behind it): tests add keys to it.
+BASE_CONFIG: dict[str, Any] = {
+    "masters": "127.0.0.1:1",
+    "redis": "redis://127.0.0.1:1/0",
+    "secret": "0123456789abcdef0123",
+    "produce_topics": ["demo"],
+    "groups": [{"name": "g1", "topics": ["demo"]}],
+    "keys": [{"key": "k-admin-1", "scopes": ["produce:*", "consume:*", "admin:*"]}],
+}

@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from gateway_fakes import FakeEngine, FakeProducer
-from test_gateway_http import ADMIN, CFG
+from gateway_fakes import ADMIN, BASE_CONFIG, CFG, FakeEngine, FakeProducer
 
 from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig, create_app
@@ -20,14 +19,6 @@ from tubemq_aio.gateway.cors import CorsConfig
 from tubemq_aio.producer import Producer
 
 ORIGIN = "https://app.example.com"
-BASE: dict[str, Any] = {
-    "masters": "127.0.0.1:1",
-    "redis": "redis://127.0.0.1:1/0",
-    "secret": "0123456789abcdef0123",
-    "produce_topics": ["demo"],
-    "groups": [{"name": "g1", "topics": ["demo"]}],
-    "keys": [{"key": "k-admin-1", "scopes": ["produce:*", "consume:*", "admin:*"]}],
-}
 
 
 def _client(config: GatewayConfig) -> TestClient:
@@ -49,7 +40,9 @@ def client() -> Iterator[TestClient]:
 
 @pytest.fixture
 def cors_client() -> Iterator[TestClient]:
-    with _client(GatewayConfig.from_mapping({**BASE, "cors": {"allow_origins": [ORIGIN]}})) as c:
+    with _client(
+        GatewayConfig.from_mapping({**BASE_CONFIG, "cors": {"allow_origins": [ORIGIN]}})
+    ) as c:
         yield c
 
 
@@ -84,12 +77,12 @@ def test_docs_pages_follow_a_mount_prefix() -> None:
 
 
 def test_docs_can_be_turned_off() -> None:
-    with _client(GatewayConfig.from_mapping({**BASE, "docs": False})) as c:
+    with _client(GatewayConfig.from_mapping({**BASE_CONFIG, "docs": False})) as c:
         for path in ("/docs", "/redoc", "/docs/assets/swagger-ui-bundle.js"):
             assert c.get(path).status_code == 404, path
         assert c.get("/openapi.json").status_code == 200
     with pytest.raises(ConfigError, match="docs must be true or false"):
-        GatewayConfig.from_mapping({**BASE, "docs": "yes"})
+        GatewayConfig.from_mapping({**BASE_CONFIG, "docs": "yes"})
 
 
 def test_docs_without_the_assets_package_is_a_clear_config_error(
@@ -98,7 +91,7 @@ def test_docs_without_the_assets_package_is_a_clear_config_error(
     monkeypatch.setitem(sys.modules, "fastapi_offline", None)  # as if not installed
     with pytest.raises(ConfigError, match="fastapi-offline"):
         create_app(CFG)
-    no_docs = GatewayConfig.from_mapping({**BASE, "docs": False})
+    no_docs = GatewayConfig.from_mapping({**BASE_CONFIG, "docs": False})
     assert create_app(no_docs).openapi()["info"]["title"]
 
 
@@ -163,7 +156,7 @@ def test_cors_preflight_and_simple_request(cors_client: TestClient) -> None:
 )
 def test_bad_cors_settings_are_refused(table: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
-        GatewayConfig.from_mapping({**BASE, "cors": table})
+        GatewayConfig.from_mapping({**BASE_CONFIG, "cors": table})
     assert isinstance(info.value, TubeMQError)
 
 

@@ -14,13 +14,13 @@ from typing import Any, cast
 
 import pytest
 from fastapi import FastAPI
-from gateway_fakes import FakeEngine, FakeOutcome, FakeProducer
-from test_gateway_http import CFG, READER
+from gateway_fakes import CFG, READER, FakeEngine, FakeOutcome, FakeProducer
 
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.disconnect import run_unless_disconnected
 from tubemq_aio.gateway.wake import Waker
 from tubemq_aio.producer import Producer
+from tubemq_aio.testing import wait_until
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -116,21 +116,13 @@ async def app_engine() -> AsyncIterator[tuple[FastAPI, PollingEngine]]:
         yield app, engine
 
 
-async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            if check():
-                return
-            await asyncio.sleep(0.005)
-
-
 async def test_long_poll_stops_when_the_client_leaves(
     app_engine: tuple[FastAPI, PollingEngine],
 ) -> None:
     app, engine = app_engine
     call = Call(app, {"wait_ms": 30000})
     call.start()
-    await until(lambda: engine.waiting == 1)
+    await wait_until(lambda: engine.waiting == 1, 5, "engine.waiting == 1")
     call.left.set()
     assert call.task is not None
     await asyncio.wait_for(call.task, 5)  # not 30 s: the poll was cut
@@ -145,7 +137,7 @@ async def test_a_long_poll_whose_client_stays_gets_its_batch(
     app, engine = app_engine
     call = Call(app, {"wait_ms": 200})
     call.start()
-    await until(lambda: engine.waiting == 1)
+    await wait_until(lambda: engine.waiting == 1, 5, "engine.waiting == 1")
     engine.add("1:demo:0", b"late")
     assert call.task is not None
     await asyncio.wait_for(call.task, 5)
@@ -270,7 +262,7 @@ async def test_a_waiter_that_leaves_frees_its_registration() -> None:
     waker = Waker(cast(Any, None), max_waiters=10)  # wait() needs no Redis
     await waker.wait("g|b:once", 1)  # timed out
     polls = [asyncio.create_task(waker.wait(f"g|b:{i % 2}", 30_000)) for i in range(4)]
-    await until(lambda: waker.waiting == 4)
+    await wait_until(lambda: waker.waiting == 4, 5, "waker.waiting == 4")
     waker.notify("g|b:0")  # two wake up; a new waiter on the same key arrives meanwhile
     late = asyncio.create_task(waker.wait("g|b:0", 30_000))
     await asyncio.gather(polls[0], polls[2])

@@ -11,34 +11,12 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from gateway_fakes import FakeEngine, FakeProducer
+from gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.state import messages_json
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
-
-ADMIN = {"Authorization": "Bearer k-admin-1"}
-READER = {"Authorization": "Bearer k-reader-1"}  # consume:g* only
-CFG = GatewayConfig.from_mapping(
-    {
-        "masters": "127.0.0.1:1",
-        "redis": "redis://127.0.0.1:1/0",
-        "secret": "0123456789abcdef0123",
-        "produce_topics": ["demo"],
-        "max_batch": 50,
-        "max_body_bytes": 64 * 1024,
-        "groups": [
-            {"name": "g1", "topics": ["demo"]},
-            {"name": "gb", "topics": ["demo"], "mode": "broadcast"},
-            {"name": "other", "topics": ["demo"]},
-        ],
-        "keys": [
-            {"key": "k-admin-1", "scopes": ["produce:*", "consume:*", "admin:*"]},
-            {"key": "k-reader-1", "scopes": ["consume:g*"]},
-        ],
-    }
-)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gateway_browser import BASE as BROWSER_BASE
+from gateway_fakes import BASE_CONFIG
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
@@ -18,7 +18,7 @@ from tubemq_aio.gateway.consume import ConsumeService
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 SECRET_PASSWORD = "pw-Zq8-never-shown"
-BASE: dict[str, Any] = {**BROWSER_BASE, "masters": "127.0.0.1:8715"}
+BASE: dict[str, Any] = {**BASE_CONFIG, "masters": "127.0.0.1:8715"}
 
 
 def _config(**extra: Any) -> GatewayConfig:
