@@ -88,7 +88,7 @@ test: system-deps $(STAMP) speedups protos-check lint typecheck docs
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \
 	  --ignore=$(SPARK_CLUSTER_TESTS)
 
-# The Spark standalone-cluster and Spark Connect tests (issue P): a Spark master, two workers,
+# The Spark standalone-cluster and Spark Connect tests: a Spark master, two workers,
 # a Connect server and spark-submit jobs beside a real TubeMQ cluster, about 6 minutes on an idle
 # machine. They run on their own, after `make test` in CI (.ci/run), so that the JVMs they start
 # do not compete for the 2 cores with the two test clusters of `make test`.

@@ -79,7 +79,8 @@ def wall_ms() -> int:
 
 
 def auth_stamp() -> tuple[int, int]:
-    """``(timestamp_ms, nonce)`` for a fresh signed ``AuthenticateInfo`` (notes §6.2)."""
+    """``(timestamp_ms, nonce)`` for a fresh signed ``AuthenticateInfo``
+    (docs/protocol/wire.md §6.2)."""
     return wall_ms(), random.getrandbits(31)
 
 

@@ -1,6 +1,6 @@
 """Authentication: the request signature and the tokens a producer carries (sans-I/O).
 
-Shared protocol notes §6. The signature is::
+docs/protocol/wire.md §6. The signature is::
 
     URLEncode(Base64(HMAC-SHA1(key=UTF8(password), msg=UTF8(user + str(timestamp) + str(nonce)))))
 

@@ -2,7 +2,7 @@
 
 Every client takes a master address list plus keyword options; :meth:`ClientConfig.from_url`
 builds the same from ``tubemq://host1:8715,host2:8715?rpc_timeout=5&tls=true``. Defaults follow the
-official Java client where it has one (shared protocol notes §2.5, §4.8, §7.1).
+official Java client where it has one (docs/protocol/wire.md §2.5, §4.8, §7.1).
 """
 
 from __future__ import annotations

@@ -307,7 +307,7 @@ class InternalServerError(ServerError):
     retriable = True
 
 
-#: The one table from TubeMQ error code to exception class (codes: shared protocol notes §8).
+#: The one table from TubeMQ error code to exception class (codes: docs/protocol/wire.md §8).
 SERVER_ERROR_CLASSES: dict[int, type[ServerError]] = {
     301: MessageMovedError,
     400: BadRequestError,
@@ -361,7 +361,8 @@ class ClientBalanceConfigError(ConsumerConfigError):
 
 
 class InvalidConfirmContextError(ConsumerConfigError):
-    """The confirm context is malformed or its lease is gone (Java answers 400, §4.4)."""
+    """The confirm context is malformed or its lease is gone (Java answers 400,
+    docs/protocol/consumer.md §4.4)."""
 
 
 class UnknownPartitionError(ConsumerConfigError):

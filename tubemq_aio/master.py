@@ -1,8 +1,8 @@
 """Calls to the active TubeMQ master, failing over along the configured address list.
 
 Only one master is active at a time; the others answer every call with a ``StandbyException``.
-Like the Java client (protocol notes §9), a call goes to the current master and, when that master
-is a standby, unreachable, or does not answer in time, moves on to the next address and tries
+Like the Java client (docs/protocol/wire.md §9), a call goes to the current master and, when that
+master is a standby, unreachable, or does not answer in time, moves on to the next address and tries
 again, at most once per address. The client then stays on the master that answered.
 """
 

@@ -1,4 +1,4 @@
-"""Broadcast ``client_id`` s are capped per group and per API key (issue 24 §6): a new one
+"""Broadcast ``client_id`` s are capped per group and per API key: a new one
 beyond a cap is a 409 ``too_many_clients`` with nothing stored, the replica forgets scopes it
 no longer syncs, and a reset of every client takes a bounded number of Redis round trips."""
 

@@ -1,4 +1,4 @@
-"""Broadcast: the group's shared broker cursor mutex must outlive a slow read (issue 24 §2).
+"""Broadcast: the group's shared broker cursor mutex must outlive a slow read.
 
 With the mutex living 0.3 s and every broker RPC taking 0.2 s, a read (register, GetMessage,
 commit) outlasts it: unless the mutex is renewed while the read runs, and the booking fenced by

@@ -1,6 +1,6 @@
-"""A rate-limited group never overdraws by one answer per concurrent fetch (issue 24 §4): the
+"""A rate-limited group never overdraws by one answer per concurrent fetch: the
 limiter is charged when a batch is booked, so reads of a limited group run one at a time. A
-paused group gives a retry hint and a long poll waits for the resume (§7)."""
+paused group gives a retry hint and a long poll waits for the resume."""
 
 from __future__ import annotations
 

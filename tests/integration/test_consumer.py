@@ -310,7 +310,8 @@ async def test_latest_async_for_and_filters(
                 break
     assert sorted(m.body for m in got) == sorted(f"new-{i}".encode() for i in range(10))
 
-    # Group flow-control rules travel from the master's web API to the consumer (§7).
+    # Group flow-control rules travel from the master's web API to the consumer
+    # (docs/protocol/consumer.md §7).
     rule = [{"type": 3, "rule": [{"normFreqInMs": 500, "filterFreqInMs": 0,
                                   "minDataFilterFreqInMs": 0}]}]  # fmt: skip
     await cluster.web_api.call(

@@ -1,5 +1,5 @@
 """Broadcast on the real cluster: two clients read one group through a slow broker and each
-gets every message (issue 24 §2). Every broker connection of the engine goes through a
+gets every message. Every broker connection of the engine goes through a
 FaultProxy that holds each chunk 0.1 s, so a read (register, GetMessage, commit) takes about
 0.6 s, twice the cursor mutex's unrenewed life here: the mutex is renewed while the read runs
 and the booking is fenced. (The lost-messages scenario itself reproduces on the fake cluster,

@@ -112,7 +112,7 @@ async def test_redis_crash_and_flush(
             assert r.json()["error"]["code"] == "state_lost"
         r = await a.get("/v1/groups/gr/lag", headers=READER)  # no zero backlog: alerts fire
         assert (r.status_code, r.json()["error"]["code"]) == (503, "state_lost"), r.text
-        # a replica (re)started after the loss must not hide it (issue 24 §1)
+        # a replica (re)started after the loss must not hide it
         async with (
             GatewayReplica(config, init_store=False) as late,
             httpx.AsyncClient(base_url=late.url, timeout=60) as via_late,

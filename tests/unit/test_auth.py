@@ -1,4 +1,5 @@
-"""Authentication (§6): the signature test vector, the broker token, token bookkeeping."""
+"""Authentication (docs/protocol/wire.md §6): the signature test vector, the broker token, token
+bookkeeping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Bad-broker blocking (§5.11): the 503 rule and the low-success-rate evaluation."""
+"""Bad-broker blocking (docs/protocol/wire.md §5.11): the 503 rule and the low-success-rate
+evaluation."""
 
 from __future__ import annotations
 

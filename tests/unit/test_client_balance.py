@@ -1,4 +1,4 @@
-"""Client-balanced (V2) consumer helpers (consumer note §8)."""
+"""Client-balanced (V2) consumer helpers (docs/protocol/consumer.md §8)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ def test_invalid_options_raise_config_error(kw: dict[str, Any]) -> None:
 
 
 def test_consume_from_maps_to_java_positions() -> None:
-    """The three ``consume_from`` values map to the Java consume positions (§9.3)."""
+    """The three ``consume_from`` values map to the Java consume positions
+    (docs/protocol/consumer.md §9.3)."""
     assert config(consume_from="earliest").position is ConsumePosition.FROM_FIRST_OFFSET
     assert config().position is ConsumePosition.FROM_LATEST_OFFSET
     assert config(consume_from="latest_always").position is ConsumePosition.FROM_MAX_OFFSET_ALWAYS

@@ -1,4 +1,4 @@
-"""Consumer metadata strings (consumer note §0.2) and argument validation."""
+"""Consumer metadata strings (docs/protocol/consumer.md §0.2) and argument validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Consumer request builders and response parsers (consumer note §1–§4, §6)."""
+"""Consumer request builders and response parsers (docs/protocol/consumer.md §1–§4, §6)."""
 
 from __future__ import annotations
 

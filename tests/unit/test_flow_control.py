@@ -1,4 +1,5 @@
-"""Flow-control rules and the post-fetch wait (consumer note §7), with hand-written rule JSON."""
+"""Flow-control rules and the post-fetch wait (docs/protocol/consumer.md §7), with hand-written rule
+JSON."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tubemq_aio.protocol.flow_control import (
     parse_flow_rules,
 )
 
-# The example of the note (§7.1), from the upstream project tests.
+# The example of docs/protocol/consumer.md (§7.1), from the upstream project tests.
 EXAMPLE = (
     '[{"type":0,"rule":[{"start":"08:00","end":"17:59","dltInM":1024,"limitInM":20,'
     '"freqInMs":1000}]},{"type":1,"rule":[{"zeroCnt":3,"freqInMs":300},{"zeroCnt":8,'

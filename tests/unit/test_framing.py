@@ -1,4 +1,5 @@
-"""Frame encoder and decoder: golden bytes built by hand from the protocol notes, plus fuzzing."""
+"""Frame encoder and decoder: golden bytes built by hand from docs/protocol/wire.md, plus
+fuzzing."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ each_decoder = pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
 
 
 def hand_frame(serial: int, blocks: list[bytes]) -> bytes:
-    """A frame laid out per the notes' §1.1 table, independent of our encoder."""
+    """A frame laid out per docs/protocol/wire.md §1.1 table, independent of our encoder."""
     out = bytes.fromhex("FF7FF4FE") + struct.pack(">I", serial) + struct.pack(">I", len(blocks))
     for block in blocks:
         out += struct.pack(">I", len(block)) + block

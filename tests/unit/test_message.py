@@ -1,4 +1,5 @@
-"""Message codec: golden bytes built by hand from the notes (§5.2–5.6, consumer §5), round trips."""
+"""Message codec: golden bytes built by hand from docs/protocol/wire.md
+(§5.2–5.6, docs/protocol/consumer.md §5), round trips."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from tubemq_aio.protocol.message import (
     validate_topic,
 )
 
-# §5.2 example: attribute "$msgType$=t1,$msgTime$=202401011200", payload "hello" (44 bytes).
+# docs/protocol/wire.md §5.2 example: attribute "$msgType$=t1,$msgTime$=202401011200", payload
+# "hello" (44 bytes).
 GOLDEN_DATA = bytes.fromhex(
     "00000023246d736754797065243d74312c246d736754696d65243d32303234303130313132303068656c6c6f"
 )
@@ -196,7 +198,7 @@ def test_format_msg_time() -> None:
     assert parse_msg_time("202302291159") is None
 
 
-# --- decoding (consumer.md §5), payloads built by hand ---------------------------------------
+# --- decoding (docs/protocol/consumer.md §5), payloads built by hand ------------------------------
 
 
 def test_decode_golden() -> None:

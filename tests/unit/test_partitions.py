@@ -1,4 +1,4 @@
-"""Partition lease bookkeeping (consumer note §4.3, §4.4): pure, no event loop."""
+"""Partition lease bookkeeping (docs/protocol/consumer.md §4.3, §4.4): pure, no event loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Producer metadata: master strings (§4.6), applying register/heartbeat responses (§4.4–4.7)."""
+"""Producer metadata: master strings (docs/protocol/wire.md §4.6), applying register/heartbeat
+responses (§4.4–4.7)."""
 
 from __future__ import annotations
 

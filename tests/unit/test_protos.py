@@ -169,7 +169,7 @@ def test_pyproject_protobuf_floor_accepts_generated_code() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# (b) golden bytes from the protocol notes (wire-and-producer.md §1.4, §5)
+# (b) golden bytes from docs/protocol/wire.md (§1.4, §5)
 # ---------------------------------------------------------------------------------------------
 
 

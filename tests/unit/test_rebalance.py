@@ -1,4 +1,5 @@
-"""Rebalance event processing plans and master-heartbeat bookkeeping (consumer note §2)."""
+"""Rebalance event processing plans and master-heartbeat bookkeeping
+(docs/protocol/consumer.md §2)."""
 
 from __future__ import annotations
 

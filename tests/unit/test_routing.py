@@ -1,4 +1,5 @@
-"""Partition routing (§5.9): round robin per topic, stable key hashing, back-off."""
+"""Partition routing (docs/protocol/wire.md §5.9): round robin per topic, stable key hashing,
+back-off."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""RPC envelope: hand-derived bytes from the protocol notes (§1.4) and server-side round trips."""
+"""RPC envelope: hand-derived bytes from docs/protocol/wire.md (§1.4) and server-side round
+trips."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One ``asyncio.Protocol`` per TCP connection: serial numbers, pending calls, coalesced writes.
 
-Hot path (no per-request task or timer, shared protocol notes §1.5):
+Hot path (no per-request task or timer, docs/protocol/wire.md §1.5):
 
 * send: take an in-flight slot (waiting, up to the call's own deadline, when none is free or the
   peer stopped reading), pick the next serial, register ``serial -> (future, deadline, timeout)``,

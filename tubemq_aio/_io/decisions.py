@@ -27,7 +27,7 @@ __all__ = [
 
 
 #: serialNo values stay within 31 bits (1..2**31-1): the Java client's counter is a signed int
-#: whose positive range is all it reaches before years of uptime (protocol notes §1.5).
+#: whose positive range is all it reaches before years of uptime (docs/protocol/wire.md §1.5).
 MAX_SERIAL = 0x7FFFFFFF
 
 #: Simple class names of the Java exceptions that are ``IOException`` subclasses on the server's

@@ -2,8 +2,8 @@
 
 TubeMQ's Java client offers both: ``TubeSingleSessionFactory`` shares one connection per address
 across every client of the process (reference-counted), ``TubeMultiSessionFactory`` gives each its
-own (protocol notes §7.1). :meth:`ConnectionPool.shared` and the constructor mirror that. Only
-clients with identical transport settings share (same TLS context object, host name rule,
+own (docs/protocol/wire.md §7.1). :meth:`ConnectionPool.shared` and the constructor mirror that.
+Only clients with identical transport settings share (same TLS context object, host name rule,
 timeouts and limits): a client never gets another one's TLS trust or limits. The registry of
 shared pools holds them weakly, so a pool (and the event loop it references) lives only as long
 as a client holds it: nothing survives a closed loop whose clients are gone.

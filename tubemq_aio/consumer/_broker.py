@@ -59,7 +59,8 @@ class BrokerRpc:
         filters: Iterable[str] = (),
         curr_offset: int | None = None,
     ) -> rpc.OffsetResponse:
-        """``RegisterRequestC2B`` opType 31 (§3.1), optionally with a start offset.
+        """``RegisterRequestC2B`` opType 31 (docs/protocol/consumer.md §3.1), optionally with a
+        start offset.
 
         With ``curr_offset`` the broker starts the group there only with ``read_status`` 0
         (readStatus 2 makes it ignore the offset, §3.2).

@@ -1,4 +1,5 @@
-"""Public value types, errors and pure helpers of the client-balanced consumer (§8).
+"""Public value types, errors and pure helpers of the client-balanced consumer
+(docs/protocol/consumer.md §8).
 
 Re-exported by :mod:`tubemq_aio.consumer.client_balanced`.
 """

@@ -39,7 +39,8 @@ T = TypeVar("T")
 
 
 async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Partition:
-    """The partition of ``key_text`` if it may be connected now (§8.4 checks).
+    """The partition of ``key_text`` if it may be connected now
+    (docs/protocol/consumer.md §8.4 checks).
 
     Queries the metadata first when none is held yet.
 

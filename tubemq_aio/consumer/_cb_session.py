@@ -1,4 +1,4 @@
-"""Master and broker side of the client-balanced consumer (protocol notes §8).
+"""Master and broker side of the client-balanced consumer (docs/protocol/consumer.md §8).
 
 The master only tracks membership, metadata and flow control for a client-balanced group: the
 V2 register (method 20) and heartbeat (21) carry ``ClientSubRepInfo``/``OpsTaskInfo``, metadata

@@ -1,7 +1,7 @@
 """Raw fetched messages to :class:`~tubemq_aio.models.Message` objects: the consume hot loop.
 
-Does what ``decode_payload`` + ``Message(...)`` do per message (consumer.md §5), fused into one
-loop because this is where a consumer spends most of its CPU. Measured on a 100 x 1 KB
+Does what ``decode_payload`` + ``Message(...)`` do per message (docs/protocol/consumer.md §5), fused
+into one loop because this is where a consumer spends most of its CPU. Measured on a 100 x 1 KB
 GetMessage batch (``benchmarks/micro/codec.py``), the separate steps cost ≈ 4.5 µs per message:
 
 * ``Message(**kwargs)``, a frozen slotted dataclass, ≈ 2.3 µs: its generated ``__init__`` binds

@@ -29,8 +29,8 @@ __all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Wait after an RPC failure of a fetch. Java releases at once (§4.3); a short pause keeps a
-#: fetcher from spinning on a broker that refuses connections.
+#: Wait after an RPC failure of a fetch. Java releases at once (docs/protocol/consumer.md §4.3); a
+#: short pause keeps a fetcher from spinning on a broker that refuses connections.
 _RPC_FAILURE_WAIT_MS = 200
 
 #: Reads of one batch with a checksum mismatch before the mismatch is taken as corruption at

@@ -36,7 +36,7 @@ __all__ = ["MasterSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``heartbeatPeriodAfterFail`` (§2.6), seconds.
+#: Java ``heartbeatPeriodAfterFail`` (docs/protocol/consumer.md §2.6), seconds.
 _HEARTBEAT_BACKOFF = 60.0
 
 

@@ -33,7 +33,7 @@ __all__ = ["ConsumerWiring", "SessionBase", "wire_consumer"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``regFailWaitPeriodMs`` (§1.3), seconds between register attempts.
+#: Java ``regFailWaitPeriodMs`` (docs/protocol/consumer.md §1.3), seconds between register attempts.
 _REGISTER_FAIL_WAIT = 1.0
 #: How often a wait for returned partitions re-checks (Java polls every 200 ms).
 _RETURN_POLL = 0.05

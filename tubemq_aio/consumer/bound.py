@@ -13,7 +13,8 @@ __all__ = [
     "BoundConsume",
 ]
 
-# The wire types of the register fields: sourceCount is an int32, offsets are int64 (§1.2).
+# The wire types of the register fields: sourceCount is an int32, offsets are int64
+# (docs/protocol/consumer.md §1.2).
 _MAX_INT32 = 2**31 - 1
 _MAX_INT64 = 2**63 - 1
 

@@ -1,4 +1,5 @@
-"""The client-balanced consumer: the application picks partitions and start offsets (§8).
+"""The client-balanced consumer: the application picks partitions and start offsets
+(docs/protocol/consumer.md §8).
 
 The master only tracks membership, metadata and flow control (V2 register/heartbeat,
 GetPartMeta) and never rebalances the group; fetching and batches reuse the server-balanced

@@ -29,7 +29,8 @@ __all__ = [
     "normalize_topics",
 ]
 
-#: Accepted ``consume_from`` values and the Java consume position each maps to (§9.3).
+#: Accepted ``consume_from`` values and the Java consume position each maps to
+#: (docs/protocol/consumer.md §9.3).
 ConsumeFrom = Literal["latest", "earliest", "latest_always"]
 CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
     {

@@ -1,4 +1,5 @@
-"""The producer's session with the master: register, heartbeats, publish, close (notes §4)."""
+"""The producer's session with the master: register, heartbeats, publish, close
+(docs/protocol/wire.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one seam where response bytes become protobuf messages (shared protocol notes §3).
+"""The one seam where response bytes become protobuf messages (docs/protocol/wire.md §3).
 
 Two ways malformed input gets past ``FromString`` alone: bytes that do not parse (a
 ``DecodeError``) and ``string`` fields that are not UTF-8. Our messages are proto2, whose

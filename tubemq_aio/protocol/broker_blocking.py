@@ -1,6 +1,6 @@
 """Automatic blocking of bad brokers on the send path (sans-I/O).
 
-Three of the Java producer's rules (shared protocol notes §5.11), with its default thresholds:
+Three of the Java producer's rules (docs/protocol/wire.md §5.11), with its default thresholds:
 
 * **503 rule**: a send answered with errCode 503 blocks that broker for 50 s after the last 503.
 * **Low success rate**: every 30 s the brokers' send/success counts since the previous evaluation

@@ -1,4 +1,4 @@
-"""Pure parts of the client-balanced (V2) consumer (§8).
+"""Pure parts of the client-balanced (V2) consumer (docs/protocol/consumer.md §8).
 
 The application picks partitions itself: :func:`assign_modulo` spreads partition keys over
 ``source_count`` clients the way the Java example does, :class:`PartitionMetaCache` keeps the

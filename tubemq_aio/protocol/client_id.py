@@ -1,6 +1,7 @@
 """Client ids of producers and consumers (sans-I/O; every input is passed in).
 
-Shapes, as the Java clients build them (shared protocol notes §4.1, consumer notes §1.2)::
+Shapes, as the Java clients build them
+(docs/protocol/wire.md §4.1, docs/protocol/consumer.md §1.2)::
 
     producer:  <localIPv4>-<pid>-<monotonic ns>-<abs(random int)>-<client version>
     consumer:  <group>_<localIPv4>-<pid>-<monotonic ns>-<abs(random int)>-<kind>-<version>

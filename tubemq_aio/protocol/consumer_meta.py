@@ -1,8 +1,8 @@
 """Consumer-side metadata strings: partitions, subscribe info, filters, bound offsets.
 
-Separators (consumer note §0.2): ``#`` segment, ``:`` attribute, ``@`` group, ``,`` array, ``=``
-key/value; upstream proto comments show ``-`` where the code uses ``#`` — we follow the code.
-Parsers of server strings raise :class:`MalformedMetaError` (a ``RemoteProtocolError``);
+Separators (docs/protocol/consumer.md §0.2): ``#`` segment, ``:`` attribute, ``@`` group, ``,``
+array, ``=`` key/value; upstream proto comments show ``-`` where the code uses ``#`` — we follow the
+code. Parsers of server strings raise :class:`MalformedMetaError` (a ``RemoteProtocolError``);
 validators of user input raise :class:`ConsumerConfigError` (a ``ConfigError``).
 """
 

@@ -1,4 +1,5 @@
-"""Consumer RPC bodies: request builders and response parsers (sans-I/O, §1–§4, §6, §8).
+"""Consumer RPC bodies: request builders and response parsers (sans-I/O,
+docs/protocol/consumer.md §1–§4, §6, §8).
 
 Builders return the serialized message for :func:`~tubemq_aio.protocol.rpc.encode_request` with
 the method id their docstring names. Parsers return frozen dataclasses and raise

@@ -1,4 +1,5 @@
-"""Flow-control rules pushed by the master and the client pacing algorithm (§7).
+"""Flow-control rules pushed by the master and the client pacing algorithm
+(docs/protocol/consumer.md §7).
 
 :class:`FlowControlState` keeps the cluster-default and group rule sets (JSON + id each) and the
 ``qryPriorityId``; :class:`PartitionFlow` computes the wait after each fetch (Java

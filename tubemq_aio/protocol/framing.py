@@ -1,6 +1,6 @@
 """TubeMQ frame encoding and incremental decoding (sans-I/O).
 
-A frame on the wire, in both directions (shared protocol notes §1.1)::
+A frame on the wire, in both directions (docs/protocol/wire.md §1.1)::
 
     begin token (4, 0xFF7FF4FE) | serialNo (4) | listSize (4) | listSize x (len (4) | bytes)
 

@@ -1,14 +1,15 @@
 """The message codec: the ``data`` bytes of a send and the payload bytes a consumer receives.
 
-Layout of ``SendMessageRequestP2B.data`` / ``TransferedMessage.payLoadData`` (shared protocol
-notes, wire-and-producer.md §5.2–5.5, consumer.md §5)::
+Layout of ``SendMessageRequestP2B.data`` / ``TransferedMessage.payLoadData``
+(docs/protocol/wire.md §5.2–5.5, docs/protocol/consumer.md §5)::
 
     flag bit 0 clear:  body
     flag bit 0 set:    attrLen (int32, big-endian) | attribute (attrLen bytes, UTF-8) | body
 
 The attribute is a ``key=value`` list joined by ``,``. Two keys are reserved for the "system
 headers": ``$msgType$`` (message type, the consumer filter item) and ``$msgTime$`` (producer wall
-time as ``yyyyMMddHHmm``). A producer writes them first, then the user's items (§5.3).
+time as ``yyyyMMddHHmm``). A producer writes them first, then the user's items
+(docs/protocol/wire.md §5.3).
 
 The encoder validates user input once and raises :class:`InvalidMessageError`; the decoder never
 drops anything silently: a CRC-32 mismatch is reported as ``crc_ok=False`` and a payload whose
@@ -368,7 +369,8 @@ def _split_item(item: str) -> list[str]:
 
 
 def parse_attributes(attribute: str) -> tuple[dict[str, str], str, str]:
-    """Parse an attribute string the way the Java consumer does (consumer.md §5 step 4).
+    """Parse an attribute string the way the Java consumer does
+    (docs/protocol/consumer.md §5 step 4).
 
     User items: ``key=value`` with a non-blank key; the first occurrence of a key wins and the
     value is the text between the first and the second ``=`` (Java ``getAttrValue``). Any item that
@@ -436,7 +438,8 @@ def decode_payload(payload: bytes, flag: int, expected_checksum: int) -> Decoded
     if attr_len < 0 or end > len(payload):
         raise MessageDecodeError(f"attribute length {attr_len} does not fit the payload")
     if attr_len == 0:
-        # Java keeps the attribute null for a zero length (a blank-attribute send, §5.4).
+        # Java keeps the attribute null for a zero length (a blank-attribute send,
+        # docs/protocol/wire.md §5.4).
         return DecodedPayload(payload[end:], None, _EMPTY, "", "", crc_ok, flag)
     attribute = payload[_ATTR_LEN.size : end].decode("utf-8", "replace")
     user, msg_type, msg_time = _parse_attributes_shared(attribute)

@@ -1,4 +1,5 @@
-"""Partition lease bookkeeping of a consumer (the Java ``RmtDataCache`` equivalent, §4.4).
+"""Partition lease bookkeeping of a consumer (the Java ``RmtDataCache`` equivalent,
+docs/protocol/consumer.md §4.4).
 
 A held partition is *idle*, *in use* (leased to one fetcher under a token) or *delayed* (idle
 again at a given time). Fetchers take the partition ready longest (FIFO, so each gets its turn)

@@ -1,6 +1,6 @@
 """What a producer learns from the master: brokers, writable partitions, size limits (sans-I/O).
 
-The master speaks in strings (shared protocol notes, wire-and-producer.md §4.4–4.7):
+The master speaks in strings (docs/protocol/wire.md §4.4–4.7):
 
 * ``brokerInfos``: ``brokerId:host:port``; a port of a single blank means the default port.
 * ``topicInfos``: ``topic#brokerId:partNum:storeNum[,...]#maxMsgSizeInBytes`` (last segment may be

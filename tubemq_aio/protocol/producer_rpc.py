@@ -1,6 +1,6 @@
 """Producer RPC bodies: builders of the requests and parsers of the responses (sans-I/O).
 
-Master calls (methods 1–3, shared protocol notes §4) use the generated protobuf classes. The send
+Master calls (methods 1–3, docs/protocol/wire.md §4) use the generated protobuf classes. The send
 (method 13, §5.1) runs per message, so :class:`SendRequestEncoder` writes its protobuf bytes by
 hand with the constant parts cached; the tests check it byte for byte against the generated
 ``SendMessageRequestP2B``.

@@ -1,4 +1,5 @@
-"""Rebalance events of the server-balanced consumer (§2.3–2.6) as pure state machines.
+"""Rebalance events of the server-balanced consumer (docs/protocol/consumer.md §2.3–2.6) as pure
+state machines.
 
 The master hands out at most one event per heartbeat response. :class:`RebalanceQueue` keeps the
 newest unprocessed event; an :class:`EventProcess` turns one event into the steps the I/O layer

@@ -1,6 +1,6 @@
 """Partition selection for sends (sans-I/O).
 
-The reference producers only know round robin per topic (shared protocol notes §5.9). We keep it
+The reference producers only know round robin per topic (docs/protocol/wire.md §5.9). We keep it
 as the default, add stable key-hash routing, and let users plug in their own
 :class:`Partitioner`. The caller passes the candidate partitions (normally
 :meth:`ProducerMetadata.writable_partitions` minus partitions on blocked brokers) and an optional

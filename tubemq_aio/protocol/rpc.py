@@ -4,7 +4,7 @@ A request payload is three varint-delimited messages: ``RpcConnHeader{flag=0}``,
 ``RequestHeader{serviceType, protocolVer}``, ``RequestBody{method, timeout, request}``. A response
 is ``RpcConnHeader{flag=1}``, ``ResponseHeader{status, ...}`` and either ``RspResponseBody{method,
 data}`` (status SUCCESS) or ``RspExceptionBody{exceptionName, stackTrace}`` (ERROR or FATAL).
-Shared protocol notes §1.4 and §2.
+docs/protocol/wire.md §1.4 and §2.
 
 The server side of the envelope (:func:`decode_request`, :func:`encode_success`,
 :func:`encode_exception`) exists for test servers and fault-injection proxies.

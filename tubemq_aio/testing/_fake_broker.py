@@ -1,5 +1,6 @@
 """The fake broker: send (13), consumer register/unregister (15), heartbeat (16), fetch (17),
-commit (18), answered the way a real broker does (wire notes §5.7, consumer notes §3, §4, §6)."""
+commit (18), answered the way a real broker does
+(docs/protocol/wire.md §5.7, docs/protocol/consumer.md §3, §4, §6)."""
 
 from __future__ import annotations
 

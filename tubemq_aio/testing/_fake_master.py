@@ -1,6 +1,6 @@
 """The fake master: producer (1-3), server-balanced consumer (4-6) and client-balanced V2
 consumer (20-22) calls, with a small balancer that moves partitions through rebalance events
-the way the real master does (wire notes §4, consumer notes §1, §2, §8)."""
+the way the real master does (docs/protocol/wire.md §4, docs/protocol/consumer.md §1, §2, §8)."""
 
 from __future__ import annotations
 

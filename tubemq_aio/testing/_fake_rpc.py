@@ -287,7 +287,7 @@ class RpcNode:
         try:
             return encode_success(request.method, handler(request))
         except DecodeError as exc:
-            # What a Java server answers to a body it cannot parse (protocol notes §1.6).
+            # What a Java server answers to a body it cannot parse (docs/protocol/wire.md §1.6).
             return encode_exception(_PROTOBUF_ERROR, str(exc), fatal=True)
 
     def refuse(self, request: RpcRequest, code: int, message: str) -> bytes:

@@ -1,6 +1,6 @@
 """The fake cluster's data: topic layout, per-partition message logs and group offsets.
 
-Offsets behave like the broker's index file (consumer protocol notes §3.2, §4.2): message ``i``
+Offsets behave like the broker's index file (docs/protocol/consumer.md §3.2, §4.2): message ``i``
 of a partition sits at byte offset ``i * 28``, ``maxOffset`` is ``count * 28``, and a group's
 committed offset advances by the bytes of the batch it fetched once that batch is confirmed.
 """
