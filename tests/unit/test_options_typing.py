@@ -10,7 +10,7 @@ import typing
 
 import pytest
 
-from tubemq_aio import ClientBalancedConsumer, ConfigError, Consumer
+from tubemq_aio import ClientBalancedConsumer, ConfigError, Consumer, Producer
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.consumer.client_balanced import ClientBalancedUrlOptions
 from tubemq_aio.consumer.config import (
@@ -19,7 +19,7 @@ from tubemq_aio.consumer.config import (
     ConsumerOptions,
     ConsumerUrlOptions,
 )
-from tubemq_aio.producer.config import ProducerConfig, ProducerOptions
+from tubemq_aio.producer.config import ProducerConfig, ProducerOptions, SendOptions
 
 
 def _fields(config: type) -> set[str]:
@@ -58,3 +58,14 @@ def test_typed_keywords_are_still_validated_at_run_time() -> None:
     options: dict[str, object] = {"fetchers": "two"}
     with pytest.raises(ConfigError, match="fetchers"):
         Consumer("127.0.0.1:1", group="g", topics=["t"], **options)  # type: ignore[arg-type]
+
+
+def test_send_options_are_the_keyword_arguments_of_send() -> None:
+    """``send_nowait(**options)`` takes what ``send`` spells out, with the same types."""
+    send = inspect.signature(Producer.send)
+    keyword_only = {
+        name: typing.get_type_hints(Producer.send)[name]
+        for name, p in send.parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert typing.get_type_hints(SendOptions) == keyword_only

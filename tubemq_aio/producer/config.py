@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Self, Unpack
+from typing import Self, TypedDict, Unpack
 
 from tubemq_aio._validate import Checks, is_seconds
 from tubemq_aio.config import ClientConfig, ClientOptions
@@ -19,6 +19,7 @@ __all__ = [
     "MAX_SEND_TIMEOUT",
     "ProducerConfig",
     "ProducerOptions",
+    "SendOptions",
     "check_send_args",
     "check_send_many_args",
 ]
@@ -117,6 +118,17 @@ class ProducerOptions(ClientOptions, total=False):
     register_attempts: int
     heartbeat_failures_before_backoff: int
     heartbeat_backoff: float
+
+
+class SendOptions(TypedDict, total=False):
+    """The keyword arguments of one send (:meth:`~tubemq_aio.Producer.send_nowait` takes them as
+    ``**options``; :meth:`~tubemq_aio.Producer.send` spells them out)."""
+
+    attributes: Mapping[str, str] | None
+    msg_type: str | None
+    msg_time: datetime | str | None
+    key: bytes | str | None
+    timeout: float | None
 
 
 def check_send_args(

@@ -29,6 +29,7 @@ from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.producer.config import (
     ProducerConfig,
     ProducerOptions,
+    SendOptions,
     check_send_args,
     check_send_many_args,
 )
@@ -523,7 +524,7 @@ class Producer(SendAttempts):
         body: bytes,
         *,
         callback: Callable[[asyncio.Future[SendResult]], object] | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[SendOptions],
     ) -> asyncio.Future[SendResult]:
         """Start a send and return its future at once (optionally with a completion callback).
 
@@ -563,7 +564,7 @@ class Producer(SendAttempts):
         session: ProducerSession,
         topic: str,
         body: bytes,
-        kwargs: dict[str, Any],
+        kwargs: SendOptions,
     ) -> None:
         try:
             result = await self._send_one(session, topic, body, None, **kwargs)
