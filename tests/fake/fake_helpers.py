@@ -5,15 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
-from tubemq_aio.testing import FakeCluster, wait_until
+from tubemq_aio.testing import FakeCluster
 
-__all__ = [
-    "HEARTBEAT",
-    "drain",
-    "group_consumer",
-    "produce",
-    "wait_until",
-]  # wait_until: for older imports
+__all__ = ["HEARTBEAT", "drain", "group_consumer", "produce"]
 
 #: The shortest heartbeat our clients accept; rebalances then take about two seconds.
 HEARTBEAT = 1.0

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_helpers import HEARTBEAT, group_consumer, produce, wait_until
+from fake_helpers import HEARTBEAT, group_consumer, produce
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
-from tubemq_aio.testing import FakeCluster
+from tubemq_aio.testing import FakeCluster, wait_until
 
 
 class Recorder:

@@ -6,13 +6,13 @@ import asyncio
 import dataclasses
 
 import pytest
-from fake_helpers import drain, group_consumer, produce, wait_until
+from fake_helpers import drain, group_consumer, produce
 
 from tubemq_aio import Consumer, ServerError
 from tubemq_aio.consumer._fetcher import CORRUPT_REFETCHES
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_helpers import wait_until
 
 from tubemq_aio import Producer, RemoteRpcError, SendOutcomeUnknownError, ServerError
 from tubemq_aio.errors import RequestTimeoutError
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
 SEND = Method.BROKER_PRODUCER_SEND_MESSAGE
 

@@ -12,11 +12,8 @@ from typing import Any
 
 import httpx
 
-from tubemq_aio.testing import LocalCluster, wait_until
+from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing.gateway import GatewayReplica
-
-#: The older name of :func:`tubemq_aio.testing.wait_until`, for tests written against it.
-eventually = wait_until
 
 ADMIN_KEY = "k-admin-e2e"
 READER_KEY = "k-reader-e2e"
