@@ -50,6 +50,7 @@ __all__ = [
     "MessageDecodeError",
     "MessageMovedError",
     "MessageNotFoundError",
+    "MessageTooLargeError",
     "NetworkError",
     "NoPartitionError",
     "NotRegisteredError",
@@ -345,6 +346,13 @@ class InvalidMessageError(ConfigError):
     """A message to send is invalid (bad body, topic, attribute, msgType/msgTime or size).
 
     Raised before anything is sent; also a ``ValueError`` (through :class:`ConfigError`).
+    """
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """A message to send (body plus attributes) exceeds the topic's max message size.
+
+    Raised before anything is sent; send it smaller or raise the topic's limit.
     """
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -226,12 +227,23 @@ async def test_broker_restarted_without_its_unflushed_tail_delivers_what_comes_a
                 await victim.restart()
 
 
-async def _held_by(client: httpx.AsyncClient, group: str, pid: int | None) -> str | None:
-    """The partition a lease of the replica process ``pid`` holds (lag shows the holder)."""
+def _replica_id(replica: GatewayReplica) -> str:
+    """The opaque id of a one-worker replica: answers carry only it, its start-up log maps it
+    to the host and process id."""
+    found = re.search(
+        rf"gateway replica (r-[0-9a-f]+) is \S+:{replica.pid}\b", replica.log_file.read_text()
+    )
+    assert found is not None, f"no replica id for process {replica.pid} in its log"
+    return found.group(1)
+
+
+async def _held_by(client: httpx.AsyncClient, group: str, replica: str) -> str | None:
+    """The partition a lease of the replica with the id ``replica`` holds (lag shows the
+    holder)."""
     r = await client.get(f"/v1/groups/{group}/lag", headers=READER)
     assert r.status_code == 200, r.text
     for p in r.json()["partitions"]:
-        if (p.get("lease_holder") or "").endswith(f":{pid}"):
+        if p.get("lease_holder") == replica:
             return str(p["partition_key"])
     return None
 
@@ -249,6 +261,7 @@ async def test_replica_killed_between_lease_and_reply(
     async with gateways(config, 2) as ((a, _b), (_ca, cb)):
         stored = await produce_numbered(cb, topic, 2000)
         leased_pk: str | None = None
+        a_id = _replica_id(a)
         async with (
             FaultProxy(f"127.0.0.1:{a.port}") as proxy,
             httpx.AsyncClient(base_url=f"http://{proxy.addr}", timeout=60) as via_proxy,
@@ -264,7 +277,7 @@ async def test_replica_killed_between_lease_and_reply(
                     return proxy.discarded["down"] > before
 
                 await wait_until(answered, 30, "replica A answered the fetch")
-                leased_pk = await _held_by(cb, "gl", a.pid)
+                leased_pk = await _held_by(cb, "gl", a_id)
                 if leased_pk is not None:
                     break
                 pending.cancel()  # A answered without a batch (empty, busy, 503): again

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -26,11 +27,29 @@ from tubemq_aio.gateway.errors import GatewayError
 __all__ = ["app_from_env", "main"]
 
 CONFIG_ENV = "TUBEMQ_GATEWAY_CONFIG"
+LOG_LEVEL_ENV = "TUBEMQ_GATEWAY_LOG_LEVEL"
 
 
 def app_from_env() -> FastAPI:
-    """The app of one worker, built from the file named by ``TUBEMQ_GATEWAY_CONFIG``."""
+    """The app of one worker, built from the file named by ``TUBEMQ_GATEWAY_CONFIG``.
+
+    The gateway's own log lines (the replica id at start, the details that error answers
+    withhold) go to stderr at ``TUBEMQ_GATEWAY_LOG_LEVEL`` (the server's ``--log-level``),
+    unless the process configured the ``tubemq_aio`` logger already.
+    """
+    _log_to_stderr(os.environ.get(LOG_LEVEL_ENV, "info"))
     return create_app(GatewayConfig.from_toml(os.environ[CONFIG_ENV]))
+
+
+def _log_to_stderr(level_name: str) -> None:
+    logger = logging.getLogger("tubemq_aio")
+    if logger.handlers:
+        return
+    level = logging.getLevelName(level_name.upper())
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level if isinstance(level, int) else logging.INFO)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn  # imported late: --openapi and config checks need no server
 
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
+    os.environ[LOG_LEVEL_ENV] = args.log_level
     uvicorn.run(
         "tubemq_aio.gateway.__main__:app_from_env",
         factory=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -26,8 +27,9 @@ from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.errors import RequestTooLargeError
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
-from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
+from tubemq_aio.gateway.http.api_errors import ApiError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, json_response
 from tubemq_aio.gateway.http.docs_pages import install_docs
@@ -35,11 +37,10 @@ from tubemq_aio.gateway.http.routes import admin, consume, ops, produce
 from tubemq_aio.gateway.metrics import MetricsMiddleware
 from tubemq_aio.producer import Producer
 
-__all__ = ["EngineFactory", "create_app", "openapi_document"]
+__all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 EngineFactory = Callable[[GatewayConfig], ConsumeEngine]
-_STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 
 
 def create_app(
@@ -60,9 +61,12 @@ def create_app(
     """
     gateway = Gateway(
         config=config,
-        replica=f"{socket.gethostname()}:{os.getpid()}",
+        replica=new_replica_id(),
         auth=Authenticator(config.keys, config.allow_anonymous, config.anonymous_grant()),
     )
+    # Answers (a lease holder in lag) name the replica only by its opaque id; which host and
+    # process it is, an operator reads here.
+    log.info("gateway replica %s is %s:%d", gateway.replica, socket.gethostname(), os.getpid())
     if config.allow_anonymous:
         log.warning(
             "allow_anonymous: requests without an API key are served with scopes %s",
@@ -113,11 +117,16 @@ def create_app(
         app.add_api_route("/v1/noop", produce.noop, methods=["POST"], include_in_schema=False)
     if config.docs:
         install_docs(app, title)
-    _install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    _install_error_handlers(app, gateway)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes, gateway=gateway)
     app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
     install_cors(app, config.cors)  # outermost: error answers carry the CORS headers too
     return app
+
+
+def new_replica_id() -> str:
+    """A short random id for one replica (an app), opaque to clients: ``r-`` + 8 hex digits."""
+    return f"r-{secrets.token_hex(4)}"
 
 
 def default_producer(config: GatewayConfig) -> Producer:
@@ -164,45 +173,22 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
     return ConsumeService(settings)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    async def api_error(_request: Request, exc: Exception) -> Response:
-        mapped = api_error_for(exc)
-        if mapped is None:  # an unexpected library error: a bug of ours, say so
-            log.exception("unexpected error", exc_info=exc)
-            mapped = ApiError(500, "internal", "internal error", True)
-        return json_response(mapped.body(), mapped.status, mapped.headers or None)
+def _install_error_handlers(app: FastAPI, gateway: Gateway) -> None:
+    async def answer(_request: Request, exc: Exception) -> Response:
+        error = gateway.answer(exc)
+        return json_response(error.body(), error.status, error.headers or None)
 
-    async def invalid(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        text = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
-        return json_response(ApiError(422, "invalid", text).body(), 422)
-
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
-            # FastAPI's answer to a body json.loads refuses with something other than a
-            # JSONDecodeError, e.g. a number over Python's 4300-digit limit: a client mistake
-            # like any other unparseable body, so the same 422
-            reason = str(exc.__cause__).split(";")[0][:200]
-            return json_response(ApiError(422, "invalid", f"body: {reason}").body(), 422)
-        code = _STATUS_CODES.get(exc.status_code, "http_error")
-        body = ApiError(exc.status_code, code, str(exc.detail)).body()
-        return json_response(body, exc.status_code, dict(exc.headers or {}) or None)
-
-    app.add_exception_handler(ApiError, api_error)
-    app.add_exception_handler(TubeMQError, api_error)
-    app.add_exception_handler(RequestValidationError, invalid)
-    app.add_exception_handler(StarletteHTTPException, http_error)
+    for kind in (ApiError, TubeMQError, RequestValidationError, StarletteHTTPException):
+        app.add_exception_handler(kind, answer)
 
 
 class BodyLimitMiddleware:
     """Refuses request bodies over ``max_bytes`` with 413, by header or while streaming."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, gateway: Gateway) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.gateway = gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
@@ -235,8 +221,10 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        error = ApiError(413, "too_large", f"request body over {self.max_bytes} bytes")
-        response = json_response(error.body(), 413)
+        error = self.gateway.answer(
+            RequestTooLargeError(f"request body over {self.max_bytes} bytes")
+        )
+        response = json_response(error.body(), error.status)
         await response({"type": "http"}, _no_receive, send)
 
 

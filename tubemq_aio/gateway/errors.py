@@ -1,7 +1,9 @@
-"""Errors of the gateway's consume engine; the HTTP layer maps each to one status code.
+"""Every error of the gateway: the consume engine's and the HTTP layer's, under one base.
 
-All subclass :class:`~tubemq_aio.errors.TubeMQError`. ``retriable`` says whether the same call
-may succeed later unchanged.
+All subclass :class:`GatewayError` (a :class:`~tubemq_aio.errors.TubeMQError`). ``retriable``
+says whether the same call may succeed later unchanged. Each class has exactly one HTTP meaning,
+given by the one table in :mod:`tubemq_aio.gateway.http.api_errors`; the status in each
+docstring is that table's.
 """
 
 from __future__ import annotations
@@ -11,22 +13,34 @@ from typing import ClassVar
 from tubemq_aio.errors import ConfigError, TubeMQError
 
 __all__ = [
+    "AuthError",
+    "ForbiddenScopeError",
     "GatewayError",
+    "InvalidBodyError",
     "InvalidRequestError",
     "LeaseConflictError",
     "LeaseStaleError",
+    "NotReadyError",
+    "RateLimitedError",
+    "RequestTooLargeError",
     "StateLostError",
     "StoreUnavailableError",
+    "TokenError",
+    "TooManyClientsError",
     "TooManyWaitersError",
     "TubeUnavailableError",
     "UnknownGroupError",
+    "UnknownTopicError",
 ]
 
 
 class GatewayError(TubeMQError):
-    """Base of the consume engine's errors."""
+    """Base of the gateway's errors."""
 
     retriable: ClassVar[bool] = False
+
+
+# ---- the consume engine ------------------------------------------------------------------------
 
 
 class UnknownGroupError(GatewayError):
@@ -69,3 +83,51 @@ class TooManyWaitersError(GatewayError):
     """This replica already holds its maximum of long-poll waiters (503)."""
 
     retriable = True
+
+
+# ---- requests and callers ----------------------------------------------------------------------
+
+
+class AuthError(GatewayError):
+    """No key, a malformed header or an unknown key (HTTP 401)."""
+
+
+class ForbiddenScopeError(GatewayError):
+    """The key is valid but lacks the scope for this resource (HTTP 403)."""
+
+
+class TokenError(GatewayError):
+    """A lease token is malformed, forged or altered (HTTP 400)."""
+
+
+class UnknownTopicError(GatewayError):
+    """The gateway may not publish to this topic (HTTP 404)."""
+
+
+class NotReadyError(GatewayError):
+    """The producer or the consume engine of this replica is not running (yet) (HTTP 503)."""
+
+    retriable = True
+
+
+class InvalidBodyError(GatewayError, ConfigError):
+    """A request body (or a value in it) is invalid (HTTP 422 ``invalid``)."""
+
+
+class RequestTooLargeError(GatewayError, ConfigError):
+    """A request body or batch over the configured limit (HTTP 413)."""
+
+
+class RateLimitedError(GatewayError):
+    """The group is over its consume rate (HTTP 429 with ``Retry-After``).
+
+    Args:
+        message: what the client reads.
+        retry_after_ms: when the next fetch may pass, or None (one second).
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, retry_after_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms

@@ -114,6 +114,12 @@ class GatewayMetrics:
             ["topic", "status"],
             registry=self.registry,
         )
+        self.error_answers = Counter(
+            PREFIX + "error_answers",
+            "error answers by code and the class of their cause (details are in the log)",
+            ["code", "cause"],
+            registry=self.registry,
+        )
         self._engine: Callable[[], object] | None = None
         self._housekeeper = _Delegate()
         self.registry.register(self._housekeeper)

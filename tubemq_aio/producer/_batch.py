@@ -124,7 +124,7 @@ def encode_all(
                 )
             )
         except InvalidMessageError as exc:
-            raise InvalidMessageError(f"send_many: bodies[{index}]: {exc}") from None
+            raise type(exc)(f"send_many: bodies[{index}]: {exc}") from None
     return encoded
 
 

@@ -25,7 +25,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
-from tubemq_aio.errors import InvalidMessageError, MessageDecodeError
+from tubemq_aio.errors import InvalidMessageError, MessageDecodeError, MessageTooLargeError
 
 try:  # zlib-ng's CRC-32 uses SIMD (≈ 4x faster on 1 KB); same polynomial, same results.
     from zlib_ng.zlib_ng import crc32
@@ -308,18 +308,18 @@ def encode_message(
     ):
         # The common plain message: no attribute block, the body is the data (no copy).
         if size > max_size:
-            raise InvalidMessageError(f"message of {size} bytes exceeds max {max_size}")
+            raise MessageTooLargeError(f"message of {size} bytes exceeds max {max_size}")
         return _tuple_new(EncodedMessage, (body, 0, "", ""))
     type_text, time_text, block = _message_fields(attributes, msg_type, msg_time)
     if not block:
         if size > max_size:
-            raise InvalidMessageError(f"message of {size} bytes exceeds max {max_size}")
+            raise MessageTooLargeError(f"message of {size} bytes exceeds max {max_size}")
         return _tuple_new(EncodedMessage, (body, 0, "", ""))
     # Java measures the attribute in UTF-16 units; UTF-8 bytes are never fewer, so this check is
     # at least as strict and keeps us under the broker's limit (max + 10 KiB, §5.8).
     attr_size = len(block) - _ATTR_LEN.size
     if size + attr_size > max_size:
-        raise InvalidMessageError(
+        raise MessageTooLargeError(
             f"message of {size} bytes plus {attr_size} attribute bytes exceeds max {max_size}"
         )
     return _tuple_new(EncodedMessage, (block + body, ATTRIBUTE_FLAG, type_text, time_text))

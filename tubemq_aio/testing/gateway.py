@@ -96,7 +96,7 @@ class GatewayReplica(AsyncService):
         argv = [
             sys.executable, "-m", "tubemq_aio.gateway",
             "--config", str(self.config), "--host", _HOST, "--port", str(self.port),
-            "--workers", str(self.workers), "--log-level", "warning",
+            "--workers", str(self.workers), "--log-level", "info",
         ]  # fmt: skip
         proc = JavaProcess("gateway", argv, self.log_file, Path(os.getcwd()))
         proc.spawn()

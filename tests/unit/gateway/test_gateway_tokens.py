@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from tubemq_aio.gateway.engine.tokens import (
     MAX_TOKEN_LENGTH,
     TokenClaims,
-    TokenError,
     decode_token,
     encode_token,
 )
+from tubemq_aio.gateway.errors import TokenError
 
 SECRET = b"s" * 32
 CLAIMS = TokenClaims("g1", "b:client-1", "1:demo:0", "ab" * 16)

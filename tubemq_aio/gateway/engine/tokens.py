@@ -14,18 +14,14 @@ import hmac
 import json
 from dataclasses import dataclass
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.errors import TokenError
 
-__all__ = ["MAX_TOKEN_LENGTH", "TokenClaims", "TokenError", "decode_token", "encode_token"]
+__all__ = ["MAX_TOKEN_LENGTH", "TokenClaims", "decode_token", "encode_token"]
 
 PREFIX = "t1."
 MAC_BYTES = 16
 #: Longest token accepted; longer input is refused without decoding it.
 MAX_TOKEN_LENGTH = 1024
-
-
-class TokenError(TubeMQError):
-    """A lease token is malformed, forged or altered (HTTP 400)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,11 @@
-"""One seam that turns every exception the gateway meets into an HTTP error.
+"""The one place that turns an exception into an HTTP error answer.
 
 Errors are answered as ``{"error": {"code", "message", "retriable"}}`` with a real status code.
-A client mistake or a normal state never becomes a 500; only a bug does.
+A client mistake or a normal state never becomes a 500; only a bug does. Every :class:`ApiError`
+is built here: the rest of the gateway raises typed errors (:mod:`tubemq_aio.gateway.errors`,
+the SDK's) and :func:`answer_for` maps them. An answer never carries internal details (a
+backend's host:port, an exception's text): those go to the log, and every error answer is
+counted in ``tubemq_gateway_error_answers_total`` by code and a bounded cause class.
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ import logging
 import math
 from dataclasses import dataclass, field
 
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
 from tubemq_aio.errors import (
     ClientClosedError,
     ConfigError,
+    MessageTooLargeError,
     NetworkError,
     RemoteRpcError,
     RequestTimeoutError,
@@ -20,50 +28,58 @@ from tubemq_aio.errors import (
     ServerError,
     TopicUnavailableError,
 )
-from tubemq_aio.gateway.engine.tokens import TokenError
 from tubemq_aio.gateway.errors import (
+    AuthError,
+    ForbiddenScopeError,
     GatewayError,
+    InvalidBodyError,
     InvalidRequestError,
     LeaseConflictError,
     LeaseStaleError,
+    NotReadyError,
+    RateLimitedError,
+    RequestTooLargeError,
     StateLostError,
     StoreUnavailableError,
+    TokenError,
     TooManyClientsError,
     TooManyWaitersError,
     TubeUnavailableError,
     UnknownGroupError,
+    UnknownTopicError,
 )
-from tubemq_aio.gateway.http.auth import AuthError, ForbiddenScopeError
+from tubemq_aio.gateway.metrics import GatewayMetrics
 
-__all__ = ["ApiError", "api_error_for"]
+__all__ = ["ApiError", "answer_for", "api_error_for", "cause_class"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
 
 @dataclass(slots=True)
 class ApiError(Exception):
-    """An error answer: status, stable code, message, whether retrying may help."""
+    """An error answer: status, stable code, message, whether retrying may help.
+
+    ``cause`` (a bounded class name) labels the error metric; ``detail`` is what the log gets
+    when the message withholds it (empty: the message says it all).
+    """
 
     status: int
     code: str
     message: str
     retriable: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    cause: str = "other"
+    detail: str = ""
 
     def body(self) -> dict[str, object]:
         """The JSON body ``{"error": {...}}``."""
         return {"error": {"code": self.code, "message": self.message, "retriable": self.retriable}}
 
 
-def throttled(retry_after_ms: int | None, message: str) -> ApiError:
-    """A 429 with ``Retry-After`` in whole seconds (at least 1)."""
-    seconds = max(1, math.ceil((retry_after_ms or 1000) / 1000))
-    return ApiError(429, "rate_limited", message, True, {"Retry-After": str(seconds)})
-
-
-# The consume engine's errors: this table is the only place that gives them HTTP meaning
-# (status and code; ``retriable`` comes from the error class).
-_ENGINE_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
+# The gateway's errors: this table is the only place that gives them HTTP meaning (status and
+# code; ``retriable`` comes from the error class). A class not listed takes its nearest listed
+# base class's entry.
+_GATEWAY_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     UnknownGroupError: (404, "unknown_group"),
     LeaseStaleError: (409, "lease_stale"),
     LeaseConflictError: (409, "lease_conflict"),
@@ -73,11 +89,20 @@ _ENGINE_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     TooManyWaitersError: (503, "too_many_waiters"),
     TooManyClientsError: (409, "too_many_clients"),
     InvalidRequestError: (422, "invalid_request"),
+    AuthError: (401, "unauthorized"),
+    ForbiddenScopeError: (403, "forbidden"),
+    TokenError: (400, "bad_token"),
+    UnknownTopicError: (404, "unknown_topic"),
+    NotReadyError: (503, "not_ready"),
+    InvalidBodyError: (422, "invalid"),
+    RequestTooLargeError: (413, "too_large"),
+    RateLimitedError: (429, "rate_limited"),
+    GatewayError: (503, "unavailable"),
 }
+_HEADERS: dict[type[GatewayError], dict[str, str]] = {AuthError: {"WWW-Authenticate": "Bearer"}}
 
-
-# What a client reads for an outage or an unknown name: no internal address, no echo of its
-# own (possibly huge) text; the details go to the log.
+# What a client reads for an outage, a backend's refusal or an unknown name: no internal
+# address, no echo of its own (possibly huge) text; the details go to the log.
 _GENERIC_TEXTS: dict[str, str] = {
     "unknown_group": "no such consumer group is configured",
     "state_lost": "the gateway state of this group is missing in Redis; an admin must reset "
@@ -87,12 +112,73 @@ _GENERIC_TEXTS: dict[str, str] = {
     "topic_unavailable": "the topic is unavailable",
     "unavailable": "a backend is unavailable",
     "broker_busy": "the broker is busy; retry later",
+    "broker_refused": "the broker refused the request",
+    "timeout": "the TubeMQ cluster did not answer in time",
+    "outcome_unknown": "the broker did not answer in time: the message may or may not be "
+    "stored; a retry may create a duplicate",
+    "internal": "internal error",
 }
+_STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+#: Top-level packages whose exception classes may name a cause label (a bounded set); any
+#: other class is counted as ``other``.
+_CAUSE_PACKAGES = frozenset(
+    {"tubemq_aio", "redis", "builtins", "asyncio", "ssl", "fastapi", "starlette", "pydantic"}
+)
 
 
-def _generic(status: int, code: str, exc: BaseException, retriable: bool) -> ApiError:
-    log.info("HTTP %d %s: %s", status, code, exc)
-    return ApiError(status, code, _GENERIC_TEXTS[code], retriable)
+def cause_class(exc: BaseException) -> str:
+    """The metric label of ``exc``: the class name of its root cause (``raise ... from``),
+    if that class is ours or of a known library, else ``other``."""
+    root = exc
+    for _ in range(8):  # a chain this deep says nothing more
+        if root.__cause__ is None:
+            break
+        root = root.__cause__
+    cls = type(root)
+    return cls.__name__ if cls.__module__.split(".")[0] in _CAUSE_PACKAGES else "other"
+
+
+def _error(
+    status: int, code: str, exc: BaseException, retriable: bool, message: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> ApiError:  # fmt: skip
+    """An answer with ``message``, or the code's generic text (the exception's text withheld)
+    when ``message`` is None."""
+    text = str(exc) or type(exc).__name__
+    if message is None:
+        return ApiError(
+            status, code, _GENERIC_TEXTS[code], retriable, dict(headers or {}),
+            cause_class(exc), text,
+        )  # fmt: skip
+    return ApiError(status, code, message, retriable, dict(headers or {}), cause_class(exc))
+
+
+def _gateway_error(exc: GatewayError) -> ApiError:
+    cls = next(c for c in type(exc).__mro__ if c in _GATEWAY_ERRORS)
+    status, code = _GATEWAY_ERRORS[cls]
+    headers = _HEADERS.get(cls, {})
+    if isinstance(exc, RateLimitedError):
+        seconds = max(1, math.ceil((exc.retry_after_ms or 1000) / 1000))
+        headers = {"Retry-After": str(seconds)}
+    message = None if code in _GENERIC_TEXTS else (str(exc) or code)
+    return _error(status, code, exc, exc.retriable, message, headers)
+
+
+def _framework_error(exc: RequestValidationError | StarletteHTTPException) -> ApiError:
+    if isinstance(exc, RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        text = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
+        return _error(422, "invalid", exc, False, text)
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+        # FastAPI's answer to a body json.loads refuses with something other than a
+        # JSONDecodeError, e.g. a number over Python's 4300-digit limit: a client mistake
+        # like any other unparseable body, so the same 422
+        reason = str(exc.__cause__).split(";")[0][:200]
+        return _error(422, "invalid", exc, False, f"body: {reason}")
+    code = _STATUS_CODES.get(exc.status_code, "http_error")
+    headers = dict(exc.headers or {})
+    return _error(exc.status_code, code, exc, False, str(exc.detail), headers)
 
 
 def api_error_for(exc: BaseException) -> ApiError | None:
@@ -100,38 +186,40 @@ def api_error_for(exc: BaseException) -> ApiError | None:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, GatewayError):
-        status, code = next(
-            (v for cls, v in _ENGINE_ERRORS.items() if isinstance(exc, cls)), (503, "unavailable")
-        )
-        if code in _GENERIC_TEXTS:
-            return _generic(status, code, exc, exc.retriable)
-        return ApiError(status, code, str(exc) or code, exc.retriable)
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, TokenError):
-        return ApiError(400, "bad_token", text)
-    if isinstance(exc, AuthError):
-        return ApiError(401, "unauthorized", text, headers={"WWW-Authenticate": "Bearer"})
-    if isinstance(exc, ForbiddenScopeError):
-        return ApiError(403, "forbidden", text)
+        return _gateway_error(exc)
+    if isinstance(exc, RequestValidationError | StarletteHTTPException):
+        return _framework_error(exc)
     if isinstance(exc, SendOutcomeUnknownError):
-        return ApiError(
-            504,
-            "outcome_unknown",
-            "the broker did not answer in time: the message may or may not be stored; "
-            "a retry may create a duplicate",
-            True,
-        )
+        return _error(504, "outcome_unknown", exc, True)
     if isinstance(exc, RequestTimeoutError):
-        return ApiError(504, "timeout", text, True)
+        return _error(504, "timeout", exc, True)
+    if isinstance(exc, MessageTooLargeError):
+        return _error(413, "too_large", exc, False, str(exc))
     if isinstance(exc, ConfigError):
-        too_big = "exceeds max" in text
-        return ApiError(413 if too_big else 422, "too_large" if too_big else "invalid", text)
+        return _error(422, "invalid", exc, False, str(exc) or type(exc).__name__)
     if isinstance(exc, TopicUnavailableError):
-        return _generic(503, "topic_unavailable", exc, True)
+        return _error(503, "topic_unavailable", exc, True)
     if isinstance(exc, NetworkError | ClientClosedError):
-        return _generic(503, "unavailable", exc, True)
+        return _error(503, "unavailable", exc, True)
     if isinstance(exc, ServerError | RemoteRpcError):
         if exc.retriable:
-            return _generic(503, "broker_busy", exc, True)
-        return ApiError(502, "broker_refused", text)
+            return _error(503, "broker_busy", exc, True)
+        return _error(502, "broker_refused", exc, False)
     return None
+
+
+def answer_for(exc: BaseException, metrics: GatewayMetrics) -> ApiError:
+    """The answer for ``exc`` (a 500 for a bug), with its details logged and the answer counted.
+
+    An :class:`ApiError` is returned as it is: it was logged and counted when it was built.
+    """
+    if isinstance(exc, ApiError):
+        return exc
+    error = api_error_for(exc)
+    if error is None:  # an unexpected library error: a bug of ours, say so
+        log.error("HTTP 500 internal: unexpected error", exc_info=exc)
+        error = _error(500, "internal", exc, True)
+    elif error.detail:
+        log.info("HTTP %d %s (%s): %s", error.status, error.code, error.cause, error.detail)
+    metrics.error_answers.labels(error.code, error.cause).inc()
+    return error

@@ -11,22 +11,14 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.errors import AuthError, ForbiddenScopeError
 
-__all__ = ["ANONYMOUS", "AuthError", "Authenticator", "ForbiddenScopeError"]
+__all__ = ["ANONYMOUS", "Authenticator"]
 
 #: The principal of requests without a key when ``allow_anonymous`` is set and no key is
 #: configured (a development setup); with keys it gets ``anonymous_scopes`` (default none).
 ANONYMOUS = ApiKey(name="anonymous", digest=b"", scopes=("produce:*", "consume:*", "admin:*"))
-
-
-class AuthError(TubeMQError):
-    """No key, a malformed header or an unknown key (HTTP 401)."""
-
-
-class ForbiddenScopeError(TubeMQError):
-    """The key is valid but lacks the scope for this resource (HTTP 403)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from fastapi.security import HTTPBearer
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
 from tubemq_aio.gateway.engine.dead_letters import DivertProgress
 from tubemq_aio.gateway.engine.port import ConsumeEngine
-from tubemq_aio.gateway.errors import TooManyWaitersError
-from tubemq_aio.gateway.http.api_errors import ApiError
+from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
+from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
 from tubemq_aio.models import Message
@@ -36,7 +36,8 @@ class Gateway:
 
     Attributes:
         config: the validated configuration.
-        replica: this replica's name (lease holder label).
+        replica: this replica's opaque id (the lease holder label; its host and process id
+            are only in the start-up log).
         auth: the API-key checker.
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
@@ -63,11 +64,11 @@ class Gateway:
         """The configured group ``name``.
 
         Raises:
-            ApiError: 404 when no such group is configured.
+            UnknownGroupError: no such group is configured (404).
         """
         group = self.config.group(name)
         if group is None:
-            raise ApiError(404, "unknown_group", "no such consumer group is configured")
+            raise UnknownGroupError(f"no group {name!r} is configured")
         return group
 
     @contextlib.contextmanager
@@ -90,14 +91,18 @@ class Gateway:
             if self.long_polls[principal] <= 0:
                 del self.long_polls[principal]
 
+    def answer(self, exc: BaseException) -> ApiError:
+        """The error answer for ``exc``, its details logged and the answer counted."""
+        return answer_for(exc, self.metrics)
+
     def require_engine(self) -> ConsumeEngine:
         """The running consume engine.
 
         Raises:
-            ApiError: 503 while it is not running.
+            NotReadyError: it is not running (503, retriable).
         """
         if self.engine is None:
-            raise ApiError(503, "not_ready", "the consume engine is not running", True)
+            raise NotReadyError("the consume engine is not running")
         return self.engine
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.schemas import BatchItem, ErrorBody, ProduceRequest
 from tubemq_aio.producer import Producer
@@ -19,17 +20,17 @@ def decode_value(value: str, encoding: str) -> bytes:
     """The message body for ``value`` in ``encoding``.
 
     Raises:
-        ApiError: 422 when base64 is malformed or the body is empty.
+        InvalidBodyError: base64 is malformed or the body is empty (422).
     """
     if encoding == "base64":
         try:
             body = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
-            raise ApiError(422, "invalid", "value is not valid base64") from None
+            raise InvalidBodyError("value is not valid base64") from None
     else:
         body = value.encode("utf-8", "surrogatepass")
     if not body:
-        raise ApiError(422, "invalid", "value must not be empty")
+        raise InvalidBodyError("value must not be empty")
     return body
 
 
@@ -39,33 +40,29 @@ async def send_one(
     """Send one message and wait until the broker stored it.
 
     Raises:
-        ApiError: a client mistake (422/413) or a failure with its HTTP meaning; an unknown
-            outcome is a 504 that says so.
+        InvalidBodyError: a bad value (422).
+        TubeMQError: what the producer raised (an unknown outcome is a
+            ``SendOutcomeUnknownError``).
     """
     body = decode_value(request.value, request.encoding)
-    try:
-        return await producer.send(
-            topic,
-            body,
-            attributes=request.attributes,
-            msg_type=request.msg_type,
-            msg_time=request.msg_time,
-            key=request.key,
-            timeout=timeout,
-        )
-    except ApiError:
-        raise
-    except Exception as exc:
-        mapped = api_error_for(exc)
-        if mapped is None:
-            raise
-        raise mapped from exc
+    return await producer.send(
+        topic,
+        body,
+        attributes=request.attributes,
+        msg_type=request.msg_type,
+        msg_time=request.msg_time,
+        key=request.key,
+        timeout=timeout,
+    )
 
 
 async def send_batch(
-    producer: Producer, topic: str, requests: Sequence[ProduceRequest], timeout: float
-) -> list[BatchItem]:
+    producer: Producer, topic: str, requests: Sequence[ProduceRequest], timeout: float,
+    answer: Callable[[BaseException], ApiError],
+) -> list[BatchItem]:  # fmt: skip
     """Send every message concurrently (pipelined by the producer); one result each, in order.
+
+    ``answer`` maps a failed message's exception to its error answer (and logs and counts it).
 
     Raises:
         Exception: only an unexpected failure (a bug); expected ones become per-item errors.
@@ -85,13 +82,14 @@ async def send_batch(
                     append_offset=str(outcome.append_offset),
                 )
             )
-        elif isinstance(outcome, ApiError):
+        elif isinstance(outcome, Exception) and api_error_for(outcome) is not None:
+            error = answer(outcome)
             items.append(
                 BatchItem(
                     index=index,
-                    status=outcome.status,
+                    status=error.status,
                     error=ErrorBody(
-                        code=outcome.code, message=outcome.message, retriable=outcome.retriable
+                        code=error.code, message=error.message, retriable=error.retriable
                     ),
                 )
             )

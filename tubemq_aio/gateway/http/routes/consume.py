@@ -18,7 +18,8 @@ from tubemq_aio.gateway.engine.tokens import (
     decode_token,
     encode_token,
 )
-from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for, throttled
+from tubemq_aio.gateway.errors import RateLimitedError
+from tubemq_aio.gateway.http.api_errors import api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import (
     Gateway,
@@ -102,11 +103,11 @@ async def fetch(
     for token in body.ack or ():
         try:
             acks.append({"token": token, "result": await _settle(gateway, principal, token, "ack")})
-        except (ApiError, TubeMQError) as exc:
-            mapped = api_error_for(exc)
-            if mapped is None:
+        except TubeMQError as exc:
+            if api_error_for(exc) is None:
                 raise
-            acks.append({"token": token, "result": "error", "error": mapped.body()["error"]})
+            error = gateway.answer(exc).body()["error"]
+            acks.append({"token": token, "result": "error", "error": error})
     work = fetch_diverting(
         gateway.group(group),
         engine,
@@ -134,7 +135,7 @@ async def fetch(
         return Response(status_code=CLIENT_GONE)
     gateway.metrics.fetch_outcomes.labels(group, outcome.status).inc()
     if outcome.status == "throttled":
-        raise throttled(outcome.retry_after_ms, f"group {group!r} is over its consume rate")
+        raise RateLimitedError(f"group {group!r} is over its consume rate", outcome.retry_after_ms)
     reply: dict[str, object] = {"status": outcome.status, "messages": []}
     lease = outcome.lease
     if outcome.status == "ok" and lease is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.http.api_errors import ApiError
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.errors import NotReadyError, RequestTooLargeError, UnknownTopicError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, json_response
 from tubemq_aio.gateway.http.publishing import send_batch, send_one
@@ -28,9 +29,9 @@ router = APIRouter(tags=["produce"], responses=_ERRORS)
 
 def _producer(gateway: Gateway, topic: str) -> Producer:
     if topic not in gateway.config.produce_topics:
-        raise ApiError(404, "unknown_topic", f"the gateway may not publish to {topic!r}")
+        raise UnknownTopicError(f"the gateway may not publish to {topic!r}")
     if gateway.producer is None:
-        raise ApiError(503, "not_ready", "the producer is not running", True)
+        raise NotReadyError("the producer is not running")
     return gateway.producer
 
 
@@ -43,9 +44,10 @@ async def produce(
     producer = _producer(gateway, topic)
     try:
         result = await send_one(producer, topic, body, gateway.config.produce_timeout)
-    except ApiError as err:
-        gateway.metrics.produced.labels(topic, str(err.status)).inc()
-        raise
+    except TubeMQError as exc:
+        error = gateway.answer(exc)
+        gateway.metrics.produced.labels(topic, str(error.status)).inc()
+        raise error from exc
     gateway.metrics.produced.labels(topic, "200").inc()
     return json_response(
         {
@@ -69,9 +71,10 @@ async def produce_batch(
     """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 per message."""
     Authenticator.require(principal, "produce", topic)
     if len(body.messages) > gateway.config.max_batch:
-        raise ApiError(413, "too_large", f"at most {gateway.config.max_batch} messages per batch")
+        raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
     producer = _producer(gateway, topic)
-    items = await send_batch(producer, topic, body.messages, gateway.config.produce_timeout)
+    timeout = gateway.config.produce_timeout
+    items = await send_batch(producer, topic, body.messages, timeout, gateway.answer)
     for item in items:
         gateway.metrics.produced.labels(topic, str(item.status)).inc()
     status = 200 if all(item.status == 200 for item in items) else 207
