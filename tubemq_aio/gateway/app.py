@@ -26,7 +26,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
 from tubemq_aio.gateway.engine.port import ConsumeEngine
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings
 from tubemq_aio.gateway.errors import RequestTooLargeError
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
@@ -142,25 +142,11 @@ def default_producer(config: GatewayConfig) -> Producer:
 
 def default_engine(config: GatewayConfig) -> ConsumeEngine:
     """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
-    groups = tuple(
-        GroupSpec(
-            name=g.name,
-            topics=g.topics,
-            mode=g.mode,
-            start=g.start,
-            lease_ms=g.lease_ms,
-            lease_ms_min=g.lease_ms_min,
-            lease_ms_max=g.lease_ms_max,
-            max_clients=g.max_clients,
-            max_clients_per_key=g.max_clients_per_key,
-        )
-        for g in config.groups
-    )
     settings = ConsumeSettings(
         masters=config.masters,
         redis_url=config.redis,
         deployment=config.deployment,
-        groups=groups,
+        groups=config.groups,  # each GroupConfig is a GroupSpec
         rpc_timeout=config.rpc_timeout,
         max_long_poll_waiters=config.max_long_poll_waiters,
         redis_max_connections=config.redis_max_connections,

@@ -2,31 +2,44 @@
 
 Every key is validated here, before any I/O, and a bad value raises :class:`ConfigError` naming
 the key. The HMAC secret and API keys never appear in a ``repr`` (keys are kept only as SHA-256
-digests).
+digests). The repeated and nested tables (groups, keys, housekeeper) are in
+:mod:`.config_tables`, the value checks in :mod:`.config_checks`.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
-import math
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.config_checks import (
+    check_int,
+    check_name,
+    check_seconds,
+    check_topic,
+    no_unknown,
+    str_tuple,
+    tables,
+)
+from tubemq_aio.gateway.config_tables import (
+    ApiKey,
+    GroupConfig,
+    GroupSpec,
+    HousekeeperConfig,
+    check_scopes,
+    group_table,
+    housekeeper_table,
+    key_table,
+)
 from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR, MAX_BATCH_CEILING
+from tubemq_aio.gateway.limits import MAX_BATCH_CEILING
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
-from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
-__all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "HousekeeperConfig"]
+__all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "GroupSpec", "HousekeeperConfig"]
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_SCOPE_KINDS = ("produce", "consume", "admin")
 _TOP_KEYS = frozenset(
     {
         "masters",
@@ -54,147 +67,7 @@ _TOP_KEYS = frozenset(
         "housekeeper",
     }
 )
-_GROUP_KEYS = frozenset(
-    {
-        "name",
-        "topics",
-        "mode",
-        "start",
-        "lease_ms",
-        "lease_ms_min",
-        "lease_ms_max",
-        "max_redeliveries",
-        "dlq_topic",
-        "max_clients",
-        "max_clients_per_key",
-    }
-)
-_KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
-_HK_KEYS = frozenset(
-    {"enabled", "leader_lease_ms", "probe_interval_ms", "client_idle_ms", "session_idle_ms"}
-)
-_WEEK_MS = 7 * 86_400_000
 MIN_SECRET_BYTES = 16
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupConfig:
-    """One consumer group the gateway serves (``[[groups]]``).
-
-    Attributes:
-        name: the group name (also the HTTP path segment).
-        topics: the topics the group consumes.
-        mode: ``clustering`` (members share partitions) or ``broadcast`` (each ``client_id``
-            gets everything).
-        start: where a partition with no committed offset starts.
-        lease_ms: default lease of a fetched batch, milliseconds.
-        lease_ms_min: smallest lease a request may ask for.
-        lease_ms_max: largest lease a request may ask for.
-        max_redeliveries: poison batches (opt-in, 0 = off): a batch redelivered this many
-            times is produced to ``dlq_topic`` the next time it comes round, then committed.
-        dlq_topic: where poison batches go (must be one of ``produce_topics``).
-        max_clients: broadcast only: ``client_id`` s kept at most (more → 409
-            ``too_many_clients``); 0 = no cap.
-        max_clients_per_key: the same per API key; 0 = only ``max_clients``.
-    """
-
-    name: str
-    topics: tuple[str, ...]
-    mode: Literal["clustering", "broadcast"] = "clustering"
-    start: Literal["earliest", "latest"] = "earliest"
-    lease_ms: int = 60_000
-    lease_ms_min: int = 10_000
-    lease_ms_max: int = 43_200_000
-    max_redeliveries: int = 0
-    dlq_topic: str | None = None
-    max_clients: int = 1000
-    max_clients_per_key: int = 0
-
-    def __post_init__(self) -> None:
-        where = f"groups[{self.name!r}]"
-        _check_name(self.name, f"{where}.name")
-        try:
-            validate_group_name(self.name)  # it is also the TubeMQ consumer group
-        except ConfigError as err:
-            raise ConfigError(f"{where}.name: {err}") from None
-        if not self.topics:
-            raise ConfigError(f"{where}.topics must list at least one topic")
-        for topic in self.topics:
-            _check_topic(topic, f"{where}.topics")
-        if self.mode not in ("clustering", "broadcast"):
-            raise ConfigError(f"{where}.mode must be 'clustering' or 'broadcast'")
-        if self.start not in ("earliest", "latest"):
-            raise ConfigError(f"{where}.start must be 'earliest' or 'latest'")
-        for key in ("lease_ms", "lease_ms_min", "lease_ms_max"):
-            _check_int(getattr(self, key), f"{where}.{key}", LEASE_MS_FLOOR, LEASE_MS_CEILING)
-        if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
-            raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
-        _check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
-        _check_int(self.max_clients, f"{where}.max_clients", 0, 1_000_000)
-        _check_int(self.max_clients_per_key, f"{where}.max_clients_per_key", 0, 1_000_000)
-        if (self.max_redeliveries > 0) != (self.dlq_topic is not None):
-            raise ConfigError(f"{where}: max_redeliveries > 0 and dlq_topic go together")
-        if self.dlq_topic is not None:
-            _check_topic(self.dlq_topic, f"{where}.dlq_topic")
-            if self.dlq_topic in self.topics:
-                raise ConfigError(f"{where}.dlq_topic must not be a topic the group consumes")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HousekeeperConfig:
-    """The per-group background jobs (``[housekeeper]``), run by one elected replica per group.
-
-    Attributes:
-        enabled: run the housekeeper at all (lag probes, lag gauges, broadcast client GC,
-            idle-session close).
-        leader_lease_ms: life of the leader key in Redis (renewed every third of it); a dead
-            leader is replaced within about this long.
-        probe_interval_ms: a partition nobody leased for this long gets its max offset read
-            again (one broker register), so the lag of idle groups stays current; 0 = never.
-        client_idle_ms: broadcast only: the state of a ``client_id`` not seen for this long is
-            deleted (it starts over from the group's ``start`` if it comes back); 0 = never.
-        session_idle_ms: a replica closes its TubeMQ session of a group no client fetched for
-            this long (reopened by the next fetch); 0 = never.
-    """
-
-    enabled: bool = True
-    leader_lease_ms: int = 15_000
-    probe_interval_ms: int = 60_000
-    client_idle_ms: int = _WEEK_MS
-    session_idle_ms: int = 600_000
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.enabled, bool):
-            raise ConfigError("housekeeper.enabled must be true or false")
-        _check_int(self.leader_lease_ms, "housekeeper.leader_lease_ms", 1000, 600_000)
-        for key in ("probe_interval_ms", "client_idle_ms", "session_idle_ms"):
-            _check_int(getattr(self, key), f"housekeeper.{key}", 0, 365 * 86_400_000)
-        for key in ("probe_interval_ms", "session_idle_ms"):
-            if 0 < getattr(self, key) < 1000:
-                raise ConfigError(f"housekeeper.{key} must be 0 (never) or at least 1000")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApiKey:
-    """An API key (``[[keys]]``), kept only as its SHA-256 digest.
-
-    Attributes:
-        name: a label for logs and metrics (never the key itself).
-        digest: SHA-256 of the key as sent in ``Authorization: Bearer <key>``.
-        scopes: ``produce:<topic glob>``, ``consume:<group glob>``, ``admin:<group glob>``.
-    """
-
-    name: str
-    digest: bytes = field(repr=False)
-    scopes: tuple[str, ...]
-
-    def allows(self, kind: str, resource: str) -> bool:
-        """Whether a scope of ``kind`` covers ``resource`` (glob match, case-sensitive)."""
-        prefix = kind + ":"
-        return any(
-            s.startswith(prefix) and fnmatch.fnmatchcase(resource, s[len(prefix) :])
-            for s in self.scopes
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -278,7 +151,7 @@ class GatewayConfig:
         if not self.redis.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError("redis must be a redis://, rediss:// or unix:// URL")
         for topic in self.produce_topics:
-            _check_topic(topic, "produce_topics")
+            check_topic(topic, "produce_topics")
         for g in self.groups:
             if g.dlq_topic is not None and g.dlq_topic not in self.produce_topics:
                 raise ConfigError(f"groups[{g.name!r}].dlq_topic must be one of produce_topics")
@@ -291,19 +164,19 @@ class GatewayConfig:
         if self.anonymous_scopes is not None:
             if not self.allow_anonymous:
                 raise ConfigError("anonymous_scopes needs allow_anonymous = true")
-            _check_scopes(self.anonymous_scopes, "anonymous_scopes")
+            check_scopes(self.anonymous_scopes, "anonymous_scopes")
         if not self.keys and not self.allow_anonymous:
             raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
-        _check_name(self.deployment, "deployment")
-        _check_int(self.max_batch, "max_batch", 1, MAX_BATCH_CEILING)
-        _check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
-        _check_seconds(self.produce_timeout, "produce_timeout")
-        _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
-        _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
-        _check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
-        _check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
-        _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
-        _check_seconds(self.sync_interval, "sync_interval", low=0.1)
+        check_name(self.deployment, "deployment")
+        check_int(self.max_batch, "max_batch", 1, MAX_BATCH_CEILING)
+        check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
+        check_seconds(self.produce_timeout, "produce_timeout")
+        check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
+        check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
+        check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
+        check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
+        check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
+        check_seconds(self.sync_interval, "sync_interval", low=0.1)
         if not isinstance(self.housekeeper, HousekeeperConfig):
             raise ConfigError("housekeeper must be a [housekeeper] table")
         idle = self.housekeeper.client_idle_ms
@@ -356,7 +229,7 @@ class GatewayConfig:
         Raises:
             ConfigError: a key is unknown, has the wrong type or an invalid value.
         """
-        _no_unknown(data, _TOP_KEYS, "")
+        no_unknown(data, _TOP_KEYS, "")
         options: dict[str, Any] = {
             k: v
             for k, v in data.items()
@@ -367,15 +240,15 @@ class GatewayConfig:
                 raise ConfigError(f"{key} must be a string")
         for key in ("produce_topics", "anonymous_scopes"):
             if key in options:
-                options[key] = _str_tuple(options[key], key)
+                options[key] = str_tuple(options[key], key)
         options["groups"] = tuple(
-            _group(g, i) for i, g in enumerate(_tables(data.get("groups", []), "groups"))
+            group_table(g, i) for i, g in enumerate(tables(data.get("groups", []), "groups"))
         )
         options["keys"] = tuple(
-            _key(k, i) for i, k in enumerate(_tables(data.get("keys", []), "keys"))
+            key_table(k, i) for i, k in enumerate(tables(data.get("keys", []), "keys"))
         )
         if "housekeeper" in data:
-            options["housekeeper"] = _housekeeper(data["housekeeper"])
+            options["housekeeper"] = housekeeper_table(data["housekeeper"])
         if "tubemq" in data:
             options["tubemq"] = TubeMQAccess.from_mapping(data["tubemq"], data.get("masters"))
         if "cors" in data:
@@ -384,101 +257,3 @@ class GatewayConfig:
             if key not in options:
                 raise ConfigError(f"{key} is required")
         return cls(**options)
-
-
-def _housekeeper(raw: object) -> HousekeeperConfig:
-    if not isinstance(raw, Mapping):
-        raise ConfigError("housekeeper must be a table ([housekeeper])")
-    _no_unknown(raw, _HK_KEYS, "housekeeper.")
-    return HousekeeperConfig(**raw)
-
-
-def _group(raw: Mapping[str, Any], index: int) -> GroupConfig:
-    where = f"groups[{index}]"
-    _no_unknown(raw, _GROUP_KEYS, where + ".")
-    if not isinstance(raw.get("name"), str):
-        raise ConfigError(f"{where}.name is required (a string)")
-    options = dict(raw)
-    options["topics"] = _str_tuple(raw.get("topics", []), f"{where}.topics")
-    for key in ("mode", "start", "dlq_topic"):
-        if key in options and not isinstance(options[key], str):
-            raise ConfigError(f"{where}.{key} must be a string")
-    return GroupConfig(**options)
-
-
-def _key(raw: Mapping[str, Any], index: int) -> ApiKey:
-    where = f"keys[{index}]"
-    _no_unknown(raw, _KEY_KEYS, where + ".")
-    plain, hashed = raw.get("key"), raw.get("key_sha256")
-    if (plain is None) == (hashed is None):
-        raise ConfigError(f"{where}: give exactly one of key and key_sha256")
-    if plain is not None:
-        if not isinstance(plain, str) or len(plain) < 8:
-            raise ConfigError(f"{where}.key must be a string of at least 8 characters")
-        digest = hashlib.sha256(plain.encode()).digest()
-    else:
-        if not isinstance(hashed, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", hashed):
-            raise ConfigError(f"{where}.key_sha256 must be 64 hex digits")
-        digest = bytes.fromhex(hashed)
-    name = raw.get("name", f"key{index}")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where}.name must be a non-empty string")
-    scopes = _str_tuple(raw.get("scopes", []), f"{where}.scopes")
-    _check_scopes(scopes, f"{where}.scopes")
-    return ApiKey(name=name, digest=digest, scopes=scopes)
-
-
-def _check_scopes(scopes: tuple[str, ...], key: str) -> None:
-    for scope in scopes:
-        kind, sep, pattern = scope.partition(":") if isinstance(scope, str) else ("", "", "")
-        if not sep or kind not in _SCOPE_KINDS or not pattern:
-            raise ConfigError(
-                f"{key}: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
-            )
-
-
-def _tables(value: object, key: str) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise ConfigError(f"{key} must be an array of tables ([[{key}]])")
-    return value
-
-
-def _str_tuple(value: object, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{key} must be a list of strings")
-    return tuple(value)
-
-
-def _no_unknown(raw: Mapping[str, Any], known: frozenset[str], prefix: str) -> None:
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"unknown config key {prefix}{unknown[0]}")
-
-
-def _check_name(value: object, key: str) -> None:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise ConfigError(f"{key}: {value!r} is not a valid name (1-64 of A-Z a-z 0-9 _ . -)")
-
-
-def _check_topic(value: object, key: str) -> None:
-    _check_name(value, key)
-    try:
-        validate_topic_name(str(value))
-    except ConfigError as err:
-        raise ConfigError(f"{key}: {err}") from None
-
-
-def _check_int(value: object, key: str, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{key} must be an integer in [{low}, {high}]")
-
-
-def _check_seconds(value: object, key: str, low: float = 0.0) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not (low <= value <= 600 if low else 0 < value <= 600)
-    ):
-        span = f"[{low:g}, 600]" if low else "(0, 600]"
-        raise ConfigError(f"{key} must be a number of seconds in {span}")

@@ -242,3 +242,22 @@ def test_bad_poison_batch_keys(group: dict[str, Any], produce: list[str], text: 
     raw = {"name": "g1", "topics": ["demo"], **group}
     with pytest.raises(ConfigError, match=text):
         GatewayConfig.from_mapping(base(groups=[raw], produce_topics=produce))
+
+
+def test_the_engine_group_spec_is_the_config_group() -> None:
+    from tubemq_aio.gateway.config import GroupConfig, GroupSpec
+    from tubemq_aio.gateway.engine.service import ConsumeSettings
+    from tubemq_aio.gateway.engine.service import GroupSpec as EngineGroupSpec
+
+    assert EngineGroupSpec is GroupSpec
+    assert issubclass(GroupConfig, GroupSpec)
+    group = GroupConfig(name="gg", topics=("t",), max_redeliveries=2, dlq_topic="dead")
+    settings = ConsumeSettings(masters="m:1", redis_url="redis://x", groups=(group,))
+    assert settings.groups == (group,)
+    for bad in ({"lease_ms": 5}, {"name": "g"}, {"topics": ()}, {"mode": "fanout"}):
+        options: dict[str, Any] = {"name": "gg", "topics": ("t",), **bad}
+        with pytest.raises(ConfigError) as spec_error:
+            GroupSpec(**options)
+        with pytest.raises(ConfigError) as config_error:
+            GroupConfig(**options)
+        assert str(spec_error.value) == str(config_error.value)

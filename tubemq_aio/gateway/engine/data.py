@@ -1,6 +1,8 @@
 """Plain data of the consume engine: settings, leases, fetch outcomes, reports, counters.
 
-Re-exported by :mod:`tubemq_aio.gateway.engine.service`, the engine's public module.
+Re-exported by :mod:`tubemq_aio.gateway.engine.service`, the engine's public module. A group's
+:class:`GroupSpec` is the config's (``config_tables``): the engine takes the groups of the
+configuration as they are.
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ from typing import Literal
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
+from tubemq_aio.gateway.config_tables import GroupSpec
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
 __all__ = [
     "MAX_OFFSET",
@@ -48,56 +49,6 @@ def _positive_int(name: str, value: object, low: int = 1, high: int | None = Non
         raise ConfigError(f"{name} must be an integer >= {low}")
     if high is not None and value > high:
         raise ConfigError(f"{name} must be <= {high}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupSpec:
-    """One consumer group served by the gateway.
-
-    Attributes:
-        name: the TubeMQ consumer group.
-        topics: its topics.
-        mode: ``clustering`` (members share partitions) or ``broadcast`` (each client_id gets
-            everything).
-        start: where a partition with no committed offset starts.
-        lease_ms: default lease; a request may ask for one in ``[lease_ms_min, lease_ms_max]``.
-        lease_ms_min: shortest lease.
-        lease_ms_max: longest lease.
-        max_clients: broadcast only: ``client_id`` s the group keeps state for at most (a new
-            one beyond it is refused until the housekeeper collects an idle one); 0 = no cap.
-        max_clients_per_key: the same per API key (the one that first used a client_id);
-            0 = only the group's cap.
-    """
-
-    name: str
-    topics: tuple[str, ...]
-    mode: Mode = "clustering"
-    start: Literal["earliest", "latest"] = "earliest"
-    lease_ms: int = 60_000
-    lease_ms_min: int = 10_000
-    lease_ms_max: int = 43_200_000
-    max_clients: int = 1000
-    max_clients_per_key: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or validate_group_name(self.name) != self.name:
-            raise ConfigError("group name must be a string matching ^[a-zA-Z][\\w-]+$")
-        if isinstance(self.topics, list):
-            object.__setattr__(self, "topics", tuple(self.topics))
-        if not isinstance(self.topics, tuple) or not self.topics:
-            raise ConfigError(f"group {self.name!r} needs at least one topic")
-        for topic in self.topics:
-            if not isinstance(topic, str) or validate_topic_name(topic) != topic:
-                raise ConfigError(f"topic {topic!r} of group {self.name!r} is not a valid name")
-        if self.mode not in ("clustering", "broadcast"):
-            raise ConfigError("mode must be 'clustering' or 'broadcast'")
-        if self.start not in ("earliest", "latest"):
-            raise ConfigError("start must be 'earliest' or 'latest'")
-        _positive_int("lease_ms_min", self.lease_ms_min, LEASE_MS_FLOOR, LEASE_MS_CEILING)
-        _positive_int("lease_ms_max", self.lease_ms_max, self.lease_ms_min, LEASE_MS_CEILING)
-        _positive_int("lease_ms", self.lease_ms, self.lease_ms_min, self.lease_ms_max)
-        _positive_int("max_clients", self.max_clients, 0, 1_000_000)
-        _positive_int("max_clients_per_key", self.max_clients_per_key, 0, 1_000_000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
