@@ -184,3 +184,25 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
         await one.close()
         await two.close()
     assert math.isinf(first._lead["gg"].held_until)
+
+
+async def test_the_engine_and_the_housekeeper_own_their_tasks(server: RedisServer) -> None:
+    engine = _service(server.url)
+    await engine.start()
+    keeper = Housekeeper(engine, HK, replica="r1")
+    try:
+        await keeper.start()
+        assert sorted(t.get_name() for t in keeper.tasks.tasks) == [
+            "tubemq-gateway-housekeeper-elect",
+            "tubemq-gateway-housekeeper-work",
+        ]
+        assert [t.get_name() for t in engine.tasks.tasks] == ["tubemq-gateway-wake"]
+    finally:
+        await keeper.close()
+        await engine.close()
+    assert keeper.tasks.tasks == []
+    assert keeper.tasks.closed
+    assert engine.tasks.tasks == []
+    assert engine.tasks.closed
+    gateway_tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("tubemq-gateway")]
+    assert [t for t in gateway_tasks if not t.done()] == []

@@ -18,6 +18,7 @@ from tubemq_aio.gateway.engine.group_sessions import TubeGroup, TubeRead
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
 from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.models import Message
+from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -59,7 +60,7 @@ def reader_for(tube: ScriptedTube, stats: GatewayStats) -> BatchReader:
     async def tube_of(_spec: GroupSpec) -> TubeGroup:
         return tube  # type: ignore[return-value]
 
-    return BatchReader(settings, stats, tube_of)
+    return BatchReader(settings, stats, tube_of, Supervisor("test-gateway"))
 
 
 async def test_a_register_below_committed_rewinds_and_new_messages_flow(

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tubemq_aio._validate",
             "tubemq_aio._io",
             "tubemq_aio._supervisor",
+            "tubemq_aio.supervisor",
             "tubemq_aio.telemetry",
             "tubemq_aio.config",
             "tubemq_aio.tdmsg",

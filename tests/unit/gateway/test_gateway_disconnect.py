@@ -20,6 +20,7 @@ from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
 from tubemq_aio.producer import Producer
+from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import wait_until
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -259,7 +260,7 @@ async def test_a_server_that_never_reports_a_disconnect_still_answers() -> None:
 async def test_a_waiter_that_leaves_frees_its_registration() -> None:
     """Long polls that time out or are cancelled (their client left) leave no waiter and no
     per-key event behind, whatever the order they leave in."""
-    waker = Waker(cast(Any, None), max_waiters=10)  # wait() needs no Redis
+    waker = Waker(cast(Any, None), max_waiters=10, tasks=Supervisor("test-gateway"))  # no Redis
     await waker.wait("g|b:once", 1)  # timed out
     polls = [asyncio.create_task(waker.wait(f"g|b:{i % 2}", 30_000)) for i in range(4)]
     await wait_until(lambda: waker.waiting == 4, 5, "waker.waiting == 4")

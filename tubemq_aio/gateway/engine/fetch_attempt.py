@@ -17,7 +17,12 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 
-from tubemq_aio.errors import PartitionNotSubscribableError, PartitionOccupiedError, TubeMQError
+from tubemq_aio.errors import (
+    ClientClosedError,
+    PartitionNotSubscribableError,
+    PartitionOccupiedError,
+    TubeMQError,
+)
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
     FetchOutcome,
@@ -30,6 +35,7 @@ from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, T
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
 from tubemq_aio.gateway.leases.store import LeaseStore, cursor_lock_key
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
+from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["BatchReader", "rewind_committed", "rewind_target"]
 
@@ -110,15 +116,18 @@ class _CursorHold:
     """
 
     def __init__(
-        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout, cost: _Cost
-    ) -> None:
+        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout, cost: _Cost,
+        tasks: Supervisor,
+    ) -> None:  # fmt: skip
         self.store = store
         self.fence = fence
         self.lapsed = False
         self._budget = budget
         self._cost = cost
-        self._renewal: asyncio.Task[None] | None = asyncio.create_task(self._renew())
         self._ended = False
+        self._renewal: asyncio.Task[None] | None = tasks.spawn(
+            self._renew(), "cursor-renewal", essential=False
+        )
 
     async def _renew(self) -> None:
         while True:
@@ -171,6 +180,7 @@ class BatchReader:
         settings: engine settings.
         stats: the replica's counters (updated in place).
         tube_of: the started TubeMQ session of a group.
+        tasks: the engine's task owner (a broadcast read's cursor-mutex renewal runs under it).
     """
 
     def __init__(
@@ -178,10 +188,12 @@ class BatchReader:
         settings: ConsumeSettings,
         stats: GatewayStats,
         tube_of: Callable[[GroupSpec], Awaitable[TubeGroup]],
+        tasks: Supervisor,
     ) -> None:
         self.settings = settings
         self._stats = stats
         self._tube_of = tube_of
+        self._tasks = tasks
 
     async def fetch_once(
         self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
@@ -257,7 +269,11 @@ class BatchReader:
                     if held is None:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
-                    hold = _CursorHold(store, held, budget, cost)
+                    try:
+                        hold = _CursorHold(store, held, budget, cost, self._tasks)
+                    except ClientClosedError:  # the engine is closing: no renewal, no read
+                        await self._unlock(store, held, cost)
+                        raise
                 outcome = await self._read(spec, lease, read, store, cost, hold)
             if hold is not None:  # before the batch is handed out: a cancel here releases it
                 done, hold = hold, None

@@ -51,6 +51,7 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.supervisor import Supervisor
 
 __all__ = [
     "MAX_OFFSET",
@@ -94,7 +95,9 @@ class ConsumeService:
         self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
         self._busy: Counter[str] = Counter()  # group -> fetches running now
         self._stats = GatewayStats()
-        self._reader = BatchReader(settings, self._stats, self._tube)
+        #: The owner of the engine's background tasks (wake listener, cursor renewals).
+        self.tasks = Supervisor("tubemq-gateway")
+        self._reader = BatchReader(settings, self._stats, self._tube, self.tasks)
         self._client: aioredis.Redis | None = None
         self._store: LeaseStore | None = None
         self._waker: Waker | None = None
@@ -131,7 +134,7 @@ class ConsumeService:
         try:
             store = LeaseStore(client, timeout=timeout)
             await store.boot(list(self._specs), allow_init=self.settings.allow_init)
-            waker = Waker(client, max_waiters=self.settings.max_long_poll_waiters)
+            waker = Waker(client, max_waiters=self.settings.max_long_poll_waiters, tasks=self.tasks)
             await waker.start()
         except BaseException:
             await client.aclose()
@@ -146,6 +149,11 @@ class ConsumeService:
         self._closed = True
         if self._waker is not None:
             await self._waker.close()
+        leftover = self.tasks.cancel()  # cursor renewals of fetches still running
+        if leftover:
+            _, pending = await asyncio.wait(leftover, timeout=2 * self.settings.rpc_timeout)
+            if pending:
+                log.warning("%d engine tasks did not end in time", len(pending))
         tubes, self._tubes = list(self._tubes.values()), {}
         for tube in tubes:
             with contextlib.suppress(Exception):

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.errors import TooManyWaitersError
 from tubemq_aio.gateway.leases.store import WAKE_CHANNEL
+from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["Waker"]
 
@@ -32,10 +33,12 @@ class Waker:
     Args:
         client: the Redis client (a pub/sub connection is taken from its pool).
         max_waiters: waiters allowed at once; more raise :class:`TooManyWaitersError`.
+        tasks: the owner of the listener task (the engine's).
     """
 
-    def __init__(self, client: aioredis.Redis, *, max_waiters: int) -> None:
+    def __init__(self, client: aioredis.Redis, *, max_waiters: int, tasks: Supervisor) -> None:
         self._client = client
+        self._tasks = tasks
         self.max_waiters = max_waiters
         self.waiting = 0
         self.received = 0
@@ -45,9 +48,9 @@ class Waker:
         self._stopping = False
 
     async def start(self) -> None:
-        """Start the listener task (owned; ended by :meth:`close`)."""
+        """Start the listener task (under the owner given; ended by :meth:`close`)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._listen(), name="tubemq-gateway-wake")
+            self._task = self._tasks.spawn(self._listen(), "wake")
 
     async def close(self) -> None:
         """Stop the listener and wake every waiter."""

@@ -35,6 +35,7 @@ from tubemq_aio.gateway.housekeeper.decisions import (
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
 from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.metrics import PREFIX
+from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["Housekeeper", "HousekeeperStats"]
 
@@ -72,7 +73,9 @@ class Housekeeper:
         self._groups: tuple[GroupSpec, ...] = engine.settings.groups
         self._lead = {g.name: Leadership(config.leader_lease_ms) for g in self._groups}
         self._probed: dict[str, float] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        #: The owner of the election and work loops.
+        self.tasks = Supervisor("tubemq-gateway-housekeeper")
+        self._started = False
         self._stop = asyncio.Event()
         self._store: HousekeeperStore | None = None
         self._timeout = engine.settings.rpc_timeout
@@ -93,26 +96,24 @@ class Housekeeper:
 
     async def start(self) -> None:
         """Start the tasks (idempotent; a no-op when disabled or without groups)."""
-        if self._tasks or not self.config.enabled or not self._groups:
+        if self._started or not self.config.enabled or not self._groups:
             return
+        self._started = True
         self._store = HousekeeperStore(self.engine.lease_store())
-        self._tasks = [
-            asyncio.create_task(self._loop(self.elect), name="gateway-housekeeper-elect"),
-            asyncio.create_task(self._loop(self.work), name="gateway-housekeeper-work"),
-        ]
+        self.tasks.spawn(self._loop(self.elect), "elect")
+        self.tasks.spawn(self._loop(self.work), "work")
 
     async def close(self) -> None:
         """End the tasks and give up the leader keys this replica holds (bounded, idempotent)."""
         self._stop.set()
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            try:
-                async with asyncio.timeout(2 * self._timeout):
-                    await asyncio.shield(task)
-            except TimeoutError:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        running = self.tasks.tasks
+        if running:  # a pass in progress may finish its round trips first
+            await asyncio.wait(running, timeout=2 * self._timeout)
+        stopping = self.tasks.cancel()
+        if stopping:
+            _, pending = await asyncio.wait(stopping, timeout=self._timeout)
+            if pending:
+                log.warning("housekeeper tasks did not end in time")
         held = [g for g, lead in self._lead.items() if lead.held_until > -math.inf]
         for lead in self._lead.values():
             lead.resign()
