@@ -157,8 +157,8 @@ async def test_nack_and_release_redeliver_and_bad_settle_arguments(service: Cons
         await service.settle(LeaseRef("zz", "c", P, "C" * 32), "ack")
     assert await service.settle(ref, "nack", delay_ms=0) == "nacked"
     state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
-    assert state.scopes["c"].parts[P].rc == 1
-    assert state.scopes["c"].parts[P].cmt == 0
+    assert state.scopes["c"].parts[P].redeliveries == 1
+    assert state.scopes["c"].parts[P].committed == 0
 
 
 async def test_reset_makes_outstanding_tokens_409(service: ConsumeService) -> None:
@@ -320,7 +320,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     assert cancelled > 50  # the cancel landed inside the read path that often
     assert finished > 0  # and the range reached past its end
     state = await store.dump(group, scope)
-    assert state.scopes[scope].parts[P].rc == 0  # releases, never counted as redeliveries
+    assert state.scopes[scope].parts[P].redeliveries == 0  # releases, never counted as redeliveries
 
 
 async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> None:
@@ -368,7 +368,7 @@ async def test_settle_answers_say_how_the_lease_really_ended(service: ConsumeSer
     assert await service.settle(after, "ack") == "acked"
     assert await service.settle(acked, "ack") == "already_acked"  # still known as acked
     state = await service.lease_store().dump("gg", "c")
-    assert state.scopes["c"].parts[P].cmt == 84
+    assert state.scopes["c"].parts[P].committed == 84
 
 
 @pytest.mark.parametrize("pool", [{}, {"redis_max_connections": 4}])

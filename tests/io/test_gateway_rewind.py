@@ -85,7 +85,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
         for r in caplog.records
     )
     state = (await store.dump("gr", "c")).scopes["c"].parts[P]
-    assert (state.cmt, state.mx, state.rc) == (280, 280, 0)
+    assert (state.committed, state.max_offset, state.redeliveries) == (280, 280, 0)
     # The expired lease's late ack is refused (409 lease_stale): the partition was re-leased.
     assert (await store.settle("gr", "c", P, "A", "ack")).status == "stale"
     # Messages produced after the restart reuse offsets from 280 on and are delivered.
@@ -110,7 +110,7 @@ async def test_no_rewind_without_a_fresh_register(store: LeaseStore) -> None:
     got = await reader.fetch_once(SPEC, "c", 60_000, "h", store)
     assert got.status == "empty"
     assert stats.offset_rewinds == 0
-    assert (await store.dump("gr", "c")).scopes["c"].parts[P].cmt == 560
+    assert (await store.dump("gr", "c")).scopes["c"].parts[P].committed == 560
 
 
 @pytest.mark.parametrize(("second", "moved"), [((280, 280), True), ((560, 700), False)])
@@ -127,6 +127,6 @@ async def test_the_housekeeper_probe_rewinds_an_idle_partition_on_two_agreeing_r
     assert got
     assert tube.asked == [(560, False), (560, False)]
     state = await store.dump("gr", "c")
-    assert state.scopes["c"].parts[P].cmt == (280 if moved else 560)
-    assert state.scopes["c"].parts[P].lid is None  # the probe's lease was released
+    assert state.scopes["c"].parts[P].committed == (280 if moved else 560)
+    assert state.scopes["c"].parts[P].lease_id is None  # the probe's lease was released
     assert rewinds == ([1] if moved else [])

@@ -106,7 +106,7 @@ async def _step(store: LeaseStore, model: GroupState, rng: random.Random, tokens
             r = await store.init(g, s, p, lid, off, off + 280)
             expect = model.init(r.now, s, p, lid, off, off + 280)
         elif op == "record":
-            cmt = model.scope(s).part(p).cmt
+            cmt = model.scope(s).part(p).committed
             base = cmt if cmt is not None and rng.random() < 0.9 else rng.randrange(0, 500, 28)
             nxt = base + rng.choice([0, 28, 280])
             n = rng.choice([0, 1, 5])
@@ -116,7 +116,7 @@ async def _step(store: LeaseStore, model: GroupState, rng: random.Random, tokens
         elif op == "rewind":
             if rng.random() < 0.7:  # the newest lease is the one most likely still live
                 p, lid = tokens[-1]
-            cmt = model.scope(s).part(p).cmt
+            cmt = model.scope(s).part(p).committed
             old = cmt if cmt is not None and rng.random() < 0.8 else rng.randrange(0, 500, 28)
             new = old - rng.choice([28, 280, 0, -28])
             r = await store.rewind(g, s, p, lid, old, new, new + 56)
@@ -174,7 +174,7 @@ async def test_rewind_matches_the_model_field_by_field(store: LeaseStore) -> Non
         expect = getattr(model, name)(r.now, s, *args)
         assert _flat(r) == expect, name
         assert _norm(await store.dump(g, s), s) == _norm(model, s), (name, args)
-    assert model.scope(s).part(p).cmt == 336
+    assert model.scope(s).part(p).committed == 336
 
 
 async def test_500_concurrent_acquirers_never_share_a_partition(server: RedisServer) -> None:
@@ -255,7 +255,7 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     assert (a.status, b.status, b.values) == ("released", "released", (56,))
     a, b = await twice(lambda: store.reset(g, s, "", [(p, 0)], []))
     assert a.values[2] == b.values[2] == "0"
-    assert (await store.dump(g, s)).scopes[s].parts[p].cmt == 0
+    assert (await store.dump(g, s)).scopes[s].parts[p].committed == 0
 
 
 async def test_scripts_reload_after_script_flush(store: LeaseStore) -> None:
@@ -333,7 +333,7 @@ async def test_a_broadcast_booking_is_fenced_by_the_cursor_mutex(store: LeaseSto
     fenced = await store.record(g, s, p, "L1", 0, 56, 280, 2, 0, 56, fence=(key, "tok-a"))
     assert fenced.status == "fenced"
     state = await store.dump(g, s)
-    assert state.scopes[s].parts[p].ls is None  # nothing booked
+    assert state.scopes[s].parts[p].batch_start is None  # nothing booked
     assert p not in state.cursor
     assert await store.renew_lock(key, "tok-b", 60_000)
     booked = await store.record(g, s, p, "L1", 0, 56, 280, 2, 0, 56, fence=(key, "tok-b"))

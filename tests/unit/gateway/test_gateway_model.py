@@ -16,7 +16,7 @@ SCOPE = "c"
 
 def _cmts(state: GroupState) -> dict[str, int | None]:
     sc = state.scope(SCOPE)
-    return {p: sc.parts[p].cmt if p in sc.parts else None for p in PARTS}
+    return {p: sc.parts[p].committed if p in sc.parts else None for p in PARTS}
 
 
 class LeaseMachine(RuleBasedStateMachine):
@@ -63,12 +63,12 @@ class LeaseMachine(RuleBasedStateMachine):
     def init(self, i: int, off: int) -> None:
         p, lid = self.tokens[i % len(self.tokens)]
         sc = self.m.scope(SCOPE)
-        had = sc.part(p).cmt
+        had = sc.part(p).committed
         got = self.m.init(self.now, SCOPE, p, lid, off, off + 100)
         if got[0] == "ok":
             assert got[1] == (off if had is None else had)
         else:
-            assert sc.part(p).cmt == had
+            assert sc.part(p).committed == had
 
     @precondition(lambda self: self.tokens)
     @rule(i=st.integers(0, 10_000), size=st.integers(0, 200), n=st.integers(0, 3))
@@ -96,8 +96,8 @@ class LeaseMachine(RuleBasedStateMachine):
         p, lid = self.tokens[i % len(self.tokens)]
         sc = self.m.scope(SCOPE)
         ps = sc.part(p)
-        before, live, booked = _cmts(self.m), self.m._live(sc, p, lid, self.now), ps.ls
-        old = (ps.cmt or 0) if exact else 500
+        before, live, booked = _cmts(self.m), self.m._live(sc, p, lid, self.now), ps.batch_start
+        old = (ps.committed or 0) if exact else 500
         frozen = copy.deepcopy(self.m.scopes) if lid in self.settled else None
         got = self.m.rewind(self.now, SCOPE, p, lid, old, old - back, old - back + 56)
         after = _cmts(self.m)
@@ -109,7 +109,7 @@ class LeaseMachine(RuleBasedStateMachine):
             assert back > 0
             assert after == {**before, p: old - back}
             assert p not in self.m.cursor
-            assert sc.part(p).lid == lid  # the caller keeps its lease
+            assert sc.part(p).lease_id == lid  # the caller keeps its lease
         else:
             assert after == before
         if frozen is not None:  # a settled token can never move an offset back
@@ -132,7 +132,7 @@ class LeaseMachine(RuleBasedStateMachine):
             assert self.m.scopes == frozen.scopes
             return
         if got[0] == "acked":
-            assert self.m.scope(SCOPE).part(p).cmt is not None
+            assert self.m.scope(SCOPE).part(p).committed is not None
         else:
             assert _cmts(self.m) == before
         if got[0] in ("acked", "nacked", "released", "conflict"):
@@ -158,7 +158,7 @@ class LeaseMachine(RuleBasedStateMachine):
         pairs = [] if target else [(PARTS[off % len(PARTS)], off)]
         out = self.m.reset(self.now, SCOPE, target, pairs, [])
         for p, _, new in out:
-            cmt = self.m.scope(SCOPE).part(p).cmt
+            cmt = self.m.scope(SCOPE).part(p).committed
             assert cmt == (None if target else int(new))
         for p, lid in self.tokens:
             if any(p == q for q, _, _ in out):
@@ -171,7 +171,7 @@ class LeaseMachine(RuleBasedStateMachine):
         assert sorted(sc.acq.values()) == sorted(set(sc.acq.values()))
         for lid, p in sc.acq.items():
             assert p in sc.leased
-            assert sc.part(p).lid == lid
+            assert sc.part(p).lease_id == lid
         live = [lid for p, lid in self.tokens if self.m._live(sc, p, lid, self.now)]
         live_parts = [p for p, lid in self.tokens if self.m._live(sc, p, lid, self.now)]
         assert len(live_parts) == len(set(live_parts)), live
@@ -206,9 +206,9 @@ def test_late_ack_counts_until_released_again() -> None:
     # expired and reclaimed by someone's acquire, but nobody took the partition yet... the
     # acquire itself takes it, so use want= another partition to only reclaim
     assert m.acquire(200, SCOPE, "X", 100, "h", want="q")[0] == "none"
-    assert m.scope(SCOPE).part("p").rc == 1
+    assert m.scope(SCOPE).part("p").redeliveries == 1
     assert m.settle(201, SCOPE, "p", "A", "ack") == ("acked", 28)
-    assert m.scope(SCOPE).part("p").rc == 0
+    assert m.scope(SCOPE).part("p").redeliveries == 0
     # leased again by B: A's retried ack is still "already"
     assert m.acquire(202, SCOPE, "B", 100, "h")[:3] == ("leased", "p", 28)
     assert m.settle(203, SCOPE, "p", "A", "ack") == ("already", 28, "acked")
@@ -216,7 +216,7 @@ def test_late_ack_counts_until_released_again() -> None:
     assert m.record(204, SCOPE, "p", "B", 28, 56, 60, 1, 400, 56) == ("ok",)
     assert m.acquire(400, SCOPE, "C", 100, "h")[:5] == ("leased", "p", 28, 500, 1)
     assert m.settle(401, SCOPE, "p", "B", "ack") == ("stale",)
-    assert m.scope(SCOPE).part("p").cmt == 28
+    assert m.scope(SCOPE).part("p").committed == 28
 
 
 def test_lost_state_refuses_everything_but_reset() -> None:
@@ -236,7 +236,7 @@ def test_gone_partition_keeps_its_committed_offset() -> None:
     m.sync_parts(1, SCOPE, [])
     sc = m.scope(SCOPE)
     assert sc.part("p").gone
-    assert sc.part("p").cmt == 56
+    assert sc.part("p").committed == 56
     assert "p" not in sc.ready
     assert m.acquire(2, SCOPE, "A", 100, "h")[0] == "none"
     m.sync_parts(3, SCOPE, ["p"])
@@ -259,12 +259,12 @@ def test_rewind_moves_back_under_the_lease_and_older_tokens_get_stale() -> None:
     assert m.rewind(5, SCOPE, "p", "B", 560, 280, 300) == ("ok", 280)
     assert m.rewind(5, SCOPE, "p", "B", 560, 280, 300) == ("ok", 280)  # a retry
     ps = m.scope(SCOPE).part("p")
-    assert (ps.cmt, ps.mx, ps.lid) == (280, 300, "B")
+    assert (ps.committed, ps.max_offset, ps.lease_id) == (280, 300, "B")
     assert "p" not in m.cursor
     assert m.settle(6, SCOPE, "p", "A", "ack") == ("already", 280, "acked")
     # after the lease expired, a late rewind under it is refused
     assert m.rewind(200, SCOPE, "p", "B", 280, 0, 0) == ("stale",)
-    assert m.scope(SCOPE).part("p").cmt == 280
+    assert m.scope(SCOPE).part("p").committed == 280
     # a booked batch is never moved back under its lease
     assert m.acquire(201, SCOPE, "C", 100, "h")[:3] == ("leased", "p", 280)
     assert m.record(202, SCOPE, "p", "C", 280, 336, 336, 2, 400, 336) == ("ok",)

@@ -22,6 +22,16 @@ from typing import Literal
 import redis.asyncio as aioredis
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.engine.arguments import (
+    MAX_MESSAGES_LIMIT,
+    checked_fetch,
+    checked_lease_ms,
+    checked_rate,
+    checked_reset,
+    checked_settle,
+    lag_report,
+    scope_of,
+)
 from tubemq_aio.gateway.engine.data import (
     MAX_OFFSET,
     MIN_RATE,
@@ -54,6 +64,7 @@ from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = [
+    "MAX_MESSAGES_LIMIT",
     "MAX_OFFSET",
     "MIN_RATE",
     "ConsumeService",
@@ -72,8 +83,6 @@ __all__ = [
 
 log = logging.getLogger("tubemq_aio.gateway")
 
-#: The largest ``max_messages`` a fetch may ask for.
-MAX_MESSAGES_LIMIT = 10_000
 #: Scopes a replica remembers as synced before it forgets those not synced lately.
 _SYNCED_MAX = 4096
 #: A long poll re-tries at most this often (ms), whatever the scripts said.
@@ -221,15 +230,6 @@ class ConsumeService:
             raise UnknownGroupError(f"group {group!r} is not served by this gateway")
         return spec
 
-    def _scope(self, spec: GroupSpec, client_id: str | None) -> str:
-        if spec.mode == "clustering":
-            if client_id is not None:
-                raise InvalidRequestError("client_id is not allowed in a clustering group")
-            return "c"
-        if not isinstance(client_id, str) or not client_id:
-            raise InvalidRequestError("client_id is required in a broadcast group")
-        return f"b:{client_id}"
-
     async def _tube(self, spec: GroupSpec) -> TubeGroup:
         tube = self._tubes.get(spec.name)
         if tube is None:
@@ -279,17 +279,6 @@ class ConsumeService:
             horizon = now - self.settings.sync_interval
             self._synced = {k: t for k, t in self._synced.items() if t > horizon}
 
-    def _lease_ms(self, spec: GroupSpec, lease_ms: int | None) -> int:
-        if lease_ms is None:
-            return spec.lease_ms
-        if isinstance(lease_ms, bool) or not isinstance(lease_ms, int):
-            raise InvalidRequestError("lease_ms must be an integer")
-        if not spec.lease_ms_min <= lease_ms <= spec.lease_ms_max:
-            raise InvalidRequestError(
-                f"lease_ms must be in [{spec.lease_ms_min}, {spec.lease_ms_max}]"
-            )
-        return lease_ms
-
     # ---- fetch -------------------------------------------------------------------------------
 
     async def fetch(
@@ -323,22 +312,9 @@ class ConsumeService:
             TooManyWaitersError: too many long polls wait on this replica.
         """
         spec = self._spec(group)
-        scope = self._scope(spec, client_id)
-        lease = self._lease_ms(spec, lease_ms)
-        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= 30000:
-            raise InvalidRequestError("wait_ms must be an integer in [0, 30000]")
-        if not isinstance(holder, str) or not isinstance(owner, str):
-            raise InvalidRequestError("holder and owner must be strings")
-        if max_messages is None:
-            max_messages = 1
-        elif (
-            isinstance(max_messages, bool)
-            or not isinstance(max_messages, int)
-            or not 1 <= max_messages <= MAX_MESSAGES_LIMIT
-        ):
-            raise InvalidRequestError(
-                f"max_messages must be an integer in [1, {MAX_MESSAGES_LIMIT}]"
-            )
+        scope = scope_of(spec, client_id)
+        lease = checked_lease_ms(spec, lease_ms)
+        max_messages = checked_fetch(wait_ms, holder, owner, max_messages)
         store = self._running()
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
@@ -377,12 +353,7 @@ class ConsumeService:
             StateLostError / StoreUnavailableError: Redis lost its state / is down.
         """
         self._spec(lease.group)
-        if action not in ("ack", "nack", "release"):
-            raise InvalidRequestError("action must be ack, nack or release")
-        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int):
-            raise InvalidRequestError("delay_ms must be an integer")
-        if not 0 <= delay_ms <= 3_600_000:
-            raise InvalidRequestError("delay_ms must be in [0, 3600000]")
+        checked_settle(action, delay_ms)
         store = self._running()
         got = await store.settle(
             lease.group, lease.scope, lease.partition_key, lease.lease_id, action, delay_ms
@@ -415,7 +386,7 @@ class ConsumeService:
             InvalidRequestError: ``lease_ms`` out of the group's bounds.
         """
         spec = self._spec(lease.group)
-        ms = self._lease_ms(spec, lease_ms)
+        ms = checked_lease_ms(spec, lease_ms)
         store = self._running()
         got = await store.extend(lease.group, lease.scope, lease.partition_key, lease.lease_id, ms)
         if got.status != "ok":
@@ -442,26 +413,12 @@ class ConsumeService:
             InvalidRequestError: bad target, offset or partition key.
         """
         spec = self._spec(group)
-        pairs: list[tuple[str, int]] = []
-        target = ""
-        if isinstance(to, str):
-            if to not in ("earliest", "latest"):
-                raise InvalidRequestError("to must be 'earliest', 'latest' or {partition: offset}")
-            target = to
-        elif isinstance(to, Mapping) and to:
-            for p, off in to.items():
-                if isinstance(off, bool) or not isinstance(off, int) or not 0 <= off <= MAX_OFFSET:
-                    raise InvalidRequestError(
-                        f"offset of {p!r} must be an integer in [0, {MAX_OFFSET}]"
-                    )
-                pairs.append((str(p), off))
-        else:
-            raise InvalidRequestError("to must be 'earliest', 'latest' or {partition: offset}")
+        target, pairs = checked_reset(to)
         store = self._running()
         if spec.mode == "broadcast" and client_id is None:
             scopes = await store.clients(group)
         else:
-            scopes = [self._scope(spec, client_id)]
+            scopes = [scope_of(spec, client_id)]
         plist = await self._known_partitions(spec)
         unknown = [p for p, _ in pairs if p not in plist]
         if unknown:  # named in the answer, but not all of them: the keys are the client's text
@@ -505,16 +462,7 @@ class ConsumeService:
                 :data:`MIN_RATE`, or a negative burst.
         """
         self._spec(group)
-        rate = messages_per_second
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
-            raise InvalidRequestError("messages_per_second must be a finite number")
-        if rate < 0 or 0 < rate < MIN_RATE:
-            raise InvalidRequestError(f"messages_per_second must be 0 (off) or >= {MIN_RATE}")
-        if burst is not None and (
-            isinstance(burst, bool) or not isinstance(burst, int) or burst < 0
-        ):
-            raise InvalidRequestError("burst must be an integer >= 0")
-        await self._running().set_rate(group, float(rate), max(1, burst or math.ceil(rate)))
+        await self._running().set_rate(group, *checked_rate(messages_per_second, burst))
 
     async def lag(self, group: str, *, client_id: str | None = None) -> LagReport:
         """Backlog per partition in index bytes (shared stores make it an upper bound).
@@ -523,29 +471,13 @@ class ConsumeService:
             StateLostError: the group's state is missing in Redis (never a zero backlog).
         """
         spec = self._spec(group)
-        scope = self._scope(spec, client_id)
+        scope = scope_of(spec, client_id)
         store = self._running()
         state = await store.dump(group, scope)
         if not state.booted:  # a lost store must not read as "no backlog": alerts go quiet
             store.lost += 1
             raise StateLostError(f"the gateway state of group {group!r} is missing in Redis")
-        sc = state.scopes[scope]
-        entries: list[LagEntry] = []
-        for p in sorted(sc.members):
-            ps = sc.part(p)
-            top = None if ps.mx < 0 else ps.mx
-            lag = None if ps.cmt is None or top is None else max(0, top - ps.cmt)
-            live = ps.lid is not None and p in sc.leased
-            entries.append(
-                LagEntry(
-                    p, ps.cmt, top, lag,
-                    lease_holder=ps.lh if live else None,
-                    lease_expires_at=ps.lexp if live else None,
-                    redelivery=ps.rc, gone=ps.gone,
-                )
-            )  # fmt: skip
-        total = sum(e.lag_bytes or 0 for e in entries)
-        return LagReport(group, scope, tuple(entries), total)
+        return lag_report(group, scope, state.scopes[scope])
 
     async def readiness(self) -> dict[str, bool]:
         """``{"redis": PING answered, "master": the master answered the last metadata query}``."""

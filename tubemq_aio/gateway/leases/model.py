@@ -20,108 +20,16 @@ again; committed offsets are never deleted when a partition leaves the metadata.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from tubemq_aio.gateway.leases.partition_state import (
+    HOLD_RETRY_MS,
+    PartState,
+    ScopeState,
+    gcra,
+)
+
 __all__ = ["GroupState", "PartState", "ScopeState", "gcra"]
-
-
-@dataclass(slots=True)
-class PartState:
-    """One partition in one scope.
-
-    Attributes:
-        cmt: committed offset (None: not started yet; ``init`` decides).
-        mx: largest max offset the broker reported (-1 unknown).
-        lid: lease id of the current or last unsettled lease (kept after expiry for late acks).
-        lexp: lease expiry, ms.
-        lat: when the lease was taken, ms.
-        lh: lease holder text.
-        ls: batch start of the lease (set by ``record``).
-        ln: offset after the batch.
-        last: lease id settled last (a retried settle answers ``already``).
-        rc: how often the batch at ``cmt`` was delivered again.
-        zc: consecutive empty reads.
-        la: when the last ack happened, ms.
-        gone: the partition left the metadata (its ``cmt`` is kept).
-        start: pending start ``earliest``/``latest`` set by a reset (None: the group's default).
-    """
-
-    cmt: int | None = None
-    mx: int = -1
-    lid: str | None = None
-    lexp: int = 0
-    lat: int = 0
-    lh: str = ""
-    ls: int | None = None
-    ln: int | None = None
-    last: str | None = None
-    rc: int = 0
-    zc: int = 0
-    la: int = 0
-    gone: bool = False
-    start: str | None = None
-
-
-#: A fetch of a rate-limited group that finds another read running retries this soon (ms).
-HOLD_RETRY_MS = 20
-#: Settled lease ids a scope remembers at most (``DONE_MAX`` in ``lua/common.lua``).
-DONE_MAX = 10_000
-
-
-@dataclass(slots=True)
-class ScopeState:
-    """The partitions and schedules of one scope."""
-
-    members: set[str] = field(default_factory=set)  # the partitions of the scope
-    parts: dict[str, PartState] = field(default_factory=dict)  # fields (may outlive members)
-    ready: dict[str, int] = field(default_factory=dict)
-    leased: dict[str, int] = field(default_factory=dict)
-    acq: dict[str, str] = field(default_factory=dict)  # live lease id -> partition
-    done: dict[str, int] = field(default_factory=dict)  # "<lease id>|<outcome>" -> kept until
-
-    def settled_as(self, lid: str, now: int) -> str | None:
-        """How lease ``lid`` was settled (``acked``/``nacked``/``released``), if remembered."""
-        for outcome in ("acked", "nacked", "released"):
-            if self.done.get(f"{lid}|{outcome}", now) > now:
-                return outcome
-        return None
-
-    def remember(self, lid: str, outcome: str, life_ms: int, now: int) -> None:
-        """Keep how ``lid`` ended for ``life_ms``; at most :data:`DONE_MAX`, oldest out first."""
-        self.done = {m: t for m, t in self.done.items() if t > now}
-        self.done[f"{lid}|{outcome}"] = now + life_ms
-        if len(self.done) > DONE_MAX:
-            keep = sorted(self.done.items(), key=lambda kv: (kv[1], kv[0].encode()))[-DONE_MAX:]
-            self.done = dict(keep)
-
-    def part(self, p: str) -> PartState:
-        """The fields of ``p`` (created empty if unknown, like missing Redis hash fields)."""
-        return self.parts.setdefault(p, PartState())
-
-
-def gcra(
-    tat_us: int | None, now_us: int, rate: float, burst: int, cost: int
-) -> tuple[int, int | None]:
-    """Generic cell rate algorithm over microseconds (float math as in the Lua scripts).
-
-    Args:
-        tat_us: the theoretical arrival time stored (None: never charged).
-        now_us: now.
-        rate: messages per second (> 0).
-        burst: messages allowed at once (≥ 1).
-        cost: messages to charge (0: only check).
-
-    Returns:
-        ``(wait_us, tat_us)``: with ``cost`` 0 the wait before the next fetch may start (0: now)
-        and the unchanged TAT; with a cost, 0 and the TAT after charging it.
-    """
-    interval = 1e6 / rate
-    tat = now_us if tat_us is None else max(tat_us, now_us)
-    if cost == 0:
-        allow_at = tat - interval * burst
-        return (math.ceil(allow_at - now_us) if allow_at > now_us else 0), tat_us
-    return 0, math.floor(tat + interval * cost)
 
 
 @dataclass(slots=True)
@@ -147,7 +55,7 @@ class GroupState:
     @staticmethod
     def _live(sc: ScopeState, p: str, lid: str, now: int) -> bool:
         ps = sc.parts.get(p)
-        return ps is not None and ps.lid == lid and sc.leased.get(p, -1) > now
+        return ps is not None and ps.lease_id == lid and sc.leased.get(p, -1) > now
 
     def _hold_until(self) -> int:
         return 0 if self.rate_hold is None else int(self.rate_hold.partition("|")[2])
@@ -158,10 +66,10 @@ class GroupState:
 
     def _release(self, s: str, sc: ScopeState, p: str, wait_ms: int, now: int) -> None:
         ps = sc.part(p)
-        if ps.lid is not None:
-            self._drop_hold(ps.lid)
-            sc.acq.pop(ps.lid, None)
-        ps.last, ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = ps.lid, None, 0, 0, "", None, None
+        if ps.lease_id is not None:
+            self._drop_hold(ps.lease_id)
+            sc.acq.pop(ps.lease_id, None)
+        ps.clear_lease(last_settled=ps.lease_id)
         sc.leased.pop(p, None)
         if not ps.gone:
             sc.ready[p] = now + wait_ms
@@ -208,9 +116,9 @@ class GroupState:
         for _, p in expired:
             ps = sc.part(p)
             del sc.leased[p]
-            if ps.lid is not None:
-                sc.acq.pop(ps.lid, None)
-            ps.rc += 1
+            if ps.lease_id is not None:
+                sc.acq.pop(ps.lease_id, None)
+            ps.redeliveries += 1
             if not ps.gone:
                 sc.ready[p] = now
         due = sorted((t, p) for p, t in sc.ready.items() if t <= now)
@@ -224,7 +132,7 @@ class GroupState:
         ps = sc.part(pick)
         del sc.ready[pick]
         sc.leased[pick] = now + lease_ms
-        ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln = lid, now + lease_ms, now, holder, None, None
+        ps.take_lease(lid, now + lease_ms, now, holder)
         sc.acq[lid] = pick
         if self.rate > 0 and not want:
             self.rate_hold = f"{lid}|{now + lease_ms}"
@@ -232,8 +140,9 @@ class GroupState:
 
     def _leased(self, sc: ScopeState, p: str) -> tuple[object, ...]:
         ps = sc.part(p)
-        cmt = -1 if ps.cmt is None else ps.cmt
-        return ("leased", p, cmt, ps.lexp, ps.rc, ps.start or "", self.cursor.get(p, -1))
+        cmt = -1 if ps.committed is None else ps.committed
+        cursor = self.cursor.get(p, -1)
+        return ("leased", p, cmt, ps.lease_expiry, ps.redeliveries, ps.start or "", cursor)
 
     def init(self, now: int, s: str, p: str, lid: str, offset: int, top: int) -> tuple[object, ...]:
         """Set the start offset of a partition without one (the first writer wins).
@@ -247,10 +156,10 @@ class GroupState:
         if not self._live(sc, p, lid, now):
             return ("stale",)
         ps = sc.part(p)
-        if ps.cmt is None:
-            ps.cmt, ps.start = offset, None
-        ps.mx = max(ps.mx, top)
-        return ("ok", ps.cmt)
+        if ps.committed is None:
+            ps.committed, ps.start = offset, None
+        ps.max_offset = max(ps.max_offset, top)
+        return ("ok", ps.committed)
 
     def record(
         self, now: int, s: str, p: str, lid: str, base: int, nxt: int, top: int, n: int,
@@ -272,19 +181,19 @@ class GroupState:
         sc = self.scope(s)
         ps = sc.part(p)
         if not self._live(sc, p, lid, now):
-            if ps.last == lid and ps.lid != lid:
-                return ("released", -1 if ps.cmt is None else ps.cmt)
+            if ps.last_settled == lid and ps.lease_id != lid:
+                return ("released", -1 if ps.committed is None else ps.committed)
             self.cursor.pop(p, None)
             return ("stale",)
-        if ps.ls is not None:
-            return ("ok",) if (ps.ls, ps.ln) == (base, nxt) else ("moved",)
+        if ps.batch_start is not None:
+            return ("ok",) if (ps.batch_start, ps.batch_end) == (base, nxt) else ("moved",)
         if not fence_held:
             self.cursor.pop(p, None)
             return ("fenced",)
-        if ps.cmt != base or nxt < base:
+        if ps.committed != base or nxt < base:
             self.cursor.pop(p, None)
             return ("moved",)
-        ps.mx = max(ps.mx, top)
+        ps.max_offset = max(ps.max_offset, top)
         if cursor >= 0:
             self.cursor[p] = cursor
         else:
@@ -294,12 +203,12 @@ class GroupState:
         self._drop_hold(lid)
         if n == 0:
             if nxt != base:
-                ps.rc = 0
-            ps.cmt = nxt
-            ps.zc += 1
+                ps.redeliveries = 0
+            ps.committed = nxt
+            ps.empty_reads += 1
             self._release(s, sc, p, wait_ms, now)
             return ("released", nxt)
-        ps.ls, ps.ln, ps.zc = base, nxt, 0
+        ps.batch_start, ps.batch_end, ps.empty_reads = base, nxt, 0
         return ("ok",)
 
     def rewind(
@@ -321,11 +230,11 @@ class GroupState:
         if not self._live(sc, p, lid, now):
             return ("stale",)
         ps = sc.part(p)
-        if new < old and ps.cmt == new and ps.ls is None:
+        if new < old and ps.committed == new and ps.batch_start is None:
             return ("ok", new)
-        if ps.ls is not None or ps.cmt != old or new >= old:
-            return ("moved", -1 if ps.cmt is None else ps.cmt)
-        ps.cmt, ps.mx, ps.rc, ps.zc = new, top, 0, 0
+        if ps.batch_start is not None or ps.committed != old or new >= old:
+            return ("moved", -1 if ps.committed is None else ps.committed)
+        ps.committed, ps.max_offset, ps.redeliveries, ps.empty_reads = new, top, 0, 0
         self.cursor.pop(p, None)
         return ("ok", new)
 
@@ -347,32 +256,32 @@ class GroupState:
             return ("lost",)
         sc = self.scope(s)
         ps = sc.part(p)
-        if ps.lid != lid:
+        if ps.lease_id != lid:
             ended = sc.settled_as(lid, now)
-            if ended is None and ps.last == lid:
+            if ended is None and ps.last_settled == lid:
                 ended = "released"
             if ended is not None:
-                return ("already", -1 if ps.cmt is None else ps.cmt, ended)
+                return ("already", -1 if ps.committed is None else ps.committed, ended)
             return ("stale",)
-        life = max(0, ps.lexp - ps.lat)  # both set with the lease id
-        if ps.ls is None:
+        life = max(0, ps.lease_expiry - ps.leased_at)  # both set with the lease id
+        if ps.batch_start is None:
             action = "release"
-        elif ps.cmt != ps.ls:
+        elif ps.committed != ps.batch_start:
             sc.remember(lid, "released", life, now)
             self._release(s, sc, p, 0, now)
             return ("conflict",)
         wait = 0
         if action == "ack":
-            ps.cmt, ps.rc, ps.la = ps.ln, 0, now
+            ps.committed, ps.redeliveries, ps.last_ack_at = ps.batch_end, 0, now
         elif action == "nack":
-            ps.rc += 1
+            ps.redeliveries += 1
             wait = delay_ms
         else:
             wait = delay_ms
         result = {"ack": "acked", "nack": "nacked"}.get(action, "released")
         sc.remember(lid, result, life, now)
         self._release(s, sc, p, wait, now)
-        return (result, -1 if ps.cmt is None else ps.cmt)
+        return (result, -1 if ps.committed is None else ps.committed)
 
     def extend(self, now: int, s: str, p: str, lid: str, lease_ms: int) -> tuple[object, ...]:
         """Move the lease expiry to ``now + lease_ms`` (takes back an expired, unre-leased one).
@@ -384,12 +293,12 @@ class GroupState:
             return ("lost",)
         sc = self.scope(s)
         ps = sc.part(p)
-        if ps.lid != lid:
+        if ps.lease_id != lid:
             return ("stale",)
         sc.ready.pop(p, None)
-        sc.leased[p] = ps.lexp = now + lease_ms
+        sc.leased[p] = ps.lease_expiry = now + lease_ms
         sc.acq[lid] = p
-        return ("ok", ps.lexp)
+        return ("ok", ps.lease_expiry)
 
     def reset(
         self, now: int, s: str, target: str, pairs: list[tuple[str, int]], plist: list[str]
@@ -412,16 +321,16 @@ class GroupState:
         out: list[tuple[str, int, str]] = []
         for p, to in todo:
             ps = sc.part(p)
-            out.append((p, -1 if ps.cmt is None else ps.cmt, str(to)))
+            out.append((p, -1 if ps.committed is None else ps.committed, str(to)))
             if isinstance(to, int):
-                ps.cmt, ps.start = to, None
+                ps.committed, ps.start = to, None
             else:
-                ps.cmt, ps.start = None, to
-            if ps.lid is not None:
-                self._drop_hold(ps.lid)
-                sc.acq.pop(ps.lid, None)
-            ps.lid, ps.lexp, ps.lat, ps.lh, ps.ls, ps.ln, ps.last = None, 0, 0, "", None, None, None
-            ps.rc = ps.zc = 0
+                ps.committed, ps.start = None, to
+            if ps.lease_id is not None:
+                self._drop_hold(ps.lease_id)
+                sc.acq.pop(ps.lease_id, None)
+            ps.clear_lease(last_settled=None)
+            ps.redeliveries = ps.empty_reads = 0
             sc.leased.pop(p, None)
             if not ps.gone:
                 sc.ready[p] = now

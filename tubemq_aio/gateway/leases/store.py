@@ -44,7 +44,20 @@ BOOT_KEY = "tgw:boot"
 RESET_CHUNK = 200
 WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
-_INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
+#: The fields ``<partition>|<name>`` of a scope's hash and the :class:`PartState` attribute
+#: each one is (the Redis names are short: they are stored once per partition and scope).
+_INT_FIELDS = {
+    "cmt": "committed",
+    "mx": "max_offset",
+    "lexp": "lease_expiry",
+    "lat": "leased_at",
+    "ls": "batch_start",
+    "ln": "batch_end",
+    "rc": "redeliveries",
+    "zc": "empty_reads",
+    "la": "last_ack_at",
+}
+_TEXT_FIELDS = {"lid": "lease_id", "lh": "holder", "last": "last_settled", "start": "start"}
 _T = TypeVar("_T")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -389,10 +402,10 @@ def _to_state(
         value = _text(raw_val)
         ps = sc.parts.setdefault(p, PartState())
         if name in _INT_FIELDS:
-            setattr(ps, name, int(value))
+            setattr(ps, _INT_FIELDS[name], int(value))
         elif name == "gone":
             ps.gone = value == "1"
-        elif name in ("lid", "lh", "last", "start"):
-            setattr(ps, name, value)
+        elif name in _TEXT_FIELDS:
+            setattr(ps, _TEXT_FIELDS[name], value)
     state.scopes[scope] = sc
     return state
