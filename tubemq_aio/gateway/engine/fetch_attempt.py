@@ -23,6 +23,7 @@ from tubemq_aio.errors import (
     PartitionOccupiedError,
     TubeMQError,
 )
+from tubemq_aio.gateway.engine.cursor_hold import AttemptCost, CursorHold
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
     FetchOutcome,
@@ -106,73 +107,6 @@ async def rewind_committed(
     return True
 
 
-class _CursorHold:
-    """Broadcast: the group's cursor mutex of one partition, held for one read.
-
-    A renewal task keeps it alive every third of its life while the read runs; when a renewal
-    fails (the mutex lapsed or Redis did not answer) the read's time budget ends at once, so a
-    reader that may have lost the mutex stops moving the broker cursor. The booking is fenced
-    too: ``record`` books only while this token still holds the mutex.
-    """
-
-    def __init__(
-        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout, cost: _Cost,
-        tasks: Supervisor,
-    ) -> None:  # fmt: skip
-        self.store = store
-        self.fence = fence
-        self.lapsed = False
-        self._budget = budget
-        self._cost = cost
-        self._ended = False
-        self._renewal: asyncio.Task[None] | None = tasks.spawn(
-            self._renew(), "cursor-renewal", essential=False
-        )
-
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(_CURSOR_LOCK_MS / 3000)
-            self._cost.trips += 1
-            # Answered by five sixths of the mutex's life (sent at a third, given half of it),
-            # so before it could lapse, or treated as lapsed. Half rather than a third: a loaded
-            # replica's late answer otherwise cut reads short again and again.
-            try:
-                async with asyncio.timeout(_CURSOR_LOCK_MS / 2000):
-                    kept = await self.store.renew_lock(*self.fence, _CURSOR_LOCK_MS)
-            except (GatewayError, TimeoutError):
-                kept = False
-            if not kept:
-                self.lapsed = True
-                with contextlib.suppress(RuntimeError):  # the read may have ended meanwhile
-                    self._budget.reschedule(asyncio.get_running_loop().time())
-                return
-
-    async def end(self) -> None:
-        """Stop renewing and drop the mutex (idempotent). The unlock runs even when the caller
-        is cancelled while the renewal stops: skipped, it would leave the mutex held until it
-        lapses, stalling every other reader of the partition."""
-        if self._ended:
-            return
-        self._ended = True
-        renewal, self._renewal = self._renewal, None
-        try:
-            if renewal is not None:
-                renewal.cancel()
-                await asyncio.wait({renewal})  # its own cancel is not raised here
-        finally:
-            with contextlib.suppress(Exception):
-                self._cost.trips += 1
-                await asyncio.shield(self.store.unlock(*self.fence))
-
-
-@dataclasses.dataclass(slots=True)
-class _Cost:
-    """Broker RPCs and Redis round trips of one fetch attempt (fetches run concurrently)."""
-
-    rpcs: int = 0
-    trips: int = 0
-
-
 class BatchReader:
     """Reads batches under Redis leases for one replica.
 
@@ -203,7 +137,7 @@ class BatchReader:
         there is none."""
         outcome = FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
         for _ in range(_ATTEMPTS):
-            cost = _Cost()
+            cost = AttemptCost()
             try:
                 result = await self._attempt(
                     spec, scope, lease_ms, holder, store, cost, max_messages
@@ -220,7 +154,7 @@ class BatchReader:
 
     async def _attempt(
         self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
-        cost: _Cost, max_messages: int,
+        cost: AttemptCost, max_messages: int,
     ) -> FetchOutcome | None:  # fmt: skip
         """One acquire and, with a lease, one read; None when another attempt may find data."""
         lease_id = secrets.token_hex(16)
@@ -254,10 +188,10 @@ class BatchReader:
 
     async def _read_leased(
         self, spec: GroupSpec, lease: Lease, cmt: int, start: str, cursor: int,
-        left_ms: int, store: LeaseStore, cost: _Cost, max_messages: int,
+        left_ms: int, store: LeaseStore, cost: AttemptCost, max_messages: int,
     ) -> FetchOutcome | None:  # fmt: skip
         """Read the leased partition; None when the caller should try another one."""
-        hold: _CursorHold | None = None
+        hold: CursorHold | None = None
         try:
             margin = min(_LEASE_MARGIN_MS, left_ms // 4)
             # further broker batches are read only early in the lease's broker window
@@ -270,7 +204,7 @@ class BatchReader:
                         await self._release(store, lease, _RETRY_BUSY_MS, cost)
                         return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
                     try:
-                        hold = _CursorHold(store, held, budget, cost, self._tasks)
+                        hold = CursorHold(store, held, budget, cost, self._tasks, _CURSOR_LOCK_MS)
                     except ClientClosedError:  # the engine is closing: no renewal, no read
                         await self._unlock(store, held, cost)
                         raise
@@ -306,7 +240,7 @@ class BatchReader:
                 await hold.end()
 
     async def _lock_cursor(
-        self, store: LeaseStore, group: str, p: str, cost: _Cost
+        self, store: LeaseStore, group: str, p: str, cost: AttemptCost
     ) -> tuple[str, str] | None:
         key, token = cursor_lock_key(group, p), secrets.token_hex(8)
         cost.trips += 1
@@ -317,14 +251,14 @@ class BatchReader:
             raise
         return (key, token) if locked else None
 
-    async def _unlock(self, store: LeaseStore, held: tuple[str, str], cost: _Cost) -> None:
+    async def _unlock(self, store: LeaseStore, held: tuple[str, str], cost: AttemptCost) -> None:
         """Drop the cursor mutex if this fetch still holds it (shielded; it lapses anyway)."""
         with contextlib.suppress(Exception):
             cost.trips += 1
             await asyncio.shield(store.unlock(*held))
 
     async def _forget(
-        self, store: LeaseStore, group: str, scope: str, lease_id: str, cost: _Cost
+        self, store: LeaseStore, group: str, scope: str, lease_id: str, cost: AttemptCost
     ) -> None:
         """Release ``lease_id`` if an acquire whose answer was lost took it (else it expires)."""
         with contextlib.suppress(Exception):
@@ -334,7 +268,9 @@ class BatchReader:
                 cost.trips += 1
                 await store.settle(group, scope, p, lease_id, "release", 0)
 
-    async def _release(self, store: LeaseStore, lease: Lease, delay_ms: int, cost: _Cost) -> None:
+    async def _release(
+        self, store: LeaseStore, lease: Lease, delay_ms: int, cost: AttemptCost
+    ) -> None:
         """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""
         with contextlib.suppress(Exception):
             cost.trips += 1
@@ -346,8 +282,8 @@ class BatchReader:
             )  # fmt: skip
 
     async def _read(
-        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: _Cost,
-        hold: _CursorHold | None,
+        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: AttemptCost,
+        hold: CursorHold | None,
     ) -> FetchOutcome | None:  # fmt: skip
         cmt, start, cursor = args.cmt, args.start, args.cursor
         tube = await self._tube_of(spec)

@@ -1,21 +1,19 @@
-"""The gateway's consume engine: fetch (read path in :mod:`.reader`), settle, extend, reset,
-pause, rate and lag.
+"""The gateway's consume engine: fetch (one attempt in :mod:`.fetch_attempt`), settle, extend,
+reset, pause, rate and lag.
 
-State lives in Redis (:mod:`.store`, Lua scripts on Redis's clock); TubeMQ is read through one
-shared consumer id per group (:mod:`.tube`). A fetch is acquire → [init] → [register at S when
-the broker cursor is not at S] → GetMessage → CommitOffset → record: 2 broker RPCs and 2 Redis
-round trips in the steady state (broadcast adds a cursor mutex: 2 more round trips). Settle,
-extend and reset touch Redis only, so acks keep working while a broker or the master is down.
+State lives in Redis (:mod:`tubemq_aio.gateway.leases.store`, Lua scripts on Redis's clock);
+TubeMQ is read through one shared consumer id per group (:mod:`.group_sessions`). A fetch is
+acquire → [init] → [register at S when the broker cursor is not at S] → GetMessage →
+CommitOffset → record: 2 broker RPCs and 2 Redis round trips in the steady state (broadcast adds
+a cursor mutex: 2 more round trips). Settle, extend and reset touch Redis only, so acks keep
+working while a broker or the master is down.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import math
-from collections import Counter
 from collections.abc import Mapping
 from typing import Literal
 
@@ -49,14 +47,15 @@ from tubemq_aio.gateway.engine.data import (
 )
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.engine.offsets_reset import reset_offsets
+from tubemq_aio.gateway.engine.scope_sync import ScopeSync
+from tubemq_aio.gateway.engine.sessions import SessionTable
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
-    InvalidRequestError,
     LeaseConflictError,
     LeaseStaleError,
     StateLostError,
     StoreUnavailableError,
-    TooManyClientsError,
     TubeUnavailableError,
     UnknownGroupError,
 )
@@ -83,8 +82,6 @@ __all__ = [
 
 log = logging.getLogger("tubemq_aio.gateway")
 
-#: Scopes a replica remembers as synced before it forgets those not synced lately.
-_SYNCED_MAX = 4096
 #: A long poll re-tries at most this often (ms), whatever the scripts said.
 _MIN_POLL_MS = 10
 
@@ -99,11 +96,9 @@ class ConsumeService:
     def __init__(self, settings: ConsumeSettings) -> None:
         self.settings = settings
         self._specs = {g.name: g for g in settings.groups}
-        self._tubes: dict[str, TubeGroup] = {}
-        self._synced: dict[tuple[str, str], float] = {}
-        self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
-        self._busy: Counter[str] = Counter()  # group -> fetches running now
+        self._sessions = SessionTable(settings)
         self._stats = GatewayStats()
+        self._sync = ScopeSync(self._sessions, self._stats, settings.sync_interval)
         #: The owner of the engine's background tasks (wake listener, cursor renewals).
         self.tasks = Supervisor("tubemq-gateway")
         self._reader = BatchReader(settings, self._stats, self._tube, self.tasks)
@@ -163,11 +158,7 @@ class ConsumeService:
             _, pending = await asyncio.wait(leftover, timeout=2 * self.settings.rpc_timeout)
             if pending:
                 log.warning("%d engine tasks did not end in time", len(pending))
-        tubes, self._tubes = list(self._tubes.values()), {}
-        for tube in tubes:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2 * self.settings.rpc_timeout):
-                    await tube.close()
+        await self._sessions.close_all()
         if self._client is not None:
             await self._client.aclose()
 
@@ -205,22 +196,16 @@ class ConsumeService:
             UnknownGroupError: the group is not served.
             TubeUnavailableError: the master cannot be reached.
         """
-        return await self._tube(self._spec(group))
+        return await self._sessions.get(self._spec(group))
 
     def session_use(self) -> tuple[list[str], dict[str, float], dict[str, int]]:
         """Open sessions, when a client fetch last ended per group, fetches running now."""
-        return list(self._tubes), dict(self._last_use), dict(self._busy)
+        return self._sessions.usage()
 
     async def close_session(self, group: str) -> bool:
         """Close the group's TubeMQ session on this replica unless a fetch is using it; the
         next fetch opens a new one. Returns whether one was closed."""
-        if self._busy[group] > 0 or group not in self._tubes:
-            return False
-        tube = self._tubes.pop(group)  # synchronously: a fetch from now on opens a new one
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(2 * self.settings.rpc_timeout):
-                await tube.close()
-        return True
+        return await self._sessions.close_unused(group)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -231,53 +216,7 @@ class ConsumeService:
         return spec
 
     async def _tube(self, spec: GroupSpec) -> TubeGroup:
-        tube = self._tubes.get(spec.name)
-        if tube is None:
-            tube = TubeGroup(
-                masters=self.settings.masters,
-                group=spec.name,
-                topics=spec.topics,
-                deployment=self.settings.deployment,
-                rpc_timeout=self.settings.rpc_timeout,
-                credentials=self.settings.credentials,
-                ssl_context=self.settings.ssl_context,
-                tls_server_hostname=self.settings.tls_server_hostname,
-            )
-            self._tubes[spec.name] = tube
-        try:
-            await tube.start()
-        except TubeMQError as exc:
-            raise TubeUnavailableError(f"TubeMQ master unavailable: {exc!r}") from exc
-        return tube
-
-    async def _sync(self, spec: GroupSpec, scope: str, store: LeaseStore, owner: str) -> None:
-        now = asyncio.get_running_loop().time()
-        if now - self._synced.get((spec.name, scope), -math.inf) < self.settings.sync_interval:
-            return
-        tube = await self._tube(spec)
-        try:
-            plist = await tube.partitions()
-        except TubeMQError as exc:
-            raise TubeUnavailableError(f"partition metadata unavailable: {exc!r}") from exc
-        if scope != "c":  # stamped first: the housekeeper never collects a scope being synced
-            self._stats.fetch_redis_roundtrips += 1
-            added = await store.add_client(
-                spec.name, scope, spec.max_clients, owner, spec.max_clients_per_key
-            )
-            if added != "ok":
-                self._stats.clients_refused += 1
-                limit = spec.max_clients if added == "group_full" else spec.max_clients_per_key
-                whose = "the broadcast group" if added == "group_full" else "this API key"
-                raise TooManyClientsError(
-                    f"{whose} keeps at most {limit} client_ids; an idle one is collected by the "
-                    "housekeeper"
-                )
-        self._stats.fetch_redis_roundtrips += 1
-        await store.sync_parts(spec.name, scope, plist)
-        self._synced[(spec.name, scope)] = now
-        if len(self._synced) > _SYNCED_MAX:  # forget scopes not synced lately (re-synced anyway)
-            horizon = now - self.settings.sync_interval
-            self._synced = {k: t for k, t in self._synced.items() if t > horizon}
+        return await self._sessions.get(spec)
 
     # ---- fetch -------------------------------------------------------------------------------
 
@@ -319,8 +258,7 @@ class ConsumeService:
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
-        self._busy[group] += 1  # the session is in use: the housekeeper leaves it open
-        try:
+        with self._sessions.in_use(group):
             while True:
                 await self._sync(spec, scope, store, owner[:200])
                 outcome = await self._reader.fetch_once(
@@ -332,9 +270,6 @@ class ConsumeService:
                 assert self._waker is not None
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
                 await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
-        finally:
-            self._busy[group] -= 1
-            self._last_use[group] = loop.time()
         name = f"fetches_{outcome.status}"
         setattr(self._stats, name, getattr(self._stats, name) + 1)
         return outcome
@@ -415,25 +350,10 @@ class ConsumeService:
         spec = self._spec(group)
         target, pairs = checked_reset(to)
         store = self._running()
-        if spec.mode == "broadcast" and client_id is None:
-            scopes = await store.clients(group)
-        else:
-            scopes = [scope_of(spec, client_id)]
-        plist = await self._known_partitions(spec)
-        unknown = [p for p, _ in pairs if p not in plist]
-        if unknown:  # named in the answer, but not all of them: the keys are the client's text
-            more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
-            shown = ", ".join(repr(p[:100]) for p in unknown[:3])
-            raise InvalidRequestError(f"unknown partitions: {shown}{more}")
-        out: list[ResetEntry] = []
-        replies = await store.reset_scopes(group, scopes, target, pairs, plist)
-        for scope, got in zip(scopes, replies, strict=True):
-            vals = got.values
-            for i in range(0, len(vals), 3):
-                new: int | str = vals[i + 2] if target else int(vals[i + 2])
-                old = int(vals[i + 1])
-                out.append(ResetEntry(str(vals[i]), None if old < 0 else old, new, scope))
-            self._synced.pop((group, scope), None)
+        known = await self._known_partitions(spec)
+        scopes, out = await reset_offsets(store, spec, client_id, target, pairs, known)
+        for scope in scopes:
+            self._sync.forget(group, scope)
         self._stats.resets += 1
         return out
 
@@ -484,17 +404,5 @@ class ConsumeService:
         redis_ok = self._store is not None and not self._closed and await self._store.ping()
         master_ok = False
         if self._specs and not self._closed:
-            # An open session answers without a new master registration; opening one counts
-            # as use, so an idle group's session is not reopened by every readiness probe.
-            spec = next((self._specs[g] for g in self._tubes), None)
-            if spec is None:
-                spec = next(iter(self._specs.values()))
-                self._last_use[spec.name] = asyncio.get_running_loop().time()
-            try:
-                async with asyncio.timeout(self.settings.rpc_timeout):
-                    tube = await self._tube(spec)
-                    await tube.partitions()
-                master_ok = tube.master_ok
-            except (TubeMQError, TimeoutError):
-                master_ok = False
+            master_ok = await self._sessions.master_answers(list(self._specs.values()))
         return {"redis": redis_ok, "master": master_ok}

@@ -4,10 +4,10 @@ Every replica runs one :class:`Housekeeper` task (owned by the app's lifespan). 
 (a third of ``leader_lease_ms``) it closes this replica's TubeMQ sessions that no client used
 for ``session_idle_ms``, then, per group, takes or renews the group's leader key in Redis
 (compare-and-set, ``PX`` on Redis's clock) and, while leader: probes partitions nobody leased
-for ``probe_interval_ms`` (:mod:`.hk_probe`), deletes the state of broadcast clients idle for
+for ``probe_interval_ms`` (:mod:`.lag_probe`), deletes the state of broadcast clients idle for
 ``client_idle_ms`` and refreshes the lag gauges it exports. Every job is idempotent, so two
 leaders for a moment (a stalled one whose key lapsed) do no harm; a replica that cannot renew
-stops acting before its key expires (:class:`~.hk_logic.Leadership`).
+stops acting before its key expires (:class:`~.decisions.Leadership`).
 """
 
 from __future__ import annotations

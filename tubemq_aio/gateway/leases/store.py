@@ -27,7 +27,8 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
-from tubemq_aio.gateway.leases.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
 
 __all__ = [
     "BOOT_KEY",
@@ -44,20 +45,6 @@ BOOT_KEY = "tgw:boot"
 RESET_CHUNK = 200
 WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
-#: The fields ``<partition>|<name>`` of a scope's hash and the :class:`PartState` attribute
-#: each one is (the Redis names are short: they are stored once per partition and scope).
-_INT_FIELDS = {
-    "cmt": "committed",
-    "mx": "max_offset",
-    "lexp": "lease_expiry",
-    "lat": "leased_at",
-    "ls": "batch_start",
-    "ln": "batch_end",
-    "rc": "redeliveries",
-    "zc": "empty_reads",
-    "la": "last_ack_at",
-}
-_TEXT_FIELDS = {"lid": "lease_id", "lh": "holder", "last": "last_settled", "start": "start"}
 _T = TypeVar("_T")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -109,10 +96,6 @@ class Reply(NamedTuple):
     status: str
     now: int
     values: tuple[Any, ...]
-
-
-def _text(v: Any) -> Any:
-    return v.decode() if isinstance(v, bytes) else v
 
 
 def _load_source(name: str) -> str:
@@ -173,7 +156,7 @@ class LeaseStore:
         keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
         raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
-        out = [_text(v) for v in raw]
+        out = [text(v) for v in raw]
         reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
         if reply.status == "lost":
             self.lost += 1
@@ -253,7 +236,7 @@ class LeaseStore:
                     return list(await pipe.execute())
 
             for raw in await self._io(run):
-                vals = [_text(v) for v in raw]
+                vals = [text(v) for v in raw]
                 out.append(Reply(str(vals[0]), int(vals[1]), tuple(vals[2:])))
         return out
 
@@ -322,18 +305,18 @@ class LeaseStore:
     async def clients(self, group: str) -> list[str]:
         """Every broadcast scope of ``group`` seen so far (and not collected since)."""
         key = clients_keys(group)[0]
-        return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+        return sorted(text(m) for m in await self._io(lambda: self.client.smembers(key)))
 
     async def members(self, group: str, scope: str) -> list[str]:
         """The partitions known to a scope."""
         key = scope_keys(group, scope)[6]
-        return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+        return sorted(text(m) for m in await self._io(lambda: self.client.smembers(key)))
 
     async def leased_partition(self, group: str, scope: str, lease_id: str) -> str | None:
         """The partition ``lease_id`` holds right now, or None (never taken, settled, expired)."""
         key = scope_keys(group, scope)[7]
         held = await self._io(lambda: self.client.hget(key, lease_id))
-        return None if held is None else str(_text(held))
+        return None if held is None else str(text(held))
 
     async def try_lock(self, key: str, token: str, px: int) -> bool:
         """``SET key token NX PX px``: True if this caller now holds the short mutex."""
@@ -372,40 +355,6 @@ class LeaseStore:
                 return list(await pipe.execute())
 
         cfg, tat, cur, st, ready, leased, parts, acq, done = await self._io(read)
-        state = _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
-        state.scopes[scope].done = {_text(m): int(t) for m, t in done}
+        state = state_from_redis(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        state.scopes[scope].done = {text(m): int(t) for m, t in done}
         return state
-
-
-def _to_state(
-    scope: str, cfg: Any, tat: Any, cur: Any, st: Any, ready: Any, leased: Any, parts: Any,
-    acq: Any,
-) -> GroupState:  # fmt: skip
-    cfg = {_text(k): _text(v) for k, v in cfg.items()}
-    state = GroupState(
-        booted="boot" in cfg,
-        paused=cfg.get("paused") == "1",
-        rate=float(cfg.get("rate", 0.0)),
-        burst=int(cfg.get("burst", 0)),
-        tat_us=None if tat is None else int(tat),
-        rate_hold=cfg.get("rlh"),
-        cursor={_text(k): int(v) for k, v in cur.items()},
-    )
-    sc = ScopeState(
-        members={_text(m) for m in parts},
-        ready={_text(m): int(s) for m, s in ready},
-        leased={_text(m): int(s) for m, s in leased},
-        acq={_text(k): _text(v) for k, v in acq.items()},
-    )
-    for raw_key, raw_val in st.items():
-        p, _, name = _text(raw_key).rpartition("|")
-        value = _text(raw_val)
-        ps = sc.parts.setdefault(p, PartState())
-        if name in _INT_FIELDS:
-            setattr(ps, _INT_FIELDS[name], int(value))
-        elif name == "gone":
-            ps.gone = value == "1"
-        elif name in _TEXT_FIELDS:
-            setattr(ps, _TEXT_FIELDS[name], value)
-    state.scopes[scope] = sc
-    return state

@@ -1,0 +1,81 @@
+"""Pieces of one fetch attempt: what it cost, and a broadcast read's hold on the cursor mutex."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+
+from tubemq_aio.gateway.errors import GatewayError
+from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.supervisor import Supervisor
+
+__all__ = ["AttemptCost", "CursorHold"]
+
+
+@dataclasses.dataclass(slots=True)
+class AttemptCost:
+    """Broker RPCs and Redis round trips of one fetch attempt (fetches run concurrently)."""
+
+    rpcs: int = 0
+    trips: int = 0
+
+
+class CursorHold:
+    """Broadcast: the group's cursor mutex of one partition, held for one read.
+
+    A renewal task keeps it alive every third of its life while the read runs; when a renewal
+    fails (the mutex lapsed or Redis did not answer) the read's time budget ends at once, so a
+    reader that may have lost the mutex stops moving the broker cursor. The booking is fenced
+    too: ``record`` books only while this token still holds the mutex.
+    """
+
+    def __init__(
+        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout,
+        cost: AttemptCost, tasks: Supervisor, lock_ms: int,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.fence = fence
+        self.lapsed = False
+        self._budget = budget
+        self._cost = cost
+        self._lock_ms = lock_ms
+        self._ended = False
+        self._renewal: asyncio.Task[None] | None = tasks.spawn(
+            self._renew(), "cursor-renewal", essential=False
+        )
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._lock_ms / 3000)
+            self._cost.trips += 1
+            # Answered by five sixths of the mutex's life (sent at a third, given half of it),
+            # so before it could lapse, or treated as lapsed. Half rather than a third: a loaded
+            # replica's late answer otherwise cut reads short again and again.
+            try:
+                async with asyncio.timeout(self._lock_ms / 2000):
+                    kept = await self.store.renew_lock(*self.fence, self._lock_ms)
+            except (GatewayError, TimeoutError):
+                kept = False
+            if not kept:
+                self.lapsed = True
+                with contextlib.suppress(RuntimeError):  # the read may have ended meanwhile
+                    self._budget.reschedule(asyncio.get_running_loop().time())
+                return
+
+    async def end(self) -> None:
+        """Stop renewing and drop the mutex (idempotent). The unlock runs even when the caller
+        is cancelled while the renewal stops: skipped, it would leave the mutex held until it
+        lapses, stalling every other reader of the partition."""
+        if self._ended:
+            return
+        self._ended = True
+        renewal, self._renewal = self._renewal, None
+        try:
+            if renewal is not None:
+                renewal.cancel()
+                await asyncio.wait({renewal})  # its own cancel is not raised here
+        finally:
+            with contextlib.suppress(Exception):
+                self._cost.trips += 1
+                await asyncio.shield(self.store.unlock(*self.fence))
