@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 import redis.asyncio as aioredis
 
+from tubemq_aio.gateway.leases.model import GroupState, PartState
 from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.testing import RedisServer
 
@@ -28,3 +31,27 @@ async def flushed_store(server: RedisServer) -> AsyncIterator[tuple[aioredis.Red
         yield client, LeaseStore(client, timeout=5.0)
     finally:
         await client.aclose()
+
+
+def model_view(state: GroupState, scope: str) -> dict[str, Any]:
+    """The group's and one scope's state as plain data (partitions with only default fields
+    left out), to compare the scripts' state with the model's."""
+    sc = state.scope(scope)
+    names = set(sc.parts) | sc.members
+    parts = {p: dataclasses.asdict(sc.parts.get(p, PartState())) for p in sorted(names)}
+    parts = {p: f for p, f in parts.items() if f != dataclasses.asdict(PartState())}
+    return {
+        "booted": state.booted,
+        "paused": state.paused,
+        "rate": state.rate,
+        "burst": state.burst,
+        "tat_us": state.tat_us,
+        "rate_hold": state.rate_hold,
+        "cursor": state.cursor,
+        "members": sorted(sc.members),
+        "ready": sc.ready,
+        "leased": sc.leased,
+        "acq": sc.acq,
+        "done": sc.done,
+        "parts": parts,
+    }
