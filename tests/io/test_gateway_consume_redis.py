@@ -32,6 +32,7 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 
@@ -74,8 +75,10 @@ async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int =
     await store.sync_parts("gg", "c", [P])
     got = await store.acquire("gg", "c", lid, 60_000, "tester")
     assert got.status == "leased"
-    await store.init("gg", "c", P, lid, base, 280)
-    assert (await store.record("gg", "c", P, lid, base, nxt, 280, 2, 0, nxt)).status == "ok"
+    await store.init(LeaseKey("gg", "c", P, lid), base, 280)
+    assert (
+        await store.record(LeaseKey("gg", "c", P, lid), base, nxt, 280, 2, 0, nxt)
+    ).status == "ok"
     return LeaseRef("gg", "c", P, lid)
 
 
@@ -221,9 +224,11 @@ async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeSer
         assert got.status == "leased"
         cmt = int(got.values[1])
         if cmt < 0:
-            await store.init("gg", "c", P, lid, 0, 100_000)
+            await store.init(LeaseKey("gg", "c", P, lid), 0, 100_000)
             cmt = 0
-        rec = await store.record("gg", "c", P, lid, cmt, cmt + 28, 100_000, 1, 0, cmt + 28)
+        rec = await store.record(
+            LeaseKey("gg", "c", P, lid), cmt, cmt + 28, 100_000, 1, 0, cmt + 28
+        )
         assert rec.status == "ok"
         assert await service.settle(LeaseRef("gg", "c", P, lid), "ack") == "acked"
     await service.set_rate("gg", 0, None)

@@ -15,6 +15,7 @@ from tubemq_aio.gateway.config import HousekeeperConfig
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.housekeeper.store import HousekeeperStore, leader_key
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys, scope_keys
 from tubemq_aio.testing import RedisServer, wait_until
 
@@ -122,8 +123,8 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
     # a committed offset and a max for one partition: lag 280 bytes
     await store.sync_parts("gg", "c", PARTS)
     got = await store.acquire("gg", "c", "L1", 60_000, "h", want=PARTS[0])
-    assert (await store.init("gg", "c", PARTS[0], "L1", 0, 280)).status == "ok"
-    await store.settle("gg", "c", PARTS[0], "L1", "release")
+    assert (await store.init(LeaseKey("gg", "c", PARTS[0], "L1"), 0, 280)).status == "ok"
+    await store.settle(LeaseKey("gg", "c", PARTS[0], "L1"), "release")
     assert got.status == "leased"
     await store.add_client("bb", "b:gone")
     await store.sync_parts("bb", "b:gone", PARTS)

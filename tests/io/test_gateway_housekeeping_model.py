@@ -14,6 +14,7 @@ from gateway_redis import flushed_store, model_view, server_fixture  # noqa: F40
 
 from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.leases.housekeeping_model import HousekeepingState
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys
 from tubemq_aio.testing import RedisServer
@@ -91,7 +92,7 @@ class _Walk:
         if not live:
             return
         lease_id, p = self.rng.choice(live)
-        r = await self.store.settle(G, scope, p, lease_id, "release")
+        r = await self.store.settle(LeaseKey(G, scope, p, lease_id), "release")
         assert (r.status, *r.values) == self.leases.settle(r.now, scope, p, lease_id, "release")
 
     async def _lead(self) -> None:

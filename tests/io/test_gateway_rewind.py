@@ -16,6 +16,7 @@ from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats, GroupS
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup, TubeRead
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.models import Message
 from tubemq_aio.supervisor import Supervisor
@@ -68,7 +69,9 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
 ) -> None:
     # A lease read [560, 616) before the broker crashed; it expires unacked.
     assert (await store.acquire("gr", "c", "A", 100, "h")).status == "leased"
-    assert (await store.record("gr", "c", P, "A", 560, 616, 616, 2, 0, 616)).status == "ok"
+    assert (
+        await store.record(LeaseKey("gr", "c", P, "A"), 560, 616, 616, 2, 0, 616)
+    ).status == "ok"
     await asyncio.sleep(0.15)
     tube, stats = ScriptedTube(), GatewayStats()
     reader = reader_for(tube, stats)
@@ -87,7 +90,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     state = (await store.dump("gr", "c")).scopes["c"].parts[P]
     assert (state.committed, state.max_offset, state.redeliveries) == (280, 280, 0)
     # The expired lease's late ack is refused (409 lease_stale): the partition was re-leased.
-    assert (await store.settle("gr", "c", P, "A", "ack")).status == "stale"
+    assert (await store.settle(LeaseKey("gr", "c", P, "A"), "ack")).status == "stale"
     # Messages produced after the restart reuse offsets from 280 on and are delivered.
     await store.client.delete("tgw:{g:gr}:c:ready")
     await store.client.zadd("tgw:{g:gr}:c:ready", {P: 0})  # skip the empty-read rest
@@ -98,7 +101,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     assert [m.body for m in got.messages] == [b"after-restart"]
     assert tube.asked[-1] == (280, True)  # the empty read left the shared cursor at 280
     assert got.lease is not None
-    assert (await store.settle("gr", "c", P, got.lease.lease_id, "ack")).values == (336,)
+    assert (await store.settle(LeaseKey("gr", "c", P, got.lease.lease_id), "ack")).values == (336,)
     assert stats.offset_rewinds == 1
 
 

@@ -15,6 +15,7 @@ from gateway_redis import flushed_store, model_view, server_fixture  # noqa: F40
 from redis.crc import key_slot
 
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.store import LeaseStore, Reply, cursor_lock_key, scope_keys
 from tubemq_aio.testing import RedisServer
@@ -82,7 +83,7 @@ async def _step(
         p, lid = rng.choice(tokens)
         if op == "init":
             off = rng.randrange(0, 2000, 28)
-            r = await store.init(g, s, p, lid, off, off + 280)
+            r = await store.init(LeaseKey(g, s, p, lid), off, off + 280)
             expect = model.init(r.now, s, p, lid, off, off + 280)
         elif op == "record":
             cmt = model.scope(s).part(p).committed
@@ -90,7 +91,7 @@ async def _step(
             nxt = base + rng.choice([0, 28, 280])
             n = rng.choice([0, 1, 5])
             cur = rng.choice([-1, nxt])
-            r = await store.record(g, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
+            r = await store.record(LeaseKey(g, s, p, lid), base, nxt, nxt + 28, n, 400, cur)
             expect = model.record(r.now, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
         elif op == "rewind":
             if rng.random() < 0.7:  # the newest lease is the one most likely still live
@@ -98,16 +99,16 @@ async def _step(
             cmt = model.scope(s).part(p).committed
             old = cmt if cmt is not None and rng.random() < 0.8 else rng.randrange(0, 500, 28)
             new = old - rng.choice([28, 280, 0, -28])
-            r = await store.rewind(g, s, p, lid, old, new, new + 56)
+            r = await store.rewind(LeaseKey(g, s, p, lid), old, new, new + 56)
             expect = model.rewind(r.now, s, p, lid, old, new, new + 56)
         elif op == "settle":
             action = rng.choice(["ack", "ack", "nack", "release"])
             delay = rng.choice([0, 10])
-            r = await store.settle(g, s, p, lid, action, delay)
+            r = await store.settle(LeaseKey(g, s, p, lid), action, delay)
             expect = model.settle(r.now, s, p, lid, action, delay)
         else:
             lease_ms = rng.choice([5, 60_000])
-            r = await store.extend(g, s, p, lid, lease_ms)
+            r = await store.extend(LeaseKey(g, s, p, lid), lease_ms)
             expect = model.extend(r.now, s, p, lid, lease_ms)
     assert _flat(r) == expect, op
     return op
@@ -154,7 +155,10 @@ async def test_rewind_matches_the_model_field_by_field(store: LeaseStore) -> Non
         ("settle", (p, "B", "ack")),
     ]
     for name, args in calls:
-        r = await getattr(store, name)(g, s, *args)
+        if name in ("sync_parts", "acquire"):
+            r = await getattr(store, name)(g, s, *args)
+        else:  # a lease's own scripts take its key
+            r = await getattr(store, name)(LeaseKey(g, s, *args[:2]), *args[2:])
         expect = getattr(model, name)(r.now, s, *args)
         assert _flat(r) == expect, name
         assert model_view(await store.dump(g, s), s) == model_view(model, s), (name, args)
@@ -177,9 +181,9 @@ async def test_500_concurrent_acquirers_never_share_a_partition(server: RedisSer
     # release all, then race again with leases that expire at once
     for r, i in zip(replies, range(500), strict=True):
         if r.status == "leased":
-            assert (await store.settle("g", "c", r.values[0], f"L{i}", "release")).status == (
-                "released"
-            )
+            assert (
+                await store.settle(LeaseKey("g", "c", r.values[0], f"L{i}"), "release")
+            ).status == ("released")
     replies = await asyncio.gather(*(store.acquire("g", "c", f"M{i}", 1, "h") for i in range(500)))
     state = await store.dump("g", "c")
     sc = state.scopes["c"]
@@ -218,24 +222,24 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     assert (a.values, b.values) == ((1, 0), (0, 0))
     a, b = await twice(lambda: store.acquire(g, s, "A", 60_000, "h"))
     assert a.values == b.values
-    a, b = await twice(lambda: store.init(g, s, p, "A", 28, 280))
+    a, b = await twice(lambda: store.init(LeaseKey(g, s, p, "A"), 28, 280))
     assert a.values == b.values == (28,)
-    a, b = await twice(lambda: store.record(g, s, p, "A", 28, 84, 280, 2, 400, 84))
+    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "A"), 28, 84, 280, 2, 400, 84))
     assert (a.status, b.status) == ("ok", "ok")
-    a, b = await twice(lambda: store.settle(g, s, p, "A", "ack"))
+    a, b = await twice(lambda: store.settle(LeaseKey(g, s, p, "A"), "ack"))
     assert (a.status, b.status, b.values) == ("acked", "already", (84, "acked"))
     await store.acquire(g, s, "B", 60_000, "h")
-    a, b = await twice(lambda: store.record(g, s, p, "B", 84, 112, 280, 0, 0, 112))
+    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "B"), 84, 112, 280, 0, 0, 112))
     assert (a.status, b.status, b.values) == ("released", "released", (112,))
     await store.acquire(g, s, "C", 60_000, "h")
-    first = await store.extend(g, s, p, "C", 30_000)
-    second = await store.extend(g, s, p, "C", 30_000)
+    first = await store.extend(LeaseKey(g, s, p, "C"), 30_000)
+    second = await store.extend(LeaseKey(g, s, p, "C"), 30_000)
     assert (first.status, second.status) == ("ok", "ok")
-    await store.settle(g, s, p, "C", "release")
+    await store.settle(LeaseKey(g, s, p, "C"), "release")
     assert (await store.acquire(g, s, "D", 60_000, "h")).status == "leased"
-    a, b = await twice(lambda: store.rewind(g, s, p, "D", 112, 56, 60))
+    a, b = await twice(lambda: store.rewind(LeaseKey(g, s, p, "D"), 112, 56, 60))
     assert (a.status, b.status, b.values) == ("ok", "ok", (56,))
-    a, b = await twice(lambda: store.record(g, s, p, "D", 56, 56, 60, 0, 0, 56))
+    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "D"), 56, 56, 60, 0, 0, 56))
     assert (a.status, b.status, b.values) == ("released", "released", (56,))
     a, b = await twice(lambda: store.reset(g, s, "", [(p, 0)], []))
     assert a.values[2] == b.values[2] == "0"
@@ -253,12 +257,12 @@ async def test_flushed_store_is_state_lost_until_reset(store: LeaseStore) -> Non
     await store.boot(["g"], allow_init=True)
     await store.sync_parts("g", "c", ["1:t:0"])
     got = await store.acquire("g", "c", "A", 60_000, "h")
-    await store.init("g", "c", "1:t:0", "A", 280, 560)
+    await store.init(LeaseKey("g", "c", "1:t:0", "A"), 280, 560)
     await store.client.flushall()
     with pytest.raises(StateLostError):
         await store.acquire("g", "c", "B", 60_000, "h")
     with pytest.raises(StateLostError):
-        await store.settle("g", "c", got.values[0], "A", "ack")
+        await store.settle(LeaseKey("g", "c", got.values[0], "A"), "ack")
     await store.boot(["g"], allow_init=False)  # a restart without allow_init does not hide it
     with pytest.raises(StateLostError):
         await store.sync_parts("g", "c", ["1:t:0"])
@@ -284,19 +288,23 @@ async def test_kill_and_restart_is_unavailable_then_recovers_without_going_back(
             for i in range(5):
                 got = await store.acquire("g", "c", f"A{i}", 60_000, "h")
                 if i == 0:
-                    await store.init("g", "c", "1:t:0", "A0", 0, 0)
-                await store.record("g", "c", "1:t:0", f"A{i}", cmt, cmt + 28, cmt + 28, 1, 0, -1)
-                assert (await store.settle("g", "c", got.values[0], f"A{i}", "ack")).status == (
-                    "acked"
+                    await store.init(LeaseKey("g", "c", "1:t:0", "A0"), 0, 0)
+                await store.record(
+                    LeaseKey("g", "c", "1:t:0", f"A{i}"), cmt, cmt + 28, cmt + 28, 1, 0, -1
                 )
+                assert (
+                    await store.settle(LeaseKey("g", "c", got.values[0], f"A{i}"), "ack")
+                ).status == ("acked")
                 cmt += 28
             await srv.kill()
             with pytest.raises(StoreUnavailableError):
                 await store.acquire("g", "c", "B", 60_000, "h")
             with pytest.raises(StoreUnavailableError):
-                await store.settle("g", "c", "1:t:0", "A4", "ack")
+                await store.settle(LeaseKey("g", "c", "1:t:0", "A4"), "ack")
             await srv.restart()
-            assert (await store.settle("g", "c", "1:t:0", "A4", "ack")).status == "already"
+            assert (
+                await store.settle(LeaseKey("g", "c", "1:t:0", "A4"), "ack")
+            ).status == "already"
             got = await store.acquire("g", "c", "B", 60_000, "h")
             assert got.values[:2] == ("1:t:0", cmt)  # nothing acked was lost
         finally:
@@ -308,17 +316,17 @@ async def test_a_broadcast_booking_is_fenced_by_the_cursor_mutex(store: LeaseSto
     await store.boot([g], allow_init=True)
     await store.sync_parts(g, s, [p])
     assert (await store.acquire(g, s, "L1", 60_000, "h")).status == "leased"
-    await store.init(g, s, p, "L1", 0, 280)
+    await store.init(LeaseKey(g, s, p, "L1"), 0, 280)
     key = cursor_lock_key(g, p)
     assert await store.try_lock(key, "tok-a", 60_000)
     await store.client.delete(key)  # A's mutex lapsed; B takes it
     assert await store.try_lock(key, "tok-b", 60_000)
     assert not await store.renew_lock(key, "tok-a", 60_000)
-    fenced = await store.record(g, s, p, "L1", 0, 56, 280, 2, 0, 56, fence=(key, "tok-a"))
+    fenced = await store.record(LeaseKey(g, s, p, "L1"), 0, 56, 280, 2, 0, 56, fence=(key, "tok-a"))
     assert fenced.status == "fenced"
     state = await store.dump(g, s)
     assert state.scopes[s].parts[p].batch_start is None  # nothing booked
     assert p not in state.cursor
     assert await store.renew_lock(key, "tok-b", 60_000)
-    booked = await store.record(g, s, p, "L1", 0, 56, 280, 2, 0, 56, fence=(key, "tok-b"))
+    booked = await store.record(LeaseKey(g, s, p, "L1"), 0, 56, 280, 2, 0, 56, fence=(key, "tok-b"))
     assert booked.status == "ok"

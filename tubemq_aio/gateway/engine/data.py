@@ -16,6 +16,7 @@ from typing import Literal
 from tubemq_aio.auth import Credentials
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config_tables import GroupSpec
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "LagEntry",
     "LagReport",
     "Lease",
+    "LeaseKey",
     "LeaseRef",
     "Mode",
     "Position",
@@ -106,14 +108,8 @@ class ConsumeSettings:
             raise ConfigError("group names must be unique")
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseRef:
-    """What a verified lease token carries."""
-
-    group: str
-    scope: str
-    partition_key: str
-    lease_id: str
+#: What a verified lease token carries: a lease's key.
+LeaseRef = LeaseKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +132,9 @@ class Lease:
     expires_at_ms: int
     redelivery: int
 
-    def ref(self) -> LeaseRef:
-        """The reference a token carries."""
-        return LeaseRef(self.group, self.scope, self.partition_key, self.lease_id)
+    def ref(self) -> LeaseKey:
+        """The key a token carries and the lease scripts take."""
+        return LeaseKey(self.group, self.scope, self.partition_key, self.lease_id)
 
 
 @dataclass(frozen=True, slots=True)

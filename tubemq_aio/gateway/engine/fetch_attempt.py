@@ -34,6 +34,7 @@ from tubemq_aio.gateway.engine.data import (
 )
 from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, TubeRead
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.store import LeaseStore, cursor_lock_key
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 from tubemq_aio.supervisor import Supervisor
@@ -95,7 +96,7 @@ async def rewind_committed(
     Returns:
         False when the lease or the committed offset changed meanwhile (nothing moved).
     """
-    moved = await store.rewind(group, scope, p, lease_id, cmt, back, top)
+    moved = await store.rewind(LeaseKey(group, scope, p, lease_id), cmt, back, top)
     if moved.status != "ok":
         return False
     log.warning(
@@ -266,7 +267,7 @@ class BatchReader:
             p = await store.leased_partition(group, scope, lease_id)
             if p is not None:
                 cost.trips += 1
-                await store.settle(group, scope, p, lease_id, "release", 0)
+                await store.settle(LeaseKey(group, scope, p, lease_id), "release", 0)
 
     async def _release(
         self, store: LeaseStore, lease: Lease, delay_ms: int, cost: AttemptCost
@@ -274,12 +275,7 @@ class BatchReader:
         """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""
         with contextlib.suppress(Exception):
             cost.trips += 1
-            await asyncio.shield(
-                store.settle(
-                    lease.group, lease.scope, lease.partition_key, lease.lease_id, "release",
-                    delay_ms,
-                )
-            )  # fmt: skip
+            await asyncio.shield(store.settle(lease.ref(), "release", delay_ms))
 
     async def _read(
         self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: AttemptCost,
@@ -294,7 +290,7 @@ class BatchReader:
             begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
             self._stats.broker_registers += 1
             cost.trips += 1
-            got = await store.init(spec.name, lease.scope, p, lid, begin, top)
+            got = await store.init(LeaseKey(spec.name, lease.scope, p, lid), begin, top)
             if got.status != "ok":
                 return None
             cmt, cursor = int(got.values[0]), begin
@@ -328,7 +324,7 @@ class BatchReader:
         verified = read.status == "ok" or read.registered
         cost.trips += 1
         rec = await store.record(
-            spec.name, lease.scope, p, lid, cmt, read.next, read.max, n, empty_wait,
+            LeaseKey(spec.name, lease.scope, p, lid), cmt, read.next, read.max, n, empty_wait,
             read.next if verified else -1, None if hold is None else hold.fence,
         )  # fmt: skip
         if rec.status == "fenced":  # the mutex lapsed during the read: it may be wrong

@@ -290,9 +290,7 @@ class ConsumeService:
         self._spec(lease.group)
         checked_settle(action, delay_ms)
         store = self._running()
-        got = await store.settle(
-            lease.group, lease.scope, lease.partition_key, lease.lease_id, action, delay_ms
-        )
+        got = await store.settle(lease, action, delay_ms)
         if got.status == "stale":
             self._stats.stale += 1
             raise LeaseStaleError("the lease was taken over or reset")
@@ -323,7 +321,7 @@ class ConsumeService:
         spec = self._spec(lease.group)
         ms = checked_lease_ms(spec, lease_ms)
         store = self._running()
-        got = await store.extend(lease.group, lease.scope, lease.partition_key, lease.lease_id, ms)
+        got = await store.extend(lease, ms)
         if got.status != "ok":
             self._stats.stale += 1
             raise LeaseStaleError("the lease was taken over, reset or settled")

@@ -12,9 +12,9 @@ import binascii
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass
 
 from tubemq_aio.gateway.errors import TokenError
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
 __all__ = ["MAX_TOKEN_LENGTH", "TokenClaims", "decode_token", "encode_token"]
 
@@ -24,21 +24,8 @@ MAC_BYTES = 16
 MAX_TOKEN_LENGTH = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class TokenClaims:
-    """What a verified token names.
-
-    Attributes:
-        group: the consumer group.
-        scope: ``c`` (clustering) or ``b:<client_id>`` (broadcast).
-        partition_key: ``brokerId:topic:partitionId``.
-        lease_id: the lease's random id (hex).
-    """
-
-    group: str
-    scope: str
-    partition_key: str
-    lease_id: str
+#: What a verified token names: a lease's key.
+TokenClaims = LeaseKey
 
 
 def _b64(raw: bytes) -> str:

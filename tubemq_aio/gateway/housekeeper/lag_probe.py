@@ -18,6 +18,7 @@ from collections.abc import Callable
 from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
 from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.store import LeaseStore, cursor_lock_key
 
 __all__ = ["probe_partition"]
@@ -58,7 +59,7 @@ async def probe_partition(
         if cmt < 0:
             target = start or spec.start
             begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
-            first = await store.init(spec.name, scope, p, lid, begin, top)
+            first = await store.init(LeaseKey(spec.name, scope, p, lid), begin, top)
             if first.status != "ok":
                 return False
             cmt = int(first.values[0])
@@ -71,13 +72,13 @@ async def probe_partition(
                         return False
                     on_rewind()
                     cmt = begin
-        rec = await store.record(spec.name, scope, p, lid, cmt, cmt, top, 0, 0, begin)
+        rec = await store.record(LeaseKey(spec.name, scope, p, lid), cmt, cmt, top, 0, 0, begin)
         released = rec.status in ("released", "stale")
         return rec.status == "released"
     finally:
         if not released:
             with contextlib.suppress(Exception):
-                await asyncio.shield(store.settle(spec.name, scope, p, lid, "release", 0))
+                await asyncio.shield(store.settle(LeaseKey(spec.name, scope, p, lid), "release", 0))
         if unlock is not None:
             with contextlib.suppress(Exception):  # it lapses on its own
                 await store.unlock(unlock, lid)

@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
 
@@ -177,38 +178,40 @@ class LeaseStore:
             "acquire", group, scope, lease_id, lease_ms, holder, want, reclaim_max
         )
 
-    async def init(
-        self, group: str, scope: str, p: str, lease_id: str, offset: int, top: int
-    ) -> Reply:
+    async def init(self, key: LeaseKey, offset: int, top: int) -> Reply:
         """Set a partition's first committed offset (first writer wins)."""
-        return await self._run("init", group, scope, p, lease_id, offset, top)
+        return await self._run_leased("init", key, offset, top)
 
     async def record(
-        self, group: str, scope: str, p: str, lease_id: str, base: int, nxt: int, top: int,
-        n: int, wait_ms: int, cursor: int, fence: tuple[str, str] | None = None,
+        self, key: LeaseKey, base: int, nxt: int, top: int, n: int, wait_ms: int, cursor: int,
+        fence: tuple[str, str] | None = None,
     ) -> Reply:  # fmt: skip
         """Book the batch read under a lease; with ``fence`` (the broadcast cursor mutex's key
         and token) only while that token still holds the mutex (else ``fenced``)."""
-        args: list[Any] = [p, lease_id, base, nxt, top, n, wait_ms, cursor]
+        args: list[Any] = [base, nxt, top, n, wait_ms, cursor]
         if fence is None:
-            return await self._run("record", group, scope, *args)
-        return await self._run("record", group, scope, *args, fence[1], extra_keys=[fence[0]])
+            return await self._run_leased("record", key, *args)
+        return await self._run_leased("record", key, *args, fence[1], extra_keys=[fence[0]])
 
-    async def rewind(
-        self, group: str, scope: str, p: str, lease_id: str, old: int, new: int, top: int
-    ) -> Reply:
+    async def rewind(self, key: LeaseKey, old: int, new: int, top: int) -> Reply:
         """Move a leased partition's committed offset back from ``old`` to ``new``."""
-        return await self._run("rewind", group, scope, p, lease_id, old, new, top)
+        return await self._run_leased("rewind", key, old, new, top)
 
-    async def settle(
-        self, group: str, scope: str, p: str, lease_id: str, action: str, delay_ms: int = 0
-    ) -> Reply:
+    async def settle(self, key: LeaseKey, action: str, delay_ms: int = 0) -> Reply:
         """Ack, nack or release a lease."""
-        return await self._run("settle", group, scope, p, lease_id, action, delay_ms)
+        return await self._run_leased("settle", key, action, delay_ms)
 
-    async def extend(self, group: str, scope: str, p: str, lease_id: str, lease_ms: int) -> Reply:
+    async def extend(self, key: LeaseKey, lease_ms: int) -> Reply:
         """Move a lease's expiry."""
-        return await self._run("extend", group, scope, p, lease_id, lease_ms)
+        return await self._run_leased("extend", key, lease_ms)
+
+    async def _run_leased(
+        self, name: str, key: LeaseKey, *args: Any, extra_keys: Sequence[str] = ()
+    ) -> Reply:
+        return await self._run(
+            name, key.group, key.scope, key.partition_key, key.lease_id, *args,
+            extra_keys=extra_keys,
+        )  # fmt: skip
 
     async def reset(
         self, group: str, scope: str, target: str, pairs: Sequence[tuple[str, int]],
