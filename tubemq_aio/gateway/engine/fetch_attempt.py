@@ -168,15 +168,20 @@ class BatchReader:
         if got.status == "paused":  # a hint, and a long poll waits it out
             return FetchOutcome("paused", None, (), retry_after_ms=_PAUSED_RETRY_MS)
         if got.status == "throttled":
-            return FetchOutcome("throttled", None, (), retry_after_ms=int(got.values[0]))
+            return FetchOutcome("throttled", None, (), retry_after_ms=got.wait_ms)
         if got.status == "held":  # a rate-limited group reads one batch at a time: wait
-            return FetchOutcome("busy", None, (), retry_after_ms=int(got.values[0]))
+            return FetchOutcome("busy", None, (), retry_after_ms=got.wait_ms)
         if got.status == "none":
-            return self._idle(got.now, int(got.values[0]), int(got.values[1]))
-        p, cmt, lexp, rc, start, cursor = got.values
-        lease = Lease(spec.name, scope, str(p), lease_id, int(lexp), int(rc))
+            return self._idle(got.now, *got.next_ready_and_expiry)
+        leased = got.leased()
+        lease = Lease(
+            spec.name, scope, leased.partition_key, lease_id, leased.lease_expiry,
+            leased.redeliveries,
+        )  # fmt: skip
+        cmt = -1 if leased.committed is None else leased.committed
+        cursor = -1 if leased.cursor is None else leased.cursor
         return await self._read_leased(
-            spec, lease, int(cmt), str(start), int(cursor), lexp - got.now, store, cost,
+            spec, lease, cmt, leased.start, cursor, leased.lease_expiry - got.now, store, cost,
             max_messages,
         )  # fmt: skip
 
@@ -293,7 +298,7 @@ class BatchReader:
             got = await store.init(LeaseKey(spec.name, lease.scope, p, lid), begin, top)
             if got.status != "ok":
                 return None
-            cmt, cursor = int(got.values[0]), begin
+            cmt, cursor = -1 if got.committed is None else got.committed, begin
         cost.rpcs += 1  # at least; the read's own count replaces it
         read = await tube.read(
             p, cmt, cursor_at_start=cursor == cmt, max_messages=args.max_messages,

@@ -298,7 +298,7 @@ class ConsumeService:
             self._stats.conflicts += 1
             raise LeaseConflictError("the committed offset moved under the lease (reset)")
         if got.status == "already":  # the answer says how the lease really ended
-            ended = str(got.values[1])
+            ended = got.ended_as
             if action == "ack" and ended != "acked":
                 self._stats.stale += 1
                 raise LeaseStaleError(
@@ -326,7 +326,7 @@ class ConsumeService:
             self._stats.stale += 1
             raise LeaseStaleError("the lease was taken over, reset or settled")
         self._stats.extends += 1
-        return int(got.values[0])
+        return got.lease_expiry
 
     # ---- admin -------------------------------------------------------------------------------
 

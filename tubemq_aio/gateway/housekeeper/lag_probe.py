@@ -47,10 +47,12 @@ async def probe_partition(
     unlock: str | None = None
     try:
         got = await store.acquire(spec.name, scope, lid, lease_ms, holder, want=p)
-        if got.status != "leased" or str(got.values[0]) != p:
+        if got.status != "leased" or got.leased().partition_key != p:
             released = True
             return False
-        cmt, start = int(got.values[1]), str(got.values[4])
+        leased = got.leased()
+        cmt = -1 if leased.committed is None else leased.committed
+        start = leased.start
         if scope != "c":
             key = cursor_lock_key(spec.name, p)
             if not await store.try_lock(key, lid, _CURSOR_LOCK_MS):
@@ -62,7 +64,7 @@ async def probe_partition(
             first = await store.init(LeaseKey(spec.name, scope, p, lid), begin, top)
             if first.status != "ok":
                 return False
-            cmt = int(first.values[0])
+            cmt = -1 if first.committed is None else first.committed
         else:
             begin, top = await tube.register(p, cmt)
             if begin < cmt:  # the partition ends below cmt: a second answer must agree

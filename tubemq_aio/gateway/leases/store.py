@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
@@ -29,6 +29,7 @@ import redis.exceptions as rexc
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
 
 __all__ = [
@@ -89,14 +90,6 @@ def scope_keys(group: str, scope: str) -> list[str]:
     s = f"{g}:{scope}"
     return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
             f"{s}:parts", f"{s}:acq", f"{s}:done"]  # fmt: skip
-
-
-class Reply(NamedTuple):
-    """A script's answer: status, the Redis time it ran at (ms) and the other values."""
-
-    status: str
-    now: int
-    values: tuple[Any, ...]
 
 
 def _load_source(name: str) -> str:
