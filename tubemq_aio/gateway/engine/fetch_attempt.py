@@ -34,8 +34,9 @@ from tubemq_aio.gateway.engine.data import (
 )
 from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, TubeRead
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
+from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore, cursor_lock_key
+from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 from tubemq_aio.supervisor import Supervisor
 

@@ -12,16 +12,12 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, NamedTuple
 
-from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys, scope_keys
+from tubemq_aio.gateway.leases.keys import clients_keys, leader_key, scope_keys
+from tubemq_aio.gateway.leases.store import LeaseStore
 
-__all__ = ["HousekeeperStore", "Leader", "leader_key"]
+__all__ = ["HousekeeperStore", "Leader"]
 
 _SCRIPTS = ("hk_lead", "hk_idle", "hk_clients", "hk_gc")
-
-
-def leader_key(group: str) -> str:
-    """The Redis key naming the housekeeper leader of ``group``."""
-    return f"tgw:{{g:{group}}}:hk"
 
 
 class Leader(NamedTuple):

@@ -27,6 +27,13 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.leases.keys import (
+    BOOT_KEY,
+    WAKE_CHANNEL,
+    clients_keys,
+    cursor_lock_key,
+    scope_keys,
+)
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.replies import Reply
@@ -42,10 +49,8 @@ __all__ = [
     "scope_keys",
 ]
 
-BOOT_KEY = "tgw:boot"
 #: Reset scripts sent in one pipelined round trip (a reset of every broadcast client).
 RESET_CHUNK = 200
-WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _T = TypeVar("_T")
 _UNLOCK = (
@@ -69,27 +74,6 @@ _SEEN = (
     "local ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "redis.call('ZADD', KEYS[2], ms, ARGV[1]) return 1"
 )
-
-
-def clients_keys(group: str) -> tuple[str, str, str]:
-    """The broadcast scopes of a group: the SET of scopes, the ZSET scope → last seen ms and the
-    HASH scope → the API key that first used it."""
-    g = f"tgw:{{g:{group}}}"
-    return f"{g}:clients", f"{g}:seen", f"{g}:owners"
-
-
-def cursor_lock_key(group: str, p: str) -> str:
-    """Broadcast: the short mutex over the group's broker cursor of partition ``p``."""
-    return f"tgw:{{g:{group}}}:curlock:{p}"
-
-
-def scope_keys(group: str, scope: str) -> list[str]:
-    """The 9 keys every script takes, in order: cfg, rl, cur, st, ready, leased, parts, acq,
-    done (settled lease ids and how they ended, kept for a lease's length)."""
-    g = f"tgw:{{g:{group}}}"
-    s = f"{g}:{scope}"
-    return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
-            f"{s}:parts", f"{s}:acq", f"{s}:done"]  # fmt: skip
 
 
 def _load_source(name: str) -> str:
