@@ -9,8 +9,8 @@ books the other's end offset: its batch silently skips messages.
 from __future__ import annotations
 
 import pytest
-from gateway_engine_support import running_service, two_clients
 
+from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
 from tubemq_aio.gateway import reader
 from tubemq_aio.gateway.consume import GroupSpec

@@ -13,8 +13,8 @@ import dataclasses
 import uuid
 
 import pytest
-from gateway_engine_support import running_service, two_clients
 
+from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
 from tubemq_aio.gateway import reader
 from tubemq_aio.gateway.consume import GroupSpec
