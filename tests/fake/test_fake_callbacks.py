@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fake_helpers import HEARTBEAT, group_consumer, produce
-
+from tests.support.fake_helpers import HEARTBEAT, group_consumer, produce
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
 from tubemq_aio.testing import FakeCluster, wait_until
 

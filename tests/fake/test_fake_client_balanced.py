@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_helpers import HEARTBEAT, drain, produce
 
+from tests.support.fake_helpers import HEARTBEAT, drain, produce
 from tubemq_aio import ClientBalancedConsumer, ServerError, assign_modulo
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until

@@ -6,8 +6,8 @@ import asyncio
 import dataclasses
 
 import pytest
-from fake_helpers import drain, group_consumer, produce
 
+from tests.support.fake_helpers import drain, group_consumer, produce
 from tubemq_aio import Consumer, ServerError
 from tubemq_aio.consumer._fetcher import CORRUPT_REFETCHES
 from tubemq_aio.protocol.message import decode_payload

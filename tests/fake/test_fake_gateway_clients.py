@@ -5,8 +5,8 @@ no longer syncs, and a reset of every client takes a bounded number of Redis rou
 from __future__ import annotations
 
 import pytest
-from gateway_engine_support import running_service
 
+from tests.support.gateway_engine_support import running_service
 from tubemq_aio.gateway.engine import scope_sync
 from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.gateway.errors import TooManyClientsError

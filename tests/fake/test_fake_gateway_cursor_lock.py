@@ -9,8 +9,8 @@ books the other's end offset: its batch silently skips messages.
 from __future__ import annotations
 
 import pytest
-from gateway_engine_support import running_service, two_clients
 
+from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
 from tubemq_aio.gateway.engine import fetch_attempt
 from tubemq_aio.gateway.engine.service import GroupSpec

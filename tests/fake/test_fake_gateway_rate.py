@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway_engine_support import running_service
-
+from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.testing import FakeCluster, RedisServer

@@ -3,8 +3,7 @@ fetch with 503: it rests and the fetch reads another partition."""
 
 from __future__ import annotations
 
-from gateway_engine_support import running_service
-
+from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.protocol.rpc import Method

@@ -11,8 +11,8 @@ import asyncio
 import time
 
 import pytest
-from fault_env import FaultEnv, apply_fault, bounded, fault_env, fault_table, restore
 
+from tests.support.fault_env import FaultEnv, apply_fault, bounded, fault_env, fault_table, restore
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch, Producer
 
 GET_TIMEOUT = 0.5

@@ -11,8 +11,8 @@ import asyncio
 import itertools
 
 import pytest
-from fault_env import FaultEnv, apply_fault, bounded, fault_env, fault_table, restore
 
+from tests.support.fault_env import FaultEnv, apply_fault, bounded, fault_env, fault_table, restore
 from tubemq_aio import Producer, SendResult, TubeMQError
 from tubemq_aio.errors import FrameError
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fault_env import FaultEnv, bounded, fault_env
 
+from tests.support.fault_env import FaultEnv, bounded, fault_env
 from tubemq_aio import ClientClosedError, NetworkError, Producer, SendResult
 
 SEND_TIMEOUT = 5.0

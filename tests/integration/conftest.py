@@ -9,6 +9,9 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
   async tests may call ``await cluster.create_topic(...)`` or ``await cluster.brokers[0].kill()``
   (a test that stops a node must start it again before it ends).
 * ``redis`` (function): a started :class:`~tubemq_aio.testing.RedisServer` (the gateway tests).
+* ``spark`` (session): a ``local[2]`` SparkSession shared by every Spark test of the process
+  (start-up costs ~10 s). Python workers run this interpreter, so they see the package
+  installed in the venv; every listener binds to loopback and the web UI is off.
 * ``topic`` (function): the name of a topic no other test has used, publishable and
   subscribable, with ``TOPIC_PARTITIONS`` partitions on every broker (so
   ``TOPIC_PARTITIONS * len(cluster.brokers)`` in total). Topics come from a pool created
@@ -27,13 +30,18 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import pytest_asyncio
 
 from tubemq_aio.testing import ClusterError, LocalCluster, RedisServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 IT_BROKERS = int(os.environ.get("TUBEMQ_AIO_IT_BROKERS", "2"))
 TOPIC_PARTITIONS = 3
@@ -119,3 +127,25 @@ async def topic(cluster: LocalCluster) -> str:
 async def second_topic(cluster: LocalCluster, topic: str) -> str:
     """Another fresh topic (for tests that copy from ``topic`` to a second one)."""
     return await _POOL.take(cluster)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A ``local[2]`` SparkSession shared by every Spark test of the run."""
+    # Imported here: only the Spark tests pay for loading pyspark.
+    from tubemq_aio.spark.local import local_session
+
+    scratch = tempfile.mkdtemp(prefix="tubemq-spark-")
+    session = local_session(
+        "tubemq-aio-tests",
+        local_dir=scratch,
+        conf={
+            "spark.driver.memory": "1g",
+            "spark.sql.streaming.checkpointLocation": os.path.join(scratch, "checkpoints"),
+            "spark.python.worker.reuse": "true",
+        },
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -8,8 +8,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from _cli_run import CALL_TIMEOUT, cli_argv, cli_env, run_cli, sigterm_after_first_line
-
+from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env, run_cli, sigterm_after_first_line
 from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing._ports import allocate_ports
 

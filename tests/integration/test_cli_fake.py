@@ -13,8 +13,8 @@ import subprocess
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from _cli_run import CALL_TIMEOUT, cli_argv, cli_env
 
+from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from tubemq_aio.testing import FakeCluster
 from tubemq_aio.testing._fake_store import INDEX_UNIT
 

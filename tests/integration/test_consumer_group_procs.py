@@ -1,8 +1,8 @@
 """A consumer group of three OS processes on the real cluster: split, SIGKILL, graceful close.
 
-Each member runs ``_group_member.py`` and records every batch it takes (before acking it) and
-every ack. Our producer writes uniquely numbered messages before and during the test. The test
-then checks, from the records alone:
+Each member runs ``scripts/_group_member.py`` and records every batch it takes (before acking
+it) and every ack. Our producer writes uniquely numbered messages before and during the test.
+The test then checks, from the records alone:
 
 * the 6 partitions are split over the 3 members, each holding some;
 * after SIGKILL of one member its partitions move to the survivors; after a graceful close of
@@ -37,7 +37,7 @@ import pytest_asyncio
 from tubemq_aio import Producer
 from tubemq_aio.testing import LocalCluster, wait_until
 
-MEMBER_SCRIPT = Path(__file__).with_name("_group_member.py")
+MEMBER_SCRIPT = Path(__file__).parent / "scripts" / "_group_member.py"
 BEFORE = 300  # messages written before the members start
 SEND_GAP = 0.02  # seconds between sends while the members run (~50 messages/s)
 STABLE = 6.0  # seconds the split must stay unchanged (3 balance cycles of the test master)

@@ -14,8 +14,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from _cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env, run_cli, sigterm_after_first_line
 
+from tests.support.cli_run import (
+    CALL_TIMEOUT,
+    SOURCE_ROOT,
+    cli_env,
+    run_cli,
+    sigterm_after_first_line,
+)
 from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing._ports import allocate_ports
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from gateway_support import (
+
+from tests.support.gateway_support import (
     ADMIN,
     READER,
     Group,
@@ -21,8 +22,7 @@ from gateway_support import (
     replicas,
     write_config,
 )
-from java_interop import java_produce
-
+from tests.support.java_interop import java_produce
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 

@@ -13,8 +13,8 @@ import dataclasses
 import uuid
 
 import pytest
-from gateway_engine_support import running_service, two_clients
 
+from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
 from tubemq_aio.gateway.engine import fetch_attempt
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway_support import (
+from tests.support.gateway_support import (
     READER,
     Group,
     gateways,
@@ -16,7 +16,6 @@ from gateway_support import (
     produce_numbered,
     write_config,
 )
-
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 

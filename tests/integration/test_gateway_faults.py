@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 import httpx
-from gateway_support import (
+
+from tests.support.gateway_support import (
     ADMIN,
     READER,
     READER_KEY,
@@ -24,7 +25,6 @@ from gateway_support import (
     produce_numbered,
     write_config,
 )
-
 from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer, wait_until
 from tubemq_aio.testing.gateway import GatewayReplica
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
-from gateway_support import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.gateway_support import (
     ADMIN,
     READER,
     Group,
@@ -19,8 +21,6 @@ from gateway_support import (
     produce_numbered,
     write_config,
 )
-from prometheus_client.parser import text_string_to_metric_families
-
 from tubemq_aio.testing import LocalCluster, RedisServer, wait_until
 
 INDEX_ENTRY = 28  # bytes of one message in a TubeMQ index file (offsets count these)

@@ -1,9 +1,9 @@
 """A Node.js client (built-in ``fetch`` only) against a real replica, cluster and Redis.
 
 The gateway exists for clients in other languages; JavaScript reads JSON numbers as doubles,
-so ids and offsets must be strings to survive. ``gateway_client.mjs`` produces, fetches, acks
-and resets through one uvicorn replica and checks every id, offset and error body as it goes;
-this test checks its summary again from Python.
+so ids and offsets must be strings to survive. ``scripts/gateway_client.mjs`` produces,
+fetches, acks and resets through one uvicorn replica and checks every id, offset and error body
+as it goes; this test checks its summary again from Python.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import json
 import shutil
 from pathlib import Path
 
-from gateway_support import ADMIN_KEY, Group, gateways, write_config
-
+from tests.support.gateway_support import ADMIN_KEY, Group, gateways, write_config
 from tubemq_aio.testing import LocalCluster, RedisServer
 
-SCRIPT = Path(__file__).with_name("gateway_client.mjs")
+SCRIPT = Path(__file__).parent / "scripts" / "gateway_client.mjs"
 COUNT = 40
 
 

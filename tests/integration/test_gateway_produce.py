@@ -6,9 +6,9 @@ import base64
 from pathlib import Path
 
 import httpx
-from gateway_support import ADMIN, replicas, write_config
-from java_interop import java_dump
 
+from tests.support.gateway_support import ADMIN, replicas, write_config
+from tests.support.java_interop import java_dump
 from tubemq_aio.testing import LocalCluster
 
 MSG_TIME = "202611231030"

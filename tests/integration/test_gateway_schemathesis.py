@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gateway_support import ADMIN_KEY, Group, produce_numbered, replicas, write_config
 
+from tests.support.gateway_support import ADMIN_KEY, Group, produce_numbered, replicas, write_config
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 # Statuses the API documents for requests the schema allows but the gateway must refuse: a

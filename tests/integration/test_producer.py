@@ -10,8 +10,8 @@ import time
 from datetime import datetime
 
 import pytest
-from java_interop import java_dump
 
+from tests.support.java_interop import java_dump
 from tubemq_aio import (
     ClientClosedError,
     ConfigError,

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env
 
+from tests.support.cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env
 from tubemq_aio.testing._ports import allocate_ports
 
 DOC = SOURCE_ROOT / "docs" / "index.md"

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from _cli_run import CALL_TIMEOUT, cli_argv, cli_env
-from gateway_support import ADMIN, READER, Group, gateways, lease_one, write_config
 
+from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
+from tests.support.gateway_support import ADMIN, READER, Group, gateways, lease_one, write_config
 from tubemq_aio import Credentials, Producer
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import (

@@ -6,8 +6,8 @@ The executors and the submitted drivers run a Python that has every dependency b
 ``tubemq_aio`` (:func:`~tubemq_aio.testing.spark_cluster.make_executor_python`), so a job works
 only if the zip it ships does (a streaming job's driver also gets it on its ``PYTHONPATH``, see
 ``docs/spark.md``); the first test checks that the executors imported the copy Spark shipped.
-One cluster serves the whole module; the jobs live in ``spark_cluster_job.py``, the Connect
-client in ``spark_connect_client.py``.
+One cluster serves the whole module; the jobs live in ``scripts/spark_cluster_job.py``, the
+Connect client in ``scripts/spark_connect_client.py``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from pyspark.sql import SparkSession
-from spark_fixtures import spark
-from spark_jobs import (
+
+from tests.support.spark_jobs import (
     committed_batches,
     kill_during_batch,
     kill_group,
@@ -37,7 +37,6 @@ from spark_jobs import (
     produce,
     read_back,
 )
-
 from tubemq_aio import Consumer, Producer
 from tubemq_aio.testing import LocalCluster
 from tubemq_aio.testing.spark_cluster import (
@@ -47,10 +46,8 @@ from tubemq_aio.testing.spark_cluster import (
     package_zip,
 )
 
-__all__ = ["spark"]  # the fixture, re-exported so pytest finds it here
-
-JOB = Path(__file__).with_name("spark_cluster_job.py")
-CONNECT_CLIENT = Path(__file__).with_name("spark_connect_client.py")
+JOB = Path(__file__).parent / "scripts" / "spark_cluster_job.py"
+CONNECT_CLIENT = Path(__file__).parent / "scripts" / "spark_connect_client.py"
 #: Seconds a submitted job may take (JVM and executor start-up included).
 JOB_TIMEOUT = 600.0
 #: Seconds until the first task of a job holds (see ``spark_cluster_job.py``).

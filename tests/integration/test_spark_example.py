@@ -12,11 +12,8 @@ from types import ModuleType
 
 import pytest
 from pyspark.sql import SparkSession
-from spark_fixtures import spark
 
 from tubemq_aio.testing import LocalCluster
-
-__all__ = ["spark"]  # the fixture, re-exported so pytest finds it here
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "spark_pipeline.py"
 

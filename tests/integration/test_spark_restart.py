@@ -1,10 +1,10 @@
 """Exactly-once on restart: a streaming job killed with SIGKILL mid-run and started again from its
 checkpoint writes every input message to its Parquet output exactly once.
 
-The job (``spark_restart_job.py``) runs as a separate process group (driver, JVM and Python
-workers), so the kill takes the whole driver down at an arbitrary point of a micro-batch. The
-Parquet file sink's own log (``_spark_metadata``) decides which files belong to the output, so
-the output is read back with Spark.
+The job (``scripts/spark_restart_job.py``) runs as a separate process group (driver, JVM and
+Python workers), so the kill takes the whole driver down at an arbitrary point of a micro-batch.
+The Parquet file sink's own log (``_spark_metadata``) decides which files belong to the output,
+so the output is read back with Spark.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from spark_fixtures import spark
-from spark_jobs import (
+
+from tests.support.spark_jobs import (
     batch_running,
     committed_batches,
     kill_during_batch,
@@ -26,10 +26,7 @@ from spark_jobs import (
     produce,
     start_job,
 )
-
 from tubemq_aio.testing import LocalCluster
-
-__all__ = ["spark"]  # the fixture, re-exported so pytest finds it here
 
 MESSAGES = 6000
 #: ``maxOffsetsPerTrigger``: at most this many messages per micro-batch, so some 20 micro-batches

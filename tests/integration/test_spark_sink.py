@@ -23,13 +23,10 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
-from spark_fixtures import spark
-from spark_jobs import read_back
 
+from tests.support.spark_jobs import read_back
 from tubemq_aio.spark import TubeMQDataSource
 from tubemq_aio.testing import LocalCluster
-
-__all__ = ["spark"]  # the fixture, re-exported so pytest finds it here
 
 
 @pytest.fixture

@@ -15,14 +15,11 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
-from spark_fixtures import spark
 
 from tubemq_aio import Producer
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.spark import TubeMQDataSource
 from tubemq_aio.testing import LocalCluster
-
-__all__ = ["spark"]  # the fixture, imported for pytest
 
 TYPES = ("red", "green", "blue")
 

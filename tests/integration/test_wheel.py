@@ -14,9 +14,8 @@ import venv
 import zipfile
 from pathlib import Path
 
-from _cli_run import SOURCE_ROOT
-
 import tubemq_aio
+from tests.support.cli_run import SOURCE_ROOT
 from tubemq_aio.testing import LocalCluster
 
 #: Seconds for building the wheel and for installing it with its dependencies.

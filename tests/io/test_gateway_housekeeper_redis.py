@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from gateway_redis import flushed_store, server_fixture  # noqa: F401
 
+from tests.support.gateway_redis import flushed_store
 from tubemq_aio.gateway.config import HousekeeperConfig
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
@@ -27,8 +27,8 @@ PARTS = ["1:t:0", "1:t:1"]
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    async with flushed_store(server) as (_, lease_store):
+async def store(redis_server: RedisServer) -> AsyncIterator[LeaseStore]:
+    async with flushed_store(redis_server) as (_, lease_store):
         await lease_store.boot(["gg", "bb"], allow_init=True)
         yield lease_store
 
@@ -119,7 +119,7 @@ def _gauges(keeper: Housekeeper) -> dict[tuple[str, ...], float]:
 
 
 async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
-    server: RedisServer, store: LeaseStore
+    redis_server: RedisServer, store: LeaseStore
 ) -> None:
     # a committed offset and a max for one partition: lag 280 bytes
     await store.sync_parts("gg", "c", PARTS)
@@ -129,7 +129,7 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
     assert got.status == "leased"
     await store.add_client("bb", "b:gone")
     await store.sync_parts("bb", "b:gone", PARTS)
-    one, two = _service(server.url), _service(server.url)
+    one, two = _service(redis_server.url), _service(redis_server.url)
     await one.start()
     await two.start()
     first, second = Housekeeper(one, HK, replica="r1"), Housekeeper(two, HK, replica="r2")

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from gateway_redis import flushed_store, model_view, server_fixture  # noqa: F401
 
+from tests.support.gateway_redis import flushed_store, model_view
 from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.leases.housekeeping_model import HousekeepingState
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -27,8 +27,8 @@ SCOPES = ["b:x", "b:y", "b:z", "c"]
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    async with flushed_store(server) as (_, lease_store):
+async def store(redis_server: RedisServer) -> AsyncIterator[LeaseStore]:
+    async with flushed_store(redis_server) as (_, lease_store):
         await lease_store.boot([G], allow_init=True)
         yield lease_store
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from gateway_redis import flushed_store, server_fixture  # noqa: F401
 
+from tests.support.gateway_redis import flushed_store
 from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats, GroupSpec
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup, TubeRead
@@ -49,8 +49,8 @@ class ScriptedTube:
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    async with flushed_store(server) as (_, st):
+async def store(redis_server: RedisServer) -> AsyncIterator[LeaseStore]:
+    async with flushed_store(redis_server) as (_, st):
         await st.reset(SPEC.name, "c", "", [(P, 560)])  # boots the group; cmt 560
         yield st
 

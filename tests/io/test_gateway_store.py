@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
-from gateway_redis import flushed_store, model_view, server_fixture  # noqa: F401
 from redis.crc import key_slot
 
+from tests.support.gateway_redis import flushed_store, model_view
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
@@ -26,8 +26,8 @@ PARTS = ["1:t:0", "1:t:1", "2:t:0", "2:t:1"]
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def store(server: RedisServer) -> AsyncIterator[LeaseStore]:
-    async with flushed_store(server) as (_, lease_store):
+async def store(redis_server: RedisServer) -> AsyncIterator[LeaseStore]:
+    async with flushed_store(redis_server) as (_, lease_store):
         yield lease_store
 
 
@@ -165,8 +165,10 @@ async def test_rewind_matches_the_model_field_by_field(store: LeaseStore) -> Non
     assert model.scope(s).part(p).committed == 336
 
 
-async def test_500_concurrent_acquirers_never_share_a_partition(server: RedisServer) -> None:
-    pool = aioredis.BlockingConnectionPool.from_url(server.url, max_connections=64, timeout=20)
+async def test_500_concurrent_acquirers_never_share_a_partition(redis_server: RedisServer) -> None:
+    pool = aioredis.BlockingConnectionPool.from_url(
+        redis_server.url, max_connections=64, timeout=20
+    )
     store = LeaseStore(aioredis.Redis(connection_pool=pool), timeout=30.0)
     await store.client.flushall()
     await store.boot(["g"], allow_init=True)

@@ -9,16 +9,14 @@ import ssl
 from collections.abc import Iterator
 
 import pytest
-from echo_server import (  # noqa: F401
+
+from tests.support.echo_server import (
     FakeServer,
     MemoryTransport,
     flood_until_paused,
     request_payload,
-    server_fixture,
-    settings_fixture,
     small_buffers,
 )
-
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient

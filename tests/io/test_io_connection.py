@@ -1,4 +1,7 @@
-"""One connection against the fake server: pipelining, timeouts, cancellation, failures."""
+"""One connection against the fake server: pipelining, timeouts, cancellation, failures.
+
+The tests marked ``also_on_uvloop`` run on uvloop too (its transports are not
+``asyncio.Transport``; see ``tests/io/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,15 +11,13 @@ import time
 from typing import Any
 
 import pytest
-from echo_server import (  # noqa: F401
+
+from tests.support.echo_server import (
     FakeServer,
     MemoryTransport,
     limit_send_buffer,
     request_payload,
-    server_fixture,
-    settings_fixture,
 )
-
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.pool import Address, ConnectionPool
@@ -42,6 +43,7 @@ def addr(server: FakeServer) -> Address:
     return Address("127.0.0.1", server.port)
 
 
+@pytest.mark.also_on_uvloop
 async def test_10k_pipelined_calls_with_random_response_order(
     server: FakeServer, settings: TransportSettings
 ) -> None:
@@ -58,6 +60,7 @@ async def test_10k_pipelined_calls_with_random_response_order(
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_timeout_fails_call_and_keeps_connection(
     server: FakeServer, settings: TransportSettings
 ) -> None:
@@ -82,6 +85,7 @@ async def test_timeout_fails_call_and_keeps_connection(
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_cancel_mid_flight_drops_late_reply(
     server: FakeServer, settings: TransportSettings
 ) -> None:
@@ -102,6 +106,7 @@ async def test_cancel_mid_flight_drops_late_reply(
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_server_close_mid_flight_fails_all_pending_fast(
     server: FakeServer, settings: TransportSettings
 ) -> None:
@@ -125,6 +130,7 @@ async def test_server_close_mid_flight_fails_all_pending_fast(
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_in_flight_bound_makes_callers_wait(server: FakeServer) -> None:
     server.knobs.delay = 0.4
     settings = TransportSettings(sweep_interval=0.01, max_in_flight=3)
@@ -138,6 +144,7 @@ async def test_in_flight_bound_makes_callers_wait(server: FakeServer) -> None:
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_pause_writing_blocks_senders(server: FakeServer) -> None:
     server.knobs.pause_reading = True
     settings = TransportSettings(
@@ -165,6 +172,7 @@ async def test_pause_writing_blocks_senders(server: FakeServer) -> None:
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_garbage_from_server_closes_connection(
     server: FakeServer, settings: TransportSettings
 ) -> None:
@@ -244,6 +252,7 @@ async def test_serial_numbers_wrap_within_31_bits(
     await pool.close()
 
 
+@pytest.mark.also_on_uvloop
 async def test_close_fails_pending_with_client_closed(
     server: FakeServer, settings: TransportSettings
 ) -> None:

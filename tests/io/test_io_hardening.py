@@ -17,15 +17,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from echo_server import (  # noqa: F401
+
+from tests.support.echo_server import (
     FakeServer,
     flood_until_paused,
     request_payload,
-    server_fixture,
-    settings_fixture,
     small_buffers,
 )
-
 from tubemq_aio._client import open_pool
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from echo_server import MemoryTransport, request_payload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.echo_server import MemoryTransport, request_payload
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame

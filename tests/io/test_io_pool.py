@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
 
+from tests.support.echo_server import FakeServer, request_payload
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from echo_server import FakeServer, server_fixture, settings_fixture  # noqa: F401
 
+from tests.support.echo_server import FakeServer
 from tubemq_aio._io.decisions import MAX_WIRE_TIMEOUT_MS
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient

@@ -10,8 +10,8 @@ import gc
 import weakref
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
 
+from tests.support.echo_server import FakeServer, request_payload
 from tubemq_aio._io import rpc_client
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from message_strategies import stored_messages
-from speedup_impls import RAW_DECODERS, RawDecode
 
+from tests.support.message_strategies import stored_messages
+from tests.support.speedup_impls import RAW_DECODERS, RawDecode
 from tubemq_aio.errors import MessageDecodeError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_rpc import RawMessage

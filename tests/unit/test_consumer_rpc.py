@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from speedup_impls import PARSERS, Parser
 
+from tests.support.speedup_impls import PARSERS, Parser
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_meta import (
     BoundSession,

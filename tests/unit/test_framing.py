@@ -8,8 +8,8 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from speedup_impls import FRAME_DECODERS, DecoderFactory
 
+from tests.support.speedup_impls import FRAME_DECODERS, DecoderFactory
 from tubemq_aio.errors import FrameError, LocalProtocolError
 from tubemq_aio.protocol.framing import (
     BEGIN_TOKEN,

@@ -8,8 +8,8 @@ import math
 from typing import Any
 
 import pytest
-from held_producer import HeldConnection, settle, started_producer
 
+from tests.support.held_producer import HeldConnection, settle, started_producer
 from tubemq_aio import (
     ClientClosedError,
     ConfigError,

@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import Sequence
 
 import pytest
-from held_producer import ANSWER, settle, started_producer
 
+from tests.support.held_producer import ANSWER, settle, started_producer
 from tubemq_aio import Producer, SendResult
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.errors import (

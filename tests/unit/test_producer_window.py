@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from held_producer import HeldConnection, settle, started_producer
 
+from tests.support.held_producer import HeldConnection, settle, started_producer
 from tubemq_aio import Producer, SendResult
 
 

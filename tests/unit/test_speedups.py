@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from speedup_impls import EXT, FRAME_DECODERS, PARSERS, RAW_DECODERS, DecoderFactory, Parser
 
+from tests.support.speedup_impls import (
+    EXT,
+    FRAME_DECODERS,
+    PARSERS,
+    RAW_DECODERS,
+    DecoderFactory,
+    Parser,
+)
 from tubemq_aio import accelerator
 from tubemq_aio.consumer import _decode
 from tubemq_aio.errors import FrameError, RemoteProtocolError

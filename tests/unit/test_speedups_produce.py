@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from speedup_impls import EXT
 
+from tests.support.speedup_impls import EXT
 from tubemq_aio import Producer, accelerator
 from tubemq_aio.errors import RemoteRpcError
 from tubemq_aio.protocol import producer_rpc, rpc

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import httpx
 import pytest
-from gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
 
+from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.producer import Producer

@@ -11,8 +11,8 @@ from typing import cast
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from gateway_fakes import ADMIN, BASE_CONFIG, CFG, FakeEngine, FakeProducer
 
+from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, FakeEngine, FakeProducer
 from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.cors import CorsConfig

@@ -14,8 +14,8 @@ from typing import Any, cast
 
 import pytest
 from fastapi import FastAPI
-from gateway_fakes import CFG, READER, FakeEngine, FakeOutcome, FakeProducer
 
+from tests.support.gateway_fakes import CFG, READER, FakeEngine, FakeOutcome, FakeProducer
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected

@@ -12,8 +12,8 @@ from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
-from gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 
+from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.errors import RequestTimeoutError
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.errors import StoreUnavailableError

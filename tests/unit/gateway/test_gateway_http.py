@@ -11,8 +11,8 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 
+from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.http.deps import messages_json
 from tubemq_aio.models import Message

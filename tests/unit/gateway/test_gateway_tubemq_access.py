@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gateway_fakes import BASE_CONFIG
 
+from tests.support.gateway_fakes import BASE_CONFIG
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.app import default_engine, default_producer

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_strategies import attribute_text, stored_messages
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from tests.support.message_strategies import attribute_text, stored_messages
 from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages

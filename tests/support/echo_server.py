@@ -1,10 +1,7 @@
-"""A loopback TubeMQ RPC test server with fault knobs, plus its fixtures (io test helper).
+"""A loopback TubeMQ RPC test server with fault knobs (the ``tests/io`` helper).
 
-This is a plain module, not a ``conftest.py`` (a second ``conftest`` module name would clash in
-mypy with ``tests/integration``); test modules import ``server_fixture`` and
-``settings_fixture``, which pytest registers as the ``server`` and ``settings`` fixtures.
-
-It decodes request frames with the coordinator's ``decode_request`` and answers with
+The ``server`` and ``settings`` fixtures built on it live in ``tests/io/conftest.py``.
+The server decodes request frames with the coordinator's ``decode_request`` and answers with
 ``encode_success`` (echoing the request body) or ``encode_exception``. Knobs change how it
 answers: shuffled order, delay, drop, duplicate, garbage, close mid-flight, stop reading.
 :class:`MemoryTransport` stands in for the socket where a test drives a connection by hand.
@@ -16,11 +13,9 @@ import asyncio
 import random
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
-
-import pytest
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address
@@ -41,8 +36,6 @@ __all__ = [
     "flood_until_paused",
     "limit_send_buffer",
     "request_payload",
-    "server_fixture",
-    "settings_fixture",
     "small_buffers",
 ]
 
@@ -215,21 +208,6 @@ def request_payload(body: bytes, method: int = 1, timeout_ms: int = 10_000) -> b
     from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
     return encode_request(SERVICE_OF_METHOD[Method(method)], method, timeout_ms, body)
-
-
-@pytest.fixture(name="server")
-async def server_fixture() -> AsyncIterator[FakeServer]:
-    """A started echo server, stopped after the test (import this fixture into a test module)."""
-    srv = FakeServer()
-    await srv.start()
-    yield srv
-    await srv.stop()
-
-
-@pytest.fixture(name="settings")
-def settings_fixture() -> TransportSettings:
-    """Transport settings with short intervals so timing tests stay fast."""
-    return TransportSettings(sweep_interval=0.01, connect_timeout=1.0, backoff_initial=0.2)
 
 
 def small_buffers(idle_timeout: float = 180.0) -> TransportSettings:

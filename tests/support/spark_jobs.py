@@ -16,8 +16,8 @@ from pathlib import Path
 from tubemq_aio import Consumer, Producer
 from tubemq_aio.models import Message
 
-#: The streaming job the restart tests run (``spark_restart_job.py``).
-JOB = str(Path(__file__).with_name("spark_restart_job.py"))
+#: The streaming job the restart tests run (``tests/integration/scripts/spark_restart_job.py``).
+JOB = str(Path(__file__).parents[1] / "integration" / "scripts" / "spark_restart_job.py")
 #: Seconds a read-back may take (group join included).
 READ_TIMEOUT = 120.0
 #: Seconds to keep reading after the expected count, to catch duplicates.

@@ -1,4 +1,7 @@
-"""Shared pieces of the gateway tests against a real redis-server (one per test module)."""
+"""Shared pieces of the gateway tests against a real redis-server.
+
+The module-scoped ``redis_server`` fixture they run on lives in ``tests/io/conftest.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +10,11 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest_asyncio
 import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.leases.model import GroupState, PartState
 from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.testing import RedisServer
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module", name="server")
-async def server_fixture() -> AsyncIterator[RedisServer]:
-    """One real redis-server for the importing test module."""
-    async with RedisServer() as srv:
-        yield srv
 
 
 @contextlib.asynccontextmanager

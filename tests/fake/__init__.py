@@ -1,0 +1,1 @@
+"""Client tests against the in-process FakeCluster (no Java)."""

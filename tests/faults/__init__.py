@@ -1,0 +1,1 @@
+"""The fault suite: the fake cluster behind fault proxies (no Java)."""

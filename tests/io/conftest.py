@@ -1,0 +1,66 @@
+"""Fixtures of the ``tests/io`` folder, and the event loops its async tests run on.
+
+Fixtures:
+
+* ``server`` (function): a started echo :class:`~tests.support.echo_server.FakeServer` on
+  loopback, stopped after the test.
+* ``settings`` (function): transport settings with short intervals, so timing tests stay fast.
+* ``redis_server`` (module): one real redis-server for all the tests of a module (the gateway
+  store tests; each empties it with :func:`~tests.support.gateway_redis.flushed_store`).
+
+Event loops: every async test runs on asyncio's own loop; a test marked ``also_on_uvloop`` runs
+a second time on uvloop, whose transports are not ``asyncio.Transport`` (the test ids end in
+``[asyncio]`` and ``[uvloop]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import pytest
+import pytest_asyncio
+import uvloop
+
+from tests.support.echo_server import FakeServer
+from tubemq_aio._io.settings import TransportSettings
+from tubemq_aio.testing import RedisServer
+
+#: The loops of a test marked ``also_on_uvloop``, by the name that ends its test id.
+BOTH_LOOPS: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+#: The loop of every other async test.
+ASYNCIO_ONLY: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """pytest-asyncio's hook: the loops ``item`` runs on (one run per loop)."""
+    return BOTH_LOOPS if item.get_closest_marker("also_on_uvloop") else ASYNCIO_ONLY
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[FakeServer]:
+    """A started echo server, stopped after the test."""
+    srv = FakeServer()
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+@pytest.fixture
+def settings() -> TransportSettings:
+    """Transport settings with short intervals so timing tests stay fast."""
+    return TransportSettings(sweep_interval=0.01, connect_timeout=1.0, backoff_initial=0.2)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def redis_server() -> AsyncIterator[RedisServer]:
+    """One real redis-server for all the tests of a module."""
+    async with RedisServer() as srv:
+        yield srv

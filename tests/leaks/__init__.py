@@ -1,0 +1,1 @@
+"""Start/close cycles that must leave no task or file descriptor behind."""

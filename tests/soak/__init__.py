@@ -1,0 +1,1 @@
+"""The soak run (``make soak``), a script rather than a pytest test."""

@@ -1,0 +1,1 @@
+"""Unit tests: no sockets to real servers, no cluster, no Java."""

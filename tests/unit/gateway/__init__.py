@@ -1,0 +1,1 @@
+"""Unit tests of the HTTP gateway against fakes (no Redis, no TubeMQ)."""

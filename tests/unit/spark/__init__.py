@@ -1,0 +1,1 @@
+"""Unit tests of the PySpark source and sink (no Spark session, no cluster)."""

@@ -1,0 +1,65 @@
+"""The test suite keeps the layout docs/testing.md describes: a package tree, helpers imported
+from ``tests.support`` by their full name, fixtures found through ``conftest.py`` files."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+#: Programs the integration tests start as processes; they import each other as top-level
+#: modules, so their folder is deliberately not a package.
+SCRIPTS = TESTS / "integration" / "scripts"
+#: An import that is only there to register a fixture with pytest.
+FIXTURE_IMPORT = re.compile(r"^\s*from\s+\S+\s+import\b.*#\s*noqa:\s*F401", re.MULTILINE)
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if SCRIPTS not in p.parents)
+
+
+def _imported_modules(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_every_test_folder_is_a_package() -> None:
+    folders = {p.parent for p in _modules()}
+    missing = sorted(str(f.relative_to(TESTS)) for f in folders if not (f / "__init__.py").exists())
+    assert missing == []
+    assert not list(SCRIPTS.glob("__init__.py"))
+    assert not list(SCRIPTS.glob("test_*.py"))
+
+
+def test_helpers_are_imported_by_their_full_name() -> None:
+    local_names = {p.stem for p in _modules()} - {"__init__"}
+    wrong = [
+        f"{path.relative_to(TESTS)}: {name}"
+        for path in _modules()
+        for name in _imported_modules(path)
+        if name.split(".")[0] in local_names
+    ]
+    assert wrong == []
+
+
+def test_no_module_imports_a_test_module_or_a_fixture() -> None:
+    test_imports = [
+        f"{path.relative_to(TESTS)}: {name}"
+        for path in _modules()
+        for name in _imported_modules(path)
+        if name.rsplit(".", 1)[-1].startswith("test_") or name.endswith(".conftest")
+    ]
+    assert test_imports == []
+    fixture_imports = [
+        str(path.relative_to(TESTS))
+        for path in _modules()
+        if FIXTURE_IMPORT.search(path.read_text())
+    ]
+    assert fixture_imports == []
