@@ -19,7 +19,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.auth import Authenticator
@@ -27,10 +26,10 @@ from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.cors import install_cors
 from tubemq_aio.gateway.docs_pages import install_docs
+from tubemq_aio.gateway.edge import EdgeMiddleware
 from tubemq_aio.gateway.engine import ConsumeEngine
 from tubemq_aio.gateway.housekeeper import Housekeeper
 from tubemq_aio.gateway.http_errors import ApiError, api_error_for
-from tubemq_aio.gateway.metrics import MetricsMiddleware
 from tubemq_aio.gateway.routes import admin, consume, ops, produce
 from tubemq_aio.gateway.state import Gateway, json_response
 from tubemq_aio.producer import Producer
@@ -114,8 +113,7 @@ def create_app(
     if config.docs:
         install_docs(app, title)
     _install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
+    app.add_middleware(EdgeMiddleware, metrics=gateway.metrics, max_bytes=config.max_body_bytes)
     install_cors(app, config.cors)  # outermost: error answers carry the CORS headers too
     return app
 
@@ -195,53 +193,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TubeMQError, api_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
-
-
-class BodyLimitMiddleware:
-    """Refuses request bodies over ``max_bytes`` with 413, by header or while streaming."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
-                await self._refuse(send)
-                return
-        # A body without Content-Length (chunked) is read here first, at most max_bytes of it:
-        # FastAPI would read it all anyway, and refusing mid-parse would turn into a 400.
-        chunks: list[Message] = []
-        seen = 0
-        while True:
-            message = await receive()
-            chunks.append(message)
-            if message["type"] != "http.request":
-                break
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                await self._refuse(send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return chunks.pop(0) if chunks else await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, send: Send) -> None:
-        error = ApiError(413, "too_large", f"request body over {self.max_bytes} bytes")
-        response = json_response(error.body(), 413)
-        await response({"type": "http"}, _no_receive, send)
-
-
-async def _no_receive() -> Message:
-    return {"type": "http.disconnect"}
 
 
 def openapi_document() -> dict[str, Any]:
