@@ -155,8 +155,10 @@ async def _standalone_acks(gw: GatewayReplica, pairs: int = 20) -> dict[str, flo
     acked = await measure.http_fetch_then_ack(gw.url, KEY, GROUP, pairs)
     after = await _engine_stats(gw.url)
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
-    settle = delta.get("redis_roundtrips", 0.0) - delta.get("fetch_redis_roundtrips", 0.0)
-    return {"acks": acked, "redis_per_ack": settle / max(1, acked)}
+    return {
+        "acks": acked,
+        "redis_per_ack": delta.get("settle_redis_roundtrips", 0.0) / max(1, acked),
+    }
 
 
 async def _consume(
@@ -190,8 +192,7 @@ async def _consume(
             # carried, without the one-offs of a run (first offsets, the last acks)
             "redis_with_acks": (
                 delta.get("ok_redis_roundtrips", 0.0) - delta.get("offset_inits", 0.0)
-                + delta.get("redis_roundtrips", 0.0) - delta.get("fetch_redis_roundtrips", 0.0)
-                - last_acks
+                + delta.get("settle_redis_roundtrips", 0.0) - last_acks
             ) / fetches,
             "broker_rpcs_all": delta.get("broker_rpcs", 0.0) / fetches,
             "broker_batches": batches / fetches,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from tubemq_aio.errors import SendOutcomeUnknownError
 from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway.engine import PiggybackAcks
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseStaleError,
@@ -141,7 +142,9 @@ class FakeEngine:
         holder: str = "",
         max_messages: int | None = None,
         owner: str = "",
+        acks: PiggybackAcks | None = None,
     ) -> FakeOutcome:
+        # acks are left pending: the HTTP layer settles them one by one through settle()
         self.max_messages.append(max_messages)
         self.owners.append(owner)
         scope = self._scope(group, client_id)
