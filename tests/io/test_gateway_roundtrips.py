@@ -11,11 +11,11 @@ import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
-from tubemq_aio.gateway.engine import PiggybackAcks
-from tubemq_aio.gateway.engine_types import FetchOutcome, LeaseRef
+from tubemq_aio.gateway.engine.data import FetchOutcome, LeaseRef
+from tubemq_aio.gateway.engine.group_sessions import TubeRead
+from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.errors import LeaseStaleError
-from tubemq_aio.gateway.tube import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 

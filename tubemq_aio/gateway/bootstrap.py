@@ -13,7 +13,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.store import LeaseStore
+from tubemq_aio.gateway.leases.store import LeaseStore
 
 __all__ = ["initialise_store"]
 

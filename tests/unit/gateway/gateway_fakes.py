@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from tubemq_aio.errors import SendOutcomeUnknownError
 from tubemq_aio.gateway import GatewayConfig
-from tubemq_aio.gateway.engine import PiggybackAcks
+from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseStaleError,

@@ -28,7 +28,7 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
-from tubemq_aio.gateway.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.leases.model import GroupState, PartState, ScopeState
 
 __all__ = [
     "BOOT_KEY",
@@ -115,7 +115,7 @@ def _text(v: Any) -> Any:
 
 
 def _load_source(name: str) -> str:
-    pkg = resources.files("tubemq_aio.gateway") / "lua"
+    pkg = resources.files("tubemq_aio.gateway.leases") / "lua"
     common = (pkg / "common.lua").read_text(encoding="utf-8")
     return common + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8")
 

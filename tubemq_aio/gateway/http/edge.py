@@ -13,9 +13,9 @@ import time
 from prometheus_client.metrics import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tubemq_aio.gateway.http_errors import ApiError
+from tubemq_aio.gateway.http.api_errors import ApiError
+from tubemq_aio.gateway.http.deps import json_response
 from tubemq_aio.gateway.metrics import GatewayMetrics
-from tubemq_aio.gateway.state import json_response
 
 __all__ = ["EdgeMiddleware"]
 

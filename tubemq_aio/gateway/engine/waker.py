@@ -15,7 +15,7 @@ import logging
 import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.errors import TooManyWaitersError
-from tubemq_aio.gateway.store import WAKE_CHANNEL
+from tubemq_aio.gateway.leases.store import WAKE_CHANNEL
 
 __all__ = ["Waker"]
 

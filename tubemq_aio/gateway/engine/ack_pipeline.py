@@ -21,10 +21,16 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine import PiggybackAcks
-from tubemq_aio.gateway.engine_types import GatewayStats, LeaseRef
+from tubemq_aio.gateway.engine.data import GatewayStats, LeaseRef
+from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
-from tubemq_aio.gateway.store import RECLAIM_MAX, LeaseStore, Reply, refusal_error, scope_keys
+from tubemq_aio.gateway.leases.store import (
+    RECLAIM_MAX,
+    LeaseStore,
+    Reply,
+    refusal_error,
+    scope_keys,
+)
 
 __all__ = ["acquire_with_acks", "settle_result", "settle_then_acquire"]
 

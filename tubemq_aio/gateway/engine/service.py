@@ -22,9 +22,8 @@ from typing import Literal
 import redis.asyncio as aioredis
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.ack_pipeline import settle_result
-from tubemq_aio.gateway.engine import PiggybackAcks
-from tubemq_aio.gateway.engine_types import (
+from tubemq_aio.gateway.engine.ack_pipeline import settle_result
+from tubemq_aio.gateway.engine.data import (
     MAX_OFFSET,
     MIN_RATE,
     ConsumeSettings,
@@ -39,6 +38,10 @@ from tubemq_aio.gateway.engine_types import (
     Position,
     ResetEntry,
 )
+from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
+from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseStaleError,
@@ -48,10 +51,7 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.reader import BatchReader
-from tubemq_aio.gateway.store import LeaseStore
-from tubemq_aio.gateway.tube import TubeGroup
-from tubemq_aio.gateway.wake import Waker
+from tubemq_aio.gateway.leases.store import LeaseStore
 
 __all__ = [
     "MAX_OFFSET",
