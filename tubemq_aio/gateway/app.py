@@ -107,7 +107,10 @@ def create_app(
     )
     app.state.gateway = gateway
     for router in (produce.router, consume.router, admin.router, ops.router):
-        app.include_router(router)
+        # the routes themselves, not the router: FastAPI resolves an included router's routes
+        # on every request (a version walk and a second match); these carry their router's
+        # tags and responses already and need no prefix
+        app.router.routes.extend(router.routes)
     if config.noop_route:
         app.add_api_route("/v1/noop", produce.noop, methods=["POST"], include_in_schema=False)
     if config.docs:
