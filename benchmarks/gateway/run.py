@@ -251,14 +251,14 @@ async def run(rounds: int, seconds: int, count: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Entry point: ``--quick`` (3 rounds of 4 s) or the full run (5 rounds of 10 s)."""
+    """Entry point: ``--quick`` (3 rounds of 3 s) or the full run (5 rounds of 10 s)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gateway")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--out", type=Path, help="result directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 5)
-    seconds, count = (4, 30_000) if args.quick else (10, 60_000)
+    seconds, count = (3, 30_000) if args.quick else (10, 60_000)
     began = time.monotonic()
     result = asyncio.run(run(rounds, seconds, count))
     env = result["env"]

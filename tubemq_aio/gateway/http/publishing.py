@@ -8,7 +8,7 @@ import binascii
 from collections.abc import Sequence
 
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
-from tubemq_aio.gateway.http.schemas import BatchItem, ErrorBody, ProduceRequest
+from tubemq_aio.gateway.http.schemas import ProduceRequest
 from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_rpc import SendResult
 
@@ -64,8 +64,11 @@ async def send_one(
 
 async def send_batch(
     producer: Producer, topic: str, requests: Sequence[ProduceRequest], timeout: float
-) -> list[BatchItem]:
+) -> list[dict[str, object]]:
     """Send every message concurrently (pipelined by the producer); one result each, in order.
+
+    The results are the JSON form of :class:`~tubemq_aio.gateway.http.schemas.BatchItem`
+    (built as plain dicts: a model per message cost a tenth of a batch's time).
 
     Raises:
         Exception: only an unexpected failure (a bug); expected ones become per-item errors.
@@ -73,28 +76,25 @@ async def send_batch(
     outcomes = await asyncio.gather(
         *(send_one(producer, topic, r, timeout) for r in requests), return_exceptions=True
     )
-    items: list[BatchItem] = []
+    items: list[dict[str, object]] = []
     for index, outcome in enumerate(outcomes):
         if isinstance(outcome, SendResult):
             items.append(
-                BatchItem(
-                    index=index,
-                    status=200,
-                    partition_key=outcome.partition_key,
-                    message_id=str(outcome.message_id),
-                    append_offset=str(outcome.append_offset),
-                )
+                {
+                    "index": index,
+                    "status": 200,
+                    "partition_key": outcome.partition_key,
+                    "message_id": str(outcome.message_id),
+                    "append_offset": str(outcome.append_offset),
+                }
             )
         elif isinstance(outcome, ApiError):
-            items.append(
-                BatchItem(
-                    index=index,
-                    status=outcome.status,
-                    error=ErrorBody(
-                        code=outcome.code, message=outcome.message, retriable=outcome.retriable
-                    ),
-                )
-            )
+            error = {
+                "code": outcome.code,
+                "message": outcome.message,
+                "retriable": outcome.retriable,
+            }
+            items.append({"index": index, "status": outcome.status, "error": error})
         else:
             raise outcome
     return items
