@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from gateway_fakes import CFG
 
-from tests.unit.gateway.gateway_fakes import CFG
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
 
