@@ -490,3 +490,15 @@ def test_outage_and_unknown_name_answers_are_generic(client: TestClient) -> None
     assert r.status_code in (403, 404, 422), r.text
     assert name not in r.text
     assert len(r.text) < 1000
+
+
+def test_acks_carried_by_a_fetch_that_fails_are_still_settled_and_counted(
+    client: TestClient,
+) -> None:
+    token = fetch(client)["lease"]["token"]
+    body = {"ack": [token], "client_id": "c1"}  # a client_id in a clustering group: 422
+    error(client.post("/v1/groups/g1/fetch", json=body, headers=READER), 422, "invalid_request")
+    again = client.post(f"/v1/leases/{token}/ack", headers=READER).json()
+    assert again == {"result": "already_acked"}
+    metrics = client.get("/metrics").text
+    assert 'tubemq_gateway_settle_total{action="ack",group="g1",result="acked"} 1.0' in metrics

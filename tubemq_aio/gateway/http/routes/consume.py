@@ -102,8 +102,9 @@ async def fetch(
     carried = _Carried(gateway, principal, body.ack or ())
     try:
         return await _fetch(group, body, request, gateway, principal, engine, carried)
-    finally:
+    finally:  # also when the fetch failed: the acks were asked for whatever came after
         await carried.settle_rest()
+        carried.count()
 
 
 async def _fetch(
@@ -191,16 +192,20 @@ class _Carried:
                 results.append(exc)
         self.batch.results = results
 
+    def count(self) -> None:
+        """Count the settled acks in the replica's settle metrics."""
+        for ref, result in zip(self.batch.refs, self.batch.results or (), strict=False):
+            if isinstance(result, str):
+                self.gateway.metrics.settles.labels(ref.group, "ack", result).inc()
+
     def answers(self) -> list[dict[str, object]]:
-        """Per token: its result or its error (and the settle metrics counted)."""
+        """Per token: its result or its error."""
         outcome: dict[int, str | Exception] = dict(self._errors)
         outcome.update(zip(self._slots, self.batch.results or (), strict=False))
         out: list[dict[str, object]] = []
         for i, token in enumerate(self.tokens):
             result = outcome.get(i)
             if isinstance(result, str):
-                ref = self.batch.refs[self._slots.index(i)]
-                self.gateway.metrics.settles.labels(ref.group, "ack", result).inc()
                 out.append({"token": token, "result": result})
                 continue
             mapped = api_error_for(result) if result is not None else None
