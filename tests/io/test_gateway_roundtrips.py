@@ -16,8 +16,9 @@ from tubemq_aio.gateway.engine.group_sessions import TubeRead
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.errors import LeaseStaleError
+from tubemq_aio.gateway.leases.store import WAKE_CHANNEL
 from tubemq_aio.models import Message
-from tubemq_aio.testing import RedisServer
+from tubemq_aio.testing import RedisServer, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -85,6 +86,14 @@ async def service(
         )
     )
     await svc.start()
+    store = svc._store
+    assert store is not None
+
+    async def listening() -> bool:  # the wake listener's SUBSCRIBE is behind us
+        subscribed = await store.client.pubsub_numsub(WAKE_CHANNEL)
+        return bool(subscribed and subscribed[0][1] >= 1)
+
+    await wait_until(listening, 30, "the wake listener subscribed")
     partition = _Partition()
 
     async def tube_of(_spec: GroupSpec) -> _Partition:
