@@ -60,7 +60,12 @@ def create_app(
     gateway = Gateway(
         config=config,
         replica=f"{socket.gethostname()}:{os.getpid()}",
-        auth=Authenticator(config.keys, config.allow_anonymous, config.anonymous_grant()),
+        auth=Authenticator(
+            config.keys,
+            config.allow_anonymous,
+            config.anonymous_grant(),
+            cache_size=config.auth_cache_size,
+        ),
     )
     if config.allow_anonymous:
         log.warning(
