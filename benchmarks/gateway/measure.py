@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import resource
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,18 +27,55 @@ _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 
 @dataclass
 class WrkResult:
-    """Requests/s and latency percentiles (ms) of one wrk run."""
+    """Requests/s, latency percentiles (ms) and wrk's own CPU seconds of one wrk run."""
 
     rps: float
     p50_ms: float
     p99_ms: float
     non_2xx: int
+    client_cpu_s: float
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds used so far by process ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):  # it ended meanwhile
+                continue
+            tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and every live descendant (uvicorn's workers under its parent)."""
+    tree, total, todo = _children(), 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except OSError:
+            continue
+        todo.extend(tree.get(current, ()))
+    return total
+
+
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (the benchmark's Python clients)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _ms(text: str) -> float:
@@ -51,6 +89,7 @@ async def wrk(url: str, key: str, seconds: int, connections: int = 32) -> WrkRes
     """POST a 100-byte message to ``url`` with wrk (2 threads) for ``seconds``."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(_WRK_SCRIPT % (BODY, key))
+    reaped = _children_cpu_seconds()  # wrk is the only child reaped meanwhile
     try:
         proc = await asyncio.create_subprocess_exec(
             "wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script.name, url,
@@ -67,7 +106,8 @@ async def wrk(url: str, key: str, seconds: int, connections: int = 32) -> WrkRes
     p50 = _ms(re.search(r"^\s+50%\s+(\S+)\s*$", text, re.M).group(1))  # type: ignore[union-attr]
     p99 = _ms(re.search(r"^\s+99%\s+(\S+)\s*$", text, re.M).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
-    return WrkResult(rps, p50, p99, int(bad.group(1)) if bad else 0)
+    client = _children_cpu_seconds() - reaped
+    return WrkResult(rps, p50, p99, int(bad.group(1)) if bad else 0, client)
 
 
 async def http_batch_produce(
@@ -121,18 +161,19 @@ async def http_consume(
     consumers: int = 4,
     timeout: float = 300,
     max_messages: int | None = None,
-) -> float:
-    """Messages/s through fetch → ack (acks piggy-backed on the next fetch) until ``count``.
+) -> tuple[float, int]:
+    """Messages/s through fetch → ack (acks piggy-backed on the next fetch) until ``count``,
+    and how many acks went out alone at the end (one per consumer left holding a lease).
 
     ``max_messages`` None leaves the gateway's default; answers are parsed with orjson.
     """
-    got = 0
+    got = last_acks = 0
     done = asyncio.Event()
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
 
         async def loop() -> None:
-            nonlocal got
+            nonlocal got, last_acks
             pending: list[str] = []
             while not done.is_set():
                 body: dict[str, object] = {"wait_ms": 500}
@@ -152,6 +193,7 @@ async def http_consume(
                         done.set()
             if pending:
                 await client.post(f"/v1/leases/{pending[0]}/ack", headers=headers)
+                last_acks += 1
 
         began = time.monotonic()
         tasks = [asyncio.create_task(loop()) for _ in range(consumers)]
@@ -161,7 +203,7 @@ async def http_consume(
             elapsed = time.monotonic() - began
             done.set()
             await asyncio.gather(*tasks)
-    return got / elapsed
+    return got / elapsed, last_acks
 
 
 async def sdk_consume(
@@ -185,3 +227,25 @@ async def sdk_consume(
 
         await asyncio.wait_for(drain(), timeout)
         return got / (time.monotonic() - began)
+
+
+async def http_fetch_then_ack(url: str, key: str, group: str, pairs: int) -> int:
+    """``pairs`` times: a fetch without piggy-backed acks, then ``POST …/ack`` of its lease.
+
+    Returns how many standalone acks were sent (fetches that found nothing send none).
+    """
+    headers = {"Authorization": f"Bearer {key}"}
+    acked = 0
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        for _ in range(pairs):
+            r = await client.post(f"/v1/groups/{group}/fetch", json={}, headers=headers)
+            reply = orjson.loads(r.content)
+            if r.status_code != 200:
+                raise RuntimeError(f"fetch answered {r.status_code}: {r.text[:300]}")
+            if reply["status"] == "ok":
+                token = reply["lease"]["token"]
+                a = await client.post(f"/v1/leases/{token}/ack", headers=headers)
+                if a.status_code != 200:
+                    raise RuntimeError(f"ack answered {a.status_code}: {a.text[:300]}")
+                acked += 1
+    return acked

@@ -1,30 +1,36 @@
-"""Orchestration of ``make bench-gateway``: one cluster, one Redis, one replica; interleaved rounds.
+"""Orchestration of ``make bench-gateway``: one cluster, one Redis, a one-worker and a two-worker
+replica and a bare FastAPI app; interleaved rounds.
 
-Each round measures, back to back and in alternating order: wrk against the produce route and
-against ``POST /v1/noop`` (same uvicorn, same auth and body parsing, no send: the framework
-floor); batch produce through HTTP against the SDK's own ``send``; consume through fetch → ack
-against the SDK's client-balanced consumer; and the broker RPCs / Redis round trips per fetch
-read from ``/metrics``. Ratios are taken per round; the report gives medians with bootstrap
-intervals. Nothing here asserts a time.
+Each round measures, back to back and in an order that flips every round: wrk against the bare
+FastAPI app (the framework floor, same uvicorn setup), ``POST /v1/noop`` (auth, body model,
+middlewares, no send) and the produce route of both replicas; batch produce through HTTP against
+the SDK's own ``send``; consume through fetch → ack against the SDK's client-balanced consumer;
+Redis round trips per fetch and per ack read from ``/metrics``. The gateway's CPU (the replica's
+processes) and the benchmark client's (wrk, or this process) are taken apart, per 10⁶ requests or
+messages. Ratios are taken per round; the report gives medians with bootstrap intervals and the
+goals met or missed, with the load averages before and after. Nothing here asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from benchmarks.gateway import measure
-from benchmarks.harness.env import collect
-from benchmarks.harness.stats import bootstrap_ci, median
+from benchmarks.gateway import measure, summary
+from benchmarks.gateway.bare_server import bare_server
+from benchmarks.harness.env import collect, git_revision, load_average
+from benchmarks.harness.session import out_dir_for
 from tubemq_aio import Producer
 from tubemq_aio.testing import LocalCluster, RedisServer
 from tubemq_aio.testing.gateway import GatewayReplica
@@ -64,170 +70,213 @@ async def _reset(url: str) -> None:
         r.raise_for_status()
 
 
+@dataclass(frozen=True)
+class _Servers:
+    """What the rounds measure: the bare app and the replicas with one and two workers."""
+
+    bare_url: str
+    bare_pid: int
+    one: GatewayReplica
+    two: GatewayReplica
+
+
+async def _wrk(name: str, url: str, pid: int, seconds: int) -> dict[str, Any]:
+    """One wrk run with the server's CPU (``pid`` and its workers) and wrk's, per 10⁶ requests."""
+    cpu0 = measure.tree_cpu_seconds(pid)
+    result = await measure.wrk(url, KEY, seconds)
+    requests = max(1.0, result.rps * seconds)
+    out = vars(result)
+    out["gw_cpu_s_per_1e6"] = (measure.tree_cpu_seconds(pid) - cpu0) / requests * 1e6
+    out["client_cpu_s_per_1e6"] = result.client_cpu_s / requests * 1e6
+    return out
+
+
+async def _costed(
+    run: Callable[[], Awaitable[float]], pid: int | None, seconds: float
+) -> dict[str, float]:
+    """A messages/s run with the replica's (``pid``) and this process's CPU per 10⁶ messages."""
+    gw0, own0 = (measure.tree_cpu_seconds(pid) if pid else 0.0), measure.own_cpu_seconds()
+    rate = await run()
+    messages = max(1.0, rate * seconds)
+    out = {
+        "rate": rate,
+        "client_cpu_s_per_1e6": (measure.own_cpu_seconds() - own0) / messages * 1e6,
+    }
+    if pid:
+        out["gw_cpu_s_per_1e6"] = (measure.tree_cpu_seconds(pid) - gw0) / messages * 1e6
+    return out
+
+
 async def _round(
-    n: int, gw: GatewayReplica, masters: str, seconds: int, count: int
+    n: int, servers: _Servers, masters: str, seconds: int, count: int
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"round": n}
-    pid = gw.pid
-    assert pid is not None
+    out: dict[str, Any] = {"round": n, "load_average": load_average()}
+    gw, gw2 = servers.one, servers.two
     targets = [
-        ("noop", f"{gw.url}/v1/noop"),
-        ("produce", f"{gw.url}/v1/topics/{T_PRODUCE}/messages"),
+        ("bare", servers.bare_url, servers.bare_pid),
+        ("noop", f"{gw.url}/v1/noop", gw.pid),
+        ("produce", f"{gw.url}/v1/topics/{T_PRODUCE}/messages", gw.pid),
+        ("noop_w2", f"{gw2.url}/v1/noop", gw2.pid),
+        ("produce_w2", f"{gw2.url}/v1/topics/{T_PRODUCE}/messages", gw2.pid),
     ]
-    for name, url in targets if n % 2 == 0 else targets[::-1]:
-        cpu0 = measure.cpu_seconds(pid)
-        result = await measure.wrk(url, KEY, seconds)
-        out[f"wrk_{name}"] = vars(result)
-        requests = result.rps * seconds
-        out[f"wrk_{name}"]["cpu_s_per_1e6"] = (measure.cpu_seconds(pid) - cpu0) / requests * 1e6
-    pair: list[tuple[str, Callable[[], Awaitable[float]]]] = [
-        ("http_batch", lambda: measure.http_batch_produce(gw.url, KEY, T_PRODUCE, seconds)),
-        ("sdk_send", lambda: measure.sdk_send(masters, T_PRODUCE, seconds)),
-    ]
+    for name, url, pid in targets if n % 2 == 0 else targets[::-1]:
+        assert pid is not None
+        out[f"wrk_{name}"] = await _wrk(name, url, pid, seconds)
+    pair: list[tuple[str, Callable[[], Awaitable[dict[str, float]]]]] = [
+        ("http_batch", lambda: _costed(
+            lambda: measure.http_batch_produce(gw.url, KEY, T_PRODUCE, seconds), gw.pid, seconds)),
+        ("sdk_send", lambda: _costed(
+            lambda: measure.sdk_send(masters, T_PRODUCE, seconds), None, seconds)),
+    ]  # fmt: skip
     for name, run in pair if n % 2 == 0 else pair[::-1]:
         out[name] = await run()
 
     async def sdk() -> dict[str, Any]:
-        return {"sdk_consume": await measure.sdk_consume(masters, T_CONSUME, f"gwb_sdk_{n}", count)}
+        own0 = measure.own_cpu_seconds()
+        rate = await measure.sdk_consume(masters, T_CONSUME, f"gwb_sdk_{n}", count)
+        own = measure.own_cpu_seconds() - own0
+        return {"sdk_consume": {"rate": rate, "client_cpu_s_per_1e6": own / count * 1e6}}
 
     consumes: list[Callable[[], Awaitable[dict[str, Any]]]] = [
-        lambda: _consume(gw, pid, count, "http_consume", None),
-        lambda: _consume(gw, pid, count, "http_consume_gather", GATHER),
+        lambda: _consume(gw, count, "http_consume", None),
+        lambda: _consume(gw, count, "http_consume_gather", GATHER),
         sdk,
     ]
     for consume in consumes if n % 2 == 0 else consumes[::-1]:
         out.update(await consume())
+    out["standalone_acks"] = await _standalone_acks(gw)
     return out
 
 
+async def _standalone_acks(gw: GatewayReplica, pairs: int = 20) -> dict[str, float]:
+    """Redis round trips of ``POST /v1/leases/{token}/ack`` alone (fetches send no acks)."""
+    await _reset(gw.url)
+    before = await _engine_stats(gw.url)
+    acked = await measure.http_fetch_then_ack(gw.url, KEY, GROUP, pairs)
+    after = await _engine_stats(gw.url)
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    return {
+        "acks": acked,
+        "redis_per_ack": delta.get("settle_redis_roundtrips", 0.0) / max(1, acked),
+    }
+
+
 async def _consume(
-    gw: GatewayReplica, pid: int, count: int, name: str, max_messages: int | None
+    gw: GatewayReplica, count: int, name: str, max_messages: int | None
 ) -> dict[str, Any]:
     """One fetch → ack run from the start of the topic, with its cost read from ``/metrics``."""
+    pid = gw.pid
+    assert pid is not None
     await _reset(gw.url)
-    before, cpu0 = await _engine_stats(gw.url), measure.cpu_seconds(pid)
-    rate = await measure.http_consume(gw.url, KEY, GROUP, count, max_messages=max_messages)
-    cpu = measure.cpu_seconds(pid) - cpu0
+    before, cpu0 = await _engine_stats(gw.url), measure.tree_cpu_seconds(pid)
+    own0 = measure.own_cpu_seconds()
+    rate, last_acks = await measure.http_consume(
+        gw.url, KEY, GROUP, count, max_messages=max_messages
+    )
+    cpu, own = measure.tree_cpu_seconds(pid) - cpu0, measure.own_cpu_seconds() - own0
     after = await _engine_stats(gw.url)
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     fetches = max(1.0, delta.get("fetches_ok", 0.0))
     batches = max(1.0, delta.get("broker_batches", 0.0))
-    acks = max(1.0, delta.get("acks", 0.0))
+    messages = max(1.0, delta.get("messages", 1.0))
     return {
         name: rate,
         f"{name}_cost": {
-            # the attempt that returned the batch (the issue's per-fetch goal: 2 RPCs, <= 3 Redis)
+            # the attempt that returned the batch
             "broker_rpcs": delta.get("ok_broker_rpcs", 0.0) / fetches,
             "redis_roundtrips": delta.get("ok_redis_roundtrips", 0.0) / fetches,
-            # everything the fetch path spent (empty scans and retries included), per batch
+            # every Redis round trip of the run (piggy-backed acks, syncs, the first
+            # offsets of a reset group, the consumers' last acks) per fetch that got a batch
+            "redis_all": delta.get("redis_roundtrips", 0.0) / fetches,
+            # as the issue counts a fetch: its own round trips and those of the acks it
+            # carried, without the one-offs of a run (first offsets, the last acks)
+            "redis_with_acks": (
+                delta.get("ok_redis_roundtrips", 0.0) - delta.get("offset_inits", 0.0)
+                + delta.get("settle_redis_roundtrips", 0.0) - last_acks
+            ) / fetches,
             "broker_rpcs_all": delta.get("broker_rpcs", 0.0) / fetches,
-            "redis_roundtrips_all": delta.get("fetch_redis_roundtrips", 0.0) / fetches,
             "broker_batches": batches / fetches,
             "broker_rpcs_per_batch": delta.get("ok_broker_rpcs", 0.0) / batches,
             "messages": delta.get("messages", 0.0) / fetches,
             "fetches_not_ok": delta.get("fetches", 0.0) - delta.get("fetches_ok", 0.0),
-            "redis_per_ack": (
-                delta.get("redis_roundtrips", 0.0) - delta.get("fetch_redis_roundtrips", 0.0)
-            ) / acks,
-            "cpu_s_per_1e6_msgs": cpu / max(1.0, delta.get("messages", 1.0)) * 1e6,
+            "cpu_s_per_1e6_msgs": cpu / messages * 1e6,
+            "client_cpu_s_per_1e6_msgs": own / messages * 1e6,
         },
     }  # fmt: skip
 
 
-def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    def stat(values: Sequence[float]) -> dict[str, Any]:
-        ci = bootstrap_ci(values)
-        return {"median": median(values), "ci95": list(ci) if ci else None, "n": len(values)}
-
-    out = {
-        "produce_rps": stat([r["wrk_produce"]["rps"] for r in rounds]),
-        "noop_rps": stat([r["wrk_noop"]["rps"] for r in rounds]),
-        "produce_vs_floor": stat([r["wrk_produce"]["rps"] / r["wrk_noop"]["rps"] for r in rounds]),
-        "produce_p50_ms": stat([r["wrk_produce"]["p50_ms"] for r in rounds]),
-        "produce_p99_ms": stat([r["wrk_produce"]["p99_ms"] for r in rounds]),
-        "noop_p50_ms": stat([r["wrk_noop"]["p50_ms"] for r in rounds]),
-        "noop_p99_ms": stat([r["wrk_noop"]["p99_ms"] for r in rounds]),
-        "produce_cpu_s_per_1e6": stat([r["wrk_produce"]["cpu_s_per_1e6"] for r in rounds]),
-        "batch_msgs_s": stat([r["http_batch"] for r in rounds]),
-        "sdk_send_msgs_s": stat([r["sdk_send"] for r in rounds]),
-        "batch_vs_sdk": stat([r["http_batch"] / r["sdk_send"] for r in rounds]),
-        "consume_msgs_s": stat([r["http_consume"] for r in rounds]),
-        "consume_gather_msgs_s": stat([r["http_consume_gather"] for r in rounds]),
-        "sdk_consume_msgs_s": stat([r["sdk_consume"] for r in rounds]),
-        "consume_vs_sdk": stat([r["http_consume"] / r["sdk_consume"] for r in rounds]),
-        "consume_gather_vs_sdk": stat(
-            [r["http_consume_gather"] / r["sdk_consume"] for r in rounds]
-        ),
-    }
-    for tag, key in (("", "http_consume_cost"), ("gather_", "http_consume_gather_cost")):
-        for figure, field in (
-            ("broker_rpcs_per_fetch", "broker_rpcs"),
-            ("redis_roundtrips_per_fetch", "redis_roundtrips"),
-            ("broker_rpcs_per_batch_all", "broker_rpcs_all"),
-            ("redis_per_batch_all", "redis_roundtrips_all"),
-            ("broker_batches_per_fetch", "broker_batches"),
-            ("broker_rpcs_per_broker_batch", "broker_rpcs_per_batch"),
-            ("redis_roundtrips_per_ack", "redis_per_ack"),
-            ("messages_per_fetch", "messages"),
-            ("consume_cpu_s_per_1e6_msgs", "cpu_s_per_1e6_msgs"),
-        ):
-            out[tag + figure] = stat([r[key][field] for r in rounds])
-    return out
+@contextlib.asynccontextmanager
+async def _servers(config: Path) -> AsyncIterator[_Servers]:
+    async with (
+        bare_server() as (bare_url, bare_pid),
+        GatewayReplica(config) as one,
+        GatewayReplica(config, workers=2, init_store=False) as two,
+    ):
+        yield _Servers(bare_url, bare_pid, one, two)
 
 
-def _markdown(summary: dict[str, Any]) -> str:
-    lines = ["| figure | median | 95 % interval | rounds |", "|---|---:|---|---:|"]
-    for name, s in summary.items():
-        ci = "–" if s["ci95"] is None else f"{s['ci95'][0]:,.3g} – {s['ci95'][1]:,.3g}"
-        lines.append(f"| {name} | {s['median']:,.3g} | {ci} | {s['n']} |")
-    return "\n".join(lines)
+async def _fill(masters: str, count: int) -> None:
+    async with Producer(masters, topics=[T_CONSUME]) as producer:
+        payload = measure.BODY.encode()
+        left = iter(range(count))
+
+        async def fill() -> None:
+            for _ in left:
+                await producer.send(T_CONSUME, payload)
+
+        await asyncio.gather(*(fill() for _ in range(256)))
 
 
 async def run(rounds: int, seconds: int, count: int) -> dict[str, Any]:
-    """Bring everything up, run the rounds, return raw rounds + summary."""
-    print("starting cluster, Redis and a gateway replica ...", flush=True)
+    """Bring everything up, run the rounds, return raw rounds + summary + goals."""
+    env = collect()
+    print(f"load average at the start: {env['load_average_start']}", flush=True)
+    print("starting cluster, Redis, the bare app and two gateway replicas ...", flush=True)
     with tempfile.TemporaryDirectory(prefix="tubemq-gw-bench-") as tmp:
         async with LocalCluster(brokers=1, topics=[T_PRODUCE, T_CONSUME], topic_partitions=3) \
                 as cluster, RedisServer() as redis:  # fmt: skip
             config = _config(Path(tmp) / "gw.toml", cluster.master_addr, redis.url)
-            async with (
-                GatewayReplica(config) as gw,
-                Producer(cluster.master_addr, topics=[T_CONSUME]) as producer,
-            ):
-                payload = measure.BODY.encode()
-                left = iter(range(count))
-
-                async def fill() -> None:
-                    for _ in left:
-                        await producer.send(T_CONSUME, payload)
-
-                await asyncio.gather(*(fill() for _ in range(256)))
-                print(f"pre-filled {count} messages; replica at {gw.url}", flush=True)
+            async with _servers(config) as servers:
+                await _fill(cluster.master_addr, count)
+                print(f"pre-filled {count} messages", flush=True)
                 raw = []
                 for n in range(rounds):
                     began = time.monotonic()
-                    raw.append(await _round(n, gw, cluster.master_addr, seconds, count))
+                    raw.append(await _round(n, servers, cluster.master_addr, seconds, count))
                     print(f"round {n + 1}/{rounds} in {time.monotonic() - began:.0f} s: "
                           f"{json.dumps(raw[-1])}", flush=True)  # fmt: skip
-    return {"env": collect(), "rounds": raw, "summary": _summary(raw)}
+    env["load_average_end"] = load_average()
+    figures = summary.summary(raw)
+    return {"env": env, "rounds": raw, "summary": figures, "goals": summary.goals(figures)}
 
 
 def main(argv: Sequence[str]) -> int:
-    """Entry point: ``--quick`` (3 rounds of 5 s) or the full run (5 rounds of 15 s)."""
+    """Entry point: ``--quick`` (3 rounds of 3 s) or the full run (5 rounds of 10 s)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gateway")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--out", type=Path, help="result directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 5)
-    seconds, count = 5 if args.quick else 15, 60_000
+    seconds, count = (3, 30_000) if args.quick else (10, 60_000)
+    began = time.monotonic()
     result = asyncio.run(run(rounds, seconds, count))
-    out = (
-        args.out or RESULTS / f"{time.strftime('%Y-%m-%d')}-gateway{'-quick' if args.quick else ''}"
-    )
-    out.mkdir(parents=True, exist_ok=True)
+    env = result["env"]
+    if args.out is None:
+        rev = git_revision() + ("-gateway-quick" if args.quick else "-gateway")
+        out = out_dir_for(RESULTS, rev)
+    else:
+        out = args.out
+        out.mkdir(parents=True, exist_ok=True)
     (out / "raw.json").write_text(json.dumps(result, indent=2))
-    table = _markdown(result["summary"])
+    head = (
+        f"# Gateway benchmark, {'quick' if args.quick else 'full'} run, {env['git_revision']}\n\n"
+        f"{rounds} rounds of {seconds} s, {count} messages per consume run, "
+        f"{time.monotonic() - began:.0f} s in all; {env['cpus']} CPUs ({env['cpu_model']}); "
+        f"load average (1, 5, 15 min) {env['load_average_start']} before, "
+        f"{env['load_average_end']} after. Medians over the rounds, ratios per round."
+    )
+    table = summary.markdown(result["summary"], result["goals"], head)
     (out / "summary.md").write_text(table + "\n")
     print(table)
     print(f"results in {out}")

@@ -188,8 +188,8 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
     assert math.isinf(first._lead["gg"].held_until)
 
 
-async def test_the_engine_and_the_housekeeper_own_their_tasks(server: RedisServer) -> None:
-    engine = _service(server.url)
+async def test_the_engine_and_the_housekeeper_own_their_tasks(redis_server: RedisServer) -> None:
+    engine = _service(redis_server.url)
     await engine.start()
     keeper = Housekeeper(engine, HK, replica="r1")
     try:

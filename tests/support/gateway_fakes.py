@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tubemq_aio.errors import SendOutcomeUnknownError
+from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseStaleError,
@@ -23,6 +24,7 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.models import Message
+from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_rpc import SendResult
 
 #: Headers of the admin key and of a reader key (``consume:g*`` only) of :data:`CFG`.
@@ -141,7 +143,9 @@ class FakeEngine:
         holder: str = "",
         max_messages: int | None = None,
         owner: str = "",
+        acks: PiggybackAcks | None = None,
     ) -> FakeOutcome:
+        # acks are left pending: the HTTP layer settles them one by one through settle()
         self.max_messages.append(max_messages)
         self.owners.append(owner)
         scope = self._scope(group, client_id)
@@ -258,6 +262,8 @@ class FakeProducer:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, dict[str, Any]]] = []
+        self.many_calls = 0  # send_many calls (each stores its messages in ``sent`` too)
+        self.config = Producer("127.0.0.1:1", send_timeout=10.0).config  # never started
         self.started = False
         self.closed = False
         self._ids = itertools.count(1)
@@ -268,13 +274,32 @@ class FakeProducer:
     async def close(self) -> None:
         self.closed = True
 
-    async def send(self, topic: str, body: bytes, **kw: Any) -> SendResult:
-        if body.startswith(b"lost"):
-            raise SendOutcomeUnknownError("no answer")
+    async def send_many(
+        self, topic: str, bodies: list[bytes], **kw: Any
+    ) -> list[SendResult | TubeMQError]:
+        """As the SDK's: a body the topic cannot take refuses the whole call (nothing sent)."""
+        for body in bodies:
+            self._check(body, kw)
+        self.many_calls += 1
+        out: list[SendResult | TubeMQError] = []
+        for body in bodies:
+            try:
+                out.append(await self.send(topic, body, **kw))
+            except TubeMQError as exc:
+                out.append(exc)
+        return out
+
+    @staticmethod
+    def _check(body: bytes, kw: dict[str, Any]) -> None:
         from tubemq_aio.protocol.message import encode_message
 
         encode_message(body, attributes=kw.get("attributes"), msg_type=kw.get("msg_type"),
                        msg_time=kw.get("msg_time"), max_size=1024)  # fmt: skip
+
+    async def send(self, topic: str, body: bytes, **kw: Any) -> SendResult:
+        if body.startswith(b"lost"):
+            raise SendOutcomeUnknownError("no answer")
+        self._check(body, kw)
         self.sent.append((topic, body, kw))
         n = next(self._ids)
         return SendResult(

@@ -20,21 +20,19 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings
-from tubemq_aio.gateway.errors import RequestTooLargeError
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, json_response
 from tubemq_aio.gateway.http.docs_pages import install_docs
+from tubemq_aio.gateway.http.edge import EdgeMiddleware
 from tubemq_aio.gateway.http.routes import admin, consume, ops, produce
-from tubemq_aio.gateway.metrics import MetricsMiddleware
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
@@ -62,7 +60,12 @@ def create_app(
     gateway = Gateway(
         config=config,
         replica=new_replica_id(),
-        auth=Authenticator(config.keys, config.allow_anonymous, config.anonymous_grant()),
+        auth=Authenticator(
+            config.keys,
+            config.allow_anonymous,
+            config.anonymous_grant(),
+            cache_size=config.auth_cache_size,
+        ),
     )
     # Answers (a lease holder in lag) name the replica only by its opaque id; which host and
     # process it is, an operator reads here.
@@ -112,14 +115,16 @@ def create_app(
     )
     app.state.gateway = gateway
     for router in (produce.router, consume.router, admin.router, ops.router):
-        app.include_router(router)
+        # the routes themselves, not the router: FastAPI resolves an included router's routes
+        # on every request (a version walk and a second match); these carry their router's
+        # tags and responses already and need no prefix
+        app.router.routes.extend(router.routes)
     if config.noop_route:
         app.add_api_route("/v1/noop", produce.noop, methods=["POST"], include_in_schema=False)
     if config.docs:
         install_docs(app, title)
     _install_error_handlers(app, gateway)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes, gateway=gateway)
-    app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)
+    app.add_middleware(EdgeMiddleware, gateway=gateway, max_bytes=config.max_body_bytes)
     install_cors(app, config.cors)  # outermost: error answers carry the CORS headers too
     return app
 
@@ -166,56 +171,6 @@ def _install_error_handlers(app: FastAPI, gateway: Gateway) -> None:
 
     for kind in (ApiError, TubeMQError, RequestValidationError, StarletteHTTPException):
         app.add_exception_handler(kind, answer)
-
-
-class BodyLimitMiddleware:
-    """Refuses request bodies over ``max_bytes`` with 413, by header or while streaming."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int, gateway: Gateway) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.gateway = gateway
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
-                await self._refuse(send)
-                return
-        # A body without Content-Length (chunked) is read here first, at most max_bytes of it:
-        # FastAPI would read it all anyway, and refusing mid-parse would turn into a 400.
-        chunks: list[Message] = []
-        seen = 0
-        while True:
-            message = await receive()
-            chunks.append(message)
-            if message["type"] != "http.request":
-                break
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                await self._refuse(send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return chunks.pop(0) if chunks else await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, send: Send) -> None:
-        error = self.gateway.answer(
-            RequestTooLargeError(f"request body over {self.max_bytes} bytes")
-        )
-        response = json_response(error.body(), error.status)
-        await response({"type": "http"}, _no_receive, send)
-
-
-async def _no_receive() -> Message:
-    return {"type": "http.disconnect"}
 
 
 def openapi_document() -> dict[str, Any]:

@@ -61,6 +61,7 @@ _TOP_KEYS = frozenset(
         "max_long_poll_waiters",
         "redis_max_connections",
         "max_long_polls_per_key",
+        "auth_cache_size",
         "not_found_wait_ms",
         "noop_route",
         "sync_interval",
@@ -104,6 +105,8 @@ class GatewayConfig:
         redis_max_connections: Redis connections one replica opens at most; a round trip
             waits for a free one (within ``rpc_timeout``) instead of failing with 503.
         not_found_wait_ms: how long an idle partition rests before it is probed again.
+        auth_cache_size: verified ``Authorization`` headers a replica remembers (a request
+            with one skips the key check); 0 remembers none.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
         sync_interval: seconds between partition metadata refreshes of one scope on one
@@ -131,6 +134,7 @@ class GatewayConfig:
     redis_max_connections: int = 64
     max_long_polls_per_key: int = 0
     not_found_wait_ms: int = 400
+    auth_cache_size: int = 1024
     noop_route: bool = False
     sync_interval: float = 10.0
     housekeeper: HousekeeperConfig = field(default_factory=HousekeeperConfig)
@@ -176,6 +180,7 @@ class GatewayConfig:
         check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
         check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
         check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
+        check_int(self.auth_cache_size, "auth_cache_size", 0, 1_000_000)
         check_seconds(self.sync_interval, "sync_interval", low=0.1)
         if not isinstance(self.housekeeper, HousekeeperConfig):
             raise ConfigError("housekeeper must be a [housekeeper] table")

@@ -8,19 +8,14 @@ as ``tubemq_gateway_engine_<name>``.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["GatewayMetrics", "MetricsMiddleware", "stats_items"]
-
-#: Request methods counted under their own label; any other is counted as ``other``.
-_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+__all__ = ["GatewayMetrics", "stats_items"]
 
 PREFIX = "tubemq_gateway_"
 
@@ -138,36 +133,3 @@ class GatewayMetrics:
     def render(self) -> bytes:
         """The Prometheus text exposition."""
         return generate_latest(self.registry)
-
-
-class MetricsMiddleware:
-    """Counts requests and their latency by route template (bounded label values)."""
-
-    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope["method"]
-            if method not in _KNOWN_METHODS:  # a made-up method must not make a new series
-                method = "other"
-            self.metrics.requests.labels(template, method, str(status)).inc()
-            self.metrics.latency.labels(template).observe(time.perf_counter() - started)

@@ -109,3 +109,24 @@ def test_one_key_cannot_take_every_long_poll_slot() -> None:
          "max_long_polls_per_key": 7}
     )  # fmt: skip
     assert fixed.long_poll_share() == 7
+
+
+def test_verified_headers_are_remembered_within_the_cache_size() -> None:
+    other = ApiKey(name="o", digest=hashlib.sha256(b"o-123456").digest(), scopes=())
+    auth = Authenticator((KEY, other), cache_size=2)
+    assert auth.authenticate("Bearer k-123456") is KEY
+    assert auth.authenticate("Bearer k-123456") is KEY  # from the cache this time
+    assert auth.authenticate("bearer k-123456") is KEY  # another text of the same key
+    assert auth.authenticate("Bearer o-123456") is other  # the oldest text is forgotten
+    assert list(auth._verified) == ["bearer k-123456", "Bearer o-123456"]
+    for _ in range(3):  # refused headers are never remembered
+        with pytest.raises(AuthError):
+            auth.authenticate("Bearer unknown-1")
+    assert "Bearer unknown-1" not in auth._verified
+    assert auth.authenticate("Bearer k-123456") is KEY
+
+
+def test_a_cache_size_of_zero_remembers_nothing() -> None:
+    auth = Authenticator((KEY,), cache_size=0)
+    assert auth.authenticate("Bearer k-123456") is KEY
+    assert auth._verified == {}

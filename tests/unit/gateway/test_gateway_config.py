@@ -84,6 +84,17 @@ def test_limits_accept_the_bounds_their_messages_name() -> None:
             GatewayConfig.from_mapping(base(redis_max_connections=bad))
 
 
+def test_auth_cache_size_reaches_the_authenticator() -> None:
+    from tubemq_aio.gateway.app import create_app
+
+    assert GatewayConfig.from_mapping(base()).auth_cache_size == 1024
+    config = GatewayConfig.from_mapping(base(auth_cache_size=0))
+    assert create_app(config).state.gateway.auth.cache_size == 0
+    for bad in (-1, 1_000_001, True, 2.5):
+        with pytest.raises(ConfigError, match="auth_cache_size"):
+            GatewayConfig.from_mapping(base(auth_cache_size=bad))
+
+
 def test_config_limits_are_the_request_limits() -> None:
     from tubemq_aio.gateway.app import default_engine
 

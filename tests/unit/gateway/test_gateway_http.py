@@ -132,6 +132,33 @@ def test_batch_produce(client: TestClient) -> None:
     error(client.post(url, json={"messages": []}, headers=ADMIN), 422, "invalid")
 
 
+def test_a_batch_goes_out_in_one_send_many_when_its_messages_share_their_options(
+    client: TestClient, producer: FakeProducer
+) -> None:
+    url = "/v1/topics/demo/messages/batch"
+    plain = [{"value": "m0"}, {"value": "lost"}, {"value": "@@", "encoding": "base64"}]
+    r = client.post(url, json={"messages": plain}, headers=ADMIN)
+    assert [x["status"] for x in r.json()["results"]] == [200, 504, 422]
+    assert [x["index"] for x in r.json()["results"]] == [0, 1, 2]
+    assert producer.many_calls == 1
+    assert [body for _, body, _ in producer.sent] == [b"m0"]
+    assert producer.sent[0][2]["timeout"] is None  # the producer's own send_timeout
+
+    mixed = [{"value": "m1"}, {"value": "m2", "attributes": {"k": "v"}}]
+    r = client.post(url, json={"messages": mixed}, headers=ADMIN)
+    assert [x["status"] for x in r.json()["results"]] == [200, 200]
+    assert producer.many_calls == 1  # one send each
+    assert producer.sent[-1][2]["attributes"] == {"k": "v"}
+
+    # a body the topic cannot take refuses a send_many whole: each message answers for itself
+    big = [{"value": "m3"}, {"value": "y" * 2000}]
+    r = client.post(url, json={"messages": big}, headers=ADMIN)
+    assert r.status_code == 207
+    assert [x["status"] for x in r.json()["results"]] == [200, 413]
+    assert producer.many_calls == 1
+    assert [body for _, body, _ in producer.sent][-1] == b"m3"
+
+
 def fetch(client: TestClient, group: str = "g1", **body: Any) -> dict[str, Any]:
     r = client.post(f"/v1/groups/{group}/fetch", json=body, headers=READER)
     assert r.status_code == 200, r.text
@@ -463,3 +490,15 @@ def test_outage_and_unknown_name_answers_are_generic(client: TestClient) -> None
     assert r.status_code in (403, 404, 422), r.text
     assert name not in r.text
     assert len(r.text) < 1000
+
+
+def test_acks_carried_by_a_fetch_that_fails_are_still_settled_and_counted(
+    client: TestClient,
+) -> None:
+    token = fetch(client)["lease"]["token"]
+    body = {"ack": [token], "client_id": "c1"}  # a client_id in a clustering group: 422
+    error(client.post("/v1/groups/g1/fetch", json=body, headers=READER), 422, "invalid_request")
+    again = client.post(f"/v1/leases/{token}/ack", headers=READER).json()
+    assert again == {"result": "already_acked"}
+    metrics = client.get("/metrics").text
+    assert 'tubemq_gateway_settle_total{action="ack",group="g1",result="acked"} 1.0' in metrics

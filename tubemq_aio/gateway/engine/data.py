@@ -209,7 +209,10 @@ class GatewayStats:
     included); ``ok_broker_rpcs`` and ``ok_redis_roundtrips`` only what the lease attempts that
     returned a batch spent (acquire to record), so ``ok_broker_rpcs / fetches_ok`` is the cost of
     reading one batch and ``broker_rpcs / fetches_ok`` the cost including idle probes.
-    ``redis_roundtrips`` counts every Redis round trip of the replica (acks, admin, fetches).
+    ``redis_roundtrips`` counts every Redis round trip of the replica (acks, admin, fetches,
+    the housekeeper's); ``settle_redis_roundtrips`` those of settles sent alone (an ack carried
+    by a fetch rides in the fetch's acquire round trip and is counted in ``piggyback_acks``);
+    ``offset_inits`` the round trips that wrote a partition's first committed offset.
     """
 
     fetches: int = 0
@@ -234,6 +237,9 @@ class GatewayStats:
     fetch_redis_roundtrips: int = 0
     ok_broker_rpcs: int = 0
     ok_redis_roundtrips: int = 0
+    settle_redis_roundtrips: int = 0
+    piggyback_acks: int = 0
+    offset_inits: int = 0
     acks: int = 0
     nacks: int = 0
     releases: int = 0

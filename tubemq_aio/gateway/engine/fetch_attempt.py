@@ -23,6 +23,7 @@ from tubemq_aio.errors import (
     PartitionOccupiedError,
     TubeMQError,
 )
+from tubemq_aio.gateway.engine.ack_pipeline import acquire_with_acks
 from tubemq_aio.gateway.engine.cursor_hold import AttemptCost, CursorHold
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
@@ -33,6 +34,7 @@ from tubemq_aio.gateway.engine.data import (
     Position,
 )
 from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, TubeRead
+from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
 from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -133,16 +135,16 @@ class BatchReader:
 
     async def fetch_once(
         self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
-        max_messages: int = 1,
+        max_messages: int = 1, acks: PiggybackAcks | None = None,
     ) -> FetchOutcome:  # fmt: skip
         """Up to a few lease attempts; the first batch (gathered up to ``max_messages``), or why
-        there is none."""
+        there is none. Pending ``acks`` ride in the first acquire's round trip."""
         outcome = FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
         for _ in range(_ATTEMPTS):
             cost = AttemptCost()
             try:
                 result = await self._attempt(
-                    spec, scope, lease_ms, holder, store, cost, max_messages
+                    spec, scope, lease_ms, holder, store, cost, max_messages, acks
                 )
             finally:
                 self._stats.broker_rpcs += cost.rpcs
@@ -156,13 +158,18 @@ class BatchReader:
 
     async def _attempt(
         self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
-        cost: AttemptCost, max_messages: int,
+        cost: AttemptCost, max_messages: int, acks: PiggybackAcks | None,
     ) -> FetchOutcome | None:  # fmt: skip
         """One acquire and, with a lease, one read; None when another attempt may find data."""
         lease_id = secrets.token_hex(16)
         cost.trips += 1
         try:
-            got = await store.acquire(spec.name, scope, lease_id, lease_ms, holder)
+            if acks is not None and acks.pending:
+                got = await acquire_with_acks(
+                    store, self._stats, acks, spec.name, scope, lease_id, lease_ms, holder
+                )
+            else:
+                got = await store.acquire(spec.name, scope, lease_id, lease_ms, holder)
         except asyncio.CancelledError:  # the script may have run: give back what it took
             await asyncio.shield(self._forget(store, spec.name, scope, lease_id, cost))
             raise
@@ -296,6 +303,7 @@ class BatchReader:
             begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
             self._stats.broker_registers += 1
             cost.trips += 1
+            self._stats.offset_inits += 1
             got = await store.init(LeaseKey(spec.name, lease.scope, p, lid), begin, top)
             if got.status != "ok":
                 return None

@@ -7,11 +7,12 @@ against a small in-memory stand-in and mounted on the Redis/TubeMQ engine unchan
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from tubemq_aio.models import Message
 
-__all__ = ["ConsumeEngine", "FetchOutcomeLike", "LeaseLike", "LeaseRefLike"]
+__all__ = ["ConsumeEngine", "FetchOutcomeLike", "LeaseLike", "LeaseRefLike", "PiggybackAcks"]
 
 SettleAction = Literal["ack", "nack", "release"]
 
@@ -53,6 +54,29 @@ class FetchOutcomeLike(Protocol):
     def position(self) -> Any: ...
 
 
+@dataclass(slots=True)
+class PiggybackAcks:
+    """The acks a fetch carries (``"ack": [tokens]``), verified by the HTTP layer.
+
+    An engine may settle them together with the fetch's first Redis round trip; it then sets
+    ``results`` (per ref, in order: ``"acked"`` / ``"already_acked"`` or the error that ack
+    raised). Whatever is still ``pending`` when the fetch ends is settled one by one with
+    :meth:`ConsumeEngine.settle`.
+
+    Attributes:
+        refs: the leases to ack.
+        results: their outcomes once settled (None before).
+    """
+
+    refs: tuple[Any, ...]
+    results: list[str | Exception] | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether there are refs that no one settled yet."""
+        return self.results is None and bool(self.refs)
+
+
 class ConsumeEngine(Protocol):
     """The consume engine as the HTTP layer uses it (see the gateway interface note)."""
 
@@ -68,6 +92,7 @@ class ConsumeEngine(Protocol):
         holder: str = "",
         max_messages: int | None = None,
         owner: str = "",
+        acks: PiggybackAcks | None = None,
     ) -> FetchOutcomeLike: ...
     async def settle(self, lease: Any, action: SettleAction, *, delay_ms: int = 0) -> str: ...
     async def extend(self, lease: Any, lease_ms: int) -> int: ...

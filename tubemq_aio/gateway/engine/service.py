@@ -20,6 +20,7 @@ from typing import Literal
 import redis.asyncio as aioredis
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.engine.ack_pipeline import settle_result
 from tubemq_aio.gateway.engine.arguments import (
     MAX_MESSAGES_LIMIT,
     checked_fetch,
@@ -48,11 +49,11 @@ from tubemq_aio.gateway.engine.data import (
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup
 from tubemq_aio.gateway.engine.offsets_reset import reset_offsets
+from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.scope_sync import ScopeSync
 from tubemq_aio.gateway.engine.sessions import SessionTable
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
-    LeaseConflictError,
     LeaseStaleError,
     StateLostError,
     StoreUnavailableError,
@@ -230,6 +231,7 @@ class ConsumeService:
         holder: str = "",
         max_messages: int | None = None,
         owner: str = "",
+        acks: PiggybackAcks | None = None,
     ) -> FetchOutcome:
         """Lease one partition and return its next batch (or why not).
 
@@ -243,6 +245,8 @@ class ConsumeService:
             max_messages: gather further broker batches of the leased partition while the
                 answer stays within this many messages (1–10000; None: one broker batch). The
                 first broker batch is always delivered whole (the broker sizes it).
+            acks: leases to ack first; they ride in the first acquire's Redis round trip and
+                their outcomes are set on it (left pending when the fetch fails before).
 
         Raises:
             UnknownGroupError / InvalidRequestError: bad arguments (nothing touched).
@@ -255,6 +259,8 @@ class ConsumeService:
         lease = checked_lease_ms(spec, lease_ms)
         max_messages = checked_fetch(wait_ms, holder, owner, max_messages)
         store = self._running()
+        if acks is not None and any(ref.group not in self._specs for ref in acks.refs):
+            acks = None  # left to the caller's one-by-one settles, which name the bad group
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
@@ -262,7 +268,7 @@ class ConsumeService:
             while True:
                 await self._sync(spec, scope, store, owner[:200])
                 outcome = await self._reader.fetch_once(
-                    spec, scope, lease, holder[:200], store, max_messages
+                    spec, scope, lease, holder[:200], store, max_messages, acks
                 )
                 left_ms = int((deadline - loop.time()) * 1000)
                 if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
@@ -290,26 +296,9 @@ class ConsumeService:
         self._spec(lease.group)
         checked_settle(action, delay_ms)
         store = self._running()
+        self._stats.settle_redis_roundtrips += 1
         got = await store.settle(lease, action, delay_ms)
-        if got.status == "stale":
-            self._stats.stale += 1
-            raise LeaseStaleError("the lease was taken over or reset")
-        if got.status == "conflict":
-            self._stats.conflicts += 1
-            raise LeaseConflictError("the committed offset moved under the lease (reset)")
-        if got.status == "already":  # the answer says how the lease really ended
-            ended = got.ended_as
-            if action == "ack" and ended != "acked":
-                self._stats.stale += 1
-                raise LeaseStaleError(
-                    f"the lease was already {ended}: nothing was committed and its batch is "
-                    "delivered again"
-                )
-            self._stats.already_settled += 1
-            return "already_acked" if ended == "acked" else ended  # type: ignore[return-value]
-        counter = {"acked": "acks", "nacked": "nacks", "released": "releases"}[got.status]
-        setattr(self._stats, counter, getattr(self._stats, counter) + 1)
-        return got.status  # type: ignore[return-value]
+        return settle_result(self._stats, got, action)
 
     async def extend(self, lease: LeaseRef, lease_ms: int) -> int:
         """Keep a lease ``lease_ms`` longer from now; returns the new expiry (Redis ms).

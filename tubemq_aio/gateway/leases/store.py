@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
+from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.leases.keys import (
@@ -46,11 +47,14 @@ __all__ = [
     "Reply",
     "clients_keys",
     "cursor_lock_key",
+    "refusal_error",
     "scope_keys",
 ]
 
 #: Reset scripts sent in one pipelined round trip (a reset of every broadcast client).
 RESET_CHUNK = 200
+#: Expired leases an acquire takes back at most in one call.
+RECLAIM_MAX = 64
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _T = TypeVar("_T")
 _UNLOCK = (
@@ -74,6 +78,14 @@ _SEEN = (
     "local ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "redis.call('ZADD', KEYS[2], ms, ARGV[1]) return 1"
 )
+
+
+def refusal_error(exc: rexc.ResponseError) -> GatewayError:
+    """What a Redis error answer means: not ready yet (``LOADING``/``BUSY``, 503) or a refused
+    command (a bug or a misconfigured Redis)."""
+    if "LOADING" in str(exc) or "BUSY" in str(exc):
+        return StoreUnavailableError(f"Redis not ready: {exc}")
+    return GatewayError(f"Redis refused a gateway command: {exc}")
 
 
 def _load_source(name: str) -> str:
@@ -122,10 +134,9 @@ class LeaseStore:
                     self.failures += 1
                     raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
             except rexc.ResponseError as exc:
-                if "LOADING" in str(exc) or "BUSY" in str(exc):
-                    self.failures += 1
-                    raise StoreUnavailableError(f"Redis not ready: {exc}") from exc
-                raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
+                error = refusal_error(exc)
+                self.failures += isinstance(error, StoreUnavailableError)
+                raise error from exc
         raise AssertionError("unreachable")
 
     async def _run(
@@ -134,6 +145,18 @@ class LeaseStore:
         keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
         raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
+        return self.reply(raw, group)
+
+    def script(self, name: str) -> AsyncScript:
+        """The registered script ``name`` (its ``sha`` and ``script`` text, for pipelines)."""
+        return self._scripts[name]
+
+    def reply(self, raw: Sequence[Any], group: str) -> Reply:
+        """A script's raw answer as a :class:`Reply`.
+
+        Raises:
+            StateLostError: the script found the group's state missing.
+        """
         out = [text(v) for v in raw]
         reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
         if reply.status == "lost":
@@ -148,7 +171,7 @@ class LeaseStore:
 
     async def acquire(
         self, group: str, scope: str, lease_id: str, lease_ms: int, holder: str,
-        want: str = "", reclaim_max: int = 64,
+        want: str = "", reclaim_max: int = RECLAIM_MAX,
     ) -> Reply:  # fmt: skip
         """Lease a partition (``leased``/``none``/``paused``/``throttled``/``held``)."""
         return await self._run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Request
@@ -11,7 +12,7 @@ from fastapi.responses import Response
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
+from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike, PiggybackAcks
 from tubemq_aio.gateway.engine.tokens import (
     MAX_TOKEN_LENGTH,
     TokenClaims,
@@ -19,7 +20,7 @@ from tubemq_aio.gateway.engine.tokens import (
     encode_token,
 )
 from tubemq_aio.gateway.errors import RateLimitedError
-from tubemq_aio.gateway.http.api_errors import api_error_for
+from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import (
     Gateway,
@@ -99,15 +100,19 @@ async def fetch(
     Authenticator.require(principal, "consume", group)
     gateway.group(group)
     engine = gateway.require_engine()
-    acks: list[dict[str, object]] = []
-    for token in body.ack or ():
-        try:
-            acks.append({"token": token, "result": await _settle(gateway, principal, token, "ack")})
-        except TubeMQError as exc:
-            if api_error_for(exc) is None:
-                raise
-            error = gateway.answer(exc).body()["error"]
-            acks.append({"token": token, "result": "error", "error": error})
+    carried = _Carried(gateway, principal, body.ack or ())
+    try:
+        return await _fetch(group, body, request, gateway, principal, engine, carried)
+    finally:  # also when the fetch failed: the acks were asked for whatever came after
+        await carried.settle_rest()
+        carried.count()
+
+
+async def _fetch(
+    group: str, body: FetchRequest, request: Request, gateway: Gateway, principal: ApiKey,
+    engine: ConsumeEngine, carried: _Carried,
+) -> Response:  # fmt: skip
+    acks = carried.batch if carried.batch.refs else None
     work = fetch_diverting(
         gateway.group(group),
         engine,
@@ -121,6 +126,7 @@ async def fetch(
             holder=gateway.replica,
             max_messages=body.max_messages,
             owner=principal.name,
+            **({"acks": acks} if acks is not None else {}),  # stand-in engines may lack it
         ),
         gateway.metrics.dead_lettered.labels(group).inc,
         gateway.config.produce_timeout,
@@ -152,8 +158,64 @@ async def fetch(
     elif outcome.retry_after_ms is not None:
         reply["retry_after_ms"] = outcome.retry_after_ms
     if body.ack:
-        reply["acks"] = acks
+        await carried.settle_rest()
+        reply["acks"] = carried.answers()
     return json_response(reply)
+
+
+class _Carried:
+    """The acks a fetch carries: verified up front, settled by the engine with its first Redis
+    round trip, or one by one here for whatever it left pending (it failed first, or it is a
+    stand-in); answered per token, in order."""
+
+    def __init__(self, gateway: Gateway, principal: ApiKey, tokens: Sequence[str]) -> None:
+        self.gateway, self.principal, self.tokens = gateway, principal, tokens
+        self._errors: dict[int, Exception] = {}
+        refs: list[TokenClaims] = []
+        self._slots: list[int] = []
+        for i, token in enumerate(tokens):
+            try:
+                refs.append(_claims(gateway, principal, token))
+                self._slots.append(i)
+            except (ApiError, TubeMQError) as exc:
+                self._errors[i] = exc
+        self.batch = PiggybackAcks(tuple(refs))
+
+    async def settle_rest(self) -> None:
+        """Settle one by one the refs the engine left pending."""
+        if not self.batch.pending:
+            return
+        results: list[str | Exception] = []
+        for ref in self.batch.refs:
+            try:
+                results.append(await self.gateway.require_engine().settle(ref, "ack"))
+            except (ApiError, TubeMQError) as exc:
+                results.append(exc)
+        self.batch.results = results
+
+    def count(self) -> None:
+        """Count the settled acks in the replica's settle metrics."""
+        for ref, result in zip(self.batch.refs, self.batch.results or (), strict=False):
+            if isinstance(result, str):
+                self.gateway.metrics.settles.labels(ref.group, "ack", result).inc()
+
+    def answers(self) -> list[dict[str, object]]:
+        """Per token: its result or its error."""
+        outcome: dict[int, str | Exception] = dict(self._errors)
+        outcome.update(zip(self._slots, self.batch.results or (), strict=False))
+        out: list[dict[str, object]] = []
+        for i, token in enumerate(self.tokens):
+            result = outcome.get(i)
+            if isinstance(result, str):
+                out.append({"token": token, "result": result})
+                continue
+            if result is None:  # the engine answered no result for it: a bug of ours
+                result = RuntimeError("the carried ack was not settled")
+            elif api_error_for(result) is None and not isinstance(result, ApiError):
+                raise result
+            error = self.gateway.answer(result).body()["error"]
+            out.append({"token": token, "result": "error", "error": error})
+        return out
 
 
 async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcomeLike) -> None:

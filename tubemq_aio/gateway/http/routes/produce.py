@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from fastapi import APIRouter
 from fastapi.responses import Response
 
@@ -73,14 +75,13 @@ async def produce_batch(
     if len(body.messages) > gateway.config.max_batch:
         raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
     producer = _producer(gateway, topic)
-    timeout = gateway.config.produce_timeout
-    items = await send_batch(producer, topic, body.messages, timeout, gateway.answer)
-    for item in items:
-        gateway.metrics.produced.labels(topic, str(item.status)).inc()
-    status = 200 if all(item.status == 200 for item in items) else 207
-    return json_response(
-        {"results": [item.model_dump(exclude_none=True) for item in items]}, status
+    items = await send_batch(
+        producer, topic, body.messages, gateway.config.produce_timeout, gateway.answer
     )
+    statuses = Counter(item["status"] for item in items)
+    for code, count in statuses.items():
+        gateway.metrics.produced.labels(topic, str(code)).inc(count)
+    return json_response({"results": items}, 200 if statuses.keys() == {200} else 207)
 
 
 async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:

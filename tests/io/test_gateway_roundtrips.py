@@ -1,0 +1,168 @@
+"""The Redis round trips of the consume path, counted on the wire against a real redis-server:
+a fetch that carries acks costs 2 (the acks and the acquire in one pipeline, then the record),
+an ack sent alone costs 1. No TubeMQ here: a stand-in partition answers the reads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, ClassVar
+
+import pytest
+import pytest_asyncio
+import redis.asyncio as aioredis
+
+from tubemq_aio.gateway.engine.data import FetchOutcome, LeaseRef
+from tubemq_aio.gateway.engine.group_sessions import TubeRead
+from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.errors import LeaseStaleError
+from tubemq_aio.gateway.leases.store import WAKE_CHANNEL
+from tubemq_aio.models import Message
+from tubemq_aio.testing import RedisServer, wait_until
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+P = "1:t:0"
+
+
+class CountingConnection(aioredis.Connection):
+    """A Redis connection that counts what it writes: one write per round trip (a pipeline
+    writes all its commands at once)."""
+
+    writes: ClassVar[int] = 0
+
+    async def send_packed_command(
+        self, command: bytes | str | Iterable[bytes], check_health: bool = True
+    ) -> None:
+        """Count, then send."""
+        CountingConnection.writes += 1
+        await super().send_packed_command(command, check_health)
+
+
+class _Partition:
+    """One partition of 100-byte messages that always has a batch of 4 at any offset."""
+
+    async def partitions(self) -> list[str]:
+        return [P]
+
+    async def register(self, key: str, offset: int) -> tuple[int, int]:
+        return 0, 1 << 40
+
+    async def read(
+        self, key: str, start: int, *, cursor_at_start: bool, max_messages: int = 1,
+        gather_until: float = 0.0,
+    ) -> TubeRead:  # fmt: skip
+        batch = tuple(
+            Message(topic="t", body=b"x" * 100, message_id=start + i, partition_key=key)
+            for i in range(4)
+        )
+        return TubeRead("ok", start, start + 4 * 128, 1 << 40, batch, rpcs=1)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server() -> AsyncIterator[RedisServer]:
+    async with RedisServer() as srv:
+        yield srv
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def service(
+    server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[ConsumeService]:
+    await server.flushall()
+    real = aioredis.BlockingConnectionPool.from_url.__func__  # type: ignore[attr-defined]
+
+    def counting_pool(cls: type, url: str, /, **kw: Any) -> Any:
+        return real(cls, url, connection_class=CountingConnection, **kw)
+
+    monkeypatch.setattr(aioredis.BlockingConnectionPool, "from_url", classmethod(counting_pool))
+    svc = ConsumeService(
+        ConsumeSettings(
+            masters="127.0.0.1:9",  # never asked: the stand-in partition answers
+            redis_url=server.url,
+            groups=(GroupSpec(name="gg", topics=("t",), lease_ms=60_000),),
+            allow_init=True,
+            sync_interval=600.0,  # one metadata sync, in the warm-up
+        )
+    )
+    await svc.start()
+    store = svc._store
+    assert store is not None
+
+    async def listening() -> bool:  # the wake listener's SUBSCRIBE is behind us
+        subscribed = await store.client.pubsub_numsub(WAKE_CHANNEL)
+        return bool(subscribed and subscribed[0][1] >= 1)
+
+    await wait_until(listening, 30, "the wake listener subscribed")
+    partition = _Partition()
+
+    async def tube_of(_spec: GroupSpec) -> _Partition:
+        return partition
+
+    monkeypatch.setattr(svc._sessions, "get", tube_of)  # the metadata sync and the reads
+    monkeypatch.setattr(svc._reader, "_tube_of", tube_of)
+    yield svc
+    await svc.close()
+
+
+async def _fetch(svc: ConsumeService, acks: PiggybackAcks | None = None) -> FetchOutcome:
+    outcome = await svc.fetch("gg", client_id=None, acks=acks)
+    assert outcome.status == "ok"
+    assert outcome.lease is not None
+    return outcome
+
+
+def _ref(outcome: FetchOutcome) -> LeaseRef:
+    assert outcome.lease is not None
+    return outcome.lease.ref()
+
+
+async def test_a_fetch_carrying_acks_costs_two_round_trips_an_ack_alone_one(
+    service: ConsumeService,
+) -> None:
+    # warm-up: the metadata sync, the first offset, and every script loaded once
+    first = await _fetch(service)
+    assert await service.settle(_ref(first), "ack") == "acked"
+    previous = await _fetch(service)
+    assert CountingConnection.writes > 0  # the counting connections are the ones in use
+
+    for _ in range(3):  # steady state: each fetch carries the ack of the one before
+        acks = PiggybackAcks((_ref(previous),))
+        before = CountingConnection.writes
+        previous = await _fetch(service, acks)
+        assert CountingConnection.writes - before == 2
+        assert acks.results == ["acked"]
+
+    two = PiggybackAcks((_ref(previous), _ref(first)))  # a fresh ack and a retried one
+    before = CountingConnection.writes
+    previous = await _fetch(service, two)
+    assert CountingConnection.writes - before == 2
+    assert two.results == ["acked", "already_acked"]
+
+    before = CountingConnection.writes
+    assert await service.settle(_ref(previous), "ack") == "acked"
+    assert CountingConnection.writes - before == 1
+    stats = service.stats()
+    assert stats.piggyback_acks == 5
+    assert stats.settle_redis_roundtrips == 2
+
+
+async def test_carried_acks_survive_a_script_flush_and_report_their_own_errors(
+    service: ConsumeService,
+) -> None:
+    """After ``SCRIPT FLUSH`` every command of the pipeline answers NOSCRIPT and did not run:
+    each is sent again (loading its script), so the acks and the acquire still happen once;
+    an ack whose lease was taken over answers its own error, not the fetch's."""
+    held = await _fetch(service)
+    store = service._store
+    assert store is not None
+    stale = LeaseRef("gg", "c", P, "f" * 32)  # a lease id this partition never had
+    await store.client.script_flush()
+    acks = PiggybackAcks((_ref(held), stale))
+    after = await _fetch(service, acks)
+    assert acks.results is not None
+    assert acks.results[0] == "acked"
+    assert isinstance(acks.results[1], LeaseStaleError)
+    assert after.lease is not None
+    assert after.lease.lease_id != _ref(held).lease_id
+    assert await service.settle(_ref(after), "ack") == "acked"

@@ -1,0 +1,136 @@
+"""Acks carried by a fetch, settled in the same Redis round trip as the fetch's acquire.
+
+A fetch that carries acks sends their ``settle`` scripts and its ``acquire`` in one
+non-transactional pipeline: one round trip (one AOF fsync with ``appendfsync always``) instead
+of one per ack plus one for the acquire. The acks go first, so a partition they free can be
+leased by this very acquire. Each script stays atomic on its own and idempotent for its
+arguments, so a pipeline sent again after a lost connection answers the same. The commands are
+``EVALSHA`` of the registered scripts (redis-py's pipeline would ask ``SCRIPT EXISTS`` first, a
+round trip more); a Redis that lost them (restart, ``SCRIPT FLUSH``) answers ``NOSCRIPT`` to
+each, and only those commands, which did not run, are sent again through the scripts, which
+load themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import redis.exceptions as rexc
+from redis.commands.core import AsyncScript
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.engine.data import GatewayStats, LeaseRef
+from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
+from tubemq_aio.gateway.leases.keys import scope_keys
+from tubemq_aio.gateway.leases.replies import Reply
+from tubemq_aio.gateway.leases.store import RECLAIM_MAX, LeaseStore, refusal_error
+
+__all__ = ["acquire_with_acks", "settle_result", "settle_then_acquire"]
+
+SettleAnswer = Literal["acked", "already_acked", "nacked", "released"]
+
+
+def settle_result(stats: GatewayStats, got: Reply, action: str) -> SettleAnswer:
+    """What a ``settle`` script's answer means for the client, counted in ``stats``.
+
+    Raises:
+        LeaseStaleError: the partition was leased again (or reset) since, or an ack finds the
+            lease ended otherwise (nacked, released: nothing was committed).
+        LeaseConflictError: the committed offset moved under the lease.
+    """
+    if got.status == "stale":
+        stats.stale += 1
+        raise LeaseStaleError("the lease was taken over or reset")
+    if got.status == "conflict":
+        stats.conflicts += 1
+        raise LeaseConflictError("the committed offset moved under the lease (reset)")
+    if got.status == "already":  # the answer says how the lease really ended
+        ended = got.ended_as
+        if action == "ack" and ended != "acked":
+            stats.stale += 1
+            raise LeaseStaleError(
+                f"the lease was already {ended}: nothing was committed and its batch is "
+                "delivered again"
+            )
+        stats.already_settled += 1
+        return "already_acked" if ended == "acked" else ended  # type: ignore[return-value]
+    counter = {"acked": "acks", "nacked": "nacks", "released": "releases"}[got.status]
+    setattr(stats, counter, getattr(stats, counter) + 1)
+    return got.status  # type: ignore[return-value]
+
+
+async def settle_then_acquire(
+    store: LeaseStore, acks: Sequence[LeaseRef], group: str, scope: str, lease_id: str,
+    lease_ms: int, holder: str,
+) -> tuple[list[Reply | Exception], Reply]:  # fmt: skip
+    """Ack ``acks``, then lease a partition of ``group``/``scope``, in one round trip.
+
+    Returns:
+        Each ack's script answer (or the error it met), and the acquire's answer.
+
+    Raises:
+        StoreUnavailableError: Redis is down or not ready.
+        StateLostError / GatewayError: the acquire found the state lost / was refused.
+    """
+    settle, acquire = store.script("settle"), store.script("acquire")
+    calls: list[tuple[AsyncScript, list[str], list[Any], str]] = [
+        (settle, scope_keys(a.group, a.scope),
+         [f"{a.group}|{a.scope}", a.partition_key, a.lease_id, "ack", 0], a.group)
+        for a in acks
+    ]  # fmt: skip
+    calls.append(
+        (acquire, scope_keys(group, scope),
+         [f"{group}|{scope}", lease_id, lease_ms, holder, "", RECLAIM_MAX], group)
+    )  # fmt: skip
+
+    async def send() -> list[Any]:
+        async with store.client.pipeline(transaction=False) as pipe:
+            for script, keys, args, _ in calls:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            return list(await pipe.execute(raise_on_error=False))
+
+    raw = await store.roundtrip(send)
+    answers: list[Reply | Exception] = []
+    for (script, keys, args, owner), got in zip(calls, raw, strict=True):
+        if isinstance(got, rexc.NoScriptError):  # it did not run: once more, loading it
+            got = await store.roundtrip(functools.partial(script, keys=keys, args=args))
+        try:
+            if isinstance(got, rexc.ResponseError):
+                raise refusal_error(got) from got
+            answers.append(store.reply(got, owner))
+        except Exception as exc:
+            answers.append(exc)
+    acquired = answers.pop()
+    if isinstance(acquired, Exception):
+        raise acquired
+    return answers, acquired
+
+
+async def acquire_with_acks(
+    store: LeaseStore, stats: GatewayStats, acks: PiggybackAcks, group: str, scope: str,
+    lease_id: str, lease_ms: int, holder: str,
+) -> Reply:  # fmt: skip
+    """:func:`settle_then_acquire` for a fetch: sets ``acks.results`` (each ack's answer or its
+    error), counts them in ``stats`` and returns the acquire's answer.
+
+    Raises:
+        StoreUnavailableError / StateLostError / GatewayError: as the acquire met them (the
+            acks stay pending then).
+    """
+    answers, got = await settle_then_acquire(
+        store, acks.refs, group, scope, lease_id, lease_ms, holder
+    )
+    results: list[str | Exception] = []
+    for answer in answers:
+        try:
+            if isinstance(answer, Exception):
+                raise answer
+            results.append(settle_result(stats, answer, "ack"))
+        except TubeMQError as exc:
+            results.append(exc)
+    acks.results = results
+    stats.piggyback_acks += len(results)
+    return got

@@ -1,0 +1,120 @@
+"""The gateway's one ASGI layer around FastAPI: the request body limit and the request metrics.
+
+Both used to be separate middlewares, each wrapping every request and every ``send``; one layer
+does the same work with one wrapper. A body over the limit is refused with 413 from its
+``Content-Length`` or, without one (chunked), after reading at most the limit. Every request is
+counted by route template, method and status, and its latency observed by route template.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client.metrics import Counter, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tubemq_aio.gateway.errors import RequestTooLargeError
+from tubemq_aio.gateway.http.deps import Gateway, json_response
+
+__all__ = ["EdgeMiddleware"]
+
+#: Request methods counted under their own label; any other is counted as ``other``.
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class EdgeMiddleware:
+    """Refuses request bodies over ``max_bytes`` (413) and records the request metrics.
+
+    Args:
+        app: the wrapped app.
+        gateway: the replica: its metrics (``http_requests`` and ``http_request_seconds``) and its
+            error answers (a refusal is logged and counted like any other).
+        max_bytes: the largest request body accepted.
+    """
+
+    def __init__(self, app: ASGIApp, gateway: Gateway, max_bytes: int) -> None:
+        self.app = app
+        self.gateway = gateway
+        self.metrics = gateway.metrics
+        self.max_bytes = max_bytes
+        # labelled children by (route, method, status): prometheus-client's labels() takes a
+        # lock and builds a key each call; the label values are bounded (templates, methods,
+        # statuses), so is this
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            replay = await self._within_limit(scope, receive)
+            if replay is None:
+                status = 413
+                await self._refuse(send)
+            else:
+                await self.app(scope, replay, send_wrapper)
+        finally:
+            self._record(scope, status, time.perf_counter() - started)
+
+    async def _within_limit(self, scope: Scope, receive: Receive) -> Receive | None:
+        """The ``receive`` to hand on, or None when the body is over the limit."""
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                if not value.isdigit() or int(value) > self.max_bytes:
+                    return None
+                return receive
+        # A body without Content-Length (chunked) is read here first, at most max_bytes of it:
+        # FastAPI would read it all anyway, and refusing mid-parse would turn into a 400.
+        chunks: list[Message] = []
+        seen = 0
+        while True:
+            message = await receive()
+            chunks.append(message)
+            if message["type"] != "http.request":
+                break
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                return None
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return chunks.pop(0) if chunks else await receive()
+
+        return replay
+
+    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "unmatched"
+        method = scope["method"]
+        if method not in _KNOWN_METHODS:  # a made-up method must not make a new series
+            method = "other"
+        key = (template, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.metrics.requests.labels(template, method, str(status)),
+                self.metrics.latency.labels(template),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
+
+    async def _refuse(self, send: Send) -> None:
+        refusal = RequestTooLargeError(f"request body over {self.max_bytes} bytes")
+        error = self.gateway.answer(refusal)
+        response = json_response(error.body(), error.status)
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
