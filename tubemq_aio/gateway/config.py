@@ -20,6 +20,7 @@ from typing import Any, Literal
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.cors import CorsConfig
 from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR, MAX_BATCH_CEILING
+from tubemq_aio.gateway.redis_client import parse_redis_url
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
@@ -47,6 +48,8 @@ _TOP_KEYS = frozenset(
         "rpc_timeout",
         "max_long_poll_waiters",
         "redis_max_connections",
+        "redis_ack_replicas",
+        "redis_ack_wait_ms",
         "max_long_polls_per_key",
         "not_found_wait_ms",
         "noop_route",
@@ -205,7 +208,9 @@ class GatewayConfig:
         masters: TubeMQ master address list ``"h1:8715,h2:8715"``; a ``tubemq://user:pass@…``
             or ``tubemqs://…`` URL is split here: its credentials and TLS go to ``tubemq`` and
             ``masters`` keeps the addresses.
-        redis: Redis URL holding the consume state (``redis://host:port/db``).
+        redis: Redis URL holding the consume state: ``redis://host:port/db`` (also
+            ``rediss://``, ``unix://``), ``redis+sentinel://h1:26379,h2:26379/<service>/<db>``
+            or ``redis+cluster://h1:7000,h2:7001`` (see :mod:`.redis_client`).
         secret: HMAC key of lease tokens (at least 16 bytes), identical on every replica.
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
@@ -230,6 +235,11 @@ class GatewayConfig:
             ``max_long_poll_waiters`` divided by the number of principals.
         redis_max_connections: Redis connections one replica opens at most; a round trip
             waits for a free one (within ``rpc_timeout``) instead of failing with 503.
+        redis_ack_replicas: after an ack, ``WAIT`` until this many Redis replicas hold it
+            (0 = answer at once; not with ``redis+cluster://``). A failover then cannot lose
+            an answered ack unless the replica fails too.
+        redis_ack_wait_ms: how long that ``WAIT`` may take; past it the ack still succeeds
+            (``tubemq_gateway_engine_ack_wait_short`` + 1).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
@@ -256,6 +266,8 @@ class GatewayConfig:
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     redis_max_connections: int = 64
+    redis_ack_replicas: int = 0
+    redis_ack_wait_ms: int = 100
     max_long_polls_per_key: int = 0
     not_found_wait_ms: int = 400
     noop_route: bool = False
@@ -275,8 +287,7 @@ class GatewayConfig:
         object.__setattr__(self, "tubemq", access)
         if len(self.secret.encode()) < MIN_SECRET_BYTES:
             raise ConfigError(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
-        if not self.redis.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigError("redis must be a redis://, rediss:// or unix:// URL")
+        redis_topology = parse_redis_url(self.redis)
         for topic in self.produce_topics:
             _check_topic(topic, "produce_topics")
         for g in self.groups:
@@ -301,6 +312,10 @@ class GatewayConfig:
         _check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         _check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
         _check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
+        _check_int(self.redis_ack_replicas, "redis_ack_replicas", 0, 16)
+        _check_int(self.redis_ack_wait_ms, "redis_ack_wait_ms", 1, 60_000)
+        if self.redis_ack_replicas and not redis_topology.supports_wait:
+            raise ConfigError("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
         _check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
         _check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
         _check_seconds(self.sync_interval, "sync_interval", low=0.1)

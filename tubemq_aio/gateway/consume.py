@@ -19,8 +19,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Literal
 
-import redis.asyncio as aioredis
-
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine_types import (
     MAX_OFFSET,
@@ -48,6 +46,7 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.gateway.reader import BatchReader
+from tubemq_aio.gateway.redis_client import RedisClient, open_redis, parse_redis_url
 from tubemq_aio.gateway.store import LeaseStore
 from tubemq_aio.gateway.tube import TubeGroup
 from tubemq_aio.gateway.wake import Waker
@@ -95,7 +94,7 @@ class ConsumeService:
         self._busy: Counter[str] = Counter()  # group -> fetches running now
         self._stats = GatewayStats()
         self._reader = BatchReader(settings, self._stats, self._tube)
-        self._client: aioredis.Redis | None = None
+        self._client: RedisClient | None = None
         self._store: LeaseStore | None = None
         self._waker: Waker | None = None
         self._closed = False
@@ -120,16 +119,18 @@ class ConsumeService:
         timeout = self.settings.rpc_timeout
         # Blocking: a burst of round trips waits for a free connection instead of failing
         # with "too many connections", which would read as a Redis outage (503).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            self.settings.redis_url,
-            max_connections=self.settings.redis_max_connections,
-            timeout=timeout,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-        )
-        client = aioredis.Redis.from_pool(pool)
+        topology = parse_redis_url(self.settings.redis_url)
+        connections = self.settings.redis_max_connections
+        client = open_redis(topology, max_connections=connections, timeout=timeout)
         try:
-            store = LeaseStore(client, timeout=timeout)
+            store = LeaseStore(
+                client,
+                timeout=timeout,
+                # a cluster's per-node pools fail when full: keep one free for the wake listener
+                max_inflight=connections - 1 if topology.kind == "cluster" else None,
+                ack_replicas=self.settings.redis_ack_replicas,
+                ack_wait_ms=self.settings.redis_ack_wait_ms,
+            )
             await store.boot(list(self._specs), allow_init=self.settings.allow_init)
             waker = Waker(client, max_waiters=self.settings.max_long_poll_waiters)
             await waker.start()
@@ -166,6 +167,7 @@ class ConsumeService:
             out.redis_roundtrips = self._store.roundtrips
             out.state_lost = self._store.lost
             out.store_errors = self._store.failures
+            out.ack_wait_short = self._store.wait_short
         if self._waker is not None:
             out.long_poll_waiters = self._waker.waiting
         return out

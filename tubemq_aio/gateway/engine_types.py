@@ -113,6 +113,8 @@ class ConsumeSettings:
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
         redis_max_connections: the replica's Redis connections at most (one is the wake
             listener's); a round trip waits for a free one rather than failing.
+        redis_ack_replicas: replicas an ack waits for (``WAIT``; 0 = none).
+        redis_ack_wait_ms: how long that wait may take.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
         ssl_context: TLS towards the master and brokers, or None.
@@ -129,6 +131,8 @@ class ConsumeSettings:
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     redis_max_connections: int = 64
+    redis_ack_replicas: int = 0
+    redis_ack_wait_ms: int = 100
     not_found_wait_ms: int = 400
     credentials: Credentials | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
@@ -149,6 +153,8 @@ class ConsumeSettings:
                 raise ConfigError(f"{name} must be in [{low}, 600] seconds")
         _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
         _positive_int("redis_max_connections", self.redis_max_connections, 2, 10_000)
+        _positive_int("redis_ack_replicas", self.redis_ack_replicas, 0, 16)
+        _positive_int("redis_ack_wait_ms", self.redis_ack_wait_ms, 1, 60_000)
         _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
@@ -262,7 +268,8 @@ class GatewayStats:
     included); ``ok_broker_rpcs`` and ``ok_redis_roundtrips`` only what the lease attempts that
     returned a batch spent (acquire to record), so ``ok_broker_rpcs / fetches_ok`` is the cost of
     reading one batch and ``broker_rpcs / fetches_ok`` the cost including idle probes.
-    ``redis_roundtrips`` counts every Redis round trip of the replica (acks, admin, fetches).
+    ``redis_roundtrips`` counts every Redis round trip of the replica (acks, admin, fetches);
+    ``ack_wait_short`` the acks whose ``WAIT`` ended before the replicas confirmed them.
     """
 
     fetches: int = 0
@@ -299,3 +306,4 @@ class GatewayStats:
     skipped_bytes: int = 0
     state_lost: int = 0
     store_errors: int = 0
+    ack_wait_short: int = 0

@@ -19,15 +19,17 @@ Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, NamedTuple, TypeVar
 
-import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.redis_client import RedisClient
 
 __all__ = [
     "BOOT_KEY",
@@ -46,6 +48,7 @@ WAKE_CHANNEL = "tgw:wake"
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _INT_FIELDS = ("cmt", "mx", "lexp", "lat", "ls", "ln", "rc", "zc", "la")
 _T = TypeVar("_T")
+log = logging.getLogger("tubemq_aio.gateway")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 )
@@ -112,16 +115,39 @@ class LeaseStore:
     """Script calls and plain commands on one Redis client.
 
     Args:
-        client: a ``redis.asyncio.Redis`` (its connection pool is used, not closed here).
+        client: a ``redis.asyncio.Redis`` or ``RedisCluster`` (its pools are used, not closed
+            here).
         timeout: seconds for one round trip before :class:`StoreUnavailableError`.
+        max_inflight: round trips in flight at most (None: the client's pool bounds them); a
+            round trip beyond it waits for room within its ``timeout``.
+        ack_replicas: after an ack, ``WAIT`` until this many replicas hold it (0: do not wait).
+        ack_wait_ms: how long that ``WAIT`` may take; an ack still answers success after it
+            (the primary has it), counted in :attr:`wait_short`.
+
+    Attributes:
+        roundtrips, failures, lost: round trips, those that ended in
+            :class:`StoreUnavailableError`, and script answers ``lost``.
+        wait_short: acks whose ``WAIT`` ended before ``ack_replicas`` replicas confirmed them.
     """
 
-    def __init__(self, client: aioredis.Redis, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        timeout: float = 5.0,
+        max_inflight: int | None = None,
+        ack_replicas: int = 0,
+        ack_wait_ms: int = 100,
+    ) -> None:
         self.client = client
         self.timeout = timeout
+        self.ack_replicas = ack_replicas
+        self.ack_wait_ms = ack_wait_ms
         self.roundtrips = 0
-        self.failures = 0  # round trips that ended in StoreUnavailableError
-        self.lost = 0  # script answers "lost" (StateLostError)
+        self.failures = 0
+        self.lost = 0
+        self.wait_short = 0
+        self._room = None if max_inflight is None else asyncio.Semaphore(max_inflight)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
         self._unlock = client.register_script(_UNLOCK)
         self._renew = client.register_script(_RENEW)
@@ -137,22 +163,38 @@ class LeaseStore:
         return await self._io(call)
 
     async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """One round trip; a lost connection is retried once (scripts are idempotent)."""
+        """One round trip; a lost connection is retried once (scripts are idempotent), and so
+        is a pipeline that met a server without the scripts (a promoted replica, a new node)."""
         for attempt in range(2):
             self.roundtrips += 1
             try:
                 async with asyncio.timeout(self.timeout):
-                    return await call()
+                    async with self._room or contextlib.nullcontext():
+                        return await call()
             except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
                 if attempt:
                     self.failures += 1
                     raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
+            except rexc.NoScriptError as exc:
+                if attempt:
+                    raise GatewayError(f"Redis lost the gateway scripts: {exc}") from exc
+                await self._load_scripts()
             except rexc.ResponseError as exc:
-                if "LOADING" in str(exc) or "BUSY" in str(exc):
+                text = str(exc)
+                # a cluster in failover (CLUSTERDOWN, TRYAGAIN), a replica answering writes
+                # (READONLY), a server still reading its AOF (LOADING) or in a script (BUSY)
+                if text.startswith(("LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "READONLY")):
                     self.failures += 1
                     raise StoreUnavailableError(f"Redis not ready: {exc}") from exc
                 raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
         raise AssertionError("unreachable")
+
+    async def _load_scripts(self) -> None:
+        scripts = [*self._scripts.values(), self._unlock, self._renew, self._seen]
+        with contextlib.suppress(rexc.RedisError, OSError, TimeoutError):
+            async with asyncio.timeout(self.timeout):
+                for script in scripts:
+                    await self.client.script_load(script.script)
 
     async def _run(
         self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
@@ -160,6 +202,9 @@ class LeaseStore:
         keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
         raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
+        return self._reply(group, raw)
+
+    def _reply(self, group: str, raw: Any) -> Reply:
         out = [_text(v) for v in raw]
         reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
         if reply.status == "lost":
@@ -207,8 +252,25 @@ class LeaseStore:
     async def settle(
         self, group: str, scope: str, p: str, lease_id: str, action: str, delay_ms: int = 0
     ) -> Reply:
-        """Ack, nack or release a lease."""
-        return await self._run("settle", group, scope, p, lease_id, action, delay_ms)
+        """Ack, nack or release a lease; an ack then waits for ``ack_replicas`` replicas."""
+        if action != "ack" or self.ack_replicas <= 0:
+            return await self._run("settle", group, scope, p, lease_id, action, delay_ms)
+        keys = scope_keys(group, scope)
+        argv: list[Any] = [f"{group}|{scope}", p, lease_id, action, delay_ms]
+        script = self._scripts["settle"]
+
+        async def settle_and_wait() -> list[Any]:
+            # WAIT counts the writes of its own connection: it must share the script's
+            async with self.client.pipeline(transaction=False) as pipe:
+                await script(keys=keys, args=argv, client=pipe)  # type: ignore[arg-type]
+                pipe.execute_command("WAIT", self.ack_replicas, self.ack_wait_ms)
+                return list(await pipe.execute())
+
+        raw, confirmed = await self._io(settle_and_wait)
+        if int(confirmed) < self.ack_replicas:
+            self.wait_short += 1
+            log.debug("ack of %s/%s confirmed by %s replicas", group, p, confirmed)
+        return self._reply(group, raw)
 
     async def extend(self, group: str, scope: str, p: str, lease_id: str, lease_ms: int) -> Reply:
         """Move a lease's expiry."""
@@ -236,7 +298,8 @@ class LeaseStore:
                 async with self.client.pipeline(transaction=False) as pipe:
                     for s in chunk:
                         args = [f"{group}|{s}", target, len(pairs), *flat, *plist]
-                        await script(keys=scope_keys(group, s), args=args, client=pipe)
+                        # a cluster's pipeline is no Redis subclass; it queues the same way
+                        await script(keys=scope_keys(group, s), args=args, client=pipe)  # type: ignore[arg-type]
                     return list(await pipe.execute())
 
             for raw in await self._io(run):
@@ -266,11 +329,13 @@ class LeaseStore:
             return
 
         async def mark() -> None:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.set(BOOT_KEY, "1", nx=True)
+            # the keys live in different slots of a cluster: no transaction, but the groups
+            # first, so a store is never marked booted with a group left unmarked
+            async with self.client.pipeline(transaction=False) as pipe:
                 for g in groups:
                     pipe.hsetnx(scope_keys(g, "c")[0], "boot", "1")
                 await pipe.execute()
+            await self.client.set(BOOT_KEY, "1", nx=True)
 
         await self._io(mark)
 

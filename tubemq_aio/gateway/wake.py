@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 import logging
 
-import redis.asyncio as aioredis
-
 from tubemq_aio.gateway.errors import TooManyWaitersError
+from tubemq_aio.gateway.redis_client import RedisClient
 from tubemq_aio.gateway.store import WAKE_CHANNEL
 
 __all__ = ["Waker"]
@@ -30,11 +29,12 @@ class Waker:
     """The replica's wake listener and its bounded set of waiters.
 
     Args:
-        client: the Redis client (a pub/sub connection is taken from its pool).
+        client: the Redis client (a pub/sub connection is taken from its pool; a cluster's
+            messages reach every node, so any node's connection hears them).
         max_waiters: waiters allowed at once; more raise :class:`TooManyWaitersError`.
     """
 
-    def __init__(self, client: aioredis.Redis, *, max_waiters: int) -> None:
+    def __init__(self, client: RedisClient, *, max_waiters: int) -> None:
         self._client = client
         self.max_waiters = max_waiters
         self.waiting = 0

@@ -1,0 +1,73 @@
+"""The gateway's ``redis`` URL: one server, Sentinel or Cluster, and every malformed form a
+typed ConfigError naming the problem."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
+
+
+def test_single_server_urls_pass_through() -> None:
+    for url in ("redis://127.0.0.1:6379/0", "rediss://h:1/2", "unix:///run/redis.sock"):
+        topo = parse_redis_url(url)
+        assert (topo.kind, topo.url, topo.nodes) == ("server", url, ())
+        assert topo.supports_wait
+
+
+def test_sentinel_url_names_hosts_service_db_and_credentials() -> None:
+    topo = parse_redis_url("redis+sentinel://u:p%40ss@h1:26379,[::1]:26380/mymaster/3")
+    assert topo.kind == "sentinel"
+    assert topo.nodes == (("h1", 26379), ("::1", 26380))
+    assert (topo.service, topo.db, topo.username, topo.password) == ("mymaster", 3, "u", "p@ss")
+    assert "p@ss" not in repr(topo)
+    assert parse_redis_url("redis+sentinel://h:1/m").db == 0
+    assert topo.supports_wait
+
+
+def test_cluster_url_takes_seeds_and_database_zero_only() -> None:
+    topo = parse_redis_url("redis+cluster://a:7000,b:7001")
+    assert (topo.kind, topo.nodes, topo.db) == ("cluster", (("a", 7000), ("b", 7001)), 0)
+    assert parse_redis_url("redis+cluster://:secret@a:7000/0").password == "secret"
+    assert not topo.supports_wait
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("", "required"),
+        ("http://h:1", "redis must be a redis://"),
+        ("redis+sentinel://h1/mymaster", "host:port"),
+        ("redis+sentinel://h1:0/mymaster", "host:port"),
+        ("redis+sentinel://h1:26379", "<service>"),
+        ("redis+sentinel://h1:26379/m/0/extra", "<service>"),
+        ("redis+sentinel://h1:26379/m/x", "database must be a number"),
+        ("redis+cluster://a:7000/1", "database 0 only"),
+        ("redis+cluster://a:7000,,b:1", "host:port"),
+        ("redis+cluster://a:7000?x=1", "no query"),
+    ],
+)
+def test_malformed_urls_are_config_errors(url: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_redis_url(url)
+
+
+async def test_each_form_builds_its_client_without_connecting() -> None:
+    server = open_redis(parse_redis_url("redis://127.0.0.1:9/0"), max_connections=3, timeout=1)
+    sentinel = open_redis(
+        parse_redis_url("redis+sentinel://127.0.0.1:9/m/0"), max_connections=3, timeout=1
+    )
+    cluster = open_redis(
+        parse_redis_url("redis+cluster://127.0.0.1:9"), max_connections=3, timeout=1
+    )
+    try:
+        assert isinstance(server, aioredis.Redis)
+        assert isinstance(sentinel, aioredis.Redis)
+        assert sentinel.connection_pool.max_connections == 3
+        assert isinstance(cluster, RedisCluster)
+    finally:
+        for client in (server, sentinel, cluster):
+            await client.aclose()
