@@ -7,18 +7,18 @@ from __future__ import annotations
 import pytest
 from gateway_engine_support import running_service
 
-from tubemq_aio.gateway import consume
-from tubemq_aio.gateway.consume import GroupSpec
+from tubemq_aio.gateway.engine import service as service_module
+from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.gateway.errors import TooManyClientsError
-from tubemq_aio.gateway.http_errors import api_error_for
-from tubemq_aio.gateway.store import clients_keys
+from tubemq_aio.gateway.http.api_errors import api_error_for
+from tubemq_aio.gateway.leases.store import clients_keys
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 
 async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(consume, "_SYNCED_MAX", 4)
+    monkeypatch.setattr(service_module, "_SYNCED_MAX", 4)
     async with FakeCluster(topics={"t": 2}) as cluster, RedisServer() as redis:
         spec = GroupSpec(
             name="gcap", topics=("t",), mode="broadcast", max_clients=6, max_clients_per_key=4
@@ -44,7 +44,7 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
             assert await store.client.scard(clients_keys("gcap")[0]) == 6
             # the six scopes were synced over a sync_interval ago: the next sync forgets them
             service._synced = {k: t - 1.0 for k, t in service._synced.items()}
-            monkeypatch.setattr(consume, "_SYNCED_MAX", 1)
+            monkeypatch.setattr(service_module, "_SYNCED_MAX", 1)
             assert (await service.fetch("gcap", client_id="c0")).status == "empty"  # known
             assert list(service._synced) == [("gcap", "b:c0")]
             before = store.roundtrips

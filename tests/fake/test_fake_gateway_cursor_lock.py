@@ -12,16 +12,16 @@ import pytest
 from gateway_engine_support import running_service, two_clients
 
 from tubemq_aio import Producer
-from tubemq_aio.gateway import reader
-from tubemq_aio.gateway.consume import GroupSpec
-from tubemq_aio.gateway.store import LeaseStore
+from tubemq_aio.gateway.engine import fetch_attempt
+from tubemq_aio.gateway.engine.service import GroupSpec
+from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.testing import FakeCluster, FaultProxy, RedisServer
 
 
 async def test_every_client_gets_every_message_through_a_slow_broker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(reader, "_CURSOR_LOCK_MS", 300)
+    monkeypatch.setattr(fetch_attempt, "_CURSOR_LOCK_MS", 300)
     async with (
         FakeCluster(topics={"t": 1}, max_batch=10) as cluster,
         RedisServer() as redis,
@@ -41,7 +41,7 @@ async def test_every_client_gets_every_message_through_a_slow_broker(
 async def test_a_read_that_loses_the_mutex_is_cut_short_and_books_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(reader, "_CURSOR_LOCK_MS", 300)
+    monkeypatch.setattr(fetch_attempt, "_CURSOR_LOCK_MS", 300)
 
     async def lapsed(*_args: object) -> bool:
         return False  # the mutex is gone at the first renewal

@@ -9,7 +9,7 @@ import asyncio
 from gateway_engine_support import running_service
 
 from tubemq_aio import Producer
-from tubemq_aio.gateway.consume import GroupSpec
+from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gateway_engine_support import running_service
 
 from tubemq_aio import Producer
-from tubemq_aio.gateway.consume import GroupSpec
+from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, RedisServer
 

@@ -16,9 +16,9 @@ import pytest
 from gateway_engine_support import running_service, two_clients
 
 from tubemq_aio import Producer
-from tubemq_aio.gateway import reader
-from tubemq_aio.gateway.consume import GroupSpec
-from tubemq_aio.gateway.tube import TubeGroup
+from tubemq_aio.gateway.engine import fetch_attempt
+from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
 
@@ -28,7 +28,7 @@ _BODY_BYTES = 200_000
 async def test_broadcast_clients_get_everything_through_a_slow_real_broker(
     cluster: LocalCluster, topic: str, redis: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reader, "_CURSOR_LOCK_MS", 300)
+    monkeypatch.setattr(fetch_attempt, "_CURSOR_LOCK_MS", 300)
     proxies: dict[str, FaultProxy] = {}
     opening = asyncio.Lock()
     resolve = TubeGroup._partition

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest_asyncio
 
 from tubemq_aio import Producer, SendResult
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec, Lease
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec, Lease
 from tubemq_aio.gateway.errors import LeaseStaleError, TubeUnavailableError
 from tubemq_aio.testing import LocalCluster, RedisServer
 

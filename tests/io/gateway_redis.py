@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 import redis.asyncio as aioredis
 
-from tubemq_aio.gateway.store import LeaseStore
+from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.testing import RedisServer
 
 

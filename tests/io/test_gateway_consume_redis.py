@@ -14,7 +14,8 @@ import pytest_asyncio
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
-from tubemq_aio.gateway.consume import (
+from tubemq_aio.gateway.engine.group_sessions import TubeRead, shared_consumer_id
+from tubemq_aio.gateway.engine.service import (
     MAX_OFFSET,
     MIN_RATE,
     ConsumeService,
@@ -31,7 +32,6 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.tube import TubeRead, shared_consumer_id
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 

@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 
 from tubemq_aio.gateway import GatewayConfig, create_app
-from tubemq_aio.gateway.engine_types import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
 from tubemq_aio.models import Message
 from tubemq_aio.testing import wait_until
 from tubemq_aio.testing._ports import allocate_ports

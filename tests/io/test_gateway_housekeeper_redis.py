@@ -12,10 +12,10 @@ import pytest_asyncio
 from gateway_redis import flushed_store, server_fixture  # noqa: F401
 
 from tubemq_aio.gateway.config import HousekeeperConfig
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
-from tubemq_aio.gateway.hk_store import HousekeeperStore, leader_key
-from tubemq_aio.gateway.housekeeper import Housekeeper
-from tubemq_aio.gateway.store import LeaseStore, clients_keys, scope_keys
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
+from tubemq_aio.gateway.housekeeper.store import HousekeeperStore, leader_key
+from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys, scope_keys
 from tubemq_aio.testing import RedisServer, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -12,11 +12,11 @@ import pytest
 import pytest_asyncio
 from gateway_redis import flushed_store, server_fixture  # noqa: F401
 
-from tubemq_aio.gateway.engine_types import ConsumeSettings, GatewayStats, GroupSpec
-from tubemq_aio.gateway.hk_probe import probe_partition
-from tubemq_aio.gateway.reader import BatchReader
-from tubemq_aio.gateway.store import LeaseStore
-from tubemq_aio.gateway.tube import TubeGroup, TubeRead
+from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats, GroupSpec
+from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
+from tubemq_aio.gateway.engine.group_sessions import TubeGroup, TubeRead
+from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
+from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 

@@ -16,8 +16,8 @@ from gateway_redis import flushed_store, server_fixture  # noqa: F401
 from redis.crc import key_slot
 
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
-from tubemq_aio.gateway.model import GroupState, PartState
-from tubemq_aio.gateway.store import LeaseStore, Reply, cursor_lock_key, scope_keys
+from tubemq_aio.gateway.leases.model import GroupState, PartState
+from tubemq_aio.gateway.leases.store import LeaseStore, Reply, cursor_lock_key, scope_keys
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
 
 
 @contextlib.asynccontextmanager

@@ -52,6 +52,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
 )
+#: The HTTP gateway's wings from the ground up (docs/architecture.md, "The gateway's wings"): a
+#: module imports only from its own wing or those below. The ground floor is every module directly
+#: in ``tubemq_aio.gateway`` except the assembly's; the assembly (top floor) wires the app.
+GATEWAY = "tubemq_aio.gateway"
+GATEWAY_WINGS: tuple[str, ...] = ("ground", "leases", "engine", "housekeeper", "http", "assembly")
+GATEWAY_ASSEMBLY = frozenset(
+    {GATEWAY, *(f"{GATEWAY}.{name}" for name in ("app", "bootstrap", "__main__", "demo"))}
+)
 #: Packages of ours that stand on the SDK: they see only its public modules.
 OUTSIDE_THE_SDK = ("tubemq_aio.testing", *LAYERS[-1][1])
 
@@ -201,7 +209,7 @@ def test_the_graph_sees_every_kind_of_import(graph: dict[str, set[str]]) -> None
     assert "tubemq_aio.protocol.framing" in graph["tubemq_aio._speedups._cdecode"]
     assert "tubemq_aio.models" in graph["tubemq_aio.telemetry"]
     assert "tubemq_aio.testing.cluster" in graph["tubemq_aio.cli"]
-    assert "tubemq_aio.consumer.toolkit" in graph["tubemq_aio.gateway.tube"]
+    assert "tubemq_aio.consumer.toolkit" in graph["tubemq_aio.gateway.engine.group_sessions"]
 
 
 def test_the_graph_resolves_relative_and_package_imports(tmp_path: Path) -> None:
@@ -252,13 +260,60 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert cycles({"a": {"a"}}) == [["a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     assert layer_of("tubemq_aio.protocol.framing") < layer_of("tubemq_aio.producer.producer")
-    assert layer_of("tubemq_aio.producer.producer") < layer_of("tubemq_aio.gateway.tube")
-    assert not private_import_allowed("tubemq_aio.gateway.tube", "tubemq_aio.consumer._decode")
+    sessions = "tubemq_aio.gateway.engine.group_sessions"
+    assert layer_of("tubemq_aio.producer.producer") < layer_of(sessions)
+    assert not private_import_allowed(sessions, "tubemq_aio.consumer._decode")
     assert not private_import_allowed("tubemq_aio.spark._reader", "tubemq_aio._client")
     assert not private_import_allowed("tubemq_aio.testing.fuzz", "tubemq_aio.protocol._pbparse")
     assert private_import_allowed("tubemq_aio.consumer.toolkit", "tubemq_aio.consumer._decode")
     assert private_import_allowed("tubemq_aio.producer.producer", "tubemq_aio._io.pool")
     assert private_import_allowed("tubemq_aio.spark._reader", "tubemq_aio.spark._columns")
+
+
+def gateway_wing_of(name: str) -> int:
+    """Index in :data:`GATEWAY_WINGS` of the gateway module ``name``."""
+    assert _within(name, GATEWAY), name
+    if name in GATEWAY_ASSEMBLY:
+        return GATEWAY_WINGS.index("assembly")
+    wing = name.removeprefix(GATEWAY + ".").split(".")[0]
+    if wing in GATEWAY_WINGS and f"{GATEWAY}.{wing}" not in GATEWAY_ASSEMBLY:
+        return GATEWAY_WINGS.index(wing)
+    return GATEWAY_WINGS.index("ground")
+
+
+def gateway_upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Every import by a gateway module of a gateway module in a higher wing."""
+    return [
+        f"{name} ({GATEWAY_WINGS[gateway_wing_of(name)]}) -> "
+        f"{dep} ({GATEWAY_WINGS[gateway_wing_of(dep)]})"
+        for name, deps in sorted(graph.items())
+        if _within(name, GATEWAY)
+        for dep in sorted(deps)
+        if _within(dep, GATEWAY) and gateway_wing_of(dep) > gateway_wing_of(name)
+    ]
+
+
+def test_every_gateway_wing_exists() -> None:
+    for wing in GATEWAY_WINGS[1:-1]:
+        assert (PACKAGE / "gateway" / wing / "__init__.py").is_file(), wing
+
+
+def test_no_gateway_module_imports_a_higher_wing(graph: dict[str, set[str]]) -> None:
+    assert gateway_upward_imports(graph) == []
+
+
+def test_the_wing_check_catches_an_upward_import() -> None:
+    bad = {
+        f"{GATEWAY}.leases.store": {f"{GATEWAY}.http.schemas", f"{GATEWAY}.errors"},
+        f"{GATEWAY}.config": {f"{GATEWAY}.engine.data"},
+        f"{GATEWAY}.http.deps": {f"{GATEWAY}.engine.port", f"{GATEWAY}.app"},
+        f"{GATEWAY}.app": {f"{GATEWAY}.http.deps"},
+    }
+    assert gateway_upward_imports(bad) == [
+        f"{GATEWAY}.config (ground) -> {GATEWAY}.engine.data (engine)",
+        f"{GATEWAY}.http.deps (http) -> {GATEWAY}.app (assembly)",
+        f"{GATEWAY}.leases.store (leases) -> {GATEWAY}.http.schemas (http)",
+    ]
 
 
 def protocol_sources() -> list[Path]:

@@ -22,17 +22,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.consume import ConsumeService, ConsumeSettings, GroupSpec
 from tubemq_aio.gateway.cors import install_cors
-from tubemq_aio.gateway.docs_pages import install_docs
-from tubemq_aio.gateway.engine import ConsumeEngine
-from tubemq_aio.gateway.housekeeper import Housekeeper
-from tubemq_aio.gateway.http_errors import ApiError, api_error_for
+from tubemq_aio.gateway.engine.port import ConsumeEngine
+from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
+from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
+from tubemq_aio.gateway.http.auth import Authenticator
+from tubemq_aio.gateway.http.deps import Gateway, json_response
+from tubemq_aio.gateway.http.docs_pages import install_docs
+from tubemq_aio.gateway.http.routes import admin, consume, ops, produce
 from tubemq_aio.gateway.metrics import MetricsMiddleware
-from tubemq_aio.gateway.routes import admin, consume, ops, produce
-from tubemq_aio.gateway.state import Gateway, json_response
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "openapi_document"]

@@ -11,7 +11,7 @@ import pytest
 from gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
 
 from tubemq_aio.gateway import create_app
-from tubemq_aio.gateway.engine_types import MAX_OFFSET
+from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.producer import Producer
 
 #: JSON texts that are never a valid integer count/duration/offset here.

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.auth import ANONYMOUS, Authenticator, AuthError, ForbiddenScopeError
 from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.http.auth import ANONYMOUS, Authenticator, AuthError, ForbiddenScopeError
 
 KEY = ApiKey(
     name="k", digest=hashlib.sha256(b"k-123456").digest(), scopes=("produce:de*", "admin:g1")

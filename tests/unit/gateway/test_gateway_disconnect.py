@@ -17,8 +17,8 @@ from fastapi import FastAPI
 from gateway_fakes import CFG, READER, FakeEngine, FakeOutcome, FakeProducer
 
 from tubemq_aio.gateway import create_app
-from tubemq_aio.gateway.disconnect import run_unless_disconnected
-from tubemq_aio.gateway.wake import Waker
+from tubemq_aio.gateway.engine.waker import Waker
+from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
 from tubemq_aio.producer import Producer
 from tubemq_aio.testing import wait_until
 

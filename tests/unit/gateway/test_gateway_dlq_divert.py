@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 
 from tubemq_aio.gateway.config import GroupConfig
-from tubemq_aio.gateway.dlq import MAX_DIVERTS, DivertProgress, fetch_diverting, is_poison
-from tubemq_aio.gateway.engine_types import FetchOutcome, Lease, Position
+from tubemq_aio.gateway.engine.data import FetchOutcome, Lease, Position
+from tubemq_aio.gateway.engine.dead_letters import (
+    MAX_DIVERTS,
+    DivertProgress,
+    fetch_diverting,
+    is_poison,
+)
 from tubemq_aio.models import Message
 
 GROUP = GroupConfig(name="g1", topics=("t",), max_redeliveries=2, dlq_topic="dead")

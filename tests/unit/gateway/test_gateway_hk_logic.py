@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tubemq_aio.gateway.hk_logic import (
+from tubemq_aio.gateway.housekeeper.decisions import (
     LEADER_SAFETY,
     LagSample,
     Leadership,

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 
 from tubemq_aio.gateway import GatewayConfig, create_app
-from tubemq_aio.gateway.state import messages_json
+from tubemq_aio.gateway.http.deps import messages_json
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
@@ -448,7 +448,7 @@ def test_chunked_body_over_the_limit_is_413(client: TestClient) -> None:
 
 def test_outage_and_unknown_name_answers_are_generic(client: TestClient) -> None:
     from tubemq_aio.gateway.errors import StoreUnavailableError, TubeUnavailableError
-    from tubemq_aio.gateway.http_errors import api_error_for
+    from tubemq_aio.gateway.http.api_errors import api_error_for
 
     for exc in (
         TubeUnavailableError("reading 1:t:0 failed: ConnectionError('10.9.8.7:8123')"),

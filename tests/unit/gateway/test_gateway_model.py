@@ -8,7 +8,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from tubemq_aio.gateway.model import GroupState, gcra
+from tubemq_aio.gateway.leases.model import GroupState, gcra
 
 PARTS = ["1:t:0", "1:t:1", "2:t:0"]
 SCOPE = "c"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tubemq_aio.gateway.reader import rewind_target
-from tubemq_aio.gateway.tube import TubeRead
+from tubemq_aio.gateway.engine.fetch_attempt import rewind_target
+from tubemq_aio.gateway.engine.group_sessions import TubeRead
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.gateway.tokens import (
+from tubemq_aio.gateway.engine.tokens import (
     MAX_TOKEN_LENGTH,
     TokenClaims,
     TokenError,

@@ -14,7 +14,7 @@ from gateway_fakes import BASE_CONFIG
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.app import default_engine, default_producer
-from tubemq_aio.gateway.consume import ConsumeService
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 SECRET_PASSWORD = "pw-Zq8-never-shown"

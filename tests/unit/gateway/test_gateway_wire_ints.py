@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from tubemq_aio.gateway.models import ResetRequest
-from tubemq_aio.gateway.wire_ints import int_text, parse_offset_text
+from tubemq_aio.gateway.http.schemas import ResetRequest
+from tubemq_aio.gateway.http.wire_ints import int_text, parse_offset_text
 
 BROKER_ID = 1968918481613094913  # over 2**53, as a broker's message ids are
 

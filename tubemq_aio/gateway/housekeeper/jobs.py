@@ -24,16 +24,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import HousekeeperConfig
-from tubemq_aio.gateway.consume import ConsumeService, GroupSpec
-from tubemq_aio.gateway.hk_logic import (
+from tubemq_aio.gateway.engine.service import ConsumeService, GroupSpec
+from tubemq_aio.gateway.housekeeper.decisions import (
     LagSample,
     Leadership,
     clients_to_collect,
     lag_samples,
     sessions_to_close,
 )
-from tubemq_aio.gateway.hk_probe import probe_partition
-from tubemq_aio.gateway.hk_store import HousekeeperStore
+from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
+from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.metrics import PREFIX
 
 __all__ = ["Housekeeper", "HousekeeperStats"]

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine_types import (
+from tubemq_aio.gateway.engine.data import (
     MAX_OFFSET,
     MIN_RATE,
     ConsumeSettings,
@@ -35,6 +35,9 @@ from tubemq_aio.gateway.engine_types import (
     Position,
     ResetEntry,
 )
+from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
+from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseConflictError,
@@ -45,11 +48,8 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.reader import BatchReader
+from tubemq_aio.gateway.leases.store import LeaseStore
 from tubemq_aio.gateway.redis_client import RedisClient, open_redis, parse_redis_url
-from tubemq_aio.gateway.store import LeaseStore
-from tubemq_aio.gateway.tube import TubeGroup
-from tubemq_aio.gateway.wake import Waker
 
 __all__ = [
     "MAX_OFFSET",

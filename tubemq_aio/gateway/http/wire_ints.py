@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
-from tubemq_aio.gateway.engine_types import MAX_OFFSET
+from tubemq_aio.gateway.engine.data import MAX_OFFSET
 
 __all__ = ["Int64Text", "OffsetInput", "int_text", "parse_offset_text"]
 

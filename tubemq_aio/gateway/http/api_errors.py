@@ -20,7 +20,7 @@ from tubemq_aio.errors import (
     ServerError,
     TopicUnavailableError,
 )
-from tubemq_aio.gateway.auth import AuthError, ForbiddenScopeError
+from tubemq_aio.gateway.engine.tokens import TokenError
 from tubemq_aio.gateway.errors import (
     GatewayError,
     InvalidRequestError,
@@ -33,7 +33,7 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.tokens import TokenError
+from tubemq_aio.gateway.http.auth import AuthError, ForbiddenScopeError
 
 __all__ = ["ApiError", "api_error_for"]
 

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.auth import Authenticator, ForbiddenScopeError
-from tubemq_aio.gateway.models import (
+from tubemq_aio.gateway.http.auth import Authenticator, ForbiddenScopeError
+from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
+from tubemq_aio.gateway.http.schemas import (
     ErrorResponse,
     LagResponse,
     OkResponse,
@@ -18,8 +19,7 @@ from tubemq_aio.gateway.models import (
     ResetRequest,
     ResetResponse,
 )
-from tubemq_aio.gateway.state import GatewayDep, Principal, json_response
-from tubemq_aio.gateway.wire_ints import int_text
+from tubemq_aio.gateway.http.wire_ints import int_text
 
 __all__ = ["plain", "router"]
 

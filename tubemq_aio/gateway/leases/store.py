@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 import redis.exceptions as rexc
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
-from tubemq_aio.gateway.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.leases.model import GroupState, PartState, ScopeState
 from tubemq_aio.gateway.redis_client import RedisClient
 
 __all__ = [
@@ -106,7 +106,7 @@ def _text(v: Any) -> Any:
 
 
 def _load_source(name: str) -> str:
-    pkg = resources.files("tubemq_aio.gateway") / "lua"
+    pkg = resources.files("tubemq_aio.gateway.leases") / "lua"
     common = (pkg / "common.lua").read_text(encoding="utf-8")
     return common + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8")
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.auth import Authenticator
-from tubemq_aio.gateway.http_errors import ApiError
-from tubemq_aio.gateway.models import (
+from tubemq_aio.gateway.http.api_errors import ApiError
+from tubemq_aio.gateway.http.auth import Authenticator
+from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, json_response
+from tubemq_aio.gateway.http.publishing import send_batch, send_one
+from tubemq_aio.gateway.http.schemas import (
     BatchProduceRequest,
     BatchProduceResponse,
     ErrorResponse,
     ProduceRequest,
     ProduceResult,
 )
-from tubemq_aio.gateway.produce import send_batch, send_one
-from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response
 from tubemq_aio.producer import Producer
 
 __all__ = ["router"]

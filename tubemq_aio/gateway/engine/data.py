@@ -1,6 +1,6 @@
 """Plain data of the consume engine: settings, leases, fetch outcomes, reports, counters.
 
-Re-exported by :mod:`tubemq_aio.gateway.consume`, the engine's public module.
+Re-exported by :mod:`tubemq_aio.gateway.engine.service`, the engine's public module.
 """
 
 from __future__ import annotations

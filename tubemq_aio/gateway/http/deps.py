@@ -14,12 +14,12 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
-from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
-from tubemq_aio.gateway.dlq import DivertProgress
-from tubemq_aio.gateway.engine import ConsumeEngine
+from tubemq_aio.gateway.engine.dead_letters import DivertProgress
+from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.errors import TooManyWaitersError
-from tubemq_aio.gateway.http_errors import ApiError
+from tubemq_aio.gateway.http.api_errors import ApiError
+from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer

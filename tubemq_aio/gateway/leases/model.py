@@ -1,8 +1,9 @@
 """The lease state machine of the gateway, pure: no I/O, no clock (``now`` is an argument).
 
-This is the reference the Redis scripts (``lua/*.lua``, run by :mod:`~tubemq_aio.gateway.store`)
-implement: the same operations with the same arguments, results and state changes, so a test
-can run one random sequence of operations through both and compare the states field by field.
+This is the reference the Redis scripts (``lua/*.lua``, run by
+:mod:`~tubemq_aio.gateway.leases.store`) implement: the same operations with the same arguments,
+results and state changes, so a test can run one random sequence of operations through both and
+compare the states field by field.
 
 State of one group: a boot marker (Redis lost its data when it is missing), a pause flag, a
 shared GCRA rate limit, the broker cursor per partition (where the group's broker offset is

@@ -15,10 +15,10 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
-from tubemq_aio.gateway.engine_types import GroupSpec
-from tubemq_aio.gateway.reader import rewind_committed
-from tubemq_aio.gateway.store import LeaseStore, cursor_lock_key
-from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup
+from tubemq_aio.gateway.engine.data import GroupSpec
+from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
+from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
+from tubemq_aio.gateway.leases.store import LeaseStore, cursor_lock_key
 
 __all__ = ["probe_partition"]
 

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import GroupConfig
-from tubemq_aio.gateway.engine import ConsumeEngine, FetchOutcomeLike
-from tubemq_aio.gateway.engine_types import FetchOutcome
-from tubemq_aio.gateway.tokens import TokenClaims
+from tubemq_aio.gateway.engine.data import FetchOutcome
+from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
+from tubemq_aio.gateway.engine.tokens import TokenClaims
 from tubemq_aio.producer import Producer
 
 __all__ = ["MAX_DIVERTS", "DivertProgress", "fetch_diverting", "is_poison"]

@@ -7,7 +7,7 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.state import GatewayDep, json_response
+from tubemq_aio.gateway.http.deps import GatewayDep, json_response
 
 __all__ = ["router"]
 

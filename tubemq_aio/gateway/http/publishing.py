@@ -7,8 +7,8 @@ import base64
 import binascii
 from collections.abc import Sequence
 
-from tubemq_aio.gateway.http_errors import ApiError, api_error_for
-from tubemq_aio.gateway.models import BatchItem, ErrorBody, ProduceRequest
+from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
+from tubemq_aio.gateway.http.schemas import BatchItem, ErrorBody, ProduceRequest
 from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_rpc import SendResult
 

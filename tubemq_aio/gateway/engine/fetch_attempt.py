@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from tubemq_aio.errors import PartitionNotSubscribableError, PartitionOccupiedError, TubeMQError
-from tubemq_aio.gateway.engine_types import (
+from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
     FetchOutcome,
     GatewayStats,
@@ -26,9 +26,9 @@ from tubemq_aio.gateway.engine_types import (
     Lease,
     Position,
 )
+from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, TubeRead
 from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
-from tubemq_aio.gateway.store import LeaseStore, cursor_lock_key
-from tubemq_aio.gateway.tube import LATEST_OFFSET, TubeGroup, TubeRead
+from tubemq_aio.gateway.leases.store import LeaseStore, cursor_lock_key
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 
 __all__ = ["BatchReader", "rewind_committed", "rewind_target"]

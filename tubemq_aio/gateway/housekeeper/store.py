@@ -1,10 +1,10 @@
 """The housekeeper's Redis calls: leader election, idle partitions, broadcast client GC.
 
 Each call is one Lua script (atomic, Redis ``TIME`` as the clock, safe to repeat) run through
-the :class:`~tubemq_aio.gateway.store.LeaseStore`'s timeout and error mapping. Keys share the
+the :class:`~tubemq_aio.gateway.leases.store.LeaseStore`'s timeout and error mapping. Keys share the
 group's hash tag: ``tgw:{g:G}:hk`` (STRING PX: the leader's name), ``tgw:{g:G}:seen`` (ZSET
 broadcast scope → last seen ms, stamped by fetches) next to the scope keys of
-:func:`~tubemq_aio.gateway.store.scope_keys`.
+:func:`~tubemq_aio.gateway.leases.store.scope_keys`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, NamedTuple
 
-from tubemq_aio.gateway.store import LeaseStore, clients_keys, scope_keys
+from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys, scope_keys
 
 __all__ = ["HousekeeperStore", "Leader", "leader_key"]
 
@@ -45,7 +45,7 @@ class HousekeeperStore:
 
     def __init__(self, store: LeaseStore) -> None:
         self.store = store
-        pkg = resources.files("tubemq_aio.gateway") / "lua"
+        pkg = resources.files("tubemq_aio.gateway.leases") / "lua"
         self._scripts = {
             n: store.client.register_script((pkg / f"{n}.lua").read_text(encoding="utf-8"))
             for n in _SCRIPTS

@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tubemq_aio.gateway.engine_types import MAX_OFFSET
+from tubemq_aio.gateway.engine.data import MAX_OFFSET
+from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
 from tubemq_aio.gateway.limits import LEASE_MS_CEILING, MAX_BATCH_CEILING
-from tubemq_aio.gateway.wire_ints import Int64Text, OffsetInput
 
 __all__ = [
     "AckResult",

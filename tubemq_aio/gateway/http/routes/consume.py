@@ -9,13 +9,26 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.auth import Authenticator
 from tubemq_aio.gateway.config import ApiKey
-from tubemq_aio.gateway.disconnect import run_unless_disconnected
-from tubemq_aio.gateway.dlq import fetch_diverting
-from tubemq_aio.gateway.engine import ConsumeEngine, FetchOutcomeLike
-from tubemq_aio.gateway.http_errors import ApiError, api_error_for, throttled
-from tubemq_aio.gateway.models import (
+from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
+from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
+from tubemq_aio.gateway.engine.tokens import (
+    MAX_TOKEN_LENGTH,
+    TokenClaims,
+    decode_token,
+    encode_token,
+)
+from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for, throttled
+from tubemq_aio.gateway.http.auth import Authenticator
+from tubemq_aio.gateway.http.deps import (
+    Gateway,
+    GatewayDep,
+    Principal,
+    json_response,
+    messages_json,
+)
+from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
+from tubemq_aio.gateway.http.schemas import (
     ErrorResponse,
     ExtendRequest,
     ExtendResponse,
@@ -24,8 +37,6 @@ from tubemq_aio.gateway.models import (
     NackRequest,
     SettleResponse,
 )
-from tubemq_aio.gateway.state import Gateway, GatewayDep, Principal, json_response, messages_json
-from tubemq_aio.gateway.tokens import MAX_TOKEN_LENGTH, TokenClaims, decode_token, encode_token
 
 __all__ = ["router"]
 

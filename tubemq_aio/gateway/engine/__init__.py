@@ -1,0 +1,1 @@
+"""Engine wing: the consume service, one fetch attempt, TubeMQ sessions, dead letters, tokens."""

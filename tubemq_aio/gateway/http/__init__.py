@@ -1,0 +1,1 @@
+"""HTTP wing: FastAPI dependencies, request/response schemas, the error table, auth, routes."""
