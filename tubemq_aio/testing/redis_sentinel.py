@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tubemq_aio.testing._fault_proxy import FaultProxy
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
@@ -35,6 +36,9 @@ class RedisSentinelSet(RedisNodeSet):
         start_timeout: seconds the whole set may take to be ready (sentinels know each other).
         binary: the ``redis-server`` program.
         data_dir: parent directory (temporary if None; kept when the ``async with`` body failed).
+        replication_proxy: put a :class:`~tubemq_aio.testing.FaultProxy` between the replica
+            and the primary (:attr:`replication_link`), so a test can hold writes back from the
+            replica (``set("down", blackhole=True)``) and make a failover lose them.
 
     Example::
 
@@ -52,6 +56,7 @@ class RedisSentinelSet(RedisNodeSet):
         start_timeout: float = 60.0,
         binary: str = "redis-server",
         data_dir: Path | None = None,
+        replication_proxy: bool = False,
     ) -> None:
         """Store the settings; nothing is started yet."""
         super().__init__(binary=binary, start_timeout=start_timeout, data_dir=data_dir)
@@ -67,6 +72,8 @@ class RedisSentinelSet(RedisNodeSet):
         self.servers: list[RedisServer] = []
         self.sentinel_ports: list[int] = []
         self._sentinels: list[JavaProcess] = []
+        self._want_proxy = replication_proxy
+        self.replication_link: FaultProxy | None = None
 
     @property
     def url(self) -> str:
@@ -95,10 +102,15 @@ class RedisSentinelSet(RedisNodeSet):
         primary = RedisServer(binary=self.binary, data_dir=root / "node-0", extra_args=fast_sync)
         self.servers.append(primary)
         await primary.start()
+        upstream = primary.port
+        if self._want_proxy:
+            self.replication_link = FaultProxy(f"{HOST}:{primary.port}")
+            await self.replication_link.start()
+            upstream = int(self.replication_link.addr.rpartition(":")[2])
         replica = RedisServer(
             binary=self.binary,
             data_dir=root / "node-1",
-            extra_args=(*fast_sync, "--replicaof", HOST, str(primary.port)),
+            extra_args=(*fast_sync, "--replicaof", HOST, str(upstream)),
         )
         self.servers.append(replica)
         await replica.start()
@@ -210,6 +222,9 @@ class RedisSentinelSet(RedisNodeSet):
         servers, self.servers = self.servers, []
         for server in servers:
             await server.stop()
+        link, self.replication_link = self.replication_link, None
+        if link is not None:
+            await link.stop()
         self._remove_dir()
 
     def __repr__(self) -> str:

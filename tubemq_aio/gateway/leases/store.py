@@ -262,7 +262,7 @@ class LeaseStore:
         async def settle_and_wait() -> list[Any]:
             # WAIT counts the writes of its own connection: it must share the script's
             async with self.client.pipeline(transaction=False) as pipe:
-                await script(keys=keys, args=argv, client=pipe)  # type: ignore[arg-type]
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
                 pipe.execute_command("WAIT", self.ack_replicas, self.ack_wait_ms)
                 return list(await pipe.execute())
 
@@ -298,8 +298,8 @@ class LeaseStore:
                 async with self.client.pipeline(transaction=False) as pipe:
                     for s in chunk:
                         args = [f"{group}|{s}", target, len(pairs), *flat, *plist]
-                        # a cluster's pipeline is no Redis subclass; it queues the same way
-                        await script(keys=scope_keys(group, s), args=args, client=pipe)  # type: ignore[arg-type]
+                        keys = scope_keys(group, s)
+                        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
                     return list(await pipe.execute())
 
             for raw in await self._io(run):
