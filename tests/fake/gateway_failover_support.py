@@ -41,6 +41,7 @@ class Tally:
     unavailable: int = 0
     stale: int = 0
     redelivered_batches: int = 0
+    at_crash: int | None = None  # bodies delivered when the crash began
 
     @property
     def duplicates(self) -> int:
@@ -108,7 +109,7 @@ async def consume_through_crash(
     lease_ms: int,
     consumers: int = 3,
 ) -> Tally:
-    """``consumers`` clients consume ``bodies`` through ``replicas`` (20 ms of work per
+    """``consumers`` clients consume ``bodies`` through ``replicas`` (50 ms of work per
     batch, so the run outlasts the crash); once a third was delivered, ``crash()`` runs (kill a
     Redis primary, wait for the failover). Returns the tally once every body was delivered
     and the group's backlog is zero again (acks the failover lost were redelivered and acked).
@@ -116,12 +117,13 @@ async def consume_through_crash(
     tally = Tally()
     tasks = [
         asyncio.create_task(
-            consume_until(replicas, group, bodies, tally, offset=i, lease_ms=lease_ms, work_s=0.02)
+            consume_until(replicas, group, bodies, tally, offset=i, lease_ms=lease_ms, work_s=0.05)
         )
         for i in range(consumers)
     ]
     try:
         await wait_until(lambda: len(tally.deliveries) >= len(bodies) // 3, 60, "a third delivered")
+        tally.at_crash = len(tally.deliveries)
         await crash()
         await asyncio.gather(*tasks)
     finally:

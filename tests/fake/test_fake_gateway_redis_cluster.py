@@ -1,7 +1,9 @@
 """The gateway on a Redis Cluster of three primaries (FakeCluster for TubeMQ): every key of a
 group shares one slot, so every script runs; produce, consume, reset and lag work through it,
-and a SIGKILL of the group's primary mid-run answers 503 ``store_unavailable`` (retriable)
-until its replica took the slot over, then consumption goes on with no message skipped."""
+and a SIGKILL of the group's primary mid-run costs at most 503 ``store_unavailable``
+(retriable; redis-py's cluster client often rides a failover out within one round trip's
+timeout) until its replica took the slot over, then consumption goes on with no message
+skipped."""
 
 from __future__ import annotations
 
@@ -56,7 +58,9 @@ async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None
                 [a, b], "grp0", bodies, crash, lease_ms=RUN_LEASE_MS
             )
             assert tally.skipped(bodies) == []
-            assert tally.unavailable >= 1
+            # the primary died mid-run; calls met 503s or rode through redis-py's own retries
+            assert tally.at_crash is not None
+            assert tally.at_crash < len(bodies)
             assert tally.duplicates <= 3 * 10 * 2
             assert (await a.lag("grp0")).total_lag_bytes == 0
             assert a.stats().state_lost + b.stats().state_lost == 0

@@ -18,17 +18,17 @@ Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any, NamedTuple, TypeVar
 
-import redis.exceptions as rexc
+from redis.asyncio.cluster import ClusterPipeline
+from redis.commands.core import AsyncScript
 
-from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.errors import GatewayError, StateLostError
 from tubemq_aio.gateway.leases.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.leases.roundtrips import RoundTrips
 from tubemq_aio.gateway.redis_client import RedisClient
 
 __all__ = [
@@ -105,13 +105,25 @@ def _text(v: Any) -> Any:
     return v.decode() if isinstance(v, bytes) else v
 
 
+async def _queue_script(
+    pipe: Any, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+) -> None:
+    """Queue ``script`` in ``pipe``: a server pipeline loads a missing script in the same
+    round trip; a cluster pipeline refuses that helper and takes a plain ``EVALSHA`` (a
+    ``NOSCRIPT`` answer then loads the scripts and retries, see :mod:`.roundtrips`)."""
+    if isinstance(pipe, ClusterPipeline):
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    else:
+        await script(keys=keys, args=args, client=pipe)
+
+
 def _load_source(name: str) -> str:
     pkg = resources.files("tubemq_aio.gateway.leases") / "lua"
     common = (pkg / "common.lua").read_text(encoding="utf-8")
     return common + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8")
 
 
-class LeaseStore:
+class LeaseStore(RoundTrips):
     """Script calls and plain commands on one Redis client.
 
     Args:
@@ -139,69 +151,25 @@ class LeaseStore:
         ack_replicas: int = 0,
         ack_wait_ms: int = 100,
     ) -> None:
-        self.client = client
-        self.timeout = timeout
+        super().__init__(client, timeout=timeout, max_inflight=max_inflight)
         self.ack_replicas = ack_replicas
         self.ack_wait_ms = ack_wait_ms
-        self.roundtrips = 0
-        self.failures = 0
         self.lost = 0
         self.wait_short = 0
-        self._room = None if max_inflight is None else asyncio.Semaphore(max_inflight)
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
         self._unlock = client.register_script(_UNLOCK)
         self._renew = client.register_script(_RENEW)
         self._seen = client.register_script(_SEEN)
 
-    async def roundtrip(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one idempotent Redis call with this store's timeout, retry and error mapping.
-
-        Raises:
-            StoreUnavailableError: Redis is down or not ready.
-            GatewayError: Redis refused the command.
-        """
-        return await self._io(call)
-
-    async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """One round trip; a lost connection is retried once (scripts are idempotent), and so
-        is a pipeline that met a server without the scripts (a promoted replica, a new node)."""
-        for attempt in range(2):
-            self.roundtrips += 1
-            try:
-                async with asyncio.timeout(self.timeout):
-                    async with self._room or contextlib.nullcontext():
-                        return await call()
-            except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
-                if attempt:
-                    self.failures += 1
-                    raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
-            except rexc.NoScriptError as exc:
-                if attempt:
-                    raise GatewayError(f"Redis lost the gateway scripts: {exc}") from exc
-                await self._load_scripts()
-            except rexc.ResponseError as exc:
-                text = str(exc)
-                # a cluster in failover (CLUSTERDOWN, TRYAGAIN), a replica answering writes
-                # (READONLY), a server still reading its AOF (LOADING) or in a script (BUSY)
-                if text.startswith(("LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "READONLY")):
-                    self.failures += 1
-                    raise StoreUnavailableError(f"Redis not ready: {exc}") from exc
-                raise GatewayError(f"Redis refused a gateway command: {exc}") from exc
-        raise AssertionError("unreachable")
-
-    async def _load_scripts(self) -> None:
-        scripts = [*self._scripts.values(), self._unlock, self._renew, self._seen]
-        with contextlib.suppress(rexc.RedisError, OSError, TimeoutError):
-            async with asyncio.timeout(self.timeout):
-                for script in scripts:
-                    await self.client.script_load(script.script)
+    def _all_scripts(self) -> list[AsyncScript]:
+        return [*self._scripts.values(), self._unlock, self._renew, self._seen]
 
     async def _run(
         self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
     ) -> Reply:
         keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
-        raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
+        raw = await self.roundtrip(lambda: self._scripts[name](keys=keys, args=argv))
         return self._reply(group, raw)
 
     def _reply(self, group: str, raw: Any) -> Reply:
@@ -262,11 +230,11 @@ class LeaseStore:
         async def settle_and_wait() -> list[Any]:
             # WAIT counts the writes of its own connection: it must share the script's
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
+                await _queue_script(pipe, script, keys, argv)
                 pipe.execute_command("WAIT", self.ack_replicas, self.ack_wait_ms)
                 return list(await pipe.execute())
 
-        raw, confirmed = await self._io(settle_and_wait)
+        raw, confirmed = await self.roundtrip(settle_and_wait)
         if int(confirmed) < self.ack_replicas:
             self.wait_short += 1
             log.debug("ack of %s/%s confirmed by %s replicas", group, p, confirmed)
@@ -298,11 +266,10 @@ class LeaseStore:
                 async with self.client.pipeline(transaction=False) as pipe:
                     for s in chunk:
                         args = [f"{group}|{s}", target, len(pairs), *flat, *plist]
-                        keys = scope_keys(group, s)
-                        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                        await _queue_script(pipe, script, scope_keys(group, s), args)
                     return list(await pipe.execute())
 
-            for raw in await self._io(run):
+            for raw in await self.roundtrip(run):
                 vals = [_text(v) for v in raw]
                 out.append(Reply(str(vals[0]), int(vals[1]), tuple(vals[2:])))
         return out
@@ -315,7 +282,7 @@ class LeaseStore:
 
     async def booted(self) -> bool:
         """Whether the store holds the boot marker (written by ``tubemq-gateway init``)."""
-        return bool(await self._io(lambda: self.client.exists(BOOT_KEY)))
+        return bool(await self.roundtrip(lambda: self.client.exists(BOOT_KEY)))
 
     async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
         """Check the boot markers at start; write the missing ones only where it is safe.
@@ -337,12 +304,12 @@ class LeaseStore:
                 await pipe.execute()
             await self.client.set(BOOT_KEY, "1", nx=True)
 
-        await self._io(mark)
+        await self.roundtrip(mark)
 
     async def set_paused(self, group: str, paused: bool) -> None:
         """Pause or resume every replica's fetches of ``group`` at once."""
         cfg = scope_keys(group, "c")[0]
-        await self._io(lambda: self.client.hset(cfg, "paused", "1" if paused else "0"))
+        await self.roundtrip(lambda: self.client.hset(cfg, "paused", "1" if paused else "0"))
 
     async def set_rate(self, group: str, rate: float, burst: int) -> None:
         """Set the shared consume limit (0 = off) and restart the limiter."""
@@ -355,7 +322,7 @@ class LeaseStore:
                 pipe.delete(rl)
                 await pipe.execute()
 
-        await self._io(write)
+        await self.roundtrip(write)
 
     async def add_client(
         self, group: str, scope: str, cap: int = 0, owner: str = "", owner_cap: int = 0
@@ -368,41 +335,43 @@ class LeaseStore:
             the group has ``cap`` scopes, or ``owner`` has ``owner_cap`` (0: no cap).
         """
         keys = list(clients_keys(group))
-        got = await self._io(lambda: self._seen(keys=keys, args=[scope, cap, owner, owner_cap]))
+        got = await self.roundtrip(
+            lambda: self._seen(keys=keys, args=[scope, cap, owner, owner_cap])
+        )
         return {1: "ok", 0: "group_full"}.get(int(got), "owner_full")
 
     async def clients(self, group: str) -> list[str]:
         """Every broadcast scope of ``group`` seen so far (and not collected since)."""
         key = clients_keys(group)[0]
-        return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+        return sorted(_text(m) for m in await self.roundtrip(lambda: self.client.smembers(key)))
 
     async def members(self, group: str, scope: str) -> list[str]:
         """The partitions known to a scope."""
         key = scope_keys(group, scope)[6]
-        return sorted(_text(m) for m in await self._io(lambda: self.client.smembers(key)))
+        return sorted(_text(m) for m in await self.roundtrip(lambda: self.client.smembers(key)))
 
     async def leased_partition(self, group: str, scope: str, lease_id: str) -> str | None:
         """The partition ``lease_id`` holds right now, or None (never taken, settled, expired)."""
         key = scope_keys(group, scope)[7]
-        held = await self._io(lambda: self.client.hget(key, lease_id))
+        held = await self.roundtrip(lambda: self.client.hget(key, lease_id))
         return None if held is None else str(_text(held))
 
     async def try_lock(self, key: str, token: str, px: int) -> bool:
         """``SET key token NX PX px``: True if this caller now holds the short mutex."""
-        return bool(await self._io(lambda: self.client.set(key, token, nx=True, px=px)))
+        return bool(await self.roundtrip(lambda: self.client.set(key, token, nx=True, px=px)))
 
     async def renew_lock(self, key: str, token: str, px: int) -> bool:
         """Give the mutex ``key`` another ``px`` ms if ``token`` still holds it."""
-        return bool(await self._io(lambda: self._renew(keys=[key], args=[token, px])))
+        return bool(await self.roundtrip(lambda: self._renew(keys=[key], args=[token, px])))
 
     async def unlock(self, key: str, token: str) -> None:
         """Delete the mutex ``key`` if ``token`` still holds it (compare and delete)."""
-        await self._io(lambda: self._unlock(keys=[key], args=[token]))
+        await self.roundtrip(lambda: self._unlock(keys=[key], args=[token]))
 
     async def ping(self) -> bool:
         """True if Redis answers ``PING``."""
         try:
-            return bool(await self._io(self.client.ping))
+            return bool(await self.roundtrip(self.client.ping))
         except GatewayError:
             return False
 
@@ -423,7 +392,7 @@ class LeaseStore:
                 pipe.zrange(keys[8], 0, -1, withscores=True)
                 return list(await pipe.execute())
 
-        cfg, tat, cur, st, ready, leased, parts, acq, done = await self._io(read)
+        cfg, tat, cur, st, ready, leased, parts, acq, done = await self.roundtrip(read)
         state = _to_state(scope, cfg, tat, cur, st, ready, leased, parts, acq)
         state.scopes[scope].done = {_text(m): int(t) for m, t in done}
         return state
