@@ -61,9 +61,13 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "Answers other than 200: " + (", ".join(
         f"{k}: {v}" for k, v in sorted(result["answers"].items())) or "none")]  # fmt: skip
     kills = ", ".join(
-        f"{e} after {at:.1f} s, served again {back:.1f} s later" for e, at, back in result["events"]
+        f"{e} after {at:.1f} s (its window: {back:.1f} s)" for e, at, back in result["events"]
     )
     lines.append(f"Kills: {kills}")
+    lines.append(
+        "A replica kill's window is the lease its leased batches wait out; a Redis kill's "
+        "lasts until a fetch answered a batch again after the failover."
+    )
     lines.append(
         f"Load average (1, 5, 15 min) at start {result['load_start']}, at end {result['load_end']}"
     )

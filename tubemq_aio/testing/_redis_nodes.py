@@ -11,17 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 
-from tubemq_aio.testing._errors import ToolNotFoundError
 from tubemq_aio.testing._process import tail
 from tubemq_aio.testing._resp import Reply, RespError, command
 from tubemq_aio.testing._service import AsyncService
-from tubemq_aio.testing.redis import RedisServerError
+from tubemq_aio.testing.redis import RedisServerError, require_binary, working_dir
 
 __all__ = ["RedisNodeSet", "info_fields", "query"]
 
@@ -79,16 +77,9 @@ class RedisNodeSet(AsyncService):
         return self._dir
 
     def _prepare(self) -> Path:
-        if shutil.which(self.binary) is None:
-            raise ToolNotFoundError(
-                f"{self.binary!r} not found on PATH (install the redis-server package)"
-            )
+        require_binary(self.binary)
         if self._dir is None:
-            if self._given_dir is not None:
-                self._given_dir.mkdir(parents=True, exist_ok=True)
-                self._dir = self._given_dir
-            else:
-                self._dir = Path(tempfile.mkdtemp(prefix="tubemq-aio-redisset-"))
+            self._dir = working_dir(self._given_dir, "tubemq-aio-redisset-")
         return self._dir
 
     async def _poll(
