@@ -7,12 +7,9 @@ skipped."""
 
 from __future__ import annotations
 
-import pytest
 from gateway_engine_support import running_service
 from gateway_failover_support import Tally, consume_through_crash, consume_until, produce_numbered
 
-from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.leases.store import scope_keys
 from tubemq_aio.testing import FakeCluster, RedisClusterSet
@@ -68,13 +65,3 @@ async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None
             tail = Tally()
             await consume_until([a, b], "grp2", bodies, tail)
             assert tail.skipped(bodies) == []
-
-
-def test_a_cluster_store_refuses_ack_replicas() -> None:
-    url = "redis+cluster://h:7000"
-    config = GatewayConfig(masters="h:1", redis=url, secret="s" * 16, allow_anonymous=True)
-    assert config.redis_ack_replicas == 0
-    with pytest.raises(ConfigError, match="redis_ack_replicas needs"):
-        GatewayConfig(
-            masters="h:1", redis=url, secret="s" * 16, allow_anonymous=True, redis_ack_replicas=1
-        )

@@ -8,6 +8,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
 
 
@@ -71,3 +72,22 @@ async def test_each_form_builds_its_client_without_connecting() -> None:
     finally:
         for client in (server, sentinel, cluster):
             await client.aclose()
+
+
+def _config(**options: object) -> GatewayConfig:
+    base: dict[str, object] = {"masters": "h:1", "secret": "s" * 16, "allow_anonymous": True}
+    return GatewayConfig.from_mapping({**base, **options})
+
+
+def test_the_gateway_config_takes_every_form_and_checks_the_ack_wait() -> None:
+    sentinel = _config(redis="redis+sentinel://a:26379,b:26379/m/0", redis_ack_replicas=1)
+    assert (sentinel.redis_ack_replicas, sentinel.redis_ack_wait_ms) == (1, 100)
+    assert _config(redis="redis+cluster://a:7000").redis_ack_replicas == 0
+    with pytest.raises(ConfigError, match="redis must be"):
+        _config(redis="memcached://a:1")
+    with pytest.raises(ConfigError, match="redis_ack_replicas"):
+        _config(redis="redis://a:1/0", redis_ack_replicas=-1)
+    with pytest.raises(ConfigError, match="redis_ack_wait_ms"):
+        _config(redis="redis://a:1/0", redis_ack_wait_ms=0)
+    with pytest.raises(ConfigError, match="redis_ack_replicas needs"):
+        _config(redis="redis+cluster://a:7000", redis_ack_replicas=2)
