@@ -14,10 +14,10 @@ from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.leases.store import scope_keys
 from tubemq_aio.testing import FakeCluster, RedisClusterSet
 
-#: Leases of a run killed mid-read: a read's budget (the lease) must outlast the store's
-#: two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover would be
-#: reported as the broker's fault (503 tube_unavailable) rather than the store's.
-RUN_LEASE_MS = 8000
+#: Leases of a run killed mid-read: a read's budget (the lease less 2 s) must outlast the
+#: store's two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover
+#: would be reported as the broker's fault (503 tube_unavailable) rather than the store's.
+RUN_LEASE_MS = 9000
 
 
 async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None:

@@ -21,10 +21,10 @@ from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet
 
 LEASE_MS = 2000
-#: Leases of the runs killed mid-read: a read's budget (the lease) must outlast the store's
-#: two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover would be
-#: reported as the broker's fault (503 tube_unavailable) rather than the store's.
-RUN_LEASE_MS = 8000
+#: Leases of the runs killed mid-read: a read's budget (the lease less 2 s) must outlast the
+#: store's two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover
+#: would be reported as the broker's fault (503 tube_unavailable) rather than the store's.
+RUN_LEASE_MS = 9000
 
 
 async def test_an_answered_ack_the_failover_lost_is_redelivered_never_skipped() -> None:

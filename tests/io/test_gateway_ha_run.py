@@ -15,7 +15,7 @@ RETRIABLE = {"replica down", "503 store_unavailable", "409 lease_stale"}
 
 
 async def test_load_with_a_replica_and_the_redis_primary_killed_skips_nothing() -> None:
-    settings = HaRunSettings(seconds=9.0, rate=100.0, lease_ms=8000, drain_timeout=60.0)
+    settings = HaRunSettings(seconds=9.0, rate=100.0, lease_ms=9000, drain_timeout=60.0)
     result = await run_ha(settings)
     counts = result["counts"]
     assert counts["produced"] > 0

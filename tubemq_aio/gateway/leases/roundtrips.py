@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -33,12 +34,25 @@ _NOT_NOW: tuple[type[BaseException], ...] = (
     rexc.ReadOnlyError,
     rexc.SlotNotCoveredError,
 )
-_DOWN: tuple[type[BaseException], ...] = (
+#: A server that does not answer, or a connection redis-py closed under a running command
+#: (an AttributeError from inside redis-py, see _closed_under_us).
+_DOWN_OR_CLOSED: tuple[type[BaseException], ...] = (
     rexc.ConnectionError,
     rexc.TimeoutError,
     TimeoutError,
     OSError,
+    AttributeError,
 )
+
+
+def _closed_under_us(exc: AttributeError) -> bool:
+    """Whether redis-py met a connection it had closed itself mid-command (its cluster client
+    closes a dead node's connections while a command on one is still running, which then
+    fails on the missing writer): a lost connection, not a bug of ours."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and f"{os.sep}redis{os.sep}" in tb.tb_frame.f_code.co_filename
 
 
 class RoundTrips:
@@ -80,7 +94,9 @@ class RoundTrips:
                 async with asyncio.timeout(self.timeout):
                     async with self._room or contextlib.nullcontext():
                         return await call()
-            except _DOWN as exc:
+            except _DOWN_OR_CLOSED as exc:
+                if isinstance(exc, AttributeError) and not _closed_under_us(exc):
+                    raise
                 if attempt:
                     self.failures += 1
                     raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
