@@ -11,6 +11,7 @@ from gateway_engine_support import running_service
 from gateway_failover_support import Tally, consume_through_crash, consume_until, produce_numbered
 
 from tubemq_aio.gateway.engine.data import GroupSpec
+from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.leases.store import scope_keys
 from tubemq_aio.testing import FakeCluster, RedisClusterSet
 
@@ -61,6 +62,16 @@ async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None
             assert tally.duplicates <= 3 * 10 * 2
             assert (await a.lag("grp0")).total_lag_bytes == 0
             assert a.stats().state_lost + b.stats().state_lost == 0
+            # the housekeeper's scripts run on the cluster too (one slot each)
+            hk = HousekeeperStore(a.lease_store())
+            assert (await hk.lead("grp2", "me", 5000)).held
+            assert await hk.holder("grp2") == "me"
+            assert len(await hk.idle_partitions("grp0", "c", 0)) == 3
+            assert await hk.idle_partitions("grp0", "c", 600_000) == []  # all read just now
+            assert (await hk.clients("grp0"))[1] == {}
+            assert await hk.collect("grp0", "c", 1000) == "refused"  # never a clustering scope
+            await hk.resign("grp2", "me")
+            assert await hk.holder("grp2") is None
             # a group on another primary was never disturbed
             tail = Tally()
             await consume_until([a, b], "grp2", bodies, tail)
