@@ -20,7 +20,7 @@ from typing import Any, Literal
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.cors import CorsConfig
 from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR, MAX_BATCH_CEILING
-from tubemq_aio.gateway.redis_client import parse_redis_url
+from tubemq_aio.gateway.redis_client import parse_redis_url, redis_table_options
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.protocol.consumer_meta import validate_group_name, validate_topic_name
 
@@ -210,7 +210,8 @@ class GatewayConfig:
             ``masters`` keeps the addresses.
         redis: Redis URL holding the consume state: ``redis://host:port/db`` (also
             ``rediss://``, ``unix://``), ``redis+sentinel://h1:26379,h2:26379/<service>/<db>``
-            or ``redis+cluster://h1:7000,h2:7001`` (see :mod:`.redis_client`).
+            or ``redis+cluster://h1:7000,h2:7001`` (see :mod:`.redis_client`); in a file, a
+            ``[redis]`` table may hold it and the other ``redis_*`` settings.
         secret: HMAC key of lease tokens (at least 16 bytes), identical on every replica.
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
@@ -377,6 +378,8 @@ class GatewayConfig:
             for k, v in data.items()
             if k not in ("groups", "keys", "housekeeper", "tubemq", "cors")
         }
+        if isinstance(options.get("redis"), Mapping):
+            options.update(redis_table_options(options.pop("redis"), options))
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
                 raise ConfigError(f"{key} must be a string")

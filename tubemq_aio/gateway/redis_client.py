@@ -11,6 +11,9 @@ Three forms (see ``docs/gateway.md``, "Redis topologies"):
   the client learns the slot map and follows ``MOVED``. Every gateway key of a group carries the
   hash tag ``{g:<group>}``, so every script touches one slot.
 
+A ``[redis]`` table (``url``, ``max_connections``, ``ack_replicas``, ``ack_wait_ms``) may stand
+for the top-level ``redis*`` settings (:func:`redis_table_options`).
+
 Each form bounds the connections of one replica: the single-server and Sentinel pools make a
 burst wait for a free connection (up to the round-trip timeout) instead of failing; a cluster
 client's pools are per node and fail when full, so the store caps its round trips in flight
@@ -19,6 +22,7 @@ client's pools are per node and fail when full, so the store caps its round trip
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -29,7 +33,13 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from tubemq_aio.errors import ConfigError
 
-__all__ = ["RedisClient", "RedisTopology", "open_redis", "parse_redis_url"]
+__all__ = [
+    "RedisClient",
+    "RedisTopology",
+    "open_redis",
+    "parse_redis_url",
+    "redis_table_options",
+]
 
 #: What the store, the wake listener and the housekeeper talk to.
 RedisClient = aioredis.Redis | RedisCluster
@@ -37,6 +47,13 @@ RedisClient = aioredis.Redis | RedisCluster
 _SINGLE = ("redis://", "rediss://", "unix://")
 _SENTINEL = "redis+sentinel://"
 _CLUSTER = "redis+cluster://"
+#: ``[redis]`` table key → the top-level setting it stands for.
+_TABLE_KEYS = {
+    "url": "redis",
+    "max_connections": "redis_max_connections",
+    "ack_replicas": "redis_ack_replicas",
+    "ack_wait_ms": "redis_ack_wait_ms",
+}
 
 
 class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
@@ -169,3 +186,27 @@ def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float)
         **auth,
         **common,
     )
+
+
+def redis_table_options(table: object, top_level: Mapping[str, object]) -> dict[str, object]:
+    """The top-level settings a ``[redis]`` table stands for (``url``, ``max_connections``,
+    ``ack_replicas``, ``ack_wait_ms``); their values are checked where the top-level ones are.
+
+    Raises:
+        ConfigError: not a table, an unknown key, no ``url``, or a setting given both in the
+            table and at the top level.
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError("redis must be a URL string or a [redis] table")
+    unknown = sorted(set(table) - set(_TABLE_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown config key redis.{unknown[0]}")
+    if "url" not in table:
+        raise ConfigError("redis.url is required in a [redis] table")
+    out: dict[str, object] = {}
+    for key, value in table.items():
+        flat = _TABLE_KEYS[key]
+        if flat in top_level:
+            raise ConfigError(f"{flat} is set twice: at the top level and as redis.{key}")
+        out[flat] = value
+    return out

@@ -91,3 +91,22 @@ def test_the_gateway_config_takes_every_form_and_checks_the_ack_wait() -> None:
         _config(redis="redis://a:1/0", redis_ack_wait_ms=0)
     with pytest.raises(ConfigError, match="redis_ack_replicas needs"):
         _config(redis="redis+cluster://a:7000", redis_ack_replicas=2)
+
+
+def test_a_redis_table_stands_for_the_top_level_settings() -> None:
+    config = _config(
+        redis={"url": "redis+sentinel://a:26379/m/0", "ack_replicas": 1, "max_connections": 8}
+    )
+    assert config.redis == "redis+sentinel://a:26379/m/0"
+    assert (config.redis_ack_replicas, config.redis_max_connections) == (1, 8)
+    assert config.redis_ack_wait_ms == 100
+    with pytest.raises(ConfigError, match=r"redis\.url is required"):
+        _config(redis={"ack_replicas": 1})
+    with pytest.raises(ConfigError, match=r"unknown config key redis\.sentinels"):
+        _config(redis={"url": "redis://a:1/0", "sentinels": ["a:1"]})
+    with pytest.raises(ConfigError, match="set twice"):
+        _config(redis={"url": "redis://a:1/0", "ack_wait_ms": 5}, redis_ack_wait_ms=5)
+    with pytest.raises(ConfigError, match="redis_ack_wait_ms"):
+        _config(redis={"url": "redis://a:1/0", "ack_wait_ms": "soon"})
+    with pytest.raises(ConfigError, match="redis must be"):
+        _config(redis={"url": "http://a:1"})
