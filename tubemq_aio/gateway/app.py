@@ -155,6 +155,8 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         rpc_timeout=config.rpc_timeout,
         max_long_poll_waiters=config.max_long_poll_waiters,
         redis_max_connections=config.redis_max_connections,
+        redis_ack_replicas=config.redis_ack_replicas,
+        redis_ack_wait_ms=config.redis_ack_wait_ms,
         not_found_wait_ms=config.not_found_wait_ms,
         sync_interval=config.sync_interval,
         credentials=config.tubemq.credentials,

@@ -10,10 +10,9 @@ markers are written by this explicit step, and after a loss every replica answer
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
 
 __all__ = ["initialise_store"]
 
@@ -31,9 +30,7 @@ async def initialise_store(config: GatewayConfig) -> tuple[bool, list[str]]:
     if not config.groups:
         return False, []
     timeout = config.rpc_timeout
-    client = aioredis.Redis.from_url(
-        config.redis, socket_timeout=timeout, socket_connect_timeout=timeout
-    )
+    client = open_redis(parse_redis_url(config.redis), max_connections=4, timeout=timeout)
     try:
         store = LeaseStore(client, timeout=timeout)
         was_booted = await store.booted()

@@ -36,6 +36,7 @@ from tubemq_aio.gateway.config_tables import (
 )
 from tubemq_aio.gateway.cors import CorsConfig
 from tubemq_aio.gateway.limits import MAX_BATCH_CEILING
+from tubemq_aio.gateway.redis_client import parse_redis_url, redis_table_options
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 __all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "GroupSpec", "HousekeeperConfig"]
@@ -60,6 +61,8 @@ _TOP_KEYS = frozenset(
         "rpc_timeout",
         "max_long_poll_waiters",
         "redis_max_connections",
+        "redis_ack_replicas",
+        "redis_ack_wait_ms",
         "max_long_polls_per_key",
         "auth_cache_size",
         "not_found_wait_ms",
@@ -79,7 +82,10 @@ class GatewayConfig:
         masters: TubeMQ master address list ``"h1:8715,h2:8715"``; a ``tubemq://user:pass@…``
             or ``tubemqs://…`` URL is split here: its credentials and TLS go to ``tubemq`` and
             ``masters`` keeps the addresses.
-        redis: Redis URL holding the consume state (``redis://host:port/db``).
+        redis: Redis URL holding the consume state: ``redis://host:port/db`` (also
+            ``rediss://``, ``unix://``), ``redis+sentinel://h1:26379,h2:26379/<service>/<db>``
+            or ``redis+cluster://h1:7000,h2:7001`` (see :mod:`.redis_client`); in a file, a
+            ``[redis]`` table may hold it and the other ``redis_*`` settings.
         secret: HMAC key of lease tokens (at least 16 bytes), identical on every replica.
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
@@ -104,6 +110,11 @@ class GatewayConfig:
             ``max_long_poll_waiters`` divided by the number of principals.
         redis_max_connections: Redis connections one replica opens at most; a round trip
             waits for a free one (within ``rpc_timeout``) instead of failing with 503.
+        redis_ack_replicas: after an ack, ``WAIT`` until this many Redis replicas hold it
+            (0 = answer at once; not with ``redis+cluster://``). A failover then cannot lose
+            an answered ack unless the replica fails too.
+        redis_ack_wait_ms: how long that ``WAIT`` may take; past it the ack still succeeds
+            (``tubemq_gateway_engine_ack_wait_short`` + 1).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         auth_cache_size: verified ``Authorization`` headers a replica remembers (a request
             with one skips the key check); 0 remembers none.
@@ -132,6 +143,8 @@ class GatewayConfig:
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     redis_max_connections: int = 64
+    redis_ack_replicas: int = 0
+    redis_ack_wait_ms: int = 100
     max_long_polls_per_key: int = 0
     not_found_wait_ms: int = 400
     auth_cache_size: int = 1024
@@ -152,8 +165,7 @@ class GatewayConfig:
         object.__setattr__(self, "tubemq", access)
         if len(self.secret.encode()) < MIN_SECRET_BYTES:
             raise ConfigError(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
-        if not self.redis.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigError("redis must be a redis://, rediss:// or unix:// URL")
+        redis_topology = parse_redis_url(self.redis)
         for topic in self.produce_topics:
             check_topic(topic, "produce_topics")
         for g in self.groups:
@@ -178,6 +190,10 @@ class GatewayConfig:
         check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
         check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
         check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
+        check_int(self.redis_ack_replicas, "redis_ack_replicas", 0, 16)
+        check_int(self.redis_ack_wait_ms, "redis_ack_wait_ms", 1, 60_000)
+        if self.redis_ack_replicas and not redis_topology.supports_wait:
+            raise ConfigError("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
         check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
         check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
         check_int(self.auth_cache_size, "auth_cache_size", 0, 1_000_000)
@@ -240,6 +256,8 @@ class GatewayConfig:
             for k, v in data.items()
             if k not in ("groups", "keys", "housekeeper", "tubemq", "cors")
         }
+        if isinstance(options.get("redis"), Mapping):
+            options.update(redis_table_options(options.pop("redis"), options))
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
                 raise ConfigError(f"{key} must be a string")

@@ -3,6 +3,8 @@
 * :class:`LocalCluster`: a real TubeMQ cluster on loopback (needs ``java`` and ``mvn`` on
   ``PATH``; see ``docs/local-cluster.md``).
 * :class:`RedisServer`: a real ``redis-server`` on a free loopback port.
+* :class:`RedisSentinelSet`: a primary, a replica and three sentinels (failover in seconds).
+* :class:`RedisClusterSet`: a Redis Cluster of three primaries with a replica each.
 * :class:`FakeCluster`: an in-process master and brokers speaking the real wire protocol, with
   injectable faults (:class:`Fault`); no Java, starts in milliseconds.
 * :class:`FaultProxy`: a TCP proxy with run-time switchable network faults.
@@ -32,6 +34,8 @@ from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
 from tubemq_aio.testing._webapi import MasterWebApi
 from tubemq_aio.testing.polling import wait_until
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
+from tubemq_aio.testing.redis_cluster import RedisClusterSet
+from tubemq_aio.testing.redis_sentinel import RedisSentinelSet
 
 __all__ = [
     "AuthSettings",
@@ -48,6 +52,8 @@ __all__ = [
     "MasterWebApi",
     "NodeNotReadyError",
     "PortInUseError",
+    "RedisClusterSet",
+    "RedisSentinelSet",
     "RedisServer",
     "RedisServerError",
     "RuntimeResolveError",

@@ -6,8 +6,9 @@ snapshots, in its own temporary directory. ``kill()`` (SIGKILL) and ``restart()`
 directory, so the AOF is replayed) simulate a crash; ``flushall()`` simulates lost state.
 
 It needs only the standard library: readiness and ``FLUSHALL`` speak the Redis protocol over a
-plain socket. The process is owned like the TubeMQ JVMs (:mod:`tubemq_aio.testing._process`):
-stopped on exit, killed at interpreter exit and when the Python process dies.
+plain socket (:mod:`._resp`). The process is owned like the TubeMQ JVMs
+(:mod:`tubemq_aio.testing._process`): stopped on exit, killed at interpreter exit and when the
+Python process dies.
 """
 
 from __future__ import annotations
@@ -21,32 +22,29 @@ from pathlib import Path
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._resp import HOST as _HOST
+from tubemq_aio.testing._resp import RespError, command
 from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["RedisServer", "RedisServerError"]
-
-_HOST = "127.0.0.1"
 
 
 class RedisServerError(ClusterError):
     """``redis-server`` did not start, exited early, or did not answer in time."""
 
 
-async def _command(port: int, *args: str, timeout: float) -> bytes:
-    """Send one command in RESP and return the first reply line (raises OSError/TimeoutError)."""
-    parts = [f"*{len(args)}\r\n".encode()]
-    for arg in args:
-        raw = arg.encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
-    async with asyncio.timeout(timeout):
-        reader, writer = await asyncio.open_connection(_HOST, port)
-        try:
-            writer.write(b"".join(parts))
-            await writer.drain()
-            return await reader.readline()
-        finally:
-            writer.close()
-            await writer.wait_closed()
+def require_binary(binary: str) -> None:
+    """Raise :class:`ToolNotFoundError` unless ``binary`` is on ``PATH``."""
+    if shutil.which(binary) is None:
+        raise ToolNotFoundError(f"{binary!r} not found on PATH (install the redis-server package)")
+
+
+def working_dir(given: Path | None, prefix: str) -> Path:
+    """``given`` (created if missing), or a new temporary directory named ``prefix…``."""
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        return given
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 class RedisServer(AsyncService):
@@ -125,16 +123,9 @@ class RedisServer(AsyncService):
         """
         if self.running:
             return
-        if shutil.which(self.binary) is None:
-            raise ToolNotFoundError(
-                f"{self.binary!r} not found on PATH (install the redis-server package)"
-            )
+        require_binary(self.binary)
         if self._dir is None:
-            if self._given_dir is not None:
-                self._given_dir.mkdir(parents=True, exist_ok=True)
-                self._dir = self._given_dir
-            else:
-                self._dir = Path(tempfile.mkdtemp(prefix="tubemq-aio-redis-"))
+            self._dir = working_dir(self._given_dir, "tubemq-aio-redis-")
         if self._port is None:
             self._port = allocate_ports(1)[0]
         await self._spawn()
@@ -173,9 +164,9 @@ class RedisServer(AsyncService):
                     tail(self.log_file, 20),
                 )
             try:
-                if (await _command(self.port, "PING", timeout=1.0)).startswith(b"+PONG"):
+                if await command(self.port, "PING", timeout=1.0) == "PONG":
                     return
-            except (OSError, TimeoutError):
+            except (OSError, TimeoutError, ConnectionError, RespError):
                 pass
             if time.monotonic() >= deadline:
                 raise RedisServerError(
@@ -211,10 +202,10 @@ class RedisServer(AsyncService):
             RedisServerError: the server refused or did not answer.
         """
         try:
-            reply = await _command(self.port, "FLUSHALL", timeout=10.0)
-        except (OSError, TimeoutError) as exc:
+            reply = await command(self.port, "FLUSHALL", timeout=10.0)
+        except (OSError, TimeoutError, ConnectionError, RespError) as exc:
             raise RedisServerError(f"FLUSHALL failed: {exc!r}") from exc
-        if not reply.startswith(b"+OK"):
+        if reply != "OK":
             raise RedisServerError(f"FLUSHALL answered {reply!r}")
 
     async def stop(self) -> None:

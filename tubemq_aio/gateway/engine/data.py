@@ -66,6 +66,8 @@ class ConsumeSettings:
         max_long_poll_waiters: long-poll fetches waiting at once on this replica.
         redis_max_connections: the replica's Redis connections at most (one is the wake
             listener's); a round trip waits for a free one rather than failing.
+        redis_ack_replicas: replicas an ack waits for (``WAIT``; 0 = none).
+        redis_ack_wait_ms: how long that wait may take.
         not_found_wait_ms: how long a partition rests after "no new data".
         credentials: TubeMQ credentials, or None.
         ssl_context: TLS towards the master and brokers, or None.
@@ -82,6 +84,8 @@ class ConsumeSettings:
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     redis_max_connections: int = 64
+    redis_ack_replicas: int = 0
+    redis_ack_wait_ms: int = 100
     not_found_wait_ms: int = 400
     credentials: Credentials | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
@@ -102,6 +106,8 @@ class ConsumeSettings:
                 raise ConfigError(f"{name} must be in [{low}, 600] seconds")
         _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
         _positive_int("redis_max_connections", self.redis_max_connections, 2, 10_000)
+        _positive_int("redis_ack_replicas", self.redis_ack_replicas, 0, 16)
+        _positive_int("redis_ack_wait_ms", self.redis_ack_wait_ms, 1, 60_000)
         _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
@@ -212,7 +218,8 @@ class GatewayStats:
     ``redis_roundtrips`` counts every Redis round trip of the replica (acks, admin, fetches,
     the housekeeper's); ``settle_redis_roundtrips`` those of settles sent alone (an ack carried
     by a fetch rides in the fetch's acquire round trip and is counted in ``piggyback_acks``);
-    ``offset_inits`` the round trips that wrote a partition's first committed offset.
+    ``offset_inits`` the round trips that wrote a partition's first committed offset;
+    ``ack_wait_short`` the acks whose ``WAIT`` ended before the replicas confirmed them.
     """
 
     fetches: int = 0
@@ -252,3 +259,4 @@ class GatewayStats:
     skipped_bytes: int = 0
     state_lost: int = 0
     store_errors: int = 0
+    ack_wait_short: int = 0

@@ -17,8 +17,6 @@ import logging
 from collections.abc import Mapping
 from typing import Literal
 
-import redis.asyncio as aioredis
-
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine.ack_pipeline import settle_result
 from tubemq_aio.gateway.engine.arguments import (
@@ -61,6 +59,7 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.redis_client import RedisClient, open_redis, parse_redis_url
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = [
@@ -103,7 +102,7 @@ class ConsumeService:
         #: The owner of the engine's background tasks (wake listener, cursor renewals).
         self.tasks = Supervisor("tubemq-gateway")
         self._reader = BatchReader(settings, self._stats, self._tube, self.tasks)
-        self._client: aioredis.Redis | None = None
+        self._client: RedisClient | None = None
         self._store: LeaseStore | None = None
         self._waker: Waker | None = None
         self._closed = False
@@ -128,16 +127,18 @@ class ConsumeService:
         timeout = self.settings.rpc_timeout
         # Blocking: a burst of round trips waits for a free connection instead of failing
         # with "too many connections", which would read as a Redis outage (503).
-        pool = aioredis.BlockingConnectionPool.from_url(
-            self.settings.redis_url,
-            max_connections=self.settings.redis_max_connections,
-            timeout=timeout,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-        )
-        client = aioredis.Redis.from_pool(pool)
+        topology = parse_redis_url(self.settings.redis_url)
+        connections = self.settings.redis_max_connections
+        client = open_redis(topology, max_connections=connections, timeout=timeout)
         try:
-            store = LeaseStore(client, timeout=timeout)
+            store = LeaseStore(
+                client,
+                timeout=timeout,
+                # a cluster's per-node pools fail when full: keep one free for the wake listener
+                max_inflight=connections - 1 if topology.kind == "cluster" else None,
+                ack_replicas=self.settings.redis_ack_replicas,
+                ack_wait_ms=self.settings.redis_ack_wait_ms,
+            )
             await store.boot(list(self._specs), allow_init=self.settings.allow_init)
             waker = Waker(client, max_waiters=self.settings.max_long_poll_waiters, tasks=self.tasks)
             await waker.start()
@@ -175,6 +176,7 @@ class ConsumeService:
             out.redis_roundtrips = self._store.roundtrips
             out.state_lost = self._store.lost
             out.store_errors = self._store.failures
+            out.ack_wait_short = self._store.wait_short
         if self._waker is not None:
             out.long_poll_waiters = self._waker.waiting
         return out
@@ -259,8 +261,12 @@ class ConsumeService:
         lease = checked_lease_ms(spec, lease_ms)
         max_messages = checked_fetch(wait_ms, holder, owner, max_messages)
         store = self._running()
-        if acks is not None and any(ref.group not in self._specs for ref in acks.refs):
-            acks = None  # left to the caller's one-by-one settles, which name the bad group
+        if acks is not None and (
+            store.ack_replicas > 0 or any(ref.group not in self._specs for ref in acks.refs)
+        ):
+            # left to the caller's one-by-one settles: they name a bad group, and each ack
+            # waits for the replicas on its own connection (WAIT counts that connection's writes)
+            acks = None
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000

@@ -12,10 +12,9 @@ import asyncio
 import contextlib
 import logging
 
-import redis.asyncio as aioredis
-
 from tubemq_aio.gateway.errors import TooManyWaitersError
 from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL
+from tubemq_aio.gateway.redis_client import RedisClient
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["Waker"]
@@ -31,12 +30,13 @@ class Waker:
     """The replica's wake listener and its bounded set of waiters.
 
     Args:
-        client: the Redis client (a pub/sub connection is taken from its pool).
+        client: the Redis client (a pub/sub connection is taken from its pool; a cluster's
+            messages reach every node, so any node's connection hears them).
         max_waiters: waiters allowed at once; more raise :class:`TooManyWaitersError`.
         tasks: the owner of the listener task (the engine's).
     """
 
-    def __init__(self, client: aioredis.Redis, *, max_waiters: int, tasks: Supervisor) -> None:
+    def __init__(self, client: RedisClient, *, max_waiters: int, tasks: Supervisor) -> None:
         self._client = client
         self._tasks = tasks
         self.max_waiters = max_waiters

@@ -18,16 +18,15 @@ Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import logging
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
-import redis.exceptions as rexc
+from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
 
-from tubemq_aio.gateway.errors import GatewayError, StateLostError, StoreUnavailableError
+from tubemq_aio.gateway.errors import GatewayError, StateLostError
 from tubemq_aio.gateway.leases.keys import (
     BOOT_KEY,
     WAKE_CHANNEL,
@@ -38,7 +37,9 @@ from tubemq_aio.gateway.leases.keys import (
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.replies import Reply
+from tubemq_aio.gateway.leases.roundtrips import RoundTrips, refusal_error
 from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
+from tubemq_aio.gateway.redis_client import RedisClient
 
 __all__ = [
     "BOOT_KEY",
@@ -57,6 +58,7 @@ RESET_CHUNK = 200
 RECLAIM_MAX = 64
 _SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
 _T = TypeVar("_T")
+log = logging.getLogger("tubemq_aio.gateway")
 _UNLOCK = (
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 )
@@ -80,12 +82,16 @@ _SEEN = (
 )
 
 
-def refusal_error(exc: rexc.ResponseError) -> GatewayError:
-    """What a Redis error answer means: not ready yet (``LOADING``/``BUSY``, 503) or a refused
-    command (a bug or a misconfigured Redis)."""
-    if "LOADING" in str(exc) or "BUSY" in str(exc):
-        return StoreUnavailableError(f"Redis not ready: {exc}")
-    return GatewayError(f"Redis refused a gateway command: {exc}")
+async def _queue_script(
+    pipe: Any, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+) -> None:
+    """Queue ``script`` in ``pipe``: a server pipeline loads a missing script in the same
+    round trip; a cluster pipeline refuses that helper and takes a plain ``EVALSHA`` (a
+    ``NOSCRIPT`` answer then loads the scripts and retries, see :mod:`.roundtrips`)."""
+    if isinstance(pipe, ClusterPipeline):
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    else:
+        await script(keys=keys, args=args, client=pipe)
 
 
 def _load_source(name: str) -> str:
@@ -94,57 +100,53 @@ def _load_source(name: str) -> str:
     return common + "\n" + (pkg / f"{name}.lua").read_text(encoding="utf-8")
 
 
-class LeaseStore:
+class LeaseStore(RoundTrips):
     """Script calls and plain commands on one Redis client.
 
     Args:
-        client: a ``redis.asyncio.Redis`` (its connection pool is used, not closed here).
+        client: a ``redis.asyncio.Redis`` or ``RedisCluster`` (its pools are used, not closed
+            here).
         timeout: seconds for one round trip before :class:`StoreUnavailableError`.
+        max_inflight: round trips in flight at most (None: the client's pool bounds them); a
+            round trip beyond it waits for room within its ``timeout``.
+        ack_replicas: after an ack, ``WAIT`` until this many replicas hold it (0: do not wait).
+        ack_wait_ms: how long that ``WAIT`` may take; an ack still answers success after it
+            (the primary has it), counted in :attr:`wait_short`.
+
+    Attributes:
+        roundtrips, failures, lost: round trips, those that ended in
+            :class:`StoreUnavailableError`, and script answers ``lost``.
+        wait_short: acks whose ``WAIT`` ended before ``ack_replicas`` replicas confirmed them.
     """
 
-    def __init__(self, client: aioredis.Redis, *, timeout: float = 5.0) -> None:
-        self.client = client
-        self.timeout = timeout
-        self.roundtrips = 0
-        self.failures = 0  # round trips that ended in StoreUnavailableError
-        self.lost = 0  # script answers "lost" (StateLostError)
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        timeout: float = 5.0,
+        max_inflight: int | None = None,
+        ack_replicas: int = 0,
+        ack_wait_ms: int = 100,
+    ) -> None:
+        super().__init__(client, timeout=timeout, max_inflight=max_inflight)
+        self.ack_replicas = ack_replicas
+        self.ack_wait_ms = ack_wait_ms
+        self.lost = 0
+        self.wait_short = 0
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
         self._unlock = client.register_script(_UNLOCK)
         self._renew = client.register_script(_RENEW)
         self._seen = client.register_script(_SEEN)
 
-    async def roundtrip(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one idempotent Redis call with this store's timeout, retry and error mapping.
-
-        Raises:
-            StoreUnavailableError: Redis is down or not ready.
-            GatewayError: Redis refused the command.
-        """
-        return await self._io(call)
-
-    async def _io(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """One round trip; a lost connection is retried once (scripts are idempotent)."""
-        for attempt in range(2):
-            self.roundtrips += 1
-            try:
-                async with asyncio.timeout(self.timeout):
-                    return await call()
-            except (rexc.ConnectionError, rexc.TimeoutError, TimeoutError, OSError) as exc:
-                if attempt:
-                    self.failures += 1
-                    raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
-            except rexc.ResponseError as exc:
-                error = refusal_error(exc)
-                self.failures += isinstance(error, StoreUnavailableError)
-                raise error from exc
-        raise AssertionError("unreachable")
+    def _all_scripts(self) -> list[AsyncScript]:
+        return [*self._scripts.values(), self._unlock, self._renew, self._seen]
 
     async def _run(
         self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
     ) -> Reply:
         keys = [*scope_keys(group, scope), *extra_keys]
         argv = [f"{group}|{scope}", *args]
-        raw = await self._io(lambda: self._scripts[name](keys=keys, args=argv))
+        raw = await self.roundtrip(lambda: self._scripts[name](keys=keys, args=argv))
         return self.reply(raw, group)
 
     def script(self, name: str) -> AsyncScript:
@@ -198,8 +200,29 @@ class LeaseStore:
         return await self._run_leased("rewind", key, old, new, top)
 
     async def settle(self, key: LeaseKey, action: str, delay_ms: int = 0) -> Reply:
-        """Ack, nack or release a lease."""
-        return await self._run_leased("settle", key, action, delay_ms)
+        """Ack, nack or release a lease; an ack then waits for ``ack_replicas`` replicas."""
+        if action != "ack" or self.ack_replicas <= 0:
+            return await self._run_leased("settle", key, action, delay_ms)
+        keys = scope_keys(key.group, key.scope)
+        argv: list[Any] = [
+            f"{key.group}|{key.scope}", key.partition_key, key.lease_id, action, delay_ms
+        ]
+        script = self._scripts["settle"]
+
+        async def settle_and_wait() -> list[Any]:
+            # WAIT counts the writes of its own connection: it must share the script's
+            async with self.client.pipeline(transaction=False) as pipe:
+                await _queue_script(pipe, script, keys, argv)
+                pipe.execute_command("WAIT", self.ack_replicas, self.ack_wait_ms)
+                return list(await pipe.execute())
+
+        raw, confirmed = await self.roundtrip(settle_and_wait)
+        if int(confirmed) < self.ack_replicas:
+            self.wait_short += 1
+            log.debug(
+                "ack of %s/%s confirmed by %s replicas", key.group, key.partition_key, confirmed
+            )
+        return self.reply(raw, key.group)
 
     async def extend(self, key: LeaseKey, lease_ms: int) -> Reply:
         """Move a lease's expiry."""
@@ -235,10 +258,10 @@ class LeaseStore:
                 async with self.client.pipeline(transaction=False) as pipe:
                     for s in chunk:
                         args = [f"{group}|{s}", target, len(pairs), *flat, *plist]
-                        await script(keys=scope_keys(group, s), args=args, client=pipe)
+                        await _queue_script(pipe, script, scope_keys(group, s), args)
                     return list(await pipe.execute())
 
-            for raw in await self._io(run):
+            for raw in await self.roundtrip(run):
                 vals = [text(v) for v in raw]
                 out.append(Reply(str(vals[0]), int(vals[1]), tuple(vals[2:])))
         return out
@@ -251,7 +274,7 @@ class LeaseStore:
 
     async def booted(self) -> bool:
         """Whether the store holds the boot marker (written by ``tubemq-gateway init``)."""
-        return bool(await self._io(lambda: self.client.exists(BOOT_KEY)))
+        return bool(await self.roundtrip(lambda: self.client.exists(BOOT_KEY)))
 
     async def boot(self, groups: Sequence[str], *, allow_init: bool) -> None:
         """Check the boot markers at start; write the missing ones only where it is safe.
@@ -265,18 +288,20 @@ class LeaseStore:
             return
 
         async def mark() -> None:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.set(BOOT_KEY, "1", nx=True)
+            # the keys live in different slots of a cluster: no transaction, but the groups
+            # first, so a store is never marked booted with a group left unmarked
+            async with self.client.pipeline(transaction=False) as pipe:
                 for g in groups:
                     pipe.hsetnx(scope_keys(g, "c")[0], "boot", "1")
                 await pipe.execute()
+            await self.client.set(BOOT_KEY, "1", nx=True)
 
-        await self._io(mark)
+        await self.roundtrip(mark)
 
     async def set_paused(self, group: str, paused: bool) -> None:
         """Pause or resume every replica's fetches of ``group`` at once."""
         cfg = scope_keys(group, "c")[0]
-        await self._io(lambda: self.client.hset(cfg, "paused", "1" if paused else "0"))
+        await self.roundtrip(lambda: self.client.hset(cfg, "paused", "1" if paused else "0"))
 
     async def set_rate(self, group: str, rate: float, burst: int) -> None:
         """Set the shared consume limit (0 = off) and restart the limiter."""
@@ -289,7 +314,7 @@ class LeaseStore:
                 pipe.delete(rl)
                 await pipe.execute()
 
-        await self._io(write)
+        await self.roundtrip(write)
 
     async def add_client(
         self, group: str, scope: str, cap: int = 0, owner: str = "", owner_cap: int = 0
@@ -302,41 +327,43 @@ class LeaseStore:
             the group has ``cap`` scopes, or ``owner`` has ``owner_cap`` (0: no cap).
         """
         keys = list(clients_keys(group))
-        got = await self._io(lambda: self._seen(keys=keys, args=[scope, cap, owner, owner_cap]))
+        got = await self.roundtrip(
+            lambda: self._seen(keys=keys, args=[scope, cap, owner, owner_cap])
+        )
         return {1: "ok", 0: "group_full"}.get(int(got), "owner_full")
 
     async def clients(self, group: str) -> list[str]:
         """Every broadcast scope of ``group`` seen so far (and not collected since)."""
         key = clients_keys(group)[0]
-        return sorted(text(m) for m in await self._io(lambda: self.client.smembers(key)))
+        return sorted(text(m) for m in await self.roundtrip(lambda: self.client.smembers(key)))
 
     async def members(self, group: str, scope: str) -> list[str]:
         """The partitions known to a scope."""
         key = scope_keys(group, scope)[6]
-        return sorted(text(m) for m in await self._io(lambda: self.client.smembers(key)))
+        return sorted(text(m) for m in await self.roundtrip(lambda: self.client.smembers(key)))
 
     async def leased_partition(self, group: str, scope: str, lease_id: str) -> str | None:
         """The partition ``lease_id`` holds right now, or None (never taken, settled, expired)."""
         key = scope_keys(group, scope)[7]
-        held = await self._io(lambda: self.client.hget(key, lease_id))
+        held = await self.roundtrip(lambda: self.client.hget(key, lease_id))
         return None if held is None else str(text(held))
 
     async def try_lock(self, key: str, token: str, px: int) -> bool:
         """``SET key token NX PX px``: True if this caller now holds the short mutex."""
-        return bool(await self._io(lambda: self.client.set(key, token, nx=True, px=px)))
+        return bool(await self.roundtrip(lambda: self.client.set(key, token, nx=True, px=px)))
 
     async def renew_lock(self, key: str, token: str, px: int) -> bool:
         """Give the mutex ``key`` another ``px`` ms if ``token`` still holds it."""
-        return bool(await self._io(lambda: self._renew(keys=[key], args=[token, px])))
+        return bool(await self.roundtrip(lambda: self._renew(keys=[key], args=[token, px])))
 
     async def unlock(self, key: str, token: str) -> None:
         """Delete the mutex ``key`` if ``token`` still holds it (compare and delete)."""
-        await self._io(lambda: self._unlock(keys=[key], args=[token]))
+        await self.roundtrip(lambda: self._unlock(keys=[key], args=[token]))
 
     async def ping(self) -> bool:
         """True if Redis answers ``PING``."""
         try:
-            return bool(await self._io(self.client.ping))
+            return bool(await self.roundtrip(self.client.ping))
         except GatewayError:
             return False
 
@@ -357,7 +384,7 @@ class LeaseStore:
                 pipe.zrange(keys[8], 0, -1, withscores=True)
                 return list(await pipe.execute())
 
-        cfg, tat, cur, st, ready, leased, parts, acq, done = await self._io(read)
+        cfg, tat, cur, st, ready, leased, parts, acq, done = await self.roundtrip(read)
         state = state_from_redis(scope, cfg, tat, cur, st, ready, leased, parts, acq)
         state.scopes[scope].done = {text(m): int(t) for m, t in done}
         return state

@@ -1,0 +1,1 @@
+"""``make gateway-ha-run``: the gateway under load while a replica and the Redis primary die."""

@@ -1,0 +1,104 @@
+"""RedisSentinelSet and RedisClusterSet: real replicated Redis on loopback, failed over by a
+SIGKILL of a primary; a write acknowledged before the kill and replicated survives it."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.sentinel import Sentinel
+
+from tubemq_aio.testing import RedisClusterSet, RedisSentinelSet, RedisServerError, wait_until
+from tubemq_aio.testing._process import pid_alive
+
+
+async def test_sentinel_set_promotes_the_replica_after_a_primary_crash() -> None:
+    async with RedisSentinelSet() as redis_set:
+        assert redis_set.url.startswith("redis+sentinel://127.0.0.1:")
+        assert redis_set.url.endswith("/mymaster/0")
+        old = await redis_set.primary()
+        assert await redis_set.sentinel_primary_port() == old.port
+        sentinel = Sentinel([("127.0.0.1", p) for p in redis_set.sentinel_ports])  # type: ignore[no-untyped-call]
+        client = sentinel.master_for("mymaster")
+        try:
+            assert await client.set("k", "v")
+            assert await client.execute_command("WAIT", 1, 5000) == 1  # the replica has it
+            killed = await redis_set.kill_primary()
+            assert killed is old
+            assert not old.running
+            new = await redis_set.wait_failover(old)
+            assert new is not old
+            assert await redis_set.sentinel_primary_port() == new.port
+
+            async def readable() -> bool:
+                try:
+                    return bool(await client.get("k") == b"v")
+                except Exception:
+                    return False
+
+            await wait_until(readable, timeout=30, what="the promoted primary serving the key")
+        finally:
+            await client.aclose()
+        root = redis_set.data_dir
+    assert not root.exists()  # a clean exit removes the directory
+
+
+async def test_cluster_set_serves_hash_tags_and_fails_a_slot_over() -> None:
+    key = "tgw:{g:orders}:cfg"
+    async with RedisClusterSet() as cluster:
+        assert cluster.url.startswith("redis+cluster://127.0.0.1:")
+        assert len(await cluster.primaries()) == 3
+        assert await cluster.slot_of(key) == await cluster.slot_of("tgw:{g:orders}:c:st")
+        client = RedisCluster(host="127.0.0.1", port=cluster.servers[0].port)
+        try:
+            await client.hset(key, "boot", "1")
+            owner = await cluster.owner_of(key)
+            plain = aioredis.Redis(port=owner.port)
+            try:
+                assert await plain.execute_command("WAIT", 1, 5000) == 1  # type: ignore[no-untyped-call]
+            finally:
+                await plain.aclose()
+            killed = await cluster.kill_primary_of(key)
+            assert killed is owner
+            assert not killed.running
+            new = await cluster.wait_failover(key, killed)
+            assert new is not killed
+
+            async def readable() -> bool:
+                try:
+                    return bool(await client.hget(key, "boot") == b"1")
+                except Exception:
+                    return False
+
+            await wait_until(readable, timeout=30, what="the new owner serving the slot")
+        finally:
+            await client.aclose()
+
+
+PIDS: list[int] = []
+
+
+async def fail_inside(redis_set: RedisSentinelSet) -> None:
+    """Start the set, note its server pids, and fail inside the ``async with``."""
+    async with redis_set:
+        PIDS.extend(s._proc.pid for s in redis_set.servers if s._proc and s._proc.pid)
+        raise RuntimeError("boom")
+
+
+async def test_a_failing_body_keeps_the_logs_and_bad_settings_are_typed() -> None:
+    with pytest.raises(ValueError, match="down_after_ms"):
+        RedisSentinelSet(down_after_ms=5)
+    with pytest.raises(ValueError, match="node_timeout_ms"):
+        RedisClusterSet(node_timeout_ms=0)
+    with pytest.raises(RedisServerError, match="never started"):
+        _ = RedisSentinelSet().url
+    redis_set = RedisSentinelSet()
+    with pytest.raises(RuntimeError, match="boom"):
+        await fail_inside(redis_set)
+    kept = redis_set.kept_dir
+    assert kept is not None
+    assert (kept / "sentinel-0" / "sentinel.log").exists()
+    assert all(not pid_alive(pid) for pid in PIDS)
+    shutil.rmtree(kept)

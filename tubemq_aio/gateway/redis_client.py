@@ -1,0 +1,212 @@
+"""The gateway's Redis client, built from its ``redis`` URL: one server, Sentinel or Cluster.
+
+Three forms (see ``docs/gateway.md``, "Redis topologies"):
+
+* ``redis://[user:password@]host:port/db``, ``rediss://…``, ``unix://…``: one server (with or
+  without replicas the gateway does not know of).
+* ``redis+sentinel://[user:password@]h1:26379,h2:26379/<service>/<db>``: the primary of
+  ``service`` as the sentinels name it; after a failover the next connection asks them again.
+  The credentials are the data nodes'; the sentinels are asked without any.
+* ``redis+cluster://[user:password@]h1:7000,h2:7001[/0]``: a Redis Cluster; the hosts are seeds,
+  the client learns the slot map and follows ``MOVED``. Every gateway key of a group carries the
+  hash tag ``{g:<group>}``, so every script touches one slot.
+
+A ``[redis]`` table (``url``, ``max_connections``, ``ack_replicas``, ``ack_wait_ms``) may stand
+for the top-level ``redis*`` settings (:func:`redis_table_options`).
+
+Each form bounds the connections of one replica: the single-server and Sentinel pools make a
+burst wait for a free connection (up to the round-trip timeout) instead of failing; a cluster
+client's pools are per node and fail when full, so the store caps its round trips in flight
+(:attr:`RedisTopology.inflight_cap`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+
+from tubemq_aio.errors import ConfigError
+
+__all__ = [
+    "RedisClient",
+    "RedisTopology",
+    "open_redis",
+    "parse_redis_url",
+    "redis_table_options",
+]
+
+#: What the store, the wake listener and the housekeeper talk to.
+RedisClient = aioredis.Redis | RedisCluster
+
+_SINGLE = ("redis://", "rediss://", "unix://")
+_SENTINEL = "redis+sentinel://"
+_CLUSTER = "redis+cluster://"
+#: ``[redis]`` table key → the top-level setting it stands for.
+_TABLE_KEYS = {
+    "url": "redis",
+    "max_connections": "redis_max_connections",
+    "ack_replicas": "redis_ack_replicas",
+    "ack_wait_ms": "redis_ack_wait_ms",
+}
+
+
+class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """A Sentinel pool whose callers wait for a free connection when all are in use."""
+
+
+@dataclass(frozen=True, slots=True)
+class RedisTopology:
+    """A parsed ``redis`` URL.
+
+    Attributes:
+        kind: ``server``, ``sentinel`` or ``cluster``.
+        url: the URL as given (``server``: handed to redis-py as is).
+        nodes: the sentinels' or the cluster seeds' ``(host, port)`` (empty for ``server``).
+        service: the Sentinel service (master) name.
+        db: the database number (always 0 in a cluster).
+        username: the data nodes' ACL user, or None.
+        password: the data nodes' password, or None.
+    """
+
+    kind: Literal["server", "sentinel", "cluster"]
+    url: str = field(repr=False)
+    nodes: tuple[tuple[str, int], ...] = ()
+    service: str = ""
+    db: int = 0
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def supports_wait(self) -> bool:
+        """Whether ``WAIT`` after a write can run on the write's own connection (not in a
+        cluster, where redis-py sends a keyless command to another node's connection)."""
+        return self.kind != "cluster"
+
+
+def _split_hosts(text: str, url_kind: str) -> tuple[tuple[str, int], ...]:
+    nodes = []
+    for part in text.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"redis: {url_kind} hosts must be host:port[,host:port…]")
+        nodes.append((host, int(port)))
+    return tuple(nodes)
+
+
+def parse_redis_url(url: str) -> RedisTopology:
+    """Parse the gateway's ``redis`` setting (the forms in the module docstring).
+
+    Raises:
+        ConfigError: not one of the forms, or a malformed host list, service or database.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError("redis is required (a non-empty URL)")
+    if url.startswith(_SINGLE):
+        return RedisTopology("server", url)
+    if url.startswith(_SENTINEL):
+        kind, rest = "sentinel", url[len(_SENTINEL) :]
+    elif url.startswith(_CLUSTER):
+        kind, rest = "cluster", url[len(_CLUSTER) :]
+    else:
+        raise ConfigError(
+            "redis must be a redis://, rediss://, unix://, redis+sentinel:// or "
+            "redis+cluster:// URL"
+        )
+    if "?" in rest or "#" in rest:
+        raise ConfigError(f"redis: a {kind} URL takes no query or fragment")
+    creds, at, rest = rest.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = creds.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    hosts, _, path = rest.partition("/")
+    nodes = _split_hosts(hosts, kind)
+    parts = [p for p in path.split("/") if p]
+    if kind == "sentinel":
+        if not 1 <= len(parts) <= 2:
+            raise ConfigError("redis: a sentinel URL is redis+sentinel://hosts/<service>[/<db>]")
+        service, db_text = parts[0], parts[1] if len(parts) == 2 else "0"
+    else:
+        if len(parts) > 1 or (parts and parts[0] != "0"):
+            raise ConfigError("redis: a Redis Cluster has database 0 only")
+        service, db_text = "", "0"
+    if not db_text.isdigit() or int(db_text) > 10_000:
+        raise ConfigError("redis: the database must be a number")
+    return RedisTopology(
+        "sentinel" if kind == "sentinel" else "cluster",
+        url,
+        nodes,
+        unquote(service),
+        int(db_text),
+        username,
+        password,
+    )
+
+
+def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float) -> RedisClient:
+    """A client of the topology's primary (or primaries); nothing is connected yet.
+
+    Args:
+        topology: from :func:`parse_redis_url`.
+        max_connections: connections at most (per node in a cluster).
+        timeout: seconds for a connect and for one reply; also how long a caller waits for a
+            free connection of a full pool.
+    """
+    common: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    if topology.kind == "server":
+        pool = aioredis.BlockingConnectionPool.from_url(
+            topology.url, max_connections=max_connections, timeout=timeout, **common
+        )
+        return aioredis.Redis.from_pool(pool)
+    auth: dict[str, Any] = {"username": topology.username, "password": topology.password}
+    if topology.kind == "sentinel":
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(topology.nodes), sentinel_kwargs=dict(common), **common
+        )
+        client: aioredis.Redis = sentinel.master_for(
+            topology.service,
+            connection_pool_class=_BlockingSentinelPool,
+            db=topology.db,
+            max_connections=max_connections,
+            timeout=timeout,
+            **auth,
+        )
+        return client
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in topology.nodes],
+        max_connections=max_connections,
+        **auth,
+        **common,
+    )
+
+
+def redis_table_options(table: object, top_level: Mapping[str, object]) -> dict[str, object]:
+    """The top-level settings a ``[redis]`` table stands for (``url``, ``max_connections``,
+    ``ack_replicas``, ``ack_wait_ms``); their values are checked where the top-level ones are.
+
+    Raises:
+        ConfigError: not a table, an unknown key, no ``url``, or a setting given both in the
+            table and at the top level.
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError("redis must be a URL string or a [redis] table")
+    unknown = sorted(set(table) - set(_TABLE_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown config key redis.{unknown[0]}")
+    if "url" not in table:
+        raise ConfigError("redis.url is required in a [redis] table")
+    out: dict[str, object] = {}
+    for key, value in table.items():
+        flat = _TABLE_KEYS[key]
+        if flat in top_level:
+            raise ConfigError(f"{flat} is set twice: at the top level and as redis.{key}")
+        out[flat] = value
+    return out
