@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from tubemq_aio._validate import Checks
 from tubemq_aio.auth import Credentials
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.telemetry import Telemetry
 

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tubemq_aio._validate import Checks
 from tubemq_aio._version import __version__
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
-from tubemq_aio._validate import Checks, check_options
+from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify

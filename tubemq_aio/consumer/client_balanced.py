@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import Self, Unpack
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
 from tubemq_aio.consumer._cb_models import (

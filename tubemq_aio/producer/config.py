@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Self, TypedDict, Unpack
 
-from tubemq_aio._validate import Checks, is_seconds
+from tubemq_aio.checks import Checks, is_seconds
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig

@@ -13,7 +13,7 @@ from tubemq_aio._client import open_pool
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
-from tubemq_aio._validate import Checks, check_options
+from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
     ConfigError,

@@ -25,6 +25,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import InvalidMessageError, MessageDecodeError
 
 try:  # zlib-ng's CRC-32 uses SIMD (≈ 4x faster on 1 KB); same polynomial, same results.
@@ -71,6 +72,7 @@ _ATTR_LEN = struct.Struct(">i")
 _CRC_MASK = 0x7FFFFFFF
 _MSG_TIME_LEN = 12
 _RESERVED_CHARS = (",", "=")
+_BODY_TYPES = (bytes, bytearray, memoryview)
 # tuple.__new__ skips the Python-level NamedTuple constructor on the per-message path.
 _tuple_new = tuple.__new__
 
@@ -134,7 +136,9 @@ def ip_to_int(ip: str) -> int:
     except ValueError:
         octets = []
     if len(octets) != 4 or not all(0 <= o <= 255 for o in octets):
-        raise InvalidMessageError(f"not an IPv4 address: {ip!r}")
+        checks = Checks("sentAddr", error=InvalidMessageError)
+        checks.problem(f"not an IPv4 address: {ip!r}")
+        checks.done()
     value = (octets[0] << 24) | (octets[1] << 16) | (octets[2] << 8) | octets[3]
     return value - (1 << 32) if value & 0x80000000 else value
 
@@ -148,11 +152,13 @@ def validate_topic(topic: object) -> str:
     Raises:
         InvalidMessageError: not a string, blank, or longer than :data:`MAX_TOPIC_LENGTH`.
     """
-    if not isinstance(topic, str) or not topic.strip():
-        raise InvalidMessageError(f"topic must be a non-blank string, got {topic!r}")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidMessageError(f"topic is longer than {MAX_TOPIC_LENGTH} chars: {topic!r}")
-    return topic
+    if type(topic) is str and len(topic) <= MAX_TOPIC_LENGTH and topic.strip():
+        return topic
+    checks = Checks("topic", error=InvalidMessageError)
+    if checks.text("topic", topic) and len(topic) > MAX_TOPIC_LENGTH:  # type: ignore[arg-type]
+        checks.problem(f"topic must be at most {MAX_TOPIC_LENGTH} characters: {topic!r:.80}")
+    checks.done()
+    return topic  # type: ignore[return-value]  # a subclass of str passed the checks
 
 
 def _plain(attributes: object, msg_type: object) -> bool:
@@ -160,25 +166,40 @@ def _plain(attributes: object, msg_type: object) -> bool:
     return (attributes is None or type(attributes) is dict) and (msg_type is None or msg_type == "")
 
 
-def _message_fields(
-    attributes: object, msg_type: object, msg_time: datetime | str | None
+def _check_body(checks: Checks, body: object) -> bytes:
+    """``body`` as ``bytes`` if it is a non-empty bytes-like object (else a problem, ``b""``)."""
+    if not isinstance(body, bytes | bytearray | memoryview):
+        checks.instance("message body", body, _BODY_TYPES)  # records the problem
+        return b""
+    data = bytes(body)
+    if not data:
+        checks.problem("message body is empty")
+    return data
+
+
+def _check_fields(
+    checks: Checks, attributes: object, msg_type: object, msg_time: object
 ) -> tuple[str, str, bytes]:
-    """Validate the attribute-carried fields; returns ``(msgType, msgTime, block)`` texts."""
-    if attributes is not None and not isinstance(attributes, Mapping):
-        raise InvalidMessageError(
-            f"attributes must be a mapping of strings, got {type(attributes).__name__}"
-        )
-    if msg_type is not None and type(msg_type) is not str:
-        raise InvalidMessageError(f"msg_type must be a string, got {type(msg_type).__name__}")
-    if msg_time is not None and not isinstance(msg_time, str):
+    """Check the attribute-carried fields; returns ``(msgType, msgTime, block)`` texts (empty
+    texts when a problem was recorded)."""
+    fine = checks.instance("attributes", attributes, Mapping, optional=True)
+    fine = checks.instance("msg_type", msg_type, str, optional=True) and fine
+    if isinstance(msg_time, datetime):
         msg_time = format_msg_time(msg_time)
+    else:
+        fine = checks.instance("msg_time", msg_time, (datetime, str), optional=True) and fine
+    if not fine:
+        return "", "", b""
     try:
-        items = tuple(attributes.items()) if attributes else ()
+        items = tuple(attributes.items()) if isinstance(attributes, Mapping) else ()
         return _attribute_block(msg_type or "", msg_time or "", items)
+    except InvalidMessageError as exc:
+        checks.adopt(exc)
     except TypeError:  # something unhashable reached the cache
-        raise InvalidMessageError("attributes, msg_type and msg_time must be strings") from None
+        checks.problem("attributes, msg_type and msg_time must be strings")
     except UnicodeEncodeError as exc:  # lone surrogates cannot be sent as UTF-8
-        raise InvalidMessageError(f"attribute text is not encodable as UTF-8: {exc}") from None
+        checks.problem(f"attribute text is not encodable as UTF-8: {exc}")
+    return "", "", b""
 
 
 def check_message(
@@ -193,28 +214,30 @@ def check_message(
     Raises:
         InvalidMessageError: as :func:`encode_message` would, size aside.
     """
-    if not isinstance(body, bytes | bytearray | memoryview):
-        raise InvalidMessageError(f"message body must be bytes, got {type(body).__name__}")
-    if not len(body):
-        raise InvalidMessageError("message body is empty")
+    checks = Checks("message", error=InvalidMessageError)
+    if type(body) is not bytes or not body:
+        _check_body(checks, body)
     if attributes or msg_type or msg_time is not None or not _plain(attributes, msg_type):
-        _message_fields(attributes, msg_type, msg_time)
+        _check_fields(checks, attributes, msg_type, msg_time)
+    checks.done()
 
 
 @lru_cache(maxsize=1024)
 def _user_item(key: object, value: object) -> str:
     """Validate one user attribute and return ``key=value``; cached since pairs repeat a lot."""
+    checks = Checks("attributes", error=InvalidMessageError)
     for what, text in (("key", key), ("value", value)):
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidMessageError(f"attribute {what} must be a non-blank string: {text!r}")
-        if "," in text or "=" in text:
-            raise InvalidMessageError(f"attribute {what} may not contain ',' or '=': {text!r}")
+        if not checks.text(f"attribute {what}", text):
+            continue
+        if "," in text or "=" in text:  # type: ignore[operator]  # a str, checked above
+            checks.problem(f"attribute {what} may not contain ',' or '=': {text!r}")
         # Java refuses the system-header tokens anywhere in a user key or value (§5.2), since a
         # consumer takes any item containing them for a system header.
-        if TOKEN_MSG_TYPE in text or TOKEN_MSG_TIME in text:
-            raise InvalidMessageError(
+        elif TOKEN_MSG_TYPE in text or TOKEN_MSG_TIME in text:  # type: ignore[operator]
+            checks.problem(
                 f"attribute {what} may not contain {TOKEN_MSG_TYPE} or {TOKEN_MSG_TIME}: {text!r}"
             )
+    checks.done()
     return f"{key}={value}"
 
 
@@ -223,7 +246,9 @@ def _msg_type_item(msg_type: str) -> tuple[str, str]:
     trimmed = msg_type.strip()
     # Not checked by Java, but a ',' or '=' would corrupt the attribute for every consumer.
     if any(c in trimmed for c in _RESERVED_CHARS) or TOKEN_MSG_TIME in trimmed:
-        raise InvalidMessageError(f"msg_type may not contain ',', '=' or $msgTime$: {msg_type!r}")
+        checks = Checks("msg_type", error=InvalidMessageError)
+        checks.problem(f"msg_type may not contain ',', '=' or $msgTime$: {msg_type!r}")
+        checks.done()
     return trimmed, f"{TOKEN_MSG_TYPE}={trimmed}"
 
 
@@ -238,11 +263,13 @@ def format_msg_time(value: datetime | str) -> str:
     """
     if isinstance(value, datetime):
         return f"{value.year:04d}{value.month:02d}{value.day:02d}{value.hour:02d}{value.minute:02d}"
-    if not isinstance(value, str):
-        raise InvalidMessageError(f"msg_time must be a datetime or a string, got {value!r}")
-    text = value.strip()
-    if parse_msg_time(text) is None:
-        raise InvalidMessageError(f"msg_time must be 'yyyyMMddHHmm', got {value!r}")
+    checks = Checks("msg_time", error=InvalidMessageError)
+    text = ""
+    if checks.instance("msg_time", value, (datetime, str)):
+        text = value.strip()
+        if parse_msg_time(text) is None:
+            checks.problem(f"msg_time must be 'yyyyMMddHHmm', got {value!r}")
+    checks.done()
     return text
 
 
@@ -292,37 +319,32 @@ def encode_message(
     Raises:
         InvalidMessageError: any input is invalid, or the message is larger than ``max_size``.
     """
-    if type(body) is not bytes:
-        if not isinstance(body, bytearray | memoryview):
-            raise InvalidMessageError(f"message body must be bytes, got {type(body).__name__}")
-        body = bytes(body)
-    size = len(body)
-    if not size:
-        raise InvalidMessageError("message body is empty")
     if (
-        not attributes
+        type(body) is bytes
+        and 0 < len(body) <= max_size
+        and not attributes
         and not msg_type
         and msg_time is None
         and (attributes is None or type(attributes) is dict)  # inlined _plain(): the hot path
         and (msg_type is None or msg_type == "")
     ):
         # The common plain message: no attribute block, the body is the data (no copy).
-        if size > max_size:
-            raise InvalidMessageError(f"message of {size} bytes exceeds max {max_size}")
         return _tuple_new(EncodedMessage, (body, 0, "", ""))
-    type_text, time_text, block = _message_fields(attributes, msg_type, msg_time)
-    if not block:
-        if size > max_size:
-            raise InvalidMessageError(f"message of {size} bytes exceeds max {max_size}")
-        return _tuple_new(EncodedMessage, (body, 0, "", ""))
+    checks = Checks("message", error=InvalidMessageError)
+    data = body if type(body) is bytes and body else _check_body(checks, body)
+    type_text, time_text, block = _check_fields(checks, attributes, msg_type, msg_time)
+    checks.done()
+    size = len(data)
     # Java measures the attribute in UTF-16 units; UTF-8 bytes are never fewer, so this check is
     # at least as strict and keeps us under the broker's limit (max + 10 KiB, §5.8).
-    attr_size = len(block) - _ATTR_LEN.size
+    attr_size = len(block) - _ATTR_LEN.size if block else 0
     if size + attr_size > max_size:
-        raise InvalidMessageError(
-            f"message of {size} bytes plus {attr_size} attribute bytes exceeds max {max_size}"
-        )
-    return _tuple_new(EncodedMessage, (block + body, ATTRIBUTE_FLAG, type_text, time_text))
+        extra = f" plus {attr_size} attribute bytes" if block else ""
+        checks.problem(f"message of {size} bytes{extra} exceeds max {max_size}")
+        checks.done()
+    if not block:
+        return _tuple_new(EncodedMessage, (data, 0, "", ""))
+    return _tuple_new(EncodedMessage, (block + data, ATTRIBUTE_FLAG, type_text, time_text))
 
 
 @lru_cache(maxsize=1024)
@@ -349,8 +371,6 @@ def _system_header(msg_type: str, msg_time: str) -> tuple[str, str, str]:
     time_text = ""
     items: list[str] = []
     if msg_type:
-        if not isinstance(msg_type, str):
-            raise InvalidMessageError(f"msg_type must be a string, got {msg_type!r}")
         type_text, item = _msg_type_item(msg_type)
         if type_text:
             items.append(item)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError, TDMsgError
 from tubemq_aio.tdmsg._binmsg import decode_binmsg
 from tubemq_aio.tdmsg._common import DEFAULT_MAX_DECOMPRESSED_SIZE, Budget, parse_attributes
