@@ -1,0 +1,193 @@
+"""One validation dialect: the Checks methods for text values, choices and class tuples, and the
+checkers moved onto Checks (protocol names and messages, client-balanced nodes, credentials,
+Spark options, CLI JSON lines) report every problem of one call together with a typed error."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from tubemq_aio.auth import Credentials
+from tubemq_aio.checks import Checks, kinds
+from tubemq_aio.cli._input import Outgoing, parse_json_line
+from tubemq_aio.errors import (
+    ClientBalanceConfigError,
+    ConfigError,
+    ConsumerConfigError,
+    InvalidMessageError,
+    SinkOptionError,
+    SourceOptionError,
+)
+from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
+from tubemq_aio.protocol.consumer_meta import (
+    BoundSession,
+    validate_bound_offsets,
+    validate_filters,
+    validate_group_name,
+    validate_subscriptions,
+)
+from tubemq_aio.protocol.message import (
+    check_message,
+    encode_message,
+    format_msg_time,
+    ip_to_int,
+    validate_topic,
+)
+from tubemq_aio.spark._options import parse_source_options
+
+
+def wrong(value: object) -> Any:
+    """``value`` typed as anything: the tests pass what the type hints forbid."""
+    return value
+
+
+def problems_of(checks: Checks) -> str:
+    with pytest.raises(ConfigError) as info:
+        checks.done()
+    return str(info.value)
+
+
+def test_values_written_as_text() -> None:
+    checks = Checks("opts")
+    assert checks.number_text("a", " 2.5 ", low=0, high=3) == 2.5
+    assert checks.integer_text("b", " 12 ", low=1) == 12
+    assert checks.flag_text("c", "YES") is True
+    assert checks.flag_text("d", "0") is False
+    assert checks.ok
+    checks.number_text("e", "fast", low=0, high=1)
+    checks.number_text("f", "nan", low=0, high=1)
+    checks.number_text("g", "0", low=0, high=1, low_open=True)
+    checks.integer_text("h", "1.5", low=0)
+    checks.integer_text("i", "0", low=1)
+    checks.flag_text("j", "maybe")
+    text = problems_of(checks)
+    for name in "efghij":
+        assert f"{name} must" in text
+
+
+def test_choice_text_length_and_class_tuples() -> None:
+    checks = Checks("call")
+    checks.choice("mode", "fast", ("fast", "slow"))
+    assert checks.text("name", "  abc ", max_length=3) == "abc"
+    assert checks.instance("body", bytearray(b"x"), (bytes, bytearray))
+    assert checks.ok
+    checks.choice("mode", "medium", ("fast", "slow"))
+    checks.choice("level", True, (1, 2))  # True is not 1
+    checks.text("name", "abcd", max_length=3)
+    checks.text("secret", "abcd", max_length=3, secret=True)
+    assert not checks.instance("body", "x", (bytes, bytearray, memoryview))
+    text = problems_of(checks)
+    assert "mode must be one of 'fast', 'slow', got 'medium'" in text
+    assert "level must be one of 1, 2, got True" in text
+    assert "name must be at most 3 characters: 'abcd'" in text
+    assert "secret must be at most 3 characters;" in text  # the value is not shown
+    assert "body must be a bytes, bytearray or memoryview, got str" in text
+    assert kinds(int) == "int"
+
+
+def test_consumer_names_report_every_problem_together() -> None:
+    with pytest.raises(ConsumerConfigError) as info:
+        validate_subscriptions({"a b": ["x,y"], "": None, "ok": ["", "z"]})
+    text = str(info.value)
+    assert "'a b' contains a separator" in text
+    assert "'x,y' contains a separator" in text
+    assert "topic name must not be blank" in text
+    assert "blank name" in text
+    with pytest.raises(ConsumerConfigError, match="must be a string, got int"):
+        validate_group_name(wrong(5))
+    with pytest.raises(ConsumerConfigError, match="only strings"):
+        validate_filters([wrong(1)])
+    with pytest.raises(ConsumerConfigError) as bound:
+        validate_bound_offsets({"1:a:0": -1, "bad": 1, "1:b:0": True}, ["a"])
+    assert "offset of 1:a:0 must be an integer >= 0" in str(bound.value)
+    assert "bad" in str(bound.value)
+    assert "not subscribed" in str(bound.value)
+    assert "got bool" in str(bound.value)
+    with pytest.raises(ConsumerConfigError, match="session_key must not be blank; source_count"):
+        BoundSession(" ", 0)
+
+
+def test_client_balanced_numbers() -> None:
+    assert validate_node(0, 7) == (-2, -2)
+    assert validate_node(3, 2) == (3, 2)
+    with pytest.raises(ClientBalanceConfigError, match=r"node_id must be an integer in \[0, 2\]"):
+        validate_node(3, 3)
+    with pytest.raises(ClientBalanceConfigError, match=r"source_count .* got bool"):
+        validate_node(wrong(True), 0)
+    with pytest.raises(ClientBalanceConfigError, match="source_count"):
+        validate_node(2**31, 0)
+    assert validate_bootstrap_offset(None) is None
+    with pytest.raises(ClientBalanceConfigError, match=r"offset must be an integer in \[0, "):
+        validate_bootstrap_offset(-1)
+    with pytest.raises(ClientBalanceConfigError, match="got float"):
+        validate_bootstrap_offset(wrong(1.0))
+
+
+def test_message_checks_collect_and_keep_the_fast_path() -> None:
+    body = b"plain"
+    assert encode_message(body).data is body  # no copy on the plain path
+    assert validate_topic("t") == "t"
+    with pytest.raises(InvalidMessageError) as info:
+        check_message(wrong(5), attributes=[("k", "v")], msg_type=wrong(3))
+    text = str(info.value)
+    assert "message body must be a bytes, bytearray or memoryview, got int" in text
+    assert "attributes must be a Mapping, got list" in text
+    assert "msg_type must be a str, got int" in text
+    with pytest.raises(InvalidMessageError, match="at most 64 characters"):
+        validate_topic("t" * 65)
+    with pytest.raises(InvalidMessageError, match="must not be blank"):
+        validate_topic("  ")
+    with pytest.raises(InvalidMessageError, match="attribute key must not be blank"):
+        encode_message(b"x", attributes={" ": "v"})
+    with pytest.raises(InvalidMessageError, match="yyyyMMddHHmm"):
+        format_msg_time("2026")
+    assert format_msg_time(datetime(2026, 1, 2, 3, 4)) == "202601020304"
+    with pytest.raises(InvalidMessageError, match="not an IPv4 address"):
+        ip_to_int("1.2.3")
+
+
+def test_credentials_check_timestamp_and_nonce() -> None:
+    creds = Credentials("u", "s3cret")
+    assert creds.authenticate(1, 0).nonce == 0
+    with pytest.raises(ConfigError) as info:
+        creds.authenticate(-1, wrong(True))
+    assert "timestamp_ms must be an integer >= 0" in str(info.value)
+    assert "nonce must be an integer in [0, 2147483646], got bool" in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_spark_source_names_every_bad_option() -> None:
+    options = {
+        "master": "h:1",
+        "topic": "a",
+        "rpcTimeout": "1",
+        "failOnDataLoss": "maybe",
+        "minPartitions": "0",
+        "startingOffsets": '{"1:b:0": -5}',
+    }
+    with pytest.raises(SourceOptionError) as info:
+        parse_source_options(options, streaming=True)
+    text = str(info.value)
+    for name in ("rpcTimeout", "failOnDataLoss", "minPartitions", "topic of '1:b:0'", "-5"):
+        assert name in text
+    assert not issubclass(SinkOptionError, SourceOptionError)
+
+
+def test_cli_json_line_names_every_bad_field() -> None:
+    defaults = Outgoing(b"", {}, None, None, None)
+    line = b'{"body": 5, "body_encoding": "hex", "msg_type": 1, "msg_time": "soon"}'
+    with pytest.raises(ConfigError) as info:
+        parse_json_line(line, defaults)
+    text = str(info.value)
+    assert text.startswith("JSON line: ")
+    for part in ('"body_encoding" must be one of', '"body" must be a str', '"msg_type"', "soon"):
+        assert part in text
+    with pytest.raises(ConfigError, match="not JSON"):
+        parse_json_line(b"{", defaults)
+    with pytest.raises(ConfigError, match="expected a JSON object"):
+        parse_json_line(b"[1]", defaults)
+    parsed = parse_json_line(b'{"body": "aGk=", "body_encoding": "base64"}', defaults)
+    assert parsed is not None
+    assert parsed.body == b"hi"
