@@ -80,6 +80,16 @@ class Checks:
             text = text[: _MAX_PROBLEM - 3] + "..."
         self._problems.append((text, type(exc)))
 
+    def fail(self, text: str) -> NoReturn:
+        """Record one problem and raise at once with everything recorded so far: for a check
+        that cannot go on (a parser stopped by what it cannot read).
+
+        Raises:
+            ConfigError: always (the class this :class:`Checks` raises).
+        """
+        self.problem(text)
+        self._raise()
+
     @property
     def ok(self) -> bool:
         """Whether no problem was recorded so far."""

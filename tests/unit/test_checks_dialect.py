@@ -4,14 +4,21 @@ Spark options, CLI JSON lines) report every problem of one call together with a 
 
 from __future__ import annotations
 
+import argparse
+import math
 from datetime import datetime
 from typing import Any
 
 import pytest
 
+from tubemq_aio import ClientConfig
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks, kinds
+from tubemq_aio.cli._common import parse_attrs
+from tubemq_aio.cli._connect import connection_options
 from tubemq_aio.cli._input import Outgoing, parse_json_line
+from tubemq_aio.cli._listing import web_endpoint
+from tubemq_aio.config import HostPort, parse_masters
 from tubemq_aio.errors import (
     ClientBalanceConfigError,
     ConfigError,
@@ -20,7 +27,10 @@ from tubemq_aio.errors import (
     SinkOptionError,
     SourceOptionError,
 )
+from tubemq_aio.producer.config import check_send_many_args
+from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
+from tubemq_aio.protocol.client_id import make_client_id
 from tubemq_aio.protocol.consumer_meta import (
     BoundSession,
     validate_bound_offsets,
@@ -191,3 +201,73 @@ def test_cli_json_line_names_every_bad_field() -> None:
     parsed = parse_json_line(b'{"body": "aGk=", "body_encoding": "base64"}', defaults)
     assert parsed is not None
     assert parsed.body == b"hi"
+
+
+def test_fail_raises_with_everything_recorded_so_far() -> None:
+    checks = Checks("parse", error=ConsumerConfigError)
+    checks.problem("first")
+    with pytest.raises(ConsumerConfigError, match="parse: first; second"):
+        checks.fail("second")
+
+
+def test_every_bad_master_address_is_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_masters("h1:0,h2:x,[::1,good:8715")
+    text = str(info.value)
+    assert "port must be an integer in [1, 65535], got 0" in text
+    assert "'h2:x' has an invalid port" in text
+    assert "'[::1' is not a valid [IPv6]:port" in text
+    assert parse_masters(" h1 , h1:8715") == (HostPort("h1", 8715),)
+    with pytest.raises(ConfigError, match="at least one master"):
+        parse_masters(" , ")
+
+
+def test_url_problems_are_reported_together_without_the_password() -> None:
+    with pytest.raises(ConfigError) as info:
+        ClientConfig.from_url("tubemq://u:s3cret@h:1/path?nope=1&tls=perhaps&rpc_timeout=x")
+    text = str(info.value)
+    for part in ("path or a fragment", "unknown option 'nope'", "'tls' needs true or false",
+                 "'rpc_timeout' has an invalid value"):  # fmt: skip
+        assert part in text
+    assert "s3cret" not in text
+
+
+def test_broker_blocking_config_checks_every_field() -> None:
+    with pytest.raises(ConfigError) as info:
+        BrokerBlockingConfig(
+            evaluation_interval=math.nan, threshold_ratio=1.5, link_max_blocked=-1,
+            enabled=wrong("yes"), min_expected_successes=wrong(True),
+        )  # fmt: skip
+    text = str(info.value)
+    for name in ("evaluation_interval", "threshold_ratio", "link_max_blocked", "enabled",
+                 "min_expected_successes"):  # fmt: skip
+        assert name in text
+    assert isinstance(info.value, ValueError)
+
+
+def test_client_id_and_send_many_checks() -> None:
+    with pytest.raises(ConfigError, match="local_ip must not be blank; version must not be"):
+        make_client_id(" ", 1, 2, 3, " ")
+    with pytest.raises(ConfigError, match="longer than"):
+        make_client_id("1.2.3.4", 1, 2, 3, "v" * 2000)
+    with pytest.raises(InvalidMessageError, match=r"send_many: bodies\[1\]: message body"):
+        check_send_many_args("t", [b"a", b"", 5], 10)
+    with pytest.raises(InvalidMessageError, match="send_many: 3 bodies exceed max_send_many=2"):
+        check_send_many_args("t", [b"a"] * 3, 2)
+    with pytest.raises(InvalidMessageError, match="bodies must be a list or tuple"):
+        check_send_many_args("t", wrong(b"abc"), 2)
+
+
+def test_cli_arguments_report_every_problem() -> None:
+    args = argparse.Namespace(tls_key="k.pem", tls_cert=None, tls_ca=None, user=None,
+                              password="pw")  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        connection_options(args)
+    assert str(info.value) == "arguments: --tls-key needs --tls-cert; --password needs --user"
+    with pytest.raises(ConfigError) as attrs:
+        parse_attrs(["a=1", "b", "=c"])
+    assert "'b'" in str(attrs.value)
+    assert "'=c'" in str(attrs.value)
+    assert web_endpoint("h:9", None) == ("h", 9)
+    with pytest.raises(ConfigError, match="--web 'ftp://h:1'"):
+        web_endpoint("ftp://h:1", None)

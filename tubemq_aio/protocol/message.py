@@ -137,8 +137,7 @@ def ip_to_int(ip: str) -> int:
         octets = []
     if len(octets) != 4 or not all(0 <= o <= 255 for o in octets):
         checks = Checks("sentAddr", error=InvalidMessageError)
-        checks.problem(f"not an IPv4 address: {ip!r}")
-        checks.done()
+        checks.fail(f"not an IPv4 address: {ip!r}")
     value = (octets[0] << 24) | (octets[1] << 16) | (octets[2] << 8) | octets[3]
     return value - (1 << 32) if value & 0x80000000 else value
 
@@ -247,8 +246,7 @@ def _msg_type_item(msg_type: str) -> tuple[str, str]:
     # Not checked by Java, but a ',' or '=' would corrupt the attribute for every consumer.
     if any(c in trimmed for c in _RESERVED_CHARS) or TOKEN_MSG_TIME in trimmed:
         checks = Checks("msg_type", error=InvalidMessageError)
-        checks.problem(f"msg_type may not contain ',', '=' or $msgTime$: {msg_type!r}")
-        checks.done()
+        checks.fail(f"msg_type may not contain ',', '=' or $msgTime$: {msg_type!r}")
     return trimmed, f"{TOKEN_MSG_TYPE}={trimmed}"
 
 
@@ -340,8 +338,7 @@ def encode_message(
     attr_size = len(block) - _ATTR_LEN.size if block else 0
     if size + attr_size > max_size:
         extra = f" plus {attr_size} attribute bytes" if block else ""
-        checks.problem(f"message of {size} bytes{extra} exceeds max {max_size}")
-        checks.done()
+        checks.fail(f"message of {size} bytes{extra} exceeds max {max_size}")
     if not block:
         return _tuple_new(EncodedMessage, (data, 0, "", ""))
     return _tuple_new(EncodedMessage, (block + data, ATTRIBUTE_FLAG, type_text, time_text))
