@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tubemq_aio import ClientConfig
+from tubemq_aio import BoundConsume, ClientConfig
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks, kinds
 from tubemq_aio.cli._common import parse_attrs
@@ -20,6 +20,7 @@ from tubemq_aio.cli._input import Outgoing, parse_json_line
 from tubemq_aio.cli._listing import web_endpoint
 from tubemq_aio.config import HostPort, parse_masters
 from tubemq_aio.errors import (
+    BoundConsumeError,
     ClientBalanceConfigError,
     ConfigError,
     ConsumerConfigError,
@@ -271,3 +272,13 @@ def test_cli_arguments_report_every_problem() -> None:
     assert web_endpoint("h:9", None) == ("h", 9)
     with pytest.raises(ConfigError, match="--web 'ftp://h:1'"):
         web_endpoint("ftp://h:1", None)
+
+
+def test_bound_consume_names_every_problem() -> None:
+    with pytest.raises(BoundConsumeError) as info:
+        BoundConsume(" ", 0, select_big=wrong("yes"), offsets={"bad": 1, "1:t:0": -1})
+    text = str(info.value)
+    for part in ("session_key must not be blank", "source_count", "select_big",
+                 "malformed partition key 'bad'", "offset of 1:t:0"):  # fmt: skip
+        assert part in text
+    assert BoundConsume(" s ", 2, offsets={"1:t:0": 5}).session_key == "s"

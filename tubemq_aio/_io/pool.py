@@ -42,6 +42,7 @@ from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
 from tubemq_aio._io.sweeper import DeadlineSweeper, cancel_and_wait
 from tubemq_aio._supervisor import Supervisor
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
 
 __all__ = ["Address", "ConnectionPool"]
@@ -233,7 +234,9 @@ class ConnectionPool:
         server_hostname = None
         if address.tls:
             if settings.ssl_context is None:
-                raise ConfigError(f"{address} needs TLS but settings.ssl_context is None")
+                Checks("ConnectionPool").fail(
+                    f"{address} needs TLS but settings.ssl_context is None"
+                )
             ssl_context = settings.ssl_context
             # Verify each peer against the host we dial (the Java client checks no host name at
             # all, §7.3: not a standard to copy); a context with check_hostname off opts out.
