@@ -20,6 +20,7 @@ from tubemq_aio.testing._errors import (
     NodeNotReadyError,
     PortInUseError,
     RuntimeResolveError,
+    SparkClusterError,
     ToolNotFoundError,
     WebApiError,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "RedisServerError",
     "RuntimeResolveError",
     "ServerNode",
+    "SparkClusterError",
     "StoredMessage",
     "TlsMaterial",
     "TlsSettings",
