@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import socket
 import ssl
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+from echo_server import (  # noqa: F401
+    FakeServer,
+    request_payload,
+    server_fixture,
+    settings_fixture,
+    unanswered_port,
+)
 
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
@@ -165,28 +168,6 @@ async def test_connect_refused_is_connect_error(settings: TransportSettings) -> 
     with pytest.raises(ConnectError):
         await pool.connection(Address("127.0.0.1", port))
     await pool.close()
-
-
-@contextlib.contextmanager
-def unanswered_port() -> Iterator[int]:
-    """A port whose listener's accept backlog is full, so a connect's SYN goes unanswered."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    try:
-        for _ in range(8):
-            s = socket.socket()
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(("127.0.0.1", port))
-            fillers.append(s)
-        yield port
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
 
 
 async def test_connect_timeout() -> None:

@@ -5,13 +5,16 @@ the reaper breaks the pool loudly instead of leaving calls without deadlines."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from echo_server import FakeServer, request_payload, server_fixture, settings_fixture  # noqa: F401
+from echo_server import (  # noqa: F401
+    FakeServer,
+    request_payload,
+    server_fixture,
+    settings_fixture,
+    unanswered_port,
+)
 
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
@@ -27,28 +30,6 @@ def pool_tasks(pool: ConnectionPool) -> list[asyncio.Task[Any]]:
     """Every task on the loop named after the pool's supervisor, still running."""
     prefix = pool.supervisor.owner + "-"
     return [t for t in asyncio.all_tasks() if t.get_name().startswith(prefix) and not t.done()]
-
-
-@contextlib.contextmanager
-def unanswered_port() -> Iterator[int]:
-    """A port whose listener's accept backlog is full, so a connect's SYN goes unanswered."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    try:
-        for _ in range(8):
-            s = socket.socket()
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(("127.0.0.1", port))
-            fillers.append(s)
-        yield port
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
 
 
 async def test_connect_sweeper_and_reaper_run_under_the_pools_supervisor(
