@@ -29,6 +29,7 @@ from tubemq_aio.errors import (
     SourceOptionError,
 )
 from tubemq_aio.producer.config import check_send_many_args
+from tubemq_aio.protocol.attributes import format_msg_time
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
 from tubemq_aio.protocol.client_id import make_client_id
@@ -42,7 +43,6 @@ from tubemq_aio.protocol.consumer_meta import (
 from tubemq_aio.protocol.message import (
     check_message,
     encode_message,
-    format_msg_time,
     ip_to_int,
     validate_topic,
 )
