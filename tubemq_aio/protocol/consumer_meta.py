@@ -297,19 +297,12 @@ def validate_group_name(group: str) -> str:
         ConsumerConfigError: the name breaks the rule.
     """
     checks = Checks("group name", error=ConsumerConfigError)
-    _check_group_name(checks, group)
-    checks.done()
-    return group
-
-
-def _check_group_name(checks: Checks, group: object) -> None:
     if not isinstance(group, str):
-        checks.problem(f"group name must be a string, got {type(group).__name__}")
-    elif len(group) > MAX_GROUP_NAME_LENGTH or not _GROUP_RE.fullmatch(group):
-        checks.problem(
-            f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
-            f"{MAX_GROUP_NAME_LENGTH} characters"
-        )
+        checks.fail(f"group name must be a string, got {type(group).__name__}")
+    if len(group) > MAX_GROUP_NAME_LENGTH or not _GROUP_RE.fullmatch(group):
+        checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
+                    f"{MAX_GROUP_NAME_LENGTH} characters")  # fmt: skip
+    return group
 
 
 def validate_topic_name(topic: str) -> str:
@@ -324,8 +317,7 @@ def validate_topic_name(topic: str) -> str:
     checks = Checks("topic name", error=ConsumerConfigError)
     name = _checked_topic_name(checks, topic)
     checks.done()
-    assert name is not None  # done() raised otherwise
-    return name
+    return name or ""  # never "": done() raised then
 
 
 def _checked_topic_name(checks: Checks, topic: object) -> str | None:
