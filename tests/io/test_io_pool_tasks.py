@@ -142,3 +142,19 @@ async def test_a_shared_pool_keeps_its_tasks_until_the_last_client_lets_go(
     assert len(pool_tasks(first)) == 2  # the other client still holds it
     await second.close()
     assert pool_tasks(first) == []
+
+
+async def test_a_connect_finishing_after_a_crash_is_not_handed_out(server: FakeServer) -> None:
+    pool = ConnectionPool(TransportSettings(sweep_interval=0.01))
+    waiter = asyncio.create_task(pool.connection(Address("127.0.0.1", server.port)))
+    await asyncio.sleep(0)  # connection() has started the connect; a TCP connect takes longer
+    assert [t.get_name().rpartition("-")[2] for t in pool.background_tasks] == [
+        f"127.0.0.1:{server.port}"
+    ]
+    # What a crashed sweeper records, set while the connect is still on its way.
+    pool.supervisor.crash = ("tubemq-pool-test-sweeper", RuntimeError("sweeper bug"))
+    with pytest.raises(ClientClosedError, match="sweeper bug"):
+        await waiter
+    assert pool.connections == {}
+    await pool.close()
+    assert pool_tasks(pool) == []

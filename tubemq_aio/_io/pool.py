@@ -266,8 +266,9 @@ class ConnectionPool:
             raise ConnectError(f"cannot connect to {address}: {text}") from exc
         finally:
             self._connecting.pop(address, None)
-        if self._closed:
-            await conn.close()
+        if self._closed or self._supervisor.crash is not None:
+            await conn.close()  # a broken pool (no sweeper) hands out no new connection
+            self._supervisor.raise_if_crashed()
             raise ClientClosedError("the connection pool was closed while connecting")
         if conn.is_closed:  # dropped by the peer before create_connection returned
             raise ConnectError(f"cannot connect to {address}: the peer closed the connection")
