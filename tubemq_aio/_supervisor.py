@@ -43,6 +43,7 @@ class Supervisor:
         self._on_crash = on_crash
         self._tasks: set[asyncio.Task[Any]] = set()
         self._essential: set[asyncio.Task[Any]] = set()
+        self._expected: dict[asyncio.Task[Any], tuple[type[BaseException], ...]] = {}
         self._closed = False
         #: ``(task name, exception)`` of the first essential task that crashed, or None.
         self.crash: tuple[str, BaseException] | None = None
@@ -64,7 +65,12 @@ class Supervisor:
         return self._closed
 
     def spawn(
-        self, coro: Coroutine[Any, Any, T], name: str, *, essential: bool = True
+        self,
+        coro: Coroutine[Any, Any, T],
+        name: str,
+        *,
+        essential: bool = True,
+        expected: tuple[type[BaseException], ...] = (),
     ) -> asyncio.Task[T]:
         """Start ``coro`` as a task named ``{owner}-{name}``.
 
@@ -72,7 +78,9 @@ class Supervisor:
             coro: the coroutine to run.
             name: the task's role, e.g. ``"heartbeat"``.
             essential: a crash of this task breaks the client (it is recorded in :attr:`crash`
-                and reported to ``on_crash``); a non-essential task's crash is only logged.
+                and reported to ``on_crash``); a non-essential task's crash is only counted.
+            expected: exceptions that are an outcome of the task for whoever awaits it (a
+                connect's ``ConnectError``), not a crash: neither counted nor reported.
 
         Raises:
             ClientClosedError: the supervisor is closed (the coroutine is closed unstarted).
@@ -84,6 +92,8 @@ class Supervisor:
         self._tasks.add(task)
         if essential:
             self._essential.add(task)
+        if expected:
+            self._expected[task] = expected
         task.add_done_callback(self._done)
         return task
 
@@ -91,10 +101,11 @@ class Supervisor:
         self._tasks.discard(task)
         essential = task in self._essential
         self._essential.discard(task)
+        expected = self._expected.pop(task, ())
         if task.cancelled():
             return
-        exc = task.exception()
-        if exc is None:
+        exc = task.exception()  # also marks it retrieved: no "never retrieved" warning
+        if exc is None or isinstance(exc, expected):
             return
         self.crashes += 1
         if not essential:

@@ -17,8 +17,7 @@ import hmac
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from tubemq_aio._validate import Checks
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
 from tubemq_aio.protocol.producer_meta import (
     AuthenticateInfo,
     BrokerAuthorization,
@@ -98,10 +97,12 @@ class Credentials:
             nonce: a random int in ``[0, MAX_NONCE)``.
 
         Raises:
-            ConfigError: the nonce is out of range.
+            ConfigError: the timestamp is not an ``int`` >= 0 or the nonce is out of range.
         """
-        if not 0 <= nonce < MAX_NONCE:
-            raise ConfigError(f"nonce must be in [0, {MAX_NONCE}), got {nonce}")
+        checks = Checks("Credentials.authenticate")
+        checks.integer("timestamp_ms", timestamp_ms, low=0)
+        checks.integer("nonce", nonce, low=0, high=MAX_NONCE - 1)
+        checks.done()
         return AuthenticateInfo(
             self.user_name,
             timestamp_ms,

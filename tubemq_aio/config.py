@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from tubemq_aio._validate import Checks
 from tubemq_aio.auth import Credentials
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.telemetry import Telemetry
 
@@ -54,39 +54,42 @@ def parse_host_port(text: str, *, default_port: int | None = None) -> HostPort:
     Raises:
         ConfigError: the text is not a valid address.
     """
+    checks = Checks("address")
     if not isinstance(text, str):
-        raise ConfigError(f"an address must be a string, got {type(text).__name__}")
+        checks.fail(f"address must be a string, got {type(text).__name__}")
     text = text.strip()
     if "@" in text:  # user info: the text may hold a password, so it is not echoed
-        raise ConfigError(
-            "an address must not contain user info (user:password@); pass credentials= or "
+        checks.fail(
+            "address must not contain user info (user:password@); pass credentials= or "
             "use ClientConfig.from_url('tubemq://user:password@host:port')"
         )
     if text.startswith("["):
         host, bracket, rest = text[1:].partition("]")
         if not bracket or (rest and not rest.startswith(":")) or not _is_ipv6(host):
-            raise ConfigError(f"address {text!r} is not a valid [IPv6]:port")
+            checks.fail(f"address {text!r} is not a valid [IPv6]:port")
         port_text = rest[1:]
         if rest == ":":
-            raise ConfigError(f"address {text!r} has no port")
+            checks.fail(f"address {text!r} has no port")
     elif text.count(":") > 1:
         if not _is_ipv6(text):
-            raise ConfigError(f"address {text!r}: write an IPv6 address with a port as [ip]:port")
+            checks.fail(f"address {text!r}: write an IPv6 address with a port as [ip]:port")
         host, port_text = text, ""
     else:
         host, sep, port_text = text.rpartition(":")
         if not sep:
             host, port_text = text, ""
         elif not port_text:
-            raise ConfigError(f"address {text!r} has no port")
+            checks.fail(f"address {text!r} has no port")
     if not host or any(c.isspace() or c in "/[]" for c in host):
-        raise ConfigError(f"address {text!r} has no valid host")
+        checks.fail(f"address {text!r} has no valid host")
     if not port_text:
         if default_port is None:
-            raise ConfigError(f"address {text!r} has no port")
+            checks.fail(f"address {text!r} has no port")
         return HostPort(host, default_port)
-    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
-        raise ConfigError(f"address {text!r} has an invalid port")
+    if not (port_text.isascii() and port_text.isdigit()):
+        checks.fail(f"address {text!r} has an invalid port")
+    checks.integer(f"address {text!r}: port", int(port_text), low=1, high=65535)
+    checks.done()
     return HostPort(host, int(port_text))
 
 
@@ -111,12 +114,14 @@ def parse_masters(
     """
     if isinstance(masters, HostPort):
         return (masters,)
+    checks = Checks("masters")
+    items: list[object] = []
     if isinstance(masters, str):
-        items: list[object] = list(masters.split(","))
+        items = list(masters.split(","))
     elif isinstance(masters, bytes | bytearray | typing.Mapping) or not isinstance(
         masters, typing.Iterable
     ):
-        raise ConfigError(
+        checks.fail(
             f"masters must be 'host:port,...' or a list of addresses, got {type(masters).__name__}"
         )
     else:
@@ -125,15 +130,20 @@ def parse_masters(
     for item in items:
         if isinstance(item, str) and not item.strip():
             continue
-        address = (
-            item
-            if isinstance(item, HostPort)
-            else parse_host_port(item, default_port=DEFAULT_MASTER_PORT)  # type: ignore[arg-type]
-        )
+        try:
+            address = (
+                item
+                if isinstance(item, HostPort)
+                else parse_host_port(item, default_port=DEFAULT_MASTER_PORT)  # type: ignore[arg-type]
+            )
+        except ConfigError as exc:  # every bad address is named, not only the first
+            checks.adopt(exc)
+            continue
         if address not in result:
             result.append(address)
-    if not result:
-        raise ConfigError("at least one master address is required")
+    if not result and checks.ok:
+        checks.problem("at least one master address is required")
+    checks.done()
     return tuple(result)
 
 
@@ -202,11 +212,7 @@ class ClientConfig:
         c.seconds("idle_timeout", self.idle_timeout)
         c.integer("max_in_flight", self.max_in_flight, low=1, high=1 << 20)
         c.text("client_host", self.client_host, optional=True)
-        if not (self.telemetry is None or isinstance(self.telemetry, bool | Telemetry)):
-            c.problem(
-                "telemetry must be a bool, None or a Telemetry, "
-                f"not {type(self.telemetry).__name__}"
-            )
+        c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ClientOptions]) -> Self:
@@ -226,34 +232,36 @@ class ClientConfig:
     @classmethod
     def _from_url(cls, url: str, overrides: Mapping[str, Any]) -> Self:
         """:meth:`from_url` for every subclass (each types its own keywords)."""
+        checks = Checks("URL")
         if not isinstance(url, str):
-            raise ConfigError(f"the URL must be a string, got {type(url).__name__}")
+            checks.fail(f"the URL must be a string, got {type(url).__name__}")
         try:
             parts = urlsplit(url.strip())
         except ValueError as exc:  # e.g. an unbalanced '[' in the host part
-            raise ConfigError(f"invalid URL {redact_url(url)!r}: {exc}") from None
+            checks.fail(f"invalid URL {redact_url(url)!r}: {exc}")
         if parts.scheme not in ("tubemq", "tubemqs"):
-            raise ConfigError(
+            checks.problem(
                 f"URL scheme must be tubemq:// (or tubemqs:// for TLS), got {redact_url(url)!r}"
             )
         if parts.path not in ("", "/") or parts.fragment:
-            raise ConfigError(f"URL {redact_url(url)!r} must not have a path or a fragment")
+            checks.problem(f"URL {redact_url(url)!r} must not have a path or a fragment")
         user_info, at, hosts = parts.netloc.rpartition("@")
         kwargs: dict[str, Any] = {"masters": unquote(hosts)}
         if at:
-            kwargs["credentials"] = _credentials_of(user_info)
+            kwargs["credentials"] = _credentials_of(checks, user_info)
         if parts.scheme == "tubemqs":
             kwargs["ssl_context"] = ssl.create_default_context()
         hints = typing.get_type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key == "tls":
-                if _to_bool(key, value):
+                if _to_bool(checks, key, value):
                     kwargs["ssl_context"] = ssl.create_default_context()
-                continue
-            if key not in names or key in ("masters", "ssl_context", "credentials"):
-                raise ConfigError(f"unknown option {key!r} in URL")
-            kwargs[key] = _convert(key, value, hints[key])
+            elif key not in names or key in ("masters", "ssl_context", "credentials"):
+                checks.problem(f"unknown option {key!r} in URL")
+            else:
+                kwargs[key] = _convert(checks, key, value, hints[key])
+        checks.done()
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -291,36 +299,39 @@ def redact_url(url: str) -> str:
     return f"{scheme}://{netloc}{rest[netloc_end:]}"
 
 
-def _credentials_of(user_info: str) -> Credentials:
+def _credentials_of(checks: Checks, user_info: str) -> Credentials | None:
     """``user:password`` (percent-encoded) from a URL; the texts never reach an error."""
     user, colon, password = user_info.partition(":")
     if not colon or not user or not password:
-        raise ConfigError("URL user info must be user:password (percent-encode ':', '@', '/')")
+        checks.problem("URL user info must be user:password (percent-encode ':', '@', '/')")
+        return None
     return Credentials(unquote(user), unquote(password))
 
 
-def _to_bool(name: str, value: str) -> bool:
+def _to_bool(checks: Checks, name: str, value: str) -> bool:
     lowered = value.lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"option {name!r} needs true or false, got {value!r}")
+    if lowered not in ("0", "false", "no", "off"):
+        checks.problem(f"option {name!r} needs true or false, got {value!r}")
+    return False
 
 
-def _convert(name: str, value: str, hint: Any) -> Any:
+def _convert(checks: Checks, name: str, value: str, hint: Any) -> Any:
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value == "" and type(None) in args:
             return None
         hint = next(a for a in args if a is not type(None))
+    if hint is bool:
+        return _to_bool(checks, name, value)
+    if typing.get_origin(hint) is tuple:
+        return tuple(v for v in value.split(",") if v)
+    if hint not in (int, float, str):
+        checks.problem(f"option {name!r} cannot be set from a URL")
+        return None
     try:
-        if hint is bool:
-            return _to_bool(name, value)
-        if hint in (int, float, str):
-            return hint(value)
-        if typing.get_origin(hint) is tuple:
-            return tuple(v for v in value.split(",") if v)
-    except ValueError as exc:
-        raise ConfigError(f"option {name!r} has an invalid value {value!r}") from exc
-    raise ConfigError(f"option {name!r} cannot be set from a URL")
+        return hint(value)
+    except ValueError:
+        checks.problem(f"option {name!r} has an invalid value {value!r}")
+        return None

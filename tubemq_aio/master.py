@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.config import HostPort
 from tubemq_aio.errors import (
-    ConfigError,
     NetworkError,
     RemoteRpcError,
     RequestTimeoutError,
@@ -49,8 +49,10 @@ class MasterInvoker:
     """
 
     def __init__(self, rpc: RpcCaller, masters: Sequence[HostPort], timeout: float) -> None:
+        checks = Checks("MasterInvoker")
         if not masters:
-            raise ConfigError("at least one master address is required")
+            checks.problem("at least one master address is required")
+        checks.done()
         self._rpc = rpc
         self._masters = tuple(masters)
         self._index = 0

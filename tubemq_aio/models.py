@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
-from tubemq_aio.protocol.message import DecodedPayload, parse_msg_time
+from tubemq_aio.protocol.attributes import parse_msg_time
+from tubemq_aio.protocol.message import DecodedPayload
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import SendResult
 

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tubemq_aio._validate import Checks
 from tubemq_aio._version import __version__
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -112,10 +112,10 @@ def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
     """
     if setting is False:
         return None
-    if setting is not None and setting is not True and not isinstance(setting, Telemetry):
-        raise ConfigError(
-            f"telemetry must be a bool, None or a Telemetry, not {type(setting).__name__}"
-        )
+    if setting is not True:
+        checks = Checks("telemetry")
+        checks.instance("telemetry", setting, (bool, Telemetry), optional=True)
+        checks.done()
     try:
         import opentelemetry.metrics
         import opentelemetry.trace  # noqa: F401

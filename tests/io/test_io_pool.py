@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import socket
 import ssl
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.echo_server import FakeServer, request_payload
+from tests.support.echo_server import FakeServer, request_payload, unanswered_port
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
@@ -165,28 +162,6 @@ async def test_connect_refused_is_connect_error(settings: TransportSettings) -> 
     with pytest.raises(ConnectError):
         await pool.connection(Address("127.0.0.1", port))
     await pool.close()
-
-
-@contextlib.contextmanager
-def unanswered_port() -> Iterator[int]:
-    """A port whose listener's accept backlog is full, so a connect's SYN goes unanswered."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    try:
-        for _ in range(8):
-            s = socket.socket()
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(("127.0.0.1", port))
-            fillers.append(s)
-        yield port
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
 
 
 async def test_connect_timeout() -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tubemq_aio.testing import SparkClusterError
 from tubemq_aio.testing._spark_env import descendants, java_env
 from tubemq_aio.testing.spark_cluster import (
-    SparkClusterError,
     SparkConnectServer,
     SparkStandaloneCluster,
     make_executor_python,

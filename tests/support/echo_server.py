@@ -10,10 +10,11 @@ answers: shuffled order, delay, drop, duplicate, garbage, close mid-flight, stop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -37,6 +38,7 @@ __all__ = [
     "limit_send_buffer",
     "request_payload",
     "small_buffers",
+    "unanswered_port",
 ]
 
 
@@ -293,3 +295,25 @@ class MemoryTransport(asyncio.Transport):
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         pass
+
+
+@contextlib.contextmanager
+def unanswered_port() -> Iterator[int]:
+    """A port whose listener's accept backlog is full, so a connect's SYN goes unanswered."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(8):
+            s = socket.socket()
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                s.connect(("127.0.0.1", port))
+            fillers.append(s)
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()

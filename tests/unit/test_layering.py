@@ -23,7 +23,10 @@ FORBIDDEN_IN_PROTOCOL = {"asyncio", "socket", "time", "selectors", "ssl", "threa
 #: Layers from the ground up; a module belongs to the layer of its longest matching prefix and
 #: imports only from its own layer or those below.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("tubemq_aio.errors", "tubemq_aio._version", "tubemq_aio.accelerator")),
+    (
+        "ground",
+        ("tubemq_aio.errors", "tubemq_aio.checks", "tubemq_aio._version", "tubemq_aio.accelerator"),
+    ),
     ("protocol", ("tubemq_aio.protocol",)),
     ("compiled twins", ("tubemq_aio._speedups",)),
     (
@@ -31,7 +34,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "tubemq_aio.models",
             "tubemq_aio.auth",
-            "tubemq_aio._validate",
             "tubemq_aio._io",
             "tubemq_aio._supervisor",
             "tubemq_aio.supervisor",

@@ -13,16 +13,14 @@ from hypothesis import strategies as st
 
 from tubemq_aio.errors import ConfigError, InvalidMessageError, MessageDecodeError, ProtocolError
 from tubemq_aio.models import Message
+from tubemq_aio.protocol.attributes import format_msg_time, parse_attributes, parse_msg_time
 from tubemq_aio.protocol.message import (
     ATTRIBUTE_FLAG,
     DEFAULT_MAX_MESSAGE_SIZE,
     checksum,
     decode_payload,
     encode_message,
-    format_msg_time,
     ip_to_int,
-    parse_attributes,
-    parse_msg_time,
     validate_topic,
 )
 

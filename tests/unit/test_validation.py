@@ -27,7 +27,7 @@ from tubemq_aio import (
     TubeMQError,
     tdmsg,
 )
-from tubemq_aio._validate import MAX_SECONDS, Checks
+from tubemq_aio.checks import MAX_SECONDS, Checks
 from tubemq_aio.config import HostPort, parse_host_port, parse_masters
 from tubemq_aio.consumer.config import normalize_topics
 from tubemq_aio.producer.config import MAX_SEND_TIMEOUT, check_send_args

@@ -8,10 +8,16 @@ timeouts and limits): a client never gets another one's TLS trust or limits. The
 shared pools holds them weakly, so a pool (and the event loop it references) lives only as long
 as a client holds it: nothing survives a closed loop whose clients are gone.
 
-The pool owns two background tasks, both cancelled and awaited by :meth:`ConnectionPool.close`:
-the :class:`~tubemq_aio._io.sweeper.DeadlineSweeper` and the idle reaper. What to reap and when
-to retry a failed address are pure decisions (:mod:`tubemq_aio._io.decisions`); this module only
-applies them.
+Every task of the pool (a connect attempt per address, the
+:class:`~tubemq_aio._io.sweeper.DeadlineSweeper`'s sweep, the idle reaper) belongs to the pool's
+own :class:`~tubemq_aio._supervisor.Supervisor`: a pool may be shared by several clients, so no
+client's supervisor can own them. The clients own the pool (each holds a reference and releases
+it in the mandatory part of its close), and the last :meth:`ConnectionPool.close` cancels and
+awaits every task. A crash of the sweeper or the reaper breaks the pool: it is logged, every
+connection is aborted (pending calls fail) and every later connection request raises
+:class:`~tubemq_aio.errors.ClientClosedError` caused by it. What to reap and when to retry a
+failed address are pure decisions (:mod:`tubemq_aio._io.decisions`); this module only applies
+them.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import asyncio
 import random
 import weakref
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import (
@@ -35,6 +41,8 @@ from tubemq_aio._io.decisions import (
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
 from tubemq_aio._io.sweeper import DeadlineSweeper, cancel_and_wait
+from tubemq_aio._supervisor import Supervisor
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
 
 __all__ = ["Address", "ConnectionPool"]
@@ -95,7 +103,8 @@ class ConnectionPool:
         self._backoff: dict[Address, BackoffState] = {}
         self._last_error: dict[Address, str] = {}
         self._seen: set[Address] = set()
-        self._sweeper = DeadlineSweeper(s.sweep_interval)
+        self._supervisor = Supervisor(f"tubemq-pool-{id(self):x}", on_crash=self._on_crash)
+        self._sweeper = DeadlineSweeper(s.sweep_interval, self._supervisor)
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
         self._finished = False  # close() ran to its end
@@ -142,10 +151,15 @@ class ConnectionPool:
         return dict(self._conns)
 
     @property
-    def background_tasks(self) -> list[asyncio.Task[None]]:
-        """The tasks this pool owns (for tests and diagnostics)."""
-        tasks = [self._reaper, self._sweeper.task]
-        return [t for t in tasks if t is not None]
+    def background_tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks of this pool still running: connects, sweeper, reaper (for tests and
+        diagnostics)."""
+        return self._supervisor.tasks
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """The owner of the pool's tasks (its :attr:`~Supervisor.crash` breaks the pool)."""
+        return self._supervisor
 
     def __repr__(self) -> str:
         kind = f"shared refs={self._refs}" if self.is_shared else "private"
@@ -185,6 +199,7 @@ class ConnectionPool:
             return conn
         if self._closed:
             raise ClientClosedError("the connection pool is closed")
+        self._supervisor.raise_if_crashed()
         task = self._connecting.get(address)
         if task is None:
             loop = asyncio.get_running_loop()
@@ -196,8 +211,13 @@ class ConnectionPool:
                     f"(last: {self._last_error.get(address, '?')}); next attempt allowed in "
                     f"{wait:.3f} s"
                 )
-            task = loop.create_task(self._connect(address), name=f"tubemq-connect-{address}")
-            task.add_done_callback(_retrieve)
+            # Not essential: a failed connect is the waiters' outcome, not a crash of the pool.
+            task = self._supervisor.spawn(
+                self._connect(address),
+                f"connect-{address}",
+                essential=False,
+                expected=(ConnectError, ConfigError, ClientClosedError),
+            )
             self._connecting[address] = task
         try:
             return await asyncio.shield(task)
@@ -214,7 +234,9 @@ class ConnectionPool:
         server_hostname = None
         if address.tls:
             if settings.ssl_context is None:
-                raise ConfigError(f"{address} needs TLS but settings.ssl_context is None")
+                Checks("ConnectionPool").fail(
+                    f"{address} needs TLS but settings.ssl_context is None"
+                )
             ssl_context = settings.ssl_context
             # Verify each peer against the host we dial (the Java client checks no host name at
             # all, §7.3: not a standard to copy); a context with check_hostname off opts out.
@@ -244,8 +266,9 @@ class ConnectionPool:
             raise ConnectError(f"cannot connect to {address}: {text}") from exc
         finally:
             self._connecting.pop(address, None)
-        if self._closed:
-            await conn.close()
+        if self._closed or self._supervisor.crash is not None:
+            await conn.close()  # a broken pool (no sweeper) hands out no new connection
+            self._supervisor.raise_if_crashed()
             raise ClientClosedError("the connection pool was closed while connecting")
         if conn.is_closed:  # dropped by the peer before create_connection returned
             raise ConnectError(f"cannot connect to {address}: the peer closed the connection")
@@ -257,7 +280,7 @@ class ConnectionPool:
         self._conns[address] = conn
         self._sweeper.add(conn)
         if self._reaper is None:
-            self._reaper = loop.create_task(self._reap_loop(), name=f"tubemq-reaper-{id(self):x}")
+            self._reaper = self._supervisor.spawn(self._reap_loop(), "reaper")
         return conn
 
     def _forget(self, address: Address, conn: Connection) -> None:
@@ -326,7 +349,13 @@ class ConnectionPool:
             await asyncio.sleep(interval)
             await self.reap(loop.time())
 
-    # ---- closing -----------------------------------------------------------------------------
+    # ---- crashes and closing -----------------------------------------------------------------
+
+    def _on_crash(self, name: str, exc: BaseException) -> None:
+        # Without its sweeper no deadline expires: fail what is pending now rather than hang.
+        # Later requests get ClientClosedError from connection() (raise_if_crashed).
+        for conn in list(self._conns.values()):
+            conn.abort()
 
     async def close(self) -> None:
         """Release this reference; the last one closes every connection and background task.
@@ -345,31 +374,21 @@ class ConnectionPool:
             self._closed = True
         elif self._finished:
             return
-        tasks: list[asyncio.Task[None] | asyncio.Task[Connection]] = list(self._connecting.values())
-        if self._reaper is not None:
-            tasks.append(self._reaper)
+        tasks = self._supervisor.cancel()  # connects, sweeper, reaper; no new one starts
         conns = list(self._conns.values())
         try:
             await cancel_and_wait(tasks)
         finally:
             self._reaper = None
+            self._sweeper.clear()
+            # Connections go even when this close is cancelled: abort what a graceful
+            # close cannot finish (close() after abort() only waits for the loss report).
             try:
-                await self._sweeper.close()
-            finally:
-                # Connections go even when this close is cancelled: abort what a graceful
-                # close cannot finish (close() after abort() only waits for the loss report).
-                try:
-                    if conns:
-                        await asyncio.gather(*(c.close() for c in conns))
-                except BaseException:
-                    for conn in conns:
-                        conn.abort()
-                    raise
-                self._conns.clear()
-                self._finished = True
-
-
-def _retrieve(task: asyncio.Task[Connection]) -> None:
-    # Connect failures are reported to every waiter; this only silences "never retrieved".
-    if not task.cancelled():
-        task.exception()
+                if conns:
+                    await asyncio.gather(*(c.close() for c in conns))
+            except BaseException:
+                for conn in conns:
+                    conn.abort()
+                raise
+            self._conns.clear()
+            self._finished = True

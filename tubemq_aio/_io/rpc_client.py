@@ -24,7 +24,7 @@ from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.stats import TransportStats
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
 __all__ = ["Endpoint", "RpcClient"]
@@ -214,8 +214,10 @@ class RpcClient:
 
     def _timeout_ms(self, timeout: float) -> int:
         """Validate ``timeout`` and remember its wire value."""
-        if not 0.0 < timeout < math.inf:
-            raise ConfigError(f"timeout must be a positive finite number of seconds: {timeout!r}")
+        checks = Checks("RpcClient.call")
+        # Any finite positive duration: a huge one is capped on the wire (wire_timeout_ms).
+        checks.number("timeout", timeout, low=0.0, high=math.inf, low_open=True, unit="seconds")
+        checks.done()
         if len(self._wire_ms) >= _MAX_CACHED_TIMEOUTS:
             self._wire_ms.clear()
         ms = self._wire_ms[timeout] = wire_timeout_ms(timeout)

@@ -6,7 +6,7 @@ import math
 import ssl
 from dataclasses import dataclass, fields
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 from tubemq_aio.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 __all__ = ["TransportSettings"]

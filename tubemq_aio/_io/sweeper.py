@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from tubemq_aio._supervisor import Supervisor
+
 __all__ = ["DeadlineSweeper", "Expirable", "cancel_and_wait"]
 
 
@@ -30,14 +32,19 @@ class Expirable(Protocol):
 
 
 class DeadlineSweeper:
-    """Owns one background task that expires deadlines of the registered connections.
+    """Runs one background task that expires deadlines of the registered connections.
+
+    The task is started through ``supervisor`` (the pool's), which owns it: a crash is
+    recorded and surfaced there, and closing the supervisor cancels it.
 
     Args:
         interval: seconds between sweeps (the timeout resolution).
+        supervisor: the owner of the sweep task.
     """
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, supervisor: Supervisor) -> None:
         self.interval = interval
+        self._supervisor = supervisor
         self._targets: set[Expirable] = set()
         self._task: asyncio.Task[None] | None = None
 
@@ -59,12 +66,14 @@ class DeadlineSweeper:
         return self._task is not None and not self._task.done()
 
     def add(self, target: Expirable) -> None:
-        """Start sweeping ``target``; starts the task on first use (needs a running loop)."""
-        self._targets.add(target)
+        """Start sweeping ``target``; starts the task on first use (needs a running loop).
+
+        Raises:
+            ClientClosedError: the supervisor is closed.
+        """
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"tubemq-sweeper-{id(self):x}"
-            )
+            self._task = self._supervisor.spawn(self._run(), "sweeper")
+        self._targets.add(target)
 
     def discard(self, target: Expirable) -> None:
         """Stop sweeping ``target`` (no error when absent)."""
@@ -76,10 +85,16 @@ class DeadlineSweeper:
             if target.next_deadline <= now:
                 target.expire(now)
 
-    async def close(self) -> None:
-        """Cancel the sweep task and wait for it to finish."""
-        task, self._task = self._task, None
+    def clear(self) -> None:
+        """Forget every target and the task (its supervisor cancels and awaits it)."""
+        self._task = None
         self._targets.clear()
+
+    async def close(self) -> None:
+        """Cancel the sweep task and wait for it to finish (for a sweeper used on its own; in
+        a pool, closing the supervisor stops it)."""
+        task = self._task
+        self.clear()
         if task is not None:
             await cancel_and_wait([task])
 

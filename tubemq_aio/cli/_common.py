@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import Iterator
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
 
 __all__ = [
     "EXIT_FAILURE",
@@ -50,12 +50,14 @@ def parse_attrs(items: list[str] | None) -> dict[str, str]:
     Raises:
         ConfigError: an item has no ``=`` or an empty key.
     """
+    checks = Checks("arguments")
     attrs: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--attr {item!r}: expected KEY=VALUE")
+            checks.problem(f"--attr {item!r}: expected KEY=VALUE")
         attrs[key] = value
+    checks.done()
     return attrs
 
 

@@ -13,6 +13,7 @@ import ssl
 from typing import Any, Protocol, TypeVar
 
 from tubemq_aio.auth import Credentials
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 
 __all__ = ["PASSWORD_ENV", "add_connection_options", "connection_options", "open_client"]
@@ -49,22 +50,21 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+def _tls_context(checks: Checks, args: argparse.Namespace) -> ssl.SSLContext | None:
     if args.tls_key and not args.tls_cert:
-        raise ConfigError("--tls-key needs --tls-cert")
+        checks.problem("--tls-key needs --tls-cert")
     if not (args.tls_ca or args.tls_cert):
         return None
     try:
         ctx = ssl.create_default_context(cafile=args.tls_ca)
     except (OSError, ssl.SSLError) as err:
-        raise ConfigError(f"--tls-ca {args.tls_ca}: cannot load ({_reason(err)})") from None
+        checks.problem(f"--tls-ca {args.tls_ca}: cannot load ({_reason(err)})")
+        return None
     if args.tls_cert:
         try:
             ctx.load_cert_chain(args.tls_cert, args.tls_key)
         except (OSError, ssl.SSLError) as err:
-            raise ConfigError(
-                f"--tls-cert/--tls-key {args.tls_cert}: cannot load ({_reason(err)})"
-            ) from None
+            checks.problem(f"--tls-cert/--tls-key {args.tls_cert}: cannot load ({_reason(err)})")
     return ctx
 
 
@@ -73,15 +73,20 @@ def _reason(err: OSError) -> str:
     return str(getattr(err, "reason", None) or err.strerror or type(err).__name__)
 
 
-def _credentials(args: argparse.Namespace) -> Credentials | None:
+def _credentials(checks: Checks, args: argparse.Namespace) -> Credentials | None:
     password = args.password if args.password is not None else os.environ.get(PASSWORD_ENV)
     if args.user is None:
         if args.password is not None:
-            raise ConfigError("--password needs --user")
+            checks.problem("--password needs --user")
         return None
     if not password:
-        raise ConfigError(f"--user needs a password: --password or ${PASSWORD_ENV}")
-    return Credentials(args.user, password)
+        checks.problem(f"--user needs a password: --password or ${PASSWORD_ENV}")
+        return None
+    try:
+        return Credentials(args.user, password)
+    except ConfigError as exc:
+        checks.adopt(exc)
+        return None
 
 
 def connection_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,13 +98,15 @@ def connection_options(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         ConfigError: an option misses its partner, or a TLS file cannot be loaded.
     """
+    checks = Checks("arguments")
     options: dict[str, Any] = {}
-    ctx = _tls_context(args)
+    ctx = _tls_context(checks, args)
     if ctx is not None:
         options["ssl_context"] = ctx
-    credentials = _credentials(args)
+    credentials = _credentials(checks, args)
     if credentials is not None:
         options["credentials"] = credentials
+    checks.done()
     return options
 
 
@@ -116,7 +123,8 @@ def open_client(cls: _ClientClass[C], args: argparse.Namespace, **options: Any) 
         return cls.from_url(master, **options)
     if "://" in master:
         scheme = master.partition("://")[0]
-        raise ConfigError(
+        checks = Checks("arguments")
+        checks.fail(
             f"--master: unknown scheme {scheme}:// (use host:port, tubemq:// or tubemqs://)"
         )
     return cls(master, **options)

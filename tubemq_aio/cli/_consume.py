@@ -18,10 +18,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line, stop_on_signals
 from tubemq_aio.cli._connect import open_client
 from tubemq_aio.consumer import ClientBalancedConsumer, Consumer, MessageBatch
-from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
 
 #: Either kind of consumer the command reads with.
@@ -111,13 +111,16 @@ async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.N
 
 @contextlib.asynccontextmanager
 async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
+    checks = Checks("arguments")
     if args.finish_batch and args.count is None:
-        raise ConfigError("--finish-batch needs --count")
+        checks.problem("--finish-batch needs --count")
     if not args.partition:
         if args.offset is not None:
-            raise ConfigError("--offset needs --partition (a group starts where it left off)")
+            checks.problem("--offset needs --partition (a group starts where it left off)")
         if args.group is None:
-            raise ConfigError("consume needs --group, or --partition KEY|all")
+            checks.problem("consume needs --group, or --partition KEY|all")
+    checks.done()
+    if not args.partition:
         consumer: AnyConsumer = open_client(
             Consumer, args, group=args.group, topics=_topics(args), consume_from=args.consume_from
         )

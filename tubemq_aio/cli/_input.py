@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
 
 __all__ = ["LineReader", "Outgoing", "parse_json_line", "parse_text_line"]
 
@@ -58,26 +58,25 @@ def parse_text_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
     return Outgoing(body, defaults.attributes, defaults.msg_type, None, defaults.key)
 
 
-def _body_of(obj: dict[str, Any]) -> bytes:
+def _body_of(checks: Checks, obj: dict[str, Any]) -> bytes:
     body = obj.get("body")
-    if not isinstance(body, str):
-        raise ConfigError('"body" must be a string')
     encoding = obj.get("body_encoding", "utf-8")
-    if encoding == "base64":
-        try:
-            return base64.b64decode(body, validate=True)
-        except binascii.Error as err:
-            raise ConfigError(f'"body" is not valid base64: {err}') from None
-    if encoding != "utf-8":
-        raise ConfigError(f'"body_encoding" must be "utf-8" or "base64", not {encoding!r}')
-    return body.encode()
+    checks.choice('"body_encoding"', encoding, ("utf-8", "base64"))
+    if not isinstance(body, str):
+        checks.instance('"body"', body, str)  # records the problem
+        return b""
+    if encoding != "base64":
+        return body.encode()
+    try:
+        return base64.b64decode(body, validate=True)
+    except binascii.Error as err:
+        checks.problem(f'"body" is not valid base64: {err}')
+        return b""
 
 
-def _str_or_none(obj: dict[str, Any], name: str, default: str | None) -> str | None:
+def _str_or_none(checks: Checks, obj: dict[str, Any], name: str, default: str | None) -> str | None:
     value = obj.get(name, default)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f'"{name}" must be a string')
-    return value
+    return value if checks.instance(f'"{name}"', value, str, optional=True) else None
 
 
 def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
@@ -96,34 +95,37 @@ def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
     text = _strip_eol(line).strip()
     if not text:
         return None
+    checks = Checks("JSON line")
     try:
         obj = json.loads(text)
     except ValueError as err:
-        raise ConfigError(f"not JSON: {err}") from None
-    if not isinstance(obj, dict):
-        raise ConfigError("expected a JSON object with a body")
+        checks.problem(f"not JSON: {err}")
+        obj = None
+    if checks.ok and not isinstance(obj, dict):
+        checks.problem("expected a JSON object with a body")
+    checks.done()
     attrs = obj.get("attributes") or {}
     if not isinstance(attrs, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in attrs.items()
     ):
-        raise ConfigError('"attributes" must map strings to strings')
-    msg_time = _str_or_none(obj, "msg_time", None)
-    return Outgoing(
-        _body_of(obj),
-        {**defaults.attributes, **attrs},
-        _str_or_none(obj, "msg_type", defaults.msg_type),
-        _parse_time(msg_time) if msg_time else None,
-        _str_or_none(obj, "key", defaults.key),
-    )
+        checks.problem('"attributes" must map strings to strings')
+    body = _body_of(checks, obj)
+    msg_type = _str_or_none(checks, obj, "msg_type", defaults.msg_type)
+    key = _str_or_none(checks, obj, "key", defaults.key)
+    msg_time = _str_or_none(checks, obj, "msg_time", None)
+    when = _parse_time(checks, msg_time) if msg_time else None
+    checks.done()
+    return Outgoing(body, {**defaults.attributes, **attrs}, msg_type, when, key)
 
 
-def _parse_time(text: str) -> datetime | str:
+def _parse_time(checks: Checks, text: str) -> datetime | str | None:
     if len(text) == 12 and text.isdigit():  # yyyyMMddHHmm, as the producer takes it
         return text
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise ConfigError(f'"msg_time" {text!r} is neither ISO 8601 nor yyyyMMddHHmm') from None
+        checks.problem(f'"msg_time" {text!r} is neither ISO 8601 nor yyyyMMddHHmm')
+        return None
 
 
 class LineReader:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
 from tubemq_aio.cli._inspect import format_table
-from tubemq_aio.errors import ConfigError
 
 __all__ = [
     "DEFAULT_WEB_PORT",
@@ -42,20 +42,23 @@ def web_endpoint(web: str | None, master: str | None) -> tuple[str, int]:
     Raises:
         ConfigError: neither is given, or the address has no valid port.
     """
+    checks = Checks("arguments")
     if web:
         text = web if "://" in web else f"http://{web}"
     elif master:
         first = master.split("://", 1)[-1].rpartition("@")[2].split(",")[0].split("?")[0]
         text = f"http://{first.rsplit(':', 1)[0] if ':' in first else first}:{DEFAULT_WEB_PORT}"
     else:
-        raise ConfigError(f"give the master's web API address: --web HOST:PORT or ${WEB_ENV}")
+        checks.fail(f"give the master's web API address: --web HOST:PORT or ${WEB_ENV}")
     parts = urlsplit(text)
+    port = DEFAULT_WEB_PORT
     try:
         port = parts.port or DEFAULT_WEB_PORT
     except ValueError:
-        raise ConfigError(f"--web {web!r}: not HOST:PORT") from None
+        checks.problem(f"--web {web!r}: not HOST:PORT")
     if parts.scheme != "http" or not parts.hostname:
-        raise ConfigError(f"--web {web!r}: expected HOST:PORT or http://HOST:PORT")
+        checks.fail(f"--web {web!r}: expected HOST:PORT or http://HOST:PORT")
+    checks.done()
     return parts.hostname, port
 
 

@@ -16,14 +16,14 @@ from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
-from tubemq_aio._validate import Checks, check_options
+from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
-from tubemq_aio.errors import ClientClosedError, ConfigError
+from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
@@ -84,13 +84,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
                 consume_from=consume_from,
                 **options,
             )
-        elif masters is not None or group or topics or options:
-            raise ConfigError(
-                f"{type(self).__name__}: pass either config= or masters, group, topics and "
-                "options, not both"
-            )
-        elif not isinstance(config, ConsumerConfig):
-            raise ConfigError(f"config must be a ConsumerConfig, got {type(config).__name__}")
+        else:
+            given = Checks(type(self).__name__)
+            if masters is not None or group or topics or options:
+                given.problem("pass either config= or masters, group, topics and options, not both")
+            given.instance("config", config, ConsumerConfig)
+            given.done()
         self.config = config
         #: Called with the partition keys this consumer took over (see :mod:`._listeners`).
         self.on_assigned = on_assigned

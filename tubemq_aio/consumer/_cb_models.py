@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.consumer._decode import DecodeCounters
 from tubemq_aio.errors import (
     MalformedMetaError,
@@ -203,8 +204,9 @@ def parse_key(text: str) -> PartitionKey:
     Raises:
         UnknownPartitionError: the key is malformed.
     """
+    checks = Checks("partition key", error=UnknownPartitionError)
     if not isinstance(text, str):
-        raise UnknownPartitionError(f"a partition key must be a string, got {type(text).__name__}")
+        checks.fail(f"a partition key must be a string, got {type(text).__name__}")
     try:
         return PartitionKey.parse(text)
     except MalformedMetaError as exc:

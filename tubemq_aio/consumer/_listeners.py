@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 
 __all__ = ["PartitionsCallback", "check_callbacks", "notify"]
 

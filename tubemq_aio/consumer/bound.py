@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import BoundConsumeError, MalformedMetaError
 from tubemq_aio.protocol.consumer_meta import BoundSession, PartitionKey
 
@@ -47,45 +48,43 @@ class BoundConsume:
     offsets: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.session_key, str) or not self.session_key.strip():
-            raise BoundConsumeError("bound consumption needs a non-blank session key")
-        if "," in self.session_key:
-            raise BoundConsumeError("the session key must not contain ','")
-        object.__setattr__(self, "session_key", self.session_key.strip())
-        count = self.source_count
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_INT32:
-            raise BoundConsumeError(
-                f"source_count must be an integer in [1, {_MAX_INT32}], got {count!r}"
-            )
-        if not isinstance(self.select_big, bool):
-            raise BoundConsumeError("select_big must be a bool")
-        if not isinstance(self.offsets, Mapping):
-            raise BoundConsumeError("offsets must be a mapping partition key -> offset")
+        c = Checks("BoundConsume", error=BoundConsumeError)
+        key = c.text("session_key", self.session_key)
+        if key and "," in key:
+            c.problem("session_key must not contain ','")
+        if key is not None:
+            object.__setattr__(self, "session_key", key)
+        c.integer("source_count", self.source_count, low=1, high=_MAX_INT32)
+        c.flag("select_big", self.select_big)
         parsed: dict[str, int] = {}
-        for raw_key, offset in self.offsets.items():
-            key = self._parse_key(raw_key)
-            if isinstance(offset, bool) or not isinstance(offset, int):
-                raise BoundConsumeError(f"offset of {key} must be an integer, got {offset!r}")
-            if not 0 <= offset <= _MAX_INT64:
-                raise BoundConsumeError(f"offset of {key} must be in [0, 2**63 - 1]: {offset}")
-            text = key.format()
-            if text in parsed:
-                raise BoundConsumeError(f"partition {text} given twice")
-            parsed[text] = offset
+        if c.instance("offsets", self.offsets, Mapping):
+            for raw_key, offset in self.offsets.items():
+                partition = self._parse_key(c, raw_key)
+                value = c.integer(f"offset of {partition or raw_key}", offset, low=0,
+                                  high=_MAX_INT64)  # fmt: skip
+                if partition is None:
+                    continue
+                text = partition.format()
+                if text in parsed:
+                    c.problem(f"partition {text} given twice")
+                parsed[text] = value
+        c.done()
         object.__setattr__(self, "offsets", MappingProxyType(parsed))
 
     @staticmethod
-    def _parse_key(raw_key: object) -> PartitionKey:
+    def _parse_key(c: Checks, raw_key: object) -> PartitionKey | None:
         if isinstance(raw_key, PartitionKey):
             return raw_key
         if not isinstance(raw_key, str):
-            raise BoundConsumeError(f"partition key must be a string, got {raw_key!r}")
+            c.problem(f"partition key must be a string, got {raw_key!r}")
+            return None
         try:
             return PartitionKey.parse(raw_key.strip())
         except (MalformedMetaError, ValueError) as exc:
-            raise BoundConsumeError(
+            c.problem(
                 f"malformed partition key {raw_key!r} (want brokerId:topic:partitionId): {exc}"
-            ) from None
+            )
+            return None
 
     @property
     def partition_offsets(self) -> dict[PartitionKey, int]:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import Self, Unpack
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._cb_assigner import Assignor, keep_assigned
 from tubemq_aio.consumer._cb_models import (
@@ -429,12 +429,10 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 any I/O, so no batch is consumed and then lost to a failing decode).
             The same errors as :meth:`read_at`.
         """
-        if not isinstance(codec, BatchCodec):
-            raise ClientBalanceConfigError(
-                f"read_with needs a BatchCodec, got {type(codec).__name__}"
-            )
-        if offset is None or validate_bootstrap_offset(offset) is None:
-            raise ClientBalanceConfigError("read_at needs an offset >= 0")
+        checks = Checks("read_with", error=ClientBalanceConfigError)
+        checks.instance("codec", codec, BatchCodec)
+        checks.integer("offset", offset, low=0, high=2**63 - 1)  # an int64 on the wire
+        checks.done()
         session, _ = self._running()
         async with self._lock:
             partition = await resolve_partition(session, partition_key)

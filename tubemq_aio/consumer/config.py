@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Self, Unpack
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer.bound import BoundConsume

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Unpack
 
-from tubemq_aio._validate import Checks
+from tubemq_aio.checks import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._listeners import PartitionsCallback

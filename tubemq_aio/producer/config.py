@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Self, TypedDict, Unpack
 
-from tubemq_aio._validate import Checks, is_seconds
+from tubemq_aio.checks import Checks, is_seconds
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
@@ -205,14 +205,11 @@ def check_send_many_args(
         InvalidMessageError: ``bodies`` is not a list or tuple, holds more than ``limit``
             bodies, or any argument (or any body, named by its index) is invalid.
     """
+    checks = Checks("send_many", error=InvalidMessageError)
     if not isinstance(bodies, list | tuple):
-        raise InvalidMessageError(
-            f"send_many: bodies must be a list or tuple of bytes, got {type(bodies).__name__}"
-        )
+        checks.fail(f"bodies must be a list or tuple of bytes, got {type(bodies).__name__}")
     if len(bodies) > limit:
-        raise InvalidMessageError(
-            f"send_many: {len(bodies)} bodies exceed max_send_many={limit}; split the call"
-        )
+        checks.fail(f"{len(bodies)} bodies exceed max_send_many={limit}; split the call")
     extra = {"key": key, "timeout": timeout, "attributes": attributes, "msg_type": msg_type,
              "msg_time": msg_time}  # fmt: skip
     # The shared arguments once (with a stand-in body), then each body by its index.
@@ -222,5 +219,7 @@ def check_send_many_args(
             try:
                 check_message(body)
             except InvalidMessageError as exc:
-                raise InvalidMessageError(f"send_many: bodies[{index}]: {exc}") from None
+                checks.problem(f"bodies[{index}]: {exc}")  # the first bad body is enough
+                break
+    checks.done()
     return list(bodies)

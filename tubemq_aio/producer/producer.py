@@ -13,10 +13,9 @@ from tubemq_aio._client import open_pool
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
-from tubemq_aio._validate import Checks, check_options
+from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
-    ConfigError,
     ConnectError,
     SendWindowFullError,
     TubeMQError,
@@ -76,12 +75,12 @@ class Producer(SendAttempts):
         if config is None:
             check_options(ProducerConfig, options, what="Producer")
             config = ProducerConfig(masters=masters, **options)  # type: ignore[arg-type]
-        elif masters is not None or options:
-            raise ConfigError("Producer: pass either config= or masters and options, not both")
-        elif not isinstance(config, ProducerConfig):
-            raise ConfigError(
-                f"Producer: config must be a ProducerConfig, got {type(config).__name__}"
-            )
+        else:
+            given = Checks("Producer")
+            if masters is not None or options:
+                given.problem("pass either config= or masters and options, not both")
+            given.instance("config", config, ProducerConfig)
+            given.done()
         self.config = config
         self._tls = config.ssl_context is not None
         self._pool: ConnectionPool | None = None

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tubemq_aio.checks import Checks
+
 __all__ = ["SERVICE_UNAVAILABLE", "BlockingSnapshot", "BrokerBlocker", "BrokerBlockingConfig"]
 
 #: The broker's "write service unavailable" error code.
@@ -72,12 +74,18 @@ class BrokerBlockingConfig:
     link_max_blocked: int = 30
 
     def __post_init__(self) -> None:
-        if self.evaluation_interval <= 0 or self.block_duration < 0:
-            raise ValueError("evaluation_interval must be > 0 and block_duration >= 0")
-        if not 0 <= self.max_blocked_ratio <= 1 or self.unavailable_duration < 0:
-            raise ValueError("max_blocked_ratio must be in [0, 1], unavailable_duration >= 0")
-        if not 0 <= self.link_max_blocked_ratio <= 1 or self.link_max_failures < 0:
-            raise ValueError("link_max_blocked_ratio must be in [0, 1], link_max_failures >= 0")
+        c = Checks("BrokerBlockingConfig")
+        c.seconds("evaluation_interval", self.evaluation_interval)
+        c.seconds("link_window", self.link_window)
+        for name in ("block_duration", "unavailable_duration", "link_block_duration"):
+            c.seconds(name, getattr(self, name), low_open=False)
+        for name in ("max_blocked_ratio", "threshold_ratio", "min_success_ratio",
+                     "link_max_blocked_ratio"):  # fmt: skip
+            c.number(name, getattr(self, name), low=0.0, high=1.0)
+        for name in ("min_expected_successes", "link_max_failures", "link_max_blocked"):
+            c.integer(name, getattr(self, name), low=0)
+        c.flag("enabled", self.enabled)
+        c.done()
 
 
 @dataclass(frozen=True, slots=True)

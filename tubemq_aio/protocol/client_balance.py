@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ClientBalanceConfigError, MalformedMetaError
 from tubemq_aio.protocol.consumer_meta import (
     DEFAULT_BROKER_PORT,
@@ -46,6 +47,9 @@ __all__ = [
     "validate_node",
 ]
 
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
 #: A partition whose connect failed with 410/415 is refused (421) for this long (s), §8.4.
 CONNECT_FAILURE_HOLD = 5.0
 
@@ -59,15 +63,15 @@ def validate_node(source_count: int, node_id: int) -> tuple[int, int]:
     Raises:
         ClientBalanceConfigError: a value is not an integer, or ``node_id`` is out of range.
     """
-    for name, value in (("source_count", source_count), ("node_id", node_id)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ClientBalanceConfigError(f"{name} must be an integer, got {type(value).__name__}")
-    if source_count > 2**31 - 1:  # an int32 on the wire
-        raise ClientBalanceConfigError(f"source_count {source_count} is over 2**31 - 1")
+    checks = Checks("client-balanced node", error=ClientBalanceConfigError)
+    # Zero or below means "not declared"; the wire field is an int32.
+    checks.integer("source_count", source_count, low=_INT32_MIN, high=_INT32_MAX)
+    checks.integer("node_id", node_id, low=_INT32_MIN, high=_INT32_MAX)
+    checks.done()
     if source_count <= 0:
         return META_VALUE_UNDEFINED, META_VALUE_UNDEFINED
-    if not 0 <= node_id < source_count:
-        raise ClientBalanceConfigError(f"node id {node_id} not in [0, {source_count - 1}]")
+    checks.integer("node_id", node_id, low=0, high=source_count - 1)
+    checks.done()
     return source_count, node_id
 
 
@@ -78,12 +82,10 @@ def validate_bootstrap_offset(offset: int | None) -> int | None:
         ClientBalanceConfigError: the offset is not an integer, or negative (say None to keep
             the stored one).
     """
-    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int)):
-        raise ClientBalanceConfigError(f"an offset must be an integer, got {type(offset).__name__}")
-    if offset is not None and offset > 2**63 - 1:  # an int64 on the wire
-        raise ClientBalanceConfigError(f"offset {offset} is beyond any partition (over 2**63 - 1)")
-    if offset is not None and offset < 0:
-        raise ClientBalanceConfigError(f"bootstrap offset {offset} is negative")
+    if offset is not None:
+        checks = Checks("bootstrap offset", error=ClientBalanceConfigError)
+        checks.integer("offset", offset, low=0, high=_INT64_MAX)  # an int64 on the wire
+        checks.done()
     return offset
 
 
@@ -107,8 +109,9 @@ def assign_modulo(
     Raises:
         ClientBalanceConfigError: ``source_count < 1`` or ``node_id`` out of range.
     """
-    if source_count < 1:
-        raise ClientBalanceConfigError("source count must be at least 1 to assign partitions")
+    checks = Checks("assign_modulo", error=ClientBalanceConfigError)
+    checks.integer("source_count", source_count, low=1, high=_INT32_MAX)
+    checks.done()
     validate_node(source_count, node_id)
     return frozenset(k for k in keys if java_string_hash(k.format()) % source_count == node_id)
 

@@ -13,7 +13,7 @@ may contain ``_``. The master only checks that the id is non-blank and at most 1
 
 from __future__ import annotations
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
 
 __all__ = ["CLIENT_VERSION_PREFIX", "MAX_CLIENT_ID_LENGTH", "make_client_id"]
 
@@ -53,14 +53,16 @@ def make_client_id(
         ConfigError: ``local_ip`` or ``version`` is blank, only one of ``group`` and ``kind``
             is given, or the id exceeds 1024 characters.
     """
-    if not local_ip.strip() or not version.strip():
-        raise ConfigError("local_ip and version must not be blank")
+    checks = Checks("client id")
+    checks.text("local_ip", local_ip)
+    checks.text("version", version)
     if (group is None) != (kind is None):
-        raise ConfigError("a consumer id needs both group and kind")
+        checks.problem("a consumer id needs both group and kind")
+    checks.done()
     tail = version.strip() if kind is None else f"{kind}-{version.strip()}"
     client_id = f"{local_ip.strip()}-{pid}-{monotonic_ns}-{abs(random_int)}-{tail}"
     if group is not None:
         client_id = f"{group}_{client_id}"
     if len(client_id) > MAX_CLIENT_ID_LENGTH:
-        raise ConfigError(f"client id longer than {MAX_CLIENT_ID_LENGTH} chars")
+        checks.fail(f"client id longer than {MAX_CLIENT_ID_LENGTH} chars")
     return client_id

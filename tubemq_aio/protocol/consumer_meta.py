@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import (
     ConsumerConfigError,
     MalformedMetaError,
@@ -248,8 +249,10 @@ class BoundSession:
 
     def __post_init__(self) -> None:
         # The master refuses a blank key or a count <= 0 (§1.2 fields 9-10).
-        if not self.session_key.strip() or self.source_count <= 0:
-            raise ConsumerConfigError("bound consumption needs a session key and a count > 0")
+        checks = Checks("bound consumption", error=ConsumerConfigError)
+        checks.text("session_key", self.session_key)
+        checks.integer("source_count", self.source_count, low=1)
+        checks.done()
 
 
 class ConsumePosition(IntEnum):
@@ -293,11 +296,12 @@ def validate_group_name(group: str) -> str:
     Raises:
         ConsumerConfigError: the name breaks the rule.
     """
+    checks = Checks("group name", error=ConsumerConfigError)
+    if not isinstance(group, str):
+        checks.fail(f"group name must be a string, got {type(group).__name__}")
     if len(group) > MAX_GROUP_NAME_LENGTH or not _GROUP_RE.fullmatch(group):
-        raise ConsumerConfigError(
-            f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
-            f"{MAX_GROUP_NAME_LENGTH} characters"
-        )
+        checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
+                    f"{MAX_GROUP_NAME_LENGTH} characters")  # fmt: skip
     return group
 
 
@@ -310,15 +314,16 @@ def validate_topic_name(topic: str) -> str:
     Raises:
         ConsumerConfigError: the name is invalid.
     """
-    if not isinstance(topic, str):
-        raise ConsumerConfigError(f"a topic name must be a string, got {type(topic).__name__}")
-    name = topic.strip()
-    if not name:
-        raise ConsumerConfigError("topic name is blank")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise ConsumerConfigError(f"topic {name!r} is over {MAX_TOPIC_NAME_LENGTH} characters")
-    if _SEPARATORS.intersection(name) or any(c.isspace() for c in name):
-        raise ConsumerConfigError(f"topic {name!r} contains a separator or blank character")
+    checks = Checks("topic name", error=ConsumerConfigError)
+    name = _checked_topic_name(checks, topic)
+    checks.done()
+    return name or ""  # never "": done() raised then
+
+
+def _checked_topic_name(checks: Checks, topic: object) -> str | None:
+    name = checks.text("topic name", topic, max_length=MAX_TOPIC_NAME_LENGTH)
+    if name and (_SEPARATORS.intersection(name) or any(c.isspace() for c in name)):
+        checks.problem(f"topic {name!r} contains a separator or blank character")
     return name
 
 
@@ -331,22 +336,22 @@ def validate_filters(filters: Iterable[str] | None) -> frozenset[str]:
     Raises:
         ConsumerConfigError: a limit is exceeded or an item is invalid.
     """
-    if isinstance(filters, str):
-        filters = (filters,)
-    if any(not isinstance(f, str) for f in (filters or ())):
-        raise ConsumerConfigError("filter items must be strings")
-    items = [f.strip() for f in (filters or ())]
-    result = frozenset(items)
-    if len(result) > MAX_FILTER_ITEM_COUNT:
-        raise ConsumerConfigError(f"over {MAX_FILTER_ITEM_COUNT} filter items")
-    for item in items:
-        if not item:
-            raise ConsumerConfigError("blank filter item")
-        if len(item) > MAX_FILTER_ITEM_LENGTH:
-            raise ConsumerConfigError(f"filter item over {MAX_FILTER_ITEM_LENGTH} characters")
-        if _SEPARATORS.intersection(item):
-            raise ConsumerConfigError(f"filter item {item!r} contains a separator character")
+    checks = Checks("filter items", error=ConsumerConfigError)
+    result = _checked_filters(checks, filters)
+    checks.done()
     return result
+
+
+def _checked_filters(checks: Checks, filters: object) -> frozenset[str]:
+    items = checks.names("filter items", () if filters is None else filters)
+    if len(items) > MAX_FILTER_ITEM_COUNT:
+        checks.problem(f"filter items: over {MAX_FILTER_ITEM_COUNT} of them")
+    for item in items:
+        if len(item) > MAX_FILTER_ITEM_LENGTH:
+            checks.problem(f"filter item over {MAX_FILTER_ITEM_LENGTH} characters: {item[:40]!r}")
+        elif _SEPARATORS.intersection(item):
+            checks.problem(f"filter item {item!r} contains a separator character")
+    return frozenset(items)
 
 
 def validate_subscriptions(
@@ -357,16 +362,20 @@ def validate_subscriptions(
     Raises:
         ConsumerConfigError: empty, too many topics, duplicate after trimming, or bad names.
     """
+    checks = Checks("subscriptions", error=ConsumerConfigError)
     if not subscriptions:
-        raise ConsumerConfigError("no topic subscribed")
-    if len(subscriptions) > MAX_TOPIC_COUNT:
-        raise ConsumerConfigError(f"over {MAX_TOPIC_COUNT} topics")
+        checks.problem("no topic subscribed")
+    elif len(subscriptions) > MAX_TOPIC_COUNT:
+        checks.problem(f"over {MAX_TOPIC_COUNT} topics")
     result: dict[str, frozenset[str]] = {}
     for topic, filters in subscriptions.items():
-        name = validate_topic_name(topic)
-        if name in result:
-            raise ConsumerConfigError(f"topic {name!r} subscribed twice")
-        result[name] = validate_filters(filters)
+        name = _checked_topic_name(checks, topic)
+        if name is not None and name in result:
+            checks.problem(f"topic {name!r} subscribed twice")
+        filter_set = _checked_filters(checks, filters)
+        if name is not None:
+            result[name] = filter_set
+    checks.done()
     return result
 
 
@@ -383,15 +392,16 @@ def validate_bound_offsets(
             negative.
     """
     subscribed = set(topics)
+    checks = Checks("bound offsets", error=ConsumerConfigError)
     result: dict[PartitionKey, int] = {}
     for raw_key, offset in offsets.items():
         try:
             key = raw_key if isinstance(raw_key, PartitionKey) else PartitionKey.parse(raw_key)
         except MalformedMetaError as exc:
-            raise ConsumerConfigError(str(exc)) from None
+            checks.problem(str(exc))
+            continue
         if key.topic not in subscribed:
-            raise ConsumerConfigError(f"partition {key} is of a topic not subscribed")
-        if offset < 0:
-            raise ConsumerConfigError(f"offset of {key} is negative")
-        result[key] = offset
+            checks.problem(f"partition {key} is of a topic not subscribed")
+        result[key] = checks.integer(f"offset of {key}", offset, low=0)
+    checks.done()
     return result

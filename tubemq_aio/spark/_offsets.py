@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tubemq_aio.checks import Checks
+
 __all__ = [
     "RECORD",
     "OffsetRange",
@@ -73,14 +75,12 @@ def normalize_offsets(offsets: Mapping[str, object]) -> dict[str, int]:
     """An offset dict as Spark gets it back from JSON: keys sorted, values plain ints.
 
     Raises:
-        ValueError: a value is not an int ≥ 0.
+        ConfigError: a value is not an int ≥ 0 (a ``ValueError``; every bad one is named).
     """
-    result: dict[str, int] = {}
-    for key in sorted(offsets):
-        value = offsets[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"offset of {key!r} must be an int >= 0, got {value!r}")
-        result[str(key)] = int(value)
+    checks = Checks("offsets")
+    result = {str(key): checks.integer(f"offset of {key!r}", offsets[key], low=0)
+              for key in sorted(offsets)}  # fmt: skip
+    checks.done()
     return result
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tubemq_aio.auth import Credentials
+from tubemq_aio.checks import Checks
 from tubemq_aio.config import parse_masters
 from tubemq_aio.errors import ConfigError, MalformedMetaError, SourceOptionError
 from tubemq_aio.protocol.consumer_meta import (
@@ -76,33 +77,8 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-def _bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise SourceOptionError(f"option {name!r} must be true or false, got {value!r}")
-
-
-def _number(name: str, value: str, *, low: float, high: float) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise SourceOptionError(f"option {name!r} must be a number, got {value!r}") from None
-    if not low <= number <= high:
-        raise SourceOptionError(f"option {name!r} must be in [{low:g}, {high:g}], got {value!r}")
-    return number
-
-
-def _positive_int(name: str, value: str) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise SourceOptionError(f"option {name!r} must be an integer, got {value!r}") from None
-    if number < 1:
-        raise SourceOptionError(f"option {name!r} must be at least 1, got {value!r}")
-    return number
+def _option(name: str) -> str:
+    return f"option {name!r}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,33 +134,47 @@ def parse_client_settings(options: Mapping[str, str]) -> ClientSettings:
     ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsServerHostname``); other names are ignored.
 
     Raises:
-        SourceOptionError: ``master`` is missing or an option value is invalid.
+        SourceOptionError: ``master`` is missing or an option value is invalid (every problem
+            is named).
     """
-    opts = _lower(options)
+    checks = Checks("tubemq options", error=SourceOptionError)
+    settings = _client_settings(checks, _lower(options))
+    checks.done()
+    return settings
+
+
+def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
+    """The connection settings of lower-cased ``opts``; problems go to ``checks``."""
     master = opts.get("master", "").strip()
+    masters = ""
     if not master:
-        raise SourceOptionError("option 'master' is required (host:port[,host:port...])")
-    try:
-        masters = ",".join(str(m) for m in parse_masters(master))
-    except ConfigError as exc:
-        raise SourceOptionError(f"option 'master' is invalid: {exc}") from None
+        checks.problem("option 'master' is required (host:port[,host:port...])")
+    else:
+        try:
+            masters = ",".join(str(m) for m in parse_masters(master))
+        except ConfigError as exc:
+            checks.problem(f"option 'master' is invalid: {exc}")
     rpc = opts.get("rpctimeout")
     connect = opts.get("connecttimeout")
     user = opts.get("authuser")
-    if user is not None and not user.strip():
-        raise SourceOptionError("option 'authUser' must not be blank")
-    if user is None and "authpassword" in opts:
-        raise SourceOptionError("option 'authPassword' needs option 'authUser'")
-    tls = _bool("tls", opts["tls"]) if "tls" in opts else False
+    if user is not None:
+        checks.text(_option("authUser"), user)
+    elif "authpassword" in opts:
+        checks.problem("option 'authPassword' needs option 'authUser'")
+    tls = checks.flag_text(_option("tls"), opts["tls"]) if "tls" in opts else False
     for name in ("tlscafile", "tlsserverhostname"):
         if name in opts and not tls:
-            raise SourceOptionError(f"option {name!r} needs option 'tls' = true")
+            checks.problem(f"option {name!r} needs option 'tls' = true")
     return ClientSettings(
         masters=masters,
-        rpc_timeout=None if rpc is None else _number("rpcTimeout", rpc, low=3, high=600),
+        rpc_timeout=None
+        if rpc is None
+        else checks.number_text(_option("rpcTimeout"), rpc, low=3, high=600, unit="seconds"),
         connect_timeout=None
         if connect is None
-        else _number("connectTimeout", connect, low=0.001, high=120),
+        else checks.number_text(
+            _option("connectTimeout"), connect, low=0.001, high=120, unit="seconds"
+        ),
         auth_user=user,
         auth_password=opts.get("authpassword"),
         tls=tls,
@@ -230,6 +220,13 @@ def parse_offset_spec(name: str, value: str, topics: tuple[str, ...]) -> OffsetS
         SourceOptionError: not ``earliest``/``latest``/a JSON object of key → int ≥ 0, or a key
             that is malformed or of a topic not read.
     """
+    checks = Checks("tubemq source", error=SourceOptionError)
+    spec = _offset_spec(checks, name, value, topics)
+    checks.done()
+    return spec
+
+
+def _offset_spec(checks: Checks, name: str, value: str, topics: tuple[str, ...]) -> OffsetSpec:
     text = value.strip()
     if text.lower() in ("earliest", "latest"):
         return OffsetSpec(text.lower())  # type: ignore[arg-type]
@@ -238,21 +235,22 @@ def parse_offset_spec(name: str, value: str, topics: tuple[str, ...]) -> OffsetS
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        raise SourceOptionError(
+        checks.problem(
             f"option {name!r} must be 'earliest', 'latest' or a JSON object "
             f'{{"brokerId:topic:partitionId": offset}}, got {value!r}'
         )
+        return OffsetSpec("latest")
     pairs: list[tuple[str, int]] = []
     for key, offset in data.items():
         try:
             parsed = PartitionKey.parse(key)
         except MalformedMetaError:
-            raise SourceOptionError(f"option {name!r}: bad partition key {key!r}") from None
+            checks.problem(f"option {name!r}: bad partition key {key!r}")
+            continue
         if parsed.topic not in topics:
-            raise SourceOptionError(f"option {name!r}: topic of {key!r} is not in option 'topic'")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise SourceOptionError(f"option {name!r}: offset of {key!r} must be an int >= 0")
-        pairs.append((parsed.format(), offset))
+            checks.problem(f"option {name!r}: topic of {key!r} is not in option 'topic'")
+        pairs.append((parsed.format(), checks.integer(f"option {name!r}: offset of {key!r}",
+                                                      offset, low=0)))  # fmt: skip
     return OffsetSpec("json", tuple(sorted(pairs)))
 
 
@@ -305,11 +303,16 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         SourceOptionError: an option is unknown, missing or invalid (the message names it).
     """
     opts = _lower(options)
+    checks = Checks("tubemq source", error=SourceOptionError)
     unknown = sorted(set(opts) - CLIENT_OPTION_NAMES - SOURCE_OPTION_NAMES - {"path"})
     if unknown:
-        raise SourceOptionError(f"unknown option(s) {unknown} for the tubemq source")
-    client = parse_client_settings(opts)
+        checks.problem(f"unknown option(s) {unknown} for the tubemq source")
+    client = _client_settings(checks, opts)
     topic_text = opts.get("topic", "")
+    topics: tuple[str, ...] = ()
+    msg_types: tuple[str, ...] = ()
+    group = DEFAULT_GROUP
+    names_fine = True
     try:
         topics = tuple(dict.fromkeys(validate_topic_name(t) for t in topic_text.split(",") if t))
         msg_types = tuple(
@@ -317,25 +320,24 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         )
         group = validate_group_name(opts.get("group", DEFAULT_GROUP).strip())
     except ConfigError as exc:
-        raise SourceOptionError(
-            f"option 'topic', 'msgTypes' or 'group' is invalid: {exc}"
-        ) from None
-    if not topics:
-        raise SourceOptionError("option 'topic' is required (a comma list of topics)")
+        checks.problem(f"option 'topic', 'msgTypes' or 'group' is invalid: {exc}")
+        names_fine = False
+    if not topics and names_fine:
+        checks.problem("option 'topic' is required (a comma list of topics)")
     default_start = "latest" if streaming else "earliest"
-    starting = parse_offset_spec(
-        "startingOffsets", opts.get("startingoffsets", default_start), topics
+    starting = _offset_spec(
+        checks, "startingOffsets", opts.get("startingoffsets", default_start), topics
     )
     if streaming and "endingoffsets" in opts:
-        raise SourceOptionError("option 'endingOffsets' is for batch reads only")
+        checks.problem("option 'endingOffsets' is for batch reads only")
     if not streaming and "maxoffsetspertrigger" in opts:
-        raise SourceOptionError("option 'maxOffsetsPerTrigger' is for streaming reads only")
-    ending = parse_offset_spec("endingOffsets", opts.get("endingoffsets", "latest"), topics)
+        checks.problem("option 'maxOffsetsPerTrigger' is for streaming reads only")
+    ending = _offset_spec(checks, "endingOffsets", opts.get("endingoffsets", "latest"), topics)
     if ending.kind == "earliest":
-        raise SourceOptionError("option 'endingOffsets' must be 'latest' or a JSON object")
+        checks.problem("option 'endingOffsets' must be 'latest' or a JSON object")
     limit = opts.get("maxoffsetspertrigger")
     min_parts = opts.get("minpartitions")
-    return SourceOptions(
+    parsed = SourceOptions(
         client=client,
         topics=topics,
         msg_types=msg_types,
@@ -344,8 +346,17 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         ending=ending,
         max_offsets_per_trigger=None
         if limit is None
-        else _positive_int("maxOffsetsPerTrigger", limit),
-        min_partitions=None if min_parts is None else _positive_int("minPartitions", min_parts),
-        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
-        read_timeout=_number("readTimeout", opts.get("readtimeout", "120"), low=1, high=3600),
-    )
+        else checks.integer_text(_option("maxOffsetsPerTrigger"), limit, low=1),
+        min_partitions=None
+        if min_parts is None
+        else checks.integer_text(_option("minPartitions"), min_parts, low=1),
+        fail_on_data_loss=checks.flag_text(
+            _option("failOnDataLoss"), opts.get("failondataloss", "true")
+        ),
+        read_timeout=checks.number_text(
+            _option("readTimeout"), opts.get("readtimeout", "120"), low=1, high=3600,
+            unit="seconds",
+        ),
+    )  # fmt: skip
+    checks.done()
+    return parsed

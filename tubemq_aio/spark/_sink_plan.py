@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pyspark.sql.types import StructType
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError, InvalidMessageError, SinkOptionError, SinkSchemaError
 from tubemq_aio.protocol.consumer_meta import validate_topic_name
 from tubemq_aio.spark._options import CLIENT_OPTION_NAMES, ClientSettings, parse_client_settings
@@ -96,39 +97,42 @@ class SinkPlan:
         return kwargs
 
 
-def _attribute_name(name: str, value: str) -> str | None:
+def _attribute_name(checks: Checks, name: str, value: str) -> str | None:
     text = value.strip()
     if not text:
         return None
     if "," in text or "=" in text or "$" in text:
-        raise SinkOptionError(f"option {name!r} may not contain ',', '=' or '$': {value!r}")
+        checks.problem(f"option {name!r} may not contain ',', '=' or '$': {value!r}")
     return text
 
 
 def _check_columns(schema: StructType, has_topic_option: bool) -> tuple[bool, str | None]:
+    checks = Checks("tubemq sink", error=SinkSchemaError)
     names = [field.name for field in schema.fields]
     for field in schema.fields:
         spec = _COLUMNS.get(field.name)
         if spec is None:
             known = ", ".join(_COLUMNS)
-            raise SinkSchemaError(
+            checks.problem(
                 f"column {field.name!r} is not written by the tubemq sink (known columns: {known});"
                 " drop or rename it"
             )
+            continue
         types, meaning = spec
         if field.dataType.simpleString() not in types:
-            raise SinkSchemaError(
+            checks.problem(
                 f"column {field.name!r} has type {field.dataType.simpleString()}; "
                 f"expected {meaning}"
             )
     if len(set(names)) != len(names):
-        raise SinkSchemaError(f"duplicate column names in {names}")
+        checks.problem(f"duplicate column names in {names}")
     if "body" not in names:
-        raise SinkSchemaError("column 'body' (binary or string) is required")
+        checks.problem("column 'body' (binary or string) is required")
     if "key" in names and "partition_key" in names:
-        raise SinkSchemaError("columns 'key' and 'partition_key' are aliases: give only one")
+        checks.problem("columns 'key' and 'partition_key' are aliases: give only one")
     if not has_topic_option and "topic" not in names:
-        raise SinkSchemaError("give option 'topic' or a string column 'topic'")
+        checks.problem("give option 'topic' or a string column 'topic'")
+    checks.done()
     key_column = "key" if "key" in names else "partition_key" if "partition_key" in names else None
     return schema["body"].dataType.simpleString() == "string", key_column
 
@@ -144,37 +148,39 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
         The picklable plan of the write.
 
     Raises:
-        SinkOptionError: an option is unknown or invalid.
+        SinkOptionError: an option is unknown or invalid (every problem is named).
         SourceOptionError: a connection option (``master``, TLS, auth) is missing or invalid.
         SinkSchemaError: a column is missing, unknown or of the wrong type.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    checks = Checks("tubemq sink", error=SinkOptionError)
     unknown = sorted(set(opts) - CLIENT_OPTION_NAMES - SINK_OPTION_NAMES - _SPARK_OPTION_NAMES)
     if unknown:
-        raise SinkOptionError(f"unknown option(s) {unknown} for the tubemq sink")
-    client = parse_client_settings(opts)
+        checks.problem(f"unknown option(s) {unknown} for the tubemq sink")
+    client = parse_client_settings(opts)  # its own error class: SourceOptionError
     topic: str | None = None
     if opts.get("topic", "").strip():
         try:
             topic = validate_topic_name(opts["topic"].strip())
         except ConfigError as exc:
-            raise SinkOptionError(f"option 'topic' is invalid: {exc}") from None
-    try:
-        max_in_flight = int(opts.get("maxinflight", str(DEFAULT_MAX_IN_FLIGHT)).strip())
-    except ValueError:
-        raise SinkOptionError(
-            f"option 'maxInFlight' must be an integer: {opts['maxinflight']!r}"
-        ) from None
-    if not 1 <= max_in_flight <= MAX_IN_FLIGHT_LIMIT:
-        raise SinkOptionError(f"option 'maxInFlight' must be in [1, {MAX_IN_FLIGHT_LIMIT}]")
+            checks.problem(f"option 'topic' is invalid: {exc}")
+    max_in_flight = checks.integer_text(
+        "option 'maxInFlight'",
+        opts.get("maxinflight", str(DEFAULT_MAX_IN_FLIGHT)),
+        low=1,
+        high=MAX_IN_FLIGHT_LIMIT,
+    )
     send_timeout: float | None = None
     if "sendtimeout" in opts:
-        try:
-            send_timeout = float(opts["sendtimeout"])
-        except ValueError:
-            send_timeout = -1.0
-        if not 0 < send_timeout <= 600:
-            raise SinkOptionError("option 'sendTimeout' must be a number of seconds in (0, 600]")
+        send_timeout = checks.number_text(
+            "option 'sendTimeout'", opts["sendtimeout"], low=0, high=600, low_open=True,
+            unit="seconds",
+        )  # fmt: skip
+    batch_id_attribute = _attribute_name(
+        checks, "batchIdAttribute", opts.get("batchidattribute", DEFAULT_BATCH_ID_ATTRIBUTE)
+    )
+    task_attribute = _attribute_name(checks, "taskAttribute", opts.get("taskattribute", ""))
+    checks.done()
     body_is_text, key_column = _check_columns(schema, topic is not None)
     return SinkPlan(
         client=client,
@@ -183,10 +189,8 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
         body_is_text=body_is_text,
         key_column=key_column,
         max_in_flight=max_in_flight,
-        batch_id_attribute=_attribute_name(
-            "batchIdAttribute", opts.get("batchidattribute", DEFAULT_BATCH_ID_ATTRIBUTE)
-        ),
-        task_attribute=_attribute_name("taskAttribute", opts.get("taskattribute", "")),
+        batch_id_attribute=batch_id_attribute,
+        task_attribute=task_attribute,
         send_timeout=send_timeout,
     )
 

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import SinkOptionError
 from tubemq_aio.producer import Producer
 from tubemq_aio.spark._sink_plan import (
@@ -218,9 +219,8 @@ class TubeMQBatchWriter(DataSourceArrowWriter):
 
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
-            raise SinkOptionError(
-                "save mode 'overwrite' is not possible for a TubeMQ topic; use 'append'"
-            )
+            checks = Checks("tubemq sink", error=SinkOptionError)
+            checks.fail("save mode 'overwrite' is not possible for a TubeMQ topic; use 'append'")
         self.plan = plan_sink(options, schema)
 
     def write(self, iterator: Iterator[Any]) -> TubeMQWriteCommit:

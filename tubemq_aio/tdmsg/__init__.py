@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tubemq_aio._validate import Checks
-from tubemq_aio.errors import ConfigError, TDMsgError
+from tubemq_aio.checks import Checks
+from tubemq_aio.errors import TDMsgError
 from tubemq_aio.tdmsg._binmsg import decode_binmsg
 from tubemq_aio.tdmsg._common import DEFAULT_MAX_DECOMPRESSED_SIZE, Budget, parse_attributes
 from tubemq_aio.tdmsg._inlongmsg import decode_inlongmsg
@@ -56,9 +56,7 @@ def _arguments(body: object, max_decompressed_size: object = 0) -> bytes:
     checks = Checks("tdmsg")
     checks.integer("max_decompressed_size", max_decompressed_size, low=0)
     if not isinstance(body, bytes | bytearray | memoryview):
-        checks.problem(f"body must be bytes, got {type(body).__name__}")
-        checks.done()
-        return b""  # not reached: done() raised
+        checks.fail(f"body must be bytes, got {type(body).__name__}")
     checks.done()
     return bytes(body)
 
@@ -78,7 +76,9 @@ def detect_format(body: BytesLike) -> TDFormat | None:
         ConfigError: ``body`` is not bytes-like.
     """
     if not isinstance(body, bytes | bytearray | memoryview):
-        raise ConfigError(f"tdmsg: body must be bytes, got {type(body).__name__}")
+        checks = Checks("tdmsg")
+        checks.instance("body", body, (bytes, bytearray, memoryview))
+        checks.done()
     data = bytes(body[:2]) + bytes(body[-2:]) if len(body) >= 4 else b""
     if len(data) == 4 and data[0] == _MAGIC_FIRST and data[:2] == data[2:] and data[1] <= 4:
         return TDFormat(data[1])
@@ -203,10 +203,9 @@ def decode_message(
             mapping, or ``max_decompressed_size`` not an int >= 0.
     """
     _arguments(body, max_decompressed_size)
-    if attributes is not None and not isinstance(attributes, str | Mapping):
-        raise ConfigError(
-            f"tdmsg: attributes must be a string or a mapping, got {type(attributes).__name__}"
-        )
+    checks = Checks("tdmsg")
+    checks.instance("attributes", attributes, (str, Mapping), optional=True)
+    checks.done()
     attrs = _tube_attributes(attributes or {})
     kind = attrs.get("msgEnType", "").strip()
     if kind == "1":

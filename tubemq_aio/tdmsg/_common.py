@@ -10,7 +10,8 @@ import struct
 import zlib
 from types import ModuleType
 
-from tubemq_aio.errors import ConfigError, TDMsgError
+from tubemq_aio.checks import Checks
+from tubemq_aio.errors import TDMsgError
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -175,8 +176,9 @@ def parse_attributes(text: str) -> dict[str, str]:
     Returns:
         The keys and values in order of first appearance.
     """
-    if not isinstance(text, str):
-        raise ConfigError(f"tdmsg: attributes must be a string, got {type(text).__name__}")
+    checks = Checks("tdmsg")
+    checks.instance("attributes", text, str)
+    checks.done()
     result: dict[str, str] = {}
     for item in text.split("&"):
         item = item.strip()

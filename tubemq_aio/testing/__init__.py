@@ -22,6 +22,7 @@ from tubemq_aio.testing._errors import (
     NodeNotReadyError,
     PortInUseError,
     RuntimeResolveError,
+    SparkClusterError,
     ToolNotFoundError,
     WebApiError,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "RedisServerError",
     "RuntimeResolveError",
     "ServerNode",
+    "SparkClusterError",
     "StoredMessage",
     "TlsMaterial",
     "TlsSettings",

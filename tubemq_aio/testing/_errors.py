@@ -78,5 +78,9 @@ class NodeNotReadyError(ClusterStartError):
     """A server (or a topic on it) did not become ready within the allowed time."""
 
 
+class SparkClusterError(ClusterStartError):
+    """A Spark process failed to start, exited early or did not become ready in time."""
+
+
 class WebApiError(ClusterError):
     """The master's web API refused a request or an item of a batch request failed."""

@@ -18,13 +18,12 @@ import zipfile
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
-from tubemq_aio.testing._errors import ClusterStartError, ToolNotFoundError
+from tubemq_aio.testing._errors import SparkClusterError, ToolNotFoundError
 from tubemq_aio.testing._process import JavaProcess, kill_pid, pid_alive, tail
 
 __all__ = [
     "HOST",
     "Probe",
-    "SparkClusterError",
     "descendants",
     "end_tree",
     "java_env",
@@ -40,10 +39,6 @@ __all__ = [
 #: Every Spark process binds to loopback.
 HOST = "127.0.0.1"
 _PACKAGE = "tubemq_aio"
-
-
-class SparkClusterError(ClusterStartError):
-    """A Spark process failed to start, exited early or did not become ready in time."""
 
 
 def spark_home() -> Path:

@@ -37,9 +37,10 @@ from google.protobuf.message import Message
 
 from tubemq_aio.errors import ConfigError, ProtocolError, ServerError
 from tubemq_aio.protocol import client_balance, consumer_meta, consumer_rpc, producer_rpc
+from tubemq_aio.protocol.attributes import parse_attributes, parse_msg_time
 from tubemq_aio.protocol.flow_control import parse_flow_rules
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
-from tubemq_aio.protocol.message import decode_payload, parse_attributes, parse_msg_time
+from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.partitions import parse_confirm_context
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb

@@ -24,14 +24,13 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
-from tubemq_aio.testing._errors import ToolNotFoundError
+from tubemq_aio.testing._errors import SparkClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess, tail
 from tubemq_aio.testing._service import AsyncService
 from tubemq_aio.testing._spark_env import (
     HOST,
     Probe,
-    SparkClusterError,
     end_tree,
     java_env,
     make_executor_python,
@@ -45,7 +44,6 @@ from tubemq_aio.testing._spark_env import (
 
 __all__ = [
     "CONNECT_SERVER_CLASS",
-    "SparkClusterError",
     "SparkConnectServer",
     "SparkStandaloneCluster",
     "make_executor_python",

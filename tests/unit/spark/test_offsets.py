@@ -74,9 +74,9 @@ def test_offsets_have_sorted_keys_and_int_values() -> None:
 
 
 def test_normalize_rejects_non_int() -> None:
-    with pytest.raises(ValueError, match="int >= 0"):
+    with pytest.raises(ValueError, match="integer >= 0"):
         normalize_offsets({A: "5"})
-    with pytest.raises(ValueError, match="int >= 0"):
+    with pytest.raises(ValueError, match="integer >= 0"):
         normalize_offsets({A: -1})
 
 

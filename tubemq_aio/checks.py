@@ -1,4 +1,8 @@
-"""Argument checks shared by every config dataclass and public call.
+"""Argument checks shared by every config dataclass and public call, in every layer.
+
+The one dialect of checking user input: the pure protocol code (which only imports the ground
+layer this module belongs to), the clients, and the applications on top of the SDK (Spark
+options, CLI input) all check with :class:`Checks`.
 
 A :class:`Checks` collects every problem of one constructor or call and raises them together as
 one :class:`~tubemq_aio.errors.ConfigError` (a ``ValueError``), so a user fixes all of them in
@@ -20,7 +24,7 @@ from typing import NoReturn
 
 from tubemq_aio.errors import ConfigError
 
-__all__ = ["MAX_SECONDS", "Checks", "check_options", "is_seconds"]
+__all__ = ["MAX_SECONDS", "Checks", "check_options", "is_seconds", "kinds"]
 
 #: The longest duration any option or call accepts, in seconds (one day). Larger values are
 #: rejected: they overflow deadline arithmetic (``1e300 * 1000``) and mean "never" in practice.
@@ -37,6 +41,14 @@ def _shown(value: object) -> str:
 
 def _type_name(value: object) -> str:
     return type(value).__name__
+
+
+def kinds(classes: type | tuple[type, ...]) -> str:
+    """``"bytes, bytearray or memoryview"``: the names of ``classes`` for an error text."""
+    if isinstance(classes, type):
+        return classes.__name__
+    names = [c.__name__ for c in classes]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 class Checks:
@@ -67,6 +79,16 @@ class Checks:
         if len(text) > _MAX_PROBLEM:  # e.g. a 10 000-character topic name quoted back
             text = text[: _MAX_PROBLEM - 3] + "..."
         self._problems.append((text, type(exc)))
+
+    def fail(self, text: str) -> NoReturn:
+        """Record one problem and raise at once with everything recorded so far: for a check
+        that cannot go on (a parser stopped by what it cannot read).
+
+        Raises:
+            ConfigError: always (the class this :class:`Checks` raises).
+        """
+        self.problem(text)
+        self._raise()
 
     @property
     def ok(self) -> bool:
@@ -153,25 +175,94 @@ class Checks:
         return value
 
     def text(
-        self, name: str, value: object, *, optional: bool = False, secret: bool = False
+        self,
+        name: str,
+        value: object,
+        *,
+        optional: bool = False,
+        secret: bool = False,
+        max_length: int | None = None,
     ) -> str | None:
-        """A non-blank ``str`` (or ``None`` when ``optional``); returned stripped unless
-        ``secret`` (a password is kept byte for byte and never shown)."""
+        """A non-blank ``str`` (or ``None`` when ``optional``) of at most ``max_length``
+        characters once stripped; returned stripped unless ``secret`` (a password is kept
+        byte for byte and never shown)."""
         if value is None and optional:
             return None
         if not isinstance(value, str):
             self.problem(f"{name} must be a string, got {_type_name(value)}")
             return None
-        if not value.strip():
+        stripped = value.strip()
+        if not stripped:
             self.problem(f"{name} must not be blank")
-        return value if secret else value.strip()
+        elif max_length is not None and len(stripped) > max_length:
+            shown = "" if secret else f": {_shown(stripped)}"
+            self.problem(f"{name} must be at most {max_length} characters{shown}")
+        return value if secret else stripped
 
-    def instance(self, name: str, value: object, cls: type, *, optional: bool = False) -> None:
-        """``value`` is an instance of ``cls`` (or ``None`` when ``optional``)."""
+    def choice(self, name: str, value: object, options: Iterable[object]) -> None:
+        """``value`` is one of ``options`` (compared with ``==``; ``True`` is not ``1``)."""
+        allowed = tuple(options)
+        if isinstance(value, bool) != any(isinstance(o, bool) for o in allowed) or not any(
+            value == o for o in allowed
+        ):
+            listed = ", ".join(map(repr, allowed))
+            self.problem(f"{name} must be one of {listed}, got {_shown(value)}")
+
+    def instance(
+        self,
+        name: str,
+        value: object,
+        cls: type | tuple[type, ...],
+        *,
+        optional: bool = False,
+    ) -> bool:
+        """``value`` is an instance of ``cls`` (one class or a tuple of them), or ``None`` when
+        ``optional``; returns whether it is."""
         if value is None and optional:
-            return
+            return True
         if not isinstance(value, cls):
-            self.problem(f"{name} must be a {cls.__name__}, got {_type_name(value)}")
+            self.problem(f"{name} must be a {kinds(cls)}, got {_type_name(value)}")
+            return False
+        return True
+
+    # ---- values written as text (CLI arguments, Spark options, JSON fields) ------------------
+
+    def number_text(
+        self,
+        name: str,
+        text: str,
+        *,
+        low: float,
+        high: float,
+        low_open: bool = False,
+        unit: str = "",
+    ) -> float:
+        """A number written as text (``"2.5"``), then checked as :meth:`number` checks it."""
+        try:
+            value = float(text)
+        except ValueError:
+            self.problem(f"{name} must be a number, got {_shown(text)}")
+            return 0.0
+        return self.number(name, value, low=low, high=high, low_open=low_open, unit=unit)
+
+    def integer_text(self, name: str, text: str, *, low: int, high: int | None = None) -> int:
+        """An integer written as text (``"12"``), then checked as :meth:`integer` checks it."""
+        try:
+            value = int(text.strip())
+        except ValueError:
+            self.problem(f"{name} must be an integer, got {_shown(text)}")
+            return 0
+        return self.integer(name, value, low=low, high=high)
+
+    def flag_text(self, name: str, text: str) -> bool:
+        """A yes/no written as text: ``true``/``1``/``yes`` or ``false``/``0``/``no`` in any
+        case."""
+        lowered = text.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered not in ("false", "0", "no"):
+            self.problem(f"{name} must be true or false, got {_shown(text)}")
+        return False
 
     # ---- collections -------------------------------------------------------------------------
 
