@@ -26,10 +26,13 @@ __all__ = ["RedisNodeSet", "info_fields", "query"]
 log = logging.getLogger("tubemq_aio.testing")
 
 
-async def query(port: int, *args: str, timeout: float = 2.0) -> Reply | None:
-    """One command's reply, or None when the server is down, refuses or does not answer."""
+async def query(
+    port: int, *args: str, timeout: float = 2.0, password: str | None = None
+) -> Reply | None:
+    """One command's reply (after ``AUTH password`` if given), or None when the server is down,
+    refuses or does not answer."""
     try:
-        return await command(port, *args, timeout=timeout)
+        return await command(port, *args, timeout=timeout, password=password)
     except (OSError, TimeoutError, ConnectionError, RespError):
         return None
 

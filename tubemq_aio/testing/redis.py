@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
@@ -55,6 +56,8 @@ class RedisServer(AsyncService):
         start_timeout: seconds to wait for the server to answer ``PING``.
         data_dir: directory for the AOF and the log; a temporary one (removed on stop) if None.
         extra_args: more ``--option value`` arguments appended to the command line.
+        password: the server requires it (``requirepass``) and a replica of it uses it
+            towards its primary (``masterauth``); None for none.
 
     Example::
 
@@ -69,6 +72,7 @@ class RedisServer(AsyncService):
         start_timeout: float = 20.0,
         data_dir: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        password: str | None = None,
     ) -> None:
         """Store the settings; nothing is started yet (see class docstring)."""
         if not start_timeout > 0:
@@ -76,6 +80,7 @@ class RedisServer(AsyncService):
         self.binary = binary
         self.start_timeout = start_timeout
         self.extra_args = tuple(extra_args)
+        self.password = password
         self._given_dir = data_dir
         self._dir: Path | None = None
         self._port: int | None = None
@@ -92,8 +97,9 @@ class RedisServer(AsyncService):
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:<port>/0``."""
-        return f"redis://{_HOST}:{self.port}/0"
+        """``redis://[:<password>@]127.0.0.1:<port>/0``."""
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        return f"redis://{auth}{_HOST}:{self.port}/0"
 
     @property
     def data_dir(self) -> Path:
@@ -144,6 +150,8 @@ class RedisServer(AsyncService):
             "--logfile", str(self.log_file),
             *self.extra_args,
         ]  # fmt: skip
+        if self.password is not None:
+            argv += ["--requirepass", self.password, "--masterauth", self.password]
         proc = JavaProcess("redis", argv, self.data_dir / "stdout.log", self.data_dir)
         proc.spawn()
         self._proc = proc
@@ -164,7 +172,8 @@ class RedisServer(AsyncService):
                     tail(self.log_file, 20),
                 )
             try:
-                if await command(self.port, "PING", timeout=1.0) == "PONG":
+                ping = await command(self.port, "PING", timeout=1.0, password=self.password)
+                if ping == "PONG":
                     return
             except (OSError, TimeoutError, ConnectionError, RespError):
                 pass
@@ -202,7 +211,7 @@ class RedisServer(AsyncService):
             RedisServerError: the server refused or did not answer.
         """
         try:
-            reply = await command(self.port, "FLUSHALL", timeout=10.0)
+            reply = await command(self.port, "FLUSHALL", timeout=10.0, password=self.password)
         except (OSError, TimeoutError, ConnectionError, RespError) as exc:
             raise RedisServerError(f"FLUSHALL failed: {exc!r}") from exc
         if reply != "OK":

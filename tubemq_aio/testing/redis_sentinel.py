@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from tubemq_aio.testing._fault_proxy import FaultProxy
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
-from tubemq_aio.testing._resp import HOST
+from tubemq_aio.testing._resp import HOST, Reply
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = ["RedisSentinelSet"]
@@ -39,6 +40,9 @@ class RedisSentinelSet(RedisNodeSet):
         replication_proxy: put a :class:`~tubemq_aio.testing.FaultProxy` between the replica
             and the primary (:attr:`replication_link`), so a test can hold writes back from the
             replica (``set("down", blackhole=True)``) and make a failover lose them.
+        password: the data nodes require it (``requirepass``, ``masterauth``; the sentinels
+            use it towards them); None for none.
+        sentinel_password: the sentinels require it of their clients; None for none.
 
     Example::
 
@@ -57,6 +61,8 @@ class RedisSentinelSet(RedisNodeSet):
         binary: str = "redis-server",
         data_dir: Path | None = None,
         replication_proxy: bool = False,
+        password: str | None = None,
+        sentinel_password: str | None = None,
     ) -> None:
         """Store the settings; nothing is started yet."""
         super().__init__(binary=binary, start_timeout=start_timeout, data_dir=data_dir)
@@ -66,6 +72,9 @@ class RedisSentinelSet(RedisNodeSet):
             raise ValueError("down_after_ms must be within 100 .. 600000")
         if not 1000 <= failover_timeout_ms <= 3_600_000:
             raise ValueError("failover_timeout_ms must be within 1000 .. 3600000")
+        for secret in (password, sentinel_password):
+            if secret is not None and (not secret.isprintable() or not secret or " " in secret):
+                raise ValueError("a password must be printable, without spaces, and not empty")
         self.master_name = master_name
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
@@ -74,14 +83,23 @@ class RedisSentinelSet(RedisNodeSet):
         self._sentinels: list[JavaProcess] = []
         self._want_proxy = replication_proxy
         self.replication_link: FaultProxy | None = None
+        self.password = password
+        self.sentinel_password = sentinel_password
 
     @property
     def url(self) -> str:
-        """``redis+sentinel://127.0.0.1:<s1>,…/<master_name>/0`` (the gateway's form)."""
+        """``redis+sentinel://[:<password>@]127.0.0.1:<s1>,…/<master_name>/0`` (the gateway's
+        form), with ``?sentinel_password=…`` when the sentinels require one."""
         if not self.sentinel_ports:
             raise RedisServerError("the sentinel set was never started")
         hosts = ",".join(f"{HOST}:{p}" for p in self.sentinel_ports)
-        return f"redis+sentinel://{hosts}/{self.master_name}/0"
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        query = (
+            ""
+            if self.sentinel_password is None
+            else f"?{urlencode({'sentinel_password': self.sentinel_password})}"
+        )
+        return f"redis+sentinel://{auth}{hosts}/{self.master_name}/0{query}"
 
     def _sentinel_log(self, i: int) -> Path:
         return self.data_dir / f"sentinel-{i}" / "sentinel.log"
@@ -99,7 +117,12 @@ class RedisSentinelSet(RedisNodeSet):
         root = self._prepare()
         # a new replica syncs at once, not after the default 5 s diskless-sync delay
         fast_sync = ("--repl-diskless-sync-delay", "0")
-        primary = RedisServer(binary=self.binary, data_dir=root / "node-0", extra_args=fast_sync)
+        primary = RedisServer(
+            binary=self.binary,
+            data_dir=root / "node-0",
+            extra_args=fast_sync,
+            password=self.password,
+        )
         self.servers.append(primary)
         await primary.start()
         upstream = primary.port
@@ -111,6 +134,7 @@ class RedisSentinelSet(RedisNodeSet):
             binary=self.binary,
             data_dir=root / "node-1",
             extra_args=(*fast_sync, "--replicaof", HOST, str(upstream)),
+            password=self.password,
         )
         self.servers.append(replica)
         await replica.start()
@@ -141,7 +165,9 @@ class RedisSentinelSet(RedisNodeSet):
             f"sentinel monitor {name} {HOST} {primary_port} {QUORUM}\n"
             f"sentinel down-after-milliseconds {name} {self.down_after_ms}\n"
             f"sentinel failover-timeout {name} {self.failover_timeout_ms}\n"
-            f"sentinel parallel-syncs {name} 1\n",
+            f"sentinel parallel-syncs {name} 1\n"
+            + ("" if self.password is None else f"sentinel auth-pass {name} {self.password}\n")
+            + ("" if self.sentinel_password is None else f"requirepass {self.sentinel_password}\n"),
             encoding="utf-8",
         )
         proc = JavaProcess(
@@ -150,12 +176,20 @@ class RedisSentinelSet(RedisNodeSet):
         proc.spawn()
         return proc
 
+    async def _data(self, port: int, *args: str) -> Reply | None:
+        """A data node's reply (None when it is down or refuses)."""
+        return await query(port, *args, password=self.password)
+
+    async def _sentinel(self, port: int, *args: str) -> Reply | None:
+        """A sentinel's reply (None when it is down or refuses)."""
+        return await query(port, *args, password=self.sentinel_password)
+
     async def _link_up(self, port: int) -> bool:
-        fields = info_fields(await query(port, "INFO", "replication"))
+        fields = info_fields(await self._data(port, "INFO", "replication"))
         return fields.get("master_link_status") == "up"
 
     async def _sentinel_ready(self, port: int) -> bool:
-        reply = await query(port, "SENTINEL", "MASTER", self.master_name)
+        reply = await self._sentinel(port, "SENTINEL", "MASTER", self.master_name)
         if not isinstance(reply, list):
             return False
         fields = dict(zip(reply[::2], reply[1::2], strict=False))
@@ -173,7 +207,7 @@ class RedisSentinelSet(RedisNodeSet):
         """
         for server in self.servers:
             if server.running:
-                role = await query(server.port, "ROLE")
+                role = await self._data(server.port, "ROLE")
                 if isinstance(role, list) and role and role[0] == "master":
                     return server
         raise RedisServerError("no running Redis server of the set is a primary")
@@ -181,7 +215,9 @@ class RedisSentinelSet(RedisNodeSet):
     async def sentinel_primary_port(self) -> int | None:
         """The primary's port as the first answering sentinel names it (None if none answers)."""
         for port in self.sentinel_ports:
-            reply = await query(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name)
+            reply = await self._sentinel(
+                port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name
+            )
             if isinstance(reply, list) and len(reply) == 2:
                 return int(str(reply[1]))
         return None
@@ -203,12 +239,14 @@ class RedisSentinelSet(RedisNodeSet):
         async def promoted() -> bool:
             ports = []
             for port in self.sentinel_ports:
-                reply = await query(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name)
+                reply = await self._sentinel(
+                    port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name
+                )
                 ports.append(int(str(reply[1])) if isinstance(reply, list) else None)
             new = ports[0]
             if new is None or new == old.port or any(p != new for p in ports):
                 return False
-            role = await query(new, "ROLE")
+            role = await self._data(new, "ROLE")
             return isinstance(role, list) and bool(role) and role[0] == "master"
 
         await self._poll("the sentinels' failover", promoted, timeout, self._sentinel_log(0))
