@@ -8,6 +8,7 @@ the protocol over a plain asyncio stream.
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 __all__ = ["Reply", "RespError", "command"]
 
@@ -55,12 +56,18 @@ def _encode(args: tuple[str, ...]) -> bytes:
 
 
 async def command(
-    port: int, *args: str, timeout: float, host: str = HOST, password: str | None = None
+    port: int,
+    *args: str,
+    timeout: float,
+    host: str = HOST,
+    password: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Reply:
     """Send one command to ``host:port`` and return its decoded reply.
 
     Args:
         password: sent with ``AUTH`` first (a server with ``requirepass``).
+        tls: connect with TLS in this context (a server listening on its TLS port only).
 
     Raises:
         RespError: the server answered an error (to the ``AUTH`` too).
@@ -68,7 +75,7 @@ async def command(
     """
     auth = b"" if password is None else _encode(("AUTH", password))
     async with asyncio.timeout(timeout):
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls)
         try:
             writer.write(auth + _encode(args))
             await writer.drain()

@@ -23,9 +23,11 @@ from urllib.parse import quote
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
 from tubemq_aio.testing._resp import HOST as _HOST
 from tubemq_aio.testing._resp import RespError, command
 from tubemq_aio.testing._service import AsyncService
+from tubemq_aio.testing._tls import TlsMaterial
 
 __all__ = ["RedisServer", "RedisServerError"]
 
@@ -58,6 +60,9 @@ class RedisServer(AsyncService):
         extra_args: more ``--option value`` arguments appended to the command line.
         password: the server requires it (``requirepass``) and a replica of it uses it
             towards its primary (``masterauth``); None for none.
+        tls: listen with TLS only, on :attr:`port`, with this material (see
+            :func:`~tubemq_aio.testing.make_tls_material`; clients must show its pair too);
+            None for plain TCP.
 
     Example::
 
@@ -73,6 +78,7 @@ class RedisServer(AsyncService):
         data_dir: Path | None = None,
         extra_args: tuple[str, ...] = (),
         password: str | None = None,
+        tls: TlsMaterial | None = None,
     ) -> None:
         """Store the settings; nothing is started yet (see class docstring)."""
         if not start_timeout > 0:
@@ -81,6 +87,8 @@ class RedisServer(AsyncService):
         self.start_timeout = start_timeout
         self.extra_args = tuple(extra_args)
         self.password = password
+        self.tls = tls
+        self._client_tls = None if tls is None else client_context(tls)
         self._given_dir = data_dir
         self._dir: Path | None = None
         self._port: int | None = None
@@ -97,8 +105,10 @@ class RedisServer(AsyncService):
 
     @property
     def url(self) -> str:
-        """``redis://[:<password>@]127.0.0.1:<port>/0``."""
+        """``redis://[:<password>@]127.0.0.1:<port>/0`` (``rediss://…?ssl_ca_certs=…`` with TLS)."""
         auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        if self.tls is not None:
+            return f"rediss://{auth}{_HOST}:{self.port}/0?{client_url_options(self.tls)}"
         return f"redis://{auth}{_HOST}:{self.port}/0"
 
     @property
@@ -152,6 +162,9 @@ class RedisServer(AsyncService):
         ]  # fmt: skip
         if self.password is not None:
             argv += ["--requirepass", self.password, "--masterauth", self.password]
+        if self.tls is not None:  # later directives win: the plain port becomes 0
+            for name, value in tls_directives(self.tls, self.port).items():
+                argv += [f"--{name}", value]
         proc = JavaProcess("redis", argv, self.data_dir / "stdout.log", self.data_dir)
         proc.spawn()
         self._proc = proc
@@ -172,7 +185,9 @@ class RedisServer(AsyncService):
                     tail(self.log_file, 20),
                 )
             try:
-                ping = await command(self.port, "PING", timeout=1.0, password=self.password)
+                ping = await command(
+                    self.port, "PING", timeout=1.0, password=self.password, tls=self._client_tls
+                )
                 if ping == "PONG":
                     return
             except (OSError, TimeoutError, ConnectionError, RespError):
@@ -211,7 +226,9 @@ class RedisServer(AsyncService):
             RedisServerError: the server refused or did not answer.
         """
         try:
-            reply = await command(self.port, "FLUSHALL", timeout=10.0, password=self.password)
+            reply = await command(
+                self.port, "FLUSHALL", timeout=10.0, password=self.password, tls=self._client_tls
+            )
         except (OSError, TimeoutError, ConnectionError, RespError) as exc:
             raise RedisServerError(f"FLUSHALL failed: {exc!r}") from exc
         if reply != "OK":

@@ -18,7 +18,9 @@ from tubemq_aio.testing._fault_proxy import FaultProxy
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
+from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
 from tubemq_aio.testing._resp import HOST, Reply
+from tubemq_aio.testing._tls import TlsMaterial
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = ["RedisSentinelSet"]
@@ -43,6 +45,9 @@ class RedisSentinelSet(RedisNodeSet):
         password: the data nodes require it (``requirepass``, ``masterauth``; the sentinels
             use it towards them); None for none.
         sentinel_password: the sentinels require it of their clients; None for none.
+        tls: every process listens with TLS only and replicates over it, with this material
+            (:func:`~tubemq_aio.testing.make_tls_material`; clients show its pair too); None
+            for plain TCP.
 
     Example::
 
@@ -63,6 +68,7 @@ class RedisSentinelSet(RedisNodeSet):
         replication_proxy: bool = False,
         password: str | None = None,
         sentinel_password: str | None = None,
+        tls: TlsMaterial | None = None,
     ) -> None:
         """Store the settings; nothing is started yet."""
         super().__init__(binary=binary, start_timeout=start_timeout, data_dir=data_dir)
@@ -85,6 +91,8 @@ class RedisSentinelSet(RedisNodeSet):
         self.replication_link: FaultProxy | None = None
         self.password = password
         self.sentinel_password = sentinel_password
+        self.tls = tls
+        self._client_tls = None if tls is None else client_context(tls)
 
     @property
     def url(self) -> str:
@@ -94,12 +102,12 @@ class RedisSentinelSet(RedisNodeSet):
             raise RedisServerError("the sentinel set was never started")
         hosts = ",".join(f"{HOST}:{p}" for p in self.sentinel_ports)
         auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
-        query = (
-            ""
-            if self.sentinel_password is None
-            else f"?{urlencode({'sentinel_password': self.sentinel_password})}"
-        )
-        return f"redis+sentinel://{auth}{hosts}/{self.master_name}/0{query}"
+        options = [] if self.tls is None else [client_url_options(self.tls)]
+        if self.sentinel_password is not None:
+            options.append(urlencode({"sentinel_password": self.sentinel_password}))
+        query = f"?{'&'.join(options)}" if options else ""
+        scheme = "redis+sentinel" if self.tls is None else "rediss+sentinel"
+        return f"{scheme}://{auth}{hosts}/{self.master_name}/0{query}"
 
     def _sentinel_log(self, i: int) -> Path:
         return self.data_dir / f"sentinel-{i}" / "sentinel.log"
@@ -122,6 +130,7 @@ class RedisSentinelSet(RedisNodeSet):
             data_dir=root / "node-0",
             extra_args=fast_sync,
             password=self.password,
+            tls=self.tls,
         )
         self.servers.append(primary)
         await primary.start()
@@ -135,6 +144,7 @@ class RedisSentinelSet(RedisNodeSet):
             data_dir=root / "node-1",
             extra_args=(*fast_sync, "--replicaof", HOST, str(upstream)),
             password=self.password,
+            tls=self.tls,
         )
         self.servers.append(replica)
         await replica.start()
@@ -160,16 +170,22 @@ class RedisSentinelSet(RedisNodeSet):
         home.mkdir(parents=True, exist_ok=True)
         conf = home / "sentinel.conf"  # the sentinel rewrites it: it must be writable
         name = self.master_name
-        conf.write_text(
-            f"bind {HOST}\nport {port}\ndir {home}\nlogfile {home / 'sentinel.log'}\n"
-            f"sentinel monitor {name} {HOST} {primary_port} {QUORUM}\n"
-            f"sentinel down-after-milliseconds {name} {self.down_after_ms}\n"
-            f"sentinel failover-timeout {name} {self.failover_timeout_ms}\n"
-            f"sentinel parallel-syncs {name} 1\n"
-            + ("" if self.password is None else f"sentinel auth-pass {name} {self.password}\n")
-            + ("" if self.sentinel_password is None else f"requirepass {self.sentinel_password}\n"),
-            encoding="utf-8",
-        )
+        listen = {"port": str(port)} if self.tls is None else tls_directives(self.tls, port)
+        lines = [
+            f"bind {HOST}",
+            *(f"{directive} {value}" for directive, value in listen.items()),
+            f"dir {home}",
+            f"logfile {home / 'sentinel.log'}",
+            f"sentinel monitor {name} {HOST} {primary_port} {QUORUM}",
+            f"sentinel down-after-milliseconds {name} {self.down_after_ms}",
+            f"sentinel failover-timeout {name} {self.failover_timeout_ms}",
+            f"sentinel parallel-syncs {name} 1",
+        ]
+        if self.password is not None:
+            lines.append(f"sentinel auth-pass {name} {self.password}")
+        if self.sentinel_password is not None:
+            lines.append(f"requirepass {self.sentinel_password}")
+        conf.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         proc = JavaProcess(
             f"sentinel-{i}", [self.binary, str(conf), "--sentinel"], home / "stdout.log", home
         )
@@ -178,11 +194,11 @@ class RedisSentinelSet(RedisNodeSet):
 
     async def _data(self, port: int, *args: str) -> Reply | None:
         """A data node's reply (None when it is down or refuses)."""
-        return await query(port, *args, password=self.password)
+        return await query(port, *args, password=self.password, tls=self._client_tls)
 
     async def _sentinel(self, port: int, *args: str) -> Reply | None:
         """A sentinel's reply (None when it is down or refuses)."""
-        return await query(port, *args, password=self.sentinel_password)
+        return await query(port, *args, password=self.sentinel_password, tls=self._client_tls)
 
     async def _link_up(self, port: int) -> bool:
         fields = info_fields(await self._data(port, "INFO", "replication"))
