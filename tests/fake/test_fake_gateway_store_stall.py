@@ -5,6 +5,9 @@ answers 503 ``store_unavailable`` (Redis's fault), not ``tube_unavailable`` (the
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
+
+import pytest
 
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import assert_retriable_503, produce_numbered
@@ -18,8 +21,11 @@ from tubemq_aio.testing import FakeCluster, Fault, FaultProxy, RedisServer, wait
 LEASE_MS = 2000
 
 
-async def test_a_redis_stall_cut_by_a_short_lease_is_the_stores_fault() -> None:
-    spec = GroupSpec(name="gs", topics=("t",), lease_ms_min=500, lease_ms=LEASE_MS)
+@pytest.mark.parametrize(("mode", "client_id"), [("clustering", None), ("broadcast", "c1")])
+async def test_a_redis_stall_cut_by_a_short_lease_is_the_stores_fault(
+    mode: Literal["clustering", "broadcast"], client_id: str | None
+) -> None:
+    spec = GroupSpec(name="gs", topics=("t",), mode=mode, lease_ms_min=500, lease_ms=LEASE_MS)
     async with (
         FakeCluster(topics={"t": 1}) as cluster,
         RedisServer() as redis,
@@ -33,7 +39,7 @@ async def test_a_redis_stall_cut_by_a_short_lease_is_the_stores_fault() -> None:
             # so the booking after the read stalls until the budget ends
             slow = cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(0.5))
             fetch = asyncio.create_task(
-                service.fetch("gs", client_id=None, max_messages=3, lease_ms=LEASE_MS)
+                service.fetch("gs", client_id=client_id, max_messages=3, lease_ms=LEASE_MS)
             )
             await wait_until(lambda: slow.hits >= 1, 30, "the read at the broker")
             proxy.set(blackhole=True)

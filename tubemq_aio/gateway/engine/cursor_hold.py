@@ -89,10 +89,15 @@ class CursorHold:
                     self._budget.reschedule(asyncio.get_running_loop().time())
                 return
 
-    async def end(self) -> None:
+    async def end(self, *, unlock: bool = True) -> None:
         """Stop renewing and drop the mutex (idempotent). The unlock runs even when the caller
         is cancelled while the renewal stops: skipped, it would leave the mutex held until it
-        lapses, stalling every other reader of the partition."""
+        lapses, stalling every other reader of the partition.
+
+        Args:
+            unlock: False when Redis is not answering: the mutex is left to lapse rather than
+                the caller kept waiting on an unlock that cannot arrive.
+        """
         if self._ended:
             return
         self._ended = True
@@ -102,6 +107,7 @@ class CursorHold:
                 renewal.cancel()
                 await asyncio.wait({renewal})  # its own cancel is not raised here
         finally:
-            with contextlib.suppress(Exception):
-                self._cost.trips += 1
-                await asyncio.shield(self.store.unlock(*self.fence))
+            if unlock:
+                with contextlib.suppress(Exception):
+                    self._cost.trips += 1
+                    await asyncio.shield(self.store.unlock(*self.fence))

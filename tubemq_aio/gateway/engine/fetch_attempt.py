@@ -246,7 +246,11 @@ class BatchReader:
             if isinstance(exc, TimeoutError) and cost.on_redis:
                 # The budget ran out on a Redis round trip (a failover or an outage longer
                 # than the read's budget, however short the lease): Redis's fault, not the
-                # broker's. No release: Redis is not answering, and the lease lapses anyway.
+                # broker's. No release: Redis is not answering, and the lease (and any cursor
+                # mutex) lapses anyway.
+                if hold is not None:
+                    done, hold = hold, None
+                    await done.end(unlock=False)
                 raise StoreUnavailableError(
                     f"Redis did not answer within the read of {lease.partition_key}"
                 ) from exc
