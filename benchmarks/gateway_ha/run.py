@@ -171,10 +171,13 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--ack-replicas", type=int, default=0)
+    parser.add_argument("--lease-ms", type=int, default=10_000, help="the group's lease")
     parser.add_argument("--out", type=Path, help="result directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     seconds = args.seconds or (20.0 if args.quick else 60.0)
-    settings = HaRunSettings(seconds=seconds, redis_ack_replicas=args.ack_replicas)
+    settings = HaRunSettings(
+        seconds=seconds, redis_ack_replicas=args.ack_replicas, lease_ms=args.lease_ms
+    )
     result = asyncio.run(run_ha(settings))
     name = f"{time.strftime('%Y-%m-%d')}-gateway-ha{'-quick' if args.quick else ''}"
     out = args.out or RESULTS / name

@@ -21,9 +21,9 @@ from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet
 
 LEASE_MS = 2000
-#: Leases of the runs killed mid-read: a read's budget (the lease less 2 s) must outlast the
-#: store's two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover
-#: would be reported as the broker's fault (503 tube_unavailable) rather than the store's.
+#: Leases of the runs killed mid-read: long enough that most reads cut by the failover end
+#: in the store's own answer (a read whose budget runs out on Redis is reported as Redis's
+#: fault too: see test_fake_gateway_store_stall.py).
 RUN_LEASE_MS = 9000
 
 

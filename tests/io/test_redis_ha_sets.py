@@ -92,6 +92,9 @@ async def test_a_failing_body_keeps_the_logs_and_bad_settings_are_typed() -> Non
         RedisSentinelSet(down_after_ms=5)
     with pytest.raises(ValueError, match="node_timeout_ms"):
         RedisClusterSet(node_timeout_ms=0)
+    for bad in ("", "two words", "line\nbreak"):  # it goes into the sentinels' config file
+        with pytest.raises(ValueError, match="printable, without spaces"):
+            RedisSentinelSet(sentinel_password=bad)
     with pytest.raises(RedisServerError, match="never started"):
         _ = RedisSentinelSet().url
     redis_set = RedisSentinelSet()

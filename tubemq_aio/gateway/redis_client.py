@@ -6,13 +6,18 @@ Three forms (see ``docs/gateway.md``, "Redis topologies"):
   without replicas the gateway does not know of).
 * ``redis+sentinel://[user:password@]h1:26379,h2:26379/<service>/<db>``: the primary of
   ``service`` as the sentinels name it; after a failover the next connection asks them again.
-  The credentials are the data nodes'; the sentinels are asked without any.
+  The credentials are the data nodes'; the sentinels' are the query's ``sentinel_username`` and
+  ``sentinel_password`` (none by default).
 * ``redis+cluster://[user:password@]h1:7000,h2:7001[/0]``: a Redis Cluster; the hosts are seeds,
   the client learns the slot map and follows ``MOVED``. Every gateway key of a group carries the
   hash tag ``{g:<group>}``, so every script touches one slot.
 
-A ``[redis]`` table (``url``, ``max_connections``, ``ack_replicas``, ``ack_wait_ms``) may stand
-for the top-level ``redis*`` settings (:func:`redis_table_options`).
+``rediss+sentinel://`` and ``rediss+cluster://`` speak TLS to every node (the sentinels too);
+their query takes the TLS options of :mod:`.redis_options`, as ``rediss://`` takes redis-py's.
+
+A ``[redis]`` table (``url``, ``max_connections``, ``ack_replicas``, ``ack_wait_ms`` and the
+URL options of :mod:`.redis_options`) may stand for the top-level ``redis*`` settings
+(:func:`redis_table_options`).
 
 Each form bounds the connections of one replica: the single-server and Sentinel pools make a
 burst wait for a free connection (up to the round-trip timeout) instead of failing; a cluster
@@ -25,13 +30,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.redis_options import URL_OPTIONS, HaOptions, fold_into_url, parse_ha_options
 
 __all__ = [
     "RedisClient",
@@ -45,8 +51,13 @@ __all__ = [
 RedisClient = aioredis.Redis | RedisCluster
 
 _SINGLE = ("redis://", "rediss://", "unix://")
-_SENTINEL = "redis+sentinel://"
-_CLUSTER = "redis+cluster://"
+#: URL scheme → (kind, TLS) of the replicated forms.
+_HA_SCHEMES = {
+    "redis+sentinel": ("sentinel", False),
+    "rediss+sentinel": ("sentinel", True),
+    "redis+cluster": ("cluster", False),
+    "rediss+cluster": ("cluster", True),
+}
 #: ``[redis]`` table key → the top-level setting it stands for.
 _TABLE_KEYS = {
     "url": "redis",
@@ -72,6 +83,7 @@ class RedisTopology:
         db: the database number (always 0 in a cluster).
         username: the data nodes' ACL user, or None.
         password: the data nodes' password, or None.
+        options: TLS and the sentinels' credentials (``sentinel``/``cluster`` only).
     """
 
     kind: Literal["server", "sentinel", "cluster"]
@@ -81,6 +93,7 @@ class RedisTopology:
     db: int = 0
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    options: HaOptions = field(default_factory=HaOptions)
 
     @property
     def supports_wait(self) -> bool:
@@ -109,18 +122,19 @@ def parse_redis_url(url: str) -> RedisTopology:
     if not isinstance(url, str) or not url.strip():
         raise ConfigError("redis is required (a non-empty URL)")
     if url.startswith(_SINGLE):
+        _check_server_query(url)
         return RedisTopology("server", url)
-    if url.startswith(_SENTINEL):
-        kind, rest = "sentinel", url[len(_SENTINEL) :]
-    elif url.startswith(_CLUSTER):
-        kind, rest = "cluster", url[len(_CLUSTER) :]
-    else:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in _HA_SCHEMES:
         raise ConfigError(
-            "redis must be a redis://, rediss://, unix://, redis+sentinel:// or "
-            "redis+cluster:// URL"
+            "redis must be a redis://, rediss://, unix://, redis[s]+sentinel:// or "
+            "redis[s]+cluster:// URL"
         )
-    if "?" in rest or "#" in rest:
-        raise ConfigError(f"redis: a {kind} URL takes no query or fragment")
+    kind, tls = _HA_SCHEMES[scheme]
+    if "#" in rest:
+        raise ConfigError(f"redis: a {kind} URL takes no fragment")
+    rest, _, query = rest.partition("?")
+    options = parse_ha_options(query, kind, tls)
     creds, at, rest = rest.rpartition("@")
     username = password = None
     if at:
@@ -148,7 +162,18 @@ def parse_redis_url(url: str) -> RedisTopology:
         int(db_text),
         username,
         password,
+        options,
     )
+
+
+def _check_server_query(url: str) -> None:
+    """The single-server form's query goes to redis-py; our own options must fit it."""
+    names = {name for name, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True)}
+    for name in sorted(names & set(URL_OPTIONS)):
+        if name.startswith("sentinel_"):
+            raise ConfigError(f"redis: {name} is an option of redis+sentinel:// URLs only")
+        if not url.startswith("rediss://"):
+            raise ConfigError(f"redis: {name} needs a rediss:// URL")
 
 
 def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float) -> RedisClient:
@@ -167,9 +192,16 @@ def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float)
         )
         return aioredis.Redis.from_pool(pool)
     auth: dict[str, Any] = {"username": topology.username, "password": topology.password}
+    tls = topology.options.tls
+    if tls is not None:
+        common.update(tls.client_kwargs())
     if topology.kind == "sentinel":
+        sentinel_auth = {
+            "username": topology.options.sentinel_username,
+            "password": topology.options.sentinel_password,
+        }
         sentinel = Sentinel(  # type: ignore[no-untyped-call]
-            list(topology.nodes), sentinel_kwargs=dict(common), **common
+            list(topology.nodes), sentinel_kwargs={**common, **sentinel_auth}, **common
         )
         client: aioredis.Redis = sentinel.master_for(
             topology.service,
@@ -191,6 +223,7 @@ def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float)
 def redis_table_options(table: object, top_level: Mapping[str, object]) -> dict[str, object]:
     """The top-level settings a ``[redis]`` table stands for (``url``, ``max_connections``,
     ``ack_replicas``, ``ack_wait_ms``); their values are checked where the top-level ones are.
+    The table's URL options (TLS, the sentinels' credentials) go into the URL's query.
 
     Raises:
         ConfigError: not a table, an unknown key, no ``url``, or a setting given both in the
@@ -198,15 +231,19 @@ def redis_table_options(table: object, top_level: Mapping[str, object]) -> dict[
     """
     if not isinstance(table, Mapping):
         raise ConfigError("redis must be a URL string or a [redis] table")
-    unknown = sorted(set(table) - set(_TABLE_KEYS))
+    unknown = sorted(set(table) - set(_TABLE_KEYS) - set(URL_OPTIONS))
     if unknown:
         raise ConfigError(f"unknown config key redis.{unknown[0]}")
     if "url" not in table:
         raise ConfigError("redis.url is required in a [redis] table")
     out: dict[str, object] = {}
     for key, value in table.items():
-        flat = _TABLE_KEYS[key]
+        flat = _TABLE_KEYS.get(key)
+        if flat is None:
+            continue
         if flat in top_level:
             raise ConfigError(f"{flat} is set twice: at the top level and as redis.{key}")
         out[flat] = value
+    url_options = {key: value for key, value in table.items() if key in URL_OPTIONS}
+    out["redis"] = fold_into_url(out["redis"], url_options)
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,10 +27,17 @@ __all__ = ["RedisNodeSet", "info_fields", "query"]
 log = logging.getLogger("tubemq_aio.testing")
 
 
-async def query(port: int, *args: str, timeout: float = 2.0) -> Reply | None:
-    """One command's reply, or None when the server is down, refuses or does not answer."""
+async def query(
+    port: int,
+    *args: str,
+    timeout: float = 2.0,
+    password: str | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> Reply | None:
+    """One command's reply (after ``AUTH password`` if given), or None when the server is down,
+    refuses or does not answer."""
     try:
-        return await command(port, *args, timeout=timeout)
+        return await command(port, *args, timeout=timeout, password=password, tls=tls)
     except (OSError, TimeoutError, ConnectionError, RespError):
         return None
 

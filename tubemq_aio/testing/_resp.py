@@ -8,6 +8,7 @@ the protocol over a plain asyncio stream.
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 __all__ = ["Reply", "RespError", "command"]
 
@@ -46,22 +47,40 @@ async def _read(reader: asyncio.StreamReader) -> Reply:
     raise ConnectionError(f"not a Redis reply: {line[:40]!r}")
 
 
-async def command(port: int, *args: str, timeout: float, host: str = HOST) -> Reply:
-    """Send one command to ``host:port`` and return its decoded reply.
-
-    Raises:
-        RespError: the server answered an error.
-        OSError, TimeoutError, ConnectionError: no answer within ``timeout`` seconds.
-    """
+def _encode(args: tuple[str, ...]) -> bytes:
     parts = [f"*{len(args)}\r\n".encode()]
     for arg in args:
         raw = arg.encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    return b"".join(parts)
+
+
+async def command(
+    port: int,
+    *args: str,
+    timeout: float,
+    host: str = HOST,
+    password: str | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> Reply:
+    """Send one command to ``host:port`` and return its decoded reply.
+
+    Args:
+        password: sent with ``AUTH`` first (a server with ``requirepass``).
+        tls: connect with TLS in this context (a server listening on its TLS port only).
+
+    Raises:
+        RespError: the server answered an error (to the ``AUTH`` too).
+        OSError, TimeoutError, ConnectionError: no answer within ``timeout`` seconds.
+    """
+    auth = b"" if password is None else _encode(("AUTH", password))
     async with asyncio.timeout(timeout):
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls)
         try:
-            writer.write(b"".join(parts))
+            writer.write(auth + _encode(args))
             await writer.drain()
+            if auth:
+                await _read(reader)
             return await _read(reader)
         finally:
             writer.close()

@@ -18,13 +18,16 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
 from tubemq_aio.testing._resp import HOST as _HOST
 from tubemq_aio.testing._resp import RespError, command
 from tubemq_aio.testing._service import AsyncService
+from tubemq_aio.testing._tls import TlsMaterial
 
 __all__ = ["RedisServer", "RedisServerError"]
 
@@ -55,6 +58,11 @@ class RedisServer(AsyncService):
         start_timeout: seconds to wait for the server to answer ``PING``.
         data_dir: directory for the AOF and the log; a temporary one (removed on stop) if None.
         extra_args: more ``--option value`` arguments appended to the command line.
+        password: the server requires it (``requirepass``) and a replica of it uses it
+            towards its primary (``masterauth``); None for none.
+        tls: listen with TLS only, on :attr:`port`, with this material (see
+            :func:`~tubemq_aio.testing.make_tls_material`; clients must show its pair too);
+            None for plain TCP.
 
     Example::
 
@@ -69,6 +77,8 @@ class RedisServer(AsyncService):
         start_timeout: float = 20.0,
         data_dir: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        password: str | None = None,
+        tls: TlsMaterial | None = None,
     ) -> None:
         """Store the settings; nothing is started yet (see class docstring)."""
         if not start_timeout > 0:
@@ -76,6 +86,9 @@ class RedisServer(AsyncService):
         self.binary = binary
         self.start_timeout = start_timeout
         self.extra_args = tuple(extra_args)
+        self.password = password
+        self.tls = tls
+        self._client_tls = None if tls is None else client_context(tls)
         self._given_dir = data_dir
         self._dir: Path | None = None
         self._port: int | None = None
@@ -92,8 +105,11 @@ class RedisServer(AsyncService):
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:<port>/0``."""
-        return f"redis://{_HOST}:{self.port}/0"
+        """``redis://[:<password>@]127.0.0.1:<port>/0`` (``rediss://…?ssl_ca_certs=…`` with TLS)."""
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        if self.tls is not None:
+            return f"rediss://{auth}{_HOST}:{self.port}/0?{client_url_options(self.tls)}"
+        return f"redis://{auth}{_HOST}:{self.port}/0"
 
     @property
     def data_dir(self) -> Path:
@@ -144,6 +160,11 @@ class RedisServer(AsyncService):
             "--logfile", str(self.log_file),
             *self.extra_args,
         ]  # fmt: skip
+        if self.password is not None:
+            argv += ["--requirepass", self.password, "--masterauth", self.password]
+        if self.tls is not None:  # later directives win: the plain port becomes 0
+            for name, value in tls_directives(self.tls, self.port).items():
+                argv += [f"--{name}", value]
         proc = JavaProcess("redis", argv, self.data_dir / "stdout.log", self.data_dir)
         proc.spawn()
         self._proc = proc
@@ -164,7 +185,10 @@ class RedisServer(AsyncService):
                     tail(self.log_file, 20),
                 )
             try:
-                if await command(self.port, "PING", timeout=1.0) == "PONG":
+                ping = await command(
+                    self.port, "PING", timeout=1.0, password=self.password, tls=self._client_tls
+                )
+                if ping == "PONG":
                     return
             except (OSError, TimeoutError, ConnectionError, RespError):
                 pass
@@ -202,7 +226,9 @@ class RedisServer(AsyncService):
             RedisServerError: the server refused or did not answer.
         """
         try:
-            reply = await command(self.port, "FLUSHALL", timeout=10.0)
+            reply = await command(
+                self.port, "FLUSHALL", timeout=10.0, password=self.password, tls=self._client_tls
+            )
         except (OSError, TimeoutError, ConnectionError, RespError) as exc:
             raise RedisServerError(f"FLUSHALL failed: {exc!r}") from exc
         if reply != "OK":

@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from tubemq_aio.testing._fault_proxy import FaultProxy
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._process import JavaProcess
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
-from tubemq_aio.testing._resp import HOST
+from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
+from tubemq_aio.testing._resp import HOST, Reply
+from tubemq_aio.testing._tls import TlsMaterial
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
 
 __all__ = ["RedisSentinelSet"]
@@ -39,6 +42,12 @@ class RedisSentinelSet(RedisNodeSet):
         replication_proxy: put a :class:`~tubemq_aio.testing.FaultProxy` between the replica
             and the primary (:attr:`replication_link`), so a test can hold writes back from the
             replica (``set("down", blackhole=True)``) and make a failover lose them.
+        password: the data nodes require it (``requirepass``, ``masterauth``; the sentinels
+            use it towards them); None for none.
+        sentinel_password: the sentinels require it of their clients; None for none.
+        tls: every process listens with TLS only and replicates over it, with this material
+            (:func:`~tubemq_aio.testing.make_tls_material`; clients show its pair too); None
+            for plain TCP.
 
     Example::
 
@@ -57,6 +66,9 @@ class RedisSentinelSet(RedisNodeSet):
         binary: str = "redis-server",
         data_dir: Path | None = None,
         replication_proxy: bool = False,
+        password: str | None = None,
+        sentinel_password: str | None = None,
+        tls: TlsMaterial | None = None,
     ) -> None:
         """Store the settings; nothing is started yet."""
         super().__init__(binary=binary, start_timeout=start_timeout, data_dir=data_dir)
@@ -66,6 +78,9 @@ class RedisSentinelSet(RedisNodeSet):
             raise ValueError("down_after_ms must be within 100 .. 600000")
         if not 1000 <= failover_timeout_ms <= 3_600_000:
             raise ValueError("failover_timeout_ms must be within 1000 .. 3600000")
+        for secret in (password, sentinel_password):
+            if secret is not None and (not secret.isprintable() or not secret or " " in secret):
+                raise ValueError("a password must be printable, without spaces, and not empty")
         self.master_name = master_name
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
@@ -74,14 +89,25 @@ class RedisSentinelSet(RedisNodeSet):
         self._sentinels: list[JavaProcess] = []
         self._want_proxy = replication_proxy
         self.replication_link: FaultProxy | None = None
+        self.password = password
+        self.sentinel_password = sentinel_password
+        self.tls = tls
+        self._client_tls = None if tls is None else client_context(tls)
 
     @property
     def url(self) -> str:
-        """``redis+sentinel://127.0.0.1:<s1>,…/<master_name>/0`` (the gateway's form)."""
+        """``redis+sentinel://[:<password>@]127.0.0.1:<s1>,…/<master_name>/0`` (the gateway's
+        form), with ``?sentinel_password=…`` when the sentinels require one."""
         if not self.sentinel_ports:
             raise RedisServerError("the sentinel set was never started")
         hosts = ",".join(f"{HOST}:{p}" for p in self.sentinel_ports)
-        return f"redis+sentinel://{hosts}/{self.master_name}/0"
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        options = [] if self.tls is None else [client_url_options(self.tls)]
+        if self.sentinel_password is not None:
+            options.append(urlencode({"sentinel_password": self.sentinel_password}))
+        query = f"?{'&'.join(options)}" if options else ""
+        scheme = "redis+sentinel" if self.tls is None else "rediss+sentinel"
+        return f"{scheme}://{auth}{hosts}/{self.master_name}/0{query}"
 
     def _sentinel_log(self, i: int) -> Path:
         return self.data_dir / f"sentinel-{i}" / "sentinel.log"
@@ -99,7 +125,13 @@ class RedisSentinelSet(RedisNodeSet):
         root = self._prepare()
         # a new replica syncs at once, not after the default 5 s diskless-sync delay
         fast_sync = ("--repl-diskless-sync-delay", "0")
-        primary = RedisServer(binary=self.binary, data_dir=root / "node-0", extra_args=fast_sync)
+        primary = RedisServer(
+            binary=self.binary,
+            data_dir=root / "node-0",
+            extra_args=fast_sync,
+            password=self.password,
+            tls=self.tls,
+        )
         self.servers.append(primary)
         await primary.start()
         upstream = primary.port
@@ -111,6 +143,8 @@ class RedisSentinelSet(RedisNodeSet):
             binary=self.binary,
             data_dir=root / "node-1",
             extra_args=(*fast_sync, "--replicaof", HOST, str(upstream)),
+            password=self.password,
+            tls=self.tls,
         )
         self.servers.append(replica)
         await replica.start()
@@ -136,26 +170,42 @@ class RedisSentinelSet(RedisNodeSet):
         home.mkdir(parents=True, exist_ok=True)
         conf = home / "sentinel.conf"  # the sentinel rewrites it: it must be writable
         name = self.master_name
-        conf.write_text(
-            f"bind {HOST}\nport {port}\ndir {home}\nlogfile {home / 'sentinel.log'}\n"
-            f"sentinel monitor {name} {HOST} {primary_port} {QUORUM}\n"
-            f"sentinel down-after-milliseconds {name} {self.down_after_ms}\n"
-            f"sentinel failover-timeout {name} {self.failover_timeout_ms}\n"
-            f"sentinel parallel-syncs {name} 1\n",
-            encoding="utf-8",
-        )
+        listen = {"port": str(port)} if self.tls is None else tls_directives(self.tls, port)
+        lines = [
+            f"bind {HOST}",
+            *(f"{directive} {value}" for directive, value in listen.items()),
+            f"dir {home}",
+            f"logfile {home / 'sentinel.log'}",
+            f"sentinel monitor {name} {HOST} {primary_port} {QUORUM}",
+            f"sentinel down-after-milliseconds {name} {self.down_after_ms}",
+            f"sentinel failover-timeout {name} {self.failover_timeout_ms}",
+            f"sentinel parallel-syncs {name} 1",
+        ]
+        if self.password is not None:
+            lines.append(f"sentinel auth-pass {name} {self.password}")
+        if self.sentinel_password is not None:
+            lines.append(f"requirepass {self.sentinel_password}")
+        conf.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         proc = JavaProcess(
             f"sentinel-{i}", [self.binary, str(conf), "--sentinel"], home / "stdout.log", home
         )
         proc.spawn()
         return proc
 
+    async def _data(self, port: int, *args: str) -> Reply | None:
+        """A data node's reply (None when it is down or refuses)."""
+        return await query(port, *args, password=self.password, tls=self._client_tls)
+
+    async def _sentinel(self, port: int, *args: str) -> Reply | None:
+        """A sentinel's reply (None when it is down or refuses)."""
+        return await query(port, *args, password=self.sentinel_password, tls=self._client_tls)
+
     async def _link_up(self, port: int) -> bool:
-        fields = info_fields(await query(port, "INFO", "replication"))
+        fields = info_fields(await self._data(port, "INFO", "replication"))
         return fields.get("master_link_status") == "up"
 
     async def _sentinel_ready(self, port: int) -> bool:
-        reply = await query(port, "SENTINEL", "MASTER", self.master_name)
+        reply = await self._sentinel(port, "SENTINEL", "MASTER", self.master_name)
         if not isinstance(reply, list):
             return False
         fields = dict(zip(reply[::2], reply[1::2], strict=False))
@@ -173,7 +223,7 @@ class RedisSentinelSet(RedisNodeSet):
         """
         for server in self.servers:
             if server.running:
-                role = await query(server.port, "ROLE")
+                role = await self._data(server.port, "ROLE")
                 if isinstance(role, list) and role and role[0] == "master":
                     return server
         raise RedisServerError("no running Redis server of the set is a primary")
@@ -181,7 +231,9 @@ class RedisSentinelSet(RedisNodeSet):
     async def sentinel_primary_port(self) -> int | None:
         """The primary's port as the first answering sentinel names it (None if none answers)."""
         for port in self.sentinel_ports:
-            reply = await query(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name)
+            reply = await self._sentinel(
+                port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name
+            )
             if isinstance(reply, list) and len(reply) == 2:
                 return int(str(reply[1]))
         return None
@@ -203,12 +255,14 @@ class RedisSentinelSet(RedisNodeSet):
         async def promoted() -> bool:
             ports = []
             for port in self.sentinel_ports:
-                reply = await query(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name)
+                reply = await self._sentinel(
+                    port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.master_name
+                )
                 ports.append(int(str(reply[1])) if isinstance(reply, list) else None)
             new = ports[0]
             if new is None or new == old.port or any(p != new for p in ports):
                 return False
-            role = await query(new, "ROLE")
+            role = await self._data(new, "ROLE")
             return isinstance(role, list) and bool(role) and role[0] == "master"
 
         await self._poll("the sentinels' failover", promoted, timeout, self._sentinel_log(0))

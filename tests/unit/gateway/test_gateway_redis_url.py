@@ -48,7 +48,7 @@ def test_cluster_url_takes_seeds_and_database_zero_only() -> None:
         ("redis+sentinel://h1:26379/m/x", "database must be a number"),
         ("redis+cluster://a:7000/1", "database 0 only"),
         ("redis+cluster://a:7000,,b:1", "host:port"),
-        ("redis+cluster://a:7000?x=1", "no query"),
+        ("redis+cluster://a:7000?x=1", "unknown cluster URL option"),
     ],
 )
 def test_malformed_urls_are_config_errors(url: str, match: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.leases.store import LeaseStore
@@ -12,13 +14,37 @@ from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["AttemptCost", "CursorHold"]
 
+_T = TypeVar("_T")
+
 
 @dataclasses.dataclass(slots=True)
 class AttemptCost:
-    """Broker RPCs and Redis round trips of one fetch attempt (fetches run concurrently)."""
+    """Broker RPCs and Redis round trips of one fetch attempt (fetches run concurrently).
+
+    Attributes:
+        on_redis: the attempt is waiting on a Redis round trip (see :meth:`redis`).
+    """
 
     rpcs: int = 0
     trips: int = 0
+    on_redis: bool = False
+
+    async def redis(self, call: Awaitable[_T]) -> _T:
+        """Await one Redis round trip of the attempt and count it.
+
+        :attr:`on_redis` is set while it runs and stays set when it is cancelled, so a read
+        whose time budget ran out can tell a stalled Redis (a failover, an outage) from a slow
+        broker and report it as what it is.
+        """
+        self.trips += 1
+        self.on_redis = True
+        try:
+            result = await call
+        except Exception:
+            self.on_redis = False
+            raise
+        self.on_redis = False
+        return result
 
 
 class CursorHold:
@@ -63,10 +89,15 @@ class CursorHold:
                     self._budget.reschedule(asyncio.get_running_loop().time())
                 return
 
-    async def end(self) -> None:
+    async def end(self, *, unlock: bool = True) -> None:
         """Stop renewing and drop the mutex (idempotent). The unlock runs even when the caller
         is cancelled while the renewal stops: skipped, it would leave the mutex held until it
-        lapses, stalling every other reader of the partition."""
+        lapses, stalling every other reader of the partition.
+
+        Args:
+            unlock: False when Redis is not answering: the mutex is left to lapse rather than
+                the caller kept waiting on an unlock that cannot arrive.
+        """
         if self._ended:
             return
         self._ended = True
@@ -76,6 +107,7 @@ class CursorHold:
                 renewal.cancel()
                 await asyncio.wait({renewal})  # its own cancel is not raised here
         finally:
-            with contextlib.suppress(Exception):
-                self._cost.trips += 1
-                await asyncio.shield(self.store.unlock(*self.fence))
+            if unlock:
+                with contextlib.suppress(Exception):
+                    self._cost.trips += 1
+                    await asyncio.shield(self.store.unlock(*self.fence))

@@ -59,7 +59,8 @@ class ConsumeSettings:
 
     Attributes:
         masters: TubeMQ master address list.
-        redis_url: Redis URL.
+        redis_url: Redis URL (the forms of :mod:`tubemq_aio.gateway.redis_client`; never in a
+            repr: it may hold passwords).
         deployment: part of the shared TubeMQ consumer id; replicas of one deployment share it.
         groups: the groups served.
         rpc_timeout: seconds per TubeMQ RPC and per Redis round trip (3–600, the SDK's range).
@@ -78,7 +79,7 @@ class ConsumeSettings:
     """
 
     masters: str
-    redis_url: str
+    redis_url: str = field(repr=False)  # the URL may carry passwords
     deployment: str = "default"
     groups: tuple[GroupSpec, ...] = ()
     rpc_timeout: float = 5.0

@@ -35,7 +35,7 @@ from tubemq_aio.gateway.engine.data import (
 )
 from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, TubeRead
 from tubemq_aio.gateway.engine.port import PiggybackAcks
-from tubemq_aio.gateway.errors import GatewayError, TubeUnavailableError
+from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
 from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.store import LeaseStore
@@ -243,6 +243,17 @@ class BatchReader:
                 self._stats.cursor_lock_lapses += 1
                 await self._release(store, lease, 0, cost)
                 return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
+            if isinstance(exc, TimeoutError) and cost.on_redis:
+                # The budget ran out on a Redis round trip (a failover or an outage longer
+                # than the read's budget, however short the lease): Redis's fault, not the
+                # broker's. No release: Redis is not answering, and the lease (and any cursor
+                # mutex) lapses anyway.
+                if hold is not None:
+                    done, hold = hold, None
+                    await done.end(unlock=False)
+                raise StoreUnavailableError(
+                    f"Redis did not answer within the read of {lease.partition_key}"
+                ) from exc
             self._stats.broker_errors += 1
             await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
             raise TubeUnavailableError(f"reading {lease.partition_key} failed: {exc!r}") from exc
@@ -257,9 +268,8 @@ class BatchReader:
         self, store: LeaseStore, group: str, p: str, cost: AttemptCost
     ) -> tuple[str, str] | None:
         key, token = cursor_lock_key(group, p), secrets.token_hex(8)
-        cost.trips += 1
         try:
-            locked = await store.try_lock(key, token, _CURSOR_LOCK_MS)
+            locked = await cost.redis(store.try_lock(key, token, _CURSOR_LOCK_MS))
         except asyncio.CancelledError:  # the SET may have run: do not leave it for 5 s
             await self._unlock(store, (key, token), cost)
             raise
@@ -287,8 +297,7 @@ class BatchReader:
     ) -> None:
         """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""
         with contextlib.suppress(Exception):
-            cost.trips += 1
-            await asyncio.shield(store.settle(lease.ref(), "release", delay_ms))
+            await cost.redis(asyncio.shield(store.settle(lease.ref(), "release", delay_ms)))
 
     async def _read(
         self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: AttemptCost,
@@ -302,9 +311,8 @@ class BatchReader:
             cost.rpcs += 1
             begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
             self._stats.broker_registers += 1
-            cost.trips += 1
             self._stats.offset_inits += 1
-            got = await store.init(LeaseKey(spec.name, lease.scope, p, lid), begin, top)
+            got = await cost.redis(store.init(LeaseKey(spec.name, lease.scope, p, lid), begin, top))
             if got.status != "ok":
                 return None
             cmt, cursor = -1 if got.committed is None else got.committed, begin
@@ -321,9 +329,9 @@ class BatchReader:
             return None
         back = rewind_target(cmt, read)
         if back is not None:
-            cost.trips += 1
             top = max(read.max, read.next)
-            if not await rewind_committed(store, spec.name, lease.scope, p, lid, cmt, back, top):
+            moved = rewind_committed(store, spec.name, lease.scope, p, lid, cmt, back, top)
+            if not await cost.redis(moved):
                 await self._release(store, lease, 0, cost)
                 return None
             self._stats.offset_rewinds += 1
@@ -336,11 +344,10 @@ class BatchReader:
         n = len(read.messages)
         empty_wait = 0 if read.next > cmt else self.settings.not_found_wait_ms
         verified = read.status == "ok" or read.registered
-        cost.trips += 1
-        rec = await store.record(
+        rec = await cost.redis(store.record(
             LeaseKey(spec.name, lease.scope, p, lid), cmt, read.next, read.max, n, empty_wait,
             read.next if verified else -1, None if hold is None else hold.fence,
-        )  # fmt: skip
+        ))  # fmt: skip
         if rec.status == "fenced":  # the mutex lapsed during the read: it may be wrong
             self._stats.cursor_lock_lapses += 1
             await self._release(store, lease, 0, cost)
