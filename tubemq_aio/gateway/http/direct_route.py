@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi.dependencies.models import Dependant
@@ -36,6 +37,7 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 RequestDependency = Callable[[Request], Awaitable[object]]
 
 
+@dataclass(frozen=True, slots=True)
 class DirectPlan:
     """How to call one endpoint without FastAPI: where each argument comes from.
 
@@ -47,21 +49,11 @@ class DirectPlan:
         dependencies: (parameter, callable taking the request) per dependency, in order.
     """
 
-    __slots__ = ("body_name", "dependencies", "model", "path_names", "request_name")
-
-    def __init__(
-        self,
-        body_name: str,
-        model: type[BaseModel],
-        path_names: tuple[str, ...],
-        request_name: str | None,
-        dependencies: tuple[tuple[str, RequestDependency], ...],
-    ) -> None:
-        self.body_name = body_name
-        self.model = model
-        self.path_names = path_names
-        self.request_name = request_name
-        self.dependencies = dependencies
+    body_name: str
+    model: type[BaseModel]
+    path_names: tuple[str, ...]
+    request_name: str | None
+    dependencies: tuple[tuple[str, RequestDependency], ...]
 
     async def arguments(self, request: Request) -> dict[str, object] | None:
         """The endpoint's arguments for ``request``, or None when FastAPI must handle it.
