@@ -256,3 +256,28 @@ async def test_a_long_list_yields_and_can_be_cancelled_or_closed_midway() -> Non
     assert 512 <= len(sent) < 2000
     assert len(sent) + len(refused) == 2000
     assert (producer.sent, producer.failed, producer.in_flight) == (len(sent), len(refused), 0)
+
+
+async def test_a_full_connection_is_waited_on_by_the_call_not_a_task_per_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More messages than the connection takes at once: the call settles its own oldest to make
+    room (no task per message waiting for room); every message is stored, in order."""
+    from tubemq_aio.producer import _batch
+
+    spawned: list[int] = []
+    spawn = _batch.SendMany._spawn
+
+    def counting_spawn(self: _batch.SendMany, index: int, failure: Any) -> None:
+        spawned.append(index)
+        spawn(self, index, failure)
+
+    monkeypatch.setattr(_batch.SendMany, "_spawn", counting_spawn)
+    bodies = [f"m{i}".encode() for i in range(300)]
+    async with FakeCluster(topics={"demo": 2}, brokers=1) as cluster:
+        async with producer_for(cluster, max_in_flight=8) as p:
+            await p.send("demo", b"first")  # the connection is open before the call
+            results = await p.send_many("demo", bodies)
+            assert (p.sent, p.failed, p.cancelled, p.in_flight) == (301, 0, 0, 0)
+        check_stored(cluster, bodies, results)
+    assert spawned == []

@@ -30,6 +30,7 @@ from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, json_response
+from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
 from tubemq_aio.gateway.http.routes import admin, consume, ops, produce
@@ -120,7 +121,13 @@ def create_app(
         # tags and responses already and need no prefix
         app.router.routes.extend(router.routes)
     if config.noop_route:
-        app.add_api_route("/v1/noop", produce.noop, methods=["POST"], include_in_schema=False)
+        app.router.add_api_route(
+            "/v1/noop",
+            produce.noop,
+            methods=["POST"],
+            include_in_schema=False,
+            route_class_override=DirectJsonRoute,
+        )
     if config.docs:
         install_docs(app, title)
     _install_error_handlers(app, gateway)

@@ -240,6 +240,16 @@ class SendMany:
                 partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID, now,
                                                       encoded, timeout_ms,
                                                       attempt_timeout)  # fmt: skip
+                while isinstance(started, bytes) and self._started:
+                    # No room on the connection: this call's own oldest request frees some
+                    # when answered, for less than a task per message waiting for room.
+                    await self._settle_first()
+                    now = time.monotonic()
+                    if p.closed:
+                        break
+                    partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID,
+                                                          now, encoded, timeout_ms,
+                                                          attempt_timeout)  # fmt: skip
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue

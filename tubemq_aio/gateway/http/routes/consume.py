@@ -29,6 +29,7 @@ from tubemq_aio.gateway.http.deps import (
     json_response,
     messages_json,
 )
+from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
 from tubemq_aio.gateway.http.schemas import (
     ErrorResponse,
@@ -47,7 +48,7 @@ _LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 503)
 #: What the access log and the metrics show for a fetch whose client left before its answer
 #: (nginx's "client closed request"; nobody receives it).
 CLIENT_GONE = 499
-router = APIRouter(tags=["consume"])
+router = APIRouter(tags=["consume"], route_class=DirectJsonRoute)
 TokenPath = Annotated[
     str, Path(min_length=1, max_length=MAX_TOKEN_LENGTH, description="a lease token from fetch")
 ]

@@ -11,6 +11,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.errors import NotReadyError, RequestTooLargeError, UnknownTopicError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, json_response
+from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.publishing import send_batch, send_one
 from tubemq_aio.gateway.http.schemas import (
     BatchProduceRequest,
@@ -26,7 +27,7 @@ __all__ = ["router"]
 _ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 422, 502, 503, 504)
 }
-router = APIRouter(tags=["produce"], responses=_ERRORS)
+router = APIRouter(tags=["produce"], responses=_ERRORS, route_class=DirectJsonRoute)
 
 
 def _producer(gateway: Gateway, topic: str) -> Producer:
