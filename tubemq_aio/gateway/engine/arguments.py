@@ -1,4 +1,4 @@
-"""The consume engine's argument checks and its lag report, pure (no I/O).
+"""The consume engine's argument checks, pure (no I/O).
 
 Each check raises :class:`~tubemq_aio.gateway.errors.InvalidRequestError` naming the argument,
 before the engine touches Redis or TubeMQ.
@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, GroupSpec, LagEntry, LagReport
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, GroupSpec
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.leases.model import ScopeState
 
 __all__ = [
     "MAX_MESSAGES_LIMIT",
@@ -20,7 +19,6 @@ __all__ = [
     "checked_rate",
     "checked_reset",
     "checked_settle",
-    "lag_report",
     "scope_of",
 ]
 
@@ -104,23 +102,3 @@ def checked_rate(messages_per_second: float, burst: int | None) -> tuple[float, 
     if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst < 0):
         raise InvalidRequestError("burst must be an integer >= 0")
     return float(rate), max(1, burst or math.ceil(rate))
-
-
-def lag_report(group: str, scope: str, sc: ScopeState) -> LagReport:
-    """The backlog of each partition of a scope, in index bytes, from its stored state."""
-    entries: list[LagEntry] = []
-    for p in sorted(sc.members):
-        ps = sc.part(p)
-        top = None if ps.max_offset < 0 else ps.max_offset
-        lag = None if ps.committed is None or top is None else max(0, top - ps.committed)
-        live = ps.lease_id is not None and p in sc.leased
-        entries.append(
-            LagEntry(
-                p, ps.committed, top, lag,
-                lease_holder=ps.holder if live else None,
-                lease_expires_at=ps.lease_expiry if live else None,
-                redelivery=ps.redeliveries, gone=ps.gone,
-            )
-        )  # fmt: skip
-    total = sum(e.lag_bytes or 0 for e in entries)
-    return LagReport(group, scope, tuple(entries), total)
