@@ -1,0 +1,103 @@
+"""The gateway checks on the one dialect: a config or a call with several bad fields names all
+of them in one typed error (ConfigError for the config, InvalidRequestError for a call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway.config import GatewayConfig, GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.engine.arguments import (
+    checked_fetch,
+    checked_rate,
+    checked_reset,
+    checked_settle,
+)
+from tubemq_aio.gateway.errors import InvalidRequestError
+
+
+def wrong(value: object) -> Any:
+    """``value`` typed as anything: the tests pass what the type hints forbid."""
+    return value
+
+
+def config(**over: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "masters": "127.0.0.1:8715",
+        "redis": "redis://127.0.0.1:6379/0",
+        "secret": "0123456789abcdef-secret",
+        "groups": [{"name": "g1", "topics": ["demo"]}],
+        "keys": [{"key": "k-123456", "scopes": ["consume:*"]}],
+    }
+    data.update(over)
+    return data
+
+
+def test_a_config_names_every_bad_top_level_key_at_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        GatewayConfig.from_mapping(
+            config(max_batch=0, rpc_timeout=1, docs="yes", auth_cache_size=-1, deployment="a b")
+        )
+    text = str(info.value)
+    assert text.startswith("gateway config: ")
+    for key in ("max_batch", "rpc_timeout", "docs", "auth_cache_size", "deployment"):
+        assert key in text
+
+
+def test_the_tables_name_every_bad_key_at_once() -> None:
+    bad = config(
+        bogus=1,
+        groups=[{"name": "g1", "topics": ["demo"], "x": 1, "mode": 5}],
+        keys=[{"key": "short", "scopes": ["eat:*"]}],
+        housekeeper={"leader_lease": 1},
+    )
+    with pytest.raises(ConfigError) as info:
+        GatewayConfig.from_mapping(bad)
+    text = str(info.value)
+    for named in ("bogus", "groups[0].x", "groups[0].mode", "keys[0].key", "eat:*",
+                  "housekeeper.leader_lease"):  # fmt: skip
+        assert named in text
+
+
+def test_a_group_and_the_housekeeper_name_every_bad_field() -> None:
+    with pytest.raises(ConfigError) as info:
+        GroupConfig(
+            name="g1", topics=("t",), mode=wrong("fanout"), start=wrong("middle"),
+            lease_ms=0, max_clients=-1,
+        )  # fmt: skip
+    text = str(info.value)
+    assert text.startswith("groups['g1']: ")
+    for key in ("mode", "start", "lease_ms", "max_clients"):
+        assert key in text
+    with pytest.raises(ConfigError) as info:
+        HousekeeperConfig(enabled=wrong("yes"), leader_lease_ms=1, probe_interval_ms=500)
+    text = str(info.value)
+    for key in ("enabled", "leader_lease_ms", "probe_interval_ms"):
+        assert f"housekeeper.{key}" in text
+
+
+def test_a_call_names_every_bad_argument_at_once() -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        checked_fetch(-1, wrong(1), "", 0)
+    text = str(info.value)
+    assert text.startswith("fetch: ")
+    for name in ("wait_ms", "holder", "max_messages"):
+        assert name in text
+    with pytest.raises(InvalidRequestError, match=r"action.*; delay_ms"):
+        checked_settle(wrong("drop"), -5)
+    with pytest.raises(InvalidRequestError, match=r"offset of 'a'.*; offset of 'b'"):
+        checked_reset({"a": -1, "b": True})
+    with pytest.raises(InvalidRequestError, match=r"messages_per_second.*; burst"):
+        checked_rate(float("nan"), -1)
+
+
+def test_good_calls_pass_through() -> None:
+    assert checked_fetch(0, "h", "o", None) == 1
+    assert checked_fetch(30_000, "h", "o", 10_000) == 10_000
+    assert checked_reset({"1:t:0": 28}) == ("", [("1:t:0", 28)])
+    assert checked_rate(0, None) == (0.0, 1)
+    assert checked_rate(2.5, None) == (2.5, 3)
+    with pytest.raises(InvalidRequestError, match="0 \\(off\\) or >="):
+        checked_rate(0.0001, None)
