@@ -205,7 +205,11 @@ class LeaseStore(RoundTrips):
             return await self._run_leased("settle", key, action, delay_ms)
         keys = scope_keys(key.group, key.scope)
         argv: list[Any] = [
-            f"{key.group}|{key.scope}", key.partition_key, key.lease_id, action, delay_ms
+            f"{key.group}|{key.scope}",
+            key.partition_key,
+            key.lease_id,
+            action,
+            delay_ms,
         ]
         script = self._scripts["settle"]
 
