@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config import GatewayConfig, GroupConfig, HousekeeperConfig
 from tubemq_aio.gateway.engine.arguments import (
@@ -23,22 +24,10 @@ def wrong(value: object) -> Any:
     return value
 
 
-def config(**over: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "masters": "127.0.0.1:8715",
-        "redis": "redis://127.0.0.1:6379/0",
-        "secret": "0123456789abcdef-secret",
-        "groups": [{"name": "g1", "topics": ["demo"]}],
-        "keys": [{"key": "k-123456", "scopes": ["consume:*"]}],
-    }
-    data.update(over)
-    return data
-
-
 def test_a_config_names_every_bad_top_level_key_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         GatewayConfig.from_mapping(
-            config(max_batch=0, rpc_timeout=1, docs="yes", auth_cache_size=-1, deployment="a b")
+            base(max_batch=0, rpc_timeout=1, docs="yes", auth_cache_size=-1, deployment="a b")
         )
     text = str(info.value)
     assert text.startswith("gateway config: ")
@@ -47,7 +36,7 @@ def test_a_config_names_every_bad_top_level_key_at_once() -> None:
 
 
 def test_the_tables_name_every_bad_key_at_once() -> None:
-    bad = config(
+    bad = base(
         bogus=1,
         groups=[{"name": "g1", "topics": ["demo"], "x": 1, "mode": 5}],
         keys=[{"key": "short", "scopes": ["eat:*"]}],
