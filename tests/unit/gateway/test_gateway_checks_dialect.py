@@ -16,6 +16,7 @@ from tubemq_aio.gateway.engine.arguments import (
     checked_reset,
     checked_settle,
 )
+from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.errors import InvalidRequestError
 
 
@@ -90,3 +91,15 @@ def test_good_calls_pass_through() -> None:
     assert checked_rate(2.5, None) == (2.5, 3)
     with pytest.raises(InvalidRequestError, match="0 \\(off\\) or >="):
         checked_rate(0.0001, None)
+
+
+def test_the_engine_settings_name_every_bad_knob_at_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        ConsumeSettings(
+            masters="", redis_url="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
+            not_found_wait_ms=True,
+        )  # fmt: skip
+    text = str(info.value)
+    assert text.startswith("ConsumeSettings: ")
+    for name in ("masters", "rpc_timeout", "redis_max_connections", "not_found_wait_ms"):
+        assert name in text
