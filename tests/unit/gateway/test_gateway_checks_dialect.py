@@ -103,3 +103,12 @@ def test_the_engine_settings_name_every_bad_knob_at_once() -> None:
     assert text.startswith("ConsumeSettings: ")
     for name in ("masters", "rpc_timeout", "redis_max_connections", "not_found_wait_ms"):
         assert name in text
+
+
+def test_the_cors_table_names_every_bad_key_at_once() -> None:
+    cors = {"allow_origins": ["*", "ftp:/x"], "allow_methods": ["BREW"], "max_age": -1}
+    with pytest.raises(ConfigError) as info:
+        GatewayConfig.from_mapping(base(cors=cors))
+    text = str(info.value)
+    for named in ("'ftp:/x'", "'*' stands alone", "'BREW'", "cors.max_age"):
+        assert named in text
