@@ -18,6 +18,7 @@ from tubemq_aio.gateway.engine.arguments import (
 )
 from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.errors import InvalidRequestError
+from tubemq_aio.gateway.tubemq_access import TubeMQAccess
 
 
 def wrong(value: object) -> Any:
@@ -111,4 +112,13 @@ def test_the_cors_table_names_every_bad_key_at_once() -> None:
         GatewayConfig.from_mapping(base(cors=cors))
     text = str(info.value)
     for named in ("'ftp:/x'", "'*' stands alone", "'BREW'", "cors.max_age"):
+        assert named in text
+
+
+def test_the_tubemq_table_names_every_bad_key_at_once() -> None:
+    with pytest.raises(ConfigError) as info:
+        TubeMQAccess(user=" ", password="", tls=wrong("yes"), tls_key_file="k.pem")
+    text = str(info.value)
+    assert text.startswith("tubemq: ")
+    for named in ("tubemq.user", "tubemq.password", "tubemq.tls must", "tls_cert_file"):
         assert named in text
