@@ -14,7 +14,6 @@ import pytest_asyncio
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
-from tubemq_aio.gateway.engine.group_sessions import TubeRead, shared_consumer_id
 from tubemq_aio.gateway.engine.service import (
     MAX_OFFSET,
     MIN_RATE,
@@ -23,6 +22,8 @@ from tubemq_aio.gateway.engine.service import (
     GroupSpec,
     LeaseRef,
 )
+from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
+from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseConflictError,

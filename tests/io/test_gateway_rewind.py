@@ -14,7 +14,8 @@ import pytest_asyncio
 from tests.support.gateway_redis import flushed_store
 from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats, GroupSpec
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup, TubeRead
+from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.store import LeaseStore

@@ -12,9 +12,9 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.engine.data import FetchOutcome, LeaseRef
-from tubemq_aio.gateway.engine.group_sessions import TubeRead
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.errors import LeaseStaleError
 from tubemq_aio.gateway.leases.store import WAKE_CHANNEL
 from tubemq_aio.models import Message

@@ -18,7 +18,7 @@ import pytest
 from tubemq_aio import accelerator
 from tubemq_aio.consumer import _decode
 from tubemq_aio.models import Message
-from tubemq_aio.protocol import consumer_rpc, message
+from tubemq_aio.protocol import consumer_replies, message
 from tubemq_aio.protocol.consumer_meta import META_VALUE_UNDEFINED
 from tubemq_aio.protocol.framing import FrameDecoder, FrameSplitter
 
@@ -35,7 +35,7 @@ def loaded() -> ModuleType | None:
 EXT = loaded()
 
 DecoderFactory = Callable[..., FrameSplitter]
-Parser = Callable[[bytes], consumer_rpc.GetMessageResponse]
+Parser = Callable[[bytes], consumer_replies.GetMessageResponse]
 RawDecode = Callable[..., tuple[list[Message], int]]
 
 
@@ -48,9 +48,9 @@ def _params(pure: object, make_compiled: Callable[[ModuleType], object]) -> list
 
 def _parser(ext: ModuleType) -> Parser:
     parser: Parser = ext.GetMessageParser(
-        consumer_rpc.GetMessageResponse,
-        consumer_rpc.RawMessage,
-        consumer_rpc.parse_get_message_response_py,
+        consumer_replies.GetMessageResponse,
+        consumer_replies.RawMessage,
+        consumer_replies.parse_get_message_response_py,
         META_VALUE_UNDEFINED,
     )
     return parser
@@ -72,7 +72,7 @@ def _raw_decoder(ext: ModuleType) -> RawDecode:
 #: Frame decoder classes (constructor arguments as :class:`FrameDecoder`'s).
 FRAME_DECODERS = _params(FrameDecoder, lambda ext: ext.FrameDecoder)
 #: ``parse_get_message_response`` implementations.
-PARSERS = _params(consumer_rpc.parse_get_message_response_py, _parser)
+PARSERS = _params(consumer_replies.parse_get_message_response_py, _parser)
 #: ``decode_raw_messages`` implementations.
 RAW_DECODERS = _params(_decode.decode_raw_messages_py, _raw_decoder)
 

@@ -25,8 +25,8 @@ from tests.support.speedup_impls import (
 from tubemq_aio import accelerator
 from tubemq_aio.consumer import _decode
 from tubemq_aio.errors import FrameError, RemoteProtocolError
-from tubemq_aio.protocol import consumer_rpc, framing
-from tubemq_aio.protocol.consumer_rpc import RawMessage
+from tubemq_aio.protocol import consumer_replies, framing
+from tubemq_aio.protocol.consumer_replies import RawMessage
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.message import checksum, encode_message
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
@@ -56,26 +56,27 @@ def test_extension_is_built_when_expected_and_used_when_present() -> None:
     ext = accelerator.compiled()
     assert ext is (None if accelerator.pure_forced() else EXT)
     if ext is None:
-        assert consumer_rpc._parse_get_message is consumer_rpc.parse_get_message_response_py
+        assert consumer_replies._parse_get_message is consumer_replies.parse_get_message_response_py
         assert _decode._decode is _decode.decode_raw_messages_py
         assert type(framing.new_frame_decoder()) is FrameDecoder
     else:
-        assert isinstance(consumer_rpc._parse_get_message, ext.GetMessageParser)
+        assert isinstance(consumer_replies._parse_get_message, ext.GetMessageParser)
         assert isinstance(_decode._decode, ext.RawDecoder)
         assert isinstance(framing.new_frame_decoder(), ext.FrameDecoder)
 
 
 def test_pure_code_is_forced_by_the_environment() -> None:
     probe = (
-        "from tubemq_aio.protocol import consumer_rpc, framing\n"
+        "from tubemq_aio.protocol import consumer_replies, framing\n"
         "from tubemq_aio.consumer import _decode\n"
-        "assert consumer_rpc._parse_get_message is consumer_rpc.parse_get_message_response_py\n"
+        "assert consumer_replies._parse_get_message is "
+        "consumer_replies.parse_get_message_response_py\n"
         "assert _decode._decode is _decode.decode_raw_messages_py\n"
         "assert type(framing.new_frame_decoder()) is framing.FrameDecoder\n"
-        "from tubemq_aio.protocol import producer_rpc, rpc\n"
+        "from tubemq_aio.protocol import producer_send, rpc\n"
         "assert rpc.response_decoder is rpc.decode_response_py\n"
-        "parse = producer_rpc.send_result_parser()\n"
-        "assert isinstance(parse.__self__, producer_rpc.SendResultParser)\n"
+        "parse = producer_send.send_result_parser()\n"
+        "assert isinstance(parse.__self__, producer_send.SendResultParser)\n"
         "print('pure')\n"
     )
     env = {**os.environ, accelerator.ENV_PURE: "1"}
@@ -145,7 +146,7 @@ ODD_RESPONSES = [
 @pytest.mark.parametrize("data", ODD_RESPONSES)
 def test_parser_agrees_on_odd_encodings(parse: Parser, data: bytes) -> None:
     got = outcome(parse, data)
-    assert got == outcome(consumer_rpc.parse_get_message_response_py, data)
+    assert got == outcome(consumer_replies.parse_get_message_response_py, data)
     assert got[0] == "ok" or got[1] is RemoteProtocolError
 
 
@@ -154,7 +155,7 @@ def test_parser_agrees_on_odd_encodings(parse: Parser, data: bytes) -> None:
 @given(data=get_message_responses())
 def test_parser_equals_protobuf_on_valid_responses(parse: Parser, data: bytes) -> None:
     got = parse(data)
-    assert got == consumer_rpc.parse_get_message_response_py(data)
+    assert got == consumer_replies.parse_get_message_response_py(data)
     assert all(type(m) is RawMessage for m in got.messages)
 
 
@@ -173,7 +174,7 @@ def test_parser_agrees_on_mutated_responses(
         mutated[where % len(mutated)] = value
     for candidate in (bytes(mutated), data[: truncate % (len(data) + 1)]):
         got = outcome(parse, candidate)
-        assert got == outcome(consumer_rpc.parse_get_message_response_py, candidate)
+        assert got == outcome(consumer_replies.parse_get_message_response_py, candidate)
         assert got[0] == "ok" or got[1] is RemoteProtocolError
 
 
@@ -182,7 +183,7 @@ def test_parser_agrees_on_mutated_responses(
 @given(data=st.binary(max_size=200))
 def test_parser_agrees_on_random_bytes(parse: Parser, data: bytes) -> None:
     got = outcome(parse, data)
-    assert got == outcome(consumer_rpc.parse_get_message_response_py, data)
+    assert got == outcome(consumer_replies.parse_get_message_response_py, data)
     assert got[0] == "ok" or got[1] is RemoteProtocolError
 
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from tests.support.speedup_impls import EXT
 from tubemq_aio import Producer, accelerator
 from tubemq_aio.errors import RemoteRpcError
-from tubemq_aio.protocol import producer_rpc, rpc
+from tubemq_aio.protocol import producer_send, rpc
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_meta import Broker, Partition
-from tubemq_aio.protocol.producer_rpc import SendResult, SendResultParser
+from tubemq_aio.protocol.producer_send import SendResult, SendResultParser
 from tubemq_aio.protocol.rpc import Method, encode_exception, encode_success
 from tubemq_aio.protocol.wire import encode_varint
 
@@ -44,7 +44,7 @@ def send_parsers() -> list[Any]:
     params = [pytest.param(pure, id="pure")]
     if CURRENT:
         assert EXT is not None
-        compiled = EXT.SendResultParser(SendResult, producer_rpc._RESULT_FIELDS, pure)
+        compiled = EXT.SendResultParser(SendResult, producer_send._RESULT_FIELDS, pure)
         params.append(pytest.param(compiled, id="compiled"))
     return params
 
@@ -82,7 +82,7 @@ def test_compiled_twins_are_used_when_present() -> None:
         data = broker_pb.SendMessageResponseB2P(
             success=True, errCode=200, errMsg="", messageId=5, appendTime=1, appendOffset=28
         ).SerializeToString()
-        parse = ext.SendResultParser(SendResult, producer_rpc._RESULT_FIELDS, unused)
+        parse = ext.SendResultParser(SendResult, producer_send._RESULT_FIELDS, unused)
         assert parse(data, PARTITION) == SendResult("demo", "7:demo:3", 3, 7, 5, 1, 28)
         decode = ext.ResponseDecoder(unused)
         assert decode(encode_success(Method.BROKER_PRODUCER_SEND_MESSAGE, data)) == data

@@ -1,24 +1,24 @@
 """Gateway configuration: a TOML file read once into frozen dataclasses.
 
-Every key is validated here, before any I/O, and a bad value raises :class:`ConfigError` naming
-the key. The HMAC secret and API keys never appear in a ``repr`` (keys are kept only as SHA-256
-digests). The repeated and nested tables (groups, keys, housekeeper) are in
-:mod:`.config_tables`, the value checks in :mod:`.config_checks`.
+Every key is validated here, before any I/O, and bad values raise one :class:`ConfigError`
+naming every bad key (of one table, or of the top level). The HMAC secret and API keys never
+appear in a ``repr`` (keys are kept only as SHA-256 digests). The repeated and nested tables
+(groups, keys, housekeeper) are in :mod:`.config_tables`, the value checks in
+:mod:`.config_checks`.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config_checks import (
-    check_int,
     check_name,
-    check_seconds,
     check_topic,
     no_unknown,
     str_tuple,
@@ -35,11 +35,13 @@ from tubemq_aio.gateway.config_tables import (
     key_table,
 )
 from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.limits import MAX_BATCH_CEILING
+from tubemq_aio.gateway.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
 from tubemq_aio.gateway.redis_client import parse_redis_url, redis_table_options
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 __all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "GroupSpec", "HousekeeperConfig"]
+
+_T = TypeVar("_T")
 
 _TOP_KEYS = frozenset(
     {
@@ -153,60 +155,73 @@ class GatewayConfig:
     housekeeper: HousekeeperConfig = field(default_factory=HousekeeperConfig)
 
     def __post_init__(self) -> None:
+        checks = Checks("gateway config")
         for key in ("masters", "redis", "secret"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key).strip():
-                raise ConfigError(f"{key} is required (a non-empty string)")
-        if not isinstance(self.tubemq, TubeMQAccess):
-            raise ConfigError("tubemq must be a [tubemq] table")
-        if not isinstance(self.cors, CorsConfig):
-            raise ConfigError("cors must be a [cors] table")
-        masters, access = split_masters_url(self.masters, self.tubemq)
-        object.__setattr__(self, "masters", masters)
-        object.__setattr__(self, "tubemq", access)
+                checks.problem(f"{key} is required (a non-empty string)")
+        checks.instance("tubemq", self.tubemq, TubeMQAccess)
+        checks.instance("cors", self.cors, CorsConfig)
+        checks.instance("housekeeper", self.housekeeper, HousekeeperConfig)
+        checks.done()  # the checks below read these
+        try:
+            masters, access = split_masters_url(self.masters, self.tubemq)
+            object.__setattr__(self, "masters", masters)
+            object.__setattr__(self, "tubemq", access)
+        except ConfigError as err:
+            checks.adopt(err)
         if len(self.secret.encode()) < MIN_SECRET_BYTES:
-            raise ConfigError(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
-        redis_topology = parse_redis_url(self.redis)
+            checks.problem(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
+        try:
+            supports_wait = parse_redis_url(self.redis).supports_wait
+        except ConfigError as err:
+            checks.adopt(err)
+            supports_wait = True  # the URL's own problem is named; no second one about WAIT
         for topic in self.produce_topics:
-            check_topic(topic, "produce_topics")
+            check_topic(checks, topic, "produce_topics")
         for g in self.groups:
             if g.dlq_topic is not None and g.dlq_topic not in self.produce_topics:
-                raise ConfigError(f"groups[{g.name!r}].dlq_topic must be one of produce_topics")
+                checks.problem(f"groups[{g.name!r}].dlq_topic must be one of produce_topics")
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
-            raise ConfigError("groups: a group name appears twice")
+            checks.problem("groups: a group name appears twice")
         for flag in ("allow_anonymous", "noop_route", "docs"):
             if not isinstance(getattr(self, flag), bool):
-                raise ConfigError(f"{flag} must be true or false")
+                checks.problem(f"{flag} must be true or false")  # TOML's spelling
         if self.anonymous_scopes is not None:
             if not self.allow_anonymous:
-                raise ConfigError("anonymous_scopes needs allow_anonymous = true")
-            check_scopes(self.anonymous_scopes, "anonymous_scopes")
+                checks.problem("anonymous_scopes needs allow_anonymous = true")
+            check_scopes(checks, self.anonymous_scopes, "anonymous_scopes")
         if not self.keys and not self.allow_anonymous:
-            raise ConfigError("keys: no [[keys]] configured; add one or set allow_anonymous = true")
-        check_name(self.deployment, "deployment")
-        check_int(self.max_batch, "max_batch", 1, MAX_BATCH_CEILING)
-        check_int(self.max_body_bytes, "max_body_bytes", 1024, 1 << 30)
-        check_seconds(self.produce_timeout, "produce_timeout")
-        check_seconds(self.rpc_timeout, "rpc_timeout", low=3.0)
-        check_int(self.max_long_poll_waiters, "max_long_poll_waiters", 0, 1_000_000)
-        check_int(self.redis_max_connections, "redis_max_connections", 2, 10_000)
-        check_int(self.redis_ack_replicas, "redis_ack_replicas", 0, 16)
-        check_int(self.redis_ack_wait_ms, "redis_ack_wait_ms", 1, 60_000)
-        if self.redis_ack_replicas and not redis_topology.supports_wait:
-            raise ConfigError("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
-        check_int(self.max_long_polls_per_key, "max_long_polls_per_key", 0, 1_000_000)
-        check_int(self.not_found_wait_ms, "not_found_wait_ms", 0, 60_000)
-        check_int(self.auth_cache_size, "auth_cache_size", 0, 1_000_000)
-        check_seconds(self.sync_interval, "sync_interval", low=0.1)
-        if not isinstance(self.housekeeper, HousekeeperConfig):
-            raise ConfigError("housekeeper must be a [housekeeper] table")
+            checks.problem("keys: no [[keys]] configured; add one or set allow_anonymous = true")
+        check_name(checks, self.deployment, "deployment")
+        self._check_numbers(checks, supports_wait)
+        checks.done()
+
+    def _check_numbers(self, checks: Checks, supports_wait: bool) -> None:
+        """Record every numeric setting out of its range in ``checks``."""
+        checks.integer("max_batch", self.max_batch, low=1, high=MAX_BATCH_CEILING)
+        checks.integer("max_body_bytes", self.max_body_bytes, low=1024, high=1 << 30)
+        checks.seconds("produce_timeout", self.produce_timeout, high=MAX_SETTING_SECONDS)
+        checks.seconds("rpc_timeout", self.rpc_timeout, low=3.0, high=MAX_SETTING_SECONDS,
+                       low_open=False)  # fmt: skip
+        checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0, high=1_000_000)
+        checks.integer("redis_max_connections", self.redis_max_connections, low=2, high=10_000)
+        checks.integer("redis_ack_replicas", self.redis_ack_replicas, low=0, high=16)
+        checks.integer("redis_ack_wait_ms", self.redis_ack_wait_ms, low=1, high=60_000)
+        if self.redis_ack_replicas and not supports_wait:
+            checks.problem("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
+        checks.integer("max_long_polls_per_key", self.max_long_polls_per_key, low=0, high=1_000_000)
+        checks.integer("not_found_wait_ms", self.not_found_wait_ms, low=0, high=60_000)
+        checks.integer("auth_cache_size", self.auth_cache_size, low=0, high=1_000_000)
+        sync = checks.seconds("sync_interval", self.sync_interval, low=0.1,
+                              high=MAX_SETTING_SECONDS, low_open=False)  # fmt: skip
         idle = self.housekeeper.client_idle_ms
-        if 0 < idle < 2000 * self.sync_interval:
+        if 0 < idle < 2000 * sync:
             # An active client is marked as seen once per sync_interval (per replica): a
             # shorter idle time could delete the state of a client that is still reading.
-            raise ConfigError(
+            checks.problem(
                 "housekeeper.client_idle_ms must be 0 (never) or at least 2 x sync_interval "
-                f"({int(2000 * self.sync_interval)} ms)"
+                f"({int(2000 * sync)} ms)"
             )
 
     def long_poll_share(self) -> int:
@@ -250,33 +265,48 @@ class GatewayConfig:
         Raises:
             ConfigError: a key is unknown, has the wrong type or an invalid value.
         """
-        no_unknown(data, _TOP_KEYS, "")
+        checks = Checks("gateway config")
+        no_unknown(checks, data, _TOP_KEYS, "")
         options: dict[str, Any] = {
             k: v
             for k, v in data.items()
             if k not in ("groups", "keys", "housekeeper", "tubemq", "cors")
         }
         if isinstance(options.get("redis"), Mapping):
-            options.update(redis_table_options(options.pop("redis"), options))
+            try:
+                options.update(redis_table_options(options.pop("redis"), options))
+            except ConfigError as err:
+                checks.adopt(err)
         for key in ("masters", "redis", "secret", "deployment"):
             if key in options and not isinstance(options[key], str):
-                raise ConfigError(f"{key} must be a string")
+                checks.problem(f"{key} must be a string")
         for key in ("produce_topics", "anonymous_scopes"):
             if key in options:
-                options[key] = str_tuple(options[key], key)
-        options["groups"] = tuple(
-            group_table(g, i) for i, g in enumerate(tables(data.get("groups", []), "groups"))
-        )
-        options["keys"] = tuple(
-            key_table(k, i) for i, k in enumerate(tables(data.get("keys", []), "keys"))
-        )
+                options[key] = str_tuple(checks, options[key], key)
+        groups = tables(checks, data.get("groups", []), "groups")
+        options["groups"] = tuple(_adopted(checks, group_table, g, i) for i, g in enumerate(groups))
+        keys = tables(checks, data.get("keys", []), "keys")
+        options["keys"] = tuple(_adopted(checks, key_table, k, i) for i, k in enumerate(keys))
         if "housekeeper" in data:
-            options["housekeeper"] = housekeeper_table(data["housekeeper"])
+            options["housekeeper"] = _adopted(checks, housekeeper_table, data["housekeeper"])
         if "tubemq" in data:
-            options["tubemq"] = TubeMQAccess.from_mapping(data["tubemq"], data.get("masters"))
+            options["tubemq"] = _adopted(
+                checks, TubeMQAccess.from_mapping, data["tubemq"], data.get("masters")
+            )
         if "cors" in data:
-            options["cors"] = CorsConfig.from_mapping(data["cors"])
+            options["cors"] = _adopted(checks, CorsConfig.from_mapping, data["cors"])
         for key in ("masters", "redis", "secret"):
             if key not in options:
-                raise ConfigError(f"{key} is required")
+                checks.problem(f"{key} is required")
+        checks.done()
         return cls(**options)
+
+
+def _adopted(checks: Checks, build: Callable[..., _T], *args: Any) -> _T:
+    """``build(*args)``; its :class:`ConfigError` is recorded in ``checks`` (whose ``done``
+    raises before the value, then a placeholder, is used)."""
+    try:
+        return build(*args)
+    except ConfigError as err:
+        checks.adopt(err)
+        return cast(_T, None)

@@ -15,16 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config_checks import (
-    check_int,
     check_name,
     check_topic,
     no_unknown,
     str_tuple,
 )
 from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
-from tubemq_aio.protocol.consumer_meta import validate_group_name
+from tubemq_aio.protocol.consumer_names import validate_group_name
 
 __all__ = [
     "ApiKey",
@@ -91,28 +91,37 @@ class GroupSpec:
     max_clients_per_key: int = 0
 
     def __post_init__(self) -> None:
-        where = f"groups[{self.name!r}]"
-        check_name(self.name, f"{where}.name")
-        try:
-            validate_group_name(self.name)  # it is also the TubeMQ consumer group
-        except ConfigError as err:
-            raise ConfigError(f"{where}.name: {err}") from None
+        checks = Checks(f"groups[{self.name!r}]")
+        self._check_spec(checks)
+        checks.done()
+
+    def _check_spec(self, checks: Checks) -> None:
+        """Record every problem of the engine's fields in ``checks``."""
+        if check_name(checks, self.name, "name"):
+            try:
+                validate_group_name(self.name)  # it is also the TubeMQ consumer group
+            except ConfigError as err:
+                checks.problem(f"name: {err}")
         if isinstance(self.topics, list):
             object.__setattr__(self, "topics", tuple(self.topics))
         if not isinstance(self.topics, tuple) or not self.topics:
-            raise ConfigError(f"{where}.topics must list at least one topic")
-        for topic in self.topics:
-            check_topic(topic, f"{where}.topics")
-        if self.mode not in ("clustering", "broadcast"):
-            raise ConfigError(f"{where}.mode must be 'clustering' or 'broadcast'")
-        if self.start not in ("earliest", "latest"):
-            raise ConfigError(f"{where}.start must be 'earliest' or 'latest'")
-        for key in ("lease_ms", "lease_ms_min", "lease_ms_max"):
-            check_int(getattr(self, key), f"{where}.{key}", LEASE_MS_FLOOR, LEASE_MS_CEILING)
-        if not self.lease_ms_min <= self.lease_ms <= self.lease_ms_max:
-            raise ConfigError(f"{where}: need lease_ms_min <= lease_ms <= lease_ms_max")
-        check_int(self.max_clients, f"{where}.max_clients", 0, 1_000_000)
-        check_int(self.max_clients_per_key, f"{where}.max_clients_per_key", 0, 1_000_000)
+            checks.problem("topics must list at least one topic")
+        else:
+            for topic in self.topics:
+                check_topic(checks, topic, "topics")
+        checks.choice("mode", self.mode, ("clustering", "broadcast"))
+        checks.choice("start", self.start, ("earliest", "latest"))
+        leases = [
+            checks.integer(key, getattr(self, key), low=LEASE_MS_FLOOR, high=LEASE_MS_CEILING)
+            for key in ("lease_ms_min", "lease_ms", "lease_ms_max")
+        ]
+        whole = all(
+            type(getattr(self, k)) is int for k in ("lease_ms_min", "lease_ms", "lease_ms_max")
+        )
+        if whole and not leases[0] <= leases[1] <= leases[2]:
+            checks.problem("need lease_ms_min <= lease_ms <= lease_ms_max")
+        checks.integer("max_clients", self.max_clients, low=0, high=1_000_000)
+        checks.integer("max_clients_per_key", self.max_clients_per_key, low=0, high=1_000_000)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,15 +139,18 @@ class GroupConfig(GroupSpec):
     dlq_topic: str | None = None
 
     def __post_init__(self) -> None:
-        GroupSpec.__post_init__(self)  # zero-argument super() does not work in slotted classes
-        where = f"groups[{self.name!r}]"
-        check_int(self.max_redeliveries, f"{where}.max_redeliveries", 0, 1_000_000)
-        if (self.max_redeliveries > 0) != (self.dlq_topic is not None):
-            raise ConfigError(f"{where}: max_redeliveries > 0 and dlq_topic go together")
+        checks = Checks(f"groups[{self.name!r}]")
+        self._check_spec(checks)
+        redeliveries = checks.integer(
+            "max_redeliveries", self.max_redeliveries, low=0, high=1_000_000
+        )
+        if (redeliveries > 0) != (self.dlq_topic is not None):
+            checks.problem("max_redeliveries > 0 and dlq_topic go together")
         if self.dlq_topic is not None:
-            check_topic(self.dlq_topic, f"{where}.dlq_topic")
+            check_topic(checks, self.dlq_topic, "dlq_topic")
             if self.dlq_topic in self.topics:
-                raise ConfigError(f"{where}.dlq_topic must not be a topic the group consumes")
+                checks.problem("dlq_topic must not be a topic the group consumes")
+        checks.done()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,14 +177,16 @@ class HousekeeperConfig:
     session_idle_ms: int = 600_000
 
     def __post_init__(self) -> None:
+        checks = Checks("housekeeper")
         if not isinstance(self.enabled, bool):
-            raise ConfigError("housekeeper.enabled must be true or false")
-        check_int(self.leader_lease_ms, "housekeeper.leader_lease_ms", 1000, 600_000)
+            checks.problem("housekeeper.enabled must be true or false")  # TOML's spelling
+        checks.integer("housekeeper.leader_lease_ms", self.leader_lease_ms, low=1000, high=600_000)
         for key in ("probe_interval_ms", "client_idle_ms", "session_idle_ms"):
-            check_int(getattr(self, key), f"housekeeper.{key}", 0, 365 * 86_400_000)
-        for key in ("probe_interval_ms", "session_idle_ms"):
-            if 0 < getattr(self, key) < 1000:
-                raise ConfigError(f"housekeeper.{key} must be 0 (never) or at least 1000")
+            value = checks.integer(f"housekeeper.{key}", getattr(self, key), low=0,
+                                   high=365 * 86_400_000)  # fmt: skip
+            if key != "client_idle_ms" and 0 < value < 1000:
+                checks.problem(f"housekeeper.{key} must be 0 (never) or at least 1000")
+        checks.done()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,54 +214,63 @@ class ApiKey:
 
 def housekeeper_table(raw: object) -> HousekeeperConfig:
     """The ``[housekeeper]`` table, checked."""
+    checks = Checks("housekeeper")
     if not isinstance(raw, Mapping):
-        raise ConfigError("housekeeper must be a table ([housekeeper])")
-    no_unknown(raw, _HK_KEYS, "housekeeper.")
+        checks.fail("housekeeper must be a table ([housekeeper])")
+    no_unknown(checks, raw, _HK_KEYS, "housekeeper.")
+    checks.done()
     return HousekeeperConfig(**raw)
 
 
 def group_table(raw: Mapping[str, Any], index: int) -> GroupConfig:
     """The ``index``-th ``[[groups]]`` table, checked."""
     where = f"groups[{index}]"
-    no_unknown(raw, _GROUP_KEYS, where + ".")
+    checks = Checks(where)
+    no_unknown(checks, raw, _GROUP_KEYS, where + ".")
     if not isinstance(raw.get("name"), str):
-        raise ConfigError(f"{where}.name is required (a string)")
+        checks.problem(f"{where}.name is required (a string)")
     options = dict(raw)
-    options["topics"] = str_tuple(raw.get("topics", []), f"{where}.topics")
+    options["topics"] = str_tuple(checks, raw.get("topics", []), f"{where}.topics")
     for key in ("mode", "start", "dlq_topic"):
         if key in options and not isinstance(options[key], str):
-            raise ConfigError(f"{where}.{key} must be a string")
+            checks.problem(f"{where}.{key} must be a string")
+    checks.done()
     return GroupConfig(**options)
 
 
 def key_table(raw: Mapping[str, Any], index: int) -> ApiKey:
     """The ``index``-th ``[[keys]]`` table, checked (the key itself is kept only hashed)."""
     where = f"keys[{index}]"
-    no_unknown(raw, _KEY_KEYS, where + ".")
+    checks = Checks(where)
+    no_unknown(checks, raw, _KEY_KEYS, where + ".")
     plain, hashed = raw.get("key"), raw.get("key_sha256")
+    digest = b""
     if (plain is None) == (hashed is None):
-        raise ConfigError(f"{where}: give exactly one of key and key_sha256")
-    if plain is not None:
+        checks.problem(f"{where}: give exactly one of key and key_sha256")
+    elif plain is not None:
         if not isinstance(plain, str) or len(plain) < 8:
-            raise ConfigError(f"{where}.key must be a string of at least 8 characters")
-        digest = hashlib.sha256(plain.encode()).digest()
+            checks.problem(f"{where}.key must be a string of at least 8 characters")
+        else:
+            digest = hashlib.sha256(plain.encode()).digest()
+    elif not isinstance(hashed, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", hashed):
+        checks.problem(f"{where}.key_sha256 must be 64 hex digits")
     else:
-        if not isinstance(hashed, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", hashed):
-            raise ConfigError(f"{where}.key_sha256 must be 64 hex digits")
         digest = bytes.fromhex(hashed)
     name = raw.get("name", f"key{index}")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where}.name must be a non-empty string")
-    scopes = str_tuple(raw.get("scopes", []), f"{where}.scopes")
-    check_scopes(scopes, f"{where}.scopes")
-    return ApiKey(name=name, digest=digest, scopes=scopes)
+        checks.problem(f"{where}.name must be a non-empty string")
+    scopes = str_tuple(checks, raw.get("scopes", []), f"{where}.scopes")
+    check_scopes(checks, scopes, f"{where}.scopes")
+    checks.done()
+    return ApiKey(name=str(name), digest=digest, scopes=scopes)
 
 
-def check_scopes(scopes: tuple[str, ...], key: str) -> None:
-    """Each scope is ``produce:<glob>``, ``consume:<glob>`` or ``admin:<glob>``."""
+def check_scopes(checks: Checks, scopes: tuple[str, ...], key: str) -> None:
+    """Record each scope that is not ``produce:<glob>``, ``consume:<glob>`` or
+    ``admin:<glob>``."""
     for scope in scopes:
         kind, sep, pattern = scope.partition(":") if isinstance(scope, str) else ("", "", "")
         if not sep or kind not in _SCOPE_KINDS or not pattern:
-            raise ConfigError(
+            checks.problem(
                 f"{key}: {scope!r} is not produce:<glob>, consume:<glob> or admin:<glob>"
             )

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
+from tubemq_aio.gateway.config_checks import str_tuple
 from tubemq_aio.gateway.toml_table import checked_table
 
 __all__ = ["CorsConfig", "install_cors"]
@@ -51,29 +52,25 @@ class CorsConfig:
     max_age: int = 600
 
     def __post_init__(self) -> None:
+        checks = Checks("cors")
         for origin in self.allow_origins:
             if origin != "*" and not _ORIGIN.match(origin):
-                raise ConfigError(
-                    f"cors.allow_origins: {origin!r} is not '*' or scheme://host[:port]"
-                )
+                checks.problem(f"cors.allow_origins: {origin!r} is not '*' or scheme://host[:port]")
         if "*" in self.allow_origins and len(self.allow_origins) > 1:
-            raise ConfigError("cors.allow_origins: '*' stands alone")
+            checks.problem("cors.allow_origins: '*' stands alone")
         for method in self.allow_methods:
             if method not in _METHODS:
-                raise ConfigError(
-                    f"cors.allow_methods: {method!r} is not one of {sorted(_METHODS)}"
-                )
+                checks.problem(f"cors.allow_methods: {method!r} is not one of {sorted(_METHODS)}")
         for key in ("allow_headers", "expose_headers"):
             for header in getattr(self, key):
                 if not _HEADER.match(header):
-                    raise ConfigError(f"cors.{key}: {header!r} is not a header name")
+                    checks.problem(f"cors.{key}: {header!r} is not a header name")
         if not isinstance(self.allow_credentials, bool):
-            raise ConfigError("cors.allow_credentials must be true or false")
-        if self.allow_credentials and "*" in self.allow_origins:
-            raise ConfigError("cors: allow_credentials needs explicit origins, not '*'")
-        max_age = self.max_age
-        if isinstance(max_age, bool) or not isinstance(max_age, int) or not 0 <= max_age <= 86400:
-            raise ConfigError("cors.max_age must be an integer in [0, 86400]")
+            checks.problem("cors.allow_credentials must be true or false")  # TOML's spelling
+        elif self.allow_credentials and "*" in self.allow_origins:
+            checks.problem("cors: allow_credentials needs explicit origins, not '*'")
+        checks.integer("cors.max_age", self.max_age, low=0, high=86400)
+        checks.done()
 
     @property
     def enabled(self) -> bool:
@@ -88,12 +85,11 @@ class CorsConfig:
             ConfigError: not a table, an unknown key, or an invalid value.
         """
         options = checked_table(raw, "cors", _KEYS)
+        checks = Checks("cors")
         for key in ("allow_origins", "allow_methods", "allow_headers", "expose_headers"):
             if key in options:
-                value = options[key]
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ConfigError(f"cors.{key} must be a list of strings")
-                options[key] = tuple(value)
+                options[key] = str_tuple(checks, options[key], f"cors.{key}")
+        checks.done()
         return cls(**options)
 
 

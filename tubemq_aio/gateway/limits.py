@@ -3,7 +3,14 @@ body models all read them, so a value the config accepts is never refused later.
 
 from __future__ import annotations
 
-__all__ = ["LEASE_MS_CEILING", "LEASE_MS_FLOOR", "MAX_BATCH_CEILING"]
+__all__ = [
+    "LEASE_MS_CEILING",
+    "LEASE_MS_FLOOR",
+    "MAX_BATCH_CEILING",
+    "MAX_DELAY_MS",
+    "MAX_SETTING_SECONDS",
+    "MAX_WAIT_MS",
+]
 
 #: The shortest lease a group may allow (ms).
 LEASE_MS_FLOOR = 100
@@ -11,3 +18,9 @@ LEASE_MS_FLOOR = 100
 LEASE_MS_CEILING = 43_200_000
 #: The most messages one batch produce request may carry.
 MAX_BATCH_CEILING = 500
+#: The longest duration (seconds) a timed setting of the config (``rpc_timeout``, ...) may have.
+MAX_SETTING_SECONDS = 600.0
+#: The longest long poll a fetch may ask for (``wait_ms``).
+MAX_WAIT_MS = 30_000
+#: The longest redelivery delay a nack may ask for (``delay_ms``): one hour.
+MAX_DELAY_MS = 3_600_000

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
+from tubemq_aio.gateway.config_checks import no_unknown
 
 __all__ = ["checked_table"]
 
@@ -14,11 +15,11 @@ def checked_table(raw: object, name: str, known: frozenset[str]) -> dict[str, An
     """``raw`` (the parsed ``[name]`` table) as a dict of its keys.
 
     Raises:
-        ConfigError: ``raw`` is not a table, or has a key not in ``known``.
+        ConfigError: ``raw`` is not a table, or has keys not in ``known`` (all of them named).
     """
+    checks = Checks(name)
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{name} must be a table ([{name}])")
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"unknown config key {name}.{unknown[0]}")
+        checks.fail(f"{name} must be a table ([{name}])")
+    no_unknown(checks, raw, known, f"{name}.")
+    checks.done()
     return dict(raw)

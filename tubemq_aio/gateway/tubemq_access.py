@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tubemq_aio.auth import Credentials
+from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, parse_masters, redact_url
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.toml_table import checked_table
@@ -54,27 +55,29 @@ class TubeMQAccess:
     tls_server_hostname: str | None = None
 
     def __post_init__(self) -> None:
+        checks = Checks("tubemq")
         if (self.user is None) != (self.password is None):
-            raise ConfigError("tubemq.user and tubemq.password go together")
+            checks.problem("tubemq.user and tubemq.password go together")
         if self.user is not None:
             if not isinstance(self.user, str) or not self.user.strip():
-                raise ConfigError("tubemq.user must be a non-blank string")
+                checks.problem("tubemq.user must be a non-blank string")
             if not isinstance(self.password, str) or not self.password:
-                raise ConfigError("tubemq.password must be a non-empty string")
+                checks.problem("tubemq.password must be a non-empty string")  # never shown
         if not isinstance(self.tls, bool):
-            raise ConfigError("tubemq.tls must be true or false")
+            checks.problem("tubemq.tls must be true or false")  # TOML's spelling
         for key in (*_FILES, "tls_server_hostname"):
             value = getattr(self, key)
             if value is None:
                 continue
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"tubemq.{key} must be a non-empty string")
-            if not self.tls:
-                raise ConfigError(f"tubemq.{key} needs tls = true")
-            if key in _FILES and not Path(value).is_file():
-                raise ConfigError(f"tubemq.{key}: {value!r} is not a file")
+                checks.problem(f"tubemq.{key} must be a non-empty string")
+            elif not self.tls:
+                checks.problem(f"tubemq.{key} needs tls = true")
+            elif key in _FILES and not Path(value).is_file():
+                checks.problem(f"tubemq.{key}: {value!r} is not a file")
         if self.tls_key_file is not None and self.tls_cert_file is None:
-            raise ConfigError("tubemq.tls_key_file needs tls_cert_file")
+            checks.problem("tubemq.tls_key_file needs tls_cert_file")
+        checks.done()
 
     @property
     def credentials(self) -> Credentials | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.config import HousekeeperConfig
@@ -28,18 +29,6 @@ lease_ms = 60000
 key = "k-123456"
 scopes = ["produce:*", "consume:g*", "admin:g1"]
 """
-
-
-def base(**over: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "masters": "127.0.0.1:8715",
-        "redis": "redis://127.0.0.1:6379/0",
-        "secret": "0123456789abcdef-secret",
-        "groups": [{"name": "g1", "topics": ["demo"]}],
-        "keys": [{"key": "k-123456", "scopes": ["consume:*"]}],
-    }
-    data.update(over)
-    return data
 
 
 def test_from_toml_reads_the_issue_example(tmp_path: Path) -> None:
@@ -76,7 +65,7 @@ def test_redis_password_never_in_repr() -> None:
 def test_limits_accept_the_bounds_their_messages_name() -> None:
     assert GatewayConfig.from_mapping(base(rpc_timeout=3)).rpc_timeout == 3
     assert GatewayConfig.from_mapping(base(rpc_timeout=600)).rpc_timeout == 600
-    with pytest.raises(ConfigError, match=r"rpc_timeout must be a number of seconds in \[3, 600\]"):
+    with pytest.raises(ConfigError, match=r"rpc_timeout must be in \[3, 600\] seconds, got 2\.99"):
         GatewayConfig.from_mapping(base(rpc_timeout=2.99))
     assert GatewayConfig.from_mapping(base()).redis_max_connections == 64
     for bad in (1, 10_001, True, 2.5):

@@ -1,7 +1,8 @@
-"""The consume engine's argument checks and its lag report, pure (no I/O).
+"""The consume engine's argument checks, pure (no I/O).
 
-Each check raises :class:`~tubemq_aio.gateway.errors.InvalidRequestError` naming the argument,
-before the engine touches Redis or TubeMQ.
+Each check runs on the one dialect, :class:`~tubemq_aio.checks.Checks`, and raises one
+:class:`~tubemq_aio.gateway.errors.InvalidRequestError` naming every bad argument of the call,
+before the engine touches Redis or TubeMQ. The bounds are those of :mod:`..limits`.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, GroupSpec, LagEntry, LagReport
+from tubemq_aio.checks import Checks
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, GroupSpec
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.leases.model import ScopeState
+from tubemq_aio.gateway.limits import MAX_DELAY_MS, MAX_WAIT_MS
 
 __all__ = [
     "MAX_MESSAGES_LIMIT",
@@ -20,7 +22,6 @@ __all__ = [
     "checked_rate",
     "checked_reset",
     "checked_settle",
-    "lag_report",
     "scope_of",
 ]
 
@@ -28,15 +29,20 @@ __all__ = [
 MAX_MESSAGES_LIMIT = 10_000
 
 
+def _checks(call: str) -> Checks:
+    return Checks(call, error=InvalidRequestError)
+
+
 def scope_of(spec: GroupSpec, client_id: str | None) -> str:
     """The lease scope of a request: ``c`` in a clustering group, ``b:<client_id>`` in a
     broadcast one."""
+    checks = _checks("client_id")
     if spec.mode == "clustering":
         if client_id is not None:
-            raise InvalidRequestError("client_id is not allowed in a clustering group")
+            checks.fail("client_id is not allowed in a clustering group")
         return "c"
     if not isinstance(client_id, str) or not client_id:
-        raise InvalidRequestError("client_id is required in a broadcast group")
+        checks.fail("client_id is required in a broadcast group")
     return f"b:{client_id}"
 
 
@@ -44,83 +50,56 @@ def checked_lease_ms(spec: GroupSpec, lease_ms: int | None) -> int:
     """The lease a request asks for (the group's default when None), within the group's bounds."""
     if lease_ms is None:
         return spec.lease_ms
-    if isinstance(lease_ms, bool) or not isinstance(lease_ms, int):
-        raise InvalidRequestError("lease_ms must be an integer")
-    if not spec.lease_ms_min <= lease_ms <= spec.lease_ms_max:
-        raise InvalidRequestError(f"lease_ms must be in [{spec.lease_ms_min}, {spec.lease_ms_max}]")
+    checks = _checks("lease_ms")
+    checks.integer("lease_ms", lease_ms, low=spec.lease_ms_min, high=spec.lease_ms_max)
+    checks.done()
     return lease_ms
 
 
 def checked_fetch(wait_ms: int, holder: str, owner: str, max_messages: int | None) -> int:
     """Check a fetch's other arguments; returns ``max_messages`` (1 when None)."""
-    if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= 30000:
-        raise InvalidRequestError("wait_ms must be an integer in [0, 30000]")
-    if not isinstance(holder, str) or not isinstance(owner, str):
-        raise InvalidRequestError("holder and owner must be strings")
-    if max_messages is None:
-        return 1
-    if (
-        isinstance(max_messages, bool)
-        or not isinstance(max_messages, int)
-        or not 1 <= max_messages <= MAX_MESSAGES_LIMIT
-    ):
-        raise InvalidRequestError(f"max_messages must be an integer in [1, {MAX_MESSAGES_LIMIT}]")
-    return max_messages
+    checks = _checks("fetch")
+    checks.integer("wait_ms", wait_ms, low=0, high=MAX_WAIT_MS)
+    checks.instance("holder", holder, str)
+    checks.instance("owner", owner, str)
+    if max_messages is not None:
+        checks.integer("max_messages", max_messages, low=1, high=MAX_MESSAGES_LIMIT)
+    checks.done()
+    return 1 if max_messages is None else max_messages
 
 
 def checked_settle(action: str, delay_ms: int) -> None:
     """Check a settle's action and delay."""
-    if action not in ("ack", "nack", "release"):
-        raise InvalidRequestError("action must be ack, nack or release")
-    if isinstance(delay_ms, bool) or not isinstance(delay_ms, int):
-        raise InvalidRequestError("delay_ms must be an integer")
-    if not 0 <= delay_ms <= 3_600_000:
-        raise InvalidRequestError("delay_ms must be in [0, 3600000]")
+    checks = _checks("settle")
+    checks.choice("action", action, ("ack", "nack", "release"))
+    checks.integer("delay_ms", delay_ms, low=0, high=MAX_DELAY_MS)
+    checks.done()
 
 
 def checked_reset(to: object) -> tuple[str, list[tuple[str, int]]]:
     """A reset's target: ``(earliest|latest, [])`` or ``("", [(partition, offset), ...])``."""
+    checks = _checks("reset")
     if isinstance(to, str):
         if to not in ("earliest", "latest"):
-            raise InvalidRequestError("to must be 'earliest', 'latest' or {partition: offset}")
+            checks.fail("to must be 'earliest', 'latest' or {partition: offset}")
         return to, []
     if not isinstance(to, Mapping) or not to:
-        raise InvalidRequestError("to must be 'earliest', 'latest' or {partition: offset}")
-    pairs: list[tuple[str, int]] = []
-    for p, off in to.items():
-        if isinstance(off, bool) or not isinstance(off, int) or not 0 <= off <= MAX_OFFSET:
-            raise InvalidRequestError(f"offset of {p!r} must be an integer in [0, {MAX_OFFSET}]")
-        pairs.append((str(p), off))
+        checks.fail("to must be 'earliest', 'latest' or {partition: offset}")
+    pairs = [
+        (str(p), checks.integer(f"offset of {p!r}", off, low=0, high=MAX_OFFSET))
+        for p, off in to.items()
+    ]
+    checks.done()
     return "", pairs
 
 
 def checked_rate(messages_per_second: float, burst: int | None) -> tuple[float, int]:
     """A consume limit's rate (0 = off) and burst (default: one second's worth, at least 1)."""
-    rate = messages_per_second
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
-        raise InvalidRequestError("messages_per_second must be a finite number")
-    if rate < 0 or 0 < rate < MIN_RATE:
-        raise InvalidRequestError(f"messages_per_second must be 0 (off) or >= {MIN_RATE}")
-    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or burst < 0):
-        raise InvalidRequestError("burst must be an integer >= 0")
-    return float(rate), max(1, burst or math.ceil(rate))
-
-
-def lag_report(group: str, scope: str, sc: ScopeState) -> LagReport:
-    """The backlog of each partition of a scope, in index bytes, from its stored state."""
-    entries: list[LagEntry] = []
-    for p in sorted(sc.members):
-        ps = sc.part(p)
-        top = None if ps.max_offset < 0 else ps.max_offset
-        lag = None if ps.committed is None or top is None else max(0, top - ps.committed)
-        live = ps.lease_id is not None and p in sc.leased
-        entries.append(
-            LagEntry(
-                p, ps.committed, top, lag,
-                lease_holder=ps.holder if live else None,
-                lease_expires_at=ps.lease_expiry if live else None,
-                redelivery=ps.redeliveries, gone=ps.gone,
-            )
-        )  # fmt: skip
-    total = sum(e.lag_bytes or 0 for e in entries)
-    return LagReport(group, scope, tuple(entries), total)
+    checks = _checks("rate")
+    rate = checks.number("messages_per_second", messages_per_second, low=0.0, high=math.inf)
+    if checks.ok and 0 < rate < MIN_RATE:
+        checks.problem(f"messages_per_second must be 0 (off) or >= {MIN_RATE}")
+    if burst is not None:
+        checks.integer("burst", burst, low=0)
+    checks.done()
+    return rate, max(1, burst or math.ceil(rate))

@@ -54,6 +54,11 @@ class CursorHold:
     fails (the mutex lapsed or Redis did not answer) the read's time budget ends at once, so a
     reader that may have lost the mutex stops moving the broker cursor. The booking is fenced
     too: ``record`` books only while this token still holds the mutex.
+
+    The renewal also stops on its own once :meth:`end` was called, not only when cancelled: on
+    Python 3.11 ``asyncio.wait_for`` (which the Redis client uses) swallows a cancel that meets
+    an inner call completing in the same loop turn, and a renewal that missed its cancel would
+    otherwise keep the mutex alive for ever, stalling every other reader of the partition.
     """
 
     def __init__(
@@ -74,6 +79,8 @@ class CursorHold:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self._lock_ms / 3000)
+            if self._ended:  # a cancel from end() was lost on the way (see the class doc)
+                return
             self._cost.trips += 1
             # Answered by five sixths of the mutex's life (sent at a third, given half of it),
             # so before it could lapse, or treated as lapsed. Half rather than a third: a loaded
@@ -83,6 +90,8 @@ class CursorHold:
                     kept = await self.store.renew_lock(*self.fence, self._lock_ms)
             except (GatewayError, TimeoutError):
                 kept = False
+            if self._ended:
+                return
             if not kept:
                 self.lapsed = True
                 with contextlib.suppress(RuntimeError):  # the read may have ended meanwhile
@@ -92,7 +101,8 @@ class CursorHold:
     async def end(self, *, unlock: bool = True) -> None:
         """Stop renewing and drop the mutex (idempotent). The unlock runs even when the caller
         is cancelled while the renewal stops: skipped, it would leave the mutex held until it
-        lapses, stalling every other reader of the partition.
+        lapses, stalling every other reader of the partition. The wait for the renewal to stop
+        is bounded by the mutex's life: one that missed its cancel stops at its next turn.
 
         Args:
             unlock: False when Redis is not answering: the mutex is left to lapse rather than
@@ -105,7 +115,8 @@ class CursorHold:
         try:
             if renewal is not None:
                 renewal.cancel()
-                await asyncio.wait({renewal})  # its own cancel is not raised here
+                # its own cancel is not raised here
+                await asyncio.wait({renewal}, timeout=self._lock_ms / 1000)
         finally:
             if unlock:
                 with contextlib.suppress(Exception):

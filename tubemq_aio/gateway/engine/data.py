@@ -7,16 +7,16 @@ configuration as they are.
 
 from __future__ import annotations
 
-import math
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.auth import Credentials
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.checks import Checks
 from tubemq_aio.gateway.config_tables import GroupSpec
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.limits import MAX_SETTING_SECONDS
 from tubemq_aio.models import Message
 
 __all__ = [
@@ -44,13 +44,6 @@ MAX_OFFSET = 2**53 - 1
 #: Redis as µs doubles: at a much smaller rate one message's interval (1e6 / rate µs) dwarfs
 #: the clock, the sums lose it, and the limit would silently let everything through.
 MIN_RATE = 0.001
-
-
-def _positive_int(name: str, value: object, low: int = 1, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}")
-    if high is not None and value > high:
-        raise ConfigError(f"{name} must be <= {high}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,24 +88,23 @@ class ConsumeSettings:
     sync_interval: float = 10.0
 
     def __post_init__(self) -> None:
+        checks = Checks("ConsumeSettings")
         if not isinstance(self.masters, str) or not self.masters:
-            raise ConfigError("masters must be a non-empty address list")
+            checks.problem("masters must be a non-empty address list")
         if not isinstance(self.redis_url, str) or not self.redis_url:
-            raise ConfigError("redis_url must be a non-empty URL")
+            checks.problem("redis_url must be a non-empty URL")
         for name, low in (("rpc_timeout", 3.0), ("sync_interval", 0.1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f"{name} must be a number")
-            if not (math.isfinite(value) and low <= value <= 600):
-                raise ConfigError(f"{name} must be in [{low}, 600] seconds")
-        _positive_int("max_long_poll_waiters", self.max_long_poll_waiters, 0)
-        _positive_int("redis_max_connections", self.redis_max_connections, 2, 10_000)
-        _positive_int("redis_ack_replicas", self.redis_ack_replicas, 0, 16)
-        _positive_int("redis_ack_wait_ms", self.redis_ack_wait_ms, 1, 60_000)
-        _positive_int("not_found_wait_ms", self.not_found_wait_ms, 0, 60_000)
+            checks.seconds(name, getattr(self, name), low=low, high=MAX_SETTING_SECONDS,
+                           low_open=False)  # fmt: skip
+        checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0)
+        checks.integer("redis_max_connections", self.redis_max_connections, low=2, high=10_000)
+        checks.integer("redis_ack_replicas", self.redis_ack_replicas, low=0, high=16)
+        checks.integer("redis_ack_wait_ms", self.redis_ack_wait_ms, low=1, high=60_000)
+        checks.integer("not_found_wait_ms", self.not_found_wait_ms, low=0, high=60_000)
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
-            raise ConfigError("group names must be unique")
+            checks.problem("group names must be unique")
+        checks.done()
 
 
 #: What a verified lease token carries: a lease's key.

@@ -15,14 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import ssl
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tubemq_aio import __version__
 from tubemq_aio.consumer.toolkit import (
     ClientBalanceSession,
     PartitionMeta,
@@ -30,9 +27,10 @@ from tubemq_aio.consumer.toolkit import (
     decode_raw_messages,
     resolve_partition,
 )
-from tubemq_aio.errors import ClientClosedError, ConfigError, TubeMQError, server_error
+from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
+from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
+from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.client_id import CLIENT_VERSION_PREFIX
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_rpc import OffsetResponse, RawMessage
 
@@ -42,7 +40,6 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("tubemq_aio.gateway")
 
-_DEPLOYMENT = re.compile(r"^[A-Za-z0-9.-]{1,64}$")
 #: Broker answers that mean "this consumer's registration of the partition is gone".
 _NOT_REGISTERED = frozenset({411, 412})
 #: Register far beyond any index: the broker clamps it to the partition's max (start = latest).
@@ -53,54 +50,6 @@ _META_TTL = 10.0
 GATHER_BYTES = 4 << 20
 #: Backoff (seconds) between attempts to reopen a session whose start failed.
 _RESTART_MIN, _RESTART_MAX = 1.0, 30.0
-
-
-def shared_consumer_id(deployment: str, group: str) -> str:
-    """The consumer id every replica of ``deployment`` uses for ``group``.
-
-    Java shape (``<group>_<ident>-Balance-<client>``); the broker reads ``ip#pid`` after the last
-    ``_``, so the ident has none.
-
-    Raises:
-        ConfigError: ``deployment`` has characters other than letters, digits, ``.`` and ``-``.
-    """
-    if not isinstance(deployment, str) or not _DEPLOYMENT.match(deployment):
-        raise ConfigError("deployment must be 1-64 of [A-Za-z0-9.-]")
-    return f"{group}_gw-{deployment}-Balance-{CLIENT_VERSION_PREFIX}{__version__}"
-
-
-@dataclass(frozen=True, slots=True)
-class TubeRead:
-    """The outcome of one read at an offset.
-
-    Attributes:
-        status: ``ok`` (a batch, possibly empty after filtering), ``empty`` (404: nothing from
-            ``start`` on), ``throttled`` (452: the broker limits the group) or ``error``.
-        start: where the batch starts (the requested offset, or the broker's clamp of it).
-        next: offset right after the batch (== start unless ``ok``).
-        max: the partition's max index offset (-1 if the broker did not say).
-        messages: the decoded messages.
-        rpcs: broker RPCs spent.
-        batches: broker batches the messages came from (more than one when the read gathered).
-        registered: whether a register was needed (the cursor was not at ``start``); a
-            register that put the cursor below ``start`` was asked twice, so ``start`` below
-            the requested offset means two fresh answers agreed the partition ends there.
-        resync: why a claimed cursor turned out wrong ('' if it was right or not claimed).
-        wait_ms: how long the broker asks us to leave the partition alone (throttled/empty).
-        error: the error code/message text of a failed read.
-    """
-
-    status: str
-    start: int
-    next: int
-    max: int
-    messages: tuple[Message, ...] = ()
-    rpcs: int = 0
-    batches: int = 0
-    registered: bool = False
-    resync: str = ""
-    wait_ms: int = 0
-    error: str = ""
 
 
 class TubeGroup:

@@ -26,7 +26,6 @@ from tubemq_aio.gateway.engine.arguments import (
     checked_rate,
     checked_reset,
     checked_settle,
-    lag_report,
     scope_of,
 )
 from tubemq_aio.gateway.engine.data import (
@@ -46,6 +45,7 @@ from tubemq_aio.gateway.engine.data import (
 )
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.engine.offsets_reset import reset_offsets
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.scope_sync import ScopeSync
@@ -53,7 +53,6 @@ from tubemq_aio.gateway.engine.sessions import SessionTable
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
     LeaseStaleError,
-    StateLostError,
     StoreUnavailableError,
     TubeUnavailableError,
     UnknownGroupError,
@@ -385,12 +384,7 @@ class ConsumeService:
         """
         spec = self._spec(group)
         scope = scope_of(spec, client_id)
-        store = self._running()
-        state = await store.dump(group, scope)
-        if not state.booted:  # a lost store must not read as "no backlog": alerts go quiet
-            store.lost += 1
-            raise StateLostError(f"the gateway state of group {group!r} is missing in Redis")
-        return lag_report(group, scope, state.scopes[scope])
+        return await read_lag(self._running(), group, scope)
 
     async def readiness(self) -> dict[str, bool]:
         """``{"redis": PING answered, "master": the master answered the last metadata query}``."""

@@ -8,7 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
-from tubemq_aio.gateway.limits import LEASE_MS_CEILING, MAX_BATCH_CEILING
+from tubemq_aio.gateway.limits import (
+    LEASE_MS_CEILING,
+    MAX_BATCH_CEILING,
+    MAX_DELAY_MS,
+    MAX_WAIT_MS,
+)
 
 __all__ = [
     "AckResult",
@@ -111,7 +116,7 @@ class FetchRequest(BaseModel):
     """Lease one partition and read a batch from it."""
 
     model_config = _STRICT
-    wait_ms: int = Field(default=0, ge=0, le=30_000, description="long poll up to this long")
+    wait_ms: int = Field(default=0, ge=0, le=MAX_WAIT_MS, description="long poll up to this long")
     client_id: ClientId | None = Field(
         default=None, description="required in broadcast groups, refused in clustering groups"
     )
@@ -179,7 +184,7 @@ class NackRequest(BaseModel):
     """Give the batch back; it is delivered again after ``delay_ms``."""
 
     model_config = _STRICT
-    delay_ms: int = Field(default=0, ge=0, le=3_600_000)
+    delay_ms: int = Field(default=0, ge=0, le=MAX_DELAY_MS)
 
 
 class ExtendRequest(BaseModel):

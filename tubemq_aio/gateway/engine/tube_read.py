@@ -1,0 +1,43 @@
+"""What one read of a partition at an offset gave (:class:`TubeRead`), plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tubemq_aio.models import Message
+
+__all__ = ["TubeRead"]
+
+
+@dataclass(frozen=True, slots=True)
+class TubeRead:
+    """The outcome of one read at an offset.
+
+    Attributes:
+        status: ``ok`` (a batch, possibly empty after filtering), ``empty`` (404: nothing from
+            ``start`` on), ``throttled`` (452: the broker limits the group) or ``error``.
+        start: where the batch starts (the requested offset, or the broker's clamp of it).
+        next: offset right after the batch (== start unless ``ok``).
+        max: the partition's max index offset (-1 if the broker did not say).
+        messages: the decoded messages.
+        rpcs: broker RPCs spent.
+        batches: broker batches the messages came from (more than one when the read gathered).
+        registered: whether a register was needed (the cursor was not at ``start``); a
+            register that put the cursor below ``start`` was asked twice, so ``start`` below
+            the requested offset means two fresh answers agreed the partition ends there.
+        resync: why a claimed cursor turned out wrong ('' if it was right or not claimed).
+        wait_ms: how long the broker asks us to leave the partition alone (throttled/empty).
+        error: the error code/message text of a failed read.
+    """
+
+    status: str
+    start: int
+    next: int
+    max: int
+    messages: tuple[Message, ...] = ()
+    rpcs: int = 0
+    batches: int = 0
+    registered: bool = False
+    resync: str = ""
+    wait_ms: int = 0
+    error: str = ""

@@ -1,0 +1,130 @@
+"""Checks of the names a consumer is configured with: group, topics, filter items, the
+subscription map (docs/protocol/consumer.md §1.2).
+
+Each raises :class:`~tubemq_aio.errors.ConsumerConfigError` (a ``ConfigError``) naming every
+problem at once; the limits are the Java client's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from tubemq_aio.checks import Checks
+from tubemq_aio.errors import (
+    ConsumerConfigError,
+)
+
+__all__ = [
+    "MAX_FILTER_ITEM_COUNT",
+    "MAX_FILTER_ITEM_LENGTH",
+    "MAX_GROUP_NAME_LENGTH",
+    "MAX_TOPIC_COUNT",
+    "MAX_TOPIC_NAME_LENGTH",
+    "validate_filters",
+    "validate_group_name",
+    "validate_subscriptions",
+    "validate_topic_name",
+]
+
+
+#: Filter limits of the Java client (``CFG_FLT_MAX_FILTER_ITEM_*``, §1.2).
+MAX_FILTER_ITEM_COUNT = 500
+MAX_FILTER_ITEM_LENGTH = 256
+#: Name limits (``META_MAX_*``, §1.2).
+MAX_GROUP_NAME_LENGTH = 1024
+MAX_TOPIC_NAME_LENGTH = 64
+MAX_TOPIC_COUNT = 1024
+
+_GROUP_RE = re.compile(r"[a-zA-Z][\w-]+", re.ASCII)
+# Characters that would corrupt the wire strings if they appeared inside a name or filter.
+_SEPARATORS = frozenset("#:@,=")
+
+
+def validate_group_name(group: str) -> str:
+    """Return ``group`` if it matches ``^[a-zA-Z][\\w-]+$`` within 1024 chars (§1.2 field 2).
+
+    Raises:
+        ConsumerConfigError: the name breaks the rule.
+    """
+    checks = Checks("group name", error=ConsumerConfigError)
+    if not isinstance(group, str):
+        checks.fail(f"group name must be a string, got {type(group).__name__}")
+    if len(group) > MAX_GROUP_NAME_LENGTH or not _GROUP_RE.fullmatch(group):
+        checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
+                    f"{MAX_GROUP_NAME_LENGTH} characters")  # fmt: skip
+    return group
+
+
+def validate_topic_name(topic: str) -> str:
+    """Return the trimmed topic name: non-blank, at most 64 chars, no separator characters.
+
+    Java only trims and checks the length; we also refuse ``#:@,=`` and whitespace inside, since
+    they would corrupt every metadata string the topic appears in.
+
+    Raises:
+        ConsumerConfigError: the name is invalid.
+    """
+    checks = Checks("topic name", error=ConsumerConfigError)
+    name = _checked_topic_name(checks, topic)
+    checks.done()
+    return name or ""  # never "": done() raised then
+
+
+def _checked_topic_name(checks: Checks, topic: object) -> str | None:
+    name = checks.text("topic name", topic, max_length=MAX_TOPIC_NAME_LENGTH)
+    if name and (_SEPARATORS.intersection(name) or any(c.isspace() for c in name)):
+        checks.problem(f"topic {name!r} contains a separator or blank character")
+    return name
+
+
+def validate_filters(filters: Iterable[str] | None) -> frozenset[str]:
+    """Return the trimmed set of a topic's filter items (``$msgType$`` values), §1.2 field 6.
+
+    At most 500 items of at most 256 characters (Java limits), none blank, none with a wire
+    separator. ``None`` gives the empty set; one string is one item (never its characters).
+
+    Raises:
+        ConsumerConfigError: a limit is exceeded or an item is invalid.
+    """
+    checks = Checks("filter items", error=ConsumerConfigError)
+    result = _checked_filters(checks, filters)
+    checks.done()
+    return result
+
+
+def _checked_filters(checks: Checks, filters: object) -> frozenset[str]:
+    items = checks.names("filter items", () if filters is None else filters)
+    if len(items) > MAX_FILTER_ITEM_COUNT:
+        checks.problem(f"filter items: over {MAX_FILTER_ITEM_COUNT} of them")
+    for item in items:
+        if len(item) > MAX_FILTER_ITEM_LENGTH:
+            checks.problem(f"filter item over {MAX_FILTER_ITEM_LENGTH} characters: {item[:40]!r}")
+        elif _SEPARATORS.intersection(item):
+            checks.problem(f"filter item {item!r} contains a separator character")
+    return frozenset(items)
+
+
+def validate_subscriptions(
+    subscriptions: Mapping[str, Iterable[str] | None],
+) -> dict[str, frozenset[str]]:
+    """Validate a topic → filters mapping (§1.2 fields 4 and 6); returns trimmed names and sets.
+
+    Raises:
+        ConsumerConfigError: empty, too many topics, duplicate after trimming, or bad names.
+    """
+    checks = Checks("subscriptions", error=ConsumerConfigError)
+    if not subscriptions:
+        checks.problem("no topic subscribed")
+    elif len(subscriptions) > MAX_TOPIC_COUNT:
+        checks.problem(f"over {MAX_TOPIC_COUNT} topics")
+    result: dict[str, frozenset[str]] = {}
+    for topic, filters in subscriptions.items():
+        name = _checked_topic_name(checks, topic)
+        if name is not None and name in result:
+            checks.problem(f"topic {name!r} subscribed twice")
+        filter_set = _checked_filters(checks, filters)
+        if name is not None:
+            result[name] = filter_set
+    checks.done()
+    return result
