@@ -73,7 +73,7 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer, ProducerConfig
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.routing import Partitioner
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Loader of the optional compiled accelerator: environment flags, :func:`compiled`, :func:`twin`.
 
 The extension ``tubemq_aio._speedups._cdecode`` (Cython source ``_cdecode.pyx``) holds compiled
-versions of :func:`tubemq_aio.protocol.consumer_rpc.parse_get_message_response` and
+versions of :func:`tubemq_aio.protocol.consumer_replies.parse_get_message_response` and
 :func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder and of the Spark
 source's column decode (:mod:`tubemq_aio.spark._columns`). Those functions stay the entry
 points: they use the compiled version when it is built and importable, and their own pure-Python

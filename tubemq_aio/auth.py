@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.protocol.producer_meta import (
+from tubemq_aio.protocol.producer_master_values import (
     AuthenticateInfo,
     BrokerAuthorization,
     MasterAuthorization,

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from tubemq_aio.protocol.attributes import parse_msg_time
 from tubemq_aio.protocol.message import DecodedPayload
 from tubemq_aio.protocol.producer_meta import Broker, Partition
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 
 __all__ = ["Broker", "Message", "Partition", "SendResult"]
 

@@ -37,7 +37,7 @@ from tubemq_aio import accelerator
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.protocol import framing, rpc
-from tubemq_aio.protocol.consumer_rpc import parse_get_message_response
+from tubemq_aio.protocol.consumer_replies import parse_get_message_response
 from tubemq_aio.protocol.message import (
     EncodedMessage,
     checksum,
@@ -46,11 +46,9 @@ from tubemq_aio.protocol.message import (
     ip_to_int,
 )
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol.producer_meta import Broker, BrokerAuthorization, Partition
-from tubemq_aio.protocol.producer_rpc import (
-    SendRequestEncoder,
-    parse_send_result,
-)
+from tubemq_aio.protocol.producer_master_values import BrokerAuthorization
+from tubemq_aio.protocol.producer_meta import Broker, Partition
+from tubemq_aio.protocol.producer_send import SendRequestEncoder, parse_send_result
 
 _ROUNDS = 7
 

@@ -27,7 +27,7 @@ from starlette.types import Message
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.producer import Producer
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 
 KEY = "bench-key-1"
 PATHS = {"direct": b"application/json", "fastapi": b"application/json; charset=utf-8"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tubemq_aio.errors import RemoteProtocolError
-from tubemq_aio.protocol import consumer_rpc
+from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.testing import fuzz
 
@@ -51,12 +51,12 @@ def test_non_utf8_rebalance_event_is_a_protocol_error() -> None:
     event = b"\x08\x07\x10\x01" + _wire_string(4, b"c@g#1:127.0.0.1:8123#t:" + NOT_UTF8)
     data = b"\x08\x01\x10\xc8\x01" + _wire_string(3, b"OK") + _wire_string(4, event)
     with pytest.raises(RemoteProtocolError, match="UTF-8"):
-        consumer_rpc.parse_master_response(5, data)
+        consumer_replies.parse_master_response(5, data)
 
 
 def test_valid_answers_still_parse() -> None:
     ok = broker_pb.HeartBeatResponseB2C(
         success=True, errCode=200, errMsg="OK!", failureInfo=["411:1:h:8123#t:0"]
     )
-    parsed = consumer_rpc.parse_broker_heartbeat_response(ok.SerializeToString())
+    parsed = consumer_replies.parse_broker_heartbeat_response(ok.SerializeToString())
     assert parsed.failures[0].err_code == 411

@@ -25,7 +25,7 @@ from tubemq_aio.gateway.errors import (
 )
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 
 #: Headers of the admin key and of a reader key (``consume:g*`` only) of :data:`CFG`.
 ADMIN = {"Authorization": "Bearer k-admin-1"}

@@ -10,8 +10,8 @@ from tubemq_aio import Producer
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol.producer_meta import HeartbeatResponse, RegisterResponse
-from tubemq_aio.protocol.producer_rpc import SendRequestEncoder
+from tubemq_aio.protocol.producer_master_values import HeartbeatResponse, RegisterResponse
+from tubemq_aio.protocol.producer_send import SendRequestEncoder
 
 __all__ = ["ANSWER", "HeldConnection", "OnePool", "settle", "started_producer"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from tubemq_aio.auth import Credentials, TokenState, broker_token, sign
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.protocol.producer_meta import (
+from tubemq_aio.protocol.producer_master_values import (
     AuthenticateInfo,
     BrokerAuthorization,
     MasterAuthorization,

@@ -13,6 +13,7 @@ from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer.bound import BoundConsume
 from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigError
+from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.flow_control import FlowControlState
@@ -123,10 +124,10 @@ def test_not_allocated_follows_answers() -> None:
     """An answer with notAllocated=false ends bootstrapping; true never restores it."""
     s = session(BoundConsume("s", 1, offsets={"1:t:0": 0}))
     s.tokens = cast(Any, SimpleNamespace(apply=lambda *a, **k: None))
-    s._apply(rpc.MasterResponse(True, 200, "", not_allocated=True))
+    s._apply(consumer_replies.MasterResponse(True, 200, "", not_allocated=True))
     assert s.not_allocated
-    s._apply(rpc.MasterResponse(True, 200, "", not_allocated=False))
-    s._apply(rpc.MasterResponse(True, 200, "", not_allocated=True))
+    s._apply(consumer_replies.MasterResponse(True, 200, "", not_allocated=False))
+    s._apply(consumer_replies.MasterResponse(True, 200, "", not_allocated=True))
     assert not s.not_allocated
 
 

@@ -33,9 +33,8 @@ from tubemq_aio.protocol.attributes import format_msg_time
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
 from tubemq_aio.protocol.client_id import make_client_id
-from tubemq_aio.protocol.consumer_meta import (
-    BoundSession,
-    validate_bound_offsets,
+from tubemq_aio.protocol.consumer_meta import BoundSession, validate_bound_offsets
+from tubemq_aio.protocol.consumer_names import (
     validate_filters,
     validate_group_name,
     validate_subscriptions,

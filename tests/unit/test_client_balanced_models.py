@@ -16,7 +16,7 @@ from tubemq_aio.errors import ClientBalanceConfigError, ConfigError, UnknownPart
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import java_string_hash
 from tubemq_aio.protocol.consumer_meta import PartitionKey
-from tubemq_aio.protocol.consumer_rpc import RawMessage
+from tubemq_aio.protocol.consumer_replies import RawMessage
 
 
 def meta(key: str) -> PartitionMeta:

@@ -19,7 +19,7 @@ from tests.support.speedup_impls import RAW_DECODERS, RawDecode
 from tubemq_aio.errors import MessageDecodeError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.attributes import parse_msg_time
-from tubemq_aio.protocol.consumer_rpc import RawMessage
+from tubemq_aio.protocol.consumer_replies import RawMessage
 from tubemq_aio.protocol.message import checksum, decode_payload, encode_message
 
 

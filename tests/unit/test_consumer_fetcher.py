@@ -15,7 +15,7 @@ from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
-from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, OffsetResponse, RawMessage
+from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.message import checksum
 from tubemq_aio.protocol.partitions import PartitionLeases

@@ -26,6 +26,8 @@ from tubemq_aio.protocol.consumer_meta import (
     lag_in_messages,
     parse_required_partitions,
     validate_bound_offsets,
+)
+from tubemq_aio.protocol.consumer_names import (
     validate_filters,
     validate_group_name,
     validate_subscriptions,

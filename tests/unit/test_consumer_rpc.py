@@ -14,8 +14,13 @@ from tubemq_aio.protocol.consumer_meta import (
     PartitionKey,
     TopicCondition,
 )
-from tubemq_aio.protocol.consumer_rpc import (
+from tubemq_aio.protocol.consumer_replies import (
     RawMessage,
+    parse_broker_heartbeat_response,
+    parse_master_response,
+    parse_offset_response,
+)
+from tubemq_aio.protocol.consumer_rpc import (
     build_broker_heartbeat,
     build_broker_register,
     build_broker_unregister,
@@ -24,14 +29,11 @@ from tubemq_aio.protocol.consumer_rpc import (
     build_get_message,
     build_heartbeat,
     build_register,
-    parse_broker_heartbeat_response,
-    parse_master_response,
-    parse_offset_response,
 )
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.producer_meta import (
+from tubemq_aio.protocol.producer_master_values import (
     AuthenticateInfo,
     BrokerAuthorization,
     MasterAuthorization,

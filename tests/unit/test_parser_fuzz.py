@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from tubemq_aio.errors import ConfigError, ProtocolError, ServerError
 from tubemq_aio.protocol import (
     client_balance,
-    consumer_rpc,
+    consumer_replies,
     message,
     producer_meta,
-    producer_rpc,
+    producer_send,
     rpc,
 )
 from tubemq_aio.protocol.framing import FrameDecoder
@@ -129,10 +129,10 @@ def test_non_utf8_strings_are_protocol_errors() -> None:
     bad_message = base + b"\x1a\x02\xff\xfe"  # field 3 errMsg
     for data in (bad_failure, bad_message):
         with pytest.raises(ProtocolError):
-            consumer_rpc.parse_broker_heartbeat_response(data)
+            consumer_replies.parse_broker_heartbeat_response(data)
     send = broker_pb.SendMessageResponseB2P(success=True, errCode=200, errMsg="")
     with pytest.raises(ProtocolError):
-        producer_rpc.parse_send_result(send.SerializeToString() + b"\x1a\x02\xff\xfe", PARTITION)
+        producer_send.parse_send_result(send.SerializeToString() + b"\x1a\x02\xff\xfe", PARTITION)
 
 
 @pytest.mark.parametrize("name", sorted(TEXT_PARSERS))

@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tubemq_aio.errors import RemoteProtocolError
-from tubemq_aio.protocol.producer_meta import (
-    Broker,
+from tubemq_aio.protocol.producer_master_values import (
     ClusterConfig,
     HeartbeatResponse,
+    RegisterResponse,
+)
+from tubemq_aio.protocol.producer_meta import (
+    Broker,
     Partition,
     ProducerMetadata,
-    RegisterResponse,
     clamp_max_msg_size,
     parse_broker_info,
     parse_topic_info,

@@ -17,26 +17,23 @@ from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, ip_to_int
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.producer_meta import (
+from tubemq_aio.protocol.producer_master_values import (
     AuthenticateInfo,
-    Broker,
     BrokerAuthorization,
     ClusterConfig,
     MasterAuthorization,
     MasterCertificate,
-    Partition,
 )
+from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_rpc import (
-    SendRequestEncoder,
-    SendResult,
     build_close_request,
     build_heartbeat_request,
     build_register_request,
     parse_close_response,
     parse_heartbeat_response,
     parse_register_response,
-    parse_send_result,
 )
+from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, parse_send_result
 from tubemq_aio.protocol.rpc import decode_request, encode_request
 
 NEG1 = bytes.fromhex("ff ff ff ff ff ff ff ff ff 01")  # int32/int64 -1 as a protobuf varint

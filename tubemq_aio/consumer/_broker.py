@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
+from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
 from tubemq_aio.protocol.flow_control import FlowControlState
@@ -58,7 +59,7 @@ class BrokerRpc:
         read_status: int,
         filters: Iterable[str] = (),
         curr_offset: int | None = None,
-    ) -> rpc.OffsetResponse:
+    ) -> consumer_replies.OffsetResponse:
         """``RegisterRequestC2B`` opType 31 (docs/protocol/consumer.md §3.1), optionally with a
         start offset.
 
@@ -76,9 +77,11 @@ class BrokerRpc:
             auth=self.tokens.broker_auth(),
         )
         data = await self.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
-        return rpc.parse_offset_response(data)
+        return consumer_replies.parse_offset_response(data)
 
-    async def unregister(self, partition: Partition, *, read_status: int) -> rpc.OffsetResponse:
+    async def unregister(
+        self, partition: Partition, *, read_status: int
+    ) -> consumer_replies.OffsetResponse:
         """``RegisterRequestC2B`` opType 32: 0 commits the last batch, 1 discards it (§3.1)."""
         body = rpc.build_broker_unregister(
             client_id=self.client_id,
@@ -88,11 +91,11 @@ class BrokerRpc:
             auth=self.tokens.broker_auth(),
         )
         data = await self.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
-        return rpc.parse_offset_response(data)
+        return consumer_replies.parse_offset_response(data)
 
     async def heartbeat(
         self, broker: BrokerInfo, partitions: Iterable[Partition]
-    ) -> rpc.BrokerHeartbeatResponse:
+    ) -> consumer_replies.BrokerHeartbeatResponse:
         """``HeartBeatRequestC2B`` for every partition held on ``broker`` (§3.3)."""
         body = rpc.build_broker_heartbeat(
             client_id=self.client_id,
@@ -102,16 +105,16 @@ class BrokerRpc:
             auth=self.tokens.broker_auth(),
         )
         data = await self.call(broker, Method.BROKER_CONSUMER_HEARTBEAT, body)
-        return rpc.parse_broker_heartbeat_response(data)
+        return consumer_replies.parse_broker_heartbeat_response(data)
 
     async def get_message(
         self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
-    ) -> rpc.GetMessageResponse:
+    ) -> consumer_replies.GetMessageResponse:
         """``GetMessageRequestC2B`` (§4.1)."""
         data = await self.get_message_data(
             partition, last_pack_consumed=last_pack_consumed, esc_flow_ctrl=esc_flow_ctrl
         )
-        return rpc.parse_get_message_response(data)
+        return consumer_replies.parse_get_message_response(data)
 
     async def get_message_data(
         self,
@@ -136,10 +139,12 @@ class BrokerRpc:
             return await self.rpc.call(partition.broker, method, body, self.timeout, raw=True)
         return await self.call(partition.broker, method, body)
 
-    async def commit(self, partition: Partition, *, consumed: bool) -> rpc.OffsetResponse:
+    async def commit(
+        self, partition: Partition, *, consumed: bool
+    ) -> consumer_replies.OffsetResponse:
         """``CommitOffsetRequestC2B`` (§6.1): commit (True) or roll back the last batch."""
         body = rpc.build_commit(
             client_id=self.client_id, group=self.group, key=partition.key, consumed=consumed
         )
         data = await self.call(partition.broker, Method.BROKER_CONSUMER_COMMIT, body)
-        return rpc.parse_offset_response(data, commit=True)
+        return consumer_replies.parse_offset_response(data, commit=True)

@@ -24,7 +24,7 @@ from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import PartitionNotSubscribableError, UnknownPartitionError, server_error
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
-from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
+from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
 
 __all__ = [
     "MESSAGES",

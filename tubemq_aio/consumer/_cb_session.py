@@ -17,7 +17,7 @@ from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError, server_error
-from tubemq_aio.protocol import consumer_rpc as rpc
+from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol.client_balance import (
     PartitionMetaCache,
     SubscriptionReporter,
@@ -78,7 +78,7 @@ class ClientBalanceSession(SessionBase):
         """Every partition registered at a broker by this client (fetching or reading)."""
         return [*self.leases.keys(), *self.readers]
 
-    def _apply(self, rsp: rpc.MasterResponse) -> bool:
+    def _apply(self, rsp: consumer_replies.MasterResponse) -> bool:
         self._apply_auth_and_flow(rsp)
         return self.cache.update(
             broker_config_id=rsp.broker_config_id,
@@ -90,7 +90,7 @@ class ClientBalanceSession(SessionBase):
 
     # ---- master RPCs -------------------------------------------------------------------------
 
-    async def register_once(self) -> rpc.MasterResponse:
+    async def register_once(self) -> consumer_replies.MasterResponse:
         """One ``RegisterRequestC2MV2`` reporting the held partitions; applies the answer."""
         cfg, cache = self.config, self.cache
         held = self.held()
@@ -110,7 +110,7 @@ class ClientBalanceSession(SessionBase):
             auth=self.tokens.register_auth(*auth_stamp()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body)
-        rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
+        rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
         if rsp.success:
             self._apply(rsp)
         return rsp
@@ -130,7 +130,7 @@ class ClientBalanceSession(SessionBase):
                 auth=self.tokens.heartbeat_auth(*auth_stamp()),
             )
             data = await self.invoker.call(Method.MASTER_CONSUMER_GET_PART_META, body)
-            rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_GET_PART_META, data)
+            rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_GET_PART_META, data)
             if rsp.success:
                 self._apply(rsp)
                 return
@@ -166,7 +166,7 @@ class ClientBalanceSession(SessionBase):
         )
         try:
             data = await self.invoker.call(Method.MASTER_CONSUMER_HEARTBEAT_V2, body)
-            rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_HEARTBEAT_V2, data)
+            rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_HEARTBEAT_V2, data)
         except TubeMQError as exc:
             log.warning("master heartbeat failed: %r", exc)
             return
@@ -187,14 +187,14 @@ class ClientBalanceSession(SessionBase):
 
     async def register_at_broker(
         self, partition: Partition, offset: int | None
-    ) -> rpc.OffsetResponse:
+    ) -> consumer_replies.OffsetResponse:
         """``RegisterRequestC2B`` opType 31 with a bootstrap offset (§8.4), tried twice on 410.
 
         ``offset`` None keeps the group's stored offset; see :meth:`read_status`.
         """
         key = partition.key
         status = self.read_status(key, offset)
-        rsp = rpc.OffsetResponse(False, 500, "not sent")
+        rsp = consumer_replies.OffsetResponse(False, 500, "not sent")
         for attempt in range(_CONNECT_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(_CONNECT_RETRY_WAIT)

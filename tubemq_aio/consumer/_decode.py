@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from tubemq_aio import accelerator
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.attributes import parse_attributes, parse_msg_time
-from tubemq_aio.protocol.consumer_rpc import RawMessage
+from tubemq_aio.protocol.consumer_replies import RawMessage
 from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32
 
 __all__ = [

@@ -21,7 +21,7 @@ from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ClientClosedError, InvalidConfirmContextError, TubeMQError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
-from tubemq_aio.protocol.consumer_rpc import GetMessageResponse
+from tubemq_aio.protocol.consumer_replies import GetMessageResponse
 from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
 

@@ -14,6 +14,7 @@ from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
 from tubemq_aio.protocol.rebalance import (
@@ -78,14 +79,14 @@ class MasterSession(SessionBase):
     def _subscribe_info(self) -> list[str]:
         return [s.format() for s in self.leases.subscribe_infos(self.client_id, self.config.group)]
 
-    def _apply(self, rsp: rpc.MasterResponse) -> None:
+    def _apply(self, rsp: consumer_replies.MasterResponse) -> None:
         if rsp.not_allocated is False:  # copied true -> false only (§1.3)
             self.not_allocated = False
         self._apply_auth_and_flow(rsp)
 
     # ---- master RPCs -------------------------------------------------------------------------
 
-    async def register_once(self) -> rpc.MasterResponse:
+    async def register_once(self) -> consumer_replies.MasterResponse:
         """Send one ``RegisterRequestC2M`` (with the partitions held) and apply the answer."""
         cfg = self.config
         body = rpc.build_register(
@@ -101,7 +102,7 @@ class MasterSession(SessionBase):
             auth=self.tokens.register_auth(*auth_stamp()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body)
-        rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
+        rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
         if rsp.success:
             self._apply(rsp)
         return rsp
@@ -139,7 +140,7 @@ class MasterSession(SessionBase):
         )
         try:
             data = await self.invoker.call(Method.MASTER_CONSUMER_HEARTBEAT, body)
-            rsp = rpc.parse_master_response(Method.MASTER_CONSUMER_HEARTBEAT, data)
+            rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_HEARTBEAT, data)
         except TubeMQError as exc:
             log.warning("master heartbeat failed: %r", exc)
             verdict = self.hb_state.on_response(None)

@@ -23,6 +23,7 @@ from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import FlowRuleError, TubeMQError, server_error
 from tubemq_aio.master import MasterInvoker
+from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.flow_control import FlowControlState
@@ -126,7 +127,7 @@ class SessionBase:
         self.clock = parts.clock
         self.client_id = parts.broker.client_id
 
-    def _apply_auth_and_flow(self, rsp: rpc.MasterResponse) -> None:
+    def _apply_auth_and_flow(self, rsp: consumer_replies.MasterResponse) -> None:
         self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
         try:
             rsp.flow.apply(self.flow)
@@ -135,7 +136,7 @@ class SessionBase:
 
     # ---- master ------------------------------------------------------------------------------
 
-    async def register_once(self) -> rpc.MasterResponse:
+    async def register_once(self) -> consumer_replies.MasterResponse:
         """Send one register request and apply a successful answer."""
         raise NotImplementedError
 

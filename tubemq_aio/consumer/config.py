@@ -12,11 +12,8 @@ from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer.bound import BoundConsume
 from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigError
-from tubemq_aio.protocol.consumer_meta import (
-    ConsumePosition,
-    validate_group_name,
-    validate_subscriptions,
-)
+from tubemq_aio.protocol.consumer_meta import ConsumePosition
+from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
 
 __all__ = [
     "CONSUME_FROM",

@@ -36,7 +36,7 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
-from tubemq_aio.protocol.producer_rpc import SendRequestEncoder, SendResult
+from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult
 from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner
 
 __all__ = ["NO_AVOID", "SendAttempts", "SendCounts", "Started"]

@@ -30,7 +30,7 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Partition
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 
 __all__ = ["SendMany", "SendManyHost", "encode_all"]
 

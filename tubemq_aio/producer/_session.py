@@ -20,7 +20,8 @@ from tubemq_aio.errors import (
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer.config import ProducerConfig
 from tubemq_aio.protocol.message import ip_to_int, validate_topic
-from tubemq_aio.protocol.producer_meta import HeartbeatResponse, ProducerMetadata
+from tubemq_aio.protocol.producer_master_values import HeartbeatResponse
+from tubemq_aio.protocol.producer_meta import ProducerMetadata
 from tubemq_aio.protocol.producer_rpc import (
     build_close_request,
     build_heartbeat_request,

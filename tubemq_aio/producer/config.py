@@ -11,7 +11,7 @@ from tubemq_aio.checks import Checks, is_seconds
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
-from tubemq_aio.protocol.consumer_meta import validate_topic_name
+from tubemq_aio.protocol.consumer_names import validate_topic_name
 from tubemq_aio.protocol.message import check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 

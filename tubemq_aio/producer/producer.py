@@ -35,11 +35,7 @@ from tubemq_aio.producer.config import (
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
-from tubemq_aio.protocol.producer_rpc import (
-    SendRequestEncoder,
-    SendResult,
-    send_result_parser,
-)
+from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, send_result_parser
 from tubemq_aio.protocol.routing import PartitionBackoff
 from tubemq_aio.telemetry import Gauge, live, telemetry_for
 

@@ -27,7 +27,7 @@ from tubemq_aio.protocol.consumer_meta import (
 from tubemq_aio.protocol.consumer_rpc import _cert
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.producer_meta import MasterCertificate
+from tubemq_aio.protocol.producer_master_values import MasterCertificate
 
 __all__ = [
     "CONNECT_FAILURE_HOLD",

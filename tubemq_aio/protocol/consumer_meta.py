@@ -4,8 +4,7 @@ Separators (docs/protocol/consumer.md §0.2): ``#`` segment, ``:`` attribute, ``
 array, ``=`` key/value; upstream proto comments show ``-`` where the code uses ``#`` — we follow the
 code. Parsers of server strings raise :class:`MalformedMetaError` (a ``RemoteProtocolError``);
 validators of user input raise :class:`ConsumerConfigError` (a ``ConfigError``); the checks of
-names (group, topics, filters, subscriptions) live in :mod:`tubemq_aio.protocol.consumer_names`,
-re-exported here.
+names (group, topics, filters, subscriptions) live in :mod:`tubemq_aio.protocol.consumer_names`.
 """
 
 from __future__ import annotations
@@ -19,27 +18,11 @@ from tubemq_aio.errors import (
     ConsumerConfigError,
     MalformedMetaError,
 )
-from tubemq_aio.protocol.consumer_names import (
-    MAX_FILTER_ITEM_COUNT,
-    MAX_FILTER_ITEM_LENGTH,
-    MAX_GROUP_NAME_LENGTH,
-    MAX_TOPIC_COUNT,
-    MAX_TOPIC_NAME_LENGTH,
-    validate_filters,
-    validate_group_name,
-    validate_subscriptions,
-    validate_topic_name,
-)
 
 __all__ = [
     "DEFAULT_BROKER_PORT",
     "DEFAULT_BROKER_TLS_PORT",
     "INDEX_MSG_UNIT_SIZE",
-    "MAX_FILTER_ITEM_COUNT",
-    "MAX_FILTER_ITEM_LENGTH",
-    "MAX_GROUP_NAME_LENGTH",
-    "MAX_TOPIC_COUNT",
-    "MAX_TOPIC_NAME_LENGTH",
     "META_STORE_INS_BASE",
     "META_VALUE_UNDEFINED",
     "BoundSession",
@@ -55,10 +38,6 @@ __all__ = [
     "lag_in_messages",
     "parse_required_partitions",
     "validate_bound_offsets",
-    "validate_filters",
-    "validate_group_name",
-    "validate_subscriptions",
-    "validate_topic_name",
 ]
 
 #: ``META_VALUE_UNDEFINED``: "no value" for ids and offsets everywhere (§0).

@@ -22,9 +22,7 @@ from tubemq_aio.protocol.consumer_meta import (
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.producer_meta import (
-    MasterAuthorization,
-)
+from tubemq_aio.protocol.producer_master_values import MasterAuthorization
 from tubemq_aio.protocol.rebalance import RebalanceEvent, parse_event
 
 __all__ = [

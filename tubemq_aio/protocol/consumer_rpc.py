@@ -2,7 +2,7 @@
 
 Builders return the serialized message for :func:`~tubemq_aio.protocol.rpc.encode_request` with
 the method id their docstring names. The parsers of the answers live in
-:mod:`tubemq_aio.protocol.consumer_replies`; this module re-exports them, so either path works."""
+:mod:`tubemq_aio.protocol.consumer_replies`."""
 
 from __future__ import annotations
 
@@ -15,35 +15,13 @@ from tubemq_aio.protocol.consumer_meta import (
     PartitionKey,
     format_required_partitions,
 )
-from tubemq_aio.protocol.consumer_replies import (
-    BrokerHeartbeatResponse,
-    FlowUpdate,
-    GetMessageResponse,
-    MasterResponse,
-    OffsetResponse,
-    RawMessage,
-    parse_broker_heartbeat_response,
-    parse_get_message_response,
-    parse_get_message_response_py,
-    parse_master_response,
-    parse_offset_response,
-)
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.producer_meta import (
-    BrokerAuthorization,
-    MasterCertificate,
-)
+from tubemq_aio.protocol.producer_master_values import BrokerAuthorization, MasterCertificate
 from tubemq_aio.protocol.rebalance import EventResult
 
 __all__ = [
-    "BrokerHeartbeatResponse",
-    "FlowUpdate",
-    "GetMessageResponse",
-    "MasterResponse",
-    "OffsetResponse",
-    "RawMessage",
     "build_broker_heartbeat",
     "build_broker_register",
     "build_broker_unregister",
@@ -52,11 +30,6 @@ __all__ = [
     "build_get_message",
     "build_heartbeat",
     "build_register",
-    "parse_broker_heartbeat_response",
-    "parse_get_message_response",
-    "parse_get_message_response_py",
-    "parse_master_response",
-    "parse_offset_response",
 ]
 
 

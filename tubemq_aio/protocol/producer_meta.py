@@ -12,8 +12,7 @@ and answers the questions the send path asks. Times are float seconds from any m
 passed in as ``now``.
 
 The plain values exchanged with the master (:class:`RegisterResponse`, :class:`HeartbeatResponse`,
-the authentication values) live in :mod:`tubemq_aio.protocol.producer_master_values`; this module
-re-exports them, so either path works.
+the authentication values) live in :mod:`tubemq_aio.protocol.producer_master_values`.
 """
 
 from __future__ import annotations
@@ -23,12 +22,8 @@ from dataclasses import dataclass, field
 
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.producer_master_values import (
-    AuthenticateInfo,
-    BrokerAuthorization,
     ClusterConfig,
     HeartbeatResponse,
-    MasterAuthorization,
-    MasterCertificate,
     RegisterResponse,
 )
 
@@ -43,16 +38,9 @@ __all__ = [
     "MAX_PARTITIONS_PER_ITEM",
     "NOT_READY",
     "STORE_ID_BASE",
-    "AuthenticateInfo",
     "Broker",
-    "BrokerAuthorization",
-    "ClusterConfig",
-    "HeartbeatResponse",
-    "MasterAuthorization",
-    "MasterCertificate",
     "Partition",
     "ProducerMetadata",
-    "RegisterResponse",
     "TopicMeta",
     "clamp_max_msg_size",
     "parse_broker_info",

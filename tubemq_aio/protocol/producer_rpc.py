@@ -2,7 +2,7 @@
 
 Master calls (methods 1–3, docs/protocol/wire.md §4) use the generated protobuf classes. The send
 (method 13, §5.1) lives in :mod:`tubemq_aio.protocol.producer_send` (its hand-written encoder and
-result parser); this module re-exports its names, so either path works.
+result parser).
 
 Every builder returns the serialized business message, to be wrapped by
 :func:`tubemq_aio.protocol.rpc.encode_request`.
@@ -15,36 +15,22 @@ from dataclasses import dataclass
 
 from tubemq_aio.protocol._pbparse import parse_message
 from tubemq_aio.protocol.pb import MasterService_pb2 as master_pb
-from tubemq_aio.protocol.producer_meta import (
+from tubemq_aio.protocol.producer_master_values import (
     ClusterConfig,
     HeartbeatResponse,
     MasterAuthorization,
     MasterCertificate,
     RegisterResponse,
 )
-from tubemq_aio.protocol.producer_send import (
-    SUCCESS,
-    SendRequestEncoder,
-    SendResult,
-    SendResultParser,
-    parse_send_result,
-    send_result_parser,
-)
 
 __all__ = [
-    "SUCCESS",
     "CloseResponse",
-    "SendRequestEncoder",
-    "SendResult",
-    "SendResultParser",
     "build_close_request",
     "build_heartbeat_request",
     "build_register_request",
     "parse_close_response",
     "parse_heartbeat_response",
     "parse_register_response",
-    "parse_send_result",
-    "send_result_parser",
 ]
 
 

@@ -18,10 +18,8 @@ from tubemq_aio.accelerator import twin as _compiled_twin
 from tubemq_aio.errors import RemoteProtocolError, server_error
 from tubemq_aio.protocol.message import NO_CHECKSUM, EncodedMessage
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
-from tubemq_aio.protocol.producer_meta import (
-    BrokerAuthorization,
-    Partition,
-)
+from tubemq_aio.protocol.producer_master_values import BrokerAuthorization
+from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, request_head
 from tubemq_aio.protocol.wire import encode_varint
 

@@ -49,7 +49,7 @@ from tubemq_aio import accelerator
 from tubemq_aio.consumer.toolkit import BatchCodec, DecodeContext, attribute_cache, attribute_info
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_meta import META_VALUE_UNDEFINED
-from tubemq_aio.protocol.consumer_rpc import (
+from tubemq_aio.protocol.consumer_replies import (
     GetMessageResponse,
     RawMessage,
     parse_get_message_response,

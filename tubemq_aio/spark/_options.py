@@ -21,8 +21,8 @@ from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.config import parse_masters
 from tubemq_aio.errors import ConfigError, MalformedMetaError, SourceOptionError
-from tubemq_aio.protocol.consumer_meta import (
-    PartitionKey,
+from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.consumer_names import (
     validate_filters,
     validate_group_name,
     validate_topic_name,

@@ -17,7 +17,7 @@ from pyspark.sql.types import StructType
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError, InvalidMessageError, SinkOptionError, SinkSchemaError
-from tubemq_aio.protocol.consumer_meta import validate_topic_name
+from tubemq_aio.protocol.consumer_names import validate_topic_name
 from tubemq_aio.spark._options import CLIENT_OPTION_NAMES, ClientSettings, parse_client_settings
 
 __all__ = [

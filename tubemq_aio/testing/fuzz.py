@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from tubemq_aio.errors import ConfigError, ProtocolError, ServerError
-from tubemq_aio.protocol import client_balance, consumer_meta, consumer_rpc, producer_rpc
+from tubemq_aio.protocol import (
+    client_balance,
+    consumer_meta,
+    consumer_replies,
+    producer_rpc,
+    producer_send,
+)
 from tubemq_aio.protocol.attributes import parse_attributes, parse_msg_time
 from tubemq_aio.protocol.flow_control import parse_flow_rules
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
@@ -136,13 +142,13 @@ def _proto(descriptor: object) -> Callable[[random.Random], bytes]:
 
 
 def _get_message(data: bytes) -> None:
-    for msg in consumer_rpc.parse_get_message_response(data).messages:
+    for msg in consumer_replies.parse_get_message_response(data).messages:
         with contextlib.suppress(*TYPED):
             decode_payload(msg.payload, msg.flag, msg.checksum)
 
 
 def _master(method: int) -> Callable[[bytes], object]:
-    return lambda data: consumer_rpc.parse_master_response(method, data)
+    return lambda data: consumer_replies.parse_master_response(method, data)
 
 
 def _strings(data: bytes) -> None:
@@ -179,7 +185,7 @@ PROTOBUF_PARSERS: dict[str, tuple[type[Message], Callable[[bytes], object]]] = {
     "producer close": (master_pb.CloseResponseM2P, producer_rpc.parse_close_response),
     "send result": (
         broker_pb.SendMessageResponseB2P,
-        lambda d: producer_rpc.parse_send_result(d, _PARTITION),
+        lambda d: producer_send.parse_send_result(d, _PARTITION),
     ),
     "master register": (master_pb.RegisterResponseM2C, _master(4)),
     "master heartbeat": (master_pb.HeartResponseM2C, _master(5)),
@@ -187,14 +193,14 @@ PROTOBUF_PARSERS: dict[str, tuple[type[Message], Callable[[bytes], object]]] = {
     "master register v2": (master_pb.RegisterResponseM2CV2, _master(20)),
     "master heartbeat v2": (master_pb.HeartResponseM2CV2, _master(21)),
     "part meta": (master_pb.GetPartMetaResponseM2C, _master(22)),
-    "broker register": (broker_pb.RegisterResponseB2C, consumer_rpc.parse_offset_response),
+    "broker register": (broker_pb.RegisterResponseB2C, consumer_replies.parse_offset_response),
     "commit": (
         broker_pb.CommitOffsetResponseB2C,
-        lambda d: consumer_rpc.parse_offset_response(d, commit=True),
+        lambda d: consumer_replies.parse_offset_response(d, commit=True),
     ),
     "broker heartbeat": (
         broker_pb.HeartBeatResponseB2C,
-        consumer_rpc.parse_broker_heartbeat_response,
+        consumer_replies.parse_broker_heartbeat_response,
     ),
     # The fetched messages are decoded too: their payloads come from the broker as well.
     "get message": (broker_pb.GetMessageResponseB2C, _get_message),

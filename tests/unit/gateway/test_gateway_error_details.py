@@ -19,7 +19,7 @@ from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.errors import StoreUnavailableError
 from tubemq_aio.gateway.http.api_errors import cause_class
 from tubemq_aio.producer import Producer
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 
 INTERNAL = "10.9.8.7"
 

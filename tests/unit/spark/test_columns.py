@@ -26,7 +26,7 @@ from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.errors import RemoteProtocolError
-from tubemq_aio.protocol.consumer_rpc import GetMessageResponse, parse_get_message_response
+from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.message import checksum, encode_message
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.rpc import Method, encode_success

@@ -33,8 +33,9 @@ from tubemq_aio.gateway.engine.data import (
     Lease,
     Position,
 )
-from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup, TubeRead
+from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
 from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
 from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey

@@ -32,9 +32,9 @@ from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
 from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
-from tubemq_aio.protocol.consumer_rpc import OffsetResponse, RawMessage
+from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
 
-__all__ = ["TubeGroup", "TubeRead", "shared_consumer_id"]
+__all__ = ["TubeGroup"]
 
 _T = TypeVar("_T")
 

@@ -12,7 +12,7 @@ from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.schemas import ProduceRequest
 from tubemq_aio.producer import Producer
-from tubemq_aio.protocol.producer_rpc import SendResult
+from tubemq_aio.protocol.producer_send import SendResult
 
 __all__ = ["decode_value", "send_batch", "send_one"]
 
