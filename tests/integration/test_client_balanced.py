@@ -133,7 +133,8 @@ async def test_bad_input_raises_typed_errors(
 ) -> None:
     with pytest.raises(ClientBalanceConfigError):
         cb(cluster, "cb_bad", topic, 2)
-    with pytest.raises(ValueError, match=r"node_id must be an integer in \[0, 1\], got 5"):  # config errors are ValueErrors too
+    # config errors are ValueErrors too
+    with pytest.raises(ValueError, match=r"node_id must be an integer in \[0, 1\], got 5"):
         assign_modulo(["1:t:0"], 2, 5)
     group = f"cb_bad_{topic}"
     c0, c1 = cb(cluster, group, topic, 0), cb(cluster, group, topic, 1)
