@@ -17,7 +17,7 @@ from tests.support.gateway_failover_support import (
 from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.leases.store import scope_keys
-from tubemq_aio.testing import FakeCluster, RedisClusterSet
+from tubemq_aio.testing import FakeCluster, RedisClusterSet, wait_until
 
 #: Leases of a run killed mid-read: a read's budget (the lease less 2 s) must outlast the
 #: store's two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover
@@ -70,7 +70,12 @@ async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None
             hk = HousekeeperStore(a.lease_store())
             assert (await hk.lead("grp2", "me", 5000)).held
             assert await hk.holder("grp2") == "me"
-            assert len(await hk.idle_partitions("grp0", "c", 0)) == 3
+
+            async def all_idle() -> bool:
+                # a partition read to its end rests (not_found_wait_ms) before it is eligible
+                return len(await hk.idle_partitions("grp0", "c", 0)) == 3
+
+            await wait_until(all_idle, 10, "every partition of grp0 idle")
             assert await hk.idle_partitions("grp0", "c", 600_000) == []  # all read just now
             assert (await hk.clients("grp0"))[1] == {}
             assert await hk.collect("grp0", "c", 1000) == "refused"  # never a clustering scope
