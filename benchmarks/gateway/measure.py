@@ -67,6 +67,18 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot, summed over its cores.
+
+    Busy is every state but idle and iowait; taken around a run it tells how many of the
+    machine's cores that run kept busy, whoever used them (the server, wrk, the broker, Redis).
+    """
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
 def own_cpu_seconds() -> float:
     """User + system CPU seconds of this process (the benchmark's Python clients)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import tempfile
 import time
@@ -36,6 +37,7 @@ from tubemq_aio.testing import LocalCluster, RedisServer
 from tubemq_aio.testing.gateway import GatewayReplica
 
 KEY = "bench-key-123"
+_CPUS = os.cpu_count() or 1
 #: ``max_messages`` of the gathering consume run (the other run leaves the gateway's default).
 GATHER = 5000
 T_PRODUCE, T_CONSUME, GROUP = "gwb_produce", "gwb_consume", "gwb_group"
@@ -82,12 +84,20 @@ class _Servers:
 
 async def _wrk(name: str, url: str, pid: int, seconds: int) -> dict[str, Any]:
     """One wrk run with the server's CPU (``pid`` and its workers) and wrk's, per 10⁶ requests."""
-    cpu0 = measure.tree_cpu_seconds(pid)
+    cpu0, (busy0, all0) = measure.tree_cpu_seconds(pid), measure.machine_busy_seconds()
+    began = time.monotonic()
     result = await measure.wrk(url, KEY, seconds)
+    elapsed = time.monotonic() - began
+    busy1, all1 = measure.machine_busy_seconds()
+    gw_cpu = measure.tree_cpu_seconds(pid) - cpu0
     requests = max(1.0, result.rps * seconds)
     out = vars(result)
-    out["gw_cpu_s_per_1e6"] = (measure.tree_cpu_seconds(pid) - cpu0) / requests * 1e6
+    out["gw_cpu_s_per_1e6"] = gw_cpu / requests * 1e6
     out["client_cpu_s_per_1e6"] = result.client_cpu_s / requests * 1e6
+    # cores kept busy during the run: by the server alone, and on the whole machine (the
+    # server, wrk, the broker and Redis), against all the machine's cores
+    out["gw_cores"] = gw_cpu / elapsed
+    out["machine_busy_cores"] = (busy1 - busy0) / max(1e-9, all1 - all0) * _CPUS
     return out
 
 
