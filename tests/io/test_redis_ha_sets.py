@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -114,7 +114,7 @@ class CountedQueries:
 
 
 async def check_a_wait_without_failover(
-    wait: Callable[[float], Awaitable[RedisServer]], queries: CountedQueries
+    wait: Callable[[float], Coroutine[Any, Any, RedisServer]], queries: CountedQueries
 ) -> None:
     """With no failover under way, ``wait`` ends in its typed timeout; cancelled while it polls,
     it ends at once and leaves no task and no connection behind; a bad timeout is typed."""
