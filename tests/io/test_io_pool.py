@@ -146,16 +146,6 @@ async def test_close_leaves_no_tasks_and_no_sockets(settings: TransportSettings)
     await wait_released(fds_before)  # the servers' sockets close on a later loop iteration
 
 
-async def test_connect_refused_is_connect_error(settings: TransportSettings) -> None:
-    probe = await FakeServer().start()
-    port = probe.port
-    await probe.stop()
-    pool = ConnectionPool(settings)
-    with pytest.raises(ConnectError):
-        await pool.connection(Address("127.0.0.1", port))
-    await pool.close()
-
-
 async def test_connect_timeout() -> None:
     with unanswered_port() as port:
         pool = ConnectionPool(TransportSettings(connect_timeout=0.2, sweep_interval=0.01))
