@@ -158,6 +158,41 @@ async def test_cluster_wait_failover_times_out_typed_and_stops_when_cancelled(
         assert await cluster.owner_of(key) is owner
 
 
+def spawned_pids(redis_set: RedisSentinelSet | RedisClusterSet) -> list[int]:
+    """The process ids of every Redis node (and sentinel) the set has spawned so far."""
+    procs = [s._proc for s in redis_set.servers]
+    if isinstance(redis_set, RedisSentinelSet):
+        procs += redis_set._sentinels
+    return [p.pid for p in procs if p is not None and p.pid is not None]
+
+
+@pytest.mark.parametrize("kind", [RedisSentinelSet, RedisClusterSet])
+async def test_a_start_cancelled_half_way_leaves_no_process(
+    kind: type[RedisSentinelSet] | type[RedisClusterSet],
+) -> None:
+    """``async with`` entered and cancelled once the first node runs: every node spawned so
+    far is stopped and the set's directory removed."""
+    redis_set = kind()
+
+    async def enter() -> None:
+        async with redis_set:
+            raise AssertionError("the start was to be cancelled")
+
+    starting = asyncio.create_task(enter())
+    await wait_until(
+        lambda: any(s.running for s in redis_set.servers), 60, "the set's first node running"
+    )
+    root = redis_set.data_dir
+    pids = spawned_pids(redis_set)
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert pids
+    assert not any(pid_alive(pid) for pid in pids)
+    assert redis_set.servers == []
+    assert not root.exists()
+
+
 PIDS: list[int] = []
 
 
