@@ -59,6 +59,8 @@ async def test_sentinel_set_promotes_the_replica_after_a_primary_crash() -> None
             await wait_until(readable, timeout=30, what="the promoted primary serving the key")
         finally:
             await client.aclose()
+            for sentinel_client in sentinel.sentinels:  # not closed by the client's aclose
+                await sentinel_client.aclose()
         root = redis_set.data_dir
     assert not root.exists()  # a clean exit removes the directory
 
