@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
+from tests.support.leak_checks import open_fds, wait_released
 from tubemq_aio import (
     ClientBalancedConsumer,
     ClientClosedError,
@@ -345,11 +345,6 @@ async def test_a_re_run_teardown_releases_a_shared_pool_once(cluster: FakeCluste
     assert second._pool.closed
 
 
-def open_fds() -> int:
-    """File descriptors of this process (Linux)."""
-    return len(os.listdir("/proc/self/fd"))
-
-
 @pytest.mark.parametrize("kind", sorted(CLIENTS))
 async def test_start_close_cycles_with_random_cancellation_leak_nothing(
     cluster: FakeCluster, kind: str
@@ -376,7 +371,7 @@ async def test_start_close_cycles_with_random_cancellation_leak_nothing(
         assert own_tasks() == []
     await wait_until(lambda: open_connections(cluster) == 0, 5, "open_connections(cluster) == 0")
     assert {t for t in asyncio.all_tasks() if not t.done()} == tasks_before
-    assert open_fds() == fds_before
+    await wait_released(fds_before)
 
 
 async def test_send_nowait_is_traced_like_send(cluster: FakeCluster) -> None:

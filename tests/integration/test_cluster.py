@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.java_interop import finish_or_fail
 from tubemq_aio.testing import (
     LocalCluster,
     NodeNotReadyError,
@@ -33,12 +34,7 @@ async def run_tool(cluster: LocalCluster, main: str, *args: str, timeout: float 
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"{main} did not finish in {timeout}s\n{cluster.log_tails(20)}")
+    out, _ = await finish_or_fail(proc, timeout, main, cluster)
     return out.decode(errors="replace")
 
 

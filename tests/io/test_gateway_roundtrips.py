@@ -4,6 +4,7 @@ an ack sent alone costs 1. No TubeMQ here: a stand-in partition answers the read
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, ClassVar
 
@@ -166,3 +167,61 @@ async def test_carried_acks_survive_a_script_flush_and_report_their_own_errors(
     assert after.lease is not None
     assert after.lease.lease_id != _ref(held).lease_id
     assert await service.settle(_ref(after), "ack") == "acked"
+
+
+#: The stand-in partition's batch of 4 messages spans 4 * 128 offsets.
+BATCH_SPAN = 4 * 128
+
+
+async def test_a_cancelled_fetch_settles_its_carried_ack_whole_or_leaves_it_pending(
+    service: ConsumeService,
+) -> None:
+    """A fetch carrying an ack, cancelled a little later each time (before its round trip,
+    while Redis runs the pipeline, while the answer comes back, during the read): the ack
+    either took effect and says so, or is still pending, and settling it again answers acked
+    or already_acked. The lease the cancelled fetch may have taken is given back, so the next
+    fetch gets the partition at once and reads on right after the acked batch."""
+    held = await _fetch(service)
+    cancelled_after_a_write = 0
+    for trial in range(40):
+        acks = PiggybackAcks((_ref(held),))
+        writes = CountingConnection.writes
+        fetching = asyncio.create_task(service.fetch("gg", client_id=None, acks=acks))
+        for _ in range(2 * trial):  # one more loop iteration or two each time
+            await asyncio.sleep(0)
+        fetching.cancel()
+        try:
+            outcome: FetchOutcome | None = await fetching
+        except asyncio.CancelledError:
+            outcome = None
+            cancelled_after_a_write += CountingConnection.writes > writes
+        assert acks.results in (None, ["acked"])
+        start = held.messages[0].message_id
+        if outcome is not None:  # it ran to the end before the cancel
+            assert acks.results == ["acked"]
+            assert outcome.status == "ok"
+            held = outcome
+        else:
+            again = await service.settle(_ref(held), "ack")
+            assert again in (("already_acked",) if acks.results else ("acked", "already_acked"))
+            held = await _fetch(service)  # not held by the cancelled fetch: ok at once
+        assert held.messages[0].message_id == start + BATCH_SPAN  # acked once, nothing skipped
+    assert cancelled_after_a_write > 0  # some cancels hit a fetch whose round trip was sent
+
+
+async def test_two_fetches_carrying_one_ack_settle_it_once(service: ConsumeService) -> None:
+    """Two fetches at once carrying the same ack: one answers acked, the other already_acked;
+    one of them leases the one partition, the other finds it held."""
+    held = await _fetch(service)
+    one, two = PiggybackAcks((_ref(held),)), PiggybackAcks((_ref(held),))
+    outcomes = await asyncio.gather(
+        service.fetch("gg", client_id=None, acks=one), service.fetch("gg", client_id=None, acks=two)
+    )
+    assert one.results is not None
+    assert two.results is not None
+    assert sorted(map(str, [*one.results, *two.results])) == ["acked", "already_acked"]
+    leased = [o for o in outcomes if o.status == "ok"]
+    assert len(leased) == 1
+    assert [o.lease for o in outcomes if o.status != "ok"] == [None]
+    assert leased[0].messages[0].message_id == held.messages[0].message_id + BATCH_SPAN
+    assert await service.settle(_ref(leased[0]), "ack") == "acked"

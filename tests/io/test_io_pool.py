@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 import subprocess
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.echo_server import FakeServer, request_payload, unanswered_port
+from tests.support.leak_checks import open_fds, wait_released
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
@@ -20,10 +20,6 @@ pytestmark = pytest.mark.timeout(30)
 
 def addr(server: FakeServer, tls: bool = False) -> Address:
     return Address("127.0.0.1", server.port, tls)
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 async def test_concurrent_callers_share_one_connect(
@@ -147,21 +143,7 @@ async def test_close_leaves_no_tasks_and_no_sockets(settings: TransportSettings)
         await pool.connection(addr(servers[0]))
     for s in servers:
         await s.stop()
-    for _ in range(100):  # the servers' sockets close on a later loop iteration
-        if open_fds() == fds_before:
-            break
-        await asyncio.sleep(0.01)
-    assert open_fds() == fds_before
-
-
-async def test_connect_refused_is_connect_error(settings: TransportSettings) -> None:
-    probe = await FakeServer().start()
-    port = probe.port
-    await probe.stop()
-    pool = ConnectionPool(settings)
-    with pytest.raises(ConnectError):
-        await pool.connection(Address("127.0.0.1", port))
-    await pool.close()
+    await wait_released(fds_before)  # the servers' sockets close on a later loop iteration
 
 
 async def test_connect_timeout() -> None:

@@ -68,6 +68,7 @@ async def test_a_cancelled_close_leaves_no_task_behind(server: FakeServer) -> No
 
 
 async def test_a_failed_connect_is_not_a_crash(settings: TransportSettings) -> None:
+    """A refused connect is a ConnectError to the caller, and no crash of the pool's tasks."""
     probe = await FakeServer().start()
     port = probe.port
     await probe.stop()

@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from tubemq_aio.testing import RedisServer, RedisServerError, ToolNotFoundError
+from tubemq_aio.testing import redis as redis_module
 from tubemq_aio.testing._process import pid_alive
 
 
@@ -56,16 +57,29 @@ async def test_bad_option_fails_fast_with_log_tail() -> None:
     await server.stop()
 
 
-async def test_cancelled_start_leaves_no_process() -> None:
+async def test_cancelled_start_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start cancelled while it waits for the server's first answer kills the process. The
+    answer is held back, so the cancel finds the start still waiting however busy the machine
+    (a cancel after a fixed sleep found the start finished on a loaded one)."""
+    asked = asyncio.Event()
+
+    async def unanswered(*args: object, **kwargs: object) -> None:
+        asked.set()
+        await asyncio.Event().wait()  # ended by the cancel below
+
+    monkeypatch.setattr(redis_module, "command", unanswered)
     server = RedisServer()
     task = asyncio.create_task(server.start())
-    await asyncio.sleep(0)
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(asked.wait(), 30)
+    assert server._proc is not None
+    pid = server._proc.pid
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await server.stop()
     assert not server.running
+    assert pid is not None
+    assert not pid_alive(pid)
+    await server.stop()
 
 
 def test_invalid_timeout() -> None:

@@ -6,27 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
-import time
 from collections.abc import Callable
 
 import pytest
 
+from tests.support.leak_checks import live_tasks, open_fds, wait_released
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer, TubeMQError
 from tubemq_aio.testing import FakeCluster
 
 CYCLES = 1_000
 Client = Producer | Consumer | ClientBalancedConsumer
-
-
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def _tasks() -> set[asyncio.Task[object]]:
-    me = asyncio.current_task()
-    return {t for t in asyncio.all_tasks() if t is not me and not t.done()}
 
 
 async def _steps(rng: random.Random) -> None:
@@ -57,15 +47,6 @@ async def _cancelled_cycle(client: Client, rng: random.Random) -> bool:
     return started
 
 
-async def _settled(tasks_before: set[asyncio.Task[object]], fds_before: int) -> None:
-    deadline = time.monotonic() + 10
-    while _tasks() - tasks_before or _open_fds() > fds_before:
-        assert time.monotonic() < deadline, (
-            f"leaked tasks {_tasks() - tasks_before}, fds {_open_fds()} > {fds_before}"
-        )
-        await asyncio.sleep(0.05)
-
-
 CLIENTS: dict[str, Callable[[str], Client]] = {
     "producer": lambda m: Producer(m, topics=["demo"]),
     "consumer": lambda m: Consumer(m, group="leak", topics=["demo"]),
@@ -85,7 +66,7 @@ async def test_start_close_cycles_leave_nothing_behind(name: str) -> None:
         await client.start()
         await client.close()
         await asyncio.sleep(0.1)
-        tasks_before, fds_before = _tasks(), _open_fds()
+        tasks_before, fds_before = live_tasks(), open_fds()
         completed = 0
         for i in range(CYCLES):
             client = make(cluster.master_addr)
@@ -94,7 +75,7 @@ async def test_start_close_cycles_leave_nothing_behind(name: str) -> None:
             else:
                 await client.start()
                 await client.close()
-        await _settled(tasks_before, fds_before)
+        await wait_released(fds_before, tasks_before, timeout=10)
         # The cancellations hit both before and after start() could finish.
         assert 0 < completed < CYCLES // 2
         registers = sum(cluster.requests(m) for m in (1, 4, 20))

@@ -42,7 +42,12 @@ def sigterm_after_first_line(argv: list[str]) -> tuple[bytes, bytes, bytes, int]
     Returns:
         The first line, the rest of stdout, stderr and the exit status.
     """
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    # Unbuffered: a buffered reader's readline() takes whatever lines are already in the pipe
+    # into its own buffer, where communicate() (which reads the pipe itself) never sees them;
+    # on a loaded machine the process has often printed (and acked) several lines by then.
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), bufsize=0
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()  # blocks until the process has work under way

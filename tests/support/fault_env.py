@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from tests.support.leak_checks import live_tasks, open_fds, wait_released
 from tubemq_aio import TubeMQError
 from tubemq_aio.testing import FakeCluster, FaultProxy
 from tubemq_aio.testing._fault_proxy import Direction
@@ -19,17 +18,6 @@ from tubemq_aio.testing._fault_proxy import Direction
 T = TypeVar("T")
 #: Slack on top of a call's own deadline before the suite calls it hung.
 GRACE = 3.0
-
-
-def open_fds() -> int:
-    """File descriptors of this process."""
-    return len(os.listdir("/proc/self/fd"))
-
-
-def live_tasks() -> set[asyncio.Task[object]]:
-    """Unfinished tasks other than the caller's."""
-    me = asyncio.current_task()
-    return {t for t in asyncio.all_tasks() if t is not me and not t.done()}
 
 
 @dataclass
@@ -99,20 +87,7 @@ async def fault_env(
         finally:
             for proxy in [master, *proxies.values()]:
                 await proxy.close()
-    await settle(tasks_before, fds_before)
-
-
-async def settle(tasks_before: set[asyncio.Task[object]], fds_before: int) -> None:
-    """Wait (at most 5 s) for closed sockets and ended tasks to be gone; fail if they stay."""
-    deadline = time.monotonic() + 5
-    while True:
-        extra = live_tasks() - tasks_before
-        fds = open_fds()
-        if not extra and fds <= fds_before:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"leak: tasks {extra}, fds {fds} (before {fds_before})")
-        await asyncio.sleep(0.05)
+    await wait_released(fds_before, tasks_before)
 
 
 Fault = Callable[[FaultEnv], Awaitable[None] | None]

@@ -25,6 +25,19 @@ async def _ensure_built() -> None:
             _ready = True
 
 
+async def finish_or_fail(
+    proc: asyncio.subprocess.Process, timeout: float, what: str, cluster: LocalCluster
+) -> tuple[bytes, bytes]:
+    """The stdout and stderr of ``proc`` once it ended; killed and a test failure (with the
+    cluster's log tails) when it runs longer than ``timeout`` seconds."""
+    try:
+        return await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        pytest.fail(f"{what} did not finish in {timeout}s\n{cluster.log_tails(20)}")
+
+
 async def _run(cluster: LocalCluster, args: list[str], timeout: float) -> str:
     await _ensure_built()
     proc = await asyncio.create_subprocess_exec(
@@ -32,12 +45,7 @@ async def _run(cluster: LocalCluster, args: list[str], timeout: float) -> str:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        pytest.fail(f"Java interop {args[0]} did not finish in {timeout}s\n{cluster.log_tails(20)}")
+    out, err = await finish_or_fail(proc, timeout, f"Java interop {args[0]}", cluster)
     if proc.returncode != 0:
         pytest.fail(
             f"Java interop {args[0]} exited {proc.returncode}\n{err.decode()[-3000:]}\n"

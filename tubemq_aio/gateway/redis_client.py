@@ -70,6 +70,15 @@ _TABLE_KEYS = {
 class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
     """A Sentinel pool whose callers wait for a free connection when all are in use."""
 
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        """Close the pool's connections; the full close (the client's ``aclose``) also closes
+        those to the sentinels. The pool's :class:`Sentinel` holds them and nothing else
+        closes it: they stayed open until the garbage collector found them."""
+        await super().disconnect(inuse_connections)
+        if inuse_connections:  # not the idle-only close after a master change
+            for sentinel in self.sentinel_manager.sentinels:
+                await sentinel.aclose()
+
 
 @dataclass(frozen=True, slots=True)
 class RedisTopology:

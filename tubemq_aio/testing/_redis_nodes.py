@@ -12,7 +12,6 @@ import asyncio
 import logging
 import shutil
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +19,7 @@ from types import TracebackType
 from tubemq_aio.testing._process import tail
 from tubemq_aio.testing._resp import Reply, RespError, command
 from tubemq_aio.testing._service import AsyncService
+from tubemq_aio.testing.polling import check_seconds
 from tubemq_aio.testing.redis import RedisServerError, require_binary, working_dir
 
 __all__ = ["RedisNodeSet", "info_fields", "query"]
@@ -93,18 +93,26 @@ class RedisNodeSet(AsyncService):
     async def _poll(
         self, what: str, check: Callable[[], Awaitable[bool]], timeout: float, log_file: Path
     ) -> None:
-        """Poll ``check`` every 50 ms until it is true or ``timeout`` seconds passed.
+        """Poll ``check`` every 50 ms until it is true or ``timeout`` seconds passed (a check
+        still running then is cut short).
 
         Raises:
             RedisServerError: ``what`` did not happen in time (with ``log_file``'s tail).
+            ConfigError: ``timeout`` is not a finite number of seconds > 0.
         """
-        deadline = time.monotonic() + timeout
-        while not await check():
-            if time.monotonic() >= deadline:
-                raise RedisServerError(
-                    f"{what} did not happen within {timeout:g} s", log_file, tail(log_file, 30)
-                )
-            await asyncio.sleep(0.05)
+        check_seconds(what, "timeout", timeout)
+        try:
+            async with asyncio.timeout(timeout) as budget:
+                while True:
+                    if await check():
+                        return
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            if not budget.expired():
+                raise
+            raise RedisServerError(
+                f"{what} did not happen within {timeout:g} s", log_file, tail(log_file, 30)
+            ) from None
 
     def _remove_dir(self) -> None:
         if self._dir is None:

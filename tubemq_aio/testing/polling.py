@@ -20,6 +20,18 @@ __all__ = ["wait_until"]
 _T = TypeVar("_T")
 
 
+def check_seconds(what: str, name: str, value: object) -> None:
+    """Check that ``value`` is a duration a wait can use: a finite number of seconds > 0.
+
+    Raises:
+        ConfigError: it is not (the message names ``what`` and ``name``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{what}: {name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{what}: {name} must be finite and > 0, got {value!r}")
+
+
 @overload
 async def wait_until(
     check: Callable[[], Awaitable[_T]], timeout: float, what: str, *, interval: float = ...
@@ -56,10 +68,7 @@ async def wait_until(
         ConfigError: ``timeout`` or ``interval`` is not a finite number > 0.
     """
     for name, value in (("timeout", timeout), ("interval", interval)):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"wait_until: {name} must be a number of seconds, got {value!r}")
-        if not math.isfinite(value) or value <= 0:
-            raise ConfigError(f"wait_until: {name} must be finite and > 0, got {value!r}")
+        check_seconds("wait_until", name, value)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

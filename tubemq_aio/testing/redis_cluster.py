@@ -201,7 +201,9 @@ class RedisClusterSet(RedisNodeSet):
         reports ``cluster_state:ok``; return the new owner.
 
         Raises:
-            RedisServerError: the failover did not end within ``timeout`` seconds.
+            RedisServerError: the failover did not end within ``timeout`` seconds (a
+                check still running then is cut short; a cancel ends the wait at once).
+            ConfigError: ``timeout`` is not a finite number of seconds > 0.
         """
 
         async def moved() -> bool:

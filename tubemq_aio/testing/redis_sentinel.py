@@ -249,7 +249,9 @@ class RedisSentinelSet(RedisNodeSet):
         primary; return it.
 
         Raises:
-            RedisServerError: the failover did not end within ``timeout`` seconds.
+            RedisServerError: the failover did not end within ``timeout`` seconds (a
+                check still running then is cut short; a cancel ends the wait at once).
+            ConfigError: ``timeout`` is not a finite number of seconds > 0.
         """
 
         async def promoted() -> bool:
