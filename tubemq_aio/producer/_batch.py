@@ -3,11 +3,14 @@
 Each message still takes one slot of the send window and travels as its own request (the broker
 protocol has no batched send), but the first attempt of every message is started from this one
 task without a coroutine switch, and the answers are collected in order: a future already
-answered costs no task wake-up. Everything unusual goes through the producer's own single-send
-code, in a child task this call owns: a message whose connection is not open or has no room, the
-retries after a first attempt that certainly did not store the message (connect failure, lost
-before writing, broker 503/419), and every message when telemetry is on (one span per message).
-So retries, back-off, blocking, the window and the counters behave as for :meth:`Producer.send`.
+answered costs no task wake-up. A message that finds its connection full waits for room in this
+task: behind this call's own oldest request when it has one on the wire (its answer frees a
+place), else on the connection itself (``Connection.start_when_room``, when other callers filled
+it). Everything unusual goes through the producer's own single-send code, in a child task this
+call owns: a message whose connection is not open, the retries after a first attempt that
+certainly did not store the message (connect failure, lost before writing, broker 503/419), and
+every message when telemetry is on (one span per message). So retries, back-off, blocking, the
+window and the counters behave as for :meth:`Producer.send`.
 
 What the call needs of its producer is the narrow :class:`SendManyHost`: the window, the
 counters, the two halves of an attempt and the single send.
@@ -253,10 +256,40 @@ class SendMany:
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue
-            if isinstance(started, bytes):  # no open connection or no room: the single send
-                self._spawn(index, None)
-            else:
-                self._started.append((index, started[0], started[1], started[2], partition, now))
+            if isinstance(started, bytes):
+                conn = None if p.closed else rpc.ready(partition.broker)
+                if conn is None:  # no open connection: the single send connects (or refuses)
+                    self._spawn(index, None)
+                    continue
+                # Full with other callers' requests: wait for room in this task.
+                written = await self._start_when_room(index, conn, started, partition, now)
+                if written is not None:
+                    self._started.append((index, *written, partition, now))
+                now = time.monotonic()
+                continue
+            self._started.append((index, started[0], started[1], started[2], partition, now))
+
+    async def _start_when_room(
+        self, index: int, conn: Connection, payload: bytes, partition: Partition, now: float
+    ) -> Started | None:
+        """Write message ``index`` once ``conn`` has room; None when it ended meanwhile (booked)
+        or went on to the single-send code (a retriable failure: the link was lost)."""
+        try:
+            return await conn.start_when_room(payload, self._attempt_timeout)
+        except TubeMQError as exc:
+            try:
+                last = self._producer._attempt_failed(exc, self._rpc, partition, now)
+            except TubeMQError as final:  # no room in time, or the producer closed the link
+                self._finish(index, final)
+                return None
+            self._spawn(index, (last, partition, now))
+            return None
+        except BaseException:
+            # Cancelled before it was written: its slot goes back and _abandon counts it with
+            # the messages never issued.
+            self._window.release()
+            self._issued = index
+            raise
 
     async def _make_room(self) -> None:
         """Free a window slot, first by collecting this call's own answers; return holding one."""
