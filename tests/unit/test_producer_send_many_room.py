@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.held_producer import count_spawns
 from tubemq_aio import ClientClosedError, Producer, SendResult, WriteTimeoutError
 from tubemq_aio._io.connection import Connection
-from tubemq_aio.producer import _batch
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
@@ -30,15 +30,7 @@ async def cluster() -> AsyncIterator[FakeCluster]:
 @pytest.fixture
 def spawned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The messages a send_many handed to a task of their own (the single-send code)."""
-    indexes: list[int] = []
-    spawn = _batch.SendMany._spawn
-
-    def counting_spawn(self: _batch.SendMany, index: int, failure: Any) -> None:
-        indexes.append(index)
-        spawn(self, index, failure)
-
-    monkeypatch.setattr(_batch.SendMany, "_spawn", counting_spawn)
-    return indexes
+    return count_spawns(monkeypatch)
 
 
 async def started(cluster: FakeCluster, **options: Any) -> tuple[Producer, Connection]:
@@ -58,6 +50,20 @@ async def fill(producer: Producer, conn: Connection, **send: Any) -> list[asynci
     others = [asyncio.ensure_future(producer.send("demo", b"other", **send)) for _ in range(ROOM)]
     await wait_until(lambda: conn.in_flight == ROOM, 10, "the other sends fill the connection")
     return others
+
+
+async def blocked(cluster: FakeCluster) -> tuple[Producer, Connection, list[asyncio.Task[Any]]]:
+    """A producer whose broker connection is full of sends that get no answer (for a minute)."""
+    producer, conn = await started(cluster, close_grace=0.2)
+    cluster.inject(SEND, Fault.no_answer(), times=ROOM)
+    return producer, conn, await fill(producer, conn, timeout=60)
+
+
+async def waiting_call(producer: Producer, conn: Connection) -> asyncio.Task[Any]:
+    """A send_many of three messages, once its first waits for room on ``conn``."""
+    call = asyncio.ensure_future(producer.send_many("demo", [b"a", b"b", b"c"]))
+    await wait_until(lambda: conn.waiting == 1, 10, "the call waits for room")
+    return call
 
 
 async def test_the_call_waits_for_room_other_callers_free(
@@ -81,10 +87,8 @@ async def test_the_call_waits_for_room_other_callers_free(
 async def test_no_room_within_the_timeout_is_a_write_timeout_per_message(
     cluster: FakeCluster, spawned: list[int]
 ) -> None:
-    producer, conn = await started(cluster, close_grace=0.1)
-    cluster.inject(SEND, Fault.no_answer(), times=ROOM)
+    producer, conn, others = await blocked(cluster)
     try:
-        others = await fill(producer, conn, timeout=60)
         results = await asyncio.wait_for(producer.send_many("demo", [b"a", b"b"], timeout=0.2), 30)
         assert [type(r) for r in results] == [WriteTimeoutError] * 2
         assert "was not sent" in str(results[0])
@@ -97,12 +101,9 @@ async def test_no_room_within_the_timeout_is_a_write_timeout_per_message(
 
 
 async def test_cancelled_while_waiting_for_room(cluster: FakeCluster, spawned: list[int]) -> None:
-    producer, conn = await started(cluster, close_grace=0.1)
-    cluster.inject(SEND, Fault.no_answer(), times=ROOM)
+    producer, conn, others = await blocked(cluster)
     try:
-        others = await fill(producer, conn, timeout=60)
-        call = asyncio.ensure_future(producer.send_many("demo", [b"a", b"b", b"c"]))
-        await wait_until(lambda: conn.waiting == 1, 10, "the call waits for room")
+        call = await waiting_call(producer, conn)
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
@@ -115,11 +116,8 @@ async def test_cancelled_while_waiting_for_room(cluster: FakeCluster, spawned: l
 
 
 async def test_close_while_waiting_for_room(cluster: FakeCluster, spawned: list[int]) -> None:
-    producer, conn = await started(cluster, close_grace=0.2)
-    cluster.inject(SEND, Fault.no_answer(), times=ROOM)
-    others = await fill(producer, conn, timeout=60)
-    call = asyncio.ensure_future(producer.send_many("demo", [b"a", b"b", b"c"]))
-    await wait_until(lambda: conn.waiting == 1, 10, "the call waits for room")
+    producer, conn, others = await blocked(cluster)
+    call = await waiting_call(producer, conn)
     await asyncio.wait_for(producer.close(), 30)
     results = await asyncio.wait_for(call, 30)
     assert [type(r) for r in results] == [ClientClosedError] * 3
