@@ -27,15 +27,15 @@ from typing import Protocol
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.rpc_client import RpcClient
-from tubemq_aio.errors import ClientClosedError, InvalidMessageError, ServerError, TubeMQError
+from tubemq_aio.errors import ClientClosedError, ServerError, TubeMQError
 from tubemq_aio.producer._attempts import NO_AVOID, SendCounts, Started
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._window import SendWindow
-from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
+from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_send import SendResult
 
-__all__ = ["SendMany", "SendManyHost", "encode_all"]
+__all__ = ["SendMany", "SendManyHost"]
 
 #: A first attempt on the wire: (index, connection, serial, answer future, partition, start).
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
@@ -97,40 +97,6 @@ class SendManyHost(Protocol):
         ...
 
 
-def encode_all(
-    bodies: list[bytes],
-    max_size: int,
-    attributes: Mapping[str, str] | None,
-    msg_type: str | None,
-    msg_time: datetime | str | None,
-) -> list[EncodedMessage]:
-    """Encode every message of a ``send_many`` call before any is sent.
-
-    Raises:
-        InvalidMessageError: a message is too large for the topic or otherwise invalid (its
-            index is named; nothing was sent).
-    """
-    plain = attributes is None and msg_type is None and msg_time is None
-    encoded: list[EncodedMessage] = []
-    for index, body in enumerate(bodies):
-        if plain and type(body) is bytes and len(body) <= max_size:
-            encoded.append(plain_message(body))
-            continue
-        try:
-            encoded.append(
-                encode_message(
-                    body,
-                    attributes=attributes,
-                    msg_type=msg_type,
-                    msg_time=msg_time,
-                    max_size=max_size,
-                )
-            )
-        except InvalidMessageError as exc:
-            raise type(exc)(f"send_many: bodies[{index}]: {exc}") from None
-    return encoded
-
-
 class SendMany:
     """One ``send_many`` call (used once).
 
@@ -140,7 +106,7 @@ class SendMany:
         session: its session (the topic is published).
         topic: the topic.
         bodies: the validated bodies.
-        encoded: their encodings (:func:`encode_all`).
+        encoded: their encodings (:func:`~tubemq_aio.producer._encode_many.encode_all`).
         attributes: shared by every message.
         msg_type: shared by every message.
         msg_time: shared by every message.
@@ -244,11 +210,21 @@ class SendMany:
                                                       encoded, timeout_ms,
                                                       attempt_timeout)  # fmt: skip
                 while isinstance(started, bytes) and self._started:
-                    # No room on the connection: this call's own oldest request frees some
-                    # when answered, for less than a task per message waiting for room.
-                    await self._settle_first()
+                    # No room on the connection: this call's oldest request not yet answered
+                    # frees some when it is, for less than a task per message waiting for room
+                    # (the answered ones before it are booked on the way: they free none). The
+                    # request built goes out if its connection has room then, else it is built
+                    # again (maybe for another partition).
+                    await self._settle_answered()
+                    if self._started:
+                        await self._settle_first()
                     now = time.monotonic()
                     if p.closed:
+                        break
+                    conn = rpc.ready(partition.broker)
+                    written = None if conn is None else conn.start(started, attempt_timeout)
+                    if written is not None:
+                        started = written
                         break
                     partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID,
                                                           now, encoded, timeout_ms,
@@ -345,6 +321,12 @@ class SendMany:
                 return
             last = outcome
         self._spawn(index, (last, partition, now))  # retried by the single-send code
+
+    async def _settle_answered(self) -> None:
+        """Book this call's first attempts that are answered already, oldest first (no wait)."""
+        started = self._started
+        while started and started[0][3].done():
+            await self._settle_first()
 
     def _finish(self, index: int, outcome: SendResult | TubeMQError) -> None:
         """Book a message that ended in this task (it held a slot)."""
