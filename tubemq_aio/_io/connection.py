@@ -243,18 +243,12 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
     async def start_when_room(
         self, payload: bytes, timeout: float
     ) -> tuple[Connection, int, asyncio.Future[bytes]]:
-        """Send a request as soon as there is room, without awaiting its answer.
-
-        :meth:`start` for a caller that would rather wait for room than hand the request to a
-        task of its own: the wait (an in-flight slot, a write buffer the peer drains, behind
-        the callers already waiting) and the answer share one deadline, ``timeout`` from now,
-        as in :meth:`call`.
-
-        Returns:
-            ``(self, serial, future)`` as :meth:`start` returns it.
+        """:meth:`start`, waiting for room first (behind the callers already waiting) instead
+        of giving up; the wait and the answer share one deadline, ``timeout`` from now, as in
+        :meth:`call`. Returns what :meth:`start` does.
 
         Raises:
-            WriteTimeoutError: no room within ``timeout`` (the request was not sent).
+            WriteTimeoutError: no room within ``timeout`` (not sent).
             RequestNotSentError: the connection was lost meanwhile (not sent).
             ClientClosedError: the connection was closed by its owner (not sent).
         """
