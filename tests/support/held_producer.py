@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tubemq_aio import Producer
 from tubemq_aio._io.rpc_client import RpcClient
+from tubemq_aio.producer import _batch
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse, RegisterResponse
 from tubemq_aio.protocol.producer_send import SendRequestEncoder
 
-__all__ = ["ANSWER", "HeldConnection", "OnePool", "settle", "started_producer"]
+__all__ = ["ANSWER", "HeldConnection", "OnePool", "count_spawns", "settle", "started_producer"]
 
 ANSWER = broker_pb.SendMessageResponseB2P(
     success=True, errCode=200, errMsg="OK", messageId=7, appendTime=1, appendOffset=0
@@ -82,3 +85,17 @@ async def settle() -> None:
     """Let the event loop run a few turns."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def count_spawns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The indexes of the messages ``send_many`` calls hand to a task of their own (the
+    single-send code) from now on, in order."""
+    spawned: list[int] = []
+    spawn = _batch.SendMany._spawn
+
+    def counting_spawn(self: _batch.SendMany, index: int, failure: Any) -> None:
+        spawned.append(index)
+        spawn(self, index, failure)
+
+    monkeypatch.setattr(_batch.SendMany, "_spawn", counting_spawn)
+    return spawned

@@ -231,6 +231,27 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             ClientClosedError: the connection was closed by its owner.
             RemoteProtocolError: the answer could not be decoded (the connection is closed).
         """
+        _, serial, fut = await self.start_when_room(payload, timeout)
+        if raw:
+            self._raw.add(serial)  # before any answer can arrive: no await since the write
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self.abandon(serial)
+            raise
+
+    async def start_when_room(
+        self, payload: bytes, timeout: float
+    ) -> tuple[Connection, int, asyncio.Future[bytes]]:
+        """:meth:`start`, waiting for room first (behind the callers already waiting) instead
+        of giving up; the wait and the answer share one deadline, ``timeout`` from now, as in
+        :meth:`call`. Returns what :meth:`start` does.
+
+        Raises:
+            WriteTimeoutError: no room within ``timeout`` (not sent).
+            RequestNotSentError: the connection was lost meanwhile (not sent).
+            ClientClosedError: the connection was closed by its owner (not sent).
+        """
         deadline = self._loop.time() + timeout
         if (
             self._closed is not None
@@ -239,14 +260,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             or self._room_waiters
         ):
             await self._wait_to_send(deadline, timeout)
-        _, serial, fut = self._register((payload,), len(payload), deadline, timeout)
-        if raw:
-            self._raw.add(serial)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            self.abandon(serial)
-            raise
+        return self._register((payload,), len(payload), deadline, timeout)
 
     def start(
         self, payload: bytes, timeout: float

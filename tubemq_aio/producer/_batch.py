@@ -3,11 +3,14 @@
 Each message still takes one slot of the send window and travels as its own request (the broker
 protocol has no batched send), but the first attempt of every message is started from this one
 task without a coroutine switch, and the answers are collected in order: a future already
-answered costs no task wake-up. Everything unusual goes through the producer's own single-send
-code, in a child task this call owns: a message whose connection is not open or has no room, the
-retries after a first attempt that certainly did not store the message (connect failure, lost
-before writing, broker 503/419), and every message when telemetry is on (one span per message).
-So retries, back-off, blocking, the window and the counters behave as for :meth:`Producer.send`.
+answered costs no task wake-up. A message that finds its connection full waits for room in this
+task: behind this call's own oldest request when it has one on the wire (its answer frees a
+place), else on the connection itself (``Connection.start_when_room``, when other callers filled
+it). Everything unusual goes through the producer's own single-send code, in a child task this
+call owns: a message whose connection is not open, the retries after a first attempt that
+certainly did not store the message (connect failure, lost before writing, broker 503/419), and
+every message when telemetry is on (one span per message). So retries, back-off, blocking, the
+window and the counters behave as for :meth:`Producer.send`.
 
 What the call needs of its producer is the narrow :class:`SendManyHost`: the window, the
 counters, the two halves of an attempt and the single send.
@@ -24,15 +27,15 @@ from typing import Protocol
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.rpc_client import RpcClient
-from tubemq_aio.errors import ClientClosedError, InvalidMessageError, ServerError, TubeMQError
+from tubemq_aio.errors import ClientClosedError, ServerError, TubeMQError
 from tubemq_aio.producer._attempts import NO_AVOID, SendCounts, Started
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._window import SendWindow
-from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
+from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_send import SendResult
 
-__all__ = ["SendMany", "SendManyHost", "encode_all"]
+__all__ = ["SendMany", "SendManyHost"]
 
 #: A first attempt on the wire: (index, connection, serial, answer future, partition, start).
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
@@ -94,40 +97,6 @@ class SendManyHost(Protocol):
         ...
 
 
-def encode_all(
-    bodies: list[bytes],
-    max_size: int,
-    attributes: Mapping[str, str] | None,
-    msg_type: str | None,
-    msg_time: datetime | str | None,
-) -> list[EncodedMessage]:
-    """Encode every message of a ``send_many`` call before any is sent.
-
-    Raises:
-        InvalidMessageError: a message is too large for the topic or otherwise invalid (its
-            index is named; nothing was sent).
-    """
-    plain = attributes is None and msg_type is None and msg_time is None
-    encoded: list[EncodedMessage] = []
-    for index, body in enumerate(bodies):
-        if plain and type(body) is bytes and len(body) <= max_size:
-            encoded.append(plain_message(body))
-            continue
-        try:
-            encoded.append(
-                encode_message(
-                    body,
-                    attributes=attributes,
-                    msg_type=msg_type,
-                    msg_time=msg_time,
-                    max_size=max_size,
-                )
-            )
-        except InvalidMessageError as exc:
-            raise type(exc)(f"send_many: bodies[{index}]: {exc}") from None
-    return encoded
-
-
 class SendMany:
     """One ``send_many`` call (used once).
 
@@ -137,7 +106,7 @@ class SendMany:
         session: its session (the topic is published).
         topic: the topic.
         bodies: the validated bodies.
-        encoded: their encodings (:func:`encode_all`).
+        encoded: their encodings (:func:`~tubemq_aio.producer._encode_many.encode_all`).
         attributes: shared by every message.
         msg_type: shared by every message.
         msg_time: shared by every message.
@@ -241,11 +210,21 @@ class SendMany:
                                                       encoded, timeout_ms,
                                                       attempt_timeout)  # fmt: skip
                 while isinstance(started, bytes) and self._started:
-                    # No room on the connection: this call's own oldest request frees some
-                    # when answered, for less than a task per message waiting for room.
-                    await self._settle_first()
+                    # No room on the connection: this call's oldest request not yet answered
+                    # frees some when it is, for less than a task per message waiting for room
+                    # (the answered ones before it are booked on the way: they free none). The
+                    # request built goes out if its connection has room then, else it is built
+                    # again (maybe for another partition).
+                    await self._settle_answered()
+                    if self._started:
+                        await self._settle_first()
                     now = time.monotonic()
                     if p.closed:
+                        break
+                    conn = rpc.ready(partition.broker)
+                    written = None if conn is None else conn.start(started, attempt_timeout)
+                    if written is not None:
+                        started = written
                         break
                     partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID,
                                                           now, encoded, timeout_ms,
@@ -253,10 +232,40 @@ class SendMany:
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue
-            if isinstance(started, bytes):  # no open connection or no room: the single send
-                self._spawn(index, None)
-            else:
-                self._started.append((index, started[0], started[1], started[2], partition, now))
+            if isinstance(started, bytes):
+                conn = None if p.closed else rpc.ready(partition.broker)
+                if conn is None:  # no open connection: the single send connects (or refuses)
+                    self._spawn(index, None)
+                    continue
+                # Full with other callers' requests: wait for room in this task.
+                written = await self._start_when_room(index, conn, started, partition, now)
+                if written is not None:
+                    self._started.append((index, *written, partition, now))
+                now = time.monotonic()
+                continue
+            self._started.append((index, started[0], started[1], started[2], partition, now))
+
+    async def _start_when_room(
+        self, index: int, conn: Connection, payload: bytes, partition: Partition, now: float
+    ) -> Started | None:
+        """Write message ``index`` once ``conn`` has room; None when it ended meanwhile (booked)
+        or went on to the single-send code (a retriable failure: the link was lost)."""
+        try:
+            return await conn.start_when_room(payload, self._attempt_timeout)
+        except TubeMQError as exc:
+            try:
+                last = self._producer._attempt_failed(exc, self._rpc, partition, now)
+            except TubeMQError as final:  # no room in time, or the producer closed the link
+                self._finish(index, final)
+                return None
+            self._spawn(index, (last, partition, now))
+            return None
+        except BaseException:
+            # Cancelled before it was written: its slot goes back and _abandon counts it with
+            # the messages never issued.
+            self._window.release()
+            self._issued = index
+            raise
 
     async def _make_room(self) -> None:
         """Free a window slot, first by collecting this call's own answers; return holding one."""
@@ -312,6 +321,12 @@ class SendMany:
                 return
             last = outcome
         self._spawn(index, (last, partition, now))  # retried by the single-send code
+
+    async def _settle_answered(self) -> None:
+        """Book this call's first attempts that are answered already, oldest first (no wait)."""
+        started = self._started
+        while started and started[0][3].done():
+            await self._settle_first()
 
     def _finish(self, index: int, outcome: SendResult | TubeMQError) -> None:
         """Book a message that ended in this task (it held a slot)."""

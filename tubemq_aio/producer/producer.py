@@ -22,7 +22,8 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer._attempts import NO_AVOID, SendAttempts, SendCounts
-from tubemq_aio.producer._batch import SendMany, encode_all
+from tubemq_aio.producer._batch import SendMany
+from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.producer.config import (

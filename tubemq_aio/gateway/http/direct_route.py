@@ -12,6 +12,11 @@ such as a lone surrogate escape) goes through FastAPI's own handler unchanged, s
 (the 422 texts above all) stay FastAPI's. FastAPI's handler reads the body that was already
 read from the same request object, which keeps it.
 
+An endpoint may also name a cheaper reading of its most common bodies with :func:`fast_body`:
+a parser of the raw bytes that returns what a second endpoint (the same parameters, that value
+as the body) takes, or None for any body it does not take, which then goes the model's way
+above. The parser must accept only bodies the model accepts, and read them as it would.
+
 Only routes of a simple shape take the direct path (checked once, when the route is built):
 one body parameter that is a pydantic model, path parameters that are plain ``str`` (nothing to
 validate), no query, header or cookie parameters, and dependencies that take only the request.
@@ -23,7 +28,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
@@ -31,10 +36,37 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["DirectJsonRoute", "direct_plan"]
+__all__ = ["DirectJsonRoute", "FastBody", "direct_plan", "fast_body"]
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 RequestDependency = Callable[[Request], Awaitable[object]]
+Endpoint = Callable[..., Awaitable[Response]]
+_E = TypeVar("_E", bound=Endpoint)
+#: Where an endpoint keeps its :class:`FastBody` (set by :func:`fast_body`).
+_FAST_BODY = "__direct_fast_body__"
+
+
+@dataclass(frozen=True, slots=True)
+class FastBody:
+    """A cheaper reading of a route's common bodies (see the module).
+
+    Attributes:
+        parse: the raw JSON bytes -> the body ``endpoint`` takes, or None (not its case).
+        endpoint: the route's endpoint with the parsed value as its body argument.
+    """
+
+    parse: Callable[[bytes], object | None]
+    endpoint: Endpoint
+
+
+def fast_body(parse: Callable[[bytes], object | None], endpoint: Endpoint) -> Callable[[_E], _E]:
+    """Decorate a route's endpoint (below the route decorator) with a :class:`FastBody`."""
+
+    def mark(route_endpoint: _E) -> _E:
+        setattr(route_endpoint, _FAST_BODY, FastBody(parse, endpoint))
+        return route_endpoint
+
+    return mark
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +79,8 @@ class DirectPlan:
         path_names: the endpoint's path parameters (plain strings).
         request_name: the endpoint's parameter that takes the request, if any.
         dependencies: (parameter, callable taking the request) per dependency, in order.
+        endpoint: the route's endpoint.
+        fast: the endpoint's cheaper reading of its common bodies, if it has one.
     """
 
     body_name: str
@@ -54,9 +88,12 @@ class DirectPlan:
     path_names: tuple[str, ...]
     request_name: str | None
     dependencies: tuple[tuple[str, RequestDependency], ...]
+    endpoint: Endpoint
+    fast: FastBody | None = None
 
-    async def arguments(self, request: Request) -> dict[str, object] | None:
-        """The endpoint's arguments for ``request``, or None when FastAPI must handle it.
+    async def arguments(self, request: Request) -> tuple[Endpoint, dict[str, object]] | None:
+        """The endpoint to call for ``request`` and its arguments, or None when FastAPI must
+        handle it.
 
         Raises:
             Exception: what a dependency raised (e.g. an ``AuthError``), as FastAPI would.
@@ -64,10 +101,16 @@ class DirectPlan:
         if request.headers.get("content-type") != "application/json":
             return None
         raw = await request.body()
-        try:
-            body = self.model.model_validate_json(raw)
-        except ValidationError:
-            return None  # FastAPI's handler builds the answer it always gave
+        endpoint = self.endpoint
+        body = None if self.fast is None else self.fast.parse(raw)
+        if body is not None:
+            assert self.fast is not None
+            endpoint = self.fast.endpoint
+        else:
+            try:
+                body = self.model.model_validate_json(raw)
+            except ValidationError:
+                return None  # FastAPI's handler builds the answer it always gave
         params = request.path_params
         arguments: dict[str, object] = {name: params[name] for name in self.path_names}
         for name, call in self.dependencies:
@@ -75,7 +118,7 @@ class DirectPlan:
         arguments[self.body_name] = body
         if self.request_name is not None:
             arguments[self.request_name] = request
-        return arguments
+        return endpoint, arguments
 
 
 def _is_async(call: object) -> bool:
@@ -104,8 +147,8 @@ def _request_only(dependency: Dependant) -> bool:
 
 
 def direct_plan(dependant: Dependant) -> DirectPlan | None:
-    """The direct call plan of a route's ``dependant``, or None when its shape does not allow
-    one (see the module's description)."""
+    """The direct call plan of a route's ``dependant`` (its endpoint's :class:`FastBody`
+    included), or None when its shape does not allow one (see the module's description)."""
     if len(dependant.body_params) != 1 or dependant.query_params:
         return None
     if dependant.header_params or dependant.cookie_params or dependant.websocket_param_name:
@@ -124,12 +167,15 @@ def direct_plan(dependant: Dependant) -> DirectPlan | None:
     dependencies = tuple(
         (str(d.name), d.call) for d in dependant.dependencies if d.call is not None
     )
+    assert dependant.call is not None  # a route's dependant is its endpoint's
     return DirectPlan(
         body_name=body.name,
         model=model,
         path_names=tuple(field.name for field in dependant.path_params),
         request_name=dependant.request_param_name,
         dependencies=dependencies,
+        endpoint=dependant.call,
+        fast=getattr(dependant.call, _FAST_BODY, None),
     )
 
 
@@ -148,13 +194,12 @@ class DirectJsonRoute(APIRoute):
         plan = direct_plan(self.dependant)
         if plan is None:
             return fallback
-        endpoint = self.endpoint
 
         async def handle(request: Request) -> Response:
-            arguments = await plan.arguments(request)
-            if arguments is None:
+            call = await plan.arguments(request)
+            if call is None:
                 return await fallback(request)
-            response: Response = await endpoint(**arguments)
-            return response
+            endpoint, arguments = call
+            return await endpoint(**arguments)
 
         return handle

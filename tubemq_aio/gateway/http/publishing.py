@@ -3,36 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
+from tubemq_aio.gateway.http.message_bodies import SharedBatch, decode_value
 from tubemq_aio.gateway.http.schemas import ProduceRequest
 from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_send import SendResult
 
-__all__ = ["decode_value", "send_batch", "send_one"]
+__all__ = ["BatchAnswer", "send_batch", "send_one"]
 
 
-def decode_value(value: str, encoding: str) -> bytes:
-    """The message body for ``value`` in ``encoding``.
+@dataclass(frozen=True, slots=True)
+class BatchAnswer:
+    """A batch's answer.
 
-    Raises:
-        InvalidBodyError: base64 is malformed or the body is empty (422).
+    Attributes:
+        items: the JSON form of each message's
+            :class:`~tubemq_aio.gateway.http.schemas.BatchItem`, in request order.
+        statuses: how many messages had each HTTP status.
     """
-    if encoding == "base64":
-        try:
-            body = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidBodyError("value is not valid base64") from None
-    else:
-        body = value.encode("utf-8", "surrogatepass")
-    if not body:
-        raise InvalidBodyError("value must not be empty")
-    return body
+
+    items: list[dict[str, object]]
+    statuses: dict[int, int]
 
 
 async def send_one(
@@ -63,86 +59,82 @@ def _per_send(producer: Producer, timeout: float) -> float | None:
     return None if timeout == producer.config.effective_send_timeout else timeout
 
 
-def _shared_options(requests: Sequence[ProduceRequest]) -> bool:
-    """Whether every message has the same attributes, type, time and key (one send_many)."""
-    first = requests[0]
-    return all(
-        r.attributes == first.attributes
-        and r.msg_type == first.msg_type
-        and r.msg_time == first.msg_time
-        and r.key == first.key
-        for r in requests
-    )
-
-
-async def _send_many(
-    producer: Producer, topic: str, requests: Sequence[ProduceRequest], timeout: float
-) -> list[SendResult | Exception] | None:
-    """The batch through one ``Producer.send_many`` (no task per message), or None when the
-    SDK refused the call as a whole (nothing was sent; the caller sends one by one)."""
-    outcomes: list[SendResult | Exception | None] = [None] * len(requests)
-    bodies: list[bytes] = []
-    where: list[int] = []
-    for index, request in enumerate(requests):
+async def _send_shared(
+    producer: Producer, topic: str, batch: SharedBatch, timeout: float
+) -> list[SendResult | BaseException]:
+    """Send a batch's bodies through one ``send_many`` (no task per message); one at a time,
+    concurrently, when the SDK refuses that call as a whole (e.g. one body too large for the
+    topic: nothing was sent, each answers for itself) or the batch exceeds ``max_send_many``."""
+    bodies = batch.bodies
+    valid = [b for b in bodies if type(b) is bytes]
+    per_send = _per_send(producer, timeout)
+    sent: Sequence[SendResult | BaseException] | None = None
+    if valid and len(valid) <= producer.config.max_send_many:
         try:
-            bodies.append(decode_value(request.value, request.encoding))
-            where.append(index)
-        except InvalidBodyError as exc:
-            outcomes[index] = exc
-    first = requests[0]
-    try:
-        sent = await producer.send_many(
-            topic, bodies, attributes=first.attributes, msg_type=first.msg_type,
-            msg_time=first.msg_time, key=first.key, timeout=_per_send(producer, timeout),
-        ) if bodies else []  # fmt: skip
-    except TubeMQError:  # e.g. one body too large for the topic: each answers for itself
-        return None
-    for index, outcome in zip(where, sent, strict=True):
-        outcomes[index] = outcome
-    done = [o for o in outcomes if o is not None]
-    assert len(done) == len(outcomes)  # every message was decoded (and sent) or refused
-    return done
+            sent = await producer.send_many(topic, valid, attributes=batch.attributes,
+                                            msg_type=batch.msg_type, msg_time=batch.msg_time,
+                                            key=batch.key, timeout=per_send)  # fmt: skip
+        except TubeMQError:
+            sent = None
+    if sent is None:
+        sent = await asyncio.gather(
+            *(producer.send(topic, body, attributes=batch.attributes, msg_type=batch.msg_type,
+                            msg_time=batch.msg_time, key=batch.key, timeout=per_send)
+              for body in valid),
+            return_exceptions=True,
+        )  # fmt: skip
+    if len(valid) == len(bodies):
+        return list(sent)
+    results = iter(sent)
+    return [next(results) if isinstance(b, bytes) else b for b in bodies]
+
+
+def _items(
+    outcomes: Sequence[SendResult | BaseException], answer: Callable[[BaseException], ApiError]
+) -> BatchAnswer:
+    """The JSON form of each outcome (plain dicts: a model per message cost a tenth of a
+    batch's time), and how many answers had each status."""
+    failed: list[int] = []
+
+    def error_item(index: int, outcome: BaseException) -> dict[str, object]:
+        if not isinstance(outcome, Exception) or api_error_for(outcome) is None:
+            raise outcome
+        error = answer(outcome)
+        failed.append(error.status)
+        body = {"code": error.code, "message": error.message, "retriable": error.retriable}
+        return {"index": index, "status": error.status, "error": body}
+
+    items = [
+        {"index": index, "status": 200, "partition_key": outcome.partition_key,
+         "message_id": str(outcome.message_id), "append_offset": str(outcome.append_offset)}
+        if isinstance(outcome, SendResult) else error_item(index, outcome)
+        for index, outcome in enumerate(outcomes)
+    ]  # fmt: skip
+    statuses = Counter(failed)
+    if len(failed) < len(items):
+        statuses[200] = len(items) - len(failed)
+    return BatchAnswer(items, dict(statuses))
 
 
 async def send_batch(
-    producer: Producer, topic: str, requests: Sequence[ProduceRequest], timeout: float,
-    answer: Callable[[BaseException], ApiError],
-) -> list[dict[str, object]]:  # fmt: skip
+    producer: Producer, topic: str, messages: Sequence[ProduceRequest] | SharedBatch,
+    timeout: float, answer: Callable[[BaseException], ApiError],
+) -> BatchAnswer:  # fmt: skip
     """Send every message, pipelined by the producer; one result each, in order.
 
-    Messages that share their options (the common case) go through one ``send_many`` call;
-    otherwise, or when the SDK refuses that call as a whole, each is its own concurrent send.
-    The results are the JSON form of :class:`~tubemq_aio.gateway.http.schemas.BatchItem`
-    (built as plain dicts: a model per message cost a tenth of a batch's time).
-
+    Messages that share their options (the common case, and always a :class:`SharedBatch`)
+    go through one ``send_many`` call; otherwise each is its own concurrent send.
     ``answer`` maps a failed message's exception to its error answer (and logs and counts it).
 
     Raises:
         Exception: only an unexpected failure (a bug); expected ones become per-item errors.
     """
-    outcomes: Sequence[SendResult | BaseException] | None = None
-    if requests and len(requests) <= producer.config.max_send_many and _shared_options(requests):
-        outcomes = await _send_many(producer, topic, requests, timeout)
-    if outcomes is None:
+    if isinstance(messages, SharedBatch):
+        outcomes = await _send_shared(producer, topic, messages, timeout)
+    elif (batch := SharedBatch.of(messages)) is not None:
+        outcomes = await _send_shared(producer, topic, batch, timeout)
+    else:
         outcomes = await asyncio.gather(
-            *(send_one(producer, topic, r, timeout) for r in requests), return_exceptions=True
+            *(send_one(producer, topic, r, timeout) for r in messages), return_exceptions=True
         )
-    items: list[dict[str, object]] = []
-    for index, outcome in enumerate(outcomes):
-        if isinstance(outcome, SendResult):
-            items.append(
-                {
-                    "index": index,
-                    "status": 200,
-                    "partition_key": outcome.partition_key,
-                    "message_id": str(outcome.message_id),
-                    "append_offset": str(outcome.append_offset),
-                }
-            )
-            continue
-        if not isinstance(outcome, Exception) or api_error_for(outcome) is None:
-            raise outcome
-        error = answer(outcome)
-        body = {"code": error.code, "message": error.message, "retriable": error.retriable}
-        items.append({"index": index, "status": error.status, "error": body})
-    return items
+    return _items(outcomes, answer)

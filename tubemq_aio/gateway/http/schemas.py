@@ -16,6 +16,7 @@ from tubemq_aio.gateway.limits import (
 )
 
 __all__ = [
+    "MAX_VALUE_CHARS",
     "AckResult",
     "BatchItem",
     "BatchProduceRequest",
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+#: The longest message ``value`` in characters (text or base64).
+MAX_VALUE_CHARS = 16 * 1024 * 1024
 AttrText = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^,=]+$")]
 ClientId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")]
 Token = Annotated[str, Field(min_length=1, max_length=1024)]
@@ -66,7 +69,7 @@ class ProduceRequest(BaseModel):
 
     model_config = _STRICT
     value: str = Field(
-        min_length=1, max_length=16 * 1024 * 1024, description="the body, as text or base64"
+        min_length=1, max_length=MAX_VALUE_CHARS, description="the body, as text or base64"
     )
     encoding: Literal["utf8", "base64"] = "utf8"
     attributes: dict[AttrText, AttrText] | None = Field(default=None, max_length=256)

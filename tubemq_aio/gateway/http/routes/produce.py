@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Sequence
 
 from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.errors import NotReadyError, RequestTooLargeError, UnknownTopicError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, json_response
-from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
+from tubemq_aio.gateway.http.direct_route import DirectJsonRoute, fast_body
+from tubemq_aio.gateway.http.message_bodies import SharedBatch, read_shared_batch
 from tubemq_aio.gateway.http.publishing import send_batch, send_one
 from tubemq_aio.gateway.http.schemas import (
     BatchProduceRequest,
@@ -62,27 +64,42 @@ async def produce(
     )
 
 
+async def _produce_batch(
+    topic: str, messages: Sequence[ProduceRequest] | SharedBatch, gateway: Gateway,
+    principal: ApiKey,
+) -> Response:  # fmt: skip
+    Authenticator.require(principal, "produce", topic)
+    if len(messages) > gateway.config.max_batch:
+        raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
+    producer = _producer(gateway, topic)
+    answer = await send_batch(
+        producer, topic, messages, gateway.config.produce_timeout, gateway.answer
+    )
+    for code, count in answer.statuses.items():
+        gateway.metrics.produced.labels(topic, str(code)).inc(count)
+    status = 200 if answer.statuses.keys() == {200} else 207
+    return json_response({"results": answer.items}, status)
+
+
+async def _produce_shared_batch(
+    topic: str, body: SharedBatch, gateway: Gateway, principal: ApiKey
+) -> Response:
+    """:func:`produce_batch` for a body :func:`read_shared_batch` read (no model per message)."""
+    return await _produce_batch(topic, body, gateway, principal)
+
+
 @router.post(
     "/v1/topics/{topic}/messages/batch",
     operation_id="produce_batch",
     response_model=BatchProduceResponse,
     responses={207: {"model": BatchProduceResponse, "description": "some messages failed"}},
 )
+@fast_body(read_shared_batch, _produce_shared_batch)
 async def produce_batch(
     topic: str, body: BatchProduceRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
     """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 per message."""
-    Authenticator.require(principal, "produce", topic)
-    if len(body.messages) > gateway.config.max_batch:
-        raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
-    producer = _producer(gateway, topic)
-    items = await send_batch(
-        producer, topic, body.messages, gateway.config.produce_timeout, gateway.answer
-    )
-    statuses = Counter(item["status"] for item in items)
-    for code, count in statuses.items():
-        gateway.metrics.produced.labels(topic, str(code)).inc(count)
-    return json_response({"results": items}, 200 if statuses.keys() == {200} else 207)
+    return await _produce_batch(topic, body.messages, gateway, principal)
 
 
 async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:
