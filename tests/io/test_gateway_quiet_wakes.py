@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
 from tests.support.gateway_redis import flushed_store
@@ -18,6 +17,7 @@ from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.store import WAKE_CHANNEL, LeaseStore
+from tubemq_aio.gateway.redis_client import RedisClient
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -34,14 +34,16 @@ async def wired(redis_server: RedisServer) -> AsyncIterator[tuple[LeaseStore, Pu
         assert (await store.settle(LeaseKey(G, "c", "1:t:0", "none"), "ack")).status == "stale"
         listener = client.pubsub()
         await listener.subscribe(WAKE_CHANNEL)
-        assert (await listener.get_message(timeout=10))["type"] == "subscribe"  # type: ignore[index]
+        first = await listener.get_message(timeout=10)
+        assert first is not None
+        assert first["type"] == "subscribe"
         try:
             yield store, listener
         finally:
-            await listener.aclose()
+            await listener.aclose()  # type: ignore[no-untyped-call]
 
 
-async def _wakes(client: aioredis.Redis, listener: PubSub) -> list[str]:
+async def _wakes(client: RedisClient, listener: PubSub) -> list[str]:
     """The wake messages published since the last call: a sentinel published now arrives
     after all of them (one channel keeps its order for one subscriber)."""
     await client.publish(WAKE_CHANNEL, SENTINEL)
