@@ -30,7 +30,7 @@ from redis.commands.core import AsyncScript
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine.data import GatewayStats, LeaseRef
 from tubemq_aio.gateway.engine.port import PiggybackAcks
-from tubemq_aio.gateway.errors import GatewayError, LeaseConflictError, LeaseStaleError
+from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
 from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL, scope_keys
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.store import RECLAIM_MAX, LeaseStore, refusal_error
@@ -124,8 +124,8 @@ async def settle_then_acquire(
 
 async def _wake(store: LeaseStore, message: str) -> None:
     """Publish one wake-up, best effort: a lost one only delays the long polls until their own
-    timers."""
-    with contextlib.suppress(GatewayError):
+    timers, and the error the caller is about to raise must not be masked by one of Redis."""
+    with contextlib.suppress(Exception):
         await store.roundtrip(functools.partial(store.client.publish, WAKE_CHANNEL, message))
 
 
