@@ -72,51 +72,39 @@ def _ok(answers: list[Reply | Exception]) -> list[str]:
     return [a.status if isinstance(a, Reply) else repr(a) for a in answers]
 
 
-async def test_an_ack_whose_partition_is_leased_again_wakes_nobody(
-    wired: tuple[LeaseStore, PubSub],
+#: (partitions per scope, the scope of each lease acked, the acquire's scope, SCRIPT FLUSH
+#: first, the wake-ups expected)
+CASES = {
+    # the acquire leases the partition the ack freed: nobody is woken for nothing
+    "leased_again": ({"c": ["1:t:0"]}, ["c"], "c", False, []),
+    # one of the two freed partitions is still due after the acquire: one wake-up
+    "one_left": ({"c": ["1:t:0", "1:t:1"]}, ["c", "c"], "c", False, [f"{G}|c"]),
+    # an ack of another scope wakes its own scope as before
+    "other_scope": ({"b:x": ["1:t:0"], "b:y": ["1:t:0"]}, ["b:x"], "b:y", False, [f"{G}|b:x"]),
+    # every command answered NOSCRIPT and was sent again alone, the ack first: a re-sent ack
+    # cannot count on an acquire behind it, so it publishes its own wake-up
+    "noscript": ({"c": ["1:t:0"]}, ["c"], "c", True, [f"{G}|c"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_acks_carried_by_an_acquire_wake_the_scopes_that_have_a_partition_left(
+    wired: tuple[LeaseStore, PubSub], case: str
 ) -> None:
+    parts, acked, scope, flush, expected = CASES[case]
     store, listener = wired
-    await store.sync_parts(G, "c", ["1:t:0"])
-    first = await _leased(store, "c", "A")
+    for sc, plist in parts.items():
+        await store.sync_parts(G, sc, plist)
+    refs = [await _leased(store, sc, f"A{i}") for i, sc in enumerate(acked)]
+    if flush:
+        await store.client.script_flush()
     await _wakes(store.client, listener)  # what the set-up published
 
-    answers, got = await settle_then_acquire(store, [first], G, "c", "B", 60_000, "h")
+    answers, got = await settle_then_acquire(store, refs, G, scope, "B", 60_000, "h")
 
-    assert _ok(answers) == ["acked"]
+    assert _ok(answers) == ["acked"] * len(refs)
     assert got.status == "leased"
-    assert got.leased().partition_key == first.partition_key
-    assert await _wakes(store.client, listener) == []
-
-
-async def test_a_partition_still_due_after_the_acquire_wakes_the_scope_once(
-    wired: tuple[LeaseStore, PubSub],
-) -> None:
-    store, listener = wired
-    await store.sync_parts(G, "c", ["1:t:0", "1:t:1"])
-    a, b = await _leased(store, "c", "A"), await _leased(store, "c", "B")
-    await _wakes(store.client, listener)
-
-    answers, got = await settle_then_acquire(store, [a, b], G, "c", "C", 60_000, "h")
-
-    assert _ok(answers) == ["acked", "acked"]
-    assert got.status == "leased"
-    assert await _wakes(store.client, listener) == [f"{G}|c"]
-
-
-async def test_an_ack_of_another_scope_wakes_its_own_scope(
-    wired: tuple[LeaseStore, PubSub],
-) -> None:
-    store, listener = wired
-    for scope in ("b:x", "b:y"):
-        await store.sync_parts(G, scope, ["1:t:0"])
-    other = await _leased(store, "b:x", "A")
-    await _wakes(store.client, listener)
-
-    answers, got = await settle_then_acquire(store, [other], G, "b:y", "B", 60_000, "h")
-
-    assert _ok(answers) == ["acked"]
-    assert got.status == "leased"
-    assert await _wakes(store.client, listener) == [f"{G}|b:x"]
+    assert await _wakes(store.client, listener) == expected
 
 
 async def test_a_failed_acquire_after_quiet_acks_still_wakes_the_scope(
@@ -134,21 +122,3 @@ async def test_a_failed_acquire_after_quiet_acks_still_wakes_the_scope(
     assert await _wakes(store.client, listener) == [f"{G}|c"]
     settled = await store.settle(LeaseKey(G, "c", first.partition_key, "A"), "ack")
     assert (settled.status, settled.values) == ("already", (56, "acked"))
-
-
-async def test_an_ack_sent_again_after_noscript_wakes_the_scope_itself(
-    wired: tuple[LeaseStore, PubSub],
-) -> None:
-    store, listener = wired
-    await store.sync_parts(G, "c", ["1:t:0"])
-    first = await _leased(store, "c", "A")
-    await store.client.script_flush()
-    await _wakes(store.client, listener)
-
-    answers, got = await settle_then_acquire(store, [first], G, "c", "B", 60_000, "h")
-
-    # every command of the pipeline answered NOSCRIPT and was sent again alone, the ack first
-    # (an ack re-sent cannot count on an acquire behind it, so it publishes its own wake-up)
-    assert _ok(answers) == ["acked"]
-    assert got.status == "leased"
-    assert await _wakes(store.client, listener) == [f"{G}|c"]
