@@ -23,6 +23,7 @@ from tubemq_aio.gateway.app import create_app, openapi_document
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.errors import GatewayError
+from tubemq_aio.gateway.heap import freeze_startup_heap
 
 __all__ = ["app_from_env", "main"]
 
@@ -35,10 +36,14 @@ def app_from_env() -> FastAPI:
 
     The gateway's own log lines (the replica id at start, the details that error answers
     withhold) go to stderr at ``TUBEMQ_GATEWAY_LOG_LEVEL`` (the server's ``--log-level``),
-    unless the process configured the ``tubemq_aio`` logger already.
+    unless the process configured the ``tubemq_aio`` logger already. What the worker holds
+    once the app is built is exempted from later garbage collections
+    (:func:`~tubemq_aio.gateway.heap.freeze_startup_heap`).
     """
     _log_to_stderr(os.environ.get(LOG_LEVEL_ENV, "info"))
-    return create_app(GatewayConfig.from_toml(os.environ[CONFIG_ENV]))
+    app = create_app(GatewayConfig.from_toml(os.environ[CONFIG_ENV]))
+    freeze_startup_heap()  # the server's own process: what it holds now lives as long as it
+    return app
 
 
 def _log_to_stderr(level_name: str) -> None:

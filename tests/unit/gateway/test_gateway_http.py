@@ -234,6 +234,25 @@ def test_messages_json_shares_attribute_forms_and_keeps_each_value() -> None:
     assert [m["value"] for m in messages_json(msgs[:1], True)] == ["YQ=="]
 
 
+def test_messages_json_follows_attribute_forms_that_come_back() -> None:
+    """A message whose attributes or time differ from the one before gets its own forms,
+    also when it shares them with an earlier message (a form is looked up, not carried on)."""
+    a, b = MappingProxyType({"k": "a"}), MappingProxyType({"k": "b"})
+    t1, t2 = datetime(2026, 1, 1, 0, 1), datetime(2026, 1, 1, 0, 2)
+    shapes = [(a, t1), (b, None), (a, t1), (a, t2), (b, t2), (b, t2)]
+    msgs = [
+        Message(topic="t", body=b"v", attributes=m, msg_time=w, message_id=i)
+        for i, (m, w) in enumerate(shapes)
+    ]
+    out = messages_json(msgs, False)
+    assert [(m["attributes"], m["msg_time"]) for m in out] == [
+        ({"k": "a"}, "202601010001"), ({"k": "b"}, None), ({"k": "a"}, "202601010001"),
+        ({"k": "a"}, "202601010002"), ({"k": "b"}, "202601010002"),
+        ({"k": "b"}, "202601010002"),
+    ]  # fmt: skip
+    assert [m["message_id"] for m in out] == [str(i) for i in range(len(shapes))]
+
+
 def test_forged_token_never_reaches_the_engine(client: TestClient, engine: FakeEngine) -> None:
     token = fetch(client)["lease"]["token"]
     calls = engine.calls

@@ -9,10 +9,17 @@ arguments, so a pipeline sent again after a lost connection answers the same. Th
 round trip more); a Redis that lost them (restart, ``SCRIPT FLUSH``) answers ``NOSCRIPT`` to
 each, and only those commands, which did not run, are sent again through the scripts, which
 load themselves.
+
+Acks of the acquire's own scope publish no wake-up: the acquire, which usually leases the
+partition an ack just freed, wakes the scope's long polls only when a partition is still due
+after it (a waiter woken for a partition already leased again would spend a Redis round trip
+to find nothing). An ack sent again after ``NOSCRIPT`` runs after the acquire and wakes them
+itself; when the acquire fails, a wake-up is published on its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -24,7 +31,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine.data import GatewayStats, LeaseRef
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
-from tubemq_aio.gateway.leases.keys import scope_keys
+from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL, scope_keys
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.store import RECLAIM_MAX, LeaseStore, refusal_error
 
@@ -76,14 +83,16 @@ async def settle_then_acquire(
         StateLostError / GatewayError: the acquire found the state lost / was refused.
     """
     settle, acquire = store.script("settle"), store.script("acquire")
+    quiet = any(a.group == group and a.scope == scope for a in acks)
     calls: list[tuple[AsyncScript, list[str], list[Any], str]] = [
         (settle, scope_keys(a.group, a.scope),
-         [f"{a.group}|{a.scope}", a.partition_key, a.lease_id, "ack", 0], a.group)
+         [_wake_of(a, group, scope), a.partition_key, a.lease_id, "ack", 0], a.group)
         for a in acks
     ]  # fmt: skip
     calls.append(
         (acquire, scope_keys(group, scope),
-         [f"{group}|{scope}", lease_id, lease_ms, holder, "", RECLAIM_MAX], group)
+         [f"{group}|{scope}", lease_id, lease_ms, holder, "", RECLAIM_MAX, "1" if quiet else "0"],
+         group)
     )  # fmt: skip
 
     async def send() -> list[Any]:
@@ -96,6 +105,8 @@ async def settle_then_acquire(
     answers: list[Reply | Exception] = []
     for (script, keys, args, owner), got in zip(calls, raw, strict=True):
         if isinstance(got, rexc.NoScriptError):  # it did not run: once more, loading it
+            if script is settle and not args[0]:  # now after the acquire: it wakes on its own
+                args = [f"{group}|{scope}", *args[1:]]
             got = await store.roundtrip(functools.partial(script, keys=keys, args=args))
         try:
             if isinstance(got, rexc.ResponseError):
@@ -105,8 +116,23 @@ async def settle_then_acquire(
             answers.append(exc)
     acquired = answers.pop()
     if isinstance(acquired, Exception):
+        if quiet:  # the acks' partitions may be free and nobody told the scope's waiters
+            await _wake(store, f"{group}|{scope}")
         raise acquired
     return answers, acquired
+
+
+async def _wake(store: LeaseStore, message: str) -> None:
+    """Publish one wake-up, best effort: a lost one only delays the long polls until their own
+    timers, and the error the caller is about to raise must not be masked by one of Redis."""
+    with contextlib.suppress(Exception):
+        await store.roundtrip(functools.partial(store.client.publish, WAKE_CHANNEL, message))
+
+
+def _wake_of(ack: LeaseRef, group: str, scope: str) -> str:
+    """The wake message an ack's settle publishes: none for the acquire's own scope, whose
+    script wakes the waiters only when a partition is still due after it has leased one."""
+    return "" if ack.group == group and ack.scope == scope else f"{ack.group}|{ack.scope}"
 
 
 async def acquire_with_acks(

@@ -136,6 +136,10 @@ Principal = Annotated[
 ]
 
 
+#: Stands for "no message before this one" in :func:`messages_json`.
+_NOTHING = object()
+
+
 def json_response(
     content: object, status: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
@@ -149,31 +153,40 @@ def messages_json(messages: Iterable[Message], force_base64: bool) -> list[dict[
     """Delivered messages as JSON: text when the body is UTF-8 (unless forced), else base64.
 
     The decoder shares one attributes mapping and one ``msg_time`` object among the messages
-    of an attribute block, so their JSON forms are built once per object, not per message.
+    of an attribute block, so their JSON forms are built once per object, not per message;
+    a message that shares them with the one before skips even the lookup (the common case).
     """
     out: list[dict[str, object]] = []
     append = out.append
     times: dict[int, str | None] = {}
     attrs: dict[int, dict[str, str]] = {}
+    last_when: object = _NOTHING
+    last_mapping: object = _NOTHING
+    stamp: str | None = None
+    plain: dict[str, str] = {}
+    b64 = base64.b64encode
     for message in messages:
-        value: str | None = None
-        encoding = "utf8"
-        if not force_base64:
+        body = message.body
+        if force_base64:
+            value, encoding = b64(body).decode("ascii"), "base64"
+        else:
             try:
-                value = message.body.decode("utf-8")
+                value, encoding = body.decode("utf-8"), "utf8"
             except UnicodeDecodeError:
-                value = None
-        if value is None:
-            value = base64.b64encode(message.body).decode("ascii")
-            encoding = "base64"
+                value, encoding = b64(body).decode("ascii"), "base64"
         when = message.msg_time
-        if when is None:
-            stamp = None
-        elif (stamp := times.get(id(when))) is None:
-            stamp = times[id(when)] = when.strftime("%Y%m%d%H%M")
+        if when is not last_when:
+            last_when = when
+            if when is None:
+                stamp = None
+            elif (stamp := times.get(id(when))) is None:
+                stamp = times[id(when)] = when.strftime("%Y%m%d%H%M")
         mapping = message.attributes
-        if (plain := attrs.get(id(mapping))) is None:
-            plain = attrs[id(mapping)] = dict(mapping)
+        if mapping is not last_mapping:
+            last_mapping = mapping
+            if (known := attrs.get(id(mapping))) is None:
+                known = attrs[id(mapping)] = dict(mapping)
+            plain = known
         append(
             {
                 "message_id": str(message.message_id),

@@ -1,14 +1,25 @@
--- acquire(wake, lease_id, lease_ms, holder, want, reclaim_max)
+-- acquire(wake, lease_id, lease_ms, holder, want, reclaim_max, wake_left)
+-- wake_left '1': acks of this scope were settled without a wake just before, in the same round
+-- trip; the scope's waiters are woken only when a partition is still due after this acquire
+-- (an ack whose partition this acquire leases again frees nothing for them).
 local lid, lease_ms, holder, want = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local reclaim_max = tonumber(ARGV[6])
+local wake_left = ARGV[7] == '1'
 if not booted() then return {'lost', NOW} end
+local function answer(reply)
+  if wake_left then
+    local due = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(NOW), 'LIMIT', 0, 1)
+    if due[1] then redis.call('PUBLISH', 'tgw:wake', WAKE) end
+  end
+  return reply
+end
 local function leased_reply(p)
   return {'leased', NOW, p, hgetn(p, 'cmt') or -1, hgetn(p, 'lexp') or 0, hgetn(p, 'rc') or 0,
     hget(p, 'start') or '', tonumber(redis.call('HGET', K_CUR, p) or '-1')}
 end
 local held = redis.call('HGET', K_ACQ, lid)
-if held then return leased_reply(held) end
-if redis.call('HGET', K_CFG, 'paused') == '1' and want == '' then return {'paused', NOW} end
+if held then return answer(leased_reply(held)) end
+if redis.call('HGET', K_CFG, 'paused') == '1' and want == '' then return answer({'paused', NOW}) end
 local rate, burst = rate_params()
 if rate > 0 and want == '' then
   local tat = stored_tat() or NOW_US
@@ -16,10 +27,12 @@ if rate > 0 and want == '' then
   local allow_at = tat - (1e6 / rate) * burst
   if allow_at > NOW_US then
     local wait_us = math.ceil(allow_at - NOW_US)
-    return {'throttled', NOW, math.ceil(wait_us / 1000)}
+    return answer({'throttled', NOW, math.ceil(wait_us / 1000)})
   end
   local held_until = rate_hold_until()
-  if held_until > NOW then return {'held', NOW, math.min(HOLD_RETRY_MS, held_until - NOW)} end
+  if held_until > NOW then
+    return answer({'held', NOW, math.min(HOLD_RETRY_MS, held_until - NOW)})
+  end
 end
 local expired = redis.call('ZRANGEBYSCORE', K_LEASED, '-inf', fmt(NOW), 'LIMIT', 0, reclaim_max)
 for _, p in ipairs(expired) do
@@ -51,4 +64,4 @@ redis.call('HSET', K_ACQ, lid, pick)
 if rate > 0 and want == '' then
   redis.call('HSET', K_CFG, 'rlh', lid .. '|' .. fmt(NOW + lease_ms))
 end
-return leased_reply(pick)
+return answer(leased_reply(pick))

@@ -1,6 +1,7 @@
 -- Shared prologue of every gateway script (prepended by store.py).
 -- KEYS: cfg, rl, cur, st, ready, leased, parts, acq, done of one group and scope (one hash tag).
--- ARGV[1]: the wake message "<group>|<scope>" published when a partition becomes ready.
+-- ARGV[1]: the wake message "<group>|<scope>" published when a partition becomes ready; empty
+-- when the caller's next script in the same round trip wakes the scope instead (acquire, ARGV[7]).
 -- Redis TIME is the only clock; integers are written with %d (tostring would round them).
 local K_CFG, K_RL, K_CUR, K_ST = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_READY, K_LEASED, K_PARTS, K_ACQ, K_DONE = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
@@ -53,7 +54,7 @@ local function release(p, wait)
   redis.call('ZREM', K_LEASED, p)
   if hget(p, 'gone') ~= '1' then
     redis.call('ZADD', K_READY, fmt(NOW + wait), p)
-    redis.call('PUBLISH', 'tgw:wake', WAKE)
+    if WAKE ~= '' then redis.call('PUBLISH', 'tgw:wake', WAKE) end
   end
 end
 local function rate_params()
