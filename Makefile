@@ -19,7 +19,7 @@ help:
 	@echo "make bench-quick - SDK vs the Java/Go clients, ~10 min; compares with the newest committed run"
 	@echo "make bench  - the full matrix (~2 h; ROUNDS=6 for more rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
-	@echo "make gateway-ha-run - 3 gateway replicas under load on Redis Sentinel; kill -9 a replica, then the Redis primary (HA_ARGS=--quick)"
+	@echo "make gateway-ha-run - 3 gateway replicas under load on Redis Sentinel; kill -9 a replica, then the Redis primary (HA_ARGS=--quick, --real-cluster)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 	@echo "make spark-cluster-example - the same job by spark-submit on a Spark standalone cluster (master + 2 workers), package shipped with --py-files"
 	@echo "make docs   - build the documentation site (API reference from the docstrings) into site/"

@@ -46,7 +46,8 @@ def markdown(result: dict[str, Any]) -> str:
     c = result["counts"]
     lines = [
         f"# Gateway HA run ({result['seconds']} s of load, {result['replicas']} replicas, "
-        f"{result['consumers']} consumers, Redis {result['redis']})",
+        f"{result['consumers']} consumers, Redis {result['redis']}, "
+        f"TubeMQ {result.get('tubemq', 'FakeCluster')})",
         "",
         "| produced | delivered (unique) | acked | duplicated | skipped | redelivered batches |",
         "|---:|---:|---:|---:|---:|---:|",

@@ -1,7 +1,8 @@
 """Orchestration of ``make gateway-ha-run``: load through several replicas while one replica is
 SIGKILLed and then the Redis primary, with a Sentinel failover.
 
-One TubeMQ stand-in (:class:`~tubemq_aio.testing.FakeCluster`, in this process), a Sentinel
+One TubeMQ stand-in (:class:`~tubemq_aio.testing.FakeCluster`, in this process; with
+``--real-cluster`` a real :class:`~tubemq_aio.testing.LocalCluster`, one broker), a Sentinel
 set (primary, replica, three sentinels), ``replicas`` uvicorn replica processes, one SDK
 producer at a fixed rate and ``consumers`` HTTP clients that send each call to the next replica.
 A third into the load one replica is killed; two thirds in, the Redis primary. After the load,
@@ -29,7 +30,7 @@ import httpx
 from benchmarks.gateway_ha import report
 from benchmarks.gateway_ha.traffic import KEY, Traffic, consume, produce
 from benchmarks.harness.env import collect
-from tubemq_aio.testing import FakeCluster, RedisSentinelSet, wait_until
+from tubemq_aio.testing import FakeCluster, LocalCluster, RedisSentinelSet, wait_until
 from tubemq_aio.testing.gateway import GatewayReplica
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -50,10 +51,18 @@ class HaRunSettings:
     lease_ms: int = 10_000
     redis_ack_replicas: int = 0
     drain_timeout: float = 120.0
+    real_cluster: bool = False
 
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def _cluster(s: HaRunSettings) -> FakeCluster | LocalCluster:
+    """The TubeMQ side: the in-process stand-in, or a real Master and Broker."""
+    if s.real_cluster:
+        return LocalCluster(brokers=1, topics=[TOPIC], topic_partitions=s.partitions)
+    return FakeCluster(topics={TOPIC: s.partitions}, max_batch=s.max_messages)
 
 
 def _config(path: Path, masters: str, redis_url: str, s: HaRunSettings) -> Path:
@@ -95,7 +104,7 @@ async def run_ha(s: HaRunSettings) -> dict[str, Any]:
     events: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory(prefix="tubemq-gw-ha-") as tmp:
         async with (
-            FakeCluster(topics={TOPIC: s.partitions}, max_batch=s.max_messages) as cluster,
+            _cluster(s) as cluster,
             RedisSentinelSet() as redis_set,
         ):
             config = _config(Path(tmp) / "gw.toml", cluster.master_addr, redis_set.url, s)
@@ -147,6 +156,7 @@ async def run_ha(s: HaRunSettings) -> dict[str, Any]:
         "replicas": s.replicas,
         "consumers": s.consumers,
         "redis": "Sentinel (primary, replica, 3 sentinels)",
+        "tubemq": "LocalCluster (1 broker)" if s.real_cluster else "FakeCluster",
         "counts": {
             "produced": len(traffic.produced),
             "delivered_unique": len(traffic.deliveries),
@@ -172,14 +182,19 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--ack-replicas", type=int, default=0)
     parser.add_argument("--lease-ms", type=int, default=10_000, help="the group's lease")
+    parser.add_argument(
+        "--real-cluster", action="store_true", help="a real Master and Broker, not the stand-in"
+    )
     parser.add_argument("--out", type=Path, help="result directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     seconds = args.seconds or (20.0 if args.quick else 60.0)
     settings = HaRunSettings(
-        seconds=seconds, redis_ack_replicas=args.ack_replicas, lease_ms=args.lease_ms
-    )
+        seconds=seconds, redis_ack_replicas=args.ack_replicas, lease_ms=args.lease_ms,
+        real_cluster=args.real_cluster,
+    )  # fmt: skip
     result = asyncio.run(run_ha(settings))
-    name = f"{time.strftime('%Y-%m-%d')}-gateway-ha{'-quick' if args.quick else ''}"
+    tags = ("-real" if args.real_cluster else "") + ("-quick" if args.quick else "")
+    name = f"{time.strftime('%Y-%m-%d')}-gateway-ha{tags}"
     out = args.out or RESULTS / name
     out.mkdir(parents=True, exist_ok=True)
     (out / "raw.json").write_text(json.dumps(result, indent=2))
