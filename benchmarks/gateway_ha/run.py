@@ -76,8 +76,27 @@ def _config(path: Path, masters: str, redis_url: str, s: HaRunSettings) -> Path:
     return path
 
 
+def error_lines(log: str, limit: int = 40) -> list[str]:
+    """The lines of a replica's log from each logged error or traceback on (at most ``limit``
+    each): what a run keeps of its replicas' logs, so an unexpected answer can be traced."""
+    lines = log.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if " ERROR " in line or line.startswith(("ERROR:", "Traceback")):
+            out.extend(lines[i : i + limit])
+            i += limit
+        else:
+            i += 1
+    return out
+
+
 @contextlib.asynccontextmanager
-async def _replicas(config: Path, count: int) -> AsyncIterator[list[GatewayReplica]]:
+async def _replicas(
+    config: Path, count: int, errors: list[str]
+) -> AsyncIterator[list[GatewayReplica]]:
+    """``count`` replicas; their logged errors are appended to ``errors`` when they stop."""
     started = [GatewayReplica(config, init_store=i == 0) for i in range(count)]
     try:
         for replica in started:  # the first one initialises the store
@@ -85,7 +104,10 @@ async def _replicas(config: Path, count: int) -> AsyncIterator[list[GatewayRepli
         yield started
     finally:
         await asyncio.gather(*(r.stop() for r in started), return_exceptions=True)
-        for r in started:
+        for n, r in enumerate(started):
+            with contextlib.suppress(OSError):
+                found = error_lines(r.log_file.read_text(errors="replace"))
+                errors.extend(f"replica {n}: {line}" for line in found)
             r.cleanup()
 
 
@@ -102,13 +124,14 @@ async def run_ha(s: HaRunSettings) -> dict[str, Any]:
     load_start = _load()
     traffic = Traffic()
     events: list[tuple[str, float, float]] = []
+    replica_errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tubemq-gw-ha-") as tmp:
         async with (
             _cluster(s) as cluster,
             RedisSentinelSet() as redis_set,
         ):
             config = _config(Path(tmp) / "gw.toml", cluster.master_addr, redis_set.url, s)
-            async with _replicas(config, s.replicas) as replicas:
+            async with _replicas(config, s.replicas, replica_errors) as replicas:
                 clients = [httpx.AsyncClient(base_url=r.url, timeout=15) for r in replicas]
                 stop = asyncio.Event()
                 began = time.monotonic()
@@ -167,6 +190,7 @@ async def run_ha(s: HaRunSettings) -> dict[str, Any]:
             "redelivered_batches": traffic.redelivered_batches,
         },
         "answers": dict(traffic.answers),
+        "replica_errors": replica_errors,
         "events": [(name, start - began, end - start) for name, start, end in events],
         "windows": report.windows(traffic, began, events, ended),
         "load_start": load_start,

@@ -6,7 +6,7 @@ a 200 is one a client retries."""
 from __future__ import annotations
 
 from benchmarks.gateway_ha import report
-from benchmarks.gateway_ha.run import HaRunSettings, run_ha
+from benchmarks.gateway_ha.run import HaRunSettings, error_lines, run_ha
 
 #: What a client may see during the kills, all retriable: a replica that does not answer, a
 #: 503 while Redis fails over, a 409 for an ack whose lease the failover or the dead replica's
@@ -24,7 +24,7 @@ async def test_load_with_a_replica_and_the_redis_primary_killed_skips_nothing() 
     # at most the batches leased on the dead replica and in flight at the Redis kill come back
     bound = settings.consumers * settings.max_messages * 3
     assert counts["duplicated"] <= bound, counts
-    assert set(result["answers"]) <= RETRIABLE, result["answers"]
+    assert set(result["answers"]) <= RETRIABLE, (result["answers"], result["replica_errors"])
     assert result["answers"].get("503 store_unavailable", 0) >= 1  # the failover was seen
     assert [w["window"] for w in result["windows"]] == [
         "before replica kill",
@@ -34,3 +34,19 @@ async def test_load_with_a_replica_and_the_redis_primary_killed_skips_nothing() 
         "after Redis primary kill",
     ]
     assert "| produced |" in report.markdown(result)
+
+
+def test_a_runs_record_keeps_the_errors_its_replicas_logged() -> None:
+    log = "\n".join([
+        "INFO: 127.0.0.1 - POST /v1/groups/g/fetch 200",
+        "2026-11-26 ERROR tubemq_aio.gateway HTTP 500 internal: unexpected error",
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in f',
+        "KeyError: 'boom'",
+    ])  # fmt: skip
+    assert error_lines(log, limit=2) == [
+        "2026-11-26 ERROR tubemq_aio.gateway HTTP 500 internal: unexpected error",
+        "Traceback (most recent call last):",
+    ]
+    assert error_lines(log)[-1] == "KeyError: 'boom'"
+    assert error_lines("INFO: all well\n") == []

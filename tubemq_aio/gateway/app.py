@@ -180,6 +180,10 @@ def _install_error_handlers(app: FastAPI, gateway: Gateway) -> None:
 
     for kind in (ApiError, TubeMQError, RequestValidationError, StarletteHTTPException):
         app.add_exception_handler(kind, answer)
+    # Any other exception is a bug: answered as JSON (500 internal, logged and counted) like
+    # every other error, not with Starlette's plain-text page. Starlette still re-raises it
+    # after the answer went out, so the server logs it too.
+    app.add_exception_handler(Exception, answer)
 
 
 def openapi_document() -> dict[str, Any]:

@@ -37,6 +37,11 @@ class _SlowBrokerProducer(FakeProducer):
         raise RequestTimeoutError(f"no answer from broker {INTERNAL}:8123 within 5 s")
 
 
+class _BuggyEngine(FakeEngine):
+    async def fetch(self, group: str, **kwargs: Any) -> Any:
+        raise KeyError(f"a bug of ours near {INTERNAL}")
+
+
 class _HolderEngine(FakeEngine):
     def __init__(self) -> None:
         super().__init__({"g1": "clustering"})
@@ -83,6 +88,31 @@ def test_a_503_body_withholds_the_details_the_log_and_the_metric_keep(
         assert "ConnectionRefusedError" in logged[0]
         metrics = client.get("/metrics").text
         assert _counted(metrics, "store_unavailable", "ConnectionRefusedError") == 1.0
+
+
+def test_a_bug_is_a_json_500_internal_logged_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # any exception the error table does not know (here a KeyError) is answered like every other
+    # error, so a client's parser never meets Starlette's plain-text "Internal Server Error"
+    caplog.set_level(logging.INFO, logger="tubemq_aio.gateway")
+    app = create_app(
+        CFG,
+        engine_factory=lambda _c: _BuggyEngine({"g1": "clustering"}),
+        producer_factory=lambda _c: cast(Producer, FakeProducer()),
+    )
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.post("/v1/groups/g1/fetch", json={}, headers=READER)
+        assert r.status_code == 500, r.text
+        assert r.headers["content-type"] == "application/json"
+        assert r.json()["error"] == {
+            "code": "internal", "message": "internal error", "retriable": True,
+        }  # fmt: skip
+        assert INTERNAL not in r.text
+        logged = [rec for rec in caplog.records if "HTTP 500 internal" in rec.getMessage()]
+        assert len(logged) == 1
+        assert logged[0].exc_info is not None
+        assert _counted(client.get("/metrics").text, "internal", "KeyError") == 1.0
 
 
 def test_a_timeout_answer_names_no_broker(caplog: pytest.LogCaptureFixture) -> None:
