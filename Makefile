@@ -12,7 +12,7 @@ help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
 	@echo "make test-spark-cluster - the Spark standalone-cluster and Spark Connect tests (CI runs them after make test)"
-	@echo "make unit   - the tests that need no cluster and no Java (PYTEST_WORKERS=N, default 4)"
+	@echo "make unit   - the tests that need no cluster and no Java, but the Redis failover ones (PYTEST_WORKERS=N, default 4)"
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
@@ -83,7 +83,7 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # Everything that needs neither the real cluster nor Java: tests/ except tests/integration.
 unit: $(STAMP) speedups
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q $(PYTEST_XDIST) --durations=20 tests \
-	  --ignore=tests/integration
+	  --ignore=tests/integration -m "not failover"
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \

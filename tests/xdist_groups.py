@@ -1,7 +1,8 @@
 """pytest-xdist scheduling for ``make test``: the integration tests in two groups, one real
 cluster each (loaded with ``-p tests.xdist_groups`` from the repository root).
 
-Every test outside ``tests/integration`` is scheduled on its own, wherever a worker is free.
+Every test outside ``tests/integration`` is scheduled on its own, wherever a worker is free,
+but for the few files in :data:`WHOLE_FILES`.
 The integration files form two groups; each group runs whole on one worker, so that worker's
 session-scoped ``cluster`` fixture starts one cluster for all of them (and the Spark group one
 Spark session). pytest-xdist's own ``--dist loadgroup`` cannot do this with pytest 9: the
@@ -31,6 +32,10 @@ SECOND_CLUSTER_FILES = frozenset(
     }
 )
 INTEGRATION = "tests/integration/"
+#: Files outside the integration tests whose tests share a costly module-scoped fixture: each
+#: runs whole on one worker, so the fixture is built once (the docs reference builds the site,
+#: about 12 CPU-seconds, which three workers used to build once each).
+WHOLE_FILES = frozenset({"tests/unit/test_docs_reference.py"})
 
 
 def cluster_group(nodeid: str) -> str | None:
@@ -46,7 +51,8 @@ class ClusterGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdis
     """Load scheduling where each integration cluster group is one unit of work."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return cluster_group(nodeid) or nodeid
+        path = nodeid.split("::", 1)[0]
+        return cluster_group(nodeid) or (path if path in WHOLE_FILES else nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)

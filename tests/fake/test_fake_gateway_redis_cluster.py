@@ -7,6 +7,8 @@ skipped."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import (
     Tally,
@@ -18,6 +20,9 @@ from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.leases.store import scope_keys
 from tubemq_aio.testing import FakeCluster, RedisClusterSet, wait_until
+
+#: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).
+pytestmark = pytest.mark.failover
 
 #: Leases of a run killed mid-read: a read's budget (the lease less 2 s) must outlast the
 #: store's two round-trip attempts (2 x rpc_timeout), or a read cut short by the failover

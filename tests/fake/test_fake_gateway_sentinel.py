@@ -20,6 +20,9 @@ from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet
 
+#: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).
+pytestmark = pytest.mark.failover
+
 LEASE_MS = 2000
 #: Leases of the runs killed mid-read: long enough that most reads cut by the failover end
 #: in the store's own answer (a read whose budget runs out on Redis is reported as Redis's

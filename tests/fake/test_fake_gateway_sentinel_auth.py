@@ -18,6 +18,9 @@ from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.redis_client import parse_redis_url
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet, make_tls_material
 
+#: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).
+pytestmark = pytest.mark.failover
+
 DATA_SECRET = "data-pw-7"
 SENTINEL_SECRET = "sentinel-pw-9"
 

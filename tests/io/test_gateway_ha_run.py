@@ -5,8 +5,13 @@ a 200 is one a client retries."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.gateway_ha import report
 from benchmarks.gateway_ha.run import HaRunSettings, error_lines, run_ha
+
+#: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).
+pytestmark = pytest.mark.failover
 
 #: What a client may see during the kills, all retriable: a replica that does not answer, a
 #: 503 while Redis fails over, a 409 for an ack whose lease the failover or the dead replica's

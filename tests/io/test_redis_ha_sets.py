@@ -27,6 +27,9 @@ from tubemq_aio.testing import (
 )
 from tubemq_aio.testing._process import pid_alive
 
+#: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).
+pytestmark = pytest.mark.failover
+
 
 async def test_sentinel_set_promotes_the_replica_after_a_primary_crash() -> None:
     async with RedisSentinelSet() as redis_set:
