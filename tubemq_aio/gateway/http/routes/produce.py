@@ -65,27 +65,21 @@ async def produce(
 
 
 async def _produce_batch(
-    topic: str, messages: Sequence[ProduceRequest] | SharedBatch, gateway: Gateway,
+    topic: str, body: Sequence[ProduceRequest] | SharedBatch, gateway: Gateway,
     principal: ApiKey,
 ) -> Response:  # fmt: skip
+    """:func:`produce_batch`'s work, for the model's messages or a body
+    :func:`read_shared_batch` read (no model per message; the direct route passes it as
+    ``body``)."""
     Authenticator.require(principal, "produce", topic)
-    if len(messages) > gateway.config.max_batch:
+    if len(body) > gateway.config.max_batch:
         raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
     producer = _producer(gateway, topic)
-    answer = await send_batch(
-        producer, topic, messages, gateway.config.produce_timeout, gateway.answer
-    )
+    answer = await send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
     for code, count in answer.statuses.items():
         gateway.metrics.produced.labels(topic, str(code)).inc(count)
     status = 200 if answer.statuses.keys() == {200} else 207
     return json_response({"results": answer.items}, status)
-
-
-async def _produce_shared_batch(
-    topic: str, body: SharedBatch, gateway: Gateway, principal: ApiKey
-) -> Response:
-    """:func:`produce_batch` for a body :func:`read_shared_batch` read (no model per message)."""
-    return await _produce_batch(topic, body, gateway, principal)
 
 
 @router.post(
@@ -94,7 +88,7 @@ async def _produce_shared_batch(
     response_model=BatchProduceResponse,
     responses={207: {"model": BatchProduceResponse, "description": "some messages failed"}},
 )
-@fast_body(read_shared_batch, _produce_shared_batch)
+@fast_body(read_shared_batch, _produce_batch)
 async def produce_batch(
     topic: str, body: BatchProduceRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
