@@ -39,11 +39,13 @@ from tubemq_aio.protocol.framing import (
     encode_frame,
     new_frame_decoder,
 )
+from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder, length_prefix
 from tubemq_aio.protocol.rpc import encode_success, response_decoder, success_bounds
 
 __all__ = ["Connection"]
 
 _pack_header = ONE_BLOCK_HEADER.pack
+_ONE_BLOCK_HEADER_SIZE = ONE_BLOCK_HEADER.size
 
 #: Bytes read per socket read (asyncio's own read size), into one buffer reused per connection.
 READ_SIZE = 256 * 1024
@@ -70,7 +72,13 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._settings = settings
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        self._decoder = new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
+        decoder = new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
+        #: Servers 1.1.0 and 1.2.0 put a length before each frame (docs/protocol/wire.md §1.7).
+        self._legacy = settings.framing == "legacy-length"
+        self._decoder = LengthPrefixedDecoder(decoder) if self._legacy else decoder
+        #: Whether a request was ever written (a peer that drops the link after it, unanswered,
+        #: may speak the other framing).
+        self._wrote = False
         self._wbuf: list[bytes] = []
         # The transport reads into this buffer (BufferedProtocol): no fresh 256 KB object per
         # read, whose pages the allocator hands back and faults in again under load. The frame
@@ -190,10 +198,11 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._transport = None
         if self._closed is None:
             reason = f": {exc}" if exc is not None else ""
+            hint = self._framing_hint()
             self._mark_closed(
                 lambda: ConnectionLostError(
                     f"connection to {self.label} lost{reason}; "
-                    "the request may or may not have been processed"
+                    f"the request may or may not have been processed{hint}"
                 )
             )
         if not self._lost.done():
@@ -313,8 +322,11 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             serial = serial + 1 if serial < MAX_SERIAL else 1
         if 0 < size <= BLOCK_SIZE:
             header = _pack_header(BEGIN_TOKEN, serial, 1, size)
+            if self._legacy:
+                header = length_prefix(_ONE_BLOCK_HEADER_SIZE + size) + header
         else:  # raises for an empty or oversized payload, before anything is registered
-            parts = (encode_frame(serial, b"".join(parts)),)
+            frame = encode_frame(serial, b"".join(parts))
+            parts = (length_prefix(len(frame)), frame) if self._legacy else (frame,)
             header = b""
         self._serial = serial
         loop = self._loop
@@ -373,6 +385,21 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     # ---- internals ---------------------------------------------------------------------------
 
+    def _framing_hint(self) -> str:
+        # A server of the other framing reads our first bytes as a bad length or token and drops
+        # the link without a word (docs/protocol/wire.md §1.7).
+        if self.answered or not self._wrote:
+            return ""
+        if self._legacy:
+            return (
+                "; the server closed the link before any answer: framing='legacy-length' is "
+                "only for TubeMQ servers 1.1.0 and 1.2.0, other releases need 'standard'"
+            )
+        return (
+            "; the server closed the link before any answer: if it runs TubeMQ 1.1.0 or "
+            "1.2.0, connect with framing='legacy-length'"
+        )
+
     def _flush(self) -> None:
         buf = self._wbuf
         if not buf:
@@ -380,6 +407,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._wbuf = []
         transport = self._transport
         if transport is not None and not transport.is_closing():
+            self._wrote = True
             # One join of the tick's frames (header and payload pieces): asyncio's writelines
             # joins too, uvloop's would queue every piece separately.
             transport.write(b"".join(buf))

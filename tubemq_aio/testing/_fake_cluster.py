@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
@@ -33,6 +34,10 @@ class FakeCluster(AsyncService):
         event_timeout: seconds an unacknowledged rebalance event blocks its consumer.
         max_batch: most messages one fetch returns.
         max_batch_bytes: about how many payload bytes one fetch returns.
+        framing: ``"standard"``, or ``"legacy-length"`` to speak as TubeMQ servers 1.1.0 and
+            1.2.0 do: a 4-byte length before every frame, units over 5 MiB refused. Like those
+            servers, a node drops a connection that speaks the other framing, unanswered
+            (docs/protocol/wire.md §1.7).
 
     Example::
 
@@ -53,9 +58,12 @@ class FakeCluster(AsyncService):
         event_timeout: float = 10.0,
         max_batch: int = 64,
         max_batch_bytes: int = 512 * 1024,
+        framing: Framing = "standard",
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if framing not in FRAMINGS:
+            raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
         self.topics: dict[str, TopicLayout] = {}
         items = topics.items() if isinstance(topics, Mapping) else ((t, 1) for t in topics)
         for name, spec in items:
@@ -81,6 +89,8 @@ class FakeCluster(AsyncService):
             client_timeout=client_timeout,
             event_timeout=event_timeout,
         )
+        for node in (self.master.node, *(broker.node for broker in self.brokers)):
+            node.framing = framing
         self._started = False
 
     def __repr__(self) -> str:

@@ -17,7 +17,8 @@ from typing import Any, Literal, cast
 from google.protobuf.message import DecodeError, Message
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.framing import FrameDecoder, FrameSplitter, encode_frame
+from tubemq_aio.protocol.legacy_framing import LENGTH_PREFIX, Framing, LengthPrefixedDecoder
 from tubemq_aio.protocol.rpc import RpcRequest, decode_request, encode_exception, encode_success
 from tubemq_aio.testing._reset import reset_transport
 
@@ -152,7 +153,10 @@ def failure_response(cls: type[Message], code: int, message: str) -> bytes:
 class _NodeProtocol(asyncio.Protocol):
     def __init__(self, node: RpcNode) -> None:
         self.node = node
-        self.decoder = FrameDecoder()
+        self.legacy = node.framing == "legacy-length"
+        self.decoder: FrameSplitter = (
+            LengthPrefixedDecoder(FrameDecoder()) if self.legacy else FrameDecoder()
+        )
         self.transport: asyncio.Transport | None = None
         self.timers: set[asyncio.TimerHandle] = set()
 
@@ -218,7 +222,10 @@ class _NodeProtocol(asyncio.Protocol):
 
     def _write(self, serial: int, payload: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode_frame(serial, payload))
+            frame = encode_frame(serial, payload)
+            if self.legacy:  # the server's encoder prefixes any size; the client's limit applies
+                frame = LENGTH_PREFIX.pack(len(frame)) + frame
+            self.transport.write(frame)
 
 
 class RpcNode:
@@ -245,6 +252,8 @@ class RpcNode:
         self.connections: set[_NodeProtocol] = set()
         self.requests: dict[int, int] = {}
         self.accepted = 0
+        #: How frames are delimited on this node's connections (set before :meth:`start`).
+        self.framing: Framing = "standard"
         self.host = "127.0.0.1"
         self.port = 0
         self._server: asyncio.Server | None = None
