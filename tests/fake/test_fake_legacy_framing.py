@@ -6,18 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import subprocess
 
 import pytest
 
+from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from tests.support.echo_server import MemoryTransport, request_payload
 from tests.support.fake_helpers import HEARTBEAT, drain
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.settings import TransportSettings
-from tubemq_aio.errors import ConfigError, ConnectionLostError, FrameError, LocalProtocolError
+from tubemq_aio.errors import (
+    ConfigError,
+    ConnectionLostError,
+    FrameError,
+    LocalProtocolError,
+    SourceOptionError,
+)
+from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.tubemq_access import TubeMQAccess
 from tubemq_aio.protocol.framing import BLOCK_SIZE, encode_frame
 from tubemq_aio.protocol.legacy_framing import Framing
 from tubemq_aio.protocol.rpc import encode_success
+from tubemq_aio.spark._options import client_options
 from tubemq_aio.testing import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)
@@ -145,3 +156,39 @@ async def test_a_framing_mismatch_fails_with_the_hint(server: Framing) -> None:
         with pytest.raises(ConnectionLostError, match=HINTS[server]):
             await asyncio.wait_for(producer.start(), 30)
         await producer.close()
+
+
+async def test_the_cli_reaches_a_legacy_cluster_through_the_url() -> None:
+    async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
+        url = f"tubemq://{cluster.master_addr}?framing=legacy-length"
+        done = await asyncio.to_thread(
+            subprocess.run, cli_argv("produce", "--master", url, "--topic", "demo", "-q"),
+            input=b"one\ntwo\n", capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert cluster.message_count("demo") == 2
+
+
+def test_spark_and_gateway_options_carry_the_framing() -> None:
+    options = {"master": "127.0.0.1:8715", "framing": "legacy-length"}
+    assert client_options(options)["framing"] == "legacy-length"
+    assert "framing" not in client_options({"master": "127.0.0.1:8715"})
+    with pytest.raises(SourceOptionError, match="framing"):
+        client_options({"master": "127.0.0.1:8715", "framing": "old"})
+    access = TubeMQAccess.from_mapping({"framing": "legacy-length"})
+    assert access.client_options() == {"framing": "legacy-length"}
+    with pytest.raises(ConfigError, match=r"tubemq\.framing"):
+        TubeMQAccess.from_mapping({"framing": 1})
+
+
+async def test_the_gateway_group_session_reads_a_legacy_cluster() -> None:
+    async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
+        tube = TubeGroup(
+            masters=cluster.master_addr, group="gw-g", topics=["demo"], deployment="d",
+            framing="legacy-length",
+        )  # fmt: skip
+        try:
+            await tube.start()
+            assert await tube.partitions(force=True) == ["1:demo:0"]
+        finally:
+            await tube.close()
