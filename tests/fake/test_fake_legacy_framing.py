@@ -21,6 +21,7 @@ from tubemq_aio.errors import (
     ConnectionLostError,
     FrameError,
     LocalProtocolError,
+    RequestTimeoutError,
     SourceOptionError,
 )
 from tubemq_aio.gateway.engine.group_sessions import TubeGroup
@@ -145,17 +146,36 @@ async def test_every_client_works_against_a_legacy_cluster() -> None:
             assert sorted(await drain(balanced, len(bodies), timeout=20)) == sorted(bodies)
 
 
-HINTS = {"legacy-length": "connect with framing='legacy-length'", "standard": "need 'standard'"}
+#: What a client of the other framing meets: a 1.1.0/1.2.0 server swallows a bare frame and all
+#: that follows (silence, then a timeout); any other release closes on a prefixed frame.
+MISMATCH: dict[str, tuple[type[Exception], str]] = {
+    "legacy-length": (RequestTimeoutError, "connect with framing='legacy-length'"),
+    "standard": (ConnectionLostError, "need 'standard'"),
+}
 
 
 @pytest.mark.parametrize("server", ["legacy-length", "standard"])
 async def test_a_framing_mismatch_fails_with_the_hint(server: Framing) -> None:
     client: Framing = "standard" if server == "legacy-length" else "legacy-length"
+    error, hint = MISMATCH[server]
     async with FakeCluster(topics={"demo": 1}, framing=server) as cluster:
         producer = Producer(cluster.master_addr, framing=client, rpc_timeout=3)
-        with pytest.raises(ConnectionLostError, match=HINTS[server]):
-            await asyncio.wait_for(producer.start(), 30)
+        with pytest.raises(error, match=hint):
+            await asyncio.wait_for(producer.start(), 60)
         await producer.close()
+
+
+async def test_a_legacy_fake_swallows_a_bare_frame_and_all_after_it_as_1_2_does() -> None:
+    async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
+        host, port = cluster.master_addr.split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        good = encode_frame(1, request_payload(b"x"))
+        writer.write(good + struct.pack(">I", len(good)) + good)  # bare, then a proper unit
+        await writer.drain()
+        with pytest.raises(TimeoutError):  # no answer, and no close (read would return b"")
+            await asyncio.wait_for(reader.read(1), 1.0)
+        writer.close()
+        await writer.wait_closed()
 
 
 async def test_the_cli_reaches_a_legacy_cluster_through_the_url() -> None:

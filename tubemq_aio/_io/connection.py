@@ -36,6 +36,7 @@ from tubemq_aio.protocol.framing import (
     BEGIN_TOKEN,
     BLOCK_SIZE,
     ONE_BLOCK_HEADER,
+    FrameSplitter,
     encode_frame,
     new_frame_decoder,
 )
@@ -72,10 +73,13 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._settings = settings
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        decoder = new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
         #: Servers 1.1.0 and 1.2.0 put a length before each frame (docs/protocol/wire.md §1.7).
         self._legacy = settings.framing == "legacy-length"
-        self._decoder = LengthPrefixedDecoder(decoder) if self._legacy else decoder
+        self._decoder: FrameSplitter = (
+            LengthPrefixedDecoder(settings.max_frame_bytes)
+            if self._legacy
+            else new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
+        )
         #: Whether a request was ever written (a peer that drops the link after it, unanswered,
         #: may speak the other framing).
         self._wrote = False
@@ -386,19 +390,24 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
     # ---- internals ---------------------------------------------------------------------------
 
     def _framing_hint(self) -> str:
-        # A server of the other framing reads our first bytes as a bad length or token and drops
-        # the link without a word (docs/protocol/wire.md §1.7).
+        # A server of the other framing never answers: a 1.1.0/1.2.0 one reads our begin token
+        # as a 4 GiB length and drops every later byte, any other release closes the link on a
+        # prefixed frame (docs/protocol/wire.md §1.7).
         if self.answered or not self._wrote:
             return ""
         if self._legacy:
             return (
-                "; the server closed the link before any answer: framing='legacy-length' is "
+                "; the server never answered on this connection: framing='legacy-length' is "
                 "only for TubeMQ servers 1.1.0 and 1.2.0, other releases need 'standard'"
             )
         return (
-            "; the server closed the link before any answer: if it runs TubeMQ 1.1.0 or "
+            "; the server never answered on this connection: if it runs TubeMQ 1.1.0 or "
             "1.2.0, connect with framing='legacy-length'"
         )
+
+    def silence_hint(self) -> str:
+        """The framing hint for a call that timed out on a connection that never answered."""
+        return self._framing_hint()
 
     def _flush(self) -> None:
         buf = self._wbuf

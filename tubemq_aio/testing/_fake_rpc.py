@@ -17,7 +17,7 @@ from typing import Any, Literal, cast
 from google.protobuf.message import DecodeError, Message
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.protocol.framing import FrameDecoder, FrameSplitter, encode_frame
+from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder, FrameSplitter, encode_frame
 from tubemq_aio.protocol.legacy_framing import LENGTH_PREFIX, Framing, LengthPrefixedDecoder
 from tubemq_aio.protocol.rpc import RpcRequest, decode_request, encode_exception, encode_success
 from tubemq_aio.testing._reset import reset_transport
@@ -154,9 +154,8 @@ class _NodeProtocol(asyncio.Protocol):
     def __init__(self, node: RpcNode) -> None:
         self.node = node
         self.legacy = node.framing == "legacy-length"
-        self.decoder: FrameSplitter = (
-            LengthPrefixedDecoder(FrameDecoder()) if self.legacy else FrameDecoder()
-        )
+        self.decoder: FrameSplitter = LengthPrefixedDecoder() if self.legacy else FrameDecoder()
+        self.deaf = False
         self.transport: asyncio.Transport | None = None
         self.timers: set[asyncio.TimerHandle] = set()
 
@@ -173,10 +172,17 @@ class _NodeProtocol(asyncio.Protocol):
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
+        if self.deaf:
+            return
         try:
             frames = self.decoder.feed(data)
         except TubeMQError:
-            self.abort()
+            if self.legacy:
+                # A 1.1.0/1.2.0 server reads a bare frame's begin token as a 4 GiB length and
+                # drops every byte after it, the connection left open (wire.md §1.7).
+                self.deaf = True
+            else:
+                self.abort()
             return
         for frame in frames:
             self._handle(frame.serial_no, frame.payload)
@@ -223,7 +229,10 @@ class _NodeProtocol(asyncio.Protocol):
     def _write(self, serial: int, payload: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             frame = encode_frame(serial, payload)
-            if self.legacy:  # the server's encoder prefixes any size; the client's limit applies
+            if self.legacy:
+                # As those servers do: the last block's whole 8 KiB buffer follows its true
+                # length, and the prefix counts it (docs/protocol/wire.md §1.7).
+                frame += bytes(-len(payload) % BLOCK_SIZE)
                 frame = LENGTH_PREFIX.pack(len(frame)) + frame
             self.transport.write(frame)
 

@@ -1,7 +1,7 @@
 /*
- * Runs frames through the RPC codec of TubeMQ 1.2.0-incubating (tubemq-core's Netty encoder and
- * decoder, behind the length-field decoder of that release's pipeline), so a test can hold our
- * own encoder and decoder against it byte for byte.
+ * Runs frames through the RPC codec of TubeMQ 1.2.0-incubating (tubemq-core's buffer stream and
+ * Netty encoder, and its decoder behind the length-field decoder of that release's pipeline), so
+ * a test can hold our own encoder and decoder against it byte for byte.
  *
  *   java LegacyCodec encode   stdin: lines "serialNo hexPayload"; stdout: one hex line per frame
  *   java LegacyCodec decode   stdin: one hex line (a byte stream); stdout: "serialNo hexPayload"
@@ -15,17 +15,15 @@ import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
-import java.util.ArrayList;
 import java.util.List;
 import org.apache.inlong.tubemq.corerpc.RpcDataPack;
+import org.apache.inlong.tubemq.corerpc.netty.ByteBufferOutputStream;
 import org.apache.inlong.tubemq.corerpc.netty.NettyProtocolDecoder;
 import org.apache.inlong.tubemq.corerpc.netty.NettyProtocolEncoder;
 
 public final class LegacyCodec {
     /** The 1.2.0 default of rpc.netty.max.message.size. */
     private static final int MAX_MESSAGE_SIZE = 5 * 1024 * 1024;
-    /** Payload block size of every TubeMQ sender. */
-    private static final int BLOCK = 8192;
 
     public static void main(String[] args) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, "US-ASCII"));
@@ -45,14 +43,10 @@ public final class LegacyCodec {
         for (String line; (line = in.readLine()) != null && !line.isEmpty();) {
             String[] parts = line.split(" ");
             byte[] payload = unhex(parts[1]);
-            List<ByteBuffer> blocks = new ArrayList<>();
-            for (int at = 0; at < payload.length; at += BLOCK) {
-                int len = Math.min(BLOCK, payload.length - at);
-                ByteBuffer block = ByteBuffer.allocate(len);
-                block.put(payload, at, len);
-                block.flip();
-                blocks.add(block);
-            }
+            // The RPC layer's own buffer stream: 8 KiB blocks, as a server answer is built.
+            ByteBufferOutputStream stream = new ByteBufferOutputStream();
+            stream.write(payload, 0, payload.length);
+            List<ByteBuffer> blocks = stream.getBufferList();
             channel.writeOutbound(new RpcDataPack((int) Long.parseLong(parts[0]), blocks));
             ByteBuf out = channel.readOutbound();
             byte[] bytes = new byte[out.readableBytes()];
