@@ -177,12 +177,11 @@ class _NodeProtocol(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except TubeMQError:
-            if self.legacy:
-                # A 1.1.0/1.2.0 server reads a bare frame's begin token as a 4 GiB length and
-                # drops every byte after it, the connection left open (wire.md §1.7).
-                self.deaf = True
-            else:
-                self.abort()
+            # A real server answers nothing more on a stream it cannot frame and leaves the
+            # connection open: 1.1.0/1.2.0 read a bare frame's begin token as a 4 GiB length and
+            # drop every byte after it, 2.4.0 fails the begin-token check of every unit after a
+            # length prefix (docs/protocol/wire.md §1.7).
+            self.deaf = True
             return
         for frame in frames:
             self._handle(frame.serial_no, frame.payload)
