@@ -31,6 +31,10 @@ class FakeCluster(AsyncService):
         registration_timeout: seconds a broker keeps a consumer's partition without
             heartbeats or fetches.
         event_timeout: seconds an unacknowledged rebalance event blocks its consumer.
+        balance_period: seconds between two rebalance events the master hands one member
+            (its first comes at once), as the real master's balance cycle
+            (``consumerBalancePeriodMs``: 2 s on :class:`LocalCluster`, 60 s by default) paces
+            them; 0 hands one out on every heartbeat.
         max_batch: most messages one fetch returns.
         max_batch_bytes: about how many payload bytes one fetch returns.
 
@@ -51,11 +55,14 @@ class FakeCluster(AsyncService):
         client_timeout: float = 30.0,
         registration_timeout: float = 30.0,
         event_timeout: float = 10.0,
+        balance_period: float = 1.0,
         max_batch: int = 64,
         max_batch_bytes: int = 512 * 1024,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if not 0.0 <= balance_period < float("inf"):
+            raise ValueError(f"balance_period must be finite seconds >= 0, got {balance_period}")
         self.topics: dict[str, TopicLayout] = {}
         items = topics.items() if isinstance(topics, Mapping) else ((t, 1) for t in topics)
         for name, spec in items:
@@ -80,6 +87,7 @@ class FakeCluster(AsyncService):
             self.plan,
             client_timeout=client_timeout,
             event_timeout=event_timeout,
+            balance_period=balance_period,
         )
         self._started = False
 
