@@ -1,7 +1,8 @@
 """``FakeCluster``: an in-process TubeMQ master and brokers that speak the real wire protocol.
 
 Clients connect to it exactly as to a real cluster (``masters=cluster.master_addr``); it keeps
-messages in memory with real index offsets, balances server-balanced consumer groups with
+messages in memory with real index offsets (the partitions of a store share one index, as on a
+broker), balances server-balanced consumer groups with
 rebalance events, serves the client-balanced V2 calls, and lets a test inject a fault into any
 method: an error code, a delay, no answer at all, or a connection reset.
 """
@@ -15,7 +16,7 @@ from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
-from tubemq_aio.testing._fake_store import INDEX_UNIT, StoredMessage, TopicLayout
+from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["FakeCluster"]
@@ -196,9 +197,9 @@ class FakeCluster(AsyncService):
     def committed_messages(self, group: str, topic: str) -> int:
         """How many messages of ``topic`` ``group`` committed, over all partitions."""
         return sum(
-            offset // INDEX_UNIT
+            b.log(t, pid).count_before(pid, offset)
             for b in self.brokers
-            for (g, t, _), offset in b.offsets.items()
+            for (g, t, pid), offset in b.offsets.items()
             if g == group and t == topic
         )
 
