@@ -66,7 +66,9 @@ class LinkFaults:
         to this class later is cleared too) and wake a reader held by ``stop_reading``."""
         for spec in dataclasses.fields(self):
             if spec.name != "resumed":
-                setattr(self, spec.name, spec.default)
+                factory = spec.default_factory
+                default = spec.default if factory is dataclasses.MISSING else factory()
+                setattr(self, spec.name, default)
         self.resumed.set()
 
 
