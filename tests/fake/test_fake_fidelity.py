@@ -36,11 +36,9 @@ async def target() -> AsyncIterator[fidelity.Target]:
 
         yield fidelity.Target(
             master_addr=cluster.master_addr,
-            topics=TOPICS,
             brokers=2,
             partitions=3,
             restart_broker=restart,
-            member_timeout=MEMBER_TIMEOUT,
             registration_timeout=REGISTRATION_TIMEOUT,
             balance_period=BALANCE_PERIOD,
             name="fake",

@@ -17,13 +17,12 @@ import pytest
 from tests.support import fidelity
 from tubemq_aio.testing import LocalCluster
 
-#: The test cluster's master and broker settings (``tubemq_aio.testing._config``).
-MEMBER_TIMEOUT = 30.0
+#: The test cluster's broker and master settings (``tubemq_aio.testing._config``).
 REGISTRATION_TIMEOUT = 35.0
 BALANCE_PERIOD = 2.0
 
 
-def _target(cluster: LocalCluster, *topics: str) -> fidelity.Target:
+def _target(cluster: LocalCluster) -> fidelity.Target:
     async def restart(broker_id: int) -> None:
         node = next(b for b in cluster.brokers if b.broker_id == broker_id)
         await node.kill()
@@ -31,11 +30,9 @@ def _target(cluster: LocalCluster, *topics: str) -> fidelity.Target:
 
     return fidelity.Target(
         master_addr=cluster.master_addr,
-        topics=topics,
         brokers=len(cluster.brokers),
         partitions=3,
         restart_broker=restart,
-        member_timeout=MEMBER_TIMEOUT,
         registration_timeout=REGISTRATION_TIMEOUT,
         balance_period=BALANCE_PERIOD,
         name="real",
@@ -49,7 +46,7 @@ async def test_scenarios_on_the_real_cluster(
     third_topic: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    target = _target(cluster, topic, second_topic, third_topic)
+    target = _target(cluster)
 
     async def cheap_ones() -> None:
         await fidelity.offsets_and_lag(target, second_topic)
@@ -60,4 +57,4 @@ async def test_scenarios_on_the_real_cluster(
 
 
 async def test_broker_restart_on_the_real_cluster(cluster: LocalCluster, topic: str) -> None:
-    await fidelity.broker_restarted(_target(cluster, topic), topic)
+    await fidelity.broker_restarted(_target(cluster), topic)

@@ -47,24 +47,20 @@ class Target:
 
     Attributes:
         master_addr: ``host:port`` of the master.
-        topics: fresh topics (each scenario takes its own), ``partitions`` per broker in one
-            store on each of ``brokers`` brokers.
         brokers: brokers of the cluster (ids 1..n).
-        partitions: partitions of each topic per broker.
+        partitions: partitions of each topic per broker, in one store (scenarios are handed
+            topics of their own with this layout).
         restart_broker: kill broker ``id`` (its clients see the connection die) and start it
             again; returns once it serves.
-        member_timeout: seconds the master keeps a silent consumer.
         registration_timeout: seconds a broker keeps a silent consumer's partitions.
         balance_period: seconds between the master's balance cycles.
         name: ``"fake"`` or ``"real"`` (in messages only).
     """
 
     master_addr: str
-    topics: tuple[str, ...]
     brokers: int
     partitions: int
     restart_broker: Callable[[int], Awaitable[None]]
-    member_timeout: float
     registration_timeout: float
     balance_period: float
     name: str
