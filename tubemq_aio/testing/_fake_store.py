@@ -56,7 +56,7 @@ class TopicLayout:
 
     def partition_ids(self) -> list[int]:
         """Every partition id of the topic on one broker."""
-        return [s * STORE_BASE + i for s in range(self.stores) for i in range(self.partitions)]
+        return [s * 10000 + i for s in range(self.stores) for i in range(self.partitions)]
 
 
 @dataclass(frozen=True, slots=True)
