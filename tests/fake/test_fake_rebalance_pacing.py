@@ -71,3 +71,9 @@ async def test_a_killed_member_causes_no_heartbeat_storm(
         assert took > WINDOW - 1.5  # the broker held the partitions for the window
         assert beats / took < most_per_second, (beats, took)
         assert registers / took < 2 * most_per_second, (registers, took)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_a_bad_balance_period_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="balance_period"):
+        FakeCluster(topics={"demo": 1}, balance_period=bad)
