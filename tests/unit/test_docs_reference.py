@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The modules whose ``__all__`` the reference pages render.
 REFERENCED_MODULES = (
     "tubemq_aio",
+    "tubemq_aio.admin",
     "tubemq_aio.errors",
     "tubemq_aio.tdmsg",
     "tubemq_aio.telemetry",
