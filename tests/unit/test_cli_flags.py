@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
@@ -16,6 +17,7 @@ from tubemq_aio.admin import MasterWebApi
 from tubemq_aio.cli import main
 from tubemq_aio.cli._parser import parse_arguments
 from tubemq_aio.errors import AdminApiError, ConfigError
+from tubemq_aio.testing.cluster import recorded_web_api
 
 TOPICS = [
     {"topicName": "demo", "totalCfgNumPart": 3, "totalRunNumPartCount": 3,
@@ -144,3 +146,23 @@ async def test_an_unreachable_web_api_is_an_admin_api_error() -> None:
     (port,) = allocate_ports(1)
     with pytest.raises(AdminApiError, match=f"127.0.0.1:{port}"):
         await MasterWebApi("127.0.0.1", port, timeout=5).query("admin_query_topic_info")
+
+
+def test_topics_finds_the_web_api_in_the_state_of_cluster_up(
+    web: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "cluster.json"
+    record = {"master_addr": "127.0.0.1:8715", "master_web": f"http://{web}/webapi.htm"}
+    state.write_text(json.dumps(record))
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(state))
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER_WEB", raising=False)
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
+    assert recorded_web_api() == web
+    assert recorded_web_api("127.0.0.1:8715") == web
+    assert recorded_web_api("10.0.0.1:8715") is None  # another cluster: not this record
+    assert main(["topics", "--format", "json"]) == 0
+    assert [r["topic"] for r in json.loads(capsys.readouterr().out)] == ["demo"]
+    assert main(["topics", "--master", "127.0.0.1:8715", "--format", "json"]) == 0
+    assert [r["topic"] for r in json.loads(capsys.readouterr().out)] == ["demo"]
+    state.write_text("{not json")
+    assert recorded_web_api() is None

@@ -4,6 +4,8 @@ The master's client protocol (the port clients use) has no call that lists topic
 its web API (``/webapi.htm`` on the master's web port, 8080 by default) does:
 ``admin_query_topic_info`` (every configured topic) and ``admin_query_sub_info`` (the groups
 with consumers online, each with its topics and member count). Read-only queries need no token.
+Without ``--web`` the address is the one ``tubemq-aio cluster up`` recorded in its state file
+(for that ``--master``), else the master's host at port 8080.
 The client is the SDK's :class:`tubemq_aio.admin.MasterWebApi`. ``topics`` leaves out the
 servers' internal topics (:data:`tubemq_aio.admin.INTERNAL_TOPICS`) unless ``--all`` is given.
 """
@@ -103,8 +105,18 @@ def group_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
 
 
+def _web(args: argparse.Namespace) -> str | None:
+    """``--web`` / ``$TUBEMQ_AIO_MASTER_WEB``, else the web API ``cluster up`` recorded for this
+    master (or for any master when ``--master`` is not given)."""
+    if args.web:
+        return str(args.web)
+    from tubemq_aio.testing.cluster import recorded_web_api  # the state file of `cluster up`
+
+    return recorded_web_api(args.master)
+
+
 async def _query(args: argparse.Namespace, method: str, **params: object) -> dict[str, Any]:
-    host, port = web_endpoint(args.web, args.master)
+    host, port = web_endpoint(_web(args), args.master)
     return await MasterWebApi(host, port, timeout=WEB_TIMEOUT).raw(method, dict(params))
 
 
@@ -129,7 +141,7 @@ async def _run(
     columns: list[str],
     params: dict[str, object],
 ) -> int:
-    where = "{}:{}".format(*web_endpoint(args.web, args.master))
+    where = "{}:{}".format(*web_endpoint(_web(args), args.master))
     try:
         reply = await _query(args, method, **params)
     except (OSError, ValueError) as err:
