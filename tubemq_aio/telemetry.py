@@ -516,7 +516,8 @@ class _GaugeHub:
                     continue
                 for gauge, value, attributes in getattr(owner, method)():
                     if gauge == name:
-                        observations.append(Observation(value, dict(attributes)))
+                        labels = {"messaging.system": _SYSTEM, **attributes}
+                        observations.append(Observation(value, labels))
             return observations
 
         return observe

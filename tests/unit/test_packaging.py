@@ -39,7 +39,12 @@ def test_dev_tools_are_a_dependency_group_not_an_extra() -> None:
     config = _pyproject()
     extras = config["project"]["optional-dependencies"]
     assert "dev" not in extras
-    dev = config["dependency-groups"]["dev"]
+    groups = config["dependency-groups"]
+    dev = [
+        req
+        for item in groups["dev"]
+        for req in (groups[item["include-group"]] if isinstance(item, dict) else [item])
+    ]
     assert any(req.startswith("pytest") for req in dev)
     assert any(req.startswith("mypy") for req in dev)
     # Every user extra is also in the dev group, so `make test` exercises each of them.
@@ -59,3 +64,20 @@ def test_project_urls_are_labelled_as_inlongs() -> None:
     for label, url in urls.items():
         if "inlong" in url:
             assert "InLong" in label, (label, url)
+
+
+def test_docs_have_a_dependency_group_of_their_own() -> None:
+    """``make docs`` installs the ``docs`` group, not the whole development environment."""
+    groups = _pyproject()["dependency-groups"]
+    names = {re.split(r"[<>=\[]", req)[0] for req in groups["docs"]}
+    assert names == {"mkdocs-material", "mkdocstrings"}
+    assert {"include-group": "docs"} in groups["dev"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--group docs" in makefile
+
+
+def test_anyio_comes_with_the_spark_extras_only() -> None:
+    project = _pyproject()["project"]
+    assert not any(req.startswith("anyio") for req in project["dependencies"])
+    for extra in ("spark", "spark-connect"):
+        assert any(req.startswith("anyio") for req in project["optional-dependencies"][extra])

@@ -323,7 +323,11 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         except RuntimeError:  # the event loop changed the partitions meanwhile: next time
             held = {}
         for key, offsets in held.items():
-            labels = {**me, "messaging.destination.partition.id": key.format()}
+            labels = {
+                **me,
+                "messaging.destination.name": key.topic,
+                "messaging.destination.partition.id": key.format(),
+            }
             gauges.append(("tubemq.client.partition.lag", offsets.lag, labels))
         return gauges
 
