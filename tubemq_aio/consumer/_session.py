@@ -117,13 +117,20 @@ class MasterSession(SessionBase):
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
                 backoff = False
-            wait = _HEARTBEAT_BACKOFF if backoff else self.config.heartbeat_interval
+            wait = _HEARTBEAT_BACKOFF if backoff else self._heartbeat_wait()
             self._heartbeat_wake.clear()
             try:
                 async with asyncio.timeout(wait):
                     await self._heartbeat_wake.wait()
             except TimeoutError:
                 pass
+
+    def _heartbeat_wait(self) -> float:
+        """``join_heartbeat_interval`` until the first connect event, else the interval."""
+        join = self.config.join_heartbeat_interval
+        if join is not None and self.hb_state.first_connect_pending:
+            return min(join, self.config.heartbeat_interval)
+        return self.config.heartbeat_interval
 
     async def heartbeat_once(self) -> bool:
         """One master heartbeat round; True when the failure count demands a back-off."""
