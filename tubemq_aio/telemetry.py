@@ -123,7 +123,7 @@ def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
         if setting is None:
             return None
         raise ConfigError(
-            "telemetry needs opentelemetry-api: pip install 'tubemq-aio[otel]'"
+            "telemetry needs opentelemetry-api: the `otel` extra (pip install '.[otel]' in a clone)"
         ) from None
     return ClientTelemetry(setting if isinstance(setting, Telemetry) else Telemetry())
 

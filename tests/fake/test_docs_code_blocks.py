@@ -244,6 +244,34 @@ def test_included_examples_exist_and_are_tested() -> None:
         assert f"{path.stem}" in tests_text, (str(block), path)
 
 
+#: The modules a guide may import from: the package itself and the modules docs/api.md names.
+PUBLIC_MODULES = {
+    "tubemq_aio",
+    "tubemq_aio.admin",
+    "tubemq_aio.errors",
+    "tubemq_aio.gateway",
+    "tubemq_aio.spark",
+    "tubemq_aio.spark.local",
+    "tubemq_aio.tdmsg",
+    "tubemq_aio.telemetry",
+    "tubemq_aio.testing",
+}
+
+
+def test_guides_import_only_public_modules() -> None:
+    """A guide's code imports ``tubemq_aio`` names from the package or a module docs/api.md
+    names, never from the modules behind them (``tubemq_aio.consumer.bound``, ...)."""
+    wrong = []
+    for block in ALL_BLOCKS:
+        if block.lang != "python" or _included(block) or "docs/protocol" in str(block):
+            continue
+        for node in ast.walk(ast.parse(block.body)):
+            module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+            if module.startswith("tubemq_aio") and module not in PUBLIC_MODULES:
+                wrong.append(f"{block}: from {module} import ...")
+    assert wrong == []
+
+
 def test_data_blocks_parse() -> None:
     """Every JSON, TOML and YAML block parses (a config or an alert rule pasted as shown)."""
     data = [b for b in ALL_BLOCKS if b.lang in {"json", "toml", "yaml"} and b.kind != "skip"]

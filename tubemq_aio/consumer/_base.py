@@ -95,6 +95,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self.on_assigned = on_assigned
         #: Called with the partition keys about to be released, and by :meth:`close`.
         self.on_revoked = on_revoked
+        #: Counters of fetches, batches, messages, acks and rests (:class:`ConsumerStats`).
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
         self._engine: FetchEngine | None = None
