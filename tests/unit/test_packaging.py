@@ -27,12 +27,23 @@ def test_license_and_notice_exist_and_ship() -> None:
     assert project["license-files"] == ["LICENSE", "NOTICE"]
 
 
-def test_changelog_names_the_package_version_as_its_newest_release() -> None:
-    headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+def test_the_version_is_honest_about_unreleased_changes() -> None:
+    """With changes under "Unreleased" the version is a ``.dev0`` of a later release than the
+    newest one; with none it is the newest release."""
+    text = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
     assert headings[0] == "Unreleased"
     newest = headings[1]
     assert re.fullmatch(r"\d+\.\d+\.\d+ \(\d{4}-\d{2}-\d{2}\)", newest), newest
-    assert newest.split()[0] == tubemq_aio.__version__
+    released = tuple(int(p) for p in newest.split()[0].split("."))
+    unreleased = text[text.index("## Unreleased") : text.index(f"## {newest}")]
+    if re.search(r"^- ", unreleased, flags=re.MULTILINE):
+        found = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)\.dev0", tubemq_aio.__version__)
+        assert found, tubemq_aio.__version__
+        assert tuple(int(p) for p in found.groups()) > released
+        assert found.group(0) in text[: text.index("## Unreleased")]  # said in the preamble
+    else:
+        assert tubemq_aio.__version__ == newest.split()[0]
 
 
 def test_dev_tools_are_a_dependency_group_not_an_extra() -> None:
