@@ -44,6 +44,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML comes with mkdocs (dev group)
 
 from tests.support.cli_run import SOURCE_ROOT, cli_env
+from tests.support.public_modules import PUBLIC_MODULES
 from tubemq_aio import Consumer, Producer
 from tubemq_aio.testing import FakeCluster
 
@@ -242,20 +243,6 @@ def test_included_examples_exist_and_are_tested() -> None:
         assert path is not None
         assert path.is_file(), str(block)
         assert f"{path.stem}" in tests_text, (str(block), path)
-
-
-#: The modules a guide may import from: the package itself and the modules docs/api.md names.
-PUBLIC_MODULES = {
-    "tubemq_aio",
-    "tubemq_aio.admin",
-    "tubemq_aio.errors",
-    "tubemq_aio.gateway",
-    "tubemq_aio.spark",
-    "tubemq_aio.spark.local",
-    "tubemq_aio.tdmsg",
-    "tubemq_aio.telemetry",
-    "tubemq_aio.testing",
-}
 
 
 def test_guides_import_only_public_modules() -> None:

@@ -20,20 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.public_modules import PUBLIC_MODULES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The modules whose ``__all__`` the reference pages render.
-REFERENCED_MODULES = (
-    "tubemq_aio",
-    "tubemq_aio.admin",
-    "tubemq_aio.errors",
-    "tubemq_aio.gateway",
-    "tubemq_aio.spark",
-    "tubemq_aio.spark.local",
-    "tubemq_aio.tdmsg",
-    "tubemq_aio.telemetry",
-    "tubemq_aio.testing",
-)
+REFERENCED_MODULES = PUBLIC_MODULES
 #: Seconds the site build may take (a few CPU-seconds; the machine may be busy).
 BUILD_TIMEOUT = 600
 
