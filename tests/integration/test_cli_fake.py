@@ -16,7 +16,6 @@ import pytest_asyncio
 
 from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from tubemq_aio.testing import FakeCluster
-from tubemq_aio.testing._fake_store import INDEX_UNIT
 
 COUNT = 30
 
@@ -69,10 +68,10 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     one = [json.loads(line) for line in done.stdout.splitlines()]
     assert one
     assert {r["partition_key"] for r in one} == {key}
-    assert len(one) == len(fake.brokers[0].logs["src", 1].messages)
+    stored = fake.brokers[0].log("src", 1).partition_messages(1)
+    assert len(one) == len(stored)
 
-    stored = fake.brokers[0].logs["src", 1].messages
-    third = str(2 * INDEX_UNIT)  # the index offset of the partition's third message
+    third = str(stored[2].offset)  # the index offset of the partition's third message
     done = await _cli(fake, "consume", "--topic", "src", "--partition", key,
                       "--offset", third, "-e", "-q", "--format", "raw")  # fmt: skip
     assert done.returncode == 0, done.stderr

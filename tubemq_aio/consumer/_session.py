@@ -17,6 +17,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
+from tubemq_aio.protocol.event_pacing import EventPacer
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,
     Drop,
@@ -53,6 +54,7 @@ class MasterSession(SessionBase):
         super().__init__(config, parts)
         self.hb_state = MasterHeartbeatState()
         self.queue = RebalanceQueue()
+        self.pacer = EventPacer(config.rebalance_min_interval)
         self._rebalance_wake = asyncio.Event()
         self._heartbeat_wake = asyncio.Event()
         self.stopping = False
@@ -173,6 +175,9 @@ class MasterSession(SessionBase):
         """Process rebalance events one at a time (§2.4) until :attr:`stopping`."""
         config = RebalanceConfig(confirm_wait=self.config.rebalance_confirm_wait)
         while not self.stopping:
+            if self.queue and (delay := self.pacer.wait(self.clock())) > 0:
+                await self._pause_until(self.clock() + delay)  # the newest event waits its turn
+                continue
             event = self.queue.take()
             if event is None:
                 self._rebalance_wake.clear()
@@ -182,6 +187,7 @@ class MasterSession(SessionBase):
                 except TimeoutError:
                     pass
                 continue
+            self.pacer.started(self.clock())
             log.info("rebalance event %d op %d: %d partition(s)",
                      event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
             process = EventProcess(event, held=self.leases.keys(), config=config)
@@ -204,11 +210,7 @@ class MasterSession(SessionBase):
             for part, code in zip(step.partitions, codes, strict=True):
                 process.on_register_result(part.key, code)
         elif isinstance(step, Sleep):
-            try:
-                async with asyncio.timeout(max(0.0, step.until - self.clock())):
-                    await self._stopped.wait()
-            except TimeoutError:
-                pass
+            await self._pause_until(step.until)
         elif isinstance(step, AwaitReturn):
             await self.await_return(step.keys, step.deadline)
         elif isinstance(step, Unregister):
@@ -226,6 +228,14 @@ class MasterSession(SessionBase):
             # Deviation from Java: report at once instead of on the next periodic heartbeat;
             # the master takes any heartbeat carrying the result (§2.3, §12 item 8).
             self._heartbeat_wake.set()
+
+    async def _pause_until(self, until: float) -> None:
+        """Sleep until the monotonic time ``until``, or less if the session stops."""
+        try:
+            async with asyncio.timeout(max(0.0, until - self.clock())):
+                await self._stopped.wait()
+        except TimeoutError:
+            pass
 
     async def _register_partition(self, partition: Partition) -> int:
         boot = self._bootstrap_offset(partition.key)

@@ -14,6 +14,7 @@ from tubemq_aio.consumer.bound import BoundConsume
 from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigError
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
 from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
+from tubemq_aio.protocol.event_pacing import DEFAULT_EVENT_MIN_INTERVAL
 
 __all__ = [
     "CONSUME_FROM",
@@ -96,6 +97,10 @@ class ConsumerConfig(ClientConfig):
             redelivered (Java ``pullProtectConfirmTimeoutMs``, 60 s).
         rebalance_confirm_wait: seconds a revoked partition waits for its batch to be acked
             before being released anyway (Java ``pullRebConfirmWaitPeriodMs``, 3 s).
+        rebalance_min_interval: seconds from the start of one rebalance event to the start of
+            the next (0.5 s; 0 disables): the most often the consumer answers the master's
+            events, and so the bound on the heartbeats and broker registers they cause, whatever
+            the master sends (:class:`~tubemq_aio.protocol.event_pacing.EventPacer`).
         register_attempts: master register attempts at start (Java: 5).
         deliver_corrupt: deliver messages whose CRC did not match (``Message.crc_ok`` False)
             instead of dropping them; they are counted either way.
@@ -130,6 +135,7 @@ class ConsumerConfig(ClientConfig):
     confirm_in_local: bool = False
     confirm_timeout: float = 60.0
     rebalance_confirm_wait: float = 3.0
+    rebalance_min_interval: float = DEFAULT_EVENT_MIN_INTERVAL
     register_attempts: int = 5
     deliver_corrupt: bool = False
     auto_ack: bool = True
@@ -172,6 +178,8 @@ class ConsumerConfig(ClientConfig):
         c.seconds("confirm_timeout", self.confirm_timeout, low=1.0, high=3600.0, low_open=False)
         c.seconds("rebalance_confirm_wait", self.rebalance_confirm_wait, high=600.0,
                   low_open=False)  # fmt: skip
+        c.seconds("rebalance_min_interval", self.rebalance_min_interval, high=60.0,
+                  low_open=False)  # fmt: skip
         c.integer("register_attempts", self.register_attempts, low=1, high=1000)
         c.flag("deliver_corrupt", self.deliver_corrupt)
         c.flag("auto_ack", self.auto_ack)
@@ -212,6 +220,7 @@ class ConsumerOptions(ClientOptions, total=False):
     confirm_in_local: bool
     confirm_timeout: float
     rebalance_confirm_wait: float
+    rebalance_min_interval: float
     register_attempts: int
     deliver_corrupt: bool
     auto_ack: bool

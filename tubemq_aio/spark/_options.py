@@ -15,7 +15,7 @@ import json
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
@@ -27,6 +27,7 @@ from tubemq_aio.protocol.consumer_names import (
     validate_group_name,
     validate_topic_name,
 )
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = [
     "CLIENT_OPTION_NAMES",
@@ -51,6 +52,7 @@ CLIENT_OPTION_NAMES = frozenset(
         "tls",
         "tlscafile",
         "tlsserverhostname",
+        "framing",
     }
 )
 
@@ -95,6 +97,8 @@ class ClientSettings:
         tls_ca_file: CA bundle to trust (``tlsCaFile``); None uses the system store.
         tls_server_hostname: one host name to check for every peer (``tlsServerHostname``); None
             checks each master and broker against the host it is reached at.
+        framing: ``standard``, or ``legacy-length`` for TubeMQ servers 1.1.0 and 1.2.0
+            (``framing``; docs/protocol/wire.md §1.7).
     """
 
     masters: str
@@ -105,6 +109,7 @@ class ClientSettings:
     tls: bool = False
     tls_ca_file: str | None = None
     tls_server_hostname: str | None = None
+    framing: Framing = "standard"
 
     def __repr__(self) -> str:
         return (
@@ -126,12 +131,15 @@ class ClientSettings:
             context = ssl.create_default_context(cafile=self.tls_ca_file)
             result["ssl_context"] = context
             result["tls_server_hostname"] = self.tls_server_hostname
+        if self.framing != "standard":
+            result["framing"] = self.framing
         return result
 
 
 def parse_client_settings(options: Mapping[str, str]) -> ClientSettings:
     """Parse the connection options (``master``, ``rpcTimeout``, ``connectTimeout``, ``authUser``,
-    ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsServerHostname``); other names are ignored.
+    ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsServerHostname``, ``framing``); other names
+    are ignored.
 
     Raises:
         SourceOptionError: ``master`` is missing or an option value is invalid (every problem
@@ -165,6 +173,8 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
     for name in ("tlscafile", "tlsserverhostname"):
         if name in opts and not tls:
             checks.problem(f"option {name!r} needs option 'tls' = true")
+    framing = opts.get("framing", "standard")
+    checks.choice(_option("framing"), framing, FRAMINGS)
     return ClientSettings(
         masters=masters,
         rpc_timeout=None
@@ -180,6 +190,7 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
         tls=tls,
         tls_ca_file=opts.get("tlscafile"),
         tls_server_hostname=opts.get("tlsserverhostname"),
+        framing=cast(Framing, framing),
     )
 
 

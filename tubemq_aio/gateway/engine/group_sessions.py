@@ -33,6 +33,7 @@ from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
+from tubemq_aio.protocol.legacy_framing import Framing
 
 __all__ = ["TubeGroup"]
 
@@ -64,6 +65,7 @@ class TubeGroup:
         credentials: TubeMQ user credentials, or None.
         ssl_context: TLS towards the master and brokers, or None.
         tls_server_hostname: one host name to check in every peer's certificate, or None.
+        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class TubeGroup:
         credentials: Any = None,
         ssl_context: ssl.SSLContext | None = None,
         tls_server_hostname: str | None = None,
+        framing: Framing = "standard",
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
@@ -85,6 +88,7 @@ class TubeGroup:
             "rpc_timeout": rpc_timeout,
             "fetchers": 1,
             "register_attempts": 2,
+            "framing": framing,
         }
         if credentials is not None:
             options["credentials"] = credentials
