@@ -106,13 +106,14 @@ def test_join_heartbeat_interval_applies_until_the_first_connect_event() -> None
     then every ``heartbeat_interval``; unset, ``heartbeat_interval`` throughout (as Java)."""
     from types import SimpleNamespace
 
-    from tubemq_aio.consumer._session import MasterSession
+    from tubemq_aio.consumer._session import JOIN_HEARTBEATS_MAX, MasterSession
     from tubemq_aio.protocol.rebalance import MasterHeartbeatState
 
     def wait(state: MasterHeartbeatState, **options: object) -> float:
         consumer = Consumer("h:1", group="gg", topics=["t"], heartbeat_interval=13, **options)  # type: ignore[arg-type]
         config = consumer.config
-        return MasterSession._heartbeat_wait(SimpleNamespace(config=config, hb_state=state))  # type: ignore[arg-type]
+        session = SimpleNamespace(config=config, hb_state=state, _join_heartbeats=0)
+        return MasterSession._heartbeat_wait(session)  # type: ignore[arg-type]
 
     joining = MasterHeartbeatState()
     assert wait(joining) == 13
@@ -121,3 +122,11 @@ def test_join_heartbeat_interval_applies_until_the_first_connect_event() -> None
     joined = MasterHeartbeatState()
     joined.first_connect_pending = False
     assert wait(joined, join_heartbeat_interval=1) == 13
+    # A member that never gets a partition goes back to the interval after JOIN_HEARTBEATS_MAX.
+    consumer = Consumer("h:1", group="gg", topics=["t"], heartbeat_interval=13,
+                        join_heartbeat_interval=1)  # fmt: skip
+    session = SimpleNamespace(
+        config=consumer.config, hb_state=MasterHeartbeatState(), _join_heartbeats=0
+    )
+    waits = [MasterSession._heartbeat_wait(session) for _ in range(JOIN_HEARTBEATS_MAX + 2)]  # type: ignore[arg-type]
+    assert waits == [1] * JOIN_HEARTBEATS_MAX + [13, 13]
