@@ -13,7 +13,7 @@ from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
 
-__all__ = ["build_parser"]
+__all__ = ["MASTER_ENV", "build_parser", "parse_arguments"]
 
 MASTER_ENV = "TUBEMQ_AIO_MASTER"
 
@@ -85,17 +85,36 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _add_master(parser: argparse.ArgumentParser) -> None:
-    """``--master``, the TLS and authentication options and ``-q`` (every command has them)."""
+#: Commands that talk to the master's client port: they need ``--master`` (or the variable).
+NEEDS_MASTER = ("produce", "consume", "partitions", "lag")
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """``-v`` and ``-q``, on the main parser (``prefix`` "") and on every command (``prefix``
+    "sub_", merged by :func:`parse_arguments`), so both work before and after the command."""
     parser.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress or summary on stderr, only errors"
+        "-v",
+        "--verbose",
+        dest=f"{prefix}verbose",
+        action="count",
+        default=0,
+        help="log client events (-vv: debug)",
     )
-    default = os.environ.get(MASTER_ENV)
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        dest=f"{prefix}quiet",
+        action="store_true",
+        help="no progress or summary on stderr, only errors",
+    )
+
+
+def _add_master(parser: argparse.ArgumentParser) -> None:
+    """``--master`` and the TLS and authentication options (every client command has them)."""
     parser.add_argument(
         "--master",
         metavar="ADDR",
-        default=default,
-        required=default is None,
+        default=os.environ.get(MASTER_ENV),
         help=f"master address(es), host:port[,host:port], or a URL tubemq://[user:pass@]host:port "
         f"(tubemqs:// for TLS) (default ${MASTER_ENV})",
     )
@@ -250,6 +269,12 @@ def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
         p.add_argument("--format", choices=("table", "json"), default="table", help="default table")
         if name == "groups":
             p.add_argument("--topic", help="only groups that subscribe to this topic")
+        else:
+            p.add_argument(
+                "--all",
+                action="store_true",
+                help="also the servers' internal topics (__offset_history__)",
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -265,14 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log client events (-vv: debug)"
-    )
+    _add_verbosity(parser, "")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_produce(sub)
     _add_consume(sub)
     _add_inspect(sub)
     _add_listing(sub)
+    for command in sub.choices.values():
+        _add_verbosity(command, "sub_")
     sub.add_parser(
         "cluster",
         help="up|down|status of a local TubeMQ test cluster (Java 17 and Maven; "
@@ -280,3 +305,25 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """Parse ``tubemq-aio ARGV`` (every command but ``cluster``).
+
+    ``-v`` counts wherever it is given (``-v consume -v`` is ``-vv``); ``-q`` holds before or
+    after the command.
+
+    Raises:
+        SystemExit: 2 on a usage error (one line on stderr; a command that needs a master
+            without ``--master`` and without ``$TUBEMQ_AIO_MASTER`` is one), 0 for ``--help``.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.verbose += args.__dict__.pop("sub_verbose", 0)
+    sub_quiet = args.__dict__.pop("sub_quiet", False)
+    args.quiet = args.quiet or sub_quiet
+    if args.command in NEEDS_MASTER and not args.master:
+        parser.error(
+            f"{args.command} needs the master: give --master HOST:PORT or set ${MASTER_ENV}"
+        )
+    return args

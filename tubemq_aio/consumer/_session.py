@@ -40,6 +40,9 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: Java ``heartbeatPeriodAfterFail`` (docs/protocol/consumer.md §2.6), seconds.
 _HEARTBEAT_BACKOFF = 60.0
+#: Heartbeats at ``join_heartbeat_interval`` at most this many times: a member the master gives
+#: no partition (more members than partitions) then goes back to ``heartbeat_interval``.
+JOIN_HEARTBEATS_MAX = 30
 
 
 class MasterSession(SessionBase):
@@ -57,6 +60,8 @@ class MasterSession(SessionBase):
         self.pacer = EventPacer(config.rebalance_min_interval)
         self._rebalance_wake = asyncio.Event()
         self._heartbeat_wake = asyncio.Event()
+        #: Heartbeats sent at ``join_heartbeat_interval`` so far.
+        self._join_heartbeats = 0
         self.stopping = False
         self._stopped = asyncio.Event()
         self.session_time_ms = wall_ms()
@@ -119,13 +124,23 @@ class MasterSession(SessionBase):
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
                 backoff = False
-            wait = _HEARTBEAT_BACKOFF if backoff else self.config.heartbeat_interval
+            wait = _HEARTBEAT_BACKOFF if backoff else self._heartbeat_wait()
             self._heartbeat_wake.clear()
             try:
                 async with asyncio.timeout(wait):
                     await self._heartbeat_wake.wait()
             except TimeoutError:
                 pass
+
+    def _heartbeat_wait(self) -> float:
+        """``join_heartbeat_interval`` until the first connect event (at most
+        :data:`JOIN_HEARTBEATS_MAX` times), else ``heartbeat_interval``."""
+        join = self.config.join_heartbeat_interval
+        joining = self.hb_state.first_connect_pending
+        if join is not None and joining and self._join_heartbeats < JOIN_HEARTBEATS_MAX:
+            self._join_heartbeats += 1
+            return min(join, self.config.heartbeat_interval)
+        return self.config.heartbeat_interval
 
     async def heartbeat_once(self) -> bool:
         """One master heartbeat round; True when the failure count demands a back-off."""

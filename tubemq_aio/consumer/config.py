@@ -117,6 +117,13 @@ class ConsumerConfig(ClientConfig):
         callback_timeout: seconds an ``on_assigned`` / ``on_revoked`` call may take (a
             coroutine it returns included) before it is abandoned and the consumer goes on
             (10 s); a rebalance or ``close()`` never waits longer on the application.
+        join_heartbeat_interval: seconds between master heartbeats while the consumer waits
+            for its first partitions (from the register until the first connect event), or
+            ``None`` (default): ``heartbeat_interval`` throughout, as the Java client does. The
+            master hands out partitions only in heartbeat answers, so a new member's first
+            partitions arrive one heartbeat after the master's balance cycle: with the local
+            test cluster's 2 s cycle, 1 s here brings the first message within ~3 s instead of
+            ~13 s (``tubemq-aio consume`` sets it against the cluster ``cluster up`` recorded).
     """
 
     group: str
@@ -137,6 +144,7 @@ class ConsumerConfig(ClientConfig):
     reconnect_delay: float = 0.2
     reconnect_delay_max: float = 5.0
     callback_timeout: float = 10.0
+    join_heartbeat_interval: float | None = None
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
@@ -179,6 +187,7 @@ class ConsumerConfig(ClientConfig):
         c.seconds("reconnect_delay", self.reconnect_delay, high=600.0)
         c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
         c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
+        c.optional_seconds("join_heartbeat_interval", self.join_heartbeat_interval, high=300.0)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
                       f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
@@ -220,6 +229,7 @@ class ConsumerOptions(ClientOptions, total=False):
     reconnect_delay: float
     reconnect_delay_max: float
     callback_timeout: float
+    join_heartbeat_interval: float | None
 
 
 class ConsumerFields(ConsumerOptions, total=False):
