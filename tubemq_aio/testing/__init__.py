@@ -25,6 +25,7 @@ from tubemq_aio.testing._errors import (
     RuntimeResolveError,
     SparkClusterError,
     ToolNotFoundError,
+    UnsupportedVersionError,
     WebApiError,
 )
 from tubemq_aio.testing._fake_cluster import FakeCluster
@@ -33,6 +34,7 @@ from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._fault_proxy import FaultProxy, LinkFaults
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
+from tubemq_aio.testing._versions import SERVER_VERSIONS
 from tubemq_aio.testing._webapi import MasterWebApi
 from tubemq_aio.testing.polling import wait_until
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
@@ -40,6 +42,7 @@ from tubemq_aio.testing.redis_cluster import RedisClusterSet
 from tubemq_aio.testing.redis_sentinel import RedisSentinelSet
 
 __all__ = [
+    "SERVER_VERSIONS",
     "AuthSettings",
     "BrokerNode",
     "ClusterError",
@@ -67,6 +70,7 @@ __all__ = [
     "TlsSettings",
     "ToolNotFoundError",
     "TopicLayout",
+    "UnsupportedVersionError",
     "WebApiError",
     "make_tls_material",
     "wait_until",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tubemq_aio.protocol.legacy_framing import Framing
 from tubemq_aio.testing import _topics
 from tubemq_aio.testing._build import (
     BROKER_HOSTS,
@@ -33,7 +35,10 @@ from tubemq_aio.testing._config import AuthSettings, MasterSettings, TlsSettings
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._maven import DEFAULT_VERSION, find_tool, resolve_runtime
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode, attach_tails, jvm_options
+from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
+from tubemq_aio.testing._zookeeper import ZooKeeperNode
 
 __all__ = ["LocalCluster"]
 
@@ -47,7 +52,9 @@ class LocalCluster:
 
     Args:
         brokers: Number of brokers, 1 or 2.
-        version: tubemq-server version to download and run.
+        version: tubemq-server version to download and run: ``"2.4.0"`` (default),
+            ``"1.2.0-incubating"`` or ``"1.1.0-incubating"`` (see ``SERVER_VERSIONS``). The 1.x
+            servers also get a ZooKeeper node, and their clients must use :attr:`framing`.
         topics: Topics created before the brokers start (cheaper than :meth:`create_topic`
             later: they share the brokers' first ~35 s sync instead of each paying it).
         topic_partitions: Partitions per broker for ``topics``.
@@ -100,6 +107,7 @@ class LocalCluster:
         """Configure the cluster; nothing runs until :meth:`start` (see class docstring)."""
         if not 1 <= brokers <= len(BROKER_HOSTS):
             raise ValueError(f"brokers must be 1..{len(BROKER_HOSTS)}, got {brokers}")
+        self.spec = server_version(version)
         self.version = version
         self.settings = MasterSettings(
             consumer_balance_period_ms=consumer_balance_period_ms,
@@ -127,6 +135,8 @@ class LocalCluster:
         self.lib_dir = Path()
         self.master: MasterNode | None = None
         self.brokers: list[BrokerNode] = []
+        #: The ZooKeeper node of a 1.x server (None for 2.x, or before :meth:`start`).
+        self.zookeeper: ZooKeeperNode | None = None
         self.topics: dict[str, int] = {}
         self.bring_up_seconds = 0.0
 
@@ -134,6 +144,15 @@ class LocalCluster:
     def log_dir(self) -> Path:
         """Directory holding every server log (``<node>.log``) and JVM output (``<node>.out``)."""
         return self.work_dir / "logs"
+
+    @property
+    def framing(self) -> Framing:
+        """The framing this server version needs: pass it as every client's ``framing``.
+
+        ``"standard"`` for 2.x, ``"legacy-length"`` for 1.1.0 and 1.2.0 (docs/protocol/wire.md
+        §1.7). Known before :meth:`start`.
+        """
+        return self.spec.framing
 
     @property
     def master_addr(self) -> str:
@@ -155,9 +174,10 @@ class LocalCluster:
 
     @property
     def nodes(self) -> list[ServerNode]:
-        """The master and the brokers."""
+        """The master, the brokers and (servers 1.x) the ZooKeeper node."""
         master: list[ServerNode] = [self.master] if self.master else []
-        return master + list(self.brokers)
+        zookeeper: list[ServerNode] = [self.zookeeper] if self.zookeeper else []
+        return master + list(self.brokers) + zookeeper
 
     def _master(self) -> MasterNode:
         if self.master is None:
@@ -206,12 +226,29 @@ class LocalCluster:
         java = find_tool(self._java, "install a Java 17 runtime (`make system-deps`)")
         self.lib_dir = await resolve_runtime(self.version, cache_dir=self._cache_dir, mvn=self._mvn)
         self.work_dir = prepare_work_dir(self._work_dir_arg)
+        if self.spec.zookeeper:
+            await self._start_zookeeper(java)
         self._build_nodes(java)
         await self._master().start()
         await register_brokers(self.settings, self.web_api, self.brokers)
         if self._initial_topics:
             await self._add_topics(self._initial_topics, self._topic_partitions, 1)
         await asyncio.gather(*(b.start() for b in self.brokers))
+
+    async def _start_zookeeper(self, java: str) -> None:
+        self.zookeeper = ZooKeeperNode(
+            self.work_dir / "zookeeper",
+            "127.0.0.1",
+            allocate_ports(1)[0],
+            java=java,
+            classpath=str(self.lib_dir / "*"),
+            log_dir=self.log_dir,
+            log4j_conf=self.work_dir / "log4j2.xml",
+            detached=self.detached,
+        )
+        self.zookeeper.start_timeout = self.start_timeout
+        await self.zookeeper.start()
+        self.settings = dataclasses.replace(self.settings, zookeeper=self.zookeeper.addr)
 
     def _build_nodes(self, java: str) -> None:
         fixed = self._fixed_ports
@@ -240,10 +277,13 @@ class LocalCluster:
             failed: Keep the work dir (logs) for inspection.
         """
         nodes = [*self.brokers, *([self.master] if self.master else [])]
+        nodes += [self.zookeeper] if self.zookeeper else []
         try:
             await asyncio.gather(*(b.stop(timeout=10.0) for b in self.brokers))
             if self.master is not None:
                 await self.master.stop(timeout=10.0)
+            if self.zookeeper is not None:
+                await self.zookeeper.stop(timeout=10.0)
         finally:
             for node in nodes:
                 node.process.kill_now()
@@ -378,6 +418,7 @@ class LocalCluster:
         """
         return {
             "version": self.version,
+            "framing": self.framing,
             "master_addr": self.master_addr,
             "master_web": self.web_api.url,
             "work_dir": str(self.work_dir),

@@ -79,6 +79,10 @@ class MasterSettings:
         conf_mod_auth_token: Token required by modifying web API calls.
         auth: Authentication switches.
         tls: Server TLS, or None for plain TCP only.
+        zookeeper: ``host:port`` of a ZooKeeper node, for servers 1.x: the master keeps its
+            metadata there (``[meta_zookeeper]`` instead of ``[meta_bdb]``) and brokers their
+            consumer offsets (their mandatory ``[zookeeper]`` section). Empty: BDB-JE, no
+            ZooKeeper (2.x).
     """
 
     consumer_balance_period_ms: int = 2000
@@ -89,6 +93,7 @@ class MasterSettings:
     conf_mod_auth_token: str = "tubemq-aio"
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings | None = None
+    zookeeper: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,40 @@ def _tls_section(tls: TlsSettings | None, port: int) -> list[str]:
     return [*lines, ""]
 
 
+def _zookeeper_section(name: str, addr: str, *extra: str) -> list[str]:
+    return [
+        f"[{name}]",
+        "zkNodeRoot=/tubemq",
+        f"zkServerAddr={addr}",
+        "zkSessionTimeoutMs=30000",
+        "zkConnectionTimeoutMs=30000",
+        "zkSyncTimeMs=5000",
+        "zkCommitPeriodMs=5000",
+        *extra,
+        "",
+    ]
+
+
+def _meta_bdb_section(m: MasterLayout) -> list[str]:
+    return [
+        "[meta_bdb]",
+        "repGroupName=tubemqAioGroup",
+        "repNodeName=tubemqAioNode1",
+        f"repNodePort={m.ha_port}",
+        f"metaDataPath={m.home / 'meta'}",
+        f"repHelperHost={m.host}:{m.ha_port}",
+        "metaLocalSyncPolicy=3",
+        "metaReplicaSyncPolicy=3",
+        "repReplicaAckPolicy=1",
+        "",
+    ]
+
+
 def render_master_ini(s: MasterSettings, m: MasterLayout) -> str:
     """Render master.ini (comments only on their own lines; ini4j keeps inline ones).
+
+    The metadata store is BDB-JE (``[meta_bdb]``), or ZooKeeper (``[meta_zookeeper]``) when
+    ``s.zookeeper`` is set (servers 1.x; a master refuses both sections at once).
 
     Args:
         s: Master settings.
@@ -186,18 +223,13 @@ def render_master_ini(s: MasterSettings, m: MasterLayout) -> str:
             f"visitName={a.broker_visit_name}",
             f"visitPassword={a.broker_visit_password}",
         ]
+    if s.zookeeper:
+        meta = _zookeeper_section("meta_zookeeper", s.zookeeper, "zkMasterCheckPeriodMs=5000")
+    else:
+        meta = _meta_bdb_section(m)
     lines += [
         "",
-        "[meta_bdb]",
-        "repGroupName=tubemqAioGroup",
-        "repNodeName=tubemqAioNode1",
-        f"repNodePort={m.ha_port}",
-        f"metaDataPath={m.home / 'meta'}",
-        f"repHelperHost={m.host}:{m.ha_port}",
-        "metaLocalSyncPolicy=3",
-        "metaReplicaSyncPolicy=3",
-        "repReplicaAckPolicy=1",
-        "",
+        *meta,
         "[prometheus]",
         "promEnable=false",
         "; unused: the 2.4.0 server binds 9081 whatever this says (a clash only logs an ERROR)",
@@ -209,7 +241,7 @@ def render_master_ini(s: MasterSettings, m: MasterLayout) -> str:
 
 
 def render_broker_ini(s: MasterSettings, b: BrokerLayout, master_addr: str) -> str:
-    """Render broker.ini.
+    """Render broker.ini (with a ``[zookeeper]`` section when ``s.zookeeper`` is set).
 
     Args:
         s: Master settings (heartbeat, auth, TLS are shared with brokers).
@@ -247,6 +279,8 @@ def render_broker_ini(s: MasterSettings, b: BrokerLayout, master_addr: str) -> s
         "",
         *_tls_section(s.tls, b.tls_port),
     ]
+    if s.zookeeper:
+        lines += _zookeeper_section("zookeeper", s.zookeeper, "zkCommitFailRetries=10")
     return "\n".join(lines) + "\n"
 
 

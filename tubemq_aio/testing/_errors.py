@@ -14,6 +14,7 @@ __all__ = [
     "PortInUseError",
     "RuntimeResolveError",
     "ToolNotFoundError",
+    "UnsupportedVersionError",
     "WebApiError",
 ]
 
@@ -60,6 +61,10 @@ class ClusterError(Exception):
 
 class ToolNotFoundError(ClusterError):
     """A required program (``java`` or ``mvn``) is not installed or not executable."""
+
+
+class UnsupportedVersionError(ClusterError, ValueError):
+    """A tubemq-server version the harness cannot run (the message lists the ones it can)."""
 
 
 class RuntimeResolveError(ClusterError):

@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from tubemq_aio.testing._errors import RuntimeResolveError, ToolNotFoundError
+from tubemq_aio.testing._versions import ServerVersion, server_version
 
 __all__ = [
     "CORE_VERSION",
@@ -60,11 +61,43 @@ def find_tool(name: str, hint: str) -> str:
     return found
 
 
-def _pom_path(lib_dir: Path) -> Path:
-    pom = lib_dir.parent / "runtime-pom.xml"
-    text = resources.files("tubemq_aio.testing").joinpath("runtime-pom.xml").read_text("utf-8")
+def _pom_path(lib_dir: Path, spec: ServerVersion) -> Path:
+    pom = lib_dir.parent / spec.pom
+    text = resources.files("tubemq_aio.testing").joinpath(spec.pom).read_text("utf-8")
     pom.write_text(text, encoding="utf-8")
     return pom
+
+
+def _maven_runs(mvn: str, pom: Path, spec: ServerVersion, staging: Path) -> list[list[str]]:
+    """Return the Maven command lines that fill ``staging`` for ``spec`` (run in order)."""
+    out = f"-DoutputDirectory={staging}"
+    props = [f"-D{k}={v}" for k, v in spec.pom_properties.items()]
+    server = f"org.apache.inlong:tubemq-server:{spec.version}"
+    first = [mvn, "-B", "-f", str(pom), *props, _COPY_DEPS, _COPY_ONE, f"-Dartifact={server}:jar"]
+    runs = [[*first, out, "-DincludeScope=runtime"]]
+    runs += [[mvn, "-B", "-f", str(pom), _COPY_ONE, f"-Dartifact={a}:jar", out]
+             for a in spec.plain_jars]  # fmt: skip
+    return runs
+
+
+async def _run_maven(args: list[str], log_file: Path, cwd: Path, timeout: float) -> int | None:
+    """Run one Maven command, appending to ``log_file``; None when ``timeout`` expired."""
+    with log_file.open("ab") as log:
+        log.write((" ".join(args) + "\n").encode())
+        log.flush()
+        proc = await asyncio.create_subprocess_exec(
+            *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, cwd=cwd
+        )
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return None
+        except BaseException:
+            proc.kill()
+            await proc.wait()
+            raise
 
 
 async def resolve_runtime(
@@ -80,7 +113,8 @@ async def resolve_runtime(
     return at once. A marker file records a complete download, so an interrupted one is redone.
 
     Args:
-        version: tubemq-server version.
+        version: tubemq-server version, a key of ``SERVER_VERSIONS`` (1.x versions also get
+            their tubemq-core jar and the ZooKeeper server).
         cache_dir: Cache root (default :func:`cache_root`).
         mvn: Maven executable name or path.
         timeout: Seconds allowed for Maven.
@@ -89,9 +123,11 @@ async def resolve_runtime(
         Directory holding every jar of the classpath (use ``<dir>/*``).
 
     Raises:
+        UnsupportedVersionError: If the harness cannot run ``version``.
         ToolNotFoundError: If Maven is missing.
         RuntimeResolveError: If Maven fails or times out; names the Maven log.
     """
+    spec = server_version(version)
     base = (cache_dir or cache_root()) / version
     lib_dir = base / "lib"
     if (lib_dir / _MARKER).exists():
@@ -104,39 +140,23 @@ async def resolve_runtime(
         base.mkdir(parents=True, exist_ok=True)
         staging = base / f"lib.partial-{os.getpid()}-{time.monotonic_ns()}"
         log_file = base / "maven.log"
-        pom = _pom_path(lib_dir)
-        args = [
-            mvn_path,
-            "-B",
-            "-f",
-            str(pom),
-            _COPY_DEPS,
-            _COPY_ONE,
-            f"-Dartifact=org.apache.inlong:tubemq-server:{version}:jar",
-            f"-DoutputDirectory={staging}",
-            "-DincludeScope=runtime",
-        ]
-        with log_file.open("wb") as log:
-            log.write((" ".join(args) + "\n").encode())
-            log.flush()
-            proc = await asyncio.create_subprocess_exec(
-                *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, cwd=base
+        log_file.write_bytes(b"")
+        deadline = time.monotonic() + timeout
+        rc: int | None = 0
+        try:
+            for args in _maven_runs(mvn_path, _pom_path(lib_dir, spec), spec, staging):
+                rc = await _run_maven(args, log_file, base, max(deadline - time.monotonic(), 1.0))
+                if rc != 0:
+                    break
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        if rc is None:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise RuntimeResolveError(
+                f"Maven did not finish resolving tubemq-server {version} in {timeout:.0f}s",
+                log_file,
             )
-            try:
-                rc = await asyncio.wait_for(proc.wait(), timeout)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                shutil.rmtree(staging, ignore_errors=True)
-                raise RuntimeResolveError(
-                    f"Maven did not finish resolving tubemq-server {version} in {timeout:.0f}s",
-                    log_file,
-                ) from None
-            except BaseException:
-                proc.kill()
-                await proc.wait()
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
         server_jar = staging / f"tubemq-server-{version}.jar"
         if rc != 0 or not server_jar.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -105,10 +105,21 @@ class ServerNode:
         self.log_file = log_dir / f"{name}.log"
         self.out_file = log_dir / f"{name}.out"
         argv = [java, *heap, *jvm_options(log_dir, name, log4j_conf), "-cp", classpath]
-        argv += [self.main_class, "-f", str(ini)]
+        argv += [self.main_class, *self.config_args(ini)]
         self.process = JavaProcess(name, argv, self.out_file, ini.parent, detached)
         self.start_timeout = 60.0
         self._log_mark = 0
+
+    def config_args(self, ini: Path) -> list[str]:
+        """Return the program arguments naming the configuration file (``-f <ini>``).
+
+        Args:
+            ini: The configuration file.
+
+        Returns:
+            Arguments after the main class.
+        """
+        return ["-f", str(ini)]
 
     @property
     def pid(self) -> int | None:

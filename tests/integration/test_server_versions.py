@@ -1,0 +1,165 @@
+"""Smoke test of an older server version: a real tubemq-server 1.2.0-incubating cluster.
+
+One cluster for the module (its own xdist group, ``tests/xdist_groups.py``): a ZooKeeper node,
+the master (metadata in ZooKeeper) and one broker, with two-way TLS listeners and produce and
+consume authentication on. Every client speaks ``framing="legacy-length"``
+(``cluster.framing``; docs/protocol/wire.md §1.7). The full client suite runs on the default
+version (2.4.0); this file proves that producer, both consumers, TLS and authentication work
+on 1.2.0 as well, and that a client with the standard framing gets the hint to switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tubemq_aio import ClientBalancedConsumer, Credentials, Producer
+from tubemq_aio.consumer import Consumer
+from tubemq_aio.errors import AuthenticationError, TubeMQError
+from tubemq_aio.testing import AuthSettings, ClusterError, LocalCluster, make_tls_material
+
+VERSION = "1.2.0-incubating"
+TOPICS = ["v12_a", "v12_b", "v12_c"]
+USER = Credentials("alice", "s3cret")
+N = 30
+
+
+class Old:
+    """The 1.2.0 cluster and what a client needs to reach it."""
+
+    def __init__(self, cluster: LocalCluster, ctx: ssl.SSLContext) -> None:
+        """Keep ``cluster`` and a client TLS context trusting it."""
+        self.cluster = cluster
+        self.ctx = ctx
+        addr = cluster.master_tls_addr
+        assert addr is not None
+        self.master = addr
+
+    def client_kwargs(self) -> dict[str, object]:
+        """Keyword arguments every client of this cluster needs."""
+        return {"framing": self.cluster.framing, "ssl_context": self.ctx, "credentials": USER}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def old(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Old]:
+    """A 1-broker tubemq-server 1.2.0 cluster with two-way TLS and authentication."""
+    material = await make_tls_material(Path(tmp_path_factory.mktemp("tls")))
+    cluster = LocalCluster(
+        1,
+        version=VERSION,
+        topics=TOPICS,
+        topic_partitions=2,
+        tls=material.settings,
+        auth=AuthSettings(produce_authenticate=True, consume_authenticate=True),
+    )
+    failure: ClusterError | None = None
+    try:
+        await cluster.start()
+    except ClusterError as err:
+        failure = err
+    if failure is not None:  # errors every test of this module; never a skip
+        pytest.fail(f"the {VERSION} cluster could not start: {failure}", pytrace=False)
+    ctx = ssl.create_default_context(cafile=str(material.ca_pem))
+    assert material.client_key is not None, "openssl is needed for a client key"
+    ctx.load_cert_chain(material.client_cert, material.client_key)
+    try:
+        yield Old(cluster, ctx)
+    finally:
+        await cluster.stop()
+
+
+async def _produce(old: Old, topic: str, prefix: bytes) -> list[bytes]:
+    bodies = [prefix + b"-%d" % i for i in range(N)]
+    async with Producer(old.master, topics=[topic], **old.client_kwargs()) as producer:  # type: ignore[arg-type]
+        for body in bodies:
+            await producer.send(topic, body, attributes={"v": "12"})
+    return bodies
+
+
+async def test_cluster_reports_version_framing_and_zookeeper(old: Old) -> None:
+    """The cluster runs the 1.2.0 jars, a ZooKeeper node, and asks for the legacy framing."""
+    assert old.cluster.framing == "legacy-length"
+    assert old.cluster.zookeeper is not None and old.cluster.zookeeper.running
+    assert old.cluster.describe()["framing"] == "legacy-length"
+    assert (old.cluster.lib_dir / f"tubemq-server-{VERSION}.jar").exists()
+    reply = await old.cluster.web_api.raw("admin_query_server_version")
+    assert VERSION.split("-")[0] in str(reply), reply
+
+
+async def test_producer_and_server_balanced_consumer(old: Old) -> None:
+    """Messages sent over TLS with credentials come back through a server-balanced group."""
+    topic = TOPICS[0]
+    sent = await _produce(old, topic, b"sb")
+    got: list[bytes] = []
+    attrs: set[str] = set()
+    async with Consumer(
+        old.master,
+        group="g_v12_sb",
+        topics=[topic],
+        consume_from="earliest",
+        heartbeat_interval=2,
+        **old.client_kwargs(),  # type: ignore[arg-type]
+    ) as consumer:
+        async with asyncio.timeout(90):
+            while len(got) < N:
+                async with await consumer.getmany(timeout=1) as batch:
+                    got.extend(m.body for m in batch)
+                    attrs.update(m.attributes.get("v", "") for m in batch)
+    assert sorted(got) == sorted(sent)
+    assert attrs == {"12"}
+
+
+async def test_client_balanced_consumer(old: Old) -> None:
+    """A client-balanced consumer holding every partition reads everything produced."""
+    topic = TOPICS[1]
+    sent = await _produce(old, topic, b"cb")
+    got: list[bytes] = []
+    async with ClientBalancedConsumer(
+        old.master,
+        group="g_v12_cb",
+        topics=[topic],
+        consume_from="earliest",
+        **old.client_kwargs(),  # type: ignore[arg-type]
+    ) as consumer:
+        parts = await consumer.partitions()
+        assert len(parts) == 2, parts
+        for meta in parts:
+            await consumer.connect(meta.partition_key)
+        async with asyncio.timeout(60):
+            while len(got) < N:
+                async with await consumer.getmany(timeout=1) as batch:
+                    got.extend(m.body for m in batch)
+    assert sorted(got) == sorted(sent)
+
+
+async def test_missing_credentials_refused(old: Old) -> None:
+    """Authentication on: a producer without credentials is refused by the 1.2.0 master."""
+    with pytest.raises(AuthenticationError):
+        async with Producer(
+            old.master,
+            topics=[TOPICS[2]],
+            framing=old.cluster.framing,
+            ssl_context=old.ctx,
+            register_attempts=1,
+        ) as producer:
+            await producer.send(TOPICS[2], b"x", timeout=5)
+
+
+async def test_standard_framing_gets_the_hint(old: Old) -> None:
+    """A client with the standard framing fails with a typed error naming the option."""
+    with pytest.raises(TubeMQError, match="legacy-length") as info:
+        async with Producer(
+            old.master,
+            topics=[TOPICS[2]],
+            ssl_context=old.ctx,
+            credentials=USER,
+            rpc_timeout=3,
+            register_attempts=1,
+        ) as producer:
+            await producer.send(TOPICS[2], b"x", timeout=5)
+    print(f"\nstandard framing against {VERSION}: {info.value!r}")
