@@ -1,16 +1,20 @@
-"""Smoke test of an older server version: a real tubemq-server 1.2.0-incubating cluster.
+"""Smoke test of the older server versions: a real tubemq-server 1.x cluster per version.
 
-One cluster for the module (its own xdist group, ``tests/xdist_groups.py``): a ZooKeeper node,
-the master (metadata in ZooKeeper) and one broker, with two-way TLS listeners and produce and
-consume authentication on. Every client speaks ``framing="legacy-length"``
-(``cluster.framing``; docs/protocol/wire.md §1.7). The full client suite runs on the default
-version (2.4.0); this file proves that producer, both consumers, TLS and authentication work
-on 1.2.0 as well, and that a client with the standard framing gets the hint to switch.
+The server-version matrix: the full client suite runs on the default version (2.4.0); this file
+runs on each version in ``$TUBEMQ_AIO_SMOKE_VERSIONS`` (comma-separated; default
+``1.2.0-incubating``, the one ``make test`` covers; ``make test-versions`` runs the others). One
+cluster per version (this file is its own xdist group, ``tests/xdist_groups.py``): a ZooKeeper
+node, the master (metadata in ZooKeeper) and one broker, with two-way TLS listeners and produce
+and consume authentication on. Every client speaks ``cluster.framing`` (``"legacy-length"``
+for 1.1.0 and 1.2.0, docs/protocol/wire.md §1.7). It proves that producer, both consumers, TLS
+and authentication work there, and that a client with the standard framing gets the hint to
+switch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,14 +27,14 @@ from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import AuthenticationError, TubeMQError
 from tubemq_aio.testing import AuthSettings, ClusterError, LocalCluster, make_tls_material
 
-VERSION = "1.2.0-incubating"
+SMOKE_VERSIONS = os.environ.get("TUBEMQ_AIO_SMOKE_VERSIONS", "1.2.0-incubating").split(",")
 TOPICS = ["v12_a", "v12_b", "v12_c"]
 USER = Credentials("alice", "s3cret")
 N = 30
 
 
 class Old:
-    """The 1.2.0 cluster and what a client needs to reach it."""
+    """A 1.x cluster and what a client needs to reach it."""
 
     def __init__(self, cluster: LocalCluster, ctx: ssl.SSLContext) -> None:
         """Keep ``cluster`` and a client TLS context trusting it."""
@@ -45,13 +49,16 @@ class Old:
         return {"framing": self.cluster.framing, "ssl_context": self.ctx, "credentials": USER}
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def old(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Old]:
-    """A 1-broker tubemq-server 1.2.0 cluster with two-way TLS and authentication."""
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=SMOKE_VERSIONS)
+async def old(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Old]:
+    """A 1-broker tubemq-server 1.x cluster with two-way TLS and authentication."""
+    version: str = request.param
     material = await make_tls_material(Path(tmp_path_factory.mktemp("tls")))
     cluster = LocalCluster(
         1,
-        version=VERSION,
+        version=version,
         topics=TOPICS,
         topic_partitions=2,
         tls=material.settings,
@@ -63,7 +70,7 @@ async def old(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Old]:
     except ClusterError as err:
         failure = err
     if failure is not None:  # errors every test of this module; never a skip
-        pytest.fail(f"the {VERSION} cluster could not start: {failure}", pytrace=False)
+        pytest.fail(f"the {version} cluster could not start: {failure}", pytrace=False)
     ctx = ssl.create_default_context(cafile=str(material.ca_pem))
     assert material.client_key is not None, "openssl is needed for a client key"
     ctx.load_cert_chain(material.client_cert, material.client_key)
@@ -82,13 +89,16 @@ async def _produce(old: Old, topic: str, prefix: bytes) -> list[bytes]:
 
 
 async def test_cluster_reports_version_framing_and_zookeeper(old: Old) -> None:
-    """The cluster runs the 1.2.0 jars, a ZooKeeper node, and asks for the legacy framing."""
+    """The cluster runs the requested jars and a ZooKeeper node, and asks for the legacy
+    framing."""
+    version = old.cluster.version
     assert old.cluster.framing == "legacy-length"
-    assert old.cluster.zookeeper is not None and old.cluster.zookeeper.running
+    assert old.cluster.zookeeper is not None
+    assert old.cluster.zookeeper.running
     assert old.cluster.describe()["framing"] == "legacy-length"
-    assert (old.cluster.lib_dir / f"tubemq-server-{VERSION}.jar").exists()
+    assert (old.cluster.lib_dir / f"tubemq-server-{version}.jar").exists()
     reply = await old.cluster.web_api.raw("admin_query_server_version")
-    assert VERSION.split("-")[0] in str(reply), reply
+    assert version.split("-")[0] in str(reply), reply
 
 
 async def test_producer_and_server_balanced_consumer(old: Old) -> None:
@@ -138,7 +148,7 @@ async def test_client_balanced_consumer(old: Old) -> None:
 
 
 async def test_missing_credentials_refused(old: Old) -> None:
-    """Authentication on: a producer without credentials is refused by the 1.2.0 master."""
+    """Authentication on: a producer without credentials is refused by the master."""
     with pytest.raises(AuthenticationError):
         async with Producer(
             old.master,
@@ -162,4 +172,4 @@ async def test_standard_framing_gets_the_hint(old: Old) -> None:
             register_attempts=1,
         ) as producer:
             await producer.send(TOPICS[2], b"x", timeout=5)
-    print(f"\nstandard framing against {VERSION}: {info.value!r}")
+    print(f"\nstandard framing against {old.cluster.version}: {info.value!r}")

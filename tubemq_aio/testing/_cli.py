@@ -32,6 +32,7 @@ from tubemq_aio.testing._maven import DEFAULT_VERSION
 from tubemq_aio.testing._process import kill_pid, pid_alive
 from tubemq_aio.testing._state import state_file
 from tubemq_aio.testing._up_report import DEFAULT_WEB_PORT, choose_port, progress, up_lines
+from tubemq_aio.testing._versions import SERVER_VERSIONS
 
 __all__ = ["main", "state_file"]
 
@@ -181,7 +182,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m tubemq_aio.testin
         help="start a cluster in the background (--fake: an in-memory fake in the foreground)",
     )
     up.add_argument("--brokers", type=int, default=1, choices=(1, 2))
-    up.add_argument("--version", default=DEFAULT_VERSION)
+    up.add_argument(
+        "--version",
+        default=DEFAULT_VERSION,
+        choices=list(SERVER_VERSIONS),
+        help=f"tubemq-server version to run (default {DEFAULT_VERSION}; 1.x servers need "
+        "clients with framing='legacy-length')",
+    )
     up.add_argument(
         "--topic",
         action="append",

@@ -86,10 +86,17 @@ def up_lines(info: dict[str, Any], state: Path) -> list[str]:
     """The closing lines of ``up``: one address per line (a client's ``masters``, the web API
     that ``topics``/``groups`` ask), the logs and the state file."""
     web = str(info.get("master_web", "")).removeprefix("http://").removesuffix("/webapi.htm")
-    return [
+    framing = info.get("framing", "standard")
+    lines = [
         f"TubeMQ is up in {info['bring_up_seconds']}s: masters={info['master_addr']}",
         f"  master:   {info['master_addr']}      (export TUBEMQ_AIO_MASTER={info['master_addr']})",
         f"  web API:  {web}      (tubemq-aio topics / groups find it in the state file)",
         f"  logs:     {info['log_dir']}",
         f"  state:    {state}      (tubemq-aio cluster status / down)",
     ]
+    if framing != "standard":  # servers 1.1.0 and 1.2.0
+        lines.insert(
+            1,
+            f"  server:   {info.get('version')}: clients need framing={framing!r}",
+        )
+    return lines
