@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run clean
+.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run clean
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
+	@echo "make test-versions - the server-version smoke test on every older version make test does not cover (1.1.0-incubating)"
 	@echo "make test-spark-cluster - the Spark standalone-cluster and Spark Connect tests (CI runs them after make test)"
 	@echo "make unit   - the tests that need no cluster and no Java, but the Redis failover ones (PYTEST_WORKERS=N, default 4)"
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
@@ -88,6 +89,15 @@ unit: $(STAMP) speedups
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs-dev
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \
 	  --ignore=$(SPARK_CLUSTER_TESTS)
+
+# The server-version matrix (docs/local-cluster.md): `make test` runs the full suite on the default
+# server (2.4.0) and the smoke test (produce, both consumers, TLS, authentication) on
+# 1.2.0-incubating; this target runs the same smoke test on the other versions LocalCluster can
+# run, one cluster each, after `make test` in CI (.ci/run).
+OTHER_SERVER_VERSIONS ?= 1.1.0-incubating
+test-versions: system-deps $(STAMP) speedups
+	TUBEMQ_AIO_SMOKE_VERSIONS=$(OTHER_SERVER_VERSIONS) $(PY) -m pytest -q -ra --durations=5 \
+	  tests/integration/test_server_versions.py
 
 # The Spark standalone-cluster and Spark Connect tests: a Spark master, two workers,
 # a Connect server and spark-submit jobs beside a real TubeMQ cluster, about 6 minutes on an idle
