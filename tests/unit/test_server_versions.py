@@ -6,6 +6,7 @@ tests/integration/test_server_versions.py)."""
 from __future__ import annotations
 
 import configparser
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,8 @@ def test_version_table_names_framing_and_zookeeper() -> None:
         assert spec.framing == "legacy-length"
         assert spec.zookeeper
         assert spec.plain_jars == (f"org.apache.inlong:tubemq-core:{old}",)
+    for spec in SERVER_VERSIONS.values():  # every POM named is packaged
+        assert resources.files("tubemq_aio.testing").joinpath(spec.pom).is_file(), spec.pom
 
 
 @pytest.mark.parametrize("bad", ["1.3.0", "", "2.4", "latest", None, 240])
