@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from datetime import datetime
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from typing import Any, Generic, Self, TypeVar, Unpack
@@ -66,7 +67,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         *,
         group: str,
         topics: TopicsArg,
-        consume_from: ConsumeFrom,
+        consume_from: ConsumeFrom | datetime,
         config: ConsumerConfig | None,
         options: Mapping[str, Any],
         on_assigned: PartitionsCallback | None = None,

@@ -23,6 +23,7 @@ from tubemq_aio.config import parse_masters
 from tubemq_aio.errors import ConfigError, MalformedMetaError, SourceOptionError
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_names import (
+    planner_group,
     validate_filters,
     validate_group_name,
     validate_topic_name,
@@ -287,7 +288,7 @@ class SourceOptions:
     @property
     def planner_group(self) -> str:
         """The group of the driver's planning consumer (never the executors' group)."""
-        return f"{self.group}_planner"
+        return planner_group(self.group)
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
