@@ -16,12 +16,17 @@ from tubemq_aio.testing import FakeCluster
 
 def _cb(cluster: FakeCluster, group: str, **kw: object) -> ClientBalancedConsumer:
     return ClientBalancedConsumer(
-        cluster.master_addr, group=group, topics=["demo"], heartbeat_interval=HEARTBEAT,
+        cluster.master_addr,
+        group=group,
+        topics=["demo"],
+        heartbeat_interval=HEARTBEAT,
         **kw,  # type: ignore[arg-type]
     )
 
 
-async def _from_offsets(c: ClientBalancedConsumer, when: datetime) -> tuple[list[bytes], dict[str, int | None]]:
+async def _from_offsets(
+    c: ClientBalancedConsumer, when: datetime
+) -> tuple[list[bytes], dict[str, int | None]]:
     keys = [m.partition_key for m in await c.partitions()]
     offsets = await c.offsets_for_times(dict.fromkeys(keys, when))
     got: list[bytes] = []
@@ -58,13 +63,16 @@ async def test_consume_from_time_both_consumers() -> None:
                 await c.connect(meta.partition_key)
             got = await drain(c, len(want), timeout=10)
         assert sorted(got) == sorted(want)
-        async with Consumer(cluster.master_addr, group="t3", topics=["demo"],
-                            consume_from=bursts.pauses[1], heartbeat_interval=HEARTBEAT) as g:
+        async with Consumer(
+            cluster.master_addr,
+            group="t3",
+            topics=["demo"],
+            consume_from=bursts.pauses[1],
+            heartbeat_interval=HEARTBEAT,
+        ) as g:
             got = await drain(g, len(bursts.later(1)), timeout=15)
             assert sorted(got) == sorted(bursts.later(1))
-            offsets = await g.offsets_for_times(
-                {k: bursts.pauses[0] for k in g.assignment()}
-            )
+            offsets = await g.offsets_for_times(dict.fromkeys(g.assignment(), bursts.pauses[0]))
             assert all(isinstance(v, int) for v in offsets.values())
 
 
@@ -72,12 +80,11 @@ async def test_consume_from_time_both_consumers() -> None:
 async def test_naive_or_wrong_times_are_config_errors(bad: object) -> None:
     with pytest.raises(ConsumerConfigError):
         Consumer("127.0.0.1:1", group="gg", topics=["t"], consume_from=bad)  # type: ignore[arg-type]
-    async with FakeCluster(topics={"demo": 1}) as cluster:
-        async with _cb(cluster, "t4") as c:
-            key = (await c.partitions())[0].partition_key
-            with pytest.raises(ConfigError):
-                await c.offsets_for_times({key: bad})  # type: ignore[dict-item]
-            with pytest.raises(ConfigError):
-                await c.offsets_for_times([key])  # type: ignore[arg-type]
-            with pytest.raises(ConfigError):
-                await c.offsets_for_times({key: datetime.now(UTC)}, timeout=float("nan"))
+    async with FakeCluster(topics={"demo": 1}) as cluster, _cb(cluster, "t4") as c:
+        key = (await c.partitions())[0].partition_key
+        with pytest.raises(ConfigError):
+            await c.offsets_for_times({key: bad})  # type: ignore[dict-item]
+        with pytest.raises(ConfigError):
+            await c.offsets_for_times([key])  # type: ignore[arg-type]
+        with pytest.raises(ConfigError):
+            await c.offsets_for_times({key: datetime.now(UTC)}, timeout=float("nan"))

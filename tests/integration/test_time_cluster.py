@@ -31,10 +31,14 @@ async def test_time_entry_points_yield_exactly_the_later_bursts(
                 got.extend(await read_to_end(c, key, offset))
             assert sorted(got) == sorted(bursts.later(later)), when
             assert took < 10, took
-        assert set((await c.offsets_for_times(dict.fromkeys(keys, bursts.after))).values()) == {None}
+        after = await c.offsets_for_times(dict.fromkeys(keys, bursts.after))
+        assert set(after.values()) == {None}
     # consume_from=datetime: the client-balanced consumer connects at the time ...
     async with ClientBalancedConsumer(
-        cluster.master_addr, group="time_cb2", consume_from=bursts.pauses[0], **kw  # type: ignore[arg-type]
+        cluster.master_addr,
+        group="time_cb2",
+        consume_from=bursts.pauses[0],
+        **kw,  # type: ignore[arg-type]
     ) as c:
         for key in keys:
             await c.connect(key)
@@ -47,7 +51,10 @@ async def test_time_entry_points_yield_exactly_the_later_bursts(
         assert sorted(got) == sorted(want)
     # ... and the server-balanced consumer starts each partition there.
     async with Consumer(
-        cluster.master_addr, group="time_g", consume_from=bursts.pauses[1], **kw  # type: ignore[arg-type]
+        cluster.master_addr,
+        group="time_g",
+        consume_from=bursts.pauses[1],
+        **kw,  # type: ignore[arg-type]
     ) as g:
         want = bursts.later(1)
         got = []

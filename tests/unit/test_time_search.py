@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -23,7 +24,9 @@ T0 = datetime(2026, 11, 29, 10, 0)
 class Store:
     """A broker store shared by partitions: one 28-byte index slot per message, in order."""
 
-    def __init__(self, entries: list[tuple[int, datetime | None]], batch: int, first_min: int = 0):
+    def __init__(
+        self, entries: Sequence[tuple[int, datetime | None]], batch: int, first_min: int = 0
+    ) -> None:
         self.entries = entries  # (partition, msg_time) per slot, slot i at offset min + 28 i
         self.batch = batch
         self.min = first_min
@@ -123,7 +126,10 @@ timestamps = st.integers(min_value=0, max_value=6).map(minutes)
     st.integers(0, 5),
 )
 def test_search_matches_brute_force_on_sorted_stamps(
-    raw: list[tuple[int, datetime | None]], batch: int, partition: int, target: datetime,
+    raw: list[tuple[int, datetime | None]],
+    batch: int,
+    partition: int,
+    target: datetime,
     min_slots: int,
 ) -> None:
     # Stamps never decrease along each partition (one producer clock): sort them per partition,
@@ -142,7 +148,11 @@ def test_search_matches_brute_force_on_sorted_stamps(
     assert got.past_end is not after
     assert low <= got.offset <= high
     # Reading from the answer yields exactly the stamped-at-or-after messages.
-    later = [w for i, (p, w) in enumerate(entries) if p == partition and store.min + UNIT * i >= got.offset]
+    later = [
+        w
+        for i, (p, w) in enumerate(entries)
+        if p == partition and store.min + UNIT * i >= got.offset
+    ]
     assert all(w is None or w >= target for w in later)
 
 
@@ -156,7 +166,8 @@ def test_search_ends_on_unsorted_stamps(
     entries: list[tuple[int, datetime | None]], batch: int, target: datetime
 ) -> None:
     got = run(Store(entries, batch=batch), 0, target)
-    assert got.done and got.low <= got.offset
+    assert got.done
+    assert got.low <= got.offset
 
 
 def test_target_minute_converts_zone_and_floors() -> None:

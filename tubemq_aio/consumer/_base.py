@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from datetime import datetime
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle

@@ -12,15 +12,26 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from tubemq_aio.consumer._cb_models import PositionedRead
 from tubemq_aio.errors import ConsumerConfigError, RequestTimeoutError
 from tubemq_aio.protocol.time_search import OffsetTimeSearch, require_aware, target_minute
 
-if TYPE_CHECKING:
-    from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
+__all__ = ["PositionedReader", "TimeOffset", "check_times", "search_offset", "search_offsets"]
 
-__all__ = ["TimeOffset", "check_times", "search_offset", "search_offsets"]
+
+class PositionedReader(Protocol):
+    """The positioned reads a search needs (a
+    :class:`~tubemq_aio.consumer.client_balanced.ClientBalancedConsumer`)."""
+
+    async def read_at(self, partition_key: str, offset: int) -> PositionedRead:
+        """The broker batch starting at ``offset`` (register + GetMessage + commit)."""
+        ...
+
+    async def read_next(self, partition_key: str, offset: int) -> PositionedRead:
+        """The batch right after one just read, whose ``next_offset`` was ``offset``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +60,8 @@ def check_times(times: object) -> dict[str, datetime]:
     """
     if not isinstance(times, Mapping):
         raise ConsumerConfigError(
-            f"offsets_for_times takes a mapping partition key -> datetime, got {type(times).__name__}"
+            "offsets_for_times takes a mapping partition key -> datetime, "
+            f"got {type(times).__name__}"
         )
     out: dict[str, datetime] = {}
     for key, when in times.items():
@@ -60,7 +72,7 @@ def check_times(times: object) -> dict[str, datetime]:
 
 
 async def search_offset(
-    reader: ClientBalancedConsumer, partition_key: str, when: datetime, zone: tzinfo
+    reader: PositionedReader, partition_key: str, when: datetime, zone: tzinfo
 ) -> TimeOffset:
     """Find where ``partition_key``'s messages stamped at or after ``when`` begin.
 
@@ -87,7 +99,7 @@ async def search_offset(
 
 
 async def search_offsets(
-    reader: ClientBalancedConsumer,
+    reader: PositionedReader,
     times: Mapping[str, datetime],
     zone: tzinfo,
     timeout: float,

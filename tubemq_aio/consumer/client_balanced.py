@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Self, Unpack
 
 from tubemq_aio.checks import Checks
@@ -333,7 +333,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             await self._disconnect_key(key)
 
     async def _disconnect_key(self, key: PartitionKey) -> None:
-        # Wait like Java (3000 ms, §8.4) for a batch the application holds, then unregister.
+        # Wait like Java (3000 ms, docs/protocol/consumer.md §8.4) for a batch the application
+        # holds, then unregister.
         self._wanted.discard(key)
         session, _ = self._running()
         await session.await_return([key], session.clock() + self.config.rebalance_confirm_wait)

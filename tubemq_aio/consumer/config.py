@@ -173,8 +173,12 @@ class ConsumerConfig(ClientConfig):
             if self.bound is not None:
                 c.adopt(ConsumerConfigError("consume_from=datetime and bound exclude each other"))
         elif not isinstance(self.consume_from, str) or self.consume_from not in CONSUME_FROM:
-            c.adopt(ConsumerConfigError(f"consume_from must be one of {sorted(CONSUME_FROM)} or "
-                                        f"an aware datetime, got {self.consume_from!r}"))  # fmt: skip
+            c.adopt(
+                ConsumerConfigError(
+                    f"consume_from must be one of {sorted(CONSUME_FROM)} "
+                    f"or an aware datetime, got {self.consume_from!r}"
+                )
+            )
         c.instance("msg_time_zone", self.msg_time_zone, tzinfo)
         c.seconds("time_search_timeout", self.time_search_timeout, high=86_400.0)
         c.integer("fetchers", self.fetchers, low=1, high=256)

@@ -8,10 +8,10 @@ and awaits every one of them, unregisters each partition at its broker and close
 from __future__ import annotations
 
 import asyncio
-import logging
-from datetime import datetime
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Unpack
 
 from tubemq_aio.checks import Checks

@@ -85,9 +85,7 @@ def parse_time_text(text: str) -> datetime:
             f"invalid time {text!r}: want RFC 3339, e.g. 2026-11-29T10:00:00Z"
         ) from None
     if when.tzinfo is None:
-        raise ConsumerConfigError(
-            f"time {text!r} has no zone: add Z or an offset such as +08:00"
-        )
+        raise ConsumerConfigError(f"time {text!r} has no zone: add Z or an offset such as +08:00")
     return when
 
 
@@ -193,4 +191,3 @@ class OffsetTimeSearch:
         (:attr:`offset` is then right after the partition's last message: reading from it
         yields only messages stored later)."""
         return self.done and not self._seen_after
-
