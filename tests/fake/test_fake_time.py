@@ -3,6 +3,7 @@ tests/integration/test_time_cluster.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -88,3 +89,31 @@ async def test_naive_or_wrong_times_are_config_errors(bad: object) -> None:
             await c.offsets_for_times([key])  # type: ignore[arg-type]
         with pytest.raises(ConfigError):
             await c.offsets_for_times({key: datetime.now(UTC)}, timeout=float("nan"))
+
+
+async def test_empty_request_cancelled_search_and_two_searches_at_once() -> None:
+    async with FakeCluster(topics={"demo": 3}) as cluster:
+        bursts = await produce_bursts(cluster.master_addr, "demo")
+        async with _cb(cluster, "t5") as c:
+            assert await c.offsets_for_times({}) == {}
+            keys = [m.partition_key for m in await c.partitions()]
+            task = asyncio.create_task(c.offsets_for_times(dict.fromkeys(keys, bursts.pauses[0])))
+            await asyncio.sleep(0)  # cancelled at its first await
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # Two searches at once over the same partitions answer like one alone.
+            one, two = await asyncio.gather(
+                c.offsets_for_times(dict.fromkeys(keys, bursts.pauses[0])),
+                c.offsets_for_times(dict.fromkeys(keys, bursts.pauses[1])),
+            )
+            alone = await c.offsets_for_times(dict.fromkeys(keys, bursts.pauses[1]))
+            assert two == alone
+            got: list[bytes] = []
+            for key, offset in one.items():
+                assert offset is not None
+                got.extend(await read_to_end(c, key, offset))
+            assert sorted(got) == sorted(bursts.later(0))
+            # The partitions read stay usable: each connects for fetching.
+            for key in keys:
+                await c.connect(key)

@@ -277,13 +277,10 @@ async def test_starting_timestamp_batch_and_stream_read_exactly_the_later_bursts
     """``startingTimestamp`` (docs/protocol/time.md): three bursts two msg_time minutes apart;
     a batch read and an AvailableNow stream from each pause hold exactly the later bursts."""
     bursts = await produce_bursts(cluster.master_addr, topic, tag="spark")
-    for pause in (0, 1):
-        when = bursts.pauses[pause]
-        df = reader(spark, cluster, topic, group=f"g_{topic}",
-                    startingTimestamp=str(int(when.timestamp() * 1000))).load()  # fmt: skip
-        assert sorted(bytes(r.body) for r in df.select("body").collect()) == sorted(
-            bursts.later(pause)
-        )
+    when = bursts.pauses[0]
+    df = reader(spark, cluster, topic, group=f"g_{topic}",
+                startingTimestamp=str(int(when.timestamp() * 1000))).load()  # fmt: skip
+    assert sorted(bytes(r.body) for r in df.select("body").collect()) == sorted(bursts.later(0))
     base = str(tmp_path)
     run_available_now(spark, cluster, topic, base, startingTimestamp=bursts.pauses[1].isoformat())
     out = spark.read.parquet(f"{base}/out")
