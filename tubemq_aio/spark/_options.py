@@ -241,18 +241,34 @@ def _offset_spec(checks: Checks, name: str, value: str, topics: tuple[str, ...])
     text = value.strip()
     if text.lower() in ("earliest", "latest"):
         return OffsetSpec(text.lower())  # type: ignore[arg-type]
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+    items = _partition_items(checks, name, text, topics)
+    if items is None:
         checks.problem(
             f"option {name!r} must be 'earliest', 'latest' or a JSON object "
             f'{{"brokerId:topic:partitionId": offset}}, got {value!r}'
         )
         return OffsetSpec("latest")
-    pairs: list[tuple[str, int]] = []
-    for key, offset in data.items():
+    pairs = [
+        (key, checks.integer(f"option {name!r}: offset of {key!r}", offset, low=0))
+        for key, offset in items
+    ]
+    return OffsetSpec("json", tuple(sorted(pairs)))
+
+
+def _partition_items(
+    checks: Checks, name: str, text: str, topics: tuple[str, ...]
+) -> list[tuple[str, object]] | None:
+    """The ``(partition key, value)`` pairs of a JSON object option, keys checked and
+    normalised (a bad one is a problem of ``checks`` and left out); ``None`` when ``text`` is
+    not a JSON object."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    items: list[tuple[str, object]] = []
+    for key, value in data.items():
         try:
             parsed = PartitionKey.parse(key)
         except MalformedMetaError:
@@ -260,9 +276,8 @@ def _offset_spec(checks: Checks, name: str, value: str, topics: tuple[str, ...])
             continue
         if parsed.topic not in topics:
             checks.problem(f"option {name!r}: topic of {key!r} is not in option 'topic'")
-        pairs.append((parsed.format(), checks.integer(f"option {name!r}: offset of {key!r}",
-                                                      offset, low=0)))  # fmt: skip
-    return OffsetSpec("json", tuple(sorted(pairs)))
+        items.append((parsed.format(), value))
+    return items
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,27 +338,18 @@ def _start_times(
         return None if every is None else StartTimes(every)
     if by_text is None:
         return None
-    try:
-        data = json.loads(by_text)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or not data:
-        checks.problem("option 'startingOffsetsByTimestamp' must be a JSON object "
-                       '{"brokerId:topic:partitionId": time}, got ' + repr(by_text))  # fmt: skip
+    name = "startingOffsetsByTimestamp"
+    items = _partition_items(checks, name, by_text, topics)
+    if items is None or (not items and checks.ok):  # not an object, or an empty one
+        checks.problem(f"option {name!r} must be a JSON object "
+                       f'{{"brokerId:topic:partitionId": time}}, got {by_text!r}')  # fmt: skip
+    if not items:
         return None
     pairs: list[tuple[str, datetime]] = []
-    for key, value in data.items():
-        try:
-            parsed = PartitionKey.parse(key)
-        except MalformedMetaError:
-            checks.problem(f"option 'startingOffsetsByTimestamp': bad partition key {key!r}")
-            continue
-        if parsed.topic not in topics:
-            checks.problem(f"option 'startingOffsetsByTimestamp': topic of {key!r} is not in "
-                           "option 'topic'")  # fmt: skip
-        when = _time_value(checks, f"startingOffsetsByTimestamp {key}", value)
+    for key, value in items:
+        when = _time_value(checks, f"{name} {key}", value)
         if when is not None:
-            pairs.append((parsed.format(), when))
+            pairs.append((key, when))
     return StartTimes(None, tuple(sorted(pairs)))
 
 

@@ -128,6 +128,7 @@ def test_starting_times_parse_epoch_ms_and_rfc3339() -> None:
         ({"startingTimestamp": "99999999999999999999"}, "out of range"),
         ({"startingTimestamp": "1", "startingOffsets": "earliest"}, "exclude each other"),
         ({"startingOffsetsByTimestamp": "[]"}, "JSON object"),
+        ({"startingOffsetsByTimestamp": "{}"}, "JSON object"),
         ({"startingOffsetsByTimestamp": '{"x": 1}'}, "bad partition key"),
         ({"startingOffsetsByTimestamp": '{"1:c:0": 1}'}, "not in option 'topic'"),
         ({"startingOffsetsByTimestamp": '{"1:a:0": true}'}, "epoch milliseconds"),
