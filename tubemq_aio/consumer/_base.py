@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
@@ -66,7 +67,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         *,
         group: str,
         topics: TopicsArg,
-        consume_from: ConsumeFrom,
+        consume_from: ConsumeFrom | datetime,
         config: ConsumerConfig | None,
         options: Mapping[str, Any],
         on_assigned: PartitionsCallback | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
 from types import MappingProxyType
 from typing import Literal, Self, Unpack
 
@@ -15,6 +16,7 @@ from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigErro
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
 from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
 from tubemq_aio.protocol.event_pacing import DEFAULT_EVENT_MIN_INTERVAL
+from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
     "CONSUME_FROM",
@@ -85,7 +87,14 @@ class ConsumerConfig(ClientConfig):
         group: the consumer group (``^[a-zA-Z][\\w-]+$``).
         topics: topic -> set of ``msgType`` filters (empty: no filter); also accepts a list.
         consume_from: where a group without a stored offset starts: ``"latest"`` (default),
-            ``"earliest"``, or ``"latest_always"`` (jump to the end on every start, §9.3).
+            ``"earliest"``, or ``"latest_always"`` (jump to the end on every start, §9.3); or
+            a timezone-aware ``datetime``: each partition's first registration in this process
+            starts at its first message stamped (``msg_time``) at or after that time, whatever
+            the group stored (docs/protocol/time.md). A naive datetime is refused.
+        msg_time_zone: the zone producers wrote ``msg_time`` in (a wall time without zone);
+            used by time searches. Default UTC.
+        time_search_timeout: seconds a time search (``consume_from`` time at start,
+            ``offsets_for_times``) may take in all (60 s).
         fetchers: concurrent fetch loops (each fetches one partition at a time).
         max_prefetch_batches: fetched batches buffered ahead of the application; when the buffer
             is full, fetching stops (backpressure).
@@ -128,7 +137,9 @@ class ConsumerConfig(ClientConfig):
 
     group: str
     topics: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    consume_from: ConsumeFrom = "latest"
+    consume_from: ConsumeFrom | datetime = "latest"
+    msg_time_zone: tzinfo = UTC
+    time_search_timeout: float = 60.0
     fetchers: int = 2
     max_prefetch_batches: int = 4
     msg_not_found_wait: float = 0.4
@@ -168,9 +179,22 @@ class ConsumerConfig(ClientConfig):
             object.__setattr__(self, "topics", normalize_topics(self.topics))
         except ConfigError as exc:
             c.adopt(exc)
-        if not isinstance(self.consume_from, str) or self.consume_from not in CONSUME_FROM:
-            c.adopt(ConsumerConfigError(f"consume_from must be one of {sorted(CONSUME_FROM)}, "
-                                        f"got {self.consume_from!r}"))  # fmt: skip
+        if isinstance(self.consume_from, datetime):
+            try:
+                require_aware(self.consume_from, "consume_from")
+            except ConsumerConfigError as exc:
+                c.adopt(exc)
+            if self.bound is not None:
+                c.adopt(ConsumerConfigError("consume_from=datetime and bound exclude each other"))
+        elif not isinstance(self.consume_from, str) or self.consume_from not in CONSUME_FROM:
+            c.adopt(
+                ConsumerConfigError(
+                    f"consume_from must be one of {sorted(CONSUME_FROM)} "
+                    f"or an aware datetime, got {self.consume_from!r}"
+                )
+            )
+        c.instance("msg_time_zone", self.msg_time_zone, tzinfo)
+        c.seconds("time_search_timeout", self.time_search_timeout, high=86_400.0)
         c.integer("fetchers", self.fetchers, low=1, high=256)
         c.integer("max_prefetch_batches", self.max_prefetch_batches, low=1, high=1 << 16)
         c.seconds("msg_not_found_wait", self.msg_not_found_wait, high=60.0, low_open=False)
@@ -201,8 +225,16 @@ class ConsumerConfig(ClientConfig):
 
     @property
     def position(self) -> ConsumePosition:
-        """The Java consume position of :attr:`consume_from`."""
+        """The Java consume position of :attr:`consume_from` (a time: ``earliest``, for the
+        partitions its search did not cover)."""
+        if isinstance(self.consume_from, datetime):
+            return CONSUME_FROM["earliest"]
         return CONSUME_FROM[self.consume_from]
+
+    @property
+    def start_time(self) -> datetime | None:
+        """:attr:`consume_from` when it is a time, else ``None``."""
+        return self.consume_from if isinstance(self.consume_from, datetime) else None
 
     def filters_of(self, topic: str) -> frozenset[str]:
         """The ``msgType`` filter set of ``topic`` (empty when unfiltered)."""
@@ -214,6 +246,8 @@ class ConsumerOptions(ClientOptions, total=False):
     ``group``, ``topics`` and ``consume_from`` (all optional; validated by the config, an
     unknown one is a ``ConfigError``)."""
 
+    msg_time_zone: tzinfo
+    time_search_timeout: float
     fetchers: int
     max_prefetch_batches: int
     msg_not_found_wait: float
@@ -238,7 +272,7 @@ class ConsumerFields(ConsumerOptions, total=False):
 
     group: str
     topics: TopicsArg
-    consume_from: ConsumeFrom
+    consume_from: ConsumeFrom | datetime
 
 
 class ConsumerUrlOptions(ConsumerFields, total=False):
