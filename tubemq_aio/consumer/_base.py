@@ -301,8 +301,11 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
-        o = self._leases.offsets()[key]
-        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag, o.at_end)
+        # One partition's record (O(1)): positions() and connect() call this per partition.
+        o = self._leases.offset_of(key)
+        if o is None:
+            raise KeyError(key)
+        return PartitionPosition.of(key.format(), o)
 
     def _gauges(self) -> list[Gauge]:
         """This consumer's observable gauges (read from the exporter's thread: plain reads)."""
@@ -324,4 +327,6 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def positions(self) -> dict[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in
         messages, as last reported by its broker (register, fetch and commit answers)."""
-        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}
+        held = self._leases.offsets()  # one pass over the table, not one per partition
+        return {k.format(): PartitionPosition.of(k.format(), o) for k, o in sorted(held.items())}
+

@@ -210,13 +210,7 @@ class FetchEngine:
             # the next fetch commits it (§4.2 "a success may contain zero messages").
             self.leases.release(key, lease.token, now, wait_ms=wait_ms, consumed=True)
             return False
-        offsets = self.leases.offsets().get(key)
-        position = PartitionPosition(
-            key.format(),
-            offsets.curr_offset if offsets else -2,
-            offsets.max_offset if offsets else -2,
-            offsets.lag if offsets else 0,
-        )
+        position = PartitionPosition.of(key.format(), self.leases.offset_of(key))
         self._buffer.append(Fetched(lease, messages, wait_ms, now, position, body_bytes))
         self.stats.batches += 1
         self._ready.set()

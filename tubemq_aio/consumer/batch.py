@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Protocol
 
 from tubemq_aio.models import Message
+from tubemq_aio.protocol.partitions import OffsetInfo
 
 __all__ = ["ConsumerStats", "MessageBatch", "PartitionPosition"]
 
@@ -45,6 +46,14 @@ class PartitionPosition:
     max_offset: int
     lag: int
     at_end: bool = False
+
+    @classmethod
+    def of(cls, partition_key: str, offsets: OffsetInfo | None) -> PartitionPosition:
+        """The position from a lease-table record; offsets -2 and lag 0 when it is None."""
+        if offsets is None:
+            return cls(partition_key, -2, -2, 0)
+        o = offsets
+        return cls(partition_key, o.curr_offset, o.max_offset, o.lag, o.at_end)
 
 
 @dataclass(slots=True)
