@@ -329,4 +329,3 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         messages, as last reported by its broker (register, fetch and commit answers)."""
         held = self._leases.offsets()  # one pass over the table, not one per partition
         return {k.format(): PartitionPosition.of(k.format(), o) for k, o in sorted(held.items())}
-

@@ -78,7 +78,8 @@ class ConsumerStats:
         expired: batches taken back because they were not acknowledged in time (or their
             partition moved away).
         not_found / not_found_wait_ms: fetches answered 404 (no new data) and the total rest
-            they imposed (``msg_not_found_wait``, or a type-1 frequency rule of the master).
+            they imposed (``msg_not_found_wait`` doubled per consecutive empty answer up to
+            ``msg_not_found_max_wait``, or a type-1 frequency rule of the master).
         speed_limited / speed_limit_wait_ms: fetches answered 452 (the broker's consume speed
             limit) and the total rest they imposed (the broker's ``minLimitTime``).
         partitions_lost: connected partitions dropped because their broker's heartbeat failed
