@@ -222,7 +222,8 @@ def test_expire_unconfirmed_and_in_use_visit_only_leased_partitions() -> None:
 
 
 def test_positions_is_one_pass_over_the_held_partitions() -> None:
-    """positions() reads each record once (it read all of them once per partition)."""
+    """positions() reads each record once (it read all of them once per partition), and
+    reflects offsets changed since the previous call."""
     for partitions in SIZES:
         consumer = Consumer("127.0.0.1:8715", group="g1", topics=["t"])
         leases = consumer._leases
@@ -233,7 +234,20 @@ def test_positions_is_one_pass_over_the_held_partitions() -> None:
         got = consumer.positions()
         assert len(got) == partitions
         assert got["1:t:3"].lag == 1
-        assert records.visits == partitions
+        assert records.visits == 2 * partitions  # the keys (sorted once), then each record
+        leases.update_offsets(Partition(BROKER, "t", 3).key, 1.0, curr_offset=28)
+        records.visits = 0
+        got = consumer.positions()
+        assert list(got)[:3] == ["1:t:0", "1:t:1", "1:t:2"]
+        assert got["1:t:3"].lag == 0
+        assert got["1:t:3"].current_offset == 28
+        assert records.visits == partitions  # same partitions: no new sort, one lookup each
+        leases.remove(Partition(BROKER, "t", 0).key)
+        leases.add(Partition(BROKER, "t", partitions), 2.0)
+        got = consumer.positions()
+        assert "1:t:0" not in got
+        assert list(got)[-1] == f"1:t:{partitions}"
+        assert got[f"1:t:{partitions}"].current_offset == -2
 
 
 async def connect_visits(held: int) -> int:

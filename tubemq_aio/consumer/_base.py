@@ -20,6 +20,7 @@ from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
+from tubemq_aio.consumer._positions import PositionsView
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
@@ -97,6 +98,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self.on_revoked = on_revoked
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
+        self._positions = PositionsView(self._leases)
         self._engine: FetchEngine | None = None
         self._session: SessionT | None = None
         self._registered = False
@@ -327,5 +329,4 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def positions(self) -> dict[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in
         messages, as last reported by its broker (register, fetch and commit answers)."""
-        held = self._leases.offsets()  # one pass over the table, not one per partition
-        return {k.format(): PartitionPosition.of(k.format(), o) for k, o in sorted(held.items())}
+        return self._positions()

@@ -188,6 +188,7 @@ class PartitionLeases:
         self._idle: deque[tuple[PartitionKey, int]] = deque()
         self._delayed: list[tuple[float, int, PartitionKey, int]] = []
         self._leased: set[PartitionKey] = set()
+        self._membership = 0
         self._next_token = 0
         self._booked: set[PartitionKey] = set()
 
@@ -199,6 +200,12 @@ class PartitionLeases:
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
+
+    @property
+    def membership(self) -> int:
+        """A counter bumped whenever a partition is added or removed: a caller caching
+        something per held partition (e.g. their order) rebuilds it only when this moved."""
+        return self._membership
 
     def keys(self) -> list[PartitionKey]:
         """Keys of all held partitions."""
@@ -223,6 +230,7 @@ class PartitionLeases:
         added = entry is None
         if entry is None:
             entry = self._entries[partition.key] = _Entry(partition, OffsetInfo(-2, -2, now))
+            self._membership += 1
             self._requeue(entry)
         self.update_offsets(partition.key, now, curr_offset=curr_offset, max_offset=max_offset)
         return added
@@ -238,6 +246,7 @@ class PartitionLeases:
             return None
         entry.gen += 1
         self._leased.discard(key)
+        self._membership += 1
         in_use = entry.state is _State.IN_USE
         consumed = entry.last_pack_consumed and not (in_use and rollback_if_in_use)
         return RemovedPartition(entry.partition, in_use, consumed)
