@@ -48,7 +48,9 @@ class Plan:
 
     partitions: tuple[int, ...] = (4, 64, 512, 2048, 8192)
     min_messages: int = 200_000
-    messages_per_partition: int = 40
+    #: The stand-in's largest batch: every fetch returns a full batch at every P, so the cost
+    #: per message compares like for like across sizes.
+    messages_per_partition: int = 64
     idle_partitions: int = 2048
     idle_warmup: float = 8.0
     idle_seconds: float = 20.0
