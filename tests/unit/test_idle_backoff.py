@@ -1,4 +1,4 @@
-"""The doubling rest of partitions that keep answering "no new data" (issue "Scale" §2):
+"""The doubling rest of partitions that keep answering "no new data" (issue 34, part 2):
 the pure policy, its place in the flow-control pacing, the config field, and the fetcher."""
 
 from __future__ import annotations
