@@ -157,66 +157,68 @@ def client(
     return last
 
 
-def cluster_share(cluster: Cluster, cpu0: float, began: float) -> float:
-    """The stand-in cluster's CPU since ``cpu0`` as a share of one core."""
+def measured(cluster: Cluster, mode: str, *args: object) -> dict[str, Any]:
+    """One client run against ``cluster``, with the cluster's CPU meanwhile as a share of one
+    core (``cluster_cpu_share``)."""
+    cpu0, began = float(cluster.ask("stats")["cpu_s"]), time.monotonic()
+    got = client(mode, cluster.master, *args)
     cpu = float(cluster.ask("stats")["cpu_s"]) - cpu0
-    return round(cpu / max(time.monotonic() - began, 1e-9), 3)
+    got["cluster_cpu_share"] = round(cpu / max(time.monotonic() - began, 1e-9), 3)
+    return got
+
+
+def keep(cells: list[dict[str, Any]], got: dict[str, Any]) -> None:
+    """Record one cell and show it (progress on stdout)."""
+    print(json.dumps(got), flush=True)
+    cells.append(got)
 
 
 def consume_cells(plan: Plan) -> list[dict[str, Any]]:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for partitions in plan.partitions:
         messages = max(plan.min_messages, plan.messages_per_partition * partitions)
         for n in range(plan.rounds):
             with Cluster({"scale": partitions}) as cluster:
                 cluster.ask(f"fill scale {messages} {BODY_SIZE}")
-                cpu0, began = float(cluster.ask("stats")["cpu_s"]), time.monotonic()
-                got = client("consume", cluster.master, "--partitions", partitions,
-                             "--messages", messages)  # fmt: skip
+                got = measured(cluster, "consume", "--partitions", partitions,
+                               "--messages", messages)  # fmt: skip
                 got.update(partitions=partitions, round=n + 1)
-                got["cluster_cpu_share"] = cluster_share(cluster, cpu0, began)
-            print(json.dumps(got), flush=True)
-            cells.append(got)
+            keep(cells, got)
     return cells
 
 
 def idle_cells(plan: Plan) -> list[dict[str, Any]]:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for max_wait in (None, IDLE_FIXED_WAIT):
         with Cluster({"idle": plan.idle_partitions}) as cluster:
             args: list[object] = ["--topic", "idle", "--partitions", plan.idle_partitions]
             args += ["--warmup", plan.idle_warmup, "--seconds", plan.idle_seconds]
             if max_wait is not None:
                 args += ["--max-wait", max_wait]
-            cpu0, began = float(cluster.ask("stats")["cpu_s"]), time.monotonic()
-            got = client("idle", cluster.master, *args)
+            got = measured(cluster, "idle", *args)
             got.update(partitions=plan.idle_partitions, policy="fixed" if max_wait else "backoff")
-            got["cluster_cpu_share"] = cluster_share(cluster, cpu0, began)
-        print(json.dumps(got), flush=True)
-        cells.append(got)
+        keep(cells, got)
     return cells
 
 
 def connect_cells(plan: Plan) -> list[dict[str, Any]]:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for partitions in plan.connect_partitions:
         with Cluster({"scale": partitions}) as cluster:
             got = client("connect", cluster.master, "--partitions", partitions)
         got["partitions"] = partitions
-        print(json.dumps(got), flush=True)
-        cells.append(got)
+        keep(cells, got)
     return cells
 
 
 def produce_cells(plan: Plan) -> list[dict[str, Any]]:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for topics in plan.produce_topics:
         with Cluster({f"t{i}": 1 for i in range(topics)}) as cluster:
             got = client("produce", cluster.master, "--topics", topics,
                          "--messages", plan.produce_messages)  # fmt: skip
         got["topics"] = topics
-        print(json.dumps(got), flush=True)
-        cells.append(got)
+        keep(cells, got)
     return cells
 
 
@@ -225,7 +227,7 @@ def _master_requests(stats: dict[str, Any]) -> int:
 
 
 def group_cells(plan: Plan) -> list[dict[str, Any]]:
-    cells = []
+    cells: list[dict[str, Any]] = []
     for members in plan.group_members:
         with Cluster({"scale": plan.group_partitions}) as cluster:
             marks: dict[str, tuple[float, int]] = {}
@@ -243,8 +245,7 @@ def group_cells(plan: Plan) -> list[dict[str, Any]]:
         (t0, n0), (t1, n1) = marks["settled"], marks["idle_done"]
         got.update(members=members, partitions=plan.group_partitions)
         got["idle_master_requests_per_s"] = round((n1 - n0) / (t1 - t0), 2)
-        print(json.dumps(got), flush=True)
-        cells.append(got)
+        keep(cells, got)
     return cells
 
 
