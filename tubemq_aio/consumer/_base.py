@@ -303,7 +303,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
-        # One partition's record (O(1)): positions() and connect() call this per partition.
+        # One partition's record (O(1)): connect() calls this once per partition it adds.
         o = self._leases.offset_of(key)
         if o is None:
             raise KeyError(key)

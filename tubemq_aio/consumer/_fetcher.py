@@ -458,4 +458,4 @@ class FetchEngine:
 
 def _ms(seconds: float) -> int:
     """A configured wait in whole milliseconds."""
-    return int(seconds * 1000)
+    return round(seconds * 1000)

@@ -418,8 +418,15 @@ class PartitionLeases:
             self._idle.append((entry.partition.key, entry.gen))
 
     def _live(self, item: tuple[float, int, PartitionKey, int]) -> bool:
+        # The token too: a partition removed and added again restarts its gen count, but
+        # tokens are never reused, so an item of its earlier life never passes for live.
         entry = self._entries.get(item[2])
-        return entry is not None and entry.gen == item[3] and entry.state is _State.DELAYED
+        return (
+            entry is not None
+            and entry.gen == item[3]
+            and entry.token == item[1]
+            and entry.state is _State.DELAYED
+        )
 
     def _promote(self, now: float) -> None:
         while self._delayed and self._delayed[0][0] <= now:
