@@ -1,4 +1,4 @@
-"""Sends are bounded by their deadline, not by a number of attempts (issue 30 §1.1).
+"""Sends are bounded by their deadline, not by a number of attempts (issue 30, fault 1).
 
 Every broker restarting at once made a send given six seconds fail with ``ConnectError`` after
 0.3 s: its retries were counted, and failed connects burn a count in a millisecond. Each send

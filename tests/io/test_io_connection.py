@@ -423,7 +423,7 @@ async def test_raw_calls_get_success_answers_whole_and_errors_as_usual() -> None
 async def test_requests_lost_before_their_write_are_not_sent_and_written_ones_unknown(
     settings: TransportSettings,
 ) -> None:
-    """Issue 30 §1.1: a link lost between a request's registration and the tick's write fails
+    """Issue 30, fault 1: a link lost between a request's registration and the tick's write fails
     that request as never written (safe to retry), while a request already written before the
     loss is "may or may not have been processed"."""
     conn = Connection("mem:1", settings)

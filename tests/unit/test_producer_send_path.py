@@ -175,7 +175,7 @@ async def test_a_retriable_first_attempt_is_retried(failure: str) -> None:
 
 
 async def test_refusals_are_retried_until_the_deadline_then_the_last_one_is_raised() -> None:
-    """Issue 30 §1.1: the retries are bounded by the send's deadline, not by ``send_retries``
+    """Issue 30, fault 1: the retries are bounded by the send's deadline, not by ``send_retries``
     (which only says how many go out without a pause)."""
     link = Link("a")
     producer, _ = producer_on(link, send_retries=1)

@@ -1,4 +1,4 @@
-"""``RetryPolicy``: retries paced inside a deadline (issue 30 §1.1), pure, no event loop."""
+"""``RetryPolicy``: retries paced inside a deadline (issue 30, fault 1), pure, no event loop."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ commit(true); see ``docs/client-balanced-consumer.md`` for why each step is need
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from typing import TypeVar
 
 from tubemq_aio.consumer._cb_models import (
@@ -21,10 +23,17 @@ from tubemq_aio.consumer._cb_models import (
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
-from tubemq_aio.errors import PartitionNotSubscribableError, UnknownPartitionError, server_error
+from tubemq_aio.errors import (
+    ConnectError,
+    PartitionNotSubscribableError,
+    RequestNotSentError,
+    UnknownPartitionError,
+    server_error,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
+from tubemq_aio.protocol.retry import DEFAULT_RETRY
 
 __all__ = [
     "MESSAGES",
@@ -94,6 +103,38 @@ async def read_batch(
         ConsumeSpeedLimitedError: the broker throttles the group (452); read again later.
         ServerError: the broker refused the register, the read or the commit.
     """
+    # Every step is redone from the register (which puts the broker's cursor back at
+    # ``offset``) when one certainly did not reach the broker: a broker restarting costs time,
+    # until ``rpc_timeout`` has passed, not an error in milliseconds (issue 30, fault 1).
+    deadline = session.clock() + session.config.rpc_timeout
+    failures = 0
+    while True:
+        try:
+            return await _read_batch_once(session, partition, offset, codec, filters, stats,
+                                          deliver_corrupt, consume, sequential,
+                                          deadline)  # fmt: skip
+        except (ConnectError, RequestNotSentError):
+            failures += 1
+            pause = DEFAULT_RETRY.pause(failures, session.clock(), deadline, random.random())
+            if pause is None:
+                raise
+            await asyncio.sleep(pause)
+            sequential = False
+
+
+async def _read_batch_once(
+    session: ClientBalanceSession,
+    partition: Partition,
+    offset: int,
+    codec: BatchCodec[A, T],
+    filters: frozenset[str],
+    stats: ConsumerStats,
+    deliver_corrupt: bool,
+    consume: bool,
+    sequential: bool,
+    deadline: float,
+) -> BatchRead[T]:
+    """One try of :func:`read_batch`."""
     key = partition.key
     context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
     if sequential and key in session.readers:
@@ -104,7 +145,7 @@ async def read_batch(
             await session.broker.commit(partition, consumed=False)
     # 1. Register with the bootstrap offset: the first read after a registration uses the
     #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
-    reg = await session.register_at_broker(partition, offset)
+    reg = await session.register_at_broker(partition, offset, deadline)
     if not reg.success:
         session.readers.pop(key, None)
         raise server_error(reg.err_code, reg.err_msg)

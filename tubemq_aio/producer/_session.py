@@ -30,6 +30,7 @@ from tubemq_aio.protocol.producer_rpc import (
     parse_heartbeat_response,
     parse_register_response,
 )
+from tubemq_aio.protocol.retry import REGISTER_RETRY, register_deadline
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ProducerSession"]
@@ -113,24 +114,35 @@ class ProducerSession:
             await self.publish([topic])
 
     async def register(self) -> None:
-        """Register at the master, retrying like the Java client (§4.8).
+        """Register at the master, retrying like the Java client (§4.8) for as long as its
+        ``register_attempts`` attempts would take (:func:`register_deadline`); a master that
+        does not answer is tried round the master list until then (issue 30, fault 1).
 
         Raises:
-            TubeMQError: the last failure after ``register_attempts`` attempts.
+            TubeMQError: the last failure once that time has passed.
         """
-        attempts = self._config.register_attempts
-        for attempt in range(1, attempts + 1):
+        deadline = register_deadline(self._clock(), self._config.register_attempts)
+        failures = 0
+        while True:
             try:
-                await self._register_once()
+                await self._register_once(deadline)
                 return
             except TubeMQError as exc:
-                if attempt == attempts:
-                    raise
+                failures += 1
                 refused = isinstance(exc, ServerError)
-                log.warning("master register attempt %d failed: %s", attempt, exc)
-                await asyncio.sleep(_REGISTER_PAUSE_REFUSED if refused else _REGISTER_PAUSE_ERROR)
+                pause = REGISTER_RETRY.pause(
+                    failures,
+                    self._clock(),
+                    deadline,
+                    0.0,
+                    at_least=_REGISTER_PAUSE_REFUSED if refused else _REGISTER_PAUSE_ERROR,
+                )
+                if pause is None:
+                    raise
+                log.warning("master register attempt %d failed: %s", failures, exc)
+                await asyncio.sleep(pause)
 
-    async def _register_once(self) -> None:
+    async def _register_once(self, deadline: float | None = None) -> None:
         body = build_register_request(
             client_id=self.client_id,
             host_name=self.host,
@@ -141,7 +153,7 @@ class ProducerSession:
             runtime_version=f"python-{platform.python_version()}",
         )
         response = parse_register_response(
-            await self._invoker.call(Method.MASTER_PRODUCER_REGISTER, body)
+            await self._invoker.call(Method.MASTER_PRODUCER_REGISTER, body, deadline=deadline)
         )
         if not response.success:
             raise server_error(response.err_code, response.err_msg)

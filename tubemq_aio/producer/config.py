@@ -42,7 +42,7 @@ class ProducerConfig(ClientConfig):
         send_retries: failures in a row of a send that certainly did not store the message
             (connect failure, request never written, broker 503/419) retried at once on another
             partition; later ones are retried after a growing pause. Either way a send is
-            retried until its timeout, never past it (issue 30 §1.1).
+            retried until its timeout, never past it (issue 30, fault 1).
         partitioner: chooses the partition of each send (default: key hash for keyed messages,
             round robin otherwise).
         blocking: thresholds of the bad-broker auto-blocking (Java client defaults).

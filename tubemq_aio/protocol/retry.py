@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_RETRY", "RetryPolicy"]
+__all__ = ["DEFAULT_RETRY", "REGISTER_RETRY", "RetryPolicy", "register_deadline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +104,25 @@ class RetryPolicy:
 
 #: The policy of the client's retrying paths unless configured otherwise.
 DEFAULT_RETRY = RetryPolicy()
+
+
+#: Master registers at start: the Java client's one pause of 1 s between attempts
+#: (``regFailWaitPeriodMs``, docs/protocol/consumer.md §1.3; producers:
+#: docs/protocol/wire.md §4).
+REGISTER_RETRY = RetryPolicy(immediate=0, initial=1.0, maximum=1.0, multiplier=1.0, jitter=0.0)
+
+
+def register_deadline(now: float, register_attempts: int) -> float:
+    """When a register at start stops retrying: the time the Java client's loop of
+    ``register_attempts`` attempts 1 s apart takes, counted in time rather than attempts (fast
+    failures, e.g. every master answering "standby" during an election, no longer use it up);
+    ``register_attempts=1`` makes one attempt (one round over the masters).
+
+    Args:
+        now: the current time (monotonic).
+        register_attempts: the configured attempts (>= 1).
+
+    Returns:
+        ``now + (register_attempts - 1) * REGISTER_RETRY.initial``.
+    """
+    return now + max(0, register_attempts - 1) * REGISTER_RETRY.initial
