@@ -68,12 +68,14 @@ async def test_a_broker_call_outlives_its_broker_restarting(call: str) -> None:
 
 
 async def test_a_broker_away_past_rpc_timeout_fails_typed_at_it() -> None:
-    async with FakeCluster(topics={"demo": 1}) as cluster:
-        async with _consumer(cluster, rpc_timeout=3) as consumer:
-            await consumer.partitions()
-            await cluster.stop_broker(1)
-            loop = asyncio.get_running_loop()
-            began = loop.time()
-            with pytest.raises(ConnectError):
-                await asyncio.wait_for(consumer.read_at(KEY, 0), 10)
-            assert 2.8 <= loop.time() - began <= 5.0
+    async with (
+        FakeCluster(topics={"demo": 1}) as cluster,
+        _consumer(cluster, rpc_timeout=3) as consumer,
+    ):
+        await consumer.partitions()
+        await cluster.stop_broker(1)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        with pytest.raises(ConnectError):
+            await asyncio.wait_for(consumer.read_at(KEY, 0), 10)
+        assert 2.8 <= loop.time() - began <= 5.0

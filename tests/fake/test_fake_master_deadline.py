@@ -22,7 +22,9 @@ ELECTION = 1.2
 pytestmark = pytest.mark.timeout(60)
 
 
-def _client(kind: str, addr: str, **options: object) -> Producer | Consumer | ClientBalancedConsumer:
+def _client(
+    kind: str, addr: str, **options: object
+) -> Producer | Consumer | ClientBalancedConsumer:
     if kind == "producer":
         return Producer(addr, topics=["demo"], **options)  # type: ignore[arg-type]
     if kind == "consumer":

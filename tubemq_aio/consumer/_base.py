@@ -275,11 +275,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         When a loop ends early (``break``, an exception, the iterator dropped or ``aclose()``d),
         the messages it yielded count as consumed (acked with ``auto_ack``, else left for
         :meth:`commit`) and the rest of its batch goes back to the consumer: the next loop or
-        :meth:`getmany` call gets it first. The loop ends when the consumer is closed.
+        :meth:`getmany` call gets it first. A loop running when the consumer is closed ends
+        (quietly); a loop started on a closing or closed consumer raises.
 
         Raises:
-            ClientClosedError: (from the loop) the consumer was never started, or a background
-                task crashed.
+            ClientClosedError: (from the loop) the consumer was never started, is still
+                starting, is closing or closed, or a background task crashed.
         """
         return self._stream.iterate()
 
@@ -287,11 +288,23 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         """Acknowledge what ``async for`` yielded so far (with ``auto_ack=False``).
 
         Acks every batch whose messages were all yielded; a batch still being iterated is
-        acked by a later call.
+        acked by a later call. Served while the consumer runs and while it closes (until its
+        partitions are released, e.g. from ``on_revoked``).
 
         Returns:
             How many batches were acked (the others had lost their lease and come again).
+
+        Raises:
+            ClientClosedError: the consumer was never started, is still starting, or is closed
+                (what it yielded and did not commit was rolled back at close).
         """
+        closing = self._close_task
+        if closing is None:
+            self._check_running()
+        elif closing.done():
+            raise ClientClosedError(
+                f"this {self._kind} is closed: what it yielded and did not commit was rolled back"
+            )
         return await self._stream.commit()
 
     # ---- inspection --------------------------------------------------------------------------

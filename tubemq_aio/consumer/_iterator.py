@@ -45,8 +45,9 @@ class MessageStream:
     Args:
         getmany: the consumer's ``getmany``.
         auto_ack: ack a batch once all its messages were yielded (else wait for ``commit``).
-        closed: whether the consumer's ``close()`` was called (a loop then ends quietly;
-            any other :class:`ClientClosedError`, e.g. never started, is raised).
+        closed: whether the consumer's ``close()`` was called: a loop already running then
+            ends quietly, a loop started after it raises :class:`ClientClosedError` (as does
+            one on a consumer never started).
     """
 
     def __init__(self, getmany: GetMany, *, auto_ack: bool, closed: Callable[[], bool]) -> None:
@@ -62,6 +63,8 @@ class MessageStream:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Message]:
+        if self._closed():  # a new loop over a closed consumer is refused, not silently empty
+            raise ClientClosedError("this consumer is closed")
         loop = _Loop()
         self._loops.add(loop)
         try:
@@ -108,7 +111,7 @@ class MessageStream:
 
     async def commit(self) -> int:
         """Ack the fully yielded batches (of every loop, and each loop's current one if it was
-        fully yielded); returns how many were acked."""
+        fully yielded); returns how many were acked (the consumer checks its state first)."""
         batches, self.yielded = self.yielded, []
         for loop in self._loops:
             batch = loop.batch
