@@ -103,16 +103,43 @@ async def read_batch(
         ConsumeSpeedLimitedError: the broker throttles the group (452); read again later.
         ServerError: the broker refused the register, the read or the commit.
     """
+    key = partition.key
+    context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
     # Every step is redone from the register (which puts the broker's cursor back at
     # ``offset``) when one certainly did not reach the broker: a broker restarting costs time,
     # until ``rpc_timeout`` has passed, not an error in milliseconds (issue 30, fault 1).
     deadline = session.clock() + session.config.rpc_timeout
+
+    async def once(sequential: bool) -> BatchRead[T]:
+        if sequential and key in session.readers:
+            got = await _get_message(session, partition, codec)
+            if got.success and got.curr_offset == offset:
+                return await _finish_read(session, partition, got, codec, context, consume)
+            if got.success:  # the cursor was elsewhere: give the batch back, read with a register
+                await session.broker.commit(partition, consumed=False)
+        # 1. Register with the bootstrap offset: the first read after a registration uses the
+        #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
+        reg = await session.register_at_broker(partition, offset, deadline)
+        if not reg.success:
+            session.readers.pop(key, None)
+            raise server_error(reg.err_code, reg.err_msg)
+        session.readers[key] = partition
+        # 2. Read without confirming anything: currOffset of the answer is the batch start.
+        got = await _get_message(session, partition, codec)
+        if not got.success:
+            # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
+            # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
+            if got.err_code == 404:
+                top = got.max_offset if got.max_offset >= 0 else reg.max_offset
+                return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
+                                 reg.curr_offset, top)  # fmt: skip
+            raise server_error(got.err_code, got.err_msg)
+        return await _finish_read(session, partition, got, codec, context, consume)
+
     failures = 0
     while True:
         try:
-            return await _read_batch_once(session, partition, offset, codec, filters, stats,
-                                          deliver_corrupt, consume, sequential,
-                                          deadline)  # fmt: skip
+            return await once(sequential)
         except (ConnectError, RequestNotSentError):
             failures += 1
             pause = DEFAULT_RETRY.pause(failures, session.clock(), deadline, random.random())
@@ -120,47 +147,6 @@ async def read_batch(
                 raise
             await asyncio.sleep(pause)
             sequential = False
-
-
-async def _read_batch_once(
-    session: ClientBalanceSession,
-    partition: Partition,
-    offset: int,
-    codec: BatchCodec[A, T],
-    filters: frozenset[str],
-    stats: ConsumerStats,
-    deliver_corrupt: bool,
-    consume: bool,
-    sequential: bool,
-    deadline: float,
-) -> BatchRead[T]:
-    """One try of :func:`read_batch`."""
-    key = partition.key
-    context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
-    if sequential and key in session.readers:
-        got = await _get_message(session, partition, codec)
-        if got.success and got.curr_offset == offset:
-            return await _finish_read(session, partition, got, codec, context, consume)
-        if got.success:  # the cursor was elsewhere: give the batch back, read with a register
-            await session.broker.commit(partition, consumed=False)
-    # 1. Register with the bootstrap offset: the first read after a registration uses the
-    #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
-    reg = await session.register_at_broker(partition, offset, deadline)
-    if not reg.success:
-        session.readers.pop(key, None)
-        raise server_error(reg.err_code, reg.err_msg)
-    session.readers[key] = partition
-    # 2. Read without confirming anything: currOffset of the answer is the batch start.
-    got = await _get_message(session, partition, codec)
-    if not got.success:
-        # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
-        # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
-        if got.err_code == 404:
-            top = got.max_offset if got.max_offset >= 0 else reg.max_offset
-            return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
-                             reg.curr_offset, top)  # fmt: skip
-        raise server_error(got.err_code, got.err_msg)
-    return await _finish_read(session, partition, got, codec, context, consume)
 
 
 async def _get_message(

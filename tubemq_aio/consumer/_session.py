@@ -105,6 +105,7 @@ class MasterSession(SessionBase):
         rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
         if rsp.success:
             self._apply(rsp)
+            self.hb_state.on_registered()
         return rsp
 
     # ---- master heartbeat --------------------------------------------------------------------

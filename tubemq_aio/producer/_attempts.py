@@ -111,7 +111,9 @@ class SendAttempts(AsyncLifecycle):
         """
         broker = partition.broker
         if isinstance(exc, ConnectError):
-            self._blocker.record_connect(str(rpc.address(broker)), False, now)
+            self._blocker.record_connect(
+                str(rpc.address(broker)), False, now, broker_id=broker.broker_id
+            )
             return exc
         self._blocker.record(broker.broker_id, False, time.monotonic())
         self._backoff.record_failure(partition.partition_key, time.monotonic())

@@ -30,7 +30,7 @@ from tubemq_aio.protocol.producer_rpc import (
     parse_heartbeat_response,
     parse_register_response,
 )
-from tubemq_aio.protocol.retry import REGISTER_RETRY, register_deadline
+from tubemq_aio.protocol.retry import REGISTER_RETRY, FailureStreak, register_deadline
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ProducerSession"]
@@ -83,6 +83,8 @@ class ProducerSession:
         self.registered = False
         self.heartbeats_ok = 0
         self.heartbeats_failed = 0
+        #: Failed heartbeats since the master last answered (a heartbeat or a register).
+        self.heartbeat_streak = FailureStreak()
         self.reregistrations = 0
 
     def __repr__(self) -> str:
@@ -160,6 +162,7 @@ class ProducerSession:
         self.tokens.apply(response.authorization)
         self.metadata.apply_register(response, self._clock())
         self.registered = True
+        self.heartbeat_streak.succeeded()  # the master serves us: as good as a heartbeat
         self._changed()
 
     async def heartbeat(self) -> None:
@@ -173,6 +176,7 @@ class ProducerSession:
                 response = await self._heartbeat_once()
             except TubeMQError:
                 self.heartbeats_failed += 1
+                self.heartbeat_streak.failed()
                 raise
             if response.err_code == _HB_NO_NODE:
                 # The master forgot us (restart, failover, expiry): register again (§4.8).
@@ -182,8 +186,10 @@ class ProducerSession:
                 response = await self._heartbeat_once()
             if not response.success:
                 self.heartbeats_failed += 1
+                self.heartbeat_streak.failed()
                 raise server_error(response.err_code, response.err_msg)
             self.heartbeats_ok += 1
+            self.heartbeat_streak.succeeded()
 
     async def _heartbeat_once(self) -> HeartbeatResponse:
         body = build_heartbeat_request(
@@ -249,20 +255,19 @@ class ProducerSession:
     async def run_heartbeats(self) -> None:
         """Heartbeat forever at the configured period (an owned background task)."""
         config = self._config
-        failures = 0
         while True:
             pause = config.heartbeat_interval
-            if failures >= config.heartbeat_failures_before_backoff:
+            # The streak ends with any success: this loop's, a publish's heartbeat, a register.
+            if self.heartbeat_streak.count >= config.heartbeat_failures_before_backoff:
                 pause = config.heartbeat_backoff
             await asyncio.sleep(pause)
             if not self._published:
                 continue
             try:
                 await self.heartbeat()
-                failures = 0
             except TubeMQError as exc:
-                failures += 1
-                log.warning("producer heartbeat failed (%d in a row): %s", failures, exc)
+                streak = self.heartbeat_streak.count
+                log.warning("producer heartbeat failed (%d in a row): %s", streak, exc)
 
     async def close(self, timeout: float) -> None:
         """Tell the master this producer is gone; errors are logged, not raised."""

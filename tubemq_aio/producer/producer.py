@@ -613,9 +613,13 @@ class Producer(SendAttempts):
         address = rpc.address(broker)
         try:
             await rpc.connect(broker)
-            self._blocker.record_connect(str(address), True, time.monotonic())
+            self._blocker.record_connect(
+                str(address), True, time.monotonic(), broker_id=broker.broker_id
+            )
         except TubeMQError as exc:
-            self._blocker.record_connect(str(address), False, time.monotonic())
+            self._blocker.record_connect(
+                str(address), False, time.monotonic(), broker_id=broker.broker_id
+            )
             log.info("pre-connect to broker %s failed: %s", address, exc)
 
     def _gauges(self) -> list[Gauge]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_RETRY", "REGISTER_RETRY", "RetryPolicy", "register_deadline"]
+__all__ = ["DEFAULT_RETRY", "REGISTER_RETRY", "FailureStreak", "RetryPolicy", "register_deadline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +126,30 @@ def register_deadline(now: float, register_attempts: int) -> float:
         ``now + (register_attempts - 1) * REGISTER_RETRY.initial``.
     """
     return now + max(0, register_attempts - 1) * REGISTER_RETRY.initial
+
+
+class FailureStreak:
+    """Failures in a row of calls to one peer, for a back-off after too many.
+
+    Every success that proves the peer healthy resets it, whichever call it was: for a master
+    session both a heartbeat and a register (issue 30, fault 2: a streak reset only by a
+    heartbeat kept a consumer quiet for a minute after a successful re-register).
+    """
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        #: Failures since the last success.
+        self.count = 0
+
+    def __repr__(self) -> str:
+        return f"<FailureStreak {self.count}>"
+
+    def failed(self) -> int:
+        """Count one more failure; return the streak."""
+        self.count += 1
+        return self.count
+
+    def succeeded(self) -> None:
+        """A call to the peer succeeded: the streak ends."""
+        self.count = 0
