@@ -13,12 +13,15 @@ from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
     ServerError,
+    TopicNotDeployedError,
     TopicUnavailableError,
     TubeMQError,
     server_error,
 )
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer.config import ProducerConfig
+from tubemq_aio.protocol.consumer_replies import parse_master_response
+from tubemq_aio.protocol.deployment import Deployment, build_deployment_check, deployment_of
 from tubemq_aio.protocol.message import ip_to_int, validate_topic
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse
 from tubemq_aio.protocol.producer_meta import ProducerMetadata
@@ -213,8 +216,13 @@ class ProducerSession:
     async def publish(self, topics: Iterable[str]) -> None:
         """Publish topics and wait until the master reports writable partitions for each.
 
+        A topic the master says is not deployed fails at once (it is not published, so a later
+        send asks again); only a deployed one, whose brokers may still be loading it, is waited
+        for (see :mod:`tubemq_aio.protocol.deployment`).
+
         Raises:
             InvalidMessageError: a topic name is invalid.
+            TopicNotDeployedError: the master says a topic is not deployed on the cluster.
             TopicUnavailableError: a topic still has no writable partition after
                 ``publish_timeout`` seconds (it stays published: it is used once it appears).
         """
@@ -225,6 +233,11 @@ class ProducerSession:
         self._publishing.update(first)
         try:
             await self._await_writable(wanted)
+        except TopicNotDeployedError as exc:
+            for topic in exc.topics:
+                if topic in first:
+                    self._published.pop(topic, None)
+            raise
         finally:
             for topic, done in first.items():
                 done.set()
@@ -233,6 +246,7 @@ class ProducerSession:
 
     async def _await_writable(self, wanted: list[str]) -> None:
         deadline = self._clock() + self._config.publish_timeout
+        checked: set[str] = set()
         while True:
             try:
                 await self.heartbeat()
@@ -244,6 +258,11 @@ class ProducerSession:
             missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
             if not missing:
                 return
+            unknown = [t for t in missing if t not in checked]
+            checked.update(unknown)
+            gone = [t for t in unknown if await self._deployment(t) is Deployment.NOT_DEPLOYED]
+            if gone:
+                raise TopicNotDeployedError(gone)
             if self._clock() >= deadline:
                 raise TopicUnavailableError(
                     f"topics {missing} have no writable partition after "
@@ -251,6 +270,22 @@ class ProducerSession:
                     f"broker accept publishing?"
                 )
             await asyncio.sleep(_PUBLISH_POLL)
+
+    async def _deployment(self, topic: str) -> Deployment:
+        """Ask the master whether ``topic`` is deployed (no state changes at the master)."""
+        body = build_deployment_check(
+            client_id=self.client_id,
+            host_name=self.host,
+            topic=topic,
+            auth=self.tokens.register_auth(*auth_stamp()),
+        )
+        try:
+            data = await self._invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body)
+            rsp = parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
+        except TubeMQError as exc:  # no verdict: wait for the topic as before
+            log.info("deployment check of topic %r failed: %r", topic, exc)
+            return Deployment.UNKNOWN
+        return deployment_of(rsp.err_code, rsp.success)
 
     async def run_heartbeats(self) -> None:
         """Heartbeat forever at the configured period (an owned background task)."""
