@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
+from tests.fake.test_fake_lifecycle import CLIENTS
 from tubemq_aio import ClientBalancedConsumer, ClientClosedError, Consumer, Producer
 from tubemq_aio._client import AsyncLifecycle
-from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
-FAST: dict[str, Any] = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
 STATES = ("new", "starting", "running", "closing", "closed")
 #: How long a call that is served may wait before the table calls it "waits" (e.g. a read of
 #: an empty topic, or ``run()`` of a running consumer, which returns only at close).
@@ -34,18 +33,6 @@ PATIENCE = 0.3
 SERVED = frozenset({"ok", "waits"})
 
 Probe = Callable[[Any], Awaitable[object]]
-
-
-def _producer(address: str) -> Producer:
-    return Producer(address, topics=["t"], connection_reuse=False, close_grace=0.2, **FAST)
-
-
-def _consumer(address: str) -> Consumer:
-    return Consumer(address, group="lc", topics=["t"], connection_reuse=False, **FAST)
-
-
-def _cb_consumer(address: str) -> ClientBalancedConsumer:
-    return ClientBalancedConsumer(address, group="lc", topics=["t"], connection_reuse=False, **FAST)
 
 
 async def _first(iterator: AsyncIterator[object]) -> object:
@@ -61,16 +48,23 @@ async def _send_nowait(producer: Producer) -> object:
     return await future
 
 
-async def _run(consumer: Consumer) -> object:
+async def _run(consumer: Consumer) -> None:
     async def handler(message: object) -> None:
         return None
 
-    return await consumer.run(handler)
+    await consumer.run(handler)
 
 
-async def _connect_then_disconnect(consumer: ClientBalancedConsumer, key: str) -> object:
+async def _connect_then_disconnect(consumer: ClientBalancedConsumer, key: str) -> None:
     await consumer.connect(key)
-    return await consumer.disconnect(key)
+    await consumer.disconnect(key)
+
+
+def _attribute(name: str) -> Callable[[Any], object]:
+    def read(client: Any) -> object:
+        return getattr(client, name)
+
+    return read
 
 
 def _sync(call: Callable[[Any], object]) -> Probe:
@@ -114,7 +108,7 @@ IO_CALLS: dict[str, dict[str, Probe]] = {
 #: Inspection and local calls: answered in every state.
 LOCAL_CALLS: dict[str, dict[str, Probe]] = {
     "producer": {
-        name: _sync(lambda p, n=name: getattr(p, n))
+        name: _sync(_attribute(name))
         for name in ("sent", "failed", "cancelled", "retried", "in_flight", "topics", "closed")
     }
     | {"metrics": _sync(lambda p: p.metrics())},
@@ -134,16 +128,6 @@ LOCAL_CALLS: dict[str, dict[str, Probe]] = {
         "closed": _sync(lambda c: c.closed),
         "stats": _sync(lambda c: c.stats),
     },
-}
-
-FACTORIES: dict[str, tuple[Callable[[str], AsyncLifecycle], Method, Method]] = {
-    "producer": (_producer, Method.MASTER_PRODUCER_REGISTER, Method.MASTER_PRODUCER_CLOSE),
-    "consumer": (_consumer, Method.MASTER_CONSUMER_REGISTER, Method.MASTER_CONSUMER_CLOSE),
-    "cb-consumer": (
-        _cb_consumer,
-        Method.MASTER_CONSUMER_REGISTER_V2,
-        Method.MASTER_CONSUMER_CLOSE,
-    ),
 }
 
 
@@ -172,7 +156,7 @@ async def answer(probe: Probe, client: Any) -> str:
 @contextlib.asynccontextmanager
 async def in_state(kind: str, state: str, cluster: FakeCluster) -> AsyncIterator[AsyncLifecycle]:
     """A client of ``kind`` held in ``state`` while the body runs; closed afterwards."""
-    factory, register, close = FACTORIES[kind]
+    factory, register, close = CLIENTS[kind]
     client = factory(cluster.master_addr)
     pending: asyncio.Future[None] | None = None
     try:
@@ -208,7 +192,7 @@ async def cluster_fixture() -> AsyncIterator[FakeCluster]:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("state", STATES)
-@pytest.mark.parametrize("kind", sorted(FACTORIES))
+@pytest.mark.parametrize("kind", sorted(CLIENTS))
 async def test_every_call_gives_the_documented_answer_in_every_state(
     cluster: FakeCluster, kind: str, state: str
 ) -> None:
