@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake.test_fake_lifecycle import CLIENTS
+from tests.support.lifecycle_clients import CLIENTS
 from tubemq_aio import ClientBalancedConsumer, ClientClosedError, Consumer, Producer
 from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio.testing import FakeCluster, Fault, wait_until

@@ -178,7 +178,8 @@ class SessionBase:
             auth=self.tokens.register_auth(*auth_stamp()),
         )
         try:
-            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
+            # One round over the masters: a close does not wait for a master to come back.
+            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body, deadline=self.clock())
         except TubeMQError as exc:
             log.warning("close at the master failed: %r", exc)
 

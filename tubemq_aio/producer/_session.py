@@ -314,7 +314,10 @@ class ProducerSession:
         )
         try:
             response = parse_close_response(
-                await self._invoker.call(Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout)
+                # One round over the masters: a close does not wait for one to come back.
+                await self._invoker.call(
+                    Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout, deadline=self._clock()
+                )
             )
             if not response.success:
                 log.info("master refused the producer close: %s", response.err_msg)
