@@ -279,11 +279,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         When a loop ends early (``break``, an exception, the iterator dropped or ``aclose()``d),
         the messages it yielded count as consumed (acked with ``auto_ack``, else left for
         :meth:`commit`) and the rest of its batch goes back to the consumer: the next loop or
-        :meth:`getmany` call gets it first. The loop ends when the consumer is closed.
+        :meth:`getmany` call gets it first. A loop running when the consumer is closed ends
+        (quietly); a loop started on a closing or closed consumer raises.
 
         Raises:
-            ClientClosedError: (from the loop) the consumer was never started, or a background
-                task crashed.
+            ClientClosedError: (from the loop) the consumer was never started, is still
+                starting, is closing or closed, or a background task crashed.
         """
         return self._stream.iterate()
 
@@ -296,12 +297,24 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         ``getmany``: TubeMQ commits whole broker batches, so the broker's offset moves past
         that batch once the rest was acked too, and a restart before then delivers the whole
         batch again (at-least-once). A loop still running (another task's, paused in the
-        middle of a batch) keeps its batch: a later call acks it.
+        middle of a batch) keeps its batch: a later call acks it. Served while the consumer
+        runs and while it closes (until its partitions are released, e.g. from ``on_revoked``).
 
         Returns:
             How many batches (or yielded parts of batches) were acked; a batch whose lease was
             gone is not counted and comes again.
+
+        Raises:
+            ClientClosedError: the consumer was never started, is still starting, or is closed
+                (what it yielded and did not commit was rolled back at close).
         """
+        closing = self._close_task
+        if closing is None:
+            self._check_running()
+        elif closing.done():
+            raise ClientClosedError(
+                f"this {self._kind} is closed: what it yielded and did not commit was rolled back"
+            )
         return await self._stream.commit()
 
     # ---- inspection --------------------------------------------------------------------------

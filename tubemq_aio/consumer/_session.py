@@ -96,7 +96,7 @@ class MasterSession(SessionBase):
 
     # ---- master RPCs -------------------------------------------------------------------------
 
-    async def register_once(self) -> consumer_replies.MasterResponse:
+    async def register_once(self, deadline: float | None = None) -> consumer_replies.MasterResponse:
         """Send one ``RegisterRequestC2M`` (with the partitions held) and apply the answer."""
         cfg = self.config
         body = rpc.build_register(
@@ -111,10 +111,11 @@ class MasterSession(SessionBase):
             bound=cfg.bound.session(not_allocated=self.not_allocated) if cfg.bound else None,
             auth=self.tokens.register_auth(*auth_stamp()),
         )
-        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body)
+        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body, deadline=deadline)
         rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
         if rsp.success:
             self._apply(rsp)
+            self.hb_state.on_registered()
         return rsp
 
     # ---- master heartbeat --------------------------------------------------------------------
