@@ -21,6 +21,7 @@ from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, Unknow
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
+from tubemq_aio.gateway.topic_offsets import TopicOffsets, TopicPartition
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
@@ -41,6 +42,7 @@ class Gateway:
         engine: the consume engine (None without groups or before start).
         dlq_progress: poison batches this replica diverted in part (sent only the rest).
         long_polls: long polls running now per principal name.
+        topic_offsets: reads a topic's partitions and offsets (None before start).
     """
 
     config: GatewayConfig
@@ -51,6 +53,7 @@ class Gateway:
     engine: ConsumeEngine | None = None
     dlq_progress: DivertProgress = field(default_factory=DivertProgress)
     long_polls: Counter[str] = field(default_factory=Counter)
+    topic_offsets: TopicOffsets | None = None
 
     @property
     def secret(self) -> bytes:
@@ -91,6 +94,17 @@ class Gateway:
     def answer(self, exc: BaseException) -> ApiError:
         """The error answer for ``exc``, its details logged and the answer counted."""
         return answer_for(exc, self.metrics)
+
+    async def read_topic(self, topic: str) -> list[TopicPartition]:
+        """``topic``'s partitions with their offsets now.
+
+        Raises:
+            NotReadyError: the replica is not running (503, retriable).
+            TubeUnavailableError: the cluster did not answer in time (503, retriable).
+        """
+        if self.topic_offsets is None:
+            raise NotReadyError("the gateway is not running")
+        return await self.topic_offsets(topic)
 
     def require_engine(self) -> ConsumeEngine:
         """The running consume engine.
