@@ -24,6 +24,7 @@ from tubemq_aio.gateway.config_checks import (
     str_tuple,
     tables,
 )
+from tubemq_aio.gateway.config_sources import gather_sources
 from tubemq_aio.gateway.config_tables import (
     ApiKey,
     GroupConfig,
@@ -257,6 +258,17 @@ class GatewayConfig:
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"the gateway config is not valid TOML: {err}") from None
         return cls.from_mapping(data)
+
+    @classmethod
+    def load(cls, path: str | Path | None, env: Mapping[str, str]) -> GatewayConfig:
+        """The configuration from the TOML file at ``path`` (None: none) with the settings of
+        the environment ``env`` over it (``TUBEMQ_GATEWAY_*``; see
+        :mod:`~tubemq_aio.gateway.config_sources` for the names and the precedence).
+
+        Raises:
+            ConfigError: a file cannot be read, or a setting is missing or invalid.
+        """
+        return cls.from_mapping(gather_sources(path, env, cls).data)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> GatewayConfig:
