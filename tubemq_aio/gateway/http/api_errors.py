@@ -47,6 +47,7 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
     UnknownTopicError,
+    UnsupportedMediaTypeError,
 )
 from tubemq_aio.gateway.metrics import GatewayMetrics
 
@@ -96,6 +97,7 @@ _GATEWAY_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     NotReadyError: (503, "not_ready"),
     InvalidBodyError: (422, "invalid"),
     RequestTooLargeError: (413, "too_large"),
+    UnsupportedMediaTypeError: (415, "unsupported_media_type"),
     RateLimitedError: (429, "rate_limited"),
     GatewayError: (503, "unavailable"),
 }
