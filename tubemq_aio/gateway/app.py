@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tubemq_aio.config import parse_masters
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
@@ -35,6 +36,7 @@ from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
 from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce
 from tubemq_aio.gateway.topic_offsets import TopicOffsets, cluster_topic_offsets
+from tubemq_aio.gateway.tube_reach import MasterReach
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
@@ -71,6 +73,7 @@ def create_app(
             config.anonymous_grant(),
             cache_size=config.auth_cache_size,
         ),
+        reach=MasterReach(parse_masters(config.masters)),
     )
     # Answers (a lease holder in lag) name the replica only by its opaque id; which host and
     # process it is, an operator reads here.
@@ -88,6 +91,8 @@ def create_app(
         async with contextlib.AsyncExitStack() as stack:
             gateway.topic_offsets = topic_offsets or cluster_topic_offsets(config)
             stack.callback(setattr, gateway, "topic_offsets", None)
+            if gateway.reach is not None:
+                stack.push_async_callback(gateway.reach.close)
             if config.produce_topics:
                 producer = make_producer(config)
                 await producer.start()

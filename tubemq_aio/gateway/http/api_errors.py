@@ -201,7 +201,9 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         return _error(422, "invalid", exc, False, str(exc) or type(exc).__name__)
     if isinstance(exc, TopicUnavailableError):
         return _error(503, "topic_unavailable", exc, True)
-    if isinstance(exc, NetworkError | ClientClosedError):
+    if isinstance(exc, NetworkError):  # the cluster's hosts, not the gateway's own state
+        return _error(503, "tube_unavailable", exc, True)
+    if isinstance(exc, ClientClosedError):
         return _error(503, "unavailable", exc, True)
     if isinstance(exc, ServerError | RemoteRpcError):
         if exc.retriable:

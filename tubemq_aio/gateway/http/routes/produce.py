@@ -48,7 +48,9 @@ async def produce(
     Authenticator.require(principal, "produce", topic)
     producer = _producer(gateway, topic)
     try:
-        result = await send_one(producer, topic, body, gateway.config.produce_timeout)
+        result = await gateway.produce_guarded(
+            send_one(producer, topic, body, gateway.config.produce_timeout)
+        )
     except TubeMQError as exc:
         error = gateway.answer(exc)
         gateway.metrics.produced.labels(topic, str(error.status)).inc()
@@ -75,7 +77,9 @@ async def _produce_batch(
     if len(body) > gateway.config.max_batch:
         raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
     producer = _producer(gateway, topic)
-    answer = await send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
+    answer = await gateway.produce_guarded(
+        send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
+    )
     for code, count in answer.statuses.items():
         gateway.metrics.produced.labels(topic, str(code)).inc(count)
     status = 200 if answer.statuses.keys() == {200} else 207
