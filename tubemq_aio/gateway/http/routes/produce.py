@@ -9,7 +9,12 @@ from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
-from tubemq_aio.gateway.errors import NotReadyError, RequestTooLargeError, UnknownTopicError
+from tubemq_aio.gateway.errors import (
+    InvalidBodyError,
+    NotReadyError,
+    RequestTooLargeError,
+    UnknownTopicError,
+)
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, json_response
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute, fast_body
@@ -67,7 +72,7 @@ async def produce(
 
 
 async def _produce_batch(
-    topic: str, body: Sequence[ProduceRequest] | SharedBatch, gateway: Gateway,
+    topic: str, body: Sequence[ProduceRequest | InvalidBodyError] | SharedBatch, gateway: Gateway,
     principal: ApiKey,
 ) -> Response:  # fmt: skip
     """:func:`produce_batch`'s work, for the model's messages or a body
@@ -96,8 +101,9 @@ async def _produce_batch(
 async def produce_batch(
     topic: str, body: BatchProduceRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
-    """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 per message."""
-    return await _produce_batch(topic, body.messages, gateway, principal)
+    """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 with each
+    message's own status (an invalid message is a 422 item; the others are still sent)."""
+    return await _produce_batch(topic, body.items(), gateway, principal)
 
 
 async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:

@@ -1,6 +1,7 @@
-"""Produce while the cluster is down answers 503 ``tube_unavailable`` within about a second
-(the master probe), not a generic ``unavailable`` after ``produce_timeout``; the probe's own
-rules (a cut only when no master answers, a caller's cancel stays a cancel)."""
+"""Produce through the gateway against the in-process FakeCluster: a key routes as the SDK's
+key does; while the cluster is down the answer is 503 ``tube_unavailable`` within about a
+second (the master probe), not a generic ``unavailable`` after ``produce_timeout``; the probe's
+own rules (a cut only when no master answers, a caller's cancel stays a cancel)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tubemq_aio.config import HostPort
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.errors import TubeUnavailableError
 from tubemq_aio.gateway.tube_reach import MasterReach
+from tubemq_aio.producer import Producer
 from tubemq_aio.testing import FakeCluster
 
 KEY = {"Authorization": "Bearer produce-key-1"}
@@ -35,6 +37,28 @@ async def gateway(masters: str) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
             yield client
+
+
+async def test_a_key_routes_to_the_partition_the_sdk_routes_it_to() -> None:
+    keys = [f"customer-{i}" for i in range(12)]
+    async with FakeCluster(topics={"t": 4}) as cluster:
+        async with gateway(cluster.master_addr) as client:
+            via_gateway = {}
+            for key in keys:
+                r = await client.post(
+                    "/v1/topics/t/messages", json={"value": "v", "key": key}, headers=KEY
+                )
+                assert r.status_code == 200, r.text
+                via_gateway[key] = r.json()["partition_key"]
+            batch = {"messages": [{"value": "w", "key": key} for key in keys]}
+            r = await client.post("/v1/topics/t/messages/batch", json=batch, headers=KEY)
+            in_batch = {keys[x["index"]]: x["partition_key"] for x in r.json()["results"]}
+        async with Producer(cluster.master_addr, topics=["t"]) as producer:
+            via_sdk = {key: (await producer.send("t", b"v", key=key)).partition_key
+                       for key in keys}  # fmt: skip
+    assert via_gateway == via_sdk
+    assert in_batch == via_sdk
+    assert len(set(via_sdk.values())) > 1  # the keys spread: the comparison means something
 
 
 async def test_produce_with_the_cluster_down_is_tube_unavailable_at_once() -> None:
