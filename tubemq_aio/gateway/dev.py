@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import secrets
 import shutil
 import signal
@@ -21,6 +22,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 import uvicorn
@@ -58,6 +60,8 @@ class DevOptions:
         host: the listen address.
         port: the listen port (0: a free one).
         redis_binary: the ``redis-server`` program (a name on ``PATH`` or a path).
+        key_file: also write the admin key to this file (mode 0600; removed on exit), for
+            scripts; None: only print it.
     """
 
     masters: str | None
@@ -67,6 +71,7 @@ class DevOptions:
     host: str = "127.0.0.1"
     port: int = 8080
     redis_binary: str = "redis-server"
+    key_file: Path | None = None
 
 
 class _Server(uvicorn.Server):
@@ -111,6 +116,13 @@ def _listen(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def _write_key(path: Path, key: str) -> None:
+    """Write ``key`` to a new file only its owner may read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(key + "\n")
 
 
 def _url(host: str, sock: socket.socket) -> str:
@@ -164,6 +176,9 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
             else:
                 say(f"cluster: the TubeMQ masters {masters}")
             key = secrets.token_urlsafe(24)
+            if options.key_file is not None:
+                _write_key(options.key_file, key)
+                stack.callback(options.key_file.unlink, missing_ok=True)
             config = dev_config(options, masters, redis.url, key)
             await initialise_store(config)
             sock = _listen(options.host, options.port)
