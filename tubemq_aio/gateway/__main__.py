@@ -34,7 +34,7 @@ from tubemq_aio.gateway.heap import freeze_startup_heap
 
 __all__ = ["app_from_env", "main"]
 
-LOG_LEVEL_ENV = "TUBEMQ_GATEWAY_LOG_LEVEL"
+LOG_LEVEL_ENV = ENV_PREFIX + "LOG_LEVEL"
 #: The server's own settings: flag -> (variable, default).
 _SERVER_SETTINGS = {
     "host": (ENV_PREFIX + "HOST", "127.0.0.1"),
