@@ -140,18 +140,18 @@ async def run_dev(options: DevOptions, out: TextIO = sys.stdout) -> int:
     def say(line: str) -> None:
         print(line, file=out, flush=True)
 
-    say(DEV_NOTICE)
-    if shutil.which(options.redis_binary) is None:
-        _fail(
-            f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
-            f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
-        )
-        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        say(DEV_NOTICE)
+        if shutil.which(options.redis_binary) is None:
+            _fail(
+                f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
+                f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
+            )
+            return 1
         return await _serve(options, stop, say)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -168,13 +168,15 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
             redis = await stack.enter_async_context(RedisServer(binary=options.redis_binary))
             say(f"redis: {redis.url} (started here; removed on exit)")
             masters = options.masters or ""
-            if options.fake:
+            if options.fake and not stop.is_set():
                 topics = dict.fromkeys(options.topics, FAKE_PARTITIONS)
                 cluster = await stack.enter_async_context(FakeCluster(topics=topics))
                 masters = cluster.master_addr
                 say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
             else:
                 say(f"cluster: the TubeMQ masters {masters}")
+            if stop.is_set():  # a signal during start-up: undo what started, serve nothing
+                return 0
             key = secrets.token_urlsafe(24)
             if options.key_file is not None:
                 _write_key(options.key_file, key)
