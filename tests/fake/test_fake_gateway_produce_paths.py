@@ -85,6 +85,8 @@ async def test_produce_with_the_cluster_down_is_tube_unavailable_at_once() -> No
             r = await client.post("/v1/topics/t/messages/batch", json=batch, headers=KEY)
             assert (r.status_code, r.json()["error"]["code"]) == (503, "tube_unavailable")
             assert time.monotonic() - started < 0.5  # the recent probe answers: no wait
+            metrics = (await client.get("/metrics")).text
+            assert 'tubemq_gateway_produced_messages_total{status="503",topic="t"} 3.0' in metrics
     finally:
         await cluster.stop()
 
