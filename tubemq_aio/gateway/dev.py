@@ -168,13 +168,13 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
             redis = await stack.enter_async_context(RedisServer(binary=options.redis_binary))
             say(f"redis: {redis.url} (started here; removed on exit)")
             masters = options.masters or ""
-            if options.fake and not stop.is_set():
+            if not options.fake:
+                say(f"cluster: the TubeMQ masters {masters}")
+            elif not stop.is_set():
                 topics = dict.fromkeys(options.topics, FAKE_PARTITIONS)
                 cluster = await stack.enter_async_context(FakeCluster(topics=topics))
                 masters = cluster.master_addr
                 say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
-            else:
-                say(f"cluster: the TubeMQ masters {masters}")
             if stop.is_set():  # a signal during start-up: undo what started, serve nothing
                 return 0
             key = secrets.token_urlsafe(24)
