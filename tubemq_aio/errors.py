@@ -76,6 +76,7 @@ __all__ = [
     "SourceOptionError",
     "StandbyMasterError",
     "TDMsgError",
+    "TopicNotDeployedError",
     "TopicUnavailableError",
     "TubeMQError",
     "UnknownPartitionError",
@@ -149,6 +150,22 @@ class SendOutcomeUnknownError(TubeMQError):
 class TopicUnavailableError(TubeMQError):
     """The topic has no partition a producer may write to (unknown, not publishable, or all of
     its brokers gone) after waiting for the master's metadata."""
+
+
+class TopicNotDeployedError(TopicUnavailableError):
+    """The master says the topic is not deployed on the cluster (code 431): nothing to wait for.
+
+    Attributes:
+        topics: the topics the master does not know, in the order asked.
+    """
+
+    def __init__(self, topics: list[str]) -> None:
+        self.topics = tuple(topics)
+        names = ", ".join(repr(t) for t in topics)
+        super().__init__(
+            f"topic {names} is not deployed on this cluster (the master says so): create it "
+            "first (for example with the master's web API), or check its name"
+        )
 
 
 class ProtocolError(TubeMQError):

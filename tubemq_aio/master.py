@@ -3,12 +3,20 @@
 Only one master is active at a time; the others answer every call with a ``StandbyException``.
 Like the Java client (docs/protocol/wire.md §9), a call goes to the current master and, when that
 master is a standby, unreachable, or does not answer in time, moves on to the next address and tries
-again, at most once per address. The client then stays on the master that answered.
+again. The client then stays on the master that answered.
+
+During a failover every master may answer "standby" for a while (the election), and a restarting
+master refuses connects: a call that went once round every address without an answer therefore
+goes round again after a pause (:class:`~tubemq_aio.protocol.retry.RetryPolicy`), until its
+deadline, instead of failing in the milliseconds such answers take (issue 30, fault 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from tubemq_aio.checks import Checks
@@ -19,9 +27,14 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     TubeMQError,
 )
+from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.rpc import Method
 
-__all__ = ["MasterInvoker", "RpcCaller"]
+__all__ = ["MASTER_RETRY", "MasterInvoker", "RpcCaller"]
+
+#: Pauses between rounds over the master list: 0.2 s growing to 2 s (a master election takes
+#: seconds; no round is repeated at once, the round itself tried every address).
+MASTER_RETRY = RetryPolicy(immediate=0, initial=0.2, maximum=2.0)
 
 
 class RpcCaller(Protocol):
@@ -45,10 +58,25 @@ class MasterInvoker:
     Args:
         rpc: the transport used for each attempt.
         masters: the master addresses, tried in this order.
-        timeout: default per-attempt timeout in seconds.
+        timeout: default timeout of a call in seconds: its first round over the masters gives
+            each attempt this long, and further rounds are made until it has passed.
+        policy: the pauses between rounds (default :data:`MASTER_RETRY`).
+        clock: monotonic seconds (tests pass a fake one, with ``sleep``).
+        sleep: waits between rounds.
+        rand: uniform [0, 1) numbers for the pauses' jitter.
     """
 
-    def __init__(self, rpc: RpcCaller, masters: Sequence[HostPort], timeout: float) -> None:
+    def __init__(
+        self,
+        rpc: RpcCaller,
+        masters: Sequence[HostPort],
+        timeout: float,
+        *,
+        policy: RetryPolicy = MASTER_RETRY,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
         checks = Checks("MasterInvoker")
         if not masters:
             checks.problem("at least one master address is required")
@@ -57,6 +85,10 @@ class MasterInvoker:
         self._masters = tuple(masters)
         self._index = 0
         self._timeout = timeout
+        self._policy = policy
+        self._clock = clock
+        self._sleep = sleep
+        self._rand = rand
         self.failovers = 0
 
     def __repr__(self) -> str:
@@ -72,32 +104,61 @@ class MasterInvoker:
         """All configured master addresses."""
         return self._masters
 
-    async def call(self, method: Method, body: bytes, *, timeout: float | None = None) -> bytes:
+    async def call(
+        self,
+        method: Method,
+        body: bytes,
+        *,
+        timeout: float | None = None,
+        deadline: float | None = None,
+    ) -> bytes:
         """Send one master RPC, failing over to the next master on standby or network errors.
+
+        The first round tries every master once (from the current one on), each attempt with
+        ``timeout``; while no master answered, further rounds follow after a pause until the
+        deadline has passed.
 
         Args:
             method: the master method id.
             body: the serialized request message.
-            timeout: per-attempt timeout in seconds (default: the invoker's).
+            timeout: seconds of one attempt of the first round, and of the whole call when no
+                ``deadline`` is given (default: the invoker's).
+            deadline: when to stop starting rounds (the invoker's ``clock``); default
+                ``timeout`` from now. A deadline already passed still makes the first round.
 
         Returns:
             The serialized response message of the master that answered.
 
         Raises:
-            TubeMQError: the error of the last attempt when every master failed, or at once any
-                error that another master would not fix (for example a malformed request).
+            TubeMQError: the error of the last attempt when no master answered by the deadline,
+                or at once any error that another master would not fix (for example a
+                malformed request).
         """
         per_attempt = self._timeout if timeout is None else timeout
+        if deadline is None:
+            deadline = self._clock() + per_attempt
+        rounds = 0
         last: TubeMQError | None = None
-        for _ in range(len(self._masters)):
-            addr = self._masters[self._index]
-            try:
-                return await self._rpc.call(addr, method, body, per_attempt)
-            except TubeMQError as exc:
-                if not _should_fail_over(exc):
-                    raise
-                last = exc
-                self._index = (self._index + 1) % len(self._masters)
-                self.failovers += 1
-        assert last is not None
-        raise last
+        while True:
+            for _ in range(len(self._masters)):
+                attempt_timeout = per_attempt
+                if rounds:  # the retry rounds end by the deadline
+                    attempt_timeout = min(per_attempt, deadline - self._clock())
+                    if attempt_timeout <= 0.0:
+                        break
+                try:
+                    return await self._rpc.call(
+                        self._masters[self._index], method, body, attempt_timeout
+                    )
+                except TubeMQError as exc:
+                    if not _should_fail_over(exc):
+                        raise
+                    last = exc
+                    self._index = (self._index + 1) % len(self._masters)
+                    self.failovers += 1
+            rounds += 1
+            assert last is not None
+            pause = self._policy.pause(rounds, self._clock(), deadline, self._rand())
+            if pause is None:
+                raise last
+            await self._sleep(pause)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from tests.support.leak_checks import open_fds, wait_released
+from tests.support.lifecycle_clients import CLIENTS, FAST, consumer, producer
 from tubemq_aio import (
     ClientBalancedConsumer,
     ClientClosedError,
@@ -27,37 +28,6 @@ from tubemq_aio import (
 from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
-
-FAST: dict[str, Any] = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
-
-Factory = Callable[..., AsyncLifecycle]
-
-
-def producer(address: str, **options: Any) -> Producer:
-    return Producer(address, topics=["t"], connection_reuse=False, **{**FAST, **options})
-
-
-def consumer(address: str, **options: Any) -> Consumer:
-    return Consumer(
-        address, group="g1", topics=["t"], connection_reuse=False, **{**FAST, **options}
-    )
-
-
-def cb_consumer(address: str, **options: Any) -> ClientBalancedConsumer:
-    return ClientBalancedConsumer(
-        address, group="g1", topics=["t"], connection_reuse=False, **{**FAST, **options}
-    )
-
-
-CLIENTS: dict[str, tuple[Factory, Method, Method]] = {
-    "producer": (producer, Method.MASTER_PRODUCER_REGISTER, Method.MASTER_PRODUCER_CLOSE),
-    "consumer": (consumer, Method.MASTER_CONSUMER_REGISTER, Method.MASTER_CONSUMER_CLOSE),
-    "cb-consumer": (
-        cb_consumer,
-        Method.MASTER_CONSUMER_REGISTER_V2,
-        Method.MASTER_CONSUMER_CLOSE,
-    ),
-}
 
 
 def own_tasks() -> list[asyncio.Task[Any]]:

@@ -40,7 +40,11 @@ async def test_schemathesis_all_checks(
             sys.executable, "-m", "schemathesis.cli", "--config-file", str(st_config), "run",
             f"{rep.url}/openapi.json", "--checks", "all",
             "-H", f"Authorization: Bearer {ADMIN_KEY}",
-            "--max-examples", "15", "--seed", "1", "--no-color", "--workers", "2",
+            # one worker: with two, hypothesis parses lambda sources in two threads at once,
+            # which this Python (3.11.7) can fail with "SystemError: AST constructor recursion
+            # depth mismatch" (a CPython bug in per-thread AST depth tracking, fixed in later
+            # releases): a crash of the tool, not a finding
+            "--max-examples", "15", "--seed", "1", "--no-color", "--workers", "1",
             "--request-timeout", "45",  # above the longest long poll (30 s)
             cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
@@ -53,4 +57,4 @@ async def test_schemathesis_all_checks(
         text = out.decode()
         assert proc.returncode == 0, text[-6000:] + "\n" + rep.log_tail()
         assert "passed" in text
-        assert "Tested: 14" in text
+        assert "Tested: 18" in text

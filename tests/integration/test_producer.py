@@ -20,9 +20,10 @@ from tubemq_aio import (
     Producer,
     SendOutcomeUnknownError,
     SendResult,
-    TopicUnavailableError,
+    TopicNotDeployedError,
 )
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.protocol.deployment import Deployment
 from tubemq_aio.testing import LocalCluster, wait_until
 
 PARTITIONS_PER_BROKER = 3
@@ -158,9 +159,28 @@ async def test_bad_input_is_refused_before_any_traffic(cluster: LocalCluster, to
 
 
 async def test_topic_that_does_not_exist_is_unavailable(cluster: LocalCluster) -> None:
-    async with Producer(cluster.master_addr, publish_timeout=3) as producer:
-        with pytest.raises(TopicUnavailableError, match="no_such_topic"):
+    """The real master answers the deployment check with 431 (issue 32: this took the whole
+    ``publish_timeout`` before), and registers nothing for it."""
+    async with Producer(cluster.master_addr, publish_timeout=10) as producer:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        with pytest.raises(TopicNotDeployedError, match="no_such_topic"):
             await producer.send("no_such_topic", b"x")
+        assert loop.time() - began < 3.0
+        assert "no_such_topic" not in producer.topics
+
+
+async def test_the_deployment_check_reads_the_real_masters_answers(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """431 for an unknown topic, 400 (the node id, checked after the topics) for a deployed one:
+    the order ``tubemq_aio.protocol.deployment`` relies on."""
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        session = producer._session
+        assert session is not None
+        assert await session._deployment(topic) is Deployment.DEPLOYED
+        assert await session._deployment("no_such_topic") is Deployment.NOT_DEPLOYED
+        assert isinstance(await producer.send(topic, b"still fine"), SendResult)
 
 
 async def test_unreachable_master_gives_a_clear_error() -> None:

@@ -418,3 +418,68 @@ async def test_raw_calls_get_success_answers_whole_and_errors_as_usual() -> None
     with pytest.raises(ClientClosedError):
         await pending
     assert conn._raw == set()
+
+
+async def test_requests_lost_before_their_write_are_not_sent_and_written_ones_unknown(
+    settings: TransportSettings,
+) -> None:
+    """Issue 30, fault 1: a link lost between a request's registration and the tick's write fails
+    that request as never written (safe to retry), while a request already written before the
+    loss is "may or may not have been processed"."""
+    conn = Connection("mem:1", settings)
+    transport = MemoryTransport()
+    conn.connection_made(transport)
+    written = conn.start(request_payload(b"w"), 5.0)
+    assert written is not None
+    await asyncio.sleep(0)  # the tick's write
+    assert transport.writes == 1
+    queued = [conn.start(request_payload(b"%d" % i), 5.0) for i in range(3)]
+    conn.connection_lost(ConnectionResetError(104, "reset"))  # before the next tick's write
+    with pytest.raises(ConnectionLostError) as lost:
+        await written[2]
+    assert not isinstance(lost.value, RequestNotSentError)
+    for started in queued:
+        assert started is not None
+        with pytest.raises(RequestNotSentError):
+            await started[2]
+
+
+async def test_a_write_the_socket_refuses_leaves_its_requests_not_sent(
+    settings: TransportSettings,
+) -> None:
+    """The transport closes itself when the socket refuses a write: those requests were not
+    written either."""
+
+    class Refusing(MemoryTransport):
+        def write(self, data: Any) -> None:
+            self.closing = True  # asyncio's transport on a send() error: closing, nothing sent
+
+    conn = Connection("mem:1", settings)
+    conn.connection_made(Refusing())
+    started = conn.start(request_payload(b"x"), 5.0)
+    assert started is not None
+    await asyncio.sleep(0)
+    conn.connection_lost(ConnectionResetError(104, "reset"))
+    with pytest.raises(RequestNotSentError):
+        await started[2]
+
+
+async def test_unwritten_requests_are_told_apart_across_the_serial_wrap(
+    settings: TransportSettings,
+) -> None:
+    conn = Connection("mem:1", settings)
+    transport = MemoryTransport()
+    conn.connection_made(transport)
+    conn._serial = MAX_SERIAL - 1
+    written = conn.start(request_payload(b"w"), 5.0)  # serial MAX_SERIAL
+    await asyncio.sleep(0)
+    queued = conn.start(request_payload(b"q"), 5.0)  # serial 1, after the wrap
+    assert written is not None
+    assert queued is not None
+    assert (written[1], queued[1]) == (MAX_SERIAL, 1)
+    conn.connection_lost(None)
+    with pytest.raises(ConnectionLostError) as lost:
+        await written[2]
+    assert not isinstance(lost.value, RequestNotSentError)
+    with pytest.raises(RequestNotSentError):
+        await queued[2]

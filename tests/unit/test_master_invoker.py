@@ -55,12 +55,69 @@ async def test_moves_past_standby_and_unreachable_masters_then_stays() -> None:
     assert rpc.calls[-1] == C
 
 
-async def test_all_masters_failing_raises_last_error() -> None:
+class FakeTime:
+    """A clock that only moves when the invoker sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def timed(
+    rpc: ScriptedRpc, masters: list[HostPort], timeout: float
+) -> tuple[MasterInvoker, FakeTime]:
+    time = FakeTime()
+    invoker = MasterInvoker(
+        rpc, masters, timeout, clock=time.clock, sleep=time.sleep, rand=lambda: 0.5
+    )
+    return invoker, time
+
+
+async def test_all_masters_failing_go_round_again_until_the_deadline_then_raise() -> None:
+    """Issue 30, fault 1: fast failures (standby, refused) do not end the call in milliseconds."""
     rpc = ScriptedRpc({A: standby(), B: RequestTimeoutError("slow")})
-    invoker = MasterInvoker(rpc, [A, B], timeout=5)
+    invoker, time = timed(rpc, [A, B], timeout=5)
     with pytest.raises(RequestTimeoutError):
         await call(invoker)
+    assert time.now == pytest.approx(5.0)  # the pauses ended exactly at the deadline
+    # A round after every pause but the last (which ended at the deadline itself).
+    assert len(rpc.calls) == 2 * len(time.pauses)
+    assert len(time.pauses) >= 3
+    assert rpc.calls[:4] == [A, B, A, B]
+    assert all(0 < p <= 2.0 for p in time.pauses)
+
+
+async def test_a_master_election_is_waited_out_within_the_deadline() -> None:
+    rpc = ScriptedRpc({A: standby(), B: standby()})
+    invoker, time = timed(rpc, [A, B], timeout=10)
+    elected_after = 3
+
+    async def sleep(seconds: float) -> None:
+        await FakeTime.sleep(time, seconds)
+        if time.now >= elected_after:
+            rpc.script[B] = None
+
+    invoker._sleep = sleep
+    assert (await call(invoker)).errCode == 200
+    assert elected_after <= time.now < elected_after + 2.0
+    assert invoker.current == B
+
+
+async def test_a_deadline_already_passed_still_makes_one_round() -> None:
+    rpc = ScriptedRpc({A: ConnectError("refused"), B: ConnectError("refused")})
+    invoker, time = timed(rpc, [A, B], timeout=5)
+    body = pb.CloseRequestP2M(clientId="x").SerializeToString()
+    with pytest.raises(ConnectError):
+        await invoker.call(Method.MASTER_PRODUCER_CLOSE, body, deadline=time.now)
     assert rpc.calls == [A, B]
+    assert time.pauses == []
 
 
 @pytest.mark.parametrize(

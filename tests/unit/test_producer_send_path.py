@@ -174,17 +174,26 @@ async def test_a_retriable_first_attempt_is_retried(failure: str) -> None:
     assert counters(producer) == (1, 0, 0, 1, 0)
 
 
-async def test_retries_run_out_with_the_last_refusal() -> None:
+async def test_refusals_are_retried_until_the_deadline_then_the_last_one_is_raised() -> None:
+    """Issue 30, fault 1: the retries are bounded by the send's deadline, not by ``send_retries``
+    (which only says how many go out without a pause)."""
     link = Link("a")
     producer, _ = producer_on(link, send_retries=1)
-    task = asyncio.ensure_future(producer.send("t", b"x"))
-    for _ in range(2):
-        await settle()
-        link.answer(refusal(503))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    task = asyncio.ensure_future(producer.send("t", b"x", timeout=0.5))
+    refused = 0
+    while not task.done():
+        await asyncio.sleep(0.005)
+        while link.waiting:
+            link.answer(refusal(503))
+            refused += 1
     with pytest.raises(ServerError) as info:
-        await asyncio.wait_for(task, 5)
+        await task
     assert info.value.err_code == 503
-    assert counters(producer) == (0, 1, 0, 1, 0)
+    assert 0.45 <= loop.time() - began <= 1.0
+    assert refused >= 4  # retried past send_retries, paced by the policy's pauses
+    assert counters(producer) == (0, 1, 0, refused - 1, 0)
 
 
 async def test_cancelled_during_the_retry_is_counted_once() -> None:

@@ -421,6 +421,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             # joins too, uvloop's would queue every piece separately.
             transport.write(b"".join(buf))
             self.last_activity = self._loop.time()
+            if not transport.is_closing():  # a write the socket refused closes the transport
+                self._written = self._serial  # every request registered so far is written
 
     def _fail(self, exc: Exception) -> None:
         """Close the connection because of ``exc`` (a protocol error or an IOException answer)."""

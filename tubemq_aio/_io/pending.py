@@ -61,6 +61,9 @@ class PendingCalls:
         #: ``_pending``.
         self._raw: set[int] = set()
         self._serial = 0
+        #: The serial of the latest request handed to the transport (the connection sets it
+        #: when it writes a tick's frames): the ones after it were never written.
+        self._written = 0
         self._max_in_flight = settings.max_in_flight
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._paused = False
@@ -223,13 +226,19 @@ class PendingCalls:
             return
         self._closed = make_exc()
         # Keep the same dict object: callers hold a reference to it across their await.
-        entries = list(self._pending.values())
+        entries = list(self._pending.items())
         self._pending.clear()
         self._raw.clear()
         self.next_deadline = math.inf
-        for fut, *_ in entries:
+        # Serials after the latest written one (modulo the wrap) never reached the socket: a
+        # lost link fails them as not sent (safe to retry), not as "outcome unknown".
+        written, unwritten = self._written, (self._serial - self._written) % MAX_SERIAL
+        for serial, (fut, *_) in entries:
             if not fut.done():
-                fut.set_exception(make_exc())
+                if 0 < (serial - written) % MAX_SERIAL <= unwritten:
+                    fut.set_exception(self._not_sent_error())
+                else:
+                    fut.set_exception(make_exc())
         # Waiters for room never wrote their request: they raise _not_sent_error() themselves.
         for waiters in (self._room_waiters, self._resume_waiters):
             while waiters:

@@ -1,6 +1,6 @@
 """``tubemq-aio``: the command-line tool (also ``python -m tubemq_aio``).
 
-Subcommands ``produce``, ``consume``, ``partitions``, ``lag``, ``topics``, ``groups`` and
+Subcommands ``produce``, ``consume``, ``partitions``, ``lag``, ``reset``, ``topics``, ``groups`` and
 ``cluster``; run ``tubemq-aio --help`` for the options. Guide: ``docs/cli.md``.
 """
 
@@ -18,6 +18,7 @@ from tubemq_aio.cli._inspect import run_lag, run_partitions
 from tubemq_aio.cli._listing import run_groups, run_topics
 from tubemq_aio.cli._parser import parse_arguments
 from tubemq_aio.cli._produce import run_produce
+from tubemq_aio.cli._reset import run_reset
 from tubemq_aio.errors import ConfigError, TubeMQError
 
 __all__ = ["main"]
@@ -27,6 +28,7 @@ _COMMANDS = {
     "consume": run_consume,
     "partitions": run_partitions,
     "lag": run_lag,
+    "reset": run_reset,
     "topics": run_topics,
     "groups": run_groups,
 }

@@ -1,7 +1,7 @@
 """``tubemq-aio consume``: print messages as JSON lines (or raw bodies), acking as it prints.
 
 Two ways in: as a member of a server-balanced ``--group`` (the master assigns partitions), or
-``--partition KEY|all [--offset N|earliest|latest]`` through the client-balanced consumer,
+``--partition KEY|all [--offset N|earliest|latest|@TIME]`` through the client-balanced consumer,
 which reads exactly the partitions named, from the offset asked for.
 """
 
@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any, BinaryIO
 
 from tubemq_aio.checks import Checks
@@ -98,9 +99,17 @@ async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.N
     keys: list[str] = args.partition
     if "all" in keys:
         keys = [m.partition_key for m in await consumer.partitions()]
+    at_time: dict[str, int] = {}
+    if isinstance(args.offset, datetime):
+        found = await consumer.search_times(
+            dict.fromkeys(keys, args.offset), consumer.config.time_search_timeout
+        )
+        at_time = {key: f.offset for key, f in found.items()}
     for key in keys:
         offset: int | None
-        if args.offset == "earliest":
+        if key in at_time:
+            offset = at_time[key]
+        elif args.offset == "earliest":
             offset = 0  # the broker moves it up to the oldest message it still has
         elif args.offset == "latest":
             offset = (await consumer.offset_bounds(key))[1]

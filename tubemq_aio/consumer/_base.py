@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
@@ -20,6 +21,7 @@ from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
+from tubemq_aio.consumer._positions import PositionsView
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
@@ -66,7 +68,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         *,
         group: str,
         topics: TopicsArg,
-        consume_from: ConsumeFrom,
+        consume_from: ConsumeFrom | datetime,
         config: ConsumerConfig | None,
         options: Mapping[str, Any],
         on_assigned: PartitionsCallback | None = None,
@@ -98,6 +100,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         #: Counters of fetches, batches, messages, acks and rests (:class:`ConsumerStats`).
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
+        self._positions = PositionsView(self._leases)
         self._engine: FetchEngine | None = None
         self._session: SessionT | None = None
         self._registered = False
@@ -276,11 +279,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         When a loop ends early (``break``, an exception, the iterator dropped or ``aclose()``d),
         the messages it yielded count as consumed (acked with ``auto_ack``, else left for
         :meth:`commit`) and the rest of its batch goes back to the consumer: the next loop or
-        :meth:`getmany` call gets it first. The loop ends when the consumer is closed.
+        :meth:`getmany` call gets it first. A loop running when the consumer is closed ends
+        (quietly); a loop started on a closing or closed consumer raises.
 
         Raises:
-            ClientClosedError: (from the loop) the consumer was never started, or a background
-                task crashed.
+            ClientClosedError: (from the loop) the consumer was never started, is still
+                starting, is closing or closed, or a background task crashed.
         """
         return self._stream.iterate()
 
@@ -293,12 +297,24 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         ``getmany``: TubeMQ commits whole broker batches, so the broker's offset moves past
         that batch once the rest was acked too, and a restart before then delivers the whole
         batch again (at-least-once). A loop still running (another task's, paused in the
-        middle of a batch) keeps its batch: a later call acks it.
+        middle of a batch) keeps its batch: a later call acks it. Served while the consumer
+        runs and while it closes (until its partitions are released, e.g. from ``on_revoked``).
 
         Returns:
             How many batches (or yielded parts of batches) were acked; a batch whose lease was
             gone is not counted and comes again.
+
+        Raises:
+            ClientClosedError: the consumer was never started, is still starting, or is closed
+                (what it yielded and did not commit was rolled back at close).
         """
+        closing = self._close_task
+        if closing is None:
+            self._check_running()
+        elif closing.done():
+            raise ClientClosedError(
+                f"this {self._kind} is closed: what it yielded and did not commit was rolled back"
+            )
         return await self._stream.commit()
 
     # ---- inspection --------------------------------------------------------------------------
@@ -308,8 +324,11 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
-        o = self._leases.offsets()[key]
-        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag, o.at_end)
+        # One partition's record (O(1)): connect() calls this once per partition it adds.
+        o = self._leases.offset_of(key)
+        if o is None:
+            raise KeyError(key)
+        return PartitionPosition.of(key.format(), o)
 
     def _gauges(self) -> list[Gauge]:
         """This consumer's observable gauges (read from the exporter's thread: plain reads)."""
@@ -335,4 +354,4 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def positions(self) -> dict[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in
         messages, as last reported by its broker (register, fetch and commit answers)."""
-        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}
+        return self._positions()

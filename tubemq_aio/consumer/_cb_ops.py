@@ -8,7 +8,9 @@ commit(true); see ``docs/client-balanced-consumer.md`` for why each step is need
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from typing import TypeVar
 
 from tubemq_aio.consumer._cb_models import (
@@ -21,10 +23,17 @@ from tubemq_aio.consumer._cb_models import (
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.consumer.batch import ConsumerStats
-from tubemq_aio.errors import PartitionNotSubscribableError, UnknownPartitionError, server_error
+from tubemq_aio.errors import (
+    ConnectError,
+    PartitionNotSubscribableError,
+    RequestNotSentError,
+    UnknownPartitionError,
+    server_error,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
+from tubemq_aio.protocol.retry import DEFAULT_RETRY
 
 __all__ = [
     "MESSAGES",
@@ -96,30 +105,48 @@ async def read_batch(
     """
     key = partition.key
     context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
-    if sequential and key in session.readers:
+    # Every step is redone from the register (which puts the broker's cursor back at
+    # ``offset``) when one certainly did not reach the broker: a broker restarting costs time,
+    # until ``rpc_timeout`` has passed, not an error in milliseconds (issue 30, fault 1).
+    deadline = session.clock() + session.config.rpc_timeout
+
+    async def once(sequential: bool) -> BatchRead[T]:
+        if sequential and key in session.readers:
+            got = await _get_message(session, partition, codec)
+            if got.success and got.curr_offset == offset:
+                return await _finish_read(session, partition, got, codec, context, consume)
+            if got.success:  # the cursor was elsewhere: give the batch back, read with a register
+                await session.broker.commit(partition, consumed=False)
+        # 1. Register with the bootstrap offset: the first read after a registration uses the
+        #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
+        reg = await session.register_at_broker(partition, offset, deadline)
+        if not reg.success:
+            session.readers.pop(key, None)
+            raise server_error(reg.err_code, reg.err_msg)
+        session.readers[key] = partition
+        # 2. Read without confirming anything: currOffset of the answer is the batch start.
         got = await _get_message(session, partition, codec)
-        if got.success and got.curr_offset == offset:
-            return await _finish_read(session, partition, got, codec, context, consume)
-        if got.success:  # the cursor was elsewhere: give the batch back, read with a register
-            await session.broker.commit(partition, consumed=False)
-    # 1. Register with the bootstrap offset: the first read after a registration uses the
-    #    broker's smaller first-read unit, so every read_at gets the same batch boundaries.
-    reg = await session.register_at_broker(partition, offset)
-    if not reg.success:
-        session.readers.pop(key, None)
-        raise server_error(reg.err_code, reg.err_msg)
-    session.readers[key] = partition
-    # 2. Read without confirming anything: currOffset of the answer is the batch start.
-    got = await _get_message(session, partition, codec)
-    if not got.success:
-        # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
-        # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
-        if got.err_code == 404:
-            top = got.max_offset if got.max_offset >= 0 else reg.max_offset
-            return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
-                             reg.curr_offset, top)  # fmt: skip
-        raise server_error(got.err_code, got.err_msg)
-    return await _finish_read(session, partition, got, codec, context, consume)
+        if not got.success:
+            # 404: at the end, an empty read. A 452 (throttled) is not "no data": it is raised
+            # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
+            if got.err_code == 404:
+                top = got.max_offset if got.max_offset >= 0 else reg.max_offset
+                return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
+                                 reg.curr_offset, top)  # fmt: skip
+            raise server_error(got.err_code, got.err_msg)
+        return await _finish_read(session, partition, got, codec, context, consume)
+
+    failures = 0
+    while True:
+        try:
+            return await once(sequential)
+        except (ConnectError, RequestNotSentError):
+            failures += 1
+            pause = DEFAULT_RETRY.pause(failures, session.clock(), deadline, random.random())
+            if pause is None:
+                raise
+            await asyncio.sleep(pause)
+            sequential = False
 
 
 async def _get_message(

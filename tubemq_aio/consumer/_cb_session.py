@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.errors import TubeMQError, server_error
+from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol.client_balance import (
     PartitionMetaCache,
@@ -33,15 +34,15 @@ from tubemq_aio.protocol.consumer_meta import (
     ReadStatus,
     TopicCondition,
 )
+from tubemq_aio.protocol.retry import DEFAULT_RETRY
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ClientBalanceSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: A connect is tried twice, 1 s apart, when the broker says 410 (stale holder, §8.4).
-_CONNECT_ATTEMPTS = 2
-_CONNECT_RETRY_WAIT = 1.0
+#: A connect the broker answered 410 is tried once more this much later (stale holder, §8.4).
+_OCCUPIED_RETRY_WAIT = 1.0
 
 
 class ClientBalanceSession(SessionBase):
@@ -90,7 +91,7 @@ class ClientBalanceSession(SessionBase):
 
     # ---- master RPCs -------------------------------------------------------------------------
 
-    async def register_once(self) -> consumer_replies.MasterResponse:
+    async def register_once(self, deadline: float | None = None) -> consumer_replies.MasterResponse:
         """One ``RegisterRequestC2MV2`` reporting the held partitions; applies the answer."""
         cfg, cache = self.config, self.cache
         held = self.held()
@@ -109,7 +110,7 @@ class ClientBalanceSession(SessionBase):
             flow=self.flow,
             auth=self.tokens.register_auth(*auth_stamp()),
         )
-        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body)
+        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body, deadline=deadline)
         rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
         if rsp.success:
             self._apply(rsp)
@@ -186,30 +187,56 @@ class ClientBalanceSession(SessionBase):
     # ---- broker registrations ----------------------------------------------------------------
 
     async def register_at_broker(
-        self, partition: Partition, offset: int | None
+        self, partition: Partition, offset: int | None, deadline: float | None = None
     ) -> consumer_replies.OffsetResponse:
-        """``RegisterRequestC2B`` opType 31 with a bootstrap offset (§8.4), tried twice on 410.
+        """``RegisterRequestC2B`` opType 31 with a bootstrap offset (§8.4), tried again 1 s
+        later on 410 (the broker dropped an expired holder with that answer).
 
-        ``offset`` None keeps the group's stored offset; see :meth:`read_status`.
+        A register that certainly did not reach the broker (no connection, or lost before it
+        was written) is tried again after a pause until ``deadline`` (:attr:`clock` time;
+        default ``rpc_timeout`` from now) has passed, so a broker
+        restarting costs time, not a :class:`~tubemq_aio.errors.ConnectError` in milliseconds
+        (issue 30, fault 1). ``offset`` None keeps the group's stored offset; see
+        :meth:`read_status`.
+
+        Raises:
+            ConnectError / RequestNotSentError: the broker could not be reached in that time.
+            TubeMQError: any other transport error (e.g. a written register without answer).
         """
         key = partition.key
         status = self.read_status(key, offset)
-        rsp = consumer_replies.OffsetResponse(False, 500, "not sent")
-        for attempt in range(_CONNECT_ATTEMPTS):
-            if attempt:
-                await asyncio.sleep(_CONNECT_RETRY_WAIT)
-            rsp = await self.broker.register(
-                partition,
-                read_status=status,
-                filters=self.config.filters_of(key.topic),
-                curr_offset=offset,
-            )
+        if deadline is None:
+            deadline = self.clock() + self.config.rpc_timeout
+        failures = 0
+        occupied = False
+        while True:
+            try:
+                rsp = await self.broker.register(
+                    partition,
+                    read_status=status,
+                    filters=self.config.filters_of(key.topic),
+                    curr_offset=offset,
+                )
+            except (ConnectError, RequestNotSentError):
+                failures += 1
+                pause = DEFAULT_RETRY.pause(
+                    failures,
+                    self.clock(),
+                    deadline,
+                    random.random(),
+                    at_least=self.broker.rpc.retry_in(partition.broker),
+                )
+                if pause is None:
+                    raise
+                await asyncio.sleep(pause)
+                continue
             self.cache.record_connect_result(
                 key, 200 if rsp.success else rsp.err_code, self.clock()
             )
-            if rsp.success or rsp.err_code != 410:
-                break
-        return rsp
+            if rsp.success or rsp.err_code != 410 or occupied:
+                return rsp
+            occupied = True
+            await asyncio.sleep(_OCCUPIED_RETRY_WAIT)
 
     async def release(self, key: PartitionKey) -> None:
         """Remove a fetched partition locally (rolling back a batch still out) and unregister."""

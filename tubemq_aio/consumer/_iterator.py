@@ -57,8 +57,9 @@ class MessageStream:
     Args:
         getmany: the consumer's ``getmany``.
         auto_ack: ack a batch once all its messages were yielded (else wait for ``commit``).
-        closed: whether the consumer's ``close()`` was called (a loop then ends quietly;
-            any other :class:`ClientClosedError`, e.g. never started, is raised).
+        closed: whether the consumer's ``close()`` was called: a loop already running then
+            ends quietly, a loop started after it raises :class:`ClientClosedError` (as does
+            one on a consumer never started).
     """
 
     def __init__(self, getmany: GetMany, *, auto_ack: bool, closed: Callable[[], bool]) -> None:
@@ -77,6 +78,8 @@ class MessageStream:
         return iterator
 
     async def _iterate(self, loop: _Loop) -> AsyncIterator[Message]:
+        if self._closed():  # a new loop over a closed consumer is refused, not silently empty
+            raise ClientClosedError("this consumer is closed")
         self._loops.add(loop)
         try:
             while True:

@@ -69,6 +69,9 @@ class MasterSession(SessionBase):
         self.not_allocated = True
         self._bound_offsets = config.bound.partition_offsets if config.bound else {}
         self._bootstrapped: set[PartitionKey] = set()
+        #: consume_from=datetime: the offset of each partition's first registration here.
+        self.start_offsets: dict[PartitionKey, int] = {}
+        self._time_started: set[PartitionKey] = set()
         self.is_paused: Callable[[PartitionKey], bool] = lambda key: False
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
@@ -93,7 +96,7 @@ class MasterSession(SessionBase):
 
     # ---- master RPCs -------------------------------------------------------------------------
 
-    async def register_once(self) -> consumer_replies.MasterResponse:
+    async def register_once(self, deadline: float | None = None) -> consumer_replies.MasterResponse:
         """Send one ``RegisterRequestC2M`` (with the partitions held) and apply the answer."""
         cfg = self.config
         body = rpc.build_register(
@@ -108,10 +111,11 @@ class MasterSession(SessionBase):
             bound=cfg.bound.session(not_allocated=self.not_allocated) if cfg.bound else None,
             auth=self.tokens.register_auth(*auth_stamp()),
         )
-        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body)
+        data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER, body, deadline=deadline)
         rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER, data)
         if rsp.success:
             self._apply(rsp)
+            self.hb_state.on_registered()
         return rsp
 
     # ---- master heartbeat --------------------------------------------------------------------
@@ -248,7 +252,7 @@ class MasterSession(SessionBase):
     async def _register_partition(self, partition: Partition) -> int:
         boot = self._bootstrap_offset(partition.key)
         if boot is not None:
-            log.info("bound consumption: %s starts at offset %d", partition.key, boot)
+            log.info("%s starts at offset %d", partition.key, boot)
         try:
             rsp = await self.broker.register(
                 partition,
@@ -264,6 +268,7 @@ class MasterSession(SessionBase):
             return rsp.err_code
         if boot is not None:
             self._bootstrapped.add(partition.key)
+            self._time_started.add(partition.key)
         self.leases.add(
             partition, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
         )
@@ -275,7 +280,11 @@ class MasterSession(SessionBase):
     def _bootstrap_offset(self, key: PartitionKey) -> int | None:
         """The bound offset ``key`` starts at: until its first successful registration of the
         session, while the first connect event is pending and the group is not allocated (§1.4
-        item 4); a refused attempt (e.g. 410) retries with the offset."""
+        item 4); a refused attempt (e.g. 410) retries with the offset. With ``consume_from`` a
+        time: the time's offset, until the partition's first successful registration in this
+        process (docs/protocol/time.md §4)."""
+        if key in self.start_offsets and key not in self._time_started:
+            return self.start_offsets[key]
         if key in self._bootstrapped or not self.hb_state.first_connect_pending:
             return None
         if not self.not_allocated:

@@ -28,14 +28,13 @@ from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.partitions import PartitionLeases
+from tubemq_aio.protocol.retry import REGISTER_RETRY, register_deadline
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ConsumerWiring", "SessionBase", "wire_consumer"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``regFailWaitPeriodMs`` (docs/protocol/consumer.md §1.3), seconds between register attempts.
-_REGISTER_FAIL_WAIT = 1.0
 #: How often a wait for returned partitions re-checks (Java polls every 200 ms).
 _RETURN_POLL = 0.05
 
@@ -100,7 +99,7 @@ def wire_consumer(
         timeout=cfg.rpc_timeout,
     )
     engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
-    invoker = MasterInvoker(transport, cfg.masters, cfg.rpc_timeout)
+    invoker = MasterInvoker(transport, cfg.masters, cfg.rpc_timeout, clock=clock)
     return ConsumerWiring(pool, invoker, broker, engine, leases, flow, tokens, host, clock, tls)
 
 
@@ -136,34 +135,40 @@ class SessionBase:
 
     # ---- master ------------------------------------------------------------------------------
 
-    async def register_once(self) -> consumer_replies.MasterResponse:
-        """Send one register request and apply a successful answer."""
+    async def register_once(self, deadline: float | None = None) -> consumer_replies.MasterResponse:
+        """Send one register request and apply a successful answer; the master list is tried
+        round until ``deadline`` (:attr:`clock` time; default ``rpc_timeout`` from now)."""
         raise NotImplementedError
 
     async def register(self) -> None:
-        """Register at the master, up to ``register_attempts`` times (Java loop, §1.3, §8.5).
+        """Register at the master (Java loop, docs/protocol/consumer.md §1.3, §8.5) for as
+        long as ``register_attempts`` attempts 1 s apart would take
+        (:func:`~tubemq_aio.protocol.retry.register_deadline`): time, not a count that fast
+        failures use up (issue 30, fault 1).
 
         Raises:
-            ServerError: the master refused every attempt (the last answer's code), at once
-                for a code in :attr:`register_final_codes`.
+            ServerError: the master refused until then (the last answer's code), at once for
+                a code in :attr:`register_final_codes`.
             TubeMQError: the last transport error when no master answered.
         """
-        last: TubeMQError | None = None
-        for attempt in range(self.config.register_attempts):
-            if attempt:
-                await asyncio.sleep(_REGISTER_FAIL_WAIT)
+        deadline = register_deadline(self.clock(), self.config.register_attempts)
+        failures = 0
+        while True:
             try:
-                rsp = await self.register_once()
+                rsp = await self.register_once(deadline)
             except TubeMQError as exc:
-                last = exc
-                continue
-            if rsp.success:
-                return
-            last = server_error(rsp.err_code, rsp.err_msg)
-            if rsp.err_code in self.register_final_codes:
-                break
-        assert last is not None
-        raise last
+                last: TubeMQError = exc
+            else:
+                if rsp.success:
+                    return
+                last = server_error(rsp.err_code, rsp.err_msg)
+                if rsp.err_code in self.register_final_codes:
+                    raise last
+            failures += 1
+            pause = REGISTER_RETRY.pause(failures, self.clock(), deadline, 0.0)
+            if pause is None:
+                raise last
+            await asyncio.sleep(pause)
 
     async def close_at_master(self) -> None:
         """``CloseRequestC2M`` (§1.5, Java ``shutdown``); errors are logged."""
@@ -173,7 +178,8 @@ class SessionBase:
             auth=self.tokens.register_auth(*auth_stamp()),
         )
         try:
-            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body)
+            # One round over the masters: a close does not wait for a master to come back.
+            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body, deadline=self.clock())
         except TubeMQError as exc:
             log.warning("close at the master failed: %r", exc)
 

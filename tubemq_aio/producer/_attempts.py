@@ -48,8 +48,6 @@ Started = tuple[Connection, int, "asyncio.Future[bytes]"]
 
 # Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 _REFUSED_CODES = frozenset({503, 419})
-#: Shortest wait for a broker's reconnect backoff: a jittered delay may be ~0, never a spin.
-_MIN_BACKOFF_WAIT = 0.01
 
 
 @dataclass(slots=True)
@@ -113,7 +111,9 @@ class SendAttempts(AsyncLifecycle):
         """
         broker = partition.broker
         if isinstance(exc, ConnectError):
-            self._blocker.record_connect(str(rpc.address(broker)), False, now)
+            self._blocker.record_connect(
+                str(rpc.address(broker)), False, now, broker_id=broker.broker_id
+            )
             return exc
         self._blocker.record(broker.broker_id, False, time.monotonic())
         self._backoff.record_failure(partition.partition_key, time.monotonic())
@@ -137,29 +137,17 @@ class SendAttempts(AsyncLifecycle):
         brokers = {p.broker for p in session.metadata.writable_partitions(topic)}
         return min((rpc.retry_in(b) for b in brokers), default=0.0)
 
-    async def _wait_for_backoff(
-        self, session: ProducerSession, topic: str, deadline: float, last: TubeMQError
-    ) -> float:
-        """Sleep until a broker of ``topic`` may be tried again; return the time left.
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` between two attempts of a send, ending early on close.
 
         Raises:
-            TubeMQError: ``last``, when the send's ``deadline`` (monotonic) comes first.
             ClientClosedError: the producer was closed meanwhile.
         """
-        remaining = deadline - time.monotonic()
-        if remaining > 0.0:
-            wait = max(self._backoff_wait(session, topic), _MIN_BACKOFF_WAIT)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(wait, remaining)):
-                    await self._closing.wait()
-            if self.closed:
-                raise ClientClosedError(
-                    "the producer was closed while this send waited for a broker"
-                )
-            remaining = deadline - time.monotonic()
-        if remaining <= 0.0:
-            raise last
-        return remaining
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+        if self.closed:
+            raise ClientClosedError("the producer was closed while this send waited to retry")
 
     def _begin_attempt(
         self,

@@ -13,12 +13,15 @@ from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
     ServerError,
+    TopicNotDeployedError,
     TopicUnavailableError,
     TubeMQError,
     server_error,
 )
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer.config import ProducerConfig
+from tubemq_aio.protocol.consumer_replies import parse_master_response
+from tubemq_aio.protocol.deployment import Deployment, build_deployment_check, deployment_of
 from tubemq_aio.protocol.message import ip_to_int, validate_topic
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse
 from tubemq_aio.protocol.producer_meta import ProducerMetadata
@@ -30,6 +33,7 @@ from tubemq_aio.protocol.producer_rpc import (
     parse_heartbeat_response,
     parse_register_response,
 )
+from tubemq_aio.protocol.retry import REGISTER_RETRY, FailureStreak, register_deadline
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ProducerSession"]
@@ -82,6 +86,8 @@ class ProducerSession:
         self.registered = False
         self.heartbeats_ok = 0
         self.heartbeats_failed = 0
+        #: Failed heartbeats since the master last answered (a heartbeat or a register).
+        self.heartbeat_streak = FailureStreak()
         self.reregistrations = 0
 
     def __repr__(self) -> str:
@@ -113,24 +119,35 @@ class ProducerSession:
             await self.publish([topic])
 
     async def register(self) -> None:
-        """Register at the master, retrying like the Java client (§4.8).
+        """Register at the master, retrying like the Java client (§4.8) for as long as its
+        ``register_attempts`` attempts would take (:func:`register_deadline`); a master that
+        does not answer is tried round the master list until then (issue 30, fault 1).
 
         Raises:
-            TubeMQError: the last failure after ``register_attempts`` attempts.
+            TubeMQError: the last failure once that time has passed.
         """
-        attempts = self._config.register_attempts
-        for attempt in range(1, attempts + 1):
+        deadline = register_deadline(self._clock(), self._config.register_attempts)
+        failures = 0
+        while True:
             try:
-                await self._register_once()
+                await self._register_once(deadline)
                 return
             except TubeMQError as exc:
-                if attempt == attempts:
-                    raise
+                failures += 1
                 refused = isinstance(exc, ServerError)
-                log.warning("master register attempt %d failed: %s", attempt, exc)
-                await asyncio.sleep(_REGISTER_PAUSE_REFUSED if refused else _REGISTER_PAUSE_ERROR)
+                pause = REGISTER_RETRY.pause(
+                    failures,
+                    self._clock(),
+                    deadline,
+                    0.0,
+                    at_least=_REGISTER_PAUSE_REFUSED if refused else _REGISTER_PAUSE_ERROR,
+                )
+                if pause is None:
+                    raise
+                log.warning("master register attempt %d failed: %s", failures, exc)
+                await asyncio.sleep(pause)
 
-    async def _register_once(self) -> None:
+    async def _register_once(self, deadline: float | None = None) -> None:
         body = build_register_request(
             client_id=self.client_id,
             host_name=self.host,
@@ -141,13 +158,14 @@ class ProducerSession:
             runtime_version=f"python-{platform.python_version()}",
         )
         response = parse_register_response(
-            await self._invoker.call(Method.MASTER_PRODUCER_REGISTER, body)
+            await self._invoker.call(Method.MASTER_PRODUCER_REGISTER, body, deadline=deadline)
         )
         if not response.success:
             raise server_error(response.err_code, response.err_msg)
         self.tokens.apply(response.authorization)
         self.metadata.apply_register(response, self._clock())
         self.registered = True
+        self.heartbeat_streak.succeeded()  # the master serves us: as good as a heartbeat
         self._changed()
 
     async def heartbeat(self) -> None:
@@ -161,6 +179,7 @@ class ProducerSession:
                 response = await self._heartbeat_once()
             except TubeMQError:
                 self.heartbeats_failed += 1
+                self.heartbeat_streak.failed()
                 raise
             if response.err_code == _HB_NO_NODE:
                 # The master forgot us (restart, failover, expiry): register again (§4.8).
@@ -170,8 +189,10 @@ class ProducerSession:
                 response = await self._heartbeat_once()
             if not response.success:
                 self.heartbeats_failed += 1
+                self.heartbeat_streak.failed()
                 raise server_error(response.err_code, response.err_msg)
             self.heartbeats_ok += 1
+            self.heartbeat_streak.succeeded()
 
     async def _heartbeat_once(self) -> HeartbeatResponse:
         body = build_heartbeat_request(
@@ -195,8 +216,13 @@ class ProducerSession:
     async def publish(self, topics: Iterable[str]) -> None:
         """Publish topics and wait until the master reports writable partitions for each.
 
+        A topic the master says is not deployed fails at once (it is not published, so a later
+        send asks again); only a deployed one, whose brokers may still be loading it, is waited
+        for (see :mod:`tubemq_aio.protocol.deployment`).
+
         Raises:
             InvalidMessageError: a topic name is invalid.
+            TopicNotDeployedError: the master says a topic is not deployed on the cluster.
             TopicUnavailableError: a topic still has no writable partition after
                 ``publish_timeout`` seconds (it stays published: it is used once it appears).
         """
@@ -207,6 +233,11 @@ class ProducerSession:
         self._publishing.update(first)
         try:
             await self._await_writable(wanted)
+        except TopicNotDeployedError as exc:
+            for topic in exc.topics:
+                if topic in first:
+                    self._published.pop(topic, None)
+            raise
         finally:
             for topic, done in first.items():
                 done.set()
@@ -215,6 +246,7 @@ class ProducerSession:
 
     async def _await_writable(self, wanted: list[str]) -> None:
         deadline = self._clock() + self._config.publish_timeout
+        checked: set[str] = set()
         while True:
             try:
                 await self.heartbeat()
@@ -226,6 +258,11 @@ class ProducerSession:
             missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
             if not missing:
                 return
+            unknown = [t for t in missing if t not in checked]
+            checked.update(unknown)
+            gone = [t for t in unknown if await self._deployment(t) is Deployment.NOT_DEPLOYED]
+            if gone:
+                raise TopicNotDeployedError(gone)
             if self._clock() >= deadline:
                 raise TopicUnavailableError(
                     f"topics {missing} have no writable partition after "
@@ -234,23 +271,38 @@ class ProducerSession:
                 )
             await asyncio.sleep(_PUBLISH_POLL)
 
+    async def _deployment(self, topic: str) -> Deployment:
+        """Ask the master whether ``topic`` is deployed (no state changes at the master)."""
+        body = build_deployment_check(
+            client_id=self.client_id,
+            host_name=self.host,
+            topic=topic,
+            auth=self.tokens.register_auth(*auth_stamp()),
+        )
+        try:
+            data = await self._invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body)
+            rsp = parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
+        except TubeMQError as exc:  # no verdict: wait for the topic as before
+            log.info("deployment check of topic %r failed: %r", topic, exc)
+            return Deployment.UNKNOWN
+        return deployment_of(rsp.err_code, rsp.success)
+
     async def run_heartbeats(self) -> None:
         """Heartbeat forever at the configured period (an owned background task)."""
         config = self._config
-        failures = 0
         while True:
             pause = config.heartbeat_interval
-            if failures >= config.heartbeat_failures_before_backoff:
+            # The streak ends with any success: this loop's, a publish's heartbeat, a register.
+            if self.heartbeat_streak.count >= config.heartbeat_failures_before_backoff:
                 pause = config.heartbeat_backoff
             await asyncio.sleep(pause)
             if not self._published:
                 continue
             try:
                 await self.heartbeat()
-                failures = 0
             except TubeMQError as exc:
-                failures += 1
-                log.warning("producer heartbeat failed (%d in a row): %s", failures, exc)
+                streak = self.heartbeat_streak.count
+                log.warning("producer heartbeat failed (%d in a row): %s", streak, exc)
 
     async def close(self, timeout: float) -> None:
         """Tell the master this producer is gone; errors are logged, not raised."""
@@ -262,7 +314,10 @@ class ProducerSession:
         )
         try:
             response = parse_close_response(
-                await self._invoker.call(Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout)
+                # One round over the masters: a close does not wait for one to come back.
+                await self._invoker.call(
+                    Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout, deadline=self._clock()
+                )
             )
             if not response.success:
                 log.info("master refused the producer close: %s", response.err_msg)

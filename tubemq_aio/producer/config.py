@@ -35,11 +35,14 @@ class ProducerConfig(ClientConfig):
 
     Attributes:
         topics: topics to publish at start; more can be published later.
-        send_timeout: seconds one send attempt waits for the broker (default ``rpc_timeout``).
+        send_timeout: seconds a send may take, all its attempts and pauses included (default
+            ``rpc_timeout``).
         max_in_flight_sends: sends outstanding across the producer; further senders wait.
         max_send_many: most messages one :meth:`Producer.send_many` call takes.
-        send_retries: extra attempts, on another partition, for a send that certainly did not
-            store the message (connect failure, broker 503/419 refusals).
+        send_retries: failures in a row of a send that certainly did not store the message
+            (connect failure, request never written, broker 503/419) retried at once on another
+            partition; later ones are retried after a growing pause. Either way a send is
+            retried until its timeout, never past it (issue 30, fault 1).
         partitioner: chooses the partition of each send (default: key hash for keyed messages,
             round robin otherwise).
         blocking: thresholds of the bad-broker auto-blocking (Java client defaults).

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime
+from random import random
 from typing import Any, Self, Unpack
 
 from tubemq_aio._client import open_pool
@@ -37,6 +38,7 @@ from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import encode_message, plain_message
 from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, send_result_parser
+from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import PartitionBackoff
 from tubemq_aio.telemetry import Gauge, live, telemetry_for
 
@@ -91,7 +93,7 @@ class Producer(SendAttempts):
         self._send_timeout = config.effective_send_timeout
         self._send_timeout_ms = wire_timeout_ms(self._send_timeout)  # validated by the config
         self._partitioner = config.partitioner
-        self._send_retries = config.send_retries
+        self._retry = RetryPolicy(immediate=config.send_retries)
         self._closing = asyncio.Event()  # wakes sends waiting out a broker's connect backoff
         self._init_lifecycle("tubemq-producer")
         #: OpenTelemetry instrumentation (``None`` when off, see :mod:`tubemq_aio.telemetry`).
@@ -213,7 +215,8 @@ class Producer(SendAttempts):
             msg_type: message type, usable by consumers as a server-side filter.
             msg_time: message time (``datetime`` or ``yyyyMMddHHmm``).
             key: routes every message with this key to the same partition.
-            timeout: seconds per attempt (default ``send_timeout``).
+            timeout: seconds the send may take, every retry and pause included (default
+                ``send_timeout``).
 
         Returns:
             Where and when the broker stored the message.
@@ -223,6 +226,7 @@ class Producer(SendAttempts):
                 ``timeout`` not in ``(0, 600]`` seconds, ``key`` not bytes/str, attributes not a
                 mapping of strings.
             TopicUnavailableError: the topic has no writable partition.
+            ConnectError: no broker of the topic could be reached before ``timeout`` passed.
             SendOutcomeUnknownError: the request was written but no answer came (timeout or lost
                 connection): the message may or may not be stored.
             ServerError: the broker refused the message (e.g. 400, 403).
@@ -328,7 +332,8 @@ class Producer(SendAttempts):
             msg_type: message type of every message.
             msg_time: message time of every message.
             key: routes every message to the key's partition.
-            timeout: seconds per attempt of each message (default ``send_timeout``).
+            timeout: seconds each message's send may take, retries included (default
+                ``send_timeout``).
 
         Returns:
             One entry per body, in order: its :class:`SendResult`, or the error :meth:`send`
@@ -454,8 +459,8 @@ class Producer(SendAttempts):
             attempt_timeout = self._send_timeout if timeout is None else timeout
             timeout_ms = rpc.wire_timeout(attempt_timeout)
             avoid: Set[str] = NO_AVOID  # a set of its own from the first retry on
-            retries = self._send_retries
-            deadline = 0.0  # waits for a broker's reconnect backoff end by it
+            failures = 0
+            deadline = 0.0  # the send's own: every attempt and every pause ends by it
             while True:
                 if first_failure is not None:
                     last, partition, now = first_failure
@@ -489,18 +494,27 @@ class Producer(SendAttempts):
                         last = outcome
                 if self.closed:
                     raise last
+                failures += 1
                 avoid = {*avoid, partition.partition_key}
-                if isinstance(last, ConnectError) and self._backoff_wait(session, topic) > 0.0:
-                    # Every broker of the topic is backing off: nothing can be tried before
-                    # the earliest backoff ends, so wait for it within the send's timeout.
-                    # Immediate retries (below) keep their full per-attempt timeout.
-                    attempt_timeout = await self._wait_for_backoff(session, topic, deadline, last)
-                    timeout_ms = rpc.wire_timeout(attempt_timeout)
-                    avoid = NO_AVOID
-                elif retries:
-                    retries -= 1
-                else:
+                # Certainly not stored: try again until the send's deadline (not a number of
+                # attempts), at once for the first ``send_retries`` failures, then after a
+                # pause (and, when every broker of the topic is in reconnect backoff, not
+                # before the earliest backoff ends).
+                at_least = (
+                    self._backoff_wait(session, topic) if isinstance(last, ConnectError) else 0.0
+                )
+                pause = self._retry.pause(failures, time.monotonic(), deadline, random(), at_least)
+                if pause is None:
                     raise last
+                if pause > 0.0:
+                    await self._pause(pause)
+                    avoid = NO_AVOID  # after a pause every partition is worth a try again
+                remaining = deadline - time.monotonic()
+                if remaining <= 0.0:
+                    raise last
+                # The next attempt gets what is left of the send's timeout.
+                attempt_timeout = remaining
+                timeout_ms = wire_timeout_ms(remaining)
                 self._counts.retried += 1
         except asyncio.CancelledError:
             self._counts.ended(True, self.closed)  # closed: the caller sees ClientClosedError
@@ -599,9 +613,13 @@ class Producer(SendAttempts):
         address = rpc.address(broker)
         try:
             await rpc.connect(broker)
-            self._blocker.record_connect(str(address), True, time.monotonic())
+            self._blocker.record_connect(
+                str(address), True, time.monotonic(), broker_id=broker.broker_id
+            )
         except TubeMQError as exc:
-            self._blocker.record_connect(str(address), False, time.monotonic())
+            self._blocker.record_connect(
+                str(address), False, time.monotonic(), broker_id=broker.broker_id
+            )
             log.info("pre-connect to broker %s failed: %s", address, exc)
 
     def _gauges(self) -> list[Gauge]:

@@ -132,6 +132,9 @@ class BrokerBlocker:
         # host:port -> [failures in window, window start]; host:port -> time forbidden.
         self._links: dict[str, list[float]] = {}
         self._forbidden: dict[str, float] = {}
+        # broker id -> its host:port, for the brokers whose connects failed since their last
+        # success: a send the broker answers proves the link works, as a connect does.
+        self._failing_links: dict[int, str] = {}
 
     def __repr__(self) -> str:
         return (
@@ -149,7 +152,8 @@ class BrokerBlocker:
                 connection failure.
             now: monotonic time in seconds.
             err_code: the response's error code, if there was a response; 503 blocks the broker
-                for ``unavailable_duration``.
+                for ``unavailable_duration``, and a successful response lifts that block (the
+                broker's service is available again).
         """
         if now >= self._evaluation_due:
             self._maybe_evaluate(now)
@@ -159,6 +163,10 @@ class BrokerBlocker:
         counts[0] += 1
         if ok:
             counts[1] += 1
+            if self._unavailable and self._unavailable.pop(broker_id, None) is not None:
+                self._cache_valid_until = float("-inf")
+            if self._failing_links and (address := self._failing_links.get(broker_id)):
+                self.record_connect(address, True, now, broker_id=broker_id)
         if err_code == SERVICE_UNAVAILABLE:
             self._unavailable[broker_id] = now + self.config.unavailable_duration
             self._cache_valid_until = float("-inf")
@@ -186,6 +194,7 @@ class BrokerBlocker:
         self._window.pop(broker_id, None)
         self._low_success.pop(broker_id, None)
         self._unavailable.pop(broker_id, None)
+        self._failing_links.pop(broker_id, None)
         self._cache_valid_until = float("-inf")
 
     def snapshot(self) -> BlockingSnapshot:
@@ -199,7 +208,9 @@ class BrokerBlocker:
             connect_failures={a: int(s[0]) for a, s in self._links.items()},
         )
 
-    def record_connect(self, address: str, ok: bool, now: float) -> None:
+    def record_connect(
+        self, address: str, ok: bool, now: float, *, broker_id: int | None = None
+    ) -> None:
         """Record the outcome of a connection attempt to ``host:port``.
 
         A success (Java also counts a send handed to the connection, or any response to a sync
@@ -211,6 +222,8 @@ class BrokerBlocker:
             address: ``host:port`` of the broker.
             ok: whether the connection was established.
             now: monotonic time in seconds.
+            broker_id: the broker at ``address``, if known: a later successful send to it
+                (:meth:`record`) then counts as a success of the link too.
         """
         cfg = self.config
         stats = self._links.get(address)
@@ -219,7 +232,11 @@ class BrokerBlocker:
         if ok:
             self._forbidden.pop(address, None)
             stats[0], stats[1] = 0, now
+            if broker_id is not None:
+                self._failing_links.pop(broker_id, None)
             return
+        if broker_id is not None:
+            self._failing_links[broker_id] = address
         if now - stats[1] > cfg.link_window:
             stats[0], stats[1] = 0, now
         stats[0] += 1

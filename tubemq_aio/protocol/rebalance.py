@@ -380,6 +380,12 @@ class MasterHeartbeatState:
             return HeartbeatReport(None, True)
         return HeartbeatReport(None, False)
 
+    def on_registered(self) -> None:
+        """A register at the master succeeded: it proves the master serves this consumer as
+        well as a heartbeat does, so the failure count restarts (the Go client does this; the
+        Java one does not, and then backs off for a minute after one more failure)."""
+        self.failures = 0
+
     def on_response(self, success: bool | None, err_code: int = 200) -> HeartbeatVerdict:
         """Classify a heartbeat outcome (``success=None`` for an RPC exception or no answer).
 
@@ -387,7 +393,8 @@ class MasterHeartbeatState:
             OK (counter reset); REREGISTER for 411 (send ``RegisterRequestC2M`` with the
             current subscribe info once now); BACKOFF when failures exceed ``max_retries``
             (sleep ``heartbeatPeriodAfterFail`` = 60 s; like Java, every further failure backs
-            off again until a success resets the counter); else FAILED.
+            off again until a success, or a successful register (:meth:`on_registered`),
+            resets the counter); else FAILED.
         """
         if success:
             self.failures = 0

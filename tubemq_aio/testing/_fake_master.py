@@ -324,6 +324,11 @@ class FakeMaster:
         missing = self._missing_topics(req.topicList)
         if missing:
             return cls(errCode=431, errMsg=f"topic {missing[0]} not deployed").SerializeToString()
+        if req.sourceCount > 0 and not 0 <= req.nodeId < req.sourceCount:
+            # The real master checks the node id right after the topics, before recording
+            # anything (a producer's deployment check relies on that order).
+            text = "Request nodeId value must be between in [0, sourceCount-1]!"
+            return cls(errCode=400, errMsg=text).SerializeToString()
         self._expire()
         members = self.groups.setdefault(req.groupName, {})
         if any(not m.client_balanced for m in members.values()):

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
+from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
 from tubemq_aio.gateway.limits import (
     LEASE_MS_CEILING,
@@ -19,6 +31,7 @@ __all__ = [
     "MAX_VALUE_CHARS",
     "AckResult",
     "BatchItem",
+    "BatchMessage",
     "BatchProduceRequest",
     "BatchProduceResponse",
     "ErrorBody",
@@ -91,11 +104,45 @@ class ProduceResult(BaseModel):
     append_offset: Int64Text
 
 
+def _item_or_error(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """A batch message as a :class:`ProduceRequest`, or the :class:`InvalidBodyError` that
+    refuses it alone (its result is a 422 item; the other messages are sent)."""
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        if not where:  # not an object at all (pydantic words this per parse mode)
+            return InvalidBodyError("a message must be a JSON object")
+        return InvalidBodyError(f"{where}: {first.get('msg', 'invalid')}")
+
+
+#: A batch message: its schema is :class:`ProduceRequest`'s; an invalid one validates as the
+#: :class:`InvalidBodyError` naming its problem.
+BatchMessage = Annotated[
+    ProduceRequest,
+    WrapValidator(_item_or_error),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"$ref": "#/components/schemas/ProduceRequest"},
+                {"description": "any other value: refused alone, with its own 422 result"},
+            ]
+        }
+    ),
+]
+
+
 class BatchProduceRequest(BaseModel):
-    """Up to 500 messages (the configured ``max_batch``) to publish."""
+    """Up to 500 messages (the configured ``max_batch``) to publish. A message that is invalid
+    (an empty ``value``, a bad attribute, …) gets its own 422 result; the others are sent."""
 
     model_config = _STRICT
-    messages: list[ProduceRequest] = Field(min_length=1, max_length=MAX_BATCH_CEILING)
+    messages: list[BatchMessage] = Field(min_length=1, max_length=MAX_BATCH_CEILING)
+
+    def items(self) -> list[ProduceRequest | InvalidBodyError]:
+        """The messages, each valid or the error that refuses it."""
+        return cast(list[ProduceRequest | InvalidBodyError], self.messages)
 
 
 class BatchItem(BaseModel):
@@ -204,14 +251,38 @@ class ExtendResponse(BaseModel):
 
 
 class ResetRequest(BaseModel):
-    """Move the group's committed offsets."""
+    """Move the group's committed offsets: give ``to`` or ``to_time``."""
 
     model_config = _STRICT
     to: (
         Literal["earliest", "latest"]
         | dict[str, Annotated[OffsetInput, Field(ge=0, le=MAX_OFFSET)]]
-    ) = Field(description="earliest, latest, or partition key -> offset (a decimal string)")
+        | None
+    ) = Field(
+        default=None,
+        description="earliest, latest, or partition key -> offset (a decimal string)",
+    )
+    to_time: AwareDatetime | None = Field(
+        default=None,
+        strict=False,  # parsed from its RFC 3339 text (a string only, see _time_text)
+        description="RFC 3339 time with a zone: every partition moves to its first message "
+        "stamped (msg_time, minute granularity) at or after it; a time after the newest "
+        "message moves right after the last one",
+    )
     client_id: ClientId | None = None
+
+    @field_validator("to_time", mode="before")
+    @classmethod
+    def _time_text(cls, value: object) -> object:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("to_time must be an RFC 3339 string, e.g. 2026-11-29T10:00:00Z")
+        return value
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if (self.to is None) == (self.to_time is None):
+            raise ValueError("give exactly one of to and to_time")
+        return self
 
 
 class ResetEntry(BaseModel):

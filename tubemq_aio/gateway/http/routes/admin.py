@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.errors import ForbiddenScopeError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
@@ -22,9 +23,9 @@ from tubemq_aio.gateway.http.schemas import (
 )
 from tubemq_aio.gateway.http.wire_ints import int_text
 
-__all__ = ["plain", "router"]
+__all__ = ["ClientIdQuery", "lag_body", "plain", "require_reader", "router", "sees_group"]
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 503)}
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
 router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
 
 
@@ -54,10 +55,13 @@ def _offsets_as_text(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, 
 async def reset_offsets(
     group: str, body: ResetRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
-    """Move committed offsets; outstanding lease tokens of the group then get 409."""
+    """Move committed offsets (``to``, or ``to_time``: each partition's first message stamped at
+    or after that time); outstanding lease tokens of the group then get 409."""
     Authenticator.require(principal, "admin", group)
     gateway.group(group)
-    entries = await gateway.require_engine().reset(group, body.to, client_id=body.client_id)
+    target = body.to_time if body.to is None else body.to
+    assert target is not None  # the model requires one of them
+    entries = await gateway.require_engine().reset(group, target, client_id=body.client_id)
     rows = [_offsets_as_text(plain(e), ("old", "new")) for e in entries]
     return json_response({"partitions": rows})
 
@@ -91,25 +95,50 @@ async def set_rate(
     return json_response({"ok": True})
 
 
+#: The ``client_id`` query parameter of a broadcast group's read-only routes.
+ClientIdQuery = Annotated[
+    str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+]
+
+
+def sees_group(principal: ApiKey, group: str) -> bool:
+    """Whether ``principal`` may read ``group``'s state (a ``consume:`` or ``admin:`` scope)."""
+    return principal.allows("consume", group) or principal.allows("admin", group)
+
+
+def require_reader(principal: ApiKey, group: str) -> None:
+    """Check :func:`sees_group`.
+
+    Raises:
+        ForbiddenScopeError: it does not (403).
+    """
+    if not sees_group(principal, group):
+        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
+
+
 @router.get("/v1/groups/{group}/lag", operation_id="get_lag", response_model=LagResponse)
 async def get_lag(
     group: str,
     gateway: GatewayDep,
     principal: Principal,
-    client_id: Annotated[
-        str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    ] = None,
+    client_id: ClientIdQuery = None,
 ) -> Response:
     """Backlog per partition (committed, max, lag bytes, lease holder) and in total."""
-    if not (principal.allows("consume", group) or principal.allows("admin", group)):
-        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
+    require_reader(principal, group)
     gateway.group(group)
-    report = plain(await gateway.require_engine().lag(group, client_id=client_id))
-    if not isinstance(report, dict):
-        report = {"partitions": report}
-    partitions = report.setdefault("partitions", [])
-    report["group"] = group
-    report.setdefault("total_lag_bytes", sum(p.get("lag_bytes") or 0 for p in partitions))
+    report = await gateway.require_engine().lag(group, client_id=client_id)
+    return json_response(lag_body(group, report))
+
+
+def lag_body(group: str, report: object) -> dict[str, Any]:
+    """The JSON form of an engine's lag report (a :class:`LagResponse`): offsets as decimal
+    strings, ``group`` and ``total_lag_bytes`` filled in."""
+    body = plain(report)
+    if not isinstance(body, dict):
+        body = {"partitions": body}
+    partitions = body.setdefault("partitions", [])
+    body["group"] = group
+    body.setdefault("total_lag_bytes", sum(p.get("lag_bytes") or 0 for p in partitions))
     for entry in partitions:
         _offsets_as_text(entry, ("committed", "max", "lag_bytes"))
-    return json_response(_offsets_as_text(report, ("total_lag_bytes",)))
+    return _offsets_as_text(body, ("total_lag_bytes",))

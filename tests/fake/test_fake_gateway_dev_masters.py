@@ -1,0 +1,45 @@
+"""``tubemq-gateway dev --masters ADDR``: the development gateway on a cluster it does not own
+(here a FakeCluster of the test's), which it leaves running when it stops."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.support.gateway_dev import ROOT, dev_env
+from tubemq_aio import Producer
+from tubemq_aio.testing import FakeCluster
+
+
+async def test_dev_on_given_masters(tmp_path: Path) -> None:
+    async with FakeCluster(topics={"orders": 2}) as cluster:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tubemq_aio.gateway", "dev", "--masters", cluster.master_addr,
+            "--topic", "orders", "--group", "order-readers",
+            cwd=ROOT, env=dev_env(tmp_path), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        lines: list[str] = []
+        async with asyncio.timeout(60):
+            while not lines or not lines[-1].startswith("http://127.0.0.1:"):
+                line = (await proc.stdout.readline()).decode()
+                assert line, "\n".join(lines)
+                lines.append(line.strip())
+        assert f"cluster: the TubeMQ masters {cluster.master_addr}" in lines
+        key = next(x for x in lines if x.startswith("admin key")).rsplit(" ", 1)[1]
+        auth = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(base_url=lines[-1], headers=auth, timeout=30) as http:
+            r = await http.post("/v1/topics/orders/messages", json={"value": "o1"})
+            assert r.status_code == 200, r.text
+            r = await http.post("/v1/groups/order-readers/fetch", json={"wait_ms": 5000})
+            assert [m["value"] for m in r.json()["messages"]] == ["o1"]
+        proc.send_signal(signal.SIGINT)
+        rest = (await asyncio.wait_for(proc.communicate(), 30))[0].decode()
+        assert proc.returncode == 0, rest
+        async with Producer(cluster.master_addr, topics=["orders"]) as producer:
+            await producer.send("orders", b"still up")  # the cluster was not the dev's to stop

@@ -1,0 +1,155 @@
+"""Retries bounded by a deadline, not by an attempt count: the one policy every retrying path uses.
+
+A budget of attempts is burnt by failures that come fast (a refused connect costs a millisecond),
+so a call given six seconds could give up after a third of one while the cause, for example
+every broker restarting at once, was gone a second later. Every retrying path of the client
+(sends, consumer register and fetch, client-balanced connect and ``read_at``, master failover,
+the gateway's TubeMQ side) therefore asks :class:`RetryPolicy` what to do after a failure:
+
+* retry at once, a few times (``immediate``: another partition or master may answer at once);
+* then wait, exponentially longer with each further failure, but never past the deadline;
+* and give up only when the deadline has passed.
+
+Pure: no clock, no randomness of its own (``now`` and ``rand`` are handed in), so it is tested
+without an event loop (``tests/unit/test_retry_policy.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_RETRY", "REGISTER_RETRY", "FailureStreak", "RetryPolicy", "register_deadline"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a retrying call paces its attempts inside its deadline.
+
+    Attributes:
+        immediate: failures in a row retried without a pause (e.g. on another partition); 0 or
+            more (default 2, the producer's historic ``send_retries``).
+        initial: pause after the first failure past ``immediate``, seconds (default 0.05).
+        maximum: longest pause, seconds (default 1.0): a peer that comes back is tried again
+            within this.
+        multiplier: growth of the pause per further failure (>= 1, default 2.0).
+        jitter: fraction of the pause randomised away (0..1, default 0.2), so that many callers
+            that failed together do not retry together.
+    """
+
+    immediate: int = 2
+    initial: float = 0.05
+    maximum: float = 1.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if type(self.immediate) is not int or self.immediate < 0:
+            problems.append(f"immediate must be >= 0, not {self.immediate!r}")
+        for name in ("initial", "maximum"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0.0):
+                problems.append(f"{name} must be a positive finite number of seconds")
+        if not (math.isfinite(self.multiplier) and self.multiplier >= 1.0):
+            problems.append("multiplier must be a finite number >= 1")
+        if not 0.0 <= self.jitter <= 1.0:
+            problems.append("jitter must be within [0, 1]")
+        if not problems and self.maximum < self.initial:
+            problems.append("maximum must not be smaller than initial")
+        if problems:
+            raise ValueError("RetryPolicy: " + "; ".join(problems))
+
+    def delay(self, failures: int, rand: float) -> float:
+        """The pause after ``failures`` failures in a row, before the deadline is applied.
+
+        Args:
+            failures: failures in a row so far (>= 1).
+            rand: a uniform random number in [0, 1) for the jitter.
+
+        Returns:
+            0.0 while ``failures <= immediate``; then ``base * (1 - jitter * rand)`` seconds with
+            ``base = min(maximum, initial * multiplier ** (failures - immediate - 1))``.
+        """
+        beyond = failures - self.immediate
+        if beyond <= 0:
+            return 0.0
+        base = min(self.maximum, self.initial * self.multiplier ** min(beyond - 1, 64))
+        return base * (1.0 - self.jitter * rand)
+
+    def pause(
+        self, failures: int, now: float, deadline: float, rand: float, at_least: float = 0.0
+    ) -> float | None:
+        """How long to wait before the next attempt, or None to give up.
+
+        Args:
+            failures: failures in a row so far, the latest included (>= 1).
+            now: the current time (any monotonic clock; ``deadline`` on the same one).
+            deadline: when the call must have ended.
+            rand: a uniform random number in [0, 1) for the jitter.
+            at_least: a pause the caller knows is needed anyway (e.g. every broker's reconnect
+                backoff), seconds.
+
+        Returns:
+            None when the deadline has passed (give up with the last error); else the seconds to
+            wait, never past the deadline. A caller that waited until the deadline without a
+            new chance gives up then: ``pause`` returns None on its next call.
+        """
+        remaining = deadline - now
+        if not remaining > 0.0:  # NaN-safe
+            return None
+        wait = max(self.delay(failures, rand), at_least)
+        return min(wait, remaining)
+
+
+#: The policy of the client's retrying paths unless configured otherwise.
+DEFAULT_RETRY = RetryPolicy()
+
+
+#: Master registers at start: the Java client's one pause of 1 s between attempts
+#: (``regFailWaitPeriodMs``, docs/protocol/consumer.md §1.3; producers:
+#: docs/protocol/wire.md §4).
+REGISTER_RETRY = RetryPolicy(immediate=0, initial=1.0, maximum=1.0, multiplier=1.0, jitter=0.0)
+
+
+def register_deadline(now: float, register_attempts: int) -> float:
+    """When a register at start stops retrying: the time the Java client's loop of
+    ``register_attempts`` attempts 1 s apart takes, counted in time rather than attempts (fast
+    failures, e.g. every master answering "standby" during an election, no longer use it up);
+    ``register_attempts=1`` makes one attempt (one round over the masters).
+
+    Args:
+        now: the current time (monotonic).
+        register_attempts: the configured attempts (>= 1).
+
+    Returns:
+        ``now + (register_attempts - 1) * REGISTER_RETRY.initial``.
+    """
+    return now + max(0, register_attempts - 1) * REGISTER_RETRY.initial
+
+
+class FailureStreak:
+    """Failures in a row of calls to one peer, for a back-off after too many.
+
+    Every success that proves the peer healthy resets it, whichever call it was: for a master
+    session both a heartbeat and a register (issue 30, fault 2: a streak reset only by a
+    heartbeat kept a consumer quiet for a minute after a successful re-register).
+    """
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        #: Failures since the last success.
+        self.count = 0
+
+    def __repr__(self) -> str:
+        return f"<FailureStreak {self.count}>"
+
+    def failed(self) -> int:
+        """Count one more failure; return the streak."""
+        self.count += 1
+        return self.count
+
+    def succeeded(self) -> None:
+        """A call to the peer succeeded: the streak ends."""
+        self.count = 0
