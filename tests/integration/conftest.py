@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 import pytest
 import pytest_asyncio
 
-from tubemq_aio.testing import ClusterError, LocalCluster, RedisServer
+from tests.support.own_cluster import start_or_fail
+from tubemq_aio.testing import LocalCluster, RedisServer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,13 +98,7 @@ _POOL = TopicPool(_topic_names(POOL_SIZE))
 async def cluster() -> AsyncIterator[LocalCluster]:
     """A TubeMQ master + brokers on loopback, shared by the whole test run."""
     cluster = LocalCluster(IT_BROKERS, topics=list(_POOL.free), topic_partitions=TOPIC_PARTITIONS)
-    failure: ClusterError | None = None
-    try:
-        await cluster.start()
-    except ClusterError as err:
-        failure = err
-    if failure is not None:  # every integration test errors with this message; none skips
-        pytest.fail(f"the TubeMQ test cluster could not start: {failure}", pytrace=False)
+    await start_or_fail(cluster, "the TubeMQ test cluster")  # every test errors; none skips
     try:
         yield cluster
     finally:

@@ -31,6 +31,7 @@ import pytest_asyncio
 
 from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from tests.support.gateway_support import ADMIN, READER, Group, gateways, lease_one, write_config
+from tests.support.own_cluster import client_tls_context, start_or_fail
 from tubemq_aio import Credentials, Producer
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import (
@@ -42,7 +43,6 @@ from tubemq_aio.errors import (
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.testing import (
     AuthSettings,
-    ClusterError,
     LocalCluster,
     RedisServer,
     TlsMaterial,
@@ -67,12 +67,7 @@ class Secure:
     def context(self, *, client_cert: bool = True, trust: bool = True) -> ssl.SSLContext:
         """A client context: trusts the test CA (or only the system CAs), with the client
         certificate (or without)."""
-        # Default checks: the chain and each peer's host (the certificate names 127.0.0.1).
-        ctx = ssl.create_default_context(cafile=str(self.material.ca_pem) if trust else None)
-        if client_cert:
-            assert self.material.client_key is not None, "openssl is needed for a client key"
-            ctx.load_cert_chain(self.material.client_cert, self.material.client_key)
-        return ctx
+        return client_tls_context(self.material, client_cert=client_cert, trust=trust)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -86,13 +81,7 @@ async def secure(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Secu
         tls=material.settings,
         auth=AuthSettings(produce_authenticate=True, consume_authenticate=True),
     )
-    failure: ClusterError | None = None
-    try:
-        await cluster.start()
-    except ClusterError as err:
-        failure = err
-    if failure is not None:  # errors every test of this module; never a skip
-        pytest.fail(f"the secure TubeMQ cluster could not start: {failure}", pytrace=False)
+    await start_or_fail(cluster, "the secure TubeMQ cluster")
     try:
         yield Secure(cluster, material)
     finally:

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.support.own_cluster import client_tls_context, start_or_fail
 from tubemq_aio import ClientBalancedConsumer, Credentials, Producer
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import AuthenticationError, TubeMQError
-from tubemq_aio.testing import AuthSettings, ClusterError, LocalCluster, make_tls_material
+from tubemq_aio.testing import AuthSettings, LocalCluster, make_tls_material
 
 SMOKE_VERSIONS = os.environ.get("TUBEMQ_AIO_SMOKE_VERSIONS", "1.2.0-incubating").split(",")
 TOPICS = ["v12_a", "v12_b", "v12_c"]
@@ -64,18 +65,9 @@ async def old(
         tls=material.settings,
         auth=AuthSettings(produce_authenticate=True, consume_authenticate=True),
     )
-    failure: ClusterError | None = None
+    await start_or_fail(cluster, f"the {version} cluster")
     try:
-        await cluster.start()
-    except ClusterError as err:
-        failure = err
-    if failure is not None:  # errors every test of this module; never a skip
-        pytest.fail(f"the {version} cluster could not start: {failure}", pytrace=False)
-    ctx = ssl.create_default_context(cafile=str(material.ca_pem))
-    assert material.client_key is not None, "openssl is needed for a client key"
-    ctx.load_cert_chain(material.client_cert, material.client_key)
-    try:
-        yield Old(cluster, ctx)
+        yield Old(cluster, client_tls_context(material))
     finally:
         await cluster.stop()
 
