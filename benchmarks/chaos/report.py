@@ -8,7 +8,7 @@ the run). For each window:
 - ``lost_unflushed``: those stored by a broker killed with SIGKILL in this window and acked
   before the kill (the broker's unflushed memory window, docs/failures.md);
 - ``duplicates``: per group, receipts of an already received body;
-- ``errors``: error type -> count, as raised to the application;
+- ``errors``: client -> error type -> count, as raised to the application;
 - ``produce_stall_s`` / ``consume_stall_s``: the longest time without an ack / a receipt;
 - ``produce_back_s`` / ``consume_back_s``: from the fault's end to the first ack / receipt
   (None if there was none before the window closed).
@@ -41,16 +41,35 @@ def _first_after(times: list[float], t: float, hi: float) -> float | None:
 
 def _lost(
     acked: dict[bytes, Ack], got: Counter[bytes], lo: float, hi: float, rec: EventRecord
-) -> tuple[int, int]:
+) -> dict[str, Any]:
+    """Acked bodies of the window never received, split into "lost" and "lost_unflushed", with
+    where they were stored and when they were acked (seconds after the event began), for a
+    reader to tell which fault dropped them."""
     lost = unflushed = 0
+    by_broker: Counter[int] = Counter()
+    after_kill: Counter[int] = Counter()
+    first = last = None
     for body, ack in acked.items():
         if not lo <= ack.at < hi or body in got:
             continue
         if any(ack.broker_id == b and ack.at <= at for b, at in rec.sigkilled):
             unflushed += 1
-        else:
-            lost += 1
-    return lost, unflushed
+            continue
+        lost += 1
+        by_broker[ack.broker_id] += 1
+        if any(ack.broker_id == b and ack.at > at for b, at in rec.sigkilled):
+            after_kill[ack.broker_id] += 1
+        rel = round(ack.at - lo, 2)
+        first = rel if first is None else min(first, rel)
+        last = rel if last is None else max(last, rel)
+    out: dict[str, Any] = {"lost": lost, "lost_unflushed": unflushed}
+    if lost:
+        out["lost_detail"] = {
+            "by_broker": {str(b): n for b, n in sorted(by_broker.items())},
+            "stored_by_a_sigkilled_broker_after_it_came_back": sum(after_kill.values()),
+            "acked_between_s": [first, last],
+        }
+    return out
 
 
 def event_report(traffic: Traffic, rec: EventRecord, window_end: float) -> dict[str, Any]:
@@ -69,17 +88,18 @@ def event_report(traffic: Traffic, rec: EventRecord, window_end: float) -> dict[
         "sigkilled_brokers": [b for b, _ in rec.sigkilled],
     }
     for log in traffic.consumer_logs:
-        lost, unflushed = _lost(acked, log.counts, lo, hi, rec)
         times = sorted(log.times)
         out[log.group] = {
-            "lost": lost,
-            "lost_unflushed": unflushed,
+            **_lost(acked, log.counts, lo, hi, rec),
             "duplicates": sum(1 for t in log.duplicate_times if lo <= t < hi),
             "consume_stall_s": round(_max_gap(times, lo, hi), 2),
             "consume_back_s": _round(_first_after(times, rec.healed, hi)),
         }
-    errors: Counter[str] = Counter(e for t, _, e in traffic.errors.items if lo <= t < hi)
-    out["errors"] = dict(errors)
+    errors: dict[str, Counter[str]] = {}
+    for t, who, name in traffic.errors.items:
+        if lo <= t < hi:
+            errors.setdefault(who, Counter())[name] += 1
+    out["errors"] = {who: dict(c) for who, c in sorted(errors.items())}
     return out
 
 

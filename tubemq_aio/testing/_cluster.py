@@ -3,7 +3,7 @@
 ``async with LocalCluster(topics=["t1"]) as cluster:`` then give ``cluster.master_addr`` to a
 client. From a shell (the cluster keeps running in the background until ``down``)::
 
-    python -m tubemq_aio.testing.cluster up [--brokers 2] [--topic NAME[:PARTITIONS]]
+    python -m tubemq_aio.testing.cluster up [--brokers 3] [--masters 3] [--topic NAME[:PARTS]]
     python -m tubemq_aio.testing.cluster status | down
 
 Servers are the released tubemq-server jars from Maven Central (cached in ``$TUBEMQ_AIO_CACHE``,
