@@ -18,6 +18,7 @@ from tubemq_aio.testing._build import NodePlan, build_nodes, prepare_work_dir
 from tubemq_aio.testing._config import MasterSettings
 from tubemq_aio.testing._webapi import MasterWebApi, is_standby_reply
 from tubemq_aio.testing.cluster import LocalCluster
+from tubemq_aio.testing.cluster import main as cluster_main
 
 
 def _ini(path: Path) -> configparser.ConfigParser:
@@ -133,3 +134,11 @@ def test_a_lone_standby_reply_is_returned_not_followed(servers: list[HTTPServer]
     refusing = MasterWebApi("127.0.0.1", servers[1].server_port, "t")
     assert is_standby_reply(asyncio.run(refusing.raw("admin_query_server_version")))
     assert not is_standby_reply({"result": True, "errMsg": "send your request to the master"})
+
+
+def test_cluster_up_refuses_several_masters_with_the_fake(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(tmp_path / "state.json"))
+    assert cluster_main(["up", "--fake", "--masters", "3"]) == 2
+    assert "--masters needs the real cluster" in capsys.readouterr().err
