@@ -109,9 +109,16 @@ async def _main(ns: argparse.Namespace) -> dict[str, Any]:
     )
     before = env.collect()
     async with LocalCluster(
-        3, masters=3, topics=[TOPIC], topic_partitions=2, consumer_heartbeat_timeout_ms=15000
+        3,
+        masters=3,
+        topics=[TOPIC],
+        topic_partitions=2,
+        consumer_heartbeat_timeout_ms=15000,
+        keep_work_dir=ns.keep_logs,
     ) as cluster:
         bring_up = round(cluster.bring_up_seconds, 1)
+        if ns.keep_logs:
+            print(f"server logs: {cluster.log_dir}", flush=True)
         result = await asyncio.wait_for(run_chaos(cluster, plan), ns.ceiling)
     result["cluster"] = {"masters": 3, "brokers": 3, "bring_up_seconds": bring_up}
     result["env"] = before
@@ -125,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", nargs="*", choices=list(EVENTS), help="default: all, in order")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds after each event")
     parser.add_argument("--ceiling", type=float, default=1500.0, help="whole-run limit (s)")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the cluster's work dir (server logs)"
+    )
     parser.add_argument("--out", type=Path, default=env.REPO / "benchmarks" / "results")
     ns = parser.parse_args(argv)
     result = asyncio.run(_main(ns))
