@@ -34,6 +34,9 @@ __all__ = [
 BROKER_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 #: Most masters of one HA group (one active, the others standing by).
 MAX_MASTERS = 3
+#: Every master listens here: each has its own ports (its RPC and web listeners bind the
+#: wildcard address, so another IP would not spare a port).
+_MASTER_HOST = "127.0.0.1"
 MASTER_HEAP = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC")
 BROKER_HEAP = ("-Xms256m", "-Xmx1g", "-XX:MaxDirectMemorySize=1g", "-XX:+UseParallelGC")
 
@@ -144,10 +147,10 @@ def _master_layouts(plan: NodePlan, free: list[int]) -> list[MasterLayout]:
         home.mkdir(exist_ok=True)
         ha_port, prom_port, tls_port = free.pop(), free.pop(), free.pop()
         # Master 1 founds the group (its helper is itself); the others join through it.
-        helpers = ",".join([f"127.0.0.1:{ha_port}"] if first else [layouts[0].ha_addr])
+        helpers = f"{_MASTER_HOST}:{ha_port}" if first else layouts[0].ha_addr
         layouts.append(
             MasterLayout(
-                "127.0.0.1", port, web_port, ha_port, prom_port, tls_port, home,
+                _MASTER_HOST, port, web_port, ha_port, prom_port, tls_port, home,
                 node_name=f"tubemqAioNode{idx}", helpers=helpers,
             )
         )  # fmt: skip
