@@ -41,6 +41,7 @@ def open_pool(config: ClientConfig) -> ConnectionPool:
         max_in_flight=config.max_in_flight,
         ssl_context=config.ssl_context,
         tls_server_hostname=config.tls_server_hostname,
+        framing=config.framing,
     )
     return ConnectionPool.shared(settings) if config.connection_reuse else ConnectionPool(settings)
 

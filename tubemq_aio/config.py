@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.telemetry import Telemetry
 
 __all__ = [
@@ -174,6 +175,10 @@ class ClientConfig:
         telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
             is installed, ``True`` = required, ``False`` = off, or a
             :class:`~tubemq_aio.telemetry.Telemetry` naming providers (docs/observability.md).
+        framing: how frames are delimited: ``"standard"`` (default), or ``"legacy-length"`` for
+            TubeMQ servers 1.1.0 and 1.2.0, whose RPC layer puts a 4-byte length before every
+            frame and refuses frames over 5 MiB (docs/protocol/wire.md §1.7). A server of the
+            other kind drops the connection unanswered; the error then says which to try.
     """
 
     masters: tuple[HostPort, ...]
@@ -188,6 +193,7 @@ class ClientConfig:
     max_in_flight: int = 1024
     client_host: str | None = None
     telemetry: bool | Telemetry | None = None
+    framing: Framing = "standard"
 
     def __post_init__(self) -> None:
         checks = Checks(type(self).__name__)
@@ -213,6 +219,7 @@ class ClientConfig:
         c.integer("max_in_flight", self.max_in_flight, low=1, high=1 << 20)
         c.text("client_host", self.client_host, optional=True)
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
+        c.choice("framing", self.framing, FRAMINGS)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ClientOptions]) -> Self:
@@ -284,6 +291,7 @@ class ClientOptions(TypedDict, total=False):
     max_in_flight: int
     client_host: str | None
     telemetry: bool | Telemetry | None
+    framing: Framing
 
 
 def redact_url(url: str) -> str:
@@ -327,6 +335,8 @@ def _convert(checks: Checks, name: str, value: str, hint: Any) -> Any:
         return _to_bool(checks, name, value)
     if typing.get_origin(hint) is tuple:
         return tuple(v for v in value.split(",") if v)
+    if typing.get_origin(hint) is typing.Literal:
+        return value  # the config's own check names the allowed values
     if hint not in (int, float, str):
         checks.problem(f"option {name!r} cannot be set from a URL")
         return None

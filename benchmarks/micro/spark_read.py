@@ -48,7 +48,7 @@ async def _serve(rows: int, kind: str) -> None:
     ) as cluster:  # fmt: skip
         log = cluster._broker(1).log("t", 0)
         for i in range(rows):
-            log.append(i, message.data, message.flag)
+            log.append(i, message.data, message.flag, partition_id=0)
         print(cluster.master_addr, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 

@@ -49,7 +49,8 @@ async def test_two_nodes_split_by_modulo_and_read_everything_once() -> None:
             def expected(consumer: ClientBalancedConsumer) -> int:
                 keys = [k.split(":") for k in consumer.assignment()]
                 return sum(
-                    len(cluster.brokers[int(b) - 1].log(t, int(p)).messages) for b, t, p in keys
+                    len(cluster.brokers[int(b) - 1].log(t, int(p)).partition_messages(int(p)))
+                    for b, t, p in keys
                 )
 
             parts = await asyncio.gather(

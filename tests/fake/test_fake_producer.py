@@ -19,12 +19,17 @@ async def test_sends_are_stored_in_order_with_index_offsets() -> None:
         async with Producer(cluster.master_addr, topics=["demo"]) as producer:
             results = [await producer.send("demo", f"m{i}".encode()) for i in range(40)]
         assert cluster.bodies("demo") == [f"m{i}".encode() for i in range(40)]
-        # Four partitions in all; within each, offsets advance by one 28-byte index record.
+        # Four partitions in all, two per broker in one store each: the partitions of a store
+        # share its index, so each broker's offsets advance by one 28-byte index record per
+        # message, whichever partition it went to (as on a real broker).
         by_key: dict[str, list[int]] = {}
+        by_store: dict[str, list[int]] = {}
         for r in results:
             by_key.setdefault(r.partition_key, []).append(r.append_offset)
+            by_store.setdefault(r.partition_key.split(":")[0], []).append(r.append_offset)
         assert len(by_key) == 4
-        for offsets in by_key.values():
+        assert len(by_store) == 2
+        for offsets in by_store.values():
             assert offsets == [28 * i for i in range(len(offsets))]
 
 

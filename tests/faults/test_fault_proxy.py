@@ -1,14 +1,29 @@
-"""FaultProxy itself, over a plain echo server: each fault does what it says."""
+"""FaultProxy itself, over a plain echo server: each fault does what it says, on asyncio's loop
+and on uvloop (every test runs on both), and no fault or action makes the loop report an error."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from tubemq_aio.testing import FaultProxy
+from tubemq_aio.testing import FaultProxy, LinkFaults
+
+pytestmark = pytest.mark.also_on_uvloop
+
+#: A value other than the default for every fault of :class:`LinkFaults`.
+_FAULTY: dict[str, object] = {
+    "latency": 9.0,
+    "bandwidth": 1,
+    "stop_reading": True,
+    "blackhole": True,
+    "reset_after": 1,
+    "corrupt_rate": 1.0,
+}
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -26,12 +41,22 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 @pytest_asyncio.fixture
 async def proxy() -> AsyncIterator[FaultProxy]:
+    """A proxy in front of an echo server; the test fails if the loop reported any error
+    (an exception in the proxy's accept handler or pumps) meanwhile."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
     server = await asyncio.start_server(_echo, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    async with FaultProxy(f"127.0.0.1:{port}", seed=7) as proxy:
-        yield proxy
-    server.close()
-    await server.wait_closed()
+    try:
+        async with FaultProxy(f"127.0.0.1:{port}", seed=7) as proxy:
+            yield proxy
+        server.close()
+        await server.wait_closed()
+        await asyncio.sleep(0.05)  # let handlers that end with the links report
+    finally:
+        loop.set_exception_handler(None)
+    assert reported == []
 
 
 async def _connect(proxy: FaultProxy) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -156,3 +181,67 @@ def test_bad_fault_name_and_target_are_refused() -> None:
         FaultProxy("nowhere")
     with pytest.raises(AttributeError):
         FaultProxy("127.0.0.1:1").set(jitter=1)
+
+
+def test_the_fault_table_covers_every_fault() -> None:
+    names = {f.name for f in dataclasses.fields(LinkFaults)} - {"resumed"}
+    assert names == set(_FAULTY)
+
+
+async def test_clear_removes_every_fault_and_new_connections_flow(proxy: FaultProxy) -> None:
+    proxy.set("both", **_FAULTY)
+    proxy.half_close("down")
+    proxy.half_close("up")
+    proxy.clear()
+    for faults in proxy.faults.values():
+        assert dataclasses.replace(faults, resumed=faults.resumed) == LinkFaults()
+        assert faults.resumed.is_set()
+    assert await _roundtrip(proxy, b"healthy") == b"healthy"
+
+
+async def test_half_close_leaves_connections_made_later_healthy(proxy: FaultProxy) -> None:
+    reader, writer = await _connect(proxy)
+    writer.write(b"a")
+    await asyncio.wait_for(reader.readexactly(1), 5)
+    proxy.half_close("down")
+    proxy.half_close("up")
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert await _roundtrip(proxy, b"new link") == b"new link"  # no clear() needed
+    writer.close()
+
+
+async def test_reset_connections_keeps_the_proxy_serving(proxy: FaultProxy) -> None:
+    reader, writer = await _connect(proxy)
+    writer.write(b"a")
+    await asyncio.wait_for(reader.readexactly(1), 5)
+    proxy.reset_connections()
+    with pytest.raises(ConnectionResetError):
+        await asyncio.wait_for(reader.readexactly(1), 5)
+    await asyncio.sleep(0.05)  # the accept handler ends the reset link
+    assert proxy.open_links == 0
+    assert await _roundtrip(proxy, b"after reset") == b"after reset"
+    writer.close()
+
+
+async def test_every_action_is_safe_on_links_already_gone(proxy: FaultProxy) -> None:
+    """Each action twice in a row, and on links the peer or a reset already ended."""
+    links = [await _connect(proxy) for _ in range(3)]
+    for reader, writer in links:
+        writer.write(b"a")
+        await asyncio.wait_for(reader.readexactly(1), 5)
+    links[0][1].transport.abort()  # one client vanished on its own
+    proxy.reset_connections()
+    proxy.reset_connections()
+    proxy.half_close("down")
+    proxy.half_close("up")
+    proxy.set(reset_after=0)
+    proxy.clear()
+    await proxy.refuse_connections()
+    await proxy.refuse_connections()
+    await proxy.start()
+    await proxy.start()
+    assert await _roundtrip(proxy, b"still fine") == b"still fine"
+    for _reader, writer in links:
+        writer.close()
+    await proxy.close()
+    await proxy.close()

@@ -129,6 +129,12 @@ async def second_topic(cluster: LocalCluster, topic: str) -> str:
     return await _POOL.take(cluster)
 
 
+@pytest_asyncio.fixture
+async def third_topic(cluster: LocalCluster, second_topic: str) -> str:
+    """A third fresh topic (for tests that run scenarios on several topics at once)."""
+    return await _POOL.take(cluster)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A ``local[2]`` SparkSession shared by every Spark test of the run."""

@@ -42,7 +42,6 @@ class FaultEnv:
         """Remove every network fault."""
         for proxy in self.all_proxies():
             proxy.clear()
-            proxy.faults["up"].half_closed = proxy.faults["down"].half_closed = False
 
     def lost(self, topic: str) -> list[bytes]:
         """Bodies of acknowledged sends the cluster does not hold (bodies are unique; a corrupted

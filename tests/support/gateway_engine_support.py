@@ -1,5 +1,6 @@
 """Shared pieces of the consume-engine tests on a fake or real cluster: a started service,
-and two broadcast clients reading at once (each must get every message)."""
+two broadcast clients reading at once (each must get every message), and the lag once the
+trailing index records were scanned."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tubemq_aio.gateway.engine.data import LagReport
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
 
 
@@ -59,3 +61,20 @@ async def two_clients(service: ConsumeService, group: str, values: list[str]) ->
     )
     assert sorted(want - a) == [], "client A lost messages"
     assert sorted(want - b) == [], "client B lost messages"
+
+
+async def drained_lag(service: ConsumeService, group: str, timeout: float = 30.0) -> LagReport:
+    """The lag of ``group`` once it is 0, fetching (nothing is left to deliver) meanwhile.
+
+    The partitions of a broker store share one index, so a partition read to its last message
+    still lags by the records of the store's other partitions appended after it, until a fetch
+    scans them (an empty scan commits at once): on a real broker and on ``FakeCluster`` alike.
+
+    Raises:
+        AssertionError: a fetch delivered messages, or the lag stayed above 0 for ``timeout`` s.
+    """
+    async with asyncio.timeout(timeout):
+        while (lag := await service.lag(group)).total_lag_bytes:
+            out = await service.fetch(group, client_id=None, wait_ms=200)
+            assert out.status != "ok", out
+    return lag

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.frames import feed_in_chunks, hand_frame
 from tests.support.speedup_impls import FRAME_DECODERS, DecoderFactory
 from tubemq_aio.errors import FrameError, LocalProtocolError
 from tubemq_aio.protocol.framing import (
@@ -17,30 +18,11 @@ from tubemq_aio.protocol.framing import (
     MAX_LIST_SIZE,
     ONE_BLOCK_HEADER,
     Frame,
-    FrameSplitter,
     encode_frame,
 )
 
 # Every decoder test runs against the pure decoder and, when built, the compiled one.
 each_decoder = pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
-
-
-def hand_frame(serial: int, blocks: list[bytes]) -> bytes:
-    """A frame laid out per docs/protocol/wire.md §1.1 table, independent of our encoder."""
-    out = bytes.fromhex("FF7FF4FE") + struct.pack(">I", serial) + struct.pack(">I", len(blocks))
-    for block in blocks:
-        out += struct.pack(">I", len(block)) + block
-    return out
-
-
-def feed_in_chunks(decoder: FrameSplitter, data: bytes, sizes: list[int]) -> list[Frame]:
-    frames: list[Frame] = []
-    pos = 0
-    for size in sizes:
-        frames += decoder.feed(data[pos : pos + size])
-        pos += size
-    frames += decoder.feed(data[pos:])
-    return frames
 
 
 def test_begin_token_value() -> None:

@@ -36,14 +36,17 @@ from tubemq_aio.protocol.framing import (
     BEGIN_TOKEN,
     BLOCK_SIZE,
     ONE_BLOCK_HEADER,
+    FrameSplitter,
     encode_frame,
     new_frame_decoder,
 )
+from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder, length_prefix
 from tubemq_aio.protocol.rpc import encode_success, response_decoder, success_bounds
 
 __all__ = ["Connection"]
 
 _pack_header = ONE_BLOCK_HEADER.pack
+_ONE_BLOCK_HEADER_SIZE = ONE_BLOCK_HEADER.size
 
 #: Bytes read per socket read (asyncio's own read size), into one buffer reused per connection.
 READ_SIZE = 256 * 1024
@@ -70,7 +73,16 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._settings = settings
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        self._decoder = new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
+        #: Servers 1.1.0 and 1.2.0 put a length before each frame (docs/protocol/wire.md §1.7).
+        self._legacy = settings.framing == "legacy-length"
+        self._decoder: FrameSplitter = (
+            LengthPrefixedDecoder(settings.max_frame_bytes)
+            if self._legacy
+            else new_frame_decoder(max_frame_bytes=settings.max_frame_bytes)
+        )
+        #: Whether a request was ever written (a peer that drops the link after it, unanswered,
+        #: may speak the other framing).
+        self._wrote = False
         self._wbuf: list[bytes] = []
         # The transport reads into this buffer (BufferedProtocol): no fresh 256 KB object per
         # read, whose pages the allocator hands back and faults in again under load. The frame
@@ -190,10 +202,11 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._transport = None
         if self._closed is None:
             reason = f": {exc}" if exc is not None else ""
+            hint = self._framing_hint()
             self._mark_closed(
                 lambda: ConnectionLostError(
                     f"connection to {self.label} lost{reason}; "
-                    "the request may or may not have been processed"
+                    f"the request may or may not have been processed{hint}"
                 )
             )
         if not self._lost.done():
@@ -313,8 +326,11 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             serial = serial + 1 if serial < MAX_SERIAL else 1
         if 0 < size <= BLOCK_SIZE:
             header = _pack_header(BEGIN_TOKEN, serial, 1, size)
+            if self._legacy:
+                header = length_prefix(_ONE_BLOCK_HEADER_SIZE + size) + header
         else:  # raises for an empty or oversized payload, before anything is registered
-            parts = (encode_frame(serial, b"".join(parts)),)
+            frame = encode_frame(serial, b"".join(parts))
+            parts = (length_prefix(len(frame)), frame) if self._legacy else (frame,)
             header = b""
         self._serial = serial
         loop = self._loop
@@ -373,6 +389,26 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     # ---- internals ---------------------------------------------------------------------------
 
+    def _framing_hint(self) -> str:
+        # A server of the other framing never answers: a 1.1.0/1.2.0 one reads our begin token
+        # as a 4 GiB length and drops every later byte, any other release closes the link on a
+        # prefixed frame (docs/protocol/wire.md §1.7).
+        if self.answered or not self._wrote:
+            return ""
+        if self._legacy:
+            return (
+                "; the server never answered on this connection: framing='legacy-length' is "
+                "only for TubeMQ servers 1.1.0 and 1.2.0, other releases need 'standard'"
+            )
+        return (
+            "; the server never answered on this connection: if it runs TubeMQ 1.1.0 or "
+            "1.2.0, connect with framing='legacy-length'"
+        )
+
+    def silence_hint(self) -> str:
+        """The framing hint for a call that timed out on a connection that never answered."""
+        return self._framing_hint()
+
     def _flush(self) -> None:
         buf = self._wbuf
         if not buf:
@@ -380,6 +416,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._wbuf = []
         transport = self._transport
         if transport is not None and not transport.is_closing():
+            self._wrote = True
             # One join of the tick's frames (header and payload pieces): asyncio's writelines
             # joins too, uvloop's would queue every piece separately.
             transport.write(b"".join(buf))

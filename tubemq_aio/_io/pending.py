@@ -99,6 +99,11 @@ class PendingCalls:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def silence_hint(self) -> str:
+        """Text to add to a timeout's message when the peer's silence suggests a cause
+        (overridden by the connection; empty here)."""
+        return ""
+
     def expire(self, now: float) -> None:
         """Fail every call whose deadline has passed; recompute :attr:`next_deadline`.
 
@@ -114,6 +119,7 @@ class PendingCalls:
             elif deadline < earliest:
                 earliest = deadline
         self.next_deadline = earliest
+        hint = self.silence_hint() if expired else ""
         for serial in expired:
             fut, _, timeout = self._pending.pop(serial)
             self._raw.discard(serial)
@@ -124,7 +130,7 @@ class PendingCalls:
                 fut.set_exception(
                     RequestTimeoutError(
                         f"no response from {self.label} within {timeout:g} s (serial {serial}); "
-                        "the request may or may not have been processed"
+                        f"the request may or may not have been processed{hint}"
                     )
                 )
 

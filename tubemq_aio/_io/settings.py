@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = ["TransportSettings"]
 
@@ -39,6 +40,8 @@ class TransportSettings:
         tls_server_hostname: one name to send as SNI and check instead of each peer's own host
             (for clusters whose certificates all carry one shared name); ``None`` checks each
             peer against its own host.
+        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0,
+            which put a 4-byte length before every frame (docs/protocol/wire.md §1.7).
     """
 
     connect_timeout: float = 3.0
@@ -55,6 +58,7 @@ class TransportSettings:
     close_timeout: float = 1.0
     ssl_context: ssl.SSLContext | None = None
     tls_server_hostname: str | None = None
+    framing: Framing = "standard"
 
     def __post_init__(self) -> None:
         checks = Checks("TransportSettings")
@@ -77,6 +81,7 @@ class TransportSettings:
             checks.problem("backoff_max must not be smaller than backoff_initial")
         checks.instance("ssl_context", self.ssl_context, ssl.SSLContext, optional=True)
         checks.text("tls_server_hostname", self.tls_server_hostname, optional=True)
+        checks.choice("framing", self.framing, FRAMINGS)
         checks.done()
 
     @classmethod

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
@@ -66,7 +67,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         *,
         group: str,
         topics: TopicsArg,
-        consume_from: ConsumeFrom,
+        consume_from: ConsumeFrom | datetime,
         config: ConsumerConfig | None,
         options: Mapping[str, Any],
         on_assigned: PartitionsCallback | None = None,
@@ -95,6 +96,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self.on_assigned = on_assigned
         #: Called with the partition keys about to be released, and by :meth:`close`.
         self.on_revoked = on_revoked
+        #: Counters of fetches, batches, messages, acks and rests (:class:`ConsumerStats`).
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
         self._engine: FetchEngine | None = None
@@ -284,13 +286,19 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return self._stream.iterate()
 
     async def commit(self) -> int:
-        """Acknowledge what ``async for`` yielded so far (with ``auto_ack=False``).
+        """Acknowledge what ``async for`` yielded so far (any ``auto_ack``).
 
-        Acks every batch whose messages were all yielded; a batch still being iterated is
-        acked by a later call.
+        Acks every batch whose messages were all yielded (the broker's offset moves past it).
+        A loop left in the middle of a batch (``break``, ``return``, an exception) has the part
+        it yielded acked and the rest handed back, first in line for the next ``async for`` or
+        ``getmany``: TubeMQ commits whole broker batches, so the broker's offset moves past
+        that batch once the rest was acked too, and a restart before then delivers the whole
+        batch again (at-least-once). A loop still running (another task's, paused in the
+        middle of a batch) keeps its batch: a later call acks it.
 
         Returns:
-            How many batches were acked (the others had lost their lease and come again).
+            How many batches (or yielded parts of batches) were acked; a batch whose lease was
+            gone is not counted and comes again.
         """
         return await self._stream.commit()
 
@@ -317,7 +325,11 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         except RuntimeError:  # the event loop changed the partitions meanwhile: next time
             held = {}
         for key, offsets in held.items():
-            labels = {**me, "messaging.destination.partition.id": key.format()}
+            labels = {
+                **me,
+                "messaging.destination.name": key.topic,
+                "messaging.destination.partition.id": key.format(),
+            }
             gauges.append(("tubemq.client.partition.lag", offsets.lag, labels))
         return gauges
 

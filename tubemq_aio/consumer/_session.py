@@ -17,6 +17,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
+from tubemq_aio.protocol.event_pacing import EventPacer
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,
     Drop,
@@ -39,6 +40,9 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: Java ``heartbeatPeriodAfterFail`` (docs/protocol/consumer.md §2.6), seconds.
 _HEARTBEAT_BACKOFF = 60.0
+#: Heartbeats at ``join_heartbeat_interval`` at most this many times: a member the master gives
+#: no partition (more members than partitions) then goes back to ``heartbeat_interval``.
+JOIN_HEARTBEATS_MAX = 30
 
 
 class MasterSession(SessionBase):
@@ -53,8 +57,11 @@ class MasterSession(SessionBase):
         super().__init__(config, parts)
         self.hb_state = MasterHeartbeatState()
         self.queue = RebalanceQueue()
+        self.pacer = EventPacer(config.rebalance_min_interval)
         self._rebalance_wake = asyncio.Event()
         self._heartbeat_wake = asyncio.Event()
+        #: Heartbeats sent at ``join_heartbeat_interval`` so far.
+        self._join_heartbeats = 0
         self.stopping = False
         self._stopped = asyncio.Event()
         self.session_time_ms = wall_ms()
@@ -62,6 +69,9 @@ class MasterSession(SessionBase):
         self.not_allocated = True
         self._bound_offsets = config.bound.partition_offsets if config.bound else {}
         self._bootstrapped: set[PartitionKey] = set()
+        #: consume_from=datetime: the offset of each partition's first registration here.
+        self.start_offsets: dict[PartitionKey, int] = {}
+        self._time_started: set[PartitionKey] = set()
         self.is_paused: Callable[[PartitionKey], bool] = lambda key: False
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
@@ -117,13 +127,23 @@ class MasterSession(SessionBase):
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
                 backoff = False
-            wait = _HEARTBEAT_BACKOFF if backoff else self.config.heartbeat_interval
+            wait = _HEARTBEAT_BACKOFF if backoff else self._heartbeat_wait()
             self._heartbeat_wake.clear()
             try:
                 async with asyncio.timeout(wait):
                     await self._heartbeat_wake.wait()
             except TimeoutError:
                 pass
+
+    def _heartbeat_wait(self) -> float:
+        """``join_heartbeat_interval`` until the first connect event (at most
+        :data:`JOIN_HEARTBEATS_MAX` times), else ``heartbeat_interval``."""
+        join = self.config.join_heartbeat_interval
+        joining = self.hb_state.first_connect_pending
+        if join is not None and joining and self._join_heartbeats < JOIN_HEARTBEATS_MAX:
+            self._join_heartbeats += 1
+            return min(join, self.config.heartbeat_interval)
+        return self.config.heartbeat_interval
 
     async def heartbeat_once(self) -> bool:
         """One master heartbeat round; True when the failure count demands a back-off."""
@@ -166,6 +186,9 @@ class MasterSession(SessionBase):
         """Process rebalance events one at a time (§2.4) until :attr:`stopping`."""
         config = RebalanceConfig(confirm_wait=self.config.rebalance_confirm_wait)
         while not self.stopping:
+            if self.queue and (delay := self.pacer.wait(self.clock())) > 0:
+                await self._pause_until(self.clock() + delay)  # the newest event waits its turn
+                continue
             event = self.queue.take()
             if event is None:
                 self._rebalance_wake.clear()
@@ -175,6 +198,7 @@ class MasterSession(SessionBase):
                 except TimeoutError:
                     pass
                 continue
+            self.pacer.started(self.clock())
             log.info("rebalance event %d op %d: %d partition(s)",
                      event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
             process = EventProcess(event, held=self.leases.keys(), config=config)
@@ -197,11 +221,7 @@ class MasterSession(SessionBase):
             for part, code in zip(step.partitions, codes, strict=True):
                 process.on_register_result(part.key, code)
         elif isinstance(step, Sleep):
-            try:
-                async with asyncio.timeout(max(0.0, step.until - self.clock())):
-                    await self._stopped.wait()
-            except TimeoutError:
-                pass
+            await self._pause_until(step.until)
         elif isinstance(step, AwaitReturn):
             await self.await_return(step.keys, step.deadline)
         elif isinstance(step, Unregister):
@@ -220,10 +240,18 @@ class MasterSession(SessionBase):
             # the master takes any heartbeat carrying the result (§2.3, §12 item 8).
             self._heartbeat_wake.set()
 
+    async def _pause_until(self, until: float) -> None:
+        """Sleep until the monotonic time ``until``, or less if the session stops."""
+        try:
+            async with asyncio.timeout(max(0.0, until - self.clock())):
+                await self._stopped.wait()
+        except TimeoutError:
+            pass
+
     async def _register_partition(self, partition: Partition) -> int:
         boot = self._bootstrap_offset(partition.key)
         if boot is not None:
-            log.info("bound consumption: %s starts at offset %d", partition.key, boot)
+            log.info("%s starts at offset %d", partition.key, boot)
         try:
             rsp = await self.broker.register(
                 partition,
@@ -239,6 +267,7 @@ class MasterSession(SessionBase):
             return rsp.err_code
         if boot is not None:
             self._bootstrapped.add(partition.key)
+            self._time_started.add(partition.key)
         self.leases.add(
             partition, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
         )
@@ -250,7 +279,11 @@ class MasterSession(SessionBase):
     def _bootstrap_offset(self, key: PartitionKey) -> int | None:
         """The bound offset ``key`` starts at: until its first successful registration of the
         session, while the first connect event is pending and the group is not allocated (§1.4
-        item 4); a refused attempt (e.g. 410) retries with the offset."""
+        item 4); a refused attempt (e.g. 410) retries with the offset. With ``consume_from`` a
+        time: the time's offset, until the partition's first successful registration in this
+        process (docs/protocol/time.md §4)."""
+        if key in self.start_offsets and key not in self._time_started:
+            return self.start_offsets[key]
         if key in self._bootstrapped or not self.hb_state.first_connect_pending:
             return None
         if not self.not_allocated:

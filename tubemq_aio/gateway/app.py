@@ -168,6 +168,7 @@ def default_engine(config: GatewayConfig) -> ConsumeEngine:
         sync_interval=config.sync_interval,
         credentials=config.tubemq.credentials,
         ssl_context=config.tubemq.ssl_context(),
+        framing=config.tubemq.framing,
         tls_server_hostname=config.tubemq.tls_server_hostname,
     )
     return ConsumeService(settings)

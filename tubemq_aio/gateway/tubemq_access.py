@@ -20,12 +20,13 @@ from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, parse_masters, redact_url
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = ["TubeMQAccess", "split_masters_url"]
 
 _KEYS = frozenset(
     {"user", "password", "tls", "tls_ca_file", "tls_cert_file", "tls_key_file",
-     "tls_server_hostname"}
+     "tls_server_hostname", "framing"}
 )  # fmt: skip
 _FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 
@@ -44,6 +45,8 @@ class TubeMQAccess:
         tls_key_file: its private key (if not inside ``tls_cert_file``).
         tls_server_hostname: one name to check in every peer's certificate instead of each
             peer's own host.
+        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0
+            (docs/protocol/wire.md §1.7).
     """
 
     user: str | None = None
@@ -53,9 +56,11 @@ class TubeMQAccess:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_server_hostname: str | None = None
+    framing: Framing = "standard"
 
     def __post_init__(self) -> None:
         checks = Checks("tubemq")
+        checks.choice("tubemq.framing", self.framing, FRAMINGS)
         if (self.user is None) != (self.password is None):
             checks.problem("tubemq.user and tubemq.password go together")
         if self.user is not None:
@@ -112,6 +117,8 @@ class TubeMQAccess:
             options["tls_server_hostname"] = self.tls_server_hostname
         if self.credentials is not None:
             options["credentials"] = self.credentials
+        if self.framing != "standard":
+            options["framing"] = self.framing
         return options
 
     @classmethod

@@ -14,7 +14,7 @@ from tubemq_aio.protocol.message import checksum
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
 from tubemq_aio.testing._fake_rpc import FaultPlan, RpcNode
-from tubemq_aio.testing._fake_store import PartitionLog, Registration, TopicLayout
+from tubemq_aio.testing._fake_store import STORE_BASE, Registration, StoreLog, TopicLayout
 
 __all__ = ["FakeBroker"]
 
@@ -51,7 +51,8 @@ class FakeBroker:
     ) -> None:
         self.broker_id = broker_id
         self.topics = topics
-        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        #: The message stores, by ``(topic, store id)``; the partitions of a store share one.
+        self.logs: dict[tuple[str, int], StoreLog] = {}
         self.offsets: dict[_Key, int] = {}
         self.registrations: dict[_Key, Registration] = {}
         self.registration_timeout = registration_timeout
@@ -92,11 +93,13 @@ class FakeBroker:
             return host, int(port)
         return self.node.host, self.node.port
 
-    def log(self, topic: str, partition_id: int) -> PartitionLog:
-        """The message log of one partition (created empty on first use)."""
-        log = self.logs.get((topic, partition_id))
+    def log(self, topic: str, partition_id: int) -> StoreLog:
+        """The message store ``partition_id`` belongs to (created empty on first use); it holds
+        the messages of every partition of that store (``partition_messages`` picks one)."""
+        key = (topic, partition_id // STORE_BASE)
+        log = self.logs.get(key)
         if log is None:
-            log = self.logs[(topic, partition_id)] = PartitionLog()
+            log = self.logs[key] = StoreLog()
         return log
 
     def _has_partition(self, topic: str, partition_id: int) -> bool:
@@ -125,8 +128,8 @@ class FakeBroker:
         if req.checkSum != -1 and req.checkSum != checksum(req.data):
             return _send_fail(403, "checksum mismatch")
         message_id = next(self._ids)
-        offset, stored = self.log(req.topicName, req.partitionId).append(
-            message_id, req.data, req.flag
+        stored = self.log(req.topicName, req.partitionId).append(
+            message_id, req.data, req.flag, partition_id=req.partitionId
         )
         return pb.SendMessageResponseB2P(
             success=True,
@@ -134,7 +137,7 @@ class FakeBroker:
             errMsg=str(message_id),
             messageId=message_id,
             appendTime=stored.append_time,
-            appendOffset=offset,
+            appendOffset=stored.offset,
         ).SerializeToString()
 
     # ---- consumer ----------------------------------------------------------------------------
@@ -209,7 +212,9 @@ class FakeBroker:
         offset = self.offsets.get(key, log.min_offset)
         if offset < log.min_offset:
             return _get_fail(301, "offset below the partition minimum", log.max_offset)
-        messages, scanned = log.read(offset, self.max_batch, self.max_batch_bytes, holder.filters)
+        messages, scanned = log.read(
+            offset, req.partitionId, self.max_batch, self.max_batch_bytes, holder.filters
+        )
         if not scanned:
             return _get_fail(404, "no new message", log.max_offset)
         if messages:

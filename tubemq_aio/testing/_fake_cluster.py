@@ -1,7 +1,8 @@
 """``FakeCluster``: an in-process TubeMQ master and brokers that speak the real wire protocol.
 
 Clients connect to it exactly as to a real cluster (``masters=cluster.master_addr``); it keeps
-messages in memory with real index offsets, balances server-balanced consumer groups with
+messages in memory with real index offsets (the partitions of a store share one index, as on a
+broker), balances server-balanced consumer groups with
 rebalance events, serves the client-balanced V2 calls, and lets a test inject a fault into any
 method: an error code, a delay, no answer at all, or a connection reset.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
-from tubemq_aio.testing._fake_store import INDEX_UNIT, StoredMessage, TopicLayout
+from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["FakeCluster"]
@@ -31,8 +33,16 @@ class FakeCluster(AsyncService):
         registration_timeout: seconds a broker keeps a consumer's partition without
             heartbeats or fetches.
         event_timeout: seconds an unacknowledged rebalance event blocks its consumer.
+        balance_period: seconds between two rebalance events the master hands one member
+            (its first comes at once), as the real master's balance cycle
+            (``consumerBalancePeriodMs``: 2 s on :class:`LocalCluster`, 60 s by default) paces
+            them; 0 hands one out on every heartbeat.
         max_batch: most messages one fetch returns.
         max_batch_bytes: about how many payload bytes one fetch returns.
+        framing: ``"standard"``, or ``"legacy-length"`` to speak as TubeMQ servers 1.1.0 and
+            1.2.0 do: a 4-byte length before every frame, answers padded to their 8 KiB
+            buffer, units over 5 MiB refused. Like the real servers, a node answers nothing more
+            on a connection that speaks the other framing (docs/protocol/wire.md §1.7).
 
     Example::
 
@@ -51,11 +61,17 @@ class FakeCluster(AsyncService):
         client_timeout: float = 30.0,
         registration_timeout: float = 30.0,
         event_timeout: float = 10.0,
+        balance_period: float = 1.0,
         max_batch: int = 64,
         max_batch_bytes: int = 512 * 1024,
+        framing: Framing = "standard",
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if framing not in FRAMINGS:
+            raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
+        if not 0.0 <= balance_period < float("inf"):
+            raise ValueError(f"balance_period must be finite seconds >= 0, got {balance_period}")
         self.topics: dict[str, TopicLayout] = {}
         items = topics.items() if isinstance(topics, Mapping) else ((t, 1) for t in topics)
         for name, spec in items:
@@ -80,7 +96,10 @@ class FakeCluster(AsyncService):
             self.plan,
             client_timeout=client_timeout,
             event_timeout=event_timeout,
+            balance_period=balance_period,
         )
+        for node in (self.master.node, *(broker.node for broker in self.brokers)):
+            node.framing = framing
         self._started = False
 
     def __repr__(self) -> str:
@@ -188,9 +207,9 @@ class FakeCluster(AsyncService):
     def committed_messages(self, group: str, topic: str) -> int:
         """How many messages of ``topic`` ``group`` committed, over all partitions."""
         return sum(
-            offset // INDEX_UNIT
+            b.log(t, pid).count_before(pid, offset)
             for b in self.brokers
-            for (g, t, _), offset in b.offsets.items()
+            for (g, t, pid), offset in b.offsets.items()
             if g == group and t == topic
         )
 

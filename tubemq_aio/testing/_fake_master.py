@@ -45,6 +45,8 @@ class Member:
         held: partitions the master believes it holds.
         last_seen: monotonic time of its last register or heartbeat.
         client_balanced: registered with the V2 protocol (no rebalance events).
+        next_event_at: monotonic time before which it gets no new rebalance event (one
+            balance period after its previous one).
     """
 
     client_id: str
@@ -53,6 +55,7 @@ class Member:
     held: set[PartKey] = field(default_factory=set)
     client_balanced: bool = False
     pending: _Event | None = None
+    next_event_at: float = float("-inf")
 
 
 class FakeMaster:
@@ -64,6 +67,11 @@ class FakeMaster:
         plan: the cluster's fault rules.
         client_timeout: seconds a producer or consumer survives without a heartbeat.
         event_timeout: seconds an unacknowledged rebalance event blocks its consumer.
+        balance_period: seconds between two rebalance events of one member (its first comes
+            at once). The real master balances a group once per ``consumerBalancePeriodMs``
+            and skips a group whose events are unfinished (docs/protocol/consumer.md §2.1), so
+            a consumer whose event failed (a partition the broker still gives to a dead member)
+            is offered it again one cycle later, not on its next heartbeat.
     """
 
     def __init__(
@@ -74,6 +82,7 @@ class FakeMaster:
         *,
         client_timeout: float,
         event_timeout: float,
+        balance_period: float,
     ) -> None:
         self.topics = topics
         self.brokers = brokers
@@ -81,6 +90,7 @@ class FakeMaster:
         self.groups: dict[str, dict[str, Member]] = {}
         self.client_timeout = client_timeout
         self.event_timeout = event_timeout
+        self.balance_period = balance_period
         self.clock: Callable[[], float] = time.monotonic
         self._rebalance_ids = itertools.count(1)
         handlers = {
@@ -240,10 +250,11 @@ class FakeMaster:
         if req.reportSubscribeInfo and pending is None:
             member.held = _parse_held(req.subscribeInfo)
         rsp = cls(success=True, errCode=200, errMsg=_OK, authorizedInfo=self._authorized())
-        if pending is None:
+        if pending is None and now >= member.next_event_at:
             event = self._next_event(req.groupName, member, now)
             if event is not None:
                 member.pending = event
+                member.next_event_at = now + self.balance_period
                 rsp.event.CopyFrom(
                     pb.EventProto(
                         rebalanceId=event.rebalance_id,

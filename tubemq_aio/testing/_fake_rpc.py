@@ -17,7 +17,8 @@ from typing import Any, Literal, cast
 from google.protobuf.message import DecodeError, Message
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder, FrameSplitter, encode_frame
+from tubemq_aio.protocol.legacy_framing import LENGTH_PREFIX, Framing, LengthPrefixedDecoder
 from tubemq_aio.protocol.rpc import RpcRequest, decode_request, encode_exception, encode_success
 from tubemq_aio.testing._reset import reset_transport
 
@@ -152,7 +153,9 @@ def failure_response(cls: type[Message], code: int, message: str) -> bytes:
 class _NodeProtocol(asyncio.Protocol):
     def __init__(self, node: RpcNode) -> None:
         self.node = node
-        self.decoder = FrameDecoder()
+        self.legacy = node.framing == "legacy-length"
+        self.decoder: FrameSplitter = LengthPrefixedDecoder() if self.legacy else FrameDecoder()
+        self.deaf = False
         self.transport: asyncio.Transport | None = None
         self.timers: set[asyncio.TimerHandle] = set()
 
@@ -169,10 +172,16 @@ class _NodeProtocol(asyncio.Protocol):
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
+        if self.deaf:
+            return
         try:
             frames = self.decoder.feed(data)
         except TubeMQError:
-            self.abort()
+            # A real server answers nothing more on a stream it cannot frame and leaves the
+            # connection open: 1.1.0/1.2.0 read a bare frame's begin token as a 4 GiB length and
+            # drop every byte after it, 2.4.0 fails the begin-token check of every unit after a
+            # length prefix (docs/protocol/wire.md §1.7).
+            self.deaf = True
             return
         for frame in frames:
             self._handle(frame.serial_no, frame.payload)
@@ -218,7 +227,13 @@ class _NodeProtocol(asyncio.Protocol):
 
     def _write(self, serial: int, payload: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode_frame(serial, payload))
+            frame = encode_frame(serial, payload)
+            if self.legacy:
+                # As those servers do: the last block's whole 8 KiB buffer follows its true
+                # length, and the prefix counts it (docs/protocol/wire.md §1.7).
+                frame += bytes(-len(payload) % BLOCK_SIZE)
+                frame = LENGTH_PREFIX.pack(len(frame)) + frame
+            self.transport.write(frame)
 
 
 class RpcNode:
@@ -245,6 +260,8 @@ class RpcNode:
         self.connections: set[_NodeProtocol] = set()
         self.requests: dict[int, int] = {}
         self.accepted = 0
+        #: How frames are delimited on this node's connections (set before :meth:`start`).
+        self.framing: Framing = "standard"
         self.host = "127.0.0.1"
         self.port = 0
         self._server: asyncio.Server | None = None

@@ -5,12 +5,18 @@ real broker) to produce what a real network or a sick peer does: latency, a band
 peer that stops reading, a blackhole, a reset after N bytes, corrupted bytes, a half-closed
 connection, refused connects. Faults apply per direction: ``"up"`` is client to server,
 ``"down"`` server to client.
+
+The faults in :class:`LinkFaults` are proxy-wide and live: they apply to every connection, open
+or new, until :meth:`FaultProxy.clear` removes them all. The actions (:meth:`FaultProxy.half_close`,
+:meth:`FaultProxy.reset_connections`) act on the connections open at the call and leave new
+connections healthy. Every fault and action behaves the same on asyncio's loop and on uvloop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Literal
@@ -25,6 +31,9 @@ _CHUNK = 64 * 1024
 #: Chunks read but not yet forwarded (held back by latency or a bandwidth cap) per direction;
 #: when full, the proxy stops reading, so the sender's buffers fill as on a slow link.
 _QUEUED_CHUNKS = 16
+#: What a write or EOF on a connection the peer (or an action) already closed raises: asyncio's
+#: loop raises ``OSError``s, uvloop raises ``RuntimeError`` ("the handler is closed").
+_LINK_GONE = (ConnectionError, OSError, RuntimeError)
 
 
 @dataclass(slots=True)
@@ -39,7 +48,9 @@ class LinkFaults:
         blackhole: read and discard everything (the connection stays open).
         reset_after: abort the connection once this many more bytes were forwarded.
         corrupt_rate: probability that a forwarded chunk gets one byte flipped.
-        half_closed: the receiver got an EOF; nothing more is forwarded this way.
+
+    A half-closed connection is not a fault of this table: :meth:`FaultProxy.half_close` marks
+    the connections open at the call, so a connection made afterwards is healthy.
     """
 
     latency: float = 0.0
@@ -48,8 +59,17 @@ class LinkFaults:
     blackhole: bool = False
     reset_after: int | None = None
     corrupt_rate: float = 0.0
-    half_closed: bool = False
-    resumed: asyncio.Event = field(default_factory=asyncio.Event)
+    resumed: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+
+    def clear(self) -> None:
+        """Set every fault back to its default (every field but ``resumed``, so a fault added
+        to this class later is cleared too) and wake a reader held by ``stop_reading``."""
+        for spec in dataclasses.fields(self):
+            if spec.name != "resumed":
+                factory = spec.default_factory
+                default = spec.default if factory is dataclasses.MISSING else factory()
+                setattr(self, spec.name, default)
+        self.resumed.set()
 
 
 class _Link:
@@ -59,6 +79,16 @@ class _Link:
         self.proxy = proxy
         self.client = client
         self.server: asyncio.StreamWriter | None = None
+        #: Directions half-closed by :meth:`FaultProxy.half_close` while this link was open.
+        self.half_closed: set[Direction] = set()
+
+    def write_eof(self, direction: Direction) -> None:
+        """Mark ``direction`` half-closed and send its receiver an EOF (if it is connected)."""
+        self.half_closed.add(direction)
+        writer = self.client if direction == "down" else self.server
+        if writer is not None and not writer.transport.is_closing() and writer.can_write_eof():
+            with contextlib.suppress(*_LINK_GONE):
+                writer.write_eof()
 
     def abort(self) -> None:
         for writer in (self.client, self.server):
@@ -84,11 +114,11 @@ class _Link:
                     await queue.put(None)
                     await sender
                     return
-                if faults.blackhole or faults.half_closed:
+                if faults.blackhole or direction in self.half_closed:
                     self.proxy.discarded[direction] += len(data)
                     continue
                 await queue.put((loop.time() + faults.latency, self._corrupt(data, faults)))
-        except (ConnectionError, OSError):
+        except _LINK_GONE:
             self.abort()
         finally:
             sender.cancel()
@@ -120,9 +150,9 @@ class _Link:
                 writer.write(data)
                 self.proxy.forwarded[direction] += len(data)
                 await writer.drain()
-            if writer.can_write_eof():
+            if not writer.transport.is_closing() and writer.can_write_eof():
                 writer.write_eof()
-        except (ConnectionError, OSError):
+        except _LINK_GONE:
             self.abort()
 
     def _corrupt(self, data: bytes, faults: LinkFaults) -> bytes:
@@ -222,25 +252,18 @@ class FaultProxy(AsyncService):
                 link.resumed.set()
 
     def clear(self) -> None:
-        """Remove every fault (connections already half-closed stay so)."""
+        """Remove every fault of both directions (:meth:`LinkFaults.clear`). A connection
+        half-closed earlier stays so (its EOF was sent); connections made from now on are
+        healthy either way."""
         for link in self.faults.values():
-            link.latency = 0.0
-            link.bandwidth = None
-            link.stop_reading = False
-            link.blackhole = False
-            link.reset_after = None
-            link.corrupt_rate = 0.0
-            link.resumed.set()
+            link.clear()
 
     def half_close(self, direction: Direction = "down") -> None:
-        """Send an EOF in ``direction`` on every open connection and forward nothing more that
-        way; the other direction keeps flowing."""
-        self.faults[direction].half_closed = True
+        """Send an EOF in ``direction`` on every connection open now and forward nothing more
+        that way on them; their other direction keeps flowing. Connections made later are not
+        affected."""
         for link in self._links:
-            writer = link.client if direction == "down" else link.server
-            if writer is not None and writer.can_write_eof():
-                with contextlib.suppress(OSError):
-                    writer.write_eof()
+            link.write_eof(direction)
 
     def reset_connections(self) -> None:
         """Abort (TCP reset) every open connection now."""
@@ -270,6 +293,8 @@ class FaultProxy(AsyncService):
                 writer.transport.abort()
                 return
             link.server = s_writer
+            if "up" in link.half_closed:  # half-closed while the server was being reached
+                link.write_eof("up")
             up = asyncio.ensure_future(link.pump(reader, s_writer, "up"))
             down = asyncio.ensure_future(link.pump(s_reader, writer, "down"))
             try:

@@ -17,9 +17,14 @@ def reset_transport(transport: asyncio.WriteTransport) -> None:
 
     ``abort()`` alone sends a FIN when nothing is left unread; a zero linger time makes the
     kernel reset the connection instead, which is what a crashed or hostile peer produces.
+
+    Safe to call again on a transport already aborted or closed, on asyncio's loop and on
+    uvloop alike: uvloop hands out a socket object whose descriptor is ``-1`` once the transport
+    is closed, and ``setsockopt`` on it raises ``ValueError`` (not ``OSError``).
     """
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+    if not transport.is_closing():
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError, ValueError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
     transport.abort()

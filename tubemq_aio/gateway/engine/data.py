@@ -18,6 +18,7 @@ from tubemq_aio.gateway.config_tables import GroupSpec
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.limits import MAX_SETTING_SECONDS
 from tubemq_aio.models import Message
+from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = [
     "MAX_OFFSET",
@@ -66,6 +67,7 @@ class ConsumeSettings:
         credentials: TubeMQ credentials, or None.
         ssl_context: TLS towards the master and brokers, or None.
         tls_server_hostname: one host name to check in every peer's certificate, or None.
+        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0.
         allow_init: a start on a Redis without the boot marker writes it (tests and
             ``tubemq-gateway init`` only: after a loss it would hide the loss).
         sync_interval: seconds between partition metadata refreshes per scope.
@@ -84,6 +86,7 @@ class ConsumeSettings:
     credentials: Credentials | None = None
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     tls_server_hostname: str | None = None
+    framing: Framing = "standard"
     allow_init: bool = False
     sync_interval: float = 10.0
 
@@ -97,6 +100,7 @@ class ConsumeSettings:
             checks.seconds(name, getattr(self, name), low=low, high=MAX_SETTING_SECONDS,
                            low_open=False)  # fmt: skip
         checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0)
+        checks.choice("framing", self.framing, FRAMINGS)
         checks.integer("redis_max_connections", self.redis_max_connections, low=2, high=10_000)
         checks.integer("redis_ack_replicas", self.redis_ack_replicas, low=0, high=16)
         checks.integer("redis_ack_wait_ms", self.redis_ack_wait_ms, low=1, high=60_000)

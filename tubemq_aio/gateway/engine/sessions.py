@@ -53,6 +53,7 @@ class SessionTable:
                 credentials=self.settings.credentials,
                 ssl_context=self.settings.ssl_context,
                 tls_server_hostname=self.settings.tls_server_hostname,
+                framing=self.settings.framing,
             )
             self._tubes[spec.name] = tube
         try:

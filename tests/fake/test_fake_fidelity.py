@@ -1,0 +1,62 @@
+"""The fidelity scenarios (``tests/support/fidelity.py``) on FakeCluster, set up like the real
+test cluster (two brokers, three partitions per broker in one store, a 2 s balance cycle) but
+with shorter member and registration timeouts; ``tests/integration/test_fidelity.py`` runs the
+same scenarios on the real cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from tests.support import fidelity
+from tubemq_aio.testing import FakeCluster
+
+TOPICS = ("fa", "fb", "fc")
+MEMBER_TIMEOUT = 6.0  # > the members' 2 s heartbeat, as 30 s is on the real cluster
+REGISTRATION_TIMEOUT = 9.0  # the broker outlasts the master by 3 s (35 s vs 30 s for real)
+BALANCE_PERIOD = 2.0
+
+
+@pytest_asyncio.fixture
+async def target() -> AsyncIterator[fidelity.Target]:
+    async with FakeCluster(
+        topics=dict.fromkeys(TOPICS, 3),
+        brokers=2,
+        client_timeout=MEMBER_TIMEOUT,
+        registration_timeout=REGISTRATION_TIMEOUT,
+        balance_period=BALANCE_PERIOD,
+    ) as cluster:
+
+        async def restart(broker_id: int) -> None:
+            await cluster.stop_broker(broker_id)
+            await cluster.start_broker(broker_id)
+
+        yield fidelity.Target(
+            master_addr=cluster.master_addr,
+            brokers=2,
+            partitions=3,
+            restart_broker=restart,
+            registration_timeout=REGISTRATION_TIMEOUT,
+            balance_period=BALANCE_PERIOD,
+            name="fake",
+        )
+
+
+async def test_scenarios_on_the_fake(
+    target: fidelity.Target, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b, c = TOPICS
+
+    async def cheap_ones() -> None:
+        await fidelity.offsets_and_lag(target, b)
+        await fidelity.consume_from_cases(target, c)
+        await fidelity.filters(target, a)
+
+    await asyncio.gather(fidelity.member_killed(target, a, caplog), cheap_ones())
+
+
+async def test_broker_restart_on_the_fake(target: fidelity.Target) -> None:
+    await fidelity.broker_restarted(target, TOPICS[0])

@@ -1,0 +1,314 @@
+"""The fidelity scenarios: what a user observes, run the same way on ``FakeCluster``
+(``tests/fake/test_fake_fidelity.py``) and on the real ``LocalCluster``
+(``tests/integration/test_fidelity.py``).
+
+Each scenario takes a :class:`Target` (a cluster plus what differs in how to drive it) and
+asserts the observations, so the fake and the real cluster answer the same assertions. Timing
+assertions are expressed in the target's own timeouts (a fake test runs with shorter ones);
+everything else is compared as is. Where the fake cannot match, ``docs/testing.md`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
+from tubemq_aio.consumer.config import ConsumeFrom
+from tubemq_aio.testing import wait_until
+
+__all__ = [
+    "Target",
+    "broker_restarted",
+    "consume_from_cases",
+    "filters",
+    "member_killed",
+    "offsets_and_lag",
+]
+
+INDEX_UNIT = 28  # bytes of one index record of a broker store
+MEMBER_SCRIPT = Path(__file__).parents[1] / "integration" / "scripts" / "_group_member.py"
+HEARTBEAT = 2.0  # the member script's heartbeat interval; the survivor uses the same
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A cluster as the scenarios drive it.
+
+    Attributes:
+        master_addr: ``host:port`` of the master.
+        brokers: brokers of the cluster (ids 1..n).
+        partitions: partitions of each topic per broker, in one store (scenarios are handed
+            topics of their own with this layout).
+        restart_broker: kill broker ``id`` (its clients see the connection die) and start it
+            again; returns once it serves.
+        registration_timeout: seconds a broker keeps a silent consumer's partitions.
+        balance_period: seconds between the master's balance cycles.
+        name: ``"fake"`` or ``"real"`` (in messages only).
+    """
+
+    master_addr: str
+    brokers: int
+    partitions: int
+    restart_broker: Callable[[int], Awaitable[None]]
+    registration_timeout: float
+    balance_period: float
+    name: str
+
+
+def _store(key: str) -> str:
+    return key.split(":")[0]
+
+
+async def _send(target: Target, topic: str, bodies: list[bytes], **kw: str) -> list[str]:
+    """Send ``bodies`` in order; return the partition key of each."""
+    keys: list[str] = []
+    async with Producer(target.master_addr, topics=[topic]) as producer:
+        for body in bodies:
+            result = await producer.send(topic, body, timeout=30, **kw)  # type: ignore[arg-type]
+            keys.append(result.partition_key)
+    return keys
+
+
+async def _drain(
+    consumer: Consumer | ClientBalancedConsumer, want: int, timeout: float
+) -> list[bytes]:
+    """Bodies of batches (acked) until ``want`` arrived; then 1 s more for extras."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want:
+        assert time.monotonic() < deadline, f"{len(got)} of {want} within {timeout} s"
+        batch = await consumer.getmany(timeout=0.5)
+        got.extend(m.body for m in batch)
+        if batch:
+            await batch.ack()
+    extra = await consumer.getmany(timeout=1.0)
+    got.extend(m.body for m in extra)
+    return got
+
+
+def _group(target: Target, name: str) -> str:
+    return f"fid_{target.name}_{name}_{int(time.time() * 1000) % 10**8}"
+
+
+async def offsets_and_lag(target: Target, topic: str) -> None:
+    """Append offsets after produce, the bounds and lag a consumer sees, and lag after reading.
+
+    The partitions of a broker store share one index: each broker's append offsets are
+    ``0, 28, 56, ...`` in send order whatever the partition; every partition of the store reports
+    the store's end as its ``max_offset``, and a consumer starting at the earliest offset of any
+    of them lags by the store's message count.
+    """
+    bodies = [f"o-{i}".encode() for i in range(12 * target.brokers)]
+    async with Producer(target.master_addr, topics=[topic]) as producer:
+        results = [await producer.send(topic, b, timeout=30) for b in bodies]
+    per_store: dict[str, list[int]] = {}
+    for r in results:
+        per_store.setdefault(_store(r.partition_key), []).append(r.append_offset)
+    for store, offsets in per_store.items():
+        assert offsets == [INDEX_UNIT * i for i in range(len(offsets))], (store, offsets)
+    group = _group(target, "lag")
+    async with ClientBalancedConsumer(
+        target.master_addr, group=group, topics=[topic], consume_from="earliest"
+    ) as consumer:
+        metas = await consumer.partitions()
+        assert len(metas) == target.brokers * target.partitions
+        for meta in metas:
+            key = meta.partition_key
+            low, high = await consumer.offset_bounds(key)
+            count = len(per_store.get(_store(key), []))
+            assert (low, high) == (0, INDEX_UNIT * count), (key, low, high)
+            position = await consumer.connect(key)
+            assert (position.current_offset, position.lag) == (0, count), (key, position)
+        got = await _drain(consumer, len(bodies), 30)
+        assert Counter(got) == Counter(bodies)
+
+        async def all_at_end() -> bool:
+            assert not await consumer.getmany(timeout=0.3)  # nothing more to deliver
+            return all(p.at_end for p in consumer.positions().values())
+
+        await wait_until(all_at_end, 30, "every partition read to its end")
+        for key, pos in consumer.positions().items():
+            assert pos.max_offset == INDEX_UNIT * len(per_store[_store(key)]), (key, pos)
+
+
+async def filters(target: Target, topic: str) -> None:
+    """A server-balanced consumer filtering on ``msgType`` gets exactly the matching messages."""
+    bodies = [f"f-{i}".encode() for i in range(24)]
+    kinds = ["keep" if i % 3 == 0 else "drop" for i in range(len(bodies))]
+    async with Producer(target.master_addr, topics=[topic]) as producer:
+        for body, kind in zip(bodies, kinds, strict=True):
+            await producer.send(topic, body, msg_type=kind, timeout=30)
+    wanted = [b for b, k in zip(bodies, kinds, strict=True) if k == "keep"]
+    async with Consumer(
+        target.master_addr,
+        group=_group(target, "flt"),
+        topics={topic: {"keep"}},
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+    ) as consumer:
+        got = await _drain(consumer, len(wanted), 60)
+    assert Counter(got) == Counter(wanted)
+
+
+async def consume_from_cases(target: Target, topic: str) -> None:
+    """``earliest`` reads what was there; ``latest`` only what came after it got its partitions;
+    a group that committed continues after its commit whatever ``consume_from`` says."""
+    old = [f"c-old-{i}".encode() for i in range(8)]
+    await _send(target, topic, old)
+    total = target.brokers * target.partitions
+
+    def member(group: str, consume_from: ConsumeFrom) -> Consumer:
+        return Consumer(
+            target.master_addr,
+            group=group,
+            topics=[topic],
+            consume_from=consume_from,
+            heartbeat_interval=HEARTBEAT,
+        )
+
+    early, late = _group(target, "early"), _group(target, "late")
+    async with member(early, "earliest") as a, member(late, "latest") as b:
+        await wait_until(lambda: len(a.assignment()) == len(b.assignment()) == total, 60, "both")
+        assert Counter(await _drain(a, len(old), 60)) == Counter(old)
+        new = [f"c-new-{i}".encode() for i in range(8)]
+        await _send(target, topic, new)
+        assert Counter(await _drain(b, len(new), 60)) == Counter(new)  # no old ones
+        assert Counter(await _drain(a, len(new), 60)) == Counter(new)
+    more = [f"c-more-{i}".encode() for i in range(4)]
+    await _send(target, topic, more)
+    async with member(early, "latest") as again:  # committed offsets win over consume_from
+        assert Counter(await _drain(again, len(more), 60)) == Counter(more)
+
+
+async def broker_restarted(target: Target, topic: str) -> None:
+    """A broker killed and started again: the producer and a consumer carry on and every
+    message sent after the restart is consumed; messages of the restarted broker may come again
+    (a real broker's committed offsets and the messages not yet flushed to its files die with
+    it; FakeCluster keeps both, see docs/testing.md)."""
+    before = [f"r-a-{i}".encode() for i in range(10)]
+    after = [f"r-b-{i}".encode() for i in range(10)]
+    total = target.brokers * target.partitions
+    async with (
+        Producer(target.master_addr, topics=[topic]) as producer,
+        Consumer(
+            target.master_addr,
+            group=_group(target, "rst"),
+            topics=[topic],
+            consume_from="earliest",
+            heartbeat_interval=HEARTBEAT,
+        ) as consumer,
+    ):
+        await wait_until(lambda: len(consumer.assignment()) == total, 60, "all partitions")
+        first = [await producer.send(topic, b, timeout=30) for b in before]
+        got = await _drain(consumer, len(before), 60)
+        last = str(target.brokers)
+        await target.restart_broker(target.brokers)
+        second = [await producer.send(topic, b, timeout=60) for b in after]
+        got += await _drain(consumer, len(after), 90)
+    # Every message sent after the restart arrives; one sent before it may come again only if
+    # it was stored on the restarted broker (its committed offset may predate the kill).
+    assert set(after) <= set(got), sorted(set(after) - set(got))
+    restarted = {b for b, r in zip(before, first, strict=True) if _store(r.partition_key) == last}
+    again = {b for b, n in Counter(got).items() if n > 1}
+    assert again <= restarted, sorted(again - restarted)
+    print(f"[{target.name}] after the restart: {len(second)} sends stored, "
+          f"{len(again)} redelivered", file=sys.stderr)  # fmt: skip
+
+
+async def member_killed(target: Target, topic: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A group member SIGKILLed: the survivor gets the dead member's partitions once the broker
+    lets them go (about the registration timeout after the kill), answering the master's
+    events on the way at a bounded rate, and loses no message."""
+    bodies = [f"k-{i:06d}".encode() for i in range(30)]
+    await _send(target, topic, bodies)
+    group = _group(target, "kill")
+    total = target.brokers * target.partitions
+    with tempfile.NamedTemporaryFile("w+", suffix=".jsonl") as record:
+        victim = await asyncio.create_subprocess_exec(
+            sys.executable, str(MEMBER_SCRIPT), target.master_addr, group, topic, record.name,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            async with Consumer(
+                target.master_addr,
+                group=group,
+                topics=[topic],
+                consume_from="earliest",
+                heartbeat_interval=HEARTBEAT,
+            ) as survivor:
+                seen: list[bytes] = []
+
+                async def split() -> bool:
+                    batch = await survivor.getmany(timeout=0.2)
+                    seen.extend(m.body for m in batch)
+                    if batch:
+                        await batch.ack()
+                    record.seek(0)
+                    theirs = _victim_held(record.read())
+                    mine = set(survivor.assignment())
+                    return bool(mine) and bool(theirs) and len(mine | theirs) == total
+
+                await wait_until(split, 90, "the group split over both members")
+                with caplog.at_level(logging.INFO, logger="tubemq_aio.consumer"):
+                    caplog.clear()
+                    victim.kill()
+                    await victim.wait()
+                    killed = time.monotonic()
+
+                    async def all_mine() -> bool:
+                        batch = await survivor.getmany(timeout=0.2)
+                        seen.extend(m.body for m in batch)
+                        if batch:
+                            await batch.ack()
+                        return len(survivor.assignment()) == total
+
+                    limit = target.registration_timeout + 3 * target.balance_period + 15
+                    await wait_until(all_mine, limit, "the takeover")
+                    took = time.monotonic() - killed
+                    events = sum("rebalance event" in r.getMessage() for r in caplog.records)
+                seen += await _drain(survivor, 0, 5)
+        finally:
+            if victim.returncode is None:
+                victim.kill()
+                await victim.wait()
+        record.seek(0)
+        victim_got = [line for line in record.read().splitlines() if '"e": "recv"' in line]
+    # The broker held the dead member's partitions until its registration timeout (counted from
+    # the member's last contact, at most one heartbeat before the kill).
+    assert took >= target.registration_timeout - HEARTBEAT - 1.0, took
+    # The master offered them about once per balance cycle; the client's own bound holds anyway.
+    assert events <= took / 0.5 + 2, (events, took)
+    # Nothing was lost: every message reached one member or the other (a batch the victim took
+    # and never acked is delivered again to the survivor).
+    assert set(bodies) <= set(seen) | _victim_bodies(victim_got, bodies), "messages lost"
+
+
+def _victim_held(text: str) -> set[str]:
+    """The partitions the victim holds now, from its assigned/revoked records."""
+    held: set[str] = set()
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n"):
+            continue  # being written
+        event = json.loads(line)
+        if event["e"] == "assigned":
+            held |= set(event["keys"])
+        elif event["e"] == "revoked":
+            held -= set(event["keys"])
+    return held
+
+
+def _victim_bodies(lines: list[str], bodies: list[bytes]) -> set[bytes]:
+    """The bodies the victim recorded as received (its record holds message numbers)."""
+    numbers = {n for line in lines for n in json.loads(line)["ids"]}
+    return {b for b in bodies if int(b.split(b"-", 1)[1]) in numbers}
