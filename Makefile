@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean
+.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -19,7 +19,8 @@ help:
 	@echo "make bench-quick - SDK vs the Java/Go clients, ~10 min; compares with the newest committed run"
 	@echo "make bench  - the full matrix (~2 h; ROUNDS=6 for more rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
-	@echo "make chaos  - 3 masters + 3 brokers; kill the active master, rolling and all-at-once broker restarts, a frozen broker, a network cut, while clients run (~12 min)"
+	@echo "make bench-scale - client cost against partitions (4..8192), members and topics on FakeCluster, ~10 min (quick: BENCH_ARGS=--quick)"
+	@echo "make chaos  - 3 masters + 3 brokers; kill the active master, rolling and all-at-once broker restarts, a frozen broker, a network cut, while clients run (~10 min)"
 	@echo "make gateway-ha-run - 3 gateway replicas under load on Redis Sentinel; kill -9 a replica, then the Redis primary (HA_ARGS=--quick, --real-cluster)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 	@echo "make spark-cluster-example - the same job by spark-submit on a Spark standalone cluster (master + 2 workers), package shipped with --py-files"
@@ -129,6 +130,13 @@ gateway-demo: system-deps $(STAMP)
 
 bench-gateway: system-deps $(STAMP)
 	$(PY) -m benchmarks.gateway $(BENCH_ARGS)
+
+# A fresh client process per cell against a FakeCluster in its own process: consumer CPU per
+# message, positions(), memory, tasks and sockets over 4..8192 partitions, an idle consumer,
+# client-balanced connect, producer over topics, a group of N members; writes
+# benchmarks/results/<date>-<rev>-scale/ (see docs/benchmarks.md, "How cost grows").
+bench-scale: $(STAMP) speedups
+	$(PY) -m benchmarks.scale $(BENCH_ARGS)
 
 # Load through 3 uvicorn replicas (4 HTTP consumers, 1 producer) while one replica and then the
 # Redis primary are SIGKILLed; writes benchmarks/results/<date>-gateway-ha/ (see docs/gateway.md).

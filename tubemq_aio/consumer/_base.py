@@ -21,6 +21,7 @@ from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
+from tubemq_aio.consumer._positions import PositionsView
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
@@ -99,6 +100,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         #: Counters of fetches, batches, messages, acks and rests (:class:`ConsumerStats`).
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
+        self._positions = PositionsView(self._leases)
         self._engine: FetchEngine | None = None
         self._session: SessionT | None = None
         self._registered = False
@@ -309,8 +311,11 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
-        o = self._leases.offsets()[key]
-        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag, o.at_end)
+        # One partition's record (O(1)): connect() calls this once per partition it adds.
+        o = self._leases.offset_of(key)
+        if o is None:
+            raise KeyError(key)
+        return PartitionPosition.of(key.format(), o)
 
     def _gauges(self) -> list[Gauge]:
         """This consumer's observable gauges (read from the exporter's thread: plain reads)."""
@@ -336,4 +341,4 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def positions(self) -> dict[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in
         messages, as last reported by its broker (register, fetch and commit answers)."""
-        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}
+        return self._positions()

@@ -20,6 +20,7 @@ from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
     "CONSUME_FROM",
+    "MSG_NOT_FOUND_MAX_WAIT",
     "ConsumeFrom",
     "ConsumerConfig",
     "ConsumerFields",
@@ -39,6 +40,11 @@ CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
         "latest_always": ConsumePosition.FROM_MAX_OFFSET_ALWAYS,
     }
 )
+
+#: Default ceiling (seconds) of the doubling rest of a partition that keeps answering "no new
+#: data" (``ConsumerConfig.msg_not_found_max_wait``): an idle partition costs one request per
+#: 3.2 s instead of one per 0.4 s, and a first message after an idle spell waits at most 3.2 s.
+MSG_NOT_FOUND_MAX_WAIT = 3.2
 
 #: What ``topics=`` accepts: ``"t1,t2"``, topic names, or ``topic -> msgType filters``.
 TopicsArg = str | Iterable[str] | Mapping[str, str | Iterable[str] | None]
@@ -100,6 +106,15 @@ class ConsumerConfig(ClientConfig):
             is full, fetching stops (backpressure).
         msg_not_found_wait: seconds a partition rests after the broker said "no new data"
             (Java ``msgNotFoundWaitPeriodMs``, 0.4 s).
+        msg_not_found_max_wait: the longest rest of a partition that keeps answering "no new
+            data": the rest doubles from ``msg_not_found_wait`` after each consecutive empty
+            answer up to this many seconds, and is back to ``msg_not_found_wait`` at the first
+            answer with data. None (default): :data:`MSG_NOT_FOUND_MAX_WAIT` (3.2 s), or
+            ``msg_not_found_wait`` when that is longer; a value must be at least
+            ``msg_not_found_wait`` (equal gives the official clients' fixed period). It bounds
+            an idle consumer's requests to about ``partitions / msg_not_found_max_wait`` a
+            second and adds at most this much latency to the first message of a partition that
+            was idle (``docs/consumer.md``). :attr:`idle_ceiling` is the value in effect.
         confirm_in_local: confirm batches without a commit RPC; the flag rides on the next fetch
             or the unregister (Java ``pullConfirmInLocal``).
         confirm_timeout: seconds after which an unacknowledged batch is taken back and
@@ -143,6 +158,7 @@ class ConsumerConfig(ClientConfig):
     fetchers: int = 2
     max_prefetch_batches: int = 4
     msg_not_found_wait: float = 0.4
+    msg_not_found_max_wait: float | None = None
     confirm_in_local: bool = False
     confirm_timeout: float = 60.0
     rebalance_confirm_wait: float = 3.0
@@ -198,6 +214,9 @@ class ConsumerConfig(ClientConfig):
         c.integer("fetchers", self.fetchers, low=1, high=256)
         c.integer("max_prefetch_batches", self.max_prefetch_batches, low=1, high=1 << 16)
         c.seconds("msg_not_found_wait", self.msg_not_found_wait, high=60.0, low_open=False)
+        if self.msg_not_found_max_wait is not None:
+            c.seconds("msg_not_found_max_wait", self.msg_not_found_max_wait, high=600.0,
+                      low_open=False)  # fmt: skip
         c.flag("confirm_in_local", self.confirm_in_local)
         c.seconds("confirm_timeout", self.confirm_timeout, low=1.0, high=3600.0, low_open=False)
         c.seconds("rebalance_confirm_wait", self.rebalance_confirm_wait, high=600.0,
@@ -212,6 +231,9 @@ class ConsumerConfig(ClientConfig):
         c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
         c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
         c.optional_seconds("join_heartbeat_interval", self.join_heartbeat_interval, high=300.0)
+        if c.ok and self.idle_ceiling < self.msg_not_found_wait:
+            c.problem(f"msg_not_found_max_wait ({self.msg_not_found_max_wait}) must be >= "
+                      f"msg_not_found_wait ({self.msg_not_found_wait})")  # fmt: skip
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
                       f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
@@ -222,6 +244,14 @@ class ConsumerConfig(ClientConfig):
                 for key in self.bound.partition_offsets:
                     if key.topic not in self.topics:
                         c.adopt(BoundConsumeError(f"bound offset for {key}: topic not subscribed"))
+
+    @property
+    def idle_ceiling(self) -> float:
+        """The longest rest of a partition answering "no new data", in seconds (the
+        configured ``msg_not_found_max_wait``, or its default)."""
+        if self.msg_not_found_max_wait is not None:
+            return self.msg_not_found_max_wait
+        return max(MSG_NOT_FOUND_MAX_WAIT, self.msg_not_found_wait)
 
     @property
     def position(self) -> ConsumePosition:
@@ -251,6 +281,7 @@ class ConsumerOptions(ClientOptions, total=False):
     fetchers: int
     max_prefetch_batches: int
     msg_not_found_wait: float
+    msg_not_found_max_wait: float | None
     confirm_in_local: bool
     confirm_timeout: float
     rebalance_confirm_wait: float
