@@ -1,5 +1,6 @@
 """pytest-xdist scheduling for ``make test``: the integration tests in two groups, one real
-cluster each (loaded with ``-p tests.xdist_groups`` from the repository root).
+cluster each, plus one group per file that starts its own cluster (loaded with
+``-p tests.xdist_groups`` from the repository root).
 
 Every test outside ``tests/integration`` is scheduled on its own, wherever a worker is free,
 but for the few files in :data:`WHOLE_FILES`.
@@ -31,6 +32,9 @@ SECOND_CLUSTER_FILES = frozenset(
         "test_wheel.py",
     }
 )
+#: Integration files that start a cluster of their own (the short chaos run: three masters and
+#: two brokers): their own group, so the worker running it starts no shared cluster for them.
+OWN_CLUSTER_FILES = frozenset({"test_chaos_short.py"})
 INTEGRATION = "tests/integration/"
 #: Files outside the integration tests whose tests share a costly module-scoped fixture: each
 #: runs whole on one worker, so the fixture is built once (the docs reference builds the site,
@@ -44,6 +48,8 @@ def cluster_group(nodeid: str) -> str | None:
     if not path.startswith(INTEGRATION):
         return None
     name = path.rsplit("/", 1)[-1]
+    if name in OWN_CLUSTER_FILES:
+        return f"own-{name}"
     return "cluster-2" if name in SECOND_CLUSTER_FILES or "spark" in name else "cluster-1"
 
 
