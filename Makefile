@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run clean bench-scale
+.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench  - the full matrix (~2 h; ROUNDS=6 for more rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
 	@echo "make bench-scale - client cost against partitions (4..8192), members and topics on FakeCluster, ~10 min (quick: BENCH_ARGS=--quick)"
+	@echo "make chaos  - 3 masters + 3 brokers; kill the active master, rolling and all-at-once broker restarts, a frozen broker, a network cut, while clients run (~10 min)"
 	@echo "make gateway-ha-run - 3 gateway replicas under load on Redis Sentinel; kill -9 a replica, then the Redis primary (HA_ARGS=--quick, --real-cluster)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 	@echo "make spark-cluster-example - the same job by spark-submit on a Spark standalone cluster (master + 2 workers), package shipped with --py-files"
@@ -177,6 +178,12 @@ bench: system-deps $(STAMP)
 
 bench-estimate: $(STAMP)
 	$(PY) -m benchmarks --estimate $(if $(ROUNDS),--rounds $(ROUNDS))
+
+# The chaos run (docs/failures.md): LocalCluster(masters=3, brokers=3) with producers and
+# consumers running while the servers fail; per-event figures and the load averages go to
+# benchmarks/results/<date>-<commit>-chaos/chaos.json. Bounded (CHAOS_ARGS=--ceiling SECONDS).
+chaos: system-deps $(STAMP)
+	$(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DOCS_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist

@@ -32,9 +32,10 @@ SECOND_CLUSTER_FILES = frozenset(
         "test_wheel.py",
     }
 )
-#: Integration files that start a cluster of their own (the older server versions' smoke test):
-#: their own group, so the worker running it starts no shared cluster for them.
-OWN_CLUSTER_FILES = frozenset({"test_server_versions.py"})
+#: Integration files that start a cluster of their own (the short chaos run: three masters and
+#: two brokers; the older server versions' smoke test): each its own group, so the worker
+#: running it starts no shared cluster for it.
+OWN_CLUSTER_FILES = frozenset({"test_chaos_short.py", "test_server_versions.py"})
 INTEGRATION = "tests/integration/"
 #: Files outside the integration tests whose tests share a costly module-scoped fixture: each
 #: runs whole on one worker, so the fixture is built once (the docs reference builds the site,

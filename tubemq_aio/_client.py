@@ -178,6 +178,11 @@ class AsyncLifecycle:
             await self._close_quietly()
             raise
         self._started = True
+        self._on_started()
+
+    def _on_started(self) -> None:
+        """Called once the client is running (calls are accepted); subclasses start the
+        background work that drives public calls here, not in :meth:`_start`."""
 
     async def _close_quietly(self) -> None:
         # A cancelled wait leaves the teardown running; the caller re-raises its own error.

@@ -110,3 +110,18 @@ async def test_refused_register_fails_start() -> None:
             await consumer.start()
         assert info.value.err_code == 450
         await consumer.close()
+
+
+async def test_automatic_reassignment_connects_at_start_not_a_period_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Its first round used to run while the consumer was still starting, fail with "not
+    # started" (a WARNING) and leave every partition unread for a whole reassign_interval.
+    async with FakeCluster(topics={"demo": 3}, brokers=2) as cluster:
+        consumer = ClientBalancedConsumer(
+            cluster.master_addr, group="cb_auto", topics=["demo"], source_count=1, node_id=0,
+            reassign_interval=60.0, heartbeat_interval=HEARTBEAT,
+        )  # fmt: skip
+        async with consumer:
+            await wait_until(lambda: len(consumer.assignment()) == 6, 5, "six partitions connected")
+        assert "re-assignment failed" not in caplog.text

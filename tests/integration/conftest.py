@@ -20,10 +20,10 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
 
 Every test in this directory is marked ``integration``. With parallel workers (``make test``)
 the files form two groups (``tests/xdist_groups.py``), each run whole on one worker, which
-starts that group's cluster. If the cluster cannot
-start, each integration test errors at setup with the typed error and the tails of all server
-logs: they never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar download on a fresh
-machine).
+starts that group's cluster (a file starting a cluster of its own is a group of its own). If
+the cluster cannot start, each integration test errors at setup with the typed error and the
+tails of all server logs: they never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar
+download on a fresh machine).
 """
 
 from __future__ import annotations

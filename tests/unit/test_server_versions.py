@@ -62,6 +62,16 @@ def test_unknown_versions_are_refused_with_the_known_ones(bad: object) -> None:
         LocalCluster(version=bad)  # type: ignore[arg-type]  # at construction, not at start
 
 
+def test_an_ha_group_needs_a_2x_server(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(tmp_path / "state.json"))
+    with pytest.raises(ValueError, match=r"masters must be 1 with tubemq-server 1\.2\.0"):
+        LocalCluster(masters=3, version="1.2.0-incubating")
+    assert cluster_main(["up", "--masters", "3", "--version", "1.1.0-incubating"]) == 2
+    assert "--masters needs a 2.x server" in capsys.readouterr().err
+
+
 def test_cluster_framing_is_known_before_start() -> None:
     assert LocalCluster().framing == "standard"
     assert LocalCluster(version="1.2.0-incubating").framing == "legacy-length"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tubemq_aio.consumer._cb_models import PartitionMeta, assign_modulo
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ClientClosedError, TubeMQError
 
 __all__ = ["Assignor", "keep_assigned", "reassign_once"]
 
@@ -65,6 +65,8 @@ async def keep_assigned(
     while True:
         try:
             await reassign_once(consumer, assignor)
+        except ClientClosedError:
+            return  # the consumer is closing: nothing is left to assign
         except TubeMQError as exc:
             log.warning("partition re-assignment failed: %s", exc)
         await asyncio.sleep(period)

@@ -192,6 +192,10 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
     def _spawn_workers(self, session: ClientBalanceSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
         super()._spawn_workers(session, engine)
+
+    def _on_started(self) -> None:
+        # The re-assignment calls partitions()/connect(), which refuse a consumer still
+        # starting: spawned from _start, its first round failed and waited a whole period.
         period, assignor = self._reassign
         if period is not None:
             self._spawn(keep_assigned(self, period, assignor), "reassign")

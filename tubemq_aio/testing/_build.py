@@ -21,10 +21,22 @@ from tubemq_aio.testing._nodes import BrokerNode, MasterNode
 from tubemq_aio.testing._ports import allocate_ports, is_port_free
 from tubemq_aio.testing._webapi import MasterWebApi
 
-__all__ = ["BROKER_HOSTS", "NodePlan", "build_nodes", "prepare_work_dir", "register_brokers"]
+__all__ = [
+    "BROKER_HOSTS",
+    "MAX_MASTERS",
+    "NodePlan",
+    "build_nodes",
+    "prepare_work_dir",
+    "register_brokers",
+]
 
 #: Broker N listens on BROKER_HOSTS[N-1]: the master refuses two brokers with one IP.
-BROKER_HOSTS = ("127.0.0.1", "127.0.0.2")
+BROKER_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+#: Most masters of one HA group (one active, the others standing by).
+MAX_MASTERS = 3
+#: Every master listens here: each has its own ports (its RPC and web listeners bind the
+#: wildcard address, so another IP would not spare a port).
+_MASTER_HOST = "127.0.0.1"
 MASTER_HEAP = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC")
 BROKER_HEAP = ("-Xms256m", "-Xmx1g", "-XX:MaxDirectMemorySize=1g", "-XX:+UseParallelGC")
 
@@ -40,6 +52,7 @@ class NodePlan:
     master_port: int | None
     master_web_port: int | None
     detached: bool
+    masters: int = 1
 
 
 def prepare_work_dir(work_dir: Path | None) -> Path:
@@ -61,15 +74,22 @@ def prepare_work_dir(work_dir: Path | None) -> Path:
     return root
 
 
-def build_nodes(s: MasterSettings, plan: NodePlan) -> tuple[MasterNode, list[BrokerNode]]:
+def build_nodes(
+    s: MasterSettings, plan: NodePlan
+) -> tuple[list[MasterNode], list[BrokerNode], MasterWebApi]:
     """Allocate ports, write master.ini / broker.ini / templates and build the node objects.
+
+    With several masters each gets its own ports and directory (``master<N>``); all share one
+    BDB-JE replication group, master 1 founding it and the others joining through it. The
+    fixed ports, if any, are master 1's.
 
     Args:
         s: Master settings.
-        plan: Directories, executables, broker count and fixed ports.
+        plan: Directories, executables, master and broker counts and fixed ports.
 
     Returns:
-        The master and the brokers (not started).
+        The masters and the brokers (not started), and the web API client of the group (it
+        follows the active master).
 
     Raises:
         PortInUseError: If a fixed port is taken.
@@ -83,14 +103,8 @@ def build_nodes(s: MasterSettings, plan: NodePlan) -> tuple[MasterNode, list[Bro
                 f"port {port} requested for the master is already in use by another process",
                 log_dir / "master.log",
             )
-    free = allocate_ports(3 + 4 * plan.brokers + (2 - len(fixed)), hosts)
-    port = plan.master_port or free.pop()
-    web_port = plan.master_web_port or free.pop()
-    m_home = plan.work_dir / "master"
-    m_home.mkdir(exist_ok=True)
-    mlay = MasterLayout("127.0.0.1", port, web_port, free.pop(), free.pop(), free.pop(), m_home)
-    write_web_templates(m_home)
-    (m_home / "master.ini").write_text(render_master_ini(s, mlay), encoding="utf-8")
+    free = allocate_ports(5 * plan.masters + 4 * plan.brokers - len(fixed), hosts)
+    layouts = _master_layouts(plan, free)
     common: dict[str, Any] = {
         "java": plan.java,
         "classpath": str(plan.lib_dir / "*"),
@@ -98,17 +112,49 @@ def build_nodes(s: MasterSettings, plan: NodePlan) -> tuple[MasterNode, list[Bro
         "log4j_conf": plan.work_dir / "log4j2.xml",
         "detached": plan.detached,
     }
-    api = MasterWebApi(mlay.host, web_port, s.conf_mod_auth_token, log_dir / "master.log")
-    master = MasterNode(mlay, api, heap=list(MASTER_HEAP), **common)
+    token = s.conf_mod_auth_token
+    masters = []
+    for idx, mlay in enumerate(layouts, start=1):
+        name = "master" if plan.masters == 1 else f"master{idx}"
+        write_web_templates(mlay.home)
+        (mlay.home / "master.ini").write_text(render_master_ini(s, mlay), encoding="utf-8")
+        own = MasterWebApi(mlay.host, mlay.web_port, token, log_dir / f"{name}.log")
+        masters.append(MasterNode(mlay, own, name=name, heap=list(MASTER_HEAP), **common))
+    first = layouts[0]
+    others = [(m.host, m.web_port) for m in layouts[1:]]
+    group_api = MasterWebApi(
+        first.host, first.web_port, token, masters[0].log_file, standbys=others
+    )
+    master_addrs = ",".join(m.addr for m in masters)
     brokers = []
     for idx, host in enumerate(hosts, start=1):
         b_home = plan.work_dir / f"broker{idx}"
         b_home.mkdir(exist_ok=True)
         blay = BrokerLayout(idx, host, free.pop(), free.pop(), free.pop(), free.pop(), b_home)
-        ini = render_broker_ini(s, blay, master.addr)
+        ini = render_broker_ini(s, blay, master_addrs)
         (b_home / "broker.ini").write_text(ini, encoding="utf-8")
-        brokers.append(BrokerNode(blay, api, heap=list(BROKER_HEAP), **common))
-    return master, brokers
+        brokers.append(BrokerNode(blay, group_api, heap=list(BROKER_HEAP), **common))
+    return masters, brokers, group_api
+
+
+def _master_layouts(plan: NodePlan, free: list[int]) -> list[MasterLayout]:
+    layouts: list[MasterLayout] = []
+    for idx in range(1, plan.masters + 1):
+        first = idx == 1
+        port = (plan.master_port if first else None) or free.pop()
+        web_port = (plan.master_web_port if first else None) or free.pop()
+        home = plan.work_dir / ("master" if plan.masters == 1 else f"master{idx}")
+        home.mkdir(exist_ok=True)
+        ha_port, prom_port, tls_port = free.pop(), free.pop(), free.pop()
+        # Master 1 founds the group (its helper is itself); the others join through it.
+        helpers = f"{_MASTER_HOST}:{ha_port}" if first else layouts[0].ha_addr
+        layouts.append(
+            MasterLayout(
+                _MASTER_HOST, port, web_port, ha_port, prom_port, tls_port, home,
+                node_name=f"tubemqAioNode{idx}", helpers=helpers,
+            )
+        )  # fmt: skip
+    return layouts
 
 
 async def register_brokers(s: MasterSettings, api: MasterWebApi, brokers: list[BrokerNode]) -> None:

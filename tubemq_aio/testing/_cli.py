@@ -79,11 +79,18 @@ async def _up(args: argparse.Namespace) -> int:
         return 0
     topics = args.topic or [parse_topic("demo:3")]
     if args.fake:
+        if args.masters != 1:
+            print("--masters needs the real cluster (the fake has one master)", file=sys.stderr)
+            return 2
         port = DEFAULT_PORT if args.port is None else args.port
         return await run_fake(topics, port, args.brokers)
+    if args.masters != 1 and SERVER_VERSIONS[args.version].zookeeper:
+        print(f"--masters needs a 2.x server ({args.version} runs one master)", file=sys.stderr)
+        return 2
     first_parts = topics[0][1]
     cluster = LocalCluster(
         args.brokers,
+        masters=args.masters,
         version=args.version,
         topics=[name for name, parts in topics if parts == first_parts],
         topic_partitions=first_parts,
@@ -181,7 +188,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m tubemq_aio.testin
         "up",
         help="start a cluster in the background (--fake: an in-memory fake in the foreground)",
     )
-    up.add_argument("--brokers", type=int, default=1, choices=(1, 2))
+    up.add_argument("--brokers", type=int, default=1, choices=(1, 2, 3))
+    up.add_argument(
+        "--masters",
+        type=int,
+        default=1,
+        choices=(1, 2, 3),
+        help="masters in one HA group (BDB-JE replication); 3 survives the loss of any one",
+    )
     up.add_argument(
         "--version",
         default=DEFAULT_VERSION,

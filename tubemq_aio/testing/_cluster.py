@@ -1,9 +1,9 @@
-"""LocalCluster: a real Apache InLong TubeMQ cluster (1 master + 1-2 brokers) on loopback.
+"""LocalCluster: a real Apache InLong TubeMQ cluster (1-3 masters + 1-3 brokers) on loopback.
 
 ``async with LocalCluster(topics=["t1"]) as cluster:`` then give ``cluster.master_addr`` to a
 client. From a shell (the cluster keeps running in the background until ``down``)::
 
-    python -m tubemq_aio.testing.cluster up [--brokers 2] [--topic NAME[:PARTITIONS]]
+    python -m tubemq_aio.testing.cluster up [--brokers 3] [--masters 3] [--topic NAME[:PARTS]]
     python -m tubemq_aio.testing.cluster status | down
 
 Servers are the released tubemq-server jars from Maven Central (cached in ``$TUBEMQ_AIO_CACHE``,
@@ -26,13 +26,14 @@ from tubemq_aio.protocol.legacy_framing import Framing
 from tubemq_aio.testing import _topics
 from tubemq_aio.testing._build import (
     BROKER_HOSTS,
+    MAX_MASTERS,
     NodePlan,
     build_nodes,
     prepare_work_dir,
     register_brokers,
 )
 from tubemq_aio.testing._config import AuthSettings, MasterSettings, TlsSettings
-from tubemq_aio.testing._errors import ClusterError
+from tubemq_aio.testing._errors import ClusterError, NodeNotReadyError
 from tubemq_aio.testing._maven import DEFAULT_VERSION, find_tool, resolve_runtime
 from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode, attach_tails, jvm_options
 from tubemq_aio.testing._ports import allocate_ports
@@ -44,14 +45,21 @@ __all__ = ["LocalCluster"]
 
 
 class LocalCluster:
-    """A TubeMQ master and ``brokers`` brokers running as child JVMs on loopback.
+    """TubeMQ masters and ``brokers`` brokers running as child JVMs on loopback.
 
     Use it as an async context manager, or call :meth:`start` / :meth:`stop`. Every port is
     allocated freshly, so several clusters (and a user's own TubeMQ) can run side by side.
     Broker ``N`` listens on ``127.0.0.N``. All server logs go to :attr:`log_dir`.
 
+    With ``masters=3`` the masters form one high-availability group the way the server's own
+    configuration sets it up (BDB-JE replication, ``[meta_bdb]``): one is active, the others
+    stand by and elect a new active master by majority when it goes. Brokers and clients are
+    given every master's address (:attr:`master_addr` lists them all).
+
     Args:
-        brokers: Number of brokers, 1 or 2.
+        brokers: Number of brokers, 1 to 3.
+        masters: Number of masters, 1 to 3 (3 survives the loss of any one; 2 survives none,
+            as a BDB-JE majority of 2 is 2). Servers 1.x: 1 only.
         version: tubemq-server version to download and run: ``"2.4.0"`` (default),
             ``"1.2.0-incubating"`` or ``"1.1.0-incubating"`` (see ``SERVER_VERSIONS``). The 1.x
             servers also get a ZooKeeper node, and their clients must use :attr:`framing`.
@@ -82,6 +90,7 @@ class LocalCluster:
         self,
         brokers: int = 1,
         *,
+        masters: int = 1,
         version: str = DEFAULT_VERSION,
         topics: Sequence[str] = (),
         topic_partitions: int = 3,
@@ -107,7 +116,14 @@ class LocalCluster:
         """Configure the cluster; nothing runs until :meth:`start` (see class docstring)."""
         if not 1 <= brokers <= len(BROKER_HOSTS):
             raise ValueError(f"brokers must be 1..{len(BROKER_HOSTS)}, got {brokers}")
+        if not 1 <= masters <= MAX_MASTERS:
+            raise ValueError(f"masters must be 1..{MAX_MASTERS}, got {masters}")
         self.spec = server_version(version)
+        if self.spec.zookeeper and masters != 1:
+            raise ValueError(
+                f"masters must be 1 with tubemq-server {version}: the harness runs an HA group "
+                "only with BDB-JE metadata (2.x)"
+            )
         self.version = version
         self.settings = MasterSettings(
             consumer_balance_period_ms=consumer_balance_period_ms,
@@ -120,6 +136,7 @@ class LocalCluster:
             tls=tls,
         )
         self._n_brokers = brokers
+        self._n_masters = masters
         self._initial_topics = list(topics)
         self._topic_partitions = topic_partitions
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
@@ -133,7 +150,8 @@ class LocalCluster:
         self.detached = detached
         self.work_dir = Path()
         self.lib_dir = Path()
-        self.master: MasterNode | None = None
+        self.masters: list[MasterNode] = []
+        self._api: MasterWebApi | None = None
         self.brokers: list[BrokerNode] = []
         #: The ZooKeeper node of a 1.x server (None for 2.x, or before :meth:`start`).
         self.zookeeper: ZooKeeperNode | None = None
@@ -155,34 +173,67 @@ class LocalCluster:
         return self.spec.framing
 
     @property
+    def master(self) -> MasterNode | None:
+        """Master 1 (the only one unless ``masters`` > 1), or None before :meth:`start`."""
+        return self.masters[0] if self.masters else None
+
+    @property
     def master_addr(self) -> str:
-        """``"127.0.0.1:<port>"`` of the master: pass it as a client's ``masters`` argument."""
-        return self._master().addr
+        """``"127.0.0.1:<port>[,127.0.0.1:<port>...]"`` of every master: pass it as a client's
+        ``masters`` argument."""
+        self._master()
+        return ",".join(m.addr for m in self.masters)
 
     @property
     def master_tls_addr(self) -> str | None:
-        """``host:port`` of the master's TLS listener, or None when TLS is off."""
+        """``host:port[,...]`` of every master's TLS listener, or None when TLS is off."""
         if self.settings.tls is None:
             return None
-        m = self._master().layout
-        return f"{m.host}:{m.tls_port}"
+        self._master()
+        return ",".join(f"{m.layout.host}:{m.layout.tls_port}" for m in self.masters)
 
     @property
     def web_api(self) -> MasterWebApi:
-        """Client of the master's HTTP admin API (for tests needing other admin calls)."""
-        return self._master().api
+        """Client of the active master's HTTP admin API (for tests needing other admin calls);
+        with an HA group it moves on to whichever master answers as the active one."""
+        self._master()
+        assert self._api is not None
+        return self._api
 
     @property
     def nodes(self) -> list[ServerNode]:
-        """The master, the brokers and (servers 1.x) the ZooKeeper node."""
-        master: list[ServerNode] = [self.master] if self.master else []
+        """The masters, the brokers and (servers 1.x) the ZooKeeper node."""
         zookeeper: list[ServerNode] = [self.zookeeper] if self.zookeeper else []
-        return master + list(self.brokers) + zookeeper
+        return [*self.masters, *self.brokers, *zookeeper]
 
     def _master(self) -> MasterNode:
-        if self.master is None:
+        if not self.masters:
             raise ClusterError("the cluster has not been started")
-        return self.master
+        return self.masters[0]
+
+    async def active_master(self, timeout: float | None = None) -> MasterNode:
+        """Wait until one master of the group is active and return it.
+
+        Args:
+            timeout: Seconds (default ``start_timeout``).
+
+        Returns:
+            The active master.
+
+        Raises:
+            NodeNotReadyError: If no master is active in time (names master 1's log).
+        """
+        limit = self.start_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            for node in self.masters:
+                if await node.is_active():
+                    return node
+            if time.monotonic() >= deadline:
+                raise NodeNotReadyError(
+                    f"no master became active within {limit:.0f}s", self._master().log_file
+                )
+            await asyncio.sleep(0.25)
 
     async def __aenter__(self) -> LocalCluster:
         """Start the cluster (see :meth:`start`)."""
@@ -229,7 +280,11 @@ class LocalCluster:
         if self.spec.zookeeper:
             await self._start_zookeeper(java)
         self._build_nodes(java)
-        await self._master().start()
+        first, *others = self.masters
+        await first.start()
+        if others:  # they join the group master 1 founded, as standbys
+            await asyncio.gather(*(m.start() for m in others))
+            await self.active_master()
         await register_brokers(self.settings, self.web_api, self.brokers)
         if self._initial_topics:
             await self._add_topics(self._initial_topics, self._topic_partitions, 1)
@@ -252,9 +307,14 @@ class LocalCluster:
 
     def _build_nodes(self, java: str) -> None:
         fixed = self._fixed_ports
-        plan = NodePlan(self.work_dir, self.lib_dir, java, self._n_brokers, *fixed, self.detached)
-        self.master, self.brokers = build_nodes(self.settings, plan)
-        self.master.start_timeout = self.start_timeout
+        plan = NodePlan(
+            self.work_dir, self.lib_dir, java, self._n_brokers, *fixed, self.detached,
+            masters=self._n_masters,
+        )  # fmt: skip
+        self.masters, self.brokers, self._api = build_nodes(self.settings, plan)
+        for master in self.masters:
+            master.start_timeout = self.start_timeout
+            master.standby_ok = self._n_masters > 1
         for broker in self.brokers:
             broker.start_timeout = self.start_timeout
             broker.ready_timeout = self.ready_timeout
@@ -276,12 +336,11 @@ class LocalCluster:
         Args:
             failed: Keep the work dir (logs) for inspection.
         """
-        nodes = [*self.brokers, *([self.master] if self.master else [])]
+        nodes = [*self.brokers, *self.masters]
         nodes += [self.zookeeper] if self.zookeeper else []
         try:
             await asyncio.gather(*(b.stop(timeout=10.0) for b in self.brokers))
-            if self.master is not None:
-                await self.master.stop(timeout=10.0)
+            await asyncio.gather(*(m.stop(timeout=10.0) for m in self.masters))
             if self.zookeeper is not None:
                 await self.zookeeper.stop(timeout=10.0)
         finally:
@@ -356,7 +415,7 @@ class LocalCluster:
             ClusterStartError: If a broker died meanwhile.
         """
         limit = self.ready_timeout if timeout is None else timeout
-        log = self.log_dir / "master.log"
+        log = self._master().log_file
         await _topics.wait_topics_ready(self.web_api, names, lambda: self.brokers, limit, log)
 
     def _broker_probe(self, broker: BrokerNode) -> Callable[[], Awaitable[bool]]:
@@ -420,6 +479,7 @@ class LocalCluster:
             "version": self.version,
             "framing": self.framing,
             "master_addr": self.master_addr,
+            "masters": len(self.masters),
             "master_web": self.web_api.url,
             "work_dir": str(self.work_dir),
             "log_dir": str(self.log_dir),

@@ -98,7 +98,20 @@ class MasterSettings:
 
 @dataclass(frozen=True)
 class MasterLayout:
-    """Where the master lives: host, ports and directories."""
+    """Where one master lives: host, ports, directory and its place in the HA group.
+
+    Attributes:
+        host: Address the master reports and its BDB-JE replication listener binds.
+        port: RPC port (bound on the wildcard address).
+        web_port: HTTP admin API port.
+        ha_port: BDB-JE replication port (``repNodePort``), bound on ``host`` only.
+        prom_port: Prometheus port (unused, see :func:`render_master_ini`).
+        tls_port: TLS RPC port (used only with TLS on).
+        home: The master's directory (ini, templates, metadata).
+        node_name: ``repNodeName``, unique within the group.
+        helpers: ``repHelperHost``: ``host:port`` of the replication listeners this master asks
+            to join the group. The first master of a new group names only itself.
+    """
 
     host: str
     port: int
@@ -107,6 +120,13 @@ class MasterLayout:
     prom_port: int
     tls_port: int
     home: Path
+    node_name: str = "tubemqAioNode1"
+    helpers: str = ""
+
+    @property
+    def ha_addr(self) -> str:
+        """``host:port`` of this master's BDB-JE replication listener."""
+        return f"{self.host}:{self.ha_port}"
 
 
 @dataclass(frozen=True)
@@ -174,10 +194,10 @@ def _meta_bdb_section(m: MasterLayout) -> list[str]:
     return [
         "[meta_bdb]",
         "repGroupName=tubemqAioGroup",
-        "repNodeName=tubemqAioNode1",
+        f"repNodeName={m.node_name}",
         f"repNodePort={m.ha_port}",
         f"metaDataPath={m.home / 'meta'}",
-        f"repHelperHost={m.host}:{m.ha_port}",
+        f"repHelperHost={m.helpers or m.ha_addr}",
         "metaLocalSyncPolicy=3",
         "metaReplicaSyncPolicy=3",
         "repReplicaAckPolicy=1",
@@ -188,8 +208,12 @@ def _meta_bdb_section(m: MasterLayout) -> list[str]:
 def render_master_ini(s: MasterSettings, m: MasterLayout) -> str:
     """Render master.ini (comments only on their own lines; ini4j keeps inline ones).
 
+    Every master of an HA group gets the same ``repGroupName`` and its own ``repNodeName``,
+    ``repNodePort`` and ``repHelperHost`` (BDB-JE replication: one active master, the others
+    standing by and electing a new one by majority when it goes).
+
     The metadata store is BDB-JE (``[meta_bdb]``), or ZooKeeper (``[meta_zookeeper]``) when
-    ``s.zookeeper`` is set (servers 1.x; a master refuses both sections at once).
+    ``s.zookeeper`` is set (servers 1.x, one master; a master refuses both sections at once).
 
     Args:
         s: Master settings.
@@ -246,7 +270,7 @@ def render_broker_ini(s: MasterSettings, b: BrokerLayout, master_addr: str) -> s
     Args:
         s: Master settings (heartbeat, auth, TLS are shared with brokers).
         b: Broker layout.
-        master_addr: ``host:port`` of the master's RPC listener.
+        master_addr: ``host:port[,host:port...]`` of every master's RPC listener.
 
     Returns:
         The file's text.

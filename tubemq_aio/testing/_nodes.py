@@ -17,7 +17,7 @@ from tubemq_aio.testing._errors import (
     WebApiError,
 )
 from tubemq_aio.testing._process import JavaProcess, tail
-from tubemq_aio.testing._webapi import MasterWebApi
+from tubemq_aio.testing._webapi import MasterWebApi, is_standby_reply
 
 __all__ = ["BrokerNode", "MasterNode", "ServerNode", "jvm_options"]
 
@@ -227,30 +227,48 @@ class ServerNode:
 
 
 class MasterNode(ServerNode):
-    """The TubeMQ master (BDB metadata store, RPC + web API).
+    """A TubeMQ master (BDB metadata store, RPC + web API), alone or one of an HA group.
 
     Attributes:
         layout: Host, ports and directory.
-        api: Web API client.
+        api: Web API client of this master only (a standby refuses most calls).
     """
 
     main_class = MASTER_MAIN
 
-    def __init__(self, layout: MasterLayout, api: MasterWebApi, **kwargs: object) -> None:
+    def __init__(
+        self, layout: MasterLayout, api: MasterWebApi, *, name: str = "master", **kwargs: object
+    ) -> None:
         """Build the node; ``kwargs`` go to :class:`ServerNode`."""
-        super().__init__("master", ini=layout.home / "master.ini", **kwargs)  # type: ignore[arg-type]
+        super().__init__(name, ini=layout.home / "master.ini", **kwargs)  # type: ignore[arg-type]
         self.layout = layout
         self.api = api
+        #: Count a standby's refusal as "started" (set for every master of an HA group).
+        self.standby_ok = False
 
     @property
     def addr(self) -> str:
         """``host:port`` of the RPC listener (a client's ``masters`` argument)."""
         return f"{self.layout.host}:{self.layout.port}"
 
+    async def is_active(self) -> bool:
+        """Tell whether this master is the active one of its group (it answers its web API).
+
+        Returns:
+            False for a standby, a master still starting, or one not running.
+        """
+        if not self.running:
+            return False
+        try:
+            reply = await self.api.raw("admin_query_server_version", timeout=2.0)
+        except (OSError, ValueError):
+            return False
+        return bool(reply.get("result"))
+
     async def _wait_started(self, mark: int) -> None:
         async def probe() -> bool:
             reply = await self.api.raw("admin_query_server_version", timeout=2.0)
-            return bool(reply.get("result"))
+            return bool(reply.get("result")) or (self.standby_ok and is_standby_reply(reply))
 
         await self._poll(mark, self.start_timeout, "answer its web API", probe)
 

@@ -1,4 +1,4 @@
-"""A real Apache InLong TubeMQ cluster (1 master + 1-2 brokers) on loopback, for tests.
+"""A real Apache InLong TubeMQ cluster (1-3 masters + 1-3 brokers) on loopback, for tests.
 
 In a test suite::
 
@@ -10,7 +10,7 @@ In a test suite::
 From a shell (``make cluster-up`` / ``make cluster-down`` / ``make cluster-status``); ``up``
 leaves the cluster running in the background until ``down``::
 
-    python -m tubemq_aio.testing.cluster up [--brokers 2] [--topic NAME[:PARTITIONS]] ...
+    python -m tubemq_aio.testing.cluster up [--brokers 3] [--masters 3] [--topic NAME[:PARTS]] ...
     python -m tubemq_aio.testing.cluster status
     python -m tubemq_aio.testing.cluster down
 

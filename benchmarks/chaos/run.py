@@ -1,0 +1,148 @@
+"""``make chaos``: the chaos run on ``LocalCluster(masters=3, brokers=3)``.
+
+Bounded in time (each step has a deadline, the whole run a ceiling), loopback only, stops
+itself. Results go to ``benchmarks/results/<date>-<commit>-chaos/chaos.json`` with the load
+averages before and after: figures from a busy machine are marked by them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.chaos.events import EVENTS, EventRecord, EventSettings
+from benchmarks.chaos.report import event_report, summarize
+from benchmarks.chaos.route import route_through
+from benchmarks.chaos.traffic import Traffic, TrafficPlan
+from benchmarks.harness import env
+from benchmarks.harness.session import out_dir_for
+from tubemq_aio.testing import FaultProxy, LocalCluster
+
+__all__ = ["ChaosPlan", "main", "run_chaos"]
+
+TOPIC = "chaos_topic"
+
+
+@dataclass(frozen=True)
+class ChaosPlan:
+    """One chaos run.
+
+    Attributes:
+        events: Event names, in order (keys of :data:`~benchmarks.chaos.events.EVENTS`).
+        faults: How long faults last.
+        settle_seconds: Traffic time after each event before the next one.
+        warmup_timeout: Seconds allowed for both consumer groups to receive a first message.
+        drain_timeout: Seconds the consumers get, after the producers stop, to catch up.
+        uvloop_producer: Also run a producer on uvloop (its own thread).
+    """
+
+    events: tuple[str, ...] = tuple(EVENTS)
+    faults: EventSettings = field(default_factory=EventSettings)
+    settle_seconds: float = 15.0
+    warmup_timeout: float = 120.0
+    drain_timeout: float = 90.0
+    uvloop_producer: bool = True
+
+
+async def _warm_up(traffic: Traffic, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(log.counts for log in traffic.consumer_logs):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the consumers received nothing within {timeout:.0f}s")
+        await asyncio.sleep(0.5)
+
+
+async def run_chaos(cluster: LocalCluster, plan: ChaosPlan, topic: str = TOPIC) -> dict[str, Any]:
+    """Run traffic and ``plan.events`` against a started cluster whose brokers carry ``topic``.
+
+    Returns:
+        ``{"events": [per-event figures], "totals": {...}, "plan": {...}}``.
+    """
+    target = cluster.brokers[-1].addr
+    async with FaultProxy(target) as proxy:
+        with route_through(target, proxy.addr):
+            traffic = Traffic(
+                TrafficPlan(cluster.master_addr, topic), uvloop_producer=plan.uvloop_producer
+            )
+            traffic.start()
+            records: list[EventRecord] = []
+            try:
+                await _warm_up(traffic, plan.warmup_timeout)
+                for name in plan.events:
+                    rec = EventRecord(name)
+                    records.append(rec)
+                    await EVENTS[name](cluster, proxy, plan.faults, rec)
+                    await asyncio.sleep(plan.settle_seconds)
+                end = time.monotonic()
+                await traffic.stop_producers()
+                await traffic.drain(plan.drain_timeout)
+            finally:
+                await traffic.stop()
+    ends = [r.began for r in records[1:]] + [end]
+    events = [event_report(traffic, rec, hi) for rec, hi in zip(records, ends, strict=True)]
+    return {
+        "events": events,
+        "totals": summarize(events, traffic),
+        "plan": {
+            "events": list(plan.events),
+            "freeze_seconds": plan.faults.freeze_seconds,
+            "cut_seconds": plan.faults.cut_seconds,
+            "settle_seconds": plan.settle_seconds,
+            "rpc_timeout": traffic.plan.rpc_timeout,
+            "send_timeout": traffic.plan.send_timeout,
+            "senders_per_producer": traffic.plan.senders,
+            "send_interval": traffic.plan.send_interval,
+        },
+    }
+
+
+async def _main(ns: argparse.Namespace) -> dict[str, Any]:
+    plan = ChaosPlan(
+        events=tuple(ns.events) if ns.events else tuple(EVENTS),
+        settle_seconds=ns.settle,
+    )
+    before = env.collect()
+    async with LocalCluster(
+        3,
+        masters=3,
+        topics=[TOPIC],
+        topic_partitions=2,
+        consumer_heartbeat_timeout_ms=15000,
+        keep_work_dir=ns.keep_logs,
+    ) as cluster:
+        bring_up = round(cluster.bring_up_seconds, 1)
+        if ns.keep_logs:
+            print(f"server logs: {cluster.log_dir}", flush=True)
+        result = await asyncio.wait_for(run_chaos(cluster, plan), ns.ceiling)
+    result["cluster"] = {"masters": 3, "brokers": 3, "bring_up_seconds": bring_up}
+    result["env"] = before
+    result["load_average_end"] = env.load_average()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the chaos run, write its JSON, print the per-event table; 1 if a message was lost."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos")
+    parser.add_argument("--events", nargs="*", choices=list(EVENTS), help="default: all, in order")
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds after each event")
+    parser.add_argument("--ceiling", type=float, default=1500.0, help="whole-run limit (s)")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the cluster's work dir (server logs)"
+    )
+    parser.add_argument("--out", type=Path, default=env.REPO / "benchmarks" / "results")
+    ns = parser.parse_args(argv)
+    result = asyncio.run(_main(ns))
+    out = out_dir_for(ns.out, f"{env.git_revision()}-chaos")
+    (out / "chaos.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    for ev in result["events"]:
+        print(json.dumps(ev))
+    print(json.dumps(result["totals"]))
+    print(f"written to {out / 'chaos.json'}")
+    lost = sum(result["totals"][g]["lost"] for g in ("server-balanced", "client-balanced"))
+    return 1 if lost or result["totals"]["untyped_errors"] else 0
