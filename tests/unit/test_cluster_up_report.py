@@ -23,6 +23,11 @@ def test_choose_port_takes_the_usual_port_when_free_else_says_which() -> None:
     assert choose_port(None, port, "master", said.append) == port  # free now
     assert choose_port(4242, 8715, "master", said.append) == 4242  # as asked, even if taken
     assert said == []
+    # 0: any free port, chosen here (LocalCluster took 0 as a fixed port and ran short of
+    # ports: `cluster up --port 0` on a real cluster died with IndexError).
+    anyport = choose_port(0, 8715, "master", said.append)
+    assert anyport > 0
+    assert said == []
 
 
 class _Node:

@@ -26,8 +26,8 @@ PROGRESS_EVERY = 10.0
 
 
 def choose_port(asked: int | None, default: int, what: str, say: Callable[[str], None]) -> int:
-    """The port to give the cluster: ``asked`` as given; else ``default`` when it is free, else
-    a free one, said in one line (``say``).
+    """The port to give the cluster: ``asked`` as given (0: any free one); else ``default`` when
+    it is free, else a free one, said in one line (``say``).
 
     Args:
         asked: The ``--port``/``--web-port`` value, or None.
@@ -35,6 +35,9 @@ def choose_port(asked: int | None, default: int, what: str, say: Callable[[str],
         what: What listens there, for the line (``"master"``, ``"web API"``).
         say: Prints a line.
     """
+    if asked == 0:  # a real port: LocalCluster counts any fixed port as taken from its own
+        (port,) = allocate_ports(1)
+        return port
     if asked is not None:
         return asked
     if is_port_free(default):
