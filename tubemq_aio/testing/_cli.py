@@ -167,7 +167,7 @@ def _status() -> int:
     live = dict(_live_pids(state))
     for node in state.get("nodes", []):
         up = "running" if node["name"] in live else "STOPPED"
-        print(f"{node['name']:8} pid={node['pid']:<8} {node.get('addr', ''):22} {up}")
+        print(f"{node['name']:9} pid={node['pid']:<8} {node.get('addr', ''):22} {up}")
     print(f"masters={state['master_addr']}  logs={state['log_dir']}")
     return 0 if len(live) == len(state.get("nodes", [])) else 1
 
