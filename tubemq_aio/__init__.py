@@ -19,6 +19,7 @@ from tubemq_aio.consumer import (
     assign_modulo,
 )
 from tubemq_aio.errors import (
+    AssignmentTimeoutError,
     AuthenticationError,
     BadRequestError,
     BoundConsumeError,
@@ -77,6 +78,7 @@ from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.routing import Partitioner
 
 __all__ = [
+    "AssignmentTimeoutError",
     "AuthenticationError",
     "BadRequestError",
     "BoundConsume",

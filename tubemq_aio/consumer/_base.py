@@ -20,6 +20,7 @@ from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
+from tubemq_aio.consumer._readiness import wait_for_partitions
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
@@ -299,6 +300,23 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def assignment(self) -> list[str]:
         """Keys (``brokerId:topic:partitionId``) of the partitions fetched now, sorted."""
         return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
+
+    async def wait_for_assignment(self, timeout: float = 30.0) -> list[str]:
+        """Wait until this consumer holds at least one partition (Java ``isPartitionsReady``).
+
+        Args:
+            timeout: seconds to wait at most (default 30; 0 looks once).
+
+        Returns:
+            The held partition keys, as :meth:`assignment` gives them.
+
+        Raises:
+            ConfigError: ``timeout`` is not a finite number >= 0.
+            AssignmentTimeoutError: nothing was held within ``timeout`` (also a
+                ``TimeoutError``).
+            ClientClosedError: the consumer is not started, or was closed while waiting.
+        """
+        return await wait_for_partitions(self.assignment, self._check_running, timeout)
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
         o = self._leases.offsets()[key]

@@ -1,0 +1,73 @@
+"""The rows of the Java client's API added for issue 33 §3, against FakeCluster."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from tests.support.fake_helpers import HEARTBEAT, group_consumer
+from tubemq_aio import (
+    AssignmentTimeoutError,
+    ClientBalancedConsumer,
+    ClientClosedError,
+    ConfigError,
+)
+from tubemq_aio.testing import FakeCluster
+
+
+async def test_wait_for_assignment_returns_the_held_partitions() -> None:
+    async with FakeCluster(topics={"demo": 2}) as cluster:
+        consumer = group_consumer(cluster, "g1")
+        with pytest.raises(ClientClosedError):  # not started yet
+            await consumer.wait_for_assignment(1)
+        async with consumer:
+            keys = await consumer.wait_for_assignment(timeout=20)
+            assert keys == ["1:demo:0", "1:demo:1"] == consumer.assignment()
+            for bad in (-1, math.nan, math.inf, "1", None):
+                with pytest.raises(ConfigError):
+                    await consumer.wait_for_assignment(bad)  # type: ignore[arg-type]
+        with pytest.raises(ClientClosedError):
+            await consumer.wait_for_assignment(1)
+
+
+async def test_wait_for_assignment_times_out_with_a_typed_error() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with group_consumer(cluster, "g1") as first:
+            await first.wait_for_assignment(20)
+            async with group_consumer(cluster, "g1") as second:  # one partition, held by first
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                with pytest.raises(AssignmentTimeoutError) as err:
+                    await second.wait_for_assignment(0.3)
+                assert isinstance(err.value, TimeoutError)
+                assert 0.3 <= loop.time() - began < 2.0
+                with pytest.raises(AssignmentTimeoutError):
+                    await second.wait_for_assignment(0)  # looks once
+
+
+async def test_wait_for_assignment_ends_when_the_consumer_closes() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with group_consumer(cluster, "g1") as first:
+            await first.wait_for_assignment(20)
+            second = group_consumer(cluster, "g1")
+            await second.start()
+            waiter = asyncio.create_task(second.wait_for_assignment(30))
+            await asyncio.sleep(0.05)
+            await second.close()
+            with pytest.raises(ClientClosedError):
+                await asyncio.wait_for(waiter, 5)
+
+
+async def test_client_balanced_wait_for_assignment_sees_a_connect() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with ClientBalancedConsumer(
+            cluster.master_addr, group="cb1", topics=["demo"], source_count=1, node_id=0,
+            heartbeat_interval=HEARTBEAT,
+        ) as consumer:  # fmt: skip
+            with pytest.raises(AssignmentTimeoutError):
+                await consumer.wait_for_assignment(0.05)
+            waiter = asyncio.create_task(consumer.wait_for_assignment(10))
+            await consumer.connect("1:demo:0")
+            assert await waiter == ["1:demo:0"]
