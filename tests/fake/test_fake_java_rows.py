@@ -17,6 +17,14 @@ from tubemq_aio import (
 from tubemq_aio.testing import FakeCluster
 
 
+def cb_consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
+    """A client-balanced consumer of topic ``demo`` (one node), fast heartbeats."""
+    return ClientBalancedConsumer(
+        cluster.master_addr, group="cb1", topics=["demo"], source_count=1, node_id=0,
+        heartbeat_interval=HEARTBEAT, **options,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
 async def test_wait_for_assignment_returns_the_held_partitions() -> None:
     async with FakeCluster(topics={"demo": 2}) as cluster:
         consumer = group_consumer(cluster, "g1")
@@ -33,39 +41,37 @@ async def test_wait_for_assignment_returns_the_held_partitions() -> None:
 
 
 async def test_wait_for_assignment_times_out_with_a_typed_error() -> None:
-    async with FakeCluster(topics={"demo": 1}) as cluster:
-        async with group_consumer(cluster, "g1") as first:
-            await first.wait_for_assignment(20)
-            async with group_consumer(cluster, "g1") as second:  # one partition, held by first
-                loop = asyncio.get_running_loop()
-                began = loop.time()
-                with pytest.raises(AssignmentTimeoutError) as err:
-                    await second.wait_for_assignment(0.3)
-                assert isinstance(err.value, TimeoutError)
-                assert 0.3 <= loop.time() - began < 2.0
-                with pytest.raises(AssignmentTimeoutError):
-                    await second.wait_for_assignment(0)  # looks once
+    cluster = FakeCluster(topics={"demo": 1})
+    async with cluster, group_consumer(cluster, "g1") as first:
+        await first.wait_for_assignment(20)
+        async with group_consumer(cluster, "g1") as second:  # one partition, held by first
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            with pytest.raises(AssignmentTimeoutError) as err:
+                await second.wait_for_assignment(0.3)
+            assert isinstance(err.value, TimeoutError)
+            assert 0.3 <= loop.time() - began < 2.0
+            with pytest.raises(AssignmentTimeoutError):
+                await second.wait_for_assignment(0)  # looks once
 
 
 async def test_wait_for_assignment_ends_when_the_consumer_closes() -> None:
-    async with FakeCluster(topics={"demo": 1}) as cluster:
-        async with group_consumer(cluster, "g1") as first:
-            await first.wait_for_assignment(20)
-            second = group_consumer(cluster, "g1")
-            await second.start()
-            waiter = asyncio.create_task(second.wait_for_assignment(30))
-            await asyncio.sleep(0.05)
-            await second.close()
-            with pytest.raises(ClientClosedError):
-                await asyncio.wait_for(waiter, 5)
+    cluster = FakeCluster(topics={"demo": 1})
+    async with cluster, group_consumer(cluster, "g1") as first:
+        await first.wait_for_assignment(20)
+        second = group_consumer(cluster, "g1")
+        await second.start()
+        waiter = asyncio.create_task(second.wait_for_assignment(30))
+        await asyncio.sleep(0.05)
+        await second.close()
+        with pytest.raises(ClientClosedError):
+            await asyncio.wait_for(waiter, 5)
 
 
 async def test_client_balanced_wait_for_assignment_sees_a_connect() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
-        async with ClientBalancedConsumer(
-            cluster.master_addr, group="cb1", topics=["demo"], source_count=1, node_id=0,
-            heartbeat_interval=HEARTBEAT,
-        ) as consumer:  # fmt: skip
+        consumer = cb_consumer(cluster)
+        async with consumer:
             with pytest.raises(AssignmentTimeoutError):
                 await consumer.wait_for_assignment(0.05)
             waiter = asyncio.create_task(consumer.wait_for_assignment(10))
