@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import pytest
 
@@ -14,7 +15,7 @@ from tubemq_aio import (
     ClientClosedError,
     ConfigError,
 )
-from tubemq_aio.testing import FakeCluster
+from tubemq_aio.testing import FakeCluster, wait_until
 
 
 def cb_consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
@@ -77,3 +78,29 @@ async def test_client_balanced_wait_for_assignment_sees_a_connect() -> None:
             waiter = asyncio.create_task(consumer.wait_for_assignment(10))
             await consumer.connect("1:demo:0")
             assert await waiter == ["1:demo:0"]
+
+
+async def test_paused_state_and_paused_partitions_since_when() -> None:
+    cluster = FakeCluster(topics={"demo": 2, "other": 1})
+    async with cluster, group_consumer(cluster, "g1") as consumer:
+        await wait_until(lambda: len(consumer.assignment()) == 2, 20, "both partitions")
+        assert not consumer.is_paused
+        assert consumer.paused_partitions() == {}
+        before = time.time()
+        consumer.pause("1:demo:1")
+        consumer.pause(["other"])  # a topic not held: nothing listed for it
+        one = consumer.paused_partitions()
+        assert list(one) == ["1:demo:1"]
+        assert before <= one["1:demo:1"] <= time.time()
+        assert not consumer.is_paused
+        await asyncio.sleep(0.02)
+        consumer.pause()
+        assert consumer.is_paused
+        every = consumer.paused_partitions()
+        assert list(every) == ["1:demo:0", "1:demo:1"]
+        assert every["1:demo:1"] == one["1:demo:1"]  # the earliest pause covering it
+        assert every["1:demo:0"] > one["1:demo:1"]
+        consumer.pause("1:demo:1")  # paused again: the time stays
+        consumer.resume(None)
+        assert not consumer.is_paused
+        assert consumer.paused_partitions() == {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Unpack
 
@@ -82,7 +83,8 @@ class Consumer(ConsumerBase[MasterSession]):
             on_assigned=on_assigned,
             on_revoked=on_revoked,
         )
-        self._paused: set[str] = set()  # topics and partition keys; "" = everything
+        #: Pause entries (topics and partition keys; "" = everything) -> wall time of the pause.
+        self._paused: dict[str, float] = {}
 
     def __repr__(self) -> str:
         return (
@@ -188,7 +190,9 @@ class Consumer(ConsumerBase[MasterSession]):
             ConfigError: ``which`` is not a name or a collection of non-blank names.
         """
         names = {""} if which is None else set(_names("pause", which))
-        self._paused |= names
+        now = time.time()
+        for name in names:
+            self._paused.setdefault(name, now)  # paused again: still paused since the first
         self._leases.pause(self._keys(names))
 
     def resume(self, which: str | Iterable[str] | None = None) -> None:
@@ -201,10 +205,30 @@ class Consumer(ConsumerBase[MasterSession]):
             ConfigError: ``which`` is not a name or a collection of non-blank names.
         """
         names = set(self._paused) if which is None else set(_names("resume", which))
-        self._paused -= names
+        for name in names:
+            self._paused.pop(name, None)
         self._leases.resume([k for k in self._keys(names) if not self._is_paused(k)])
         if self._engine is not None:
             self._engine.notify()
+
+    @property
+    def is_paused(self) -> bool:
+        """True while everything is paused (:meth:`pause` with no argument; Java
+        ``isConsumePaused``); pauses of single topics or partitions do not count."""
+        return "" in self._paused
+
+    def paused_partitions(self) -> dict[str, float]:
+        """Held partitions that are paused now, each with the wall time (seconds since the
+        epoch) since which it is paused: the earliest pause that covers it, of its key, its
+        topic or everything (Java ``getFrozenPartInfo``, which gives milliseconds)."""
+        paused = self._paused
+        result: dict[str, float] = {}
+        for key in sorted(self._leases.keys()):
+            text = key.format()
+            since = [paused[n] for n in ("", key.topic, text) if n in paused]
+            if since:
+                result[text] = min(since)
+        return result
 
 
 def _names(call: str, which: object) -> tuple[str, ...]:
