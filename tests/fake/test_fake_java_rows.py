@@ -14,8 +14,9 @@ from tubemq_aio import (
     ClientBalancedConsumer,
     ClientClosedError,
     ConfigError,
+    Producer,
 )
-from tubemq_aio.testing import FakeCluster, wait_until
+from tubemq_aio.testing import FakeCluster, TopicLayout, wait_until
 
 
 def cb_consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
@@ -104,3 +105,23 @@ async def test_paused_state_and_paused_partitions_since_when() -> None:
         consumer.resume(None)
         assert not consumer.is_paused
         assert consumer.paused_partitions() == {}
+
+
+async def test_producer_says_whether_a_topic_accepts_publishing_now() -> None:
+    async with FakeCluster(topics={"demo": 2, "later": 1}) as cluster:
+        producer = Producer(cluster.master_addr, topics=["demo"], heartbeat_interval=1.0)
+        with pytest.raises(ClientClosedError):
+            producer.accepts_publish("demo")
+        async with producer:
+            assert producer.accepts_publish("demo")
+            assert producer.accepts_publish(" demo ")  # trimmed, as every name
+            assert not producer.accepts_publish("later")  # not published by this producer
+            for bad in ("", "  ", None, 5, b"demo"):
+                with pytest.raises(ConfigError):
+                    producer.accepts_publish(bad)  # type: ignore[arg-type]
+            cluster.add_topic(TopicLayout("demo", 2, accept_publish=False))
+            await wait_until(lambda: not producer.accepts_publish("demo"), 10, "demo closed")
+            cluster.add_topic(TopicLayout("demo", 2))
+            await wait_until(lambda: producer.accepts_publish("demo"), 10, "demo open again")
+        with pytest.raises(ClientClosedError):
+            producer.accepts_publish("demo")

@@ -181,6 +181,25 @@ class Producer(SendAttempts):
         session = self._require_session()
         await session.publish(names)
 
+    def accepts_publish(self, topic: str) -> bool:
+        """Whether ``topic`` can be published to right now (Java ``isTopicCurAcceptPublish``):
+        it is published by this producer and the master's last heartbeat answer listed a
+        writable partition of it. A topic whose brokers stop accepting publishing becomes False
+        with the next heartbeat (``heartbeat_interval``) that leaves it out; no request is sent
+        here. Sends may still go to the partitions last known while False: the producer keeps
+        them as long as their brokers are listed (a restarted master lists no topic for a while).
+
+        Raises:
+            ConfigError: ``topic`` is not a non-blank string.
+            ClientClosedError: the producer is not started or was closed.
+        """
+        checks = Checks("accepts_publish")
+        name = checks.text("topic", topic)
+        checks.done()
+        session = self._require_session()
+        assert name is not None
+        return session.is_published(name) and session.metadata.listed(name)
+
     @property
     def in_flight(self) -> int:
         """Sends outstanding right now (at most ``max_in_flight_sends``)."""
