@@ -1,4 +1,4 @@
-"""The rows of the Java client's API added for issue 33 §3, against FakeCluster."""
+"""The rows of the Java client's API added for issue 33, against FakeCluster."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.support.fake_helpers import HEARTBEAT, group_consumer
+from tests.support.fake_helpers import HEARTBEAT, drain, group_consumer, produce
 from tubemq_aio import (
     AssignmentTimeoutError,
     ClientBalancedConsumer,
@@ -16,6 +16,7 @@ from tubemq_aio import (
     ConfigError,
     Producer,
 )
+from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, TopicLayout, wait_until
 
 
@@ -125,3 +126,30 @@ async def test_producer_says_whether_a_topic_accepts_publishing_now() -> None:
             await wait_until(lambda: producer.accepts_publish("demo"), 10, "demo open again")
         with pytest.raises(ClientClosedError):
             producer.accepts_publish("demo")
+
+
+async def test_client_balanced_consumer_acts_on_the_masters_consume_from_max() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 10)
+        consumer = cb_consumer(cluster, consume_from="earliest", auto_ack=False)
+        async with consumer:
+            await consumer.connect("1:demo:0")
+            first = await consumer.getmany(timeout=10)
+            assert next(m.body for m in first) == b"m-0"  # started at the earliest message
+            await first.nack()
+            cluster.set_consume_from_max("cb1")
+            await wait_until(
+                lambda: consumer.positions()["1:demo:0"].current_offset == 28 * 10, 10,
+                "moved to the max offset",
+            )  # fmt: skip
+            later = await produce(cluster.master_addr, "demo", 3, prefix="late")
+            assert await drain(consumer, 3, timeout=10) == later  # none of the first ten
+            control = consumer._session.max_offset_ctrl  # type: ignore[union-attr]
+            assert control.ctrl_id == cluster.master.consume_from_max["cb1"]
+            assert not control.pending
+            reports = cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2)
+            await wait_until(
+                lambda: cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2) >= reports + 2, 10,
+                "two more heartbeats",
+            )  # fmt: skip
+            assert consumer.positions()["1:demo:0"].current_offset == 28 * 13  # no second reset

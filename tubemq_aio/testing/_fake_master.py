@@ -88,6 +88,8 @@ class FakeMaster:
         self.brokers = brokers
         self.producers: dict[str, float] = {}
         self.groups: dict[str, dict[str, Member]] = {}
+        #: Client-balanced group -> its "consume from the max offset" control id (wall ms).
+        self.consume_from_max: dict[str, int] = {}
         self.client_timeout = client_timeout
         self.event_timeout = event_timeout
         self.balance_period = balance_period
@@ -357,6 +359,10 @@ class FakeMaster:
             req.subRepInfo.brokerConfigId,
             req.subRepInfo.topicMetaInfoId,
         )
+        ctrl = self.consume_from_max.get(req.groupName)
+        reported = req.opsTaskInfo.csmFrmMaxOffsetCtrlId
+        if rsp.errCode == 200 and ctrl is not None and reported != ctrl:
+            rsp.opsTaskInfo.csmFrmMaxOffsetCtrlId = ctrl  # until the client reports it back
         return rsp.SerializeToString()
 
     def _part_meta(self, request: RpcRequest) -> bytes:
