@@ -14,10 +14,12 @@ from tubemq_aio import (
     ClientBalancedConsumer,
     ClientClosedError,
     ConfigError,
+    ConsumerConfig,
+    Message,
     Producer,
 )
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, TopicLayout, wait_until
+from tubemq_aio.testing import FakeCluster, Fault, TopicLayout, wait_until
 
 
 def cb_consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
@@ -153,3 +155,82 @@ async def test_client_balanced_consumer_acts_on_the_masters_consume_from_max() -
                 "two more heartbeats",
             )  # fmt: skip
             assert consumer.positions()["1:demo:0"].current_offset == 28 * 13  # no second reset
+
+
+def test_java_tuning_options_are_validated() -> None:
+    config = ConsumerConfig(masters="h:1", group="g1", topics=["demo"])
+    assert (config.heartbeat_max_retries, config.heartbeat_retry_backoff) == (5, 60.0)
+    assert (config.register_fail_wait, config.subscription_report_interval) == (1.0, 6)
+    assert (config.close_rebalance_wait, config.run_error_rollback) == (5.0, True)
+    bad: dict[str, object] = {
+        "heartbeat_max_retries": -1,
+        "heartbeat_retry_backoff": math.nan,
+        "register_fail_wait": math.inf,
+        "subscription_report_interval": 2,
+        "close_rebalance_wait": -0.1,
+        "run_error_rollback": "no",
+    }
+    for name, value in bad.items():
+        with pytest.raises(ConfigError, match=name):
+            ConsumerConfig(masters="h:1", group="g1", topics=["demo"], **{name: value})  # type: ignore[arg-type]
+
+
+async def test_register_fail_wait_paces_the_register_attempts() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        cluster.inject(Method.MASTER_CONSUMER_REGISTER, Fault.error(500), times=2)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        async with group_consumer(cluster, "g1", register_fail_wait=0.05):
+            took = loop.time() - began
+        assert cluster.requests(Method.MASTER_CONSUMER_REGISTER) == 3
+        assert took < 0.9  # two waits of the default 1 s would take 2 s
+
+
+async def test_heartbeat_retry_backoff_after_heartbeat_max_retries() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        consumer = group_consumer(
+            cluster, "g1", heartbeat_max_retries=0,
+            heartbeat_retry_backoff=0.1,
+        )  # fmt: skip
+        async with consumer:
+            await consumer.wait_for_assignment(20)
+            cluster.inject(Method.MASTER_CONSUMER_HEARTBEAT, Fault.error(500), times=None)
+            before = cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT)
+            await asyncio.sleep(1.6)
+            failed = cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT) - before
+            assert failed >= 5  # every 0.1 s after the first failure, not every 1 s
+            assert consumer._session.hb_state._interval == 6  # type: ignore[union-attr]
+
+
+async def test_run_error_rollback_false_counts_a_failed_batch_consumed() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 5)
+        seen: list[bytes] = []
+
+        async def handler(message: Message) -> None:
+            seen.append(message.body)
+            raise RuntimeError("handler bug")
+
+        async with group_consumer(cluster, "g1", run_error_rollback=False) as consumer:
+            runner = asyncio.create_task(consumer.run(handler))
+            await wait_until(lambda: cluster.committed_messages("g1", "demo") == 5, 10, "acked")
+            await asyncio.sleep(0.3)
+            assert seen.count(b"m-0") == 1  # not delivered again
+        await runner
+
+
+async def test_run_error_rollback_default_delivers_the_batch_again() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 1)
+        seen: list[bytes] = []
+
+        async def handler(message: Message) -> None:
+            seen.append(message.body)
+            if len(seen) == 1:
+                raise RuntimeError("first call fails")
+
+        async with group_consumer(cluster, "g1") as consumer:
+            runner = asyncio.create_task(consumer.run(handler))
+            await wait_until(lambda: cluster.committed_messages("g1", "demo") == 1, 10, "acked")
+            assert seen == [b"m-0", b"m-0"]
+        await runner

@@ -66,7 +66,7 @@ class ClientBalanceSession(SessionBase):
         self.source_count = source_count
         self.node_id = node_id
         self.cache = PartitionMetaCache(tls=parts.tls)
-        self.reporter = SubscriptionReporter()
+        self.reporter = SubscriptionReporter(10 * config.subscription_report_interval)
         #: The master's "consume from the max offset" control (§8.2).
         self.max_offset_ctrl = MaxOffsetControl()
         #: Partitions registered at their broker for positioned reads only (not fetched).

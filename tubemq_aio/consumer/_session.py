@@ -38,9 +38,6 @@ __all__ = ["MasterSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``heartbeatPeriodAfterFail`` (docs/protocol/consumer.md §2.6), seconds.
-_HEARTBEAT_BACKOFF = 60.0
-
 
 class MasterSession(SessionBase):
     """Master-side life of one consumer, plus the rebalance and broker-heartbeat workers.
@@ -52,7 +49,10 @@ class MasterSession(SessionBase):
 
     def __init__(self, config: ConsumerConfig, parts: ConsumerWiring) -> None:
         super().__init__(config, parts)
-        self.hb_state = MasterHeartbeatState()
+        self.hb_state = MasterHeartbeatState(
+            max_report_interval=config.subscription_report_interval,
+            max_retries=config.heartbeat_max_retries,
+        )
         self.queue = RebalanceQueue()
         self.pacer = EventPacer(config.rebalance_min_interval)
         self._rebalance_wake = asyncio.Event()
@@ -119,7 +119,8 @@ class MasterSession(SessionBase):
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
                 backoff = False
-            wait = _HEARTBEAT_BACKOFF if backoff else self.config.heartbeat_interval
+            cfg = self.config
+            wait = cfg.heartbeat_retry_backoff if backoff else cfg.heartbeat_interval
             self._heartbeat_wake.clear()
             try:
                 async with asyncio.timeout(wait):

@@ -34,8 +34,6 @@ __all__ = ["ConsumerWiring", "SessionBase", "wire_consumer"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``regFailWaitPeriodMs`` (docs/protocol/consumer.md §1.3), seconds between register attempts.
-_REGISTER_FAIL_WAIT = 1.0
 #: How often a wait for returned partitions re-checks (Java polls every 200 ms).
 _RETURN_POLL = 0.05
 
@@ -151,7 +149,7 @@ class SessionBase:
         last: TubeMQError | None = None
         for attempt in range(self.config.register_attempts):
             if attempt:
-                await asyncio.sleep(_REGISTER_FAIL_WAIT)
+                await asyncio.sleep(self.config.register_fail_wait)
             try:
                 rsp = await self.register_once()
             except TubeMQError as exc:

@@ -117,6 +117,21 @@ class ConsumerConfig(ClientConfig):
         callback_timeout: seconds an ``on_assigned`` / ``on_revoked`` call may take (a
             coroutine it returns included) before it is abandoned and the consumer goes on
             (10 s); a rebalance or ``close()`` never waits longer on the application.
+        heartbeat_max_retries: master heartbeat failures in a row tolerated before the
+            consumer backs off (Java ``maxHeartBeatRetryTimes``, 5).
+        heartbeat_retry_backoff: seconds between master heartbeats once failures went past
+            ``heartbeat_max_retries``, until one succeeds (Java ``heartbeatPeriodAfterFail``,
+            60 s).
+        register_fail_wait: seconds between two master register attempts at start (Java
+            ``regFailWaitPeriodMs``, 1 s).
+        subscription_report_interval: heartbeats without a change after which the held
+            partitions are reported to the master anyway, in tens for the client-balanced
+            consumer (Java ``maxSubInfoReportIntvlTimes``, 6; at least 3).
+        close_rebalance_wait: seconds :meth:`Consumer.close` lets a rebalance event in
+            progress finish before stopping (Java ``shutDownRebalanceWaitPeriodMs``; 5 s).
+        run_error_rollback: what :meth:`Consumer.run` does with a batch whose handler raised:
+            ``True`` (default) rolls it back, so it is delivered again; ``False`` counts it
+            consumed and goes on, as Java does by default (``pushListenerThrowedRollBack``).
     """
 
     group: str
@@ -137,6 +152,13 @@ class ConsumerConfig(ClientConfig):
     reconnect_delay: float = 0.2
     reconnect_delay_max: float = 5.0
     callback_timeout: float = 10.0
+    # ---- the Java client's tuning rows (docs/features.md) ----
+    heartbeat_max_retries: int = 5
+    heartbeat_retry_backoff: float = 60.0
+    register_fail_wait: float = 1.0
+    subscription_report_interval: int = 6
+    close_rebalance_wait: float = 5.0
+    run_error_rollback: bool = True
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
@@ -179,6 +201,13 @@ class ConsumerConfig(ClientConfig):
         c.seconds("reconnect_delay", self.reconnect_delay, high=600.0)
         c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
         c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
+        c.integer("heartbeat_max_retries", self.heartbeat_max_retries, low=0, high=1000)
+        c.seconds("heartbeat_retry_backoff", self.heartbeat_retry_backoff, high=3600.0)
+        c.seconds("register_fail_wait", self.register_fail_wait, high=600.0, low_open=False)
+        c.integer("subscription_report_interval", self.subscription_report_interval, low=3,
+                  high=10_000)  # fmt: skip
+        c.seconds("close_rebalance_wait", self.close_rebalance_wait, high=600.0, low_open=False)
+        c.flag("run_error_rollback", self.run_error_rollback)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
                       f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
@@ -220,6 +249,12 @@ class ConsumerOptions(ClientOptions, total=False):
     reconnect_delay: float
     reconnect_delay_max: float
     callback_timeout: float
+    heartbeat_max_retries: int
+    heartbeat_retry_backoff: float
+    register_fail_wait: float
+    subscription_report_interval: int
+    close_rebalance_wait: float
+    run_error_rollback: bool
 
 
 class ConsumerFields(ConsumerOptions, total=False):

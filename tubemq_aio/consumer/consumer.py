@@ -28,9 +28,6 @@ __all__ = ["Consumer"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Longest time close() lets the rebalance worker finish the event it is processing.
-_REBALANCE_STOP_WAIT = 5.0
-
 
 class Consumer(ConsumerBase[MasterSession]):
     """An asyncio consumer of one group, balanced by the master (at-least-once delivery).
@@ -112,7 +109,7 @@ class Consumer(ConsumerBase[MasterSession]):
         rebalance = [t for t in self._supervisor.tasks if t.get_name().endswith("-rebalance")]
         if rebalance:
             # Let an event in progress finish so no partition stays registered behind our back.
-            await asyncio.wait(rebalance, timeout=_REBALANCE_STOP_WAIT)
+            await asyncio.wait(rebalance, timeout=self.config.close_rebalance_wait)
 
     async def _release_all(self, session: MasterSession) -> None:
         parts = [p for ps in self._leases.by_broker().values() for p in ps]
@@ -127,7 +124,8 @@ class Consumer(ConsumerBase[MasterSession]):
 
         ``concurrency`` workers each take one batch at a time and call ``handler`` on its
         messages in order; the batch is acked when every call succeeded and nacked (delivered
-        again) when one raised. Different partitions are processed in parallel.
+        again) when one raised (acked instead with ``run_error_rollback=False``). Different
+        partitions are processed in parallel.
 
         Raises:
             ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
@@ -142,6 +140,7 @@ class Consumer(ConsumerBase[MasterSession]):
         checks.done()
         self._check_running()
         telemetry, group_name = self.telemetry, self.config.group
+        rollback = self.config.run_error_rollback
 
         async def worker() -> None:
             while True:
@@ -159,9 +158,14 @@ class Consumer(ConsumerBase[MasterSession]):
                             with telemetry.process(message, group_name):
                                 await handler(message)
                 except Exception:
-                    log.exception("handler failed; the batch of %s will be redelivered",
-                                  batch.partition_key)  # fmt: skip
-                    await batch.nack()
+                    if rollback:
+                        log.exception("handler failed; the batch of %s will be redelivered",
+                                      batch.partition_key)  # fmt: skip
+                        await batch.nack()
+                    else:
+                        log.exception("handler failed; the batch of %s counts as consumed",
+                                      batch.partition_key)  # fmt: skip
+                        await batch.ack()
                 else:
                     await batch.ack()
 
