@@ -179,6 +179,9 @@ class ClientConfig:
             TubeMQ servers 1.1.0 and 1.2.0, whose RPC layer puts a 4-byte length before every
             frame and refuses frames over 5 MiB (docs/protocol/wire.md §1.7). A server of the
             other kind drops the connection unanswered; the error then says which to try.
+        stats_log_interval: seconds between two statistics lines in the log (logger
+            ``tubemq_aio.stats``, INFO): every counter and its change (Java ``StatsConfig``
+            self-printing, which is on by default every 6 min); ``None`` (default) = off.
     """
 
     masters: tuple[HostPort, ...]
@@ -194,6 +197,7 @@ class ClientConfig:
     client_host: str | None = None
     telemetry: bool | Telemetry | None = None
     framing: Framing = "standard"
+    stats_log_interval: float | None = None
 
     def __post_init__(self) -> None:
         checks = Checks(type(self).__name__)
@@ -220,6 +224,7 @@ class ClientConfig:
         c.text("client_host", self.client_host, optional=True)
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)
+        c.optional_seconds("stats_log_interval", self.stats_log_interval, high=86_400.0)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ClientOptions]) -> Self:
@@ -292,6 +297,7 @@ class ClientOptions(TypedDict, total=False):
     client_host: str | None
     telemetry: bool | Telemetry | None
     framing: Framing
+    stats_log_interval: float | None
 
 
 def redact_url(url: str) -> str:

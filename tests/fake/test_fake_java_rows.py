@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 
@@ -18,6 +19,7 @@ from tubemq_aio import (
     Message,
     Producer,
 )
+from tubemq_aio._stats_log import format_stats_line
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, TopicLayout, wait_until
 
@@ -234,3 +236,34 @@ async def test_run_error_rollback_default_delivers_the_batch_again() -> None:
             await wait_until(lambda: cluster.committed_messages("g1", "demo") == 1, 10, "acked")
             assert seen == [b"m-0", b"m-0"]
         await runner
+
+
+def test_stats_line_gives_every_counter_and_its_change() -> None:
+    last: dict[str, float] = {}
+    values: dict[str, object] = {"sent": 3, "blocking": {"blocked": 0}, "ok": True, "id": "x"}
+    assert format_stats_line("P", values, last) == "P: blocking.blocked=0 sent=3"
+    values["sent"] = 7
+    assert format_stats_line("P", values, last) == "P: blocking.blocked=0 sent=7(+4)"
+
+
+async def test_stats_lines_are_opt_in_and_end_on_close(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="tubemq_aio.stats")
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with Producer(cluster.master_addr, topics=["demo"]) as quiet:
+            await quiet.send("demo", b"x")
+            await asyncio.sleep(0.2)
+        assert not [r for r in caplog.records if r.name == "tubemq_aio.stats"]
+        producer = Producer(cluster.master_addr, topics=["demo"], stats_log_interval=0.05)
+        consumer = group_consumer(cluster, "g1", stats_log_interval=0.05)
+        async with producer, consumer:
+            await producer.send("demo", b"x")
+            await drain(consumer, 2, timeout=10)
+            await asyncio.sleep(0.2)
+        lines = [r.getMessage() for r in caplog.records if r.name == "tubemq_aio.stats"]
+        assert any(line.startswith("Producer ") and " sent=1" in line for line in lines)
+        assert any(line.startswith("Consumer ") and " messages=2" in line for line in lines)
+        count = len(lines)
+        await asyncio.sleep(0.2)  # closed: no more lines
+        assert len([r for r in caplog.records if r.name == "tubemq_aio.stats"]) == count
+    with pytest.raises(ConfigError, match="stats_log_interval"):
+        ConsumerConfig(masters="h:1", group="g1", topics=["demo"], stats_log_interval=math.nan)

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
+from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
@@ -152,6 +153,20 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
         for i in range(self.config.fetchers):
             self._spawn(engine.run(), f"fetch-{i}")
+        interval = self.config.stats_log_interval
+        if interval is not None:
+            self._spawn(log_stats_every(interval, self._stats_name, self._stats_values), "stats")
+
+    def _stats_name(self) -> str:
+        return f"{type(self).__name__} {self.client_id}"
+
+    def _stats_values(self) -> dict[str, object]:
+        engine = self._engine
+        return {
+            **self.stats.snapshot(),
+            "partitions": len(self._leases),
+            "buffered": engine.buffered if engine is not None else 0,
+        }
 
     async def _start(self) -> None:
         """Register at the master and start the background tasks.

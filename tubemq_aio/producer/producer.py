@@ -13,6 +13,7 @@ from tubemq_aio._client import open_pool
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
+from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
@@ -151,6 +152,14 @@ class Producer(SendAttempts):
         if cfg.topics:
             await self._session.publish(cfg.topics)
         self._supervisor.spawn(self._session.run_heartbeats(), "heartbeat")
+        if cfg.stats_log_interval is not None:
+            session = self._session
+            self._supervisor.spawn(
+                log_stats_every(
+                    cfg.stats_log_interval, lambda: f"Producer {session.client_id}", self.metrics
+                ),
+                "stats",
+            )
 
     async def _teardown(self) -> None:
         """Let pending sends finish (``close_grace``), stop the background tasks (sends started
