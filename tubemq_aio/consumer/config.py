@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, Self, Unpack
+from typing import Any, Literal, Self, Unpack
 
+from tubemq_aio._url_keys import BoundParts
 from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.consumer._listeners import PartitionsCallback
@@ -169,6 +170,19 @@ class ConsumerConfig(ClientConfig):
             ConfigError: the URL, an option name or an option value is invalid.
         """
         return cls._from_url(url, overrides)
+
+    @classmethod
+    def _from_url_parts(cls, checks: Checks, parts: dict[str, Any]) -> dict[str, Any]:
+        bound = parts.get("bound")
+        if isinstance(bound, BoundParts):
+            try:
+                parts["bound"] = BoundConsume(
+                    bound.session_key, bound.source_count, bound.select_big, bound.offsets
+                )
+            except ConfigError as exc:
+                checks.adopt(exc)
+                del parts["bound"]
+        return parts
 
     def _check(self, c: Checks) -> None:
         ClientConfig._check(self, c)
