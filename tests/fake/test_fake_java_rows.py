@@ -160,7 +160,7 @@ async def test_client_balanced_consumer_acts_on_the_masters_consume_from_max() -
 
 
 def test_java_tuning_options_are_validated() -> None:
-    config = ConsumerConfig(masters="h:1", group="g1", topics=["demo"])
+    config = ConsumerConfig.from_url("tubemq://h:1?group=g1&topics=demo")
     assert (config.heartbeat_max_retries, config.heartbeat_retry_backoff) == (5, 60.0)
     assert (config.register_fail_wait, config.subscription_report_interval) == (1.0, 6)
     assert (config.close_rebalance_wait, config.run_error_rollback) == (5.0, True)
@@ -174,7 +174,7 @@ def test_java_tuning_options_are_validated() -> None:
     }
     for name, value in bad.items():
         with pytest.raises(ConfigError, match=name):
-            ConsumerConfig(masters="h:1", group="g1", topics=["demo"], **{name: value})  # type: ignore[arg-type]
+            ConsumerConfig.from_url("tubemq://h:1?group=g1&topics=demo", **{name: value})  # type: ignore[arg-type]
 
 
 async def test_register_fail_wait_paces_the_register_attempts() -> None:
@@ -266,4 +266,4 @@ async def test_stats_lines_are_opt_in_and_end_on_close(caplog: pytest.LogCapture
         await asyncio.sleep(0.2)  # closed: no more lines
         assert len([r for r in caplog.records if r.name == "tubemq_aio.stats"]) == count
     with pytest.raises(ConfigError, match="stats_log_interval"):
-        ConsumerConfig(masters="h:1", group="g1", topics=["demo"], stats_log_interval=math.nan)
+        ConsumerConfig.from_url("tubemq://h:1?group=g1&topics=demo", stats_log_interval=math.nan)

@@ -352,8 +352,9 @@ class FakeMaster:
 
     def _heartbeat_v2(self, request: RpcRequest) -> bytes:
         req = pb.HeartRequestC2MV2.FromString(request.body)
-        rsp = self._meta_answer(
-            pb.HeartResponseM2CV2(authorizedInfo=self._authorized()),
+        rsp = pb.HeartResponseM2CV2(authorizedInfo=self._authorized())
+        self._meta_answer(
+            rsp,
             req.groupName,
             req.clientId,
             req.subRepInfo.brokerConfigId,
