@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster docs dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run clean
+.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run clean bench-scale
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-quick - SDK vs the Java/Go clients, ~10 min; compares with the newest committed run"
 	@echo "make bench  - the full matrix (~2 h; ROUNDS=6 for more rounds); make bench-estimate prints its duration"
 	@echo "make bench-gateway - HTTP gateway vs the framework floor and the SDK (quick: BENCH_ARGS=--quick)"
+	@echo "make bench-scale - client cost against partitions (4..8192), members and topics on FakeCluster, ~10 min (quick: BENCH_ARGS=--quick)"
 	@echo "make gateway-ha-run - 3 gateway replicas under load on Redis Sentinel; kill -9 a replica, then the Redis primary (HA_ARGS=--quick, --real-cluster)"
 	@echo "make spark-example - local cluster, Spark streaming job: JSON events counted per minute to Parquet"
 	@echo "make spark-cluster-example - the same job by spark-submit on a Spark standalone cluster (master + 2 workers), package shipped with --py-files"
@@ -85,7 +86,7 @@ unit: $(STAMP) speedups
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q $(PYTEST_XDIST) --durations=20 tests \
 	  --ignore=tests/integration -m "not failover"
 
-test: system-deps $(STAMP) speedups protos-check lint typecheck docs
+test: system-deps $(STAMP) speedups protos-check lint typecheck docs-dev
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \
 	  --ignore=$(SPARK_CLUSTER_TESTS)
 
@@ -98,7 +99,22 @@ test-spark-cluster: system-deps $(STAMP) speedups
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra --durations=5 $(SPARK_CLUSTER_TESTS)
 
 # --strict: a broken link, a missing page or a docstring the reference cannot render fails the build.
-docs: $(STAMP)
+# `make docs` installs only the site tools (the `docs` dependency group, pip >= 25.1) into a venv
+# of their own: the API reference is read from the source, so neither the package's dependencies
+# nor the development environment are needed. `make test` builds with the dev venv (docs-dev),
+# which includes that group.
+DOCS_VENV ?= .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+$(DOCS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install -q --group docs
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-dev: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 dist: $(STAMP)
@@ -113,6 +129,13 @@ gateway-demo: system-deps $(STAMP)
 
 bench-gateway: system-deps $(STAMP)
 	$(PY) -m benchmarks.gateway $(BENCH_ARGS)
+
+# A fresh client process per cell against a FakeCluster in its own process: consumer CPU per
+# message, positions(), memory, tasks and sockets over 4..8192 partitions, an idle consumer,
+# client-balanced connect, producer over topics, a group of N members; writes
+# benchmarks/results/<date>-<rev>-scale/ (see docs/benchmarks.md, "How cost grows").
+bench-scale: $(STAMP) speedups
+	$(PY) -m benchmarks.scale $(BENCH_ARGS)
 
 # Load through 3 uvicorn replicas (4 HTTP consumers, 1 producer) while one replica and then the
 # Redis primary are SIGKILLed; writes benchmarks/results/<date>-gateway-ha/ (see docs/gateway.md).
@@ -146,4 +169,4 @@ bench-estimate: $(STAMP)
 	$(PY) -m benchmarks --estimate $(if $(ROUNDS),--rounds $(ROUNDS))
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist
+	rm -rf $(VENV) $(DOCS_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist

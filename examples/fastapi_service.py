@@ -9,9 +9,13 @@ to HTTP statuses by what the client can do about them:
   whether to retry (a retry may duplicate);
 * an invalid message (empty or too big body, bad attribute): 400.
 
-Run it (``pip install 'tubemq-aio[gateway]'`` brings FastAPI and uvicorn)::
+Run it from a clone of the repository (``pip install '.[gateway]'`` brings FastAPI and
+uvicorn; the package is not on a package index)::
 
-    TUBEMQ_MASTERS=127.0.0.1:8715 TUBEMQ_TOPICS=demo uvicorn examples.fastapi_service:app
+    TUBEMQ_MASTERS=127.0.0.1:8715 TUBEMQ_TOPICS=demo uvicorn fastapi_service:app --app-dir examples
+
+The answer carries ``message_id`` as a JSON string: ids are 64-bit and JavaScript's numbers
+(doubles) would round them.
 
 Settings come from the environment: ``TUBEMQ_MASTERS`` (required), ``TUBEMQ_TOPICS`` (the
 topics clients may publish to, comma-separated), ``TUBEMQ_SEND_TIMEOUT`` and
@@ -63,7 +67,7 @@ async def publish(topic: str, request: Request) -> dict[str, Any]:
     """Publish the request body as one message; ``X-Msg-Type`` sets its type.
 
     Returns:
-        Where the broker stored it.
+        Where the broker stored it: ``partition_key`` and ``message_id`` (a decimal string).
     """
     if topic not in request.app.state.topics:
         raise HTTPException(404, f"unknown topic {topic!r}")
@@ -78,7 +82,7 @@ async def publish(topic: str, request: Request) -> dict[str, Any]:
         raise HTTPException(504, f"outcome unknown: {err}") from None
     except ConfigError as err:  # an invalid message: nothing was sent
         raise HTTPException(400, str(err)) from None
-    return {"partition_key": result.partition_key, "message_id": result.message_id}
+    return {"partition_key": result.partition_key, "message_id": str(result.message_id)}
 
 
 @app.get("/healthz")

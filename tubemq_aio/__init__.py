@@ -19,6 +19,7 @@ from tubemq_aio.consumer import (
     assign_modulo,
 )
 from tubemq_aio.errors import (
+    AdminApiError,
     AssignmentTimeoutError,
     AuthenticationError,
     BadRequestError,
@@ -78,6 +79,7 @@ from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.routing import Partitioner
 
 __all__ = [
+    "AdminApiError",
     "AssignmentTimeoutError",
     "AuthenticationError",
     "BadRequestError",

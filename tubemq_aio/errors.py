@@ -28,6 +28,7 @@ from typing import ClassVar
 
 __all__ = [
     "SERVER_ERROR_CLASSES",
+    "AdminApiError",
     "AssignmentTimeoutError",
     "AuthenticationError",
     "BadRequestError",
@@ -442,6 +443,11 @@ class PartitionNotSubscribableError(TubeMQError):
 
 class DataLossError(TubeMQError):
     """A planned offset is no longer on the broker (``failOnDataLoss`` is true)."""
+
+
+class AdminApiError(TubeMQError):
+    """A call of the master's HTTP web API failed: unreachable, not JSON, or refused
+    (``result: false``; the message carries the master's ``errMsg``)."""
 
 
 class TDMsgError(TubeMQError, ValueError):

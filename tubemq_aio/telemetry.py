@@ -123,7 +123,7 @@ def telemetry_for(setting: Telemetry | bool | None) -> ClientTelemetry | None:
         if setting is None:
             return None
         raise ConfigError(
-            "telemetry needs opentelemetry-api: pip install 'tubemq-aio[otel]'"
+            "telemetry needs opentelemetry-api: the `otel` extra (pip install '.[otel]' in a clone)"
         ) from None
     return ClientTelemetry(setting if isinstance(setting, Telemetry) else Telemetry())
 
@@ -516,7 +516,8 @@ class _GaugeHub:
                     continue
                 for gauge, value, attributes in getattr(owner, method)():
                     if gauge == name:
-                        observations.append(Observation(value, dict(attributes)))
+                        labels = {"messaging.system": _SYSTEM, **attributes}
+                        observations.append(Observation(value, labels))
             return observations
 
         return observe

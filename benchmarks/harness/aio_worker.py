@@ -135,6 +135,12 @@ def bench_telemetry(mode: str) -> bool | Telemetry:
     return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
+def not_found_max_wait(ns: argparse.Namespace) -> float:
+    """The consumer's ``msg_not_found_max_wait``: ``--not-found-max-wait``, else the fixed
+    period of ``--not-found-wait`` (what the peers do, so the comparison stays like for like)."""
+    return ns.not_found_wait if ns.not_found_max_wait is None else ns.not_found_max_wait
+
+
 def payload(size: int) -> bytes:
     """A ``size``-byte printable body (the same bytes in every run)."""
     return bytes(97 + i % 26 for i in range(size))
@@ -218,6 +224,7 @@ async def e2e(ns: argparse.Namespace) -> int:
             consume_from="latest",
             heartbeat_interval=ns.heartbeat,
             msg_not_found_wait=ns.not_found_wait,
+            msg_not_found_max_wait=not_found_max_wait(ns),
             telemetry=bench_telemetry(ns.otel),
         ) as consumer,
         bench_producer(ns) as producer,
@@ -304,6 +311,7 @@ async def consume(ns: argparse.Namespace) -> int:
         consume_from="earliest",
         heartbeat_interval=ns.heartbeat,
         msg_not_found_wait=ns.not_found_wait,
+        msg_not_found_max_wait=not_found_max_wait(ns),
         telemetry=bench_telemetry(ns.otel),
     ) as consumer:
         deadline = t_ready + ns.ready_timeout
@@ -365,6 +373,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heartbeat", type=float, default=2.0, help="seconds (Java peer: 2)")
     parser.add_argument("--retries", type=int, default=2, help="producer send_retries")
     parser.add_argument("--not-found-wait", type=float, default=0.01)
+    parser.add_argument(
+        "--not-found-max-wait",
+        type=float,
+        default=None,
+        help="ceiling of the doubling rest of empty partitions (default: --not-found-wait, the "
+        "fixed period the Java and Go peers use)",
+    )
     parser.add_argument("--max-records", type=int, default=1000)
     parser.add_argument("--idle-timeout", type=float, default=30.0)
     parser.add_argument("--ready-timeout", type=float, default=120.0)

@@ -139,3 +139,45 @@ async def test_count_with_a_group_and_finish_batch(fake: FakeCluster) -> None:
     help_text = await _cli(fake, "consume", "--help")
     assert b"TubeMQ commits whole broker batches" in help_text.stdout
     assert b"--finish-batch" in help_text.stdout
+
+
+async def test_time_offsets_from_and_reset_to_time() -> None:
+    """``--offset @TIME``, ``--from @TIME`` and ``reset --to-time`` (with ``--dry-run``) over
+    three bursts stamped two minutes apart (docs/protocol/time.md)."""
+    async with FakeCluster({"tt": 2}, max_batch=4) as cluster:
+        lines = "".join(
+            json.dumps({"body": f"b{n}-{i}", "msg_time": f"2026-01-02T03:0{2 * n}:00"}) + "\n"
+            for n in range(3)
+            for i in range(6)
+        )
+        done = await _cli(cluster, "produce", "--topic", "tt", "--json", "-q", stdin=lines)
+        assert done.returncode == 0, done.stderr
+        burst = {n: {f"b{n}-{i}" for i in range(6)} for n in range(3)}
+        got = await _cli(cluster, "consume", "--topic", "tt", "--partition", "all",
+                         "--offset", "@2026-01-02T03:03:30Z", "-e", "-q")  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        assert set(_bodies(got.stdout)) == burst[2]
+        got = await _cli(cluster, "consume", "--topic", "tt", "--group", "tg",
+                         "--from", "@2026-01-02T05:01:00+02:00", "-e", "-q")  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        assert sorted(_bodies(got.stdout)) == sorted(burst[1] | burst[2])
+        # The group read to the end; a dry run shows old -> new and changes nothing ...
+        dry = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
+                         "--to-time", "2026-01-02T03:00:00Z", "--dry-run")  # fmt: skip
+        assert dry.returncode == 0, dry.stderr
+        rows = [line.split() for line in dry.stdout.decode().splitlines()[1:]]
+        assert len(rows) == 2
+        assert all(r[2] == "->" and r[3] == "0" and int(r[1]) > 0 for r in rows), rows
+        assert b"dry run: nothing changed" in dry.stderr
+        again = await _cli(cluster, "consume", "--topic", "tt", "--group", "tg", "-e", "-q")
+        assert _bodies(again.stdout) == []
+        # ... the real reset moves the group back to the second burst.
+        done = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
+                          "--to-time", "2026-01-02T03:01:00Z", "-q")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        again = await _cli(cluster, "consume", "--topic", "tt", "--group", "tg", "-e", "-q")
+        assert sorted(_bodies(again.stdout)) == sorted(burst[1] | burst[2])
+        bad = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
+                         "--to-time", "2026-01-02T03:01:00")  # fmt: skip
+        assert bad.returncode == 2
+        assert b"no zone" in bad.stderr

@@ -182,6 +182,25 @@ async def test_cli_up_status_down(tmp_path: Path) -> None:
         pids = [n["pid"] for n in state["nodes"]]
         assert "cli_topic" in state["topics"]
         assert all(pid_alive(p) for p in pids), out
+        # The usual ports when free, else a line saying which were taken instead.
+        master_port = int(state["master_addr"].rsplit(":", 1)[1])
+        web = state["master_web"].removeprefix("http://").removesuffix("/webapi.htm")
+        for port, usual in ((master_port, 8715), (int(web.rsplit(":", 1)[1]), 8080)):
+            assert port == usual or f"port {usual} is in use" in out, out
+        # Progress while it starts, then each address on its own line.
+        assert "starting the master" in out, out
+        assert "waiting for them and the topics to go live" in out, out
+        lines = out.splitlines()
+        assert any(line.split()[:2] == ["master:", state["master_addr"]] for line in lines), out
+        assert any(line.split()[:3] == ["web", "API:", web] for line in lines), out
+        # `topics` finds the web API in the state file: no --web needed.
+        topics = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tubemq_aio", "topics", "--format", "json", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        listed, err = await asyncio.wait_for(topics.communicate(), 60)
+        assert topics.returncode == 0, err
+        assert [t["topic"] for t in json.loads(listed)] == ["cli_topic"]
         rc, out = await cli("status")
         assert rc == 0, out
         assert state["master_addr"] in out, out

@@ -16,6 +16,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from tests.support.time_bursts import produce_bursts
 from tubemq_aio import Producer
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.spark import TubeMQDataSource
@@ -268,3 +269,19 @@ async def test_partition_held_by_a_killed_reader_is_read_once_the_broker_lets_go
     rows = rows_of(reader(spark, cluster, topic, group=group).load())
     assert rows == expected(sent)
     print(f"read after the dead reader's registration expired: {time.monotonic() - started:.1f} s")
+
+
+async def test_starting_timestamp_batch_and_stream_read_exactly_the_later_bursts(
+    spark: SparkSession, cluster: LocalCluster, topic: str, tmp_path: Any
+) -> None:
+    """``startingTimestamp`` (docs/protocol/time.md): three bursts two msg_time minutes apart;
+    a batch read and an AvailableNow stream from each pause hold exactly the later bursts."""
+    bursts = await produce_bursts(cluster.master_addr, topic, tag="spark")
+    when = bursts.pauses[0]
+    df = reader(spark, cluster, topic, group=f"g_{topic}",
+                startingTimestamp=str(int(when.timestamp() * 1000))).load()  # fmt: skip
+    assert sorted(bytes(r.body) for r in df.select("body").collect()) == sorted(bursts.later(0))
+    base = str(tmp_path)
+    run_available_now(spark, cluster, topic, base, startingTimestamp=bursts.pauses[1].isoformat())
+    out = spark.read.parquet(f"{base}/out")
+    assert sorted(bytes(r.body) for r in out.select("body").collect()) == sorted(bursts.later(1))

@@ -15,33 +15,17 @@ a second time on uvloop, whose transports are not ``asyncio.Transport`` (the tes
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-import uvloop
 
 from tests.support.echo_server import FakeServer
+from tests.support.loops import pytest_asyncio_loop_factories
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.testing import RedisServer
 
-#: The loops of a test marked ``also_on_uvloop``, by the name that ends its test id.
-BOTH_LOOPS: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-    "uvloop": uvloop.new_event_loop,
-}
-#: The loop of every other async test.
-ASYNCIO_ONLY: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] = {
-    "asyncio": asyncio.new_event_loop,
-}
-
-
-def pytest_asyncio_loop_factories(
-    config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
-    """pytest-asyncio's hook: the loops ``item`` runs on (one run per loop)."""
-    return BOTH_LOOPS if item.get_closest_marker("also_on_uvloop") else ASYNCIO_ONLY
+__all__ = ["pytest_asyncio_loop_factories"]
 
 
 @pytest_asyncio.fixture

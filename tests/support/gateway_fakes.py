@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
@@ -26,6 +27,7 @@ from tubemq_aio.gateway.errors import (
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_send import SendResult
+from tubemq_aio.protocol.time_search import target_minute
 
 #: Headers of the admin key and of a reader key (``consume:g*`` only) of :data:`CFG`.
 ADMIN = {"Authorization": "Bearer k-admin-1"}
@@ -214,6 +216,12 @@ class FakeEngine:
                 part.committed = 0
             elif to == "latest":
                 part.committed = len(msgs)
+            elif isinstance(to, datetime):
+                minute = target_minute(to)
+                part.committed = next(
+                    (i for i, m in enumerate(msgs) if m.msg_time is None or m.msg_time >= minute),
+                    len(msgs),
+                )
             elif pk in to:
                 part.committed = to[pk]
             else:

@@ -257,5 +257,6 @@ def test_listing_without_a_web_api_exits_1_naming_the_address(
     assert f"master web API at 127.0.0.1:{port}" in err[0]
     monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
     monkeypatch.delenv("TUBEMQ_AIO_MASTER_WEB", raising=False)
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", os.devnull)  # no `cluster up` record either
     assert main(["groups"]) == 2
     assert "--web HOST:PORT" in capsys.readouterr().err

@@ -93,3 +93,40 @@ async def test_consumer_before_start_and_after_close() -> None:
         await consumer.start()
     with pytest.raises(ConfigError):
         Consumer(group="g1", topics=["t1"])
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), "1", True, 301])
+def test_join_heartbeat_interval_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match="join_heartbeat_interval"):
+        Consumer("h:1", group="gg", topics=["t"], join_heartbeat_interval=value)  # type: ignore[arg-type]
+
+
+def test_join_heartbeat_interval_applies_until_the_first_connect_event() -> None:
+    """Heartbeats every ``join_heartbeat_interval`` while the first partitions are awaited,
+    then every ``heartbeat_interval``; unset, ``heartbeat_interval`` throughout (as Java)."""
+    from types import SimpleNamespace
+
+    from tubemq_aio.consumer._session import JOIN_HEARTBEATS_MAX, MasterSession
+    from tubemq_aio.protocol.rebalance import MasterHeartbeatState
+
+    def wait(state: MasterHeartbeatState, **options: object) -> float:
+        consumer = Consumer("h:1", group="gg", topics=["t"], heartbeat_interval=13, **options)  # type: ignore[arg-type]
+        config = consumer.config
+        session = SimpleNamespace(config=config, hb_state=state, _join_heartbeats=0)
+        return MasterSession._heartbeat_wait(session)  # type: ignore[arg-type]
+
+    joining = MasterHeartbeatState()
+    assert wait(joining) == 13
+    assert wait(joining, join_heartbeat_interval=1) == 1
+    assert wait(joining, join_heartbeat_interval=60) == 13  # never slower than the interval
+    joined = MasterHeartbeatState()
+    joined.first_connect_pending = False
+    assert wait(joined, join_heartbeat_interval=1) == 13
+    # A member that never gets a partition goes back to the interval after JOIN_HEARTBEATS_MAX.
+    consumer = Consumer("h:1", group="gg", topics=["t"], heartbeat_interval=13,
+                        join_heartbeat_interval=1)  # fmt: skip
+    session = SimpleNamespace(
+        config=consumer.config, hb_state=MasterHeartbeatState(), _join_heartbeats=0
+    )
+    waits = [MasterSession._heartbeat_wait(session) for _ in range(JOIN_HEARTBEATS_MAX + 2)]  # type: ignore[arg-type]
+    assert waits == [1] * JOIN_HEARTBEATS_MAX + [13, 13]

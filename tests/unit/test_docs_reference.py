@@ -8,6 +8,7 @@ base class and must still be rendered on ``Consumer``).
 
 from __future__ import annotations
 
+import html
 import importlib
 import inspect
 import os
@@ -19,23 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.public_modules import PUBLIC_MODULES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The modules whose ``__all__`` the reference pages render.
-REFERENCED_MODULES = (
-    "tubemq_aio",
-    "tubemq_aio.errors",
-    "tubemq_aio.tdmsg",
-    "tubemq_aio.telemetry",
-    "tubemq_aio.testing",
-)
+REFERENCED_MODULES = PUBLIC_MODULES
 #: Seconds the site build may take (a few CPU-seconds; the machine may be busy).
 BUILD_TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
-def reference_ids(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """Every ``tubemq_aio.…`` anchor of the built reference pages."""
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built as ``make docs`` builds it."""
     site = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     built = subprocess.run(
@@ -43,6 +40,12 @@ def reference_ids(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
+    return site
+
+
+@pytest.fixture(scope="module")
+def reference_ids(site: Path) -> set[str]:
+    """Every ``tubemq_aio.…`` anchor of the built reference pages."""
     ids: set[str] = set()
     for page in (site / "reference").rglob("*.html"):
         ids.update(re.findall(r'id="(tubemq_aio\.[\w.]+)"', page.read_text(encoding="utf-8")))
@@ -111,3 +114,40 @@ def test_the_methods_the_issue_named_are_rendered(reference_ids: set[str]) -> No
         assert f"tubemq_aio.Consumer.{method}" in reference_ids
         assert f"tubemq_aio.ClientBalancedConsumer.{method}" in reference_ids
     assert {"tubemq_aio.Producer.start", "tubemq_aio.Producer.close"} <= reference_ids
+
+
+def _page_text(page: Path) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+
+
+def test_no_page_shows_a_base_class_but_the_errors_page(site: Path) -> None:
+    """A public class's base is often internal (``ConsumerBase``, ``SendAttempts``): bases are
+    shown only where the hierarchy is the point, the errors page."""
+    shown = {
+        page.parent.name
+        for page in (site / "reference").rglob("*.html")
+        if "Bases:" in _page_text(page)
+    }
+    assert shown == {"errors"}
+    text = _page_text(site / "reference" / "consumer" / "index.html")
+    assert "ConsumerBase" not in text
+
+
+def test_defaults_are_rendered_as_values(site: Path) -> None:
+    """``timeout=DEFAULT_TIMEOUT`` is shown as ``timeout=10.0``: no signature default names an
+    upper-case constant."""
+    named = re.compile(r"(\w+: [^=\n]+ = )([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
+    found = [
+        f"{page.parent.name}: {m.group(0)}"
+        for page in (site / "reference").rglob("*.html")
+        for m in named.finditer(_page_text(page))
+    ]
+    assert found == []
+    admin = _page_text(site / "reference" / "admin" / "index.html")
+    assert "timeout: float = 10.0" in admin
+
+
+def test_the_gateway_spark_and_stats_pages_exist(reference_ids: set[str]) -> None:
+    for name in ("GatewayConfig", "create_app", "TubeMQDataSource", "ConsumerStats",
+                 "local_session"):  # fmt: skip
+        assert any(i.endswith(f".{name}") for i in reference_ids), name

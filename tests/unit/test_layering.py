@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tubemq_aio.config",
             "tubemq_aio._url_keys",
             "tubemq_aio.tdmsg",
+            "tubemq_aio.admin",
         ),
     ),
     ("clients", ("tubemq_aio",)),
@@ -338,8 +339,9 @@ def test_the_accelerator_loader_is_pure() -> None:
 
 def test_testing_package_depends_only_on_protocol(graph: dict[str, set[str]]) -> None:
     # tubemq_aio.telemetry builds testing.otel's options; it stands on errors and models only.
+    # tubemq_aio.admin (the master's web API client) stands on errors only.
     allowed = ("tubemq_aio.protocol", "tubemq_aio.errors", "tubemq_aio.testing",
-               "tubemq_aio.telemetry")  # fmt: skip
+               "tubemq_aio.telemetry", "tubemq_aio.admin")  # fmt: skip
     for name, deps in graph.items():
         if _within(name, "tubemq_aio.testing"):
             for dep in deps:

@@ -27,19 +27,35 @@ def test_license_and_notice_exist_and_ship() -> None:
     assert project["license-files"] == ["LICENSE", "NOTICE"]
 
 
-def test_changelog_names_the_package_version_as_its_newest_release() -> None:
-    headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+def test_the_version_is_honest_about_unreleased_changes() -> None:
+    """With changes under "Unreleased" the version is a ``.dev0`` of a later release than the
+    newest one; with none it is the newest release."""
+    text = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
     assert headings[0] == "Unreleased"
     newest = headings[1]
     assert re.fullmatch(r"\d+\.\d+\.\d+ \(\d{4}-\d{2}-\d{2}\)", newest), newest
-    assert newest.split()[0] == tubemq_aio.__version__
+    released = tuple(int(p) for p in newest.split()[0].split("."))
+    unreleased = text[text.index("## Unreleased") : text.index(f"## {newest}")]
+    if re.search(r"^- ", unreleased, flags=re.MULTILINE):
+        found = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)\.dev0", tubemq_aio.__version__)
+        assert found, tubemq_aio.__version__
+        assert tuple(int(p) for p in found.groups()) > released
+        assert found.group(0) in text[: text.index("## Unreleased")]  # said in the preamble
+    else:
+        assert tubemq_aio.__version__ == newest.split()[0]
 
 
 def test_dev_tools_are_a_dependency_group_not_an_extra() -> None:
     config = _pyproject()
     extras = config["project"]["optional-dependencies"]
     assert "dev" not in extras
-    dev = config["dependency-groups"]["dev"]
+    groups = config["dependency-groups"]
+    dev = [
+        req
+        for item in groups["dev"]
+        for req in (groups[item["include-group"]] if isinstance(item, dict) else [item])
+    ]
     assert any(req.startswith("pytest") for req in dev)
     assert any(req.startswith("mypy") for req in dev)
     # Every user extra is also in the dev group, so `make test` exercises each of them.
@@ -59,3 +75,20 @@ def test_project_urls_are_labelled_as_inlongs() -> None:
     for label, url in urls.items():
         if "inlong" in url:
             assert "InLong" in label, (label, url)
+
+
+def test_docs_have_a_dependency_group_of_their_own() -> None:
+    """``make docs`` installs the ``docs`` group, not the whole development environment."""
+    groups = _pyproject()["dependency-groups"]
+    names = {re.split(r"[<>=\[]", req)[0] for req in groups["docs"]}
+    assert names == {"mkdocs-material", "mkdocstrings"}
+    assert {"include-group": "docs"} in groups["dev"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--group docs" in makefile
+
+
+def test_anyio_comes_with_the_spark_extras_only() -> None:
+    project = _pyproject()["project"]
+    assert not any(req.startswith("anyio") for req in project["dependencies"])
+    for extra in ("spark", "spark-connect"):
+        assert any(req.startswith("anyio") for req in project["optional-dependencies"][extra])

@@ -266,3 +266,18 @@ def test_never_leased_twice_and_every_lease_ends(sequence: list[tuple[str, int, 
     leases.resume()
     free = {lease.key for lease in iter(lambda: leases.take(now + 10.0), None)}
     assert free == set(leases.keys())
+
+
+def test_a_delay_of_an_earlier_life_of_a_partition_is_not_taken_for_its_current_one() -> None:
+    """Removed while delayed, added again and delayed again: its readiness is the new delay's
+    (the old heap item, whose generation count may match again, is not live)."""
+    leases = table(P[0])
+    lease = take(leases, 0.0)
+    leases.release(lease.key, lease.token, 0.0, wait_ms=100)  # ready at 0.1
+    assert leases.remove(P[0].key) is not None
+    assert leases.add(P[0], 0.0)
+    lease = take(leases, 0.0)
+    leases.release(lease.key, lease.token, 0.0, wait_ms=5000)  # ready at 5.0
+    assert leases.next_ready_at() == 5.0
+    assert leases.take(1.0) is None
+    assert take(leases, 5.0).key == P[0].key

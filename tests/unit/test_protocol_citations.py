@@ -19,7 +19,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_DIR = REPO_ROOT / "docs" / "protocol"
 #: The pages citations may name, by short name.
-PAGES = ("wire", "consumer")
+PAGES = ("wire", "consumer", "time")
 #: Where citations are looked for, and in which kinds of files.
 SCANNED_DIRS = ("tubemq_aio", "tests", "benchmarks", "docs", "protos", "examples")
 SCANNED_TOP_FILES = ("README.md", "CHANGELOG.md")
@@ -32,10 +32,10 @@ SKIPPED = ("docs/protocol/", "benchmarks/results/", "tests/unit/test_protocol_ci
 HEADING = re.compile(r"^#{2,6} +(?P<num>\d+(?:\.\d+)?)\.? .*?\{#(?P<anchor>[\w-]+)\} *$")
 #: A Markdown link to a protocol page, from any docs directory.
 LINK = re.compile(
-    r"\[(?P<text>[^\]\n]*)\]\((?:\.\./)*protocol/(?P<page>wire|consumer)\.md(?:#(?P<anchor>[\w-]+))?\)"
+    r"\[(?P<text>[^\]\n]*)\]\((?:\.\./)*protocol/(?P<page>wire|consumer|time)\.md(?:#(?P<anchor>[\w-]+))?\)"
 )
 TOKEN = re.compile(
-    r"docs/protocol/(?P<page>wire|consumer)\.md"
+    r"docs/protocol/(?P<page>wire|consumer|time)\.md"
     r"|§ ?(?P<num>\d+(?:\.\d+)?)(?: ?[–-] ?§?(?P<end>\d+(?:\.\d+)?))?"
 )
 #: Citation texts of documents that never were in the repository.

@@ -1,6 +1,6 @@
 """``tubemq-aio``: the command-line tool (also ``python -m tubemq_aio``).
 
-Subcommands ``produce``, ``consume``, ``partitions``, ``lag``, ``topics``, ``groups`` and
+Subcommands ``produce``, ``consume``, ``partitions``, ``lag``, ``reset``, ``topics``, ``groups`` and
 ``cluster``; run ``tubemq-aio --help`` for the options. Guide: ``docs/cli.md``.
 """
 
@@ -16,8 +16,9 @@ from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._consume import run_consume
 from tubemq_aio.cli._inspect import run_lag, run_partitions
 from tubemq_aio.cli._listing import run_groups, run_topics
-from tubemq_aio.cli._parser import build_parser
+from tubemq_aio.cli._parser import parse_arguments
 from tubemq_aio.cli._produce import run_produce
+from tubemq_aio.cli._reset import run_reset
 from tubemq_aio.errors import ConfigError, TubeMQError
 
 __all__ = ["main"]
@@ -27,6 +28,7 @@ _COMMANDS = {
     "consume": run_consume,
     "partitions": run_partitions,
     "lag": run_lag,
+    "reset": run_reset,
     "topics": run_topics,
     "groups": run_groups,
 }
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         from tubemq_aio.testing.cluster import main as cluster_main
 
         return cluster_main(argv[argv.index("cluster") + 1 :], prog=f"{PROG} cluster")
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     _configure_logging(args.verbose)
     code = _run(args)
     try:

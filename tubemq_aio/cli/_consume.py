@@ -1,7 +1,7 @@
 """``tubemq-aio consume``: print messages as JSON lines (or raw bodies), acking as it prints.
 
 Two ways in: as a member of a server-balanced ``--group`` (the master assigns partitions), or
-``--partition KEY|all [--offset N|earliest|latest]`` through the client-balanced consumer,
+``--partition KEY|all [--offset N|earliest|latest|@TIME]`` through the client-balanced consumer,
 which reads exactly the partitions named, from the offset asked for.
 """
 
@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any, BinaryIO
 
 from tubemq_aio.checks import Checks
@@ -98,9 +99,17 @@ async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.N
     keys: list[str] = args.partition
     if "all" in keys:
         keys = [m.partition_key for m in await consumer.partitions()]
+    at_time: dict[str, int] = {}
+    if isinstance(args.offset, datetime):
+        found = await consumer.search_times(
+            dict.fromkeys(keys, args.offset), consumer.config.time_search_timeout
+        )
+        at_time = {key: f.offset for key, f in found.items()}
     for key in keys:
         offset: int | None
-        if args.offset == "earliest":
+        if key in at_time:
+            offset = at_time[key]
+        elif args.offset == "earliest":
             offset = 0  # the broker moves it up to the oldest message it still has
         elif args.offset == "latest":
             offset = (await consumer.offset_bounds(key))[1]
@@ -122,8 +131,9 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
     checks.done()
     if not args.partition:
         consumer: AnyConsumer = open_client(
-            Consumer, args, group=args.group, topics=_topics(args), consume_from=args.consume_from
-        )
+            Consumer, args, group=args.group, topics=_topics(args), consume_from=args.consume_from,
+            **_join_options(args.master),
+        )  # fmt: skip
         async with consumer:
             yield consumer
         return
@@ -138,6 +148,17 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
     async with balanced:
         await _connect_partitions(balanced, args)
         yield balanced
+
+
+#: ``join_heartbeat_interval`` against the cluster ``cluster up`` recorded (its master balances
+#: every 2 s, so the first partitions come with the next heartbeat instead of ~13 s later).
+LOCAL_JOIN_HEARTBEAT = 1.0
+
+
+def _join_options(master: str) -> dict[str, Any]:
+    from tubemq_aio.testing.cluster import is_recorded_master  # the state file of `cluster up`
+
+    return {"join_heartbeat_interval": LOCAL_JOIN_HEARTBEAT} if is_recorded_master(master) else {}
 
 
 async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:

@@ -4,6 +4,10 @@ The master's client protocol (the port clients use) has no call that lists topic
 its web API (``/webapi.htm`` on the master's web port, 8080 by default) does:
 ``admin_query_topic_info`` (every configured topic) and ``admin_query_sub_info`` (the groups
 with consumers online, each with its topics and member count). Read-only queries need no token.
+Without ``--web`` the address is the one ``tubemq-aio cluster up`` recorded in its state file
+(for that ``--master``), else the master's host at port 8080.
+The client is the SDK's :class:`tubemq_aio.admin.MasterWebApi`. ``topics`` leaves out the
+servers' internal topics (:data:`tubemq_aio.admin.INTERNAL_TOPICS`) unless ``--all`` is given.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from tubemq_aio.admin import INTERNAL_TOPICS, MasterWebApi
 from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
 from tubemq_aio.cli._inspect import format_table
@@ -62,8 +67,13 @@ def web_endpoint(web: str | None, master: str | None) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def topic_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per topic: name, configured and running partitions, publish/subscribe."""
+def topic_rows(items: list[dict[str, Any]], *, internal: bool = False) -> list[dict[str, Any]]:
+    """One record per topic: name, configured and running partitions, publish/subscribe.
+
+    Args:
+        items: the ``data`` items of ``admin_query_topic_info``.
+        internal: keep the servers' own topics (``__offset_history__``); default False.
+    """
     return sorted(
         (
             {
@@ -74,6 +84,7 @@ def topic_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "subscribe": bool(item.get("isSrvAcceptSubscribe")),
             }
             for item in items
+            if internal or str(item.get("topicName", "")) not in INTERNAL_TOPICS
         ),
         key=lambda r: r["topic"],
     )
@@ -94,12 +105,19 @@ def group_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
 
 
-async def _query(args: argparse.Namespace, method: str, **params: object) -> dict[str, Any]:
-    from tubemq_aio.testing import MasterWebApi
+def _web(args: argparse.Namespace) -> str | None:
+    """``--web`` / ``$TUBEMQ_AIO_MASTER_WEB``, else the web API ``cluster up`` recorded for this
+    master (or for any master when ``--master`` is not given)."""
+    if args.web:
+        return str(args.web)
+    from tubemq_aio.testing.cluster import recorded_web_api  # the state file of `cluster up`
 
-    host, port = web_endpoint(args.web, args.master)
-    api = MasterWebApi(host, port, token="")
-    return await api.raw(method, dict(params), timeout=WEB_TIMEOUT)
+    return recorded_web_api(args.master)
+
+
+async def _query(args: argparse.Namespace, method: str, **params: object) -> dict[str, Any]:
+    host, port = web_endpoint(_web(args), args.master)
+    return await MasterWebApi(host, port, timeout=WEB_TIMEOUT).raw(method, dict(params))
 
 
 def _items(reply: dict[str, Any]) -> list[dict[str, Any]]:
@@ -123,7 +141,7 @@ async def _run(
     columns: list[str],
     params: dict[str, object],
 ) -> int:
-    where = "{}:{}".format(*web_endpoint(args.web, args.master))
+    where = "{}:{}".format(*web_endpoint(_web(args), args.master))
     try:
         reply = await _query(args, method, **params)
     except (OSError, ValueError) as err:
@@ -139,7 +157,11 @@ async def _run(
 async def run_topics(args: argparse.Namespace) -> int:
     """List every topic the master has configured."""
     columns = ["topic", "partitions", "running_partitions", "publish", "subscribe"]
-    return await _run(args, "admin_query_topic_info", topic_rows, columns, {})
+
+    def rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return topic_rows(items, internal=args.all)
+
+    return await _run(args, "admin_query_topic_info", rows, columns, {})
 
 
 async def run_groups(args: argparse.Namespace) -> int:

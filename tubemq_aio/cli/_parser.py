@@ -6,14 +6,17 @@ import argparse
 import math
 import os
 import sys
+from datetime import datetime
 from typing import NoReturn
 
 from tubemq_aio import __version__
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.time_search import parse_time_text
 
-__all__ = ["build_parser"]
+__all__ = ["MASTER_ENV", "build_parser", "parse_arguments"]
 
 MASTER_ENV = "TUBEMQ_AIO_MASTER"
 
@@ -31,6 +34,8 @@ examples:
   {PROG} lag --master 127.0.0.1:8715 --topic demo --group g1
   {PROG} topics --web 127.0.0.1:8080 --format json;  {PROG} groups --web 127.0.0.1:8080
   {PROG} consume --master 127.0.0.1:8715 --topic demo --partition all --offset earliest -e
+  {PROG} consume ... --partition all --offset @2026-11-29T10:00:00Z -e
+  {PROG} reset --master 127.0.0.1:8715 --topic demo --group g1 --to-time 2026-11-29T10:00:00Z
   {PROG} cluster up --fake --topic demo:3   (in-memory fake, no Java; Ctrl-C or `cluster down`)
   {PROG} cluster up --topic demo:3     (real TubeMQ; then `cluster status`, `cluster down`)
 
@@ -70,9 +75,30 @@ def _positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
-def _offset(text: str) -> int | str:
-    """``--offset``: an index offset ≥ 0, ``earliest`` or ``latest``."""
+def _time(text: str) -> datetime:
+    """``@TIME`` (or ``TIME`` for ``--to-time``): an RFC 3339 time with a zone."""
+    try:
+        return parse_time_text(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _offset(text: str) -> int | str | datetime:
+    """``--offset``: an index offset ≥ 0, ``earliest``, ``latest`` or ``@TIME``."""
+    if text.startswith("@"):
+        return _time(text)
     return text if text in ("earliest", "latest") else _int_at_least(text, 0)
+
+
+def _consume_from(text: str) -> str | datetime:
+    """``--from``: ``earliest``, ``latest``, ``latest_always`` or ``@TIME``."""
+    if text.startswith("@"):
+        return _time(text)
+    if text not in ("earliest", "latest", "latest_always"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not one of earliest, latest, latest_always, @TIME"
+        )
+    return text
 
 
 def _positive_float(text: str) -> float:
@@ -85,17 +111,36 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _add_master(parser: argparse.ArgumentParser) -> None:
-    """``--master``, the TLS and authentication options and ``-q`` (every command has them)."""
+#: Commands that talk to the master's client port: they need ``--master`` (or the variable).
+NEEDS_MASTER = ("produce", "consume", "partitions", "lag")
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """``-v`` and ``-q``, on the main parser (``prefix`` "") and on every command (``prefix``
+    "sub_", merged by :func:`parse_arguments`), so both work before and after the command."""
     parser.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress or summary on stderr, only errors"
+        "-v",
+        "--verbose",
+        dest=f"{prefix}verbose",
+        action="count",
+        default=0,
+        help="log client events (-vv: debug)",
     )
-    default = os.environ.get(MASTER_ENV)
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        dest=f"{prefix}quiet",
+        action="store_true",
+        help="no progress or summary on stderr, only errors",
+    )
+
+
+def _add_master(parser: argparse.ArgumentParser) -> None:
+    """``--master`` and the TLS and authentication options (every client command has them)."""
     parser.add_argument(
         "--master",
         metavar="ADDR",
-        default=default,
-        required=default is None,
+        default=os.environ.get(MASTER_ENV),
         help=f"master address(es), host:port[,host:port], or a URL tubemq://[user:pass@]host:port "
         f"(tubemqs:// for TLS) (default ${MASTER_ENV})",
     )
@@ -162,17 +207,21 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument(
         "--offset",
         type=_offset,
-        metavar="N|earliest|latest",
+        metavar="N|earliest|latest|@TIME",
         help="with --partition: start at index offset N (28 bytes per message; a batch start "
-        "the broker reported, e.g. from `lag`), the oldest or the newest message (default: "
+        "the broker reported, e.g. from `lag`), the oldest or the newest message, or the first "
+        "message stamped (msg_time) at or after TIME, e.g. @2026-11-29T10:00:00Z (default: "
         "where the group left off, else --from)",
     )
     p.add_argument(
         "--from",
         dest="consume_from",
-        choices=("earliest", "latest", "latest_always"),
+        type=_consume_from,
+        metavar="earliest|latest|latest_always|@TIME",
         default="latest",
-        help="where a group without a stored offset starts (default latest)",
+        help="where a group without a stored offset starts (default latest); @TIME: every "
+        "partition starts at its first message stamped (msg_time) at or after TIME, whatever "
+        "the group stored",
     )
     p.add_argument(
         "--count",
@@ -223,6 +272,28 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_master(p)
     p.add_argument("--topic", required=True, help="topic")
     p.add_argument("--group", required=True, help="consumer group")
+    p = sub.add_parser(
+        "reset",
+        help="move a group's offsets to a point in time",
+        description="Set group GROUP's stored offset of every partition of TOPIC to its first "
+        "message stamped (msg_time, minute granularity) at or after --to-time (a time after the "
+        "newest message: right after the last one). Prints partition, old and new offset. The "
+        "search reads with the group GROUP_planner, so --dry-run changes nothing. Run it while "
+        "the group's consumers are stopped (the master refuses otherwise).",
+    )
+    _add_master(p)
+    p.add_argument("--topic", required=True, help="topic")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument(
+        "--to-time",
+        required=True,
+        type=_time,
+        metavar="TIME",
+        help="RFC 3339 time with a zone, e.g. 2026-11-29T10:00:00Z",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print old -> new per partition, change nothing"
+    )
 
 
 def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -250,6 +321,12 @@ def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
         p.add_argument("--format", choices=("table", "json"), default="table", help="default table")
         if name == "groups":
             p.add_argument("--topic", help="only groups that subscribe to this topic")
+        else:
+            p.add_argument(
+                "--all",
+                action="store_true",
+                help="also the servers' internal topics (__offset_history__)",
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -265,14 +342,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log client events (-vv: debug)"
-    )
+    _add_verbosity(parser, "")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_produce(sub)
     _add_consume(sub)
     _add_inspect(sub)
     _add_listing(sub)
+    for command in sub.choices.values():
+        _add_verbosity(command, "sub_")
     sub.add_parser(
         "cluster",
         help="up|down|status of a local TubeMQ test cluster (Java 17 and Maven; "
@@ -280,3 +357,25 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return parser
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """Parse ``tubemq-aio ARGV`` (every command but ``cluster``).
+
+    ``-v`` counts wherever it is given (``-v consume -v`` is ``-vv``); ``-q`` holds before or
+    after the command.
+
+    Raises:
+        SystemExit: 2 on a usage error (one line on stderr; a command that needs a master
+            without ``--master`` and without ``$TUBEMQ_AIO_MASTER`` is one), 0 for ``--help``.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.verbose += args.__dict__.pop("sub_verbose", 0)
+    sub_quiet = args.__dict__.pop("sub_quiet", False)
+    args.quiet = args.quiet or sub_quiet
+    if args.command in NEEDS_MASTER and not args.master:
+        parser.error(
+            f"{args.command} needs the master: give --master HOST:PORT or set ${MASTER_ENV}"
+        )
+    return args

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
@@ -21,6 +22,7 @@ from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
+from tubemq_aio.consumer._positions import PositionsView
 from tubemq_aio.consumer._readiness import wait_for_partitions
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
@@ -68,7 +70,7 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         *,
         group: str,
         topics: TopicsArg,
-        consume_from: ConsumeFrom,
+        consume_from: ConsumeFrom | datetime,
         config: ConsumerConfig | None,
         options: Mapping[str, Any],
         on_assigned: PartitionsCallback | None = None,
@@ -97,8 +99,10 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self.on_assigned = on_assigned
         #: Called with the partition keys about to be released, and by :meth:`close`.
         self.on_revoked = on_revoked
+        #: Counters of fetches, batches, messages, acks and rests (:class:`ConsumerStats`).
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()
+        self._positions = PositionsView(self._leases)
         self._engine: FetchEngine | None = None
         self._session: SessionT | None = None
         self._registered = False
@@ -300,13 +304,19 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return self._stream.iterate()
 
     async def commit(self) -> int:
-        """Acknowledge what ``async for`` yielded so far (with ``auto_ack=False``).
+        """Acknowledge what ``async for`` yielded so far (any ``auto_ack``).
 
-        Acks every batch whose messages were all yielded; a batch still being iterated is
-        acked by a later call.
+        Acks every batch whose messages were all yielded (the broker's offset moves past it).
+        A loop left in the middle of a batch (``break``, ``return``, an exception) has the part
+        it yielded acked and the rest handed back, first in line for the next ``async for`` or
+        ``getmany``: TubeMQ commits whole broker batches, so the broker's offset moves past
+        that batch once the rest was acked too, and a restart before then delivers the whole
+        batch again (at-least-once). A loop still running (another task's, paused in the
+        middle of a batch) keeps its batch: a later call acks it.
 
         Returns:
-            How many batches were acked (the others had lost their lease and come again).
+            How many batches (or yielded parts of batches) were acked; a batch whose lease was
+            gone is not counted and comes again.
         """
         return await self._stream.commit()
 
@@ -334,8 +344,11 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         return await wait_for_partitions(self.assignment, self._check_running, timeout)
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
-        o = self._leases.offsets()[key]
-        return PartitionPosition(key.format(), o.curr_offset, o.max_offset, o.lag, o.at_end)
+        # One partition's record (O(1)): connect() calls this once per partition it adds.
+        o = self._leases.offset_of(key)
+        if o is None:
+            raise KeyError(key)
+        return PartitionPosition.of(key.format(), o)
 
     def _gauges(self) -> list[Gauge]:
         """This consumer's observable gauges (read from the exporter's thread: plain reads)."""
@@ -350,11 +363,15 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         except RuntimeError:  # the event loop changed the partitions meanwhile: next time
             held = {}
         for key, offsets in held.items():
-            labels = {**me, "messaging.destination.partition.id": key.format()}
+            labels = {
+                **me,
+                "messaging.destination.name": key.topic,
+                "messaging.destination.partition.id": key.format(),
+            }
             gauges.append(("tubemq.client.partition.lag", offsets.lag, labels))
         return gauges
 
     def positions(self) -> dict[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in
         messages, as last reported by its broker (register, fetch and commit answers)."""
-        return {k.format(): self._position(k) for k in sorted(self._leases.keys())}
+        return self._positions()

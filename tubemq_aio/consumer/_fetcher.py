@@ -23,6 +23,7 @@ from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse
 from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
+from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
 
 __all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
@@ -84,6 +85,7 @@ class FetchEngine:
         self.clock = clock
         self.changed = asyncio.Event()
         self._flows: dict[PartitionKey, PartitionFlow] = {}
+        self._idle = IdleBackoff(_ms(config.msg_not_found_wait), _ms(config.idle_ceiling))
         # Partition -> (batch start offset, reads of it that had a checksum mismatch).
         self._corrupt_reads: dict[PartitionKey, tuple[int, int]] = {}
         self._buffer: deque[Fetched] = deque()
@@ -210,13 +212,7 @@ class FetchEngine:
             # the next fetch commits it (§4.2 "a success may contain zero messages").
             self.leases.release(key, lease.token, now, wait_ms=wait_ms, consumed=True)
             return False
-        offsets = self.leases.offsets().get(key)
-        position = PartitionPosition(
-            key.format(),
-            offsets.curr_offset if offsets else -2,
-            offsets.max_offset if offsets else -2,
-            offsets.lag if offsets else 0,
-        )
+        position = PartitionPosition.of(key.format(), self.leases.offset_of(key))
         self._buffer.append(Fetched(lease, messages, wait_ms, now, position, body_bytes))
         self.stats.batches += 1
         self._ready.set()
@@ -257,7 +253,7 @@ class FetchEngine:
         reaction = fetch_error_reaction(
             rsp.err_code,
             min_limit_time_ms=rsp.min_limit_time,
-            msg_not_found_wait_ms=int(self.config.msg_not_found_wait * 1000),
+            msg_not_found_wait_ms=self._idle.base_ms,
         )
         if reaction.remove:
             # 411/412/415: not ours at the broker any more; drop locally, the master learns it
@@ -275,6 +271,7 @@ class FetchEngine:
             body_bytes=0,
             base_wait_ms=reaction.wait_ms,
             filter_consume=bool(filters),
+            idle=self._idle,
         )
         if rsp.err_code == 404:
             self.stats.not_found += 1
@@ -457,3 +454,8 @@ class FetchEngine:
             self.stats.nacks += 1
         self.notify()
         return True
+
+
+def _ms(seconds: float) -> int:
+    """A configured wait in whole milliseconds."""
+    return round(seconds * 1000)

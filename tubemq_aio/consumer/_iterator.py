@@ -7,10 +7,16 @@ at the next loop iteration when CPython frees a dropped iterator): the yielded m
 as consumed and the rest of the batch goes back to the consumer, first in line for the next
 reader. That is what aiokafka users expect (a yielded message is consumed; the next loop goes
 on after it) and nothing waits for ``confirm_timeout``.
+
+``commit()`` right after a ``break`` does that ending itself: CPython drops the iterator at once
+(its weak reference dies) but runs its ``aclose()`` only at a later event-loop iteration, so
+``commit()`` recognizes such a loop by its dead reference, takes its batch, keeps the yielded
+part (acked now) and returns the rest; the generator's ``finally`` then finds nothing to do.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
@@ -30,13 +36,19 @@ class GetMany(Protocol):
 
 
 class _Loop:
-    """The position of one ``async for``: its batch and how many messages were yielded."""
+    """The position of one ``async for``: its batch, how many messages were yielded, and a weak
+    reference to its iterator (dead once the loop was left with ``break``)."""
 
-    __slots__ = ("batch", "index")
+    __slots__ = ("batch", "index", "iterator")
 
     def __init__(self) -> None:
         self.batch: MessageBatch | None = None
         self.index = 0
+        self.iterator: weakref.ref[AsyncIterator[Message]] | None = None
+
+    def ended(self) -> bool:
+        """Whether the loop was left (its iterator dropped) and its ``finally`` has not run."""
+        return self.iterator is not None and self.iterator() is None
 
 
 class MessageStream:
@@ -59,10 +71,12 @@ class MessageStream:
 
     def iterate(self) -> AsyncIterator[Message]:
         """A new iterator with its own position."""
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Message]:
         loop = _Loop()
+        iterator = self._iterate(loop)
+        loop.iterator = weakref.ref(iterator)
+        return iterator
+
+    async def _iterate(self, loop: _Loop) -> AsyncIterator[Message]:
         self._loops.add(loop)
         try:
             while True:
@@ -107,14 +121,28 @@ class MessageStream:
             await self._used(kept)
 
     async def commit(self) -> int:
-        """Ack the fully yielded batches (of every loop, and each loop's current one if it was
-        fully yielded); returns how many were acked."""
+        """Ack what the loops yielded: the fully yielded batches (waiting for ``commit`` or a
+        loop's current one), and for each loop that was left in the middle of a batch
+        (``break``) the part it yielded, handing the rest back first in line. A loop still
+        running keeps its unfinished batch. Returns how many batches (or kept parts) were
+        acked."""
         batches, self.yielded = self.yielded, []
-        for loop in self._loops:
+        left: list[tuple[MessageBatch, int]] = []
+        for loop in list(self._loops):
             batch = loop.batch
-            if batch is not None and loop.index >= len(batch):
+            if batch is None:
+                continue
+            if loop.index >= len(batch):
                 loop.batch = None
                 batches.append(batch)
+            elif loop.ended():  # left with `break`: end it here rather than a moment later
+                loop.batch = None
+                self._loops.discard(loop)
+                left.append((batch, loop.index))
+        for batch, used in left:
+            kept = await batch.give_back(used)
+            if kept is not None:
+                batches.append(kept)
         acked = 0
         for item in batches:
             acked += await item.ack()

@@ -1,7 +1,8 @@
 """The consumer's master session: register, heartbeats, rebalance worker, broker heartbeats.
 
 All decisions come from the pure state machines of ``tubemq_aio.protocol`` (``EventProcess``,
-``MasterHeartbeatState``, ``PartitionLeases``); this module performs their steps.
+``MasterHeartbeatState``, ``PartitionLeases``); this module performs their steps
+(docs/protocol/consumer.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ __all__ = ["MasterSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
+#: Heartbeats at ``join_heartbeat_interval`` at most this many times: a member the master gives
+#: no partition (more members than partitions) then goes back to ``heartbeat_interval``.
+JOIN_HEARTBEATS_MAX = 30
+
 
 class MasterSession(SessionBase):
     """Master-side life of one consumer, plus the rebalance and broker-heartbeat workers.
@@ -57,6 +62,8 @@ class MasterSession(SessionBase):
         self.pacer = EventPacer(config.rebalance_min_interval)
         self._rebalance_wake = asyncio.Event()
         self._heartbeat_wake = asyncio.Event()
+        #: Heartbeats sent at ``join_heartbeat_interval`` so far.
+        self._join_heartbeats = 0
         self.stopping = False
         self._stopped = asyncio.Event()
         self.session_time_ms = wall_ms()
@@ -64,6 +71,9 @@ class MasterSession(SessionBase):
         self.not_allocated = True
         self._bound_offsets = config.bound.partition_offsets if config.bound else {}
         self._bootstrapped: set[PartitionKey] = set()
+        #: consume_from=datetime: the offset of each partition's first registration here.
+        self.start_offsets: dict[PartitionKey, int] = {}
+        self._time_started: set[PartitionKey] = set()
         self.is_paused: Callable[[PartitionKey], bool] = lambda key: False
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
@@ -119,14 +129,23 @@ class MasterSession(SessionBase):
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
                 backoff = False
-            cfg = self.config
-            wait = cfg.heartbeat_retry_backoff if backoff else cfg.heartbeat_interval
+            wait = self.config.heartbeat_retry_backoff if backoff else self._heartbeat_wait()
             self._heartbeat_wake.clear()
             try:
                 async with asyncio.timeout(wait):
                     await self._heartbeat_wake.wait()
             except TimeoutError:
                 pass
+
+    def _heartbeat_wait(self) -> float:
+        """``join_heartbeat_interval`` until the first connect event (at most
+        :data:`JOIN_HEARTBEATS_MAX` times), else ``heartbeat_interval``."""
+        join = self.config.join_heartbeat_interval
+        joining = self.hb_state.first_connect_pending
+        if join is not None and joining and self._join_heartbeats < JOIN_HEARTBEATS_MAX:
+            self._join_heartbeats += 1
+            return min(join, self.config.heartbeat_interval)
+        return self.config.heartbeat_interval
 
     async def heartbeat_once(self) -> bool:
         """One master heartbeat round; True when the failure count demands a back-off."""
@@ -234,7 +253,7 @@ class MasterSession(SessionBase):
     async def _register_partition(self, partition: Partition) -> int:
         boot = self._bootstrap_offset(partition.key)
         if boot is not None:
-            log.info("bound consumption: %s starts at offset %d", partition.key, boot)
+            log.info("%s starts at offset %d", partition.key, boot)
         try:
             rsp = await self.broker.register(
                 partition,
@@ -250,6 +269,7 @@ class MasterSession(SessionBase):
             return rsp.err_code
         if boot is not None:
             self._bootstrapped.add(partition.key)
+            self._time_started.add(partition.key)
         self.leases.add(
             partition, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
         )
@@ -261,7 +281,11 @@ class MasterSession(SessionBase):
     def _bootstrap_offset(self, key: PartitionKey) -> int | None:
         """The bound offset ``key`` starts at: until its first successful registration of the
         session, while the first connect event is pending and the group is not allocated (§1.4
-        item 4); a refused attempt (e.g. 410) retries with the offset."""
+        item 4); a refused attempt (e.g. 410) retries with the offset. With ``consume_from`` a
+        time: the time's offset, until the partition's first successful registration in this
+        process (docs/protocol/time.md §4)."""
+        if key in self.start_offsets and key not in self._time_started:
+            return self.start_offsets[key]
         if key in self._bootstrapped or not self.hb_state.first_connect_pending:
             return None
         if not self.not_allocated:

@@ -3,7 +3,7 @@
 Register retries, closing at the master, the protection timeout, unregistering and the broker
 heartbeat loop are the same for :class:`~tubemq_aio.consumer._session.MasterSession` and
 :class:`~tubemq_aio.consumer._cb_session.ClientBalanceSession`; only the register request, the
-heartbeat request and the set of partitions held at brokers differ.
+heartbeat request and the set of partitions held at brokers differ (docs/protocol/consumer.md).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Protocol
 
 from tubemq_aio.models import Message
+from tubemq_aio.protocol.partitions import OffsetInfo
 
 __all__ = ["ConsumerStats", "MessageBatch", "PartitionPosition"]
 
@@ -46,6 +47,14 @@ class PartitionPosition:
     lag: int
     at_end: bool = False
 
+    @classmethod
+    def of(cls, partition_key: str, offsets: OffsetInfo | None) -> PartitionPosition:
+        """The position from a lease-table record; offsets -2 and lag 0 when it is None."""
+        if offsets is None:
+            return cls(partition_key, -2, -2, 0)
+        o = offsets
+        return cls(partition_key, o.curr_offset, o.max_offset, o.lag, o.at_end)
+
 
 @dataclass(slots=True)
 class ConsumerStats:
@@ -69,7 +78,8 @@ class ConsumerStats:
         expired: batches taken back because they were not acknowledged in time (or their
             partition moved away).
         not_found / not_found_wait_ms: fetches answered 404 (no new data) and the total rest
-            they imposed (``msg_not_found_wait``, or a type-1 frequency rule of the master).
+            they imposed (``msg_not_found_wait`` doubled per consecutive empty answer up to
+            ``msg_not_found_max_wait``, or a type-1 frequency rule of the master).
         speed_limited / speed_limit_wait_ms: fetches answered 452 (the broker's consume speed
             limit) and the total rest they imposed (the broker's ``minLimitTime``).
         partitions_lost: connected partitions dropped because their broker's heartbeat failed

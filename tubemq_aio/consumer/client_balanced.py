@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Self, Unpack
 
 from tubemq_aio.checks import Checks
@@ -35,6 +36,7 @@ from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer._session_base import ConsumerWiring
+from tubemq_aio.consumer._time import TimeOffset, check_times, search_offset, search_offsets
 from tubemq_aio.consumer.batch import MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import (
     ConsumeFrom,
@@ -124,7 +126,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         topics: TopicsArg = (),
         source_count: int = 0,
         node_id: int = 0,
-        consume_from: ConsumeFrom = "latest",
+        consume_from: ConsumeFrom | datetime = "latest",
         reassign_interval: float | None = None,
         assignor: Assignor = assign_modulo,
         config: ConsumerConfig | None = None,
@@ -156,6 +158,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         #: :meth:`_reconnect` after a broker failure drops them).
         self._wanted: set[PartitionKey] = set()
         self._reconnecting: set[PartitionKey] = set()
+        #: Partitions already started at ``consume_from``'s time in this process.
+        self._time_started: set[str] = set()
 
     _task_prefix = "tubemq-cb-consumer"
 
@@ -257,8 +261,11 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         Args:
             partition_key: ``brokerId:topic:partitionId`` from :meth:`partitions`.
             offset: None continues from the group's stored offset (or ``consume_from`` when
-                the group has none); an index offset ≥ 0 (one the server returned, e.g. a
-                ``positions()`` value) makes the group start there (clamped to the partition).
+                the group has none; a ``consume_from`` time applies to the first connect of
+                the partition in this process, whatever the group stored); an index offset
+                ≥ 0 (one the server returned, e.g. a ``positions()`` or
+                :meth:`offsets_for_times` value) makes the group start there (clamped to the
+                partition).
 
         Returns:
             The partition's position right after the registration.
@@ -272,6 +279,13 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 holds it).
         """
         validate_bootstrap_offset(offset)
+        when = self.config.start_time
+        if offset is None and when is not None and partition_key not in self._time_started:
+            # consume_from=datetime: the first connect of a partition in this process starts
+            # at the time (docs/protocol/time.md §4); the search reads with this group.
+            found = await search_offset(self, partition_key, when, self.config.msg_time_zone)
+            offset = found.offset
+            self._time_started.add(partition_key)
         async with self._lock:
             key = await self._register(partition_key, offset)
             self._wanted.add(key)
@@ -319,7 +333,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             await self._disconnect_key(key)
 
     async def _disconnect_key(self, key: PartitionKey) -> None:
-        # Wait like Java (3000 ms, §8.4) for a batch the application holds, then unregister.
+        # Wait like Java (3000 ms, docs/protocol/consumer.md §8.4) for a batch the application
+        # holds, then unregister.
         self._wanted.discard(key)
         session, _ = self._running()
         await session.await_return([key], session.clock() + self.config.rebalance_confirm_wait)
@@ -410,6 +425,67 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 raise server_error(rsp.err_code, rsp.err_msg)
             await session.unregister_at_broker(partition, 0)
             return rsp.curr_offset, rsp.max_offset
+
+    async def offsets_for_times(
+        self, times: Mapping[str, datetime], *, timeout: float | None = None
+    ) -> dict[str, int | None]:
+        """For each partition, the earliest offset from which its messages are stamped at or
+        after the given time (Kafka's ``offsets_for_times``); ``None`` when none is.
+
+        The time a message carries is its producer's ``msg_time`` (``yyyyMMddHHmm``, one
+        minute, in ``msg_time_zone``); the broker's store time is not readable by clients.
+        A time inside a minute counts from that minute's start. The search bisects the
+        partition's index offsets with positioned reads (register + GetMessage + commit each):
+        one read when the time is before the oldest kept message, about
+        ``log2(messages in the store)`` otherwise, fewer with large batches. Details and the
+        measured cost: ``docs/protocol/time.md``.
+
+        Reads go through this consumer's group: each searched partition's stored group offset
+        is left where the last read ended (connect with the answer, or search with a group
+        used only for planning), and the partitions are unregistered again afterwards.
+
+        Args:
+            times: ``{partition key: timezone-aware datetime}``.
+            timeout: seconds the whole search may take (default ``time_search_timeout``,
+                60 s).
+
+        Returns:
+            ``{partition key: offset or None}``; pass an offset to :meth:`connect` or
+            :meth:`read_at`.
+
+        Raises:
+            ConsumerConfigError: a naive datetime, a non-string key, not a mapping.
+            UnknownPartitionError / PartitionNotSubscribableError: as for :meth:`connect`.
+            PartitionAlreadyConnectedError: a partition is connected for fetching.
+            RequestTimeoutError: the search took longer than ``timeout``.
+            ServerError: a broker refused a read.
+        """
+        wanted = check_times(times)
+        limit = self.config.time_search_timeout if timeout is None else timeout
+        checks = Checks("offsets_for_times", error=ClientBalanceConfigError)
+        checks.seconds("timeout", limit, high=86_400.0)
+        checks.done()
+        found = await self.search_times(wanted, limit)
+        return {key: None if f.past_end else f.offset for key, f in found.items()}
+
+    async def search_times(
+        self, times: Mapping[str, datetime], timeout: float
+    ) -> dict[str, TimeOffset]:
+        """:meth:`offsets_for_times` with the whole answer of each search (the offset to
+        start at even past the end, and the number of reads); for tools and the Spark source.
+
+        Raises:
+            The errors of :meth:`offsets_for_times`.
+        """
+        wanted = check_times(times)
+        session, _ = self._running()
+        before = set(session.readers)
+        try:
+            return await search_offsets(self, wanted, self.config.msg_time_zone, timeout)
+        finally:
+            async with self._lock:
+                for key in [k for k in session.readers if k not in before]:
+                    await session.release(key)
 
     async def read_with(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
 from types import MappingProxyType
 from typing import Any, Literal, Self, Unpack
 
@@ -16,9 +17,11 @@ from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigErro
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
 from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
 from tubemq_aio.protocol.event_pacing import DEFAULT_EVENT_MIN_INTERVAL
+from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
     "CONSUME_FROM",
+    "MSG_NOT_FOUND_MAX_WAIT",
     "ConsumeFrom",
     "ConsumerConfig",
     "ConsumerFields",
@@ -38,6 +41,11 @@ CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
         "latest_always": ConsumePosition.FROM_MAX_OFFSET_ALWAYS,
     }
 )
+
+#: Default ceiling (seconds) of the doubling rest of a partition that keeps answering "no new
+#: data" (``ConsumerConfig.msg_not_found_max_wait``): an idle partition costs one request per
+#: 3.2 s instead of one per 0.4 s, and a first message after an idle spell waits at most 3.2 s.
+MSG_NOT_FOUND_MAX_WAIT = 3.2
 
 #: What ``topics=`` accepts: ``"t1,t2"``, topic names, or ``topic -> msgType filters``.
 TopicsArg = str | Iterable[str] | Mapping[str, str | Iterable[str] | None]
@@ -86,12 +94,28 @@ class ConsumerConfig(ClientConfig):
         group: the consumer group (``^[a-zA-Z][\\w-]+$``).
         topics: topic -> set of ``msgType`` filters (empty: no filter); also accepts a list.
         consume_from: where a group without a stored offset starts: ``"latest"`` (default),
-            ``"earliest"``, or ``"latest_always"`` (jump to the end on every start, §9.3).
+            ``"earliest"``, or ``"latest_always"`` (jump to the end on every start, §9.3); or
+            a timezone-aware ``datetime``: each partition's first registration in this process
+            starts at its first message stamped (``msg_time``) at or after that time, whatever
+            the group stored (docs/protocol/time.md). A naive datetime is refused.
+        msg_time_zone: the zone producers wrote ``msg_time`` in (a wall time without zone);
+            used by time searches. Default UTC.
+        time_search_timeout: seconds a time search (``consume_from`` time at start,
+            ``offsets_for_times``) may take in all (60 s).
         fetchers: concurrent fetch loops (each fetches one partition at a time).
         max_prefetch_batches: fetched batches buffered ahead of the application; when the buffer
             is full, fetching stops (backpressure).
         msg_not_found_wait: seconds a partition rests after the broker said "no new data"
             (Java ``msgNotFoundWaitPeriodMs``, 0.4 s).
+        msg_not_found_max_wait: the longest rest of a partition that keeps answering "no new
+            data": the rest doubles from ``msg_not_found_wait`` after each consecutive empty
+            answer up to this many seconds, and is back to ``msg_not_found_wait`` at the first
+            answer with data. None (default): :data:`MSG_NOT_FOUND_MAX_WAIT` (3.2 s), or
+            ``msg_not_found_wait`` when that is longer; a value must be at least
+            ``msg_not_found_wait`` (equal gives the official clients' fixed period). It bounds
+            an idle consumer's requests to about ``partitions / msg_not_found_max_wait`` a
+            second and adds at most this much latency to the first message of a partition that
+            was idle (``docs/consumer.md``). :attr:`idle_ceiling` is the value in effect.
         confirm_in_local: confirm batches without a commit RPC; the flag rides on the next fetch
             or the unregister (Java ``pullConfirmInLocal``).
         confirm_timeout: seconds after which an unacknowledged batch is taken back and
@@ -118,6 +142,13 @@ class ConsumerConfig(ClientConfig):
         callback_timeout: seconds an ``on_assigned`` / ``on_revoked`` call may take (a
             coroutine it returns included) before it is abandoned and the consumer goes on
             (10 s); a rebalance or ``close()`` never waits longer on the application.
+        join_heartbeat_interval: seconds between master heartbeats while the consumer waits
+            for its first partitions (from the register until the first connect event), or
+            ``None`` (default): ``heartbeat_interval`` throughout, as the Java client does. The
+            master hands out partitions only in heartbeat answers, so a new member's first
+            partitions arrive one heartbeat after the master's balance cycle: with the local
+            test cluster's 2 s cycle, 1 s here brings the first message within ~3 s instead of
+            ~13 s (``tubemq-aio consume`` sets it against the cluster ``cluster up`` recorded).
         heartbeat_max_retries: master heartbeat failures in a row tolerated before the
             consumer backs off (Java ``maxHeartBeatRetryTimes``, 5).
         heartbeat_retry_backoff: seconds between master heartbeats once failures went past
@@ -137,10 +168,13 @@ class ConsumerConfig(ClientConfig):
 
     group: str
     topics: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    consume_from: ConsumeFrom = "latest"
+    consume_from: ConsumeFrom | datetime = "latest"
+    msg_time_zone: tzinfo = UTC
+    time_search_timeout: float = 60.0
     fetchers: int = 2
     max_prefetch_batches: int = 4
     msg_not_found_wait: float = 0.4
+    msg_not_found_max_wait: float | None = None
     confirm_in_local: bool = False
     confirm_timeout: float = 60.0
     rebalance_confirm_wait: float = 3.0
@@ -153,6 +187,7 @@ class ConsumerConfig(ClientConfig):
     reconnect_delay: float = 0.2
     reconnect_delay_max: float = 5.0
     callback_timeout: float = 10.0
+    join_heartbeat_interval: float | None = None
     # ---- the Java client's tuning rows (docs/features.md) ----
     heartbeat_max_retries: int = 5
     heartbeat_retry_backoff: float = 60.0
@@ -196,12 +231,28 @@ class ConsumerConfig(ClientConfig):
             object.__setattr__(self, "topics", normalize_topics(self.topics))
         except ConfigError as exc:
             c.adopt(exc)
-        if not isinstance(self.consume_from, str) or self.consume_from not in CONSUME_FROM:
-            c.adopt(ConsumerConfigError(f"consume_from must be one of {sorted(CONSUME_FROM)}, "
-                                        f"got {self.consume_from!r}"))  # fmt: skip
+        if isinstance(self.consume_from, datetime):
+            try:
+                require_aware(self.consume_from, "consume_from")
+            except ConsumerConfigError as exc:
+                c.adopt(exc)
+            if self.bound is not None:
+                c.adopt(ConsumerConfigError("consume_from=datetime and bound exclude each other"))
+        elif not isinstance(self.consume_from, str) or self.consume_from not in CONSUME_FROM:
+            c.adopt(
+                ConsumerConfigError(
+                    f"consume_from must be one of {sorted(CONSUME_FROM)} "
+                    f"or an aware datetime, got {self.consume_from!r}"
+                )
+            )
+        c.instance("msg_time_zone", self.msg_time_zone, tzinfo)
+        c.seconds("time_search_timeout", self.time_search_timeout, high=86_400.0)
         c.integer("fetchers", self.fetchers, low=1, high=256)
         c.integer("max_prefetch_batches", self.max_prefetch_batches, low=1, high=1 << 16)
         c.seconds("msg_not_found_wait", self.msg_not_found_wait, high=60.0, low_open=False)
+        if self.msg_not_found_max_wait is not None:
+            c.seconds("msg_not_found_max_wait", self.msg_not_found_max_wait, high=600.0,
+                      low_open=False)  # fmt: skip
         c.flag("confirm_in_local", self.confirm_in_local)
         c.seconds("confirm_timeout", self.confirm_timeout, low=1.0, high=3600.0, low_open=False)
         c.seconds("rebalance_confirm_wait", self.rebalance_confirm_wait, high=600.0,
@@ -215,6 +266,10 @@ class ConsumerConfig(ClientConfig):
         c.seconds("reconnect_delay", self.reconnect_delay, high=600.0)
         c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
         c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
+        c.optional_seconds("join_heartbeat_interval", self.join_heartbeat_interval, high=300.0)
+        if c.ok and self.idle_ceiling < self.msg_not_found_wait:
+            c.problem(f"msg_not_found_max_wait ({self.msg_not_found_max_wait}) must be >= "
+                      f"msg_not_found_wait ({self.msg_not_found_wait})")  # fmt: skip
         c.integer("heartbeat_max_retries", self.heartbeat_max_retries, low=0, high=1000)
         c.seconds("heartbeat_retry_backoff", self.heartbeat_retry_backoff, high=3600.0)
         c.seconds("register_fail_wait", self.register_fail_wait, high=600.0, low_open=False)
@@ -234,9 +289,25 @@ class ConsumerConfig(ClientConfig):
                         c.adopt(BoundConsumeError(f"bound offset for {key}: topic not subscribed"))
 
     @property
+    def idle_ceiling(self) -> float:
+        """The longest rest of a partition answering "no new data", in seconds (the
+        configured ``msg_not_found_max_wait``, or its default)."""
+        if self.msg_not_found_max_wait is not None:
+            return self.msg_not_found_max_wait
+        return max(MSG_NOT_FOUND_MAX_WAIT, self.msg_not_found_wait)
+
+    @property
     def position(self) -> ConsumePosition:
-        """The Java consume position of :attr:`consume_from`."""
+        """The Java consume position of :attr:`consume_from` (a time: ``earliest``, for the
+        partitions its search did not cover)."""
+        if isinstance(self.consume_from, datetime):
+            return CONSUME_FROM["earliest"]
         return CONSUME_FROM[self.consume_from]
+
+    @property
+    def start_time(self) -> datetime | None:
+        """:attr:`consume_from` when it is a time, else ``None``."""
+        return self.consume_from if isinstance(self.consume_from, datetime) else None
 
     def filters_of(self, topic: str) -> frozenset[str]:
         """The ``msgType`` filter set of ``topic`` (empty when unfiltered)."""
@@ -248,9 +319,12 @@ class ConsumerOptions(ClientOptions, total=False):
     ``group``, ``topics`` and ``consume_from`` (all optional; validated by the config, an
     unknown one is a ``ConfigError``)."""
 
+    msg_time_zone: tzinfo
+    time_search_timeout: float
     fetchers: int
     max_prefetch_batches: int
     msg_not_found_wait: float
+    msg_not_found_max_wait: float | None
     confirm_in_local: bool
     confirm_timeout: float
     rebalance_confirm_wait: float
@@ -263,6 +337,7 @@ class ConsumerOptions(ClientOptions, total=False):
     reconnect_delay: float
     reconnect_delay_max: float
     callback_timeout: float
+    join_heartbeat_interval: float | None
     heartbeat_max_retries: int
     heartbeat_retry_backoff: float
     register_fail_wait: float
@@ -277,7 +352,7 @@ class ConsumerFields(ConsumerOptions, total=False):
 
     group: str
     topics: TopicsArg
-    consume_from: ConsumeFrom
+    consume_from: ConsumeFrom | datetime
 
 
 class ConsumerUrlOptions(ConsumerFields, total=False):

@@ -8,9 +8,11 @@ and awaits every one of them, unregisters each partition at its broker and close
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Unpack
 
 from tubemq_aio.checks import Checks
@@ -19,10 +21,13 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
+from tubemq_aio.consumer._time import check_times
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerOptions, TopicsArg
 from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.consumer_names import planner_group
 
 __all__ = ["Consumer"]
 
@@ -37,7 +42,10 @@ class Consumer(ConsumerBase[MasterSession]):
             is given.
         group: the consumer group.
         topics: topic names, or a mapping ``topic -> set of msgType filters``.
-        consume_from: ``"latest"`` (default), ``"earliest"`` or ``"latest_always"``.
+        consume_from: ``"latest"`` (default), ``"earliest"`` or ``"latest_always"``, or a
+            timezone-aware ``datetime``: before registering, the consumer finds each
+            partition's first message stamped at or after it (:meth:`offsets_for_times`), and
+            each partition's first registration in this process starts there.
         config: a complete :class:`ConsumerConfig` instead of the arguments above.
         on_assigned: called with the partition keys this consumer just took over; an
             ``async def`` is awaited. Runs in the rebalance worker, bounded by
@@ -64,7 +72,7 @@ class Consumer(ConsumerBase[MasterSession]):
         *,
         group: str = "",
         topics: TopicsArg = (),
-        consume_from: ConsumeFrom = "latest",
+        consume_from: ConsumeFrom | datetime = "latest",
         config: ConsumerConfig | None = None,
         on_assigned: PartitionsCallback | None = None,
         on_revoked: PartitionsCallback | None = None,
@@ -82,6 +90,8 @@ class Consumer(ConsumerBase[MasterSession]):
         )
         #: Pause entries (topics and partition keys; "" = everything) -> wall time of the pause.
         self._paused: dict[str, float] = {}
+        #: consume_from=datetime: where each partition starts on its first registration.
+        self._start_offsets: dict[PartitionKey, int] = {}
 
     def __repr__(self) -> str:
         return (
@@ -94,10 +104,60 @@ class Consumer(ConsumerBase[MasterSession]):
     def _open(self) -> tuple[ConsumerWiring, MasterSession]:
         parts = self._wire("Pull")
         session = MasterSession(self.config, parts)
+        session.start_offsets = self._start_offsets
         session.is_paused = self._is_paused
         session.on_assigned = self._notify_assigned
         session.on_revoked = self._notify_revoked
         return parts, session
+
+    async def _start(self) -> None:
+        when = self.config.start_time
+        if when is not None:
+            # Resolved before joining the group, so the first registrations have them.
+            async with self._planner() as planner:
+                keys = [m.partition_key for m in await planner.partitions()]
+                found = await planner.search_times(
+                    dict.fromkeys(keys, when), self.config.time_search_timeout
+                )
+            self._start_offsets.update({PartitionKey.parse(k): f.offset for k, f in found.items()})
+            log.info("consume_from %s: start offsets %s", when.isoformat(),
+                     {k: f.offset for k, f in found.items()})  # fmt: skip
+        await super()._start()
+
+    def _planner(self) -> ClientBalancedConsumer:
+        """A client-balanced consumer of group ``{group}_planner`` for time searches: the
+        group's own members and stored offsets stay untouched."""
+        config = dataclasses.replace(
+            self.config, group=planner_group(self.config.group), consume_from="earliest", bound=None
+        )
+        return ClientBalancedConsumer(config=config)
+
+    async def offsets_for_times(
+        self, times: Mapping[str, datetime], *, timeout: float | None = None
+    ) -> dict[str, int | None]:
+        """For each partition, the earliest offset from which its messages are stamped
+        (``msg_time``) at or after the given time; ``None`` when none is. Same answer and
+        cost as :meth:`ClientBalancedConsumer.offsets_for_times
+        <tubemq_aio.consumer.client_balanced.ClientBalancedConsumer.offsets_for_times>`
+        (``docs/protocol/time.md``), read with a short-lived client-balanced consumer of
+        group ``{group}_planner``, so this group's stored offsets and members are left alone.
+        Callable whether or not this consumer is started.
+
+        Args:
+            times: ``{partition key: timezone-aware datetime}``.
+            timeout: seconds the whole search may take (default ``time_search_timeout``).
+
+        Returns:
+            ``{partition key: offset or None}``.
+
+        Raises:
+            ConsumerConfigError: a naive datetime, a non-string key, not a mapping.
+            RequestTimeoutError: the search took longer than ``timeout``.
+            ServerError: the master or a broker refused.
+        """
+        wanted = check_times(times)
+        async with self._planner() as planner:
+            return await planner.offsets_for_times(wanted, timeout=timeout)
 
     def _spawn_workers(self, session: MasterSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_GROUP_NAME_LENGTH",
     "MAX_TOPIC_COUNT",
     "MAX_TOPIC_NAME_LENGTH",
+    "planner_group",
     "validate_filters",
     "validate_group_name",
     "validate_subscriptions",
@@ -54,6 +55,13 @@ def validate_group_name(group: str) -> str:
         checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
                     f"{MAX_GROUP_NAME_LENGTH} characters")  # fmt: skip
     return group
+
+
+def planner_group(group: str) -> str:
+    """The group a client uses beside ``group`` to look at partitions without touching
+    ``group``'s stored offsets: store bounds (the Spark source), time searches (a
+    server-balanced ``Consumer``), ``{group}_planner``."""
+    return f"{group}_planner"
 
 
 def validate_topic_name(topic: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tubemq_aio.errors import FlowRuleError
 from tubemq_aio.protocol.consumer_meta import META_VALUE_UNDEFINED
+from tubemq_aio.protocol.idle_backoff import IdleBackoff
 
 __all__ = [
     "LIMIT_UPDATE_PERIOD",
@@ -332,6 +333,7 @@ class PartitionFlow:
         curr_data_dlt: int = -1,
         require_slow: bool = False,
         filter_consume: bool = False,
+        idle: IdleBackoff | None = None,
     ) -> int:
         """Milliseconds the partition should wait before its next fetch.
 
@@ -344,6 +346,10 @@ class PartitionFlow:
             base_wait_ms: 0 on success, else :func:`fetch_error_reaction`'s wait.
             esc_flow_ctrl / curr_data_dlt / require_slow: the response fields (-1 if absent).
             filter_consume: the topic is consumed with filters.
+            idle: the rest after consecutive empty answers (404): doubled from
+                ``base_wait_ms`` per empty answer up to its ceiling; None keeps
+                ``base_wait_ms`` (the official clients' fixed period). A master frequency rule
+                (type 1) matching the count of empty answers still takes precedence (§7.2).
 
         Returns:
             The wait. For releases after a success the caller subtracts the time elapsed since
@@ -360,7 +366,8 @@ class PartitionFlow:
         self.zero_count = self.zero_count + 1 if err_code == 404 and body_bytes == 0 else 0
         if self.zero_count > 0:
             rules = state.group.rules if state.group.rules.freq_limits else state.default.rules
-            return rules.freq_limit(self.zero_count, base_wait_ms)
+            rest = base_wait_ms if idle is None else idle.wait_ms(self.zero_count)
+            return rules.freq_limit(self.zero_count, rest)
         if esc_flow_ctrl:
             return 0
         limit = self._limit

@@ -175,23 +175,37 @@ class PartitionLeases:
 
     Invariant: a partition is leased to at most one fetcher at a time, and a lease is only
     released (or confirmed) by the holder of its token.
+
+    Cost: every per-fetch and per-ack call (:meth:`take`, :meth:`release`, :meth:`confirm`,
+    :meth:`is_current`, :meth:`update_offsets`, :meth:`offset_of`, :meth:`next_ready_at`)
+    touches only the partitions it names or that became ready (amortised O(1), O(log n) for
+    the delay heap); only the whole-table calls (:meth:`offsets`, :meth:`keys`,
+    :meth:`by_broker`, :meth:`status`, ...) visit every held partition.
     """
 
     def __init__(self) -> None:
         self._entries: dict[PartitionKey, _Entry] = {}
         self._idle: deque[tuple[PartitionKey, int]] = deque()
         self._delayed: list[tuple[float, int, PartitionKey, int]] = []
+        self._leased: set[PartitionKey] = set()
+        self._membership = 0
         self._next_token = 0
         self._booked: set[PartitionKey] = set()
 
     def __repr__(self) -> str:
-        return f"<PartitionLeases held={len(self._entries)} in_use={len(self.in_use())}>"
+        return f"<PartitionLeases held={len(self._entries)} in_use={len(self._leased)}>"
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
+
+    @property
+    def membership(self) -> int:
+        """A counter bumped whenever a partition is added or removed: a caller caching
+        something per held partition (e.g. their order) rebuilds it only when this moved."""
+        return self._membership
 
     def keys(self) -> list[PartitionKey]:
         """Keys of all held partitions."""
@@ -216,6 +230,7 @@ class PartitionLeases:
         added = entry is None
         if entry is None:
             entry = self._entries[partition.key] = _Entry(partition, OffsetInfo(-2, -2, now))
+            self._membership += 1
             self._requeue(entry)
         self.update_offsets(partition.key, now, curr_offset=curr_offset, max_offset=max_offset)
         return added
@@ -230,6 +245,8 @@ class PartitionLeases:
         if entry is None:
             return None
         entry.gen += 1
+        self._leased.discard(key)
+        self._membership += 1
         in_use = entry.state is _State.IN_USE
         consumed = entry.last_pack_consumed and not (in_use and rollback_if_in_use)
         return RemovedPartition(entry.partition, in_use, consumed)
@@ -253,6 +270,7 @@ class PartitionLeases:
             self._next_token += 1
             entry.gen += 1
             entry.state = _State.IN_USE
+            self._leased.add(key)
             entry.token = self._next_token
             entry.taken_at = now
             flag, entry.last_pack_consumed = entry.last_pack_consumed, False
@@ -274,9 +292,14 @@ class PartitionLeases:
         return SelectStatus.ALL_PARTITION_INUSE
 
     def next_ready_at(self) -> float | None:
-        """The earliest time a delayed partition becomes idle, for the fetcher's sleep."""
-        times = [e.ready_at for e in self._entries.values() if e.state is _State.DELAYED]
-        return min(times, default=None)
+        """The earliest time a delayed partition becomes idle, for the fetcher's sleep.
+
+        Reads the head of the delay heap (stale items, of partitions removed or released
+        again since, are dropped on the way): no walk over the held partitions."""
+        delayed = self._delayed
+        while delayed and not self._live(delayed[0]):
+            heapq.heappop(delayed)
+        return delayed[0][0] if delayed else None
 
     def is_current(self, key: PartitionKey, token: int) -> bool:
         """Whether ``token`` is the live lease of ``key`` (check before a commit RPC)."""
@@ -303,6 +326,7 @@ class PartitionLeases:
             return False
         if consumed is not None:
             entry.last_pack_consumed = consumed
+        self._leased.discard(key)
         if wait_ms > IMMEDIATE_RELEASE_MS:
             entry.state = _State.DELAYED
             entry.ready_at = now + wait_ms / 1000.0
@@ -329,7 +353,7 @@ class PartitionLeases:
         self, now: float, timeout: float = PROTECT_CONFIRM_TIMEOUT
     ) -> list[PartitionKey]:
         """Reclaim leases older than ``timeout`` as not consumed (pull, §4.4); returns keys."""
-        expired = [k for k in self.in_use() if now - self._entries[k].taken_at >= timeout]
+        expired = [k for k in self._leased if now - self._entries[k].taken_at >= timeout]
         for key in expired:
             self.release(key, self._entries[key].token, now, consumed=False)
         return expired
@@ -347,11 +371,11 @@ class PartitionLeases:
         self._set_flag(keys, "revoking", True)
 
     def in_use(self, keys: Iterable[PartitionKey] | None = None) -> frozenset[PartitionKey]:
-        """Which of ``keys`` (all when None) are leased right now."""
-        wanted = set(self._entries if keys is None else keys)
-        return frozenset(
-            k for k, e in self._entries.items() if k in wanted and e.state is _State.IN_USE
-        )
+        """Which of ``keys`` (all when None) are leased right now (visits only ``keys``, or
+        only the leased partitions when None)."""
+        if keys is None:
+            return frozenset(self._leased)
+        return frozenset(k for k in keys if k in self._leased)
 
     def update_offsets(
         self, key: PartitionKey, now: float, *, curr_offset: int = -2, max_offset: int = -2
@@ -373,8 +397,15 @@ class PartitionLeases:
             old = entry.offsets
             entry.offsets = OffsetInfo(old.curr_offset, old.max_offset, now, at_end=True)
 
+    def offset_of(self, key: PartitionKey) -> OffsetInfo | None:
+        """Latest offsets and lag of one held partition (None if not held); O(1), the call
+        for per-fetch and per-partition paths."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.offsets
+
     def offsets(self) -> dict[PartitionKey, OffsetInfo]:
-        """Latest offsets and lag of every held partition."""
+        """Latest offsets and lag of every held partition (a new dict of all of them: for
+        whole-table reports, never per fetch; use :meth:`offset_of` for one)."""
         return {k: e.offsets for k, e in self._entries.items()}
 
     @staticmethod
@@ -386,11 +417,22 @@ class PartitionLeases:
         if self._selectable(entry):
             self._idle.append((entry.partition.key, entry.gen))
 
+    def _live(self, item: tuple[float, int, PartitionKey, int]) -> bool:
+        # The token too: a partition removed and added again restarts its gen count, but
+        # tokens are never reused, so an item of its earlier life never passes for live.
+        entry = self._entries.get(item[2])
+        return (
+            entry is not None
+            and entry.gen == item[3]
+            and entry.token == item[1]
+            and entry.state is _State.DELAYED
+        )
+
     def _promote(self, now: float) -> None:
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key, gen = heapq.heappop(self._delayed)
-            entry = self._entries.get(key)
-            if entry is not None and entry.gen == gen and entry.state is _State.DELAYED:
+            item = heapq.heappop(self._delayed)
+            if self._live(item):
+                entry = self._entries[item[2]]
                 entry.state = _State.IDLE
                 self._requeue(entry)
 

@@ -13,21 +13,29 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal, cast
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.config import parse_masters
-from tubemq_aio.errors import ConfigError, MalformedMetaError, SourceOptionError
+from tubemq_aio.errors import (
+    ConfigError,
+    ConsumerConfigError,
+    MalformedMetaError,
+    SourceOptionError,
+)
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_names import (
+    planner_group,
     validate_filters,
     validate_group_name,
     validate_topic_name,
 )
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
+from tubemq_aio.protocol.time_search import parse_time_text
 
 __all__ = [
     "CLIENT_OPTION_NAMES",
@@ -35,6 +43,7 @@ __all__ = [
     "ClientSettings",
     "OffsetSpec",
     "SourceOptions",
+    "StartTimes",
     "client_options",
     "parse_client_settings",
     "parse_source_options",
@@ -63,6 +72,8 @@ SOURCE_OPTION_NAMES = frozenset(
         "group",
         "msgtypes",
         "startingoffsets",
+        "startingtimestamp",
+        "startingoffsetsbytimestamp",
         "endingoffsets",
         "maxoffsetspertrigger",
         "minpartitions",
@@ -241,18 +252,34 @@ def _offset_spec(checks: Checks, name: str, value: str, topics: tuple[str, ...])
     text = value.strip()
     if text.lower() in ("earliest", "latest"):
         return OffsetSpec(text.lower())  # type: ignore[arg-type]
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+    items = _partition_items(checks, name, text, topics)
+    if items is None:
         checks.problem(
             f"option {name!r} must be 'earliest', 'latest' or a JSON object "
             f'{{"brokerId:topic:partitionId": offset}}, got {value!r}'
         )
         return OffsetSpec("latest")
-    pairs: list[tuple[str, int]] = []
-    for key, offset in data.items():
+    pairs = [
+        (key, checks.integer(f"option {name!r}: offset of {key!r}", offset, low=0))
+        for key, offset in items
+    ]
+    return OffsetSpec("json", tuple(sorted(pairs)))
+
+
+def _partition_items(
+    checks: Checks, name: str, text: str, topics: tuple[str, ...]
+) -> list[tuple[str, object]] | None:
+    """The ``(partition key, value)`` pairs of a JSON object option, keys checked and
+    normalised (a bad one is a problem of ``checks`` and left out); ``None`` when ``text`` is
+    not a JSON object."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    items: list[tuple[str, object]] = []
+    for key, value in data.items():
         try:
             parsed = PartitionKey.parse(key)
         except MalformedMetaError:
@@ -260,9 +287,81 @@ def _offset_spec(checks: Checks, name: str, value: str, topics: tuple[str, ...])
             continue
         if parsed.topic not in topics:
             checks.problem(f"option {name!r}: topic of {key!r} is not in option 'topic'")
-        pairs.append((parsed.format(), checks.integer(f"option {name!r}: offset of {key!r}",
-                                                      offset, low=0)))  # fmt: skip
-    return OffsetSpec("json", tuple(sorted(pairs)))
+        items.append((parsed.format(), value))
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class StartTimes:
+    """``startingTimestamp`` / ``startingOffsetsByTimestamp``: start each partition at its first
+    message stamped (``msg_time``) at or after a time (docs/protocol/time.md).
+
+    Attributes:
+        every: the time of every partition (``startingTimestamp``), or None.
+        by_partition: ``(partition_key, time)`` pairs (``startingOffsetsByTimestamp``); a
+            partition not listed starts at its earliest offset.
+    """
+
+    every: datetime | None
+    by_partition: tuple[tuple[str, datetime], ...] = ()
+
+    def for_keys(self, keys: Iterable[str]) -> dict[str, datetime]:
+        """The time to search for each partition of ``keys`` (and each listed one)."""
+        if self.every is not None:
+            return dict.fromkeys(keys, self.every)
+        return dict(self.by_partition)
+
+
+def _time_value(checks: Checks, name: str, value: object) -> datetime | None:
+    """A time option value: epoch milliseconds (Spark's Kafka source form, an integer or its
+    digits) or an RFC 3339 text with a zone."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value / 1000, UTC)
+        except (OverflowError, OSError, ValueError):
+            checks.problem(f"option {name!r}: {value} ms is out of range")
+            return None
+    if isinstance(value, str):
+        try:
+            return parse_time_text(value)
+        except ConsumerConfigError as exc:
+            checks.problem(f"option {name!r}: {exc}")
+            return None
+    checks.problem(f"option {name!r}: want epoch milliseconds or an RFC 3339 time, got {value!r}")
+    return None
+
+
+def _start_times(
+    checks: Checks, opts: Mapping[str, str], topics: tuple[str, ...]
+) -> StartTimes | None:
+    every_text = opts.get("startingtimestamp")
+    by_text = opts.get("startingoffsetsbytimestamp")
+    given = [n for n, v in (("startingOffsets", opts.get("startingoffsets")),
+                            ("startingTimestamp", every_text),
+                            ("startingOffsetsByTimestamp", by_text)) if v is not None]  # fmt: skip
+    if len(given) > 1:
+        checks.problem(f"options {given} exclude each other: give one starting position")
+        return None
+    if every_text is not None:
+        every = _time_value(checks, "startingTimestamp", every_text)
+        return None if every is None else StartTimes(every)
+    if by_text is None:
+        return None
+    name = "startingOffsetsByTimestamp"
+    items = _partition_items(checks, name, by_text, topics)
+    if items is None or (not items and checks.ok):  # not an object, or an empty one
+        checks.problem(f"option {name!r} must be a JSON object "
+                       f'{{"brokerId:topic:partitionId": time}}, got {by_text!r}')  # fmt: skip
+    if not items:
+        return None
+    pairs: list[tuple[str, datetime]] = []
+    for key, value in items:
+        when = _time_value(checks, f"{name} {key}", value)
+        if when is not None:
+            pairs.append((key, when))
+    return StartTimes(None, tuple(sorted(pairs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +376,8 @@ class SourceOptions:
         group: consumer group of the executors' reads (``group``); the driver's planner uses
             ``{group}_planner``.
         starting: ``startingOffsets`` (default ``latest`` for streams, ``earliest`` for batch).
+        starting_times: ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (instead of
+            ``startingOffsets``), resolved by a time search on the driver when the query starts.
         ending: ``endingOffsets`` (batch reads only; default ``latest``).
         max_offsets_per_trigger: messages per micro-batch over all partitions, None = no limit.
         min_partitions: split partitions so a batch has at least this many Spark tasks.
@@ -294,11 +395,12 @@ class SourceOptions:
     min_partitions: int | None
     fail_on_data_loss: bool
     read_timeout: float
+    starting_times: StartTimes | None = None
 
     @property
     def planner_group(self) -> str:
         """The group of the driver's planning consumer (never the executors' group)."""
-        return f"{self.group}_planner"
+        return planner_group(self.group)
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -339,6 +441,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     starting = _offset_spec(
         checks, "startingOffsets", opts.get("startingoffsets", default_start), topics
     )
+    starting_times = _start_times(checks, opts, topics)
     if streaming and "endingoffsets" in opts:
         checks.problem("option 'endingOffsets' is for batch reads only")
     if not streaming and "maxoffsetspertrigger" in opts:
@@ -368,6 +471,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             _option("readTimeout"), opts.get("readtimeout", "120"), low=1, high=3600,
             unit="seconds",
         ),
+        starting_times=starting_times,
     )  # fmt: skip
     checks.done()
     return parsed

@@ -16,9 +16,9 @@ from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.errors import PartitionNotSubscribableError, PartitionOccupiedError
 from tubemq_aio.spark._bridge import PortalThread, run_async
 from tubemq_aio.spark._offsets import StoreBounds
-from tubemq_aio.spark._options import SourceOptions
+from tubemq_aio.spark._options import SourceOptions, StartTimes
 
-__all__ = ["Planner", "consumer_kwargs", "fetch_bounds", "fetch_bounds_once"]
+__all__ = ["Planner", "consumer_kwargs", "fetch_bounds", "fetch_bounds_once", "time_offsets"]
 
 log = logging.getLogger("tubemq_aio.spark")
 
@@ -49,13 +49,28 @@ async def fetch_bounds(consumer: ClientBalancedConsumer) -> dict[str, StoreBound
     return result
 
 
-def fetch_bounds_once(options: SourceOptions) -> dict[str, StoreBounds]:
-    """One-shot :func:`fetch_bounds` with a short-lived planner consumer (batch reads)."""
+async def time_offsets(
+    consumer: ClientBalancedConsumer, times: StartTimes | None
+) -> dict[str, int]:
+    """The start offset of each partition searched by ``times`` (docs/protocol/time.md): its
+    first message stamped at or after the time, right after its last one when none is;
+    ``{}`` without ``times``."""
+    if times is None:
+        return {}
+    keys = [m.partition_key for m in await consumer.partitions()]
+    found = await consumer.search_times(times.for_keys(keys), consumer.config.time_search_timeout)
+    return {key: f.offset for key, f in found.items()}
 
-    async def run() -> dict[str, StoreBounds]:
+
+def fetch_bounds_once(options: SourceOptions) -> tuple[dict[str, StoreBounds], dict[str, int]]:
+    """One-shot :func:`fetch_bounds` and :func:`time_offsets` of ``startingTimestamp`` with a
+    short-lived planner consumer (batch reads)."""
+
+    async def run() -> tuple[dict[str, StoreBounds], dict[str, int]]:
         kwargs = consumer_kwargs(options, options.planner_group, list(options.topics))
         async with ClientBalancedConsumer(**kwargs) as consumer:
-            return await fetch_bounds(consumer)
+            starts = await time_offsets(consumer, options.starting_times)
+            return await fetch_bounds(consumer), starts
 
     return run_async(run, options.read_timeout)
 
@@ -78,18 +93,37 @@ class Planner:
             RequestTimeoutError: no answer within ``readTimeout``.
             TubeMQError: the master or a broker refused.
         """
+        return self._portal().call(self._bounds, self._options.read_timeout)
+
+    def start_offsets(self) -> dict[str, int]:
+        """The offsets of ``startingTimestamp`` / ``startingOffsetsByTimestamp`` now
+        (:func:`time_offsets`); ``{}`` without them.
+
+        Raises:
+            RequestTimeoutError: no answer within ``readTimeout``.
+            TubeMQError: the master or a broker refused.
+        """
+        return self._portal().call(self._start_offsets, self._options.read_timeout)
+
+    def _portal(self) -> PortalThread:
         if self._loop is None:
             self._loop = PortalThread("tubemq-spark-planner")
-        return self._loop.call(self._bounds, self._options.read_timeout)
+        return self._loop
 
-    async def _bounds(self) -> dict[str, StoreBounds]:
+    async def _started(self) -> ClientBalancedConsumer:
         if self._consumer is None or self._consumer.closed:
             opts = self._options
             kwargs = consumer_kwargs(opts, opts.planner_group, list(opts.topics))
             consumer = ClientBalancedConsumer(**kwargs)
             await consumer.start()
             self._consumer = consumer
-        return await fetch_bounds(self._consumer)
+        return self._consumer
+
+    async def _bounds(self) -> dict[str, StoreBounds]:
+        return await fetch_bounds(await self._started())
+
+    async def _start_offsets(self) -> dict[str, int]:
+        return await time_offsets(await self._started(), self._options.starting_times)
 
     async def _close(self) -> None:
         if self._consumer is not None:

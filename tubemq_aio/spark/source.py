@@ -103,6 +103,16 @@ def _read(partition: TubeMQInputPartition) -> Iterator[pa.RecordBatch]:
     yield from iterate_async(batches, options.read_timeout)
 
 
+def _resolve_start(
+    options: SourceOptions, bounds: dict[str, StoreBounds], at_times: dict[str, int]
+) -> dict[str, int]:
+    """The first offsets of a query: the time search's (a partition it did not cover starts
+    at its earliest offset) or ``startingOffsets``'."""
+    if options.starting_times is not None:
+        return resolve_start("json", at_times, bounds)
+    return resolve_start(options.starting.kind, options.starting.as_dict(), bounds)
+
+
 def _partitions(
     options: SourceOptions, start: dict[str, int], end: dict[str, int]
 ) -> list[TubeMQInputPartition]:
@@ -120,8 +130,8 @@ class TubeMQBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """One input partition per partition key with messages in the range."""
         opts = self.options
-        bounds = fetch_bounds_once(opts)
-        start = resolve_start(opts.starting.kind, opts.starting.as_dict(), bounds)
+        bounds, at_times = fetch_bounds_once(opts)
+        start = _resolve_start(opts, bounds, at_times)
         explicit_end = opts.ending.as_dict() if opts.ending.kind == "json" else {}
         end = {k: explicit_end.get(k, b.max_offset) for k, b in bounds.items()}
         for key, offset in explicit_end.items():
@@ -165,9 +175,11 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = {key: b.max_offset for key, b in self._planner.bounds().items()}
 
     def initialOffset(self) -> dict[str, int]:
-        """Where a new query starts: ``startingOffsets`` resolved against the brokers."""
+        """Where a new query starts: ``startingOffsets`` (or the starting time) resolved
+        against the brokers."""
         opts = self.options
-        return resolve_start(opts.starting.kind, opts.starting.as_dict(), self._bounds())
+        at_times = self._planner.start_offsets() if opts.starting_times is not None else {}
+        return _resolve_start(opts, self._bounds(), at_times)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``ReadMaxRows(maxOffsetsPerTrigger)`` when set, else ``ReadAllAvailable``."""

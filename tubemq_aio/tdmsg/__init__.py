@@ -9,8 +9,8 @@ InLong wraps user records in one of these body formats (see ``docs/tdmsg.md``):
 
 :func:`decode_message` picks the right one from the TubeMQ message attributes.
 
-Snappy-compressed payloads need the optional ``cramjam`` package
-(``pip install 'tubemq-aio[tdmsg]'``). Everything here is pure: no I/O. Malformed input of
+Snappy-compressed payloads need the optional ``cramjam`` package (the ``tdmsg`` extra:
+``pip install '.[tdmsg]'`` in a clone). Everything here is pure: no I/O. Malformed input of
 any kind raises :class:`TDMsgError`, and decompression is capped by
 ``max_decompressed_size``.
 

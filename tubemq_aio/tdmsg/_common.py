@@ -27,7 +27,7 @@ __all__ = [
 #: Default cap on the bytes that decompression may produce for one decode call (64 MiB).
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 
-_INSTALL_HINT = "pip install 'tubemq-aio[tdmsg]'"
+_INSTALL_HINT = "the tdmsg extra: pip install '.[tdmsg]' in a clone"
 
 
 class Budget:

@@ -14,6 +14,7 @@
 See ``docs/testing.md``.
 """
 
+from tubemq_aio.protocol.rpc import Method  # what FakeCluster.inject() takes
 from tubemq_aio.testing._cluster import LocalCluster
 from tubemq_aio.testing._config import AuthSettings, TlsSettings
 from tubemq_aio.testing._errors import (
@@ -51,6 +52,7 @@ __all__ = [
     "LocalCluster",
     "MasterNode",
     "MasterWebApi",
+    "Method",
     "NodeNotReadyError",
     "PortInUseError",
     "RedisClusterSet",

@@ -21,10 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from tubemq_aio.testing._errors import ClusterError
-from tubemq_aio.testing._fake_process import FAKE_KIND, add_fake_arguments, parse_topic, run_fake
+from tubemq_aio.testing._fake_process import (
+    DEFAULT_PORT,
+    FAKE_KIND,
+    add_fake_arguments,
+    parse_topic,
+    run_fake,
+)
 from tubemq_aio.testing._maven import DEFAULT_VERSION
 from tubemq_aio.testing._process import kill_pid, pid_alive
 from tubemq_aio.testing._state import state_file
+from tubemq_aio.testing._up_report import DEFAULT_WEB_PORT, choose_port, progress, up_lines
 
 __all__ = ["main", "state_file"]
 
@@ -71,7 +78,8 @@ async def _up(args: argparse.Namespace) -> int:
         return 0
     topics = args.topic or [parse_topic("demo:3")]
     if args.fake:
-        return await run_fake(topics, args.port, args.brokers)
+        port = DEFAULT_PORT if args.port is None else args.port
+        return await run_fake(topics, port, args.brokers)
     first_parts = topics[0][1]
     cluster = LocalCluster(
         args.brokers,
@@ -79,8 +87,11 @@ async def _up(args: argparse.Namespace) -> int:
         topics=[name for name, parts in topics if parts == first_parts],
         topic_partitions=first_parts,
         detached=True,
+        master_port=choose_port(args.port, DEFAULT_PORT, "master", _say),
+        master_web_port=choose_port(args.web_port, DEFAULT_WEB_PORT, "web API", _say),
     )
-    print("starting TubeMQ (first run downloads the server jars with Maven) ...", flush=True)
+    _say("starting TubeMQ (first run downloads the server jars with Maven) ...")
+    ticker = asyncio.create_task(progress(cluster, _say))
     try:
         await cluster.start()
         for name, parts in topics:
@@ -93,13 +104,21 @@ async def _up(args: argparse.Namespace) -> int:
     except BaseException:
         await cluster.stop(failed=True)
         raise
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
     info = cluster.describe()
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(info, indent=2), encoding="utf-8")
-    print(json.dumps(info, indent=2))
-    print(f"TubeMQ is up in {info['bring_up_seconds']}s: masters={info['master_addr']}")
+    for line in up_lines(info, path):
+        _say(line)
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _signal(state: dict[str, Any], pid: int, sig: int) -> None:

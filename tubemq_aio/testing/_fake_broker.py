@@ -104,7 +104,7 @@ class FakeBroker:
 
     def _has_partition(self, topic: str, partition_id: int) -> bool:
         layout = self.topics.get(topic)
-        return layout is not None and partition_id in layout.partition_ids()
+        return layout is not None and layout.has_partition(partition_id)
 
     def _holder(self, key: _Key) -> Registration | None:
         reg = self.registrations.get(key)

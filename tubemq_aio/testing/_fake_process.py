@@ -63,12 +63,17 @@ def _port(text: str) -> int:
 
 
 def add_fake_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``up --fake`` (``--topic`` is shared with the real ``up``)."""
+    """The ports of ``up`` and ``up --fake`` (``--topic`` is shared too)."""
     parser.add_argument(
         "--port",
         type=_port,
-        default=DEFAULT_PORT,
-        help=f"with --fake: master port (default {DEFAULT_PORT}; 0 picks a free one)",
+        help=f"master port (default {DEFAULT_PORT}: the real cluster takes a free one when "
+        f"{DEFAULT_PORT} is in use, the fake fails; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--web-port",
+        type=_port,
+        help="the real master's web API port (default 8080, or a free one when 8080 is in use)",
     )
 
 

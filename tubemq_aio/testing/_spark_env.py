@@ -50,7 +50,9 @@ def spark_home() -> Path:
     try:
         import pyspark
     except ImportError as exc:
-        raise ToolNotFoundError("pyspark is missing: pip install 'tubemq-aio[spark]'") from exc
+        raise ToolNotFoundError(
+            "pyspark is missing: the spark extra (pip install '.[spark]' in a clone)"
+        ) from exc
     home = Path(pyspark.__file__).parent
     if not (home / "bin" / "spark-class").is_file():
         raise ToolNotFoundError(f"no bin/spark-class in the pyspark package at {home}")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from tubemq_aio.testing._maven import cache_root
 
-__all__ = ["state_file"]
+__all__ = ["is_recorded_master", "recorded_web_api", "state_file"]
 
 
 def state_file() -> Path:
@@ -18,3 +20,36 @@ def state_file() -> Path:
     """
     env = os.environ.get("TUBEMQ_AIO_STATE")
     return Path(env).expanduser() if env else cache_root() / "cluster.json"
+
+
+def recorded_web_api(master: str | None = None) -> str | None:
+    """The web API address (``host:port``) of the real cluster ``cluster up`` recorded.
+
+    Args:
+        master: The master address the caller uses; the record counts only when it names the
+            recorded cluster's master (None: any recorded cluster).
+
+    Returns:
+        ``host:port``, or None without a record (no state file, a fake, or another master).
+    """
+    state = _recorded()
+    if not state.get("master_web"):
+        return None
+    if master is not None and master != state.get("master_addr"):
+        return None
+    web = str(state["master_web"])
+    return web.removeprefix("http://").removesuffix("/webapi.htm")
+
+
+def is_recorded_master(master: str) -> bool:
+    """Whether ``master`` is the master address of the cluster ``cluster up`` recorded (real
+    or fake): a local test cluster, whose master balances every 2 s."""
+    return bool(master) and master == _recorded().get("master_addr")
+
+
+def _recorded() -> dict[str, Any]:
+    try:
+        state = json.loads(state_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}

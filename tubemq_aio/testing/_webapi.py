@@ -1,74 +1,47 @@
-"""Minimal async client of the TubeMQ master's HTTP admin API (``/webapi.htm``)."""
+"""The test cluster's client of the master's HTTP admin API: the SDK's read-only
+:class:`tubemq_aio.admin.MasterWebApi` plus the modifying calls that deploy topics and brokers."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tubemq_aio.admin import STANDBY_REDIRECT, is_standby_reply
+from tubemq_aio.admin import MasterWebApi as _ReadOnlyWebApi
+from tubemq_aio.errors import AdminApiError
 from tubemq_aio.testing._errors import WebApiError
 
-__all__ = ["MasterWebApi"]
+__all__ = ["STANDBY_REDIRECT", "MasterWebApi", "is_standby_reply"]
 
 JsonObj = dict[str, Any]
 
 
-class MasterWebApi:
-    """Calls ``http://host:port/webapi.htm?method=...`` and checks every reply.
+class MasterWebApi(_ReadOnlyWebApi):
+    """:class:`tubemq_aio.admin.MasterWebApi` with the token of modifying calls, and
+    :meth:`call`, which checks every item of a batch reply and names the master's log.
 
     Args:
         host: Master host.
         web_port: Master ``webPort``.
         token: ``confModAuthToken`` sent with modifying calls.
         log_file: Master log named in errors.
+        standbys: ``(host, web_port)`` of the other masters of the group.
     """
 
-    def __init__(self, host: str, web_port: int, token: str, log_file: Path | None = None) -> None:
-        """Store the endpoint (see class docstring)."""
-        self.url = f"http://{host}:{web_port}/webapi.htm"
+    def __init__(
+        self,
+        host: str,
+        web_port: int,
+        token: str,
+        log_file: Path | None = None,
+        *,
+        standbys: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """Store the endpoints (see class docstring)."""
+        super().__init__(host, web_port, standbys=standbys)
         self.token = token
         self.log_file = log_file
-
-    def _get(self, params: dict[str, str], timeout: float) -> JsonObj:
-        data = urllib.parse.urlencode(params).encode()
-        req = urllib.request.Request(self.url, data=data, method="POST")
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body = resp.read()
-        reply = json.loads(body)
-        if not isinstance(reply, dict):
-            raise WebApiError(f"{params['method']}: unexpected reply {body[:200]!r}", self.log_file)
-        return reply
-
-    async def raw(
-        self, method: str, params: dict[str, object] | None = None, *, timeout: float = 10.0
-    ) -> JsonObj:
-        """Call ``method`` and return the decoded JSON envelope without checking it.
-
-        Args:
-            method: Web API method name, e.g. ``admin_query_topic_info``.
-            params: Query parameters; lists are joined with commas, bools lower-cased.
-            timeout: Seconds for the HTTP request.
-
-        Returns:
-            The reply envelope.
-
-        Raises:
-            OSError: If the HTTP request fails (connection refused, timeout, HTTP 5xx).
-            ValueError: If the reply is not JSON.
-        """
-        query = {"method": method}
-        for key, value in (params or {}).items():
-            if isinstance(value, bool):
-                query[key] = "true" if value else "false"
-            elif isinstance(value, list | tuple):
-                query[key] = ",".join(str(v) for v in value)
-            else:
-                query[key] = str(value)
-        return await asyncio.to_thread(self._get, query, timeout)
 
     async def call(self, method: str, *, modify: bool = False, **params: object) -> list[JsonObj]:
         """Call ``method``, check the envelope and every item, and return ``data``.
@@ -91,7 +64,7 @@ class MasterWebApi:
             params.setdefault("modifyUser", "tubemq_aio")
         try:
             reply = await self.raw(method, params)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, AdminApiError) as exc:
             raise WebApiError(f"master web API {method} failed: {exc}", self.log_file) from exc
         if not reply.get("result"):
             raise WebApiError(

@@ -90,3 +90,50 @@ def test_client_options_are_client_config_kwargs() -> None:
     assert kwargs["credentials"] == Credentials("u", "p")
     assert isinstance(kwargs["ssl_context"], ssl.SSLContext)
     assert client_options({"master": "h"}) == {"masters": "h:8715"}
+
+
+def test_starting_times_parse_epoch_ms_and_rfc3339() -> None:
+    from datetime import UTC, datetime
+
+    from tubemq_aio.spark._options import StartTimes
+
+    every = parse_source_options({**BASE, "startingTimestamp": "1795946400000"}, streaming=True)
+    assert every.starting_times == StartTimes(datetime(2026, 11, 29, 10, tzinfo=UTC))
+    assert every.starting_times.for_keys(["1:a:0"]) == {
+        "1:a:0": datetime(2026, 11, 29, 10, tzinfo=UTC)
+    }
+    text = parse_source_options({**BASE, "startingtimestamp": "2026-11-29T18:00:00+08:00"},
+                                streaming=False)  # fmt: skip
+    assert text.starting_times is not None
+    assert text.starting_times.every == datetime(2026, 11, 29, 10, tzinfo=UTC)
+    by = parse_source_options(
+        {
+            **BASE,
+            "startingOffsetsByTimestamp": '{"2:b:0": 1795946400000, '
+            '"1:a:1": "2026-11-29T10:00:00Z"}',
+        },
+        streaming=True,
+    )
+    assert by.starting_times is not None
+    assert by.starting_times.for_keys(["9:a:9"]) == dict(by.starting_times.by_partition)
+    assert [k for k, _ in by.starting_times.by_partition] == ["1:a:1", "2:b:0"]
+    assert pickle.loads(pickle.dumps(by)) == by
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"startingTimestamp": "2026-11-29T10:00:00"}, "no zone"),
+        ({"startingTimestamp": "soon"}, "startingTimestamp"),
+        ({"startingTimestamp": "99999999999999999999"}, "out of range"),
+        ({"startingTimestamp": "1", "startingOffsets": "earliest"}, "exclude each other"),
+        ({"startingOffsetsByTimestamp": "[]"}, "JSON object"),
+        ({"startingOffsetsByTimestamp": "{}"}, "JSON object"),
+        ({"startingOffsetsByTimestamp": '{"x": 1}'}, "bad partition key"),
+        ({"startingOffsetsByTimestamp": '{"1:c:0": 1}'}, "not in option 'topic'"),
+        ({"startingOffsetsByTimestamp": '{"1:a:0": true}'}, "epoch milliseconds"),
+    ],
+)
+def test_bad_starting_times_name_the_problem(options: dict[str, str], named: str) -> None:
+    with pytest.raises(SourceOptionError, match=named):
+        parse_source_options({**BASE, **options}, streaming=True)

@@ -18,8 +18,10 @@ import math
 import ssl
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.toolkit import (
     ClientBalanceSession,
     PartitionMeta,
@@ -32,6 +34,7 @@ from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
 from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
 from tubemq_aio.protocol.legacy_framing import Framing
 
@@ -179,6 +182,23 @@ class TubeGroup:
             self._meta = [m.partition_key for m in metas if m.subscribable]
             self._meta_at = now
         return list(self._meta)
+
+    async def offsets_for_times(self, keys: Sequence[str], when: datetime) -> dict[str, int]:
+        """Where each partition's messages stamped (``msg_time``) at or after ``when`` begin
+        (after its last message when none is), by the SDK's time search
+        (docs/protocol/time.md) with a short-lived consumer of the group ``{group}_planner``:
+        the shared session, its broker cursors and the group's offsets are not touched.
+
+        Raises:
+            RequestTimeoutError: the search took longer than the SDK's 60 s.
+            TubeMQError: the master or a broker refused.
+        """
+        options = dict(self._options, group=planner_group(self.group), consume_from="earliest")
+        async with ClientBalancedConsumer(**options) as planner:
+            found = await planner.search_times(
+                dict.fromkeys(keys, when), planner.config.time_search_timeout
+            )
+        return {key: f.offset for key, f in found.items()}
 
     async def _partition(self, key: str) -> Partition:
         return await resolve_partition(self._session(), key)

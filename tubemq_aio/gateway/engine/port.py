@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from tubemq_aio.models import Message
@@ -99,7 +100,7 @@ class ConsumeEngine(Protocol):
     async def reset(
         self,
         group: str,
-        to: Literal["earliest", "latest"] | Mapping[str, int],
+        to: Literal["earliest", "latest"] | Mapping[str, int] | datetime,
         *,
         client_id: str | None = None,
     ) -> Sequence[Any]: ...

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
@@ -52,6 +53,7 @@ from tubemq_aio.gateway.engine.scope_sync import ScopeSync
 from tubemq_aio.gateway.engine.sessions import SessionTable
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
+    InvalidRequestError,
     LeaseStaleError,
     StoreUnavailableError,
     TubeUnavailableError,
@@ -327,22 +329,32 @@ class ConsumeService:
     async def reset(
         self,
         group: str,
-        to: Literal["earliest", "latest"] | Mapping[str, int],
+        to: Literal["earliest", "latest"] | Mapping[str, int] | datetime,
         *,
         client_id: str | None = None,
     ) -> list[ResetEntry]:
-        """Move committed offsets; outstanding leases get 409 afterwards. No broker call.
+        """Move committed offsets; outstanding leases get 409 afterwards.
 
-        ``earliest``/``latest`` resolve at each partition's next fetch. In a broadcast group
-        without ``client_id`` every known client is reset.
+        ``earliest``/``latest`` resolve at each partition's next fetch (no broker call). A
+        timezone-aware ``datetime`` moves every partition to its first message stamped
+        (``msg_time``) at or after it, found by the SDK's time search with the group
+        ``{group}_planner`` (docs/protocol/time.md). In a broadcast group without
+        ``client_id`` every known client is reset.
 
         Raises:
-            InvalidRequestError: bad target, offset or partition key.
+            InvalidRequestError: bad target, offset or partition key, or a naive time.
+            TubeMQError: the time search failed (master or broker).
         """
         spec = self._spec(group)
-        target, pairs = checked_reset(to)
         store = self._running()
         known = await self._known_partitions(spec)
+        if isinstance(to, datetime):
+            if to.tzinfo is None:
+                raise InvalidRequestError("to_time needs a zone (Z or +hh:mm)")
+            tube = await self._tube(spec)
+            target, pairs = "", list((await tube.offsets_for_times(known, to)).items())
+        else:
+            target, pairs = checked_reset(to)
         scopes, out = await reset_offsets(store, spec, client_id, target, pairs, known)
         for scope in scopes:
             self._sync.forget(group, scope)

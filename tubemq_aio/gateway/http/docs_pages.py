@@ -28,7 +28,8 @@ def _assets_dir() -> Path:
         package = importlib.resources.files("fastapi_offline")
     except ModuleNotFoundError:
         raise ConfigError(
-            "docs = true needs the fastapi-offline package (pip install 'tubemq-aio[gateway]'), "
+            "docs = true needs the fastapi-offline package (the `gateway` extra: "
+            "pip install '.[gateway]' in a clone), "
             "or set docs = false"
         ) from None
     return Path(str(package / "static"))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
@@ -204,14 +211,38 @@ class ExtendResponse(BaseModel):
 
 
 class ResetRequest(BaseModel):
-    """Move the group's committed offsets."""
+    """Move the group's committed offsets: give ``to`` or ``to_time``."""
 
     model_config = _STRICT
     to: (
         Literal["earliest", "latest"]
         | dict[str, Annotated[OffsetInput, Field(ge=0, le=MAX_OFFSET)]]
-    ) = Field(description="earliest, latest, or partition key -> offset (a decimal string)")
+        | None
+    ) = Field(
+        default=None,
+        description="earliest, latest, or partition key -> offset (a decimal string)",
+    )
+    to_time: AwareDatetime | None = Field(
+        default=None,
+        strict=False,  # parsed from its RFC 3339 text (a string only, see _time_text)
+        description="RFC 3339 time with a zone: every partition moves to its first message "
+        "stamped (msg_time, minute granularity) at or after it; a time after the newest "
+        "message moves right after the last one",
+    )
     client_id: ClientId | None = None
+
+    @field_validator("to_time", mode="before")
+    @classmethod
+    def _time_text(cls, value: object) -> object:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("to_time must be an RFC 3339 string, e.g. 2026-11-29T10:00:00Z")
+        return value
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if (self.to is None) == (self.to_time is None):
+            raise ValueError("give exactly one of to and to_time")
+        return self
 
 
 class ResetEntry(BaseModel):

@@ -54,10 +54,13 @@ def _offsets_as_text(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, 
 async def reset_offsets(
     group: str, body: ResetRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
-    """Move committed offsets; outstanding lease tokens of the group then get 409."""
+    """Move committed offsets (``to``, or ``to_time``: each partition's first message stamped at
+    or after that time); outstanding lease tokens of the group then get 409."""
     Authenticator.require(principal, "admin", group)
     gateway.group(group)
-    entries = await gateway.require_engine().reset(group, body.to, client_id=body.client_id)
+    target = body.to_time if body.to is None else body.to
+    assert target is not None  # the model requires one of them
+    entries = await gateway.require_engine().reset(group, target, client_id=body.client_id)
     rows = [_offsets_as_text(plain(e), ("old", "new")) for e in entries]
     return json_response({"partitions": rows})
 

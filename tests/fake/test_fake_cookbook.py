@@ -1,0 +1,49 @@
+"""The FastAPI recipe (``examples/fastapi_service.py``) in process against the fake cluster:
+its answers are what a JavaScript client can read (``message_id`` a string, not a number
+JavaScript would round)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from types import ModuleType
+
+import httpx
+import pytest
+
+from tests.support.cli_run import SOURCE_ROOT
+from tubemq_aio.testing import FakeCluster
+
+EXAMPLE = SOURCE_ROOT / "examples" / "fastapi_service.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fastapi_service", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_fastapi_recipe_answers_message_id_as_a_string(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """201 with the stored message's id as a decimal string; 404 for a topic not configured."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        monkeypatch.setenv("TUBEMQ_MASTERS", cluster.master_addr)
+        monkeypatch.setenv("TUBEMQ_TOPICS", "demo")
+        app = _load().app
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+                reply = await client.post("/topics/demo/messages", content=b"hello")
+                assert reply.status_code == 201, reply.text
+                answer = json.loads(reply.text)
+                assert isinstance(answer["message_id"], str)
+                (stored,) = cluster.messages("demo")
+                assert answer["message_id"] == str(stored.message_id)
+                assert answer["partition_key"].endswith(":demo:0")
+                missing = await client.post("/topics/other/messages", content=b"x")
+                assert missing.status_code == 404
+        assert cluster.bodies("demo") == [b"hello"]

@@ -1,0 +1,302 @@
+"""A consumer's work per fetch, per ack and per call does not grow with the partitions it holds.
+
+No timing: the lease table's records are kept in a dict that counts every record it hands
+out (a lookup, a membership test, or one step of a walk over it), and each path is run with
+64 and with 4096 held partitions; the counts must be the same (issue 34, part 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any, cast
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tubemq_aio import ClientBalancedConsumer, Consumer
+from tubemq_aio.consumer._broker import BrokerRpc
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer.batch import ConsumerStats
+from tubemq_aio.consumer.config import ConsumerConfig
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
+from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
+from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.message import checksum
+from tubemq_aio.protocol.partitions import PartitionLeases
+from tubemq_aio.testing import FakeCluster
+from tubemq_aio.testing._fake_store import TopicLayout
+
+BROKER = BrokerInfo(1, "127.0.0.1", 8123)
+SIZES = (64, 4096)
+
+
+class CountingRecords(dict[Any, Any]):
+    """A dict counting the records it hands out: ``visits`` grows by one per lookup,
+    membership test or removal, and by one per record of a walk (keys, values or items)."""
+
+    visits = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.visits += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.visits += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.visits += 1
+        return super().__contains__(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self.visits += 1
+        return super().pop(key, *default)
+
+    def __iter__(self) -> Iterator[Any]:
+        for key in super().__iter__():
+            self.visits += 1
+            yield key
+
+    def keys(self) -> Any:
+        return list(iter(self))
+
+    def values(self) -> Any:
+        return [super(CountingRecords, self).__getitem__(k) for k in iter(self)]
+
+    def items(self) -> Any:
+        return [(k, super(CountingRecords, self).__getitem__(k)) for k in iter(self)]
+
+
+def counted(leases: PartitionLeases) -> CountingRecords:
+    """Swap the table's record dict for a counting one (before any partition is added)."""
+    records = CountingRecords()
+    leases._entries = records  # the records of the table, counted
+    return records
+
+
+def raw(i: int) -> RawMessage:
+    body = f"m{i}".encode()
+    return RawMessage(i, checksum(body), body, 0)
+
+
+class DataBroker:
+    """Every fetch returns three messages; every commit succeeds."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    async def get_message(
+        self, partition: Partition, *, last_pack_consumed: bool, esc_flow_ctrl: bool
+    ) -> GetMessageResponse:
+        await asyncio.sleep(0)
+        self.offset += 84
+        messages = (raw(1), raw(2), raw(3))
+        return GetMessageResponse(
+            True, 200, "OK", messages, self.offset, self.offset + 280, 0, 0, False, False
+        )
+
+    async def commit(self, partition: Partition, *, consumed: bool) -> OffsetResponse:
+        return OffsetResponse(True, 200, "OK", self.offset, self.offset + 280)
+
+
+async def fetch_and_ack_visits(partitions: int, batches: int) -> tuple[int, int]:
+    """Records visited by ``batches`` fetch + get + ack rounds once warm; and the fetch count."""
+    config = ConsumerConfig(
+        masters="127.0.0.1:8715",  # type: ignore[arg-type]  # normalised by the config
+        group="g1",
+        topics=["t"],  # type: ignore[arg-type]
+        fetchers=2,
+        max_prefetch_batches=2,
+    )
+    leases = PartitionLeases()
+    records = counted(leases)
+    loop = asyncio.get_running_loop()
+    for i in range(partitions):
+        leases.add(Partition(BROKER, "t", i), 0.0)
+    stats = ConsumerStats()
+    engine = FetchEngine(
+        config, leases, cast(BrokerRpc, DataBroker()), FlowControlState(), stats, loop.time
+    )
+    tasks = [loop.create_task(engine.run()) for _ in range(config.fetchers)]
+    try:
+        for _ in range(5):  # warm up: buffer full, fetchers parked on the slots
+            assert await (await engine.get(None, 5)).ack()
+        records.visits, fetches = 0, stats.fetches
+        for _ in range(batches):
+            batch = await engine.get(None, 5)
+            assert len(batch) == 3
+            assert await batch.ack()
+        return records.visits, stats.fetches - fetches
+    finally:
+        engine.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_fetch_and_ack_visit_the_same_records_at_64_and_4096_partitions() -> None:
+    """Per fetched, handed-out and acked batch the lease table is touched a fixed number of
+    times: not one walk over the held partitions (it was one offsets() dict per fetch)."""
+    counts = [await fetch_and_ack_visits(p, batches=200) for p in SIZES]
+    (small, small_fetches), (large, large_fetches) = counts
+    assert small_fetches == large_fetches == 200
+    assert small == large
+    assert small / small_fetches < 16  # a handful of lookups a batch
+
+
+def idle_fetch_visits(partitions: int, fetches: int) -> tuple[int, int, int]:
+    """A fetcher of a consumer whose partitions all answer "no data" (404 → 400 ms delay),
+    on a simulated clock. Returns (visits in take + release, visits in next_ready_at,
+    next_ready_at calls), counted after every partition was fetched once. The clock stands
+    still while ready partitions are taken and jumps to the next ready time otherwise."""
+    leases = PartitionLeases()
+    records = counted(leases)
+    for i in range(partitions):
+        leases.add(Partition(BROKER, "t", i), 0.0)
+    now, done, waits = 0.0, 0, 0
+    per_fetch = at_next = 0
+    while done < partitions + fetches:
+        if done == partitions:  # the first round (from idle) is not counted
+            per_fetch = at_next = waits = 0
+        before = records.visits
+        lease = leases.take(now)
+        if lease is None:
+            before_wait = records.visits
+            ready = leases.next_ready_at()
+            assert ready is not None
+            at_next += records.visits - before_wait
+            waits += 1
+            now = ready
+            continue
+        assert leases.release(lease.key, lease.token, now, wait_ms=400)
+        per_fetch += records.visits - before
+        done += 1
+    return per_fetch, at_next, waits
+
+
+def test_idle_fetches_visit_the_same_records_at_64_and_4096_partitions() -> None:
+    """Taking the next ready partition and delaying it again costs the same per fetch
+    whatever the number of held partitions; finding when the next one is ready reads one
+    record (the head of the delay queue), not every delayed partition."""
+    fetches = 8192  # whole rounds at both sizes: every counted delay ends inside the count
+    small = idle_fetch_visits(SIZES[0], fetches)
+    large = idle_fetch_visits(SIZES[1], fetches)
+    # take: promote (check + move) and pop; release: one lookup.
+    assert small[0] == large[0] == 4 * fetches
+    assert small[1] == small[2] > 0
+    assert large[1] == large[2] > 0
+
+
+def test_offset_of_one_partition_visits_one_record() -> None:
+    for partitions in SIZES:
+        leases = PartitionLeases()
+        records = counted(leases)
+        for i in range(partitions):
+            leases.add(Partition(BROKER, "t", i), 0.0, curr_offset=28 * i, max_offset=28 * 10)
+        records.visits = 0
+        info = leases.offset_of(Partition(BROKER, "t", 7).key)
+        assert info is not None
+        assert info.curr_offset == 196
+        assert info.lag == 3
+        assert records.visits == 1
+        assert leases.offset_of(Partition(BROKER, "t", partitions).key) is None
+
+
+def test_expire_unconfirmed_and_in_use_visit_only_leased_partitions() -> None:
+    for partitions in SIZES:
+        leases = PartitionLeases()
+        records = counted(leases)
+        for i in range(partitions):
+            leases.add(Partition(BROKER, "t", i), 0.0)
+        held = [leases.take(0.0) for _ in range(3)]
+        assert all(lease is not None for lease in held)
+        records.visits = 0
+        assert len(leases.in_use()) == 3
+        assert leases.expire_unconfirmed(1.0, timeout=60.0) == []
+        expired = leases.expire_unconfirmed(61.0, timeout=60.0)
+        assert len(expired) == 3
+        assert not leases.in_use()
+        # Per leased partition: its age, its token, its release (and its age earlier at 1.0).
+        assert records.visits == 4 * 3
+
+
+def test_positions_is_one_pass_over_the_held_partitions() -> None:
+    """positions() reads each record once (it read all of them once per partition), and
+    reflects offsets changed since the previous call."""
+    for partitions in SIZES:
+        consumer = Consumer("127.0.0.1:8715", group="g1", topics=["t"])
+        leases = consumer._leases
+        records = counted(leases)
+        for i in range(partitions):
+            leases.add(Partition(BROKER, "t", i), 0.0, curr_offset=0, max_offset=28)
+        records.visits = 0
+        got = consumer.positions()
+        assert len(got) == partitions
+        assert got["1:t:3"].lag == 1
+        assert records.visits == 2 * partitions  # the keys (sorted once), then each record
+        leases.update_offsets(Partition(BROKER, "t", 3).key, 1.0, curr_offset=28)
+        records.visits = 0
+        got = consumer.positions()
+        assert list(got)[:3] == ["1:t:0", "1:t:1", "1:t:2"]
+        assert got["1:t:3"].lag == 0
+        assert got["1:t:3"].current_offset == 28
+        assert records.visits == partitions  # same partitions: no new sort, one lookup each
+        leases.remove(Partition(BROKER, "t", 0).key)
+        leases.add(Partition(BROKER, "t", partitions), 2.0)
+        got = consumer.positions()
+        assert "1:t:0" not in got
+        assert list(got)[-1] == f"1:t:{partitions}"
+        assert got[f"1:t:{partitions}"].current_offset == -2
+
+
+async def connect_visits(held: int) -> int:
+    """Records visited by one ClientBalancedConsumer.connect() while ``held`` are held."""
+    layout = TopicLayout("demo", partitions=held + 1)
+    async with (
+        FakeCluster(topics={"demo": layout}) as cluster,
+        ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cb",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=300.0,  # no heartbeat round (one walk of the table) meanwhile
+        ) as consumer,
+    ):
+        metas = await consumer.partitions()
+        assert len(metas) == held + 1
+        records = counted(consumer._leases)
+        host, _, port = metas[0].broker.rpartition(":")
+        broker = BrokerInfo(metas[0].broker_id, host, int(port))
+        leases = consumer._leases
+        others = [Partition(broker, "demo", i) for i in range(1, held + 1)]
+        for partition in others:  # held in the table (connecting each is not the point)
+            leases.add(partition, 0.0)
+        # Paused, so no fetcher takes them meanwhile (nor drains their queue entries, below).
+        leases.pause(p.key for p in others)
+        assert leases.take(0.0) is None  # drops the queue entries of the paused partitions
+        records.visits = 0
+        position = await consumer.connect("1:demo:0")
+        assert position.partition_key == "1:demo:0"
+        return records.visits
+
+
+async def test_client_balanced_connect_visits_the_same_records_at_64_and_4096() -> None:
+    """Connecting one more partition costs the same whatever is held already (it built a
+    dict of every held partition for the answer's position)."""
+    small, large = [await connect_visits(p) for p in SIZES]
+    assert small == large
+    assert small < 10
+
+
+@given(
+    partitions=st.integers(0, 12000),
+    stores=st.integers(0, 3),
+    partition_id=st.integers(-5, 35000),
+)
+def test_fake_layout_membership_matches_the_partition_list(
+    partitions: int, stores: int, partition_id: int
+) -> None:
+    """The fake broker's O(1) partition check answers like the list it used to build."""
+    layout = TopicLayout("t", partitions=partitions, stores=stores)
+    assert layout.has_partition(partition_id) == (partition_id in layout.partition_ids())
