@@ -26,6 +26,7 @@ from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings
+from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -33,7 +34,7 @@ from tubemq_aio.gateway.http.deps import Gateway, json_response
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
-from tubemq_aio.gateway.http.routes import admin, consume, ops, produce
+from tubemq_aio.gateway.http.routes import admin, consume, ops, produce, stream
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
@@ -61,6 +62,7 @@ def create_app(
     gateway = Gateway(
         config=config,
         replica=new_replica_id(),
+        streams=StreamHub(config.stream),
         auth=Authenticator(
             config.keys,
             config.allow_anonymous,
@@ -99,6 +101,8 @@ def create_app(
                     stack.callback(gateway.metrics.watch_housekeeper, None)
                     stack.push_async_callback(keeper.close)
                     gateway.metrics.watch_housekeeper(keeper.collect)
+                # closed before the engine: each stream releases its leases through it
+                stack.push_async_callback(gateway.streams.close)
             try:
                 yield
             finally:
@@ -115,7 +119,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.gateway = gateway
-    for router in (produce.router, consume.router, admin.router, ops.router):
+    for router in (produce.router, consume.router, stream.router, admin.router, ops.router):
         # the routes themselves, not the router: FastAPI resolves an included router's routes
         # on every request (a version walk and a second match); these carry their router's
         # tags and responses already and need no prefix
