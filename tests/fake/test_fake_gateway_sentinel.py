@@ -16,6 +16,7 @@ from tests.support.gateway_failover_support import (
     consume_until,
     produce_numbered,
 )
+from tests.support.gateway_stream_support import stream_through_crash
 from tubemq_aio.gateway.engine.data import GroupSpec
 from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet
@@ -98,4 +99,26 @@ async def test_two_replicas_consume_through_a_primary_crash() -> None:
             assert tally.unavailable >= 1  # and the failover was seen as 503s
             # at most the batches in flight when the primary died come back
             assert tally.duplicates <= 3 * 10 * 2
+            assert a.stats().state_lost + b.stats().state_lost == 0
+
+
+async def test_two_streams_consume_through_a_primary_crash() -> None:
+    """The stream variant: one stream per replica, acks through the other one."""
+    spec = GroupSpec(name="g3", topics=("t",), lease_ms_min=500, lease_ms=RUN_LEASE_MS)
+    async with FakeCluster(topics={"t": 4}, max_batch=10) as cluster, RedisSentinelSet() as rset:
+        bodies = await produce_numbered(cluster.master_addr, "t", 400)
+        async with (
+            running_service(cluster.master_addr, rset.url, spec, rpc_timeout=3.0) as a,
+            running_service(cluster.master_addr, rset.url, spec, rpc_timeout=3.0) as b,
+        ):
+
+            async def crash() -> None:
+                await rset.wait_failover(await rset.kill_primary())
+
+            tally = await stream_through_crash([a, b], "g3", bodies, crash, lease_ms=RUN_LEASE_MS)
+            assert tally.skipped(bodies) == []
+            assert tally.at_crash is not None
+            assert tally.at_crash < len(bodies)
+            assert tally.unavailable >= 1
+            assert tally.duplicates <= 2 * 2 * 10 * 2  # the windows' batches at the crash
             assert a.stats().state_lost + b.stats().state_lost == 0

@@ -1,19 +1,28 @@
 """Shared pieces of the streaming-consume tests: a gateway app served by an in-process uvicorn
-on the FakeCluster and a real redis-server, and a reader of Server-Sent Events."""
+on the FakeCluster and a real redis-server, a reader of Server-Sent Events, and streams kept
+reading through a crash."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast
 
 import httpx
 import uvicorn
 
+from tests.support.gateway_failover_support import Tally, assert_retriable_503, drain_backlog
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
+from tubemq_aio.gateway.engine.data import LeaseRef
+from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
+from tubemq_aio.gateway.engine.service import ConsumeService
+from tubemq_aio.gateway.engine.streams import BatchStream
+from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
+from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.testing import wait_until
 from tubemq_aio.testing._ports import allocate_ports
 
@@ -109,3 +118,80 @@ class EventReader:
 def values(batch: Mapping[str, Any]) -> list[str]:
     """The message values of a ``batch`` event."""
     return [m["value"] for m in batch["messages"]]
+
+
+async def stream_through_crash(
+    replicas: Sequence[ConsumeService],
+    group: str,
+    bodies: Sequence[str],
+    crash: Callable[[], Awaitable[object]],
+    *,
+    lease_ms: int,
+    window: int = 2,
+) -> Tally:
+    """One stream per replica (the engine's :class:`BatchStream`, as the route runs it), each
+    batch acked through the next replica after 50 ms of work; once a third of ``bodies`` was
+    delivered, ``crash()`` runs. Returns the tally once every body was delivered and the
+    group's backlog is zero again."""
+    tally = Tally()
+    settings = StreamConfig(window=window, probe_interval_ms=100, wait_ms=200)
+
+    def retriable(exc: Exception) -> bool | None:
+        if isinstance(exc, StoreUnavailableError):
+            assert_retriable_503(exc)
+            tally.unavailable += 1
+            return True
+        return None
+
+    async def read(i: int, service: ConsumeService) -> None:
+        stream = BatchStream(
+            cast(ConsumeEngine, service),
+            functools.partial(_fetch, service, group, lease_ms, f"stream-{i}"),
+            group, None, f"stream-{i}", window, lease_ms, settings,
+        )  # fmt: skip
+        runner = asyncio.create_task(stream.run(retriable))
+        acker = replicas[(i + 1) % len(replicas)]
+        try:
+            while not set(bodies) <= set(tally.deliveries):
+                event = await stream.events.get()
+                if event.kind != "batch":
+                    continue
+                assert event.outcome is not None
+                lease = event.outcome.lease
+                assert lease is not None
+                tally.deliveries.update(m.body.decode() for m in event.outcome.messages)
+                tally.redelivered_batches += bool(lease.redelivery)
+                await asyncio.sleep(0.05)
+                try:
+                    await acker.settle(cast(LeaseRef, lease), "ack")
+                    tally.acked += 1
+                except StoreUnavailableError as exc:
+                    assert_retriable_503(exc)
+                    tally.unavailable += 1
+                except LeaseStaleError:
+                    tally.stale += 1
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+
+    tasks = [asyncio.create_task(read(i, s)) for i, s in enumerate(replicas)]
+    try:
+        await wait_until(lambda: len(tally.deliveries) >= len(bodies) // 3, 60, "a third delivered")
+        tally.at_crash = len(tally.deliveries)
+        await crash()
+        async with asyncio.timeout(90):
+            await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    await drain_backlog(replicas[0], group, tally, lease_ms=lease_ms)
+    return tally
+
+
+async def _fetch(
+    service: ConsumeService, group: str, lease_ms: int, holder: str, wait_ms: int
+) -> FetchOutcomeLike:
+    return await service.fetch(
+        group, client_id=None, wait_ms=wait_ms, lease_ms=lease_ms, holder=holder, max_messages=10
+    )

@@ -34,7 +34,7 @@ from tubemq_aio.gateway.http.deps import Gateway, json_response
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
-from tubemq_aio.gateway.http.routes import admin, consume, ops, produce, stream
+from tubemq_aio.gateway.http.routes import admin, consume, ops, produce, stream, ui
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
@@ -132,6 +132,8 @@ def create_app(
             include_in_schema=False,
             route_class_override=DirectJsonRoute,
         )
+    if config.ui:
+        app.router.routes.extend(ui.router.routes)
     if config.docs:
         install_docs(app, title)
     _install_error_handlers(app, gateway)
