@@ -61,7 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 GATEWAY = "tubemq_aio.gateway"
 GATEWAY_WINGS: tuple[str, ...] = ("ground", "leases", "engine", "housekeeper", "http", "assembly")
 GATEWAY_ASSEMBLY = frozenset(
-    {GATEWAY, *(f"{GATEWAY}.{name}" for name in ("app", "bootstrap", "__main__", "demo"))}
+    {GATEWAY, *(f"{GATEWAY}.{name}" for name in ("app", "bootstrap", "__main__", "demo", "dev"))}
 )
 #: Packages of ours that stand on the SDK: they see only its public modules.
 OUTSIDE_THE_SDK = ("tubemq_aio.testing", *LAYERS[-1][1])

@@ -1,9 +1,12 @@
-"""``python -m tubemq_aio.gateway [serve|init] --config gateway.toml [--host H] [--port P]
-[--workers N]``.
+"""``tubemq-gateway [serve|init|check|dev] [--config gateway.toml] [--host H] [--port P]
+[--workers N]``, ``tubemq-gateway --version``.
 
 Each worker process is one replica; replicas share only Redis. ``init`` writes the store's boot
 markers once, before the first replica starts (a replica never does: see :mod:`.bootstrap`).
-``--openapi`` prints the OpenAPI document and exits.
+``check`` validates the configuration and prints it as it takes effect, secrets masked.
+``dev`` runs a development gateway in one command (see :mod:`.dev`). ``--openapi`` prints the
+OpenAPI document and exits. Settings come from the flags, then the environment
+(``TUBEMQ_GATEWAY_*``), then the file, then the defaults (see :mod:`.config_sources`).
 """
 
 from __future__ import annotations
@@ -14,25 +17,34 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fastapi import FastAPI
 
+from tubemq_aio import __version__
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.app import create_app, openapi_document
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.config_report import render_config
+from tubemq_aio.gateway.config_sources import CONFIG_ENV, ENV_PREFIX, gather_sources
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.heap import freeze_startup_heap
 
 __all__ = ["app_from_env", "main"]
 
-CONFIG_ENV = "TUBEMQ_GATEWAY_CONFIG"
 LOG_LEVEL_ENV = "TUBEMQ_GATEWAY_LOG_LEVEL"
+#: The server's own settings: flag -> (variable, default).
+_SERVER_SETTINGS = {
+    "host": (ENV_PREFIX + "HOST", "127.0.0.1"),
+    "port": (ENV_PREFIX + "PORT", "8080"),
+    "workers": (ENV_PREFIX + "WORKERS", "1"),
+}
 
 
 def app_from_env() -> FastAPI:
-    """The app of one worker, built from the file named by ``TUBEMQ_GATEWAY_CONFIG``.
+    """The app of one worker, built from the file named by ``TUBEMQ_GATEWAY_CONFIG`` (if
+    any) and the ``TUBEMQ_GATEWAY_*`` variables.
 
     The gateway's own log lines (the replica id at start, the details that error answers
     withhold) go to stderr at ``TUBEMQ_GATEWAY_LOG_LEVEL`` (the server's ``--log-level``),
@@ -41,7 +53,7 @@ def app_from_env() -> FastAPI:
     (:func:`~tubemq_aio.gateway.heap.freeze_startup_heap`).
     """
     _log_to_stderr(os.environ.get(LOG_LEVEL_ENV, "info"))
-    app = create_app(GatewayConfig.from_toml(os.environ[CONFIG_ENV]))
+    app = create_app(GatewayConfig.load(os.environ.get(CONFIG_ENV), os.environ))
     freeze_startup_heap()  # the server's own process: what it holds now lives as long as it
     return app
 
@@ -59,23 +71,51 @@ def _log_to_stderr(level_name: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tubemq-gateway", description="HTTP gateway for TubeMQ (consume state in Redis)."
+        prog="tubemq-gateway",
+        description="HTTP gateway for TubeMQ (consume state in Redis). Settings: flags, then "
+        f"{ENV_PREFIX}* variables, then the --config file, then the defaults.",
     )
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve", "init"),
+        choices=("serve", "init", "check", "dev"),
         default="serve",
-        help="serve (default), or init: mark the Redis store initialised, once, before the "
-        "first replica starts",
+        help="serve (default); init: mark the Redis store initialised, once, before the "
+        "first replica starts; check: validate and print the effective configuration, "
+        "secrets masked; dev: a development gateway with its own Redis (--masters or --fake)",
     )
-    parser.add_argument("--config", help="the gateway TOML file")
-    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="listen port (default 8080)")
-    parser.add_argument("--workers", type=int, default=1, help="replica processes (default 1)")
+    parser.add_argument("--version", action="version", version=f"tubemq-gateway {__version__}")
+    parser.add_argument("--config", help=f"the gateway TOML file (or ${CONFIG_ENV})")
+    parser.add_argument("--host", help=f"listen address (${ENV_PREFIX}HOST; default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help=f"listen port (${ENV_PREFIX}PORT; default 8080)")
+    parser.add_argument("--workers", type=int,
+                        help=f"replica processes (${ENV_PREFIX}WORKERS; default 1)")  # fmt: skip
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
     parser.add_argument("--openapi", action="store_true", help="print the OpenAPI JSON and exit")
+    dev = parser.add_argument_group("dev")
+    dev.add_argument("--masters", help=f"dev: the TubeMQ masters (or ${ENV_PREFIX}MASTERS)")
+    dev.add_argument("--fake", action="store_true", help="dev: the in-memory FakeCluster")
+    dev.add_argument("--topic", action="append", help="dev: a topic to serve (default demo)")
+    dev.add_argument("--group", default="demo-group", help="dev: the group (default demo-group)")
     return parser
+
+
+def _server_settings(
+    args: argparse.Namespace, env: Mapping[str, str]
+) -> tuple[str, int, int] | str:
+    """``(host, port, workers)`` from the flags, else the environment, else the defaults; or
+    the text of what is wrong."""
+    values: dict[str, str] = {}
+    for flag, (variable, default) in _SERVER_SETTINGS.items():
+        given = getattr(args, flag)
+        values[flag] = str(given) if given is not None else env.get(variable, default)
+    try:
+        port, workers = int(values["port"]), int(values["workers"])
+    except ValueError:
+        return f"{ENV_PREFIX}PORT and {ENV_PREFIX}WORKERS must be integers"
+    if not 1 <= workers <= 256 or not 0 <= port <= 65535:
+        return "--workers must be 1-256 and --port 0-65535"
+    return values["host"], port, workers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,33 +129,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dump(openapi_document(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    if not args.config:
-        print("tubemq-gateway: --config is required", file=sys.stderr)
+    env = os.environ
+    server = _server_settings(args, env)
+    if isinstance(server, str):
+        print(f"tubemq-gateway: {server}", file=sys.stderr)
         return 2
-    if not 1 <= args.workers <= 256 or not 0 <= args.port <= 65535:
-        print("tubemq-gateway: --workers must be 1-256 and --port 0-65535", file=sys.stderr)
-        return 2
+    host, port, workers = server
+    if args.command == "dev":
+        return _dev(args, env, host, port)
+    path = args.config or env.get(CONFIG_ENV)
     try:
-        config = GatewayConfig.from_toml(args.config)  # refuse a bad file before any worker
+        sources = gather_sources(path, env, GatewayConfig)
+        config = GatewayConfig.from_mapping(sources.data)  # refuse bad settings before a worker
     except ConfigError as err:
         print(f"tubemq-gateway: {err}", file=sys.stderr)
         return 2
+    if args.command == "check":
+        sys.stdout.write(render_config(config, sources.origins))
+        return 0
     if args.command == "init":
         return _init(config)
     import uvicorn  # imported late: --openapi and config checks need no server
 
-    os.environ[CONFIG_ENV] = os.path.abspath(args.config)
+    if path is not None:
+        os.environ[CONFIG_ENV] = os.path.abspath(path)
     os.environ[LOG_LEVEL_ENV] = args.log_level
     uvicorn.run(
         "tubemq_aio.gateway.__main__:app_from_env",
         factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
+        host=host,
+        port=port,
+        workers=workers,
         log_level=args.log_level,
         access_log=False,
     )
     return 0
+
+
+def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int) -> int:
+    from tubemq_aio.gateway.dev import DevOptions, run_dev  # imports the testing harness
+
+    masters = None if args.fake else args.masters or env.get(ENV_PREFIX + "MASTERS")
+    if (masters is None) != args.fake or (args.fake and args.masters):
+        print("tubemq-gateway dev: give --masters HOST:PORT or --fake", file=sys.stderr)
+        return 2
+    options = DevOptions(
+        masters=masters, fake=args.fake,
+        topics=tuple(args.topic or ("demo",)), group=args.group, host=host, port=port,
+    )  # fmt: skip
+    try:
+        return asyncio.run(run_dev(options))
+    except ConfigError as err:
+        print(f"tubemq-gateway dev: {err}", file=sys.stderr)
+        return 2
 
 
 def _init(config: GatewayConfig) -> int:

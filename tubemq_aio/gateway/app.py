@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tubemq_aio.config import parse_masters
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
@@ -34,7 +35,9 @@ from tubemq_aio.gateway.http.deps import Gateway, json_response
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
-from tubemq_aio.gateway.http.routes import admin, consume, ops, produce, stream, ui
+from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce, stream, ui
+from tubemq_aio.gateway.topic_offsets import TopicOffsets, cluster_topic_offsets
+from tubemq_aio.gateway.tube_reach import MasterReach
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
@@ -48,6 +51,7 @@ def create_app(
     *,
     engine_factory: EngineFactory | None = None,
     producer_factory: Callable[[GatewayConfig], Producer] | None = None,
+    topic_offsets: TopicOffsets | None = None,
 ) -> FastAPI:
     """Build one gateway replica.
 
@@ -55,6 +59,8 @@ def create_app(
         config: the validated configuration.
         engine_factory: builds the consume engine (default: the Redis/TubeMQ ``ConsumeService``).
         producer_factory: builds the SDK producer (default: one for ``produce_topics``).
+        topic_offsets: reads a topic's partitions for ``GET /v1/topics/{topic}`` (default: from
+            the cluster, :func:`~tubemq_aio.gateway.topic_offsets.cluster_topic_offsets`).
 
     Returns:
         The ASGI app; its lifespan starts and closes the producer and the engine.
@@ -69,6 +75,7 @@ def create_app(
             config.anonymous_grant(),
             cache_size=config.auth_cache_size,
         ),
+        reach=MasterReach(parse_masters(config.masters)),
     )
     # Answers (a lease holder in lag) name the replica only by its opaque id; which host and
     # process it is, an operator reads here.
@@ -84,6 +91,10 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            gateway.topic_offsets = topic_offsets or cluster_topic_offsets(config)
+            stack.callback(setattr, gateway, "topic_offsets", None)
+            if gateway.reach is not None:
+                stack.push_async_callback(gateway.reach.close)
             if config.produce_topics:
                 producer = make_producer(config)
                 await producer.start()
@@ -119,7 +130,8 @@ def create_app(
         redoc_url=None,
     )
     app.state.gateway = gateway
-    for router in (produce.router, consume.router, stream.router, admin.router, ops.router):
+    routers = (produce.router, consume.router, stream.router, admin.router, listing.router)
+    for router in (*routers, ops.router):
         # the routes themselves, not the router: FastAPI resolves an included router's routes
         # on every request (a version walk and a second match); these carry their router's
         # tags and responses already and need no prefix

@@ -24,6 +24,7 @@ from tubemq_aio.gateway.config_checks import (
     str_tuple,
     tables,
 )
+from tubemq_aio.gateway.config_sources import gather_sources
 from tubemq_aio.gateway.config_tables import (
     ApiKey,
     GroupConfig,
@@ -61,6 +62,7 @@ _TOP_KEYS = frozenset(
         "max_batch",
         "max_body_bytes",
         "produce_timeout",
+        "produce_fail_fast_ms",
         "rpc_timeout",
         "max_long_poll_waiters",
         "redis_max_connections",
@@ -107,6 +109,9 @@ class GatewayConfig:
         max_batch: most messages in one batch produce request.
         max_body_bytes: largest request body accepted (larger → 413).
         produce_timeout: seconds one produce waits for the broker before answering 504.
+        produce_fail_fast_ms: a produce not done after this long probes the masters (a TCP
+            connect each); when none answers it is answered 503 ``tube_unavailable`` at once,
+            as are the produces of the next second (see :mod:`.tube_reach`); 0 = never probe.
         rpc_timeout: seconds per TubeMQ RPC and Redis round trip of the consume engine, in
             [3, 600].
         max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
@@ -148,6 +153,7 @@ class GatewayConfig:
     max_batch: int = 500
     max_body_bytes: int = 8 * 1024 * 1024
     produce_timeout: float = 10.0
+    produce_fail_fast_ms: int = 1000
     rpc_timeout: float = 5.0
     max_long_poll_waiters: int = 1000
     redis_max_connections: int = 64
@@ -211,6 +217,7 @@ class GatewayConfig:
         checks.integer("max_batch", self.max_batch, low=1, high=MAX_BATCH_CEILING)
         checks.integer("max_body_bytes", self.max_body_bytes, low=1024, high=1 << 30)
         checks.seconds("produce_timeout", self.produce_timeout, high=MAX_SETTING_SECONDS)
+        checks.integer("produce_fail_fast_ms", self.produce_fail_fast_ms, low=0, high=600_000)
         checks.seconds("rpc_timeout", self.rpc_timeout, low=3.0, high=MAX_SETTING_SECONDS,
                        low_open=False)  # fmt: skip
         checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0, high=1_000_000)
@@ -266,6 +273,17 @@ class GatewayConfig:
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"the gateway config is not valid TOML: {err}") from None
         return cls.from_mapping(data)
+
+    @classmethod
+    def load(cls, path: str | Path | None, env: Mapping[str, str]) -> GatewayConfig:
+        """The configuration from the TOML file at ``path`` (None: none) with the settings of
+        the environment ``env`` over it (``TUBEMQ_GATEWAY_*``; see
+        :mod:`~tubemq_aio.gateway.config_sources` for the names and the precedence).
+
+        Raises:
+            ConfigError: a file cannot be read, or a setting is missing or invalid.
+        """
+        return cls.from_mapping(gather_sources(path, env, cls).data)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> GatewayConfig:

@@ -31,6 +31,7 @@ __all__ = [
     "TubeUnavailableError",
     "UnknownGroupError",
     "UnknownTopicError",
+    "UnsupportedMediaTypeError",
 ]
 
 
@@ -116,6 +117,10 @@ class InvalidBodyError(GatewayError, ConfigError):
 
 class RequestTooLargeError(GatewayError, ConfigError):
     """A request body or batch over the configured limit (HTTP 413)."""
+
+
+class UnsupportedMediaTypeError(GatewayError, ConfigError):
+    """A request body not sent as ``Content-Type: application/json`` (HTTP 415)."""
 
 
 class RateLimitedError(GatewayError):

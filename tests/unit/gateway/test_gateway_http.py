@@ -87,7 +87,8 @@ def test_produce_errors(client: TestClient) -> None:
     error(client.post(url, json={"value": ""}, headers=ADMIN), 422, "invalid")
     error(client.post(url, json={"value": "x", "msg_time": "2026"}, headers=ADMIN), 422, "invalid")
     error(client.post(url, json={"value": "x", "zzz": 1}, headers=ADMIN), 422, "invalid")
-    error(client.post(url, content=b"{not json", headers=ADMIN), 422, "invalid")
+    as_json = {**ADMIN, "Content-Type": "application/json"}
+    error(client.post(url, content=b"{not json", headers=as_json), 422, "invalid")
     error(
         client.post(url, json={"value": "x", "attributes": {"a,b": "1"}}, headers=ADMIN),
         422,

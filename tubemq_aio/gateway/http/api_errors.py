@@ -47,6 +47,7 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
     UnknownTopicError,
+    UnsupportedMediaTypeError,
 )
 from tubemq_aio.gateway.metrics import GatewayMetrics
 
@@ -96,6 +97,7 @@ _GATEWAY_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     NotReadyError: (503, "not_ready"),
     InvalidBodyError: (422, "invalid"),
     RequestTooLargeError: (413, "too_large"),
+    UnsupportedMediaTypeError: (415, "unsupported_media_type"),
     RateLimitedError: (429, "rate_limited"),
     GatewayError: (503, "unavailable"),
 }
@@ -199,7 +201,9 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         return _error(422, "invalid", exc, False, str(exc) or type(exc).__name__)
     if isinstance(exc, TopicUnavailableError):
         return _error(503, "topic_unavailable", exc, True)
-    if isinstance(exc, NetworkError | ClientClosedError):
+    if isinstance(exc, NetworkError):  # the cluster's hosts, not the gateway's own state
+        return _error(503, "tube_unavailable", exc, True)
+    if isinstance(exc, ClientClosedError):
         return _error(503, "unavailable", exc, True)
     if isinstance(exc, ServerError | RemoteRpcError):
         if exc.retriable:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import orjson
 from fastapi import Depends, Request
@@ -22,10 +22,14 @@ from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, Unknow
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
+from tubemq_aio.gateway.topic_offsets import TopicOffsets, TopicPartition
+from tubemq_aio.gateway.tube_reach import MasterReach
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
 __all__ = ["Gateway", "GatewayDep", "Principal", "json_response", "messages_json"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -43,6 +47,8 @@ class Gateway:
         engine: the consume engine (None without groups or before start).
         dlq_progress: poison batches this replica diverted in part (sent only the rest).
         long_polls: long polls running now per principal name.
+        topic_offsets: reads a topic's partitions and offsets (None before start).
+        reach: the master probe that lets a produce fail fast (None: no probe).
     """
 
     config: GatewayConfig
@@ -54,6 +60,8 @@ class Gateway:
     engine: ConsumeEngine | None = None
     dlq_progress: DivertProgress = field(default_factory=DivertProgress)
     long_polls: Counter[str] = field(default_factory=Counter)
+    topic_offsets: TopicOffsets | None = None
+    reach: MasterReach | None = None
 
     @property
     def secret(self) -> bytes:
@@ -94,6 +102,30 @@ class Gateway:
     def answer(self, exc: BaseException) -> ApiError:
         """The error answer for ``exc``, its details logged and the answer counted."""
         return answer_for(exc, self.metrics)
+
+    async def produce_guarded(self, work: Awaitable[_T]) -> _T:
+        """``await work`` (a send), answered 503 ``tube_unavailable`` at once when no master is
+        reachable (see :mod:`~tubemq_aio.gateway.tube_reach`).
+
+        Raises:
+            TubeUnavailableError: no master reachable.
+            Exception: what ``work`` raised.
+        """
+        grace = self.config.produce_fail_fast_ms / 1000
+        if self.reach is None or grace <= 0:
+            return await work
+        return await self.reach.guard(work, grace)
+
+    async def read_topic(self, topic: str) -> list[TopicPartition]:
+        """``topic``'s partitions with their offsets now.
+
+        Raises:
+            NotReadyError: the replica is not running (503, retriable).
+            TubeUnavailableError: the cluster did not answer in time (503, retriable).
+        """
+        if self.topic_offsets is None:
+            raise NotReadyError("the gateway is not running")
+        return await self.topic_offsets(topic)
 
     def require_engine(self) -> ConsumeEngine:
         """The running consume engine.

@@ -1,9 +1,13 @@
-"""The gateway's one ASGI layer around FastAPI: the request body limit and the request metrics.
+"""The gateway's one ASGI layer around FastAPI: the request body limit, the JSON media type and
+the request metrics.
 
 Both used to be separate middlewares, each wrapping every request and every ``send``; one layer
 does the same work with one wrapper. A body over the limit is refused with 413 from its
 ``Content-Length`` or, without one (chunked), after reading at most the limit. Every request is
 counted by route template, method and status, and its latency observed by route template.
+A request with a body whose ``Content-Type`` is not JSON (``application/json`` or
+``application/<something>+json``; curl's ``-d`` alone sends a form type) is refused with 415
+``unsupported_media_type`` saying to send JSON, instead of a 422 about the body's shape.
 """
 
 from __future__ import annotations
@@ -13,13 +17,34 @@ import time
 from prometheus_client.metrics import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tubemq_aio.gateway.errors import RequestTooLargeError
+from tubemq_aio.gateway.errors import RequestTooLargeError, UnsupportedMediaTypeError
 from tubemq_aio.gateway.http.deps import Gateway, json_response
 
 __all__ = ["EdgeMiddleware"]
 
 #: Request methods counted under their own label; any other is counted as ``other``.
 _KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_JSON_REFUSAL = "send the request body as JSON, with the header Content-Type: application/json"
+
+
+def _json_or_no_body(scope: Scope) -> bool:
+    """Whether the request has no body, or declares a JSON one."""
+    length = b""
+    media = b""
+    chunked = False
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            length = value
+        elif name == b"content-type":
+            media = value
+        elif name == b"transfer-encoding":
+            chunked = True
+    if not chunked and length.strip(b" 0") == b"":
+        return True  # no body (or an empty one): nothing to misread
+    kind = media.split(b";", 1)[0].strip().lower()
+    return kind == b"application/json" or (
+        kind.startswith(b"application/") and kind.endswith(b"+json")
+    )
 
 
 class EdgeMiddleware:
@@ -57,10 +82,16 @@ class EdgeMiddleware:
             await send(message)
 
         try:
+            if not _json_or_no_body(scope):
+                status = 415
+                await self._refuse(send, UnsupportedMediaTypeError(_JSON_REFUSAL))
+                return
             replay = await self._within_limit(scope, receive)
             if replay is None:
                 status = 413
-                await self._refuse(send)
+                await self._refuse(
+                    send, RequestTooLargeError(f"request body over {self.max_bytes} bytes")
+                )
             else:
                 await self.app(scope, replay, send_wrapper)
         finally:
@@ -109,8 +140,7 @@ class EdgeMiddleware:
         children[0].inc()
         children[1].observe(seconds)
 
-    async def _refuse(self, send: Send) -> None:
-        refusal = RequestTooLargeError(f"request body over {self.max_bytes} bytes")
+    async def _refuse(self, send: Send, refusal: Exception) -> None:
         error = self.gateway.answer(refusal)
         response = json_response(error.body(), error.status)
         await response({"type": "http"}, _no_receive, send)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.message_bodies import SharedBatch, decode_value
 from tubemq_aio.gateway.http.schemas import ProduceRequest
@@ -117,24 +118,38 @@ def _items(
 
 
 async def send_batch(
-    producer: Producer, topic: str, messages: Sequence[ProduceRequest] | SharedBatch,
+    producer: Producer, topic: str,
+    messages: Sequence[ProduceRequest | InvalidBodyError] | SharedBatch,
     timeout: float, answer: Callable[[BaseException], ApiError],
 ) -> BatchAnswer:  # fmt: skip
     """Send every message, pipelined by the producer; one result each, in order.
 
     Messages that share their options (the common case, and always a :class:`SharedBatch`)
-    go through one ``send_many`` call; otherwise each is its own concurrent send.
+    go through one ``send_many`` call; otherwise each is its own concurrent send. A message
+    given as the :class:`InvalidBodyError` that refuses it is not sent; its result is that error.
     ``answer`` maps a failed message's exception to its error answer (and logs and counts it).
 
     Raises:
         Exception: only an unexpected failure (a bug); expected ones become per-item errors.
     """
     if isinstance(messages, SharedBatch):
-        outcomes = await _send_shared(producer, topic, messages, timeout)
-    elif (batch := SharedBatch.of(messages)) is not None:
-        outcomes = await _send_shared(producer, topic, batch, timeout)
-    else:
-        outcomes = await asyncio.gather(
-            *(send_one(producer, topic, r, timeout) for r in messages), return_exceptions=True
-        )
-    return _items(outcomes, answer)
+        return _items(await _send_shared(producer, topic, messages, timeout), answer)
+    valid = [m for m in messages if isinstance(m, ProduceRequest)]
+    sent = await _send_valid(producer, topic, valid, timeout) if valid else []
+    if len(valid) == len(messages):
+        return _items(sent, answer)
+    results = iter(sent)  # an invalid message's own error stands in its place
+    return _items([m if isinstance(m, InvalidBodyError) else next(results) for m in messages],
+                  answer)  # fmt: skip
+
+
+async def _send_valid(
+    producer: Producer, topic: str, messages: Sequence[ProduceRequest], timeout: float
+) -> Sequence[SendResult | BaseException]:
+    """Send validated messages: one ``send_many`` when they share their options, else one
+    concurrent send each."""
+    if (batch := SharedBatch.of(messages)) is not None:
+        return await _send_shared(producer, topic, batch, timeout)
+    return await asyncio.gather(
+        *(send_one(producer, topic, r, timeout) for r in messages), return_exceptions=True
+    )

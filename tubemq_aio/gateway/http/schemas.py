@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
+from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
 from tubemq_aio.gateway.limits import (
     LEASE_MS_CEILING,
@@ -19,6 +27,7 @@ __all__ = [
     "MAX_VALUE_CHARS",
     "AckResult",
     "BatchItem",
+    "BatchMessage",
     "BatchProduceRequest",
     "BatchProduceResponse",
     "ErrorBody",
@@ -91,11 +100,34 @@ class ProduceResult(BaseModel):
     append_offset: Int64Text
 
 
+def _item_or_error(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """A batch message as a :class:`ProduceRequest`, or the :class:`InvalidBodyError` that
+    refuses it alone (its result is a 422 item; the other messages are sent)."""
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        if not where:  # not an object at all (pydantic words this per parse mode)
+            return InvalidBodyError("a message must be a JSON object")
+        return InvalidBodyError(f"{where}: {first.get('msg', 'invalid')}")
+
+
+#: A batch message: its schema is :class:`ProduceRequest`'s; an invalid one validates as the
+#: :class:`InvalidBodyError` naming its problem.
+BatchMessage = Annotated[ProduceRequest, WrapValidator(_item_or_error)]
+
+
 class BatchProduceRequest(BaseModel):
-    """Up to 500 messages (the configured ``max_batch``) to publish."""
+    """Up to 500 messages (the configured ``max_batch``) to publish. A message that is invalid
+    (an empty ``value``, a bad attribute, …) gets its own 422 result; the others are sent."""
 
     model_config = _STRICT
-    messages: list[ProduceRequest] = Field(min_length=1, max_length=MAX_BATCH_CEILING)
+    messages: list[BatchMessage] = Field(min_length=1, max_length=MAX_BATCH_CEILING)
+
+    def items(self) -> list[ProduceRequest | InvalidBodyError]:
+        """The messages, each valid or the error that refuses it."""
+        return cast(list[ProduceRequest | InvalidBodyError], self.messages)
 
 
 class BatchItem(BaseModel):

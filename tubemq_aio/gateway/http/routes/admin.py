@@ -22,9 +22,9 @@ from tubemq_aio.gateway.http.schemas import (
 )
 from tubemq_aio.gateway.http.wire_ints import int_text
 
-__all__ = ["plain", "router"]
+__all__ = ["lag_body", "plain", "router"]
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 503)}
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
 router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
 
 
@@ -104,12 +104,19 @@ async def get_lag(
     if not (principal.allows("consume", group) or principal.allows("admin", group)):
         raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
     gateway.group(group)
-    report = plain(await gateway.require_engine().lag(group, client_id=client_id))
-    if not isinstance(report, dict):
-        report = {"partitions": report}
-    partitions = report.setdefault("partitions", [])
-    report["group"] = group
-    report.setdefault("total_lag_bytes", sum(p.get("lag_bytes") or 0 for p in partitions))
+    report = await gateway.require_engine().lag(group, client_id=client_id)
+    return json_response(lag_body(group, report))
+
+
+def lag_body(group: str, report: object) -> dict[str, Any]:
+    """The JSON form of an engine's lag report (a :class:`LagResponse`): offsets as decimal
+    strings, ``group`` and ``total_lag_bytes`` filled in."""
+    body = plain(report)
+    if not isinstance(body, dict):
+        body = {"partitions": body}
+    partitions = body.setdefault("partitions", [])
+    body["group"] = group
+    body.setdefault("total_lag_bytes", sum(p.get("lag_bytes") or 0 for p in partitions))
     for entry in partitions:
         _offsets_as_text(entry, ("committed", "max", "lag_bytes"))
-    return json_response(_offsets_as_text(report, ("total_lag_bytes",)))
+    return _offsets_as_text(body, ("total_lag_bytes",))

@@ -48,8 +48,8 @@ from tubemq_aio.gateway.http.schemas import (
 
 __all__ = ["lease_json", "router"]
 
-_FETCH_ERRORS = (400, 401, 403, 404, 413, 422, 429, 503, 504)
-_LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 503)
+_FETCH_ERRORS = (400, 401, 403, 404, 413, 415, 422, 429, 503, 504)
+_LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 503)
 #: What the access log and the metrics show for a fetch whose client left before its answer
 #: (nginx's "client closed request"; nobody receives it).
 CLIENT_GONE = 499

@@ -9,7 +9,12 @@ from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
-from tubemq_aio.gateway.errors import NotReadyError, RequestTooLargeError, UnknownTopicError
+from tubemq_aio.gateway.errors import (
+    InvalidBodyError,
+    NotReadyError,
+    RequestTooLargeError,
+    UnknownTopicError,
+)
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, json_response
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute, fast_body
@@ -27,7 +32,7 @@ from tubemq_aio.producer import Producer
 __all__ = ["router"]
 
 _ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 422, 502, 503, 504)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 415, 422, 502, 503, 504)
 }
 router = APIRouter(tags=["produce"], responses=_ERRORS, route_class=DirectJsonRoute)
 
@@ -48,7 +53,9 @@ async def produce(
     Authenticator.require(principal, "produce", topic)
     producer = _producer(gateway, topic)
     try:
-        result = await send_one(producer, topic, body, gateway.config.produce_timeout)
+        result = await gateway.produce_guarded(
+            send_one(producer, topic, body, gateway.config.produce_timeout)
+        )
     except TubeMQError as exc:
         error = gateway.answer(exc)
         gateway.metrics.produced.labels(topic, str(error.status)).inc()
@@ -65,7 +72,7 @@ async def produce(
 
 
 async def _produce_batch(
-    topic: str, body: Sequence[ProduceRequest] | SharedBatch, gateway: Gateway,
+    topic: str, body: Sequence[ProduceRequest | InvalidBodyError] | SharedBatch, gateway: Gateway,
     principal: ApiKey,
 ) -> Response:  # fmt: skip
     """:func:`produce_batch`'s work, for the model's messages or a body
@@ -75,7 +82,9 @@ async def _produce_batch(
     if len(body) > gateway.config.max_batch:
         raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
     producer = _producer(gateway, topic)
-    answer = await send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
+    answer = await gateway.produce_guarded(
+        send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
+    )
     for code, count in answer.statuses.items():
         gateway.metrics.produced.labels(topic, str(code)).inc(count)
     status = 200 if answer.statuses.keys() == {200} else 207
@@ -92,8 +101,9 @@ async def _produce_batch(
 async def produce_batch(
     topic: str, body: BatchProduceRequest, gateway: GatewayDep, principal: Principal
 ) -> Response:
-    """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 per message."""
-    return await _produce_batch(topic, body.messages, gateway, principal)
+    """Publish up to ``max_batch`` messages; 200 when all were stored, else 207 with each
+    message's own status (an invalid message is a 422 item; the others are still sent)."""
+    return await _produce_batch(topic, body.items(), gateway, principal)
 
 
 async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:

@@ -63,14 +63,20 @@ class EventStreamResponse(Response):
         stream: the stream to run (not started yet).
         principal: the API key (its long-poll share is held while the stream runs).
         base64: send every value base64-encoded.
+        status_code: of the answer (200).
     """
 
     media_type = "text/event-stream"
 
     def __init__(
-        self, gateway: Gateway, stream: BatchStream, principal: ApiKey, base64: bool
+        self,
+        gateway: Gateway,
+        stream: BatchStream,
+        principal: ApiKey,
+        base64: bool,
+        status_code: int = 200,  # read by FastAPI for the OpenAPI document
     ) -> None:
-        self.status_code = 200
+        self.status_code = status_code
         self.background = None
         # no Content-Length: the body is written as it comes (chunked)
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8")] + [

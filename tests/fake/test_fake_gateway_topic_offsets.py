@@ -1,0 +1,45 @@
+"""``GET /v1/topics/{topic}``'s reader against the in-process FakeCluster: partitions, offsets
+that move with produced messages, and a prompt ``tube_unavailable`` when the master is gone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tubemq_aio import Producer
+from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway.errors import TubeUnavailableError
+from tubemq_aio.gateway.topic_offsets import cluster_topic_offsets
+from tubemq_aio.testing import FakeCluster
+
+
+def config(masters: str) -> GatewayConfig:
+    return GatewayConfig(
+        masters=masters, redis="redis://127.0.0.1:1/0", secret="s" * 16,
+        produce_topics=("t",), allow_anonymous=True, rpc_timeout=3.0,
+    )  # fmt: skip
+
+
+async def test_partitions_and_offsets_follow_what_was_produced() -> None:
+    async with FakeCluster(topics={"t": 3}) as cluster:
+        read = cluster_topic_offsets(config(cluster.master_addr))
+        before = await read("t")
+        assert [p.partition_key for p in before] == ["1:t:0", "1:t:1", "1:t:2"]
+        assert all(p.subscribable and p.min_offset <= p.max_offset for p in before)
+        async with Producer(cluster.master_addr, topics=["t"]) as producer:
+            sent = [await producer.send("t", b"m", key="same") for _ in range(3)]
+        assert len({s.partition_key for s in sent}) == 1
+        after = {p.partition_key: p for p in await read("t")}
+        grown = [k for k, p in after.items() if p.max_offset > before[int(k[-1])].max_offset]
+        assert grown == [sent[0].partition_key]
+
+
+async def test_a_dead_master_is_tube_unavailable_within_the_deadline() -> None:
+    async with FakeCluster(topics={"t": 1}) as cluster:
+        masters = cluster.master_addr
+    read = cluster_topic_offsets(config(masters))  # the cluster is gone: nothing listens
+    started = time.monotonic()
+    with pytest.raises(TubeUnavailableError):
+        await read("t")
+    assert time.monotonic() - started < 2 * 3.0 + 1.0

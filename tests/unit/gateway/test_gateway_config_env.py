@@ -1,0 +1,193 @@
+"""Settings from the environment over the TOML file, ``*_FILE`` secrets, a keys file,
+``tubemq-gateway check`` (masked) and ``--version``."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tubemq_aio import __version__
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway.__main__ import _parser, _server_settings, main
+from tubemq_aio.gateway.config_report import masked_url, render_config
+from tubemq_aio.gateway.config_sources import env_settable, gather_sources
+
+ROOT = Path(__file__).resolve().parents[3]
+BASE = """
+masters = "10.0.0.1:8715"
+redis = "redis://127.0.0.1:6379/0"
+secret = "file-secret-0123456789"
+produce_topics = ["a"]
+max_batch = 100
+[[keys]]
+name = "ops"
+key = "ops-key-0123456789"
+scopes = ["admin:*"]
+"""
+
+
+@pytest.fixture
+def toml(tmp_path: Path) -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text(BASE)
+    return path
+
+
+def test_env_wins_over_the_file_and_the_file_over_defaults(toml: Path) -> None:
+    env = {
+        "TUBEMQ_GATEWAY_REDIS": "redis://:pw@redis.internal:6380/2",
+        "TUBEMQ_GATEWAY_PRODUCE_TOPICS": "a, b ,c",
+        "TUBEMQ_GATEWAY_RPC_TIMEOUT": "7.5",
+        "TUBEMQ_GATEWAY_DOCS": "false",
+        "UNRELATED": "x",
+    }
+    config = GatewayConfig.load(toml, env)
+    assert config.redis == "redis://:pw@redis.internal:6380/2"
+    assert config.produce_topics == ("a", "b", "c")
+    assert config.rpc_timeout == 7.5
+    assert config.docs is False
+    assert config.max_batch == 100  # the file's
+    assert config.produce_timeout == 10.0  # the default
+    origins = gather_sources(toml, env, GatewayConfig).origins
+    assert origins["redis"] == "env $TUBEMQ_GATEWAY_REDIS"
+    assert origins["max_batch"] == "file"
+    assert "produce_timeout" not in origins
+
+
+def test_a_config_from_the_environment_alone(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("mounted-secret-0123456789\n")
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[[keys]]\nname = "app"\nkey = "app-key-0123456789"\nscopes = ["produce:*"]\n')
+    env = {
+        "TUBEMQ_GATEWAY_MASTERS": "10.0.0.1:8715,10.0.0.2:8715",
+        "TUBEMQ_GATEWAY_REDIS": "redis://127.0.0.1:6379/0",
+        "TUBEMQ_GATEWAY_SECRET_FILE": str(secret),
+        "TUBEMQ_GATEWAY_KEYS_FILE": str(keys),
+        "TUBEMQ_GATEWAY_PRODUCE_TOPICS": "t1",
+    }
+    config = GatewayConfig.load(None, env)
+    assert config.secret == "mounted-secret-0123456789"  # whitespace around it stripped
+    assert [k.name for k in config.keys] == ["app"]
+    assert config.keys[0].digest == hashlib.sha256(b"app-key-0123456789").digest()
+
+
+def test_keys_file_adds_to_the_files_own_keys(toml: Path, tmp_path: Path) -> None:
+    keys = tmp_path / "more.toml"
+    keys.write_text('[[keys]]\nname = "app"\nkey = "app-key-0123456789"\nscopes = ["produce:*"]\n')
+    toml.write_text(f'keys_file = "{keys}"\n' + BASE)
+    sources = gather_sources(toml, {}, GatewayConfig)
+    assert sources.origins["keys"] == "file + keys_file"
+    assert [k.name for k in GatewayConfig.from_mapping(sources.data).keys] == ["ops", "app"]
+    keys.write_text('masters = "x:1"\n')
+    with pytest.raises(ConfigError, match="only \\[\\[keys\\]\\] tables"):
+        gather_sources(toml, {}, GatewayConfig)
+
+
+def test_a_redis_table_takes_the_url_from_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(BASE.replace('redis = "redis://127.0.0.1:6379/0"\n', "") +
+                    '[redis]\nurl = "redis://old:1/0"\nmax_connections = 8\n')  # fmt: skip
+    env = {"TUBEMQ_GATEWAY_REDIS": "redis://new:2/0", "TUBEMQ_GATEWAY_REDIS_MAX_CONNECTIONS": "9"}
+    config = GatewayConfig.load(path, env)
+    assert config.redis == "redis://new:2/0"
+    assert config.redis_max_connections == 9
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        (
+            {"TUBEMQ_GATEWAY_MAX_BATCH": "many"},
+            "TUBEMQ_GATEWAY_MAX_BATCH: 'many' is not an integer",
+        ),
+        ({"TUBEMQ_GATEWAY_RPC_TIMEOUT": "soon"}, "is not a number"),
+        ({"TUBEMQ_GATEWAY_DOCS": "maybe"}, "is not true or false"),
+        (
+            {"TUBEMQ_GATEWAY_SECRET": "x" * 20, "TUBEMQ_GATEWAY_SECRET_FILE": "/nonexistent"},
+            "not both",
+        ),
+        ({"TUBEMQ_GATEWAY_SECRET_FILE": "/nonexistent/secret"}, "cannot read"),
+        ({"TUBEMQ_GATEWAY_RPC_TIMEOUT": "nan"}, "rpc_timeout"),
+        ({"TUBEMQ_GATEWAY_MAX_BATCH": "0"}, "max_batch"),
+    ],
+)
+def test_bad_environment_values_are_named(toml: Path, env: dict[str, str], problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem.replace("(", "\\(")):
+        GatewayConfig.load(toml, env)
+
+
+def test_every_plain_top_level_setting_is_env_settable() -> None:
+    settable = env_settable(GatewayConfig)
+    assert {"masters", "redis", "secret", "produce_topics", "max_batch", "docs"} <= set(settable)
+    assert not {"groups", "keys", "tubemq", "cors", "housekeeper"} & set(settable)
+    assert settable["anonymous_scopes"] == "list"
+
+
+def test_check_prints_the_effective_config_with_secrets_masked(
+    toml: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toml.write_text(
+        BASE.replace("10.0.0.1:8715", "tubemq://alice:tube-pw@10.0.0.1:8715")
+        + '[[groups]]\nname = "g1"\ntopics = ["a"]\n'
+    )
+    monkeypatch.setenv(
+        "TUBEMQ_GATEWAY_REDIS", "redis+sentinel://:redis-pw@r:26379/svc/0?sentinel_password=sp"
+    )
+    assert main(["check", "--config", str(toml)]) == 0
+    out = capsys.readouterr().out
+    for secret in ("redis-pw", "file-secret", "tube-pw", "ops-key", "=sp"):
+        assert secret not in out
+    shown = "redis+sentinel://***@r:26379/svc/0?sentinel_password=***"
+    assert f'redis = "{shown}"  # env $TUBEMQ_GATEWAY_REDIS' in out
+    assert 'secret = "*** (22 bytes)"  # file' in out
+    assert 'masters = "10.0.0.1:8715"  # file' in out
+    assert "produce_timeout = 10.0  # default" in out
+    assert '[[groups]]\nname = "g1"' in out
+    assert 'user = "alice"\npassword = "***"' in out
+    assert 'name = "ops"\nscopes = ["admin:*"]\nkey = "***"' in out
+
+
+def test_check_refuses_a_bad_config_with_status_2(
+    toml: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    toml.write_text(BASE.replace("max_batch = 100", "max_batch = -1"))
+    assert main(["check", "--config", str(toml)]) == 2
+    assert "max_batch" in capsys.readouterr().err
+
+
+def test_masked_url_leaves_a_plain_url_alone() -> None:
+    assert masked_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    assert masked_url("rediss://u:p@h:1/0?ssl_cert_reqs=none") == (
+        "rediss://***@h:1/0?ssl_cert_reqs=none"
+    )
+
+
+def test_render_marks_defaults(toml: Path) -> None:
+    text = render_config(GatewayConfig.from_toml(toml), {})
+    assert "max_batch = 100  # default" in text  # no origins given: nothing is claimed
+
+
+def test_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tubemq_aio.gateway", "--version"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"tubemq-gateway {__version__}"
+
+
+def test_server_settings_flags_over_environment_over_defaults() -> None:
+    parser = _parser()
+    env = {"TUBEMQ_GATEWAY_PORT": "9000", "TUBEMQ_GATEWAY_HOST": "0.0.0.0"}
+    assert _server_settings(parser.parse_args([]), {}) == ("127.0.0.1", 8080, 1)
+    assert _server_settings(parser.parse_args([]), env) == ("0.0.0.0", 9000, 1)
+    assert _server_settings(parser.parse_args(["--port", "9100"]), env) == ("0.0.0.0", 9100, 1)
+    bad = _server_settings(parser.parse_args([]), {"TUBEMQ_GATEWAY_PORT": "http"})
+    assert bad == "TUBEMQ_GATEWAY_PORT and TUBEMQ_GATEWAY_WORKERS must be integers"
+    assert "--port 0-65535" in str(_server_settings(parser.parse_args(["--port", "70000"]), {}))

@@ -1,0 +1,84 @@
+"""A request body not declared as JSON is answered 415 ``unsupported_media_type`` (saying to
+send JSON), on every route that takes a body; a body-less request needs no Content-Type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import cast
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
+from tubemq_aio.gateway import create_app
+from tubemq_aio.producer import Producer
+
+BODY = b'{"value": "hello"}'
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    engine = FakeEngine({"g1": "clustering", "gb": "broadcast", "other": "clustering"})
+    producer = FakeProducer()
+    app = create_app(
+        CFG, engine_factory=lambda _c: engine, producer_factory=lambda _c: cast(Producer, producer)
+    )
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    "media",
+    [None, "application/x-www-form-urlencoded", "text/plain", "application/jsonx", "json"],
+)
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/v1/topics/demo/messages"),
+        ("POST", "/v1/topics/demo/messages/batch"),
+        ("POST", "/v1/groups/g1/fetch"),
+        ("PUT", "/v1/groups/g1/rate"),
+        ("POST", "/v1/groups/g1/offsets/reset"),
+    ],
+)
+def test_a_body_that_is_not_declared_json_is_415(
+    client: TestClient, method: str, path: str, media: str | None
+) -> None:
+    headers = dict(ADMIN)
+    if media is not None:
+        headers["Content-Type"] = media
+    r = client.request(method, path, content=BODY, headers=headers)
+    assert r.status_code == 415, r.text
+    assert r.json()["error"] == {
+        "code": "unsupported_media_type",
+        "message": "send the request body as JSON, with the header Content-Type: application/json",
+        "retriable": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "media", ["application/json", "application/json; charset=utf-8", "Application/JSON",
+              "application/vnd.api+json"],
+)  # fmt: skip
+def test_json_media_types_pass(client: TestClient, media: str) -> None:
+    r = client.post(
+        "/v1/topics/demo/messages", content=BODY, headers={**ADMIN, "Content-Type": media}
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_a_request_without_a_body_needs_no_content_type(client: TestClient) -> None:
+    r = client.post("/v1/groups/g1/pause", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    r = client.post(
+        "/v1/groups/g1/resume", content=b"", headers={**ADMIN, "Content-Type": "text/plain"}
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_a_chunked_body_is_checked_too(client: TestClient) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield BODY
+
+    r = client.post("/v1/topics/demo/messages", content=chunks(), headers=ADMIN)
+    assert r.status_code == 415

@@ -1,0 +1,205 @@
+"""``tubemq-gateway dev``: a gateway for development in one command.
+
+It starts a ``redis-server`` of its own (from ``PATH``, in a temporary directory), and with
+``--fake`` the in-memory :class:`~tubemq_aio.testing.FakeCluster` instead of a real cluster;
+initialises the store, makes one admin API key (printed once), serves, and prints the base URL
+on a line of its own. Ctrl-C (SIGINT) or SIGTERM stops the server, Redis and the fake cluster
+and removes their files. Everything is on loopback; nothing of it is meant for production:
+the Redis keeps the state in a directory that is deleted on exit, and CORS is open to every
+origin so that a page served from anywhere may call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import secrets
+import shutil
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TextIO
+
+import uvicorn
+
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.app import create_app
+from tubemq_aio.gateway.bootstrap import initialise_store
+from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.cors import CorsConfig
+
+__all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
+
+#: The Debian/Ubuntu package that provides ``redis-server``.
+REDIS_PACKAGE = "redis-server"
+DEV_NOTICE = (
+    "tubemq-gateway dev: FOR DEVELOPMENT ONLY. It owns a throw-away Redis, one admin key and "
+    "CORS open to every origin; run `tubemq-gateway serve` with a config for anything else."
+)
+#: Partitions of each topic the fake cluster makes.
+FAKE_PARTITIONS = 3
+#: Seconds the server may take to start (the producer registers at the master first).
+START_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DevOptions:
+    """What ``tubemq-gateway dev`` was asked for.
+
+    Attributes:
+        masters: the TubeMQ master list (``host:port,…``), or None with ``fake``.
+        fake: run the in-memory FakeCluster (its topics made ready) instead.
+        topics: the topics produced to and read by ``group`` (they must exist on a real
+            cluster).
+        group: the consumer group served.
+        host: the listen address.
+        port: the listen port (0: a free one).
+        redis_binary: the ``redis-server`` program (a name on ``PATH`` or a path).
+    """
+
+    masters: str | None
+    fake: bool
+    topics: tuple[str, ...] = ("demo",)
+    group: str = "demo-group"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    redis_binary: str = "redis-server"
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves the signals to :func:`run_dev` (uvicorn's own handler
+    re-raises the signal once it stopped, which would cut the clean-up short)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """No signal handling of its own."""
+        yield
+
+
+def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> GatewayConfig:
+    """The configuration of a dev gateway: every scope for ``key``, one group, open CORS."""
+    return GatewayConfig(
+        masters=masters,
+        redis=redis_url,
+        secret=secrets.token_hex(16),
+        produce_topics=options.topics,
+        groups=(GroupConfig(name=options.group, topics=options.topics, lease_ms=30_000),),
+        keys=(
+            ApiKey(
+                name="dev-admin",
+                digest=hashlib.sha256(key.encode()).digest(),
+                scopes=("produce:*", "consume:*", "admin:*"),
+            ),
+        ),
+        cors=CorsConfig(allow_origins=("*",)),
+        produce_timeout=5.0,
+    )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(host: str, sock: socket.socket) -> str:
+    port = sock.getsockname()[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def run_dev(options: DevOptions, out: TextIO = sys.stdout) -> int:
+    """Run the dev gateway until SIGINT/SIGTERM; everything started is stopped and removed.
+
+    Returns:
+        0 after a signal, 1 when something could not start (the reason on stderr).
+    """
+
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    say(DEV_NOTICE)
+    if shutil.which(options.redis_binary) is None:
+        _fail(
+            f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
+            f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
+        )
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        return await _serve(options, stop, say)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], None]) -> int:
+    # imported here: the testing harness is not needed by `serve`
+    from tubemq_aio.testing import FakeCluster, RedisServer
+
+    loop_time = asyncio.get_running_loop().time
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            redis = await stack.enter_async_context(RedisServer(binary=options.redis_binary))
+            say(f"redis: {redis.url} (started here; removed on exit)")
+            masters = options.masters or ""
+            if options.fake:
+                topics = dict.fromkeys(options.topics, FAKE_PARTITIONS)
+                cluster = await stack.enter_async_context(FakeCluster(topics=topics))
+                masters = cluster.master_addr
+                say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
+            else:
+                say(f"cluster: the TubeMQ masters {masters}")
+            key = secrets.token_urlsafe(24)
+            config = dev_config(options, masters, redis.url, key)
+            await initialise_store(config)
+            sock = _listen(options.host, options.port)
+            stack.callback(sock.close)
+        except (TubeMQError, OSError) as err:
+            _fail(f"cannot start: {err}")
+            return 1
+        server = _Server(uvicorn.Config(create_app(config), log_level="warning", access_log=False))
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        stack.push_async_callback(_stopped, server, serving)
+        started = loop_time() + START_TIMEOUT
+        while not server.started and not serving.done() and not stop.is_set():
+            if loop_time() > started:
+                break
+            await asyncio.sleep(0.05)
+        if not server.started:
+            if not stop.is_set():
+                _fail("the gateway did not start (see the log above)")
+            return 0 if stop.is_set() else 1
+        say(f"topics: {', '.join(options.topics)}; group: {options.group}")
+        say(f"admin key (shown once): {key}")
+        say("base URL:")
+        say(_url(options.host, sock))
+        say("Ctrl-C stops the gateway and removes everything it started.")
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        say("stopping ...")
+        return 0 if stop.is_set() else 1
+
+
+async def _stopped(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    server.should_exit = True
+    with contextlib.suppress(Exception):
+        await serving
+
+
+def _fail(text: str) -> None:
+    print(f"tubemq-gateway dev: {text}", file=sys.stderr, flush=True)
