@@ -21,7 +21,7 @@ from tubemq_aio.gateway.engine.data import LeaseRef
 from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.engine.streams import BatchStream
-from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
+from tubemq_aio.gateway.errors import GatewayError, LeaseStaleError, StoreUnavailableError
 from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.testing import wait_until
 from tubemq_aio.testing._ports import allocate_ports
@@ -137,9 +137,11 @@ async def stream_through_crash(
     settings = StreamConfig(window=window, probe_interval_ms=100, wait_ms=200)
 
     def retriable(exc: Exception) -> bool | None:
+        # as the route classifies: a retriable gateway error is told and the stream goes on
         if isinstance(exc, StoreUnavailableError):
             assert_retriable_503(exc)
             tally.unavailable += 1
+        if isinstance(exc, GatewayError) and exc.retriable:
             return True
         return None
 
@@ -153,7 +155,13 @@ async def stream_through_crash(
         acker = replicas[(i + 1) % len(replicas)]
         try:
             while not set(bodies) <= set(tally.deliveries):
-                event = await stream.events.get()
+                get = asyncio.ensure_future(stream.events.get())
+                await asyncio.wait({get, runner}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    runner.result()  # the stream ended: its error, if any, fails the test
+                    raise AssertionError("the stream ended before every body came")
+                event = get.result()
                 if event.kind != "batch":
                     continue
                 assert event.outcome is not None

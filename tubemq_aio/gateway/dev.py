@@ -30,6 +30,7 @@ from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
 from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 
@@ -171,7 +172,12 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
         except (TubeMQError, OSError) as err:
             _fail(f"cannot start: {err}")
             return 1
-        server = _Server(uvicorn.Config(create_app(config), log_level="warning", access_log=False))
+        server = _Server(
+            uvicorn.Config(
+                create_app(config), log_level="warning", access_log=False,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+            )
+        )  # fmt: skip
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         stack.push_async_callback(_stopped, server, serving)
         started = loop_time() + START_TIMEOUT
