@@ -203,3 +203,22 @@ async def test_a_replica_shutting_down_ends_its_streams_and_releases_their_batch
             assert [m["value"] for m in got["messages"]] == bodies
             assert got["lease"]["redelivery"] == 0  # released, not expired
         assert time.monotonic() - started < 30
+
+
+async def test_a_replica_serves_at_most_max_streams(redis_server: RedisServer) -> None:
+    async with FakeCluster(topics={"t": 1}) as cluster:
+        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
+                               stream={"max_streams": 1})  # fmt: skip
+        async with (
+            serving(config) as url,
+            httpx.AsyncClient(base_url=url, timeout=30) as c,
+            c.stream("GET", "/v1/groups/gs/stream", headers=READER) as first,
+        ):
+            assert first.status_code == 200
+            r = await c.get("/v1/groups/gs/stream", headers=ADMIN)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == {
+                "code": "too_many_waiters",
+                "message": "this replica serves as many streams as it may",
+                "retriable": True,
+            }

@@ -79,7 +79,8 @@ async def serving(config: GatewayConfig) -> AsyncIterator[str]:
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
     """The ``(event, parsed data)`` pairs of a ``text/event-stream`` response, in order
     (comment lines and ``retry:`` skipped)."""
-    event, data = "message", []
+    event = "message"
+    data: list[str] = []
     async for line in response.aiter_lines():
         if line == "":
             if data:

@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.engine.arguments import checked_lease_ms, scope_of
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
 from tubemq_aio.gateway.engine.port import FetchOutcomeLike
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
-from tubemq_aio.gateway.http.api_errors import ApiError
+from tubemq_aio.gateway.http.api_errors import api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, messages_json
 from tubemq_aio.gateway.http.disconnect import client_disconnected
@@ -47,10 +46,10 @@ def _sse(event: str, data: object) -> bytes:
 
 
 def retriable(exc: Exception) -> bool | None:
-    """Whether a stream goes on after ``exc`` (None: not an error a client is answered)."""
-    if isinstance(exc, ApiError | TubeMQError):
-        return bool(exc.retriable)
-    return None
+    """Whether a stream goes on after ``exc``: as retriable as the answer a fetch would get
+    (None: not an expected failure, a bug, which ends the stream)."""
+    answer = api_error_for(exc)
+    return None if answer is None else answer.retriable
 
 
 class EventStreamResponse(Response):
@@ -121,8 +120,9 @@ class EventStreamResponse(Response):
             await body(b"retry: 1000\n: stream open\n\n")
             while True:
                 get = get or asyncio.ensure_future(self.stream.events.get())
+                waiting: set[asyncio.Future[Any]] = {get, watch, task}
                 done, _ = await asyncio.wait(
-                    {get, watch, task}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
+                    waiting, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED
                 )
                 if watch in done and watch.result():
                     return  # the client left: nothing more is written
