@@ -14,7 +14,12 @@ from typing import Any, cast
 import httpx
 import uvicorn
 
-from tests.support.gateway_failover_support import Tally, assert_retriable_503, drain_backlog
+from tests.support.gateway_failover_support import (
+    Tally,
+    assert_retriable_503,
+    crash_mid_run,
+    drain_backlog,
+)
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.engine.data import LeaseRef
@@ -155,45 +160,41 @@ async def stream_through_crash(
         runner = asyncio.create_task(stream.run(retriable))
         acker = replicas[(i + 1) % len(replicas)]
         try:
-            while not set(bodies) <= set(tally.deliveries):
-                get = asyncio.ensure_future(stream.events.get())
-                await asyncio.wait({get, runner}, return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():
-                    get.cancel()
-                    runner.result()  # the stream ended: its error, if any, fails the test
-                    raise AssertionError("the stream ended before every body came")
-                event = get.result()
-                if event.kind != "batch":
-                    continue
-                assert event.outcome is not None
-                lease = event.outcome.lease
-                assert lease is not None
-                tally.deliveries.update(m.body.decode() for m in event.outcome.messages)
-                tally.redelivered_batches += bool(lease.redelivery)
-                await asyncio.sleep(0.05)
-                try:
-                    await acker.settle(cast(LeaseRef, lease), "ack")
-                    tally.acked += 1
-                except StoreUnavailableError as exc:
-                    assert_retriable_503(exc)
-                    tally.unavailable += 1
-                except LeaseStaleError:
-                    tally.stale += 1
+            async with asyncio.timeout(120):
+                await take(stream, runner, acker)
         finally:
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
 
+    async def take(stream: BatchStream, runner: asyncio.Task[None], acker: ConsumeService) -> None:
+        """Count and ack the stream's batches until every body came."""
+        while not set(bodies) <= set(tally.deliveries):
+            get = asyncio.ensure_future(stream.events.get())
+            await asyncio.wait({get, runner}, return_when=asyncio.FIRST_COMPLETED)
+            if not get.done():
+                get.cancel()
+                runner.result()  # the stream ended: its error, if any, fails the test
+                raise AssertionError("the stream ended before every body came")
+            event = get.result()
+            if event.kind != "batch":
+                continue
+            assert event.outcome is not None
+            lease = event.outcome.lease
+            assert lease is not None
+            tally.deliveries.update(m.body.decode() for m in event.outcome.messages)
+            tally.redelivered_batches += bool(lease.redelivery)
+            await asyncio.sleep(0.05)
+            try:
+                await acker.settle(cast(LeaseRef, lease), "ack")
+                tally.acked += 1
+            except StoreUnavailableError as exc:
+                assert_retriable_503(exc)
+                tally.unavailable += 1
+            except LeaseStaleError:
+                tally.stale += 1
+
     tasks = [asyncio.create_task(read(i, s)) for i, s in enumerate(replicas)]
-    try:
-        await wait_until(lambda: len(tally.deliveries) >= len(bodies) // 3, 60, "a third delivered")
-        tally.at_crash = len(tally.deliveries)
-        await crash()
-        async with asyncio.timeout(90):
-            await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await crash_mid_run(tasks, tally, bodies, crash)
     await drain_backlog(replicas[0], group, tally, lease_ms=lease_ms)
     return tally
 
