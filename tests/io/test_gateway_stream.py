@@ -205,20 +205,28 @@ async def test_a_replica_shutting_down_ends_its_streams_and_releases_their_batch
         assert time.monotonic() - started < 30
 
 
-async def test_a_replica_serves_at_most_max_streams(redis_server: RedisServer) -> None:
+async def test_streams_are_capped_per_replica_and_per_key(redis_server: RedisServer) -> None:
     async with FakeCluster(topics={"t": 1}) as cluster:
         config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"max_streams": 1})  # fmt: skip
+                               stream={"max_streams": 2}, max_long_polls_per_key=1)  # fmt: skip
         async with (
             serving(config) as url,
             httpx.AsyncClient(base_url=url, timeout=30) as c,
             c.stream("GET", "/v1/groups/gs/stream", headers=READER) as first,
         ):
             assert first.status_code == 200
-            r = await c.get("/v1/groups/gs/stream", headers=ADMIN)
+            # the reader key holds its share of long polls (a stream is one)
+            r = await c.get("/v1/groups/gs/stream", headers=READER)
             assert r.status_code == 503, r.text
-            assert r.json()["error"] == {
-                "code": "too_many_waiters",
-                "message": "this replica serves as many streams as it may",
-                "retriable": True,
-            }
+            assert r.json()["error"]["code"] == "too_many_waiters"
+            assert "share" in r.json()["error"]["message"]
+            async with c.stream("GET", "/v1/groups/gs/stream", headers=ADMIN) as second:
+                assert second.status_code == 200
+                # the replica serves max_streams (2)
+                r = await c.get("/v1/groups/gs/stream", headers=ADMIN)
+                assert r.status_code == 503, r.text
+                assert r.json()["error"] == {
+                    "code": "too_many_waiters",
+                    "message": "this replica serves as many streams as it may",
+                    "retriable": True,
+                }

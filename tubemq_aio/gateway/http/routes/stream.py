@@ -12,6 +12,7 @@ stream alive.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from typing import Annotated, Any, Literal
 
@@ -21,7 +22,7 @@ from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tubemq_aio.gateway.config import ApiKey
-from tubemq_aio.gateway.engine.arguments import checked_lease_ms, scope_of
+from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
 from tubemq_aio.gateway.engine.port import FetchOutcomeLike
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
@@ -86,28 +87,23 @@ class EventStreamResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         gateway = self.gateway
-        try:
-            slot = gateway.long_poll_slot(self.principal.name, 1)
-            slot.__enter__()
+        with contextlib.ExitStack() as held:
             try:
+                held.enter_context(gateway.long_poll_slot(self.principal.name, 1))
                 task = gateway.streams.open(self.stream, retriable)
-            except BaseException:
-                slot.__exit__(None, None, None)
-                raise
-        except TooManyWaitersError as exc:
-            error = gateway.answer(exc)
-            await Response(orjson.dumps(error.body()), error.status,
-                           media_type="application/json")(scope, receive, send)  # fmt: skip
-            return
-        try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": self.raw_headers})  # fmt: skip
-            await self._write(receive, send, task)
-        except OSError:
-            pass  # the client left while we wrote (uvicorn's ClientDisconnected)
-        finally:
-            task.cancel()  # the task releases the unacked leases itself (owned by the hub)
-            slot.__exit__(None, None, None)
+            except TooManyWaitersError as exc:
+                error = gateway.answer(exc)
+                await Response(orjson.dumps(error.body()), error.status,
+                               media_type="application/json")(scope, receive, send)  # fmt: skip
+                return
+            try:
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": self.raw_headers})  # fmt: skip
+                await self._write(receive, send, task)
+            except OSError:
+                pass  # the client left while we wrote (uvicorn's ClientDisconnected)
+            finally:
+                task.cancel()  # the task releases the unacked leases itself (owned by the hub)
 
     async def _write(self, receive: Receive, send: Send, task: asyncio.Task[None]) -> None:
         async def body(chunk: bytes, more: bool = True) -> None:
@@ -179,7 +175,7 @@ async def stream(
     client_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
     lease_ms: Annotated[int | None, Query(ge=1)] = None,
-    max_messages: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    max_messages: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_LIMIT)] = None,
     value_encoding: Literal["auto", "base64"] = "auto",
 ) -> Response:
     """Consume ``group`` as Server-Sent Events (``text/event-stream``).
