@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from pathlib import Path
 
 import httpx
 
 from tests.support.gateway_failover_support import produce_numbered
 from tests.support.gateway_stream_support import READER, READER_KEY, serving, stream_config
+from tests.support.node_scripts import node_script
 from tubemq_aio.testing import FakeCluster, RedisServer, wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "gateway_stream.mjs"
@@ -21,18 +21,12 @@ HALF = 20
 
 
 async def test_node_reads_the_stream_with_fetch_and_acks(redis_server: RedisServer) -> None:
-    node = shutil.which("node")
-    assert node is not None, "Node.js is needed (Debian package nodejs; `make test` installs it)"
     async with FakeCluster(topics={"t": 2}, max_batch=5) as cluster:
         config = stream_config(cluster.master_addr, redis_server.url,
                                [{"name": "gn", "topics": ["t"]}])  # fmt: skip
         before = await produce_numbered(cluster.master_addr, "t", HALF)
         async with serving(config) as url:
-            proc = await asyncio.create_subprocess_exec(
-                node, str(SCRIPT), url, READER_KEY, "gn", str(2 * HALF),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            try:
+            async with node_script(SCRIPT, url, READER_KEY, "gn", str(2 * HALF)) as proc:
                 assert proc.stdout is not None
                 async with asyncio.timeout(60):
                     first = await proc.stdout.readline()
@@ -40,10 +34,6 @@ async def test_node_reads_the_stream_with_fetch_and_acks(redis_server: RedisServ
                 after = await produce_numbered(cluster.master_addr, "t", HALF, start=HALF)
                 async with asyncio.timeout(90):
                     out, err = await proc.communicate()
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
             assert proc.returncode == 0, err.decode()[-3000:]
             summary = json.loads(out.decode().strip().splitlines()[-1])
             assert sorted(summary["values"]) == sorted(before + after)
