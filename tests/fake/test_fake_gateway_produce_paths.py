@@ -73,6 +73,7 @@ async def test_produce_with_the_cluster_down_is_tube_unavailable_at_once() -> No
             # outcome_unknown is the honest answer for it; what follows finds no broker
             r = await client.post("/v1/topics/t/messages", json={"value": "lost"}, headers=KEY)
             assert r.json()["error"]["code"] in ("outcome_unknown", "tube_unavailable")
+            refused = 3 + (r.status_code == 503)  # this one, if so, the next and a batch of 2
             await asyncio.sleep(1.1)  # past the probe's ttl, should that send have probed
             started = time.monotonic()
             r = await client.post("/v1/topics/t/messages", json={"value": "down"}, headers=KEY)
@@ -85,6 +86,11 @@ async def test_produce_with_the_cluster_down_is_tube_unavailable_at_once() -> No
             r = await client.post("/v1/topics/t/messages/batch", json=batch, headers=KEY)
             assert (r.status_code, r.json()["error"]["code"]) == (503, "tube_unavailable")
             assert time.monotonic() - started < 0.5  # the recent probe answers: no wait
+            metrics = (await client.get("/metrics")).text
+            counted = (
+                f'tubemq_gateway_produced_messages_total{{status="503",topic="t"}} {refused}.0'
+            )
+            assert counted in metrics
     finally:
         await cluster.stop()
 

@@ -3,6 +3,7 @@ that move with produced messages, and a prompt ``tube_unavailable`` when the mas
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -23,7 +24,7 @@ def config(masters: str) -> GatewayConfig:
 
 async def test_partitions_and_offsets_follow_what_was_produced() -> None:
     async with FakeCluster(topics={"t": 3}) as cluster:
-        read = cluster_topic_offsets(config(cluster.master_addr))
+        read = cluster_topic_offsets(config(cluster.master_addr), reuse=0.0)
         before = await read("t")
         assert [p.partition_key for p in before] == ["1:t:0", "1:t:1", "1:t:2"]
         assert all(p.subscribable and p.min_offset <= p.max_offset for p in before)
@@ -43,3 +44,19 @@ async def test_a_dead_master_is_tube_unavailable_within_the_deadline() -> None:
     with pytest.raises(TubeUnavailableError):
         await read("t")
     assert time.monotonic() - started < 2 * 3.0 + 1.0
+
+
+async def test_concurrent_reads_share_one_and_an_answer_is_reused_briefly() -> None:
+    cluster = FakeCluster(topics={"t": 2})
+    await cluster.start()
+    try:
+        read = cluster_topic_offsets(config(cluster.master_addr), reuse=30.0)
+        first, second = await asyncio.gather(read("t"), read("t"))
+        assert first == second
+        assert len(first) == 2
+    finally:
+        await cluster.stop()
+    assert await read("t") == first  # within reuse: no cluster call (it is gone)
+    fresh = cluster_topic_offsets(config(cluster.master_addr), reuse=30.0)
+    with pytest.raises(TubeUnavailableError):
+        await fresh("t")

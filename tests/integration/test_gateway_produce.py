@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 
@@ -58,3 +59,25 @@ async def test_java_consumer_reads_gateway_messages(
         assert pairs["idx"] == attrs["idx"]
         assert pairs["src"] == "gateway"
     assert not sent
+
+
+async def test_topic_listing_reads_the_real_brokers_offsets(
+    cluster: LocalCluster, topic: str, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "gw.toml", cluster, "redis://127.0.0.1:1/0", [topic])
+    async with (
+        replicas(config, 1) as (replica,),
+        httpx.AsyncClient(base_url=replica.url, timeout=30, headers=ADMIN) as client,
+    ):
+        before = (await client.get(f"/v1/topics/{topic}")).json()["partitions"]
+        assert before
+        r = await client.post(f"/v1/topics/{topic}/messages", json={"value": "x", "key": "k"})
+        assert r.status_code == 200, r.text
+        stored = r.json()["partition_key"]
+        await asyncio.sleep(1.1)  # past the listing's reuse of an answer
+        after = {p["partition_key"]: p for p in (await client.get(f"/v1/topics/{topic}")).json()[
+            "partitions"
+        ]}  # fmt: skip
+        old = {p["partition_key"]: p for p in before}
+        assert int(after[stored]["max_offset"]) > int(old[stored]["max_offset"])
+        assert all(int(p["min_offset"]) <= int(p["max_offset"]) for p in after.values())

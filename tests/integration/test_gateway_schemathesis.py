@@ -53,4 +53,4 @@ async def test_schemathesis_all_checks(
         text = out.decode()
         assert proc.returncode == 0, text[-6000:] + "\n" + rep.log_tail()
         assert "passed" in text
-        assert "Tested: 14" in text
+        assert "Tested: 18" in text

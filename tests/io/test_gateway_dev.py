@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateway_dev import ROOT, alive, start_dev
+from tests.support.gateway_dev import ROOT, alive, dev_env, start_dev
 from tubemq_aio.gateway.dev import DEV_NOTICE, REDIS_PACKAGE
 
 
@@ -77,3 +77,19 @@ def test_dev_needs_masters_or_fake(args: list[str]) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "give --masters HOST:PORT or --fake" in done.stderr
+
+
+def test_a_signal_during_start_up_still_removes_everything(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tubemq_aio.gateway", "dev", "--fake"],
+        cwd=ROOT, env=dev_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == DEV_NOTICE
+    proc.send_signal(signal.SIGINT)  # while Redis and the fake cluster start
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out
+    assert os.listdir(tmp) == []

@@ -58,18 +58,35 @@ class DevGateway:
         return self.proc.wait(timeout)
 
 
-def start_dev(args: list[str], tmp: Path, timeout: float = 60.0) -> DevGateway:
-    """Run ``tubemq-gateway dev *args`` on a free port with ``TMPDIR=tmp``; return once it
-    printed its URL.
+def dev_env(tmp: Path, port: int = 0) -> dict[str, str]:
+    """The environment of a dev gateway under test: ``TMPDIR=tmp``, the port, this checkout's
+    ``tubemq_aio`` first on the import path and this interpreter's scripts on ``PATH``."""
+    return {
+        **os.environ,
+        "TMPDIR": str(tmp),
+        "TUBEMQ_GATEWAY_PORT": str(port),
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def start_dev(
+    args: list[str], tmp: Path, timeout: float = 60.0, *, shell: str | None = None,
+    cwd: Path = ROOT, port: int = 0,
+) -> DevGateway:  # fmt: skip
+    """Run ``tubemq-gateway dev *args`` (or the ``shell`` command line, through bash) on
+    ``port`` (0: a free one) with ``TMPDIR=tmp``; return once it printed its URL.
 
     Raises:
         AssertionError: it exited or printed no URL within ``timeout`` (its output attached).
     """
     tmp.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp), "TUBEMQ_GATEWAY_PORT": "0"}
+    argv = [sys.executable, "-m", "tubemq_aio.gateway", "dev", *args]
+    if shell is not None:
+        argv = ["bash", "-c", f"exec {shell}"]  # exec: the signal reaches the gateway itself
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tubemq_aio.gateway", "dev", *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        argv, cwd=cwd, env=dev_env(tmp, port), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
     lines: list[str] = []

@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -34,7 +35,7 @@ from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
 
 __all__ = ["app_from_env", "main"]
 
-LOG_LEVEL_ENV = "TUBEMQ_GATEWAY_LOG_LEVEL"
+LOG_LEVEL_ENV = ENV_PREFIX + "LOG_LEVEL"
 #: The server's own settings: flag -> (variable, default).
 _SERVER_SETTINGS = {
     "host": (ENV_PREFIX + "HOST", "127.0.0.1"),
@@ -98,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--fake", action="store_true", help="dev: the in-memory FakeCluster")
     dev.add_argument("--topic", action="append", help="dev: a topic to serve (default demo)")
     dev.add_argument("--group", default="demo-group", help="dev: the group (default demo-group)")
+    dev.add_argument("--key-file", help="dev: also write the admin key to this file (0600)")
     return parser
 
 
@@ -178,6 +180,7 @@ def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int)
     options = DevOptions(
         masters=masters, fake=args.fake,
         topics=tuple(args.topic or ("demo",)), group=args.group, host=host, port=port,
+        key_file=Path(args.key_file) if args.key_file else None,
     )  # fmt: skip
     try:
         return asyncio.run(run_dev(options))

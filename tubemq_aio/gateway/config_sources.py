@@ -30,6 +30,7 @@ __all__ = [
     "CONFIG_ENV",
     "ENV_PREFIX",
     "KEYS_FILE_KEY",
+    "SERVER_VARIABLES",
     "Sources",
     "env_settable",
     "gather_sources",
@@ -40,6 +41,10 @@ ENV_PREFIX = "TUBEMQ_GATEWAY_"
 CONFIG_ENV = "TUBEMQ_GATEWAY_CONFIG"
 #: The top-level key (and, upper-cased, the variable) naming a TOML file of ``[[keys]]``.
 KEYS_FILE_KEY = "keys_file"
+#: Variables of the server process, not of the configuration (read by ``__main__``).
+SERVER_VARIABLES = frozenset(
+    {CONFIG_ENV, *(ENV_PREFIX + name for name in ("HOST", "PORT", "WORKERS", "LOG_LEVEL"))}
+)
 _KINDS = {
     "str": "str",
     "int": "int",
@@ -122,6 +127,11 @@ def _env_values(
 ) -> dict[str, tuple[object, str]]:
     """``key -> (value, origin)`` of every setting the environment gives."""
     out: dict[str, tuple[object, str]] = {}
+    variables = {ENV_PREFIX + k.upper() for k in [*settable, KEYS_FILE_KEY]}
+    known = SERVER_VARIABLES | variables | {v + "_FILE" for v in variables}
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and name not in known:
+            checks.problem(f"unknown variable {name} (a typo? see the gateway docs)")
     for key, kind in [*settable.items(), (KEYS_FILE_KEY, "str")]:
         name = ENV_PREFIX + key.upper()
         plain, path = env.get(name), env.get(name + "_FILE")
@@ -149,9 +159,9 @@ def gather_sources(path: str | Path | None, env: Mapping[str, str], config_type:
     """Read the TOML file at ``path`` (None: none) and lay ``env``'s settings over it.
 
     Raises:
-        ConfigError: a file cannot be read or is not TOML, a variable's value is not of its
-            setting's type, or a setting is given both plainly and as ``_FILE`` (every
-            problem of the environment named at once).
+        ConfigError: a file cannot be read or is not TOML, a ``TUBEMQ_GATEWAY_*`` variable
+            is unknown or its value not of its setting's type, or a setting is given both
+            plainly and as ``_FILE`` (every problem of the environment named at once).
     """
     data: dict[str, Any] = {} if path is None else _read_toml(path, "the gateway config")
     origins = dict.fromkeys(data, "file")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 import secrets
 import shutil
 import signal
@@ -21,6 +22,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 import uvicorn
@@ -59,6 +61,8 @@ class DevOptions:
         host: the listen address.
         port: the listen port (0: a free one).
         redis_binary: the ``redis-server`` program (a name on ``PATH`` or a path).
+        key_file: also write the admin key to this file (mode 0600; removed on exit), for
+            scripts; None: only print it.
     """
 
     masters: str | None
@@ -68,6 +72,7 @@ class DevOptions:
     host: str = "127.0.0.1"
     port: int = 8080
     redis_binary: str = "redis-server"
+    key_file: Path | None = None
 
 
 class _Server(uvicorn.Server):
@@ -114,6 +119,13 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _write_key(path: Path, key: str) -> None:
+    """Write ``key`` to a new file only its owner may read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(key + "\n")
+
+
 def _url(host: str, sock: socket.socket) -> str:
     port = sock.getsockname()[1]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -129,18 +141,18 @@ async def run_dev(options: DevOptions, out: TextIO = sys.stdout) -> int:
     def say(line: str) -> None:
         print(line, file=out, flush=True)
 
-    say(DEV_NOTICE)
-    if shutil.which(options.redis_binary) is None:
-        _fail(
-            f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
-            f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
-        )
-        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        say(DEV_NOTICE)
+        if shutil.which(options.redis_binary) is None:
+            _fail(
+                f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
+                f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
+            )
+            return 1
         return await _serve(options, stop, say)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -157,14 +169,19 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
             redis = await stack.enter_async_context(RedisServer(binary=options.redis_binary))
             say(f"redis: {redis.url} (started here; removed on exit)")
             masters = options.masters or ""
-            if options.fake:
+            if options.fake and not stop.is_set():
                 topics = dict.fromkeys(options.topics, FAKE_PARTITIONS)
                 cluster = await stack.enter_async_context(FakeCluster(topics=topics))
                 masters = cluster.master_addr
                 say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
             else:
                 say(f"cluster: the TubeMQ masters {masters}")
+            if stop.is_set():  # a signal during start-up: undo what started, serve nothing
+                return 0
             key = secrets.token_urlsafe(24)
+            if options.key_file is not None:
+                _write_key(options.key_file, key)
+                stack.callback(options.key_file.unlink, missing_ok=True)
             config = dev_config(options, masters, redis.url, key)
             await initialise_store(config)
             sock = _listen(options.host, options.port)

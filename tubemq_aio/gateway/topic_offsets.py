@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -50,35 +51,59 @@ class TopicPartition:
 TopicOffsets = Callable[[str], Awaitable[list[TopicPartition]]]
 
 
-def cluster_topic_offsets(config: GatewayConfig) -> TopicOffsets:
+def cluster_topic_offsets(config: GatewayConfig, *, reuse: float = 1.0) -> TopicOffsets:
     """The :data:`TopicOffsets` of the cluster ``config`` names (its TLS and credentials too).
 
-    Each call runs within ``2 x config.rpc_timeout`` seconds (a master and a broker call per
-    partition, in order).
+    Each read runs within ``2 x config.rpc_timeout`` seconds (a master and a broker call per
+    partition, in order). Callers asking for the same topic at once share one read, and a
+    read's answer is reused for ``reuse`` seconds, so a dashboard polled by many browsers
+    costs the cluster one read per topic per ``reuse``. Only configured topics reach it (the
+    route checks first), so what it remembers is bounded by the configuration.
     """
+    reads: dict[str, asyncio.Task[list[TopicPartition]]] = {}
+    answers: dict[str, tuple[float, list[TopicPartition]]] = {}
 
     async def read(topic: str) -> list[TopicPartition]:
-        group = f"gw-{config.deployment}-topics-{secrets.token_hex(4)}"
-        try:
-            async with asyncio.timeout(2 * config.rpc_timeout):
-                async with ClientBalancedConsumer(
-                    config.masters,
-                    group=group,
-                    topics=[topic],
-                    rpc_timeout=config.rpc_timeout,
-                    **config.tubemq.client_options(),
-                ) as planner:
-                    out = []
-                    for meta in sorted(await planner.partitions(), key=lambda m: m.partition_key):
-                        low, high = await planner.offset_bounds(meta.partition_key)
-                        out.append(
-                            TopicPartition(
-                                meta.partition_key, meta.broker, meta.partition_id,
-                                meta.subscribable, low, high,
-                            )
-                        )  # fmt: skip
-                    return out
-        except (TubeMQError, TimeoutError) as exc:
-            raise TubeUnavailableError(f"reading the partitions of {topic!r}: {exc!r}") from exc
+        now = time.monotonic()
+        known = answers.get(topic)
+        if known is not None and now - known[0] < reuse:
+            return list(known[1])
+        task = reads.get(topic)
+        if task is None:
+            task = reads[topic] = asyncio.create_task(_read_topic(config, topic))
+            task.add_done_callback(lambda _t: reads.pop(topic, None))
+        found = await asyncio.shield(task)
+        answers[topic] = (time.monotonic(), found)
+        return list(found)
 
     return read
+
+
+async def _read_topic(config: GatewayConfig, topic: str) -> list[TopicPartition]:
+    """One read of ``topic``'s partitions and offsets (see :func:`cluster_topic_offsets`).
+
+    Raises:
+        TubeUnavailableError: the cluster did not answer within the deadline.
+    """
+    group = f"gw-{config.deployment}-topics-{secrets.token_hex(4)}"
+    try:
+        async with asyncio.timeout(2 * config.rpc_timeout):
+            async with ClientBalancedConsumer(
+                config.masters,
+                group=group,
+                topics=[topic],
+                rpc_timeout=config.rpc_timeout,
+                **config.tubemq.client_options(),
+            ) as planner:
+                out = []
+                for meta in sorted(await planner.partitions(), key=lambda m: m.partition_key):
+                    low, high = await planner.offset_bounds(meta.partition_key)
+                    out.append(
+                        TopicPartition(
+                            meta.partition_key, meta.broker, meta.partition_id,
+                            meta.subscribable, low, high,
+                        )
+                    )  # fmt: skip
+                return out
+    except (TubeMQError, TimeoutError) as exc:
+        raise TubeUnavailableError(f"reading the partitions of {topic!r}: {exc!r}") from exc

@@ -45,6 +45,7 @@ def test_env_wins_over_the_file_and_the_file_over_defaults(toml: Path) -> None:
         "TUBEMQ_GATEWAY_RPC_TIMEOUT": "7.5",
         "TUBEMQ_GATEWAY_DOCS": "false",
         "UNRELATED": "x",
+        "TUBEMQ_GATEWAY_PORT": "9000",  # the server's, not the configuration's
     }
     config = GatewayConfig.load(toml, env)
     assert config.redis == "redis://:pw@redis.internal:6380/2"
@@ -115,6 +116,8 @@ def test_a_redis_table_takes_the_url_from_the_environment(tmp_path: Path) -> Non
         ({"TUBEMQ_GATEWAY_SECRET_FILE": "/nonexistent/secret"}, "cannot read"),
         ({"TUBEMQ_GATEWAY_RPC_TIMEOUT": "nan"}, "rpc_timeout"),
         ({"TUBEMQ_GATEWAY_MAX_BATCH": "0"}, "max_batch"),
+        ({"TUBEMQ_GATEWAY_SECERT": "x" * 20}, "unknown variable TUBEMQ_GATEWAY_SECERT"),
+        ({"TUBEMQ_GATEWAY_GROUPS": "g1"}, "unknown variable TUBEMQ_GATEWAY_GROUPS"),
     ],
 )
 def test_bad_environment_values_are_named(toml: Path, env: dict[str, str], problem: str) -> None:

@@ -10,6 +10,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
 )
 
@@ -115,7 +116,18 @@ def _item_or_error(value: object, handler: ValidatorFunctionWrapHandler) -> obje
 
 #: A batch message: its schema is :class:`ProduceRequest`'s; an invalid one validates as the
 #: :class:`InvalidBodyError` naming its problem.
-BatchMessage = Annotated[ProduceRequest, WrapValidator(_item_or_error)]
+BatchMessage = Annotated[
+    ProduceRequest,
+    WrapValidator(_item_or_error),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"$ref": "#/components/schemas/ProduceRequest"},
+                {"description": "any other value: refused alone, with its own 422 result"},
+            ]
+        }
+    ),
+]
 
 
 class BatchProduceRequest(BaseModel):

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.errors import ForbiddenScopeError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
@@ -22,7 +23,7 @@ from tubemq_aio.gateway.http.schemas import (
 )
 from tubemq_aio.gateway.http.wire_ints import int_text
 
-__all__ = ["lag_body", "plain", "router"]
+__all__ = ["ClientIdQuery", "lag_body", "plain", "require_reader", "router", "sees_group"]
 
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
 router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
@@ -91,18 +92,36 @@ async def set_rate(
     return json_response({"ok": True})
 
 
+#: The ``client_id`` query parameter of a broadcast group's read-only routes.
+ClientIdQuery = Annotated[
+    str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+]
+
+
+def sees_group(principal: ApiKey, group: str) -> bool:
+    """Whether ``principal`` may read ``group``'s state (a ``consume:`` or ``admin:`` scope)."""
+    return principal.allows("consume", group) or principal.allows("admin", group)
+
+
+def require_reader(principal: ApiKey, group: str) -> None:
+    """Check :func:`sees_group`.
+
+    Raises:
+        ForbiddenScopeError: it does not (403).
+    """
+    if not sees_group(principal, group):
+        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
+
+
 @router.get("/v1/groups/{group}/lag", operation_id="get_lag", response_model=LagResponse)
 async def get_lag(
     group: str,
     gateway: GatewayDep,
     principal: Principal,
-    client_id: Annotated[
-        str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    ] = None,
+    client_id: ClientIdQuery = None,
 ) -> Response:
     """Backlog per partition (committed, max, lag bytes, lease holder) and in total."""
-    if not (principal.allows("consume", group) or principal.allows("admin", group)):
-        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
+    require_reader(principal, group)
     gateway.group(group)
     report = await gateway.require_engine().lag(group, client_id=client_id)
     return json_response(lag_body(group, report))

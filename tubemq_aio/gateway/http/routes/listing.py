@@ -9,16 +9,21 @@ group that reads it; a group with a ``consume:`` or ``admin:`` scope on it (as `
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
 from tubemq_aio.gateway.errors import ForbiddenScopeError, UnknownTopicError
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
 from tubemq_aio.gateway.http.listing_schemas import GroupDetail, GroupList, TopicDetail, TopicList
-from tubemq_aio.gateway.http.routes.admin import lag_body
+from tubemq_aio.gateway.http.routes.admin import (
+    ClientIdQuery,
+    lag_body,
+    require_reader,
+    sees_group,
+)
 from tubemq_aio.gateway.http.schemas import ErrorResponse
 from tubemq_aio.gateway.http.wire_ints import int_text
 
@@ -28,15 +33,9 @@ _ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)}
 router = APIRouter(tags=["listing"], responses=_ERRORS)  # type: ignore[arg-type]
 
 
-def _sees_group(principal: ApiKey, group: str) -> bool:
-    return principal.allows("consume", group) or principal.allows("admin", group)
-
-
 def visible_groups(config: GatewayConfig, principal: ApiKey) -> list[GroupConfig]:
     """The configured groups ``principal`` may consume from or administer, by name."""
-    return sorted(
-        (g for g in config.groups if _sees_group(principal, g.name)), key=lambda g: g.name
-    )
+    return sorted((g for g in config.groups if sees_group(principal, g.name)), key=lambda g: g.name)
 
 
 def visible_topics(config: GatewayConfig, principal: ApiKey) -> dict[str, dict[str, Any]]:
@@ -100,14 +99,11 @@ async def get_group(
     group: str,
     gateway: GatewayDep,
     principal: Principal,
-    client_id: Annotated[
-        str | None, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    ] = None,
+    client_id: ClientIdQuery = None,
 ) -> Response:
     """A group's configuration, the leases held now and the lag (in a broadcast group, of the
     ``client_id`` given; without one ``lag`` is null)."""
-    if not _sees_group(principal, group):
-        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
+    require_reader(principal, group)
     spec = gateway.group(group)
     body = _summary(spec)
     body.update(

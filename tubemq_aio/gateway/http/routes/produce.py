@@ -13,6 +13,7 @@ from tubemq_aio.gateway.errors import (
     InvalidBodyError,
     NotReadyError,
     RequestTooLargeError,
+    TubeUnavailableError,
     UnknownTopicError,
 )
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -82,9 +83,14 @@ async def _produce_batch(
     if len(body) > gateway.config.max_batch:
         raise RequestTooLargeError(f"at most {gateway.config.max_batch} messages per batch")
     producer = _producer(gateway, topic)
-    answer = await gateway.produce_guarded(
-        send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
-    )
+    try:
+        answer = await gateway.produce_guarded(
+            send_batch(producer, topic, body, gateway.config.produce_timeout, gateway.answer)
+        )
+    except TubeUnavailableError as exc:  # no master reachable: the batch as a whole
+        error = gateway.answer(exc)
+        gateway.metrics.produced.labels(topic, str(error.status)).inc(len(body))
+        raise error from exc
     for code, count in answer.statuses.items():
         gateway.metrics.produced.labels(topic, str(code)).inc(count)
     status = 200 if answer.statuses.keys() == {200} else 207
