@@ -86,7 +86,8 @@ class _Server(uvicorn.Server):
 
 
 def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> GatewayConfig:
-    """The configuration of a dev gateway: every scope for ``key``, one group, open CORS."""
+    """The configuration of a dev gateway: every scope for ``key``, one group, open CORS, the
+    ``/ui`` page on."""
     return GatewayConfig(
         masters=masters,
         redis=redis_url,
@@ -102,6 +103,7 @@ def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> G
         ),
         cors=CorsConfig(allow_origins=("*",)),
         produce_timeout=5.0,
+        ui=True,
     )
 
 

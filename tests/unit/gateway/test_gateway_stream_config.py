@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig, create_app
+from tubemq_aio.gateway.dev import DevOptions, dev_config
 from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.producer import Producer
 
@@ -98,3 +99,8 @@ def test_ui_page_and_session() -> None:
         assert "admin:*" in me["scopes"]
         # not in the API document: the page is no API
         assert "/ui" not in c.get("/openapi.json").json()["paths"]
+
+
+def test_the_dev_gateway_serves_the_ui() -> None:
+    config = dev_config(DevOptions(masters=None, fake=True), "127.0.0.1:1", "redis://x/0", "k" * 32)
+    assert config.ui is True
