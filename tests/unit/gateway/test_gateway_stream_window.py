@@ -1,6 +1,7 @@
-"""The stream's consume loop on a scripted engine (faults a real one cannot be made to show on
-cue): the window of unacked batches, what frees it, how the stream ends, and a cancellation at
-each of its awaits ending it promptly with every unacked lease released."""
+"""The stream's consume loop and its response on a scripted engine (faults a real one cannot be
+made to show on cue): the window of unacked batches, what frees it, how the stream ends, and a
+cancellation at each of its awaits (and the client leaving, stalling or its request cancelled)
+ending it promptly with every unacked lease released."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any, cast
 
 import pytest
 
+from tests.support.gateway_fakes import BASE_CONFIG
+from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.engine import streams
 from tubemq_aio.gateway.engine.data import FetchOutcome, LagEntry, LagReport, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine
@@ -21,6 +24,8 @@ from tubemq_aio.gateway.errors import (
     StoreUnavailableError,
     TooManyWaitersError,
 )
+from tubemq_aio.gateway.http.deps import Gateway
+from tubemq_aio.gateway.http.routes.stream import EventStreamResponse
 from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.models import Message
 
@@ -82,7 +87,7 @@ class ScriptEngine:
 def _stream(
     engine: ScriptEngine, window: int = 2, lease_ms: int = 60_000, **cfg: Any
 ) -> BatchStream:
-    settings = StreamConfig(**{"max_seconds": 60.0, "release_timeout": 0.5, **cfg})
+    settings = StreamConfig(**{"max_seconds": 60.0, "release_timeout": 2.0, **cfg})
     return BatchStream(
         cast(ConsumeEngine, engine), engine.fetch, "g", None, HOLDER, window, lease_ms, settings
     )
@@ -225,7 +230,7 @@ async def test_a_cancel_at_each_await_ends_the_stream_and_releases_its_leases(
 
 async def test_a_release_that_hangs_is_cut_at_release_timeout() -> None:
     engine = ScriptEngine(["a", "block"], block_settle=True)
-    stream = _stream(engine, window=2, release_timeout=0.2)
+    stream = _stream(engine, window=2, release_timeout=0.5)
     hub = StreamHub(stream.settings)
     task = hub.open(stream, _retriable)
     await _events(stream, 1)
@@ -246,3 +251,71 @@ async def test_the_hub_caps_its_streams_and_refuses_after_close() -> None:
     with pytest.raises(TooManyWaitersError):
         hub.open(_stream(ScriptEngine()), _retriable)
     await hub.close()  # idempotent
+
+
+# ---- the response that writes a stream -------------------------------------------------------
+
+
+def _response(engine: ScriptEngine) -> tuple[EventStreamResponse, StreamHub]:
+    config = GatewayConfig.from_mapping(
+        {**BASE_CONFIG, "stream": {"heartbeat_seconds": 0.1, "release_timeout": 0.5}}
+    )
+    gateway: Gateway = create_app(config).state.gateway
+    stream = _stream(engine, window=2)
+    principal = gateway.auth.authenticate("Bearer k-admin-1")
+    return EventStreamResponse(gateway, stream, principal, False), gateway.streams
+
+
+async def _never() -> dict[str, Any]:
+    await _forever()
+    raise AssertionError("unreachable")
+
+
+async def test_a_client_that_takes_nothing_ends_the_stream_after_four_heartbeats() -> None:
+    engine = ScriptEngine(["a", "block"])
+    response, hub = _response(engine)
+    writes: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and b"event: batch" in message["body"]:
+            await _forever()  # the client's socket is full
+        writes.append(message.get("body", b""))
+
+    async with asyncio.timeout(5):
+        await response({"type": "http"}, _never, send)
+    await hub.close()
+    assert engine.released() == ["a"]
+    assert hub.running == 0
+
+
+@pytest.mark.parametrize("how", ["leave", "cancel"])
+async def test_a_client_that_leaves_or_a_cancelled_request_releases_the_batches(how: str) -> None:
+    engine = ScriptEngine(["a", "block"])
+    response, hub = _response(engine)
+    left = asyncio.Event()
+    batch_sent = asyncio.Event()
+    sent: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message.get("body", b""))
+        if b"event: batch" in sent[-1]:
+            batch_sent.set()
+
+    call = asyncio.create_task(response({"type": "http"}, receive, send))
+    async with asyncio.timeout(5):
+        await batch_sent.wait()
+    if how == "leave":
+        left.set()
+        async with asyncio.timeout(5):
+            await call
+    else:
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+    async with asyncio.timeout(5):
+        await hub.close()
+    assert engine.released() == ["a"], (how, engine.settles, sent)
+    assert not any(b"event: end" in chunk for chunk in sent)

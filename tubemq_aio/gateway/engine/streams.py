@@ -232,6 +232,7 @@ class StreamHub:
         self.tasks = Supervisor("tubemq-gateway-streams")
         self._streams: set[BatchStream] = set()
         self._serial = itertools.count(1)
+        self._closed = False
 
     @property
     def running(self) -> int:
@@ -250,7 +251,7 @@ class StreamHub:
         Raises:
             TooManyWaitersError: ``max_streams`` run already, or the hub is closed (503).
         """
-        if self.tasks.closed or len(self._streams) >= self.settings.max_streams:
+        if self._closed or len(self._streams) >= self.settings.max_streams:
             raise TooManyWaitersError("this replica serves as many streams as it may")
         self._streams.add(stream)
         stream._on_end = self._streams.discard
@@ -267,10 +268,20 @@ class StreamHub:
         for stream in self._streams:
             stream.settled(lease_id)
 
+    @staticmethod
+    def stop(task: asyncio.Task[None]) -> None:
+        """Cancel a stream's task once: a second cancel would cut short the releases it runs
+        on its way out."""
+        if not task.done() and not task.cancelling():
+            task.cancel()
+
     async def close(self) -> None:
         """End every stream (each releases its unacked leases), waiting at most twice
         ``release_timeout``; idempotent."""
-        tasks = self.tasks.cancel()
+        self._closed = True
+        tasks = self.tasks.tasks
+        for task in tasks:
+            self.stop(task)
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=2 * self.settings.release_timeout)
             if pending:

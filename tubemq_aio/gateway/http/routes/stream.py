@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -40,6 +41,9 @@ __all__ = ["EventStreamResponse", "router"]
 router = APIRouter(tags=["consume"])
 _STREAM_ERRORS = (400, 401, 403, 404, 422, 503)
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: A write the client has not taken after this many heartbeats ends the stream.
+_STALLED_HEARTBEATS = 4
+log = logging.getLogger("tubemq_aio.gateway")
 
 
 def _sse(event: str, data: object) -> bytes:
@@ -102,14 +106,21 @@ class EventStreamResponse(Response):
                 await self._write(receive, send, task)
             except OSError:
                 pass  # the client left while we wrote (uvicorn's ClientDisconnected)
+            except TimeoutError:
+                # the response stays unfinished: the server closes the connection
+                log.info("a stream of group %r ended: its client took nothing for %d "
+                         "heartbeats", self.stream.group, _STALLED_HEARTBEATS)  # fmt: skip
             finally:
-                task.cancel()  # the task releases the unacked leases itself (owned by the hub)
+                gateway.streams.stop(task)  # it releases its unacked leases (owned by the hub)
 
     async def _write(self, receive: Receive, send: Send, task: asyncio.Task[None]) -> None:
-        async def body(chunk: bytes, more: bool = True) -> None:
-            await send({"type": "http.response.body", "body": chunk, "more_body": more})
-
         heartbeat = self.gateway.config.stream.heartbeat_seconds
+
+        async def body(chunk: bytes, more: bool = True) -> None:
+            # a client that takes no bytes for this long (its socket buffers full) is gone
+            async with asyncio.timeout(_STALLED_HEARTBEATS * heartbeat):
+                await send({"type": "http.response.body", "body": chunk, "more_body": more})
+
         watch = asyncio.ensure_future(client_disconnected(receive))
         get: asyncio.Future[StreamEvent] | None = None
         try:
