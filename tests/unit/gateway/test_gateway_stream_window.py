@@ -6,7 +6,7 @@ ending it promptly with every unacked lease released."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -276,7 +276,7 @@ async def test_a_client_that_takes_nothing_ends_the_stream_after_four_heartbeats
     response, hub = _response(engine)
     writes: list[bytes] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body" and b"event: batch" in message["body"]:
             await _forever()  # the client's socket is full
         writes.append(message.get("body", b""))
@@ -300,7 +300,7 @@ async def test_a_client_that_leaves_or_a_cancelled_request_releases_the_batches(
         await left.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message.get("body", b""))
         if b"event: batch" in sent[-1]:
             batch_sent.set()
