@@ -160,8 +160,14 @@ async def stream_through_crash(
         runner = asyncio.create_task(stream.run(retriable))
         acker = replicas[(i + 1) % len(replicas)]
         try:
-            async with asyncio.timeout(120):
+            async with asyncio.timeout(180):  # the failover (seconds to a minute) included
                 await take(stream, runner, acker)
+        except TimeoutError:
+            missing = sorted(set(bodies) - set(tally.deliveries))
+            raise AssertionError(
+                f"stream {i}: {len(missing)} bodies never came (e.g. {missing[:5]}); held "
+                f"{sorted(stream.held)}, queued {stream.events.qsize()}, tally {tally}"
+            ) from None
         finally:
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
