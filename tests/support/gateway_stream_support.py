@@ -25,7 +25,7 @@ from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.engine.data import LeaseRef
 from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
 from tubemq_aio.gateway.engine.service import ConsumeService
-from tubemq_aio.gateway.engine.streams import BatchStream
+from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import GatewayError, LeaseStaleError, StoreUnavailableError
 from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.testing import wait_until
@@ -173,31 +173,43 @@ async def stream_through_crash(
             await asyncio.gather(runner, return_exceptions=True)
 
     async def take(stream: BatchStream, runner: asyncio.Task[None], acker: ConsumeService) -> None:
-        """Count and ack the stream's batches until every body came."""
-        while not set(bodies) <= set(tally.deliveries):
-            get = asyncio.ensure_future(stream.events.get())
-            await asyncio.wait({get, runner}, return_when=asyncio.FIRST_COMPLETED)
-            if not get.done():
+        """Count and ack the stream's batches until every body came (through either stream:
+        the condition is checked every half second, not only when this stream has news)."""
+        get: asyncio.Future[StreamEvent] | None = None
+        try:
+            while not set(bodies) <= set(tally.deliveries):
+                get = get or asyncio.ensure_future(stream.events.get())
+                waiting: set[asyncio.Future[Any]] = {get, runner}
+                await asyncio.wait(waiting, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    if runner.done():
+                        runner.result()  # the stream ended: its error, if any, fails the test
+                        raise AssertionError("the stream ended before every body came")
+                    continue
+                event, get = get.result(), None
+                await handle(event, acker)
+        finally:
+            if get is not None:
                 get.cancel()
-                runner.result()  # the stream ended: its error, if any, fails the test
-                raise AssertionError("the stream ended before every body came")
-            event = get.result()
-            if event.kind != "batch":
-                continue
-            assert event.outcome is not None
-            lease = event.outcome.lease
-            assert lease is not None
-            tally.deliveries.update(m.body.decode() for m in event.outcome.messages)
-            tally.redelivered_batches += bool(lease.redelivery)
-            await asyncio.sleep(0.05)
-            try:
-                await acker.settle(cast(LeaseRef, lease), "ack")
-                tally.acked += 1
-            except StoreUnavailableError as exc:
-                assert_retriable_503(exc)
-                tally.unavailable += 1
-            except LeaseStaleError:
-                tally.stale += 1
+
+    async def handle(event: StreamEvent, acker: ConsumeService) -> None:
+        """Count a batch event and ack its lease after 50 ms of work."""
+        if event.kind != "batch":
+            return
+        assert event.outcome is not None
+        lease = event.outcome.lease
+        assert lease is not None
+        tally.deliveries.update(m.body.decode() for m in event.outcome.messages)
+        tally.redelivered_batches += bool(lease.redelivery)
+        await asyncio.sleep(0.05)
+        try:
+            await acker.settle(cast(LeaseRef, lease), "ack")
+            tally.acked += 1
+        except StoreUnavailableError as exc:
+            assert_retriable_503(exc)
+            tally.unavailable += 1
+        except LeaseStaleError:
+            tally.stale += 1
 
     tasks = [asyncio.create_task(read(i, s)) for i, s in enumerate(replicas)]
     await crash_mid_run(tasks, tally, bodies, crash)
