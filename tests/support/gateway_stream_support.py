@@ -6,28 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 import uvicorn
 
-from tests.support.gateway_failover_support import (
-    Tally,
-    assert_retriable_503,
-    crash_mid_run,
-    drain_backlog,
-)
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
-from tubemq_aio.gateway.engine.data import LeaseRef
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
-from tubemq_aio.gateway.engine.service import ConsumeService
-from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
-from tubemq_aio.gateway.errors import GatewayError, LeaseStaleError, StoreUnavailableError
-from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.testing import wait_until
 from tubemq_aio.testing._ports import allocate_ports
 
@@ -124,102 +111,3 @@ class EventReader:
 def values(batch: Mapping[str, Any]) -> list[str]:
     """The message values of a ``batch`` event."""
     return [m["value"] for m in batch["messages"]]
-
-
-async def stream_through_crash(
-    replicas: Sequence[ConsumeService],
-    group: str,
-    bodies: Sequence[str],
-    crash: Callable[[], Awaitable[object]],
-    *,
-    lease_ms: int,
-    window: int = 2,
-) -> Tally:
-    """One stream per replica (the engine's :class:`BatchStream`, as the route runs it), each
-    batch acked through the next replica after 50 ms of work; once a third of ``bodies`` was
-    delivered, ``crash()`` runs. Returns the tally once every body was delivered and the
-    group's backlog is zero again."""
-    tally = Tally()
-    settings = StreamConfig(window=window, probe_interval_ms=100, wait_ms=200)
-
-    def retriable(exc: Exception) -> bool | None:
-        # as the route classifies: a retriable gateway error is told and the stream goes on
-        if isinstance(exc, StoreUnavailableError):
-            assert_retriable_503(exc)
-            tally.unavailable += 1
-        if isinstance(exc, GatewayError) and exc.retriable:
-            return True
-        return None
-
-    async def read(i: int, service: ConsumeService) -> None:
-        stream = BatchStream(
-            cast(ConsumeEngine, service),
-            functools.partial(_fetch, service, group, lease_ms, f"stream-{i}"),
-            group, None, f"stream-{i}", window, lease_ms, settings,
-        )  # fmt: skip
-        runner = asyncio.create_task(stream.run(retriable))
-        acker = replicas[(i + 1) % len(replicas)]
-        try:
-            async with asyncio.timeout(180):  # the failover (seconds to a minute) included
-                await take(stream, runner, acker)
-        except TimeoutError:
-            missing = sorted(set(bodies) - set(tally.deliveries))
-            raise AssertionError(
-                f"stream {i}: {len(missing)} bodies never came (e.g. {missing[:5]}); held "
-                f"{sorted(stream.held)}, queued {stream.events.qsize()}, tally {tally}"
-            ) from None
-        finally:
-            runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
-
-    async def take(stream: BatchStream, runner: asyncio.Task[None], acker: ConsumeService) -> None:
-        """Count and ack the stream's batches until every body came (through either stream:
-        the condition is checked every half second, not only when this stream has news)."""
-        get: asyncio.Future[StreamEvent] | None = None
-        try:
-            while not set(bodies) <= set(tally.deliveries):
-                get = get or asyncio.ensure_future(stream.events.get())
-                waiting: set[asyncio.Future[Any]] = {get, runner}
-                await asyncio.wait(waiting, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():
-                    if runner.done():
-                        runner.result()  # the stream ended: its error, if any, fails the test
-                        raise AssertionError("the stream ended before every body came")
-                    continue
-                event, get = get.result(), None
-                await handle(event, acker)
-        finally:
-            if get is not None:
-                get.cancel()
-
-    async def handle(event: StreamEvent, acker: ConsumeService) -> None:
-        """Count a batch event and ack its lease after 50 ms of work."""
-        if event.kind != "batch":
-            return
-        assert event.outcome is not None
-        lease = event.outcome.lease
-        assert lease is not None
-        tally.deliveries.update(m.body.decode() for m in event.outcome.messages)
-        tally.redelivered_batches += bool(lease.redelivery)
-        await asyncio.sleep(0.05)
-        try:
-            await acker.settle(cast(LeaseRef, lease), "ack")
-            tally.acked += 1
-        except StoreUnavailableError as exc:
-            assert_retriable_503(exc)
-            tally.unavailable += 1
-        except LeaseStaleError:
-            tally.stale += 1
-
-    tasks = [asyncio.create_task(read(i, s)) for i, s in enumerate(replicas)]
-    await crash_mid_run(tasks, tally, bodies, crash)
-    await drain_backlog(replicas[0], group, tally, lease_ms=lease_ms)
-    return tally
-
-
-async def _fetch(
-    service: ConsumeService, group: str, lease_ms: int, holder: str, wait_ms: int
-) -> FetchOutcomeLike:
-    return await service.fetch(
-        group, client_id=None, wait_ms=wait_ms, lease_ms=lease_ms, holder=holder, max_messages=10
-    )
