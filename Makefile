@@ -33,7 +33,7 @@ help:
 # wrk drives the gateway benchmark and curl its demo; nodejs runs a gateway client in another
 # language (ids and offsets must survive JavaScript's JSON); gcc and python3-dev build the
 # optional compiled accelerator.
-SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl nodejs gcc python3-dev
+SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl nodejs gcc python3-dev chromium chromium-driver
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

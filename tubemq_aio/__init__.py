@@ -20,6 +20,7 @@ from tubemq_aio.consumer import (
 )
 from tubemq_aio.errors import (
     AdminApiError,
+    AssignmentTimeoutError,
     AuthenticationError,
     BadRequestError,
     BoundConsumeError,
@@ -80,6 +81,7 @@ from tubemq_aio.protocol.routing import Partitioner
 
 __all__ = [
     "AdminApiError",
+    "AssignmentTimeoutError",
     "AuthenticationError",
     "BadRequestError",
     "BoundConsume",

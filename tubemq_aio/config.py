@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tubemq_aio._url_keys import translate_query
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
@@ -179,6 +180,9 @@ class ClientConfig:
             TubeMQ servers 1.1.0 and 1.2.0, whose RPC layer puts a 4-byte length before every
             frame and refuses frames over 5 MiB (docs/protocol/wire.md §1.7). A server of the
             other kind drops the connection unanswered; the error then says which to try.
+        stats_log_interval: seconds between two statistics lines in the log (logger
+            ``tubemq_aio.stats``, INFO): every counter and its change (Java ``StatsConfig``
+            self-printing, which is on by default every 6 min); ``None`` (default) = off.
     """
 
     masters: tuple[HostPort, ...]
@@ -194,6 +198,7 @@ class ClientConfig:
     client_host: str | None = None
     telemetry: bool | Telemetry | None = None
     framing: Framing = "standard"
+    stats_log_interval: float | None = None
 
     def __post_init__(self) -> None:
         checks = Checks(type(self).__name__)
@@ -220,6 +225,7 @@ class ClientConfig:
         c.text("client_host", self.client_host, optional=True)
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)
+        c.optional_seconds("stats_log_interval", self.stats_log_interval, high=86_400.0)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ClientOptions]) -> Self:
@@ -230,6 +236,9 @@ class ClientConfig:
         ``tubemq://user:password@host:8715`` sets :attr:`credentials` (percent-encode ``:``,
         ``@`` and ``/`` in either part); the password never appears in a repr or an error text.
         IPv6 masters are written ``[::1]:8715``. Keyword ``overrides`` win over the URL.
+        The Go client's keys (and its scheme-less ``host:port?key=value`` address) are
+        accepted too, as are keys for the options that are not one value (topics with
+        filters, bound consumption, TLS files): :mod:`tubemq_aio._url_keys`.
 
         Raises:
             ConfigError: the URL, an option name or an option value is invalid.
@@ -242,8 +251,11 @@ class ClientConfig:
         checks = Checks("URL")
         if not isinstance(url, str):
             checks.fail(f"the URL must be a string, got {type(url).__name__}")
+        url = url.strip()
+        if "://" not in url and "?" in url:  # a Go client address: masters?key=value&...
+            url = "tubemq://" + url
         try:
-            parts = urlsplit(url.strip())
+            parts = urlsplit(url)
         except ValueError as exc:  # e.g. an unbalanced '[' in the host part
             checks.fail(f"invalid URL {redact_url(url)!r}: {exc}")
         if parts.scheme not in ("tubemq", "tubemqs"):
@@ -260,7 +272,11 @@ class ClientConfig:
             kwargs["ssl_context"] = ssl.create_default_context()
         hints = typing.get_type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        special, pairs = translate_query(
+            checks, parse_qsl(parts.query, keep_blank_values=True), frozenset(names)
+        )
+        kwargs.update(cls._from_url_parts(checks, special))
+        for key, value in pairs:
             if key == "tls":
                 if _to_bool(checks, key, value):
                     kwargs["ssl_context"] = ssl.create_default_context()
@@ -271,6 +287,12 @@ class ClientConfig:
         checks.done()
         kwargs.update(overrides)
         return cls(**kwargs)
+
+    @classmethod
+    def _from_url_parts(cls, checks: Checks, parts: dict[str, Any]) -> dict[str, Any]:
+        """Turn what :func:`~tubemq_aio._url_keys.translate_query` read into field values
+        (a subclass converts the values of its own layer)."""
+        return parts
 
 
 class ClientOptions(TypedDict, total=False):
@@ -292,6 +314,7 @@ class ClientOptions(TypedDict, total=False):
     client_host: str | None
     telemetry: bool | Telemetry | None
     framing: Framing
+    stats_log_interval: float | None
 
 
 def redact_url(url: str) -> str:

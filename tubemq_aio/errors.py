@@ -29,6 +29,7 @@ from typing import ClassVar
 __all__ = [
     "SERVER_ERROR_CLASSES",
     "AdminApiError",
+    "AssignmentTimeoutError",
     "AuthenticationError",
     "BadRequestError",
     "BoundConsumeError",
@@ -137,6 +138,11 @@ class RequestTimeoutError(TubeMQError, builtins.TimeoutError):
 class WriteTimeoutError(RequestTimeoutError):
     """The request's deadline passed while it waited for room to be written (the peer stopped
     reading, or every in-flight slot stayed busy): it was never sent, so it was not processed."""
+
+
+class AssignmentTimeoutError(TubeMQError, builtins.TimeoutError):
+    """``wait_for_assignment`` reached its deadline before the consumer held a partition
+    (the Java ``isPartitionsReady`` wait returning false); also a builtin ``TimeoutError``."""
 
 
 class SendOutcomeUnknownError(TubeMQError):

@@ -27,7 +27,8 @@ def _fill(cluster: FakeCluster, topic: str, count: int, size: int) -> int:
     ids = cluster.topics[topic].partition_ids()
     body = bytes(97 + i % 26 for i in range(size))
     for n in range(count):
-        broker.log(topic, ids[n % len(ids)]).append(n + 1, body, 0)
+        pid = ids[n % len(ids)]
+        broker.log(topic, pid).append(n + 1, body, 0, partition_id=pid)
     return count
 
 

@@ -54,7 +54,7 @@ DOC_ADDR = "127.0.0.1:8715"
 #: The topics of the fake cluster every page runs against: the quickstart's ``demo:3`` and the
 #: other topics the pages use.
 TOPICS = {"demo": 3, "orders": 2, "audit": 2, "t": 1, "a": 1, "b": 1, "out": 1}
-LANGUAGES = {"python", "bash", "console", "json", "toml", "yaml", "text"}
+LANGUAGES = {"python", "bash", "console", "json", "toml", "yaml", "text", "javascript"}
 #: Shell blocks: run only when marked ``run``.
 SHELLS = {"bash", "console"}
 FENCE = re.compile(

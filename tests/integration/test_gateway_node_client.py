@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from pathlib import Path
 
 from tests.support.gateway_support import ADMIN_KEY, Group, gateways, write_config
+from tests.support.node_scripts import node_script
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 SCRIPT = Path(__file__).parent / "scripts" / "gateway_client.mjs"
@@ -23,23 +23,15 @@ COUNT = 40
 async def test_node_client_round_trips_ids_and_offsets_exactly(
     cluster: LocalCluster, topic: str, redis: RedisServer, tmp_path: Path
 ) -> None:
-    node = shutil.which("node")
-    assert node is not None, "Node.js is needed (Debian package nodejs; `make test` installs it)"
     config = write_config(
         tmp_path / "gw.toml", cluster, redis.url, [topic], [Group("gnode", [topic])]
     )
-    async with gateways(config, 1) as (reps, _clients):
-        proc = await asyncio.create_subprocess_exec(
-            node, str(SCRIPT), reps[0].url, ADMIN_KEY, topic, "gnode", str(COUNT),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        try:
-            async with asyncio.timeout(150):
-                out, err = await proc.communicate()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+    async with (
+        gateways(config, 1) as (reps, _clients),
+        node_script(SCRIPT, reps[0].url, ADMIN_KEY, topic, "gnode", str(COUNT)) as proc,
+    ):
+        async with asyncio.timeout(150):
+            out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()[-3000:]
     summary = json.loads(out.decode().strip().splitlines()[-1])
     produced: dict[str, str] = summary["produced"]

@@ -34,8 +34,8 @@ def free_port() -> int:
 
 def test_the_two_minute_path_runs_as_written(tmp_path: Path) -> None:
     blocks = quickstart_blocks()
-    shells = [code for lang, code in blocks if lang == "sh"]
-    scripts = [code for lang, code in blocks if lang == "js"]
+    shells = [code for lang, code in blocks if lang == "bash"]
+    scripts = [code for lang, code in blocks if lang == "javascript"]
     assert shells[0].strip().startswith("tubemq-gateway dev")
     assert len(scripts) == 1
     assert "node quickstart.mjs" in shells[-1]

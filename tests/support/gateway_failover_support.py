@@ -121,6 +121,20 @@ async def consume_through_crash(
         )
         for i in range(consumers)
     ]
+    await crash_mid_run(tasks, tally, bodies, crash)
+    await drain_backlog(replicas[0], group, tally, lease_ms=lease_ms)
+    return tally
+
+
+async def crash_mid_run(
+    tasks: Sequence[asyncio.Task[None]],
+    tally: Tally,
+    bodies: Sequence[str],
+    crash: Callable[[], Awaitable[object]],
+) -> None:
+    """Once ``tasks`` (consumers counting into ``tally``) delivered a third of ``bodies``, run
+    ``crash()`` and wait for the tasks to end (each bounds its own run); they are cancelled if
+    anything fails."""
     try:
         await wait_until(lambda: len(tally.deliveries) >= len(bodies) // 3, 60, "a third delivered")
         tally.at_crash = len(tally.deliveries)
@@ -130,8 +144,6 @@ async def consume_through_crash(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    await drain_backlog(replicas[0], group, tally, lease_ms=lease_ms)
-    return tally
 
 
 async def drain_backlog(

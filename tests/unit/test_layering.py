@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tubemq_aio.supervisor",
             "tubemq_aio.telemetry",
             "tubemq_aio.config",
+            "tubemq_aio._url_keys",
             "tubemq_aio.tdmsg",
             "tubemq_aio.admin",
         ),

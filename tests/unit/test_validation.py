@@ -239,17 +239,17 @@ def test_topic_strings() -> None:
 def test_pause_and_resume_take_one_name_as_one_name() -> None:
     consumer = Consumer(M, group="gg", topics=["demo"])
     consumer.pause("demo")
-    assert consumer._paused == {"demo"}
+    assert set(consumer._paused) == {"demo"}
     consumer.resume("demo")
-    assert consumer._paused == set()
+    assert set(consumer._paused) == set()
     consumer.pause(["demo", "1:demo:0"])
-    assert consumer._paused == {"demo", "1:demo:0"}
+    assert set(consumer._paused) == {"demo", "1:demo:0"}
     for bad in (5, [""], "", b"demo", [5]):
         with pytest.raises(ConfigError):
             consumer.pause(bad)  # type: ignore[arg-type]
         with pytest.raises(ConfigError):
             consumer.resume(bad)  # type: ignore[arg-type]
-    assert consumer._paused == {"demo", "1:demo:0"}  # a refused call changed nothing
+    assert set(consumer._paused) == {"demo", "1:demo:0"}  # a refused call changed nothing
 
 
 async def test_consumer_calls_check_their_arguments() -> None:

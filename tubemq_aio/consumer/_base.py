@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from tubemq_aio._client import AsyncLifecycle
+from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
 from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
 from tubemq_aio.consumer._positions import PositionsView
+from tubemq_aio.consumer._readiness import wait_for_partitions
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
@@ -155,6 +157,20 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         self._spawn(session.broker_heartbeat_loop(), "broker-heartbeat")
         for i in range(self.config.fetchers):
             self._spawn(engine.run(), f"fetch-{i}")
+        interval = self.config.stats_log_interval
+        if interval is not None:
+            self._spawn(log_stats_every(interval, self._stats_name, self._stats_values), "stats")
+
+    def _stats_name(self) -> str:
+        return f"{type(self).__name__} {self.client_id}"
+
+    def _stats_values(self) -> dict[str, object]:
+        engine = self._engine
+        return {
+            **self.stats.snapshot(),
+            "partitions": len(self._leases),
+            "buffered": engine.buffered if engine is not None else 0,
+        }
 
     async def _start(self) -> None:
         """Register at the master and start the background tasks.
@@ -322,6 +338,23 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     def assignment(self) -> list[str]:
         """Keys (``brokerId:topic:partitionId``) of the partitions fetched now, sorted."""
         return sorted(k.format() for k in self._leases.keys())  # noqa: SIM118
+
+    async def wait_for_assignment(self, timeout: float = 30.0) -> list[str]:
+        """Wait until this consumer holds at least one partition (Java ``isPartitionsReady``).
+
+        Args:
+            timeout: seconds to wait at most (default 30; 0 looks once).
+
+        Returns:
+            The held partition keys, as :meth:`assignment` gives them.
+
+        Raises:
+            ConfigError: ``timeout`` is not a finite number >= 0.
+            AssignmentTimeoutError: nothing was held within ``timeout`` (also a
+                ``TimeoutError``).
+            ClientClosedError: the consumer is not started, or was closed while waiting.
+        """
+        return await wait_for_partitions(self.assignment, self._check_running, timeout)
 
     def _position(self, key: PartitionKey) -> PartitionPosition:
         # One partition's record (O(1)): connect() calls this once per partition it adds.

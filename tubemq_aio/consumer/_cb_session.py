@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
+from tubemq_aio.consumer._cb_max_offset import reset_to_max_offsets
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
@@ -34,6 +35,7 @@ from tubemq_aio.protocol.consumer_meta import (
     ReadStatus,
     TopicCondition,
 )
+from tubemq_aio.protocol.max_offset_ctrl import MaxOffsetControl
 from tubemq_aio.protocol.retry import DEFAULT_RETRY
 from tubemq_aio.protocol.rpc import Method
 
@@ -65,7 +67,9 @@ class ClientBalanceSession(SessionBase):
         self.source_count = source_count
         self.node_id = node_id
         self.cache = PartitionMetaCache(tls=parts.tls)
-        self.reporter = SubscriptionReporter()
+        self.reporter = SubscriptionReporter(10 * config.subscription_report_interval)
+        #: The master's "consume from the max offset" control (§8.2).
+        self.max_offset_ctrl = MaxOffsetControl()
         #: Partitions registered at their broker for positioned reads only (not fetched).
         self.readers: dict[PartitionKey, Partition] = {}
         self.on_unsubscribable: Callable[[list[PartitionKey]], object] | None = None
@@ -113,6 +117,7 @@ class ClientBalanceSession(SessionBase):
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body, deadline=deadline)
         rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_REGISTER_V2, data)
         if rsp.success:
+            self.max_offset_ctrl.registered(wall_ms())
             self._apply(rsp)
         return rsp
 
@@ -163,6 +168,7 @@ class ClientBalanceSession(SessionBase):
             assigned_time_ms=cache.assigned_time_ms,
             part_sub_info=self.reporter.next(self.held()),
             flow=self.flow,
+            max_offset_ctrl_id=self.max_offset_ctrl.ctrl_id,
             auth=self.tokens.heartbeat_auth(*auth_stamp()),
         )
         try:
@@ -176,6 +182,9 @@ class ClientBalanceSession(SessionBase):
                 gone = cache.unsubscribable(self.held())
                 if gone and self.on_unsubscribable is not None:
                     self.on_unsubscribable(gone)
+            self.max_offset_ctrl.observe(rsp.flow.max_offset_ctrl_id)
+            if self.max_offset_ctrl.take():
+                await self.reset_to_max()
         elif rsp.err_code == 411:
             try:
                 await self.register_once()
@@ -183,6 +192,15 @@ class ClientBalanceSession(SessionBase):
                 log.warning("re-register after 411 failed: %r", exc)
         else:
             log.warning("master heartbeat: [%d] %s", rsp.err_code, rsp.err_msg)
+
+    async def reset_to_max(self) -> list[PartitionKey]:
+        """Carry out the master's "consume from the max offset" control now: every fetched
+        partition restarts at its last known max offset (:mod:`._cb_max_offset`); partitions
+        the broker says are no longer ours are dropped as lost. Returns those moved."""
+        moved, lost = await reset_to_max_offsets(self)
+        if lost:
+            self._drop(lost)
+        return moved
 
     # ---- broker registrations ----------------------------------------------------------------
 

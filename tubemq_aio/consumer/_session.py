@@ -1,7 +1,8 @@
 """The consumer's master session: register, heartbeats, rebalance worker, broker heartbeats.
 
 All decisions come from the pure state machines of ``tubemq_aio.protocol`` (``EventProcess``,
-``MasterHeartbeatState``, ``PartitionLeases``); this module performs their steps.
+``MasterHeartbeatState``, ``PartitionLeases``); this module performs their steps
+(docs/protocol/consumer.md).
 """
 
 from __future__ import annotations
@@ -38,8 +39,6 @@ __all__ = ["MasterSession"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Java ``heartbeatPeriodAfterFail`` (docs/protocol/consumer.md §2.6), seconds.
-_HEARTBEAT_BACKOFF = 60.0
 #: Heartbeats at ``join_heartbeat_interval`` at most this many times: a member the master gives
 #: no partition (more members than partitions) then goes back to ``heartbeat_interval``.
 JOIN_HEARTBEATS_MAX = 30
@@ -55,7 +54,10 @@ class MasterSession(SessionBase):
 
     def __init__(self, config: ConsumerConfig, parts: ConsumerWiring) -> None:
         super().__init__(config, parts)
-        self.hb_state = MasterHeartbeatState()
+        self.hb_state = MasterHeartbeatState(
+            max_report_interval=config.subscription_report_interval,
+            max_retries=config.heartbeat_max_retries,
+        )
         self.queue = RebalanceQueue()
         self.pacer = EventPacer(config.rebalance_min_interval)
         self._rebalance_wake = asyncio.Event()
@@ -128,7 +130,7 @@ class MasterSession(SessionBase):
             except Exception:  # a bug must not end the session silently
                 log.exception("master heartbeat round failed")
                 backoff = False
-            wait = _HEARTBEAT_BACKOFF if backoff else self._heartbeat_wait()
+            wait = self.config.heartbeat_retry_backoff if backoff else self._heartbeat_wait()
             self._heartbeat_wake.clear()
             try:
                 async with asyncio.timeout(wait):

@@ -3,7 +3,7 @@
 Register retries, closing at the master, the protection timeout, unregistering and the broker
 heartbeat loop are the same for :class:`~tubemq_aio.consumer._session.MasterSession` and
 :class:`~tubemq_aio.consumer._cb_session.ClientBalanceSession`; only the register request, the
-heartbeat request and the set of partitions held at brokers differ.
+heartbeat request and the set of partitions held at brokers differ (docs/protocol/consumer.md).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.partitions import PartitionLeases
-from tubemq_aio.protocol.retry import REGISTER_RETRY, register_deadline
+from tubemq_aio.protocol.retry import register_deadline, register_pause
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ConsumerWiring", "SessionBase", "wire_consumer"]
@@ -151,7 +151,8 @@ class SessionBase:
                 a code in :attr:`register_final_codes`.
             TubeMQError: the last transport error when no master answered.
         """
-        deadline = register_deadline(self.clock(), self.config.register_attempts)
+        wait = self.config.register_fail_wait
+        deadline = register_deadline(self.clock(), self.config.register_attempts, wait)
         failures = 0
         while True:
             try:
@@ -165,7 +166,7 @@ class SessionBase:
                 if rsp.err_code in self.register_final_codes:
                     raise last
             failures += 1
-            pause = REGISTER_RETRY.pause(failures, self.clock(), deadline, 0.0)
+            pause = register_pause(self.clock(), deadline, wait)
             if pause is None:
                 raise last
             await asyncio.sleep(pause)

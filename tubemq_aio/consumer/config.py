@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from types import MappingProxyType
-from typing import Literal, Self, Unpack
+from typing import Any, Literal, Self, Unpack
 
+from tubemq_aio._url_keys import BoundParts
 from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.consumer._listeners import PartitionsCallback
@@ -125,7 +126,9 @@ class ConsumerConfig(ClientConfig):
             the next (0.5 s; 0 disables): the most often the consumer answers the master's
             events, and so the bound on the heartbeats and broker registers they cause, whatever
             the master sends (:class:`~tubemq_aio.protocol.event_pacing.EventPacer`).
-        register_attempts: master register attempts at start (Java: 5).
+        register_attempts: master register attempts at start (Java: 5), counted as time: the
+            register keeps trying for ``(register_attempts - 1) * register_fail_wait`` seconds,
+            so failures that come fast do not use the attempts up.
         deliver_corrupt: deliver messages whose CRC did not match (``Message.crc_ok`` False)
             instead of dropping them; they are counted either way.
         auto_ack: ``async for`` acks a batch once all its messages were yielded and the loop
@@ -148,6 +151,21 @@ class ConsumerConfig(ClientConfig):
             partitions arrive one heartbeat after the master's balance cycle: with the local
             test cluster's 2 s cycle, 1 s here brings the first message within ~3 s instead of
             ~13 s (``tubemq-aio consume`` sets it against the cluster ``cluster up`` recorded).
+        heartbeat_max_retries: master heartbeat failures in a row tolerated before the
+            consumer backs off (Java ``maxHeartBeatRetryTimes``, 5).
+        heartbeat_retry_backoff: seconds between master heartbeats once failures went past
+            ``heartbeat_max_retries``, until one succeeds (Java ``heartbeatPeriodAfterFail``,
+            60 s).
+        register_fail_wait: seconds between two master register attempts at start (Java
+            ``regFailWaitPeriodMs``, 1 s).
+        subscription_report_interval: heartbeats without a change after which the held
+            partitions are reported to the master anyway, in tens for the client-balanced
+            consumer (Java ``maxSubInfoReportIntvlTimes``, 6; at least 3).
+        close_rebalance_wait: seconds :meth:`Consumer.close` lets a rebalance event in
+            progress finish before stopping (Java ``shutDownRebalanceWaitPeriodMs``; 5 s).
+        run_error_rollback: what :meth:`Consumer.run` does with a batch whose handler raised:
+            ``True`` (default) rolls it back, so it is delivered again; ``False`` counts it
+            consumed and goes on, as Java does by default (``pushListenerThrowedRollBack``).
     """
 
     group: str
@@ -172,6 +190,13 @@ class ConsumerConfig(ClientConfig):
     reconnect_delay_max: float = 5.0
     callback_timeout: float = 10.0
     join_heartbeat_interval: float | None = None
+    # ---- the Java client's tuning rows (docs/features.md) ----
+    heartbeat_max_retries: int = 5
+    heartbeat_retry_backoff: float = 60.0
+    register_fail_wait: float = 1.0
+    subscription_report_interval: int = 6
+    close_rebalance_wait: float = 5.0
+    run_error_rollback: bool = True
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
@@ -182,6 +207,19 @@ class ConsumerConfig(ClientConfig):
             ConfigError: the URL, an option name or an option value is invalid.
         """
         return cls._from_url(url, overrides)
+
+    @classmethod
+    def _from_url_parts(cls, checks: Checks, parts: dict[str, Any]) -> dict[str, Any]:
+        bound = parts.get("bound")
+        if isinstance(bound, BoundParts):
+            try:
+                parts["bound"] = BoundConsume(
+                    bound.session_key, bound.source_count, bound.select_big, bound.offsets
+                )
+            except ConfigError as exc:
+                checks.adopt(exc)
+                del parts["bound"]
+        return parts
 
     def _check(self, c: Checks) -> None:
         ClientConfig._check(self, c)
@@ -234,6 +272,13 @@ class ConsumerConfig(ClientConfig):
         if c.ok and self.idle_ceiling < self.msg_not_found_wait:
             c.problem(f"msg_not_found_max_wait ({self.msg_not_found_max_wait}) must be >= "
                       f"msg_not_found_wait ({self.msg_not_found_wait})")  # fmt: skip
+        c.integer("heartbeat_max_retries", self.heartbeat_max_retries, low=0, high=1000)
+        c.seconds("heartbeat_retry_backoff", self.heartbeat_retry_backoff, high=3600.0)
+        c.seconds("register_fail_wait", self.register_fail_wait, high=600.0, low_open=False)
+        c.integer("subscription_report_interval", self.subscription_report_interval, low=3,
+                  high=10_000)  # fmt: skip
+        c.seconds("close_rebalance_wait", self.close_rebalance_wait, high=600.0, low_open=False)
+        c.flag("run_error_rollback", self.run_error_rollback)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
                       f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
@@ -295,6 +340,12 @@ class ConsumerOptions(ClientOptions, total=False):
     reconnect_delay_max: float
     callback_timeout: float
     join_heartbeat_interval: float | None
+    heartbeat_max_retries: int
+    heartbeat_retry_backoff: float
+    register_fail_wait: float
+    subscription_report_interval: int
+    close_rebalance_wait: float
+    run_error_rollback: bool
 
 
 class ConsumerFields(ConsumerOptions, total=False):

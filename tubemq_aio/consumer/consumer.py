@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Unpack
@@ -31,9 +32,6 @@ from tubemq_aio.protocol.consumer_names import planner_group
 __all__ = ["Consumer"]
 
 log = logging.getLogger("tubemq_aio.consumer")
-
-#: Longest time close() lets the rebalance worker finish the event it is processing.
-_REBALANCE_STOP_WAIT = 5.0
 
 
 class Consumer(ConsumerBase[MasterSession]):
@@ -90,7 +88,8 @@ class Consumer(ConsumerBase[MasterSession]):
             on_assigned=on_assigned,
             on_revoked=on_revoked,
         )
-        self._paused: set[str] = set()  # topics and partition keys; "" = everything
+        #: Pause entries (topics and partition keys; "" = everything) -> wall time of the pause.
+        self._paused: dict[str, float] = {}
         #: consume_from=datetime: where each partition starts on its first registration.
         self._start_offsets: dict[PartitionKey, int] = {}
 
@@ -170,7 +169,7 @@ class Consumer(ConsumerBase[MasterSession]):
         rebalance = [t for t in self._supervisor.tasks if t.get_name().endswith("-rebalance")]
         if rebalance:
             # Let an event in progress finish so no partition stays registered behind our back.
-            await asyncio.wait(rebalance, timeout=_REBALANCE_STOP_WAIT)
+            await asyncio.wait(rebalance, timeout=self.config.close_rebalance_wait)
 
     async def _release_all(self, session: MasterSession) -> None:
         parts = [p for ps in self._leases.by_broker().values() for p in ps]
@@ -185,7 +184,8 @@ class Consumer(ConsumerBase[MasterSession]):
 
         ``concurrency`` workers each take one batch at a time and call ``handler`` on its
         messages in order; the batch is acked when every call succeeded and nacked (delivered
-        again) when one raised. Different partitions are processed in parallel.
+        again) when one raised (acked instead with ``run_error_rollback=False``). Different
+        partitions are processed in parallel.
 
         Raises:
             ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
@@ -200,6 +200,7 @@ class Consumer(ConsumerBase[MasterSession]):
         checks.done()
         self._check_running()
         telemetry, group_name = self.telemetry, self.config.group
+        rollback = self.config.run_error_rollback
 
         async def worker() -> None:
             while True:
@@ -217,9 +218,14 @@ class Consumer(ConsumerBase[MasterSession]):
                             with telemetry.process(message, group_name):
                                 await handler(message)
                 except Exception:
-                    log.exception("handler failed; the batch of %s will be redelivered",
-                                  batch.partition_key)  # fmt: skip
-                    await batch.nack()
+                    if rollback:
+                        log.exception("handler failed; the batch of %s will be redelivered",
+                                      batch.partition_key)  # fmt: skip
+                        await batch.nack()
+                    else:
+                        log.exception("handler failed; the batch of %s counts as consumed",
+                                      batch.partition_key)  # fmt: skip
+                        await batch.ack()
                 else:
                     await batch.ack()
 
@@ -248,7 +254,9 @@ class Consumer(ConsumerBase[MasterSession]):
             ConfigError: ``which`` is not a name or a collection of non-blank names.
         """
         names = {""} if which is None else set(_names("pause", which))
-        self._paused |= names
+        now = time.time()
+        for name in names:
+            self._paused.setdefault(name, now)  # paused again: still paused since the first
         self._leases.pause(self._keys(names))
 
     def resume(self, which: str | Iterable[str] | None = None) -> None:
@@ -261,10 +269,30 @@ class Consumer(ConsumerBase[MasterSession]):
             ConfigError: ``which`` is not a name or a collection of non-blank names.
         """
         names = set(self._paused) if which is None else set(_names("resume", which))
-        self._paused -= names
+        for name in names:
+            self._paused.pop(name, None)
         self._leases.resume([k for k in self._keys(names) if not self._is_paused(k)])
         if self._engine is not None:
             self._engine.notify()
+
+    @property
+    def is_paused(self) -> bool:
+        """True while everything is paused (:meth:`pause` with no argument; Java
+        ``isConsumePaused``); pauses of single topics or partitions do not count."""
+        return "" in self._paused
+
+    def paused_partitions(self) -> dict[str, float]:
+        """Held partitions that are paused now, each with the wall time (seconds since the
+        epoch) since which it is paused: the earliest pause that covers it, of its key, its
+        topic or everything (Java ``getFrozenPartInfo``, which gives milliseconds)."""
+        paused = self._paused
+        result: dict[str, float] = {}
+        for key in sorted(self._leases.keys()):
+            text = key.format()
+            since = [paused[n] for n in ("", key.topic, text) if n in paused]
+            if since:
+                result[text] = min(since)
+        return result
 
 
 def _names(call: str, which: object) -> tuple[str, ...]:

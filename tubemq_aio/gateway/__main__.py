@@ -31,6 +31,7 @@ from tubemq_aio.gateway.config_report import render_config
 from tubemq_aio.gateway.config_sources import CONFIG_ENV, ENV_PREFIX, gather_sources
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.heap import freeze_startup_heap
+from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
 
 __all__ = ["app_from_env", "main"]
 
@@ -164,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workers=workers,
         log_level=args.log_level,
         access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
     return 0
 

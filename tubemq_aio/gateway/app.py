@@ -27,6 +27,7 @@ from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import install_cors
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings
+from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -34,7 +35,7 @@ from tubemq_aio.gateway.http.deps import Gateway, json_response
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
-from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce
+from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce, stream, ui
 from tubemq_aio.gateway.topic_offsets import TopicOffsets, cluster_topic_offsets
 from tubemq_aio.gateway.tube_reach import MasterReach
 from tubemq_aio.producer import Producer
@@ -67,6 +68,7 @@ def create_app(
     gateway = Gateway(
         config=config,
         replica=new_replica_id(),
+        streams=StreamHub(config.stream),
         auth=Authenticator(
             config.keys,
             config.allow_anonymous,
@@ -110,6 +112,8 @@ def create_app(
                     stack.callback(gateway.metrics.watch_housekeeper, None)
                     stack.push_async_callback(keeper.close)
                     gateway.metrics.watch_housekeeper(keeper.collect)
+                # closed before the engine: each stream releases its leases through it
+                stack.push_async_callback(gateway.streams.close)
             try:
                 yield
             finally:
@@ -126,7 +130,8 @@ def create_app(
         redoc_url=None,
     )
     app.state.gateway = gateway
-    for router in (produce.router, consume.router, admin.router, listing.router, ops.router):
+    routers = (produce.router, consume.router, stream.router, admin.router, listing.router)
+    for router in (*routers, ops.router):
         # the routes themselves, not the router: FastAPI resolves an included router's routes
         # on every request (a version walk and a second match); these carry their router's
         # tags and responses already and need no prefix
@@ -139,6 +144,8 @@ def create_app(
             include_in_schema=False,
             route_class_override=DirectJsonRoute,
         )
+    if config.ui:
+        app.router.routes.extend(ui.router.routes)
     if config.docs:
         install_docs(app, title)
     _install_error_handlers(app, gateway)

@@ -38,6 +38,7 @@ from tubemq_aio.gateway.config_tables import (
 from tubemq_aio.gateway.cors import CorsConfig
 from tubemq_aio.gateway.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
 from tubemq_aio.gateway.redis_client import parse_redis_url, redis_table_options
+from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 __all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "GroupSpec", "HousekeeperConfig"]
@@ -73,6 +74,8 @@ _TOP_KEYS = frozenset(
         "noop_route",
         "sync_interval",
         "housekeeper",
+        "stream",
+        "ui",
     }
 )
 MIN_SECRET_BYTES = 16
@@ -130,6 +133,9 @@ class GatewayConfig:
         sync_interval: seconds between partition metadata refreshes of one scope on one
             replica (also how often an active broadcast client is marked as seen).
         housekeeper: the elected background jobs (see :class:`HousekeeperConfig`).
+        stream: the streaming consume route (see :class:`StreamConfig`).
+        ui: serve the ``/ui`` page (lists topics and groups, tails a group's stream); off by
+            default. The page holds no data: every call it makes needs an API key.
     """
 
     masters: str
@@ -159,6 +165,8 @@ class GatewayConfig:
     noop_route: bool = False
     sync_interval: float = 10.0
     housekeeper: HousekeeperConfig = field(default_factory=HousekeeperConfig)
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    ui: bool = False
 
     def __post_init__(self) -> None:
         checks = Checks("gateway config")
@@ -168,6 +176,7 @@ class GatewayConfig:
         checks.instance("tubemq", self.tubemq, TubeMQAccess)
         checks.instance("cors", self.cors, CorsConfig)
         checks.instance("housekeeper", self.housekeeper, HousekeeperConfig)
+        checks.instance("stream", self.stream, StreamConfig)
         checks.done()  # the checks below read these
         try:
             masters, access = split_masters_url(self.masters, self.tubemq)
@@ -190,7 +199,7 @@ class GatewayConfig:
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
             checks.problem("groups: a group name appears twice")
-        for flag in ("allow_anonymous", "noop_route", "docs"):
+        for flag in ("allow_anonymous", "noop_route", "docs", "ui"):
             if not isinstance(getattr(self, flag), bool):
                 checks.problem(f"{flag} must be true or false")  # TOML's spelling
         if self.anonymous_scopes is not None:
@@ -288,7 +297,7 @@ class GatewayConfig:
         options: dict[str, Any] = {
             k: v
             for k, v in data.items()
-            if k not in ("groups", "keys", "housekeeper", "tubemq", "cors")
+            if k not in ("groups", "keys", "housekeeper", "tubemq", "cors", "stream")
         }
         if isinstance(options.get("redis"), Mapping):
             try:
@@ -313,6 +322,8 @@ class GatewayConfig:
             )
         if "cors" in data:
             options["cors"] = _adopted(checks, CorsConfig.from_mapping, data["cors"])
+        if "stream" in data:
+            options["stream"] = _adopted(checks, StreamConfig.from_mapping, data["stream"])
         for key in ("masters", "redis", "secret"):
             if key not in options:
                 checks.problem(f"{key} is required")

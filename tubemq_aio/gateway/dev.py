@@ -32,6 +32,7 @@ from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
 from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 
@@ -85,7 +86,8 @@ class _Server(uvicorn.Server):
 
 
 def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> GatewayConfig:
-    """The configuration of a dev gateway: every scope for ``key``, one group, open CORS."""
+    """The configuration of a dev gateway: every scope for ``key``, one group, open CORS, the
+    ``/ui`` page on."""
     return GatewayConfig(
         masters=masters,
         redis=redis_url,
@@ -101,6 +103,7 @@ def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> G
         ),
         cors=CorsConfig(allow_origins=("*",)),
         produce_timeout=5.0,
+        ui=True,
     )
 
 
@@ -188,7 +191,12 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
         except (TubeMQError, OSError) as err:
             _fail(f"cannot start: {err}")
             return 1
-        server = _Server(uvicorn.Config(create_app(config), log_level="warning", access_log=False))
+        server = _Server(
+            uvicorn.Config(
+                create_app(config), log_level="warning", access_log=False,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+            )
+        )  # fmt: skip
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         stack.push_async_callback(_stopped, server, serving)
         started = loop_time() + START_TIMEOUT

@@ -10,6 +10,7 @@ __all__ = [
     "MAX_DELAY_MS",
     "MAX_SETTING_SECONDS",
     "MAX_WAIT_MS",
+    "SHUTDOWN_GRACE_SECONDS",
 ]
 
 #: The shortest lease a group may allow (ms).
@@ -24,3 +25,7 @@ MAX_SETTING_SECONDS = 600.0
 MAX_WAIT_MS = 30_000
 #: The longest redelivery delay a nack may ask for (``delay_ms``): one hour.
 MAX_DELAY_MS = 3_600_000
+#: Seconds a stopping replica's server lets open responses finish before it cancels them (a
+#: stream would otherwise hold the shutdown until its ``max_seconds``); a cancelled stream
+#: releases its unacked leases.
+SHUTDOWN_GRACE_SECONDS = 10

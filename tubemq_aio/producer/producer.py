@@ -14,6 +14,7 @@ from tubemq_aio._client import open_pool
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
+from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
@@ -153,6 +154,14 @@ class Producer(SendAttempts):
         if cfg.topics:
             await self._session.publish(cfg.topics)
         self._supervisor.spawn(self._session.run_heartbeats(), "heartbeat")
+        if cfg.stats_log_interval is not None:
+            session = self._session
+            self._supervisor.spawn(
+                log_stats_every(
+                    cfg.stats_log_interval, lambda: f"Producer {session.client_id}", self.metrics
+                ),
+                "stats",
+            )
 
     async def _teardown(self) -> None:
         """Let pending sends finish (``close_grace``), stop the background tasks (sends started
@@ -182,6 +191,25 @@ class Producer(SendAttempts):
         checks.done()
         session = self._require_session()
         await session.publish(names)
+
+    def accepts_publish(self, topic: str) -> bool:
+        """Whether ``topic`` can be published to right now (Java ``isTopicCurAcceptPublish``):
+        it is published by this producer and the master's last heartbeat answer listed a
+        writable partition of it. A topic whose brokers stop accepting publishing becomes False
+        with the next heartbeat (``heartbeat_interval``) that leaves it out; no request is sent
+        here. Sends may still go to the partitions last known while False: the producer keeps
+        them as long as their brokers are listed (a restarted master lists no topic for a while).
+
+        Raises:
+            ConfigError: ``topic`` is not a non-blank string.
+            ClientClosedError: the producer is not started or was closed.
+        """
+        checks = Checks("accepts_publish")
+        name = checks.text("topic", topic)
+        checks.done()
+        session = self._require_session()
+        assert name is not None
+        return session.is_published(name) and session.metadata.listed(name)
 
     @property
     def in_flight(self) -> int:

@@ -220,6 +220,8 @@ class ProducerMetadata:
         self._default_max = DEFAULT_MAX_MSG_SIZE
         self._brokers: dict[int, Broker] = {}
         self._topics: dict[str, TopicMeta] = {}
+        #: Topics the master's last heartbeat answer listed with writable partitions.
+        self._listed: frozenset[str] = frozenset()
         self._brokers_updated_at: float | None = None
 
     def __repr__(self) -> str:
@@ -300,6 +302,7 @@ class ProducerMetadata:
             if info.strip():
                 meta = parse_topic_info(info, brokers)
                 topics[meta.topic] = meta
+        self._listed = frozenset(t for t, meta in topics.items() if meta.partitions)
         if response.broker_checksum != self._checksum:
             self._set_brokers(response.broker_infos, response.broker_checksum, now, brokers)
         # Unlike Java, keep the last known partitions of a topic the answer leaves out while their
@@ -319,6 +322,12 @@ class ProducerMetadata:
     def broker(self, broker_id: int) -> Broker | None:
         """The broker with this id, or ``None``."""
         return self._brokers.get(broker_id)
+
+    def listed(self, topic: str) -> bool:
+        """Whether the master's last heartbeat answer listed writable partitions of ``topic``
+        (what Java's ``isTopicCurAcceptPublish`` reports; :meth:`writable_partitions` may still
+        hold a topic the answer left out, see :meth:`apply_heartbeat`)."""
+        return topic in self._listed
 
     def topics(self) -> frozenset[str]:
         """Topics that currently have writable partitions."""

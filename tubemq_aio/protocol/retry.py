@@ -19,7 +19,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_RETRY", "REGISTER_RETRY", "FailureStreak", "RetryPolicy", "register_deadline"]
+__all__ = [
+    "DEFAULT_RETRY",
+    "REGISTER_RETRY",
+    "FailureStreak",
+    "RetryPolicy",
+    "register_deadline",
+    "register_pause",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,20 +119,33 @@ DEFAULT_RETRY = RetryPolicy()
 REGISTER_RETRY = RetryPolicy(immediate=0, initial=1.0, maximum=1.0, multiplier=1.0, jitter=0.0)
 
 
-def register_deadline(now: float, register_attempts: int) -> float:
+def register_deadline(
+    now: float, register_attempts: int, wait: float = REGISTER_RETRY.initial
+) -> float:
     """When a register at start stops retrying: the time the Java client's loop of
-    ``register_attempts`` attempts 1 s apart takes, counted in time rather than attempts (fast
-    failures, e.g. every master answering "standby" during an election, no longer use it up);
-    ``register_attempts=1`` makes one attempt (one round over the masters).
+    ``register_attempts`` attempts ``wait`` seconds apart takes, counted in time rather than
+    attempts (fast failures, e.g. every master answering "standby" during an election, no longer
+    use it up); ``register_attempts=1`` makes one attempt (one round over the masters).
 
     Args:
         now: the current time (monotonic).
         register_attempts: the configured attempts (>= 1).
+        wait: the pause between two attempts, seconds (the consumer's ``register_fail_wait``,
+            Java's ``regFailWaitPeriodMs``; default 1 s).
 
     Returns:
-        ``now + (register_attempts - 1) * REGISTER_RETRY.initial``.
+        ``now + (register_attempts - 1) * wait``.
     """
-    return now + max(0, register_attempts - 1) * REGISTER_RETRY.initial
+    return now + max(0, register_attempts - 1) * wait
+
+
+def register_pause(now: float, deadline: float, wait: float) -> float | None:
+    """The pause before the next register attempt: ``wait`` seconds, cut at ``deadline``; None
+    once the deadline has passed (give up with the last error)."""
+    remaining = deadline - now
+    if not remaining > 0.0:  # NaN-safe
+        return None
+    return min(wait, remaining)
 
 
 class FailureStreak:

@@ -10,6 +10,7 @@ method: an error code, a delay, no answer at all, or a connection reset.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Mapping
 
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
@@ -180,6 +181,12 @@ class FakeCluster(AsyncService):
         if layout.partitions < 1 or layout.stores < 1:
             raise ValueError("a topic needs at least one partition and one store")
         self.topics[layout.name] = layout
+
+    def set_consume_from_max(self, group: str) -> None:
+        """Tell a client-balanced group's members to consume from the max offset now, as the
+        master's ``admin_set_client_balance_group_consume_from_max`` web call does: the next V2
+        heartbeat answers carry a new control id (docs/protocol/consumer.md §8.2)."""
+        self.master.consume_from_max[group] = time.time_ns() // 1_000_000
 
     def messages(self, topic: str) -> list[StoredMessage]:
         """Every stored message of ``topic`` (all brokers and partitions, by message id)."""

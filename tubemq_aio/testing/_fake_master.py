@@ -88,6 +88,8 @@ class FakeMaster:
         self.brokers = brokers
         self.producers: dict[str, float] = {}
         self.groups: dict[str, dict[str, Member]] = {}
+        #: Client-balanced group -> its "consume from the max offset" control id (wall ms).
+        self.consume_from_max: dict[str, int] = {}
         self.client_timeout = client_timeout
         self.event_timeout = event_timeout
         self.balance_period = balance_period
@@ -355,13 +357,18 @@ class FakeMaster:
 
     def _heartbeat_v2(self, request: RpcRequest) -> bytes:
         req = pb.HeartRequestC2MV2.FromString(request.body)
-        rsp = self._meta_answer(
-            pb.HeartResponseM2CV2(authorizedInfo=self._authorized()),
+        rsp = pb.HeartResponseM2CV2(authorizedInfo=self._authorized())
+        self._meta_answer(
+            rsp,
             req.groupName,
             req.clientId,
             req.subRepInfo.brokerConfigId,
             req.subRepInfo.topicMetaInfoId,
         )
+        ctrl = self.consume_from_max.get(req.groupName)
+        reported = req.opsTaskInfo.csmFrmMaxOffsetCtrlId
+        if rsp.errCode == 200 and ctrl is not None and reported != ctrl:
+            rsp.opsTaskInfo.csmFrmMaxOffsetCtrlId = ctrl  # until the client reports it back
         return rsp.SerializeToString()
 
     def _part_meta(self, request: RpcRequest) -> bytes:

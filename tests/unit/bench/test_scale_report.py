@@ -13,7 +13,7 @@ from tubemq_aio.testing import FakeCluster
 def test_fill_spreads_messages_evenly_over_the_partitions() -> None:
     fake = FakeCluster(topics={"s": 3})
     assert cluster._fill(fake, "s", 7, 32) == 7
-    logs = [fake.brokers[0].log("s", pid).messages for pid in range(3)]
+    logs = [fake.brokers[0].log("s", pid).partition_messages(pid) for pid in range(3)]
     assert [len(m) for m in logs] == [3, 2, 2]
     assert {len(m.payload) for log in logs for m in log} == {32}
 

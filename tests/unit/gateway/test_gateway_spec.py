@@ -18,7 +18,7 @@ SPEC = ROOT / "docs" / "gateway" / "openapi.json"
 OPERATIONS = {
     "produce", "produce_batch", "fetch", "ack", "nack", "extend", "reset_offsets", "pause",
     "resume", "set_rate", "get_lag", "healthz", "readyz", "metrics", "list_topics",
-    "get_topic", "list_groups", "get_group",
+    "get_topic", "list_groups", "get_group", "stream",
 }  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from fastapi.security import HTTPBearer
 from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
 from tubemq_aio.gateway.engine.dead_letters import DivertProgress
 from tubemq_aio.gateway.engine.port import ConsumeEngine
+from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -40,6 +41,7 @@ class Gateway:
         replica: this replica's opaque id (the lease holder label; its host and process id
             are only in the start-up log).
         auth: the API-key checker.
+        streams: the streaming consumes this replica serves (their tasks and windows).
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
         engine: the consume engine (None without groups or before start).
@@ -52,6 +54,7 @@ class Gateway:
     config: GatewayConfig
     replica: str
     auth: Authenticator
+    streams: StreamHub
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     producer: Producer | None = None
     engine: ConsumeEngine | None = None

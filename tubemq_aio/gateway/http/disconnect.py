@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from starlette.types import Receive
 
-__all__ = ["run_unless_disconnected"]
+__all__ = ["client_disconnected", "run_unless_disconnected"]
 
 _T = TypeVar("_T")
 #: ``receive`` answers that are not ``http.disconnect`` tolerated before the watch gives up
@@ -25,7 +25,7 @@ _T = TypeVar("_T")
 _MAX_OTHER_MESSAGES = 8
 
 
-async def _disconnected(receive: Receive) -> bool:
+async def client_disconnected(receive: Receive) -> bool:
     """True once the client disconnected; False if the server will not say (watch ends)."""
     for _ in range(_MAX_OTHER_MESSAGES):
         message = await receive()
@@ -75,7 +75,7 @@ async def run_unless_disconnected(
         asyncio.CancelledError: this request was cancelled (``work`` was cancelled with it).
     """
     job = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(_disconnected(receive))
+    watch = asyncio.ensure_future(client_disconnected(receive))
     gone = False
 
     def client_left(done: asyncio.Future[bool]) -> None:

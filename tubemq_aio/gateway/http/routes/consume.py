@@ -12,14 +12,19 @@ from fastapi.responses import Response
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike, PiggybackAcks
+from tubemq_aio.gateway.engine.port import (
+    ConsumeEngine,
+    FetchOutcomeLike,
+    LeaseLike,
+    PiggybackAcks,
+)
 from tubemq_aio.gateway.engine.tokens import (
     MAX_TOKEN_LENGTH,
     TokenClaims,
     decode_token,
     encode_token,
 )
-from tubemq_aio.gateway.errors import RateLimitedError
+from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import (
@@ -41,7 +46,7 @@ from tubemq_aio.gateway.http.schemas import (
     SettleResponse,
 )
 
-__all__ = ["router"]
+__all__ = ["lease_json", "router"]
 
 _FETCH_ERRORS = (400, 401, 403, 404, 413, 415, 422, 429, 503, 504)
 _LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 503)
@@ -78,7 +83,12 @@ async def _settle(
     delay_ms: int = 0,
 ) -> str:
     claims = _claims(gateway, principal, token)
-    result = await gateway.require_engine().settle(claims, action, delay_ms=delay_ms)
+    try:
+        result = await gateway.require_engine().settle(claims, action, delay_ms=delay_ms)
+    except LeaseStaleError:
+        gateway.streams.settled(claims.lease_id)  # not a stream's to wait for any more
+        raise
+    gateway.streams.settled(claims.lease_id)
     gateway.metrics.settles.labels(claims.group, action, result).inc()
     return result
 
@@ -146,13 +156,7 @@ async def _fetch(
     reply: dict[str, object] = {"status": outcome.status, "messages": []}
     lease = outcome.lease
     if outcome.status == "ok" and lease is not None:
-        claims = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
-        reply["lease"] = {
-            "token": encode_token(claims, gateway.secret),
-            "partition_key": lease.partition_key,
-            "expires_at": lease.expires_at_ms,
-            "redelivery": lease.redelivery,
-        }
+        reply["lease"] = lease_json(lease, gateway.secret)
         force = body.value_encoding == "base64"
         reply["messages"] = messages_json(outcome.messages, force)
         gateway.metrics.messages_delivered.labels(group).inc(len(outcome.messages))
@@ -162,6 +166,18 @@ async def _fetch(
         await carried.settle_rest()
         reply["acks"] = carried.answers()
     return json_response(reply)
+
+
+def lease_json(lease: LeaseLike, secret: bytes) -> dict[str, object]:
+    """A granted lease as a client gets it: its token, partition, expiry (Redis ms) and
+    redelivery count."""
+    claims = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+    return {
+        "token": encode_token(claims, secret),
+        "partition_key": lease.partition_key,
+        "expires_at": lease.expires_at_ms,
+        "redelivery": lease.redelivery,
+    }
 
 
 class _Carried:
@@ -197,6 +213,8 @@ class _Carried:
     def count(self) -> None:
         """Count the settled acks in the replica's settle metrics."""
         for ref, result in zip(self.batch.refs, self.batch.results or (), strict=False):
+            if isinstance(result, str | LeaseStaleError):
+                self.gateway.streams.settled(ref.lease_id)
             if isinstance(result, str):
                 self.gateway.metrics.settles.labels(ref.group, "ack", result).inc()
 
