@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from tubemq_aio import Consumer
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 
 WARM_UP = 15.0
 MEASURED = 30.0
@@ -39,9 +39,9 @@ async def _run(cluster: LocalCluster, partitions: int, fixed: bool, group: str) 
         cluster.master_addr, group=group, topics=["idle"], consume_from="latest",
         join_heartbeat_interval=1.0, **options,
     ) as consumer:  # fmt: skip
-        deadline = time.monotonic() + 90
-        while len(consumer.assignment()) < partitions and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
+        await wait_until(
+            lambda: len(consumer.assignment()) >= partitions, 90, "every partition held"
+        )
         held = len(consumer.assignment())
         await asyncio.sleep(WARM_UP)
         cpu0, broker0, wall0 = _cpu_self(), sum(broker.cpu_times()[:2]), time.monotonic()
