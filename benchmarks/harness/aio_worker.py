@@ -138,7 +138,8 @@ def bench_telemetry(mode: str) -> bool | Telemetry:
 def not_found_max_wait(ns: argparse.Namespace) -> float:
     """The consumer's ``msg_not_found_max_wait``: ``--not-found-max-wait``, else the fixed
     period of ``--not-found-wait`` (what the peers do, so the comparison stays like for like)."""
-    return ns.not_found_wait if ns.not_found_max_wait is None else ns.not_found_max_wait
+    chosen = ns.not_found_wait if ns.not_found_max_wait is None else ns.not_found_max_wait
+    return float(chosen)
 
 
 def payload(size: int) -> bytes:

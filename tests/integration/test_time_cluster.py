@@ -71,12 +71,20 @@ async def test_time_entry_points_yield_exactly_the_later_bursts(
         assert sorted(got) == sorted(want)
 
 
-async def test_cli_offset_at_time_and_reset_to_time(cluster: LocalCluster, topic: str) -> None:
+async def test_cli_offset_from_and_reset_to_time(cluster: LocalCluster, topic: str) -> None:
     bursts = await produce_bursts(cluster.master_addr, topic, tag="cli")
     pause = bursts.pauses[0].isoformat()
     got = await asyncio.to_thread(
         run_cli, "consume", "--master", cluster.master_addr, "--topic", topic,
         "--partition", "all", "--offset", f"@{pause}", "-e", "-q",
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    bodies = [json.loads(line)["body"].encode() for line in got.stdout.splitlines()]
+    assert sorted(bodies) == sorted(bursts.later(0))
+    # --from @TIME: a new group starts every partition at the time (-e: ends at the end).
+    got = await asyncio.to_thread(
+        run_cli, "consume", "--master", cluster.master_addr, "--topic", topic,
+        "--group", "time_from", "--from", f"@{pause}", "-e", "-q",
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     bodies = [json.loads(line)["body"].encode() for line in got.stdout.splitlines()]
