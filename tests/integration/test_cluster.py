@@ -20,6 +20,7 @@ from tubemq_aio.testing import (
     PortInUseError,
     RuntimeResolveError,
     ToolNotFoundError,
+    UnsupportedVersionError,
 )
 from tubemq_aio.testing._process import pid_alive
 
@@ -131,11 +132,19 @@ async def test_missing_tool(tool: str, tmp_path: Path) -> None:
     assert cluster.nodes == []
 
 
-async def test_unresolvable_version(tmp_path: Path) -> None:
-    """An unknown server version fails in Maven with RuntimeResolveError naming maven.log."""
-    cluster = LocalCluster(version="0.0.1-nonexistent", cache_dir=tmp_path)
+async def test_unresolvable_runtime(tmp_path: Path) -> None:
+    """A runtime Maven cannot resolve fails with RuntimeResolveError naming maven.log (an
+    unknown version is refused before that, when the cluster is built)."""
+    with pytest.raises(UnsupportedVersionError, match=r"0\.0\.1-nonexistent"):
+        LocalCluster(version="0.0.1-nonexistent", cache_dir=tmp_path)
+    failing_mvn = tmp_path / "mvn"
+    failing_mvn.write_text(
+        "#!/bin/sh\necho 'Could not transfer artifact: network is down' >&2\nexit 1\n"
+    )
+    failing_mvn.chmod(0o755)
+    cluster = LocalCluster(cache_dir=tmp_path / "cache", mvn=str(failing_mvn))
     t0 = time.monotonic()
-    with pytest.raises(RuntimeResolveError, match=r"0\.0\.1-nonexistent") as info:
+    with pytest.raises(RuntimeResolveError, match=r"2\.4\.0") as info:
         await cluster.start()
     assert time.monotonic() - t0 < 300
     log = info.value.log_file

@@ -58,6 +58,9 @@ SERVER_VERSIONS: Mapping[str, ServerVersion] = MappingProxyType(
         ),
     }
 )
+"""Every tubemq-server version :class:`LocalCluster` can run (``version=``), each with how the
+harness runs it: the three releases on Maven Central (docs/local-cluster.md, "Server versions").
+"""
 """Every version :class:`LocalCluster` can run, by Maven version (see docs/local-cluster.md)."""
 
 
