@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -68,12 +71,18 @@ async def chromium_tab(url: str, *, width: int = 1100, height: int = 900) -> Asy
     binary = shutil.which("chromium")
     assert binary is not None, "headless Chromium is needed: apt-get install chromium"
     port = allocate_ports(1)[0]
-    with tempfile.TemporaryDirectory(prefix="tubemq-chromium-") as profile:
+    # Chromium's helpers (zygote, renderers, crash handler) may outlive its main process by a
+    # moment and still write to the profile: the whole process group is stopped first, and a
+    # straggler's file left in the profile does not fail the test.
+    with tempfile.TemporaryDirectory(
+        prefix="tubemq-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         proc = await asyncio.create_subprocess_exec(
             binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-dev-shm-usage", f"--remote-debugging-port={port}",
             f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
         )  # fmt: skip
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
@@ -105,10 +114,12 @@ async def chromium_tab(url: str, *, width: int = 1100, height: int = 900) -> Asy
                 await wait_until(loaded, 60, f"Chromium loaded {url.split('#')[0]}")
                 yield tab
         finally:
-            if proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # any helper still running

@@ -285,4 +285,9 @@ class StreamHub:
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=2 * self.settings.release_timeout)
             if pending:
-                log.warning("%d streams did not end in time", len(pending))
+                # Past their release budget: cancel again, so that no stream outlives the hub
+                # (a lease they still hold comes back when it expires).
+                log.warning("%d streams did not end in time; cancelled again", len(pending))
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending, timeout=self.settings.release_timeout)
