@@ -74,21 +74,21 @@ async def test_time_entry_points_yield_exactly_the_later_bursts(
 async def test_cli_offset_from_and_reset_to_time(cluster: LocalCluster, topic: str) -> None:
     bursts = await produce_bursts(cluster.master_addr, topic, tag="cli")
     pause = bursts.pauses[0].isoformat()
-    got = await asyncio.to_thread(
-        run_cli, "consume", "--master", cluster.master_addr, "--topic", topic,
-        "--partition", "all", "--offset", f"@{pause}", "-e", "-q",
-    )  # fmt: skip
-    assert got.returncode == 0, got.stderr
-    bodies = [json.loads(line)["body"].encode() for line in got.stdout.splitlines()]
-    assert sorted(bodies) == sorted(bursts.later(0))
+
+    async def consumed(*args: str) -> list[bytes]:
+        got = await asyncio.to_thread(
+            run_cli, "consume", "--master", cluster.master_addr, "--topic", topic, *args, "-e", "-q"
+        )
+        assert got.returncode == 0, got.stderr
+        return [json.loads(line)["body"].encode() for line in got.stdout.splitlines()]
+
+    assert sorted(await consumed("--partition", "all", "--offset", f"@{pause}")) == sorted(
+        bursts.later(0)
+    )
     # --from @TIME: a new group starts every partition at the time (-e: ends at the end).
-    got = await asyncio.to_thread(
-        run_cli, "consume", "--master", cluster.master_addr, "--topic", topic,
-        "--group", "time_from", "--from", f"@{pause}", "-e", "-q",
-    )  # fmt: skip
-    assert got.returncode == 0, got.stderr
-    bodies = [json.loads(line)["body"].encode() for line in got.stdout.splitlines()]
-    assert sorted(bodies) == sorted(bursts.later(0))
+    assert sorted(await consumed("--group", "time_from", "--from", f"@{pause}")) == sorted(
+        bursts.later(0)
+    )
     group = "time_reset"
     done = await asyncio.to_thread(
         run_cli, "reset", "--master", cluster.master_addr, "--topic", topic, "--group", group,
