@@ -14,6 +14,7 @@ switch.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import ssl
 from collections.abc import AsyncIterator
@@ -22,11 +23,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.support.cli_run import cli_argv, cli_env
 from tests.support.own_cluster import client_tls_context, start_or_fail
 from tubemq_aio import ClientBalancedConsumer, Credentials, Producer
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import AuthenticationError, TubeMQError
-from tubemq_aio.testing import AuthSettings, LocalCluster, make_tls_material
+from tubemq_aio.testing import AuthSettings, LocalCluster, TlsMaterial, make_tls_material
 
 SMOKE_VERSIONS = os.environ.get("TUBEMQ_AIO_SMOKE_VERSIONS", "1.2.0-incubating").split(",")
 TOPICS = ["v12_a", "v12_b", "v12_c"]
@@ -37,10 +39,11 @@ N = 30
 class Old:
     """A 1.x cluster and what a client needs to reach it."""
 
-    def __init__(self, cluster: LocalCluster, ctx: ssl.SSLContext) -> None:
-        """Keep ``cluster`` and a client TLS context trusting it."""
+    def __init__(self, cluster: LocalCluster, material: TlsMaterial) -> None:
+        """Keep ``cluster``, its TLS files and a client TLS context trusting it."""
         self.cluster = cluster
-        self.ctx = ctx
+        self.material = material
+        self.ctx: ssl.SSLContext = client_tls_context(material)
         addr = cluster.master_tls_addr
         assert addr is not None
         self.master = addr
@@ -67,7 +70,7 @@ async def old(
     )
     await start_or_fail(cluster, f"the {version} cluster")
     try:
-        yield Old(cluster, client_tls_context(material))
+        yield Old(cluster, material)
     finally:
         await cluster.stop()
 
@@ -137,6 +140,34 @@ async def test_client_balanced_consumer(old: Old) -> None:
                 async with await consumer.getmany(timeout=1) as batch:
                     got.extend(m.body for m in batch)
     assert sorted(got) == sorted(sent)
+
+
+async def _cli(old: Old, *args: str, stdin: bytes = b"") -> bytes:
+    """``tubemq-aio ARGS`` against ``old`` with its TLS files, user and ``--framing``; stdout."""
+    material = old.material
+    assert material.client_key is not None
+    connection = ["--master", old.master, "--framing", old.cluster.framing,
+                  "--tls-ca", str(material.ca_pem), "--tls-cert", str(material.client_cert),
+                  "--tls-key", str(material.client_key), "--user", USER.user_name]  # fmt: skip
+    env = {**cli_env(), "TUBEMQ_AIO_PASSWORD": USER.password}
+    proc = await asyncio.create_subprocess_exec(
+        *cli_argv(*args, *connection), env=env, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
+    assert proc.returncode == 0, err.decode()
+    return out
+
+
+async def test_cli_with_the_framing_flag(old: Old) -> None:
+    """``tubemq-aio produce`` and ``consume`` reach a 1.x cluster with ``--framing``."""
+    topic = TOPICS[2]
+    lines = [f"cli-{i}" for i in range(N)]
+    await _cli(old, "produce", "--topic", topic, stdin="\n".join(lines).encode() + b"\n")
+    out = await _cli(old, "consume", "--topic", topic, "--partition", "all", "--offset",
+                     "earliest", "--exit-at-end", "--timeout", "90")  # fmt: skip
+    bodies = [json.loads(line)["body"] for line in out.decode().splitlines()]
+    assert sorted(b for b in bodies if b.startswith("cli-")) == sorted(lines)
 
 
 async def test_missing_credentials_refused(old: Old) -> None:

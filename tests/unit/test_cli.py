@@ -260,3 +260,21 @@ def test_listing_without_a_web_api_exits_1_naming_the_address(
     monkeypatch.setenv("TUBEMQ_AIO_STATE", os.devnull)  # no `cluster up` record either
     assert main(["groups"]) == 2
     assert "--web HOST:PORT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("master", ["h:1", "tubemq://h:1?framing=standard"])
+def test_framing_flag_reaches_the_client_and_overrides_the_url(master: str) -> None:
+    args = build_parser().parse_args(
+        ["partitions", "--master", master, "--topic", "t", "--framing", "legacy-length"]
+    )
+    assert connection_options(args) == {"framing": "legacy-length"}
+    assert open_client(Producer, args, topics=["t"]).config.framing == "legacy-length"
+    plain = build_parser().parse_args(["partitions", "--master", "h:1", "--topic", "t"])
+    assert "framing" not in connection_options(plain)
+
+
+def test_unknown_framing_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["partitions", "--master", "h:1", "--topic", "t", "--framing", "legacy"])
+    assert info.value.code == 2
+    assert "legacy-length" in capsys.readouterr().err

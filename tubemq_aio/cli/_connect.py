@@ -1,4 +1,5 @@
-"""How every command reaches the master: address or ``tubemq[s]://`` URL, TLS files, credentials.
+"""How every command reaches the master: address or ``tubemq[s]://`` URL, TLS files, credentials,
+and the framing of old servers.
 
 The password comes from ``--password`` or from ``$TUBEMQ_AIO_PASSWORD`` (better: it stays out of
 the shell history and the process list). It is never printed: errors name the option, never the
@@ -15,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.legacy_framing import FRAMINGS
 
 __all__ = ["PASSWORD_ENV", "add_connection_options", "connection_options", "open_client"]
 
@@ -35,7 +37,7 @@ class _ClientClass(Protocol[C]):
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """``--tls-ca/--tls-cert/--tls-key`` and ``--user/--password`` of one command."""
+    """``--tls-ca/--tls-cert/--tls-key``, ``--user/--password`` and ``--framing`` of one command."""
     tls = parser.add_argument_group("TLS and authentication")
     tls.add_argument(
         "--tls-ca", metavar="FILE", help="CA certificate(s) (PEM) to trust; turns TLS on"
@@ -47,6 +49,12 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         "--password",
         metavar="SECRET",
         help=f"password of --user (better: set ${PASSWORD_ENV}); never printed",
+    )
+    tls.add_argument(
+        "--framing",
+        choices=FRAMINGS,
+        help="frame delimiting: standard (default; servers from 1.3.0 on) or legacy-length "
+        "(servers 1.1.0 and 1.2.0); docs/protocol/wire.md §1.7",
     )
 
 
@@ -90,10 +98,12 @@ def _credentials(checks: Checks, args: argparse.Namespace) -> Credentials | None
 
 
 def connection_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``ssl_context`` and ``credentials`` keywords from the command line (only those given).
+    """``ssl_context``, ``credentials`` and ``framing`` keywords from the command line (only
+    those given).
 
     A ``tubemqs://`` address already selects TLS with the system's CAs; ``--tls-ca`` or
-    ``--tls-cert`` replace that context. ``--user`` replaces credentials of a URL.
+    ``--tls-cert`` replace that context. ``--user`` replaces credentials of a URL, ``--framing``
+    a URL's ``framing`` key.
 
     Raises:
         ConfigError: an option misses its partner, or a TLS file cannot be loaded.
@@ -106,6 +116,8 @@ def connection_options(args: argparse.Namespace) -> dict[str, Any]:
     credentials = _credentials(checks, args)
     if credentials is not None:
         options["credentials"] = credentials
+    if args.framing is not None:
+        options["framing"] = args.framing
     checks.done()
     return options
 
