@@ -53,3 +53,25 @@ def test_one_read_scans_at_most_the_brokers_index_read_count() -> None:
     assert (got, scanned) == ([], MAX_INDEX_SCAN * INDEX_UNIT)
     got, _ = log.read(scanned, 0, 10, 1 << 20, frozenset())
     assert [m.message_id for m in got] == [MAX_INDEX_SCAN + 5]
+
+
+def test_a_crash_forgets_the_newest_messages_and_reuses_their_offsets() -> None:
+    log = _store([0, 1, 0, 2, 1])
+    lost = log.drop_newest(2)
+    assert [m.payload for m in lost] == [b"m3", b"m4"]
+    assert log.max_offset == 3 * INDEX_UNIT
+    assert [m.payload for m in log.partition_messages(1)] == [b"m1"]
+    assert log.partition_messages(2) == []
+    again = log.append(9, b"new", 0, partition_id=1)
+    assert again.offset == 3 * INDEX_UNIT  # the first lost offset, handed out again
+    got, _ = log.read(0, 1, 10, 1 << 20, frozenset())
+    assert [m.payload for m in got] == [b"m1", b"new"]
+
+
+def test_a_crash_never_drops_below_the_stores_minimum() -> None:
+    log = _store([0, 0, 0, 0])
+    log.min_index = 3
+    assert [m.payload for m in log.drop_newest(10)] == [b"m3"]
+    assert log.min_offset == log.max_offset == 3 * INDEX_UNIT
+    assert log.drop_newest(0) == []
+    assert log.max_offset == 3 * INDEX_UNIT

@@ -214,7 +214,8 @@ class ClientBalanceSession(SessionBase):
         was written) is tried again after a pause until ``deadline`` (:attr:`clock` time;
         default ``rpc_timeout`` from now) has passed, so a broker
         restarting costs time, not a :class:`~tubemq_aio.errors.ConnectError` in milliseconds
-        (issue 30, fault 1). ``offset`` None keeps the group's stored offset; see
+        (issue 30, fault 1). ``offset`` None keeps the group's stored offset (moved back to
+        the store's end when it lies beyond it: :meth:`rewind_lost_tail`); see
         :meth:`read_status`.
 
         Raises:
@@ -235,6 +236,8 @@ class ClientBalanceSession(SessionBase):
                     filters=self.config.filters_of(key.topic),
                     curr_offset=offset,
                 )
+                if offset is None:  # the stored offset, loaded as it is: beyond a lost tail?
+                    rsp = await self.rewind_lost_tail(partition, rsp)
             except (ConnectError, RequestNotSentError):
                 failures += 1
                 pause = DEFAULT_RETRY.pause(

@@ -262,6 +262,7 @@ class MasterSession(SessionBase):
                 filters=self.config.filters_of(partition.topic),
                 curr_offset=boot,
             )
+            rsp = await self.rewind_lost_tail(partition, rsp)
         except (TubeMQError, OSError) as exc:
             log.warning("register of %s at its broker failed: %r", partition.key, exc)
             return 599

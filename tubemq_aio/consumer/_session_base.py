@@ -27,6 +27,7 @@ from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.flow_control import FlowControlState
+from tubemq_aio.protocol.lost_tail import lost_tail
 from tubemq_aio.protocol.partitions import PartitionLeases
 from tubemq_aio.protocol.retry import register_deadline, register_pause
 from tubemq_aio.protocol.rpc import Method
@@ -221,6 +222,41 @@ class SessionBase:
         """
         first = self.leases.book_registration(key)
         return self.config.position.read_status(first) if offset is None else ReadStatus.NORMAL
+
+    async def rewind_lost_tail(
+        self, partition: Partition, rsp: consumer_replies.OffsetResponse
+    ) -> consumer_replies.OffsetResponse:
+        """The broker register answer to go on with for ``partition``: ``rsp`` itself, unless it
+        shows the broker lost the tail of the store (the group's stored offset lies beyond the
+        store's end, :func:`~tubemq_aio.protocol.lost_tail.lost_tail`,
+        docs/protocol/consumer.md §3.2). Then ``partition`` is registered again at once at the
+        store's end (``readStatus`` 0, so the broker takes the offset), a warning is logged,
+        and that second answer is returned; a successful one counts in
+        ``stats.offset_rewinds``.
+
+        Raises:
+            TubeMQError / OSError: the second register failed on the way, as a first one can.
+        """
+        lost = lost_tail(rsp.curr_offset, rsp.max_offset) if rsp.success else None
+        if lost is None:
+            return rsp
+        log.warning(
+            "group %s partition %s: the stored offset %d lies beyond the broker's end %d (the "
+            "broker came back without its unflushed tail); registering again at that end",
+            self.config.group,
+            partition.key,
+            lost.stored_offset,
+            lost.end_offset,
+        )
+        again = await self.broker.register(
+            partition,
+            read_status=ReadStatus.NORMAL,
+            filters=self.config.filters_of(partition.topic),
+            curr_offset=lost.end_offset,
+        )
+        if again.success:
+            self.engine.stats.offset_rewinds += 1
+        return again
 
     async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
         """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""

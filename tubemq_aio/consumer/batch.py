@@ -86,6 +86,9 @@ class ConsumerStats:
             (client-balanced; the server-balanced master hands them out again).
         partitions_reconnected: of those, how many the client-balanced consumer connected
             again by itself.
+        offset_rewinds: broker registers whose group offset lay beyond the store's end (the
+            broker came back without its unflushed tail) and were moved back to that end
+            (docs/protocol/consumer.md §3.2).
     """
 
     fetches: int = 0
@@ -106,6 +109,7 @@ class ConsumerStats:
     speed_limit_wait_ms: int = 0
     partitions_lost: int = 0
     partitions_reconnected: int = 0
+    offset_rewinds: int = 0
 
     def snapshot(self) -> dict[str, int]:
         """The counters as a new dict."""

@@ -14,7 +14,13 @@ from tubemq_aio.protocol.message import checksum
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
 from tubemq_aio.testing._fake_rpc import FaultPlan, RpcNode
-from tubemq_aio.testing._fake_store import STORE_BASE, Registration, StoreLog, TopicLayout
+from tubemq_aio.testing._fake_store import (
+    STORE_BASE,
+    Registration,
+    StoredMessage,
+    StoreLog,
+    TopicLayout,
+)
 
 __all__ = ["FakeBroker"]
 
@@ -101,6 +107,18 @@ class FakeBroker:
         if log is None:
             log = self.logs[key] = StoreLog()
         return log
+
+    def crash(self, lose_newest: int) -> list[StoredMessage]:
+        """What a broker killed with SIGKILL has forgotten when it comes back: the newest
+        ``lose_newest`` messages of every store (not yet flushed) and every consumer
+        registration with its in-flight batch; group offsets stay as stored, also those now
+        beyond a store's end.
+
+        Returns:
+            The messages forgotten.
+        """
+        self.registrations.clear()
+        return [m for log in self.logs.values() for m in log.drop_newest(lose_newest)]
 
     def _has_partition(self, topic: str, partition_id: int) -> bool:
         layout = self.topics.get(topic)

@@ -151,10 +151,36 @@ class FakeCluster(AsyncService):
         """Kill broker ``broker_id``: its port closes and its connections are reset."""
         await self._broker(broker_id).node.stop()
 
-    async def start_broker(self, broker_id: int) -> None:
-        """Restart a stopped broker on its old port, with its data."""
-        node = self._broker(broker_id).node
-        await node.start(node.port)
+    async def start_broker(self, broker_id: int, *, lose_newest: int = 0) -> list[StoredMessage]:
+        """Restart a stopped broker on its old port, with its data.
+
+        Args:
+            broker_id: the broker.
+            lose_newest: > 0 makes it come back as a broker killed with SIGKILL before its
+                last flush: the newest ``lose_newest`` messages of each of its stores are gone
+                (their offsets go to the next messages), and every consumer registration is
+                forgotten; group offsets stay as stored, so one can lie beyond its store's end
+                (docs/protocol/consumer.md §3.2). 0 (default): everything is kept.
+
+        Returns:
+            The messages lost (empty with ``lose_newest=0``).
+
+        Raises:
+            TypeError: ``lose_newest`` is not an int.
+            ValueError: ``lose_newest`` is negative.
+            RuntimeError: the broker is running (:meth:`stop_broker` it first).
+            KeyError: no broker ``broker_id``.
+        """
+        if isinstance(lose_newest, bool) or not isinstance(lose_newest, int):
+            raise TypeError(f"lose_newest must be an int, got {lose_newest!r}")
+        if lose_newest < 0:
+            raise ValueError(f"lose_newest must be >= 0, got {lose_newest}")
+        broker = self._broker(broker_id)
+        if broker.node.running:
+            raise RuntimeError(f"broker {broker_id} is running: stop_broker({broker_id}) first")
+        lost = broker.crash(lose_newest) if lose_newest else []
+        await broker.node.start(broker.node.port)
+        return lost
 
     async def stop_master(self) -> None:
         """Kill the master (brokers keep serving, as in a real cluster)."""

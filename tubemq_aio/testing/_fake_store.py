@@ -138,6 +138,20 @@ class StoreLog:
         self.messages.append(stored)
         return stored
 
+    def drop_newest(self, count: int) -> list[StoredMessage]:
+        """Forget the newest ``count`` messages of the store (never those below its minimum),
+        as a broker killed before it flushed them does; their offsets go to the next messages.
+
+        Returns:
+            The messages forgotten, oldest first.
+        """
+        keep = max(self.min_index, len(self.messages) - count)
+        lost = self.messages[keep:]
+        del self.messages[keep:]
+        for positions in self.positions.values():
+            del positions[bisect.bisect_left(positions, keep) :]
+        return lost
+
     def partition_messages(self, partition_id: int) -> list[StoredMessage]:
         """The messages of one partition of the store, in append order."""
         return [self.messages[i] for i in self.positions.get(partition_id, ())]
