@@ -102,6 +102,28 @@ async def test_a_fresh_group_member_reads_every_message_written_after_the_lost_t
     assert warnings[0].startswith(_expected_warning())
 
 
+async def test_a_group_member_alive_through_the_crash_reads_every_new_message() -> None:
+    """The member that committed the old messages stays up: the restarted broker forgot its
+    registration, so the member loses the partition and gets it back from the master; that
+    register loads the stored offset beyond the end and moves back. (Messages produced before
+    it would be skipped: the window of the next test.)"""
+    async with (
+        FakeCluster(topics={"demo": 1}) as cluster,
+        group_consumer(cluster, "g1") as consumer,
+    ):
+
+        async def read_old() -> list[bytes]:
+            return await drain(consumer, OLD, timeout=20)
+
+        await _committed_then_crashed(cluster, read_old)
+        await wait_until(lambda: consumer.stats.offset_rewinds == 1, 30, "the rewind")
+        await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
+        assert consumer.positions()[KEY].current_offset == (OLD - LOST) * INDEX_UNIT
+        new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
+        assert sorted(await _read_new(consumer)) == sorted(new)
+        assert consumer.stats.offset_rewinds == 1
+
+
 async def test_messages_written_before_the_groups_next_register_stay_skipped() -> None:
     """The gap left (docs/failures.md): messages written between the broker's return and the
     group's next register, below the stored offset, are behind the end the group moves back
