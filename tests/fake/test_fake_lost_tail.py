@@ -48,6 +48,37 @@ async def _committed_then_crashed(
     assert cluster.group_offset("g1", 1, "demo", 0) == OLD * INDEX_UNIT
 
 
+def _cb_consumer(cluster: FakeCluster) -> ClientBalancedConsumer:
+    return ClientBalancedConsumer(
+        cluster.master_addr,
+        group="g1",
+        topics=["demo"],
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+    )
+
+
+def _member_read(cluster: FakeCluster) -> Callable[[], Awaitable[list[bytes]]]:
+    """Reads the old messages with a server-balanced member of ``g1`` that then closes."""
+
+    async def read() -> list[bytes]:
+        async with group_consumer(cluster, "g1") as consumer:
+            return await drain(consumer, OLD, timeout=20)
+
+    return read
+
+
+def _cb_member_read(cluster: FakeCluster) -> Callable[[], Awaitable[list[bytes]]]:
+    """Reads the old messages with a client-balanced member of ``g1`` that then closes."""
+
+    async def read() -> list[bytes]:
+        async with _cb_consumer(cluster) as consumer:
+            await consumer.connect(KEY)
+            return await drain(consumer, OLD, timeout=20)
+
+    return read
+
+
 async def _read_new(consumer: Consumer | ClientBalancedConsumer) -> list[bytes]:
     """The messages that arrive (acked) until :data:`NEW` did or 10 s passed: a consumer that
     skips messages fails the comparison that follows, naming them, not a bare timeout."""
@@ -79,12 +110,7 @@ async def test_a_fresh_group_member_reads_every_message_written_after_the_lost_t
 ) -> None:
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
-
-        async def read_old() -> list[bytes]:
-            async with group_consumer(cluster, "g1") as consumer:
-                return await drain(consumer, OLD, timeout=20)
-
-        await _committed_then_crashed(cluster, read_old)
+        await _committed_then_crashed(cluster, _member_read(cluster))
         async with group_consumer(cluster, "g1") as consumer:
             await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
             assert consumer.positions()[KEY].current_offset == (OLD - LOST) * INDEX_UNIT
@@ -130,12 +156,7 @@ async def test_messages_written_before_the_groups_next_register_stay_skipped() -
     to; the group reads only what comes after that register."""
     early_count = 3  # < LOST: the store still ends below the stored offset at the register
     async with FakeCluster(topics={"demo": 1}) as cluster:
-
-        async def read_old() -> list[bytes]:
-            async with group_consumer(cluster, "g1") as consumer:
-                return await drain(consumer, OLD, timeout=20)
-
-        await _committed_then_crashed(cluster, read_old)
+        await _committed_then_crashed(cluster, _member_read(cluster))
         early = await produce(cluster.master_addr, "demo", early_count, prefix="early")
         async with group_consumer(cluster, "g1") as consumer:
             await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
@@ -149,28 +170,12 @@ async def test_messages_written_before_the_groups_next_register_stay_skipped() -
             assert consumer.stats.offset_rewinds == 1
 
 
-def _cb_consumer(cluster: FakeCluster) -> ClientBalancedConsumer:
-    return ClientBalancedConsumer(
-        cluster.master_addr,
-        group="g1",
-        topics=["demo"],
-        consume_from="earliest",
-        heartbeat_interval=HEARTBEAT,
-    )
-
-
 async def test_a_client_balanced_connect_without_offset_reads_every_new_message(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
-
-        async def read_old() -> list[bytes]:
-            async with _cb_consumer(cluster) as consumer:
-                await consumer.connect(KEY)
-                return await drain(consumer, OLD, timeout=20)
-
-        await _committed_then_crashed(cluster, read_old)
+        await _committed_then_crashed(cluster, _cb_member_read(cluster))
         async with _cb_consumer(cluster) as consumer:
             position = await consumer.connect(KEY)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
@@ -210,12 +215,7 @@ async def test_a_refused_second_register_is_a_refused_register(
     the next attempt loads the stored offset again and moves back again."""
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
-
-        async def read_old() -> list[bytes]:
-            async with group_consumer(cluster, "g1") as consumer:
-                return await drain(consumer, OLD, timeout=20)
-
-        await _committed_then_crashed(cluster, read_old)
+        await _committed_then_crashed(cluster, _member_read(cluster))
         refused = _refuse_first_rewind(cluster)
         async with group_consumer(cluster, "g1") as consumer:
             await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
@@ -230,13 +230,7 @@ async def test_a_refused_second_register_is_a_refused_register(
 
 async def test_a_refused_second_register_fails_a_client_balanced_connect() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
-
-        async def read_old() -> list[bytes]:
-            async with _cb_consumer(cluster) as consumer:
-                await consumer.connect(KEY)
-                return await drain(consumer, OLD, timeout=20)
-
-        await _committed_then_crashed(cluster, read_old)
+        await _committed_then_crashed(cluster, _cb_member_read(cluster))
         refused = _refuse_first_rewind(cluster)
         async with _cb_consumer(cluster) as consumer:
             with pytest.raises(ServerError) as caught:
@@ -251,13 +245,7 @@ async def test_a_requested_offset_is_clamped_after_the_crash() -> None:
     """The fake answers like the broker: only the stored offset is loaded unclamped; an offset
     the register asks for is clamped to the store's range, so nothing is rewound."""
     async with FakeCluster(topics={"demo": 1}) as cluster:
-
-        async def read_old() -> list[bytes]:
-            async with _cb_consumer(cluster) as consumer:
-                await consumer.connect(KEY)
-                return await drain(consumer, OLD, timeout=20)
-
-        await _committed_then_crashed(cluster, read_old)
+        await _committed_then_crashed(cluster, _cb_member_read(cluster))
         async with _cb_consumer(cluster) as consumer:
             position = await consumer.connect(KEY, offset=OLD * INDEX_UNIT)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
