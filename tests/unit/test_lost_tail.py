@@ -8,9 +8,9 @@ from tubemq_aio.protocol.lost_tail import LostTail, lost_tail
 
 
 def test_a_loaded_offset_beyond_the_end_is_a_lost_tail() -> None:
-    found = lost_tail(curr_offset=28 * 50, max_offset=28 * 40)
-    assert found == LostTail(stored_offset=1400, end_offset=1120)
-    assert found.lost_bytes == 280
+    assert lost_tail(curr_offset=28 * 50, max_offset=28 * 40) == LostTail(
+        stored_offset=1400, end_offset=1120
+    )
 
 
 def test_an_offset_one_record_beyond_an_empty_store_counts() -> None:

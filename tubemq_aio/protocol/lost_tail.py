@@ -29,11 +29,6 @@ class LostTail:
     stored_offset: int
     end_offset: int
 
-    @property
-    def lost_bytes(self) -> int:
-        """Index bytes between the store's end and the stored offset (28 per message)."""
-        return self.stored_offset - self.end_offset
-
 
 def lost_tail(curr_offset: int, max_offset: int) -> LostTail | None:
     """Whether a successful register answer shows a lost tail (docs/protocol/consumer.md §3.2).
