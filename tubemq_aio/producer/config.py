@@ -22,6 +22,7 @@ __all__ = [
     "SendOptions",
     "check_send_args",
     "check_send_many_args",
+    "plain_send_args",
 ]
 
 #: The longest send timeout accepted, per attempt, in seconds (``send_timeout`` and
@@ -134,6 +135,27 @@ class SendOptions(TypedDict, total=False):
     timeout: float | None
 
 
+def plain_send_args(
+    topic: object,
+    body: object,
+    attributes: object,
+    msg_type: object,
+    msg_time: object,
+) -> bool:
+    """Whether a send's topic and message need no check beyond this one: a non-blank ``str``
+    topic and a non-empty ``bytes`` body without attributes, message type or time (the common
+    send, whose size is checked when it is encoded). The one place this is decided."""
+    return bool(
+        type(topic) is str
+        and type(body) is bytes
+        and body
+        and attributes is None
+        and msg_type is None
+        and msg_time is None
+        and topic.strip()
+    )
+
+
 def check_send_args(
     topic: object,
     body: object,
@@ -146,8 +168,8 @@ def check_send_args(
 ) -> None:
     """Validate every argument of a send before anything else happens (one call per send).
 
-    Cheap for the common plain message; the size against the topic's limit is checked when the
-    message is encoded.
+    Cheap for the common plain message (:func:`plain_send_args`); the size against the topic's
+    limit is checked when the message is encoded.
 
     Raises:
         InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
@@ -155,13 +177,7 @@ def check_send_args(
             ``(0, MAX_SEND_TIMEOUT]``, or an attribute, ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
-        type(topic) is str
-        and topic.strip()
-        and type(body) is bytes
-        and body
-        and attributes is None
-        and msg_type is None
-        and msg_time is None
+        plain_send_args(topic, body, attributes, msg_type, msg_time)
         and (key is None or isinstance(key, bytes | str))
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):
