@@ -96,8 +96,12 @@ class ProducerConfig(ClientConfig):
         c.seconds("publish_timeout", self.publish_timeout)
         c.seconds("close_grace", self.close_grace, low_open=False)
         c.integer("register_attempts", self.register_attempts, low=1, high=1000)
-        c.integer("heartbeat_failures_before_backoff", self.heartbeat_failures_before_backoff,
-                  low=1, high=1000)  # fmt: skip
+        c.integer(
+            "heartbeat_failures_before_backoff",
+            self.heartbeat_failures_before_backoff,
+            low=1,
+            high=1000,
+        )
         c.seconds("heartbeat_backoff", self.heartbeat_backoff)
 
     @property
@@ -198,15 +202,7 @@ def check_send_args(
 
 
 def check_send_many_args(
-    topic: object,
-    bodies: object,
-    limit: int,
-    *,
-    key: object = None,
-    timeout: object = None,
-    attributes: object = None,
-    msg_type: object = None,
-    msg_time: datetime | str | None = None,
+    topic: object, bodies: object, limit: int, options: SendOptions | None = None
 ) -> list[bytes]:
     """Validate every argument of a ``send_many`` call; return the bodies as a list.
 
@@ -214,11 +210,7 @@ def check_send_many_args(
         topic: the topic.
         bodies: a list or tuple of message bodies.
         limit: the most bodies allowed (``max_send_many``).
-        key: as for a single send.
-        timeout: as for a single send.
-        attributes: as for a single send.
-        msg_type: as for a single send.
-        msg_time: as for a single send.
+        options: the options every message shares, checked as for a single send.
 
     Raises:
         InvalidMessageError: ``bodies`` is not a list or tuple, holds more than ``limit``
@@ -229,10 +221,8 @@ def check_send_many_args(
         checks.fail(f"bodies must be a list or tuple of bytes, got {type(bodies).__name__}")
     if len(bodies) > limit:
         checks.fail(f"{len(bodies)} bodies exceed max_send_many={limit}; split the call")
-    extra = {"key": key, "timeout": timeout, "attributes": attributes, "msg_type": msg_type,
-             "msg_time": msg_time}  # fmt: skip
     # The shared arguments once (with a stand-in body), then each body by its index.
-    check_send_args(topic, b"x", **extra)  # type: ignore[arg-type]
+    check_send_args(topic, b"x", **(options or {}))
     for index, body in enumerate(bodies):
         if type(body) is not bytes or not body:
             try:

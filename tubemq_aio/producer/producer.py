@@ -387,16 +387,10 @@ class Producer(AsyncLifecycle):
                 already written may still be stored by the broker (they are counted as
                 cancelled, as a cancelled :meth:`send` is); the others were not sent.
         """
-        items = check_send_many_args(
-            topic,
-            bodies,
-            self.config.max_send_many,
-            key=key,
-            timeout=timeout,
-            attributes=attributes,
-            msg_type=msg_type,
-            msg_time=msg_time,
+        options = SendOptions(
+            attributes=attributes, msg_type=msg_type, msg_time=msg_time, key=key, timeout=timeout
         )
+        items = check_send_many_args(topic, bodies, self.config.max_send_many, options)
         session = self._require_session()
         if not items:
             return []
