@@ -150,10 +150,17 @@ def _master_layouts(plan: NodePlan, free: list[int]) -> list[MasterLayout]:
         helpers = f"{_MASTER_HOST}:{ha_port}" if first else layouts[0].ha_addr
         layouts.append(
             MasterLayout(
-                _MASTER_HOST, port, web_port, ha_port, prom_port, tls_port, home,
-                node_name=f"tubemqAioNode{idx}", helpers=helpers,
+                _MASTER_HOST,
+                port,
+                web_port,
+                ha_port,
+                prom_port,
+                tls_port,
+                home,
+                node_name=f"tubemqAioNode{idx}",
+                helpers=helpers,
             )
-        )  # fmt: skip
+        )
     return layouts
 
 

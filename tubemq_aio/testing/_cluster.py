@@ -308,9 +308,14 @@ class LocalCluster:
     def _build_nodes(self, java: str) -> None:
         fixed = self._fixed_ports
         plan = NodePlan(
-            self.work_dir, self.lib_dir, java, self._n_brokers, *fixed, self.detached,
+            self.work_dir,
+            self.lib_dir,
+            java,
+            self._n_brokers,
+            *fixed,
+            self.detached,
             masters=self._n_masters,
-        )  # fmt: skip
+        )
         self.masters, self.brokers, self._api = build_nodes(self.settings, plan)
         for master in self.masters:
             master.start_timeout = self.start_timeout
@@ -455,8 +460,16 @@ class LocalCluster:
             argv list for :func:`asyncio.create_subprocess_exec`.
         """
         opts = jvm_options(self.log_dir, "tool", self.work_dir / "log4j2.xml")
-        return [self._java, heap, "-XX:+UseSerialGC", *opts, "-cp", str(self.lib_dir / "*"),
-                main_class, *args]  # fmt: skip
+        return [
+            self._java,
+            heap,
+            "-XX:+UseSerialGC",
+            *opts,
+            "-cp",
+            str(self.lib_dir / "*"),
+            main_class,
+            *args,
+        ]
 
     def log_tails(self, lines: int = 40) -> str:
         """Return the last ``lines`` of every server log and JVM output, labelled by file.
