@@ -8,13 +8,12 @@ import signal
 import sys
 import tempfile
 import time
-from itertools import chain
 from pathlib import Path
 from types import TracebackType
 
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._ports import allocate_ports
-from tubemq_aio.testing._process import JavaProcess, kill_pid, tail
+from tubemq_aio.testing._process import JavaProcess, kill_pid, option_args, tail
 from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["GatewayReplica", "GatewayReplicaError"]
@@ -101,7 +100,7 @@ class GatewayReplica(AsyncService):
             "--workers": str(self.workers),
             "--log-level": "info",
         }
-        argv = [sys.executable, "-m", "tubemq_aio.gateway", *chain.from_iterable(options.items())]
+        argv = [sys.executable, "-m", "tubemq_aio.gateway", *option_args(options)]
         proc = JavaProcess("gateway", argv, self.log_file, Path(os.getcwd()))
         proc.spawn()
         self._proc = proc
