@@ -35,7 +35,14 @@ from tubemq_aio.testing._build import (
 from tubemq_aio.testing._config import AuthSettings, MasterSettings, TlsSettings
 from tubemq_aio.testing._errors import ClusterError, NodeNotReadyError
 from tubemq_aio.testing._maven import DEFAULT_VERSION, find_tool, resolve_runtime
-from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode, attach_tails, jvm_options
+from tubemq_aio.testing._nodes import (
+    BrokerNode,
+    JvmLaunch,
+    MasterNode,
+    ServerNode,
+    attach_tails,
+    jvm_options,
+)
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
@@ -295,11 +302,13 @@ class LocalCluster:
             self.work_dir / "zookeeper",
             "127.0.0.1",
             allocate_ports(1)[0],
-            java=java,
-            classpath=str(self.lib_dir / "*"),
-            log_dir=self.log_dir,
-            log4j_conf=self.work_dir / "log4j2.xml",
-            detached=self.detached,
+            JvmLaunch(
+                java,
+                str(self.lib_dir / "*"),
+                self.log_dir,
+                self.work_dir / "log4j2.xml",
+                self.detached,
+            ),
         )
         self.zookeeper.start_timeout = self.start_timeout
         await self.zookeeper.start()
