@@ -149,14 +149,14 @@ def plain_send_args(
     """Whether a send's topic and message need no check beyond this one: a non-blank ``str``
     topic and a non-empty ``bytes`` body without attributes, message type or time (the common
     send, whose size is checked when it is encoded). The one place this is decided."""
-    return bool(
+    return (
         type(topic) is str
         and type(body) is bytes
-        and body
         and attributes is None
         and msg_type is None
         and msg_time is None
-        and topic.strip()
+        and body != b""
+        and topic.strip() != ""
     )
 
 
