@@ -178,8 +178,10 @@ def _take(checks: Checks, got: _Collected, key: str, value: str, names: frozense
         got.auth[key] = value
     elif key == "rollbackIfConfirmTimeout":
         if not _flag(checks, key, value):
-            checks.problem("rollbackIfConfirmTimeout=false is not supported: a batch not "
-                           "acked in time is always delivered again")  # fmt: skip
+            checks.problem(
+                "rollbackIfConfirmTimeout=false is not supported: a batch not "
+                "acked in time is always delivered again"
+            )
     else:
         return False
     return True
@@ -218,8 +220,10 @@ def _finish_bound(checks: Checks, got: _Collected) -> None:
     key = b.get("sessionKey", b.get("bound_session_key"))
     count = b.get("sourceCount", b.get("bound_source_count"))
     if key is None or count is None:
-        checks.problem("bound consumption needs a session key and a source count "
-                       "(bound_session_key and bound_source_count)")  # fmt: skip
+        checks.problem(
+            "bound consumption needs a session key and a source count "
+            "(bound_session_key and bound_source_count)"
+        )
         return
     select = b.get("selectBig", b.get("bound_select_big", "true"))
     got.kwargs["bound"] = BoundParts(

@@ -141,9 +141,14 @@ class Checks:
         return number
 
     def seconds(
-        self, name: str, value: object, *, low: float = 0.0, high: float = MAX_SECONDS,
+        self,
+        name: str,
+        value: object,
+        *,
+        low: float = 0.0,
+        high: float = MAX_SECONDS,
         low_open: bool = True,
-    ) -> float:  # fmt: skip
+    ) -> float:
         """A duration in seconds: finite, in ``(low, high]`` (``[low, high]`` unless
         ``low_open``); ``high`` is at most :data:`MAX_SECONDS`."""
         return self.number(
@@ -294,8 +299,9 @@ class Checks:
         elif isinstance(value, bytes | bytearray | memoryview | Mapping) or not isinstance(
             value, Iterable
         ):
-            self.problem(f"{name} must be a string or a collection of strings, "
-                         f"got {_type_name(value)}")  # fmt: skip
+            self.problem(
+                f"{name} must be a string or a collection of strings, got {_type_name(value)}"
+            )
             return ()
         else:
             items = list(value)

@@ -214,8 +214,9 @@ class ClientConfig:
             c.adopt(exc)
         c.seconds("rpc_timeout", self.rpc_timeout, low=3.0, high=600.0, low_open=False)
         c.seconds("connect_timeout", self.connect_timeout, high=120.0)
-        c.seconds("heartbeat_interval", self.heartbeat_interval, low=1.0, high=300.0,
-                  low_open=False)  # fmt: skip
+        c.seconds(
+            "heartbeat_interval", self.heartbeat_interval, low=1.0, high=300.0, low_open=False
+        )
         c.instance("ssl_context", self.ssl_context, ssl.SSLContext, optional=True)
         c.text("tls_server_hostname", self.tls_server_hostname, optional=True)
         c.instance("credentials", self.credentials, Credentials, optional=True)
@@ -322,8 +323,9 @@ def redact_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url if "@" not in url else "***@" + url.rpartition("@")[2]
-    netloc_end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0),
-                     default=len(rest))  # fmt: skip
+    netloc_end = min(
+        (i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest)
+    )
     netloc = rest[:netloc_end]
     if "@" in netloc:
         netloc = "***@" + netloc.rpartition("@")[2]

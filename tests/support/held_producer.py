@@ -14,7 +14,6 @@ from tubemq_aio.producer import _batch
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse, RegisterResponse
-from tubemq_aio.protocol.producer_send import SendRequestEncoder
 
 __all__ = ["ANSWER", "HeldConnection", "OnePool", "count_spawns", "settle", "started_producer"]
 
@@ -76,7 +75,7 @@ def started_producer(window: int, conn: HeldConnection, **options: Any) -> Produ
     session._published["t"] = None
     producer._session = session
     producer._rpc = RpcClient(OnePool(conn))  # type: ignore[arg-type]
-    producer._encoder = SendRequestEncoder(session.client_id, 0)
+    producer._build_send_path(producer._rpc, session)
     producer._started = True
     return producer
 

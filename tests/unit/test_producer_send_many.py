@@ -270,13 +270,14 @@ async def test_a_full_connection_is_waited_on_by_the_call_not_a_task_per_message
         async with producer_for(cluster, max_in_flight=8) as p:
             await p.send("demo", b"first")  # the connection is open before the call
             built: list[object] = []
-            begin = p._begin_attempt
+            assert p._attempts is not None
+            begin = p._attempts.begin
 
             def counting_begin(*args: Any) -> Any:
                 built.append(args)
                 return begin(*args)
 
-            monkeypatch.setattr(p, "_begin_attempt", counting_begin)
+            monkeypatch.setattr(p._attempts, "begin", counting_begin)
             results = await p.send_many("demo", bodies)
             assert (p.sent, p.failed, p.cancelled, p.in_flight) == (301, 0, 0, 0)
         check_stored(cluster, bodies, results)

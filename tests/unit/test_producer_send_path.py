@@ -89,6 +89,8 @@ def producer_on(link: Link | None, **options: object) -> tuple[Producer, SwitchP
     producer = started_producer(16, link, **options)  # type: ignore[arg-type]
     pool = SwitchPool(link)
     producer._rpc = RpcClient(pool)  # type: ignore[arg-type]
+    assert producer._session is not None
+    producer._build_send_path(producer._rpc, producer._session)
     return producer, pool
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tubemq_aio.testing import SERVER_VERSIONS, LocalCluster, UnsupportedVersionError
+from tubemq_aio.testing import SERVER_VERSIONS, JvmLaunch, LocalCluster, UnsupportedVersionError
 from tubemq_aio.testing._config import (
     BrokerLayout,
     MasterLayout,
@@ -116,11 +116,7 @@ def test_zookeeper_node_config_and_command_line(tmp_path: Path) -> None:
         home,
         "127.0.0.1",
         3181,
-        java="java",
-        classpath="lib/*",
-        log_dir=tmp_path,
-        log4j_conf=tmp_path / "log4j2.xml",
-        detached=False,
+        JvmLaunch("java", "lib/*", tmp_path, tmp_path / "log4j2.xml", detached=False),
     )
     cfg = dict(line.split("=", 1) for line in (home / "zoo.cfg").read_text().splitlines() if line)
     assert cfg["clientPort"] == "3181"

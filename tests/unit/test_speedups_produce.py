@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.held_producer import HeldConnection, started_producer
 from tests.support.speedup_impls import EXT
-from tubemq_aio import Producer, accelerator
+from tubemq_aio import accelerator
 from tubemq_aio.errors import RemoteRpcError
 from tubemq_aio.protocol import producer_send, rpc
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
@@ -65,13 +66,14 @@ def test_compiled_twins_are_used_when_present() -> None:
     if os.environ.get(accelerator.ENV_EXPECT, "") not in ("", "0"):
         assert CURRENT, "the built extension is older than its source: rebuild it"
     ext = accelerator.compiled() if CURRENT else None
-    producer = Producer("127.0.0.1:1")
+    attempts = started_producer(1, HeldConnection())._attempts
+    assert attempts is not None
     if ext is None:
         assert rpc.response_decoder is rpc.decode_response_py
-        assert isinstance(producer._parse_answer.__self__, SendResultParser)  # type: ignore[attr-defined]
+        assert isinstance(attempts.parse_answer.__self__, SendResultParser)  # type: ignore[attr-defined]
     else:
         assert isinstance(rpc.response_decoder, ext.ResponseDecoder)
-        assert isinstance(producer._parse_answer, ext.SendResultParser)
+        assert isinstance(attempts.parse_answer, ext.SendResultParser)
         with pytest.raises(TypeError):  # a changed SendResult is refused, not misread
             ext.SendResultParser(SendResult, ("topic",), SendResultParser().parse)
 

@@ -30,7 +30,7 @@ from tubemq_aio import (
 from tubemq_aio.checks import MAX_SECONDS, Checks
 from tubemq_aio.config import HostPort, parse_host_port, parse_masters
 from tubemq_aio.consumer.config import normalize_topics
-from tubemq_aio.producer.config import MAX_SEND_TIMEOUT, check_send_args
+from tubemq_aio.producer.config import MAX_SEND_TIMEOUT, check_send_args, plain_send_args
 from tubemq_aio.protocol.message import encode_message
 
 _ClientConfig: Any = ClientConfig  # the tests pass what the type hints forbid
@@ -178,6 +178,28 @@ def test_good_send_arguments_pass() -> None:
         "t", b"x", timeout=3, attributes={"a": "b"}, msg_type="m", msg_time="202401011200"
     )
     check_send_args("t", b"x", attributes={}, msg_type="")
+
+
+@pytest.mark.parametrize(
+    ("args", "plain"),
+    [
+        (("t", b"x", None, None, None), True),
+        (("", b"x", None, None, None), False),
+        ((" \t", b"x", None, None, None), False),
+        ((b"t", b"x", None, None, None), False),
+        (("t", b"", None, None, None), False),
+        (("t", bytearray(b"x"), None, None, None), False),  # bytes-like: the full check
+        (("t", b"x", {}, None, None), False),  # even empty options: the full check
+        (("t", b"x", None, "", None), False),
+        (("t", b"x", None, None, "202401011200"), False),
+    ],
+)
+def test_only_a_plain_send_skips_the_full_check(args: tuple[object, ...], plain: bool) -> None:
+    """The one place that decides; its answer is a bool, and True only where the full check
+    would pass without a problem."""
+    assert plain_send_args(*args) is plain
+    if plain:
+        check_send_args(args[0], args[1])
 
 
 async def test_send_checks_arguments_before_the_started_check() -> None:

@@ -131,9 +131,13 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
     checks.done()
     if not args.partition:
         consumer: AnyConsumer = open_client(
-            Consumer, args, group=args.group, topics=_topics(args), consume_from=args.consume_from,
+            Consumer,
+            args,
+            group=args.group,
+            topics=_topics(args),
+            consume_from=args.consume_from,
             **_join_options(args.master),
-        )  # fmt: skip
+        )
         async with consumer:
             yield consumer
         return

@@ -57,8 +57,10 @@ async def run_partitions(args: argparse.Namespace) -> int:
         ClientBalancedConsumer, args, group=group, topics=[args.topic]
     ) as consumer:
         metas = await consumer.partitions()
-    rows = [[m.partition_key, m.broker, m.partition_id, "yes" if m.subscribable else "no"]
-            for m in metas]  # fmt: skip
+    rows = [
+        [m.partition_key, m.broker, m.partition_id, "yes" if m.subscribable else "no"]
+        for m in metas
+    ]
     print(format_table(["partition", "broker", "id", "subscribable"], rows), end="")
     return EXIT_OK
 

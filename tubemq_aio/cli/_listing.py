@@ -129,8 +129,9 @@ def _emit(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
     if fmt == "json":
         print(json.dumps(rows, ensure_ascii=False))
         return
-    cells = [[",".join(v) if isinstance(v, list) else v for v in (r[c] for c in columns)]
-             for r in rows]  # fmt: skip
+    cells = [
+        [",".join(v) if isinstance(v, list) else v for v in (r[c] for c in columns)] for r in rows
+    ]
     print(format_table(columns, cells), end="")
 
 

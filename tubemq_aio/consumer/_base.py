@@ -184,8 +184,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         await session.register()
         self._registered = True
         self._spawn_workers(session, parts.engine)
-        log.info("%s %s registered for %s", type(self).__name__, session.client_id,
-                 list(self.config.topics))  # fmt: skip
+        log.info(
+            "%s %s registered for %s",
+            type(self).__name__,
+            session.client_id,
+            list(self.config.topics),
+        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._supervisor.spawn(coro, name)
@@ -229,12 +233,12 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
             log.warning("close did not finish releasing partitions in time")
 
     async def _notify_assigned(self, keys: list[str]) -> None:
-        await notify(self.on_assigned, keys, what="on_assigned",
-                     timeout=self.config.callback_timeout)  # fmt: skip
+        await notify(
+            self.on_assigned, keys, what="on_assigned", timeout=self.config.callback_timeout
+        )
 
     async def _notify_revoked(self, keys: list[str]) -> None:
-        await notify(self.on_revoked, keys, what="on_revoked",
-                     timeout=self.config.callback_timeout)  # fmt: skip
+        await notify(self.on_revoked, keys, what="on_revoked", timeout=self.config.callback_timeout)
 
     def _running(self) -> tuple[SessionT, FetchEngine]:
         self._check_running()

@@ -70,9 +70,17 @@ _set_attribute = _setter("attribute")
 _set_flag = _setter("flag")
 _set_crc_ok = _setter("crc_ok")
 _FIELDS = (
-    "topic", "body", "attributes", "msg_type", "msg_time",
-    "message_id", "partition_key", "attribute", "flag", "crc_ok",
-)  # fmt: skip
+    "topic",
+    "body",
+    "attributes",
+    "msg_type",
+    "msg_time",
+    "message_id",
+    "partition_key",
+    "attribute",
+    "flag",
+    "crc_ok",
+)
 # If Message gains a field this loop does not fill, fail at import, not with half-built objects.
 if tuple(Message.__dataclass_fields__) != _FIELDS:  # pragma: no cover
     raise ImportError(f"Message fields changed: {tuple(Message.__dataclass_fields__)}")

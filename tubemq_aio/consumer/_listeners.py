@@ -56,7 +56,8 @@ async def notify(
                 await result
     except Exception as exc:
         if isinstance(exc, TimeoutError) and scope is not None and scope.expired():
-            log.warning("%s callback %r did not finish within %.1f s; abandoned",
-                        what, callback, timeout)  # fmt: skip
+            log.warning(
+                "%s callback %r did not finish within %.1f s; abandoned", what, callback, timeout
+            )
         else:
             log.exception("%s callback %r failed", what, callback)

@@ -60,8 +60,9 @@ class BoundConsume:
         if c.instance("offsets", self.offsets, Mapping):
             for raw_key, offset in self.offsets.items():
                 partition = self._parse_key(c, raw_key)
-                value = c.integer(f"offset of {partition or raw_key}", offset, low=0,
-                                  high=_MAX_INT64)  # fmt: skip
+                value = c.integer(
+                    f"offset of {partition or raw_key}", offset, low=0, high=_MAX_INT64
+                )
                 if partition is None:
                     continue
                 text = partition.format()

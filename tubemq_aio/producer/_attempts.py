@@ -1,27 +1,26 @@
 """One send attempt of the :class:`~tubemq_aio.producer.Producer`: choosing its partition,
-encoding its request, and booking how it ended (blocking, back-off, retry or give up).
+encoding its request, booking how it ended, and pacing the next one within the send's deadline.
 
-:class:`SendAttempts` is the producer's base class. An attempt has two halves, written here once:
-:meth:`SendAttempts._begin_attempt` (partition, request, written at once when the connection has
-room) and :meth:`SendAttempts._answered` / :meth:`SendAttempts._attempt_failed` (booking the
-answer or the error). The send paths (``send``, ``_send``, ``send_many``) await the answer in
-between and keep only the flow (retries, counters) themselves: the await stays in the caller's
-own frame, so the hot path runs no coroutine per attempt.
+:class:`SendAttempts` is a collaborator the producer builds when it starts and hands to every
+send path (``send``, ``_send``, :class:`~tubemq_aio.producer._batch.SendMany`). An attempt has
+two halves, written here once: :meth:`SendAttempts.begin` (partition, request, written at once
+when the connection has room) and :meth:`SendAttempts.answered` / :meth:`SendAttempts.failed`
+(booking the answer or the error). The send paths await the answer in between and keep only
+the flow (retries, counters) themselves: the await stays in the caller's own frame, so the hot
+path runs no coroutine per attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Callable, Set
+from collections.abc import Set
 from dataclasses import dataclass
+from random import random
 
-from tubemq_aio._client import AsyncLifecycle
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.errors import (
-    ClientClosedError,
     ConnectError,
     ConnectionLostError,
     RequestNotSentError,
@@ -36,15 +35,19 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
-from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult
+from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, send_result_parser
+from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner
 
-__all__ = ["NO_AVOID", "SendAttempts", "SendCounts", "Started"]
+__all__ = ["NO_AVOID", "Failed", "SendAttempts", "SendCounts", "Started"]
 
 #: No partition to avoid (the first attempt of a send).
 NO_AVOID: frozenset[str] = frozenset()
 #: A request written at once: (connection, serial, answer future).
 Started = tuple[Connection, int, "asyncio.Future[bytes]"]
+#: An attempt that certainly did not store its message: (error to retry on, partition,
+#: monotonic start of the attempt).
+Failed = tuple[TubeMQError, Partition, float]
 
 # Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 _REFUSED_CODES = frozenset({503, 419})
@@ -69,54 +72,134 @@ class SendCounts:
             self.failed += 1
 
 
-class SendAttempts(AsyncLifecycle):
-    """The steps of one send attempt (the producer sets the state below in its ``__init__``)."""
+class SendAttempts:
+    """The steps of one send attempt and the state they keep across attempts: which brokers
+    are blocked (``blocker``), which partitions back off after failures (``backoff``), how
+    the next partition is chosen and how long to wait before a retry.
 
-    _rpc: RpcClient | None
-    _encoder: SendRequestEncoder | None
-    _parse_answer: Callable[[bytes, Partition], SendResult]
-    _blocker: BrokerBlocker
-    _backoff: PartitionBackoff
-    _partitioner: Partitioner
-    _closing: asyncio.Event
+    Args:
+        rpc: the producer's transport.
+        session: the producer's master session (metadata, tokens, client id).
+        blocker: the producer's broker blocking (also fed by its pre-connects).
+        partitioner: chooses a message's partition.
+        retry: paces the retries of a send within its deadline.
+    """
 
-    def _answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
-        """Book an answered send attempt; return its result, or the refusal to retry on.
+    def __init__(
+        self,
+        rpc: RpcClient,
+        session: ProducerSession,
+        blocker: BrokerBlocker,
+        partitioner: Partitioner,
+        retry: RetryPolicy,
+    ) -> None:
+        #: The transport the attempts are written to.
+        self.rpc = rpc
+        #: The master session whose metadata routes the attempts.
+        self.session = session
+        #: Brokers not to send to for a while (their success rate or a 503).
+        self.blocker = blocker
+        #: Partitions not to send to for a while (failures without an answer).
+        self.backoff = PartitionBackoff()
+        self._metadata = session.metadata
+        self._tokens = session.tokens
+        self._partitioner = partitioner
+        self._retry = retry
+        self._encoder = SendRequestEncoder(session.client_id, session.sent_addr)
+        #: Parses a send's answer (the compiled one when the accelerator is built).
+        self.parse_answer = send_result_parser()  # used on the producer's loop only
+
+    def begin(
+        self,
+        topic: str,
+        key: bytes | str | None,
+        avoid: Set[str],
+        now: float,
+        encoded: EncodedMessage,
+        timeout_ms: int,
+        attempt_timeout: float,
+    ) -> tuple[Partition, Started | bytes]:
+        """First half of an attempt: choose its partition (skipping blocked brokers and
+        backed-off partitions when others are left), encode its request, and write it now if
+        the connection is open and has room.
+
+        Args:
+            topic: the message's topic (published).
+            key: its routing key, or ``None``.
+            avoid: partition keys not to use (those tried already by this send).
+            now: monotonic seconds.
+            encoded: the message as sent.
+            timeout_ms: the request's wire timeout, milliseconds.
+            attempt_timeout: seconds the attempt may take.
+
+        Returns:
+            The partition, and the started request, or the whole request payload when it could
+            not be written now (the caller sends it with ``rpc.call_payload``).
+
+        Raises:
+            TopicUnavailableError: the topic has no writable partition.
+        """
+        partitions = self._metadata.writable_partitions(topic)
+        if not partitions:
+            raise TopicUnavailableError(f"topic {topic!r} has no writable partition right now")
+        blocked = self.blocker.blocked(now)
+        if blocked:
+            allowed = tuple(p for p in partitions if p.broker.broker_id not in blocked)
+            partitions = allowed or partitions
+        delayed = self.backoff.delayed(now)
+        skip = avoid | delayed if delayed else avoid
+        partition = self._partitioner.select(topic, partitions, key, avoid=skip)
+        head, data, tail, size = self._encoder.encode_parts(
+            partition.topic,
+            partition.partition_id,
+            encoded,
+            self._tokens.broker_auth(),
+            timeout_ms,
+        )
+        started = self.rpc.start_parts(partition.broker, (head, data, tail), size, attempt_timeout)
+        return partition, (b"".join((head, data, tail)) if started is None else started)
+
+    def answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
+        """Book an answered attempt (the partition's back-off ends, the broker counts a success
+        unless it refused); return its result, or the refusal to retry on (503/419).
 
         Raises:
             ServerError: the broker refused the message for good (not 503/419).
             RemoteProtocolError: the answer could not be decoded.
         """
-        self._backoff.record_response(partition.partition_key)
+        self.backoff.record_response(partition.partition_key)
         broker_id = partition.broker.broker_id
         try:
-            result = self._parse_answer(answer, partition)
+            result = self.parse_answer(answer, partition)
         except ServerError as exc:
-            self._blocker.record(broker_id, False, time.monotonic(), err_code=exc.err_code)
+            self.blocker.record(broker_id, False, time.monotonic(), err_code=exc.err_code)
             if exc.err_code not in _REFUSED_CODES:
                 raise
             return exc
-        self._blocker.record(broker_id, True, time.monotonic())
+        self.blocker.record(broker_id, True, time.monotonic())
         return result
 
-    def _attempt_failed(
-        self, exc: TubeMQError, rpc: RpcClient, partition: Partition, now: float
-    ) -> TubeMQError:
-        """Book a send attempt that got no answer; return the error to retry on, or raise.
+    def failed(self, exc: TubeMQError, partition: Partition, now: float) -> TubeMQError:
+        """Book an attempt that got no answer; return the error to retry on, or raise.
 
         Retried (returned): the request certainly did not reach the broker (connect failure,
         connection lost before writing) or the broker refused it (503/419). Raised: a write
         timeout (the caller's deadline has passed), a written request without an answer
         (:class:`SendOutcomeUnknownError`), and every other error.
+
+        Args:
+            exc: how the attempt ended.
+            partition: the partition it was sent to.
+            now: monotonic seconds when the attempt began.
         """
         broker = partition.broker
         if isinstance(exc, ConnectError):
-            self._blocker.record_connect(
-                str(rpc.address(broker)), False, now, broker_id=broker.broker_id
+            self.blocker.record_connect(
+                str(self.rpc.address(broker)), False, now, broker_id=broker.broker_id
             )
             return exc
-        self._blocker.record(broker.broker_id, False, time.monotonic())
-        self._backoff.record_failure(partition.partition_key, time.monotonic())
+        self.blocker.record(broker.broker_id, False, time.monotonic())
+        self.backoff.record_failure(partition.partition_key, time.monotonic())
         if isinstance(exc, WriteTimeoutError):
             raise exc  # never written, and the caller's deadline has passed
         if isinstance(exc, RequestNotSentError):
@@ -130,65 +213,27 @@ class SendAttempts(AsyncLifecycle):
             return exc
         raise exc
 
-    def _backoff_wait(self, session: ProducerSession, topic: str) -> float:
+    def retry_pause(
+        self, last: TubeMQError, topic: str, failures: int, now: float, deadline: float
+    ) -> float | None:
+        """Seconds to wait before a send's next attempt, or ``None`` to give up with ``last``.
+
+        Certainly not stored: try again until the send's deadline (not a number of attempts),
+        at once for the first ``send_retries`` failures, then after a growing pause; when every
+        broker of the topic is in reconnect backoff after a connect failure, not before the
+        earliest backoff ends. Never past ``deadline``.
+
+        Args:
+            last: the error the last attempt returned (see :meth:`failed`).
+            topic: the send's topic.
+            failures: failed attempts of this send so far (>= 1).
+            now: monotonic seconds.
+            deadline: monotonic seconds when the send must have ended.
+        """
+        at_least = self.reconnect_wait(topic) if isinstance(last, ConnectError) else 0.0
+        return self._retry.pause(failures, now, deadline, random(), at_least)
+
+    def reconnect_wait(self, topic: str) -> float:
         """Seconds until a connect to some broker of ``topic`` is allowed (0.0: one is now)."""
-        rpc = self._rpc
-        assert rpc is not None
-        brokers = {p.broker for p in session.metadata.writable_partitions(topic)}
-        return min((rpc.retry_in(b) for b in brokers), default=0.0)
-
-    async def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds`` between two attempts of a send, ending early on close.
-
-        Raises:
-            ClientClosedError: the producer was closed meanwhile.
-        """
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._closing.wait()
-        if self.closed:
-            raise ClientClosedError("the producer was closed while this send waited to retry")
-
-    def _begin_attempt(
-        self,
-        rpc: RpcClient,
-        session: ProducerSession,
-        topic: str,
-        key: bytes | str | None,
-        avoid: Set[str],
-        now: float,
-        encoded: EncodedMessage,
-        timeout_ms: int,
-        attempt_timeout: float,
-    ) -> tuple[Partition, Started | bytes]:
-        """First half of an attempt: choose its partition (skipping blocked brokers and
-        backed-off partitions when others are left), encode its request, and write it now if
-        the connection is open and has room.
-
-        Returns:
-            The partition, and the started request, or the whole request payload when it could
-            not be written now (the caller sends it with ``rpc.call_payload``).
-
-        Raises:
-            TopicUnavailableError: the topic has no writable partition.
-        """
-        partitions = session.metadata.writable_partitions(topic)
-        if not partitions:
-            raise TopicUnavailableError(f"topic {topic!r} has no writable partition right now")
-        blocked = self._blocker.blocked(now)
-        if blocked:
-            allowed = tuple(p for p in partitions if p.broker.broker_id not in blocked)
-            partitions = allowed or partitions
-        delayed = self._backoff.delayed(now)
-        skip = avoid | delayed if delayed else avoid
-        partition = self._partitioner.select(topic, partitions, key, avoid=skip)
-        assert self._encoder is not None
-        head, data, tail, size = self._encoder.encode_parts(
-            partition.topic,
-            partition.partition_id,
-            encoded,
-            session.tokens.broker_auth(),
-            timeout_ms,
-        )
-        started = rpc.start_parts(partition.broker, (head, data, tail), size, attempt_timeout)
-        return partition, (b"".join((head, data, tail)) if started is None else started)
+        brokers = {p.broker for p in self._metadata.writable_partitions(topic)}
+        return min((self.rpc.retry_in(b) for b in brokers), default=0.0)

@@ -12,8 +12,8 @@ certainly did not store the message (connect failure, lost before writing, broke
 every message when telemetry is on (one span per message). So retries, back-off, blocking, the
 window and the counters behave as for :meth:`Producer.send`.
 
-What the call needs of its producer is the narrow :class:`SendManyHost`: the window, the
-counters, the two halves of an attempt and the single send.
+What the call shares with its producer is one :class:`SendPath`: the attempts collaborator,
+the window, the counters, the single send and the closed check.
 """
 
 from __future__ import annotations
@@ -21,133 +21,81 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping, Set
-from datetime import datetime
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from tubemq_aio._io.connection import Connection
-from tubemq_aio._io.rpc_client import RpcClient
-from tubemq_aio.errors import ClientClosedError, ServerError, TubeMQError
-from tubemq_aio.producer._attempts import NO_AVOID, SendCounts, Started
-from tubemq_aio.producer._session import ProducerSession
+from tubemq_aio.errors import ClientClosedError, TubeMQError
+from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCounts, Started
+from tubemq_aio.producer._outgoing import Outgoing
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_send import SendResult
 
-__all__ = ["SendMany", "SendManyHost"]
+__all__ = ["SendMany", "SendPath"]
 
 #: A first attempt on the wire: (index, connection, serial, answer future, partition, start).
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
-#: A first attempt that certainly did not store its message: (error, partition, start).
-_Failure = tuple[TubeMQError, Partition, float]
 #: Messages issued between two yields to the event loop.
 _YIELD_EVERY = 512
 
 
-class SendManyHost(Protocol):
-    """What a ``send_many`` call uses of its producer (the producer is one)."""
+@dataclass(frozen=True, slots=True)
+class SendPath:
+    """What a ``send_many`` call shares with its producer (built once when it starts).
 
-    _window: SendWindow
-    _counts: SendCounts
+    Attributes:
+        attempts: the two halves of an attempt (and the transport and session behind them).
+        window: the send window; every message takes a slot.
+        counts: the producer's send counters.
+        single: the single-send code for a message already holding its slot (retries after a
+            failed first attempt, or the whole send): ``single(message, first_failure)``;
+            it books the message itself and releases its slot.
+        closed: whether ``close()`` has begun.
+    """
 
-    @property
-    def closed(self) -> bool:
-        """Whether ``close()`` has begun."""
-        ...
-
-    def _begin_attempt(
-        self,
-        rpc: RpcClient,
-        session: ProducerSession,
-        topic: str,
-        key: bytes | str | None,
-        avoid: Set[str],
-        now: float,
-        encoded: EncodedMessage,
-        timeout_ms: int,
-        attempt_timeout: float,
-    ) -> tuple[Partition, Started | bytes]:
-        """First half of an attempt (see ``SendAttempts``)."""
-        ...
-
-    def _answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
-        """Book an answer; the result, or a refusal to retry on."""
-        ...
-
-    def _attempt_failed(
-        self, exc: TubeMQError, rpc: RpcClient, partition: Partition, now: float
-    ) -> TubeMQError:
-        """Book an attempt without an answer; the error to retry on, or raise."""
-        ...
-
-    async def _send_one(
-        self,
-        session: ProducerSession,
-        topic: str,
-        body: bytes,
-        first_failure: _Failure | None,
-        attributes: Mapping[str, str] | None,
-        msg_type: str | None,
-        msg_time: datetime | str | None,
-        key: bytes | str | None,
-        timeout: float | None,
-    ) -> SendResult:
-        """The single-send code for a message holding its slot (traced when telemetry is on)."""
-        ...
+    attempts: SendAttempts
+    window: SendWindow
+    counts: SendCounts
+    single: Callable[[Outgoing, Failed | None], Awaitable[SendResult]]
+    closed: Callable[[], bool]
 
 
 class SendMany:
     """One ``send_many`` call (used once).
 
     Args:
-        producer: the started producer.
-        rpc: its transport.
-        session: its session (the topic is published).
-        topic: the topic.
+        path: the producer's send path (started).
+        first: the call's first message; the others are it with their own body (the topic is
+            published).
         bodies: the validated bodies.
         encoded: their encodings (:func:`~tubemq_aio.producer._encode_many.encode_all`).
-        attributes: shared by every message.
-        msg_type: shared by every message.
-        msg_time: shared by every message.
-        key: shared by every message.
-        timeout: seconds per attempt (``None``: the producer's ``send_timeout``).
-        attempt_timeout: ``timeout`` or the producer's ``send_timeout``.
+        attempt_timeout: seconds per message, retries included (``first.timeout`` or the
+            producer's ``send_timeout``).
         traced: telemetry is on: every message goes through the single send (one span each).
     """
 
     def __init__(
         self,
-        producer: SendManyHost,
-        rpc: RpcClient,
-        session: ProducerSession,
-        topic: str,
+        path: SendPath,
+        first: Outgoing,
         bodies: list[bytes],
         encoded: list[EncodedMessage],
-        *,
-        attributes: Mapping[str, str] | None,
-        msg_type: str | None,
-        msg_time: datetime | str | None,
-        key: bytes | str | None,
-        timeout: float | None,
         attempt_timeout: float,
         traced: bool,
     ) -> None:
-        self._producer = producer
-        self._rpc = rpc
-        self._window = producer._window
-        self._counts = producer._counts
+        self._attempts = path.attempts
+        self._single = path.single
+        self._closed = path.closed
+        self._window = path.window
+        self._counts = path.counts
+        self._rpc = path.attempts.rpc
         self._attempt_timeout = attempt_timeout
         self._traced = traced
-        self._session = session
-        self._topic = topic
+        self._first = first
         self._bodies = bodies
         self._encoded = encoded
-        self._attributes = attributes
-        self._msg_type = msg_type
-        self._msg_time = msg_time
-        self._key = key
-        self._timeout = timeout
         self._outcomes: list[SendResult | TubeMQError | None] = [None] * len(bodies)
         self._started: deque[_Started] = deque()  # first attempts awaiting their answer, in order
         self._children: dict[int, asyncio.Task[SendResult]] = {}
@@ -176,28 +124,28 @@ class SendMany:
     # ---- issuing -------------------------------------------------------------------------------
 
     async def _issue(self) -> None:
-        p, window = self._producer, self._window
-        rpc, session = self._rpc, self._session
-        topic, key = self._topic, self._key
+        attempts, window, closed = self._attempts, self._window, self._closed
+        rpc = self._rpc
+        topic, key = self._first.topic, self._first.key
         attempt_timeout = self._attempt_timeout
         timeout_ms = rpc.wire_timeout(attempt_timeout)
         traced = self._traced
         now = time.monotonic()
         for index, encoded in enumerate(self._encoded):
-            if p.closed:
+            if closed():
                 self._refuse_rest(index)
                 return
             if index and not index % _YIELD_EVERY:
                 # Let the queued frames leave and answers come in while a long list is issued.
                 await asyncio.sleep(0)
                 now = time.monotonic()
-                if p.closed:
+                if closed():
                     self._refuse_rest(index)
                     return
             if not window.try_acquire():
                 await self._make_room()  # returns holding a slot
                 now = time.monotonic()
-                if p.closed:
+                if closed():
                     window.release()
                     self._refuse_rest(index)
                     return
@@ -206,9 +154,9 @@ class SendMany:
                 self._spawn(index, None)
                 continue
             try:
-                partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID, now,
-                                                      encoded, timeout_ms,
-                                                      attempt_timeout)  # fmt: skip
+                partition, started = attempts.begin(
+                    topic, key, NO_AVOID, now, encoded, timeout_ms, attempt_timeout
+                )
                 while isinstance(started, bytes) and self._started:
                     # No room on the connection: this call's oldest request not yet answered
                     # frees some when it is, for less than a task per message waiting for room
@@ -219,21 +167,21 @@ class SendMany:
                     if self._started:
                         await self._settle_first()
                     now = time.monotonic()
-                    if p.closed:
+                    if closed():
                         break
                     conn = rpc.ready(partition.broker)
                     written = None if conn is None else conn.start(started, attempt_timeout)
                     if written is not None:
                         started = written
                         break
-                    partition, started = p._begin_attempt(rpc, session, topic, key, NO_AVOID,
-                                                          now, encoded, timeout_ms,
-                                                          attempt_timeout)  # fmt: skip
+                    partition, started = attempts.begin(
+                        topic, key, NO_AVOID, now, encoded, timeout_ms, attempt_timeout
+                    )
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue
             if isinstance(started, bytes):
-                conn = None if p.closed else rpc.ready(partition.broker)
+                conn = None if closed() else rpc.ready(partition.broker)
                 if conn is None:  # no open connection: the single send connects (or refuses)
                     self._spawn(index, None)
                     continue
@@ -254,7 +202,7 @@ class SendMany:
             return await conn.start_when_room(payload, self._attempt_timeout)
         except TubeMQError as exc:
             try:
-                last = self._producer._attempt_failed(exc, self._rpc, partition, now)
+                last = self._attempts.failed(exc, partition, now)
             except TubeMQError as final:  # no room in time, or the producer closed the link
                 self._finish(index, final)
                 return None
@@ -298,21 +246,21 @@ class SendMany:
     async def _settle_first(self) -> None:
         """Wait for the oldest first attempt's answer and book it (it stays queued until then,
         so a cancellation meanwhile abandons it with the rest)."""
-        p = self._producer
+        attempts = self._attempts
         index, _, _, future, partition, now = self._started[0]
         try:
             answer = await future
         except TubeMQError as exc:
             self._started.popleft()
             try:
-                last = p._attempt_failed(exc, self._rpc, partition, now)
+                last = attempts.failed(exc, partition, now)
             except TubeMQError as final:
                 self._finish(index, final)
                 return
         else:
             self._started.popleft()
             try:
-                outcome = p._answered(answer, partition)
+                outcome = attempts.answered(answer, partition)
             except TubeMQError as final:
                 self._finish(index, final)
                 return
@@ -337,20 +285,16 @@ class SendMany:
         else:
             self._counts.failed += 1
 
-    def _spawn(
-        self, index: int, first_failure: tuple[TubeMQError, Partition, float] | None
-    ) -> None:
+    def _spawn(self, index: int, first_failure: Failed | None) -> None:
         """Hand a message, holding its slot, to the single-send code in a child task."""
         self._children[index] = asyncio.get_running_loop().create_task(
             self._child(index, first_failure), name=f"tubemq-producer-send-many-{index}"
         )
 
-    async def _child(self, index: int, first_failure: _Failure | None) -> SendResult:
+    async def _child(self, index: int, first_failure: Failed | None) -> SendResult:
         self._running.add(index)  # from here on, the single-send code releases the slot
-        return await self._producer._send_one(self._session, self._topic, self._bodies[index],
-                                              first_failure, self._attributes, self._msg_type,
-                                              self._msg_time, self._key,
-                                              self._timeout)  # fmt: skip
+        message = self._first if index == 0 else self._first.with_body(self._bodies[index])
+        return await self._single(message, first_failure)
 
     async def _collect(self, index: int, task: asyncio.Task[SendResult]) -> None:
         """Wait for a child (it counted itself) and keep its outcome."""
@@ -383,7 +327,7 @@ class SendMany:
                     window.release()
                     lost += 1
             lost += len(self._encoded) - self._issued
-            if self._producer.closed:
+            if self._closed():
                 self._counts.failed += lost
             else:
                 self._counts.cancelled += lost

@@ -3,36 +3,31 @@ bad one refuses the whole call with nothing sent."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
-
 from tubemq_aio.errors import InvalidMessageError
-from tubemq_aio.protocol.message import EncodedMessage, encode_message, plain_message
+from tubemq_aio.producer._outgoing import Outgoing
+from tubemq_aio.protocol.message import EncodedMessage, encode_message
 
 __all__ = ["encode_all"]
 
 
-def encode_all(
-    bodies: list[bytes],
-    max_size: int,
-    attributes: Mapping[str, str] | None,
-    msg_type: str | None,
-    msg_time: datetime | str | None,
-) -> list[EncodedMessage]:
+def encode_all(shared: Outgoing, bodies: list[bytes], max_size: int) -> list[EncodedMessage]:
     """Encode every message of a ``send_many`` call before any is sent.
+
+    Args:
+        shared: the call's message options (its attributes, type and time are every message's).
+        bodies: the bodies, in order.
+        max_size: the topic's max message size in bytes.
 
     Raises:
         InvalidMessageError: a message is too large for the topic or otherwise invalid (its
             index is named; nothing was sent).
     """
-    plain = attributes is None and msg_type is None and msg_time is None
+    attributes, msg_type, msg_time = shared.attributes, shared.msg_type, shared.msg_time
     encoded: list[EncodedMessage] = []
+    append = encoded.append
     for index, body in enumerate(bodies):
-        if plain and type(body) is bytes and len(body) <= max_size:
-            encoded.append(plain_message(body))
-            continue
         try:
-            encoded.append(
+            append(
                 encode_message(
                     body,
                     attributes=attributes,

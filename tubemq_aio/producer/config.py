@@ -22,6 +22,7 @@ __all__ = [
     "SendOptions",
     "check_send_args",
     "check_send_many_args",
+    "plain_send_args",
 ]
 
 #: The longest send timeout accepted, per attempt, in seconds (``send_timeout`` and
@@ -95,8 +96,12 @@ class ProducerConfig(ClientConfig):
         c.seconds("publish_timeout", self.publish_timeout)
         c.seconds("close_grace", self.close_grace, low_open=False)
         c.integer("register_attempts", self.register_attempts, low=1, high=1000)
-        c.integer("heartbeat_failures_before_backoff", self.heartbeat_failures_before_backoff,
-                  low=1, high=1000)  # fmt: skip
+        c.integer(
+            "heartbeat_failures_before_backoff",
+            self.heartbeat_failures_before_backoff,
+            low=1,
+            high=1000,
+        )
         c.seconds("heartbeat_backoff", self.heartbeat_backoff)
 
     @property
@@ -134,6 +139,27 @@ class SendOptions(TypedDict, total=False):
     timeout: float | None
 
 
+def plain_send_args(
+    topic: object,
+    body: object,
+    attributes: object,
+    msg_type: object,
+    msg_time: object,
+) -> bool:
+    """Whether a send's topic and message need no check beyond this one: a non-blank ``str``
+    topic and a non-empty ``bytes`` body without attributes, message type or time (the common
+    send, whose size is checked when it is encoded). The one place this is decided."""
+    return (
+        type(topic) is str
+        and type(body) is bytes
+        and attributes is None
+        and msg_type is None
+        and msg_time is None
+        and body != b""
+        and topic.strip() != ""
+    )
+
+
 def check_send_args(
     topic: object,
     body: object,
@@ -146,8 +172,8 @@ def check_send_args(
 ) -> None:
     """Validate every argument of a send before anything else happens (one call per send).
 
-    Cheap for the common plain message; the size against the topic's limit is checked when the
-    message is encoded.
+    Cheap for the common plain message (:func:`plain_send_args`); the size against the topic's
+    limit is checked when the message is encoded.
 
     Raises:
         InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
@@ -155,13 +181,7 @@ def check_send_args(
             ``(0, MAX_SEND_TIMEOUT]``, or an attribute, ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
-        type(topic) is str
-        and topic.strip()
-        and type(body) is bytes
-        and body
-        and attributes is None
-        and msg_type is None
-        and msg_time is None
+        plain_send_args(topic, body, attributes, msg_type, msg_time)
         and (key is None or isinstance(key, bytes | str))
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):
@@ -182,15 +202,7 @@ def check_send_args(
 
 
 def check_send_many_args(
-    topic: object,
-    bodies: object,
-    limit: int,
-    *,
-    key: object = None,
-    timeout: object = None,
-    attributes: object = None,
-    msg_type: object = None,
-    msg_time: datetime | str | None = None,
+    topic: object, bodies: object, limit: int, options: SendOptions | None = None
 ) -> list[bytes]:
     """Validate every argument of a ``send_many`` call; return the bodies as a list.
 
@@ -198,11 +210,7 @@ def check_send_many_args(
         topic: the topic.
         bodies: a list or tuple of message bodies.
         limit: the most bodies allowed (``max_send_many``).
-        key: as for a single send.
-        timeout: as for a single send.
-        attributes: as for a single send.
-        msg_type: as for a single send.
-        msg_time: as for a single send.
+        options: the options every message shares, checked as for a single send.
 
     Raises:
         InvalidMessageError: ``bodies`` is not a list or tuple, holds more than ``limit``
@@ -213,10 +221,8 @@ def check_send_many_args(
         checks.fail(f"bodies must be a list or tuple of bytes, got {type(bodies).__name__}")
     if len(bodies) > limit:
         checks.fail(f"{len(bodies)} bodies exceed max_send_many={limit}; split the call")
-    extra = {"key": key, "timeout": timeout, "attributes": attributes, "msg_type": msg_type,
-             "msg_time": msg_time}  # fmt: skip
     # The shared arguments once (with a stand-in body), then each body by its index.
-    check_send_args(topic, b"x", **extra)  # type: ignore[arg-type]
+    check_send_args(topic, b"x", **(options or {}))
     for index, body in enumerate(bodies):
         if type(body) is not bytes or not body:
             try:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from dataclasses import replace
 from datetime import datetime
-from random import random
 from typing import Any, Self, Unpack
 
-from tubemq_aio._client import open_pool
+from tubemq_aio._client import AsyncLifecycle, open_pool
 from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
@@ -18,14 +19,14 @@ from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
-    ConnectError,
     SendWindowFullError,
     TubeMQError,
 )
 from tubemq_aio.master import MasterInvoker
-from tubemq_aio.producer._attempts import NO_AVOID, SendAttempts, SendCounts
-from tubemq_aio.producer._batch import SendMany
+from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCounts
+from tubemq_aio.producer._batch import SendMany, SendPath
 from tubemq_aio.producer._encode_many import encode_all
+from tubemq_aio.producer._outgoing import Outgoing
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.producer.config import (
@@ -34,13 +35,13 @@ from tubemq_aio.producer.config import (
     SendOptions,
     check_send_args,
     check_send_many_args,
+    plain_send_args,
 )
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.message import encode_message, plain_message
-from tubemq_aio.protocol.producer_meta import Broker, Partition
-from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, send_result_parser
+from tubemq_aio.protocol.message import plain_message
+from tubemq_aio.protocol.producer_meta import Broker
+from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.retry import RetryPolicy
-from tubemq_aio.protocol.routing import PartitionBackoff
 from tubemq_aio.telemetry import Gauge, live, telemetry_for
 
 __all__ = ["Producer"]
@@ -48,7 +49,7 @@ __all__ = ["Producer"]
 log = logging.getLogger("tubemq_aio.producer")
 
 
-class Producer(SendAttempts):
+class Producer(AsyncLifecycle):
     """Publishes messages to TubeMQ topics.
 
     Safe to use from many tasks at once: sends are pipelined over one connection per broker, up
@@ -86,15 +87,12 @@ class Producer(SendAttempts):
         self._pool: ConnectionPool | None = None
         self._rpc: RpcClient | None = None
         self._session: ProducerSession | None = None
-        self._encoder: SendRequestEncoder | None = None
-        self._parse_answer = send_result_parser()  # used on this producer's loop only
+        self._attempts: SendAttempts | None = None  # built with the session by start()
+        self._path: SendPath | None = None  # what a send_many call shares with the producer
         self._blocker = BrokerBlocker(config.blocking)
-        self._backoff = PartitionBackoff()
         self._window = SendWindow(config.max_in_flight_sends)
         self._send_timeout = config.effective_send_timeout
         self._send_timeout_ms = wire_timeout_ms(self._send_timeout)  # validated by the config
-        self._partitioner = config.partitioner
-        self._retry = RetryPolicy(immediate=config.send_retries)
         self._closing = asyncio.Event()  # wakes sends waiting out a broker's connect backoff
         self._init_lifecycle("tubemq-producer")
         #: OpenTelemetry instrumentation (``None`` when off, see :mod:`tubemq_aio.telemetry`).
@@ -149,7 +147,7 @@ class Producer(SendAttempts):
         self._rpc = RpcClient(self._pool, tls=self._tls)
         invoker = MasterInvoker(self._rpc, cfg.masters, cfg.rpc_timeout)
         self._session = ProducerSession(cfg, invoker, on_metadata=self._preconnect_all)
-        self._encoder = SendRequestEncoder(self._session.client_id, self._session.sent_addr)
+        self._build_send_path(self._rpc, self._session)
         await self._session.register()
         if cfg.topics:
             await self._session.publish(cfg.topics)
@@ -261,19 +259,20 @@ class Producer(SendAttempts):
             ClientClosedError: the producer is closed.
         """
         plain = (
-            type(body) is bytes
-            and body
-            and type(topic) is str
-            and key is None
+            key is None
             and timeout is None
-            and attributes is None
-            and msg_type is None
-            and msg_time is None
-            and topic.strip()
-        )  # the plain send is checked inline (one call less per send); the rest in full
+            and plain_send_args(topic, body, attributes, msg_type, msg_time)
+        )
         if not plain:
-            check_send_args(topic, body, key=key, timeout=timeout, attributes=attributes,
-                            msg_type=msg_type, msg_time=msg_time)  # fmt: skip
+            check_send_args(
+                topic,
+                body,
+                key=key,
+                timeout=timeout,
+                attributes=attributes,
+                msg_type=msg_type,
+                msg_time=msg_time,
+            )
         session = self._session
         if (
             self._close_task is not None
@@ -284,30 +283,37 @@ class Producer(SendAttempts):
             session = self._require_session()  # raises
         telemetry = self.telemetry
         if telemetry is not None and telemetry.active():
-            return await self._traced_send(session, False, topic, body, attributes,
-                                           msg_type=msg_type, msg_time=msg_time, key=key,
-                                           timeout=timeout)  # fmt: skip
+            message = Outgoing(topic, body, attributes, msg_type, msg_time, key, timeout)
+            return await self._traced_send(session, False, message)
         if (
             not plain
             or not session.is_published(topic)
             or len(body) > session.metadata.max_message_size(topic)
             or not self._window.try_acquire()
         ):
-            return await self._send(session, False, topic, body, attributes, msg_type,
-                                    msg_time, key, timeout)  # fmt: skip
+            message = Outgoing(topic, body, attributes, msg_type, msg_time, key, timeout)
+            return await self._send(session, False, message)
         # The hot path: a plain send with a free window slot makes its first attempt in this
         # frame (no coroutine of its own); a retry goes on in _send, which books it as before.
-        rpc = self._rpc
-        assert rpc is not None
+        attempts = self._attempts
+        assert attempts is not None
         attempt_timeout = self._send_timeout
         now = time.monotonic()
         try:
-            partition, started = self._begin_attempt(rpc, session, topic, None, NO_AVOID, now,
-                                                     plain_message(body), self._send_timeout_ms,
-                                                     attempt_timeout)  # fmt: skip
+            partition, started = attempts.begin(
+                topic,
+                None,
+                NO_AVOID,
+                now,
+                plain_message(body),
+                self._send_timeout_ms,
+                attempt_timeout,
+            )
             try:
                 if isinstance(started, bytes):  # no open connection or no room on it right now
-                    answer = await rpc.call_payload(partition.broker, started, attempt_timeout)
+                    answer = await attempts.rpc.call_payload(
+                        partition.broker, started, attempt_timeout
+                    )
                 else:
                     conn, serial, future = started
                     try:
@@ -316,9 +322,9 @@ class Producer(SendAttempts):
                         conn.abandon(serial)
                         raise
             except TubeMQError as exc:
-                first = (self._attempt_failed(exc, rpc, partition, now), partition, now)
+                first = (attempts.failed(exc, partition, now), partition, now)
             else:
-                outcome = self._answered(answer, partition)
+                outcome = attempts.answered(answer, partition)
                 if isinstance(outcome, SendResult):
                     self._window.release()
                     self._counts.sent += 1
@@ -332,7 +338,7 @@ class Producer(SendAttempts):
             self._window.release()
             self._counts.failed += 1
             raise
-        return await self._send(session, True, topic, body, first_failure=first)
+        return await self._send(session, True, Outgoing(topic, body), first)
 
     async def send_many(
         self,
@@ -381,110 +387,75 @@ class Producer(SendAttempts):
                 already written may still be stored by the broker (they are counted as
                 cancelled, as a cancelled :meth:`send` is); the others were not sent.
         """
-        items = check_send_many_args(topic, bodies, self.config.max_send_many, key=key,
-                                     timeout=timeout, attributes=attributes, msg_type=msg_type,
-                                     msg_time=msg_time)  # fmt: skip
+        options = SendOptions(
+            attributes=attributes, msg_type=msg_type, msg_time=msg_time, key=key, timeout=timeout
+        )
+        items = check_send_many_args(topic, bodies, self.config.max_send_many, options)
         session = self._require_session()
         if not items:
             return []
         if not session.is_published(topic):
             await session.ensure_published(topic)
-        max_size = session.metadata.max_message_size(topic)
-        encoded = encode_all(items, max_size, attributes, msg_type, msg_time)
-        rpc = self._rpc
-        assert rpc is not None
+        first = Outgoing(topic, items[0], attributes, msg_type, msg_time, key, timeout)
+        encoded = encode_all(first, items, session.metadata.max_message_size(topic))
+        path = self._path
+        assert path is not None
         attempt_timeout = self._send_timeout if timeout is None else timeout
-        call = SendMany(self, rpc, session, topic, items, encoded, attributes=attributes,
-                        msg_type=msg_type, msg_time=msg_time, key=key, timeout=timeout,
-                        attempt_timeout=attempt_timeout,
-                        traced=live(self.telemetry) is not None)  # fmt: skip
-        return await call.run()
+        traced = live(self.telemetry) is not None
+        return await SendMany(path, first, items, encoded, attempt_timeout, traced).run()
 
     async def _traced_send(
         self,
         session: ProducerSession,
         holding: bool,
-        topic: str,
-        body: bytes,
-        attributes: Mapping[str, str] | None = None,
-        **rest: Any,
+        message: Outgoing,
+        first_failure: Failed | None = None,
     ) -> SendResult:
         """:meth:`_send` inside a PRODUCER span that also carries the ``traceparent``."""
         telemetry = self.telemetry
         assert telemetry is not None
-        with telemetry.send_span(topic, len(body), attributes) as span:
-            result = await self._send(session, holding, topic, body, span.attributes, **rest)
+        with telemetry.send_span(message.topic, len(message.body), message.attributes) as span:
+            traced = replace(message, attributes=span.attributes)
+            result = await self._send(session, holding, traced, first_failure)
             broker = session.metadata.broker(result.broker_id)
             if broker is not None:
                 span.stored(result.message_id, result.partition_key, broker.host, broker.port)
             return result
 
-    async def _send_one(
-        self,
-        session: ProducerSession,
-        topic: str,
-        body: bytes,
-        first_failure: tuple[TubeMQError, Partition, float] | None,
-        attributes: Mapping[str, str] | None = None,
-        msg_type: str | None = None,
-        msg_time: datetime | str | None = None,
-        key: bytes | str | None = None,
-        timeout: float | None = None,
-    ) -> SendResult:
+    async def _send_one(self, message: Outgoing, first_failure: Failed | None) -> SendResult:
         """A send already holding its window slot (``send_nowait``, a message of ``send_many``):
         :meth:`_send`, inside a span when telemetry is on."""
+        attempts = self._attempts
+        assert attempts is not None
         if live(self.telemetry) is not None:
-            return await self._traced_send(session, True, topic, body, attributes,
-                                           msg_type=msg_type, msg_time=msg_time, key=key,
-                                           timeout=timeout,
-                                           first_failure=first_failure)  # fmt: skip
-        return await self._send(session, True, topic, body, attributes, msg_type, msg_time, key,
-                                timeout, first_failure)  # fmt: skip
+            return await self._traced_send(attempts.session, True, message, first_failure)
+        return await self._send(attempts.session, True, message, first_failure)
 
     async def _send(
         self,
         session: ProducerSession,
         holding: bool,
-        topic: str,
-        body: bytes,
-        attributes: Mapping[str, str] | None = None,
-        msg_type: str | None = None,
-        msg_time: datetime | str | None = None,
-        key: bytes | str | None = None,
-        timeout: float | None = None,
-        first_failure: tuple[TubeMQError, Partition, float] | None = None,
+        message: Outgoing,
+        first_failure: Failed | None = None,
     ) -> SendResult:
         """One send, counted once as sent, failed or cancelled; ``holding``: a window slot was
-        reserved for it already; ``first_failure``: its first attempt (made by ``send_many``)
-        failed retriably (error, partition, monotonic start): go on with the retries."""
+        reserved for it already; ``first_failure``: its first attempt (made by ``send`` or
+        ``send_many``) failed retriably: go on with the retries."""
+        topic = message.topic
         try:
             if not session.is_published(topic):
                 await session.ensure_published(topic)
-            max_size = session.metadata.max_message_size(topic)
-            if (
-                attributes is None
-                and msg_type is None
-                and msg_time is None
-                and type(body) is bytes  # non-empty: checked by send()
-                and len(body) <= max_size
-            ):
-                encoded = plain_message(body)
-            else:
-                encoded = encode_message(
-                    body,
-                    attributes=attributes,
-                    msg_type=msg_type,
-                    msg_time=msg_time,
-                    max_size=max_size,
-                )
+            encoded = message.encode(session.metadata.max_message_size(topic))
             if not holding:
                 await self._window.acquire()
                 holding = True
             # The attempts run in this frame (no coroutine per attempt), and the request goes out
             # without an intermediate coroutine when the connection has room (the hot path).
-            rpc = self._rpc
-            assert rpc is not None
-            attempt_timeout = self._send_timeout if timeout is None else timeout
+            attempts = self._attempts
+            assert attempts is not None
+            rpc = attempts.rpc
+            key = message.key
+            attempt_timeout = self._send_timeout if message.timeout is None else message.timeout
             timeout_ms = rpc.wire_timeout(attempt_timeout)
             avoid: Set[str] = NO_AVOID  # a set of its own from the first retry on
             failures = 0
@@ -497,9 +468,9 @@ class Producer(SendAttempts):
                 else:
                     now = time.monotonic()
                     deadline = deadline or now + attempt_timeout
-                    partition, started = self._begin_attempt(rpc, session, topic, key, avoid, now,
-                                                             encoded, timeout_ms,
-                                                             attempt_timeout)  # fmt: skip
+                    partition, started = attempts.begin(
+                        topic, key, avoid, now, encoded, timeout_ms, attempt_timeout
+                    )
                     try:
                         if isinstance(started, bytes):
                             answer = await rpc.call_payload(
@@ -513,9 +484,9 @@ class Producer(SendAttempts):
                                 conn.abandon(serial)
                                 raise
                     except TubeMQError as exc:
-                        last = self._attempt_failed(exc, rpc, partition, now)
+                        last = attempts.failed(exc, partition, now)
                     else:
-                        outcome = self._answered(answer, partition)
+                        outcome = attempts.answered(answer, partition)
                         if isinstance(outcome, SendResult):
                             result = outcome
                             break
@@ -524,14 +495,7 @@ class Producer(SendAttempts):
                     raise last
                 failures += 1
                 avoid = {*avoid, partition.partition_key}
-                # Certainly not stored: try again until the send's deadline (not a number of
-                # attempts), at once for the first ``send_retries`` failures, then after a
-                # pause (and, when every broker of the topic is in reconnect backoff, not
-                # before the earliest backoff ends).
-                at_least = (
-                    self._backoff_wait(session, topic) if isinstance(last, ConnectError) else 0.0
-                )
-                pause = self._retry.pause(failures, time.monotonic(), deadline, random(), at_least)
+                pause = attempts.retry_pause(last, topic, failures, time.monotonic(), deadline)
                 if pause is None:
                     raise last
                 if pause > 0.0:
@@ -556,6 +520,18 @@ class Producer(SendAttempts):
         self._counts.sent += 1
         return result
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` between two attempts of a send, ending early on close.
+
+        Raises:
+            ClientClosedError: the producer was closed meanwhile.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+        if self.closed:
+            raise ClientClosedError("the producer was closed while this send waited to retry")
+
     def send_nowait(
         self,
         topic: str,
@@ -578,16 +554,15 @@ class Producer(SendAttempts):
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, body, **kwargs)
-        session = self._require_session()
+        self._require_session()
         if not self._window.try_acquire():
             raise SendWindowFullError(
                 f"all {self._window.limit} send slots are taken; await send() to wait for one"
             )
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         try:
-            task = self._supervisor.spawn(
-                self._send_into(future, session, topic, body, kwargs), "send", essential=False
-            )
+            message = Outgoing(topic, body, **kwargs)
+            task = self._supervisor.spawn(self._send_into(future, message), "send", essential=False)
         except BaseException:
             self._window.release()
             raise
@@ -596,16 +571,9 @@ class Producer(SendAttempts):
             future.add_done_callback(callback)
         return future
 
-    async def _send_into(
-        self,
-        future: asyncio.Future[SendResult],
-        session: ProducerSession,
-        topic: str,
-        body: bytes,
-        kwargs: SendOptions,
-    ) -> None:
+    async def _send_into(self, future: asyncio.Future[SendResult], message: Outgoing) -> None:
         try:
-            result = await self._send_one(session, topic, body, None, **kwargs)
+            result = await self._send_one(message, None)
         except asyncio.CancelledError:
             if not future.done():
                 future.set_exception(
@@ -619,6 +587,17 @@ class Producer(SendAttempts):
                 future.set_result(result)
 
     # ---- internals ---------------------------------------------------------------------------
+
+    def _build_send_path(self, rpc: RpcClient, session: ProducerSession) -> None:
+        """Build the attempts collaborator and the send path over ``rpc`` and ``session``."""
+        retry = RetryPolicy(immediate=self.config.send_retries)
+        attempts = SendAttempts(rpc, session, self._blocker, self.config.partitioner, retry)
+        self._attempts = attempts
+        self._path = SendPath(attempts, self._window, self._counts, self._send_one, self._is_closed)
+
+    def _is_closed(self) -> bool:
+        """Whether ``close()`` has begun (:attr:`closed`, as a callable for ``send_many``)."""
+        return self._close_task is not None
 
     def _require_session(self) -> ProducerSession:
         self._check_running()

@@ -79,8 +79,12 @@ class BrokerBlockingConfig:
         c.seconds("link_window", self.link_window)
         for name in ("block_duration", "unavailable_duration", "link_block_duration"):
             c.seconds(name, getattr(self, name), low_open=False)
-        for name in ("max_blocked_ratio", "threshold_ratio", "min_success_ratio",
-                     "link_max_blocked_ratio"):  # fmt: skip
+        for name in (
+            "max_blocked_ratio",
+            "threshold_ratio",
+            "min_success_ratio",
+            "link_max_blocked_ratio",
+        ):
             c.number(name, getattr(self, name), low=0.0, high=1.0)
         for name in ("min_expected_successes", "link_max_failures", "link_max_blocked"):
             c.integer(name, getattr(self, name), low=0)

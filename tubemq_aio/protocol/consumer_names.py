@@ -52,8 +52,10 @@ def validate_group_name(group: str) -> str:
     if not isinstance(group, str):
         checks.fail(f"group name must be a string, got {type(group).__name__}")
     if len(group) > MAX_GROUP_NAME_LENGTH or not _GROUP_RE.fullmatch(group):
-        checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
-                    f"{MAX_GROUP_NAME_LENGTH} characters")  # fmt: skip
+        checks.fail(
+            f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
+            f"{MAX_GROUP_NAME_LENGTH} characters"
+        )
     return group
 
 

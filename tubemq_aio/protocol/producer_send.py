@@ -273,10 +273,24 @@ def _result_setter(name: str) -> Callable[[SendResult, Any], None]:
     return setter
 
 
-_RESULT_FIELDS = ("topic", "partition_key", "partition_id", "broker_id", "message_id",
-                  "append_time", "append_offset")  # fmt: skip
-(_set_topic, _set_partition_key, _set_partition_id, _set_broker_id, _set_message_id,
- _set_append_time, _set_append_offset) = map(_result_setter, _RESULT_FIELDS)  # fmt: skip
+_RESULT_FIELDS = (
+    "topic",
+    "partition_key",
+    "partition_id",
+    "broker_id",
+    "message_id",
+    "append_time",
+    "append_offset",
+)
+(
+    _set_topic,
+    _set_partition_key,
+    _set_partition_id,
+    _set_broker_id,
+    _set_message_id,
+    _set_append_time,
+    _set_append_offset,
+) = map(_result_setter, _RESULT_FIELDS)
 assert tuple(SendResult.__dataclass_fields__) == _RESULT_FIELDS, "update parse_send_result"
 
 

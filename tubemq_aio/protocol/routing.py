@@ -107,7 +107,9 @@ class RoundRobinPartitioner:
         Raises:
             NoPartitionError: ``partitions`` is empty.
         """
-        n = _require(topic, partitions)
+        n = len(partitions)
+        if not n:
+            _require(topic, partitions)  # raises (the check is a call only when it fails)
         counter = self._counters.get(topic)
         if counter is None:
             counter = self._rng.getrandbits(32)
@@ -203,8 +205,10 @@ class PartitionBackoff:
 
     def record_response(self, partition_key: str) -> None:
         """A response arrived for ``partition_key``: clear its counter and back-off."""
-        self._failures.pop(partition_key, None)
-        self._until.pop(partition_key, None)
+        if self._failures:  # nothing to clear after most responses: no call then
+            self._failures.pop(partition_key, None)
+        if self._until:
+            self._until.pop(partition_key, None)
 
     def delayed(self, now: float) -> frozenset[str]:
         """Partition keys to avoid at ``now`` (seconds); expired entries are dropped."""

@@ -89,8 +89,17 @@ _EMPTY_INTS: _Ints = np.zeros(0, dtype=np.int64)
 #: Tag of ``GetMessageResponseB2C.messages`` (field 4, length-delimited).
 _MESSAGES_TAG = 0x22
 #: Tags of the answer's other fields (1-3, 5-10) and whether each is length-delimited.
-_OTHER_TAGS = {0x08: False, 0x10: False, 0x1A: True, 0x28: False, 0x30: False, 0x38: False,
-               0x40: False, 0x48: False, 0x50: False}  # fmt: skip
+_OTHER_TAGS = {
+    0x08: False,
+    0x10: False,
+    0x1A: True,
+    0x28: False,
+    0x30: False,
+    0x38: False,
+    0x40: False,
+    0x48: False,
+    0x50: False,
+}
 #: Tags of ``TransferedMessage`` fields 1-4 in order (varint, varint, bytes, varint).
 _ID_TAG, _CRC_TAG, _PAYLOAD_TAG, _FLAG_TAG = 0x08, 0x10, 0x1A, 0x20
 _WINDOW = np.arange(10, dtype=np.int64)
@@ -448,10 +457,18 @@ def compiled_decode(
         # this size (≈ 0.5 MB) is mapped anew each time and its page faults cost ≈ 1 µs a row.
         bodies = pa.allocate_buffer(len(s.data))
         ids, offsets, blocks, infos = decoder(
-            s.data, s.ids, s.checksums, s.flags, s.starts, s.ends, bodies,
-            partition_key=context.partition_key, filters=context.filters,
-            counters=context.counters, deliver_corrupt=context.deliver_corrupt,
-        )  # fmt: skip
+            s.data,
+            s.ids,
+            s.checksums,
+            s.flags,
+            s.starts,
+            s.ends,
+            bodies,
+            partition_key=context.partition_key,
+            filters=context.filters,
+            counters=context.counters,
+            deliver_corrupt=context.deliver_corrupt,
+        )
         kept = len(ids) // 8
         array = pa.Array.from_buffers(pa.binary(), kept, [None, pa.py_buffer(offsets), bodies])
         assert isinstance(array, pa.BinaryArray)

@@ -78,8 +78,10 @@ def normalize_offsets(offsets: Mapping[str, object]) -> dict[str, int]:
         ConfigError: a value is not an int ≥ 0 (a ``ValueError``; every bad one is named).
     """
     checks = Checks("offsets")
-    result = {str(key): checks.integer(f"offset of {key!r}", offsets[key], low=0)
-              for key in sorted(offsets)}  # fmt: skip
+    result = {
+        str(key): checks.integer(f"offset of {key!r}", offsets[key], low=0)
+        for key in sorted(offsets)
+    }
     checks.done()
     return result
 

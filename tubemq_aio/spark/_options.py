@@ -338,9 +338,15 @@ def _start_times(
 ) -> StartTimes | None:
     every_text = opts.get("startingtimestamp")
     by_text = opts.get("startingoffsetsbytimestamp")
-    given = [n for n, v in (("startingOffsets", opts.get("startingoffsets")),
-                            ("startingTimestamp", every_text),
-                            ("startingOffsetsByTimestamp", by_text)) if v is not None]  # fmt: skip
+    given = [
+        n
+        for n, v in (
+            ("startingOffsets", opts.get("startingoffsets")),
+            ("startingTimestamp", every_text),
+            ("startingOffsetsByTimestamp", by_text),
+        )
+        if v is not None
+    ]
     if len(given) > 1:
         checks.problem(f"options {given} exclude each other: give one starting position")
         return None
@@ -352,8 +358,10 @@ def _start_times(
     name = "startingOffsetsByTimestamp"
     items = _partition_items(checks, name, by_text, topics)
     if items is None or (not items and checks.ok):  # not an object, or an empty one
-        checks.problem(f"option {name!r} must be a JSON object "
-                       f'{{"brokerId:topic:partitionId": time}}, got {by_text!r}')  # fmt: skip
+        checks.problem(
+            f"option {name!r} must be a JSON object "
+            f'{{"brokerId:topic:partitionId": time}}, got {by_text!r}'
+        )
     if not items:
         return None
     pairs: list[tuple[str, datetime]] = []
@@ -468,10 +476,13 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             _option("failOnDataLoss"), opts.get("failondataloss", "true")
         ),
         read_timeout=checks.number_text(
-            _option("readTimeout"), opts.get("readtimeout", "120"), low=1, high=3600,
+            _option("readTimeout"),
+            opts.get("readtimeout", "120"),
+            low=1,
+            high=3600,
             unit="seconds",
         ),
         starting_times=starting_times,
-    )  # fmt: skip
+    )
     checks.done()
     return parsed

@@ -173,9 +173,13 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
     send_timeout: float | None = None
     if "sendtimeout" in opts:
         send_timeout = checks.number_text(
-            "option 'sendTimeout'", opts["sendtimeout"], low=0, high=600, low_open=True,
+            "option 'sendTimeout'",
+            opts["sendtimeout"],
+            low=0,
+            high=600,
+            low_open=True,
             unit="seconds",
-        )  # fmt: skip
+        )
     batch_id_attribute = _attribute_name(
         checks, "batchIdAttribute", opts.get("batchidattribute", DEFAULT_BATCH_ID_ATTRIBUTE)
     )

@@ -32,7 +32,7 @@ from tubemq_aio.testing._fake_cluster import FakeCluster
 from tubemq_aio.testing._fake_rpc import Fault, Injection
 from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._fault_proxy import FaultProxy, LinkFaults
-from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode
+from tubemq_aio.testing._nodes import BrokerNode, JvmLaunch, MasterNode, ServerNode
 from tubemq_aio.testing._tls import TlsMaterial, make_tls_material
 from tubemq_aio.testing._versions import SERVER_VERSIONS
 from tubemq_aio.testing._webapi import MasterWebApi
@@ -51,6 +51,7 @@ __all__ = [
     "Fault",
     "FaultProxy",
     "Injection",
+    "JvmLaunch",
     "LinkFaults",
     "LocalCluster",
     "MasterNode",

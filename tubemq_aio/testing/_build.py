@@ -5,7 +5,6 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tubemq_aio.testing._config import (
     BrokerLayout,
@@ -17,7 +16,7 @@ from tubemq_aio.testing._config import (
     write_web_templates,
 )
 from tubemq_aio.testing._errors import PortInUseError
-from tubemq_aio.testing._nodes import BrokerNode, MasterNode
+from tubemq_aio.testing._nodes import BrokerNode, JvmLaunch, MasterNode
 from tubemq_aio.testing._ports import allocate_ports, is_port_free
 from tubemq_aio.testing._webapi import MasterWebApi
 
@@ -105,13 +104,9 @@ def build_nodes(
             )
     free = allocate_ports(5 * plan.masters + 4 * plan.brokers - len(fixed), hosts)
     layouts = _master_layouts(plan, free)
-    common: dict[str, Any] = {
-        "java": plan.java,
-        "classpath": str(plan.lib_dir / "*"),
-        "log_dir": log_dir,
-        "log4j_conf": plan.work_dir / "log4j2.xml",
-        "detached": plan.detached,
-    }
+    launch = JvmLaunch(
+        plan.java, str(plan.lib_dir / "*"), log_dir, plan.work_dir / "log4j2.xml", plan.detached
+    )
     token = s.conf_mod_auth_token
     masters = []
     for idx, mlay in enumerate(layouts, start=1):
@@ -119,7 +114,7 @@ def build_nodes(
         write_web_templates(mlay.home)
         (mlay.home / "master.ini").write_text(render_master_ini(s, mlay), encoding="utf-8")
         own = MasterWebApi(mlay.host, mlay.web_port, token, log_dir / f"{name}.log")
-        masters.append(MasterNode(mlay, own, name=name, heap=list(MASTER_HEAP), **common))
+        masters.append(MasterNode(mlay, own, launch, heap=list(MASTER_HEAP), name=name))
     first = layouts[0]
     others = [(m.host, m.web_port) for m in layouts[1:]]
     group_api = MasterWebApi(
@@ -133,7 +128,7 @@ def build_nodes(
         blay = BrokerLayout(idx, host, free.pop(), free.pop(), free.pop(), free.pop(), b_home)
         ini = render_broker_ini(s, blay, master_addrs)
         (b_home / "broker.ini").write_text(ini, encoding="utf-8")
-        brokers.append(BrokerNode(blay, group_api, heap=list(BROKER_HEAP), **common))
+        brokers.append(BrokerNode(blay, group_api, launch, heap=list(BROKER_HEAP)))
     return masters, brokers, group_api
 
 
@@ -150,10 +145,17 @@ def _master_layouts(plan: NodePlan, free: list[int]) -> list[MasterLayout]:
         helpers = f"{_MASTER_HOST}:{ha_port}" if first else layouts[0].ha_addr
         layouts.append(
             MasterLayout(
-                _MASTER_HOST, port, web_port, ha_port, prom_port, tls_port, home,
-                node_name=f"tubemqAioNode{idx}", helpers=helpers,
+                _MASTER_HOST,
+                port,
+                web_port,
+                ha_port,
+                prom_port,
+                tls_port,
+                home,
+                node_name=f"tubemqAioNode{idx}",
+                helpers=helpers,
             )
-        )  # fmt: skip
+        )
     return layouts
 
 

@@ -35,7 +35,14 @@ from tubemq_aio.testing._build import (
 from tubemq_aio.testing._config import AuthSettings, MasterSettings, TlsSettings
 from tubemq_aio.testing._errors import ClusterError, NodeNotReadyError
 from tubemq_aio.testing._maven import DEFAULT_VERSION, find_tool, resolve_runtime
-from tubemq_aio.testing._nodes import BrokerNode, MasterNode, ServerNode, attach_tails, jvm_options
+from tubemq_aio.testing._nodes import (
+    BrokerNode,
+    JvmLaunch,
+    MasterNode,
+    ServerNode,
+    attach_tails,
+    jvm_options,
+)
 from tubemq_aio.testing._ports import allocate_ports
 from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
@@ -295,11 +302,13 @@ class LocalCluster:
             self.work_dir / "zookeeper",
             "127.0.0.1",
             allocate_ports(1)[0],
-            java=java,
-            classpath=str(self.lib_dir / "*"),
-            log_dir=self.log_dir,
-            log4j_conf=self.work_dir / "log4j2.xml",
-            detached=self.detached,
+            JvmLaunch(
+                java,
+                str(self.lib_dir / "*"),
+                self.log_dir,
+                self.work_dir / "log4j2.xml",
+                self.detached,
+            ),
         )
         self.zookeeper.start_timeout = self.start_timeout
         await self.zookeeper.start()
@@ -308,9 +317,14 @@ class LocalCluster:
     def _build_nodes(self, java: str) -> None:
         fixed = self._fixed_ports
         plan = NodePlan(
-            self.work_dir, self.lib_dir, java, self._n_brokers, *fixed, self.detached,
+            self.work_dir,
+            self.lib_dir,
+            java,
+            self._n_brokers,
+            *fixed,
+            self.detached,
             masters=self._n_masters,
-        )  # fmt: skip
+        )
         self.masters, self.brokers, self._api = build_nodes(self.settings, plan)
         for master in self.masters:
             master.start_timeout = self.start_timeout
@@ -455,8 +469,16 @@ class LocalCluster:
             argv list for :func:`asyncio.create_subprocess_exec`.
         """
         opts = jvm_options(self.log_dir, "tool", self.work_dir / "log4j2.xml")
-        return [self._java, heap, "-XX:+UseSerialGC", *opts, "-cp", str(self.lib_dir / "*"),
-                main_class, *args]  # fmt: skip
+        return [
+            self._java,
+            heap,
+            "-XX:+UseSerialGC",
+            *opts,
+            "-cp",
+            str(self.lib_dir / "*"),
+            main_class,
+            *args,
+        ]
 
     def log_tails(self, lines: int = 40) -> str:
         """Return the last ``lines`` of every server log and JVM output, labelled by file.

@@ -75,8 +75,9 @@ def _maven_runs(mvn: str, pom: Path, spec: ServerVersion, staging: Path) -> list
     server = f"org.apache.inlong:tubemq-server:{spec.version}"
     first = [mvn, "-B", "-f", str(pom), *props, _COPY_DEPS, _COPY_ONE, f"-Dartifact={server}:jar"]
     runs = [[*first, out, "-DincludeScope=runtime"]]
-    runs += [[mvn, "-B", "-f", str(pom), _COPY_ONE, f"-Dartifact={a}:jar", out]
-             for a in spec.plain_jars]  # fmt: skip
+    runs += [
+        [mvn, "-B", "-f", str(pom), _COPY_ONE, f"-Dartifact={a}:jar", out] for a in spec.plain_jars
+    ]
     return runs
 
 

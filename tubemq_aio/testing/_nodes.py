@@ -6,6 +6,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tubemq_aio.testing._config import BrokerLayout, MasterLayout
@@ -19,7 +20,7 @@ from tubemq_aio.testing._errors import (
 from tubemq_aio.testing._process import JavaProcess, tail
 from tubemq_aio.testing._webapi import MasterWebApi, is_standby_reply
 
-__all__ = ["BrokerNode", "MasterNode", "ServerNode", "jvm_options"]
+__all__ = ["BrokerNode", "JvmLaunch", "MasterNode", "ServerNode", "jvm_options"]
 
 _PKG = "org.apache.inlong.tubemq.server.tools"
 MASTER_MAIN = f"{_PKG}.MasterStartup"
@@ -76,6 +77,25 @@ def jvm_options(log_dir: Path, prefix: str, log4j_conf: Path) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class JvmLaunch:
+    """How every server JVM of one local cluster is started.
+
+    Attributes:
+        java: The ``java`` executable.
+        classpath: The JVM's ``-cp`` (the cluster's ``lib/*``).
+        log_dir: Directory of the servers' logs and JVM outputs.
+        log4j_conf: The log4j2 configuration file.
+        detached: The JVMs outlive this Python process (``tubemq-aio cluster up``).
+    """
+
+    java: str
+    classpath: str
+    log_dir: Path
+    log4j_conf: Path
+    detached: bool
+
+
 class ServerNode:
     """A TubeMQ server process (master or broker) that can be started, stopped and killed.
 
@@ -88,25 +108,17 @@ class ServerNode:
 
     main_class = ""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        java: str,
-        classpath: str,
-        heap: list[str],
-        ini: Path,
-        log_dir: Path,
-        log4j_conf: Path,
-        detached: bool,
-    ) -> None:
-        """Prepare the command line; nothing starts until :meth:`start`."""
+    def __init__(self, name: str, launch: JvmLaunch, *, heap: list[str], ini: Path) -> None:
+        """Prepare the command line (``heap``: the JVM's memory options; ``ini``: the server's
+        configuration file); nothing starts until :meth:`start`."""
         self.name = name
+        log_dir = launch.log_dir
         self.log_file = log_dir / f"{name}.log"
         self.out_file = log_dir / f"{name}.out"
-        argv = [java, *heap, *jvm_options(log_dir, name, log4j_conf), "-cp", classpath]
+        options = jvm_options(log_dir, name, launch.log4j_conf)
+        argv = [launch.java, *heap, *options, "-cp", launch.classpath]
         argv += [self.main_class, *self.config_args(ini)]
-        self.process = JavaProcess(name, argv, self.out_file, ini.parent, detached)
+        self.process = JavaProcess(name, argv, self.out_file, ini.parent, launch.detached)
         self.start_timeout = 60.0
         self._log_mark = 0
 
@@ -237,10 +249,16 @@ class MasterNode(ServerNode):
     main_class = MASTER_MAIN
 
     def __init__(
-        self, layout: MasterLayout, api: MasterWebApi, *, name: str = "master", **kwargs: object
+        self,
+        layout: MasterLayout,
+        api: MasterWebApi,
+        launch: JvmLaunch,
+        *,
+        heap: list[str],
+        name: str = "master",
     ) -> None:
-        """Build the node; ``kwargs`` go to :class:`ServerNode`."""
-        super().__init__(name, ini=layout.home / "master.ini", **kwargs)  # type: ignore[arg-type]
+        """Build the node (nothing starts yet)."""
+        super().__init__(name, launch, heap=heap, ini=layout.home / "master.ini")
         self.layout = layout
         self.api = api
         #: Count a standby's refusal as "started" (set for every master of an HA group).
@@ -284,10 +302,12 @@ class BrokerNode(ServerNode):
 
     main_class = BROKER_MAIN
 
-    def __init__(self, layout: BrokerLayout, api: MasterWebApi, **kwargs: object) -> None:
-        """Build the node; ``kwargs`` go to :class:`ServerNode`."""
+    def __init__(
+        self, layout: BrokerLayout, api: MasterWebApi, launch: JvmLaunch, *, heap: list[str]
+    ) -> None:
+        """Build the node (nothing starts yet)."""
         name = f"broker{layout.broker_id}"
-        super().__init__(name, ini=layout.home / "broker.ini", **kwargs)  # type: ignore[arg-type]
+        super().__init__(name, launch, heap=heap, ini=layout.home / "broker.ini")
         self.layout = layout
         self.api = api
         self.ready_timeout = 120.0

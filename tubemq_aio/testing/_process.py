@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["JavaProcess", "kill_pid", "pid_alive", "tail"]
+__all__ = ["JavaProcess", "kill_pid", "option_args", "pid_alive", "tail"]
 
 _LIVE: set[JavaProcess] = set()
 _PR_SET_PDEATHSIG = 1
@@ -66,6 +66,12 @@ def kill_pid(pid: int, sig: int = signal.SIGKILL) -> None:
     except (ProcessLookupError, PermissionError):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
+
+
+def option_args(options: Mapping[str, str]) -> tuple[str, ...]:
+    """Command-line options as ``[name, value, ...]`` in the mapping's order (written as a
+    mapping, each option stays next to its value)."""
+    return tuple(part for pair in options.items() for part in pair)
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from tubemq_aio.testing._config import TlsSettings
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._maven import find_tool
+from tubemq_aio.testing._process import option_args
 
 __all__ = ["TlsMaterial", "make_tls_material"]
 
@@ -68,21 +69,28 @@ async def make_tls_material(directory: Path, password: str = "changeit") -> TlsM
     log = directory / "keytool.log"
     for name in ("server.jks", "ca.pem", "trust.jks", "client.p12", "client-key.pem"):
         (directory / name).unlink(missing_ok=True)
-    store = ("-storetype", "JKS", "-storepass", password)
-    await _keytool(
-        keytool, log, "-genkeypair", "-alias", "tubemq", "-keyalg", "RSA", "-keysize", "2048",
-        "-validity", "3650", "-dname", "CN=127.0.0.1",
-        "-ext", "SAN=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost",
-        "-keystore", str(keystore), *store, "-keypass", password,
-    )  # fmt: skip
-    await _keytool(
-        keytool, log, "-exportcert", "-rfc", "-alias", "tubemq", "-keystore", str(keystore),
-        "-storepass", password, "-file", str(ca_pem),
-    )  # fmt: skip
-    await _keytool(
-        keytool, log, "-importcert", "-noprompt", "-alias", "tubemq", "-file", str(ca_pem),
-        "-keystore", str(trust), *store,
-    )  # fmt: skip
+    store = {"-storetype": "JKS", "-storepass": password}
+    server_key = {
+        "-alias": "tubemq",
+        "-keyalg": "RSA",
+        "-keysize": "2048",
+        "-validity": "3650",
+        "-dname": "CN=127.0.0.1",
+        "-ext": "SAN=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost",
+        "-keystore": str(keystore),
+        **store,
+        "-keypass": password,
+    }
+    await _keytool(keytool, log, "-genkeypair", *option_args(server_key))
+    export = {
+        "-alias": "tubemq",
+        "-keystore": str(keystore),
+        "-storepass": password,
+        "-file": str(ca_pem),
+    }
+    await _keytool(keytool, log, "-exportcert", "-rfc", *option_args(export))
+    trust_ca = {"-alias": "tubemq", "-file": str(ca_pem), "-keystore": str(trust), **store}
+    await _keytool(keytool, log, "-importcert", "-noprompt", *option_args(trust_ca))
     client_key = await _export_key(directory, keystore, password, log)
     # Two-way TLS is the only mode that works on the 2.4.0 server: with one-way TLS its config
     # loader drops tlsTrustStorePath, but the SSL engine factory opens it on every accept and
@@ -99,13 +107,14 @@ async def _export_key(directory: Path, keystore: Path, password: str, log: Path)
         return None
     p12, key = directory / "client.p12", directory / "client-key.pem"
     keytool = find_tool("keytool", "install a Java 17 runtime")
-    await _keytool(
-        keytool, log, "-importkeystore", "-srckeystore", str(keystore), "-srcstorepass", password,
-        "-destkeystore", str(p12), "-deststoretype", "PKCS12", "-deststorepass", password,
-        "-noprompt",
-    )  # fmt: skip
-    await _keytool(
-        openssl, log, "pkcs12", "-in", str(p12), "-nocerts", "-nodes", "-passin",
-        f"pass:{password}", "-out", str(key),
-    )  # fmt: skip
+    to_p12 = {
+        "-srckeystore": str(keystore),
+        "-srcstorepass": password,
+        "-destkeystore": str(p12),
+        "-deststoretype": "PKCS12",
+        "-deststorepass": password,
+    }
+    await _keytool(keytool, log, "-importkeystore", "-noprompt", *option_args(to_p12))
+    to_pem = {"-in": str(p12), "-passin": f"pass:{password}", "-out": str(key)}
+    await _keytool(openssl, log, "pkcs12", "-nocerts", "-nodes", *option_args(to_pem))
     return key

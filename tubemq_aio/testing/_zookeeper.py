@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tubemq_aio.testing._nodes import ServerNode
+from tubemq_aio.testing._nodes import JvmLaunch, ServerNode
 
 __all__ = ["ZOOKEEPER_MAIN", "ZooKeeperNode", "render_zoo_cfg"]
 
@@ -63,13 +63,21 @@ class ZooKeeperNode(ServerNode):
 
     main_class = ZOOKEEPER_MAIN
 
-    def __init__(self, home: Path, host: str, port: int, **kwargs: object) -> None:
-        """Write ``zoo.cfg``; ``kwargs`` go to :class:`ServerNode` (nothing starts yet)."""
+    def __init__(
+        self,
+        home: Path,
+        host: str,
+        port: int,
+        launch: JvmLaunch,
+        *,
+        heap: list[str] | None = None,
+    ) -> None:
+        """Write ``zoo.cfg`` (nothing starts yet); ``heap`` defaults to a small one."""
         home.mkdir(parents=True, exist_ok=True)
         cfg = home / "zoo.cfg"
         cfg.write_text(render_zoo_cfg(home, host, port), encoding="utf-8")
-        kwargs.setdefault("heap", list(ZOOKEEPER_HEAP))
-        super().__init__("zookeeper", ini=cfg, **kwargs)  # type: ignore[arg-type]
+        heap = list(ZOOKEEPER_HEAP) if heap is None else heap
+        super().__init__("zookeeper", launch, heap=heap, ini=cfg)
         self.host = host
         self.port = port
         self.home = home

@@ -79,8 +79,19 @@ _PARTITION = Partition(Broker(1, "127.0.0.1", 8123), "demo", 0)
 _BROKERS = {1: consumer_meta.BrokerInfo(1, "127.0.0.1", 8123)}
 _PRODUCER_BROKERS = {1: Broker(1, "127.0.0.1", 8123)}
 _PAYLOAD_SIZES = (1, 5, 300, 8192, 8193, 20000)
-_FLOW_KEYS = ("type", "rule", "start", "end", "dltInM", "limitInM", "freqInMs", "zeroCnt",
-              "normFreqInMs", "filterFreqInMs", "minDataFilterFreqInMs")  # fmt: skip
+_FLOW_KEYS = (
+    "type",
+    "rule",
+    "start",
+    "end",
+    "dltInM",
+    "limitInM",
+    "freqInMs",
+    "zeroCnt",
+    "normFreqInMs",
+    "filterFreqInMs",
+    "minDataFilterFreqInMs",
+)
 
 
 class UntypedError(AssertionError):

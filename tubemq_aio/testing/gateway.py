@@ -13,7 +13,7 @@ from types import TracebackType
 
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._ports import allocate_ports
-from tubemq_aio.testing._process import JavaProcess, kill_pid, tail
+from tubemq_aio.testing._process import JavaProcess, kill_pid, option_args, tail
 from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["GatewayReplica", "GatewayReplicaError"]
@@ -93,11 +93,14 @@ class GatewayReplica(AsyncService):
         """
         if self.init_store:
             await self._init_store()
-        argv = [
-            sys.executable, "-m", "tubemq_aio.gateway",
-            "--config", str(self.config), "--host", _HOST, "--port", str(self.port),
-            "--workers", str(self.workers), "--log-level", "info",
-        ]  # fmt: skip
+        options = {
+            "--config": str(self.config),
+            "--host": _HOST,
+            "--port": str(self.port),
+            "--workers": str(self.workers),
+            "--log-level": "info",
+        }
+        argv = [sys.executable, "-m", "tubemq_aio.gateway", *option_args(options)]
         proc = JavaProcess("gateway", argv, self.log_file, Path(os.getcwd()))
         proc.spawn()
         self._proc = proc
@@ -105,9 +108,10 @@ class GatewayReplica(AsyncService):
         while True:
             if not proc.running:
                 raise GatewayReplicaError(
-                    f"gateway exited with status {proc.returncode}", self.log_file,
+                    f"gateway exited with status {proc.returncode}",
+                    self.log_file,
                     tail(self.log_file, 30),
-                )  # fmt: skip
+                )
             try:
                 if await _http_status(self.port, "/healthz", 1.0) == 200:
                     return
@@ -116,9 +120,10 @@ class GatewayReplica(AsyncService):
             if time.monotonic() >= deadline:
                 await proc.kill()
                 raise GatewayReplicaError(
-                    f"gateway did not answer within {self.start_timeout} s", self.log_file,
+                    f"gateway did not answer within {self.start_timeout} s",
+                    self.log_file,
                     tail(self.log_file, 30),
-                )  # fmt: skip
+                )
             await asyncio.sleep(0.1)
 
     async def _init_store(self) -> None:
@@ -136,9 +141,10 @@ class GatewayReplica(AsyncService):
             raise
         if proc.returncode != 0:
             raise GatewayReplicaError(
-                f"gateway init exited with status {proc.returncode}", self.log_file,
+                f"gateway init exited with status {proc.returncode}",
+                self.log_file,
                 out.decode(errors="replace")[-2000:],
-            )  # fmt: skip
+            )
 
     async def kill(self) -> None:
         """SIGKILL the replica (a crash)."""

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
-from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._process import JavaProcess, option_args, tail
 from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
 from tubemq_aio.testing._resp import HOST as _HOST
 from tubemq_aio.testing._resp import RespError, command
@@ -147,19 +147,18 @@ class RedisServer(AsyncService):
         await self._spawn()
 
     async def _spawn(self) -> None:
-        argv = [
-            self.binary,
-            "--bind", _HOST,
-            "--port", str(self.port),
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", "always",
-            "--save", "",
-            "--daemonize", "no",
-            "--protected-mode", "yes",
-            "--logfile", str(self.log_file),
-            *self.extra_args,
-        ]  # fmt: skip
+        options = {
+            "--bind": _HOST,
+            "--port": str(self.port),
+            "--dir": str(self.data_dir),
+            "--appendonly": "yes",
+            "--appendfsync": "always",
+            "--save": "",
+            "--daemonize": "no",
+            "--protected-mode": "yes",
+            "--logfile": str(self.log_file),
+        }
+        argv = [self.binary, *option_args(options), *self.extra_args]
         if self.password is not None:
             argv += ["--requirepass", self.password, "--masterauth", self.password]
         if self.tls is not None:  # later directives win: the plain port becomes 0

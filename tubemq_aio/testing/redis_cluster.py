@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tubemq_aio.testing._errors import ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._process import option_args
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
 from tubemq_aio.testing._resp import HOST
 from tubemq_aio.testing.redis import RedisServer, RedisServerError
@@ -84,20 +85,19 @@ class RedisClusterSet(RedisNodeSet):
         # Redis puts the cluster bus at port + 10000 unless told: a free port of its own instead
         bus_ports = allocate_ports(2 * PRIMARIES)
         for i, bus_port in enumerate(bus_ports):
+            options = {
+                "--cluster-enabled": "yes",
+                "--cluster-config-file": "nodes.conf",
+                "--cluster-node-timeout": str(self.node_timeout_ms),
+                "--cluster-port": str(bus_port),
+                # a replica may always take over (the default refuses one that lost its link
+                # long ago), and a new replica syncs at once, not after 5 s
+                "--cluster-replica-validity-factor": "0",
+                "--repl-diskless-sync-delay": "0",
+            }
             server = RedisServer(
-                binary=self.binary,
-                data_dir=root / f"node-{i}",
-                extra_args=(
-                    "--cluster-enabled", "yes",
-                    "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", str(self.node_timeout_ms),
-                    "--cluster-port", str(bus_port),
-                    # a replica may always take over (the default refuses one that lost its
-                    # link long ago), and a new replica syncs at once, not after 5 s
-                    "--cluster-replica-validity-factor", "0",
-                    "--repl-diskless-sync-delay", "0",
-                ),
-            )  # fmt: skip
+                binary=self.binary, data_dir=root / f"node-{i}", extra_args=option_args(options)
+            )
             self.servers.append(server)
             await server.start()
         await self._create(root)
@@ -122,11 +122,8 @@ class RedisClusterSet(RedisNodeSet):
 
     async def _create(self, root: Path) -> None:
         out_file = root / "cluster-create.log"
-        argv = [
-            self.cli, "--cluster", "create",
-            *(f"{HOST}:{s.port}" for s in self.servers),
-            "--cluster-replicas", "1", "--cluster-yes",
-        ]  # fmt: skip
+        nodes = [f"{HOST}:{s.port}" for s in self.servers]
+        argv = [self.cli, "--cluster", "create", *nodes, "--cluster-replicas", "1", "--cluster-yes"]
         with out_file.open("wb") as out:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out

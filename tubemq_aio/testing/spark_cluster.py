@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tubemq_aio.testing._errors import SparkClusterError, ToolNotFoundError
 from tubemq_aio.testing._ports import allocate_ports
-from tubemq_aio.testing._process import JavaProcess, tail
+from tubemq_aio.testing._process import JavaProcess, option_args, tail
 from tubemq_aio.testing._service import AsyncService
 from tubemq_aio.testing._spark_env import (
     HOST,
@@ -137,10 +137,8 @@ class SparkStandaloneCluster(AsyncService):
         if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
             raise ToolNotFoundError("java not found on PATH and JAVA_HOME not set")
         self._ports = allocate_ports(2)
-        argv = self._spark_class(
-            "org.apache.spark.deploy.master.Master",
-            "--host", HOST, "--port", str(self._port(0)), "--webui-port", str(self._port(1)),
-        )  # fmt: skip
+        options = {"--host": HOST, "--port": str(self._port(0)), "--webui-port": str(self._port(1))}
+        argv = self._spark_class("org.apache.spark.deploy.master.Master", *option_args(options))
         env = {**self.env, "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
         master = JavaProcess(
             "spark-master", argv, self.work_dir / "master.log", self.work_dir, env=env
@@ -167,13 +165,16 @@ class SparkStandaloneCluster(AsyncService):
             scratch = self.work_dir / f"worker{index}"
             scratch.mkdir(parents=True, exist_ok=True)
             port, webui_port = allocate_ports(2)
-            argv = self._spark_class(
-                "org.apache.spark.deploy.worker.Worker",
-                "--host", HOST, "--port", str(port), "--webui-port", str(webui_port),
-                "--cores", str(self.cores), "--memory", self.memory,
-                "--work-dir", str(scratch),
-                self.master_url,
-            )  # fmt: skip
+            options = {
+                "--host": HOST,
+                "--port": str(port),
+                "--webui-port": str(webui_port),
+                "--cores": str(self.cores),
+                "--memory": self.memory,
+                "--work-dir": str(scratch),
+            }
+            worker = "org.apache.spark.deploy.worker.Worker"
+            argv = self._spark_class(worker, *option_args(options), self.master_url)
             log = self.work_dir / f"worker{index}.log"
             proc = JavaProcess(f"spark-worker{index}", argv, log, scratch, env=self.env)
             self._workers[index] = proc
