@@ -35,7 +35,7 @@ def replicas_of(masters: str, redis_url: str, *groups: GroupSpec) -> list[Consum
 def settings(masters: str, redis_url: str, deployment: str, *groups: GroupSpec) -> ConsumeSettings:
     return ConsumeSettings(
         masters=masters,
-        redis_url=redis_url,
+        redis=redis_url,
         deployment=deployment,
         groups=groups,
         not_found_wait_ms=200,

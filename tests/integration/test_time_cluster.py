@@ -119,7 +119,7 @@ async def test_gateway_reset_to_time(cluster: LocalCluster, topic: str, redis: R
     service = ConsumeService(
         ConsumeSettings(
             masters=cluster.master_addr,
-            redis_url=redis.url,
+            redis=redis.url,
             deployment=f"it-{uuid.uuid4().hex[:8]}",
             groups=(spec,),
             not_found_wait_ms=200,

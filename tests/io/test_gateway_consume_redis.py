@@ -56,7 +56,7 @@ def make(url: str, **kw: Any) -> ConsumeService:
     )
     kw.setdefault("allow_init", True)  # these tests start on an emptied Redis
     return ConsumeService(
-        ConsumeSettings(masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, **kw)
+        ConsumeSettings(masters=NO_MASTER, redis=url, groups=groups, rpc_timeout=3.0, **kw)
     )
 
 
@@ -119,14 +119,14 @@ async def test_bad_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         GroupSpec(name="gg", topics=("t",), mode="fanout")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", rpc_timeout=math.inf)
+        ConsumeSettings(masters="m:1", redis="redis://x", rpc_timeout=math.inf)
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", max_long_poll_waiters=-1)
+        ConsumeSettings(masters="m:1", redis="redis://x", max_long_poll_waiters=-1)
     spec = GroupSpec(name="gg", topics=("t",))
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", groups=(spec, spec))
+        ConsumeSettings(masters="m:1", redis="redis://x", groups=(spec, spec))
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", rpc_timeout=1.0)
+        ConsumeSettings(masters="m:1", redis="redis://x", rpc_timeout=1.0)
     with pytest.raises(ConfigError):
         shared_consumer_id("bad_name", "g")  # "_" would break the broker's id parsing
 
@@ -401,7 +401,7 @@ async def test_a_burst_over_the_pool_waits_instead_of_failing(
 async def test_a_replica_started_after_a_loss_does_not_hide_it(
     server: RedisServer, service: ConsumeService
 ) -> None:
-    assert ConsumeSettings(masters=NO_MASTER, redis_url=server.url).allow_init is False
+    assert ConsumeSettings(masters=NO_MASTER, redis=server.url).allow_init is False
     ref = await lease_by_hand(service, "G" * 32)
     await server.flushall()
     late = make(server.url, allow_init=False)  # what every production replica is

@@ -100,7 +100,7 @@ def _service(url: str) -> ConsumeService:
         GroupSpec(name="bb", topics=("t",), mode="broadcast"),
     )
     settings = ConsumeSettings(
-        masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, allow_init=True
+        masters=NO_MASTER, redis=url, groups=groups, rpc_timeout=3.0, allow_init=True
     )
     return ConsumeService(settings)
 

@@ -57,7 +57,7 @@ async def store(redis_server: RedisServer) -> AsyncIterator[LeaseStore]:
 
 
 def reader_for(tube: ScriptedTube, stats: GatewayStats) -> BatchReader:
-    settings = ConsumeSettings(masters="127.0.0.1:9", redis_url="redis://x", groups=(SPEC,))
+    settings = ConsumeSettings(masters="127.0.0.1:9", redis="redis://x", groups=(SPEC,))
 
     async def tube_of(_spec: GroupSpec) -> TubeGroup:
         return tube  # type: ignore[return-value]

@@ -80,7 +80,7 @@ async def service(
     svc = ConsumeService(
         ConsumeSettings(
             masters="127.0.0.1:9",  # never asked: the stand-in partition answers
-            redis_url=server.url,
+            redis=server.url,
             groups=(GroupSpec(name="gg", topics=("t",), lease_ms=60_000),),
             allow_init=True,
             sync_interval=600.0,  # one metadata sync, in the warm-up

@@ -20,7 +20,7 @@ async def running_service(
     """A started :class:`ConsumeService` on an initialised store, closed after."""
     service = ConsumeService(
         ConsumeSettings(
-            masters=masters, redis_url=redis_url, groups=groups, allow_init=True, **settings
+            masters=masters, redis=redis_url, groups=groups, allow_init=True, **settings
         )
     )
     await service.start()

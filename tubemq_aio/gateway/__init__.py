@@ -10,6 +10,7 @@ Example::
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.config import GatewayConfig
 from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.engine_settings import EngineSettings
 from tubemq_aio.gateway.tubemq_access import TubeMQAccess
 
-__all__ = ["CorsConfig", "GatewayConfig", "TubeMQAccess", "create_app"]
+__all__ = ["CorsConfig", "EngineSettings", "GatewayConfig", "TubeMQAccess", "create_app"]

@@ -172,23 +172,8 @@ def default_producer(config: GatewayConfig) -> Producer:
 
 def default_engine(config: GatewayConfig) -> ConsumeEngine:
     """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
-    settings = ConsumeSettings(
-        masters=config.masters,
-        redis_url=config.redis,
-        deployment=config.deployment,
-        groups=config.groups,  # each GroupConfig is a GroupSpec
-        rpc_timeout=config.rpc_timeout,
-        max_long_poll_waiters=config.max_long_poll_waiters,
-        redis_max_connections=config.redis_max_connections,
-        redis_ack_replicas=config.redis_ack_replicas,
-        redis_ack_wait_ms=config.redis_ack_wait_ms,
-        not_found_wait_ms=config.not_found_wait_ms,
-        sync_interval=config.sync_interval,
-        credentials=config.tubemq.credentials,
-        ssl_context=config.tubemq.ssl_context(),
-        framing=config.tubemq.framing,
-        tls_server_hostname=config.tubemq.tls_server_hostname,
-    )
+    # each GroupConfig is a GroupSpec
+    settings = ConsumeSettings.of(config, config.groups)
     return ConsumeService(settings)
 
 

@@ -97,7 +97,7 @@ def test_good_calls_pass_through() -> None:
 def test_the_engine_settings_name_every_bad_knob_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         ConsumeSettings(
-            masters="", redis_url="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
+            masters="", redis="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
             not_found_wait_ms=True,
         )  # fmt: skip
     text = str(info.value)

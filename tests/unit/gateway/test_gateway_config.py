@@ -252,7 +252,7 @@ def test_the_engine_group_spec_is_the_config_group() -> None:
     assert EngineGroupSpec is GroupSpec
     assert issubclass(GroupConfig, GroupSpec)
     group = GroupConfig(name="gg", topics=("t",), max_redeliveries=2, dlq_topic="dead")
-    settings = ConsumeSettings(masters="m:1", redis_url="redis://x", groups=(group,))
+    settings = ConsumeSettings(masters="m:1", redis="redis://x", groups=(group,))
     assert settings.groups == (group,)
     for bad in ({"lease_ms": 5}, {"name": "g"}, {"topics": ()}, {"mode": "fanout"}):
         options: dict[str, Any] = {"name": "gg", "topics": ("t",), **bad}

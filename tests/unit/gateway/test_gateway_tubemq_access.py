@@ -138,9 +138,11 @@ def test_the_producer_and_engine_get_the_options(
     assert producer.config.ssl_context is not None
     engine = default_engine(config)
     assert isinstance(engine, ConsumeService)
-    assert engine.settings.credentials == producer.config.credentials
-    assert isinstance(engine.settings.ssl_context, ssl.SSLContext)
-    assert engine.settings.tls_server_hostname == "localhost"
+    assert engine.settings.tubemq == config.tubemq
+    sessions = engine._sessions.client_options  # what every group's TubeMQ session gets
+    assert sessions["credentials"] == producer.config.credentials
+    assert isinstance(sessions["ssl_context"], ssl.SSLContext)
+    assert sessions["tls_server_hostname"] == "localhost"
     for text in (repr(producer.config), repr(engine.settings), caplog.text):
         assert SECRET_PASSWORD not in text
 

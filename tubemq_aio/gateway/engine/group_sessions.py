@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import ssl
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -36,7 +35,6 @@ from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
-from tubemq_aio.protocol.legacy_framing import Framing
 
 __all__ = ["TubeGroup"]
 
@@ -65,10 +63,8 @@ class TubeGroup:
         topics: subscribed topics.
         deployment: gateway deployment name (part of the shared consumer id).
         rpc_timeout: seconds per RPC.
-        credentials: TubeMQ user credentials, or None.
-        ssl_context: TLS towards the master and brokers, or None.
-        tls_server_hostname: one host name to check in every peer's certificate, or None.
-        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0.
+        client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
+            framing: ``TubeMQAccess.client_options()``).
     """
 
     def __init__(
@@ -79,26 +75,17 @@ class TubeGroup:
         topics: Sequence[str],
         deployment: str,
         rpc_timeout: float = 5.0,
-        credentials: Any = None,
-        ssl_context: ssl.SSLContext | None = None,
-        tls_server_hostname: str | None = None,
-        framing: Framing = "standard",
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
         # Two master register attempts: a fetch must fail fast (503) when the master is away.
         options: dict[str, Any] = {
+            **(client_options or {}),
             "rpc_timeout": rpc_timeout,
             "fetchers": 1,
             "register_attempts": 2,
-            "framing": framing,
         }
-        if credentials is not None:
-            options["credentials"] = credentials
-        if ssl_context is not None:
-            options["ssl_context"] = ssl_context
-        if tls_server_hostname is not None:
-            options["tls_server_hostname"] = tls_server_hostname
         options.update(masters=masters, group=group, topics=list(topics))
         self._options = options
         self._consumer = self._new_consumer()

@@ -128,7 +128,7 @@ class ConsumeService:
         timeout = self.settings.rpc_timeout
         # Blocking: a burst of round trips waits for a free connection instead of failing
         # with "too many connections", which would read as a Redis outage (503).
-        topology = parse_redis_url(self.settings.redis_url)
+        topology = parse_redis_url(self.settings.redis)
         connections = self.settings.redis_max_connections
         client = open_redis(topology, max_connections=connections, timeout=timeout)
         try:

@@ -28,6 +28,8 @@ class SessionTable:
 
     def __init__(self, settings: ConsumeSettings) -> None:
         self.settings = settings
+        #: The SDK options of every session (one TLS context: the sessions share a pool).
+        self.client_options = settings.tubemq.client_options()
         self._tubes: dict[str, TubeGroup] = {}
         self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
         self._busy: Counter[str] = Counter()  # group -> fetches running now
@@ -50,10 +52,7 @@ class SessionTable:
                 topics=spec.topics,
                 deployment=self.settings.deployment,
                 rpc_timeout=self.settings.rpc_timeout,
-                credentials=self.settings.credentials,
-                ssl_context=self.settings.ssl_context,
-                tls_server_hostname=self.settings.tls_server_hostname,
-                framing=self.settings.framing,
+                client_options=self.client_options,
             )
             self._tubes[spec.name] = tube
         try:
