@@ -314,7 +314,9 @@ def test_admin_routes(client: TestClient, engine: FakeEngine) -> None:
     }
     error(client.post(f"/v1/leases/{token}/ack", headers=READER), 409, "lease_stale")
     r = client.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": 1}}, headers=ADMIN)
-    assert r.json()["partitions"] == [{"partition_key": "1:demo:0", "old": "4", "new": "1"}]
+    assert r.json()["partitions"] == [
+        {"partition_key": "1:demo:0", "old": "4", "new": "1", "scope": "c"}
+    ]
     error(
         client.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": -1}}, headers=ADMIN),
         422,

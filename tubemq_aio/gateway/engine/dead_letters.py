@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import GroupConfig
 from tubemq_aio.gateway.engine.data import FetchOutcome
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
+from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.tokens import TokenClaims
 from tubemq_aio.producer import Producer
 
@@ -58,7 +58,7 @@ class DivertProgress:
         self._sent.pop(source, None)
 
 
-def is_poison(group: GroupConfig, outcome: FetchOutcomeLike) -> bool:
+def is_poison(group: GroupConfig, outcome: FetchOutcome) -> bool:
     """Whether a fetch outcome is a batch already redelivered ``max_redeliveries`` times."""
     lease = outcome.lease
     return (
@@ -74,11 +74,11 @@ async def fetch_diverting(
     group: GroupConfig,
     engine: ConsumeEngine,
     producer: Producer | None,
-    fetch: Callable[[], Awaitable[FetchOutcomeLike]],
+    fetch: Callable[[], Awaitable[FetchOutcome]],
     on_divert: Callable[[int], None],
     timeout: float,
     progress: DivertProgress | None = None,
-) -> FetchOutcomeLike:
+) -> FetchOutcome:
     """Run ``fetch``; a poison batch is produced to the dead-letter topic, acked, and the fetch
     runs again (at most :data:`MAX_DIVERTS` times, then ``empty``).
 
@@ -99,8 +99,8 @@ async def fetch_diverting(
         lease = outcome.lease
         assert lease is not None
         assert group.dlq_topic is not None
-        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
-        start = getattr(outcome.position, "start", -1)
+        ref = lease.ref()
+        start = -1 if outcome.position is None else outcome.position.start
         source = f"{lease.partition_key}@{start}"
         try:
             done = progress.sent(source)
@@ -121,6 +121,7 @@ async def fetch_diverting(
             await _release(engine, ref)
             raise
         progress.forget(source)
+        result: str
         try:
             result = await asyncio.shield(engine.settle(ref, "ack"))
         except TubeMQError as exc:  # re-leased or reset meanwhile: it was copied, not skipped

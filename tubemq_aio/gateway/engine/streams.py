@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike, LeaseLike
+from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.tokens import TokenClaims
 from tubemq_aio.gateway.errors import LeaseStaleError, TooManyWaitersError
 from tubemq_aio.gateway.stream_config import StreamConfig
@@ -49,14 +50,14 @@ class StreamEvent:
     """
 
     kind: Literal["batch", "error", "end"]
-    outcome: FetchOutcomeLike | None = None
+    outcome: FetchOutcome | None = None
     error: Exception | None = None
     reason: EndReason | None = None
 
 
 @dataclass(slots=True)
 class _Held:
-    lease: LeaseLike
+    lease: Lease
     deadline: float  # loop time at which the lease has surely run out
 
 
@@ -81,7 +82,7 @@ class BatchStream:
     """
 
     engine: ConsumeEngine
-    fetch: Callable[[int], Awaitable[FetchOutcomeLike]]
+    fetch: Callable[[int], Awaitable[FetchOutcome]]
     group: str
     client_id: str | None
     holder: str
@@ -208,7 +209,7 @@ class BatchStream:
             log.warning("a stream of group %r ended; %d leases were not released in time "
                         "and come back when they expire", self.group, len(held))  # fmt: skip
 
-    async def _release(self, lease: LeaseLike) -> None:
+    async def _release(self, lease: Lease) -> None:
         ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
         try:
             await self.engine.settle(ref, "release")

@@ -11,13 +11,9 @@ from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
-from tubemq_aio.gateway.engine.port import (
-    ConsumeEngine,
-    FetchOutcomeLike,
-    LeaseLike,
-    PiggybackAcks,
-)
+from tubemq_aio.gateway.engine.port import ConsumeEngine, PiggybackAcks
 from tubemq_aio.gateway.engine.tokens import (
     MAX_TOKEN_LENGTH,
     TokenClaims,
@@ -137,7 +133,7 @@ async def _fetch(
             holder=gateway.replica,
             max_messages=body.max_messages,
             owner=principal.name,
-            **({"acks": acks} if acks is not None else {}),  # stand-in engines may lack it
+            acks=acks,
         ),
         gateway.metrics.dead_lettered.labels(group).inc,
         gateway.config.produce_timeout,
@@ -168,12 +164,11 @@ async def _fetch(
     return json_response(reply)
 
 
-def lease_json(lease: LeaseLike, secret: bytes) -> dict[str, object]:
+def lease_json(lease: Lease, secret: bytes) -> dict[str, object]:
     """A granted lease as a client gets it: its token, partition, expiry (Redis ms) and
     redelivery count."""
-    claims = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
     return {
-        "token": encode_token(claims, secret),
+        "token": encode_token(lease.ref(), secret),
         "partition_key": lease.partition_key,
         "expires_at": lease.expires_at_ms,
         "redelivery": lease.redelivery,
@@ -237,12 +232,10 @@ class _Carried:
         return out
 
 
-async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcomeLike) -> None:
+async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcome) -> None:
     """Give back a batch leased for a client that left: no redelivery count, no lease wait."""
-    lease = outcome.lease
-    if lease is not None:
-        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
-        await engine.settle(ref, "release")
+    if outcome.lease is not None:
+        await engine.settle(outcome.lease.ref(), "release")
 
 
 @router.post(

@@ -24,8 +24,8 @@ from starlette.types import Receive, Scope, Send
 
 from tubemq_aio.gateway.config import ApiKey
 from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
+from tubemq_aio.gateway.engine.data import FetchOutcome
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
-from tubemq_aio.gateway.engine.port import FetchOutcomeLike
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
@@ -210,7 +210,7 @@ async def stream(
         raise TooManyWaitersError("this replica serves as many streams as it may")
     holder = f"{gateway.replica}/stream-{gateway.streams.next_id()}"
 
-    async def fetch(wait_ms: int) -> FetchOutcomeLike:
+    async def fetch(wait_ms: int) -> FetchOutcome:
         once = functools.partial(
             engine.fetch, group, client_id=client_id, wait_ms=wait_ms, lease_ms=lease,
             holder=holder, max_messages=max_messages, owner=principal.name,
