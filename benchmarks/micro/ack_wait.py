@@ -3,11 +3,12 @@
 
 Run ``python -m benchmarks.micro.ack_wait [--acks N] [--concurrency C]``. A
 :class:`~tubemq_aio.testing.RedisSentinelSet` is started; for each mode (``off``: no WAIT,
-``wait``: ``redis_ack_replicas = 1``) the same :class:`~tubemq_aio.gateway.leases.store.LeaseStore`
-calls are made: a lease is taken, a batch booked and acked, ``N`` times, by ``C`` tasks at once
-on groups of their own; only the ack is timed. Modes alternate over several rounds. Output: one
-JSON line per mode with the median and 99th percentile of one ack (µs), acks per second, and
-the acks whose WAIT ended short; then the load average. Nothing here asserts a time.
+``wait``: ``redis_ack_replicas = 1``) the same
+:class:`~tubemq_aio.gateway.leases.lease_store.LeaseStore` calls are made: a lease is taken, a
+batch booked and acked, ``N`` times, by ``C`` tasks at once on groups of their own; only the ack
+is timed. Modes alternate over several rounds. Output: one JSON line per mode with the median
+and 99th percentile of one ack (µs), acks per second, and the acks whose WAIT ended short; then
+the load average. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import time
 from collections.abc import Sequence
 
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
-from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 from tubemq_aio.testing import RedisSentinelSet
 
 

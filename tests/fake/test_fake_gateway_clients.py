@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.gateway_engine_support import running_service
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine import scope_sync
-from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.gateway.errors import TooManyClientsError
 from tubemq_aio.gateway.http.api_errors import api_error_for
-from tubemq_aio.gateway.leases.store import clients_keys
+from tubemq_aio.gateway.leases.redis_keys import clients_keys
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 

@@ -16,9 +16,9 @@ from tests.support.gateway_failover_support import (
     consume_until,
     produce_numbered,
 )
-from tubemq_aio.gateway.engine.data import GroupSpec
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
-from tubemq_aio.gateway.leases.store import scope_keys
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
+from tubemq_aio.gateway.leases.redis_keys import scope_keys
 from tubemq_aio.testing import FakeCluster, RedisClusterSet, wait_until
 
 #: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).

@@ -24,8 +24,8 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     SourceOptionError,
 )
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.protocol.framing import BLOCK_SIZE, encode_frame
 from tubemq_aio.protocol.legacy_framing import Framing
 from tubemq_aio.protocol.rpc import encode_success

@@ -14,16 +14,9 @@ import pytest_asyncio
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
-from tubemq_aio.gateway.engine.service import (
-    MAX_OFFSET,
-    MIN_RATE,
-    ConsumeService,
-    ConsumeSettings,
-    GroupSpec,
-    LeaseRef,
-)
-from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
-from tubemq_aio.gateway.engine.tube_read import TubeRead
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseConflictError,
@@ -34,6 +27,8 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 
@@ -69,7 +64,7 @@ async def service(server: RedisServer) -> AsyncIterator[ConsumeService]:
     await svc.close()
 
 
-async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int = 56) -> LeaseRef:
+async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int = 56) -> LeaseKey:
     """What a fetch would have done, written straight into Redis (no TubeMQ here)."""
     store = svc._store
     assert store is not None
@@ -80,7 +75,7 @@ async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int =
     assert (
         await store.record(LeaseKey("gg", "c", P, lid), base, nxt, 280, 2, 0, nxt)
     ).status == "ok"
-    return LeaseRef("gg", "c", P, lid)
+    return LeaseKey("gg", "c", P, lid)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +134,7 @@ async def test_acks_work_with_redis_alone(service: ConsumeService) -> None:
     with pytest.raises(LeaseStaleError):
         await service.extend(ref, 30_000)
     with pytest.raises(LeaseStaleError):
-        await service.settle(LeaseRef("gg", "c", P, "B" * 32), "ack")
+        await service.settle(LeaseKey("gg", "c", P, "B" * 32), "ack")
     lag = await service.lag("gg")
     assert [(e.partition_key, e.committed, e.max, e.lag_bytes) for e in lag.partitions] == [
         (P, 56, 280, 224)
@@ -158,7 +153,7 @@ async def test_nack_and_release_redeliver_and_bad_settle_arguments(service: Cons
     with pytest.raises(InvalidRequestError):
         await service.extend(ref, 10)
     with pytest.raises(UnknownGroupError):
-        await service.settle(LeaseRef("zz", "c", P, "C" * 32), "ack")
+        await service.settle(LeaseKey("zz", "c", P, "C" * 32), "ack")
     assert await service.settle(ref, "nack", delay_ms=0) == "nacked"
     state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
     assert state.scopes["c"].parts[P].redeliveries == 1
@@ -231,7 +226,7 @@ async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeSer
             LeaseKey("gg", "c", P, lid), cmt, cmt + 28, 100_000, 1, 0, cmt + 28
         )
         assert rec.status == "ok"
-        assert await service.settle(LeaseRef("gg", "c", P, lid), "ack") == "acked"
+        assert await service.settle(LeaseKey("gg", "c", P, lid), "ack") == "acked"
     await service.set_rate("gg", 0, None)
 
 

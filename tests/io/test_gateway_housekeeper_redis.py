@@ -11,13 +11,14 @@ import pytest
 import pytest_asyncio
 
 from tests.support.gateway_redis import flushed_store
-from tubemq_aio.gateway.config import HousekeeperConfig
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
+from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
-from tubemq_aio.gateway.leases.keys import leader_key
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys, scope_keys
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import clients_keys, leader_key, scope_keys
 from tubemq_aio.testing import RedisServer, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -12,13 +12,14 @@ import pytest
 import pytest_asyncio
 
 from tests.support.gateway_redis import flushed_store
-from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
-from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import RedisServer

@@ -12,12 +12,14 @@ import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
-from tubemq_aio.gateway.engine.data import FetchOutcome, LeaseRef
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchOutcome
 from tubemq_aio.gateway.engine.port import PiggybackAcks
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
-from tubemq_aio.gateway.engine.tube_read import TubeRead
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseStaleError
-from tubemq_aio.gateway.leases.store import WAKE_CHANNEL
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer, wait_until
 
@@ -113,7 +115,7 @@ async def _fetch(svc: ConsumeService, acks: PiggybackAcks | None = None) -> Fetc
     return outcome
 
 
-def _ref(outcome: FetchOutcome) -> LeaseRef:
+def _ref(outcome: FetchOutcome) -> LeaseKey:
     assert outcome.lease is not None
     return outcome.lease.ref()
 
@@ -157,7 +159,7 @@ async def test_carried_acks_survive_a_script_flush_and_report_their_own_errors(
     held = await _fetch(service)
     store = service._store
     assert store is not None
-    stale = LeaseRef("gg", "c", P, "f" * 32)  # a lease id this partition never had
+    stale = LeaseKey("gg", "c", P, "f" * 32)  # a lease id this partition never had
     await store.client.script_flush()
     acks = PiggybackAcks((_ref(held), stale))
     after = await _fetch(service, acks)

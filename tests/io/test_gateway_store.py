@@ -16,8 +16,10 @@ from redis.crc import key_slot
 from tests.support.gateway_redis import flushed_store, model_view
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.leases.model import GroupState
-from tubemq_aio.gateway.leases.store import LeaseStore, Reply, cursor_lock_key, scope_keys
+from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key, scope_keys
+from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

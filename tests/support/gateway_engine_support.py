@@ -9,8 +9,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tubemq_aio.gateway.engine.data import LagReport
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings, LagReport
+from tubemq_aio.gateway.engine.service import ConsumeService
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,7 @@ markers once, before the first replica starts (a replica never does: see :mod:`.
 ``check`` validates the configuration and prints it as it takes effect, secrets masked.
 ``dev`` runs a development gateway in one command (see :mod:`.dev`). ``--openapi`` prints the
 OpenAPI document and exits. Settings come from the flags, then the environment
-(``TUBEMQ_GATEWAY_*``), then the file, then the defaults (see :mod:`.config_sources`).
+(``TUBEMQ_GATEWAY_*``), then the file, then the defaults (see :mod:`.config.sources`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from tubemq_aio import __version__
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.app import create_app, openapi_document
 from tubemq_aio.gateway.bootstrap import initialise_store
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.config_report import render_config
-from tubemq_aio.gateway.config_sources import CONFIG_ENV, ENV_PREFIX, gather_sources
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
+from tubemq_aio.gateway.config.report import render_config
+from tubemq_aio.gateway.config.sources import CONFIG_ENV, ENV_PREFIX, gather_sources
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.heap import freeze_startup_heap
-from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
 
 __all__ = ["app_from_env", "main"]
 

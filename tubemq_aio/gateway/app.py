@@ -23,10 +23,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tubemq_aio.config import parse_masters
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.cors import install_cors
+from tubemq_aio.gateway.config.cors import install_cors
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.engine.port import ConsumeEngine
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
@@ -36,8 +37,8 @@ from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
 from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce, stream, ui
-from tubemq_aio.gateway.topic_offsets import TopicOffsets, cluster_topic_offsets
-from tubemq_aio.gateway.tube_reach import MasterReach
+from tubemq_aio.gateway.tubemq.master_reach import MasterReach
+from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, cluster_topic_offsets
 from tubemq_aio.producer import Producer
 
 __all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
@@ -60,7 +61,7 @@ def create_app(
         engine_factory: builds the consume engine (default: the Redis/TubeMQ ``ConsumeService``).
         producer_factory: builds the SDK producer (default: one for ``produce_topics``).
         topic_offsets: reads a topic's partitions for ``GET /v1/topics/{topic}`` (default: from
-            the cluster, :func:`~tubemq_aio.gateway.topic_offsets.cluster_topic_offsets`).
+            the cluster, :func:`~tubemq_aio.gateway.tubemq.topic_offsets.cluster_topic_offsets`).
 
     Returns:
         The ASGI app; its lifespan starts and closes the producer and the engine.

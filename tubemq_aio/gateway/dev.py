@@ -30,9 +30,10 @@ import uvicorn
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
-from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
-from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
+from tubemq_aio.gateway.config.cors import CorsConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 

@@ -9,7 +9,9 @@ import pytest
 
 from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config import GatewayConfig, GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tables import GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
 from tubemq_aio.gateway.engine.arguments import (
     checked_fetch,
     checked_rate,
@@ -18,7 +20,6 @@ from tubemq_aio.gateway.engine.arguments import (
 )
 from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess
 
 
 def wrong(value: object) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
-from tubemq_aio.gateway.config import HousekeeperConfig
+from tubemq_aio.gateway.config.tables import HousekeeperConfig
 
 GOOD = """
 masters = "127.0.0.1:8715"
@@ -245,9 +245,9 @@ def test_bad_poison_batch_keys(group: dict[str, Any], produce: list[str], text: 
 
 
 def test_the_engine_group_spec_is_the_config_group() -> None:
-    from tubemq_aio.gateway.config import GroupConfig, GroupSpec
-    from tubemq_aio.gateway.engine.service import ConsumeSettings
-    from tubemq_aio.gateway.engine.service import GroupSpec as EngineGroupSpec
+    from tubemq_aio.gateway.config.tables import GroupConfig, GroupSpec
+    from tubemq_aio.gateway.config.tables import GroupSpec as EngineGroupSpec
+    from tubemq_aio.gateway.engine.data import ConsumeSettings
 
     assert EngineGroupSpec is GroupSpec
     assert issubclass(GroupConfig, GroupSpec)

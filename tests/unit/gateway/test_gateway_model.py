@@ -8,7 +8,8 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from tubemq_aio.gateway.leases.model import GroupState, gcra
+from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.partition_state import gcra
 
 PARTS = ["1:t:0", "1:t:1", "2:t:0"]
 SCOPE = "c"

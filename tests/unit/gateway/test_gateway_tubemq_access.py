@@ -14,8 +14,8 @@ from tests.support.gateway_fakes import BASE_CONFIG
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.app import default_engine, default_producer
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.gateway.engine.service import ConsumeService
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 SECRET_PASSWORD = "pw-Zq8-never-shown"
 BASE: dict[str, Any] = {**BASE_CONFIG, "masters": "127.0.0.1:8715"}

@@ -28,12 +28,14 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import GatewayStats, LeaseRef
+from tubemq_aio.gateway.engine.data import GatewayStats
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
-from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL, scope_keys
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import RECLAIM_MAX, LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL, scope_keys
 from tubemq_aio.gateway.leases.replies import Reply
-from tubemq_aio.gateway.leases.store import RECLAIM_MAX, LeaseStore, refusal_error
+from tubemq_aio.gateway.leases.roundtrips import refusal_error
 
 __all__ = ["acquire_with_acks", "settle_result", "settle_then_acquire"]
 
@@ -70,7 +72,7 @@ def settle_result(stats: GatewayStats, got: Reply, action: str) -> SettleAnswer:
 
 
 async def settle_then_acquire(
-    store: LeaseStore, acks: Sequence[LeaseRef], group: str, scope: str, lease_id: str,
+    store: LeaseStore, acks: Sequence[LeaseKey], group: str, scope: str, lease_id: str,
     lease_ms: int, holder: str,
 ) -> tuple[list[Reply | Exception], Reply]:  # fmt: skip
     """Ack ``acks``, then lease a partition of ``group``/``scope``, in one round trip.
@@ -129,7 +131,7 @@ async def _wake(store: LeaseStore, message: str) -> None:
         await store.roundtrip(functools.partial(store.client.publish, WAKE_CHANNEL, message))
 
 
-def _wake_of(ack: LeaseRef, group: str, scope: str) -> str:
+def _wake_of(ack: LeaseKey, group: str, scope: str) -> str:
     """The wake message an ack's settle publishes: none for the acquire's own scope, whose
     script wakes the waiters only when a partition is still due after it has leased one."""
     return "" if ack.group == group and ack.scope == scope else f"{ack.group}|{ack.scope}"

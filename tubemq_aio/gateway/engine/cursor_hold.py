@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from tubemq_aio.gateway.errors import GatewayError
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["AttemptCost", "CursorHold"]

@@ -1,7 +1,7 @@
 """Plain data of the consume engine: settings, leases, fetch outcomes, reports, counters.
 
 Re-exported by :mod:`tubemq_aio.gateway.engine.service`, the engine's public module. A group's
-:class:`GroupSpec` is the config's (``config_tables``): the engine takes the groups of the
+:class:`GroupSpec` is the config's (``config.tables``): the engine takes the groups of the
 configuration as they are.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.config_tables import GroupSpec
-from tubemq_aio.gateway.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 
@@ -23,12 +23,9 @@ __all__ = [
     "ConsumeSettings",
     "FetchOutcome",
     "GatewayStats",
-    "GroupSpec",
     "LagEntry",
     "LagReport",
     "Lease",
-    "LeaseKey",
-    "LeaseRef",
     "Mode",
     "Position",
     "ResetEntry",
@@ -72,10 +69,6 @@ class ConsumeSettings(EngineSettings):
     def of(cls, settings: EngineSettings, groups: tuple[GroupSpec, ...]) -> ConsumeSettings:
         """The engine settings of ``settings`` (e.g. a ``GatewayConfig``) serving ``groups``."""
         return cls(**settings.engine_settings(), groups=groups)  # type: ignore[arg-type]
-
-
-#: What a verified lease token carries: a lease's key.
-LeaseRef = LeaseKey
 
 
 @dataclass(frozen=True, slots=True)

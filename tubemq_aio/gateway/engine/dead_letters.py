@@ -19,10 +19,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import GroupConfig
+from tubemq_aio.gateway.config.tables import GroupConfig
 from tubemq_aio.gateway.engine.data import FetchOutcome
 from tubemq_aio.gateway.engine.port import ConsumeEngine
-from tubemq_aio.gateway.engine.tokens import TokenClaims
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.producer import Producer
 
 __all__ = ["MAX_DIVERTS", "DivertProgress", "fetch_diverting", "is_poison"]
@@ -135,6 +135,6 @@ async def fetch_diverting(
     return FetchOutcome("empty", None, (), retry_after_ms=0)
 
 
-async def _release(engine: ConsumeEngine, ref: TokenClaims) -> None:
+async def _release(engine: ConsumeEngine, ref: LeaseKey) -> None:
     with contextlib.suppress(Exception):
         await asyncio.shield(engine.settle(ref, "release"))

@@ -23,23 +23,23 @@ from tubemq_aio.errors import (
     PartitionOccupiedError,
     TubeMQError,
 )
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.ack_pipeline import acquire_with_acks
 from tubemq_aio.gateway.engine.cursor_hold import AttemptCost, CursorHold
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
     FetchOutcome,
     GatewayStats,
-    GroupSpec,
     Lease,
     Position,
 )
-from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
 from tubemq_aio.gateway.engine.port import PiggybackAcks
-from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
-from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
+from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 from tubemq_aio.supervisor import Supervisor
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tubemq_aio.gateway.engine.data import LagEntry, LagReport
 from tubemq_aio.gateway.errors import StateLostError
-from tubemq_aio.gateway.leases.model import ScopeState
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.partition_state import ScopeState
 
 __all__ = ["lag_report", "read_lag"]
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.arguments import scope_of
-from tubemq_aio.gateway.engine.data import GroupSpec, ResetEntry
+from tubemq_aio.gateway.engine.data import ResetEntry
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 
 __all__ = ["reset_offsets"]
 

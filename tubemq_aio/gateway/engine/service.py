@@ -1,8 +1,9 @@
 """The gateway's consume engine: fetch (one attempt in :mod:`.fetch_attempt`), settle, extend,
 reset, pause, rate and lag.
 
-State lives in Redis (:mod:`tubemq_aio.gateway.leases.store`, Lua scripts on Redis's clock);
-TubeMQ is read through one shared consumer id per group (:mod:`.group_sessions`). A fetch is
+State lives in Redis (:mod:`tubemq_aio.gateway.leases.lease_store`, Lua scripts on Redis's clock);
+TubeMQ is read through one shared consumer id per group
+(:mod:`~tubemq_aio.gateway.tubemq.tube_group`). A fetch is
 acquire → [init] → [register at S when the broker cursor is not at S] → GetMessage →
 CommitOffset → record: 2 broker RPCs and 2 Redis round trips in the steady state (broadcast adds
 a cursor mutex: 2 more round trips). Settle, extend and reset touch Redis only, so acks keep
@@ -19,9 +20,9 @@ from datetime import datetime
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.ack_pipeline import settle_result
 from tubemq_aio.gateway.engine.arguments import (
-    MAX_MESSAGES_LIMIT,
     checked_fetch,
     checked_lease_ms,
     checked_rate,
@@ -30,27 +31,17 @@ from tubemq_aio.gateway.engine.arguments import (
     scope_of,
 )
 from tubemq_aio.gateway.engine.data import (
-    MAX_OFFSET,
-    MIN_RATE,
     ConsumeSettings,
     FetchOutcome,
     GatewayStats,
-    GroupSpec,
-    LagEntry,
     LagReport,
-    Lease,
-    LeaseRef,
-    Mode,
-    Position,
     ResetEntry,
 )
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
 from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.engine.offsets_reset import reset_offsets
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.scope_sync import ScopeSync
-from tubemq_aio.gateway.engine.sessions import SessionTable
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
@@ -59,27 +50,14 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.leases.store import LeaseStore
-from tubemq_aio.gateway.redis_client import RedisClient, open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_client import RedisClient, open_redis, parse_redis_url
+from tubemq_aio.gateway.tubemq.session_table import SessionTable
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.supervisor import Supervisor
 
-__all__ = [
-    "MAX_MESSAGES_LIMIT",
-    "MAX_OFFSET",
-    "MIN_RATE",
-    "ConsumeService",
-    "ConsumeSettings",
-    "FetchOutcome",
-    "GatewayStats",
-    "GroupSpec",
-    "LagEntry",
-    "LagReport",
-    "Lease",
-    "LeaseRef",
-    "Mode",
-    "Position",
-    "ResetEntry",
-]
+__all__ = ["ConsumeService"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -290,7 +268,7 @@ class ConsumeService:
     # ---- settle / extend ---------------------------------------------------------------------
 
     async def settle(
-        self, lease: LeaseRef, action: Literal["ack", "nack", "release"], *, delay_ms: int = 0
+        self, lease: LeaseKey, action: Literal["ack", "nack", "release"], *, delay_ms: int = 0
     ) -> Literal["acked", "already_acked", "nacked", "released"]:
         """Ack (commit the batch), nack (redeliver after ``delay_ms``) or release a lease.
 
@@ -307,7 +285,7 @@ class ConsumeService:
         got = await store.settle(lease, action, delay_ms)
         return settle_result(self._stats, got, action)
 
-    async def extend(self, lease: LeaseRef, lease_ms: int) -> int:
+    async def extend(self, lease: LeaseKey, lease_ms: int) -> int:
         """Keep a lease ``lease_ms`` longer from now; returns the new expiry (Redis ms).
 
         Raises:

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine
-from tubemq_aio.gateway.engine.tokens import TokenClaims
 from tubemq_aio.gateway.errors import LeaseStaleError, TooManyWaitersError
-from tubemq_aio.gateway.stream_config import StreamConfig
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["BatchStream", "StreamEvent", "StreamHub"]
@@ -210,7 +210,7 @@ class BatchStream:
                         "and come back when they expire", self.group, len(held))  # fmt: skip
 
     async def _release(self, lease: Lease) -> None:
-        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+        ref = LeaseKey(lease.group, lease.scope, lease.partition_key, lease.lease_id)
         try:
             await self.engine.settle(ref, "release")
         except LeaseStaleError:

@@ -13,8 +13,8 @@ import contextlib
 import logging
 
 from tubemq_aio.gateway.errors import TooManyWaitersError
-from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL
-from tubemq_aio.gateway.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["Waker"]

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import HousekeeperConfig
-from tubemq_aio.gateway.engine.service import ConsumeService, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.housekeeper.decisions import (
     LagSample,
     Leadership,
@@ -33,7 +33,7 @@ from tubemq_aio.gateway.housekeeper.decisions import (
     sessions_to_close,
 )
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
 from tubemq_aio.gateway.metrics import PREFIX
 from tubemq_aio.supervisor import Supervisor
 

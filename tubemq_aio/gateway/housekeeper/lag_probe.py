@@ -15,12 +15,12 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
-from tubemq_aio.gateway.engine.data import GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
-from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
-from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
+from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 
 __all__ = ["probe_partition"]
 

@@ -14,7 +14,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass, field
 
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.errors import AuthError, ForbiddenScopeError
 
 __all__ = ["ANONYMOUS", "Authenticator"]

@@ -14,7 +14,8 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
-from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
 from tubemq_aio.gateway.engine.dead_letters import DivertProgress
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import StreamHub
@@ -22,8 +23,8 @@ from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, Unknow
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
-from tubemq_aio.gateway.topic_offsets import TopicOffsets, TopicPartition
-from tubemq_aio.gateway.tube_reach import MasterReach
+from tubemq_aio.gateway.tubemq.master_reach import MasterReach
+from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, TopicPartition
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
@@ -105,7 +106,7 @@ class Gateway:
 
     async def produce_guarded(self, work: Awaitable[_T]) -> _T:
         """``await work`` (a send), answered 503 ``tube_unavailable`` at once when no master is
-        reachable (see :mod:`~tubemq_aio.gateway.tube_reach`).
+        reachable (see :mod:`~tubemq_aio.gateway.tubemq.master_reach`).
 
         Raises:
             TubeUnavailableError: no master reachable.

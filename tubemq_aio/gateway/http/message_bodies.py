@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import orjson
 from pydantic import ValidationError
 
+from tubemq_aio.gateway.config.limits import MAX_BATCH_CEILING
 from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.schemas import MAX_VALUE_CHARS, ProduceRequest
-from tubemq_aio.gateway.limits import MAX_BATCH_CEILING
 
 __all__ = ["SharedBatch", "decode_value", "read_shared_batch"]
 

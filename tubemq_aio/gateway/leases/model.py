@@ -1,7 +1,8 @@
 """The lease state machine of the gateway, pure: no I/O, no clock (``now`` is an argument).
 
 This is the reference the Redis scripts (``lua/*.lua``, run by
-:mod:`~tubemq_aio.gateway.leases.store`) implement: the same operations with the same arguments,
+:mod:`~tubemq_aio.gateway.leases.lease_store`) implement: the same operations with the same
+arguments,
 results and state changes, so a test can run one random sequence of operations through both and
 compare the states field by field.
 

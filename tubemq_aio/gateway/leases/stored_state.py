@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tubemq_aio.gateway.leases.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.partition_state import PartState, ScopeState
 
 __all__ = ["state_from_redis", "text"]
 
@@ -34,7 +35,7 @@ def state_from_redis(
     acq: Any,
 ) -> GroupState:  # fmt: skip
     """The :class:`GroupState` of one scope from the raw answers of its keys (see
-    :meth:`~tubemq_aio.gateway.leases.store.LeaseStore.dump`)."""
+    :meth:`~tubemq_aio.gateway.leases.lease_store.LeaseStore.dump`)."""
     cfg = {text(k): text(v) for k, v in cfg.items()}
     state = GroupState(
         booted="boot" in cfg,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.errors import ForbiddenScopeError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response

@@ -10,16 +10,11 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
 from tubemq_aio.gateway.engine.port import ConsumeEngine, PiggybackAcks
-from tubemq_aio.gateway.engine.tokens import (
-    MAX_TOKEN_LENGTH,
-    TokenClaims,
-    decode_token,
-    encode_token,
-)
+from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
 from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -41,6 +36,7 @@ from tubemq_aio.gateway.http.schemas import (
     NackRequest,
     SettleResponse,
 )
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
 __all__ = ["lease_json", "router"]
 
@@ -64,7 +60,7 @@ def _errors(codes: tuple[int, ...]) -> dict[int | str, dict[str, object]]:
     return {code: {"model": ErrorResponse} for code in codes}
 
 
-def _claims(gateway: Gateway, principal: ApiKey, token: str) -> TokenClaims:
+def _claims(gateway: Gateway, principal: ApiKey, token: str) -> LeaseKey:
     claims = decode_token(token, gateway.secret)  # 400 before anything else is asked
     Authenticator.require(principal, "consume", claims.group)
     gateway.group(claims.group)
@@ -183,7 +179,7 @@ class _Carried:
     def __init__(self, gateway: Gateway, principal: ApiKey, tokens: Sequence[str]) -> None:
         self.gateway, self.principal, self.tokens = gateway, principal, tokens
         self._errors: dict[int, Exception] = {}
-        refs: list[TokenClaims] = []
+        refs: list[LeaseKey] = []
         self._slots: list[int] = []
         for i, token in enumerate(tokens):
             try:

@@ -14,7 +14,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
 from tubemq_aio.gateway.errors import ForbiddenScopeError, UnknownTopicError
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
 from tubemq_aio.gateway.http.listing_schemas import GroupDetail, GroupList, TopicDetail, TopicList

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.errors import (
     InvalidBodyError,
     NotReadyError,

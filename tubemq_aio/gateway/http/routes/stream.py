@@ -22,7 +22,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.stream_config import MAX_STREAM_WINDOW
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
 from tubemq_aio.gateway.engine.data import FetchOutcome
 from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
@@ -34,7 +35,6 @@ from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, message
 from tubemq_aio.gateway.http.disconnect import client_disconnected
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
-from tubemq_aio.gateway.stream_config import MAX_STREAM_WINDOW
 
 __all__ = ["EventStreamResponse", "router"]
 

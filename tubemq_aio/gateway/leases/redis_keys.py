@@ -1,7 +1,7 @@
 """Every Redis key and channel of the gateway's state, built in one place.
 
 All keys of a group share the hash tag ``{g:<group>}``, so every script of a group touches one
-cluster slot; the layout is described in :mod:`tubemq_aio.gateway.leases.store`.
+cluster slot; the layout is described in :mod:`tubemq_aio.gateway.leases.lease_store`.
 """
 
 from __future__ import annotations

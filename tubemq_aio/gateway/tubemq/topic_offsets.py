@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tubemq_aio.consumer import ClientBalancedConsumer
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.errors import TubeUnavailableError
 
 __all__ = ["TopicOffsets", "TopicPartition", "cluster_topic_offsets"]

@@ -29,8 +29,8 @@ from tubemq_aio.consumer.toolkit import (
     resolve_partition,
 )
 from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
-from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
-from tubemq_aio.gateway.engine.tube_read import TubeRead
+from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group

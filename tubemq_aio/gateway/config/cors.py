@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.config_checks import str_tuple
-from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.gateway.config.toml_table import checked_table
+from tubemq_aio.gateway.config.value_checks import str_tuple
 
 __all__ = ["CorsConfig", "install_cors"]
 

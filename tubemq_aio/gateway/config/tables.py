@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config_checks import (
+from tubemq_aio.gateway.config.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
+from tubemq_aio.gateway.config.value_checks import (
     check_name,
     check_topic,
     no_unknown,
     str_tuple,
 )
-from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
 from tubemq_aio.protocol.consumer_names import validate_group_name
 
 __all__ = [

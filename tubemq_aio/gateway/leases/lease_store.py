@@ -27,19 +27,19 @@ from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError
-from tubemq_aio.gateway.leases.keys import (
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_keys import (
     BOOT_KEY,
     WAKE_CHANNEL,
     clients_keys,
     cursor_lock_key,
     scope_keys,
 )
-from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.roundtrips import RoundTrips, refusal_error
 from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
-from tubemq_aio.gateway.redis_client import RedisClient
 
 __all__ = [
     "BOOT_KEY",

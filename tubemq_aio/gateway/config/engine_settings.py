@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config_checks import check_name
-from tubemq_aio.gateway.limits import MAX_SETTING_SECONDS
-from tubemq_aio.gateway.redis_client import parse_redis_url
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
+from tubemq_aio.gateway.config.limits import MAX_SETTING_SECONDS
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess, split_masters_url
+from tubemq_aio.gateway.config.value_checks import check_name
+from tubemq_aio.gateway.leases.redis_client import parse_redis_url
 
 __all__ = ["EngineSettings"]
 
@@ -32,8 +32,9 @@ class EngineSettings:
             ``masters`` keeps the addresses.
         redis: Redis URL holding the consume state: ``redis://host:port/db`` (also
             ``rediss://``, ``unix://``), ``redis+sentinel://h1:26379,h2:26379/<service>/<db>``
-            or ``redis+cluster://h1:7000,h2:7001`` (see :mod:`.redis_client`); never in a repr
-            (it may carry a password).
+            or ``redis+cluster://h1:7000,h2:7001`` (see
+            :mod:`~tubemq_aio.gateway.leases.redis_client`); never in a repr (it may carry a
+            password).
         tubemq: TLS, credentials and framing towards the cluster (see :class:`TubeMQAccess`).
         deployment: names this deployment inside the shared TubeMQ consumer id; replicas of
             one deployment share it.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.limits import MAX_WAIT_MS
-from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.gateway.config.limits import MAX_WAIT_MS
+from tubemq_aio.gateway.config.toml_table import checked_table
 
 __all__ = ["MAX_STREAM_WINDOW", "StreamConfig"]
 

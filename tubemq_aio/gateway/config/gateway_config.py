@@ -3,8 +3,8 @@
 Every key is validated here, before any I/O, and bad values raise one :class:`ConfigError`
 naming every bad key (of one table, or of the top level). The HMAC secret and API keys never
 appear in a ``repr`` (keys are kept only as SHA-256 digests). The repeated and nested tables
-(groups, keys, housekeeper) are in :mod:`.config_tables`, the value checks in
-:mod:`.config_checks`.
+(groups, keys, housekeeper) are in :mod:`.tables`, the value checks in
+:mod:`.value_checks`.
 """
 
 from __future__ import annotations
@@ -17,31 +17,30 @@ from typing import Any, TypeVar, cast
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config_checks import (
-    check_topic,
-    no_unknown,
-    str_tuple,
-    tables,
-)
-from tubemq_aio.gateway.config_sources import gather_sources
-from tubemq_aio.gateway.config_tables import (
+from tubemq_aio.gateway.config.cors import CorsConfig
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
+from tubemq_aio.gateway.config.sources import gather_sources
+from tubemq_aio.gateway.config.stream_config import StreamConfig
+from tubemq_aio.gateway.config.tables import (
     ApiKey,
     GroupConfig,
-    GroupSpec,
     HousekeeperConfig,
     check_scopes,
     group_table,
     housekeeper_table,
     key_table,
 )
-from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.engine_settings import EngineSettings
-from tubemq_aio.gateway.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
-from tubemq_aio.gateway.redis_client import redis_table_options
-from tubemq_aio.gateway.stream_config import StreamConfig
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
+from tubemq_aio.gateway.config.value_checks import (
+    check_topic,
+    no_unknown,
+    str_tuple,
+    tables,
+)
+from tubemq_aio.gateway.leases.redis_client import redis_table_options
 
-__all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "GroupSpec", "HousekeeperConfig"]
+__all__ = ["MIN_SECRET_BYTES", "GatewayConfig"]
 
 _T = TypeVar("_T")
 
@@ -74,7 +73,8 @@ class GatewayConfig(EngineSettings):
         produce_timeout: seconds one produce waits for the broker before answering 504.
         produce_fail_fast_ms: a produce not done after this long probes the masters (a TCP
             connect each); when none answers it is answered 503 ``tube_unavailable`` at once,
-            as are the produces of the next second (see :mod:`.tube_reach`); 0 = never probe.
+            as are the produces of the next second (see
+            :mod:`~tubemq_aio.gateway.tubemq.master_reach`); 0 = never probe.
         max_long_polls_per_key: long polls one API key (or ``anonymous``) holds at once on a
             replica (more → 503 ``too_many_waiters``); 0 = a fair share,
             ``max_long_poll_waiters`` divided by the number of principals.
@@ -195,7 +195,7 @@ class GatewayConfig(EngineSettings):
     def load(cls, path: str | Path | None, env: Mapping[str, str]) -> GatewayConfig:
         """The configuration from the TOML file at ``path`` (None: none) with the settings of
         the environment ``env`` over it (``TUBEMQ_GATEWAY_*``; see
-        :mod:`~tubemq_aio.gateway.config_sources` for the names and the precedence).
+        :mod:`~tubemq_aio.gateway.config.sources` for the names and the precedence).
 
         Raises:
             ConfigError: a file cannot be read, or a setting is missing or invalid.

@@ -19,7 +19,7 @@ from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, parse_masters, redact_url
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.gateway.config.toml_table import checked_table
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = ["TubeMQAccess", "split_masters_url"]

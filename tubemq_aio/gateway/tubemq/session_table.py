@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import ConsumeSettings, GroupSpec
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.errors import TubeUnavailableError
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 
 __all__ = ["SessionTable"]
 
@@ -26,7 +27,7 @@ class SessionTable:
         settings: the engine settings (masters, TLS, credentials, timeouts).
     """
 
-    def __init__(self, settings: ConsumeSettings) -> None:
+    def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         #: The SDK options of every session (one TLS context: the sessions share a pool).
         self.client_options = settings.tubemq.client_options()
