@@ -38,7 +38,7 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
             mapped = api_error_for(caught.value)
             assert mapped is not None
             assert (mapped.status, mapped.code) == (409, "too_many_clients")
-            store = service.lease_store()
+            store = service.store
             assert len(await store.clients("gcap")) == 6  # the refused one left nothing
             assert not await store.client.exists("tgw:{g:gcap}:b:c-extra:parts")
             assert await store.client.scard(clients_keys("gcap")[0]) == 6

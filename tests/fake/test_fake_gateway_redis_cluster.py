@@ -72,7 +72,7 @@ async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None
             assert (await drained_lag(a, "grp0")).total_lag_bytes == 0
             assert a.stats().state_lost + b.stats().state_lost == 0
             # the housekeeper's scripts run on the cluster too (one slot each)
-            hk = HousekeeperStore(a.lease_store())
+            hk = HousekeeperStore(a.store)
             assert (await hk.lead("grp2", "me", 5000)).held
             assert await hk.holder("grp2") == "me"
 

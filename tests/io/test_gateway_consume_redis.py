@@ -66,7 +66,7 @@ async def service(server: RedisServer) -> AsyncIterator[ConsumeService]:
 
 async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int = 56) -> LeaseKey:
     """What a fetch would have done, written straight into Redis (no TubeMQ here)."""
-    store = svc._store
+    store = svc.store
     assert store is not None
     await store.sync_parts("gg", "c", [P])
     got = await store.acquire("gg", "c", lid, 60_000, "tester")
@@ -155,7 +155,7 @@ async def test_nack_and_release_redeliver_and_bad_settle_arguments(service: Cons
     with pytest.raises(UnknownGroupError):
         await service.settle(LeaseKey("zz", "c", P, "C" * 32), "ack")
     assert await service.settle(ref, "nack", delay_ms=0) == "nacked"
-    state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
+    state = await service.store.dump("gg", "c")
     assert state.scopes["c"].parts[P].redeliveries == 1
     assert state.scopes["c"].parts[P].committed == 0
 
@@ -181,7 +181,7 @@ async def test_offsets_beyond_what_the_store_holds_exactly_are_refused(
 ) -> None:
     """Lua keeps numbers as doubles: 2**53 + 1 came back as 2**53, 2**63 as -2**63 (read as
     "no committed offset", i.e. a silent restart from the group's start)."""
-    await service._store.sync_parts("gg", "c", [P])  # type: ignore[union-attr]
+    await service.store.sync_parts("gg", "c", [P])
     for off in (MAX_OFFSET + 1, 2**63 - 1, 2**63, 10**30):
         with pytest.raises(InvalidRequestError):
             await service.reset("gg", {P: off})
@@ -193,7 +193,7 @@ async def test_offsets_beyond_what_the_store_holds_exactly_are_refused(
 async def test_unknown_partitions_are_named_but_not_echoed_in_full(
     service: ConsumeService,
 ) -> None:
-    await service._store.sync_parts("gg", "c", [P])  # type: ignore[union-attr]
+    await service.store.sync_parts("gg", "c", [P])
     with pytest.raises(InvalidRequestError) as err:
         await service.reset("gg", {("x" * 100_000) + str(i): 0 for i in range(1000)})
     assert "and 997 more" in str(err.value)
@@ -206,7 +206,7 @@ async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeSer
     for rate in (5e-324, 1e-300, MIN_RATE / 2):
         with pytest.raises(InvalidRequestError):
             await service.set_rate("gg", rate, None)
-    store = service._store
+    store = service.store
     assert store is not None
     await store.sync_parts("gg", "c", [P])
     await service.set_rate("gg", MIN_RATE, None)
@@ -235,7 +235,7 @@ async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(
 ) -> None:
     """A fetch cancelled (its HTTP client left) while the acquire's answer is on its way: the
     lease the script took is released at once, not left for the lease to expire."""
-    store = service._store
+    store = service.store
     assert store is not None
     await store.sync_parts("gg", "c", [P])
     real_acquire = store.acquire
@@ -289,7 +289,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     init, register, read, record and the awaits inside them): each time the lease and the
     cursor mutex are given back at once (never left held, never held twice); a fetch that
     finished first returns its lease."""
-    store = service._store
+    store = service.store
     assert store is not None
     scope = "c" if client_id is None else f"b:{client_id}"
     await store.sync_parts(group, scope, [P])
@@ -335,7 +335,7 @@ async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> N
     with pytest.raises(InvalidRequestError):
         await service.set_rate("gg", 10.0, -1)
     await service.set_rate("gg", 10.0, None)
-    state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
+    state = await service.store.dump("gg", "c")
     assert (state.rate, state.burst, state.paused) == (10.0, 10, False)
     assert (await service.readiness()) == {"redis": True, "master": False}
 
@@ -368,7 +368,7 @@ async def test_settle_answers_say_how_the_lease_really_ended(service: ConsumeSer
     after = await lease_by_hand(service, "B" * 32, base=56, nxt=84)  # the partition's next one
     assert await service.settle(after, "ack") == "acked"
     assert await service.settle(acked, "ack") == "already_acked"  # still known as acked
-    state = await service.lease_store().dump("gg", "c")
+    state = await service.store.dump("gg", "c")
     assert state.scopes["c"].parts[P].committed == 84
 
 
@@ -402,7 +402,7 @@ async def test_a_replica_started_after_a_loss_does_not_hide_it(
     late = make(server.url, allow_init=False)  # what every production replica is
     await late.start()
     try:
-        assert not await late.lease_store().booted()
+        assert not await late.store.booted()
         for svc in (late, service):  # old and new replicas alike
             with pytest.raises(StateLostError):
                 await svc.settle(ref, "ack")
@@ -431,8 +431,8 @@ async def test_init_command_marks_the_store_once(
     svc = make(server.url, allow_init=False)
     await svc.start()
     try:
-        assert await svc.lease_store().booted()
-        assert (await svc.lease_store().dump("gg", "c")).booted
+        assert await svc.store.booted()
+        assert (await svc.store.dump("gg", "c")).booted
     finally:
         await svc.close()
     assert await asyncio.to_thread(gateway_main, ["init", "--config", str(config)]) == 0

@@ -95,6 +95,12 @@ async def test_collect_deletes_only_idle_unleased_broadcast_scopes(store: LeaseS
     assert (await hk.clients("gg"))[1]["b:old"] > 0
 
 
+def _keeper(engine: ConsumeService, replica: str) -> Housekeeper:
+    """The housekeeper of ``engine``, handed its store and sessions as the app does."""
+    groups = engine.settings.groups
+    return Housekeeper(engine.store, engine.sessions, groups, HK, replica=replica, rpc_timeout=3.0)
+
+
 def _service(url: str) -> ConsumeService:
     groups = (
         GroupSpec(name="gg", topics=("t",)),
@@ -133,7 +139,7 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
     one, two = _service(redis_server.url), _service(redis_server.url)
     await one.start()
     await two.start()
-    first, second = Housekeeper(one, HK, replica="r1"), Housekeeper(two, HK, replica="r2")
+    first, second = _keeper(one, "r1"), _keeper(two, "r2")
     try:
         await first.start()  # its own task ticks too; ticks are idempotent
         await second.start()
@@ -192,7 +198,7 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
 async def test_the_engine_and_the_housekeeper_own_their_tasks(redis_server: RedisServer) -> None:
     engine = _service(redis_server.url)
     await engine.start()
-    keeper = Housekeeper(engine, HK, replica="r1")
+    keeper = _keeper(engine, "r1")
     try:
         await keeper.start()
         assert sorted(t.get_name() for t in keeper.tasks.tasks) == [

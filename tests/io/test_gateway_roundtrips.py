@@ -89,7 +89,7 @@ async def service(
         )
     )
     await svc.start()
-    store = svc._store
+    store = svc.store
     assert store is not None
 
     async def listening() -> bool:  # the wake listener's SUBSCRIBE is behind us
@@ -102,7 +102,7 @@ async def service(
     async def tube_of(_spec: GroupSpec) -> _Partition:
         return partition
 
-    monkeypatch.setattr(svc._sessions, "get", tube_of)  # the metadata sync and the reads
+    monkeypatch.setattr(svc.sessions, "get", tube_of)  # the metadata sync and the reads
     monkeypatch.setattr(svc._reader, "_tube_of", tube_of)
     yield svc
     await svc.close()
@@ -157,7 +157,7 @@ async def test_carried_acks_survive_a_script_flush_and_report_their_own_errors(
     each is sent again (loading its script), so the acks and the acquire still happen once;
     an ack whose lease was taken over answers its own error, not the fetch's."""
     held = await _fetch(service)
-    store = service._store
+    store = service.store
     assert store is not None
     stale = LeaseKey("gg", "c", P, "f" * 32)  # a lease id this partition never had
     await store.client.script_flush()

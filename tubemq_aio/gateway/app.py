@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -41,7 +42,15 @@ from tubemq_aio.gateway.tubemq.master_reach import MasterReach
 from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, cluster_topic_offsets
 from tubemq_aio.producer import Producer
 
-__all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
+__all__ = [
+    "EngineFactory",
+    "EngineParts",
+    "create_app",
+    "default_engine",
+    "default_engine_parts",
+    "new_replica_id",
+    "openapi_document",
+]
 
 log = logging.getLogger("tubemq_aio.gateway")
 EngineFactory = Callable[[GatewayConfig], ConsumeEngine]
@@ -86,8 +95,12 @@ def create_app(
             "allow_anonymous: requests without an API key are served with scopes %s",
             list(config.anonymous_grant()) or "(none)",
         )
-    make_engine = engine_factory or default_engine
     make_producer = producer_factory or default_producer
+
+    def make_engine() -> EngineParts:
+        if engine_factory is not None:  # a stand-in engine: no Redis, so no housekeeper
+            return EngineParts(engine_factory(config))
+        return default_engine_parts(config, gateway.replica)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -102,13 +115,13 @@ def create_app(
                 stack.push_async_callback(producer.close)
                 gateway.producer = producer
             if config.groups:
-                engine = make_engine(config)
+                parts = make_engine()
+                engine, keeper = parts.engine, parts.housekeeper
                 await engine.start()
                 stack.push_async_callback(engine.close)
                 gateway.engine = engine
                 gateway.metrics.watch_engine(engine.stats)
-                if isinstance(engine, ConsumeService):  # stand-ins in tests have no store
-                    keeper = Housekeeper(engine, config.housekeeper, replica=gateway.replica)
+                if keeper is not None:  # started after the engine, whose store it uses
                     await keeper.start()
                     stack.callback(gateway.metrics.watch_housekeeper, None)
                     stack.push_async_callback(keeper.close)
@@ -171,7 +184,35 @@ def default_producer(config: GatewayConfig) -> Producer:
     )
 
 
-def default_engine(config: GatewayConfig) -> ConsumeEngine:
+@dataclass(frozen=True, slots=True)
+class EngineParts:
+    """A replica's consume engine and the housekeeper that works on its store and sessions.
+
+    Attributes:
+        engine: the consume engine.
+        housekeeper: its elected background jobs (None: a stand-in engine without a store).
+    """
+
+    engine: ConsumeEngine
+    housekeeper: Housekeeper | None = None
+
+
+def default_engine_parts(config: GatewayConfig, replica: str) -> EngineParts:
+    """The Redis/TubeMQ engine for ``config.groups`` with its housekeeper, which is handed the
+    engine's lease store and TubeMQ sessions."""
+    service = default_engine(config)
+    keeper = Housekeeper(
+        service.store,
+        service.sessions,
+        service.settings.groups,
+        config.housekeeper,
+        replica=replica,
+        rpc_timeout=config.rpc_timeout,
+    )
+    return EngineParts(service, keeper)
+
+
+def default_engine(config: GatewayConfig) -> ConsumeService:
     """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
     # each GroupConfig is a GroupSpec
     settings = ConsumeSettings.of(config, config.groups)

@@ -90,7 +90,7 @@ def test_config_limits_are_the_request_limits() -> None:
     edge = {"name": "g1", "topics": ["demo"], "lease_ms_min": 100, "lease_ms": 100,
             "lease_ms_max": 43_200_000}  # fmt: skip
     cfg = GatewayConfig.from_mapping(base(max_batch=500, groups=[edge]))
-    spec = default_engine(cfg).settings.groups[0]  # type: ignore[attr-defined]
+    spec = default_engine(cfg).settings.groups[0]
     assert (spec.lease_ms_min, spec.lease_ms_max) == (100, 43_200_000)
     for over in ({"lease_ms_min": 99}, {"lease_ms_max": 43_200_001}):
         with pytest.raises(ConfigError, match="lease_ms"):

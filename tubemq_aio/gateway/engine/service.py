@@ -52,7 +52,7 @@ from tubemq_aio.gateway.errors import (
 )
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
-from tubemq_aio.gateway.leases.redis_client import RedisClient, open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 from tubemq_aio.gateway.tubemq.session_table import SessionTable
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.supervisor import Supervisor
@@ -68,6 +68,11 @@ _MIN_POLL_MS = 10
 class ConsumeService:
     """The consume engine of one gateway replica.
 
+    Its collaborators are built here and held for its life: the Redis client (no connection
+    before the first round trip), the lease store (:attr:`store`), the TubeMQ sessions
+    (:attr:`sessions`) and the wake listener; :meth:`start` boots the store and starts the
+    listener. The housekeeper is handed :attr:`store` and :attr:`sessions`.
+
     Args:
         settings: engine settings; groups are fixed for the service's life.
     """
@@ -75,15 +80,32 @@ class ConsumeService:
     def __init__(self, settings: ConsumeSettings) -> None:
         self.settings = settings
         self._specs = {g.name: g for g in settings.groups}
-        self._sessions = SessionTable(settings)
+        #: The replica's TubeMQ sessions, one per group (shared with the housekeeper).
+        self.sessions = SessionTable(settings)
         self._stats = GatewayStats()
-        self._sync = ScopeSync(self._sessions, self._stats, settings.sync_interval)
+        self._sync = ScopeSync(self.sessions, self._stats, settings.sync_interval)
         #: The owner of the engine's background tasks (wake listener, cursor renewals).
         self.tasks = Supervisor("tubemq-gateway")
         self._reader = BatchReader(settings, self._stats, self._tube, self.tasks)
-        self._client: RedisClient | None = None
-        self._store: LeaseStore | None = None
-        self._waker: Waker | None = None
+        # Blocking: a burst of round trips waits for a free connection instead of failing
+        # with "too many connections", which would read as a Redis outage (503).
+        topology = parse_redis_url(settings.redis)
+        connections = settings.redis_max_connections
+        self._client = open_redis(
+            topology, max_connections=connections, timeout=settings.rpc_timeout
+        )
+        #: The consume state in Redis (shared with the housekeeper; booted by :meth:`start`).
+        self.store = LeaseStore(
+            self._client,
+            timeout=settings.rpc_timeout,
+            # a cluster's per-node pools fail when full: keep one free for the wake listener
+            max_inflight=connections - 1 if topology.kind == "cluster" else None,
+            ack_replicas=settings.redis_ack_replicas,
+            ack_wait_ms=settings.redis_ack_wait_ms,
+        )
+        self._waker = Waker(
+            self._client, max_waiters=settings.max_long_poll_waiters, tasks=self.tasks
+        )
         self._closed = False
         self._started = False
 
@@ -94,37 +116,22 @@ class ConsumeService:
     # ---- life cycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect Redis, check the boot markers and start the wake listener (idempotent).
+        """Check the boot markers in Redis and start the wake listener (idempotent).
 
         Raises:
-            StoreUnavailableError: Redis cannot be reached.
+            StoreUnavailableError: Redis cannot be reached, or the service is closed.
+            StateLostError: Redis lost the gateway's state.
         """
         if self._closed:
             raise StoreUnavailableError("the consume service is closed")
         if self._started:
             return
-        timeout = self.settings.rpc_timeout
-        # Blocking: a burst of round trips waits for a free connection instead of failing
-        # with "too many connections", which would read as a Redis outage (503).
-        topology = parse_redis_url(self.settings.redis)
-        connections = self.settings.redis_max_connections
-        client = open_redis(topology, max_connections=connections, timeout=timeout)
         try:
-            store = LeaseStore(
-                client,
-                timeout=timeout,
-                # a cluster's per-node pools fail when full: keep one free for the wake listener
-                max_inflight=connections - 1 if topology.kind == "cluster" else None,
-                ack_replicas=self.settings.redis_ack_replicas,
-                ack_wait_ms=self.settings.redis_ack_wait_ms,
-            )
-            await store.boot(list(self._specs), allow_init=self.settings.allow_init)
-            waker = Waker(client, max_waiters=self.settings.max_long_poll_waiters, tasks=self.tasks)
-            await waker.start()
+            await self.store.boot(list(self._specs), allow_init=self.settings.allow_init)
+            await self._waker.start()
         except BaseException:
-            await client.aclose()
+            await self._client.aclose()
             raise
-        self._client, self._store, self._waker = client, store, waker
         self._started = True
 
     async def close(self) -> None:
@@ -132,62 +139,29 @@ class ConsumeService:
         if self._closed:
             return
         self._closed = True
-        if self._waker is not None:
-            await self._waker.close()
+        await self._waker.close()
         leftover = self.tasks.cancel()  # cursor renewals of fetches still running
         if leftover:
             _, pending = await asyncio.wait(leftover, timeout=2 * self.settings.rpc_timeout)
             if pending:
                 log.warning("%d engine tasks did not end in time", len(pending))
-        await self._sessions.close_all()
-        if self._client is not None:
-            await self._client.aclose()
+        await self.sessions.close_all()
+        await self._client.aclose()
 
     def _running(self) -> LeaseStore:
-        if self._closed or self._store is None:
+        if self._closed or not self._started:
             raise StoreUnavailableError("the consume service is not running")
-        return self._store
+        return self.store
 
     def stats(self) -> GatewayStats:
         """A copy of the counters."""
         out = dataclasses.replace(self._stats)
-        if self._store is not None:
-            out.redis_roundtrips = self._store.roundtrips
-            out.state_lost = self._store.lost
-            out.store_errors = self._store.failures
-            out.ack_wait_short = self._store.wait_short
-        if self._waker is not None:
-            out.long_poll_waiters = self._waker.waiting
+        out.redis_roundtrips = self.store.roundtrips
+        out.state_lost = self.store.lost
+        out.store_errors = self.store.failures
+        out.ack_wait_short = self.store.wait_short
+        out.long_poll_waiters = self._waker.waiting
         return out
-
-    # ---- for the housekeeper -----------------------------------------------------------------
-
-    def lease_store(self) -> LeaseStore:
-        """The running Redis store.
-
-        Raises:
-            StoreUnavailableError: the service is not running.
-        """
-        return self._running()
-
-    async def session(self, group: str) -> TubeGroup:
-        """The group's started TubeMQ session on this replica (opened if needed; not counted
-        as client use, so a session opened only for lag probes stays idle).
-
-        Raises:
-            UnknownGroupError: the group is not served.
-            TubeUnavailableError: the master cannot be reached.
-        """
-        return await self._sessions.get(self._spec(group))
-
-    def session_use(self) -> tuple[list[str], dict[str, float], dict[str, int]]:
-        """Open sessions, when a client fetch last ended per group, fetches running now."""
-        return self._sessions.usage()
-
-    async def close_session(self, group: str) -> bool:
-        """Close the group's TubeMQ session on this replica unless a fetch is using it; the
-        next fetch opens a new one. Returns whether one was closed."""
-        return await self._sessions.close_unused(group)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -198,7 +172,7 @@ class ConsumeService:
         return spec
 
     async def _tube(self, spec: GroupSpec) -> TubeGroup:
-        return await self._sessions.get(spec)
+        return await self.sessions.get(spec)
 
     # ---- fetch -------------------------------------------------------------------------------
 
@@ -249,7 +223,7 @@ class ConsumeService:
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
-        with self._sessions.in_use(group):
+        with self.sessions.in_use(group):
             while True:
                 await self._sync(spec, scope, store, owner[:200])
                 outcome = await self._reader.fetch_once(
@@ -258,7 +232,6 @@ class ConsumeService:
                 left_ms = int((deadline - loop.time()) * 1000)
                 if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break
-                assert self._waker is not None
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
                 await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
         name = f"fetches_{outcome.status}"
@@ -378,8 +351,8 @@ class ConsumeService:
 
     async def readiness(self) -> dict[str, bool]:
         """``{"redis": PING answered, "master": the master answered the last metadata query}``."""
-        redis_ok = self._store is not None and not self._closed and await self._store.ping()
+        redis_ok = self._started and not self._closed and await self.store.ping()
         master_ok = False
         if self._specs and not self._closed:
-            master_ok = await self._sessions.master_answers(list(self._specs.values()))
+            master_ok = await self.sessions.master_answers(list(self._specs.values()))
         return {"redis": redis_ok, "master": master_ok}
