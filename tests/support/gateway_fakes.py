@@ -137,7 +137,26 @@ class FakeEngine:
         owner: str = "",
         acks: PiggybackAcks | None = None,
     ) -> FetchOutcome:
-        # acks are left pending: the HTTP layer settles them one by one through settle()
+        try:
+            return await self._fetch(group, client_id, lease_ms, max_messages, owner)
+        finally:  # as the engine does: every carried ack has its result when fetch ends
+            if acks is not None and acks.pending:
+                results: list[str | Exception] = []
+                for ref in acks.refs:
+                    try:
+                        results.append(await self.settle(ref, "ack"))
+                    except TubeMQError as exc:
+                        results.append(exc)
+                acks.results = results
+
+    async def _fetch(
+        self,
+        group: str,
+        client_id: str | None,
+        lease_ms: int | None,
+        max_messages: int | None,
+        owner: str,
+    ) -> FetchOutcome:
         self.max_messages.append(max_messages)
         self.owners.append(owner)
         scope = self._scope(group, client_id)

@@ -27,6 +27,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.cors import install_cors
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.dead_letters import DeadLetters
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.engine.streams import StreamHub
@@ -100,7 +101,13 @@ def create_app(
     def make_engine() -> EngineParts:
         if engine_factory is not None:  # a stand-in engine: no Redis, so no housekeeper
             return EngineParts(engine_factory(config))
-        return default_engine_parts(config, gateway.replica)
+        dead_letters = DeadLetters(
+            gateway.producer,
+            {g.name: g for g in config.groups},
+            config.produce_timeout,
+            lambda group, count: gateway.metrics.dead_lettered.labels(group).inc(count),
+        )
+        return default_engine_parts(config, gateway.replica, dead_letters)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -197,10 +204,12 @@ class EngineParts:
     housekeeper: Housekeeper | None = None
 
 
-def default_engine_parts(config: GatewayConfig, replica: str) -> EngineParts:
-    """The Redis/TubeMQ engine for ``config.groups`` with its housekeeper, which is handed the
-    engine's lease store and TubeMQ sessions."""
-    service = default_engine(config)
+def default_engine_parts(
+    config: GatewayConfig, replica: str, dead_letters: DeadLetters | None = None
+) -> EngineParts:
+    """The Redis/TubeMQ engine for ``config.groups`` (poison batches to ``dead_letters``) with
+    its housekeeper, which is handed the engine's lease store and TubeMQ sessions."""
+    service = default_engine(config, dead_letters)
     keeper = Housekeeper(
         service.store,
         service.sessions,
@@ -212,11 +221,14 @@ def default_engine_parts(config: GatewayConfig, replica: str) -> EngineParts:
     return EngineParts(service, keeper)
 
 
-def default_engine(config: GatewayConfig) -> ConsumeService:
-    """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
+def default_engine(
+    config: GatewayConfig, dead_letters: DeadLetters | None = None
+) -> ConsumeService:
+    """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``; poison batches go to
+    ``dead_letters`` (default: nowhere)."""
     # each GroupConfig is a GroupSpec
     settings = ConsumeSettings.of(config, config.groups)
-    return ConsumeService(settings)
+    return ConsumeService(settings, dead_letters=dead_letters)
 
 
 def _install_error_handlers(app: FastAPI, gateway: Gateway) -> None:

@@ -524,3 +524,19 @@ def test_acks_carried_by_a_fetch_that_fails_are_still_settled_and_counted(
     assert again == {"result": "already_acked"}
     metrics = client.get("/metrics").text
     assert 'tubemq_gateway_settle_total{action="ack",group="g1",result="acked"} 1.0' in metrics
+
+
+def test_a_fetch_refused_for_the_long_poll_share_applies_none_of_its_acks(
+    client: TestClient,
+) -> None:
+    token = fetch(client)["lease"]["token"]
+    gateway = cast(FastAPI, client.app).state.gateway
+    share = gateway.config.long_poll_share()
+    reader = gateway.auth.authenticate(READER["Authorization"]).name
+    gateway.long_polls[reader] = share  # the reader key holds its share already
+    body = {"ack": [token], "wait_ms": 1000}
+    error(client.post("/v1/groups/g1/fetch", json=body, headers=READER), 503, "too_many_waiters")
+    del gateway.long_polls[reader]
+    # nothing was settled: the client's retry carries the ack again and it is applied then
+    retry = client.post("/v1/groups/g1/fetch", json={"ack": [token]}, headers=READER).json()
+    assert retry["acks"] == [{"token": token, "result": "acked"}]

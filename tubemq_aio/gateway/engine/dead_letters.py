@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import GroupConfig
@@ -25,7 +26,7 @@ from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.producer import Producer
 
-__all__ = ["MAX_DIVERTS", "DivertProgress", "fetch_diverting", "is_poison"]
+__all__ = ["MAX_DIVERTS", "DeadLetters", "DivertProgress", "fetch_diverting", "is_poison"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -56,6 +57,44 @@ class DivertProgress:
     def forget(self, source: str) -> None:
         """The batch is diverted whole."""
         self._sent.pop(source, None)
+
+
+@dataclass(slots=True)
+class DeadLetters:
+    """Where a replica's consume engine sends poison batches (see the module).
+
+    Attributes:
+        producer: the replica's producer (None: poison batches are delivered as usual).
+        groups: the groups' configurations by name (``max_redeliveries``, ``dlq_topic``).
+        timeout: seconds each dead-letter produce may take.
+        on_divert: called with the group and the number of messages of each diverted batch
+            (the replica's metrics).
+        progress: the replica's record of partly diverted batches.
+    """
+
+    producer: Producer | None
+    groups: Mapping[str, GroupConfig]
+    timeout: float
+    on_divert: Callable[[str, int], None]
+    progress: DivertProgress = field(default_factory=DivertProgress)
+
+    async def fetch(
+        self, group: str, engine: ConsumeEngine, fetch: Callable[[], Awaitable[FetchOutcome]]
+    ) -> FetchOutcome:
+        """``fetch`` with the poison batches of ``group`` diverted (:func:`fetch_diverting`);
+        a group without a dead-letter topic fetches as it is."""
+        config = self.groups.get(group)
+        if self.producer is None or config is None or config.dlq_topic is None:
+            return await fetch()
+        return await fetch_diverting(
+            config,
+            engine,
+            self.producer,
+            fetch,
+            lambda count: self.on_divert(group, count),
+            self.timeout,
+            self.progress,
+        )
 
 
 def is_poison(group: GroupConfig, outcome: FetchOutcome) -> bool:

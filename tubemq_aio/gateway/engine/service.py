@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -37,6 +39,7 @@ from tubemq_aio.gateway.engine.data import (
     LagReport,
     ResetEntry,
 )
+from tubemq_aio.gateway.engine.dead_letters import DeadLetters
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.engine.offsets_reset import reset_offsets
@@ -65,6 +68,23 @@ log = logging.getLogger("tubemq_aio.gateway")
 _MIN_POLL_MS = 10
 
 
+@dataclass(frozen=True, slots=True)
+class _FetchRequest:
+    """One fetch's checked arguments."""
+
+    spec: GroupSpec
+    scope: str
+    lease_ms: int
+    holder: str
+    owner: str
+    max_messages: int
+    wait_ms: int
+
+
+def _no_count(_group: str, _count: int) -> None:
+    """Counts nothing (an engine without dead-letter metrics)."""
+
+
 class ConsumeService:
     """The consume engine of one gateway replica.
 
@@ -75,10 +95,15 @@ class ConsumeService:
 
     Args:
         settings: engine settings; groups are fixed for the service's life.
+        dead_letters: where poison batches go (default: nowhere, they are delivered as usual).
     """
 
-    def __init__(self, settings: ConsumeSettings) -> None:
+    def __init__(
+        self, settings: ConsumeSettings, *, dead_letters: DeadLetters | None = None
+    ) -> None:
         self.settings = settings
+        #: Where poison batches go (the replica's producer; none by default).
+        self.dead_letters = dead_letters or DeadLetters(None, {}, settings.rpc_timeout, _no_count)
         self._specs = {g.name: g for g in settings.groups}
         #: The replica's TubeMQ sessions, one per group (shared with the housekeeper).
         self.sessions = SessionTable(settings)
@@ -200,8 +225,12 @@ class ConsumeService:
             max_messages: gather further broker batches of the leased partition while the
                 answer stays within this many messages (1–10000; None: one broker batch). The
                 first broker batch is always delivered whole (the broker sizes it).
-            acks: leases to ack first; they ride in the first acquire's Redis round trip and
-                their outcomes are set on it (left pending when the fetch fails before).
+            acks: leases to ack first; they ride in the first acquire's Redis round trip, or
+                are settled one by one when it cannot carry them or the fetch failed first:
+                when the fetch returns or raises, every ref has its result.
+
+        A poison batch goes to its group's dead-letter topic first (:attr:`dead_letters`); a
+        cancelled fetch gives back what it leased.
 
         Raises:
             UnknownGroupError / InvalidRequestError: bad arguments (nothing touched).
@@ -209,31 +238,63 @@ class ConsumeService:
             TubeUnavailableError: the master or the partition's broker failed.
             TooManyWaitersError: too many long polls wait on this replica.
         """
-        spec = self._spec(group)
-        scope = scope_of(spec, client_id)
-        lease = checked_lease_ms(spec, lease_ms)
-        max_messages = checked_fetch(wait_ms, holder, owner, max_messages)
-        store = self._running()
-        if acks is not None and (
-            store.ack_replicas > 0 or any(ref.group not in self._specs for ref in acks.refs)
-        ):
-            # left to the caller's one-by-one settles: they name a bad group, and each ack
-            # waits for the replicas on its own connection (WAIT counts that connection's writes)
-            acks = None
+        try:
+            spec = self._spec(group)
+            scope = scope_of(spec, client_id)
+            request = _FetchRequest(
+                spec=spec,
+                scope=scope,
+                lease_ms=checked_lease_ms(spec, lease_ms),
+                holder=holder[:200],
+                owner=owner[:200],
+                max_messages=checked_fetch(wait_ms, holder, owner, max_messages),
+                wait_ms=wait_ms,
+            )
+            store = self._running()
+            riding = acks
+            if acks is not None and (
+                store.ack_replicas > 0 or any(ref.group not in self._specs for ref in acks.refs)
+            ):
+                # settled one by one below: they name a bad group, or each ack waits for the
+                # replicas on its own connection (WAIT counts that connection's writes)
+                riding = None
+            return await self.dead_letters.fetch(
+                group, self, functools.partial(self._fetch_one, request, store, riding)
+            )
+        finally:  # also when the fetch failed: the acks were asked for whatever came after
+            if acks is not None and acks.pending:
+                await self._settle_each(acks)
+
+    async def _settle_each(self, acks: PiggybackAcks) -> None:
+        """Ack one by one the carried refs no round trip settled; each gets its result."""
+        results: list[str | Exception] = []
+        for ref in acks.refs:
+            try:
+                results.append(await self.settle(ref, "ack"))
+            except TubeMQError as exc:
+                results.append(exc)
+        acks.results = results
+
+    async def _fetch_one(
+        self, request: _FetchRequest, store: LeaseStore, acks: PiggybackAcks | None
+    ) -> FetchOutcome:
+        """One fetch as the client asked it (no dead letters): long polls until a batch,
+        ``throttled`` or the deadline."""
+        spec, scope = request.spec, request.scope
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        with self.sessions.in_use(group):
+        deadline = loop.time() + request.wait_ms / 1000
+        with self.sessions.in_use(spec.name):
             while True:
-                await self._sync(spec, scope, store, owner[:200])
+                await self._sync(spec, scope, store, request.owner)
                 outcome = await self._reader.fetch_once(
-                    spec, scope, lease, holder[:200], store, max_messages, acks
+                    spec, scope, request.lease_ms, request.holder, store, request.max_messages, acks
                 )
                 left_ms = int((deadline - loop.time()) * 1000)
                 if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
-                await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
+                await self._waker.wait(f"{spec.name}|{scope}", min(left_ms, pause))
         name = f"fetches_{outcome.status}"
         setattr(self._stats, name, getattr(self._stats, name) + 1)
         return outcome

@@ -16,7 +16,6 @@ from fastapi.security import HTTPBearer
 
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
-from tubemq_aio.gateway.engine.dead_letters import DivertProgress
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
@@ -46,7 +45,6 @@ class Gateway:
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
         engine: the consume engine (None without groups or before start).
-        dlq_progress: poison batches this replica diverted in part (sent only the rest).
         long_polls: long polls running now per principal name.
         topic_offsets: reads a topic's partitions and offsets (None before start).
         reach: the master probe that lets a produce fail fast (None: no probe).
@@ -59,7 +57,6 @@ class Gateway:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     producer: Producer | None = None
     engine: ConsumeEngine | None = None
-    dlq_progress: DivertProgress = field(default_factory=DivertProgress)
     long_polls: Counter[str] = field(default_factory=Counter)
     topic_offsets: TopicOffsets | None = None
     reach: MasterReach | None = None

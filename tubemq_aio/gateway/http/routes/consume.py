@@ -12,7 +12,6 @@ from fastapi.responses import Response
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
-from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
 from tubemq_aio.gateway.engine.port import ConsumeEngine, PiggybackAcks
 from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
 from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
@@ -103,25 +102,11 @@ async def fetch(
     Authenticator.require(principal, "consume", group)
     gateway.group(group)
     engine = gateway.require_engine()
-    carried = _Carried(gateway, principal, body.ack or ())
-    try:
-        return await _fetch(group, body, request, gateway, principal, engine, carried)
-    finally:  # also when the fetch failed: the acks were asked for whatever came after
-        await carried.settle_rest()
-        carried.count()
-
-
-async def _fetch(
-    group: str, body: FetchRequest, request: Request, gateway: Gateway, principal: ApiKey,
-    engine: ConsumeEngine, carried: _Carried,
-) -> Response:  # fmt: skip
-    acks = carried.batch if carried.batch.refs else None
-    work = fetch_diverting(
-        gateway.group(group),
-        engine,
-        gateway.producer,
-        functools.partial(
-            engine.fetch,
+    # a fair share of long polls per key; a fetch refused for it (503) has no effect at all,
+    # its carried acks included (the client's retry carries them again)
+    with gateway.long_poll_slot(principal.name, body.wait_ms):
+        carried = _Carried(gateway, principal, body.ack or ())
+        work = engine.fetch(
             group,
             client_id=body.client_id,
             wait_ms=body.wait_ms,
@@ -129,16 +114,14 @@ async def _fetch(
             holder=gateway.replica,
             max_messages=body.max_messages,
             owner=principal.name,
-            acks=acks,
-        ),
-        gateway.metrics.dead_lettered.labels(group).inc,
-        gateway.config.produce_timeout,
-        gateway.dlq_progress,
-    )
-    with gateway.long_poll_slot(principal.name, body.wait_ms):  # a fair share per key
-        outcome, gone = await run_unless_disconnected(
-            request.receive, work, functools.partial(_release_unread, engine)
+            acks=carried.batch if carried.batch.refs else None,
         )
+        try:
+            outcome, gone = await run_unless_disconnected(
+                request.receive, work, functools.partial(_release_unread, engine)
+            )
+        finally:
+            carried.count()
     if gone or outcome is None:
         gateway.metrics.fetch_outcomes.labels(group, "client_gone").inc()
         return Response(status_code=CLIENT_GONE)
@@ -155,7 +138,6 @@ async def _fetch(
     elif outcome.retry_after_ms is not None:
         reply["retry_after_ms"] = outcome.retry_after_ms
     if body.ack:
-        await carried.settle_rest()
         reply["acks"] = carried.answers()
     return json_response(reply)
 
@@ -172,9 +154,8 @@ def lease_json(lease: Lease, secret: bytes) -> dict[str, object]:
 
 
 class _Carried:
-    """The acks a fetch carries: verified up front, settled by the engine with its first Redis
-    round trip, or one by one here for whatever it left pending (it failed first, or it is a
-    stand-in); answered per token, in order."""
+    """The acks a fetch carries: verified up front, settled by the engine's fetch (with its
+    first Redis round trip, or one by one); answered per token, in order."""
 
     def __init__(self, gateway: Gateway, principal: ApiKey, tokens: Sequence[str]) -> None:
         self.gateway, self.principal, self.tokens = gateway, principal, tokens
@@ -188,18 +169,6 @@ class _Carried:
             except (ApiError, TubeMQError) as exc:
                 self._errors[i] = exc
         self.batch = PiggybackAcks(tuple(refs))
-
-    async def settle_rest(self) -> None:
-        """Settle one by one the refs the engine left pending."""
-        if not self.batch.pending:
-            return
-        results: list[str | Exception] = []
-        for ref in self.batch.refs:
-            try:
-                results.append(await self.gateway.require_engine().settle(ref, "ack"))
-            except (ApiError, TubeMQError) as exc:
-                results.append(exc)
-        self.batch.results = results
 
     def count(self) -> None:
         """Count the settled acks in the replica's settle metrics."""

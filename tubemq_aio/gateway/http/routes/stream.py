@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from typing import Annotated, Any, Literal
 
@@ -26,7 +25,6 @@ from tubemq_aio.gateway.config.stream_config import MAX_STREAM_WINDOW
 from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
 from tubemq_aio.gateway.engine.data import FetchOutcome
-from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
@@ -211,18 +209,14 @@ async def stream(
     holder = f"{gateway.replica}/stream-{gateway.streams.next_id()}"
 
     async def fetch(wait_ms: int) -> FetchOutcome:
-        once = functools.partial(
-            engine.fetch, group, client_id=client_id, wait_ms=wait_ms, lease_ms=lease,
-            holder=holder, max_messages=max_messages, owner=principal.name,
-        )  # fmt: skip
-        return await fetch_diverting(
-            config,
-            engine,
-            gateway.producer,
-            once,
-            gateway.metrics.dead_lettered.labels(group).inc,
-            gateway.config.produce_timeout,
-            gateway.dlq_progress,
+        return await engine.fetch(
+            group,
+            client_id=client_id,
+            wait_ms=wait_ms,
+            lease_ms=lease,
+            holder=holder,
+            max_messages=max_messages,
+            owner=principal.name,
         )
 
     batches = BatchStream(engine, fetch, group, client_id, holder, window, lease, settings)
