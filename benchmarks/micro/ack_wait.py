@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 from tubemq_aio.testing import RedisSentinelSet
 
@@ -41,7 +42,9 @@ async def _acks(store: LeaseStore, group: str, count: int) -> list[float]:
             await store.init(LeaseKey(group, "c", p, lid), 0, 1 << 40)
         base = i * 10
         assert (
-            await store.record(LeaseKey(group, "c", p, lid), base, base + 10, 1 << 40, 10, 0, -1)
+            await store.record(
+                LeaseKey(group, "c", p, lid), Booking(base, base + 10, 1 << 40, 10, 0, -1)
+            )
         ).status == "ok"
         began = time.perf_counter()
         assert (await store.settle(LeaseKey(group, "c", p, lid), "ack")).status == "acked"

@@ -15,7 +15,7 @@ import pytest_asyncio
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings, FetchRequest
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
@@ -27,6 +27,7 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
@@ -73,7 +74,7 @@ async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int =
     assert got.status == "leased"
     await store.init(LeaseKey("gg", "c", P, lid), base, 280)
     assert (
-        await store.record(LeaseKey("gg", "c", P, lid), base, nxt, 280, 2, 0, nxt)
+        await store.record(LeaseKey("gg", "c", P, lid), Booking(base, nxt, 280, 2, 0, nxt))
     ).status == "ok"
     return LeaseKey("gg", "c", P, lid)
 
@@ -223,7 +224,7 @@ async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeSer
             await store.init(LeaseKey("gg", "c", P, lid), 0, 100_000)
             cmt = 0
         rec = await store.record(
-            LeaseKey("gg", "c", P, lid), cmt, cmt + 28, 100_000, 1, 0, cmt + 28
+            LeaseKey("gg", "c", P, lid), Booking(cmt, cmt + 28, 100_000, 1, 0, cmt + 28)
         )
         assert rec.status == "ok"
         assert await service.settle(LeaseKey("gg", "c", P, lid), "ack") == "acked"
@@ -249,7 +250,9 @@ async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(
 
     monkeypatch.setattr(store, "acquire", acquire_then_stall)
     spec = service._spec("gg")
-    task = asyncio.create_task(service._reader.fetch_once(spec, "c", 60_000, "gone", store))
+    task = asyncio.create_task(
+        service._reader.fetch_once(FetchRequest(spec, "c", 60_000, "gone"), store)
+    )
     await asyncio.wait_for(ran.wait(), 5)
     assert [e.lease_holder for e in (await service.lag("gg")).partitions] == ["gone"]
     task.cancel()
@@ -301,7 +304,9 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     spec = service._spec(group)
     cancelled = finished = 0
     for turns in range(200):
-        task = asyncio.create_task(service._reader.fetch_once(spec, scope, 60_000, "x", store))
+        task = asyncio.create_task(
+            service._reader.fetch_once(FetchRequest(spec, scope, 60_000, "x"), store)
+        )
         for _ in range(turns):
             await asyncio.sleep(0)
         task.cancel()

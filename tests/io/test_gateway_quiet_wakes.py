@@ -15,6 +15,7 @@ from tubemq_aio.gateway.engine.ack_pipeline import settle_then_acquire
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.leases.redis_client import RedisClient
 from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
 from tubemq_aio.gateway.leases.replies import Reply
@@ -64,7 +65,7 @@ async def _leased(store: LeaseStore, scope: str, lease_id: str) -> LeaseKey:
     p = got.leased().partition_key
     key = LeaseKey(G, scope, p, lease_id)
     assert (await store.init(key, 0, 1000)).status == "ok"
-    assert (await store.record(key, 0, 56, 1000, 2, 0, 56)).status == "ok"
+    assert (await store.record(key, Booking(0, 56, 1000, 2, 0, 56))).status == "ok"
     return LeaseKey(G, scope, p, lease_id)
 
 

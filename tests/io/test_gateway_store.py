@@ -17,7 +17,7 @@ from tests.support.gateway_redis import flushed_store, model_view
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
-from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.model import Booking, GroupState
 from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key, scope_keys
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.testing import RedisServer
@@ -93,8 +93,10 @@ async def _step(
             nxt = base + rng.choice([0, 28, 280])
             n = rng.choice([0, 1, 5])
             cur = rng.choice([-1, nxt])
-            r = await store.record(LeaseKey(g, s, p, lid), base, nxt, nxt + 28, n, 400, cur)
-            expect = model.record(r.now, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
+            r = await store.record(
+                LeaseKey(g, s, p, lid), Booking(base, nxt, nxt + 28, n, 400, cur)
+            )
+            expect = model.record(r.now, s, p, lid, Booking(base, nxt, nxt + 28, n, 400, cur))
         elif op == "rewind":
             if rng.random() < 0.7:  # the newest lease is the one most likely still live
                 p, lid = tokens[-1]
@@ -228,12 +230,16 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     assert a.values == b.values
     a, b = await twice(lambda: store.init(LeaseKey(g, s, p, "A"), 28, 280))
     assert a.values == b.values == (28,)
-    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "A"), 28, 84, 280, 2, 400, 84))
+    a, b = await twice(
+        lambda: store.record(LeaseKey(g, s, p, "A"), Booking(28, 84, 280, 2, 400, 84))
+    )
     assert (a.status, b.status) == ("ok", "ok")
     a, b = await twice(lambda: store.settle(LeaseKey(g, s, p, "A"), "ack"))
     assert (a.status, b.status, b.values) == ("acked", "already", (84, "acked"))
     await store.acquire(g, s, "B", 60_000, "h")
-    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "B"), 84, 112, 280, 0, 0, 112))
+    a, b = await twice(
+        lambda: store.record(LeaseKey(g, s, p, "B"), Booking(84, 112, 280, 0, 0, 112))
+    )
     assert (a.status, b.status, b.values) == ("released", "released", (112,))
     await store.acquire(g, s, "C", 60_000, "h")
     first = await store.extend(LeaseKey(g, s, p, "C"), 30_000)
@@ -243,7 +249,7 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     assert (await store.acquire(g, s, "D", 60_000, "h")).status == "leased"
     a, b = await twice(lambda: store.rewind(LeaseKey(g, s, p, "D"), 112, 56, 60))
     assert (a.status, b.status, b.values) == ("ok", "ok", (56,))
-    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "D"), 56, 56, 60, 0, 0, 56))
+    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "D"), Booking(56, 56, 60, 0, 0, 56)))
     assert (a.status, b.status, b.values) == ("released", "released", (56,))
     a, b = await twice(lambda: store.reset(g, s, "", [(p, 0)], []))
     assert a.values[2] == b.values[2] == "0"
@@ -294,7 +300,7 @@ async def test_kill_and_restart_is_unavailable_then_recovers_without_going_back(
                 if i == 0:
                     await store.init(LeaseKey("g", "c", "1:t:0", "A0"), 0, 0)
                 await store.record(
-                    LeaseKey("g", "c", "1:t:0", f"A{i}"), cmt, cmt + 28, cmt + 28, 1, 0, -1
+                    LeaseKey("g", "c", "1:t:0", f"A{i}"), Booking(cmt, cmt + 28, cmt + 28, 1, 0, -1)
                 )
                 assert (
                     await store.settle(LeaseKey("g", "c", got.values[0], f"A{i}"), "ack")
@@ -326,11 +332,15 @@ async def test_a_broadcast_booking_is_fenced_by_the_cursor_mutex(store: LeaseSto
     await store.client.delete(key)  # A's mutex lapsed; B takes it
     assert await store.try_lock(key, "tok-b", 60_000)
     assert not await store.renew_lock(key, "tok-a", 60_000)
-    fenced = await store.record(LeaseKey(g, s, p, "L1"), 0, 56, 280, 2, 0, 56, fence=(key, "tok-a"))
+    fenced = await store.record(
+        LeaseKey(g, s, p, "L1"), Booking(0, 56, 280, 2, 0, 56), fence=(key, "tok-a")
+    )
     assert fenced.status == "fenced"
     state = await store.dump(g, s)
     assert state.scopes[s].parts[p].batch_start is None  # nothing booked
     assert p not in state.cursor
     assert await store.renew_lock(key, "tok-b", 60_000)
-    booked = await store.record(LeaseKey(g, s, p, "L1"), 0, 56, 280, 2, 0, 56, fence=(key, "tok-b"))
+    booked = await store.record(
+        LeaseKey(g, s, p, "L1"), Booking(0, 56, 280, 2, 0, 56), fence=(key, "tok-b")
+    )
     assert booked.status == "ok"

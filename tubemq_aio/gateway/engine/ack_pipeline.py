@@ -28,7 +28,7 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import GatewayStats
+from tubemq_aio.gateway.engine.data import FetchRequest, GatewayStats
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -138,9 +138,12 @@ def _wake_of(ack: LeaseKey, group: str, scope: str) -> str:
 
 
 async def acquire_with_acks(
-    store: LeaseStore, stats: GatewayStats, acks: PiggybackAcks, group: str, scope: str,
-    lease_id: str, lease_ms: int, holder: str,
-) -> Reply:  # fmt: skip
+    store: LeaseStore,
+    stats: GatewayStats,
+    acks: PiggybackAcks,
+    request: FetchRequest,
+    lease_id: str,
+) -> Reply:
     """:func:`settle_then_acquire` for a fetch: sets ``acks.results`` (each ack's answer or its
     error), counts them in ``stats`` and returns the acquire's answer.
 
@@ -149,7 +152,13 @@ async def acquire_with_acks(
             acks stay pending then).
     """
     answers, got = await settle_then_acquire(
-        store, acks.refs, group, scope, lease_id, lease_ms, holder
+        store,
+        acks.refs,
+        request.spec.name,
+        request.scope,
+        lease_id,
+        request.lease_ms,
+        request.holder,
     )
     results: list[str | Exception] = []
     for answer in answers:

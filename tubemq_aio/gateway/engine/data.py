@@ -22,6 +22,7 @@ __all__ = [
     "MIN_RATE",
     "ConsumeSettings",
     "FetchOutcome",
+    "FetchRequest",
     "GatewayStats",
     "LagEntry",
     "LagReport",
@@ -69,6 +70,30 @@ class ConsumeSettings(EngineSettings):
     def of(cls, settings: EngineSettings, groups: tuple[GroupSpec, ...]) -> ConsumeSettings:
         """The engine settings of ``settings`` (e.g. a ``GatewayConfig``) serving ``groups``."""
         return cls(**settings.engine_settings(), groups=groups)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """One fetch's checked arguments (what every lease attempt of the fetch reads).
+
+    Attributes:
+        spec: the group.
+        scope: ``c`` or ``b:<client_id>``.
+        lease_ms: the lease length asked for.
+        holder: free text stored with the lease (at most 200 characters).
+        owner: the API key asking (at most 200 characters; broadcast client accounting).
+        max_messages: gather further broker batches while the answer stays within this many
+            messages (1: one broker batch).
+        wait_ms: long poll: how long the fetch may wait for a batch.
+    """
+
+    spec: GroupSpec
+    scope: str
+    lease_ms: int
+    holder: str
+    owner: str = ""
+    max_messages: int = 1
+    wait_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -35,6 +34,7 @@ from tubemq_aio.gateway.engine.arguments import (
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
     FetchOutcome,
+    FetchRequest,
     GatewayStats,
     LagReport,
     ResetEntry,
@@ -66,19 +66,6 @@ log = logging.getLogger("tubemq_aio.gateway")
 
 #: A long poll re-tries at most this often (ms), whatever the scripts said.
 _MIN_POLL_MS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class _FetchRequest:
-    """One fetch's checked arguments."""
-
-    spec: GroupSpec
-    scope: str
-    lease_ms: int
-    holder: str
-    owner: str
-    max_messages: int
-    wait_ms: int
 
 
 def _no_count(_group: str, _count: int) -> None:
@@ -241,7 +228,7 @@ class ConsumeService:
         try:
             spec = self._spec(group)
             scope = scope_of(spec, client_id)
-            request = _FetchRequest(
+            request = FetchRequest(
                 spec=spec,
                 scope=scope,
                 lease_ms=checked_lease_ms(spec, lease_ms),
@@ -276,7 +263,7 @@ class ConsumeService:
         acks.results = results
 
     async def _fetch_one(
-        self, request: _FetchRequest, store: LeaseStore, acks: PiggybackAcks | None
+        self, request: FetchRequest, store: LeaseStore, acks: PiggybackAcks | None
     ) -> FetchOutcome:
         """One fetch as the client asked it (no dead letters): long polls until a batch,
         ``throttled`` or the deadline."""
@@ -287,9 +274,7 @@ class ConsumeService:
         with self.sessions.in_use(spec.name):
             while True:
                 await self._sync(spec, scope, store, request.owner)
-                outcome = await self._reader.fetch_once(
-                    spec, scope, request.lease_ms, request.holder, store, request.max_messages, acks
-                )
+                outcome = await self._reader.fetch_once(request, store, acks)
                 left_ms = int((deadline - loop.time()) * 1000)
                 if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break

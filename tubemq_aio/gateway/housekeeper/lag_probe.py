@@ -19,6 +19,7 @@ from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
 from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 
@@ -71,11 +72,13 @@ async def probe_partition(
             if begin < cmt:  # the partition ends below cmt: a second answer must agree
                 begin, top = await tube.register(p, cmt)
                 if begin < cmt:
-                    if not await rewind_committed(store, spec.name, scope, p, lid, cmt, begin, top):
+                    lease = LeaseKey(spec.name, scope, p, lid)
+                    if not await rewind_committed(store, lease, cmt, begin, top):
                         return False
                     on_rewind()
                     cmt = begin
-        rec = await store.record(LeaseKey(spec.name, scope, p, lid), cmt, cmt, top, 0, 0, begin)
+        booking = Booking(base=cmt, next=cmt, max=top, count=0, wait_ms=0, cursor=begin)
+        rec = await store.record(LeaseKey(spec.name, scope, p, lid), booking)
         released = rec.status in ("released", "stale")
         return rec.status == "released"
     finally:

@@ -28,7 +28,7 @@ from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.model import Booking, GroupState
 from tubemq_aio.gateway.leases.redis_client import RedisClient
 from tubemq_aio.gateway.leases.redis_keys import (
     BOOT_KEY,
@@ -39,7 +39,7 @@ from tubemq_aio.gateway.leases.redis_keys import (
 )
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.roundtrips import RoundTrips, refusal_error
-from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
+from tubemq_aio.gateway.leases.stored_state import RawScope, state_from_redis, text
 
 __all__ = [
     "BOOT_KEY",
@@ -185,12 +185,11 @@ class LeaseStore(RoundTrips):
         return await self._run_leased("init", key, offset, top)
 
     async def record(
-        self, key: LeaseKey, base: int, nxt: int, top: int, n: int, wait_ms: int, cursor: int,
-        fence: tuple[str, str] | None = None,
-    ) -> Reply:  # fmt: skip
+        self, key: LeaseKey, booking: Booking, fence: tuple[str, str] | None = None
+    ) -> Reply:
         """Book the batch read under a lease; with ``fence`` (the broadcast cursor mutex's key
         and token) only while that token still holds the mutex (else ``fenced``)."""
-        args: list[Any] = [base, nxt, top, n, wait_ms, cursor]
+        args: list[Any] = list(booking.fields())
         if fence is None:
             return await self._run_leased("record", key, *args)
         return await self._run_leased("record", key, *args, fence[1], extra_keys=[fence[0]])
@@ -388,7 +387,7 @@ class LeaseStore(RoundTrips):
                 pipe.zrange(keys[8], 0, -1, withscores=True)
                 return list(await pipe.execute())
 
-        cfg, tat, cur, st, ready, leased, parts, acq, done = await self.roundtrip(read)
-        state = state_from_redis(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        *answers, done = await self.roundtrip(read)
+        state = state_from_redis(scope, RawScope(*answers))
         state.scopes[scope].done = {text(m): int(t) for m, t in done}
         return state

@@ -33,6 +33,31 @@ from tubemq_aio.gateway.leases.partition_state import (
 __all__ = ["GroupState", "PartState", "ScopeState", "gcra"]
 
 
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """A batch read under a lease, as ``record`` books it (the script's arguments).
+
+    Attributes:
+        base: the committed offset the read started from.
+        next: the offset right after the batch (committed at once when ``count`` is 0).
+        max: the partition's max index offset the broker reported (-1 unknown).
+        count: messages in the batch.
+        wait_ms: how long the partition rests when the batch is empty.
+        cursor: where the broker cursor is now (-1: unknown).
+    """
+
+    base: int
+    next: int
+    max: int
+    count: int
+    wait_ms: int = 0
+    cursor: int = -1
+
+    def fields(self) -> tuple[int, int, int, int, int, int]:
+        """``(base, next, max, count, wait_ms, cursor)``, the order the script takes them."""
+        return (self.base, self.next, self.max, self.count, self.wait_ms, self.cursor)
+
+
 @dataclass(slots=True)
 class GroupState:
     """Everything the scripts keep for one group (the model of its Redis keys)."""
@@ -163,20 +188,20 @@ class GroupState:
         return ("ok", ps.committed)
 
     def record(
-        self, now: int, s: str, p: str, lid: str, base: int, nxt: int, top: int, n: int,
-        wait_ms: int, cursor: int, fence_held: bool = True,
-    ) -> tuple[object, ...]:  # fmt: skip
-        """Book the batch ``[base, nxt)`` of ``n`` messages read under the lease.
+        self, now: int, s: str, p: str, lid: str, booking: Booking, fence_held: bool = True
+    ) -> tuple[object, ...]:
+        """Book the batch ``[base, next)`` of ``count`` messages read under the lease.
 
-        ``cursor`` ≥ 0 is where the broker cursor now is (-1: unknown). An empty batch (n = 0)
-        commits ``nxt`` at once (scanned entries of sibling partitions or filtered messages)
-        and releases the lease; the partition rests ``wait_ms``.
+        ``booking.cursor`` ≥ 0 is where the broker cursor now is (-1: unknown). An empty batch
+        (count 0) commits ``next`` at once (scanned entries of sibling partitions or filtered
+        messages) and releases the lease; the partition rests ``wait_ms``.
 
         Returns:
             ``("lost",)``, ``("stale",)``, ``("fenced",)`` (broadcast: the cursor mutex the read
             ran under lapsed, ``fence_held`` False), ``("moved",)`` (cmt is not ``base``: reset
             meanwhile), ``("released", cmt)`` or ``("ok",)``.
         """
+        base, nxt, top, n, wait_ms, cursor = booking.fields()
         if not self.booted:
             return ("lost",)
         sc = self.scope(s)
