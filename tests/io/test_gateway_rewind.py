@@ -127,9 +127,12 @@ async def test_the_housekeeper_probe_rewinds_an_idle_partition_on_two_agreeing_r
     tube.registers += [(280, 280), second]
     rewinds: list[int] = []
     got = await probe_partition(
-        store, tube, SPEC, "c", P, holder="hk", lease_ms=10_000,  # type: ignore[arg-type]
+        store,
+        tube,  # type: ignore[arg-type]
+        FetchRequest(SPEC, "c", 10_000, "hk"),
+        P,
         on_rewind=lambda: rewinds.append(1),
-    )  # fmt: skip
+    )
     assert got
     assert tube.asked == [(560, False), (560, False)]
     state = await store.dump("gr", "c")

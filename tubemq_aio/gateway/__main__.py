@@ -90,8 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help=f"the gateway TOML file (or ${CONFIG_ENV})")
     parser.add_argument("--host", help=f"listen address (${ENV_PREFIX}HOST; default 127.0.0.1)")
     parser.add_argument("--port", type=int, help=f"listen port (${ENV_PREFIX}PORT; default 8080)")
-    parser.add_argument("--workers", type=int,
-                        help=f"replica processes (${ENV_PREFIX}WORKERS; default 1)")  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, help=f"replica processes (${ENV_PREFIX}WORKERS; default 1)"
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
     parser.add_argument("--openapi", action="store_true", help="print the OpenAPI JSON and exit")
     dev = parser.add_argument_group("dev")
@@ -178,10 +179,14 @@ def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int)
         print("tubemq-gateway dev: give --masters HOST:PORT or --fake", file=sys.stderr)
         return 2
     options = DevOptions(
-        masters=masters, fake=args.fake,
-        topics=tuple(args.topic or ("demo",)), group=args.group, host=host, port=port,
+        masters=masters,
+        fake=args.fake,
+        topics=tuple(args.topic or ("demo",)),
+        group=args.group,
+        host=host,
+        port=port,
         key_file=Path(args.key_file) if args.key_file else None,
-    )  # fmt: skip
+    )
     try:
         return asyncio.run(run_dev(options))
     except ConfigError as err:

@@ -194,10 +194,12 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
             return 1
         server = _Server(
             uvicorn.Config(
-                create_app(config), log_level="warning", access_log=False,
+                create_app(config),
+                log_level="warning",
+                access_log=False,
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
             )
-        )  # fmt: skip
+        )
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         stack.push_async_callback(_stopped, server, serving)
         started = loop_time() + START_TIMEOUT

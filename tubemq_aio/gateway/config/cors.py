@@ -25,9 +25,15 @@ _ORIGIN = re.compile(
 _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS"})
 _KEYS = frozenset(
-    {"allow_origins", "allow_methods", "allow_headers", "expose_headers", "allow_credentials",
-     "max_age"}
-)  # fmt: skip
+    {
+        "allow_origins",
+        "allow_methods",
+        "allow_headers",
+        "expose_headers",
+        "allow_credentials",
+        "max_age",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -98,10 +98,12 @@ class EngineSettings:
             except ConfigError as err:
                 checks.adopt(err)
         check_name(checks, self.deployment, "deployment")
-        checks.seconds("rpc_timeout", self.rpc_timeout, low=3.0, high=MAX_SETTING_SECONDS,
-                       low_open=False)  # fmt: skip
-        checks.seconds("sync_interval", self.sync_interval, low=0.1, high=MAX_SETTING_SECONDS,
-                       low_open=False)  # fmt: skip
+        checks.seconds(
+            "rpc_timeout", self.rpc_timeout, low=3.0, high=MAX_SETTING_SECONDS, low_open=False
+        )
+        checks.seconds(
+            "sync_interval", self.sync_interval, low=0.1, high=MAX_SETTING_SECONDS, low_open=False
+        )
         checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0, high=1_000_000)
         checks.integer("redis_max_connections", self.redis_max_connections, low=2, high=10_000)
         checks.integer("redis_ack_replicas", self.redis_ack_replicas, low=0, high=16)

@@ -182,8 +182,9 @@ class HousekeeperConfig:
             checks.problem("housekeeper.enabled must be true or false")  # TOML's spelling
         checks.integer("housekeeper.leader_lease_ms", self.leader_lease_ms, low=1000, high=600_000)
         for key in ("probe_interval_ms", "client_idle_ms", "session_idle_ms"):
-            value = checks.integer(f"housekeeper.{key}", getattr(self, key), low=0,
-                                   high=365 * 86_400_000)  # fmt: skip
+            value = checks.integer(
+                f"housekeeper.{key}", getattr(self, key), low=0, high=365 * 86_400_000
+            )
             if key != "client_idle_ms" and 0 < value < 1000:
                 checks.problem(f"housekeeper.{key} must be 0 (never) or at least 1000")
         checks.done()

@@ -25,9 +25,17 @@ from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 __all__ = ["TubeMQAccess", "split_masters_url"]
 
 _KEYS = frozenset(
-    {"user", "password", "tls", "tls_ca_file", "tls_cert_file", "tls_key_file",
-     "tls_server_hostname", "framing"}
-)  # fmt: skip
+    {
+        "user",
+        "password",
+        "tls",
+        "tls_ca_file",
+        "tls_cert_file",
+        "tls_key_file",
+        "tls_server_hostname",
+        "framing",
+    }
+)
 _FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 
 

@@ -72,9 +72,14 @@ def settle_result(stats: GatewayStats, got: Reply, action: str) -> SettleAnswer:
 
 
 async def settle_then_acquire(
-    store: LeaseStore, acks: Sequence[LeaseKey], group: str, scope: str, lease_id: str,
-    lease_ms: int, holder: str,
-) -> tuple[list[Reply | Exception], Reply]:  # fmt: skip
+    store: LeaseStore,
+    acks: Sequence[LeaseKey],
+    group: str,
+    scope: str,
+    lease_id: str,
+    lease_ms: int,
+    holder: str,
+) -> tuple[list[Reply | Exception], Reply]:
     """Ack ``acks``, then lease a partition of ``group``/``scope``, in one round trip.
 
     Returns:
@@ -87,15 +92,30 @@ async def settle_then_acquire(
     settle, acquire = store.script("settle"), store.script("acquire")
     quiet = any(a.group == group and a.scope == scope for a in acks)
     calls: list[tuple[AsyncScript, list[str], list[Any], str]] = [
-        (settle, scope_keys(a.group, a.scope),
-         [_wake_of(a, group, scope), a.partition_key, a.lease_id, "ack", 0], a.group)
+        (
+            settle,
+            scope_keys(a.group, a.scope),
+            [_wake_of(a, group, scope), a.partition_key, a.lease_id, "ack", 0],
+            a.group,
+        )
         for a in acks
-    ]  # fmt: skip
+    ]
     calls.append(
-        (acquire, scope_keys(group, scope),
-         [f"{group}|{scope}", lease_id, lease_ms, holder, "", RECLAIM_MAX, "1" if quiet else "0"],
-         group)
-    )  # fmt: skip
+        (
+            acquire,
+            scope_keys(group, scope),
+            [
+                f"{group}|{scope}",
+                lease_id,
+                lease_ms,
+                holder,
+                "",
+                RECLAIM_MAX,
+                "1" if quiet else "0",
+            ],
+            group,
+        )
+    )
 
     async def send() -> list[Any]:
         async with store.client.pipeline(transaction=False) as pipe:

@@ -62,9 +62,14 @@ class CursorHold:
     """
 
     def __init__(
-        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout,
-        cost: AttemptCost, tasks: Supervisor, lock_ms: int,
-    ) -> None:  # fmt: skip
+        self,
+        store: LeaseStore,
+        fence: tuple[str, str],
+        budget: asyncio.Timeout,
+        cost: AttemptCost,
+        tasks: Supervisor,
+        lock_ms: int,
+    ) -> None:
         self.store = store
         self.fence = fence
         self.lapsed = False

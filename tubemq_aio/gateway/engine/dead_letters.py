@@ -145,12 +145,18 @@ async def fetch_diverting(
             done = progress.sent(source)
             for i, m in enumerate(outcome.messages[done:], start=done + 1):
                 attributes = {
-                    **m.attributes, "tgw_src": source, "tgw_reason": "max_redeliveries",
-                }  # fmt: skip
+                    **m.attributes,
+                    "tgw_src": source,
+                    "tgw_reason": "max_redeliveries",
+                }
                 await producer.send(
-                    group.dlq_topic, m.body, attributes=attributes,
-                    msg_type=m.msg_type or None, msg_time=m.msg_time, timeout=timeout,
-                )  # fmt: skip
+                    group.dlq_topic,
+                    m.body,
+                    attributes=attributes,
+                    msg_type=m.msg_type or None,
+                    msg_time=m.msg_time,
+                    timeout=timeout,
+                )
                 progress.mark(source, i)
         except Exception as exc:  # not diverted: give it back, the next fetch tries again
             log.warning("dead-letter produce of %s failed: %r", source, exc)
@@ -167,9 +173,13 @@ async def fetch_diverting(
             result = f"not acked: {exc!r}"
         log.warning(
             "group %s: batch %s (%d messages, redelivered %d times) moved to %s (%s)",
-            group.name, source, len(outcome.messages), lease.redelivery - 1,
-            group.dlq_topic, result,
-        )  # fmt: skip
+            group.name,
+            source,
+            len(outcome.messages),
+            lease.redelivery - 1,
+            group.dlq_topic,
+            result,
+        )
         on_divert(len(outcome.messages))
     return FetchOutcome("empty", None, (), retry_after_ms=0)
 

@@ -315,9 +315,14 @@ class BatchReader:
             await cost.redis(asyncio.shield(store.settle(lease.ref(), "release", delay_ms)))
 
     async def _read(
-        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: AttemptCost,
+        self,
+        spec: GroupSpec,
+        lease: Lease,
+        args: _ReadArgs,
+        store: LeaseStore,
+        cost: AttemptCost,
         hold: CursorHold | None,
-    ) -> FetchOutcome | None:  # fmt: skip
+    ) -> FetchOutcome | None:
         cmt, start, cursor = args.cmt, args.start, args.cursor
         tube = await self._tube_of(spec)
         p, lid = lease.partition_key, lease.lease_id
@@ -333,9 +338,12 @@ class BatchReader:
             cmt, cursor = -1 if got.committed is None else got.committed, begin
         cost.rpcs += 1  # at least; the read's own count replaces it
         read = await tube.read(
-            p, cmt, cursor_at_start=cursor == cmt, max_messages=args.max_messages,
+            p,
+            cmt,
+            cursor_at_start=cursor == cmt,
+            max_messages=args.max_messages,
             gather_until=args.gather_until,
-        )  # fmt: skip
+        )
         cost.rpcs += read.rpcs - 1
         self._stats.broker_registers += int(read.registered)
         self._stats.cursor_resyncs += int(bool(read.resync))

@@ -18,9 +18,13 @@ __all__ = ["reset_offsets"]
 
 
 async def reset_offsets(
-    store: LeaseStore, spec: GroupSpec, client_id: str | None, target: str,
-    pairs: Sequence[tuple[str, int]], known: Sequence[str],
-) -> tuple[list[str], list[ResetEntry]]:  # fmt: skip
+    store: LeaseStore,
+    spec: GroupSpec,
+    client_id: str | None,
+    target: str,
+    pairs: Sequence[tuple[str, int]],
+    known: Sequence[str],
+) -> tuple[list[str], list[ResetEntry]]:
     """Reset the scope of ``client_id`` (in a broadcast group without one: every known client)
     to ``target`` or to each of ``pairs``; ``known`` are the group's partitions.
 

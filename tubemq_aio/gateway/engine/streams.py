@@ -206,8 +206,12 @@ class BatchStream:
             async with asyncio.timeout(self.settings.release_timeout):
                 await asyncio.gather(*(self._release(lease) for lease in held))
         except TimeoutError:
-            log.warning("a stream of group %r ended; %d leases were not released in time "
-                        "and come back when they expire", self.group, len(held))  # fmt: skip
+            log.warning(
+                "a stream of group %r ended; %d leases were not released in time "
+                "and come back when they expire",
+                self.group,
+                len(held),
+            )
 
     async def _release(self, lease: Lease) -> None:
         ref = LeaseKey(lease.group, lease.scope, lease.partition_key, lease.lease_id)
@@ -216,8 +220,11 @@ class BatchStream:
         except LeaseStaleError:
             pass  # settled meanwhile (an ack on its way), or taken over after expiry
         except TubeMQError as exc:
-            log.warning("releasing a lease of group %r failed (%r): it comes back when it "
-                        "expires", self.group, exc)  # fmt: skip
+            log.warning(
+                "releasing a lease of group %r failed (%r): it comes back when it expires",
+                self.group,
+                exc,
+            )
 
 
 class StreamHub:
@@ -257,8 +264,9 @@ class StreamHub:
         self._streams.add(stream)
         stream._on_end = self._streams.discard
         try:
-            return self.tasks.spawn(stream.run(retriable), f"stream-{stream.group}",
-                                    essential=False)  # fmt: skip
+            return self.tasks.spawn(
+                stream.run(retriable), f"stream-{stream.group}", essential=False
+            )
         except BaseException:
             self._streams.discard(stream)
             raise

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
+from tubemq_aio.gateway.engine.data import FetchRequest
 from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.housekeeper.decisions import (
     LagSample,
@@ -236,10 +237,10 @@ class Housekeeper:
                         return
                     try:
                         async with asyncio.timeout(2 * self._timeout):
+                            probe = FetchRequest(spec, scope, lease_ms, holder)
                             got = await probe_partition(
-                                store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms,
-                                on_rewind=self._count_rewind,
-                            )  # fmt: skip
+                                store, tube, probe, p, on_rewind=self._count_rewind
+                            )
                     except (TubeMQError, TimeoutError, OSError) as exc:
                         # one broker down must not stop the probes of the others
                         self.stats.errors += 1

@@ -15,7 +15,7 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
-from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchRequest
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
@@ -30,10 +30,15 @@ _CURSOR_LOCK_MS = 5000
 
 
 async def probe_partition(
-    store: LeaseStore, tube: TubeGroup, spec: GroupSpec, scope: str, p: str, *,
-    holder: str, lease_ms: int, on_rewind: Callable[[], None] = lambda: None,
-) -> bool:  # fmt: skip
-    """Refresh one partition's max offset; False when it was busy or gone (nothing changed).
+    store: LeaseStore,
+    tube: TubeGroup,
+    request: FetchRequest,
+    p: str,
+    *,
+    on_rewind: Callable[[], None] = lambda: None,
+) -> bool:
+    """Refresh the max offset of partition ``p``, leased as ``request`` asks (its group, scope,
+    holder and lease length); False when it was busy or gone (nothing changed).
 
     When the broker's partition now ends below the committed offset (two registers agree; a
     broker came back without its unflushed tail), the offset is moved back there, as a fetch
@@ -44,11 +49,12 @@ async def probe_partition(
         GatewayError: Redis failed (the lease is released first when possible).
         TubeMQError: the broker refused the register (the lease is released).
     """
+    spec, scope = request.spec, request.scope
     lid = secrets.token_hex(16)
     released = False  # a cancel while the acquire is in flight still gives p back below
     unlock: str | None = None
     try:
-        got = await store.acquire(spec.name, scope, lid, lease_ms, holder, want=p)
+        got = await store.acquire(spec.name, scope, lid, request.lease_ms, request.holder, want=p)
         if got.status != "leased" or got.leased().partition_key != p:
             released = True
             return False

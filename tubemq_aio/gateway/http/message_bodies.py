@@ -82,8 +82,12 @@ class SharedBatch:
             return None
         first = requests[0]
         for r in requests:
-            if (r.attributes != first.attributes or r.msg_type != first.msg_type
-                    or r.msg_time != first.msg_time or r.key != first.key):  # fmt: skip
+            if (
+                r.attributes != first.attributes
+                or r.msg_type != first.msg_type
+                or r.msg_time != first.msg_time
+                or r.key != first.key
+            ):
                 return None
         bodies = [_body_or_error(r.value, r.encoding) for r in requests]
         return cls(bodies, first.attributes, first.msg_type, first.msg_time, first.key)

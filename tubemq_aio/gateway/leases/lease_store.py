@@ -172,9 +172,15 @@ class LeaseStore(RoundTrips):
     # ---- scripts (see model.GroupState for the semantics) ------------------------------------
 
     async def acquire(
-        self, group: str, scope: str, lease_id: str, lease_ms: int, holder: str,
-        want: str = "", reclaim_max: int = RECLAIM_MAX,
-    ) -> Reply:  # fmt: skip
+        self,
+        group: str,
+        scope: str,
+        lease_id: str,
+        lease_ms: int,
+        holder: str,
+        want: str = "",
+        reclaim_max: int = RECLAIM_MAX,
+    ) -> Reply:
         """Lease a partition (``leased``/``none``/``paused``/``throttled``/``held``)."""
         return await self._run(
             "acquire", group, scope, lease_id, lease_ms, holder, want, reclaim_max
@@ -235,21 +241,34 @@ class LeaseStore(RoundTrips):
         self, name: str, key: LeaseKey, *args: Any, extra_keys: Sequence[str] = ()
     ) -> Reply:
         return await self._run(
-            name, key.group, key.scope, key.partition_key, key.lease_id, *args,
+            name,
+            key.group,
+            key.scope,
+            key.partition_key,
+            key.lease_id,
+            *args,
             extra_keys=extra_keys,
-        )  # fmt: skip
+        )
 
     async def reset(
-        self, group: str, scope: str, target: str, pairs: Sequence[tuple[str, int]],
+        self,
+        group: str,
+        scope: str,
+        target: str,
+        pairs: Sequence[tuple[str, int]],
         plist: Sequence[str] = (),
-    ) -> Reply:  # fmt: skip
+    ) -> Reply:
         """Move committed offsets (also writes the group's boot marker)."""
         return (await self.reset_scopes(group, [scope], target, pairs, plist))[0]
 
     async def reset_scopes(
-        self, group: str, scopes: Sequence[str], target: str, pairs: Sequence[tuple[str, int]],
+        self,
+        group: str,
+        scopes: Sequence[str],
+        target: str,
+        pairs: Sequence[tuple[str, int]],
         plist: Sequence[str] = (),
-    ) -> list[Reply]:  # fmt: skip
+    ) -> list[Reply]:
         """:meth:`reset` of many scopes, :data:`RESET_CHUNK` scripts per round trip."""
         flat: list[Any] = [x for pair in pairs for x in pair]
         script = self._scripts["reset"]

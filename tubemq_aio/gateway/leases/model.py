@@ -114,9 +114,15 @@ class GroupState:
         self.booted = True
 
     def acquire(
-        self, now: int, s: str, lid: str, lease_ms: int, holder: str, want: str = "",
+        self,
+        now: int,
+        s: str,
+        lid: str,
+        lease_ms: int,
+        holder: str,
+        want: str = "",
         reclaim_max: int = 64,
-    ) -> tuple[object, ...]:  # fmt: skip
+    ) -> tuple[object, ...]:
         """Lease the partition eligible longest (or ``want``).
 
         Returns:

@@ -38,8 +38,17 @@ def scope_keys(group: str, scope: str) -> list[str]:
     done (settled lease ids and how they ended, kept for a lease's length)."""
     g = f"tgw:{{g:{group}}}"
     s = f"{g}:{scope}"
-    return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
-            f"{s}:parts", f"{s}:acq", f"{s}:done"]  # fmt: skip
+    return [
+        f"{g}:cfg",
+        f"{g}:rl",
+        f"{g}:cur",
+        f"{s}:st",
+        f"{s}:ready",
+        f"{s}:leased",
+        f"{s}:parts",
+        f"{s}:acq",
+        f"{s}:done",
+    ]
 
 
 def leader_key(group: str) -> str:

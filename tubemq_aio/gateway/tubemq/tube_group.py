@@ -268,17 +268,26 @@ class TubeGroup:
         if got.curr_offset != begin:
             # Even right after our own register the cursor moved: someone else reads the group.
             return TubeRead(
-                "error", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync,
+                "error",
+                begin,
+                begin,
+                top,
+                rpcs=rpcs,
+                registered=registered,
+                resync=resync,
                 error=f"cursor at {got.curr_offset}, expected {begin}",
-            )  # fmt: skip
+            )
         messages: list[Message] = []
         filters = self._consumer.config.filters_of(partition.key.topic)
 
         def decode(batch: tuple[RawMessage, ...]) -> None:
             decoded, _ = decode_raw_messages(
-                batch, topic=partition.key.topic, partition_key=key, filters=filters,
+                batch,
+                topic=partition.key.topic,
+                partition_key=key,
+                filters=filters,
                 counters=self._consumer.stats,
-            )  # fmt: skip
+            )
             messages.extend(decoded)
 
         done, gets, batches = await self._gather(
@@ -289,9 +298,16 @@ class TubeGroup:
             raise server_error(done.err_code, done.err_msg)
         top = max(top, done.max_offset)
         return TubeRead(
-            "ok", begin, done.curr_offset, top, tuple(messages), rpcs=rpcs, batches=batches,
-            registered=registered, resync=resync,
-        )  # fmt: skip
+            "ok",
+            begin,
+            done.curr_offset,
+            top,
+            tuple(messages),
+            rpcs=rpcs,
+            batches=batches,
+            registered=registered,
+            resync=resync,
+        )
 
     async def _gather(
         self,
@@ -327,8 +343,9 @@ class TubeGroup:
             gets += 1
             got = await _overlapped(
                 session.broker.get_message(partition, last_pack_consumed=True, esc_flow_ctrl=False),
-                pending, decode,
-            )  # fmt: skip
+                pending,
+                decode,
+            )
             pending = ()
             if not got.success:  # 404 (caught up), 452, …: the commit below ends the read
                 break

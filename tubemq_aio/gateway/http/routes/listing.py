@@ -108,10 +108,14 @@ async def get_group(
     spec = gateway.group(group)
     body = _summary(spec)
     body.update(
-        start=spec.start, lease_ms=spec.lease_ms, lease_ms_min=spec.lease_ms_min,
-        lease_ms_max=spec.lease_ms_max, max_clients=spec.max_clients,
-        max_redeliveries=spec.max_redeliveries, dlq_topic=spec.dlq_topic,
-    )  # fmt: skip
+        start=spec.start,
+        lease_ms=spec.lease_ms,
+        lease_ms_min=spec.lease_ms_min,
+        lease_ms_max=spec.lease_ms_max,
+        max_clients=spec.max_clients,
+        max_redeliveries=spec.max_redeliveries,
+        dlq_topic=spec.dlq_topic,
+    )
     if spec.mode == "broadcast" and client_id is None:
         body.update(leases=[], lag=None)
         return json_response(body)

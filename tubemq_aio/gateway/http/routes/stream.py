@@ -95,19 +95,24 @@ class EventStreamResponse(Response):
                 task = gateway.streams.open(self.stream, retriable)
             except TooManyWaitersError as exc:
                 error = gateway.answer(exc)
-                await Response(orjson.dumps(error.body()), error.status,
-                               media_type="application/json")(scope, receive, send)  # fmt: skip
+                await Response(
+                    orjson.dumps(error.body()), error.status, media_type="application/json"
+                )(scope, receive, send)
                 return
             try:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": self.raw_headers})  # fmt: skip
+                await send(
+                    {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                )
                 await self._write(receive, send, task)
             except OSError:
                 pass  # the client left while we wrote (uvicorn's ClientDisconnected)
             except TimeoutError:
                 # the response stays unfinished: the server closes the connection
-                log.info("a stream of group %r ended: its client took nothing for %d "
-                         "heartbeats", self.stream.group, _STALLED_HEARTBEATS)  # fmt: skip
+                log.info(
+                    "a stream of group %r ended: its client took nothing for %d heartbeats",
+                    self.stream.group,
+                    _STALLED_HEARTBEATS,
+                )
             finally:
                 gateway.streams.stop(task)  # it releases its unacked leases (owned by the hub)
 
