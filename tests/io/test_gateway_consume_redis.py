@@ -15,7 +15,7 @@ import pytest_asyncio
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings, FetchRequest
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings, FetchArgs
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
@@ -251,7 +251,7 @@ async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(
     monkeypatch.setattr(store, "acquire", acquire_then_stall)
     spec = service._spec("gg")
     task = asyncio.create_task(
-        service._reader.fetch_once(FetchRequest(spec, "c", 60_000, "gone"), store)
+        service._reader.fetch_once(FetchArgs(spec, "c", 60_000, "gone"), store)
     )
     await asyncio.wait_for(ran.wait(), 5)
     assert [e.lease_holder for e in (await service.lag("gg")).partitions] == ["gone"]
@@ -305,7 +305,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     cancelled = finished = 0
     for turns in range(200):
         task = asyncio.create_task(
-            service._reader.fetch_once(FetchRequest(spec, scope, 60_000, "x"), store)
+            service._reader.fetch_once(FetchArgs(spec, scope, 60_000, "x"), store)
         )
         for _ in range(turns):
             await asyncio.sleep(0)

@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from tests.support.gateway_redis import flushed_store
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchRequest, GatewayStats
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchArgs, GatewayStats
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -82,7 +82,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     # TubeGroup.read, so two fresh answers agree), nothing is stored from 280 on yet.
     tube.answers.append(TubeRead("empty", 280, 280, 280, rpcs=4, registered=True))
     with caplog.at_level(logging.WARNING, logger="tubemq_aio.gateway"):
-        got = await reader.fetch_once(FetchRequest(SPEC, "c", 60_000, "h"), store)
+        got = await reader.fetch_once(FetchArgs(SPEC, "c", 60_000, "h"), store)
     assert got.status == "empty"
     assert stats.offset_rewinds == 1
     assert tube.asked == [(560, False)]  # the cursor was not known to be at 560
@@ -99,7 +99,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     await store.client.zadd("tgw:{g:gr}:c:ready", {P: 0})  # skip the empty-read rest
     msg = Message(topic="t", body=b"after-restart", partition_key=P)
     tube.answers.append(TubeRead("ok", 280, 336, 336, (msg,), rpcs=2))
-    got = await reader.fetch_once(FetchRequest(SPEC, "c", 60_000, "h"), store)
+    got = await reader.fetch_once(FetchArgs(SPEC, "c", 60_000, "h"), store)
     assert got.status == "ok"
     assert [m.body for m in got.messages] == [b"after-restart"]
     assert tube.asked[-1] == (280, True)  # the empty read left the shared cursor at 280
@@ -113,7 +113,7 @@ async def test_no_rewind_without_a_fresh_register(store: LeaseStore) -> None:
     reader = reader_for(tube, stats)
     # A read that claims to end below committed without a register moves nothing back.
     tube.answers.append(TubeRead("ok", 280, 280, 280, rpcs=2))
-    got = await reader.fetch_once(FetchRequest(SPEC, "c", 60_000, "h"), store)
+    got = await reader.fetch_once(FetchArgs(SPEC, "c", 60_000, "h"), store)
     assert got.status == "empty"
     assert stats.offset_rewinds == 0
     assert (await store.dump("gr", "c")).scopes["c"].parts[P].committed == 560
@@ -129,7 +129,7 @@ async def test_the_housekeeper_probe_rewinds_an_idle_partition_on_two_agreeing_r
     got = await probe_partition(
         store,
         tube,  # type: ignore[arg-type]
-        FetchRequest(SPEC, "c", 10_000, "hk"),
+        FetchArgs(SPEC, "c", 10_000, "hk"),
         P,
         on_rewind=lambda: rewinds.append(1),
     )

@@ -28,7 +28,7 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import FetchRequest, GatewayStats
+from tubemq_aio.gateway.engine.data import FetchArgs, GatewayStats
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -161,7 +161,7 @@ async def acquire_with_acks(
     store: LeaseStore,
     stats: GatewayStats,
     acks: PiggybackAcks,
-    request: FetchRequest,
+    request: FetchArgs,
     lease_id: str,
 ) -> Reply:
     """:func:`settle_then_acquire` for a fetch: sets ``acks.results`` (each ack's answer or its

@@ -21,8 +21,8 @@ __all__ = [
     "MAX_OFFSET",
     "MIN_RATE",
     "ConsumeSettings",
+    "FetchArgs",
     "FetchOutcome",
-    "FetchRequest",
     "GatewayStats",
     "LagEntry",
     "LagReport",
@@ -73,7 +73,7 @@ class ConsumeSettings(EngineSettings):
 
 
 @dataclass(frozen=True, slots=True)
-class FetchRequest:
+class FetchArgs:
     """One fetch's checked arguments (what every lease attempt of the fetch reads).
 
     Attributes:

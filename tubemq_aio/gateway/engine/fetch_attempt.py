@@ -28,8 +28,8 @@ from tubemq_aio.gateway.engine.ack_pipeline import acquire_with_acks
 from tubemq_aio.gateway.engine.cursor_hold import AttemptCost, CursorHold
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
+    FetchArgs,
     FetchOutcome,
-    FetchRequest,
     GatewayStats,
     Lease,
     Position,
@@ -134,7 +134,7 @@ class BatchReader:
         self._tasks = tasks
 
     async def fetch_once(
-        self, request: FetchRequest, store: LeaseStore, acks: PiggybackAcks | None = None
+        self, request: FetchArgs, store: LeaseStore, acks: PiggybackAcks | None = None
     ) -> FetchOutcome:
         """Up to a few lease attempts; the first batch (gathered up to ``max_messages``), or why
         there is none. Pending ``acks`` ride in the first acquire's round trip."""
@@ -155,7 +155,7 @@ class BatchReader:
 
     async def _attempt(
         self,
-        request: FetchRequest,
+        request: FetchArgs,
         store: LeaseStore,
         cost: AttemptCost,
         acks: PiggybackAcks | None,

@@ -33,8 +33,8 @@ from tubemq_aio.gateway.engine.arguments import (
 )
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
+    FetchArgs,
     FetchOutcome,
-    FetchRequest,
     GatewayStats,
     LagReport,
     ResetEntry,
@@ -228,7 +228,7 @@ class ConsumeService:
         try:
             spec = self._spec(group)
             scope = scope_of(spec, client_id)
-            request = FetchRequest(
+            request = FetchArgs(
                 spec=spec,
                 scope=scope,
                 lease_ms=checked_lease_ms(spec, lease_ms),
@@ -263,7 +263,7 @@ class ConsumeService:
         acks.results = results
 
     async def _fetch_one(
-        self, request: FetchRequest, store: LeaseStore, acks: PiggybackAcks | None
+        self, request: FetchArgs, store: LeaseStore, acks: PiggybackAcks | None
     ) -> FetchOutcome:
         """One fetch as the client asked it (no dead letters): long polls until a batch,
         ``throttled`` or the deadline."""

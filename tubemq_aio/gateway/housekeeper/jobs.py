@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
-from tubemq_aio.gateway.engine.data import FetchRequest
+from tubemq_aio.gateway.engine.data import FetchArgs
 from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.housekeeper.decisions import (
     LagSample,
@@ -237,7 +237,7 @@ class Housekeeper:
                         return
                     try:
                         async with asyncio.timeout(2 * self._timeout):
-                            probe = FetchRequest(spec, scope, lease_ms, holder)
+                            probe = FetchArgs(spec, scope, lease_ms, holder)
                             got = await probe_partition(
                                 store, tube, probe, p, on_rewind=self._count_rewind
                             )

@@ -15,7 +15,7 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
-from tubemq_aio.gateway.engine.data import FetchRequest
+from tubemq_aio.gateway.engine.data import FetchArgs
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
@@ -32,7 +32,7 @@ _CURSOR_LOCK_MS = 5000
 async def probe_partition(
     store: LeaseStore,
     tube: TubeGroup,
-    request: FetchRequest,
+    request: FetchArgs,
     p: str,
     *,
     on_rewind: Callable[[], None] = lambda: None,

@@ -27,7 +27,17 @@ from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, TopicPartition
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
-__all__ = ["Gateway", "GatewayDep", "Principal", "json_response", "messages_json"]
+__all__ = [
+    "AdminGroup",
+    "ConsumeGroup",
+    "Gateway",
+    "GatewayDep",
+    "GroupAccess",
+    "Principal",
+    "ReaderGroup",
+    "json_response",
+    "messages_json",
+]
 
 _T = TypeVar("_T")
 
@@ -156,17 +166,59 @@ class _BearerKey(HTTPBearer):
         return gateway.auth.authenticate(request.headers.get("authorization"))
 
 
+@dataclass(frozen=True, slots=True)
+class GroupAccess:
+    """A request's principal and the configured group its path names, its scope checked.
+
+    Attributes:
+        principal: the API key of the request.
+        group: the configured group of the path's ``{group}``.
+    """
+
+    principal: ApiKey
+    group: GroupConfig
+
+
+class _GroupScope(_BearerKey):
+    """The principal of a request on ``/v1/groups/{group}/…`` holding ``action``'s scope on
+    that group (``"consume"``, ``"admin"``, or ``"read"``: consume or admin), and the group.
+    It declares the same Bearer scheme as :data:`Principal` (the OpenAPI document is
+    unchanged) and takes only the request, so the direct JSON route keeps its fast path."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(scheme_name=_SCHEME, auto_error=False, description=_SCHEME_TEXT)
+        self.action = action
+
+    async def __call__(self, request: Request) -> GroupAccess:  # type: ignore[override]
+        """The principal and the group of ``request``.
+
+        Raises:
+            AuthError: no key (and anonymous not allowed), a malformed header or an unknown key.
+            ForbiddenScopeError: the key lacks the scope on the group (403).
+            UnknownGroupError: no such group is configured (404).
+        """
+        gateway: Gateway = request.app.state.gateway
+        principal = gateway.auth.authenticate(request.headers.get("authorization"))
+        name = request.path_params["group"]
+        if self.action == "read":
+            Authenticator.require_reader(principal, name)
+        else:
+            Authenticator.require(principal, self.action, name)
+        return GroupAccess(principal, gateway.group(name))
+
+
+_SCHEME = "HTTPBearer"  # the name the published OpenAPI document uses
+_SCHEME_TEXT = "Authorization: Bearer <api key>"
 GatewayDep = Annotated[Gateway, Depends(_gateway)]
 Principal = Annotated[
-    ApiKey,
-    Depends(
-        _BearerKey(
-            scheme_name="HTTPBearer",  # the name the published OpenAPI document uses
-            auto_error=False,
-            description="Authorization: Bearer <api key>",
-        )
-    ),
+    ApiKey, Depends(_BearerKey(scheme_name=_SCHEME, auto_error=False, description=_SCHEME_TEXT))
 ]
+#: A request on a group that needs its ``consume:`` scope (401/403/404 otherwise).
+ConsumeGroup = Annotated[GroupAccess, Depends(_GroupScope("consume"))]
+#: A request on a group that needs its ``admin:`` scope (401/403/404 otherwise).
+AdminGroup = Annotated[GroupAccess, Depends(_GroupScope("admin"))]
+#: A request reading a group's state: its ``consume:`` or ``admin:`` scope (401/403/404).
+ReaderGroup = Annotated[GroupAccess, Depends(_GroupScope("read"))]
 
 
 #: Stands for "no message before this one" in :func:`messages_json`.

@@ -18,6 +18,7 @@ from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import (
+    ConsumeGroup,
     Gateway,
     GatewayDep,
     Principal,
@@ -91,7 +92,7 @@ async def _settle(
     responses={**_errors(_FETCH_ERRORS), 200: {"links": _LEASE_LINKS}},
 )
 async def fetch(
-    group: str, body: FetchRequest, request: Request, gateway: GatewayDep, principal: Principal
+    group: str, body: FetchRequest, request: Request, gateway: GatewayDep, access: ConsumeGroup
 ) -> Response:
     """Settle the piggy-backed acks, then lease one partition and return a batch from it.
 
@@ -99,8 +100,7 @@ async def fetch(
     the client disconnects first, the (long) poll stops at once and a batch leased for it is
     released, so nothing waits for the lease to expire.
     """
-    Authenticator.require(principal, "consume", group)
-    gateway.group(group)
+    principal = access.principal
     engine = gateway.require_engine()
     # a fair share of long polls per key; a fetch refused for it (503) has no effect at all,
     # its carried acks included (the client's retry carries them again)

@@ -28,8 +28,7 @@ from tubemq_aio.gateway.engine.data import FetchOutcome
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
-from tubemq_aio.gateway.http.auth import Authenticator
-from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, messages_json
+from tubemq_aio.gateway.http.deps import ConsumeGroup, Gateway, GatewayDep, messages_json
 from tubemq_aio.gateway.http.disconnect import client_disconnected
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
@@ -185,7 +184,7 @@ class EventStreamResponse(Response):
 async def stream(
     group: str,
     gateway: GatewayDep,
-    principal: Principal,
+    access: ConsumeGroup,
     client_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
     lease_ms: Annotated[int | None, Query(ge=1)] = None,
@@ -200,8 +199,7 @@ async def stream(
     leases for redelivery. 503 when the replica serves ``stream.max_streams`` streams or the
     key holds its share of long polls.
     """
-    Authenticator.require(principal, "consume", group)
-    config = gateway.group(group)
+    principal, config = access.principal, access.group
     engine = gateway.require_engine()
     settings = gateway.config.stream
     window = settings.window if window is None else window
