@@ -7,6 +7,7 @@ tests use the real Redis/TubeMQ engine instead.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 import time
@@ -141,13 +142,7 @@ class FakeEngine:
             return await self._fetch(group, client_id, lease_ms, max_messages, owner)
         finally:  # as the engine does: every carried ack has its result when fetch ends
             if acks is not None and acks.pending:
-                results: list[str | Exception] = []
-                for ref in acks.refs:
-                    try:
-                        results.append(await self.settle(ref, "ack"))
-                    except TubeMQError as exc:
-                        results.append(exc)
-                acks.results = results
+                await acks.settle_each(functools.partial(self.settle, action="ack"))
 
     async def _fetch(
         self,

@@ -6,11 +6,12 @@ against a small in-memory stand-in and mounted on the Redis/TubeMQ engine unchan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.engine.data import FetchOutcome, GatewayStats, LagReport, ResetEntry
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
@@ -41,6 +42,17 @@ class PiggybackAcks:
     def pending(self) -> bool:
         """Whether there are refs that no one settled yet."""
         return self.results is None and bool(self.refs)
+
+    async def settle_each(self, ack: Callable[[LeaseKey], Awaitable[str]]) -> None:
+        """Ack the refs one by one with ``ack`` (when no round trip could carry them); each
+        gets its answer or the :class:`TubeMQError` its ack raised."""
+        results: list[str | Exception] = []
+        for ref in self.refs:
+            try:
+                results.append(await ack(ref))
+            except TubeMQError as exc:
+                results.append(exc)
+        self.results = results
 
 
 class ConsumeEngine(Protocol):

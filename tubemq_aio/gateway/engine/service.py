@@ -250,17 +250,10 @@ class ConsumeService:
             )
         finally:  # also when the fetch failed: the acks were asked for whatever came after
             if acks is not None and acks.pending:
-                await self._settle_each(acks)
+                await acks.settle_each(self._ack)
 
-    async def _settle_each(self, acks: PiggybackAcks) -> None:
-        """Ack one by one the carried refs no round trip settled; each gets its result."""
-        results: list[str | Exception] = []
-        for ref in acks.refs:
-            try:
-                results.append(await self.settle(ref, "ack"))
-            except TubeMQError as exc:
-                results.append(exc)
-        acks.results = results
+    async def _ack(self, ref: LeaseKey) -> str:
+        return await self.settle(ref, "ack")
 
     async def _fetch_one(
         self, request: FetchArgs, store: LeaseStore, acks: PiggybackAcks | None
