@@ -14,7 +14,6 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,7 +22,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tubemq_aio.config import parse_masters
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ClientClosedError, TubeMQError
 from tubemq_aio.gateway.config.cors import install_cors
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.engine.data import ConsumeSettings
@@ -123,16 +122,13 @@ def create_app(
                 gateway.producer = producer
             if config.groups:
                 parts = make_engine()
-                engine, keeper = parts.engine, parts.housekeeper
-                await engine.start()
-                stack.push_async_callback(engine.close)
-                gateway.engine = engine
-                gateway.metrics.watch_engine(engine.stats)
-                if keeper is not None:  # started after the engine, whose store it uses
-                    await keeper.start()
+                await parts.start()
+                stack.push_async_callback(parts.close)
+                gateway.engine = parts.engine
+                gateway.metrics.watch_engine(parts.engine.stats)
+                if parts.housekeeper is not None:
                     stack.callback(gateway.metrics.watch_housekeeper, None)
-                    stack.push_async_callback(keeper.close)
-                    gateway.metrics.watch_housekeeper(keeper.collect)
+                    gateway.metrics.watch_housekeeper(parts.housekeeper.collect)
                 # closed before the engine: each stream releases its leases through it
                 stack.push_async_callback(gateway.streams.close)
             try:
@@ -191,17 +187,53 @@ def default_producer(config: GatewayConfig) -> Producer:
     )
 
 
-@dataclass(frozen=True, slots=True)
 class EngineParts:
-    """A replica's consume engine and the housekeeper that works on its store and sessions.
+    """A replica's consume engine and the housekeeper that works on its store and sessions,
+    started and closed as one: the engine first (the housekeeper uses its store), the
+    housekeeper first on close. :meth:`start` is idempotent, :meth:`close` too, and a closed
+    one does not start again.
 
-    Attributes:
+    Args:
         engine: the consume engine.
         housekeeper: its elected background jobs (None: a stand-in engine without a store).
     """
 
-    engine: ConsumeEngine
-    housekeeper: Housekeeper | None = None
+    __slots__ = ("_closed", "_started", "engine", "housekeeper")
+
+    def __init__(self, engine: ConsumeEngine, housekeeper: Housekeeper | None = None) -> None:
+        self.engine = engine
+        self.housekeeper = housekeeper
+        self._started = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Start the engine, then the housekeeper (a failed start closes what started).
+
+        Raises:
+            ClientClosedError: :meth:`close` was called.
+            TubeMQError: the engine did not start (Redis unreachable, state lost).
+        """
+        if self._closed:
+            raise ClientClosedError("the consume engine is closed")
+        if self._started:
+            return
+        await self.engine.start()
+        try:
+            if self.housekeeper is not None:
+                await self.housekeeper.start()
+        except BaseException:
+            await self.engine.close()
+            raise
+        self._started = True
+
+    async def close(self) -> None:
+        """Close the housekeeper, then the engine (idempotent; each ends every task it owns)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.housekeeper is not None:
+            await self.housekeeper.close()
+        await self.engine.close()
 
 
 def default_engine_parts(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ClientClosedError, TubeMQError
 from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
 from tubemq_aio.gateway.engine.data import FetchArgs
 from tubemq_aio.gateway.engine.lag import read_lag
@@ -112,7 +112,13 @@ class Housekeeper:
         return sorted(g for g, lead in self._lead.items() if lead.is_leader(now))
 
     async def start(self) -> None:
-        """Start the tasks (idempotent; a no-op when disabled or without groups)."""
+        """Start the tasks (idempotent; a no-op when disabled or without groups).
+
+        Raises:
+            ClientClosedError: :meth:`close` was called.
+        """
+        if self._stop.is_set():
+            raise ClientClosedError("the housekeeper is closed")
         if self._started or not self.config.enabled or not self._groups:
             return
         self._started = True
