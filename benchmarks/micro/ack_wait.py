@@ -3,11 +3,12 @@
 
 Run ``python -m benchmarks.micro.ack_wait [--acks N] [--concurrency C]``. A
 :class:`~tubemq_aio.testing.RedisSentinelSet` is started; for each mode (``off``: no WAIT,
-``wait``: ``redis_ack_replicas = 1``) the same :class:`~tubemq_aio.gateway.leases.store.LeaseStore`
-calls are made: a lease is taken, a batch booked and acked, ``N`` times, by ``C`` tasks at once
-on groups of their own; only the ack is timed. Modes alternate over several rounds. Output: one
-JSON line per mode with the median and 99th percentile of one ack (µs), acks per second, and
-the acks whose WAIT ended short; then the load average. Nothing here asserts a time.
+``wait``: ``redis_ack_replicas = 1``) the same
+:class:`~tubemq_aio.gateway.leases.lease_store.LeaseStore` calls are made: a lease is taken, a
+batch booked and acked, ``N`` times, by ``C`` tasks at once on groups of their own; only the ack
+is timed. Modes alternate over several rounds. Output: one JSON line per mode with the median
+and 99th percentile of one ack (µs), acks per second, and the acks whose WAIT ended short; then
+the load average. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import time
 from collections.abc import Sequence
 
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
-from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 from tubemq_aio.testing import RedisSentinelSet
 
 
@@ -40,7 +42,9 @@ async def _acks(store: LeaseStore, group: str, count: int) -> list[float]:
             await store.init(LeaseKey(group, "c", p, lid), 0, 1 << 40)
         base = i * 10
         assert (
-            await store.record(LeaseKey(group, "c", p, lid), base, base + 10, 1 << 40, 10, 0, -1)
+            await store.record(
+                LeaseKey(group, "c", p, lid), Booking(base, base + 10, 1 << 40, 10, 0, -1)
+            )
         ).status == "ok"
         began = time.perf_counter()
         assert (await store.settle(LeaseKey(group, "c", p, lid), "ack")).status == "acked"

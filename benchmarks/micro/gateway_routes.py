@@ -25,7 +25,7 @@ import orjson
 from starlette.types import Message
 
 from tubemq_aio.gateway.app import create_app
-from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_send import SendResult
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.gateway_engine_support import running_service
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine import scope_sync
-from tubemq_aio.gateway.engine.service import GroupSpec
 from tubemq_aio.gateway.errors import TooManyClientsError
 from tubemq_aio.gateway.http.api_errors import api_error_for
-from tubemq_aio.gateway.leases.store import clients_keys
+from tubemq_aio.gateway.leases.redis_keys import clients_keys
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 
@@ -38,7 +38,7 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
             mapped = api_error_for(caught.value)
             assert mapped is not None
             assert (mapped.status, mapped.code) == (409, "too_many_clients")
-            store = service.lease_store()
+            store = service.store
             assert len(await store.clients("gcap")) == 6  # the refused one left nothing
             assert not await store.client.exists("tgw:{g:gcap}:b:c-extra:parts")
             assert await store.client.scard(clients_keys("gcap")[0]) == 6

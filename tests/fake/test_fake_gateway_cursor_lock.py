@@ -12,9 +12,9 @@ import pytest
 
 from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine import fetch_attempt
-from tubemq_aio.gateway.engine.service import GroupSpec
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.testing import FakeCluster, FaultProxy, RedisServer
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from tubemq_aio import Producer
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.testing import FakeCluster
 
 _SOON = 30.0  # gather_until far enough ahead never to end a read here

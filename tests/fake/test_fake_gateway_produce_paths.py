@@ -16,7 +16,7 @@ import pytest
 from tubemq_aio.config import HostPort
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.errors import TubeUnavailableError
-from tubemq_aio.gateway.tube_reach import MasterReach
+from tubemq_aio.gateway.tubemq.master_reach import MasterReach
 from tubemq_aio.producer import Producer
 from tubemq_aio.testing import FakeCluster
 

@@ -8,7 +8,7 @@ import asyncio
 
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
-from tubemq_aio.gateway.engine.service import GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 

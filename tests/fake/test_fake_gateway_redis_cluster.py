@@ -16,9 +16,9 @@ from tests.support.gateway_failover_support import (
     consume_until,
     produce_numbered,
 )
-from tubemq_aio.gateway.engine.data import GroupSpec
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
-from tubemq_aio.gateway.leases.store import scope_keys
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
+from tubemq_aio.gateway.leases.redis_keys import scope_keys
 from tubemq_aio.testing import FakeCluster, RedisClusterSet, wait_until
 
 #: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).
@@ -72,7 +72,7 @@ async def test_a_cluster_serves_the_gateway_through_a_primary_failover() -> None
             assert (await drained_lag(a, "grp0")).total_lag_bytes == 0
             assert a.stats().state_lost + b.stats().state_lost == 0
             # the housekeeper's scripts run on the cluster too (one slot each)
-            hk = HousekeeperStore(a.lease_store())
+            hk = HousekeeperStore(a.store)
             assert (await hk.lead("grp2", "me", 5000)).held
             assert await hk.holder("grp2") == "me"
 

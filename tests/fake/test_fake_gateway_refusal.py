@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
-from tubemq_aio.gateway.engine.service import GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, RedisServer
 

@@ -16,7 +16,7 @@ from tests.support.gateway_failover_support import (
     consume_until,
     produce_numbered,
 )
-from tubemq_aio.gateway.engine.data import GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet
 

@@ -14,8 +14,8 @@ import redis.exceptions as rexc
 
 from tests.support.gateway_engine_support import drained_lag, running_service
 from tests.support.gateway_failover_support import produce_numbered
-from tubemq_aio.gateway.engine.data import GroupSpec
-from tubemq_aio.gateway.redis_client import parse_redis_url
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.leases.redis_client import parse_redis_url
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet, make_tls_material
 
 #: Kills Redis primaries or replicas: run by `make test`, left out of `make unit` (see Makefile).

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import assert_retriable_503, produce_numbered
-from tubemq_aio.gateway.engine.data import GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.errors import StoreUnavailableError
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, FaultProxy, RedisServer, wait_until

@@ -11,7 +11,7 @@ import pytest
 from tubemq_aio import Producer
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.errors import TubeUnavailableError
-from tubemq_aio.gateway.topic_offsets import cluster_topic_offsets
+from tubemq_aio.gateway.tubemq.topic_offsets import cluster_topic_offsets
 from tubemq_aio.testing import FakeCluster
 from tubemq_aio.testing._fake_store import INDEX_UNIT
 

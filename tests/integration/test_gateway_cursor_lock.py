@@ -16,9 +16,9 @@ import pytest
 
 from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine import fetch_attempt
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
-from tubemq_aio.gateway.engine.service import GroupSpec
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.testing import FaultProxy, LocalCluster, RedisServer
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 import pytest_asyncio
 
 from tubemq_aio import Producer, SendResult
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec, Lease
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings, Lease
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseStaleError, TubeUnavailableError
 from tubemq_aio.testing import LocalCluster, RedisServer
 
@@ -35,7 +37,7 @@ def replicas_of(masters: str, redis_url: str, *groups: GroupSpec) -> list[Consum
 def settings(masters: str, redis_url: str, deployment: str, *groups: GroupSpec) -> ConsumeSettings:
     return ConsumeSettings(
         masters=masters,
-        redis_url=redis_url,
+        redis=redis_url,
         deployment=deployment,
         groups=groups,
         not_found_wait_ms=200,

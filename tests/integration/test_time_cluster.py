@@ -13,7 +13,9 @@ import uuid
 from tests.support.cli_run import run_cli
 from tests.support.time_bursts import produce_bursts, read_to_end
 from tubemq_aio import ClientBalancedConsumer, Consumer
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 HEARTBEAT = 2.0
@@ -119,7 +121,7 @@ async def test_gateway_reset_to_time(cluster: LocalCluster, topic: str, redis: R
     service = ConsumeService(
         ConsumeSettings(
             masters=cluster.master_addr,
-            redis_url=redis.url,
+            redis=redis.url,
             deployment=f"it-{uuid.uuid4().hex[:8]}",
             groups=(spec,),
             not_found_wait_ms=200,

@@ -14,16 +14,9 @@ import pytest_asyncio
 
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
-from tubemq_aio.gateway.engine.service import (
-    MAX_OFFSET,
-    MIN_RATE,
-    ConsumeService,
-    ConsumeSettings,
-    GroupSpec,
-    LeaseRef,
-)
-from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
-from tubemq_aio.gateway.engine.tube_read import TubeRead
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings, FetchArgs
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseConflictError,
@@ -34,6 +27,9 @@ from tubemq_aio.gateway.errors import (
     UnknownGroupError,
 )
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.testing import RedisServer
 
@@ -56,7 +52,7 @@ def make(url: str, **kw: Any) -> ConsumeService:
     )
     kw.setdefault("allow_init", True)  # these tests start on an emptied Redis
     return ConsumeService(
-        ConsumeSettings(masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, **kw)
+        ConsumeSettings(masters=NO_MASTER, redis=url, groups=groups, rpc_timeout=3.0, **kw)
     )
 
 
@@ -69,18 +65,18 @@ async def service(server: RedisServer) -> AsyncIterator[ConsumeService]:
     await svc.close()
 
 
-async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int = 56) -> LeaseRef:
+async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int = 56) -> LeaseKey:
     """What a fetch would have done, written straight into Redis (no TubeMQ here)."""
-    store = svc._store
+    store = svc.store
     assert store is not None
     await store.sync_parts("gg", "c", [P])
     got = await store.acquire("gg", "c", lid, 60_000, "tester")
     assert got.status == "leased"
     await store.init(LeaseKey("gg", "c", P, lid), base, 280)
     assert (
-        await store.record(LeaseKey("gg", "c", P, lid), base, nxt, 280, 2, 0, nxt)
+        await store.record(LeaseKey("gg", "c", P, lid), Booking(base, nxt, 280, 2, 0, nxt))
     ).status == "ok"
-    return LeaseRef("gg", "c", P, lid)
+    return LeaseKey("gg", "c", P, lid)
 
 
 @pytest.mark.parametrize(
@@ -119,14 +115,14 @@ async def test_bad_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         GroupSpec(name="gg", topics=("t",), mode="fanout")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", rpc_timeout=math.inf)
+        ConsumeSettings(masters="m:1", redis="redis://x", rpc_timeout=math.inf)
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", max_long_poll_waiters=-1)
+        ConsumeSettings(masters="m:1", redis="redis://x", max_long_poll_waiters=-1)
     spec = GroupSpec(name="gg", topics=("t",))
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", groups=(spec, spec))
+        ConsumeSettings(masters="m:1", redis="redis://x", groups=(spec, spec))
     with pytest.raises(ConfigError):
-        ConsumeSettings(masters="m:1", redis_url="redis://x", rpc_timeout=1.0)
+        ConsumeSettings(masters="m:1", redis="redis://x", rpc_timeout=1.0)
     with pytest.raises(ConfigError):
         shared_consumer_id("bad_name", "g")  # "_" would break the broker's id parsing
 
@@ -139,7 +135,7 @@ async def test_acks_work_with_redis_alone(service: ConsumeService) -> None:
     with pytest.raises(LeaseStaleError):
         await service.extend(ref, 30_000)
     with pytest.raises(LeaseStaleError):
-        await service.settle(LeaseRef("gg", "c", P, "B" * 32), "ack")
+        await service.settle(LeaseKey("gg", "c", P, "B" * 32), "ack")
     lag = await service.lag("gg")
     assert [(e.partition_key, e.committed, e.max, e.lag_bytes) for e in lag.partitions] == [
         (P, 56, 280, 224)
@@ -158,9 +154,9 @@ async def test_nack_and_release_redeliver_and_bad_settle_arguments(service: Cons
     with pytest.raises(InvalidRequestError):
         await service.extend(ref, 10)
     with pytest.raises(UnknownGroupError):
-        await service.settle(LeaseRef("zz", "c", P, "C" * 32), "ack")
+        await service.settle(LeaseKey("zz", "c", P, "C" * 32), "ack")
     assert await service.settle(ref, "nack", delay_ms=0) == "nacked"
-    state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
+    state = await service.store.dump("gg", "c")
     assert state.scopes["c"].parts[P].redeliveries == 1
     assert state.scopes["c"].parts[P].committed == 0
 
@@ -186,7 +182,7 @@ async def test_offsets_beyond_what_the_store_holds_exactly_are_refused(
 ) -> None:
     """Lua keeps numbers as doubles: 2**53 + 1 came back as 2**53, 2**63 as -2**63 (read as
     "no committed offset", i.e. a silent restart from the group's start)."""
-    await service._store.sync_parts("gg", "c", [P])  # type: ignore[union-attr]
+    await service.store.sync_parts("gg", "c", [P])
     for off in (MAX_OFFSET + 1, 2**63 - 1, 2**63, 10**30):
         with pytest.raises(InvalidRequestError):
             await service.reset("gg", {P: off})
@@ -198,7 +194,7 @@ async def test_offsets_beyond_what_the_store_holds_exactly_are_refused(
 async def test_unknown_partitions_are_named_but_not_echoed_in_full(
     service: ConsumeService,
 ) -> None:
-    await service._store.sync_parts("gg", "c", [P])  # type: ignore[union-attr]
+    await service.store.sync_parts("gg", "c", [P])
     with pytest.raises(InvalidRequestError) as err:
         await service.reset("gg", {("x" * 100_000) + str(i): 0 for i in range(1000)})
     assert "and 997 more" in str(err.value)
@@ -211,7 +207,7 @@ async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeSer
     for rate in (5e-324, 1e-300, MIN_RATE / 2):
         with pytest.raises(InvalidRequestError):
             await service.set_rate("gg", rate, None)
-    store = service._store
+    store = service.store
     assert store is not None
     await store.sync_parts("gg", "c", [P])
     await service.set_rate("gg", MIN_RATE, None)
@@ -228,10 +224,10 @@ async def test_a_tiny_rate_is_refused_not_silently_unlimited(service: ConsumeSer
             await store.init(LeaseKey("gg", "c", P, lid), 0, 100_000)
             cmt = 0
         rec = await store.record(
-            LeaseKey("gg", "c", P, lid), cmt, cmt + 28, 100_000, 1, 0, cmt + 28
+            LeaseKey("gg", "c", P, lid), Booking(cmt, cmt + 28, 100_000, 1, 0, cmt + 28)
         )
         assert rec.status == "ok"
-        assert await service.settle(LeaseRef("gg", "c", P, lid), "ack") == "acked"
+        assert await service.settle(LeaseKey("gg", "c", P, lid), "ack") == "acked"
     await service.set_rate("gg", 0, None)
 
 
@@ -240,7 +236,7 @@ async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(
 ) -> None:
     """A fetch cancelled (its HTTP client left) while the acquire's answer is on its way: the
     lease the script took is released at once, not left for the lease to expire."""
-    store = service._store
+    store = service.store
     assert store is not None
     await store.sync_parts("gg", "c", [P])
     real_acquire = store.acquire
@@ -254,7 +250,9 @@ async def test_cancel_after_the_acquire_script_ran_gives_the_lease_back(
 
     monkeypatch.setattr(store, "acquire", acquire_then_stall)
     spec = service._spec("gg")
-    task = asyncio.create_task(service._reader.fetch_once(spec, "c", 60_000, "gone", store))
+    task = asyncio.create_task(
+        service._reader.fetch_once(FetchArgs(spec, "c", 60_000, "gone"), store)
+    )
     await asyncio.wait_for(ran.wait(), 5)
     assert [e.lease_holder for e in (await service.lag("gg")).partitions] == ["gone"]
     task.cancel()
@@ -294,7 +292,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     init, register, read, record and the awaits inside them): each time the lease and the
     cursor mutex are given back at once (never left held, never held twice); a fetch that
     finished first returns its lease."""
-    store = service._store
+    store = service.store
     assert store is not None
     scope = "c" if client_id is None else f"b:{client_id}"
     await store.sync_parts(group, scope, [P])
@@ -306,7 +304,9 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     spec = service._spec(group)
     cancelled = finished = 0
     for turns in range(200):
-        task = asyncio.create_task(service._reader.fetch_once(spec, scope, 60_000, "x", store))
+        task = asyncio.create_task(
+            service._reader.fetch_once(FetchArgs(spec, scope, 60_000, "x"), store)
+        )
         for _ in range(turns):
             await asyncio.sleep(0)
         task.cancel()
@@ -340,7 +340,7 @@ async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> N
     with pytest.raises(InvalidRequestError):
         await service.set_rate("gg", 10.0, -1)
     await service.set_rate("gg", 10.0, None)
-    state = await service._store.dump("gg", "c")  # type: ignore[union-attr]
+    state = await service.store.dump("gg", "c")
     assert (state.rate, state.burst, state.paused) == (10.0, 10, False)
     assert (await service.readiness()) == {"redis": True, "master": False}
 
@@ -373,7 +373,7 @@ async def test_settle_answers_say_how_the_lease_really_ended(service: ConsumeSer
     after = await lease_by_hand(service, "B" * 32, base=56, nxt=84)  # the partition's next one
     assert await service.settle(after, "ack") == "acked"
     assert await service.settle(acked, "ack") == "already_acked"  # still known as acked
-    state = await service.lease_store().dump("gg", "c")
+    state = await service.store.dump("gg", "c")
     assert state.scopes["c"].parts[P].committed == 84
 
 
@@ -401,13 +401,13 @@ async def test_a_burst_over_the_pool_waits_instead_of_failing(
 async def test_a_replica_started_after_a_loss_does_not_hide_it(
     server: RedisServer, service: ConsumeService
 ) -> None:
-    assert ConsumeSettings(masters=NO_MASTER, redis_url=server.url).allow_init is False
+    assert ConsumeSettings(masters=NO_MASTER, redis=server.url).allow_init is False
     ref = await lease_by_hand(service, "G" * 32)
     await server.flushall()
     late = make(server.url, allow_init=False)  # what every production replica is
     await late.start()
     try:
-        assert not await late.lease_store().booted()
+        assert not await late.store.booted()
         for svc in (late, service):  # old and new replicas alike
             with pytest.raises(StateLostError):
                 await svc.settle(ref, "ack")
@@ -436,8 +436,8 @@ async def test_init_command_marks_the_store_once(
     svc = make(server.url, allow_init=False)
     await svc.start()
     try:
-        assert await svc.lease_store().booted()
-        assert (await svc.lease_store().dump("gg", "c")).booted
+        assert await svc.store.booted()
+        assert (await svc.store.dump("gg", "c")).booted
     finally:
         await svc.close()
     assert await asyncio.to_thread(gateway_main, ["init", "--config", str(config)]) == 0

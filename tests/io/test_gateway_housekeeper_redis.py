@@ -11,13 +11,14 @@ import pytest
 import pytest_asyncio
 
 from tests.support.gateway_redis import flushed_store
-from tubemq_aio.gateway.config import HousekeeperConfig
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
+from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
-from tubemq_aio.gateway.leases.keys import leader_key
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys, scope_keys
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import clients_keys, leader_key, scope_keys
 from tubemq_aio.testing import RedisServer, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -94,13 +95,19 @@ async def test_collect_deletes_only_idle_unleased_broadcast_scopes(store: LeaseS
     assert (await hk.clients("gg"))[1]["b:old"] > 0
 
 
+def _keeper(engine: ConsumeService, replica: str) -> Housekeeper:
+    """The housekeeper of ``engine``, handed its store and sessions as the app does."""
+    groups = engine.settings.groups
+    return Housekeeper(engine.store, engine.sessions, groups, HK, replica=replica, rpc_timeout=3.0)
+
+
 def _service(url: str) -> ConsumeService:
     groups = (
         GroupSpec(name="gg", topics=("t",)),
         GroupSpec(name="bb", topics=("t",), mode="broadcast"),
     )
     settings = ConsumeSettings(
-        masters=NO_MASTER, redis_url=url, groups=groups, rpc_timeout=3.0, allow_init=True
+        masters=NO_MASTER, redis=url, groups=groups, rpc_timeout=3.0, allow_init=True
     )
     return ConsumeService(settings)
 
@@ -132,7 +139,7 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
     one, two = _service(redis_server.url), _service(redis_server.url)
     await one.start()
     await two.start()
-    first, second = Housekeeper(one, HK, replica="r1"), Housekeeper(two, HK, replica="r2")
+    first, second = _keeper(one, "r1"), _keeper(two, "r2")
     try:
         await first.start()  # its own task ticks too; ticks are idempotent
         await second.start()
@@ -191,7 +198,7 @@ async def test_one_leader_per_group_gauges_from_it_gc_and_failover(
 async def test_the_engine_and_the_housekeeper_own_their_tasks(redis_server: RedisServer) -> None:
     engine = _service(redis_server.url)
     await engine.start()
-    keeper = Housekeeper(engine, HK, replica="r1")
+    keeper = _keeper(engine, "r1")
     try:
         await keeper.start()
         assert sorted(t.get_name() for t in keeper.tasks.tasks) == [

@@ -12,11 +12,12 @@ import pytest
 import pytest_asyncio
 
 from tests.support.gateway_redis import flushed_store, model_view
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
 from tubemq_aio.gateway.leases.housekeeping_model import HousekeepingState
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.leases.model import GroupState
-from tubemq_aio.gateway.leases.store import LeaseStore, clients_keys
+from tubemq_aio.gateway.leases.redis_keys import clients_keys
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

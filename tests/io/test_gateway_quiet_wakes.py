@@ -12,12 +12,13 @@ from redis.asyncio.client import PubSub
 
 from tests.support.gateway_redis import flushed_store
 from tubemq_aio.gateway.engine.ack_pipeline import settle_then_acquire
-from tubemq_aio.gateway.engine.data import LeaseRef
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.leases.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
 from tubemq_aio.gateway.leases.replies import Reply
-from tubemq_aio.gateway.leases.store import WAKE_CHANNEL, LeaseStore
-from tubemq_aio.gateway.redis_client import RedisClient
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -57,15 +58,15 @@ async def _wakes(client: RedisClient, listener: PubSub) -> list[str]:
         out.append(data)
 
 
-async def _leased(store: LeaseStore, scope: str, lease_id: str) -> LeaseRef:
+async def _leased(store: LeaseStore, scope: str, lease_id: str) -> LeaseKey:
     """Lease a partition of ``scope`` and book a batch on it, so that an ack commits."""
     got = await store.acquire(G, scope, lease_id, 60_000, "h")
     assert got.status == "leased"
     p = got.leased().partition_key
     key = LeaseKey(G, scope, p, lease_id)
     assert (await store.init(key, 0, 1000)).status == "ok"
-    assert (await store.record(key, 0, 56, 1000, 2, 0, 56)).status == "ok"
-    return LeaseRef(G, scope, p, lease_id)
+    assert (await store.record(key, Booking(0, 56, 1000, 2, 0, 56))).status == "ok"
+    return LeaseKey(G, scope, p, lease_id)
 
 
 def _ok(answers: list[Reply | Exception]) -> list[str]:

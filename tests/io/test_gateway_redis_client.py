@@ -6,7 +6,7 @@ test ran then)."""
 from __future__ import annotations
 
 from tests.support.leak_checks import open_fds, wait_released
-from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 from tubemq_aio.testing import RedisSentinelSet
 
 

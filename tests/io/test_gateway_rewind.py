@@ -12,13 +12,15 @@ import pytest
 import pytest_asyncio
 
 from tests.support.gateway_redis import flushed_store
-from tubemq_aio.gateway.engine.data import ConsumeSettings, GatewayStats, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchArgs, GatewayStats
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
-from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import RedisServer
@@ -57,7 +59,7 @@ async def store(redis_server: RedisServer) -> AsyncIterator[LeaseStore]:
 
 
 def reader_for(tube: ScriptedTube, stats: GatewayStats) -> BatchReader:
-    settings = ConsumeSettings(masters="127.0.0.1:9", redis_url="redis://x", groups=(SPEC,))
+    settings = ConsumeSettings(masters="127.0.0.1:9", redis="redis://x", groups=(SPEC,))
 
     async def tube_of(_spec: GroupSpec) -> TubeGroup:
         return tube  # type: ignore[return-value]
@@ -71,7 +73,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     # A lease read [560, 616) before the broker crashed; it expires unacked.
     assert (await store.acquire("gr", "c", "A", 100, "h")).status == "leased"
     assert (
-        await store.record(LeaseKey("gr", "c", P, "A"), 560, 616, 616, 2, 0, 616)
+        await store.record(LeaseKey("gr", "c", P, "A"), Booking(560, 616, 616, 2, 0, 616))
     ).status == "ok"
     await asyncio.sleep(0.15)
     tube, stats = ScriptedTube(), GatewayStats()
@@ -80,7 +82,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     # TubeGroup.read, so two fresh answers agree), nothing is stored from 280 on yet.
     tube.answers.append(TubeRead("empty", 280, 280, 280, rpcs=4, registered=True))
     with caplog.at_level(logging.WARNING, logger="tubemq_aio.gateway"):
-        got = await reader.fetch_once(SPEC, "c", 60_000, "h", store)
+        got = await reader.fetch_once(FetchArgs(SPEC, "c", 60_000, "h"), store)
     assert got.status == "empty"
     assert stats.offset_rewinds == 1
     assert tube.asked == [(560, False)]  # the cursor was not known to be at 560
@@ -97,7 +99,7 @@ async def test_a_register_below_committed_rewinds_and_new_messages_flow(
     await store.client.zadd("tgw:{g:gr}:c:ready", {P: 0})  # skip the empty-read rest
     msg = Message(topic="t", body=b"after-restart", partition_key=P)
     tube.answers.append(TubeRead("ok", 280, 336, 336, (msg,), rpcs=2))
-    got = await reader.fetch_once(SPEC, "c", 60_000, "h", store)
+    got = await reader.fetch_once(FetchArgs(SPEC, "c", 60_000, "h"), store)
     assert got.status == "ok"
     assert [m.body for m in got.messages] == [b"after-restart"]
     assert tube.asked[-1] == (280, True)  # the empty read left the shared cursor at 280
@@ -111,7 +113,7 @@ async def test_no_rewind_without_a_fresh_register(store: LeaseStore) -> None:
     reader = reader_for(tube, stats)
     # A read that claims to end below committed without a register moves nothing back.
     tube.answers.append(TubeRead("ok", 280, 280, 280, rpcs=2))
-    got = await reader.fetch_once(SPEC, "c", 60_000, "h", store)
+    got = await reader.fetch_once(FetchArgs(SPEC, "c", 60_000, "h"), store)
     assert got.status == "empty"
     assert stats.offset_rewinds == 0
     assert (await store.dump("gr", "c")).scopes["c"].parts[P].committed == 560
@@ -125,9 +127,12 @@ async def test_the_housekeeper_probe_rewinds_an_idle_partition_on_two_agreeing_r
     tube.registers += [(280, 280), second]
     rewinds: list[int] = []
     got = await probe_partition(
-        store, tube, SPEC, "c", P, holder="hk", lease_ms=10_000,  # type: ignore[arg-type]
+        store,
+        tube,  # type: ignore[arg-type]
+        FetchArgs(SPEC, "c", 10_000, "hk"),
+        P,
         on_rewind=lambda: rewinds.append(1),
-    )  # fmt: skip
+    )
     assert got
     assert tube.asked == [(560, False), (560, False)]
     state = await store.dump("gr", "c")

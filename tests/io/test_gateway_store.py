@@ -16,8 +16,10 @@ from redis.crc import key_slot
 from tests.support.gateway_redis import flushed_store, model_view
 from tubemq_aio.gateway.errors import StateLostError, StoreUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.model import GroupState
-from tubemq_aio.gateway.leases.store import LeaseStore, Reply, cursor_lock_key, scope_keys
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking, GroupState
+from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key, scope_keys
+from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.testing import RedisServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -91,8 +93,10 @@ async def _step(
             nxt = base + rng.choice([0, 28, 280])
             n = rng.choice([0, 1, 5])
             cur = rng.choice([-1, nxt])
-            r = await store.record(LeaseKey(g, s, p, lid), base, nxt, nxt + 28, n, 400, cur)
-            expect = model.record(r.now, s, p, lid, base, nxt, nxt + 28, n, 400, cur)
+            r = await store.record(
+                LeaseKey(g, s, p, lid), Booking(base, nxt, nxt + 28, n, 400, cur)
+            )
+            expect = model.record(r.now, s, p, lid, Booking(base, nxt, nxt + 28, n, 400, cur))
         elif op == "rewind":
             if rng.random() < 0.7:  # the newest lease is the one most likely still live
                 p, lid = tokens[-1]
@@ -157,9 +161,14 @@ async def test_rewind_matches_the_model_field_by_field(store: LeaseStore) -> Non
     for name, args in calls:
         if name in ("sync_parts", "acquire"):
             r = await getattr(store, name)(g, s, *args)
+        elif name == "record":  # the batch read travels as one Booking
+            r = await store.record(LeaseKey(g, s, *args[:2]), Booking(*args[2:]))
         else:  # a lease's own scripts take its key
             r = await getattr(store, name)(LeaseKey(g, s, *args[:2]), *args[2:])
-        expect = getattr(model, name)(r.now, s, *args)
+        if name == "record":
+            expect = model.record(r.now, s, str(args[0]), str(args[1]), Booking(*args[2:]))
+        else:
+            expect = getattr(model, name)(r.now, s, *args)
         assert _flat(r) == expect, name
         assert model_view(await store.dump(g, s), s) == model_view(model, s), (name, args)
     assert model.scope(s).part(p).committed == 336
@@ -226,12 +235,16 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     assert a.values == b.values
     a, b = await twice(lambda: store.init(LeaseKey(g, s, p, "A"), 28, 280))
     assert a.values == b.values == (28,)
-    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "A"), 28, 84, 280, 2, 400, 84))
+    a, b = await twice(
+        lambda: store.record(LeaseKey(g, s, p, "A"), Booking(28, 84, 280, 2, 400, 84))
+    )
     assert (a.status, b.status) == ("ok", "ok")
     a, b = await twice(lambda: store.settle(LeaseKey(g, s, p, "A"), "ack"))
     assert (a.status, b.status, b.values) == ("acked", "already", (84, "acked"))
     await store.acquire(g, s, "B", 60_000, "h")
-    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "B"), 84, 112, 280, 0, 0, 112))
+    a, b = await twice(
+        lambda: store.record(LeaseKey(g, s, p, "B"), Booking(84, 112, 280, 0, 0, 112))
+    )
     assert (a.status, b.status, b.values) == ("released", "released", (112,))
     await store.acquire(g, s, "C", 60_000, "h")
     first = await store.extend(LeaseKey(g, s, p, "C"), 30_000)
@@ -241,7 +254,7 @@ async def test_every_script_is_idempotent(store: LeaseStore) -> None:
     assert (await store.acquire(g, s, "D", 60_000, "h")).status == "leased"
     a, b = await twice(lambda: store.rewind(LeaseKey(g, s, p, "D"), 112, 56, 60))
     assert (a.status, b.status, b.values) == ("ok", "ok", (56,))
-    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "D"), 56, 56, 60, 0, 0, 56))
+    a, b = await twice(lambda: store.record(LeaseKey(g, s, p, "D"), Booking(56, 56, 60, 0, 0, 56)))
     assert (a.status, b.status, b.values) == ("released", "released", (56,))
     a, b = await twice(lambda: store.reset(g, s, "", [(p, 0)], []))
     assert a.values[2] == b.values[2] == "0"
@@ -292,7 +305,7 @@ async def test_kill_and_restart_is_unavailable_then_recovers_without_going_back(
                 if i == 0:
                     await store.init(LeaseKey("g", "c", "1:t:0", "A0"), 0, 0)
                 await store.record(
-                    LeaseKey("g", "c", "1:t:0", f"A{i}"), cmt, cmt + 28, cmt + 28, 1, 0, -1
+                    LeaseKey("g", "c", "1:t:0", f"A{i}"), Booking(cmt, cmt + 28, cmt + 28, 1, 0, -1)
                 )
                 assert (
                     await store.settle(LeaseKey("g", "c", got.values[0], f"A{i}"), "ack")
@@ -324,11 +337,15 @@ async def test_a_broadcast_booking_is_fenced_by_the_cursor_mutex(store: LeaseSto
     await store.client.delete(key)  # A's mutex lapsed; B takes it
     assert await store.try_lock(key, "tok-b", 60_000)
     assert not await store.renew_lock(key, "tok-a", 60_000)
-    fenced = await store.record(LeaseKey(g, s, p, "L1"), 0, 56, 280, 2, 0, 56, fence=(key, "tok-a"))
+    fenced = await store.record(
+        LeaseKey(g, s, p, "L1"), Booking(0, 56, 280, 2, 0, 56), fence=(key, "tok-a")
+    )
     assert fenced.status == "fenced"
     state = await store.dump(g, s)
     assert state.scopes[s].parts[p].batch_start is None  # nothing booked
     assert p not in state.cursor
     assert await store.renew_lock(key, "tok-b", 60_000)
-    booked = await store.record(LeaseKey(g, s, p, "L1"), 0, 56, 280, 2, 0, 56, fence=(key, "tok-b"))
+    booked = await store.record(
+        LeaseKey(g, s, p, "L1"), Booking(0, 56, 280, 2, 0, 56), fence=(key, "tok-b")
+    )
     assert booked.status == "ok"

@@ -9,8 +9,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tubemq_aio.gateway.engine.data import LagReport
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings, GroupSpec
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import ConsumeSettings, LagReport
+from tubemq_aio.gateway.engine.service import ConsumeService
 
 
 @contextlib.asynccontextmanager
@@ -20,7 +21,7 @@ async def running_service(
     """A started :class:`ConsumeService` on an initialised store, closed after."""
     service = ConsumeService(
         ConsumeSettings(
-            masters=masters, redis_url=redis_url, groups=groups, allow_init=True, **settings
+            masters=masters, redis=redis_url, groups=groups, allow_init=True, **settings
         )
     )
     await service.start()

@@ -7,23 +7,33 @@ tests use the real Redis/TubeMQ engine instead.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig
-from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.engine.data import (
+    FetchOutcome,
+    GatewayStats,
+    LagEntry,
+    LagReport,
+    Lease,
+    ResetEntry,
+)
+from tubemq_aio.gateway.engine.port import PiggybackAcks, SettleAction, SettleResult
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
     LeaseStaleError,
     StoreUnavailableError,
     UnknownGroupError,
 )
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 from tubemq_aio.protocol.producer_send import SendResult
@@ -51,25 +61,6 @@ CFG = GatewayConfig.from_mapping(
         ],
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class FakeLease:
-    group: str
-    scope: str
-    partition_key: str
-    lease_id: str
-    expires_at_ms: int
-    redelivery: int
-
-
-@dataclass(frozen=True, slots=True)
-class FakeOutcome:
-    status: Literal["ok", "empty", "busy", "paused", "throttled"]
-    lease: FakeLease | None = None
-    messages: Sequence[Message] = ()
-    retry_after_ms: int | None = None
-    position: object = None
 
 
 @dataclass(slots=True)
@@ -146,15 +137,28 @@ class FakeEngine:
         max_messages: int | None = None,
         owner: str = "",
         acks: PiggybackAcks | None = None,
-    ) -> FakeOutcome:
-        # acks are left pending: the HTTP layer settles them one by one through settle()
+    ) -> FetchOutcome:
+        try:
+            return await self._fetch(group, client_id, lease_ms, max_messages, owner)
+        finally:  # as the engine does: every carried ack has its result when fetch ends
+            if acks is not None and acks.pending:
+                await acks.settle_each(functools.partial(self.settle, action="ack"))
+
+    async def _fetch(
+        self,
+        group: str,
+        client_id: str | None,
+        lease_ms: int | None,
+        max_messages: int | None,
+        owner: str,
+    ) -> FetchOutcome:
         self.max_messages.append(max_messages)
         self.owners.append(owner)
         scope = self._scope(group, client_id)
         if group in self.paused:
-            return FakeOutcome("paused")
+            return FetchOutcome("paused", None, ())
         if group in self.throttled:
-            return FakeOutcome("throttled", retry_after_ms=1500)
+            return FetchOutcome("throttled", None, (), retry_after_ms=1500)
         now = self._now()
         busy = False
         for pk, msgs in sorted(self.data.items()):
@@ -170,18 +174,20 @@ class FakeEngine:
             part.lease_id = secrets.token_hex(16)
             part.lease_end = now + (lease_ms or 60_000)
             part.lease_len = len(batch)
-            lease = FakeLease(group, scope, pk, part.lease_id, part.lease_end, part.redelivery)
-            return FakeOutcome("ok", lease, batch)
-        return FakeOutcome("busy" if busy else "empty", retry_after_ms=200)
+            lease = Lease(group, scope, pk, part.lease_id, part.lease_end, part.redelivery)
+            return FetchOutcome("ok", lease, batch)
+        return FetchOutcome("busy" if busy else "empty", None, (), retry_after_ms=200)
 
-    def _part(self, lease: Any) -> _Part:
+    def _part(self, lease: LeaseKey) -> _Part:
         self.calls += 1
         part = self.parts.get((lease.group, lease.scope, lease.partition_key))
         if part is None:
             raise LeaseStaleError("no such lease")
         return part
 
-    async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
+    async def settle(
+        self, lease: LeaseKey, action: SettleAction, *, delay_ms: int = 0
+    ) -> SettleResult:
         part = self._part(lease)
         if lease.lease_id in part.settled:
             if action == "ack" and lease.lease_id in part.acked:
@@ -195,20 +201,20 @@ class FakeEngine:
             part.acked.add(lease.lease_id)
         part.lease_id = None
         part.settled.add(lease.lease_id)
-        return "acked" if action == "ack" else "nacked"
+        if action == "ack":
+            return "acked"
+        return "nacked" if action == "nack" else "released"
 
-    async def extend(self, lease: Any, lease_ms: int) -> int:
+    async def extend(self, lease: LeaseKey, lease_ms: int) -> int:
         part = self._part(lease)
         if part.lease_id != lease.lease_id:
             raise LeaseStaleError("the lease was taken over")
         part.lease_end = self._now() + lease_ms
         return part.lease_end
 
-    async def reset(
-        self, group: str, to: Any, *, client_id: str | None = None
-    ) -> list[dict[str, object]]:
+    async def reset(self, group: str, to: Any, *, client_id: str | None = None) -> list[ResetEntry]:
         scope = self._scope(group, client_id)
-        out: list[dict[str, object]] = []
+        out: list[ResetEntry] = []
         for pk, msgs in sorted(self.data.items()):
             part = self.parts.setdefault((group, scope, pk), _Part())
             old = part.committed
@@ -227,7 +233,7 @@ class FakeEngine:
             else:
                 continue
             part.lease_id = None
-            out.append({"partition_key": pk, "old": old, "new": part.committed})
+            out.append(ResetEntry(pk, old, part.committed, scope))
         return out
 
     async def pause(self, group: str) -> None:
@@ -243,26 +249,20 @@ class FakeEngine:
         else:
             self.throttled.discard(group)
 
-    async def lag(self, group: str, *, client_id: str | None = None) -> dict[str, object]:
+    async def lag(self, group: str, *, client_id: str | None = None) -> LagReport:
         scope = self._scope(group, client_id)
         parts = []
         for pk, msgs in sorted(self.data.items()):
             part = self.parts.get((group, scope, pk), _Part())
-            parts.append(
-                {
-                    "partition_key": pk,
-                    "committed": part.committed,
-                    "max": len(msgs),
-                    "lag_bytes": len(msgs) - part.committed,
-                }
-            )
-        return {"partitions": parts}
+            parts.append(LagEntry(pk, part.committed, len(msgs), len(msgs) - part.committed))
+        total = sum(p.lag_bytes or 0 for p in parts)
+        return LagReport(group, scope, tuple(parts), total)
 
     async def readiness(self) -> dict[str, bool]:
         return {"redis": not self.down, "master": True}
 
-    def stats(self) -> dict[str, int]:
-        return {"fetches": self.calls, "broker_rpcs": 0}
+    def stats(self) -> GatewayStats:
+        return GatewayStats(fetches=self.calls)
 
 
 class FakeProducer:

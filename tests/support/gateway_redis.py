@@ -12,8 +12,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from tubemq_aio.gateway.leases.model import GroupState, PartState
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.partition_state import PartState
 from tubemq_aio.testing import RedisServer
 
 

@@ -61,7 +61,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: module imports only from its own wing or those below. The ground floor is every module directly
 #: in ``tubemq_aio.gateway`` except the assembly's; the assembly (top floor) wires the app.
 GATEWAY = "tubemq_aio.gateway"
-GATEWAY_WINGS: tuple[str, ...] = ("ground", "leases", "engine", "housekeeper", "http", "assembly")
+GATEWAY_WINGS: tuple[str, ...] = (
+    "ground", "leases", "config", "tubemq", "engine", "housekeeper", "http", "assembly",
+)  # fmt: skip
 GATEWAY_ASSEMBLY = frozenset(
     {GATEWAY, *(f"{GATEWAY}.{name}" for name in ("app", "bootstrap", "__main__", "demo", "dev"))}
 )
@@ -214,7 +216,7 @@ def test_the_graph_sees_every_kind_of_import(graph: dict[str, set[str]]) -> None
     assert "tubemq_aio.protocol.framing" in graph["tubemq_aio._speedups._cdecode"]
     assert "tubemq_aio.models" in graph["tubemq_aio.telemetry"]
     assert "tubemq_aio.testing.cluster" in graph["tubemq_aio.cli"]
-    assert "tubemq_aio.consumer.toolkit" in graph["tubemq_aio.gateway.engine.group_sessions"]
+    assert "tubemq_aio.consumer.toolkit" in graph["tubemq_aio.gateway.tubemq.tube_group"]
 
 
 def test_the_graph_resolves_relative_and_package_imports(tmp_path: Path) -> None:
@@ -265,7 +267,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert cycles({"a": {"a"}}) == [["a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     assert layer_of("tubemq_aio.protocol.framing") < layer_of("tubemq_aio.producer.producer")
-    sessions = "tubemq_aio.gateway.engine.group_sessions"
+    sessions = "tubemq_aio.gateway.tubemq.tube_group"
     assert layer_of("tubemq_aio.producer.producer") < layer_of(sessions)
     assert not private_import_allowed(sessions, "tubemq_aio.consumer._decode")
     assert not private_import_allowed("tubemq_aio.spark._reader", "tubemq_aio._client")
@@ -309,15 +311,16 @@ def test_no_gateway_module_imports_a_higher_wing(graph: dict[str, set[str]]) -> 
 
 def test_the_wing_check_catches_an_upward_import() -> None:
     bad = {
-        f"{GATEWAY}.leases.store": {f"{GATEWAY}.http.schemas", f"{GATEWAY}.errors"},
-        f"{GATEWAY}.config": {f"{GATEWAY}.engine.data"},
+        f"{GATEWAY}.leases.lease_store": {f"{GATEWAY}.http.schemas", f"{GATEWAY}.errors"},
+        f"{GATEWAY}.config.gateway_config": {f"{GATEWAY}.engine.data"},
+        f"{GATEWAY}.tubemq.tube_group": {f"{GATEWAY}.config.engine_settings"},
         f"{GATEWAY}.http.deps": {f"{GATEWAY}.engine.port", f"{GATEWAY}.app"},
         f"{GATEWAY}.app": {f"{GATEWAY}.http.deps"},
     }
     assert gateway_upward_imports(bad) == [
-        f"{GATEWAY}.config (ground) -> {GATEWAY}.engine.data (engine)",
+        f"{GATEWAY}.config.gateway_config (config) -> {GATEWAY}.engine.data (engine)",
         f"{GATEWAY}.http.deps (http) -> {GATEWAY}.app (assembly)",
-        f"{GATEWAY}.leases.store (leases) -> {GATEWAY}.http.schemas (http)",
+        f"{GATEWAY}.leases.lease_store (leases) -> {GATEWAY}.http.schemas (http)",
     ]
 
 
@@ -373,3 +376,60 @@ def test_every_error_has_one_home_and_one_import_path() -> None:
                 exported = ast.literal_eval(node.value)
                 stray += [f"{name} re-exports {e}" for e in exported if e in errors]
     assert stray == []
+
+
+def top_level_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def gateway_imports_from_elsewhere(files: Mapping[str, Path]) -> list[str]:
+    """Every ``from tubemq_aio.gateway.<module> import name`` (in the package) of a name that
+    module does not define: a gateway name is imported only from its own module. The package's
+    face (``tubemq_aio.gateway``, the public API) is left out."""
+    defined = {name: top_level_names(path) for name, path in files.items() if path.suffix == ".py"}
+    stray: list[str] = []
+    for name, path in sorted(files.items()):
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or node.module is None:
+                continue
+            module = node.module
+            if not _within(module, GATEWAY) or module == GATEWAY or module not in defined:
+                continue
+            stray += [
+                f"{name} imports {alias.name} from {module}"
+                for alias in node.names
+                if alias.name not in defined[module] and f"{module}.{alias.name}" not in files
+            ]
+    return stray
+
+
+def test_a_gateway_name_is_imported_only_from_its_own_module() -> None:
+    assert gateway_imports_from_elsewhere(module_files()) == []
+
+
+def test_the_home_check_catches_a_re_export(tmp_path: Path) -> None:
+    wing = tmp_path / ROOT_NAME / "gateway" / "wing"
+    wing.mkdir(parents=True)
+    for package in (wing.parent, wing):
+        (package / "__init__.py").write_text("")
+    (wing / "home.py").write_text("class Thing:\n    pass\n")
+    (wing / "middle.py").write_text("from tubemq_aio.gateway.wing.home import Thing\n")
+    (wing / "user.py").write_text(
+        "from tubemq_aio.gateway.wing.middle import Thing\n"
+        "from tubemq_aio.gateway.wing.home import Thing as Same\n"
+    )
+    files = module_files(tmp_path / ROOT_NAME)
+    assert gateway_imports_from_elsewhere(files) == [
+        f"{GATEWAY}.wing.user imports Thing from {GATEWAY}.wing.middle"
+    ]

@@ -8,8 +8,9 @@ Example::
 """
 
 from tubemq_aio.gateway.app import create_app
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess
+from tubemq_aio.gateway.config.cors import CorsConfig
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
 
-__all__ = ["CorsConfig", "GatewayConfig", "TubeMQAccess", "create_app"]
+__all__ = ["CorsConfig", "EngineSettings", "GatewayConfig", "TubeMQAccess", "create_app"]

@@ -6,7 +6,7 @@ markers once, before the first replica starts (a replica never does: see :mod:`.
 ``check`` validates the configuration and prints it as it takes effect, secrets masked.
 ``dev`` runs a development gateway in one command (see :mod:`.dev`). ``--openapi`` prints the
 OpenAPI document and exits. Settings come from the flags, then the environment
-(``TUBEMQ_GATEWAY_*``), then the file, then the defaults (see :mod:`.config_sources`).
+(``TUBEMQ_GATEWAY_*``), then the file, then the defaults (see :mod:`.config.sources`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from tubemq_aio import __version__
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.app import create_app, openapi_document
 from tubemq_aio.gateway.bootstrap import initialise_store
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.config_report import render_config
-from tubemq_aio.gateway.config_sources import CONFIG_ENV, ENV_PREFIX, gather_sources
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
+from tubemq_aio.gateway.config.report import render_config
+from tubemq_aio.gateway.config.sources import CONFIG_ENV, ENV_PREFIX, gather_sources
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.heap import freeze_startup_heap
-from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
 
 __all__ = ["app_from_env", "main"]
 
@@ -90,8 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help=f"the gateway TOML file (or ${CONFIG_ENV})")
     parser.add_argument("--host", help=f"listen address (${ENV_PREFIX}HOST; default 127.0.0.1)")
     parser.add_argument("--port", type=int, help=f"listen port (${ENV_PREFIX}PORT; default 8080)")
-    parser.add_argument("--workers", type=int,
-                        help=f"replica processes (${ENV_PREFIX}WORKERS; default 1)")  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, help=f"replica processes (${ENV_PREFIX}WORKERS; default 1)"
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
     parser.add_argument("--openapi", action="store_true", help="print the OpenAPI JSON and exit")
     dev = parser.add_argument_group("dev")
@@ -178,10 +179,14 @@ def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int)
         print("tubemq-gateway dev: give --masters HOST:PORT or --fake", file=sys.stderr)
         return 2
     options = DevOptions(
-        masters=masters, fake=args.fake,
-        topics=tuple(args.topic or ("demo",)), group=args.group, host=host, port=port,
+        masters=masters,
+        fake=args.fake,
+        topics=tuple(args.topic or ("demo",)),
+        group=args.group,
+        host=host,
+        port=port,
         key_file=Path(args.key_file) if args.key_file else None,
-    )  # fmt: skip
+    )
     try:
         return asyncio.run(run_dev(options))
     except ConfigError as err:

@@ -22,11 +22,13 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tubemq_aio.config import parse_masters
-from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.cors import install_cors
+from tubemq_aio.errors import ClientClosedError, TubeMQError
+from tubemq_aio.gateway.config.cors import install_cors
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.dead_letters import DeadLetters
 from tubemq_aio.gateway.engine.port import ConsumeEngine
-from tubemq_aio.gateway.engine.service import ConsumeService, ConsumeSettings
+from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
@@ -36,11 +38,19 @@ from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.docs_pages import install_docs
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
 from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce, stream, ui
-from tubemq_aio.gateway.topic_offsets import TopicOffsets, cluster_topic_offsets
-from tubemq_aio.gateway.tube_reach import MasterReach
+from tubemq_aio.gateway.tubemq.master_reach import MasterReach
+from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, cluster_topic_offsets
 from tubemq_aio.producer import Producer
 
-__all__ = ["EngineFactory", "create_app", "new_replica_id", "openapi_document"]
+__all__ = [
+    "EngineFactory",
+    "EngineParts",
+    "create_app",
+    "default_engine",
+    "default_engine_parts",
+    "new_replica_id",
+    "openapi_document",
+]
 
 log = logging.getLogger("tubemq_aio.gateway")
 EngineFactory = Callable[[GatewayConfig], ConsumeEngine]
@@ -60,7 +70,7 @@ def create_app(
         engine_factory: builds the consume engine (default: the Redis/TubeMQ ``ConsumeService``).
         producer_factory: builds the SDK producer (default: one for ``produce_topics``).
         topic_offsets: reads a topic's partitions for ``GET /v1/topics/{topic}`` (default: from
-            the cluster, :func:`~tubemq_aio.gateway.topic_offsets.cluster_topic_offsets`).
+            the cluster, :func:`~tubemq_aio.gateway.tubemq.topic_offsets.cluster_topic_offsets`).
 
     Returns:
         The ASGI app; its lifespan starts and closes the producer and the engine.
@@ -85,8 +95,18 @@ def create_app(
             "allow_anonymous: requests without an API key are served with scopes %s",
             list(config.anonymous_grant()) or "(none)",
         )
-    make_engine = engine_factory or default_engine
     make_producer = producer_factory or default_producer
+
+    def make_engine() -> EngineParts:
+        if engine_factory is not None:  # a stand-in engine: no Redis, so no housekeeper
+            return EngineParts(engine_factory(config))
+        dead_letters = DeadLetters(
+            gateway.producer,
+            {g.name: g for g in config.groups},
+            config.produce_timeout,
+            lambda group, count: gateway.metrics.dead_lettered.labels(group).inc(count),
+        )
+        return default_engine_parts(config, gateway.replica, dead_letters)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -101,17 +121,14 @@ def create_app(
                 stack.push_async_callback(producer.close)
                 gateway.producer = producer
             if config.groups:
-                engine = make_engine(config)
-                await engine.start()
-                stack.push_async_callback(engine.close)
-                gateway.engine = engine
-                gateway.metrics.watch_engine(engine.stats)
-                if isinstance(engine, ConsumeService):  # stand-ins in tests have no store
-                    keeper = Housekeeper(engine, config.housekeeper, replica=gateway.replica)
-                    await keeper.start()
+                parts = make_engine()
+                await parts.start()
+                stack.push_async_callback(parts.close)
+                gateway.engine = parts.engine
+                gateway.metrics.watch_engine(parts.engine.stats)
+                if parts.housekeeper is not None:
                     stack.callback(gateway.metrics.watch_housekeeper, None)
-                    stack.push_async_callback(keeper.close)
-                    gateway.metrics.watch_housekeeper(keeper.collect)
+                    gateway.metrics.watch_housekeeper(parts.housekeeper.collect)
                 # closed before the engine: each stream releases its leases through it
                 stack.push_async_callback(gateway.streams.close)
             try:
@@ -170,26 +187,80 @@ def default_producer(config: GatewayConfig) -> Producer:
     )
 
 
-def default_engine(config: GatewayConfig) -> ConsumeEngine:
-    """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``."""
-    settings = ConsumeSettings(
-        masters=config.masters,
-        redis_url=config.redis,
-        deployment=config.deployment,
-        groups=config.groups,  # each GroupConfig is a GroupSpec
+class EngineParts:
+    """A replica's consume engine and the housekeeper that works on its store and sessions,
+    started and closed as one: the engine first (the housekeeper uses its store), the
+    housekeeper first on close. :meth:`start` is idempotent, :meth:`close` too, and a closed
+    one does not start again.
+
+    Args:
+        engine: the consume engine.
+        housekeeper: its elected background jobs (None: a stand-in engine without a store).
+    """
+
+    __slots__ = ("_closed", "_started", "engine", "housekeeper")
+
+    def __init__(self, engine: ConsumeEngine, housekeeper: Housekeeper | None = None) -> None:
+        self.engine = engine
+        self.housekeeper = housekeeper
+        self._started = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Start the engine, then the housekeeper (a failed start closes what started).
+
+        Raises:
+            ClientClosedError: :meth:`close` was called.
+            TubeMQError: the engine did not start (Redis unreachable, state lost).
+        """
+        if self._closed:
+            raise ClientClosedError("the consume engine is closed")
+        if self._started:
+            return
+        await self.engine.start()
+        try:
+            if self.housekeeper is not None:
+                await self.housekeeper.start()
+        except BaseException:
+            await self.engine.close()
+            raise
+        self._started = True
+
+    async def close(self) -> None:
+        """Close the housekeeper, then the engine (idempotent; each ends every task it owns)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.housekeeper is not None:
+            await self.housekeeper.close()
+        await self.engine.close()
+
+
+def default_engine_parts(
+    config: GatewayConfig, replica: str, dead_letters: DeadLetters | None = None
+) -> EngineParts:
+    """The Redis/TubeMQ engine for ``config.groups`` (poison batches to ``dead_letters``) with
+    its housekeeper, which is handed the engine's lease store and TubeMQ sessions."""
+    service = default_engine(config, dead_letters)
+    keeper = Housekeeper(
+        service.store,
+        service.sessions,
+        service.settings.groups,
+        config.housekeeper,
+        replica=replica,
         rpc_timeout=config.rpc_timeout,
-        max_long_poll_waiters=config.max_long_poll_waiters,
-        redis_max_connections=config.redis_max_connections,
-        redis_ack_replicas=config.redis_ack_replicas,
-        redis_ack_wait_ms=config.redis_ack_wait_ms,
-        not_found_wait_ms=config.not_found_wait_ms,
-        sync_interval=config.sync_interval,
-        credentials=config.tubemq.credentials,
-        ssl_context=config.tubemq.ssl_context(),
-        framing=config.tubemq.framing,
-        tls_server_hostname=config.tubemq.tls_server_hostname,
     )
-    return ConsumeService(settings)
+    return EngineParts(service, keeper)
+
+
+def default_engine(
+    config: GatewayConfig, dead_letters: DeadLetters | None = None
+) -> ConsumeService:
+    """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``; poison batches go to
+    ``dead_letters`` (default: nowhere)."""
+    # each GroupConfig is a GroupSpec
+    settings = ConsumeSettings.of(config, config.groups)
+    return ConsumeService(settings, dead_letters=dead_letters)
 
 
 def _install_error_handlers(app: FastAPI, gateway: Gateway) -> None:

@@ -10,9 +10,9 @@ markers are written by this explicit step, and after a loss every replica answer
 
 from __future__ import annotations
 
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.leases.store import LeaseStore
-from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 
 __all__ = ["initialise_store"]
 

@@ -56,8 +56,10 @@ async def run_demo() -> int:
     """Run the demo; 0 when the fetched batch was acked, 1 otherwise."""
     _say("starting a local TubeMQ cluster (first run downloads the jars), Redis and a gateway ...")
     with tempfile.TemporaryDirectory(prefix="tubemq-gw-demo-") as tmp:
-        async with LocalCluster(brokers=1, topics=[TOPIC], topic_partitions=3) as cluster, \
-                RedisServer() as redis:  # fmt: skip
+        async with (
+            LocalCluster(brokers=1, topics=[TOPIC], topic_partitions=3) as cluster,
+            RedisServer() as redis,
+        ):
             config = _config(Path(tmp) / "gateway.toml", cluster.master_addr, redis.url)
             _say(f"gateway config:\n{config.read_text()}")
             async with GatewayReplica(config) as gw:
@@ -73,8 +75,9 @@ async def run_demo() -> int:
                     await _curl(*auth, "-d", body, f"{gw.url}/v1/topics/{TOPIC}/messages")
                 reply: dict[str, object] = {}
                 for _ in range(20):
-                    reply = await _curl(*auth, "-d", '{"wait_ms": 2000}',
-                                        f"{gw.url}/v1/groups/{GROUP}/fetch")  # fmt: skip
+                    reply = await _curl(
+                        *auth, "-d", '{"wait_ms": 2000}', f"{gw.url}/v1/groups/{GROUP}/fetch"
+                    )
                     if reply.get("status") == "ok":
                         break
                 lease = reply.get("lease")

@@ -30,9 +30,10 @@ import uvicorn
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
-from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
-from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.limits import SHUTDOWN_GRACE_SECONDS
+from tubemq_aio.gateway.config.cors import CorsConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 
@@ -193,10 +194,12 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
             return 1
         server = _Server(
             uvicorn.Config(
-                create_app(config), log_level="warning", access_log=False,
+                create_app(config),
+                log_level="warning",
+                access_log=False,
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
             )
-        )  # fmt: skip
+        )
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         stack.push_async_callback(_stopped, server, serving)
         started = loop_time() + START_TIMEOUT

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.errors import AuthError, ForbiddenScopeError
 from tubemq_aio.gateway.http.auth import ANONYMOUS, Authenticator
 

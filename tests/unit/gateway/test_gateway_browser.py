@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, FakeEngine, FakeProducer
 from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig, create_app
-from tubemq_aio.gateway.cors import CorsConfig
+from tubemq_aio.gateway.config.cors import CorsConfig
 from tubemq_aio.producer import Producer
 
 ORIGIN = "https://app.example.com"

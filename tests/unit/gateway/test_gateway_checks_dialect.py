@@ -9,7 +9,9 @@ import pytest
 
 from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config import GatewayConfig, GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tables import GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
 from tubemq_aio.gateway.engine.arguments import (
     checked_fetch,
     checked_rate,
@@ -18,7 +20,6 @@ from tubemq_aio.gateway.engine.arguments import (
 )
 from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess
 
 
 def wrong(value: object) -> Any:
@@ -97,7 +98,7 @@ def test_good_calls_pass_through() -> None:
 def test_the_engine_settings_name_every_bad_knob_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         ConsumeSettings(
-            masters="", redis_url="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
+            masters="", redis="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
             not_found_wait_ms=True,
         )  # fmt: skip
     text = str(info.value)

@@ -12,7 +12,7 @@ import pytest
 from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
-from tubemq_aio.gateway.config import HousekeeperConfig
+from tubemq_aio.gateway.config.tables import HousekeeperConfig
 
 GOOD = """
 masters = "127.0.0.1:8715"
@@ -90,7 +90,7 @@ def test_config_limits_are_the_request_limits() -> None:
     edge = {"name": "g1", "topics": ["demo"], "lease_ms_min": 100, "lease_ms": 100,
             "lease_ms_max": 43_200_000}  # fmt: skip
     cfg = GatewayConfig.from_mapping(base(max_batch=500, groups=[edge]))
-    spec = default_engine(cfg).settings.groups[0]  # type: ignore[attr-defined]
+    spec = default_engine(cfg).settings.groups[0]
     assert (spec.lease_ms_min, spec.lease_ms_max) == (100, 43_200_000)
     for over in ({"lease_ms_min": 99}, {"lease_ms_max": 43_200_001}):
         with pytest.raises(ConfigError, match="lease_ms"):
@@ -245,14 +245,14 @@ def test_bad_poison_batch_keys(group: dict[str, Any], produce: list[str], text: 
 
 
 def test_the_engine_group_spec_is_the_config_group() -> None:
-    from tubemq_aio.gateway.config import GroupConfig, GroupSpec
-    from tubemq_aio.gateway.engine.service import ConsumeSettings
-    from tubemq_aio.gateway.engine.service import GroupSpec as EngineGroupSpec
+    from tubemq_aio.gateway.config.tables import GroupConfig, GroupSpec
+    from tubemq_aio.gateway.config.tables import GroupSpec as EngineGroupSpec
+    from tubemq_aio.gateway.engine.data import ConsumeSettings
 
     assert EngineGroupSpec is GroupSpec
     assert issubclass(GroupConfig, GroupSpec)
     group = GroupConfig(name="gg", topics=("t",), max_redeliveries=2, dlq_topic="dead")
-    settings = ConsumeSettings(masters="m:1", redis_url="redis://x", groups=(group,))
+    settings = ConsumeSettings(masters="m:1", redis="redis://x", groups=(group,))
     assert settings.groups == (group,)
     for bad in ({"lease_ms": 5}, {"name": "g"}, {"topics": ()}, {"mode": "fanout"}):
         options: dict[str, Any] = {"name": "gg", "topics": ("t",), **bad}

@@ -14,8 +14,8 @@ from tubemq_aio import __version__
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.__main__ import _parser, _server_settings, main
-from tubemq_aio.gateway.config_report import masked_url, render_config
-from tubemq_aio.gateway.config_sources import env_settable, gather_sources
+from tubemq_aio.gateway.config.report import masked_url, render_config
+from tubemq_aio.gateway.config.sources import env_settable, gather_sources
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = """

@@ -15,10 +15,13 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 
-from tests.support.gateway_fakes import CFG, READER, FakeEngine, FakeOutcome, FakeProducer
+from tests.support.gateway_fakes import CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.gateway import create_app
+from tubemq_aio.gateway.engine.data import FetchOutcome
+from tubemq_aio.gateway.engine.port import SettleAction, SettleResult
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.producer import Producer
 from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import wait_until
@@ -36,7 +39,7 @@ class PollingEngine(FakeEngine):
         self.leased = asyncio.Event()
         self.actions: list[str] = []
 
-    async def fetch(self, group: str, **kw: Any) -> FakeOutcome:
+    async def fetch(self, group: str, **kw: Any) -> FetchOutcome:
         out = await super().fetch(group, **kw)
         if out.status == "ok":
             self.leased.set()
@@ -45,7 +48,7 @@ class PollingEngine(FakeEngine):
                     await self.hold_after_lease.wait()
                 except asyncio.CancelledError:
                     assert out.lease is not None
-                    await self.settle(out.lease, "release")
+                    await self.settle(out.lease.ref(), "release")
                     raise
             return out
         if kw.get("wait_ms", 0) == 0:
@@ -57,7 +60,9 @@ class PollingEngine(FakeEngine):
             self.waiting -= 1
         return await super().fetch(group, **kw)
 
-    async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
+    async def settle(
+        self, lease: LeaseKey, action: SettleAction, *, delay_ms: int = 0
+    ) -> SettleResult:
         self.actions.append(action)
         return await super().settle(lease, action, delay_ms=delay_ms)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tubemq_aio.gateway.config import GroupConfig
+from tubemq_aio.gateway.config.tables import GroupConfig
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease, Position
 from tubemq_aio.gateway.engine.dead_letters import (
     MAX_DIVERTS,

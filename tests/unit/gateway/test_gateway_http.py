@@ -314,7 +314,9 @@ def test_admin_routes(client: TestClient, engine: FakeEngine) -> None:
     }
     error(client.post(f"/v1/leases/{token}/ack", headers=READER), 409, "lease_stale")
     r = client.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": 1}}, headers=ADMIN)
-    assert r.json()["partitions"] == [{"partition_key": "1:demo:0", "old": "4", "new": "1"}]
+    assert r.json()["partitions"] == [
+        {"partition_key": "1:demo:0", "old": "4", "new": "1", "scope": "c"}
+    ]
     error(
         client.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": -1}}, headers=ADMIN),
         422,
@@ -522,3 +524,39 @@ def test_acks_carried_by_a_fetch_that_fails_are_still_settled_and_counted(
     assert again == {"result": "already_acked"}
     metrics = client.get("/metrics").text
     assert 'tubemq_gateway_settle_total{action="ack",group="g1",result="acked"} 1.0' in metrics
+
+
+def test_a_fetch_refused_for_the_long_poll_share_applies_none_of_its_acks(
+    client: TestClient,
+) -> None:
+    token = fetch(client)["lease"]["token"]
+    gateway = cast(FastAPI, client.app).state.gateway
+    share = gateway.config.long_poll_share()
+    reader = gateway.auth.authenticate(READER["Authorization"]).name
+    gateway.long_polls[reader] = share  # the reader key holds its share already
+    body = {"ack": [token], "wait_ms": 1000}
+    error(client.post("/v1/groups/g1/fetch", json=body, headers=READER), 503, "too_many_waiters")
+    del gateway.long_polls[reader]
+    # nothing was settled: the client's retry carries the ack again and it is applied then
+    retry = client.post("/v1/groups/g1/fetch", json={"ack": [token]}, headers=READER).json()
+    assert retry["acks"] == [{"token": token, "result": "acked"}]
+
+
+def test_the_group_scope_dependency_keeps_the_fetch_on_the_direct_path() -> None:
+    from tubemq_aio.gateway.http.direct_route import DirectJsonRoute, direct_plan
+
+    app = create_app(CFG, engine_factory=lambda _c: FakeEngine({"g1": "clustering"}))
+    route = next(r for r in app.routes if getattr(r, "path", "") == "/v1/groups/{group}/fetch")
+    assert isinstance(route, DirectJsonRoute)
+    plan = direct_plan(route.dependant)
+    assert plan is not None
+    assert [name for name, _ in plan.dependencies] == ["gateway", "access"]
+
+
+def test_group_routes_check_scope_and_group_in_their_dependency(client: TestClient) -> None:
+    error(client.post("/v1/groups/nope/fetch", json={}, headers=ADMIN), 404, "unknown_group")
+    error(client.post("/v1/groups/other/fetch", json={}, headers=READER), 403, "forbidden")
+    error(client.post("/v1/groups/g1/pause", headers=READER), 403, "forbidden")
+    error(client.get("/v1/groups/other/lag", headers=READER), 403, "forbidden")
+    assert client.post("/v1/groups/g1/pause", headers=ADMIN).json() == {"ok": True}
+    assert client.get("/v1/groups/g1/lag", headers=READER).json()["group"] == "g1"

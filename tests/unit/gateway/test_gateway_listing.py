@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from tests.support.gateway_fakes import ADMIN, READER, FakeEngine, FakeProducer
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.errors import TubeUnavailableError
-from tubemq_aio.gateway.topic_offsets import TopicPartition
+from tubemq_aio.gateway.tubemq.topic_offsets import TopicPartition
 from tubemq_aio.producer import Producer
 
 PRODUCER_ONLY = {"Authorization": "Bearer k-producer-1"}

@@ -8,7 +8,8 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from tubemq_aio.gateway.leases.model import GroupState, gcra
+from tubemq_aio.gateway.leases.model import Booking, GroupState
+from tubemq_aio.gateway.leases.partition_state import gcra
 
 PARTS = ["1:t:0", "1:t:1", "2:t:0"]
 SCOPE = "c"
@@ -78,7 +79,9 @@ class LeaseMachine(RuleBasedStateMachine):
         known = before[p]
         base = 0 if known is None else known
         frozen = copy.deepcopy(self.m) if lid in self.settled else None
-        got = self.m.record(self.now, SCOPE, p, lid, base, base + size, base + size, n, 400, -1)
+        got = self.m.record(
+            self.now, SCOPE, p, lid, Booking(base, base + size, base + size, n, 400, -1)
+        )
         after = _cmts(self.m)
         if got[0] == "released" and frozen is None:
             assert after[p] == base + size  # an empty scan moves cmt
@@ -202,7 +205,7 @@ def test_late_ack_counts_until_released_again() -> None:
     m.sync_parts(0, SCOPE, ["p"])
     assert m.acquire(0, SCOPE, "A", 100, "h")[:2] == ("leased", "p")
     assert m.init(1, SCOPE, "p", "A", 0, 50) == ("ok", 0)
-    assert m.record(2, SCOPE, "p", "A", 0, 28, 50, 1, 400, 28) == ("ok",)
+    assert m.record(2, SCOPE, "p", "A", Booking(0, 28, 50, 1, 400, 28)) == ("ok",)
     # expired and reclaimed by someone's acquire, but nobody took the partition yet... the
     # acquire itself takes it, so use want= another partition to only reclaim
     assert m.acquire(200, SCOPE, "X", 100, "h", want="q")[0] == "none"
@@ -213,7 +216,7 @@ def test_late_ack_counts_until_released_again() -> None:
     assert m.acquire(202, SCOPE, "B", 100, "h")[:3] == ("leased", "p", 28)
     assert m.settle(203, SCOPE, "p", "A", "ack") == ("already", 28, "acked")
     # B never acks; its lease expires and C takes the partition: B's late ack is stale
-    assert m.record(204, SCOPE, "p", "B", 28, 56, 60, 1, 400, 56) == ("ok",)
+    assert m.record(204, SCOPE, "p", "B", Booking(28, 56, 60, 1, 400, 56)) == ("ok",)
     assert m.acquire(400, SCOPE, "C", 100, "h")[:5] == ("leased", "p", 28, 500, 1)
     assert m.settle(401, SCOPE, "p", "B", "ack") == ("stale",)
     assert m.scope(SCOPE).part("p").committed == 28
@@ -249,7 +252,7 @@ def test_rewind_moves_back_under_the_lease_and_older_tokens_get_stale() -> None:
     m.sync_parts(0, SCOPE, ["p"])
     assert m.acquire(0, SCOPE, "A", 100, "h")[:2] == ("leased", "p")
     assert m.init(1, SCOPE, "p", "A", 0, 560) == ("ok", 0)
-    assert m.record(2, SCOPE, "p", "A", 0, 560, 560, 20, 400, 560) == ("ok",)
+    assert m.record(2, SCOPE, "p", "A", Booking(0, 560, 560, 20, 400, 560)) == ("ok",)
     assert m.settle(3, SCOPE, "p", "A", "ack") == ("acked", 560)
     # B leases, the broker now ends at 280 (lost tail); A's settled lease stays settled
     assert m.acquire(4, SCOPE, "B", 100, "h")[:3] == ("leased", "p", 560)
@@ -267,5 +270,5 @@ def test_rewind_moves_back_under_the_lease_and_older_tokens_get_stale() -> None:
     assert m.scope(SCOPE).part("p").committed == 280
     # a booked batch is never moved back under its lease
     assert m.acquire(201, SCOPE, "C", 100, "h")[:3] == ("leased", "p", 280)
-    assert m.record(202, SCOPE, "p", "C", 280, 336, 336, 2, 400, 336) == ("ok",)
+    assert m.record(202, SCOPE, "p", "C", Booking(280, 336, 336, 2, 400, 336)) == ("ok",)
     assert m.rewind(203, SCOPE, "p", "C", 280, 0, 0) == ("moved", 280)

@@ -13,9 +13,9 @@ from redis.asyncio.connection import SSLConnection
 from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedSSLConnection
 
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
-from tubemq_aio.gateway.redis_options import RedisTls
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.redis_options import RedisTls
 
 SECRET = "data-s3cret"
 SENTINEL_SECRET = "sentinel-s3cret"

@@ -8,8 +8,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config import GatewayConfig
-from tubemq_aio.gateway.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 
 
 def test_single_server_urls_pass_through() -> None:

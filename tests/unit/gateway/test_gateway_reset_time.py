@@ -38,7 +38,12 @@ def test_to_time_answers_like_every_reset(client: TestClient) -> None:
     got = {p["partition_key"]: (p["old"], p["new"]) for p in r.json()["partitions"]}
     assert got == {"1:demo:0": ("0", "4"), "1:demo:1": ("0", "1")}
     r = client.post(URL, json={"to_time": "2026-11-29T10:01:59Z"}, headers=ADMIN)
-    assert r.json()["partitions"][0] == {"partition_key": "1:demo:0", "old": "4", "new": "2"}
+    assert r.json()["partitions"][0] == {
+        "partition_key": "1:demo:0",
+        "old": "4",
+        "new": "2",
+        "scope": "c",
+    }
 
 
 @pytest.mark.parametrize(

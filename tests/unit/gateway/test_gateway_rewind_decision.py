@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_target
-from tubemq_aio.gateway.engine.tube_read import TubeRead
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig, create_app
+from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.dev import DevOptions, dev_config
-from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.producer import Producer
 
 

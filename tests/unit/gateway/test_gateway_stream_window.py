@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.gateway_fakes import BASE_CONFIG
 from tubemq_aio.gateway import GatewayConfig, create_app
+from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.engine import streams
 from tubemq_aio.gateway.engine.data import FetchOutcome, LagEntry, LagReport, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine
@@ -26,7 +27,6 @@ from tubemq_aio.gateway.errors import (
 )
 from tubemq_aio.gateway.http.deps import Gateway
 from tubemq_aio.gateway.http.routes.stream import EventStreamResponse
-from tubemq_aio.gateway.stream_config import StreamConfig
 from tubemq_aio.models import Message
 
 HOLDER = "r-test/stream-1"

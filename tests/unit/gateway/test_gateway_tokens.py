@@ -9,22 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.gateway.engine.tokens import (
-    MAX_TOKEN_LENGTH,
-    TokenClaims,
-    decode_token,
-    encode_token,
-)
+from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
 from tubemq_aio.gateway.errors import TokenError
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
 SECRET = b"s" * 32
-CLAIMS = TokenClaims("g1", "b:client-1", "1:demo:0", "ab" * 16)
+CLAIMS = LeaseKey("g1", "b:client-1", "1:demo:0", "ab" * 16)
 text = st.text(min_size=1, max_size=40)
 
 
 @given(text, text, text, text)
 def test_round_trip(group: str, scope: str, pk: str, lease: str) -> None:
-    claims = TokenClaims(group, scope, pk, lease)
+    claims = LeaseKey(group, scope, pk, lease)
     try:
         token = encode_token(claims, SECRET)
     except TokenError:

@@ -14,8 +14,8 @@ from tests.support.gateway_fakes import BASE_CONFIG
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.app import default_engine, default_producer
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.gateway.engine.service import ConsumeService
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
 
 SECRET_PASSWORD = "pw-Zq8-never-shown"
 BASE: dict[str, Any] = {**BASE_CONFIG, "masters": "127.0.0.1:8715"}
@@ -138,9 +138,11 @@ def test_the_producer_and_engine_get_the_options(
     assert producer.config.ssl_context is not None
     engine = default_engine(config)
     assert isinstance(engine, ConsumeService)
-    assert engine.settings.credentials == producer.config.credentials
-    assert isinstance(engine.settings.ssl_context, ssl.SSLContext)
-    assert engine.settings.tls_server_hostname == "localhost"
+    assert engine.settings.tubemq == config.tubemq
+    sessions = engine.sessions.client_options  # what every group's TubeMQ session gets
+    assert sessions["credentials"] == producer.config.credentials
+    assert isinstance(sessions["ssl_context"], ssl.SSLContext)
+    assert sessions["tls_server_hostname"] == "localhost"
     for text in (repr(producer.config), repr(engine.settings), caplog.text):
         assert SECRET_PASSWORD not in text
 

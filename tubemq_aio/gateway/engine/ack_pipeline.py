@@ -28,12 +28,14 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import GatewayStats, LeaseRef
+from tubemq_aio.gateway.engine.data import FetchArgs, GatewayStats
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
-from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL, scope_keys
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import RECLAIM_MAX, LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL, scope_keys
 from tubemq_aio.gateway.leases.replies import Reply
-from tubemq_aio.gateway.leases.store import RECLAIM_MAX, LeaseStore, refusal_error
+from tubemq_aio.gateway.leases.roundtrips import refusal_error
 
 __all__ = ["acquire_with_acks", "settle_result", "settle_then_acquire"]
 
@@ -70,9 +72,14 @@ def settle_result(stats: GatewayStats, got: Reply, action: str) -> SettleAnswer:
 
 
 async def settle_then_acquire(
-    store: LeaseStore, acks: Sequence[LeaseRef], group: str, scope: str, lease_id: str,
-    lease_ms: int, holder: str,
-) -> tuple[list[Reply | Exception], Reply]:  # fmt: skip
+    store: LeaseStore,
+    acks: Sequence[LeaseKey],
+    group: str,
+    scope: str,
+    lease_id: str,
+    lease_ms: int,
+    holder: str,
+) -> tuple[list[Reply | Exception], Reply]:
     """Ack ``acks``, then lease a partition of ``group``/``scope``, in one round trip.
 
     Returns:
@@ -85,15 +92,30 @@ async def settle_then_acquire(
     settle, acquire = store.script("settle"), store.script("acquire")
     quiet = any(a.group == group and a.scope == scope for a in acks)
     calls: list[tuple[AsyncScript, list[str], list[Any], str]] = [
-        (settle, scope_keys(a.group, a.scope),
-         [_wake_of(a, group, scope), a.partition_key, a.lease_id, "ack", 0], a.group)
+        (
+            settle,
+            scope_keys(a.group, a.scope),
+            [_wake_of(a, group, scope), a.partition_key, a.lease_id, "ack", 0],
+            a.group,
+        )
         for a in acks
-    ]  # fmt: skip
+    ]
     calls.append(
-        (acquire, scope_keys(group, scope),
-         [f"{group}|{scope}", lease_id, lease_ms, holder, "", RECLAIM_MAX, "1" if quiet else "0"],
-         group)
-    )  # fmt: skip
+        (
+            acquire,
+            scope_keys(group, scope),
+            [
+                f"{group}|{scope}",
+                lease_id,
+                lease_ms,
+                holder,
+                "",
+                RECLAIM_MAX,
+                "1" if quiet else "0",
+            ],
+            group,
+        )
+    )
 
     async def send() -> list[Any]:
         async with store.client.pipeline(transaction=False) as pipe:
@@ -129,16 +151,19 @@ async def _wake(store: LeaseStore, message: str) -> None:
         await store.roundtrip(functools.partial(store.client.publish, WAKE_CHANNEL, message))
 
 
-def _wake_of(ack: LeaseRef, group: str, scope: str) -> str:
+def _wake_of(ack: LeaseKey, group: str, scope: str) -> str:
     """The wake message an ack's settle publishes: none for the acquire's own scope, whose
     script wakes the waiters only when a partition is still due after it has leased one."""
     return "" if ack.group == group and ack.scope == scope else f"{ack.group}|{ack.scope}"
 
 
 async def acquire_with_acks(
-    store: LeaseStore, stats: GatewayStats, acks: PiggybackAcks, group: str, scope: str,
-    lease_id: str, lease_ms: int, holder: str,
-) -> Reply:  # fmt: skip
+    store: LeaseStore,
+    stats: GatewayStats,
+    acks: PiggybackAcks,
+    request: FetchArgs,
+    lease_id: str,
+) -> Reply:
     """:func:`settle_then_acquire` for a fetch: sets ``acks.results`` (each ack's answer or its
     error), counts them in ``stats`` and returns the acquire's answer.
 
@@ -147,7 +172,13 @@ async def acquire_with_acks(
             acks stay pending then).
     """
     answers, got = await settle_then_acquire(
-        store, acks.refs, group, scope, lease_id, lease_ms, holder
+        store,
+        acks.refs,
+        request.spec.name,
+        request.scope,
+        lease_id,
+        request.lease_ms,
+        request.holder,
     )
     results: list[str | Exception] = []
     for answer in answers:

@@ -2,7 +2,8 @@
 
 Each check runs on the one dialect, :class:`~tubemq_aio.checks.Checks`, and raises one
 :class:`~tubemq_aio.gateway.errors.InvalidRequestError` naming every bad argument of the call,
-before the engine touches Redis or TubeMQ. The bounds are those of :mod:`..limits`.
+before the engine touches Redis or TubeMQ. The bounds are those of
+:mod:`~tubemq_aio.gateway.config.limits`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import math
 from collections.abc import Mapping
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, GroupSpec
+from tubemq_aio.gateway.config.limits import MAX_DELAY_MS, MAX_WAIT_MS
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.limits import MAX_DELAY_MS, MAX_WAIT_MS
 
 __all__ = [
     "MAX_MESSAGES_LIMIT",

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from tubemq_aio.gateway.errors import GatewayError
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["AttemptCost", "CursorHold"]
@@ -62,9 +62,14 @@ class CursorHold:
     """
 
     def __init__(
-        self, store: LeaseStore, fence: tuple[str, str], budget: asyncio.Timeout,
-        cost: AttemptCost, tasks: Supervisor, lock_ms: int,
-    ) -> None:  # fmt: skip
+        self,
+        store: LeaseStore,
+        fence: tuple[str, str],
+        budget: asyncio.Timeout,
+        cost: AttemptCost,
+        tasks: Supervisor,
+        lock_ms: int,
+    ) -> None:
         self.store = store
         self.fence = fence
         self.lapsed = False

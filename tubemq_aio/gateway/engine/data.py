@@ -1,37 +1,32 @@
 """Plain data of the consume engine: settings, leases, fetch outcomes, reports, counters.
 
 Re-exported by :mod:`tubemq_aio.gateway.engine.service`, the engine's public module. A group's
-:class:`GroupSpec` is the config's (``config_tables``): the engine takes the groups of the
+:class:`GroupSpec` is the config's (``config.tables``): the engine takes the groups of the
 configuration as they are.
 """
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.config_tables import GroupSpec
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.limits import MAX_SETTING_SECONDS
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = [
     "MAX_OFFSET",
     "MIN_RATE",
     "ConsumeSettings",
+    "FetchArgs",
     "FetchOutcome",
     "GatewayStats",
-    "GroupSpec",
     "LagEntry",
     "LagReport",
     "Lease",
-    "LeaseKey",
-    "LeaseRef",
     "Mode",
     "Position",
     "ResetEntry",
@@ -48,71 +43,57 @@ MIN_RATE = 0.001
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumeSettings:
-    """Engine knobs (the HTTP layer builds them from the TOML file).
+class ConsumeSettings(EngineSettings):
+    """The engine's settings (see :class:`EngineSettings`) with the groups it serves.
 
     Attributes:
-        masters: TubeMQ master address list.
-        redis_url: Redis URL (the forms of :mod:`tubemq_aio.gateway.redis_client`; never in a
-            repr: it may hold passwords).
-        deployment: part of the shared TubeMQ consumer id; replicas of one deployment share it.
-        groups: the groups served.
-        rpc_timeout: seconds per TubeMQ RPC and per Redis round trip (3–600, the SDK's range).
-        max_long_poll_waiters: long-poll fetches waiting at once on this replica.
-        redis_max_connections: the replica's Redis connections at most (one is the wake
-            listener's); a round trip waits for a free one rather than failing.
-        redis_ack_replicas: replicas an ack waits for (``WAIT``; 0 = none).
-        redis_ack_wait_ms: how long that wait may take.
-        not_found_wait_ms: how long a partition rests after "no new data".
-        credentials: TubeMQ credentials, or None.
-        ssl_context: TLS towards the master and brokers, or None.
-        tls_server_hostname: one host name to check in every peer's certificate, or None.
-        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0.
+        groups: the groups served (names unique).
         allow_init: a start on a Redis without the boot marker writes it (tests and
             ``tubemq-gateway init`` only: after a loss it would hide the loss).
-        sync_interval: seconds between partition metadata refreshes per scope.
+
+    Raises:
+        ConfigError: every invalid setting named at once (``"ConsumeSettings: …"``).
     """
 
-    masters: str
-    redis_url: str = field(repr=False)  # the URL may carry passwords
-    deployment: str = "default"
     groups: tuple[GroupSpec, ...] = ()
-    rpc_timeout: float = 5.0
-    max_long_poll_waiters: int = 1000
-    redis_max_connections: int = 64
-    redis_ack_replicas: int = 0
-    redis_ack_wait_ms: int = 100
-    not_found_wait_ms: int = 400
-    credentials: Credentials | None = None
-    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
-    tls_server_hostname: str | None = None
-    framing: Framing = "standard"
     allow_init: bool = False
-    sync_interval: float = 10.0
 
     def __post_init__(self) -> None:
         checks = Checks("ConsumeSettings")
-        if not isinstance(self.masters, str) or not self.masters:
-            checks.problem("masters must be a non-empty address list")
-        if not isinstance(self.redis_url, str) or not self.redis_url:
-            checks.problem("redis_url must be a non-empty URL")
-        for name, low in (("rpc_timeout", 3.0), ("sync_interval", 0.1)):
-            checks.seconds(name, getattr(self, name), low=low, high=MAX_SETTING_SECONDS,
-                           low_open=False)  # fmt: skip
-        checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0)
-        checks.choice("framing", self.framing, FRAMINGS)
-        checks.integer("redis_max_connections", self.redis_max_connections, low=2, high=10_000)
-        checks.integer("redis_ack_replicas", self.redis_ack_replicas, low=0, high=16)
-        checks.integer("redis_ack_wait_ms", self.redis_ack_wait_ms, low=1, high=60_000)
-        checks.integer("not_found_wait_ms", self.not_found_wait_ms, low=0, high=60_000)
+        self.check_engine(checks)
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
             checks.problem("group names must be unique")
         checks.done()
 
+    @classmethod
+    def of(cls, settings: EngineSettings, groups: tuple[GroupSpec, ...]) -> ConsumeSettings:
+        """The engine settings of ``settings`` (e.g. a ``GatewayConfig``) serving ``groups``."""
+        return cls(**settings.engine_settings(), groups=groups)  # type: ignore[arg-type]
 
-#: What a verified lease token carries: a lease's key.
-LeaseRef = LeaseKey
+
+@dataclass(frozen=True, slots=True)
+class FetchArgs:
+    """One fetch's checked arguments (what every lease attempt of the fetch reads).
+
+    Attributes:
+        spec: the group.
+        scope: ``c`` or ``b:<client_id>``.
+        lease_ms: the lease length asked for.
+        holder: free text stored with the lease (at most 200 characters).
+        owner: the API key asking (at most 200 characters; broadcast client accounting).
+        max_messages: gather further broker batches while the answer stays within this many
+            messages (1: one broker batch).
+        wait_ms: long poll: how long the fetch may wait for a batch.
+    """
+
+    spec: GroupSpec
+    scope: str
+    lease_ms: int
+    holder: str
+    owner: str = ""
+    max_messages: int = 1
+    wait_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

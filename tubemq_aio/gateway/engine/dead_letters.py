@@ -16,16 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import GroupConfig
+from tubemq_aio.gateway.config.tables import GroupConfig
 from tubemq_aio.gateway.engine.data import FetchOutcome
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike
-from tubemq_aio.gateway.engine.tokens import TokenClaims
+from tubemq_aio.gateway.engine.port import ConsumeEngine
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.producer import Producer
 
-__all__ = ["MAX_DIVERTS", "DivertProgress", "fetch_diverting", "is_poison"]
+__all__ = ["MAX_DIVERTS", "DeadLetters", "DivertProgress", "fetch_diverting", "is_poison"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -58,7 +59,45 @@ class DivertProgress:
         self._sent.pop(source, None)
 
 
-def is_poison(group: GroupConfig, outcome: FetchOutcomeLike) -> bool:
+@dataclass(slots=True)
+class DeadLetters:
+    """Where a replica's consume engine sends poison batches (see the module).
+
+    Attributes:
+        producer: the replica's producer (None: poison batches are delivered as usual).
+        groups: the groups' configurations by name (``max_redeliveries``, ``dlq_topic``).
+        timeout: seconds each dead-letter produce may take.
+        on_divert: called with the group and the number of messages of each diverted batch
+            (the replica's metrics).
+        progress: the replica's record of partly diverted batches.
+    """
+
+    producer: Producer | None
+    groups: Mapping[str, GroupConfig]
+    timeout: float
+    on_divert: Callable[[str, int], None]
+    progress: DivertProgress = field(default_factory=DivertProgress)
+
+    async def fetch(
+        self, group: str, engine: ConsumeEngine, fetch: Callable[[], Awaitable[FetchOutcome]]
+    ) -> FetchOutcome:
+        """``fetch`` with the poison batches of ``group`` diverted (:func:`fetch_diverting`);
+        a group without a dead-letter topic fetches as it is."""
+        config = self.groups.get(group)
+        if self.producer is None or config is None or config.dlq_topic is None:
+            return await fetch()
+        return await fetch_diverting(
+            config,
+            engine,
+            self.producer,
+            fetch,
+            lambda count: self.on_divert(group, count),
+            self.timeout,
+            self.progress,
+        )
+
+
+def is_poison(group: GroupConfig, outcome: FetchOutcome) -> bool:
     """Whether a fetch outcome is a batch already redelivered ``max_redeliveries`` times."""
     lease = outcome.lease
     return (
@@ -74,11 +113,11 @@ async def fetch_diverting(
     group: GroupConfig,
     engine: ConsumeEngine,
     producer: Producer | None,
-    fetch: Callable[[], Awaitable[FetchOutcomeLike]],
+    fetch: Callable[[], Awaitable[FetchOutcome]],
     on_divert: Callable[[int], None],
     timeout: float,
     progress: DivertProgress | None = None,
-) -> FetchOutcomeLike:
+) -> FetchOutcome:
     """Run ``fetch``; a poison batch is produced to the dead-letter topic, acked, and the fetch
     runs again (at most :data:`MAX_DIVERTS` times, then ``empty``).
 
@@ -99,19 +138,25 @@ async def fetch_diverting(
         lease = outcome.lease
         assert lease is not None
         assert group.dlq_topic is not None
-        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
-        start = getattr(outcome.position, "start", -1)
+        ref = lease.ref()
+        start = -1 if outcome.position is None else outcome.position.start
         source = f"{lease.partition_key}@{start}"
         try:
             done = progress.sent(source)
             for i, m in enumerate(outcome.messages[done:], start=done + 1):
                 attributes = {
-                    **m.attributes, "tgw_src": source, "tgw_reason": "max_redeliveries",
-                }  # fmt: skip
+                    **m.attributes,
+                    "tgw_src": source,
+                    "tgw_reason": "max_redeliveries",
+                }
                 await producer.send(
-                    group.dlq_topic, m.body, attributes=attributes,
-                    msg_type=m.msg_type or None, msg_time=m.msg_time, timeout=timeout,
-                )  # fmt: skip
+                    group.dlq_topic,
+                    m.body,
+                    attributes=attributes,
+                    msg_type=m.msg_type or None,
+                    msg_time=m.msg_time,
+                    timeout=timeout,
+                )
                 progress.mark(source, i)
         except Exception as exc:  # not diverted: give it back, the next fetch tries again
             log.warning("dead-letter produce of %s failed: %r", source, exc)
@@ -121,19 +166,24 @@ async def fetch_diverting(
             await _release(engine, ref)
             raise
         progress.forget(source)
+        result: str
         try:
             result = await asyncio.shield(engine.settle(ref, "ack"))
         except TubeMQError as exc:  # re-leased or reset meanwhile: it was copied, not skipped
             result = f"not acked: {exc!r}"
         log.warning(
             "group %s: batch %s (%d messages, redelivered %d times) moved to %s (%s)",
-            group.name, source, len(outcome.messages), lease.redelivery - 1,
-            group.dlq_topic, result,
-        )  # fmt: skip
+            group.name,
+            source,
+            len(outcome.messages),
+            lease.redelivery - 1,
+            group.dlq_topic,
+            result,
+        )
         on_divert(len(outcome.messages))
     return FetchOutcome("empty", None, (), retry_after_ms=0)
 
 
-async def _release(engine: ConsumeEngine, ref: TokenClaims) -> None:
+async def _release(engine: ConsumeEngine, ref: LeaseKey) -> None:
     with contextlib.suppress(Exception):
         await asyncio.shield(engine.settle(ref, "release"))

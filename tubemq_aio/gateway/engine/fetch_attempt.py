@@ -23,23 +23,25 @@ from tubemq_aio.errors import (
     PartitionOccupiedError,
     TubeMQError,
 )
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.ack_pipeline import acquire_with_acks
 from tubemq_aio.gateway.engine.cursor_hold import AttemptCost, CursorHold
 from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
+    FetchArgs,
     FetchOutcome,
     GatewayStats,
-    GroupSpec,
     Lease,
     Position,
 )
-from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
 from tubemq_aio.gateway.engine.port import PiggybackAcks
-from tubemq_aio.gateway.engine.tube_read import TubeRead
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
-from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
+from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 from tubemq_aio.supervisor import Supervisor
 
@@ -90,25 +92,22 @@ def rewind_target(cmt: int, read: TubeRead) -> int | None:
     return None
 
 
-async def rewind_committed(
-    store: LeaseStore, group: str, scope: str, p: str, lease_id: str, cmt: int, back: int,
-    top: int,
-) -> bool:  # fmt: skip
-    """Move ``p``'s committed offset back from ``cmt`` to ``back`` under the live lease
-    ``lease_id`` (the broker's partition now ends at ``back``) and log it.
+async def rewind_committed(store: LeaseStore, key: LeaseKey, cmt: int, back: int, top: int) -> bool:
+    """Move the committed offset of the partition leased as ``key`` back from ``cmt`` to
+    ``back`` (the broker's partition now ends at ``back``; ``top`` is its max) and log it.
 
     Returns:
         False when the lease or the committed offset changed meanwhile (nothing moved).
     """
-    moved = await store.rewind(LeaseKey(group, scope, p, lease_id), cmt, back, top)
+    moved = await store.rewind(key, cmt, back, top)
     if moved.status != "ok":
         return False
     log.warning(
         "group %s scope %s partition %s: the broker's partition ends at %d, below the committed "
         "offset %d (an unflushed tail lost in a broker crash, or a recreated topic); committed "
         "offset moved back from %d to %d",
-        group, scope, p, back, cmt, cmt, back,
-    )  # fmt: skip
+        *(key.group, key.scope, key.partition_key, back, cmt, cmt, back),
+    )
     return True
 
 
@@ -135,18 +134,15 @@ class BatchReader:
         self._tasks = tasks
 
     async def fetch_once(
-        self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
-        max_messages: int = 1, acks: PiggybackAcks | None = None,
-    ) -> FetchOutcome:  # fmt: skip
+        self, request: FetchArgs, store: LeaseStore, acks: PiggybackAcks | None = None
+    ) -> FetchOutcome:
         """Up to a few lease attempts; the first batch (gathered up to ``max_messages``), or why
         there is none. Pending ``acks`` ride in the first acquire's round trip."""
         outcome = FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
         for _ in range(_ATTEMPTS):
             cost = AttemptCost()
             try:
-                result = await self._attempt(
-                    spec, scope, lease_ms, holder, store, cost, max_messages, acks
-                )
+                result = await self._attempt(request, store, cost, acks)
             finally:
                 self._stats.broker_rpcs += cost.rpcs
                 self._stats.fetch_redis_roundtrips += cost.trips
@@ -158,19 +154,23 @@ class BatchReader:
         return outcome
 
     async def _attempt(
-        self, spec: GroupSpec, scope: str, lease_ms: int, holder: str, store: LeaseStore,
-        cost: AttemptCost, max_messages: int, acks: PiggybackAcks | None,
-    ) -> FetchOutcome | None:  # fmt: skip
+        self,
+        request: FetchArgs,
+        store: LeaseStore,
+        cost: AttemptCost,
+        acks: PiggybackAcks | None,
+    ) -> FetchOutcome | None:
         """One acquire and, with a lease, one read; None when another attempt may find data."""
+        spec, scope = request.spec, request.scope
         lease_id = secrets.token_hex(16)
         cost.trips += 1
         try:
             if acks is not None and acks.pending:
-                got = await acquire_with_acks(
-                    store, self._stats, acks, spec.name, scope, lease_id, lease_ms, holder
-                )
+                got = await acquire_with_acks(store, self._stats, acks, request, lease_id)
             else:
-                got = await store.acquire(spec.name, scope, lease_id, lease_ms, holder)
+                got = await store.acquire(
+                    spec.name, scope, lease_id, request.lease_ms, request.holder
+                )
         except asyncio.CancelledError:  # the script may have run: give back what it took
             await asyncio.shield(self._forget(store, spec.name, scope, lease_id, cost))
             raise
@@ -184,15 +184,23 @@ class BatchReader:
             return self._idle(got.now, *got.next_ready_and_expiry)
         leased = got.leased()
         lease = Lease(
-            spec.name, scope, leased.partition_key, lease_id, leased.lease_expiry,
-            leased.redeliveries,
-        )  # fmt: skip
-        cmt = -1 if leased.committed is None else leased.committed
-        cursor = -1 if leased.cursor is None else leased.cursor
+            group=spec.name,
+            scope=scope,
+            partition_key=leased.partition_key,
+            lease_id=lease_id,
+            expires_at_ms=leased.lease_expiry,
+            redelivery=leased.redeliveries,
+        )
+        read = _ReadArgs(
+            cmt=-1 if leased.committed is None else leased.committed,
+            start=leased.start,
+            cursor=-1 if leased.cursor is None else leased.cursor,
+            max_messages=request.max_messages,
+            gather_until=0.0,  # set by _read_leased from the lease's time left
+        )
         return await self._read_leased(
-            spec, lease, cmt, leased.start, cursor, leased.lease_expiry - got.now, store, cost,
-            max_messages,
-        )  # fmt: skip
+            spec, lease, read, leased.lease_expiry - got.now, store, cost
+        )
 
     def _idle(self, now: int, next_ready: int, next_expiry: int) -> FetchOutcome:
         if next_ready >= 0:
@@ -202,16 +210,22 @@ class BatchReader:
         return FetchOutcome("empty", None, (), retry_after_ms=self.settings.not_found_wait_ms)
 
     async def _read_leased(
-        self, spec: GroupSpec, lease: Lease, cmt: int, start: str, cursor: int,
-        left_ms: int, store: LeaseStore, cost: AttemptCost, max_messages: int,
-    ) -> FetchOutcome | None:  # fmt: skip
-        """Read the leased partition; None when the caller should try another one."""
+        self,
+        spec: GroupSpec,
+        lease: Lease,
+        where: _ReadArgs,
+        left_ms: int,
+        store: LeaseStore,
+        cost: AttemptCost,
+    ) -> FetchOutcome | None:
+        """Read the leased partition from ``where`` (its gathering window set here from the
+        ``left_ms`` of the lease); None when the caller should try another one."""
         hold: CursorHold | None = None
         try:
             margin = min(_LEASE_MARGIN_MS, left_ms // 4)
             # further broker batches are read only early in the lease's broker window
             gather = min(_GATHER_S, (left_ms - margin) / 4000)
-            read = _ReadArgs(cmt, start, cursor, max_messages, time.monotonic() + gather)
+            read = dataclasses.replace(where, gather_until=time.monotonic() + gather)
             async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)) as budget:
                 if lease.scope != "c":
                     held = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
@@ -301,9 +315,14 @@ class BatchReader:
             await cost.redis(asyncio.shield(store.settle(lease.ref(), "release", delay_ms)))
 
     async def _read(
-        self, spec: GroupSpec, lease: Lease, args: _ReadArgs, store: LeaseStore, cost: AttemptCost,
+        self,
+        spec: GroupSpec,
+        lease: Lease,
+        args: _ReadArgs,
+        store: LeaseStore,
+        cost: AttemptCost,
         hold: CursorHold | None,
-    ) -> FetchOutcome | None:  # fmt: skip
+    ) -> FetchOutcome | None:
         cmt, start, cursor = args.cmt, args.start, args.cursor
         tube = await self._tube_of(spec)
         p, lid = lease.partition_key, lease.lease_id
@@ -319,9 +338,12 @@ class BatchReader:
             cmt, cursor = -1 if got.committed is None else got.committed, begin
         cost.rpcs += 1  # at least; the read's own count replaces it
         read = await tube.read(
-            p, cmt, cursor_at_start=cursor == cmt, max_messages=args.max_messages,
+            p,
+            cmt,
+            cursor_at_start=cursor == cmt,
+            max_messages=args.max_messages,
             gather_until=args.gather_until,
-        )  # fmt: skip
+        )
         cost.rpcs += read.rpcs - 1
         self._stats.broker_registers += int(read.registered)
         self._stats.cursor_resyncs += int(bool(read.resync))
@@ -331,7 +353,9 @@ class BatchReader:
         back = rewind_target(cmt, read)
         if back is not None:
             top = max(read.max, read.next)
-            moved = rewind_committed(store, spec.name, lease.scope, p, lid, cmt, back, top)
+            moved = rewind_committed(
+                store, LeaseKey(spec.name, lease.scope, p, lid), cmt, back, top
+            )
             if not await cost.redis(moved):
                 await self._release(store, lease, 0, cost)
                 return None
@@ -345,10 +369,18 @@ class BatchReader:
         n = len(read.messages)
         empty_wait = 0 if read.next > cmt else self.settings.not_found_wait_ms
         verified = read.status == "ok" or read.registered
-        rec = await cost.redis(store.record(
-            LeaseKey(spec.name, lease.scope, p, lid), cmt, read.next, read.max, n, empty_wait,
-            read.next if verified else -1, None if hold is None else hold.fence,
-        ))  # fmt: skip
+        booking = Booking(
+            base=cmt,
+            next=read.next,
+            max=read.max,
+            count=n,
+            wait_ms=empty_wait,
+            cursor=read.next if verified else -1,
+        )
+        fence = None if hold is None else hold.fence
+        rec = await cost.redis(
+            store.record(LeaseKey(spec.name, lease.scope, p, lid), booking, fence)
+        )
         if rec.status == "fenced":  # the mutex lapsed during the read: it may be wrong
             self._stats.cursor_lock_lapses += 1
             await self._release(store, lease, 0, cost)

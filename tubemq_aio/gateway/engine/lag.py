@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tubemq_aio.gateway.engine.data import LagEntry, LagReport
 from tubemq_aio.gateway.errors import StateLostError
-from tubemq_aio.gateway.leases.model import ScopeState
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.partition_state import ScopeState
 
 __all__ = ["lag_report", "read_lag"]
 
@@ -33,11 +33,15 @@ def lag_report(group: str, scope: str, sc: ScopeState) -> LagReport:
         live = ps.lease_id is not None and p in sc.leased
         entries.append(
             LagEntry(
-                p, ps.committed, top, lag,
+                p,
+                ps.committed,
+                top,
+                lag,
                 lease_holder=ps.holder if live else None,
                 lease_expires_at=ps.lease_expiry if live else None,
-                redelivery=ps.redeliveries, gone=ps.gone,
+                redelivery=ps.redeliveries,
+                gone=ps.gone,
             )
-        )  # fmt: skip
+        )
     total = sum(e.lag_bytes or 0 for e in entries)
     return LagReport(group, scope, tuple(entries), total)

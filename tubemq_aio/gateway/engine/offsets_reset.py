@@ -8,18 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.arguments import scope_of
-from tubemq_aio.gateway.engine.data import GroupSpec, ResetEntry
+from tubemq_aio.gateway.engine.data import ResetEntry
 from tubemq_aio.gateway.errors import InvalidRequestError
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 
 __all__ = ["reset_offsets"]
 
 
 async def reset_offsets(
-    store: LeaseStore, spec: GroupSpec, client_id: str | None, target: str,
-    pairs: Sequence[tuple[str, int]], known: Sequence[str],
-) -> tuple[list[str], list[ResetEntry]]:  # fmt: skip
+    store: LeaseStore,
+    spec: GroupSpec,
+    client_id: str | None,
+    target: str,
+    pairs: Sequence[tuple[str, int]],
+    known: Sequence[str],
+) -> tuple[list[str], list[ResetEntry]]:
     """Reset the scope of ``client_id`` (in a broadcast group without one: every known client)
     to ``target`` or to each of ``pairs``; ``known`` are the group's partitions.
 

@@ -6,53 +6,19 @@ against a small in-memory stand-in and mounted on the Redis/TubeMQ engine unchan
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-from tubemq_aio.models import Message
+from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.engine.data import FetchOutcome, GatewayStats, LagReport, ResetEntry
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
-__all__ = ["ConsumeEngine", "FetchOutcomeLike", "LeaseLike", "LeaseRefLike", "PiggybackAcks"]
+__all__ = ["ConsumeEngine", "PiggybackAcks", "SettleAction", "SettleResult"]
 
 SettleAction = Literal["ack", "nack", "release"]
-
-
-class LeaseRefLike(Protocol):
-    """What a verified lease token carries."""
-
-    @property
-    def group(self) -> str: ...
-    @property
-    def scope(self) -> str: ...
-    @property
-    def partition_key(self) -> str: ...
-    @property
-    def lease_id(self) -> str: ...
-
-
-class LeaseLike(LeaseRefLike, Protocol):
-    """A lease granted by a fetch."""
-
-    @property
-    def expires_at_ms(self) -> int: ...
-    @property
-    def redelivery(self) -> int: ...
-
-
-class FetchOutcomeLike(Protocol):
-    """The result of one fetch."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def lease(self) -> LeaseLike | None: ...
-    @property
-    def messages(self) -> Sequence[Message]: ...
-    @property
-    def retry_after_ms(self) -> int | None: ...
-    @property
-    def position(self) -> Any: ...
+SettleResult = Literal["acked", "already_acked", "nacked", "released"]
 
 
 @dataclass(slots=True)
@@ -69,7 +35,7 @@ class PiggybackAcks:
         results: their outcomes once settled (None before).
     """
 
-    refs: tuple[Any, ...]
+    refs: tuple[LeaseKey, ...]
     results: list[str | Exception] | None = None
 
     @property
@@ -77,9 +43,21 @@ class PiggybackAcks:
         """Whether there are refs that no one settled yet."""
         return self.results is None and bool(self.refs)
 
+    async def settle_each(self, ack: Callable[[LeaseKey], Awaitable[str]]) -> None:
+        """Ack the refs one by one with ``ack`` (when no round trip could carry them); each
+        gets its answer or the :class:`TubeMQError` its ack raised."""
+        results: list[str | Exception] = []
+        for ref in self.refs:
+            try:
+                results.append(await ack(ref))
+            except TubeMQError as exc:
+                results.append(exc)
+        self.results = results
+
 
 class ConsumeEngine(Protocol):
-    """The consume engine as the HTTP layer uses it (see the gateway interface note)."""
+    """The consume engine as the HTTP layer uses it (``ConsumeService``; see the gateway
+    interface note). It speaks the engine's own types."""
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
@@ -94,19 +72,21 @@ class ConsumeEngine(Protocol):
         max_messages: int | None = None,
         owner: str = "",
         acks: PiggybackAcks | None = None,
-    ) -> FetchOutcomeLike: ...
-    async def settle(self, lease: Any, action: SettleAction, *, delay_ms: int = 0) -> str: ...
-    async def extend(self, lease: Any, lease_ms: int) -> int: ...
+    ) -> FetchOutcome: ...
+    async def settle(
+        self, lease: LeaseKey, action: SettleAction, *, delay_ms: int = 0
+    ) -> SettleResult: ...
+    async def extend(self, lease: LeaseKey, lease_ms: int) -> int: ...
     async def reset(
         self,
         group: str,
         to: Literal["earliest", "latest"] | Mapping[str, int] | datetime,
         *,
         client_id: str | None = None,
-    ) -> Sequence[Any]: ...
+    ) -> list[ResetEntry]: ...
     async def pause(self, group: str) -> None: ...
     async def resume(self, group: str) -> None: ...
     async def set_rate(self, group: str, messages_per_second: float, burst: int | None) -> None: ...
-    async def lag(self, group: str, *, client_id: str | None = None) -> Any: ...
+    async def lag(self, group: str, *, client_id: str | None = None) -> LagReport: ...
     async def readiness(self) -> Mapping[str, bool]: ...
-    def stats(self) -> Any: ...
+    def stats(self) -> GatewayStats: ...

@@ -11,10 +11,11 @@ import asyncio
 import math
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import GatewayStats, GroupSpec
-from tubemq_aio.gateway.engine.sessions import SessionTable
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import GatewayStats
 from tubemq_aio.gateway.errors import TooManyClientsError, TubeUnavailableError
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.tubemq.session_table import SessionTable
 
 __all__ = ["ScopeSync"]
 

@@ -1,8 +1,9 @@
 """The gateway's consume engine: fetch (one attempt in :mod:`.fetch_attempt`), settle, extend,
 reset, pause, rate and lag.
 
-State lives in Redis (:mod:`tubemq_aio.gateway.leases.store`, Lua scripts on Redis's clock);
-TubeMQ is read through one shared consumer id per group (:mod:`.group_sessions`). A fetch is
+State lives in Redis (:mod:`tubemq_aio.gateway.leases.lease_store`, Lua scripts on Redis's clock);
+TubeMQ is read through one shared consumer id per group
+(:mod:`~tubemq_aio.gateway.tubemq.tube_group`). A fetch is
 acquire → [init] → [register at S when the broker cursor is not at S] → GetMessage →
 CommitOffset → record: 2 broker RPCs and 2 Redis round trips in the steady state (broadcast adds
 a cursor mutex: 2 more round trips). Settle, extend and reset touch Redis only, so acks keep
@@ -13,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.ack_pipeline import settle_result
 from tubemq_aio.gateway.engine.arguments import (
-    MAX_MESSAGES_LIMIT,
     checked_fetch,
     checked_lease_ms,
     checked_rate,
@@ -30,27 +32,19 @@ from tubemq_aio.gateway.engine.arguments import (
     scope_of,
 )
 from tubemq_aio.gateway.engine.data import (
-    MAX_OFFSET,
-    MIN_RATE,
     ConsumeSettings,
+    FetchArgs,
     FetchOutcome,
     GatewayStats,
-    GroupSpec,
-    LagEntry,
     LagReport,
-    Lease,
-    LeaseRef,
-    Mode,
-    Position,
     ResetEntry,
 )
+from tubemq_aio.gateway.engine.dead_letters import DeadLetters
 from tubemq_aio.gateway.engine.fetch_attempt import BatchReader
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
 from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.engine.offsets_reset import reset_offsets
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.scope_sync import ScopeSync
-from tubemq_aio.gateway.engine.sessions import SessionTable
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
@@ -59,27 +53,14 @@ from tubemq_aio.gateway.errors import (
     TubeUnavailableError,
     UnknownGroupError,
 )
-from tubemq_aio.gateway.leases.store import LeaseStore
-from tubemq_aio.gateway.redis_client import RedisClient, open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.tubemq.session_table import SessionTable
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.supervisor import Supervisor
 
-__all__ = [
-    "MAX_MESSAGES_LIMIT",
-    "MAX_OFFSET",
-    "MIN_RATE",
-    "ConsumeService",
-    "ConsumeSettings",
-    "FetchOutcome",
-    "GatewayStats",
-    "GroupSpec",
-    "LagEntry",
-    "LagReport",
-    "Lease",
-    "LeaseRef",
-    "Mode",
-    "Position",
-    "ResetEntry",
-]
+__all__ = ["ConsumeService"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
@@ -87,25 +68,56 @@ log = logging.getLogger("tubemq_aio.gateway")
 _MIN_POLL_MS = 10
 
 
+def _no_count(_group: str, _count: int) -> None:
+    """Counts nothing (an engine without dead-letter metrics)."""
+
+
 class ConsumeService:
     """The consume engine of one gateway replica.
 
+    Its collaborators are built here and held for its life: the Redis client (no connection
+    before the first round trip), the lease store (:attr:`store`), the TubeMQ sessions
+    (:attr:`sessions`) and the wake listener; :meth:`start` boots the store and starts the
+    listener. The housekeeper is handed :attr:`store` and :attr:`sessions`.
+
     Args:
         settings: engine settings; groups are fixed for the service's life.
+        dead_letters: where poison batches go (default: nowhere, they are delivered as usual).
     """
 
-    def __init__(self, settings: ConsumeSettings) -> None:
+    def __init__(
+        self, settings: ConsumeSettings, *, dead_letters: DeadLetters | None = None
+    ) -> None:
         self.settings = settings
+        #: Where poison batches go (the replica's producer; none by default).
+        self.dead_letters = dead_letters or DeadLetters(None, {}, settings.rpc_timeout, _no_count)
         self._specs = {g.name: g for g in settings.groups}
-        self._sessions = SessionTable(settings)
+        #: The replica's TubeMQ sessions, one per group (shared with the housekeeper).
+        self.sessions = SessionTable(settings)
         self._stats = GatewayStats()
-        self._sync = ScopeSync(self._sessions, self._stats, settings.sync_interval)
+        self._sync = ScopeSync(self.sessions, self._stats, settings.sync_interval)
         #: The owner of the engine's background tasks (wake listener, cursor renewals).
         self.tasks = Supervisor("tubemq-gateway")
         self._reader = BatchReader(settings, self._stats, self._tube, self.tasks)
-        self._client: RedisClient | None = None
-        self._store: LeaseStore | None = None
-        self._waker: Waker | None = None
+        # Blocking: a burst of round trips waits for a free connection instead of failing
+        # with "too many connections", which would read as a Redis outage (503).
+        topology = parse_redis_url(settings.redis)
+        connections = settings.redis_max_connections
+        self._client = open_redis(
+            topology, max_connections=connections, timeout=settings.rpc_timeout
+        )
+        #: The consume state in Redis (shared with the housekeeper; booted by :meth:`start`).
+        self.store = LeaseStore(
+            self._client,
+            timeout=settings.rpc_timeout,
+            # a cluster's per-node pools fail when full: keep one free for the wake listener
+            max_inflight=connections - 1 if topology.kind == "cluster" else None,
+            ack_replicas=settings.redis_ack_replicas,
+            ack_wait_ms=settings.redis_ack_wait_ms,
+        )
+        self._waker = Waker(
+            self._client, max_waiters=settings.max_long_poll_waiters, tasks=self.tasks
+        )
         self._closed = False
         self._started = False
 
@@ -116,37 +128,22 @@ class ConsumeService:
     # ---- life cycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect Redis, check the boot markers and start the wake listener (idempotent).
+        """Check the boot markers in Redis and start the wake listener (idempotent).
 
         Raises:
-            StoreUnavailableError: Redis cannot be reached.
+            StoreUnavailableError: Redis cannot be reached, or the service is closed.
+            StateLostError: Redis lost the gateway's state.
         """
         if self._closed:
             raise StoreUnavailableError("the consume service is closed")
         if self._started:
             return
-        timeout = self.settings.rpc_timeout
-        # Blocking: a burst of round trips waits for a free connection instead of failing
-        # with "too many connections", which would read as a Redis outage (503).
-        topology = parse_redis_url(self.settings.redis_url)
-        connections = self.settings.redis_max_connections
-        client = open_redis(topology, max_connections=connections, timeout=timeout)
         try:
-            store = LeaseStore(
-                client,
-                timeout=timeout,
-                # a cluster's per-node pools fail when full: keep one free for the wake listener
-                max_inflight=connections - 1 if topology.kind == "cluster" else None,
-                ack_replicas=self.settings.redis_ack_replicas,
-                ack_wait_ms=self.settings.redis_ack_wait_ms,
-            )
-            await store.boot(list(self._specs), allow_init=self.settings.allow_init)
-            waker = Waker(client, max_waiters=self.settings.max_long_poll_waiters, tasks=self.tasks)
-            await waker.start()
+            await self.store.boot(list(self._specs), allow_init=self.settings.allow_init)
+            await self._waker.start()
         except BaseException:
-            await client.aclose()
+            await self._client.aclose()
             raise
-        self._client, self._store, self._waker = client, store, waker
         self._started = True
 
     async def close(self) -> None:
@@ -154,62 +151,29 @@ class ConsumeService:
         if self._closed:
             return
         self._closed = True
-        if self._waker is not None:
-            await self._waker.close()
+        await self._waker.close()
         leftover = self.tasks.cancel()  # cursor renewals of fetches still running
         if leftover:
             _, pending = await asyncio.wait(leftover, timeout=2 * self.settings.rpc_timeout)
             if pending:
                 log.warning("%d engine tasks did not end in time", len(pending))
-        await self._sessions.close_all()
-        if self._client is not None:
-            await self._client.aclose()
+        await self.sessions.close_all()
+        await self._client.aclose()
 
     def _running(self) -> LeaseStore:
-        if self._closed or self._store is None:
+        if self._closed or not self._started:
             raise StoreUnavailableError("the consume service is not running")
-        return self._store
+        return self.store
 
     def stats(self) -> GatewayStats:
         """A copy of the counters."""
         out = dataclasses.replace(self._stats)
-        if self._store is not None:
-            out.redis_roundtrips = self._store.roundtrips
-            out.state_lost = self._store.lost
-            out.store_errors = self._store.failures
-            out.ack_wait_short = self._store.wait_short
-        if self._waker is not None:
-            out.long_poll_waiters = self._waker.waiting
+        out.redis_roundtrips = self.store.roundtrips
+        out.state_lost = self.store.lost
+        out.store_errors = self.store.failures
+        out.ack_wait_short = self.store.wait_short
+        out.long_poll_waiters = self._waker.waiting
         return out
-
-    # ---- for the housekeeper -----------------------------------------------------------------
-
-    def lease_store(self) -> LeaseStore:
-        """The running Redis store.
-
-        Raises:
-            StoreUnavailableError: the service is not running.
-        """
-        return self._running()
-
-    async def session(self, group: str) -> TubeGroup:
-        """The group's started TubeMQ session on this replica (opened if needed; not counted
-        as client use, so a session opened only for lag probes stays idle).
-
-        Raises:
-            UnknownGroupError: the group is not served.
-            TubeUnavailableError: the master cannot be reached.
-        """
-        return await self._sessions.get(self._spec(group))
-
-    def session_use(self) -> tuple[list[str], dict[str, float], dict[str, int]]:
-        """Open sessions, when a client fetch last ended per group, fetches running now."""
-        return self._sessions.usage()
-
-    async def close_session(self, group: str) -> bool:
-        """Close the group's TubeMQ session on this replica unless a fetch is using it; the
-        next fetch opens a new one. Returns whether one was closed."""
-        return await self._sessions.close_unused(group)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -220,7 +184,7 @@ class ConsumeService:
         return spec
 
     async def _tube(self, spec: GroupSpec) -> TubeGroup:
-        return await self._sessions.get(spec)
+        return await self.sessions.get(spec)
 
     # ---- fetch -------------------------------------------------------------------------------
 
@@ -248,8 +212,12 @@ class ConsumeService:
             max_messages: gather further broker batches of the leased partition while the
                 answer stays within this many messages (1–10000; None: one broker batch). The
                 first broker batch is always delivered whole (the broker sizes it).
-            acks: leases to ack first; they ride in the first acquire's Redis round trip and
-                their outcomes are set on it (left pending when the fetch fails before).
+            acks: leases to ack first; they ride in the first acquire's Redis round trip, or
+                are settled one by one when it cannot carry them or the fetch failed first:
+                when the fetch returns or raises, every ref has its result.
+
+        A poison batch goes to its group's dead-letter topic first (:attr:`dead_letters`); a
+        cancelled fetch gives back what it leased.
 
         Raises:
             UnknownGroupError / InvalidRequestError: bad arguments (nothing touched).
@@ -257,32 +225,54 @@ class ConsumeService:
             TubeUnavailableError: the master or the partition's broker failed.
             TooManyWaitersError: too many long polls wait on this replica.
         """
-        spec = self._spec(group)
-        scope = scope_of(spec, client_id)
-        lease = checked_lease_ms(spec, lease_ms)
-        max_messages = checked_fetch(wait_ms, holder, owner, max_messages)
-        store = self._running()
-        if acks is not None and (
-            store.ack_replicas > 0 or any(ref.group not in self._specs for ref in acks.refs)
-        ):
-            # left to the caller's one-by-one settles: they name a bad group, and each ack
-            # waits for the replicas on its own connection (WAIT counts that connection's writes)
-            acks = None
+        try:
+            spec = self._spec(group)
+            scope = scope_of(spec, client_id)
+            request = FetchArgs(
+                spec=spec,
+                scope=scope,
+                lease_ms=checked_lease_ms(spec, lease_ms),
+                holder=holder[:200],
+                owner=owner[:200],
+                max_messages=checked_fetch(wait_ms, holder, owner, max_messages),
+                wait_ms=wait_ms,
+            )
+            store = self._running()
+            riding = acks
+            if acks is not None and (
+                store.ack_replicas > 0 or any(ref.group not in self._specs for ref in acks.refs)
+            ):
+                # settled one by one below: they name a bad group, or each ack waits for the
+                # replicas on its own connection (WAIT counts that connection's writes)
+                riding = None
+            return await self.dead_letters.fetch(
+                group, self, functools.partial(self._fetch_one, request, store, riding)
+            )
+        finally:  # also when the fetch failed: the acks were asked for whatever came after
+            if acks is not None and acks.pending:
+                await acks.settle_each(self._ack)
+
+    async def _ack(self, ref: LeaseKey) -> str:
+        return await self.settle(ref, "ack")
+
+    async def _fetch_one(
+        self, request: FetchArgs, store: LeaseStore, acks: PiggybackAcks | None
+    ) -> FetchOutcome:
+        """One fetch as the client asked it (no dead letters): long polls until a batch,
+        ``throttled`` or the deadline."""
+        spec, scope = request.spec, request.scope
         self._stats.fetches += 1
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        with self._sessions.in_use(group):
+        deadline = loop.time() + request.wait_ms / 1000
+        with self.sessions.in_use(spec.name):
             while True:
-                await self._sync(spec, scope, store, owner[:200])
-                outcome = await self._reader.fetch_once(
-                    spec, scope, lease, holder[:200], store, max_messages, acks
-                )
+                await self._sync(spec, scope, store, request.owner)
+                outcome = await self._reader.fetch_once(request, store, acks)
                 left_ms = int((deadline - loop.time()) * 1000)
                 if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break
-                assert self._waker is not None
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
-                await self._waker.wait(f"{group}|{scope}", min(left_ms, pause))
+                await self._waker.wait(f"{spec.name}|{scope}", min(left_ms, pause))
         name = f"fetches_{outcome.status}"
         setattr(self._stats, name, getattr(self._stats, name) + 1)
         return outcome
@@ -290,7 +280,7 @@ class ConsumeService:
     # ---- settle / extend ---------------------------------------------------------------------
 
     async def settle(
-        self, lease: LeaseRef, action: Literal["ack", "nack", "release"], *, delay_ms: int = 0
+        self, lease: LeaseKey, action: Literal["ack", "nack", "release"], *, delay_ms: int = 0
     ) -> Literal["acked", "already_acked", "nacked", "released"]:
         """Ack (commit the batch), nack (redeliver after ``delay_ms``) or release a lease.
 
@@ -307,7 +297,7 @@ class ConsumeService:
         got = await store.settle(lease, action, delay_ms)
         return settle_result(self._stats, got, action)
 
-    async def extend(self, lease: LeaseRef, lease_ms: int) -> int:
+    async def extend(self, lease: LeaseKey, lease_ms: int) -> int:
         """Keep a lease ``lease_ms`` longer from now; returns the new expiry (Redis ms).
 
         Raises:
@@ -400,8 +390,8 @@ class ConsumeService:
 
     async def readiness(self) -> dict[str, bool]:
         """``{"redis": PING answered, "master": the master answered the last metadata query}``."""
-        redis_ok = self._store is not None and not self._closed and await self._store.ping()
+        redis_ok = self._started and not self._closed and await self.store.ping()
         master_ok = False
         if self._specs and not self._closed:
-            master_ok = await self._sessions.master_answers(list(self._specs.values()))
+            master_ok = await self.sessions.master_answers(list(self._specs.values()))
         return {"redis": redis_ok, "master": master_ok}

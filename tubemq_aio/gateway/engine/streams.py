@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.port import ConsumeEngine, FetchOutcomeLike, LeaseLike
-from tubemq_aio.gateway.engine.tokens import TokenClaims
+from tubemq_aio.gateway.config.stream_config import StreamConfig
+from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.errors import LeaseStaleError, TooManyWaitersError
-from tubemq_aio.gateway.stream_config import StreamConfig
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["BatchStream", "StreamEvent", "StreamHub"]
@@ -49,14 +50,14 @@ class StreamEvent:
     """
 
     kind: Literal["batch", "error", "end"]
-    outcome: FetchOutcomeLike | None = None
+    outcome: FetchOutcome | None = None
     error: Exception | None = None
     reason: EndReason | None = None
 
 
 @dataclass(slots=True)
 class _Held:
-    lease: LeaseLike
+    lease: Lease
     deadline: float  # loop time at which the lease has surely run out
 
 
@@ -81,7 +82,7 @@ class BatchStream:
     """
 
     engine: ConsumeEngine
-    fetch: Callable[[int], Awaitable[FetchOutcomeLike]]
+    fetch: Callable[[int], Awaitable[FetchOutcome]]
     group: str
     client_id: str | None
     holder: str
@@ -205,18 +206,25 @@ class BatchStream:
             async with asyncio.timeout(self.settings.release_timeout):
                 await asyncio.gather(*(self._release(lease) for lease in held))
         except TimeoutError:
-            log.warning("a stream of group %r ended; %d leases were not released in time "
-                        "and come back when they expire", self.group, len(held))  # fmt: skip
+            log.warning(
+                "a stream of group %r ended; %d leases were not released in time "
+                "and come back when they expire",
+                self.group,
+                len(held),
+            )
 
-    async def _release(self, lease: LeaseLike) -> None:
-        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+    async def _release(self, lease: Lease) -> None:
+        ref = LeaseKey(lease.group, lease.scope, lease.partition_key, lease.lease_id)
         try:
             await self.engine.settle(ref, "release")
         except LeaseStaleError:
             pass  # settled meanwhile (an ack on its way), or taken over after expiry
         except TubeMQError as exc:
-            log.warning("releasing a lease of group %r failed (%r): it comes back when it "
-                        "expires", self.group, exc)  # fmt: skip
+            log.warning(
+                "releasing a lease of group %r failed (%r): it comes back when it expires",
+                self.group,
+                exc,
+            )
 
 
 class StreamHub:
@@ -256,8 +264,9 @@ class StreamHub:
         self._streams.add(stream)
         stream._on_end = self._streams.discard
         try:
-            return self.tasks.spawn(stream.run(retriable), f"stream-{stream.group}",
-                                    essential=False)  # fmt: skip
+            return self.tasks.spawn(
+                stream.run(retriable), f"stream-{stream.group}", essential=False
+            )
         except BaseException:
             self._streams.discard(stream)
             raise

@@ -16,16 +16,12 @@ import json
 from tubemq_aio.gateway.errors import TokenError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
-__all__ = ["MAX_TOKEN_LENGTH", "TokenClaims", "decode_token", "encode_token"]
+__all__ = ["MAX_TOKEN_LENGTH", "decode_token", "encode_token"]
 
 PREFIX = "t1."
 MAC_BYTES = 16
 #: Longest token accepted; longer input is refused without decoding it.
 MAX_TOKEN_LENGTH = 1024
-
-
-#: What a verified token names: a lease's key.
-TokenClaims = LeaseKey
 
 
 def _b64(raw: bytes) -> str:
@@ -40,7 +36,7 @@ def _mac(secret: bytes, signed: str) -> bytes:
     return hmac.new(secret, signed.encode("ascii"), hashlib.sha256).digest()[:MAC_BYTES]
 
 
-def encode_token(claims: TokenClaims, secret: bytes) -> str:
+def encode_token(claims: LeaseKey, secret: bytes) -> str:
     """Build the token for ``claims``, signed with ``secret``.
 
     Raises:
@@ -59,7 +55,7 @@ def encode_token(claims: TokenClaims, secret: bytes) -> str:
     return token
 
 
-def decode_token(token: str, secret: bytes) -> TokenClaims:
+def decode_token(token: str, secret: bytes) -> LeaseKey:
     """Verify ``token`` and return what it names.
 
     Raises:
@@ -90,4 +86,4 @@ def decode_token(token: str, secret: bytes) -> TokenClaims:
         or not all(isinstance(f, str) and f for f in fields)
     ):
         raise TokenError("lease token payload has the wrong shape")
-    return TokenClaims(*fields)
+    return LeaseKey(*fields)

@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import logging
 
+from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.gateway.errors import TooManyWaitersError
-from tubemq_aio.gateway.leases.keys import WAKE_CHANNEL
-from tubemq_aio.gateway.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["Waker"]
@@ -48,7 +49,13 @@ class Waker:
         self._stopping = False
 
     async def start(self) -> None:
-        """Start the listener task (under the owner given; ended by :meth:`close`)."""
+        """Start the listener task (under the owner given; ended by :meth:`close`; idempotent).
+
+        Raises:
+            ClientClosedError: :meth:`close` was called.
+        """
+        if self._stopping:
+            raise ClientClosedError("the wake listener is closed")
         if self._task is None:
             self._task = self._tasks.spawn(self._listen(), "wake")
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import HousekeeperConfig
-from tubemq_aio.gateway.engine.service import ConsumeService, GroupSpec
+from tubemq_aio.errors import ClientClosedError, TubeMQError
+from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
+from tubemq_aio.gateway.engine.data import FetchArgs
+from tubemq_aio.gateway.engine.lag import read_lag
 from tubemq_aio.gateway.housekeeper.decisions import (
     LagSample,
     Leadership,
@@ -33,8 +34,10 @@ from tubemq_aio.gateway.housekeeper.decisions import (
     sessions_to_close,
 )
 from tubemq_aio.gateway.housekeeper.lag_probe import probe_partition
-from tubemq_aio.gateway.housekeeper.store import HousekeeperStore
+from tubemq_aio.gateway.leases.housekeeping_store import HousekeeperStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.metrics import PREFIX
+from tubemq_aio.gateway.tubemq.session_table import SessionTable
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["Housekeeper", "HousekeeperStats"]
@@ -60,17 +63,31 @@ class Housekeeper:
     """One replica's housekeeper task.
 
     Args:
-        engine: the replica's running consume engine.
+        store: the replica's lease store (the consume engine's, started before the housekeeper).
+        sessions: the replica's TubeMQ sessions (the consume engine's): idle ones are closed,
+            the lag probes read through them.
+        groups: the groups served.
         config: the ``[housekeeper]`` settings.
         replica: this replica's name (the leader key holds it, with a random suffix).
+        rpc_timeout: seconds per Redis round trip and TubeMQ RPC (the engine's).
     """
 
-    def __init__(self, engine: ConsumeService, config: HousekeeperConfig, *, replica: str) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        store: LeaseStore,
+        sessions: SessionTable,
+        groups: tuple[GroupSpec, ...],
+        config: HousekeeperConfig,
+        *,
+        replica: str,
+        rpc_timeout: float,
+    ) -> None:
         self.config = config
         self.me = f"{replica}:{secrets.token_hex(4)}"
         self.stats = HousekeeperStats()
-        self._groups: tuple[GroupSpec, ...] = engine.settings.groups
+        self._lease_store = store
+        self._sessions = sessions
+        self._groups = groups
         self._lead = {g.name: Leadership(config.leader_lease_ms) for g in self._groups}
         self._probed: dict[str, float] = {}
         #: The owner of the election and work loops.
@@ -78,7 +95,7 @@ class Housekeeper:
         self._started = False
         self._stop = asyncio.Event()
         self._store: HousekeeperStore | None = None
-        self._timeout = engine.settings.rpc_timeout
+        self._timeout = rpc_timeout
 
     def __repr__(self) -> str:
         leading = sorted(g for g, lead in self._lead.items() if lead.held_until > -math.inf)
@@ -95,11 +112,17 @@ class Housekeeper:
         return sorted(g for g, lead in self._lead.items() if lead.is_leader(now))
 
     async def start(self) -> None:
-        """Start the tasks (idempotent; a no-op when disabled or without groups)."""
+        """Start the tasks (idempotent; a no-op when disabled or without groups).
+
+        Raises:
+            ClientClosedError: :meth:`close` was called.
+        """
+        if self._stop.is_set():
+            raise ClientClosedError("the housekeeper is closed")
         if self._started or not self.config.enabled or not self._groups:
             return
         self._started = True
-        self._store = HousekeeperStore(self.engine.lease_store())
+        self._store = HousekeeperStore(self._lease_store)
         self.tasks.spawn(self._loop(self.elect), "elect")
         self.tasks.spawn(self._loop(self.work), "work")
 
@@ -176,10 +199,10 @@ class Housekeeper:
 
     async def _close_idle_sessions(self) -> None:
         loop = asyncio.get_running_loop()
-        groups, last_use, busy = self.engine.session_use()
+        groups, last_use, busy = self._sessions.usage()
         idle_s = self.config.session_idle_ms / 1000
         for group in sessions_to_close(groups, last_use, busy, loop.time(), idle_s):
-            if await self.engine.close_session(group):
+            if await self._sessions.close_unused(group):
                 self.stats.sessions_closed += 1
                 log.info("closed the idle TubeMQ session of group %s", group)
 
@@ -198,14 +221,14 @@ class Housekeeper:
     async def _scopes(self, spec: GroupSpec) -> list[str]:
         if spec.mode == "clustering":
             return ["c"]
-        return await self.engine.lease_store().clients(spec.name)
+        return await self._lease_store.clients(spec.name)
 
     async def _probe(self, spec: GroupSpec) -> None:
-        store = self.engine.lease_store()
+        store = self._lease_store
         loop = asyncio.get_running_loop()
         began = loop.time()
-        was_open = spec.name in self.engine.session_use()[0]
-        tube = await self.engine.session(spec.name)
+        was_open = spec.name in self._sessions.usage()[0]
+        tube = await self._sessions.get(spec)
         try:
             if spec.mode == "clustering":  # a group nobody fetched learns its partitions here
                 await store.sync_parts(spec.name, "c", await tube.partitions())
@@ -220,10 +243,10 @@ class Housekeeper:
                         return
                     try:
                         async with asyncio.timeout(2 * self._timeout):
+                            probe = FetchArgs(spec, scope, lease_ms, holder)
                             got = await probe_partition(
-                                store, tube, spec, scope, p, holder=holder, lease_ms=lease_ms,
-                                on_rewind=self._count_rewind,
-                            )  # fmt: skip
+                                store, tube, probe, p, on_rewind=self._count_rewind
+                            )
                     except (TubeMQError, TimeoutError, OSError) as exc:
                         # one broker down must not stop the probes of the others
                         self.stats.errors += 1
@@ -231,11 +254,11 @@ class Housekeeper:
                         continue
                     self.stats.probes += int(got)
         finally:
-            _, last_use, _ = self.engine.session_use()
+            _, last_use, _ = self._sessions.usage()
             unused = last_use.get(spec.name, -math.inf) < began
             if not was_open and unused and self.config.session_idle_ms:
                 # opened only for this pass: an idle group does not stay registered
-                await self.engine.close_session(spec.name)
+                await self._sessions.close_unused(spec.name)
 
     def _count_rewind(self) -> None:
         self.stats.offset_rewinds += 1
@@ -258,8 +281,7 @@ class Housekeeper:
     async def _export_lag(self, spec: GroupSpec) -> None:
         samples: list[LagSample] = []
         for scope in await self._scopes(spec):
-            client_id = None if scope == "c" else scope[2:]
-            report = await self.engine.lag(spec.name, client_id=client_id)
+            report = await read_lag(self._lease_store, spec.name, scope)
             samples += lag_samples(
                 spec.name, scope, ((e.partition_key, e.lag_bytes) for e in report.partitions)
             )

@@ -15,12 +15,13 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
-from tubemq_aio.gateway.engine.data import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchArgs
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
-from tubemq_aio.gateway.engine.group_sessions import LATEST_OFFSET, TubeGroup
-from tubemq_aio.gateway.leases.keys import cursor_lock_key
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
+from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 
 __all__ = ["probe_partition"]
 
@@ -29,10 +30,15 @@ _CURSOR_LOCK_MS = 5000
 
 
 async def probe_partition(
-    store: LeaseStore, tube: TubeGroup, spec: GroupSpec, scope: str, p: str, *,
-    holder: str, lease_ms: int, on_rewind: Callable[[], None] = lambda: None,
-) -> bool:  # fmt: skip
-    """Refresh one partition's max offset; False when it was busy or gone (nothing changed).
+    store: LeaseStore,
+    tube: TubeGroup,
+    request: FetchArgs,
+    p: str,
+    *,
+    on_rewind: Callable[[], None] = lambda: None,
+) -> bool:
+    """Refresh the max offset of partition ``p``, leased as ``request`` asks (its group, scope,
+    holder and lease length); False when it was busy or gone (nothing changed).
 
     When the broker's partition now ends below the committed offset (two registers agree; a
     broker came back without its unflushed tail), the offset is moved back there, as a fetch
@@ -43,11 +49,12 @@ async def probe_partition(
         GatewayError: Redis failed (the lease is released first when possible).
         TubeMQError: the broker refused the register (the lease is released).
     """
+    spec, scope = request.spec, request.scope
     lid = secrets.token_hex(16)
     released = False  # a cancel while the acquire is in flight still gives p back below
     unlock: str | None = None
     try:
-        got = await store.acquire(spec.name, scope, lid, lease_ms, holder, want=p)
+        got = await store.acquire(spec.name, scope, lid, request.lease_ms, request.holder, want=p)
         if got.status != "leased" or got.leased().partition_key != p:
             released = True
             return False
@@ -71,11 +78,13 @@ async def probe_partition(
             if begin < cmt:  # the partition ends below cmt: a second answer must agree
                 begin, top = await tube.register(p, cmt)
                 if begin < cmt:
-                    if not await rewind_committed(store, spec.name, scope, p, lid, cmt, begin, top):
+                    lease = LeaseKey(spec.name, scope, p, lid)
+                    if not await rewind_committed(store, lease, cmt, begin, top):
                         return False
                     on_rewind()
                     cmt = begin
-        rec = await store.record(LeaseKey(spec.name, scope, p, lid), cmt, cmt, top, 0, 0, begin)
+        booking = Booking(base=cmt, next=cmt, max=top, count=0, wait_ms=0, cursor=begin)
+        rec = await store.record(LeaseKey(spec.name, scope, p, lid), booking)
         released = rec.status in ("released", "stale")
         return rec.status == "released"
     finally:

@@ -141,17 +141,26 @@ def cause_class(exc: BaseException) -> str:
 
 
 def _error(
-    status: int, code: str, exc: BaseException, retriable: bool, message: str | None = None,
+    status: int,
+    code: str,
+    exc: BaseException,
+    retriable: bool,
+    message: str | None = None,
     headers: dict[str, str] | None = None,
-) -> ApiError:  # fmt: skip
+) -> ApiError:
     """An answer with ``message``, or the code's generic text (the exception's text withheld)
     when ``message`` is None."""
     text = str(exc) or type(exc).__name__
     if message is None:
         return ApiError(
-            status, code, _GENERIC_TEXTS[code], retriable, dict(headers or {}),
-            cause_class(exc), text,
-        )  # fmt: skip
+            status,
+            code,
+            _GENERIC_TEXTS[code],
+            retriable,
+            dict(headers or {}),
+            cause_class(exc),
+            text,
+        )
     return ApiError(status, code, message, retriable, dict(headers or {}), cause_class(exc))
 
 

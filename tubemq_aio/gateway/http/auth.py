@@ -14,7 +14,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass, field
 
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.errors import AuthError, ForbiddenScopeError
 
 __all__ = ["ANONYMOUS", "Authenticator"]
@@ -87,3 +87,19 @@ class Authenticator:
         """
         if not principal.allows(kind, resource):
             raise ForbiddenScopeError(f"this key has no {kind}:{resource} scope")
+
+    @staticmethod
+    def sees_group(principal: ApiKey, group: str) -> bool:
+        """Whether ``principal`` may read ``group``'s state (a ``consume:`` or ``admin:``
+        scope)."""
+        return principal.allows("consume", group) or principal.allows("admin", group)
+
+    @staticmethod
+    def require_reader(principal: ApiKey, group: str) -> None:
+        """Check :meth:`sees_group`.
+
+        Raises:
+            ForbiddenScopeError: it does not (403).
+        """
+        if not Authenticator.sees_group(principal, group):
+            raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")

@@ -14,20 +14,30 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
-from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
-from tubemq_aio.gateway.engine.dead_letters import DivertProgress
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
-from tubemq_aio.gateway.topic_offsets import TopicOffsets, TopicPartition
-from tubemq_aio.gateway.tube_reach import MasterReach
+from tubemq_aio.gateway.tubemq.master_reach import MasterReach
+from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, TopicPartition
 from tubemq_aio.models import Message
 from tubemq_aio.producer import Producer
 
-__all__ = ["Gateway", "GatewayDep", "Principal", "json_response", "messages_json"]
+__all__ = [
+    "AdminGroup",
+    "ConsumeGroup",
+    "Gateway",
+    "GatewayDep",
+    "GroupAccess",
+    "Principal",
+    "ReaderGroup",
+    "json_response",
+    "messages_json",
+]
 
 _T = TypeVar("_T")
 
@@ -45,7 +55,6 @@ class Gateway:
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
         engine: the consume engine (None without groups or before start).
-        dlq_progress: poison batches this replica diverted in part (sent only the rest).
         long_polls: long polls running now per principal name.
         topic_offsets: reads a topic's partitions and offsets (None before start).
         reach: the master probe that lets a produce fail fast (None: no probe).
@@ -58,7 +67,6 @@ class Gateway:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     producer: Producer | None = None
     engine: ConsumeEngine | None = None
-    dlq_progress: DivertProgress = field(default_factory=DivertProgress)
     long_polls: Counter[str] = field(default_factory=Counter)
     topic_offsets: TopicOffsets | None = None
     reach: MasterReach | None = None
@@ -105,7 +113,7 @@ class Gateway:
 
     async def produce_guarded(self, work: Awaitable[_T]) -> _T:
         """``await work`` (a send), answered 503 ``tube_unavailable`` at once when no master is
-        reachable (see :mod:`~tubemq_aio.gateway.tube_reach`).
+        reachable (see :mod:`~tubemq_aio.gateway.tubemq.master_reach`).
 
         Raises:
             TubeUnavailableError: no master reachable.
@@ -158,17 +166,59 @@ class _BearerKey(HTTPBearer):
         return gateway.auth.authenticate(request.headers.get("authorization"))
 
 
+@dataclass(frozen=True, slots=True)
+class GroupAccess:
+    """A request's principal and the configured group its path names, its scope checked.
+
+    Attributes:
+        principal: the API key of the request.
+        group: the configured group of the path's ``{group}``.
+    """
+
+    principal: ApiKey
+    group: GroupConfig
+
+
+class _GroupScope(_BearerKey):
+    """The principal of a request on ``/v1/groups/{group}/…`` holding ``action``'s scope on
+    that group (``"consume"``, ``"admin"``, or ``"read"``: consume or admin), and the group.
+    It declares the same Bearer scheme as :data:`Principal` (the OpenAPI document is
+    unchanged) and takes only the request, so the direct JSON route keeps its fast path."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(scheme_name=_SCHEME, auto_error=False, description=_SCHEME_TEXT)
+        self.action = action
+
+    async def __call__(self, request: Request) -> GroupAccess:  # type: ignore[override]
+        """The principal and the group of ``request``.
+
+        Raises:
+            AuthError: no key (and anonymous not allowed), a malformed header or an unknown key.
+            ForbiddenScopeError: the key lacks the scope on the group (403).
+            UnknownGroupError: no such group is configured (404).
+        """
+        gateway: Gateway = request.app.state.gateway
+        principal = gateway.auth.authenticate(request.headers.get("authorization"))
+        name = request.path_params["group"]
+        if self.action == "read":
+            Authenticator.require_reader(principal, name)
+        else:
+            Authenticator.require(principal, self.action, name)
+        return GroupAccess(principal, gateway.group(name))
+
+
+_SCHEME = "HTTPBearer"  # the name the published OpenAPI document uses
+_SCHEME_TEXT = "Authorization: Bearer <api key>"
 GatewayDep = Annotated[Gateway, Depends(_gateway)]
 Principal = Annotated[
-    ApiKey,
-    Depends(
-        _BearerKey(
-            scheme_name="HTTPBearer",  # the name the published OpenAPI document uses
-            auto_error=False,
-            description="Authorization: Bearer <api key>",
-        )
-    ),
+    ApiKey, Depends(_BearerKey(scheme_name=_SCHEME, auto_error=False, description=_SCHEME_TEXT))
 ]
+#: A request on a group that needs its ``consume:`` scope (401/403/404 otherwise).
+ConsumeGroup = Annotated[GroupAccess, Depends(_GroupScope("consume"))]
+#: A request on a group that needs its ``admin:`` scope (401/403/404 otherwise).
+AdminGroup = Annotated[GroupAccess, Depends(_GroupScope("admin"))]
+#: A request reading a group's state: its ``consume:`` or ``admin:`` scope (401/403/404).
+ReaderGroup = Annotated[GroupAccess, Depends(_GroupScope("read"))]
 
 
 #: Stands for "no message before this one" in :func:`messages_json`.

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import orjson
 from pydantic import ValidationError
 
+from tubemq_aio.gateway.config.limits import MAX_BATCH_CEILING
 from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.schemas import MAX_VALUE_CHARS, ProduceRequest
-from tubemq_aio.gateway.limits import MAX_BATCH_CEILING
 
 __all__ = ["SharedBatch", "decode_value", "read_shared_batch"]
 
@@ -82,8 +82,12 @@ class SharedBatch:
             return None
         first = requests[0]
         for r in requests:
-            if (r.attributes != first.attributes or r.msg_type != first.msg_type
-                    or r.msg_time != first.msg_time or r.key != first.key):  # fmt: skip
+            if (
+                r.attributes != first.attributes
+                or r.msg_type != first.msg_type
+                or r.msg_time != first.msg_time
+                or r.key != first.key
+            ):
                 return None
         bodies = [_body_or_error(r.value, r.encoding) for r in requests]
         return cls(bodies, first.attributes, first.msg_type, first.msg_time, first.key)

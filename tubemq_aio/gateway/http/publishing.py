@@ -72,18 +72,33 @@ async def _send_shared(
     sent: Sequence[SendResult | BaseException] | None = None
     if valid and len(valid) <= producer.config.max_send_many:
         try:
-            sent = await producer.send_many(topic, valid, attributes=batch.attributes,
-                                            msg_type=batch.msg_type, msg_time=batch.msg_time,
-                                            key=batch.key, timeout=per_send)  # fmt: skip
+            sent = await producer.send_many(
+                topic,
+                valid,
+                attributes=batch.attributes,
+                msg_type=batch.msg_type,
+                msg_time=batch.msg_time,
+                key=batch.key,
+                timeout=per_send,
+            )
         except TubeMQError:
             sent = None
     if sent is None:
         sent = await asyncio.gather(
-            *(producer.send(topic, body, attributes=batch.attributes, msg_type=batch.msg_type,
-                            msg_time=batch.msg_time, key=batch.key, timeout=per_send)
-              for body in valid),
+            *(
+                producer.send(
+                    topic,
+                    body,
+                    attributes=batch.attributes,
+                    msg_type=batch.msg_type,
+                    msg_time=batch.msg_time,
+                    key=batch.key,
+                    timeout=per_send,
+                )
+                for body in valid
+            ),
             return_exceptions=True,
-        )  # fmt: skip
+        )
     if len(valid) == len(bodies):
         return list(sent)
     results = iter(sent)
@@ -106,11 +121,17 @@ def _items(
         return {"index": index, "status": error.status, "error": body}
 
     items = [
-        {"index": index, "status": 200, "partition_key": outcome.partition_key,
-         "message_id": str(outcome.message_id), "append_offset": str(outcome.append_offset)}
-        if isinstance(outcome, SendResult) else error_item(index, outcome)
+        {
+            "index": index,
+            "status": 200,
+            "partition_key": outcome.partition_key,
+            "message_id": str(outcome.message_id),
+            "append_offset": str(outcome.append_offset),
+        }
+        if isinstance(outcome, SendResult)
+        else error_item(index, outcome)
         for index, outcome in enumerate(outcomes)
-    ]  # fmt: skip
+    ]
     statuses = Counter(failed)
     if len(failed) < len(items):
         statuses[200] = len(items) - len(failed)
@@ -118,10 +139,12 @@ def _items(
 
 
 async def send_batch(
-    producer: Producer, topic: str,
+    producer: Producer,
+    topic: str,
     messages: Sequence[ProduceRequest | InvalidBodyError] | SharedBatch,
-    timeout: float, answer: Callable[[BaseException], ApiError],
-) -> BatchAnswer:  # fmt: skip
+    timeout: float,
+    answer: Callable[[BaseException], ApiError],
+) -> BatchAnswer:
     """Send every message, pipelined by the producer; one result each, in order.
 
     Messages that share their options (the common case, and always a :class:`SharedBatch`)
@@ -139,8 +162,9 @@ async def send_batch(
     if len(valid) == len(messages):
         return _items(sent, answer)
     results = iter(sent)  # an invalid message's own error stands in its place
-    return _items([m if isinstance(m, InvalidBodyError) else next(results) for m in messages],
-                  answer)  # fmt: skip
+    return _items(
+        [m if isinstance(m, InvalidBodyError) else next(results) for m in messages], answer
+    )
 
 
 async def _send_valid(

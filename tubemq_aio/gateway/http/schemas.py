@@ -17,15 +17,15 @@ from pydantic import (
     model_validator,
 )
 
-from tubemq_aio.gateway.engine.data import MAX_OFFSET
-from tubemq_aio.gateway.errors import InvalidBodyError
-from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
-from tubemq_aio.gateway.limits import (
+from tubemq_aio.gateway.config.limits import (
     LEASE_MS_CEILING,
     MAX_BATCH_CEILING,
     MAX_DELAY_MS,
     MAX_WAIT_MS,
 )
+from tubemq_aio.gateway.engine.data import MAX_OFFSET
+from tubemq_aio.gateway.errors import InvalidBodyError
+from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
 
 __all__ = [
     "MAX_VALUE_CHARS",

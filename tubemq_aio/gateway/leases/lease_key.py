@@ -9,9 +9,8 @@ __all__ = ["LeaseKey"]
 
 @dataclass(frozen=True, slots=True)
 class LeaseKey:
-    """One lease of one partition in one scope of a group: what a lease token carries (the
-    engine calls it a ``LeaseRef``, the token a ``TokenClaims``) and what every lease script
-    after the acquire is called with.
+    """One lease of one partition in one scope of a group: what a lease token carries and what
+    every lease script after the acquire is called with.
 
     Attributes:
         group: the consumer group.

@@ -1,7 +1,8 @@
 """The lease state machine of the gateway, pure: no I/O, no clock (``now`` is an argument).
 
 This is the reference the Redis scripts (``lua/*.lua``, run by
-:mod:`~tubemq_aio.gateway.leases.store`) implement: the same operations with the same arguments,
+:mod:`~tubemq_aio.gateway.leases.lease_store`) implement: the same operations with the same
+arguments,
 results and state changes, so a test can run one random sequence of operations through both and
 compare the states field by field.
 
@@ -30,6 +31,31 @@ from tubemq_aio.gateway.leases.partition_state import (
 )
 
 __all__ = ["GroupState", "PartState", "ScopeState", "gcra"]
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """A batch read under a lease, as ``record`` books it (the script's arguments).
+
+    Attributes:
+        base: the committed offset the read started from.
+        next: the offset right after the batch (committed at once when ``count`` is 0).
+        max: the partition's max index offset the broker reported (-1 unknown).
+        count: messages in the batch.
+        wait_ms: how long the partition rests when the batch is empty.
+        cursor: where the broker cursor is now (-1: unknown).
+    """
+
+    base: int
+    next: int
+    max: int
+    count: int
+    wait_ms: int = 0
+    cursor: int = -1
+
+    def fields(self) -> tuple[int, int, int, int, int, int]:
+        """``(base, next, max, count, wait_ms, cursor)``, the order the script takes them."""
+        return (self.base, self.next, self.max, self.count, self.wait_ms, self.cursor)
 
 
 @dataclass(slots=True)
@@ -88,9 +114,15 @@ class GroupState:
         self.booted = True
 
     def acquire(
-        self, now: int, s: str, lid: str, lease_ms: int, holder: str, want: str = "",
+        self,
+        now: int,
+        s: str,
+        lid: str,
+        lease_ms: int,
+        holder: str,
+        want: str = "",
         reclaim_max: int = 64,
-    ) -> tuple[object, ...]:  # fmt: skip
+    ) -> tuple[object, ...]:
         """Lease the partition eligible longest (or ``want``).
 
         Returns:
@@ -162,20 +194,20 @@ class GroupState:
         return ("ok", ps.committed)
 
     def record(
-        self, now: int, s: str, p: str, lid: str, base: int, nxt: int, top: int, n: int,
-        wait_ms: int, cursor: int, fence_held: bool = True,
-    ) -> tuple[object, ...]:  # fmt: skip
-        """Book the batch ``[base, nxt)`` of ``n`` messages read under the lease.
+        self, now: int, s: str, p: str, lid: str, booking: Booking, fence_held: bool = True
+    ) -> tuple[object, ...]:
+        """Book the batch ``[base, next)`` of ``count`` messages read under the lease.
 
-        ``cursor`` ≥ 0 is where the broker cursor now is (-1: unknown). An empty batch (n = 0)
-        commits ``nxt`` at once (scanned entries of sibling partitions or filtered messages)
-        and releases the lease; the partition rests ``wait_ms``.
+        ``booking.cursor`` ≥ 0 is where the broker cursor now is (-1: unknown). An empty batch
+        (count 0) commits ``next`` at once (scanned entries of sibling partitions or filtered
+        messages) and releases the lease; the partition rests ``wait_ms``.
 
         Returns:
             ``("lost",)``, ``("stale",)``, ``("fenced",)`` (broadcast: the cursor mutex the read
             ran under lapsed, ``fence_held`` False), ``("moved",)`` (cmt is not ``base``: reset
             meanwhile), ``("released", cmt)`` or ``("ok",)``.
         """
+        base, nxt, top, n, wait_ms, cursor = booking.fields()
         if not self.booted:
             return ("lost",)
         sc = self.scope(s)

@@ -20,7 +20,7 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError
-from tubemq_aio.gateway.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_client import RedisClient
 
 __all__ = ["RoundTrips", "refusal_error"]
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from tubemq_aio.gateway.leases.model import GroupState, PartState, ScopeState
+from tubemq_aio.gateway.leases.model import GroupState
+from tubemq_aio.gateway.leases.partition_state import PartState, ScopeState
 
-__all__ = ["state_from_redis", "text"]
+__all__ = ["RawScope", "state_from_redis", "text"]
 
 #: The fields ``<partition>|<name>`` of a scope's hash and the :class:`PartState` attribute
 #: each one is (the Redis names are short: they are stored once per partition and scope).
@@ -29,12 +30,24 @@ def text(v: Any) -> Any:
     return v.decode() if isinstance(v, bytes) else v
 
 
-def state_from_redis(
-    scope: str, cfg: Any, tat: Any, cur: Any, st: Any, ready: Any, leased: Any, parts: Any,
-    acq: Any,
-) -> GroupState:  # fmt: skip
+class RawScope(NamedTuple):
+    """The raw answers of one scope's keys, in the order
+    :meth:`~tubemq_aio.gateway.leases.lease_store.LeaseStore.dump` reads them."""
+
+    cfg: Any
+    tat: Any
+    cur: Any
+    st: Any
+    ready: Any
+    leased: Any
+    parts: Any
+    acq: Any
+
+
+def state_from_redis(scope: str, raw: RawScope) -> GroupState:
     """The :class:`GroupState` of one scope from the raw answers of its keys (see
-    :meth:`~tubemq_aio.gateway.leases.store.LeaseStore.dump`)."""
+    :meth:`~tubemq_aio.gateway.leases.lease_store.LeaseStore.dump`)."""
+    cfg, tat, cur, st, ready, leased, parts, acq = raw
     cfg = {text(k): text(v) for k, v in cfg.items()}
     state = GroupState(
         booted="boot" in cfg,

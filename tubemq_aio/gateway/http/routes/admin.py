@@ -9,10 +9,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.config import ApiKey
-from tubemq_aio.gateway.errors import ForbiddenScopeError
-from tubemq_aio.gateway.http.auth import Authenticator
-from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
+from tubemq_aio.gateway.http.deps import (
+    AdminGroup,
+    GatewayDep,
+    ReaderGroup,
+    json_response,
+)
 from tubemq_aio.gateway.http.schemas import (
     ErrorResponse,
     LagResponse,
@@ -23,7 +25,7 @@ from tubemq_aio.gateway.http.schemas import (
 )
 from tubemq_aio.gateway.http.wire_ints import int_text
 
-__all__ = ["ClientIdQuery", "lag_body", "plain", "require_reader", "router", "sees_group"]
+__all__ = ["ClientIdQuery", "lag_body", "plain", "router"]
 
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
 router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
@@ -53,12 +55,10 @@ def _offsets_as_text(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, 
     "/v1/groups/{group}/offsets/reset", operation_id="reset_offsets", response_model=ResetResponse
 )
 async def reset_offsets(
-    group: str, body: ResetRequest, gateway: GatewayDep, principal: Principal
+    group: str, body: ResetRequest, gateway: GatewayDep, _access: AdminGroup
 ) -> Response:
     """Move committed offsets (``to``, or ``to_time``: each partition's first message stamped at
     or after that time); outstanding lease tokens of the group then get 409."""
-    Authenticator.require(principal, "admin", group)
-    gateway.group(group)
     target = body.to_time if body.to is None else body.to
     assert target is not None  # the model requires one of them
     entries = await gateway.require_engine().reset(group, target, client_id=body.client_id)
@@ -67,30 +67,24 @@ async def reset_offsets(
 
 
 @router.post("/v1/groups/{group}/pause", operation_id="pause", response_model=OkResponse)
-async def pause(group: str, gateway: GatewayDep, principal: Principal) -> Response:
+async def pause(group: str, gateway: GatewayDep, _access: AdminGroup) -> Response:
     """Stop deliveries of the group on every replica from their next fetch."""
-    Authenticator.require(principal, "admin", group)
-    gateway.group(group)
     await gateway.require_engine().pause(group)
     return json_response({"ok": True})
 
 
 @router.post("/v1/groups/{group}/resume", operation_id="resume", response_model=OkResponse)
-async def resume(group: str, gateway: GatewayDep, principal: Principal) -> Response:
+async def resume(group: str, gateway: GatewayDep, _access: AdminGroup) -> Response:
     """Resume deliveries of a paused group."""
-    Authenticator.require(principal, "admin", group)
-    gateway.group(group)
     await gateway.require_engine().resume(group)
     return json_response({"ok": True})
 
 
 @router.put("/v1/groups/{group}/rate", operation_id="set_rate", response_model=OkResponse)
 async def set_rate(
-    group: str, body: RateRequest, gateway: GatewayDep, principal: Principal
+    group: str, body: RateRequest, gateway: GatewayDep, _access: AdminGroup
 ) -> Response:
     """Set the group's consume rate (messages/s, shared by all replicas; 0 = off)."""
-    Authenticator.require(principal, "admin", group)
-    gateway.group(group)
     await gateway.require_engine().set_rate(group, body.messages_per_second, body.burst)
     return json_response({"ok": True})
 
@@ -101,31 +95,14 @@ ClientIdQuery = Annotated[
 ]
 
 
-def sees_group(principal: ApiKey, group: str) -> bool:
-    """Whether ``principal`` may read ``group``'s state (a ``consume:`` or ``admin:`` scope)."""
-    return principal.allows("consume", group) or principal.allows("admin", group)
-
-
-def require_reader(principal: ApiKey, group: str) -> None:
-    """Check :func:`sees_group`.
-
-    Raises:
-        ForbiddenScopeError: it does not (403).
-    """
-    if not sees_group(principal, group):
-        raise ForbiddenScopeError(f"this key has no consume:{group} or admin:{group} scope")
-
-
 @router.get("/v1/groups/{group}/lag", operation_id="get_lag", response_model=LagResponse)
 async def get_lag(
     group: str,
     gateway: GatewayDep,
-    principal: Principal,
+    _access: ReaderGroup,
     client_id: ClientIdQuery = None,
 ) -> Response:
     """Backlog per partition (committed, max, lag bytes, lease holder) and in total."""
-    require_reader(principal, group)
-    gateway.group(group)
     report = await gateway.require_engine().lag(group, client_id=client_id)
     return json_response(lag_body(group, report))
 

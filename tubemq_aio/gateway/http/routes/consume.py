@@ -10,24 +10,15 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import ApiKey
-from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
-from tubemq_aio.gateway.engine.port import (
-    ConsumeEngine,
-    FetchOutcomeLike,
-    LeaseLike,
-    PiggybackAcks,
-)
-from tubemq_aio.gateway.engine.tokens import (
-    MAX_TOKEN_LENGTH,
-    TokenClaims,
-    decode_token,
-    encode_token,
-)
+from tubemq_aio.gateway.config.tables import ApiKey
+from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.port import ConsumeEngine, PiggybackAcks
+from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
 from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import (
+    ConsumeGroup,
     Gateway,
     GatewayDep,
     Principal,
@@ -45,6 +36,7 @@ from tubemq_aio.gateway.http.schemas import (
     NackRequest,
     SettleResponse,
 )
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
 __all__ = ["lease_json", "router"]
 
@@ -68,7 +60,7 @@ def _errors(codes: tuple[int, ...]) -> dict[int | str, dict[str, object]]:
     return {code: {"model": ErrorResponse} for code in codes}
 
 
-def _claims(gateway: Gateway, principal: ApiKey, token: str) -> TokenClaims:
+def _claims(gateway: Gateway, principal: ApiKey, token: str) -> LeaseKey:
     claims = decode_token(token, gateway.secret)  # 400 before anything else is asked
     Authenticator.require(principal, "consume", claims.group)
     gateway.group(claims.group)
@@ -100,7 +92,7 @@ async def _settle(
     responses={**_errors(_FETCH_ERRORS), 200: {"links": _LEASE_LINKS}},
 )
 async def fetch(
-    group: str, body: FetchRequest, request: Request, gateway: GatewayDep, principal: Principal
+    group: str, body: FetchRequest, request: Request, gateway: GatewayDep, access: ConsumeGroup
 ) -> Response:
     """Settle the piggy-backed acks, then lease one partition and return a batch from it.
 
@@ -108,28 +100,13 @@ async def fetch(
     the client disconnects first, the (long) poll stops at once and a batch leased for it is
     released, so nothing waits for the lease to expire.
     """
-    Authenticator.require(principal, "consume", group)
-    gateway.group(group)
+    principal = access.principal
     engine = gateway.require_engine()
-    carried = _Carried(gateway, principal, body.ack or ())
-    try:
-        return await _fetch(group, body, request, gateway, principal, engine, carried)
-    finally:  # also when the fetch failed: the acks were asked for whatever came after
-        await carried.settle_rest()
-        carried.count()
-
-
-async def _fetch(
-    group: str, body: FetchRequest, request: Request, gateway: Gateway, principal: ApiKey,
-    engine: ConsumeEngine, carried: _Carried,
-) -> Response:  # fmt: skip
-    acks = carried.batch if carried.batch.refs else None
-    work = fetch_diverting(
-        gateway.group(group),
-        engine,
-        gateway.producer,
-        functools.partial(
-            engine.fetch,
+    # a fair share of long polls per key; a fetch refused for it (503) has no effect at all,
+    # its carried acks included (the client's retry carries them again)
+    with gateway.long_poll_slot(principal.name, body.wait_ms):
+        carried = _Carried(gateway, principal, body.ack or ())
+        work = engine.fetch(
             group,
             client_id=body.client_id,
             wait_ms=body.wait_ms,
@@ -137,16 +114,14 @@ async def _fetch(
             holder=gateway.replica,
             max_messages=body.max_messages,
             owner=principal.name,
-            **({"acks": acks} if acks is not None else {}),  # stand-in engines may lack it
-        ),
-        gateway.metrics.dead_lettered.labels(group).inc,
-        gateway.config.produce_timeout,
-        gateway.dlq_progress,
-    )
-    with gateway.long_poll_slot(principal.name, body.wait_ms):  # a fair share per key
-        outcome, gone = await run_unless_disconnected(
-            request.receive, work, functools.partial(_release_unread, engine)
+            acks=carried.batch if carried.batch.refs else None,
         )
+        try:
+            outcome, gone = await run_unless_disconnected(
+                request.receive, work, functools.partial(_release_unread, engine)
+            )
+        finally:
+            carried.count()
     if gone or outcome is None:
         gateway.metrics.fetch_outcomes.labels(group, "client_gone").inc()
         return Response(status_code=CLIENT_GONE)
@@ -163,17 +138,15 @@ async def _fetch(
     elif outcome.retry_after_ms is not None:
         reply["retry_after_ms"] = outcome.retry_after_ms
     if body.ack:
-        await carried.settle_rest()
         reply["acks"] = carried.answers()
     return json_response(reply)
 
 
-def lease_json(lease: LeaseLike, secret: bytes) -> dict[str, object]:
+def lease_json(lease: Lease, secret: bytes) -> dict[str, object]:
     """A granted lease as a client gets it: its token, partition, expiry (Redis ms) and
     redelivery count."""
-    claims = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
     return {
-        "token": encode_token(claims, secret),
+        "token": encode_token(lease.ref(), secret),
         "partition_key": lease.partition_key,
         "expires_at": lease.expires_at_ms,
         "redelivery": lease.redelivery,
@@ -181,14 +154,13 @@ def lease_json(lease: LeaseLike, secret: bytes) -> dict[str, object]:
 
 
 class _Carried:
-    """The acks a fetch carries: verified up front, settled by the engine with its first Redis
-    round trip, or one by one here for whatever it left pending (it failed first, or it is a
-    stand-in); answered per token, in order."""
+    """The acks a fetch carries: verified up front, settled by the engine's fetch (with its
+    first Redis round trip, or one by one); answered per token, in order."""
 
     def __init__(self, gateway: Gateway, principal: ApiKey, tokens: Sequence[str]) -> None:
         self.gateway, self.principal, self.tokens = gateway, principal, tokens
         self._errors: dict[int, Exception] = {}
-        refs: list[TokenClaims] = []
+        refs: list[LeaseKey] = []
         self._slots: list[int] = []
         for i, token in enumerate(tokens):
             try:
@@ -197,18 +169,6 @@ class _Carried:
             except (ApiError, TubeMQError) as exc:
                 self._errors[i] = exc
         self.batch = PiggybackAcks(tuple(refs))
-
-    async def settle_rest(self) -> None:
-        """Settle one by one the refs the engine left pending."""
-        if not self.batch.pending:
-            return
-        results: list[str | Exception] = []
-        for ref in self.batch.refs:
-            try:
-                results.append(await self.gateway.require_engine().settle(ref, "ack"))
-            except (ApiError, TubeMQError) as exc:
-                results.append(exc)
-        self.batch.results = results
 
     def count(self) -> None:
         """Count the settled acks in the replica's settle metrics."""
@@ -237,12 +197,10 @@ class _Carried:
         return out
 
 
-async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcomeLike) -> None:
+async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcome) -> None:
     """Give back a batch leased for a client that left: no redelivery count, no lease wait."""
-    lease = outcome.lease
-    if lease is not None:
-        ref = TokenClaims(lease.group, lease.scope, lease.partition_key, lease.lease_id)
-        await engine.settle(ref, "release")
+    if outcome.lease is not None:
+        await engine.settle(outcome.lease.ref(), "release")
 
 
 @router.post(

@@ -14,15 +14,15 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from tubemq_aio.gateway.config import ApiKey, GatewayConfig, GroupConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
 from tubemq_aio.gateway.errors import ForbiddenScopeError, UnknownTopicError
-from tubemq_aio.gateway.http.deps import GatewayDep, Principal, json_response
+from tubemq_aio.gateway.http.auth import Authenticator
+from tubemq_aio.gateway.http.deps import GatewayDep, Principal, ReaderGroup, json_response
 from tubemq_aio.gateway.http.listing_schemas import GroupDetail, GroupList, TopicDetail, TopicList
 from tubemq_aio.gateway.http.routes.admin import (
     ClientIdQuery,
     lag_body,
-    require_reader,
-    sees_group,
 )
 from tubemq_aio.gateway.http.schemas import ErrorResponse
 from tubemq_aio.gateway.http.wire_ints import int_text
@@ -35,7 +35,10 @@ router = APIRouter(tags=["listing"], responses=_ERRORS)  # type: ignore[arg-type
 
 def visible_groups(config: GatewayConfig, principal: ApiKey) -> list[GroupConfig]:
     """The configured groups ``principal`` may consume from or administer, by name."""
-    return sorted((g for g in config.groups if sees_group(principal, g.name)), key=lambda g: g.name)
+    return sorted(
+        (g for g in config.groups if Authenticator.sees_group(principal, g.name)),
+        key=lambda g: g.name,
+    )
 
 
 def visible_topics(config: GatewayConfig, principal: ApiKey) -> dict[str, dict[str, Any]]:
@@ -98,19 +101,22 @@ async def list_groups(gateway: GatewayDep, principal: Principal) -> Response:
 async def get_group(
     group: str,
     gateway: GatewayDep,
-    principal: Principal,
+    access: ReaderGroup,
     client_id: ClientIdQuery = None,
 ) -> Response:
     """A group's configuration, the leases held now and the lag (in a broadcast group, of the
     ``client_id`` given; without one ``lag`` is null)."""
-    require_reader(principal, group)
-    spec = gateway.group(group)
+    spec = access.group
     body = _summary(spec)
     body.update(
-        start=spec.start, lease_ms=spec.lease_ms, lease_ms_min=spec.lease_ms_min,
-        lease_ms_max=spec.lease_ms_max, max_clients=spec.max_clients,
-        max_redeliveries=spec.max_redeliveries, dlq_topic=spec.dlq_topic,
-    )  # fmt: skip
+        start=spec.start,
+        lease_ms=spec.lease_ms,
+        lease_ms_min=spec.lease_ms_min,
+        lease_ms_max=spec.lease_ms_max,
+        max_clients=spec.max_clients,
+        max_redeliveries=spec.max_redeliveries,
+        dlq_topic=spec.dlq_topic,
+    )
     if spec.mode == "broadcast" and client_id is None:
         body.update(leases=[], lag=None)
         return json_response(body)

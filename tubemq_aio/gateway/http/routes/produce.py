@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.errors import (
     InvalidBodyError,
     NotReadyError,
@@ -73,9 +73,11 @@ async def produce(
 
 
 async def _produce_batch(
-    topic: str, body: Sequence[ProduceRequest | InvalidBodyError] | SharedBatch, gateway: Gateway,
+    topic: str,
+    body: Sequence[ProduceRequest | InvalidBodyError] | SharedBatch,
+    gateway: Gateway,
     principal: ApiKey,
-) -> Response:  # fmt: skip
+) -> Response:
     """:func:`produce_batch`'s work, for the model's messages or a body
     :func:`read_shared_batch` read (no model per message; the direct route passes it as
     ``body``)."""
@@ -115,5 +117,6 @@ async def produce_batch(
 async def noop(body: ProduceRequest, gateway: GatewayDep, principal: Principal) -> Response:
     """The benchmark floor: produce's auth and body parsing, then a fixed answer (no send)."""
     Authenticator.require(principal, "produce", "noop")
-    return json_response({"partition_key": "0:noop:0", "message_id": "0", "append_time": 0,
-                          "append_offset": "0"})  # fmt: skip
+    return json_response(
+        {"partition_key": "0:noop:0", "message_id": "0", "append_time": 0, "append_offset": "0"}
+    )

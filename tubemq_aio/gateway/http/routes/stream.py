@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from typing import Annotated, Any, Literal
 
@@ -22,19 +21,17 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tubemq_aio.gateway.config import ApiKey
+from tubemq_aio.gateway.config.stream_config import MAX_STREAM_WINDOW
+from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
-from tubemq_aio.gateway.engine.dead_letters import fetch_diverting
-from tubemq_aio.gateway.engine.port import FetchOutcomeLike
+from tubemq_aio.gateway.engine.data import FetchOutcome
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
-from tubemq_aio.gateway.http.auth import Authenticator
-from tubemq_aio.gateway.http.deps import Gateway, GatewayDep, Principal, messages_json
+from tubemq_aio.gateway.http.deps import ConsumeGroup, Gateway, GatewayDep, messages_json
 from tubemq_aio.gateway.http.disconnect import client_disconnected
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
-from tubemq_aio.gateway.stream_config import MAX_STREAM_WINDOW
 
 __all__ = ["EventStreamResponse", "router"]
 
@@ -97,19 +94,24 @@ class EventStreamResponse(Response):
                 task = gateway.streams.open(self.stream, retriable)
             except TooManyWaitersError as exc:
                 error = gateway.answer(exc)
-                await Response(orjson.dumps(error.body()), error.status,
-                               media_type="application/json")(scope, receive, send)  # fmt: skip
+                await Response(
+                    orjson.dumps(error.body()), error.status, media_type="application/json"
+                )(scope, receive, send)
                 return
             try:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": self.raw_headers})  # fmt: skip
+                await send(
+                    {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                )
                 await self._write(receive, send, task)
             except OSError:
                 pass  # the client left while we wrote (uvicorn's ClientDisconnected)
             except TimeoutError:
                 # the response stays unfinished: the server closes the connection
-                log.info("a stream of group %r ended: its client took nothing for %d "
-                         "heartbeats", self.stream.group, _STALLED_HEARTBEATS)  # fmt: skip
+                log.info(
+                    "a stream of group %r ended: its client took nothing for %d heartbeats",
+                    self.stream.group,
+                    _STALLED_HEARTBEATS,
+                )
             finally:
                 gateway.streams.stop(task)  # it releases its unacked leases (owned by the hub)
 
@@ -182,7 +184,7 @@ class EventStreamResponse(Response):
 async def stream(
     group: str,
     gateway: GatewayDep,
-    principal: Principal,
+    access: ConsumeGroup,
     client_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
     lease_ms: Annotated[int | None, Query(ge=1)] = None,
@@ -197,8 +199,7 @@ async def stream(
     leases for redelivery. 503 when the replica serves ``stream.max_streams`` streams or the
     key holds its share of long polls.
     """
-    Authenticator.require(principal, "consume", group)
-    config = gateway.group(group)
+    principal, config = access.principal, access.group
     engine = gateway.require_engine()
     settings = gateway.config.stream
     window = settings.window if window is None else window
@@ -210,19 +211,15 @@ async def stream(
         raise TooManyWaitersError("this replica serves as many streams as it may")
     holder = f"{gateway.replica}/stream-{gateway.streams.next_id()}"
 
-    async def fetch(wait_ms: int) -> FetchOutcomeLike:
-        once = functools.partial(
-            engine.fetch, group, client_id=client_id, wait_ms=wait_ms, lease_ms=lease,
-            holder=holder, max_messages=max_messages, owner=principal.name,
-        )  # fmt: skip
-        return await fetch_diverting(
-            config,
-            engine,
-            gateway.producer,
-            once,
-            gateway.metrics.dead_lettered.labels(group).inc,
-            gateway.config.produce_timeout,
-            gateway.dlq_progress,
+    async def fetch(wait_ms: int) -> FetchOutcome:
+        return await engine.fetch(
+            group,
+            client_id=client_id,
+            wait_ms=wait_ms,
+            lease_ms=lease,
+            holder=holder,
+            max_messages=max_messages,
+            owner=principal.name,
         )
 
     batches = BatchStream(engine, fetch, group, client_id, holder, window, lease, settings)

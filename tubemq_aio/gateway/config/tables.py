@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config_checks import (
+from tubemq_aio.gateway.config.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
+from tubemq_aio.gateway.config.value_checks import (
     check_name,
     check_topic,
     no_unknown,
     str_tuple,
 )
-from tubemq_aio.gateway.limits import LEASE_MS_CEILING, LEASE_MS_FLOOR
 from tubemq_aio.protocol.consumer_names import validate_group_name
 
 __all__ = [
@@ -182,8 +182,9 @@ class HousekeeperConfig:
             checks.problem("housekeeper.enabled must be true or false")  # TOML's spelling
         checks.integer("housekeeper.leader_lease_ms", self.leader_lease_ms, low=1000, high=600_000)
         for key in ("probe_interval_ms", "client_idle_ms", "session_idle_ms"):
-            value = checks.integer(f"housekeeper.{key}", getattr(self, key), low=0,
-                                   high=365 * 86_400_000)  # fmt: skip
+            value = checks.integer(
+                f"housekeeper.{key}", getattr(self, key), low=0, high=365 * 86_400_000
+            )
             if key != "client_idle_ms" and 0 < value < 1000:
                 checks.problem(f"housekeeper.{key} must be 0 (never) or at least 1000")
         checks.done()

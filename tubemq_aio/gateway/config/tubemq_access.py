@@ -19,15 +19,23 @@ from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.config import ClientConfig, parse_masters, redact_url
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.gateway.config.toml_table import checked_table
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 
 __all__ = ["TubeMQAccess", "split_masters_url"]
 
 _KEYS = frozenset(
-    {"user", "password", "tls", "tls_ca_file", "tls_cert_file", "tls_key_file",
-     "tls_server_hostname", "framing"}
-)  # fmt: skip
+    {
+        "user",
+        "password",
+        "tls",
+        "tls_ca_file",
+        "tls_cert_file",
+        "tls_key_file",
+        "tls_server_hostname",
+        "framing",
+    }
+)
 _FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 
 

@@ -1,7 +1,7 @@
 """Every Redis key and channel of the gateway's state, built in one place.
 
 All keys of a group share the hash tag ``{g:<group>}``, so every script of a group touches one
-cluster slot; the layout is described in :mod:`tubemq_aio.gateway.leases.store`.
+cluster slot; the layout is described in :mod:`tubemq_aio.gateway.leases.lease_store`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,17 @@ def scope_keys(group: str, scope: str) -> list[str]:
     done (settled lease ids and how they ended, kept for a lease's length)."""
     g = f"tgw:{{g:{group}}}"
     s = f"{g}:{scope}"
-    return [f"{g}:cfg", f"{g}:rl", f"{g}:cur", f"{s}:st", f"{s}:ready", f"{s}:leased",
-            f"{s}:parts", f"{s}:acq", f"{s}:done"]  # fmt: skip
+    return [
+        f"{g}:cfg",
+        f"{g}:rl",
+        f"{g}:cur",
+        f"{s}:st",
+        f"{s}:ready",
+        f"{s}:leased",
+        f"{s}:parts",
+        f"{s}:acq",
+        f"{s}:done",
+    ]
 
 
 def leader_key(group: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tubemq_aio.consumer import ClientBalancedConsumer
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.errors import TubeUnavailableError
 
 __all__ = ["TopicOffsets", "TopicPartition", "cluster_topic_offsets"]
@@ -100,10 +100,14 @@ async def _read_topic(config: GatewayConfig, topic: str) -> list[TopicPartition]
                     low, high = await planner.offset_bounds(meta.partition_key)
                     out.append(
                         TopicPartition(
-                            meta.partition_key, meta.broker, meta.partition_id,
-                            meta.subscribable, low, high,
+                            meta.partition_key,
+                            meta.broker,
+                            meta.partition_id,
+                            meta.subscribable,
+                            low,
+                            high,
                         )
-                    )  # fmt: skip
+                    )
                 return out
     except (TubeMQError, TimeoutError) as exc:
         raise TubeUnavailableError(f"reading the partitions of {topic!r}: {exc!r}") from exc

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlencode
 
 from tubemq_aio.config import redact_url
-from tubemq_aio.gateway.config import GatewayConfig
+from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 
 __all__ = ["MASK", "masked_url", "render_config"]
 

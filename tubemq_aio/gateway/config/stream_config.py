@@ -5,17 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.limits import MAX_WAIT_MS
-from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.gateway.config.limits import MAX_WAIT_MS
+from tubemq_aio.gateway.config.toml_table import checked_table
 
 __all__ = ["MAX_STREAM_WINDOW", "StreamConfig"]
 
 #: The largest window of unacked batches a stream may be configured or asked for.
 MAX_STREAM_WINDOW = 256
 _KEYS = frozenset(
-    {"window", "max_window", "wait_ms", "heartbeat_seconds", "max_seconds", "probe_interval_ms",
-     "max_streams", "release_timeout"}
-)  # fmt: skip
+    {
+        "window",
+        "max_window",
+        "wait_ms",
+        "heartbeat_seconds",
+        "max_seconds",
+        "probe_interval_ms",
+        "max_streams",
+        "release_timeout",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,14 +65,17 @@ class StreamConfig:
         if isinstance(self.max_window, int) and window > self.max_window:
             checks.problem("stream.window must be <= stream.max_window")
         checks.integer("stream.wait_ms", self.wait_ms, low=1, high=MAX_WAIT_MS)
-        checks.seconds("stream.heartbeat_seconds", self.heartbeat_seconds, low=0.1, high=600.0,
-                       low_open=False)  # fmt: skip
-        checks.seconds("stream.max_seconds", self.max_seconds, low=1.0, high=86_400.0,
-                       low_open=False)  # fmt: skip
+        checks.seconds(
+            "stream.heartbeat_seconds", self.heartbeat_seconds, low=0.1, high=600.0, low_open=False
+        )
+        checks.seconds(
+            "stream.max_seconds", self.max_seconds, low=1.0, high=86_400.0, low_open=False
+        )
         checks.integer("stream.probe_interval_ms", self.probe_interval_ms, low=50, high=600_000)
         checks.integer("stream.max_streams", self.max_streams, low=0, high=1_000_000)
-        checks.seconds("stream.release_timeout", self.release_timeout, low=0.1, high=600.0,
-                       low_open=False)  # fmt: skip
+        checks.seconds(
+            "stream.release_timeout", self.release_timeout, low=0.1, high=600.0, low_open=False
+        )
         checks.done()
 
     @classmethod

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import ssl
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -30,13 +29,12 @@ from tubemq_aio.consumer.toolkit import (
     resolve_partition,
 )
 from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
-from tubemq_aio.gateway.engine.shared_id import shared_consumer_id
-from tubemq_aio.gateway.engine.tube_read import TubeRead
+from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
+from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
-from tubemq_aio.protocol.legacy_framing import Framing
 
 __all__ = ["TubeGroup"]
 
@@ -65,10 +63,8 @@ class TubeGroup:
         topics: subscribed topics.
         deployment: gateway deployment name (part of the shared consumer id).
         rpc_timeout: seconds per RPC.
-        credentials: TubeMQ user credentials, or None.
-        ssl_context: TLS towards the master and brokers, or None.
-        tls_server_hostname: one host name to check in every peer's certificate, or None.
-        framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0.
+        client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
+            framing: ``TubeMQAccess.client_options()``).
     """
 
     def __init__(
@@ -79,26 +75,17 @@ class TubeGroup:
         topics: Sequence[str],
         deployment: str,
         rpc_timeout: float = 5.0,
-        credentials: Any = None,
-        ssl_context: ssl.SSLContext | None = None,
-        tls_server_hostname: str | None = None,
-        framing: Framing = "standard",
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
         # Two master register attempts: a fetch must fail fast (503) when the master is away.
         options: dict[str, Any] = {
+            **(client_options or {}),
             "rpc_timeout": rpc_timeout,
             "fetchers": 1,
             "register_attempts": 2,
-            "framing": framing,
         }
-        if credentials is not None:
-            options["credentials"] = credentials
-        if ssl_context is not None:
-            options["ssl_context"] = ssl_context
-        if tls_server_hostname is not None:
-            options["tls_server_hostname"] = tls_server_hostname
         options.update(masters=masters, group=group, topics=list(topics))
         self._options = options
         self._consumer = self._new_consumer()
@@ -281,17 +268,26 @@ class TubeGroup:
         if got.curr_offset != begin:
             # Even right after our own register the cursor moved: someone else reads the group.
             return TubeRead(
-                "error", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync,
+                "error",
+                begin,
+                begin,
+                top,
+                rpcs=rpcs,
+                registered=registered,
+                resync=resync,
                 error=f"cursor at {got.curr_offset}, expected {begin}",
-            )  # fmt: skip
+            )
         messages: list[Message] = []
         filters = self._consumer.config.filters_of(partition.key.topic)
 
         def decode(batch: tuple[RawMessage, ...]) -> None:
             decoded, _ = decode_raw_messages(
-                batch, topic=partition.key.topic, partition_key=key, filters=filters,
+                batch,
+                topic=partition.key.topic,
+                partition_key=key,
+                filters=filters,
                 counters=self._consumer.stats,
-            )  # fmt: skip
+            )
             messages.extend(decoded)
 
         done, gets, batches = await self._gather(
@@ -302,9 +298,16 @@ class TubeGroup:
             raise server_error(done.err_code, done.err_msg)
         top = max(top, done.max_offset)
         return TubeRead(
-            "ok", begin, done.curr_offset, top, tuple(messages), rpcs=rpcs, batches=batches,
-            registered=registered, resync=resync,
-        )  # fmt: skip
+            "ok",
+            begin,
+            done.curr_offset,
+            top,
+            tuple(messages),
+            rpcs=rpcs,
+            batches=batches,
+            registered=registered,
+            resync=resync,
+        )
 
     async def _gather(
         self,
@@ -340,8 +343,9 @@ class TubeGroup:
             gets += 1
             got = await _overlapped(
                 session.broker.get_message(partition, last_pack_consumed=True, esc_flow_ctrl=False),
-                pending, decode,
-            )  # fmt: skip
+                pending,
+                decode,
+            )
             pending = ()
             if not got.success:  # 404 (caught up), 452, …: the commit below ends the read
                 break

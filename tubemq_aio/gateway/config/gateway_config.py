@@ -3,96 +3,60 @@
 Every key is validated here, before any I/O, and bad values raise one :class:`ConfigError`
 naming every bad key (of one table, or of the top level). The HMAC secret and API keys never
 appear in a ``repr`` (keys are kept only as SHA-256 digests). The repeated and nested tables
-(groups, keys, housekeeper) are in :mod:`.config_tables`, the value checks in
-:mod:`.config_checks`.
+(groups, keys, housekeeper) are in :mod:`.tables`, the value checks in
+:mod:`.value_checks`.
 """
 
 from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config_checks import (
-    check_name,
-    check_topic,
-    no_unknown,
-    str_tuple,
-    tables,
-)
-from tubemq_aio.gateway.config_sources import gather_sources
-from tubemq_aio.gateway.config_tables import (
+from tubemq_aio.gateway.config.cors import CorsConfig
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
+from tubemq_aio.gateway.config.sources import gather_sources
+from tubemq_aio.gateway.config.stream_config import StreamConfig
+from tubemq_aio.gateway.config.tables import (
     ApiKey,
     GroupConfig,
-    GroupSpec,
     HousekeeperConfig,
     check_scopes,
     group_table,
     housekeeper_table,
     key_table,
 )
-from tubemq_aio.gateway.cors import CorsConfig
-from tubemq_aio.gateway.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
-from tubemq_aio.gateway.redis_client import parse_redis_url, redis_table_options
-from tubemq_aio.gateway.stream_config import StreamConfig
-from tubemq_aio.gateway.tubemq_access import TubeMQAccess, split_masters_url
+from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
+from tubemq_aio.gateway.config.value_checks import (
+    check_topic,
+    no_unknown,
+    str_tuple,
+    tables,
+)
+from tubemq_aio.gateway.leases.redis_client import redis_table_options
 
-__all__ = ["ApiKey", "GatewayConfig", "GroupConfig", "GroupSpec", "HousekeeperConfig"]
+__all__ = ["MIN_SECRET_BYTES", "GatewayConfig"]
 
 _T = TypeVar("_T")
 
-_TOP_KEYS = frozenset(
-    {
-        "masters",
-        "redis",
-        "secret",
-        "produce_topics",
-        "groups",
-        "keys",
-        "allow_anonymous",
-        "tubemq",
-        "cors",
-        "docs",
-        "anonymous_scopes",
-        "deployment",
-        "max_batch",
-        "max_body_bytes",
-        "produce_timeout",
-        "produce_fail_fast_ms",
-        "rpc_timeout",
-        "max_long_poll_waiters",
-        "redis_max_connections",
-        "redis_ack_replicas",
-        "redis_ack_wait_ms",
-        "max_long_polls_per_key",
-        "auth_cache_size",
-        "not_found_wait_ms",
-        "noop_route",
-        "sync_interval",
-        "housekeeper",
-        "stream",
-        "ui",
-    }
-)
 MIN_SECRET_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GatewayConfig:
+class GatewayConfig(EngineSettings):
     """Everything one gateway replica needs; every replica of a deployment uses the same file.
 
+    The engine's settings (``masters``, ``redis``, ``tubemq``, ``deployment``,
+    ``rpc_timeout``, ``max_long_poll_waiters``, ``redis_*``, ``not_found_wait_ms``,
+    ``sync_interval``) are :class:`EngineSettings`'; in a file, a ``[redis]`` table may hold
+    ``redis`` and the other ``redis_*`` settings. The gateway's own:
+
     Attributes:
-        masters: TubeMQ master address list ``"h1:8715,h2:8715"``; a ``tubemq://user:pass@…``
-            or ``tubemqs://…`` URL is split here: its credentials and TLS go to ``tubemq`` and
-            ``masters`` keeps the addresses.
-        redis: Redis URL holding the consume state: ``redis://host:port/db`` (also
-            ``rediss://``, ``unix://``), ``redis+sentinel://h1:26379,h2:26379/<service>/<db>``
-            or ``redis+cluster://h1:7000,h2:7001`` (see :mod:`.redis_client`); in a file, a
-            ``[redis]`` table may hold it and the other ``redis_*`` settings.
         secret: HMAC key of lease tokens (at least 16 bytes), identical on every replica.
         produce_topics: topics the gateway may publish to.
         groups: the consumer groups served.
@@ -102,95 +66,58 @@ class GatewayConfig:
         anonymous_scopes: the scopes of ``anonymous`` (only with ``allow_anonymous``); by
             default every scope when no key is configured (a development setup), none when
             keys are, so an anonymous caller never gets more than a named key by default.
-        tubemq: TLS and credentials towards the cluster (see :class:`TubeMQAccess`).
         cors: cross-origin access for browser clients (see :class:`CorsConfig`; off by default).
         docs: serve ``/docs`` (Swagger UI) and ``/redoc``, assets included (no CDN).
-        deployment: names this deployment inside the shared TubeMQ consumer id.
         max_batch: most messages in one batch produce request.
         max_body_bytes: largest request body accepted (larger → 413).
         produce_timeout: seconds one produce waits for the broker before answering 504.
         produce_fail_fast_ms: a produce not done after this long probes the masters (a TCP
             connect each); when none answers it is answered 503 ``tube_unavailable`` at once,
-            as are the produces of the next second (see :mod:`.tube_reach`); 0 = never probe.
-        rpc_timeout: seconds per TubeMQ RPC and Redis round trip of the consume engine, in
-            [3, 600].
-        max_long_poll_waiters: long-polling fetches one replica holds at once (more → 503).
+            as are the produces of the next second (see
+            :mod:`~tubemq_aio.gateway.tubemq.master_reach`); 0 = never probe.
         max_long_polls_per_key: long polls one API key (or ``anonymous``) holds at once on a
             replica (more → 503 ``too_many_waiters``); 0 = a fair share,
             ``max_long_poll_waiters`` divided by the number of principals.
-        redis_max_connections: Redis connections one replica opens at most; a round trip
-            waits for a free one (within ``rpc_timeout``) instead of failing with 503.
-        redis_ack_replicas: after an ack, ``WAIT`` until this many Redis replicas hold it
-            (0 = answer at once; not with ``redis+cluster://``). A failover then cannot lose
-            an answered ack unless the replica fails too.
-        redis_ack_wait_ms: how long that ``WAIT`` may take; past it the ack still succeeds
-            (``tubemq_gateway_engine_ack_wait_short`` + 1).
-        not_found_wait_ms: how long an idle partition rests before it is probed again.
         auth_cache_size: verified ``Authorization`` headers a replica remembers (a request
             with one skips the key check); 0 remembers none.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
-        sync_interval: seconds between partition metadata refreshes of one scope on one
-            replica (also how often an active broadcast client is marked as seen).
         housekeeper: the elected background jobs (see :class:`HousekeeperConfig`).
         stream: the streaming consume route (see :class:`StreamConfig`).
         ui: serve the ``/ui`` page (lists topics and groups, tails a group's stream); off by
             default. The page holds no data: every call it makes needs an API key.
     """
 
-    masters: str
-    redis: str = field(repr=False)  # the URL may carry a password
     secret: str = field(repr=False)
     produce_topics: tuple[str, ...] = ()
     groups: tuple[GroupConfig, ...] = ()
     keys: tuple[ApiKey, ...] = ()
     allow_anonymous: bool = False
-    tubemq: TubeMQAccess = field(default_factory=TubeMQAccess)
     cors: CorsConfig = field(default_factory=CorsConfig)
     docs: bool = True
     anonymous_scopes: tuple[str, ...] | None = None
-    deployment: str = "default"
     max_batch: int = 500
     max_body_bytes: int = 8 * 1024 * 1024
     produce_timeout: float = 10.0
     produce_fail_fast_ms: int = 1000
-    rpc_timeout: float = 5.0
-    max_long_poll_waiters: int = 1000
-    redis_max_connections: int = 64
-    redis_ack_replicas: int = 0
-    redis_ack_wait_ms: int = 100
     max_long_polls_per_key: int = 0
-    not_found_wait_ms: int = 400
     auth_cache_size: int = 1024
     noop_route: bool = False
-    sync_interval: float = 10.0
     housekeeper: HousekeeperConfig = field(default_factory=HousekeeperConfig)
     stream: StreamConfig = field(default_factory=StreamConfig)
     ui: bool = False
 
     def __post_init__(self) -> None:
         checks = Checks("gateway config")
-        for key in ("masters", "redis", "secret"):
-            if not isinstance(getattr(self, key), str) or not getattr(self, key).strip():
-                checks.problem(f"{key} is required (a non-empty string)")
-        checks.instance("tubemq", self.tubemq, TubeMQAccess)
-        checks.instance("cors", self.cors, CorsConfig)
-        checks.instance("housekeeper", self.housekeeper, HousekeeperConfig)
-        checks.instance("stream", self.stream, StreamConfig)
-        checks.done()  # the checks below read these
-        try:
-            masters, access = split_masters_url(self.masters, self.tubemq)
-            object.__setattr__(self, "masters", masters)
-            object.__setattr__(self, "tubemq", access)
-        except ConfigError as err:
-            checks.adopt(err)
-        if len(self.secret.encode()) < MIN_SECRET_BYTES:
+        self.check_engine(checks)
+        if not isinstance(self.secret, str) or not self.secret.strip():
+            checks.problem("secret is required (a non-empty string)")
+        elif len(self.secret.encode()) < MIN_SECRET_BYTES:
             checks.problem(f"secret must be at least {MIN_SECRET_BYTES} bytes long")
-        try:
-            supports_wait = parse_redis_url(self.redis).supports_wait
-        except ConfigError as err:
-            checks.adopt(err)
-            supports_wait = True  # the URL's own problem is named; no second one about WAIT
+        checks.instance("cors", self.cors, CorsConfig)
+        checks.instance("stream", self.stream, StreamConfig)
+        if checks.instance("housekeeper", self.housekeeper, HousekeeperConfig):
+            self._check_idle_time(checks)
         for topic in self.produce_topics:
             check_topic(checks, topic, "produce_topics")
         for g in self.groups:
@@ -208,33 +135,23 @@ class GatewayConfig:
             check_scopes(checks, self.anonymous_scopes, "anonymous_scopes")
         if not self.keys and not self.allow_anonymous:
             checks.problem("keys: no [[keys]] configured; add one or set allow_anonymous = true")
-        check_name(checks, self.deployment, "deployment")
-        self._check_numbers(checks, supports_wait)
+        self._check_numbers(checks)
         checks.done()
 
-    def _check_numbers(self, checks: Checks, supports_wait: bool) -> None:
-        """Record every numeric setting out of its range in ``checks``."""
+    def _check_numbers(self, checks: Checks) -> None:
+        """Record every numeric setting of the gateway's own out of its range in ``checks``."""
         checks.integer("max_batch", self.max_batch, low=1, high=MAX_BATCH_CEILING)
         checks.integer("max_body_bytes", self.max_body_bytes, low=1024, high=1 << 30)
         checks.seconds("produce_timeout", self.produce_timeout, high=MAX_SETTING_SECONDS)
         checks.integer("produce_fail_fast_ms", self.produce_fail_fast_ms, low=0, high=600_000)
-        checks.seconds("rpc_timeout", self.rpc_timeout, low=3.0, high=MAX_SETTING_SECONDS,
-                       low_open=False)  # fmt: skip
-        checks.integer("max_long_poll_waiters", self.max_long_poll_waiters, low=0, high=1_000_000)
-        checks.integer("redis_max_connections", self.redis_max_connections, low=2, high=10_000)
-        checks.integer("redis_ack_replicas", self.redis_ack_replicas, low=0, high=16)
-        checks.integer("redis_ack_wait_ms", self.redis_ack_wait_ms, low=1, high=60_000)
-        if self.redis_ack_replicas and not supports_wait:
-            checks.problem("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
         checks.integer("max_long_polls_per_key", self.max_long_polls_per_key, low=0, high=1_000_000)
-        checks.integer("not_found_wait_ms", self.not_found_wait_ms, low=0, high=60_000)
         checks.integer("auth_cache_size", self.auth_cache_size, low=0, high=1_000_000)
-        sync = checks.seconds("sync_interval", self.sync_interval, low=0.1,
-                              high=MAX_SETTING_SECONDS, low_open=False)  # fmt: skip
-        idle = self.housekeeper.client_idle_ms
-        if 0 < idle < 2000 * sync:
-            # An active client is marked as seen once per sync_interval (per replica): a
-            # shorter idle time could delete the state of a client that is still reading.
+
+    def _check_idle_time(self, checks: Checks) -> None:
+        """An active client is marked as seen once per ``sync_interval`` (per replica): a
+        shorter idle time could delete the state of a client that is still reading."""
+        sync, idle = self.sync_interval, self.housekeeper.client_idle_ms
+        if isinstance(sync, int | float) and 0 < idle < 2000 * sync:
             checks.problem(
                 "housekeeper.client_idle_ms must be 0 (never) or at least 2 x sync_interval "
                 f"({int(2000 * sync)} ms)"
@@ -278,7 +195,7 @@ class GatewayConfig:
     def load(cls, path: str | Path | None, env: Mapping[str, str]) -> GatewayConfig:
         """The configuration from the TOML file at ``path`` (None: none) with the settings of
         the environment ``env`` over it (``TUBEMQ_GATEWAY_*``; see
-        :mod:`~tubemq_aio.gateway.config_sources` for the names and the precedence).
+        :mod:`~tubemq_aio.gateway.config.sources` for the names and the precedence).
 
         Raises:
             ConfigError: a file cannot be read, or a setting is missing or invalid.
@@ -293,7 +210,7 @@ class GatewayConfig:
             ConfigError: a key is unknown, has the wrong type or an invalid value.
         """
         checks = Checks("gateway config")
-        no_unknown(checks, data, _TOP_KEYS, "")
+        no_unknown(checks, data, frozenset(f.name for f in fields(cls)), "")
         options: dict[str, Any] = {
             k: v
             for k, v in data.items()

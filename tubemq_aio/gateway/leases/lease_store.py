@@ -27,19 +27,19 @@ from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError
-from tubemq_aio.gateway.leases.keys import (
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
+from tubemq_aio.gateway.leases.model import Booking, GroupState
+from tubemq_aio.gateway.leases.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_keys import (
     BOOT_KEY,
     WAKE_CHANNEL,
     clients_keys,
     cursor_lock_key,
     scope_keys,
 )
-from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.leases.model import GroupState
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.roundtrips import RoundTrips, refusal_error
-from tubemq_aio.gateway.leases.stored_state import state_from_redis, text
-from tubemq_aio.gateway.redis_client import RedisClient
+from tubemq_aio.gateway.leases.stored_state import RawScope, state_from_redis, text
 
 __all__ = [
     "BOOT_KEY",
@@ -172,9 +172,15 @@ class LeaseStore(RoundTrips):
     # ---- scripts (see model.GroupState for the semantics) ------------------------------------
 
     async def acquire(
-        self, group: str, scope: str, lease_id: str, lease_ms: int, holder: str,
-        want: str = "", reclaim_max: int = RECLAIM_MAX,
-    ) -> Reply:  # fmt: skip
+        self,
+        group: str,
+        scope: str,
+        lease_id: str,
+        lease_ms: int,
+        holder: str,
+        want: str = "",
+        reclaim_max: int = RECLAIM_MAX,
+    ) -> Reply:
         """Lease a partition (``leased``/``none``/``paused``/``throttled``/``held``)."""
         return await self._run(
             "acquire", group, scope, lease_id, lease_ms, holder, want, reclaim_max
@@ -185,12 +191,11 @@ class LeaseStore(RoundTrips):
         return await self._run_leased("init", key, offset, top)
 
     async def record(
-        self, key: LeaseKey, base: int, nxt: int, top: int, n: int, wait_ms: int, cursor: int,
-        fence: tuple[str, str] | None = None,
-    ) -> Reply:  # fmt: skip
+        self, key: LeaseKey, booking: Booking, fence: tuple[str, str] | None = None
+    ) -> Reply:
         """Book the batch read under a lease; with ``fence`` (the broadcast cursor mutex's key
         and token) only while that token still holds the mutex (else ``fenced``)."""
-        args: list[Any] = [base, nxt, top, n, wait_ms, cursor]
+        args: list[Any] = list(booking.fields())
         if fence is None:
             return await self._run_leased("record", key, *args)
         return await self._run_leased("record", key, *args, fence[1], extra_keys=[fence[0]])
@@ -236,21 +241,34 @@ class LeaseStore(RoundTrips):
         self, name: str, key: LeaseKey, *args: Any, extra_keys: Sequence[str] = ()
     ) -> Reply:
         return await self._run(
-            name, key.group, key.scope, key.partition_key, key.lease_id, *args,
+            name,
+            key.group,
+            key.scope,
+            key.partition_key,
+            key.lease_id,
+            *args,
             extra_keys=extra_keys,
-        )  # fmt: skip
+        )
 
     async def reset(
-        self, group: str, scope: str, target: str, pairs: Sequence[tuple[str, int]],
+        self,
+        group: str,
+        scope: str,
+        target: str,
+        pairs: Sequence[tuple[str, int]],
         plist: Sequence[str] = (),
-    ) -> Reply:  # fmt: skip
+    ) -> Reply:
         """Move committed offsets (also writes the group's boot marker)."""
         return (await self.reset_scopes(group, [scope], target, pairs, plist))[0]
 
     async def reset_scopes(
-        self, group: str, scopes: Sequence[str], target: str, pairs: Sequence[tuple[str, int]],
+        self,
+        group: str,
+        scopes: Sequence[str],
+        target: str,
+        pairs: Sequence[tuple[str, int]],
         plist: Sequence[str] = (),
-    ) -> list[Reply]:  # fmt: skip
+    ) -> list[Reply]:
         """:meth:`reset` of many scopes, :data:`RESET_CHUNK` scripts per round trip."""
         flat: list[Any] = [x for pair in pairs for x in pair]
         script = self._scripts["reset"]
@@ -388,7 +406,7 @@ class LeaseStore(RoundTrips):
                 pipe.zrange(keys[8], 0, -1, withscores=True)
                 return list(await pipe.execute())
 
-        cfg, tat, cur, st, ready, leased, parts, acq, done = await self.roundtrip(read)
-        state = state_from_redis(scope, cfg, tat, cur, st, ready, leased, parts, acq)
+        *answers, done = await self.roundtrip(read)
+        state = state_from_redis(scope, RawScope(*answers))
         state.scopes[scope].done = {text(m): int(t) for m, t in done}
         return state

@@ -37,7 +37,12 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.redis_options import URL_OPTIONS, HaOptions, fold_into_url, parse_ha_options
+from tubemq_aio.gateway.leases.redis_options import (
+    URL_OPTIONS,
+    HaOptions,
+    fold_into_url,
+    parse_ha_options,
+)
 
 __all__ = [
     "RedisClient",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.config_checks import no_unknown
+from tubemq_aio.gateway.config.value_checks import no_unknown
 
 __all__ = ["checked_table"]
 

@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import ConsumeSettings, GroupSpec
-from tubemq_aio.gateway.engine.group_sessions import TubeGroup
+from tubemq_aio.gateway.config.engine_settings import EngineSettings
+from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.errors import TubeUnavailableError
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 
 __all__ = ["SessionTable"]
 
@@ -26,8 +27,10 @@ class SessionTable:
         settings: the engine settings (masters, TLS, credentials, timeouts).
     """
 
-    def __init__(self, settings: ConsumeSettings) -> None:
+    def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
+        #: The SDK options of every session (one TLS context: the sessions share a pool).
+        self.client_options = settings.tubemq.client_options()
         self._tubes: dict[str, TubeGroup] = {}
         self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
         self._busy: Counter[str] = Counter()  # group -> fetches running now
@@ -50,10 +53,7 @@ class SessionTable:
                 topics=spec.topics,
                 deployment=self.settings.deployment,
                 rpc_timeout=self.settings.rpc_timeout,
-                credentials=self.settings.credentials,
-                ssl_context=self.settings.ssl_context,
-                tls_server_hostname=self.settings.tls_server_hostname,
-                framing=self.settings.framing,
+                client_options=self.client_options,
             )
             self._tubes[spec.name] = tube
         try:

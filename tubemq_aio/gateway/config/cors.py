@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.gateway.config_checks import str_tuple
-from tubemq_aio.gateway.toml_table import checked_table
+from tubemq_aio.gateway.config.toml_table import checked_table
+from tubemq_aio.gateway.config.value_checks import str_tuple
 
 __all__ = ["CorsConfig", "install_cors"]
 
@@ -25,9 +25,15 @@ _ORIGIN = re.compile(
 _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS"})
 _KEYS = frozenset(
-    {"allow_origins", "allow_methods", "allow_headers", "expose_headers", "allow_credentials",
-     "max_age"}
-)  # fmt: skip
+    {
+        "allow_origins",
+        "allow_methods",
+        "allow_headers",
+        "expose_headers",
+        "allow_credentials",
+        "max_age",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

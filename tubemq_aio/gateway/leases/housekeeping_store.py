@@ -1,10 +1,11 @@
 """The housekeeper's Redis calls: leader election, idle partitions, broadcast client GC.
 
 Each call is one Lua script (atomic, Redis ``TIME`` as the clock, safe to repeat) run through
-the :class:`~tubemq_aio.gateway.leases.store.LeaseStore`'s timeout and error mapping. Keys share the
+the :class:`~tubemq_aio.gateway.leases.lease_store.LeaseStore`'s timeout and error mapping.
+Keys share the
 group's hash tag: ``tgw:{g:G}:hk`` (STRING PX: the leader's name), ``tgw:{g:G}:seen`` (ZSET
 broadcast scope → last seen ms, stamped by fetches) next to the scope keys of
-:func:`~tubemq_aio.gateway.leases.store.scope_keys`.
+:func:`~tubemq_aio.gateway.leases.lease_store.scope_keys`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, NamedTuple
 
-from tubemq_aio.gateway.leases.keys import clients_keys, leader_key, scope_keys
-from tubemq_aio.gateway.leases.store import LeaseStore
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_keys import clients_keys, leader_key, scope_keys
 
 __all__ = ["HousekeeperStore", "Leader"]
 

@@ -1,0 +1,1 @@
+"""Configuration wing: the TOML file and environment read once into frozen dataclasses."""
