@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable
 
 from tubemq_aio._client import auth_stamp, wall_ms
@@ -187,7 +188,11 @@ class MasterSession(SessionBase):
 
     async def rebalance_loop(self) -> None:
         """Process rebalance events one at a time (§2.4) until :attr:`stopping`."""
-        config = RebalanceConfig(confirm_wait=self.config.rebalance_confirm_wait)
+        config = RebalanceConfig(
+            confirm_wait=self.config.rebalance_confirm_wait,
+            # Java's maxRegisterRetryTimes rounds 1 s apart, as time (consumer.md §2.4).
+            register_timeout=float(self.config.register_attempts - 1),
+        )
         while not self.stopping:
             if self.queue and (delay := self.pacer.wait(self.clock())) > 0:
                 await self._pause_until(self.clock() + delay)  # the newest event waits its turn
@@ -206,7 +211,7 @@ class MasterSession(SessionBase):
                      event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
             process = EventProcess(event, held=self.leases.keys(), config=config)
             try:
-                while (step := process.next_step(self.clock())) is not None:
+                while (step := process.next_step(self.clock(), random.random())) is not None:
                     if isinstance(step, StopRebalance):
                         return
                     await self._perform(step, process)
