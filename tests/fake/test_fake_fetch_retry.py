@@ -1,0 +1,82 @@
+"""The consumer's fetch retries on a failing broker: paced inside a deadline, ended by any
+answer, and past the deadline the partition is given up and handed out again (issue 30 §1,
+fault 1's kind: retries bounded by time, not counted), against FakeCluster.
+
+The same faults on the real cluster (a broker restarted, frozen) are in
+``tests/integration/test_fidelity.py`` and ``test_chaos_short.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tubemq_aio import Consumer, Producer
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing.polling import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+FETCH = Method.BROKER_CONSUMER_GET_MESSAGE
+
+
+async def test_failing_fetches_back_off_and_an_answer_ends_the_streak() -> None:
+    async with (
+        FakeCluster(topics={"t": 1}) as cluster,
+        Producer(cluster.master_addr, topics=["t"]) as producer,
+        Consumer(
+            cluster.master_addr,
+            group="fr",
+            topics=["t"],
+            consume_from="earliest",
+            join_heartbeat_interval=0.2,
+            heartbeat_interval=30,
+        ) as consumer,  # fmt: skip
+    ):
+        await consumer.wait_for_assignment(timeout=10)
+        engine = consumer._session.engine if consumer._session else None
+        assert engine is not None
+        failing = cluster.inject(FETCH, Fault.reset(), times=None)
+        await asyncio.sleep(2.0)
+        # 0.2 s doubling (minus up to 20 % jitter): 0.16 + 0.32 + 0.64 < 2 < ... + 1.28. A
+        # fixed 200 ms rest (before) made about 10 requests in this time.
+        assert 2 <= failing.hits <= 5
+        cluster.clear_faults()
+        await producer.send("t", b"after")
+        batch = await consumer.getmany(timeout=10)
+        assert [m.body for m in batch] == [b"after"]
+        assert engine._failing == {}  # the answer ended the streak
+        again = cluster.inject(FETCH, Fault.error(503), times=None)
+        assert await batch.ack()
+        await asyncio.sleep(1.5)
+        # A new streak starts with the short pause again (the old one was at 1.28 s and more).
+        assert again.hits >= 3
+
+
+async def test_a_partition_failing_for_a_heartbeat_interval_is_given_up_then_handed_back() -> None:
+    """A broker answering 503 to every fetch (its heartbeats fine, so only the fetch loop sees
+    it) for longer than ``heartbeat_interval``: the consumer gives the partition up instead of
+    retrying it forever, the master hands it out again, and it is read once the broker serves."""
+    async with (
+        FakeCluster(topics={"t": 1}) as cluster,
+        Producer(cluster.master_addr, topics=["t"]) as producer,
+        Consumer(
+            cluster.master_addr,
+            group="fg",
+            topics=["t"],
+            consume_from="earliest",
+            join_heartbeat_interval=0.2,
+            heartbeat_interval=1.0,
+            subscription_report_interval=3,
+        ) as consumer,  # fmt: skip
+    ):
+        await consumer.wait_for_assignment(timeout=10)
+        cluster.inject(FETCH, Fault.error(503), times=None)
+        await wait_until(lambda: not consumer.assignment(), timeout=10, what="partition given up")
+        cluster.clear_faults()
+        await producer.send("t", b"back")
+        batch = await consumer.getmany(timeout=20)
+        assert [m.body for m in batch] == [b"back"]
+        assert consumer.assignment()
