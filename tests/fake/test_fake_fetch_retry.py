@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from tubemq_aio import Consumer, Producer
+from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
 from tubemq_aio.testing.polling import wait_until
@@ -80,3 +80,56 @@ async def test_a_partition_failing_for_a_heartbeat_interval_is_given_up_then_han
         batch = await consumer.getmany(timeout=20)
         assert [m.body for m in batch] == [b"back"]
         assert consumer.assignment()
+
+
+async def test_a_partition_the_broker_forgot_is_connected_again_by_a_client_balanced_consumer() -> (
+    None
+):
+    """A fetch answered 411 (the broker no longer knows this client, e.g. it restarted between
+    two broker heartbeats): the client-balanced consumer connects the partition again instead
+    of holding it unfetched for ever."""
+    async with (
+        FakeCluster(topics={"t": 1}) as cluster,
+        Producer(cluster.master_addr, topics=["t"]) as producer,
+        ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cbf",
+            topics=["t"],
+            consume_from="earliest",
+            heartbeat_interval=60,
+        ) as consumer,  # fmt: skip
+    ):
+        (meta,) = await consumer.partitions()
+        await consumer.connect(meta.partition_key)
+        cluster.inject(FETCH, Fault.error(411))
+        await wait_until(lambda: consumer.stats.partitions_reconnected == 1, timeout=10,
+                         what="the partition connected again")  # fmt: skip
+        await producer.send("t", b"still-read")
+        batch = await consumer.getmany(timeout=10)
+        assert [m.body for m in batch] == [b"still-read"]
+        assert consumer.assignment() == [meta.partition_key]
+
+
+async def test_a_partition_the_broker_forgot_is_handed_back_after_one_heartbeat() -> None:
+    """The same 411 for the server-balanced consumer: it reports its partitions at the next
+    heartbeat, so the master hands the partition back then, not after
+    ``subscription_report_interval`` heartbeats (50 s here)."""
+    async with (
+        FakeCluster(topics={"t": 1}) as cluster,
+        Producer(cluster.master_addr, topics=["t"]) as producer,
+        Consumer(
+            cluster.master_addr,
+            group="sbf",
+            topics=["t"],
+            consume_from="earliest",
+            join_heartbeat_interval=0.2,
+            heartbeat_interval=1.0,
+            subscription_report_interval=50,
+        ) as consumer,  # fmt: skip
+    ):
+        await consumer.wait_for_assignment(timeout=10)
+        cluster.inject(FETCH, Fault.error(411))
+        await wait_until(lambda: not consumer.assignment(), timeout=10, what="dropped")
+        await producer.send("t", b"back")
+        batch = await consumer.getmany(timeout=10)
+        assert [m.body for m in batch] == [b"back"]

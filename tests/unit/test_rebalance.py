@@ -19,6 +19,7 @@ from tubemq_aio.protocol.rebalance import (
     EventResult,
     EventStatus,
     EventType,
+    HeartbeatReport,
     HeartbeatVerdict,
     MasterHeartbeatState,
     RebalanceConfig,
@@ -298,3 +299,18 @@ def test_connect_always_ends_with_one_report(held_ids: set[int], codes: list[int
     assert not registered & held
     assert registered | set(process.given_up) | held == {p.key for p in PARTS}
     assert sum(isinstance(s, Register) for s in steps) <= 8  # 4 s: 0.1 s doubling to 1 s
+
+
+def test_a_local_drop_is_reported_at_the_next_heartbeat() -> None:
+    """A partition dropped outside an event (the broker forgot us) is reported at once, not
+    after up to ``max_report_interval`` heartbeats; the periodic rhythm goes on after it."""
+    state = MasterHeartbeatState(max_report_interval=6)
+    assert state.next_report() == HeartbeatReport(None, False)
+    state.held_changed()
+    assert state.next_report() == HeartbeatReport(None, True)
+    assert [state.next_report().report_subscribe_info for _ in range(6)] == [False] * 5 + [True]
+    state.held_changed()
+    result = EventResult(7, EventType.CONNECT, EventStatus.DONE, ())
+    state.add_result(result)
+    assert state.next_report() == HeartbeatReport(result, True)  # the result carries it
+    assert state.next_report() == HeartbeatReport(None, False)  # not twice

@@ -92,9 +92,10 @@ class FetchEngine:
         self._corrupt_reads: dict[PartitionKey, tuple[int, int]] = {}
         # Partition -> its fetches failing in a row (broker unreachable or answering 5xx).
         self._failing: dict[PartitionKey, RetryWindow] = {}
-        #: Called with the keys of partitions whose fetches kept failing for a whole
-        #: ``heartbeat_interval``: the session drops them as a failed broker heartbeat does.
-        #: None: the engine only removes them from the lease table.
+        #: Called with the keys of partitions this engine stops fetching on its own (the broker
+        #: answered 411/412/415, or fetches kept failing for a whole ``heartbeat_interval``):
+        #: the session drops them as a failed broker heartbeat does. None: the engine only
+        #: removes them from the lease table.
         self.on_broken: Callable[[list[PartitionKey]], None] | None = None
         self._buffer: deque[Fetched] = deque()
         self._slots = asyncio.Semaphore(config.max_prefetch_batches)
@@ -251,6 +252,14 @@ class FetchEngine:
             return pause
         log.warning("fetches of %s failed for %.0f s: the partition is given up",
                     key, window.budget)  # fmt: skip
+        self._lose(key)
+        return None
+
+    def _lose(self, key: PartitionKey) -> None:
+        """``key`` is no longer fetched here (the broker forgot us, or kept failing): hand it
+        to :attr:`on_broken`, so that the session gets it back (a client-balanced consumer
+        connects it again; the server-balanced one reports it to the master at its next
+        heartbeat) instead of holding a partition nobody fetches."""
         self._failing.pop(key, None)
         self._flows.pop(key, None)
         if self.on_broken is not None:
@@ -258,7 +267,6 @@ class FetchEngine:
         else:
             self.leases.remove(key)
         self.notify()
-        return None
 
     def _read_again(self, key: PartitionKey, offset: int, corrupt: bool) -> bool:
         """Whether a batch with a damaged message (checksum mismatch, or an attribute block that
@@ -301,9 +309,7 @@ class FetchEngine:
             # 411/412/415: not ours at the broker any more; drop locally, the master learns it
             # from the next subscribe report (§4.3).
             log.info("partition %s dropped after fetch error %d", key, rsp.err_code)
-            self.leases.remove(key)
-            self._flows.pop(key, None)
-            self._failing.pop(key, None)
+            self._lose(key)
             return False
         log.debug("fetch of %s: [%d] %s", key, rsp.err_code, rsp.err_msg)
         base_wait_ms = reaction.wait_ms

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
@@ -297,6 +297,13 @@ class MasterSession(SessionBase):
         if not self.not_allocated:
             return None
         return self._bound_offsets.get(key)
+
+    def _drop(self, keys: Iterable[PartitionKey]) -> None:
+        keys = list(keys)
+        held = [k for k in keys if k in self.leases]
+        super()._drop(keys)
+        if held:  # the master still believes them ours: tell it at the next heartbeat
+            self.hb_state.held_changed()
 
     async def release_partition(self, partition: Partition, rollback_in_use: bool = True) -> None:
         """Remove a partition locally and unregister it at its broker (errors logged)."""

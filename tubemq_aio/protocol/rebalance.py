@@ -369,6 +369,7 @@ class MasterHeartbeatState:
         self._max_retries = max_retries
         self._results: deque[EventResult] = deque()
         self._since_report = 0
+        self._report_due = False
         self.failures = 0
         #: Bound consumption: True until the first connect event was processed (Java isFirst).
         self.first_connect_pending = True
@@ -393,12 +394,22 @@ class MasterHeartbeatState:
         event = self._results.popleft() if self._results else None
         if event is not None:
             self._since_report = 0
+            self._report_due = False
             return HeartbeatReport(event, True)
         self._since_report += 1
-        if self._since_report >= self._interval:
+        if self._report_due or self._since_report >= self._interval:
             self._since_report = 0
+            self._report_due = False
             return HeartbeatReport(None, True)
         return HeartbeatReport(None, False)
+
+    def held_changed(self) -> None:
+        """Partitions were dropped locally, outside any event (a broker forgot this client, or
+        its broker kept failing): the next heartbeat reports what is held, so the master hands
+        them out again after one heartbeat rather than after up to ``max_report_interval``
+        (Java waits for the periodic report; a partition the master believes held is
+        consumed by nobody meanwhile)."""
+        self._report_due = True
 
     def on_registered(self) -> None:
         """A register at the master succeeded: it proves the master serves this consumer as
