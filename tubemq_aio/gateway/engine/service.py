@@ -199,6 +199,7 @@ class ConsumeService:
         Raises:
             UnknownGroupError: the group is not served.
             TubeUnavailableError: the master cannot be reached.
+            UnknownTopicError: a topic of the group is not deployed on the cluster.
         """
         return await self._sessions.get(self._spec(group))
 
