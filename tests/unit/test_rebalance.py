@@ -113,8 +113,17 @@ def test_connect_gives_up_at_its_deadline_but_reports_done() -> None:
     steps = run(process, {p.key: [503] * 5 for p in PARTS})
     kinds = [type(s).__name__ for s in steps]
     # 0.1 + 0.2, then the rest of the 0.5 s, then a last round at the deadline.
-    assert kinds == ["Register", "Sleep", "Register", "Sleep", "Register", "Sleep", "Register",
-                     "Drop", "Report"]  # fmt: skip
+    assert kinds == [
+        "Register",
+        "Sleep",
+        "Register",
+        "Sleep",
+        "Register",
+        "Sleep",
+        "Register",
+        "Drop",
+        "Report",
+    ]
     assert [s.until for s in steps if isinstance(s, Sleep)] == pytest.approx([0.1, 0.3, 0.5])
     assert steps[7] == Drop(tuple(p.key for p in PARTS))
     assert isinstance(steps[8], Report)
@@ -167,8 +176,9 @@ def test_a_bad_register_timeout_is_refused(timeout: float) -> None:
 def test_every_round_starts_by_the_deadline_and_the_event_ends(
     codes: list[int], round_time: float, rand: float, timeout: float
 ) -> None:
-    process = EventProcess(event(EventType.CONNECT), held=(),
-                           config=RebalanceConfig(register_timeout=timeout))  # fmt: skip
+    process = EventProcess(
+        event(EventType.CONNECT), held=(), config=RebalanceConfig(register_timeout=timeout)
+    )
     answers = iter(codes)
     now, steps = 0.0, []
     while (step := process.next_step(now, rand)) is not None:

@@ -186,8 +186,9 @@ class FetchEngine:
             log.debug("fetch of %s failed: %r", key, exc)
             pause = self._broker_failed(lease)
             if pause is not None:
-                self.leases.release(key, lease.token, self.clock(), wait_ms=_ms(pause),
-                                    consumed=False)  # fmt: skip
+                self.leases.release(
+                    key, lease.token, self.clock(), wait_ms=_ms(pause), consumed=False
+                )
             return False
         self.stats.fetches += 1
         if rsp.success or rsp.err_code < 500:
@@ -250,8 +251,9 @@ class FetchEngine:
         pause = window.failed(self.clock(), random.random(), known)
         if pause is not None:
             return pause
-        log.warning("fetches of %s failed for %.0f s: the partition is given up",
-                    key, window.budget)  # fmt: skip
+        log.warning(
+            "fetches of %s failed for %.0f s: the partition is given up", key, window.budget
+        )
         self._lose(key)
         return None
 

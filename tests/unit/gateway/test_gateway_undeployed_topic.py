@@ -36,8 +36,11 @@ def test_the_masters_not_deployed_is_a_404_that_is_not_retriable() -> None:
 
 
 def test_produce_and_batch_answer_it_per_message() -> None:
-    app = create_app(CFG, engine_factory=lambda _c: FakeEngine({}),
-                     producer_factory=lambda _c: cast(Producer, _UndeployedProducer()))  # fmt: skip
+    app = create_app(
+        CFG,
+        engine_factory=lambda _c: FakeEngine({}),
+        producer_factory=lambda _c: cast(Producer, _UndeployedProducer()),
+    )
     with TestClient(app) as client:
         r = client.post("/v1/topics/demo/messages", json={"value": "gone"}, headers=ADMIN)
         assert r.status_code == 404, r.text
