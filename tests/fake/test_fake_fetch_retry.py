@@ -1,6 +1,6 @@
 """The consumer's fetch retries on a failing broker: paced inside a deadline, ended by any
-answer, and past the deadline the partition is given up and handed out again (issue 30 §1,
-fault 1's kind: retries bounded by time, not counted), against FakeCluster.
+answer, and past the deadline the partition is given up and handed out again (issue 30, the
+kind of its first fault: retries bounded by time, not counted), against FakeCluster.
 
 The same faults on the real cluster (a broker restarted, frozen) are in
 ``tests/integration/test_fidelity.py`` and ``test_chaos_short.py``.

@@ -32,8 +32,9 @@ __all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Wait after a fetch that failed on a bug of ours (a broker failing is paced by
-#: :data:`~tubemq_aio.protocol.retry.FETCH_RETRY` instead).
+#: Wait after a fetch that failed on a bug of ours. Java releases at once after a local error
+#: (docs/protocol/consumer.md §4.3); a broker failing is paced by
+#: :data:`~tubemq_aio.protocol.retry.FETCH_RETRY` instead.
 _RPC_FAILURE_WAIT_MS = 200
 
 #: Reads of one batch with a checksum mismatch before the mismatch is taken as corruption at

@@ -190,7 +190,8 @@ class MasterSession(SessionBase):
         """Process rebalance events one at a time (§2.4) until :attr:`stopping`."""
         config = RebalanceConfig(
             confirm_wait=self.config.rebalance_confirm_wait,
-            # Java's maxRegisterRetryTimes rounds 1 s apart, as time (consumer.md §2.4).
+            # Java's maxRegisterRetryTimes rounds 1 s apart, as time
+            # (docs/protocol/consumer.md §2.4).
             register_timeout=float(self.config.register_attempts - 1),
         )
         while not self.stopping:

@@ -124,10 +124,11 @@ class RebalanceConfig:
         confirm_wait: seconds a revoked partition waits for its batch to come back (3 s).
         rollback_in_use: a batch still out when the wait ends counts as not consumed (True).
         register_timeout: seconds from the start of the first register round during which
-            partitions a broker refused are registered again (4 s: the Java client's 5 rounds 1 s apart,
-            ``maxRegisterRetryTimes``, counted as time so that fast failures, e.g. a broker
-            restarting, do not use them up; the consumer sets ``register_attempts - 1``
-            seconds). A last round is made at the deadline; 0 makes one round.
+            partitions a broker refused are registered again (4 s: the Java client's 5 rounds
+            1 s apart, ``maxRegisterRetryTimes``, counted as time so that fast failures, e.g. a
+            broker restarting, do not use them up; the consumer sets
+            ``register_attempts - 1`` seconds). A last round is made at the deadline; 0 makes
+            one round.
         register_retry: the pauses between rounds, inside that time
             (:data:`~tubemq_aio.protocol.retry.REBALANCE_REGISTER_RETRY`: 0.1 s doubling to 1 s).
     """
