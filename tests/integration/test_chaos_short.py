@@ -38,14 +38,18 @@ async def _master_failover_is_quick(cluster: LocalCluster) -> dict[str, float]:
     others = [m.addr for m in cluster.masters if m is not old]
     masters = ",".join([old.addr, *others])  # the dead one first, as in the reports
     total = 2 * len(cluster.brokers)
-    async with Consumer(
-        masters,
-        group=group,
-        topics=[TOPIC],
-        join_heartbeat_interval=1.0,
-        heartbeat_interval=3.0,
-        rpc_timeout=5.0,
-    ) as first:
+
+    def member() -> Consumer:
+        return Consumer(
+            masters,
+            group=group,
+            topics=[TOPIC],
+            join_heartbeat_interval=1.0,
+            heartbeat_interval=3.0,
+            rpc_timeout=5.0,
+        )
+
+    async with member() as first:
         await wait_until(lambda: len(first.assignment()) == total, 30, "the first member")
         await old.kill()
         killed = time.monotonic()
@@ -56,14 +60,7 @@ async def _master_failover_is_quick(cluster: LocalCluster) -> dict[str, float]:
                 Producer(
                     masters, topics=[TOPIC], heartbeat_interval=3.0, rpc_timeout=5.0
                 ) as producer,
-                Consumer(
-                    masters,
-                    group=group,
-                    topics=[TOPIC],
-                    join_heartbeat_interval=1.0,
-                    heartbeat_interval=3.0,
-                    rpc_timeout=5.0,
-                ) as second,
+                member() as second,
             ):
                 producer_ready = time.monotonic() - took_over
                 await producer.send(TOPIC, b"after-failover", timeout=10)
