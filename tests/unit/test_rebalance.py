@@ -19,6 +19,7 @@ from tubemq_aio.protocol.rebalance import (
     EventResult,
     EventStatus,
     EventType,
+    HeartbeatReport,
     HeartbeatVerdict,
     MasterHeartbeatState,
     RebalanceConfig,
@@ -53,13 +54,17 @@ def event(op: int, rebalance_id: int = 42) -> RebalanceEvent:
     return parsed
 
 
-def run(process: EventProcess, answers: dict[PartitionKey, list[int]]) -> list[Step]:
-    """Drive a process, answering register steps from per-partition answer lists."""
+def run(
+    process: EventProcess, answers: dict[PartitionKey, list[int]], round_time: float = 0.0
+) -> list[Step]:
+    """Drive a process, answering register steps from per-partition answer lists; each
+    register round takes ``round_time`` seconds."""
     steps: list[Step] = []
     now = 0.0
     while (step := process.next_step(now)) is not None:
         steps.append(step)
         if isinstance(step, Register):
+            now += round_time
             for p in step.partitions:
                 process.on_register_result(p.key, answers[p.key].pop(0))
         elif isinstance(step, Sleep):
@@ -92,9 +97,9 @@ def test_connect_skips_held_and_retries_failures() -> None:
     answers = {PARTS[1].key: [500, 599, 200], PARTS[2].key: [410]}
     steps = run(process, answers)
     assert steps[0] == Register(PARTS[1:], 1)
-    assert steps[1] == Sleep(1.0)
+    assert steps[1] == Sleep(0.1)  # the first pause is short: a restarting broker is soon back
     assert steps[2] == Register((PARTS[1],), 2)
-    assert steps[3] == Sleep(2.0)
+    assert steps[3] == Sleep(pytest.approx(0.3))  # type: ignore[arg-type]
     assert steps[4] == Register((PARTS[1],), 3)
     assert isinstance(steps[5], Report)
     assert steps[5].result.status == EventStatus.DONE
@@ -102,15 +107,93 @@ def test_connect_skips_held_and_retries_failures() -> None:
     assert process.given_up == [PARTS[2].key]  # 410 is never retried
 
 
-def test_connect_gives_up_after_max_rounds_but_reports_done() -> None:
-    config = RebalanceConfig(max_register_rounds=2, register_retry_wait=0.5)
+def test_connect_gives_up_at_its_deadline_but_reports_done() -> None:
+    config = RebalanceConfig(register_timeout=0.5)
     process = EventProcess(event(EventType.CONNECT), held=(), config=config)
-    steps = run(process, {p.key: [503, 503] for p in PARTS})
+    steps = run(process, {p.key: [503] * 5 for p in PARTS})
     kinds = [type(s).__name__ for s in steps]
-    assert kinds == ["Register", "Sleep", "Register", "Drop", "Report"]
-    assert steps[3] == Drop(tuple(p.key for p in PARTS))
-    assert isinstance(steps[4], Report)
-    assert steps[4].result.status == 2
+    # 0.1 + 0.2, then the rest of the 0.5 s, then a last round at the deadline.
+    assert kinds == [
+        "Register",
+        "Sleep",
+        "Register",
+        "Sleep",
+        "Register",
+        "Sleep",
+        "Register",
+        "Drop",
+        "Report",
+    ]
+    assert [s.until for s in steps if isinstance(s, Sleep)] == pytest.approx([0.1, 0.3, 0.5])
+    assert steps[7] == Drop(tuple(p.key for p in PARTS))
+    assert isinstance(steps[8], Report)
+    assert steps[8].result.status == 2
+
+
+def test_fast_failures_do_not_use_up_the_register_time() -> None:
+    """Issue 30 §1: rounds that fail at once (a broker restarting refuses connections) go on
+    for the whole 4 s (Java's 5 rounds 1 s apart), more often at first; they used to be five."""
+    process = EventProcess(event(EventType.CONNECT), held=())
+    steps = run(process, {p.key: [599] * 20 for p in PARTS})
+    rounds = [s for s in steps if isinstance(s, Register)]
+    sleeps = [s.until for s in steps if isinstance(s, Sleep)]
+    assert len(rounds) == 8
+    assert sleeps[-1] == pytest.approx(4.0)  # the last round is at the deadline, not past it
+    assert isinstance(steps[-2], Drop)
+    assert isinstance(steps[-1], Report)
+
+
+def test_slow_failures_end_by_the_deadline_too() -> None:
+    """Rounds that each wait for an RPC timeout (3 s here) stop after the 4 s, not after five
+    rounds (Java: 5 x (3 s + 1 s) = 20 s)."""
+    process = EventProcess(event(EventType.CONNECT), held=())
+    steps = run(process, {p.key: [599] * 5 for p in PARTS}, round_time=3.0)
+    assert [type(s).__name__ for s in steps] == ["Register", "Sleep", "Register", "Drop", "Report"]
+
+
+def test_a_register_timeout_of_zero_makes_one_round() -> None:
+    process = EventProcess(
+        event(EventType.CONNECT), held=(), config=RebalanceConfig(register_timeout=0)
+    )
+    steps = run(process, {p.key: [503] for p in PARTS})
+    assert [type(s).__name__ for s in steps] == ["Register", "Drop", "Report"]
+
+
+@pytest.mark.parametrize("timeout", [-1.0, float("nan"), float("inf")])
+def test_a_bad_register_timeout_is_refused(timeout: float) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        EventProcess(
+            event(EventType.CONNECT), held=(), config=RebalanceConfig(register_timeout=timeout)
+        )
+
+
+@given(
+    codes=st.lists(st.sampled_from([200, 410, 500, 503, 599]), min_size=60, max_size=60),
+    round_time=st.floats(min_value=0.0, max_value=5.0),
+    rand=st.floats(min_value=0.0, max_value=0.999),
+    timeout=st.floats(min_value=0.0, max_value=10.0),
+)
+def test_every_round_starts_by_the_deadline_and_the_event_ends(
+    codes: list[int], round_time: float, rand: float, timeout: float
+) -> None:
+    process = EventProcess(
+        event(EventType.CONNECT), held=(), config=RebalanceConfig(register_timeout=timeout)
+    )
+    answers = iter(codes)
+    now, steps = 0.0, []
+    while (step := process.next_step(now, rand)) is not None:
+        steps.append(step)
+        if isinstance(step, Register):
+            assert now <= timeout + 1e-9  # no round begins after the deadline
+            now += round_time
+            for p in step.partitions:
+                process.on_register_result(p.key, next(answers, 503))
+        elif isinstance(step, Sleep):
+            assert now < step.until <= timeout + 1e-9
+            now = step.until
+        assert len(steps) < 200
+    assert isinstance(steps[-1], Report)
+    assert sorted(process.registered + process.given_up) == sorted(p.key for p in PARTS)
 
 
 def test_unanswered_registration_counts_as_failed_round() -> None:
@@ -213,16 +296,31 @@ def test_heartbeat_failure_handling() -> None:
 
 @given(
     st.sets(st.integers(0, 2)),
-    st.lists(st.sampled_from([200, 410, 415, 500, 503, 599]), min_size=15, max_size=15),
+    st.lists(st.sampled_from([200, 410, 415, 500, 503, 599]), min_size=24, max_size=24),
 )
 def test_connect_always_ends_with_one_report(held_ids: set[int], codes: list[int]) -> None:
     held = {PARTS[i].key for i in held_ids}
     process = EventProcess(event(EventType.CONNECT), held=held)
     feed = iter(codes)
-    steps = run(process, {p.key: [next(feed) for _ in range(5)] for p in PARTS})
+    steps = run(process, {p.key: [next(feed) for _ in range(8)] for p in PARTS})
     assert isinstance(steps[-1], Report)
     assert sum(isinstance(s, Report) for s in steps) == 1
     registered = set(process.registered)
     assert not registered & held
     assert registered | set(process.given_up) | held == {p.key for p in PARTS}
-    assert sum(isinstance(s, Register) for s in steps) <= 5
+    assert sum(isinstance(s, Register) for s in steps) <= 8  # 4 s: 0.1 s doubling to 1 s
+
+
+def test_a_local_drop_is_reported_at_the_next_heartbeat() -> None:
+    """A partition dropped outside an event (the broker forgot us) is reported at once, not
+    after up to ``max_report_interval`` heartbeats; the periodic rhythm goes on after it."""
+    state = MasterHeartbeatState(max_report_interval=6)
+    assert state.next_report() == HeartbeatReport(None, False)
+    state.held_changed()
+    assert state.next_report() == HeartbeatReport(None, True)
+    assert [state.next_report().report_subscribe_info for _ in range(6)] == [False] * 5 + [True]
+    state.held_changed()
+    result = EventResult(7, EventType.CONNECT, EventStatus.DONE, ())
+    state.add_result(result)
+    assert state.next_report() == HeartbeatReport(result, True)  # the result carries it
+    assert state.next_report() == HeartbeatReport(None, False)  # not twice

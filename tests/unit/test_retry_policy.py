@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.protocol.retry import DEFAULT_RETRY, RetryPolicy
+from tubemq_aio.protocol.retry import (
+    DEFAULT_RETRY,
+    FETCH_RETRY,
+    REBALANCE_REGISTER_RETRY,
+    RetryPolicy,
+    RetryWindow,
+)
 
 
 def test_the_first_failures_are_retried_at_once_then_paused_exponentially() -> None:
@@ -80,3 +86,68 @@ def test_a_deadline_is_reached_in_finitely_many_pauses(rands: list[float]) -> No
         now += pause
     floor = DEFAULT_RETRY.initial * (1 - DEFAULT_RETRY.jitter)
     assert now >= min(deadline, floor * max(0, failures - DEFAULT_RETRY.immediate - 1))
+
+
+def test_a_window_opens_at_its_first_failure_and_gives_up_at_its_deadline() -> None:
+    window = RetryWindow(FETCH_RETRY, budget=1.0)
+    assert window.failed(10.0, 0.0) == pytest.approx(0.2)
+    assert window.deadline == 11.0
+    assert window.failed(10.2, 0.0) == pytest.approx(0.4)
+    assert window.failed(10.9, 0.0) == pytest.approx(0.1)  # cut at the deadline
+    assert window.failed(11.0, 0.0) is None
+    assert "failures=4" in repr(window)
+
+
+def test_a_success_closes_the_window_so_the_next_failure_has_the_whole_budget() -> None:
+    window = RetryWindow(FETCH_RETRY, budget=1.0)
+    for now in (0.0, 0.5, 0.9):
+        window.failed(now, 0.0)
+    window.succeeded()
+    assert (window.failures, window.deadline) == (0, None)
+    assert window.failed(100.0, 0.0) == pytest.approx(0.2)  # the shortest pause again
+    assert window.deadline == 101.0
+
+
+def test_begin_opens_the_window_before_any_failure_and_only_once() -> None:
+    window = RetryWindow(REBALANCE_REGISTER_RETRY, budget=4.0)
+    window.begin(1.0)
+    window.begin(3.0)
+    assert window.deadline == 5.0
+    assert window.failed(4.95, 0.0) == pytest.approx(0.05)
+
+
+def test_a_known_wait_stretches_the_pause_but_not_past_the_deadline() -> None:
+    window = RetryWindow(FETCH_RETRY, budget=2.0)
+    assert window.failed(0.0, 0.0, at_least=1.5) == 1.5
+    assert window.failed(1.5, 0.0, at_least=1.5) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("budget", [-0.1, math.nan, math.inf])
+def test_a_bad_window_budget_is_refused(budget: float) -> None:
+    with pytest.raises(ValueError, match="RetryWindow"):
+        RetryWindow(FETCH_RETRY, budget)
+
+
+@given(
+    outcomes=st.lists(st.tuples(st.booleans(), st.floats(min_value=0, max_value=3)), max_size=80),
+    budget=st.floats(min_value=0, max_value=20),
+)
+def test_a_window_never_pauses_past_a_deadline_set_after_the_last_success(
+    outcomes: list[tuple[bool, float]], budget: float
+) -> None:
+    """Random success/failure sequences: every pause ends by first-failure-since-success +
+    budget, and giving up happens only once that time has come."""
+    window = RetryWindow(FETCH_RETRY, budget)
+    now, opened = 0.0, None
+    for ok, step in outcomes:
+        now += step
+        if ok:
+            window.succeeded()
+            opened = None
+            continue
+        opened = now if opened is None else opened
+        pause = window.failed(now, 0.5)
+        if pause is None:
+            assert now >= opened + budget
+        else:
+            assert now + pause <= opened + budget + 1e-9

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -25,13 +26,15 @@ from tubemq_aio.protocol.consumer_replies import GetMessageResponse
 from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
 from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
+from tubemq_aio.protocol.retry import FETCH_RETRY, RetryWindow
 
 __all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
-#: Wait after an RPC failure of a fetch. Java releases at once (docs/protocol/consumer.md §4.3); a
-#: short pause keeps a fetcher from spinning on a broker that refuses connections.
+#: Wait after a fetch that failed on a bug of ours. Java releases at once after a local error
+#: (docs/protocol/consumer.md §4.3); a broker failing is paced by
+#: :data:`~tubemq_aio.protocol.retry.FETCH_RETRY` instead.
 _RPC_FAILURE_WAIT_MS = 200
 
 #: Reads of one batch with a checksum mismatch before the mismatch is taken as corruption at
@@ -88,6 +91,13 @@ class FetchEngine:
         self._idle = IdleBackoff(_ms(config.msg_not_found_wait), _ms(config.idle_ceiling))
         # Partition -> (batch start offset, reads of it that had a checksum mismatch).
         self._corrupt_reads: dict[PartitionKey, tuple[int, int]] = {}
+        # Partition -> its fetches failing in a row (broker unreachable or answering 5xx).
+        self._failing: dict[PartitionKey, RetryWindow] = {}
+        #: Called with the keys of partitions this engine stops fetching on its own (the broker
+        #: answered 411/412/415, or fetches kept failing for a whole ``heartbeat_interval``):
+        #: the session drops them as a failed broker heartbeat does. None: the engine only
+        #: removes them from the lease table.
+        self.on_broken: Callable[[list[PartitionKey]], None] | None = None
         self._buffer: deque[Fetched] = deque()
         self._slots = asyncio.Semaphore(config.max_prefetch_batches)
         self._ready = asyncio.Event()
@@ -124,6 +134,7 @@ class FetchEngine:
                 self._slots.release()
         for key in wanted:
             self._flows.pop(key, None)
+            self._failing.pop(key, None)
         self.notify()
 
     # ---- fetch loop --------------------------------------------------------------------------
@@ -174,11 +185,15 @@ class FetchEngine:
             self.stats.fetch_errors += 1
             # Cancellation mid-fetch leaves the lease in use: close removes it, rolled back.
             log.debug("fetch of %s failed: %r", key, exc)
-            self.leases.release(
-                key, lease.token, self.clock(), wait_ms=_RPC_FAILURE_WAIT_MS, consumed=False
-            )
+            pause = self._broker_failed(lease)
+            if pause is not None:
+                self.leases.release(
+                    key, lease.token, self.clock(), wait_ms=_ms(pause), consumed=False
+                )
             return False
         self.stats.fetches += 1
+        if rsp.success or rsp.err_code < 500:
+            self._failing.pop(key, None)  # the broker serves the partition again
         now = self.clock()
         pflow = self._flows.setdefault(key, PartitionFlow())
         hhmm = gmt8_hhmm(time.time())
@@ -217,6 +232,44 @@ class FetchEngine:
         self.stats.batches += 1
         self._ready.set()
         return True
+
+    def _broker_failed(self, lease: Lease, at_least: float = 0.0) -> float | None:
+        """Count a failed fetch of ``lease`` (no answer, or a 5xx one); return the pause before
+        its partition is fetched again, or None when it was given up.
+
+        Fetches failing in a row are paced by :data:`~tubemq_aio.protocol.retry.FETCH_RETRY`
+        (0.2 s doubling to 3.2 s, at least the connection's own back-off) for at most
+        ``heartbeat_interval`` from the first failure; an answer from the broker ends the
+        streak. Past that the partition is given up (:attr:`on_broken`), as a failed broker
+        heartbeat gives up all of that broker's partitions (docs/protocol/consumer.md §3.3):
+        the master hands it out again once the broker answers.
+        """
+        key = lease.key
+        window = self._failing.get(key)
+        if window is None:
+            window = self._failing[key] = RetryWindow(FETCH_RETRY, self.config.heartbeat_interval)
+        known = max(at_least, self.broker.rpc.retry_in(lease.partition.broker))
+        pause = window.failed(self.clock(), random.random(), known)
+        if pause is not None:
+            return pause
+        log.warning(
+            "fetches of %s failed for %.0f s: the partition is given up", key, window.budget
+        )
+        self._lose(key)
+        return None
+
+    def _lose(self, key: PartitionKey) -> None:
+        """``key`` is no longer fetched here (the broker forgot us, or kept failing): hand it
+        to :attr:`on_broken`, so that the session gets it back (a client-balanced consumer
+        connects it again; the server-balanced one reports it to the master at its next
+        heartbeat) instead of holding a partition nobody fetches."""
+        self._failing.pop(key, None)
+        self._flows.pop(key, None)
+        if self.on_broken is not None:
+            self.on_broken([key])
+        else:
+            self.leases.remove(key)
+        self.notify()
 
     def _read_again(self, key: PartitionKey, offset: int, corrupt: bool) -> bool:
         """Whether a batch with a damaged message (checksum mismatch, or an attribute block that
@@ -259,17 +312,22 @@ class FetchEngine:
             # 411/412/415: not ours at the broker any more; drop locally, the master learns it
             # from the next subscribe report (§4.3).
             log.info("partition %s dropped after fetch error %d", key, rsp.err_code)
-            self.leases.remove(key)
-            self._flows.pop(key, None)
+            self._lose(key)
             return False
         log.debug("fetch of %s: [%d] %s", key, rsp.err_code, rsp.err_msg)
+        base_wait_ms = reaction.wait_ms
+        if rsp.err_code >= 500:  # the broker cannot serve it now: paced like no answer
+            pause = self._broker_failed(lease, at_least=reaction.wait_ms / 1000.0)
+            if pause is None:
+                return False
+            base_wait_ms = _ms(pause)
         wait_ms = pflow.wait_after_fetch(
             self.flow,
             now=now,
             hhmm=hhmm,
             err_code=rsp.err_code,
             body_bytes=0,
-            base_wait_ms=reaction.wait_ms,
+            base_wait_ms=base_wait_ms,
             filter_consume=bool(filters),
             idle=self._idle,
         )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import random
+from collections.abc import Awaitable, Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
@@ -187,7 +188,12 @@ class MasterSession(SessionBase):
 
     async def rebalance_loop(self) -> None:
         """Process rebalance events one at a time (§2.4) until :attr:`stopping`."""
-        config = RebalanceConfig(confirm_wait=self.config.rebalance_confirm_wait)
+        config = RebalanceConfig(
+            confirm_wait=self.config.rebalance_confirm_wait,
+            # Java's maxRegisterRetryTimes rounds 1 s apart, as time
+            # (docs/protocol/consumer.md §2.4).
+            register_timeout=float(self.config.register_attempts - 1),
+        )
         while not self.stopping:
             if self.queue and (delay := self.pacer.wait(self.clock())) > 0:
                 await self._pause_until(self.clock() + delay)  # the newest event waits its turn
@@ -206,7 +212,7 @@ class MasterSession(SessionBase):
                      event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
             process = EventProcess(event, held=self.leases.keys(), config=config)
             try:
-                while (step := process.next_step(self.clock())) is not None:
+                while (step := process.next_step(self.clock(), random.random())) is not None:
                     if isinstance(step, StopRebalance):
                         return
                     await self._perform(step, process)
@@ -293,6 +299,13 @@ class MasterSession(SessionBase):
         if not self.not_allocated:
             return None
         return self._bound_offsets.get(key)
+
+    def _drop(self, keys: Iterable[PartitionKey]) -> None:
+        keys = list(keys)
+        held = [k for k in keys if k in self.leases]
+        super()._drop(keys)
+        if held:  # the master still believes them ours: tell it at the next heartbeat
+            self.hb_state.held_changed()
 
     async def release_partition(self, partition: Partition, rollback_in_use: bool = True) -> None:
         """Remove a partition locally and unregister it at its broker (errors logged)."""

@@ -126,6 +126,10 @@ class SessionBase:
         self.host_name = parts.host_name
         self.clock = parts.clock
         self.client_id = parts.broker.client_id
+        # Partitions the fetch loop stops fetching on its own (the broker forgot us, or the
+        # fetches kept failing until their deadline) are dropped like those of a failed broker
+        # heartbeat, so that they come back (issue 30).
+        self.engine.on_broken = self._drop
 
     def _apply_auth_and_flow(self, rsp: consumer_replies.MasterResponse) -> None:
         self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)

@@ -82,7 +82,8 @@ class ConsumerStats:
             ``msg_not_found_max_wait``, or a type-1 frequency rule of the master).
         speed_limited / speed_limit_wait_ms: fetches answered 452 (the broker's consume speed
             limit) and the total rest they imposed (the broker's ``minLimitTime``).
-        partitions_lost: connected partitions dropped because their broker's heartbeat failed
+        partitions_lost: connected partitions dropped because their broker's heartbeat failed,
+            the broker no longer knew them at a fetch, or their fetches kept failing
             (client-balanced; the server-balanced master hands them out again).
         partitions_reconnected: of those, how many the client-balanced consumer connected
             again by itself.

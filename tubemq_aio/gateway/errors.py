@@ -102,7 +102,8 @@ class TokenError(GatewayError):
 
 
 class UnknownTopicError(GatewayError):
-    """The gateway may not publish to this topic (HTTP 404)."""
+    """The gateway may not publish to this topic, or the TubeMQ master says a topic is not
+    deployed on the cluster (HTTP 404, not retriable)."""
 
 
 class NotReadyError(GatewayError):

@@ -20,6 +20,7 @@ from enum import Enum, IntEnum
 from typing import Protocol
 
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, SubscribeInfo
+from tubemq_aio.protocol.retry import REBALANCE_REGISTER_RETRY, RetryPolicy, RetryWindow
 
 __all__ = [
     "AwaitReturn",
@@ -117,13 +118,25 @@ class EventResult:
 
 @dataclass(frozen=True, slots=True)
 class RebalanceConfig:
-    """Knobs of event processing (Java defaults, §2.4, §9.2): seconds to wait for revoked
-    partitions to come back, rollback of still-leased ones, register rounds and their spacing."""
+    """Knobs of event processing (Java defaults, §2.4, §9.2).
+
+    Attributes:
+        confirm_wait: seconds a revoked partition waits for its batch to come back (3 s).
+        rollback_in_use: a batch still out when the wait ends counts as not consumed (True).
+        register_timeout: seconds from the start of the first register round during which
+            partitions a broker refused are registered again (4 s: the Java client's 5 rounds
+            1 s apart, ``maxRegisterRetryTimes``, counted as time so that fast failures, e.g. a
+            broker restarting, do not use them up; the consumer sets
+            ``register_attempts - 1`` seconds). A last round is made at the deadline; 0 makes
+            one round.
+        register_retry: the pauses between rounds, inside that time
+            (:data:`~tubemq_aio.protocol.retry.REBALANCE_REGISTER_RETRY`: 0.1 s doubling to 1 s).
+    """
 
     confirm_wait: float = 3.0
     rollback_in_use: bool = True
-    max_register_rounds: int = 5
-    register_retry_wait: float = 1.0
+    register_timeout: float = 4.0
+    register_retry: RetryPolicy = REBALANCE_REGISTER_RETRY
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +212,9 @@ class EventProcess:
     Call :meth:`next_step` until it returns None, performing each step before asking again.
 
     * CONNECT / ONLY_CONNECT: :class:`Register` the partitions not already held; failed ones
-      (other than 410/415) are retried for up to ``max_register_rounds`` rounds with a
-      :class:`Sleep` between; leftovers are dropped; then :class:`Report` DONE (even when some
-      failed, like Java).
+      (other than 410/415) are registered again after a :class:`Sleep` (growing from 0.1 s to
+      1 s) until ``register_timeout`` seconds after the first round; leftovers are dropped;
+      then :class:`Report` DONE (even when some failed, like Java).
     * DISCONNECT / ONLY_DISCONNECT: :class:`AwaitReturn`, :class:`Unregister`, :class:`Report`.
     * STOP_REBALANCE: :class:`StopRebalance`. REPORT, REFRESH and unknown types: nothing, no
       result (Java, §12 item 12).
@@ -219,6 +232,7 @@ class EventProcess:
         self._config = config or RebalanceConfig()
         self._phase = _Phase.START
         self._round = 0
+        self._window = RetryWindow(self._config.register_retry, self._config.register_timeout)
         unique = {p.key: p for p in event.partitions}
         self._pending: dict[PartitionKey, Partition] = {
             k: p for k, p in unique.items() if k not in held
@@ -233,8 +247,13 @@ class EventProcess:
             f"phase={self._phase.name} round={self._round} pending={len(self._pending)}>"
         )
 
-    def next_step(self, now: float) -> Step | None:
-        """The next action, or None when the event is fully processed."""
+    def next_step(self, now: float, rand: float = 0.0) -> Step | None:
+        """The next action, or None when the event is fully processed.
+
+        Args:
+            now: the current time (monotonic seconds).
+            rand: a uniform random number in [0, 1) for the jitter of a register pause.
+        """
         op = self.event.op_type
         if op == EventType.STOP_REBALANCE:
             if self._phase is _Phase.START:
@@ -244,7 +263,7 @@ class EventProcess:
         if op in _DISCONNECTS:
             return self._disconnect_step(now)
         if op in _CONNECTS:
-            return self._connect_step(now)
+            return self._connect_step(now, rand)
         return None
 
     def on_register_result(self, key: PartitionKey, err_code: int) -> None:
@@ -278,21 +297,23 @@ class EventProcess:
             return self._report()
         return None
 
-    def _connect_step(self, now: float) -> Step | None:
+    def _connect_step(self, now: float, rand: float) -> Step | None:
         if self._phase is _Phase.REPORTED:
             return None
         # Answers never reported for the last round count as failures of that round.
         self._outstanding.clear()
         if not self._pending:
             return self._report()
-        if self._round >= self._config.max_register_rounds:
-            leftovers = tuple(self._pending)
-            self.given_up.extend(leftovers)
-            self._pending.clear()
-            return Drop(leftovers)
         if self._phase is _Phase.REGISTERING:
+            pause = self._window.failed(now, rand)
+            if pause is None:  # the deadline has passed: what is left is dropped
+                leftovers = tuple(self._pending)
+                self.given_up.extend(leftovers)
+                self._pending.clear()
+                return Drop(leftovers)
             self._phase = _Phase.START
-            return Sleep(now + self._config.register_retry_wait)
+            return Sleep(now + pause)
+        self._window.begin(now)
         self._phase = _Phase.REGISTERING
         self._round += 1
         self._outstanding = set(self._pending)
@@ -349,6 +370,7 @@ class MasterHeartbeatState:
         self._max_retries = max_retries
         self._results: deque[EventResult] = deque()
         self._since_report = 0
+        self._report_due = False
         self.failures = 0
         #: Bound consumption: True until the first connect event was processed (Java isFirst).
         self.first_connect_pending = True
@@ -373,12 +395,22 @@ class MasterHeartbeatState:
         event = self._results.popleft() if self._results else None
         if event is not None:
             self._since_report = 0
+            self._report_due = False
             return HeartbeatReport(event, True)
         self._since_report += 1
-        if self._since_report >= self._interval:
+        if self._report_due or self._since_report >= self._interval:
             self._since_report = 0
+            self._report_due = False
             return HeartbeatReport(None, True)
         return HeartbeatReport(None, False)
+
+    def held_changed(self) -> None:
+        """Partitions were dropped locally, outside any event (a broker forgot this client, or
+        its broker kept failing): the next heartbeat reports what is held, so the master hands
+        them out again after one heartbeat rather than after up to ``max_report_interval``
+        (Java waits for the periodic report; a partition the master believes held is
+        consumed by nobody meanwhile)."""
+        self._report_due = True
 
     def on_registered(self) -> None:
         """A register at the master succeeded: it proves the master serves this consumer as

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEFAULT_RETRY",
+    "FETCH_RETRY",
+    "REBALANCE_REGISTER_RETRY",
     "REGISTER_RETRY",
     "FailureStreak",
     "RetryPolicy",
+    "RetryWindow",
     "register_deadline",
     "register_pause",
 ]
@@ -119,6 +122,17 @@ DEFAULT_RETRY = RetryPolicy()
 REGISTER_RETRY = RetryPolicy(immediate=0, initial=1.0, maximum=1.0, multiplier=1.0, jitter=0.0)
 
 
+#: Broker registers of a rebalance event's partitions: a short first pause (a broker restarting
+#: is back within a second or two), growing to the Java client's 1 s between rounds
+#: (docs/protocol/consumer.md §2.4 item 3).
+REBALANCE_REGISTER_RETRY = RetryPolicy(immediate=0, initial=0.1, maximum=1.0)
+
+#: Fetches of one partition whose broker fails: the pause starts at the 200 ms the fetch loop
+#: always rested after a local error (docs/protocol/consumer.md §4.3) and doubles to 3.2 s, so a
+#: dead broker costs a few requests a second per fetcher, not five per partition.
+FETCH_RETRY = RetryPolicy(immediate=0, initial=0.2, maximum=3.2)
+
+
 def register_deadline(
     now: float, register_attempts: int, wait: float = REGISTER_RETRY.initial
 ) -> float:
@@ -173,3 +187,58 @@ class FailureStreak:
     def succeeded(self) -> None:
         """A call to the peer succeeded: the streak ends."""
         self.count = 0
+
+
+class RetryWindow:
+    """Failures in a row of one retrying path, with the deadline they must end by.
+
+    The deadline is set when the window begins (:meth:`begin`, or the first :meth:`failed`)
+    to ``budget`` seconds later; every pause comes from ``policy`` and ends inside it; a
+    success (:meth:`succeeded`) ends the window, so the next failure starts a fresh one with
+    the whole budget and the shortest pause. Used for the rebalance event's broker registers
+    and for the fetches of one partition (issue 30, fault 1: a deadline, not an attempt count).
+
+    Args:
+        policy: how the pauses grow.
+        budget: seconds from the window's start until giving up (>= 0; 0 gives up at the first
+            failure).
+    """
+
+    __slots__ = ("budget", "deadline", "failures", "policy")
+
+    def __init__(self, policy: RetryPolicy, budget: float) -> None:
+        if not (math.isfinite(budget) and budget >= 0.0):
+            raise ValueError(f"RetryWindow: budget must be a finite number >= 0, not {budget!r}")
+        self.policy = policy
+        self.budget = budget
+        #: Failures since the last success.
+        self.failures = 0
+        #: When the window gives up (monotonic seconds); None while no window is open.
+        self.deadline: float | None = None
+
+    def __repr__(self) -> str:
+        return f"<RetryWindow failures={self.failures} deadline={self.deadline}>"
+
+    def begin(self, now: float) -> None:
+        """Open the window at ``now`` unless one is open already."""
+        if self.deadline is None:
+            self.deadline = now + self.budget
+
+    def failed(self, now: float, rand: float, at_least: float = 0.0) -> float | None:
+        """Count a failure at ``now``; return the pause before the next attempt (seconds,
+        ending by the deadline), or None once the deadline has passed (give up).
+
+        Args:
+            now: the current time (monotonic seconds).
+            rand: a uniform random number in [0, 1) for the policy's jitter.
+            at_least: a pause known to be needed anyway (e.g. the connection's back-off).
+        """
+        self.begin(now)
+        assert self.deadline is not None
+        self.failures += 1
+        return self.policy.pause(self.failures, now, self.deadline, rand, at_least)
+
+    def succeeded(self) -> None:
+        """The path worked: close the window (the next failure opens a new one)."""
+        self.failures = 0
+        self.deadline = None

@@ -26,6 +26,7 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     SendOutcomeUnknownError,
     ServerError,
+    TopicNotDeployedError,
     TopicUnavailableError,
 )
 from tubemq_aio.gateway.errors import (
@@ -192,6 +193,11 @@ def _framework_error(exc: RequestValidationError | StarletteHTTPException) -> Ap
     return _error(exc.status_code, code, exc, False, str(exc.detail), headers)
 
 
+def _not_deployed(exc: TopicNotDeployedError) -> str:
+    names = ", ".join(repr(t) for t in exc.topics)
+    return f"topic {names} is not deployed on the TubeMQ cluster"
+
+
 def api_error_for(exc: BaseException) -> ApiError | None:
     """The HTTP error for ``exc``, or None when it is not an expected failure (a bug → 500)."""
     if isinstance(exc, ApiError):
@@ -208,6 +214,8 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         return _error(413, "too_large", exc, False, str(exc))
     if isinstance(exc, ConfigError):
         return _error(422, "invalid", exc, False, str(exc) or type(exc).__name__)
+    if isinstance(exc, TopicNotDeployedError):  # the master's word: no retry will find it
+        return _error(404, "unknown_topic", exc, False, _not_deployed(exc))
     if isinstance(exc, TopicUnavailableError):
         return _error(503, "topic_unavailable", exc, True)
     if isinstance(exc, NetworkError):  # the cluster's hosts, not the gateway's own state

@@ -11,11 +11,12 @@ import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ServerError, TubeMQError
 from tubemq_aio.gateway.config.engine_settings import EngineSettings
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.errors import TubeUnavailableError
+from tubemq_aio.gateway.errors import TubeUnavailableError, UnknownTopicError
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.protocol.deployment import Deployment, deployment_of
 
 __all__ = ["SessionTable"]
 
@@ -44,6 +45,8 @@ class SessionTable:
 
         Raises:
             TubeUnavailableError: the master cannot be reached.
+            UnknownTopicError: the master says a topic of the group is not deployed (431): no
+                retry helps until it is created (404, not retriable).
         """
         tube = self._tubes.get(spec.name)
         if tube is None:
@@ -58,6 +61,13 @@ class SessionTable:
             self._tubes[spec.name] = tube
         try:
             await tube.start()
+        except ServerError as exc:
+            if deployment_of(exc.err_code, False) is Deployment.NOT_DEPLOYED:
+                topics = ", ".join(repr(t) for t in spec.topics)
+                raise UnknownTopicError(
+                    f"a topic of this group ({topics}) is not deployed on the TubeMQ cluster"
+                ) from exc
+            raise TubeUnavailableError(f"TubeMQ master unavailable: {exc!r}") from exc
         except TubeMQError as exc:
             raise TubeUnavailableError(f"TubeMQ master unavailable: {exc!r}") from exc
         return tube
