@@ -303,7 +303,7 @@ async def member_killed(target: Target, topic: str, caplog: pytest.LogCaptureFix
                     # on until every message is accounted for (one batch is one partition's).
                     record.seek(0)
                     theirs_got = _victim_bodies(_recv_lines(record.read()), bodies)
-                    seen += await _drain_until(survivor, set(bodies) - theirs_got, 30)
+                    seen += await _drain_until(survivor, set(bodies) - theirs_got - set(seen), 30)
         finally:
             if victim.returncode is None:
                 victim.kill()
