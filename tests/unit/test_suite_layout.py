@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.support.source_trees import source_tree
+
 TESTS = Path(__file__).resolve().parents[1]
 #: Programs the integration tests start as processes; they import each other as top-level
 #: modules, so their folder is deliberately not a package.
@@ -21,7 +23,7 @@ def _modules() -> list[Path]:
 
 def _imported_modules(path: Path) -> list[str]:
     names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(source_tree(path)):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
