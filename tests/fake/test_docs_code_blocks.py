@@ -278,11 +278,14 @@ def _runs_shell(page: Path) -> bool:
 #: The pages with blocks to run; a page with a shell block to run starts the CLI as processes,
 #: so its test is a ``system`` one (``make test`` runs it, ``make unit`` does not).
 RUN_PAGES = [
-    pytest.param(page, marks=[pytest.mark.system] if _runs_shell(page) else [],
-                 id=str(page.relative_to(SOURCE_ROOT)))
+    pytest.param(
+        page,
+        marks=[pytest.mark.system] if _runs_shell(page) else [],
+        id=str(page.relative_to(SOURCE_ROOT)),
+    )
     for page in PAGES
     if any(_runs(b) for b in page_blocks(page))
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("page", RUN_PAGES)
