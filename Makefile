@@ -13,7 +13,7 @@ help:
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
 	@echo "make test-versions - the server-version smoke test on every older version make test does not cover (1.1.0-incubating)"
 	@echo "make test-spark-cluster - the Spark standalone-cluster and Spark Connect tests (CI runs them after make test)"
-	@echo "make unit   - the tests that need no cluster and no Java, but the Redis failover ones (PYTEST_WORKERS=N, default 4)"
+	@echo "make unit   - the fast tests: no cluster, no Java, no Redis failover, no outside programs (PYTEST_WORKERS=N, default 4)"
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
 	@echo "make gateway-demo - local cluster + Redis + one HTTP gateway replica; curl produce, fetch, ack"
@@ -83,10 +83,15 @@ soak: system-deps $(STAMP)
 PYTEST_WORKERS ?= 4
 PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 
-# Everything that needs neither the real cluster nor Java: tests/ except tests/integration.
+# The fast tests (budget: 2 minutes on 2 cores with the default 4 workers): tests/ except
+# tests/integration (the real cluster, Java), without the tests marked `failover` (Redis
+# Sentinel and Cluster sets whose primaries are killed, gateway replicas) or `system` (a real
+# outside program as a process: headless Chromium, Node.js, the CLI, tubemq-gateway, mkdocs).
+# Loopback sockets, FakeCluster and a single redis-server are in. `make test` runs them all.
+UNIT_MARKERS := not failover and not system
 unit: $(STAMP) speedups
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q $(PYTEST_XDIST) --durations=20 tests \
-	  --ignore=tests/integration -m "not failover"
+	  --ignore=tests/integration -m "$(UNIT_MARKERS)"
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs-dev
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \

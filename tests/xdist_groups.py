@@ -3,7 +3,7 @@ cluster each, plus one group per file that starts its own cluster (loaded with
 ``-p tests.xdist_groups`` from the repository root).
 
 Every test outside ``tests/integration`` is scheduled on its own, wherever a worker is free,
-but for the few files in :data:`WHOLE_FILES`.
+but for the few files in :data:`WHOLE_FILES`, each run whole with the others of its group.
 The integration files form two groups; each group runs whole on one worker, so that worker's
 session-scoped ``cluster`` fixture starts one cluster for all of them (and the Spark group one
 Spark session). pytest-xdist's own ``--dist loadgroup`` cannot do this with pytest 9: the
@@ -37,10 +37,17 @@ SECOND_CLUSTER_FILES = frozenset(
 #: running it starts no shared cluster for it.
 OWN_CLUSTER_FILES = frozenset({"test_chaos_short.py", "test_server_versions.py"})
 INTEGRATION = "tests/integration/"
-#: Files outside the integration tests whose tests share a costly module-scoped fixture: each
-#: runs whole on one worker, so the fixture is built once (the docs reference builds the site,
-#: about 12 CPU-seconds, which three workers used to build once each).
-WHOLE_FILES = frozenset({"tests/unit/test_docs_reference.py"})
+#: Files outside the integration tests whose tests share something costly to build, by the
+#: name of their group: each group runs whole on one worker, so it is built once. The docs
+#: reference builds the site (a module-scoped fixture, about 12 CPU-seconds, which three
+#: workers used to build once each); the tests that read the source parse the same few hundred
+#: files (``tests/support/source_trees.py`` keeps each tree for the worker's other tests).
+WHOLE_FILES = {
+    "tests/unit/test_docs_reference.py": "docs-site",
+    "tests/unit/test_error_homes.py": "source-trees",
+    "tests/unit/test_layering.py": "source-trees",
+    "tests/unit/test_suite_layout.py": "source-trees",
+}
 
 
 def cluster_group(nodeid: str) -> str | None:
@@ -59,7 +66,7 @@ class ClusterGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdis
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
-        return cluster_group(nodeid) or (path if path in WHOLE_FILES else nodeid)
+        return cluster_group(nodeid) or WHOLE_FILES.get(path, nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)

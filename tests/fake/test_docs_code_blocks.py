@@ -271,10 +271,24 @@ def _runs(block: Block) -> bool:
     return block.kind != "skip" and block.lang in {"python", *SHELLS} and not _included(block)
 
 
-RUN_PAGES = [page for page in PAGES if any(_runs(b) for b in page_blocks(page))]
+def _runs_shell(page: Path) -> bool:
+    return any(b.lang in SHELLS and b.kind == "run" for b in page_blocks(page))
 
 
-@pytest.mark.parametrize("page", RUN_PAGES, ids=lambda p: str(p.relative_to(SOURCE_ROOT)))
+#: The pages with blocks to run; a page with a shell block to run starts the CLI as processes,
+#: so its test is a ``system`` one (``make test`` runs it, ``make unit`` does not).
+RUN_PAGES = [
+    pytest.param(
+        page,
+        marks=[pytest.mark.system] if _runs_shell(page) else [],
+        id=str(page.relative_to(SOURCE_ROOT)),
+    )
+    for page in PAGES
+    if any(_runs(b) for b in page_blocks(page))
+]
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
 async def test_page_blocks_run(page: Path, tmp_path: Path) -> None:
     """The page's blocks, in order, against one fake cluster."""
     namespace: dict[str, Any] = {"__name__": "__docs__"}

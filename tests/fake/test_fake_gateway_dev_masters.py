@@ -9,10 +9,14 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.gateway_dev import ROOT, dev_env
 from tubemq_aio import Producer
 from tubemq_aio.testing import FakeCluster
+
+#: Runs `tubemq-gateway dev` as a process: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
 
 
 async def test_dev_on_given_masters(tmp_path: Path) -> None:

@@ -12,8 +12,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tubemq_aio.testing import FakeCluster
+
+#: Runs `tubemq-gateway` as a process: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -179,6 +179,7 @@ async def test_a_fake_swallows_the_other_framing_and_all_after_it(server: Framin
         await writer.wait_closed()
 
 
+@pytest.mark.system  # the CLI as a process
 async def test_the_cli_reaches_a_legacy_cluster_through_the_url() -> None:
     async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
         url = f"tubemq://{cluster.master_addr}?framing=legacy-length"

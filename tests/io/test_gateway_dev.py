@@ -16,6 +16,9 @@ import pytest
 from tests.support.gateway_dev import ROOT, alive, dev_env, start_dev
 from tubemq_aio.gateway.dev import DEV_NOTICE, REDIS_PACKAGE
 
+#: Runs `tubemq-gateway dev` as a process: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
+
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_dev_serves_and_removes_everything_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:

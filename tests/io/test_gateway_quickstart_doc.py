@@ -10,7 +10,12 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.gateway_dev import ROOT, alive, dev_env, start_dev
+
+#: Runs the dev gateway and Node.js as processes: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
 
 DOC = ROOT / "docs" / "gateway.md"
 SECTION = "## Two minutes with curl and JavaScript"

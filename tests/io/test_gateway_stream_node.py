@@ -10,11 +10,15 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.gateway_failover_support import produce_numbered
 from tests.support.gateway_stream_support import READER, READER_KEY, serving, stream_config
 from tests.support.node_scripts import node_script
 from tubemq_aio.testing import FakeCluster, RedisServer, wait_until
+
+#: Starts Node.js: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
 
 SCRIPT = Path(__file__).parent / "scripts" / "gateway_stream.mjs"
 HALF = 20

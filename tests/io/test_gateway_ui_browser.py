@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 
 import httpx
+import pytest
 from PIL import Image
 
 from tests.support.gateway_failover_support import produce_numbered
@@ -21,6 +22,9 @@ from tests.support.gateway_stream_support import (
 )
 from tests.support.headless_chromium import Tab, chromium_tab
 from tubemq_aio.testing import FakeCluster, RedisServer, wait_until
+
+#: Starts headless Chromium: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
 
 ROWS = "[...document.querySelectorAll('#messages tr.message')]"
 WIDTH, HEIGHT = 1100, 900

@@ -38,7 +38,6 @@ from tubemq_aio.errors import (
     WriteTimeoutError,
 )
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import make_tls_material
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -158,11 +157,13 @@ async def test_clients_with_different_tls_get_their_own_shared_pools(server: Fak
 
 @pytest.fixture(name="tls_files", scope="module")
 def tls_files_fixture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """``make_tls_material``'s certificate (names 127.0.0.1, 127.0.0.2, localhost) and key."""
-    directory = tmp_path_factory.mktemp("tls")
-    material = asyncio.run(asyncio.wait_for(make_tls_material(directory), 120))
-    assert material.client_key is not None, "openssl is needed for the key"
-    return material.ca_pem, material.client_key
+    """A self-signed certificate with the names of ``make_tls_material``'s (127.0.0.1,
+    127.0.0.2, localhost) and its key; made by ``openssl`` in a fraction of a second, where
+    ``make_tls_material`` starts ``keytool`` (a JVM) four times (the real-cluster TLS tests use
+    that one)."""
+    return self_signed_cert(
+        tmp_path_factory.mktemp("tls"), "127.0.0.1", "IP:127.0.0.1,IP:127.0.0.2,DNS:localhost"
+    )
 
 
 @pytest.fixture(name="tls_server")
@@ -175,11 +176,13 @@ async def tls_server_fixture(tls_files: tuple[Path, Path]) -> AsyncIterator[Fake
     await server.stop()
 
 
-def localhost_only_cert(directory: Path) -> tuple[Path, Path]:
+def self_signed_cert(directory: Path, name: str, alt_names: str) -> tuple[Path, Path]:
+    """``(cert.pem, key.pem)`` in ``directory``: a certificate for ``name`` (its CN) and
+    ``alt_names`` (openssl's subjectAltName list), its own CA, valid for a day."""
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+         "-subj", f"/CN={name}", "-addext", f"subjectAltName={alt_names}",
          "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
@@ -203,7 +206,7 @@ async def test_default_context_verifies_the_peer_host(
 
 
 async def test_a_certificate_for_another_host_is_refused(tmp_path: Path) -> None:
-    cert, key = localhost_only_cert(tmp_path)
+    cert, key = self_signed_cert(tmp_path, "localhost", "DNS:localhost")
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(cert, key)
     async with FakeServer(ssl_context=server_ctx) as server:

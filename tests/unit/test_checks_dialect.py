@@ -260,7 +260,7 @@ def test_client_id_and_send_many_checks() -> None:
 
 def test_cli_arguments_report_every_problem() -> None:
     args = argparse.Namespace(tls_key="k.pem", tls_cert=None, tls_ca=None, user=None,
-                              password="pw")  # fmt: skip
+                              password="pw", framing=None)  # fmt: skip
     with pytest.raises(ConfigError) as info:
         connection_options(args)
     assert str(info.value) == "arguments: --tls-key needs --tls-cert; --password needs --user"

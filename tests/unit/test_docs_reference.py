@@ -22,6 +22,9 @@ import pytest
 
 from tests.support.public_modules import PUBLIC_MODULES
 
+#: Builds the site with mkdocs in a process: `make test` runs it, `make unit` does not.
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The modules whose ``__all__`` the reference pages render.

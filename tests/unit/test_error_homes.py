@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.source_trees import source_tree
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tubemq_aio"
 #: Packages whose ``__init__`` lists public names, errors included, for their users.
@@ -27,7 +29,7 @@ def error_homes() -> dict[str, str]:
     """Class name -> defining module, for every class of the package named ``*Error``."""
     homes: dict[str, str] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.parse(path.read_text()).body:
+        for node in source_tree(path).body:
             if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
                 assert node.name not in homes, f"{node.name} is defined twice"
                 homes[node.name] = module_name(path)
@@ -58,7 +60,7 @@ def test_no_module_re_exports_an_error_it_does_not_define() -> None:
         name = module_name(path)
         if name in PACKAGE_ROOTS:
             continue
-        for error in sorted(exported_names(ast.parse(path.read_text())) & homes.keys()):
+        for error in sorted(exported_names(source_tree(path)) & homes.keys()):
             if homes[error] != name:
                 leaks.append(f"{name} lists {error} (home: {homes[error]})")
     assert leaks == []
@@ -69,7 +71,7 @@ def test_errors_are_imported_from_their_home_or_a_package_root() -> None:
     detours = []
     for folder in SOURCE_DIRS:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(source_tree(path)):
                 if not isinstance(node, ast.ImportFrom) or not node.module:
                     continue
                 if not node.module.startswith("tubemq_aio") or node.module in PACKAGE_ROOTS:

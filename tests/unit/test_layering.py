@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_trees import source_tree
+
 PACKAGE = Path(__file__).resolve().parents[2] / "tubemq_aio"
 ROOT_NAME = "tubemq_aio"
 FORBIDDEN_IN_PROTOCOL = {"asyncio", "socket", "time", "selectors", "ssl", "threading", "anyio"}
@@ -99,7 +101,7 @@ def raw_imports(name: str, path: Path, modules: Iterable[str] = ()) -> set[str]:
     known = set(modules)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source, filename=str(path))):
+    for node in ast.walk(source_tree(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -352,7 +354,7 @@ def test_testing_package_depends_only_on_protocol(graph: dict[str, set[str]]) ->
 
 
 def _error_class_names() -> set[str]:
-    tree = ast.parse((PACKAGE / "errors.py").read_text())
+    tree = source_tree(PACKAGE / "errors.py")
     return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
@@ -365,7 +367,7 @@ def test_every_error_has_one_home_and_one_import_path() -> None:
     for name, path in module_files().items():
         if path.suffix != ".py" or name in ("tubemq_aio", "tubemq_aio.errors"):
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = source_tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module not in ("tubemq_aio.errors", None):
                 stray += [f"{name} imports {a.name} from {node.module}"

@@ -7,10 +7,20 @@ import ast
 import re
 from pathlib import Path
 
+from tests.support.source_trees import source_tree
+
 TESTS = Path(__file__).resolve().parents[1]
 #: Programs the integration tests start as processes; they import each other as top-level
 #: modules, so their folder is deliberately not a package.
 SCRIPTS = TESTS / "integration" / "scripts"
+#: Support modules that start an outside program (headless Chromium, Node.js, the gateway's
+#: command): a test module outside ``tests/integration`` that imports one is marked ``system``,
+#: which ``make unit`` leaves out (docs/testing.md).
+PROGRAM_DRIVERS = (
+    "tests.support.headless_chromium",
+    "tests.support.node_scripts",
+    "tests.support.gateway_dev",
+)
 #: An import that is only there to register a fixture with pytest.
 FIXTURE_IMPORT = re.compile(r"^\s*from\s+\S+\s+import\b.*#\s*noqa:\s*F401", re.MULTILINE)
 
@@ -21,7 +31,7 @@ def _modules() -> list[Path]:
 
 def _imported_modules(path: Path) -> list[str]:
     names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(source_tree(path)):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -63,3 +73,18 @@ def test_no_module_imports_a_test_module_or_a_fixture() -> None:
         if FIXTURE_IMPORT.search(path.read_text())
     ]
     assert fixture_imports == []
+
+
+def test_tests_that_start_outside_programs_are_system_tests() -> None:
+    drivers = [
+        path
+        for path in _modules()
+        if path.name.startswith("test_")
+        and TESTS / "integration" not in path.parents
+        and any(name.startswith(PROGRAM_DRIVERS) for name in _imported_modules(path))
+    ]
+    assert len(drivers) >= 3, "the drivers' users were not found"
+    unmarked = [
+        str(p.relative_to(TESTS)) for p in drivers if "pytest.mark.system" not in p.read_text()
+    ]
+    assert unmarked == []

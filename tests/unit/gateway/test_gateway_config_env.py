@@ -176,6 +176,7 @@ def test_render_marks_defaults(toml: Path) -> None:
     assert "max_batch = 100  # default" in text  # no origins given: nothing is claimed
 
 
+@pytest.mark.system  # `tubemq-gateway --version` as a process
 def test_version() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tubemq_aio.gateway", "--version"],
