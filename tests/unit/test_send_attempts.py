@@ -155,7 +155,8 @@ def test_a_503_blocks_the_broker_and_the_next_success_lifts_it() -> None:
 
 
 def test_a_final_refusal_is_raised_and_still_ends_the_back_off() -> None:
-    """Any answer (success or business error) clears the partition's failures (docs/protocol/wire.md §5.9)."""
+    """Any answer (success or business error) clears the partition's failures
+    (docs/protocol/wire.md §5.9)."""
     attempts, _ = attempts_for()
     partition = partition_of(attempts)
     for _ in range(4):
