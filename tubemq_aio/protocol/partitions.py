@@ -226,16 +226,31 @@ class PartitionLeases:
         return [SubscribeInfo(consumer_id, group, e.partition) for e in self._entries.values()]
 
     def add(
-        self, partition: Partition, now: float, *, curr_offset: int = -2, max_offset: int = -2
+        self,
+        partition: Partition,
+        now: float,
+        *,
+        curr_offset: int = -2,
+        max_offset: int = -2,
+        delay_ms: int = 0,
     ) -> bool:
-        """Add a partition just registered at its broker, idle; False if already held."""
+        """Add a partition just registered at its broker; False if already held.
+
+        It is idle (handed out next), or with ``delay_ms`` > 10 first handed out that many ms
+        after ``now`` (a partition registered at its end: the fetch now would only answer
+        "no new data")."""
         entry = self._entries.get(partition.key)
         added = entry is None
         if entry is None:
             entry = self._entries[partition.key] = _Entry(partition)
             self._offsets[partition.key] = OffsetInfo(-2, -2, now)
             self._membership += 1
-            self._requeue(entry)
+            if delay_ms > IMMEDIATE_RELEASE_MS:
+                self._next_token += 1  # never reused: no queue item of an earlier life matches
+                entry.token = self._next_token
+                self._delay(entry, now, delay_ms)
+            else:
+                self._requeue(entry)
         self.update_offsets(partition.key, now, curr_offset=curr_offset, max_offset=max_offset)
         return added
 
@@ -333,10 +348,7 @@ class PartitionLeases:
             entry.last_pack_consumed = consumed
         self._leased.discard(key)
         if wait_ms > IMMEDIATE_RELEASE_MS:
-            entry.state = _State.DELAYED
-            entry.ready_at = now + wait_ms / 1000.0
-            entry.gen += 1
-            heapq.heappush(self._delayed, (entry.ready_at, token, key, entry.gen))
+            self._delay(entry, now, wait_ms)
         else:
             entry.state = _State.IDLE
             self._requeue(entry)
@@ -421,6 +433,13 @@ class PartitionLeases:
         entry.gen += 1
         if self._selectable(entry):
             self._idle.append((entry.partition.key, entry.gen))
+
+    def _delay(self, entry: _Entry, now: float, wait_ms: int) -> None:
+        entry.state = _State.DELAYED
+        entry.ready_at = now + wait_ms / 1000.0
+        entry.gen += 1
+        item = (entry.ready_at, entry.token, entry.partition.key, entry.gen)
+        heapq.heappush(self._delayed, item)
 
     def _live(self, item: tuple[float, int, PartitionKey, int]) -> bool:
         # The token too: a partition removed and added again restarts its gen count, but
