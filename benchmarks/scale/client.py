@@ -13,7 +13,10 @@ Modes (each against a master started by :mod:`benchmarks.scale.cluster`):
   and the time until the consumer has it is taken: the first-message latency of an idle
   partition (median and max).
 * ``positions()`` (consume, connect): the call, and then reading every position it returned.
-* ``connect``: a client-balanced consumer connects every partition one by one: CPU and wall.
+* ``connect``: a client-balanced consumer connects every partition one by one: CPU and wall,
+  and the fetches sent meanwhile. With ``--rest S`` the partitions connected so far are polled
+  every S seconds at most (``msg_not_found_wait`` and ``msg_not_found_max_wait``), so the
+  figure is the connects' own cost, without the idle polling the ``idle`` mode measures.
 * ``produce``: a producer sends ``--messages`` round robin over ``--topics`` topics ``t0``...
 * ``group``: ``--members`` consumers of one group split ``--topic``: time until every partition
   is held exactly once (each member its share), then ``--seconds`` idle (between a
@@ -199,15 +202,24 @@ def time_positions(c: Consumer | ClientBalancedConsumer) -> tuple[float, float]:
 
 
 async def connect(ns: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if ns.rest is not None:
+        options.update(msg_not_found_wait=ns.rest, msg_not_found_max_wait=ns.rest)
     async with ClientBalancedConsumer(
-        ns.master, group=ns.group, topics=[ns.topic], consume_from="earliest", telemetry=False
+        ns.master,
+        group=ns.group,
+        topics=[ns.topic],
+        consume_from="earliest",
+        telemetry=False,
+        **options,
     ) as c:
         keys = [m.partition_key for m in await c.partitions()]
         assert len(keys) == ns.partitions
-        cpu0, wall0 = cpu_seconds(), time.perf_counter()
+        cpu0, wall0, fetches0 = cpu_seconds(), time.perf_counter(), c.stats.fetches
         for key in keys:
             await c.connect(key)
         cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - wall0
+        fetches = c.stats.fetches - fetches0
         held = len(c.positions())
         positions_s, positions_read_s = time_positions(c)
     return {
@@ -215,6 +227,8 @@ async def connect(ns: argparse.Namespace) -> dict[str, Any]:
         "cpu_s": round(cpu, 3),
         "wall_s": round(wall, 3),
         "cpu_ms_per_connect": round(cpu / held * 1000, 4),
+        "fetches": fetches,
+        "rest_s": ns.rest,
         "positions_s": round(positions_s, 5),
         "positions_read_s": round(positions_read_s, 5),
     }
@@ -290,6 +304,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=8.0, help="idle: seconds before")
     parser.add_argument("--max-wait", type=float, default=None, help="msg_not_found_max_wait")
     parser.add_argument("--samples", type=int, default=0, help="idle: first-message samples")
+    parser.add_argument("--rest", type=float, default=None, help="connect: polling period")
     parser.add_argument("--timeout", type=float, default=120.0)
     return parser.parse_args(list(argv))
 

@@ -84,15 +84,26 @@ def markdown(result: dict[str, Any]) -> str:
     )
     out += ["", "## Client-balanced connect, one partition at a time", ""]
     out += _table(
-        ["P", "client CPU", "ms CPU / connect", "wall", "positions()", "read all"],
+        [
+            "P",
+            "client CPU",
+            "ms CPU / connect",
+            "fetches meanwhile",
+            "wall",
+            "positions()",
+            "read all",
+            "client CPU, no polling (rest)",
+        ],
         [
             [
                 c["partitions"],
                 f"{c['cpu_s']} s",
                 c["cpu_ms_per_connect"],
+                c["fetches"],
                 f"{c['wall_s']} s",
                 f"{c['positions_s'] * 1000:.2f} ms",
                 f"{c['positions_read_s'] * 1000:.2f} ms",
+                f"{c['rest']['cpu_s']} s ({c['rest']['rest_s']} s)",
             ]
             for c in result["connect"]
         ],

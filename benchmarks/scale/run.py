@@ -205,12 +205,20 @@ def idle_cells(plan: Plan) -> list[dict[str, Any]]:
     return cells
 
 
+#: ``--rest`` of the second connect run of each size: no partition connected during the run is
+#: polled again meanwhile, so its CPU is the connects' own.
+CONNECT_REST = 60.0
+
+
 def connect_cells(plan: Plan) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     for partitions in plan.connect_partitions:
         with Cluster({"scale": partitions}) as cluster:
             got = client("connect", cluster.master, "--partitions", partitions)
+            args = ["--partitions", partitions, "--group", "scale-rest", "--rest", CONNECT_REST]
+            rest = client("connect", cluster.master, *args)
         got["partitions"] = partitions
+        got["rest"] = rest
         keep(cells, got)
     return cells
 
