@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from tubemq_aio import ClientBalancedConsumer, Consumer
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._positions import _sorted_keys
 from tubemq_aio.consumer.batch import ConsumerStats, PartitionPosition
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.message import checksum
@@ -395,3 +396,20 @@ def test_fake_layout_membership_matches_the_partition_list(
     """The fake broker's O(1) partition check answers like the list it used to build."""
     layout = TopicLayout("t", partitions=partitions, stores=stores)
     assert layout.has_partition(partition_id) == (partition_id in layout.partition_ids())
+
+
+@given(
+    keys=st.lists(
+        st.builds(
+            PartitionKey,
+            st.integers(0, 5),
+            st.sampled_from(["a", "b", "t", "t2"]),
+            st.integers(0, 30000),
+        ),
+        unique=True,
+        max_size=60,
+    )
+)
+def test_positions_order_is_the_key_order(keys: list[PartitionKey]) -> None:
+    """The three stable one-field sorts of positions() give the keys' own order."""
+    assert _sorted_keys(keys) == sorted(keys)
