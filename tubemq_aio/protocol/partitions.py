@@ -421,7 +421,7 @@ class PartitionLeases:
         """Latest offsets and lag of every held partition, in the order they were added.
 
         A new dict (the records are immutable, so it is a snapshot as of the call), made by
-        one C-level copy: about 0.3 ms at 8 192 partitions and no walk over the lease records.
+        one C-level copy, no walk over the lease records.
         For whole-table reports; use :meth:`offset_of` for one partition."""
         return self._offsets.copy()
 
