@@ -347,3 +347,25 @@ async def test_a_partition_added_with_a_delay_wakes_fetchers_only_if_they_would_
         assert engine.changed.is_set()
     finally:
         await stop(engine, tasks)
+
+
+async def test_a_register_at_the_end_counts_as_the_first_empty_answer() -> None:
+    """After count_empty the partition's first "no new data" answer is its second: the rest
+    is doubled (2 × 20 ms), the next doubled again."""
+    engine, broker, leases, tasks = make(
+        0, msg_not_found_wait=0.02, msg_not_found_max_wait=1.0, fetchers=1
+    )
+    broker.script = [error(404), error(404)]
+    try:
+        key = Partition(BROKER, "t", 0).key
+        engine.count_empty(key)
+        leases.add(Partition(BROKER, "t", 0), asyncio.get_running_loop().time())
+        engine.notify()
+        for _ in range(100):
+            if engine.stats.not_found == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.stats.not_found == 2
+        assert engine.stats.not_found_wait_ms == 40 + 80
+    finally:
+        await stop(engine, tasks)

@@ -115,6 +115,13 @@ class FetchEngine:
             return
         self.changed.set()
 
+    def count_empty(self, key: PartitionKey) -> None:
+        """Count a register answer that showed ``key`` at its end as its first "no new data"
+        answer: the idle back-off goes on from there (the first fetch, ``msg_not_found_wait``
+        later, that finds nothing rests the partition twice as long), as if the fetch the
+        register made pointless had been sent."""
+        self._flows.setdefault(key, PartitionFlow()).zero_count = 1
+
     def close(self) -> None:
         """Wake every waiter; later ``get`` calls raise :class:`ClientClosedError`."""
         self.closed = True

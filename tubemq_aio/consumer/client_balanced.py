@@ -310,8 +310,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         rsp = await session.register_at_broker(partition, offset)
         if not rsp.success:
             raise server_error(rsp.err_code, rsp.err_msg)
-        # Registered at its end: a fetch now would answer "no new data", so the first one
-        # waits msg_not_found_wait as after that answer (one request less per connect).
+        # Registered at its end: a fetch now would answer "no new data", so the register counts
+        # as that answer: the first fetch waits msg_not_found_wait and the idle back-off goes
+        # on from there (one request less per connect).
         at_end = 0 <= rsp.max_offset <= rsp.curr_offset
         delay_ms = round(self.config.msg_not_found_wait * 1000) if at_end else 0
         now = session.clock()
@@ -322,6 +323,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             max_offset=rsp.max_offset,
             delay_ms=delay_ms,
         )
+        if at_end:
+            engine.count_empty(key)
         engine.notify(now + delay_ms / 1000 if delay_ms > IMMEDIATE_RELEASE_MS else None)
         # DEBUG: at thousands of partitions one INFO line each would cost more than the rest.
         log.debug("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
