@@ -8,8 +8,15 @@ Modes (each against a master started by :mod:`benchmarks.scale.cluster`):
   before the start, per partition), tasks and sockets.
 * ``idle``: the same on an empty topic: after ``--warmup`` s, the client CPU over ``--seconds``
   as a share of one core, and the fetches a second (``--max-wait`` sets
-  ``msg_not_found_max_wait``; equal to 0.4 it is the official clients' fixed period).
-* ``connect``: a client-balanced consumer connects every partition one by one: CPU and wall.
+  ``msg_not_found_max_wait``; equal to 0.4 it is the official clients' fixed period). Then
+  ``--samples`` times, at a random moment of the partitions' longest rest, one message is sent
+  and the time until the consumer has it is taken: the first-message latency of an idle
+  partition (median and max).
+* ``positions()`` (consume, connect): the call, and then reading every position it returned.
+* ``connect``: a client-balanced consumer connects every partition one by one: CPU and wall,
+  and the fetches sent meanwhile. With ``--rest S`` the partitions connected so far are polled
+  every S seconds at most (``msg_not_found_wait`` and ``msg_not_found_max_wait``), so the
+  figure is the connects' own cost, without the idle polling the ``idle`` mode measures.
 * ``produce``: a producer sends ``--messages`` round robin over ``--topics`` topics ``t0``...
 * ``group``: ``--members`` consumers of one group split ``--topic``: time until every partition
   is held exactly once (each member its share), then ``--seconds`` idle (between a
@@ -25,7 +32,9 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -105,10 +114,7 @@ async def consume(ns: argparse.Namespace) -> dict[str, Any]:
     rss0, t0 = rss_kb(), time.monotonic()
     async with consumer(ns, max_prefetch_batches=16) as c:
         assign_s = await held_all([c], ns.partitions, t0 + ns.timeout)
-        began = time.perf_counter()
-        positions = c.positions()
-        positions_s = time.perf_counter() - began
-        assert len(positions) == ns.partitions
+        positions_s, positions_read_s = time_positions(c)
         rss1 = rss_kb()
         got, cpu0, wall0 = 0, cpu_seconds(), time.perf_counter()
         while got < ns.messages:
@@ -130,6 +136,7 @@ async def consume(ns: argparse.Namespace) -> dict[str, Any]:
         "messages_per_s": round(got / wall),
         "fetches": fetches,
         "positions_s": round(positions_s, 5),
+        "positions_read_s": round(positions_read_s, 5),
         "rss_kb_held": rss1 - rss0,
         "rss_kb_end": rss2 - rss0,
         "kb_per_partition": round((rss1 - rss0) / ns.partitions, 2),
@@ -151,34 +158,79 @@ async def idle(ns: argparse.Namespace) -> dict[str, Any]:
         cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - wall0
         fetches = c.stats.fetches - fetches0
         ceiling = c.config.idle_ceiling
+        waits = await first_messages(c, ns, ceiling)
     return {
         "assign_s": round(assign_s, 3),
         "max_wait_s": ceiling,
         "seconds": round(wall, 3),
         "core_share": round(cpu / wall, 4),
         "fetches_per_s": round(fetches / wall, 1),
+        "first_message_s": [round(w, 3) for w in waits],
+        "first_message_median_s": round(statistics.median(waits), 3) if waits else None,
+        "first_message_max_s": round(max(waits), 3) if waits else None,
     }
 
 
+async def first_messages(c: Consumer, ns: argparse.Namespace, ceiling: float) -> list[float]:
+    """``ns.samples`` times: at a random moment of an idle partition's longest rest, send one
+    message; the seconds until the consumer holds it (a seeded draw, the same every run)."""
+    draw = random.Random(34)
+    waits: list[float] = []
+    if ns.samples <= 0:
+        return waits
+    async with Producer(ns.master, topics=[ns.topic], telemetry=False) as producer:
+        for _ in range(ns.samples):
+            await asyncio.sleep(draw.uniform(0.0, ceiling))
+            sent = time.perf_counter()
+            await producer.send(ns.topic, b"first")
+            batch = await c.getmany(timeout=ns.timeout)
+            if not batch:
+                raise TimeoutError(f"no message within {ns.timeout} s")
+            waits.append(time.perf_counter() - sent)
+            await batch.ack()
+    return waits
+
+
+def time_positions(c: Consumer | ClientBalancedConsumer) -> tuple[float, float]:
+    """Seconds of one ``positions()`` call, and then of reading every position it returned."""
+    began = time.perf_counter()
+    positions = c.positions()
+    called = time.perf_counter()
+    lag = sum(p.lag for p in positions.values())
+    assert lag >= 0
+    return called - began, time.perf_counter() - called
+
+
 async def connect(ns: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if ns.rest is not None:
+        options.update(msg_not_found_wait=ns.rest, msg_not_found_max_wait=ns.rest)
     async with ClientBalancedConsumer(
-        ns.master, group=ns.group, topics=[ns.topic], consume_from="earliest", telemetry=False
+        ns.master,
+        group=ns.group,
+        topics=[ns.topic],
+        consume_from="earliest",
+        telemetry=False,
+        **options,
     ) as c:
         keys = [m.partition_key for m in await c.partitions()]
         assert len(keys) == ns.partitions
-        cpu0, wall0 = cpu_seconds(), time.perf_counter()
+        cpu0, wall0, fetches0 = cpu_seconds(), time.perf_counter(), c.stats.fetches
         for key in keys:
             await c.connect(key)
         cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - wall0
-        began = time.perf_counter()
+        fetches = c.stats.fetches - fetches0
         held = len(c.positions())
-        positions_s = time.perf_counter() - began
+        positions_s, positions_read_s = time_positions(c)
     return {
         "connected": held,
         "cpu_s": round(cpu, 3),
         "wall_s": round(wall, 3),
         "cpu_ms_per_connect": round(cpu / held * 1000, 4),
+        "fetches": fetches,
+        "rest_s": ns.rest,
         "positions_s": round(positions_s, 5),
+        "positions_read_s": round(positions_read_s, 5),
     }
 
 
@@ -251,6 +303,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0, help="idle, group: seconds idle")
     parser.add_argument("--warmup", type=float, default=8.0, help="idle: seconds before")
     parser.add_argument("--max-wait", type=float, default=None, help="msg_not_found_max_wait")
+    parser.add_argument("--samples", type=int, default=0, help="idle: first-message samples")
+    parser.add_argument("--rest", type=float, default=None, help="connect: polling period")
     parser.add_argument("--timeout", type=float, default=120.0)
     return parser.parse_args(list(argv))
 

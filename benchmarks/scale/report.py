@@ -35,6 +35,7 @@ def markdown(result: dict[str, Any]) -> str:
             "CPU-s / 10⁶ msgs",
             "msgs/s",
             "positions()",
+            "read all",
             "KB / partition",
             "tasks",
             "sockets",
@@ -47,6 +48,7 @@ def markdown(result: dict[str, Any]) -> str:
                 c["cpu_s_per_million"],
                 c["messages_per_s"],
                 f"{c['positions_s'] * 1000:.2f} ms",
+                f"{c['positions_read_s'] * 1000:.2f} ms",
                 c["kb_per_partition"],
                 c["tasks"],
                 c["sockets"],
@@ -58,7 +60,15 @@ def markdown(result: dict[str, Any]) -> str:
     )
     out += ["", "## Idle consumer", ""]
     out += _table(
-        ["P", "policy", "max rest", "core share", "fetches/s", "cluster core"],
+        [
+            "P",
+            "policy",
+            "max rest",
+            "core share",
+            "fetches/s",
+            "cluster core",
+            "first message (median, max)",
+        ],
         [
             [
                 c["partitions"],
@@ -67,20 +77,33 @@ def markdown(result: dict[str, Any]) -> str:
                 c["core_share"],
                 c["fetches_per_s"],
                 c["cluster_cpu_share"],
+                f"{c['first_message_median_s']} s, {c['first_message_max_s']} s",
             ]
             for c in result["idle"]
         ],
     )
     out += ["", "## Client-balanced connect, one partition at a time", ""]
     out += _table(
-        ["P", "client CPU", "ms CPU / connect", "wall", "positions()"],
+        [
+            "P",
+            "client CPU",
+            "ms CPU / connect",
+            "fetches meanwhile",
+            "wall",
+            "positions()",
+            "read all",
+            "client CPU, no polling (rest)",
+        ],
         [
             [
                 c["partitions"],
                 f"{c['cpu_s']} s",
                 c["cpu_ms_per_connect"],
+                c["fetches"],
                 f"{c['wall_s']} s",
                 f"{c['positions_s'] * 1000:.2f} ms",
+                f"{c['positions_read_s'] * 1000:.2f} ms",
+                f"{c['rest']['cpu_s']} s ({c['rest']['rest_s']} s)",
             ]
             for c in result["connect"]
         ],

@@ -54,6 +54,8 @@ class Plan:
     idle_partitions: int = 2048
     idle_warmup: float = 8.0
     idle_seconds: float = 20.0
+    #: First-message latency samples of an idle partition per idle cell.
+    idle_samples: int = 10
     connect_partitions: tuple[int, ...] = (4, 64, 512, 2048, 8192)
     produce_topics: tuple[int, ...] = (1, 16, 256)
     produce_messages: int = 100_000
@@ -69,6 +71,7 @@ QUICK = Plan(
     idle_partitions=256,
     idle_warmup=4.0,
     idle_seconds=4.0,
+    idle_samples=2,
     connect_partitions=(4, 64, 512),
     produce_topics=(1, 16),
     produce_messages=20_000,
@@ -193,6 +196,7 @@ def idle_cells(plan: Plan) -> list[dict[str, Any]]:
         with Cluster({"idle": plan.idle_partitions}) as cluster:
             args: list[object] = ["--topic", "idle", "--partitions", plan.idle_partitions]
             args += ["--warmup", plan.idle_warmup, "--seconds", plan.idle_seconds]
+            args += ["--samples", plan.idle_samples]
             if max_wait is not None:
                 args += ["--max-wait", max_wait]
             got = measured(cluster, "idle", *args)
@@ -201,12 +205,20 @@ def idle_cells(plan: Plan) -> list[dict[str, Any]]:
     return cells
 
 
+#: ``--rest`` of the second connect run of each size: no partition connected during the run is
+#: polled again meanwhile, so its CPU is the connects' own.
+CONNECT_REST = 60.0
+
+
 def connect_cells(plan: Plan) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     for partitions in plan.connect_partitions:
         with Cluster({"scale": partitions}) as cluster:
             got = client("connect", cluster.master, "--partitions", partitions)
+            args = ["--partitions", partitions, "--group", "scale-rest", "--rest", CONNECT_REST]
+            rest = client("connect", cluster.master, *args)
         got["partitions"] = partitions
+        got["rest"] = rest
         keep(cells, got)
     return cells
 

@@ -10,6 +10,7 @@ from tests.support.fake_helpers import HEARTBEAT, drain, produce
 from tubemq_aio import ClientBalancedConsumer, ServerError, assign_modulo
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
+from tubemq_aio.testing._fake_store import TopicLayout
 
 
 def _consumer(
@@ -59,6 +60,36 @@ async def test_two_nodes_split_by_modulo_and_read_everything_once() -> None:
             got = parts[0] + parts[1]
         assert sorted(got) == sorted(sent)
         assert cluster.committed_messages("cb1", "demo") == 120
+
+
+async def test_a_partition_connected_at_its_end_is_fetched_after_msg_not_found_wait() -> None:
+    """Connecting a partition with nothing to read sends no fetch at once (it could only
+    answer "no new data"); the first comes msg_not_found_wait later, and a message stored
+    meanwhile is delivered by it. One with messages is fetched at once."""
+    layout = TopicLayout("demo", partitions=1, stores=2)  # partitions 0 and 10000, own stores
+    async with FakeCluster(topics={"demo": layout}) as cluster:
+        broker = cluster.brokers[0]
+        for n in range(4):
+            broker.log("demo", 10000).append(n + 1, b"old", 0, partition_id=10000)
+        async with ClientBalancedConsumer(
+            cluster.master_addr, group="cbend", topics=["demo"], msg_not_found_wait=1.0
+        ) as consumer:
+            loop = asyncio.get_running_loop()
+            await consumer.connect("1:demo:0")
+            began = loop.time()
+            await asyncio.sleep(0.3)
+            assert consumer.stats.fetches == 0
+            broker.log("demo", 0).append(9, b"new", 0, partition_id=0)
+            batch = await consumer.getmany(timeout=5.0)
+            assert batch.partition_key == "1:demo:0"
+            assert [m.body for m in batch] == [b"new"]
+            assert loop.time() - began >= 1.0
+            assert consumer.stats.fetches == 1
+            await batch.ack()
+            await consumer.connect("1:demo:10000", offset=0)
+            batch = await consumer.getmany(timeout=0.5)  # before a 1 s wait could end
+            assert batch.partition_key == "1:demo:10000"
+            assert len(batch) == 4
 
 
 async def test_connect_at_an_offset_replays_from_there() -> None:

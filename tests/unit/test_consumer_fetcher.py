@@ -318,3 +318,54 @@ async def test_acks_after_the_lease_is_gone_report_false_and_count_nothing() -> 
     assert good_engine.stats.acks == 1
     await stop(engine, tasks)
     await stop(good_engine, good_tasks)
+
+
+async def test_a_partition_added_with_a_delay_wakes_fetchers_only_if_they_would_sleep_past_it() -> (
+    None
+):
+    """notify(ready_at) leaves the idle fetchers asleep when one of them wakes by then
+    anyway, wakes them otherwise; plain notify() always wakes them; the delayed partition is
+    fetched once ready either way."""
+    engine, broker, leases, tasks = make(0)
+    loop = asyncio.get_running_loop()
+    try:
+        for _ in range(5):  # the fetchers reach their idle wait (nothing held: 1 s)
+            await asyncio.sleep(0)
+        now = loop.time()
+        leases.add(Partition(BROKER, "t", 0), now, delay_ms=1500)
+        engine.notify(now + 1.5)  # they wake within 1 s by themselves: left asleep
+        assert not engine.changed.is_set()
+        leases.add(Partition(BROKER, "t", 1), now, delay_ms=200)
+        engine.notify(now + 0.2)
+        assert engine.changed.is_set()
+        await asyncio.sleep(0.5)
+        assert broker.fetches == [("1:t:1", False)]
+        await asyncio.sleep(1.2)
+        assert ("1:t:0", False) in broker.fetches
+        engine.changed.clear()
+        engine.notify()
+        assert engine.changed.is_set()
+    finally:
+        await stop(engine, tasks)
+
+
+async def test_a_register_at_the_end_counts_as_the_first_empty_answer() -> None:
+    """After count_empty the partition's first "no new data" answer is its second: the rest
+    is doubled (2 × 20 ms), the next doubled again."""
+    engine, broker, leases, tasks = make(
+        0, msg_not_found_wait=0.02, msg_not_found_max_wait=1.0, fetchers=1
+    )
+    broker.script = [error(404), error(404)]
+    try:
+        key = Partition(BROKER, "t", 0).key
+        engine.count_empty(key)
+        leases.add(Partition(BROKER, "t", 0), asyncio.get_running_loop().time())
+        engine.notify()
+        for _ in range(100):
+            if engine.stats.not_found == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.stats.not_found == 2
+        assert engine.stats.not_found_wait_ms == 40 + 80
+    finally:
+        await stop(engine, tasks)

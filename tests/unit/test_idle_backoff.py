@@ -104,8 +104,8 @@ def config(**options: Any) -> ConsumerConfig:
 
 def test_default_ceiling_and_its_floor_at_the_base_wait() -> None:
     assert config().msg_not_found_max_wait is None
-    assert config().idle_ceiling == MSG_NOT_FOUND_MAX_WAIT == 3.2
-    assert config(msg_not_found_wait=5.0).idle_ceiling == 5.0  # never below the base
+    assert config().idle_ceiling == MSG_NOT_FOUND_MAX_WAIT == 6.4
+    assert config(msg_not_found_wait=8.0).idle_ceiling == 8.0  # never below the base
     assert config(msg_not_found_max_wait=0.4).idle_ceiling == 0.4  # the fixed period
     assert config(msg_not_found_max_wait=30).idle_ceiling == 30
 

@@ -63,6 +63,24 @@ def test_delayed_release_and_immediate_threshold() -> None:
     assert take(leases, 1.4).key == P[0].key
 
 
+def test_add_with_a_delay_hands_the_partition_out_later() -> None:
+    """A partition registered at its end is first handed out ``delay_ms`` later; one added
+    again after its removal does not take the delay item of its earlier life for its own."""
+    leases = PartitionLeases()
+    assert leases.add(P[0], 1.0, curr_offset=280, max_offset=280, delay_ms=400)
+    assert leases.take(1.3) is None
+    assert leases.status(1.3) is SelectStatus.ALL_PARTITION_WAITING
+    assert leases.next_ready_at() == pytest.approx(1.4)
+    assert take(leases, 1.4).key == P[0].key
+    assert leases.add(P[1], 2.0, delay_ms=10)  # ≤ 10 ms: idle at once
+    assert take(leases, 2.0).key == P[1].key
+    assert leases.add(P[2], 3.0, delay_ms=1000)
+    leases.remove(P[2].key)
+    assert leases.add(P[2], 3.1, delay_ms=5000)
+    assert leases.take(4.0) is None  # the first life's item (ready at 4.0) is stale
+    assert take(leases, 8.1).key == P[2].key
+
+
 def test_stale_token_is_rejected() -> None:
     leases = table(P[0])
     lease = take(leases, 0.0)

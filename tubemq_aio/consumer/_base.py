@@ -388,7 +388,16 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
             gauges.append(("tubemq.client.partition.lag", offsets.lag, labels))
         return gauges
 
-    def positions(self) -> dict[str, PartitionPosition]:
+    def positions(self) -> Mapping[str, PartitionPosition]:
         """Per fetched partition: the group's current offset, the max offset and the lag in
-        messages, as last reported by its broker (register, fetch and commit answers)."""
+        messages, as last reported by its broker (register, fetch and commit answers).
+
+        Returns:
+            A read-only mapping ``"brokerId:topic:partitionId" -> PartitionPosition``,
+            iterated in key order (broker id, topic, partition id): a snapshot as of the call
+            (later fetches, commits, added or removed partitions do not show). The call costs
+            one C-level dict copy (never a Python-level walk that could hold up the event
+            loop); each position is built when first read. ``dict(...)`` of it is
+            a plain dict; it compares equal to a dict of the same items.
+        """
         return self._positions()

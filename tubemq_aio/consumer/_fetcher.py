@@ -87,6 +87,8 @@ class FetchEngine:
         self.stats = stats
         self.clock = clock
         self.changed = asyncio.Event()
+        #: The time each idle fetcher wakes by itself (see :meth:`notify`).
+        self._asleep: dict[object, float] = {}
         self._flows: dict[PartitionKey, PartitionFlow] = {}
         self._idle = IdleBackoff(_ms(config.msg_not_found_wait), _ms(config.idle_ceiling))
         # Partition -> (batch start offset, reads of it that had a checksum mismatch).
@@ -111,9 +113,24 @@ class FetchEngine:
         """Batches fetched but not yet handed to the application."""
         return len(self._buffer)
 
-    def notify(self) -> None:
-        """Wake idle fetchers: the lease table changed."""
+    def notify(self, ready_at: float | None = None) -> None:
+        """Wake idle fetchers: the lease table changed.
+
+        ``ready_at``: the change is a partition first handed out at that :attr:`clock` time
+        (added with a delay); the fetchers are woken only when none of the idle ones wakes by
+        then anyway (connecting thousands of partitions at their end woke every fetcher for
+        each, to find nothing ready).
+        """
+        if ready_at is not None and any(t <= ready_at for t in self._asleep.values()):
+            return
         self.changed.set()
+
+    def count_empty(self, key: PartitionKey) -> None:
+        """Count a register answer that showed ``key`` at its end as its first "no new data"
+        answer: the idle back-off goes on from there (the first fetch, ``msg_not_found_wait``
+        later, that finds nothing rests the partition twice as long), as if the fetch the
+        register made pointless had been sent."""
+        self._flows.setdefault(key, PartitionFlow()).zero_count = 1
 
     def close(self) -> None:
         """Wake every waiter; later ``get`` calls raise :class:`ClientClosedError`."""
@@ -166,11 +183,15 @@ class FetchEngine:
                 return lease
             ready_at = self.leases.next_ready_at()
             wait = _IDLE_POLL if ready_at is None else min(_IDLE_POLL, max(0.0, ready_at - now))
+            sleeper = object()
+            self._asleep[sleeper] = now + wait
             try:
                 async with asyncio.timeout(wait):
                     await self.changed.wait()
             except TimeoutError:
                 pass
+            finally:
+                del self._asleep[sleeper]
 
     async def _fetch(self, lease: Lease) -> bool:
         """Fetch one batch for ``lease``; True if it went into the buffer (keeping the slot)."""

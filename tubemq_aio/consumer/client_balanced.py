@@ -54,6 +54,7 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
 from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.partitions import IMMEDIATE_RELEASE_MS
 
 __all__ = [
     "ClientBalancedConsumer",
@@ -309,11 +310,24 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         rsp = await session.register_at_broker(partition, offset)
         if not rsp.success:
             raise server_error(rsp.err_code, rsp.err_msg)
+        # Registered at its end: a fetch now would answer "no new data", so the register counts
+        # as that answer: the first fetch waits msg_not_found_wait and the idle back-off goes
+        # on from there (one request less per connect).
+        at_end = 0 <= rsp.max_offset <= rsp.curr_offset
+        delay_ms = round(self.config.msg_not_found_wait * 1000) if at_end else 0
+        now = session.clock()
         self._leases.add(
-            partition, session.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
+            partition,
+            now,
+            curr_offset=rsp.curr_offset,
+            max_offset=rsp.max_offset,
+            delay_ms=delay_ms,
         )
-        engine.notify()
-        log.info("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
+        if at_end:
+            engine.count_empty(key)
+        engine.notify(now + delay_ms / 1000 if delay_ms > IMMEDIATE_RELEASE_MS else None)
+        # DEBUG: at thousands of partitions one INFO line each would cost more than the rest.
+        log.debug("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
         return key
 
     async def disconnect(self, partition_key: str) -> None:

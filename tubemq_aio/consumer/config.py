@@ -43,9 +43,12 @@ CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
 )
 
 #: Default ceiling (seconds) of the doubling rest of a partition that keeps answering "no new
-#: data" (``ConsumerConfig.msg_not_found_max_wait``): an idle partition costs one request per
-#: 3.2 s instead of one per 0.4 s, and a first message after an idle spell waits at most 3.2 s.
-MSG_NOT_FOUND_MAX_WAIT = 3.2
+#: data" (``ConsumerConfig.msg_not_found_max_wait``; rests 0.4, 0.8, 1.6, 3.2, 6.4 s): an idle
+#: partition costs one request per 6.4 s instead of one per 0.4 s, and a first message after
+#: an idle spell of 6 s or more waits at most 6.4 s (3.2 s on average). Chosen from the scale
+#: benchmark: 2 048 idle partitions cost 7.1 % of a core at 3.2 s, about 0.8 % plus 0.1 ms per
+#: fetch, so 5 s would land on the 5 % goal and 6.4 s is about 4 % (docs/benchmarks.md).
+MSG_NOT_FOUND_MAX_WAIT = 6.4
 
 #: What ``topics=`` accepts: ``"t1,t2"``, topic names, or ``topic -> msgType filters``.
 TopicsArg = str | Iterable[str] | Mapping[str, str | Iterable[str] | None]
@@ -110,7 +113,7 @@ class ConsumerConfig(ClientConfig):
         msg_not_found_max_wait: the longest rest of a partition that keeps answering "no new
             data": the rest doubles from ``msg_not_found_wait`` after each consecutive empty
             answer up to this many seconds, and is back to ``msg_not_found_wait`` at the first
-            answer with data. None (default): :data:`MSG_NOT_FOUND_MAX_WAIT` (3.2 s), or
+            answer with data. None (default): :data:`MSG_NOT_FOUND_MAX_WAIT` (6.4 s), or
             ``msg_not_found_wait`` when that is longer; a value must be at least
             ``msg_not_found_wait`` (equal gives the official clients' fixed period). It bounds
             an idle consumer's requests to about ``partitions / msg_not_found_max_wait`` a

@@ -10,7 +10,7 @@ names (group, topics, filters, subscriptions) live in :mod:`tubemq_aio.protocol.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 from tubemq_aio.checks import Checks
@@ -117,11 +117,17 @@ class Partition:
     broker: BrokerInfo
     topic: str
     partition_id: int
+    #: Made once: every fetch, release and commit asks for it several times.
+    _key: PartitionKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = PartitionKey(self.broker.broker_id, self.topic, self.partition_id)
+        object.__setattr__(self, "_key", key)
 
     @property
     def key(self) -> PartitionKey:
         """The partition's :class:`PartitionKey`."""
-        return PartitionKey(self.broker.broker_id, self.topic, self.partition_id)
+        return self._key
 
     def format(self) -> str:
         """Return ``brokerId:host:port#topic:partitionId`` (broker heartbeat ``partitionInfo``)."""

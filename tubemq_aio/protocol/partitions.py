@@ -159,7 +159,6 @@ class _State(Enum):
 @dataclass(slots=True)
 class _Entry:
     partition: Partition
-    offsets: OffsetInfo
     state: _State = _State.IDLE
     token: int = 0
     taken_at: float = 0.0
@@ -179,12 +178,16 @@ class PartitionLeases:
     Cost: every per-fetch and per-ack call (:meth:`take`, :meth:`release`, :meth:`confirm`,
     :meth:`is_current`, :meth:`update_offsets`, :meth:`offset_of`, :meth:`next_ready_at`)
     touches only the partitions it names or that became ready (amortised O(1), O(log n) for
-    the delay heap); only the whole-table calls (:meth:`offsets`, :meth:`keys`,
-    :meth:`by_broker`, :meth:`status`, ...) visit every held partition.
+    the delay heap); only the whole-table calls (:meth:`keys`, :meth:`by_broker`,
+    :meth:`status`, ...) visit every held partition, and :meth:`offsets` is one C-level copy
+    of a dict kept up to date by every offsets update (no walk over the records).
     """
 
     def __init__(self) -> None:
         self._entries: dict[PartitionKey, _Entry] = {}
+        #: The offsets record of every held partition (same keys as ``_entries``), apart so
+        #: that :meth:`offsets` is a plain dict copy.
+        self._offsets: dict[PartitionKey, OffsetInfo] = {}
         self._idle: deque[tuple[PartitionKey, int]] = deque()
         self._delayed: list[tuple[float, int, PartitionKey, int]] = []
         self._leased: set[PartitionKey] = set()
@@ -223,15 +226,31 @@ class PartitionLeases:
         return [SubscribeInfo(consumer_id, group, e.partition) for e in self._entries.values()]
 
     def add(
-        self, partition: Partition, now: float, *, curr_offset: int = -2, max_offset: int = -2
+        self,
+        partition: Partition,
+        now: float,
+        *,
+        curr_offset: int = -2,
+        max_offset: int = -2,
+        delay_ms: int = 0,
     ) -> bool:
-        """Add a partition just registered at its broker, idle; False if already held."""
+        """Add a partition just registered at its broker; False if already held.
+
+        It is idle (handed out next), or with ``delay_ms`` > 10 first handed out that many ms
+        after ``now`` (a partition registered at its end: the fetch now would only answer
+        "no new data")."""
         entry = self._entries.get(partition.key)
         added = entry is None
         if entry is None:
-            entry = self._entries[partition.key] = _Entry(partition, OffsetInfo(-2, -2, now))
+            entry = self._entries[partition.key] = _Entry(partition)
+            self._offsets[partition.key] = OffsetInfo(-2, -2, now)
             self._membership += 1
-            self._requeue(entry)
+            if delay_ms > IMMEDIATE_RELEASE_MS:
+                self._next_token += 1  # never reused: no queue item of an earlier life matches
+                entry.token = self._next_token
+                self._delay(entry, now, delay_ms)
+            else:
+                self._requeue(entry)
         self.update_offsets(partition.key, now, curr_offset=curr_offset, max_offset=max_offset)
         return added
 
@@ -244,6 +263,7 @@ class PartitionLeases:
         entry = self._entries.pop(key, None)
         if entry is None:
             return None
+        del self._offsets[key]
         entry.gen += 1
         self._leased.discard(key)
         self._membership += 1
@@ -328,10 +348,7 @@ class PartitionLeases:
             entry.last_pack_consumed = consumed
         self._leased.discard(key)
         if wait_ms > IMMEDIATE_RELEASE_MS:
-            entry.state = _State.DELAYED
-            entry.ready_at = now + wait_ms / 1000.0
-            entry.gen += 1
-            heapq.heappush(self._delayed, (entry.ready_at, token, key, entry.gen))
+            self._delay(entry, now, wait_ms)
         else:
             entry.state = _State.IDLE
             self._requeue(entry)
@@ -381,10 +398,9 @@ class PartitionLeases:
         self, key: PartitionKey, now: float, *, curr_offset: int = -2, max_offset: int = -2
     ) -> None:
         """Record offsets from a register, GetMessage or commit response (negative = absent)."""
-        entry = self._entries.get(key)
-        if entry is not None:
-            old = entry.offsets
-            entry.offsets = OffsetInfo(
+        old = self._offsets.get(key)
+        if old is not None:
+            self._offsets[key] = OffsetInfo(
                 curr_offset if curr_offset >= 0 else old.curr_offset,
                 max_offset if max_offset >= 0 else old.max_offset,
                 now,
@@ -392,21 +408,22 @@ class PartitionLeases:
 
     def mark_at_end(self, key: PartitionKey, now: float) -> None:
         """Record that a fetch of ``key`` found no new message (cleared by the next offsets)."""
-        entry = self._entries.get(key)
-        if entry is not None:
-            old = entry.offsets
-            entry.offsets = OffsetInfo(old.curr_offset, old.max_offset, now, at_end=True)
+        old = self._offsets.get(key)
+        if old is not None:
+            self._offsets[key] = OffsetInfo(old.curr_offset, old.max_offset, now, at_end=True)
 
     def offset_of(self, key: PartitionKey) -> OffsetInfo | None:
         """Latest offsets and lag of one held partition (None if not held); O(1), the call
         for per-fetch and per-partition paths."""
-        entry = self._entries.get(key)
-        return None if entry is None else entry.offsets
+        return self._offsets.get(key)
 
     def offsets(self) -> dict[PartitionKey, OffsetInfo]:
-        """Latest offsets and lag of every held partition (a new dict of all of them: for
-        whole-table reports, never per fetch; use :meth:`offset_of` for one)."""
-        return {k: e.offsets for k, e in self._entries.items()}
+        """Latest offsets and lag of every held partition, in the order they were added.
+
+        A new dict (the records are immutable, so it is a snapshot as of the call), made by
+        one C-level copy, no walk over the lease records.
+        For whole-table reports; use :meth:`offset_of` for one partition."""
+        return self._offsets.copy()
 
     @staticmethod
     def _selectable(entry: _Entry) -> bool:
@@ -416,6 +433,13 @@ class PartitionLeases:
         entry.gen += 1
         if self._selectable(entry):
             self._idle.append((entry.partition.key, entry.gen))
+
+    def _delay(self, entry: _Entry, now: float, wait_ms: int) -> None:
+        entry.state = _State.DELAYED
+        entry.ready_at = now + wait_ms / 1000.0
+        entry.gen += 1
+        item = (entry.ready_at, entry.token, entry.partition.key, entry.gen)
+        heapq.heappush(self._delayed, item)
 
     def _live(self, item: tuple[float, int, PartitionKey, int]) -> bool:
         # The token too: a partition removed and added again restarts its gen count, but
