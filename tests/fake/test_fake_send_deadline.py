@@ -111,6 +111,44 @@ async def test_a_refusal_that_ends_within_the_deadline_costs_time_not_the_messag
         assert sorted(cluster.bodies("demo")[1:]) == [b"a", b"b", b"c"]
 
 
+async def test_a_broker_whose_rpc_service_is_starting_costs_time_not_the_message() -> None:
+    """``ServerNotReadyException`` is answered before the request is read (a broker coming
+    back): retried within the deadline, on every send path (docs/protocol/wire.md §3.1)."""
+    async with FakeCluster(topics={"demo": 1}, brokers=2) as cluster:
+        async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+            await producer.send("demo", b"warm-up")
+            starting = Fault.exception(
+                "org.apache.inlong.tubemq.corerpc.exception.ServerNotReadyException",
+                "RpcServer is not running yet",
+                fatal=True,
+            )
+            rule = cluster.inject(SEND, starting, times=None)
+            asyncio.get_running_loop().call_later(0.5, cluster.clear_faults)
+            outcomes = await producer.send_many("demo", [b"a", b"b"], timeout=5)
+            assert all(isinstance(o, SendResult) for o in outcomes), outcomes
+            assert isinstance(await producer.send("demo", b"c", timeout=5), SendResult)
+            assert rule.hits > 0
+        assert sorted(cluster.bodies("demo")[1:]) == [b"a", b"b", b"c"]
+
+
+async def test_a_stopping_broker_s_answer_is_outcome_unknown() -> None:
+    """A stopping broker answers ``ServiceStoppingException`` and still processes the request:
+    the send may be stored, so it is not retried (docs/protocol/wire.md §3.1)."""
+    async with (
+        FakeCluster(topics={"demo": 1}, brokers=2) as cluster,
+        Producer(cluster.master_addr, topics=["demo"]) as producer,
+    ):
+        await producer.send("demo", b"warm-up")
+        stopping = Fault.exception(
+            "org.apache.inlong.tubemq.corerpc.exception.ServiceStoppingException",
+            "service is stopping...",
+        )
+        cluster.inject(SEND, stopping, times=1)
+        with pytest.raises(SendOutcomeUnknownError, match="may or may not be stored"):
+            await producer.send("demo", b"maybe", timeout=5)
+        assert cluster.requests(SEND) == 2  # the warm-up and this one: no retry
+
+
 async def test_every_attempt_ends_within_the_send_timeout() -> None:
     """The retries share the send's deadline: a slow broker after a refusal cannot make the
     send last several timeouts."""

@@ -24,6 +24,8 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     SendOutcomeUnknownError,
     ServerError,
+    ServerNotReadyError,
+    ServiceStoppingError,
     TopicUnavailableError,
     TubeMQError,
     WriteTimeoutError,
@@ -86,8 +88,13 @@ def partition_of(attempts: SendAttempts, broker_id: int = 1) -> Partition:
 
 @pytest.mark.parametrize(
     "exc",
-    [ConnectError("refused"), RequestNotSentError("lost before writing"), ServerError(503, "busy")],
-    ids=["connect", "not-sent", "refused-503"],
+    [
+        ConnectError("refused"),
+        RequestNotSentError("lost before writing"),
+        ServerError(503, "busy"),
+        ServerNotReadyError("ServerNotReadyException", "RpcServer is not running yet"),
+    ],
+    ids=["connect", "not-sent", "refused-503", "server-starting"],
 )
 def test_a_request_that_was_certainly_not_stored_is_retried(exc: TubeMQError) -> None:
     attempts, _ = attempts_for()
@@ -96,8 +103,12 @@ def test_a_request_that_was_certainly_not_stored_is_retried(exc: TubeMQError) ->
 
 @pytest.mark.parametrize(
     "exc",
-    [RequestTimeoutError("no answer"), ConnectionLostError("lost after writing")],
-    ids=["timeout", "lost"],
+    [
+        RequestTimeoutError("no answer"),
+        ConnectionLostError("lost after writing"),
+        ServiceStoppingError("ServiceStoppingException", "service is stopping..."),
+    ],
+    ids=["timeout", "lost", "stopping-yet-processed"],
 )
 def test_only_a_written_request_without_an_answer_is_outcome_unknown(exc: TubeMQError) -> None:
     attempts, _ = attempts_for()

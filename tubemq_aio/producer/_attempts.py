@@ -27,6 +27,8 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     SendOutcomeUnknownError,
     ServerError,
+    ServerNotReadyError,
+    ServiceStoppingError,
     TopicUnavailableError,
     TubeMQError,
     WriteTimeoutError,
@@ -183,9 +185,12 @@ class SendAttempts:
         """Book an attempt that got no answer; return the error to retry on, or raise.
 
         Retried (returned): the request certainly did not reach the broker (connect failure,
-        connection lost before writing) or the broker refused it (503/419). Raised: a write
+        connection lost before writing), the broker refused it (503/419), or its RPC service
+        turned it away unread because it has not started (``ServerNotReadyError``: a broker
+        coming back, docs/protocol/wire.md §3.1). Raised: a write
         timeout (the caller's deadline has passed), a written request without an answer
-        (:class:`SendOutcomeUnknownError`), and every other error.
+        (:class:`SendOutcomeUnknownError`, also for ``ServiceStoppingError``: a stopping
+        broker answers so and still processes the request, §3.1), and every other error.
 
         Args:
             exc: how the attempt ended.
@@ -202,9 +207,9 @@ class SendAttempts:
         self.backoff.record_failure(partition.partition_key, time.monotonic())
         if isinstance(exc, WriteTimeoutError):
             raise exc  # never written, and the caller's deadline has passed
-        if isinstance(exc, RequestNotSentError):
-            return exc  # never written: certainly not stored, retry like a connect failure
-        if isinstance(exc, RequestTimeoutError | ConnectionLostError):
+        if isinstance(exc, RequestNotSentError | ServerNotReadyError):
+            return exc  # never written, or refused unread: certainly not stored
+        if isinstance(exc, RequestTimeoutError | ConnectionLostError | ServiceStoppingError):
             raise SendOutcomeUnknownError(
                 f"no answer for the send to {partition.partition_key} ({exc}); "
                 "the message may or may not be stored"
