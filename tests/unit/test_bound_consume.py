@@ -77,8 +77,9 @@ def session(bound: BoundConsume | None) -> MasterSession:
     config = ConsumerConfig(masters=MASTER, group="g1", topics=["t"], bound=bound)  # type: ignore[arg-type]
     broker = SimpleNamespace(client_id="cid")
     stub: Any = None
+    engine: Any = SimpleNamespace()  # the session hands it its on_broken hook
     parts = ConsumerWiring(
-        stub, stub, cast(Any, broker), stub, stub, FlowControlState(), stub, "h", time.monotonic,
+        stub, stub, cast(Any, broker), engine, stub, FlowControlState(), stub, "h", time.monotonic,
         False,
     )  # fmt: skip
     return MasterSession(config, parts)
