@@ -9,7 +9,6 @@ import pytest
 
 from tests.support.fake_helpers import drain, group_consumer, produce
 from tubemq_aio import Consumer, ServerError
-from tubemq_aio.consumer._fetcher import CORRUPT_REFETCHES
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -122,6 +121,6 @@ async def test_corruption_at_rest_is_dropped_after_rereads_and_the_stream_goes_o
         log.messages[1] = dataclasses.replace(bad, checksum=bad.checksum ^ 1)
         async with group_consumer(cluster, "g1") as consumer:
             got = await drain(consumer, 7, timeout=20)
-            assert consumer.stats.crc_refetches == CORRUPT_REFETCHES
+            assert consumer.stats.crc_refetches == 1  # the second read showed the same damage
         assert sorted(got) == sorted(set(sent) - {decode_payload(bad.payload, bad.flag, 0).body})
         assert cluster.committed_messages("g1", "demo") == 8

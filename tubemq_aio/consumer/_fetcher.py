@@ -23,12 +23,13 @@ from tubemq_aio.errors import ClientClosedError, InvalidConfirmContextError, Tub
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse
+from tubemq_aio.protocol.damage import DamageSignature, damage_at_rest, damage_signature
 from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
 from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
 from tubemq_aio.protocol.retry import FETCH_RETRY, RetryWindow
 
-__all__ = ["CORRUPT_REFETCHES", "FetchEngine", "Fetched"]
+__all__ = ["FetchEngine", "Fetched"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
@@ -37,9 +38,10 @@ log = logging.getLogger("tubemq_aio.consumer")
 #: :data:`~tubemq_aio.protocol.retry.FETCH_RETRY` instead.
 _RPC_FAILURE_WAIT_MS = 200
 
-#: Reads of one batch with a checksum mismatch before the mismatch is taken as corruption at
-#: rest (then ``deliver_corrupt`` decides); earlier ones are fetched again, not confirmed.
-CORRUPT_REFETCHES = 3
+#: Rest (ms) before a damaged batch is read again once it was read again this many times in a
+#: row with other damage each time (a link that damages every answer is not polled in a spin).
+_DAMAGED_REREADS_AT_ONCE = 3
+_DAMAGED_REREAD_WAIT_MS = 200
 
 #: Longest sleep of an idle fetcher between checks (it is also woken by lease changes).
 _IDLE_POLL = 1.0
@@ -92,7 +94,7 @@ class FetchEngine:
         self._flows: dict[PartitionKey, PartitionFlow] = {}
         self._idle = IdleBackoff(_ms(config.msg_not_found_wait), _ms(config.idle_ceiling))
         # Partition -> (batch start offset, reads of it that had a checksum mismatch).
-        self._corrupt_reads: dict[PartitionKey, tuple[int, int]] = {}
+        self._corrupt_reads: dict[PartitionKey, tuple[int, DamageSignature, int]] = {}
         # Partition -> its fetches failing in a row (broker unreachable or answering 5xx).
         self._failing: dict[PartitionKey, RetryWindow] = {}
         #: Called with the keys of partitions this engine stops fetching on its own (the broker
@@ -225,10 +227,12 @@ class FetchEngine:
         damaged = self.stats.crc_mismatches + self.stats.decode_errors
         messages, body_bytes = self._decode(lease, rsp, filters)
         damaged = self.stats.crc_mismatches + self.stats.decode_errors - damaged
-        if self._read_again(key, rsp.curr_offset, damaged > 0):
+        if damaged and (wait := self._read_again(key, rsp.curr_offset, rsp)) is not None:
             # Not committed (consumed=False): the broker serves the same batch again.
-            self.leases.release(key, lease.token, now, wait_ms=0, consumed=False)
+            self.leases.release(key, lease.token, now, wait_ms=wait, consumed=False)
             return False
+        if not damaged:
+            self._corrupt_reads.pop(key, None)
         wait_ms = pflow.wait_after_fetch(
             self.flow,
             now=now,
@@ -292,27 +296,26 @@ class FetchEngine:
             self.leases.remove(key)
         self.notify()
 
-    def _read_again(self, key: PartitionKey, offset: int, corrupt: bool) -> bool:
-        """Whether a batch with a damaged message (checksum mismatch, or an attribute block that
-        does not fit) is fetched again instead of delivered.
+    def _read_again(self, key: PartitionKey, offset: int, rsp: GetMessageResponse) -> int | None:
+        """The rest (ms) before a batch with a damaged message (checksum mismatch, or an
+        attribute block that does not fit) is fetched again, or None to deliver it.
 
         Damage is usually corruption on the way, which a second read does not repeat;
         dropping the message and confirming the batch (what the Java client does) would lose it
-        for the group. Only a mismatch that survives ``CORRUPT_REFETCHES`` reads of the same
-        offset (corrupt at rest) goes on to the ``deliver_corrupt`` rule.
+        for the group. Only damage that two reads of the same offset show alike (at rest,
+        :func:`~tubemq_aio.protocol.damage.damage_at_rest`) goes on to the ``deliver_corrupt``
+        rule: no number of reads damaged on the way in a row is taken for damage at rest.
         """
-        if not corrupt:
+        signature = damage_signature(rsp.messages)
+        previous = self._corrupt_reads.get(key)
+        if damage_at_rest(previous and previous[:2], offset, signature):
             self._corrupt_reads.pop(key, None)
-            return False
-        last_offset, reads = self._corrupt_reads.get(key, (offset, 0))
-        reads = reads + 1 if last_offset == offset else 1
-        if reads > CORRUPT_REFETCHES:
-            self._corrupt_reads.pop(key, None)
-            return False
-        self._corrupt_reads[key] = (offset, reads)
+            return None
+        rereads = previous[2] + 1 if previous is not None else 1
+        self._corrupt_reads[key] = (offset, signature, rereads)
         self.stats.crc_refetches += 1
         log.warning("checksum mismatch in %s at offset %d: reading the batch again", key, offset)
-        return True
+        return 0 if rereads <= _DAMAGED_REREADS_AT_ONCE else _DAMAGED_REREAD_WAIT_MS
 
     def _on_error(
         self,

@@ -68,9 +68,9 @@ class ConsumerStats:
         filtered: messages dropped by the ``msgType`` filter.
         crc_mismatches: messages whose checksum did not match.
         crc_refetches: batches fetched again because a message in them was damaged (checksum
-            mismatch or undecodable; corruption on the way heals on a second read). Damage
-            still there after ``CORRUPT_REFETCHES`` reads is corruption at rest: the message
-            is dropped (delivered with ``crc_ok=False`` if ``deliver_corrupt``).
+            mismatch; corruption on the way heals on another read). Damage two reads of the
+            same offset show alike is corruption at rest: the message is dropped (delivered
+            with ``crc_ok=False`` if ``deliver_corrupt``); docs/protocol/consumer.md §5.
         decode_errors: payloads that could not be split into attribute and body (dropped).
         fetch_errors: fetches that failed with an RPC error (network, timeout).
         acks: batches acknowledged (while their lease was held); nacks: batches rejected

@@ -70,6 +70,7 @@ class FakeBroker:
         #: Successful fetch answers still to corrupt on the way (one payload byte flipped in
         #: their first message; the stored data stays intact).
         self.corrupt_fetches = 0
+        self.corrupted = 0  # answers damaged so far
         handlers = {
             Method.BROKER_PRODUCER_SEND_MESSAGE: self._send,
             Method.BROKER_CONSUMER_REGISTER: self._register,
@@ -247,8 +248,11 @@ class FakeBroker:
         ]
         if transferred and self.corrupt_fetches > 0:
             self.corrupt_fetches -= 1
+            # Damage on the way differs from read to read: another bit each time.
+            self.corrupted += 1
             first = transferred[0]
-            first.payLoadData = bytes([first.payLoadData[0] ^ 0x01]) + first.payLoadData[1:]
+            mask = 1 << (self.corrupted % 8)
+            first.payLoadData = bytes([first.payLoadData[0] ^ mask]) + first.payLoadData[1:]
         return pb.GetMessageResponseB2C(
             success=True,
             errCode=200,

@@ -267,8 +267,9 @@ class FakeCluster(AsyncService):
         return self.plan.add(Injection(int(method), fault, node, times))
 
     def corrupt_next_fetches(self, count: int, broker_id: int | None = None) -> None:
-        """Flip one payload byte in the first message of the next ``count`` successful fetch
-        answers (of one broker, or of each): corruption on the way, the stored data intact."""
+        """Flip one payload bit in the first message of the next ``count`` successful fetch
+        answers (of one broker, or of each), another bit each time: corruption on the way, the
+        stored data intact."""
         for broker in self.brokers:
             if broker_id is None or broker.broker_id == broker_id:
                 broker.corrupt_fetches = count
