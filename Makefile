@@ -83,14 +83,20 @@ soak: system-deps $(STAMP)
 PYTEST_WORKERS ?= 4
 PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 
-# The fast tests (budget: 2 minutes on 2 cores with the default 4 workers): tests/ except
-# tests/integration (the real cluster, Java), without the tests marked `failover` (Redis
-# Sentinel and Cluster sets whose primaries are killed, gateway replicas) or `system` (a real
-# outside program as a process: headless Chromium, Node.js, the CLI, tubemq-gateway, mkdocs).
-# Loopback sockets, FakeCluster and a single redis-server are in. `make test` runs them all.
+# The fast tests (budget: 2 minutes on 2 cores): tests/ except tests/integration (the real
+# cluster, Java), without the tests marked `failover` (Redis Sentinel and Cluster sets whose
+# primaries are killed, gateway replicas) or `system` (a real outside program as a process:
+# headless Chromium, Node.js, the CLI, tubemq-gateway, mkdocs). Loopback sockets, FakeCluster and
+# a single redis-server are in. `make test` runs them all, and every property test at its full
+# example count; here each runs a quarter of its examples (TUBEMQ_AIO_EXAMPLES_SCALE,
+# tests/support/examples.py), on UNIT_WORKERS processes, and Python may cache the compiled test
+# modules (PYTHONDONTWRITEBYTECODE unset: pytest rewrites every test module in every worker
+# otherwise, about 12 CPU-s a worker).
 UNIT_MARKERS := not failover and not system
+UNIT_WORKERS ?= 6
 unit: $(STAMP) speedups
-	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q $(PYTEST_XDIST) --durations=20 tests \
+	env -u PYTHONDONTWRITEBYTECODE TUBEMQ_AIO_EXAMPLES_SCALE=0.25 TUBEMQ_AIO_EXPECT_SPEEDUPS=1 \
+	  $(PY) -m pytest -q -n $(UNIT_WORKERS) -p tests.xdist_groups --durations=20 tests \
 	  --ignore=tests/integration -m "$(UNIT_MARKERS)"
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs-dev

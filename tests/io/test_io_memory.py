@@ -9,13 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.echo_server import MemoryTransport, request_payload
+from tests.support.examples import examples
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import decode_request, encode_success
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     count=st.integers(1, 40),
     data=st.data(),

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.message_strategies import stored_messages
 from tests.support.speedup_impls import RAW_DECODERS, RawDecode
 from tubemq_aio.errors import MessageDecodeError
@@ -144,7 +145,7 @@ def raw_messages() -> st.SearchStrategy[RawMessage]:
 
 
 @each_impl
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     raw=st.lists(raw_messages(), max_size=12),
     filters=st.sampled_from([frozenset(), frozenset({"a"}), frozenset({"a", "c"})]),

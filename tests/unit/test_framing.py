@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.frames import feed_in_chunks, hand_frame
 from tests.support.speedup_impls import FRAME_DECODERS, DecoderFactory
 from tubemq_aio.errors import FrameError, LocalProtocolError
@@ -162,7 +163,7 @@ def test_frame_byte_cap_counts_all_blocks(decoder_cls: DecoderFactory) -> None:
     serial=st.integers(min_value=0, max_value=2**32 - 1),
     chunks=st.lists(st.integers(min_value=1, max_value=9000), max_size=20),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_round_trip_any_payload_any_chunking(
     decoder_cls: DecoderFactory, payload: bytes, serial: int, chunks: list[int]
 ) -> None:
@@ -191,7 +192,7 @@ def _fuzz_feed(decoder_cls: DecoderFactory, data: bytes, chunks: list[int]) -> N
 
 @each_decoder
 @given(data=st.binary(max_size=4096), chunks=st.lists(st.integers(1, 512), max_size=16))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_fuzz_random_bytes_only_frames_or_frame_error(
     decoder_cls: DecoderFactory, data: bytes, chunks: list[int]
 ) -> None:
@@ -204,7 +205,7 @@ def test_fuzz_random_bytes_only_frames_or_frame_error(
     mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
     chunks=st.lists(st.integers(1, 700), max_size=16),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_fuzz_mutated_frames_only_frames_or_frame_error(
     decoder_cls: DecoderFactory,
     payloads: list[bytes],

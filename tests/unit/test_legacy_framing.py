@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.frames import feed_in_chunks, hand_frame
 from tubemq_aio.errors import FrameError, LocalProtocolError
 from tubemq_aio.protocol.framing import BLOCK_SIZE, Frame, encode_frame
@@ -101,7 +102,7 @@ def test_payload_cap_and_limits() -> None:
         LengthPrefixedDecoder(max_frame_bytes=0)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     payloads=st.lists(st.binary(min_size=1, max_size=3 * BLOCK_SIZE), min_size=1, max_size=4),
     pads=st.lists(st.integers(min_value=0, max_value=BLOCK_SIZE), min_size=4, max_size=4),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio.errors import ConfigError, InvalidMessageError, MessageDecodeError, ProtocolError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.attributes import format_msg_time, parse_attributes, parse_msg_time
@@ -262,7 +263,7 @@ _token = st.text(
 ).filter(lambda s: s.strip() != "")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     body=st.binary(min_size=1, max_size=512),
     attributes=st.dictionaries(_token, _token, max_size=5),
@@ -287,7 +288,7 @@ def test_round_trip(
     assert encoded.flag == (1 if attributes or msg_type or msg_time else 0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(payload=st.binary(max_size=64), flag=st.integers(0, 3), check=st.integers(-5, 2**31))
 def test_decode_never_crashes(payload: bytes, flag: int, check: int) -> None:
     try:

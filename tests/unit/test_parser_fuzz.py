@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio.errors import ConfigError, ProtocolError, ServerError
 from tubemq_aio.protocol import (
     client_balance,
@@ -35,7 +36,9 @@ from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.wire import encode_varint
 from tubemq_aio.testing import fuzz
 
-FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # Text that looks like TubeMQ metadata: its separators, digits, and some odd characters.
 META_TEXT = st.text(alphabet="0123456789:#,@=-_.$ abcT\x00\u00e9\ud7ff", max_size=40)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio.errors import InvalidConfirmContextError
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey
 from tubemq_aio.protocol.partitions import (
@@ -241,7 +242,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(ops)
 def test_never_leased_twice_and_every_lease_ends(sequence: list[tuple[str, int, int]]) -> None:
     parts = [Partition(B1, "t", i) for i in range(6)]

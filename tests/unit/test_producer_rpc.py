@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio.errors import (
     ConfigError,
     LocalProtocolError,
@@ -115,7 +116,7 @@ def test_send_request_with_type_time_and_tokens() -> None:
     assert parsed.IsInitialized()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     client_id=st.text(min_size=1, max_size=40),
     topic=st.text(min_size=1, max_size=64),

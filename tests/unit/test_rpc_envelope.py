@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio.errors import (
     LocalProtocolError,
     RemoteProtocolError,
@@ -136,7 +137,7 @@ def test_service_of_method_table() -> None:
     timeout=st.integers(1, 2**31 - 1),
     body=st.binary(max_size=2000),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_request_round_trip(service: int, method: int, timeout: int, body: bytes) -> None:
     assert decode_request(encode_request(service, method, timeout, body)) == RpcRequest(
         service, 3, method, timeout, body
@@ -144,7 +145,7 @@ def test_request_round_trip(service: int, method: int, timeout: int, body: bytes
 
 
 @given(st.binary(max_size=300))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_decode_response_fuzz(data: bytes) -> None:
     try:
         result = decode_response(data)
@@ -153,7 +154,7 @@ def test_decode_response_fuzz(data: bytes) -> None:
     assert isinstance(result, bytes | RemoteRpcError)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(method=st.integers(1, 200), data=st.binary(max_size=300))
 def test_success_round_trip_fast_and_generic_shapes(method: int, data: bytes) -> None:
     # One-byte lengths take the fast path, longer ones and two-byte methods the generic reader.

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.speedup_impls import (
     EXT,
     FRAME_DECODERS,
@@ -151,7 +152,7 @@ def test_parser_agrees_on_odd_encodings(parse: Parser, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("parse", PARSERS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=get_message_responses())
 def test_parser_equals_protobuf_on_valid_responses(parse: Parser, data: bytes) -> None:
     got = parse(data)
@@ -160,7 +161,7 @@ def test_parser_equals_protobuf_on_valid_responses(parse: Parser, data: bytes) -
 
 
 @pytest.mark.parametrize("parse", PARSERS)
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     data=get_message_responses(),
     cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
@@ -179,7 +180,7 @@ def test_parser_agrees_on_mutated_responses(
 
 
 @pytest.mark.parametrize("parse", PARSERS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=200))
 def test_parser_agrees_on_random_bytes(parse: Parser, data: bytes) -> None:
     got = outcome(parse, data)
@@ -208,7 +209,7 @@ def feed_all(decoder_cls: DecoderFactory, data: bytes, chunks: list[int], cap: i
 
 
 @pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     payloads=st.lists(st.binary(min_size=1, max_size=20_000), min_size=1, max_size=4),
     mutations=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
@@ -230,7 +231,7 @@ def test_frame_decoder_agrees_on_valid_and_mutated_streams(
 
 
 @pytest.mark.parametrize("decoder_cls", FRAME_DECODERS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=600), chunks=st.lists(st.integers(0, 64), max_size=12))
 def test_frame_decoder_agrees_on_random_bytes(
     decoder_cls: DecoderFactory, data: bytes, chunks: list[int]

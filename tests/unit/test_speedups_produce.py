@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.held_producer import HeldConnection, started_producer
 from tests.support.speedup_impls import EXT
 from tubemq_aio import accelerator
@@ -144,14 +145,14 @@ def test_send_parser_agrees_on_odd_encodings(parse: SendParse, data: bytes) -> N
 
 
 @pytest.mark.parametrize("parse", send_parsers())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=send_answers())
 def test_send_parser_agrees_on_random_answers(parse: SendParse, data: bytes) -> None:
     assert outcome(parse, data, PARTITION) == outcome(SendResultParser().parse, data, PARTITION)
 
 
 @pytest.mark.parametrize("parse", send_parsers())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=40))
 def test_send_parser_agrees_on_random_bytes(parse: SendParse, data: bytes) -> None:
     assert outcome(parse, data, PARTITION) == outcome(SendResultParser().parse, data, PARTITION)
@@ -185,7 +186,7 @@ def envelopes(draw: st.DrawFn) -> bytes:
 
 
 @pytest.mark.parametrize("decode", response_decoders())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=envelopes())
 def test_response_decoder_agrees_on_envelopes(decode: Decode, data: bytes) -> None:
     assert outcome(decode, data) == outcome(rpc.decode_response_py, data)
@@ -194,7 +195,7 @@ def test_response_decoder_agrees_on_envelopes(decode: Decode, data: bytes) -> No
 
 
 @pytest.mark.parametrize("decode", response_decoders())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=40))
 def test_response_decoder_agrees_on_random_bytes(decode: Decode, data: bytes) -> None:
     prefixed = b"\x02\x08\x01\x04\x08\x00\x18\x03" + data

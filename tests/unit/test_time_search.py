@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio.errors import ConfigError, ConsumerConfigError
 from tubemq_aio.protocol.time_search import (
     OffsetTimeSearch,
@@ -117,7 +118,7 @@ def test_reads_stay_logarithmic_with_one_message_batches() -> None:
 timestamps = st.integers(min_value=0, max_value=6).map(minutes)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 2), st.one_of(st.none(), timestamps)), max_size=60),
     st.integers(1, 7),
@@ -156,7 +157,7 @@ def test_search_matches_brute_force_on_sorted_stamps(
     assert all(w is None or w >= target for w in later)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 1), st.one_of(st.none(), timestamps)), max_size=40),
     st.integers(1, 5),

@@ -1,8 +1,9 @@
 """Build the optional compiled accelerator in place (needs Cython, setuptools and a C compiler).
 
 ``python -m tubemq_aio._speedups.build`` compiles ``_cdecode.pyx`` next to itself, as an
-extension of the running interpreter (``make venv`` runs it). A tree without the extension
-works the same, on the pure-Python code.
+extension of the running interpreter (``make venv`` runs it), unless the extension built for
+this interpreter is newer than its source (``--force`` builds anyway). A tree without the
+extension works the same, on the pure-Python code.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
+def up_to_date() -> bool:
+    """Whether this interpreter's extension exists and is newer than ``_cdecode.pyx`` and this
+    build script."""
+    built = HERE / f"_cdecode{sysconfig.get_config_var('EXT_SUFFIX')}"
+    sources = (HERE / "_cdecode.pyx", Path(__file__))
+    return built.exists() and all(built.stat().st_mtime >= s.stat().st_mtime for s in sources)
+
+
 def main() -> int:
-    """Compile the extension; return the process exit code."""
+    """Compile the extension (unless :func:`up_to_date`); return the process exit code."""
+    if "--force" not in sys.argv[1:] and up_to_date():
+        return 0
     # Imported by name: both are build-time tools without type information.
     cythonize: Any = importlib.import_module("Cython.Build").cythonize
     setuptools: Any = importlib.import_module("setuptools")

@@ -8,6 +8,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from tests.support.examples import examples
 from tubemq_aio.gateway.leases.model import Booking, GroupState
 from tubemq_aio.gateway.leases.partition_state import gcra
 
@@ -181,7 +182,9 @@ class LeaseMachine(RuleBasedStateMachine):
 
 
 TestLeaseMachine = LeaseMachine.TestCase
-TestLeaseMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestLeaseMachine.settings = settings(
+    max_examples=examples(150), stateful_step_count=40, deadline=None
+)
 
 
 def test_gcra_allows_burst_then_spaces_requests() -> None:

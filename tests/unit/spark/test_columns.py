@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from tests.support.examples import examples
 from tests.support.message_strategies import attribute_text, stored_messages
 from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
@@ -185,7 +186,7 @@ _fields = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(messages(), max_size=12), fields=_fields, filters=_filters,
        deliver=st.booleans())  # fmt: skip
 def test_columns_equal_rows_on_random_answers(
@@ -197,7 +198,7 @@ def test_columns_equal_rows_on_random_answers(
     same(answer(batch, **fields), filters, deliver)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batch=st.lists(messages(), min_size=1, max_size=6),
     cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
@@ -217,7 +218,7 @@ def test_columns_equal_rows_on_malformed_answers(
     same(bytes(data[: truncate % (len(data) + 1)]), filters)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(junk=st.binary(max_size=64))
 def test_columns_equal_rows_on_arbitrary_bytes(junk: bytes) -> None:
     same(junk)
@@ -426,7 +427,7 @@ def _logged(run: Callable[[], MessageColumns]) -> tuple[MessageColumns, list[str
         logger.removeHandler(handler)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batch=st.lists(st.one_of(messages(), big_messages()), max_size=10),
     filters=_filters,
@@ -453,7 +454,7 @@ def test_every_decoder_gives_the_row_paths_columns_arrow_and_logs(
         assert _arrow(cols).equals(_arrow(rows)), name
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     batch=st.lists(messages(), min_size=1, max_size=4),
     cuts=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
