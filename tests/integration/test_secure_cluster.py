@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,9 +28,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
+from tests.support.cli_run import run_cli
 from tests.support.gateway_support import ADMIN, READER, Group, gateways, lease_one, write_config
-from tests.support.own_cluster import client_tls_context, start_or_fail
+from tests.support.own_cluster import client_tls_context, start_or_fail, tls_file_args
 from tubemq_aio import Credentials, Producer
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import (
@@ -242,18 +241,10 @@ async def test_cli_speaks_tls_and_authentication(secure: Secure) -> None:
     ``$TUBEMQ_AIO_PASSWORD`` produces, a ``tubemqs://user:pass@`` URL consumes; without
     ``--user`` the master refuses (exit 1). The password is never printed."""
     topic = TOPICS[4]
-    files = secure.material
-    assert files.client_key is not None, "openssl is needed for a client key"
-    tls = ["--tls-ca", str(files.ca_pem), "--tls-cert", str(files.client_cert),
-           "--tls-key", str(files.client_key)]  # fmt: skip
+    tls = tls_file_args(secure.material)
 
     def run(*args: str, password: str | None = None, stdin: bytes = b"") -> tuple[int, str, str]:
-        env = cli_env()
-        env.pop("TUBEMQ_AIO_PASSWORD", None)
-        if password is not None:
-            env["TUBEMQ_AIO_PASSWORD"] = password
-        done = subprocess.run(cli_argv(*args), input=stdin, capture_output=True, env=env,
-                              timeout=CALL_TIMEOUT)  # fmt: skip
+        done = run_cli(*args, stdin=stdin, password=password)
         out, err = done.stdout.decode(), done.stderr.decode()
         assert USER.password not in out + err
         return done.returncode, out, err

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.support.cli_run import cli_argv, cli_env
-from tests.support.own_cluster import client_tls_context, start_or_fail
+from tests.support.cli_run import run_cli
+from tests.support.own_cluster import client_tls_context, start_or_fail, tls_file_args
 from tubemq_aio import ClientBalancedConsumer, Credentials, Producer
 from tubemq_aio.consumer import Consumer
 from tubemq_aio.errors import AuthenticationError, TubeMQError
@@ -144,19 +144,11 @@ async def test_client_balanced_consumer(old: Old) -> None:
 
 async def _cli(old: Old, *args: str, stdin: bytes = b"") -> bytes:
     """``tubemq-aio ARGS`` against ``old`` with its TLS files, user and ``--framing``; stdout."""
-    material = old.material
-    assert material.client_key is not None
     connection = ["--master", old.master, "--framing", old.cluster.framing,
-                  "--tls-ca", str(material.ca_pem), "--tls-cert", str(material.client_cert),
-                  "--tls-key", str(material.client_key), "--user", USER.user_name]  # fmt: skip
-    env = {**cli_env(), "TUBEMQ_AIO_PASSWORD": USER.password}
-    proc = await asyncio.create_subprocess_exec(
-        *cli_argv(*args, *connection), env=env, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
-    assert proc.returncode == 0, err.decode()
-    return out
+                  *tls_file_args(old.material), "--user", USER.user_name]  # fmt: skip
+    done = await asyncio.to_thread(run_cli, *args, *connection, stdin=stdin, password=USER.password)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
 
 
 async def test_cli_with_the_framing_flag(old: Old) -> None:

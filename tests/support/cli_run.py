@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import tubemq_aio
+from tubemq_aio.cli._connect import PASSWORD_ENV
 
 #: The source tree the subprocesses import (the same one the tests import).
 SOURCE_ROOT = Path(tubemq_aio.__file__).resolve().parents[1]
@@ -29,10 +30,19 @@ def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "tubemq_aio", *args]
 
 
-def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """Run ``tubemq-aio ARGS`` to completion with ``stdin``; output is captured."""
+def run_cli(
+    *args: str, stdin: bytes = b"", password: str | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``tubemq-aio ARGS`` to completion with ``stdin``; output is captured.
+
+    ``password`` is the call's ``$TUBEMQ_AIO_PASSWORD`` (None: unset, whatever this process has).
+    """
+    env = cli_env()
+    env.pop(PASSWORD_ENV, None)
+    if password is not None:
+        env[PASSWORD_ENV] = password
     return subprocess.run(
-        cli_argv(*args), input=stdin, capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT
+        cli_argv(*args), input=stdin, capture_output=True, env=env, timeout=CALL_TIMEOUT
     )
 
 

@@ -46,3 +46,10 @@ def client_tls_context(
         assert material.client_key is not None, "openssl is needed for a client key"
         ctx.load_cert_chain(material.client_cert, material.client_key)
     return ctx
+
+
+def tls_file_args(material: TlsMaterial) -> list[str]:
+    """The CLI's ``--tls-ca/--tls-cert/--tls-key`` options for ``material`` (two-way TLS)."""
+    assert material.client_key is not None, "openssl is needed for a client key"
+    return ["--tls-ca", str(material.ca_pem), "--tls-cert", str(material.client_cert),
+            "--tls-key", str(material.client_key)]  # fmt: skip

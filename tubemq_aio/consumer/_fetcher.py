@@ -94,7 +94,8 @@ class FetchEngine:
         self._flows: dict[PartitionKey, PartitionFlow] = {}
         self._idle = IdleBackoff(_ms(config.msg_not_found_wait), _ms(config.idle_ceiling))
         # Partition -> (batch start offset, reads of it that had a checksum mismatch).
-        self._corrupt_reads: dict[PartitionKey, tuple[int, DamageSignature, int]] = {}
+        # Per partition: the offset and damage of its last damaged read, and the re-reads in a row.
+        self._corrupt_reads: dict[PartitionKey, tuple[tuple[int, DamageSignature], int]] = {}
         # Partition -> its fetches failing in a row (broker unreachable or answering 5xx).
         self._failing: dict[PartitionKey, RetryWindow] = {}
         #: Called with the keys of partitions this engine stops fetching on its own (the broker
@@ -227,11 +228,13 @@ class FetchEngine:
         damaged = self.stats.crc_mismatches + self.stats.decode_errors
         messages, body_bytes = self._decode(lease, rsp, filters)
         damaged = self.stats.crc_mismatches + self.stats.decode_errors - damaged
-        if damaged and (wait := self._read_again(key, rsp.curr_offset, rsp)) is not None:
-            # Not committed (consumed=False): the broker serves the same batch again.
-            self.leases.release(key, lease.token, now, wait_ms=wait, consumed=False)
-            return False
-        if not damaged:
+        if damaged:
+            wait = self._read_again(key, rsp.curr_offset, rsp)
+            if wait is not None:
+                # Not committed (consumed=False): the broker serves the same batch again.
+                self.leases.release(key, lease.token, now, wait_ms=wait, consumed=False)
+                return False
+        elif self._corrupt_reads:
             self._corrupt_reads.pop(key, None)
         wait_ms = pflow.wait_after_fetch(
             self.flow,
@@ -307,12 +310,12 @@ class FetchEngine:
         rule: no number of reads damaged on the way in a row is taken for damage at rest.
         """
         signature = damage_signature(rsp.messages)
-        previous = self._corrupt_reads.get(key)
-        if damage_at_rest(previous and previous[:2], offset, signature):
+        last, rereads = self._corrupt_reads.get(key, (None, 0))
+        if damage_at_rest(last, offset, signature):
             self._corrupt_reads.pop(key, None)
             return None
-        rereads = previous[2] + 1 if previous is not None else 1
-        self._corrupt_reads[key] = (offset, signature, rereads)
+        rereads += 1
+        self._corrupt_reads[key] = ((offset, signature), rereads)
         self.stats.crc_refetches += 1
         log.warning("checksum mismatch in %s at offset %d: reading the batch again", key, offset)
         return 0 if rereads <= _DAMAGED_REREADS_AT_ONCE else _DAMAGED_REREAD_WAIT_MS
