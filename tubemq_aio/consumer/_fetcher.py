@@ -216,7 +216,7 @@ class FetchEngine:
                 )
             return False
         self.stats.fetches += 1
-        if rsp.success or rsp.err_code < 500:
+        if self._failing and (rsp.success or rsp.err_code < 500):
             self._failing.pop(key, None)  # the broker serves the partition again
         now = self.clock()
         pflow = self._flows.setdefault(key, PartitionFlow())
