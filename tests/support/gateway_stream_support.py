@@ -111,3 +111,32 @@ class EventReader:
 def values(batch: Mapping[str, Any]) -> list[str]:
     """The message values of a ``batch`` event."""
     return [m["value"] for m in batch["messages"]]
+
+
+async def drained_lag_over_http(
+    client: httpx.AsyncClient, group: str, headers: Mapping[str, str], timeout: float = 30.0
+) -> dict[str, Any]:
+    """The lag answer of ``group`` once it is 0, fetching meanwhile (and requiring that no
+    fetch delivers anything: every batch was acked before).
+
+    The partitions of a broker store share one index, so a partition read to its last message
+    still lags by the records of the store's other partitions appended after it, until a fetch
+    scans them (an empty scan commits at once); the HTTP counterpart of ``drained_lag``.
+
+    Raises:
+        AssertionError: a fetch delivered messages (a batch was left unacked).
+        TimeoutError: the lag stayed above 0 for ``timeout`` seconds.
+    """
+    async with asyncio.timeout(timeout):
+        while True:
+            lag: dict[str, Any] = (
+                await client.get(f"/v1/groups/{group}/lag", headers=headers)
+            ).json()
+            if int(lag["total_lag_bytes"]) == 0:
+                return lag
+            got = (
+                await client.post(
+                    f"/v1/groups/{group}/fetch", json={"wait_ms": 200}, headers=headers
+                )
+            ).json()
+            assert got["status"] != "ok", got

@@ -34,7 +34,8 @@ async def _curl(*args: str) -> dict[str, object]:
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"curl failed: {err.decode()}")
     reply: dict[str, object] = json.loads(out)

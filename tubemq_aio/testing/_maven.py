@@ -90,7 +90,8 @@ async def _run_maven(args: list[str], log_file: Path, cwd: Path, timeout: float)
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, cwd=cwd
         )
         try:
-            return await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                return await proc.wait()
         except TimeoutError:
             proc.kill()
             await proc.wait()

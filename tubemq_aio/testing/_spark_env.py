@@ -131,7 +131,8 @@ def java_env(base: Mapping[str, str], python: str, work_dir: Path) -> dict[str, 
 async def port_open(port: int) -> bool:
     """Whether something accepts connections on ``127.0.0.1:port``."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), 1.0)
+        async with asyncio.timeout(1.0):
+            _, writer = await asyncio.open_connection(HOST, port)
     except (OSError, TimeoutError):
         return False
     writer.close()

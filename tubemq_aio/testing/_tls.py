@@ -44,7 +44,8 @@ async def _keytool(keytool: str, log: Path, *args: str) -> None:
         proc = await asyncio.create_subprocess_exec(
             keytool, *args, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out
         )
-        rc = await asyncio.wait_for(proc.wait(), 60)
+        async with asyncio.timeout(60):
+            rc = await proc.wait()
     if rc != 0:
         raise ClusterError(f"{Path(keytool).name} {args[0]} failed with exit code {rc}", log)
 

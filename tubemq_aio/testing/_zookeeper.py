@@ -43,11 +43,13 @@ def render_zoo_cfg(home: Path, host: str, port: int) -> str:
 
 async def _ask(host: str, port: int, word: str, timeout: float) -> bytes:
     """Send a ZooKeeper four-letter word and return the whole answer."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(word.encode("ascii"))
-        await writer.drain()
-        return await asyncio.wait_for(reader.read(), timeout)
+        async with asyncio.timeout(timeout):
+            writer.write(word.encode("ascii"))
+            await writer.drain()
+            return await reader.read()
     finally:
         writer.close()
 

@@ -26,10 +26,12 @@ class GatewayReplicaError(ClusterError):
 
 
 async def _http_status(port: int, path: str, timeout: float) -> int:
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(_HOST, port), timeout)
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection(_HOST, port)
     try:
         writer.write(f"GET {path} HTTP/1.1\r\nHost: {_HOST}\r\nConnection: close\r\n\r\n".encode())
-        line = await asyncio.wait_for(reader.readline(), timeout)
+        async with asyncio.timeout(timeout):
+            line = await reader.readline()
         return int(line.split()[1])
     finally:
         writer.close()

@@ -39,7 +39,8 @@ async def _forever() -> None:
 
 @dataclass
 class ScriptEngine:
-    """Fetches answer from ``script`` (a lease id, an exception, ``"throttled"`` or ``"block"``);
+    """Fetches answer from ``script`` (a lease id, an exception, ``"throttled"``, ``"block"`` or
+    ``"swallow"``, which blocks and returns "empty" when cancelled);
     every settle, lag and fetch is recorded; ``block_settle`` / ``block_lag`` hang them."""
 
     script: list[object] = field(default_factory=list)
@@ -55,6 +56,11 @@ class ScriptEngine:
         step = self.script.pop(0) if self.script else "block"
         if step == "block":
             await _forever()
+        if step == "swallow":  # a library that drops the cancel (3.11's asyncio.wait_for)
+            try:
+                await _forever()
+            except asyncio.CancelledError:
+                return FetchOutcome("empty", None, ())
         if isinstance(step, Exception):
             raise step
         if step == "throttled":
@@ -226,6 +232,24 @@ async def test_a_cancel_at_each_await_ends_the_stream_and_releases_its_leases(
     assert task.done()
     assert hub.running == 0
     assert "a" in engine.released()
+
+
+async def test_a_stream_whose_fetch_swallowed_the_cancel_still_ends_and_fetches_no_more() -> None:
+    """The client left while a fetch ran in a library that dropped the cancel: the stream ends
+    at once and releases its batch, instead of leasing batches for nobody until max_seconds."""
+    engine = ScriptEngine(["a", "swallow", "b", "c"])
+    stream = _stream(engine, window=2)
+    hub = StreamHub(stream.settings)
+    task = hub.open(stream, _retriable)
+    await asyncio.sleep(0.2)  # it took "a" and waits in the swallowing fetch
+    assert engine.fetches == 2
+    hub.stop(task)
+    async with asyncio.timeout(2):
+        await asyncio.wait({task})
+    assert task.cancelled()
+    assert engine.fetches == 2
+    assert engine.released() == ["a"]
+    assert hub.running == 0
 
 
 async def test_a_release_that_hangs_is_cut_at_release_timeout() -> None:

@@ -93,6 +93,8 @@ class BatchStream:
     held: dict[str, _Held] = field(init=False, default_factory=dict)
     _room: asyncio.Event = field(init=False, default_factory=asyncio.Event)
     _on_end: Callable[[BatchStream], None] | None = field(init=False, default=None)
+    _stop_asked: bool = field(init=False, default=False)
+    _releasing: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         # batches never exceed the window; one error or end comes on top
@@ -102,6 +104,20 @@ class BatchStream:
         """Forget a lease that was acked, nacked or found stale (frees a window slot)."""
         if self.held.pop(lease_id, None) is not None:
             self._room.set()
+
+    def stop(self, task: asyncio.Task[None]) -> None:
+        """End the stream run by ``task``: cancel it unless it is already releasing its leases
+        (a cancel then would cut the releases short). The loop also checks the request before
+        each fetch and each wait, so a cancel that a library swallowed (Python 3.11's
+        ``asyncio.wait_for``) cannot keep it fetching for a client that is gone."""
+        self._stop_asked = True
+        self._room.set()
+        if not task.done() and not self._releasing:
+            task.cancel()
+
+    def _check_stop(self) -> None:
+        if self._stop_asked:
+            raise asyncio.CancelledError
 
     async def run(self, retriable: Callable[[Exception], bool | None]) -> None:
         """Fetch and queue batches until ``max_seconds``, a final error or cancellation;
@@ -119,6 +135,7 @@ class BatchStream:
         except _Stalled:
             log.info("a stream of group %r ended: its client read nothing", self.group)
         finally:
+            self._releasing = True
             await self.release_all()
 
     async def _loop(
@@ -128,6 +145,7 @@ class BatchStream:
         retriable: Callable[[Exception], bool | None],
     ) -> EndReason:
         while (left := deadline - loop.time()) > 0:
+            self._check_stop()
             if len(self.held) >= self.window:
                 await self._wait_room(loop, deadline)
                 continue
@@ -166,6 +184,7 @@ class BatchStream:
         this replica, a probe showing leases gone, or a lease's time running out."""
         next_probe = loop.time() + self.settings.probe_interval_ms / 1000
         while len(self.held) >= self.window and (now := loop.time()) < deadline:
+            self._check_stop()
             for lease_id in [k for k, h in self.held.items() if h.deadline <= now]:
                 del self.held[lease_id]  # redelivered by its lease; no longer ours
             if len(self.held) < self.window:
@@ -239,6 +258,7 @@ class StreamHub:
         self.settings = settings
         self.tasks = Supervisor("tubemq-gateway-streams")
         self._streams: set[BatchStream] = set()
+        self._by_task: dict[asyncio.Task[None], BatchStream] = {}
         self._serial = itertools.count(1)
         self._closed = False
 
@@ -264,12 +284,15 @@ class StreamHub:
         self._streams.add(stream)
         stream._on_end = self._streams.discard
         try:
-            return self.tasks.spawn(
+            task = self.tasks.spawn(
                 stream.run(retriable), f"stream-{stream.group}", essential=False
             )
         except BaseException:
             self._streams.discard(stream)
             raise
+        self._by_task[task] = stream
+        task.add_done_callback(lambda done: self._by_task.pop(done, None))
+        return task
 
     def settled(self, lease_id: str) -> None:
         """A lease was acked, nacked or found stale through this replica: free its stream's
@@ -277,12 +300,12 @@ class StreamHub:
         for stream in self._streams:
             stream.settled(lease_id)
 
-    @staticmethod
-    def stop(task: asyncio.Task[None]) -> None:
-        """Cancel a stream's task once: a second cancel would cut short the releases it runs
-        on its way out."""
-        if not task.done() and not task.cancelling():
-            task.cancel()
+    def stop(self, task: asyncio.Task[None]) -> None:
+        """End the stream that ``task`` runs (see :meth:`BatchStream.stop`); a no-op for a
+        task that ended."""
+        stream = self._by_task.get(task)
+        if stream is not None:
+            stream.stop(task)
 
     async def close(self) -> None:
         """End every stream (each releases its unacked leases), waiting at most twice

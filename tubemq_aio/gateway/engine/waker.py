@@ -14,6 +14,7 @@ import logging
 
 from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.gateway.errors import TooManyWaitersError
+from tubemq_aio.gateway.leases.cancel_guard import keeping_cancel
 from tubemq_aio.gateway.leases.redis_client import RedisClient
 from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
 from tubemq_aio.supervisor import Supervisor
@@ -65,8 +66,8 @@ class Waker:
         self._stopping = True
         if task is not None:
             task.cancel()
-            # redis-py's pub/sub read may swallow a cancel that lands in its own timeout; the
-            # loop then sees _stopping within one poll period
+            # a cancel redis-py swallowed is raised again by keeping_cancel; the loop also
+            # checks _stopping each poll period
             await asyncio.wait({task}, timeout=_POLL * 5)
             if not task.done():
                 log.warning("wake listener did not stop in time")
@@ -107,9 +108,9 @@ class Waker:
         while not self._stopping:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(WAKE_CHANNEL)
+                await keeping_cancel(pubsub.subscribe(WAKE_CHANNEL))
                 while not self._stopping:
-                    msg = await pubsub.get_message(timeout=_POLL)
+                    msg = await keeping_cancel(pubsub.get_message(timeout=_POLL))
                     if msg is None or msg.get("type") != "message":
                         continue
                     data = msg["data"]

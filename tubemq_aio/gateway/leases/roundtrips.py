@@ -20,6 +20,7 @@ import redis.exceptions as rexc
 from redis.commands.core import AsyncScript
 
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError
+from tubemq_aio.gateway.leases.cancel_guard import keeping_cancel
 from tubemq_aio.gateway.leases.redis_client import RedisClient
 
 __all__ = ["RoundTrips", "refusal_error"]
@@ -95,13 +96,16 @@ class RoundTrips:
         Raises:
             StoreUnavailableError: Redis is down, failing over or not ready.
             GatewayError: Redis refused the command.
+            asyncio.CancelledError: the task was cancelled, also when redis-py swallowed it.
         """
         for attempt in range(2):
             self.roundtrips += 1
             try:
                 async with asyncio.timeout(self.timeout):
                     async with self._room or contextlib.nullcontext():
-                        return await call()
+                        # redis-py's command write awaits asyncio.wait_for, which on 3.11
+                        # can swallow a cancel (see keeping_cancel)
+                        return await keeping_cancel(call())
             except _DOWN_OR_CLOSED as exc:
                 if isinstance(exc, AttributeError) and not _closed_under_us(exc):
                     raise

@@ -36,7 +36,8 @@ async def readyz(gateway: GatewayDep) -> Response:
             checks["engine"] = False
         else:
             try:
-                checks.update(await asyncio.wait_for(gateway.engine.readiness(), READY_TIMEOUT))
+                async with asyncio.timeout(READY_TIMEOUT):
+                    checks.update(await gateway.engine.readiness())
             except Exception:  # readiness must answer; any failure means not ready
                 checks["engine"] = False
     ready = all(checks.values())
