@@ -12,7 +12,6 @@ keyword arguments of :class:`~tubemq_aio.config.ClientConfig`.
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +35,7 @@ from tubemq_aio.protocol.consumer_names import (
 )
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.time_search import parse_time_text
+from tubemq_aio.tls import TlsFiles
 
 __all__ = [
     "CLIENT_OPTION_NAMES",
@@ -60,6 +60,8 @@ CLIENT_OPTION_NAMES = frozenset(
         "authpassword",
         "tls",
         "tlscafile",
+        "tlscertfile",
+        "tlskeyfile",
         "tlsserverhostname",
         "framing",
     }
@@ -106,6 +108,8 @@ class ClientSettings:
         auth_password: password (``authPassword``); not shown by ``repr``.
         tls: whether to use TLS (``tls``); list the TLS ports of the masters then.
         tls_ca_file: CA bundle to trust (``tlsCaFile``); None uses the system store.
+        tls_cert_file: client certificate (``tlsCertFile``), for clusters that require one.
+        tls_key_file: its private key (``tlsKeyFile``), when not in the certificate file.
         tls_server_hostname: one host name to check for every peer (``tlsServerHostname``); None
             checks each master and broker against the host it is reached at.
         framing: ``standard``, or ``legacy-length`` for TubeMQ servers 1.1.0 and 1.2.0
@@ -119,6 +123,8 @@ class ClientSettings:
     auth_password: str | None = None
     tls: bool = False
     tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     tls_server_hostname: str | None = None
     framing: Framing = "standard"
 
@@ -139,8 +145,8 @@ class ClientSettings:
         if self.auth_user is not None:
             result["credentials"] = Credentials(self.auth_user, self.auth_password or "")
         if self.tls:
-            context = ssl.create_default_context(cafile=self.tls_ca_file)
-            result["ssl_context"] = context
+            files = TlsFiles(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
+            result["ssl_context"] = files.context()
             result["tls_server_hostname"] = self.tls_server_hostname
         if self.framing != "standard":
             result["framing"] = self.framing
@@ -149,7 +155,8 @@ class ClientSettings:
 
 def parse_client_settings(options: Mapping[str, str]) -> ClientSettings:
     """Parse the connection options (``master``, ``rpcTimeout``, ``connectTimeout``, ``authUser``,
-    ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsServerHostname``, ``framing``); other names
+    ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsCertFile``, ``tlsKeyFile``,
+    ``tlsServerHostname``, ``framing``); other names
     are ignored.
 
     Raises:
@@ -181,9 +188,12 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
     elif "authpassword" in opts:
         checks.problem("option 'authPassword' needs option 'authUser'")
     tls = checks.flag_text(_option("tls"), opts["tls"]) if "tls" in opts else False
-    for name in ("tlscafile", "tlsserverhostname"):
+    for name in ("tlscafile", "tlscertfile", "tlskeyfile", "tlsserverhostname"):
         if name in opts and not tls:
             checks.problem(f"option {name!r} needs option 'tls' = true")
+    files = TlsFiles(opts.get("tlscafile"), opts.get("tlscertfile"), opts.get("tlskeyfile"))
+    for problem in files.problems():
+        checks.problem(f"{problem} (options 'tlsKeyFile' and 'tlsCertFile')")
     framing = opts.get("framing", "standard")
     checks.choice(_option("framing"), framing, FRAMINGS)
     return ClientSettings(
@@ -199,7 +209,9 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
         auth_user=user,
         auth_password=opts.get("authpassword"),
         tls=tls,
-        tls_ca_file=opts.get("tlscafile"),
+        tls_ca_file=files.ca_file,
+        tls_cert_file=files.cert_file,
+        tls_key_file=files.key_file,
         tls_server_hostname=opts.get("tlsserverhostname"),
         framing=cast(Framing, framing),
     )
