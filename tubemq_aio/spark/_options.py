@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
@@ -76,6 +77,7 @@ SOURCE_OPTION_NAMES = frozenset(
         "startingoffsets",
         "startingtimestamp",
         "startingoffsetsbytimestamp",
+        "msgtimezone",
         "endingoffsets",
         "maxoffsetspertrigger",
         "minpartitions",
@@ -398,6 +400,8 @@ class SourceOptions:
         starting: ``startingOffsets`` (default ``latest`` for streams, ``earliest`` for batch).
         starting_times: ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (instead of
             ``startingOffsets``), resolved by a time search on the driver when the query starts.
+        msg_time_zone: the IANA zone producers wrote ``msg_time`` in (``msgTimeZone``, default
+            ``UTC``); the time search reads the stamps in it (Java producers write local time).
         ending: ``endingOffsets`` (batch reads only; default ``latest``).
         max_offsets_per_trigger: messages per micro-batch over all partitions, None = no limit.
         min_partitions: split partitions so a batch has at least this many Spark tasks.
@@ -416,6 +420,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     read_timeout: float
     starting_times: StartTimes | None = None
+    msg_time_zone: str = "UTC"
 
     @property
     def planner_group(self) -> str:
@@ -495,6 +500,19 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             unit="seconds",
         ),
         starting_times=starting_times,
+        msg_time_zone=_zone_name(checks, opts.get("msgtimezone", "UTC")),
     )
     checks.done()
     return parsed
+
+
+def _zone_name(checks: Checks, name: str) -> str:
+    """``name`` when it is an IANA time zone this Python knows (``UTC``, ``Asia/Shanghai``)."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        checks.problem(
+            f"option 'msgTimeZone' must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
+            f"got {name!r}"
+        )
+    return name
