@@ -273,7 +273,9 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             or self._room_waiters
         ):
             await self._wait_to_send(deadline, timeout)
-        return self._register((payload,), len(payload), deadline, timeout)
+        started = self.start_parts((payload,), len(payload), timeout, deadline)
+        assert started is not None  # given a deadline, it always sends
+        return started
 
     def start(
         self, payload: bytes, timeout: float
@@ -295,32 +297,26 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         return self.start_parts((payload,), len(payload), timeout)
 
     def start_parts(
-        self, parts: Sequence[bytes], size: int, timeout: float
+        self, parts: Sequence[bytes], size: int, timeout: float, deadline: float | None = None
     ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
         """:meth:`start` for a payload given in pieces (joined once, when the tick's frames are
-        written); ``size`` is their total length."""
-        if (
-            self._closed is not None
-            or self._paused
-            or len(self._pending) >= self._max_in_flight
-            or self._room_waiters
-        ):
-            return None
-        return self._register(parts, size, self._loop.time() + timeout, timeout)
+        written); ``size`` is their total length.
 
-    def abandon(self, serial: int) -> None:
-        """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
-        if self._pending.pop(serial, None) is not None:
-            self._raw.discard(serial)
-            self.stats.cancelled += 1
-            if self._room_waiters:
-                self._wake_room()
-
-    def _register(
-        self, parts: Sequence[bytes], size: int, deadline: float, timeout: float
-    ) -> tuple[Connection, int, asyncio.Future[bytes]]:
-        # Inlined registration: this is the hottest path of the package.
+        ``deadline``: the loop time the answer is due, given only by a caller that has just
+        waited for room (:meth:`start_when_room`): it sends without looking for room again,
+        ahead of the callers still queued. Without it the answer is due ``timeout`` from now.
+        """
+        # Registration inlined (no call of its own): this is the hottest path of the package.
         pending = self._pending
+        if deadline is None:
+            if (
+                self._closed is not None
+                or self._paused
+                or len(pending) >= self._max_in_flight
+                or self._room_waiters
+            ):
+                return None
+            deadline = self._loop.time() + timeout
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
@@ -333,19 +329,26 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             parts = (length_prefix(len(frame)), frame) if self._legacy else (frame,)
             header = b""
         self._serial = serial
-        loop = self._loop
-        fut: asyncio.Future[bytes] = loop.create_future()
+        fut: asyncio.Future[bytes] = self._new_future()
         pending[serial] = (fut, deadline, timeout)
         if deadline < self.next_deadline:
             self.next_deadline = deadline
         self.stats.requests_sent += 1
         buf = self._wbuf
         if not buf:
-            loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush)
         if header:
             buf.append(header)
         buf.extend(parts)
         return self, serial, fut
+
+    def abandon(self, serial: int) -> None:
+        """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
+        if self._pending.pop(serial, None) is not None:
+            self._raw.discard(serial)
+            self.stats.cancelled += 1
+            if self._room_waiters:
+                self._wake_room()
 
     # ---- deadlines and closing ---------------------------------------------------------------
 
