@@ -1,6 +1,7 @@
 """What the send's hot path reads instead of calls (issue 32, CPU per message): the session's
 ``send_limits`` (published topics and their max message size in one lookup), the partitioner's
-unkeyed ``select`` taken once, and the answer future built without ``loop.create_future``'s frame.
+unkeyed ``select`` taken once, and the answer future and the loop's clock read without the
+asyncio loop's Python methods in between.
 
 Each shortcut must give what the calls it replaces gave: a send to a topic that is not
 published, still publishing, or whose size limit changed with a heartbeat is decided as before.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Sequence, Set
 
 import pytest
@@ -17,7 +19,7 @@ import uvloop
 
 from tests.support.held_producer import HeldConnection, settle, started_producer
 from tubemq_aio import Producer
-from tubemq_aio._io.pending import future_factory
+from tubemq_aio._io.pending import future_factory, loop_clock
 from tubemq_aio.errors import MessageTooLargeError
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse
 from tubemq_aio.protocol.producer_meta import DEFAULT_MAX_MSG_SIZE, Broker, Partition
@@ -143,6 +145,24 @@ def test_the_answer_future_belongs_to_the_running_loop(loop_kind: str) -> None:
         assert new_future() is not fut
         loop.call_soon(fut.set_result, b"ok")
         assert await fut == b"ok"
+
+    if loop_kind == "uvloop":
+        uvloop.run(check())
+    else:
+        asyncio.run(check())
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_the_connection_clock_is_the_loops_own(loop_kind: str) -> None:
+    async def check() -> None:
+        loop = asyncio.get_running_loop()
+        clock = loop_clock(loop)
+        if loop_kind == "asyncio":
+            assert clock is time.monotonic  # what BaseEventLoop.time returns
+        before = loop.time()
+        now = clock()
+        assert before <= now + 0.002  # uvloop's time is cached per loop turn, in milliseconds
+        assert now <= loop.time() + 0.002
 
     if loop_kind == "uvloop":
         uvloop.run(check())

@@ -97,7 +97,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
     # ---- state -------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        idle = max(0.0, self._loop.time() - self.last_activity)
+        idle = max(0.0, self._clock() - self.last_activity)
         return (
             f"<Connection {self.label} in_flight={len(self._pending)} idle={idle:.1f}s "
             f"paused={self._paused} closed={self._closed is not None}>"
@@ -109,7 +109,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         """Keep the transport, set TCP_NODELAY and the write buffer limits."""
         # uvloop's transports are not asyncio.Transport subclasses; they implement its interface.
         self._transport = transport = cast(asyncio.Transport, transport)
-        self.last_activity = self._loop.time()
+        self.last_activity = self._clock()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError, AttributeError):
@@ -137,7 +137,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         except FrameError as exc:
             self._fail(exc)
             return
-        self.last_activity = self._loop.time()
+        self.last_activity = self._clock()
         if frames:
             self.answered = True
         pending = self._pending
@@ -175,11 +175,16 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
                     fut.set_exception(error)
                 self._fail(error)
                 return
+            if type(result) is bytes or isinstance(result, bytes):  # almost every answer
+                if fut.done():
+                    stats.dropped_responses += 1
+                else:
+                    # A SUCCESS in another layout (no server writes one): re-wrapped in the
+                    # plain one.
+                    fut.set_result(encode_success(0, result) if whole else result)
+                continue
             if fut.done():
                 stats.dropped_responses += 1
-            elif isinstance(result, bytes):
-                # A SUCCESS in another layout (no server writes one): re-wrapped in the plain one.
-                fut.set_result(encode_success(0, result) if whole else result)
             else:
                 fut.set_exception(result)
             if isinstance(result, RemoteRpcError) and closes_connection(result.exception_name):
@@ -265,7 +270,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             RequestNotSentError: the connection was lost meanwhile (not sent).
             ClientClosedError: the connection was closed by its owner (not sent).
         """
-        deadline = self._loop.time() + timeout
+        deadline = self._clock() + timeout
         if (
             self._closed is not None
             or self._paused
@@ -316,7 +321,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
                 or self._room_waiters
             ):
                 return None
-            deadline = self._loop.time() + timeout
+            deadline = self._clock() + timeout
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
@@ -423,7 +428,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             # One join of the tick's frames (header and payload pieces): asyncio's writelines
             # joins too, uvloop's would queue every piece separately.
             transport.write(b"".join(buf))
-            self.last_activity = self._loop.time()
+            self.last_activity = self._clock()
             if not transport.is_closing():  # a write the socket refused closes the transport
                 self._written = self._serial  # every request registered so far is written
 

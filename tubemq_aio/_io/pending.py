@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from functools import partial
@@ -29,7 +30,7 @@ from tubemq_aio.errors import (
     WriteTimeoutError,
 )
 
-__all__ = ["PendingCalls", "future_factory"]
+__all__ = ["PendingCalls", "future_factory", "loop_clock"]
 
 # (future, deadline, timeout): a tuple is the cheapest record to build per request.
 _Pending = tuple["asyncio.Future[bytes]", float, float]
@@ -44,6 +45,16 @@ def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Futu
     if type(loop).create_future is asyncio.BaseEventLoop.create_future:
         return partial(asyncio.Future, loop=loop)
     return loop.create_future
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """``loop.time`` as a callable: on asyncio's own loops, whose ``time`` is a Python method
+    returning ``time.monotonic()``, that function itself (the same clock, a Python frame less
+    per call); on other loops (uvloop) their own ``time``.
+    """
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
 
 
 class PendingCalls:
@@ -69,6 +80,8 @@ class PendingCalls:
         self._loop = loop = asyncio.get_running_loop()
         #: Makes a call's answer future (see :func:`future_factory`).
         self._new_future: Callable[[], asyncio.Future[bytes]] = future_factory(loop)
+        #: The loop's clock (see :func:`loop_clock`).
+        self._clock = loop_clock(loop)
         self._pending: dict[int, _Pending] = {}
         #: Serials of pending calls whose plain SUCCESS answer is handed over whole (envelope
         #: included, see ``Connection.call``); each leaves the set when its entry leaves
