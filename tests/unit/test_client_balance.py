@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from tubemq_aio.errors import ClientBalanceConfigError, ConsumerConfigError, MalformedMetaError
 from tubemq_aio.protocol.client_balance import (
+    BalanceClient,
     PartitionMetaCache,
+    SubscriptionReport,
     SubscriptionReporter,
     assign_modulo,
     build_get_part_meta,
@@ -166,11 +168,7 @@ def test_subscription_reporter() -> None:
 def test_v2_builders() -> None:
     flow = FlowControlState()
     body = build_register_v2(
-        client_id="c-Balance-1",
-        group="g",
-        host_name="h",
-        source_count=2,
-        node_id=1,
+        client=BalanceClient("c-Balance-1", "g", "h", source_count=2, node_id=1),
         topics=["t"],
         topic_conditions=["t#a"],
         flow=flow,
@@ -186,10 +184,7 @@ def test_v2_builders() -> None:
         build_heartbeat_v2(
             client_id="c",
             group="g",
-            broker_config_id=5,
-            topic_meta_id=9,
-            assigned_time_ms=1000,
-            part_sub_info=["t#1:0"],
+            report=SubscriptionReport(5, 9, assigned_time_ms=1000, part_sub_info=("t#1:0",)),
             flow=flow,
             max_offset_ctrl_id=12,
         )

@@ -31,8 +31,10 @@ from tubemq_aio.protocol.producer_master_values import MasterCertificate
 
 __all__ = [
     "CONNECT_FAILURE_HOLD",
+    "BalanceClient",
     "PartitionMeta",
     "PartitionMetaCache",
+    "SubscriptionReport",
     "SubscriptionReporter",
     "assign_modulo",
     "build_get_part_meta",
@@ -307,18 +309,49 @@ class SubscriptionReporter:
         return format_part_sub_info(current)
 
 
-def _sub_rep(
-    msg: master_pb.ClientSubRepInfo,
-    broker_config_id: int,
-    topic_meta_id: int,
-    assigned_time_ms: int,
-    part_sub_info: Iterable[str] | None,
-) -> None:
-    msg.brokerConfigId, msg.topicMetaInfoId = broker_config_id, topic_meta_id
-    if assigned_time_ms >= 0:
-        msg.lstAssignedTime = assigned_time_ms
-    msg.reportSubInfo = part_sub_info is not None
-    msg.partSubInfo.extend(part_sub_info or ())
+@dataclass(frozen=True, slots=True)
+class BalanceClient:
+    """Who a client-balanced consumer is, as its ``RegisterRequestC2MV2`` names it (§8.1).
+
+    Attributes:
+        client_id: the consumer's id.
+        group: its consumer group.
+        host_name: its host.
+        source_count: the declared number of clients (validated, -2 = undeclared).
+        node_id: this client's index (validated, -2 = undeclared).
+    """
+
+    client_id: str
+    group: str
+    host_name: str
+    source_count: int
+    node_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionReport:
+    """``ClientSubRepInfo`` of a V2 register or heartbeat (§8.1, §8.2): the ids of the metadata
+    the client holds and, when it reports them, the partitions it holds.
+
+    Attributes:
+        broker_config_id: ``brokerConfigId`` held (``META_VALUE_UNDEFINED`` before any).
+        topic_meta_id: ``topicMetaInfoId`` held (``META_VALUE_UNDEFINED`` before any).
+        assigned_time_ms: ``lstAssignedTime``, sent only when ``>= 0``.
+        part_sub_info: ``partSubInfo`` entries to report, or ``None`` to report nothing.
+    """
+
+    broker_config_id: int = META_VALUE_UNDEFINED
+    topic_meta_id: int = META_VALUE_UNDEFINED
+    assigned_time_ms: int = -1
+    part_sub_info: tuple[str, ...] | None = None
+
+    def fill(self, msg: master_pb.ClientSubRepInfo) -> None:
+        """Write this report into a request's ``subRepInfo``."""
+        msg.brokerConfigId, msg.topicMetaInfoId = self.broker_config_id, self.topic_meta_id
+        if self.assigned_time_ms >= 0:
+            msg.lstAssignedTime = self.assigned_time_ms
+        msg.reportSubInfo = self.part_sub_info is not None
+        msg.partSubInfo.extend(self.part_sub_info or ())
 
 
 def _ops(msg: master_pb.OpsTaskInfo, flow: FlowControlState, max_offset_ctrl_id: int) -> bool:
@@ -337,30 +370,37 @@ def _ops(msg: master_pb.OpsTaskInfo, flow: FlowControlState, max_offset_ctrl_id:
 
 def build_register_v2(
     *,
-    client_id: str,
-    group: str,
-    host_name: str,
-    source_count: int,
-    node_id: int,
+    client: BalanceClient,
     topics: Iterable[str],
     topic_conditions: Iterable[str] = (),
-    broker_config_id: int = META_VALUE_UNDEFINED,
-    topic_meta_id: int = META_VALUE_UNDEFINED,
-    assigned_time_ms: int = -1,
-    part_sub_info: Iterable[str] | None = None,
+    report: SubscriptionReport = SubscriptionReport(),
     flow: FlowControlState,
     max_offset_ctrl_id: int = META_VALUE_UNDEFINED,
     auth: MasterCertificate | None = None,
     jdk_version: str | None = None,
 ) -> bytes:
-    """``RegisterRequestC2MV2`` (method 20, §8.1); ``part_sub_info`` not None reports it."""
+    """``RegisterRequestC2MV2`` (method 20, §8.1).
+
+    Args:
+        client: who registers.
+        topics: the subscribed topics.
+        topic_conditions: ``topic#filter`` items of the topics with a filter.
+        report: the held metadata ids and partitions (nothing held: the default).
+        flow: the flow-control rules held (their check ids go into ``opsTaskInfo``).
+        max_offset_ctrl_id: the consume-from-max control id held.
+        auth: the register credentials, if the cluster authenticates.
+        jdk_version: the ``jdkVersion`` to claim, if any.
+    """
     msg = master_pb.RegisterRequestC2MV2(
-        clientId=client_id, groupName=group, hostName=host_name, sourceCount=source_count
+        clientId=client.client_id,
+        groupName=client.group,
+        hostName=client.host_name,
+        sourceCount=client.source_count,
     )
-    msg.nodeId = node_id
+    msg.nodeId = client.node_id
     msg.topicList.extend(topics)
     msg.topicCondition.extend(topic_conditions)
-    _sub_rep(msg.subRepInfo, broker_config_id, topic_meta_id, assigned_time_ms, part_sub_info)
+    report.fill(msg.subRepInfo)
     if not _ops(msg.opsTaskInfo, flow, max_offset_ctrl_id):
         msg.ClearField("opsTaskInfo")
     _cert(msg.authInfo, auth)
@@ -373,17 +413,14 @@ def build_heartbeat_v2(
     *,
     client_id: str,
     group: str,
-    broker_config_id: int,
-    topic_meta_id: int,
-    assigned_time_ms: int = -1,
-    part_sub_info: Iterable[str] | None = None,
+    report: SubscriptionReport,
     flow: FlowControlState,
     max_offset_ctrl_id: int = META_VALUE_UNDEFINED,
     auth: MasterCertificate | None = None,
 ) -> bytes:
     """``HeartRequestC2MV2`` (method 21, §8.2); arguments as for :func:`build_register_v2`."""
     msg = master_pb.HeartRequestC2MV2(clientId=client_id, groupName=group)
-    _sub_rep(msg.subRepInfo, broker_config_id, topic_meta_id, assigned_time_ms, part_sub_info)
+    report.fill(msg.subRepInfo)
     if not _ops(msg.opsTaskInfo, flow, max_offset_ctrl_id):
         msg.ClearField("opsTaskInfo")
     _cert(msg.authInfo, auth)
