@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from tubemq_aio.errors import ClientBalanceConfigError, ConsumerConfigError, MalformedMetaError
 from tubemq_aio.protocol.client_balance import (
     BalanceClient,
+    OpsTaskIds,
     PartitionMetaCache,
     SubscriptionReport,
     SubscriptionReporter,
@@ -171,7 +172,7 @@ def test_v2_builders() -> None:
         client=BalanceClient("c-Balance-1", "g", "h", source_count=2, node_id=1),
         topics=["t"],
         topic_conditions=["t#a"],
-        flow=flow,
+        ops=OpsTaskIds(flow),
     )
     msg = master_pb.RegisterRequestC2MV2.FromString(body)
     assert (msg.sourceCount, msg.nodeId, list(msg.topicCondition)) == (2, 1, ["t#a"])
@@ -185,8 +186,7 @@ def test_v2_builders() -> None:
             client_id="c",
             group="g",
             report=SubscriptionReport(5, 9, assigned_time_ms=1000, part_sub_info=("t#1:0",)),
-            flow=flow,
-            max_offset_ctrl_id=12,
+            ops=OpsTaskIds(flow, max_offset_ctrl_id=12),
         )
     )
     assert beat.subRepInfo.reportSubInfo
@@ -199,3 +199,14 @@ def test_v2_builders() -> None:
         build_get_part_meta(client_id="c", group="g", broker_config_id=5, topic_meta_id=-2)
     )
     assert (meta.brokerConfigId, meta.topicMetaInfoId) == (5, -2)
+
+
+def test_ops_task_ids_send_only_the_ids_held() -> None:
+    only_max = master_pb.OpsTaskInfo()
+    assert OpsTaskIds(FlowControlState(), max_offset_ctrl_id=0).fill(only_max)
+    assert only_max.HasField("csmFrmMaxOffsetCtrlId")
+    assert only_max.csmFrmMaxOffsetCtrlId == 0
+    assert not only_max.HasField("defFlowCheckId")
+    nothing = master_pb.OpsTaskInfo()
+    assert not OpsTaskIds(FlowControlState()).fill(nothing)
+    assert nothing.ListFields() == []

@@ -22,6 +22,7 @@ from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, se
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol.client_balance import (
     BalanceClient,
+    OpsTaskIds,
     PartitionMetaCache,
     SubscriptionReport,
     SubscriptionReporter,
@@ -108,7 +109,7 @@ class ClientBalanceSession(SessionBase):
             topics=list(cfg.topics),
             topic_conditions=[TopicCondition(t, f).format() for t, f in cfg.topics.items() if f],
             report=self._report(tuple(format_part_sub_info(held)) if held else None),
-            flow=self.flow,
+            ops=OpsTaskIds(self.flow),
             auth=self.tokens.register_auth(*auth_stamp()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body, deadline=deadline)
@@ -169,8 +170,7 @@ class ClientBalanceSession(SessionBase):
             client_id=self.client_id,
             group=self.config.group,
             report=self._report(None if reported is None else tuple(reported)),
-            flow=self.flow,
-            max_offset_ctrl_id=self.max_offset_ctrl.ctrl_id,
+            ops=OpsTaskIds(self.flow, self.max_offset_ctrl.ctrl_id),
             auth=self.tokens.heartbeat_auth(*auth_stamp()),
         )
         try:

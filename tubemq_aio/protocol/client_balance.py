@@ -32,6 +32,7 @@ from tubemq_aio.protocol.producer_master_values import MasterCertificate
 __all__ = [
     "CONNECT_FAILURE_HOLD",
     "BalanceClient",
+    "OpsTaskIds",
     "PartitionMeta",
     "PartitionMetaCache",
     "SubscriptionReport",
@@ -354,18 +355,33 @@ class SubscriptionReport:
         msg.partSubInfo.extend(self.part_sub_info or ())
 
 
-def _ops(msg: master_pb.OpsTaskInfo, flow: FlowControlState, max_offset_ctrl_id: int) -> bool:
-    # Only ids the client holds (>= 0) are sent; nothing at all when none is held (§8.1).
-    ids = (flow.default.check_id, flow.group.check_id, flow.qry_priority_id, max_offset_ctrl_id)
-    if ids[0] >= 0:
-        msg.defFlowCheckId = ids[0]
-    if ids[1] >= 0:
-        msg.groupFlowCheckId = ids[1]
-    if ids[2] >= 0:
-        msg.qryPriorityId = ids[2]
-    if ids[3] >= 0:
-        msg.csmFrmMaxOffsetCtrlId = ids[3]
-    return max(ids) >= 0
+@dataclass(frozen=True, slots=True)
+class OpsTaskIds:
+    """The ids of the rules a client-balanced consumer holds, as its V2 register and heartbeat
+    send them in ``opsTaskInfo`` (§8.1): only ids held (``>= 0``); no ``opsTaskInfo`` at all
+    when none is held.
+
+    Attributes:
+        flow: the flow-control rules held (default, group and query-priority check ids).
+        max_offset_ctrl_id: the consume-from-max control id held.
+    """
+
+    flow: FlowControlState
+    max_offset_ctrl_id: int = META_VALUE_UNDEFINED
+
+    def fill(self, msg: master_pb.OpsTaskInfo) -> bool:
+        """Write the held ids into ``msg``; whether any was held."""
+        flow = self.flow
+        ids = (flow.default.check_id, flow.group.check_id, flow.qry_priority_id)
+        if ids[0] >= 0:
+            msg.defFlowCheckId = ids[0]
+        if ids[1] >= 0:
+            msg.groupFlowCheckId = ids[1]
+        if ids[2] >= 0:
+            msg.qryPriorityId = ids[2]
+        if self.max_offset_ctrl_id >= 0:
+            msg.csmFrmMaxOffsetCtrlId = self.max_offset_ctrl_id
+        return max(*ids, self.max_offset_ctrl_id) >= 0
 
 
 def build_register_v2(
@@ -374,8 +390,7 @@ def build_register_v2(
     topics: Iterable[str],
     topic_conditions: Iterable[str] = (),
     report: SubscriptionReport = SubscriptionReport(),
-    flow: FlowControlState,
-    max_offset_ctrl_id: int = META_VALUE_UNDEFINED,
+    ops: OpsTaskIds,
     auth: MasterCertificate | None = None,
     jdk_version: str | None = None,
 ) -> bytes:
@@ -386,8 +401,7 @@ def build_register_v2(
         topics: the subscribed topics.
         topic_conditions: ``topic#filter`` items of the topics with a filter.
         report: the held metadata ids and partitions (nothing held: the default).
-        flow: the flow-control rules held (their check ids go into ``opsTaskInfo``).
-        max_offset_ctrl_id: the consume-from-max control id held.
+        ops: the ids of the rules held.
         auth: the register credentials, if the cluster authenticates.
         jdk_version: the ``jdkVersion`` to claim, if any.
     """
@@ -401,7 +415,7 @@ def build_register_v2(
     msg.topicList.extend(topics)
     msg.topicCondition.extend(topic_conditions)
     report.fill(msg.subRepInfo)
-    if not _ops(msg.opsTaskInfo, flow, max_offset_ctrl_id):
+    if not ops.fill(msg.opsTaskInfo):
         msg.ClearField("opsTaskInfo")
     _cert(msg.authInfo, auth)
     if jdk_version is not None:
@@ -414,14 +428,13 @@ def build_heartbeat_v2(
     client_id: str,
     group: str,
     report: SubscriptionReport,
-    flow: FlowControlState,
-    max_offset_ctrl_id: int = META_VALUE_UNDEFINED,
+    ops: OpsTaskIds,
     auth: MasterCertificate | None = None,
 ) -> bytes:
     """``HeartRequestC2MV2`` (method 21, §8.2); arguments as for :func:`build_register_v2`."""
     msg = master_pb.HeartRequestC2MV2(clientId=client_id, groupName=group)
     report.fill(msg.subRepInfo)
-    if not _ops(msg.opsTaskInfo, flow, max_offset_ctrl_id):
+    if not ops.fill(msg.opsTaskInfo):
         msg.ClearField("opsTaskInfo")
     _cert(msg.authInfo, auth)
     return msg.SerializeToString()

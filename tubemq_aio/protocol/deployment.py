@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 
-from tubemq_aio.protocol.client_balance import BalanceClient, build_register_v2
+from tubemq_aio.protocol.client_balance import BalanceClient, OpsTaskIds, build_register_v2
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.producer_master_values import MasterCertificate
 
@@ -59,7 +59,7 @@ def build_deployment_check(
     return build_register_v2(
         client=BalanceClient(client_id, CHECK_GROUP, host_name, source_count=1, node_id=1),
         topics=[topic],
-        flow=FlowControlState(),
+        ops=OpsTaskIds(FlowControlState()),
         auth=auth,
     )
 
