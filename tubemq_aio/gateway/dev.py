@@ -34,6 +34,7 @@ from tubemq_aio.gateway.config.cors import CorsConfig
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
 from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
+from tubemq_aio.gateway.server import GatewayServer
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 
@@ -76,7 +77,7 @@ class DevOptions:
     key_file: Path | None = None
 
 
-class _Server(uvicorn.Server):
+class _Server(GatewayServer):
     """A uvicorn server that leaves the signals to :func:`run_dev` (uvicorn's own handler
     re-raises the signal once it stopped, which would cut the clean-up short)."""
 

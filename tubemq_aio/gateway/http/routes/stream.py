@@ -140,8 +140,9 @@ class EventStreamResponse(Response):
                     await body(self._encode(event))
                     if event.kind == "end":
                         break
-                elif task in done:  # ended without an end event: a bug, logged by the hub
-                    await body(_sse("end", {"reason": "error"}))
+                elif task in done:  # stopped by a shutdown, else a bug (logged by the hub)
+                    reason = "shutdown" if self.gateway.streams.closed else "error"
+                    await body(_sse("end", {"reason": reason}))
                     break
                 elif not done:
                     await body(b": keepalive\n\n")
