@@ -196,3 +196,25 @@ async def test_two_streams_on_one_group_share_it_without_duplicates(
                 for task in done:
                     task.result()
             assert sorted(seen) == sorted(bodies)  # every message once: none twice
+
+
+async def test_a_stream_refuses_the_client_ids_a_fetch_refuses(redis_server: RedisServer) -> None:
+    # the stream took any 1-200 characters, so a broadcast client could read (and keep state
+    # in Redis) under an id whose lag and fetch routes answer 422
+    async with FakeCluster(topics={"t": 1}) as cluster:
+        groups = [{"name": "gb", "topics": ["t"], "mode": "broadcast"}]
+        config = stream_config(cluster.master_addr, redis_server.url, groups)
+        async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as c:
+            for client_id in ("a b", "c" * 129, "\u00e9", "a|b", "a/b"):
+                fetched = await c.post("/v1/groups/gb/fetch", json={"client_id": client_id},
+                                       headers=READER)  # fmt: skip
+                assert fetched.status_code == 422, (client_id, fetched.text)
+                query = {"client_id": client_id}
+                async with c.stream("GET", "/v1/groups/gb/stream", params=query,
+                                    headers=READER) as r:  # fmt: skip
+                    assert r.status_code == 422, client_id  # not a stream that never ends
+                    assert r.headers["content-type"] == "application/json", client_id
+            ok = "ui-1.a:b_C-9" + "c" * 116  # 128 characters of the allowed alphabet
+            async with c.stream("GET", "/v1/groups/gb/stream", params={"client_id": ok},
+                                headers=READER) as response:  # fmt: skip
+                assert response.status_code == 200
