@@ -182,14 +182,16 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
                 say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
             if stop.is_set():  # a signal during start-up: undo what started, serve nothing
                 return 0
+            # the port first: a second dev on a busy port fails before it touches the key
+            # file, which belongs to the one already running
+            sock = _listen(options.host, options.port)
+            stack.callback(sock.close)
             key = secrets.token_urlsafe(24)
             if options.key_file is not None:
                 _write_key(options.key_file, key)
                 stack.callback(options.key_file.unlink, missing_ok=True)
             config = dev_config(options, masters, redis.url, key)
             await initialise_store(config)
-            sock = _listen(options.host, options.port)
-            stack.callback(sock.close)
         except (TubeMQError, OSError) as err:
             _fail(f"cannot start: {err}")
             return 1
