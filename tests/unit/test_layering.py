@@ -27,7 +27,13 @@ FORBIDDEN_IN_PROTOCOL = {"asyncio", "socket", "time", "selectors", "ssl", "threa
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "ground",
-        ("tubemq_aio.errors", "tubemq_aio.checks", "tubemq_aio._version", "tubemq_aio.accelerator"),
+        (
+            "tubemq_aio.errors",
+            "tubemq_aio.checks",
+            "tubemq_aio.tls",
+            "tubemq_aio._version",
+            "tubemq_aio.accelerator",
+        ),
     ),
     ("protocol", ("tubemq_aio.protocol",)),
     ("compiled twins", ("tubemq_aio._speedups",)),

@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
 
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
@@ -65,6 +65,7 @@ class TubeGroup:
         rpc_timeout: seconds per RPC.
         client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
             framing: ``TubeMQAccess.client_options()``).
+        msg_time_zone: the zone the group's producers stamp ``msg_time`` in (time searches).
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class TubeGroup:
         deployment: str,
         rpc_timeout: float = 5.0,
         client_options: Mapping[str, Any] | None = None,
+        msg_time_zone: tzinfo = UTC,
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
@@ -85,6 +87,7 @@ class TubeGroup:
             "rpc_timeout": rpc_timeout,
             "fetchers": 1,
             "register_attempts": 2,
+            "msg_time_zone": msg_time_zone,
         }
         options.update(masters=masters, group=group, topics=list(topics))
         self._options = options
