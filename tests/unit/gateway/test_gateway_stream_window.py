@@ -16,7 +16,7 @@ from tests.support.gateway_fakes import BASE_CONFIG
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.engine import streams
-from tubemq_aio.gateway.engine.data import FetchOutcome, LagEntry, LagReport, Lease
+from tubemq_aio.gateway.engine.data import FetchOutcome, LagEntry, LagReport, Lease, Position
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent, StreamHub
 from tubemq_aio.gateway.errors import (
@@ -41,7 +41,8 @@ async def _forever() -> None:
 @dataclass
 class ScriptEngine:
     """Fetches answer from ``script`` (a lease id, an exception, ``"throttled"``, ``"block"`` or
-    ``"swallow"``, which blocks and returns "empty" when cancelled);
+    ``"swallow"``, which blocks and returns "empty" when cancelled, or ``"wait"``, a long poll
+    that finds nothing);
     every settle, lag and fetch is recorded; ``block_settle`` / ``block_lag`` hang them."""
 
     script: list[object] = field(default_factory=list)
@@ -51,12 +52,16 @@ class ScriptEngine:
     block_settle: bool = False
     block_lag: bool = False
     mine: set[str] = field(default_factory=set)  # partitions the lag report shows as ours
+    acked: set[str] = field(default_factory=set)  # partitions whose batch was acked elsewhere
 
     async def fetch(self, wait_ms: int) -> FetchOutcome:
         self.fetches += 1
         step = self.script.pop(0) if self.script else "block"
         if step == "block":
             await _forever()
+        if step == "wait":  # a long poll that finds nothing
+            await asyncio.sleep(wait_ms / 1000)
+            return FetchOutcome("empty", None, ())
         if step == "swallow":  # a library that drops the cancel (3.11's asyncio.wait_for)
             try:
                 await _forever()
@@ -70,7 +75,7 @@ class ScriptEngine:
         self.mine.add(f"p-{lease_id}")
         lease = Lease(LeaseKey("g", "c", f"p-{lease_id}", lease_id), 0, 0)
         message = Message(topic="t", body=lease_id.encode(), message_id=1, partition_key="p")
-        return FetchOutcome("ok", lease, (message,))
+        return FetchOutcome("ok", lease, (message,), position=Position(0, 1, 1, 1))
 
     async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
         self.settles.append((lease.lease_id, action))
@@ -84,7 +89,10 @@ class ScriptEngine:
         self.lags += 1
         if self.block_lag:
             await _forever()
-        entries = tuple(LagEntry(pk, 0, 0, 0, lease_holder=HOLDER) for pk in sorted(self.mine))
+        entries = tuple(
+            LagEntry(pk, 1 if pk in self.acked else 0, 1, 0, lease_holder=HOLDER)
+            for pk in sorted(self.mine)
+        )
         return LagReport(group, "c", entries, 0)
 
     def released(self) -> list[str]:
@@ -150,13 +158,29 @@ async def test_a_probe_frees_leases_settled_elsewhere_and_a_lease_that_ran_out()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
-    engine = ScriptEngine(["x", "y"])
+    engine = ScriptEngine(["x", "y"], acked={"p-x"})
     stream = _stream(engine, window=1, lease_ms=200, probe_interval_ms=60_000)
     task = asyncio.create_task(stream.run(_retriable))
-    await _events(stream, 2)  # x's lease ran out (redelivered by its lease): y came
+    await _events(stream, 2)  # x's lease ran out, acked through another replica: y came
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert engine.released() == ["y"]  # x ran out: no longer the stream's to give back
+    assert engine.released() == ["y"]  # x was settled: no longer the stream's to give back
+
+
+@pytest.mark.parametrize("window", [1, 3])
+async def test_a_batch_whose_lease_ran_out_unacked_ends_the_stream(window: int) -> None:
+    """Its client stopped processing: going on would lease the batch to it again and again
+    (each time one redelivery more, and a dead letter with max_redeliveries)."""
+    engine = ScriptEngine(["x", "wait"])
+    stream = _stream(engine, window=window, lease_ms=200, probe_interval_ms=60_000)
+    task = asyncio.create_task(stream.run(_retriable))
+    events = await _events(stream, 2)
+    assert [e.kind for e in events] == ["batch", "end"]
+    assert events[1].reason == "lease_expired"
+    async with asyncio.timeout(3):
+        await task
+    assert engine.fetches <= 2  # "x", and at most one long poll, cut at x's lease
+    assert engine.released() == []  # x ran out: the lease already gave it back
 
 
 async def test_errors_retriable_go_on_final_end_and_bugs_are_raised(

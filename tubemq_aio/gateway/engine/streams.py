@@ -33,7 +33,10 @@ log = logging.getLogger("tubemq_aio.gateway")
 
 #: Seconds a stream rests after a retriable error before it fetches again.
 _ERROR_PAUSE = 1.0
-EndReason = Literal["max_seconds", "error", "shutdown"]
+#: Seconds past a held lease's end at which a long poll of the stream ends (timers may fire
+#: a little early; the lease must have run out when it is looked at).
+_PAST_LEASE = 0.02
+EndReason = Literal["max_seconds", "error", "shutdown", "lease_expired"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,11 @@ class StreamEvent:
 class _Held:
     lease: Lease
     deadline: float  # loop time at which the lease has surely run out
+    next_offset: int | None  # where an ack moves the committed offset (None: not known)
+
+
+class _LeaseRanOut(Exception):
+    """A batch of this stream was not acked through any replica within its lease."""
 
 
 class _Stalled(Exception):
@@ -145,11 +153,18 @@ class BatchStream:
     ) -> EndReason:
         while (left := deadline - loop.time()) > 0:
             self._check_stop()
-            if len(self.held) >= self.window:
-                await self._wait_room(loop, deadline)
-                continue
             try:
-                outcome = await self.fetch(max(1, min(self.settings.wait_ms, int(left * 1000))))
+                await self._forget_expired(loop.time())
+                if len(self.held) >= self.window:
+                    await self._wait_room(loop, deadline)
+                    continue
+            except _LeaseRanOut:
+                return "lease_expired"
+            # a long poll ends by the time a held lease runs out, which is then looked at
+            first_out = min((h.deadline for h in self.held.values()), default=deadline)
+            wait_s = min(left, first_out - loop.time() + _PAST_LEASE)
+            try:
+                outcome = await self.fetch(max(1, min(self.settings.wait_ms, int(wait_s * 1000))))
             except Exception as exc:  # classified below; a bug is raised again
                 go_on = retriable(exc)
                 if go_on is None:
@@ -161,7 +176,8 @@ class BatchStream:
                 continue
             lease = outcome.lease
             if outcome.status == "ok" and lease is not None:
-                self.held[lease.lease_id] = _Held(lease, loop.time() + self.lease_ms / 1000)
+                ends = None if outcome.position is None else outcome.position.next
+                self.held[lease.lease_id] = _Held(lease, loop.time() + self.lease_ms / 1000, ends)
                 await self._put(StreamEvent("batch", outcome=outcome), deadline)
             elif outcome.status == "throttled":
                 pause = (outcome.retry_after_ms or 100) / 1000
@@ -184,8 +200,7 @@ class BatchStream:
         next_probe = loop.time() + self.settings.probe_interval_ms / 1000
         while len(self.held) >= self.window and (now := loop.time()) < deadline:
             self._check_stop()
-            for lease_id in [k for k, h in self.held.items() if h.deadline <= now]:
-                del self.held[lease_id]  # redelivered by its lease; no longer ours
+            await self._forget_expired(now)
             if len(self.held) < self.window:
                 return
             if now >= next_probe:
@@ -197,6 +212,36 @@ class BatchStream:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(next_probe, first_out, deadline) - now):
                     await self._room.wait()
+
+    async def _forget_expired(self, now: float) -> None:
+        """Forget the held leases whose time ran out; raise :class:`_LeaseRanOut` when one of
+        them was not acked through any replica (the partition's committed offset did not reach
+        the batch's end): its client stopped processing, and a stream that went on would lease
+        the batch to it again and again, burning its redeliveries (and dead-lettering it with
+        ``max_redeliveries``). When Redis cannot be asked, they are forgotten as before."""
+        expired = [k for k, h in self.held.items() if h.deadline <= now]
+        if not expired:
+            return
+        try:
+            async with asyncio.timeout(self.settings.probe_interval_ms / 1000 + 5.0):
+                report = await self.engine.lag(self.group, client_id=self.client_id)
+        except (TubeMQError, TimeoutError) as exc:
+            log.debug("stream probe of group %r failed: %r", self.group, exc)
+            for lease_id in expired:
+                del self.held[lease_id]  # redelivered by its lease; no longer ours
+            return
+        committed = {p.partition_key: p.committed for p in report.partitions}
+        unacked = False
+        for lease_id in expired:
+            held = self.held.pop(lease_id)
+            cmt = committed.get(held.lease.partition_key)
+            unacked |= held.next_offset is None or cmt is None or cmt < held.next_offset
+        if unacked:
+            log.info(
+                "a stream of group %r ended: a batch it delivered ran out of its lease unacked",
+                self.group,
+            )
+            raise _LeaseRanOut
 
     async def _probe(self) -> None:
         """Forget the held leases Redis no longer shows as this stream's (settled through

@@ -5,7 +5,8 @@ acks it through ``POST /v1/leases/{token}/ack`` like a fetched batch. At most ``
 are unacked at once; the stream waits for acks (or for leases to run out) before it fetches more.
 When the client disconnects, the stream ends and its unacked leases are released for
 redelivery at once. Events: ``batch``, ``failure`` (an error body; the stream goes on after a
-retriable one) and ``end`` (``reason``: ``max_seconds``, ``error``); comment lines keep an idle
+retriable one) and ``end`` (``reason``: ``max_seconds``, ``shutdown``, ``lease_expired``: a
+delivered batch ran out of its lease unacked, ``error``); comment lines keep an idle
 stream alive.
 """
 
