@@ -332,7 +332,9 @@ class ConsumeService:
     ) -> list[ResetEntry]:
         """Move committed offsets; outstanding leases get 409 afterwards.
 
-        ``earliest``/``latest`` resolve at each partition's next fetch (no broker call). A
+        ``earliest`` resolves at each partition's next fetch (no broker call); ``latest`` is
+        each partition's max offset now (one broker register per partition by the group
+        ``{group}_planner``; at the next fetch when TubeMQ does not answer). A
         timezone-aware ``datetime`` moves every partition to its first message stamped
         (``msg_time``) at or after it, found by the SDK's time search with the group
         ``{group}_planner`` (docs/protocol/time.md). In a broadcast group without
@@ -352,11 +354,31 @@ class ConsumeService:
             target, pairs = "", list((await tube.offsets_for_times(known, to)).items())
         else:
             target, pairs = checked_reset(to)
+            if target == "latest" and known:
+                target, pairs = await self._latest_now(spec, known)
         scopes, out = await reset_offsets(store, spec, client_id, target, pairs, known)
         for scope in scopes:
             self._sync.forget(group, scope)
         self._stats.resets += 1
         return out
+
+    async def _latest_now(
+        self, spec: GroupSpec, known: list[str]
+    ) -> tuple[str, list[tuple[str, int]]]:
+        """``latest`` as each partition's max offset now, so that what is produced after the
+        reset is delivered; when TubeMQ cannot be asked, ``latest`` itself (resolved at each
+        partition's next fetch: what comes before that fetch is skipped)."""
+        try:
+            tube = await self._tube(spec)
+            return "", list((await tube.latest_offsets(known)).items())
+        except (TubeMQError, TubeUnavailableError) as exc:
+            log.warning(
+                "reset of group %s to latest: TubeMQ did not answer (%r); each partition moves "
+                "at its next fetch instead",
+                spec.name,
+                exc,
+            )
+            return "latest", []
 
     async def _known_partitions(self, spec: GroupSpec) -> list[str]:
         try:

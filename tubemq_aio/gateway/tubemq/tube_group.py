@@ -190,6 +190,19 @@ class TubeGroup:
             )
         return {key: f.offset for key, f in found.items()}
 
+    async def latest_offsets(self, keys: Sequence[str]) -> dict[str, int]:
+        """Each partition's max offset now (where its next message goes), from one broker
+        register and unregister per partition by a short-lived consumer of the group
+        ``{group}_planner`` (:meth:`ClientBalancedConsumer.offset_bounds`): the shared session,
+        its broker cursors and the group's offsets are not touched.
+
+        Raises:
+            TubeMQError: the master or a broker refused or could not be reached.
+        """
+        options = dict(self._options, group=planner_group(self.group), consume_from="earliest")
+        async with ClientBalancedConsumer(**options) as planner:
+            return {key: (await planner.offset_bounds(key))[1] for key in keys}
+
     async def _partition(self, key: str) -> Partition:
         return await resolve_partition(self._session(), key)
 
