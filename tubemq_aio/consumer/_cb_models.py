@@ -150,9 +150,10 @@ class BatchCodec(Generic[A, T]):
             the answer bytes.
         damage: parsed answer -> its
             :func:`~tubemq_aio.protocol.damage.damage_signature`; asked only when ``decode``
-            counted a checksum mismatch or an undecodable message. With it, a batch whose damage two reads of its offset
-            do not show alike (damage on the way) is read again instead of decoded by the
-            ``deliver_corrupt`` rule; None: every mismatch goes to that rule at once.
+            counted a checksum mismatch or an undecodable message. With it, a batch whose
+            damage two reads of its offset do not show alike (damage on the way) is read again
+            instead of decoded by the ``deliver_corrupt`` rule; None: every mismatch goes to
+            that rule at once.
     """
 
     parse: Callable[[bytes], A]
