@@ -27,7 +27,7 @@ async def test_concurrent_fetches_get_at_most_one_answer_beyond_the_burst() -> N
             assert len(answers) == 1, [o.status for o in outcomes]
             assert {o.status for o in outcomes} <= {"ok", "busy", "throttled"}
             assert answers[0].lease is not None
-            assert await service.settle(answers[0].lease.ref(), "ack") == "acked"
+            assert await service.settle(answers[0].lease.key, "ack") == "acked"
             # the booked batch was charged: the next fetch waits for the limiter, not a hold
             again = await service.fetch("grate", client_id=None, max_messages=10)
             assert again.status == "throttled"

@@ -33,7 +33,7 @@ async def test_a_refused_partition_rests_and_the_fetch_reads_another() -> None:
             assert got.lease is not None
             refused.discard(got.lease.partition_key)
             assert len(refused) == 1
-            await service.settle(got.lease.ref(), "ack")
+            await service.settle(got.lease.key, "ack")
             # within the hold the refused partition is not tried again: nothing to read yet
             again = await service.fetch("gref", client_id=None, wait_ms=0)
             assert again.status == "empty"

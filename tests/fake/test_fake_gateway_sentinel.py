@@ -45,7 +45,7 @@ async def test_an_answered_ack_the_failover_lost_is_redelivered_never_skipped() 
             first = await a.fetch("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
             assert first.lease is not None
             assert [m.body.decode() for m in first.messages] == bodies[:5]
-            assert await b.settle(first.lease.ref(), "ack") == "acked"
+            assert await b.settle(first.lease.key, "ack") == "acked"
             assert b.stats().ack_wait_short == 0  # the replica confirmed it
 
             second = await a.fetch("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
@@ -54,7 +54,7 @@ async def test_an_answered_ack_the_failover_lost_is_redelivered_never_skipped() 
             link = redis_set.replication_link
             assert link is not None
             link.set("down", blackhole=True)  # the replica stops hearing the primary
-            assert await a.settle(second.lease.ref(), "ack") == "acked"
+            assert await a.settle(second.lease.key, "ack") == "acked"
             assert a.stats().ack_wait_short == 1  # answered, but no replica holds it
 
             old = await redis_set.kill_primary()
@@ -73,7 +73,7 @@ async def test_an_answered_ack_the_failover_lost_is_redelivered_never_skipped() 
             assert tally.duplicates == 0
             # the lost ack's token cannot commit the batch's next lease
             with pytest.raises(LeaseStaleError):
-                await b.settle(second.lease.ref(), "ack")
+                await b.settle(second.lease.key, "ack")
             for service in (a, b):
                 assert service.stats().state_lost == 0  # the markers were replicated
             assert (await drained_lag(b, "ga")).total_lag_bytes == 0

@@ -53,7 +53,7 @@ async def test_the_engine_serves_through_password_protected_sentinels() -> None:
             got = await service.fetch("gp", client_id=None, max_messages=5, lease_ms=5000)
             assert got.lease is not None
             assert [m.body.decode() for m in got.messages] == bodies
-            assert await service.settle(got.lease.ref(), "ack") == "acked"
+            assert await service.settle(got.lease.key, "ack") == "acked"
             assert (await drained_lag(service, "gp")).total_lag_bytes == 0
 
 
@@ -79,4 +79,4 @@ async def test_the_engine_serves_through_sentinels_over_tls(tmp_path: Path) -> N
             got = await service.fetch("gt", client_id=None, max_messages=5, lease_ms=5000)
             assert got.lease is not None
             assert [m.body.decode() for m in got.messages] == bodies
-            assert await service.settle(got.lease.ref(), "ack") == "acked"
+            assert await service.settle(got.lease.key, "ack") == "acked"

@@ -14,9 +14,10 @@ import pytest_asyncio
 
 from tubemq_aio import Producer, SendResult
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ConsumeSettings, Lease
+from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseStaleError, TubeUnavailableError
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 LEASE_MS = 3000
@@ -101,12 +102,12 @@ async def consumer(
         roll = rng.random()
         settler = rng.choice(replicas)
         if roll < 0.8:
-            result = await settler.settle(out.lease.ref(), "ack")
+            result = await settler.settle(out.lease.key, "ack")
             assert result == "acked"
             ledger.acked[out.lease.partition_key].extend(numbers)
             ledger.actions["ack"] += 1
         elif roll < 0.9:
-            assert await settler.settle(out.lease.ref(), "nack") == "nacked"
+            assert await settler.settle(out.lease.key, "nack") == "nacked"
             ledger.unacked_sizes += len(numbers)
             ledger.actions["nack"] += 1
         else:
@@ -197,10 +198,10 @@ async def test_broadcast_clients_each_get_everything_and_acks_survive_replicas(
             while out is None or out.status != "ok":
                 out = await replicas[0].fetch(spec.name, client_id="alpha", wait_ms=500)
         assert out.lease is not None
-        ref = out.lease.ref()
+        ref = out.lease.key
         assert await replicas[1].settle(ref, "ack") == "acked"
         assert await replicas[0].settle(ref, "ack") == "already_acked"
-        fake = Lease(ref.group, ref.scope, ref.partition_key, "0" * 32, 0, 0).ref()
+        fake = LeaseKey(ref.group, ref.scope, ref.partition_key, "0" * 32)
         try:
             await replicas[1].settle(fake, "ack")
         except LeaseStaleError:

@@ -141,7 +141,7 @@ async def test_gateway_reset_to_time(cluster: LocalCluster, topic: str, redis: R
                 out = await service.fetch(spec.name, client_id=None, wait_ms=500)
                 if out.status == "ok" and out.lease is not None:
                     got.extend(m.body for m in out.messages)
-                    assert await service.settle(out.lease.ref(), "ack") == "acked"
+                    assert await service.settle(out.lease.key, "ack") == "acked"
         assert sorted(got) == sorted(want)
     finally:
         await service.close()

@@ -318,7 +318,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
             assert outcome.status == "ok"
             assert outcome.lease is not None
             finished += 1
-            assert await service.settle(outcome.lease.ref(), "release") == "released"
+            assert await service.settle(outcome.lease.key, "release") == "released"
         lag = await service.lag(group, client_id=client_id)
         holders = [e.lease_holder for e in lag.partitions]
         assert holders == [None], (turns, holders)

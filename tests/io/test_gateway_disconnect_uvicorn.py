@@ -17,6 +17,7 @@ import uvicorn
 
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 from tubemq_aio.testing import wait_until
 from tubemq_aio.testing._ports import allocate_ports
@@ -75,7 +76,7 @@ class SlowEngine:
             self.reading -= 1
         body = self.pending[0]
         message = Message(topic="demo", body=body, message_id=1, partition_key="1:demo:0")
-        return FetchOutcome("ok", Lease(group, "c", "1:demo:0", lid, 0, 0), (message,))
+        return FetchOutcome("ok", Lease(LeaseKey(group, "c", "1:demo:0", lid), 0, 0), (message,))
 
     async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
         if self.holder == lease.lease_id:

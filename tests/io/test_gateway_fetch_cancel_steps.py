@@ -14,7 +14,6 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 #: Loop turns after which the fetch is cancelled: 0 (before its first await) to past its end.
@@ -50,7 +49,7 @@ async def test_a_fetch_cancelled_at_any_step_ends_cancelled(
                     returned_after_cancel.append(step)
                 lease = task.result().lease
                 if lease is not None:  # give the batch back for the next round
-                    key = LeaseKey(group, lease.scope, lease.partition_key, lease.lease_id)
+                    key = lease.key
                     await service.settle(key, "release")
             assert not returned_after_cancel, returned_after_cancel
             assert cancelled > STEPS // 2, cancelled

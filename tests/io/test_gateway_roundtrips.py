@@ -117,7 +117,7 @@ async def _fetch(svc: ConsumeService, acks: PiggybackAcks | None = None) -> Fetc
 
 def _ref(outcome: FetchOutcome) -> LeaseKey:
     assert outcome.lease is not None
-    return outcome.lease.ref()
+    return outcome.lease.key
 
 
 async def test_a_fetch_carrying_acks_costs_two_round_trips_an_ack_alone_one(

@@ -46,7 +46,7 @@ async def drain(
             continue
         assert outcome.lease is not None
         got |= {m.body.decode().split(".")[0] for m in outcome.messages}  # padding cut off
-        assert await service.settle(outcome.lease.ref(), "ack") == "acked"
+        assert await service.settle(outcome.lease.key, "ack") == "acked"
     return got
 
 

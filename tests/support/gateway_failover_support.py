@@ -90,7 +90,7 @@ async def consume_until(
                     tally.redelivered_batches += 1
                 await asyncio.sleep(work_s)
                 service = replicas[next(turn) % len(replicas)]
-                await service.settle(got.lease.ref(), "ack")
+                await service.settle(got.lease.key, "ack")
                 tally.acked += 1
             except StoreUnavailableError as exc:
                 assert_retriable_503(exc)
@@ -157,4 +157,4 @@ async def drain_backlog(
             if got.status == "ok" and got.lease is not None:
                 tally.deliveries.update(m.body.decode() for m in got.messages)
                 tally.redelivered_batches += bool(got.lease.redelivery)
-                await service.settle(got.lease.ref(), "ack")
+                await service.settle(got.lease.key, "ack")

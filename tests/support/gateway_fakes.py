@@ -174,7 +174,9 @@ class FakeEngine:
             part.lease_id = secrets.token_hex(16)
             part.lease_end = now + (lease_ms or 60_000)
             part.lease_len = len(batch)
-            lease = Lease(group, scope, pk, part.lease_id, part.lease_end, part.redelivery)
+            lease = Lease(
+                LeaseKey(group, scope, pk, part.lease_id), part.lease_end, part.redelivery
+            )
             return FetchOutcome("ok", lease, batch)
         return FetchOutcome("busy" if busy else "empty", None, (), retry_after_ms=200)
 

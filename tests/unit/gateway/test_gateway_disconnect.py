@@ -48,7 +48,7 @@ class PollingEngine(FakeEngine):
                     await self.hold_after_lease.wait()
                 except asyncio.CancelledError:
                     assert out.lease is not None
-                    await self.settle(out.lease.ref(), "release")
+                    await self.settle(out.lease.key, "release")
                     raise
             return out
         if kw.get("wait_ms", 0) == 0:

@@ -17,13 +17,14 @@ from tubemq_aio.gateway.engine.dead_letters import (
     fetch_diverting,
     is_poison,
 )
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 
 GROUP = GroupConfig(name="g1", topics=("t",), max_redeliveries=2, dlq_topic="dead")
 
 
 def outcome(redelivery: int) -> FetchOutcome:
-    lease = Lease("g1", "c", "1:t:0", "L", 0, redelivery)
+    lease = Lease(LeaseKey("g1", "c", "1:t:0", "L"), 0, redelivery)
     msgs = (Message(topic="t", body=b"x", attributes={"a": "1"}, partition_key="1:t:0"),)
     return FetchOutcome("ok", lease, msgs, None, Position(56, 84, 84, 28, 0))
 
@@ -115,7 +116,7 @@ def test_at_most_max_diverts_per_fetch() -> None:
 
 
 def test_a_produce_failing_part_way_never_copies_a_message_again() -> None:
-    lease = Lease("g1", "c", "1:t:0", "L", 0, 3)
+    lease = Lease(LeaseKey("g1", "c", "1:t:0", "L"), 0, 3)
     msgs = tuple(Message(topic="t", body=f"m{i}".encode(), partition_key="1:t:0") for i in range(3))
     poison = FetchOutcome("ok", lease, msgs, None, Position(56, 140, 140, 84, 0))
     failures = 5

@@ -27,6 +27,7 @@ from tubemq_aio.gateway.errors import (
 )
 from tubemq_aio.gateway.http.deps import Gateway
 from tubemq_aio.gateway.http.routes.stream import EventStreamResponse
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 
 HOLDER = "r-test/stream-1"
@@ -67,7 +68,7 @@ class ScriptEngine:
             return FetchOutcome("throttled", None, (), retry_after_ms=60_000)
         lease_id = str(step)
         self.mine.add(f"p-{lease_id}")
-        lease = Lease("g", "c", f"p-{lease_id}", lease_id, 0, 0)
+        lease = Lease(LeaseKey("g", "c", f"p-{lease_id}", lease_id), 0, 0)
         message = Message(topic="t", body=lease_id.encode(), message_id=1, partition_key="p")
         return FetchOutcome("ok", lease, (message,))
 

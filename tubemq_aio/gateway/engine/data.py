@@ -98,27 +98,37 @@ class FetchArgs:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A lease granted by a fetch.
+    """A lease granted by a fetch: its name and what the acquire told about it.
 
     Attributes:
-        group: the group.
-        scope: ``c`` or ``b:<client_id>``.
-        partition_key: ``brokerId:topic:partitionId``.
-        lease_id: 128-bit random hex; the only authority.
+        key: the lease's name (group, scope, partition, lease id), what a token carries.
         expires_at_ms: Redis clock, ms since the epoch.
         redelivery: how often this batch was delivered before.
     """
 
-    group: str
-    scope: str
-    partition_key: str
-    lease_id: str
+    key: LeaseKey
     expires_at_ms: int
     redelivery: int
 
-    def ref(self) -> LeaseKey:
-        """The key a token carries and the lease scripts take."""
-        return LeaseKey(self.group, self.scope, self.partition_key, self.lease_id)
+    @property
+    def group(self) -> str:
+        """The group."""
+        return self.key.group
+
+    @property
+    def scope(self) -> str:
+        """``c`` or ``b:<client_id>``."""
+        return self.key.scope
+
+    @property
+    def partition_key(self) -> str:
+        """``brokerId:topic:partitionId``."""
+        return self.key.partition_key
+
+    @property
+    def lease_id(self) -> str:
+        """128-bit random hex; the only authority."""
+        return self.key.lease_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,7 @@ async def fetch_diverting(
         lease = outcome.lease
         assert lease is not None
         assert group.dlq_topic is not None
-        ref = lease.ref()
+        ref = lease.key
         start = -1 if outcome.position is None else outcome.position.start
         source = f"{lease.partition_key}@{start}"
         try:

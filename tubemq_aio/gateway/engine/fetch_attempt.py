@@ -184,10 +184,7 @@ class BatchReader:
             return self._idle(got.now, *got.next_ready_and_expiry)
         leased = got.leased()
         lease = Lease(
-            group=spec.name,
-            scope=scope,
-            partition_key=leased.partition_key,
-            lease_id=lease_id,
+            key=LeaseKey(spec.name, scope, leased.partition_key, lease_id),
             expires_at_ms=leased.lease_expiry,
             redelivery=leased.redeliveries,
         )
@@ -312,7 +309,7 @@ class BatchReader:
     ) -> None:
         """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""
         with contextlib.suppress(Exception):
-            await cost.redis(asyncio.shield(store.settle(lease.ref(), "release", delay_ms)))
+            await cost.redis(asyncio.shield(store.settle(lease.key, "release", delay_ms)))
 
     async def _read(
         self,
@@ -325,14 +322,14 @@ class BatchReader:
     ) -> FetchOutcome | None:
         cmt, start, cursor = args.cmt, args.start, args.cursor
         tube = await self._tube_of(spec)
-        p, lid = lease.partition_key, lease.lease_id
+        p = lease.partition_key
         if cmt < 0:  # no committed offset yet: the group's (or a reset's) start decides
             target = start or spec.start
             cost.rpcs += 1
             begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
             self._stats.broker_registers += 1
             self._stats.offset_inits += 1
-            got = await cost.redis(store.init(LeaseKey(spec.name, lease.scope, p, lid), begin, top))
+            got = await cost.redis(store.init(lease.key, begin, top))
             if got.status != "ok":
                 return None
             cmt, cursor = -1 if got.committed is None else got.committed, begin
@@ -353,9 +350,7 @@ class BatchReader:
         back = rewind_target(cmt, read)
         if back is not None:
             top = max(read.max, read.next)
-            moved = rewind_committed(
-                store, LeaseKey(spec.name, lease.scope, p, lid), cmt, back, top
-            )
+            moved = rewind_committed(store, lease.key, cmt, back, top)
             if not await cost.redis(moved):
                 await self._release(store, lease, 0, cost)
                 return None
@@ -378,9 +373,7 @@ class BatchReader:
             cursor=read.next if verified else -1,
         )
         fence = None if hold is None else hold.fence
-        rec = await cost.redis(
-            store.record(LeaseKey(spec.name, lease.scope, p, lid), booking, fence)
-        )
+        rec = await cost.redis(store.record(lease.key, booking, fence))
         if rec.status == "fenced":  # the mutex lapsed during the read: it may be wrong
             self._stats.cursor_lock_lapses += 1
             await self._release(store, lease, 0, cost)

@@ -25,7 +25,6 @@ from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.errors import LeaseStaleError, TooManyWaitersError
-from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["BatchStream", "StreamEvent", "StreamHub"]
@@ -233,7 +232,7 @@ class BatchStream:
             )
 
     async def _release(self, lease: Lease) -> None:
-        ref = LeaseKey(lease.group, lease.scope, lease.partition_key, lease.lease_id)
+        ref = lease.key
         try:
             await self.engine.settle(ref, "release")
         except LeaseStaleError:

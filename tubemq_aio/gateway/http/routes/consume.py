@@ -146,7 +146,7 @@ def lease_json(lease: Lease, secret: bytes) -> dict[str, object]:
     """A granted lease as a client gets it: its token, partition, expiry (Redis ms) and
     redelivery count."""
     return {
-        "token": encode_token(lease.ref(), secret),
+        "token": encode_token(lease.key, secret),
         "partition_key": lease.partition_key,
         "expires_at": lease.expires_at_ms,
         "redelivery": lease.redelivery,
@@ -200,7 +200,7 @@ class _Carried:
 async def _release_unread(engine: ConsumeEngine, outcome: FetchOutcome) -> None:
     """Give back a batch leased for a client that left: no redelivery count, no lease wait."""
     if outcome.lease is not None:
-        await engine.settle(outcome.lease.ref(), "release")
+        await engine.settle(outcome.lease.key, "release")
 
 
 @router.post(
