@@ -13,7 +13,6 @@ from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.service import ConsumeService
-from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing import FakeCluster, RedisServer
 
@@ -37,8 +36,7 @@ async def _consume_all(service: ConsumeService, group: str, max_messages: int) -
         lease = outcome.lease
         assert lease is not None
         got.extend(m.body.decode() for m in outcome.messages)
-        key = LeaseKey(group, lease.scope, lease.partition_key, lease.lease_id)
-        assert await service.settle(key, "ack") == "acked"
+        assert await service.settle(lease.key, "ack") == "acked"
     return got
 
 
