@@ -21,6 +21,8 @@ from typing import Any
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
+from tubemq_aio.errors import ConfigError
+from tubemq_aio.tls import TlsFiles
 
 __all__ = ["GO_KEYS", "IGNORED_GO_KEYS", "BoundParts", "translate_query"]
 
@@ -236,14 +238,8 @@ def _finish_bound(checks: Checks, got: _Collected) -> None:
 
 def _tls_context(checks: Checks, files: dict[str, str]) -> ssl.SSLContext | None:
     """A verifying context from ``cacertfile`` / ``certfile`` / ``keyfile`` paths."""
-    ca, cert, key = files.get("ca"), files.get("cert"), files.get("key")
     try:
-        context = ssl.create_default_context(cafile=ca)
-        if cert:
-            context.load_cert_chain(cert, key)
-        elif key:
-            checks.problem("a TLS key file needs its certificate file")
-    except (OSError, ssl.SSLError) as exc:
-        checks.problem(f"TLS files could not be loaded: {exc}")
+        return TlsFiles(files.get("ca"), files.get("cert"), files.get("key")).context()
+    except ConfigError as exc:
+        checks.problem(str(exc))
         return None
-    return context

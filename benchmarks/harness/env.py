@@ -32,10 +32,25 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def git_revision() -> str:
-    """Short git revision of the tree, with ``-dirty`` when it has uncommitted changes."""
-    rev = _cmd(["git", "rev-parse", "--short", "HEAD"], REPO) or "norev"
-    dirty = _cmd(["git", "status", "--porcelain", "--untracked-files=no"], REPO)
+def _git(*args: str, repo: Path) -> str | None:
+    """``git args`` in ``repo``: its output, or None when git is missing or fails (a tree that
+    is not a checkout, e.g. an exported copy: git's error must not become a result's name)."""
+    try:
+        out = subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=False, cwd=repo, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_revision(repo: Path = REPO) -> str:
+    """Short git revision of the tree, with ``-dirty`` when it has uncommitted changes;
+    ``norev`` outside a git checkout."""
+    rev = _git("rev-parse", "--short", "HEAD", repo=repo)
+    if not rev:
+        return "norev"
+    dirty = _git("status", "--porcelain", "--untracked-files=no", repo=repo)
     return f"{rev}-dirty" if dirty else rev
 
 

@@ -181,3 +181,20 @@ async def test_time_offsets_from_and_reset_to_time() -> None:
                          "--to-time", "2026-01-02T03:01:00")  # fmt: skip
         assert bad.returncode == 2
         assert b"no zone" in bad.stderr
+        # Stamps read as Shanghai wall times (UTC+8): 03:0x there is 19:0x the day before.
+        zoned = await _cli(cluster, "consume", "--topic", "tt", "--partition", "all",
+                           "--offset", "@2026-01-01T19:03:30Z", "--msg-time-zone",
+                           "Asia/Shanghai", "-e", "-q")  # fmt: skip
+        assert zoned.returncode == 0, zoned.stderr
+        assert set(_bodies(zoned.stdout)) == burst[2]
+        dry = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg", "--dry-run",
+                         "--to-time", "2026-01-01T19:01:00Z", "--msg-time-zone",
+                         "Asia/Shanghai")  # fmt: skip
+        assert dry.returncode == 0, dry.stderr
+        rows = [line.split() for line in dry.stdout.decode().splitlines()[1:]]
+        assert all(r[3] != "0" for r in rows), rows  # the second burst, not the start
+        bad = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
+                         "--to-time", "2026-01-02T03:01:00Z",
+                         "--msg-time-zone", "Mars/Base")  # fmt: skip
+        assert bad.returncode == 2
+        assert b"not an IANA time zone" in bad.stderr

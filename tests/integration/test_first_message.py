@@ -1,6 +1,8 @@
-"""A new group's first message on the local cluster: within 3 s with ``join_heartbeat_interval``
-(the master balances every 2 s there, and hands partitions out only in heartbeat answers), and
-from ``tubemq-aio consume`` against the cluster ``cluster up`` recorded, which sets it."""
+"""A new group's first message on the local cluster: far sooner with ``join_heartbeat_interval``
+than with the Java client's heartbeats (the master balances every 2 s there, and hands
+partitions out only in heartbeat answers), and from ``tubemq-aio consume`` against the cluster
+``cluster up`` recorded, which sets it. No wall-clock figure is asserted: the two waits are
+compared in one run (the docs quote idle figures: under 3 s against about 13 s)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from tubemq_aio import Consumer, Producer
 from tubemq_aio.testing import LocalCluster
 
-#: Seconds from ``Consumer.start()`` to the first message the fix promises on the local cluster.
-FIRST_MESSAGE_WITHIN = 3.0
+#: The join interval must make a new group's first wait at least this many times shorter than
+#: the Java client's heartbeat interval does (idle: about 13 s against under 3 s).
+AT_LEAST_TIMES_SOONER = 2.0
 
 
 async def _first_message_seconds(master: str, topic: str, **options: object) -> float:
@@ -37,10 +40,10 @@ async def test_a_new_group_gets_its_first_message_within_3_s(
     took = await _first_message_seconds(cluster.master_addr, topic, join_heartbeat_interval=1)
     print(f"\nfirst message of a new group: {as_java:.2f} s with the Java client's heartbeats, "
           f"{took:.2f} s with join_heartbeat_interval=1")  # fmt: skip
-    assert took < FIRST_MESSAGE_WITHIN
+    assert took * AT_LEAST_TIMES_SOONER < as_java, (took, as_java)
 
 
-async def test_the_cli_sets_the_join_interval_for_the_recorded_local_cluster(
+async def test_the_cli_reads_the_first_message_of_the_recorded_local_cluster(
     cluster: LocalCluster, topic: str, tmp_path: Path
 ) -> None:
     async with Producer(cluster.master_addr, topics=[topic]) as producer:
@@ -59,5 +62,5 @@ async def test_the_cli_sets_the_join_interval_for_the_recorded_local_cluster(
     took = time.monotonic() - began
     assert proc.returncode == 0, err
     assert out == b"cli-first\n"
+    # that it set the join interval for this cluster: tests/unit/test_cli_join.py
     print(f"\ncli consume, first message: {took:.2f} s (interpreter start included)")
-    assert took < FIRST_MESSAGE_WITHIN + 3.0  # plus the interpreter's and the CLI's start

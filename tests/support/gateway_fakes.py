@@ -88,6 +88,7 @@ class FakeEngine:
         self.closed = False
         self.calls = 0
         self.down = False
+        self.draining = False  # drain() was called (the replica is shutting down)
         self.max_messages: list[int | None] = []  # as each fetch asked
         self.owners: list[str] = []  # the API key name of each fetch
 
@@ -265,6 +266,9 @@ class FakeEngine:
 
     def stats(self) -> GatewayStats:
         return GatewayStats(fetches=self.calls)
+
+    def drain(self) -> None:
+        self.draining = True
 
 
 class FakeProducer:

@@ -73,6 +73,7 @@ def started_producer(window: int, conn: HeldConnection, **options: Any) -> Produ
         HeartbeatResponse(True, 200, "OK", 5, topic_infos=("t#1:3:1#",)), 0
     )
     session._published["t"] = None
+    session._refresh_send_limits()  # as the end of a publish does
     producer._session = session
     producer._rpc = RpcClient(OnePool(conn))  # type: ignore[arg-type]
     producer._build_send_path(producer._rpc, session)

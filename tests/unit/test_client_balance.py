@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from tubemq_aio.errors import ClientBalanceConfigError, ConsumerConfigError, MalformedMetaError
 from tubemq_aio.protocol.client_balance import (
+    BalanceClient,
+    OpsTaskIds,
     PartitionMetaCache,
+    SubscriptionReport,
     SubscriptionReporter,
     assign_modulo,
     build_get_part_meta,
@@ -166,14 +169,10 @@ def test_subscription_reporter() -> None:
 def test_v2_builders() -> None:
     flow = FlowControlState()
     body = build_register_v2(
-        client_id="c-Balance-1",
-        group="g",
-        host_name="h",
-        source_count=2,
-        node_id=1,
+        client=BalanceClient("c-Balance-1", "g", "h", source_count=2, node_id=1),
         topics=["t"],
         topic_conditions=["t#a"],
-        flow=flow,
+        ops=OpsTaskIds(flow),
     )
     msg = master_pb.RegisterRequestC2MV2.FromString(body)
     assert (msg.sourceCount, msg.nodeId, list(msg.topicCondition)) == (2, 1, ["t#a"])
@@ -186,12 +185,8 @@ def test_v2_builders() -> None:
         build_heartbeat_v2(
             client_id="c",
             group="g",
-            broker_config_id=5,
-            topic_meta_id=9,
-            assigned_time_ms=1000,
-            part_sub_info=["t#1:0"],
-            flow=flow,
-            max_offset_ctrl_id=12,
+            report=SubscriptionReport(5, 9, assigned_time_ms=1000, part_sub_info=("t#1:0",)),
+            ops=OpsTaskIds(flow, max_offset_ctrl_id=12),
         )
     )
     assert beat.subRepInfo.reportSubInfo
@@ -204,3 +199,14 @@ def test_v2_builders() -> None:
         build_get_part_meta(client_id="c", group="g", broker_config_id=5, topic_meta_id=-2)
     )
     assert (meta.brokerConfigId, meta.topicMetaInfoId) == (5, -2)
+
+
+def test_ops_task_ids_send_only_the_ids_held() -> None:
+    only_max = master_pb.OpsTaskInfo()
+    assert OpsTaskIds(FlowControlState(), max_offset_ctrl_id=0).fill(only_max)
+    assert only_max.HasField("csmFrmMaxOffsetCtrlId")
+    assert only_max.csmFrmMaxOffsetCtrlId == 0
+    assert not only_max.HasField("defFlowCheckId")
+    nothing = master_pb.OpsTaskInfo()
+    assert not OpsTaskIds(FlowControlState()).fill(nothing)
+    assert nothing.ListFields() == []

@@ -27,7 +27,13 @@ FORBIDDEN_IN_PROTOCOL = {"asyncio", "socket", "time", "selectors", "ssl", "threa
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "ground",
-        ("tubemq_aio.errors", "tubemq_aio.checks", "tubemq_aio._version", "tubemq_aio.accelerator"),
+        (
+            "tubemq_aio.errors",
+            "tubemq_aio.checks",
+            "tubemq_aio.tls",
+            "tubemq_aio._version",
+            "tubemq_aio.accelerator",
+        ),
     ),
     ("protocol", ("tubemq_aio.protocol",)),
     ("compiled twins", ("tubemq_aio._speedups",)),
@@ -66,9 +72,8 @@ GATEWAY = "tubemq_aio.gateway"
 GATEWAY_WINGS: tuple[str, ...] = (
     "ground", "leases", "config", "tubemq", "engine", "housekeeper", "http", "assembly",
 )  # fmt: skip
-GATEWAY_ASSEMBLY = frozenset(
-    {GATEWAY, *(f"{GATEWAY}.{name}" for name in ("app", "bootstrap", "__main__", "demo", "dev"))}
-)
+_ASSEMBLY_MODULES = ("app", "bootstrap", "__main__", "demo", "dev", "server")
+GATEWAY_ASSEMBLY = frozenset({GATEWAY, *(f"{GATEWAY}.{name}" for name in _ASSEMBLY_MODULES)})
 #: Packages of ours that stand on the SDK: they see only its public modules.
 OUTSIDE_THE_SDK = ("tubemq_aio.testing", *LAYERS[-1][1])
 

@@ -97,7 +97,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
     # ---- state -------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        idle = max(0.0, self._loop.time() - self.last_activity)
+        idle = max(0.0, self._clock() - self.last_activity)
         return (
             f"<Connection {self.label} in_flight={len(self._pending)} idle={idle:.1f}s "
             f"paused={self._paused} closed={self._closed is not None}>"
@@ -109,7 +109,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         """Keep the transport, set TCP_NODELAY and the write buffer limits."""
         # uvloop's transports are not asyncio.Transport subclasses; they implement its interface.
         self._transport = transport = cast(asyncio.Transport, transport)
-        self.last_activity = self._loop.time()
+        self.last_activity = self._clock()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError, AttributeError):
@@ -137,7 +137,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         except FrameError as exc:
             self._fail(exc)
             return
-        self.last_activity = self._loop.time()
+        self.last_activity = self._clock()
         if frames:
             self.answered = True
         pending = self._pending
@@ -175,11 +175,16 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
                     fut.set_exception(error)
                 self._fail(error)
                 return
+            if type(result) is bytes or isinstance(result, bytes):  # almost every answer
+                if fut.done():
+                    stats.dropped_responses += 1
+                else:
+                    # A SUCCESS in another layout (no server writes one): re-wrapped in the
+                    # plain one.
+                    fut.set_result(encode_success(0, result) if whole else result)
+                continue
             if fut.done():
                 stats.dropped_responses += 1
-            elif isinstance(result, bytes):
-                # A SUCCESS in another layout (no server writes one): re-wrapped in the plain one.
-                fut.set_result(encode_success(0, result) if whole else result)
             else:
                 fut.set_exception(result)
             if isinstance(result, RemoteRpcError) and closes_connection(result.exception_name):
@@ -265,7 +270,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             RequestNotSentError: the connection was lost meanwhile (not sent).
             ClientClosedError: the connection was closed by its owner (not sent).
         """
-        deadline = self._loop.time() + timeout
+        deadline = self._clock() + timeout
         if (
             self._closed is not None
             or self._paused
@@ -273,7 +278,9 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             or self._room_waiters
         ):
             await self._wait_to_send(deadline, timeout)
-        return self._register((payload,), len(payload), deadline, timeout)
+        started = self.start_parts((payload,), len(payload), timeout, deadline)
+        assert started is not None  # given a deadline, it always sends
+        return started
 
     def start(
         self, payload: bytes, timeout: float
@@ -295,32 +302,26 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         return self.start_parts((payload,), len(payload), timeout)
 
     def start_parts(
-        self, parts: Sequence[bytes], size: int, timeout: float
+        self, parts: Sequence[bytes], size: int, timeout: float, deadline: float | None = None
     ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
         """:meth:`start` for a payload given in pieces (joined once, when the tick's frames are
-        written); ``size`` is their total length."""
-        if (
-            self._closed is not None
-            or self._paused
-            or len(self._pending) >= self._max_in_flight
-            or self._room_waiters
-        ):
-            return None
-        return self._register(parts, size, self._loop.time() + timeout, timeout)
+        written); ``size`` is their total length.
 
-    def abandon(self, serial: int) -> None:
-        """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
-        if self._pending.pop(serial, None) is not None:
-            self._raw.discard(serial)
-            self.stats.cancelled += 1
-            if self._room_waiters:
-                self._wake_room()
-
-    def _register(
-        self, parts: Sequence[bytes], size: int, deadline: float, timeout: float
-    ) -> tuple[Connection, int, asyncio.Future[bytes]]:
-        # Inlined registration: this is the hottest path of the package.
+        ``deadline``: the loop time the answer is due, given only by a caller that has just
+        waited for room (:meth:`start_when_room`): it sends without looking for room again,
+        ahead of the callers still queued. Without it the answer is due ``timeout`` from now.
+        """
+        # Registration inlined (no call of its own): this is the hottest path of the package.
         pending = self._pending
+        if deadline is None:
+            if (
+                self._closed is not None
+                or self._paused
+                or len(pending) >= self._max_in_flight
+                or self._room_waiters
+            ):
+                return None
+            deadline = self._clock() + timeout
         serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
         while serial in pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
@@ -333,19 +334,26 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             parts = (length_prefix(len(frame)), frame) if self._legacy else (frame,)
             header = b""
         self._serial = serial
-        loop = self._loop
-        fut: asyncio.Future[bytes] = loop.create_future()
+        fut: asyncio.Future[bytes] = self._new_future()
         pending[serial] = (fut, deadline, timeout)
         if deadline < self.next_deadline:
             self.next_deadline = deadline
         self.stats.requests_sent += 1
         buf = self._wbuf
         if not buf:
-            loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush)
         if header:
             buf.append(header)
         buf.extend(parts)
         return self, serial, fut
+
+    def abandon(self, serial: int) -> None:
+        """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""
+        if self._pending.pop(serial, None) is not None:
+            self._raw.discard(serial)
+            self.stats.cancelled += 1
+            if self._room_waiters:
+                self._wake_room()
 
     # ---- deadlines and closing ---------------------------------------------------------------
 
@@ -420,7 +428,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             # One join of the tick's frames (header and payload pieces): asyncio's writelines
             # joins too, uvloop's would queue every piece separately.
             transport.write(b"".join(buf))
-            self.last_activity = self._loop.time()
+            self.last_activity = self._clock()
             if not transport.is_closing():  # a write the socket refused closes the transport
                 self._written = self._serial  # every request registered so far is written
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.settings import TransportSettings
@@ -28,10 +30,31 @@ from tubemq_aio.errors import (
     WriteTimeoutError,
 )
 
-__all__ = ["PendingCalls"]
+__all__ = ["PendingCalls", "future_factory", "loop_clock"]
 
 # (future, deadline, timeout): a tuple is the cheapest record to build per request.
 _Pending = tuple["asyncio.Future[bytes]", float, float]
+
+
+def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[bytes]]:
+    """What makes the answer future of each call on ``loop``: its ``create_future``, except on
+    asyncio's own loops, whose ``create_future`` is a Python method that only builds
+    ``asyncio.Future(loop=loop)``; there that constructor bound to the loop (a Python frame
+    less per call, the same future).
+    """
+    if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+        return partial(asyncio.Future, loop=loop)
+    return loop.create_future
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """``loop.time`` as a callable: on asyncio's own loops, whose ``time`` is a Python method
+    returning ``time.monotonic()``, that function itself (the same clock, a Python frame less
+    per call); on other loops (uvloop) their own ``time``.
+    """
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time
 
 
 class PendingCalls:
@@ -54,7 +77,11 @@ class PendingCalls:
         self.next_deadline = math.inf
         #: Loop time of the latest bytes sent or received (for idle reaping).
         self.last_activity = 0.0
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
+        #: Makes a call's answer future (see :func:`future_factory`).
+        self._new_future: Callable[[], asyncio.Future[bytes]] = future_factory(loop)
+        #: The loop's clock (see :func:`loop_clock`).
+        self._clock = loop_clock(loop)
         self._pending: dict[int, _Pending] = {}
         #: Serials of pending calls whose plain SUCCESS answer is handed over whole (envelope
         #: included, see ``Connection.call``); each leaves the set when its entry leaves

@@ -17,6 +17,7 @@ from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.legacy_framing import FRAMINGS
+from tubemq_aio.tls import TlsFiles
 
 __all__ = ["PASSWORD_ENV", "add_connection_options", "connection_options", "open_client"]
 
@@ -61,24 +62,14 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
 def _tls_context(checks: Checks, args: argparse.Namespace) -> ssl.SSLContext | None:
     if args.tls_key and not args.tls_cert:
         checks.problem("--tls-key needs --tls-cert")
+        return None
     if not (args.tls_ca or args.tls_cert):
         return None
     try:
-        ctx = ssl.create_default_context(cafile=args.tls_ca)
-    except (OSError, ssl.SSLError) as err:
-        checks.problem(f"--tls-ca {args.tls_ca}: cannot load ({_reason(err)})")
+        return TlsFiles(args.tls_ca, args.tls_cert, args.tls_key).context()
+    except ConfigError as err:
+        checks.problem(f"--tls-ca/--tls-cert/--tls-key: {err}")
         return None
-    if args.tls_cert:
-        try:
-            ctx.load_cert_chain(args.tls_cert, args.tls_key)
-        except (OSError, ssl.SSLError) as err:
-            checks.problem(f"--tls-cert/--tls-key {args.tls_cert}: cannot load ({_reason(err)})")
-    return ctx
-
-
-def _reason(err: OSError) -> str:
-    # ssl.SSLError (an OSError) has a reason such as PEM_LIB; a missing file a strerror.
-    return str(getattr(err, "reason", None) or err.strerror or type(err).__name__)
 
 
 def _credentials(checks: Checks, args: argparse.Namespace) -> Credentials | None:

@@ -136,6 +136,7 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
             group=args.group,
             topics=_topics(args),
             consume_from=args.consume_from,
+            msg_time_zone=args.msg_time_zone,
             **_join_options(args.master),
         )
         async with consumer:
@@ -148,6 +149,7 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
         group=group,
         topics=_topics(args),
         consume_from=args.consume_from,
+        msg_time_zone=args.msg_time_zone,
     )
     async with balanced:
         await _connect_partitions(balanced, args)

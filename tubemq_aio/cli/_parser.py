@@ -6,8 +6,9 @@ import argparse
 import math
 import os
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import NoReturn
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio import __version__
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
@@ -81,6 +82,27 @@ def _time(text: str) -> datetime:
         return parse_time_text(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _zone(text: str) -> ZoneInfo:
+    """``--msg-time-zone``: an IANA time zone name."""
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an IANA time zone such as UTC or Asia/Shanghai"
+        ) from None
+
+
+def _add_msg_time_zone(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--msg-time-zone",
+        type=_zone,
+        default=UTC,
+        metavar="ZONE",
+        help="the IANA zone producers stamped msg_time in, for @TIME and --to-time (default "
+        "UTC; Java producers stamp their local time, e.g. Asia/Shanghai)",
+    )
 
 
 def _offset(text: str) -> int | str | datetime:
@@ -223,6 +245,7 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
         "partition starts at its first message stamped (msg_time) at or after TIME, whatever "
         "the group stored",
     )
+    _add_msg_time_zone(p)
     p.add_argument(
         "--count",
         type=_positive_int,
@@ -291,6 +314,7 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
         metavar="TIME",
         help="RFC 3339 time with a zone, e.g. 2026-11-29T10:00:00Z",
     )
+    _add_msg_time_zone(p)
     p.add_argument(
         "--dry-run", action="store_true", help="print old -> new per partition, change nothing"
     )

@@ -32,7 +32,11 @@ async def run_reset(args: argparse.Namespace) -> int:
     """
     topics = [args.topic]
     async with open_client(
-        ClientBalancedConsumer, args, group=planner_group(args.group), topics=topics
+        ClientBalancedConsumer,
+        args,
+        group=planner_group(args.group),
+        topics=topics,
+        msg_time_zone=args.msg_time_zone,
     ) as planner:
         keys = [m.partition_key for m in await planner.partitions()]
         found = await planner.search_times(

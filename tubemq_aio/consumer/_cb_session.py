@@ -21,7 +21,10 @@ from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol.client_balance import (
+    BalanceClient,
+    OpsTaskIds,
     PartitionMetaCache,
+    SubscriptionReport,
     SubscriptionReporter,
     build_get_part_meta,
     build_heartbeat_v2,
@@ -97,21 +100,16 @@ class ClientBalanceSession(SessionBase):
 
     async def register_once(self, deadline: float | None = None) -> consumer_replies.MasterResponse:
         """One ``RegisterRequestC2MV2`` reporting the held partitions; applies the answer."""
-        cfg, cache = self.config, self.cache
+        cfg = self.config
         held = self.held()
         body = build_register_v2(
-            client_id=self.client_id,
-            group=cfg.group,
-            host_name=self.host_name,
-            source_count=self.source_count,
-            node_id=self.node_id,
+            client=BalanceClient(
+                self.client_id, cfg.group, self.host_name, self.source_count, self.node_id
+            ),
             topics=list(cfg.topics),
             topic_conditions=[TopicCondition(t, f).format() for t, f in cfg.topics.items() if f],
-            broker_config_id=cache.broker_config_id,
-            topic_meta_id=cache.topic_meta_id,
-            assigned_time_ms=cache.assigned_time_ms,
-            part_sub_info=format_part_sub_info(held) if held else None,
-            flow=self.flow,
+            report=self._report(tuple(format_part_sub_info(held)) if held else None),
+            ops=OpsTaskIds(self.flow),
             auth=self.tokens.register_auth(*auth_stamp()),
         )
         data = await self.invoker.call(Method.MASTER_CONSUMER_REGISTER_V2, body, deadline=deadline)
@@ -145,6 +143,13 @@ class ClientBalanceSession(SessionBase):
             await self.register()
         raise server_error(411, "not registered at the master")
 
+    def _report(self, part_sub_info: tuple[str, ...] | None) -> SubscriptionReport:
+        """The ``subRepInfo`` of a register or heartbeat: the ids held and ``part_sub_info``."""
+        cache = self.cache
+        return SubscriptionReport(
+            cache.broker_config_id, cache.topic_meta_id, cache.assigned_time_ms, part_sub_info
+        )
+
     # ---- master heartbeat --------------------------------------------------------------------
 
     async def heartbeat_loop(self) -> None:
@@ -160,15 +165,12 @@ class ClientBalanceSession(SessionBase):
         """One ``HeartRequestC2MV2``; 411 re-registers, new meta drops unsubscribable holds."""
         self.expire_unconfirmed()
         cache = self.cache
+        reported = self.reporter.next(self.held())
         body = build_heartbeat_v2(
             client_id=self.client_id,
             group=self.config.group,
-            broker_config_id=cache.broker_config_id,
-            topic_meta_id=cache.topic_meta_id,
-            assigned_time_ms=cache.assigned_time_ms,
-            part_sub_info=self.reporter.next(self.held()),
-            flow=self.flow,
-            max_offset_ctrl_id=self.max_offset_ctrl.ctrl_id,
+            report=self._report(None if reported is None else tuple(reported)),
+            ops=OpsTaskIds(self.flow, self.max_offset_ctrl.ctrl_id),
             auth=self.tokens.heartbeat_auth(*auth_stamp()),
         )
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if path is not None:
         os.environ[CONFIG_ENV] = os.path.abspath(path)
     os.environ[LOG_LEVEL_ENV] = args.log_level
-    uvicorn.run(
+    server_config = uvicorn.Config(
         "tubemq_aio.gateway.__main__:app_from_env",
         factory=True,
         host=host,
@@ -168,7 +169,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
-    return 0
+    if server_config.workers > 1:  # as uvicorn.run: its supervisor runs a plain server per worker
+        from uvicorn.supervisors import Multiprocess
+
+        Multiprocess(server_config, sockets=[server_config.bind_socket()]).run()
+        return 0
+    from tubemq_aio.gateway.server import GatewayServer  # drains long polls and streams
+
+    replica = GatewayServer(server_config)
+    with contextlib.suppress(KeyboardInterrupt):
+        replica.run()
+    return 0 if replica.started else 3  # uvicorn's status for a server that did not start
 
 
 def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int) -> int:

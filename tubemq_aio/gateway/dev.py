@@ -34,6 +34,7 @@ from tubemq_aio.gateway.config.cors import CorsConfig
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
 from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
+from tubemq_aio.gateway.server import GatewayServer
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 
@@ -76,7 +77,7 @@ class DevOptions:
     key_file: Path | None = None
 
 
-class _Server(uvicorn.Server):
+class _Server(GatewayServer):
     """A uvicorn server that leaves the signals to :func:`run_dev` (uvicorn's own handler
     re-raises the signal once it stopped, which would cut the clean-up short)."""
 
@@ -181,14 +182,16 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
                 say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
             if stop.is_set():  # a signal during start-up: undo what started, serve nothing
                 return 0
+            # the port first: a second dev on a busy port fails before it touches the key
+            # file, which belongs to the one already running
+            sock = _listen(options.host, options.port)
+            stack.callback(sock.close)
             key = secrets.token_urlsafe(24)
             if options.key_file is not None:
                 _write_key(options.key_file, key)
                 stack.callback(options.key_file.unlink, missing_ok=True)
             config = dev_config(options, masters, redis.url, key)
             await initialise_store(config)
-            sock = _listen(options.host, options.port)
-            stack.callback(sock.close)
         except (TubeMQError, OSError) as err:
             _fail(f"cannot start: {err}")
             return 1

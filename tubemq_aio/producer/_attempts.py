@@ -39,7 +39,7 @@ from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, send_result_parser
 from tubemq_aio.protocol.retry import RetryPolicy
-from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner
+from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner, unkeyed_selector
 
 __all__ = ["NO_AVOID", "Failed", "SendAttempts", "SendCounts", "Started"]
 
@@ -106,6 +106,7 @@ class SendAttempts:
         self._metadata = session.metadata
         self._tokens = session.tokens
         self._partitioner = partitioner
+        self._select_unkeyed = unkeyed_selector(partitioner)
         self._retry = retry
         self._encoder = SendRequestEncoder(session.client_id, session.sent_addr)
         #: Parses a send's answer (the compiled one when the accelerator is built).
@@ -150,7 +151,10 @@ class SendAttempts:
             partitions = allowed or partitions
         delayed = self.backoff.delayed(now)
         skip = avoid | delayed if delayed else avoid
-        partition = self._partitioner.select(topic, partitions, key, avoid=skip)
+        if key is None:
+            partition = self._select_unkeyed(topic, partitions, None, avoid=skip)
+        else:
+            partition = self._partitioner.select(topic, partitions, key, avoid=skip)
         head, data, tail, size = self._encoder.encode_parts(
             partition.topic,
             partition.partition_id,

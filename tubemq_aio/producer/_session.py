@@ -82,6 +82,10 @@ class ProducerSession:
         self._published: dict[str, None] = {}
         #: Topics whose first publish is under way; set when it ends (either way).
         self._publishing: dict[str, asyncio.Event] = {}
+        #: ``topic -> max message size`` of every topic a send may go to now (published, its
+        #: first publish ended): :meth:`is_published` and ``metadata.max_message_size`` in one
+        #: lookup for the send's hot path. Rebuilt (a new dict) whenever either changes.
+        self.send_limits: dict[str, int] = {}
         self._heartbeat_lock = asyncio.Lock()
         self.registered = False
         self.heartbeats_ok = 0
@@ -243,6 +247,7 @@ class ProducerSession:
                 done.set()
                 if self._publishing.get(topic) is done:
                     del self._publishing[topic]
+            self._refresh_send_limits()
 
     async def _await_writable(self, wanted: list[str]) -> None:
         deadline = self._clock() + self._config.publish_timeout
@@ -325,8 +330,14 @@ class ProducerSession:
             log.info("could not close the producer at the master: %s", exc)
 
     def _changed(self) -> None:
+        self._refresh_send_limits()
         if self._on_metadata is not None:
             self._on_metadata()
+
+    def _refresh_send_limits(self) -> None:
+        """Rebuild :attr:`send_limits` from the published topics and the metadata."""
+        max_size = self.metadata.max_message_size
+        self.send_limits = {t: max_size(t) for t in self._published if self.is_published(t)}
 
 
 def _sent_addr(host: str) -> int:

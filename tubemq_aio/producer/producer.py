@@ -287,8 +287,7 @@ class Producer(AsyncLifecycle):
             return await self._traced_send(session, False, message)
         if (
             not plain
-            or not session.is_published(topic)
-            or len(body) > session.metadata.max_message_size(topic)
+            or len(body) > session.send_limits.get(topic, -1)  # -1: not published yet
             or not self._window.try_acquire()
         ):
             message = Outgoing(topic, body, attributes, msg_type, msg_time, key, timeout)

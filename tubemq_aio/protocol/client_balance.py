@@ -31,8 +31,11 @@ from tubemq_aio.protocol.producer_master_values import MasterCertificate
 
 __all__ = [
     "CONNECT_FAILURE_HOLD",
+    "BalanceClient",
+    "OpsTaskIds",
     "PartitionMeta",
     "PartitionMetaCache",
+    "SubscriptionReport",
     "SubscriptionReporter",
     "assign_modulo",
     "build_get_part_meta",
@@ -307,61 +310,112 @@ class SubscriptionReporter:
         return format_part_sub_info(current)
 
 
-def _sub_rep(
-    msg: master_pb.ClientSubRepInfo,
-    broker_config_id: int,
-    topic_meta_id: int,
-    assigned_time_ms: int,
-    part_sub_info: Iterable[str] | None,
-) -> None:
-    msg.brokerConfigId, msg.topicMetaInfoId = broker_config_id, topic_meta_id
-    if assigned_time_ms >= 0:
-        msg.lstAssignedTime = assigned_time_ms
-    msg.reportSubInfo = part_sub_info is not None
-    msg.partSubInfo.extend(part_sub_info or ())
+@dataclass(frozen=True, slots=True)
+class BalanceClient:
+    """Who a client-balanced consumer is, as its ``RegisterRequestC2MV2`` names it (§8.1).
+
+    Attributes:
+        client_id: the consumer's id.
+        group: its consumer group.
+        host_name: its host.
+        source_count: the declared number of clients (validated, -2 = undeclared).
+        node_id: this client's index (validated, -2 = undeclared).
+    """
+
+    client_id: str
+    group: str
+    host_name: str
+    source_count: int
+    node_id: int
 
 
-def _ops(msg: master_pb.OpsTaskInfo, flow: FlowControlState, max_offset_ctrl_id: int) -> bool:
-    # Only ids the client holds (>= 0) are sent; nothing at all when none is held (§8.1).
-    ids = (flow.default.check_id, flow.group.check_id, flow.qry_priority_id, max_offset_ctrl_id)
-    if ids[0] >= 0:
-        msg.defFlowCheckId = ids[0]
-    if ids[1] >= 0:
-        msg.groupFlowCheckId = ids[1]
-    if ids[2] >= 0:
-        msg.qryPriorityId = ids[2]
-    if ids[3] >= 0:
-        msg.csmFrmMaxOffsetCtrlId = ids[3]
-    return max(ids) >= 0
+@dataclass(frozen=True, slots=True)
+class SubscriptionReport:
+    """``ClientSubRepInfo`` of a V2 register or heartbeat (§8.1, §8.2): the ids of the metadata
+    the client holds and, when it reports them, the partitions it holds.
+
+    Attributes:
+        broker_config_id: ``brokerConfigId`` held (``META_VALUE_UNDEFINED`` before any).
+        topic_meta_id: ``topicMetaInfoId`` held (``META_VALUE_UNDEFINED`` before any).
+        assigned_time_ms: ``lstAssignedTime``, sent only when ``>= 0``.
+        part_sub_info: ``partSubInfo`` entries to report, or ``None`` to report nothing.
+    """
+
+    broker_config_id: int = META_VALUE_UNDEFINED
+    topic_meta_id: int = META_VALUE_UNDEFINED
+    assigned_time_ms: int = -1
+    part_sub_info: tuple[str, ...] | None = None
+
+    def fill(self, msg: master_pb.ClientSubRepInfo) -> None:
+        """Write this report into a request's ``subRepInfo``."""
+        msg.brokerConfigId, msg.topicMetaInfoId = self.broker_config_id, self.topic_meta_id
+        if self.assigned_time_ms >= 0:
+            msg.lstAssignedTime = self.assigned_time_ms
+        msg.reportSubInfo = self.part_sub_info is not None
+        msg.partSubInfo.extend(self.part_sub_info or ())
+
+
+@dataclass(frozen=True, slots=True)
+class OpsTaskIds:
+    """The ids of the rules a client-balanced consumer holds, as its V2 register and heartbeat
+    send them in ``opsTaskInfo`` (§8.1): only ids held (``>= 0``); no ``opsTaskInfo`` at all
+    when none is held.
+
+    Attributes:
+        flow: the flow-control rules held (default, group and query-priority check ids).
+        max_offset_ctrl_id: the consume-from-max control id held.
+    """
+
+    flow: FlowControlState
+    max_offset_ctrl_id: int = META_VALUE_UNDEFINED
+
+    def fill(self, msg: master_pb.OpsTaskInfo) -> bool:
+        """Write the held ids into ``msg``; whether any was held."""
+        flow = self.flow
+        ids = (flow.default.check_id, flow.group.check_id, flow.qry_priority_id)
+        if ids[0] >= 0:
+            msg.defFlowCheckId = ids[0]
+        if ids[1] >= 0:
+            msg.groupFlowCheckId = ids[1]
+        if ids[2] >= 0:
+            msg.qryPriorityId = ids[2]
+        if self.max_offset_ctrl_id >= 0:
+            msg.csmFrmMaxOffsetCtrlId = self.max_offset_ctrl_id
+        return max(*ids, self.max_offset_ctrl_id) >= 0
 
 
 def build_register_v2(
     *,
-    client_id: str,
-    group: str,
-    host_name: str,
-    source_count: int,
-    node_id: int,
+    client: BalanceClient,
     topics: Iterable[str],
     topic_conditions: Iterable[str] = (),
-    broker_config_id: int = META_VALUE_UNDEFINED,
-    topic_meta_id: int = META_VALUE_UNDEFINED,
-    assigned_time_ms: int = -1,
-    part_sub_info: Iterable[str] | None = None,
-    flow: FlowControlState,
-    max_offset_ctrl_id: int = META_VALUE_UNDEFINED,
+    report: SubscriptionReport = SubscriptionReport(),
+    ops: OpsTaskIds,
     auth: MasterCertificate | None = None,
     jdk_version: str | None = None,
 ) -> bytes:
-    """``RegisterRequestC2MV2`` (method 20, §8.1); ``part_sub_info`` not None reports it."""
+    """``RegisterRequestC2MV2`` (method 20, §8.1).
+
+    Args:
+        client: who registers.
+        topics: the subscribed topics.
+        topic_conditions: ``topic#filter`` items of the topics with a filter.
+        report: the held metadata ids and partitions (nothing held: the default).
+        ops: the ids of the rules held.
+        auth: the register credentials, if the cluster authenticates.
+        jdk_version: the ``jdkVersion`` to claim, if any.
+    """
     msg = master_pb.RegisterRequestC2MV2(
-        clientId=client_id, groupName=group, hostName=host_name, sourceCount=source_count
+        clientId=client.client_id,
+        groupName=client.group,
+        hostName=client.host_name,
+        sourceCount=client.source_count,
     )
-    msg.nodeId = node_id
+    msg.nodeId = client.node_id
     msg.topicList.extend(topics)
     msg.topicCondition.extend(topic_conditions)
-    _sub_rep(msg.subRepInfo, broker_config_id, topic_meta_id, assigned_time_ms, part_sub_info)
-    if not _ops(msg.opsTaskInfo, flow, max_offset_ctrl_id):
+    report.fill(msg.subRepInfo)
+    if not ops.fill(msg.opsTaskInfo):
         msg.ClearField("opsTaskInfo")
     _cert(msg.authInfo, auth)
     if jdk_version is not None:
@@ -373,18 +427,14 @@ def build_heartbeat_v2(
     *,
     client_id: str,
     group: str,
-    broker_config_id: int,
-    topic_meta_id: int,
-    assigned_time_ms: int = -1,
-    part_sub_info: Iterable[str] | None = None,
-    flow: FlowControlState,
-    max_offset_ctrl_id: int = META_VALUE_UNDEFINED,
+    report: SubscriptionReport,
+    ops: OpsTaskIds,
     auth: MasterCertificate | None = None,
 ) -> bytes:
     """``HeartRequestC2MV2`` (method 21, §8.2); arguments as for :func:`build_register_v2`."""
     msg = master_pb.HeartRequestC2MV2(clientId=client_id, groupName=group)
-    _sub_rep(msg.subRepInfo, broker_config_id, topic_meta_id, assigned_time_ms, part_sub_info)
-    if not _ops(msg.opsTaskInfo, flow, max_offset_ctrl_id):
+    report.fill(msg.subRepInfo)
+    if not ops.fill(msg.opsTaskInfo):
         msg.ClearField("opsTaskInfo")
     _cert(msg.authInfo, auth)
     return msg.SerializeToString()

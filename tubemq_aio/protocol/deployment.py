@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 
-from tubemq_aio.protocol.client_balance import build_register_v2
+from tubemq_aio.protocol.client_balance import BalanceClient, OpsTaskIds, build_register_v2
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.producer_master_values import MasterCertificate
 
@@ -55,14 +55,11 @@ def build_deployment_check(
         topic: the topic in question.
         auth: the client's register credentials, if the cluster authenticates.
     """
+    # Node 1 is out of [0, 1): the master refuses the register right after the topic test.
     return build_register_v2(
-        client_id=client_id,
-        group=CHECK_GROUP,
-        host_name=host_name,
-        source_count=1,
-        node_id=1,  # out of [0, 1): the master refuses the register right after the topic test
+        client=BalanceClient(client_id, CHECK_GROUP, host_name, source_count=1, node_id=1),
         topics=[topic],
-        flow=FlowControlState(),
+        ops=OpsTaskIds(FlowControlState()),
         auth=auth,
     )
 

@@ -12,11 +12,11 @@ keyword arguments of :class:`~tubemq_aio.config.ClientConfig`.
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
@@ -36,6 +36,7 @@ from tubemq_aio.protocol.consumer_names import (
 )
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.time_search import parse_time_text
+from tubemq_aio.tls import TlsFiles
 
 __all__ = [
     "CLIENT_OPTION_NAMES",
@@ -60,6 +61,8 @@ CLIENT_OPTION_NAMES = frozenset(
         "authpassword",
         "tls",
         "tlscafile",
+        "tlscertfile",
+        "tlskeyfile",
         "tlsserverhostname",
         "framing",
     }
@@ -74,6 +77,7 @@ SOURCE_OPTION_NAMES = frozenset(
         "startingoffsets",
         "startingtimestamp",
         "startingoffsetsbytimestamp",
+        "msgtimezone",
         "endingoffsets",
         "maxoffsetspertrigger",
         "minpartitions",
@@ -106,6 +110,8 @@ class ClientSettings:
         auth_password: password (``authPassword``); not shown by ``repr``.
         tls: whether to use TLS (``tls``); list the TLS ports of the masters then.
         tls_ca_file: CA bundle to trust (``tlsCaFile``); None uses the system store.
+        tls_cert_file: client certificate (``tlsCertFile``), for clusters that require one.
+        tls_key_file: its private key (``tlsKeyFile``), when not in the certificate file.
         tls_server_hostname: one host name to check for every peer (``tlsServerHostname``); None
             checks each master and broker against the host it is reached at.
         framing: ``standard``, or ``legacy-length`` for TubeMQ servers 1.1.0 and 1.2.0
@@ -119,6 +125,8 @@ class ClientSettings:
     auth_password: str | None = None
     tls: bool = False
     tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     tls_server_hostname: str | None = None
     framing: Framing = "standard"
 
@@ -139,8 +147,8 @@ class ClientSettings:
         if self.auth_user is not None:
             result["credentials"] = Credentials(self.auth_user, self.auth_password or "")
         if self.tls:
-            context = ssl.create_default_context(cafile=self.tls_ca_file)
-            result["ssl_context"] = context
+            files = TlsFiles(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
+            result["ssl_context"] = files.context()
             result["tls_server_hostname"] = self.tls_server_hostname
         if self.framing != "standard":
             result["framing"] = self.framing
@@ -149,7 +157,8 @@ class ClientSettings:
 
 def parse_client_settings(options: Mapping[str, str]) -> ClientSettings:
     """Parse the connection options (``master``, ``rpcTimeout``, ``connectTimeout``, ``authUser``,
-    ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsServerHostname``, ``framing``); other names
+    ``authPassword``, ``tls``, ``tlsCaFile``, ``tlsCertFile``, ``tlsKeyFile``,
+    ``tlsServerHostname``, ``framing``); other names
     are ignored.
 
     Raises:
@@ -181,9 +190,12 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
     elif "authpassword" in opts:
         checks.problem("option 'authPassword' needs option 'authUser'")
     tls = checks.flag_text(_option("tls"), opts["tls"]) if "tls" in opts else False
-    for name in ("tlscafile", "tlsserverhostname"):
+    for name in ("tlscafile", "tlscertfile", "tlskeyfile", "tlsserverhostname"):
         if name in opts and not tls:
             checks.problem(f"option {name!r} needs option 'tls' = true")
+    files = TlsFiles(opts.get("tlscafile"), opts.get("tlscertfile"), opts.get("tlskeyfile"))
+    for problem in files.problems():
+        checks.problem(f"{problem} (options 'tlsKeyFile' and 'tlsCertFile')")
     framing = opts.get("framing", "standard")
     checks.choice(_option("framing"), framing, FRAMINGS)
     return ClientSettings(
@@ -199,7 +211,9 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
         auth_user=user,
         auth_password=opts.get("authpassword"),
         tls=tls,
-        tls_ca_file=opts.get("tlscafile"),
+        tls_ca_file=files.ca_file,
+        tls_cert_file=files.cert_file,
+        tls_key_file=files.key_file,
         tls_server_hostname=opts.get("tlsserverhostname"),
         framing=cast(Framing, framing),
     )
@@ -386,6 +400,8 @@ class SourceOptions:
         starting: ``startingOffsets`` (default ``latest`` for streams, ``earliest`` for batch).
         starting_times: ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (instead of
             ``startingOffsets``), resolved by a time search on the driver when the query starts.
+        msg_time_zone: the IANA zone producers wrote ``msg_time`` in (``msgTimeZone``, default
+            ``UTC``); the time search reads the stamps in it (Java producers write local time).
         ending: ``endingOffsets`` (batch reads only; default ``latest``).
         max_offsets_per_trigger: messages per micro-batch over all partitions, None = no limit.
         min_partitions: split partitions so a batch has at least this many Spark tasks.
@@ -404,6 +420,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     read_timeout: float
     starting_times: StartTimes | None = None
+    msg_time_zone: str = "UTC"
 
     @property
     def planner_group(self) -> str:
@@ -483,6 +500,19 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             unit="seconds",
         ),
         starting_times=starting_times,
+        msg_time_zone=_zone_name(checks, opts.get("msgtimezone", "UTC")),
     )
     checks.done()
     return parsed
+
+
+def _zone_name(checks: Checks, name: str) -> str:
+    """``name`` when it is an IANA time zone this Python knows (``UTC``, ``Asia/Shanghai``)."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        checks.problem(
+            f"option 'msgTimeZone' must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
+            f"got {name!r}"
+        )
+    return name

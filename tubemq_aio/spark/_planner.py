@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.errors import PartitionNotSubscribableError, PartitionOccupiedError
@@ -31,6 +32,7 @@ def consumer_kwargs(options: SourceOptions, group: str, topics: list[str]) -> di
     """Keyword arguments of a :class:`ClientBalancedConsumer` for ``group`` and ``topics``."""
     kwargs = options.client.kwargs()
     kwargs.update(group=group, topics=topics, consume_from="earliest")
+    kwargs["msg_time_zone"] = ZoneInfo(options.msg_time_zone)
     return kwargs
 
 

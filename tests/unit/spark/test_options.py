@@ -137,3 +137,12 @@ def test_starting_times_parse_epoch_ms_and_rfc3339() -> None:
 def test_bad_starting_times_name_the_problem(options: dict[str, str], named: str) -> None:
     with pytest.raises(SourceOptionError, match=named):
         parse_source_options({**BASE, **options}, streaming=True)
+
+
+def test_msg_time_zone_is_an_iana_name() -> None:
+    assert parse_source_options(BASE, streaming=True).msg_time_zone == "UTC"
+    zoned = parse_source_options({**BASE, "msgTimeZone": "Asia/Shanghai"}, streaming=True)
+    assert zoned.msg_time_zone == "Asia/Shanghai"
+    for bad in ("Mars/Olympus", "+08:00", "", "../etc/passwd"):
+        with pytest.raises(SourceOptionError, match="msgTimeZone"):
+            parse_source_options({**BASE, "msgTimeZone": bad}, streaming=True)

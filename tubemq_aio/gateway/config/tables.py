@@ -12,8 +12,9 @@ import fnmatch
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
@@ -38,21 +39,6 @@ __all__ = [
 ]
 
 _SCOPE_KINDS = ("produce", "consume", "admin")
-_GROUP_KEYS = frozenset(
-    {
-        "name",
-        "topics",
-        "mode",
-        "start",
-        "lease_ms",
-        "lease_ms_min",
-        "lease_ms_max",
-        "max_redeliveries",
-        "dlq_topic",
-        "max_clients",
-        "max_clients_per_key",
-    }
-)
 _KEY_KEYS = frozenset({"key", "key_sha256", "name", "scopes"})
 _HK_KEYS = frozenset(
     {"enabled", "leader_lease_ms", "probe_interval_ms", "client_idle_ms", "session_idle_ms"}
@@ -78,6 +64,9 @@ class GroupSpec:
             ``too_many_clients`` until the housekeeper collects an idle one); 0 = no cap.
         max_clients_per_key: the same per API key (the one that first used a client_id);
             0 = only ``max_clients``.
+        msg_time_zone: the IANA zone the group's producers stamp ``msg_time`` in (``UTC``;
+            Java producers stamp local time): an offsets reset ``to_time`` reads the stamps in
+            it (docs/protocol/time.md).
     """
 
     name: str
@@ -89,6 +78,7 @@ class GroupSpec:
     lease_ms_max: int = 43_200_000
     max_clients: int = 1000
     max_clients_per_key: int = 0
+    msg_time_zone: str = "UTC"
 
     def __post_init__(self) -> None:
         checks = Checks(f"groups[{self.name!r}]")
@@ -122,6 +112,13 @@ class GroupSpec:
             checks.problem("need lease_ms_min <= lease_ms <= lease_ms_max")
         checks.integer("max_clients", self.max_clients, low=0, high=1_000_000)
         checks.integer("max_clients_per_key", self.max_clients_per_key, low=0, high=1_000_000)
+        try:
+            ZoneInfo(self.msg_time_zone)
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            checks.problem(
+                "msg_time_zone must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
+                f"got {self.msg_time_zone!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,12 +224,12 @@ def group_table(raw: Mapping[str, Any], index: int) -> GroupConfig:
     """The ``index``-th ``[[groups]]`` table, checked."""
     where = f"groups[{index}]"
     checks = Checks(where)
-    no_unknown(checks, raw, _GROUP_KEYS, where + ".")
+    no_unknown(checks, raw, frozenset(f.name for f in fields(GroupConfig)), where + ".")
     if not isinstance(raw.get("name"), str):
         checks.problem(f"{where}.name is required (a string)")
     options = dict(raw)
     options["topics"] = str_tuple(checks, raw.get("topics", []), f"{where}.topics")
-    for key in ("mode", "start", "dlq_topic"):
+    for key in ("mode", "start", "dlq_topic", "msg_time_zone"):
         if key in options and not isinstance(options[key], str):
             checks.problem(f"{where}.{key} must be a string")
     checks.done()

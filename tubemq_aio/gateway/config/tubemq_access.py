@@ -21,6 +21,7 @@ from tubemq_aio.config import ClientConfig, parse_masters, redact_url
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config.toml_table import checked_table
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
+from tubemq_aio.tls import TlsFiles
 
 __all__ = ["TubeMQAccess", "split_masters_url"]
 
@@ -107,13 +108,11 @@ class TubeMQAccess:
         """
         if not self.tls:
             return None
+        files = TlsFiles(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
         try:
-            context = ssl.create_default_context(cafile=self.tls_ca_file)
-            if self.tls_cert_file is not None:
-                context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        except (OSError, ssl.SSLError) as err:
-            raise ConfigError(f"tubemq: cannot load the TLS files: {err}") from None
-        return context
+            return files.context()
+        except ConfigError as err:
+            raise ConfigError(f"tubemq: {err}") from None
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments for an SDK ``Producer`` / ``Consumer`` (only the ones set)."""

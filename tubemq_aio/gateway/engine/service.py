@@ -271,11 +271,18 @@ class ConsumeService:
                 left_ms = int((deadline - loop.time()) * 1000)
                 if outcome.status not in ("empty", "busy", "paused") or left_ms <= 0:
                     break
+                if self._waker.draining:  # shutting down: answer now, the client polls again
+                    break
                 pause = max(_MIN_POLL_MS, outcome.retry_after_ms or 0)  # no busy loop on Redis
                 await self._waker.wait(f"{spec.name}|{scope}", min(left_ms, pause))
         name = f"fetches_{outcome.status}"
         setattr(self._stats, name, getattr(self._stats, name) + 1)
         return outcome
+
+    def drain(self) -> None:
+        """The replica is shutting down: every long poll answers at once (``empty``, ``busy``
+        or ``paused``, as when its wait ends) and no new one waits."""
+        self._waker.drain()
 
     # ---- settle / extend ---------------------------------------------------------------------
 

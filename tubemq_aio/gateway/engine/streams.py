@@ -266,6 +266,19 @@ class StreamHub:
         """Streams served now."""
         return len(self._streams)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the replica is shutting down (:meth:`drain` or :meth:`close` was called):
+        its streams end with the reason ``shutdown`` and no new one opens."""
+        return self._closed
+
+    def drain(self) -> None:
+        """The replica is shutting down: open no more streams and end every running one
+        now (each releases its unacked leases), without waiting for them."""
+        self._closed = True
+        for task in self.tasks.tasks:
+            self.stop(task)
+
     def next_id(self) -> int:
         """A serial number for the next stream (its holder label)."""
         return next(self._serial)
@@ -309,10 +322,8 @@ class StreamHub:
     async def close(self) -> None:
         """End every stream (each releases its unacked leases), waiting at most twice
         ``release_timeout``; idempotent."""
-        self._closed = True
+        self.drain()
         tasks = self.tasks.tasks
-        for task in tasks:
-            self.stop(task)
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=2 * self.settings.release_timeout)
             if pending:

@@ -48,6 +48,7 @@ class Waker:
         self._per_key: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.draining = False
 
     async def start(self) -> None:
         """Start the listener task (under the owner given; ended by :meth:`close`; idempotent).
@@ -75,6 +76,13 @@ class Waker:
             event.set()
         self._events.clear()
 
+    def drain(self) -> None:
+        """The replica is shutting down: wake every waiter now and let no wait sleep from
+        here on (long polls answer what they have instead of holding the shutdown)."""
+        self.draining = True
+        for event in self._events.values():
+            event.set()
+
     def notify(self, key: str) -> None:
         """Wake the waiters of ``key`` (``<group>|<scope>``)."""
         event = self._events.pop(key, None)
@@ -87,6 +95,8 @@ class Waker:
         Raises:
             TooManyWaitersError: ``max_waiters`` already wait.
         """
+        if self.draining:
+            return
         if self.waiting >= self.max_waiters:
             raise TooManyWaitersError(f"{self.waiting} long polls already wait on this replica")
         event = self._events.setdefault(key, asyncio.Event())

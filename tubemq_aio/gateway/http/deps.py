@@ -87,6 +87,14 @@ class Gateway:
             raise UnknownGroupError(f"no group {name!r} is configured")
         return group
 
+    def drain(self) -> None:
+        """The server began to shut down: answer the long polls and end the streams now (a
+        stream's last event is ``end`` with the reason ``shutdown``) instead of holding the
+        shutdown until the server's grace period cuts them; idempotent."""
+        self.streams.drain()
+        if self.engine is not None:
+            self.engine.drain()
+
     @contextlib.contextmanager
     def long_poll_slot(self, principal: str, wait_ms: int) -> Iterator[None]:
         """Count a fetch that may wait against ``principal``'s share of the long polls.

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from zoneinfo import ZoneInfo
 
 from tubemq_aio.errors import ServerError, TubeMQError
 from tubemq_aio.gateway.config.engine_settings import EngineSettings
@@ -57,6 +58,7 @@ class SessionTable:
                 deployment=self.settings.deployment,
                 rpc_timeout=self.settings.rpc_timeout,
                 client_options=self.client_options,
+                msg_time_zone=ZoneInfo(spec.msg_time_zone),
             )
             self._tubes[spec.name] = tube
         try:

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
 
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
@@ -68,6 +68,7 @@ class TubeGroup:
         rpc_timeout: seconds per RPC.
         client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
             framing: ``TubeMQAccess.client_options()``).
+        msg_time_zone: the zone the group's producers stamp ``msg_time`` in (time searches).
     """
 
     def __init__(
@@ -79,6 +80,7 @@ class TubeGroup:
         deployment: str,
         rpc_timeout: float = 5.0,
         client_options: Mapping[str, Any] | None = None,
+        msg_time_zone: tzinfo = UTC,
     ) -> None:
         self.group = group
         self.client_id = shared_consumer_id(deployment, group)
@@ -88,6 +90,7 @@ class TubeGroup:
             "rpc_timeout": rpc_timeout,
             "fetchers": 1,
             "register_attempts": 2,
+            "msg_time_zone": msg_time_zone,
         }
         options.update(masters=masters, group=group, topics=list(topics))
         self._options = options

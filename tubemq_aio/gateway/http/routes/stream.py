@@ -30,6 +30,7 @@ from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
 from tubemq_aio.gateway.http.deps import ConsumeGroup, Gateway, GatewayDep, messages_json
 from tubemq_aio.gateway.http.disconnect import client_disconnected
+from tubemq_aio.gateway.http.routes.admin import ClientIdQuery
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
 
@@ -140,8 +141,9 @@ class EventStreamResponse(Response):
                     await body(self._encode(event))
                     if event.kind == "end":
                         break
-                elif task in done:  # ended without an end event: a bug, logged by the hub
-                    await body(_sse("end", {"reason": "error"}))
+                elif task in done:  # stopped by a shutdown, else a bug (logged by the hub)
+                    reason = "shutdown" if self.gateway.streams.closed else "error"
+                    await body(_sse("end", {"reason": reason}))
                     break
                 elif not done:
                     await body(b": keepalive\n\n")
@@ -185,7 +187,7 @@ async def stream(
     group: str,
     gateway: GatewayDep,
     access: ConsumeGroup,
-    client_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    client_id: ClientIdQuery = None,
     window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
     lease_ms: Annotated[int | None, Query(ge=1)] = None,
     max_messages: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_LIMIT)] = None,
