@@ -78,7 +78,7 @@ async def test_a_first_batch_damaged_on_the_way_is_read_again(
     assert all(m.crc_ok for r in reads for m in r.messages)
     # (Gathering, the answers read after a damaged batch are rolled back undecoded: two of
     # the five damaged answers are never seen.)
-    assert tube._consumer.stats.crc_refetches == (5 if max_messages == 1 else 3)
+    assert tube.stats.crc_refetches == (5 if max_messages == 1 else 3)
     assert all(not r.resync for r in reads)
 
 
@@ -91,7 +91,7 @@ async def test_a_gathered_batch_damaged_on_the_way_ends_the_read_before_it(
     assert got == sent
     first = reads[0]
     assert (first.batches, len(first.messages), first.next) == (2, 8, 8 * 28)
-    assert tube._consumer.stats.crc_refetches == 1
+    assert tube.stats.crc_refetches == 1
     assert all(not r.resync for r in reads)  # the cursor was put back where the read ended
 
 
@@ -106,8 +106,8 @@ async def test_damage_at_rest_is_dropped_after_one_reread(
     reads, got = await _walk(tube, max_messages=max_messages)
     bad_body = decode_payload(bad.payload, bad.flag, 0).body
     assert got == [b for b in sent if b != bad_body]  # dropped and counted, as documented
-    assert tube._consumer.stats.crc_refetches == 1
-    assert tube._consumer.stats.crc_mismatches == 2
+    assert tube.stats.crc_refetches == 1
+    assert tube.stats.crc_mismatches == 2
     assert reads[-1].next == SENT * 28  # the walk went on past it
 
 

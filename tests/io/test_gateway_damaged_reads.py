@@ -55,6 +55,7 @@ async def test_every_message_once_under_damage_on_the_way(
             more = await produce_numbered(cluster.master_addr, "t", 12, start=SENT)
             cluster.corrupt_next_fetches(1, after=1)  # a later batch of a gathered read
             assert await _consume_all(service, group, max_messages or 1) == more
+            assert (await service.sessions.get(spec)).stats.crc_refetches >= 2
 
 
 async def test_damage_at_rest_is_dropped_and_the_group_goes_on(redis_server: RedisServer) -> None:
@@ -66,5 +67,7 @@ async def test_damage_at_rest_is_dropped_and_the_group_goes_on(redis_server: Red
         log.messages[6] = dataclasses.replace(bad, checksum=bad.checksum ^ 1)
         async with running_service(cluster.master_addr, redis_server.url, spec) as service:
             got = await _consume_all(service, "rest", 100)
+            tube = await service.sessions.get(spec)
+            assert tube.stats.crc_refetches == 1  # the second read showed the same damage
         bad_body = decode_payload(bad.payload, bad.flag, 0).body.decode()
         assert got == [b for b in sent if b != bad_body]

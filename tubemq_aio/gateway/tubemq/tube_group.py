@@ -21,6 +21,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
 
+from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.toolkit import (
     ClientBalanceSession,
@@ -107,6 +108,14 @@ class TubeGroup:
         #: Broker RPCs spent by :meth:`register` and :meth:`read` (register, get, commit).
         self.rpcs = 0
         self._damaged = DamagedReads()
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Counters of this group's reads on this replica: ``crc_mismatches``,
+        ``crc_refetches`` (batches read again after damage on the way), ``decode_errors``,
+        ``filtered`` (the SDK consumer's :class:`~tubemq_aio.consumer.ConsumerStats`; a new
+        session after a failed start counts from 0)."""
+        return self._consumer.stats
 
     @property
     def started(self) -> bool:
