@@ -6,7 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tubemq_aio.protocol.consumer_replies import RawMessage
-from tubemq_aio.protocol.damage import damage_at_rest, damage_signature
+from tubemq_aio.protocol.damage import (
+    DAMAGED_REREAD_WAIT_MS,
+    DAMAGED_REREADS_AT_ONCE,
+    damage_at_rest,
+    damage_signature,
+    reread_wait_ms,
+)
 from tubemq_aio.protocol.message import checksum
 
 
@@ -43,3 +49,9 @@ def test_damage_that_changes_between_reads_is_never_at_rest(
     assert one
     assert two
     assert damage_at_rest((0, one), 0, two) == (first_bit == second_bit)
+
+
+def test_rereads_go_at_once_then_are_paced_never_counted_out() -> None:
+    assert [reread_wait_ms(n) for n in range(1, DAMAGED_REREADS_AT_ONCE + 1)] == [0, 0, 0]
+    assert reread_wait_ms(DAMAGED_REREADS_AT_ONCE + 1) == DAMAGED_REREAD_WAIT_MS
+    assert reread_wait_ms(10**9) == DAMAGED_REREAD_WAIT_MS  # a deadline ends it, not a count

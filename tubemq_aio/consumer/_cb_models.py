@@ -20,6 +20,7 @@ from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import PartitionMeta as ProtocolPartitionMeta
 from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
 from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.damage import DamageSignature
 
 __all__ = [
     "BatchCodec",
@@ -138,7 +139,8 @@ class BatchCodec(Generic[A, T]):
 
     Attributes:
         parse: answer bytes -> parsed answer (raises ``RemoteProtocolError`` on bad bytes).
-        decode: parsed answer -> the batch's messages in the codec's form (after the commit).
+        decode: parsed answer -> the batch's messages in the codec's form (before the commit:
+            a batch found damaged on the way is rolled back and read again instead).
         empty: the messages of an empty read.
         parse_whole: when set, the GetMessage answer is asked of the transport whole: a plain
             SUCCESS answer comes with its RPC envelope (the answer bytes are
@@ -146,12 +148,19 @@ class BatchCodec(Generic[A, T]):
             parsed by this instead of ``parse``, in place: the answer is not copied out of
             its frame (≈ 0.5 MB per broker batch). Same result and errors as ``parse`` of
             the answer bytes.
+        damage: parsed answer -> its
+            :func:`~tubemq_aio.protocol.damage.damage_signature`; asked only when ``decode``
+            counted a checksum mismatch or an undecodable message. With it, a batch whose
+            damage two reads of its offset do not show alike (damage on the way) is read again
+            instead of decoded by the ``deliver_corrupt`` rule; None: every mismatch goes to
+            that rule at once.
     """
 
     parse: Callable[[bytes], A]
     decode: Callable[[A, DecodeContext], T]
     empty: T
     parse_whole: Callable[[bytes], A] | None = None
+    damage: Callable[[A], DamageSignature] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,20 @@ from tubemq_aio.errors import (
     ConnectError,
     PartitionNotSubscribableError,
     RequestNotSentError,
+    RequestTimeoutError,
     UnknownPartitionError,
     server_error,
 )
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
+from tubemq_aio.protocol.damage import (
+    DamagedRead,
+    DamageSignature,
+    damage_at_rest,
+    damage_signature,
+    reread_wait_ms,
+)
 from tubemq_aio.protocol.retry import DEFAULT_RETRY
 
 __all__ = [
@@ -99,9 +107,17 @@ async def read_batch(
     is rolled back, and when it does not or the broker answers anything but a batch (the end
     of the partition included), the read is done again with a register.
 
+    A batch with a checksum mismatch is rolled back and read again (with a register) until two
+    reads of its offset show the same damage (damage at rest,
+    :func:`~tubemq_aio.protocol.damage.damage_at_rest`; then ``deliver_corrupt`` decides), as
+    the fetch path does (``stats.crc_refetches``; docs/protocol/consumer.md §5). Everything is
+    bounded by ``rpc_timeout`` from the call, not by a count of reads.
+
     Raises:
         ConsumeSpeedLimitedError: the broker throttles the group (452); read again later.
         ServerError: the broker refused the register, the read or the commit.
+        RequestTimeoutError: every read until ``rpc_timeout`` had passed brought other damage
+            (damage on the way); nothing was consumed, the group's offset is at ``offset``.
     """
     key = partition.key
     context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
@@ -109,12 +125,13 @@ async def read_batch(
     # ``offset``) when one certainly did not reach the broker: a broker restarting costs time,
     # until ``rpc_timeout`` has passed, not an error in milliseconds (issue 30, fault 1).
     deadline = session.clock() + session.config.rpc_timeout
+    damaged: DamagedRead | None = None  # the last read of this call damaged on the way
 
-    async def once(sequential: bool) -> BatchRead[T]:
+    async def once(sequential: bool) -> BatchRead[T] | DamagedRead:
         if sequential and key in session.readers:
             got = await _get_message(session, partition, codec)
             if got.success and got.curr_offset == offset:
-                return await _finish_read(session, partition, got, codec, context, consume)
+                return await _finish_read(session, partition, got, codec, context, consume, damaged)
             if got.success:  # the cursor was elsewhere: give the batch back, read with a register
                 await session.broker.commit(partition, consumed=False)
         # 1. Register with the bootstrap offset: the first read after a registration uses the
@@ -134,12 +151,12 @@ async def read_batch(
                 return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
                                  reg.curr_offset, top)  # fmt: skip
             raise server_error(got.err_code, got.err_msg)
-        return await _finish_read(session, partition, got, codec, context, consume)
+        return await _finish_read(session, partition, got, codec, context, consume, damaged)
 
-    failures = 0
+    failures = rereads = 0
     while True:
         try:
-            return await once(sequential)
+            done = await once(sequential)
         except (ConnectError, RequestNotSentError):
             failures += 1
             pause = DEFAULT_RETRY.pause(failures, session.clock(), deadline, random.random())
@@ -147,6 +164,22 @@ async def read_batch(
                 raise
             await asyncio.sleep(pause)
             sequential = False
+            continue
+        if isinstance(done, BatchRead):
+            return done
+        # Damage on the way: the batch was rolled back; read it again with a register.
+        damaged, rereads, sequential = done, rereads + 1, False
+        stats.crc_refetches += 1
+        log.warning("checksum mismatch in %s at offset %d: reading the batch again", key, done[0])
+        wait = reread_wait_ms(rereads) / 1000
+        if session.clock() + wait >= deadline:
+            raise RequestTimeoutError(
+                f"partition {context.partition_key} at offset {done[0]}: every read within "
+                f"rpc_timeout ({session.config.rpc_timeout} s) was damaged on the way "
+                f"({rereads} reads); nothing consumed"
+            )
+        if wait:
+            await asyncio.sleep(wait)
 
 
 async def _get_message(
@@ -167,13 +200,27 @@ async def _finish_read(
     codec: BatchCodec[A, T],
     context: DecodeContext,
     consume: bool,
-) -> BatchRead[T]:
+    damaged: DamagedRead | None,
+) -> BatchRead[T] | DamagedRead:
+    """Decode the batch, then commit it (or roll it back and return its damage when it was
+    damaged on the way: ``damaged`` is the last such read of this call)."""
+    counters = context.counters
+    before = counters.crc_mismatches + counters.decode_errors
+    items = codec.decode(got, context)
+    # A bit flipped in an attribute block's length counts as undecodable before its checksum
+    # is checked: either count sends the batch to the checksum comparison.
+    if counters.crc_mismatches + counters.decode_errors != before and codec.damage is not None:
+        signature = codec.damage(got)
+        if not damage_at_rest(damaged, got.curr_offset, signature):
+            # Give the batch back (the group's offset stays at its start); the caller reads
+            # it again with a register, so this answer's outcome does not matter.
+            await session.broker.commit(partition, consumed=False)
+            return got.curr_offset, signature
     # 3. Commit: the only answer that carries the offset right after the batch (a peek rolls
     #    the batch back: the group's offset stays at the register offset).
     done = await session.broker.commit(partition, consumed=consume)
     if not done.success:
         raise server_error(done.err_code, done.err_msg)
-    items = codec.decode(got, context)
     top = max(done.max_offset, got.max_offset)
     after = done.curr_offset if consume else got.curr_offset
     return BatchRead(context.partition_key, items, got.curr_offset, after, top)
@@ -191,9 +238,13 @@ def _decode_messages(got: GetMessageResponse, context: DecodeContext) -> tuple[M
     return tuple(messages)
 
 
+def _message_damage(got: GetMessageResponse) -> DamageSignature:
+    return damage_signature(got.messages)
+
+
 #: The codec of :meth:`ClientBalancedConsumer.read_at` and friends: one
 #: :class:`~tubemq_aio.models.Message` per message (CRC, attribute and filter rules of
 #: :func:`~tubemq_aio.consumer._decode.decode_raw_messages`).
 MESSAGES: BatchCodec[GetMessageResponse, tuple[Message, ...]] = BatchCodec(
-    parse_get_message_response, _decode_messages, ()
+    parse_get_message_response, _decode_messages, (), damage=_message_damage
 )

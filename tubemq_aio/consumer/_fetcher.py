@@ -23,7 +23,12 @@ from tubemq_aio.errors import ClientClosedError, InvalidConfirmContextError, Tub
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse
-from tubemq_aio.protocol.damage import DamageSignature, damage_at_rest, damage_signature
+from tubemq_aio.protocol.damage import (
+    DamagedRead,
+    damage_at_rest,
+    damage_signature,
+    reread_wait_ms,
+)
 from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
 from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
@@ -37,11 +42,6 @@ log = logging.getLogger("tubemq_aio.consumer")
 #: (docs/protocol/consumer.md §4.3); a broker failing is paced by
 #: :data:`~tubemq_aio.protocol.retry.FETCH_RETRY` instead.
 _RPC_FAILURE_WAIT_MS = 200
-
-#: Rest (ms) before a damaged batch is read again once it was read again this many times in a
-#: row with other damage each time (a link that damages every answer is not polled in a spin).
-_DAMAGED_REREADS_AT_ONCE = 3
-_DAMAGED_REREAD_WAIT_MS = 200
 
 #: Longest sleep of an idle fetcher between checks (it is also woken by lease changes).
 _IDLE_POLL = 1.0
@@ -93,9 +93,8 @@ class FetchEngine:
         self._asleep: dict[object, float] = {}
         self._flows: dict[PartitionKey, PartitionFlow] = {}
         self._idle = IdleBackoff(_ms(config.msg_not_found_wait), _ms(config.idle_ceiling))
-        # Partition -> (batch start offset, reads of it that had a checksum mismatch).
         # Per partition: the offset and damage of its last damaged read, and the re-reads in a row.
-        self._corrupt_reads: dict[PartitionKey, tuple[tuple[int, DamageSignature], int]] = {}
+        self._corrupt_reads: dict[PartitionKey, tuple[DamagedRead, int]] = {}
         # Partition -> its fetches failing in a row (broker unreachable or answering 5xx).
         self._failing: dict[PartitionKey, RetryWindow] = {}
         #: Called with the keys of partitions this engine stops fetching on its own (the broker
@@ -318,7 +317,7 @@ class FetchEngine:
         self._corrupt_reads[key] = ((offset, signature), rereads)
         self.stats.crc_refetches += 1
         log.warning("checksum mismatch in %s at offset %d: reading the batch again", key, offset)
-        return 0 if rereads <= _DAMAGED_REREADS_AT_ONCE else _DAMAGED_REREAD_WAIT_MS
+        return reread_wait_ms(rereads)
 
     def _on_error(
         self,

@@ -1,4 +1,7 @@
-"""Damage on the way or at rest: whether a fetched batch with a damaged message is read again.
+"""Damage on the way or at rest: whether a read batch with a damaged message is read again.
+
+Used by every reader of messages: the fetch path, the client-balanced consumer's positioned
+reads (``read_at`` and friends, the time search, the Spark source) and the gateway's reads.
 
 A message whose checksum does not match was damaged on the way (a read of the same offset
 again brings other bytes, or good ones) or at rest in the broker's store (every read brings the
@@ -15,11 +18,29 @@ from collections.abc import Iterable
 from tubemq_aio.protocol.consumer_replies import RawMessage
 from tubemq_aio.protocol.message import checksum
 
-__all__ = ["DamageSignature", "damage_at_rest", "damage_signature"]
+__all__ = [
+    "DAMAGED_REREADS_AT_ONCE",
+    "DAMAGED_REREAD_WAIT_MS",
+    "DamageSignature",
+    "DamagedRead",
+    "damage_at_rest",
+    "damage_signature",
+    "reread_wait_ms",
+]
 
 #: ``(message id, checksum received, CRC-32 of the payload received)`` of each message whose
 #: checksum does not match, in answer order; empty when every checksum matches.
 DamageSignature = tuple[tuple[int, int, int], ...]
+
+#: ``(offset where a read started, its damage signature)``: what the next read of the same
+#: offset is compared with.
+DamagedRead = tuple[int, DamageSignature]
+
+#: Reads again in a row, each showing other damage, after which each further read of the same
+#: damaged offset waits :data:`DAMAGED_REREAD_WAIT_MS` first (a link that damages every answer
+#: is not polled in a spin; the reader's own deadline bounds the whole).
+DAMAGED_REREADS_AT_ONCE = 3
+DAMAGED_REREAD_WAIT_MS = 200
 
 
 def damage_signature(messages: Iterable[RawMessage]) -> DamageSignature:
@@ -31,9 +52,7 @@ def damage_signature(messages: Iterable[RawMessage]) -> DamageSignature:
     )
 
 
-def damage_at_rest(
-    previous: tuple[int, DamageSignature] | None, offset: int, signature: DamageSignature
-) -> bool:
+def damage_at_rest(previous: DamagedRead | None, offset: int, signature: DamageSignature) -> bool:
     """Whether damage read at ``offset`` is at rest (deliver or drop it) rather than on the way
     (read the batch again).
 
@@ -49,3 +68,10 @@ def damage_at_rest(
     if not signature:
         return True
     return previous is not None and previous == (offset, signature)
+
+
+def reread_wait_ms(rereads: int) -> int:
+    """The rest (ms) before damaged read number ``rereads`` (1 = the first read again) of one
+    offset: 0 for the first :data:`DAMAGED_REREADS_AT_ONCE`, then
+    :data:`DAMAGED_REREAD_WAIT_MS`. The reader's deadline, not this count, ends the reading."""
+    return 0 if rereads <= DAMAGED_REREADS_AT_ONCE else DAMAGED_REREAD_WAIT_MS

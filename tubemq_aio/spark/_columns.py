@@ -55,6 +55,7 @@ from tubemq_aio.protocol.consumer_replies import (
     parse_get_message_response,
     parse_get_message_response_py,
 )
+from tubemq_aio.protocol.damage import DamageSignature, damage_signature
 from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32
 from tubemq_aio.protocol.rpc import success_bounds
 from tubemq_aio.spark._message_columns import (
@@ -69,6 +70,7 @@ __all__ = [
     "COLUMNS",
     "ColumnAnswer",
     "MessageColumns",
+    "column_damage",
     "compiled_decode",
     "compiled_parse",
     "crc_address",
@@ -617,7 +619,19 @@ _decode = (
     else compiled_decode(_decoder_cls, None if _API >= 2 else 0)
 )
 
+
+def column_damage(answer: ColumnAnswer) -> DamageSignature:
+    """:func:`~tubemq_aio.protocol.damage.damage_signature` of a parsed answer's messages (the
+    positioned read asks for it only after a decode counted a checksum mismatch)."""
+    s = answer.spans
+    view = memoryview(s.data)
+    fields = zip(
+        s.ids.tolist(), s.checksums.tolist(), s.starts.tolist(), s.ends.tolist(), strict=True
+    )
+    return damage_signature(RawMessage(i, c, bytes(view[a:b]), 0) for i, c, a, b in fields)
+
+
 #: The Spark source's codec for :meth:`ClientBalancedConsumer.read_with`.
 COLUMNS: BatchCodec[ColumnAnswer, MessageColumns] = BatchCodec(
-    parse_columns, decode_columns, EMPTY, parse_whole_columns
+    parse_columns, decode_columns, EMPTY, parse_whole_columns, damage=column_damage
 )

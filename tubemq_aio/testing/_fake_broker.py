@@ -70,6 +70,7 @@ class FakeBroker:
         #: Successful fetch answers still to corrupt on the way (one payload byte flipped in
         #: their first message; the stored data stays intact).
         self.corrupt_fetches = 0
+        self.corrupt_after = 0  # answers with messages to leave intact before those
         self.corrupted = 0  # answers damaged so far
         handlers = {
             Method.BROKER_PRODUCER_SEND_MESSAGE: self._send,
@@ -246,7 +247,9 @@ class FakeBroker:
             )
             for m in messages
         ]
-        if transferred and self.corrupt_fetches > 0:
+        if transferred and self.corrupt_after > 0:
+            self.corrupt_after -= 1
+        elif transferred and self.corrupt_fetches > 0:
             self.corrupt_fetches -= 1
             # Damage on the way differs from read to read: another bit each time.
             self.corrupted += 1

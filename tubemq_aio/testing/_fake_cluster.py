@@ -266,13 +266,17 @@ class FakeCluster(AsyncService):
             raise ValueError("times must be at least 1, or None")
         return self.plan.add(Injection(int(method), fault, node, times))
 
-    def corrupt_next_fetches(self, count: int, broker_id: int | None = None) -> None:
+    def corrupt_next_fetches(
+        self, count: int, broker_id: int | None = None, *, after: int = 0
+    ) -> None:
         """Flip one payload bit in the first message of the next ``count`` successful fetch
         answers (of one broker, or of each), another bit each time: corruption on the way, the
-        stored data intact."""
+        stored data intact. ``after``: that many successful answers with messages are left
+        intact first (to damage a later batch of one gathered read)."""
         for broker in self.brokers:
             if broker_id is None or broker.broker_id == broker_id:
                 broker.corrupt_fetches = count
+                broker.corrupt_after = after
 
     def clear_faults(self) -> None:
         """Remove every injected fault."""

@@ -28,6 +28,7 @@ from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
+from tubemq_aio.protocol.damage import damage_signature
 from tubemq_aio.protocol.message import checksum, encode_message
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.rpc import Method, encode_success
@@ -35,6 +36,7 @@ from tubemq_aio.spark import _columns
 from tubemq_aio.spark._columns import (
     ColumnAnswer,
     MessageColumns,
+    column_damage,
     compiled_decode,
     compiled_parse,
     crc_address,
@@ -515,3 +517,15 @@ def test_the_c_crc_is_zlib_ngs_and_gives_the_same_checksums() -> None:
     for size in (0, 1, 15, 16, 64, 1000, 70_000):
         data = os.urandom(size)
         assert zng_crc32(0, data, size) == zlib_ng.crc32(data)
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(messages(), max_size=8))
+def test_column_damage_is_the_row_paths_damage_signature(
+    batch: list[tuple[int, int, bytes, int]],
+) -> None:
+    """The positioned read compares two reads' damage by this (protocol/damage.py)."""
+    data = answer(batch)
+    want = damage_signature(parse_get_message_response(data).messages)
+    for name, parse, _ in IMPLS:
+        assert column_damage(parse(data)) == want, name

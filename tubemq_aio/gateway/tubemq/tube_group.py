@@ -17,9 +17,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
 
+from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.toolkit import (
     ClientBalanceSession,
@@ -30,11 +32,13 @@ from tubemq_aio.consumer.toolkit import (
 )
 from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
+from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
+from tubemq_aio.protocol.damage import reread_wait_ms
 
 __all__ = ["TubeGroup"]
 
@@ -103,6 +107,15 @@ class TubeGroup:
         self.master_ok = False
         #: Broker RPCs spent by :meth:`register` and :meth:`read` (register, get, commit).
         self.rpcs = 0
+        self._damaged = DamagedReads()
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """Counters of this group's reads on this replica: ``crc_mismatches``,
+        ``crc_refetches`` (batches read again after damage on the way), ``decode_errors``,
+        ``filtered`` (the SDK consumer's :class:`~tubemq_aio.consumer.ConsumerStats`; a new
+        session after a failed start counts from 0)."""
+        return self._consumer.stats
 
     @property
     def started(self) -> bool:
@@ -241,11 +254,54 @@ class TubeGroup:
         within ``max_messages``, under :data:`GATHER_BYTES` and before ``gather_until``
         (``time.monotonic()``).
 
+        A batch with a damaged message is decoded while the next RPC is at the broker, so it is
+        committed before its damage is known. Damage two reads of its offset do not show alike
+        (damage on the way, :class:`~tubemq_aio.gateway.tubemq.tube_damage.DamagedReads`) ends
+        the read before that batch and registers the cursor back at its start: a later batch
+        is answered without it (the next read starts at it), the first one is read again here
+        until its damage is seen at rest or ``rpc_timeout`` has passed (then the answer is
+        ``error``, nothing consumed). Damage at rest is dropped (``stats.crc_mismatches``).
+
         Raises:
             TubeMQError: a transport error or a broker refusal other than 404/452.
         """
         session = self._session()
         partition = await self._partition(key)
+        deadline = time.monotonic() + self._options["rpc_timeout"]
+        rpcs = rereads = 0
+        registered, resync = False, ""
+        while True:
+            got = await self._read_once(
+                session, partition, key, start, cursor_at_start, max_messages, gather_until
+            )
+            rpcs += got.rpcs
+            registered, resync = registered or got.registered, resync or got.resync
+            if got.status != "damaged":
+                return replace(got, rpcs=rpcs, registered=registered, resync=resync)
+            rereads += 1
+            wait = reread_wait_ms(rereads) / 1000
+            if time.monotonic() + wait >= deadline:
+                error = f"every read of {key} at {got.start} was damaged on the way ({rereads})"
+                return TubeRead(
+                    "error", got.start, got.start, got.max, rpcs=rpcs, registered=registered,
+                    resync=resync, error=error,
+                )  # fmt: skip
+            if wait:
+                await asyncio.sleep(wait)
+            start, cursor_at_start = got.start, True  # the cursor was put back at the batch
+
+    async def _read_once(
+        self,
+        session: ClientBalanceSession,
+        partition: Partition,
+        key: str,
+        start: int,
+        cursor_at_start: bool,
+        max_messages: int,
+        gather_until: float,
+    ) -> TubeRead:
+        """One :meth:`read`; status ``damaged`` when its first batch was damaged on the way
+        (the cursor is back at ``start``)."""
         rpcs, registered, top, begin, resync = 0, False, -1, start, ""
         for _attempt in range(2):
             if not cursor_at_start:
@@ -295,28 +351,42 @@ class TubeGroup:
             )
         messages: list[Message] = []
         filters = self._consumer.config.filters_of(partition.key.topic)
+        counters = self._consumer.stats
 
-        def decode(batch: tuple[RawMessage, ...]) -> None:
+        def decode(batch: tuple[RawMessage, ...], at: int) -> bool:
+            before = counters.crc_mismatches + counters.decode_errors
             decoded, _ = decode_raw_messages(
                 batch,
                 topic=partition.key.topic,
                 partition_key=key,
                 filters=filters,
-                counters=self._consumer.stats,
+                counters=counters,
             )
+            damaged = counters.crc_mismatches + counters.decode_errors != before
+            if damaged and self._damaged.on_the_way(key, at, batch):
+                counters.crc_refetches += 1
+                log.warning("checksum mismatch in %s at offset %d: reading it again", key, at)
+                return True
             messages.extend(decoded)
+            return False
 
-        done, gets, batches = await self._gather(
+        done, gets, batches, hurt = await self._gather(
             session, partition, got.messages, begin, max_messages, gather_until, decode
         )
         rpcs += gets + 1
-        if not done.success:
+        if not done.success and hurt is None:
             raise server_error(done.err_code, done.err_msg)
         top = max(top, done.max_offset)
+        end = done.curr_offset
+        if hurt is not None:
+            # The damaged batch was committed before its damage was known: put the cursor back
+            # at its start, where this read ends (and the next one begins).
+            end, top = hurt, max(top, (await self.register(key, hurt))[1])
+            rpcs += 1
         return TubeRead(
-            "ok",
+            "damaged" if hurt is not None and not batches else "ok",
             begin,
-            done.curr_offset,
+            end,
             top,
             tuple(messages),
             rpcs=rpcs,
@@ -333,19 +403,22 @@ class TubeGroup:
         begin: int,
         max_messages: int,
         until: float,
-        decode: Callable[[tuple[RawMessage, ...]], object],
-    ) -> tuple[OffsetResponse, int, int]:
+        decode: Callable[[tuple[RawMessage, ...], int], bool],
+    ) -> tuple[OffsetResponse, int, int, int | None]:
         """Read further broker batches after ``first``; end with a CommitOffset.
 
         A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
         ``currOffset`` is where the previous batch ended. A batch that would take the total
         past ``max_messages`` is read only when the largest batch so far says it fits; one that
         does not is rolled back (commit with consumed=False leaves the cursor where it starts).
-        Each kept batch is decoded (``decode``) while the next RPC is at the broker.
+        Each kept batch is decoded (``decode(batch, its start)``, True when it was damaged on
+        the way) while the next RPC is at the broker; a damaged one ends the gathering (the
+        batch read after it is rolled back).
 
         Returns:
             The final commit answer (``currOffset`` = the end of the kept batches), the
-            GetMessage calls made here and the number of batches kept.
+            GetMessage calls made here, the number of batches kept and the start of a batch
+            damaged on the way (None when none was: then every batch read was kept).
 
         Raises:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
@@ -354,16 +427,19 @@ class TubeGroup:
         size = sum(len(m.payload) for m in first)
         gets, batches, last_start, keep = 0, 1, begin, True
         pending: tuple[RawMessage, ...] = first
+        pending_at, hurt = begin, False
         while total + largest <= max_messages and size < GATHER_BYTES and time.monotonic() < until:
             self.rpcs += 1
             gets += 1
-            got = await _overlapped(
+            got, hurt = await _overlapped(
                 session.broker.get_message(partition, last_pack_consumed=True, esc_flow_ctrl=False),
                 pending,
+                pending_at,
                 decode,
             )
             pending = ()
-            if not got.success:  # 404 (caught up), 452, …: the commit below ends the read
+            if hurt or not got.success:  # 404 (caught up), 452, …: the commit below ends it
+                keep = not hurt
                 break
             if got.curr_offset <= last_start:
                 raise server_error(
@@ -373,31 +449,38 @@ class TubeGroup:
             if total + len(got.messages) > max_messages:
                 keep = False
                 break
-            pending, batches = got.messages, batches + 1
+            pending, pending_at, batches = got.messages, got.curr_offset, batches + 1
             size += sum(len(m.payload) for m in got.messages)
             total += len(got.messages)
             largest = max(largest, len(got.messages))
         self.rpcs += 1
-        done = await _overlapped(session.broker.commit(partition, consumed=keep), pending, decode)
+        done, hurt_last = await _overlapped(
+            session.broker.commit(partition, consumed=keep), pending, pending_at, decode
+        )
+        if hurt or hurt_last:
+            return done, gets, batches - 1, pending_at
         if done.success and not keep and done.curr_offset != last_start:
             raise server_error(
                 500, f"rollback left the cursor at {done.curr_offset}, not {last_start}"
             )
-        return done, gets, batches
+        return done, gets, batches, None
 
 
 async def _overlapped(
     call: Coroutine[Any, Any, _T],
     batch: tuple[RawMessage, ...],
-    decode: Callable[[tuple[RawMessage, ...]], object],
-) -> _T:
-    """Run the broker ``call`` and decode ``batch`` while it is on the wire."""
+    at: int,
+    decode: Callable[[tuple[RawMessage, ...], int], bool],
+) -> tuple[_T, bool]:
+    """Run the broker ``call`` and decode ``batch`` (starting at ``at``) while it is on the
+    wire; the call's answer and whether the batch was damaged on the way."""
     task = asyncio.ensure_future(call)
+    hurt = False
     if batch:
         try:
             await asyncio.sleep(0)  # let the task write its request before the CPU work
-            decode(batch)
+            hurt = decode(batch, at)
         except BaseException:
             task.cancel()
             raise
-    return await task
+    return await task, hurt
