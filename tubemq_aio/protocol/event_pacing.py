@@ -25,6 +25,10 @@ __all__ = ["DEFAULT_EVENT_MIN_INTERVAL", "EventPacer"]
 DEFAULT_EVENT_MIN_INTERVAL = 0.5
 
 
+#: A wait this short (seconds) is none: float rounding of a clock advanced by a wait.
+_NO_WAIT = 1e-9
+
+
 class EventPacer:
     """When the consumer may start on the next rebalance event.
 
@@ -50,7 +54,9 @@ class EventPacer:
         """Seconds to wait from ``now`` before the next event may start (0: start now)."""
         if self._last_start is None:
             return 0.0
-        return max(0.0, self._last_start + self.min_interval - now)
+        left = self._last_start + self.min_interval - now
+        # below a nanosecond it is the rounding of ``now + wait(now)``, not a wait
+        return left if left > _NO_WAIT else 0.0
 
     def started(self, now: float) -> None:
         """Record that an event started at ``now`` (call it once per event processed)."""
