@@ -235,7 +235,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                     if key not in self._wanted or key in self._leases:
                         return
                     try:
-                        await self._register(key.format(), None)
+                        await self._register(key.format(), key, None)
                     except (TubeMQError, OSError) as exc:
                         log.info("re-connect of %s failed: %r; retrying", key, exc)
                         continue
@@ -295,19 +295,19 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             found = await search_offset(self, partition_key, when, self.config.msg_time_zone)
             offset = found.offset
             self._time_started.add(partition_key)
-        async with self._locks.hold(parse_key(partition_key)):
-            key = await self._register(partition_key, offset)
+        key = parse_key(partition_key)
+        async with self._locks.hold(key):
+            await self._register(partition_key, key, offset)
             self._wanted.add(key)
             position = self._position(key)
         # Outside the lock: the callback may connect or disconnect partitions itself.
         await self._notify_assigned([key.format()])
         return position
 
-    async def _register(self, partition_key: str, offset: int | None) -> PartitionKey:
+    async def _register(self, partition_key: str, key: PartitionKey, offset: int | None) -> None:
         # Under the partition's lock: register at the broker and start fetching.
         session, engine = self._running()
-        partition = await resolve_partition(session, partition_key)
-        key = partition.key
+        partition = await resolve_partition(session, partition_key, key)
         if key in self._leases:
             raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
         session.readers.pop(key, None)  # a reader registration is replaced
@@ -332,7 +332,6 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         engine.notify(now + delay_ms / 1000 if delay_ms > IMMEDIATE_RELEASE_MS else None)
         # DEBUG: at thousands of partitions one INFO line each would cost more than the rest.
         log.debug("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
-        return key
 
     async def disconnect(self, partition_key: str) -> None:
         """Stop fetching a partition and unregister it at its broker.
@@ -437,8 +436,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             ServerError: the broker refused the register.
         """
         session, _ = self._running()
-        async with self._locks.hold(parse_key(partition_key)):
-            partition = await resolve_partition(session, partition_key)
+        key = parse_key(partition_key)
+        async with self._locks.hold(key):
+            partition = await resolve_partition(session, partition_key, key)
             if partition.key in self._leases:
                 raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
             session.readers.pop(partition.key, None)
@@ -540,9 +540,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         checks.integer("offset", offset, low=0, high=2**63 - 1)  # an int64 on the wire
         checks.done()
         session, _ = self._running()
-        async with self._locks.hold(parse_key(partition_key)):
-            partition = await resolve_partition(session, partition_key)
-            key = partition.key
+        key = parse_key(partition_key)
+        async with self._locks.hold(key):
+            partition = await resolve_partition(session, partition_key, key)
             if key in self._leases:
                 raise PartitionAlreadyConnectedError(
                     f"partition {partition_key} is connected for fetching; disconnect it first"
