@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.support.fake_helpers import produce
-from tubemq_aio import ClientBalancedConsumer
+from tubemq_aio import ClientBalancedConsumer, PartitionAlreadyConnectedError
+from tubemq_aio.consumer.client_balanced import PositionedRead
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
 from tubemq_aio.testing.polling import wait_until
@@ -59,21 +60,29 @@ async def _serial_reads(consumer: ClientBalancedConsumer) -> dict[str, list[byte
     return out
 
 
+async def _two_reads_at_the_broker(
+    cluster: FakeCluster, consumer: ClientBalancedConsumer
+) -> tuple[asyncio.Task[PositionedRead], asyncio.Task[PositionedRead]]:
+    """Start ``read_at`` of the first two partitions at 0 while the broker holds GetMessage
+    answers back; return once both requests reached it, neither answer having come back."""
+    held = cluster.inject(GET, Fault.delay(HOLD), times=2)
+    committed = _commits(cluster)
+    first = asyncio.create_task(consumer.read_at(KEYS[0], 0))
+    second = asyncio.create_task(consumer.read_at(KEYS[1], 0))
+    await _until(lambda: held.hits == 2 or first.done() or second.done())
+    assert held.hits == 2
+    assert _commits(cluster) == committed  # no read got past its GetMessage
+    assert not first.done()
+    assert not second.done()
+    return first, second
+
+
 async def test_reads_of_two_partitions_are_at_the_broker_at_once() -> None:
     async with FakeCluster(topics={"demo": 3}) as cluster:
         await produce(cluster.master_addr, "demo", 30)
         async with _consumer(cluster) as consumer:
             expected = await _serial_reads(consumer)
-            held = cluster.inject(GET, Fault.delay(HOLD), times=2)
-            committed = _commits(cluster)
-            first = asyncio.create_task(consumer.read_at(KEYS[0], 0))
-            second = asyncio.create_task(consumer.read_at(KEYS[1], 0))
-            await _until(lambda: held.hits == 2 or first.done() or second.done())
-            # Both GetMessage requests arrived before either answer came back.
-            assert held.hits == 2
-            assert _commits(cluster) == committed
-            assert not first.done()
-            assert not second.done()
+            first, second = await _two_reads_at_the_broker(cluster, consumer)
             a, b = await asyncio.gather(first, second)
             assert [m.body for m in a.messages] == expected[KEYS[0]]
             assert [m.body for m in b.messages] == expected[KEYS[1]]
@@ -110,11 +119,7 @@ async def test_a_cancelled_read_leaves_the_other_partitions_read_whole() -> None
         await produce(cluster.master_addr, "demo", 30)
         async with _consumer(cluster) as consumer:
             expected = await _serial_reads(consumer)
-            held = cluster.inject(GET, Fault.delay(HOLD), times=2)
-            doomed = asyncio.create_task(consumer.read_at(KEYS[0], 0))
-            other = asyncio.create_task(consumer.read_at(KEYS[1], 0))
-            await _until(lambda: held.hits == 2 or doomed.done() or other.done())
-            assert held.hits == 2
+            doomed, other = await _two_reads_at_the_broker(cluster, consumer)
             doomed.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await doomed
@@ -145,3 +150,21 @@ async def test_a_time_search_reads_its_partitions_at_once() -> None:
             assert found == expected
             assert list(found) == KEYS
             assert all(offset is not None for offset in found.values())
+
+
+async def test_two_connects_of_one_partition_at_once_connect_it_once() -> None:
+    async with FakeCluster(topics={"demo": 3}) as cluster, _consumer(cluster) as consumer:
+        await consumer.partitions()
+        results = await asyncio.gather(
+            consumer.connect(KEYS[0]),
+            consumer.connect(KEYS[0]),
+            consumer.connect(KEYS[1]),
+            return_exceptions=True,
+        )
+        refused = [r for r in results if isinstance(r, BaseException)]
+        assert len(refused) == 1
+        assert isinstance(refused[0], PartitionAlreadyConnectedError)
+        assert sorted(consumer.assignment()) == KEYS[:2]
+        with pytest.raises(PartitionAlreadyConnectedError):
+            await consumer.read_at(KEYS[0], 0)  # connected for fetching
+        assert len(consumer._locks) == 0
