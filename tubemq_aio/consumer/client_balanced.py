@@ -381,6 +381,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         the batch start), then commit, whose answer is the offset right after the batch. The
         group's stored offset is left at ``next_offset``.
 
+        Reads (and connects, disconnects) of different partitions run at once; of the same
+        partition, one after the other in the order called (one lock per partition).
+
         Args:
             partition_key: ``brokerId:topic:partitionId``.
             offset: an index offset ≥ 0 previously returned by the server.
@@ -459,7 +462,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         A time inside a minute counts from that minute's start. The search bisects the
         partition's index offsets with positioned reads (register + GetMessage + commit each):
         one read when the time is before the oldest kept message, about
-        ``log2(messages in the store)`` otherwise, fewer with large batches. Details and the
+        ``log2(messages in the store)`` otherwise, fewer with large batches. Up to
+        ``time_search_concurrency`` partitions (8) are searched at once. Details and the
         measured cost: ``docs/protocol/time.md``.
 
         Reads go through this consumer's group: each searched partition's stored group offset
