@@ -347,8 +347,9 @@ def test_positions_reads_like_the_dict_it_was() -> None:
         got["1:t:1"] = want["1:t:1"]  # type: ignore[index]
 
 
-async def connect_visits(held: int) -> int:
-    """Records visited by one ClientBalancedConsumer.connect() while ``held`` are held."""
+async def connect_visits(held: int) -> tuple[int, int, int]:
+    """Records visited by one ClientBalancedConsumer.connect() while ``held`` are held, the
+    fetcher wake-ups it caused and the per-partition locks left behind."""
     layout = TopicLayout("demo", partitions=held + 1)
     async with (
         FakeCluster(topics={"demo": layout}) as cluster,
@@ -372,18 +373,34 @@ async def connect_visits(held: int) -> int:
         # Paused, so no fetcher takes them meanwhile (nor drains their queue entries, below).
         leases.pause(p.key for p in others)
         assert leases.take(0.0) is None  # drops the queue entries of the paused partitions
+        engine = consumer._engine
+        assert engine is not None
+        wakes = 0
+        real_set = engine.changed.set
+
+        def counting_set() -> None:
+            nonlocal wakes
+            wakes += 1
+            real_set()
+
+        engine.changed.set = counting_set  # type: ignore[method-assign]
         records.visits = 0
         position = await consumer.connect("1:demo:0")
         assert position.partition_key == "1:demo:0"
-        return records.visits
+        return records.visits, wakes, len(consumer._locks)
 
 
 async def test_client_balanced_connect_visits_the_same_records_at_64_and_4096() -> None:
     """Connecting one more partition costs the same whatever is held already (it built a
     dict of every held partition for the answer's position)."""
     small, large = [await connect_visits(p) for p in SIZES]
-    assert small == large
-    assert small < 10
+    assert small[0] == large[0]
+    assert small[0] < 10
+    for _, wakes, locks in (small, large):
+        # At most one wake-up of the fetchers (none when one of them wakes before the new
+        # partition is ready anyway), not one per fetcher or per held partition.
+        assert wakes <= 1
+        assert locks == 0  # the partition's lock is dropped once the call is done
 
 
 @given(
