@@ -12,7 +12,8 @@ second partition's GetMessage reaches the broker while the first one's answer is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -77,17 +78,26 @@ async def _two_reads_at_the_broker(
     return first, second
 
 
-async def test_reads_of_two_partitions_are_at_the_broker_at_once() -> None:
+@asynccontextmanager
+async def _three_partitions() -> AsyncIterator[
+    tuple[FakeCluster, ClientBalancedConsumer, dict[str, list[bytes]]]
+]:
+    """A cluster with 30 messages over three partitions, a consumer, and what a read at 0 of
+    each partition returns when read one after the other."""
     async with FakeCluster(topics={"demo": 3}) as cluster:
         await produce(cluster.master_addr, "demo", 30)
         async with _consumer(cluster) as consumer:
-            expected = await _serial_reads(consumer)
-            first, second = await _two_reads_at_the_broker(cluster, consumer)
-            a, b = await asyncio.gather(first, second)
-            assert [m.body for m in a.messages] == expected[KEYS[0]]
-            assert [m.body for m in b.messages] == expected[KEYS[1]]
-            assert a.messages
-            assert b.messages
+            yield cluster, consumer, await _serial_reads(consumer)
+
+
+async def test_reads_of_two_partitions_are_at_the_broker_at_once() -> None:
+    async with _three_partitions() as (cluster, consumer, expected):
+        first, second = await _two_reads_at_the_broker(cluster, consumer)
+        a, b = await asyncio.gather(first, second)
+        assert [m.body for m in a.messages] == expected[KEYS[0]]
+        assert [m.body for m in b.messages] == expected[KEYS[1]]
+        assert a.messages
+        assert b.messages
 
 
 async def test_two_reads_of_one_partition_run_in_turn_and_each_gets_its_batch() -> None:
@@ -115,20 +125,17 @@ async def test_two_reads_of_one_partition_run_in_turn_and_each_gets_its_batch() 
 
 
 async def test_a_cancelled_read_leaves_the_other_partitions_read_whole() -> None:
-    async with FakeCluster(topics={"demo": 3}) as cluster:
-        await produce(cluster.master_addr, "demo", 30)
-        async with _consumer(cluster) as consumer:
-            expected = await _serial_reads(consumer)
-            doomed, other = await _two_reads_at_the_broker(cluster, consumer)
-            doomed.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await doomed
-            got = await other
-            assert [m.body for m in got.messages] == expected[KEYS[1]]
-            # The cancelled partition reads again as before, and so does the other one.
-            again = await consumer.read_at(KEYS[0], 0)
-            assert [m.body for m in again.messages] == expected[KEYS[0]]
-            assert len(consumer._locks) == 0  # no lock left behind by the cancelled read
+    async with _three_partitions() as (cluster, consumer, expected):
+        doomed, other = await _two_reads_at_the_broker(cluster, consumer)
+        doomed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await doomed
+        got = await other
+        assert [m.body for m in got.messages] == expected[KEYS[1]]
+        # The cancelled partition reads again as before, and so does the other one.
+        again = await consumer.read_at(KEYS[0], 0)
+        assert [m.body for m in again.messages] == expected[KEYS[0]]
+        assert len(consumer._locks) == 0  # no lock left behind by the cancelled read
 
 
 async def test_a_time_search_reads_its_partitions_at_once() -> None:
