@@ -337,3 +337,28 @@ async def test_automatic_reassignment_splits_and_reads_everything(
     assert Counter(body for _, body in got) == Counter(
         body for items in sent.values() for _, body in items
     )
+
+
+async def test_reads_of_every_partition_at_once_match_reads_one_by_one(
+    cluster: LocalCluster, topic: str, closing: list[ClientBalancedConsumer]
+) -> None:
+    """Positioned reads of different partitions run at once (one lock per partition, issue
+    34): on the real brokers, every partition's reads started together, and two reads of one
+    partition among them, return what reads one after the other return."""
+    sent = await produce(cluster, topic, 60, "par")
+    c0 = cb(cluster, f"cb_par_{topic}", topic, 0)
+    closing.append(c0)
+    await c0.start()
+    starts = {key: records[0][0] for key, records in sent.items()}
+    assert len(starts) >= 2
+    alone = {key: await c0.read_at(key, start) for key, start in starts.items()}
+    keys = list(starts)
+    together = await asyncio.gather(
+        *(c0.read_at(key, starts[key]) for key in keys), c0.read_at(keys[0], starts[keys[0]])
+    )
+    for key, got in zip([*keys, keys[0]], together, strict=True):
+        want = alone[key]
+        assert [m.body for m in got.messages] == [m.body for m in want.messages]
+        assert (got.start_offset, got.next_offset) == (want.start_offset, want.next_offset)
+    assert [m.body for m in alone[keys[0]].messages] == [r[1] for r in sent[keys[0]]]
+    assert len(c0._locks) == 0

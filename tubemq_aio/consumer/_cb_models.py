@@ -213,8 +213,8 @@ def parse_key(text: str) -> PartitionKey:
     Raises:
         UnknownPartitionError: the key is malformed.
     """
-    checks = Checks("partition key", error=UnknownPartitionError)
     if not isinstance(text, str):
+        checks = Checks("partition key", error=UnknownPartitionError)
         checks.fail(f"a partition key must be a string, got {type(text).__name__}")
     try:
         return PartitionKey.parse(text)

@@ -32,7 +32,7 @@ from tubemq_aio.errors import (
     server_error,
 )
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.damage import (
     DamagedRead,
@@ -55,17 +55,21 @@ A = TypeVar("A", bound=GetMessageAnswer)
 T = TypeVar("T")
 
 
-async def resolve_partition(session: ClientBalanceSession, key_text: str) -> Partition:
+async def resolve_partition(
+    session: ClientBalanceSession, key_text: str, key: PartitionKey | None = None
+) -> Partition:
     """The partition of ``key_text`` if it may be connected now
     (docs/protocol/consumer.md §8.4 checks).
 
-    Queries the metadata first when none is held yet.
+    Queries the metadata first when none is held yet. ``key``: ``key_text`` already parsed
+    (the caller locked it), else it is parsed here.
 
     Raises:
         UnknownPartitionError: malformed key, unknown partition or unsubscribed topic (404).
         PartitionNotSubscribableError: not subscribable (422) or refused < 5 s ago (421).
     """
-    key = parse_key(key_text)
+    if key is None:
+        key = parse_key(key_text)
     if key.topic not in session.config.topics:
         raise UnknownPartitionError(f"topic {key.topic!r} of {key_text} is not subscribed")
     if not session.cache.metas:

@@ -132,7 +132,10 @@ class FetchEngine:
         answer: the idle back-off goes on from there (the first fetch, ``msg_not_found_wait``
         later, that finds nothing rests the partition twice as long), as if the fetch the
         register made pointless had been sent."""
-        self._flows.setdefault(key, PartitionFlow()).zero_count = 1
+        flow = self._flows.get(key)
+        if flow is None:
+            flow = self._flows[key] = PartitionFlow()
+        flow.zero_count = 1
 
     def close(self) -> None:
         """Wake every waiter; later ``get`` calls raise :class:`ClientClosedError`."""
@@ -218,7 +221,9 @@ class FetchEngine:
         if self._failing and (rsp.success or rsp.err_code < 500):
             self._failing.pop(key, None)  # the broker serves the partition again
         now = self.clock()
-        pflow = self._flows.setdefault(key, PartitionFlow())
+        pflow = self._flows.get(key)
+        if pflow is None:
+            pflow = self._flows[key] = PartitionFlow()
         hhmm = gmt8_hhmm(time.time())
         filters = self.config.filters_of(key.topic)
         if not rsp.success:

@@ -103,23 +103,40 @@ async def search_offsets(
     times: Mapping[str, datetime],
     zone: tzinfo,
     timeout: float,
+    concurrency: int = 1,
 ) -> dict[str, TimeOffset]:
-    """:func:`search_offset` for each partition, one after the other, within ``timeout`` s.
+    """:func:`search_offset` for each partition within ``timeout`` s, at most ``concurrency``
+    partitions at a time (each partition's reads stay one after the other).
+
+    Returns:
+        ``{partition key: TimeOffset}`` in the order of ``times``.
 
     Raises:
         RequestTimeoutError: the searches took longer than ``timeout``.
-        The errors of :func:`search_offset`.
+        The errors of :func:`search_offset`: the first one raised; the searches still running
+        are then cancelled and waited for.
     """
-    out: dict[str, TimeOffset] = {}
+    found: dict[str, TimeOffset] = {}
+    queue = iter(times.items())  # shared by the workers: each partition searched once
+
+    async def worker() -> None:
+        for key, when in queue:
+            found[key] = await search_offset(reader, key, when, zone)
+
     scope = asyncio.timeout(timeout)
     try:
         async with scope:
-            for key, when in times.items():
-                out[key] = await search_offset(reader, key, when, zone)
+            workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(times)))]
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for task in workers:
+                    task.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
     except TimeoutError:
         if not scope.expired():
             raise  # an RPC's own timeout
         raise RequestTimeoutError(
             f"time search of {len(times)} partition(s) took longer than {timeout} s"
         ) from None
-    return out
+    return {key: found[key] for key in times}

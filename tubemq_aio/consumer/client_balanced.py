@@ -34,6 +34,7 @@ from tubemq_aio.consumer._cb_ops import (
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._keyed_locks import KeyedLocks
 from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer._time import TimeOffset, check_times, search_offset, search_offsets
@@ -50,6 +51,7 @@ from tubemq_aio.errors import (
     PartitionAlreadyConnectedError,
     PartitionNotConnectedError,
     TubeMQError,
+    UnknownPartitionError,
     server_error,
 )
 from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, validate_node
@@ -148,7 +150,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         self.source_count = source_count
         self.node_id = node_id
         self._wire_node = validate_node(source_count, node_id)
-        self._lock = asyncio.Lock()  # connect/disconnect/read_at of one consumer in turn
+        #: connect/disconnect/positioned reads of one partition in turn (the broker keeps one
+        #: read cursor per group and partition); different partitions run at once.
+        self._locks: KeyedLocks[PartitionKey] = KeyedLocks()
         checks = Checks(type(self).__name__)
         checks.optional_seconds("reassign_interval", reassign_interval)
         if not callable(assignor):
@@ -227,11 +231,11 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             while True:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, cap)
-                async with self._lock:
+                async with self._locks.hold(key):
                     if key not in self._wanted or key in self._leases:
                         return
                     try:
-                        await self._register(key.format(), None)
+                        await self._register(key.format(), key, None)
                     except (TubeMQError, OSError) as exc:
                         log.info("re-connect of %s failed: %r; retrying", key, exc)
                         continue
@@ -291,19 +295,19 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             found = await search_offset(self, partition_key, when, self.config.msg_time_zone)
             offset = found.offset
             self._time_started.add(partition_key)
-        async with self._lock:
-            key = await self._register(partition_key, offset)
+        key = parse_key(partition_key)
+        async with self._locks.hold(key):
+            await self._register(partition_key, key, offset)
             self._wanted.add(key)
             position = self._position(key)
         # Outside the lock: the callback may connect or disconnect partitions itself.
         await self._notify_assigned([key.format()])
         return position
 
-    async def _register(self, partition_key: str, offset: int | None) -> PartitionKey:
-        # Under self._lock: register at the broker and start fetching.
+    async def _register(self, partition_key: str, key: PartitionKey, offset: int | None) -> None:
+        # Under the partition's lock: register at the broker and start fetching.
         session, engine = self._running()
-        partition = await resolve_partition(session, partition_key)
-        key = partition.key
+        partition = await resolve_partition(session, partition_key, key)
         if key in self._leases:
             raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
         session.readers.pop(key, None)  # a reader registration is replaced
@@ -328,7 +332,6 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         engine.notify(now + delay_ms / 1000 if delay_ms > IMMEDIATE_RELEASE_MS else None)
         # DEBUG: at thousands of partitions one INFO line each would cost more than the rest.
         log.debug("connected %s at offset %d (max %d)", key, rsp.curr_offset, rsp.max_offset)
-        return key
 
     async def disconnect(self, partition_key: str) -> None:
         """Stop fetching a partition and unregister it at its broker.
@@ -347,7 +350,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             raise PartitionNotConnectedError(f"partition {partition_key} is not connected")
         if key in self._leases:
             await self._notify_revoked([key.format()])
-        async with self._lock:
+        async with self._locks.hold(key):
             await self._disconnect_key(key)
 
     async def _disconnect_key(self, key: PartitionKey) -> None:
@@ -377,6 +380,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         offset``, GetMessage with ``lastPackConsumed=false`` (the answer's ``currOffset`` is
         the batch start), then commit, whose answer is the offset right after the batch. The
         group's stored offset is left at ``next_offset``.
+
+        Reads (and connects, disconnects) of different partitions run at once; of the same
+        partition, one after the other in the order called (one lock per partition).
 
         Args:
             partition_key: ``brokerId:topic:partitionId``.
@@ -433,8 +439,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             ServerError: the broker refused the register.
         """
         session, _ = self._running()
-        async with self._lock:
-            partition = await resolve_partition(session, partition_key)
+        key = parse_key(partition_key)
+        async with self._locks.hold(key):
+            partition = await resolve_partition(session, partition_key, key)
             if partition.key in self._leases:
                 raise PartitionAlreadyConnectedError(f"partition {partition_key} is connected")
             session.readers.pop(partition.key, None)
@@ -455,7 +462,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         A time inside a minute counts from that minute's start. The search bisects the
         partition's index offsets with positioned reads (register + GetMessage + commit each):
         one read when the time is before the oldest kept message, about
-        ``log2(messages in the store)`` otherwise, fewer with large batches. Details and the
+        ``log2(messages in the store)`` otherwise, fewer with large batches. Up to
+        ``time_search_concurrency`` partitions (8) are searched at once. Details and the
         measured cost: ``docs/protocol/time.md``.
 
         Reads go through this consumer's group: each searched partition's stored group offset
@@ -498,12 +506,20 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         wanted = check_times(times)
         session, _ = self._running()
         before = set(session.readers)
+        cfg = self.config
         try:
-            return await search_offsets(self, wanted, self.config.msg_time_zone, timeout)
+            return await search_offsets(
+                self, wanted, cfg.msg_time_zone, timeout, cfg.time_search_concurrency
+            )
         finally:
-            async with self._lock:
-                for key in [k for k in session.readers if k not in before]:
-                    await session.release(key)
+            # Only the partitions searched: another task may read other partitions meanwhile.
+            added = [k for k in _keys_of(wanted) if k in session.readers and k not in before]
+            await asyncio.gather(*(self._release_reader(session, k) for k in added))
+
+    async def _release_reader(self, session: ClientBalanceSession, key: PartitionKey) -> None:
+        async with self._locks.hold(key):
+            if key in session.readers:
+                await session.release(key)
 
     async def read_with(
         self,
@@ -528,9 +544,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         checks.integer("offset", offset, low=0, high=2**63 - 1)  # an int64 on the wire
         checks.done()
         session, _ = self._running()
-        async with self._lock:
-            partition = await resolve_partition(session, partition_key)
-            key = partition.key
+        key = parse_key(partition_key)
+        async with self._locks.hold(key):
+            partition = await resolve_partition(session, partition_key, key)
             if key in self._leases:
                 raise PartitionAlreadyConnectedError(
                     f"partition {partition_key} is connected for fetching; disconnect it first"
@@ -556,3 +572,14 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         return PositionedRead(
             got.partition_key, got.items, got.start_offset, got.next_offset, got.max_offset
         )
+
+
+def _keys_of(texts: Iterable[str]) -> list[PartitionKey]:
+    """The well-formed partition keys among ``texts`` (a malformed one was refused already)."""
+    keys = []
+    for text in texts:
+        try:
+            keys.append(parse_key(text))
+        except UnknownPartitionError:
+            continue
+    return keys

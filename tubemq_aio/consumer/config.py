@@ -105,6 +105,8 @@ class ConsumerConfig(ClientConfig):
             used by time searches. Default UTC.
         time_search_timeout: seconds a time search (``consume_from`` time at start,
             ``offsets_for_times``) may take in all (60 s).
+        time_search_concurrency: partitions a time search reads at once (8; each
+            partition's reads stay one after the other; 1 searches them one by one).
         fetchers: concurrent fetch loops (each fetches one partition at a time).
         max_prefetch_batches: fetched batches buffered ahead of the application; when the buffer
             is full, fetching stops (backpressure).
@@ -176,6 +178,7 @@ class ConsumerConfig(ClientConfig):
     consume_from: ConsumeFrom | datetime = "latest"
     msg_time_zone: tzinfo = UTC
     time_search_timeout: float = 60.0
+    time_search_concurrency: int = 8
     fetchers: int = 2
     max_prefetch_batches: int = 4
     msg_not_found_wait: float = 0.4
@@ -252,6 +255,7 @@ class ConsumerConfig(ClientConfig):
             )
         c.instance("msg_time_zone", self.msg_time_zone, tzinfo)
         c.seconds("time_search_timeout", self.time_search_timeout, high=86_400.0)
+        c.integer("time_search_concurrency", self.time_search_concurrency, low=1, high=1024)
         c.integer("fetchers", self.fetchers, low=1, high=256)
         c.integer("max_prefetch_batches", self.max_prefetch_batches, low=1, high=1 << 16)
         c.seconds("msg_not_found_wait", self.msg_not_found_wait, high=60.0, low_open=False)
@@ -326,6 +330,7 @@ class ConsumerOptions(ClientOptions, total=False):
 
     msg_time_zone: tzinfo
     time_search_timeout: float
+    time_search_concurrency: int
     fetchers: int
     max_prefetch_batches: int
     msg_not_found_wait: float

@@ -83,18 +83,35 @@ class BrokerInfo:
 
 @dataclass(frozen=True, slots=True, order=True)
 class PartitionKey:
-    """The client-local identity of a partition: ``brokerId:topic:partitionId`` (§0.2)."""
+    """The client-local identity of a partition: ``brokerId:topic:partitionId`` (§0.2).
+
+    Its text and hash are made once: every fetch, connect and lease-table call looks a key up
+    in several dicts and formats it for positions and batches.
+    """
 
     broker_id: int
     topic: str
     partition_id: int
+    _text: str = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_text", f"{self.broker_id}:{self.topic}:{self.partition_id}")
+        object.__setattr__(self, "_hash", hash((self.broker_id, self.topic, self.partition_id)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[PartitionKey], tuple[int, str, int]]:
+        # Pickled by its fields: a string's hash differs between processes.
+        return PartitionKey, (self.broker_id, self.topic, self.partition_id)
 
     def format(self) -> str:
         """Return ``brokerId:topic:partitionId``."""
-        return f"{self.broker_id}:{self.topic}:{self.partition_id}"
+        return self._text
 
     def __str__(self) -> str:
-        return self.format()
+        return self._text
 
     @property
     def store_index(self) -> int:
@@ -119,10 +136,14 @@ class Partition:
     partition_id: int
     #: Made once: every fetch, release and commit asks for it several times.
     _key: PartitionKey = field(init=False, repr=False, compare=False)
+    #: The wire form, made once: every broker heartbeat lists every held partition.
+    _text: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         key = PartitionKey(self.broker.broker_id, self.topic, self.partition_id)
         object.__setattr__(self, "_key", key)
+        text = f"{self.broker.format()}#{self.topic}:{self.partition_id}"
+        object.__setattr__(self, "_text", text)
 
     @property
     def key(self) -> PartitionKey:
@@ -131,7 +152,7 @@ class Partition:
 
     def format(self) -> str:
         """Return ``brokerId:host:port#topic:partitionId`` (broker heartbeat ``partitionInfo``)."""
-        return f"{self.broker.format()}#{self.topic}:{self.partition_id}"
+        return self._text
 
     @classmethod
     def parse(cls, text: str) -> Partition:

@@ -188,6 +188,9 @@ class PartitionLeases:
         #: The offsets record of every held partition (same keys as ``_entries``), apart so
         #: that :meth:`offsets` is a plain dict copy.
         self._offsets: dict[PartitionKey, OffsetInfo] = {}
+        #: The held partitions by broker (same keys as ``_entries``), kept by add and remove so
+        #: that a broker heartbeat round copies lists instead of regrouping every partition.
+        self._by_broker: dict[BrokerInfo, dict[PartitionKey, Partition]] = {}
         self._idle: deque[tuple[PartitionKey, int]] = deque()
         self._delayed: list[tuple[float, int, PartitionKey, int]] = []
         self._leased: set[PartitionKey] = set()
@@ -215,11 +218,9 @@ class PartitionLeases:
         return list(self._entries)
 
     def by_broker(self) -> dict[BrokerInfo, list[Partition]]:
-        """Held partitions grouped by broker (one broker heartbeat each, §3.3)."""
-        result: dict[BrokerInfo, list[Partition]] = {}
-        for entry in self._entries.values():
-            result.setdefault(entry.partition.broker, []).append(entry.partition)
-        return result
+        """Held partitions grouped by broker (one broker heartbeat each, §3.3), each broker's
+        in the order they were added; new lists (one C-level copy per broker, no regrouping)."""
+        return {broker: list(held.values()) for broker, held in self._by_broker.items()}
 
     def subscribe_infos(self, consumer_id: str, group: str) -> list[SubscribeInfo]:
         """The subscribe report of master heartbeats and re-registration (§2.2)."""
@@ -239,20 +240,23 @@ class PartitionLeases:
         It is idle (handed out next), or with ``delay_ms`` > 10 first handed out that many ms
         after ``now`` (a partition registered at its end: the fetch now would only answer
         "no new data")."""
-        entry = self._entries.get(partition.key)
-        added = entry is None
-        if entry is None:
-            entry = self._entries[partition.key] = _Entry(partition)
-            self._offsets[partition.key] = OffsetInfo(-2, -2, now)
-            self._membership += 1
-            if delay_ms > IMMEDIATE_RELEASE_MS:
-                self._next_token += 1  # never reused: no queue item of an earlier life matches
-                entry.token = self._next_token
-                self._delay(entry, now, delay_ms)
-            else:
-                self._requeue(entry)
-        self.update_offsets(partition.key, now, curr_offset=curr_offset, max_offset=max_offset)
-        return added
+        key = partition.key
+        if key in self._entries:
+            self.update_offsets(key, now, curr_offset=curr_offset, max_offset=max_offset)
+            return False
+        entry = self._entries[key] = _Entry(partition)
+        self._offsets[key] = OffsetInfo(
+            curr_offset if curr_offset >= 0 else -2, max_offset if max_offset >= 0 else -2, now
+        )
+        self._by_broker.setdefault(partition.broker, {})[key] = partition
+        self._membership += 1
+        if delay_ms > IMMEDIATE_RELEASE_MS:
+            self._next_token += 1  # never reused: no queue item of an earlier life matches
+            entry.token = self._next_token
+            self._delay(entry, now, delay_ms)
+        else:
+            self._requeue(entry)
+        return True
 
     def remove(
         self, key: PartitionKey, *, rollback_if_in_use: bool = True
@@ -264,6 +268,11 @@ class PartitionLeases:
         if entry is None:
             return None
         del self._offsets[key]
+        broker = entry.partition.broker
+        held = self._by_broker[broker]
+        del held[key]
+        if not held:
+            del self._by_broker[broker]
         entry.gen += 1
         self._leased.discard(key)
         self._membership += 1
