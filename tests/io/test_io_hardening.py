@@ -11,7 +11,6 @@ import asyncio
 import gc
 import socket
 import ssl
-import subprocess
 import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from tests.support.echo_server import (
     request_payload,
     small_buffers,
 )
+from tests.support.self_signed import self_signed_cert
 from tubemq_aio._client import open_pool
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
@@ -174,19 +174,6 @@ async def tls_server_fixture(tls_files: tuple[Path, Path]) -> AsyncIterator[Fake
     server = await FakeServer(ssl_context=ctx).start()
     yield server
     await server.stop()
-
-
-def self_signed_cert(directory: Path, name: str, alt_names: str) -> tuple[Path, Path]:
-    """``(cert.pem, key.pem)`` in ``directory``: a certificate for ``name`` (its CN) and
-    ``alt_names`` (openssl's subjectAltName list), its own CA, valid for a day."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", f"/CN={name}", "-addext", f"subjectAltName={alt_names}",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
 
 
 async def test_default_context_verifies_the_peer_host(

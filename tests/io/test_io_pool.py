@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.echo_server import FakeServer, request_payload, unanswered_port
 from tests.support.leak_checks import open_fds, wait_released
+from tests.support.self_signed import self_signed_cert
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
@@ -167,19 +167,8 @@ async def test_close_while_connecting_fails_waiters_with_client_closed() -> None
         assert all(isinstance(r, ClientClosedError) for r in results), results
 
 
-def make_cert(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
 async def test_tls_without_and_with_hostname_check(tmp_path: Path) -> None:
-    cert, key = make_cert(tmp_path)
+    cert, key = self_signed_cert(tmp_path)
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(cert, key)
     server = await FakeServer(ssl_context=server_ctx).start()

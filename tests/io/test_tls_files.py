@@ -9,29 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ssl
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support.self_signed import self_signed_cert
 from tubemq_aio import ConsumerConfig
 from tubemq_aio.cli._connect import add_connection_options, connection_options
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
 from tubemq_aio.spark._options import parse_client_settings
 from tubemq_aio.tls import TlsFiles
-
-
-def _pair(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}-key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
 
 
 async def _handshake(client: ssl.SSLContext, server_pair: tuple[Path, Path], ca: Path) -> str:
@@ -94,8 +83,8 @@ def _entry_points(server: Path, cert: Path, key: Path) -> dict[str, Callable[[],
 async def test_every_entry_point_presents_the_client_certificate(
     tmp_path: Path, entry: str
 ) -> None:
-    server = _pair(tmp_path, "server")
-    cert, key = _pair(tmp_path, "client")
+    server = self_signed_cert(tmp_path / "server")
+    cert, key = self_signed_cert(tmp_path / "client")
     context = _entry_points(server[0], cert, key)[entry]()
     assert isinstance(context, ssl.SSLContext)
     assert context.verify_mode is ssl.CERT_REQUIRED
@@ -107,8 +96,8 @@ async def test_every_entry_point_presents_the_client_certificate(
 def test_every_entry_point_names_an_unloadable_key_in_the_same_words(
     tmp_path: Path, entry: str
 ) -> None:
-    server, _ = _pair(tmp_path, "server")
-    cert, _ = _pair(tmp_path, "client")
+    server, _ = self_signed_cert(tmp_path / "server")
+    cert, _ = self_signed_cert(tmp_path / "client")
     bad_key = tmp_path / "bad-key.pem"
     bad_key.write_text("not a key")
     with pytest.raises(ConfigError) as info:

@@ -1,0 +1,25 @@
+"""A self-signed certificate and its key made by ``openssl`` (a fraction of a second, where
+``make_tls_material`` starts ``keytool``, a JVM, four times): for TLS tests without a cluster."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+__all__ = ["self_signed_cert"]
+
+
+def self_signed_cert(
+    directory: Path, name: str = "localhost", alt_names: str = "DNS:localhost"
+) -> tuple[Path, Path]:
+    """``(cert.pem, key.pem)`` in ``directory`` (created): a certificate for ``name`` (its CN)
+    and ``alt_names`` (openssl's subjectAltName list), its own CA, valid for a day."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", f"/CN={name}", "-addext", f"subjectAltName={alt_names}",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
