@@ -182,11 +182,14 @@ def _framework_error(exc: RequestValidationError | StarletteHTTPException) -> Ap
         where = ".".join(str(p) for p in first.get("loc", ()))
         text = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
         return _error(422, "invalid", exc, False, text)
-    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
         # FastAPI's answer to a body json.loads refuses with something other than a
-        # JSONDecodeError, e.g. a number over Python's 4300-digit limit: a client mistake
-        # like any other unparseable body, so the same 422
-        reason = str(exc.__cause__).split(";")[0][:200]
+        # JSONDecodeError, e.g. a number over Python's 4300-digit limit or arrays nested a few
+        # thousand deep: a client mistake like any other unparseable body, so the same 422
+        if isinstance(exc.__cause__, RecursionError):
+            reason = "JSON nested too deeply"
+        else:
+            reason = str(exc.__cause__).split(";")[0][:200]
         return _error(422, "invalid", exc, False, f"body: {reason}")
     code = _STATUS_CODES.get(exc.status_code, "http_error")
     headers = dict(exc.headers or {})
