@@ -59,13 +59,14 @@ class TailRecord:
         ValueError: ``depth < 1``.
     """
 
-    __slots__ = ("_batches", "_cells", "depth")
+    __slots__ = ("_batches", "_cells", "_last", "depth")
 
     def __init__(self, depth: int = DEFAULT_TAIL_CHECK_DEPTH) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         self.depth = depth
         self._cells = array("q", [_UNSET]) * (2 * depth + 2)
+        self._last = 2 * depth  # the newest batch's last id, then its count
         self._batches = 0
 
     def __repr__(self) -> str:
@@ -89,16 +90,21 @@ class TailRecord:
         ``start``. A batch that starts below the newest one (the partition was read again
         from an earlier offset) starts the record afresh."""
         cells = self._cells
-        if self._batches and start < cells[0]:
+        n = self._batches
+        if n and start < cells[0]:
             self.clear()
-        n = self._batches = self._batches + 1
-        # Level j takes level j-1's batch every 2**j batches (highest level first).
-        shift = min((n & -n).bit_length() - 1, self.depth - 1)
-        if shift:
+            n = 0
+        n += 1
+        self._batches = n
+        if not n & 1:
+            # Level j takes level j-1's batch every 2**j batches (all at once, by one copy).
+            shift = (n & -n).bit_length() - 1
+            if shift >= self.depth:
+                shift = self.depth - 1
             cells[2 : 2 * shift + 2] = cells[0 : 2 * shift]
         cells[0] = start
         cells[1] = first_id
-        last = 2 * self.depth
+        last = self._last
         cells[last] = last_id
         cells[last + 1] = count
 
@@ -119,7 +125,7 @@ class TailRecord:
         """The newest batch as ``(start, first id, last id, count)``, or None."""
         if not self._batches:
             return None
-        cells, last = self._cells, 2 * self.depth
+        cells, last = self._cells, self._last
         return cells[0], cells[1], cells[last], cells[last + 1]
 
 
