@@ -122,9 +122,37 @@ def test_a_replacement_below_every_remembered_offset_is_unverified() -> None:
     record = read_all(store, [5], depth=2)  # remembers 2 batch starts only
     after = restart(store, lose=60, refill=70, fresh=fresh)
     oldest = record.points()[-1][0]
-    verdict = run(TailCheck(record, loaded=store.end), after)
+    check = TailCheck(record, loaded=store.end)
+    verdict = run(check, after)
     assert verdict.verdict is Verdict.UNVERIFIED
     assert verdict.resume_offset == oldest
+    assert verdict.probes == 3  # the newest, the oldest, then where the store begins
+
+
+def test_a_store_replaced_from_its_start_hides_nothing_below() -> None:
+    """Found on the real cluster: a new topic's messages all still in the broker's memory
+    cache at the SIGKILL; every remembered offset holds a new message, down to offset 0."""
+    fresh = itertools.count(10_000)
+    store = Store(list(range(100)))
+    record = read_all(store, [5])
+    after = restart(store, lose=100, refill=150, fresh=fresh)
+    verdict = run(TailCheck(record, loaded=store.end), after)
+    assert verdict.verdict is Verdict.REPLACED
+    assert verdict.resume_offset == 0
+
+
+def test_a_store_beginning_at_the_oldest_remembered_offset_hides_nothing_below() -> None:
+    fresh = itertools.count(10_000)
+    store = Store(list(range(100)), minimum=UNIT * 40)
+    record = TailRecord()
+    for at in range(40, 100, 10):
+        record.add(UNIT * at, at, at + 9, 10)
+    after = restart(store, lose=60, refill=80, fresh=fresh)
+    check = TailCheck(record, loaded=store.end)
+    verdict = run(check, after)
+    assert verdict.verdict is Verdict.REPLACED
+    assert verdict.resume_offset == UNIT * 40
+    assert check.next_probe() is None
 
 
 def test_an_expired_offset_counts_as_unchanged() -> None:
@@ -217,8 +245,10 @@ def test_never_resumes_past_a_replaced_message(
     first_replaced = UNIT * (total - lose) if lose else store.end
     replaced_below_loaded = first_replaced < loaded
     assert verdict.resume_offset <= loaded
-    assert verdict.probes <= 1 + depth.bit_length() + 1
+    assert verdict.probes <= 1 + depth.bit_length() + 2
     if verdict.verdict is Verdict.INTACT:
         assert not lose  # every message read is where it was
     elif verdict.verdict is Verdict.REPLACED and replaced_below_loaded:
         assert verdict.resume_offset <= first_replaced
+    if record.points()[-1][0] == 0:  # read from offset 0 on: nothing can hide below
+        assert verdict.verdict is not Verdict.UNVERIFIED

@@ -85,6 +85,8 @@ async def _read_back(
     if not reg.success:
         raise server_error(reg.err_code, reg.err_msg)
     ids: list[int] = []
+    if probe.want <= 0:
+        return reg.curr_offset, ids
     consumed = False  # the first read commits nothing; later ones move on past the last
     for _ in range(_READS_PER_PROBE):
         got = await broker.get_message(partition, last_pack_consumed=consumed, esc_flow_ctrl=False)

@@ -136,7 +136,8 @@ class TailProbe:
     Attributes:
         offset: index offset to register at and read from.
         want: message ids to read from there (the newest batch's size for the first probe,
-            else 1); fewer are fine when the partition has no more.
+            else 1; 0 for the last probe of a check that only asks where the store begins);
+            fewer are fine when the partition has no more.
     """
 
     offset: int
@@ -153,8 +154,8 @@ class Verdict(enum.Enum):
     #: offset whose message is unchanged (it and what follows up to the replacement are read
     #: again).
     REPLACED = "replaced"
-    #: Even the oldest remembered offset holds another message: resume there (what the broker
-    #: replaced below it is not found; it may be lost).
+    #: Even the oldest remembered offset holds another message, and the store begins below it:
+    #: resume there (what the broker replaced below it is not found; it may be lost).
     UNVERIFIED = "unverified"
 
 
@@ -183,7 +184,11 @@ class TailCheck:
     the replaced region begins after it, because a broker replaces only a tail (every offset
     from where it came back on). A probe that reads nothing (the store ends there), or a first
     id that differs, counts as replaced; a probe the broker started later than asked (the
-    offset is below the store's minimum, long since expired) counts as unchanged.
+    offset is below the store's minimum, long since expired) counts as unchanged. When even
+    the oldest remembered start holds another message, one more probe asks for offset 0, which
+    the broker clamps to the store's minimum: a store that begins there (the broker replaced
+    all it had, e.g. a new topic whose messages were all still in its memory cache) hides
+    nothing below it (:attr:`Verdict.REPLACED`); otherwise :attr:`Verdict.UNVERIFIED`.
 
     Args:
         record: what the consumer read of the partition.
@@ -194,7 +199,17 @@ class TailCheck:
         ValueError: ``record`` is empty.
     """
 
-    __slots__ = ("_found", "_hi", "_lo", "_loaded", "_newest", "_points", "_probes", "_verdict")
+    __slots__ = (
+        "_asking_min",
+        "_found",
+        "_hi",
+        "_lo",
+        "_loaded",
+        "_newest",
+        "_points",
+        "_probes",
+        "_verdict",
+    )
 
     def __init__(self, record: TailRecord, loaded: int) -> None:
         newest = record.newest()
@@ -210,6 +225,9 @@ class TailCheck:
         self._lo = 1
         self._hi = len(self._points) - 1
         self._found: int | None = None
+        # Every remembered start holds another message: the last probe asks where the store
+        # begins.
+        self._asking_min = False
 
     @property
     def verdict(self) -> TailVerdict | None:
@@ -222,6 +240,8 @@ class TailCheck:
             return None
         if self._probes == 0:
             return TailProbe(self._newest[0], max(1, self._newest[3]))
+        if self._asking_min:
+            return TailProbe(0, 0)
         return TailProbe(self._points[self._middle()][0], 1)
 
     def _middle(self) -> int:
@@ -253,6 +273,11 @@ class TailCheck:
                     return self._end(Verdict.INTACT, self._loaded)
                 return self._end(Verdict.REPLACED, start)
             return self._search_or_end()
+        oldest = self._points[-1][0]
+        if self._asking_min:
+            if served_from >= oldest:  # the store begins there: nothing below it
+                return self._end(Verdict.REPLACED, oldest)
+            return self._end(Verdict.UNVERIFIED, oldest)
         index = self._middle()
         offset, first_id = self._points[index]
         if _unchanged(offset, first_id, served_from, ids):
@@ -268,7 +293,11 @@ class TailCheck:
             return None
         if self._found is not None:
             return self._end(Verdict.REPLACED, self._points[self._found][0])
-        return self._end(Verdict.UNVERIFIED, self._points[-1][0])
+        oldest = self._points[-1][0]
+        if oldest <= 0:  # nothing lies below offset 0
+            return self._end(Verdict.REPLACED, oldest)
+        self._asking_min = True
+        return None
 
     def _end(self, verdict: Verdict, offset: int) -> TailVerdict:
         self._verdict = TailVerdict(verdict, min(offset, self._loaded), self._probes)
