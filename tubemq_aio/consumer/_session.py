@@ -323,7 +323,7 @@ class MasterSession(SessionBase):
         del self._tail_floor[key]
         stats = self.engine.stats
         stats.tail_checks += 1
-        if verdict.verdict is not Verdict.INTACT:
+        if verdict.verdict is not Verdict.INTACT and verdict.resume_offset < loaded:
             stats.tail_rewinds += 1
             log.warning(
                 "group %s partition %s: the broker replaced messages read before (it came back "

@@ -94,8 +94,8 @@ class ConsumerStats:
             made when it registered the partition again after losing it with its broker
             (``tail_check_depth``, docs/failures.md).
         tail_rewinds: of those, the ones that found messages the broker had replaced below
-            the group's offset and moved the group back to read them (messages between the
-            offset moved back to and the replacement are delivered again).
+            the group's offset (the one it loaded) and moved the group back to read them
+            (messages between the offset moved back to and the replacement come again).
         tail_unverified: of those, the ones where even the oldest remembered offset held
             another message: the group resumed there, and messages replaced below it may be
             lost (a WARNING names the partition).
