@@ -175,3 +175,30 @@ async def test_a_partition_moved_away_by_the_master_forgets_its_record() -> None
             await wait_until(lambda: len(first.assignment()) == 1, 30, "one partition moved")
             await wait_until(lambda: len(second.assignment()) == 1, 30, "the second member")
             assert {k.format() for k in tails} == set(first.assignment())
+
+
+async def test_a_record_another_member_read_past_is_not_read_back() -> None:
+    """Found in the chaos run: after the SIGKILL the partition went to the group's other
+    member, which read on; when it came back, the first member's record predated the
+    replacement and its read-back moved the group far back. Now a group offset beyond the
+    end of the newest remembered batch (as its commit answered) marks the record stale: no
+    read-back, the group goes on where the broker loaded it."""
+    async with (
+        FakeCluster(topics={"demo": 1}) as cluster,
+        group_consumer(cluster, "g1") as consumer,
+    ):
+        await _read_old(cluster, consumer)
+        gate, _new = await _crash_and_refill(cluster, consumer)
+        # Another member of g1 read the new messages meanwhile (its commits moved the offset).
+        read_on = (OLD - LOST + NEW) * INDEX_UNIT
+        cluster.brokers[0].offsets[("g1", "demo", 0)] = read_on
+        gate.open()
+        await wait_until(lambda: consumer.assignment() == [KEY], 30, "the partition back")
+        assert consumer.positions()[KEY].current_offset == read_on
+        assert not await consumer.getmany(timeout=1.0)  # nothing read twice
+        assert consumer.stats.tail_checks == 0
+        assert consumer.stats.tail_rewinds == 0
+        assert consumer._engine is not None
+        assert KEY not in {k.format() for k in consumer._engine.tails}
+        more = await produce(cluster.master_addr, "demo", 5, prefix="more")
+        assert sorted(await _read_until(consumer, set(more), timeout=20)) == sorted(more)

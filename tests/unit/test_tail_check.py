@@ -198,7 +198,7 @@ def test_record_ladder_is_bounded_and_doubles() -> None:
     assert ages == sorted(ages)
     assert ages[-1] >= 2 ** (6 - 2)  # the oldest reaches back geometrically
     assert record.newest() == (UNIT * 999, 999, 999, 1)
-    assert sys.getsizeof(record._cells) <= 64 + 8 * (2 * 6 + 2) + 16
+    assert sys.getsizeof(record._cells) <= 64 + 8 * (2 * 6 + 3) + 16
 
 
 def test_reading_from_an_earlier_offset_starts_the_record_afresh() -> None:
@@ -252,3 +252,32 @@ def test_never_resumes_past_a_replaced_message(
         assert verdict.resume_offset <= first_replaced
     if record.points()[-1][0] == 0:  # read from offset 0 on: nothing can hide below
         assert verdict.verdict is not Verdict.UNVERIFIED
+
+
+def test_a_group_offset_beyond_the_records_end_is_stale_without_a_probe() -> None:
+    """Found in the chaos run: the partition went to the other member after its broker's
+    SIGKILL and came back later; the member's record predates the replacement, and reading
+    it back moved the group 880 messages back, all already read by the other member."""
+    record = TailRecord()
+    record.add(280, 10, 19, 10)
+    assert record.end is None
+    record.note_end(560)
+    assert record.end == 560
+    check = TailCheck(record, loaded=840)
+    assert check.verdict == TailVerdict(Verdict.STALE, 840, 0)
+    assert check.next_probe() is None
+    # Up to its end, the record is this consumer's own: checked as usual.
+    assert TailCheck(record, loaded=560).next_probe() == TailProbe(280, 10)
+
+
+def test_the_end_belongs_to_the_newest_batch() -> None:
+    record = TailRecord()
+    record.note_end(100)  # nothing added: ignored
+    assert record.end is None
+    record.add(280, 10, 19, 10)
+    record.note_end(140)  # below the newest batch: ignored
+    assert record.end is None
+    record.note_end(560)
+    record.add(560, 20, 29, 10)  # a new newest batch: its end is not known yet
+    assert record.end is None
+    assert TailCheck(record, loaded=10_000).verdict is None  # unknown end: never stale

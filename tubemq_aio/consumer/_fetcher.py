@@ -536,6 +536,8 @@ class FetchEngine:
             self.leases.update_offsets(
                 key, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
             )
+            if consumed and (record := self.tails.get(key)) is not None:
+                record.note_end(rsp.curr_offset)  # the offset after the batch
         else:
             log.warning("commit of %s: [%d] %s", key, rsp.err_code, rsp.err_msg)
 

@@ -19,7 +19,7 @@ from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, ReadStatus, TopicCondition
 from tubemq_aio.protocol.event_pacing import EventPacer
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,
@@ -318,9 +318,24 @@ class MasterSession(SessionBase):
             filters=self.config.filters_of(partition.topic),
             timeout=self.config.tail_check_timeout,
         )
+        if final is None and loaded >= rsp.curr_offset:
+            final = rsp  # no probe: the register before the check stands
+        elif final is None:
+            # An earlier check cut short left the group's offset above where it was loaded.
+            final = await self.broker.register(
+                partition,
+                read_status=ReadStatus.NORMAL,
+                filters=self.config.filters_of(partition.topic),
+                curr_offset=loaded,
+            )
         if not final.success:
             return final
         del self._tail_floor[key]
+        if verdict.verdict is Verdict.STALE:
+            # Another member read on past this record after the partition was lost: the
+            # record says nothing about the store now; reading starts a new one.
+            del self.engine.tails[key]
+            return final
         stats = self.engine.stats
         stats.tail_checks += 1
         if verdict.verdict is not Verdict.INTACT and verdict.resume_offset < loaded:

@@ -31,7 +31,7 @@ async def verify_tail(
     *,
     filters: Iterable[str],
     timeout: float,
-) -> tuple[TailVerdict, OffsetResponse]:
+) -> tuple[TailVerdict, OffsetResponse | None]:
     """Check ``record`` against what ``partition``'s broker stores now and register the group
     at the verdict's offset (``readStatus`` 0, so the broker takes it).
 
@@ -49,7 +49,9 @@ async def verify_tail(
         timeout: seconds for all probes and the final register.
 
     Returns:
-        The verdict and the final register answer (which may be a refusal).
+        The verdict and the final register answer (which may be a refusal), or None in its
+        place when the check made no probe (:attr:`~tubemq_aio.protocol.tail_check.Verdict.STALE`:
+        the register before it stands).
 
     Raises:
         ServerError: the broker refused a probe (a read answer other than data or 404).
@@ -58,6 +60,8 @@ async def verify_tail(
     """
     filters = tuple(filters)
     check = TailCheck(record, loaded)
+    if check.verdict is not None:
+        return check.verdict, None
     async with asyncio.timeout(timeout):
         while (probe := check.next_probe()) is not None:
             served, ids = await _read_back(broker, partition, probe, filters)

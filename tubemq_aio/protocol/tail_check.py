@@ -38,7 +38,7 @@ __all__ = [
 DEFAULT_TAIL_CHECK_DEPTH = 16
 
 # Layout of TailRecord._cells: per level 2 cells (start offset, first message id); then the
-# newest batch's last message id and message count.
+# newest batch's last message id, its message count and the offset after it (once known).
 _UNSET = -1
 
 
@@ -49,7 +49,7 @@ class TailRecord:
     the newest batch whole and the starts of older batches on a ladder whose spacing doubles
     (level ``i`` holds a batch about ``2**(i-1)`` to ``2**(i+1)`` batches old), so ``depth``
     levels reach about ``2**(depth-2)`` batches back. Cost: one ``array('q')`` of
-    ``2 * depth + 2`` cells (``16 * depth + 80`` bytes; 352 bytes at the default depth 16) and
+    ``2 * depth + 3`` cells (``16 * depth + 88`` bytes; 360 bytes at the default depth 16) and
     O(1) amortized work per batch (never per message).
 
     Args:
@@ -65,8 +65,8 @@ class TailRecord:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         self.depth = depth
-        self._cells = array("q", [_UNSET]) * (2 * depth + 2)
-        self._last = 2 * depth  # the newest batch's last id, then its count
+        self._cells = array("q", [_UNSET]) * (2 * depth + 3)
+        self._last = 2 * depth  # the newest batch's last id, its count, the offset after it
         self._batches = 0
 
     def __repr__(self) -> str:
@@ -107,6 +107,20 @@ class TailRecord:
         last = self._last
         cells[last] = last_id
         cells[last + 1] = count
+        cells[last + 2] = _UNSET
+
+    def note_end(self, offset: int) -> None:
+        """Remember ``offset`` as the end of the newest batch (the group's offset a commit of
+        it answered); ignored when below the newest batch's start or nothing was added."""
+        cells = self._cells
+        if self._batches and offset >= cells[0]:
+            cells[self._last + 2] = offset
+
+    @property
+    def end(self) -> int | None:
+        """The offset right after the newest batch once :meth:`note_end` told it, else None."""
+        end = self._cells[self._last + 2]
+        return None if end == _UNSET else end
 
     def points(self) -> list[tuple[int, int]]:
         """The remembered ``(start offset, first message id)`` pairs, newest first, without
@@ -157,6 +171,10 @@ class Verdict(enum.Enum):
     #: Even the oldest remembered offset holds another message, and the store begins below it:
     #: resume there (what the broker replaced below it is not found; it may be lost).
     UNVERIFIED = "unverified"
+    #: The broker loaded an offset beyond the end of the newest remembered batch: another
+    #: member read on after this consumer lost the partition, so the record says nothing
+    #: about the store now. Resume where the broker loaded the group, without a probe.
+    STALE = "stale"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +246,9 @@ class TailCheck:
         # Every remembered start holds another message: the last probe asks where the store
         # begins.
         self._asking_min = False
+        end = record.end
+        if end is not None and loaded > end:
+            self._end(Verdict.STALE, loaded)
 
     @property
     def verdict(self) -> TailVerdict | None:
