@@ -174,7 +174,7 @@ class ConsumerConfig(ClientConfig):
             :class:`Consumer` remembers per partition it reads, to find messages a restarted
             broker stored below the group's offset
             (:class:`~tubemq_aio.protocol.tail_check.TailRecord`; 16: the newest batch and
-            older ones about 1, 2, 4, ... 2**14 batches back, 360 bytes a partition); 0
+            older ones about 1, 2, 4, ... 2**14 batches back, about 480 bytes a partition); 0
             turns the check off (docs/failures.md).
         tail_check_timeout: seconds the read-back of a partition registered again after its
             broker was lost may take in all (10 s); past it the register counts as failed and

@@ -49,7 +49,7 @@ class TailRecord:
     the newest batch whole and the starts of older batches on a ladder whose spacing doubles
     (level ``i`` holds a batch about ``2**(i-1)`` to ``2**(i+1)`` batches old), so ``depth``
     levels reach about ``2**(depth-2)`` batches back. Cost: one ``array('q')`` of
-    ``2 * depth + 3`` cells (``16 * depth + 88`` bytes; 360 bytes at the default depth 16) and
+    ``2 * depth + 3`` cells (``16 * depth + 104`` bytes; 360 at the default depth 16) and
     O(1) amortized work per batch (never per message).
 
     Args:
