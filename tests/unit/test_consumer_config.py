@@ -57,6 +57,13 @@ def test_topics_forms(topics: Any, expected: dict[str, frozenset[str]]) -> None:
         {"reconnect_delay": "1"},
         {"reconnect_delay_max": float("inf")},
         {"reconnect_delay": 2.0, "reconnect_delay_max": 1.0},
+        {"tail_check_depth": -1},
+        {"tail_check_depth": 63},
+        {"tail_check_depth": True},
+        {"tail_check_depth": 1.5},
+        {"tail_check_timeout": 0},
+        {"tail_check_timeout": float("nan")},
+        {"tail_check_timeout": float("inf")},
     ],
 )
 def test_invalid_options_raise_config_error(kw: dict[str, Any]) -> None:
@@ -131,3 +138,9 @@ def test_join_heartbeat_interval_applies_until_the_first_connect_event() -> None
     )
     waits = [MasterSession._heartbeat_wait(session) for _ in range(JOIN_HEARTBEATS_MAX + 2)]  # type: ignore[arg-type]
     assert waits == [1] * JOIN_HEARTBEATS_MAX + [13, 13]
+
+
+def test_tail_check_defaults_and_off() -> None:
+    assert config().tail_check_depth == 16
+    assert config().tail_check_timeout == 10.0
+    assert config(tail_check_depth=0).tail_check_depth == 0

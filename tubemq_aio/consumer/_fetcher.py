@@ -33,6 +33,7 @@ from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gm
 from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
 from tubemq_aio.protocol.retry import FETCH_RETRY, RetryWindow
+from tubemq_aio.protocol.tail_check import TailRecord
 
 __all__ = ["FetchEngine", "Fetched"]
 
@@ -102,6 +103,13 @@ class FetchEngine:
         #: the session drops them as a failed broker heartbeat does. None: the engine only
         #: removes them from the lease table.
         self.on_broken: Callable[[list[PartitionKey]], None] | None = None
+        #: Levels of the :class:`TailRecord` kept per partition read (0: none kept); the
+        #: server-balanced session sets it from ``tail_check_depth``.
+        self.tail_depth = 0
+        #: What was read of each partition (while ``tail_depth``), for the session's tail check
+        #: after the partition's broker was lost (docs/failures.md); the session removes a
+        #: partition's record when the master moves it away.
+        self.tails: dict[PartitionKey, TailRecord] = {}
         self._buffer: deque[Fetched] = deque()
         self._slots = asyncio.Semaphore(config.max_prefetch_batches)
         self._ready = asyncio.Event()
@@ -240,6 +248,8 @@ class FetchEngine:
                 return False
         elif self._corrupt_reads:
             self._corrupt_reads.pop(key, None)
+        if self.tail_depth and rsp.messages:
+            self._remember(key, rsp)
         wait_ms = pflow.wait_after_fetch(
             self.flow,
             now=now,
@@ -264,6 +274,14 @@ class FetchEngine:
         self.stats.batches += 1
         self._ready.set()
         return True
+
+    def _remember(self, key: PartitionKey, rsp: GetMessageResponse) -> None:
+        """Add a fetched batch to ``key``'s :class:`TailRecord` (per batch, not per message)."""
+        record = self.tails.get(key)
+        if record is None:
+            record = self.tails[key] = TailRecord(self.tail_depth)
+        raw = rsp.messages
+        record.add(rsp.curr_offset, raw[0].message_id, raw[-1].message_id, len(raw))
 
     def _broker_failed(self, lease: Lease, at_least: float = 0.0) -> float | None:
         """Count a failed fetch of ``lease`` (no answer, or a 5xx one); return the pause before
@@ -522,6 +540,8 @@ class FetchEngine:
             self.leases.update_offsets(
                 key, self.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
             )
+            if consumed and (record := self.tails.get(key)) is not None:
+                record.note_end(rsp.curr_offset)  # the offset after the batch
         else:
             log.warning("commit of %s: [%d] %s", key, rsp.err_code, rsp.err_msg)
 

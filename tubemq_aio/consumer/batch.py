@@ -90,6 +90,15 @@ class ConsumerStats:
         offset_rewinds: broker registers whose group offset lay beyond the store's end (the
             broker came back without its unflushed tail) and were moved back to that end
             (docs/protocol/consumer.md §3.2).
+        tail_checks: read-backs of what the server-balanced consumer had read of a partition,
+            made when it registered the partition again after losing it with its broker
+            (``tail_check_depth``, docs/failures.md).
+        tail_rewinds: of those, the ones that found messages the broker had replaced below
+            the group's offset (the one it loaded) and moved the group back to read them
+            (messages between the offset moved back to and the replacement come again).
+        tail_unverified: of those, the ones where even the oldest remembered offset held
+            another message: the group resumed there, and messages replaced below it may be
+            lost (a WARNING names the partition).
     """
 
     fetches: int = 0
@@ -111,6 +120,9 @@ class ConsumerStats:
     partitions_lost: int = 0
     partitions_reconnected: int = 0
     offset_rewinds: int = 0
+    tail_checks: int = 0
+    tail_rewinds: int = 0
+    tail_unverified: int = 0
 
     def snapshot(self) -> dict[str, int]:
         """The counters as a new dict."""

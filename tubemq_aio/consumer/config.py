@@ -17,6 +17,7 @@ from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigErro
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
 from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
 from tubemq_aio.protocol.event_pacing import DEFAULT_EVENT_MIN_INTERVAL
+from tubemq_aio.protocol.tail_check import DEFAULT_TAIL_CHECK_DEPTH
 from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
@@ -171,6 +172,15 @@ class ConsumerConfig(ClientConfig):
         run_error_rollback: what :meth:`Consumer.run` does with a batch whose handler raised:
             ``True`` (default) rolls it back, so it is delivered again; ``False`` counts it
             consumed and goes on, as Java does by default (``pushListenerThrowedRollBack``).
+        tail_check_depth: batch starts (with their message ids) the server-balanced
+            :class:`Consumer` remembers per partition it reads, to find messages a restarted
+            broker stored below the group's offset
+            (:class:`~tubemq_aio.protocol.tail_check.TailRecord`; 16: the newest batch and
+            older ones about 1, 2, 4, ... 2**14 batches back, about 480 bytes a partition); 0
+            turns the check off (docs/failures.md).
+        tail_check_timeout: seconds the read-back of a partition registered again after its
+            broker was lost may take in all (10 s); past it the register counts as failed and
+            is tried again like a refused one.
     """
 
     group: str
@@ -203,6 +213,8 @@ class ConsumerConfig(ClientConfig):
     subscription_report_interval: int = 6
     close_rebalance_wait: float = 5.0
     run_error_rollback: bool = True
+    tail_check_depth: int = DEFAULT_TAIL_CHECK_DEPTH
+    tail_check_timeout: float = 10.0
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
@@ -286,6 +298,8 @@ class ConsumerConfig(ClientConfig):
                   high=10_000)  # fmt: skip
         c.seconds("close_rebalance_wait", self.close_rebalance_wait, high=600.0, low_open=False)
         c.flag("run_error_rollback", self.run_error_rollback)
+        c.integer("tail_check_depth", self.tail_check_depth, low=0, high=62)
+        c.seconds("tail_check_timeout", self.tail_check_timeout, high=3600.0)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
                       f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
@@ -354,6 +368,8 @@ class ConsumerOptions(ClientOptions, total=False):
     subscription_report_interval: int
     close_rebalance_wait: float
     run_error_rollback: bool
+    tail_check_depth: int
+    tail_check_timeout: float
 
 
 class ConsumerFields(ConsumerOptions, total=False):

@@ -111,15 +111,17 @@ class FakeBroker:
         return log
 
     def crash(self, lose_newest: int) -> list[StoredMessage]:
-        """What a broker killed with SIGKILL has forgotten when it comes back: the newest
-        ``lose_newest`` messages of every store (not yet flushed) and every consumer
-        registration with its in-flight batch; group offsets stay as stored, also those now
-        beyond a store's end.
+        """What a restarted broker has forgotten: every consumer registration with its
+        in-flight batch and, killed with SIGKILL, the newest ``lose_newest`` messages of every
+        store (not yet flushed); group offsets stay as stored, also those now beyond a store's
+        end.
 
         Returns:
             The messages forgotten.
         """
         self.registrations.clear()
+        if not lose_newest:
+            return []
         return [m for log in self.logs.values() for m in log.drop_newest(lose_newest)]
 
     def _has_partition(self, topic: str, partition_id: int) -> bool:

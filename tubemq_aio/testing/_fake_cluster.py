@@ -152,15 +152,17 @@ class FakeCluster(AsyncService):
         await self._broker(broker_id).node.stop()
 
     async def start_broker(self, broker_id: int, *, lose_newest: int = 0) -> list[StoredMessage]:
-        """Restart a stopped broker on its old port, with its data.
+        """Restart a stopped broker on its old port, with its data. Like a real broker
+        process started again, it has forgotten every consumer registration (they live in the
+        broker's memory), so its consumers' next fetch or heartbeat gets "not registered".
 
         Args:
             broker_id: the broker.
             lose_newest: > 0 makes it come back as a broker killed with SIGKILL before its
                 last flush: the newest ``lose_newest`` messages of each of its stores are gone
-                (their offsets go to the next messages), and every consumer registration is
-                forgotten; group offsets stay as stored, so one can lie beyond its store's end
-                (docs/protocol/consumer.md §3.2). 0 (default): everything is kept.
+                (their offsets go to the next messages); group offsets stay as stored, so one
+                can lie beyond its store's end (docs/protocol/consumer.md §3.2). 0 (default):
+                every message is kept.
 
         Returns:
             The messages lost (empty with ``lose_newest=0``).
@@ -178,7 +180,7 @@ class FakeCluster(AsyncService):
         broker = self._broker(broker_id)
         if broker.node.running:
             raise RuntimeError(f"broker {broker_id} is running: stop_broker({broker_id}) first")
-        lost = broker.crash(lose_newest) if lose_newest else []
+        lost = broker.crash(lose_newest)
         await broker.node.start(broker.node.port)
         return lost
 
