@@ -22,7 +22,7 @@ from typing import Literal
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.stream_config import StreamConfig
-from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.data import FetchOutcome, LagReport, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.errors import LeaseStaleError, TooManyWaitersError
 from tubemq_aio.supervisor import Supervisor
@@ -222,11 +222,8 @@ class BatchStream:
         expired = [k for k, h in self.held.items() if h.deadline <= now]
         if not expired:
             return
-        try:
-            async with asyncio.timeout(self.settings.probe_interval_ms / 1000 + 5.0):
-                report = await self.engine.lag(self.group, client_id=self.client_id)
-        except (TubeMQError, TimeoutError) as exc:
-            log.debug("stream probe of group %r failed: %r", self.group, exc)
+        report = await self._lag()
+        if report is None:
             for lease_id in expired:
                 del self.held[lease_id]  # redelivered by its lease; no longer ours
             return
@@ -246,15 +243,22 @@ class BatchStream:
     async def _probe(self) -> None:
         """Forget the held leases Redis no longer shows as this stream's (settled through
         another replica). A failed probe changes nothing (the lease times still bound it)."""
-        try:
-            async with asyncio.timeout(self.settings.probe_interval_ms / 1000 + 5.0):
-                report = await self.engine.lag(self.group, client_id=self.client_id)
-        except (TubeMQError, TimeoutError) as exc:
-            log.debug("stream probe of group %r failed: %r", self.group, exc)
+        report = await self._lag()
+        if report is None:
             return
         mine = {p.partition_key for p in report.partitions if p.lease_holder == self.holder[:200]}
         for lease_id in [k for k, h in self.held.items() if h.lease.partition_key not in mine]:
             del self.held[lease_id]
+
+    async def _lag(self) -> LagReport | None:
+        """The group's lag report as Redis holds it, or None when it could not be read in
+        time (logged)."""
+        try:
+            async with asyncio.timeout(self.settings.probe_interval_ms / 1000 + 5.0):
+                return await self.engine.lag(self.group, client_id=self.client_id)
+        except (TubeMQError, TimeoutError) as exc:
+            log.debug("stream probe of group %r failed: %r", self.group, exc)
+            return None
 
     async def release_all(self) -> None:
         """Give back every unacked lease (no redelivery count), within ``release_timeout``;
