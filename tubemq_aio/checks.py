@@ -21,10 +21,11 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from typing import NoReturn
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.errors import ConfigError
 
-__all__ = ["MAX_SECONDS", "Checks", "check_options", "is_seconds", "kinds"]
+__all__ = ["MAX_SECONDS", "Checks", "check_options", "iana_zone", "is_seconds", "kinds"]
 
 #: The longest duration any option or call accepts, in seconds (one day). Larger values are
 #: rejected: they overflow deadline arithmetic (``1e300 * 1000``) and mean "never" in practice.
@@ -41,6 +42,17 @@ def _shown(value: object) -> str:
 
 def _type_name(value: object) -> str:
     return type(value).__name__
+
+
+def iana_zone(value: object) -> ZoneInfo | None:
+    """The IANA time zone ``value`` names (``"UTC"``, ``"Asia/Shanghai"``), or None when it
+    names none this Python knows (a non-string, an empty or malformed name included)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
 
 
 def kinds(classes: type | tuple[type, ...]) -> str:
@@ -212,6 +224,16 @@ class Checks:
         ):
             listed = ", ".join(map(repr, allowed))
             self.problem(f"{name} must be one of {listed}, got {_shown(value)}")
+
+    def time_zone(self, name: str, value: object) -> ZoneInfo | None:
+        """``value`` names an IANA time zone (see :func:`iana_zone`); returns it, or None."""
+        zone = iana_zone(value)
+        if zone is None:
+            self.problem(
+                f"{name} must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
+                f"got {_shown(value)}"
+            )
+        return zone
 
     def instance(
         self,

@@ -281,3 +281,15 @@ def test_bound_consume_names_every_problem() -> None:
                  "malformed partition key 'bad'", "offset of 1:t:0"):  # fmt: skip
         assert part in text
     assert BoundConsume(" s ", 2, offsets={"1:t:0": 5}).session_key == "s"
+
+
+@pytest.mark.parametrize("bad", ["Mars/Olympus", "+08:00", "", "../etc/passwd", None, 8, b"UTC"])
+def test_a_time_zone_is_an_iana_name_wherever_it_is_given(bad: object) -> None:
+    """``iana_zone`` is the one lookup behind the CLI's, Spark's and the gateway's zones."""
+    from tubemq_aio.checks import iana_zone
+    from tubemq_aio.gateway.config.tables import GroupSpec
+
+    assert iana_zone("Asia/Shanghai") is not None
+    assert iana_zone(bad) is None
+    with pytest.raises(ConfigError, match="msg_time_zone must be an IANA time zone"):
+        GroupSpec(name="g1", topics=("t",), msg_time_zone=bad)  # type: ignore[arg-type]

@@ -8,9 +8,10 @@ import os
 import sys
 from datetime import UTC, datetime
 from typing import NoReturn
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from tubemq_aio import __version__
+from tubemq_aio.checks import iana_zone
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
@@ -86,12 +87,12 @@ def _time(text: str) -> datetime:
 
 def _zone(text: str) -> ZoneInfo:
     """``--msg-time-zone``: an IANA time zone name."""
-    try:
-        return ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError):
+    zone = iana_zone(text)
+    if zone is None:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an IANA time zone such as UTC or Asia/Shanghai"
-        ) from None
+        )
+    return zone
 
 
 def _add_msg_time_zone(p: argparse.ArgumentParser) -> None:

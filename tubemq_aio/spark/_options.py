@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks
@@ -476,6 +475,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         checks.problem("option 'endingOffsets' must be 'latest' or a JSON object")
     limit = opts.get("maxoffsetspertrigger")
     min_parts = opts.get("minpartitions")
+    zone_name = opts.get("msgtimezone", "UTC")
+    checks.time_zone(_option("msgTimeZone"), zone_name)
     parsed = SourceOptions(
         client=client,
         topics=topics,
@@ -500,19 +501,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             unit="seconds",
         ),
         starting_times=starting_times,
-        msg_time_zone=_zone_name(checks, opts.get("msgtimezone", "UTC")),
+        msg_time_zone=zone_name,
     )
     checks.done()
     return parsed
-
-
-def _zone_name(checks: Checks, name: str) -> str:
-    """``name`` when it is an IANA time zone this Python knows (``UTC``, ``Asia/Shanghai``)."""
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        checks.problem(
-            f"option 'msgTimeZone' must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
-            f"got {name!r}"
-        )
-    return name

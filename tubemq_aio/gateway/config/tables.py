@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
@@ -112,13 +111,7 @@ class GroupSpec:
             checks.problem("need lease_ms_min <= lease_ms <= lease_ms_max")
         checks.integer("max_clients", self.max_clients, low=0, high=1_000_000)
         checks.integer("max_clients_per_key", self.max_clients_per_key, low=0, high=1_000_000)
-        try:
-            ZoneInfo(self.msg_time_zone)
-        except (ZoneInfoNotFoundError, ValueError, TypeError):
-            checks.problem(
-                "msg_time_zone must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
-                f"got {self.msg_time_zone!r}"
-            )
+        checks.time_zone("msg_time_zone", self.msg_time_zone)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
