@@ -196,8 +196,7 @@ class TubeGroup:
             RequestTimeoutError: the search took longer than the SDK's 60 s.
             TubeMQError: the master or a broker refused.
         """
-        options = dict(self._options, group=planner_group(self.group), consume_from="earliest")
-        async with ClientBalancedConsumer(**options) as planner:
+        async with self._planner() as planner:
             found = await planner.search_times(
                 dict.fromkeys(keys, when), planner.config.time_search_timeout
             )
@@ -212,9 +211,13 @@ class TubeGroup:
         Raises:
             TubeMQError: the master or a broker refused or could not be reached.
         """
-        options = dict(self._options, group=planner_group(self.group), consume_from="earliest")
-        async with ClientBalancedConsumer(**options) as planner:
+        async with self._planner() as planner:
             return {key: (await planner.offset_bounds(key))[1] for key in keys}
+
+    def _planner(self) -> ClientBalancedConsumer:
+        """A short-lived consumer of the group ``{group}_planner`` for the look-ups above."""
+        options = dict(self._options, group=planner_group(self.group), consume_from="earliest")
+        return ClientBalancedConsumer(**options)
 
     async def _partition(self, key: str) -> Partition:
         return await resolve_partition(self._session(), key)
