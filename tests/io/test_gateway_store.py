@@ -93,10 +93,10 @@ async def _step(
             nxt = base + rng.choice([0, 28, 280])
             n = rng.choice([0, 1, 5])
             cur = rng.choice([-1, nxt])
-            r = await store.record(
-                LeaseKey(g, s, p, lid), Booking(base, nxt, nxt + 28, n, 400, cur)
-            )
-            expect = model.record(r.now, s, p, lid, Booking(base, nxt, nxt + 28, n, 400, cur))
+            kept = rng.choice(["", f"T{rng.getrandbits(16)}|{nxt}|{nxt + 56}"])
+            booking = Booking(base, nxt, nxt + 28, n, 400, cur, kept)
+            r = await store.record(LeaseKey(g, s, p, lid), booking)
+            expect = model.record(r.now, s, p, lid, booking)
         elif op == "rewind":
             if rng.random() < 0.7:  # the newest lease is the one most likely still live
                 p, lid = tokens[-1]
@@ -349,3 +349,25 @@ async def test_a_broadcast_booking_is_fenced_by_the_cursor_mutex(store: LeaseSto
         LeaseKey(g, s, p, "L1"), Booking(0, 56, 280, 2, 0, 56), fence=(key, "tok-b")
     )
     assert booked.status == "ok"
+
+
+async def test_the_kept_batch_fence_is_handed_to_one_lease_only(store: LeaseStore) -> None:
+    g, s, p = "g", "c", "1:t:0"
+    await store.boot([g], allow_init=True)
+    await store.sync_parts(g, s, [p])
+    await store.acquire(g, s, "L1", 60_000, "r1")
+    await store.init(LeaseKey(g, s, p, "L1"), 0, 280)
+    kept = "tok|56|112"
+    booked = await store.record(LeaseKey(g, s, p, "L1"), Booking(0, 56, 280, 2, 0, 56, kept))
+    assert booked.status == "ok"
+    assert (await store.dump(g, s)).fence == {p: kept}
+    await store.settle(LeaseKey(g, s, p, "L1"), "ack")
+    first = await store.acquire(g, s, "L2", 60_000, "r2")
+    assert first.leased().fence == kept
+    assert first.leased().committed == 56
+    again = await store.acquire(g, s, "L2", 60_000, "r2")  # a retry: the fence is gone
+    assert again.leased().fence == ""
+    assert (await store.dump(g, s)).fence == {}
+    moved = await store.record(LeaseKey(g, s, p, "L2"), Booking(0, 56, 280, 2, 0, 56, kept))
+    assert moved.status == "moved"
+    assert (await store.dump(g, s)).fence == {}

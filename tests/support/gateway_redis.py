@@ -44,6 +44,7 @@ def model_view(state: GroupState, scope: str) -> dict[str, Any]:
         "tat_us": state.tat_us,
         "rate_hold": state.rate_hold,
         "cursor": state.cursor,
+        "fence": state.fence,
         "members": sorted(sc.members),
         "ready": sc.ready,
         "leased": sc.leased,

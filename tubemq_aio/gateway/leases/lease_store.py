@@ -7,8 +7,9 @@ the script again when Redis answers ``NOSCRIPT`` (after a restart or ``SCRIPT FL
 
 Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH: ``boot``,
 ``paused``, ``rate``, ``burst``, ``rlh`` the one read of a rate-limited group), ``tgw:{g:G}:rl``
-(GCRA TAT, µs), ``tgw:{g:G}:cur`` (HASH: partition → broker cursor), ``tgw:{g:G}:<s>:st`` (HASH
-``<p>|<field>``), ``…:<s>:ready`` and ``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET),
+(GCRA TAT, µs), ``tgw:{g:G}:cur`` (HASH: partition → broker cursor, ``<p>|kf`` → the
+kept-batch fence), ``tgw:{g:G}:<s>:st`` (HASH ``<p>|<field>``), ``…:<s>:ready`` and
+``…:<s>:leased`` (ZSETs), ``…:<s>:parts`` (SET),
 ``…:<s>:acq`` (HASH live lease id → partition), ``…:<s>:done`` (ZSET
 ``<lease id>|<acked|nacked|released>`` → until when it is remembered); broadcast scopes in
 ``tgw:{g:G}:clients`` (SET), ``…:seen`` (ZSET) and ``…:owners`` (HASH scope → API key);

@@ -8,7 +8,8 @@ compare the states field by field.
 
 State of one group: a boot marker (Redis lost its data when it is missing), a pause flag, a
 shared GCRA rate limit, the broker cursor per partition (where the group's broker offset is
-believed to be), and per scope (``c`` for clustering, ``b:<client_id>`` for broadcast) the
+believed to be), the kept-batch fence per partition (:class:`KeptFence`), and per scope (``c``
+for clustering, ``b:<client_id>`` for broadcast) the
 partitions with their committed offset, lease and redelivery count, plus two schedules:
 ``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
 
@@ -30,7 +31,49 @@ from tubemq_aio.gateway.leases.partition_state import (
     gcra,
 )
 
-__all__ = ["GroupState", "PartState", "ScopeState", "gcra"]
+__all__ = ["Booking", "GroupState", "KeptFence", "PartState", "ScopeState", "gcra"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeptFence:
+    """The batch a replica read ahead and keeps in memory for the partition's next fetch.
+
+    A fetch ends with a GetMessage that commits the batch being handed out at the broker and
+    brings the partition's next batch; the replica keeps that batch and ``record`` stores its
+    fence in Redis. The next ``acquire`` of the partition hands the fence out once (and deletes
+    it); the replica serves the kept batch only when :meth:`matches` (see
+    ``docs/gateway.md``, "The consume path").
+
+    Attributes:
+        token: the replica's id for this read (random, never reused).
+        start: the offset the kept batch starts at (where the broker's committed cursor is).
+        end: the offset right after it.
+    """
+
+    token: str
+    start: int
+    end: int
+
+    def text(self) -> str:
+        """``"<token>|<start>|<end>"``, the form Redis stores."""
+        return f"{self.token}|{self.start}|{self.end}"
+
+    @classmethod
+    def parse(cls, raw: str) -> KeptFence | None:
+        """The fence stored as ``raw`` (None for ``""`` or a malformed value)."""
+        token, _, rest = raw.partition("|")
+        start, _, end = rest.partition("|")
+        try:
+            return cls(token, int(start), int(end)) if token else None
+        except ValueError:
+            return None
+
+    def matches(self, handed: str, committed: int) -> bool:
+        """Whether a batch kept under this fence may be served by a lease that ``acquire``
+        answered with fence ``handed`` and committed offset ``committed``: the fence is this
+        one (no other read of the partition was booked since) and the batch starts exactly at
+        the committed offset (nothing skipped, nothing served twice)."""
+        return handed == self.text() and self.start == committed and self.end > self.start
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +87,8 @@ class Booking:
         count: messages in the batch.
         wait_ms: how long the partition rests when the batch is empty.
         cursor: where the broker cursor is now (-1: unknown).
+        kept: the fence of the batch the read brought ahead and the replica keeps
+            (:meth:`KeptFence.text`; ``""``: none kept). It replaces the partition's fence.
     """
 
     base: int
@@ -52,10 +97,14 @@ class Booking:
     count: int
     wait_ms: int = 0
     cursor: int = -1
+    kept: str = ""
 
-    def fields(self) -> tuple[int, int, int, int, int, int]:
-        """``(base, next, max, count, wait_ms, cursor)``, the order the script takes them."""
-        return (self.base, self.next, self.max, self.count, self.wait_ms, self.cursor)
+    def fields(self) -> tuple[int, int, int, int, int, int, str]:
+        """``(base, next, max, count, wait_ms, cursor, kept)``, the order the script takes
+        them."""
+        return (
+            self.base, self.next, self.max, self.count, self.wait_ms, self.cursor, self.kept
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -69,6 +118,7 @@ class GroupState:
     tat_us: int | None = None
     rate_hold: str | None = None  # "<lease id>|<until ms>": the one read of a limited group
     cursor: dict[str, int] = field(default_factory=dict)
+    fence: dict[str, str] = field(default_factory=dict)  # partition -> KeptFence.text()
     scopes: dict[str, ScopeState] = field(default_factory=dict)
     woken: list[str] = field(default_factory=list)  # scopes published on the wake channel
 
@@ -101,6 +151,10 @@ class GroupState:
             sc.ready[p] = now + wait_ms
             self.woken.append(s)
 
+    def _forget_cursor(self, p: str) -> None:
+        self.cursor.pop(p, None)
+        self.fence.pop(p, None)
+
     def _rate_wait_ms(self, now: int) -> int:
         if self.rate <= 0:
             return 0
@@ -129,14 +183,16 @@ class GroupState:
             ``("lost",)``, ``("paused",)``, ``("throttled", wait_ms)``, ``("held", retry_ms)``
             (a rate-limited group: another read runs; it is charged before the next starts),
             ``("none", next_ready_ms | -1, next_expiry_ms | -1)`` or
-            ``("leased", p, cmt | -1, lexp, rc, start | "", cursor | -1)``.
+            ``("leased", p, cmt | -1, lexp, rc, start | "", cursor | -1, fence | "")``: the
+            partition's kept-batch fence is handed to this lease only and deleted (a retried
+            acquire answers ``""``).
         """
         if not self.booted:
             return ("lost",)
         sc = self.scope(s)
         if lid in sc.acq:  # a retried acquire: the same answer
             p = sc.acq[lid]
-            return self._leased(sc, p)
+            return self._leased(sc, p, "")
         if self.paused and not want:
             return ("paused",)
         wait = self._rate_wait_ms(now)
@@ -168,13 +224,13 @@ class GroupState:
         sc.acq[lid] = pick
         if self.rate > 0 and not want:
             self.rate_hold = f"{lid}|{now + lease_ms}"
-        return self._leased(sc, pick)
+        return self._leased(sc, pick, self.fence.pop(pick, ""))
 
-    def _leased(self, sc: ScopeState, p: str) -> tuple[object, ...]:
+    def _leased(self, sc: ScopeState, p: str, fence: str) -> tuple[object, ...]:
         ps = sc.part(p)
         cmt = -1 if ps.committed is None else ps.committed
         cursor = self.cursor.get(p, -1)
-        return ("leased", p, cmt, ps.lease_expiry, ps.redeliveries, ps.start or "", cursor)
+        return ("leased", p, cmt, ps.lease_expiry, ps.redeliveries, ps.start or "", cursor, fence)
 
     def init(self, now: int, s: str, p: str, lid: str, offset: int, top: int) -> tuple[object, ...]:
         """Set the start offset of a partition without one (the first writer wins).
@@ -198,7 +254,10 @@ class GroupState:
     ) -> tuple[object, ...]:
         """Book the batch ``[base, next)`` of ``count`` messages read under the lease.
 
-        ``booking.cursor`` ≥ 0 is where the broker cursor now is (-1: unknown). An empty batch
+        ``booking.cursor`` ≥ 0 is where the broker cursor now is (-1: unknown);
+        ``booking.kept`` becomes the partition's kept-batch fence (``""`` deletes it). Every
+        answer but ``lost`` and a retry's deletes any older fence (a read that is not booked
+        moved the broker's in-flight batch under it). An empty batch
         (count 0) commits ``next`` at once (scanned entries of sibling partitions or filtered
         messages) and releases the lease; the partition rests ``wait_ms``.
 
@@ -207,29 +266,34 @@ class GroupState:
             ran under lapsed, ``fence_held`` False), ``("moved",)`` (cmt is not ``base``: reset
             meanwhile), ``("released", cmt)`` or ``("ok",)``.
         """
-        base, nxt, top, n, wait_ms, cursor = booking.fields()
+        base, nxt, top, n, wait_ms, cursor, _ = booking.fields()
         if not self.booted:
             return ("lost",)
         sc = self.scope(s)
         ps = sc.part(p)
         if not self._live(sc, p, lid, now):
+            self.fence.pop(p, None)  # a read outside the fence chain moved the broker
             if ps.last_settled == lid and ps.lease_id != lid:
                 return ("released", -1 if ps.committed is None else ps.committed)
-            self.cursor.pop(p, None)
+            self._forget_cursor(p)
             return ("stale",)
         if ps.batch_start is not None:
             return ("ok",) if (ps.batch_start, ps.batch_end) == (base, nxt) else ("moved",)
         if not fence_held:
-            self.cursor.pop(p, None)
+            self._forget_cursor(p)
             return ("fenced",)
         if ps.committed != base or nxt < base:
-            self.cursor.pop(p, None)
+            self._forget_cursor(p)
             return ("moved",)
         ps.max_offset = max(ps.max_offset, top)
         if cursor >= 0:
             self.cursor[p] = cursor
         else:
             self.cursor.pop(p, None)
+        if booking.kept:
+            self.fence[p] = booking.kept
+        else:
+            self.fence.pop(p, None)
         if n > 0 and self.rate > 0:
             _, self.tat_us = gcra(self.tat_us, now * 1000, self.rate, max(1, self.burst), n)
         self._drop_hold(lid)
@@ -249,7 +313,8 @@ class GroupState:
         """Move the committed offset back from ``old`` to ``new`` under a live lease with no
         batch booked yet: the broker's partition now ends at ``new`` (it lost an unflushed tail
         in a crash and hands those offsets to new messages). ``mx`` becomes ``top``, the
-        redelivery and empty-read counts and the broker cursor are forgotten. The lease stays
+        redelivery and empty-read counts, the broker cursor and the kept-batch fence are
+        forgotten. The lease stays
         with the caller; every older lease of the partition is already stale.
 
         Returns:
@@ -267,7 +332,7 @@ class GroupState:
         if ps.batch_start is not None or ps.committed != old or new >= old:
             return ("moved", -1 if ps.committed is None else ps.committed)
         ps.committed, ps.max_offset, ps.redeliveries, ps.empty_reads = new, top, 0, 0
-        self.cursor.pop(p, None)
+        self._forget_cursor(p)
         return ("ok", new)
 
     def settle(
@@ -337,7 +402,8 @@ class GroupState:
     ) -> list[tuple[str, int, str]]:
         """Move committed offsets: every partition of the scope (plus ``plist``) to ``target``
         (``earliest``/``latest``, resolved by the next fetch), or each of ``pairs`` to its
-        offset. Clears leases (their tokens get ``stale``); writes the boot marker.
+        offset. Clears leases (their tokens get ``stale``) and the partitions' kept-batch
+        fences; writes the boot marker.
 
         Returns:
             ``(p, old cmt | -1, new)`` per partition, ``new`` as text.
@@ -362,6 +428,7 @@ class GroupState:
                 self._drop_hold(ps.lease_id)
                 sc.acq.pop(ps.lease_id, None)
             ps.clear_lease(last_settled=None)
+            self.fence.pop(p, None)
             ps.redeliveries = ps.empty_reads = 0
             sc.leased.pop(p, None)
             if not ps.gone:

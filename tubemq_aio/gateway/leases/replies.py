@@ -24,6 +24,8 @@ class Leased(NamedTuple):
         start: a pending ``earliest``/``latest`` set by a reset ("" if none).
         cursor: where the group's broker cursor of the partition is believed to be (None:
             unknown).
+        fence: the partition's kept-batch fence, handed to this lease only
+            (:class:`~tubemq_aio.gateway.leases.model.KeptFence` text; ``""``: none).
     """
 
     partition_key: str
@@ -32,6 +34,7 @@ class Leased(NamedTuple):
     redeliveries: int
     start: str
     cursor: int | None
+    fence: str = ""
 
 
 def _offset(value: Any) -> int | None:
@@ -48,9 +51,15 @@ class Reply(NamedTuple):
 
     def leased(self) -> Leased:
         """The lease of an acquire answered ``leased``."""
-        p, committed, expiry, redeliveries, start, cursor = self.values
+        p, committed, expiry, redeliveries, start, cursor, *fence = self.values
         return Leased(
-            str(p), _offset(committed), int(expiry), int(redeliveries), str(start), _offset(cursor)
+            str(p),
+            _offset(committed),
+            int(expiry),
+            int(redeliveries),
+            str(start),
+            _offset(cursor),
+            str(fence[0]) if fence else "",
         )
 
     @property

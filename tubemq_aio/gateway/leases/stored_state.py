@@ -56,8 +56,13 @@ def state_from_redis(scope: str, raw: RawScope) -> GroupState:
         burst=int(cfg.get("burst", 0)),
         tat_us=None if tat is None else int(tat),
         rate_hold=cfg.get("rlh"),
-        cursor={text(k): int(v) for k, v in cur.items()},
     )
+    for raw_key, raw_val in cur.items():  # "<p>" → cursor, "<p>|kf" → kept-batch fence
+        p, bar, name = text(raw_key).partition("|")
+        if not bar:
+            state.cursor[p] = int(raw_val)
+        elif name == "kf":
+            state.fence[p] = text(raw_val)
     sc = ScopeState(
         members={text(m) for m in parts},
         ready={text(m): int(s) for m, s in ready},

@@ -13,12 +13,13 @@ local function answer(reply)
   end
   return reply
 end
-local function leased_reply(p)
+-- fence: the partition's kept-batch fence, handed to a new lease once ('' on a retry)
+local function leased_reply(p, fence)
   return {'leased', NOW, p, hgetn(p, 'cmt') or -1, hgetn(p, 'lexp') or 0, hgetn(p, 'rc') or 0,
-    hget(p, 'start') or '', tonumber(redis.call('HGET', K_CUR, p) or '-1')}
+    hget(p, 'start') or '', tonumber(redis.call('HGET', K_CUR, p) or '-1'), fence}
 end
 local held = redis.call('HGET', K_ACQ, lid)
-if held then return answer(leased_reply(held)) end
+if held then return answer(leased_reply(held, '')) end
 if redis.call('HGET', K_CFG, 'paused') == '1' and want == '' then return answer({'paused', NOW}) end
 local rate, burst = rate_params()
 if rate > 0 and want == '' then
@@ -64,4 +65,6 @@ redis.call('HSET', K_ACQ, lid, pick)
 if rate > 0 and want == '' then
   redis.call('HSET', K_CFG, 'rlh', lid .. '|' .. fmt(NOW + lease_ms))
 end
-return answer(leased_reply(pick))
+local fence = redis.call('HGET', K_CUR, pick .. '|kf') or ''
+if fence ~= '' then redis.call('HDEL', K_CUR, pick .. '|kf') end
+return answer(leased_reply(pick, fence))

@@ -1,11 +1,17 @@
--- record(wake, p, lease_id, base, next, max, n_msgs, wait_if_empty_ms, cursor[, fence_token])
+-- record(wake, p, lease_id, base, next, max, n_msgs, wait_if_empty_ms, cursor, kept
+--        [, fence_token])
+-- kept: the kept-batch fence "<token>|<start>|<end>" the read leaves ('' none); it replaces
+-- the partition's fence (field "<p>|kf" of cur). An answer other than ok/released on a first
+-- booking deletes the cursor and any fence (a read that is not booked moved the broker).
 -- KEYS[10] (broadcast): the cursor mutex the read ran under; the batch is booked only if
 -- fence_token still holds it (else another reader may have moved the broker cursor meanwhile).
 local p, lid = ARGV[2], ARGV[3]
 local base, nxt, top = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n, wait, cursor = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local kept = ARGV[10]
 if not booted() then return {'lost', NOW} end
 if not live(p, lid) then
+  redis.call('HDEL', K_CUR, p .. '|kf')
   if hget(p, 'last') == lid and hget(p, 'lid') ~= lid then
     return {'released', NOW, hgetn(p, 'cmt') or -1}
   end
@@ -17,12 +23,12 @@ if ls ~= nil then
   if ls == base and hgetn(p, 'ln') == nxt then return {'ok', NOW} end
   return {'moved', NOW}
 end
-if KEYS[10] and redis.call('GET', KEYS[10]) ~= ARGV[10] then
-  redis.call('HDEL', K_CUR, p)
+if KEYS[10] and redis.call('GET', KEYS[10]) ~= ARGV[11] then
+  redis.call('HDEL', K_CUR, p, p .. '|kf')
   return {'fenced', NOW}
 end
 if hgetn(p, 'cmt') ~= base or nxt < base then
-  redis.call('HDEL', K_CUR, p)
+  redis.call('HDEL', K_CUR, p, p .. '|kf')
   return {'moved', NOW}
 end
 if top > (hgetn(p, 'mx') or -1) then hset(p, 'mx', fmt(top)) end
@@ -30,6 +36,11 @@ if cursor >= 0 then
   redis.call('HSET', K_CUR, p, fmt(cursor))
 else
   redis.call('HDEL', K_CUR, p)
+end
+if kept ~= '' then
+  redis.call('HSET', K_CUR, p .. '|kf', kept)
+else
+  redis.call('HDEL', K_CUR, p .. '|kf')
 end
 local rate, burst = rate_params()
 if n > 0 and rate > 0 then

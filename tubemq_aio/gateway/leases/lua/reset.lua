@@ -36,6 +36,7 @@ for _, item in ipairs(todo) do
   redis.call('HDEL', K_ST, fld(p, 'lid'), fld(p, 'lexp'), fld(p, 'lat'), fld(p, 'lh'),
     fld(p, 'ls'), fld(p, 'ln'), fld(p, 'last'), fld(p, 'rc'), fld(p, 'zc'))
   redis.call('ZREM', K_LEASED, p)
+  redis.call('HDEL', K_CUR, p .. '|kf')
   if hget(p, 'gone') ~= '1' then redis.call('ZADD', K_READY, fmt(NOW), p) end
 end
 redis.call('PUBLISH', 'tgw:wake', WAKE)

@@ -9,5 +9,5 @@ if hget(p, 'ls') or cmt ~= old or new >= old then return {'moved', NOW, cmt or -
 hset(p, 'cmt', fmt(new))
 hset(p, 'mx', fmt(top))
 redis.call('HDEL', K_ST, fld(p, 'rc'), fld(p, 'zc'))
-redis.call('HDEL', K_CUR, p)
+redis.call('HDEL', K_CUR, p, p .. '|kf')
 return {'ok', NOW, new}
