@@ -41,39 +41,28 @@ class KeptFence:
     A fetch ends with a GetMessage that commits the batch being handed out at the broker and
     brings the partition's next batch; the replica keeps that batch and ``record`` stores its
     fence in Redis. The next ``acquire`` of the partition hands the fence out once (and deletes
-    it); the replica serves the kept batch only when :meth:`matches` (see
-    ``docs/gateway.md``, "The consume path").
+    it); the replica serves the kept batch only when :meth:`matches` (see ``docs/gateway.md``,
+    "The consume path"). Where the kept batch ends is learned when it is served: the
+    GetMessage that commits it answers where the next batch starts.
 
     Attributes:
         token: the replica's id for this read (random, never reused).
         start: the offset the kept batch starts at (where the broker's committed cursor is).
-        end: the offset right after it.
     """
 
     token: str
     start: int
-    end: int
 
     def text(self) -> str:
-        """``"<token>|<start>|<end>"``, the form Redis stores."""
-        return f"{self.token}|{self.start}|{self.end}"
-
-    @classmethod
-    def parse(cls, raw: str) -> KeptFence | None:
-        """The fence stored as ``raw`` (None for ``""`` or a malformed value)."""
-        token, _, rest = raw.partition("|")
-        start, _, end = rest.partition("|")
-        try:
-            return cls(token, int(start), int(end)) if token else None
-        except ValueError:
-            return None
+        """``"<token>|<start>"``, the form Redis stores."""
+        return f"{self.token}|{self.start}"
 
     def matches(self, handed: str, committed: int) -> bool:
         """Whether a batch kept under this fence may be served by a lease that ``acquire``
         answered with fence ``handed`` and committed offset ``committed``: the fence is this
-        one (no other read of the partition was booked since) and the batch starts exactly at
-        the committed offset (nothing skipped, nothing served twice)."""
-        return handed == self.text() and self.start == committed and self.end > self.start
+        one (no other read of the partition was booked or leased since) and the batch starts
+        exactly at the committed offset (nothing skipped, nothing served twice)."""
+        return handed == self.text() and self.start == committed
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 -- record(wake, p, lease_id, base, next, max, n_msgs, wait_if_empty_ms, cursor, kept
 --        [, fence_token])
--- kept: the kept-batch fence "<token>|<start>|<end>" the read leaves ('' none); it replaces
+-- kept: the kept-batch fence "<token>|<start>" the read leaves ('' none); it replaces
 -- the partition's fence (field "<p>|kf" of cur). An answer other than ok/released on a first
 -- booking deletes the cursor and any fence (a read that is not booked moved the broker).
 -- KEYS[10] (broadcast): the cursor mutex the read ran under; the batch is booked only if
