@@ -50,6 +50,11 @@ class EngineSettings:
         redis_ack_wait_ms: how long that ``WAIT`` may take; past it the ack still succeeds
             (``tubemq_gateway_engine_ack_wait_short`` + 1).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
+        kept_batch_bytes: payload bytes of read-ahead batches one replica keeps at most, over
+            every partition (default 32 MiB; 0 = off: every fetch ends with a CommitOffset and
+            nothing is kept). A fetch ends with a GetMessage that commits the batch handed out
+            and brings the partition's next one, kept for that partition's next fetch on this
+            replica (``docs/gateway.md``, "The consume path").
         sync_interval: seconds between partition metadata refreshes of one scope on one
             replica (also how often an active broadcast client is marked as seen).
 
@@ -67,6 +72,7 @@ class EngineSettings:
     redis_ack_replicas: int = 0
     redis_ack_wait_ms: int = 100
     not_found_wait_ms: int = 400
+    kept_batch_bytes: int = 32 << 20
     sync_interval: float = 10.0
 
     def __post_init__(self) -> None:
@@ -111,6 +117,7 @@ class EngineSettings:
         if self.redis_ack_replicas and not supports_wait:
             checks.problem("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
         checks.integer("not_found_wait_ms", self.not_found_wait_ms, low=0, high=60_000)
+        checks.integer("kept_batch_bytes", self.kept_batch_bytes, low=0, high=1 << 40)
 
     def engine_settings(self) -> dict[str, object]:
         """This value's engine settings by name (to build another :class:`EngineSettings`

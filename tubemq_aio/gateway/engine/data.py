@@ -207,7 +207,10 @@ class GatewayStats:
     the housekeeper's); ``settle_redis_roundtrips`` those of settles sent alone (an ack carried
     by a fetch rides in the fetch's acquire round trip and is counted in ``piggyback_acks``);
     ``offset_inits`` the round trips that wrote a partition's first committed offset;
-    ``ack_wait_short`` the acks whose ``WAIT`` ended before the replicas confirmed them.
+    ``ack_wait_short`` the acks whose ``WAIT`` ended before the replicas confirmed them;
+    ``kept_served`` the batches served from what the previous fetch read ahead (no GetMessage
+    of their own) and ``kept_dropped`` the kept batches dropped instead (their fence did not
+    match, or the broker was not where it said).
     """
 
     fetches: int = 0
@@ -232,6 +235,8 @@ class GatewayStats:
     fetch_redis_roundtrips: int = 0
     ok_broker_rpcs: int = 0
     ok_redis_roundtrips: int = 0
+    kept_served: int = 0
+    kept_dropped: int = 0
     settle_redis_roundtrips: int = 0
     piggyback_acks: int = 0
     offset_inits: int = 0

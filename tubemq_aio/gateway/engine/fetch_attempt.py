@@ -1,7 +1,12 @@
 """The read path of a fetch: lease a partition in Redis, read its batch from TubeMQ, book it.
 
 One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
-GetMessage → CommitOffset → [rewind, when the broker's partition now ends below S] → record;
+GetMessage → GetMessage(lastPackConsumed) → [rewind, when the broker's partition now ends below
+S] → record. The last GetMessage commits the batch handed out and brings the partition's next
+batch, which this replica keeps (:class:`KeptBatches`) under a fence that ``record`` writes to
+Redis; when the next acquire of the partition hands that fence back, the kept batch is served
+and its GetMessage(lastPackConsumed) is the fetch's only broker RPC (``docs/gateway.md``, "The
+consume path"). With ``kept_batch_bytes`` 0 a read ends with a CommitOffset as before;
 :class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
 and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
 can be read from the stats.
@@ -34,11 +39,12 @@ from tubemq_aio.gateway.engine.data import (
     Lease,
     Position,
 )
+from tubemq_aio.gateway.engine.kept_batches import KeptBatches
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
-from tubemq_aio.gateway.leases.model import Booking
+from tubemq_aio.gateway.leases.model import Booking, KeptFence
 from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
 from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
@@ -76,6 +82,7 @@ class _ReadArgs:
     cursor: int
     max_messages: int
     gather_until: float
+    fence: str = ""  # the kept-batch fence the acquire handed to this lease
 
 
 def rewind_target(cmt: int, read: TubeRead) -> int | None:
@@ -132,6 +139,13 @@ class BatchReader:
         self._stats = stats
         self._tube_of = tube_of
         self._tasks = tasks
+        #: Batches read ahead, one per partition at most (dropped by :meth:`close`).
+        self.kept = KeptBatches(settings.kept_batch_bytes)
+
+    def close(self) -> None:
+        """Drop every kept batch (the replica closes; their fences in Redis then match no
+        batch anywhere, and the partitions are read afresh)."""
+        self.kept.clear()
 
     async def fetch_once(
         self, request: FetchArgs, store: LeaseStore, acks: PiggybackAcks | None = None
@@ -194,6 +208,7 @@ class BatchReader:
             cursor=-1 if leased.cursor is None else leased.cursor,
             max_messages=request.max_messages,
             gather_until=0.0,  # set by _read_leased from the lease's time left
+            fence=leased.fence,
         )
         return await self._read_leased(
             spec, lease, read, leased.lease_expiry - got.now, store, cost
@@ -321,8 +336,9 @@ class BatchReader:
         hold: CursorHold | None,
     ) -> FetchOutcome | None:
         cmt, start, cursor = args.cmt, args.start, args.cursor
-        tube = await self._tube_of(spec)
         p = lease.partition_key
+        kept = self.kept.take(spec.name, p)  # served now or dropped: never twice
+        tube = await self._tube_of(spec)
         if cmt < 0:  # no committed offset yet: the group's (or a reset's) start decides
             target = start or spec.start
             cost.rpcs += 1
@@ -334,14 +350,26 @@ class BatchReader:
                 return None
             cmt, cursor = -1 if got.committed is None else got.committed, begin
         cost.rpcs += 1  # at least; the read's own count replaces it
-        read = await tube.read(
-            p,
-            cmt,
-            cursor_at_start=cursor == cmt,
-            max_messages=args.max_messages,
-            gather_until=args.gather_until,
-        )
+        if kept is not None and kept.fence.matches(args.fence, cmt):
+            read = await tube.read_kept(
+                p,
+                cmt,
+                kept.messages,
+                max_messages=args.max_messages,
+                gather_until=args.gather_until,
+            )
+            self._stats.kept_dropped += int(not read.from_kept)
+        else:
+            self._stats.kept_dropped += int(kept is not None)
+            read = await tube.read(
+                p,
+                cmt,
+                cursor_at_start=cursor == cmt,
+                max_messages=args.max_messages,
+                gather_until=args.gather_until,
+            )
         cost.rpcs += read.rpcs - 1
+        self._stats.kept_served += int(read.from_kept)
         self._stats.broker_registers += int(read.registered)
         self._stats.cursor_resyncs += int(bool(read.resync))
         if read.status in ("throttled", "error"):
@@ -364,6 +392,10 @@ class BatchReader:
         n = len(read.messages)
         empty_wait = 0 if read.next > cmt else self.settings.not_found_wait_ms
         verified = read.status == "ok" or read.registered
+        kept_fence = None
+        # broadcast scopes share the broker cursor: what one read ahead is not kept for it
+        if read.ahead and lease.scope == "c" and read.status == "ok" and self.kept.fits(read.ahead):
+            kept_fence = KeptFence(secrets.token_hex(8), read.next)
         booking = Booking(
             base=cmt,
             next=read.next,
@@ -371,6 +403,7 @@ class BatchReader:
             count=n,
             wait_ms=empty_wait,
             cursor=read.next if verified else -1,
+            kept="" if kept_fence is None else kept_fence.text(),
         )
         fence = None if hold is None else hold.fence
         rec = await cost.redis(store.record(lease.key, booking, fence))
@@ -381,6 +414,8 @@ class BatchReader:
         if rec.status != "ok":
             self._stats.empty_scans += int(rec.status == "released")
             return None
+        if kept_fence is not None:
+            self.kept.put(spec.name, p, kept_fence, read.ahead)
         self._stats.messages += n
         self._stats.broker_batches += read.batches
         self._stats.redeliveries += int(lease.redelivery > 0)

@@ -157,6 +157,7 @@ class ConsumeService:
             _, pending = await asyncio.wait(leftover, timeout=2 * self.settings.rpc_timeout)
             if pending:
                 log.warning("%d engine tasks did not end in time", len(pending))
+        self._reader.close()
         await self.sessions.close_all()
         await self._client.aclose()
 

@@ -59,6 +59,7 @@ class SessionTable:
                 rpc_timeout=self.settings.rpc_timeout,
                 client_options=self.client_options,
                 msg_time_zone=ZoneInfo(spec.msg_time_zone),
+                read_ahead=self.settings.kept_batch_bytes > 0,
             )
             self._tubes[spec.name] = tube
         try:

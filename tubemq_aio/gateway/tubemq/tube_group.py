@@ -7,7 +7,8 @@ the SDK's :class:`~tubemq_aio.consumer.ClientBalancedConsumer` session (master r
 heartbeat, partition metadata, broker register at an offset, GetMessage, CommitOffset); this
 module only fixes the id, never unregisters or closes it at the master (another replica still
 uses it), and reads one batch at a known offset in 2 broker RPCs when the broker cursor is
-already there, 3 otherwise.
+already there, 3 otherwise; a read that ends by reading ahead leaves the partition's next batch
+in flight, and serving that batch next time costs 1 (``docs/gateway.md``, "The consume path").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
 
@@ -37,10 +38,23 @@ from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group
-from tubemq_aio.protocol.consumer_replies import OffsetResponse, RawMessage
+from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
 from tubemq_aio.protocol.damage import reread_wait_ms
 
 __all__ = ["TubeGroup"]
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadOnce:
+    """What one read at an offset is asked to do (see :meth:`TubeGroup.read`)."""
+
+    start: int
+    cursor_at_start: bool
+    max_messages: int
+    gather_until: float
+    kept: tuple[RawMessage, ...]
+    read_ahead: bool
+
 
 _T = TypeVar("_T")
 
@@ -70,6 +84,8 @@ class TubeGroup:
         client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
             framing: ``TubeMQAccess.client_options()``).
         msg_time_zone: the zone the group's producers stamp ``msg_time`` in (time searches).
+        read_ahead: every read ends by reading the partition's next batch ahead instead of
+            with a CommitOffset (see :meth:`read`; the gateway's ``kept_batch_bytes`` > 0).
     """
 
     def __init__(
@@ -82,8 +98,10 @@ class TubeGroup:
         rpc_timeout: float = 5.0,
         client_options: Mapping[str, Any] | None = None,
         msg_time_zone: tzinfo = UTC,
+        read_ahead: bool = False,
     ) -> None:
         self.group = group
+        self.read_ahead = read_ahead
         self.client_id = shared_consumer_id(deployment, group)
         # Two master register attempts: a fetch must fail fast (503) when the master is away.
         options: dict[str, Any] = {
@@ -248,7 +266,11 @@ class TubeGroup:
         max_messages: int = 1,
         gather_until: float = -math.inf,
     ) -> TubeRead:
-        """Read at ``start``: [register] → GetMessage → [GetMessage …] → CommitOffset.
+        """Read at ``start``: [register] → GetMessage → [GetMessage …] → CommitOffset, or with
+        :attr:`read_ahead` → … → GetMessage(lastPackConsumed): the last GetMessage commits the
+        batches read and brings the partition's next batch, left in flight at the broker and
+        answered as ``ahead`` (a CommitOffset still ends a read that found nothing further, or
+        failed, or was damaged).
 
         The register is skipped when ``cursor_at_start`` (the group's broker cursor is known to
         be at ``start``); a GetMessage answer that starts elsewhere, or a lost registration
@@ -268,15 +290,53 @@ class TubeGroup:
         Raises:
             TubeMQError: a transport error or a broker refusal other than 404/452.
         """
+        args = _ReadOnce(start, cursor_at_start, max_messages, gather_until, (), self.read_ahead)
+        return await self._read(key, args)
+
+    async def read_kept(
+        self,
+        key: str,
+        start: int,
+        kept: tuple[RawMessage, ...],
+        *,
+        max_messages: int = 1,
+        gather_until: float = -math.inf,
+    ) -> TubeRead:
+        """Serve ``kept``, the batch a previous :meth:`read` brought ahead at ``start`` (the
+        caller checked its fence): no GetMessage of its own (``from_kept``), the first
+        GetMessage(lastPackConsumed) commits it and goes on as :meth:`read` does. When the
+        broker's answer does not continue after it (the broker restarted, another read moved
+        the group's cursor), it is dropped and the partition read afresh from a register at
+        ``start``.
+
+        Raises:
+            TubeMQError: as :meth:`read`.
+        """
+        args = _ReadOnce(start, True, max_messages, gather_until, kept, self.read_ahead)
+        session = self._session()
+        partition = await self._partition(key)
+        try:
+            served = await self._read_once(session, partition, key, args)
+        except TubeMQError as exc:  # a refusal (411 after a broker restart, …)
+            rpcs, why = 1, str(exc)
+        else:
+            if served.status == "ok" and served.next > start:
+                return replace(served, from_kept=True)
+            rpcs, why = served.rpcs, f"{served.status} up to {served.next}"
+        args = replace(args, cursor_at_start=False, kept=())  # the cursor moved: register
+        got = await self._read(key, args)
+        resync = got.resync or f"kept batch at {start} not served: {why}"
+        return replace(got, rpcs=got.rpcs + rpcs, resync=resync)
+
+    async def _read(self, key: str, args: _ReadOnce) -> TubeRead:
+        """:meth:`read` as ``args`` ask."""
         session = self._session()
         partition = await self._partition(key)
         deadline = time.monotonic() + self._options["rpc_timeout"]
         rpcs = rereads = 0
         registered, resync = False, ""
         while True:
-            got = await self._read_once(
-                session, partition, key, start, cursor_at_start, max_messages, gather_until
-            )
+            got = await self._read_once(session, partition, key, args)
             rpcs += got.rpcs
             registered, resync = registered or got.registered, resync or got.resync
             if got.status != "damaged":
@@ -291,22 +351,18 @@ class TubeGroup:
                 )  # fmt: skip
             if wait:
                 await asyncio.sleep(wait)
-            start, cursor_at_start = got.start, True  # the cursor was put back at the batch
+            # the cursor was put back at the batch
+            args = replace(args, start=got.start, cursor_at_start=True)
 
     async def _read_once(
-        self,
-        session: ClientBalanceSession,
-        partition: Partition,
-        key: str,
-        start: int,
-        cursor_at_start: bool,
-        max_messages: int,
-        gather_until: float,
+        self, session: ClientBalanceSession, partition: Partition, key: str, args: _ReadOnce
     ) -> TubeRead:
         """One :meth:`read`; status ``damaged`` when its first batch was damaged on the way
         (the cursor is back at ``start``)."""
+        start, cursor_at_start = args.start, args.cursor_at_start
         rpcs, registered, top, begin, resync = 0, False, -1, start, ""
-        for _attempt in range(2):
+        first = args.kept
+        for _attempt in range(0 if first else 2):
             if not cursor_at_start:
                 begin, top = await self.register(key, start)
                 rpcs += 1
@@ -331,27 +387,33 @@ class TubeGroup:
             else:
                 break
             cursor_at_start = False  # the next turn registers at start
-        if not got.success:
-            if got.err_code == 404:
+        else:
+            got = None
+        if got is not None:
+            if not got.success:
+                if got.err_code == 404:
+                    return TubeRead(
+                        "empty", begin, begin, top, rpcs=rpcs, registered=registered,
+                        resync=resync,
+                    )  # fmt: skip
+                if got.err_code == 452:
+                    wait = got.min_limit_time or 200
+                    return TubeRead("throttled", begin, begin, top, rpcs=rpcs, wait_ms=wait)
+                raise server_error(got.err_code, got.err_msg)
+            if got.curr_offset != begin:
+                # Even right after our own register the cursor moved: someone else reads the
+                # group.
                 return TubeRead(
-                    "empty", begin, begin, top, rpcs=rpcs, registered=registered, resync=resync
+                    "error",
+                    begin,
+                    begin,
+                    top,
+                    rpcs=rpcs,
+                    registered=registered,
+                    resync=resync,
+                    error=f"cursor at {got.curr_offset}, expected {begin}",
                 )
-            if got.err_code == 452:
-                wait = got.min_limit_time or 200
-                return TubeRead("throttled", begin, begin, top, rpcs=rpcs, wait_ms=wait)
-            raise server_error(got.err_code, got.err_msg)
-        if got.curr_offset != begin:
-            # Even right after our own register the cursor moved: someone else reads the group.
-            return TubeRead(
-                "error",
-                begin,
-                begin,
-                top,
-                rpcs=rpcs,
-                registered=registered,
-                resync=resync,
-                error=f"cursor at {got.curr_offset}, expected {begin}",
-            )
+            first = got.messages
         messages: list[Message] = []
         filters = self._consumer.config.filters_of(partition.key.topic)
         counters = self._consumer.stats
@@ -373,10 +435,10 @@ class TubeGroup:
             messages.extend(decoded)
             return False
 
-        done, gets, batches, hurt = await self._gather(
-            session, partition, got.messages, begin, max_messages, gather_until, decode
+        done, spent, batches, hurt, ahead = await self._gather(
+            session, partition, first, begin, args, decode
         )
-        rpcs += gets + 1
+        rpcs += spent
         if not done.success and hurt is None:
             raise server_error(done.err_code, done.err_msg)
         top = max(top, done.max_offset)
@@ -396,6 +458,7 @@ class TubeGroup:
             batches=batches,
             registered=registered,
             resync=resync,
+            ahead=ahead,
         )
 
     async def _gather(
@@ -404,36 +467,47 @@ class TubeGroup:
         partition: Partition,
         first: tuple[RawMessage, ...],
         begin: int,
-        max_messages: int,
-        until: float,
+        args: _ReadOnce,
         decode: Callable[[tuple[RawMessage, ...], int], bool],
-    ) -> tuple[OffsetResponse, int, int, int | None]:
-        """Read further broker batches after ``first``; end with a CommitOffset.
+    ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...]]:
+        """Read further broker batches after ``first``; end with a CommitOffset, or with
+        ``args.read_ahead`` by reading the next batch ahead.
 
         A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
         ``currOffset`` is where the previous batch ended. A batch that would take the total
-        past ``max_messages`` is read only when the largest batch so far says it fits; one that
-        does not is rolled back (commit with consumed=False leaves the cursor where it starts).
-        Each kept batch is decoded (``decode(batch, its start)``, True when it was damaged on
-        the way) while the next RPC is at the broker; a damaged one ends the gathering (the
-        batch read after it is rolled back).
+        past ``args.max_messages`` is read only when the largest batch so far says it fits; one
+        that does not is rolled back (commit with consumed=False leaves the cursor where it
+        starts), or with ``read_ahead`` left in flight and returned as the batch read ahead.
+        With ``read_ahead`` a read that may not gather further still ends with a GetMessage
+        instead of the CommitOffset, and keeps what it brings the same way. Each kept batch is
+        decoded (``decode(batch, its start)``, True when it was damaged on the way) while the
+        next RPC is at the broker; a damaged one ends the gathering (the batch read after it is
+        rolled back).
 
         Returns:
-            The final commit answer (``currOffset`` = the end of the kept batches), the
-            GetMessage calls made here, the number of batches kept and the start of a batch
-            damaged on the way (None when none was: then every batch read was kept).
+            The last answer (``currOffset`` = the end of the kept batches: a commit's, or the
+            GetMessage's that read ahead), the broker RPCs made here, the number of batches
+            kept, the start of a batch damaged on the way (None when none was: then every
+            batch read was kept) and the batch read ahead (empty: none).
 
         Raises:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
         """
         total = largest = len(first)
         size = sum(len(m.payload) for m in first)
-        gets, batches, last_start, keep = 0, 1, begin, True
+        rpcs, batches, last_start, keep = 0, 1, begin, True
         pending: tuple[RawMessage, ...] = first
         pending_at, hurt = begin, False
-        while total + largest <= max_messages and size < GATHER_BYTES and time.monotonic() < until:
+        while True:
+            room = (
+                total + largest <= args.max_messages
+                and size < GATHER_BYTES
+                and time.monotonic() < args.gather_until
+            )
+            if not room and not args.read_ahead:
+                break
             self.rpcs += 1
-            gets += 1
+            rpcs += 1
             got, hurt = await _overlapped(
                 session.broker.get_message(partition, last_pack_consumed=True, esc_flow_ctrl=False),
                 pending,
@@ -449,7 +523,9 @@ class TubeGroup:
                     500, f"gathering batch started at {got.curr_offset}, not after {last_start}"
                 )
             last_start = got.curr_offset
-            if total + len(got.messages) > max_messages:
+            if not room or total + len(got.messages) > args.max_messages:
+                if args.read_ahead:  # in flight at the broker: the next read's first batch
+                    return got, rpcs, batches, None, got.messages
                 keep = False
                 break
             pending, pending_at, batches = got.messages, got.curr_offset, batches + 1
@@ -460,13 +536,14 @@ class TubeGroup:
         done, hurt_last = await _overlapped(
             session.broker.commit(partition, consumed=keep), pending, pending_at, decode
         )
+        rpcs += 1
         if hurt or hurt_last:
-            return done, gets, batches - 1, pending_at
+            return done, rpcs, batches - 1, pending_at, ()
         if done.success and not keep and done.curr_offset != last_start:
             raise server_error(
                 500, f"rollback left the cursor at {done.curr_offset}, not {last_start}"
             )
-        return done, gets, batches, None
+        return done, rpcs, batches, None, ()
 
 
 async def _overlapped(

@@ -1,0 +1,91 @@
+"""The batches a replica read ahead and keeps for each partition's next fetch (bounded).
+
+A fetch ends with a GetMessage that commits the batch being handed out and brings the
+partition's next batch (see ``docs/gateway.md``, "The consume path"). That batch waits here,
+under the :class:`~tubemq_aio.gateway.leases.model.KeptFence` that Redis also holds, until the
+partition's next fetch on this replica takes it out: served when the fence the acquire handed
+out matches, dropped otherwise. At most one batch per (group, partition) and at most
+``limit_bytes`` of payload in all; a batch that does not fit is not kept (the broker's cursor
+stays where Redis says, and the next read fetches it again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tubemq_aio.gateway.leases.model import KeptFence
+from tubemq_aio.protocol.consumer_replies import RawMessage
+
+__all__ = ["KeptBatch", "KeptBatches"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeptBatch:
+    """One batch read ahead, raw as the broker sent it.
+
+    Attributes:
+        fence: its fence (``fence.start`` is the offset it starts at).
+        messages: the broker's messages, not yet decoded (non-empty).
+        size: their payload bytes.
+    """
+
+    fence: KeptFence
+    messages: tuple[RawMessage, ...]
+    size: int
+
+
+class KeptBatches:
+    """The kept batches of one replica.
+
+    Args:
+        limit_bytes: payload bytes kept at most over every partition (0: nothing is kept, and
+            fetches end with a CommitOffset instead of reading ahead).
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._held: dict[tuple[str, str], KeptBatch] = {}
+        self._bytes = 0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether fetches read ahead (``limit_bytes`` > 0)."""
+        return self.limit_bytes > 0
+
+    @property
+    def held_bytes(self) -> int:
+        """Payload bytes kept now."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def take(self, group: str, partition_key: str) -> KeptBatch | None:
+        """Remove and return the batch kept for the partition (None: none)."""
+        batch = self._held.pop((group, partition_key), None)
+        if batch is not None:
+            self._bytes -= batch.size
+        return batch
+
+    def put(
+        self, group: str, partition_key: str, fence: KeptFence, messages: tuple[RawMessage, ...]
+    ) -> bool:
+        """Keep ``messages`` (non-empty) for the partition under ``fence``, replacing any batch
+        kept for it; False (nothing kept) when they would pass ``limit_bytes``."""
+        self.take(group, partition_key)
+        size = sum(len(m.payload) for m in messages)
+        if not messages or self._bytes + size > self.limit_bytes:
+            return False
+        self._held[(group, partition_key)] = KeptBatch(fence, messages, size)
+        self._bytes += size
+        return True
+
+    def fits(self, messages: tuple[RawMessage, ...]) -> bool:
+        """Whether ``messages`` could be kept now (the total stays within ``limit_bytes``)."""
+        size = sum(len(m.payload) for m in messages)
+        return bool(messages) and self._bytes + size <= self.limit_bytes
+
+    def clear(self) -> None:
+        """Drop every kept batch (the replica closes)."""
+        self._held.clear()
+        self._bytes = 0
