@@ -10,6 +10,7 @@ from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.service import ConsumeService
+from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
 from tubemq_aio.testing import LocalCluster, RedisServer
 
@@ -75,48 +76,57 @@ async def test_an_in_flight_batch_belongs_to_the_group_not_to_the_session(
         await b.close()
 
 
-async def _one(service: ConsumeService, group: str) -> tuple[list[str], object]:
-    outcome = await service.fetch(group, wait_ms=3000, lease_ms=60_000, max_messages=1)
+async def _one(service: ConsumeService, group: str) -> tuple[str, list[str], LeaseKey]:
+    outcome = await service.fetch(
+        group, client_id=None, wait_ms=3000, lease_ms=60_000, max_messages=1
+    )
     assert outcome.status == "ok", outcome
     assert outcome.lease is not None
-    return [m.body.decode().split(".")[0] for m in outcome.messages], outcome.lease.key
+    values = [m.body.decode().split(".")[0] for m in outcome.messages]
+    return outcome.lease.key.partition_key, values, outcome.lease.key
 
 
-async def test_two_replicas_by_turns_and_one_dropped_holding_a_kept_batch(
+async def test_two_replicas_by_turns_and_one_dropped_holding_kept_batches(
     cluster: LocalCluster, topic: str, redis: RedisServer
 ) -> None:
-    values = await _produce(cluster, topic, 24)
+    values = await _produce(cluster, topic, 72)
     spec = GroupSpec(name=f"gwk_{uuid.uuid4().hex[:8]}", topics=(topic,), lease_ms=60_000)
     deployment = f"k-{uuid.uuid4().hex[:6]}"
-    got: list[str] = []
+    got: dict[str, list[str]] = {}  # partition -> values acked, in order
+
+    async def take(replica: ConsumeService, action: str = "ack") -> tuple[str, list[str]]:
+        p, batch, key = await _one(replica, spec.name)
+        done = await replica.settle(key, "ack" if action == "ack" else "nack")
+        assert done == ("acked" if action == "ack" else "nacked")
+        if action == "ack":
+            got.setdefault(p, []).extend(batch)
+        return p, batch
+
     async with (
         running_service(cluster.master_addr, redis.url, spec, deployment=deployment) as r1,
         running_service(cluster.master_addr, redis.url, spec, deployment=deployment) as r2,
     ):
-        # r1 alone: after its first read, each fetch serves what the last one read ahead
-        for _ in range(4):
-            batch, key = await _one(r1, spec.name)
-            got += batch
-            assert await r1.settle(key, "ack") == "acked"  # type: ignore[arg-type]
-        assert r1.stats().kept_served >= 2
-        # by turns: a kept batch is never served after the other replica's read
-        served = r1.stats().kept_served + r2.stats().kept_served
-        for i in range(4):
-            replica = r2 if i % 2 == 0 else r1
-            batch, key = await _one(replica, spec.name)
-            got += batch
-            assert await replica.settle(key, "ack") == "acked"  # type: ignore[arg-type]
-        assert r1.stats().kept_served + r2.stats().kept_served == served
-        # a nack: the batch comes again, not the one read ahead after it
-        batch, key = await _one(r1, spec.name)
-        assert await r1.settle(key, "nack") == "nacked"  # type: ignore[arg-type]
-        again, key = await _one(r1, spec.name)
-        assert again == batch
-        got += again
-        assert await r1.settle(key, "ack") == "acked"  # type: ignore[arg-type]
-        r1._reader.close()  # r1 drops what it kept (a crash would)
-        while len(got) < len(values):
-            batch, key = await _one(r2, spec.name)
-            got += batch
-            assert await r2.settle(key, "ack") == "acked"  # type: ignore[arg-type]
-    assert got == values  # every message once, in order
+        # r1 alone: once it has read every partition, a fetch serves what the last read of
+        # that partition kept
+        for _ in range(8):
+            await take(r1)
+        assert r1.stats().kept_served >= 1
+        # by turns, and a nack: the nacked batch comes again, not the one kept after it
+        for i in range(6):
+            await take(r2 if i % 2 == 0 else r1)
+        p, nacked = await take(r1, "nack")
+        again: list[str] = []
+        while True:
+            q, again = await take(r1)
+            if q == p:
+                break
+        assert again == nacked
+        r1._reader.close()  # r1 loses what it kept (as a crash would)
+        while sum(map(len, got.values())) < len(values):
+            await take(r2)
+        kept = r1.stats().kept_served + r2.stats().kept_served
+        assert kept >= 1
+    # every message once, each partition in the order it was produced
+    assert sorted(v for batch in got.values() for v in batch) == values
+    for batch in got.values():
+        assert batch == sorted(batch)
