@@ -1,0 +1,59 @@
+"""Kept batches under cancellation (a real redis-server and the FakeCluster): fetches of one
+replica cancelled at every step, the final read that commits a batch and brings the next one
+included, alternate with fetches that finish and ack; afterwards every message has been acked
+exactly once, in order per partition, and batches were served from what reads kept."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.support.gateway_engine_support import running_service
+from tests.support.gateway_failover_support import produce_numbered
+from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.testing import FakeCluster, RedisServer
+
+#: Loop turns after which a fetch is cancelled: 0 (before its first await) to past its end.
+STEPS = 120
+
+
+async def test_fetches_cancelled_at_every_step_skip_nothing(redis_server: RedisServer) -> None:
+    spec = GroupSpec(name="kept-cancel", topics=("t",), lease_ms_min=100, lease_ms=60_000)
+    async with FakeCluster(topics={"t": 2}, max_batch=3) as cluster:
+        bodies = await produce_numbered(cluster.master_addr, "t", 3 * STEPS)
+        async with running_service(cluster.master_addr, redis_server.url, spec) as service:
+            got: dict[str, list[int]] = {}
+
+            async def fetch_and_ack() -> bool:
+                outcome = await service.fetch(
+                    spec.name, client_id=None, wait_ms=200, lease_ms=60_000, max_messages=1
+                )
+                if outcome.lease is None:
+                    return False
+                numbers = [int(m.body.decode()[1:]) for m in outcome.messages]
+                got.setdefault(outcome.lease.key.partition_key, []).extend(numbers)
+                assert await service.settle(outcome.lease.key, "ack") == "acked"
+                return True
+
+            for step in range(STEPS):
+                task = asyncio.ensure_future(
+                    service.fetch(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
+                )
+                for _ in range(step):
+                    await asyncio.sleep(0)
+                task.cancel()
+                done, _ = await asyncio.wait({task}, timeout=10)
+                assert done, f"a fetch cancelled after {step} loop turns did not end in 10 s"
+                if not task.cancelled() and (lease := task.result().lease) is not None:
+                    await service.settle(lease.key, "release")  # it comes again
+                await fetch_and_ack()
+            deadline = asyncio.get_running_loop().time() + 30
+            while sum(map(len, got.values())) < len(bodies):
+                assert asyncio.get_running_loop().time() < deadline, got
+                await fetch_and_ack()
+            stats = service.stats()
+    numbers = sorted(n for batch in got.values() for n in batch)
+    assert numbers == list(range(len(bodies)))  # each message once
+    for batch in got.values():
+        assert batch == sorted(batch)  # in order per partition
+    assert stats.kept_served > 0
+    assert stats.kept_dropped > 0  # cancels and releases left kept batches behind
