@@ -28,7 +28,7 @@ async def _produce(cluster: LocalCluster, topic: str, n: int) -> list[str]:
 async def test_an_in_flight_batch_belongs_to_the_group_not_to_the_session(
     cluster: LocalCluster, topic: str
 ) -> None:
-    await _produce(cluster, topic, 12)
+    await _produce(cluster, topic, 60)  # about 10 per partition: several broker batches
     group, deployment = f"gwk_{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:6]}"
     a = TubeGroup(masters=cluster.master_addr, group=group, topics=[topic], deployment=deployment)
     b = TubeGroup(masters=cluster.master_addr, group=group, topics=[topic], deployment=deployment)
