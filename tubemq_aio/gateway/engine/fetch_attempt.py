@@ -355,6 +355,7 @@ class BatchReader:
                 p,
                 cmt,
                 kept.messages,
+                kept_max=kept.max_offset,
                 max_messages=args.max_messages,
                 gather_until=args.gather_until,
             )
@@ -415,7 +416,7 @@ class BatchReader:
             self._stats.empty_scans += int(rec.status == "released")
             return None
         if kept_fence is not None:
-            self.kept.put(spec.name, p, kept_fence, read.ahead)
+            self.kept.put(spec.name, p, kept_fence, read.ahead, read.max)
         self._stats.messages += n
         self._stats.broker_batches += read.batches
         self._stats.redeliveries += int(lease.redelivery > 0)

@@ -27,11 +27,13 @@ class KeptBatch:
         fence: its fence (``fence.start`` is the offset it starts at).
         messages: the broker's messages, not yet decoded (non-empty).
         size: their payload bytes.
+        max_offset: the partition's max offset the answer that brought them reported.
     """
 
     fence: KeptFence
     messages: tuple[RawMessage, ...]
     size: int
+    max_offset: int = -1
 
 
 class KeptBatches:
@@ -68,15 +70,21 @@ class KeptBatches:
         return batch
 
     def put(
-        self, group: str, partition_key: str, fence: KeptFence, messages: tuple[RawMessage, ...]
+        self,
+        group: str,
+        partition_key: str,
+        fence: KeptFence,
+        messages: tuple[RawMessage, ...],
+        max_offset: int = -1,
     ) -> bool:
-        """Keep ``messages`` (non-empty) for the partition under ``fence``, replacing any batch
-        kept for it; False (nothing kept) when they would pass ``limit_bytes``."""
+        """Keep ``messages`` (non-empty; their answer reported ``max_offset``) for the partition
+        under ``fence``, replacing any batch kept for it; False (nothing kept) when they would
+        pass ``limit_bytes``."""
         self.take(group, partition_key)
         size = sum(len(m.payload) for m in messages)
         if not messages or self._bytes + size > self.limit_bytes:
             return False
-        self._held[(group, partition_key)] = KeptBatch(fence, messages, size)
+        self._held[(group, partition_key)] = KeptBatch(fence, messages, size, max_offset)
         self._bytes += size
         return True
 

@@ -36,7 +36,7 @@ from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE, Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
 from tubemq_aio.protocol.damage import reread_wait_ms
@@ -54,6 +54,15 @@ class _ReadOnce:
     gather_until: float
     kept: tuple[RawMessage, ...]
     read_ahead: bool
+    kept_max: int = -1  # the partition's max offset the answer that brought ``kept`` reported
+
+
+def _more_after(start: int, batch: tuple[RawMessage, ...], top: int) -> bool:
+    """Whether the partition may hold messages after ``batch`` (read at ``start``) by the max
+    offset ``top`` an answer reported: each message takes at least one index record, so a max
+    within ``len(batch)`` records of ``start`` means the batch reached the end (then a read
+    ends with a CommitOffset rather than read ahead into a 404 and commit after it)."""
+    return top > start + INDEX_MSG_UNIT_SIZE * len(batch)
 
 
 _T = TypeVar("_T")
@@ -299,6 +308,7 @@ class TubeGroup:
         start: int,
         kept: tuple[RawMessage, ...],
         *,
+        kept_max: int = -1,
         max_messages: int = 1,
         gather_until: float = -math.inf,
     ) -> TubeRead:
@@ -307,12 +317,13 @@ class TubeGroup:
         GetMessage(lastPackConsumed) commits it and goes on as :meth:`read` does. When the
         broker's answer does not continue after it (the broker restarted, another read moved
         the group's cursor), it is dropped and the partition read afresh from a register at
-        ``start``.
+        ``start``. ``kept_max`` is the partition's max offset the answer that brought ``kept``
+        reported (when it says ``kept`` reaches the end, a CommitOffset commits it instead).
 
         Raises:
             TubeMQError: as :meth:`read`.
         """
-        args = _ReadOnce(start, True, max_messages, gather_until, kept, self.read_ahead)
+        args = _ReadOnce(start, True, max_messages, gather_until, kept, self.read_ahead, kept_max)
         session = self._session()
         partition = await self._partition(key)
         try:
@@ -361,7 +372,7 @@ class TubeGroup:
         (the cursor is back at ``start``)."""
         start, cursor_at_start = args.start, args.cursor_at_start
         rpcs, registered, top, begin, resync = 0, False, -1, start, ""
-        first = args.kept
+        first, first_max = args.kept, args.kept_max
         for _attempt in range(0 if first else 2):
             if not cursor_at_start:
                 begin, top = await self.register(key, start)
@@ -413,7 +424,7 @@ class TubeGroup:
                     resync=resync,
                     error=f"cursor at {got.curr_offset}, expected {begin}",
                 )
-            first = got.messages
+            first, first_max = got.messages, got.max_offset
         messages: list[Message] = []
         filters = self._consumer.config.filters_of(partition.key.topic)
         counters = self._consumer.stats
@@ -436,7 +447,7 @@ class TubeGroup:
             return False
 
         done, spent, batches, hurt, ahead = await self._gather(
-            session, partition, first, begin, args, decode
+            session, partition, (first, begin, first_max), args, decode
         )
         rpcs += spent
         if not done.success and hurt is None:
@@ -465,13 +476,13 @@ class TubeGroup:
         self,
         session: ClientBalanceSession,
         partition: Partition,
-        first: tuple[RawMessage, ...],
-        begin: int,
+        head: tuple[tuple[RawMessage, ...], int, int],
         args: _ReadOnce,
         decode: Callable[[tuple[RawMessage, ...], int], bool],
     ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...]]:
-        """Read further broker batches after ``first``; end with a CommitOffset, or with
-        ``args.read_ahead`` by reading the next batch ahead.
+        """Read further broker batches after ``head`` (the first batch, where it starts and the
+        max offset its answer reported); end with a CommitOffset, or with ``args.read_ahead``
+        by reading the next batch ahead unless the last answer said nothing follows.
 
         A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
         ``currOffset`` is where the previous batch ended. A batch that would take the total
@@ -493,6 +504,8 @@ class TubeGroup:
         Raises:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
         """
+        first, begin, first_max = head
+        more = _more_after(begin, first, first_max)
         total = largest = len(first)
         size = sum(len(m.payload) for m in first)
         rpcs, batches, last_start, keep = 0, 1, begin, True
@@ -504,7 +517,7 @@ class TubeGroup:
                 and size < GATHER_BYTES
                 and time.monotonic() < args.gather_until
             )
-            if not room and not args.read_ahead:
+            if not room and not (args.read_ahead and more):
                 break
             self.rpcs += 1
             rpcs += 1
@@ -523,6 +536,7 @@ class TubeGroup:
                     500, f"gathering batch started at {got.curr_offset}, not after {last_start}"
                 )
             last_start = got.curr_offset
+            more = _more_after(got.curr_offset, got.messages, got.max_offset)
             if not room or total + len(got.messages) > args.max_messages:
                 if args.read_ahead:  # in flight at the broker: the next read's first batch
                     return got, rpcs, batches, None, got.messages
