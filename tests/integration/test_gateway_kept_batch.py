@@ -91,7 +91,7 @@ async def test_two_replicas_by_turns_and_one_dropped_holding_kept_batches(
 ) -> None:
     values = await _produce(cluster, topic, 72)
     spec = GroupSpec(name=f"gwk_{uuid.uuid4().hex[:8]}", topics=(topic,), lease_ms=60_000)
-    deployment = f"k-{uuid.uuid4().hex[:6]}"
+    on = {"deployment": f"k-{uuid.uuid4().hex[:6]}", "kept_batch_bytes": 1 << 25}
     got: dict[str, list[str]] = {}  # partition -> values acked, in order
 
     async def take(replica: ConsumeService, action: str = "ack") -> tuple[str, list[str]]:
@@ -103,8 +103,8 @@ async def test_two_replicas_by_turns_and_one_dropped_holding_kept_batches(
         return p, batch
 
     async with (
-        running_service(cluster.master_addr, redis.url, spec, deployment=deployment) as r1,
-        running_service(cluster.master_addr, redis.url, spec, deployment=deployment) as r2,
+        running_service(cluster.master_addr, redis.url, spec, **on) as r1,
+        running_service(cluster.master_addr, redis.url, spec, **on) as r2,
     ):
         # r1 alone: once it has read every partition, a fetch serves what the last read of
         # that partition kept

@@ -20,7 +20,9 @@ async def test_fetches_cancelled_at_every_step_skip_nothing(redis_server: RedisS
     spec = GroupSpec(name="kept-cancel", topics=("t",), lease_ms_min=100, lease_ms=60_000)
     async with FakeCluster(topics={"t": 2}, max_batch=3) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 3 * STEPS)
-        async with running_service(cluster.master_addr, redis_server.url, spec) as service:
+        async with running_service(
+            cluster.master_addr, redis_server.url, spec, kept_batch_bytes=1 << 25
+        ) as service:
             got: dict[str, list[int]] = {}
 
             async def fetch_and_ack() -> bool:
