@@ -85,3 +85,20 @@ class SendResultParser:
         self, result_cls: type[Any], fields: tuple[str, ...], fallback: Callable[[bytes, Any], Any]
     ) -> None: ...
     def __call__(self, data: bytes, partition: Any) -> Any: ...
+
+class MessageJson:
+    def __init__(
+        self,
+        crc32: Callable[[bytes], int],
+        attr_cache: dict[bytes, Any],
+        attribute_info: Callable[[bytes], Any],
+        log: Logger,
+        tail_of: Callable[[bytes | None], bytes],
+        tails: dict[bytes | None, bytes],
+        screen_fallback: Callable[..., tuple[Any, ...]],
+        encode_fallback: Callable[[Any, bool], bytes],
+    ) -> None: ...
+    def screen(
+        self, raw: Any, *, partition_key: str, filters: frozenset[str], counters: Any
+    ) -> tuple[Any, ...]: ...
+    def encode(self, raw: Any, force_base64: bool) -> bytes: ...
