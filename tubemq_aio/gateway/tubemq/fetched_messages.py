@@ -120,6 +120,8 @@ def encode_messages_json_py(raw: Sequence[RawMessage], force_base64: bool) -> by
     b64 = base64.b64encode
     dumps = orjson.dumps
     for message_id, _, payload, flag in raw:
+        if type(payload) is not bytes:
+            raise TypeError(f"message {message_id}: the payload is not bytes")
         block: bytes | None = None
         body = payload
         if flag & ATTRIBUTE_FLAG:
@@ -196,7 +198,8 @@ def encode_messages_json(raw: Sequence[RawMessage], force_base64: bool) -> bytes
 
     Raises:
         ValueError: a message's attribute block does not fit its payload (``raw`` was not
-            screened by :func:`screen_raw_messages`).
+            screened by :func:`screen_raw_messages`), or a tuple is not of four items.
+        TypeError: a payload is not ``bytes``.
     """
     if _twin is not None:
         out: bytes = _twin.encode(raw, force_base64)
