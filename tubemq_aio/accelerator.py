@@ -2,8 +2,9 @@
 
 The extension ``tubemq_aio._speedups._cdecode`` (Cython source ``_cdecode.pyx``) holds compiled
 versions of :func:`tubemq_aio.protocol.consumer_replies.parse_get_message_response` and
-:func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder and of the Spark
-source's column decode (:mod:`tubemq_aio.spark._columns`). Those functions stay the entry
+:func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder, of the Spark
+source's column decode (:mod:`tubemq_aio.spark._columns`) and of the gateway's fetch answer
+encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those functions stay the entry
 points: they use the compiled version when it is built and importable, and their own pure-Python
 code otherwise, with the same results and the same errors.
 

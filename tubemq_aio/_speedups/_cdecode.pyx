@@ -4,7 +4,9 @@
 ``GetMessageParser`` and ``RawDecoder`` give exactly what the pure-Python functions they are
 bound to give (``tests/unit/test_speedups.py`` compares them on random and malformed input);
 ``GetMessageParser.columns`` and ``ColumnDecoder`` are the Spark source's column decode
-(``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``).
+(``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``);
+``MessageJson`` is the gateway's fetch answer encoding (``tubemq_aio.gateway.tubemq.fetched_messages``,
+compared in ``tests/unit/gateway/test_fetched_messages.py``).
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
 (an unknown field, a duplicate, a missing required field, a truncated or odd varint, text that
 is not UTF-8) makes the walk return None and is handed to the pure parser, which then decides, so malformed input gets the same

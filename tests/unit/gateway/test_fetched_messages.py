@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.support.speedup_impls import EXT
 from tubemq_aio import accelerator
-from tubemq_aio.consumer.toolkit import decode_raw_messages
+from tubemq_aio.consumer.toolkit import attribute_cache, attribute_info, decode_raw_messages
 from tubemq_aio.gateway.http.deps import messages_fragment, messages_json
 from tubemq_aio.gateway.tubemq import fetched_messages as fm
 from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages
@@ -39,8 +39,8 @@ def _compiled() -> Any:
     assert EXT is not None
     return EXT.MessageJson(
         crc32,
-        fm.attribute_cache,
-        fm.attribute_info,
+        attribute_cache,
+        attribute_info,
         fm.log,
         fm.block_tail,
         fm._tails,
@@ -71,7 +71,7 @@ def test_the_compiled_twin_is_used_when_built() -> None:
 # ---- random batches ----------------------------------------------------------------------------
 
 _TEXT = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters=",=$"), min_size=1, max_size=6
+    st.characters(exclude_categories=["Cs"], exclude_characters=",=$"), min_size=1, max_size=6
 )
 _BLOCKS = st.one_of(
     st.just(b""),
