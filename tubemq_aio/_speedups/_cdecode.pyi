@@ -97,6 +97,7 @@ class MessageJson:
         tails: dict[bytes | None, bytes],
         screen_fallback: Callable[..., tuple[Any, ...]],
         encode_fallback: Callable[[Any, bool], bytes],
+        crc_address: int = 0,
     ) -> None: ...
     def screen(
         self, raw: Any, *, partition_key: str, filters: frozenset[str], counters: Any

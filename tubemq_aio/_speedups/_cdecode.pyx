@@ -16,6 +16,7 @@ error either way.
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
@@ -1187,9 +1188,12 @@ cdef class MessageJson:
         tails: its cache (a dict, block -> tail).
         screen_fallback, encode_fallback: the pure functions, for input that is not made of
             tuples of (int, int, bytes, int).
+        crc_address: the address of the C function behind ``crc32`` (as for
+            ``ColumnDecoder``), called directly; 0 calls ``crc32``.
     """
 
     cdef object crc32
+    cdef _crc_fn crc_fn
     cdef dict attr_cache
     cdef object attribute_info
     cdef object log
@@ -1199,8 +1203,9 @@ cdef class MessageJson:
     cdef object encode_fallback
 
     def __init__(self, crc32, attr_cache, attribute_info, log, tail_of, tails, screen_fallback,
-                 encode_fallback):
+                 encode_fallback, size_t crc_address=0):
         self.crc32 = crc32
+        self.crc_fn = <_crc_fn>crc_address
         self.attr_cache = attr_cache
         self.attribute_info = attribute_info
         self.log = log
@@ -1217,6 +1222,7 @@ cdef class MessageJson:
             if not isinstance(item, tuple) or PyTuple_GET_SIZE(item) != 4 \
                     or not PyBytes_CheckExact(<object>PyTuple_GET_ITEM(item, 2)) \
                     or type(<object>PyTuple_GET_ITEM(item, 0)) is not int \
+                    or type(<object>PyTuple_GET_ITEM(item, 1)) is not int \
                     or type(<object>PyTuple_GET_ITEM(item, 3)) is not int:
                 return False
         return True
@@ -1228,21 +1234,30 @@ cdef class MessageJson:
                                         counters=counters)
         cdef tuple items = <tuple>raw
         cdef Py_ssize_t i, j, n = PyTuple_GET_SIZE(items), size, attr_len
-        cdef object item, message_id, flag, msg_type, block
+        cdef object item, message_id, msg_type, block, expected
         cdef bytes payload
         cdef const unsigned char *p
         cdef bint crc_ok, filtering = bool(filters)
         cdef list kept = None
+        cdef long long want, flag
+        cdef int overflow
         for i in range(n):
             item = <object>PyTuple_GET_ITEM(items, i)
             message_id = <object>PyTuple_GET_ITEM(item, 0)
+            expected = <object>PyTuple_GET_ITEM(item, 1)
             payload = <bytes>PyTuple_GET_ITEM(item, 2)
-            flag = <object>PyTuple_GET_ITEM(item, 3)
-            crc_ok = (self.crc32(payload) & 0x7FFFFFFF) == <object>PyTuple_GET_ITEM(item, 1)
+            size = PyBytes_GET_SIZE(payload)
+            p = <const unsigned char *>PyBytes_AS_STRING(payload)
+            want = PyLong_AsLongLongAndOverflow(expected, &overflow)
+            if self.crc_fn != NULL and size <= 0xFFFFFFFF and not overflow:
+                crc_ok = <long long>(self.crc_fn(0, p, <uint32_t>size) & 0x7FFFFFFF) == want
+            else:
+                crc_ok = (self.crc32(payload) & 0x7FFFFFFF) == expected
             msg_type = ""
+            flag = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(item, 3), &overflow)
+            if overflow:  # beyond 64 bits: its lowest bit, as Python reads it
+                flag = <object>PyTuple_GET_ITEM(item, 3) & 1
             if flag & 1:
-                size = PyBytes_GET_SIZE(payload)
-                p = <const unsigned char *>PyBytes_AS_STRING(payload)
                 attr_len = <int32_t>_be32(p) if size >= 4 else -1
                 if attr_len < 0 or 4 + attr_len > size:
                     counters.decode_errors += 1

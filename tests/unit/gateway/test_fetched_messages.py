@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 
 from tests.support.speedup_impls import EXT
 from tubemq_aio import accelerator
-from tubemq_aio.consumer.toolkit import attribute_cache, attribute_info, decode_raw_messages
+from tubemq_aio.consumer.toolkit import (
+    attribute_cache,
+    attribute_info,
+    crc_address,
+    decode_raw_messages,
+)
 from tubemq_aio.gateway.http.deps import messages_fragment, messages_json
 from tubemq_aio.gateway.tubemq import fetched_messages as fm
 from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages
@@ -35,7 +40,7 @@ class Counters:
         return self.crc_mismatches, self.decode_errors, self.filtered
 
 
-def _compiled() -> Any:
+def _compiled(address: int | None = None) -> Any:
     assert EXT is not None
     return EXT.MessageJson(
         crc32,
@@ -46,6 +51,7 @@ def _compiled() -> Any:
         fm._tails,
         fm.screen_raw_messages_py,
         fm.encode_messages_json_py,
+        crc_address() if address is None else address,
     )
 
 
@@ -55,6 +61,7 @@ SCREENS: list[Any] = [pytest.param(fm.screen_raw_messages_py, id="pure")]
 ENCODES: list[Any] = [pytest.param(fm.encode_messages_json_py, id="pure")]
 if EXT is not None:
     SCREENS.append(pytest.param(_compiled().screen, id="compiled"))
+    SCREENS.append(pytest.param(_compiled(0).screen, id="compiled-python-crc"))
     ENCODES.append(pytest.param(_compiled().encode, id="compiled"))
 
 
@@ -283,3 +290,21 @@ def test_the_answer_fragment_is_the_same_for_either_form(
     fast = orjson.dumps({"status": "ok", "messages": messages_fragment(fetched, force)})
     slow = orjson.dumps({"status": "ok", "messages": messages_fragment(decoded, force)})
     assert fast == slow == orjson.dumps({"status": "ok", "messages": messages_json(decoded, force)})
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_checksums_and_flags_beyond_64_bits_are_read_as_python_reads_them(screen: Screen) -> None:
+    body = struct.pack(">i", 1) + b"k" + b"body"
+    good = crc32(body) & 0x7FFFFFFF
+    raw = (
+        RawMessage(1, 2**70, b"x", 0),  # no checksum matches
+        RawMessage(2, good, body, 2**70 + 1),  # the attribute flag, far up
+        RawMessage(3, good + 2**64, body, 1),  # equal in 64 bits only
+        RawMessage(4, crc32(b"x") & 0x7FFFFFFF, b"x", -(2**70)),  # even: no block
+        RawMessage(5, -1, b"x", 0),
+    )
+    counters = Counters()
+    kept = screen(raw, partition_key="1:t:0", filters=frozenset(), counters=counters)
+    messages, expected = _decoded(raw, frozenset())
+    assert [m[0] for m in kept] == [m.message_id for m in messages] == [2, 4]
+    assert counters.values() == expected.values() == (3, 0, 0)

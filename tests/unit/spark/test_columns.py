@@ -26,6 +26,7 @@ from tests.support.message_strategies import attribute_text, stored_messages
 from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
+from tubemq_aio.consumer.toolkit import crc_address
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.damage import damage_signature
@@ -39,7 +40,6 @@ from tubemq_aio.spark._columns import (
     column_damage,
     compiled_decode,
     compiled_parse,
-    crc_address,
     decode_columns,
     decode_columns_py,
     parse_columns,

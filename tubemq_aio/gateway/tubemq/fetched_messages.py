@@ -24,7 +24,12 @@ from typing import Any, overload
 import orjson
 
 from tubemq_aio import accelerator
-from tubemq_aio.consumer.toolkit import attribute_cache, attribute_info, decode_raw_messages
+from tubemq_aio.consumer.toolkit import (
+    attribute_cache,
+    attribute_info,
+    crc_address,
+    decode_raw_messages,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_replies import RawMessage
 from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32
@@ -156,6 +161,7 @@ if _ext is not None and hasattr(_ext, "MessageJson"):
         _tails,
         screen_raw_messages_py,
         encode_messages_json_py,
+        crc_address(),
     )
 
 
