@@ -172,9 +172,9 @@ class ConsumerConfig(ClientConfig):
         run_error_rollback: what :meth:`Consumer.run` does with a batch whose handler raised:
             ``True`` (default) rolls it back, so it is delivered again; ``False`` counts it
             consumed and goes on, as Java does by default (``pushListenerThrowedRollBack``).
-        tail_check_depth: batch starts (with their message ids) the server-balanced
-            :class:`Consumer` remembers per partition it reads, to find messages a restarted
-            broker stored below the group's offset
+        tail_check_depth: batch starts (with their message ids) a :class:`Consumer` or
+            :class:`ClientBalancedConsumer` remembers per partition it fetches, to find
+            messages a restarted broker stored below the group's offset
             (:class:`~tubemq_aio.protocol.tail_check.TailRecord`; 16: the newest batch and
             older ones about 1, 2, 4, ... 2**14 batches back, about 480 bytes a partition); 0
             turns the check off (docs/failures.md).

@@ -1,0 +1,123 @@
+"""The client-balanced consumer's tail check (issue 30): a broker comes back without its
+unflushed tail and stores new messages past the group's offset before the consumer
+re-connects the partition it lost with the broker. The register answer looks normal; only the
+message ids the consumer remembers show that the broker replaced what it had read, and the
+group moves back to read every new message (at least once). The same check as the
+server-balanced consumer's (tests/fake/test_fake_tail_check.py), reached from the
+client-balanced re-connect.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.support.fake_helpers import HEARTBEAT, drain, produce
+from tests.support.tail_helpers import LOST, NEW, OLD, crash_and_refill, read_old, read_until
+from tubemq_aio import ClientBalancedConsumer
+from tubemq_aio.testing import FakeCluster, wait_until
+
+KEY = "1:demo:0"
+
+
+def _consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
+    return ClientBalancedConsumer(
+        cluster.master_addr,
+        group="g1",
+        topics=["demo"],
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+        reconnect_delay_max=1.0,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def _tails(consumer: ClientBalancedConsumer) -> set[str]:
+    assert consumer._engine is not None
+    return {k.format() for k in consumer._engine.tails}
+
+
+async def test_new_messages_below_the_groups_offset_are_delivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
+    async with FakeCluster(topics={"demo": 1}) as cluster, _consumer(cluster) as consumer:
+        await consumer.connect(KEY)
+        old = await read_old(cluster, consumer)
+        assert _tails(consumer) == {KEY}
+        gate, new = await crash_and_refill(cluster, consumer)
+        gate.open()
+        got = await read_until(consumer, set(new), timeout=30)
+        assert consumer.assignment() == [KEY]
+        assert sorted(m for m in got if m.startswith(b"new")) == sorted(new)  # each once
+        again = [m for m in got if not m.startswith(b"new")]
+        assert set(again) <= set(old[: OLD - LOST])
+        assert len(again) <= OLD - LOST
+        assert consumer.stats.partitions_reconnected == 1
+        assert consumer.stats.tail_checks == 1
+        assert consumer.stats.tail_rewinds == 1
+        assert consumer.stats.tail_unverified == 0
+        assert consumer.stats.offset_rewinds == 0  # the register answer showed nothing
+    warnings = [r.getMessage() for r in caplog.records if "replaced messages" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"group g1 partition {KEY}: the broker replaced messages")
+
+
+async def test_without_the_check_the_new_messages_below_the_offset_are_skipped() -> None:
+    """The fault itself (the client-balanced consumer before the check, or
+    ``tail_check_depth=0``): it re-connects at the group's stored offset and the new messages
+    below it never arrive."""
+    async with (
+        FakeCluster(topics={"demo": 1}) as cluster,
+        _consumer(cluster, tail_check_depth=0) as consumer,
+    ):
+        await consumer.connect(KEY)
+        await read_old(cluster, consumer)
+        assert _tails(consumer) == set()
+        gate, new = await crash_and_refill(cluster, consumer)
+        gate.open()
+        got = await read_until(consumer, set(new[LOST:]), timeout=8)
+        assert sorted(got) == sorted(new[LOST:])
+        assert consumer.stats.partitions_reconnected == 1
+        assert consumer.stats.tail_checks == 0
+
+
+async def test_a_broker_that_kept_everything_costs_no_duplicate() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster, _consumer(cluster) as consumer:
+        await consumer.connect(KEY)
+        await read_old(cluster, consumer)
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1)
+        await wait_until(lambda: consumer.stats.tail_checks == 1, 30, "the tail check")
+        assert consumer.assignment() == [KEY]
+        new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
+        assert sorted(await read_until(consumer, set(new), timeout=20)) == sorted(new)
+        assert consumer.stats.tail_rewinds == 0
+
+
+async def test_a_disconnected_partition_forgets_its_record() -> None:
+    """The application disconnected the partition (another node may read it on): connecting
+    it again starts a new record and makes no read-back."""
+    async with FakeCluster(topics={"demo": 1}) as cluster, _consumer(cluster) as consumer:
+        await consumer.connect(KEY)
+        await produce(cluster.master_addr, "demo", 10)
+        await drain(consumer, 10, timeout=20)
+        assert _tails(consumer) == {KEY}
+        await consumer.disconnect(KEY)
+        assert _tails(consumer) == set()
+        await consumer.connect(KEY)
+        more = await produce(cluster.master_addr, "demo", 5, prefix="more")
+        assert sorted(await drain(consumer, 5, timeout=20)) == sorted(more)
+        assert consumer.stats.tail_checks == 0
+
+
+async def test_positioned_reads_are_not_remembered() -> None:
+    """``read_at`` and friends read where the application says: nothing is recorded for them
+    and nothing is checked (docs/consumer.md)."""
+    async with FakeCluster(topics={"demo": 1}) as cluster, _consumer(cluster) as consumer:
+        sent = await produce(cluster.master_addr, "demo", 10)
+        read = await consumer.read_at(KEY, 0)
+        assert [m.body for m in read.messages] == sent[: len(read.messages)]
+        assert len(read.messages) >= 1
+        assert _tails(consumer) == set()
