@@ -34,11 +34,17 @@ async def target() -> AsyncIterator[fidelity.Target]:
             await cluster.stop_broker(broker_id)
             await cluster.start_broker(broker_id)
 
+        async def crash(broker_id: int) -> None:
+            await cluster.stop_broker(broker_id)
+            await cluster.start_broker(broker_id, lose_newest=10**6)
+
         yield fidelity.Target(
             master_addr=cluster.master_addr,
             brokers=2,
             partitions=3,
             restart_broker=restart,
+            crash_broker=crash,
+            offsets_persisted=0.0,
             registration_timeout=REGISTRATION_TIMEOUT,
             balance_period=BALANCE_PERIOD,
             name="fake",
@@ -60,3 +66,7 @@ async def test_scenarios_on_the_fake(
 
 async def test_broker_restart_on_the_fake(target: fidelity.Target) -> None:
     await fidelity.broker_restarted(target, TOPICS[0])
+
+
+async def test_fetch_beyond_the_end_on_the_fake(target: fidelity.Target) -> None:
+    await fidelity.fetch_beyond_end(target, TOPICS[0])

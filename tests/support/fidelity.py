@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
+from tubemq_aio.consumer._cb_models import parse_key
+from tubemq_aio.consumer._cb_ops import resolve_partition
 from tubemq_aio.consumer.config import ConsumeFrom
 from tubemq_aio.testing import wait_until
 
@@ -31,6 +33,7 @@ __all__ = [
     "Target",
     "broker_restarted",
     "consume_from_cases",
+    "fetch_beyond_end",
     "filters",
     "member_killed",
     "offsets_and_lag",
@@ -52,6 +55,12 @@ class Target:
             topics of their own with this layout).
         restart_broker: kill broker ``id`` (its clients see the connection die) and start it
             again; returns once it serves.
+        crash_broker: kill broker ``id`` before it flushed the messages of a topic created
+            less than 20 s ago (SIGKILL; the fake loses every message of its stores) and start
+            it again; returns once it serves.
+        offsets_persisted: seconds after which a broker has written a group's committed
+            offsets where a SIGKILL leaves them (the real broker: 5 s to its offset cache,
+            then a file sync every 6 s; the fake: at once, docs/testing.md).
         registration_timeout: seconds a broker keeps a silent consumer's partitions.
         balance_period: seconds between the master's balance cycles.
         name: ``"fake"`` or ``"real"`` (in messages only).
@@ -61,6 +70,8 @@ class Target:
     brokers: int
     partitions: int
     restart_broker: Callable[[int], Awaitable[None]]
+    crash_broker: Callable[[int], Awaitable[None]]
+    offsets_persisted: float
     registration_timeout: float
     balance_period: float
     name: str
@@ -339,3 +350,46 @@ def _victim_bodies(lines: list[str], bodies: list[bytes]) -> set[bytes]:
     """The bodies the victim recorded as received (its record holds message numbers)."""
     numbers = {n for line in lines for n in json.loads(line)["ids"]}
     return {b for b in bodies if int(b.split(b"-", 1)[1]) in numbers}
+
+
+async def fetch_beyond_end(target: Target, topic: str) -> None:
+    """A group offset beyond the store's end, and the fetch there: a broker SIGKILLed before
+    its first flush of a new topic comes back with an empty store while the group's committed
+    offset (persisted before the kill) stayed. A register without an offset loads it as it is
+    (``currOffset > maxOffset``); a fetch answers 404 and moves the group's offset back to the
+    store's end, which the next commit answers (docs/protocol/consumer.md §4.2). Driven with
+    raw broker requests: our consumers register again at the end by themselves."""
+    victim = target.brokers
+    bodies = [f"e-{i}".encode() for i in range(24 * target.brokers)]
+    keys = await _send(target, topic, bodies)
+    on_victim = sorted({k for k in keys if _store(k) == str(victim)})
+    assert on_victim, keys
+    async with ClientBalancedConsumer(
+        target.master_addr, group=_group(target, "end"), topics=[topic], consume_from="earliest"
+    ) as consumer:
+        for key in on_victim:
+            await consumer.connect(key)
+        want = sum(_store(k) == str(victim) for k in keys)
+        await _drain(consumer, want, 30)
+        ends = {k: p.current_offset for k, p in consumer.positions().items()}
+        for key in on_victim:
+            await consumer.disconnect(key)  # commits what was acked
+        assert all(end > 0 for end in ends.values()), ends
+        await asyncio.sleep(target.offsets_persisted)
+        await target.crash_broker(victim)
+        session = consumer._session
+        assert session is not None
+        for key in on_victim:
+            partition = await resolve_partition(session, key, parse_key(key))
+            filters = session.config.filters_of(topic)
+            reg = await session.broker.register(partition, read_status=0, filters=filters)
+            assert reg.success, (key, reg)
+            assert reg.max_offset < reg.curr_offset == ends[key], (key, reg, ends[key])
+            got = await session.broker.get_message(
+                partition, last_pack_consumed=False, esc_flow_ctrl=False
+            )
+            assert (got.success, got.err_code) == (False, 404), (key, got)
+            after = await session.broker.commit(partition, consumed=False)
+            assert after.success, (key, after)
+            assert after.curr_offset == after.max_offset == reg.max_offset, (key, reg, after)
+            await session.broker.unregister(partition, read_status=0)

@@ -234,6 +234,13 @@ class FakeBroker:
         offset = self.offsets.get(key, log.min_offset)
         if offset < log.min_offset:
             return _get_fail(301, "offset below the partition minimum", log.max_offset)
+        if offset > log.max_offset:
+            # A group offset beyond the store's end (the broker came back without its tail):
+            # a real broker moves the group's offset to the end and answers 404 (2.4.0
+            # DefaultOffsetManager.getOffset with updateConsumerOffsets, true by default;
+            # docs/protocol/consumer.md §4.2).
+            self.offsets[key] = log.max_offset
+            return _get_fail(404, "The request offset reached maxOffset!", log.max_offset)
         messages, scanned = log.read(
             offset, req.partitionId, self.max_batch, self.max_batch_bytes, holder.filters
         )
