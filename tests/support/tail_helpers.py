@@ -21,6 +21,7 @@ __all__ = [
     "PER_ROUND",
     "ROUNDS",
     "RegisterGate",
+    "assert_new_delivered",
     "crash_and_refill",
     "read_old",
     "read_until",
@@ -110,3 +111,19 @@ async def read_until(consumer: AnyConsumer, wanted: set[bytes], timeout: float) 
     async with await consumer.getmany(timeout=0.5) as batch:
         got.extend(m.body for m in batch)
     return got
+
+
+def assert_new_delivered(
+    consumer: AnyConsumer, got: list[bytes], old: list[bytes], new: list[bytes]
+) -> None:
+    """After :func:`crash_and_refill` and the gate opened: every new message came once, old
+    ones came again only from the offset the check moved back to (at least once; at most the
+    survivors of the lost region's search, bounded by what was read), and the stats show one
+    check that moved the group back where the register answer showed nothing."""
+    assert sorted(m for m in got if m.startswith(b"new")) == sorted(new)  # each once
+    again = [m for m in got if not m.startswith(b"new")]
+    assert set(again) <= set(old[: OLD - LOST])
+    assert len(again) <= OLD - LOST
+    stats = consumer.stats
+    assert (stats.tail_checks, stats.tail_rewinds, stats.tail_unverified) == (1, 1, 0)
+    assert stats.offset_rewinds == 0  # the register answer showed nothing
