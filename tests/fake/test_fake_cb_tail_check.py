@@ -13,7 +13,7 @@ import logging
 
 import pytest
 
-from tests.support.fake_helpers import HEARTBEAT, drain, produce
+from tests.support.fake_helpers import cb_consumer, drain, produce
 from tests.support.tail_helpers import (
     LOST,
     NEW,
@@ -29,15 +29,7 @@ KEY = "1:demo:0"
 
 
 def _consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
-    return ClientBalancedConsumer(
-        cluster.master_addr,
-        group="g1",
-        topics=["demo"],
-        consume_from="earliest",
-        heartbeat_interval=HEARTBEAT,
-        reconnect_delay_max=1.0,
-        **options,  # type: ignore[arg-type]
-    )
+    return cb_consumer(cluster, "g1", reconnect_delay_max=1.0, **options)
 
 
 def _tails(consumer: ClientBalancedConsumer) -> set[str]:

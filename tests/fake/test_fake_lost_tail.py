@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from tests.support.fake_helpers import HEARTBEAT, drain, group_consumer, produce
+from tests.support.fake_helpers import cb_consumer, drain, group_consumer, produce
 from tubemq_aio import ClientBalancedConsumer, Consumer, ServerError
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
@@ -48,16 +48,6 @@ async def _committed_then_crashed(
     assert cluster.group_offset("g1", 1, "demo", 0) == OLD * INDEX_UNIT
 
 
-def _cb_consumer(cluster: FakeCluster) -> ClientBalancedConsumer:
-    return ClientBalancedConsumer(
-        cluster.master_addr,
-        group="g1",
-        topics=["demo"],
-        consume_from="earliest",
-        heartbeat_interval=HEARTBEAT,
-    )
-
-
 def _member_read(cluster: FakeCluster) -> Callable[[], Awaitable[list[bytes]]]:
     """Reads the old messages with a server-balanced member of ``g1`` that then closes."""
 
@@ -72,7 +62,7 @@ def _cb_member_read(cluster: FakeCluster) -> Callable[[], Awaitable[list[bytes]]
     """Reads the old messages with a client-balanced member of ``g1`` that then closes."""
 
     async def read() -> list[bytes]:
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             await consumer.connect(KEY)
             return await drain(consumer, OLD, timeout=20)
 
@@ -189,7 +179,7 @@ async def test_a_client_balanced_connect_without_offset_reads_every_new_message(
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             position = await consumer.connect(KEY)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
             new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
@@ -245,7 +235,7 @@ async def test_a_refused_second_register_fails_a_client_balanced_connect() -> No
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
         refused = _refuse_first_rewind(cluster)
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             with pytest.raises(ServerError) as caught:
                 await consumer.connect(KEY)
             assert caught.value.err_code == 500
@@ -259,7 +249,7 @@ async def test_a_requested_offset_is_clamped_after_the_crash() -> None:
     the register asks for is clamped to the store's range, so nothing is rewound."""
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             position = await consumer.connect(KEY, offset=OLD * INDEX_UNIT)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
             assert consumer.stats.offset_rewinds == 0
