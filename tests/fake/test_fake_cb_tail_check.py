@@ -23,7 +23,9 @@ from tests.support.tail_helpers import (
     read_until,
 )
 from tubemq_aio import ClientBalancedConsumer
-from tubemq_aio.testing import FakeCluster, wait_until
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
+from tubemq_aio.testing._fake_store import INDEX_UNIT
 
 KEY = "1:demo:0"
 
@@ -113,3 +115,24 @@ async def test_positioned_reads_are_not_remembered() -> None:
         assert [m.body for m in read.messages] == sent[: len(read.messages)]
         assert len(read.messages) >= 1
         assert _tails(consumer) == set()
+
+
+async def test_a_check_cut_short_by_close_leaves_the_group_where_it_was_loaded() -> None:
+    """The broker's offset file was older than what the consumer read (a SIGKILL loses up to
+    about 11 s of commits), so the first probe registers the group above the offset the
+    broker loaded. Closing the consumer while that probe's read is held must not leave the
+    group there: the next reader would skip what lies between."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with _consumer(cluster) as consumer:
+            await consumer.connect(KEY)
+            await read_old(cluster, consumer)
+            gate, _new = await crash_and_refill(cluster, consumer)
+            loaded = 10 * INDEX_UNIT  # the offset the broker had persisted
+            cluster.brokers[0].offsets[("g1", "demo", 0)] = loaded
+            held = cluster.inject(
+                int(Method.BROKER_CONSUMER_GET_MESSAGE), Fault.delay(30.0), times=1
+            )
+            gate.open()
+            await wait_until(lambda: held.hits >= 1, 30, "the first probe's read held")
+            assert cluster.group_offset("g1", 1, "demo", 0) > loaded  # the probe moved it up
+        assert cluster.group_offset("g1", 1, "demo", 0) == loaded

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.errors import server_error
+from tubemq_aio.errors import TubeMQError, server_error
 from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.consumer_replies import OffsetResponse
 from tubemq_aio.protocol.tail_check import TailCheck, TailProbe, TailRecord, TailVerdict, Verdict
@@ -167,14 +167,18 @@ class TailGuard:
         loaded = min(rsp.curr_offset, self._floor.get(key, rsp.curr_offset))
         self._floor[key] = loaded
         filters = config.filters_of(partition.topic)
-        verdict, final = await verify_tail(
-            self._broker,
-            partition,
-            engine.tails[key],
-            loaded,
-            filters=filters,
-            timeout=config.tail_check_timeout,
-        )
+        try:
+            verdict, final = await verify_tail(
+                self._broker,
+                partition,
+                engine.tails[key],
+                loaded,
+                filters=filters,
+                timeout=config.tail_check_timeout,
+            )
+        except BaseException:
+            await self._restore(partition, filters, loaded)
+            raise
         if final is None and loaded >= rsp.curr_offset:
             final = rsp  # no probe: the register before the check stands
         elif final is None:
@@ -213,3 +217,21 @@ class TailGuard:
                 verdict.resume_offset,
             )
         return final
+
+    async def _restore(self, partition: Partition, filters: Iterable[str], loaded: int) -> None:
+        """A check cut short (an error, its timeout, or the consumer closing) may have left
+        the group registered at a probe's offset, which lies above ``loaded`` when the broker's
+        offset file was older than what this consumer read: register it back at ``loaded``
+        (within ``rpc_timeout``; a failure is logged), so the next reader skips nothing."""
+        try:
+            async with asyncio.timeout(self._config.rpc_timeout):
+                rsp = await self._broker.register(
+                    partition, read_status=ReadStatus.NORMAL, filters=filters, curr_offset=loaded
+                )
+        except (TubeMQError, OSError) as exc:
+            log.info("%s: the register back at %d after a tail check failed: %r",
+                     partition.key, loaded, exc)  # fmt: skip
+            return
+        if not rsp.success:
+            log.info("%s: the register back at %d after a tail check: [%d] %s",
+                     partition.key, loaded, rsp.err_code, rsp.err_msg)  # fmt: skip
