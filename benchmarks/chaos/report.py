@@ -129,8 +129,9 @@ def _round(x: float | None) -> float | None:
 
 
 def summarize(events: list[dict[str, Any]], traffic: Traffic, stored: set[bytes]) -> dict[str, Any]:
-    """Whole-run totals: acked, what was stored of it, lost and never stored, duplicates per
-    group, untyped errors."""
+    """Whole-run totals: acked, ``acked_not_stored`` (acked bodies missing from ``stored``,
+    also those consumed before a SIGKILL dropped them), lost and never stored per group,
+    duplicates per group, untyped errors."""
     acked = traffic.acked()
     totals: dict[str, Any] = {
         "acked": len(acked),
