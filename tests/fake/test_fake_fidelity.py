@@ -18,6 +18,9 @@ TOPICS = ("fa", "fb", "fc")
 MEMBER_TIMEOUT = 6.0  # > the members' 2 s heartbeat, as 30 s is on the real cluster
 REGISTRATION_TIMEOUT = 9.0  # the broker outlasts the master by 3 s (35 s vs 30 s for real)
 BALANCE_PERIOD = 2.0
+#: The fake's stand-in for the real broker's offset-file delay (seconds): commits older than
+#: this survive a crash; the crash loses those of the last half of it.
+OFFSETS_PERSISTED = 1.0
 
 
 @pytest_asyncio.fixture
@@ -36,7 +39,9 @@ async def target() -> AsyncIterator[fidelity.Target]:
 
         async def crash(broker_id: int) -> None:
             await cluster.stop_broker(broker_id)
-            await cluster.start_broker(broker_id, lose_newest=10**6)
+            await cluster.start_broker(
+                broker_id, lose_newest=10**6, lose_offsets=OFFSETS_PERSISTED / 2
+            )
 
         yield fidelity.Target(
             master_addr=cluster.master_addr,
@@ -44,7 +49,7 @@ async def target() -> AsyncIterator[fidelity.Target]:
             partitions=3,
             restart_broker=restart,
             crash_broker=crash,
-            offsets_persisted=0.0,
+            offsets_persisted=OFFSETS_PERSISTED,
             registration_timeout=REGISTRATION_TIMEOUT,
             balance_period=BALANCE_PERIOD,
             name="fake",

@@ -266,7 +266,36 @@ async def test_start_broker_refuses_bad_input_and_a_running_broker() -> None:
             await cluster.start_broker(1, lose_newest=1.5)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=">= 0"):
             await cluster.start_broker(1, lose_newest=-1)
+        with pytest.raises(TypeError, match="lose_offsets"):
+            await cluster.start_broker(1, lose_offsets="5")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="lose_offsets"):
+            await cluster.start_broker(1, lose_offsets=True)
+        for bad in (-1.0, float("nan"), float("inf"), 61.0):
+            with pytest.raises(ValueError, match="lose_offsets"):
+                await cluster.start_broker(1, lose_offsets=bad)
         with pytest.raises(KeyError):
             await cluster.start_broker(7)
         assert await cluster.start_broker(1, lose_newest=3) == []  # an empty store loses nothing
         assert cluster.message_count("demo") == 0
+
+
+async def test_a_sigkill_loses_the_newest_committed_offsets() -> None:
+    """``lose_offsets``: the group offsets committed in the last seconds before the stop are
+    undone (a real broker had not written them to its offset file), older ones stay."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        broker = cluster.brokers[0]
+        clock = [1000.0]
+        broker.clock = lambda: clock[0]
+        broker.offsets[("g1", "demo", 0)] = 280
+        clock[0] = 1020.0
+        broker.offsets[("g1", "demo", 0)] = 560
+        broker.offsets[("g2", "demo", 0)] = 28
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1, lose_offsets=11.0)
+        assert cluster.group_offset("g1", 1, "demo", 0) == 280
+        assert ("g2", "demo", 0) not in broker.offsets  # g2 had no offset 11 s before
+        # Without lose_offsets (a clean stop, or a SIGKILL after the file was written):
+        broker.offsets[("g1", "demo", 0)] = 560
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1)
+        assert cluster.group_offset("g1", 1, "demo", 0) == 560
