@@ -90,11 +90,8 @@ def test_register_fields_and_not_allocated() -> None:
     bound = BoundConsume("s1", 3, select_big=False, offsets={"1:t:2": 7, "1:t:0": 9})
     body = bound.session(not_allocated=True)
     data = rpc.build_register(
-        client_id="c",
-        group="g1",
-        host_name="h",
-        topics=["t"],
-        session_time_ms=1,
+        client=rpc.ConsumerClient("c", "g1", "h", 1),
+        subscription=rpc.Subscription(("t",)),
         flow=FlowControlState(),
         bound=body,
     )

@@ -18,7 +18,7 @@ from typing import Unpack
 from tubemq_aio.checks import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._fetcher import FetchEngine
-from tubemq_aio.consumer._listeners import PartitionsCallback
+from tubemq_aio.consumer._listeners import PartitionListeners, PartitionsCallback
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer._time import check_times
@@ -36,6 +36,10 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 class Consumer(ConsumerBase[MasterSession]):
     """An asyncio consumer of one group, balanced by the master (at-least-once delivery).
+
+    The constructor takes keyword configuration, as aiokafka's consumer does (the public
+    convention of asyncio clients): each keyword is a :class:`ConsumerConfig` field, collected
+    into that frozen value; ``config=`` hands the whole value instead.
 
     Args:
         masters: master addresses (``"h1:8715,h2:8715"`` or a list); ignored when ``config``
@@ -85,8 +89,7 @@ class Consumer(ConsumerBase[MasterSession]):
             consume_from=consume_from,
             config=config,
             options=options,
-            on_assigned=on_assigned,
-            on_revoked=on_revoked,
+            listeners=PartitionListeners(on_assigned, on_revoked),
         )
         #: Pause entries (topics and partition keys; "" = everything) -> wall time of the pause.
         self._paused: dict[str, float] = {}
