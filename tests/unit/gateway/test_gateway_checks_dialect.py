@@ -20,6 +20,7 @@ from tubemq_aio.gateway.engine.arguments import (
 )
 from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.errors import InvalidRequestError
+from tubemq_aio.tls import TlsFiles
 
 
 def wrong(value: object) -> Any:
@@ -118,7 +119,7 @@ def test_the_cors_table_names_every_bad_key_at_once() -> None:
 
 def test_the_tubemq_table_names_every_bad_key_at_once() -> None:
     with pytest.raises(ConfigError) as info:
-        TubeMQAccess(user=" ", password="", tls=wrong("yes"), tls_key_file="k.pem")
+        TubeMQAccess(user=" ", password="", tls=wrong("yes"), tls_files=TlsFiles(key_file="k.pem"))
     text = str(info.value)
     assert text.startswith("tubemq: ")
     for named in ("tubemq.user", "tubemq.password", "tubemq.tls must", "tls_cert_file"):
