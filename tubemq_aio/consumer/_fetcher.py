@@ -265,8 +265,13 @@ class FetchEngine:
         wait_ms = pflow.wait_after_fetch(
             self.flow, answer, now=now, hhmm=hhmm, filter_consume=bool(filters)
         )
-        log.debug("fetched %s: %d message(s), %d filtered in, wait %d ms",
-                  key, len(rsp.messages), len(messages), wait_ms)  # fmt: skip
+        log.debug(
+            "fetched %s: %d message(s), %d filtered in, wait %d ms",
+            key,
+            len(rsp.messages),
+            len(messages),
+            wait_ms,
+        )
         if not messages:
             # Nothing for the application (all filtered, or an empty success): confirm locally,
             # the next fetch commits it (§4.2 "a success may contain zero messages").

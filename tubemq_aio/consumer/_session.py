@@ -216,8 +216,12 @@ class MasterSession(SessionBase):
                     pass
                 continue
             self.pacer.started(self.clock())
-            log.info("rebalance event %d op %d: %d partition(s)",
-                     event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
+            log.info(
+                "rebalance event %d op %d: %d partition(s)",
+                event.rebalance_id,
+                event.op_type,
+                len(event.partitions),
+            )
             process = EventProcess(event, held=self.leases.keys(), config=config)
             try:
                 while (step := process.next_step(self.clock(), random.random())) is not None:

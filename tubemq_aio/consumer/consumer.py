@@ -123,8 +123,11 @@ class Consumer(ConsumerBase[MasterSession]):
                     dict.fromkeys(keys, when), self.config.time_search_timeout
                 )
             self._start_offsets.update({PartitionKey.parse(k): f.offset for k, f in found.items()})
-            log.info("consume_from %s: start offsets %s", when.isoformat(),
-                     {k: f.offset for k, f in found.items()})  # fmt: skip
+            log.info(
+                "consume_from %s: start offsets %s",
+                when.isoformat(),
+                {k: f.offset for k, f in found.items()},
+            )
         await super()._start()
 
     def _planner(self) -> ClientBalancedConsumer:
@@ -222,12 +225,16 @@ class Consumer(ConsumerBase[MasterSession]):
                                 await handler(message)
                 except Exception:
                     if rollback:
-                        log.exception("handler failed; the batch of %s will be redelivered",
-                                      batch.partition_key)  # fmt: skip
+                        log.exception(
+                            "handler failed; the batch of %s will be redelivered",
+                            batch.partition_key,
+                        )
                         await batch.nack()
                     else:
-                        log.exception("handler failed; the batch of %s counts as consumed",
-                                      batch.partition_key)  # fmt: skip
+                        log.exception(
+                            "handler failed; the batch of %s counts as consumed",
+                            batch.partition_key,
+                        )
                         await batch.ack()
                 else:
                     await batch.ack()
