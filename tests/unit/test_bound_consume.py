@@ -79,9 +79,17 @@ def session(bound: BoundConsume | None) -> MasterSession:
     stub: Any = None
     engine: Any = SimpleNamespace()  # the session hands it its on_broken hook
     parts = ConsumerWiring(
-        stub, stub, cast(Any, broker), engine, stub, FlowControlState(), stub, "h", time.monotonic,
+        stub,
+        stub,
+        cast(Any, broker),
+        engine,
+        stub,
+        FlowControlState(),
+        stub,
+        "h",
+        time.monotonic,
         False,
-    )  # fmt: skip
+    )
     return MasterSession(config, parts)
 
 

@@ -49,17 +49,27 @@ def test_the_tables_name_every_bad_key_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         GatewayConfig.from_mapping(bad)
     text = str(info.value)
-    for named in ("bogus", "groups[0].x", "groups[0].mode", "keys[0].key", "eat:*",
-                  "housekeeper.leader_lease"):  # fmt: skip
+    for named in (
+        "bogus",
+        "groups[0].x",
+        "groups[0].mode",
+        "keys[0].key",
+        "eat:*",
+        "housekeeper.leader_lease",
+    ):
         assert named in text
 
 
 def test_a_group_and_the_housekeeper_name_every_bad_field() -> None:
     with pytest.raises(ConfigError) as info:
         GroupConfig(
-            name="g1", topics=("t",), mode=wrong("fanout"), start=wrong("middle"),
-            lease_ms=0, max_clients=-1,
-        )  # fmt: skip
+            name="g1",
+            topics=("t",),
+            mode=wrong("fanout"),
+            start=wrong("middle"),
+            lease_ms=0,
+            max_clients=-1,
+        )
     text = str(info.value)
     assert text.startswith("groups['g1']: ")
     for key in ("mode", "start", "lease_ms", "max_clients"):
@@ -99,9 +109,12 @@ def test_good_calls_pass_through() -> None:
 def test_the_engine_settings_name_every_bad_knob_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         ConsumeSettings(
-            masters="", redis="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
+            masters="",
+            redis="redis://h:1/0",
+            rpc_timeout=1,
+            redis_max_connections=1,
             not_found_wait_ms=True,
-        )  # fmt: skip
+        )
     text = str(info.value)
     assert text.startswith("ConsumeSettings: ")
     for name in ("masters", "rpc_timeout", "redis_max_connections", "not_found_wait_ms"):

@@ -87,8 +87,13 @@ def test_auth_cache_size_reaches_the_authenticator() -> None:
 def test_config_limits_are_the_request_limits() -> None:
     from tubemq_aio.gateway.app import default_engine
 
-    edge = {"name": "g1", "topics": ["demo"], "lease_ms_min": 100, "lease_ms": 100,
-            "lease_ms_max": 43_200_000}  # fmt: skip
+    edge = {
+        "name": "g1",
+        "topics": ["demo"],
+        "lease_ms_min": 100,
+        "lease_ms": 100,
+        "lease_ms_max": 43_200_000,
+    }
     cfg = GatewayConfig.from_mapping(base(max_batch=500, groups=[edge]))
     spec = default_engine(cfg).settings.groups[0]
     assert (spec.lease_ms_min, spec.lease_ms_max) == (100, 43_200_000)
@@ -210,9 +215,12 @@ def test_bad_housekeeper_keys_name_the_key(over: dict[str, Any], text: str) -> N
 def test_housekeeper_field_must_be_the_dataclass() -> None:
     with pytest.raises(ConfigError, match="housekeeper must be"):
         GatewayConfig(
-            masters="m:1", redis="redis://h:1/0", secret="x" * 16, allow_anonymous=True,
+            masters="m:1",
+            redis="redis://h:1/0",
+            secret="x" * 16,
+            allow_anonymous=True,
             housekeeper={"enabled": False},  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
     assert not HousekeeperConfig(enabled=False).enabled
 
 
