@@ -10,7 +10,7 @@ import pytest
 from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
-from tubemq_aio.gateway.config.tables import GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
 from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
 from tubemq_aio.gateway.engine.arguments import (
     checked_fetch,
@@ -62,7 +62,7 @@ def test_the_tables_name_every_bad_key_at_once() -> None:
 
 def test_a_group_and_the_housekeeper_name_every_bad_field() -> None:
     with pytest.raises(ConfigError) as info:
-        GroupConfig(
+        GroupSpec(
             name="g1",
             topics=("t",),
             mode=wrong("fanout"),
