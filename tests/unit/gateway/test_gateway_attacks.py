@@ -14,35 +14,18 @@ from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.producer import Producer
 
+#: JSON texts that are neither a valid integer count nor a valid rate.
+_NOT_NUMBERS = ['"1"', "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", "[]"]
 #: JSON texts that are never a valid integer count/duration/offset here.
 BAD_NUMBERS = [
-    '"1"',
+    *_NOT_NUMBERS,
     "1.5",
-    "true",
-    "NaN",
-    "Infinity",
-    "-Infinity",
-    "-1",
-    "1e400",
     str(10**30),
     "1" * 5000,  # over Python's 4300-digit int limit: json.loads raises ValueError
-    "[]",
     "{}",
     '"NaN"',
 ]
-BAD_RATES = [
-    '"1"',
-    "true",
-    "NaN",
-    "Infinity",
-    "-Infinity",
-    "-1",
-    "1e400",
-    "1e10",
-    "1" * 5000,
-    "[]",
-    "null",
-]
+BAD_RATES = [*_NOT_NUMBERS, "1e10", "1" * 5000, "null"]
 # (method, path, body template); V is replaced by each bad value.
 NUMERIC_FIELDS = [
     ("POST", "/v1/groups/g1/fetch", '{"wait_ms": V}'),
