@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import json
 import os
+import shlex
 import shutil
 import signal
 import tempfile
@@ -79,13 +80,8 @@ async def chromium_tab(url: str, *, width: int = 1100, height: int = 900) -> Asy
     ) as profile:
         proc = await asyncio.create_subprocess_exec(
             binary,
-            *[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-dev-shm-usage",
-            ],
+            *shlex.split("--headless --no-sandbox --disable-gpu --no-first-run"),
+            "--disable-dev-shm-usage",
             f"--remote-debugging-port={port}",
             f"--user-data-dir={profile}",
             f"--window-size={width},{height}",
