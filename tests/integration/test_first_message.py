@@ -26,8 +26,12 @@ async def _first_message_seconds(master: str, topic: str, **options: object) -> 
     began = time.monotonic()
     group = f"first_{uuid.uuid4().hex[:8]}"
     async with Consumer(
-        master, group=group, topics=[topic], consume_from="earliest", **options
-    ) as consumer:  # type: ignore[arg-type]
+        master,
+        group=group,
+        topics=[topic],
+        consume_from="earliest",
+        **options,  # type: ignore[arg-type]
+    ) as consumer:
         async for _ in consumer:
             return time.monotonic() - began
     raise AssertionError("the loop ended without a message")
