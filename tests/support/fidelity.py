@@ -257,8 +257,10 @@ async def broker_restarted(target: Target, topic: str) -> None:
     restarted = {b for b, r in zip(before, first, strict=True) if _store(r.partition_key) == last}
     again = {b for b, n in Counter(got).items() if n > 1}
     assert again <= restarted, sorted(again - restarted)
-    print(f"[{target.name}] after the restart: {len(second)} sends stored, "
-          f"{len(again)} redelivered", file=sys.stderr)  # fmt: skip
+    print(
+        f"[{target.name}] after the restart: {len(second)} sends stored, {len(again)} redelivered",
+        file=sys.stderr,
+    )
 
 
 async def member_killed(target: Target, topic: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -271,9 +273,15 @@ async def member_killed(target: Target, topic: str, caplog: pytest.LogCaptureFix
     total = target.brokers * target.partitions
     with tempfile.NamedTemporaryFile("w+", suffix=".jsonl") as record:
         victim = await asyncio.create_subprocess_exec(
-            sys.executable, str(MEMBER_SCRIPT), target.master_addr, group, topic, record.name,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+            sys.executable,
+            str(MEMBER_SCRIPT),
+            target.master_addr,
+            group,
+            topic,
+            record.name,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         try:
             async with Consumer(
                 target.master_addr,

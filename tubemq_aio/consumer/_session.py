@@ -106,13 +106,14 @@ class MasterSession(SessionBase):
         """Send one ``RegisterRequestC2M`` (with the partitions held) and apply the answer."""
         cfg = self.config
         body = rpc.build_register(
-            client_id=self.client_id,
-            group=cfg.group,
-            host_name=self.host_name,
-            topics=list(cfg.topics),
+            client=rpc.ConsumerClient(
+                self.client_id, cfg.group, self.host_name, self.session_time_ms
+            ),
+            subscription=rpc.Subscription(
+                tuple(cfg.topics),
+                tuple(TopicCondition(t, f).format() for t, f in cfg.topics.items() if f),
+            ),
             subscribe_info=self._subscribe_info(),
-            topic_conditions=[TopicCondition(t, f).format() for t, f in cfg.topics.items() if f],
-            session_time_ms=self.session_time_ms,
             flow=self.flow,
             bound=cfg.bound.session(not_allocated=self.not_allocated) if cfg.bound else None,
             auth=self.tokens.register_auth(*auth_stamp()),
@@ -211,8 +212,12 @@ class MasterSession(SessionBase):
                     pass
                 continue
             self.pacer.started(self.clock())
-            log.info("rebalance event %d op %d: %d partition(s)",
-                     event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
+            log.info(
+                "rebalance event %d op %d: %d partition(s)",
+                event.rebalance_id,
+                event.op_type,
+                len(event.partitions),
+            )
             process = EventProcess(event, held=self.leases.keys(), config=config)
             try:
                 while (step := process.next_step(self.clock(), random.random())) is not None:

@@ -28,6 +28,9 @@ __all__ = ["FakeCluster"]
 class FakeCluster(AsyncService):
     """An in-memory master plus ``brokers`` brokers on free loopback ports.
 
+    The constructor takes keyword configuration like the SDK's clients (the public
+    convention): every keyword has a default, and a test names only what it changes.
+
     Args:
         topics: topic -> partitions per broker (an int) or a full :class:`TopicLayout`.
         brokers: how many brokers (ids 1..n); every topic lives on every broker.
