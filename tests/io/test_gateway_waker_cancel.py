@@ -38,7 +38,8 @@ KEY = "g|s"
 
 @pytest_asyncio.fixture
 async def admin(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    """A plain client of the server that publishes wake messages and reads its client list."""
+    """A plain client of the server that reads its subscriptions and client list (one call at a
+    time: one connection)."""
     client = aioredis.Redis.from_url(redis_server.url)
     try:
         yield client
@@ -46,12 +47,17 @@ async def admin(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
         await client.aclose()
 
 
-async def _publishing(admin: aioredis.Redis, stop: asyncio.Event) -> None:
-    """Publish a wake message each loop turn or so, until ``stop`` is set (not until
-    cancelled: redis-py's publish can lose the cancel too, and the loop would run on)."""
-    while not stop.is_set():
-        await admin.publish(WAKE_CHANNEL, KEY)
-        await asyncio.sleep(0)
+async def _publishing(url: str, stop: asyncio.Event) -> None:
+    """Publish a wake message each loop turn or so on a client of its own, until ``stop`` is
+    set (not until cancelled: redis-py's publish can lose the cancel too, and the loop would
+    run on)."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        while not stop.is_set():
+            await client.publish(WAKE_CHANNEL, KEY)
+            await asyncio.sleep(0)
+    finally:
+        await client.aclose()
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -60,7 +66,7 @@ async def _eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
     deadline = time.monotonic() + END_WITHIN
     while not await check():
         assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.005)
 
 
 def _dead_url() -> str:
@@ -71,9 +77,19 @@ def _dead_url() -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
-async def _cancel_after(url: str, step: int, how: Literal["cancel", "close"]) -> Waker:
+async def _unsubscribed(admin: aioredis.Redis) -> bool:
+    """Whether the server has no subscriber on the wake channel."""
+    [(_, subscribers)] = await admin.pubsub_numsub(WAKE_CHANNEL)
+    return bool(subscribers == 0)
+
+
+async def _cancel_after(
+    url: str, step: int, how: Literal["cancel", "close"], admin: aioredis.Redis | None = None
+) -> Waker:
     """Start a listener on ``url``, let it run ``step`` loop turns, stop it ``how`` and check it
-    ended cancelled with no task left; returns it (its ``received`` count tells how far it got)."""
+    ended cancelled with no task left and, with ``admin``, no subscription left (before its
+    client closes the connections of its pool); returns it (its ``received`` count tells how
+    far it got)."""
     client = open_redis(parse_redis_url(url), max_connections=4, timeout=5.0)
     tasks = Supervisor("waker-cancel")
     waker = Waker(client, max_waiters=8, tasks=tasks)
@@ -90,6 +106,8 @@ async def _cancel_after(url: str, step: int, how: Literal["cancel", "close"]) ->
         assert task.done(), f"the listener cancelled after {step} loop turns did not end"
         assert task.cancelled(), f"the listener stopped after {step} loop turns ran to its end"
         assert tasks.tasks == []
+        if admin is not None:
+            await _eventually(lambda: _unsubscribed(admin), f"subscribed after {step} turns")
         return waker
     finally:
         await tasks.close()
@@ -105,27 +123,23 @@ async def test_a_listener_cancelled_at_any_step_ends_and_leaves_nothing(
 
     baseline = await clients()  # the admin client alone
     stop = asyncio.Event()
-    publisher = asyncio.ensure_future(_publishing(admin, stop))
+    publisher = asyncio.ensure_future(_publishing(redis_server.url, stop))
     heard = 0
     try:
         for step in range(STEPS):
-            waker = await _cancel_after(redis_server.url, step, how)
+            waker = await _cancel_after(redis_server.url, step, how, admin)
             heard += waker.received > 0
     finally:
         stop.set()
-        await asyncio.wait_for(publisher, END_WITHIN)
+        async with asyncio.timeout(END_WITHIN):
+            await publisher
 
     # Some cancels came after the listener was subscribed and reading messages.
     assert heard > 0
 
-    async def unsubscribed() -> bool:
-        [(_, subscribers)] = await admin.pubsub_numsub(WAKE_CHANNEL)
-        return subscribers == 0
-
     async def disconnected() -> bool:
         return await clients() == baseline
 
-    await _eventually(unsubscribed, "a cancelled listener is still subscribed")
     await _eventually(disconnected, "a cancelled listener's connection is still open")
 
 
