@@ -1,10 +1,14 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twins of the consume hot loops; see :mod:`tubemq_aio._speedups`.
+"""Compiled twins of the consume hot loops and of the producer's plain send; see
+:mod:`tubemq_aio._speedups`.
 
 ``GetMessageParser`` and ``RawDecoder`` give exactly what the pure-Python functions they are
 bound to give (``tests/unit/test_speedups.py`` compares them on random and malformed input);
 ``GetMessageParser.columns`` and ``ColumnDecoder`` are the Spark source's column decode
 (``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``).
+The produce twins (``ResponseDecoder``, ``SendResultParser``, ``PlainSendEncoder``,
+``plain_send_args``) are compared in ``tests/unit/test_speedups_produce.py`` and
+``tests/unit/test_speedups_send.py``.
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
 (an unknown field, a duplicate, a missing required field, a truncated or odd varint, text that
 is not UTF-8) makes the walk return None and is handed to the pure parser, which then decides, so malformed input gets the same
