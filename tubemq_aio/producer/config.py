@@ -164,7 +164,7 @@ def plain_send_args(
 
 _compiled_plain = compiled_twin("plain_send_args")
 #: :func:`plain_send_args`, compiled when the accelerator is built (same answer for every input:
-#: ``tests/unit/test_speedups_produce.py``); what the send path calls.
+#: ``tests/unit/test_speedups_send.py``); what the send path calls.
 is_plain_send: Callable[[object, object, object, object, object], bool] = (
     plain_send_args if _compiled_plain is None else _compiled_plain
 )
