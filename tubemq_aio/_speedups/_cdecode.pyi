@@ -82,9 +82,25 @@ class ResponseDecoder:
 
 class SendResultParser:
     def __init__(
-        self, result_cls: type[Any], fields: tuple[str, ...], fallback: Callable[[bytes, Any], Any]
+        self,
+        result_cls: type[Any],
+        fields: tuple[str, ...],
+        fallback: Callable[[bytes, Any], Any],
+        partition_cls: type[Any] | None = None,
+        broker_cls: type[Any] | None = None,
     ) -> None: ...
     def __call__(self, data: bytes, partition: Any) -> Any: ...
+    def parse(self, data: bytes, partition: Any) -> Any: ...
+
+class PlainSendEncoder:
+    def __init__(self, pure: Any, plain_message: Callable[[bytes], Any]) -> None: ...
+    def plain_parts(
+        self, topic: str, partition_id: int, body: bytes, auth: Any, timeout_ms: int
+    ) -> tuple[tuple[bytes, bytes, bytes], int]: ...
+
+def plain_send_args(
+    topic: object, body: object, attributes: object, msg_type: object, msg_time: object
+) -> bool: ...
 
 class MessageJson:
     def __init__(

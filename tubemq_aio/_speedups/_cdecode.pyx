@@ -1,12 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twins of the consume hot loops; see :mod:`tubemq_aio._speedups`.
+"""Compiled twins of the consume hot loops and of the producer's plain send; see
+:mod:`tubemq_aio._speedups`.
 
 ``GetMessageParser`` and ``RawDecoder`` give exactly what the pure-Python functions they are
 bound to give (``tests/unit/test_speedups.py`` compares them on random and malformed input);
 ``GetMessageParser.columns`` and ``ColumnDecoder`` are the Spark source's column decode
-(``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``);
-``MessageJson`` is the gateway's fetch answer encoding (``tubemq_aio.gateway.tubemq.fetched_messages``,
-compared in ``tests/unit/gateway/test_fetched_messages.py``).
+(``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``).
+The produce twins (``ResponseDecoder``, ``SendResultParser``, ``PlainSendEncoder``,
+``plain_send_args``) are compared in ``tests/unit/test_speedups_produce.py`` and
+``tests/unit/test_speedups_send.py``; ``MessageJson`` is the gateway's fetch answer encoding
+(``tubemq_aio.gateway.tubemq.fetched_messages``, compared in
+``tests/unit/gateway/test_fetched_messages.py``).
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
 (an unknown field, a duplicate, a missing required field, a truncated or odd varint, text that
 is not UTF-8) makes the walk return None and is handed to the pure parser, which then decides, so malformed input gets the same
@@ -15,13 +19,14 @@ error either way.
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_DecodeUTF8
 from cpython.ref cimport Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
@@ -916,6 +921,14 @@ cdef class ResponseDecoder:
 cdef enum:
     _NRESULT = 7
 
+_PARTITION_FIELDS = ("broker", "topic", "partition_id", "partition_key")
+_BROKER_FIELDS = ("broker_id", "host", "port")
+
+
+cdef inline PyObject *_slot(PyObject *obj, Py_ssize_t offset) noexcept:
+    """The object in the slot at ``offset`` of ``obj`` (borrowed), NULL when it is unset."""
+    return (<PyObject **>(<char *>obj + offset))[0]
+
 
 cdef class SendResultParser:
     """``SendResultParser.parse`` compiled: ``(data, partition) -> SendResult``.
@@ -935,16 +948,37 @@ cdef class SendResultParser:
     cdef object result_cls
     cdef Py_ssize_t offsets[_NRESULT]
     cdef object fallback
+    # The slots of Partition (broker, topic, partition_id, partition_key) and of Broker
+    # (broker_id), read straight from an instance of exactly those classes (no attribute
+    # look-up); NULL types when they were not given.
+    cdef PyTypeObject *partition_type
+    cdef PyTypeObject *broker_type
+    cdef Py_ssize_t part_offsets[4]
+    cdef Py_ssize_t broker_offsets[3]
+    cdef object _keep  # the two classes whose layouts the offsets describe
 
-    def __init__(self, result_cls, fields, fallback):
+    def __init__(self, result_cls, fields, fallback, partition_cls=None, broker_cls=None):
         if len(fields) != _NRESULT:
             raise TypeError("SendResult fields changed")
         _slot_offsets(result_cls, tuple(fields), self.offsets)
         self.result_cls = result_cls
         self.result_type = <PyTypeObject *>result_cls
         self.fallback = fallback
+        if partition_cls is not None and broker_cls is not None:
+            _slot_offsets(partition_cls, _PARTITION_FIELDS, self.part_offsets)
+            _slot_offsets(broker_cls, _BROKER_FIELDS, self.broker_offsets)
+            self.partition_type = <PyTypeObject *>partition_cls
+            self.broker_type = <PyTypeObject *>broker_cls
+            self._keep = (partition_cls, broker_cls)
 
     def __call__(self, data, partition):
+        cdef object result = None
+        if PyBytes_CheckExact(data):
+            result = self._walk(data, partition)
+        return self.fallback(data, partition) if result is None else result
+
+    def parse(self, data, partition):
+        """The same as calling the parser (a method, cheaper to call from Python)."""
         cdef object result = None
         if PyBytes_CheckExact(data):
             result = self._walk(data, partition)
@@ -995,10 +1029,29 @@ cdef class SendResultParser:
         # success (1), errCode (2), errMsg (3) are required; messageId (5) spares errMsg's parse.
         if (seen & 0b101110) != 0b101110 or err_code != 200:
             return None
-        cdef object topic = partition.topic
-        cdef object partition_key = partition.partition_key
-        cdef object partition_id = partition.partition_id
-        cdef object broker_id = partition.broker.broker_id
+        cdef PyObject *slot_topic = NULL
+        cdef PyObject *slot_key = NULL
+        cdef PyObject *slot_id = NULL
+        cdef PyObject *slot_broker_id = NULL
+        cdef PyObject *broker = NULL
+        if self.partition_type != NULL and <PyTypeObject *>Py_TYPE(partition) == self.partition_type:
+            broker = _slot(<PyObject *>partition, self.part_offsets[0])
+            slot_topic = _slot(<PyObject *>partition, self.part_offsets[1])
+            slot_id = _slot(<PyObject *>partition, self.part_offsets[2])
+            slot_key = _slot(<PyObject *>partition, self.part_offsets[3])
+            if broker != NULL and <PyTypeObject *>Py_TYPE(<object>broker) == self.broker_type:
+                slot_broker_id = _slot(broker, self.broker_offsets[0])
+        cdef object topic, partition_key, partition_id, broker_id
+        if slot_topic != NULL and slot_key != NULL and slot_id != NULL and slot_broker_id != NULL:
+            topic = <object>slot_topic
+            partition_key = <object>slot_key
+            partition_id = <object>slot_id
+            broker_id = <object>slot_broker_id
+        else:  # another class, or a slot left unset: as Python reads it
+            topic = partition.topic
+            partition_key = partition.partition_key
+            partition_id = partition.partition_id
+            broker_id = partition.broker.broker_id
         cdef object mid = message_id
         cdef object at = append_time
         cdef object ao = append_offset
@@ -1385,3 +1438,96 @@ cdef class MessageJson:
         if w - PyBytes_AS_STRING(out) != total:  # pragma: no cover - a sizing bug of ours
             raise AssertionError("message JSON size mismatch")
         return out
+
+# ---- the produce request path -----------------------------------------------------------------
+
+
+cdef Py_ssize_t _MAX_CACHED = 65536  # SendRequestEncoder.MAX_CACHED_PREFIXES
+
+
+cdef class _PlainHead:
+    """The request pieces around a plain body for one partition: valid for one ``authInfo``
+    object, wire timeout and body size (the envelope and the protobuf lengths depend on them)."""
+
+    cdef object auth
+    cdef long long timeout_ms
+    cdef Py_ssize_t size
+    cdef object head
+    cdef object tail
+
+
+cdef class PlainSendEncoder:
+    """``SendRequestEncoder.plain_parts`` compiled: the request of a plain message (a ``bytes``
+    body without attributes, type or time) as ``((head, body, tail), size)``.
+
+    Every head and tail comes from the pure encoder (its ``encode_parts``), made once per
+    partition, ``authInfo``, wire timeout and body size and kept here, so the bytes are the pure
+    encoder's own; a send then costs two dictionary look-ups.
+
+    Args:
+        pure: the producer's ``SendRequestEncoder``.
+        plain_message: ``tubemq_aio.protocol.message.plain_message``.
+    """
+
+    cdef object pure
+    cdef object plain_message
+    cdef dict topics  # topic -> {partition id -> _PlainHead}
+    cdef Py_ssize_t cached
+
+    def __init__(self, pure, plain_message):
+        self.pure = pure
+        self.plain_message = plain_message
+        self.topics = {}
+        self.cached = 0
+
+    def plain_parts(self, topic, partition_id, body, auth, long long timeout_ms):
+        """As ``SendRequestEncoder.plain_parts``."""
+        cdef PyObject *found
+        cdef dict heads
+        cdef _PlainHead entry
+        found = PyDict_GetItem(self.topics, topic)
+        if found != NULL and PyBytes_CheckExact(body):
+            found = PyDict_GetItem(<dict>found, partition_id)
+            if found != NULL:
+                entry = <_PlainHead>found
+                if (entry.auth is auth and entry.timeout_ms == timeout_ms
+                        and entry.size == PyBytes_GET_SIZE(body)):
+                    return (entry.head, body, entry.tail), (
+                        PyBytes_GET_SIZE(entry.head) + entry.size + PyBytes_GET_SIZE(entry.tail))
+        return self._miss(topic, partition_id, body, auth, timeout_ms)
+
+    cdef object _miss(self, topic, partition_id, body, auth, long long timeout_ms):
+        head, data, tail, size = self.pure.encode_parts(
+            topic, partition_id, self.plain_message(body), auth, timeout_ms)
+        if PyBytes_CheckExact(body) and type(topic) is str and type(partition_id) is int:
+            if self.cached >= _MAX_CACHED:
+                self.topics.clear()
+                self.cached = 0
+            heads = self.topics.get(topic)
+            if heads is None:
+                heads = self.topics[topic] = {}
+            entry = _PlainHead()
+            entry.auth = auth
+            entry.timeout_ms = timeout_ms
+            entry.size = PyBytes_GET_SIZE(body)
+            entry.head = head
+            entry.tail = tail
+            if partition_id not in heads:
+                self.cached += 1
+            heads[partition_id] = entry
+        return (head, data, tail), size
+
+
+def plain_send_args(topic, body, attributes, msg_type, msg_time):
+    """``tubemq_aio.producer.config.plain_send_args`` compiled (same answer for every input)."""
+    cdef Py_ssize_t i, n
+    cdef Py_UCS4 c
+    if not (type(topic) is str and PyBytes_CheckExact(body) and attributes is None
+            and msg_type is None and msg_time is None and PyBytes_GET_SIZE(body) > 0):
+        return False
+    n = len(<str>topic)
+    for i in range(n):  # topic.strip() != "": some character is not white space
+        c = (<str>topic)[i]
+        if not Py_UNICODE_ISSPACE(c):
+            return True
+    return False

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
-from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
@@ -182,11 +182,16 @@ class GroupAccess:
 
     Attributes:
         principal: the API key of the request.
-        group: the configured group of the path's ``{group}``.
+        config: the configured group of the path's ``{group}``.
     """
 
     principal: ApiKey
-    group: GroupConfig
+    config: GroupConfig
+
+    @property
+    def group(self) -> GroupSpec:
+        """The group as the consume engine serves it (``config.spec``)."""
+        return self.config.spec
 
 
 class _GroupScope(_BearerKey):
