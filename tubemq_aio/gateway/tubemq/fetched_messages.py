@@ -1,8 +1,9 @@
 """The messages of one gateway read, kept as the broker sent them and written straight to JSON.
 
-A fetch answer carries about 1 300 messages, and building a :class:`~tubemq_aio.models.Message`
-and then a dict per message (``messages_json``) for ``orjson`` to walk cost more CPU than the rest
-of the fetch. So a read keeps the broker's ``RawMessage`` tuples, screened by the consume rules
+A fetch answer carries about 1 300 messages, and decoding each into a
+:class:`~tubemq_aio.models.Message`, then a dict (``messages_json``) for ``orjson`` to walk, was
+about a third of the replica's CPU per fetch (docs/gateway.md, "Where the time goes"). So a read
+keeps the broker's ``RawMessage`` tuples, screened by the consume rules
 (:func:`screen_raw_messages`: the same checks, counters and log lines as
 ``decode_raw_messages``, docs/protocol/consumer.md §5), and the answer writes its ``messages``
 array from them in one pass (:func:`encode_messages_json`): the bytes ``orjson`` gives for
