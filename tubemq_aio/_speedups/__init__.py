@@ -1,4 +1,5 @@
-"""The optional compiled accelerator of the consume hot loops (``_cdecode.pyx``) and its build.
+"""The optional compiled accelerator (``_cdecode.pyx``, one extension module; its parts, one job
+each, in ``_consume.pxi``, ``_frames.pxi``, ``_produce.pxi`` and ``_answer_json.pxi``) and its build.
 
 Nothing here is imported directly: :mod:`tubemq_aio.accelerator` loads the extension when it is
 built and says which compiled twins there are. ``python -m tubemq_aio._speedups.build`` builds it.
