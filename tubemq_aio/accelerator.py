@@ -2,10 +2,13 @@
 
 The extension ``tubemq_aio._speedups._cdecode`` (Cython source ``_cdecode.pyx``) holds compiled
 versions of :func:`tubemq_aio.protocol.consumer_replies.parse_get_message_response` and
-:func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder and of the Spark
-source's column decode (:mod:`tubemq_aio.spark._columns`). Those functions stay the entry
-points: they use the compiled version when it is built and importable, and their own pure-Python
-code otherwise, with the same results and the same errors.
+:func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder, of the Spark
+source's column decode (:mod:`tubemq_aio.spark._columns`), of the producer's plain send
+(:func:`tubemq_aio.protocol.producer_send.plain_send_encoder`, the plain check
+:func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse) and of the
+gateway's fetch answer encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those
+functions stay the entry points: they use the compiled version when it is built and importable,
+and their own pure-Python code otherwise, with the same results and the same errors.
 
 This loader is on the ground floor: it imports nothing of ours. The extension sits above
 ``protocol/`` (it imports the frame constants), so the loader finds it by name at run time, the

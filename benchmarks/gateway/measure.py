@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from benchmarks.gateway.lean_http import LeanClient
 from tubemq_aio import ClientBalancedConsumer, Producer
 
 BODY = "x" * 100
@@ -177,25 +178,27 @@ async def http_consume(
     """Messages/s through fetch → ack (acks piggy-backed on the next fetch) until ``count``,
     and how many acks went out alone at the end (one per consumer left holding a lease).
 
-    ``max_messages`` None leaves the gateway's default; answers are parsed with orjson.
+    ``max_messages`` None leaves the gateway's default. Each consumer has its own keep-alive
+    connection (:class:`~benchmarks.gateway.lean_http.LeanClient`, the cheapest honest load:
+    see "The consume client" in docs/benchmarks.md) and parses each whole answer with orjson.
     """
     got = last_acks = 0
     done = asyncio.Event()
     headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
 
-        async def loop() -> None:
-            nonlocal got, last_acks
-            pending: list[str] = []
+    async def loop() -> None:
+        nonlocal got, last_acks
+        pending: list[str] = []
+        async with LeanClient(url, headers) as client:
             while not done.is_set():
                 body: dict[str, object] = {"wait_ms": 500}
                 if max_messages is not None:
                     body["max_messages"] = max_messages
                 if pending:
                     body["ack"] = pending
-                r = await client.post(f"/v1/groups/{group}/fetch", json=body, headers=headers)
+                r = await client.post(f"/v1/groups/{group}/fetch", json=body)
                 if r.status_code != 200:
-                    raise RuntimeError(f"fetch answered {r.status_code}: {r.text[:300]}")
+                    raise RuntimeError(f"fetch answered {r.status_code}: {r.content[:300]!r}")
                 reply = orjson.loads(r.content)
                 pending = []
                 if reply["status"] == "ok":
@@ -204,17 +207,17 @@ async def http_consume(
                     if got >= count:
                         done.set()
             if pending:
-                await client.post(f"/v1/leases/{pending[0]}/ack", headers=headers)
+                await client.post(f"/v1/leases/{pending[0]}/ack")
                 last_acks += 1
 
-        began = time.monotonic()
-        tasks = [asyncio.create_task(loop()) for _ in range(consumers)]
-        try:
-            await asyncio.wait_for(done.wait(), timeout)
-        finally:
-            elapsed = time.monotonic() - began
-            done.set()
-            await asyncio.gather(*tasks)
+    began = time.monotonic()
+    tasks = [asyncio.create_task(loop()) for _ in range(consumers)]
+    try:
+        await asyncio.wait_for(done.wait(), timeout)
+    finally:
+        elapsed = time.monotonic() - began
+        done.set()
+        await asyncio.gather(*tasks)
     return got / elapsed, last_acks
 
 

@@ -33,6 +33,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import sys
 import tomllib
 from collections.abc import Awaitable, Callable, Generator
@@ -81,8 +82,10 @@ class Block:
 
 
 def _dedent(body: str, indent: int) -> str:
-    return "".join(line[indent:] if line[:indent].isspace() else line for line in
-                   body.splitlines(keepends=True))  # fmt: skip
+    return "".join(
+        line[indent:] if line[:indent].isspace() else line
+        for line in body.splitlines(keepends=True)
+    )
 
 
 def page_blocks(page: Path) -> list[Block]:
@@ -134,16 +137,26 @@ async def _given(name: str, cluster: FakeCluster, stack: list[Callable[[], Await
         stack.append(producer.close)
         return producer
     if name == "consumer":
-        consumer = Consumer(cluster.master_addr, group="docs", topics=["demo"],
-                            consume_from="earliest", heartbeat_interval=1)  # fmt: skip
+        consumer = Consumer(
+            cluster.master_addr,
+            group="docs",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=1,
+        )
         await consumer.start()
         stack.append(consumer.close)
         return consumer
     if name == "message":
         async with Producer(cluster.master_addr, topics=["demo"]) as producer:
             await producer.send("demo", b"given")
-        async with Consumer(cluster.master_addr, group="docs-message", topics=["demo"],
-                            consume_from="earliest", heartbeat_interval=1) as consumer:  # fmt: skip
+        async with Consumer(
+            cluster.master_addr,
+            group="docs-message",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=1,
+        ) as consumer:
             async for msg in consumer:
                 return msg
     raise AssertionError(f"no given named {name!r}")
@@ -186,9 +199,13 @@ async def _run_bash(block: Block, cluster: FakeCluster, cwd: Path) -> None:
     if block.lang == "console":
         script = "\n".join(line[2:] for line in script.splitlines() if line.startswith("$ "))
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-e", "-o", "pipefail", "-c", script, cwd=cwd, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        *shlex.split("bash -e -o pipefail -c"),
+        script,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         async with asyncio.timeout(BLOCK_DEADLINE * 2):
             out, err = await proc.communicate()

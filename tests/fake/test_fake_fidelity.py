@@ -18,6 +18,9 @@ TOPICS = ("fa", "fb", "fc")
 MEMBER_TIMEOUT = 6.0  # > the members' 2 s heartbeat, as 30 s is on the real cluster
 REGISTRATION_TIMEOUT = 9.0  # the broker outlasts the master by 3 s (35 s vs 30 s for real)
 BALANCE_PERIOD = 2.0
+#: The fake's stand-in for the real broker's offset-file delay (seconds): commits older than
+#: this survive a crash; the crash loses those of the last half of it.
+OFFSETS_PERSISTED = 1.0
 
 
 @pytest_asyncio.fixture
@@ -34,11 +37,19 @@ async def target() -> AsyncIterator[fidelity.Target]:
             await cluster.stop_broker(broker_id)
             await cluster.start_broker(broker_id)
 
+        async def crash(broker_id: int) -> None:
+            await cluster.stop_broker(broker_id)
+            await cluster.start_broker(
+                broker_id, lose_newest=10**6, lose_offsets=OFFSETS_PERSISTED / 2
+            )
+
         yield fidelity.Target(
             master_addr=cluster.master_addr,
             brokers=2,
             partitions=3,
             restart_broker=restart,
+            crash_broker=crash,
+            offsets_persisted=OFFSETS_PERSISTED,
             registration_timeout=REGISTRATION_TIMEOUT,
             balance_period=BALANCE_PERIOD,
             name="fake",
@@ -60,3 +71,7 @@ async def test_scenarios_on_the_fake(
 
 async def test_broker_restart_on_the_fake(target: fidelity.Target) -> None:
     await fidelity.broker_restarted(target, TOPICS[0])
+
+
+async def test_fetch_beyond_the_end_on_the_fake(target: fidelity.Target) -> None:
+    await fidelity.fetch_beyond_end(target, TOPICS[0])

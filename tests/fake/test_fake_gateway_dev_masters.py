@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -22,11 +23,15 @@ pytestmark = pytest.mark.system
 async def test_dev_on_given_masters(tmp_path: Path) -> None:
     async with FakeCluster(topics={"orders": 2}) as cluster:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tubemq_aio.gateway", "dev", "--masters", cluster.master_addr,
-            "--topic", "orders", "--group", "order-readers",
-            cwd=ROOT, env=dev_env(tmp_path), stdout=asyncio.subprocess.PIPE,
+            sys.executable,
+            *shlex.split("-m tubemq_aio.gateway dev --masters"),
+            cluster.master_addr,
+            *shlex.split("--topic orders --group order-readers"),
+            cwd=ROOT,
+            env=dev_env(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+        )
         assert proc.stdout is not None
         lines: list[str] = []
         async with asyncio.timeout(60):

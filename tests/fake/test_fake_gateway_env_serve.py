@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -47,10 +48,13 @@ async def test_a_produce_only_gateway_from_the_environment(tmp_path: Path) -> No
             "TUBEMQ_GATEWAY_PORT": str(port),
         }
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tubemq_aio.gateway", "--log-level", "warning",
-            cwd=tmp_path, env=env, stdout=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            *shlex.split("-m tubemq_aio.gateway --log-level warning"),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        )
         try:
             auth = {"Authorization": "Bearer env-key-0123456789"}
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as http:

@@ -34,8 +34,11 @@ async def test_gathering_keeps_order_bound_and_cursor() -> None:
             )
             assert [m.body for m in first.messages] == [f"a{i}".encode() for i in range(30)]
             assert (first.status, first.batches, first.rpcs, first.registered) == (
-                "ok", 3, 4, False,
-            )  # fmt: skip
+                "ok",
+                3,
+                4,
+                False,
+            )
 
             # 1 big message, then a batch of 10 that would pass 5: read, rolled back
             second = await tube.read(

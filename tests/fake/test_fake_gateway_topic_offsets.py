@@ -18,9 +18,13 @@ from tubemq_aio.testing._fake_store import INDEX_UNIT
 
 def config(masters: str) -> GatewayConfig:
     return GatewayConfig(
-        masters=masters, redis="redis://127.0.0.1:1/0", secret="s" * 16,
-        produce_topics=("t",), allow_anonymous=True, rpc_timeout=3.0,
-    )  # fmt: skip
+        masters=masters,
+        redis="redis://127.0.0.1:1/0",
+        secret="s" * 16,
+        produce_topics=("t",),
+        allow_anonymous=True,
+        rpc_timeout=3.0,
+    )
 
 
 async def test_partitions_and_offsets_follow_what_was_produced() -> None:

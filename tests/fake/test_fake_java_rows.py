@@ -27,9 +27,14 @@ from tubemq_aio.testing import FakeCluster, Fault, TopicLayout, wait_until
 def cb_consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
     """A client-balanced consumer of topic ``demo`` (one node), fast heartbeats."""
     return ClientBalancedConsumer(
-        cluster.master_addr, group="cb1", topics=["demo"], source_count=1, node_id=0,
-        heartbeat_interval=HEARTBEAT, **options,  # type: ignore[arg-type]
-    )  # fmt: skip
+        cluster.master_addr,
+        group="cb1",
+        topics=["demo"],
+        source_count=1,
+        node_id=0,
+        heartbeat_interval=HEARTBEAT,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 async def test_wait_for_assignment_returns_the_held_partitions() -> None:
@@ -143,9 +148,10 @@ async def test_client_balanced_consumer_acts_on_the_masters_consume_from_max() -
             await first.nack()
             cluster.set_consume_from_max("cb1")
             await wait_until(
-                lambda: consumer.positions()["1:demo:0"].current_offset == 28 * 10, 10,
+                lambda: consumer.positions()["1:demo:0"].current_offset == 28 * 10,
+                10,
                 "moved to the max offset",
-            )  # fmt: skip
+            )
             later = await produce(cluster.master_addr, "demo", 3, prefix="late")
             assert await drain(consumer, 3, timeout=10) == later  # none of the first ten
             control = consumer._session.max_offset_ctrl  # type: ignore[union-attr]
@@ -153,9 +159,10 @@ async def test_client_balanced_consumer_acts_on_the_masters_consume_from_max() -
             assert not control.pending
             reports = cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2)
             await wait_until(
-                lambda: cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2) >= reports + 2, 10,
+                lambda: cluster.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2) >= reports + 2,
+                10,
                 "two more heartbeats",
-            )  # fmt: skip
+            )
             assert consumer.positions()["1:demo:0"].current_offset == 28 * 13  # no second reset
 
 
@@ -191,9 +198,11 @@ async def test_register_fail_wait_paces_the_register_attempts() -> None:
 async def test_heartbeat_retry_backoff_after_heartbeat_max_retries() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         consumer = group_consumer(
-            cluster, "g1", heartbeat_max_retries=0,
+            cluster,
+            "g1",
+            heartbeat_max_retries=0,
             heartbeat_retry_backoff=0.1,
-        )  # fmt: skip
+        )
         async with consumer:
             await consumer.wait_for_assignment(20)
             cluster.inject(Method.MASTER_CONSUMER_HEARTBEAT, Fault.error(500), times=None)

@@ -131,15 +131,23 @@ async def test_every_client_works_against_a_legacy_cluster() -> None:
             for body in bodies:
                 await producer.send("demo", body)
         group = Consumer(
-            cluster.master_addr, group="g1", topics=["demo"], consume_from="earliest",
-            heartbeat_interval=HEARTBEAT, framing="legacy-length",
-        )  # fmt: skip
+            cluster.master_addr,
+            group="g1",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=HEARTBEAT,
+            framing="legacy-length",
+        )
         async with group:
             assert sorted(await drain(group, len(bodies), timeout=20)) == sorted(bodies)
         balanced = ClientBalancedConsumer(
-            cluster.master_addr, group="cb1", topics=["demo"], consume_from="earliest",
-            heartbeat_interval=HEARTBEAT, framing="legacy-length",
-        )  # fmt: skip
+            cluster.master_addr,
+            group="cb1",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=HEARTBEAT,
+            framing="legacy-length",
+        )
         async with balanced:
             for meta in await balanced.partitions():
                 await balanced.connect(meta.partition_key)
@@ -184,9 +192,13 @@ async def test_the_cli_reaches_a_legacy_cluster_through_the_url() -> None:
     async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
         url = f"tubemq://{cluster.master_addr}?framing=legacy-length"
         done = await asyncio.to_thread(
-            subprocess.run, cli_argv("produce", "--master", url, "--topic", "demo", "-q"),
-            input=b"one\ntwo\n", capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT,
-        )  # fmt: skip
+            subprocess.run,
+            cli_argv("produce", "--master", url, "--topic", "demo", "-q"),
+            input=b"one\ntwo\n",
+            capture_output=True,
+            env=cli_env(),
+            timeout=CALL_TIMEOUT,
+        )
         assert done.returncode == 0, done.stderr
         assert cluster.message_count("demo") == 2
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from tests.support.fake_helpers import HEARTBEAT, drain, group_consumer, produce
+from tests.support.fake_helpers import cb_consumer, drain, group_consumer, produce
 from tubemq_aio import ClientBalancedConsumer, Consumer, ServerError
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
@@ -48,16 +48,6 @@ async def _committed_then_crashed(
     assert cluster.group_offset("g1", 1, "demo", 0) == OLD * INDEX_UNIT
 
 
-def _cb_consumer(cluster: FakeCluster) -> ClientBalancedConsumer:
-    return ClientBalancedConsumer(
-        cluster.master_addr,
-        group="g1",
-        topics=["demo"],
-        consume_from="earliest",
-        heartbeat_interval=HEARTBEAT,
-    )
-
-
 def _member_read(cluster: FakeCluster) -> Callable[[], Awaitable[list[bytes]]]:
     """Reads the old messages with a server-balanced member of ``g1`` that then closes."""
 
@@ -72,7 +62,7 @@ def _cb_member_read(cluster: FakeCluster) -> Callable[[], Awaitable[list[bytes]]
     """Reads the old messages with a client-balanced member of ``g1`` that then closes."""
 
     async def read() -> list[bytes]:
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             await consumer.connect(KEY)
             return await drain(consumer, OLD, timeout=20)
 
@@ -189,7 +179,7 @@ async def test_a_client_balanced_connect_without_offset_reads_every_new_message(
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             position = await consumer.connect(KEY)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
             new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
@@ -245,7 +235,7 @@ async def test_a_refused_second_register_fails_a_client_balanced_connect() -> No
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
         refused = _refuse_first_rewind(cluster)
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             with pytest.raises(ServerError) as caught:
                 await consumer.connect(KEY)
             assert caught.value.err_code == 500
@@ -259,7 +249,7 @@ async def test_a_requested_offset_is_clamped_after_the_crash() -> None:
     the register asks for is clamped to the store's range, so nothing is rewound."""
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
-        async with _cb_consumer(cluster) as consumer:
+        async with cb_consumer(cluster, "g1") as consumer:
             position = await consumer.connect(KEY, offset=OLD * INDEX_UNIT)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
             assert consumer.stats.offset_rewinds == 0
@@ -276,7 +266,36 @@ async def test_start_broker_refuses_bad_input_and_a_running_broker() -> None:
             await cluster.start_broker(1, lose_newest=1.5)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=">= 0"):
             await cluster.start_broker(1, lose_newest=-1)
+        with pytest.raises(TypeError, match="lose_offsets"):
+            await cluster.start_broker(1, lose_offsets="5")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="lose_offsets"):
+            await cluster.start_broker(1, lose_offsets=True)
+        for bad in (-1.0, float("nan"), float("inf"), 61.0):
+            with pytest.raises(ValueError, match="lose_offsets"):
+                await cluster.start_broker(1, lose_offsets=bad)
         with pytest.raises(KeyError):
             await cluster.start_broker(7)
         assert await cluster.start_broker(1, lose_newest=3) == []  # an empty store loses nothing
         assert cluster.message_count("demo") == 0
+
+
+async def test_a_sigkill_loses_the_newest_committed_offsets() -> None:
+    """``lose_offsets``: the group offsets committed in the last seconds before the stop are
+    undone (a real broker had not written them to its offset file), older ones stay."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        broker = cluster.brokers[0]
+        clock = [1000.0]
+        broker.clock = lambda: clock[0]
+        broker.offsets[("g1", "demo", 0)] = 280
+        clock[0] = 1020.0
+        broker.offsets[("g1", "demo", 0)] = 560
+        broker.offsets[("g2", "demo", 0)] = 28
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1, lose_offsets=11.0)
+        assert cluster.group_offset("g1", 1, "demo", 0) == 280
+        assert ("g2", "demo", 0) not in broker.offsets  # g2 had no offset 11 s before
+        # Without lose_offsets (a clean stop, or a SIGKILL after the file was written):
+        broker.offsets[("g1", "demo", 0)] = 560
+        await cluster.stop_broker(1)
+        await cluster.start_broker(1)
+        assert cluster.group_offset("g1", 1, "demo", 0) == 560

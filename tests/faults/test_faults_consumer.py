@@ -67,9 +67,14 @@ async def test_consumer_under_fault(name: str) -> None:
     async with fault_env(brokers=2, max_batch=BATCH) as env:
         sent = await _produce(env)
         consumer = Consumer(
-            env.master_addr, group="gf", topics=["demo"], consume_from="earliest",
-            heartbeat_interval=1, confirm_timeout=5, rpc_timeout=3,
-        )  # fmt: skip
+            env.master_addr,
+            group="gf",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=1,
+            confirm_timeout=5,
+            rpc_timeout=3,
+        )
         await bounded(consumer.start(), 10)
         try:
             got = await _consume_through(env, name, consumer, sent)
@@ -84,10 +89,18 @@ async def test_client_balanced_consumer_under_fault(name: str) -> None:
     async with fault_env(brokers=2, max_batch=BATCH) as env:
         sent = await _produce(env)
         consumer = ClientBalancedConsumer(
-            env.master_addr, group="gcb", topics=["demo"], source_count=1, node_id=0,
-            consume_from="earliest", heartbeat_interval=1, confirm_timeout=5, rpc_timeout=3,
-            reconnect_delay=0.05, reconnect_delay_max=0.5,
-        )  # fmt: skip
+            env.master_addr,
+            group="gcb",
+            topics=["demo"],
+            source_count=1,
+            node_id=0,
+            consume_from="earliest",
+            heartbeat_interval=1,
+            confirm_timeout=5,
+            rpc_timeout=3,
+            reconnect_delay=0.05,
+            reconnect_delay_max=0.5,
+        )
         assert consumer.config.reconnect_delay == 0.05
         await bounded(consumer.start(), 10)
         try:

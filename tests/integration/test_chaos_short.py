@@ -101,10 +101,11 @@ async def test_short_chaos_run_loses_nothing_acknowledged() -> None:
         await _master_failover_is_quick(cluster)
     totals, events = result["totals"], result["events"]
     assert totals["untyped_errors"] == [], totals
+    assert totals["acked_not_stored"] == 0, totals  # the read-back found every acked message
     assert all(n > 0 for n in totals["acked_by_producer"].values()), totals  # both loops sent
     for group in GROUPS:
         assert totals[group]["lost"] == 0, (group, events)
-        assert totals[group]["lost_unflushed"] == 0, (group, events)  # no broker was SIGKILLed
+        assert totals[group]["never_stored"] == 0, (group, events)  # no broker was SIGKILLed
         assert totals[group]["lost_outside_events"] == 0, (group, totals)
     assert [e["event"] for e in events] == list(plan.events)
     for event in events:

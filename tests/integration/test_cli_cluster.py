@@ -39,8 +39,10 @@ def test_produce_pipe_consume_round_trip(
     """produce lines → consume as JSON | produce --json (a copy) → consume raw: same bodies."""
     master = cluster.master_addr
     text = b"\n".join(_input_lines()) + b"\n\n"  # a trailing empty line is skipped
-    done = run_cli("produce", "--master", master, "--topic", topic, "--attr", "src=cli",
-                   "--msg-type", "t1", stdin=text)  # fmt: skip
+    done = run_cli(
+        *shlex.split(f"produce --master {master} --topic {topic} --attr src=cli --msg-type t1"),
+        stdin=text,
+    )
     assert done.returncode == 0, done.stderr
     assert f"sent {COUNT} messages to {topic}, 0 failed, 1 empty lines skipped" in (
         done.stderr.decode()
@@ -55,18 +57,27 @@ def test_produce_pipe_consume_round_trip(
     total = COUNT + len(BINARY)
 
     copied = tmp_path / "copied.jsonl"
-    consume = cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_pipe",
-                       "--from", "earliest", "--count", str(total), "--timeout", "90")  # fmt: skip
+    consume = cli_argv(
+        *shlex.split(
+            f"consume --master {master} --topic {topic} --group cli_pipe "
+            f"--from earliest --count {total} --timeout 90"
+        ),
+    )
     produce = cli_argv("produce", "--master", master, "--topic", second_topic, "--json")
     pipeline = f"{shlex.join(consume)} | tee {shlex.quote(str(copied))} | {shlex.join(produce)}"
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], capture_output=True,
-                          env=cli_env(), timeout=2 * CALL_TIMEOUT)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", pipeline],
+        capture_output=True,
+        env=cli_env(),
+        timeout=2 * CALL_TIMEOUT,
+    )
     assert done.returncode == 0, done.stderr
     assert f"sent {total} messages to {second_topic}, 0 failed" in done.stderr.decode()
 
     # Every printed line is a JSON object jq accepts, with the documented fields.
-    check = subprocess.run(["jq", "-e", "-c", JQ_FILTER, str(copied)], capture_output=True,
-                           timeout=30)  # fmt: skip
+    check = subprocess.run(
+        ["jq", "-e", "-c", JQ_FILTER, str(copied)], capture_output=True, timeout=30
+    )
     assert check.returncode == 0, check.stderr
     kinds = [json.loads(line) for line in check.stdout.splitlines()]
     assert len(kinds) == total
@@ -76,9 +87,13 @@ def test_produce_pipe_consume_round_trip(
     assert {r["topic"] for r in records} == {topic}
     assert all(r["attributes"] == {"src": "cli"} for r in records if r["msg_type"] == "t1")
 
-    done = run_cli("consume", "--master", master, "--topic", second_topic, "--group", "cli_copy",
-                   "--from", "earliest", "--count", str(total), "--timeout", "90",
-                   "--format", "json")  # fmt: skip
+    done = run_cli(
+        *shlex.split(
+            f"consume --master {master} --topic {second_topic} --group "
+            f"cli_copy --from earliest --count {total} --timeout 90 "
+            "--format json"
+        ),
+    )
     assert done.returncode == 0, done.stderr
     back = [json.loads(line) for line in done.stdout.splitlines()]
     bodies = sorted(
@@ -121,9 +136,13 @@ def test_consume_ends_cleanly_on_sigterm(cluster: LocalCluster, topic: str) -> N
     done = run_cli("produce", "--master", master, "--topic", topic, stdin=b"a\nb\nc\n")
     assert done.returncode == 0, done.stderr
     first, out, err, code = sigterm_after_first_line(
-        cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_term",
-                 "--from", "earliest", "--format", "raw")
-    )  # fmt: skip
+        cli_argv(
+            *shlex.split(
+                f"consume --master {master} --topic {topic} --group cli_term "
+                "--from earliest --format raw"
+            ),
+        )
+    )
     assert first.rstrip(b"\n") in {b"a", b"b", b"c"}
     assert code == 0, err
     assert err == b""
@@ -136,9 +155,12 @@ def test_consume_ends_cleanly_on_sigterm(cluster: LocalCluster, topic: str) -> N
     # offset and a member starting from latest would skip what those partitions hold.
     rest = 3 - len(printed)
     if rest:
-        done = run_cli("consume", "--master", master, "--topic", topic, "--group", "cli_term",
-                       "--from", "earliest", "--count", str(rest), "--timeout", "90",
-                       "--format", "raw")  # fmt: skip
+        done = run_cli(
+            *shlex.split(
+                f"consume --master {master} --topic {topic} --group cli_term "
+                f"--from earliest --count {rest} --timeout 90 --format raw"
+            ),
+        )
         assert done.returncode == 0, done.stderr
         printed += done.stdout.splitlines(keepends=True)
     assert sorted(printed) == [b"a\n", b"b\n", b"c\n"]
@@ -150,14 +172,17 @@ def test_topics_groups_and_reading_to_the_end(cluster: LocalCluster, topic: str)
     everything again without a group; ``topics`` and ``groups`` list from the web API."""
     master, web = cluster.master_addr, cluster.web_api.url
     lines = [f"e{i}" for i in range(30)]
-    done = run_cli("produce", "--master", master, "--topic", topic, "-q",
-                   stdin="".join(f"{x}\n" for x in lines).encode())  # fmt: skip
+    done = run_cli(
+        *shlex.split(f"produce --master {master} --topic {topic} -q"),
+        stdin="".join(f"{x}\n" for x in lines).encode(),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == b""
 
     group = ["--master", master, "--topic", topic, "--group", "cli_whole", "--format", "raw"]
-    first = run_cli("consume", *group, "--from", "earliest", "--count", "1", "--finish-batch",
-                    "--timeout", "90")  # fmt: skip
+    first = run_cli(
+        "consume", *group, *shlex.split("--from earliest --count 1 --finish-batch --timeout 90")
+    )
     assert first.returncode == 0, first.stderr
     rest = run_cli("consume", *group, "-e", "--timeout", "90")
     assert rest.returncode == 0, rest.stderr
@@ -165,8 +190,12 @@ def test_topics_groups_and_reading_to_the_end(cluster: LocalCluster, topic: str)
     printed = first.stdout.decode().split() + rest.stdout.decode().split()
     assert sorted(printed) == sorted(lines)  # nothing lost, nothing twice
 
-    again = run_cli("consume", "--master", master, "--topic", topic, "--partition", "all",
-                    "--offset", "earliest", "-e", "-q", "--format", "raw")  # fmt: skip
+    again = run_cli(
+        *shlex.split(
+            f"consume --master {master} --topic {topic} --partition all "
+            "--offset earliest -e -q --format raw"
+        ),
+    )
     assert again.returncode == 0, again.stderr
     assert again.stderr == b""
     assert sorted(again.stdout.decode().split()) == sorted(lines)
@@ -174,11 +203,21 @@ def test_topics_groups_and_reading_to_the_end(cluster: LocalCluster, topic: str)
     topics = run_cli("topics", "--web", web, "--format", "json")
     assert topics.returncode == 0, topics.stderr
     mine = [t for t in json.loads(topics.stdout) if t["topic"] == topic]
-    assert mine == [{"topic": topic, "partitions": 3 * len(cluster.brokers),
-                     "running_partitions": 3 * len(cluster.brokers), "publish": True,
-                     "subscribe": True}]  # fmt: skip
-    argv = cli_argv("consume", "--master", master, "--topic", topic, "--group", "cli_online",
-                    "--from", "earliest", "--format", "raw")  # fmt: skip
+    assert mine == [
+        {
+            "topic": topic,
+            "partitions": 3 * len(cluster.brokers),
+            "running_partitions": 3 * len(cluster.brokers),
+            "publish": True,
+            "subscribe": True,
+        }
+    ]
+    argv = cli_argv(
+        *shlex.split(
+            f"consume --master {master} --topic {topic} --group cli_online "
+            "--from earliest --format raw"
+        ),
+    )
     online = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
     try:
         assert online.stdout is not None
@@ -233,22 +272,11 @@ def test_help_is_complete() -> None:
     expected = {
         "produce": ["--attr", "--msg-type", "--key", "--rate", "--json", "FILE|-"],
         "consume": [
-            "--group",
-            "--from",
-            "--count",
-            "--timeout",
-            "--format",
-            "--msg-type",
-            "--partition",
-            "--offset",
-            "--exit-at-end",
-            "--finish-batch",
-            "--tls-ca",
-            "--tls-cert",
-            "--tls-key",
-            "--user",
-            "--password",
-            "-q",
+            *shlex.split(
+                "--group --from --count --timeout --format --msg-type "
+                "--partition --offset --exit-at-end --finish-batch --tls-ca "
+                "--tls-cert --tls-key --user --password -q"
+            ),
         ],
         "topics": ["--web", "--format"],
         "groups": ["--web", "--topic", "--format"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import subprocess
 from collections.abc import AsyncIterator
 
@@ -25,10 +26,17 @@ async def fake() -> AsyncIterator[FakeCluster]:
     """A fake with topic ``src`` (3 partitions) holding COUNT messages and an empty ``copy``."""
     async with FakeCluster({"src": 3, "copy": 3}, max_batch=8) as cluster:
         lines = "".join(
-            json.dumps({"body": f"m{i}", "attributes": {"i": str(i)}, "msg_type": "t",
-                        "msg_time": "2026-01-02T03:04:00"}) + "\n"
+            json.dumps(
+                {
+                    "body": f"m{i}",
+                    "attributes": {"i": str(i)},
+                    "msg_type": "t",
+                    "msg_time": "2026-01-02T03:04:00",
+                }
+            )
+            + "\n"
             for i in range(COUNT)
-        )  # fmt: skip
+        )
         done = await _cli(cluster, "produce", "--topic", "src", "--json", "-q", stdin=lines)
         assert done.returncode == 0, done.stderr
         assert done.stderr == b""  # -q: no summary
@@ -40,9 +48,13 @@ async def _cli(
 ) -> subprocess.CompletedProcess[bytes]:
     env = dict(cli_env(), TUBEMQ_AIO_MASTER=cluster.master_addr)
     return await asyncio.to_thread(
-        subprocess.run, cli_argv(*args), input=stdin.encode(), capture_output=True, env=env,
+        subprocess.run,
+        cli_argv(*args),
+        input=stdin.encode(),
+        capture_output=True,
+        env=env,
         timeout=CALL_TIMEOUT,
-    )  # fmt: skip
+    )
 
 
 def _bodies(out: bytes) -> list[str]:
@@ -54,15 +66,17 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     partition from index offset 56 starts at its third message, from ``latest`` prints
     nothing; ``-q`` silences the end summary; an unknown
     partition is named in one error line."""
-    done = await _cli(fake, "consume", "--topic", "src", "--partition", "all",
-                      "--offset", "earliest", "-e")  # fmt: skip
+    done = await _cli(
+        fake, *shlex.split("consume --topic src --partition all --offset earliest -e")
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(_bodies(done.stdout)) == sorted(f"m{i}" for i in range(COUNT))
     assert b"reached the end of every partition: 30 messages" in done.stderr
 
     key = "1:src:1"
-    done = await _cli(fake, "consume", "--topic", "src", "--partition", key,
-                      "--offset", "earliest", "-e", "-q")  # fmt: skip
+    done = await _cli(
+        fake, *shlex.split(f"consume --topic src --partition {key} --offset earliest -e -q")
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == b""
     one = [json.loads(line) for line in done.stdout.splitlines()]
@@ -72,14 +86,17 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     assert len(one) == len(stored)
 
     third = str(stored[2].offset)  # the index offset of the partition's third message
-    done = await _cli(fake, "consume", "--topic", "src", "--partition", key,
-                      "--offset", third, "-e", "-q", "--format", "raw")  # fmt: skip
+    done = await _cli(
+        fake,
+        *shlex.split(f"consume --topic src --partition {key} --offset {third} -e -q --format raw"),
+    )
     assert done.returncode == 0, done.stderr
     assert len(stored) == len(one) > 2
     assert done.stdout.decode().split() == [r["body"] for r in one][2:]  # in partition order
 
-    done = await _cli(fake, "consume", "--topic", "src", "--partition", key,
-                      "--offset", "latest", "-e", "-q")  # fmt: skip
+    done = await _cli(
+        fake, *shlex.split(f"consume --topic src --partition {key} --offset latest -e -q")
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == b""
 
@@ -91,15 +108,17 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
 async def test_json_output_round_trips_through_produce(fake: FakeCluster) -> None:
     """``consume --format json | produce --json`` copies every message with its body,
     attributes, type and time; the printed ids are strings."""
-    done = await _cli(fake, "consume", "--topic", "src", "--group", "g_copy",
-                      "--from", "earliest", "-e", "-q")  # fmt: skip
+    done = await _cli(
+        fake, *shlex.split("consume --topic src --group g_copy --from earliest -e -q")
+    )
     assert done.returncode == 0, done.stderr
     printed = done.stdout.decode()
     assert all(isinstance(json.loads(line)["message_id"], str) for line in printed.splitlines())
     copied = await _cli(fake, "produce", "--topic", "copy", "--json", "-q", stdin=printed)
     assert copied.returncode == 0, copied.stderr
-    back = await _cli(fake, "consume", "--topic", "copy", "--partition", "all",
-                      "--offset", "earliest", "-e", "-q")  # fmt: skip
+    back = await _cli(
+        fake, *shlex.split("consume --topic copy --partition all --offset earliest -e -q")
+    )
     assert back.returncode == 0, back.stderr
 
     def same(line: str) -> tuple[object, ...]:
@@ -116,18 +135,30 @@ async def test_count_with_a_group_and_finish_batch(fake: FakeCluster) -> None:
     """``--count 2`` ends inside a broker batch, which stays uncommitted: the next run prints
     the same two (TubeMQ commits whole batches, as ``--help`` says). With ``--finish-batch``
     the next run starts right after the last printed line: nothing lost, nothing twice."""
-    first = await _cli(fake, "consume", "--topic", "src", "--group", "g_count",
-                       "--from", "earliest", "--count", "2", "--partition", "1:src:0")  # fmt: skip
-    again = await _cli(fake, "consume", "--topic", "src", "--group", "g_count",
-                       "--from", "earliest", "--count", "2", "--partition", "1:src:0")  # fmt: skip
+    first = await _cli(
+        fake,
+        *shlex.split(
+            "consume --topic src --group g_count --from earliest --count 2 --partition 1:src:0"
+        ),
+    )
+    again = await _cli(
+        fake,
+        *shlex.split(
+            "consume --topic src --group g_count --from earliest --count 2 --partition 1:src:0"
+        ),
+    )
     assert first.returncode == again.returncode == 0, (first.stderr, again.stderr)
     assert len(_bodies(first.stdout)) == 2
     assert _bodies(again.stdout) == _bodies(first.stdout)
 
     printed: list[str] = []
     for _ in range(3):
-        done = await _cli(fake, "consume", "--topic", "src", "--group", "g_whole",
-                          "--from", "earliest", "--count", "2", "--finish-batch")  # fmt: skip
+        done = await _cli(
+            fake,
+            *shlex.split(
+                "consume --topic src --group g_whole --from earliest --count 2 --finish-batch"
+            ),
+        )
         assert done.returncode == 0, done.stderr
         assert len(_bodies(done.stdout)) >= 2
         printed += _bodies(done.stdout)
@@ -153,17 +184,23 @@ async def test_time_offsets_from_and_reset_to_time() -> None:
         done = await _cli(cluster, "produce", "--topic", "tt", "--json", "-q", stdin=lines)
         assert done.returncode == 0, done.stderr
         burst = {n: {f"b{n}-{i}" for i in range(6)} for n in range(3)}
-        got = await _cli(cluster, "consume", "--topic", "tt", "--partition", "all",
-                         "--offset", "@2026-01-02T03:03:30Z", "-e", "-q")  # fmt: skip
+        got = await _cli(
+            cluster,
+            *shlex.split("consume --topic tt --partition all --offset @2026-01-02T03:03:30Z -e -q"),
+        )
         assert got.returncode == 0, got.stderr
         assert set(_bodies(got.stdout)) == burst[2]
-        got = await _cli(cluster, "consume", "--topic", "tt", "--group", "tg",
-                         "--from", "@2026-01-02T05:01:00+02:00", "-e", "-q")  # fmt: skip
+        got = await _cli(
+            cluster,
+            *shlex.split("consume --topic tt --group tg --from @2026-01-02T05:01:00+02:00 -e -q"),
+        )
         assert got.returncode == 0, got.stderr
         assert sorted(_bodies(got.stdout)) == sorted(burst[1] | burst[2])
         # The group read to the end; a dry run shows old -> new and changes nothing ...
-        dry = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
-                         "--to-time", "2026-01-02T03:00:00Z", "--dry-run")  # fmt: skip
+        dry = await _cli(
+            cluster,
+            *shlex.split("reset --topic tt --group tg --to-time 2026-01-02T03:00:00Z --dry-run"),
+        )
         assert dry.returncode == 0, dry.stderr
         rows = [line.split() for line in dry.stdout.decode().splitlines()[1:]]
         assert len(rows) == 2
@@ -172,29 +209,44 @@ async def test_time_offsets_from_and_reset_to_time() -> None:
         again = await _cli(cluster, "consume", "--topic", "tt", "--group", "tg", "-e", "-q")
         assert _bodies(again.stdout) == []
         # ... the real reset moves the group back to the second burst.
-        done = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
-                          "--to-time", "2026-01-02T03:01:00Z", "-q")  # fmt: skip
+        done = await _cli(
+            cluster,
+            *shlex.split("reset --topic tt --group tg --to-time 2026-01-02T03:01:00Z -q"),
+        )
         assert done.returncode == 0, done.stderr
         again = await _cli(cluster, "consume", "--topic", "tt", "--group", "tg", "-e", "-q")
         assert sorted(_bodies(again.stdout)) == sorted(burst[1] | burst[2])
-        bad = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
-                         "--to-time", "2026-01-02T03:01:00")  # fmt: skip
+        bad = await _cli(
+            cluster, *shlex.split("reset --topic tt --group tg --to-time 2026-01-02T03:01:00")
+        )
         assert bad.returncode == 2
         assert b"no zone" in bad.stderr
         # Stamps read as Shanghai wall times (UTC+8): 03:0x there is 19:0x the day before.
-        zoned = await _cli(cluster, "consume", "--topic", "tt", "--partition", "all",
-                           "--offset", "@2026-01-01T19:03:30Z", "--msg-time-zone",
-                           "Asia/Shanghai", "-e", "-q")  # fmt: skip
+        zoned = await _cli(
+            cluster,
+            *shlex.split(
+                "consume --topic tt --partition all --offset "
+                "@2026-01-01T19:03:30Z --msg-time-zone Asia/Shanghai -e -q"
+            ),
+        )
         assert zoned.returncode == 0, zoned.stderr
         assert set(_bodies(zoned.stdout)) == burst[2]
-        dry = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg", "--dry-run",
-                         "--to-time", "2026-01-01T19:01:00Z", "--msg-time-zone",
-                         "Asia/Shanghai")  # fmt: skip
+        dry = await _cli(
+            cluster,
+            *shlex.split(
+                "reset --topic tt --group tg --dry-run --to-time "
+                "2026-01-01T19:01:00Z --msg-time-zone Asia/Shanghai"
+            ),
+        )
         assert dry.returncode == 0, dry.stderr
         rows = [line.split() for line in dry.stdout.decode().splitlines()[1:]]
         assert all(r[3] != "0" for r in rows), rows  # the second burst, not the start
-        bad = await _cli(cluster, "reset", "--topic", "tt", "--group", "tg",
-                         "--to-time", "2026-01-02T03:01:00Z",
-                         "--msg-time-zone", "Mars/Base")  # fmt: skip
+        bad = await _cli(
+            cluster,
+            *shlex.split(
+                "reset --topic tt --group tg --to-time 2026-01-02T03:01:00Z "
+                "--msg-time-zone Mars/Base"
+            ),
+        )
         assert bad.returncode == 2
         assert b"not an IANA time zone" in bad.stderr

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import socket
 import sys
 import time
@@ -176,9 +177,13 @@ async def test_cli_up_status_down(tmp_path: Path) -> None:
 
     async def cli(*args: str) -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, *module, *args, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            sys.executable,
+            *module,
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), 240)
         assert proc.returncode is not None
         return proc.returncode, out.decode(errors="replace")
@@ -204,9 +209,12 @@ async def test_cli_up_status_down(tmp_path: Path) -> None:
         assert any(line.split()[:3] == ["web", "API:", web] for line in lines), out
         # `topics` finds the web API in the state file: no --web needed.
         topics = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tubemq_aio", "topics", "--format", "json", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            *shlex.split("-m tubemq_aio topics --format json"),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         listed, err = await asyncio.wait_for(topics.communicate(), 60)
         assert topics.returncode == 0, err
         assert [t["topic"] for t in json.loads(listed)] == ["cli_topic"]

@@ -86,9 +86,15 @@ async def produce(cluster: LocalCluster, java_producer_dir: Path) -> Produce:
         cp = argv[argv.index("-cp") + 1]
         source = str(java_producer_dir / "JavaProducer.java")
         javac = await asyncio.create_subprocess_exec(
-            "javac", "-cp", cp, "-d", str(classes), source,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            "javac",
+            "-cp",
+            cp,
+            "-d",
+            str(classes),
+            source,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(javac.communicate(), 120)
         assert javac.returncode == 0, out.decode(errors="replace")
 
@@ -324,8 +330,12 @@ async def test_latest_async_for_and_filters(
 
     # Group flow-control rules travel from the master's web API to the consumer
     # (docs/protocol/consumer.md §7).
-    rule = [{"type": 3, "rule": [{"normFreqInMs": 500, "filterFreqInMs": 0,
-                                  "minDataFilterFreqInMs": 0}]}]  # fmt: skip
+    rule = [
+        {
+            "type": 3,
+            "rule": [{"normFreqInMs": 500, "filterFreqInMs": 0, "minDataFilterFreqInMs": 0}],
+        }
+    ]
     await cluster.web_api.call(
         "admin_set_group_flow_control_rule",
         modify=True,
@@ -476,9 +486,14 @@ async def test_partitions_of_a_killed_member_come_back(
     another group on the topic is shared with the Java consumer."""
     group = f"g_{topic}"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CRASHING_MEMBER, cluster.master_addr, group, topic,
+        sys.executable,
+        "-c",
+        CRASHING_MEMBER,
+        cluster.master_addr,
+        group,
+        topic,
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     try:
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 30)

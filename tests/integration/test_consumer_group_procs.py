@@ -90,9 +90,16 @@ async def members(cluster: LocalCluster, topic: str, tmp_path: Path) -> AsyncIte
             path = tmp_path / f"member-{name}.jsonl"
             log = (tmp_path / f"member-{name}.log").open("wb")
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, str(MEMBER_SCRIPT), cluster.master_addr, group, topic, str(path),
-                str(hold), stdout=log, stderr=log,
-            )  # fmt: skip
+                sys.executable,
+                str(MEMBER_SCRIPT),
+                cluster.master_addr,
+                group,
+                topic,
+                str(path),
+                str(hold),
+                stdout=log,
+                stderr=log,
+            )
             log.close()
             started.append(Member(name, proc, path))
         yield started

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -55,8 +56,14 @@ def service(cluster: LocalCluster, topic: str) -> Iterator[tuple[str, str]]:
         "TUBEMQ_SEND_TIMEOUT": str(SERVICE_TIMEOUT),
         "TUBEMQ_PUBLISH_TIMEOUT": str(SERVICE_TIMEOUT),
     }
-    argv = [sys.executable, "-m", "uvicorn", "fastapi_service:app", "--app-dir", str(EXAMPLES),
-            "--port", str(port), "--no-access-log"]  # fmt: skip
+    argv = [
+        sys.executable,
+        *shlex.split("-m uvicorn fastapi_service:app --app-dir"),
+        str(EXAMPLES),
+        "--port",
+        str(port),
+        "--no-access-log",
+    ]
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -89,10 +96,20 @@ def test_fastapi_recipe_under_concurrent_requests(
     for a topic without partitions, 504 when the brokers stop answering."""
     url, missing = service
     bench = subprocess.run(
-        [sys.executable, str(EXAMPLES / "fastapi_bench.py"), "--masters", cluster.master_addr,
-         "--topic", topic, "--url", url, "--messages", str(BENCH_MESSAGES), "--concurrency", "32"],
-        capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(EXAMPLES / "fastapi_bench.py"),
+            *shlex.split(f"--masters {cluster.master_addr} --topic {topic} --url"),
+            url,
+            "--messages",
+            str(BENCH_MESSAGES),
+            "--concurrency",
+            "32",
+        ],
+        capture_output=True,
+        env=cli_env(),
+        timeout=CALL_TIMEOUT,
+    )
     assert bench.returncode == 0, bench.stderr
     result = json.loads(bench.stdout)
     assert result["sdk"]["messages"] == BENCH_MESSAGES
@@ -127,16 +144,22 @@ def _events(lines: list[bytes]) -> list[dict[str, object]]:
 
 
 def _worker_argv(master: str, topic: str, *extra: str) -> list[str]:
-    return [sys.executable, str(EXAMPLES / "consumer_worker.py"), "--masters", master,
-            "--topic", topic, "--group", "cookbook_workers", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        str(EXAMPLES / "consumer_worker.py"),
+        *shlex.split(f"--masters {master} --topic {topic} --group cookbook_workers"),
+        *extra,
+    ]
 
 
 def test_worker_recipe_finishes_its_batch_on_sigterm(cluster: LocalCluster, topic: str) -> None:
     """SIGTERM mid-batch: the batch is finished and acked, the worker closes and exits 0; the
     next worker gets exactly the rest."""
     bodies = [f"job-{i}" for i in range(40)]
-    done = run_cli("produce", "--master", cluster.master_addr, "--topic", topic,
-                   stdin="\n".join(bodies).encode())  # fmt: skip
+    done = run_cli(
+        *shlex.split(f"produce --master {cluster.master_addr} --topic {topic}"),
+        stdin="\n".join(bodies).encode(),
+    )
     assert done.returncode == 0, done.stderr
 
     first, out, err, code = sigterm_after_first_line(
@@ -155,10 +178,13 @@ def test_worker_recipe_finishes_its_batch_on_sigterm(cluster: LocalCluster, topi
     first_run = [b for e in finished for b in e["bodies"]]  # type: ignore[attr-defined]
     assert len(first_run) < len(bodies)
 
-    rest = subprocess.run(_worker_argv(cluster.master_addr, topic, "--idle-exit", "5"),
-                          capture_output=True, env=cli_env(), timeout=CALL_TIMEOUT)  # fmt: skip
+    rest = subprocess.run(
+        _worker_argv(cluster.master_addr, topic, "--idle-exit", "5"),
+        capture_output=True,
+        env=cli_env(),
+        timeout=CALL_TIMEOUT,
+    )
     assert rest.returncode == 0, rest.stderr
     out = rest.stdout
-    second_run = [b for e in _events(out.splitlines()) if e["event"] == "done"
-                  for b in e["bodies"]]  # type: ignore[attr-defined]  # fmt: skip
+    second_run = [b for e in _events(out.splitlines()) if e["event"] == "done" for b in e["bodies"]]  # type: ignore[attr-defined]
     assert sorted(first_run + second_run) == sorted(bodies)  # nothing lost, nothing twice

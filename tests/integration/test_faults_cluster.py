@@ -38,9 +38,12 @@ async def test_master_blackholed_then_reset_while_producing_and_consuming(
     async with FaultProxy(cluster.master_addr) as master:
         producer = Producer(master.addr, topics=[topic], heartbeat_interval=HEARTBEAT)
         consumer = Consumer(
-            master.addr, group=f"gfault_{topic}", topics=[topic], consume_from="earliest",
+            master.addr,
+            group=f"gfault_{topic}",
+            topics=[topic],
+            consume_from="earliest",
             heartbeat_interval=HEARTBEAT,
-        )  # fmt: skip
+        )
         async with producer, consumer:
             for i in range(20):
                 await _send(producer, topic, f"before-{i}".encode(), acked)

@@ -20,6 +20,10 @@ from tubemq_aio.testing import LocalCluster
 #: The test cluster's broker and master settings (``tubemq_aio.testing._config``).
 REGISTRATION_TIMEOUT = 35.0
 BALANCE_PERIOD = 2.0
+#: Seconds after which a broker has written a group's committed offsets to its offset file
+#: (2.4.0: every 5 s to the file cache, ``offsetStgCacheFlushMs``, then a file sync every 6 s,
+#: ``offsetStgFileSyncMs``), with a margin.
+OFFSETS_PERSISTED = 11.5
 
 
 def _target(cluster: LocalCluster) -> fidelity.Target:
@@ -33,6 +37,8 @@ def _target(cluster: LocalCluster) -> fidelity.Target:
         brokers=len(cluster.brokers),
         partitions=3,
         restart_broker=restart,
+        crash_broker=restart,  # a SIGKILL; the topic is new, so nothing was flushed yet
+        offsets_persisted=OFFSETS_PERSISTED,
         registration_timeout=REGISTRATION_TIMEOUT,
         balance_period=BALANCE_PERIOD,
         name="real",
@@ -58,3 +64,7 @@ async def test_scenarios_on_the_real_cluster(
 
 async def test_broker_restart_on_the_real_cluster(cluster: LocalCluster, topic: str) -> None:
     await fidelity.broker_restarted(_target(cluster), topic)
+
+
+async def test_fetch_beyond_the_end_on_the_real_cluster(cluster: LocalCluster, topic: str) -> None:
+    await fidelity.fetch_beyond_end(_target(cluster), topic)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -24,8 +25,13 @@ AT_LEAST_TIMES_SOONER = 2.0
 async def _first_message_seconds(master: str, topic: str, **options: object) -> float:
     began = time.monotonic()
     group = f"first_{uuid.uuid4().hex[:8]}"
-    async with Consumer(master, group=group, topics=[topic], consume_from="earliest",
-                        **options) as consumer:  # type: ignore[arg-type]  # fmt: skip
+    async with Consumer(
+        master,
+        group=group,
+        topics=[topic],
+        consume_from="earliest",
+        **options,  # type: ignore[arg-type]
+    ) as consumer:
         async for _ in consumer:
             return time.monotonic() - began
     raise AssertionError("the loop ended without a message")
@@ -38,8 +44,10 @@ async def test_a_new_group_gets_its_first_message_within_3_s(
         await producer.send(topic, b"first")
     as_java = await _first_message_seconds(cluster.master_addr, topic)
     took = await _first_message_seconds(cluster.master_addr, topic, join_heartbeat_interval=1)
-    print(f"\nfirst message of a new group: {as_java:.2f} s with the Java client's heartbeats, "
-          f"{took:.2f} s with join_heartbeat_interval=1")  # fmt: skip
+    print(
+        f"\nfirst message of a new group: {as_java:.2f} s with the Java client's heartbeats, "
+        f"{took:.2f} s with join_heartbeat_interval=1"
+    )
     assert took * AT_LEAST_TIMES_SOONER < as_java, (took, as_java)
 
 
@@ -51,9 +59,11 @@ async def test_the_cli_reads_the_first_message_of_the_recorded_local_cluster(
     state = tmp_path / "cluster.json"
     state.write_text(json.dumps({"master_addr": cluster.master_addr}))
     env = cli_env() | {"TUBEMQ_AIO_STATE": str(state)}
-    argv = cli_argv("consume", "--master", cluster.master_addr, "--topic", topic,
-                    "--group", f"cli_{uuid.uuid4().hex[:8]}", "--from", "earliest",
-                    "--count", "1", "--format", "raw")  # fmt: skip
+    argv = cli_argv(
+        *shlex.split(f"consume --master {cluster.master_addr} --topic {topic} --group"),
+        f"cli_{uuid.uuid4().hex[:8]}",
+        *shlex.split("--from earliest --count 1 --format raw"),
+    )
     began = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE

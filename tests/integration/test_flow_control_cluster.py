@@ -55,8 +55,20 @@ async def test_broker_452_and_master_rules_pace_the_consumer(
     """452 answers rest exactly ``minLimitTime``; 404s rest the group rule's wait; batches after
     a partition's first read stay within the broker's per-slice quota; nothing is lost."""
     group = f"gfc_{topic}"
-    default_rule = [{"type": 0, "rule": [{"start": "00:00", "end": "23:59", "dltInM": 100000,
-                                          "limitInM": 1, "freqInMs": LIMIT_FREQ_MS}]}]  # fmt: skip
+    default_rule = [
+        {
+            "type": 0,
+            "rule": [
+                {
+                    "start": "00:00",
+                    "end": "23:59",
+                    "dltInM": 100000,
+                    "limitInM": 1,
+                    "freqInMs": LIMIT_FREQ_MS,
+                }
+            ],
+        }
+    ]
     group_rule = [{"type": 1, "rule": [{"zeroCnt": 1, "freqInMs": ZERO_FREQ_MS}]}]
     await cluster.web_api.call(
         "admin_set_group_flow_control_rule",

@@ -38,9 +38,13 @@ async def test_poison_batches_go_to_the_dead_letter_topic(
     cluster: LocalCluster, topic: str, second_topic: str, redis: RedisServer, tmp_path: Path
 ) -> None:
     config = write_config(
-        tmp_path / "gw.toml", cluster, redis.url, [topic, second_topic],
-        [Group("dlqread", [second_topic])], extra=dlq_group(topic, second_topic),
-    )  # fmt: skip
+        tmp_path / "gw.toml",
+        cluster,
+        redis.url,
+        [topic, second_topic],
+        [Group("dlqread", [second_topic])],
+        extra=dlq_group(topic, second_topic),
+    )
     async with gateways(config, 1) as (_reps, [client]):
         stored = await produce_numbered(client, topic, 12, batch=12, prefix="p")
         seen: dict[str, list[int]] = {}

@@ -33,9 +33,12 @@ async def test_replica_killed_or_frozen_while_holding_leases(
     cluster: LocalCluster, topic: str, redis: RedisServer, tmp_path: Path
 ) -> None:
     config = write_config(
-        tmp_path / "gw.toml", cluster, redis.url, [topic],
+        tmp_path / "gw.toml",
+        cluster,
+        redis.url,
+        [topic],
         [Group("gf", [topic], lease_ms=2000, lease_ms_min=1000)],
-    )  # fmt: skip
+    )
     async with gateways(config, 3) as ((a, _b, c), (ca, cb, cc)):
         await produce_numbered(cb, topic, 3000)
         # SIGKILL: leases taken through A are acked through B
@@ -195,8 +198,14 @@ async def test_broker_restarted_without_its_unflushed_tail_delivers_what_comes_a
             # While the broker is away the survivor's partitions keep flowing.
             survivor_b = {v for v, pk in tail.items() if not pk.startswith(on_victim)}
             tally_s = Tally()
-            await consume_until(clients, "gt", survivor_b - set(tally_b.delivered), tally_s,
-                                consumers=4, timeout=120)  # fmt: skip
+            await consume_until(
+                clients,
+                "gt",
+                survivor_b - set(tally_b.delivered),
+                tally_s,
+                consumers=4,
+                timeout=120,
+            )
             await victim.restart()
             # Fetch until the gateway has re-registered there before producing again: messages
             # that fill the broker past the committed offset first would be skipped (the gap
@@ -213,9 +222,12 @@ async def test_broker_restarted_without_its_unflushed_tail_delivers_what_comes_a
             await consume_until(clients, "gt", set(after), tally_c, consumers=4, timeout=180)
             assert await _rewinds(clients) > before
             seen = {
-                *tally_a.delivered, *tally_b.delivered, *tally_s.delivered,
-                *probe.delivered, *tally_c.delivered,
-            }  # fmt: skip
+                *tally_a.delivered,
+                *tally_b.delivered,
+                *tally_s.delivered,
+                *probe.delivered,
+                *tally_c.delivered,
+            }
             lost = (set(first) | set(tail) | set(after)) - seen
             assert lost <= tail_victim, sorted(lost - tail_victim)[:10]
             assert set(first) <= seen
@@ -255,9 +267,12 @@ async def test_replica_killed_between_lease_and_reply(
     swallows it) and A is SIGKILLed: the batch comes again through B once the lease expired,
     counted as a redelivery, and every number is delivered and acked."""
     config = write_config(
-        tmp_path / "gw.toml", cluster, redis.url, [topic],
+        tmp_path / "gw.toml",
+        cluster,
+        redis.url,
+        [topic],
         [Group("gl", [topic], lease_ms=2000, lease_ms_min=1000)],
-    )  # fmt: skip
+    )
     async with gateways(config, 2) as ((a, _b), (_ca, cb)):
         stored = await produce_numbered(cb, topic, 2000)
         leased_pk: str | None = None

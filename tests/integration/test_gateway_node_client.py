@@ -43,8 +43,10 @@ async def test_node_client_round_trips_ids_and_offsets_exactly(
     # would have changed them: the strings are what kept them whole.
     assert summary["beyond_2_53"] > 0, produced
     assert summary["changed_as_numbers"] > 0, produced
-    print(f"\nids changed as JavaScript numbers: {summary['changed_as_numbers']} of {COUNT}, "
-          f"distinct ids merged: {summary['collisions']}")  # fmt: skip
+    print(
+        f"\nids changed as JavaScript numbers: {summary['changed_as_numbers']} of {COUNT}, "
+        f"distinct ids merged: {summary['collisions']}"
+    )
     assert max(int(v) for v in produced.values()) > 2**53
     assert summary["reset_to"]
     assert all(isinstance(v, str) for v in summary["reset_to"].values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from pathlib import Path
 
@@ -36,21 +37,23 @@ async def test_schemathesis_all_checks(
     async with replicas(config, 1) as (rep,):
         async with httpx.AsyncClient(base_url=rep.url, timeout=30) as client:
             await produce_numbered(client, topic, 2000)  # fetches find data instead of waiting
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "schemathesis.cli", "--config-file", str(st_config), "run",
-            f"{rep.url}/openapi.json", "--checks", "all",
-            "-H", f"Authorization: Bearer {ADMIN_KEY}",
+        openapi, bearer = f"{rep.url}/openapi.json", f"Authorization: Bearer {ADMIN_KEY}"
+        argv = [
+            *[sys.executable, "-m", "schemathesis.cli", "--config-file", str(st_config)],
+            *["run", openapi, "--checks", "all", "-H", bearer],
             # one worker: with two, hypothesis parses lambda sources in two threads at once,
             # which this Python (3.11.7) can fail with "SystemError: AST constructor recursion
             # depth mismatch" (a CPython bug in per-thread AST depth tracking, fixed in later
             # releases): a crash of the tool, not a finding
-            "--max-examples", "15", "--seed", "1", "--no-color", "--workers", "1",
+            *shlex.split("--max-examples 15 --seed 1 --no-color --workers 1"),
             # the SSE stream answers for as long as the client reads (its own tests are in
             # tests/io/test_gateway_stream.py): a fuzzer would wait out every example
-            "--exclude-operation-id", "stream",
-            "--request-timeout", "45",  # above the longest long poll (30 s)
-            cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            *shlex.split("--exclude-operation-id stream"),
+            *shlex.split("--request-timeout 45"),  # above the longest long poll (30 s)
+        ]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), 240)
         except TimeoutError:

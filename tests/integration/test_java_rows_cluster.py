@@ -22,9 +22,15 @@ async def test_consume_from_max_control_moves_a_client_balanced_consumer(
         for i in range(12):
             await producer.send(topic, f"old-{i}".encode())
     consumer = ClientBalancedConsumer(
-        cluster.master_addr, group=group, topics=[topic], source_count=1, node_id=0,
-        consume_from="earliest", heartbeat_interval=1.0, auto_ack=False,
-    )  # fmt: skip
+        cluster.master_addr,
+        group=group,
+        topics=[topic],
+        source_count=1,
+        node_id=0,
+        consume_from="earliest",
+        heartbeat_interval=1.0,
+        auto_ack=False,
+    )
     async with consumer:
         for meta in await consumer.partitions():
             await consumer.connect(meta.partition_key)

@@ -46,18 +46,33 @@ def codec(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         assert mvn, "Maven is needed: run make system-deps"
         staging = lib.with_name(f"lib.partial-{os.getpid()}")
         done = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(SOURCE_DIR / "pom.xml"), COPY_DEPS, COPY_ONE,
-             f"-Dartifact={CORE}", f"-DoutputDirectory={staging}"],
-            capture_output=True, text=True, timeout=240, check=False,
-        )  # fmt: skip
+            [
+                mvn,
+                "-B",
+                "-q",
+                "-f",
+                str(SOURCE_DIR / "pom.xml"),
+                COPY_DEPS,
+                COPY_ONE,
+                f"-Dartifact={CORE}",
+                f"-DoutputDirectory={staging}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         shutil.rmtree(lib, ignore_errors=True)
         staging.rename(lib)
     classes = tmp_path_factory.mktemp("legacy-codec")
     javac = subprocess.run(
         ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(SOURCE_DIR / "LegacyCodec.java")],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert javac.returncode == 0, javac.stdout + javac.stderr
     return ["java", "-cp", f"{classes}:{lib}/*", "LegacyCodec"]
 
@@ -123,8 +138,9 @@ def test_java_1_2_refuses_bare_frames_and_units_over_five_mib(codec: list[str]) 
     assert run(codec, "decode", bare.hex() + "\n")[0] == "ERROR"
     too_long = struct.pack(">I", LEGACY_MAX_FRAME_BYTES - 3) + b"\0" * 16
     assert run(codec, "decode", too_long.hex() + "\n") == [
-        "ERROR", "io.netty.handler.codec.TooLongFrameException"
-    ]  # fmt: skip
+        "ERROR",
+        "io.netty.handler.codec.TooLongFrameException",
+    ]
     largest = struct.pack(">I", LEGACY_MAX_FRAME_BYTES - 4)
     with pytest.raises(FrameError):
         LengthPrefixedDecoder().feed(struct.pack(">I", LEGACY_MAX_FRAME_BYTES - 3))

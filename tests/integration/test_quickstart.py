@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -89,8 +90,9 @@ def started(env: dict[str, str], tmp_path: Path) -> Iterator[list[FakeProcess]]:
 
 
 def _bash(script: str, env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(["bash", "-e", "-c", script], capture_output=True, env=env, cwd=cwd,
-                          timeout=CALL_TIMEOUT)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-e", "-c", script], capture_output=True, env=env, cwd=cwd, timeout=CALL_TIMEOUT
+    )
     assert done.returncode == 0, (script, done.stderr)
     return done.stdout.decode()
 
@@ -136,31 +138,54 @@ def test_fake_status_ctrl_c_and_module_entry(
     """``python -m tubemq_aio.testing.fake`` serves a fake (here two brokers) that ``status``
     reports and Ctrl-C stops; a second ``up`` refuses while it runs; a taken port fails with
     one clear line."""
-    fake = FakeProcess([sys.executable, "-m", "tubemq_aio.testing.fake", "--port", "0",
-                        "--topic", "a_topic:2", "--topic", "b_topic", "--brokers", "2"],
-                       env, tmp_path)  # fmt: skip
+    fake = FakeProcess(
+        [
+            sys.executable,
+            *shlex.split(
+                "-m tubemq_aio.testing.fake --port 0 --topic a_topic:2 --topic b_topic --brokers 2"
+            ),
+        ],
+        env,
+        tmp_path,
+    )
     started.append(fake)
     master = fake.wait_for_master()
-    parts = subprocess.run(["tubemq-aio", "partitions", "--master", master, "--topic", "a_topic"],
-                           capture_output=True, env=env, timeout=CALL_TIMEOUT)  # fmt: skip
+    parts = subprocess.run(
+        ["tubemq-aio", "partitions", "--master", master, "--topic", "a_topic"],
+        capture_output=True,
+        env=env,
+        timeout=CALL_TIMEOUT,
+    )
     assert parts.returncode == 0, parts.stderr
     keys = [line.split()[0] for line in parts.stdout.decode().splitlines()[1:]]
     assert keys == ["1:a_topic:0", "1:a_topic:1", "2:a_topic:0", "2:a_topic:1"]
-    status = subprocess.run([sys.executable, "-m", "tubemq_aio", "cluster", "status"],
-                            capture_output=True, env=env, timeout=CALL_TIMEOUT)  # fmt: skip
+    status = subprocess.run(
+        [sys.executable, "-m", "tubemq_aio", "cluster", "status"],
+        capture_output=True,
+        env=env,
+        timeout=CALL_TIMEOUT,
+    )
     assert status.returncode == 0, status.stderr
     assert f"masters={master}" in status.stdout.decode()
     assert "running" in status.stdout.decode()
 
-    again = subprocess.run(["tubemq-aio", "cluster", "up", "--fake", "--port", "0"],
-                           capture_output=True, env=env, timeout=CALL_TIMEOUT)  # fmt: skip
+    again = subprocess.run(
+        ["tubemq-aio", "cluster", "up", "--fake", "--port", "0"],
+        capture_output=True,
+        env=env,
+        timeout=CALL_TIMEOUT,
+    )
     assert again.returncode == 0
     assert f"a fake cluster is already running: master {master}" in again.stdout.decode()
 
     taken = master.rpartition(":")[2]
     other = dict(env, TUBEMQ_AIO_STATE=str(tmp_path / "other.json"))
-    busy = subprocess.run(["tubemq-aio", "cluster", "up", "--fake", "--port", taken],
-                          capture_output=True, env=other, timeout=CALL_TIMEOUT)  # fmt: skip
+    busy = subprocess.run(
+        ["tubemq-aio", "cluster", "up", "--fake", "--port", taken],
+        capture_output=True,
+        env=other,
+        timeout=CALL_TIMEOUT,
+    )
     assert busy.returncode == 1
     assert f"fake cluster failed to start on port {taken}" in busy.stderr.decode()
 
@@ -169,7 +194,8 @@ def test_fake_status_ctrl_c_and_module_entry(
     assert code == 0, rest
     assert "Traceback" not in rest
     assert not (tmp_path / "cluster.json").exists()
-    status = subprocess.run(["tubemq-aio", "cluster", "status"], capture_output=True, env=env,
-                            timeout=CALL_TIMEOUT)  # fmt: skip
+    status = subprocess.run(
+        ["tubemq-aio", "cluster", "status"], capture_output=True, env=env, timeout=CALL_TIMEOUT
+    )
     assert status.returncode == 1
     assert "no cluster running" in status.stdout.decode()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -207,17 +208,23 @@ async def test_gateway_produces_and_consumes_through_tls_and_credentials(
     )
     url = f"tubemqs://{USER.user_name}:{USER.password}@{secure.master}"
     config = write_config(
-        tmp_path / "gw.toml", secure.cluster, redis.url, [topic], [Group("g_secgw", [topic])],
-        extra=tls, masters=url,
-    )  # fmt: skip
+        tmp_path / "gw.toml",
+        secure.cluster,
+        redis.url,
+        [topic],
+        [Group("g_secgw", [topic])],
+        extra=tls,
+        masters=url,
+    )
     loaded = GatewayConfig.from_toml(config)
     assert loaded.masters == secure.master
     assert USER.password not in repr(loaded)
     async with gateways(config, 1) as (reps, (client,)):
         values = [f"sec-{i}" for i in range(10)]
         for value in values[:5]:
-            r = await client.post(f"/v1/topics/{topic}/messages", json={"value": value},
-                                  headers=ADMIN)  # fmt: skip
+            r = await client.post(
+                f"/v1/topics/{topic}/messages", json={"value": value}, headers=ADMIN
+            )
             assert r.status_code == 200, r.text
         rest = {"messages": [{"value": v} for v in values[5:]]}
         r = await client.post(f"/v1/topics/{topic}/messages/batch", json=rest, headers=ADMIN)
@@ -227,8 +234,7 @@ async def test_gateway_produces_and_consumes_through_tls_and_credentials(
             while len(got) < len(values):
                 reply = await lease_one(client, "g_secgw")
                 got += [m["value"] for m in reply["messages"]]
-                ack = await client.post(f"/v1/leases/{reply['lease']['token']}/ack",
-                                        headers=READER)  # fmt: skip
+                ack = await client.post(f"/v1/leases/{reply['lease']['token']}/ack", headers=READER)
                 assert ack.json() == {"result": "acked"}, ack.text
         assert (await client.get("/readyz")).status_code == 200
         log = reps[0].log_file.read_text()
@@ -251,9 +257,18 @@ async def test_cli_speaks_tls_and_authentication(secure: Secure) -> None:
 
     lines = b"".join(b"tls-%d\n" % i for i in range(5))
     code, _, err = await asyncio.to_thread(
-        run, "produce", "--master", secure.master, "--topic", topic, *tls,
-        "--user", USER.user_name, password=USER.password, stdin=lines,
-    )  # fmt: skip
+        run,
+        "produce",
+        "--master",
+        secure.master,
+        "--topic",
+        topic,
+        *tls,
+        "--user",
+        USER.user_name,
+        password=USER.password,
+        stdin=lines,
+    )
     assert code == 0, err
     assert f"sent 5 messages to {topic}, 0 failed" in err
 
@@ -265,9 +280,14 @@ async def test_cli_speaks_tls_and_authentication(secure: Secure) -> None:
 
     url = f"tubemqs://{USER.user_name}:{USER.password}@{secure.master}"
     code, out, err = await asyncio.to_thread(
-        run, "consume", "--master", url, "--topic", topic, "--group", "g_cli_tls", *tls,
-        "--from", "earliest", "--count", "5", "--timeout", "90",
-    )  # fmt: skip
+        run,
+        "consume",
+        "--master",
+        url,
+        *shlex.split(f"--topic {topic} --group g_cli_tls"),
+        *tls,
+        *shlex.split("--from earliest --count 5 --timeout 90"),
+    )
     assert code == 0, err
     assert sorted(json.loads(line)["body"] for line in out.splitlines()) == [
         f"tls-{i}" for i in range(5)

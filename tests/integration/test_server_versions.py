@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -144,8 +145,15 @@ async def test_client_balanced_consumer(old: Old) -> None:
 
 async def _cli(old: Old, *args: str, stdin: bytes = b"") -> bytes:
     """``tubemq-aio ARGS`` against ``old`` with its TLS files, user and ``--framing``; stdout."""
-    connection = ["--master", old.master, "--framing", old.cluster.framing,
-                  *tls_file_args(old.material), "--user", USER.user_name]  # fmt: skip
+    connection = [
+        "--master",
+        old.master,
+        "--framing",
+        old.cluster.framing,
+        *tls_file_args(old.material),
+        "--user",
+        USER.user_name,
+    ]
     done = await asyncio.to_thread(run_cli, *args, *connection, stdin=stdin, password=USER.password)
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout
@@ -156,8 +164,13 @@ async def test_cli_with_the_framing_flag(old: Old) -> None:
     topic = TOPICS[2]
     lines = [f"cli-{i}" for i in range(N)]
     await _cli(old, "produce", "--topic", topic, stdin="\n".join(lines).encode() + b"\n")
-    out = await _cli(old, "consume", "--topic", topic, "--partition", "all", "--offset",
-                     "earliest", "--exit-at-end", "--timeout", "90")  # fmt: skip
+    out = await _cli(
+        old,
+        "consume",
+        "--topic",
+        topic,
+        *shlex.split("--partition all --offset earliest --exit-at-end --timeout 90"),
+    )
     bodies = [json.loads(line)["body"] for line in out.decode().splitlines()]
     assert sorted(b for b in bodies if b.startswith("cli-")) == sorted(lines)
 

@@ -149,8 +149,13 @@ async def test_submitted_job_runs_the_shipped_package_reads_and_writes_exactly(
     report = shipped.work / "batch-report.json"
     await shipped.run(
         shipped.work / "batch.log",
-        "batch", cluster.master_addr, topic, second_topic, "200", str(report),
-    )  # fmt: skip
+        "batch",
+        cluster.master_addr,
+        topic,
+        second_topic,
+        "200",
+        str(report),
+    )
     result = json.loads(report.read_text())
 
     # Driver and both executors imported the zip, without the compiled accelerator; the

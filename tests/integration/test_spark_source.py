@@ -45,9 +45,15 @@ async def produce(cluster: LocalCluster, topic: str, count: int, prefix: str) ->
             body, attrs, kind = f"{prefix}-{i}".encode(), {"n": str(i), "p": prefix}, TYPES[i % 3]
             r = await producer.send(topic, body, attributes=attrs, msg_type=kind)
             sent.append(
-                Sent(r.partition_key, r.append_offset, r.message_id, body, kind,
-                     tuple(sorted(attrs.items())))
-            )  # fmt: skip
+                Sent(
+                    r.partition_key,
+                    r.append_offset,
+                    r.message_id,
+                    body,
+                    kind,
+                    tuple(sorted(attrs.items())),
+                )
+            )
     return sent
 
 
@@ -94,9 +100,15 @@ async def test_batch_read_returns_exactly_the_produced_messages(
     sent = await produce(cluster, topic, 60, "batch")
     df = reader(spark, cluster, topic, group=f"g_{topic}").load()
     assert df.columns == [
-        "topic", "partition_key", "offset", "message_id", "msg_type", "msg_time", "attributes",
+        "topic",
+        "partition_key",
+        "offset",
+        "message_id",
+        "msg_type",
+        "msg_time",
+        "attributes",
         "body",
-    ]  # fmt: skip
+    ]
     assert rows_of(df) == expected(sent)
     assert {r.topic for r in df.select("topic").collect()} == {topic}
     assert len({s.key for s in sent}) == 6  # every partition of both brokers took part
@@ -183,9 +195,13 @@ async def test_stream_bounded_by_max_offsets_per_trigger(
 ) -> None:
     sent = await produce(cluster, topic, 60, "stream")
     query, table = run_stream(
-        spark, cluster, topic, str(tmp_path / "cp"), startingOffsets="earliest",
+        spark,
+        cluster,
+        topic,
+        str(tmp_path / "cp"),
+        startingOffsets="earliest",
         maxOffsetsPerTrigger="8",
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 240
         while spark.table(table).count() < 60:
@@ -278,8 +294,13 @@ async def test_starting_timestamp_batch_and_stream_read_exactly_the_later_bursts
     a batch read and an AvailableNow stream from each pause hold exactly the later bursts."""
     bursts = await produce_bursts(cluster.master_addr, topic, tag="spark")
     when = bursts.pauses[0]
-    df = reader(spark, cluster, topic, group=f"g_{topic}",
-                startingTimestamp=str(int(when.timestamp() * 1000))).load()  # fmt: skip
+    df = reader(
+        spark,
+        cluster,
+        topic,
+        group=f"g_{topic}",
+        startingTimestamp=str(int(when.timestamp() * 1000)),
+    ).load()
     assert sorted(bytes(r.body) for r in df.select("body").collect()) == sorted(bursts.later(0))
     base = str(tmp_path)
     run_available_now(spark, cluster, topic, base, startingTimestamp=bursts.pauses[1].isoformat())

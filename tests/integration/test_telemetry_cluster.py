@@ -111,9 +111,13 @@ async def test_telemetry_off_sends_no_trace_context(cluster: LocalCluster, topic
         assert producer.telemetry is None
         await producer.send(topic, b"plain", attributes={"a": "1"})
     consumer = Consumer(
-        cluster.master_addr, group=f"plain_{topic}", topics=[topic], consume_from="earliest",
-        heartbeat_interval=2.0, telemetry=False,
-    )  # fmt: skip
+        cluster.master_addr,
+        group=f"plain_{topic}",
+        topics=[topic],
+        consume_from="earliest",
+        heartbeat_interval=2.0,
+        telemetry=False,
+    )
     async with consumer:
         deadline = time.monotonic() + 60
         while True:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import time
 import uuid
 
@@ -79,7 +80,11 @@ async def test_cli_offset_from_and_reset_to_time(cluster: LocalCluster, topic: s
 
     async def consumed(*args: str) -> list[bytes]:
         got = await asyncio.to_thread(
-            run_cli, "consume", "--master", cluster.master_addr, "--topic", topic, *args, "-e", "-q"
+            run_cli,
+            *shlex.split(f"consume --master {cluster.master_addr} --topic {topic}"),
+            *args,
+            "-e",
+            "-q",
         )
         assert got.returncode == 0, got.stderr
         return [json.loads(line)["body"].encode() for line in got.stdout.splitlines()]
@@ -93,9 +98,13 @@ async def test_cli_offset_from_and_reset_to_time(cluster: LocalCluster, topic: s
     )
     group = "time_reset"
     done = await asyncio.to_thread(
-        run_cli, "reset", "--master", cluster.master_addr, "--topic", topic, "--group", group,
-        "--to-time", bursts.pauses[1].isoformat(), "-q",
-    )  # fmt: skip
+        run_cli,
+        *shlex.split(
+            f"reset --master {cluster.master_addr} --topic {topic} --group {group} --to-time"
+        ),
+        bursts.pauses[1].isoformat(),
+        "-q",
+    )
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.decode().splitlines()[1:]]
     assert len(rows) == len({r[0] for r in rows}) > 0
@@ -115,9 +124,13 @@ async def test_cli_offset_from_and_reset_to_time(cluster: LocalCluster, topic: s
 async def test_gateway_reset_to_time(cluster: LocalCluster, topic: str, redis: RedisServer) -> None:
     bursts = await produce_bursts(cluster.master_addr, topic, tag="gw")
     spec = GroupSpec(
-        name=f"gw_{uuid.uuid4().hex[:10]}", topics=(topic,), mode="clustering",
-        start="earliest", lease_ms=3000, lease_ms_min=500,
-    )  # fmt: skip
+        name=f"gw_{uuid.uuid4().hex[:10]}",
+        topics=(topic,),
+        mode="clustering",
+        start="earliest",
+        lease_ms=3000,
+        lease_ms_min=500,
+    )
     service = ConsumeService(
         ConsumeSettings(
             masters=cluster.master_addr,

@@ -7,6 +7,7 @@ commands run from a temporary directory without ``PYTHONPATH``.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -34,8 +35,9 @@ PURE_PROBE = (
 
 def _run(argv: list[str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    return subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, env=env,
-                          timeout=BUILD_TIMEOUT)  # fmt: skip
+    return subprocess.run(
+        argv, input=stdin, capture_output=True, cwd=cwd, env=env, timeout=BUILD_TIMEOUT
+    )
 
 
 def test_wheel_installs_and_works_in_a_clean_venv(
@@ -43,8 +45,15 @@ def test_wheel_installs_and_works_in_a_clean_venv(
 ) -> None:
     """Build the sdist and the wheel from it (as ``make dist``), check their contents, install
     the wheel alone, import it, run the CLI."""
-    built = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir",
-                  str(tmp_path / "dist"), str(SOURCE_ROOT)], cwd=tmp_path)  # fmt: skip
+    built = _run(
+        [
+            sys.executable,
+            *shlex.split("-m build --no-isolation --outdir"),
+            str(tmp_path / "dist"),
+            str(SOURCE_ROOT),
+        ],
+        cwd=tmp_path,
+    )
     assert built.returncode == 0, built.stderr.decode()[-2000:]
     (sdist,) = (tmp_path / "dist").glob("tubemq_aio-*.tar.gz")
     top = f"tubemq_aio-{tubemq_aio.__version__}/"
@@ -73,8 +82,14 @@ def test_wheel_installs_and_works_in_a_clean_venv(
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True, clear=True)
     bin_dir = env_dir / "bin"
-    installed = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q",
-                      "--disable-pip-version-check", str(wheel)], cwd=tmp_path)  # fmt: skip
+    installed = _run(
+        [
+            str(bin_dir / "python"),
+            *shlex.split("-m pip install -q --disable-pip-version-check"),
+            str(wheel),
+        ],
+        cwd=tmp_path,
+    )
     assert installed.returncode == 0, installed.stderr.decode()[-2000:]
 
     work = tmp_path / "elsewhere"
@@ -93,11 +108,19 @@ def test_wheel_installs_and_works_in_a_clean_venv(
     assert helped.returncode == 0, helped.stderr
     assert b"produce" in helped.stdout
     master = cluster.master_addr
-    sent = _run([cli, "produce", "--master", master, "--topic", topic], cwd=work,
-                stdin=b"from the wheel\n")  # fmt: skip
+    sent = _run(
+        [cli, "produce", "--master", master, "--topic", topic], cwd=work, stdin=b"from the wheel\n"
+    )
     assert sent.returncode == 0, sent.stderr
-    got = _run([cli, "consume", "--master", master, "--topic", topic, "--group", "wheel_check",
-                "--from", "earliest", "--count", "1", "--timeout", "90", "--format", "raw"],
-               cwd=work)  # fmt: skip
+    got = _run(
+        [
+            cli,
+            *shlex.split(
+                f"consume --master {master} --topic {topic} --group wheel_check "
+                "--from earliest --count 1 --timeout 90 --format raw"
+            ),
+        ],
+        cwd=work,
+    )
     assert got.returncode == 0, got.stderr
     assert got.stdout == b"from the wheel\n"

@@ -275,9 +275,14 @@ class _SlowTube:
         return 0, 280
 
     async def read(
-        self, key: str, start: int, *, cursor_at_start: bool, max_messages: int = 1,
+        self,
+        key: str,
+        start: int,
+        *,
+        cursor_at_start: bool,
+        max_messages: int = 1,
         gather_until: float = 0.0,
-    ) -> TubeRead:  # fmt: skip
+    ) -> TubeRead:
         for _ in range(3):
             await asyncio.sleep(0)
         batch = (Message(topic="t", body=b"x", message_id=1, partition_key=key),)

@@ -62,8 +62,12 @@ def test_dev_without_redis_server_names_the_package(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # a PATH without redis-server
     done = subprocess.run(
         [sys.executable, "-m", "tubemq_aio.gateway", "dev", "--fake"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert f"apt-get install {REDIS_PACKAGE}" in done.stderr
     assert DEV_NOTICE in done.stdout
@@ -76,8 +80,12 @@ def test_dev_needs_masters_or_fake(args: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TUBEMQ_GATEWAY_MASTERS"}
     done = subprocess.run(
         [sys.executable, "-m", "tubemq_aio.gateway", "dev", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert "give --masters HOST:PORT or --fake" in done.stderr
 
@@ -87,8 +95,12 @@ def test_a_signal_during_start_up_still_removes_everything(tmp_path: Path) -> No
     tmp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tubemq_aio.gateway", "dev", "--fake"],
-        cwd=ROOT, env=dev_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=dev_env(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == DEV_NOTICE
     proc.send_signal(signal.SIGINT)  # while Redis and the fake cluster start

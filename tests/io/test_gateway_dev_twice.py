@@ -5,6 +5,7 @@ remove it on the way out, so scripts reading ``gw.key`` lost the running gateway
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,11 +27,17 @@ def test_a_second_dev_on_a_busy_port_leaves_the_first_ones_key_file(tmp_path: Pa
         port = int(first.url.rsplit(":", 1)[1])
         (tmp_path / "tmp2").mkdir()
         second = subprocess.run(
-            [sys.executable, "-m", "tubemq_aio.gateway", "dev", "--fake",
-             "--key-file", str(key_file)],
-            cwd=ROOT, env=dev_env(tmp_path / "tmp2", port), capture_output=True, text=True,
+            [
+                sys.executable,
+                *shlex.split("-m tubemq_aio.gateway dev --fake --key-file"),
+                str(key_file),
+            ],
+            cwd=ROOT,
+            env=dev_env(tmp_path / "tmp2", port),
+            capture_output=True,
+            text=True,
             timeout=60,
-        )  # fmt: skip
+        )
         assert second.returncode == 1, second.stdout + second.stderr
         assert "cannot start" in second.stderr, second.stderr
         assert key_file.read_text().strip() == first.key  # still the running gateway's key

@@ -42,13 +42,15 @@ async def test_load_with_a_replica_and_the_redis_primary_killed_skips_nothing() 
 
 
 def test_a_runs_record_keeps_the_errors_its_replicas_logged() -> None:
-    log = "\n".join([
-        "INFO: 127.0.0.1 - POST /v1/groups/g/fetch 200",
-        "2026-11-26 ERROR tubemq_aio.gateway HTTP 500 internal: unexpected error",
-        "Traceback (most recent call last):",
-        '  File "x.py", line 1, in f',
-        "KeyError: 'boom'",
-    ])  # fmt: skip
+    log = "\n".join(
+        [
+            "INFO: 127.0.0.1 - POST /v1/groups/g/fetch 200",
+            "2026-11-26 ERROR tubemq_aio.gateway HTTP 500 internal: unexpected error",
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in f',
+            "KeyError: 'boom'",
+        ]
+    )
     assert error_lines(log, limit=2) == [
         "2026-11-26 ERROR tubemq_aio.gateway HTTP 500 internal: unexpected error",
         "Traceback (most recent call last):",

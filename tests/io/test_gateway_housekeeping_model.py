@@ -55,9 +55,25 @@ class _Walk:
 
     async def step(self) -> str:
         op = self.rng.choice(
-            ["add", "add", "sync", "sync", "acquire", "acquire", "settle", "lead", "lead",
-             "resign", "idle", "clients", "gc", "gc", "gc", "sleep"]
-        )  # fmt: skip
+            [
+                "add",
+                "add",
+                "sync",
+                "sync",
+                "acquire",
+                "acquire",
+                "settle",
+                "lead",
+                "lead",
+                "resign",
+                "idle",
+                "clients",
+                "gc",
+                "gc",
+                "gc",
+                "sleep",
+            ]
+        )
         await getattr(self, f"_{op}")()
         return op
 

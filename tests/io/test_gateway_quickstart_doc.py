@@ -54,9 +54,13 @@ def test_the_two_minute_path_runs_as_written(tmp_path: Path) -> None:
         children = dev.descendants()
         script = "set -euo pipefail\n" + "\n".join(shells[1:]).replace("8080", str(port))
         done = subprocess.run(
-            ["bash", "-c", script], cwd=work, env=dev_env(tmp_path / "tmp", port),
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            ["bash", "-c", script],
+            cwd=work,
+            env=dev_env(tmp_path / "tmp", port),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         out = done.stdout
         assert '"partition_key":' in out  # the produce

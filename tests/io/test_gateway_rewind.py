@@ -44,9 +44,14 @@ class ScriptedTube:
         return self.registers.pop(0)
 
     async def read(
-        self, key: str, start: int, *, cursor_at_start: bool, max_messages: int = 1,
+        self,
+        key: str,
+        start: int,
+        *,
+        cursor_at_start: bool,
+        max_messages: int = 1,
         gather_until: float = 0.0,
-    ) -> TubeRead:  # fmt: skip
+    ) -> TubeRead:
         self.asked.append((start, cursor_at_start))
         return self.answers.pop(0)
 

@@ -52,9 +52,14 @@ class _Partition:
         return 0, 1 << 40
 
     async def read(
-        self, key: str, start: int, *, cursor_at_start: bool, max_messages: int = 1,
+        self,
+        key: str,
+        start: int,
+        *,
+        cursor_at_start: bool,
+        max_messages: int = 1,
         gather_until: float = 0.0,
-    ) -> TubeRead:  # fmt: skip
+    ) -> TubeRead:
         batch = tuple(
             Message(topic="t", body=b"x" * 100, message_id=start + i, partition_key=key)
             for i in range(4)

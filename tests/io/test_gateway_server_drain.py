@@ -32,9 +32,14 @@ async def test_shutdown_answers_long_polls_and_ends_streams_at_once(
         await initialise_store(config)
         port = allocate_ports(1)[0]
         server = GatewayServer(
-            uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning",
-                           timeout_graceful_shutdown=GRACE)
-        )  # fmt: skip
+            uvicorn.Config(
+                create_app(config),
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+                timeout_graceful_shutdown=GRACE,
+            )
+        )
         serving = asyncio.create_task(server.serve())
         await wait_until(lambda: server.started, 30, "the gateway serves")
         url = f"http://127.0.0.1:{port}"
@@ -61,8 +66,9 @@ async def test_shutdown_answers_long_polls_and_ends_streams_at_once(
             assert time.monotonic() - started < GRACE / 2
             await events.aclose()
         # the stream's unacked batch was released, not left to its 60 s lease
-        server = GatewayServer(uvicorn.Config(create_app(config), host="127.0.0.1", port=port,
-                                              log_level="warning"))  # fmt: skip
+        server = GatewayServer(
+            uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning")
+        )
         serving = asyncio.create_task(server.serve())
         try:
             await wait_until(lambda: server.started, 30, "the gateway serves again")

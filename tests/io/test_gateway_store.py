@@ -42,9 +42,11 @@ async def _step(
 ) -> str:
     g = "g"
     op = rng.choice(
-        ["acquire"] * 4 + ["init", "record", "record", "settle", "settle", "extend"]
-        + ["rewind"] * 2 + ["sync", "reset", "rate", "pause", "sleep"]
-    )  # fmt: skip
+        ["acquire"] * 4
+        + ["init", "record", "record", "settle", "settle", "extend"]
+        + ["rewind"] * 2
+        + ["sync", "reset", "rate", "pause", "sleep"]
+    )
     if op == "sleep":
         await asyncio.sleep(rng.choice([0.0, 0.005, 0.02]))
         return op

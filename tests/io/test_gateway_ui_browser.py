@@ -96,8 +96,9 @@ async def test_a_key_without_an_admin_scope_gets_no_listing(
     redis_server: RedisServer,
 ) -> None:
     async with FakeCluster(topics={"t": 1}) as cluster:
-        config = stream_config(cluster.master_addr, redis_server.url,
-                               [{"name": "gs", "topics": ["t"]}], ui=True)  # fmt: skip
+        config = stream_config(
+            cluster.master_addr, redis_server.url, [{"name": "gs", "topics": ["t"]}], ui=True
+        )
         async with serving(config) as url, chromium_tab(f"{url}/ui#key={READER_KEY}") as tab:
 
             async def refused() -> bool:

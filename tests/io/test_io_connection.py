@@ -208,13 +208,19 @@ async def test_io_exception_frame_closes_connection_after_its_call(
 ) -> None:
     pool = ConnectionPool(settings)
     conn = await pool.connection(addr(server))
-    server.knobs.exception = ("org.apache.inlong.tubemq.corerpc.exception.ServiceStoppingException",
-                              "service is stopping", False)  # fmt: skip
+    server.knobs.exception = (
+        "org.apache.inlong.tubemq.corerpc.exception.ServiceStoppingException",
+        "service is stopping",
+        False,
+    )
     with pytest.raises(ServiceStoppingError):
         await conn.call(request_payload(b"x"), 2.0)
     assert not conn.is_closed  # not an IOException on the Java side
-    server.knobs.exception = ("org.apache.inlong.tubemq.corerpc.exception.StandbyException",
-                              "not master now", False)  # fmt: skip
+    server.knobs.exception = (
+        "org.apache.inlong.tubemq.corerpc.exception.StandbyException",
+        "not master now",
+        False,
+    )
     with pytest.raises(StandbyMasterError) as info:
         await conn.call(request_payload(b"x"), 2.0)
     assert isinstance(info.value, RemoteRpcError)

@@ -139,9 +139,15 @@ async def test_failed_flows_leak_no_secret(caplog: pytest.LogCaptureFixture) -> 
     await asyncio.gather(producer.close(), consumer.close(), balanced.close())
     assert producer.config.credentials == Credentials("admin", PASSWORD)
     shown = seen_by_user(
-        producer, consumer, balanced, producer.config, consumer.config,
-        producer.config.credentials, errors=errors, logs=caplog.text,
-    )  # fmt: skip
+        producer,
+        consumer,
+        balanced,
+        producer.config,
+        consumer.config,
+        producer.config.credentials,
+        errors=errors,
+        logs=caplog.text,
+    )
     assert_no_secret(shown)
     assert_no_secret("\n".join(repr(r.args) for r in caplog.records))
 

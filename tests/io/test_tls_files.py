@@ -65,9 +65,7 @@ def _entry_points(server: Path, cert: Path, key: Path) -> dict[str, Callable[[],
     url += f"&tls_key_file={key}"
     spark = {"master": "h:1", "tls": "true", "tlsCaFile": str(server)}
     spark |= {"tlsCertFile": str(cert), "tlsKeyFile": str(key)}
-    access = TubeMQAccess(
-        tls=True, tls_ca_file=str(server), tls_cert_file=str(cert), tls_key_file=str(key)
-    )
+    access = TubeMQAccess(tls=True, tls_files=TlsFiles(str(server), str(cert), str(key)))
     return {
         "TlsFiles": lambda: TlsFiles(str(server), str(cert), str(key)).context(),
         "URL": lambda: ConsumerConfig.from_url(url).ssl_context,
@@ -115,7 +113,7 @@ def test_a_key_without_its_certificate_is_refused_everywhere(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="tlsKeyFile"):
         parse_client_settings({"master": "h:1", "tls": "true", "tlsKeyFile": str(key)})
     with pytest.raises(ConfigError, match="tls_key_file needs tls_cert_file"):
-        TubeMQAccess(tls=True, tls_key_file=str(key))
+        TubeMQAccess(tls=True, tls_files=TlsFiles(key_file=str(key)))
     with pytest.raises(ConfigError, match="--tls-key needs --tls-cert"):
         _cli("--tls-key", str(key))
 

@@ -1,6 +1,7 @@
-"""Leak check: 1 000 start/close cycles of each client against the fake cluster, half of them
-with a cancellation injected at a random await of ``start()`` and of ``close()``; afterwards the
-process has exactly the tasks and file descriptors it had before."""
+"""Leak check: 1 000 start/close cycles of each client against the fake cluster (``make unit``:
+a share of them, tests/support/examples.py), half of them with a cancellation injected at a
+random await of ``start()`` and of ``close()``; afterwards the process has exactly the tasks and
+file descriptors it had before."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.examples import examples
 from tests.support.leak_checks import live_tasks, open_fds, wait_released
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer, TubeMQError
 from tubemq_aio.testing import FakeCluster
 
-CYCLES = 1_000
+CYCLES = examples(1_000)
 Client = Producer | Consumer | ClientBalancedConsumer
 
 

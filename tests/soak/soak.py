@@ -119,9 +119,13 @@ async def soak(minutes: float, rate: int) -> Result:
                     await asyncio.sleep(SAMPLE_EVERY)
                     fds = len(os.listdir("/proc/self/fd"))
                     s = Sample(
-                        round(time.monotonic() - t0, 1), _rss_kib(), fds,
-                        len(asyncio.all_tasks()), counts["acked"], counts["received"],
-                    )  # fmt: skip
+                        round(time.monotonic() - t0, 1),
+                        _rss_kib(),
+                        fds,
+                        len(asyncio.all_tasks()),
+                        counts["acked"],
+                        counts["received"],
+                    )
                     result.samples.append(s)
                     print(json.dumps(asdict(s)), flush=True)
 

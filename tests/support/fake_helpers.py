@@ -7,7 +7,7 @@ import asyncio
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio.testing import FakeCluster
 
-__all__ = ["HEARTBEAT", "drain", "group_consumer", "produce"]
+__all__ = ["HEARTBEAT", "cb_consumer", "drain", "group_consumer", "produce"]
 
 #: The shortest heartbeat our clients accept; rebalances then take about two seconds.
 HEARTBEAT = 1.0
@@ -16,6 +16,19 @@ HEARTBEAT = 1.0
 def group_consumer(cluster: FakeCluster, group: str, **options: object) -> Consumer:
     """A server-balanced consumer of topic ``demo`` from the earliest offset, fast heartbeats."""
     return Consumer(
+        cluster.master_addr,
+        group=group,
+        topics=["demo"],
+        consume_from="earliest",
+        heartbeat_interval=HEARTBEAT,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def cb_consumer(cluster: FakeCluster, group: str, **options: object) -> ClientBalancedConsumer:
+    """A client-balanced consumer of topic ``demo`` from the earliest offset, fast heartbeats
+    (it connects nothing by itself)."""
+    return ClientBalancedConsumer(
         cluster.master_addr,
         group=group,
         topics=["demo"],

@@ -105,8 +105,9 @@ async def _kill_master(env: FaultEnv) -> None:
     await env.cluster.stop_master()
 
 
-def fault_table(*, bandwidth: Direction | None, bandwidth_cap: int, reset: Direction,
-                reset_after: int) -> dict[str, Fault]:  # fmt: skip
+def fault_table(
+    *, bandwidth: Direction | None, bandwidth_cap: int, reset: Direction, reset_after: int
+) -> dict[str, Fault]:
     """The faults both suites run: broker 1's proxy misbehaving, or a node killed.
 
     Args:

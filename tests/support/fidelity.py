@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
+from tubemq_aio.consumer._cb_models import parse_key
+from tubemq_aio.consumer._cb_ops import resolve_partition
 from tubemq_aio.consumer.config import ConsumeFrom
 from tubemq_aio.testing import wait_until
 
@@ -31,6 +33,7 @@ __all__ = [
     "Target",
     "broker_restarted",
     "consume_from_cases",
+    "fetch_beyond_end",
     "filters",
     "member_killed",
     "offsets_and_lag",
@@ -52,6 +55,14 @@ class Target:
             topics of their own with this layout).
         restart_broker: kill broker ``id`` (its clients see the connection die) and start it
             again; returns once it serves.
+        crash_broker: kill broker ``id`` with SIGKILL before it flushed the messages of a
+            topic created less than 20 s ago and before it wrote the group offsets committed
+            in the last moment (the fake loses every message of its stores and the offsets
+            committed in the last ``offsets_persisted / 2`` s) and start it again; returns
+            once it serves.
+        offsets_persisted: seconds after which a broker has written a group's committed
+            offsets where a SIGKILL leaves them (the real broker: 5 s to its offset file
+            store, then a file write every 6 s; docs/testing.md).
         registration_timeout: seconds a broker keeps a silent consumer's partitions.
         balance_period: seconds between the master's balance cycles.
         name: ``"fake"`` or ``"real"`` (in messages only).
@@ -61,6 +72,8 @@ class Target:
     brokers: int
     partitions: int
     restart_broker: Callable[[int], Awaitable[None]]
+    crash_broker: Callable[[int], Awaitable[None]]
+    offsets_persisted: float
     registration_timeout: float
     balance_period: float
     name: str
@@ -244,8 +257,10 @@ async def broker_restarted(target: Target, topic: str) -> None:
     restarted = {b for b, r in zip(before, first, strict=True) if _store(r.partition_key) == last}
     again = {b for b, n in Counter(got).items() if n > 1}
     assert again <= restarted, sorted(again - restarted)
-    print(f"[{target.name}] after the restart: {len(second)} sends stored, "
-          f"{len(again)} redelivered", file=sys.stderr)  # fmt: skip
+    print(
+        f"[{target.name}] after the restart: {len(second)} sends stored, {len(again)} redelivered",
+        file=sys.stderr,
+    )
 
 
 async def member_killed(target: Target, topic: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -258,9 +273,15 @@ async def member_killed(target: Target, topic: str, caplog: pytest.LogCaptureFix
     total = target.brokers * target.partitions
     with tempfile.NamedTemporaryFile("w+", suffix=".jsonl") as record:
         victim = await asyncio.create_subprocess_exec(
-            sys.executable, str(MEMBER_SCRIPT), target.master_addr, group, topic, record.name,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+            sys.executable,
+            str(MEMBER_SCRIPT),
+            target.master_addr,
+            group,
+            topic,
+            record.name,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         try:
             async with Consumer(
                 target.master_addr,
@@ -339,3 +360,69 @@ def _victim_bodies(lines: list[str], bodies: list[bytes]) -> set[bytes]:
     """The bodies the victim recorded as received (its record holds message numbers)."""
     numbers = {n for line in lines for n in json.loads(line)["ids"]}
     return {b for b in bodies if int(b.split(b"-", 1)[1]) in numbers}
+
+
+async def fetch_beyond_end(target: Target, topic: str) -> None:
+    """What a SIGKILL leaves of a group's offsets, and a fetch beyond the store's end.
+
+    A group commits (X), waits until the broker wrote its offset file, reads and commits more
+    (Y), and the broker is SIGKILLed at once, before its first flush of the new topic: it comes
+    back with an empty store and the group's offset at X (Y was only in its memory). A register
+    without an offset loads X as it is (``currOffset > maxOffset``); a fetch answers 404 and
+    moves the group's offset back to the store's end, which the next commit answers
+    (docs/protocol/consumer.md §4.2). Driven with raw broker requests: our consumers register
+    again at the end by themselves."""
+    victim = target.brokers
+    per_round = 12 * target.brokers
+    async with ClientBalancedConsumer(
+        target.master_addr, group=_group(target, "end"), topics=[topic], consume_from="earliest"
+    ) as consumer:
+        committed: list[dict[str, int]] = []  # X, then Y
+        on_victim: list[str] = []
+        for round_ in range(2):
+            bodies = [f"e{round_}-{i}".encode() for i in range(per_round)]
+            keys = await _send(target, topic, bodies)
+            on_victim = sorted({k for k in keys if _store(k) == str(victim)})
+            assert on_victim, keys
+            for key in on_victim:
+                await consumer.connect(key)
+            wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == str(victim)}
+            read = await _drain_until(consumer, wanted, 30)  # no wait after: the kill follows
+            assert wanted <= set(read), sorted(wanted - set(read))
+            for key in on_victim:
+                await consumer.disconnect(key)  # commits what was acked
+            committed.append({k: await _stored_offset(consumer, k) for k in on_victim})
+            if round_ == 0:
+                await asyncio.sleep(target.offsets_persisted)
+        await target.crash_broker(victim)
+        first, second = committed
+        session = consumer._session
+        assert session is not None
+        for key in on_victim:
+            assert 0 < first[key] < second[key], (key, committed)
+            partition = await resolve_partition(session, key, parse_key(key))
+            filters = session.config.filters_of(topic)
+            reg = await session.broker.register(partition, read_status=0, filters=filters)
+            assert reg.success, (key, reg)
+            # The offset file held X, not Y; the store came back empty, below X.
+            assert reg.max_offset < reg.curr_offset == first[key], (key, reg, committed)
+            got = await session.broker.get_message(
+                partition, last_pack_consumed=False, esc_flow_ctrl=False
+            )
+            assert (got.success, got.err_code) == (False, 404), (key, got)
+            after = await session.broker.commit(partition, consumed=False)
+            assert after.success, (key, after)
+            assert after.curr_offset == after.max_offset == reg.max_offset, (key, reg, after)
+            await session.broker.unregister(partition, read_status=0)
+
+
+async def _stored_offset(consumer: ClientBalancedConsumer, key: str) -> int:
+    """The group's stored offset of ``key`` (a disconnected partition) at its broker: a raw
+    register without an offset answers it, and the unregister after it moves nothing."""
+    session = consumer._session
+    assert session is not None
+    partition = await resolve_partition(session, key, parse_key(key))
+    reg = await session.broker.register(partition, read_status=0)
+    assert reg.success, (key, reg)
+    await session.broker.unregister(partition, read_status=0)
+    return reg.curr_offset

@@ -71,9 +71,14 @@ def dev_env(tmp: Path, port: int = 0) -> dict[str, str]:
 
 
 def start_dev(
-    args: list[str], tmp: Path, timeout: float = 60.0, *, shell: str | None = None,
-    cwd: Path = ROOT, port: int = 0,
-) -> DevGateway:  # fmt: skip
+    args: list[str],
+    tmp: Path,
+    timeout: float = 60.0,
+    *,
+    shell: str | None = None,
+    cwd: Path = ROOT,
+    port: int = 0,
+) -> DevGateway:
     """Run ``tubemq-gateway dev *args`` (or the ``shell`` command line, through bash) on
     ``port`` (0: a free one) with ``TMPDIR=tmp``; return once it printed its URL.
 
@@ -85,9 +90,13 @@ def start_dev(
     if shell is not None:
         argv = ["bash", "-c", f"exec {shell}"]  # exec: the signal reaches the gateway itself
     proc = subprocess.Popen(
-        argv, cwd=cwd, env=dev_env(tmp, port), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        argv,
+        cwd=cwd,
+        env=dev_env(tmp, port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert proc.stdout is not None
     lines: list[str] = []
     key = ""

@@ -79,9 +79,12 @@ async def consume_until(
             service = replicas[next(turn) % len(replicas)]
             try:
                 got = await service.fetch(
-                    group, client_id=None, wait_ms=200, lease_ms=lease_ms,
+                    group,
+                    client_id=None,
+                    wait_ms=200,
+                    lease_ms=lease_ms,
                     max_messages=max_messages,
-                )  # fmt: skip
+                )
                 if got.status != "ok" or got.lease is None:
                     await asyncio.sleep(0.02)
                     continue

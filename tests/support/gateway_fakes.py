@@ -307,8 +307,13 @@ class FakeProducer:
     def _check(body: bytes, kw: dict[str, Any]) -> None:
         from tubemq_aio.protocol.message import encode_message
 
-        encode_message(body, attributes=kw.get("attributes"), msg_type=kw.get("msg_type"),
-                       msg_time=kw.get("msg_time"), max_size=1024)  # fmt: skip
+        encode_message(
+            body,
+            attributes=kw.get("attributes"),
+            msg_type=kw.get("msg_type"),
+            msg_time=kw.get("msg_time"),
+            max_size=1024,
+        )
 
     async def send(self, topic: str, body: bytes, **kw: Any) -> SendResult:
         if body.startswith(b"lost"):

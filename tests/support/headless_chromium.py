@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import json
 import os
+import shlex
 import shutil
 import signal
 import tempfile
@@ -78,12 +79,17 @@ async def chromium_tab(url: str, *, width: int = 1100, height: int = 900) -> Asy
         prefix="tubemq-chromium-", ignore_cleanup_errors=True
     ) as profile:
         proc = await asyncio.create_subprocess_exec(
-            binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-dev-shm-usage", f"--remote-debugging-port={port}",
-            f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            binary,
+            *shlex.split("--headless --no-sandbox --disable-gpu --no-first-run"),
+            "--disable-dev-shm-usage",
+            f"--remote-debugging-port={port}",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            "about:blank",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
                 targets: list[dict[str, Any]] = []
@@ -101,8 +107,13 @@ async def chromium_tab(url: str, *, width: int = 1100, height: int = 900) -> Asy
             async with websockets.connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
                 tab = Tab(ws)
                 await tab.call("Page.enable")
-                await tab.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                               deviceScaleFactor=1, mobile=False)  # fmt: skip
+                await tab.call(
+                    "Emulation.setDeviceMetricsOverride",
+                    width=width,
+                    height=height,
+                    deviceScaleFactor=1,
+                    mobile=False,
+                )
                 await tab.call("Page.navigate", url=url)
 
                 async def loaded() -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from typing import Any
 
 import pytest
@@ -61,10 +62,14 @@ async def java_dump(
     (``body_b64``, ``attribute``, ``msg_type``, ``msg_time``)."""
     out = await _run(
         cluster,
-        ["dump", "--master", cluster.master_addr, "--topic", topic, "--group", group,
-         "--count", str(count)],
+        [
+            *shlex.split(
+                f"dump --master {cluster.master_addr} --topic {topic} --group "
+                f"{group} --count {count}"
+            ),
+        ],
         timeout,
-    )  # fmt: skip
+    )
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 

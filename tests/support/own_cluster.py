@@ -51,5 +51,11 @@ def client_tls_context(
 def tls_file_args(material: TlsMaterial) -> list[str]:
     """The CLI's ``--tls-ca/--tls-cert/--tls-key`` options for ``material`` (two-way TLS)."""
     assert material.client_key is not None, "openssl is needed for a client key"
-    return ["--tls-ca", str(material.ca_pem), "--tls-cert", str(material.client_cert),
-            "--tls-key", str(material.client_key)]  # fmt: skip
+    return [
+        "--tls-ca",
+        str(material.ca_pem),
+        "--tls-cert",
+        str(material.client_cert),
+        "--tls-key",
+        str(material.client_key),
+    ]

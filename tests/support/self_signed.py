@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -17,9 +18,18 @@ def self_signed_cert(
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", f"/CN={name}", "-addext", f"subjectAltName={alt_names}",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            *shlex.split("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj"),
+            f"/CN={name}",
+            "-addext",
+            f"subjectAltName={alt_names}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key

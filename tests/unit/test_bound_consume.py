@@ -79,9 +79,17 @@ def session(bound: BoundConsume | None) -> MasterSession:
     stub: Any = None
     engine: Any = SimpleNamespace()  # the session hands it its on_broken hook
     parts = ConsumerWiring(
-        stub, stub, cast(Any, broker), engine, stub, FlowControlState(), stub, "h", time.monotonic,
+        stub,
+        stub,
+        cast(Any, broker),
+        engine,
+        stub,
+        FlowControlState(),
+        stub,
+        "h",
+        time.monotonic,
         False,
-    )  # fmt: skip
+    )
     return MasterSession(config, parts)
 
 
@@ -90,11 +98,8 @@ def test_register_fields_and_not_allocated() -> None:
     bound = BoundConsume("s1", 3, select_big=False, offsets={"1:t:2": 7, "1:t:0": 9})
     body = bound.session(not_allocated=True)
     data = rpc.build_register(
-        client_id="c",
-        group="g1",
-        host_name="h",
-        topics=["t"],
-        session_time_ms=1,
+        client=rpc.ConsumerClient("c", "g1", "h", 1),
+        subscription=rpc.Subscription(("t",)),
         flow=FlowControlState(),
         bound=body,
     )

@@ -226,8 +226,12 @@ def test_url_problems_are_reported_together_without_the_password() -> None:
     with pytest.raises(ConfigError) as info:
         ClientConfig.from_url("tubemq://u:s3cret@h:1/path?nope=1&tls=perhaps&rpc_timeout=x")
     text = str(info.value)
-    for part in ("path or a fragment", "unknown option 'nope'", "'tls' needs true or false",
-                 "'rpc_timeout' has an invalid value"):  # fmt: skip
+    for part in (
+        "path or a fragment",
+        "unknown option 'nope'",
+        "'tls' needs true or false",
+        "'rpc_timeout' has an invalid value",
+    ):
         assert part in text
     assert "s3cret" not in text
 
@@ -235,12 +239,20 @@ def test_url_problems_are_reported_together_without_the_password() -> None:
 def test_broker_blocking_config_checks_every_field() -> None:
     with pytest.raises(ConfigError) as info:
         BrokerBlockingConfig(
-            evaluation_interval=math.nan, threshold_ratio=1.5, link_max_blocked=-1,
-            enabled=wrong("yes"), min_expected_successes=wrong(True),
-        )  # fmt: skip
+            evaluation_interval=math.nan,
+            threshold_ratio=1.5,
+            link_max_blocked=-1,
+            enabled=wrong("yes"),
+            min_expected_successes=wrong(True),
+        )
     text = str(info.value)
-    for name in ("evaluation_interval", "threshold_ratio", "link_max_blocked", "enabled",
-                 "min_expected_successes"):  # fmt: skip
+    for name in (
+        "evaluation_interval",
+        "threshold_ratio",
+        "link_max_blocked",
+        "enabled",
+        "min_expected_successes",
+    ):
         assert name in text
     assert isinstance(info.value, ValueError)
 
@@ -259,8 +271,9 @@ def test_client_id_and_send_many_checks() -> None:
 
 
 def test_cli_arguments_report_every_problem() -> None:
-    args = argparse.Namespace(tls_key="k.pem", tls_cert=None, tls_ca=None, user=None,
-                              password="pw", framing=None)  # fmt: skip
+    args = argparse.Namespace(
+        tls_key="k.pem", tls_cert=None, tls_ca=None, user=None, password="pw", framing=None
+    )
     with pytest.raises(ConfigError) as info:
         connection_options(args)
     assert str(info.value) == "arguments: --tls-key needs --tls-cert; --password needs --user"
@@ -277,8 +290,13 @@ def test_bound_consume_names_every_problem() -> None:
     with pytest.raises(BoundConsumeError) as info:
         BoundConsume(" ", 0, select_big=wrong("yes"), offsets={"bad": 1, "1:t:0": -1})
     text = str(info.value)
-    for part in ("session_key must not be blank", "source_count", "select_big",
-                 "malformed partition key 'bad'", "offset of 1:t:0"):  # fmt: skip
+    for part in (
+        "session_key must not be blank",
+        "source_count",
+        "select_big",
+        "malformed partition key 'bad'",
+        "offset of 1:t:0",
+    ):
         assert part in text
     assert BoundConsume(" s ", 2, offsets={"1:t:0": 5}).session_key == "s"
 

@@ -35,9 +35,17 @@ def test_text_line_is_the_body_with_the_command_line_options() -> None:
 
 
 def test_json_line_overrides_defaults_and_decodes_base64() -> None:
-    line = json.dumps({"body": base64.b64encode(b"\xff\x00").decode(), "body_encoding": "base64",
-                       "attributes": {"a": "1"}, "msg_type": "t2", "msg_time": "202601021530",
-                       "topic": "ignored", "message_id": 5})  # fmt: skip
+    line = json.dumps(
+        {
+            "body": base64.b64encode(b"\xff\x00").decode(),
+            "body_encoding": "base64",
+            "attributes": {"a": "1"},
+            "msg_type": "t2",
+            "msg_time": "202601021530",
+            "topic": "ignored",
+            "message_id": 5,
+        }
+    )
     out = parse_json_line(line.encode() + b"\n", DEFAULTS)
     assert out == Outgoing(b"\xff\x00", {"src": "cli", "a": "1"}, "t2", "202601021530", "k")
     iso = parse_json_line(b'{"body": "x", "msg_time": "2026-01-02T15:30:00"}', DEFAULTS)
@@ -67,13 +75,25 @@ def test_bad_json_lines_name_the_problem(line: bytes, problem: str) -> None:
 
 def test_message_json_falls_back_to_base64_for_binary_bodies() -> None:
     when = datetime(2026, 1, 2, 3, 4)
-    msg = Message(topic="t", body="grüß".encode(), attributes={"k": "v"}, msg_type="x",
-                  msg_time=when, message_id=9, partition_key="1:t:0")  # fmt: skip
+    msg = Message(
+        topic="t",
+        body="grüß".encode(),
+        attributes={"k": "v"},
+        msg_type="x",
+        msg_time=when,
+        message_id=9,
+        partition_key="1:t:0",
+    )
     assert message_json(msg) == {
-        "topic": "t", "partition_key": "1:t:0", "message_id": "9", "msg_type": "x",
-        "msg_time": "2026-01-02T03:04:00", "attributes": {"k": "v"}, "body": "grüß",
+        "topic": "t",
+        "partition_key": "1:t:0",
+        "message_id": "9",
+        "msg_type": "x",
+        "msg_time": "2026-01-02T03:04:00",
+        "attributes": {"k": "v"},
+        "body": "grüß",
         "body_encoding": "utf-8",
-    }  # fmt: skip
+    }
     binary = message_json(Message(topic="t", body=b"\xff\xfe"))
     assert binary["body_encoding"] == "base64"
     assert base64.b64decode(binary["body"]) == b"\xff\xfe"
@@ -173,9 +193,11 @@ SECRET = "pa55-never-shown"
     ],
 )
 def test_connection_option_mistakes_exit_2_without_the_password(
-    extra: list[str], problem: str, capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    problem: str,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.delenv("TUBEMQ_AIO_PASSWORD", raising=False)
     assert main(["partitions", "--master", "127.0.0.1:1", "--topic", "t", *extra]) == 2
     err = capsys.readouterr().err
@@ -204,16 +226,18 @@ def test_password_from_the_environment_is_used_and_never_shown(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TUBEMQ_AIO_PASSWORD", SECRET)
-    args = build_parser().parse_args(["partitions", "--master", "h:1", "--topic", "t",
-                                      "--user", "bob"])  # fmt: skip
+    args = build_parser().parse_args(
+        ["partitions", "--master", "h:1", "--topic", "t", "--user", "bob"]
+    )
     options = connection_options(args)
     assert options["credentials"] == Credentials("bob", SECRET)
     assert "ssl_context" not in options
     producer = open_client(Producer, args, topics=["t"])
     assert SECRET not in repr(producer)
     assert SECRET not in repr(producer.config)
-    url = build_parser().parse_args(["partitions", "--master", f"tubemqs://bob:{SECRET}@h:1",
-                                     "--topic", "t"])  # fmt: skip
+    url = build_parser().parse_args(
+        ["partitions", "--master", f"tubemqs://bob:{SECRET}@h:1", "--topic", "t"]
+    )
     from_url = open_client(Producer, url, topics=["t"])
     assert from_url.config.credentials == Credentials("bob", SECRET)
     assert from_url.config.ssl_context is not None
@@ -232,17 +256,34 @@ def test_web_endpoint_comes_from_web_or_the_master_host() -> None:
 
 
 def test_listing_rows_from_web_api_items() -> None:
-    topics = topic_rows([
-        {"topicName": "b", "totalCfgNumPart": 6, "totalRunNumPartCount": 3,
-         "isSrvAcceptPublish": True, "isSrvAcceptSubscribe": False},
-        {"topicName": "a"},
-    ])  # fmt: skip
+    topics = topic_rows(
+        [
+            {
+                "topicName": "b",
+                "totalCfgNumPart": 6,
+                "totalRunNumPartCount": 3,
+                "isSrvAcceptPublish": True,
+                "isSrvAcceptSubscribe": False,
+            },
+            {"topicName": "a"},
+        ]
+    )
     assert topics == [
-        {"topic": "a", "partitions": 0, "running_partitions": 0, "publish": False,
-         "subscribe": False},
-        {"topic": "b", "partitions": 6, "running_partitions": 3, "publish": True,
-         "subscribe": False},
-    ]  # fmt: skip
+        {
+            "topic": "a",
+            "partitions": 0,
+            "running_partitions": 0,
+            "publish": False,
+            "subscribe": False,
+        },
+        {
+            "topic": "b",
+            "partitions": 6,
+            "running_partitions": 3,
+            "publish": True,
+            "subscribe": False,
+        },
+    ]
     groups = group_rows([{"consumeGroup": "g", "topicSet": ["t2", "t1"], "consumerNum": 2}])
     assert groups == [{"group": "g", "topics": ["t1", "t2"], "consumers": 2}]
 

@@ -20,11 +20,21 @@ from tubemq_aio.errors import AdminApiError, ConfigError
 from tubemq_aio.testing.cluster import recorded_web_api
 
 TOPICS = [
-    {"topicName": "demo", "totalCfgNumPart": 3, "totalRunNumPartCount": 3,
-     "isSrvAcceptPublish": True, "isSrvAcceptSubscribe": True},
-    {"topicName": "__offset_history__", "totalCfgNumPart": 1, "totalRunNumPartCount": 1,
-     "isSrvAcceptPublish": True, "isSrvAcceptSubscribe": True},
-]  # fmt: skip
+    {
+        "topicName": "demo",
+        "totalCfgNumPart": 3,
+        "totalRunNumPartCount": 3,
+        "isSrvAcceptPublish": True,
+        "isSrvAcceptSubscribe": True,
+    },
+    {
+        "topicName": "__offset_history__",
+        "totalCfgNumPart": 1,
+        "totalRunNumPartCount": 1,
+        "isSrvAcceptPublish": True,
+        "isSrvAcceptSubscribe": True,
+    },
+]
 CONSUME = ["consume", "--master", "m:1", "--topic", "t", "--group", "g"]
 
 
@@ -52,9 +62,13 @@ def test_verbose_and_quiet_before_or_after_the_command(
 
 @pytest.mark.parametrize(
     "argv",
-    [["produce", "--topic", "t"], ["consume", "--topic", "t", "--group", "g"],
-     ["partitions", "--topic", "t"], ["lag", "--topic", "t", "--group", "g"]],
-)  # fmt: skip
+    [
+        ["produce", "--topic", "t"],
+        ["consume", "--topic", "t", "--group", "g"],
+        ["partitions", "--topic", "t"],
+        ["lag", "--topic", "t", "--group", "g"],
+    ],
+)
 def test_a_missing_master_names_the_variable(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -132,9 +146,15 @@ async def test_the_sdk_web_api_client_checks_the_envelope(web: str) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"web_port": 0}, {"web_port": 70000}, {"web_port": True}, {"web_port": 8080, "timeout": 0},
-     {"web_port": 8080, "timeout": float("nan")}, {"web_port": 8080, "timeout": float("inf")}],
-)  # fmt: skip
+    [
+        {"web_port": 0},
+        {"web_port": 70000},
+        {"web_port": True},
+        {"web_port": 8080, "timeout": 0},
+        {"web_port": 8080, "timeout": float("nan")},
+        {"web_port": 8080, "timeout": float("inf")},
+    ],
+)
 def test_the_sdk_web_api_client_refuses_bad_arguments(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         MasterWebApi("h", **kwargs)  # type: ignore[arg-type]

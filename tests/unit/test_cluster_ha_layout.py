@@ -83,9 +83,12 @@ class _Master(BaseHTTPRequestHandler):
         body = (
             {"result": True, "errCode": 0, "errMsg": "OK", "data": [{"version": "2.4.0"}]}
             if self.mode == "active"
-            else {"result": False, "errCode": 400, "errMsg": "Please send your request to the "
-                  "master Node."}
-        )  # fmt: skip
+            else {
+                "result": False,
+                "errCode": 400,
+                "errMsg": "Please send your request to the master Node.",
+            }
+        )
         raw = json.dumps(body).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(raw)))

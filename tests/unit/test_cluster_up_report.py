@@ -64,8 +64,12 @@ async def test_progress_says_each_phase_and_repeats_while_one_lasts() -> None:
 
 
 def test_up_lines_put_each_address_on_its_own_line() -> None:
-    info = {"bring_up_seconds": 38.2, "master_addr": "127.0.0.1:8715",
-            "master_web": "http://127.0.0.1:8080/webapi.htm", "log_dir": "/logs"}  # fmt: skip
+    info = {
+        "bring_up_seconds": 38.2,
+        "master_addr": "127.0.0.1:8715",
+        "master_web": "http://127.0.0.1:8080/webapi.htm",
+        "log_dir": "/logs",
+    }
     lines = up_lines(info, Path("state.json"))
     assert lines[0] == "TubeMQ is up in 38.2s: masters=127.0.0.1:8715"
     assert lines[1].split()[:2] == ["master:", "127.0.0.1:8715"]

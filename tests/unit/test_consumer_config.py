@@ -131,8 +131,9 @@ def test_join_heartbeat_interval_applies_until_the_first_connect_event() -> None
     joined.first_connect_pending = False
     assert wait(joined, join_heartbeat_interval=1) == 13
     # A member that never gets a partition goes back to the interval after JOIN_HEARTBEATS_MAX.
-    consumer = Consumer("h:1", group="gg", topics=["t"], heartbeat_interval=13,
-                        join_heartbeat_interval=1)  # fmt: skip
+    consumer = Consumer(
+        "h:1", group="gg", topics=["t"], heartbeat_interval=13, join_heartbeat_interval=1
+    )
     session = SimpleNamespace(
         config=consumer.config, hb_state=MasterHeartbeatState(), _join_heartbeats=0
     )

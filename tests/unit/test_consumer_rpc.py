@@ -21,6 +21,9 @@ from tubemq_aio.protocol.consumer_replies import (
     parse_offset_response,
 )
 from tubemq_aio.protocol.consumer_rpc import (
+    ConsumerClient,
+    RegisterStart,
+    Subscription,
     build_broker_heartbeat,
     build_broker_register,
     build_broker_unregister,
@@ -55,13 +58,11 @@ def test_commit_request_golden_bytes() -> None:
 def test_register_normal() -> None:
     flow = FlowControlState()
     body = build_register(
-        client_id="c1",
-        group="g1",
-        host_name="10.0.0.9",
-        topics=["demo"],
+        client=ConsumerClient("c1", "g1", "10.0.0.9", 1700000000000),
+        subscription=Subscription(
+            ("demo",), (TopicCondition("demo", frozenset({"b", "a"})).format(),)
+        ),
         subscribe_info=[SUB],
-        topic_conditions=[TopicCondition("demo", frozenset({"b", "a"})).format()],
-        session_time_ms=1700000000000,
         flow=flow,
         jdk_version="py3.11",
     )
@@ -85,11 +86,8 @@ def test_register_bound_with_auth() -> None:
         AuthenticateInfo(user_name="u", timestamp=123, nonce=7, signature="sig")
     )
     body = build_register(
-        client_id="c1",
-        group="g1",
-        host_name="h",
-        topics=["demo"],
-        session_time_ms=1,
+        client=ConsumerClient("c1", "g1", "h", 1),
+        subscription=Subscription(("demo",)),
         flow=FlowControlState(),
         bound=BoundSession("sk", 3, select_big=False, offsets={KEY: 280}),
         auth=auth,
@@ -142,9 +140,8 @@ def test_broker_register_and_unregister() -> None:
         client_id="c",
         group="g",
         key=KEY,
-        read_status=1,
+        start=RegisterStart(1, 560),
         filters=["b", "a"],
-        curr_offset=560,
         qry_priority_id=301,
         auth=auth,
     )
@@ -155,7 +152,7 @@ def test_broker_register_and_unregister() -> None:
     assert msg.qryPriorityId == 301
     assert msg.authInfo.visitAuthorizedToken == -2
     keep = broker_pb.RegisterRequestC2B.FromString(
-        build_broker_register(client_id="c", group="g", key=KEY, read_status=0, curr_offset=-1)
+        build_broker_register(client_id="c", group="g", key=KEY, start=RegisterStart(0, -1))
     )
     assert not keep.HasField("currOffset")
     assert not keep.HasField("authInfo")

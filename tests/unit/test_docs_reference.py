@@ -40,8 +40,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=BUILD_TIMEOUT,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     return site
 
@@ -151,6 +155,11 @@ def test_defaults_are_rendered_as_values(site: Path) -> None:
 
 
 def test_the_gateway_spark_and_stats_pages_exist(reference_ids: set[str]) -> None:
-    for name in ("GatewayConfig", "create_app", "TubeMQDataSource", "ConsumerStats",
-                 "local_session"):  # fmt: skip
+    for name in (
+        "GatewayConfig",
+        "create_app",
+        "TubeMQDataSource",
+        "ConsumerStats",
+        "local_session",
+    ):
         assert any(i.endswith(f".{name}") for i in reference_ids), name

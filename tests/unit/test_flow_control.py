@@ -15,6 +15,7 @@ from tubemq_aio.protocol.flow_control import (
     MB,
     DataLimit,
     DataLimitRule,
+    FetchAnswer,
     FlowControlState,
     FreqLimitRule,
     LowFetchRule,
@@ -218,10 +219,23 @@ def test_esc_flow_ctrl_is_reevaluated_every_10s() -> None:
     assert not state.esc_flow_ctrl(11.0, 1900)
 
 
-def fetch(flow: PartitionFlow, state: FlowControlState, now: float, **kw: object) -> int:
-    args: dict[str, object] = {"hhmm": 900, "err_code": 200, "body_bytes": 0, "base_wait_ms": 0}
-    args.update(kw)
-    return flow.wait_after_fetch(state, now=now, **args)  # type: ignore[arg-type]
+def fetch(
+    flow: PartitionFlow,
+    state: FlowControlState,
+    now: float,
+    *,
+    hhmm: int = 900,
+    filter_consume: bool = False,
+    **answer: object,
+) -> int:
+    args: dict[str, object] = {"err_code": 200, **answer}
+    return flow.wait_after_fetch(
+        state,
+        FetchAnswer(**args),  # type: ignore[arg-type]
+        now=now,
+        hhmm=hhmm,
+        filter_consume=filter_consume,
+    )
 
 
 def test_wait_without_rules() -> None:

@@ -18,7 +18,7 @@ from tubemq_aio.consumer.config import MSG_NOT_FOUND_MAX_WAIT, ConsumerConfig
 from tubemq_aio.errors import ConfigError, ConsumerConfigError
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
-from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow
+from tubemq_aio.protocol.flow_control import FetchAnswer, FlowControlState, PartitionFlow
 from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.message import checksum
 from tubemq_aio.protocol.partitions import PartitionLeases
@@ -65,15 +65,12 @@ def test_rest_is_monotonic_and_bounded(base: int, extra: int, counts: list[int])
 
 
 def empty(flow: PartitionFlow, state: FlowControlState, idle: IdleBackoff | None) -> int:
-    return flow.wait_after_fetch(
-        state, now=0.0, hhmm=1200, err_code=404, body_bytes=0, base_wait_ms=400, idle=idle
-    )
+    answer = FetchAnswer(404, base_wait_ms=400)
+    return flow.wait_after_fetch(state, answer, now=0.0, hhmm=1200, idle=idle)
 
 
 def data(flow: PartitionFlow, state: FlowControlState) -> int:
-    return flow.wait_after_fetch(
-        state, now=0.0, hhmm=1200, err_code=200, body_bytes=100, base_wait_ms=0
-    )
+    return flow.wait_after_fetch(state, FetchAnswer(200, 100), now=0.0, hhmm=1200)
 
 
 def test_pacing_backs_off_on_404_and_returns_to_the_base_with_data() -> None:

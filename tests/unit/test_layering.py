@@ -70,8 +70,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: in ``tubemq_aio.gateway`` except the assembly's; the assembly (top floor) wires the app.
 GATEWAY = "tubemq_aio.gateway"
 GATEWAY_WINGS: tuple[str, ...] = (
-    "ground", "leases", "config", "tubemq", "engine", "housekeeper", "http", "assembly",
-)  # fmt: skip
+    "ground",
+    "leases",
+    "config",
+    "tubemq",
+    "engine",
+    "housekeeper",
+    "http",
+    "assembly",
+)
 _ASSEMBLY_MODULES = ("app", "bootstrap", "__main__", "demo", "dev", "server")
 GATEWAY_ASSEMBLY = frozenset({GATEWAY, *(f"{GATEWAY}.{name}" for name in _ASSEMBLY_MODULES)})
 #: Packages of ours that stand on the SDK: they see only its public modules.
@@ -350,8 +357,13 @@ def test_the_accelerator_loader_is_pure() -> None:
 def test_testing_package_depends_only_on_protocol(graph: dict[str, set[str]]) -> None:
     # tubemq_aio.telemetry builds testing.otel's options; it stands on errors and models only.
     # tubemq_aio.admin (the master's web API client) stands on errors only.
-    allowed = ("tubemq_aio.protocol", "tubemq_aio.errors", "tubemq_aio.testing",
-               "tubemq_aio.telemetry", "tubemq_aio.admin")  # fmt: skip
+    allowed = (
+        "tubemq_aio.protocol",
+        "tubemq_aio.errors",
+        "tubemq_aio.testing",
+        "tubemq_aio.telemetry",
+        "tubemq_aio.admin",
+    )
     for name, deps in graph.items():
         if _within(name, "tubemq_aio.testing"):
             for dep in deps:
@@ -375,8 +387,11 @@ def test_every_error_has_one_home_and_one_import_path() -> None:
         tree = source_tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module not in ("tubemq_aio.errors", None):
-                stray += [f"{name} imports {a.name} from {node.module}"
-                          for a in node.names if a.name in errors]  # fmt: skip
+                stray += [
+                    f"{name} imports {a.name} from {node.module}"
+                    for a in node.names
+                    if a.name in errors
+                ]
             elif isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
             ):

@@ -49,8 +49,9 @@ def test_a_real_1_2_answer_is_padded_to_its_buffer() -> None:
     assert unit[:20].hex() == "00002010ff7ff4fe000000010000000100000098"
     decoder = LengthPrefixedDecoder()
     assert decoder.feed(unit + legacy(hand_frame(2, [b"x"]), padding=BLOCK_SIZE - 1)) == [
-        Frame(1, answer), Frame(2, b"x")
-    ]  # fmt: skip
+        Frame(1, answer),
+        Frame(2, b"x"),
+    ]
     assert decoder.buffered == 0
 
 

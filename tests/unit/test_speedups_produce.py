@@ -74,7 +74,7 @@ def test_compiled_twins_are_used_when_present() -> None:
         assert isinstance(attempts.parse_answer.__self__, SendResultParser)  # type: ignore[attr-defined]
     else:
         assert isinstance(rpc.response_decoder, ext.ResponseDecoder)
-        assert isinstance(attempts.parse_answer, ext.SendResultParser)
+        assert isinstance(attempts.parse_answer.__self__, ext.SendResultParser)  # type: ignore[attr-defined]
         with pytest.raises(TypeError):  # a changed SendResult is refused, not misread
             ext.SendResultParser(SendResult, ("topic",), SendResultParser().parse)
 

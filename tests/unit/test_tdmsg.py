@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tubemq_aio import tdmsg
 from tubemq_aio.errors import ConfigError, TDMsgError, TubeMQError
 from tubemq_aio.tdmsg import TDFormat, TDRecord
@@ -578,9 +579,10 @@ def accepts_or_rejects(decoder: Callable[[bytes], list[TDRecord]], data: bytes) 
     assert all(isinstance(r, TDRecord) for r in records)
 
 
-# TDMSG_FUZZ_EXAMPLES raises the example count for a longer local run.
+# TDMSG_FUZZ_EXAMPLES raises the example count for a longer local run; else 400 (a share of
+# them in `make unit`, tests/support/examples.py).
 FUZZ = settings(
-    max_examples=int(os.environ.get("TDMSG_FUZZ_EXAMPLES", "400")),
+    max_examples=int(os.environ.get("TDMSG_FUZZ_EXAMPLES", "0")) or examples(400),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

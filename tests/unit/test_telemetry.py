@@ -106,8 +106,9 @@ def test_process_span_links_to_the_producer_span(otel: InMemoryTelemetry) -> Non
     with tel.send_span("t", 3, None) as handle:
         attributes = handle.attributes
     assert attributes is not None
-    message = Message(topic="t", body=b"abc", attributes=attributes, message_id=7,
-                      partition_key="1:t:0")  # fmt: skip
+    message = Message(
+        topic="t", body=b"abc", attributes=attributes, message_id=7, partition_key="1:t:0"
+    )
 
     class FakeConsumer:
         telemetry = tel

@@ -107,8 +107,9 @@ def test_the_global_propagator_writes_and_reads_the_context(otel: InMemoryTeleme
     (send,) = otel.spans()
     assert attributes[KEY] == f"{send.context.trace_id:032x}:{send.context.span_id:016x}:0:1"
 
-    message = Message(topic="t", body=b"abc", attributes=attributes, message_id=1,
-                      partition_key="1:t:0")  # fmt: skip
+    message = Message(
+        topic="t", body=b"abc", attributes=attributes, message_id=1, partition_key="1:t:0"
+    )
     with process_span(_FakeConsumer(tel, "g"), message):
         pass
     _, process = otel.spans()

@@ -276,8 +276,14 @@ def test_pause_and_resume_take_one_name_as_one_name() -> None:
 
 async def test_consumer_calls_check_their_arguments() -> None:
     consumer = Consumer(M, group="gg", topics=["demo"])
-    for kwargs in ({"max_records": 0}, {"max_records": 1.5}, {"timeout": math.nan},
-                   {"timeout": -1}, {"timeout": "1"}, {"max_records": True}):  # fmt: skip
+    for kwargs in (
+        {"max_records": 0},
+        {"max_records": 1.5},
+        {"timeout": math.nan},
+        {"timeout": -1},
+        {"timeout": "1"},
+        {"max_records": True},
+    ):
         with pytest.raises(ConfigError):
             await consumer.getmany(**kwargs)
 
@@ -323,9 +329,23 @@ def test_addresses_parse(text: str, expected: HostPort) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["[::1", "[::1]x", "[::1]:", "[nothost]:1", "h:0", "h:65536", "h:x", "h:", ":1", "1::2::3",
-     "h:١٢", "a b:1", "user@h:1", "h:-1"],
-)  # fmt: skip
+    [
+        "[::1",
+        "[::1]x",
+        "[::1]:",
+        "[nothost]:1",
+        "h:0",
+        "h:65536",
+        "h:x",
+        "h:",
+        ":1",
+        "1::2::3",
+        "h:١٢",
+        "a b:1",
+        "user@h:1",
+        "h:-1",
+    ],
+)
 def test_bad_addresses_are_refused(text: str) -> None:
     raises_config_error(lambda: parse_host_port(text, default_port=8715))
 

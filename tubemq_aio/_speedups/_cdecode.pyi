@@ -82,6 +82,40 @@ class ResponseDecoder:
 
 class SendResultParser:
     def __init__(
-        self, result_cls: type[Any], fields: tuple[str, ...], fallback: Callable[[bytes, Any], Any]
+        self,
+        result_cls: type[Any],
+        fields: tuple[str, ...],
+        fallback: Callable[[bytes, Any], Any],
+        partition_cls: type[Any] | None = None,
+        broker_cls: type[Any] | None = None,
     ) -> None: ...
     def __call__(self, data: bytes, partition: Any) -> Any: ...
+    def parse(self, data: bytes, partition: Any) -> Any: ...
+
+class PlainSendEncoder:
+    def __init__(self, pure: Any, plain_message: Callable[[bytes], Any]) -> None: ...
+    def plain_parts(
+        self, topic: str, partition_id: int, body: bytes, auth: Any, timeout_ms: int
+    ) -> tuple[tuple[bytes, bytes, bytes], int]: ...
+
+def plain_send_args(
+    topic: object, body: object, attributes: object, msg_type: object, msg_time: object
+) -> bool: ...
+
+class MessageJson:
+    def __init__(
+        self,
+        crc32: Callable[[bytes], int],
+        attr_cache: dict[bytes, Any],
+        attribute_info: Callable[[bytes], Any],
+        log: Logger,
+        tail_of: Callable[[bytes | None], bytes],
+        tails: dict[bytes | None, bytes],
+        screen_fallback: Callable[..., tuple[Any, ...]],
+        encode_fallback: Callable[[Any, bool], bytes],
+        crc_address: int = 0,
+    ) -> None: ...
+    def screen(
+        self, raw: Any, *, partition_key: str, filters: frozenset[str], counters: Any
+    ) -> tuple[Any, ...]: ...
+    def encode(self, raw: Any, force_base64: bool) -> bytes: ...

@@ -1,9 +1,9 @@
 """Build the optional compiled accelerator in place (needs Cython, setuptools and a C compiler).
 
-``python -m tubemq_aio._speedups.build`` compiles ``_cdecode.pyx`` next to itself, as an
-extension of the running interpreter (``make venv`` runs it), unless the extension built for
-this interpreter is newer than its source (``--force`` builds anyway). A tree without the
-extension works the same, on the pure-Python code.
+``python -m tubemq_aio._speedups.build`` compiles ``_cdecode.pyx`` and the ``.pxi`` parts it
+includes next to itself, as an extension of the running interpreter (``make venv`` runs it),
+unless the extension built for this interpreter is newer than its sources (``--force`` builds
+anyway). A tree without the extension works the same, on the pure-Python code.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ ROOT = HERE.parent.parent
 
 
 def up_to_date() -> bool:
-    """Whether this interpreter's extension exists and is newer than ``_cdecode.pyx`` and this
-    build script."""
+    """Whether this interpreter's extension exists and is newer than ``_cdecode.pyx``, the
+    ``.pxi`` parts it includes and this build script."""
     built = HERE / f"_cdecode{sysconfig.get_config_var('EXT_SUFFIX')}"
-    sources = (HERE / "_cdecode.pyx", Path(__file__))
+    sources = (HERE / "_cdecode.pyx", *HERE.glob("*.pxi"), Path(__file__))
     return built.exists() and all(built.stat().st_mtime >= s.stat().st_mtime for s in sources)
 
 

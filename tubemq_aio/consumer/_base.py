@@ -21,7 +21,7 @@ from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
-from tubemq_aio.consumer._listeners import PartitionsCallback, check_callbacks, notify
+from tubemq_aio.consumer._listeners import PartitionListeners, check_callbacks, notify
 from tubemq_aio.consumer._positions import PositionsView
 from tubemq_aio.consumer._readiness import wait_for_partitions
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
@@ -73,11 +73,10 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         consume_from: ConsumeFrom | datetime,
         config: ConsumerConfig | None,
         options: Mapping[str, Any],
-        on_assigned: PartitionsCallback | None = None,
-        on_revoked: PartitionsCallback | None = None,
+        listeners: PartitionListeners,
     ) -> None:
         checks = Checks(type(self).__name__)
-        check_callbacks(checks, on_assigned=on_assigned, on_revoked=on_revoked)
+        check_callbacks(checks, on_assigned=listeners.on_assigned, on_revoked=listeners.on_revoked)
         checks.done()
         if config is None:
             check_options(ConsumerConfig, options, what=type(self).__name__)
@@ -96,9 +95,9 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
             given.done()
         self.config = config
         #: Called with the partition keys this consumer took over (see :mod:`._listeners`).
-        self.on_assigned = on_assigned
+        self.on_assigned = listeners.on_assigned
         #: Called with the partition keys about to be released, and by :meth:`close`.
-        self.on_revoked = on_revoked
+        self.on_revoked = listeners.on_revoked
         #: Counters of fetches, batches, messages, acks and rests (:class:`ConsumerStats`).
         self.stats = ConsumerStats()
         self._leases = PartitionLeases()

@@ -70,9 +70,8 @@ class BrokerRpc:
             client_id=self.client_id,
             group=self.group,
             key=partition.key,
-            read_status=read_status,
+            start=rpc.RegisterStart(read_status, curr_offset),
             filters=filters,
-            curr_offset=curr_offset,
             qry_priority_id=self.flow.qry_priority_id,
             auth=self.tokens.broker_auth(),
         )

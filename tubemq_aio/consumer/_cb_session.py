@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._cb_max_offset import reset_to_max_offsets
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
+from tubemq_aio.consumer._tail import TailGuard
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
 from tubemq_aio.protocol import consumer_replies
@@ -78,6 +79,9 @@ class ClientBalanceSession(SessionBase):
         self.on_unsubscribable: Callable[[list[PartitionKey]], object] | None = None
         #: Called with the fetched partitions dropped after a failed broker heartbeat.
         self.on_lost: Callable[[list[PartitionKey]], object] | None = None
+        #: Tail checks of connected partitions re-connected after their broker was lost
+        #: (docs/failures.md); positioned reads are not remembered nor checked.
+        self.tail = TailGuard(config, self.broker, self.engine)
 
     def __repr__(self) -> str:
         return f"<ClientBalanceSession {self.client_id} {self.cache!r} {self.leases!r}>"
@@ -217,7 +221,9 @@ class ClientBalanceSession(SessionBase):
         default ``rpc_timeout`` from now) has passed, so a broker
         restarting costs time, not a :class:`~tubemq_aio.errors.ConnectError` in milliseconds
         (issue 30, fault 1). ``offset`` None keeps the group's stored offset (moved back to
-        the store's end when it lies beyond it: :meth:`rewind_lost_tail`); see
+        the store's end when it lies beyond it: :meth:`rewind_lost_tail`; for a partition
+        this consumer fetched before, moved back to the newest message it read that the
+        broker still stores: :class:`~tubemq_aio.consumer._tail.TailGuard`); see
         :meth:`read_status`.
 
         Raises:
@@ -240,6 +246,8 @@ class ClientBalanceSession(SessionBase):
                 )
                 if offset is None:  # the stored offset, loaded as it is: beyond a lost tail?
                     rsp = await self.rewind_lost_tail(partition, rsp)
+                    if rsp.success and self.tail.applies(key):  # or above replaced messages?
+                        rsp = await self.tail.check(partition, rsp)
             except (ConnectError, RequestNotSentError):
                 failures += 1
                 pause = DEFAULT_RETRY.pause(
@@ -262,8 +270,10 @@ class ClientBalanceSession(SessionBase):
             await asyncio.sleep(_OCCUPIED_RETRY_WAIT)
 
     async def release(self, key: PartitionKey) -> None:
-        """Remove a fetched partition locally (rolling back a batch still out) and unregister."""
+        """Remove a fetched partition locally (rolling back a batch still out) and unregister;
+        what was read of it is forgotten (another reader may read on before it comes back)."""
         self.engine.forget([key])
+        self.tail.forget(key)
         removed = self.leases.remove(key)
         if removed is not None:
             await self.unregister_at_broker(removed.partition, removed.read_status)

@@ -21,6 +21,7 @@ and dropped (Java drops it too, §5 item 5).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +40,7 @@ __all__ = [
     "DecodeCounters",
     "attribute_cache",
     "attribute_info",
+    "crc_address",
     "decode_raw_messages",
     "decode_raw_messages_py",
 ]
@@ -116,6 +118,23 @@ def attribute_info(block: bytes) -> _AttrInfo:
         attribute_cache.clear()
     attribute_cache[block] = info
     return info
+
+
+def crc_address() -> int:
+    """The address of the C function behind :func:`~tubemq_aio.protocol.message.crc32`
+    (``zng_crc32``, exported by the zlib-ng extension that function comes from), or 0 when
+    that is not zlib-ng's or the symbol cannot be found (then the decoder calls the Python
+    function). Same library, same CRC-32: only the per-message Python call goes."""
+    if getattr(crc32, "__module__", None) != "zlib_ng.zlib_ng":
+        return 0
+    try:
+        from zlib_ng import zlib_ng
+
+        function = ctypes.CDLL(zlib_ng.__file__).zng_crc32  # the loaded module: no second copy
+    except (ImportError, OSError, AttributeError):
+        return 0
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    return address or 0
 
 
 def decode_raw_messages(

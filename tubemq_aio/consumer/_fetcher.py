@@ -29,7 +29,12 @@ from tubemq_aio.protocol.damage import (
     damage_signature,
     reread_wait_ms,
 )
-from tubemq_aio.protocol.flow_control import FlowControlState, PartitionFlow, gmt8_hhmm
+from tubemq_aio.protocol.flow_control import (
+    FetchAnswer,
+    FlowControlState,
+    PartitionFlow,
+    gmt8_hhmm,
+)
 from tubemq_aio.protocol.idle_backoff import IdleBackoff
 from tubemq_aio.protocol.partitions import Lease, PartitionLeases, fetch_error_reaction
 from tubemq_aio.protocol.retry import FETCH_RETRY, RetryWindow
@@ -250,20 +255,23 @@ class FetchEngine:
             self._corrupt_reads.pop(key, None)
         if self.tail_depth and rsp.messages:
             self._remember(key, rsp)
-        wait_ms = pflow.wait_after_fetch(
-            self.flow,
-            now=now,
-            hhmm=hhmm,
-            err_code=200,
-            body_bytes=body_bytes,
-            base_wait_ms=0,
+        answer = FetchAnswer(
+            200,
+            body_bytes,
             esc_flow_ctrl=rsp.esc_flow_ctrl,
             curr_data_dlt=rsp.curr_data_dlt,
             require_slow=rsp.require_slow,
-            filter_consume=bool(filters),
         )
-        log.debug("fetched %s: %d message(s), %d filtered in, wait %d ms",
-                  key, len(rsp.messages), len(messages), wait_ms)  # fmt: skip
+        wait_ms = pflow.wait_after_fetch(
+            self.flow, answer, now=now, hhmm=hhmm, filter_consume=bool(filters)
+        )
+        log.debug(
+            "fetched %s: %d message(s), %d filtered in, wait %d ms",
+            key,
+            len(rsp.messages),
+            len(messages),
+            wait_ms,
+        )
         if not messages:
             # Nothing for the application (all filtered, or an empty success): confirm locally,
             # the next fetch commits it (§4.2 "a success may contain zero messages").
@@ -372,11 +380,9 @@ class FetchEngine:
             base_wait_ms = _ms(pause)
         wait_ms = pflow.wait_after_fetch(
             self.flow,
+            FetchAnswer(rsp.err_code, base_wait_ms=base_wait_ms),
             now=now,
             hhmm=hhmm,
-            err_code=rsp.err_code,
-            body_bytes=0,
-            base_wait_ms=base_wait_ms,
             filter_consume=bool(filters),
             idle=self._idle,
         )

@@ -13,16 +13,31 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from tubemq_aio.checks import Checks
 
-__all__ = ["PartitionsCallback", "check_callbacks", "notify"]
+__all__ = ["PartitionListeners", "PartitionsCallback", "check_callbacks", "notify"]
 
 log = logging.getLogger("tubemq_aio.consumer")
 
 #: ``on_assigned`` / ``on_revoked``: called with partition keys (``brokerId:topic:partitionId``);
 #: a coroutine function is awaited.
 PartitionsCallback = Callable[[list[str]], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionListeners:
+    """A consumer's two partition callbacks, as its constructor received them (unchecked:
+    the consumer checks them, naming itself in the error).
+
+    Attributes:
+        on_assigned: called with the partition keys the consumer took over; None for none.
+        on_revoked: called with the partition keys about to be released; None for none.
+    """
+
+    on_assigned: PartitionsCallback | None = None
+    on_revoked: PartitionsCallback | None = None
 
 
 def check_callbacks(checks: Checks, **callbacks: object) -> None:

@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
-from tubemq_aio.consumer._tail import verify_tail
+from tubemq_aio.consumer._tail import TailGuard
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, ReadStatus, TopicCondition
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
 from tubemq_aio.protocol.event_pacing import EventPacer
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,
@@ -36,7 +36,6 @@ from tubemq_aio.protocol.rebalance import (
     Unregister,
 )
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.protocol.tail_check import Verdict
 
 __all__ = ["MasterSession"]
 
@@ -81,11 +80,8 @@ class MasterSession(SessionBase):
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
         self.on_revoked: Callable[[list[str]], Awaitable[None]] | None = None
-        # Tail checks (docs/failures.md): remember what is read of each partition, and the
-        # lowest offset the broker loaded for a partition whose check has not yet succeeded
-        # (a probe moves the group's offset; a check cut short must not resume above it).
-        self.engine.tail_depth = config.tail_check_depth
-        self._tail_floor: dict[PartitionKey, int] = {}
+        #: Tail checks after a broker restart (docs/failures.md).
+        self.tail = TailGuard(config, self.broker, self.engine)
 
     def __repr__(self) -> str:
         return f"<MasterSession {self.client_id} {self.hb_state!r} {self.leases!r}>"
@@ -110,13 +106,14 @@ class MasterSession(SessionBase):
         """Send one ``RegisterRequestC2M`` (with the partitions held) and apply the answer."""
         cfg = self.config
         body = rpc.build_register(
-            client_id=self.client_id,
-            group=cfg.group,
-            host_name=self.host_name,
-            topics=list(cfg.topics),
+            client=rpc.ConsumerClient(
+                self.client_id, cfg.group, self.host_name, self.session_time_ms
+            ),
+            subscription=rpc.Subscription(
+                tuple(cfg.topics),
+                tuple(TopicCondition(t, f).format() for t, f in cfg.topics.items() if f),
+            ),
             subscribe_info=self._subscribe_info(),
-            topic_conditions=[TopicCondition(t, f).format() for t, f in cfg.topics.items() if f],
-            session_time_ms=self.session_time_ms,
             flow=self.flow,
             bound=cfg.bound.session(not_allocated=self.not_allocated) if cfg.bound else None,
             auth=self.tokens.register_auth(*auth_stamp()),
@@ -215,8 +212,12 @@ class MasterSession(SessionBase):
                     pass
                 continue
             self.pacer.started(self.clock())
-            log.info("rebalance event %d op %d: %d partition(s)",
-                     event.rebalance_id, event.op_type, len(event.partitions))  # fmt: skip
+            log.info(
+                "rebalance event %d op %d: %d partition(s)",
+                event.rebalance_id,
+                event.op_type,
+                len(event.partitions),
+            )
             process = EventProcess(event, held=self.leases.keys(), config=config)
             try:
                 while (step := process.next_step(self.clock(), random.random())) is not None:
@@ -276,8 +277,8 @@ class MasterSession(SessionBase):
                 curr_offset=boot,
             )
             rsp = await self.rewind_lost_tail(partition, rsp)
-            if rsp.success and boot is None and partition.key in self.engine.tails:
-                rsp = await self._check_tail(partition, rsp)
+            if rsp.success and boot is None and self.tail.applies(partition.key):
+                rsp = await self.tail.check(partition, rsp)
         except (TubeMQError, OSError) as exc:
             log.warning("register of %s at its broker failed: %r", partition.key, exc)
             return 599
@@ -294,71 +295,6 @@ class MasterSession(SessionBase):
             self.leases.pause([partition.key])
         self.engine.notify()
         return 200
-
-    async def _check_tail(
-        self, partition: Partition, rsp: consumer_replies.OffsetResponse
-    ) -> consumer_replies.OffsetResponse:
-        """Register ``partition`` again, this consumer having read it before (it lost the
-        partition with its broker): read back what it read
-        (:func:`~tubemq_aio.consumer._tail.verify_tail`) and register the group where
-        nothing the broker stored since is skipped. Returns the final register answer.
-
-        Raises:
-            TubeMQError / OSError: a probe or the final register failed on the way (the
-                register is then failed and retried; the next check starts no higher).
-        """
-        key = partition.key
-        loaded = min(rsp.curr_offset, self._tail_floor.get(key, rsp.curr_offset))
-        self._tail_floor[key] = loaded
-        verdict, final = await verify_tail(
-            self.broker,
-            partition,
-            self.engine.tails[key],
-            loaded,
-            filters=self.config.filters_of(partition.topic),
-            timeout=self.config.tail_check_timeout,
-        )
-        if final is None and loaded >= rsp.curr_offset:
-            final = rsp  # no probe: the register before the check stands
-        elif final is None:
-            # An earlier check cut short left the group's offset above where it was loaded.
-            final = await self.broker.register(
-                partition,
-                read_status=ReadStatus.NORMAL,
-                filters=self.config.filters_of(partition.topic),
-                curr_offset=loaded,
-            )
-        if not final.success:
-            return final
-        del self._tail_floor[key]
-        if verdict.verdict is Verdict.STALE:
-            # Another member read on past this record after the partition was lost: the
-            # record says nothing about the store now; reading starts a new one.
-            del self.engine.tails[key]
-            return final
-        stats = self.engine.stats
-        stats.tail_checks += 1
-        if verdict.verdict is not Verdict.INTACT and verdict.resume_offset < loaded:
-            stats.tail_rewinds += 1
-            log.warning(
-                "group %s partition %s: the broker replaced messages read before (it came back "
-                "without its unflushed tail and stored new ones); resuming at offset %d instead "
-                "of %d, messages from there on may come again",
-                self.config.group,
-                key,
-                final.curr_offset,
-                loaded,
-            )
-        if verdict.verdict is Verdict.UNVERIFIED:
-            stats.tail_unverified += 1
-            log.warning(
-                "group %s partition %s: even the oldest remembered offset %d holds another "
-                "message; messages the broker replaced below it are not found and may be lost",
-                self.config.group,
-                key,
-                verdict.resume_offset,
-            )
-        return final
 
     def _bootstrap_offset(self, key: PartitionKey) -> int | None:
         """The bound offset ``key`` starts at: until its first successful registration of the
@@ -386,8 +322,7 @@ class MasterSession(SessionBase):
         self.engine.forget([partition.key])
         # Moved away by the master: what this consumer read of it says nothing about what it
         # reads when it gets it back (another member may read on meanwhile).
-        self.engine.tails.pop(partition.key, None)
-        self._tail_floor.pop(partition.key, None)
+        self.tail.forget(partition.key)
         removed = self.leases.remove(partition.key, rollback_if_in_use=rollback_in_use)
         if removed is not None:
             await self.unregister_at_broker(partition, removed.read_status)

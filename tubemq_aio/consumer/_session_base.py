@@ -194,8 +194,10 @@ class SessionBase:
         expired = self.leases.expire_unconfirmed(self.clock(), self.config.confirm_timeout)
         if expired:
             self.engine.stats.expired += len(expired)
-            log.warning("batches of %s were not acked in time; they will be redelivered",
-                        [str(k) for k in expired])  # fmt: skip
+            log.warning(
+                "batches of %s were not acked in time; they will be redelivered",
+                [str(k) for k in expired],
+            )
             self.engine.notify()
         return expired
 

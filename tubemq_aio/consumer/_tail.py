@@ -2,21 +2,27 @@
 
 The decisions are :class:`~tubemq_aio.protocol.tail_check.TailCheck`'s; this module only
 performs its probes (register at an offset, GetMessage without committing) and the final
-register (docs/failures.md).
+register (:func:`verify_tail`), and keeps what both consumer sessions (server- and
+client-balanced) do around it (:class:`TailGuard`, docs/failures.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 
 from tubemq_aio.consumer._broker import BrokerRpc
-from tubemq_aio.errors import server_error
-from tubemq_aio.protocol.consumer_meta import Partition, ReadStatus
+from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer.config import ConsumerConfig
+from tubemq_aio.errors import TubeMQError, server_error
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.consumer_replies import OffsetResponse
-from tubemq_aio.protocol.tail_check import TailCheck, TailProbe, TailRecord, TailVerdict
+from tubemq_aio.protocol.tail_check import TailCheck, TailProbe, TailRecord, TailVerdict, Verdict
 
-__all__ = ["verify_tail"]
+__all__ = ["TailGuard", "verify_tail"]
+
+log = logging.getLogger("tubemq_aio.consumer")
 
 #: GetMessage calls one probe may make to read the ids it wants (a broker's first read after a
 #: register can be shorter than a batch).
@@ -105,3 +111,127 @@ async def _read_back(
             break
         consumed = True
     return reg.curr_offset, ids
+
+
+class TailGuard:
+    """The tail check of one consumer (server- or client-balanced): what it read of each
+    partition is remembered by the fetch engine (``engine.tails``, one
+    :class:`~tubemq_aio.protocol.tail_check.TailRecord` a partition, while
+    ``config.tail_check_depth`` > 0), and a partition registered again after it was lost with
+    its broker is read back before the group resumes (:meth:`check`, docs/failures.md).
+
+    Args:
+        config: the consumer configuration (``tail_check_depth``, ``tail_check_timeout``,
+            ``group``, the topics' filters).
+        broker: broker RPCs of the consumer.
+        engine: its fetch engine; the guard sets its ``tail_depth``.
+    """
+
+    __slots__ = ("_broker", "_config", "_engine", "_floor")
+
+    def __init__(self, config: ConsumerConfig, broker: BrokerRpc, engine: FetchEngine) -> None:
+        self._config = config
+        self._broker = broker
+        self._engine = engine
+        engine.tail_depth = config.tail_check_depth
+        # The lowest offset the broker loaded for a partition whose check has not yet
+        # succeeded: a probe moves the group's offset, and a check cut short must not let the
+        # next register resume above where the broker first loaded it.
+        self._floor: dict[PartitionKey, int] = {}
+
+    def applies(self, key: PartitionKey) -> bool:
+        """Whether a register of ``key`` at the group's stored offset must be checked: this
+        consumer read it before (and did not give it up since)."""
+        return key in self._engine.tails
+
+    def forget(self, key: PartitionKey) -> None:
+        """Drop what was read of ``key``: it moved to another reader (the master moved it,
+        or the application disconnected it), so the record says nothing about what is read
+        when it comes back."""
+        self._engine.tails.pop(key, None)
+        self._floor.pop(key, None)
+
+    async def check(self, partition: Partition, rsp: OffsetResponse) -> OffsetResponse:
+        """``partition`` was registered again at the group's stored offset (``rsp``, a
+        successful answer), this consumer having read it before: read back what it read
+        (:func:`verify_tail`) and register the group where nothing the broker stored since
+        is skipped. Returns the final register answer (which may be a refusal).
+
+        Raises:
+            TubeMQError / OSError: a probe or the final register failed on the way (the
+                caller counts the register as failed and tries again; the next check starts
+                no higher). ``TimeoutError`` after ``tail_check_timeout``.
+        """
+        key = partition.key
+        config, engine = self._config, self._engine
+        loaded = min(rsp.curr_offset, self._floor.get(key, rsp.curr_offset))
+        self._floor[key] = loaded
+        filters = config.filters_of(partition.topic)
+        try:
+            verdict, final = await verify_tail(
+                self._broker,
+                partition,
+                engine.tails[key],
+                loaded,
+                filters=filters,
+                timeout=config.tail_check_timeout,
+            )
+        except BaseException:
+            await self._restore(partition, filters, loaded)
+            raise
+        if final is None and loaded >= rsp.curr_offset:
+            final = rsp  # no probe: the register before the check stands
+        elif final is None:
+            # An earlier check cut short left the group's offset above where it was loaded.
+            final = await self._broker.register(
+                partition, read_status=ReadStatus.NORMAL, filters=filters, curr_offset=loaded
+            )
+        if not final.success:
+            return final
+        del self._floor[key]
+        if verdict.verdict is Verdict.STALE:
+            # Another reader read on past this record after the partition was lost: the
+            # record says nothing about the store now; reading starts a new one.
+            del engine.tails[key]
+            return final
+        stats = engine.stats
+        stats.tail_checks += 1
+        if verdict.verdict is not Verdict.INTACT and verdict.resume_offset < loaded:
+            stats.tail_rewinds += 1
+            log.warning(
+                "group %s partition %s: the broker replaced messages read before (it came back "
+                "without its unflushed tail and stored new ones); resuming at offset %d instead "
+                "of %d, messages from there on may come again",
+                config.group,
+                key,
+                final.curr_offset,
+                loaded,
+            )
+        if verdict.verdict is Verdict.UNVERIFIED:
+            stats.tail_unverified += 1
+            log.warning(
+                "group %s partition %s: even the oldest remembered offset %d holds another "
+                "message; messages the broker replaced below it are not found and may be lost",
+                config.group,
+                key,
+                verdict.resume_offset,
+            )
+        return final
+
+    async def _restore(self, partition: Partition, filters: Iterable[str], loaded: int) -> None:
+        """A check cut short (an error, its timeout, or the consumer closing) may have left
+        the group registered at a probe's offset, which lies above ``loaded`` when the broker's
+        offset file was older than what this consumer read: register it back at ``loaded``
+        (within ``rpc_timeout``; a failure is logged), so the next reader skips nothing."""
+        try:
+            async with asyncio.timeout(self._config.rpc_timeout):
+                rsp = await self._broker.register(
+                    partition, read_status=ReadStatus.NORMAL, filters=filters, curr_offset=loaded
+                )
+        except (TubeMQError, OSError) as exc:
+            log.info("%s: the register back at %d after a tail check failed: %r",
+                     partition.key, loaded, exc)  # fmt: skip
+            return
+        if not rsp.success:
+            log.info("%s: the register back at %d after a tail check: [%d] %s",
+                     partition.key, loaded, rsp.err_code, rsp.err_msg)  # fmt: skip

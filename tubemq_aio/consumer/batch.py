@@ -90,8 +90,8 @@ class ConsumerStats:
         offset_rewinds: broker registers whose group offset lay beyond the store's end (the
             broker came back without its unflushed tail) and were moved back to that end
             (docs/protocol/consumer.md §3.2).
-        tail_checks: read-backs of what the server-balanced consumer had read of a partition,
-            made when it registered the partition again after losing it with its broker
+        tail_checks: read-backs of what the consumer had fetched of a partition, made when
+            it registered the partition again after losing it with its broker
             (``tail_check_depth``, docs/failures.md).
         tail_rewinds: of those, the ones that found messages the broker had replaced below
             the group's offset (the one it loaded) and moved the group back to read them

@@ -35,7 +35,7 @@ from tubemq_aio.consumer._cb_ops import (
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._keyed_locks import KeyedLocks
-from tubemq_aio.consumer._listeners import PartitionsCallback
+from tubemq_aio.consumer._listeners import PartitionListeners, PartitionsCallback
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer._time import TimeOffset, check_times, search_offset, search_offsets
 from tubemq_aio.consumer.batch import MessageBatch, PartitionPosition
@@ -84,6 +84,10 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
 
     Delivery is at-least-once like :class:`~tubemq_aio.consumer.Consumer`: a batch not acked
     within ``confirm_timeout`` (the protection timeout) is taken back and delivered again.
+
+    The constructor takes keyword configuration, as aiokafka's consumer does (the public
+    convention of asyncio clients): each keyword is a :class:`ConsumerConfig` field, collected
+    into that frozen value; ``config=`` hands the whole value instead.
 
     Args:
         masters: master addresses (``"h1:8715,h2:8715"`` or a list); ignored with ``config``.
@@ -144,8 +148,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             consume_from=consume_from,
             config=config,
             options=options,
-            on_assigned=on_assigned,
-            on_revoked=on_revoked,
+            listeners=PartitionListeners(on_assigned, on_revoked),
         )
         self.source_count = source_count
         self.node_id = node_id

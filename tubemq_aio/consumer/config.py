@@ -172,9 +172,9 @@ class ConsumerConfig(ClientConfig):
         run_error_rollback: what :meth:`Consumer.run` does with a batch whose handler raised:
             ``True`` (default) rolls it back, so it is delivered again; ``False`` counts it
             consumed and goes on, as Java does by default (``pushListenerThrowedRollBack``).
-        tail_check_depth: batch starts (with their message ids) the server-balanced
-            :class:`Consumer` remembers per partition it reads, to find messages a restarted
-            broker stored below the group's offset
+        tail_check_depth: batch starts (with their message ids) a :class:`Consumer` or
+            :class:`ClientBalancedConsumer` remembers per partition it fetches, to find
+            messages a restarted broker stored below the group's offset
             (:class:`~tubemq_aio.protocol.tail_check.TailRecord`; 16: the newest batch and
             older ones about 1, 2, 4, ... 2**14 batches back, about 480 bytes a partition); 0
             turns the check off (docs/failures.md).
@@ -272,14 +272,13 @@ class ConsumerConfig(ClientConfig):
         c.integer("max_prefetch_batches", self.max_prefetch_batches, low=1, high=1 << 16)
         c.seconds("msg_not_found_wait", self.msg_not_found_wait, high=60.0, low_open=False)
         if self.msg_not_found_max_wait is not None:
-            c.seconds("msg_not_found_max_wait", self.msg_not_found_max_wait, high=600.0,
-                      low_open=False)  # fmt: skip
+            c.seconds(
+                "msg_not_found_max_wait", self.msg_not_found_max_wait, high=600.0, low_open=False
+            )
         c.flag("confirm_in_local", self.confirm_in_local)
         c.seconds("confirm_timeout", self.confirm_timeout, low=1.0, high=3600.0, low_open=False)
-        c.seconds("rebalance_confirm_wait", self.rebalance_confirm_wait, high=600.0,
-                  low_open=False)  # fmt: skip
-        c.seconds("rebalance_min_interval", self.rebalance_min_interval, high=60.0,
-                  low_open=False)  # fmt: skip
+        c.seconds("rebalance_confirm_wait", self.rebalance_confirm_wait, high=600.0, low_open=False)
+        c.seconds("rebalance_min_interval", self.rebalance_min_interval, high=60.0, low_open=False)
         c.integer("register_attempts", self.register_attempts, low=1, high=1000)
         c.flag("deliver_corrupt", self.deliver_corrupt)
         c.flag("auto_ack", self.auto_ack)
@@ -289,20 +288,25 @@ class ConsumerConfig(ClientConfig):
         c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
         c.optional_seconds("join_heartbeat_interval", self.join_heartbeat_interval, high=300.0)
         if c.ok and self.idle_ceiling < self.msg_not_found_wait:
-            c.problem(f"msg_not_found_max_wait ({self.msg_not_found_max_wait}) must be >= "
-                      f"msg_not_found_wait ({self.msg_not_found_wait})")  # fmt: skip
+            c.problem(
+                f"msg_not_found_max_wait ({self.msg_not_found_max_wait}) must be >= "
+                f"msg_not_found_wait ({self.msg_not_found_wait})"
+            )
         c.integer("heartbeat_max_retries", self.heartbeat_max_retries, low=0, high=1000)
         c.seconds("heartbeat_retry_backoff", self.heartbeat_retry_backoff, high=3600.0)
         c.seconds("register_fail_wait", self.register_fail_wait, high=600.0, low_open=False)
-        c.integer("subscription_report_interval", self.subscription_report_interval, low=3,
-                  high=10_000)  # fmt: skip
+        c.integer(
+            "subscription_report_interval", self.subscription_report_interval, low=3, high=10_000
+        )
         c.seconds("close_rebalance_wait", self.close_rebalance_wait, high=600.0, low_open=False)
         c.flag("run_error_rollback", self.run_error_rollback)
         c.integer("tail_check_depth", self.tail_check_depth, low=0, high=62)
         c.seconds("tail_check_timeout", self.tail_check_timeout, high=3600.0)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
-            c.problem(f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
-                      f"reconnect_delay ({self.reconnect_delay})")  # fmt: skip
+            c.problem(
+                f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
+                f"reconnect_delay ({self.reconnect_delay})"
+            )
         if self.bound is not None:
             if not isinstance(self.bound, BoundConsume):
                 c.adopt(BoundConsumeError("bound must be a BoundConsume"))

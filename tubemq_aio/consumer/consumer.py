@@ -18,7 +18,7 @@ from typing import Unpack
 from tubemq_aio.checks import Checks
 from tubemq_aio.consumer._base import ConsumerBase
 from tubemq_aio.consumer._fetcher import FetchEngine
-from tubemq_aio.consumer._listeners import PartitionsCallback
+from tubemq_aio.consumer._listeners import PartitionListeners, PartitionsCallback
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
 from tubemq_aio.consumer._time import check_times
@@ -36,6 +36,10 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 class Consumer(ConsumerBase[MasterSession]):
     """An asyncio consumer of one group, balanced by the master (at-least-once delivery).
+
+    The constructor takes keyword configuration, as aiokafka's consumer does (the public
+    convention of asyncio clients): each keyword is a :class:`ConsumerConfig` field, collected
+    into that frozen value; ``config=`` hands the whole value instead.
 
     Args:
         masters: master addresses (``"h1:8715,h2:8715"`` or a list); ignored when ``config``
@@ -85,8 +89,7 @@ class Consumer(ConsumerBase[MasterSession]):
             consume_from=consume_from,
             config=config,
             options=options,
-            on_assigned=on_assigned,
-            on_revoked=on_revoked,
+            listeners=PartitionListeners(on_assigned, on_revoked),
         )
         #: Pause entries (topics and partition keys; "" = everything) -> wall time of the pause.
         self._paused: dict[str, float] = {}
@@ -120,8 +123,11 @@ class Consumer(ConsumerBase[MasterSession]):
                     dict.fromkeys(keys, when), self.config.time_search_timeout
                 )
             self._start_offsets.update({PartitionKey.parse(k): f.offset for k, f in found.items()})
-            log.info("consume_from %s: start offsets %s", when.isoformat(),
-                     {k: f.offset for k, f in found.items()})  # fmt: skip
+            log.info(
+                "consume_from %s: start offsets %s",
+                when.isoformat(),
+                {k: f.offset for k, f in found.items()},
+            )
         await super()._start()
 
     def _planner(self) -> ClientBalancedConsumer:
@@ -219,12 +225,16 @@ class Consumer(ConsumerBase[MasterSession]):
                                 await handler(message)
                 except Exception:
                     if rollback:
-                        log.exception("handler failed; the batch of %s will be redelivered",
-                                      batch.partition_key)  # fmt: skip
+                        log.exception(
+                            "handler failed; the batch of %s will be redelivered",
+                            batch.partition_key,
+                        )
                         await batch.nack()
                     else:
-                        log.exception("handler failed; the batch of %s counts as consumed",
-                                      batch.partition_key)  # fmt: skip
+                        log.exception(
+                            "handler failed; the batch of %s counts as consumed",
+                            batch.partition_key,
+                        )
                         await batch.ack()
                 else:
                     await batch.ack()

@@ -9,7 +9,8 @@ the gateway and the Spark source" in ``docs/architecture.md``.
   several processes share, and hands out its running :class:`ClientBalanceSession`.
 * :func:`resolve_partition`: a partition key's :class:`Partition` (broker, topic, id).
 * :func:`decode_raw_messages`, :data:`attribute_cache`, :func:`attribute_info`,
-  :data:`NO_ATTRIBUTES`: the consume decode and the attribute-block cache it shares.
+  :data:`NO_ATTRIBUTES`: the consume decode and the attribute-block cache it shares;
+  :func:`crc_address`: the C function behind its CRC-32, for compiled loops to call directly.
 * :class:`BatchCodec`, :class:`BatchRead`, :class:`DecodeContext`: a codec of its own for
   :meth:`ClientBalancedConsumer.read_with` and what such a read returns.
 """
@@ -25,6 +26,7 @@ from tubemq_aio.consumer._decode import (
     NO_ATTRIBUTES,
     attribute_cache,
     attribute_info,
+    crc_address,
     decode_raw_messages,
 )
 from tubemq_aio.consumer._session_base import ConsumerWiring
@@ -40,6 +42,7 @@ __all__ = [
     "SharedIdConsumer",
     "attribute_cache",
     "attribute_info",
+    "crc_address",
     "decode_raw_messages",
     "resolve_partition",
 ]

@@ -102,7 +102,7 @@ def create_app(
             return EngineParts(engine_factory(config))
         dead_letters = DeadLetters(
             gateway.producer,
-            {g.name: g for g in config.groups},
+            {g.spec.name: g for g in config.groups},
             config.produce_timeout,
             lambda group, count: gateway.metrics.dead_lettered.labels(group).inc(count),
         )
@@ -258,8 +258,7 @@ def default_engine(
 ) -> ConsumeService:
     """The Redis/TubeMQ ``ConsumeService`` for ``config.groups``; poison batches go to
     ``dead_letters`` (default: nowhere)."""
-    # each GroupConfig is a GroupSpec
-    settings = ConsumeSettings.of(config, config.groups)
+    settings = ConsumeSettings.of(config, tuple(g.spec for g in config.groups))
     return ConsumeService(settings, dead_letters=dead_letters)
 
 

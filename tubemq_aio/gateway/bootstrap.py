@@ -34,7 +34,7 @@ async def initialise_store(config: GatewayConfig) -> tuple[bool, list[str]]:
     try:
         store = LeaseStore(client, timeout=timeout)
         was_booted = await store.booted()
-        groups = [g.name for g in config.groups]
+        groups = [g.spec.name for g in config.groups]
         await store.boot(groups, allow_init=True)
         return was_booted, groups
     finally:

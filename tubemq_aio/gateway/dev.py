@@ -33,7 +33,7 @@ from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config.cors import CorsConfig
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
-from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.server import GatewayServer
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
@@ -95,7 +95,9 @@ def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> G
         redis=redis_url,
         secret=secrets.token_hex(16),
         produce_topics=options.topics,
-        groups=(GroupConfig(name=options.group, topics=options.topics, lease_ms=30_000),),
+        groups=(
+            GroupConfig(spec=GroupSpec(name=options.group, topics=options.topics, lease_ms=30_000)),
+        ),
         keys=(
             ApiKey(
                 name="dev-admin",

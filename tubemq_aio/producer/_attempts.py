@@ -17,6 +17,7 @@ import time
 from collections.abc import Set
 from dataclasses import dataclass
 from random import random
+from typing import cast
 
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.rpc_client import RpcClient
@@ -37,7 +38,12 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
-from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, send_result_parser
+from tubemq_aio.protocol.producer_send import (
+    SendRequestEncoder,
+    SendResult,
+    plain_send_encoder,
+    send_result_parser,
+)
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner, unkeyed_selector
 
@@ -109,6 +115,7 @@ class SendAttempts:
         self._select_unkeyed = unkeyed_selector(partitioner)
         self._retry = retry
         self._encoder = SendRequestEncoder(session.client_id, session.sent_addr)
+        self._plain_parts = plain_send_encoder(self._encoder)  # compiled when built
         #: Parses a send's answer (the compiled one when the accelerator is built).
         self.parse_answer = send_result_parser()  # used on the producer's loop only
 
@@ -118,7 +125,7 @@ class SendAttempts:
         key: bytes | str | None,
         avoid: Set[str],
         now: float,
-        encoded: EncodedMessage,
+        encoded: EncodedMessage | bytes,
         timeout_ms: int,
         attempt_timeout: float,
     ) -> tuple[Partition, Started | bytes]:
@@ -131,7 +138,8 @@ class SendAttempts:
             key: its routing key, or ``None``.
             avoid: partition keys not to use (those tried already by this send).
             now: monotonic seconds.
-            encoded: the message as sent.
+            encoded: the message as sent, or just the body of a plain message (a non-empty
+                ``bytes`` without attributes, type or time, whose size the caller has checked).
             timeout_ms: the request's wire timeout, milliseconds.
             attempt_timeout: seconds the attempt may take.
 
@@ -155,15 +163,25 @@ class SendAttempts:
             partition = self._select_unkeyed(topic, partitions, None, avoid=skip)
         else:
             partition = self._partitioner.select(topic, partitions, key, avoid=skip)
-        head, data, tail, size = self._encoder.encode_parts(
-            partition.topic,
-            partition.partition_id,
-            encoded,
-            self._tokens.broker_auth(),
-            timeout_ms,
-        )
-        started = self.rpc.start_parts(partition.broker, (head, data, tail), size, attempt_timeout)
-        return partition, (b"".join((head, data, tail)) if started is None else started)
+        if type(encoded) is bytes:  # a plain message's body
+            parts, size = self._plain_parts(
+                partition.topic,
+                partition.partition_id,
+                encoded,
+                self._tokens.broker_auth(),
+                timeout_ms,
+            )
+        else:
+            head, data, tail, size = self._encoder.encode_parts(
+                partition.topic,
+                partition.partition_id,
+                cast(EncodedMessage, encoded),  # not bytes: an encoded message
+                self._tokens.broker_auth(),
+                timeout_ms,
+            )
+            parts = (head, data, tail)
+        started = self.rpc.start_parts(partition.broker, parts, size, attempt_timeout)
+        return partition, (b"".join(parts) if started is None else started)
 
     def answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
         """Book an answered attempt (the partition's back-off ends, the broker counts a success

@@ -35,10 +35,9 @@ from tubemq_aio.producer.config import (
     SendOptions,
     check_send_args,
     check_send_many_args,
-    plain_send_args,
+    is_plain_send,
 )
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.message import plain_message
 from tubemq_aio.protocol.producer_meta import Broker
 from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.retry import RetryPolicy
@@ -261,7 +260,7 @@ class Producer(AsyncLifecycle):
         plain = (
             key is None
             and timeout is None
-            and plain_send_args(topic, body, attributes, msg_type, msg_time)
+            and is_plain_send(topic, body, attributes, msg_type, msg_time)
         )
         if not plain:
             check_send_args(
@@ -304,7 +303,7 @@ class Producer(AsyncLifecycle):
                 None,
                 NO_AVOID,
                 now,
-                plain_message(body),
+                body,  # plain: begin encodes the body as it is
                 self._send_timeout_ms,
                 attempt_timeout,
             )

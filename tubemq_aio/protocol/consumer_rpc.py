@@ -7,6 +7,7 @@ the method id their docstring names. The parsers of the answers live in
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from tubemq_aio.protocol.consumer_meta import (
@@ -22,6 +23,9 @@ from tubemq_aio.protocol.producer_master_values import BrokerAuthorization, Mast
 from tubemq_aio.protocol.rebalance import EventResult
 
 __all__ = [
+    "ConsumerClient",
+    "RegisterStart",
+    "Subscription",
     "build_broker_heartbeat",
     "build_broker_register",
     "build_broker_unregister",
@@ -31,6 +35,51 @@ __all__ = [
     "build_heartbeat",
     "build_register",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerClient:
+    """Who a server-balanced consumer is, as its ``RegisterRequestC2M`` names it (§1.2).
+
+    Attributes:
+        client_id: the consumer's id.
+        group: its consumer group.
+        host_name: its host (the local address reported to the master).
+        session_time_ms: wall-clock ms when its session began (``sessionTime``).
+    """
+
+    client_id: str
+    group: str
+    host_name: str
+    session_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """What a consumer subscribes to, as a register sends it (§1.2).
+
+    Attributes:
+        topics: the subscribed topics (``topicList``).
+        topic_conditions: :meth:`TopicCondition.format` strings of the topics with a filter
+            (``topicCondition``); empty when none filters.
+    """
+
+    topics: tuple[str, ...]
+    topic_conditions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterStart:
+    """Where a broker register (opType 31) asks the group to read from (§3.1, §3.2).
+
+    Attributes:
+        read_status: ``readStatus``, from :meth:`ConsumePosition.read_status`.
+        curr_offset: a bootstrap offset (≥ 0, §1.4, §8.4) or None (the broker's own position);
+            the broker honours it only with ``read_status`` 0.
+    """
+
+    read_status: int
+    curr_offset: int | None = None
 
 
 def _cert(msg: master_pb.MasterCertificateInfo, auth: MasterCertificate | None) -> None:
@@ -64,26 +113,24 @@ def _flow_ids(msg: Any, flow: FlowControlState) -> None:
 
 def build_register(
     *,
-    client_id: str,
-    group: str,
-    host_name: str,
-    topics: Iterable[str],
+    client: ConsumerClient,
+    subscription: Subscription,
     subscribe_info: Iterable[str] = (),
-    topic_conditions: Iterable[str] = (),
-    session_time_ms: int,
     flow: FlowControlState,
     bound: BoundSession | None = None,
     auth: MasterCertificate | None = None,
     jdk_version: str | None = None,
 ) -> bytes:
     """``RegisterRequestC2M`` (method 4, §1.2): subscribe info = partitions held (re-register),
-    topic conditions = :meth:`TopicCondition.format` strings, flow ids from ``flow``."""
-    msg = master_pb.RegisterRequestC2M(clientId=client_id, groupName=group, hostName=host_name)
-    msg.topicList.extend(topics)
+    flow ids from ``flow``."""
+    msg = master_pb.RegisterRequestC2M(
+        clientId=client.client_id, groupName=client.group, hostName=client.host_name
+    )
+    msg.topicList.extend(subscription.topics)
     msg.subscribeInfo.extend(subscribe_info)
-    msg.topicCondition.extend(topic_conditions)
+    msg.topicCondition.extend(subscription.topic_conditions)
     msg.requireBound = bound is not None
-    msg.sessionTime = session_time_ms
+    msg.sessionTime = client.session_time_ms
     if bound is not None:
         msg.sessionKey, msg.totalCount = bound.session_key, bound.source_count
         msg.selectBig, msg.notAllocated = bound.select_big, bound.not_allocated
@@ -130,19 +177,17 @@ def build_broker_register(
     client_id: str,
     group: str,
     key: PartitionKey,
-    read_status: int,
+    start: RegisterStart,
     filters: Iterable[str] = (),
-    curr_offset: int | None = None,
     qry_priority_id: int = META_VALUE_UNDEFINED,
     auth: BrokerAuthorization | None = None,
 ) -> bytes:
-    """``RegisterRequestC2B`` opType 31 (method 15, §3.1): ``read_status`` from
-    :meth:`ConsumePosition.read_status`; ``curr_offset`` ≥ 0 is a bootstrap offset (§1.4, §8.4)."""
+    """``RegisterRequestC2B`` opType 31 (method 15, §3.1), reading from ``start``."""
     msg = _c2b(31, client_id, group, key)
-    msg.readStatus = read_status
+    msg.readStatus = start.read_status
     msg.filterCondStr.extend(sorted(filters))
-    if curr_offset is not None and curr_offset >= 0:
-        msg.currOffset = curr_offset
+    if start.curr_offset is not None and start.curr_offset >= 0:
+        msg.currOffset = start.curr_offset
     msg.qryPriorityId = qry_priority_id
     _broker_auth(msg.authInfo, auth)
     return msg.SerializeToString()

@@ -23,6 +23,7 @@ __all__ = [
     "SAMPLING_PERIOD",
     "DataLimit",
     "DataLimitRule",
+    "FetchAnswer",
     "FlowControlState",
     "FlowRules",
     "FreqLimitRule",
@@ -307,6 +308,27 @@ class FlowControlState:
         return self._esc
 
 
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    """What one fetch's answer tells the pacing of its partition (§4.1, §7.3).
+
+    Attributes:
+        err_code: the GetMessage ``errCode`` (200 data, 404 nothing new, other errors).
+        body_bytes: body bytes of the delivered (post-filter) messages; 0 on errors.
+        base_wait_ms: 0 on success, else :func:`fetch_error_reaction`'s wait (ms).
+        esc_flow_ctrl: the answer's ``escFlowCtrl`` (False if absent).
+        curr_data_dlt: the answer's ``currDataDlt`` (-1 if absent).
+        require_slow: the answer's ``requireSlow`` (False if absent).
+    """
+
+    err_code: int
+    body_bytes: int = 0
+    base_wait_ms: int = 0
+    esc_flow_ctrl: bool = False
+    curr_data_dlt: int = -1
+    require_slow: bool = False
+
+
 class PartitionFlow:
     """Per-partition pacing state: the wait after each fetch (§7.3)."""
 
@@ -323,15 +345,10 @@ class PartitionFlow:
     def wait_after_fetch(
         self,
         state: FlowControlState,
+        answer: FetchAnswer,
         *,
         now: float,
         hhmm: int,
-        err_code: int,
-        body_bytes: int,
-        base_wait_ms: int,
-        esc_flow_ctrl: bool = False,
-        curr_data_dlt: int = -1,
-        require_slow: bool = False,
         filter_consume: bool = False,
         idle: IdleBackoff | None = None,
     ) -> int:
@@ -339,15 +356,12 @@ class PartitionFlow:
 
         Args:
             state: the consumer's rule sets.
+            answer: what the fetch's answer said (:class:`FetchAnswer`).
             now: monotonic seconds.
             hhmm: GMT+8 time of day (:func:`gmt8_hhmm`).
-            err_code: GetMessage errCode.
-            body_bytes: body bytes of the delivered (post-filter) messages, 0 on errors.
-            base_wait_ms: 0 on success, else :func:`fetch_error_reaction`'s wait.
-            esc_flow_ctrl / curr_data_dlt / require_slow: the response fields (-1 if absent).
             filter_consume: the topic is consumed with filters.
             idle: the rest after consecutive empty answers (404): doubled from
-                ``base_wait_ms`` per empty answer up to its ceiling; None keeps
+                ``answer.base_wait_ms`` per empty answer up to its ceiling; None keeps
                 ``base_wait_ms`` (the official clients' fixed period). A master frequency rule
                 (type 1) matching the count of empty answers still takes precedence (§7.2).
 
@@ -355,8 +369,9 @@ class PartitionFlow:
             The wait. For releases after a success the caller subtracts the time elapsed since
             the response; any result ≤ 10 ms means "idle at once".
         """
-        if curr_data_dlt >= 0:
-            self.last_data_dlt = curr_data_dlt
+        err_code, body_bytes, base_wait_ms = answer.err_code, answer.body_bytes, answer.base_wait_ms
+        if answer.curr_data_dlt >= 0:
+            self.last_data_dlt = answer.curr_data_dlt
         self.recv_in_min += body_bytes
         self.recv_in_slice += body_bytes
         self._recompute(state, now, hhmm)
@@ -368,7 +383,7 @@ class PartitionFlow:
             rules = state.group.rules if state.group.rules.freq_limits else state.default.rules
             rest = base_wait_ms if idle is None else idle.wait_ms(self.zero_count)
             return rules.freq_limit(self.zero_count, rest)
-        if esc_flow_ctrl:
+        if answer.esc_flow_ctrl:
             return 0
         limit = self._limit
         if self.recv_in_min >= limit.limit_bytes or self.recv_in_slice >= limit.limit_bytes // 12:
@@ -376,7 +391,7 @@ class PartitionFlow:
         if err_code == 200:
             low = self._low_fetch
             if filter_consume and low.filter_freq_ms >= 0:
-                return low.min_data_filter_freq_ms if require_slow else low.filter_freq_ms
+                return low.min_data_filter_freq_ms if answer.require_slow else low.filter_freq_ms
             if not filter_consume and low.norm_freq_ms >= 0:
                 return low.norm_freq_ms
         return base_wait_ms

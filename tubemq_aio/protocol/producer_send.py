@@ -16,10 +16,10 @@ from google.protobuf.message import DecodeError
 
 from tubemq_aio.accelerator import twin as _compiled_twin
 from tubemq_aio.errors import RemoteProtocolError, server_error
-from tubemq_aio.protocol.message import NO_CHECKSUM, EncodedMessage
+from tubemq_aio.protocol.message import NO_CHECKSUM, EncodedMessage, plain_message
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_master_values import BrokerAuthorization
-from tubemq_aio.protocol.producer_meta import Partition
+from tubemq_aio.protocol.producer_meta import Broker, Partition
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, request_head
 from tubemq_aio.protocol.wire import encode_varint
 
@@ -29,6 +29,7 @@ __all__ = [
     "SendResult",
     "SendResultParser",
     "parse_send_result",
+    "plain_send_encoder",
     "send_result_parser",
 ]
 
@@ -173,6 +174,21 @@ class SendRequestEncoder:
         if head is None:
             head = self._new_head(key)
         return head, data, tail, len(head) + size + len(tail)
+
+    def plain_parts(
+        self, topic: str, partition_id: int, body: bytes, auth: BrokerAuthorization, timeout_ms: int
+    ) -> tuple[tuple[bytes, bytes, bytes], int]:
+        """:meth:`encode_parts` of a plain message (a ``bytes`` body without attributes, type or
+        time, see :func:`~tubemq_aio.protocol.message.plain_message`): ``((head, body, tail),
+        size)``, the pieces as the connection takes them.
+
+        Raises:
+            LocalProtocolError: ``timeout_ms`` is not positive.
+        """
+        head, data, tail, size = self.encode_parts(
+            topic, partition_id, plain_message(body), auth, timeout_ms
+        )
+        return (head, data, tail), size
 
     def _tail(self, message: EncodedMessage, auth: BrokerAuthorization) -> bytes:
         """Everything after ``data``: flag, checkSum, sentAddr, msgType, msgTime, authInfo."""
@@ -376,6 +392,28 @@ def send_result_parser() -> Callable[[bytes, Partition], SendResult]:
     if _CompiledParser is None:
         return pure
     parser: Callable[[bytes, Partition], SendResult] = _CompiledParser(
-        SendResult, _RESULT_FIELDS, pure
-    )
+        SendResult, _RESULT_FIELDS, pure, Partition, Broker
+    ).parse
     return parser
+
+
+_CompiledPlainEncoder = _compiled_twin("PlainSendEncoder")
+
+#: ``(topic, partition_id, body, auth, timeout_ms) -> ((head, body, tail), size)``.
+PlainParts = Callable[
+    [str, int, bytes, BrokerAuthorization, int], tuple[tuple[bytes, bytes, bytes], int]
+]
+
+
+def plain_send_encoder(encoder: SendRequestEncoder) -> PlainParts:
+    """The request encoder of a plain message for one producer (one event loop).
+
+    Returns:
+        The compiled ``PlainSendEncoder.plain_parts`` of :mod:`tubemq_aio.accelerator` when it
+        is built (it keeps the pieces ``encoder`` makes, so the bytes are the same), else
+        ``encoder.plain_parts``.
+    """
+    if _CompiledPlainEncoder is None:
+        return encoder.plain_parts
+    parts: PlainParts = _CompiledPlainEncoder(encoder, plain_message).plain_parts
+    return parts

@@ -5,12 +5,13 @@ offsets to the next messages it stores. When those fill the store past the group
 offset before the group registers there again, the register answer looks normal
 (``currOffset <= maxOffset``, so :func:`~tubemq_aio.protocol.lost_tail.lost_tail` sees
 nothing) and the group would resume at its stored offset, skipping every new message below it.
-No broker answer carries the offset the broker came back at, and a message id carries no usable
-time (the broker builds it from ``System.nanoTime()``), but a message id tells two messages at
-one offset apart: the consumer remembers the ids it read at a few offsets
-(:class:`TailRecord`) and, when it registers a partition again after losing it, reads those
-offsets back (:class:`TailCheck`). Where an id differs, the store there is new; the group
-resumes at the newest offset whose message is still the one it read (docs/failures.md).
+No broker answer carries the offset the broker came back at, and a message id carries no
+wall-clock time (the broker builds it from ``System.nanoTime()``, of which it keeps the low 42
+bits), but a message id tells two messages at one offset apart: the consumer remembers the
+ids it read at a few offsets (:class:`TailRecord`) and, when it registers a partition again
+after losing it, reads those offsets back (:class:`TailCheck`). Where an id differs, the store
+there is new; the group resumes at the newest offset whose message is still the one it read
+(docs/failures.md).
 
 Pure: no I/O, no clock. Offsets are index offsets (bytes of the store's index, which the
 partitions of one store share), so only a batch's start offset (``currOffset`` of the

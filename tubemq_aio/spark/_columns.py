@@ -35,7 +35,6 @@ it where the frame decoder put it: no copy of the answer (round five).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,7 +45,13 @@ import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tubemq_aio import accelerator
-from tubemq_aio.consumer.toolkit import BatchCodec, DecodeContext, attribute_cache, attribute_info
+from tubemq_aio.consumer.toolkit import (
+    BatchCodec,
+    DecodeContext,
+    attribute_cache,
+    attribute_info,
+    crc_address,
+)
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_meta import META_VALUE_UNDEFINED
 from tubemq_aio.protocol.consumer_replies import (
@@ -73,7 +78,6 @@ __all__ = [
     "column_damage",
     "compiled_decode",
     "compiled_parse",
-    "crc_address",
     "decode_columns",
     "decode_columns_py",
     "parse_columns",
@@ -417,23 +421,6 @@ def compiled_parse(
         return columns(data, start, end) or parse_columns_py(data[start:end])
 
     return parse, parse_whole
-
-
-def crc_address() -> int:
-    """The address of the C function behind :func:`~tubemq_aio.protocol.message.crc32`
-    (``zng_crc32``, exported by the zlib-ng extension that function comes from), or 0 when
-    that is not zlib-ng's or the symbol cannot be found (then the decoder calls the Python
-    function). Same library, same CRC-32: only the per-message Python call goes."""
-    if getattr(crc32, "__module__", None) != "zlib_ng.zlib_ng":
-        return 0
-    try:
-        from zlib_ng import zlib_ng
-
-        function = ctypes.CDLL(zlib_ng.__file__).zng_crc32  # the loaded module: no second copy
-    except (ImportError, OSError, AttributeError):
-        return 0
-    address = ctypes.cast(function, ctypes.c_void_p).value
-    return address or 0
 
 
 def compiled_decode(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, cast
 
@@ -108,9 +108,10 @@ class ClientSettings:
         auth_user: user name (``authUser``) when the cluster authenticates clients.
         auth_password: password (``authPassword``); not shown by ``repr``.
         tls: whether to use TLS (``tls``); list the TLS ports of the masters then.
-        tls_ca_file: CA bundle to trust (``tlsCaFile``); None uses the system store.
-        tls_cert_file: client certificate (``tlsCertFile``), for clusters that require one.
-        tls_key_file: its private key (``tlsKeyFile``), when not in the certificate file.
+        tls_files: the PEM files (:class:`~tubemq_aio.tls.TlsFiles`): the CA bundle to trust
+            (``tlsCaFile``; none uses the system store), the client certificate
+            (``tlsCertFile``, for clusters that require one) and its private key
+            (``tlsKeyFile``, when not in the certificate file).
         tls_server_hostname: one host name to check for every peer (``tlsServerHostname``); None
             checks each master and broker against the host it is reached at.
         framing: ``standard``, or ``legacy-length`` for TubeMQ servers 1.1.0 and 1.2.0
@@ -123,9 +124,7 @@ class ClientSettings:
     auth_user: str | None = None
     auth_password: str | None = None
     tls: bool = False
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
+    tls_files: TlsFiles = field(default_factory=TlsFiles)
     tls_server_hostname: str | None = None
     framing: Framing = "standard"
 
@@ -146,8 +145,7 @@ class ClientSettings:
         if self.auth_user is not None:
             result["credentials"] = Credentials(self.auth_user, self.auth_password or "")
         if self.tls:
-            files = TlsFiles(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
-            result["ssl_context"] = files.context()
+            result["ssl_context"] = self.tls_files.context()
             result["tls_server_hostname"] = self.tls_server_hostname
         if self.framing != "standard":
             result["framing"] = self.framing
@@ -210,9 +208,7 @@ def _client_settings(checks: Checks, opts: Mapping[str, str]) -> ClientSettings:
         auth_user=user,
         auth_password=opts.get("authpassword"),
         tls=tls,
-        tls_ca_file=files.ca_file,
-        tls_cert_file=files.cert_file,
-        tls_key_file=files.key_file,
+        tls_files=files,
         tls_server_hostname=opts.get("tlsserverhostname"),
         framing=cast(Framing, framing),
     )

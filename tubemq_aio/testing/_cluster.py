@@ -63,6 +63,11 @@ class LocalCluster:
     stand by and elect a new active master by majority when it goes. Brokers and clients are
     given every master's address (:attr:`master_addr` lists them all).
 
+    The constructor takes keyword configuration like the SDK's clients (the public
+    convention): every keyword has a default and the ``tubemq-aio cluster up`` flags mirror
+    them; the master's knobs are collected into one frozen :class:`MasterSettings`
+    (:attr:`settings`).
+
     Args:
         brokers: Number of brokers, 1 to 3.
         masters: Number of masters, 1 to 3 (3 survives the loss of any one; 2 survives none,

@@ -13,6 +13,7 @@ from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.message import checksum
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
+from tubemq_aio.testing._fake_offsets import OffsetTable
 from tubemq_aio.testing._fake_rpc import FaultPlan, RpcNode
 from tubemq_aio.testing._fake_store import (
     STORE_BASE,
@@ -59,7 +60,10 @@ class FakeBroker:
         self.topics = topics
         #: The message stores, by ``(topic, store id)``; the partitions of a store share one.
         self.logs: dict[tuple[str, int], StoreLog] = {}
-        self.offsets: dict[_Key, int] = {}
+        #: Group offsets; a crash can undo their newest changes (:class:`OffsetTable`).
+        self.offsets = OffsetTable(lambda: self.clock())
+        #: Monotonic time of the last stop (:meth:`FakeCluster.stop_broker`), else None.
+        self.stopped_at: float | None = None
         self.registrations: dict[_Key, Registration] = {}
         self.registration_timeout = registration_timeout
         self.max_batch = max_batch
@@ -110,16 +114,19 @@ class FakeBroker:
             log = self.logs[key] = StoreLog()
         return log
 
-    def crash(self, lose_newest: int) -> list[StoredMessage]:
+    def crash(self, lose_newest: int, lose_offsets: float = 0.0) -> list[StoredMessage]:
         """What a restarted broker has forgotten: every consumer registration with its
         in-flight batch and, killed with SIGKILL, the newest ``lose_newest`` messages of every
-        store (not yet flushed); group offsets stay as stored, also those now beyond a store's
-        end.
+        store (not yet flushed) and the group offset changes of the last ``lose_offsets``
+        seconds before its stop (not yet in its offset file); the other group offsets stay as
+        stored, also those now beyond a store's end.
 
         Returns:
             The messages forgotten.
         """
         self.registrations.clear()
+        if lose_offsets > 0 and self.stopped_at is not None:
+            self.offsets.roll_back(self.stopped_at - lose_offsets)
         if not lose_newest:
             return []
         return [m for log in self.logs.values() for m in log.drop_newest(lose_newest)]
@@ -234,6 +241,13 @@ class FakeBroker:
         offset = self.offsets.get(key, log.min_offset)
         if offset < log.min_offset:
             return _get_fail(301, "offset below the partition minimum", log.max_offset)
+        if offset > log.max_offset:
+            # A group offset beyond the store's end (the broker came back without its tail):
+            # a real broker moves the group's offset to the end and answers 404 (2.4.0
+            # DefaultOffsetManager.getOffset with updateConsumerOffsets, true by default;
+            # docs/protocol/consumer.md §4.2).
+            self.offsets[key] = log.max_offset
+            return _get_fail(404, "The request offset reached maxOffset!", log.max_offset)
         messages, scanned = log.read(
             offset, req.partitionId, self.max_batch, self.max_batch_bytes, holder.filters
         )

@@ -17,6 +17,7 @@ from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
+from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
 from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
 from tubemq_aio.testing._service import AsyncService
@@ -26,6 +27,9 @@ __all__ = ["FakeCluster"]
 
 class FakeCluster(AsyncService):
     """An in-memory master plus ``brokers`` brokers on free loopback ports.
+
+    The constructor takes keyword configuration like the SDK's clients (the public
+    convention): every keyword has a default, and a test names only what it changes.
 
     Args:
         topics: topic -> partitions per broker (an int) or a full :class:`TopicLayout`.
@@ -149,9 +153,13 @@ class FakeCluster(AsyncService):
 
     async def stop_broker(self, broker_id: int) -> None:
         """Kill broker ``broker_id``: its port closes and its connections are reset."""
-        await self._broker(broker_id).node.stop()
+        broker = self._broker(broker_id)
+        await broker.node.stop()
+        broker.stopped_at = broker.clock()
 
-    async def start_broker(self, broker_id: int, *, lose_newest: int = 0) -> list[StoredMessage]:
+    async def start_broker(
+        self, broker_id: int, *, lose_newest: int = 0, lose_offsets: float = 0.0
+    ) -> list[StoredMessage]:
         """Restart a stopped broker on its old port, with its data. Like a real broker
         process started again, it has forgotten every consumer registration (they live in the
         broker's memory), so its consumers' next fetch or heartbeat gets "not registered".
@@ -163,13 +171,18 @@ class FakeCluster(AsyncService):
                 (their offsets go to the next messages); group offsets stay as stored, so one
                 can lie beyond its store's end (docs/protocol/consumer.md §3.2). 0 (default):
                 every message is kept.
+            lose_offsets: > 0 makes it come back as a broker killed with SIGKILL before it
+                wrote its offset file: every group offset change of the last ``lose_offsets``
+                seconds before :meth:`stop_broker` is undone, so those groups read again what
+                they committed then (a 2.4.0 broker writes the file about 5 s + 6 s apart: up
+                to about 11 s; at most 60). 0 (default): every committed offset is kept.
 
         Returns:
             The messages lost (empty with ``lose_newest=0``).
 
         Raises:
-            TypeError: ``lose_newest`` is not an int.
-            ValueError: ``lose_newest`` is negative.
+            TypeError: ``lose_newest`` is not an int, or ``lose_offsets`` not a number.
+            ValueError: ``lose_newest`` is negative, or ``lose_offsets`` outside [0, 60].
             RuntimeError: the broker is running (:meth:`stop_broker` it first).
             KeyError: no broker ``broker_id``.
         """
@@ -177,10 +190,16 @@ class FakeCluster(AsyncService):
             raise TypeError(f"lose_newest must be an int, got {lose_newest!r}")
         if lose_newest < 0:
             raise ValueError(f"lose_newest must be >= 0, got {lose_newest}")
+        if isinstance(lose_offsets, bool) or not isinstance(lose_offsets, int | float):
+            raise TypeError(f"lose_offsets must be a number of seconds, got {lose_offsets!r}")
+        if not 0 <= lose_offsets <= OFFSET_HISTORY_SECONDS:
+            raise ValueError(
+                f"lose_offsets must be within [0, {OFFSET_HISTORY_SECONDS:g}] s, got {lose_offsets}"
+            )
         broker = self._broker(broker_id)
         if broker.node.running:
             raise RuntimeError(f"broker {broker_id} is running: stop_broker({broker_id}) first")
-        lost = broker.crash(lose_newest)
+        lost = broker.crash(lose_newest, float(lose_offsets))
         await broker.node.start(broker.node.port)
         return lost
 

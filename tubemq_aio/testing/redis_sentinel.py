@@ -32,6 +32,9 @@ QUORUM = 2
 class RedisSentinelSet(RedisNodeSet):
     """A primary, a replica and three sentinels (see the module docstring).
 
+    The constructor takes keyword configuration like the SDK's clients (the public
+    convention): every keyword has a default, and a test names only what it changes.
+
     Args:
         master_name: the name the sentinels monitor the primary under.
         down_after_ms: how long a primary must not answer before a sentinel calls it down.

@@ -12,9 +12,18 @@ from benchmarks.harness.compare import compare_with_committed, moved_cells, repo
 
 def run(variant: str, rnd: int, msg_per_s: float, cpu: float, **kw: Any) -> dict[str, Any]:
     """One kept run of the consume 1 KB cell."""
-    entry = {"ok": True, "discarded": False, "scenario": "consume", "size": 1024,
-             "window": None, "rate": None, "variant": variant, "round": rnd,
-             "msg_per_s": msg_per_s, "cpu_s_per_1e6": cpu}  # fmt: skip
+    entry = {
+        "ok": True,
+        "discarded": False,
+        "scenario": "consume",
+        "size": 1024,
+        "window": None,
+        "rate": None,
+        "variant": variant,
+        "round": rnd,
+        "msg_per_s": msg_per_s,
+        "cpu_s_per_1e6": cpu,
+    }
     entry.update(kw)
     return entry
 

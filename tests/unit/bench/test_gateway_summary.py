@@ -18,25 +18,34 @@ def test_machine_busy_seconds_never_exceed_the_machines_and_only_grow() -> None:
 
 def _wrk(rps: float) -> dict[str, float]:
     return {
-        "rps": rps, "p50_ms": 1.0, "p99_ms": 2.0, "gw_cpu_s_per_1e6": 100.0,
-        "client_cpu_s_per_1e6": 20.0, "gw_cores": 0.9, "machine_busy_cores": 1.9,
-    }  # fmt: skip
+        "rps": rps,
+        "p50_ms": 1.0,
+        "p99_ms": 2.0,
+        "gw_cpu_s_per_1e6": 100.0,
+        "client_cpu_s_per_1e6": 20.0,
+        "gw_cores": 0.9,
+        "machine_busy_cores": 1.9,
+    }
 
 
 def _round(scale: float) -> dict[str, Any]:
     cost = {field: 1.0 for _, field in summary._COSTS}
     cost["redis_with_acks"] = 2.0
     return {
-        "wrk_bare": _wrk(1000 * scale), "wrk_noop": _wrk(800 * scale),
-        "wrk_produce": _wrk(700 * scale), "wrk_noop_w2": _wrk(1400 * scale),
+        "wrk_bare": _wrk(1000 * scale),
+        "wrk_noop": _wrk(800 * scale),
+        "wrk_produce": _wrk(700 * scale),
+        "wrk_noop_w2": _wrk(1400 * scale),
         "wrk_produce_w2": _wrk(1000 * scale),
         "http_batch": {"rate": 60.0, "gw_cpu_s_per_1e6": 15.0, "client_cpu_s_per_1e6": 4.0},
         "sdk_send": {"rate": 100.0, "client_cpu_s_per_1e6": 9.0},
-        "http_consume": 30.0, "http_consume_gather": 60.0,
+        "http_consume": 30.0,
+        "http_consume_gather": 60.0,
         "sdk_consume": {"rate": 100.0, "client_cpu_s_per_1e6": 2.0},
-        "http_consume_cost": cost, "http_consume_gather_cost": cost,
+        "http_consume_cost": cost,
+        "http_consume_gather_cost": cost,
         "standalone_acks": {"acks": 20, "redis_per_ack": 1.0},
-    }  # fmt: skip
+    }
 
 
 def test_summary_takes_ratios_per_round_and_reports_machine_cores() -> None:

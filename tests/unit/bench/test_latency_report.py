@@ -13,15 +13,34 @@ from benchmarks.harness.report import analyse, markdown
 def run(variant: str, rnd: int, rate: int, p50: float, p99: float) -> dict[str, Any]:
     """One kept open-loop latency run."""
     client = "java" if variant == "java" else "aio"
-    latency = {"count": 1000, "p50_ms": p50, "p90_ms": p50 * 2, "p99_ms": p99,
-               "p999_ms": p99 * 1.2, "max_ms": p99 * 1.5}  # fmt: skip
-    return {"ok": True, "discarded": False, "scenario": "latency", "size": 1024, "window": None,
-            "rate": rate, "variant": variant, "client": client, "round": rnd,
-            "msg_per_s": float(rate), "mb_per_s": rate / 1000, "cpu_s_per_1e6": 100.0,
-            "peak_rss_mb": 30.0, "errors": 0, "lag_p50_ms": 0.1, "lag_p99_ms": 0.9,
-            **{f"latency_{k}": v for k, v in latency.items() if k.endswith("_ms")},
-            "peer": {"latency": latency,
-                     "latency_cdf": [[p50, 0.5], [p99, 0.99], [p99 * 1.5, 1.0]]}}  # fmt: skip
+    latency = {
+        "count": 1000,
+        "p50_ms": p50,
+        "p90_ms": p50 * 2,
+        "p99_ms": p99,
+        "p999_ms": p99 * 1.2,
+        "max_ms": p99 * 1.5,
+    }
+    return {
+        "ok": True,
+        "discarded": False,
+        "scenario": "latency",
+        "size": 1024,
+        "window": None,
+        "rate": rate,
+        "variant": variant,
+        "client": client,
+        "round": rnd,
+        "msg_per_s": float(rate),
+        "mb_per_s": rate / 1000,
+        "cpu_s_per_1e6": 100.0,
+        "peak_rss_mb": 30.0,
+        "errors": 0,
+        "lag_p50_ms": 0.1,
+        "lag_p99_ms": 0.9,
+        **{f"latency_{k}": v for k, v in latency.items() if k.endswith("_ms")},
+        "peer": {"latency": latency, "latency_cdf": [[p50, 0.5], [p99, 0.99], [p99 * 1.5, 1.0]]},
+    }
 
 
 RUNS = [
@@ -58,16 +77,33 @@ def test_produce_cells_have_no_latency_ratios() -> None:
 
 def test_summary_lists_both_clients_and_the_ratio_table() -> None:
     raw: dict[str, Any] = {
-        "env": {"git_revision": "abc", "python": "3.11", "protobuf": "x", "uvloop": "y",
-                "jdk": "17", "cpu_model": "cpu", "cpus": 2, "kernel": "k"},
-        "config": {"sizes": [1024], "windows": [], "rounds": 4, "discard_first": True,
-                   "messages": {}, "warmup_seconds": 0, "partitions": 4},
+        "env": {
+            "git_revision": "abc",
+            "python": "3.11",
+            "protobuf": "x",
+            "uvloop": "y",
+            "jdk": "17",
+            "cpu_model": "cpu",
+            "cpus": 2,
+            "kernel": "k",
+        },
+        "config": {
+            "sizes": [1024],
+            "windows": [],
+            "rounds": 4,
+            "discard_first": True,
+            "messages": {},
+            "warmup_seconds": 0,
+            "partitions": 4,
+        },
         "pinning": {"servers": True, "client": True, "note": ""},
         "cluster": {"version": "2.4.0"},
-        "peers": {"java": {"status": "ok"},
-                  "go": {"status": "ok", "client_source": "local source"}},
+        "peers": {
+            "java": {"status": "ok"},
+            "go": {"status": "ok", "client_source": "local source"},
+        },
         "runs": RUNS,
-    }  # fmt: skip
+    }
     text = markdown(raw, analyse(RUNS))
     assert "Open-loop send latency" in text
     assert "| latency 1024 B, 1,000 msg/s offered | java | 3 | 1,000 | 2.00 [2.00, 2.00]" in text

@@ -11,9 +11,19 @@ from benchmarks.harness.plots import _pyplot, _scenario_panel, main, overloaded
 
 def run(variant: str, rnd: int, p50: float, errors: int = 0) -> dict[str, Any]:
     """One kept e2e run record of the 1 KB, 10 000 msg/s cell."""
-    return {"round": rnd, "scenario": "e2e", "size": 1024, "window": None, "rate": 10_000,
-            "variant": variant, "ok": True, "discarded": False, "errors": errors,
-            "latency_p50_ms": p50, "peer": {}}  # fmt: skip
+    return {
+        "round": rnd,
+        "scenario": "e2e",
+        "size": 1024,
+        "window": None,
+        "rate": 10_000,
+        "variant": variant,
+        "ok": True,
+        "discarded": False,
+        "errors": errors,
+        "latency_p50_ms": p50,
+        "peer": {},
+    }
 
 
 RUNS = [
@@ -50,8 +60,10 @@ def test_the_flagged_bar_neither_scales_the_axis_nor_gets_a_ratio() -> None:
 
 
 def test_without_errors_the_peer_scales_and_is_compared() -> None:
-    runs = [*(run("aio-asyncio", r, 2.0) for r in (1, 2, 3)),
-            *(run("java", r, 4.0) for r in (1, 2, 3))]  # fmt: skip
+    runs = [
+        *(run("aio-asyncio", r, 2.0) for r in (1, 2, 3)),
+        *(run("java", r, 4.0) for r in (1, 2, 3)),
+    ]
     plt = _pyplot()
     fig, ax = plt.subplots()
     try:

@@ -20,27 +20,68 @@ def test_fill_spreads_messages_evenly_over_the_partitions() -> None:
 
 def result() -> dict[str, Any]:
     consume = [
-        {"partitions": p, "cpu_s_per_million": round(5.0 + p / 1000, 3), "messages_per_s": 50_000,
-         "positions_s": p / 1e6, "positions_read_s": p / 1e5, "kb_per_partition": 6.0,
-         "rss_kb_held": 6 * p, "tasks": 8, "sockets": 4, "assign_s": 0.05, "cluster_cpu_share": 0.2}
+        {
+            "partitions": p,
+            "cpu_s_per_million": round(5.0 + p / 1000, 3),
+            "messages_per_s": 50_000,
+            "positions_s": p / 1e6,
+            "positions_read_s": p / 1e5,
+            "kb_per_partition": 6.0,
+            "rss_kb_held": 6 * p,
+            "tasks": 8,
+            "sockets": 4,
+            "assign_s": 0.05,
+            "cluster_cpu_share": 0.2,
+        }
         for p in (4, 64, 512)
-    ]  # fmt: skip
+    ]
     return {
-        "env": {"git_revision": "abc1234", "cpus": 2, "cpu_model": "x",
-                "load_average_start": [0.1, 0.1, 0.1], "load_average_end": [0.2, 0.1, 0.1]},
+        "env": {
+            "git_revision": "abc1234",
+            "cpus": 2,
+            "cpu_model": "x",
+            "load_average_start": [0.1, 0.1, 0.1],
+            "load_average_end": [0.2, 0.1, 0.1],
+        },
         "quick": True,
         "seconds": 37.0,
         "consume": consume,
-        "idle": [{"partitions": 256, "policy": "backoff", "max_wait_s": 3.2, "core_share": 0.015,
-                  "fetches_per_s": 64.0, "cluster_cpu_share": 0.01,
-                  "first_message_median_s": 1.6, "first_message_max_s": 3.1}],
-        "connect": [{"partitions": 64, "cpu_s": 0.01, "cpu_ms_per_connect": 0.2,
-                     "wall_s": 0.02, "positions_s": 0.001, "positions_read_s": 0.002,
-                     "fetches": 70, "rest": {"cpu_s": 0.006, "rest_s": 60.0}}],
+        "idle": [
+            {
+                "partitions": 256,
+                "policy": "backoff",
+                "max_wait_s": 3.2,
+                "core_share": 0.015,
+                "fetches_per_s": 64.0,
+                "cluster_cpu_share": 0.01,
+                "first_message_median_s": 1.6,
+                "first_message_max_s": 3.1,
+            }
+        ],
+        "connect": [
+            {
+                "partitions": 64,
+                "cpu_s": 0.01,
+                "cpu_ms_per_connect": 0.2,
+                "wall_s": 0.02,
+                "positions_s": 0.001,
+                "positions_read_s": 0.002,
+                "fetches": 70,
+                "rest": {"cpu_s": 0.006, "rest_s": 60.0},
+            }
+        ],
         "produce": [{"topics": 16, "cpu_s_per_million": 20.0, "messages_per_s": 40_000}],
-        "group": [{"members": 2, "partitions": 256, "split_s": 0.05, "shares": [128, 128],
-                   "idle_master_requests_per_s": 2.0, "reassign_s": 1.0}],
-    }  # fmt: skip
+        "group": [
+            {
+                "members": 2,
+                "partitions": 256,
+                "split_s": 0.05,
+                "shares": [128, 128],
+                "idle_master_requests_per_s": 2.0,
+                "reassign_s": 1.0,
+            }
+        ],
+    }
 
 
 def test_summary_has_a_row_per_cell_and_the_load_averages() -> None:
@@ -54,8 +95,13 @@ def test_summary_has_a_row_per_cell_and_the_load_averages() -> None:
 
 def test_plots_are_written(tmp_path: Path) -> None:
     made = report.plot(result(), tmp_path)
-    assert set(made) == {"consume_cpu.png", "consume_positions.png", "consume_memory.png",
-                         "connect_cpu.png", "produce_cpu.png"}  # fmt: skip
+    assert set(made) == {
+        "consume_cpu.png",
+        "consume_positions.png",
+        "consume_memory.png",
+        "connect_cpu.png",
+        "produce_cpu.png",
+    }
     assert all((tmp_path / name).stat().st_size > 1000 for name in made)
 
 

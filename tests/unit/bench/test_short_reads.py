@@ -9,10 +9,21 @@ from benchmarks.harness.report import analyse, mark_short_reads
 
 def _run(rnd: int, variant: str, read: int, requested: int | None) -> dict[str, Any]:
     run: dict[str, Any] = {
-        "round": rnd, "discarded": False, "scenario": "consume", "size": 1024, "window": None,
-        "rate": None, "variant": variant, "client": variant, "ok": True, "error": None,
-        "peer": {"messages": read}, "msg_per_s": 1000.0, "cpu_s_per_1e6": 5.0, "errors": 0,
-    }  # fmt: skip
+        "round": rnd,
+        "discarded": False,
+        "scenario": "consume",
+        "size": 1024,
+        "window": None,
+        "rate": None,
+        "variant": variant,
+        "client": variant,
+        "ok": True,
+        "error": None,
+        "peer": {"messages": read},
+        "msg_per_s": 1000.0,
+        "cpu_s_per_1e6": 5.0,
+        "errors": 0,
+    }
     if requested is not None:
         run["requested"] = requested
     return run

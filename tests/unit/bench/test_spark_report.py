@@ -12,19 +12,32 @@ from benchmarks.harness.spark_report import analyse_spark, spark_markdown
 
 def rec(rnd: int, case: str, variant: str, rows_per_s: float, ok: bool = True) -> dict[str, Any]:
     """One run record as the Spark worker prints it."""
-    return {"round": rnd, "case": case, "variant": variant, "rows": 1000, "ok": ok,
-            "seconds": 1000 / rows_per_s, "rows_per_s": rows_per_s}  # fmt: skip
+    return {
+        "round": rnd,
+        "case": case,
+        "variant": variant,
+        "rows": 1000,
+        "ok": ok,
+        "seconds": 1000 / rows_per_s,
+        "rows_per_s": rows_per_s,
+    }
 
 
 RUNS = [
-    rec(0, "read", "aio", 10), rec(0, "read", "floor", 100),
-    rec(1, "read", "aio", 40), rec(1, "read", "floor", 100),
-    rec(2, "read", "aio", 60), rec(2, "read", "floor", 100),
-    rec(1, "stream", "aio", 30), rec(1, "stream", "floor", 1.0, ok=False),
-    rec(1, "sink", "aio", 70), rec(1, "producer", "aio", 100),
-    rec(2, "sink", "aio", 90), rec(2, "producer", "aio", 100),
+    rec(0, "read", "aio", 10),
+    rec(0, "read", "floor", 100),
+    rec(1, "read", "aio", 40),
+    rec(1, "read", "floor", 100),
+    rec(2, "read", "aio", 60),
+    rec(2, "read", "floor", 100),
+    rec(1, "stream", "aio", 30),
+    rec(1, "stream", "floor", 1.0, ok=False),
+    rec(1, "sink", "aio", 70),
+    rec(1, "producer", "aio", 100),
+    rec(2, "sink", "aio", 90),
+    rec(2, "producer", "aio", 100),
     {"case": "check", "variant": "aio", "rows": 1000},
-]  # fmt: skip
+]
 SPARK = {"rows": 1000, "size": 1024, "partitions": 4, "seconds": 5.0, "runs": RUNS}
 
 
@@ -84,10 +97,15 @@ def test_run_plan_pairs_each_case_with_its_baselines() -> None:
 
     plan = run_plan(["read", "stream", "sink"], ["aio", "floor", "client"])
     assert plan == [
-        ("read", "aio"), ("read", "floor"), ("read", "client"),
-        ("stream", "aio"), ("stream", "floor"),
-        ("sink", "aio"), ("sink", "floor"), ("producer", "aio"),
-    ]  # fmt: skip
+        ("read", "aio"),
+        ("read", "floor"),
+        ("read", "client"),
+        ("stream", "aio"),
+        ("stream", "floor"),
+        ("sink", "aio"),
+        ("sink", "floor"),
+        ("producer", "aio"),
+    ]
     assert run_plan(["sink"], ["aio"]) == [("sink", "aio"), ("producer", "aio")]
 
 
@@ -99,9 +117,12 @@ def test_tree_cpu_keeps_the_time_of_children_that_ended() -> None:
 
     before = tree_cpu()
     child = subprocess.Popen(
-        [sys.executable, "-c", "import time\nt = time.process_time()\n"
-         "while time.process_time() - t < 0.3: pass"]
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass",
+        ]
+    )
     child.wait(timeout=60)
     after = tree_cpu()
     assert after - before >= 0.25  # the ended child's CPU, counted through its reaper (us)

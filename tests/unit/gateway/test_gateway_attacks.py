@@ -14,16 +14,18 @@ from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.producer import Producer
 
+#: JSON texts that are neither a valid integer count nor a valid rate.
+_NOT_NUMBERS = ['"1"', "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", "[]"]
 #: JSON texts that are never a valid integer count/duration/offset here.
 BAD_NUMBERS = [
-    '"1"', "1.5", "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", str(10**30),
+    *_NOT_NUMBERS,
+    "1.5",
+    str(10**30),
     "1" * 5000,  # over Python's 4300-digit int limit: json.loads raises ValueError
-    "[]", "{}", '"NaN"',
-]  # fmt: skip
-BAD_RATES = [
-    '"1"', "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", "1e10", "1" * 5000, "[]",
-    "null",
-]  # fmt: skip
+    "{}",
+    '"NaN"',
+]
+BAD_RATES = [*_NOT_NUMBERS, "1e10", "1" * 5000, "null"]
 # (method, path, body template); V is replaced by each bad value.
 NUMERIC_FIELDS = [
     ("POST", "/v1/groups/g1/fetch", '{"wait_ms": V}'),
@@ -34,9 +36,19 @@ NUMERIC_FIELDS = [
 ]
 #: Offsets are decimal strings (or integers): these are neither, or out of range.
 BAD_OFFSETS = [v for v in BAD_NUMBERS if v != '"1"'] + [
-    '"-1"', '"+1"', '"01"', '"1.0"', '"1e3"', '" 1"', '"1 "', '""', '"0x10"', f'"{MAX_OFFSET + 1}"',
-    '"' + "1" * 5000 + '"', '"١"',  # an Arabic-Indic digit: str.isdigit() says yes
-]  # fmt: skip
+    '"-1"',
+    '"+1"',
+    '"01"',
+    '"1.0"',
+    '"1e3"',
+    '" 1"',
+    '"1 "',
+    '""',
+    '"0x10"',
+    f'"{MAX_OFFSET + 1}"',
+    '"' + "1" * 5000 + '"',
+    '"١"',  # an Arabic-Indic digit: str.isdigit() says yes
+]
 OTHER_FIELDS = [
     ("POST", "/v1/groups/gb/fetch", '{"client_id": V}'),
     ("POST", "/v1/groups/g1/fetch", '{"ack": V}'),
@@ -47,9 +59,16 @@ OTHER_FIELDS = [
     ("POST", "/v1/groups/g1/fetch", "V"),
 ]
 OTHER_VALUES = [
-    "1", "1.5", "true", "NaN", "Infinity", "1" * 5000, "[1]", '{"a": "x"}',
+    "1",
+    "1.5",
+    "true",
+    "NaN",
+    "Infinity",
+    "1" * 5000,
+    "[1]",
+    '{"a": "x"}',
     "[" * 3000 + "]" * 3000,  # json.loads raises RecursionError: FastAPI answered 400
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -101,8 +120,11 @@ async def test_bad_numbers_are_422(
 async def test_bad_offsets_are_422(client: tuple[httpx.AsyncClient, str]) -> None:
     c, token = client
     for value in BAD_OFFSETS:
-        assert_422(await send(c, token, "POST", "/v1/groups/g1/offsets/reset",
-                              '{"to": {"1:demo:0": V}}', value))  # fmt: skip
+        assert_422(
+            await send(
+                c, token, "POST", "/v1/groups/g1/offsets/reset", '{"to": {"1:demo:0": V}}', value
+            )
+        )
 
 
 async def test_offsets_are_taken_as_strings_or_integers(

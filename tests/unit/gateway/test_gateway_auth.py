@@ -90,9 +90,14 @@ def test_one_key_cannot_take_every_long_poll_slot() -> None:
 
     keys = [{"key": "k-aaaaaaaa", "name": "a"}, {"key": "k-bbbbbbbb", "name": "b"}]
     config = GatewayConfig.from_mapping(
-        {"masters": "m:1", "redis": "redis://r:1/0", "secret": "s" * 32, "keys": keys,
-         "max_long_poll_waiters": 4}
-    )  # fmt: skip
+        {
+            "masters": "m:1",
+            "redis": "redis://r:1/0",
+            "secret": "s" * 32,
+            "keys": keys,
+            "max_long_poll_waiters": 4,
+        }
+    )
     assert config.long_poll_share() == 2
     gateway = create_app(config).state.gateway
     with contextlib.ExitStack() as held:
@@ -105,9 +110,14 @@ def test_one_key_cannot_take_every_long_poll_slot() -> None:
         assert dict(gateway.long_polls) == {"a": 2, "b": 1}
     assert not gateway.long_polls
     fixed = GatewayConfig.from_mapping(
-        {"masters": "m:1", "redis": "redis://r:1/0", "secret": "s" * 32, "keys": keys,
-         "max_long_polls_per_key": 7}
-    )  # fmt: skip
+        {
+            "masters": "m:1",
+            "redis": "redis://r:1/0",
+            "secret": "s" * 32,
+            "keys": keys,
+            "max_long_polls_per_key": 7,
+        }
+    )
     assert fixed.long_poll_share() == 7
 
 

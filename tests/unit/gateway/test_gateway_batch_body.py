@@ -91,8 +91,11 @@ def clients() -> Iterator[dict[str, tuple[TestClient, FakeProducer]]]:
     managers = []
     for path in (DIRECT, FASTAPI):
         producer = FakeProducer()
-        app = create_app(CFG, engine_factory=lambda _cfg: FakeEngine({"g1": "clustering"}),
-                         producer_factory=_factory(producer))  # fmt: skip
+        app = create_app(
+            CFG,
+            engine_factory=lambda _cfg: FakeEngine({"g1": "clustering"}),
+            producer_factory=_factory(producer),
+        )
         client = TestClient(app)
         managers.append(client)
         out[path] = (client.__enter__(), producer)
@@ -144,8 +147,10 @@ def test_what_is_not_a_valid_shared_batch_is_left_to_the_model(index: int) -> No
 
 
 def test_validated_requests_that_share_options_make_a_batch() -> None:
-    same = [ProduceRequest(value="a", key="k"), ProduceRequest(value="@@", encoding="base64",
-                                                               key="k")]  # fmt: skip
+    same = [
+        ProduceRequest(value="a", key="k"),
+        ProduceRequest(value="@@", encoding="base64", key="k"),
+    ]
     batch = SharedBatch.of(same)
     assert batch is not None
     assert len(batch) == 2

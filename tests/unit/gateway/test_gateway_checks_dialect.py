@@ -10,7 +10,7 @@ import pytest
 from tests.support.gateway_config_data import base
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
-from tubemq_aio.gateway.config.tables import GroupConfig, HousekeeperConfig
+from tubemq_aio.gateway.config.tables import GroupSpec, HousekeeperConfig
 from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
 from tubemq_aio.gateway.engine.arguments import (
     checked_fetch,
@@ -20,6 +20,7 @@ from tubemq_aio.gateway.engine.arguments import (
 )
 from tubemq_aio.gateway.engine.data import ConsumeSettings
 from tubemq_aio.gateway.errors import InvalidRequestError
+from tubemq_aio.tls import TlsFiles
 
 
 def wrong(value: object) -> Any:
@@ -48,17 +49,27 @@ def test_the_tables_name_every_bad_key_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         GatewayConfig.from_mapping(bad)
     text = str(info.value)
-    for named in ("bogus", "groups[0].x", "groups[0].mode", "keys[0].key", "eat:*",
-                  "housekeeper.leader_lease"):  # fmt: skip
+    for named in (
+        "bogus",
+        "groups[0].x",
+        "groups[0].mode",
+        "keys[0].key",
+        "eat:*",
+        "housekeeper.leader_lease",
+    ):
         assert named in text
 
 
 def test_a_group_and_the_housekeeper_name_every_bad_field() -> None:
     with pytest.raises(ConfigError) as info:
-        GroupConfig(
-            name="g1", topics=("t",), mode=wrong("fanout"), start=wrong("middle"),
-            lease_ms=0, max_clients=-1,
-        )  # fmt: skip
+        GroupSpec(
+            name="g1",
+            topics=("t",),
+            mode=wrong("fanout"),
+            start=wrong("middle"),
+            lease_ms=0,
+            max_clients=-1,
+        )
     text = str(info.value)
     assert text.startswith("groups['g1']: ")
     for key in ("mode", "start", "lease_ms", "max_clients"):
@@ -98,9 +109,12 @@ def test_good_calls_pass_through() -> None:
 def test_the_engine_settings_name_every_bad_knob_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         ConsumeSettings(
-            masters="", redis="redis://h:1/0", rpc_timeout=1, redis_max_connections=1,
+            masters="",
+            redis="redis://h:1/0",
+            rpc_timeout=1,
+            redis_max_connections=1,
             not_found_wait_ms=True,
-        )  # fmt: skip
+        )
     text = str(info.value)
     assert text.startswith("ConsumeSettings: ")
     for name in ("masters", "rpc_timeout", "redis_max_connections", "not_found_wait_ms"):
@@ -118,7 +132,7 @@ def test_the_cors_table_names_every_bad_key_at_once() -> None:
 
 def test_the_tubemq_table_names_every_bad_key_at_once() -> None:
     with pytest.raises(ConfigError) as info:
-        TubeMQAccess(user=" ", password="", tls=wrong("yes"), tls_key_file="k.pem")
+        TubeMQAccess(user=" ", password="", tls=wrong("yes"), tls_files=TlsFiles(key_file="k.pem"))
     text = str(info.value)
     assert text.startswith("tubemq: ")
     for named in ("tubemq.user", "tubemq.password", "tubemq.tls must", "tls_cert_file"):

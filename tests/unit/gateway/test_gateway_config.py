@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from pathlib import Path
@@ -38,8 +39,8 @@ def test_from_toml_reads_the_issue_example(tmp_path: Path) -> None:
     assert cfg.produce_topics == ("demo",)
     group = cfg.group("g1")
     assert group is not None
-    assert group.topics == ("demo",)
-    assert group.lease_ms == 60000
+    assert group.spec.topics == ("demo",)
+    assert group.spec.lease_ms == 60000
     assert cfg.keys[0].digest == hashlib.sha256(b"k-123456").digest()
     assert cfg.keys[0].allows("admin", "g1")
     assert not cfg.keys[0].allows("admin", "g2")
@@ -87,8 +88,13 @@ def test_auth_cache_size_reaches_the_authenticator() -> None:
 def test_config_limits_are_the_request_limits() -> None:
     from tubemq_aio.gateway.app import default_engine
 
-    edge = {"name": "g1", "topics": ["demo"], "lease_ms_min": 100, "lease_ms": 100,
-            "lease_ms_max": 43_200_000}  # fmt: skip
+    edge = {
+        "name": "g1",
+        "topics": ["demo"],
+        "lease_ms_min": 100,
+        "lease_ms": 100,
+        "lease_ms_max": 43_200_000,
+    }
     cfg = GatewayConfig.from_mapping(base(max_batch=500, groups=[edge]))
     spec = default_engine(cfg).settings.groups[0]
     assert (spec.lease_ms_min, spec.lease_ms_max) == (100, 43_200_000)
@@ -210,9 +216,12 @@ def test_bad_housekeeper_keys_name_the_key(over: dict[str, Any], text: str) -> N
 def test_housekeeper_field_must_be_the_dataclass() -> None:
     with pytest.raises(ConfigError, match="housekeeper must be"):
         GatewayConfig(
-            masters="m:1", redis="redis://h:1/0", secret="x" * 16, allow_anonymous=True,
+            masters="m:1",
+            redis="redis://h:1/0",
+            secret="x" * 16,
+            allow_anonymous=True,
             housekeeper={"enabled": False},  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
     assert not HousekeeperConfig(enabled=False).enabled
 
 
@@ -244,20 +253,35 @@ def test_bad_poison_batch_keys(group: dict[str, Any], produce: list[str], text: 
         GatewayConfig.from_mapping(base(groups=[raw], produce_topics=produce))
 
 
-def test_the_engine_group_spec_is_the_config_group() -> None:
-    from tubemq_aio.gateway.config.tables import GroupConfig, GroupSpec
-    from tubemq_aio.gateway.config.tables import GroupSpec as EngineGroupSpec
+def test_a_config_group_holds_the_engine_group_spec() -> None:
+    """``[[groups]]`` is flat; the gateway holds it as the engine's spec plus the poison-batch
+    fields, and names every bad field of both in one error, as before."""
+    from tubemq_aio.gateway.config.tables import GroupConfig, GroupSpec, group_table
     from tubemq_aio.gateway.engine.data import ConsumeSettings
 
-    assert EngineGroupSpec is GroupSpec
-    assert issubclass(GroupConfig, GroupSpec)
-    group = GroupConfig(name="gg", topics=("t",), max_redeliveries=2, dlq_topic="dead")
-    settings = ConsumeSettings(masters="m:1", redis="redis://x", groups=(group,))
-    assert settings.groups == (group,)
+    raw = {"name": "gg", "topics": ["t"], "lease_ms": 30_000, "max_redeliveries": 2}
+    group = group_table({**raw, "dlq_topic": "dead"}, 0)
+    assert group.spec == GroupSpec(name="gg", topics=("t",), lease_ms=30_000)
+    assert (group.max_redeliveries, group.dlq_topic) == (2, "dead")
+    table = {**dataclasses.asdict(group.spec), **raw, "topics": ("t",), "dlq_topic": "dead"}
+    assert group.table() == table
+    settings = ConsumeSettings(masters="m:1", redis="redis://x", groups=(group.spec,))
+    assert settings.groups == (group.spec,)
     for bad in ({"lease_ms": 5}, {"name": "g"}, {"topics": ()}, {"mode": "fanout"}):
         options: dict[str, Any] = {"name": "gg", "topics": ("t",), **bad}
         with pytest.raises(ConfigError) as spec_error:
             GroupSpec(**options)
         with pytest.raises(ConfigError) as config_error:
-            GroupConfig(**options)
+            group_table(options, 0)
         assert str(spec_error.value) == str(config_error.value)
+    with pytest.raises(ConfigError) as both:
+        group_table({**raw, "mode": "fanout", "topics": ["t", "dead"], "dlq_topic": "dead"}, 0)
+    text = str(both.value)
+    assert text.startswith("groups['gg']: ")
+    assert text.count("groups['gg']") == 1
+    assert "mode" in text
+    assert "dlq_topic must not be a topic the group consumes" in text
+    with pytest.raises(ConfigError, match="max_redeliveries > 0 and dlq_topic go together"):
+        GroupConfig(spec=group.spec, max_redeliveries=1)
+    with pytest.raises(ConfigError, match="spec must be a GroupSpec"):
+        GroupConfig(spec=raw)  # type: ignore[arg-type]

@@ -92,8 +92,10 @@ def test_keys_file_adds_to_the_files_own_keys(toml: Path, tmp_path: Path) -> Non
 
 def test_a_redis_table_takes_the_url_from_the_environment(tmp_path: Path) -> None:
     path = tmp_path / "g.toml"
-    path.write_text(BASE.replace('redis = "redis://127.0.0.1:6379/0"\n', "") +
-                    '[redis]\nurl = "redis://old:1/0"\nmax_connections = 8\n')  # fmt: skip
+    path.write_text(
+        BASE.replace('redis = "redis://127.0.0.1:6379/0"\n', "")
+        + '[redis]\nurl = "redis://old:1/0"\nmax_connections = 8\n'
+    )
     env = {"TUBEMQ_GATEWAY_REDIS": "redis://new:2/0", "TUBEMQ_GATEWAY_REDIS_MAX_CONNECTIONS": "9"}
     config = GatewayConfig.load(path, env)
     assert config.redis == "redis://new:2/0"
@@ -180,8 +182,11 @@ def test_render_marks_defaults(toml: Path) -> None:
 def test_version() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tubemq_aio.gateway", "--version"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0
     assert done.stdout.strip() == f"tubemq-gateway {__version__}"
 

@@ -92,13 +92,22 @@ class Call:
 
     def start(self) -> None:
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-            "scheme": "http", "path": "/v1/groups/g1/fetch", "raw_path": b"/v1/groups/g1/fetch",
-            "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/groups/g1/fetch",
+            "raw_path": b"/v1/groups/g1/fetch",
+            "query_string": b"",
+            "root_path": "",
+            "client": ("127.0.0.1", 1),
             "server": ("127.0.0.1", 80),
-            "headers": [(b"content-type", b"application/json"),
-                        (b"authorization", READER["Authorization"].encode())],
-        }  # fmt: skip
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"authorization", READER["Authorization"].encode()),
+            ],
+        }
         self.task = asyncio.create_task(self.app(scope, self._receive, self._send))  # type: ignore[arg-type]
 
     @property

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tubemq_aio.gateway.config.tables import GroupConfig
+from tubemq_aio.gateway.config.tables import GroupConfig, GroupSpec
 from tubemq_aio.gateway.engine.data import FetchOutcome, Lease, Position
 from tubemq_aio.gateway.engine.dead_letters import (
     MAX_DIVERTS,
@@ -20,7 +20,7 @@ from tubemq_aio.gateway.engine.dead_letters import (
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 
-GROUP = GroupConfig(name="g1", topics=("t",), max_redeliveries=2, dlq_topic="dead")
+GROUP = GroupConfig(spec=GroupSpec(name="g1", topics=("t",)), max_redeliveries=2, dlq_topic="dead")
 
 
 def outcome(redelivery: int) -> FetchOutcome:
@@ -69,7 +69,7 @@ def run(producer: Any, engine: Engine, *items: FetchOutcome) -> tuple[Any, list[
 def test_is_poison_only_past_max_redeliveries() -> None:
     assert not is_poison(GROUP, outcome(2))
     assert is_poison(GROUP, outcome(3))
-    off = GroupConfig(name="g1", topics=("t",))
+    off = GroupConfig(spec=GroupSpec(name="g1", topics=("t",)))
     assert not is_poison(off, outcome(99))
     assert not is_poison(GROUP, FetchOutcome("empty", None, ()))
 

@@ -106,8 +106,10 @@ def test_a_bug_is_a_json_500_internal_logged_and_counted(
         assert r.status_code == 500, r.text
         assert r.headers["content-type"] == "application/json"
         assert r.json()["error"] == {
-            "code": "internal", "message": "internal error", "retriable": True,
-        }  # fmt: skip
+            "code": "internal",
+            "message": "internal error",
+            "retriable": True,
+        }
         assert INTERNAL not in r.text
         logged = [rec for rec in caplog.records if "HTTP 500 internal" in rec.getMessage()]
         assert len(logged) == 1
@@ -140,14 +142,23 @@ def test_a_client_mistake_is_counted_without_a_log_line(caplog: pytest.LogCaptur
         assert r.status_code == 400, r.text
         code = r.json()["error"]["code"]
         assert code == "bad_token"
-        assert not [rec for rec in caplog.records if rec.name == "tubemq_aio.gateway"
-                    and rec.levelno >= logging.INFO and code in rec.getMessage()]  # fmt: skip
-        assert sum(
-            float(v) for v in re.findall(
-                rf'tubemq_gateway_error_answers_total{{cause="\w+",code="{code}"}} (\S+)',
-                client.get("/metrics").text,
+        assert not [
+            rec
+            for rec in caplog.records
+            if rec.name == "tubemq_aio.gateway"
+            and rec.levelno >= logging.INFO
+            and code in rec.getMessage()
+        ]
+        assert (
+            sum(
+                float(v)
+                for v in re.findall(
+                    rf'tubemq_gateway_error_answers_total{{cause="\w+",code="{code}"}} (\S+)',
+                    client.get("/metrics").text,
+                )
             )
-        ) == 1.0  # fmt: skip
+            == 1.0
+        )
 
 
 def test_the_cause_label_is_bounded() -> None:

@@ -43,8 +43,10 @@ def test_clients_to_collect_only_broadcast_idle_or_unstamped() -> None:
     assert clients_to_collect(seen, now_ms=10_000, idle_ms=5_000) == ["b:old", "b:unstamped"]
     assert clients_to_collect(seen, now_ms=10_000, idle_ms=0) == []
     assert clients_to_collect(seen, now_ms=10_000, idle_ms=500) == [
-        "b:new", "b:old", "b:unstamped",
-    ]  # fmt: skip
+        "b:new",
+        "b:old",
+        "b:unstamped",
+    ]
 
 
 def test_lag_samples_skip_unknown_and_add_a_total() -> None:

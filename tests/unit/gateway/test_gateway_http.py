@@ -175,8 +175,16 @@ def test_fetch_ack_cycle(client: TestClient) -> None:
     assert first["messages"][0]["attributes"] == {"k": "v"}
     assert first["messages"][0]["msg_type"] == "t"
     second = fetch(client)
-    assert second["messages"] == [{"message_id": "1", "value": "//4=", "encoding": "base64",
-                                   "attributes": {}, "msg_type": "", "msg_time": None}]  # fmt: skip
+    assert second["messages"] == [
+        {
+            "message_id": "1",
+            "value": "//4=",
+            "encoding": "base64",
+            "attributes": {},
+            "msg_type": "",
+            "msg_time": None,
+        }
+    ]
     assert fetch(client)["status"] == "busy"
     token = first["lease"]["token"]
     assert client.post(f"/v1/leases/{token}/ack", headers=READER).json() == {"result": "acked"}
@@ -227,9 +235,10 @@ def test_messages_json_shares_attribute_forms_and_keeps_each_value() -> None:
     ]
     out = messages_json(msgs, False)
     assert [(m["value"], m["encoding"], m["msg_time"]) for m in out] == [
-        ("a", "utf8", "202611231345"), ("/w==", "base64", "202611231345"),
+        ("a", "utf8", "202611231345"),
+        ("/w==", "base64", "202611231345"),
         ("é", "utf8", "202601020304"),
-    ]  # fmt: skip
+    ]
     assert [m["attributes"] for m in out] == [{"k": "v"}, {"k": "v"}, {}]
     assert (out[2]["msg_type"], out[2]["message_id"]) == ("x", "3")
     assert [m["value"] for m in messages_json(msgs[:1], True)] == ["YQ=="]
@@ -247,10 +256,13 @@ def test_messages_json_follows_attribute_forms_that_come_back() -> None:
     ]
     out = messages_json(msgs, False)
     assert [(m["attributes"], m["msg_time"]) for m in out] == [
-        ({"k": "a"}, "202601010001"), ({"k": "b"}, None), ({"k": "a"}, "202601010001"),
-        ({"k": "a"}, "202601010002"), ({"k": "b"}, "202601010002"),
+        ({"k": "a"}, "202601010001"),
+        ({"k": "b"}, None),
+        ({"k": "a"}, "202601010001"),
+        ({"k": "a"}, "202601010002"),
         ({"k": "b"}, "202601010002"),
-    ]  # fmt: skip
+        ({"k": "b"}, "202601010002"),
+    ]
     assert [m["message_id"] for m in out] == [str(i) for i in range(len(shapes))]
 
 
@@ -443,8 +455,9 @@ def test_mounted_inside_another_app(engine: FakeEngine, producer: FakeProducer) 
     import contextlib
     from collections.abc import AsyncIterator
 
-    gw = create_app(CFG, engine_factory=lambda _c: engine,
-                    producer_factory=lambda _c: cast(Producer, producer))  # fmt: skip
+    gw = create_app(
+        CFG, engine_factory=lambda _c: engine, producer_factory=lambda _c: cast(Producer, producer)
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

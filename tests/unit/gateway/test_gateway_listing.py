@@ -102,9 +102,13 @@ def test_topic_detail_lists_partitions_with_offsets_as_text(
     assert body["name"] == "demo"
     assert body["groups"] == ["g1", "gb"]
     assert body["partitions"][1] == {
-        "partition_key": "1:demo:1", "broker": "127.0.0.1:8123", "partition_id": 1,
-        "subscribable": True, "min_offset": "0", "max_offset": str(2**60 + 1),
-    }  # fmt: skip
+        "partition_key": "1:demo:1",
+        "broker": "127.0.0.1:8123",
+        "partition_id": 1,
+        "subscribable": True,
+        "min_offset": "0",
+        "max_offset": str(2**60 + 1),
+    }
     assert topics.asked == ["demo"]
 
 
@@ -127,15 +131,18 @@ def test_topic_detail_while_the_cluster_is_down_is_tube_unavailable(
     r = client.get("/v1/topics/demo", headers=ADMIN)
     assert r.status_code == 503
     assert r.json()["error"] == {
-        "code": "tube_unavailable", "message": "the TubeMQ cluster is unavailable",
+        "code": "tube_unavailable",
+        "message": "the TubeMQ cluster is unavailable",
         "retriable": True,
-    }  # fmt: skip
+    }
 
 
 def test_groups_are_those_the_key_may_consume_or_administer(client: TestClient) -> None:
     assert names(client.get("/v1/groups", headers=ADMIN).json()["groups"]) == [
-        "g1", "gb", "other",
-    ]  # fmt: skip
+        "g1",
+        "gb",
+        "other",
+    ]
     groups = client.get("/v1/groups", headers=READER).json()["groups"]
     assert groups == [
         {"name": "g1", "topics": ["demo"], "mode": "clustering"},

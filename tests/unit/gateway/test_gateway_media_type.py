@@ -57,9 +57,14 @@ def test_a_body_that_is_not_declared_json_is_415(
 
 
 @pytest.mark.parametrize(
-    "media", ["application/json", "application/json; charset=utf-8", "Application/JSON",
-              "application/vnd.api+json"],
-)  # fmt: skip
+    "media",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/vnd.api+json",
+    ],
+)
 def test_json_media_types_pass(client: TestClient, media: str) -> None:
     r = client.post(
         "/v1/topics/demo/messages", content=BODY, headers={**ADMIN, "Content-Type": media}

@@ -16,10 +16,26 @@ from tubemq_aio.gateway.app import create_app, openapi_document
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = ROOT / "docs" / "gateway" / "openapi.json"
 OPERATIONS = {
-    "produce", "produce_batch", "fetch", "ack", "nack", "extend", "reset_offsets", "pause",
-    "resume", "set_rate", "get_lag", "healthz", "readyz", "metrics", "list_topics",
-    "get_topic", "list_groups", "get_group", "stream",
-}  # fmt: skip
+    "produce",
+    "produce_batch",
+    "fetch",
+    "ack",
+    "nack",
+    "extend",
+    "reset_offsets",
+    "pause",
+    "resume",
+    "set_rate",
+    "get_lag",
+    "healthz",
+    "readyz",
+    "metrics",
+    "list_topics",
+    "get_topic",
+    "list_groups",
+    "get_group",
+    "stream",
+}
 
 
 def test_published_spec_has_not_drifted() -> None:

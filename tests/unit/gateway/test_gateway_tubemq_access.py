@@ -14,8 +14,10 @@ from tests.support.gateway_fakes import BASE_CONFIG
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.app import default_engine, default_producer
+from tubemq_aio.gateway.config.report import render_config
 from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.gateway.engine.service import ConsumeService
+from tubemq_aio.tls import TlsFiles
 
 SECRET_PASSWORD = "pw-Zq8-never-shown"
 BASE: dict[str, Any] = {**BASE_CONFIG, "masters": "127.0.0.1:8715"}
@@ -73,7 +75,22 @@ def test_tubemqs_url_takes_the_tls_files_of_the_table(tmp_path: Path) -> None:
     ca = _self_signed_ca(tmp_path)
     config = _config(masters="tubemqs://h:8716", tubemq={"tls_ca_file": str(ca)})
     assert config.tubemq.tls is True
-    assert config.tubemq.tls_ca_file == str(ca)
+    assert config.tubemq.tls_files == TlsFiles(str(ca))
+
+
+def test_the_table_reads_back_as_its_keys(tmp_path: Path) -> None:
+    """The TLS files are one value inside, and still the three keys a file writes (what
+    ``tubemq-gateway check`` prints)."""
+    ca = _self_signed_ca(tmp_path)
+    table = {"tls": True, "tls_ca_file": str(ca), "tls_cert_file": str(ca), "framing": "standard"}
+    access = TubeMQAccess.from_mapping(table)
+    assert access.tls_files == TlsFiles(str(ca), str(ca))
+    shown = {k: v for k, v in access.table().items() if v is not None}
+    assert shown == table
+    assert TubeMQAccess.from_mapping(shown) == access
+    text = render_config(_config(tubemq=table), {})
+    assert f"tls_ca_file = {str(ca)!r}".replace("'", '"') in text
+    assert "tls_files" not in text
 
 
 @pytest.mark.parametrize(
@@ -117,7 +134,7 @@ def test_bad_settings_are_refused_without_showing_the_password(
 def test_unloadable_tls_files_are_a_config_error(tmp_path: Path) -> None:
     junk = tmp_path / "junk.pem"
     junk.write_text("not a certificate")
-    access = TubeMQAccess(tls=True, tls_ca_file=str(junk))
+    access = TubeMQAccess(tls=True, tls_files=TlsFiles(str(junk)))
     with pytest.raises(ConfigError, match=r"TLS CA file .* cannot be loaded"):
         access.ssl_context()
 

@@ -26,6 +26,7 @@ from tests.support.message_strategies import attribute_text, stored_messages
 from tubemq_aio import accelerator
 from tubemq_aio.consumer._cb_models import DecodeContext
 from tubemq_aio.consumer._decode import decode_raw_messages
+from tubemq_aio.consumer.toolkit import crc_address
 from tubemq_aio.errors import RemoteProtocolError
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, parse_get_message_response
 from tubemq_aio.protocol.damage import damage_signature
@@ -39,7 +40,6 @@ from tubemq_aio.spark._columns import (
     column_damage,
     compiled_decode,
     compiled_parse,
-    crc_address,
     decode_columns,
     decode_columns_py,
     parse_columns,
@@ -104,16 +104,23 @@ def rows_of(data: bytes, filters: frozenset[str], deliver: bool) -> Any:
     except RemoteProtocolError as exc:
         return ("error", str(exc))
     messages, _ = decode_raw_messages(
-        rsp.messages, topic="t", partition_key="1:t:0", filters=filters,
-        counters=counters, deliver_corrupt=deliver,
-    )  # fmt: skip
+        rsp.messages,
+        topic="t",
+        partition_key="1:t:0",
+        filters=filters,
+        counters=counters,
+        deliver_corrupt=deliver,
+    )
     return fields_of(rsp), flat(MessageColumns.of(messages)), counters
 
 
 def columns_of(
-    data: bytes, filters: frozenset[str], deliver: bool,
-    parse: Parse = parse_columns, decode: Decode = decode_columns,
-) -> Any:  # fmt: skip
+    data: bytes,
+    filters: frozenset[str],
+    deliver: bool,
+    parse: Parse = parse_columns,
+    decode: Decode = decode_columns,
+) -> Any:
     counters = Counters()
     try:
         answer = parse(data)
@@ -122,16 +129,27 @@ def columns_of(
     rsp = answer.response
     assert rsp.messages == ()
     assert (answer.success, answer.err_code, answer.err_msg) == (
-        rsp.success, rsp.err_code, rsp.err_msg,
-    )  # fmt: skip
+        rsp.success,
+        rsp.err_code,
+        rsp.err_msg,
+    )
     assert (answer.curr_offset, answer.max_offset) == (rsp.curr_offset, rsp.max_offset)
     columns = decode(answer, DecodeContext("t", "1:t:0", filters, counters, deliver))
     return fields_of(rsp), flat(columns), counters
 
 
 def fields_of(rsp: GetMessageResponse) -> tuple[Any, ...]:
-    return (rsp.success, rsp.err_code, rsp.err_msg, rsp.curr_offset, rsp.max_offset,
-            rsp.curr_data_dlt, rsp.min_limit_time, rsp.esc_flow_ctrl, rsp.require_slow)  # fmt: skip
+    return (
+        rsp.success,
+        rsp.err_code,
+        rsp.err_msg,
+        rsp.curr_offset,
+        rsp.max_offset,
+        rsp.curr_data_dlt,
+        rsp.min_limit_time,
+        rsp.esc_flow_ctrl,
+        rsp.require_slow,
+    )
 
 
 def flat(c: MessageColumns) -> Any:
@@ -189,8 +207,9 @@ _fields = st.fixed_dictionaries(
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=st.lists(messages(), max_size=12), fields=_fields, filters=_filters,
-       deliver=st.booleans())  # fmt: skip
+@given(
+    batch=st.lists(messages(), max_size=12), fields=_fields, filters=_filters, deliver=st.booleans()
+)
 def test_columns_equal_rows_on_random_answers(
     batch: list[tuple[int, int, bytes, int]],
     fields: dict[str, Any],
@@ -293,10 +312,9 @@ def test_odd_layouts_give_what_the_protobuf_parser_gives(content: list[bytes]) -
 
 def test_fields_after_and_between_messages_and_long_error_text() -> None:
     good = [b"\x08" + _varint(3), b"\x10" + _varint(checksum(b"ab")), b"\x1a\x02ab", b"\x20\x00"]
-    data = (
-        b"\x28" + _varint(28) + _message(*good) + _head() + _message(*good)
-        + b"\x1a" + _varint(20000) + b"e" * 20000 + b"\x48\x01"
-    )  # fmt: skip
+    messages = b"\x28" + _varint(28) + _message(*good) + _head() + _message(*good)
+    long_error = b"\x1a" + _varint(20000) + b"e" * 20000
+    data = messages + long_error + b"\x48\x01"
     same(data)
     bad_text = _head() + b"\x1a\x02\xff\xfe" + _message(*good)
     assert same(bad_text)[0] == "error"  # not UTF-8: a RemoteProtocolError both ways
@@ -366,9 +384,11 @@ def test_the_accelerator_is_used_when_built_and_checks_its_spans() -> None:
     decoder = EXT.ColumnDecoder(checksum, {}, print, NO_BLOCK, logging.getLogger())
     one = np.zeros(1, dtype=np.int64)
     kwargs: dict[str, Any] = {
-        "partition_key": "k", "filters": frozenset(), "counters": Counters(),
+        "partition_key": "k",
+        "filters": frozenset(),
+        "counters": Counters(),
         "deliver_corrupt": False,
-    }  # fmt: skip
+    }
     with pytest.raises(ValueError, match="different lengths"):
         decoder(b"ab", one, one, one, one, np.zeros(2, dtype=np.int64), bytearray(2), **kwargs)
     with pytest.raises(ValueError, match="outside"):
@@ -443,11 +463,15 @@ def test_every_decoder_gives_the_row_paths_columns_arrow_and_logs(
     rows, want_lines = _logged(
         lambda: MessageColumns.of(
             decode_raw_messages(
-                parse_get_message_response(data).messages, topic="t", partition_key="1:t:0",
-                filters=filters, counters=want_counters, deliver_corrupt=deliver,
+                parse_get_message_response(data).messages,
+                topic="t",
+                partition_key="1:t:0",
+                filters=filters,
+                counters=want_counters,
+                deliver_corrupt=deliver,
             )[0]
         )
-    )  # fmt: skip
+    )
     for name, parse, decode in IMPLS:
         counters = Counters()
         context = DecodeContext("t", "1:t:0", filters, counters, deliver)

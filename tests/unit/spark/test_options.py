@@ -82,9 +82,15 @@ def test_bad_options_name_the_option(options: dict[str, str], streaming: bool, n
 
 def test_client_options_are_client_config_kwargs() -> None:
     kwargs = client_options(
-        {"master": "h1:8715,h2", "rpcTimeout": "5", "authUser": "u", "authPassword": "p",
-         "tls": "true", "topic": "ignored"}
-    )  # fmt: skip
+        {
+            "master": "h1:8715,h2",
+            "rpcTimeout": "5",
+            "authUser": "u",
+            "authPassword": "p",
+            "tls": "true",
+            "topic": "ignored",
+        }
+    )
     assert kwargs["masters"] == "h1:8715,h2:8715"
     assert kwargs["rpc_timeout"] == 5.0
     assert kwargs["credentials"] == Credentials("u", "p")
@@ -102,8 +108,9 @@ def test_starting_times_parse_epoch_ms_and_rfc3339() -> None:
     assert every.starting_times.for_keys(["1:a:0"]) == {
         "1:a:0": datetime(2026, 11, 29, 10, tzinfo=UTC)
     }
-    text = parse_source_options({**BASE, "startingtimestamp": "2026-11-29T18:00:00+08:00"},
-                                streaming=False)  # fmt: skip
+    text = parse_source_options(
+        {**BASE, "startingtimestamp": "2026-11-29T18:00:00+08:00"}, streaming=False
+    )
     assert text.starting_times is not None
     assert text.starting_times.every == datetime(2026, 11, 29, 10, tzinfo=UTC)
     by = parse_source_options(

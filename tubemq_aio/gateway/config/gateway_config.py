@@ -122,8 +122,8 @@ class GatewayConfig(EngineSettings):
             check_topic(checks, topic, "produce_topics")
         for g in self.groups:
             if g.dlq_topic is not None and g.dlq_topic not in self.produce_topics:
-                checks.problem(f"groups[{g.name!r}].dlq_topic must be one of produce_topics")
-        names = [g.name for g in self.groups]
+                checks.problem(f"groups[{g.spec.name!r}].dlq_topic must be one of produce_topics")
+        names = [g.spec.name for g in self.groups]
         if len(set(names)) != len(names):
             checks.problem("groups: a group name appears twice")
         for flag in ("allow_anonymous", "noop_route", "docs", "ui"):
@@ -174,7 +174,7 @@ class GatewayConfig(EngineSettings):
 
     def group(self, name: str) -> GroupConfig | None:
         """The configured group called ``name``, or None."""
-        return next((g for g in self.groups if g.name == name), None)
+        return next((g for g in self.groups if g.spec.name == name), None)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> GatewayConfig:

@@ -70,11 +70,12 @@ def render_config(config: GatewayConfig, origins: Mapping[str, str]) -> str:
         where = origins.get(f.name, "default")
         lines.append(f"{f.name} = {_toml(_shown(f.name, value))}  # {where}")
     for group in config.groups:
-        lines += ["", *_table("groups", dataclasses.asdict(group), repeated=True)]
+        lines += ["", *_table("groups", group.table(), repeated=True)]
     for key in config.keys:
         lines += ["", f"[[keys]]  # {origins.get('keys', 'file')}", f"name = {_toml(key.name)}"]
         lines += [f"scopes = {_toml(key.scopes)}", f'key = "{MASK}"']
-    for name in ("tubemq", "cors", "housekeeper"):
+    lines += ["", *_table("tubemq", config.tubemq.table(), repeated=False)]
+    for name in ("cors", "housekeeper"):
         table = dataclasses.asdict(getattr(config, name))
         lines += ["", *_table(name, table, repeated=False)]
     return "\n".join(lines) + "\n"

@@ -43,6 +43,7 @@ _HK_KEYS = frozenset(
     {"enabled", "leader_lease_ms", "probe_interval_ms", "client_idle_ms", "session_idle_ms"}
 )
 _WEEK_MS = 7 * 86_400_000
+_POISON_KEYS = frozenset({"max_redeliveries", "dlq_topic"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,11 +82,6 @@ class GroupSpec:
 
     def __post_init__(self) -> None:
         checks = Checks(f"groups[{self.name!r}]")
-        self._check_spec(checks)
-        checks.done()
-
-    def _check_spec(self, checks: Checks) -> None:
-        """Record every problem of the engine's fields in ``checks``."""
         if check_name(checks, self.name, "name"):
             try:
                 validate_group_name(self.name)  # it is also the TubeMQ consumer group
@@ -112,35 +108,55 @@ class GroupSpec:
         checks.integer("max_clients", self.max_clients, low=0, high=1_000_000)
         checks.integer("max_clients_per_key", self.max_clients_per_key, low=0, high=1_000_000)
         checks.time_zone("msg_time_zone", self.msg_time_zone)
+        checks.done()
+
+
+#: The ``[[groups]]`` keys that are :class:`GroupSpec` fields.
+_SPEC_KEYS = frozenset(f.name for f in fields(GroupSpec))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GroupConfig(GroupSpec):
-    """One consumer group the gateway serves (``[[groups]]``): a :class:`GroupSpec` plus poison
-    batches.
+class GroupConfig:
+    """One consumer group the gateway serves (``[[groups]]``): the :class:`GroupSpec` the
+    consume engine serves, and what the gateway does with poison batches. The table is flat
+    (``name``, ``topics``, …, ``dlq_topic``); :func:`group_table` splits it.
 
     Attributes:
+        spec: the group as the consume engine serves it (name, topics, mode, leases, …).
         max_redeliveries: poison batches (opt-in, 0 = off): a batch redelivered this many
             times is produced to ``dlq_topic`` the next time it comes round, then committed.
         dlq_topic: where poison batches go (must be one of ``produce_topics``).
     """
 
+    spec: GroupSpec
     max_redeliveries: int = 0
     dlq_topic: str | None = None
 
     def __post_init__(self) -> None:
-        checks = Checks(f"groups[{self.name!r}]")
-        self._check_spec(checks)
-        redeliveries = checks.integer(
-            "max_redeliveries", self.max_redeliveries, low=0, high=1_000_000
-        )
-        if (redeliveries > 0) != (self.dlq_topic is not None):
-            checks.problem("max_redeliveries > 0 and dlq_topic go together")
-        if self.dlq_topic is not None:
-            check_topic(checks, self.dlq_topic, "dlq_topic")
-            if self.dlq_topic in self.topics:
-                checks.problem("dlq_topic must not be a topic the group consumes")
+        if not isinstance(self.spec, GroupSpec):
+            raise ConfigError(f"groups: spec must be a GroupSpec, got {type(self.spec).__name__}")
+        checks = Checks(f"groups[{self.spec.name!r}]")
+        _check_poison(checks, self.spec.topics, self.max_redeliveries, self.dlq_topic)
         checks.done()
+
+    def table(self) -> dict[str, object]:
+        """The flat ``[[groups]]`` table this value reads from (:func:`group_table`)."""
+        spec = {f.name: getattr(self.spec, f.name) for f in fields(GroupSpec)}
+        return {**spec, "max_redeliveries": self.max_redeliveries, "dlq_topic": self.dlq_topic}
+
+
+def _check_poison(
+    checks: Checks, topics: tuple[str, ...], max_redeliveries: object, dlq_topic: object
+) -> None:
+    """Record the problems of a group's poison-batch fields; ``topics`` are the ones the
+    group consumes."""
+    redeliveries = checks.integer("max_redeliveries", max_redeliveries, low=0, high=1_000_000)
+    if (redeliveries > 0) != (dlq_topic is not None):
+        checks.problem("max_redeliveries > 0 and dlq_topic go together")
+    if dlq_topic is not None:
+        check_topic(checks, dlq_topic, "dlq_topic")
+        if dlq_topic in topics:
+            checks.problem("dlq_topic must not be a topic the group consumes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,7 +233,7 @@ def group_table(raw: Mapping[str, Any], index: int) -> GroupConfig:
     """The ``index``-th ``[[groups]]`` table, checked."""
     where = f"groups[{index}]"
     checks = Checks(where)
-    no_unknown(checks, raw, frozenset(f.name for f in fields(GroupConfig)), where + ".")
+    no_unknown(checks, raw, _SPEC_KEYS | _POISON_KEYS, where + ".")
     if not isinstance(raw.get("name"), str):
         checks.problem(f"{where}.name is required (a string)")
     options = dict(raw)
@@ -226,7 +242,20 @@ def group_table(raw: Mapping[str, Any], index: int) -> GroupConfig:
         if key in options and not isinstance(options[key], str):
             checks.problem(f"{where}.{key} must be a string")
     checks.done()
-    return GroupConfig(**options)
+    # One error naming every bad field, of the spec and of the poison batches alike.
+    what = f"groups[{options['name']!r}]"
+    group = Checks(what)
+    try:
+        spec: GroupSpec | None = GroupSpec(**{k: options[k] for k in _SPEC_KEYS & options.keys()})
+    except ConfigError as err:
+        group.problem(str(err).removeprefix(f"{what}: "))
+        spec = None
+    poison = {k: options[k] for k in _POISON_KEYS & options.keys()}
+    topics = options["topics"]
+    _check_poison(group, topics, poison.get("max_redeliveries", 0), poison.get("dlq_topic"))
+    group.done()
+    assert spec is not None  # done() raised otherwise
+    return GroupConfig(spec=spec, **poison)
 
 
 def key_table(raw: Mapping[str, Any], index: int) -> ApiKey:

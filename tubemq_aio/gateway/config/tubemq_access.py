@@ -37,6 +37,7 @@ _KEYS = frozenset(
         "framing",
     }
 )
+#: The ``[tubemq]`` keys of the TLS files, in :class:`~tubemq_aio.tls.TlsFiles` order.
 _FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 
 
@@ -49,9 +50,10 @@ class TubeMQAccess:
         password: its password; never shown.
         tls: connect with TLS (then ``masters`` lists the masters' TLS ports). Certificates are
             checked against the system CAs, or ``tls_ca_file``, and each peer's host name.
-        tls_ca_file: PEM bundle of the CAs to trust instead of the system ones.
-        tls_cert_file: PEM client certificate, for clusters that require one (two-way TLS).
-        tls_key_file: its private key (if not inside ``tls_cert_file``).
+        tls_files: the PEM files (:class:`~tubemq_aio.tls.TlsFiles`), written as the keys
+            ``tls_ca_file`` (the CAs to trust instead of the system ones), ``tls_cert_file``
+            (client certificate, for clusters that require one: two-way TLS) and
+            ``tls_key_file`` (its private key, if not inside the certificate file).
         tls_server_hostname: one name to check in every peer's certificate instead of each
             peer's own host.
         framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0
@@ -61,9 +63,7 @@ class TubeMQAccess:
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     tls: bool = False
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
+    tls_files: TlsFiles = field(default_factory=TlsFiles)
     tls_server_hostname: str | None = None
     framing: Framing = "standard"
 
@@ -79,8 +79,16 @@ class TubeMQAccess:
                 checks.problem("tubemq.password must be a non-empty string")  # never shown
         if not isinstance(self.tls, bool):
             checks.problem("tubemq.tls must be true or false")  # TOML's spelling
-        for key in (*_FILES, "tls_server_hostname"):
-            value = getattr(self, key)
+        if not isinstance(self.tls_files, TlsFiles):
+            checks.problem("tubemq.tls_files must be a TlsFiles")
+            files: tuple[object, ...] = (None, None, None)
+        else:
+            files = (self.tls_files.ca_file, self.tls_files.cert_file, self.tls_files.key_file)
+        given = (
+            *zip(_FILES, files, strict=True),
+            ("tls_server_hostname", self.tls_server_hostname),
+        )
+        for key, value in given:
             if value is None:
                 continue
             if not isinstance(value, str) or not value.strip():
@@ -89,7 +97,7 @@ class TubeMQAccess:
                 checks.problem(f"tubemq.{key} needs tls = true")
             elif key in _FILES and not Path(value).is_file():
                 checks.problem(f"tubemq.{key}: {value!r} is not a file")
-        if self.tls_key_file is not None and self.tls_cert_file is None:
+        if files[2] is not None and files[1] is None:
             checks.problem("tubemq.tls_key_file needs tls_cert_file")
         checks.done()
 
@@ -108,9 +116,8 @@ class TubeMQAccess:
         """
         if not self.tls:
             return None
-        files = TlsFiles(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
         try:
-            return files.context()
+            return self.tls_files.context()
         except ConfigError as err:
             raise ConfigError(f"tubemq: {err}") from None
 
@@ -139,7 +146,23 @@ class TubeMQAccess:
         options = checked_table(raw, "tubemq", _KEYS)
         if isinstance(masters, str) and masters.strip().startswith("tubemqs://"):
             options.setdefault("tls", True)
-        return cls(**options)
+        files = [options.pop(key, None) for key in _FILES]
+        return cls(**options, tls_files=TlsFiles(*files))
+
+    def table(self) -> dict[str, object]:
+        """The ``[tubemq]`` table this value reads from (the keys a file writes, the TLS files
+        as their three keys); the password is included, for the caller to mask."""
+        files = self.tls_files
+        return {
+            "user": self.user,
+            "password": self.password,
+            "tls": self.tls,
+            "tls_ca_file": files.ca_file,
+            "tls_cert_file": files.cert_file,
+            "tls_key_file": files.key_file,
+            "tls_server_hostname": self.tls_server_hostname,
+            "framing": self.framing,
+        }
 
 
 def split_masters_url(masters: str, access: TubeMQAccess) -> tuple[str, TubeMQAccess]:

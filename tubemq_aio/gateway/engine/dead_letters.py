@@ -173,7 +173,7 @@ async def fetch_diverting(
             result = f"not acked: {exc!r}"
         log.warning(
             "group %s: batch %s (%d messages, redelivered %d times) moved to %s (%s)",
-            group.name,
+            group.spec.name,
             source,
             len(outcome.messages),
             lease.redelivery - 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections import Counter
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, TypeVar
 
@@ -15,13 +15,14 @@ from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
-from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import StreamHub
 from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.metrics import GatewayMetrics
+from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages
 from tubemq_aio.gateway.tubemq.master_reach import MasterReach
 from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, TopicPartition
 from tubemq_aio.models import Message
@@ -36,6 +37,7 @@ __all__ = [
     "Principal",
     "ReaderGroup",
     "json_response",
+    "messages_fragment",
     "messages_json",
 ]
 
@@ -180,11 +182,16 @@ class GroupAccess:
 
     Attributes:
         principal: the API key of the request.
-        group: the configured group of the path's ``{group}``.
+        config: the configured group of the path's ``{group}``.
     """
 
     principal: ApiKey
-    group: GroupConfig
+    config: GroupConfig
+
+    @property
+    def group(self) -> GroupSpec:
+        """The group as the consume engine serves it (``config.spec``)."""
+        return self.config.spec
 
 
 class _GroupScope(_BearerKey):
@@ -240,6 +247,18 @@ def json_response(
     return Response(
         orjson.dumps(content), status_code=status, media_type="application/json", headers=headers
     )
+
+
+def messages_fragment(messages: Sequence[Message], force_base64: bool) -> orjson.Fragment:
+    """The JSON array of delivered messages, ready for ``orjson.dumps`` to splice in as is.
+
+    Messages of a broker read (:class:`FetchedMessages`) are written straight from their raw
+    form, without a ``Message`` or a dict per message; any other sequence goes through
+    :func:`messages_json`. Both give the same bytes.
+    """
+    if isinstance(messages, FetchedMessages):
+        return orjson.Fragment(messages.json(force_base64))
+    return orjson.Fragment(orjson.dumps(messages_json(messages, force_base64)))
 
 
 def messages_json(messages: Iterable[Message], force_base64: bool) -> list[dict[str, object]]:

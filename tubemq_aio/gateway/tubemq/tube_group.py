@@ -28,14 +28,13 @@ from tubemq_aio.consumer.toolkit import (
     ClientBalanceSession,
     PartitionMeta,
     SharedIdConsumer,
-    decode_raw_messages,
     resolve_partition,
 )
 from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
+from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages, screen_raw_messages
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
-from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE, Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
@@ -425,25 +424,19 @@ class TubeGroup:
                     error=f"cursor at {got.curr_offset}, expected {begin}",
                 )
             first, first_max = got.messages, got.max_offset
-        messages: list[Message] = []
+        messages: list[RawMessage] = []
         filters = self._consumer.config.filters_of(partition.key.topic)
         counters = self._consumer.stats
 
         def decode(batch: tuple[RawMessage, ...], at: int) -> bool:
             before = counters.crc_mismatches + counters.decode_errors
-            decoded, _ = decode_raw_messages(
-                batch,
-                topic=partition.key.topic,
-                partition_key=key,
-                filters=filters,
-                counters=counters,
-            )
+            kept = screen_raw_messages(batch, partition_key=key, filters=filters, counters=counters)
             damaged = counters.crc_mismatches + counters.decode_errors != before
             if damaged and self._damaged.on_the_way(key, at, batch):
                 counters.crc_refetches += 1
                 log.warning("checksum mismatch in %s at offset %d: reading it again", key, at)
                 return True
-            messages.extend(decoded)
+            messages.extend(kept)
             return False
 
         done, spent, batches, hurt, ahead = await self._gather(
@@ -464,7 +457,7 @@ class TubeGroup:
             begin,
             end,
             top,
-            tuple(messages),
+            FetchedMessages(partition.key.topic, key, tuple(messages)),
             rpcs=rpcs,
             batches=batches,
             registered=registered,

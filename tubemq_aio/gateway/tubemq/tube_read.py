@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tubemq_aio.models import Message
@@ -20,7 +21,9 @@ class TubeRead:
         start: where the batch starts (the requested offset, or the broker's clamp of it).
         next: offset right after the batch (== start unless ``ok``).
         max: the partition's max index offset (-1 if the broker did not say).
-        messages: the decoded messages.
+        messages: the messages kept (a
+            :class:`~tubemq_aio.gateway.tubemq.fetched_messages.FetchedMessages` from a
+            broker read: raw until a reader decodes them; the answer encodes them raw).
         rpcs: broker RPCs spent.
         batches: broker batches the messages came from (more than one when the read gathered).
         registered: whether a register was needed (the cursor was not at ``start``); a
@@ -40,7 +43,7 @@ class TubeRead:
     start: int
     next: int
     max: int
-    messages: tuple[Message, ...] = ()
+    messages: Sequence[Message] = ()
     rpcs: int = 0
     batches: int = 0
     registered: bool = False

@@ -23,7 +23,7 @@ from tubemq_aio.gateway.http.deps import (
     GatewayDep,
     Principal,
     json_response,
-    messages_json,
+    messages_fragment,
 )
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
@@ -133,7 +133,7 @@ async def fetch(
     if outcome.status == "ok" and lease is not None:
         reply["lease"] = lease_json(lease, gateway.secret)
         force = body.value_encoding == "base64"
-        reply["messages"] = messages_json(outcome.messages, force)
+        reply["messages"] = messages_fragment(outcome.messages, force)
         gateway.metrics.messages_delivered.labels(group).inc(len(outcome.messages))
     elif outcome.retry_after_ms is not None:
         reply["retry_after_ms"] = outcome.retry_after_ms

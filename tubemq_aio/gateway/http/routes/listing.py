@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
-from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig
+from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.errors import ForbiddenScopeError, UnknownTopicError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, ReaderGroup, json_response
@@ -36,8 +36,8 @@ router = APIRouter(tags=["listing"], responses=_ERRORS)  # type: ignore[arg-type
 def visible_groups(config: GatewayConfig, principal: ApiKey) -> list[GroupConfig]:
     """The configured groups ``principal`` may consume from or administer, by name."""
     return sorted(
-        (g for g in config.groups if Authenticator.sees_group(principal, g.name)),
-        key=lambda g: g.name,
+        (g for g in config.groups if Authenticator.sees_group(principal, g.spec.name)),
+        key=lambda g: g.spec.name,
     )
 
 
@@ -48,7 +48,7 @@ def visible_topics(config: GatewayConfig, principal: ApiKey) -> dict[str, dict[s
     for topic in config.produce_topics:
         if principal.allows("produce", topic):
             seen[topic] = {"name": topic, "produce": True, "groups": []}
-    for group in visible_groups(config, principal):
+    for group in (g.spec for g in visible_groups(config, principal)):
         for topic in group.topics:
             entry = seen.setdefault(topic, {"name": topic, "produce": False, "groups": []})
             entry["produce"] = topic in config.produce_topics and principal.allows("produce", topic)
@@ -86,7 +86,7 @@ async def get_topic(topic: str, gateway: GatewayDep, principal: Principal) -> Re
     return json_response(entry)
 
 
-def _summary(group: GroupConfig) -> dict[str, Any]:
+def _summary(group: GroupSpec) -> dict[str, Any]:
     return {"name": group.name, "topics": list(group.topics), "mode": group.mode}
 
 
@@ -94,7 +94,7 @@ def _summary(group: GroupConfig) -> dict[str, Any]:
 async def list_groups(gateway: GatewayDep, principal: Principal) -> Response:
     """The groups this gateway serves that the key may consume from or administer."""
     groups = visible_groups(gateway.config, principal)
-    return json_response({"groups": [_summary(g) for g in groups]})
+    return json_response({"groups": [_summary(g.spec) for g in groups]})
 
 
 @router.get("/v1/groups/{group}", operation_id="get_group", response_model=GroupDetail)
@@ -114,8 +114,8 @@ async def get_group(
         lease_ms_min=spec.lease_ms_min,
         lease_ms_max=spec.lease_ms_max,
         max_clients=spec.max_clients,
-        max_redeliveries=spec.max_redeliveries,
-        dlq_topic=spec.dlq_topic,
+        max_redeliveries=access.config.max_redeliveries,
+        dlq_topic=access.config.dlq_topic,
     )
     if spec.mode == "broadcast" and client_id is None:
         body.update(leases=[], lag=None)

@@ -29,7 +29,7 @@ from tubemq_aio.gateway.engine.data import FetchOutcome
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
-from tubemq_aio.gateway.http.deps import ConsumeGroup, Gateway, GatewayDep, messages_json
+from tubemq_aio.gateway.http.deps import ConsumeGroup, Gateway, GatewayDep, messages_fragment
 from tubemq_aio.gateway.http.disconnect import client_disconnected
 from tubemq_aio.gateway.http.routes.admin import ClientIdQuery
 from tubemq_aio.gateway.http.routes.consume import lease_json
@@ -166,7 +166,7 @@ class EventStreamResponse(Response):
                 "batch",
                 {
                     "lease": lease_json(outcome.lease, self.gateway.secret),
-                    "messages": messages_json(outcome.messages, self.base64),
+                    "messages": messages_fragment(outcome.messages, self.base64),
                 },
             )
         if event.kind == "error":
