@@ -1,12 +1,13 @@
 """The read path of a fetch: lease a partition in Redis, read its batch from TubeMQ, book it.
 
 One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
-GetMessage → GetMessage(lastPackConsumed) → [rewind, when the broker's partition now ends below
-S] → record. The last GetMessage commits the batch handed out and brings the partition's next
+GetMessage → CommitOffset → [rewind, when the broker's partition now ends below S] → record.
+With ``kept_batch_bytes`` > 0 (opt-in) a clustering read ends with a GetMessage(lastPackConsumed)
+instead of the CommitOffset: it commits the batch handed out and brings the partition's next
 batch, which this replica keeps (:class:`KeptBatches`) under a fence that ``record`` writes to
 Redis; when the next acquire of the partition hands that fence back, the kept batch is served
 and its GetMessage(lastPackConsumed) is the fetch's only broker RPC (``docs/gateway.md``, "The
-consume path"). With ``kept_batch_bytes`` 0 a read ends with a CommitOffset as before;
+consume path");
 :class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
 and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
 can be read from the stats.
