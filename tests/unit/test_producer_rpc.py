@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
+from tests.support.send_requests import build_send_request
 from tubemq_aio.errors import (
     ConfigError,
     LocalProtocolError,
@@ -38,35 +39,6 @@ from tubemq_aio.protocol.producer_send import SendRequestEncoder, SendResult, pa
 from tubemq_aio.protocol.rpc import decode_request, encode_request
 
 NEG1 = bytes.fromhex("ff ff ff ff ff ff ff ff ff 01")  # int32/int64 -1 as a protobuf varint
-
-
-def build_send_request(
-    *,
-    client_id: str,
-    topic: str,
-    partition_id: int,
-    message: EncodedMessage,
-    sent_addr: int,
-    auth: BrokerAuthorization,
-) -> bytes:
-    """Reference: the same request through the generated class, set like the Java client."""
-    msg = broker_pb.SendMessageRequestP2B(
-        clientId=client_id,
-        topicName=topic,
-        partitionId=partition_id,
-        data=message.data,
-        flag=message.flag,
-        checkSum=-1,
-        sentAddr=sent_addr,
-    )
-    if message.msg_type:
-        msg.msgType = message.msg_type
-    if message.msg_time:
-        msg.msgTime = message.msg_time
-    msg.authInfo.visitAuthorizedToken = auth.visit_token
-    if auth.auth_token:
-        msg.authInfo.authAuthorizedToken = auth.auth_token
-    return msg.SerializeToString()
 
 
 def test_send_request_hand_bytes() -> None:

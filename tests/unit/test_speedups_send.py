@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from tests.support.examples import examples
 from tests.support.held_producer import HeldConnection, started_producer
+from tests.support.send_requests import build_send_request
 from tests.support.speedup_impls import EXT
-from tests.unit.test_producer_rpc import build_send_request
 from tubemq_aio import accelerator
 from tubemq_aio.errors import LocalProtocolError
 from tubemq_aio.producer import config
