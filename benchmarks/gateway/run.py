@@ -44,9 +44,10 @@ T_PRODUCE, T_CONSUME, GROUP = "gwb_produce", "gwb_consume", "gwb_group"
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-def _config(path: Path, masters: str, redis_url: str) -> Path:
+def _config(path: Path, masters: str, redis_url: str, kept_batch_bytes: int) -> Path:
     path.write_text(
         f'masters = "{masters}"\nredis = "{redis_url}"\nsecret = "bench-secret-0123456789"\n'
+        f"kept_batch_bytes = {kept_batch_bytes}\n"
         f'produce_topics = ["{T_PRODUCE}", "{T_CONSUME}"]\nnoop_route = true\n'
         f'[[groups]]\nname = "{GROUP}"\ntopics = ["{T_CONSUME}"]\nlease_ms = 30000\n'
         f'[[keys]]\nkey = "{KEY}"\nscopes = ["produce:*", "consume:*", "admin:*"]\n'
@@ -237,15 +238,21 @@ async def _fill(masters: str, count: int) -> None:
         await asyncio.gather(*(fill() for _ in range(256)))
 
 
-async def run(rounds: int, seconds: int, count: int) -> dict[str, Any]:
-    """Bring everything up, run the rounds, return raw rounds + summary + goals."""
+async def run(rounds: int, seconds: int, count: int, kept_batch_bytes: int) -> dict[str, Any]:
+    """Bring everything up, run the rounds, return raw rounds + summary + goals.
+
+    ``kept_batch_bytes`` is the replicas' read-ahead setting (0, off, is the gateway's default).
+    """
     env = collect()
+    env["kept_batch_bytes"] = kept_batch_bytes
     print(f"load average at the start: {env['load_average_start']}", flush=True)
     print("starting cluster, Redis, the bare app and two gateway replicas ...", flush=True)
     with tempfile.TemporaryDirectory(prefix="tubemq-gw-bench-") as tmp:
         async with LocalCluster(brokers=1, topics=[T_PRODUCE, T_CONSUME], topic_partitions=3) \
                 as cluster, RedisServer() as redis:  # fmt: skip
-            config = _config(Path(tmp) / "gw.toml", cluster.master_addr, redis.url)
+            config = _config(
+                Path(tmp) / "gw.toml", cluster.master_addr, redis.url, kept_batch_bytes
+            )
             async with _servers(config) as servers:
                 await _fill(cluster.master_addr, count)
                 print(f"pre-filled {count} messages", flush=True)
@@ -266,16 +273,25 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--out", type=Path, help="result directory (default benchmarks/results)")
+    parser.add_argument(
+        "--kept-batch-bytes",
+        type=int,
+        default=0,
+        help="the replicas' kept_batch_bytes (read-ahead; default 0, off, as the gateway's)",
+    )
     args = parser.parse_args(argv)
+    if args.kept_batch_bytes < 0:
+        parser.error("--kept-batch-bytes must be 0 or more")
     rounds = args.rounds or (3 if args.quick else 5)
     # A full run reads 300 000 messages per consume run: at 60 000 the SDK consumer's run took
     # 0.1-0.2 s, so its start (connecting the partitions) moved its rate 2.5-fold between rounds.
     seconds, count = (3, 30_000) if args.quick else (10, 300_000)
     began = time.monotonic()
-    result = asyncio.run(run(rounds, seconds, count))
+    result = asyncio.run(run(rounds, seconds, count, args.kept_batch_bytes))
     env = result["env"]
     if args.out is None:
         rev = git_revision() + ("-gateway-quick" if args.quick else "-gateway")
+        rev += "-kept" if args.kept_batch_bytes else ""
         out = out_dir_for(RESULTS, rev)
     else:
         out = args.out
@@ -286,7 +302,8 @@ def main(argv: Sequence[str]) -> int:
         f"{rounds} rounds of {seconds} s, {count} messages per consume run, "
         f"{time.monotonic() - began:.0f} s in all; {env['cpus']} CPUs ({env['cpu_model']}); "
         f"load average (1, 5, 15 min) {env['load_average_start']} before, "
-        f"{env['load_average_end']} after. Medians over the rounds, ratios per round."
+        f"{env['load_average_end']} after; kept_batch_bytes {args.kept_batch_bytes}. "
+        "Medians over the rounds, ratios per round."
     )
     table = summary.markdown(result["summary"], result["goals"], head)
     (out / "summary.md").write_text(table + "\n")
