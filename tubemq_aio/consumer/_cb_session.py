@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._cb_max_offset import reset_to_max_offsets
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
-from tubemq_aio.consumer._tail import TailGuard
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
 from tubemq_aio.protocol import consumer_replies
@@ -79,9 +78,6 @@ class ClientBalanceSession(SessionBase):
         self.on_unsubscribable: Callable[[list[PartitionKey]], object] | None = None
         #: Called with the fetched partitions dropped after a failed broker heartbeat.
         self.on_lost: Callable[[list[PartitionKey]], object] | None = None
-        #: Tail checks of connected partitions re-connected after their broker was lost
-        #: (docs/failures.md); positioned reads are not remembered nor checked.
-        self.tail = TailGuard(config, self.broker, self.engine)
 
     def __repr__(self) -> str:
         return f"<ClientBalanceSession {self.client_id} {self.cache!r} {self.leases!r}>"
@@ -221,9 +217,9 @@ class ClientBalanceSession(SessionBase):
         default ``rpc_timeout`` from now) has passed, so a broker
         restarting costs time, not a :class:`~tubemq_aio.errors.ConnectError` in milliseconds
         (issue 30, fault 1). ``offset`` None keeps the group's stored offset (moved back to
-        the store's end when it lies beyond it: :meth:`rewind_lost_tail`; for a partition
-        this consumer fetched before, moved back to the newest message it read that the
-        broker still stores: :class:`~tubemq_aio.consumer._tail.TailGuard`); see
+        the store's end when it lies beyond it, and for a partition this consumer fetched
+        before, moved back to the newest message it read that the broker still stores:
+        :meth:`resume_stored`); see
         :meth:`read_status`.
 
         Raises:
@@ -244,10 +240,8 @@ class ClientBalanceSession(SessionBase):
                     filters=self.config.filters_of(key.topic),
                     curr_offset=offset,
                 )
-                if offset is None:  # the stored offset, loaded as it is: beyond a lost tail?
-                    rsp = await self.rewind_lost_tail(partition, rsp)
-                    if rsp.success and self.tail.applies(key):  # or above replaced messages?
-                        rsp = await self.tail.check(partition, rsp)
+                if offset is None:  # the stored offset: beyond a lost tail or replaced messages?
+                    rsp = await self.resume_stored(partition, rsp, stored=True)
             except (ConnectError, RequestNotSentError):
                 failures += 1
                 pause = DEFAULT_RETRY.pause(

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from tubemq_aio._client import auth_stamp, wall_ms
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
-from tubemq_aio.consumer._tail import TailGuard
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_replies
@@ -80,8 +79,6 @@ class MasterSession(SessionBase):
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
         self.on_revoked: Callable[[list[str]], Awaitable[None]] | None = None
-        #: Tail checks after a broker restart (docs/failures.md).
-        self.tail = TailGuard(config, self.broker, self.engine)
 
     def __repr__(self) -> str:
         return f"<MasterSession {self.client_id} {self.hb_state!r} {self.leases!r}>"
@@ -276,9 +273,7 @@ class MasterSession(SessionBase):
                 filters=self.config.filters_of(partition.topic),
                 curr_offset=boot,
             )
-            rsp = await self.rewind_lost_tail(partition, rsp)
-            if rsp.success and boot is None and self.tail.applies(partition.key):
-                rsp = await self.tail.check(partition, rsp)
+            rsp = await self.resume_stored(partition, rsp, stored=boot is None)
         except (TubeMQError, OSError) as exc:
             log.warning("register of %s at its broker failed: %r", partition.key, exc)
             return 599

@@ -19,6 +19,7 @@ from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
+from tubemq_aio.consumer._tail import TailGuard
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import FlowRuleError, TubeMQError, server_error
@@ -126,6 +127,9 @@ class SessionBase:
         self.host_name = parts.host_name
         self.clock = parts.clock
         self.client_id = parts.broker.client_id
+        #: Tail checks of partitions registered again at the group's stored offset after
+        #: their broker was lost (:meth:`resume_stored`, docs/failures.md).
+        self.tail = TailGuard(config, self.broker, self.engine)
         # Partitions the fetch loop stops fetching on its own (the broker forgot us, or the
         # fetches kept failing until their deadline) are dropped like those of a failed broker
         # heartbeat, so that they come back (issue 30).
@@ -263,6 +267,24 @@ class SessionBase:
         if again.success:
             self.engine.stats.offset_rewinds += 1
         return again
+
+    async def resume_stored(
+        self, partition: Partition, rsp: consumer_replies.OffsetResponse, *, stored: bool
+    ) -> consumer_replies.OffsetResponse:
+        """The broker register answer to read ``partition`` from: ``rsp`` moved back to the
+        store's end when the broker lost its tail (:meth:`rewind_lost_tail`) and, when the
+        register kept the group's ``stored`` offset of a partition this consumer read before,
+        moved back below anything the broker replaced since
+        (:class:`~tubemq_aio.consumer._tail.TailGuard`).
+
+        Raises:
+            TubeMQError / OSError: a register or a probe failed on the way, as a first
+                register can (``TimeoutError`` after ``tail_check_timeout``).
+        """
+        rsp = await self.rewind_lost_tail(partition, rsp)
+        if stored and rsp.success and self.tail.applies(partition.key):
+            rsp = await self.tail.check(partition, rsp)
+        return rsp
 
     async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
         """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""

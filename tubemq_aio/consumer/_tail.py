@@ -229,9 +229,18 @@ class TailGuard:
                     partition, read_status=ReadStatus.NORMAL, filters=filters, curr_offset=loaded
                 )
         except (TubeMQError, OSError) as exc:
-            log.info("%s: the register back at %d after a tail check failed: %r",
-                     partition.key, loaded, exc)  # fmt: skip
+            log.info(
+                "%s: the register back at %d after a tail check failed: %r",
+                partition.key,
+                loaded,
+                exc,
+            )
             return
         if not rsp.success:
-            log.info("%s: the register back at %d after a tail check: [%d] %s",
-                     partition.key, loaded, rsp.err_code, rsp.err_msg)  # fmt: skip
+            log.info(
+                "%s: the register back at %d after a tail check: [%d] %s",
+                partition.key,
+                loaded,
+                rsp.err_code,
+                rsp.err_msg,
+            )
