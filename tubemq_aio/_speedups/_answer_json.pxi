@@ -251,7 +251,7 @@ cdef class MessageJson:
                 if attr_len < 0 or 4 + attr_len > size:
                     counters.decode_errors += 1
                     self.log.warning(
-                        "undecodable message %d in %s: attribute block does not fit the payload",
+                        UNDECODABLE_MESSAGE_LOG,
                         message_id,
                         partition_key,
                     )
@@ -266,7 +266,7 @@ cdef class MessageJson:
                     msg_type = info[2]
             if not crc_ok:
                 counters.crc_mismatches += 1
-                self.log.warning("checksum mismatch of message %d in %s", message_id,
+                self.log.warning(CHECKSUM_MISMATCH_LOG, message_id,
                                  partition_key)
                 if kept is None:
                     kept = [<object>PyTuple_GET_ITEM(items, j) for j in range(i)]

@@ -38,6 +38,7 @@ from tubemq_aio.errors import FrameError
 #: is 1: the caller copies the answer out and lets the decoder call the CRC through Python).
 COLUMN_API = 2
 from tubemq_aio.protocol.framing import BEGIN_TOKEN, BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES, MAX_LIST_SIZE, Frame
+from tubemq_aio.protocol.message import CHECKSUM_MISMATCH_LOG, UNDECODABLE_MESSAGE_LOG
 
 cdef extern from *:
     """

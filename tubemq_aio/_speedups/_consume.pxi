@@ -258,7 +258,7 @@ cdef class RawDecoder:
                 if attr_len < 0 or end > size:
                     counters.decode_errors += 1
                     self.log.warning(
-                        "undecodable message %d in %s: attribute block does not fit the payload",
+                        UNDECODABLE_MESSAGE_LOG,
                         message_id,
                         partition_key,
                     )
@@ -274,7 +274,7 @@ cdef class RawDecoder:
                 body = payload
             if not crc_ok:
                 counters.crc_mismatches += 1
-                self.log.warning("checksum mismatch of message %d in %s", message_id,
+                self.log.warning(CHECKSUM_MISMATCH_LOG, message_id,
                                  partition_key)
                 if not corrupt_ok:
                     continue
@@ -430,7 +430,7 @@ cdef class ColumnDecoder:
                 if attr_len < 0 or 4 + attr_len > b - a:
                     counters.decode_errors += 1
                     self.log.warning(
-                        "undecodable message %d in %s: attribute block does not fit the payload",
+                        UNDECODABLE_MESSAGE_LOG,
                         ids[i],
                         partition_key,
                     )
@@ -457,7 +457,7 @@ cdef class ColumnDecoder:
                         last_index = index
             if not crc_ok:
                 counters.crc_mismatches += 1
-                self.log.warning("checksum mismatch of message %d in %s", ids[i], partition_key)
+                self.log.warning(CHECKSUM_MISMATCH_LOG, ids[i], partition_key)
                 if not corrupt_ok:
                     continue
             if filtering:

@@ -33,7 +33,12 @@ from tubemq_aio import accelerator
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.attributes import parse_attributes, parse_msg_time
 from tubemq_aio.protocol.consumer_replies import RawMessage
-from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32
+from tubemq_aio.protocol.message import (
+    ATTRIBUTE_FLAG,
+    CHECKSUM_MISMATCH_LOG,
+    UNDECODABLE_MESSAGE_LOG,
+    crc32,
+)
 
 __all__ = [
     "NO_ATTRIBUTES",
@@ -213,7 +218,7 @@ def decode_raw_messages_py(
             if attr_len < 0 or end > size:
                 counters.decode_errors += 1
                 log.warning(
-                    "undecodable message %d in %s: attribute block does not fit the payload",
+                    UNDECODABLE_MESSAGE_LOG,
                     message_id,
                     partition_key,
                 )
@@ -226,7 +231,7 @@ def decode_raw_messages_py(
             body = payload
         if not crc_ok:
             counters.crc_mismatches += 1
-            log.warning("checksum mismatch of message %d in %s", message_id, partition_key)
+            log.warning(CHECKSUM_MISMATCH_LOG, message_id, partition_key)
             if not deliver_corrupt:
                 continue
         if filters and msg_type not in filters:

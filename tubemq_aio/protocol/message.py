@@ -37,9 +37,11 @@ except ImportError:  # pragma: no cover - the optional "speedups" extra is not i
 
 __all__ = [
     "ATTRIBUTE_FLAG",
+    "CHECKSUM_MISMATCH_LOG",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "MAX_TOPIC_LENGTH",
     "NO_CHECKSUM",
+    "UNDECODABLE_MESSAGE_LOG",
     "DecodedPayload",
     "EncodedMessage",
     "check_message",
@@ -54,6 +56,12 @@ __all__ = [
 
 #: Flag bit 0: ``data`` starts with the 4-byte-length attribute block (§5.4).
 ATTRIBUTE_FLAG = 0x1
+#: The log lines (``%`` format: message id, partition key) of every reader that drops a
+#: received message: its attribute block does not fit the payload, or its checksum does not
+#: match (§5.4). One text for all readers (the SDK's decodes, their compiled twins, the
+#: Spark source, the gateway's screening), which tests compare line for line.
+UNDECODABLE_MESSAGE_LOG = "undecodable message %d in %s: attribute block does not fit the payload"
+CHECKSUM_MISMATCH_LOG = "checksum mismatch of message %d in %s"
 #: ``SendMessageRequestP2B.checkSum`` meaning "do not verify"; every reference client sends it.
 NO_CHECKSUM = -1
 #: Longest topic name the broker accepts on send (§5.7).

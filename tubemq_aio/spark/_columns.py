@@ -61,7 +61,12 @@ from tubemq_aio.protocol.consumer_replies import (
     parse_get_message_response_py,
 )
 from tubemq_aio.protocol.damage import DamageSignature, damage_signature
-from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32
+from tubemq_aio.protocol.message import (
+    ATTRIBUTE_FLAG,
+    CHECKSUM_MISMATCH_LOG,
+    UNDECODABLE_MESSAGE_LOG,
+    crc32,
+)
 from tubemq_aio.protocol.rpc import success_bounds
 from tubemq_aio.spark._message_columns import (
     EMPTY,
@@ -557,14 +562,14 @@ def _count(
         if bad_block[i]:
             counters.decode_errors += 1
             log.warning(
-                "undecodable message %d in %s: attribute block does not fit the payload",
+                UNDECODABLE_MESSAGE_LOG,
                 message_id,
                 key,
             )
             continue
         if not good_crc[i]:
             counters.crc_mismatches += 1
-            log.warning("checksum mismatch of message %d in %s", message_id, key)
+            log.warning(CHECKSUM_MISMATCH_LOG, message_id, key)
             if not keep[i]:
                 continue
         if not wanted[i]:

@@ -33,7 +33,12 @@ from tubemq_aio.consumer.toolkit import (
 )
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_replies import RawMessage
-from tubemq_aio.protocol.message import ATTRIBUTE_FLAG, crc32
+from tubemq_aio.protocol.message import (
+    ATTRIBUTE_FLAG,
+    CHECKSUM_MISMATCH_LOG,
+    UNDECODABLE_MESSAGE_LOG,
+    crc32,
+)
 
 __all__ = [
     "FetchedMessages",
@@ -97,7 +102,7 @@ def screen_raw_messages_py(
             if attr_len < 0 or 4 + attr_len > size:
                 counters.decode_errors += 1
                 log.warning(
-                    "undecodable message %d in %s: attribute block does not fit the payload",
+                    UNDECODABLE_MESSAGE_LOG,
                     message_id,
                     partition_key,
                 )
@@ -108,7 +113,7 @@ def screen_raw_messages_py(
                 msg_type = (attribute_cache.get(block) or attribute_info(block))[2]
         if not crc_ok:
             counters.crc_mismatches += 1
-            log.warning("checksum mismatch of message %d in %s", message_id, partition_key)
+            log.warning(CHECKSUM_MISMATCH_LOG, message_id, partition_key)
             dropped = True
             continue
         if filters and msg_type not in filters:
