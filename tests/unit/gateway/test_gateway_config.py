@@ -138,11 +138,22 @@ def test_config_limits_are_the_request_limits() -> None:
         ({"rpc_timeout": 1}, "rpc_timeout"),
         ({"max_batch": True}, "max_batch"),
         ({"allow_anonymous": "yes"}, "allow_anonymous"),
+        ({"kept_batch_bytes": -1}, "kept_batch_bytes"),
+        ({"kept_batch_bytes": True}, "kept_batch_bytes"),
+        ({"kept_batch_bytes": 1.5}, "kept_batch_bytes"),
+        ({"kept_batch_bytes": float("nan")}, "kept_batch_bytes"),
+        ({"kept_batch_bytes": "32MiB"}, "kept_batch_bytes"),
+        ({"kept_batch_bytes": 1 << 41}, "kept_batch_bytes"),
     ],
 )
 def test_bad_values_name_the_key(over: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
         GatewayConfig.from_mapping(base(**over))
+
+
+def test_kept_batch_bytes_is_off_by_default_and_taken_as_given() -> None:
+    assert GatewayConfig.from_mapping(base()).kept_batch_bytes == 0
+    assert GatewayConfig.from_mapping(base(kept_batch_bytes=1 << 25)).kept_batch_bytes == 1 << 25
 
 
 def test_missing_required_keys() -> None:
