@@ -67,7 +67,7 @@ def frame_other(serial: int, parts: Sequence[bytes], size: int, legacy: bool) ->
     more than one block (or an empty one, which raises), or any frame of the legacy framing.
 
     Raises:
-        FrameError: an empty or oversized payload.
+        LocalProtocolError: an empty or oversized payload.
     """
     if 0 < size <= BLOCK_SIZE:
         header = _pack_header(BEGIN_TOKEN, serial, 1, size)
@@ -184,7 +184,7 @@ class SendRegistry:
             paused, every in-flight slot busy, or callers already waiting): nothing was done.
 
         Raises:
-            FrameError: an empty or oversized payload (nothing is registered).
+            LocalProtocolError: an empty or oversized payload (nothing is registered).
         """
         pending = self._pending
         if deadline is None:
