@@ -5,7 +5,9 @@ versions of :func:`tubemq_aio.protocol.consumer_replies.parse_get_message_respon
 :func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder, of the Spark
 source's column decode (:mod:`tubemq_aio.spark._columns`), of the producer's plain send
 (:func:`tubemq_aio.protocol.producer_send.plain_send_encoder`, the plain check
-:func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse) and of the
+:func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse), of a
+connection's registration state (:class:`tubemq_aio._io.registry.SendRegistry`), of the send
+window's count (:class:`tubemq_aio.producer._window.WindowSlots`) and of the
 gateway's fetch answer encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those
 functions stay the entry points: they use the compiled version when it is built and importable,
 and their own pure-Python code otherwise, with the same results and the same errors.

@@ -1,5 +1,6 @@
-"""The connection's registration state (``SendRegistry``): the compiled twin does what the pure
-reference does, operation by operation, on random sequences of sends and answers.
+"""The connection's registration state (``SendRegistry``) and the send window's count
+(``WindowSlots``): each compiled twin does what its pure reference does, operation by
+operation, on random sequences of sends, answers, waits and releases.
 
 Both are driven on a loop that never runs (futures and ``call_soon`` need one, not a running
 one), with the same clock, and compared after every step: what ``start_parts`` and ``resolve``
@@ -29,6 +30,7 @@ from tubemq_aio._io.decisions import IO_EXCEPTION_NAMES, MAX_SERIAL
 from tubemq_aio._io.pending import PendingCalls
 from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.errors import LocalProtocolError
+from tubemq_aio.producer._window import SendWindow, WindowSlots
 from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder
 from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder
 from tubemq_aio.protocol.rpc import encode_exception, encode_success, success_bounds
@@ -312,3 +314,70 @@ def test_no_room_registers_nothing(cls: type[Any]) -> None:
         assert side.reg._serial == 2
     finally:
         side.close()
+
+
+# ---- the send window's count -------------------------------------------------------------------
+
+WINDOW_TWIN: type[Any] = getattr(EXT, "WindowSlots", WindowSlots)
+
+
+def test_send_windows_are_built_on_the_compiled_slots_when_present() -> None:
+    base = SendWindow.__mro__[1]
+    if hasattr(EXT, "WindowSlots") and accelerator.compiled() is not None:
+        assert base is WINDOW_TWIN
+    else:
+        assert base is WindowSlots
+
+
+def _window(cls: type[Any], loop: asyncio.AbstractEventLoop, limit: int) -> Any:
+    slots = cls()
+    slots.limit = limit
+    slots.borrowed = 0
+    slots._waiters = deque()
+    slots._drained = None
+    return slots
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    limit=st.integers(min_value=1, max_value=4),
+    ops=st.lists(st.sampled_from(["take", "give", "wait", "wait-gone", "drain"]), max_size=40),
+)
+def test_compiled_window_slots_do_what_the_pure_ones_do(limit: int, ops: list[str]) -> None:
+    sides: list[tuple[asyncio.AbstractEventLoop, Any, list[asyncio.Future[None]]]] = []
+    for cls in (WindowSlots, WINDOW_TWIN):
+        loop = asyncio.new_event_loop()
+        sides.append((loop, _window(cls, loop, limit), []))
+    try:
+        for op in ops:
+            seen = []
+            for loop, slots, futures in sides:
+                got: object = None
+                if op == "take":
+                    got = slots.try_acquire()
+                elif op == "give":
+                    if slots.borrowed > 0:
+                        slots.release()
+                elif op in ("wait", "wait-gone"):
+                    waiter = loop.create_future()
+                    if op == "wait-gone":
+                        waiter.cancel()
+                    slots._waiters.append(waiter)
+                    futures.append(waiter)
+                elif slots._drained is None:
+                    slots._drained = loop.create_future()
+                    futures.append(slots._drained)
+                seen.append(
+                    (
+                        got,
+                        slots.borrowed,
+                        len(slots._waiters),
+                        slots._drained is None,
+                        [f.cancelled() or (f.done() and f.result()) for f in futures],
+                        [f.done() for f in futures],
+                    )
+                )
+            assert seen[0] == seen[1], op
+    finally:
+        for loop, _, _ in sides:
+            loop.close()
