@@ -26,9 +26,11 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["ENV_EXPECT", "ENV_PURE", "EXTENSION", "compiled", "pure_forced", "twin"]
+_Class = TypeVar("_Class", bound=type)
+
+__all__ = ["ENV_EXPECT", "ENV_PURE", "EXTENSION", "compiled", "pure_forced", "twin", "twin_or"]
 
 #: Set (non-empty, not ``0``) to use the pure-Python code even when the extension is built.
 ENV_PURE = "TUBEMQ_AIO_PURE"
@@ -67,3 +69,12 @@ def twin(name: str) -> Any | None:
     """
     ext = compiled()
     return None if ext is None else getattr(ext, name, None)
+
+
+def twin_or(pure: _Class) -> _Class:
+    """The compiled twin of the class ``pure`` (the extension's class of the same name, with the
+    same fields and methods), or ``pure`` itself when :func:`twin` finds none: what a class
+    built on either subclasses.
+    """
+    compiled: _Class | None = twin(pure.__name__)
+    return pure if compiled is None else compiled

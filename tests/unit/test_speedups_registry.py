@@ -36,22 +36,26 @@ from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder
 from tubemq_aio.protocol.rpc import encode_exception, encode_success, success_bounds
 
 #: Built from this source (an older build lacks the twin and runs the pure code).
-CURRENT = EXT is not None and hasattr(EXT, "SendRegistry")
+CURRENT = EXT is not None and hasattr(EXT, "SendRegistry") and hasattr(EXT, "WindowSlots")
 #: What the pure registry is compared with: the compiled twin, or itself where none is built.
 TWIN: type[Any] = getattr(EXT, "SendRegistry", registry.SendRegistry)
 NOW = 100.0
 FAR = 1e9  # "no deadline yet" sentinel is math.inf; far deadlines stay below it
 
 
-def test_connections_are_built_on_the_compiled_registry_when_present() -> None:
+@pytest.mark.parametrize(
+    ("built", "pure"),
+    [(PendingCalls, registry.SendRegistry), (SendWindow, WindowSlots)],
+    ids=["connection", "send-window"],
+)
+def test_built_on_the_compiled_twin_when_present(built: type[Any], pure: type[Any]) -> None:
     if os.environ.get(accelerator.ENV_EXPECT, "") not in ("", "0"):
         assert CURRENT, "the built extension is older than its source: rebuild it"
-    base = PendingCalls.__mro__[1]
-    if CURRENT and accelerator.compiled() is not None:
-        assert EXT is not None
-        assert base is EXT.SendRegistry
+    twin = getattr(EXT, pure.__name__, None)
+    if twin is not None and accelerator.compiled() is not None:
+        assert built.__mro__[1] is twin
     else:
-        assert base is registry.SendRegistry
+        assert built.__mro__[1] is pure
 
 
 def _classes() -> list[Any]:
@@ -319,14 +323,6 @@ def test_no_room_registers_nothing(cls: type[Any]) -> None:
 # ---- the send window's count -------------------------------------------------------------------
 
 WINDOW_TWIN: type[Any] = getattr(EXT, "WindowSlots", WindowSlots)
-
-
-def test_send_windows_are_built_on_the_compiled_slots_when_present() -> None:
-    base = SendWindow.__mro__[1]
-    if hasattr(EXT, "WindowSlots") and accelerator.compiled() is not None:
-        assert base is WINDOW_TWIN
-    else:
-        assert base is WindowSlots
 
 
 def _window(cls: type[Any], loop: asyncio.AbstractEventLoop, limit: int) -> Any:

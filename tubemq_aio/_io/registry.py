@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tubemq_aio._io.decisions import MAX_SERIAL, closes_connection
 from tubemq_aio._io.stats import TransportStats
-from tubemq_aio.accelerator import twin as _compiled_twin
+from tubemq_aio.accelerator import twin_or
 from tubemq_aio.errors import RemoteProtocolError, RemoteRpcError
 from tubemq_aio.protocol.framing import BEGIN_TOKEN, BLOCK_SIZE, ONE_BLOCK_HEADER, encode_frame
 from tubemq_aio.protocol.legacy_framing import length_prefix
@@ -270,14 +270,9 @@ class SendRegistry:
         return io_error
 
 
-def _base() -> type[SendRegistry]:
-    compiled: type[SendRegistry] | None = _compiled_twin("SendRegistry")
-    return SendRegistry if compiled is None else compiled
-
-
 if TYPE_CHECKING:
     RegistryBase = SendRegistry
 else:
     #: What :class:`~tubemq_aio._io.pending.PendingCalls` is built on: the compiled twin when
     #: the accelerator is built, else :class:`SendRegistry`.
-    RegistryBase = _base()
+    RegistryBase = twin_or(SendRegistry)

@@ -18,7 +18,7 @@ import contextlib
 from collections import deque
 from typing import TYPE_CHECKING
 
-from tubemq_aio.accelerator import twin as _compiled_twin
+from tubemq_aio.accelerator import twin_or
 
 __all__ = ["SendWindow", "WindowSlots"]
 
@@ -65,15 +65,10 @@ class WindowSlots:
                 return
 
 
-def _base() -> type[WindowSlots]:
-    compiled: type[WindowSlots] | None = _compiled_twin("WindowSlots")
-    return WindowSlots if compiled is None else compiled
-
-
 if TYPE_CHECKING:
     _WindowBase = WindowSlots
 else:
-    _WindowBase = _base()
+    _WindowBase = twin_or(WindowSlots)
 
 
 class SendWindow(_WindowBase):
