@@ -35,7 +35,6 @@ from tubemq_aio.errors import (
     RemoteRpcError,
 )
 from tubemq_aio.protocol.framing import (
-    ONE_BLOCK_HEADER,
     FrameSplitter,
     new_frame_decoder,
 )
@@ -43,8 +42,6 @@ from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder
 
 __all__ = ["Connection"]
 
-_pack_header = ONE_BLOCK_HEADER.pack
-_ONE_BLOCK_HEADER_SIZE = ONE_BLOCK_HEADER.size
 
 #: Bytes read per socket read (asyncio's own read size), into one buffer reused per connection.
 READ_SIZE = 256 * 1024

@@ -3,9 +3,9 @@ and the answers that resolve them.
 
 :class:`SendRegistry` is the pure-Python reference; the accelerator has a typed twin of the same
 name (``_speedups/_registry.pxi``) with the same fields and the same two hot methods, compared
-against this one in ``tests/unit/test_speedups_registry.py``. :class:`~tubemq_aio._io.pending.
-PendingCalls` is built on whichever is in use (:data:`RegistryBase`), so everything else reads
-and writes the same fields either way.
+against this one in ``tests/unit/test_speedups_registry.py``.
+:class:`~tubemq_aio._io.pending.PendingCalls` is built on whichever is in use
+(:data:`RegistryBase`), so everything else reads and writes the same fields either way.
 
 * :meth:`SendRegistry.start_parts`: take the next serial, register ``serial -> (future,
   deadline, timeout)``, append the frame header and the payload pieces to the tick's write list
@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Self
 
 from tubemq_aio._io.decisions import MAX_SERIAL, closes_connection
 from tubemq_aio._io.stats import TransportStats
@@ -36,14 +36,11 @@ from tubemq_aio.protocol.rpc import encode_success, response_decoder, success_bo
 __all__ = [
     "RegistryBase",
     "SendRegistry",
-    "Started",
     "frame_other",
     "plain_success",
     "settle_other",
 ]
 
-#: A request handed to the transport: (the connection, its serial, the answer future).
-Started = tuple[Any, int, "asyncio.Future[bytes]"]
 # (future, deadline, timeout): a tuple is the cheapest record to build per request.
 _Pending = tuple["asyncio.Future[bytes]", float, float]
 
@@ -168,7 +165,7 @@ class SendRegistry:
 
     def start_parts(
         self, parts: Sequence[bytes], size: int, timeout: float, deadline: float | None = None
-    ) -> Started | None:
+    ) -> tuple[Self, int, asyncio.Future[bytes]] | None:
         """Register a request and queue its frame for this tick's write, if there is room.
 
         Args:
