@@ -133,6 +133,12 @@ class _Side:
             len(self.loop._ready),  # type: ignore[attr-defined]  # callbacks scheduled
         )
 
+    def __enter__(self) -> _Side:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         for fut in self.futures.values():
             if fut.done() and not fut.cancelled():
@@ -271,8 +277,7 @@ def _frames_of(wbuf: list[bytes], legacy: bool) -> Iterator[tuple[int, bytes]]:
 def test_written_frames_carry_each_request_under_its_serial(
     cls: type[Any], legacy: bool, bodies: list[bytes]
 ) -> None:
-    side = _Side(cls, legacy, 100)
-    try:
+    with _Side(cls, legacy, 100) as side:
         serials = []
         for body in bodies:
             started = side.reg.start_parts((body[:3], body[3:]), len(body), 5.0)
@@ -284,14 +289,11 @@ def test_written_frames_carry_each_request_under_its_serial(
         assert [(s, bytes(p)) for s, p in frames] == list(zip(serials, bodies, strict=True))
         assert side.reg.next_deadline == NOW + 5.0
         assert side.reg.stats.requests_sent == len(bodies)
-    finally:
-        side.close()
 
 
 @pytest.mark.parametrize("cls", _classes())
 def test_a_plain_answer_resolves_its_call_with_the_business_bytes(cls: type[Any]) -> None:
-    side = _Side(cls, False, 10)
-    try:
+    with _Side(cls, False, 10) as side:
         started = side.reg.start_parts((b"req",), 3, 1.0)
         assert started is not None
         _, serial, fut = started
@@ -301,14 +303,11 @@ def test_a_plain_answer_resolves_its_call_with_the_business_bytes(cls: type[Any]
         assert side.reg._pending == {}
         assert side.reg.stats.responses == 1
         assert side.reg.stats.dropped_responses == 1
-    finally:
-        side.close()
 
 
 @pytest.mark.parametrize("cls", _classes())
 def test_no_room_registers_nothing(cls: type[Any]) -> None:
-    side = _Side(cls, False, 1)
-    try:
+    with _Side(cls, False, 1) as side:
         assert side.reg.start_parts((b"a",), 1, 1.0) is not None
         assert side.reg.start_parts((b"b",), 1, 1.0) is None  # the one slot is busy
         assert side.reg.start_parts((b"c",), 1, 1.0, NOW + 1) is not None  # waited for room
@@ -316,8 +315,6 @@ def test_no_room_registers_nothing(cls: type[Any]) -> None:
         with pytest.raises(LocalProtocolError):
             side.reg.start_parts((b"",), 0, 1.0, NOW + 1)
         assert side.reg._serial == 2
-    finally:
-        side.close()
 
 
 # ---- the send window's count -------------------------------------------------------------------
