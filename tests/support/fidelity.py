@@ -35,6 +35,7 @@ __all__ = [
     "consume_from_cases",
     "fetch_beyond_end",
     "filters",
+    "fresh_member_after_lost_tail",
     "member_killed",
     "offsets_and_lag",
 ]
@@ -414,6 +415,75 @@ async def fetch_beyond_end(target: Target, topic: str) -> None:
             assert after.success, (key, after)
             assert after.curr_offset == after.max_offset == reg.max_offset, (key, reg, after)
             await session.broker.unregister(partition, read_status=0)
+
+
+async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
+    """Members with no record of a partition whose broker lost its tail (issue 30).
+
+    Three groups read and commit the messages on the victim broker (X); once the broker wrote
+    their offsets, it is SIGKILLed before its first flush of the new topic, so it comes back
+    with an empty store while the groups' offsets stay at X. New messages go to it; then each
+    group gets a member that never read the partition: its register loads X beyond the end
+    (the new messages, fewer than the old, refilled the store from 0 up to below X). With ``lost_tail_window=0`` a client-balanced
+    member resumes at the end and skips every new message (the broker's own behaviour, and the
+    consumer's before the window); with the default window a client-balanced and a
+    server-balanced member resume below X by the window (here 0) and read every new message
+    (the old ones never come again: the broker lost them)."""
+    victim = str(target.brokers)
+    groups = {name: _group(target, name) for name in ("off", "cb", "sb")}
+    bodies = [f"x-{i}".encode() for i in range(12 * target.brokers)]
+    keys = await _send(target, topic, bodies)
+    on_victim = sorted({k for k in keys if _store(k) == victim})
+    wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == victim}
+    assert on_victim and wanted, keys
+
+    async def read_old(group: str) -> None:
+        async with ClientBalancedConsumer(
+            target.master_addr, group=group, topics=[topic], consume_from="earliest"
+        ) as consumer:
+            for key in on_victim:
+                await consumer.connect(key)
+            read = await _drain_until(consumer, wanted, 30)
+            assert wanted <= set(read), sorted(wanted - set(read))
+            for key in on_victim:
+                await consumer.disconnect(key)  # commits what was acked
+
+    await asyncio.gather(*(read_old(g) for g in groups.values()))
+    await asyncio.sleep(target.offsets_persisted)
+    await target.crash_broker(target.brokers)
+    # Fewer than before, so the store still ends below X when the members register.
+    after = [f"y-{i}".encode() for i in range(6 * target.brokers)]
+    after_keys = await _send(target, topic, after)
+    new = {b for b, k in zip(after, after_keys, strict=True) if _store(k) == victim}
+    assert 0 < len(new) < len(wanted), after_keys
+
+    async def client_balanced(group: str, **options: int) -> tuple[list[bytes], int]:
+        async with ClientBalancedConsumer(
+            target.master_addr, group=group, topics=[topic], **options
+        ) as consumer:
+            for key in on_victim:
+                await consumer.connect(key)
+            got = await _drain_until(consumer, new, 30 if options else 10)
+            return got, consumer.stats.offset_rewinds
+
+    async def server_balanced(group: str) -> tuple[list[bytes], int]:
+        async with Consumer(
+            target.master_addr, group=group, topics=[topic], join_heartbeat_interval=1.0
+        ) as consumer:
+            got = await _drain_until(consumer, new, 90)
+            return got, consumer.stats.offset_rewinds
+
+    (off, off_rewinds), (cb, cb_rewinds), (sb, sb_rewinds) = await asyncio.gather(
+        client_balanced(groups["off"], lost_tail_window=0),
+        client_balanced(groups["cb"]),
+        server_balanced(groups["sb"]),
+    )
+    assert not new & set(off), sorted(new & set(off))  # the end skips every new message
+    assert off_rewinds == len(on_victim), off_rewinds
+    for name, got, rewinds in (("cb", cb, cb_rewinds), ("sb", sb, sb_rewinds)):
+        assert new <= set(got), (name, sorted(new - set(got)))
+        assert not wanted & set(got), (name, sorted(wanted & set(got)))  # lost with the tail
+        assert rewinds >= len(on_victim), (name, rewinds)
 
 
 async def _stored_offset(consumer: ClientBalancedConsumer, key: str) -> int:
