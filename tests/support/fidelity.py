@@ -424,18 +424,20 @@ async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
     their offsets, it is SIGKILLed before its first flush of the new topic, so it comes back
     with an empty store while the groups' offsets stay at X. New messages go to it; then each
     group gets a member that never read the partition: its register loads X beyond the end
-    (the new messages, fewer than the old, refilled the store from 0 up to below X). With ``lost_tail_window=0`` a client-balanced
-    member resumes at the end and skips every new message (the broker's own behaviour, and the
-    consumer's before the window); with the default window a client-balanced and a
-    server-balanced member resume below X by the window (here 0) and read every new message
-    (the old ones never come again: the broker lost them)."""
+    (the new messages, fewer than the old, refilled the store from 0 up to below X). With
+    ``lost_tail_window=0`` a client-balanced member resumes at the end and skips every new
+    message (the broker's own behaviour, and the consumer's before the window); with the
+    default window a client-balanced and a server-balanced member resume below X by the
+    window (here 0) and read every new message (the old ones never come again: the broker
+    lost them)."""
     victim = str(target.brokers)
     groups = {name: _group(target, name) for name in ("off", "cb", "sb")}
     bodies = [f"x-{i}".encode() for i in range(12 * target.brokers)]
     keys = await _send(target, topic, bodies)
     on_victim = sorted({k for k in keys if _store(k) == victim})
     wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == victim}
-    assert on_victim and wanted, keys
+    assert on_victim, keys
+    assert wanted, keys
 
     async def read_old(group: str) -> None:
         async with ClientBalancedConsumer(
