@@ -27,6 +27,7 @@ from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio.consumer._cb_models import parse_key
 from tubemq_aio.consumer._cb_ops import resolve_partition
 from tubemq_aio.consumer.config import ConsumeFrom
+from tubemq_aio.protocol.tail_check import DEFAULT_LOST_TAIL_WINDOW
 from tubemq_aio.testing import wait_until
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "fetch_beyond_end",
     "filters",
     "fresh_member_after_lost_tail",
+    "fresh_member_after_refilled_tail",
     "member_killed",
     "offsets_and_lag",
 ]
@@ -459,13 +461,13 @@ async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
     new = {b for b, k in zip(after, after_keys, strict=True) if _store(k) == victim}
     assert 0 < len(new) < len(wanted), after_keys
 
-    async def client_balanced(group: str, **options: int) -> tuple[list[bytes], int]:
+    async def client_balanced(group: str, window: int) -> tuple[list[bytes], int]:
         async with ClientBalancedConsumer(
-            target.master_addr, group=group, topics=[topic], **options
+            target.master_addr, group=group, topics=[topic], lost_tail_window=window
         ) as consumer:
             for key in on_victim:
                 await consumer.connect(key)
-            got = await _drain_until(consumer, new, 30 if options else 10)
+            got = await _drain_until(consumer, new, 30 if window else 10)
             return got, consumer.stats.offset_rewinds
 
     async def server_balanced(group: str) -> tuple[list[bytes], int]:
@@ -476,8 +478,8 @@ async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
             return got, consumer.stats.offset_rewinds
 
     (off, off_rewinds), (cb, cb_rewinds), (sb, sb_rewinds) = await asyncio.gather(
-        client_balanced(groups["off"], lost_tail_window=0),
-        client_balanced(groups["cb"]),
+        client_balanced(groups["off"], 0),
+        client_balanced(groups["cb"], DEFAULT_LOST_TAIL_WINDOW),
         server_balanced(groups["sb"]),
     )
     assert not new & set(off), sorted(new & set(off))  # the end skips every new message
@@ -486,6 +488,54 @@ async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
         assert new <= set(got), (name, sorted(new - set(got)))
         assert not wanted & set(got), (name, sorted(wanted & set(got)))  # lost with the tail
         assert rewinds >= len(on_victim), (name, rewinds)
+
+
+async def fresh_member_after_refilled_tail(target: Target, topic: str) -> None:
+    """The gap left open (issue 30, docs/failures.md): a member with no record registers after
+    new messages refilled the restarted broker's store past the group's offset X. The answer
+    is an ordinary one, so it resumes at X: exactly the new messages stored below X are
+    skipped (no more than the group had read there before the SIGKILL), every later one is
+    read."""
+    victim = str(target.brokers)
+    group = _group(target, "refill")
+    bodies = [f"r-{i}".encode() for i in range(12 * target.brokers)]
+    keys = await _send(target, topic, bodies)
+    on_victim = sorted({k for k in keys if _store(k) == victim})
+    wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == victim}
+    assert on_victim, keys
+    async with ClientBalancedConsumer(
+        target.master_addr, group=group, topics=[topic], consume_from="earliest"
+    ) as consumer:
+        for key in on_victim:
+            await consumer.connect(key)
+        read = await _drain_until(consumer, wanted, 30)
+        assert wanted <= set(read), sorted(wanted - set(read))
+        for key in on_victim:
+            await consumer.disconnect(key)
+        stored = {k: await _stored_offset(consumer, k) for k in on_victim}
+    await asyncio.sleep(target.offsets_persisted)
+    await target.crash_broker(target.brokers)
+    placed: dict[bytes, tuple[str, int]] = {}  # body -> (partition key, append offset)
+    async with Producer(target.master_addr, topics=[topic]) as producer:
+        for i in range(36 * target.brokers):  # about three times X on the victim
+            body = f"s-{i}".encode()
+            result = await producer.send(topic, body, timeout=30)
+            placed[body] = (result.partition_key, result.append_offset)
+    new = {b for b, (k, _) in placed.items() if _store(k) == victim}
+    below = {b for b in new if placed[b][1] < stored[placed[b][0]]}
+    assert below, (stored, placed)
+    assert new - below, (stored, placed)
+    async with ClientBalancedConsumer(
+        target.master_addr, group=group, topics=[topic], consume_from="earliest"
+    ) as consumer:
+        for key in on_victim:
+            position = await consumer.connect(key)
+            assert position.current_offset == stored[key] <= position.max_offset, position
+        got = set(await _drain_until(consumer, new - below, 30))
+        assert consumer.stats.offset_rewinds == 0
+    assert new - below <= got, sorted(new - below - got)
+    assert not below & got, sorted(below & got)  # the skip: what was stored below X
+    assert len(below) <= len(wanted)  # bounded by what the group had read there
 
 
 async def _stored_offset(consumer: ClientBalancedConsumer, key: str) -> int:
