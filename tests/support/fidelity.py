@@ -441,18 +441,9 @@ async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
     assert on_victim, keys
     assert wanted, keys
 
-    async def read_old(group: str) -> None:
-        async with ClientBalancedConsumer(
-            target.master_addr, group=group, topics=[topic], consume_from="earliest"
-        ) as consumer:
-            for key in on_victim:
-                await consumer.connect(key)
-            read = await _drain_until(consumer, wanted, 30)
-            assert wanted <= set(read), sorted(wanted - set(read))
-            for key in on_victim:
-                await consumer.disconnect(key)  # commits what was acked
-
-    await asyncio.gather(*(read_old(g) for g in groups.values()))
+    await asyncio.gather(
+        *(_read_and_commit(target, topic, g, on_victim, wanted) for g in groups.values())
+    )
     await asyncio.sleep(target.offsets_persisted)
     await target.crash_broker(target.brokers)
     # Fewer than before, so the store still ends below X when the members register.
@@ -503,16 +494,7 @@ async def fresh_member_after_refilled_tail(target: Target, topic: str) -> None:
     on_victim = sorted({k for k in keys if _store(k) == victim})
     wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == victim}
     assert on_victim, keys
-    async with ClientBalancedConsumer(
-        target.master_addr, group=group, topics=[topic], consume_from="earliest"
-    ) as consumer:
-        for key in on_victim:
-            await consumer.connect(key)
-        read = await _drain_until(consumer, wanted, 30)
-        assert wanted <= set(read), sorted(wanted - set(read))
-        for key in on_victim:
-            await consumer.disconnect(key)
-        stored = {k: await _stored_offset(consumer, k) for k in on_victim}
+    stored = await _read_and_commit(target, topic, group, on_victim, wanted)
     await asyncio.sleep(target.offsets_persisted)
     await target.crash_broker(target.brokers)
     placed: dict[bytes, tuple[str, int]] = {}  # body -> (partition key, append offset)
@@ -536,6 +518,24 @@ async def fresh_member_after_refilled_tail(target: Target, topic: str) -> None:
     assert new - below <= got, sorted(new - below - got)
     assert not below & got, sorted(below & got)  # the skip: what was stored below X
     assert len(below) <= len(wanted)  # bounded by what the group had read there
+
+
+async def _read_and_commit(
+    target: Target, topic: str, group: str, keys: list[str], wanted: set[bytes]
+) -> dict[str, int]:
+    """Connect ``keys`` for ``group`` from the earliest offset, read until every body of
+    ``wanted`` arrived (acked) and disconnect, which commits; returns the group's stored
+    offset of each key."""
+    async with ClientBalancedConsumer(
+        target.master_addr, group=group, topics=[topic], consume_from="earliest"
+    ) as consumer:
+        for key in keys:
+            await consumer.connect(key)
+        read = await _drain_until(consumer, wanted, 30)
+        assert wanted <= set(read), sorted(wanted - set(read))
+        for key in keys:
+            await consumer.disconnect(key)  # commits what was acked
+        return {k: await _stored_offset(consumer, k) for k in keys}
 
 
 async def _stored_offset(consumer: ClientBalancedConsumer, key: str) -> int:
