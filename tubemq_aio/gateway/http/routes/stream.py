@@ -36,7 +36,7 @@ from tubemq_aio.gateway.http.routes.admin import ClientIdQuery
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
 
-__all__ = ["EventStreamResponse", "StreamQuery", "router"]
+__all__ = ["EventStreamResponse", "StreamQuery", "router", "stream_query"]
 
 router = APIRouter(tags=["consume"])
 _STREAM_ERRORS = (400, 401, 403, 404, 422, 503)
@@ -178,8 +178,9 @@ class EventStreamResponse(Response):
 
 @dataclass(frozen=True, slots=True)
 class StreamQuery:
-    """The query parameters of ``GET /v1/groups/{group}/stream`` (a FastAPI dependency: each
-    field is one query parameter of the OpenAPI document, validated by FastAPI, 422 otherwise).
+    """The query parameters of ``GET /v1/groups/{group}/stream``, as :func:`stream_query`
+    gathers them (each one query parameter of the OpenAPI document, validated by FastAPI, 422
+    otherwise).
 
     Attributes:
         client_id: the member of a broadcast group (its own offsets); None for a shared group.
@@ -192,11 +193,24 @@ class StreamQuery:
             text values as text.
     """
 
-    client_id: ClientIdQuery = None
-    window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None
-    lease_ms: Annotated[int | None, Query(ge=1)] = None
-    max_messages: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_LIMIT)] = None
+    client_id: str | None = None
+    window: int | None = None
+    lease_ms: int | None = None
+    max_messages: int | None = None
     value_encoding: Literal["auto", "base64"] = "auto"
+
+
+async def stream_query(
+    client_id: ClientIdQuery = None,
+    window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
+    lease_ms: Annotated[int | None, Query(ge=1)] = None,
+    max_messages: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_LIMIT)] = None,
+    value_encoding: Literal["auto", "base64"] = "auto",
+) -> StreamQuery:
+    """The stream route's query parameters as one :class:`StreamQuery` (a FastAPI dependency;
+    a coroutine, so that FastAPI calls it on the event loop rather than in a worker thread, as
+    it would a class)."""
+    return StreamQuery(client_id, window, lease_ms, max_messages, value_encoding)
 
 
 @router.get(
@@ -212,7 +226,7 @@ async def stream(
     group: str,
     gateway: GatewayDep,
     access: ConsumeGroup,
-    query: Annotated[StreamQuery, Depends()],
+    query: Annotated[StreamQuery, Depends(stream_query)],
 ) -> Response:
     """Consume ``group`` as Server-Sent Events (``text/event-stream``).
 
