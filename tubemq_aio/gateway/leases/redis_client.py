@@ -209,6 +209,7 @@ def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float)
             topology.url,
             max_connections=max_connections,
             timeout=timeout,
+            socket_timeout=None,  # redis-py's default is 5 s
             socket_connect_timeout=timeout,
         )
         return aioredis.Redis.from_pool(pool)
