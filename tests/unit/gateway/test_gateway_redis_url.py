@@ -71,7 +71,8 @@ async def test_each_form_builds_its_client_without_connecting() -> None:
         kwargs = server.connection_pool.connection_kwargs
         assert "socket_timeout" in kwargs  # redis-py's default would be 5 s
         assert kwargs["socket_timeout"] is None
-        assert server.connection_pool.make_connection().socket_timeout is None  # type: ignore[no-untyped-call]
+        connection = server.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        assert connection.socket_timeout is None
         assert kwargs["socket_connect_timeout"] == 1
         assert isinstance(sentinel, aioredis.Redis)
         assert sentinel.connection_pool.max_connections == 3
