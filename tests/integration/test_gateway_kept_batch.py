@@ -9,6 +9,7 @@ import uuid
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
@@ -78,7 +79,7 @@ async def test_an_in_flight_batch_belongs_to_the_group_not_to_the_session(
 
 async def _one(service: ConsumeService, group: str) -> tuple[str, list[str], LeaseKey]:
     outcome = await service.fetch(
-        group, client_id=None, wait_ms=3000, lease_ms=60_000, max_messages=1
+        FetchQuery(group, client_id=None, wait_ms=3000, lease_ms=60_000, max_messages=1)
     )
     assert outcome.status == "ok", outcome
     assert outcome.lease is not None

@@ -10,6 +10,7 @@ import asyncio
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 #: Loop turns after which a fetch is cancelled: 0 (before its first await) to past its end.
@@ -27,7 +28,9 @@ async def test_fetches_cancelled_at_every_step_skip_nothing(redis_server: RedisS
 
             async def fetch_and_ack() -> bool:
                 outcome = await service.fetch(
-                    spec.name, client_id=None, wait_ms=200, lease_ms=60_000, max_messages=1
+                    FetchQuery(
+                        spec.name, client_id=None, wait_ms=200, lease_ms=60_000, max_messages=1
+                    )
                 )
                 if outcome.lease is None:
                     return False
@@ -38,7 +41,9 @@ async def test_fetches_cancelled_at_every_step_skip_nothing(redis_server: RedisS
 
             for step in range(STEPS):
                 task = asyncio.ensure_future(
-                    service.fetch(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
+                    service.fetch(
+                        FetchQuery(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
+                    )
                 )
                 for _ in range(step):
                     await asyncio.sleep(0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 from tubemq_aio.gateway.config.stream_config import MAX_STREAM_WINDOW
 from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
-from tubemq_aio.gateway.engine.data import FetchOutcome
+from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
@@ -249,16 +249,17 @@ async def stream(
         raise TooManyWaitersError("this replica serves as many streams as it may")
     holder = f"{gateway.replica}/stream-{gateway.streams.next_id()}"
 
+    fetch_query = FetchQuery(
+        group,
+        client_id,
+        lease_ms=lease,
+        max_messages=max_messages,
+        holder=holder,
+        owner=principal.name,
+    )
+
     async def fetch(wait_ms: int) -> FetchOutcome:
-        return await engine.fetch(
-            group,
-            client_id=client_id,
-            wait_ms=wait_ms,
-            lease_ms=lease,
-            holder=holder,
-            max_messages=max_messages,
-            owner=principal.name,
-        )
+        return await engine.fetch(replace(fetch_query, wait_ms=wait_ms))
 
     batches = BatchStream(engine, fetch, group, client_id, holder, window, lease, settings)
     return EventStreamResponse(gateway, batches, principal, query.value_encoding == "base64")
