@@ -91,7 +91,11 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # example count; here each runs a quarter of its examples (TUBEMQ_AIO_EXAMPLES_SCALE,
 # tests/support/examples.py), on UNIT_WORKERS processes, and Python may cache the compiled test
 # modules (PYTHONDONTWRITEBYTECODE unset: pytest rewrites every test module in every worker
-# otherwise, about 12 CPU-s a worker).
+# otherwise, about 12 CPU-s a worker). Each worker spends about 5 CPU-s before its first test
+# (collecting every test module: pandas, pyspark and FastAPI are imported by the modules that
+# test them); the tests take about 100 CPU-s and wait some 350 s in all on timeouts of their
+# own (FakeCluster scenarios, fault windows), which 6 workers overlap: fewer leave the run
+# waiting, more add 5 CPU-s each for a few seconds (docs/testing.md, "Where the time goes").
 UNIT_MARKERS := not failover and not system
 UNIT_WORKERS ?= 6
 unit: $(STAMP) speedups

@@ -46,6 +46,7 @@ WHOLE_FILES = {
     "tests/unit/test_docs_reference.py": "docs-site",
     "tests/unit/test_error_homes.py": "source-trees",
     "tests/unit/test_layering.py": "source-trees",
+    "tests/unit/test_parameter_lists.py": "source-trees",
     "tests/unit/test_suite_layout.py": "source-trees",
 }
 

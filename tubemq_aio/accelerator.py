@@ -5,7 +5,9 @@ versions of :func:`tubemq_aio.protocol.consumer_replies.parse_get_message_respon
 :func:`tubemq_aio.consumer._decode.decode_raw_messages`, of the frame decoder, of the Spark
 source's column decode (:mod:`tubemq_aio.spark._columns`), of the producer's plain send
 (:func:`tubemq_aio.protocol.producer_send.plain_send_encoder`, the plain check
-:func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse) and of the
+:func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse), of a
+connection's registration state (:class:`tubemq_aio._io.registry.SendRegistry`), of the send
+window's count (:class:`tubemq_aio.producer._window.WindowSlots`) and of the
 gateway's fetch answer encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those
 functions stay the entry points: they use the compiled version when it is built and importable,
 and their own pure-Python code otherwise, with the same results and the same errors.
@@ -24,9 +26,11 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["ENV_EXPECT", "ENV_PURE", "EXTENSION", "compiled", "pure_forced", "twin"]
+_Class = TypeVar("_Class", bound=type)
+
+__all__ = ["ENV_EXPECT", "ENV_PURE", "EXTENSION", "compiled", "pure_forced", "twin", "twin_or"]
 
 #: Set (non-empty, not ``0``) to use the pure-Python code even when the extension is built.
 ENV_PURE = "TUBEMQ_AIO_PURE"
@@ -65,3 +69,12 @@ def twin(name: str) -> Any | None:
     """
     ext = compiled()
     return None if ext is None else getattr(ext, name, None)
+
+
+def twin_or(pure: _Class) -> _Class:
+    """The compiled twin of the class ``pure`` (the extension's class of the same name, with the
+    same fields and methods), or ``pure`` itself when :func:`twin` finds none: what a class
+    built on either subclasses.
+    """
+    compiled: _Class | None = twin(pure.__name__)
+    return pure if compiled is None else compiled

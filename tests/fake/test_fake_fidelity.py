@@ -75,3 +75,11 @@ async def test_broker_restart_on_the_fake(target: fidelity.Target) -> None:
 
 async def test_fetch_beyond_the_end_on_the_fake(target: fidelity.Target) -> None:
     await fidelity.fetch_beyond_end(target, TOPICS[0])
+
+
+async def test_a_fresh_member_after_a_lost_tail_on_the_fake(target: fidelity.Target) -> None:
+    await fidelity.fresh_member_after_lost_tail(target, TOPICS[0])
+
+
+async def test_a_fresh_member_after_a_refilled_tail_on_the_fake(target: fidelity.Target) -> None:
+    await fidelity.fresh_member_after_refilled_tail(target, TOPICS[0])

@@ -9,6 +9,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine import scope_sync
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.errors import TooManyClientsError
 from tubemq_aio.gateway.http.api_errors import api_error_for
 from tubemq_aio.gateway.leases.redis_keys import clients_keys
@@ -30,11 +31,11 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
                 owner = "k1" if i < 4 else "k2"
                 if i == 4:
                     with pytest.raises(TooManyClientsError, match="this API key keeps at most 4"):
-                        await service.fetch("gcap", client_id="c-more", owner="k1")
-                got = await service.fetch("gcap", client_id=f"c{i}", owner=owner)
+                        await service.fetch(FetchQuery("gcap", client_id="c-more", owner="k1"))
+                got = await service.fetch(FetchQuery("gcap", client_id=f"c{i}", owner=owner))
                 assert got.status == "empty"
             with pytest.raises(TooManyClientsError, match="group keeps at most 6") as caught:
-                await service.fetch("gcap", client_id="c-extra", owner="k3")
+                await service.fetch(FetchQuery("gcap", client_id="c-extra", owner="k3"))
             mapped = api_error_for(caught.value)
             assert mapped is not None
             assert (mapped.status, mapped.code) == (409, "too_many_clients")
@@ -46,7 +47,9 @@ async def test_client_ids_are_capped_pruned_and_reset_in_few_round_trips(
             synced = service._sync._synced
             service._sync._synced = {k: t - 1.0 for k, t in synced.items()}
             monkeypatch.setattr(scope_sync, "_SYNCED_MAX", 1)
-            assert (await service.fetch("gcap", client_id="c0")).status == "empty"  # known
+            assert (
+                await service.fetch(FetchQuery("gcap", client_id="c0"))
+            ).status == "empty"  # known
             assert list(service._sync._synced) == [("gcap", "b:c0")]
             before = store.roundtrips
             entries = await service.reset("gcap", "earliest")

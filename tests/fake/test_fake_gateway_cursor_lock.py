@@ -14,6 +14,7 @@ from tests.support.gateway_engine_support import running_service, two_clients
 from tubemq_aio import Producer
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine import fetch_attempt
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.testing import FakeCluster, FaultProxy, RedisServer
 
@@ -59,11 +60,11 @@ async def test_a_read_that_loses_the_mutex_is_cut_short_and_books_nothing(
             proxy.set("both", latency=0.1)
             with monkeypatch.context() as patch:
                 patch.setattr(LeaseStore, "renew_lock", lapsed)
-                cut = await service.fetch("glap", client_id="A")
+                cut = await service.fetch(FetchQuery("glap", client_id="A"))
             assert cut.status == "busy"
             assert service.stats().cursor_lock_lapses == 1
             lag = await service.lag("glap", client_id="A")
             assert [e.lease_holder for e in lag.partitions] == [None]  # the lease was released
             assert [e.committed for e in lag.partitions] in ([None], [0])  # nothing booked
-            again = await service.fetch("glap", client_id="A", wait_ms=5000)
+            again = await service.fetch(FetchQuery("glap", client_id="A", wait_ms=5000))
             assert [m.body for m in again.messages] == [b"only"]

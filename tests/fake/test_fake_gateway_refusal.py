@@ -6,6 +6,7 @@ from __future__ import annotations
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, RedisServer
 
@@ -22,7 +23,7 @@ async def test_a_refused_partition_rests_and_the_fetch_reads_another() -> None:
             rule = cluster.inject(
                 Method.BROKER_CONSUMER_REGISTER, Fault.error(410, "held by x"), times=2
             )
-            got = await service.fetch("gref", client_id=None, wait_ms=0)
+            got = await service.fetch(FetchQuery("gref", client_id=None, wait_ms=0))
             assert rule.hits == 2
             assert got.status == "ok"
             assert got.messages
@@ -35,6 +36,6 @@ async def test_a_refused_partition_rests_and_the_fetch_reads_another() -> None:
             assert len(refused) == 1
             await service.settle(got.lease.key, "ack")
             # within the hold the refused partition is not tried again: nothing to read yet
-            again = await service.fetch("gref", client_id=None, wait_ms=0)
+            again = await service.fetch(FetchQuery("gref", client_id=None, wait_ms=0))
             assert again.status == "empty"
             assert service.stats().partition_refusals == 1

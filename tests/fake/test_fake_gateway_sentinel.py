@@ -17,6 +17,7 @@ from tests.support.gateway_failover_support import (
     produce_numbered,
 )
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet
 
@@ -42,13 +43,17 @@ async def test_an_answered_ack_the_failover_lost_is_redelivered_never_skipped() 
             running_service(cluster.master_addr, redis_set.url, spec, **settings) as a,
             running_service(cluster.master_addr, redis_set.url, spec, **settings) as b,
         ):
-            first = await a.fetch("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
+            first = await a.fetch(
+                FetchQuery("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
+            )
             assert first.lease is not None
             assert [m.body.decode() for m in first.messages] == bodies[:5]
             assert await b.settle(first.lease.key, "ack") == "acked"
             assert b.stats().ack_wait_short == 0  # the replica confirmed it
 
-            second = await a.fetch("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
+            second = await a.fetch(
+                FetchQuery("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
+            )
             assert second.lease is not None
             assert [m.body.decode() for m in second.messages] == bodies[5:10]
             link = redis_set.replication_link
@@ -59,7 +64,7 @@ async def test_an_answered_ack_the_failover_lost_is_redelivered_never_skipped() 
 
             old = await redis_set.kill_primary()
             with pytest.raises(StoreUnavailableError) as caught:
-                await b.fetch("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS)
+                await b.fetch(FetchQuery("ga", client_id=None, max_messages=5, lease_ms=LEASE_MS))
             assert_retriable_503(caught.value)
             await redis_set.wait_failover(old)
             link.clear()

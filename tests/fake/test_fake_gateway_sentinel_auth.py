@@ -15,6 +15,7 @@ import redis.exceptions as rexc
 from tests.support.gateway_engine_support import drained_lag, running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.leases.redis_client import parse_redis_url
 from tubemq_aio.testing import FakeCluster, RedisSentinelSet, make_tls_material
 
@@ -50,7 +51,9 @@ async def test_the_engine_serves_through_password_protected_sentinels() -> None:
             for text in (repr(topology), repr(service.settings)):
                 assert DATA_SECRET not in text
                 assert SENTINEL_SECRET not in text
-            got = await service.fetch("gp", client_id=None, max_messages=5, lease_ms=5000)
+            got = await service.fetch(
+                FetchQuery("gp", client_id=None, max_messages=5, lease_ms=5000)
+            )
             assert got.lease is not None
             assert [m.body.decode() for m in got.messages] == bodies
             assert await service.settle(got.lease.key, "ack") == "acked"
@@ -76,7 +79,9 @@ async def test_the_engine_serves_through_sentinels_over_tls(tmp_path: Path) -> N
         assert topology.options.tls.ca_certs == str(material.ca_pem)
         bodies = await produce_numbered(cluster.master_addr, "t", 3)
         async with running_service(cluster.master_addr, redis_set.url, spec) as service:
-            got = await service.fetch("gt", client_id=None, max_messages=5, lease_ms=5000)
+            got = await service.fetch(
+                FetchQuery("gt", client_id=None, max_messages=5, lease_ms=5000)
+            )
             assert got.lease is not None
             assert [m.body.decode() for m in got.messages] == bodies
             assert await service.settle(got.lease.key, "ack") == "acked"

@@ -12,6 +12,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import assert_retriable_503, produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.errors import StoreUnavailableError
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, FaultProxy, RedisServer, wait_until
@@ -39,7 +40,9 @@ async def test_a_redis_stall_cut_by_a_short_lease_is_the_stores_fault(
             # so the booking after the read stalls until the budget ends
             slow = cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(0.5))
             fetch = asyncio.create_task(
-                service.fetch("gs", client_id=client_id, max_messages=3, lease_ms=LEASE_MS)
+                service.fetch(
+                    FetchQuery("gs", client_id=client_id, max_messages=3, lease_ms=LEASE_MS)
+                )
             )
             await wait_until(lambda: slow.hits >= 1, 30, "the read at the broker")
             proxy.set(blackhole=True)

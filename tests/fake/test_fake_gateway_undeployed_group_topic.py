@@ -12,6 +12,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.errors import UnknownTopicError
 from tubemq_aio.gateway.http.api_errors import api_error_for
 from tubemq_aio.gateway.tubemq import tube_group
@@ -28,7 +29,7 @@ async def test_a_group_on_an_undeployed_topic_is_a_404_until_the_topic_exists(
         spec = GroupSpec(name="gghost", topics=("ghost",), lease_ms=30_000)
         async with running_service(cluster.master_addr, redis.url, spec) as service:
             with pytest.raises(UnknownTopicError) as info:
-                await service.fetch("gghost", client_id=None, wait_ms=0)
+                await service.fetch(FetchQuery("gghost", client_id=None, wait_ms=0))
             error = api_error_for(info.value)
             assert error is not None
             assert (error.status, error.code, error.retriable) == (404, "unknown_topic", False)
@@ -38,6 +39,6 @@ async def test_a_group_on_an_undeployed_topic_is_a_404_until_the_topic_exists(
             async with Producer(cluster.master_addr, topics=["ghost"]) as producer:
                 await producer.send("ghost", b"now-here")
             await asyncio.sleep(0.3)  # past the session's restart back-off
-            got = await service.fetch("gghost", client_id=None, wait_ms=2000)
+            got = await service.fetch(FetchQuery("gghost", client_id=None, wait_ms=2000))
             assert got.status == "ok"
             assert [m.body for m in got.messages] == [b"now-here"]

@@ -3,7 +3,10 @@ end lower, their offsets go to new messages, and a group's stored offset lies be
 
 The broker loads that offset as it is at a register without an offset (docs/protocol/consumer.md
 §3.2); a consumer that resumed there would skip every new message below it. Both consumers
-register again at the store's end instead, count it in ``stats.offset_rewinds`` and log it.
+register again instead, count it in ``stats.offset_rewinds`` and log it: at the store's end
+for a partition they read before (the tail check follows), else ``lost_tail_window`` messages
+below the loaded offset, never above the end (the tests with ``lost_tail_window=0`` pin the
+end, and what it skips).
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ async def test_a_fresh_group_member_reads_every_message_written_after_the_lost_t
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _member_read(cluster))
-        async with group_consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1", lost_tail_window=0) as consumer:
             await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
             assert consumer.positions()[KEY].current_offset == (OLD - LOST) * INDEX_UNIT
             new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
@@ -161,7 +164,7 @@ async def test_messages_written_before_the_groups_next_register_stay_skipped() -
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _member_read(cluster))
         early = await produce(cluster.master_addr, "demo", early_count, prefix="early")
-        async with group_consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1", lost_tail_window=0) as consumer:
             await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
             end = (OLD - LOST + early_count) * INDEX_UNIT
             assert consumer.positions()[KEY].current_offset == end
@@ -179,7 +182,7 @@ async def test_a_client_balanced_connect_without_offset_reads_every_new_message(
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
-        async with cb_consumer(cluster, "g1") as consumer:
+        async with cb_consumer(cluster, "g1", lost_tail_window=0) as consumer:
             position = await consumer.connect(KEY)
             assert position.current_offset == position.max_offset == (OLD - LOST) * INDEX_UNIT
             new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
@@ -220,7 +223,7 @@ async def test_a_refused_second_register_is_a_refused_register(
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _member_read(cluster))
         refused = _refuse_first_rewind(cluster)
-        async with group_consumer(cluster, "g1") as consumer:
+        async with group_consumer(cluster, "g1", lost_tail_window=0) as consumer:
             await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
             assert refused == [(OLD - LOST) * INDEX_UNIT]
             assert consumer.positions()[KEY].current_offset == (OLD - LOST) * INDEX_UNIT
@@ -235,7 +238,7 @@ async def test_a_refused_second_register_fails_a_client_balanced_connect() -> No
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await _committed_then_crashed(cluster, _cb_member_read(cluster))
         refused = _refuse_first_rewind(cluster)
-        async with cb_consumer(cluster, "g1") as consumer:
+        async with cb_consumer(cluster, "g1", lost_tail_window=0) as consumer:
             with pytest.raises(ServerError) as caught:
                 await consumer.connect(KEY)
             assert caught.value.err_code == 500
@@ -299,3 +302,58 @@ async def test_a_sigkill_loses_the_newest_committed_offsets() -> None:
         await cluster.stop_broker(1)
         await cluster.start_broker(1)
         assert cluster.group_offset("g1", 1, "demo", 0) == 560
+
+
+async def test_a_fresh_member_resumes_the_window_below_the_loaded_offset() -> None:
+    """A member with no record moves back ``lost_tail_window`` messages below the stored
+    offset: the newest surviving old messages within it come again, then every new one."""
+    window = LOST + 2
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        old: list[bytes] = []
+
+        async def read_old() -> list[bytes]:
+            old.extend(await _member_read(cluster)())
+            return old
+
+        await _committed_then_crashed(cluster, read_old)
+        early = await produce(cluster.master_addr, "demo", 3, prefix="early")
+        async with group_consumer(cluster, "g1", lost_tail_window=window) as consumer:
+            await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
+            assert consumer.positions()[KEY].current_offset == (OLD - window) * INDEX_UNIT
+            new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
+            again = old[OLD - window : OLD - LOST]  # one partition: read in offset order
+            got = await drain(consumer, len(again) + len(early) + NEW, timeout=20)
+            assert got == again + early + new
+            assert not await consumer.getmany(timeout=0.5)
+            assert consumer.stats.offset_rewinds == 1
+
+
+async def test_messages_written_before_the_groups_next_register_are_read_by_default() -> None:
+    """The window left by resuming at the end (above, ``lost_tail_window=0``) is closed by the
+    default window: the member moves back to the store's start (the window reaches below it)
+    and reads the early messages, after the surviving old ones again."""
+    early_count = 3
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await _committed_then_crashed(cluster, _member_read(cluster))
+        early = await produce(cluster.master_addr, "demo", early_count, prefix="early")
+        async with group_consumer(cluster, "g1") as consumer:
+            await wait_until(lambda: consumer.assignment() == [KEY], 20, "the partition held")
+            assert consumer.positions()[KEY].current_offset == 0
+            new = await produce(cluster.master_addr, "demo", NEW, prefix="new")
+            got = await drain(consumer, OLD - LOST + early_count + NEW, timeout=20)
+            assert set(early + new) <= set(got)
+            assert len(got) == len(set(got)) == OLD - LOST + early_count + NEW
+            assert consumer.stats.offset_rewinds == 1
+
+
+async def test_a_client_balanced_connect_resumes_the_window_below_the_loaded_offset() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await _committed_then_crashed(cluster, _cb_member_read(cluster))
+        early = await produce(cluster.master_addr, "demo", 3, prefix="early")
+        async with cb_consumer(cluster, "g1") as consumer:
+            position = await consumer.connect(KEY)
+            assert position.current_offset == 0
+            assert position.max_offset == (OLD - LOST + 3) * INDEX_UNIT
+            got = await drain(consumer, OLD - LOST + 3, timeout=20)
+            assert set(early) <= set(got)
+            assert consumer.stats.offset_rewinds == 1

@@ -68,3 +68,15 @@ async def test_broker_restart_on_the_real_cluster(cluster: LocalCluster, topic: 
 
 async def test_fetch_beyond_the_end_on_the_real_cluster(cluster: LocalCluster, topic: str) -> None:
     await fidelity.fetch_beyond_end(_target(cluster), topic)
+
+
+async def test_a_fresh_member_after_a_lost_tail_on_the_real_cluster(
+    cluster: LocalCluster, topic: str
+) -> None:
+    await fidelity.fresh_member_after_lost_tail(_target(cluster), topic)
+
+
+async def test_a_fresh_member_after_a_refilled_tail_on_the_real_cluster(
+    cluster: LocalCluster, topic: str
+) -> None:
+    await fidelity.fresh_member_after_refilled_tail(_target(cluster), topic)

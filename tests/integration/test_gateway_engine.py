@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from tubemq_aio import Producer, SendResult
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseStaleError, TubeUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -90,7 +90,7 @@ async def consumer(
     fetcher = replicas[name % len(replicas)]
     while len({i for rows in ledger.acked.values() for i in rows}) < total:
         try:
-            out = await fetcher.fetch(group, client_id=client_id, wait_ms=300)
+            out = await fetcher.fetch(FetchQuery(group, client_id=client_id, wait_ms=300))
         except TubeUnavailableError:  # a slow broker answer on this busy machine: retry
             ledger.actions["tube_unavailable"] += 1
             continue
@@ -137,7 +137,7 @@ async def run_clustering(masters: str, topic: str, redis_url: str, count: int) -
         # trailing empty scans move every committed offset to its store's end
         async with asyncio.timeout(60):
             while True:
-                out = await replicas[0].fetch(spec.name, client_id=None, wait_ms=500)
+                out = await replicas[0].fetch(FetchQuery(spec.name, client_id=None, wait_ms=500))
                 assert out.status != "ok"
                 lag = await replicas[1].lag(spec.name)
                 if lag.total_lag_bytes == 0 and all(
@@ -196,7 +196,7 @@ async def test_broadcast_clients_each_get_everything_and_acks_survive_replicas(
         await replicas[0].reset(spec.name, "earliest", client_id="alpha")
         async with asyncio.timeout(30):
             while out is None or out.status != "ok":
-                out = await replicas[0].fetch(spec.name, client_id="alpha", wait_ms=500)
+                out = await replicas[0].fetch(FetchQuery(spec.name, client_id="alpha", wait_ms=500))
         assert out.lease is not None
         ref = out.lease.key
         assert await replicas[1].settle(ref, "ack") == "acked"

@@ -10,6 +10,7 @@ import uuid
 from tests.support.gateway_engine_support import running_service
 from tubemq_aio import Producer
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
@@ -80,7 +81,7 @@ async def test_an_in_flight_batch_belongs_to_the_group_not_to_the_session(
 
 async def _one(service: ConsumeService, group: str) -> tuple[str, list[str], LeaseKey]:
     outcome = await service.fetch(
-        group, client_id=None, wait_ms=3000, lease_ms=60_000, max_messages=1
+        FetchQuery(group, client_id=None, wait_ms=3000, lease_ms=60_000, max_messages=1)
     )
     assert outcome.status == "ok", outcome
     assert outcome.lease is not None
@@ -148,7 +149,7 @@ async def _drain_counting(
         while empty < 3:  # past the end: each partition answers nothing
             assert asyncio.get_running_loop().time() < deadline, f"{len(got)} partitions read"
             outcome = await replica.fetch(
-                spec.name, client_id=None, wait_ms=0, lease_ms=60_000, max_messages=1000
+                FetchQuery(spec.name, client_id=None, wait_ms=0, lease_ms=60_000, max_messages=1000)
             )
             if outcome.status != "ok" or not outcome.messages:
                 empty += sum(map(len, got.values())) >= n

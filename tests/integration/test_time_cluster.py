@@ -15,7 +15,7 @@ from tests.support.cli_run import run_cli
 from tests.support.time_bursts import produce_bursts, read_to_end
 from tubemq_aio import ClientBalancedConsumer, Consumer
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ConsumeSettings
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.testing import LocalCluster, RedisServer
 
@@ -151,7 +151,7 @@ async def test_gateway_reset_to_time(cluster: LocalCluster, topic: str, redis: R
         got: list[bytes] = []
         async with asyncio.timeout(30):
             while len(got) < len(want):
-                out = await service.fetch(spec.name, client_id=None, wait_ms=500)
+                out = await service.fetch(FetchQuery(spec.name, client_id=None, wait_ms=500))
                 if out.status == "ok" and out.lease is not None:
                     got.extend(m.body for m in out.messages)
                     assert await service.settle(out.lease.key, "ack") == "acked"

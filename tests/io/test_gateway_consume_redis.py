@@ -15,7 +15,13 @@ import pytest_asyncio
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import MAX_OFFSET, MIN_RATE, ConsumeSettings, FetchArgs
+from tubemq_aio.gateway.engine.data import (
+    MAX_OFFSET,
+    MIN_RATE,
+    ConsumeSettings,
+    FetchArgs,
+    FetchQuery,
+)
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import (
     InvalidRequestError,
@@ -97,9 +103,8 @@ async def lease_by_hand(svc: ConsumeService, lid: str, base: int = 0, nxt: int =
 )
 async def test_bad_fetch_arguments_fail_before_any_io(kwargs: dict[str, Any], error: type) -> None:
     svc = make("redis://127.0.0.1:9/0")  # never started: any I/O would fail differently
-    group = kwargs.pop("group")
     with pytest.raises(error):
-        await svc.fetch(group, **kwargs)
+        await svc.fetch(FetchQuery(**kwargs))
     await svc.close()
 
 
@@ -341,7 +346,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
 async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> None:
     await service.pause("gg")
     with pytest.raises(TubeUnavailableError):  # metadata comes from the master first
-        await service.fetch("gg", client_id=None)
+        await service.fetch(FetchQuery("gg", client_id=None))
     await service.resume("gg")
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(InvalidRequestError):
@@ -477,4 +482,4 @@ async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:
         await svc.close()
     await svc.close()  # idempotent
     with pytest.raises(StoreUnavailableError):
-        await svc.fetch("gg", client_id=None)
+        await svc.fetch(FetchQuery("gg", client_id=None))

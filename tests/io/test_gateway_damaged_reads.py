@@ -12,6 +12,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing import FakeCluster, RedisServer
@@ -27,7 +28,9 @@ async def _consume_all(service: ConsumeService, group: str, max_messages: int) -
     empty = 0
     while empty < 2:
         outcome = await service.fetch(
-            group, client_id=None, wait_ms=300, lease_ms=60_000, max_messages=max_messages
+            FetchQuery(
+                group, client_id=None, wait_ms=300, lease_ms=60_000, max_messages=max_messages
+            )
         )
         if outcome.status != "ok" or not outcome.messages:
             empty += 1

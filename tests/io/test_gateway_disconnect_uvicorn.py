@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 
 from tubemq_aio.gateway import GatewayConfig, create_app
-from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery, Lease
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.models import Message
 from tubemq_aio.testing import wait_until
@@ -52,7 +52,8 @@ class SlowEngine:
     async def close(self) -> None:
         pass
 
-    async def fetch(self, group: str, *, wait_ms: int = 0, **_kw: Any) -> FetchOutcome:
+    async def fetch(self, query: FetchQuery, **_kw: Any) -> FetchOutcome:
+        wait_ms = query.wait_ms
         if not self.pending:
             self.waiting += 1
             try:
@@ -76,7 +77,9 @@ class SlowEngine:
             self.reading -= 1
         body = self.pending[0]
         message = Message(topic="demo", body=body, message_id=1, partition_key="1:demo:0")
-        return FetchOutcome("ok", Lease(LeaseKey(group, "c", "1:demo:0", lid), 0, 0), (message,))
+        return FetchOutcome(
+            "ok", Lease(LeaseKey(query.group, "c", "1:demo:0", lid), 0, 0), (message,)
+        )
 
     async def settle(self, lease: Any, action: str, *, delay_ms: int = 0) -> str:
         if self.holder == lease.lease_id:

@@ -14,6 +14,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 #: Loop turns after which the fetch is cancelled: 0 (before its first await) to past its end.
@@ -34,7 +35,9 @@ async def test_a_fetch_cancelled_at_any_step_ends_cancelled(
             cancelled = 0
             for step in range(STEPS):
                 task = asyncio.ensure_future(
-                    service.fetch(group, client_id=client_id, wait_ms=2000, lease_ms=60_000)
+                    service.fetch(
+                        FetchQuery(group, client_id=client_id, wait_ms=2000, lease_ms=60_000)
+                    )
                 )
                 for _ in range(step):
                     await asyncio.sleep(0)

@@ -16,6 +16,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.tubemq import batch_end
 from tubemq_aio.testing import FakeCluster, RedisServer
 
@@ -38,7 +39,9 @@ async def test_fetches_cancelled_at_every_step_skip_nothing(
 
             async def fetch_and_ack() -> bool:
                 outcome = await service.fetch(
-                    spec.name, client_id=None, wait_ms=200, lease_ms=60_000, max_messages=1
+                    FetchQuery(
+                        spec.name, client_id=None, wait_ms=200, lease_ms=60_000, max_messages=1
+                    )
                 )
                 if outcome.lease is None:
                     return False
@@ -49,7 +52,9 @@ async def test_fetches_cancelled_at_every_step_skip_nothing(
 
             for step in range(STEPS):
                 task = asyncio.ensure_future(
-                    service.fetch(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
+                    service.fetch(
+                        FetchQuery(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
+                    )
                 )
                 for _ in range(step):
                     await asyncio.sleep(0)

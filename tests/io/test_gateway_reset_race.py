@@ -18,7 +18,7 @@ import pytest
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ResetEntry
+from tubemq_aio.gateway.engine.data import FetchQuery, ResetEntry
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
 from tubemq_aio.protocol.rpc import Method
@@ -36,7 +36,9 @@ async def _fetch_until(service: ConsumeService, want: set[str], timeout: float) 
     got: set[str] = set()
     async with asyncio.timeout(timeout):
         while not want <= got:
-            out = await service.fetch(GROUP, client_id=None, wait_ms=300, lease_ms=60_000)
+            out = await service.fetch(
+                FetchQuery(GROUP, client_id=None, wait_ms=300, lease_ms=60_000)
+            )
             if out.status != "ok":
                 continue
             assert out.lease is not None
@@ -64,7 +66,9 @@ async def test_two_resets_to_latest_at_once_each_hold_their_promise(
             running_service(masters, redis_server.url, spec) as service,
             running_service(masters, redis_server.url, spec) as other,
         ):
-            held = await service.fetch(GROUP, client_id=None, wait_ms=2000, lease_ms=60_000)
+            held = await service.fetch(
+                FetchQuery(GROUP, client_id=None, wait_ms=2000, lease_ms=60_000)
+            )
             assert held.status == "ok"
             assert held.lease is not None
 

@@ -13,7 +13,7 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchOutcome
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchOutcome, FetchQuery
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseStaleError
@@ -114,7 +114,7 @@ async def service(
 
 
 async def _fetch(svc: ConsumeService, acks: PiggybackAcks | None = None) -> FetchOutcome:
-    outcome = await svc.fetch("gg", client_id=None, acks=acks)
+    outcome = await svc.fetch(FetchQuery("gg", None), acks=acks)
     assert outcome.status == "ok"
     assert outcome.lease is not None
     return outcome
@@ -193,7 +193,7 @@ async def test_a_cancelled_fetch_still_settles_its_carried_ack(service: ConsumeS
     for trial in range(40):
         acks = PiggybackAcks((_ref(held),))
         writes = CountingConnection.writes
-        fetching = asyncio.create_task(service.fetch("gg", client_id=None, acks=acks))
+        fetching = asyncio.create_task(service.fetch(FetchQuery("gg", None), acks=acks))
         for _ in range(2 * trial):  # one more loop iteration or two each time
             await asyncio.sleep(0)
         fetching.cancel()
@@ -226,7 +226,8 @@ async def test_two_fetches_carrying_one_ack_settle_it_once(service: ConsumeServi
     held = await _fetch(service)
     one, two = PiggybackAcks((_ref(held),)), PiggybackAcks((_ref(held),))
     outcomes = await asyncio.gather(
-        service.fetch("gg", client_id=None, acks=one), service.fetch("gg", client_id=None, acks=two)
+        service.fetch(FetchQuery("gg", None), acks=one),
+        service.fetch(FetchQuery("gg", None), acks=two),
     )
     assert one.results is not None
     assert two.results is not None

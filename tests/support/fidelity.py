@@ -27,6 +27,7 @@ from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio.consumer._cb_models import parse_key
 from tubemq_aio.consumer._cb_ops import resolve_partition
 from tubemq_aio.consumer.config import ConsumeFrom
+from tubemq_aio.protocol.tail_check import DEFAULT_LOST_TAIL_WINDOW
 from tubemq_aio.testing import wait_until
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "consume_from_cases",
     "fetch_beyond_end",
     "filters",
+    "fresh_member_after_lost_tail",
+    "fresh_member_after_refilled_tail",
     "member_killed",
     "offsets_and_lag",
 ]
@@ -414,6 +417,125 @@ async def fetch_beyond_end(target: Target, topic: str) -> None:
             assert after.success, (key, after)
             assert after.curr_offset == after.max_offset == reg.max_offset, (key, reg, after)
             await session.broker.unregister(partition, read_status=0)
+
+
+async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
+    """Members with no record of a partition whose broker lost its tail (issue 30).
+
+    Three groups read and commit the messages on the victim broker (X); once the broker wrote
+    their offsets, it is SIGKILLed before its first flush of the new topic, so it comes back
+    with an empty store while the groups' offsets stay at X. New messages go to it; then each
+    group gets a member that never read the partition: its register loads X beyond the end
+    (the new messages, fewer than the old, refilled the store from 0 up to below X). With
+    ``lost_tail_window=0`` a client-balanced member resumes at the end and skips every new
+    message (the broker's own behaviour, and the consumer's before the window); with the
+    default window a client-balanced and a server-balanced member resume below X by the
+    window (here 0) and read every new message (the old ones never come again: the broker
+    lost them)."""
+    victim = str(target.brokers)
+    groups = {name: _group(target, name) for name in ("off", "cb", "sb")}
+    bodies = [f"x-{i}".encode() for i in range(12 * target.brokers)]
+    keys = await _send(target, topic, bodies)
+    on_victim = sorted({k for k in keys if _store(k) == victim})
+    wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == victim}
+    assert on_victim, keys
+    assert wanted, keys
+
+    await asyncio.gather(
+        *(_read_and_commit(target, topic, g, on_victim, wanted) for g in groups.values())
+    )
+    await asyncio.sleep(target.offsets_persisted)
+    await target.crash_broker(target.brokers)
+    # Fewer than before, so the store still ends below X when the members register.
+    after = [f"y-{i}".encode() for i in range(6 * target.brokers)]
+    after_keys = await _send(target, topic, after)
+    new = {b for b, k in zip(after, after_keys, strict=True) if _store(k) == victim}
+    assert 0 < len(new) < len(wanted), after_keys
+
+    async def client_balanced(group: str, window: int) -> tuple[list[bytes], int]:
+        async with ClientBalancedConsumer(
+            target.master_addr, group=group, topics=[topic], lost_tail_window=window
+        ) as consumer:
+            for key in on_victim:
+                await consumer.connect(key)
+            got = await _drain_until(consumer, new, 30 if window else 10)
+            return got, consumer.stats.offset_rewinds
+
+    async def server_balanced(group: str) -> tuple[list[bytes], int]:
+        async with Consumer(
+            target.master_addr, group=group, topics=[topic], join_heartbeat_interval=1.0
+        ) as consumer:
+            got = await _drain_until(consumer, new, 90)
+            return got, consumer.stats.offset_rewinds
+
+    (off, off_rewinds), (cb, cb_rewinds), (sb, sb_rewinds) = await asyncio.gather(
+        client_balanced(groups["off"], 0),
+        client_balanced(groups["cb"], DEFAULT_LOST_TAIL_WINDOW),
+        server_balanced(groups["sb"]),
+    )
+    assert not new & set(off), sorted(new & set(off))  # the end skips every new message
+    assert off_rewinds == len(on_victim), off_rewinds
+    for name, got, rewinds in (("cb", cb, cb_rewinds), ("sb", sb, sb_rewinds)):
+        assert new <= set(got), (name, sorted(new - set(got)))
+        assert not wanted & set(got), (name, sorted(wanted & set(got)))  # lost with the tail
+        assert rewinds >= len(on_victim), (name, rewinds)
+
+
+async def fresh_member_after_refilled_tail(target: Target, topic: str) -> None:
+    """The gap left open (issue 30, docs/failures.md): a member with no record registers after
+    new messages refilled the restarted broker's store past the group's offset X. The answer
+    is an ordinary one, so it resumes at X: exactly the new messages stored below X are
+    skipped (no more than the group had read there before the SIGKILL), every later one is
+    read."""
+    victim = str(target.brokers)
+    group = _group(target, "refill")
+    bodies = [f"r-{i}".encode() for i in range(12 * target.brokers)]
+    keys = await _send(target, topic, bodies)
+    on_victim = sorted({k for k in keys if _store(k) == victim})
+    wanted = {b for b, k in zip(bodies, keys, strict=True) if _store(k) == victim}
+    assert on_victim, keys
+    stored = await _read_and_commit(target, topic, group, on_victim, wanted)
+    await asyncio.sleep(target.offsets_persisted)
+    await target.crash_broker(target.brokers)
+    placed: dict[bytes, tuple[str, int]] = {}  # body -> (partition key, append offset)
+    async with Producer(target.master_addr, topics=[topic]) as producer:
+        for i in range(36 * target.brokers):  # about three times X on the victim
+            body = f"s-{i}".encode()
+            result = await producer.send(topic, body, timeout=30)
+            placed[body] = (result.partition_key, result.append_offset)
+    new = {b for b, (k, _) in placed.items() if _store(k) == victim}
+    below = {b for b in new if placed[b][1] < stored[placed[b][0]]}
+    assert below, (stored, placed)
+    assert new - below, (stored, placed)
+    async with ClientBalancedConsumer(
+        target.master_addr, group=group, topics=[topic], consume_from="earliest"
+    ) as consumer:
+        for key in on_victim:
+            position = await consumer.connect(key)
+            assert position.current_offset == stored[key] <= position.max_offset, position
+        got = set(await _drain_until(consumer, new - below, 30))
+        assert consumer.stats.offset_rewinds == 0
+    assert new - below <= got, sorted(new - below - got)
+    assert not below & got, sorted(below & got)  # the skip: what was stored below X
+    assert len(below) <= len(wanted)  # bounded by what the group had read there
+
+
+async def _read_and_commit(
+    target: Target, topic: str, group: str, keys: list[str], wanted: set[bytes]
+) -> dict[str, int]:
+    """Connect ``keys`` for ``group`` from the earliest offset, read until every body of
+    ``wanted`` arrived (acked) and disconnect, which commits; returns the group's stored
+    offset of each key."""
+    async with ClientBalancedConsumer(
+        target.master_addr, group=group, topics=[topic], consume_from="earliest"
+    ) as consumer:
+        for key in keys:
+            await consumer.connect(key)
+        read = await _drain_until(consumer, wanted, 30)
+        assert wanted <= set(read), sorted(wanted - set(read))
+        for key in keys:
+            await consumer.disconnect(key)  # commits what was acked
+        return {k: await _stored_offset(consumer, k) for k in keys}
 
 
 async def _stored_offset(consumer: ClientBalancedConsumer, key: str) -> int:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import ConsumeSettings, LagReport
+from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchQuery, LagReport
 from tubemq_aio.gateway.engine.service import ConsumeService
 
 
@@ -40,7 +40,7 @@ async def drain(
         if want <= got:
             break
         outcome = await service.fetch(
-            group, client_id=client_id, wait_ms=500, lease_ms=60_000, max_messages=10
+            FetchQuery(group, client_id=client_id, wait_ms=500, lease_ms=60_000, max_messages=10)
         )
         if outcome.status != "ok":
             continue
@@ -76,6 +76,6 @@ async def drained_lag(service: ConsumeService, group: str, timeout: float = 30.0
     """
     async with asyncio.timeout(timeout):
         while (lag := await service.lag(group)).total_lag_bytes:
-            out = await service.fetch(group, client_id=None, wait_ms=200)
+            out = await service.fetch(FetchQuery(group, client_id=None, wait_ms=200))
             assert out.status != "ok", out
     return lag

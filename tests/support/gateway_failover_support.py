@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from tubemq_aio import Producer
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import LeaseStaleError, StoreUnavailableError
 from tubemq_aio.gateway.http.api_errors import api_error_for
@@ -79,11 +80,13 @@ async def consume_until(
             service = replicas[next(turn) % len(replicas)]
             try:
                 got = await service.fetch(
-                    group,
-                    client_id=None,
-                    wait_ms=200,
-                    lease_ms=lease_ms,
-                    max_messages=max_messages,
+                    FetchQuery(
+                        group,
+                        client_id=None,
+                        wait_ms=200,
+                        lease_ms=lease_ms,
+                        max_messages=max_messages,
+                    )
                 )
                 if got.status != "ok" or got.lease is None:
                     await asyncio.sleep(0.02)
@@ -156,7 +159,9 @@ async def drain_backlog(
     back (once its lease expired) and is counted as a duplicate delivery."""
     async with asyncio.timeout(deadline):
         while (await service.lag(group)).total_lag_bytes:
-            got = await service.fetch(group, client_id=None, wait_ms=500, lease_ms=lease_ms)
+            got = await service.fetch(
+                FetchQuery(group, client_id=None, wait_ms=500, lease_ms=lease_ms)
+            )
             if got.status == "ok" and got.lease is not None:
                 tally.deliveries.update(m.body.decode() for m in got.messages)
                 tally.redelivered_batches += bool(got.lease.redelivery)

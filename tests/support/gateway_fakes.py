@@ -20,6 +20,7 @@ from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.engine.data import (
     FetchOutcome,
+    FetchQuery,
     GatewayStats,
     LagEntry,
     LagReport,
@@ -127,20 +128,10 @@ class FakeEngine:
             raise InvalidRequestError("client_id is not allowed in a clustering group")
         return f"b:{client_id}" if broadcast else "c"
 
-    async def fetch(
-        self,
-        group: str,
-        *,
-        client_id: str | None,
-        wait_ms: int = 0,
-        lease_ms: int | None = None,
-        holder: str = "",
-        max_messages: int | None = None,
-        owner: str = "",
-        acks: PiggybackAcks | None = None,
-    ) -> FetchOutcome:
+    async def fetch(self, query: FetchQuery, *, acks: PiggybackAcks | None = None) -> FetchOutcome:
         try:
-            return await self._fetch(group, client_id, lease_ms, max_messages, owner)
+            q = query
+            return await self._fetch(q.group, q.client_id, q.lease_ms, q.max_messages, q.owner)
         finally:  # as the engine does: every carried ack has its result when fetch ends
             if acks is not None and acks.pending:
                 await acks.settle_each(functools.partial(self.settle, action="ack"))

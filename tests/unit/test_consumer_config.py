@@ -64,6 +64,12 @@ def test_topics_forms(topics: Any, expected: dict[str, frozenset[str]]) -> None:
         {"tail_check_timeout": 0},
         {"tail_check_timeout": float("nan")},
         {"tail_check_timeout": float("inf")},
+        {"lost_tail_window": -1},
+        {"lost_tail_window": 2**40 + 1},
+        {"lost_tail_window": True},
+        {"lost_tail_window": 1.5},
+        {"lost_tail_window": float("nan")},
+        {"lost_tail_window": "10"},
     ],
 )
 def test_invalid_options_raise_config_error(kw: dict[str, Any]) -> None:
@@ -145,3 +151,5 @@ def test_tail_check_defaults_and_off() -> None:
     assert config().tail_check_depth == 16
     assert config().tail_check_timeout == 10.0
     assert config(tail_check_depth=0).tail_check_depth == 0
+    assert config().lost_tail_window == 10240
+    assert config(lost_tail_window=0).lost_tail_window == 0

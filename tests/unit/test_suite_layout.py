@@ -88,3 +88,32 @@ def test_tests_that_start_outside_programs_are_system_tests() -> None:
         str(p.relative_to(TESTS)) for p in drivers if "pytest.mark.system" not in p.read_text()
     ]
     assert unmarked == []
+
+
+def _fixed_example_counts(tree: ast.AST) -> list[int]:
+    """Lines of ``max_examples=`` arguments in ``tree`` whose value calls no ``examples(...)``."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg != "max_examples":
+                continue
+            calls = [n for n in ast.walk(keyword.value) if isinstance(n, ast.Call)]
+            if not any(isinstance(c.func, ast.Name) and c.func.id == "examples" for c in calls):
+                lines.append(keyword.value.lineno)
+    return lines
+
+
+def test_property_tests_scale_their_example_counts() -> None:
+    """Every ``max_examples`` goes through ``tests.support.examples.examples``, so that
+    ``make unit`` runs its share of them and ``make test`` all (a fixed count made one module
+    cost ``make unit`` about 20 CPU-seconds)."""
+    found = {
+        str(path.relative_to(TESTS)): lines
+        for path in _modules()
+        if (lines := _fixed_example_counts(source_tree(path)))
+    }
+    assert found == {}
+    assert _fixed_example_counts(ast.parse("settings(max_examples=300)")) == [1]
+    assert _fixed_example_counts(ast.parse("settings(max_examples=int(x) or examples(4))")) == []

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from tests.support.examples import examples
 from tubemq_aio.protocol.tail_check import (
+    DEFAULT_LOST_TAIL_WINDOW,
     DEFAULT_TAIL_CHECK_DEPTH,
     TailCheck,
     TailProbe,
     TailRecord,
     TailVerdict,
     Verdict,
+    unrecorded_resume,
 )
 
 UNIT = 28  # index bytes per message
@@ -281,3 +283,62 @@ def test_the_end_belongs_to_the_newest_batch() -> None:
     record.add(560, 20, 29, 10)  # a new newest batch: its end is not known yet
     assert record.end is None
     assert TailCheck(record, loaded=10_000).verdict is None  # unknown end: never stale
+
+
+# ---- a member with no record: unrecorded_resume ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stored", "end", "window", "expected"),
+    [
+        (20 * UNIT, 12 * UNIT, 10, 10 * UNIT),  # the window reaches below the end
+        (20 * UNIT, 12 * UNIT, 8, 12 * UNIT),  # exactly the end
+        (20 * UNIT, 12 * UNIT, 2, 12 * UNIT),  # never above the end
+        (20 * UNIT, 12 * UNIT, 0, 12 * UNIT),  # off: the end
+        (20 * UNIT, 0, DEFAULT_LOST_TAIL_WINDOW, 0),  # an empty store: its start
+        (20 * UNIT, 12 * UNIT, 10**9, 0),  # never below 0 (the broker raises it to the min)
+        (2**62, 2**61, 1, 2**61),  # huge offsets
+    ],
+)
+def test_unrecorded_resume(stored: int, end: int, window: int, expected: int) -> None:
+    assert unrecorded_resume(stored, end, window) == expected
+
+
+def test_the_default_window_is_a_2_4_brokers_memory_caches() -> None:
+    assert DEFAULT_LOST_TAIL_WINDOW == 2 * 10 * 512  # two caches of memCacheMsgCntInK * 512
+
+
+@pytest.mark.parametrize(
+    ("stored", "end", "window"),
+    [(12 * UNIT, 12 * UNIT, 1), (11 * UNIT, 12 * UNIT, 1), (UNIT, -1, 1), (2 * UNIT, UNIT, -1)],
+)
+def test_unrecorded_resume_refuses_what_is_no_lost_tail(stored: int, end: int, window: int) -> None:
+    with pytest.raises(ValueError, match="stored > end"):
+        unrecorded_resume(stored, end, window)
+
+
+@settings(max_examples=300)
+@given(
+    restart=st.integers(0, 10**6),
+    lost=st.integers(1, 10**4),
+    refilled=st.integers(0, 10**4),
+    read_of_lost=st.integers(1, 10**4),
+    window=st.integers(0, 10**5),
+)
+def test_no_message_stored_after_the_restart_is_skipped_within_the_window(
+    restart: int, lost: int, refilled: int, read_of_lost: int, window: int
+) -> None:
+    """The broker came back at message ``restart`` after dropping ``lost`` messages (at most
+    ``window`` when the window holds), of which the group had read ``read_of_lost``; it stored
+    ``refilled`` new ones since, fewer than it dropped of what the group read (else the
+    register shows nothing). Resuming skips none of them exactly when the window held."""
+    read_of_lost = min(read_of_lost, lost)
+    if refilled >= read_of_lost:
+        return  # the store refilled past the group's offset: no lost tail to see
+    stored = (restart + read_of_lost) * UNIT
+    end = (restart + refilled) * UNIT
+    resume = unrecorded_resume(stored, end, window)
+    assert resume <= end
+    if lost <= window:
+        assert resume <= restart * UNIT  # nothing stored since the return is skipped
+        assert (restart * UNIT - resume) // UNIT <= window  # what comes again is bounded

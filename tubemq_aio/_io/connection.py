@@ -3,12 +3,15 @@
 Hot path (no per-request task or timer, docs/protocol/wire.md §1.5):
 
 * send: take an in-flight slot (waiting, up to the call's own deadline, when none is free or the
-  peer stopped reading), pick the next serial, register ``serial -> (future, deadline, timeout)``,
-  append the frame header and the payload pieces to the tick's write list; the first frame of a
-  tick schedules one ``_flush`` with ``loop.call_soon``, which joins the list and writes it once.
-* receive: ``data_received`` feeds the frame decoder, pops the pending entry by serial and decodes
-  the RPC envelope only (business bytes or a remote error); business messages are parsed by the
-  awaiting caller. Unknown, late and duplicate serials are dropped and counted.
+  peer stopped reading), then ``start_parts`` (:class:`~tubemq_aio._io.registry.SendRegistry`,
+  compiled when the accelerator is built): pick the next serial, register ``serial -> (future,
+  deadline, timeout)``, append the frame header and the payload pieces to the tick's write list;
+  the first frame of a tick schedules one ``_flush`` with ``loop.call_soon``, which joins the
+  list and writes it once.
+* receive: ``data_received`` feeds the frame decoder and hands the frames to ``resolve`` (the
+  registry's), which pops each pending entry by serial and decodes the RPC envelope only
+  (business bytes or a remote error); business messages are parsed by the awaiting caller.
+  Unknown, late and duplicate serials are dropped and counted.
 * deadlines: the client's :class:`~tubemq_aio._io.sweeper.DeadlineSweeper` calls :meth:`expire`
   when ``next_deadline`` (a lower bound of the earliest deadline) has passed.
 """
@@ -18,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import cast
 
-from tubemq_aio._io.decisions import MAX_SERIAL, closes_connection
 from tubemq_aio._io.pending import PendingCalls
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
@@ -33,20 +35,13 @@ from tubemq_aio.errors import (
     RemoteRpcError,
 )
 from tubemq_aio.protocol.framing import (
-    BEGIN_TOKEN,
-    BLOCK_SIZE,
-    ONE_BLOCK_HEADER,
     FrameSplitter,
-    encode_frame,
     new_frame_decoder,
 )
-from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder, length_prefix
-from tubemq_aio.protocol.rpc import encode_success, response_decoder, success_bounds
+from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder
 
 __all__ = ["Connection"]
 
-_pack_header = ONE_BLOCK_HEADER.pack
-_ONE_BLOCK_HEADER_SIZE = ONE_BLOCK_HEADER.size
 
 #: Bytes read per socket read (asyncio's own read size), into one buffer reused per connection.
 READ_SIZE = 256 * 1024
@@ -73,8 +68,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._settings = settings
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        #: Servers 1.1.0 and 1.2.0 put a length before each frame (docs/protocol/wire.md §1.7).
-        self._legacy = settings.framing == "legacy-length"
+        # Servers 1.1.0 and 1.2.0 put a length before each frame (docs/protocol/wire.md §1.7):
+        # ``_legacy``, set by PendingCalls.
         self._decoder: FrameSplitter = (
             LengthPrefixedDecoder(settings.max_frame_bytes)
             if self._legacy
@@ -83,7 +78,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         #: Whether a request was ever written (a peer that drops the link after it, unanswered,
         #: may speak the other framing).
         self._wrote = False
-        self._wbuf: list[bytes] = []
         # The transport reads into this buffer (BufferedProtocol): no fresh 256 KB object per
         # read, whose pages the allocator hands back and faults in again under load. The frame
         # decoder copies what it keeps before the next read.
@@ -140,63 +134,16 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self.last_activity = self._clock()
         if frames:
             self.answered = True
-        pending = self._pending
-        stats = self.stats
-        raw = self._raw
-        io_error: RemoteRpcError | None = None
-        for serial, payload in frames:
-            entry = pending.pop(serial, None)
-            if entry is None:
-                stats.dropped_responses += 1
-                continue
-            if self._room_waiters:
-                self._wake_room()
-            fut = entry[0]
-            stats.responses += 1
-            whole = False
-            if raw and serial in raw:
-                raw.discard(serial)
-                if success_bounds(payload) is not None:  # else decoded below, as any answer
-                    if fut.done():
-                        stats.dropped_responses += 1
-                    else:
-                        fut.set_result(payload)
-                    continue
-                whole = True
-            try:
-                result = response_decoder(payload)
-            except Exception as exc:
-                error = (
-                    exc
-                    if isinstance(exc, RemoteProtocolError)
-                    else RemoteProtocolError(f"undecodable response from {self.label}: {exc!r}")
-                )
-                if not fut.done():
-                    fut.set_exception(error)
-                self._fail(error)
-                return
-            if type(result) is bytes or isinstance(result, bytes):  # almost every answer
-                if fut.done():
-                    stats.dropped_responses += 1
-                else:
-                    # A SUCCESS in another layout (no server writes one): re-wrapped in the
-                    # plain one.
-                    fut.set_result(encode_success(0, result) if whole else result)
-                continue
-            if fut.done():
-                stats.dropped_responses += 1
-            else:
-                fut.set_exception(result)
-            if isinstance(result, RemoteRpcError) and closes_connection(result.exception_name):
-                io_error = result
-        if io_error is not None:
+        failure = self.resolve(frames)
+        if failure is None:
+            return
+        if isinstance(failure, RemoteRpcError):
             # The Java client closes a link that delivered an IOException-type answer (§3.2).
-            self._fail(
-                ConnectionLostError(
-                    f"connection to {self.label} closed after the server answered "
-                    f"{io_error.exception_name}; the request may have been processed"
-                )
+            failure = ConnectionLostError(
+                f"connection to {self.label} closed after the server answered "
+                f"{failure.exception_name}; the request may have been processed"
             )
+        self._fail(failure)
 
     def eof_received(self) -> bool | None:
         """The server closed its side: close ours too (``connection_lost`` follows)."""
@@ -300,52 +247,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             room (or the connection is closed): nothing was sent, use :meth:`call`.
         """
         return self.start_parts((payload,), len(payload), timeout)
-
-    def start_parts(
-        self, parts: Sequence[bytes], size: int, timeout: float, deadline: float | None = None
-    ) -> tuple[Connection, int, asyncio.Future[bytes]] | None:
-        """:meth:`start` for a payload given in pieces (joined once, when the tick's frames are
-        written); ``size`` is their total length.
-
-        ``deadline``: the loop time the answer is due, given only by a caller that has just
-        waited for room (:meth:`start_when_room`): it sends without looking for room again,
-        ahead of the callers still queued. Without it the answer is due ``timeout`` from now.
-        """
-        # Registration inlined (no call of its own): this is the hottest path of the package.
-        pending = self._pending
-        if deadline is None:
-            if (
-                self._closed is not None
-                or self._paused
-                or len(pending) >= self._max_in_flight
-                or self._room_waiters
-            ):
-                return None
-            deadline = self._clock() + timeout
-        serial = self._serial + 1 if self._serial < MAX_SERIAL else 1
-        while serial in pending:  # only possible after a wrap with an ancient call pending
-            serial = serial + 1 if serial < MAX_SERIAL else 1
-        if 0 < size <= BLOCK_SIZE:
-            header = _pack_header(BEGIN_TOKEN, serial, 1, size)
-            if self._legacy:
-                header = length_prefix(_ONE_BLOCK_HEADER_SIZE + size) + header
-        else:  # raises for an empty or oversized payload, before anything is registered
-            frame = encode_frame(serial, b"".join(parts))
-            parts = (length_prefix(len(frame)), frame) if self._legacy else (frame,)
-            header = b""
-        self._serial = serial
-        fut: asyncio.Future[bytes] = self._new_future()
-        pending[serial] = (fut, deadline, timeout)
-        if deadline < self.next_deadline:
-            self.next_deadline = deadline
-        self.stats.requests_sent += 1
-        buf = self._wbuf
-        if not buf:
-            self._loop.call_soon(self._flush)
-        if header:
-            buf.append(header)
-        buf.extend(parts)
-        return self, serial, fut
 
     def abandon(self, serial: int) -> None:
         """Forget the pending call ``serial`` whose caller stopped waiting (cancelled)."""

@@ -1,9 +1,11 @@
 """Bookkeeping of one connection's calls: serials, pending map, deadlines, flow control.
 
 :class:`PendingCalls` is the transport-free half of a connection (the other half,
-:class:`~tubemq_aio._io.connection.Connection`, owns the transport and the wire). It holds the
-``serialNo -> pending`` map, the in-flight bound and its waiters, the ``pause_writing`` state,
-deadline expiry for the sweeper, and failing everything on close.
+:class:`~tubemq_aio._io.connection.Connection`, owns the transport and the wire). It is built on
+:data:`~tubemq_aio._io.registry.RegistryBase` (the ``serialNo -> pending`` map, the serials, the
+tick's writes and resolving answers: compiled when the accelerator is built) and adds the
+in-flight bound's waiters, the ``pause_writing`` state, deadline expiry for the sweeper, and
+failing everything on close.
 
 A caller that finds no room (every in-flight slot busy, or the transport's write buffer above its
 high mark because the peer stopped reading) waits on the slow path until its own deadline at the
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from functools import partial
 
 from tubemq_aio._io.decisions import MAX_SERIAL
+from tubemq_aio._io.registry import RegistryBase, frame_other, settle_other
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.errors import (
@@ -29,11 +32,9 @@ from tubemq_aio.errors import (
     RequestTimeoutError,
     WriteTimeoutError,
 )
+from tubemq_aio.protocol.rpc import success_bounds
 
 __all__ = ["PendingCalls", "future_factory", "loop_clock"]
-
-# (future, deadline, timeout): a tuple is the cheapest record to build per request.
-_Pending = tuple["asyncio.Future[bytes]", float, float]
 
 
 def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[bytes]]:
@@ -57,7 +58,7 @@ def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
     return loop.time
 
 
-class PendingCalls:
+class PendingCalls(RegistryBase):
     """Calls awaiting answers on one connection, and the waits that bound them.
 
     Must be created inside a running event loop.
@@ -82,20 +83,27 @@ class PendingCalls:
         self._new_future: Callable[[], asyncio.Future[bytes]] = future_factory(loop)
         #: The loop's clock (see :func:`loop_clock`).
         self._clock = loop_clock(loop)
-        self._pending: dict[int, _Pending] = {}
+        self._pending = {}
         #: Serials of pending calls whose plain SUCCESS answer is handed over whole (envelope
         #: included, see ``Connection.call``); each leaves the set when its entry leaves
         #: ``_pending``.
-        self._raw: set[int] = set()
+        self._raw = set()
         self._serial = 0
         #: The serial of the latest request handed to the transport (the connection sets it
         #: when it writes a tick's frames): the ones after it were never written.
         self._written = 0
         self._max_in_flight = settings.max_in_flight
-        self._room_waiters: deque[asyncio.Future[None]] = deque()
+        self._room_waiters = deque()
         self._paused = False
         self._resume_waiters: deque[asyncio.Future[None]] = deque()
-        self._closed: BaseException | None = None
+        self._closed = None
+        self._legacy = settings.framing == "legacy-length"
+        #: The frames queued this tick (written by ``_flush``).
+        self._wbuf = []
+        # The registry's rare shapes, handed to it (the compiled one cannot import them).
+        self._frame_other = frame_other
+        self._settle_other = settle_other
+        self._success_bounds = success_bounds
 
     @property
     def in_flight(self) -> int:
@@ -169,14 +177,6 @@ class PendingCalls:
         while serial in self._pending:  # only possible after a wrap with an ancient call pending
             serial = serial + 1 if serial < MAX_SERIAL else 1
         return serial
-
-    def _wake_room(self) -> None:
-        waiters = self._room_waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
 
     def _check_open(self) -> None:
         if self._closed is not None:

@@ -98,6 +98,28 @@ class PlainSendEncoder:
         self, topic: str, partition_id: int, body: bytes, auth: Any, timeout_ms: int
     ) -> tuple[tuple[bytes, bytes, bytes], int]: ...
 
+class SendRegistry:
+    """Fields and methods as ``tubemq_aio._io.registry.SendRegistry`` (the reference)."""
+
+    label: str
+    stats: Any
+    next_deadline: float
+    last_activity: float
+    def _flush(self) -> None: ...
+    def _wake_room(self) -> None: ...
+    def start_parts(
+        self, parts: Any, size: int, timeout: float, deadline: float | None = None
+    ) -> tuple[Any, int, Any] | None: ...
+    def resolve(self, frames: Iterable[tuple[int, bytes]]) -> Exception | None: ...
+
+class WindowSlots:
+    """Fields and methods as ``tubemq_aio.producer._window.WindowSlots`` (the reference)."""
+
+    limit: int
+    borrowed: int
+    def try_acquire(self) -> bool: ...
+    def release(self) -> None: ...
+
 def plain_send_args(
     topic: object, body: object, attributes: object, msg_type: object, msg_time: object
 ) -> bool: ...

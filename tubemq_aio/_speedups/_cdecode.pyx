@@ -8,7 +8,8 @@ bound to give (``tests/unit/test_speedups.py`` compares them on random and malfo
 (``tubemq_aio.spark._columns``, compared in ``tests/unit/spark/test_columns.py``).
 The produce twins (``ResponseDecoder``, ``SendResultParser``, ``PlainSendEncoder``,
 ``plain_send_args``) are compared in ``tests/unit/test_speedups_produce.py`` and
-``tests/unit/test_speedups_send.py``; ``MessageJson`` is the gateway's fetch answer encoding
+``tests/unit/test_speedups_send.py``, the connection's ``SendRegistry`` and the send window's
+``WindowSlots`` in ``tests/unit/test_speedups_registry.py``; ``MessageJson`` is the gateway's fetch answer encoding
 (``tubemq_aio.gateway.tubemq.fetched_messages``, compared in
 ``tests/unit/gateway/test_fetched_messages.py``).
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
@@ -19,7 +20,7 @@ error either way.
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_Size
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.memoryview cimport PyMemoryView_FromMemory
@@ -32,6 +33,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from tubemq_aio.errors import FrameError
+from tubemq_aio.errors import RemoteProtocolError as _RemoteProtocolError
 
 #: What the Spark column decode may ask of this build: 2 = ``GetMessageParser.columns`` takes
 #: the answer's bounds and ``ColumnDecoder`` takes ``crc_address`` (a build without this name
@@ -234,4 +236,6 @@ cdef int _slot_offsets(object cls, tuple fields, Py_ssize_t *out) except -1:
 include "_consume.pxi"
 include "_frames.pxi"
 include "_produce.pxi"
+include "_registry.pxi"
+include "_window.pxi"
 include "_answer_json.pxi"

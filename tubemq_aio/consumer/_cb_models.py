@@ -19,7 +19,7 @@ from tubemq_aio.errors import (
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.client_balance import PartitionMeta as ProtocolPartitionMeta
 from tubemq_aio.protocol.client_balance import assign_modulo as _assign_keys
-from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey
 from tubemq_aio.protocol.damage import DamageSignature
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "GetMessageAnswer",
     "PartitionMeta",
     "PositionedRead",
+    "ReadAt",
     "assign_modulo",
     "parse_key",
 ]
@@ -84,6 +85,26 @@ class PositionedRead:
     start_offset: int
     next_offset: int
     max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAt:
+    """One positioned read of a broker batch: where it starts and what it leaves behind.
+
+    Attributes:
+        partition: the partition read (resolved, its broker known).
+        offset: index offset the batch is read from (>= 0).
+        consume: commit the batch (the group's offset moves after it); ``False`` is a peek:
+            the batch is rolled back and the group's offset stays at ``offset``.
+        sequential: the session's previous read left the group's offset at ``offset``, so
+            the register is skipped (checked against the answer; see
+            :func:`~tubemq_aio.consumer._cb_ops.read_batch`).
+    """
+
+    partition: Partition
+    offset: int
+    consume: bool = True
+    sequential: bool = False
 
 
 class GetMessageAnswer(Protocol):

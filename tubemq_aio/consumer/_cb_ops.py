@@ -18,6 +18,7 @@ from tubemq_aio.consumer._cb_models import (
     BatchRead,
     DecodeContext,
     GetMessageAnswer,
+    ReadAt,
     parse_key,
 )
 from tubemq_aio.consumer._cb_session import ClientBalanceSession
@@ -85,27 +86,24 @@ async def resolve_partition(
 
 async def read_batch(
     session: ClientBalanceSession,
-    partition: Partition,
-    offset: int,
+    read: ReadAt,
     codec: BatchCodec[A, T],
     *,
     filters: frozenset[str],
     stats: ConsumerStats,
     deliver_corrupt: bool = False,
-    consume: bool = True,
-    sequential: bool = False,
 ) -> BatchRead[T]:
-    """Read the broker batch starting at ``offset``; leaves the group offset after it.
+    """Read the broker batch starting at ``read.offset``; leaves the group offset after it.
 
     The answer is parsed and its messages decoded by ``codec`` (:data:`MESSAGES`: into
     :class:`~tubemq_aio.models.Message` objects).
 
     The partition stays registered as a reader of ``session`` (heartbeated, released on
-    disconnect or close). ``consume=False`` is a peek: the batch is rolled back instead of
+    disconnect or close). ``read.consume=False`` is a peek: the batch is rolled back instead of
     committed, so the group's offset stays at ``offset`` and ``next_offset`` is unknown
     (returned equal to ``start_offset``).
 
-    ``sequential=True`` continues a read of this session that left the group's offset at
+    ``read.sequential=True`` continues a read of this session that left the group's offset at
     ``offset``: the register is skipped (2 calls instead of 3), because the broker's cursor
     already sits there. Its answer is checked: when the batch does not start at ``offset`` it
     is rolled back, and when it does not or the broker answers anything but a batch (the end
@@ -123,6 +121,7 @@ async def read_batch(
         RequestTimeoutError: every read until ``rpc_timeout`` had passed brought other damage
             (damage on the way); nothing was consumed, the group's offset is at ``offset``.
     """
+    partition, offset, consume = read.partition, read.offset, read.consume
     key = partition.key
     context = DecodeContext(key.topic, key.format(), filters, stats, deliver_corrupt)
     # Every step is redone from the register (which puts the broker's cursor back at
@@ -158,6 +157,7 @@ async def read_batch(
         return await _finish_read(session, partition, got, codec, context, consume, damaged)
 
     failures = rereads = 0
+    sequential = read.sequential
     while True:
         try:
             done = await once(sequential)

@@ -32,6 +32,7 @@ from tubemq_aio.protocol.lost_tail import lost_tail
 from tubemq_aio.protocol.partitions import PartitionLeases
 from tubemq_aio.protocol.retry import register_deadline, register_pause
 from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.protocol.tail_check import unrecorded_resume
 
 __all__ = ["ConsumerWiring", "SessionBase", "wire_consumer"]
 
@@ -239,10 +240,14 @@ class SessionBase:
         """The broker register answer to go on with for ``partition``: ``rsp`` itself, unless it
         shows the broker lost the tail of the store (the group's stored offset lies beyond the
         store's end, :func:`~tubemq_aio.protocol.lost_tail.lost_tail`,
-        docs/protocol/consumer.md §3.2). Then ``partition`` is registered again at once at the
-        store's end (``readStatus`` 0, so the broker takes the offset), a warning is logged,
-        and that second answer is returned; a successful one counts in
-        ``stats.offset_rewinds``.
+        docs/protocol/consumer.md §3.2). Then ``partition`` is registered again at once
+        (``readStatus`` 0, so the broker takes the offset), a warning is logged, and that
+        second answer is returned; a successful one counts in ``stats.offset_rewinds``. It
+        registers at the store's end when this consumer read the partition before (its tail
+        check follows and finds what the broker replaced), else ``lost_tail_window`` messages
+        below the loaded offset (:func:`~tubemq_aio.protocol.tail_check.unrecorded_resume`,
+        never above the end): the broker came back no lower than that, and the messages it
+        stored since, below the end, are read (docs/failures.md).
 
         Raises:
             TubeMQError / OSError: the second register failed on the way, as a first one can.
@@ -250,19 +255,27 @@ class SessionBase:
         lost = lost_tail(rsp.curr_offset, rsp.max_offset) if rsp.success else None
         if lost is None:
             return rsp
+        if self.tail.applies(partition.key):
+            resume = lost.end_offset
+        else:
+            resume = unrecorded_resume(
+                lost.stored_offset, lost.end_offset, self.config.lost_tail_window
+            )
         log.warning(
             "group %s partition %s: the stored offset %d lies beyond the broker's end %d (the "
-            "broker came back without its unflushed tail); registering again at that end",
+            "broker came back without its unflushed tail); registering again at %d, messages "
+            "from there on may come again",
             self.config.group,
             partition.key,
             lost.stored_offset,
             lost.end_offset,
+            resume,
         )
         again = await self.broker.register(
             partition,
             read_status=ReadStatus.NORMAL,
             filters=self.config.filters_of(partition.topic),
-            curr_offset=lost.end_offset,
+            curr_offset=resume,
         )
         if again.success:
             self.engine.stats.offset_rewinds += 1

@@ -23,6 +23,7 @@ from tubemq_aio.consumer._cb_models import (
     BatchRead,
     PartitionMeta,
     PositionedRead,
+    ReadAt,
     T,
     assign_modulo,
     parse_key,
@@ -556,14 +557,11 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 )
             return await read_batch(
                 session,
-                partition,
-                offset,
+                ReadAt(partition, offset, consume, sequential),
                 codec,
                 filters=self.config.filters_of(key.topic),
                 stats=self.stats,
                 deliver_corrupt=self.config.deliver_corrupt,
-                consume=consume,
-                sequential=sequential,
             )
 
     async def _positioned(

@@ -17,7 +17,7 @@ from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigErro
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
 from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
 from tubemq_aio.protocol.event_pacing import DEFAULT_EVENT_MIN_INTERVAL
-from tubemq_aio.protocol.tail_check import DEFAULT_TAIL_CHECK_DEPTH
+from tubemq_aio.protocol.tail_check import DEFAULT_LOST_TAIL_WINDOW, DEFAULT_TAIL_CHECK_DEPTH
 from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
@@ -181,6 +181,15 @@ class ConsumerConfig(ClientConfig):
         tail_check_timeout: seconds the read-back of a partition registered again after its
             broker was lost may take in all (10 s); past it the register counts as failed and
             is tried again like a refused one.
+        lost_tail_window: the most messages a broker holds unflushed per store (10240, a
+            2.4.0 broker's default: ``memCacheMsgCntInK`` 10 × 1024; set it from your
+            brokers' ``memCacheMsgCntInK``). When a register finds the group's offset beyond
+            the store's end (the broker lost its tail) and this consumer has no record of the
+            partition, the group resumes this many messages' offsets below the loaded one
+            (never above the end), so the messages stored since the broker came back are
+            read, and up to this many read before come again
+            (:func:`~tubemq_aio.protocol.tail_check.unrecorded_resume`); 0 resumes at the
+            end, skipping them (docs/failures.md).
     """
 
     group: str
@@ -215,6 +224,7 @@ class ConsumerConfig(ClientConfig):
     run_error_rollback: bool = True
     tail_check_depth: int = DEFAULT_TAIL_CHECK_DEPTH
     tail_check_timeout: float = 10.0
+    lost_tail_window: int = DEFAULT_LOST_TAIL_WINDOW
 
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
@@ -302,6 +312,7 @@ class ConsumerConfig(ClientConfig):
         c.flag("run_error_rollback", self.run_error_rollback)
         c.integer("tail_check_depth", self.tail_check_depth, low=0, high=62)
         c.seconds("tail_check_timeout", self.tail_check_timeout, high=3600.0)
+        c.integer("lost_tail_window", self.lost_tail_window, low=0, high=2**40)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(
                 f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "
@@ -374,6 +385,7 @@ class ConsumerOptions(ClientOptions, total=False):
     run_error_rollback: bool
     tail_check_depth: int
     tail_check_timeout: float
+    lost_tail_window: int
 
 
 class ConsumerFields(ConsumerOptions, total=False):

@@ -7,7 +7,8 @@ undecodable bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -37,6 +38,7 @@ __all__ = [
     "parse_get_message_response_py",
     "parse_master_response",
     "parse_offset_response",
+    "payload_bytes",
 ]
 
 
@@ -187,6 +189,15 @@ class RawMessage(NamedTuple):
     checksum: int
     payload: bytes
     flag: int
+
+
+_PAYLOAD = operator.itemgetter(RawMessage._fields.index("payload"))
+
+
+def payload_bytes(messages: Iterable[RawMessage]) -> int:
+    """The payload bytes of ``messages`` together (summed without a Python loop: a gateway
+    fetch sums about 1 300 of them)."""
+    return sum(map(len, map(_PAYLOAD, messages)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,18 +25,28 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE
+
 __all__ = [
+    "DEFAULT_LOST_TAIL_WINDOW",
     "DEFAULT_TAIL_CHECK_DEPTH",
     "TailCheck",
     "TailProbe",
     "TailRecord",
     "TailVerdict",
     "Verdict",
+    "unrecorded_resume",
 ]
 
 #: Default number of remembered batch starts per partition (``ConsumerConfig.tail_check_depth``):
 #: the newest batch and older ones at about 1, 2, 4, ... 2**14 batches back.
 DEFAULT_TAIL_CHECK_DEPTH = 16
+
+#: Default of ``ConsumerConfig.lost_tail_window``: the most messages a 2.4.0 broker holds
+#: unflushed per store at its default settings, which a SIGKILL can drop. A store keeps two
+#: memory caches (one filling, one being flushed) of ``memCacheMsgCntInK * 512`` messages each,
+#: ``memCacheMsgCntInK`` 10 by default (``TopicMetadata``).
+DEFAULT_LOST_TAIL_WINDOW = 10 * 1024
 
 # Layout of TailRecord._cells: per level 2 cells (start offset, first message id); then the
 # newest batch's last message id, its message count and the offset after it (once known).
@@ -333,3 +343,35 @@ def _unchanged(offset: int, first_id: int, served_from: int, ids: Sequence[int])
     if served_from < offset or not ids:
         return False  # the store ends below it, or nothing is there
     return ids[0] == first_id
+
+
+def unrecorded_resume(stored: int, end: int, window: int) -> int:
+    """Where a group resumes a partition whose broker lost the tail of its store, for a member
+    with no :class:`TailRecord` of it (docs/failures.md).
+
+    The register loaded the group's ``stored`` offset beyond the store's ``end``: the broker
+    came back at some offset ``R <= end`` (the last flush before its SIGKILL) and has stored
+    new messages from ``R`` to ``end`` since. Nothing a member without a record can read tells
+    ``R`` (no answer carries it; the message ids hold the broker host's monotonic clock, and a
+    store refilled from empty shows no jump in it), but the broker drops at most the messages
+    its memory caches held, ``window`` of them, all at or above ``R``, and the dropped ones
+    began at ``R`` and reached at least ``stored``. So ``R >= stored - window * 28``: resuming
+    there delivers every new message, and those the group had read between there and ``R``
+    come again (at most ``window`` messages of the store, shared by its partitions).
+
+    Args:
+        stored: the group offset the broker loaded (``currOffset``, index bytes), ``> end``.
+        end: the store's end now (``maxOffset``, index bytes, ``>= 0``).
+        window: the most messages a broker holds unflushed per store (``>= 0``; 0: resume at
+            ``end``, skipping what was stored since the broker came back).
+
+    Returns:
+        The index offset to register at: ``min(end, max(0, stored - window * 28))`` (the
+        broker raises it to the store's minimum).
+
+    Raises:
+        ValueError: ``window < 0``, ``end < 0`` or ``stored <= end``.
+    """
+    if window < 0 or end < 0 or stored <= end:
+        raise ValueError(f"need stored > end >= 0 and window >= 0, got {stored}, {end}, {window}")
+    return min(end, max(0, stored - window * INDEX_MSG_UNIT_SIZE))

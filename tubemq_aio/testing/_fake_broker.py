@@ -240,7 +240,10 @@ class FakeBroker:
         self._settle(key, holder, consumed=req.lastPackConsumed)
         offset = self.offsets.get(key, log.min_offset)
         if offset < log.min_offset:
-            return _get_fail(301, "offset below the partition minimum", log.max_offset)
+            # A group offset below the store's minimum (retention deleted what it pointed
+            # at): a real broker moves the group's offset up to the minimum and reads from
+            # there (2.4.0 DefaultOffsetManager.getOffset).
+            offset = self.offsets[key] = log.min_offset
         if offset > log.max_offset:
             # A group offset beyond the store's end (the broker came back without its tail):
             # a real broker moves the group's offset to the end and answers 404 (2.4.0

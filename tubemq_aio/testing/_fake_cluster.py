@@ -19,7 +19,7 @@ from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
-from tubemq_aio.testing._fake_store import StoredMessage, TopicLayout
+from tubemq_aio.testing._fake_store import STORE_BASE, StoredMessage, TopicLayout
 from tubemq_aio.testing._service import AsyncService
 
 __all__ = ["FakeCluster"]
@@ -202,6 +202,31 @@ class FakeCluster(AsyncService):
         lost = broker.crash(lose_newest, float(lose_offsets))
         await broker.node.start(broker.node.port)
         return lost
+
+    def expire_oldest(self, broker_id: int, topic: str, count: int, *, store: int = 0) -> int:
+        """Raise the minimum offset of one store of ``topic`` on ``broker_id`` past its oldest
+        ``count`` messages, as the broker's retention (``deletePolicy``) deleting old segments
+        does. Like a 2.4.0 broker, a group whose offset then lies below the minimum is moved
+        up to it by its next fetch, which reads from there; a register asking for an offset
+        below it is raised to it, one without an offset answers the stored offset as it is.
+
+        Returns:
+            The store's new minimum offset (index bytes).
+
+        Raises:
+            TypeError: ``count`` is not an int.
+            ValueError: ``count`` is negative.
+            KeyError: no broker ``broker_id``, or no such store of ``topic``.
+        """
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"count must be an int, got {count!r}")
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        broker = self._broker(broker_id)
+        layout = self.topics[topic]
+        if not 0 <= store < layout.stores:
+            raise KeyError(f"topic {topic!r} has no store {store}")
+        return broker.log(topic, store * STORE_BASE).expire_oldest(count)
 
     async def stop_master(self) -> None:
         """Kill the master (brokers keep serving, as in a real cluster)."""

@@ -152,6 +152,17 @@ class StoreLog:
             del positions[bisect.bisect_left(positions, keep) :]
         return lost
 
+    def expire_oldest(self, count: int) -> int:
+        """Raise the store's minimum past its oldest ``count`` readable messages (never past
+        its end), as a broker's retention (``deletePolicy``) deleting old segments does; the
+        messages stay listed but are no longer read.
+
+        Returns:
+            The new minimum offset.
+        """
+        self.min_index = min(len(self.messages), self.min_index + max(0, count))
+        return self.min_offset
+
     def partition_messages(self, partition_id: int) -> list[StoredMessage]:
         """The messages of one partition of the store, in append order."""
         return [self.messages[i] for i in self.positions.get(partition_id, ())]
@@ -175,7 +186,7 @@ class StoreLog:
             The messages of the partition that pass ``filters`` (all when empty) and the index
             bytes scanned (records of other partitions and filtered-out ones included).
         """
-        start = offset // INDEX_UNIT
+        start = max(offset // INDEX_UNIT, self.min_index)
         if start >= len(self.messages):
             return [], 0
         limit = min(len(self.messages), start + MAX_INDEX_SCAN)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.speedup_impls import EXT
 from tubemq_aio import accelerator
 from tubemq_aio.consumer.toolkit import (
@@ -140,7 +141,7 @@ def _decoded(
 
 @pytest.mark.parametrize("screen", SCREENS)
 @given(raw=raw_batches(), filters=_FILTERS)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_screening_keeps_and_counts_what_the_decode_keeps(
     screen: Screen, raw: tuple[RawMessage, ...], filters: frozenset[str]
 ) -> None:
@@ -156,7 +157,7 @@ def test_screening_keeps_and_counts_what_the_decode_keeps(
 
 @pytest.mark.parametrize("encode", ENCODES)
 @given(raw=raw_batches(), filters=_FILTERS, force=st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_the_encoder_writes_the_bytes_of_messages_json(
     encode: Encode, raw: tuple[RawMessage, ...], filters: frozenset[str], force: bool
 ) -> None:
@@ -278,7 +279,7 @@ def test_fetched_messages_are_the_decoded_messages_for_every_other_reader() -> N
 
 
 @given(raw=raw_batches(), force=st.booleans())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_the_answer_fragment_is_the_same_for_either_form(
     raw: tuple[RawMessage, ...], force: bool
 ) -> None:

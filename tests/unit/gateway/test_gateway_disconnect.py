@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from tests.support.gateway_fakes import CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.gateway import create_app
-from tubemq_aio.gateway.engine.data import FetchOutcome
+from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
 from tubemq_aio.gateway.engine.port import SettleAction, SettleResult
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
@@ -39,8 +39,8 @@ class PollingEngine(FakeEngine):
         self.leased = asyncio.Event()
         self.actions: list[str] = []
 
-    async def fetch(self, group: str, **kw: Any) -> FetchOutcome:
-        out = await super().fetch(group, **kw)
+    async def fetch(self, query: FetchQuery, **kw: Any) -> FetchOutcome:
+        out = await super().fetch(query, **kw)
         if out.status == "ok":
             self.leased.set()
             if self.hold_after_lease is not None:
@@ -51,14 +51,14 @@ class PollingEngine(FakeEngine):
                     await self.settle(out.lease.key, "release")
                     raise
             return out
-        if kw.get("wait_ms", 0) == 0:
+        if query.wait_ms == 0:
             return out
         self.waiting += 1
         try:
-            await asyncio.sleep(kw["wait_ms"] / 1000)
+            await asyncio.sleep(query.wait_ms / 1000)
         finally:
             self.waiting -= 1
-        return await super().fetch(group, **kw)
+        return await super().fetch(query, **kw)
 
     async def settle(
         self, lease: LeaseKey, action: SettleAction, *, delay_ms: int = 0

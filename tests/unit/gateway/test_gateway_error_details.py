@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
 from tubemq_aio.errors import RequestTimeoutError
 from tubemq_aio.gateway import create_app
+from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.errors import StoreUnavailableError
 from tubemq_aio.gateway.http.api_errors import cause_class
 from tubemq_aio.producer import Producer
@@ -25,7 +26,7 @@ INTERNAL = "10.9.8.7"
 
 
 class _RedisDownEngine(FakeEngine):
-    async def fetch(self, group: str, **kwargs: Any) -> Any:
+    async def fetch(self, query: FetchQuery, **kwargs: Any) -> Any:
         try:
             raise ConnectionRefusedError(f"[Errno 111] connect to {INTERNAL}:6379 refused")
         except ConnectionRefusedError as exc:
@@ -38,7 +39,7 @@ class _SlowBrokerProducer(FakeProducer):
 
 
 class _BuggyEngine(FakeEngine):
-    async def fetch(self, group: str, **kwargs: Any) -> Any:
+    async def fetch(self, query: FetchQuery, **kwargs: Any) -> Any:
         raise KeyError(f"a bug of ours near {INTERNAL}")
 
 
@@ -47,9 +48,9 @@ class _HolderEngine(FakeEngine):
         super().__init__({"g1": "clustering"})
         self.holders: list[str] = []
 
-    async def fetch(self, group: str, **kwargs: Any) -> Any:
-        self.holders.append(kwargs.get("holder", ""))
-        return await super().fetch(group, **kwargs)
+    async def fetch(self, query: FetchQuery, **kwargs: Any) -> Any:
+        self.holders.append(query.holder)
+        return await super().fetch(query, **kwargs)
 
 
 def _client(engine: FakeEngine, producer: FakeProducer) -> TestClient:

@@ -66,6 +66,14 @@ async def test_each_form_builds_its_client_without_connecting() -> None:
     )
     try:
         assert isinstance(server, aioredis.Redis)
+        # a server's commands are bounded by the round trip's deadline, not a socket timeout
+        # (which costs a task per command write); its connect is bounded
+        kwargs = server.connection_pool.connection_kwargs
+        assert "socket_timeout" in kwargs  # redis-py's default would be 5 s
+        assert kwargs["socket_timeout"] is None
+        connection = server.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        assert connection.socket_timeout is None
+        assert kwargs["socket_connect_timeout"] == 1
         assert isinstance(sentinel, aioredis.Redis)
         assert sentinel.connection_pool.max_connections == 3
         assert isinstance(cluster, RedisCluster)

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
+from tubemq_aio.gateway.engine.tokens import (
+    ISSUED_MEMO,
+    MAX_TOKEN_LENGTH,
+    decode_token,
+    encode_token,
+    verify_token,
+)
 from tubemq_aio.gateway.errors import TokenError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
@@ -31,7 +37,23 @@ def test_round_trip(group: str, scope: str, pk: str, lease: str) -> None:
     assert token.startswith("t1.")
     assert "/" not in token
     assert "+" not in token
-    assert decode_token(token, SECRET) == claims
+    assert decode_token(token, SECRET) == claims  # remembered: issued by this process
+    assert verify_token(token, SECRET) == claims  # and the full check agrees
+
+
+def test_issued_tokens_are_remembered_per_secret_and_bounded() -> None:
+    token = encode_token(CLAIMS, SECRET)
+    assert decode_token(token, SECRET) is CLAIMS  # no second verification
+    with pytest.raises(TokenError, match="signature"):  # remembered under its own secret only
+        decode_token(token, b"t" * 32)
+    altered = token[:-1] + ("A" if token[-1] != "A" else "B")
+    with pytest.raises(TokenError):
+        decode_token(altered, SECRET)
+    for i in range(ISSUED_MEMO):  # the oldest is forgotten, and still verifies
+        encode_token(LeaseKey("g1", "c", "1:demo:0", f"{i:032x}"), SECRET)
+    again = decode_token(token, SECRET)
+    assert again == CLAIMS
+    assert again is not CLAIMS
 
 
 def test_other_secret_refused() -> None:

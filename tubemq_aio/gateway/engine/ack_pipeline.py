@@ -33,7 +33,7 @@ from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import LeaseConflictError, LeaseStaleError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import RECLAIM_MAX, LeaseStore
-from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL, scope_keys
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL, script_keys
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.roundtrips import refusal_error
 
@@ -91,21 +91,22 @@ async def settle_then_acquire(
     """
     settle, acquire = store.script("settle"), store.script("acquire")
     quiet = any(a.group == group and a.scope == scope for a in acks)
-    calls: list[tuple[AsyncScript, list[str], list[Any], str]] = [
+    calls: list[tuple[AsyncScript, Sequence[bytes], list[Any], str]] = [
         (
             settle,
-            scope_keys(a.group, a.scope),
+            script_keys(a.group, a.scope)[:-1],
             [_wake_of(a, group, scope), a.partition_key, a.lease_id, "ack", 0],
             a.group,
         )
         for a in acks
     ]
+    *own, wake = script_keys(group, scope)
     calls.append(
         (
             acquire,
-            scope_keys(group, scope),
+            own,
             [
-                f"{group}|{scope}",
+                wake,
                 lease_id,
                 lease_ms,
                 holder,

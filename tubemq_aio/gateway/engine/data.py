@@ -23,6 +23,7 @@ __all__ = [
     "ConsumeSettings",
     "FetchArgs",
     "FetchOutcome",
+    "FetchQuery",
     "GatewayStats",
     "LagEntry",
     "LagReport",
@@ -70,6 +71,32 @@ class ConsumeSettings(EngineSettings):
     def of(cls, settings: EngineSettings, groups: tuple[GroupSpec, ...]) -> ConsumeSettings:
         """The engine settings of ``settings`` (e.g. a ``GatewayConfig``) serving ``groups``."""
         return cls(**settings.engine_settings(), groups=groups)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchQuery:
+    """What a caller asks of one fetch, as given (the engine checks it: see
+    :class:`FetchArgs` for the checked form).
+
+    Attributes:
+        group: a configured group.
+        client_id: required in broadcast groups, refused (must be None) in clustering ones.
+        wait_ms: long poll: wait up to this long (0-30000 ms) for a batch.
+        lease_ms: lease length in ms (None: the group's default).
+        max_messages: gather further broker batches of the leased partition while the answer
+            stays within this many messages (1-10000; None: one broker batch).
+        holder: free text stored with the lease (e.g. principal@ip; cut to 200 characters).
+        owner: the API key asking (broadcast: counted against ``max_clients_per_key``; cut to
+            200 characters).
+    """
+
+    group: str
+    client_id: str | None
+    wait_ms: int = 0
+    lease_ms: int | None = None
+    max_messages: int | None = None
+    holder: str = ""
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from tubemq_aio.gateway.leases.model import KeptFence
-from tubemq_aio.protocol.consumer_replies import RawMessage
+from tubemq_aio.protocol.consumer_replies import RawMessage, payload_bytes
 
 __all__ = ["KeptBatch", "KeptBatches"]
 
@@ -81,7 +81,7 @@ class KeptBatches:
         under ``fence``, replacing any batch kept for it; False (nothing kept) when they would
         pass ``limit_bytes``."""
         self.take(group, partition_key)
-        size = sum(len(m.payload) for m in messages)
+        size = payload_bytes(messages)
         if not messages or self._bytes + size > self.limit_bytes:
             return False
         self._held[(group, partition_key)] = KeptBatch(fence, messages, size, max_offset)
@@ -90,7 +90,7 @@ class KeptBatches:
 
     def fits(self, messages: tuple[RawMessage, ...]) -> bool:
         """Whether ``messages`` could be kept now (the total stays within ``limit_bytes``)."""
-        size = sum(len(m.payload) for m in messages)
+        size = payload_bytes(messages)
         return bool(messages) and self._bytes + size <= self.limit_bytes
 
     def clear(self) -> None:

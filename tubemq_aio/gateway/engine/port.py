@@ -12,7 +12,13 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from tubemq_aio.errors import TubeMQError
-from tubemq_aio.gateway.engine.data import FetchOutcome, GatewayStats, LagReport, ResetEntry
+from tubemq_aio.gateway.engine.data import (
+    FetchOutcome,
+    FetchQuery,
+    GatewayStats,
+    LagReport,
+    ResetEntry,
+)
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
 __all__ = ["ConsumeEngine", "PiggybackAcks", "SettleAction", "SettleResult"]
@@ -62,16 +68,7 @@ class ConsumeEngine(Protocol):
     async def start(self) -> None: ...
     async def close(self) -> None: ...
     async def fetch(
-        self,
-        group: str,
-        *,
-        client_id: str | None,
-        wait_ms: int = 0,
-        lease_ms: int | None = None,
-        holder: str = "",
-        max_messages: int | None = None,
-        owner: str = "",
-        acks: PiggybackAcks | None = None,
+        self, query: FetchQuery, *, acks: PiggybackAcks | None = None
     ) -> FetchOutcome: ...
     async def settle(
         self, lease: LeaseKey, action: SettleAction, *, delay_ms: int = 0

@@ -35,6 +35,7 @@ from tubemq_aio.gateway.engine.data import (
     ConsumeSettings,
     FetchArgs,
     FetchOutcome,
+    FetchQuery,
     GatewayStats,
     LagReport,
     ResetEntry,
@@ -189,30 +190,13 @@ class ConsumeService:
 
     # ---- fetch -------------------------------------------------------------------------------
 
-    async def fetch(
-        self,
-        group: str,
-        *,
-        client_id: str | None,
-        wait_ms: int = 0,
-        lease_ms: int | None = None,
-        holder: str = "",
-        max_messages: int | None = None,
-        owner: str = "",
-        acks: PiggybackAcks | None = None,
-    ) -> FetchOutcome:
+    async def fetch(self, query: FetchQuery, *, acks: PiggybackAcks | None = None) -> FetchOutcome:
         """Lease one partition and return its next batch (or why not).
 
         Args:
-            group: a configured group.
-            client_id: required in broadcast groups, refused in clustering ones.
-            wait_ms: long poll: wait up to this long (0–30000) for a batch.
-            lease_ms: lease length (default: the group's).
-            holder: free text stored with the lease (e.g. principal@ip).
-            owner: the API key asking (broadcast: counted against ``max_clients_per_key``).
-            max_messages: gather further broker batches of the leased partition while the
-                answer stays within this many messages (1–10000; None: one broker batch). The
-                first broker batch is always delivered whole (the broker sizes it).
+            query: the group, client id, long poll, lease length, ``max_messages``, holder and
+                owner asked for (see :class:`FetchQuery`). The first broker batch is always
+                delivered whole (the broker sizes it), whatever ``max_messages`` says.
             acks: leases to ack first; they ride in the first acquire's Redis round trip, or
                 are settled one by one when it cannot carry them or the fetch failed first:
                 when the fetch returns or raises, every ref has its result.
@@ -227,15 +211,16 @@ class ConsumeService:
             TooManyWaitersError: too many long polls wait on this replica.
         """
         try:
-            spec = self._spec(group)
-            scope = scope_of(spec, client_id)
+            spec = self._spec(query.group)
+            scope = scope_of(spec, query.client_id)
+            holder, owner, wait_ms = query.holder, query.owner, query.wait_ms
             request = FetchArgs(
                 spec=spec,
                 scope=scope,
-                lease_ms=checked_lease_ms(spec, lease_ms),
+                lease_ms=checked_lease_ms(spec, query.lease_ms),
                 holder=holder[:200],
                 owner=owner[:200],
-                max_messages=checked_fetch(wait_ms, holder, owner, max_messages),
+                max_messages=checked_fetch(wait_ms, holder, owner, query.max_messages),
                 wait_ms=wait_ms,
             )
             store = self._running()
@@ -247,7 +232,7 @@ class ConsumeService:
                 # replicas on its own connection (WAIT counts that connection's writes)
                 riding = None
             return await self.dead_letters.fetch(
-                group, self, functools.partial(self._fetch_one, request, store, riding)
+                spec.name, self, functools.partial(self._fetch_one, request, store, riding)
             )
         finally:  # also when the fetch failed: the acks were asked for whatever came after
             if acks is not None and acks.pending:

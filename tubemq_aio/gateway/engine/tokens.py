@@ -3,6 +3,10 @@
 Pure functions, no I/O. The payload names the lease (group, scope, partition key, lease id); the
 MAC proves a replica of this deployment issued it, so a forged or altered token is refused before
 Redis is asked anything. The only authority is the 128-bit lease id, compared inside Redis.
+
+No I/O. The tokens this process issued are remembered (the latest :data:`ISSUED_MEMO` of them,
+with their secret), so the ack of a lease granted here is not verified again: a token this
+process signed with the same secret is one :func:`decode_token` accepts, naming the same lease.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ import json
 from tubemq_aio.gateway.errors import TokenError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
-__all__ = ["MAX_TOKEN_LENGTH", "decode_token", "encode_token"]
+__all__ = ["ISSUED_MEMO", "MAX_TOKEN_LENGTH", "decode_token", "encode_token", "verify_token"]
 
 PREFIX = "t1."
 MAC_BYTES = 16
 #: Longest token accepted; longer input is refused without decoding it.
 MAX_TOKEN_LENGTH = 1024
+#: Tokens issued by this process remembered for :func:`decode_token` (the oldest go first).
+ISSUED_MEMO = 4096
+_issued: dict[tuple[bytes, str], LeaseKey] = {}
 
 
 def _b64(raw: bytes) -> str:
@@ -52,11 +59,27 @@ def encode_token(claims: LeaseKey, secret: bytes) -> str:
     token = signed + "." + _b64(_mac(secret, signed))
     if len(token) > MAX_TOKEN_LENGTH:
         raise TokenError(f"the lease token would exceed {MAX_TOKEN_LENGTH} characters")
+    fields = (claims.group, claims.scope, claims.partition_key, claims.lease_id)
+    if all(isinstance(f, str) and f for f in fields):  # what decode_token accepts
+        if len(_issued) >= ISSUED_MEMO:
+            del _issued[next(iter(_issued))]
+        _issued[secret, token] = claims
     return token
 
 
 def decode_token(token: str, secret: bytes) -> LeaseKey:
-    """Verify ``token`` and return what it names.
+    """What ``token`` names: remembered when this process issued it with ``secret``, else
+    verified by :func:`verify_token`.
+
+    Raises:
+        TokenError: wrong version, bad encoding, bad MAC or a payload of the wrong shape.
+    """
+    issued = _issued.get((secret, token))
+    return verify_token(token, secret) if issued is None else issued
+
+
+def verify_token(token: str, secret: bytes) -> LeaseKey:
+    """Verify ``token`` (its MAC, canonical form and payload) and return what it names.
 
     Raises:
         TokenError: wrong version, bad encoding, bad MAC or a payload of the wrong shape.

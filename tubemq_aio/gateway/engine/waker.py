@@ -26,6 +26,8 @@ log = logging.getLogger("tubemq_aio.gateway")
 _RESUBSCRIBE_WAIT = 1.0
 #: Seconds one pub/sub read waits; bounds how long a stop takes.
 _POLL = 1.0
+#: Seconds a subscribe may take before the listener gives up and subscribes again.
+_SUBSCRIBE_WAIT = 5.0
 
 
 class Waker:
@@ -118,7 +120,8 @@ class Waker:
         while not self._stopping:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
-                await keeping_cancel(pubsub.subscribe(WAKE_CHANNEL))
+                async with asyncio.timeout(_SUBSCRIBE_WAIT):
+                    await keeping_cancel(pubsub.subscribe(WAKE_CHANNEL))
                 while not self._stopping:
                     msg = await keeping_cancel(pubsub.get_message(timeout=_POLL))
                     if msg is None or msg.get("type") != "message":

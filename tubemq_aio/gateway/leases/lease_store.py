@@ -37,6 +37,7 @@ from tubemq_aio.gateway.leases.redis_keys import (
     clients_keys,
     cursor_lock_key,
     scope_keys,
+    script_keys,
 )
 from tubemq_aio.gateway.leases.replies import Reply
 from tubemq_aio.gateway.leases.roundtrips import RoundTrips, refusal_error
@@ -145,8 +146,9 @@ class LeaseStore(RoundTrips):
     async def _run(
         self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
     ) -> Reply:
-        keys = [*scope_keys(group, scope), *extra_keys]
-        argv = [f"{group}|{scope}", *args]
+        *base, wake = script_keys(group, scope)
+        keys: list[str | bytes] = [*base, *extra_keys]
+        argv = [wake, *args]
         raw = await self.roundtrip(lambda: self._scripts[name](keys=keys, args=argv))
         return self.reply(raw, group)
 

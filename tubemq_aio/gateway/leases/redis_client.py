@@ -196,13 +196,21 @@ def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float)
     Args:
         topology: from :func:`parse_redis_url`.
         max_connections: connections at most (per node in a cluster).
-        timeout: seconds for a connect and for one reply; also how long a caller waits for a
+        timeout: seconds for a connect and for one reply (a single server's replies are
+            bounded by the caller's round trip instead); also how long a caller waits for a
             free connection of a full pool.
     """
     common: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if topology.kind == "server":
+        # No socket timeout: every command of the gateway runs within a round trip's deadline
+        # (RoundTrips.roundtrip; the wake listener bounds its own reads), and redis-py writes
+        # under a socket timeout through asyncio.wait_for: a task and a loop turn per command.
         pool = aioredis.BlockingConnectionPool.from_url(
-            topology.url, max_connections=max_connections, timeout=timeout, **common
+            topology.url,
+            max_connections=max_connections,
+            timeout=timeout,
+            socket_timeout=None,  # redis-py's default is 5 s
+            socket_connect_timeout=timeout,
         )
         return aioredis.Redis.from_pool(pool)
     auth: dict[str, Any] = {"username": topology.username, "password": topology.password}

@@ -6,6 +6,8 @@ cluster slot; the layout is described in :mod:`tubemq_aio.gateway.leases.lease_s
 
 from __future__ import annotations
 
+import functools
+
 __all__ = [
     "BOOT_KEY",
     "WAKE_CHANNEL",
@@ -13,6 +15,7 @@ __all__ = [
     "cursor_lock_key",
     "leader_key",
     "scope_keys",
+    "script_keys",
 ]
 
 #: Marks a store initialised by ``tubemq-gateway init``.
@@ -49,6 +52,14 @@ def scope_keys(group: str, scope: str) -> list[str]:
         f"{s}:acq",
         f"{s}:done",
     ]
+
+
+@functools.lru_cache(maxsize=1024)
+def script_keys(group: str, scope: str) -> tuple[bytes, ...]:
+    """:func:`scope_keys` UTF-8 encoded, and the scope's wake name ``<group>|<scope>`` last:
+    built once per scope (the most recent 1024 kept) for the scripts a fetch runs, so each call
+    sends them as they are."""
+    return (*(k.encode() for k in scope_keys(group, scope)), f"{group}|{scope}".encode())
 
 
 def leader_key(group: str) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE
-from tubemq_aio.protocol.consumer_replies import RawMessage
+from tubemq_aio.protocol.consumer_replies import RawMessage, payload_bytes
 
 __all__ = ["MIN_SCAN_RECORDS", "MIN_TRANSFER_BYTES", "STORED_HEADER_BYTES", "may_continue"]
 
@@ -65,5 +65,5 @@ def may_continue(start: int, batch: Sequence[RawMessage], max_offset: int) -> bo
         return False  # the batch's own records reach the max: nothing beyond it
     if max_offset - start > INDEX_MSG_UNIT_SIZE * MIN_SCAN_RECORDS:
         return True  # a count limit may have stopped the scan before the max
-    stored = sum(STORED_HEADER_BYTES + len(m.payload) for m in batch)
+    stored = payload_bytes(batch) + STORED_HEADER_BYTES * len(batch)
     return stored >= MIN_TRANSFER_BYTES  # the transfer size may have stopped it

@@ -38,7 +38,12 @@ from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group
-from tubemq_aio.protocol.consumer_replies import GetMessageResponse, OffsetResponse, RawMessage
+from tubemq_aio.protocol.consumer_replies import (
+    GetMessageResponse,
+    OffsetResponse,
+    RawMessage,
+    payload_bytes,
+)
 from tubemq_aio.protocol.damage import reread_wait_ms
 
 __all__ = ["TubeGroup"]
@@ -495,7 +500,7 @@ class TubeGroup:
         first, begin, first_max = head
         more = may_continue(begin, first, first_max)
         total = largest = len(first)
-        size = sum(len(m.payload) for m in first)
+        size = payload_bytes(first)
         rpcs, batches, last_start, keep = 0, 1, begin, True
         pending: tuple[RawMessage, ...] = first
         pending_at, hurt = begin, False
@@ -531,7 +536,7 @@ class TubeGroup:
                 keep = False
                 break
             pending, pending_at, batches = got.messages, got.curr_offset, batches + 1
-            size += sum(len(m.payload) for m in got.messages)
+            size += payload_bytes(got.messages)
             total += len(got.messages)
             largest = max(largest, len(got.messages))
         self.rpcs += 1

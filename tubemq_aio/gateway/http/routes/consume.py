@@ -11,7 +11,7 @@ from fastapi.responses import Response
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import ApiKey
-from tubemq_aio.gateway.engine.data import FetchOutcome, Lease
+from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine, PiggybackAcks
 from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
 from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
@@ -106,16 +106,16 @@ async def fetch(
     # its carried acks included (the client's retry carries them again)
     with gateway.long_poll_slot(principal.name, body.wait_ms):
         carried = _Carried(gateway, principal, body.ack or ())
-        work = engine.fetch(
+        query = FetchQuery(
             group,
-            client_id=body.client_id,
+            body.client_id,
             wait_ms=body.wait_ms,
             lease_ms=body.lease_ms,
-            holder=gateway.replica,
             max_messages=body.max_messages,
+            holder=gateway.replica,
             owner=principal.name,
-            acks=carried.batch if carried.batch.refs else None,
         )
+        work = engine.fetch(query, acks=carried.batch if carried.batch.refs else None)
         try:
             outcome, gone = await run_unless_disconnected(
                 request.receive, work, functools.partial(_release_unread, engine)

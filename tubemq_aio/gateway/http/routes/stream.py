@@ -15,17 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tubemq_aio.gateway.config.stream_config import MAX_STREAM_WINDOW
 from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.arguments import MAX_MESSAGES_LIMIT, checked_lease_ms, scope_of
-from tubemq_aio.gateway.engine.data import FetchOutcome
+from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
 from tubemq_aio.gateway.engine.streams import BatchStream, StreamEvent
 from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
@@ -35,7 +36,7 @@ from tubemq_aio.gateway.http.routes.admin import ClientIdQuery
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
 
-__all__ = ["EventStreamResponse", "router"]
+__all__ = ["EventStreamResponse", "StreamQuery", "router", "stream_query"]
 
 router = APIRouter(tags=["consume"])
 _STREAM_ERRORS = (400, 401, 403, 404, 422, 503)
@@ -175,6 +176,43 @@ class EventStreamResponse(Response):
         return _sse("end", {"reason": event.reason})
 
 
+@dataclass(frozen=True, slots=True)
+class StreamQuery:
+    """The query parameters of ``GET /v1/groups/{group}/stream``, as :func:`stream_query`
+    gathers them (each one query parameter of the OpenAPI document, validated by FastAPI, 422
+    otherwise).
+
+    Attributes:
+        client_id: the member of a broadcast group (its own offsets); None for a shared group.
+        window: unacked batches at most, 1..``MAX_STREAM_WINDOW``; None: ``stream.window``
+            (a value over ``stream.max_window`` is refused with 400 by the route).
+        lease_ms: each fetch's lease in milliseconds (>= 1); None: the group's default.
+        max_messages: messages per batch at most, 1..``MAX_MESSAGES_LIMIT``; None: the
+            group's default.
+        value_encoding: ``base64`` sends every value base64-encoded; ``auto`` (default) sends
+            text values as text.
+    """
+
+    client_id: str | None = None
+    window: int | None = None
+    lease_ms: int | None = None
+    max_messages: int | None = None
+    value_encoding: Literal["auto", "base64"] = "auto"
+
+
+async def stream_query(
+    client_id: ClientIdQuery = None,
+    window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
+    lease_ms: Annotated[int | None, Query(ge=1)] = None,
+    max_messages: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_LIMIT)] = None,
+    value_encoding: Literal["auto", "base64"] = "auto",
+) -> StreamQuery:
+    """The stream route's query parameters as one :class:`StreamQuery` (a FastAPI dependency;
+    a coroutine, so that FastAPI calls it on the event loop rather than in a worker thread, as
+    it would a class)."""
+    return StreamQuery(client_id, window, lease_ms, max_messages, value_encoding)
+
+
 @router.get(
     "/v1/groups/{group}/stream",
     operation_id="stream",
@@ -188,11 +226,7 @@ async def stream(
     group: str,
     gateway: GatewayDep,
     access: ConsumeGroup,
-    client_id: ClientIdQuery = None,
-    window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
-    lease_ms: Annotated[int | None, Query(ge=1)] = None,
-    max_messages: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_LIMIT)] = None,
-    value_encoding: Literal["auto", "base64"] = "auto",
+    query: Annotated[StreamQuery, Depends(stream_query)],
 ) -> Response:
     """Consume ``group`` as Server-Sent Events (``text/event-stream``).
 
@@ -205,25 +239,27 @@ async def stream(
     principal, config = access.principal, access.group
     engine = gateway.require_engine()
     settings = gateway.config.stream
-    window = settings.window if window is None else window
+    client_id, max_messages = query.client_id, query.max_messages
+    window = settings.window if query.window is None else query.window
     if window > settings.max_window:
         raise InvalidRequestError(f"window must be at most {settings.max_window}")
     scope_of(config, client_id)  # refused here (400), not in the stream's first fetch
-    lease = checked_lease_ms(config, lease_ms)
+    lease = checked_lease_ms(config, query.lease_ms)
     if gateway.streams.running >= settings.max_streams:
         raise TooManyWaitersError("this replica serves as many streams as it may")
     holder = f"{gateway.replica}/stream-{gateway.streams.next_id()}"
 
+    fetch_query = FetchQuery(
+        group,
+        client_id,
+        lease_ms=lease,
+        max_messages=max_messages,
+        holder=holder,
+        owner=principal.name,
+    )
+
     async def fetch(wait_ms: int) -> FetchOutcome:
-        return await engine.fetch(
-            group,
-            client_id=client_id,
-            wait_ms=wait_ms,
-            lease_ms=lease,
-            holder=holder,
-            max_messages=max_messages,
-            owner=principal.name,
-        )
+        return await engine.fetch(replace(fetch_query, wait_ms=wait_ms))
 
     batches = BatchStream(engine, fetch, group, client_id, holder, window, lease, settings)
-    return EventStreamResponse(gateway, batches, principal, value_encoding == "base64")
+    return EventStreamResponse(gateway, batches, principal, query.value_encoding == "base64")
