@@ -33,6 +33,7 @@ from benchmarks.gateway.bare_server import bare_server
 from benchmarks.harness.env import collect, git_revision, load_average
 from benchmarks.harness.session import out_dir_for
 from tubemq_aio import Producer
+from tubemq_aio.gateway.config.engine_settings import DEFAULT_KEPT_BATCH_BYTES
 from tubemq_aio.testing import LocalCluster, RedisServer
 from tubemq_aio.testing.gateway import GatewayReplica
 
@@ -241,7 +242,7 @@ async def _fill(masters: str, count: int) -> None:
 async def run(rounds: int, seconds: int, count: int, kept_batch_bytes: int) -> dict[str, Any]:
     """Bring everything up, run the rounds, return raw rounds + summary + goals.
 
-    ``kept_batch_bytes`` is the replicas' read-ahead setting (0, off, is the gateway's default).
+    ``kept_batch_bytes`` is the replicas' read-ahead setting (0: off).
     """
     env = collect()
     env["kept_batch_bytes"] = kept_batch_bytes
@@ -276,8 +277,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--kept-batch-bytes",
         type=int,
-        default=0,
-        help="the replicas' kept_batch_bytes (read-ahead; default 0, off, as the gateway's)",
+        default=DEFAULT_KEPT_BATCH_BYTES,
+        help="the replicas' kept_batch_bytes (read-ahead; default the gateway's, 0 = off)",
     )
     args = parser.parse_args(argv)
     if args.kept_batch_bytes < 0:
@@ -291,7 +292,11 @@ def main(argv: Sequence[str]) -> int:
     env = result["env"]
     if args.out is None:
         rev = git_revision() + ("-gateway-quick" if args.quick else "-gateway")
-        rev += "-kept" if args.kept_batch_bytes else ""
+        rev += (
+            ""
+            if args.kept_batch_bytes == DEFAULT_KEPT_BATCH_BYTES
+            else f"-kept{args.kept_batch_bytes}"
+        )
         out = out_dir_for(RESULTS, rev)
     else:
         out = args.out

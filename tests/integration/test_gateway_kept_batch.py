@@ -4,6 +4,7 @@ of them dropped while it holds a kept batch. Every message arrives once per ack,
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from tests.support.gateway_engine_support import running_service
@@ -70,7 +71,8 @@ async def test_an_in_flight_batch_belongs_to_the_group_not_to_the_session(
                 break
         assert got.err_code == 404
         assert got.curr_offset < 0
-        done = await a._session().broker.commit(pa, consumed=True)
+        # the 404 itself committed the last batch: a commit that drops any delta finds it done
+        done = await a._session().broker.commit(pa, consumed=False)
         assert done.curr_offset == done.max_offset
     finally:
         await a.close()
@@ -131,3 +133,57 @@ async def test_two_replicas_by_turns_and_one_dropped_holding_kept_batches(
     assert sorted(v for batch in got.values() for v in batch) == values
     for batch in got.values():
         assert batch == sorted(batch)
+
+
+async def _drain_counting(
+    cluster: LocalCluster, redis: RedisServer, topic: str, kept_batch_bytes: int, n: int
+) -> tuple[dict[str, list[int]], int, int, int]:
+    """Read ``topic`` to its end with one replica; (values by partition, fetches with messages,
+    their broker calls, batches served from the read-ahead)."""
+    spec = GroupSpec(name=f"gwr_{uuid.uuid4().hex[:8]}", topics=(topic,), lease_ms=60_000)
+    on = {"deployment": f"r-{uuid.uuid4().hex[:6]}", "kept_batch_bytes": kept_batch_bytes}
+    got: dict[str, list[int]] = {}
+    async with running_service(cluster.master_addr, redis.url, spec, **on) as replica:
+        empty = 0
+        deadline = asyncio.get_running_loop().time() + 120
+        while empty < 3:  # past the end: each partition answers nothing
+            assert asyncio.get_running_loop().time() < deadline, f"{len(got)} partitions read"
+            outcome = await replica.fetch(
+                FetchQuery(spec.name, client_id=None, wait_ms=0, lease_ms=60_000, max_messages=1000)
+            )
+            if outcome.status != "ok" or not outcome.messages:
+                empty += sum(map(len, got.values())) >= n
+                continue
+            assert outcome.lease is not None
+            batch = [int(m.body[1:7]) for m in outcome.messages]
+            got.setdefault(outcome.lease.key.partition_key, []).extend(batch)
+            assert await replica.settle(outcome.lease.key, "ack") == "acked"
+        stats = replica.stats()
+    return got, stats.fetches_ok, stats.ok_broker_rpcs, stats.kept_served
+
+
+async def test_read_ahead_costs_no_more_broker_calls_than_without_it_through_a_backlog_end(
+    cluster: LocalCluster, topic: str, redis: RedisServer
+) -> None:
+    """A backlog of small messages (several broker batches a partition, their store shared by
+    the topic's partitions) read to its end with read-ahead off and on: the same messages once
+    each, in order, and no more broker calls a fetch with it on (at the end, where a read-ahead
+    would be answered 404, the read ends with a CommitOffset as without it)."""
+    n = 24000  # 12 000 records a broker store: more than one scan reads
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        for i in range(0, n, 500):
+            await asyncio.gather(
+                *(
+                    producer.send(topic, f"v{j:06d}".ljust(100, ".").encode())
+                    for j in range(i, i + 500)
+                )
+            )
+    runs = {kept: await _drain_counting(cluster, redis, topic, kept, n) for kept in (0, 1 << 25)}
+    for got, _fetches, _rpcs, _served in runs.values():
+        assert sorted(v for batch in got.values() for v in batch) == list(range(n))
+        for batch in got.values():
+            assert batch == sorted(batch)
+    (_, fetches_off, rpcs_off, served_off), (_, fetches_on, rpcs_on, served_on) = runs.values()
+    assert served_off == 0
+    assert served_on >= 1
+    assert rpcs_on / fetches_on <= rpcs_off / fetches_off

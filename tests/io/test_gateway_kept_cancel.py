@@ -1,23 +1,34 @@
 """Kept batches under cancellation (a real redis-server and the FakeCluster): fetches of one
 replica cancelled at every step, the final read that commits a batch and brings the next one
 included, alternate with fetches that finish and ack; afterwards every message has been acked
-exactly once, in order per partition, and batches were served from what reads kept."""
+exactly once, in order per partition, and batches were served from what reads kept.
+
+The FakeCluster cuts its batches at ``max_batch`` messages, far below the least a real broker read
+scans, so the read-ahead's floors (``batch_end``) are lowered to the fake's: a read then reads
+ahead whenever the partition's max lies past its batch."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.data import FetchQuery
+from tubemq_aio.gateway.tubemq import batch_end
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 #: Loop turns after which a fetch is cancelled: 0 (before its first await) to past its end.
 STEPS = 120
 
 
-async def test_fetches_cancelled_at_every_step_skip_nothing(redis_server: RedisServer) -> None:
+async def test_fetches_cancelled_at_every_step_skip_nothing(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batch_end, "MIN_SCAN_RECORDS", 0)
+    monkeypatch.setattr(batch_end, "MIN_TRANSFER_BYTES", 0)
     spec = GroupSpec(name="kept-cancel", topics=("t",), lease_ms_min=100, lease_ms=60_000)
     async with FakeCluster(topics={"t": 2}, max_batch=3) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 3 * STEPS)

@@ -19,7 +19,10 @@ from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess, split_masters_
 from tubemq_aio.gateway.config.value_checks import check_name
 from tubemq_aio.gateway.leases.redis_client import parse_redis_url
 
-__all__ = ["EngineSettings"]
+__all__ = ["DEFAULT_KEPT_BATCH_BYTES", "EngineSettings"]
+
+#: ``kept_batch_bytes`` by default: read-ahead on, 32 MiB of bodies kept per replica at most.
+DEFAULT_KEPT_BATCH_BYTES = 1 << 25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,11 +54,11 @@ class EngineSettings:
             (``tubemq_gateway_engine_ack_wait_short`` + 1).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         kept_batch_bytes: payload bytes of read-ahead batches one replica keeps at most, over
-            every partition (0, the default, = off: every fetch ends with a CommitOffset and
-            nothing is kept; 33554432 is a sensible value to turn it on: opt-in until an idle
-            benchmark run has measured it). When on, a fetch ends with a GetMessage that commits
-            the batch handed out and brings the partition's next one, kept for that partition's
-            next fetch on this replica (``docs/gateway.md``, "The consume path").
+            every partition (default 33554432, 32 MiB; 0 = off: every fetch ends with a
+            CommitOffset and nothing is kept). When on, a fetch whose batch may not have reached
+            the partition's end ends with a GetMessage that commits the batch handed out and
+            brings the partition's next one, kept for that partition's next fetch on this replica
+            (``docs/gateway.md``, "The consume path").
         sync_interval: seconds between partition metadata refreshes of one scope on one
             replica (also how often an active broadcast client is marked as seen).
 
@@ -73,7 +76,7 @@ class EngineSettings:
     redis_ack_replicas: int = 0
     redis_ack_wait_ms: int = 100
     not_found_wait_ms: int = 400
-    kept_batch_bytes: int = 0
+    kept_batch_bytes: int = DEFAULT_KEPT_BATCH_BYTES
     sync_interval: float = 10.0
 
     def __post_init__(self) -> None:

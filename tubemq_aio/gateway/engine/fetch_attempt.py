@@ -2,7 +2,7 @@
 
 One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
 GetMessage → CommitOffset → [rewind, when the broker's partition now ends below S] → record.
-With ``kept_batch_bytes`` > 0 (opt-in) a clustering read ends with a GetMessage(lastPackConsumed)
+With ``kept_batch_bytes`` > 0 (default) a clustering read ends with a GetMessage(lastPackConsumed)
 instead of the CommitOffset: it commits the batch handed out and brings the partition's next
 batch, which this replica keeps (:class:`KeptBatches`) under a fence that ``record`` writes to
 Redis; when the next acquire of the partition hands that fence back, the kept batch is served

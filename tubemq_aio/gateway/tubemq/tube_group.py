@@ -31,11 +31,12 @@ from tubemq_aio.consumer.toolkit import (
     resolve_partition,
 )
 from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
+from tubemq_aio.gateway.tubemq.batch_end import may_continue
 from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages, screen_raw_messages
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
-from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE, Partition
+from tubemq_aio.protocol.consumer_meta import Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import (
     GetMessageResponse,
@@ -58,15 +59,7 @@ class _ReadOnce:
     gather_until: float
     kept: tuple[RawMessage, ...]
     read_ahead: bool
-    kept_max: int = -1  # the partition's max offset the answer that brought ``kept`` reported
-
-
-def _more_after(start: int, batch: tuple[RawMessage, ...], top: int) -> bool:
-    """Whether the partition may hold messages after ``batch`` (read at ``start``) by the max
-    offset ``top`` an answer reported: each message takes at least one index record, so a max
-    within ``len(batch)`` records of ``start`` means the batch reached the end (then a read
-    ends with a CommitOffset rather than read ahead into a 404 and commit after it)."""
-    return top > start + INDEX_MSG_UNIT_SIZE * len(batch)
+    kept_max: int = -1  # the max offset the answer that brought ``kept`` reported
 
 
 _T = TypeVar("_T")
@@ -321,7 +314,7 @@ class TubeGroup:
         GetMessage(lastPackConsumed) commits it and goes on as :meth:`read` does. When the
         broker's answer does not continue after it (the broker restarted, another read moved
         the group's cursor), it is dropped and the partition read afresh from a register at
-        ``start``. ``kept_max`` is the partition's max offset the answer that brought ``kept``
+        ``start``. ``kept_max`` is the max offset (the store's) the answer that brought ``kept``
         reported (when it says ``kept`` reaches the end, a CommitOffset commits it instead).
 
         Raises:
@@ -480,7 +473,9 @@ class TubeGroup:
     ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...]]:
         """Read further broker batches after ``head`` (the first batch, where it starts and the
         max offset its answer reported); end with a CommitOffset, or with ``args.read_ahead``
-        by reading the next batch ahead unless the last answer said nothing follows.
+        by reading the next batch ahead unless the last batch reached the end of the partition
+        (:func:`~tubemq_aio.gateway.tubemq.batch_end.may_continue`: then a read-ahead would be
+        answered 404 and need the CommitOffset after it).
 
         A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
         ``currOffset`` is where the previous batch ended. A batch that would take the total
@@ -503,7 +498,7 @@ class TubeGroup:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
         """
         first, begin, first_max = head
-        more = _more_after(begin, first, first_max)
+        more = may_continue(begin, first, first_max)
         total = largest = len(first)
         size = payload_bytes(first)
         rpcs, batches, last_start, keep = 0, 1, begin, True
@@ -534,7 +529,7 @@ class TubeGroup:
                     500, f"gathering batch started at {got.curr_offset}, not after {last_start}"
                 )
             last_start = got.curr_offset
-            more = _more_after(got.curr_offset, got.messages, got.max_offset)
+            more = may_continue(got.curr_offset, got.messages, got.max_offset)
             if not room or total + len(got.messages) > args.max_messages:
                 if args.read_ahead:  # in flight at the broker: the next read's first batch
                     return got, rpcs, batches, None, got.messages
