@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tubemq_aio.errors import InvalidMessageError
 from tubemq_aio.producer._outgoing import Outgoing
+from tubemq_aio.producer.config import is_plain_send
 from tubemq_aio.protocol.message import EncodedMessage, encode_message
 
 __all__ = ["encode_all"]
@@ -34,9 +35,9 @@ def encode_all(
             index is named; nothing was sent).
     """
     attributes, msg_type, msg_time = shared.attributes, shared.msg_type, shared.msg_time
-    plain = attributes is None and msg_type is None and msg_time is None
+    plain = is_plain_send(shared.topic, shared.body, attributes, msg_type, msg_time)
     if plain and max(map(len, bodies), default=0) <= max_size:
-        return bodies
+        return bodies  # every body is checked non-empty bytes: each is as plain as the first
     encoded: list[EncodedMessage] = []
     append = encoded.append
     for index, body in enumerate(bodies):
