@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tubemq_aio._io.connection import Connection
@@ -70,7 +70,8 @@ class SendMany:
         first: the call's first message; the others are it with their own body (the topic is
             published).
         bodies: the validated bodies.
-        encoded: their encodings (:func:`~tubemq_aio.producer._encode_many.encode_all`).
+        encoded: their encodings, or the bodies themselves when plain
+            (:func:`~tubemq_aio.producer._encode_many.encode_all`).
         attempt_timeout: seconds per message, retries included (``first.timeout`` or the
             producer's ``send_timeout``).
         traced: telemetry is on: every message goes through the single send (one span each).
@@ -81,7 +82,7 @@ class SendMany:
         path: SendPath,
         first: Outgoing,
         bodies: list[bytes],
-        encoded: list[EncodedMessage],
+        encoded: Sequence[EncodedMessage | bytes],
         attempt_timeout: float,
         traced: bool,
     ) -> None:

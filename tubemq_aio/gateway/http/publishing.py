@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
@@ -23,12 +25,13 @@ class BatchAnswer:
     """A batch's answer.
 
     Attributes:
-        items: the JSON form of each message's
-            :class:`~tubemq_aio.gateway.http.schemas.BatchItem`, in request order.
+        items: the JSON array of each message's
+            :class:`~tubemq_aio.gateway.http.schemas.BatchItem`, in request order, ready for
+            ``orjson.dumps`` to splice in as is.
         statuses: how many messages had each HTTP status.
     """
 
-    items: list[dict[str, object]]
+    items: orjson.Fragment
     statuses: dict[int, int]
 
 
@@ -108,34 +111,39 @@ async def _send_shared(
 def _items(
     outcomes: Sequence[SendResult | BaseException], answer: Callable[[BaseException], ApiError]
 ) -> BatchAnswer:
-    """The JSON form of each outcome (plain dicts: a model per message cost a tenth of a
-    batch's time), and how many answers had each status."""
-    failed: list[int] = []
+    """The JSON array of the outcomes' items, and how many answers had each status.
 
-    def error_item(index: int, outcome: BaseException) -> dict[str, object]:
+    A stored message's item is written as text straight away (its partition key quoted once
+    per partition): a dict per message, then ``orjson`` over them, cost about 650 instructions
+    more per message (Callgrind; docs/gateway.md, "Batch produce"). An error item is a dict
+    through ``orjson``.
+    """
+    failed: list[int] = []
+    quoted: dict[str, str] = {}
+    items: list[str] = []
+    keep = items.append
+    for index, outcome in enumerate(outcomes):
+        if isinstance(outcome, SendResult):
+            key = outcome.partition_key
+            text = quoted.get(key)
+            if text is None:
+                text = quoted[key] = orjson.dumps(key).decode()
+            keep(
+                f'{{"index":{index},"status":200,"partition_key":{text},'
+                f'"message_id":"{outcome.message_id}",'
+                f'"append_offset":"{outcome.append_offset}"}}'
+            )
+            continue
         if not isinstance(outcome, Exception) or api_error_for(outcome) is None:
             raise outcome
         error = answer(outcome)
         failed.append(error.status)
         body = {"code": error.code, "message": error.message, "retriable": error.retriable}
-        return {"index": index, "status": error.status, "error": body}
-
-    items = [
-        {
-            "index": index,
-            "status": 200,
-            "partition_key": outcome.partition_key,
-            "message_id": str(outcome.message_id),
-            "append_offset": str(outcome.append_offset),
-        }
-        if isinstance(outcome, SendResult)
-        else error_item(index, outcome)
-        for index, outcome in enumerate(outcomes)
-    ]
+        keep(orjson.dumps({"index": index, "status": error.status, "error": body}).decode())
     statuses = Counter(failed)
     if len(failed) < len(items):
         statuses[200] = len(items) - len(failed)
-    return BatchAnswer(items, dict(statuses))
+    return BatchAnswer(orjson.Fragment(f"[{','.join(items)}]"), dict(statuses))
 
 
 async def send_batch(
