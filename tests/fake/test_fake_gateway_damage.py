@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.support.fake_helpers import produce
-from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing import FakeCluster
@@ -35,7 +35,7 @@ async def cluster() -> AsyncIterator[FakeCluster]:
 @pytest.fixture
 async def tube(cluster: FakeCluster) -> AsyncIterator[TubeGroup]:
     group = TubeGroup(
-        masters=cluster.master_addr, group="gw-d", topics=["demo"], deployment="d", rpc_timeout=3
+        TubeReach(cluster.master_addr, "d", rpc_timeout=3), group="gw-d", topics=["demo"]
     )
     try:
         await group.start()

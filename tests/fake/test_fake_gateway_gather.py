@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from tubemq_aio import Producer
-from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.testing import FakeCluster
 
 _SOON = 30.0  # gather_until far enough ahead never to end a read here
@@ -21,7 +21,7 @@ async def test_gathering_keeps_order_bound_and_cursor() -> None:
             await producer.send("t", b"B" * 3000)  # a batch of its own (over the byte cap)
             for i in range(25):
                 await producer.send("t", f"c{i}".encode())
-        tube = TubeGroup(masters=cluster.master_addr, group="gw-g", topics=["t"], deployment="d")
+        tube = TubeGroup(TubeReach(cluster.master_addr, "d"), group="gw-g", topics=["t"])
         try:
             await tube.start()
             (p,) = await tube.partitions(force=True)

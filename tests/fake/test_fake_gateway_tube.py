@@ -9,7 +9,7 @@ import pytest
 
 from tubemq_aio import ServerError
 from tubemq_aio.gateway.tubemq import tube_group
-from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
 
@@ -17,7 +17,7 @@ from tubemq_aio.testing import FakeCluster, Fault
 async def test_session_reopens_after_a_refused_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tube_group, "_RESTART_MIN", 0.2)
     async with FakeCluster(topics={"t": 2}) as cluster:
-        tube = TubeGroup(masters=cluster.master_addr, group="gw-g", topics=["t"], deployment="d")
+        tube = TubeGroup(TubeReach(cluster.master_addr, "d"), group="gw-g", topics=["t"])
         try:
             rule = cluster.inject(
                 Method.MASTER_CONSUMER_REGISTER_V2,

@@ -25,7 +25,7 @@ from tubemq_aio.errors import (
     SourceOptionError,
 )
 from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess
-from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.protocol.framing import BLOCK_SIZE, encode_frame
 from tubemq_aio.protocol.legacy_framing import Framing
 from tubemq_aio.protocol.rpc import encode_success
@@ -217,12 +217,11 @@ def test_spark_and_gateway_options_carry_the_framing() -> None:
 
 async def test_the_gateway_group_session_reads_a_legacy_cluster() -> None:
     async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
+        access = TubeMQAccess(framing="legacy-length").client_options()
         tube = TubeGroup(
-            masters=cluster.master_addr,
+            TubeReach(cluster.master_addr, "d", client_options=access),
             group="gw-g",
             topics=["demo"],
-            deployment="d",
-            client_options=TubeMQAccess(framing="legacy-length").client_options(),
         )
         try:
             await tube.start()

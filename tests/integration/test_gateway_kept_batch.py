@@ -13,7 +13,7 @@ from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.data import FetchQuery
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.testing import LocalCluster, RedisServer
 
 _BODY_BYTES = 150_000  # a broker batch holds a few of them
@@ -32,8 +32,8 @@ async def test_an_in_flight_batch_belongs_to_the_group_not_to_the_session(
 ) -> None:
     await _produce(cluster, topic, 60)  # about 10 per partition: several broker batches
     group, deployment = f"gwk_{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:6]}"
-    a = TubeGroup(masters=cluster.master_addr, group=group, topics=[topic], deployment=deployment)
-    b = TubeGroup(masters=cluster.master_addr, group=group, topics=[topic], deployment=deployment)
+    a = TubeGroup(TubeReach(cluster.master_addr, deployment), group=group, topics=[topic])
+    b = TubeGroup(TubeReach(cluster.master_addr, deployment), group=group, topics=[topic])
     try:
         await a.start()
         await b.start()

@@ -23,8 +23,6 @@ ACCEPTED = {
     "testing/_cluster.py:__init__": "LocalCluster, the public keyword constructor",
     "testing/_fake_cluster.py:__init__": "FakeCluster, the public keyword constructor",
     "testing/redis_sentinel.py:__init__": "RedisSentinelSet, the public keyword constructor",
-    # Being reworked on other branches (issues 31 and 32); to be folded there.
-    "gateway/tubemq/tube_group.py:__init__": "TubeGroup, pending",
 }
 
 

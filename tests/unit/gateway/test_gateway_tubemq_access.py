@@ -156,7 +156,7 @@ def test_the_producer_and_engine_get_the_options(
     engine = default_engine(config)
     assert isinstance(engine, ConsumeService)
     assert engine.settings.tubemq == config.tubemq
-    sessions = engine.sessions.client_options  # what every group's TubeMQ session gets
+    sessions = engine.sessions.reach.client_options  # what every group's TubeMQ session gets
     assert sessions["credentials"] == producer.config.credentials
     assert isinstance(sessions["ssl_context"], ssl.SSLContext)
     assert sessions["tls_server_hostname"] == "localhost"

@@ -16,7 +16,7 @@ from tubemq_aio.errors import ServerError, TubeMQError
 from tubemq_aio.gateway.config.engine_settings import EngineSettings
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.errors import TubeUnavailableError, UnknownTopicError
-from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.protocol.deployment import Deployment, deployment_of
 
 __all__ = ["SessionTable"]
@@ -32,7 +32,14 @@ class SessionTable:
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         #: The SDK options of every session (one TLS context: the sessions share a pool).
-        self.client_options = settings.tubemq.client_options()
+        #: How every group's TubeMQ session reaches the cluster.
+        self.reach = TubeReach(
+            masters=settings.masters,
+            deployment=settings.deployment,
+            rpc_timeout=settings.rpc_timeout,
+            client_options=settings.tubemq.client_options(),
+            read_ahead=settings.kept_batch_bytes > 0,
+        )
         self._tubes: dict[str, TubeGroup] = {}
         self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
         self._busy: Counter[str] = Counter()  # group -> fetches running now
@@ -52,14 +59,10 @@ class SessionTable:
         tube = self._tubes.get(spec.name)
         if tube is None:
             tube = TubeGroup(
-                masters=self.settings.masters,
+                self.reach,
                 group=spec.name,
                 topics=spec.topics,
-                deployment=self.settings.deployment,
-                rpc_timeout=self.settings.rpc_timeout,
-                client_options=self.client_options,
                 msg_time_zone=ZoneInfo(spec.msg_time_zone),
-                read_ahead=self.settings.kept_batch_bytes > 0,
             )
             self._tubes[spec.name] = tube
         try:

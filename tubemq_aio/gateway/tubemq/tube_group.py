@@ -18,7 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
 
@@ -78,46 +78,58 @@ GATHER_BYTES = 4 << 20
 _RESTART_MIN, _RESTART_MAX = 1.0, 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class TubeReach:
+    """How a replica reaches TubeMQ, the same for every group it serves.
+
+    Attributes:
+        masters: master address list (``host:port,host:port``).
+        deployment: gateway deployment name (part of the shared consumer id).
+        rpc_timeout: seconds per RPC (default 5.0).
+        client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
+            framing: ``TubeMQAccess.client_options()``); empty by default.
+        read_ahead: every read ends by reading the partition's next batch ahead instead of
+            with a CommitOffset (see :meth:`TubeGroup.read`; the gateway's
+            ``kept_batch_bytes`` > 0); False by default.
+    """
+
+    masters: str
+    deployment: str
+    rpc_timeout: float = 5.0
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+    read_ahead: bool = False
+
+
 class TubeGroup:
     """One gateway group's TubeMQ session on this replica (shared consumer id).
 
     Args:
-        masters: master address list.
+        reach: how this replica reaches TubeMQ (:class:`TubeReach`, shared by its groups).
         group: TubeMQ consumer group.
         topics: subscribed topics.
-        deployment: gateway deployment name (part of the shared consumer id).
-        rpc_timeout: seconds per RPC.
-        client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
-            framing: ``TubeMQAccess.client_options()``).
         msg_time_zone: the zone the group's producers stamp ``msg_time`` in (time searches).
-        read_ahead: every read ends by reading the partition's next batch ahead instead of
-            with a CommitOffset (see :meth:`read`; the gateway's ``kept_batch_bytes`` > 0).
     """
 
     def __init__(
         self,
+        reach: TubeReach,
         *,
-        masters: str,
         group: str,
         topics: Sequence[str],
-        deployment: str,
-        rpc_timeout: float = 5.0,
-        client_options: Mapping[str, Any] | None = None,
         msg_time_zone: tzinfo = UTC,
-        read_ahead: bool = False,
     ) -> None:
         self.group = group
-        self.read_ahead = read_ahead
-        self.client_id = shared_consumer_id(deployment, group)
+        self.read_ahead = reach.read_ahead
+        self.client_id = shared_consumer_id(reach.deployment, group)
         # Two master register attempts: a fetch must fail fast (503) when the master is away.
         options: dict[str, Any] = {
-            **(client_options or {}),
-            "rpc_timeout": rpc_timeout,
+            **reach.client_options,
+            "rpc_timeout": reach.rpc_timeout,
             "fetchers": 1,
             "register_attempts": 2,
             "msg_time_zone": msg_time_zone,
         }
-        options.update(masters=masters, group=group, topics=list(topics))
+        options.update(masters=reach.masters, group=group, topics=list(topics))
         self._options = options
         self._consumer = self._new_consumer()
         self._start_lock = asyncio.Lock()
