@@ -91,15 +91,18 @@ async def test_pool_close_ends_calls_waiting_for_write_room(server: FakeServer) 
 
 
 async def test_reaper_leaves_a_connection_whose_callers_wait_for_room(server: FakeServer) -> None:
-    pool = ConnectionPool(small_buffers(idle_timeout=0.1))
+    pool = ConnectionPool(small_buffers(idle_timeout=0.3))
     rpc = RpcClient(pool)
-    # Written calls that expire at once: nothing in flight, the buffer stays full.
+    # Written calls that expire at once: nothing in flight, the buffer stays full. The waiting
+    # call starts before they end, so the connection is never idle without a caller (a gap of
+    # idle_timeout between the two, as a loaded machine made, would let the reaper in).
     conn, flood = await flood_until_paused(server, rpc, timeout=0.05)
+    waiting = asyncio.create_task(rpc.call(addr(server), METHOD, b"w", 1.5))
     await asyncio.gather(*flood, return_exceptions=True)
     assert conn.writing_paused
     assert conn.in_flight == 0
     with pytest.raises(WriteTimeoutError):  # its own deadline ends it, not the reaper
-        await rpc.call(addr(server), METHOD, b"w", 0.6)
+        await waiting
     assert pool.stats.connections_reaped == 0
     await pool.close()
 

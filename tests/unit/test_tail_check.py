@@ -317,7 +317,7 @@ def test_unrecorded_resume_refuses_what_is_no_lost_tail(stored: int, end: int, w
         unrecorded_resume(stored, end, window)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     restart=st.integers(0, 10**6),
     lost=st.integers(1, 10**4),
