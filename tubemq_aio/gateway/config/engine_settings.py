@@ -22,7 +22,7 @@ from tubemq_aio.gateway.leases.redis_client import parse_redis_url
 __all__ = ["DEFAULT_KEPT_BATCH_BYTES", "EngineSettings"]
 
 #: ``kept_batch_bytes`` by default: read-ahead on, 32 MiB of bodies kept per replica at most.
-DEFAULT_KEPT_BATCH_BYTES = 1 << 25
+DEFAULT_KEPT_BATCH_BYTES = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,8 +54,8 @@ class EngineSettings:
             (``tubemq_gateway_engine_ack_wait_short`` + 1).
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         kept_batch_bytes: payload bytes of read-ahead batches one replica keeps at most, over
-            every partition (default 33554432, 32 MiB; 0 = off: every fetch ends with a
-            CommitOffset and nothing is kept). When on, a fetch whose batch may not have reached
+            every partition (default 0, off: every fetch ends with a CommitOffset and nothing
+            is kept; 33554432, 32 MiB, is a sensible value when on). When on, a fetch whose batch may not have reached
             the partition's end ends with a GetMessage that commits the batch handed out and
             brings the partition's next one, kept for that partition's next fetch on this replica
             (``docs/gateway.md``, "The consume path").
