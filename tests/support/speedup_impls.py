@@ -46,6 +46,15 @@ def _params(pure: object, make_compiled: Callable[[ModuleType], object]) -> list
     return params
 
 
+def pure_and_compiled(pure: object, name: str) -> list[Any]:
+    """``pure`` and the compiled module's ``name`` (when it is built and has it), as pytest
+    parameters ``pure`` and ``compiled``."""
+    params = [pytest.param(pure, id="pure")]
+    if EXT is not None and hasattr(EXT, name):
+        params.append(pytest.param(getattr(EXT, name), id="compiled"))
+    return params
+
+
 def _parser(ext: ModuleType) -> Parser:
     parser: Parser = ext.GetMessageParser(
         consumer_replies.GetMessageResponse,
@@ -76,4 +85,12 @@ PARSERS = _params(consumer_replies.parse_get_message_response_py, _parser)
 #: ``decode_raw_messages`` implementations.
 RAW_DECODERS = _params(_decode.decode_raw_messages_py, _raw_decoder)
 
-__all__ = ["EXT", "FRAME_DECODERS", "PARSERS", "RAW_DECODERS", "accelerator", "loaded"]
+__all__ = [
+    "EXT",
+    "FRAME_DECODERS",
+    "PARSERS",
+    "RAW_DECODERS",
+    "accelerator",
+    "loaded",
+    "pure_and_compiled",
+]

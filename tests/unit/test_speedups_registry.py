@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
-from tests.support.speedup_impls import EXT
+from tests.support.speedup_impls import EXT, pure_and_compiled
 from tubemq_aio import accelerator
 from tubemq_aio._io import registry
 from tubemq_aio._io.decisions import IO_EXCEPTION_NAMES, MAX_SERIAL
@@ -59,11 +59,7 @@ def test_built_on_the_compiled_twin_when_present(built: type[Any], pure: type[An
 
 
 def _classes() -> list[Any]:
-    params = [pytest.param(registry.SendRegistry, id="pure")]
-    if CURRENT:
-        assert EXT is not None
-        params.append(pytest.param(EXT.SendRegistry, id="compiled"))
-    return params
+    return pure_and_compiled(registry.SendRegistry, "SendRegistry")
 
 
 def _make(cls: type[Any], loop: asyncio.AbstractEventLoop, legacy: bool, room: int) -> Any:

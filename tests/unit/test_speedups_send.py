@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.support.examples import examples
 from tests.support.held_producer import HeldConnection, started_producer
 from tests.support.send_requests import build_send_request
-from tests.support.speedup_impls import EXT
+from tests.support.speedup_impls import EXT, pure_and_compiled
 from tubemq_aio import accelerator
 from tubemq_aio.errors import LocalProtocolError
 from tubemq_aio.producer import config
@@ -47,11 +47,7 @@ def plain_encoders() -> list[Any]:
 
 
 def plain_checks() -> list[Any]:
-    params = [pytest.param(config.plain_send_args, id="pure")]
-    if CURRENT:
-        assert EXT is not None
-        params.append(pytest.param(EXT.plain_send_args, id="compiled"))
-    return params
+    return pure_and_compiled(config.plain_send_args, "plain_send_args")
 
 
 def test_compiled_twins_are_used_when_present() -> None:
