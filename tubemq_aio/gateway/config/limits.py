@@ -8,6 +8,7 @@ __all__ = [
     "LEASE_MS_FLOOR",
     "MAX_BATCH_CEILING",
     "MAX_DELAY_MS",
+    "MAX_KEPT_BATCH_BYTES",
     "MAX_SETTING_SECONDS",
     "MAX_WAIT_MS",
     "SHUTDOWN_GRACE_SECONDS",
@@ -23,6 +24,8 @@ MAX_BATCH_CEILING = 500
 MAX_SETTING_SECONDS = 600.0
 #: The longest long poll a fetch may ask for (``wait_ms``).
 MAX_WAIT_MS = 30_000
+#: The most payload bytes of read-ahead batches a replica may keep (``kept_batch_bytes``): 1 TiB.
+MAX_KEPT_BATCH_BYTES = 1 << 40
 #: The longest redelivery delay a nack may ask for (``delay_ms``): one hour.
 MAX_DELAY_MS = 3_600_000
 #: Seconds a stopping replica's server lets open responses finish before it cancels them (a
