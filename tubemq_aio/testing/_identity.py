@@ -86,6 +86,8 @@ def master_identity(
             )
         return False
     nodes = _items(reply)
+    if not nodes:
+        return False  # every master lists itself: an empty listing is no one's yet
     wanted = {str(p) for p in own_ports}
     if any(str(node.get("port")) in wanted for node in nodes):
         return True

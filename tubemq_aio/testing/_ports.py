@@ -224,7 +224,8 @@ def _candidates(count: int) -> Iterable[int]:
     for _ in range(50 * count):  # fallback: the OS picks (ephemeral) ports
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("0.0.0.0", 0))
-            yield int(probe.getsockname()[1])
+            port = int(probe.getsockname()[1])
+        yield port  # closed first: the caller binds it to check
 
 
 def allocate_ports(count: int, hosts: tuple[str, ...] = ("127.0.0.1",)) -> list[int]:
