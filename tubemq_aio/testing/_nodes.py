@@ -309,6 +309,8 @@ class BrokerNode(ServerNode):
     Attributes:
         layout: Id, host, ports and directory.
         api: The master's web API client (readiness is asked from the master).
+        own_api: The broker's own web API client: after each start it must answer as a broker
+            of ``layout.host`` (another node on its web port fails the start).
         ready_timeout: Seconds allowed from JVM start to "registered and publishing".
     """
 
@@ -322,7 +324,6 @@ class BrokerNode(ServerNode):
         super().__init__(name, launch, heap=heap, ini=layout.home / "broker.ini")
         self.layout = layout
         self.api = api
-        #: The broker's own web API (its identity is checked there after each start).
         self.own_api = MasterWebApi(layout.host, layout.web_port, api.token, self.log_file)
         self.ready_timeout = 120.0
         #: Set by the cluster: "every topic on this broker is publishable" (default: idle).
