@@ -40,6 +40,7 @@ import pytest_asyncio
 
 from tests.support.own_cluster import start_or_fail
 from tubemq_aio.testing import LocalCluster, RedisServer
+from tubemq_aio.testing._ports import PortLease
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,6 +111,14 @@ async def redis() -> AsyncIterator[RedisServer]:
     """A real redis-server (AOF, appendfsync always) on a free loopback port, for one test."""
     async with RedisServer() as server:
         yield server
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    """A free port reserved against other processes for the test (a child process binds it)."""
+    lease = PortLease()
+    yield lease.take(1)[0]
+    lease.release()
 
 
 @pytest_asyncio.fixture

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env, run_cli, sigterm_after_first_line
 from tubemq_aio.testing import LocalCluster
-from tubemq_aio.testing._ports import allocate_ports
 
 COUNT = 120
 #: Keeps the records with the documented field types and prints their kind.
@@ -253,9 +252,8 @@ def test_usage_errors_exit_2_with_one_line() -> None:
         assert done.stdout == b""
 
 
-def test_unreachable_master_exits_1_with_one_line() -> None:
+def test_unreachable_master_exits_1_with_one_line(port: int) -> None:
     """Nothing listens at the master address: exit 1 and one line naming the failure."""
-    (port,) = allocate_ports(1)
     done = run_cli("produce", "--topic", "t", "--master", f"127.0.0.1:{port}", stdin=b"x\n")
     assert done.returncode == 1, done.stderr
     line = _one_error_line(done.stderr)

@@ -24,7 +24,6 @@ from tests.support.cli_run import (
     sigterm_after_first_line,
 )
 from tubemq_aio.testing import LocalCluster
-from tubemq_aio.testing._ports import allocate_ports
 
 EXAMPLES = SOURCE_ROOT / "examples"
 BENCH_MESSAGES = 500
@@ -46,9 +45,8 @@ def _stored_messages(master: str, topic: str) -> int:
 
 
 @pytest.fixture
-def service(cluster: LocalCluster, topic: str) -> Iterator[tuple[str, str]]:
+def service(cluster: LocalCluster, topic: str, port: int) -> Iterator[tuple[str, str]]:
     """The FastAPI recipe under a real uvicorn process; yields its URL and a missing topic."""
-    (port,) = allocate_ports(1)
     missing = f"never_created_{uuid.uuid4().hex[:8]}"
     env = cli_env() | {
         "TUBEMQ_MASTERS": cluster.master_addr,

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env
-from tubemq_aio.testing._ports import allocate_ports
 
 DOC = SOURCE_ROOT / "docs" / "index.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
@@ -98,10 +97,9 @@ def _bash(script: str, env: dict[str, str], cwd: Path) -> str:
 
 
 def test_the_quickstart_runs_as_written(
-    env: dict[str, str], tmp_path: Path, started: list[FakeProcess]
+    env: dict[str, str], tmp_path: Path, started: list[FakeProcess], port: int
 ) -> None:
     """Every command of the home page's quickstart, in order, prints what the page shows."""
-    (port,) = allocate_ports(1)
     blocks = [(lang, body.replace("8715", str(port))) for lang, body in _quickstart_blocks()]
     langs = [lang for lang, _ in blocks]
     assert langs == ["bash", "bash", "text", "bash", "text", "python", "text", "bash"], langs

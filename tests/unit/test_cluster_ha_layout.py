@@ -16,6 +16,7 @@ import pytest
 
 from tubemq_aio.testing._build import NodePlan, build_nodes, prepare_work_dir
 from tubemq_aio.testing._config import MasterSettings
+from tubemq_aio.testing._ports import PortLease, reserved_ports
 from tubemq_aio.testing._webapi import MasterWebApi, is_standby_reply
 from tubemq_aio.testing.cluster import LocalCluster
 from tubemq_aio.testing.cluster import main as cluster_main
@@ -30,7 +31,11 @@ def _ini(path: Path) -> configparser.ConfigParser:
 def test_three_masters_form_one_bdb_group_and_brokers_know_them_all(tmp_path: Path) -> None:
     work = prepare_work_dir(tmp_path / "c")
     plan = NodePlan(work, work / "lib", "java", 3, None, None, False, masters=3)
-    masters, brokers, api = build_nodes(MasterSettings(), plan)
+    lease = PortLease()
+    masters, brokers, api = build_nodes(MasterSettings(), plan, lease)
+    assert len(lease.ports) == 5 * 3 + 4 * 3  # every port reserved, until the cluster stops
+    assert reserved_ports() >= set(lease.ports)
+    lease.release()
     assert [m.name for m in masters] == ["master1", "master2", "master3"]
     bdb = [_ini(m.layout.home / "master.ini")["meta_bdb"] for m in masters]
     assert {s["repGroupName"] for s in bdb} == {"tubemqAioGroup"}
@@ -53,7 +58,9 @@ def test_three_masters_form_one_bdb_group_and_brokers_know_them_all(tmp_path: Pa
 def test_one_master_keeps_the_single_node_layout(tmp_path: Path) -> None:
     work = prepare_work_dir(tmp_path / "c")
     plan = NodePlan(work, work / "lib", "java", 1, None, None, False)
-    masters, brokers, _ = build_nodes(MasterSettings(), plan)
+    lease = PortLease()
+    masters, brokers, _ = build_nodes(MasterSettings(), plan, lease)
+    lease.release()
     assert [m.name for m in masters] == ["master"]
     bdb = _ini(masters[0].layout.home / "master.ini")["meta_bdb"]
     assert bdb["repHelperHost"] == masters[0].layout.ha_addr  # a group of one names itself

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from tubemq_aio.testing._config import (
 )
 from tubemq_aio.testing._errors import PortInUseError
 from tubemq_aio.testing._nodes import BrokerNode, JvmLaunch, MasterNode
-from tubemq_aio.testing._ports import allocate_ports, is_port_free
+from tubemq_aio.testing._ports import PortLease, is_port_free
 from tubemq_aio.testing._webapi import MasterWebApi
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "build_nodes",
     "prepare_work_dir",
     "register_brokers",
+    "set_aside_attempt",
 ]
 
 #: Broker N listens on BROKER_HOSTS[N-1]: the master refuses two brokers with one IP.
@@ -73,8 +75,27 @@ def prepare_work_dir(work_dir: Path | None) -> Path:
     return root
 
 
+def set_aside_attempt(work_dir: Path, attempt: int) -> None:
+    """Clear the work dir after a start that lost a port race, before a retry on fresh ports.
+
+    The failed attempt's logs move to ``logs-attempt<N>`` (kept for reading); the node
+    directories (configs, BDB and ZooKeeper data naming the old ports) are removed.
+
+    Args:
+        work_dir: The cluster's work dir.
+        attempt: Number of the failed attempt (1 for the first).
+    """
+    logs, kept = work_dir / "logs", work_dir / f"logs-attempt{attempt}"
+    if logs.is_dir():
+        shutil.rmtree(kept, ignore_errors=True)  # left by an earlier run in a given work dir
+        logs.rename(kept)
+    for child in work_dir.iterdir():
+        if child.is_dir() and child.name.startswith(("master", "broker", "zookeeper")):
+            shutil.rmtree(child, ignore_errors=True)
+
+
 def build_nodes(
-    s: MasterSettings, plan: NodePlan
+    s: MasterSettings, plan: NodePlan, lease: PortLease
 ) -> tuple[list[MasterNode], list[BrokerNode], MasterWebApi]:
     """Allocate ports, write master.ini / broker.ini / templates and build the node objects.
 
@@ -85,13 +106,15 @@ def build_nodes(
     Args:
         s: Master settings.
         plan: Directories, executables, master and broker counts and fixed ports.
+        lease: Takes (and reserves across processes) every port, the fixed ones included;
+            the cluster releases it when it stops.
 
     Returns:
         The masters and the brokers (not started), and the web API client of the group (it
         follows the active master).
 
     Raises:
-        PortInUseError: If a fixed port is taken.
+        PortInUseError: If a fixed port is taken, or reserved by another process.
     """
     log_dir = plan.work_dir / "logs"
     hosts = BROKER_HOSTS[: plan.brokers]
@@ -102,7 +125,11 @@ def build_nodes(
                 f"port {port} requested for the master is already in use by another process",
                 log_dir / "master.log",
             )
-    free = allocate_ports(5 * plan.masters + 4 * plan.brokers - len(fixed), hosts)
+    try:
+        lease.claim(fixed)
+    except OSError as exc:
+        raise PortInUseError(f"{exc.strerror or exc}", log_dir / "master.log") from exc
+    free = lease.take(5 * plan.masters + 4 * plan.brokers - len(fixed), hosts)
     layouts = _master_layouts(plan, free)
     launch = JvmLaunch(
         plan.java, str(plan.lib_dir / "*"), log_dir, plan.work_dir / "log4j2.xml", plan.detached

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,9 +32,10 @@ from tubemq_aio.testing._build import (
     build_nodes,
     prepare_work_dir,
     register_brokers,
+    set_aside_attempt,
 )
 from tubemq_aio.testing._config import AuthSettings, MasterSettings, TlsSettings
-from tubemq_aio.testing._errors import ClusterError, NodeNotReadyError
+from tubemq_aio.testing._errors import ClusterError, NodeNotReadyError, PortConflictError
 from tubemq_aio.testing._maven import DEFAULT_VERSION, find_tool, resolve_runtime
 from tubemq_aio.testing._nodes import (
     BrokerNode,
@@ -43,19 +45,24 @@ from tubemq_aio.testing._nodes import (
     attach_tails,
     jvm_options,
 )
-from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._ports import PortLease
 from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
 from tubemq_aio.testing._zookeeper import ZooKeeperNode
 
 __all__ = ["LocalCluster"]
 
+log = logging.getLogger("tubemq_aio.testing")
+
 
 class LocalCluster:
     """TubeMQ masters and ``brokers`` brokers running as child JVMs on loopback.
 
     Use it as an async context manager, or call :meth:`start` / :meth:`stop`. Every port is
-    allocated freshly, so several clusters (and a user's own TubeMQ) can run side by side.
+    allocated freshly and reserved against the other processes of this user until :meth:`stop`
+    (kept across a node's kill and restart), so several clusters (and a user's own TubeMQ) can
+    run side by side; a start that loses a port race anyway (another process binds a port
+    first, see :class:`PortConflictError`) is retried on fresh ports within ``start_timeout``.
     Broker ``N`` listens on ``127.0.0.N``. All server logs go to :attr:`log_dir`.
 
     With ``masters=3`` the masters form one high-availability group the way the server's own
@@ -93,7 +100,8 @@ class LocalCluster:
         conf_mod_auth_token: Token of modifying web API calls.
         auth: Authentication switches (default: all off).
         tls: Server TLS (extra listeners), or None.
-        start_timeout: Seconds allowed for a JVM to come up (master API / broker register).
+        start_timeout: Seconds allowed for a JVM to come up (master API / broker register);
+            also the time within which a start that lost a port race is begun again.
         ready_timeout: Seconds allowed for a broker or topic to become publishable.
         detached: Let the JVMs outlive this Python process (for the ``up`` CLI).
     """
@@ -157,6 +165,7 @@ class LocalCluster:
         self._java = java
         self._mvn = mvn
         self._fixed_ports = (master_port, master_web_port)
+        self._lease = PortLease()
         self.start_timeout = start_timeout
         self.ready_timeout = ready_timeout
         self.detached = detached
@@ -270,7 +279,8 @@ class LocalCluster:
         Raises:
             ToolNotFoundError: ``java`` or ``mvn`` is missing.
             RuntimeResolveError: Maven cannot provide the requested version.
-            PortInUseError: A fixed port is taken (or a server reports one).
+            PortInUseError: A fixed port is taken (``PortConflictError``: a port race was
+                still lost after ``start_timeout``).
             ClusterStartError: A server did not start (``NodeNotReadyError`` on timeout).
         """
         t0 = time.monotonic()
@@ -289,6 +299,28 @@ class LocalCluster:
         java = find_tool(self._java, "install a Java 17 runtime (`make system-deps`)")
         self.lib_dir = await resolve_runtime(self.version, cache_dir=self._cache_dir, mvn=self._mvn)
         self.work_dir = prepare_work_dir(self._work_dir_arg)
+        deadline = time.monotonic() + self.start_timeout
+        attempt = 1
+        while True:
+            try:
+                await self._start_nodes(java)
+                return
+            except PortConflictError as err:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning(
+                    "cluster start %d lost a port race; retrying on fresh ports: %s",
+                    attempt,
+                    err.message,
+                )
+            await self._emergency_stop()
+            self.masters, self.brokers, self.zookeeper, self._api = [], [], None, None
+            self.topics = {}
+            set_aside_attempt(self.work_dir, attempt)
+            prepare_work_dir(self.work_dir)
+            attempt += 1
+
+    async def _start_nodes(self, java: str) -> None:
         if self.spec.zookeeper:
             await self._start_zookeeper(java)
         self._build_nodes(java)
@@ -306,7 +338,7 @@ class LocalCluster:
         self.zookeeper = ZooKeeperNode(
             self.work_dir / "zookeeper",
             "127.0.0.1",
-            allocate_ports(1)[0],
+            self._lease.take(1)[0],
             JvmLaunch(
                 java,
                 str(self.lib_dir / "*"),
@@ -330,7 +362,7 @@ class LocalCluster:
             self.detached,
             masters=self._n_masters,
         )
-        self.masters, self.brokers, self._api = build_nodes(self.settings, plan)
+        self.masters, self.brokers, self._api = build_nodes(self.settings, plan, self._lease)
         for master in self.masters:
             master.start_timeout = self.start_timeout
             master.standby_ok = self._n_masters > 1
@@ -365,6 +397,7 @@ class LocalCluster:
         finally:
             for node in nodes:
                 node.process.kill_now()
+            self._lease.release()
         owned = self._work_dir_arg is None and self.work_dir != Path()  # our temp dir
         if owned and not (failed or self.keep_work_dir or self.detached):
             shutil.rmtree(self.work_dir, ignore_errors=True)
@@ -372,8 +405,11 @@ class LocalCluster:
     async def _emergency_stop(self) -> None:
         for node in self.nodes:
             node.process.kill_now()
-        with contextlib.suppress(Exception):
-            await asyncio.shield(asyncio.gather(*(n.kill() for n in self.nodes)))
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.gather(*(n.kill() for n in self.nodes)))
+        finally:
+            self._lease.release()
 
     async def create_topic(self, name: str, partitions: int = 3, *, stores: int = 1) -> None:
         """Create a topic on every broker and wait until it is publishable.

@@ -11,6 +11,7 @@ __all__ = [
     "ClusterError",
     "ClusterStartError",
     "NodeNotReadyError",
+    "PortConflictError",
     "PortInUseError",
     "RuntimeResolveError",
     "ToolNotFoundError",
@@ -73,6 +74,12 @@ class RuntimeResolveError(ClusterError):
 
 class PortInUseError(ClusterError):
     """A port the cluster needs is already taken by another process."""
+
+
+class PortConflictError(PortInUseError):
+    """A port picked as free was taken by another process before our server bound it: the
+    server could not bind, or another node answers there in its place. ``LocalCluster`` retries
+    its start with fresh ports (within ``start_timeout``) before raising it."""
 
 
 class ClusterStartError(ClusterError):

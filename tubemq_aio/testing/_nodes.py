@@ -14,11 +14,12 @@ from tubemq_aio.testing._errors import (
     ClusterError,
     ClusterStartError,
     NodeNotReadyError,
-    PortInUseError,
+    PortConflictError,
     WebApiError,
 )
+from tubemq_aio.testing._identity import MASTER_PROBE, broker_identity, master_identity
 from tubemq_aio.testing._process import JavaProcess, tail
-from tubemq_aio.testing._webapi import MasterWebApi, is_standby_reply
+from tubemq_aio.testing._webapi import MasterWebApi
 
 __all__ = ["BrokerNode", "JvmLaunch", "MasterNode", "ServerNode", "jvm_options"]
 
@@ -205,7 +206,7 @@ class ServerNode:
     def _check_alive(self, mark: int) -> None:
         out = self._new_output(mark)
         if _BIND_ERROR.search(out):
-            raise PortInUseError(
+            raise PortConflictError(
                 f"{self.name} could not bind a port: address in use", self.out_file
             )
         if not self.running:
@@ -284,9 +285,20 @@ class MasterNode(ServerNode):
         return bool(reply.get("result"))
 
     async def _wait_started(self, mark: int) -> None:
+        # A call only a master answers, whose reply names our ports: a broker or another
+        # cluster's master on our web port fails the start (PortConflictError), see _identity.
+        lay = self.layout
+        own = (lay.port, lay.ha_port)
+
         async def probe() -> bool:
-            reply = await self.api.raw("admin_query_server_version", timeout=2.0)
-            return bool(reply.get("result")) or (self.standby_ok and is_standby_reply(reply))
+            reply = await self.api.raw(MASTER_PROBE, timeout=2.0)
+            return master_identity(
+                reply,
+                web_port=lay.web_port,
+                own_ports=own,
+                standby_ok=self.standby_ok,
+                log_file=self.log_file,
+            )
 
         await self._poll(mark, self.start_timeout, "answer its web API", probe)
 
@@ -297,6 +309,8 @@ class BrokerNode(ServerNode):
     Attributes:
         layout: Id, host, ports and directory.
         api: The master's web API client (readiness is asked from the master).
+        own_api: The broker's own web API client: after each start it must answer as a broker
+            of ``layout.host`` (another node on its web port fails the start).
         ready_timeout: Seconds allowed from JVM start to "registered and publishing".
     """
 
@@ -310,6 +324,7 @@ class BrokerNode(ServerNode):
         super().__init__(name, launch, heap=heap, ini=layout.home / "broker.ini")
         self.layout = layout
         self.api = api
+        self.own_api = MasterWebApi(layout.host, layout.web_port, api.token, self.log_file)
         self.ready_timeout = 120.0
         #: Set by the cluster: "every topic on this broker is publishable" (default: idle).
         self.ready_probe: Callable[[], Awaitable[bool]] | None = None
@@ -328,16 +343,26 @@ class BrokerNode(ServerNode):
         """Return the master's view of this broker (``admin_query_broker_run_status``).
 
         Returns:
-            The item for this broker, e.g. ``{"runStatus": "running", "subStatus": "idle", ...}``.
+            The item for this broker (its ``brokerId`` checked), e.g. ``{"brokerId": 1,
+            "runStatus": "running", "subStatus": "idle", ...}``; empty if the master has none.
         """
         items = await self.api.call("admin_query_broker_run_status", brokerId=self.broker_id)
-        return items[0] if items else {}
+        mine = [item for item in items if item.get("brokerId") == self.broker_id]
+        return mine[0] if mine else {}
 
     async def _wait_started(self, mark: int) -> None:
         async def registered() -> bool:
             return _STARTED in self._new_log()
 
+        async def itself() -> bool:
+            reply = await self.own_api.raw("admin_get_metrics_info", timeout=2.0)
+            lay = self.layout
+            return broker_identity(
+                reply, web_port=lay.web_port, host=lay.host, log_file=self.log_file
+            )
+
         await self._poll(mark, self.start_timeout, "register with the master", registered)
+        await self._poll(mark, self.start_timeout, "answer its web API as itself", itself)
         probe = self.ready_probe or self._idle
         await self._poll(mark, self.ready_timeout, "make its topics publishable", probe)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tubemq_aio.testing._identity import zookeeper_identity
 from tubemq_aio.testing._nodes import JvmLaunch, ServerNode
 
 __all__ = ["ZOOKEEPER_MAIN", "ZooKeeperNode", "render_zoo_cfg"]
@@ -18,7 +19,8 @@ ZOOKEEPER_HEAP = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC")
 
 
 def render_zoo_cfg(home: Path, host: str, port: int) -> str:
-    """Render a standalone ZooKeeper configuration (no admin server; ``ruok``/``srvr`` allowed).
+    """Render a standalone ZooKeeper configuration (no admin server; ``ruok``, ``srvr`` and
+    ``conf`` allowed).
 
     Args:
         home: Node directory; data goes under ``home/data``.
@@ -35,7 +37,7 @@ def render_zoo_cfg(home: Path, host: str, port: int) -> str:
             f"clientPort={port}",
             f"clientPortAddress={host}",
             "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,srvr",
+            "4lw.commands.whitelist=ruok,srvr,conf",
             "",
         ]
     )
@@ -94,7 +96,15 @@ class ZooKeeperNode(ServerNode):
         return f"{self.host}:{self.port}"
 
     async def _wait_started(self, mark: int) -> None:
+        # ``conf`` names the data directory: another cluster's ZooKeeper on our port fails the
+        # start (PortConflictError) instead of passing for ours.
         async def probe() -> bool:
-            return await _ask(self.host, self.port, "ruok", 2.0) == b"imok"
+            if await _ask(self.host, self.port, "ruok", 2.0) != b"imok":
+                return False
+            answer = await _ask(self.host, self.port, "conf", 2.0)
+            data_dir = self.home / "data"
+            return zookeeper_identity(
+                answer, port=self.port, data_dir=data_dir, log_file=self.out_file
+            )
 
         await self._poll(mark, self.start_timeout, "answer 'ruok'", probe)

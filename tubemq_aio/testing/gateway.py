@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tubemq_aio.testing._errors import ClusterError
-from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._ports import PortLease
 from tubemq_aio.testing._process import JavaProcess, kill_pid, option_args, tail
 from tubemq_aio.testing._service import AsyncService
 
@@ -74,7 +74,9 @@ class GatewayReplica(AsyncService):
             os.close(handle)
             log_file = Path(name)
         self.log_file = log_file
-        self.port = allocate_ports(1)[0]
+        self._lease = PortLease()
+        #: The replica's port: reserved against other processes from here to :meth:`stop`.
+        self.port = self._lease.take(1)[0]
         self._proc: JavaProcess | None = None
 
     @property
@@ -91,8 +93,13 @@ class GatewayReplica(AsyncService):
         """Start the replica and wait until it answers ``/healthz``.
 
         Raises:
-            GatewayReplicaError: it exited or did not answer within ``start_timeout``.
+            GatewayReplicaError: it exited or did not answer within ``start_timeout``, or (a
+                start after :meth:`stop`) another process reserved its port meanwhile.
         """
+        try:
+            self._lease.claim([self.port])  # held already, unless stop() released it
+        except OSError as exc:
+            raise GatewayReplicaError(f"cannot start again on port {self.port}: {exc}") from exc
         if self.init_store:
             await self._init_store()
         options = {
@@ -174,11 +181,13 @@ class GatewayReplica(AsyncService):
         self.cleanup()
 
     async def stop(self) -> None:
-        """Stop the replica (SIGTERM, then SIGKILL). Idempotent."""
+        """Stop the replica (SIGTERM, then SIGKILL) and release its port's reservation.
+        Idempotent."""
         if self._proc is not None:
             self.thaw()
             await self._proc.stop(timeout=15.0)
             self._proc = None
+        self._lease.release()
 
     def cleanup(self) -> None:
         """Remove the log file if this object created it."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tubemq_aio.testing._errors import ClusterError, ToolNotFoundError
-from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._ports import PortLease
 from tubemq_aio.testing._process import JavaProcess, option_args, tail
 from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
 from tubemq_aio.testing._resp import HOST as _HOST
@@ -92,13 +92,15 @@ class RedisServer(AsyncService):
         self._given_dir = data_dir
         self._dir: Path | None = None
         self._port: int | None = None
+        self._lease = PortLease()
         self._proc: JavaProcess | None = None
 
     # ---- properties --------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
-        """The TCP port (fixed for the server's life, kept across :meth:`restart`)."""
+        """The TCP port (fixed for the server's life, kept across :meth:`restart`; reserved
+        against other processes from :meth:`start` to :meth:`stop`)."""
         if self._port is None:
             raise RedisServerError("the Redis server was never started")
         return self._port
@@ -135,7 +137,8 @@ class RedisServer(AsyncService):
 
         Raises:
             ToolNotFoundError: ``redis-server`` is not installed.
-            RedisServerError: it exited early or did not answer within ``start_timeout``.
+            RedisServerError: it exited early or did not answer within ``start_timeout``,
+                or (a start after :meth:`stop`) another process reserved its port meanwhile.
         """
         if self.running:
             return
@@ -143,7 +146,12 @@ class RedisServer(AsyncService):
         if self._dir is None:
             self._dir = working_dir(self._given_dir, "tubemq-aio-redis-")
         if self._port is None:
-            self._port = allocate_ports(1)[0]
+            self._port = self._lease.take(1)[0]
+        else:  # started again after stop(): the same port, if nobody took it meanwhile
+            try:
+                self._lease.claim([self._port])
+            except OSError as exc:
+                raise RedisServerError(f"cannot start again on port {self._port}: {exc}") from exc
         await self._spawn()
 
     async def _spawn(self) -> None:
@@ -234,10 +242,12 @@ class RedisServer(AsyncService):
             raise RedisServerError(f"FLUSHALL answered {reply!r}")
 
     async def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL) and remove a temporary directory. Idempotent."""
+        """Stop the server (SIGTERM, then SIGKILL), release its port's reservation and remove a
+        temporary directory. Idempotent."""
         if self._proc is not None:
             await self._proc.stop(timeout=10.0)
             self._proc = None
+        self._lease.release()
         if self._dir is not None and self._given_dir is None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from tubemq_aio.testing._errors import ToolNotFoundError
-from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._ports import PortLease
 from tubemq_aio.testing._process import option_args
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
 from tubemq_aio.testing._resp import HOST
@@ -60,6 +60,7 @@ class RedisClusterSet(RedisNodeSet):
         self.node_timeout_ms = node_timeout_ms
         self.cli = cli
         self.servers: list[RedisServer] = []
+        self._lease = PortLease()
 
     @property
     def url(self) -> str:
@@ -83,7 +84,7 @@ class RedisClusterSet(RedisNodeSet):
         if shutil.which(self.cli) is None:
             raise ToolNotFoundError(f"{self.cli!r} not found on PATH (part of redis-tools)")
         # Redis puts the cluster bus at port + 10000 unless told: a free port of its own instead
-        bus_ports = allocate_ports(2 * PRIMARIES)
+        bus_ports = self._lease.take(2 * PRIMARIES)
         for i, bus_port in enumerate(bus_ports):
             options = {
                 "--cluster-enabled": "yes",
@@ -219,10 +220,12 @@ class RedisClusterSet(RedisNodeSet):
         return await self.owner_of(key)
 
     async def stop(self) -> None:
-        """Stop every node and remove a temporary directory. Idempotent."""
+        """Stop every node, release the ports' reservations and remove a temporary directory.
+        Idempotent."""
         servers, self.servers = self.servers, []
         for server in servers:
             await server.stop()
+        self._lease.release()
         self._remove_dir()
 
     def __repr__(self) -> str:

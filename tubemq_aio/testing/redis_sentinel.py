@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from tubemq_aio.testing._fault_proxy import FaultProxy
-from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._ports import PortLease
 from tubemq_aio.testing._process import JavaProcess
 from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
 from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
@@ -89,6 +89,7 @@ class RedisSentinelSet(RedisNodeSet):
         self.failover_timeout_ms = failover_timeout_ms
         self.servers: list[RedisServer] = []
         self.sentinel_ports: list[int] = []
+        self._lease = PortLease()
         self._sentinels: list[JavaProcess] = []
         self._want_proxy = replication_proxy
         self.replication_link: FaultProxy | None = None
@@ -157,7 +158,7 @@ class RedisSentinelSet(RedisNodeSet):
             self.start_timeout,
             replica.log_file,
         )
-        self.sentinel_ports = allocate_ports(SENTINELS)
+        self.sentinel_ports = self._lease.take(SENTINELS)
         for i, port in enumerate(self.sentinel_ports):
             self._sentinels.append(self._spawn_sentinel(i, port, primary.port))
         for i, port in enumerate(self.sentinel_ports):
@@ -274,10 +275,12 @@ class RedisSentinelSet(RedisNodeSet):
         return await self.primary()
 
     async def stop(self) -> None:
-        """Stop every process (sentinels first) and remove a temporary directory. Idempotent."""
+        """Stop every process (sentinels first), release the ports' reservations and remove a
+        temporary directory. Idempotent."""
         sentinels, self._sentinels = self._sentinels, []
         for proc in sentinels:
             await proc.stop(timeout=10.0)
+        self._lease.release()
         servers, self.servers = self.servers, []
         for server in servers:
             await server.stop()

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from tubemq_aio.testing._errors import SparkClusterError, ToolNotFoundError
-from tubemq_aio.testing._ports import allocate_ports
+from tubemq_aio.testing._ports import PortLease
 from tubemq_aio.testing._process import JavaProcess, option_args, tail
 from tubemq_aio.testing._service import AsyncService
 from tubemq_aio.testing._spark_env import (
@@ -89,6 +89,8 @@ class SparkStandaloneCluster(AsyncService):
         self._master: JavaProcess | None = None
         self._workers: list[JavaProcess | None] = [None] * workers
         self._ports: list[int] = []
+        #: Every port of the master and of each worker start, reserved until :meth:`stop`.
+        self._lease = PortLease()
 
     @property
     def master_url(self) -> str:
@@ -136,7 +138,7 @@ class SparkStandaloneCluster(AsyncService):
             return
         if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
             raise ToolNotFoundError("java not found on PATH and JAVA_HOME not set")
-        self._ports = allocate_ports(2)
+        self._ports = self._lease.take(2)
         options = {"--host": HOST, "--port": str(self._port(0)), "--webui-port": str(self._port(1))}
         argv = self._spark_class("org.apache.spark.deploy.master.Master", *option_args(options))
         env = {**self.env, "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
@@ -164,7 +166,7 @@ class SparkStandaloneCluster(AsyncService):
                 continue
             scratch = self.work_dir / f"worker{index}"
             scratch.mkdir(parents=True, exist_ok=True)
-            port, webui_port = allocate_ports(2)
+            port, webui_port = self._lease.take(2)
             options = {
                 "--host": HOST,
                 "--port": str(port),
@@ -255,11 +257,13 @@ class SparkStandaloneCluster(AsyncService):
         return "\n".join(f"--- {p.name} ({p.out_file})\n{tail(p.out_file, lines)}" for p in live)
 
     async def stop(self) -> None:
-        """Stop the workers, then the master (SIGTERM, SIGKILL after 15 s); safe to call twice."""
+        """Stop the workers, then the master (SIGTERM, SIGKILL after 15 s), and release the
+        ports' reservations; safe to call twice."""
         for proc in [*self._workers, self._master]:
             if proc is not None:
                 await end_tree(proc, kill=False)
         self._master = None
+        self._lease.release()
 
     def __repr__(self) -> str:
         """Show the master URL, or that the cluster is not started."""
@@ -300,6 +304,7 @@ class SparkConnectServer(AsyncService):
         self.start_timeout = start_timeout
         self._proc: JavaProcess | None = None
         self._port: int | None = None
+        self._lease = PortLease()
 
     @property
     def url(self) -> str:
@@ -322,7 +327,7 @@ class SparkConnectServer(AsyncService):
         """
         if self._proc is not None:
             return
-        self._port = allocate_ports(1)[0]
+        self._port = self._lease.take(1)[0]
         settings = {
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(self._port),
@@ -345,10 +350,12 @@ class SparkConnectServer(AsyncService):
         await wait_ready(proc, lambda: port_open(port), "Spark Connect", self.start_timeout)
 
     async def stop(self) -> None:
-        """Stop the server (SIGTERM, SIGKILL after 15 s); safe to call twice."""
+        """Stop the server (SIGTERM, SIGKILL after 15 s) and release its port's reservation;
+        safe to call twice."""
         if self._proc is not None:
             await end_tree(self._proc, kill=False)
         self._proc = None
+        self._lease.release()
 
     def __repr__(self) -> str:
         """Show the URL, or that the server is not started."""
