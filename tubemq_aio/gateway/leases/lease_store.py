@@ -171,7 +171,7 @@ class LeaseStore(RoundTrips):
         Raises:
             StateLostError: the script found the group's state missing.
         """
-        out = [text(v) for v in raw]
+        out = [v.decode() if type(v) is bytes else v for v in raw]  # text(), inlined
         reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
         if reply.status == "lost":
             self.lost += 1
