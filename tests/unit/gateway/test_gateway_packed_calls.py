@@ -78,3 +78,9 @@ def test_only_a_single_server_on_a_plain_pool_is_packed_by_the_gateway() -> None
     )
     assert isinstance(cluster, RedisCluster)
     assert packed_calls_for(cluster) is None
+    # a client whose commands retry on their own keeps redis-py's path
+    retrying = aioredis.Redis.from_url("redis://127.0.0.1:1/0", retry_on_timeout=True)
+    assert packed_calls_for(retrying) is None
+    assert isinstance(
+        packed_calls_for(aioredis.Redis.from_url("redis://127.0.0.1:1/0")), PackedCalls
+    )

@@ -2,8 +2,11 @@
 
 Every state change is one script call (one round trip, atomic, Redis ``TIME`` as the clock,
 idempotent for the same arguments). All keys of a group share the hash tag ``{g:<group>}``, so a
-script only touches one cluster slot. redis-py's ``register_script`` runs ``EVALSHA`` and loads
-the script again when Redis answers ``NOSCRIPT`` (after a restart or ``SCRIPT FLUSH``).
+script only touches one cluster slot. Every script is sent as ``EVALSHA``: on a single server
+packed by the gateway (:mod:`.packed_calls`), where a ``NOSCRIPT`` answer (after a restart or
+``SCRIPT FLUSH``) makes the round trip load the scripts and send it again
+(:mod:`.roundtrips`); through redis-py's ``register_script`` otherwise, which loads the script
+again itself.
 
 Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH: ``boot``,
 ``paused``, ``rate``, ``burst``, ``rlh`` the one read of a rate-limited group), ``tgw:{g:G}:rl``

@@ -4,15 +4,15 @@ A fetch runs three scripts (settle, acquire, record) of about twenty arguments e
 redis-py 8 spends most of the replica's Python calls of a fetch on them: each argument encoded
 through its ``Encoder`` and joined piece by piece, the command's retry wrapper, observability
 hooks and the pipeline object (docs/gateway.md, "A fetch's fixed cost"). On a single server
-(``redis://``, ``rediss://``, ``unix://``: a plain ``BlockingConnectionPool``) the gateway
+(``redis://``, ``rediss://``, ``unix://``: a plain pool) the gateway
 packs the ``EVALSHA`` commands itself, the part that is the same for every call of a script
 on a scope (the command, the script's SHA and the 9 keys) packed once and kept, and sends them
 as redis-py's client does: a connection from the client's pool, one
 ``send_packed_command``, one ``read_response`` per command, the connection back to the pool.
 The bytes on the wire are those redis-py writes for the same arguments, and the connection's
 own error handling is unchanged (it closes itself on a timeout, an ``OSError`` or a cancel
-between its write and its answers). Such a pool has no retries of its own (``Retry`` with 0),
-so the gateway's :class:`~tubemq_aio.gateway.leases.roundtrips.RoundTrips` stays the one
+between its write and its answers). Only a pool whose connections retry nothing themselves
+takes this path (the gateway's: ``Retry`` with 0 retries), so the gateway's :class:`~tubemq_aio.gateway.leases.roundtrips.RoundTrips` stays the one
 place that retries; an answer ``NOSCRIPT`` reaches it as redis-py raises it.
 
 Sentinel and Cluster clients keep redis-py's own path (they resolve the primary or the slot's
@@ -135,12 +135,21 @@ class PackedCalls:
         return answer
 
 
+#: The pools of one server (a Sentinel pool, a subclass, finds the primary per connection).
+_PLAIN_POOLS = (aioredis.ConnectionPool, aioredis.BlockingConnectionPool)
+#: Connection settings that give redis-py's commands retries of their own.
+_RETRY_SETTINGS = ("retry", "retry_on_error", "retry_on_timeout")
+
+
 def packed_calls_for(client: RedisClient) -> PackedCalls | None:
-    """The packed path for ``client`` when it is a single server's client on a plain blocking
-    pool; None for Sentinel and Cluster clients (they keep redis-py's path)."""
-    if type(client) is not aioredis.Redis:
+    """The packed path for ``client`` when it is a single server's client on a plain pool whose
+    connections retry nothing themselves (the gateway's, see ``open_redis``); None for Sentinel
+    and Cluster clients and for any other client (they keep redis-py's path)."""
+    if type(client) is not aioredis.Redis or client.single_connection_client:
         return None
     pool = client.connection_pool
-    if type(pool) is not aioredis.BlockingConnectionPool or client.single_connection_client:
+    if type(pool) not in _PLAIN_POOLS:
+        return None
+    if any(pool.connection_kwargs.get(name) for name in _RETRY_SETTINGS):
         return None
     return PackedCalls(pool)
