@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from benchmarks.gateway.lean_http import LeanClient
+from benchmarks.harness.proc import stop_process
 from tubemq_aio import Producer
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
@@ -111,13 +112,7 @@ async def _replica(config: Path, port: int, out: Path, tool: str) -> AsyncIterat
                 await asyncio.sleep(0.5)
         yield proc.pid
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 60)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_process(proc, 60)
 
 
 class _Consumer:
