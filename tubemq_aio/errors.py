@@ -24,6 +24,7 @@ each is raised and what to do about it.
 from __future__ import annotations
 
 import builtins
+import re
 from typing import ClassVar
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "ServerError",
     "ServerNotReadyError",
     "ServerOverflowError",
+    "ServiceNotPublishedError",
     "ServiceStoppingError",
     "ServiceUnavailableError",
     "SinkOptionError",
@@ -223,6 +225,18 @@ class ServerNotReadyError(RemoteRpcError):
     retriable = True
 
 
+class ServiceNotPublishedError(ServerNotReadyError):
+    """The node's RPC server listens but has not published the called service or method yet.
+
+    A node starting binds its port when it publishes its first service and registers each
+    service before that service's methods, so for a moment it answers
+    ``No service <s> found on the server`` or ``No method <m> in service <s> found on the
+    server`` (a broker publishes its write service, then its read service). The request was
+    not processed; like :class:`ServerNotReadyError` it may be sent again
+    (docs/protocol/wire.md §3.1).
+    """
+
+
 class ServiceStoppingError(RemoteRpcError):
     """The server is shutting down."""
 
@@ -239,8 +253,19 @@ _REMOTE_ERROR_BY_SIMPLE_NAME: dict[str, type[RemoteRpcError]] = {
 }
 
 
+#: The texts a node's RPC dispatcher answers (as a plain ``java.lang.Exception``) for a service
+#: or method it has not registered yet; nothing else raises them (docs/protocol/wire.md §3.1).
+_NOT_PUBLISHED_TEXT = re.compile(
+    r"No (?:service \d+|method \d+ in service \d+) found on the server"
+)
+
+
 def remote_error_for(exception_name: str, remote_message: str, *, fatal: bool) -> RemoteRpcError:
     """Build the exception for an RPC exception frame.
+
+    The class comes from the exception's simple name; a plain ``Exception`` whose text says the
+    called service or method is not published (a node starting) becomes
+    :class:`ServiceNotPublishedError`.
 
     Args:
         exception_name: the Java class name from ``RspExceptionBody.exceptionName``.
@@ -252,6 +277,8 @@ def remote_error_for(exception_name: str, remote_message: str, *, fatal: bool) -
     """
     simple = exception_name.rsplit(".", 1)[-1]
     cls = _REMOTE_ERROR_BY_SIMPLE_NAME.get(simple, RemoteRpcError)
+    if simple == "Exception" and _NOT_PUBLISHED_TEXT.fullmatch(remote_message):
+        cls = ServiceNotPublishedError
     return cls(exception_name, remote_message, fatal=fatal)
 
 

@@ -68,20 +68,39 @@ async def test_a_requested_offset_below_the_minimum_is_raised_to_it() -> None:
             assert await consumer.offset_bounds(KEY) == (EXPIRED * INDEX_UNIT, 30 * INDEX_UNIT)
 
 
+#: (broker_id, topic, count, store) with the error each gets, and the words it names.
+BAD_EXPIRES: list[tuple[object, object, object, object, type[Exception], str]] = [
+    (1, "demo", 1.5, 0, TypeError, "count must be an int"),
+    (1, "demo", True, 0, TypeError, "count must be an int"),
+    (1, "demo", "1", 0, TypeError, "count must be an int"),
+    (1, "demo", None, 0, TypeError, "count must be an int"),
+    (1, "demo", -1, 0, ValueError, "count must be >= 0"),
+    (1, "demo", 1, 0.0, TypeError, "store must be an int"),
+    (1, "demo", 1, False, TypeError, "store must be an int"),
+    (1, "demo", 1, True, TypeError, "store must be an int"),
+    (1, "demo", 1, "0", TypeError, "store must be an int"),
+    (1, "demo", 1, -1, ValueError, "store must be >= 0"),
+    (1, "demo", 1, 1, KeyError, "has no store 1"),
+    (1, "demo", 1, 2**70, KeyError, "has no store"),
+    (True, "demo", 1, 0, TypeError, "broker_id must be an int"),
+    (1.0, "demo", 1, 0, TypeError, "broker_id must be an int"),
+    ("1", "demo", 1, 0, TypeError, "broker_id must be an int"),
+    (9, "demo", 1, 0, KeyError, "no broker 9"),
+    (-1, "demo", 1, 0, KeyError, "no broker -1"),
+    (1, "nope", 1, 0, KeyError, "no topic 'nope'"),
+    (1, b"demo", 1, 0, TypeError, "topic must be a str"),
+    (1, ["demo"], 1, 0, TypeError, "topic must be a str"),
+    (1, None, 1, 0, TypeError, "topic must be a str"),
+]
+
+
 async def test_expire_oldest_refuses_bad_input_and_stops_at_the_end() -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster:
         await produce(cluster.master_addr, "demo", 3, prefix="m")
-        with pytest.raises(TypeError):
-            cluster.expire_oldest(1, "demo", 1.5)  # type: ignore[arg-type]
-        with pytest.raises(TypeError):
-            cluster.expire_oldest(1, "demo", True)
-        with pytest.raises(ValueError, match=">= 0"):
-            cluster.expire_oldest(1, "demo", -1)
-        with pytest.raises(KeyError):
-            cluster.expire_oldest(1, "nope", 1)
-        with pytest.raises(KeyError):
-            cluster.expire_oldest(1, "demo", 1, store=1)
-        with pytest.raises(KeyError):
-            cluster.expire_oldest(9, "demo", 1)
+        for broker_id, topic, count, store, error, words in BAD_EXPIRES:
+            with pytest.raises(error, match=words):
+                cluster.expire_oldest(broker_id, topic, count, store=store)  # type: ignore[arg-type]
+        assert cluster.expire_oldest(1, "demo", 0) == 0  # nothing expired by the refusals
         assert cluster.expire_oldest(1, "demo", 10) == 3 * INDEX_UNIT  # never past the end
+        assert cluster.expire_oldest(1, "demo", 2**64) == 3 * INDEX_UNIT
         assert cluster.expire_oldest(1, "demo", 0) == 3 * INDEX_UNIT

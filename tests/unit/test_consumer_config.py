@@ -9,6 +9,7 @@ import pytest
 from tubemq_aio.consumer import Consumer, ConsumerConfig
 from tubemq_aio.errors import ClientClosedError, ConfigError
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
+from tubemq_aio.protocol.tail_check import MAX_LOST_TAIL_WINDOW
 
 MASTER = "127.0.0.1:8715"
 
@@ -65,11 +66,19 @@ def test_topics_forms(topics: Any, expected: dict[str, frozenset[str]]) -> None:
         {"tail_check_timeout": float("nan")},
         {"tail_check_timeout": float("inf")},
         {"lost_tail_window": -1},
+        {"lost_tail_window": -10240},
+        {"lost_tail_window": 2**32 + 1},
         {"lost_tail_window": 2**40 + 1},
+        {"lost_tail_window": 10**100},
         {"lost_tail_window": True},
+        {"lost_tail_window": False},
         {"lost_tail_window": 1.5},
+        {"lost_tail_window": 10240.0},
         {"lost_tail_window": float("nan")},
+        {"lost_tail_window": float("inf")},
+        {"lost_tail_window": float("-inf")},
         {"lost_tail_window": "10"},
+        {"lost_tail_window": None},
     ],
 )
 def test_invalid_options_raise_config_error(kw: dict[str, Any]) -> None:
@@ -151,5 +160,13 @@ def test_tail_check_defaults_and_off() -> None:
     assert config().tail_check_depth == 16
     assert config().tail_check_timeout == 10.0
     assert config(tail_check_depth=0).tail_check_depth == 0
-    assert config().lost_tail_window == 10240
+    assert config().lost_tail_window == 10240 == 10 * 1024  # memCacheMsgCntInK 10 x 1024
     assert config(lost_tail_window=0).lost_tail_window == 0
+    assert config(lost_tail_window=50 * 1024).lost_tail_window == 51200
+    assert config(lost_tail_window=MAX_LOST_TAIL_WINDOW).lost_tail_window == 2**32
+
+
+def test_a_bad_lost_tail_window_is_named_with_its_range() -> None:
+    for bad in (True, 10240.0, float("nan"), -1, 2**32 + 1):
+        with pytest.raises(ConfigError, match=r"lost_tail_window must be an integer in \[0, "):
+            config(lost_tail_window=bad)

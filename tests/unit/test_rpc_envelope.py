@@ -13,6 +13,7 @@ from tubemq_aio.errors import (
     RemoteProtocolError,
     RemoteRpcError,
     ServerNotReadyError,
+    ServiceNotPublishedError,
     StandbyMasterError,
 )
 from tubemq_aio.protocol.rpc import (
@@ -108,6 +109,34 @@ def test_fatal_response_old_spelling() -> None:
     err = decode_response(payload)
     assert isinstance(err, ServerNotReadyError)
     assert err.fatal
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["No service 3 found on the server", "No method 13 in service 3 found on the server"],
+)
+def test_a_service_not_published_yet_is_a_retriable_not_ready_error(text: str) -> None:
+    err = decode_response(encode_exception("java.lang.Exception", text))
+    assert isinstance(err, ServiceNotPublishedError)
+    assert isinstance(err, ServerNotReadyError)
+    assert err.retriable
+    assert err.remote_message == text
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("java.lang.Exception", "Unsupported method 13in service type 2!"),
+        ("java.lang.RuntimeException", "No service 3 found on the server"),
+        ("java.lang.Exception", "rejected: No service 3 found on the server"),
+        ("java.lang.Exception", "No service x found on the server"),
+    ],
+    ids=["bad-pairing", "other-class", "not-at-start", "not-a-number"],
+)
+def test_only_the_dispatcher_s_exact_texts_mean_not_published(name: str, text: str) -> None:
+    err = decode_response(encode_exception(name, text))
+    assert type(err) is RemoteRpcError
+    assert not err.retriable
 
 
 def test_unknown_exception_is_generic_remote_error() -> None:

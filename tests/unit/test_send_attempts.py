@@ -25,6 +25,7 @@ from tubemq_aio.errors import (
     SendOutcomeUnknownError,
     ServerError,
     ServerNotReadyError,
+    ServiceNotPublishedError,
     ServiceStoppingError,
     TopicUnavailableError,
     TubeMQError,
@@ -93,8 +94,9 @@ def partition_of(attempts: SendAttempts, broker_id: int = 1) -> Partition:
         RequestNotSentError("lost before writing"),
         ServerError(503, "busy"),
         ServerNotReadyError("ServerNotReadyException", "RpcServer is not running yet"),
+        ServiceNotPublishedError("java.lang.Exception", "No method 13 in service 3 found"),
     ],
-    ids=["connect", "not-sent", "refused-503", "server-starting"],
+    ids=["connect", "not-sent", "refused-503", "server-starting", "service-not-published"],
 )
 def test_a_request_that_was_certainly_not_stored_is_retried(exc: TubeMQError) -> None:
     attempts, _ = attempts_for()

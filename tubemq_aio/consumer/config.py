@@ -17,7 +17,11 @@ from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigErro
 from tubemq_aio.protocol.consumer_meta import ConsumePosition
 from tubemq_aio.protocol.consumer_names import validate_group_name, validate_subscriptions
 from tubemq_aio.protocol.event_pacing import DEFAULT_EVENT_MIN_INTERVAL
-from tubemq_aio.protocol.tail_check import DEFAULT_LOST_TAIL_WINDOW, DEFAULT_TAIL_CHECK_DEPTH
+from tubemq_aio.protocol.tail_check import (
+    DEFAULT_LOST_TAIL_WINDOW,
+    DEFAULT_TAIL_CHECK_DEPTH,
+    MAX_LOST_TAIL_WINDOW,
+)
 from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
@@ -181,9 +185,16 @@ class ConsumerConfig(ClientConfig):
         tail_check_timeout: seconds the read-back of a partition registered again after its
             broker was lost may take in all (10 s); past it the register counts as failed and
             is tried again like a refused one.
-        lost_tail_window: the most messages a broker holds unflushed per store (10240, a
-            2.4.0 broker's default: ``memCacheMsgCntInK`` 10 × 1024; set it from your
-            brokers' ``memCacheMsgCntInK``). When a register finds the group's offset beyond
+        lost_tail_window: the most messages a broker holds unflushed per store, which must
+            match the brokers' ``memCacheMsgCntInK`` × 1024: a store keeps two memory caches
+            (one filling, one being flushed) of ``memCacheMsgCntInK`` × 512 messages each.
+            ``memCacheMsgCntInK`` is a topic setting (the broker's default where the topic
+            sets none), 10 by default, hence the default 10240; a cluster whose topics set 50
+            needs 51200. With topics of different settings, take the largest one consumed.
+            Larger is safe (more messages come again after a lost tail); smaller can skip
+            messages. An int from 0 to 2**32 (``MAX_LOST_TAIL_WINDOW``, more than two caches
+            can hold); a bool, a float (``10240.0``, NaN, inf) or anything outside that range
+            is a :class:`ConfigError`. When a register finds the group's offset beyond
             the store's end (the broker lost its tail) and this consumer has no record of the
             partition, the group resumes this many messages' offsets below the loaded one
             (never above the end), so the messages stored since the broker came back are
@@ -312,7 +323,7 @@ class ConsumerConfig(ClientConfig):
         c.flag("run_error_rollback", self.run_error_rollback)
         c.integer("tail_check_depth", self.tail_check_depth, low=0, high=62)
         c.seconds("tail_check_timeout", self.tail_check_timeout, high=3600.0)
-        c.integer("lost_tail_window", self.lost_tail_window, low=0, high=2**40)
+        c.integer("lost_tail_window", self.lost_tail_window, low=0, high=MAX_LOST_TAIL_WINDOW)
         if c.ok and self.reconnect_delay_max < self.reconnect_delay:
             c.problem(
                 f"reconnect_delay_max ({self.reconnect_delay_max}) must be >= "

@@ -30,6 +30,7 @@ from tubemq_aio.gateway.engine.dead_letters import DeadLetters
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.engine.streams import StreamHub
+from tubemq_aio.gateway.engine.tokens import LeaseTokens
 from tubemq_aio.gateway.housekeeper.jobs import Housekeeper
 from tubemq_aio.gateway.http.api_errors import ApiError
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -79,6 +80,7 @@ def create_app(
         config=config,
         replica=new_replica_id(),
         streams=StreamHub(config.stream),
+        tokens=LeaseTokens(config.secret.encode(), config.token_cache_size),
         auth=Authenticator(
             config.keys,
             config.allow_anonymous,

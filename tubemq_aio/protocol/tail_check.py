@@ -30,6 +30,7 @@ from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE
 __all__ = [
     "DEFAULT_LOST_TAIL_WINDOW",
     "DEFAULT_TAIL_CHECK_DEPTH",
+    "MAX_LOST_TAIL_WINDOW",
     "TailCheck",
     "TailProbe",
     "TailRecord",
@@ -45,8 +46,12 @@ DEFAULT_TAIL_CHECK_DEPTH = 16
 #: Default of ``ConsumerConfig.lost_tail_window``: the most messages a 2.4.0 broker holds
 #: unflushed per store at its default settings, which a SIGKILL can drop. A store keeps two
 #: memory caches (one filling, one being flushed) of ``memCacheMsgCntInK * 512`` messages each,
-#: ``memCacheMsgCntInK`` 10 by default (``TopicMetadata``).
+#: so ``memCacheMsgCntInK * 1024`` in all; ``memCacheMsgCntInK`` is a topic setting (the
+#: broker's default when the topic sets none), 10 by default (``TopicMetadata``).
 DEFAULT_LOST_TAIL_WINDOW = 10 * 1024
+#: The largest ``ConsumerConfig.lost_tail_window``: more than two caches can hold (a broker
+#: counts a cache's messages, ``memCacheMsgCntInK * 512``, in a Java int, below 2**31).
+MAX_LOST_TAIL_WINDOW = 2**32
 
 # Layout of TailRecord._cells: per level 2 cells (start offset, first message id); then the
 # newest batch's last message id, its message count and the offset after it (once known).

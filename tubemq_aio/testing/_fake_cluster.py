@@ -210,22 +210,36 @@ class FakeCluster(AsyncService):
         up to it by its next fetch, which reads from there; a register asking for an offset
         below it is raised to it, one without an offset answers the stored offset as it is.
 
+        Args:
+            broker_id: the broker.
+            topic: a topic of the cluster.
+            count: messages to expire (>= 0; more than the store holds stops at its end).
+            store: the store of ``topic`` (0 up to its layout's ``stores`` - 1).
+
         Returns:
             The store's new minimum offset (index bytes).
 
         Raises:
-            TypeError: ``count`` is not an int.
-            ValueError: ``count`` is negative.
-            KeyError: no broker ``broker_id``, or no such store of ``topic``.
+            TypeError: ``broker_id``, ``count`` or ``store`` is not an int (a bool is not
+                one), or ``topic`` not a str.
+            ValueError: ``count`` or ``store`` is negative.
+            KeyError: no broker ``broker_id``, no topic ``topic``, or no such store of it.
         """
-        if isinstance(count, bool) or not isinstance(count, int):
-            raise TypeError(f"count must be an int, got {count!r}")
+        for name, value in (("broker_id", broker_id), ("count", count), ("store", store)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, got {topic!r}")
         if count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
+        if store < 0:
+            raise ValueError(f"store must be >= 0, got {store}")
         broker = self._broker(broker_id)
-        layout = self.topics[topic]
-        if not 0 <= store < layout.stores:
-            raise KeyError(f"topic {topic!r} has no store {store}")
+        layout = self.topics.get(topic)
+        if layout is None:
+            raise KeyError(f"no topic {topic!r}")
+        if store >= layout.stores:
+            raise KeyError(f"topic {topic!r} has no store {store} (it has {layout.stores})")
         return broker.log(topic, store * STORE_BASE).expire_oldest(count)
 
     async def stop_master(self) -> None:

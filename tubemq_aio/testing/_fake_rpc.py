@@ -31,7 +31,9 @@ FaultKind = Literal["error", "delay", "drop", "reset", "exception"]
 Handler = Callable[[RpcRequest], bytes]
 
 _PROTOBUF_ERROR = "com.google.protobuf.InvalidProtocolBufferException"
-_NO_METHOD = "org.apache.inlong.tubemq.corerpc.exception.ServiceNotFoundException"
+# What a real node's RPC dispatcher answers for a service it does not serve: a plain Exception
+# (docs/protocol/wire.md §3.1).
+_NO_SERVICE = "java.lang.Exception"
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +302,7 @@ class RpcNode:
         """The response payload for ``request`` (success, or an exception frame)."""
         handler = self.handlers.get(request.method)
         if handler is None:
-            return encode_exception(_NO_METHOD, f"method {request.method} not served")
+            return _not_served(request)
         try:
             return encode_success(request.method, handler(request))
         except DecodeError as exc:
@@ -311,5 +313,9 @@ class RpcNode:
         """The response payload refusing ``request`` with error ``code``."""
         cls = self.responses.get(request.method)
         if cls is None:
-            return encode_exception(_NO_METHOD, f"method {request.method} not served")
+            return _not_served(request)
         return encode_success(request.method, failure_response(cls, code, message))
+
+
+def _not_served(request: RpcRequest) -> bytes:
+    return encode_exception(_NO_SERVICE, f"No service {request.service_type} found on the server")

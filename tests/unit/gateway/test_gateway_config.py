@@ -85,6 +85,17 @@ def test_auth_cache_size_reaches_the_authenticator() -> None:
             GatewayConfig.from_mapping(base(auth_cache_size=bad))
 
 
+def test_token_cache_size_reaches_the_lease_tokens() -> None:
+    from tubemq_aio.gateway.app import create_app
+
+    assert GatewayConfig.from_mapping(base()).token_cache_size == 4096
+    config = GatewayConfig.from_mapping(base(token_cache_size=0))
+    assert create_app(config).state.gateway.tokens.cache_size == 0
+    for bad in (-1, 1_000_001, 2**64, True, 2.5, float("nan"), float("inf"), "10"):
+        with pytest.raises(ConfigError, match="token_cache_size"):
+            GatewayConfig.from_mapping(base(token_cache_size=bad))
+
+
 def test_config_limits_are_the_request_limits() -> None:
     from tubemq_aio.gateway.app import default_engine
 

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway.config.limits import MAX_SETTING_SECONDS
+from tubemq_aio.gateway.config.limits import MAX_KEPT_BATCH_BYTES, MAX_SETTING_SECONDS
 from tubemq_aio.gateway.config.tubemq_access import TubeMQAccess, split_masters_url
 from tubemq_aio.gateway.config.value_checks import check_name
 from tubemq_aio.gateway.leases.redis_client import parse_redis_url
 
 __all__ = ["DEFAULT_KEPT_BATCH_BYTES", "EngineSettings"]
 
-#: ``kept_batch_bytes`` by default: read-ahead on, 32 MiB of bodies kept per replica at most.
+#: ``kept_batch_bytes`` by default: read-ahead off, nothing kept (32 MiB is a sensible value on).
 DEFAULT_KEPT_BATCH_BYTES = 0
 
 
@@ -121,7 +121,7 @@ class EngineSettings:
         if self.redis_ack_replicas and not supports_wait:
             checks.problem("redis_ack_replicas needs a redis:// or redis+sentinel:// store")
         checks.integer("not_found_wait_ms", self.not_found_wait_ms, low=0, high=60_000)
-        checks.integer("kept_batch_bytes", self.kept_batch_bytes, low=0, high=1 << 40)
+        checks.integer("kept_batch_bytes", self.kept_batch_bytes, low=0, high=MAX_KEPT_BATCH_BYTES)
 
     def engine_settings(self) -> dict[str, object]:
         """This value's engine settings by name (to build another :class:`EngineSettings`

@@ -19,7 +19,12 @@ from tubemq_aio.checks import Checks
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.config.cors import CorsConfig
 from tubemq_aio.gateway.config.engine_settings import EngineSettings
-from tubemq_aio.gateway.config.limits import MAX_BATCH_CEILING, MAX_SETTING_SECONDS
+from tubemq_aio.gateway.config.limits import (
+    DEFAULT_TOKEN_CACHE_SIZE,
+    MAX_BATCH_CEILING,
+    MAX_SETTING_SECONDS,
+    MAX_TOKEN_CACHE_SIZE,
+)
 from tubemq_aio.gateway.config.sources import gather_sources
 from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.config.tables import (
@@ -80,6 +85,8 @@ class GatewayConfig(EngineSettings):
             ``max_long_poll_waiters`` divided by the number of principals.
         auth_cache_size: verified ``Authorization`` headers a replica remembers (a request
             with one skips the key check); 0 remembers none.
+        token_cache_size: lease tokens a replica remembers issuing (their ack skips the HMAC
+            check; any other token is checked); 0 remembers none, at most 1 000 000.
         noop_route: serve ``POST /v1/noop`` (same auth and body parsing as produce, no send):
             the framework floor the produce benchmark compares against. Off by default.
         housekeeper: the elected background jobs (see :class:`HousekeeperConfig`).
@@ -102,6 +109,7 @@ class GatewayConfig(EngineSettings):
     produce_fail_fast_ms: int = 1000
     max_long_polls_per_key: int = 0
     auth_cache_size: int = 1024
+    token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE
     noop_route: bool = False
     housekeeper: HousekeeperConfig = field(default_factory=HousekeeperConfig)
     stream: StreamConfig = field(default_factory=StreamConfig)
@@ -146,6 +154,7 @@ class GatewayConfig(EngineSettings):
         checks.integer("produce_fail_fast_ms", self.produce_fail_fast_ms, low=0, high=600_000)
         checks.integer("max_long_polls_per_key", self.max_long_polls_per_key, low=0, high=1_000_000)
         checks.integer("auth_cache_size", self.auth_cache_size, low=0, high=1_000_000)
+        checks.integer("token_cache_size", self.token_cache_size, low=0, high=MAX_TOKEN_CACHE_SIZE)
 
     def _check_idle_time(self, checks: Checks) -> None:
         """An active client is marked as seen once per ``sync_interval`` (per replica): a

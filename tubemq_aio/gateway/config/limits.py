@@ -4,11 +4,14 @@ body models all read them, so a value the config accepts is never refused later.
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_TOKEN_CACHE_SIZE",
     "LEASE_MS_CEILING",
     "LEASE_MS_FLOOR",
     "MAX_BATCH_CEILING",
     "MAX_DELAY_MS",
+    "MAX_KEPT_BATCH_BYTES",
     "MAX_SETTING_SECONDS",
+    "MAX_TOKEN_CACHE_SIZE",
     "MAX_WAIT_MS",
     "SHUTDOWN_GRACE_SECONDS",
 ]
@@ -23,6 +26,12 @@ MAX_BATCH_CEILING = 500
 MAX_SETTING_SECONDS = 600.0
 #: The longest long poll a fetch may ask for (``wait_ms``).
 MAX_WAIT_MS = 30_000
+#: The most payload bytes of read-ahead batches a replica may keep (``kept_batch_bytes``): 1 TiB.
+MAX_KEPT_BATCH_BYTES = 1 << 40
+#: Lease tokens a replica remembers issuing by default (``token_cache_size``).
+DEFAULT_TOKEN_CACHE_SIZE = 4096
+#: The most lease tokens a replica may remember issuing (``token_cache_size``).
+MAX_TOKEN_CACHE_SIZE = 1_000_000
 #: The longest redelivery delay a nack may ask for (``delay_ms``): one hour.
 MAX_DELAY_MS = 3_600_000
 #: Seconds a stopping replica's server lets open responses finish before it cancels them (a

@@ -40,7 +40,7 @@ from tubemq_aio.gateway.engine.data import (
     Lease,
     Position,
 )
-from tubemq_aio.gateway.engine.kept_batches import KeptBatches
+from tubemq_aio.gateway.engine.kept_batches import KeptBatch, KeptBatches
 from tubemq_aio.gateway.engine.port import PiggybackAcks
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -50,6 +50,7 @@ from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
 from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
+from tubemq_aio.protocol.consumer_replies import payload_bytes
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["BatchReader", "rewind_committed", "rewind_target"]
@@ -397,9 +398,12 @@ class BatchReader:
         empty_wait = 0 if read.next > cmt else self.settings.not_found_wait_ms
         verified = read.status == "ok" or read.registered
         kept_fence = None
+        ahead_bytes = 0  # summed once: the kept batch carries it
         # broadcast scopes share the broker cursor: what one read ahead is not kept for it
-        if read.ahead and lease.scope == "c" and read.status == "ok" and self.kept.fits(read.ahead):
-            kept_fence = KeptFence(secrets.token_hex(8), read.next)
+        if read.ahead and lease.scope == "c" and read.status == "ok":
+            ahead_bytes = payload_bytes(read.ahead)
+            if self.kept.fits(ahead_bytes):
+                kept_fence = KeptFence(secrets.token_hex(8), read.next)
         booking = Booking(
             base=cmt,
             next=read.next,
@@ -419,7 +423,8 @@ class BatchReader:
             self._stats.empty_scans += int(rec.status == "released")
             return None
         if kept_fence is not None:
-            self.kept.put(spec.name, p, kept_fence, read.ahead, read.max)
+            ahead = KeptBatch(kept_fence, read.ahead, ahead_bytes, read.max)
+            self.kept.put(spec.name, p, ahead)
         self._stats.messages += n
         self._stats.broker_batches += read.batches
         self._stats.redeliveries += int(lease.redelivery > 0)

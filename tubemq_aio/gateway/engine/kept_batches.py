@@ -6,15 +6,18 @@ under the :class:`~tubemq_aio.gateway.leases.model.KeptFence` that Redis also ho
 partition's next fetch on this replica takes it out: served when the fence the acquire handed
 out matches, dropped otherwise. At most one batch per (group, partition) and at most
 ``limit_bytes`` of payload in all; a batch that does not fit is not kept (the broker's cursor
-stays where Redis says, and the next read fetches it again).
+stays where Redis says, and the next read fetches it again). A batch's payload bytes are summed
+once, by whoever builds its :class:`KeptBatch` (the fetch asks :meth:`KeptBatches.fits` with that
+sum, then keeps the batch with it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from tubemq_aio.gateway.config.limits import MAX_KEPT_BATCH_BYTES
 from tubemq_aio.gateway.leases.model import KeptFence
-from tubemq_aio.protocol.consumer_replies import RawMessage, payload_bytes
+from tubemq_aio.protocol.consumer_replies import RawMessage
 
 __all__ = ["KeptBatch", "KeptBatches"]
 
@@ -26,7 +29,8 @@ class KeptBatch:
     Attributes:
         fence: its fence (``fence.start`` is the offset it starts at).
         messages: the broker's messages, not yet decoded (non-empty).
-        size: their payload bytes.
+        size: their payload bytes (:func:`payload_bytes` of ``messages``, summed once by
+            whoever builds the batch).
         max_offset: the partition's max offset the answer that brought them reported.
     """
 
@@ -40,11 +44,22 @@ class KeptBatches:
     """The kept batches of one replica.
 
     Args:
-        limit_bytes: payload bytes kept at most over every partition (0: nothing is kept, and
-            fetches end with a CommitOffset instead of reading ahead).
+        limit_bytes: payload bytes kept at most over every partition, from 0 to
+            ``MAX_KEPT_BATCH_BYTES`` (1 TiB); 0: nothing is kept, and fetches end with a
+            CommitOffset instead of reading ahead.
+
+    Raises:
+        TypeError: ``limit_bytes`` is not an int (a bool is not one).
+        ValueError: ``limit_bytes`` is outside its range.
     """
 
     def __init__(self, limit_bytes: int) -> None:
+        if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int):
+            raise TypeError(f"limit_bytes must be an int, got {type(limit_bytes).__name__}")
+        if not 0 <= limit_bytes <= MAX_KEPT_BATCH_BYTES:
+            raise ValueError(
+                f"limit_bytes must be in [0, {MAX_KEPT_BATCH_BYTES}], got {limit_bytes}"
+            )
         self.limit_bytes = limit_bytes
         self._held: dict[tuple[str, str], KeptBatch] = {}
         self._bytes = 0
@@ -69,29 +84,29 @@ class KeptBatches:
             self._bytes -= batch.size
         return batch
 
-    def put(
-        self,
-        group: str,
-        partition_key: str,
-        fence: KeptFence,
-        messages: tuple[RawMessage, ...],
-        max_offset: int = -1,
-    ) -> bool:
-        """Keep ``messages`` (non-empty; their answer reported ``max_offset``) for the partition
-        under ``fence``, replacing any batch kept for it; False (nothing kept) when they would
-        pass ``limit_bytes``."""
+    def put(self, group: str, partition_key: str, batch: KeptBatch) -> bool:
+        """Keep ``batch`` (non-empty) for the partition, replacing any batch kept for it; False
+        (nothing kept) when it would pass ``limit_bytes``.
+
+        Raises:
+            TypeError: ``batch`` is not a :class:`KeptBatch`.
+            ValueError: its ``size`` is negative.
+        """
+        if not isinstance(batch, KeptBatch):
+            raise TypeError(f"batch must be a KeptBatch, got {type(batch).__name__}")
+        if batch.size < 0:
+            raise ValueError(f"a kept batch's size must be >= 0, got {batch.size}")
         self.take(group, partition_key)
-        size = payload_bytes(messages)
-        if not messages or self._bytes + size > self.limit_bytes:
+        if not batch.messages or self._bytes + batch.size > self.limit_bytes:
             return False
-        self._held[(group, partition_key)] = KeptBatch(fence, messages, size, max_offset)
-        self._bytes += size
+        self._held[(group, partition_key)] = batch
+        self._bytes += batch.size
         return True
 
-    def fits(self, messages: tuple[RawMessage, ...]) -> bool:
-        """Whether ``messages`` could be kept now (the total stays within ``limit_bytes``)."""
-        size = payload_bytes(messages)
-        return bool(messages) and self._bytes + size <= self.limit_bytes
+    def fits(self, size: int) -> bool:
+        """Whether a batch of ``size`` payload bytes (:func:`payload_bytes` of its messages)
+        could be kept now (the total stays within ``limit_bytes``)."""
+        return self._bytes + size <= self.limit_bytes
 
     def clear(self) -> None:
         """Drop every kept batch (the replica closes)."""

@@ -18,6 +18,7 @@ from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.engine.port import ConsumeEngine
 from tubemq_aio.gateway.engine.streams import StreamHub
+from tubemq_aio.gateway.engine.tokens import LeaseTokens
 from tubemq_aio.gateway.errors import NotReadyError, TooManyWaitersError, UnknownGroupError
 from tubemq_aio.gateway.http.api_errors import ApiError, answer_for
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -54,6 +55,7 @@ class Gateway:
             are only in the start-up log).
         auth: the API-key checker.
         streams: the streaming consumes this replica serves (their tasks and windows).
+        tokens: the lease tokens it issues and checks (its secret, the ones it issued).
         metrics: the replica's Prometheus metrics.
         producer: the SDK producer (None without ``produce_topics`` or before start).
         engine: the consume engine (None without groups or before start).
@@ -66,17 +68,13 @@ class Gateway:
     replica: str
     auth: Authenticator
     streams: StreamHub
+    tokens: LeaseTokens
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     producer: Producer | None = None
     engine: ConsumeEngine | None = None
     long_polls: Counter[str] = field(default_factory=Counter)
     topic_offsets: TopicOffsets | None = None
     reach: MasterReach | None = None
-
-    @property
-    def secret(self) -> bytes:
-        """The token HMAC key."""
-        return self.config.secret.encode()
 
     def group(self, name: str) -> GroupConfig:
         """The configured group ``name``.

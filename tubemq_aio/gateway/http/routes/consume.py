@@ -13,7 +13,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import ApiKey
 from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery, Lease
 from tubemq_aio.gateway.engine.port import ConsumeEngine, PiggybackAcks
-from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, decode_token, encode_token
+from tubemq_aio.gateway.engine.tokens import MAX_TOKEN_LENGTH, LeaseTokens
 from tubemq_aio.gateway.errors import LeaseStaleError, RateLimitedError
 from tubemq_aio.gateway.http.api_errors import ApiError, api_error_for
 from tubemq_aio.gateway.http.auth import Authenticator
@@ -61,7 +61,7 @@ def _errors(codes: tuple[int, ...]) -> dict[int | str, dict[str, object]]:
 
 
 def _claims(gateway: Gateway, principal: ApiKey, token: str) -> LeaseKey:
-    claims = decode_token(token, gateway.secret)  # 400 before anything else is asked
+    claims = gateway.tokens.decode(token)  # 400 before anything else is asked
     Authenticator.require(principal, "consume", claims.group)
     gateway.group(claims.group)
     return claims
@@ -132,7 +132,7 @@ async def fetch(
     reply: dict[str, object] = {"status": outcome.status, "messages": []}
     lease = outcome.lease
     if outcome.status == "ok" and lease is not None:
-        reply["lease"] = lease_json(lease, gateway.secret)
+        reply["lease"] = lease_json(lease, gateway.tokens)
         force = body.value_encoding == "base64"
         reply["messages"] = messages_fragment(outcome.messages, force)
         metrics.child(metrics.messages_delivered, group).inc(len(outcome.messages))
@@ -143,11 +143,11 @@ async def fetch(
     return json_response(reply)
 
 
-def lease_json(lease: Lease, secret: bytes) -> dict[str, object]:
-    """A granted lease as a client gets it: its token, partition, expiry (Redis ms) and
-    redelivery count."""
+def lease_json(lease: Lease, tokens: LeaseTokens) -> dict[str, object]:
+    """A granted lease as a client gets it: its token (issued by ``tokens``), partition, expiry
+    (Redis ms) and redelivery count."""
     return {
-        "token": encode_token(lease.key, secret),
+        "token": tokens.encode(lease.key),
         "partition_key": lease.partition_key,
         "expires_at": lease.expires_at_ms,
         "redelivery": lease.redelivery,

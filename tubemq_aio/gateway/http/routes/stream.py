@@ -166,7 +166,7 @@ class EventStreamResponse(Response):
             return _sse(
                 "batch",
                 {
-                    "lease": lease_json(outcome.lease, self.gateway.secret),
+                    "lease": lease_json(outcome.lease, self.gateway.tokens),
                     "messages": messages_fragment(outcome.messages, self.base64),
                 },
             )
