@@ -1,19 +1,20 @@
 """Script calls of a fetch packed by the gateway and sent on a pooled connection of one server.
 
 A fetch runs three scripts (settle, acquire, record) of about twenty arguments each, and
-redis-py 8 spends most of the replica's Python calls of a fetch on them: each argument encoded
+redis-py 8 spent most of the replica's Python calls of a fetch on them: each argument encoded
 through its ``Encoder`` and joined piece by piece, the command's retry wrapper, observability
-hooks and the pipeline object (docs/gateway.md, "A fetch's fixed cost"). On a single server
-(``redis://``, ``rediss://``, ``unix://``: a plain pool) the gateway
-packs the ``EVALSHA`` commands itself, the part that is the same for every call of a script
-on a scope (the command, the script's SHA and the 9 keys) packed once and kept, and sends them
-as redis-py's client does: a connection from the client's pool, one
-``send_packed_command``, one ``read_response`` per command, the connection back to the pool.
-The bytes on the wire are those redis-py writes for the same arguments, and the connection's
-own error handling is unchanged (it closes itself on a timeout, an ``OSError`` or a cancel
-between its write and its answers). Only a pool whose connections retry nothing themselves
-takes this path (the gateway's: ``Retry`` with 0 retries), so the gateway's :class:`~tubemq_aio.gateway.leases.roundtrips.RoundTrips` stays the one
-place that retries; an answer ``NOSCRIPT`` reaches it as redis-py raises it.
+hooks and the pipeline object (docs/gateway.md, "The script calls packed by the gateway"). On
+a single server (``redis://``, ``rediss://``, ``unix://``: a plain pool) the gateway packs the
+``EVALSHA`` commands itself, the part that is the same for every call of a script on a scope
+(the command, the script's SHA and the 9 keys) packed once and kept, and sends them as
+redis-py's client does: a connection from the client's pool, one ``send_packed_command``, one
+``read_response`` per command, the connection back to the pool. The bytes on the wire are
+those redis-py writes for the same arguments, and the connection's own error handling is
+unchanged (it closes itself on a timeout, an ``OSError`` or a cancel between its write and its
+answers). Only a pool whose connections retry nothing themselves takes this path (the
+gateway's: ``Retry`` with 0 retries), so
+:class:`~tubemq_aio.gateway.leases.roundtrips.RoundTrips` stays the one place that retries; an
+answer ``NOSCRIPT`` reaches it as redis-py raises it.
 
 Sentinel and Cluster clients keep redis-py's own path (they resolve the primary or the slot's
 node per command).
