@@ -252,6 +252,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--top", type=int, default=0, help="list the K most called functions")
     parser.add_argument("--save", type=Path, help="keep the profile (or Callgrind dump) here")
     args = parser.parse_args(argv)
+    if args.fetches < 1 or args.batch < 1 or args.warmup < 0 or args.top < 0:
+        parser.error("--fetches and --batch must be 1 or more, --warmup and --top 0 or more")
     print(json.dumps(asyncio.run(run(args))), flush=True)
     return 0
 
