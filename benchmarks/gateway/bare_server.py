@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from benchmarks.harness.proc import stop_process
 from tubemq_aio.testing._ports import allocate_ports
 
 _HOST = "127.0.0.1"
@@ -40,10 +41,4 @@ async def bare_server(start_timeout: float = 60.0) -> AsyncIterator[tuple[str, i
                 await asyncio.sleep(0.1)
         yield url, proc.pid
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_process(proc, 15)

@@ -23,6 +23,19 @@ import psutil
 SAMPLE_INTERVAL = 0.2
 
 
+async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Stop a server process the benchmark started: SIGTERM, then SIGKILL after ``grace``
+    seconds (nothing when it has ended)."""
+    if proc.returncode is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
 @dataclass
 class Sample:
     """One sampling instant."""

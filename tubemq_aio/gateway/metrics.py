@@ -118,6 +118,17 @@ class GatewayMetrics:
         self._engine: Callable[[], object] | None = None
         self._housekeeper = _Delegate()
         self.registry.register(self._housekeeper)
+        self._children: dict[tuple[Counter, tuple[str, ...]], Counter] = {}
+
+    def child(self, metric: Counter, *values: str) -> Counter:
+        """``metric.labels(*values)``, kept after the first call: prometheus_client takes a
+        lock and checks the values on every ``labels`` call, a few of which every fetch makes.
+        Only for label values of a bounded set (configured groups, fixed outcomes)."""
+        key = (metric, values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def watch_engine(self, source: Callable[[], object]) -> None:
         """Export ``source()`` (the engine's stats) on every scrape; call once."""

@@ -91,7 +91,7 @@ async def settle_then_acquire(
     """
     settle, acquire = store.script("settle"), store.script("acquire")
     quiet = any(a.group == group and a.scope == scope for a in acks)
-    calls: list[tuple[AsyncScript, Sequence[bytes], list[Any], str]] = [
+    calls: list[tuple[AsyncScript, tuple[bytes, ...], list[Any], str]] = [
         (
             settle,
             script_keys(a.group, a.scope)[:-1],
@@ -100,7 +100,8 @@ async def settle_then_acquire(
         )
         for a in acks
     ]
-    *own, wake = script_keys(group, scope)
+    named = script_keys(group, scope)
+    own, wake = named[:-1], named[-1]
     calls.append(
         (
             acquire,
@@ -124,7 +125,12 @@ async def settle_then_acquire(
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
             return list(await pipe.execute(raise_on_error=False))
 
-    raw = await store.roundtrip(send)
+    packed = store.packed
+    if packed is not None:  # a single server: the same commands, packed by the gateway
+        packed_calls = [(script.sha, keys, args) for script, keys, args, _ in calls]
+        raw = await store.roundtrip(lambda: packed.call(packed_calls))
+    else:
+        raw = await store.roundtrip(send)
     answers: list[Reply | Exception] = []
     for (script, keys, args, owner), got in zip(calls, raw, strict=True):
         if isinstance(got, rexc.NoScriptError):  # it did not run: once more, loading it

@@ -75,6 +75,13 @@ _REFUSED_REST_MS = int(CONNECT_FAILURE_HOLD * 1000)
 _GATHER_S = 1.0
 
 
+def _read_window(left_ms: int) -> tuple[float, float]:
+    """A leased read's budget and its gathering window, in seconds, with ``left_ms`` of the
+    lease left: the lease less its margin, and further broker batches only early in it."""
+    margin = min(_LEASE_MARGIN_MS, left_ms // 4)
+    return max(0.05, (left_ms - margin) / 1000), min(_GATHER_S, (left_ms - margin) / 4000)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _ReadArgs:
     """Where a leased read starts and how much it may gather."""
@@ -204,17 +211,16 @@ class BatchReader:
             expires_at_ms=leased.lease_expiry,
             redelivery=leased.redeliveries,
         )
+        left_ms = leased.lease_expiry - got.now
         read = _ReadArgs(
             cmt=-1 if leased.committed is None else leased.committed,
             start=leased.start,
             cursor=-1 if leased.cursor is None else leased.cursor,
             max_messages=request.max_messages,
-            gather_until=0.0,  # set by _read_leased from the lease's time left
+            gather_until=time.monotonic() + _read_window(left_ms)[1],
             fence=leased.fence,
         )
-        return await self._read_leased(
-            spec, lease, read, leased.lease_expiry - got.now, store, cost
-        )
+        return await self._read_leased(spec, lease, read, left_ms, store, cost)
 
     def _idle(self, now: int, next_ready: int, next_expiry: int) -> FetchOutcome:
         if next_ready >= 0:
@@ -227,20 +233,16 @@ class BatchReader:
         self,
         spec: GroupSpec,
         lease: Lease,
-        where: _ReadArgs,
+        read: _ReadArgs,
         left_ms: int,
         store: LeaseStore,
         cost: AttemptCost,
     ) -> FetchOutcome | None:
-        """Read the leased partition from ``where`` (its gathering window set here from the
-        ``left_ms`` of the lease); None when the caller should try another one."""
+        """Read the leased partition as ``read`` says, within the budget of the ``left_ms`` of
+        the lease (:func:`_read_window`); None when the caller should try another one."""
         hold: CursorHold | None = None
         try:
-            margin = min(_LEASE_MARGIN_MS, left_ms // 4)
-            # further broker batches are read only early in the lease's broker window
-            gather = min(_GATHER_S, (left_ms - margin) / 4000)
-            read = dataclasses.replace(where, gather_until=time.monotonic() + gather)
-            async with asyncio.timeout(max(0.05, (left_ms - margin) / 1000)) as budget:
+            async with asyncio.timeout(_read_window(left_ms)[0]) as budget:
                 if lease.scope != "c":
                     held = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
                     if held is None:

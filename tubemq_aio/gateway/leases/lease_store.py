@@ -2,8 +2,11 @@
 
 Every state change is one script call (one round trip, atomic, Redis ``TIME`` as the clock,
 idempotent for the same arguments). All keys of a group share the hash tag ``{g:<group>}``, so a
-script only touches one cluster slot. redis-py's ``register_script`` runs ``EVALSHA`` and loads
-the script again when Redis answers ``NOSCRIPT`` (after a restart or ``SCRIPT FLUSH``).
+script only touches one cluster slot. Every script is sent as ``EVALSHA``: on a single server
+packed by the gateway (:mod:`.packed_calls`), where a ``NOSCRIPT`` answer (after a restart or
+``SCRIPT FLUSH``) makes the round trip load the scripts and send it again
+(:mod:`.roundtrips`); through redis-py's ``register_script`` otherwise, which loads the script
+again itself.
 
 Key layout (``<s>`` = scope ``c`` or ``b:<client_id>``): ``tgw:{g:G}:cfg`` (HASH: ``boot``,
 ``paused``, ``rate``, ``burst``, ``rlh`` the one read of a rate-limited group), ``tgw:{g:G}:rl``
@@ -30,6 +33,7 @@ from redis.commands.core import AsyncScript
 from tubemq_aio.gateway.errors import GatewayError, StateLostError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.model import Booking, GroupState
+from tubemq_aio.gateway.leases.packed_calls import packed_calls_for
 from tubemq_aio.gateway.leases.redis_client import RedisClient
 from tubemq_aio.gateway.leases.redis_keys import (
     BOOT_KEY,
@@ -136,6 +140,8 @@ class LeaseStore(RoundTrips):
         self.lost = 0
         self.wait_short = 0
         self._scripts = {n: client.register_script(_load_source(n)) for n in _SCRIPTS}
+        #: The scripts' packed path on a single server (None: redis-py's, see packed_calls).
+        self.packed = packed_calls_for(client)
         self._unlock = client.register_script(_UNLOCK)
         self._renew = client.register_script(_RENEW)
         self._seen = client.register_script(_SEEN)
@@ -146,10 +152,16 @@ class LeaseStore(RoundTrips):
     async def _run(
         self, name: str, group: str, scope: str, *args: Any, extra_keys: Sequence[str] = ()
     ) -> Reply:
-        *base, wake = script_keys(group, scope)
-        keys: list[str | bytes] = [*base, *extra_keys]
-        argv = [wake, *args]
-        raw = await self.roundtrip(lambda: self._scripts[name](keys=keys, args=argv))
+        own = script_keys(group, scope)
+        argv = [own[-1], *args]
+        packed = self.packed
+        if packed is not None:
+            keys = own[:-1] + tuple(k.encode() for k in extra_keys) if extra_keys else own[:-1]
+            sha = self._scripts[name].sha
+            raw = await self.roundtrip(lambda: packed.call_one(sha, keys, argv))
+        else:
+            listed: list[str | bytes] = [*own[:-1], *extra_keys]
+            raw = await self.roundtrip(lambda: self._scripts[name](keys=listed, args=argv))
         return self.reply(raw, group)
 
     def script(self, name: str) -> AsyncScript:
@@ -162,7 +174,7 @@ class LeaseStore(RoundTrips):
         Raises:
             StateLostError: the script found the group's state missing.
         """
-        out = [text(v) for v in raw]
+        out = [v.decode() if type(v) is bytes else v for v in raw]  # text(), inlined
         reply = Reply(str(out[0]), int(out[1]), tuple(out[2:]))
         if reply.status == "lost":
             self.lost += 1

@@ -102,9 +102,11 @@ class RoundTrips:
             self.roundtrips += 1
             try:
                 async with asyncio.timeout(self.timeout):
-                    async with self._room or contextlib.nullcontext():
-                        # redis-py's command write awaits asyncio.wait_for, which on 3.11
-                        # can swallow a cancel (see keeping_cancel)
+                    # redis-py's command write awaits asyncio.wait_for, which on 3.11 can
+                    # swallow a cancel (see keeping_cancel)
+                    if self._room is None:
+                        return await keeping_cancel(call())
+                    async with self._room:
                         return await keeping_cancel(call())
             except _DOWN_OR_CLOSED as exc:
                 if isinstance(exc, AttributeError) and not _closed_under_us(exc):

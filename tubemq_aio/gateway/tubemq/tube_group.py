@@ -359,8 +359,12 @@ class TubeGroup:
             got = await self._read_once(session, partition, key, args)
             rpcs += got.rpcs
             registered, resync = registered or got.registered, resync or got.resync
-            if got.status != "damaged":
-                return replace(got, rpcs=rpcs, registered=registered, resync=resync)
+            if got.status != "damaged":  # the first read's own figures need no copy
+                return (
+                    replace(got, rpcs=rpcs, registered=registered, resync=resync)
+                    if rereads
+                    else got
+                )
             rereads += 1
             wait = reread_wait_ms(rereads) / 1000
             if time.monotonic() + wait >= deadline:

@@ -81,7 +81,7 @@ async def _settle(
         gateway.streams.settled(claims.lease_id)  # not a stream's to wait for any more
         raise
     gateway.streams.settled(claims.lease_id)
-    gateway.metrics.settles.labels(claims.group, action, result).inc()
+    gateway.metrics.child(gateway.metrics.settles, claims.group, action, result).inc()
     return result
 
 
@@ -123,9 +123,10 @@ async def fetch(
         finally:
             carried.count()
     if gone or outcome is None:
-        gateway.metrics.fetch_outcomes.labels(group, "client_gone").inc()
+        gateway.metrics.child(gateway.metrics.fetch_outcomes, group, "client_gone").inc()
         return Response(status_code=CLIENT_GONE)
-    gateway.metrics.fetch_outcomes.labels(group, outcome.status).inc()
+    metrics = gateway.metrics
+    metrics.child(metrics.fetch_outcomes, group, outcome.status).inc()
     if outcome.status == "throttled":
         raise RateLimitedError(f"group {group!r} is over its consume rate", outcome.retry_after_ms)
     reply: dict[str, object] = {"status": outcome.status, "messages": []}
@@ -134,7 +135,7 @@ async def fetch(
         reply["lease"] = lease_json(lease, gateway.tokens)
         force = body.value_encoding == "base64"
         reply["messages"] = messages_fragment(outcome.messages, force)
-        gateway.metrics.messages_delivered.labels(group).inc(len(outcome.messages))
+        metrics.child(metrics.messages_delivered, group).inc(len(outcome.messages))
     elif outcome.retry_after_ms is not None:
         reply["retry_after_ms"] = outcome.retry_after_ms
     if body.ack:
@@ -176,7 +177,8 @@ class _Carried:
             if isinstance(result, str | LeaseStaleError):
                 self.gateway.streams.settled(ref.lease_id)
             if isinstance(result, str):
-                self.gateway.metrics.settles.labels(ref.group, "ack", result).inc()
+                metrics = self.gateway.metrics
+                metrics.child(metrics.settles, ref.group, "ack", result).inc()
 
     def answers(self) -> list[dict[str, object]]:
         """Per token: its result or its error."""
