@@ -34,6 +34,7 @@ from libc.string cimport memcmp, memcpy
 
 from tubemq_aio.errors import FrameError
 from tubemq_aio.errors import RemoteProtocolError as _RemoteProtocolError
+from tubemq_aio.errors import ServerError as _ServerError
 
 #: What the Spark column decode may ask of this build: 2 = ``GetMessageParser.columns`` takes
 #: the answer's bounds and ``ColumnDecoder`` takes ``crc_address`` (a build without this name
@@ -238,4 +239,5 @@ include "_frames.pxi"
 include "_produce.pxi"
 include "_registry.pxi"
 include "_window.pxi"
+include "_fast_attempt.pxi"
 include "_answer_json.pxi"

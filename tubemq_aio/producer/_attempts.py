@@ -34,6 +34,7 @@ from tubemq_aio.errors import (
     TubeMQError,
     WriteTimeoutError,
 )
+from tubemq_aio.producer._fast_attempt import REFUSED_CODES, fast_attempt
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage
@@ -56,9 +57,6 @@ Started = tuple[Connection, int, "asyncio.Future[bytes]"]
 #: An attempt that certainly did not store its message: (error to retry on, partition,
 #: monotonic start of the attempt).
 Failed = tuple[TubeMQError, Partition, float]
-
-# Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
-_REFUSED_CODES = frozenset({503, 419})
 
 
 @dataclass(slots=True)
@@ -118,6 +116,9 @@ class SendAttempts:
         self._plain_parts = plain_send_encoder(self._encoder)  # compiled when built
         #: Parses a send's answer (the compiled one when the accelerator is built).
         self.parse_answer = send_result_parser()  # used on the producer's loop only
+        #: Both halves of an attempt in one call each where nothing is blocked or backed off
+        #: (the plain send's first attempt, every answer's booking).
+        self.fast = fast_attempt(self, time.monotonic)
 
     def begin(
         self,
@@ -185,23 +186,14 @@ class SendAttempts:
 
     def answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
         """Book an answered attempt (the partition's back-off ends, the broker counts a success
-        unless it refused); return its result, or the refusal to retry on (503/419).
+        unless it refused); return its result, or the refusal to retry on (503/419): the
+        :attr:`fast` attempt's :meth:`~tubemq_aio.producer._fast_attempt.FastAttempt.answered`.
 
         Raises:
             ServerError: the broker refused the message for good (not 503/419).
             RemoteProtocolError: the answer could not be decoded.
         """
-        self.backoff.record_response(partition.partition_key)
-        broker_id = partition.broker.broker_id
-        try:
-            result = self.parse_answer(answer, partition)
-        except ServerError as exc:
-            self.blocker.record(broker_id, False, time.monotonic(), err_code=exc.err_code)
-            if exc.err_code not in _REFUSED_CODES:
-                raise
-            return exc
-        self.blocker.record(broker_id, True, time.monotonic())
-        return result
+        return self.fast.answered(answer, partition)
 
     def failed(self, exc: TubeMQError, partition: Partition, now: float) -> TubeMQError:
         """Book an attempt that got no answer; return the error to retry on, or raise.
@@ -236,7 +228,7 @@ class SendAttempts:
                 f"no answer for the send to {partition.partition_key} ({exc}); "
                 "the message may or may not be stored"
             ) from exc
-        if isinstance(exc, ServerError) and exc.err_code in _REFUSED_CODES:
+        if isinstance(exc, ServerError) and exc.err_code in REFUSED_CODES:
             return exc
         raise exc
 
