@@ -191,14 +191,17 @@ else:
     _FastAttempt = twin_or(FastAttempt)
 
 
-def fast_attempt(attempts: SendAttempts, clock: Callable[[], float]) -> FastAttempt:
-    """The :class:`FastAttempt` (the compiled twin when built) over ``attempts``' collaborators.
+def fast_attempt(
+    attempts: SendAttempts, clock: Callable[[], float], kind: type[FastAttempt] = _FastAttempt
+) -> FastAttempt:
+    """The :class:`FastAttempt` over ``attempts``' collaborators.
 
     Args:
         attempts: the producer's attempts; its ``begin`` is the general path.
         clock: monotonic seconds (``time.monotonic``).
+        kind: the class (default: the compiled twin when built, else :class:`FastAttempt`).
     """
-    fast = _FastAttempt()
+    fast = kind()
     fast._begin = attempts.begin
     fast._metadata = attempts.session.metadata
     blocker = attempts.blocker
