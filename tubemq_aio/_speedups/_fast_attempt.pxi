@@ -2,6 +2,43 @@
 # Included by _cdecode.pyx (one extension module), after _produce.pxi and _registry.pxi: it
 # calls their classes' C-level methods when the encoder, the parser and the connection are them.
 
+cdef class _Field:
+    """One named field read straight from its slot when the object is of the class it was
+    learned on (a slotted class: ``Partition``, ``Broker``, ``TopicMeta``, ``TokenState``,
+    ``BrokerBlocker``), else read as Python reads it. Learned again when the class changes."""
+
+    cdef str name
+    cdef PyTypeObject *type
+    cdef Py_ssize_t offset
+    cdef object cls  # keeps the learned class (and so its layout) alive
+
+    def __init__(self, str name):
+        self.name = name
+        self.type = NULL
+        self.offset = -1
+
+    cdef inline object read(self, object obj):
+        cdef PyObject *value
+        if <PyTypeObject *>Py_TYPE(obj) != self.type:
+            self._learn(obj)
+        if self.offset >= 0:
+            value = _slot(<PyObject *>obj, self.offset)
+            if value != NULL:
+                return <object>value
+        return getattr(obj, self.name)
+
+    cdef void _learn(self, object obj):
+        cls = type(obj)
+        self.cls = cls
+        self.type = <PyTypeObject *>cls
+        descr = None
+        for klass in cls.__mro__:
+            descr = vars(klass).get(self.name)
+            if descr is not None:
+                break
+        self.offset = -1 if descr is None else tubemq_slot_offset(descr)
+
+
 cdef class FastAttempt:
     """``tubemq_aio.producer._fast_attempt.FastAttempt`` compiled: the same fields (set by
     ``fast_attempt``) and the same ``begin_plain`` and ``answered``. The compiled encoder,
@@ -25,6 +62,25 @@ cdef class FastAttempt:
     cdef PlainSendEncoder _encoder  # the compiled encoder behind _plain_parts, else None
     cdef object _parse_fn
     cdef SendResultParser _parser  # the compiled parser behind _parse, else None
+    # Fields read per send (see _Field).
+    cdef _Field _f_topics, _f_partitions, _f_auth, _f_due, _f_valid, _f_cached
+    cdef _Field _f_broker, _f_topic, _f_partition_id, _f_partition_key
+    cdef _Field _f_broker_id, _f_host, _f_port
+
+    def __cinit__(self):
+        self._f_topics = _Field("_topics")
+        self._f_partitions = _Field("partitions")
+        self._f_auth = _Field("_broker_auth")
+        self._f_due = _Field("_evaluation_due")
+        self._f_valid = _Field("_cache_valid_until")
+        self._f_cached = _Field("_cached")
+        self._f_broker = _Field("broker")
+        self._f_topic = _Field("topic")
+        self._f_partition_id = _Field("partition_id")
+        self._f_partition_key = _Field("partition_key")
+        self._f_broker_id = _Field("broker_id")
+        self._f_host = _Field("host")
+        self._f_port = _Field("port")
 
     @property
     def _plain_parts(self):
@@ -56,7 +112,7 @@ cdef class FastAttempt:
         cdef long long serial = 0
         cdef double now = now_obj
         cdef _PlainHead entry
-        found = PyDict_GetItem(self._metadata._topics, topic)
+        found = PyDict_GetItem(self._f_topics.read(self._metadata), topic)
         meta = None if found == NULL else <object>found
         blocker = self._blocker
         counters = self._counters
@@ -64,20 +120,20 @@ cdef class FastAttempt:
         if type(counters) is dict:
             counter_obj = (<dict>counters).get(topic)
         if (meta is None or counter_obj is None
-                or now >= <double>blocker._evaluation_due
-                or now >= <double>blocker._cache_valid_until
-                or blocker._cached or self._until):
+                or now >= <double>self._f_due.read(blocker)
+                or now >= <double>self._f_valid.read(blocker)
+                or self._f_cached.read(blocker) or self._until):
             return self._general(topic, body, now_obj, timeout_ms, attempt_timeout)
-        partitions = meta.partitions
+        partitions = self._f_partitions.read(meta)
         n = len(partitions)
         if not n:
             return self._general(topic, body, now_obj, timeout_ms, attempt_timeout)
         counter = (<unsigned long long>counter_obj + 1) & 0xFFFFFFFF
         partition = partitions[<Py_ssize_t>((counter & 0x7FFFFFFF) % <unsigned long long>n)]
         (<dict>counters)[topic] = counter
-        auth = self._tokens._broker_auth
-        p_topic = partition.topic
-        p_id = partition.partition_id
+        auth = self._f_auth.read(self._tokens)
+        p_topic = self._f_topic.read(partition)
+        p_id = self._f_partition_id.read(partition)
         entry = None
         if self._encoder is not None:
             entry = self._encoder._hit(p_topic, p_id, body, auth, timeout_ms)
@@ -86,12 +142,12 @@ cdef class FastAttempt:
             size = PyBytes_GET_SIZE(entry.head) + entry.size + PyBytes_GET_SIZE(entry.tail)
         else:
             parts, size = self._plain_parts_fn(p_topic, p_id, body, auth, timeout_ms)
-        broker = partition.broker
-        found = PyDict_GetItem(self._conns, broker.host)
+        broker = self._f_broker.read(partition)
+        found = PyDict_GetItem(self._conns, self._f_host.read(broker))
         conn = None
         if found != NULL:
             ports = <object>found
-            found = PyDict_GetItem(ports, broker.port)
+            found = PyDict_GetItem(ports, self._f_port.read(broker))
             if found != NULL:
                 conn = <object>found
         if conn is not None:
@@ -125,12 +181,12 @@ cdef class FastAttempt:
         cdef list counts
         cdef PyObject *found
         cdef double now
-        key = partition.partition_key
+        key = self._f_partition_key.read(partition)
         if self._failures:
             self._failures.pop(key, None)
         if self._until:
             self._until.pop(key, None)
-        broker_id = partition.broker.broker_id
+        broker_id = self._f_broker_id.read(self._f_broker.read(partition))
         try:
             if self._parser is not None:
                 if PyBytes_CheckExact(answer):
@@ -147,7 +203,7 @@ cdef class FastAttempt:
         now_obj = self._clock()
         now = <double>now_obj
         found = PyDict_GetItem(self._window, broker_id)
-        if (found == NULL or now >= <double>self._blocker._evaluation_due
+        if (found == NULL or now >= <double>self._f_due.read(self._blocker)
                 or self._unavailable or self._failing_links):
             self._blocker.record(broker_id, True, now_obj)
         else:  # BrokerBlocker.record of a success with nothing to lift or evaluate

@@ -120,6 +120,20 @@ class BrokerBlocker:
         config: thresholds; Java defaults when omitted.
     """
 
+    __slots__ = (
+        "_cache_valid_until",
+        "_cached",
+        "_evaluation_due",
+        "_failing_links",
+        "_forbidden",
+        "_last_evaluation",
+        "_links",
+        "_low_success",
+        "_unavailable",
+        "_window",
+        "config",
+    )
+
     def __init__(self, config: BrokerBlockingConfig | None = None) -> None:
         self.config = config if config is not None else BrokerBlockingConfig()
         # broker id -> [sends, successes] since the last evaluation; brokers stay listed with
