@@ -36,8 +36,8 @@ from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.accelerator import twin_or
 from tubemq_aio.errors import ConnectError, RequestNotSentError, ServerError, TubeMQError
 from tubemq_aio.producer import _attempts, _fast_attempt
-from tubemq_aio.producer._attempts import NO_AVOID, SendAttempts
-from tubemq_aio.producer._fast_attempt import FastAttempt, fast_attempt
+from tubemq_aio.producer._attempts import NO_AVOID, SendAttempts, fast_attempt
+from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker, BrokerBlockingConfig
@@ -311,7 +311,7 @@ def test_the_fast_halves_do_what_the_general_path_does(
 
 def test_the_producer_uses_the_compiled_twin_when_built() -> None:
     twin = getattr(EXT, "FastAttempt", None)
-    built = _fast_attempt._FastAttempt
+    built = _fast_attempt.BuiltFastAttempt
     if twin is not None and twin_or(FastAttempt) is twin:
         assert built is twin
     else:

@@ -9,7 +9,8 @@ bound to give (``tests/unit/test_speedups.py`` compares them on random and malfo
 The produce twins (``ResponseDecoder``, ``SendResultParser``, ``PlainSendEncoder``,
 ``plain_send_args``) are compared in ``tests/unit/test_speedups_produce.py`` and
 ``tests/unit/test_speedups_send.py``, the connection's ``SendRegistry`` and the send window's
-``WindowSlots`` in ``tests/unit/test_speedups_registry.py``; ``MessageJson`` is the gateway's fetch answer encoding
+``WindowSlots`` in ``tests/unit/test_speedups_registry.py``, the send attempt's ``FastAttempt`` in
+``tests/unit/test_speedups_attempt.py``; ``MessageJson`` is the gateway's fetch answer encoding
 (``tubemq_aio.gateway.tubemq.fetched_messages``, compared in
 ``tests/unit/gateway/test_fetched_messages.py``).
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else

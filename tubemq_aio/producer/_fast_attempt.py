@@ -24,8 +24,11 @@ the broker token) are read from their owners on each call.
 
 This class is the pure reference; the accelerator has a typed twin of the same name
 (``_speedups/_fast_attempt.pxi``) with the same fields, compared against this one and against
-the general path in ``tests/unit/test_speedups_attempt.py``. :func:`fast_attempt` builds
-whichever is in use.
+the general path in ``tests/unit/test_speedups_attempt.py``. The twin calls the compiled
+encoder, answer parser and connection registry through their C methods, and reads the fields
+of the slotted classes (``Partition``, ``Broker``, ``TopicMeta``, ``TokenState``,
+``ProducerMetadata``, ``BrokerBlocker``) from their slots. ``SendAttempts`` builds
+whichever is in use (:data:`BuiltFastAttempt`) over its attempts' collaborators.
 """
 
 from __future__ import annotations
@@ -41,12 +44,8 @@ from tubemq_aio.errors import ServerError
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.producer_meta import Partition, ProducerMetadata
 from tubemq_aio.protocol.producer_send import SendResult
-from tubemq_aio.protocol.routing import RoundRobinPartitioner
 
-if TYPE_CHECKING:
-    from tubemq_aio.producer._attempts import SendAttempts
-
-__all__ = ["REFUSED_CODES", "Begun", "FastAttempt", "fast_attempt"]
+__all__ = ["REFUSED_CODES", "Begun", "BuiltFastAttempt", "FastAttempt"]
 
 #: Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
 REFUSED_CODES = frozenset({503, 419})
@@ -63,8 +62,8 @@ _NO_AVOID: frozenset[str] = frozenset()
 class FastAttempt:
     """A send attempt's two halves in one call each (pure reference; see the module).
 
-    The fields are set by :func:`fast_attempt`, never here, so the compiled twin and this class
-    have the same layout to fill.
+    The fields are set by ``_attempts.fast_attempt``, never here, so the compiled twin and this
+    class have the same layout to fill.
     """
 
     #: The general first half (``SendAttempts.begin``) for what the fast one does not take.
@@ -186,44 +185,7 @@ class FastAttempt:
 
 
 if TYPE_CHECKING:
-    _FastAttempt = FastAttempt
+    BuiltFastAttempt = FastAttempt
 else:
-    _FastAttempt = twin_or(FastAttempt)
-
-
-def fast_attempt(
-    attempts: SendAttempts, clock: Callable[[], float], kind: type[FastAttempt] = _FastAttempt
-) -> FastAttempt:
-    """The :class:`FastAttempt` over ``attempts``' collaborators.
-
-    Args:
-        attempts: the producer's attempts; its ``begin`` is the general path.
-        clock: monotonic seconds (``time.monotonic``).
-        kind: the class (default: the compiled twin when built, else :class:`FastAttempt`).
-    """
-    fast = kind()
-    fast._begin = attempts.begin
-    fast._metadata = attempts.session.metadata
-    blocker = attempts.blocker
-    fast._blocker = blocker
-    fast._window = blocker._window
-    fast._unavailable = blocker._unavailable
-    fast._failing_links = blocker._failing_links
-    fast._failures = attempts.backoff._failures
-    fast._until = attempts.backoff._until
-    select = attempts._select_unkeyed
-    owner = getattr(select, "__self__", None)
-    fast._counters = None
-    if (
-        isinstance(owner, RoundRobinPartitioner)
-        and type(owner) is RoundRobinPartitioner
-        and getattr(select, "__func__", None) is RoundRobinPartitioner.select
-    ):
-        fast._counters = owner._counters
-    fast._tokens = attempts.session.tokens
-    fast._plain_parts = attempts._plain_parts
-    fast._rpc = attempts.rpc
-    fast._conns = attempts.rpc._conns
-    fast._parse = attempts.parse_answer
-    fast._clock = clock
-    return fast
+    #: The class in use: the compiled twin when the accelerator is built, else FastAttempt.
+    BuiltFastAttempt = twin_or(FastAttempt)

@@ -116,6 +116,11 @@ class BlockingSnapshot:
 class BrokerBlocker:
     """The bad-broker state machine.
 
+    The producer's ``FastAttempt`` reads ``_evaluation_due``, ``_cache_valid_until`` and
+    ``_cached`` and counts a plain success in ``_window`` itself when ``_unavailable`` and
+    ``_failing_links`` are empty (what :meth:`record` and :meth:`blocked` do then): a change
+    to what these fields mean changes it too (its tests compare it with these methods).
+
     Args:
         config: thresholds; Java defaults when omitted.
     """
