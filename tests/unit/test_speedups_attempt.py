@@ -14,11 +14,8 @@ blocker's tables.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
-from collections import deque
 from collections.abc import Iterator
-from functools import partial
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -30,9 +27,9 @@ from hypothesis import strategies as st
 from tests.support.examples import examples
 from tests.support.speedup_impls import EXT, pure_and_compiled
 from tests.unit.test_send_attempts import StandInPool, answer
+from tests.unit.test_speedups_registry import _make as filled_registry
 from tubemq_aio._io import registry
 from tubemq_aio._io.rpc_client import RpcClient
-from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.accelerator import twin_or
 from tubemq_aio.errors import ConnectError, RequestNotSentError, ServerError, TubeMQError
 from tubemq_aio.producer import _attempts, _fast_attempt
@@ -45,7 +42,6 @@ from tubemq_aio.protocol.producer_master_values import HeartbeatResponse, Regist
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner, RoundRobinPartitioner
-from tubemq_aio.protocol.rpc import success_bounds
 
 BODY = b"plain body " * 9
 TIMEOUT = 3.0
@@ -77,27 +73,8 @@ def _connection(base: type[Any], loop: asyncio.AbstractEventLoop, clock: Clock) 
         def is_closed(self) -> bool:
             return self._closed is not None
 
-    conn = Conn()
-    conn.label = "127.0.0.1:8123"
-    conn.stats = TransportStats()
-    conn.next_deadline = math.inf
-    conn.last_activity = 0.0
-    conn._loop = loop
-    conn._new_future = partial(asyncio.Future, loop=loop)
+    conn = filled_registry(Conn, loop, legacy=False, room=1000)
     conn._clock = clock
-    conn._pending = {}
-    conn._raw = set()
-    conn._serial = 0
-    conn._written = 0
-    conn._max_in_flight = 1000
-    conn._room_waiters = deque()
-    conn._paused = False
-    conn._closed = None
-    conn._legacy = False
-    conn._wbuf = []
-    conn._frame_other = registry.frame_other
-    conn._settle_other = registry.settle_other
-    conn._success_bounds = success_bounds
     return conn
 
 
