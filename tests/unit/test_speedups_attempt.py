@@ -39,7 +39,7 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker, BrokerBlockingConfig
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse, RegisterResponse
-from tubemq_aio.protocol.producer_meta import Partition
+from tubemq_aio.protocol.producer_meta import Partition, TopicMeta
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 
@@ -323,3 +323,38 @@ def test_a_plain_send_on_a_quiet_producer_takes_the_fast_way(
     world.answered(answer(503), world.begun[-1])  # blocks its broker: the general way again
     world.begin("t")
     assert calls == ["t", "t"]
+
+
+class OtherPartition(Partition):
+    """A partition of another class (the same slots): the twin learns its layout again."""
+
+    __slots__ = ()
+
+
+@pytest.mark.parametrize("fast", pure_and_compiled(FastAttempt, "FastAttempt"))
+def test_partitions_of_mixed_classes_are_read_as_python_reads_them(
+    loop: asyncio.AbstractEventLoop, fast: type[Any]
+) -> None:
+    base = getattr(EXT, "SendRegistry", registry.SendRegistry)
+    clock = Clock()
+    worlds = [
+        World(kind, base, loop, RoundRobinPartitioner(random.Random(7)), clock)
+        for kind in (fast, None)
+    ]
+    for world in worlds:
+        metadata = world.attempts.session.metadata
+        meta = metadata._topics["t"]
+        mixed = tuple(
+            OtherPartition(p.broker, p.topic, p.partition_id) if i % 2 else p
+            for i, p in enumerate(meta.partitions)
+        )
+        metadata._topics["t"] = TopicMeta(meta.topic, mixed, meta.max_msg_size)
+    fast_world, general = worlds
+    with mock.patch.object(_attempts, "time", SimpleNamespace(monotonic=clock)):
+        for _ in range(14):
+            assert fast_world.begin("t") == general.begin("t")
+            assert fast_world.answered(answer(200), fast_world.begun[-1]) == general.answered(
+                answer(200), general.begun[-1]
+            )
+            assert fast_world.state() == general.state()
+    assert {type(p) for p in fast_world.begun} == {Partition, OtherPartition}
