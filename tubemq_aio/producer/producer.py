@@ -482,7 +482,7 @@ class Producer(AsyncLifecycle):
                     except TubeMQError as exc:
                         last = attempts.failed(exc, partition, now)
                     else:
-                        outcome = attempts.answered(answer, partition)
+                        outcome = attempts.fast.answered(answer, partition)
                         if isinstance(outcome, SendResult):
                             result = outcome
                             break
