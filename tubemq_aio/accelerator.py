@@ -7,7 +7,8 @@ source's column decode (:mod:`tubemq_aio.spark._columns`), of the producer's pla
 (:func:`tubemq_aio.protocol.producer_send.plain_send_encoder`, the plain check
 :func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse), of a
 connection's registration state (:class:`tubemq_aio._io.registry.SendRegistry`), of the send
-window's count (:class:`tubemq_aio.producer._window.WindowSlots`) and of the
+window's count (:class:`tubemq_aio.producer._window.WindowSlots`), of a send attempt's two halves
+(:class:`tubemq_aio.producer._fast_attempt.FastAttempt`) and of the
 gateway's fetch answer encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those
 functions stay the entry points: they use the compiled version when it is built and importable,
 and their own pure-Python code otherwise, with the same results and the same errors.

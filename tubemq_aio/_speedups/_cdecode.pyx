@@ -9,7 +9,8 @@ bound to give (``tests/unit/test_speedups.py`` compares them on random and malfo
 The produce twins (``ResponseDecoder``, ``SendResultParser``, ``PlainSendEncoder``,
 ``plain_send_args``) are compared in ``tests/unit/test_speedups_produce.py`` and
 ``tests/unit/test_speedups_send.py``, the connection's ``SendRegistry`` and the send window's
-``WindowSlots`` in ``tests/unit/test_speedups_registry.py``; ``MessageJson`` is the gateway's fetch answer encoding
+``WindowSlots`` in ``tests/unit/test_speedups_registry.py``, the send attempt's ``FastAttempt`` in
+``tests/unit/test_speedups_attempt.py``; ``MessageJson`` is the gateway's fetch answer encoding
 (``tubemq_aio.gateway.tubemq.fetched_messages``, compared in
 ``tests/unit/gateway/test_fetched_messages.py``).
 The parser walks only the common, canonical shape of a ``GetMessageResponseB2C``; anything else
@@ -34,6 +35,7 @@ from libc.string cimport memcmp, memcpy
 
 from tubemq_aio.errors import FrameError
 from tubemq_aio.errors import RemoteProtocolError as _RemoteProtocolError
+from tubemq_aio.errors import ServerError as _ServerError
 
 #: What the Spark column decode may ask of this build: 2 = ``GetMessageParser.columns`` takes
 #: the answer's bounds and ``ColumnDecoder`` takes ``crc_address`` (a build without this name
@@ -238,4 +240,5 @@ include "_frames.pxi"
 include "_produce.pxi"
 include "_registry.pxi"
 include "_window.pxi"
+include "_fast_attempt.pxi"
 include "_answer_json.pxi"

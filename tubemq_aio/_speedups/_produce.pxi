@@ -225,8 +225,15 @@ cdef class PlainSendEncoder:
 
     def plain_parts(self, topic, partition_id, body, auth, long long timeout_ms):
         """As ``SendRequestEncoder.plain_parts``."""
+        cdef _PlainHead entry = self._hit(topic, partition_id, body, auth, timeout_ms)
+        if entry is not None:
+            return (entry.head, body, entry.tail), (
+                PyBytes_GET_SIZE(entry.head) + entry.size + PyBytes_GET_SIZE(entry.tail))
+        return self._miss(topic, partition_id, body, auth, timeout_ms)
+
+    cdef _PlainHead _hit(self, topic, partition_id, body, auth, long long timeout_ms):
+        """The kept pieces for this request, or None (``_miss`` makes them)."""
         cdef PyObject *found
-        cdef dict heads
         cdef _PlainHead entry
         found = PyDict_GetItem(self.topics, topic)
         if found != NULL and PyBytes_CheckExact(body):
@@ -235,9 +242,8 @@ cdef class PlainSendEncoder:
                 entry = <_PlainHead>found
                 if (entry.auth is auth and entry.timeout_ms == timeout_ms
                         and entry.size == PyBytes_GET_SIZE(body)):
-                    return (entry.head, body, entry.tail), (
-                        PyBytes_GET_SIZE(entry.head) + entry.size + PyBytes_GET_SIZE(entry.tail))
-        return self._miss(topic, partition_id, body, auth, timeout_ms)
+                    return entry
+        return None
 
     cdef object _miss(self, topic, partition_id, body, auth, long long timeout_ms):
         head, data, tail, size = self.pure.encode_parts(

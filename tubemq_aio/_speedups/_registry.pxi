@@ -84,6 +84,14 @@ cdef class SendRegistry:
 
     def start_parts(self, parts, Py_ssize_t size, timeout, deadline=None):
         """As ``SendRegistry.start_parts``."""
+        cdef long long serial
+        fut = self._start(parts, size, timeout, deadline, &serial)
+        return None if fut is None else (self, serial, fut)
+
+    cdef object _start(self, object parts, Py_ssize_t size, object timeout, object deadline,
+                       long long *serial_out):
+        """``start_parts`` without its result tuple: the future (its serial in
+        ``serial_out``), or None when there is no room now."""
         cdef dict pending = self._pending
         cdef double due
         cdef long long serial
@@ -118,7 +126,8 @@ cdef class SendRegistry:
         if header is not None:
             PyList_Append(buf, header)
         buf.extend(parts)
-        return self, serial, fut
+        serial_out[0] = serial
+        return fut
 
     def resolve(self, frames):
         """As ``SendRegistry.resolve``."""

@@ -7,14 +7,16 @@ two halves, written here once: :meth:`SendAttempts.begin` (partition, request, w
 when the connection has room) and :meth:`SendAttempts.answered` / :meth:`SendAttempts.failed`
 (booking the answer or the error). The send paths await the answer in between and keep only
 the flow (retries, counters) themselves: the await stays in the caller's own frame, so the hot
-path runs no coroutine per attempt.
+path runs no coroutine per attempt. A plain send's first attempt and the answer's booking are
+also one call each: :attr:`SendAttempts.fast`
+(:class:`~tubemq_aio.producer._fast_attempt.FastAttempt`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from random import random
 from typing import cast
@@ -34,6 +36,7 @@ from tubemq_aio.errors import (
     TubeMQError,
     WriteTimeoutError,
 )
+from tubemq_aio.producer._fast_attempt import REFUSED_CODES, BuiltFastAttempt, FastAttempt
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
 from tubemq_aio.protocol.message import EncodedMessage
@@ -45,9 +48,14 @@ from tubemq_aio.protocol.producer_send import (
     send_result_parser,
 )
 from tubemq_aio.protocol.retry import RetryPolicy
-from tubemq_aio.protocol.routing import PartitionBackoff, Partitioner, unkeyed_selector
+from tubemq_aio.protocol.routing import (
+    PartitionBackoff,
+    Partitioner,
+    RoundRobinPartitioner,
+    unkeyed_selector,
+)
 
-__all__ = ["NO_AVOID", "Failed", "SendAttempts", "SendCounts", "Started"]
+__all__ = ["NO_AVOID", "Failed", "SendAttempts", "SendCounts", "Started", "fast_attempt"]
 
 #: No partition to avoid (the first attempt of a send).
 NO_AVOID: frozenset[str] = frozenset()
@@ -56,9 +64,6 @@ Started = tuple[Connection, int, "asyncio.Future[bytes]"]
 #: An attempt that certainly did not store its message: (error to retry on, partition,
 #: monotonic start of the attempt).
 Failed = tuple[TubeMQError, Partition, float]
-
-# Broker answers that mean "not stored, try elsewhere": 503 service unavailable, 419 overflow.
-_REFUSED_CODES = frozenset({503, 419})
 
 
 @dataclass(slots=True)
@@ -118,6 +123,9 @@ class SendAttempts:
         self._plain_parts = plain_send_encoder(self._encoder)  # compiled when built
         #: Parses a send's answer (the compiled one when the accelerator is built).
         self.parse_answer = send_result_parser()  # used on the producer's loop only
+        #: Both halves of an attempt in one call each where nothing is blocked or backed off
+        #: (the plain send's first attempt, every answer's booking).
+        self.fast = fast_attempt(self, time.monotonic)
 
     def begin(
         self,
@@ -185,23 +193,14 @@ class SendAttempts:
 
     def answered(self, answer: bytes, partition: Partition) -> SendResult | ServerError:
         """Book an answered attempt (the partition's back-off ends, the broker counts a success
-        unless it refused); return its result, or the refusal to retry on (503/419).
+        unless it refused); return its result, or the refusal to retry on (503/419): the
+        :attr:`fast` attempt's :meth:`~tubemq_aio.producer._fast_attempt.FastAttempt.answered`.
 
         Raises:
             ServerError: the broker refused the message for good (not 503/419).
             RemoteProtocolError: the answer could not be decoded.
         """
-        self.backoff.record_response(partition.partition_key)
-        broker_id = partition.broker.broker_id
-        try:
-            result = self.parse_answer(answer, partition)
-        except ServerError as exc:
-            self.blocker.record(broker_id, False, time.monotonic(), err_code=exc.err_code)
-            if exc.err_code not in _REFUSED_CODES:
-                raise
-            return exc
-        self.blocker.record(broker_id, True, time.monotonic())
-        return result
+        return self.fast.answered(answer, partition)
 
     def failed(self, exc: TubeMQError, partition: Partition, now: float) -> TubeMQError:
         """Book an attempt that got no answer; return the error to retry on, or raise.
@@ -236,7 +235,7 @@ class SendAttempts:
                 f"no answer for the send to {partition.partition_key} ({exc}); "
                 "the message may or may not be stored"
             ) from exc
-        if isinstance(exc, ServerError) and exc.err_code in _REFUSED_CODES:
+        if isinstance(exc, ServerError) and exc.err_code in REFUSED_CODES:
             return exc
         raise exc
 
@@ -264,3 +263,41 @@ class SendAttempts:
         """Seconds until a connect to some broker of ``topic`` is allowed (0.0: one is now)."""
         brokers = {p.broker for p in self._metadata.writable_partitions(topic)}
         return min((self.rpc.retry_in(b) for b in brokers), default=0.0)
+
+
+def fast_attempt(
+    attempts: SendAttempts, clock: Callable[[], float], kind: type[FastAttempt] = BuiltFastAttempt
+) -> FastAttempt:
+    """The :class:`FastAttempt` over ``attempts``' collaborators.
+
+    Args:
+        attempts: the producer's attempts; its ``begin`` is the general path.
+        clock: monotonic seconds (``time.monotonic``).
+        kind: the class (default: the compiled twin when built, else :class:`FastAttempt`).
+    """
+    fast = kind()
+    fast._begin = attempts.begin
+    fast._metadata = attempts.session.metadata
+    blocker = attempts.blocker
+    fast._blocker = blocker
+    fast._window = blocker._window
+    fast._unavailable = blocker._unavailable
+    fast._failing_links = blocker._failing_links
+    fast._failures = attempts.backoff._failures
+    fast._until = attempts.backoff._until
+    select = attempts._select_unkeyed
+    owner = getattr(select, "__self__", None)
+    fast._counters = None
+    if (
+        isinstance(owner, RoundRobinPartitioner)
+        and type(owner) is RoundRobinPartitioner
+        and getattr(select, "__func__", None) is RoundRobinPartitioner.select
+    ):
+        fast._counters = owner._counters
+    fast._tokens = attempts.session.tokens
+    fast._plain_parts = attempts._plain_parts
+    fast._rpc = attempts.rpc
+    fast._conns = attempts.rpc._conns
+    fast._parse = attempts.parse_answer
+    fast._clock = clock
+    return fast

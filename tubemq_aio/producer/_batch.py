@@ -261,7 +261,7 @@ class SendMany:
         else:
             self._started.popleft()
             try:
-                outcome = attempts.answered(answer, partition)
+                outcome = attempts.fast.answered(answer, partition)
             except TubeMQError as final:
                 self._finish(index, final)
                 return

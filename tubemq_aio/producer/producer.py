@@ -26,6 +26,7 @@ from tubemq_aio.master import MasterInvoker
 from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCounts
 from tubemq_aio.producer._batch import SendMany, SendPath
 from tubemq_aio.producer._encode_many import encode_all
+from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._outgoing import Outgoing
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._window import SendWindow
@@ -87,6 +88,7 @@ class Producer(AsyncLifecycle):
         self._rpc: RpcClient | None = None
         self._session: ProducerSession | None = None
         self._attempts: SendAttempts | None = None  # built with the session by start()
+        self._fast: FastAttempt | None = None  # its fast halves (the plain send's hot path)
         self._path: SendPath | None = None  # what a send_many call shares with the producer
         self._blocker = BrokerBlocker(config.blocking)
         self._window = SendWindow(config.max_in_flight_sends)
@@ -293,36 +295,32 @@ class Producer(AsyncLifecycle):
             return await self._send(session, False, message)
         # The hot path: a plain send with a free window slot makes its first attempt in this
         # frame (no coroutine of its own); a retry goes on in _send, which books it as before.
-        attempts = self._attempts
-        assert attempts is not None
+        fast = self._fast
+        assert fast is not None
         attempt_timeout = self._send_timeout
         now = time.monotonic()
         try:
-            partition, started = attempts.begin(
-                topic,
-                None,
-                NO_AVOID,
-                now,
-                body,  # plain: begin encodes the body as it is
-                self._send_timeout_ms,
-                attempt_timeout,
+            partition, conn, serial, started = fast.begin_plain(
+                topic, body, now, self._send_timeout_ms, attempt_timeout
             )
             try:
                 if isinstance(started, bytes):  # no open connection or no room on it right now
-                    answer = await attempts.rpc.call_payload(
+                    assert self._rpc is not None
+                    answer = await self._rpc.call_payload(
                         partition.broker, started, attempt_timeout
                     )
                 else:
-                    conn, serial, future = started
                     try:
-                        answer = await future
+                        answer = await started
                     except asyncio.CancelledError:
+                        assert conn is not None  # a written request has its connection
                         conn.abandon(serial)
                         raise
             except TubeMQError as exc:
-                first = (attempts.failed(exc, partition, now), partition, now)
+                assert self._attempts is not None
+                first = (self._attempts.failed(exc, partition, now), partition, now)
             else:
-                outcome = attempts.answered(answer, partition)
+                outcome = fast.answered(answer, partition)
                 if isinstance(outcome, SendResult):
                     self._window.release()
                     self._counts.sent += 1
@@ -484,7 +482,7 @@ class Producer(AsyncLifecycle):
                     except TubeMQError as exc:
                         last = attempts.failed(exc, partition, now)
                     else:
-                        outcome = attempts.answered(answer, partition)
+                        outcome = attempts.fast.answered(answer, partition)
                         if isinstance(outcome, SendResult):
                             result = outcome
                             break
@@ -591,6 +589,7 @@ class Producer(AsyncLifecycle):
         retry = RetryPolicy(immediate=self.config.send_retries)
         attempts = SendAttempts(rpc, session, self._blocker, self.config.partitioner, retry)
         self._attempts = attempts
+        self._fast = attempts.fast
         self._path = SendPath(attempts, self._window, self._counts, self._send_one, self._is_closed)
 
     def _is_closed(self) -> bool:

@@ -116,9 +116,28 @@ class BlockingSnapshot:
 class BrokerBlocker:
     """The bad-broker state machine.
 
+    The producer's ``FastAttempt`` reads ``_evaluation_due``, ``_cache_valid_until`` and
+    ``_cached`` and counts a plain success in ``_window`` itself when ``_unavailable`` and
+    ``_failing_links`` are empty (what :meth:`record` and :meth:`blocked` do then): a change
+    to what these fields mean changes it too (its tests compare it with these methods).
+
     Args:
         config: thresholds; Java defaults when omitted.
     """
+
+    __slots__ = (
+        "_cache_valid_until",
+        "_cached",
+        "_evaluation_due",
+        "_failing_links",
+        "_forbidden",
+        "_last_evaluation",
+        "_links",
+        "_low_success",
+        "_unavailable",
+        "_window",
+        "config",
+    )
 
     def __init__(self, config: BrokerBlockingConfig | None = None) -> None:
         self.config = config if config is not None else BrokerBlockingConfig()

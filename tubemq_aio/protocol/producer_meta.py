@@ -213,6 +213,17 @@ class ProducerMetadata:
         tls: whether the master connection is TLS; picks the default broker port (§4.6).
     """
 
+    __slots__ = (
+        "_brokers",
+        "_brokers_updated_at",
+        "_checksum",
+        "_config_id",
+        "_default_max",
+        "_listed",
+        "_tls",
+        "_topics",
+    )
+
     def __init__(self, *, tls: bool = False) -> None:
         self._tls = tls
         self._checksum = INITIAL_BROKER_CHECKSUM

@@ -81,6 +81,9 @@ class RoundRobinPartitioner:
     ``((counter + 1) & 0x7FFFFFFF) % n``. Up to ``n`` steps skip avoided partitions; if all are
     avoided, a separate shared counter picks one regardless. The key is ignored.
 
+    The producer's ``FastAttempt`` takes the step itself (``_counters``) for a topic the
+    counters know when nothing is to be avoided.
+
     Args:
         rng: source of the random start values; pass a seeded ``random.Random`` for tests.
     """
@@ -182,7 +185,9 @@ class PartitionBackoff:
 
     Every failed send (exception or timeout) adds 1 to the partition's counter; when it exceeds
     ``max_failures`` the partition is avoided for ``delay`` seconds and the counter restarts. Any
-    response from the broker (success or business error) clears both.
+    response from the broker (success or business error) clears both. The producer's
+    ``FastAttempt`` reads and clears ``_failures`` and ``_until`` itself, as
+    :meth:`record_response` and :meth:`delayed` do.
 
     Args:
         max_failures: failures tolerated before backing off (Java 3).
