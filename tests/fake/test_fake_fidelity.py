@@ -21,6 +21,9 @@ BALANCE_PERIOD = 2.0
 #: The fake's stand-in for the real broker's offset-file delay (seconds): commits older than
 #: this survive a crash; the crash loses those of the last half of it.
 OFFSETS_PERSISTED = 1.0
+#: Seconds a member is watched for messages it must not get: the fake delivers within one
+#: fetch round, well inside this even on a loaded machine.
+QUIET_PERIOD = 3.0
 
 
 @pytest_asyncio.fixture
@@ -53,6 +56,7 @@ async def target() -> AsyncIterator[fidelity.Target]:
             registration_timeout=REGISTRATION_TIMEOUT,
             balance_period=BALANCE_PERIOD,
             name="fake",
+            quiet_period=QUIET_PERIOD,
         )
 
 

@@ -69,6 +69,8 @@ class Target:
         registration_timeout: seconds a broker keeps a silent consumer's partitions.
         balance_period: seconds between the master's balance cycles.
         name: ``"fake"`` or ``"real"`` (in messages only).
+        quiet_period: seconds a scenario watches a member for messages it must not get
+            (default 10; the fake, which delivers within one fetch round, passes less).
     """
 
     master_addr: str
@@ -80,6 +82,7 @@ class Target:
     registration_timeout: float
     balance_period: float
     name: str
+    quiet_period: float = 10.0
 
 
 def _store(key: str) -> str:
@@ -458,7 +461,7 @@ async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
         ) as consumer:
             for key in on_victim:
                 await consumer.connect(key)
-            got = await _drain_until(consumer, new, 30 if window else 10)
+            got = await _drain_until(consumer, new, 30 if window else target.quiet_period)
             return got, consumer.stats.offset_rewinds
 
     async def server_balanced(group: str) -> tuple[list[bytes], int]:
