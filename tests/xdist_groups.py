@@ -41,8 +41,14 @@ INTEGRATION = "tests/integration/"
 #: name of their group: each group runs whole on one worker, so it is built once. The docs
 #: reference builds the site (a module-scoped fixture, about 12 CPU-seconds, which three
 #: workers used to build once each); the tests that read the source parse the same few hundred
-#: files (``tests/support/source_trees.py`` keeps each tree for the worker's other tests).
+#: files (``tests/support/source_trees.py`` keeps each tree for the worker's other tests); the
+#: benchmark report tests that draw figures import matplotlib (about 0.8 CPU-s a process, and
+#: most workers imported it once each).
 WHOLE_FILES = {
+    "tests/unit/bench/test_latency_report.py": "matplotlib",
+    "tests/unit/bench/test_plots_overload.py": "matplotlib",
+    "tests/unit/bench/test_scale_report.py": "matplotlib",
+    "tests/unit/bench/test_spark_report.py": "matplotlib",
     "tests/unit/test_docs_reference.py": "docs-site",
     "tests/unit/test_error_homes.py": "source-trees",
     "tests/unit/test_layering.py": "source-trees",

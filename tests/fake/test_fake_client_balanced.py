@@ -75,8 +75,8 @@ async def test_a_partition_connected_at_its_end_is_fetched_after_msg_not_found_w
             cluster.master_addr, group="cbend", topics=["demo"], msg_not_found_wait=1.0
         ) as consumer:
             loop = asyncio.get_running_loop()
+            began = loop.time()  # before the call: the wait starts inside connect()
             await consumer.connect("1:demo:0")
-            began = loop.time()
             await asyncio.sleep(0.3)
             assert consumer.stats.fetches == 0
             broker.log("demo", 0).append(9, b"new", 0, partition_id=0)
