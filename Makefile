@@ -94,10 +94,11 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # otherwise, about 12 CPU-s a worker). Each worker spends about 5 CPU-s before its first test
 # (collecting every test module: pandas, pyspark and FastAPI are imported by the modules that
 # test them); the tests take about 100 CPU-s and wait some 350 s in all on timeouts of their
-# own (FakeCluster scenarios, fault windows), which 6 workers overlap: fewer leave the run
-# waiting, more add 5 CPU-s each for a few seconds (docs/testing.md, "Where the time goes").
+# own (FakeCluster scenarios, fault windows), which the workers overlap: 8 workers took 7 to
+# 12 s less than 6 (two collections more, about 7 CPU-s, against a quarter less waiting per
+# worker) and 10 no less than 8 (docs/testing.md, "Where the time goes").
 UNIT_MARKERS := not failover and not system
-UNIT_WORKERS ?= 6
+UNIT_WORKERS ?= 8
 unit: $(STAMP) speedups
 	env -u PYTHONDONTWRITEBYTECODE TUBEMQ_AIO_EXAMPLES_SCALE=0.25 TUBEMQ_AIO_EXPECT_SPEEDUPS=1 \
 	  $(PY) -m pytest -q -n $(UNIT_WORKERS) -p tests.xdist_groups --durations=20 tests \
