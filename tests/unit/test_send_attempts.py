@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.support.send_stand_ins import StandInPool, answer
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.errors import (
     ConnectError,
@@ -36,32 +37,11 @@ from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer.config import ProducerConfig
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker, BrokerBlockingConfig
 from tubemq_aio.protocol.message import plain_message
-from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse, RegisterResponse
 from tubemq_aio.protocol.producer_meta import Partition
 from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import RoundRobinPartitioner
-
-
-def answer(code: int = 200) -> bytes:
-    return broker_pb.SendMessageResponseB2P(
-        success=code == 200, errCode=code, errMsg="OK", messageId=7, appendTime=1, appendOffset=0
-    ).SerializeToString()
-
-
-class StandInPool:
-    """No connection is open (``ready`` is None); every broker's reconnect backoff lasts
-    ``retry_after`` seconds."""
-
-    def __init__(self) -> None:
-        self.retry_after = 0.0
-
-    def ready(self, address: object) -> None:
-        return None
-
-    def retry_in(self, address: object) -> float:
-        return self.retry_after
 
 
 def attempts_for(*, retry: RetryPolicy | None = None) -> tuple[SendAttempts, StandInPool]:

@@ -25,9 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
+from tests.support.send_stand_ins import StandInPool, answer, filled_registry
 from tests.support.speedup_impls import EXT, pure_and_compiled
-from tests.unit.test_send_attempts import StandInPool, answer
-from tests.unit.test_speedups_registry import _make as filled_registry
 from tubemq_aio._io import registry
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.accelerator import twin_or

@@ -11,11 +11,9 @@ counters and every future's outcome.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 from collections import deque
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import pytest
@@ -23,23 +21,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
+from tests.support.send_stand_ins import REGISTRY_NOW as NOW
+from tests.support.send_stand_ins import filled_registry
 from tests.support.speedup_impls import EXT, pure_and_compiled
 from tubemq_aio import accelerator
 from tubemq_aio._io import registry
 from tubemq_aio._io.decisions import IO_EXCEPTION_NAMES, MAX_SERIAL
 from tubemq_aio._io.pending import PendingCalls
-from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.errors import LocalProtocolError
 from tubemq_aio.producer._window import SendWindow, WindowSlots
 from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder
 from tubemq_aio.protocol.legacy_framing import LengthPrefixedDecoder
-from tubemq_aio.protocol.rpc import encode_exception, encode_success, success_bounds
+from tubemq_aio.protocol.rpc import encode_exception, encode_success
 
 #: Built from this source (an older build lacks the twin and runs the pure code).
 CURRENT = EXT is not None and hasattr(EXT, "SendRegistry") and hasattr(EXT, "WindowSlots")
 #: What the pure registry is compared with: the compiled twin, or itself where none is built.
 TWIN: type[Any] = getattr(EXT, "SendRegistry", registry.SendRegistry)
-NOW = 100.0
 FAR = 1e9  # "no deadline yet" sentinel is math.inf; far deadlines stay below it
 
 
@@ -62,32 +60,6 @@ def _classes() -> list[Any]:
     return pure_and_compiled(registry.SendRegistry, "SendRegistry")
 
 
-def _make(cls: type[Any], loop: asyncio.AbstractEventLoop, legacy: bool, room: int) -> Any:
-    """A registry with its fields filled as ``PendingCalls.__init__`` fills them."""
-    reg = cls()
-    reg.label = "10.0.0.1:8123"
-    reg.stats = TransportStats()
-    reg.next_deadline = math.inf
-    reg.last_activity = 0.0
-    reg._loop = loop
-    reg._new_future = partial(asyncio.Future, loop=loop)
-    reg._clock = lambda: NOW
-    reg._pending = {}
-    reg._raw = set()
-    reg._serial = 0
-    reg._written = 0
-    reg._max_in_flight = room
-    reg._room_waiters = deque()
-    reg._paused = False
-    reg._closed = None
-    reg._legacy = legacy
-    reg._wbuf = []
-    reg._frame_other = registry.frame_other
-    reg._settle_other = registry.settle_other
-    reg._success_bounds = success_bounds
-    return reg
-
-
 def _outcome(fut: asyncio.Future[Any]) -> object:
     if not fut.done():
         return "pending"
@@ -108,7 +80,7 @@ class _Side:
 
     def __init__(self, cls: type[Any], legacy: bool, room: int) -> None:
         self.loop = asyncio.new_event_loop()
-        self.reg = _make(cls, self.loop, legacy, room)
+        self.reg = filled_registry(cls, self.loop, legacy, room)
         self.futures: dict[int, asyncio.Future[bytes]] = {}
         self.waiters: list[asyncio.Future[None]] = []
 
