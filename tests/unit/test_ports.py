@@ -73,7 +73,12 @@ SPAN = 600
 @pytest.fixture
 def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     """A reservation directory and a small range of the test's own, for it and its children."""
+    # Clear of the ports this process already holds for other tests (in the default folder):
+    # this process's reservations are by number, whatever the folder.
+    held = reserved_ports()
     low = random.randint(LOWEST_PORT, 32000 - SPAN)
+    while any(low <= port < low + SPAN for port in held):
+        low = random.randint(LOWEST_PORT, 32000 - SPAN)
     env = {
         "TUBEMQ_AIO_PORT_DIR": str(tmp_path / "reserved"),
         "TUBEMQ_AIO_PORT_RANGE": f"{low}-{low + SPAN - 1}",
@@ -81,7 +86,7 @@ def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     yield env
-    release_ports(reserved_ports())
+    release_ports(reserved_ports() - held)
 
 
 class Child:
