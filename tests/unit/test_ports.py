@@ -179,6 +179,31 @@ def test_release_hands_ports_to_other_processes(shared: dict[str, str]) -> None:
     after.end()
 
 
+def test_the_folder_goes_with_its_last_reservation_and_comes_back(shared: dict[str, str]) -> None:
+    """A tool that releases all it took leaves no folder behind (the gateway's dev command
+    promises to remove everything it started); the next reservation makes it again."""
+    folder = reservation_dir()
+    first = allocate_ports(3)
+    other = Child(shared, "reserve", 2)
+    try:
+        other.ports()
+        release_ports(first)
+        assert folder.is_dir()  # the child's reservations keep it
+    finally:
+        other.end()
+    second = allocate_ports(1)
+    release_ports(second)
+    assert len(list(folder.glob("*.lock"))) <= 2  # the dead child's files, unlocked
+    for leftover in folder.glob("*.lock"):
+        leftover.unlink()
+    third = allocate_ports(1)
+    release_ports(third)
+    assert not folder.exists()
+    claim_ports(third)  # made again
+    assert folder.is_dir()
+    release_ports(third)
+
+
 def test_a_forked_child_cannot_release_its_parents_ports(shared: dict[str, str]) -> None:
     child = Child(shared, "fork-release", 10)
     try:

@@ -170,19 +170,28 @@ def reservation_dir() -> Path:
     """
     given = os.environ.get(_DIR_ENV)
     path = Path(given) if given else Path(tempfile.gettempdir()) / f"tubemq-aio-ports-{os.getuid()}"
+    _ensure_dir(path)
+    return path
+
+
+def _ensure_dir(path: Path) -> None:
+    """Create ``path`` (mode 0700) unless it exists; refuse one that is not this user's."""
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700, parents=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise OSError(errno.EPERM, f"port reservation dir {path} is not a directory of this user")
-    return path
 
 
 def _lock(folder: Path, port: int) -> int | None:
     """Take the lock of ``port``: the open lock file, or None if another process holds it."""
     path = folder / f"{port}.lock"
     for _ in range(3):  # the holder may unlink the file between our open and our flock
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except FileNotFoundError:  # the last holder removed the emptied folder meanwhile
+            _ensure_dir(folder)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -213,6 +222,10 @@ def _unlock(port: int) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     os.close(fd)
+    # The folder goes with its last reservation, so a tool that cleans up after itself (the
+    # gateway's dev command) leaves nothing behind; a folder still in use is not empty.
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 def _candidates(count: int) -> Iterable[int]:
