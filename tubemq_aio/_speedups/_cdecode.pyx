@@ -116,6 +116,10 @@ cdef inline bint _varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p
     cdef uint64_t result = 0
     cdef unsigned int shift = 0
     cdef unsigned char byte
+    if pos[0] < end and buf[pos[0]] < 0x80:  # one byte: every key, flag and short length
+        out[0] = buf[pos[0]]
+        pos[0] += 1
+        return True
     while True:
         if pos[0] >= end:
             return False
