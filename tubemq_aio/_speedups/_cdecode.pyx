@@ -144,8 +144,9 @@ cdef uint64_t _INT32_NEG = 0xFFFFFFFF80000000ULL
 cdef inline bint _int32(uint64_t value, int32_t *out) noexcept:
     """An int32 field: canonical encodings only (negatives sign-extended to 64 bits).
 
-    The bounds are typed C constants: a bare literal above ``LONG_MAX``'s int range makes
-    Cython compare through Python ints (about 140 instructions a call, two calls a message)."""
+    The bounds are typed C constants: to Cython a bare literal that a 32-bit C ``long`` would
+    not hold is a Python int, and ``value`` would be compared as one (about 140 instructions a
+    call, two calls a message)."""
     if value < _INT32_END or value >= _INT32_NEG:
         out[0] = <int32_t><uint32_t>value
         return True
