@@ -151,6 +151,47 @@ def test_parser_agrees_on_odd_encodings(parse: Parser, data: bytes) -> None:
     assert got[0] == "ok" or got[1] is RemoteProtocolError
 
 
+# The raw varint values around the edges of an int32 field: the canonical ones (up to 2**31 - 1,
+# and negatives sign-extended to 64 bits) and their neighbours just outside, which the walker
+# hands to protobuf's parser (the walker compares them as C integers).
+_INT32_EDGES = [
+    0,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,  # -1 written in 32 bits only
+    2**64 - 2**31 - 1,
+    2**64 - 2**31,  # -(2**31)
+    2**64 - 1,  # -1
+    2**63,
+]
+
+
+def _int32_field_answers(raw: int) -> list[bytes]:
+    """GetMessage answers with the varint ``raw`` in each int32 field in turn."""
+    value = encode_varint(raw)
+    head = b"\x08\x01\x10\xc8\x01"
+
+    def message(checksum: bytes, flag: bytes) -> bytes:
+        body = b"\x08\x07\x10" + checksum + b"\x1a\x01x\x20" + flag
+        return b"\x22" + encode_varint(len(body)) + body
+
+    return [
+        b"\x08\x01\x10" + value,  # errCode
+        head + b"\x30" + value,  # minLimitTime
+        head + message(value, b"\x00"),  # checkSum
+        head + message(b"\x05", value),  # flag
+    ]
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+@pytest.mark.parametrize("raw", _INT32_EDGES)
+def test_parser_agrees_on_int32_fields_at_their_edges(parse: Parser, raw: int) -> None:
+    for data in _int32_field_answers(raw):
+        got = outcome(parse, data)
+        assert got == outcome(consumer_replies.parse_get_message_response_py, data)
+        assert got[0] == "ok" or got[1] is RemoteProtocolError
+
+
 @pytest.mark.parametrize("parse", PARSERS)
 @settings(max_examples=examples(300), deadline=None)
 @given(data=get_message_responses())

@@ -5,12 +5,26 @@
 # The gateway's fetch answer: screened raw messages straight to the JSON of ``messages``.
 
 cdef struct _JsonItem:
-    int64_t message_id
+    char digits[20]        # the message id in decimal (written once, copied once)
+    int ndigits
     Py_ssize_t body        # where the body starts in the payload
     Py_ssize_t value_len   # bytes of the value between its quotes
     bint utf8              # the value is the body as text (else base64)
     PyObject *payload      # borrowed from the item
     PyObject *tail         # borrowed; kept alive by the encoder's list of tails
+
+
+#: The largest payload the C CRC function takes in one call (its length is a uint32_t).
+cdef uint64_t _CRC_MAX = 0xFFFFFFFFULL
+
+
+cdef inline bint _low_bit(object flag) except -1:
+    """Bit 0 of the int ``flag`` (any size) without a Python ``&`` for those of 64 bits."""
+    cdef int overflow
+    cdef long long v = PyLong_AsLongLongAndOverflow(flag, &overflow)
+    if overflow:  # beyond 64 bits: its lowest bit, as Python reads it
+        return (flag & 1) != 0
+    return (v & 1) != 0
 
 
 cdef const char *_B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -228,7 +242,7 @@ cdef class MessageJson:
         cdef const unsigned char *p
         cdef bint crc_ok, filtering = bool(filters)
         cdef list kept = None
-        cdef long long want, flag
+        cdef long long want
         cdef int overflow
         for i in range(n):
             item = <object>PyTuple_GET_ITEM(items, i)
@@ -238,15 +252,12 @@ cdef class MessageJson:
             size = PyBytes_GET_SIZE(payload)
             p = <const unsigned char *>PyBytes_AS_STRING(payload)
             want = PyLong_AsLongLongAndOverflow(expected, &overflow)
-            if self.crc_fn != NULL and size <= 0xFFFFFFFF and not overflow:
+            if self.crc_fn != NULL and <uint64_t>size <= _CRC_MAX and not overflow:
                 crc_ok = <long long>(self.crc_fn(0, p, <uint32_t>size) & 0x7FFFFFFF) == want
             else:
                 crc_ok = (self.crc32(payload) & 0x7FFFFFFF) == expected
             msg_type = ""
-            flag = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(item, 3), &overflow)
-            if overflow:  # beyond 64 bits: its lowest bit, as Python reads it
-                flag = <object>PyTuple_GET_ITEM(item, 3) & 1
-            if flag & 1:
+            if _low_bit(<object>PyTuple_GET_ITEM(item, 3)):
                 attr_len = <int32_t>_be32(p) if size >= 4 else -1
                 if attr_len < 0 or 4 + attr_len > size:
                     counters.decode_errors += 1
@@ -302,7 +313,7 @@ cdef class MessageJson:
         cdef object item, block, tail, message_id
         cdef PyObject *last_tail = NULL
         cdef list held = []  # the tails in use (the cache may be emptied meanwhile)
-        cdef char digits[20]
+        cdef int64_t id_value
         cdef char *w
         cdef bytes out
         cdef object no_tail = self.tails.get(None)
@@ -312,13 +323,14 @@ cdef class MessageJson:
         for i in range(n):
             item = seq[i]
             message_id = <object>PyTuple_GET_ITEM(item, 0)
-            items[i].message_id = message_id  # OverflowError beyond int64, as the wire allows
+            id_value = message_id  # OverflowError beyond int64, as the wire allows
+            items[i].ndigits = _digits(id_value, items[i].digits)
             items[i].payload = PyTuple_GET_ITEM(item, 2)
             size = PyBytes_GET_SIZE(<object>items[i].payload)
             p = <const unsigned char *>PyBytes_AS_STRING(<object>items[i].payload)
             items[i].body = 0
             items[i].tail = <PyObject *>no_tail
-            if <object>PyTuple_GET_ITEM(item, 3) & 1:
+            if _low_bit(<object>PyTuple_GET_ITEM(item, 3)):
                 attr_len = <int32_t>_be32(p) if size >= 4 else -1
                 if attr_len < 0 or 4 + attr_len > size:
                     raise ValueError(f"message {message_id}: attribute block does not fit")
@@ -343,7 +355,7 @@ cdef class MessageJson:
             if not items[i].utf8:
                 items[i].value_len = 4 * ((body_len + 2) // 3)
             # {"message_id":"<id>","value":"<value>","encoding":"utf8"|"base64"<tail>
-            total += 26 + _digits(items[i].message_id, digits) + items[i].value_len \
+            total += 26 + items[i].ndigits + items[i].value_len \
                 + (19 if items[i].utf8 else 21) + PyBytes_GET_SIZE(<object>items[i].tail)
         out = PyBytes_FromStringAndSize(NULL, total)
         w = PyBytes_AS_STRING(out)
@@ -356,7 +368,7 @@ cdef class MessageJson:
             p = <const unsigned char *>PyBytes_AS_STRING(<object>items[i].payload)
             body_len = PyBytes_GET_SIZE(<object>items[i].payload) - items[i].body
             w = _put(w, b'{"message_id":"', 15)
-            w += _digits(items[i].message_id, w)
+            w = _put(w, items[i].digits, items[i].ndigits)
             w = _put(w, b'","value":"', 11)
             if items[i].utf8 and items[i].value_len == body_len:
                 w = _put(w, <const char *>p + items[i].body, body_len)  # nothing to escape

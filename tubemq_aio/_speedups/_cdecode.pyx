@@ -116,6 +116,10 @@ cdef inline bint _varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p
     cdef uint64_t result = 0
     cdef unsigned int shift = 0
     cdef unsigned char byte
+    if pos[0] < end and buf[pos[0]] < 0x80:  # one byte: every key, flag and short length
+        out[0] = buf[pos[0]]
+        pos[0] += 1
+        return True
     while True:
         if pos[0] >= end:
             return False
@@ -132,9 +136,18 @@ cdef inline bint _varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p
             return False
 
 
+#: ``int32`` values as a varint carries them: 0 .. 2**31 - 1, and negatives sign-extended.
+cdef uint64_t _INT32_END = 0x80000000ULL
+cdef uint64_t _INT32_NEG = 0xFFFFFFFF80000000ULL
+
+
 cdef inline bint _int32(uint64_t value, int32_t *out) noexcept:
-    """An int32 field: canonical encodings only (negatives sign-extended to 64 bits)."""
-    if value < 0x80000000 or value >= 0xFFFFFFFF80000000:
+    """An int32 field: canonical encodings only (negatives sign-extended to 64 bits).
+
+    The bounds are typed C constants: to Cython a bare literal that a 32-bit C ``long`` would
+    not hold is a Python int, and ``value`` would be compared as one (about 140 instructions a
+    call, two calls a message)."""
+    if value < _INT32_END or value >= _INT32_NEG:
         out[0] = <int32_t><uint32_t>value
         return True
     return False

@@ -128,7 +128,7 @@ cdef class FastAttempt:
         n = len(partitions)
         if not n:
             return self._general(topic, body, now_obj, timeout_ms, attempt_timeout)
-        counter = (<unsigned long long>counter_obj + 1) & 0xFFFFFFFF
+        counter = (<unsigned long long>counter_obj + 1) & 0xFFFFFFFFULL
         partition = partitions[<Py_ssize_t>((counter & 0x7FFFFFFF) % <unsigned long long>n)]
         (<dict>counters)[topic] = counter
         auth = self._f_auth.read(self._tokens)

@@ -246,6 +246,29 @@ def test_other_shapes_go_the_pure_way_with_its_errors(encode: Encode) -> None:
 
 
 @pytest.mark.parametrize("encode", ENCODES)
+@pytest.mark.parametrize(
+    "flag", [0, 1, 2, 3, -1, -2, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 2**64 + 1, -(2**70)]
+)
+def test_the_flag_bit_is_read_as_python_reads_it_at_any_size(encode: Encode, flag: int) -> None:
+    blocks = (b"k=v", b"") if flag & 1 else (None, None)
+    bodies = (b"body", b"")
+    raw = tuple(
+        RawMessage(message_id, crc32(p) & 0x7FFFFFFF, p, flag)
+        for message_id, p in zip(
+            (-(2**63), 2**63 - 1),
+            (
+                body if block is None else struct.pack(">i", len(block)) + block + body
+                for block, body in zip(blocks, bodies, strict=True)
+            ),
+            strict=True,
+        )
+    )
+    assert encode(raw, False) == fm.encode_messages_json_py(raw, False)
+    if flag & 1:
+        assert orjson.loads(encode(raw, False))[0]["attributes"] == {"k": "v"}
+
+
+@pytest.mark.parametrize("encode", ENCODES)
 def test_a_large_batch_and_the_tail_cache_emptied_mid_batch(encode: Encode) -> None:
     raw = []
     for i in range(3000):  # more distinct blocks than the tail cache holds
