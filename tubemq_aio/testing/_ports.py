@@ -183,8 +183,8 @@ def _ensure_dir(path: Path) -> None:
         raise OSError(errno.EPERM, f"port reservation dir {path} is not a directory of this user")
 
 
-def _lock(folder: Path, port: int) -> int | None:
-    """Take the lock of ``port``: the open lock file, or None if another process holds it."""
+def _hold(folder: Path, port: int) -> bool:
+    """Take the lock of ``port`` and record it as held; False if another process holds it."""
     path = folder / f"{port}.lock"
     for _ in range(3):  # the holder may unlink the file between our open and our flock
         try:
@@ -196,7 +196,7 @@ def _lock(folder: Path, port: int) -> int | None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            return None
+            return False
         try:
             now, mine = os.stat(path), os.fstat(fd)
         except FileNotFoundError:
@@ -207,8 +207,9 @@ def _lock(folder: Path, port: int) -> int | None:
             continue
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode("ascii"))  # who holds it, for a curious reader
-        return fd
-    return None
+        _HELD[port] = (fd, path)
+        return True
+    return False
 
 
 def _unlock(port: int) -> None:
@@ -270,10 +271,8 @@ def allocate_ports(count: int, hosts: tuple[str, ...] = ("127.0.0.1",)) -> list[
                 break
             if port in _HELD or port in _RETIRED:
                 continue
-            fd = _lock(folder, port)
-            if fd is None:
+            if not _hold(folder, port):
                 continue
-            _HELD[port] = (fd, folder / f"{port}.lock")
             if is_port_free(port, hosts):
                 ports.append(port)
             else:
@@ -303,12 +302,10 @@ def claim_ports(ports: Iterable[int]) -> None:
         for port in ports:
             if port in _HELD:
                 continue
-            fd = _lock(folder, port)
-            if fd is None:
+            if not _hold(folder, port):
                 for mine in taken:
                     _unlock(mine)
                 raise OSError(errno.EADDRINUSE, f"port {port} is reserved by another process")
-            _HELD[port] = (fd, folder / f"{port}.lock")
             taken.append(port)
 
 
