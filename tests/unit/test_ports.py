@@ -205,6 +205,17 @@ def test_the_folder_goes_with_its_last_reservation_and_comes_back(shared: dict[s
     release_ports(third)
 
 
+@pytest.mark.parametrize("bad", [0, -1, 65536, 2**100, True, 8080.0, "8080", None])
+def test_claim_refuses_what_is_not_a_port_and_reserves_nothing(
+    shared: dict[str, str], bad: object
+) -> None:
+    (good,) = allocate_ports(1)
+    release_ports([good])
+    with pytest.raises(ValueError, match=r"within 1\.\.65535"):
+        claim_ports([good, bad])  # type: ignore[list-item]
+    assert good not in reserved_ports()
+
+
 def test_a_forked_child_cannot_release_its_parents_ports(shared: dict[str, str]) -> None:
     child = Child(shared, "fork-release", 10)
     try:

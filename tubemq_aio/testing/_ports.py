@@ -294,8 +294,13 @@ def claim_ports(ports: Iterable[int]) -> None:
         ports: Port numbers.
 
     Raises:
+        ValueError: A port is not an int within 1..65535 (none is reserved then).
         OSError: Another live process holds one of them (none is reserved then).
     """
+    ports = list(ports)
+    for port in ports:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"a port must be an int within 1..65535, got {port!r}")
     folder = reservation_dir()
     taken: list[int] = []
     with _LOCK:
