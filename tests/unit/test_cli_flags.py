@@ -5,6 +5,8 @@ missing master named by its variable, and ``topics``/``groups`` through the SDK'
 from __future__ import annotations
 
 import json
+import runpy
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,11 +15,12 @@ from urllib.parse import parse_qs
 
 import pytest
 
+import tubemq_aio
 from tubemq_aio.admin import MasterWebApi
 from tubemq_aio.cli import main
 from tubemq_aio.cli._parser import parse_arguments
 from tubemq_aio.errors import AdminApiError, ConfigError
-from tubemq_aio.testing.cluster import recorded_web_api
+from tubemq_aio.testing.cluster import is_recorded_fake, recorded_web_api
 
 TOPICS = [
     {
@@ -186,3 +189,49 @@ def test_topics_finds_the_web_api_in_the_state_of_cluster_up(
     assert [r["topic"] for r in json.loads(capsys.readouterr().out)] == ["demo"]
     state.write_text("{not json")
     assert recorded_web_api() is None
+
+
+@pytest.mark.parametrize("module", ["tubemq_aio", "tubemq_aio.cli"])
+def test_the_tool_runs_as_a_module(
+    module: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `python -m tubemq_aio.cli` was "No module named tubemq_aio.cli.__main__".
+    monkeypatch.setattr(sys, "argv", [module, "--version"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.split() == ["tubemq-aio", tubemq_aio.__version__]
+
+
+@pytest.mark.parametrize("command", ["topics", "groups"])
+def test_topics_against_the_recorded_fake_says_it_has_no_web_api(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It guessed the master's host at port 8080: a refused connection, or another cluster's list.
+    state = tmp_path / "cluster.json"
+    state.write_text(json.dumps({"kind": "fake", "master_addr": "127.0.0.1:8715"}))
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(state))
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER_WEB", raising=False)
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
+    assert is_recorded_fake() and is_recorded_fake("127.0.0.1:8715")
+    assert not is_recorded_fake("10.0.0.1:8715")
+    for argv in ([command], [command, "--master", "127.0.0.1:8715"]):
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert "fake cluster (`cluster up --fake`) has no web API" in line
+        assert f"list {command}" in line
+
+
+def test_topics_with_web_given_asks_it_even_beside_a_recorded_fake(
+    web: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "cluster.json"
+    state.write_text(json.dumps({"kind": "fake", "master_addr": "127.0.0.1:8715"}))
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(state))
+    assert main(["topics", "--master", "127.0.0.1:8715", "--web", web, "--format", "json"]) == 0
+    assert [r["topic"] for r in json.loads(capsys.readouterr().out)] == ["demo"]
+    state.write_text(json.dumps({"master_addr": "127.0.0.1:8715"}))  # a real record: not a fake
+    assert not is_recorded_fake()

@@ -107,11 +107,21 @@ def group_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _web(args: argparse.Namespace) -> str | None:
     """``--web`` / ``$TUBEMQ_AIO_MASTER_WEB``, else the web API ``cluster up`` recorded for this
-    master (or for any master when ``--master`` is not given)."""
+    master (or for any master when ``--master`` is not given).
+
+    Raises:
+        ConfigError: the master is the fake ``cluster up --fake`` recorded, which has no web API
+            (the guess ``host:8080`` would ask whatever else listens there, or nothing).
+    """
     if args.web:
         return str(args.web)
-    from tubemq_aio.testing.cluster import recorded_web_api  # the state file of `cluster up`
+    from tubemq_aio.testing.cluster import is_recorded_fake, recorded_web_api
 
+    if is_recorded_fake(args.master):
+        Checks("arguments").fail(
+            f"the fake cluster (`cluster up --fake`) has no web API to list {args.command} from: "
+            "use a real cluster (`cluster up` without --fake) or --web HOST:PORT of a real master"
+        )
     return recorded_web_api(args.master)
 
 

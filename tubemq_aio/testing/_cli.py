@@ -23,14 +23,13 @@ from typing import Any
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._fake_process import (
     DEFAULT_PORT,
-    FAKE_KIND,
     add_fake_arguments,
     parse_topic,
     run_fake,
 )
 from tubemq_aio.testing._maven import DEFAULT_VERSION
 from tubemq_aio.testing._process import kill_pid, pid_alive
-from tubemq_aio.testing._state import state_file
+from tubemq_aio.testing._state import FAKE_KIND, state_file
 from tubemq_aio.testing._up_report import DEFAULT_WEB_PORT, choose_port, progress, up_lines
 from tubemq_aio.testing._versions import SERVER_VERSIONS
 

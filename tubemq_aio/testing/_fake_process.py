@@ -14,11 +14,10 @@ import time
 from typing import Any
 
 from tubemq_aio.testing._fake_cluster import FakeCluster
-from tubemq_aio.testing._state import state_file
+from tubemq_aio.testing._state import FAKE_KIND, state_file
 
 __all__ = [
     "DEFAULT_PORT",
-    "FAKE_KIND",
     "FAKE_NOTICE",
     "add_fake_arguments",
     "parse_topic",
@@ -27,8 +26,6 @@ __all__ = [
 
 #: The master port a fake listens on unless ``--port`` says otherwise (TubeMQ's usual port).
 DEFAULT_PORT = 8715
-#: ``kind`` in the state file of a fake (the real cluster's state file has no ``kind``).
-FAKE_KIND = "fake"
 #: Printed by ``up --fake`` so that nobody mistakes the fake for a TubeMQ.
 FAKE_NOTICE = (
     "FAKE TubeMQ: in memory, one process, no Java; messages are lost when it stops. For trying "

@@ -9,7 +9,16 @@ from typing import Any
 
 from tubemq_aio.testing._maven import cache_root
 
-__all__ = ["is_recorded_master", "recorded_web_api", "state_file"]
+__all__ = [
+    "FAKE_KIND",
+    "is_recorded_fake",
+    "is_recorded_master",
+    "recorded_web_api",
+    "state_file",
+]
+
+#: ``kind`` in the state file of a fake (the real cluster's state file has no ``kind``).
+FAKE_KIND = "fake"
 
 
 def state_file() -> Path:
@@ -45,6 +54,20 @@ def is_recorded_master(master: str) -> bool:
     """Whether ``master`` is the master address of the cluster ``cluster up`` recorded (real
     or fake): a local test cluster, whose master balances every 2 s."""
     return bool(master) and master == _recorded().get("master_addr")
+
+
+def is_recorded_fake(master: str | None = None) -> bool:
+    """Whether the cluster ``cluster up`` recorded is the in-memory fake (``up --fake``), which
+    serves no web API.
+
+    Args:
+        master: The master address the caller uses; the record counts only when it names the
+            recorded cluster's master (None: any recorded cluster).
+    """
+    state = _recorded()
+    if state.get("kind") != FAKE_KIND:
+        return False
+    return master is None or master == state.get("master_addr")
 
 
 def _recorded() -> dict[str, Any]:
