@@ -235,3 +235,39 @@ def test_topics_with_web_given_asks_it_even_beside_a_recorded_fake(
     assert [r["topic"] for r in json.loads(capsys.readouterr().out)] == ["demo"]
     state.write_text(json.dumps({"master_addr": "127.0.0.1:8715"}))  # a real record: not a fake
     assert not is_recorded_fake()
+
+
+@pytest.mark.parametrize(
+    ("argv", "rest", "quiet"),
+    [
+        (["cluster", "status"], ["status"], False),
+        (["cluster", "status", "-v"], ["status"], False),
+        (["-v", "cluster", "status"], ["status"], False),
+        (["cluster", "-q", "up", "--fake"], ["up", "--fake"], True),
+        (["-q", "cluster", "up", "--topic", "demo:3", "-vv"], ["up", "--topic", "demo:3"], True),
+        (["cluster", "up", "--quiet", "--verbose"], ["up"], True),
+    ],
+)
+def test_cluster_takes_verbose_and_quiet_on_either_side(
+    argv: list[str], rest: list[str], quiet: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tubemq-aio cluster status -v` was "unrecognized arguments: -v".
+    import tubemq_aio.testing.cluster as cluster
+
+    calls: list[tuple[list[str], bool]] = []
+
+    def record(args: list[str], prog: str, *, quiet: bool = False) -> int:
+        calls.append((args, quiet))
+        return 0
+
+    monkeypatch.setattr(cluster, "main", record)
+    assert main(argv) == 0
+    assert calls == [(rest, quiet)]
+
+
+def test_cluster_status_with_a_flag_after_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(tmp_path / "none.json"))
+    assert main(["cluster", "status", "-v"]) == 1  # no cluster: 1, not the usage error 2
+    assert "no cluster running" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import asyncio
 import socket
 from pathlib import Path
 
-from tubemq_aio.testing._up_report import choose_port, progress, up_lines
+from tubemq_aio.testing._up_report import choose_port, fake_up_lines, progress, up_lines
 
 
 def test_choose_port_takes_the_usual_port_when_free_else_says_which() -> None:
@@ -76,3 +76,13 @@ def test_up_lines_put_each_address_on_its_own_line() -> None:
     assert lines[2].split()[:3] == ["web", "API:", "127.0.0.1:8080"]
     assert lines[3].split() == ["logs:", "/logs"]
     assert lines[4].split()[:2] == ["state:", "state.json"]
+
+
+def test_the_fake_says_its_address_on_its_own_line_and_that_it_has_no_web_api() -> None:
+    info = {"bring_up_seconds": 0.0, "master_addr": "127.0.0.1:8715"}
+    lines = fake_up_lines(info, Path("state.json"))
+    assert lines[0] == "TubeMQ (FAKE) is up in 0.0s: masters=127.0.0.1:8715"
+    assert lines[1].split()[:2] == ["master:", "127.0.0.1:8715"]
+    assert lines[2].split()[:3] == ["web", "API:", "none"]
+    assert lines[3].split()[:2] == ["state:", "state.json"]
+    assert not any(line.lstrip().startswith("{") for line in lines)  # no JSON blob

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_USAGE, PROG, error_line
@@ -60,6 +61,23 @@ def _run(args: argparse.Namespace) -> int:
         return 130
 
 
+#: ``-v``/``-q`` as one word (``-v``, ``-vv``, ``-q``, ``-vq``) or spelled out.
+_LOUDNESS = re.compile(r"-[vq]+|--verbose|--quiet")
+
+
+def _cluster(argv: list[str]) -> int:
+    """``tubemq-aio [-v|-q] cluster ... [-v|-q]``: the testing CLI, with the tool's ``-v`` (log)
+    and ``-q`` (no progress lines) taken on either side of the command, as for the others."""
+    from tubemq_aio.testing.cluster import main as cluster_main
+
+    flags = [a for a in argv if _LOUDNESS.fullmatch(a)]
+    rest = [a for a in argv if not _LOUDNESS.fullmatch(a)]
+    verbose = sum(a.count("v") for a in flags)  # "--verbose" has one v, "--quiet" none
+    quiet = any("q" in a for a in flags)  # "--verbose" has no q
+    _configure_logging(verbose)
+    return cluster_main(rest[rest.index("cluster") + 1 :], prog=f"{PROG} cluster", quiet=quiet)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``tubemq-aio``.
 
@@ -72,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
     if first == "cluster":
-        from tubemq_aio.testing.cluster import main as cluster_main
-
-        return cluster_main(argv[argv.index("cluster") + 1 :], prog=f"{PROG} cluster")
+        return _cluster(argv)
     args = parse_arguments(argv)
     _configure_logging(args.verbose)
     code = _run(args)

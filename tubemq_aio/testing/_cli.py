@@ -87,6 +87,7 @@ async def _up(args: argparse.Namespace) -> int:
         print(f"--masters needs a 2.x server ({args.version} runs one master)", file=sys.stderr)
         return 2
     first_parts = topics[0][1]
+    note = _quiet if args.quiet else _say  # progress and notices; the result is always printed
     cluster = LocalCluster(
         args.brokers,
         masters=args.masters,
@@ -94,11 +95,11 @@ async def _up(args: argparse.Namespace) -> int:
         topics=[name for name, parts in topics if parts == first_parts],
         topic_partitions=first_parts,
         detached=True,
-        master_port=choose_port(args.port, DEFAULT_PORT, "master", _say),
-        master_web_port=choose_port(args.web_port, DEFAULT_WEB_PORT, "web API", _say),
+        master_port=choose_port(args.port, DEFAULT_PORT, "master", note),
+        master_web_port=choose_port(args.web_port, DEFAULT_WEB_PORT, "web API", note),
     )
-    _say("starting TubeMQ (first run downloads the server jars with Maven) ...")
-    ticker = asyncio.create_task(progress(cluster, _say))
+    note("starting TubeMQ (first run downloads the server jars with Maven) ...")
+    ticker = asyncio.create_task(progress(cluster, note))
     try:
         await cluster.start()
         for name, parts in topics:
@@ -126,6 +127,10 @@ async def _up(args: argparse.Namespace) -> int:
 
 def _say(line: str) -> None:
     print(line, flush=True)
+
+
+def _quiet(line: str) -> None:
+    """``up -q``: no progress line."""
 
 
 def _signal(state: dict[str, Any], pid: int, sig: int) -> None:
@@ -171,12 +176,19 @@ def _status() -> int:
     return 0 if len(live) == len(state.get("nodes", [])) else 1
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m tubemq_aio.testing.cluster") -> int:
+def main(
+    argv: list[str] | None = None,
+    prog: str = "python -m tubemq_aio.testing.cluster",
+    *,
+    quiet: bool = False,
+) -> int:
     """Run the CLI.
 
     Args:
         argv: Arguments (default ``sys.argv[1:]``).
         prog: The program name shown in usage and help (``tubemq-aio cluster`` reuses this CLI).
+        quiet: ``up`` prints no progress lines, only the result (``tubemq-aio -q cluster up``;
+            the fake's notice stays).
 
     Returns:
         Process exit code.
@@ -218,6 +230,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m tubemq_aio.testin
     sub.add_parser("down", help="stop the cluster started by `up`")
     sub.add_parser("status", help="show the cluster started by `up`")
     args = parser.parse_args(argv)
+    args.quiet = quiet
     if args.cmd == "up":
         return asyncio.run(_up(args))
     if args.cmd == "down":

@@ -15,6 +15,7 @@ from typing import Any
 
 from tubemq_aio.testing._fake_cluster import FakeCluster
 from tubemq_aio.testing._state import FAKE_KIND, state_file
+from tubemq_aio.testing._up_report import fake_up_lines
 
 __all__ = [
     "DEFAULT_PORT",
@@ -106,8 +107,8 @@ async def run_fake(topics: list[tuple[str, int]], port: int, brokers: int = 1) -
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(info, indent=2), encoding="utf-8")
-    print(json.dumps(info, indent=2))
-    print(f"TubeMQ (FAKE) is up in {info['bring_up_seconds']}s: masters={cluster.master_addr}")
+    for line in fake_up_lines(info, path):
+        print(line)
     print(FAKE_NOTICE, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,5 +1,5 @@
-"""What ``cluster up`` (the real one) tells the person waiting for it: which ports it takes,
-progress lines while the JVMs start, and the addresses on their own lines at the end."""
+"""What ``cluster up`` tells the person waiting for it: which ports the real one takes, progress
+lines while its JVMs start, and the addresses on their own lines at the end (the fake's too)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_WEB_PORT",
     "PROGRESS_EVERY",
     "choose_port",
+    "fake_up_lines",
     "progress",
     "up_lines",
 ]
@@ -103,3 +104,14 @@ def up_lines(info: dict[str, Any], state: Path) -> list[str]:
             f"  server:   {info.get('version')}: clients need framing={framing!r}",
         )
     return lines
+
+
+def fake_up_lines(info: dict[str, Any], state: Path) -> list[str]:
+    """The closing lines of ``up --fake``, laid out as :func:`up_lines`: the master address on a
+    line of its own, and that there is no web API (``topics``/``groups`` need a real master)."""
+    return [
+        f"TubeMQ (FAKE) is up in {info['bring_up_seconds']}s: masters={info['master_addr']}",
+        f"  master:   {info['master_addr']}      (export TUBEMQ_AIO_MASTER={info['master_addr']})",
+        "  web API:  none      (the fake has none: tubemq-aio topics / groups need a real cluster)",
+        f"  state:    {state}      (tubemq-aio cluster status / down)",
+    ]
