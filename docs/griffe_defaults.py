@@ -1,16 +1,24 @@
 """griffe extension: render a default that names a constant (``timeout=DEFAULT_TIMEOUT``) as the
 constant's value (``timeout=10.0``), so the API reference shows what the default is.
 
-Only names whose target is a module-level constant with a literal value (number, string, bytes,
-tuple, ...) are replaced; anything else (a sentinel object, a call) stays as written.
+Replaced: a name whose target is a module-level constant with a literal value (number, string,
+bytes, tuple, ...); a private module-level name (``_NOTHING``) by the expression it is bound to
+(``frozenset()``) when that names nothing private itself; and a dataclass's
+``default_factory=lambda: NAME`` (rendered ``(lambda: NAME)()``) by NAME's value, by the same
+rules. An enum member (``TDFormat.V1``) stays as written: its value (``1``) is not what a caller
+passes. Anything else (a sentinel object, another call) stays as written.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 import griffe
+
+#: A private name (``_x``) in a rendered expression: it means nothing to a reader.
+_PRIVATE = re.compile(r"(?<![\w.])_[A-Za-z]\w*")
 
 
 def _literal(obj: griffe.Object | griffe.Alias) -> str | None:
@@ -20,12 +28,18 @@ def _literal(obj: griffe.Object | griffe.Alias) -> str | None:
         return None
     if not isinstance(target, griffe.Attribute) or target.value is None:
         return None
+    if not isinstance(target.parent, griffe.Module):  # an enum member, a class attribute
+        return None
     text = str(target.value)
     try:
         ast.literal_eval(text)
     except (ValueError, SyntaxError):
         number = _arithmetic(text)
-        return None if number is None else repr(number)
+        if number is not None:
+            return repr(number)
+        # A private module constant (``_NOTHING = frozenset()``): the expression it is bound to.
+        private = target.name.startswith("_") and not _PRIVATE.search(text)
+        return text if private else None
     return text
 
 
@@ -69,6 +83,14 @@ class NamedDefaults(griffe.Extension):
                 self._walk(member, seen)
 
     def _value(self, owner: griffe.Object, default: Any) -> Any:
+        if (
+            isinstance(default, griffe.ExprCall)
+            and isinstance(default.function, griffe.ExprLambda)
+            and not default.function.parameters
+            and not default.arguments
+        ):  # ``field(default_factory=lambda: NAME)``, rendered ``(lambda: NAME)()``
+            body = self._value(owner, default.function.body)
+            return default if body is default.function.body else body
         if not isinstance(default, griffe.ExprName | griffe.ExprAttribute):
             return default
         try:

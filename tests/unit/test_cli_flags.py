@@ -216,7 +216,8 @@ def test_topics_against_the_recorded_fake_says_it_has_no_web_api(
     monkeypatch.setenv("TUBEMQ_AIO_STATE", str(state))
     monkeypatch.delenv("TUBEMQ_AIO_MASTER_WEB", raising=False)
     monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
-    assert is_recorded_fake() and is_recorded_fake("127.0.0.1:8715")
+    assert is_recorded_fake()
+    assert is_recorded_fake("127.0.0.1:8715")
     assert not is_recorded_fake("10.0.0.1:8715")
     for argv in ([command], [command, "--master", "127.0.0.1:8715"]):
         assert main(argv) == 2

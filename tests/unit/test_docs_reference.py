@@ -154,6 +154,26 @@ def test_defaults_are_rendered_as_values(site: Path) -> None:
     assert "timeout: float = 10.0" in admin
 
 
+def test_no_default_is_a_private_name_or_an_enum_value(site: Path) -> None:
+    """A default is what a caller could write: not a private sentinel (``avoid = _NOTHING``),
+    not a dataclass factory (``(lambda: _NO_ATTRIBUTES)()``, ``_empty_attributes()``), not an
+    enum member's bare value (``format: TDFormat = 1``, which is no ``TDFormat``)."""
+    private = re.compile(r"\w+: [^=\n]+ = [^\n]*(?<![\w.])_[A-Za-z]\w*[^\n]*|= \(\s*lambda")
+    found = [
+        f"{page.parent.name}: {m.group(0)}"
+        for page in (site / "reference").rglob("*.html")
+        for m in private.finditer(_page_text(page))
+    ]
+    assert found == []
+    models = _page_text(site / "reference" / "models" / "index.html")
+    assert "attributes: Mapping[str, str] = MappingProxyType({})" in models
+    producer = _page_text(site / "reference" / "producer" / "index.html")
+    assert "avoid: Set[str] = frozenset()" in producer
+    tdmsg = _page_text(site / "reference" / "tdmsg" / "index.html")
+    assert "format: TDFormat = TDFormat.V1" in tdmsg
+    assert "attributes: Mapping[str, str] = MappingProxyType({})" in tdmsg
+
+
 def test_the_gateway_spark_and_stats_pages_exist(reference_ids: set[str]) -> None:
     for name in (
         "GatewayConfig",

@@ -31,8 +31,8 @@ class TDFormat(enum.Enum):
     """INLONG_MSG_V1 (``msgEnType=1``): protobuf ``MessageObjs`` batch."""
 
 
-def _empty_attributes() -> Mapping[str, str]:
-    return MappingProxyType({})
+#: A record's attributes when it has none (read-only; one shared empty mapping).
+_NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class TDRecord:
     """
 
     data: bytes
-    attributes: Mapping[str, str] = field(default_factory=_empty_attributes, hash=False)
+    attributes: Mapping[str, str] = field(default_factory=lambda: _NO_ATTRIBUTES, hash=False)
     raw_attributes: str = ""
     format: TDFormat = TDFormat.V1
     group_id: str | None = None
