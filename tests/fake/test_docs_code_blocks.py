@@ -19,7 +19,9 @@ A comment on the line right before a fence changes that: ``<!-- docs-test: skip 
 ``<!-- docs-test: given NAME ... -->`` (a fragment that uses names of :data:`GIVENS`, e.g. an
 open ``producer``), ``<!-- docs-test: include -->`` is implied by a ``--8<--`` line (the
 included file must exist and be run by a test of its own). A shell block must be marked: most
-are ``make`` or ``pip`` commands, which need the network or minutes.
+are ``make`` or ``pip`` commands, which need the network or minutes. ``<!-- docs-test: topics
+NAME ... -->`` anywhere on a page adds topics to the page's fake beyond the quickstart's
+``demo`` (the page must show the ``cluster up ... --topic NAME`` that creates them).
 
 The blocks of one page share one fake cluster, in page order, so a page can produce in one block
 and consume in the next as a reader would.
@@ -52,9 +54,12 @@ from tubemq_aio.testing import FakeCluster
 #: Seconds one block may take (the fake answers in milliseconds; a busy machine is slow).
 BLOCK_DEADLINE = 30.0
 DOC_ADDR = "127.0.0.1:8715"
-#: The topics of the fake cluster every page runs against: the quickstart's ``demo:3`` and the
-#: other topics the pages use.
-TOPICS = {"demo": 3, "orders": 2, "audit": 2, "t": 1, "a": 1, "b": 1, "out": 1}
+#: The topics of the fake cluster every page runs against: only the quickstart's ``demo:3``, so
+#: that a block publishing to a topic the reader never created fails here as it would for them
+#: (it hung 15 s once). A page using other topics says so with ``<!-- docs-test: topics NAME
+#: ... -->`` and tells its reader how to create them (a ``cluster up ... --topic NAME`` line).
+TOPICS = {"demo": 3}
+TOPICS_MARK = re.compile(r"<!--\s*docs-test:\s*topics\s+(?P<names>[^>]*?)\s*-->")
 LANGUAGES = {"python", "bash", "console", "json", "toml", "yaml", "text", "javascript"}
 #: Shell blocks: run only when marked ``run``.
 SHELLS = {"bash", "console"}
@@ -109,6 +114,22 @@ def page_blocks(page: Path) -> list[Block]:
 
 
 ALL_BLOCKS = [block for page in PAGES for block in page_blocks(page)]
+
+
+def page_topics(page: Path) -> dict[str, int]:
+    """The quickstart's topics, plus (one partition each) those the page declares."""
+    text = page.read_text(encoding="utf-8")
+    names = [n for m in TOPICS_MARK.finditer(text) for n in m.group("names").split()]
+    return {**TOPICS, **dict.fromkeys(names, 1)}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(SOURCE_ROOT)))
+def test_a_page_that_needs_more_topics_tells_its_reader_to_create_them(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for name in set(page_topics(page)) - set(TOPICS):
+        assert re.search(rf"cluster up\b[^\n`]*--topic {re.escape(name)}\b", text), (
+            f"{page.name} declares topic {name!r} but never shows `cluster up ... --topic {name}`"
+        )
 
 
 # ---- what a fragment may take as given ---------------------------------------------------------
@@ -310,7 +331,7 @@ async def test_page_blocks_run(page: Path, tmp_path: Path) -> None:
     """The page's blocks, in order, against one fake cluster."""
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     ran = 0
-    async with FakeCluster(topics=TOPICS) as cluster:
+    async with FakeCluster(topics=page_topics(page)) as cluster:
         for block in page_blocks(page):
             if block.kind == "skip" or _included(block):
                 continue
