@@ -239,7 +239,8 @@ class ClientConfig:
         IPv6 masters are written ``[::1]:8715``. Keyword ``overrides`` win over the URL.
         The Go client's keys (and its scheme-less ``host:port?key=value`` address) are
         accepted too, as are keys for the options that are not one value (topics with
-        filters, bound consumption, TLS files): :mod:`tubemq_aio._url_keys`.
+        filters, bound consumption, TLS files): ``docs/api.md``, "Options in a URL", lists
+        them.
 
         Raises:
             ConfigError: the URL, an option name or an option value is invalid.

@@ -167,6 +167,11 @@ def test_no_default_is_a_private_name_or_an_enum_value(site: Path) -> None:
     assert found == []
     models = _page_text(site / "reference" / "models" / "index.html")
     assert "attributes: Mapping[str, str] = MappingProxyType({})" in models
+    # Nor does a docstring send the reader to a private module.
+    for page in ("models", "consumer"):
+        text = _page_text(site / "reference" / page / "index.html")
+        assert "_url_keys" not in text
+        assert "_cb_assigner" not in text
     producer = _page_text(site / "reference" / "producer" / "index.html")
     assert "avoid: Set[str] = frozenset()" in producer
     tdmsg = _page_text(site / "reference" / "tdmsg" / "index.html")

@@ -99,7 +99,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         consume_from: where a partition without a stored group offset starts when connected
             with ``offset=None``: ``"latest"`` (default), ``"earliest"`` or ``"latest_always"``.
         reassign_interval: seconds between automatic re-assignments (``None``: off, the
-            application connects partitions itself); see ``_cb_assigner``.
+            application connects partitions itself): every period a task of the consumer lists
+            the partitions, works out this node's share with ``assignor``, connects the new
+            ones (at the group's stored offset) and disconnects those no longer assigned.
         assignor: picks this node's partitions for the automatic re-assignment.
         config: a complete :class:`ConsumerConfig` instead of ``masters``/``group``/``topics``.
         on_assigned: called with the keys of partitions :meth:`connect` (or the automatic
