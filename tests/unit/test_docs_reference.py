@@ -140,16 +140,20 @@ def test_no_page_shows_a_base_class_but_the_errors_page(site: Path) -> None:
     assert "ConsumerBase" not in text
 
 
+def _found(site: Path, pattern: re.Pattern[str]) -> list[str]:
+    """``page: match`` of every match of ``pattern`` in the reference pages' text."""
+    return [
+        f"{page.parent.name}: {m.group(0)}"
+        for page in (site / "reference").rglob("*.html")
+        for m in pattern.finditer(_page_text(page))
+    ]
+
+
 def test_defaults_are_rendered_as_values(site: Path) -> None:
     """``timeout=DEFAULT_TIMEOUT`` is shown as ``timeout=10.0``: no signature default names an
     upper-case constant."""
     named = re.compile(r"(\w+: [^=\n]+ = )([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
-    found = [
-        f"{page.parent.name}: {m.group(0)}"
-        for page in (site / "reference").rglob("*.html")
-        for m in named.finditer(_page_text(page))
-    ]
-    assert found == []
+    assert _found(site, named) == []
     admin = _page_text(site / "reference" / "admin" / "index.html")
     assert "timeout: float = 10.0" in admin
 
@@ -159,12 +163,7 @@ def test_no_default_is_a_private_name_or_an_enum_value(site: Path) -> None:
     not a dataclass factory (``(lambda: _NO_ATTRIBUTES)()``, ``_empty_attributes()``), not an
     enum member's bare value (``format: TDFormat = 1``, which is no ``TDFormat``)."""
     private = re.compile(r"\w+: [^=\n]+ = [^\n]*(?<![\w.])_[A-Za-z]\w*[^\n]*|= \(\s*lambda")
-    found = [
-        f"{page.parent.name}: {m.group(0)}"
-        for page in (site / "reference").rglob("*.html")
-        for m in private.finditer(_page_text(page))
-    ]
-    assert found == []
+    assert _found(site, private) == []
     models = _page_text(site / "reference" / "models" / "index.html")
     assert "attributes: Mapping[str, str] = MappingProxyType({})" in models
     # Nor does a docstring send the reader to a private module.
