@@ -4,6 +4,7 @@ missing master named by its variable, and ``topics``/``groups`` through the SDK'
 
 from __future__ import annotations
 
+import argparse
 import json
 import runpy
 import sys
@@ -18,7 +19,7 @@ import pytest
 import tubemq_aio
 from tubemq_aio.admin import MasterWebApi
 from tubemq_aio.cli import main
-from tubemq_aio.cli._parser import parse_arguments
+from tubemq_aio.cli._parser import NEEDS_MASTER, build_parser, parse_arguments
 from tubemq_aio.errors import AdminApiError, ConfigError
 from tubemq_aio.testing.cluster import is_recorded_fake, recorded_web_api
 
@@ -70,6 +71,8 @@ def test_verbose_and_quiet_before_or_after_the_command(
         ["consume", "--topic", "t", "--group", "g"],
         ["partitions", "--topic", "t"],
         ["lag", "--topic", "t", "--group", "g"],
+        # reset was a traceback: AttributeError: 'NoneType' object has no attribute 'startswith'
+        ["reset", "--topic", "t", "--group", "g", "--to-time", "2026-11-29T10:00:00Z"],
     ],
 )
 def test_a_missing_master_names_the_variable(
@@ -272,3 +275,15 @@ def test_cluster_status_with_a_flag_after_it_runs(
     monkeypatch.setenv("TUBEMQ_AIO_STATE", str(tmp_path / "none.json"))
     assert main(["cluster", "status", "-v"]) == 1  # no cluster: 1, not the usage error 2
     assert "no cluster running" in capsys.readouterr().out
+
+
+def test_every_command_with_a_client_connection_needs_the_master() -> None:
+    # `reset` talks to the master's client port but was left out: it failed with a traceback.
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    clients = {
+        name
+        for name, command in sub.choices.items()
+        if any("--tls-ca" in action.option_strings for action in command._actions)
+    }
+    assert clients == set(NEEDS_MASTER)

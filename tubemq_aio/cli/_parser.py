@@ -135,7 +135,7 @@ def _positive_float(text: str) -> float:
 
 
 #: Commands that talk to the master's client port: they need ``--master`` (or the variable).
-NEEDS_MASTER = ("produce", "consume", "partitions", "lag")
+NEEDS_MASTER = ("produce", "consume", "partitions", "lag", "reset")
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, prefix: str) -> None:
