@@ -85,8 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     stray = [
         item.nodeid
         for item in ours
-        if cluster_group(item.nodeid) not in SHARED_CLUSTER_GROUPS
-        and "cluster" in item.fixturenames
+        if cluster_group(item.nodeid) not in SHARED_CLUSTER_GROUPS and "cluster" in _fixtures(item)
     ]
     if stray:
         raise pytest.UsageError(
@@ -94,6 +93,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"(tests/xdist_groups.py): {stray}"
         )
     _POOL.free.extend(_topic_names(_pool_size(config, ours)))
+
+
+def _fixtures(item: pytest.Item) -> list[str]:
+    """The fixtures a test uses, those they use included (none for a non-function item)."""
+    return item.fixturenames if isinstance(item, pytest.Function) else []
 
 
 def _pool_size(config: pytest.Config, ours: list[pytest.Item]) -> int:
@@ -106,7 +110,7 @@ def _pool_size(config: pytest.Config, ours: list[pytest.Item]) -> int:
     wanted: Counter[str | None] = Counter()
     for item in ours:
         group = cluster_group(item.nodeid) if per_group else None
-        wanted[group] += sum(name in item.fixturenames for name in TOPIC_FIXTURES)
+        wanted[group] += sum(name in _fixtures(item) for name in TOPIC_FIXTURES)
     return max(wanted.values(), default=0) + POOL_MARGIN
 
 

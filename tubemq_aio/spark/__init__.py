@@ -20,24 +20,28 @@ if TYPE_CHECKING:
 __all__ = ["TubeMQDataSource"]
 
 
-def __getattr__(name: str) -> object:
-    """Load ``TubeMQDataSource`` (and pyspark with it) on first access (PEP 562).
+# Hidden from mypy, which reads ``TubeMQDataSource`` from the import above and so still refuses
+# any other name taken from this package.
+if not TYPE_CHECKING:
 
-    Raises:
-        ModuleNotFoundError: pyspark is not installed (``name`` is ``"pyspark"``).
-        AttributeError: ``name`` is not a public name of this package.
-    """
-    if name != "TubeMQDataSource":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        from tubemq_aio.spark.source import TubeMQDataSource
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".", 1)[0] != "pyspark":
-            raise
-        raise ModuleNotFoundError(
-            "tubemq_aio.spark needs pyspark: install the spark extra "
-            "(pip install '.[spark]' in a clone of the repository)",
-            name="pyspark",
-        ) from exc
-    globals()[name] = TubeMQDataSource
-    return TubeMQDataSource
+    def __getattr__(name: str) -> object:
+        """Load ``TubeMQDataSource`` (and pyspark with it) on first access (PEP 562).
+
+        Raises:
+            ModuleNotFoundError: pyspark is not installed (``name`` is ``"pyspark"``).
+            AttributeError: ``name`` is not a public name of this package.
+        """
+        if name != "TubeMQDataSource":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:
+            from tubemq_aio.spark.source import TubeMQDataSource
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".", 1)[0] != "pyspark":
+                raise
+            raise ModuleNotFoundError(
+                "tubemq_aio.spark needs pyspark: install the spark extra "
+                "(pip install '.[spark]' in a clone of the repository)",
+                name="pyspark",
+            ) from exc
+        globals()[name] = TubeMQDataSource
+        return TubeMQDataSource
