@@ -1,12 +1,16 @@
 """pytest-xdist scheduling for ``make test``: the integration tests in two groups, one real
-cluster each, plus one group per file that starts its own cluster (loaded with
+cluster each, plus one group per file that starts its own cluster or none (loaded with
 ``-p tests.xdist_groups`` from the repository root).
 
 Every test outside ``tests/integration`` is scheduled on its own, wherever a worker is free,
 but for the few files in :data:`WHOLE_FILES`, each run whole with the others of its group.
-The integration files form two groups; each group runs whole on one worker, so that worker's
-session-scoped ``cluster`` fixture starts one cluster for all of them (and the Spark group one
-Spark session). pytest-xdist's own ``--dist loadgroup`` cannot do this with pytest 9: the
+The integration files that use the shared cluster form two groups; each group runs whole on
+one worker, so that worker's session-scoped ``cluster`` fixture starts one cluster for all of
+them (and the Spark group one Spark session). Each group's tests run one after another, so the
+longer group bounds the run: a file that needs no shared cluster is kept out of both
+(:data:`OWN_CLUSTER_FILES`, :data:`NO_CLUSTER_FILES`) and runs beside them on another worker
+(``tests/integration/conftest.py`` refuses such a file whose tests ask for ``cluster``).
+pytest-xdist's own ``--dist loadgroup`` cannot do this with pytest 9: the
 marker-to-group step renames an attribute that pytest 9 no longer reads.
 """
 
@@ -17,13 +21,16 @@ from xdist.scheduler import LoadScopeScheduling
 
 #: The integration files of the second cluster: Spark (one session shared by its files; any
 #: file with ``spark`` in its name goes there too) and, to balance the two, the files that
-#: drive the SDK from subprocesses (CLI, cookbook recipes, benchmark harness, installed wheel).
-#: Every other integration file, a new one included, shares the first cluster. The two groups
-#: took about the same time in a serial run; most of it is waiting on servers, not the CPU.
+#: drive the SDK from subprocesses (CLI, cookbook recipes, benchmark harness, installed wheel, a
+#: consumer group of three processes). Every other integration file, a new one included, shares
+#: the first cluster, so the files added since the two were balanced (the broker tail, the
+#: fidelity scenarios, the field reports, ...) made it the longer by far. Most of either
+#: group's time is waiting on servers, not the CPU.
 SECOND_CLUSTER_FILES = frozenset(
     {
         "test_bench_smoke.py",
         "test_cli_cluster.py",
+        "test_consumer_group_procs.py",
         "test_cookbook.py",
         "test_spark_example.py",
         "test_spark_restart.py",
@@ -33,9 +40,25 @@ SECOND_CLUSTER_FILES = frozenset(
     }
 )
 #: Integration files that start a cluster of their own (the short chaos run: three masters and
-#: two brokers; the older server versions' smoke test): each its own group, so the worker
-#: running it starts no shared cluster for it.
-OWN_CLUSTER_FILES = frozenset({"test_chaos_short.py", "test_server_versions.py"})
+#: two brokers; the older server versions' smoke test; the TLS and authentication cluster): each
+#: its own group, so the worker running it starts no shared cluster for it.
+OWN_CLUSTER_FILES = frozenset(
+    {"test_chaos_short.py", "test_secure_cluster.py", "test_server_versions.py"}
+)
+#: Integration files whose tests use no shared cluster: the CLI and the quickstart on
+#: FakeCluster, the Java 1.2 codec (one Maven build for the file), and the cluster start-up
+#: tests (a taken port, missing tools, ``cluster up``/``status``/``down``: each starts its own
+#: nodes or none). Each runs whole, on its own, wherever a worker is free.
+NO_CLUSTER_FILES = frozenset(
+    {
+        "test_cli_fake.py",
+        "test_cluster_start.py",
+        "test_legacy_framing_java.py",
+        "test_quickstart.py",
+    }
+)
+#: The groups whose worker starts the session's shared ``cluster`` fixture.
+SHARED_CLUSTER_GROUPS = frozenset({"cluster-1", "cluster-2"})
 INTEGRATION = "tests/integration/"
 #: Files outside the integration tests whose tests share something costly to build, by the
 #: name of their group: each group runs whole on one worker, so it is built once. The docs
@@ -65,6 +88,8 @@ def cluster_group(nodeid: str) -> str | None:
     name = path.rsplit("/", 1)[-1]
     if name in OWN_CLUSTER_FILES:
         return f"own-{name}"
+    if name in NO_CLUSTER_FILES:
+        return f"alone-{name}"
     return "cluster-2" if name in SECOND_CLUSTER_FILES or "spark" in name else "cluster-1"
 
 

@@ -38,6 +38,11 @@ class ChaosPlan:
         events: Event names, in order (keys of :data:`~benchmarks.chaos.events.EVENTS`).
         faults: How long faults last.
         settle_seconds: Traffic time after each event before the next one.
+        settle_when_flowing: When set, the settle after an event ends this many seconds after
+            the producers and both consumer groups flow again (an acknowledgement and a
+            receipt of each group after the event's end: what ``produce_back_s`` and
+            ``consume_back_s`` report), and never later than ``settle_seconds``; ``None``
+            (``make chaos``) settles ``settle_seconds`` after every event.
         warmup_timeout: Seconds allowed for both consumer groups to receive a first message.
         drain_timeout: Seconds the consumers get, after the producers stop, to catch up.
         readback_timeout: Seconds to read the topic's stored messages back after the run
@@ -48,6 +53,7 @@ class ChaosPlan:
     events: tuple[str, ...] = tuple(EVENTS)
     faults: EventSettings = field(default_factory=EventSettings)
     settle_seconds: float = 15.0
+    settle_when_flowing: float | None = None
     warmup_timeout: float = 120.0
     drain_timeout: float = 90.0
     readback_timeout: float = 120.0
@@ -60,6 +66,19 @@ async def _warm_up(traffic: Traffic, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the consumers received nothing within {timeout:.0f}s")
         await asyncio.sleep(0.5)
+
+
+async def _settle(traffic: Traffic, rec: EventRecord, plan: ChaosPlan) -> None:
+    """Let traffic run after an event (:attr:`ChaosPlan.settle_seconds`, or less with
+    :attr:`ChaosPlan.settle_when_flowing`)."""
+    deadline = time.monotonic() + plan.settle_seconds
+    if plan.settle_when_flowing is not None:
+        while time.monotonic() < deadline:
+            if traffic.flowing_since(rec.healed):
+                deadline = min(deadline, time.monotonic() + plan.settle_when_flowing)
+                break
+            await asyncio.sleep(0.2)
+    await asyncio.sleep(max(0.0, deadline - time.monotonic()))
 
 
 async def run_chaos(cluster: LocalCluster, plan: ChaosPlan, topic: str = TOPIC) -> dict[str, Any]:
@@ -82,7 +101,7 @@ async def run_chaos(cluster: LocalCluster, plan: ChaosPlan, topic: str = TOPIC) 
                     rec = EventRecord(name)
                     records.append(rec)
                     await EVENTS[name](cluster, proxy, plan.faults, rec)
-                    await asyncio.sleep(plan.settle_seconds)
+                    await _settle(traffic, rec, plan)
                 end = time.monotonic()
                 await traffic.stop_producers()
                 await traffic.drain(plan.drain_timeout)
@@ -99,6 +118,7 @@ async def run_chaos(cluster: LocalCluster, plan: ChaosPlan, topic: str = TOPIC) 
             "freeze_seconds": plan.faults.freeze_seconds,
             "cut_seconds": plan.faults.cut_seconds,
             "settle_seconds": plan.settle_seconds,
+            "settle_when_flowing": plan.settle_when_flowing,
             "rpc_timeout": traffic.plan.rpc_timeout,
             "send_timeout": traffic.plan.send_timeout,
             "senders_per_producer": traffic.plan.senders,

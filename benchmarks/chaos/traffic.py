@@ -187,6 +187,13 @@ class Traffic:
             merged.update(log.acked)
         return merged
 
+    def flowing_since(self, t: float) -> bool:
+        """Whether a message was acknowledged, and each consumer group received one, after
+        ``t`` (monotonic seconds): what a report's ``produce_back_s`` and ``consume_back_s``
+        measure from an event's end."""
+        acked = any(ack.at > t for ack in reversed(self.acked().values()))
+        return acked and all(bool(log.times) and log.times[-1] > t for log in self.consumer_logs)
+
     def start(self) -> None:
         """Start the consumers and producers (returns at once)."""
         plan = self.plan

@@ -16,11 +16,15 @@ Fixtures (use them from any ``tests/integration/test_*.py``):
   subscribable, with ``TOPIC_PARTITIONS`` partitions on every broker (so
   ``TOPIC_PARTITIONS * len(cluster.brokers)`` in total). Topics come from a pool created
   together with the cluster, because each topic added to running brokers costs ~35 s in the
-  master (a hard-coded sync step); when the pool runs dry a new batch is created in one call.
+  master (a hard-coded sync step). The pool holds as many topics as the collected tests of one
+  cluster group ask for (``topic``, ``second_topic``, ``third_topic``; all of them when one
+  process runs every group) and ``POOL_MARGIN`` more; if it runs dry all the same, a new batch
+  is created in one call.
 
 Every test in this directory is marked ``integration``. With parallel workers (``make test``)
 the files form two groups (``tests/xdist_groups.py``), each run whole on one worker, which
-starts that group's cluster (a file starting a cluster of its own is a group of its own). If
+starts that group's cluster (a file starting a cluster of its own, or none, is a group of its
+own, and collection fails if one of its tests asks for ``cluster``). If
 the cluster cannot start, each integration test errors at setup with the typed error and the
 tails of all server logs: they never skip. Bring-up takes ~40 s (plus a one-time ~1 min jar
 download on a fresh machine).
@@ -32,6 +36,7 @@ import itertools
 import os
 import tempfile
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
@@ -39,6 +44,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support.own_cluster import start_or_fail
+from tests.xdist_groups import SHARED_CLUSTER_GROUPS, cluster_group
 from tubemq_aio.testing import LocalCluster, RedisServer
 from tubemq_aio.testing._ports import PortLease
 
@@ -47,8 +53,11 @@ if TYPE_CHECKING:
 
 IT_BROKERS = int(os.environ.get("TUBEMQ_AIO_IT_BROKERS", "2"))
 TOPIC_PARTITIONS = 3
-POOL_SIZE = 64
+#: Topics the pool holds beyond what the collected tests ask for.
+POOL_MARGIN = 4
 REFILL_BATCH = 16
+#: The fixtures that each take one topic from the pool.
+TOPIC_FIXTURES = ("topic", "second_topic", "third_topic")
 
 _RUN_ID = uuid.uuid4().hex[:6]
 _counter = itertools.count(1)
@@ -58,23 +67,59 @@ def _topic_names(n: int) -> list[str]:
     return [f"it_{_RUN_ID}_{next(_counter)}" for _ in range(n)]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test of this directory ``integration`` and move these tests to the front, so
-    parallel workers start them (the longest units of work) first."""
+    parallel workers start them (the longest units of work) first; size the topic pool for
+    them.
+
+    Raises:
+        pytest.UsageError: a test of a file scheduled apart from the shared clusters
+            (``tests/xdist_groups.py``) asks for ``cluster``: its worker would start one more.
+    """
     here = os.path.dirname(__file__) + os.sep
     ours = [item for item in items if str(item.path).startswith(here)]
     others = [item for item in items if not str(item.path).startswith(here)]
     for item in ours:
         item.add_marker(pytest.mark.integration)
     items[:] = ours + others
+    stray = [
+        item.nodeid
+        for item in ours
+        if cluster_group(item.nodeid) not in SHARED_CLUSTER_GROUPS and "cluster" in _fixtures(item)
+    ]
+    if stray:
+        raise pytest.UsageError(
+            "these tests ask for the shared cluster but are scheduled apart from it "
+            f"(tests/xdist_groups.py): {stray}"
+        )
+    _POOL.free.extend(_topic_names(_pool_size(config, ours)))
+
+
+def _fixtures(item: pytest.Item) -> list[str]:
+    """The fixtures a test uses, those they use included (none for a non-function item)."""
+    return item.fixturenames if isinstance(item, pytest.Function) else []
+
+
+def _pool_size(config: pytest.Config, ours: list[pytest.Item]) -> int:
+    """Topics one cluster of this process will hand out, plus :data:`POOL_MARGIN`: per cluster
+    group on an xdist worker scheduled by ``tests.xdist_groups`` (it runs one group), else for
+    every collected test."""
+    per_group = "PYTEST_XDIST_WORKER" in os.environ and config.pluginmanager.hasplugin(
+        "tests.xdist_groups"
+    )
+    wanted: Counter[str | None] = Counter()
+    for item in ours:
+        group = cluster_group(item.nodeid) if per_group else None
+        wanted[group] += sum(name in _fixtures(item) for name in TOPIC_FIXTURES)
+    return max(wanted.values(), default=0) + POOL_MARGIN
 
 
 class TopicPool:
     """Unused topic names that are already publishable on the session cluster."""
 
-    def __init__(self, names: list[str]) -> None:
-        """Start with ``names`` (created together with the cluster)."""
-        self.free = list(names)
+    def __init__(self) -> None:
+        """Start empty: collection adds the names created together with the cluster."""
+        self.free: list[str] = []
 
     async def take(self, cluster: LocalCluster) -> str:
         """Return a fresh topic, creating a new batch (one ~35 s wait) when the pool is empty.
@@ -92,7 +137,7 @@ class TopicPool:
         return self.free.pop(0)
 
 
-_POOL = TopicPool(_topic_names(POOL_SIZE))
+_POOL = TopicPool()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

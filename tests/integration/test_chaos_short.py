@@ -88,8 +88,12 @@ async def test_short_chaos_run_loses_nothing_acknowledged() -> None:
         # Flow comes back after a cut only once the sends caught in it end (up to the send
         # timeout, 10 s, from their start: ~4 s after a 6 s cut) and an idle partition's next
         # fetch (back-off up to msg_not_found_max_wait); an idle run measured 4.1 s and
-        # 5.0-5.7 s, so 6 s of settling failed on a loaded machine.
+        # 5.0-5.7 s, so 6 s of settling failed on a loaded machine. Each settle ends 3 s after
+        # produce and both groups flowed again (what the checks below read as produce_back_s
+        # and consume_back_s), so a quick recovery does not wait out the 12 s: the checks are
+        # the same, and a recovery slower than 12 s still fails them.
         settle_seconds=12.0,
+        settle_when_flowing=3.0,
         warmup_timeout=90.0,
         drain_timeout=60.0,
     )

@@ -29,9 +29,9 @@ from tests.support.spark_jobs import (
 from tubemq_aio.testing import LocalCluster
 
 MESSAGES = 6000
-#: ``maxOffsetsPerTrigger``: at most this many messages per micro-batch, so some 20 micro-batches
+#: ``maxOffsetsPerTrigger``: at most this many messages per micro-batch, so some 10 micro-batches
 #: for the whole input.
-MAX_PER_TRIGGER = 300
+MAX_PER_TRIGGER = 600
 #: Micro-batches the first run must have committed before it is killed.
 COMMITS_BEFORE_KILL = 3
 #: Seconds allowed for the first run to commit that many micro-batches (JVM start included).
