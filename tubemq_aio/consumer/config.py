@@ -161,6 +161,7 @@ class ConsumerConfig(ClientConfig):
             partitions arrive one heartbeat after the master's balance cycle: with the local
             test cluster's 2 s cycle, 1 s here brings the first message within ~3 s instead of
             ~13 s (``tubemq-aio consume`` sets it against the cluster ``cluster up`` recorded).
+            No master setting shortens that wait (docs/protocol/consumer.md §2.7).
         heartbeat_max_retries: master heartbeat failures in a row tolerated before the
             consumer backs off (Java ``maxHeartBeatRetryTimes``, 5).
         heartbeat_retry_backoff: seconds between master heartbeats once failures went past
