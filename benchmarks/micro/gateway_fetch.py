@@ -91,13 +91,23 @@ def serve(config: str, port: int, out: str) -> None:
 
 @contextlib.asynccontextmanager
 async def _replica(config: Path, port: int, out: Path, tool: str) -> AsyncIterator[int]:
-    argv = [sys.executable, "-m", "benchmarks.micro.gateway_fetch", "serve"]
-    argv += [str(config), str(port), str(out)]
+    wrap: list[str] = []
     if tool == "callgrind":
         valgrind = shutil.which("valgrind")
         if valgrind is None:
             raise SystemExit("callgrind needs valgrind on PATH (Debian package valgrind)")
-        argv = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", *argv]
+        wrap = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}"]
+    async with replica_process("benchmarks.micro.gateway_fetch", config, port, out, wrap) as pid:
+        yield pid
+
+
+@contextlib.asynccontextmanager
+async def replica_process(
+    module: str, config: Path, port: int, out: Path, wrap: Sequence[str] = ()
+) -> AsyncIterator[int]:
+    """``python -m module serve CONFIG PORT OUT`` (run under ``wrap``, a command prefix), once
+    its ``/healthz`` answers; its pid. Stopped (SIGTERM, then SIGKILL) on exit."""
+    argv = [*wrap, sys.executable, "-m", module, "serve", str(config), str(port), str(out)]
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
