@@ -204,7 +204,7 @@ def traced_app() -> Asgi:
     from tubemq_aio.gateway.__main__ import app_from_env
 
     _install()
-    return _traced(app_from_env())  # type: ignore[arg-type]
+    return _traced(app_from_env())
 
 
 def serve(config: str, port: int, out: str) -> None:
@@ -297,10 +297,11 @@ def _breakdown(pairs: list[tuple[Row, Row, Row | None]]) -> dict[str, Any]:
         if row["status"] != "ok" or "sent" not in rec:
             continue
         engine = _spans(rec, "engine")
-        e0, e1 = (engine[0][0], engine[0][1]) if engine else (rec["body"], rec["head"])
+        e0, e1 = (engine[0][0], engine[0][1]) if engine else (float(rec["body"]), rec["head"])
         put("1_client_write_to_asgi", rec["in"] - row["send"])
-        put("2_asgi_body", rec.get("body", rec["in"]) - rec["in"])
-        put("3_route_auth_parse", e0 - rec.get("body", rec["in"]))
+        body = float(rec.get("body", rec["in"]))
+        put("2_asgi_body", body - rec["in"])
+        put("3_route_auth_parse", e0 - body)
         for name in ("acquire", "booking"):
             spans = _spans(rec, name)
             put(f"redis_{name}", sum(b - a for a, b, _ in spans))
