@@ -299,7 +299,7 @@ def _breakdown(pairs: list[tuple[Row, Row, Row | None]]) -> dict[str, Any]:
         engine = _spans(rec, "engine")
         e0, e1 = (engine[0][0], engine[0][1]) if engine else (float(rec["body"]), rec["head"])
         put("1_client_write_to_asgi", rec["in"] - row["send"])
-        body = float(rec.get("body", rec["in"]))
+        body = float(rec["body"] if "body" in rec else rec["in"])
         put("2_asgi_body", body - rec["in"])
         put("3_route_auth_parse", e0 - body)
         for name in ("acquire", "booking"):
