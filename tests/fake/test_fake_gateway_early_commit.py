@@ -112,6 +112,34 @@ async def test_a_commit_the_broker_took_before_the_read_is_followed_by_a_real_on
             await tube.close()
 
 
+async def test_a_read_cancelled_with_both_calls_out_leaves_no_task() -> None:
+    async with FakeCluster(topics={"t": 1}, max_batch=_BATCH) as cluster:
+        await _filled(cluster, 3 * _BATCH)
+        tube, p, at = await _tube(cluster)
+        try:
+            first = await tube.read(p, at, cursor_at_start=True, max_messages=5)
+            commits = cluster.requests(Method.BROKER_CONSUMER_COMMIT)
+            cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(5.0))
+            before = asyncio.all_tasks()
+            pending = asyncio.create_task(
+                tube.read(p, first.next, cursor_at_start=True, max_messages=5)
+            )
+            deadline = time.monotonic() + 4.0
+            while cluster.requests(Method.BROKER_CONSUMER_COMMIT) == commits:
+                assert time.monotonic() < deadline, "no CommitOffset before the GetMessage answered"
+                await asyncio.sleep(0.01)
+            pending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pending
+            await asyncio.sleep(0)
+            assert asyncio.all_tasks() - before == set()
+            # the partition reads on from the committed offset (the batch is read again)
+            again = await tube.read(p, first.next, cursor_at_start=False, max_messages=5)
+            assert again.messages[0].body == f"m{_BATCH}".encode()
+        finally:
+            await tube.close()
+
+
 def _raw(n: int) -> tuple[RawMessage, ...]:
     return tuple(RawMessage(i, 0, b"x" * 10, 0) for i in range(n))
 

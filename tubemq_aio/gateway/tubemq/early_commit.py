@@ -85,14 +85,16 @@ async def get_then_commit(
     the answer). When ``get`` fails or is cancelled, the commit is cancelled and awaited first.
     """
     got = asyncio.ensure_future(get)
-    await asyncio.sleep(0)  # the GetMessage's request is written first
-    early = asyncio.ensure_future(commit())
+    early: asyncio.Task[OffsetResponse] | None = None
     try:
+        await asyncio.sleep(0)  # the GetMessage's request is written first
+        early = asyncio.ensure_future(commit())
         return await got, early
     except BaseException:
-        got.cancel()
-        early.cancel()
-        await asyncio.gather(early, return_exceptions=True)
+        left = [got] if early is None else [got, early]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
         raise
 
 
