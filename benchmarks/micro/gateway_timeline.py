@@ -284,6 +284,16 @@ def _spans(rec: dict[str, Any], stage: str) -> list[tuple[float, float, Any]]:
 Row = dict[str, Any]
 
 
+def _covered(spans: list[tuple[float, float, Any]]) -> float:
+    """The time covered by at least one of ``spans`` (seconds)."""
+    total, end = 0.0, float("-inf")
+    for a, b, _ in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
 def _breakdown(pairs: list[tuple[Row, Row, Row | None]]) -> dict[str, Any]:
     """Per stage (ms), over the fetches that got a batch: mean and median.
 
@@ -310,10 +320,9 @@ def _breakdown(pairs: list[tuple[Row, Row, Row | None]]) -> dict[str, Any]:
         put("broker_get_message_calls", len(gets) / 1000)
         put("broker_get_message_wire", sum(b - a for a, b, _ in _spans(rec, "get_message_wire")))
         put("broker_commit", sum(b - a for a, b, _ in _spans(rec, "commit")))
-        inside = sum(
-            b - a for name in ("acquire", "booking", "get_message", "commit")
-            for a, b, _ in _spans(rec, name)
-        )  # fmt: skip
+        broker = _spans(rec, "get_message") + _spans(rec, "commit")
+        put("broker_wait", _covered(broker))  # the calls overlap when the commit rides along
+        inside = _covered(broker + _spans(rec, "acquire") + _spans(rec, "booking"))
         put("engine_total", e1 - e0)
         put("engine_other", (e1 - e0) - inside)
         put("json_messages", sum(b - a for a, b, _ in _spans(rec, "json_messages")))
