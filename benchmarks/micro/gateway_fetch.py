@@ -64,12 +64,6 @@ def _config(path: Path, masters: str, redis_url: str) -> Path:
 def serve(config: str, port: int, out: str) -> None:
     """The replica: ``tubemq-gateway serve``'s server, with a profiler switched on by SIGUSR1
     and off (its statistics written to ``out``) by SIGUSR2."""
-    import uvicorn
-
-    from tubemq_aio.gateway.config.sources import CONFIG_ENV
-    from tubemq_aio.gateway.server import GatewayServer
-
-    os.environ[CONFIG_ENV] = config
     profiler = cProfile.Profile()
 
     def stop(*_: object) -> None:
@@ -78,13 +72,21 @@ def serve(config: str, port: int, out: str) -> None:
 
     signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
     signal.signal(signal.SIGUSR2, stop)
+    run_replica(config, port, "tubemq_aio.gateway.__main__:app_from_env")
+
+
+def run_replica(config: str, port: int, factory: str) -> None:
+    """Serve the app the uvicorn factory ``factory`` (``module:function``) builds from the
+    configuration file ``config`` on ``port``, as ``tubemq-gateway serve`` does (one worker),
+    until the process is stopped."""
+    import uvicorn
+
+    from tubemq_aio.gateway.config.sources import CONFIG_ENV
+    from tubemq_aio.gateway.server import GatewayServer
+
+    os.environ[CONFIG_ENV] = config
     settings = uvicorn.Config(
-        "tubemq_aio.gateway.__main__:app_from_env",
-        factory=True,
-        host=HOST,
-        port=port,
-        log_level="warning",
-        access_log=False,
+        factory, factory=True, host=HOST, port=port, log_level="warning", access_log=False
     )
     GatewayServer(settings).run()
 

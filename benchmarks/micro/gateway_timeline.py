@@ -47,7 +47,7 @@ from typing import Any
 import orjson
 
 from benchmarks.gateway.lean_http import LeanClient
-from benchmarks.micro.gateway_fetch import HOST, KEY, replica_process
+from benchmarks.micro.gateway_fetch import HOST, KEY, replica_process, run_replica
 from tubemq_aio import Producer
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config.gateway_config import GatewayConfig
@@ -210,13 +210,6 @@ def traced_app() -> Asgi:
 def serve(config: str, port: int, out: str) -> None:
     """The replica: ``tubemq-gateway serve``'s server with the fetch timeline recorded; SIGUSR1
     writes it to ``out``."""
-    import uvicorn
-
-    from tubemq_aio.gateway.config.sources import CONFIG_ENV
-    from tubemq_aio.gateway.server import GatewayServer
-
-    os.environ[CONFIG_ENV] = config
-
     # uvicorn imports this module by name (this process runs it as __main__): its records
     traced = importlib.import_module(__spec__.name if __spec__ else __name__)
 
@@ -226,15 +219,7 @@ def serve(config: str, port: int, out: str) -> None:
         Path(out).write_text(json.dumps({"records": traced._RECORDS, "loop_lag_s": lag}))
 
     signal.signal(signal.SIGUSR1, dump)
-    settings = uvicorn.Config(
-        "benchmarks.micro.gateway_timeline:traced_app",
-        factory=True,
-        host=HOST,
-        port=port,
-        log_level="warning",
-        access_log=False,
-    )
-    GatewayServer(settings).run()
+    run_replica(config, port, "benchmarks.micro.gateway_timeline:traced_app")
 
 
 # ---- the client side ----------------------------------------------------------------------
