@@ -296,7 +296,9 @@ class TubeGroup:
         :attr:`read_ahead` → … → GetMessage(lastPackConsumed): the last GetMessage commits the
         batches read and brings the partition's next batch, left in flight at the broker and
         answered as ``ahead`` (a CommitOffset still ends a read that found nothing further, or
-        failed, or was damaged).
+        failed, or was damaged). Without it, a read that the partition's last first batch says
+        will not gather writes its CommitOffset right behind its GetMessage
+        (:mod:`~tubemq_aio.gateway.tubemq.early_commit`): the same calls, one wait.
 
         The register is skipped when ``cursor_at_start`` (the group's broker cursor is known to
         be at ``start``); a GetMessage answer that starts elsewhere, or a lost registration
