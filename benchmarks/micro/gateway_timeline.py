@@ -304,7 +304,9 @@ def _breakdown(pairs: list[tuple[Row, Row, Row | None]]) -> dict[str, Any]:
         put("broker_get_message", sum(b - a for a, b, _ in gets))
         put("broker_get_message_calls", len(gets) / 1000)
         put("broker_get_message_wire", sum(b - a for a, b, _ in _spans(rec, "get_message_wire")))
-        put("broker_commit", sum(b - a for a, b, _ in _spans(rec, "commit")))
+        commits = _spans(rec, "commit")
+        put("broker_commit", sum(b - a for a, b, _ in commits))
+        put("broker_commit_calls", len(commits) / 1000)
         broker = _spans(rec, "get_message") + _spans(rec, "commit")
         put("broker_wait", _covered(broker))  # the calls overlap when the commit rides along
         inside = _covered(broker + _spans(rec, "acquire") + _spans(rec, "booking"))
