@@ -76,6 +76,12 @@ class LeanClient:
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
+    def local_port(self) -> int:
+        """The connection's local port (-1 when none is open)."""
+        if self._writer is None:
+            return -1
+        return int(self._writer.get_extra_info("sockname")[1])
+
     async def post(self, path: str, json: object = None) -> LeanResponse:
         """``POST path`` with ``json`` as its body (none when None)."""
         return await asyncio.wait_for(self._request(b"POST", path, json), self._timeout)

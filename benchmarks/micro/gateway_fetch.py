@@ -64,12 +64,6 @@ def _config(path: Path, masters: str, redis_url: str) -> Path:
 def serve(config: str, port: int, out: str) -> None:
     """The replica: ``tubemq-gateway serve``'s server, with a profiler switched on by SIGUSR1
     and off (its statistics written to ``out``) by SIGUSR2."""
-    import uvicorn
-
-    from tubemq_aio.gateway.config.sources import CONFIG_ENV
-    from tubemq_aio.gateway.server import GatewayServer
-
-    os.environ[CONFIG_ENV] = config
     profiler = cProfile.Profile()
 
     def stop(*_: object) -> None:
@@ -78,26 +72,44 @@ def serve(config: str, port: int, out: str) -> None:
 
     signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
     signal.signal(signal.SIGUSR2, stop)
+    run_replica(config, port, "tubemq_aio.gateway.__main__:app_from_env")
+
+
+def run_replica(config: str, port: int, factory: str) -> None:
+    """Serve the app the uvicorn factory ``factory`` (``module:function``) builds from the
+    configuration file ``config`` on ``port``, as ``tubemq-gateway serve`` does (one worker),
+    until the process is stopped."""
+    import uvicorn
+
+    from tubemq_aio.gateway.config.sources import CONFIG_ENV
+    from tubemq_aio.gateway.server import GatewayServer
+
+    os.environ[CONFIG_ENV] = config
     settings = uvicorn.Config(
-        "tubemq_aio.gateway.__main__:app_from_env",
-        factory=True,
-        host=HOST,
-        port=port,
-        log_level="warning",
-        access_log=False,
+        factory, factory=True, host=HOST, port=port, log_level="warning", access_log=False
     )
     GatewayServer(settings).run()
 
 
 @contextlib.asynccontextmanager
 async def _replica(config: Path, port: int, out: Path, tool: str) -> AsyncIterator[int]:
-    argv = [sys.executable, "-m", "benchmarks.micro.gateway_fetch", "serve"]
-    argv += [str(config), str(port), str(out)]
+    wrap: list[str] = []
     if tool == "callgrind":
         valgrind = shutil.which("valgrind")
         if valgrind is None:
             raise SystemExit("callgrind needs valgrind on PATH (Debian package valgrind)")
-        argv = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", *argv]
+        wrap = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}"]
+    async with replica_process("benchmarks.micro.gateway_fetch", config, port, out, wrap) as pid:
+        yield pid
+
+
+@contextlib.asynccontextmanager
+async def replica_process(
+    module: str, config: Path, port: int, out: Path, wrap: Sequence[str] = ()
+) -> AsyncIterator[int]:
+    """``python -m module serve CONFIG PORT OUT`` (run under ``wrap``, a command prefix), once
+    its ``/healthz`` answers; its pid. Stopped (SIGTERM, then SIGKILL) on exit."""
+    argv = [*wrap, sys.executable, "-m", module, "serve", str(config), str(port), str(out)]
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300

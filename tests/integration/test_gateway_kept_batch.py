@@ -187,3 +187,57 @@ async def test_read_ahead_costs_no_more_broker_calls_than_without_it_through_a_b
     assert served_off == 0
     assert served_on >= 1
     assert rpcs_on / fetches_on <= rpcs_off / fetches_off
+
+
+async def test_a_commit_written_behind_its_get_commits_that_read_on_the_real_broker(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """Without read-ahead, a read expected to end after one batch writes its CommitOffset right
+    behind its GetMessage: the real broker runs them in order (the commit covers the batch, no
+    second commit), and the reads walk the partition to its end without a gap or a repeat."""
+    await _produce(cluster, topic, 60)
+    group, deployment = f"gwe_{uuid.uuid4().hex[:8]}", f"e-{uuid.uuid4().hex[:6]}"
+    tube = TubeGroup(TubeReach(cluster.master_addr, deployment), group=group, topics=[topic])
+    try:
+        await tube.start()
+        key = (await tube.partitions(force=True))[0]
+        at, _top = await tube.register(key, 0)
+        values: list[str] = []
+        first = await tube.read(key, at, cursor_at_start=True, max_messages=1)
+        assert (first.status, first.rpcs) == ("ok", 2)  # not read yet: GetMessage, then commit
+        reads = [first]
+        while reads[-1].status == "ok":
+            values += [m.body.decode().split(".")[0] for m in reads[-1].messages]
+            reads.append(await tube.read(key, reads[-1].next, cursor_at_start=True, max_messages=1))
+        later, last = reads[1:], reads[-1]
+        assert len(later) >= 2  # a few broker batches, then the end
+        for read in later:
+            # GetMessage and the commit behind it: nothing committed again, no resync
+            assert (read.rpcs, read.registered, read.resync) == (2, False, ""), read
+        assert last.status == "empty"
+        assert values == sorted(set(values))  # in order, none twice
+        assert len(values) >= 10
+        # exactly what a group reading plainly (GetMessage, then its answer, then commit) gets
+        plain = TubeGroup(
+            TubeReach(cluster.master_addr, deployment), group=group + "p", topics=[topic]
+        )
+        try:
+            await plain.start()
+            await plain.partitions(force=True)
+            got, _ = await plain.register(key, 0)
+            seen: list[str] = []
+            while True:
+                read = await plain.read(key, got, cursor_at_start=True, max_messages=10_000)
+                if read.status != "ok":
+                    break
+                seen += [m.body.decode().split(".")[0] for m in read.messages]
+                got = read.next
+            assert seen == values
+        finally:
+            await plain.close()
+        # the broker's committed cursor is where the last batch ended
+        partition = await tube._partition(key)
+        kept = await tube._session().broker.commit(partition, consumed=False)
+        assert kept.curr_offset == reads[-2].next
+    finally:
+        await tube.close()

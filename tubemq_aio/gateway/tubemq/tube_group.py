@@ -17,7 +17,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
@@ -32,6 +32,12 @@ from tubemq_aio.consumer.toolkit import (
 )
 from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
 from tubemq_aio.gateway.tubemq.batch_end import may_continue
+from tubemq_aio.gateway.tubemq.early_commit import (
+    EarlyCommits,
+    commit_covers,
+    get_then_commit,
+    settle_early,
+)
 from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages, screen_raw_messages
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
@@ -144,6 +150,8 @@ class TubeGroup:
         #: Broker RPCs spent by :meth:`register` and :meth:`read` (register, get, commit).
         self.rpcs = 0
         self._damaged = DamagedReads()
+        #: Per partition: whether a read's CommitOffset goes out with its GetMessage.
+        self._early = EarlyCommits(GATHER_BYTES)
 
     @property
     def stats(self) -> ConsumerStats:
@@ -288,7 +296,9 @@ class TubeGroup:
         :attr:`read_ahead` → … → GetMessage(lastPackConsumed): the last GetMessage commits the
         batches read and brings the partition's next batch, left in flight at the broker and
         answered as ``ahead`` (a CommitOffset still ends a read that found nothing further, or
-        failed, or was damaged).
+        failed, or was damaged). Without it, a read that the partition's last first batch says
+        will not gather writes its CommitOffset right behind its GetMessage
+        (:mod:`~tubemq_aio.gateway.tubemq.early_commit`): the same calls, one wait.
 
         The register is skipped when ``cursor_at_start`` (the group's broker cursor is known to
         be at ``start``); a GetMessage answer that starts elsewhere, or a lost registration
@@ -386,7 +396,12 @@ class TubeGroup:
         start, cursor_at_start = args.start, args.cursor_at_start
         rpcs, registered, top, begin, resync = 0, False, -1, start, ""
         first, first_max = args.kept, args.kept_max
+        # the commit goes out with the GetMessage when the read should end after one batch
+        early_commit = not args.read_ahead and self._early.expected(key, args.max_messages)
+        early: asyncio.Task[OffsetResponse] | None = None
         for _attempt in range(0 if first else 2):
+            await settle_early(early)  # a resync's: before the register
+            early = None
             if not cursor_at_start:
                 begin, top = await self.register(key, start)
                 rpcs += 1
@@ -398,10 +413,18 @@ class TubeGroup:
                     begin, top = await self.register(key, start)
                     rpcs += 1
             self.rpcs += 1
-            got = await session.broker.get_message(
+            get = session.broker.get_message(
                 partition, last_pack_consumed=False, esc_flow_ctrl=False
             )
             rpcs += 1
+            if early_commit:
+                self.rpcs += 1
+                rpcs += 1
+                got, early = await get_then_commit(
+                    get, lambda: session.broker.commit(partition, consumed=True)
+                )
+            else:
+                got = await get
             if got.max_offset >= 0:
                 top = max(top, got.max_offset)
             if not registered and not got.success and got.err_code in _NOT_REGISTERED:
@@ -413,6 +436,10 @@ class TubeGroup:
             cursor_at_start = False  # the next turn registers at start
         else:
             got = None
+        if got is not None and (not got.success or got.curr_offset != begin):
+            await settle_early(early)  # not this read's commit after all
+            early = None
+            self._early.forget(key)
         if got is not None:
             if not got.success:
                 if got.err_code == 404:
@@ -453,8 +480,10 @@ class TubeGroup:
             messages.extend(kept)
             return False
 
+        if not args.kept:
+            self._early.saw(key, first)
         done, spent, batches, hurt, ahead = await self._gather(
-            session, partition, (first, begin, first_max), args, decode
+            session, partition, (first, begin, first_max), args, decode, early
         )
         rpcs += spent
         if not done.success and hurt is None:
@@ -486,6 +515,7 @@ class TubeGroup:
         head: tuple[tuple[RawMessage, ...], int, int],
         args: _ReadOnce,
         decode: Callable[[tuple[RawMessage, ...], int], bool],
+        early: asyncio.Task[OffsetResponse] | None = None,
     ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...]]:
         """Read further broker batches after ``head`` (the first batch, where it starts and the
         max offset its answer reported); end with a CommitOffset, or with ``args.read_ahead``
@@ -502,7 +532,10 @@ class TubeGroup:
         instead of the CommitOffset, and keeps what it brings the same way. Each kept batch is
         decoded (``decode(batch, its start)``, True when it was damaged on the way) while the
         next RPC is at the broker; a damaged one ends the gathering (the batch read after it is
-        rolled back).
+        rolled back). ``early`` is a CommitOffset sent right behind the first batch's
+        GetMessage (:mod:`~tubemq_aio.gateway.tubemq.early_commit`; the caller counted its RPC):
+        its answer ends a read that gathers nothing when it covers the first batch; otherwise
+        it is waited for and the read goes on as without it.
 
         Returns:
             The last answer (``currOffset`` = the end of the kept batches: a commit's, or the
@@ -528,6 +561,8 @@ class TubeGroup:
             )
             if not room and not (args.read_ahead and more):
                 break
+            await settle_early(early)  # gathering after all: the next GetMessage commits
+            early = None
             self.rpcs += 1
             rpcs += 1
             got, hurt = await _overlapped(
@@ -555,11 +590,18 @@ class TubeGroup:
             size += payload_bytes(got.messages)
             total += len(got.messages)
             largest = max(largest, len(got.messages))
-        self.rpcs += 1
-        done, hurt_last = await _overlapped(
-            session.broker.commit(partition, consumed=keep), pending, pending_at, decode
-        )
-        rpcs += 1
+        if early is not None:  # the first batch alone: its commit is on its way already
+            done, hurt_last = await _overlapped(early, pending, pending_at, decode)
+            if not commit_covers(done, begin, first):  # it committed nothing: commit now
+                self.rpcs += 1
+                rpcs += 1
+                done = await session.broker.commit(partition, consumed=True)
+        else:
+            self.rpcs += 1
+            done, hurt_last = await _overlapped(
+                session.broker.commit(partition, consumed=keep), pending, pending_at, decode
+            )
+            rpcs += 1
         if hurt or hurt_last:
             return done, rpcs, batches - 1, pending_at, ()
         if done.success and not keep and done.curr_offset != last_start:
@@ -570,7 +612,7 @@ class TubeGroup:
 
 
 async def _overlapped(
-    call: Coroutine[Any, Any, _T],
+    call: Awaitable[_T],
     batch: tuple[RawMessage, ...],
     at: int,
     decode: Callable[[tuple[RawMessage, ...], int], bool],
