@@ -62,7 +62,6 @@ def filled_registry(
     reg._closed = None
     reg._legacy = legacy
     reg._wbuf = []
-    reg._flush_due = False
     reg._frame_other = registry.frame_other
     reg._settle_other = registry.settle_other
     reg._success_bounds = success_bounds

@@ -319,7 +319,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         return self._framing_hint()
 
     def _flush(self) -> None:
-        self._flush_due = False
         buf = self._wbuf
         if not buf:
             return

@@ -101,7 +101,6 @@ class PendingCalls(RegistryBase):
         self._legacy = settings.framing == "legacy-length"
         #: The frames queued this tick (written by ``_flush``).
         self._wbuf = []
-        self._flush_due = False
         # The registry's rare shapes, handed to it (the compiled one cannot import them).
         self._frame_other = frame_other
         self._settle_other = settle_other

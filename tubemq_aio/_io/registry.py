@@ -149,12 +149,9 @@ class SendRegistry:
     _closed: BaseException | None
     _legacy: bool
     _wbuf: list[bytes]
-    #: Whether a ``_flush`` is scheduled (by the tick's first request, or by ``resolve``).
-    _flush_due: bool
 
     def _flush(self) -> None:
         """Write the tick's frames (the connection's; nothing to write to here)."""
-        self._flush_due = False
         self._wbuf = []
 
     def _wake_room(self) -> None:
@@ -211,8 +208,7 @@ class SendRegistry:
             self.next_deadline = deadline
         self.stats.requests_sent += 1
         buf = self._wbuf
-        if not self._flush_due:
-            self._flush_due = True
+        if not buf:
             self._loop.call_soon(self._flush)
         if header:
             buf.append(header)
@@ -235,50 +231,40 @@ class SendRegistry:
         stats = self.stats
         raw = self._raw
         io_error: RemoteRpcError | None = None
-        answered = False
-        try:
-            for serial, payload in frames:
-                entry = pending.pop(serial, None)
-                if entry is None:
-                    stats.dropped_responses += 1
+        for serial, payload in frames:
+            entry = pending.pop(serial, None)
+            if entry is None:
+                stats.dropped_responses += 1
+                continue
+            if self._room_waiters:
+                self._wake_room()
+            fut = entry[0]
+            stats.responses += 1
+            whole = False
+            if raw and serial in raw:
+                raw.discard(serial)
+                if success_bounds(payload) is not None:  # else decoded below, as any answer
+                    if fut.done():
+                        stats.dropped_responses += 1
+                    else:
+                        fut.set_result(payload)
                     continue
-                if self._room_waiters:
-                    self._wake_room()
-                fut = entry[0]
-                stats.responses += 1
-                answered = True
-                whole = False
-                if raw and serial in raw:
-                    raw.discard(serial)
-                    if success_bounds(payload) is not None:  # else decoded below, as any answer
-                        if fut.done():
-                            stats.dropped_responses += 1
-                        else:
-                            fut.set_result(payload)
-                        continue
-                    whole = True
-                else:
-                    business = plain_success(payload)
-                    if business is not None:  # almost every answer
-                        if fut.done():
-                            stats.dropped_responses += 1
-                        else:
-                            fut.set_result(business)
-                        continue
-                try:
-                    closing = settle_other(self.label, stats, payload, fut, whole)
-                except RemoteProtocolError as exc:
-                    return exc
-                if closing is not None:
-                    io_error = closing
-            return io_error
-        finally:
-            # The callers these answers wake run in the loop's next iteration, and most send
-            # again at once: a flush queued behind their wake-ups writes those requests in that
-            # same iteration, where one queued by the first of them would wait one more.
-            if answered and not self._flush_due:
-                self._flush_due = True
-                self._loop.call_soon(self._flush)
+                whole = True
+            else:
+                business = plain_success(payload)
+                if business is not None:  # almost every answer
+                    if fut.done():
+                        stats.dropped_responses += 1
+                    else:
+                        fut.set_result(business)
+                    continue
+            try:
+                closing = settle_other(self.label, stats, payload, fut, whole)
+            except RemoteProtocolError as exc:
+                return exc
+            if closing is not None:
+                io_error = closing
+        return io_error
 
 
 if TYPE_CHECKING:

@@ -65,14 +65,12 @@ cdef class SendRegistry:
     cdef public object _closed
     cdef public bint _legacy
     cdef public list _wbuf
-    cdef public bint _flush_due
     cdef public object _frame_other
     cdef public object _settle_other
     cdef public object _success_bounds
 
     def _flush(self):
         """Write the tick's frames (the connection's; nothing to write to here)."""
-        self._flush_due = False
         self._wbuf = []
 
     def _wake_room(self):
@@ -123,8 +121,7 @@ cdef class SendRegistry:
         stats = self.stats
         stats.requests_sent += 1
         buf = self._wbuf
-        if not self._flush_due:
-            self._flush_due = True
+        if not buf:
             self._loop.call_soon(self._flush)
         if header is not None:
             PyList_Append(buf, header)
@@ -180,8 +177,5 @@ cdef class SendRegistry:
         finally:
             if answered:
                 stats.responses += answered
-                if not self._flush_due:  # see the pure resolve
-                    self._flush_due = True
-                    self._loop.call_soon(self._flush)
             if dropped:
                 stats.dropped_responses += dropped
