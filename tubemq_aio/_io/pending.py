@@ -42,7 +42,8 @@ def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Futu
     ``asyncio.Future(loop=loop)``; there ``asyncio.Future`` itself, called with no argument
     (the same future: every call is made on ``loop`` while it runs, and a future made without
     a loop takes the running one; no Python frame, no keyword dictionary per call: 380 ns
-    against 1 200 for ``create_future`` and 580 for the constructor with ``loop=``).
+    against 1 200 for ``create_future`` and 580 for the constructor with ``loop=``, the
+    ``getpid`` system call with which asyncio checks the running loop's process included).
     """
     if type(loop).create_future is asyncio.BaseEventLoop.create_future:
         return asyncio.Future
