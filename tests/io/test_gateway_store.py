@@ -38,7 +38,12 @@ def _flat(reply: Reply) -> tuple[Any, ...]:
 
 
 async def _step(
-    store: LeaseStore, model: GroupState, rng: random.Random, tokens: list[Any], s: str
+    store: LeaseStore,
+    model: GroupState,
+    rng: random.Random,
+    tokens: list[Any],
+    s: str,
+    marks: list[tuple[str, str]],
 ) -> str:
     g = "g"
     op = rng.choice(
@@ -46,6 +51,7 @@ async def _step(
         + ["init", "record", "record", "settle", "settle", "extend"]
         + ["rewind"] * 2
         + ["sync", "reset", "rate", "pause", "sleep"]
+        + ["read_ahead", "read_ahead_done"] * 2
     )
     if op == "sleep":
         await asyncio.sleep(rng.choice([0.0, 0.005, 0.02]))
@@ -81,11 +87,25 @@ async def _step(
         got = model.reset(r.now, s, target, pairs, [])
         assert r.values == tuple(x for row in got for x in row)
         return op
+    elif op == "read_ahead_done":
+        p, token = rng.choice(marks) if marks and rng.random() < 0.8 else (rng.choice(PARTS), "x")
+        kept = rng.choice(["", f"{token}|{rng.randrange(0, 500, 28)}"])
+        cursor = rng.choice([-1, rng.randrange(0, 500, 28)])
+        r = await store.read_ahead_done(g, s, p, token, kept, cursor)
+        expect = model.read_ahead_done(r.now, s, p, token, kept, cursor)
     else:
         if not tokens:
             return op
         p, lid = rng.choice(tokens)
-        if op == "init":
+        if op == "read_ahead":
+            if rng.random() < 0.7:  # the newest lease is the one most likely still booked
+                p, lid = tokens[-1]
+            token = rng.choice(marks)[1] if marks and rng.random() < 0.2 else f"R{len(marks)}"
+            allow_ms = rng.choice([5, 20, 60_000])
+            r = await store.read_ahead(LeaseKey(g, s, p, lid), token, allow_ms)
+            expect = model.read_ahead(r.now, s, p, lid, token, allow_ms)
+            marks.append((p, token))
+        elif op == "init":
             off = rng.randrange(0, 2000, 28)
             r = await store.init(LeaseKey(g, s, p, lid), off, off + 280)
             expect = model.init(r.now, s, p, lid, off, off + 280)
@@ -132,8 +152,9 @@ async def test_scripts_match_the_model_field_by_field(
     await store.boot(["g"], allow_init=True)
     model.boot()
     tokens: list[Any] = []
+    marks: list[tuple[str, str]] = []  # (partition, read-ahead token) ever marked
     for i in range(60):
-        op = await _step(store, model, rng, tokens, scope)
+        op = await _step(store, model, rng, tokens, scope, marks)
         real = await store.dump("g", scope)
         assert model_view(real, scope) == model_view(model, scope), (seed, i, op)
 
