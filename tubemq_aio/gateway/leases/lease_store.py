@@ -273,9 +273,7 @@ class LeaseStore(RoundTrips):
         """End the read-ahead ``token``: ``kept`` (a kept-batch fence, ``""`` none) and
         ``cursor`` (-1 unknown) are stored (``ok``), or nothing when the mark is not this
         read's any more (``stale``; see ``GroupState.read_ahead_done``)."""
-        return await self._run(
-            "read_ahead_done", group, scope, partition_key, token, kept, cursor
-        )
+        return await self._run("read_ahead_done", group, scope, partition_key, token, kept, cursor)
 
     async def _run_leased(
         self, name: str, key: LeaseKey, *args: Any, extra_keys: Sequence[str] = ()
