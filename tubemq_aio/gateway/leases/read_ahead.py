@@ -56,7 +56,7 @@ class ReadAhead:
             ValueError: ``text`` is not ``"<token>|<until>"`` with an integer ``until``.
         """
         token, bar, until = text.rpartition("|")
-        if not bar:
+        if not bar or not (until.isascii() and until.lstrip("-").isdigit()):
             raise ValueError(f"not a read-ahead mark: {text!r}")
         return cls(token, int(until))
 
