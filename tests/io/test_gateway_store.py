@@ -394,3 +394,51 @@ async def test_the_kept_batch_fence_is_handed_to_one_lease_only(store: LeaseStor
     moved = await store.record(LeaseKey(g, s, p, "L2"), Booking(0, 56, 280, 2, 0, 56, kept))
     assert moved.status == "moved"
     assert (await store.dump(g, s)).fence == {}
+
+
+async def test_an_acquire_passes_over_reads_in_flight_as_the_model_does(store: LeaseStore) -> None:
+    # 20 partitions due first, each with a read-ahead in flight (more than one chunk of the
+    # script's scan), then 20 without: the acquire skips the first ones, and once the others
+    # are leased answers when the earliest mark ends.
+    g, s = "g", "c"
+    marked = [f"1:t:{i:02d}" for i in range(20)]
+    free = [f"2:t:{i:02d}" for i in range(20)]
+    model = GroupState()
+    await store.boot([g], allow_init=True)
+    model.boot()
+
+    async def check(r: Reply, expect: tuple[Any, ...]) -> None:
+        assert _flat(r) == expect
+        assert model_view(await store.dump(g, s), s) == model_view(model, s)
+
+    r = await store.sync_parts(g, s, marked)
+    await check(r, model.sync_parts(r.now, s, marked))
+    for i, p in enumerate(marked):
+        key = LeaseKey(g, s, p, f"L{i}")
+        r = await store.acquire(g, s, key.lease_id, 60_000, "h", p)
+        await check(r, model.acquire(r.now, s, key.lease_id, 60_000, "h", p))
+        r = await store.init(key, 0, 280)
+        await check(r, model.init(r.now, s, p, key.lease_id, 0, 280))
+        booking = Booking(0, 28, 280, 1, 0, 28)
+        r = await store.record(key, booking)
+        await check(r, model.record(r.now, s, p, key.lease_id, booking))
+        r = await store.read_ahead(key, f"R{i}", 60_000 + i)
+        await check(r, model.read_ahead(r.now, s, p, key.lease_id, f"R{i}", 60_000 + i))
+        r = await store.settle(key, "ack")
+        await check(r, model.settle(r.now, s, p, key.lease_id, "ack"))
+    r = await store.sync_parts(g, s, marked + free)  # ready now: due after the marked ones
+    await check(r, model.sync_parts(r.now, s, marked + free))
+    for i in range(len(free)):
+        r = await store.acquire(g, s, f"F{i}", 60_000, "h")
+        await check(r, model.acquire(r.now, s, f"F{i}", 60_000, "h"))
+        assert r.values[0] == free[i]
+    r = await store.acquire(g, s, "N", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "N", 60_000, "h"))
+    assert r.status == "none"
+    r = await store.read_ahead_done(g, s, marked[3], "R3", "R3|28", 56)
+    await check(r, model.read_ahead_done(r.now, s, marked[3], "R3", "R3|28", 56))
+    r = await store.acquire(g, s, "M", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "M", 60_000, "h"))
+    assert r.values[0] == marked[3]
+    with pytest.raises(ValueError, match="token"):
+        await store.read_ahead(LeaseKey(g, s, marked[0], "L0"), "", 10)
