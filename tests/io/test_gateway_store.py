@@ -88,7 +88,11 @@ async def _step(
         assert r.values == tuple(x for row in got for x in row)
         return op
     elif op == "read_ahead_done":
-        p, token = rng.choice(marks) if marks and rng.random() < 0.8 else (rng.choice(PARTS), "x")
+        live = [(q, tok) for q, tok in marks if model.reading.get(q, "").startswith(tok + "|")]
+        if live and rng.random() < 0.6:  # a read-ahead still marked ends
+            p, token = rng.choice(live)
+        else:
+            p, token = rng.choice(marks) if marks and rng.random() < 0.8 else (PARTS[0], "x")
         kept = rng.choice(["", f"{token}|{rng.randrange(0, 500, 28)}"])
         cursor = rng.choice([-1, rng.randrange(0, 500, 28)])
         r = await store.read_ahead_done(g, s, p, token, kept, cursor)
@@ -98,10 +102,25 @@ async def _step(
             return op
         p, lid = rng.choice(tokens)
         if op == "read_ahead":
-            if rng.random() < 0.7:  # the newest lease is the one most likely still booked
+            if rng.random() < 0.7:  # the newest lease is the one most likely still live
                 p, lid = tokens[-1]
+            if rng.random() < 0.5:  # a fresh long lease, as a fetch takes
+                fresh = f"L{rng.getrandbits(32)}"
+                r = await store.acquire(g, s, fresh, 60_000, "h")
+                assert _flat(r) == model.acquire(r.now, s, fresh, 60_000, "h"), op
+                if r.status == "leased":
+                    p, lid = str(r.values[0]), fresh
+                    tokens.append((p, lid))
+            if model.scope(s).part(p).committed is None and rng.random() < 0.8:
+                r = await store.init(LeaseKey(g, s, p, lid), 0, 280)
+                assert _flat(r) == model.init(r.now, s, p, lid, 0, 280), op
+            cmt = model.scope(s).part(p).committed
+            if cmt is not None and rng.random() < 0.7:  # book a batch first, as a fetch does
+                booking = Booking(cmt, cmt + 28, cmt + 56, 1, 0, cmt + 28)
+                r = await store.record(LeaseKey(g, s, p, lid), booking)
+                assert _flat(r) == model.record(r.now, s, p, lid, booking), op
             token = rng.choice(marks)[1] if marks and rng.random() < 0.2 else f"R{len(marks)}"
-            allow_ms = rng.choice([5, 20, 60_000])
+            allow_ms = rng.choice([5, 20, 60_000, 60_000])
             r = await store.read_ahead(LeaseKey(g, s, p, lid), token, allow_ms)
             expect = model.read_ahead(r.now, s, p, lid, token, allow_ms)
             marks.append((p, token))
@@ -122,6 +141,13 @@ async def _step(
         elif op == "rewind":
             if rng.random() < 0.7:  # the newest lease is the one most likely still live
                 p, lid = tokens[-1]
+            if rng.random() < 0.5:  # a fresh long lease, as a fetch takes
+                fresh = f"L{rng.getrandbits(32)}"
+                r = await store.acquire(g, s, fresh, 60_000, "h")
+                assert _flat(r) == model.acquire(r.now, s, fresh, 60_000, "h"), op
+                if r.status == "leased":
+                    p, lid = str(r.values[0]), fresh
+                    tokens.append((p, lid))
             cmt = model.scope(s).part(p).committed
             old = cmt if cmt is not None and rng.random() < 0.8 else rng.randrange(0, 500, 28)
             new = old - rng.choice([28, 280, 0, -28])
