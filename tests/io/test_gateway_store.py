@@ -37,6 +37,27 @@ def _flat(reply: Reply) -> tuple[Any, ...]:
     return (reply.status, *reply.values)
 
 
+async def _live_lease(
+    store: LeaseStore,
+    model: GroupState,
+    rng: random.Random,
+    tokens: list[Any],
+    s: str,
+    chosen: tuple[str, str],
+) -> tuple[str, str]:
+    """A lease likely still live for an operation that needs one: mostly the newest, half the
+    time a fresh long one (as a fetch takes), else ``chosen``."""
+    p, lid = tokens[-1] if rng.random() < 0.7 else chosen
+    if rng.random() < 0.5:
+        fresh = f"L{rng.getrandbits(32)}"
+        r = await store.acquire("g", s, fresh, 60_000, "h")
+        assert _flat(r) == model.acquire(r.now, s, fresh, 60_000, "h")
+        if r.status == "leased":
+            p, lid = str(r.values[0]), fresh
+            tokens.append((p, lid))
+    return p, lid
+
+
 async def _step(
     store: LeaseStore,
     model: GroupState,
@@ -102,15 +123,7 @@ async def _step(
             return op
         p, lid = rng.choice(tokens)
         if op == "read_ahead":
-            if rng.random() < 0.7:  # the newest lease is the one most likely still live
-                p, lid = tokens[-1]
-            if rng.random() < 0.5:  # a fresh long lease, as a fetch takes
-                fresh = f"L{rng.getrandbits(32)}"
-                r = await store.acquire(g, s, fresh, 60_000, "h")
-                assert _flat(r) == model.acquire(r.now, s, fresh, 60_000, "h"), op
-                if r.status == "leased":
-                    p, lid = str(r.values[0]), fresh
-                    tokens.append((p, lid))
+            p, lid = await _live_lease(store, model, rng, tokens, s, (p, lid))
             if model.scope(s).part(p).committed is None and rng.random() < 0.8:
                 r = await store.init(LeaseKey(g, s, p, lid), 0, 280)
                 assert _flat(r) == model.init(r.now, s, p, lid, 0, 280), op
@@ -139,15 +152,7 @@ async def _step(
             r = await store.record(LeaseKey(g, s, p, lid), booking)
             expect = model.record(r.now, s, p, lid, booking)
         elif op == "rewind":
-            if rng.random() < 0.7:  # the newest lease is the one most likely still live
-                p, lid = tokens[-1]
-            if rng.random() < 0.5:  # a fresh long lease, as a fetch takes
-                fresh = f"L{rng.getrandbits(32)}"
-                r = await store.acquire(g, s, fresh, 60_000, "h")
-                assert _flat(r) == model.acquire(r.now, s, fresh, 60_000, "h"), op
-                if r.status == "leased":
-                    p, lid = str(r.values[0]), fresh
-                    tokens.append((p, lid))
+            p, lid = await _live_lease(store, model, rng, tokens, s, (p, lid))
             cmt = model.scope(s).part(p).committed
             old = cmt if cmt is not None and rng.random() < 0.8 else rng.randrange(0, 500, 28)
             new = old - rng.choice([28, 280, 0, -28])
