@@ -37,8 +37,34 @@ def _flat(reply: Reply) -> tuple[Any, ...]:
     return (reply.status, *reply.values)
 
 
+async def _live_lease(
+    store: LeaseStore,
+    model: GroupState,
+    rng: random.Random,
+    tokens: list[Any],
+    s: str,
+    chosen: tuple[str, str],
+) -> tuple[str, str]:
+    """A lease likely still live for an operation that needs one: mostly the newest, half the
+    time a fresh long one (as a fetch takes), else ``chosen``."""
+    p, lid = tokens[-1] if rng.random() < 0.7 else chosen
+    if rng.random() < 0.5:
+        fresh = f"L{rng.getrandbits(32)}"
+        r = await store.acquire("g", s, fresh, 60_000, "h")
+        assert _flat(r) == model.acquire(r.now, s, fresh, 60_000, "h")
+        if r.status == "leased":
+            p, lid = str(r.values[0]), fresh
+            tokens.append((p, lid))
+    return p, lid
+
+
 async def _step(
-    store: LeaseStore, model: GroupState, rng: random.Random, tokens: list[Any], s: str
+    store: LeaseStore,
+    model: GroupState,
+    rng: random.Random,
+    tokens: list[Any],
+    s: str,
+    marks: list[tuple[str, str]],
 ) -> str:
     g = "g"
     op = rng.choice(
@@ -46,6 +72,7 @@ async def _step(
         + ["init", "record", "record", "settle", "settle", "extend"]
         + ["rewind"] * 2
         + ["sync", "reset", "rate", "pause", "sleep"]
+        + ["read_ahead", "read_ahead_done"] * 2
     )
     if op == "sleep":
         await asyncio.sleep(rng.choice([0.0, 0.005, 0.02]))
@@ -81,11 +108,36 @@ async def _step(
         got = model.reset(r.now, s, target, pairs, [])
         assert r.values == tuple(x for row in got for x in row)
         return op
+    elif op == "read_ahead_done":
+        live = [(q, tok) for q, tok in marks if model.reading.get(q, "").startswith(tok + "|")]
+        if live and rng.random() < 0.6:  # a read-ahead still marked ends
+            p, token = rng.choice(live)
+        else:
+            p, token = rng.choice(marks) if marks and rng.random() < 0.8 else (PARTS[0], "x")
+        kept = rng.choice(["", f"{token}|{rng.randrange(0, 500, 28)}"])
+        cursor = rng.choice([-1, rng.randrange(0, 500, 28)])
+        r = await store.read_ahead_done(g, s, p, token, kept, cursor)
+        expect = model.read_ahead_done(r.now, s, p, token, kept, cursor)
     else:
         if not tokens:
             return op
         p, lid = rng.choice(tokens)
-        if op == "init":
+        if op == "read_ahead":
+            p, lid = await _live_lease(store, model, rng, tokens, s, (p, lid))
+            if model.scope(s).part(p).committed is None and rng.random() < 0.8:
+                r = await store.init(LeaseKey(g, s, p, lid), 0, 280)
+                assert _flat(r) == model.init(r.now, s, p, lid, 0, 280), op
+            cmt = model.scope(s).part(p).committed
+            if cmt is not None and rng.random() < 0.7:  # book a batch first, as a fetch does
+                booking = Booking(cmt, cmt + 28, cmt + 56, 1, 0, cmt + 28)
+                r = await store.record(LeaseKey(g, s, p, lid), booking)
+                assert _flat(r) == model.record(r.now, s, p, lid, booking), op
+            token = rng.choice(marks)[1] if marks and rng.random() < 0.2 else f"R{len(marks)}"
+            allow_ms = rng.choice([5, 20, 60_000, 60_000])
+            r = await store.read_ahead(LeaseKey(g, s, p, lid), token, allow_ms)
+            expect = model.read_ahead(r.now, s, p, lid, token, allow_ms)
+            marks.append((p, token))
+        elif op == "init":
             off = rng.randrange(0, 2000, 28)
             r = await store.init(LeaseKey(g, s, p, lid), off, off + 280)
             expect = model.init(r.now, s, p, lid, off, off + 280)
@@ -100,8 +152,7 @@ async def _step(
             r = await store.record(LeaseKey(g, s, p, lid), booking)
             expect = model.record(r.now, s, p, lid, booking)
         elif op == "rewind":
-            if rng.random() < 0.7:  # the newest lease is the one most likely still live
-                p, lid = tokens[-1]
+            p, lid = await _live_lease(store, model, rng, tokens, s, (p, lid))
             cmt = model.scope(s).part(p).committed
             old = cmt if cmt is not None and rng.random() < 0.8 else rng.randrange(0, 500, 28)
             new = old - rng.choice([28, 280, 0, -28])
@@ -132,8 +183,9 @@ async def test_scripts_match_the_model_field_by_field(
     await store.boot(["g"], allow_init=True)
     model.boot()
     tokens: list[Any] = []
+    marks: list[tuple[str, str]] = []  # (partition, read-ahead token) ever marked
     for i in range(60):
-        op = await _step(store, model, rng, tokens, scope)
+        op = await _step(store, model, rng, tokens, scope, marks)
         real = await store.dump("g", scope)
         assert model_view(real, scope) == model_view(model, scope), (seed, i, op)
 
@@ -373,3 +425,51 @@ async def test_the_kept_batch_fence_is_handed_to_one_lease_only(store: LeaseStor
     moved = await store.record(LeaseKey(g, s, p, "L2"), Booking(0, 56, 280, 2, 0, 56, kept))
     assert moved.status == "moved"
     assert (await store.dump(g, s)).fence == {}
+
+
+async def test_an_acquire_passes_over_reads_in_flight_as_the_model_does(store: LeaseStore) -> None:
+    # 20 partitions due first, each with a read-ahead in flight (more than one chunk of the
+    # script's scan), then 20 without: the acquire skips the first ones, and once the others
+    # are leased answers when the earliest mark ends.
+    g, s = "g", "c"
+    marked = [f"1:t:{i:02d}" for i in range(20)]
+    free = [f"2:t:{i:02d}" for i in range(20)]
+    model = GroupState()
+    await store.boot([g], allow_init=True)
+    model.boot()
+
+    async def check(r: Reply, expect: tuple[Any, ...]) -> None:
+        assert _flat(r) == expect
+        assert model_view(await store.dump(g, s), s) == model_view(model, s)
+
+    r = await store.sync_parts(g, s, marked)
+    await check(r, model.sync_parts(r.now, s, marked))
+    for i, p in enumerate(marked):
+        key = LeaseKey(g, s, p, f"L{i}")
+        r = await store.acquire(g, s, key.lease_id, 60_000, "h", p)
+        await check(r, model.acquire(r.now, s, key.lease_id, 60_000, "h", p))
+        r = await store.init(key, 0, 280)
+        await check(r, model.init(r.now, s, p, key.lease_id, 0, 280))
+        booking = Booking(0, 28, 280, 1, 0, 28)
+        r = await store.record(key, booking)
+        await check(r, model.record(r.now, s, p, key.lease_id, booking))
+        r = await store.read_ahead(key, f"R{i}", 60_000 + i)
+        await check(r, model.read_ahead(r.now, s, p, key.lease_id, f"R{i}", 60_000 + i))
+        r = await store.settle(key, "ack")
+        await check(r, model.settle(r.now, s, p, key.lease_id, "ack"))
+    r = await store.sync_parts(g, s, marked + free)  # ready now: due after the marked ones
+    await check(r, model.sync_parts(r.now, s, marked + free))
+    for i in range(len(free)):
+        r = await store.acquire(g, s, f"F{i}", 60_000, "h")
+        await check(r, model.acquire(r.now, s, f"F{i}", 60_000, "h"))
+        assert r.values[0] == free[i]
+    r = await store.acquire(g, s, "N", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "N", 60_000, "h"))
+    assert r.status == "none"
+    r = await store.read_ahead_done(g, s, marked[3], "R3", "R3|28", 56)
+    await check(r, model.read_ahead_done(r.now, s, marked[3], "R3", "R3|28", 56))
+    r = await store.acquire(g, s, "M", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "M", 60_000, "h"))
+    assert r.values[0] == marked[3]
+    with pytest.raises(ValueError, match="token"):
+        await store.read_ahead(LeaseKey(g, s, marked[0], "L0"), "", 10)

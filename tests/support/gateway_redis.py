@@ -45,6 +45,7 @@ def model_view(state: GroupState, scope: str) -> dict[str, Any]:
         "rate_hold": state.rate_hold,
         "cursor": state.cursor,
         "fence": state.fence,
+        "reading": state.reading,
         "members": sorted(sc.members),
         "ready": sc.ready,
         "leased": sc.leased,

@@ -20,60 +20,10 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.support.examples import examples
+from tests.support.fence_broker import Broker
 from tubemq_aio.gateway.leases.model import Booking, GroupState, KeptFence
 
 P, S = "1:t:0", "c"
-
-
-@dataclasses.dataclass
-class Broker:
-    """One partition of one group at a TubeMQ broker (auto-commit offsets)."""
-
-    messages: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (offset, gen)
-    committed: int = 0
-    in_flight: int = 0
-    registered: bool = True
-    gen: int = 0
-    rpcs: int = 0
-
-    def produce(self, n: int) -> None:
-        base = len(self.messages)
-        self.messages += [(base + i, self.gen) for i in range(n)]
-
-    def crash(self, keep: int) -> None:
-        """A restart that lost the tail past ``keep``; later messages reuse those offsets."""
-        del self.messages[keep:]
-        self.gen += 1
-        self.committed, self.in_flight = min(self.committed, len(self.messages)), 0
-        self.registered = False
-
-    def register(self, offset: int) -> int:
-        self.rpcs += 1
-        self.registered, self.in_flight = True, 0
-        self.committed = min(offset, len(self.messages))
-        return self.committed
-
-    def commit(self, consumed: bool) -> int:
-        """CommitOffset: where the committed cursor is after it."""
-        self.rpcs += 1
-        if consumed:
-            self.committed += self.in_flight
-        self.in_flight = 0
-        return self.committed
-
-    def get(self, last_consumed: bool, size: int) -> tuple[str, int, tuple[tuple[int, int], ...]]:
-        """``("ok", start, batch)``, ``("404", -1, ())`` or ``("411", -1, ())``."""
-        self.rpcs += 1
-        if not self.registered:
-            return ("411", -1, ())
-        if last_consumed:
-            self.committed, self.in_flight = self.committed + self.in_flight, 0
-        start = self.committed
-        if start >= len(self.messages):
-            return ("404", -1, ())
-        batch = tuple(self.messages[start : start + size])
-        self.in_flight = len(batch)
-        return ("ok", start, batch)
 
 
 @dataclasses.dataclass

@@ -62,7 +62,10 @@ __all__ = [
 RESET_CHUNK = 200
 #: Expired leases an acquire takes back at most in one call.
 RECLAIM_MAX = 64
-_SCRIPTS = ("acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts")
+_SCRIPTS = (
+    "acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts",
+    "read_ahead", "read_ahead_done",
+)  # fmt: skip
 _T = TypeVar("_T")
 log = logging.getLogger("tubemq_aio.gateway")
 _UNLOCK = (
@@ -251,6 +254,26 @@ class LeaseStore(RoundTrips):
     async def extend(self, key: LeaseKey, lease_ms: int) -> Reply:
         """Move a lease's expiry."""
         return await self._run_leased("extend", key, lease_ms)
+
+    async def read_ahead(self, key: LeaseKey, token: str, allow_ms: int) -> Reply:
+        """Mark a read-ahead of the lease's partition in flight for ``allow_ms``
+        (``ok`` with its deadline, ``stale`` or ``busy``; model only: the engine does not
+        read ahead after its answer yet, see ``GroupState.read_ahead``).
+
+        Raises:
+            ValueError: ``token`` is empty.
+        """
+        if not token:
+            raise ValueError("a read-ahead needs a token")
+        return await self._run_leased("read_ahead", key, token, allow_ms)
+
+    async def read_ahead_done(
+        self, group: str, scope: str, partition_key: str, token: str, kept: str, cursor: int
+    ) -> Reply:
+        """End the read-ahead ``token``: ``kept`` (a kept-batch fence, ``""`` none) and
+        ``cursor`` (-1 unknown) are stored (``ok``), or nothing when the mark is not this
+        read's any more (``stale``; see ``GroupState.read_ahead_done``)."""
+        return await self._run("read_ahead_done", group, scope, partition_key, token, kept, cursor)
 
     async def _run_leased(
         self, name: str, key: LeaseKey, *args: Any, extra_keys: Sequence[str] = ()

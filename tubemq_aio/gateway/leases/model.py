@@ -8,7 +8,9 @@ compare the states field by field.
 
 State of one group: a boot marker (Redis lost its data when it is missing), a pause flag, a
 shared GCRA rate limit, the broker cursor per partition (where the group's broker offset is
-believed to be), the kept-batch fence per partition (:class:`KeptFence`), and per scope (``c``
+believed to be), the kept-batch fence per partition (:class:`KeptFence`), the read-ahead in
+flight per partition (:class:`~tubemq_aio.gateway.leases.read_ahead.ReadAhead`, model only: the
+engine does not send reads after its answer yet), and per scope (``c``
 for clustering, ``b:<client_id>`` for broadcast) the
 partitions with their committed offset, lease and redelivery count, plus two schedules:
 ``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
@@ -30,6 +32,7 @@ from tubemq_aio.gateway.leases.partition_state import (
     ScopeState,
     gcra,
 )
+from tubemq_aio.gateway.leases.read_ahead import ReadAhead
 
 __all__ = ["Booking", "GroupState", "KeptFence", "PartState", "ScopeState", "gcra"]
 
@@ -108,6 +111,7 @@ class GroupState:
     rate_hold: str | None = None  # "<lease id>|<until ms>": the one read of a limited group
     cursor: dict[str, int] = field(default_factory=dict)
     fence: dict[str, str] = field(default_factory=dict)  # partition -> KeptFence.text()
+    reading: dict[str, str] = field(default_factory=dict)  # partition -> ReadAhead.text()
     scopes: dict[str, ScopeState] = field(default_factory=dict)
     woken: list[str] = field(default_factory=list)  # scopes published on the wake channel
 
@@ -144,6 +148,14 @@ class GroupState:
         self.cursor.pop(p, None)
         self.fence.pop(p, None)
 
+    def _reading(self, p: str, now: int) -> bool:
+        mark = self.reading.get(p)
+        return mark is not None and ReadAhead.parse(mark).live(now)
+
+    def _eligible_at(self, p: str, ready_at: int) -> int:
+        mark = self.reading.get(p)
+        return ready_at if mark is None else max(ready_at, ReadAhead.parse(mark).until)
+
     def _rate_wait_ms(self, now: int) -> int:
         if self.rate <= 0:
             return 0
@@ -174,7 +186,10 @@ class GroupState:
             ``("none", next_ready_ms | -1, next_expiry_ms | -1)`` or
             ``("leased", p, cmt | -1, lexp, rc, start | "", cursor | -1, fence | "")``: the
             partition's kept-batch fence is handed to this lease only and deleted (a retried
-            acquire answers ``""``).
+            acquire answers ``""``). A partition with a read-ahead in flight is not handed out
+            (``none`` answers when its mark ends at the latest) until :meth:`read_ahead_done`
+            or the mark's deadline; an acquire past the deadline deletes the mark and forgets
+            the broker cursor (the next read registers at the committed offset).
         """
         if not self.booted:
             return ("lost",)
@@ -198,14 +213,16 @@ class GroupState:
             ps.redeliveries += 1
             if not ps.gone:
                 sc.ready[p] = now
-        due = sorted((t, p) for p, t in sc.ready.items() if t <= now)
-        pick = want if want and sc.ready.get(want, now + 1) <= now else ""
+        due = sorted((t, p) for p, t in sc.ready.items() if t <= now and not self._reading(p, now))
+        pick = want if want and self._eligible_at(want, sc.ready.get(want, now + 1)) <= now else ""
         if not pick and not want and due:
             pick = due[0][1]
         if not pick:
-            nxt = min(sc.ready.values(), default=-1)
+            nxt = min((self._eligible_at(p, t) for p, t in sc.ready.items()), default=-1)
             exp = min(sc.leased.values(), default=-1)
             return ("none", nxt, exp)
+        if self.reading.pop(pick, None) is not None:  # past its deadline: the replica is gone
+            self._forget_cursor(pick)  # where its read left the broker cursor is unknown
         ps = sc.part(pick)
         del sc.ready[pick]
         sc.leased[pick] = now + lease_ms
@@ -294,6 +311,72 @@ class GroupState:
             self._release(s, sc, p, wait_ms, now)
             return ("released", nxt)
         ps.batch_start, ps.batch_end, ps.empty_reads = base, nxt, 0
+        return ("ok",)
+
+    def read_ahead(
+        self, now: int, s: str, p: str, lid: str, token: str, allow_ms: int
+    ) -> tuple[object, ...]:
+        """Mark a read-ahead of ``p`` in flight under ``token`` until ``now + allow_ms``: the
+        replica will read the partition's next batch after it answers with the batch booked
+        under ``lid`` (sent in the same round trip as that booking, after it). While the mark
+        is live no acquire hands ``p`` out; :meth:`read_ahead_done` ends it, or an acquire past
+        its deadline (:class:`~tubemq_aio.gateway.leases.read_ahead.ReadAhead`). A retry with
+        the same token answers the same.
+
+        Returns:
+            ``("lost",)``, ``("stale",)`` (the lease is not live or has no batch booked: do not
+            send), ``("busy",)`` (another read-ahead is marked: do not send) or
+            ``("ok", until)``.
+
+        Raises:
+            ValueError: ``token`` is empty (the mark of a voided read).
+        """
+        if not token:
+            raise ValueError("a read-ahead needs a token")
+        if not self.booted:
+            return ("lost",)
+        held = self.reading.get(p)
+        if held is not None and ReadAhead.parse(held).token == token:
+            return ("ok", ReadAhead.parse(held).until)
+        sc = self.scope(s)
+        if not self._live(sc, p, lid, now) or sc.part(p).batch_start is None:
+            return ("stale",)
+        if held is not None:
+            return ("busy",)
+        mark = ReadAhead(token, now + allow_ms)
+        self.reading[p] = mark.text()
+        return ("ok", mark.until)
+
+    def read_ahead_done(
+        self, now: int, s: str, p: str, token: str, kept: str, cursor: int
+    ) -> tuple[object, ...]:
+        """End the read-ahead ``token`` of ``p``: ``kept`` (:meth:`KeptFence.text`, ``""``:
+        nothing kept) becomes the partition's fence and ``cursor`` (-1: unknown, the read
+        failed or its answers did not come) the broker cursor; the scope is woken (the
+        partition may be leased again). Nothing changes when the mark is not this read's any
+        more (a reset voided it, or an acquire past its deadline ended it): the read's batch
+        must then not be served. A mark still this read's is ended even past its deadline: no
+        one read the partition since (an acquire would have ended the mark first), and the
+        read's requests reached the broker before the deadline or never.
+
+        Returns:
+            ``("lost",)``, ``("stale",)`` or ``("ok",)``.
+        """
+        if not self.booted:
+            return ("lost",)
+        held = self.reading.get(p)
+        if not token or held is None or ReadAhead.parse(held).token != token:
+            return ("stale",)
+        del self.reading[p]
+        if kept:
+            self.fence[p] = kept
+        else:
+            self.fence.pop(p, None)
+        if cursor >= 0:
+            self.cursor[p] = cursor
+        else:
+            self.cursor.pop(p, None)
+        self.woken.append(s)
         return ("ok",)
 
     def rewind(
@@ -392,7 +475,9 @@ class GroupState:
         """Move committed offsets: every partition of the scope (plus ``plist``) to ``target``
         (``earliest``/``latest``, resolved by the next fetch), or each of ``pairs`` to its
         offset. Clears leases (their tokens get ``stale``) and the partitions' kept-batch
-        fences; writes the boot marker.
+        fences; voids a read-ahead in flight (it still blocks the partition until its deadline,
+        since its requests may still reach the broker, and its end books nothing); writes the
+        boot marker.
 
         Returns:
             ``(p, old cmt | -1, new)`` per partition, ``new`` as text.
@@ -418,6 +503,8 @@ class GroupState:
                 sc.acq.pop(ps.lease_id, None)
             ps.clear_lease(last_settled=None)
             self.fence.pop(p, None)
+            if p in self.reading:  # still in flight: it blocks until its deadline, books nothing
+                self.reading[p] = ReadAhead("", ReadAhead.parse(self.reading[p]).until).text()
             ps.redeliveries = ps.empty_reads = 0
             sc.leased.pop(p, None)
             if not ps.gone:

@@ -57,12 +57,14 @@ def state_from_redis(scope: str, raw: RawScope) -> GroupState:
         tat_us=None if tat is None else int(tat),
         rate_hold=cfg.get("rlh"),
     )
-    for raw_key, raw_val in cur.items():  # "<p>" → cursor, "<p>|kf" → kept-batch fence
-        p, bar, name = text(raw_key).partition("|")
+    for raw_key, raw_val in cur.items():  # "<p>" → cursor, "<p>|kf" → kept-batch fence,
+        p, bar, name = text(raw_key).partition("|")  # "<p>|ra" → read-ahead in flight
         if not bar:
             state.cursor[p] = int(raw_val)
         elif name == "kf":
             state.fence[p] = text(raw_val)
+        elif name == "ra":
+            state.reading[p] = text(raw_val)
     sc = ScopeState(
         members={text(m) for m in parts},
         ready={text(m): int(s) for m, s in ready},

@@ -43,18 +43,46 @@ for _, p in ipairs(expired) do
   redis.call('HINCRBY', K_ST, fld(p, 'rc'), 1)
   if hget(p, 'gone') ~= '1' then redis.call('ZADD', K_READY, fmt(NOW), p) end
 end
+-- A partition with a read-ahead in flight (a live mark, see read_mark) is not handed out.
 local pick = nil
 if want ~= '' then
   local score = redis.call('ZSCORE', K_READY, want)
-  if score and tonumber(score) <= NOW then pick = want end
+  if score and eligible_at(want, tonumber(score)) <= NOW then pick = want end
 else
-  local due = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(NOW), 'LIMIT', 0, 1)
-  if due[1] then pick = due[1] end
+  local from = 0
+  while not pick do
+    local due = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(NOW), 'LIMIT', from, 16)
+    for _, p in ipairs(due) do
+      if eligible_at(p, NOW) <= NOW then
+        pick = p
+        break
+      end
+    end
+    if #due < 16 then break end
+    from = from + 16
+  end
 end
 if not pick then
-  local r = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
+  -- the earliest a ready partition may be leased (in score order, until no later one can be
+  -- earlier)
+  local nxt, from = -1, 0
+  while true do
+    local r = redis.call('ZRANGE', K_READY, from, from + 15, 'WITHSCORES')
+    for i = 1, #r, 2 do
+      local at = tonumber(r[i + 1])
+      if nxt >= 0 and at >= nxt then break end
+      local e = eligible_at(r[i], at)
+      if nxt < 0 or e < nxt then nxt = e end
+    end
+    if #r < 32 or (nxt >= 0 and tonumber(r[#r]) >= nxt) then break end
+    from = from + 16
+  end
   local l = redis.call('ZRANGE', K_LEASED, 0, 0, 'WITHSCORES')
-  return {'none', NOW, tonumber(r[2] or '-1'), tonumber(l[2] or '-1')}
+  return {'none', NOW, nxt, tonumber(l[2] or '-1')}
+end
+if read_mark(pick) ~= nil then
+  -- past its deadline: the replica is gone; where its read left the broker cursor is unknown
+  redis.call('HDEL', K_CUR, pick .. '|ra', pick, pick .. '|kf')
 end
 redis.call('ZREM', K_READY, pick)
 redis.call('ZADD', K_LEASED, fmt(NOW + lease_ms), pick)

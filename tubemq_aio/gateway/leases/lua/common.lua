@@ -83,3 +83,17 @@ local function remember(lid, o, life)
   local n = redis.call('ZCARD', K_DONE)
   if n > DONE_MAX then redis.call('ZREMRANGEBYRANK', K_DONE, 0, n - DONE_MAX - 1) end
 end
+-- A read-ahead in flight (model: read_ahead.ReadAhead): field "<p>|ra" of cur holds
+-- "<token>|<until ms>"; token '' once a reset voided it. Answers token, until (nil, nil: none).
+local function read_mark(p)
+  local held = redis.call('HGET', K_CUR, p .. '|ra')
+  if not held then return nil, nil end
+  local token, until_ms = string.match(held, '^(.*)|(%-?%d+)$')
+  return token, tonumber(until_ms)
+end
+-- When partition p, ready at ``at``, may be leased: not before its read-ahead's deadline.
+local function eligible_at(p, at)
+  local _, until_ms = read_mark(p)
+  if until_ms and until_ms > at then return until_ms end
+  return at
+end

@@ -37,6 +37,8 @@ for _, item in ipairs(todo) do
     fld(p, 'ls'), fld(p, 'ln'), fld(p, 'last'), fld(p, 'rc'), fld(p, 'zc'))
   redis.call('ZREM', K_LEASED, p)
   redis.call('HDEL', K_CUR, p .. '|kf')
+  local _, until_ms = read_mark(p)  -- a read-ahead in flight still blocks p; it books nothing
+  if until_ms then redis.call('HSET', K_CUR, p .. '|ra', '|' .. fmt(until_ms)) end
   if hget(p, 'gone') ~= '1' then redis.call('ZADD', K_READY, fmt(NOW), p) end
 end
 redis.call('PUBLISH', 'tgw:wake', WAKE)
