@@ -45,8 +45,9 @@ OLD_FORM = re.compile(
     r"|wire-and-producer\.md|(?<!protocol/)\bconsumer\.md\s?§|\b(?:protocol|wire|consumer)\s+notes?\b",
     re.IGNORECASE,
 )
-#: ``§`` of other documents, which are not protocol citations.
-OTHER_DOCUMENT = re.compile(r"\b(?:DESIGN|FACTS) *$")
+#: ``§`` of other documents, which are not protocol citations: the shared design and facts
+#: notes, and an issue's own sections ("issue 31 §4", as in CHANGELOG headings).
+OTHER_DOCUMENT = re.compile(r"\b(?:DESIGN|FACTS|[Ii]ssue \d+) *$")
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,9 @@ def test_pages_number_every_section_with_its_anchor(sections: dict[str, set[str]
         ("see [consumer protocol §9.3](protocol/consumer.md#s9-3), then (§7)", []),
         ("[§8](../protocol/consumer.md#s8)", []),
         ("bare (§4.3)", ["no docs/protocol page named before this citation"]),
+        ("### Added (the read-ahead, issue 31 §4: model only)", []),
+        ("Issue 32 §1 checked again", []),
+        ("a tissue 3 §4", ["no docs/protocol page named before this citation"]),
         ("docs/protocol/wire.md §5.99", ["no section 5.99 in docs/protocol/wire.md"]),
         ("docs/protocol/wire.md §5.2–5.99", ["no section 5.99 in docs/protocol/wire.md"]),
         ("docs/protocol/wire.md §1.1, then consumer-side §0.2", ["no section 0.2 in"]),
