@@ -148,11 +148,9 @@ class GroupState:
         self.cursor.pop(p, None)
         self.fence.pop(p, None)
 
-    def _reading(self, p: str, now: int) -> bool:
-        mark = self.reading.get(p)
-        return mark is not None and ReadAhead.parse(mark).live(now)
-
     def _eligible_at(self, p: str, ready_at: int) -> int:
+        """When ``p``, ready at ``ready_at``, may be leased: not before its read-ahead's
+        deadline (so a partition due at ``now`` is eligible iff no live mark holds it)."""
         mark = self.reading.get(p)
         return ready_at if mark is None else max(ready_at, ReadAhead.parse(mark).until)
 
@@ -213,7 +211,7 @@ class GroupState:
             ps.redeliveries += 1
             if not ps.gone:
                 sc.ready[p] = now
-        due = sorted((t, p) for p, t in sc.ready.items() if t <= now and not self._reading(p, now))
+        due = sorted((t, p) for p, t in sc.ready.items() if self._eligible_at(p, t) <= now)
         pick = want if want and self._eligible_at(want, sc.ready.get(want, now + 1)) <= now else ""
         if not pick and not want and due:
             pick = due[0][1]
@@ -335,9 +333,10 @@ class GroupState:
             raise ValueError("a read-ahead needs a token")
         if not self.booted:
             return ("lost",)
-        held = self.reading.get(p)
-        if held is not None and ReadAhead.parse(held).token == token:
-            return ("ok", ReadAhead.parse(held).until)
+        text = self.reading.get(p)
+        held = None if text is None else ReadAhead.parse(text)
+        if held is not None and held.token == token:
+            return ("ok", held.until)
         sc = self.scope(s)
         if not self._live(sc, p, lid, now) or sc.part(p).batch_start is None:
             return ("stale",)
