@@ -41,10 +41,8 @@ def recorded_web_api(master: str | None = None) -> str | None:
     Returns:
         ``host:port``, or None without a record (no state file, a fake, or another master).
     """
-    state = _recorded()
+    state = _recorded_for(master)
     if not state.get("master_web"):
-        return None
-    if master is not None and master != state.get("master_addr"):
         return None
     web = str(state["master_web"])
     return web.removeprefix("http://").removesuffix("/webapi.htm")
@@ -64,10 +62,13 @@ def is_recorded_fake(master: str | None = None) -> bool:
         master: The master address the caller uses; the record counts only when it names the
             recorded cluster's master (None: any recorded cluster).
     """
+    return _recorded_for(master).get("kind") == FAKE_KIND
+
+
+def _recorded_for(master: str | None) -> dict[str, Any]:
+    """The record, when it names ``master`` (None: any record), else an empty one."""
     state = _recorded()
-    if state.get("kind") != FAKE_KIND:
-        return False
-    return master is None or master == state.get("master_addr")
+    return state if master is None or master == state.get("master_addr") else {}
 
 
 def _recorded() -> dict[str, Any]:

@@ -93,10 +93,10 @@ def up_lines(info: dict[str, Any], state: Path) -> list[str]:
     framing = info.get("framing", "standard")
     lines = [
         f"TubeMQ is up in {info['bring_up_seconds']}s: masters={info['master_addr']}",
-        f"  master:   {info['master_addr']}      (export TUBEMQ_AIO_MASTER={info['master_addr']})",
+        _master_line(info),
         f"  web API:  {web}      (tubemq-aio topics / groups find it in the state file)",
         f"  logs:     {info['log_dir']}",
-        f"  state:    {state}      (tubemq-aio cluster status / down)",
+        _state_line(state),
     ]
     if framing != "standard":  # servers 1.1.0 and 1.2.0
         lines.insert(
@@ -111,7 +111,16 @@ def fake_up_lines(info: dict[str, Any], state: Path) -> list[str]:
     line of its own, and that there is no web API (``topics``/``groups`` need a real master)."""
     return [
         f"TubeMQ (FAKE) is up in {info['bring_up_seconds']}s: masters={info['master_addr']}",
-        f"  master:   {info['master_addr']}      (export TUBEMQ_AIO_MASTER={info['master_addr']})",
+        _master_line(info),
         "  web API:  none      (the fake has none: tubemq-aio topics / groups need a real cluster)",
-        f"  state:    {state}      (tubemq-aio cluster status / down)",
+        _state_line(state),
     ]
+
+
+def _master_line(info: dict[str, Any]) -> str:
+    master = info["master_addr"]
+    return f"  master:   {master}      (export TUBEMQ_AIO_MASTER={master})"
+
+
+def _state_line(state: Path) -> str:
+    return f"  state:    {state}      (tubemq-aio cluster status / down)"
