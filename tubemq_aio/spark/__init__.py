@@ -6,8 +6,8 @@ Register with ``spark.dataSource.register(TubeMQDataSource)`` and use the short 
 
 ``TubeMQDataSource`` is loaded on first access (``from tubemq_aio.spark import
 TubeMQDataSource``), so importing a pyspark-free part of this package (``_options``,
-``_offsets``, ``_bridge``, ...) does not import pyspark (about half a CPU-second). Without
-pyspark that access raises :class:`ModuleNotFoundError` naming the ``spark`` extra.
+``_offsets``, ``_bridge``, ...) does not import pyspark. Without pyspark that access raises
+:class:`ModuleNotFoundError` naming the ``spark`` extra.
 """
 
 from __future__ import annotations
