@@ -77,6 +77,10 @@ async def test_broker_restart_on_the_fake(target: fidelity.Target) -> None:
     await fidelity.broker_restarted(target, TOPICS[0])
 
 
+async def test_refused_commits_on_the_fake(target: fidelity.Target) -> None:
+    await fidelity.commits_refused(target, TOPICS[0])
+
+
 async def test_fetch_beyond_the_end_on_the_fake(target: fidelity.Target) -> None:
     await fidelity.fetch_beyond_end(target, TOPICS[0])
 

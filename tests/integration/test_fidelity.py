@@ -66,6 +66,10 @@ async def test_broker_restart_on_the_real_cluster(cluster: LocalCluster, topic: 
     await fidelity.broker_restarted(_target(cluster), topic)
 
 
+async def test_refused_commits_on_the_real_cluster(cluster: LocalCluster, topic: str) -> None:
+    await fidelity.commits_refused(_target(cluster), topic)
+
+
 async def test_fetch_beyond_the_end_on_the_real_cluster(cluster: LocalCluster, topic: str) -> None:
     await fidelity.fetch_beyond_end(_target(cluster), topic)
 

@@ -33,6 +33,7 @@ from tubemq_aio.testing import wait_until
 __all__ = [
     "Target",
     "broker_restarted",
+    "commits_refused",
     "consume_from_cases",
     "fetch_beyond_end",
     "filters",
@@ -420,6 +421,44 @@ async def fetch_beyond_end(target: Target, topic: str) -> None:
             assert after.success, (key, after)
             assert after.curr_offset == after.max_offset == reg.max_offset, (key, reg, after)
             await session.broker.unregister(partition, read_status=0)
+
+
+async def commits_refused(target: Target, topic: str) -> None:
+    """A CommitOffset for a partition this client has not registered, and for one another
+    client of the group holds, is refused with 401 and moves nothing: the holder still reads
+    every message of the partition and its own commit stores the end (docs/protocol/consumer.md
+    §6.1; the broker's commit handler, the same in 1.2.0 and 2.4.0). Driven with raw broker
+    requests."""
+    group = _group(target, "refused")
+    bodies = [f"refused-{i}".encode() for i in range(3 * target.partitions)]
+    keys = await _send(target, topic, bodies)
+    key = keys[0]
+    wanted = {b for b, k in zip(bodies, keys, strict=True) if k == key}
+    async with (
+        ClientBalancedConsumer(
+            target.master_addr, group=group, topics=[topic], consume_from="earliest"
+        ) as holder,
+        ClientBalancedConsumer(
+            target.master_addr, group=group, topics=[topic], consume_from="earliest"
+        ) as other,
+    ):
+        session = other._session
+        assert session is not None
+        partition = await resolve_partition(session, key, parse_key(key))
+        alone = await session.broker.commit(partition, consumed=True)
+        assert (alone.success, alone.err_code) == (False, 401), alone
+        await holder.connect(key)
+        first = await _drain_until(holder, {bodies[0]}, 30)
+        assert bodies[0] in first, first
+        held = await session.broker.commit(partition, consumed=True)
+        assert (held.success, held.err_code) == (False, 401), held
+        rest = await _drain_until(holder, wanted - set(first), 30)
+        assert wanted <= set(first) | set(rest), sorted(wanted - set(first) - set(rest))
+        await holder.disconnect(key)  # commits what the holder acked
+        reg = await session.broker.register(partition, read_status=0)
+        assert reg.success, reg
+        await session.broker.unregister(partition, read_status=0)
+        assert reg.curr_offset == reg.max_offset, reg  # everything read, and committed
 
 
 async def fresh_member_after_lost_tail(target: Target, topic: str) -> None:
