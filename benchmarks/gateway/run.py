@@ -86,11 +86,11 @@ class _Servers:
 
 async def _wrk(name: str, url: str, pid: int, seconds: int) -> dict[str, Any]:
     """One wrk run with the server's CPU (``pid`` and its workers) and wrk's, per 10⁶ requests."""
-    cpu0, (busy0, all0) = measure.tree_cpu_seconds(pid), measure.machine_busy_seconds()
+    cpu0, machine0 = measure.tree_cpu_seconds(pid), measure.machine_busy_seconds()
     began = time.monotonic()
     result = await measure.wrk(url, KEY, seconds)
     elapsed = time.monotonic() - began
-    busy1, all1 = measure.machine_busy_seconds()
+    busy_cores = _busy_cores(machine0)
     gw_cpu = measure.tree_cpu_seconds(pid) - cpu0
     requests = max(1.0, result.rps * seconds)
     out = vars(result)
@@ -99,8 +99,16 @@ async def _wrk(name: str, url: str, pid: int, seconds: int) -> dict[str, Any]:
     # cores kept busy during the run: by the server alone, and on the whole machine (the
     # server, wrk, the broker and Redis), against all the machine's cores
     out["gw_cores"] = gw_cpu / elapsed
-    out["machine_busy_cores"] = (busy1 - busy0) / max(1e-9, all1 - all0) * _CPUS
+    out["machine_busy_cores"] = busy_cores
     return out
+
+
+def _busy_cores(since: tuple[float, float]) -> float:
+    """Cores of the machine kept busy since ``since`` (a :func:`measure.machine_busy_seconds`
+    reading), by whoever: the replica, the clients, the broker, Redis. A consume run near the
+    machine's core count is bound by CPU, one well below it by waiting."""
+    busy1, all1 = measure.machine_busy_seconds()
+    return (busy1 - since[0]) / max(1e-9, all1 - since[1]) * _CPUS
 
 
 async def _costed(
@@ -144,10 +152,16 @@ async def _round(
         out[name] = await run()
 
     async def sdk() -> dict[str, Any]:
-        own0 = measure.own_cpu_seconds()
+        own0, machine0 = measure.own_cpu_seconds(), measure.machine_busy_seconds()
         rate = await measure.sdk_consume(masters, T_CONSUME, f"gwb_sdk_{n}", count)
         own = measure.own_cpu_seconds() - own0
-        return {"sdk_consume": {"rate": rate, "client_cpu_s_per_1e6": own / count * 1e6}}
+        return {
+            "sdk_consume": {
+                "rate": rate,
+                "client_cpu_s_per_1e6": own / count * 1e6,
+                "machine_busy_cores": _busy_cores(machine0),
+            }
+        }
 
     consumes: list[Callable[[], Awaitable[dict[str, Any]]]] = [
         lambda: _consume(gw, count, "http_consume", None),
@@ -181,10 +195,11 @@ async def _consume(
     assert pid is not None
     await _reset(gw.url)
     before, cpu0 = await _engine_stats(gw.url), measure.tree_cpu_seconds(pid)
-    own0 = measure.own_cpu_seconds()
+    own0, machine0 = measure.own_cpu_seconds(), measure.machine_busy_seconds()
     rate, last_acks = await measure.http_consume(
         gw.url, KEY, GROUP, count, max_messages=max_messages
     )
+    busy_cores = _busy_cores(machine0)
     cpu, own = measure.tree_cpu_seconds(pid) - cpu0, measure.own_cpu_seconds() - own0
     after = await _engine_stats(gw.url)
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
@@ -213,6 +228,7 @@ async def _consume(
             "fetches_not_ok": delta.get("fetches", 0.0) - delta.get("fetches_ok", 0.0),
             "cpu_s_per_1e6_msgs": cpu / messages * 1e6,
             "client_cpu_s_per_1e6_msgs": own / messages * 1e6,
+            "machine_busy_cores": busy_cores,
         },
     }  # fmt: skip
 

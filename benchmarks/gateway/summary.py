@@ -69,6 +69,9 @@ def _ratio_figures() -> dict[str, Callable[[Round], float]]:
         "consume_gather_msgs_s": lambda r: r["http_consume_gather"],
         "sdk_consume_msgs_s": lambda r: r["sdk_consume"]["rate"],
         "sdk_consume_cpu_s_per_1e6_msgs": lambda r: r["sdk_consume"]["client_cpu_s_per_1e6"],
+        "sdk_consume_machine_busy_cores": lambda r: r["sdk_consume"].get(
+            "machine_busy_cores", float("nan")
+        ),
         "consume_vs_sdk": lambda r: r["http_consume"] / r["sdk_consume"]["rate"],
         "consume_gather_vs_sdk": lambda r: r["http_consume_gather"] / r["sdk_consume"]["rate"],
         "redis_roundtrips_per_fetch": lambda r: r["http_consume_cost"]["redis_with_acks"],
@@ -87,6 +90,7 @@ _COSTS = (
     ("messages_per_fetch", "messages"),
     ("consume_gw_cpu_s_per_1e6_msgs", "cpu_s_per_1e6_msgs"),
     ("consume_client_cpu_s_per_1e6_msgs", "client_cpu_s_per_1e6_msgs"),
+    ("consume_machine_busy_cores", "machine_busy_cores"),
 )
 
 
@@ -96,7 +100,7 @@ def summary(rounds: list[Round]) -> dict[str, Any]:
     out = {name: _stat([pick(r) for r in rounds]) for name, pick in figures.items()}
     for tag, key in (("", "http_consume_cost"), ("gather_", "http_consume_gather_cost")):
         for figure, field in _COSTS:
-            out[tag + figure] = _stat([r[key][field] for r in rounds])
+            out[tag + figure] = _stat([r[key].get(field, float("nan")) for r in rounds])
     return out
 
 

@@ -41,7 +41,7 @@ def _round(scale: float) -> dict[str, Any]:
         "sdk_send": {"rate": 100.0, "client_cpu_s_per_1e6": 9.0},
         "http_consume": 30.0,
         "http_consume_gather": 60.0,
-        "sdk_consume": {"rate": 100.0, "client_cpu_s_per_1e6": 2.0},
+        "sdk_consume": {"rate": 100.0, "client_cpu_s_per_1e6": 2.0, "machine_busy_cores": 1.5},
         "http_consume_cost": cost,
         "http_consume_gather_cost": cost,
         "standalone_acks": {"acks": 20, "redis_per_ack": 1.0},
@@ -53,6 +53,8 @@ def test_summary_takes_ratios_per_round_and_reports_machine_cores() -> None:
     assert figures["produce_vs_bare"]["median"] == 0.7
     assert figures["workers2_vs_1_produce"]["median"] == 1000 / 700
     assert figures["produce_w2_machine_busy_cores"]["median"] == 1.9
+    assert figures["consume_machine_busy_cores"]["median"] == 1.0  # every cost field is 1.0
+    assert figures["sdk_consume_machine_busy_cores"]["median"] == 1.5
     goals = summary.goals(figures)
     assert goals["produce_vs_bare"]["met"] is False  # 0.7 against 0.8
     assert goals["batch_vs_sdk"]["met"] is False  # 0.6 against 0.8
