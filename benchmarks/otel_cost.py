@@ -19,18 +19,23 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.proc import option_args
 from tubemq_aio.testing import LocalCluster
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 async def _worker(master: str, topic: str, otel: str, ns: argparse.Namespace) -> dict[str, Any]:
-    argv = [
-        sys.executable, "-m", "benchmarks.harness.aio_worker", "produce",
-        "--master", master, "--topic", topic, "--count", str(ns.messages),
-        "--size", str(ns.size), "--concurrency", str(ns.window), "--otel", otel,
-        "--warmup-seconds", "1",
-    ]  # fmt: skip
+    options = option_args(
+        ("--master", master),
+        ("--topic", topic),
+        ("--count", ns.messages),
+        ("--size", ns.size),
+        ("--concurrency", ns.window),
+        ("--otel", otel),
+        ("--warmup-seconds", 1),
+    )
+    argv = [sys.executable, "-m", "benchmarks.harness.aio_worker", "produce", *options]
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), 600)
     if proc.returncode != 0:
@@ -50,8 +55,11 @@ async def run(ns: argparse.Namespace) -> dict[str, Any]:
                 record = await _worker(cluster.master_addr, topic, otel, ns)
                 if rnd > 0:
                     rows[otel].append(record)
-                print(f"round {rnd} otel={otel}: {record['messages'] / record['seconds']:.0f} "
-                      f"msg/s, {record['cpu_seconds']:.2f} CPU-s", flush=True)  # fmt: skip
+                print(
+                    f"round {rnd} otel={otel}: {record['messages'] / record['seconds']:.0f} "
+                    f"msg/s, {record['cpu_seconds']:.2f} CPU-s",
+                    flush=True,
+                )
 
     def cpu_per_million(r: dict[str, Any]) -> float:
         return float(r["cpu_seconds"]) / float(r["messages"]) * 1e6

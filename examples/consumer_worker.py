@@ -61,8 +61,12 @@ async def run(args: argparse.Namespace) -> int:
                 await handle(msg, args.work_seconds)
             acked = await batch.ack()  # False: the lease expired, the batch comes again
             handled += len(batch)
-            emit("done", partition=batch.partition_key, acked=acked,
-                 bodies=[m.body.decode(errors="replace") for m in batch])  # fmt: skip
+            emit(
+                "done",
+                partition=batch.partition_key,
+                acked=acked,
+                bodies=[m.body.decode(errors="replace") for m in batch],
+            )
             idle_since = time.monotonic()
     emit("stopped", handled=handled, signal=stop.is_set())
     return 0

@@ -39,8 +39,10 @@ RETRY_AFTER = 2
 
 def _settings() -> dict[str, Any]:
     options: dict[str, Any] = {}
-    for name, env in (("send_timeout", "TUBEMQ_SEND_TIMEOUT"),
-                      ("publish_timeout", "TUBEMQ_PUBLISH_TIMEOUT")):  # fmt: skip
+    for name, env in (
+        ("send_timeout", "TUBEMQ_SEND_TIMEOUT"),
+        ("publish_timeout", "TUBEMQ_PUBLISH_TIMEOUT"),
+    ):
         if os.environ.get(env):
             options[name] = float(os.environ[env])
     return options

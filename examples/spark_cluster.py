@@ -41,8 +41,9 @@ async def run(events: int, work: Path) -> int:
         print("starting a Spark standalone cluster (master + 2 workers) ...", flush=True)
         async with SparkStandaloneCluster(python=str(python), work_dir=work / "spark") as spark:
             args = ["--submitted", "--master", tubemq.master_addr, "--events", str(events)]
-            argv = spark.submit_command(PIPELINE, [*args, "--work-dir", str(work / "job")],
-                                        py_files=[package])  # fmt: skip
+            argv = spark.submit_command(
+                PIPELINE, [*args, "--work-dir", str(work / "job")], py_files=[package]
+            )
             print("$ " + " ".join(argv), flush=True)
             # PySpark plans a Python streaming source in a driver-side process that does not
             # see --py-files: the driver gets the zip on its PYTHONPATH too.

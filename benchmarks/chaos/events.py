@@ -62,8 +62,9 @@ async def master_sigkill(
     rec.began = time.monotonic()
     await old.kill()
     new = await cluster.active_master(s.server_timeout)
-    rec.notes.update(killed=old.name, took_over=new.name,
-                     takeover_s=round(time.monotonic() - rec.began, 2))  # fmt: skip
+    rec.notes.update(
+        killed=old.name, took_over=new.name, takeover_s=round(time.monotonic() - rec.began, 2)
+    )
     await old.start()
     await cluster.wait_ready(s.server_timeout)
     rec.healed = time.monotonic()

@@ -101,9 +101,13 @@ class ConsumerLog:
 
 
 async def _send_loop(
-    producer: Producer, plan: TrafficPlan, log: ProducerLog, errors: ErrorLog, idx: int,
+    producer: Producer,
+    plan: TrafficPlan,
+    log: ProducerLog,
+    errors: ErrorLog,
+    idx: int,
     stop: Callable[[], bool],
-) -> None:  # fmt: skip
+) -> None:
     seq = 0
     while not stop():
         body = f"{log.name}-{idx}-{seq}".encode()
@@ -128,18 +132,23 @@ async def run_producer(
 ) -> None:
     """Run one producer with ``plan.senders`` send loops until ``stop()`` is true."""
     producer = Producer(
-        plan.masters, topics=[plan.topic], rpc_timeout=plan.rpc_timeout,
+        plan.masters,
+        topics=[plan.topic],
+        rpc_timeout=plan.rpc_timeout,
         heartbeat_interval=plan.heartbeat,
-    )  # fmt: skip
+    )
     async with producer:
         loops = [_send_loop(producer, plan, log, errors, i, stop) for i in range(plan.senders)]
         await asyncio.gather(*loops)
 
 
 async def _read_loop(
-    consumer: Consumer | ClientBalancedConsumer, who: str, log: ConsumerLog, errors: ErrorLog,
+    consumer: Consumer | ClientBalancedConsumer,
+    who: str,
+    log: ConsumerLog,
+    errors: ErrorLog,
     stop: Callable[[], bool],
-) -> None:  # fmt: skip
+) -> None:
     while not stop():
         try:
             batch = await consumer.getmany(timeout=1.0)
@@ -200,15 +209,25 @@ class Traffic:
         opts = {"rpc_timeout": plan.rpc_timeout, "heartbeat_interval": plan.heartbeat}
         group = f"chaos_{plan.topic}"
         members = [
-            Consumer(plan.masters, group=group, topics=[plan.topic], consume_from="earliest",
-                     **opts)  # type: ignore[arg-type]
+            Consumer(
+                plan.masters,
+                group=group,
+                topics=[plan.topic],
+                consume_from="earliest",
+                **opts,  # type: ignore[arg-type]
+            )
             for _ in range(2)
-        ]  # fmt: skip
+        ]
         cbc = ClientBalancedConsumer(
-            plan.masters, group=f"chaos_cb_{plan.topic}", topics=[plan.topic], source_count=1,
-            node_id=0, consume_from="earliest", reassign_interval=5.0,
+            plan.masters,
+            group=f"chaos_cb_{plan.topic}",
+            topics=[plan.topic],
+            source_count=1,
+            node_id=0,
+            consume_from="earliest",
+            reassign_interval=5.0,
             **opts,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
         consumers: list[tuple[str, Consumer | ClientBalancedConsumer, ConsumerLog]] = [
             ("member1", members[0], self.group),
             ("member2", members[1], self.group),

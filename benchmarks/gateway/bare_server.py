@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from benchmarks.harness.proc import stop_process
+from benchmarks.harness.proc import option_args, stop_process
 from tubemq_aio.testing._ports import allocate_ports
 
 _HOST = "127.0.0.1"
@@ -20,11 +20,16 @@ _HOST = "127.0.0.1"
 async def bare_server(start_timeout: float = 60.0) -> AsyncIterator[tuple[str, int]]:
     """Serve ``bare_app`` (uvloop, httptools, one worker); yields (url of ``/bare``, pid)."""
     port = allocate_ports(1)[0]
-    argv = [
-        sys.executable, "-m", "uvicorn", "benchmarks.gateway.bare_app:app",
-        "--host", _HOST, "--port", str(port), "--workers", "1", "--loop", "uvloop",
-        "--http", "httptools", "--log-level", "warning", "--no-access-log",
-    ]  # fmt: skip
+    options = option_args(
+        ("--host", _HOST),
+        ("--port", port),
+        ("--workers", 1),
+        ("--loop", "uvloop"),
+        ("--http", "httptools"),
+        ("--log-level", "warning"),
+    )
+    app = "benchmarks.gateway.bare_app:app"
+    argv = [sys.executable, "-m", "uvicorn", app, *options, "--no-access-log"]
     proc = await asyncio.create_subprocess_exec(*argv)
     url = f"http://{_HOST}:{port}/bare"
     try:

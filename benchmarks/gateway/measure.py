@@ -105,9 +105,17 @@ async def wrk(url: str, key: str, seconds: int, connections: int = 32) -> WrkRes
     reaped = _children_cpu_seconds()  # wrk is the only child reaped meanwhile
     try:
         proc = await asyncio.create_subprocess_exec(
-            "wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script.name, url,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            "wrk",
+            "-t2",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            script.name,
+            url,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), seconds + 60)
     finally:
         os.unlink(script.name)

@@ -68,9 +68,10 @@ async def _engine_stats(url: str) -> dict[str, float]:
 async def _reset(url: str) -> None:
     async with httpx.AsyncClient(timeout=30) as client:
         r = await client.post(
-            f"{url}/v1/groups/{GROUP}/offsets/reset", json={"to": "earliest"},
+            f"{url}/v1/groups/{GROUP}/offsets/reset",
+            json={"to": "earliest"},
             headers={"Authorization": f"Bearer {KEY}"},
-        )  # fmt: skip
+        )
         r.raise_for_status()
 
 
@@ -142,12 +143,17 @@ async def _round(
     for name, url, pid in targets if n % 2 == 0 else targets[::-1]:
         assert pid is not None
         out[f"wrk_{name}"] = await _wrk(name, url, pid, seconds)
+
+    def http_batch() -> Awaitable[float]:
+        return measure.http_batch_produce(gw.url, KEY, T_PRODUCE, seconds)
+
+    def sdk_send() -> Awaitable[float]:
+        return measure.sdk_send(masters, T_PRODUCE, seconds)
+
     pair: list[tuple[str, Callable[[], Awaitable[dict[str, float]]]]] = [
-        ("http_batch", lambda: _costed(
-            lambda: measure.http_batch_produce(gw.url, KEY, T_PRODUCE, seconds), gw.pid, seconds)),
-        ("sdk_send", lambda: _costed(
-            lambda: measure.sdk_send(masters, T_PRODUCE, seconds), None, seconds)),
-    ]  # fmt: skip
+        ("http_batch", lambda: _costed(http_batch, gw.pid, seconds)),
+        ("sdk_send", lambda: _costed(sdk_send, None, seconds)),
+    ]
     for name, run in pair if n % 2 == 0 else pair[::-1]:
         out[name] = await run()
 
@@ -206,6 +212,14 @@ async def _consume(
     fetches = max(1.0, delta.get("fetches_ok", 0.0))
     batches = max(1.0, delta.get("broker_batches", 0.0))
     messages = max(1.0, delta.get("messages", 1.0))
+    # as the issue counts a fetch: its own round trips and those of the acks it carried,
+    # without the one-offs of a run (first offsets, the last acks)
+    with_acks = (
+        delta.get("ok_redis_roundtrips", 0.0)
+        - delta.get("offset_inits", 0.0)
+        + delta.get("settle_redis_roundtrips", 0.0)
+        - last_acks
+    )
     return {
         name: rate,
         f"{name}_cost": {
@@ -215,12 +229,7 @@ async def _consume(
             # every Redis round trip of the run (piggy-backed acks, syncs, the first
             # offsets of a reset group, the consumers' last acks) per fetch that got a batch
             "redis_all": delta.get("redis_roundtrips", 0.0) / fetches,
-            # as the issue counts a fetch: its own round trips and those of the acks it
-            # carried, without the one-offs of a run (first offsets, the last acks)
-            "redis_with_acks": (
-                delta.get("ok_redis_roundtrips", 0.0) - delta.get("offset_inits", 0.0)
-                + delta.get("settle_redis_roundtrips", 0.0) - last_acks
-            ) / fetches,
+            "redis_with_acks": with_acks / fetches,
             "broker_rpcs_all": delta.get("broker_rpcs", 0.0) / fetches,
             "broker_batches": batches / fetches,
             "broker_rpcs_per_batch": delta.get("ok_broker_rpcs", 0.0) / batches,
@@ -230,7 +239,7 @@ async def _consume(
             "client_cpu_s_per_1e6_msgs": own / messages * 1e6,
             "machine_busy_cores": busy_cores,
         },
-    }  # fmt: skip
+    }
 
 
 @contextlib.asynccontextmanager
@@ -265,8 +274,10 @@ async def run(rounds: int, seconds: int, count: int, kept_batch_bytes: int) -> d
     print(f"load average at the start: {env['load_average_start']}", flush=True)
     print("starting cluster, Redis, the bare app and two gateway replicas ...", flush=True)
     with tempfile.TemporaryDirectory(prefix="tubemq-gw-bench-") as tmp:
-        async with LocalCluster(brokers=1, topics=[T_PRODUCE, T_CONSUME], topic_partitions=3) \
-                as cluster, RedisServer() as redis:  # fmt: skip
+        async with (
+            LocalCluster(brokers=1, topics=[T_PRODUCE, T_CONSUME], topic_partitions=3) as cluster,
+            RedisServer() as redis,
+        ):
             config = _config(
                 Path(tmp) / "gw.toml", cluster.master_addr, redis.url, kept_batch_bytes
             )
@@ -277,8 +288,11 @@ async def run(rounds: int, seconds: int, count: int, kept_batch_bytes: int) -> d
                 for n in range(rounds):
                     began = time.monotonic()
                     raw.append(await _round(n, servers, cluster.master_addr, seconds, count))
-                    print(f"round {n + 1}/{rounds} in {time.monotonic() - began:.0f} s: "
-                          f"{json.dumps(raw[-1])}", flush=True)  # fmt: skip
+                    print(
+                        f"round {n + 1}/{rounds} in {time.monotonic() - began:.0f} s: "
+                        f"{json.dumps(raw[-1])}",
+                        flush=True,
+                    )
     env["load_average_end"] = load_average()
     figures = summary.summary(raw)
     return {"env": env, "rounds": raw, "summary": figures, "goals": summary.goals(figures)}

@@ -37,11 +37,14 @@ def _wrk_field(r: Round, key: str, field: str) -> float:
 
 def _wrk_figures() -> dict[str, Callable[[Round], float]]:
     fields = (
-        ("rps", "rps"), ("p50_ms", "p50_ms"), ("p99_ms", "p99_ms"),
+        ("rps", "rps"),
+        ("p50_ms", "p50_ms"),
+        ("p99_ms", "p99_ms"),
         ("gw_cpu_s_per_1e6_requests", "gw_cpu_s_per_1e6"),
         ("client_cpu_s_per_1e6_requests", "client_cpu_s_per_1e6"),
-        ("gw_cores", "gw_cores"), ("machine_busy_cores", "machine_busy_cores"),
-    )  # fmt: skip
+        ("gw_cores", "gw_cores"),
+        ("machine_busy_cores", "machine_busy_cores"),
+    )
     return {
         f"{name}_{figure}": functools.partial(_wrk_field, key=f"wrk_{name}", field=field)
         for name in ("bare", "noop", "produce", "noop_w2", "produce_w2")
@@ -110,8 +113,11 @@ def goals(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for name, (bound, kind) in GOALS.items():
         value = summary[name]["median"]
         met = value is not None and (value >= bound if kind == "min" else value <= bound)
-        out[name] = {"goal": f"{'≥' if kind == 'min' else '≤'} {bound:g}", "median": value,
-                     "met": met}  # fmt: skip
+        out[name] = {
+            "goal": f"{'≥' if kind == 'min' else '≤'} {bound:g}",
+            "median": value,
+            "met": met,
+        }
         if name in SATURATION:
             out[name]["machine_busy_cores"] = summary[SATURATION[name]]["median"]
     return out

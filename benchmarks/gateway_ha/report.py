@@ -35,9 +35,13 @@ def windows(
     for label, low, high in edges:
         inside = [s for t, s in traffic.fetches if low <= t < high]
         out.append(
-            {"window": label, "seconds": round(high - low, 1), "fetches": len(inside),
-             "p99_ms": None if (v := p99(inside)) is None else round(v, 1)}
-        )  # fmt: skip
+            {
+                "window": label,
+                "seconds": round(high - low, 1),
+                "fetches": len(inside),
+                "p99_ms": None if (v := p99(inside)) is None else round(v, 1),
+            }
+        )
     return out
 
 
@@ -59,8 +63,11 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for w in result["windows"]:
         lines.append(f"| {w['window']} | {w['seconds']} | {w['fetches']} | {w['p99_ms']} |")
-    lines += ["", "Answers other than 200: " + (", ".join(
-        f"{k}: {v}" for k, v in sorted(result["answers"].items())) or "none")]  # fmt: skip
+    lines += [
+        "",
+        "Answers other than 200: "
+        + (", ".join(f"{k}: {v}" for k, v in sorted(result["answers"].items())) or "none"),
+    ]
     kills = ", ".join(
         f"{e} after {at:.1f} s (its window: {back:.1f} s)" for e, at, back in result["events"]
     )

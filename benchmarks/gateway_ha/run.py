@@ -213,9 +213,11 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     seconds = args.seconds or (20.0 if args.quick else 60.0)
     settings = HaRunSettings(
-        seconds=seconds, redis_ack_replicas=args.ack_replicas, lease_ms=args.lease_ms,
+        seconds=seconds,
+        redis_ack_replicas=args.ack_replicas,
+        lease_ms=args.lease_ms,
         real_cluster=args.real_cluster,
-    )  # fmt: skip
+    )
     result = asyncio.run(run_ha(settings))
     tags = ("-real" if args.real_cluster else "") + ("-quick" if args.quick else "")
     name = f"{time.strftime('%Y-%m-%d')}-gateway-ha{tags}"

@@ -83,11 +83,15 @@ def committed_runs(results: Path, repo: Path) -> list[Path]:
     """``raw.json`` files of result directories committed to git, newest first (by the
     commit that added them)."""
     try:
+        relative = str(results.relative_to(repo))
         out = subprocess.run(
-            ["git", "log", "--format=", "--name-only", "--diff-filter=A", "--",
-             str(results.relative_to(repo))],
-            capture_output=True, text=True, check=True, cwd=repo, timeout=60,
-        ).stdout  # fmt: skip
+            ["git", "log", "--format=", "--name-only", "--diff-filter=A", "--", relative],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=repo,
+            timeout=60,
+        ).stdout
     except (subprocess.SubprocessError, OSError, ValueError):
         return []
     seen: list[Path] = []

@@ -198,16 +198,42 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchConfig:
     cfg = BenchConfig()
     if ns.quick:
         cfg = BenchConfig(
-            quick=True, sizes=[1024], windows=[16, 256], rounds=4, messages=20_000,
-            warmup_seconds=5.0, java_warmup_seconds=5.0, clients=["aio", "java", "go"],
-            scenarios=["produce", "consume", "latency", "e2e"], floor=False,
-            rates=[1000, 10000], latency_seconds=3.0, latency_warmup_seconds=1.0,
-            e2e_rates=[1000], e2e_seconds=3.0, e2e_warmup_seconds=1.0,
-        )  # fmt: skip
-    names = ("sizes", "windows", "rounds", "messages", "warmup_seconds", "java_warmup_seconds",
-             "clients", "scenarios",
-             "partitions", "out", "floor", "rates", "latency_seconds", "latency_warmup_seconds",
-             "e2e_rates", "e2e_seconds", "spark_rows")  # fmt: skip
+            quick=True,
+            sizes=[1024],
+            windows=[16, 256],
+            rounds=4,
+            messages=20_000,
+            warmup_seconds=5.0,
+            java_warmup_seconds=5.0,
+            clients=["aio", "java", "go"],
+            scenarios=["produce", "consume", "latency", "e2e"],
+            floor=False,
+            rates=[1000, 10000],
+            latency_seconds=3.0,
+            latency_warmup_seconds=1.0,
+            e2e_rates=[1000],
+            e2e_seconds=3.0,
+            e2e_warmup_seconds=1.0,
+        )
+    names = (
+        "sizes",
+        "windows",
+        "rounds",
+        "messages",
+        "warmup_seconds",
+        "java_warmup_seconds",
+        "clients",
+        "scenarios",
+        "partitions",
+        "out",
+        "floor",
+        "rates",
+        "latency_seconds",
+        "latency_warmup_seconds",
+        "e2e_rates",
+        "e2e_seconds",
+        "spark_rows",
+    )
     for name in names:
         value = getattr(ns, name)
         if value is not None:

@@ -19,19 +19,25 @@ from benchmarks.harness.config import BenchConfig
 from benchmarks.harness.plan import cells, variants
 
 #: Closed-loop produce rate (msg/s) by client and window at <= 1 KB (10 KB: ``_PRODUCE_10K``).
-_PRODUCE = {"aio": {1: 4_500, 16: 35_000, 256: 50_000},
-            "java": {1: 5_000, 16: 19_000, 256: 25_000},
-            "go": {1: 1_500, 16: 5_000, 256: 4_800}}  # fmt: skip
-_PRODUCE_10K = {"aio": {1: 4_000, 16: 15_000, 256: 16_000},
-                "java": {1: 4_500, 16: 11_000, 256: 14_500},
-                "go": {1: 1_200, 16: 3_000, 256: 3_000}}  # fmt: skip
+_PRODUCE = {
+    "aio": {1: 4_500, 16: 35_000, 256: 50_000},
+    "java": {1: 5_000, 16: 19_000, 256: 25_000},
+    "go": {1: 1_500, 16: 5_000, 256: 4_800},
+}
+_PRODUCE_10K = {
+    "aio": {1: 4_000, 16: 15_000, 256: 16_000},
+    "java": {1: 4_500, 16: 11_000, 256: 14_500},
+    "go": {1: 1_200, 16: 3_000, 256: 3_000},
+}
 #: Consume rate (msg/s) by client.
 _CONSUME = {"aio": 140_000, "java": 36_000, "go": 110_000}
 #: Seconds per run outside the warm-up and the measured phase (process start, connect, ready).
-_OVERHEAD = {"produce": {"aio": 0.5, "java": 2.0, "go": 1.0},
-             "consume": {"aio": 2.5, "java": 4.5, "go": 5.0},
-             "latency": {"aio": 1.0, "java": 2.5, "go": 1.5},
-             "e2e": {"aio": 4.5, "java": 6.5, "go": 6.5}}  # fmt: skip
+_OVERHEAD = {
+    "produce": {"aio": 0.5, "java": 2.0, "go": 1.0},
+    "consume": {"aio": 2.5, "java": 4.5, "go": 5.0},
+    "latency": {"aio": 1.0, "java": 2.5, "go": 1.5},
+    "e2e": {"aio": 4.5, "java": 6.5, "go": 6.5},
+}
 #: Cluster start, topic creation and the final report.
 _SETUP_SECONDS = 120.0
 #: The client-side floor (codec and transport micro benchmarks).
@@ -80,8 +86,7 @@ def _produce_rate(client: str, size: int, window: int) -> float:
 
 def estimate(cfg: BenchConfig, java_ok: bool = True, go_ok: bool = False) -> Estimate:
     """Expected duration of ``cfg`` with the peers that can run (``java_ok``, ``go_ok``)."""
-    parts = {"set-up": _SETUP_SECONDS, "produce": 0.0, "consume": 0.0, "latency": 0.0,
-             "e2e": 0.0}  # fmt: skip
+    parts = {"set-up": _SETUP_SECONDS, "produce": 0.0, "consume": 0.0, "latency": 0.0, "e2e": 0.0}
     runs = 0
     for cell in cells(cfg):
         for v in variants(cfg, cell.scenario, java_ok, go_ok):

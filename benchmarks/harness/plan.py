@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.harness.config import BenchConfig
+from benchmarks.harness.proc import option_args
 from benchmarks.peers.build import GO_LOG_DIR, go_command, java_command
 
 #: Baselines of the ratios: the official clients, each run as a variant of the same name.
@@ -128,8 +129,14 @@ def produce_command(
     v: Variant, master: str, topic: str, count: int, size: int, window: int, warmup: float
 ) -> list[str]:
     """Closed-loop produce command of variant ``v``."""
-    common = ["--master", master, "--topic", topic, "--count", str(count), "--size", str(size),
-              "--concurrency", str(window), "--warmup-seconds", str(warmup)]  # fmt: skip
+    common = option_args(
+        ("--master", master),
+        ("--topic", topic),
+        ("--count", count),
+        ("--size", size),
+        ("--concurrency", window),
+        ("--warmup-seconds", warmup),
+    )
     if v.client == "java":
         return java_command(["produce", *common, "--mode", "async"])
     if v.client == "go":
@@ -142,8 +149,14 @@ def latency_command(
 ) -> list[str]:
     """Open-loop send latency command of variant ``v``: sends due at ``t0 + i / rate``, latency
     from each due time to its answer, after ``warmup`` s at the same rate."""
-    common = ["--master", master, "--topic", topic, "--size", str(size), "--rate", str(rate),
-              "--duration", str(seconds), "--warmup-seconds", str(warmup)]  # fmt: skip
+    common = option_args(
+        ("--master", master),
+        ("--topic", topic),
+        ("--size", size),
+        ("--rate", rate),
+        ("--duration", seconds),
+        ("--warmup-seconds", warmup),
+    )
     if v.client == "java":
         return java_command(["latency", *common])
     return aio_command(
@@ -164,17 +177,31 @@ def e2e_command(
     """End-to-end latency command of variant ``v`` (producer and tailing consumer in one process,
     not-found wait 10 ms)."""
     if v.client == "java":
-        return java_command(
-            ["e2e", "--master", master, "--topic", topic, "--group", group, "--size", str(size),
-             "--rate", str(rate), "--duration", str(seconds), "--warmup-seconds", str(warmup),
-             "--not-found-wait-ms", "10"]
-        )  # fmt: skip
-    return aio_command(
-        ["e2e", "--master", master, "--topic", topic, "--group", group, "--count", "0",
-         "--size", str(size), "--rate", str(rate), "--duration", str(seconds),
-         "--warmup-seconds", str(warmup), "--loop", v.loop or "asyncio", "--mode", "e2e",
-         "--not-found-wait", "0.01"]
-    )  # fmt: skip
+        java = option_args(
+            ("--master", master),
+            ("--topic", topic),
+            ("--group", group),
+            ("--size", size),
+            ("--rate", rate),
+            ("--duration", seconds),
+            ("--warmup-seconds", warmup),
+            ("--not-found-wait-ms", 10),
+        )
+        return java_command(["e2e", *java])
+    ours = option_args(
+        ("--master", master),
+        ("--topic", topic),
+        ("--group", group),
+        ("--count", 0),
+        ("--size", size),
+        ("--rate", rate),
+        ("--duration", seconds),
+        ("--warmup-seconds", warmup),
+        ("--loop", v.loop or "asyncio"),
+        ("--mode", "e2e"),
+        ("--not-found-wait", 0.01),
+    )
+    return aio_command(["e2e", *ours])
 
 
 def consume_command(
@@ -183,16 +210,19 @@ def consume_command(
     """Consume command of variant ``v`` (new group, earliest offset, 10 ms not-found wait)."""
     common = ["--master", master, "--topic", topic, "--group", group, "--count", str(count)]
     if v.client == "java":
-        return java_command(
-            ["consume", *common, "--idle-timeout-seconds", str(int(idle)),
-             "--not-found-wait-ms", "10"]
-        )  # fmt: skip
+        java = option_args(("--idle-timeout-seconds", int(idle)), ("--not-found-wait-ms", 10))
+        return java_command(["consume", *common, *java])
     if v.client == "go":
-        return go_command(
-            ["consume", *common, "--idle-timeout-seconds", str(idle), "--not-found-wait-ms", "10",
-             "--log-dir", str(GO_LOG_DIR)]
-        )  # fmt: skip
-    return aio_command(
-        ["consume", *common, "--loop", v.loop or "asyncio", "--mode", v.mode,
-         "--idle-timeout", str(idle), "--not-found-wait", "0.01"]
-    )  # fmt: skip
+        go = option_args(
+            ("--idle-timeout-seconds", idle),
+            ("--not-found-wait-ms", 10),
+            ("--log-dir", GO_LOG_DIR),
+        )
+        return go_command(["consume", *common, *go])
+    ours = option_args(
+        ("--loop", v.loop or "asyncio"),
+        ("--mode", v.mode),
+        ("--idle-timeout", idle),
+        ("--not-found-wait", 0.01),
+    )
+    return aio_command(["consume", *common, *ours])

@@ -120,13 +120,25 @@ def bars_panel(
             flag = flagged.get((variant, group))
             if flag is not None:
                 shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-                ax.bar(x, min(value, limit), width * 0.95, color=COLOURS.get(variant, "#333333"),
-                       alpha=0.45, hatch="///", edgecolor="white")  # fmt: skip
+                ax.bar(
+                    x,
+                    min(value, limit),
+                    width * 0.95,
+                    color=COLOURS.get(variant, "#333333"),
+                    alpha=0.45,
+                    hatch="///",
+                    edgecolor="white",
+                )
                 arrow = "↑" if value > limit else ""
-                ax.text(x, min(value, limit) * 0.985 if value > limit else value + top * 0.02,
-                        f"{arrow}{shown}\n{flag}", ha="center",
-                        va="top" if value > limit else "bottom", fontsize=6,
-                        rotation=90)  # fmt: skip
+                ax.text(
+                    x,
+                    min(value, limit) * 0.985 if value > limit else value + top * 0.02,
+                    f"{arrow}{shown}\n{flag}",
+                    ha="center",
+                    va="top" if value > limit else "bottom",
+                    fontsize=6,
+                    rotation=90,
+                )
                 continue
             xs.append(x)
             ys.append(value)
@@ -140,19 +152,28 @@ def bars_panel(
                 y = min(ci[1] if ci else value, limit * 0.7) + top * 0.02
                 if upright:
                     note = note.replace("\n", "  ")
-                ax.text(x, y, note, ha="center", va="bottom", fontsize=7,
-                        rotation=90 if upright else 0)  # fmt: skip
-        ax.bar(xs, ys, width * 0.95, color=COLOURS.get(variant, "#333333"),
-               label=(labels or {}).get(variant, variant),
-               yerr=[lo, hi], capsize=3, error_kw={"elinewidth": 1})  # fmt: skip
+                ax.text(
+                    x, y, note, ha="center", va="bottom", fontsize=7, rotation=90 if upright else 0
+                )
+        ax.bar(
+            xs,
+            ys,
+            width * 0.95,
+            color=COLOURS.get(variant, "#333333"),
+            label=(labels or {}).get(variant, variant),
+            yerr=[lo, hi],
+            capsize=3,
+            error_kw={"elinewidth": 1},
+        )
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=9)
     ax.set_title(title, fontsize=10)
     ax.set_ylim(0, limit)
     ax.grid(axis="y", alpha=0.3)
     if legend:  # below the axes: never over a bar or an annotation
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3,
-                  frameon=False)  # fmt: skip
+        ax.legend(
+            fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3, frameon=False
+        )
 
 
 def figure_legend(fig: Any, axes: Any) -> float:
@@ -167,15 +188,21 @@ def figure_legend(fig: Any, axes: Any) -> float:
     ncols = min(len(seen), 6)
     rows = -(-len(seen) // ncols)
     height = (0.3 + 0.22 * rows) / float(fig.get_figheight())
-    fig.legend(list(seen.values()), list(seen), loc="lower center", ncols=ncols, fontsize=8,
-               frameon=False)  # fmt: skip
+    fig.legend(
+        list(seen.values()), list(seen), loc="lower center", ncols=ncols, fontsize=8, frameon=False
+    )
     return height
 
 
 def scenario_figure(
-    out: Path, runs: list[dict[str, Any]], metrics: Sequence[tuple[str, str]], name: str,
-    scenarios: Sequence[str], *, per_rate: bool = False,
-) -> str | None:  # fmt: skip
+    out: Path,
+    runs: list[dict[str, Any]],
+    metrics: Sequence[tuple[str, str]],
+    name: str,
+    scenarios: Sequence[str],
+    *,
+    per_rate: bool = False,
+) -> str | None:
     """One figure with a row per ``(metric, ylabel)`` and a panel per scenario (median, whiskers,
     and per-round ratios ours / peer annotated: ``2.1×J`` = 2.1 times the Java peer's figure).
 
@@ -189,8 +216,9 @@ def scenario_figure(
         return r["scenario"], r.get("rate") if per_rate else None
 
     has = {panel_of(r) for r in ok if any(r.get(m) is not None for m in names)}
-    panels = sorted((p for p in has if p[0] in scenarios),
-                    key=lambda p: (scenarios.index(p[0]), p[1] or 0))  # fmt: skip
+    panels = sorted(
+        (p for p in has if p[0] in scenarios), key=lambda p: (scenarios.index(p[0]), p[1] or 0)
+    )
     if not panels:
         return None
     plt = _pyplot()
@@ -198,8 +226,13 @@ def scenario_figure(
     # with an upright ratio note), and never narrower than the old fixed width.
     groups = [max(2, len({_group_label(r) for r in ok if panel_of(r) == p})) for p in panels]
     width = max(max(4.2, 5.2 - 0.5 * len(panels)) * len(panels), 1.3 * sum(groups))
-    fig, axes = plt.subplots(len(metrics), len(panels), figsize=(width, 4.6 * len(metrics)),
-                             squeeze=False, gridspec_kw={"width_ratios": groups})  # fmt: skip
+    fig, axes = plt.subplots(
+        len(metrics),
+        len(panels),
+        figsize=(width, 4.6 * len(metrics)),
+        squeeze=False,
+        gridspec_kw={"width_ratios": groups},
+    )
     for row, (metric, ylabel) in enumerate(metrics):
         kept = [r for r in ok if r.get(metric) is not None]
         for ax, (scenario, rate) in zip(axes[row], panels, strict=True):
@@ -222,15 +255,22 @@ def scenario_figure(
 def _scenario_panel(
     ax: Any, rs: list[dict[str, Any]], metric: str, ylabel: str, title: str
 ) -> None:
-    groups = sorted({_group_label(r) for r in rs},
-                    key=lambda g: next((r["size"], r.get("window") or 0, r.get("rate") or 0)
-                                       for r in rs if _group_label(r) == g))  # fmt: skip
+    groups = sorted(
+        {_group_label(r) for r in rs},
+        key=lambda g: next(
+            (r["size"], r.get("window") or 0, r.get("rate") or 0)
+            for r in rs
+            if _group_label(r) == g
+        ),
+    )
     values: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in rs:
         values[r["variant"]][_group_label(r)][r["round"]] = float(r[metric])
     order = sorted(values, key=lambda v: (v in ("java", "go"), v))
-    series = {v: {g: b for g, per in values[v].items()
-                  if (b := _bar(list(per.values()))) is not None} for v in order}  # fmt: skip
+    series = {
+        v: {g: b for g, per in values[v].items() if (b := _bar(list(per.values()))) is not None}
+        for v in order
+    }
     flagged = overloaded(rs)
     notes: dict[tuple[str, str], str] = {}
     for v in order:
@@ -238,8 +278,11 @@ def _scenario_panel(
             continue
         for g, per in values[v].items():
             # No ratio against a peer that was overloaded: that is not a comparison.
-            peers = {p[0].upper(): values[p][g] for p in ("java", "go")
-                     if g in values[p] and (p, g) not in flagged}  # fmt: skip
+            peers = {
+                p[0].upper(): values[p][g]
+                for p in ("java", "go")
+                if g in values[p] and (p, g) not in flagged
+            }
             notes[(v, g)] = _ratio_text(per, peers)
     bars_panel(ax, groups, series, notes, ylabel, title, legend=False, flagged=flagged)
     if flagged:
@@ -274,13 +317,16 @@ def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
         per[variant][groups[case]][r["round"]] = float(r["rows_per_s"])
     series: dict[str, dict[str, Bar]] = {
         v: {g: b for g, xs in per[v].items() if (b := _bar(list(xs.values())))}
-        for v in ("aio", "client", "floor", "producer") if v in per
-    }  # fmt: skip
+        for v in ("aio", "client", "floor", "producer")
+        if v in per
+    }
     notes: dict[tuple[str, str], str] = {}
-    for g, base_variant, label in ((groups["read"], "floor", "floor"),
-                                   (groups["read"], "client", "client"),
-                                   (groups["stream"], "floor", "floor"),
-                                   (groups["sink"], "producer", "producer")):  # fmt: skip
+    for g, base_variant, label in (
+        (groups["read"], "floor", "floor"),
+        (groups["read"], "client", "client"),
+        (groups["stream"], "floor", "floor"),
+        (groups["sink"], "producer", "producer"),
+    ):
         ours = per["aio"].get(g, {})
         base = per.get(base_variant, {}).get(g, {})
         rs = [ours[r] / base[r] for r in ours if r in base]
@@ -291,11 +337,17 @@ def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
     fig, ax = plt.subplots(figsize=(7, 4.4))
     order = [g for g in groups.values() if any(g in s for s in series.values())]
     title = f"Spark local[2]: {spark['rows']:,} × {spark['size']} B (warm rounds)" if spark else ""
-    names = {"aio": "tubemq-aio in Spark", "client": "our client, no Spark",
-             "floor": "PySpark floor", "producer": "our Producer alone"}  # fmt: skip
+    names = {
+        "aio": "tubemq-aio in Spark",
+        "client": "our client, no Spark",
+        "floor": "PySpark floor",
+        "producer": "our Producer alone",
+    }
     bars_panel(ax, order, series, notes, "rows/s (median)", title, names)
-    ax.set_xlabel("floor: read = prepared Arrow batches, write = rows dropped; "
-                  "Producer alone: W=256", fontsize=7)  # fmt: skip
+    ax.set_xlabel(
+        "floor: read = prepared Arrow batches, write = rows dropped; Producer alone: W=256",
+        fontsize=7,
+    )
     fig.tight_layout()
     fig.savefig(out / "spark.png", dpi=110)
     plt.close(fig)
@@ -304,8 +356,14 @@ def spark_figure(out: Path, spark: dict[str, Any] | None) -> str | None:
 
 def latency_cdf(out: Path, runs: list[dict[str, Any]]) -> str | None:
     """CDFs of the last kept round of every latency/e2e cell, coloured by client."""
-    lat = [r for r in runs if r["ok"] and not r["discarded"]
-           and r["scenario"] in ("latency", "e2e") and r["peer"].get("latency_cdf")]  # fmt: skip
+    lat = [
+        r
+        for r in runs
+        if r["ok"]
+        and not r["discarded"]
+        and r["scenario"] in ("latency", "e2e")
+        and r["peer"].get("latency_cdf")
+    ]
     if not lat:
         return None
     plt = _pyplot()
@@ -321,15 +379,23 @@ def latency_cdf(out: Path, runs: list[dict[str, Any]]) -> str | None:
             if sc != scenario:
                 continue
             xs, ys = zip(*r["peer"]["latency_cdf"], strict=True)
-            ax.plot(xs, ys, color=COLOURS.get(variant, "#333333"),
-                    linestyle=styles[rates.index(rate or 0) % len(styles)],
-                    label=f"{variant} {size} B {rate:,}/s")  # fmt: skip
+            ax.plot(
+                xs,
+                ys,
+                color=COLOURS.get(variant, "#333333"),
+                linestyle=styles[rates.index(rate or 0) % len(styles)],
+                label=f"{variant} {size} B {rate:,}/s",
+            )
         ax.set_xscale("log")
-        ax.set(xlabel="latency, ms (log)", ylabel="fraction of messages",
-               title=_SCENARIO_TITLES[scenario])  # fmt: skip
+        ax.set(
+            xlabel="latency, ms (log)",
+            ylabel="fraction of messages",
+            title=_SCENARIO_TITLES[scenario],
+        )
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2,
-                  frameon=False)  # fmt: skip
+        ax.legend(
+            fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2, frameon=False
+        )
     fig.tight_layout()
     fig.savefig(out / "latency_cdf.png", dpi=110)
     plt.close(fig)
@@ -343,16 +409,30 @@ def all_plots(out: Path, runs: list[dict[str, Any]], spark: dict[str, Any] | Non
     except ImportError:
         return []
     makers: list[Callable[[], str | None]] = [
-        lambda: scenario_figure(out, runs, [("msg_per_s", "msg/s (median)")], "throughput.png",
-                                ("produce", "consume")),
-        lambda: scenario_figure(out, runs, [("cpu_s_per_1e6", "client CPU-s per 10⁶ msg (median)")],
-                                "cpu_per_message.png", ("produce", "consume", "e2e")),
-        lambda: scenario_figure(out, runs, [("latency_p50_ms", "p50 latency, ms (median)"),
-                                            ("latency_p99_ms", "p99 latency, ms (median)")],
-                                "latency.png", ("latency", "e2e"), per_rate=True),
+        lambda: scenario_figure(
+            out, runs, [("msg_per_s", "msg/s (median)")], "throughput.png", ("produce", "consume")
+        ),
+        lambda: scenario_figure(
+            out,
+            runs,
+            [("cpu_s_per_1e6", "client CPU-s per 10⁶ msg (median)")],
+            "cpu_per_message.png",
+            ("produce", "consume", "e2e"),
+        ),
+        lambda: scenario_figure(
+            out,
+            runs,
+            [
+                ("latency_p50_ms", "p50 latency, ms (median)"),
+                ("latency_p99_ms", "p99 latency, ms (median)"),
+            ],
+            "latency.png",
+            ("latency", "e2e"),
+            per_rate=True,
+        ),
         lambda: latency_cdf(out, runs),
         lambda: spark_figure(out, spark),
-    ]  # fmt: skip
+    ]
     return [name for make in makers if (name := make()) is not None]
 
 

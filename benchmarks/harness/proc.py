@@ -23,6 +23,13 @@ import psutil
 SAMPLE_INTERVAL = 0.2
 
 
+def option_args(*options: tuple[str, object]) -> list[str]:
+    """Command-line options from ``(flag, value)`` pairs, each value as text:
+    ``option_args(("--size", 1024), ("--loop", "uvloop"))`` is
+    ``["--size", "1024", "--loop", "uvloop"]`` (in the order given)."""
+    return [text for flag, value in options for text in (flag, str(value))]
+
+
 async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> None:
     """Stop a server process the benchmark started: SIGTERM, then SIGKILL after ``grace``
     seconds (nothing when it has ended)."""

@@ -20,10 +20,24 @@ from benchmarks.harness.spark_report import analyse_spark, spark_markdown
 from benchmarks.harness.stats import bootstrap_ci, median
 
 Key = tuple[str, int, int | None, int | None]
-LATENCY = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_p999_ms",
-           "latency_max_ms")  # fmt: skip
-METRICS = ("msg_per_s", "mb_per_s", "cpu_s_per_1e6", "peak_rss_mb", "broker_cores",
-           "broker_cpu_s_per_1e6", *LATENCY, "lag_p50_ms", "lag_p99_ms")  # fmt: skip
+LATENCY = (
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "latency_p999_ms",
+    "latency_max_ms",
+)
+METRICS = (
+    "msg_per_s",
+    "mb_per_s",
+    "cpu_s_per_1e6",
+    "peak_rss_mb",
+    "broker_cores",
+    "broker_cpu_s_per_1e6",
+    *LATENCY,
+    "lag_p50_ms",
+    "lag_p99_ms",
+)
 #: Latency percentiles reported with an interval and as per-round ratios against the peers.
 KEY_LATENCY = (("p50", "latency_p50_ms"), ("p99", "latency_p99_ms"))
 
@@ -51,9 +65,17 @@ def analyse(runs: list[dict[str, Any]]) -> dict[str, Any]:
                     row[f"{m}_ci95"] = bootstrap_ci(vals)
             absolute[variant] = row
         ratios = {b: _ratios(per_variant, b) for b in BASELINES if per_variant.get(b)}
-        cells_out.append({"scenario": scenario, "size": size, "window": window, "rate": rate,
-                          "absolute": absolute, "ratios": ratios.get("java", {}),
-                          "ratios_go": ratios.get("go", {})})  # fmt: skip
+        cells_out.append(
+            {
+                "scenario": scenario,
+                "size": size,
+                "window": window,
+                "rate": rate,
+                "absolute": absolute,
+                "ratios": ratios.get("java", {}),
+                "ratios_go": ratios.get("go", {}),
+            }
+        )
     return {"cells": cells_out, "failed_runs": len(failed)}
 
 
@@ -112,9 +134,16 @@ def floor_vs_real(raw: dict[str, Any], summary: dict[str, Any]) -> list[dict[str
                 row = cell["absolute"].get(f"aio-{loop}")
                 if row and row.get("cpu_s_per_1e6") is not None:
                     real[f"W={cell['window']}"] = row["cpu_s_per_1e6"]  # CPU-s/1e6 msg = us/msg
-        rows.append({"loop": loop, "encode_us": encode, "decode_us": decode,
-                     "transport_us_cpu": float(t["us_cpu_per_call"]),
-                     "floor_us_per_msg": round(predicted, 3), "real_us_per_msg": real})  # fmt: skip
+        rows.append(
+            {
+                "loop": loop,
+                "encode_us": encode,
+                "decode_us": decode,
+                "transport_us_cpu": float(t["us_cpu_per_call"]),
+                "floor_us_per_msg": round(predicted, 3),
+                "real_us_per_msg": real,
+            }
+        )
     return rows
 
 
@@ -136,14 +165,20 @@ def _cell_label(c: dict[str, Any]) -> str:
 
 
 _LATENCY_TABLES = (
-    ("latency", "Open-loop send latency (ms from the intended send time to the answer: ours "
-     "`await send`, Java `sendMessage` with a callback, Go has no asynchronous send; medians "
-     "over rounds [bootstrap 95 % CI]; lag = how late the send call started, the sender's "
-     "own share)"),
-    ("e2e", "End-to-end latency (ms from the intended send time written in the body to the "
-     "consumer's receipt, not-found wait 10 ms; medians over rounds [bootstrap 95 % CI]; CPU is "
-     "producer + consumer in one process)"),
-)  # fmt: skip
+    (
+        "latency",
+        "Open-loop send latency (ms from the intended send time to the answer: ours "
+        "`await send`, Java `sendMessage` with a callback, Go has no asynchronous send; medians "
+        "over rounds [bootstrap 95 % CI]; lag = how late the send call started, the sender's "
+        "own share)",
+    ),
+    (
+        "e2e",
+        "End-to-end latency (ms from the intended send time written in the body to the "
+        "consumer's receipt, not-found wait 10 ms; medians over rounds [bootstrap 95 % CI]; CPU is "
+        "producer + consumer in one process)",
+    ),
+)
 
 
 def _with_ci(value: float | None, ci: list[float] | tuple[float, float] | None) -> str:
@@ -156,16 +191,24 @@ def _latency_table(cells: list[dict[str, Any]], title: str) -> list[str]:
     if not cells:
         return []
     lag = cells[0]["scenario"] == "latency"
-    lines = ["", f"## {title}", "",
-             "| cell | variant | n | achieved msg/s | p50 | p90 | p99 | p99.9 | max "
-             + ("| lag p50 / p99 " if lag else "") + "| client CPU-s / 10⁶ msg | errors |",
-             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if lag else "")]  # fmt: skip
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        "| cell | variant | n | achieved msg/s | p50 | p90 | p99 | p99.9 | max "
+        + ("| lag p50 / p99 " if lag else "")
+        + "| client CPU-s / 10⁶ msg | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if lag else ""),
+    ]
     for c in cells:
         for v, a in sorted(c["absolute"].items()):
             p50 = _with_ci(a["latency_p50_ms"], a.get("latency_p50_ms_ci95"))
             p99 = _with_ci(a["latency_p99_ms"], a.get("latency_p99_ms_ci95"))
-            rest = (_f(a["latency_p90_ms"], ".2f"), _f(a["latency_p999_ms"], ".2f"),
-                    _f(a["latency_max_ms"], ".2f"))  # fmt: skip
+            rest = (
+                _f(a["latency_p90_ms"], ".2f"),
+                _f(a["latency_p999_ms"], ".2f"),
+                _f(a["latency_max_ms"], ".2f"),
+            )
             lines.append(
                 f"| {_cell_label(c)} | {v} | {a['n']} | {_f(a['msg_per_s'])} | {p50} | "
                 f"{rest[0]} | {p99} | {rest[1]} | {rest[2]} | "
@@ -175,13 +218,20 @@ def _latency_table(cells: list[dict[str, Any]], title: str) -> list[str]:
     ratio_rows = [
         f"| {_cell_label(c)} | {v} | {r['n']} | {_with_ci(r['p50'], r.get('p50_ci95'))} | "
         f"{_with_ci(r.get('p99'), r.get('p99_ci95'))} |"
-        for c in cells for v, r in sorted(c.get("ratios", {}).items()) if r.get("p50") is not None
-    ]  # fmt: skip
+        for c in cells
+        for v, r in sorted(c.get("ratios", {}).items())
+        if r.get("p50") is not None
+    ]
     if ratio_rows:
-        lines += ["", "Latency ratios tubemq-aio / Java (median of per-round ratios [bootstrap "
-                  "95 % CI]; < 1: ours answers sooner):", "",
-                  "| cell | variant | n | p50 ratio | p99 ratio |", "|---|---|---|---|---|",
-                  *ratio_rows]  # fmt: skip
+        lines += [
+            "",
+            "Latency ratios tubemq-aio / Java (median of per-round ratios [bootstrap "
+            "95 % CI]; < 1: ours answers sooner):",
+            "",
+            "| cell | variant | n | p50 ratio | p99 ratio |",
+            "|---|---|---|---|---|",
+            *ratio_rows,
+        ]
     return lines
 
 
@@ -247,9 +297,13 @@ def markdown(raw: dict[str, Any], summary: dict[str, Any]) -> str:
         lines += _latency_table(chosen, title)
     fr = summary.get("floor_vs_real") or []
     if fr:
-        lines += ["", "## Client-side floor vs real (µs of client CPU per produced 1 KB message)",
-                  "", "| loop | encode | decode | transport | floor | real (aio produce) |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            "## Client-side floor vs real (µs of client CPU per produced 1 KB message)",
+            "",
+            "| loop | encode | decode | transport | floor | real (aio produce) |",
+            "|---|---|---|---|---|---|",
+        ]
         for row in fr:
             real = ", ".join(f"{k}: {v:.1f}" for k, v in row["real_us_per_msg"].items()) or "–"
             lines.append(

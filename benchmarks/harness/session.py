@@ -31,7 +31,7 @@ from benchmarks.harness.plan import (
     produce_command,
     variants,
 )
-from benchmarks.harness.proc import ClientRun, run_client
+from benchmarks.harness.proc import ClientRun, option_args, run_client
 from benchmarks.peers.build import BuildError, build_go, build_java, go_build_source
 from tubemq_aio.testing import LocalCluster
 
@@ -188,9 +188,15 @@ class Bench:
             topic = self.topics.produce[(v.name, cell.size)]
             group = f"e{self.run_id}_{v.name.replace('-', '_')}_{rnd}"
             argv = e2e_command(
-                v, master, topic, group, cell.size, cell.rate or 1000,
-                cfg.e2e_seconds, cfg.e2e_warmup_seconds,
-            )  # fmt: skip
+                v,
+                master,
+                topic,
+                group,
+                cell.size,
+                cell.rate or 1000,
+                cfg.e2e_seconds,
+                cfg.e2e_warmup_seconds,
+            )
         else:
             topic = self.topics.consume[cell.size]
             group = f"g{self.run_id}_{v.name.replace('-', '_')}_{rnd}"
@@ -275,12 +281,18 @@ class Bench:
         sent = int(fill.record["messages"]) if fill.record else 0
         if sent < rows or (fill.record or {}).get("errors"):
             log(f"WARNING spark pre-fill: {sent} of {rows} sent ({fill.error})")
-        argv = [sys.executable, "-m", "benchmarks.harness.spark_worker",
-                "--master", self.cluster.master_addr, "--topic", src, "--rows", str(sent),
-                "--sink-topic", sink, "--size", str(size), "--partitions",
-                str(self.cfg.partitions), "--rounds", str(self.cfg.rounds),
-                "--server-pids", ",".join(str(n.pid) for n in self.cluster.nodes
-                                          if n.pid is not None)]  # fmt: skip
+        servers = ",".join(str(n.pid) for n in self.cluster.nodes if n.pid is not None)
+        options = option_args(
+            ("--master", self.cluster.master_addr),
+            ("--topic", src),
+            ("--rows", sent),
+            ("--sink-topic", sink),
+            ("--size", size),
+            ("--partitions", self.cfg.partitions),
+            ("--rounds", self.cfg.rounds),
+            ("--server-pids", servers),
+        )
+        argv = [sys.executable, "-m", "benchmarks.harness.spark_worker", *options]
         log(f"spark: {self.cfg.rounds} rounds of read, stream, sink ({sent} rows each)")
         t0 = time.monotonic()
         runs: list[dict[str, Any]] = []
@@ -303,9 +315,17 @@ class Bench:
                 if proc.returncode is None:
                     proc.kill()
                     await proc.wait()
-        return {"rows": sent, "size": size, "topic": src, "sink_topic": sink,
-                "partitions": self.cfg.partitions, "cores": 2, "returncode": proc.returncode,
-                "seconds": round(time.monotonic() - t0, 1), "runs": runs}  # fmt: skip
+        return {
+            "rows": sent,
+            "size": size,
+            "topic": src,
+            "sink_topic": sink,
+            "partitions": self.cfg.partitions,
+            "cores": 2,
+            "returncode": proc.returncode,
+            "seconds": round(time.monotonic() - t0, 1),
+            "runs": runs,
+        }
 
 
 def _brief(e: dict[str, Any]) -> str:
@@ -332,8 +352,12 @@ def run_floor(loops: Sequence[str], timeout: float = 600.0) -> dict[str, Any]:
     def lines(argv: list[str]) -> list[dict[str, Any]]:
         out = subprocess.run(
             [sys.executable, "-m", *argv],
-            capture_output=True, text=True, check=False, cwd=env.REPO, timeout=timeout,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=env.REPO,
+            timeout=timeout,
+        )
         if out.returncode != 0:
             floor.setdefault("errors", []).append(f"{argv}: exit {out.returncode}: {out.stderr}")
         return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
@@ -379,8 +403,11 @@ async def run_bench(
     if "go" in cfg.clients:
         try:
             binary = await asyncio.to_thread(build_go)
-            go = {"status": "ok", "binary": str(binary.relative_to(env.REPO)),
-                  "client_source": go_build_source()}  # fmt: skip
+            go = {
+                "status": "ok",
+                "binary": str(binary.relative_to(env.REPO)),
+                "client_source": go_build_source(),
+            }
         except BuildError as exc:
             # The first line says why; the rest is the tool's output (with registry addresses).
             go = {"status": f"blocked: {str(exc).splitlines()[0]}"}
@@ -448,16 +475,22 @@ async def _measure(
             "env": info,
             "config": cfg.as_dict(),
             "pinning": pinning,
-            "cluster": {"version": cluster.version, "brokers": len(cluster.brokers),
-                        "own": own_cluster, "topic_settings": TOPIC_CACHE if own_cluster else {},
-                        "topic_settings_reported": reported},
-            "topics": {"produce": {f"{c}/{s}": t for (c, s), t in topics.produce.items()},
-                       "consume": {str(s): t for s, t in topics.consume.items()}},
+            "cluster": {
+                "version": cluster.version,
+                "brokers": len(cluster.brokers),
+                "own": own_cluster,
+                "topic_settings": TOPIC_CACHE if own_cluster else {},
+                "topic_settings_reported": reported,
+            },
+            "topics": {
+                "produce": {f"{c}/{s}": t for (c, s), t in topics.produce.items()},
+                "consume": {str(s): t for s, t in topics.consume.items()},
+            },
             "peers": {"java": java, "go": go},
             "floor": floor,
             "runs": bench.runs,
             "spark": spark,
-        }  # fmt: skip
+        }
         report.write_all(out, raw)
     if cfg.quick:
         _compare(raw, cfg.out, out)

@@ -27,8 +27,14 @@ COMPARISONS = (
 
 
 def _ok(runs: list[dict[str, Any]], case: str, variant: str) -> list[dict[str, Any]]:
-    return [r for r in runs if r.get("case") == case and r.get("variant") == variant
-            and r.get("ok") and r.get("rows_per_s")]  # fmt: skip
+    return [
+        r
+        for r in runs
+        if r.get("case") == case
+        and r.get("variant") == variant
+        and r.get("ok")
+        and r.get("rows_per_s")
+    ]
 
 
 def _by_round(runs: list[dict[str, Any]], case: str, variant: str) -> dict[int, float]:
@@ -37,8 +43,11 @@ def _by_round(runs: list[dict[str, Any]], case: str, variant: str) -> dict[int, 
 
 def _per_million(runs: list[dict[str, Any]], field: str) -> float | None:
     """Warm median of ``field`` (CPU seconds) per 10⁶ rows; None when no run has it."""
-    values = [float(r[field]) / r["rows"] * 1e6 for r in runs
-              if int(r["round"]) > 0 and r.get(field) is not None and r.get("rows")]  # fmt: skip
+    values = [
+        float(r[field]) / r["rows"] * 1e6
+        for r in runs
+        if int(r["round"]) > 0 and r.get(field) is not None and r.get("rows")
+    ]
     return median(values) if values else None
 
 
@@ -51,10 +60,18 @@ def analyse_spark(spark: dict[str, Any]) -> dict[str, Any]:
         per = _by_round(runs, case, variant)
         warm = [v for rnd, v in per.items() if rnd > 0]
         ok = _ok(runs, case, variant)
-        absolute.append({"case": case, "variant": variant, "cold": per.get(0),
-                         "warm": median(warm), "warm_ci95": bootstrap_ci(warm),
-                         "n": len(warm), "cpu_per_1e6": _per_million(ok, "cpu_seconds"),
-                         "server_cpu_per_1e6": _per_million(ok, "server_cpu_seconds")})  # fmt: skip
+        absolute.append(
+            {
+                "case": case,
+                "variant": variant,
+                "cold": per.get(0),
+                "warm": median(warm),
+                "warm_ci95": bootstrap_ci(warm),
+                "n": len(warm),
+                "cpu_per_1e6": _per_million(ok, "cpu_seconds"),
+                "server_cpu_per_1e6": _per_million(ok, "server_cpu_seconds"),
+            }
+        )
     ratios = []
     for ours, variant, base_case, base_variant, label in COMPARISONS:
         a, b = _by_round(runs, ours, variant), _by_round(runs, base_case, base_variant)
@@ -63,15 +80,27 @@ def analyse_spark(spark: dict[str, Any]) -> dict[str, Any]:
         if not both:
             continue
         cold = a[0] / b[0] if 0 in both else None
-        ratios.append({"label": label, "case": ours, "variant": variant,
-                       "baseline": f"{base_case}/{base_variant}", "cold": cold,
-                       "warm": median(warm),
-                       "warm_ci95": bootstrap_ci(warm), "n": len(warm),
-                       "rounds": [round(x, 3) for x in warm]})  # fmt: skip
+        ratios.append(
+            {
+                "label": label,
+                "case": ours,
+                "variant": variant,
+                "baseline": f"{base_case}/{base_variant}",
+                "cold": cold,
+                "warm": median(warm),
+                "warm_ci95": bootstrap_ci(warm),
+                "n": len(warm),
+                "rounds": [round(x, 3) for x in warm],
+            }
+        )
     check = [r["rows"] for r in runs if r.get("case") == "check"]
     failed = [r for r in runs if r.get("case") != "check" and not r.get("ok")]
-    return {"absolute": absolute, "ratios": ratios, "check_rows": check[0] if check else None,
-            "failed_runs": len(failed)}  # fmt: skip
+    return {
+        "absolute": absolute,
+        "ratios": ratios,
+        "check_rows": check[0] if check else None,
+        "failed_runs": len(failed),
+    }
 
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:

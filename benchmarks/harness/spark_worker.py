@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from benchmarks.harness.env import REPO
+from benchmarks.harness.proc import option_args
 
 
 def tree_cpu() -> float:
@@ -181,18 +182,25 @@ class SparkBench:
 
     def client(self) -> dict[str, Any]:
         """Our read path alone, without Spark (its own JSON line, as ``producer``)."""
-        argv = [sys.executable, "-m", "benchmarks.harness.spark_client",
-                "--master", self.ns.master, "--topic", self.ns.topic,
-                "--parallel", str(self.ns.cores)]  # fmt: skip
+        options = option_args(
+            ("--master", self.ns.master), ("--topic", self.ns.topic), ("--parallel", self.ns.cores)
+        )
+        argv = [sys.executable, "-m", "benchmarks.harness.spark_client", *options]
         return _child(argv)
 
     def producer(self, variant: str) -> dict[str, Any]:
         """Our produce worker alone on the sink topic (its own JSON line)."""
         rows = self.ns.sink_rows or self.ns.rows
-        argv = [sys.executable, "-m", "benchmarks.harness.aio_worker", "produce",
-                "--master", self.ns.master, "--topic", self.ns.sink_topic, "--count", str(rows),
-                "--size", str(self.ns.size), "--concurrency", "256", "--warmup-seconds", "0",
-                "--loop", "asyncio"]  # fmt: skip
+        options = option_args(
+            ("--master", self.ns.master),
+            ("--topic", self.ns.sink_topic),
+            ("--count", rows),
+            ("--size", self.ns.size),
+            ("--concurrency", 256),
+            ("--warmup-seconds", 0),
+            ("--loop", "asyncio"),
+        )
+        argv = [sys.executable, "-m", "benchmarks.harness.aio_worker", "produce", *options]
         return _child(argv)
 
     def check_count(self) -> int:

@@ -130,19 +130,30 @@ def main() -> None:
         assert isinstance(data, bytes)
         rsp = parse_get_message_response(data)
         return decode_raw_messages(
-            rsp.messages, topic="bench-topic", partition_key="1:bench-topic:3",
-            filters=frozenset(), counters=stats,
-        )  # fmt: skip
+            rsp.messages,
+            topic="bench-topic",
+            partition_key="1:bench-topic:3",
+            filters=frozenset(),
+            counters=stats,
+        )
 
     big = _get_message_frame(470, encode_message(body))
     for name, reads, count, number in (
-        ("get_message_100x1k_messages", [_get_message_frame(100, encode_message(body))], 100,
-         5_000),
+        (
+            "get_message_100x1k_messages",
+            [_get_message_frame(100, encode_message(body))],
+            100,
+            5_000,
+        ),
         ("get_message_100x1k_messages_attrs", [_get_message_frame(100, encoded)], 100, 5_000),
         # asyncio reads at most 256 KB per callback
-        ("get_message_470x1k_chunks",
-         [big[i : i + 256 * 1024] for i in range(0, len(big), 256 * 1024)], 470, 500),
-    ):  # fmt: skip
+        (
+            "get_message_470x1k_chunks",
+            [big[i : i + 256 * 1024] for i in range(0, len(big), 256 * 1024)],
+            470,
+            500,
+        ),
+    ):
         result = _bench(name, functools.partial(to_messages, reads), number=number)
         result["us_per_message"] = round(float(str(result["us_per_op"])) / count, 3)
         print(json.dumps(result))

@@ -92,11 +92,20 @@ async def _run(app: object, path: str, body: bytes, content_type: bytes, count: 
     started = time.perf_counter()
     for _ in range(count):
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
-            "root_path": "", "query_string": b"", "headers": headers,
-            "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000), "state": {},
-        }  # fmt: skip
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": headers,
+            "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 5000),
+            "state": {},
+        }
         await app(scope, receive, send)  # type: ignore[operator]
     took = time.perf_counter() - started
     assert set(statuses) == {200}, statuses[:3]

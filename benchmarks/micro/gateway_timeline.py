@@ -254,9 +254,14 @@ async def _consumer(
             if got[0] >= count:
                 done.set()
         rows.append(
-            {"send": began, "answered": answered, "parsed": parsed, "n": n,
-             "status": reply["status"]}
-        )  # fmt: skip
+            {
+                "send": began,
+                "answered": answered,
+                "parsed": parsed,
+                "n": n,
+                "status": reply["status"],
+            }
+        )
     if pending:
         await client.post(f"/v1/leases/{pending[0]}/ack")
     return port, rows
@@ -329,6 +334,11 @@ def _breakdown(pairs: list[tuple[Row, Row, Row | None]]) -> dict[str, Any]:
     }
 
 
+def _median_ms(seconds: list[float]) -> float | None:
+    """Median of ``seconds`` in ms, rounded to µs; None when empty."""
+    return round(statistics.median(seconds) * 1000, 3) if seconds else None
+
+
 def _partitions(recs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per partition: mean cycle (booking to booking) and mean time it stood unleased (from
     the booking's end to the next acquire's start that took it, approximated by the next
@@ -342,14 +352,12 @@ def _partitions(recs: list[dict[str, Any]]) -> dict[str, Any]:
     for p, rows in sorted(bookings.items()):
         rows.sort()
         cycles = [n[0] - r[0] for r, n in itertools.pairwise(rows)]
+        unleased = [n[0] - r[2] for r, n in itertools.pairwise(rows)]
         out[p] = {
             "fetches": len(rows),
-            "cycle_ms_median": round(statistics.median(cycles) * 1000, 3) if cycles else None,
-            "answer_sent_to_next_acquire_ms_median": round(
-                statistics.median(n[0] - r[2] for r, n in itertools.pairwise(rows))
-                * 1000, 3,
-            ) if cycles else None,
-        }  # fmt: skip
+            "cycle_ms_median": _median_ms(cycles),
+            "answer_sent_to_next_acquire_ms_median": _median_ms(unleased),
+        }
     return out
 
 

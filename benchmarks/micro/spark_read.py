@@ -43,9 +43,12 @@ async def _serve(rows: int, kind: str) -> None:
 
     message = _message(kind)
     async with FakeCluster(
-        topics={"t": 1}, max_batch=470, max_batch_bytes=512 * 1024,
-        registration_timeout=600, client_timeout=600,
-    ) as cluster:  # fmt: skip
+        topics={"t": 1},
+        max_batch=470,
+        max_batch_bytes=512 * 1024,
+        registration_timeout=600,
+        client_timeout=600,
+    ) as cluster:
         log = cluster._broker(1).log("t", 0)
         for i in range(rows):
             log.append(i, message.data, message.flag, partition_id=0)
@@ -98,8 +101,8 @@ def main() -> None:
         return
     from tubemq_aio import accelerator
 
-    argv = [sys.executable, "-m", "benchmarks.micro.spark_read", "--serve",
-            "--rows", str(ns.rows), "--kind", ns.kind]  # fmt: skip
+    serve = ["--serve", "--rows", str(ns.rows), "--kind", ns.kind]
+    argv = [sys.executable, "-m", "benchmarks.micro.spark_read", *serve]
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
@@ -107,16 +110,17 @@ def main() -> None:
         if not master:
             raise RuntimeError("the fake cluster did not start")
         impl = "pure" if accelerator.compiled() is None else "compiled"
+        case = {"case": f"read_{ns.kind}", "impl": impl}
         per_row = []
         for r in range(ns.rounds):
             rows, cpu = asyncio.run(_read(master, f"bench-{time.time_ns()}-{r}"))
             if rows != ns.rows:
                 raise RuntimeError(f"read {rows} rows of {ns.rows}")
             per_row.append(cpu / rows * 1e6)
-            print(json.dumps({"case": f"read_{ns.kind}", "impl": impl, "round": r,
-                              "us_per_row": round(per_row[-1], 3), "rows": rows}))  # fmt: skip
-        print(json.dumps({"case": f"read_{ns.kind}", "impl": impl, "round": "median",
-                          "us_per_row": round(statistics.median(per_row), 3)}))  # fmt: skip
+            us_per_row = round(per_row[-1], 3)
+            print(json.dumps({**case, "round": r, "us_per_row": us_per_row, "rows": rows}))
+        median = round(statistics.median(per_row), 3)
+        print(json.dumps({**case, "round": "median", "us_per_row": median}))
     finally:
         if child.stdin is not None:
             child.stdin.close()

@@ -36,9 +36,13 @@ async def _run(cluster: LocalCluster, partitions: int, fixed: bool, group: str) 
     assert broker_pid is not None
     broker = psutil.Process(broker_pid)
     async with Consumer(
-        cluster.master_addr, group=group, topics=["idle"], consume_from="latest",
-        join_heartbeat_interval=1.0, **options,
-    ) as consumer:  # fmt: skip
+        cluster.master_addr,
+        group=group,
+        topics=["idle"],
+        consume_from="latest",
+        join_heartbeat_interval=1.0,
+        **options,
+    ) as consumer:
         await wait_until(
             lambda: len(consumer.assignment()) >= partitions, 90, "every partition held"
         )
@@ -64,8 +68,11 @@ async def _main(partitions: int) -> None:
     async with LocalCluster(topics=["idle"], topic_partitions=partitions) as cluster:
         for i, fixed in enumerate((True, False, True, False)):
             print(json.dumps(await _run(cluster, partitions, fixed, f"idle{i}")), flush=True)
-    print(json.dumps({"partitions": partitions, "load_before": load_before,
-                      "load_after": os.getloadavg()}))  # fmt: skip
+    print(
+        json.dumps(
+            {"partitions": partitions, "load_before": load_before, "load_after": os.getloadavg()}
+        )
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -165,23 +165,63 @@ def plot(result: dict[str, Any], out: Path) -> list[str]:
     consume = result["consume"]
     if consume:
         ps = [float(c["partitions"]) for c in consume]
-        made.append(_line(out, "consume_cpu.png", ps, [c["cpu_s_per_million"] for c in consume],
-                          "partitions held", "client CPU-s per 10⁶ messages",
-                          "Consumer CPU per message"))  # fmt: skip
-        made.append(_line(out, "consume_positions.png", ps,
-                          [c["positions_s"] * 1000 for c in consume], "partitions held",
-                          "positions() ms", "positions() time"))  # fmt: skip
-        made.append(_line(out, "consume_memory.png", ps, [c["rss_kb_held"] / 1024 for c in consume],
-                          "partitions held", "RSS growth (MB)", "Consumer memory"))  # fmt: skip
+        made.append(
+            _line(
+                out,
+                "consume_cpu.png",
+                xs=ps,
+                ys=[c["cpu_s_per_million"] for c in consume],
+                xlabel="partitions held",
+                ylabel="client CPU-s per 10⁶ messages",
+                title="Consumer CPU per message",
+            )
+        )
+        made.append(
+            _line(
+                out,
+                "consume_positions.png",
+                xs=ps,
+                ys=[c["positions_s"] * 1000 for c in consume],
+                xlabel="partitions held",
+                ylabel="positions() ms",
+                title="positions() time",
+            )
+        )
+        made.append(
+            _line(
+                out,
+                "consume_memory.png",
+                xs=ps,
+                ys=[c["rss_kb_held"] / 1024 for c in consume],
+                xlabel="partitions held",
+                ylabel="RSS growth (MB)",
+                title="Consumer memory",
+            )
+        )
     connect = result["connect"]
     if connect:
-        made.append(_line(out, "connect_cpu.png", [float(c["partitions"]) for c in connect],
-                          [c["cpu_ms_per_connect"] for c in connect], "partitions connected",
-                          "client CPU ms per connect()",
-                          "Client-balanced connect, one by one"))  # fmt: skip
+        made.append(
+            _line(
+                out,
+                "connect_cpu.png",
+                xs=[float(c["partitions"]) for c in connect],
+                ys=[c["cpu_ms_per_connect"] for c in connect],
+                xlabel="partitions connected",
+                ylabel="client CPU ms per connect()",
+                title="Client-balanced connect, one by one",
+            )
+        )
     produce = result["produce"]
     if produce:
-        made.append(_line(out, "produce_cpu.png", [float(c["topics"]) for c in produce],
-                          [c["cpu_s_per_million"] for c in produce], "topics",
-                          "client CPU-s per 10⁶ messages", "Producer over topics"))  # fmt: skip
+        made.append(
+            _line(
+                out,
+                "produce_cpu.png",
+                xs=[float(c["topics"]) for c in produce],
+                ys=[c["cpu_s_per_million"] for c in produce],
+                xlabel="topics",
+                ylabel="client CPU-s per 10⁶ messages",
+                title="Producer over topics",
+            )
+        )
     return made

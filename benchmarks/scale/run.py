@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.env import collect, git_revision, load_average
+from benchmarks.harness.proc import option_args
 from benchmarks.harness.session import out_dir_for
 from benchmarks.scale.report import markdown, plot
 
@@ -183,8 +184,9 @@ def consume_cells(plan: Plan) -> list[dict[str, Any]]:
         for n in range(plan.rounds):
             with Cluster({"scale": partitions}) as cluster:
                 cluster.ask(f"fill scale {messages} {BODY_SIZE}")
-                got = measured(cluster, "consume", "--partitions", partitions,
-                               "--messages", messages)  # fmt: skip
+                got = measured(
+                    cluster, "consume", "--partitions", partitions, "--messages", messages
+                )
                 got.update(partitions=partitions, round=n + 1)
             keep(cells, got)
     return cells
@@ -227,8 +229,9 @@ def produce_cells(plan: Plan) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     for topics in plan.produce_topics:
         with Cluster({f"t{i}": 1 for i in range(topics)}) as cluster:
-            got = client("produce", cluster.master, "--topics", topics,
-                         "--messages", plan.produce_messages)  # fmt: skip
+            got = client(
+                "produce", cluster.master, "--topics", topics, "--messages", plan.produce_messages
+            )
         got["topics"] = topics
         keep(cells, got)
     return cells
@@ -251,9 +254,12 @@ def group_cells(plan: Plan) -> list[dict[str, Any]]:
             ) -> None:
                 marks[phase] = (time.monotonic(), _master_requests(cluster.ask("stats")))
 
-            got = client("group", cluster.master, "--members", members,
-                         "--partitions", plan.group_partitions,
-                         "--seconds", plan.group_idle_seconds, on_phase=mark)  # fmt: skip
+            options = option_args(
+                ("--members", members),
+                ("--partitions", plan.group_partitions),
+                ("--seconds", plan.group_idle_seconds),
+            )
+            got = client("group", cluster.master, *options, on_phase=mark)
         (t0, n0), (t1, n1) = marks["settled"], marks["idle_done"]
         got.update(members=members, partitions=plan.group_partitions)
         got["idle_master_requests_per_s"] = round((n1 - n0) / (t1 - t0), 2)

@@ -150,9 +150,14 @@ async def test_automatic_reassignment_connects_at_start_not_a_period_later(
     # started" (a WARNING) and leave every partition unread for a whole reassign_interval.
     async with FakeCluster(topics={"demo": 3}, brokers=2) as cluster:
         consumer = ClientBalancedConsumer(
-            cluster.master_addr, group="cb_auto", topics=["demo"], source_count=1, node_id=0,
-            reassign_interval=60.0, heartbeat_interval=HEARTBEAT,
-        )  # fmt: skip
+            cluster.master_addr,
+            group="cb_auto",
+            topics=["demo"],
+            source_count=1,
+            node_id=0,
+            reassign_interval=60.0,
+            heartbeat_interval=HEARTBEAT,
+        )
         async with consumer:
             await wait_until(lambda: len(consumer.assignment()) == 6, 5, "six partitions connected")
         assert "re-assignment failed" not in caplog.text

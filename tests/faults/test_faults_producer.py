@@ -24,8 +24,14 @@ SEND_DEADLINE = SEND_TIMEOUT * (RETRIES + 1) + 1.0
 FAULTS = fault_table(bandwidth=None, bandwidth_cap=300_000, reset="up", reset_after=50_000)
 
 #: Faults after which some send must have failed or been retried.
-DISRUPTIVE = {"blackhole", "broker stops reading", "reset after 50 KB", "half-closed by the broker",
-              "connect refused", "broker killed"}  # fmt: skip
+DISRUPTIVE = {
+    "blackhole",
+    "broker stops reading",
+    "reset after 50 KB",
+    "half-closed by the broker",
+    "connect refused",
+    "broker killed",
+}
 _bodies = itertools.count()
 
 

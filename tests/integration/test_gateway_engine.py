@@ -83,9 +83,14 @@ class Ledger:
 
 
 async def consumer(
-    name: int, replicas: list[ConsumeService], group: str, ledger: Ledger, total: int,
-    rng: random.Random, client_id: str | None = None,
-) -> None:  # fmt: skip
+    name: int,
+    replicas: list[ConsumeService],
+    group: str,
+    ledger: Ledger,
+    total: int,
+    rng: random.Random,
+    client_id: str | None = None,
+) -> None:
     """Fetch from one replica, settle through a random one: 80 % ack, 10 % nack, 10 % abandon."""
     fetcher = replicas[name % len(replicas)]
     while len({i for rows in ledger.acked.values() for i in rows}) < total:

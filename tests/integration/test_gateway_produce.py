@@ -30,9 +30,14 @@ async def test_java_consumer_reads_gateway_messages(
             attrs = {"idx": str(i), "src": "gateway"}
             sent[body] = attrs
             messages.append(
-                {"value": base64.b64encode(body).decode(), "encoding": "base64",
-                 "attributes": attrs, "msg_type": f"type{i % 3}", "msg_time": MSG_TIME}
-            )  # fmt: skip
+                {
+                    "value": base64.b64encode(body).decode(),
+                    "encoding": "base64",
+                    "attributes": attrs,
+                    "msg_type": f"type{i % 3}",
+                    "msg_time": MSG_TIME,
+                }
+            )
         one = messages.pop()
         r = await client.post(f"/v1/topics/{topic}/messages", json=one, headers=ADMIN)
         assert r.status_code == 200, r.text
@@ -75,9 +80,10 @@ async def test_topic_listing_reads_the_real_brokers_offsets(
         assert r.status_code == 200, r.text
         stored = r.json()["partition_key"]
         await asyncio.sleep(1.1)  # past the listing's reuse of an answer
-        after = {p["partition_key"]: p for p in (await client.get(f"/v1/topics/{topic}")).json()[
-            "partitions"
-        ]}  # fmt: skip
+        after = {
+            p["partition_key"]: p
+            for p in (await client.get(f"/v1/topics/{topic}")).json()["partitions"]
+        }
         old = {p["partition_key"]: p for p in before}
         assert int(after[stored]["max_offset"]) > int(old[stored]["max_offset"])
         assert all(int(p["min_offset"]) <= int(p["max_offset"]) for p in after.values())

@@ -26,9 +26,12 @@ async def test_a_replica_killed_mid_stream_skips_nothing(
     cluster: LocalCluster, topic: str, redis: RedisServer, tmp_path: Path
 ) -> None:
     config = write_config(
-        tmp_path / "gw.toml", cluster, redis.url, [topic],
+        tmp_path / "gw.toml",
+        cluster,
+        redis.url,
+        [topic],
         [Group("gks", [topic], lease_ms=3000, lease_ms_min=1000)],
-    )  # fmt: skip
+    )
     async with gateways(config, 2) as ((a, _b), (ca, cb)):
         stored = await produce_numbered(cb, topic, 1500)
         acked: set[str] = set()

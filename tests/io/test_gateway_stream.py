@@ -34,8 +34,12 @@ async def test_every_message_flows_and_the_window_waits_for_acks(
 ) -> None:
     async with FakeCluster(topics={"t": 3}, max_batch=4) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 60)
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"window": 2, "probe_interval_ms": 200})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr,
+            redis_server.url,
+            _groups(),
+            stream={"window": 2, "probe_interval_ms": 200},
+        )
         async with (
             serving(config) as url,
             httpx.AsyncClient(base_url=url, timeout=30) as client,
@@ -77,8 +81,9 @@ async def test_a_client_that_leaves_has_its_batches_released_at_once(
 ) -> None:
     async with FakeCluster(topics={"t": 1}, max_batch=5) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 10)
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"window": 2})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr, redis_server.url, _groups(), stream={"window": 2}
+        )
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
             async with client.stream("GET", "/v1/groups/gs/stream", headers=READER) as response:
                 events = EventReader(response)
@@ -91,8 +96,9 @@ async def test_a_client_that_leaves_has_its_batches_released_at_once(
             started = time.monotonic()
 
             async def released() -> bool:
-                r = await client.post("/v1/groups/gs/fetch", json={"max_messages": 5},
-                                      headers=READER)  # fmt: skip
+                r = await client.post(
+                    "/v1/groups/gs/fetch", json={"max_messages": 5}, headers=READER
+                )
                 got = r.json()
                 if got["status"] != "ok":
                     return False
@@ -111,8 +117,12 @@ async def test_an_ack_through_another_replica_frees_the_window(
 ) -> None:
     async with FakeCluster(topics={"t": 2}, max_batch=3) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 12)
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"window": 1, "probe_interval_ms": 100})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr,
+            redis_server.url,
+            _groups(),
+            stream={"window": 1, "probe_interval_ms": 100},
+        )
         async with (
             serving(config) as url_a,
             serving(config) as url_b,
@@ -136,8 +146,9 @@ async def test_bad_stream_requests_are_refused_before_streaming(
 ) -> None:
     async with FakeCluster(topics={"t": 1}) as cluster:
         groups = [*_groups(), {"name": "gb", "topics": ["t"], "mode": "broadcast"}]
-        config = stream_config(cluster.master_addr, redis_server.url, groups,
-                               stream={"max_window": 8, "window": 2})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr, redis_server.url, groups, stream={"max_window": 8, "window": 2}
+        )
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as c:
             cases: list[tuple[str, dict[str, str], int, str | None]] = [
                 ("/v1/groups/gs/stream?window=0", READER, 422, None),
@@ -163,8 +174,9 @@ async def test_bad_stream_requests_are_refused_before_streaming(
                     assert r.json()["error"]["code"] == code, (path, r.text)
             # a broadcast client gets its own copy of everything
             await produce_numbered(cluster.master_addr, "t", 3)
-            async with c.stream("GET", "/v1/groups/gb/stream?client_id=ui-1",
-                                headers=READER) as response:  # fmt: skip
+            async with c.stream(
+                "GET", "/v1/groups/gb/stream?client_id=ui-1", headers=READER
+            ) as response:
                 kind, data = await EventReader(response).next(20)
                 assert (kind, values(data)) == ("batch", ["m0", "m1", "m2"])
 
@@ -172,9 +184,12 @@ async def test_bad_stream_requests_are_refused_before_streaming(
 async def test_streams_end_on_shutdown_and_at_max_seconds(redis_server: RedisServer) -> None:
     async with FakeCluster(topics={"t": 1}, max_batch=2) as cluster:
         await produce_numbered(cluster.master_addr, "t", 4)
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"max_seconds": 2.0, "wait_ms": 300,
-                                       "heartbeat_seconds": 0.3})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr,
+            redis_server.url,
+            _groups(),
+            stream={"max_seconds": 2.0, "wait_ms": 300, "heartbeat_seconds": 0.3},
+        )
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as c:
             async with c.stream("GET", "/v1/groups/gs/stream", headers=READER) as response:
                 started = time.monotonic()
@@ -212,8 +227,13 @@ async def test_a_replica_shutting_down_ends_its_streams_and_releases_their_batch
 
 async def test_streams_are_capped_per_replica_and_per_key(redis_server: RedisServer) -> None:
     async with FakeCluster(topics={"t": 1}) as cluster:
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"max_streams": 2}, max_long_polls_per_key=1)  # fmt: skip
+        config = stream_config(
+            cluster.master_addr,
+            redis_server.url,
+            _groups(),
+            stream={"max_streams": 2},
+            max_long_polls_per_key=1,
+        )
         async with (
             serving(config) as url,
             httpx.AsyncClient(base_url=url, timeout=30) as c,

@@ -81,8 +81,12 @@ async def test_a_client_that_stops_reading_has_its_batches_released(
         async with Producer(cluster.master_addr, topics=["t"]) as producer:
             for i in range(60):  # 24 MB: more than the socket buffers on both sides hold
                 await producer.send("t", f"{i:02d}{big}".encode())
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"window": 4, "heartbeat_seconds": 0.3})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr,
+            redis_server.url,
+            _groups(),
+            stream={"window": 4, "heartbeat_seconds": 0.3},
+        )
         nacked: Counter[str] = Counter()  # the probes' own nacks, by partition
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
             _, writer = await _raw_stream(url, rcvbuf=4096)
@@ -142,8 +146,12 @@ async def test_an_offsets_reset_under_a_stream_delivers_from_the_new_offset(
 ) -> None:
     async with FakeCluster(topics={"t": 1}, max_batch=3) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 3)
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"window": 1, "probe_interval_ms": 200})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr,
+            redis_server.url,
+            _groups(),
+            stream={"window": 1, "probe_interval_ms": 200},
+        )
         async with (
             serving(config) as url,
             httpx.AsyncClient(base_url=url, timeout=30) as client,
@@ -152,8 +160,9 @@ async def test_an_offsets_reset_under_a_stream_delivers_from_the_new_offset(
             events = EventReader(response)
             kind, first = await events.next(20)
             assert (kind, values(first)) == ("batch", bodies)
-            r = await client.post("/v1/groups/gs/offsets/reset", json={"to": "earliest"},
-                                  headers=ADMIN)  # fmt: skip
+            r = await client.post(
+                "/v1/groups/gs/offsets/reset", json={"to": "earliest"}, headers=ADMIN
+            )
             assert r.status_code == 200, r.text
             # the window (1) is full with a lease the reset ended: the stream sees it gone
             # and reads again from the new offset, without an ack
@@ -174,8 +183,9 @@ async def test_two_streams_on_one_group_share_it_without_duplicates(
 ) -> None:
     async with FakeCluster(topics={"t": 3}, max_batch=4) as cluster:
         bodies = await produce_numbered(cluster.master_addr, "t", 48)
-        config = stream_config(cluster.master_addr, redis_server.url, _groups(),
-                               stream={"window": 1})  # fmt: skip
+        config = stream_config(
+            cluster.master_addr, redis_server.url, _groups(), stream={"window": 1}
+        )
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
             seen: list[str] = []
 
@@ -216,17 +226,20 @@ async def test_a_stream_refuses_the_client_ids_a_fetch_refuses(redis_server: Red
         config = stream_config(cluster.master_addr, redis_server.url, groups)
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as c:
             for client_id in ("a b", "c" * 129, "\u00e9", "a|b", "a/b"):
-                fetched = await c.post("/v1/groups/gb/fetch", json={"client_id": client_id},
-                                       headers=READER)  # fmt: skip
+                fetched = await c.post(
+                    "/v1/groups/gb/fetch", json={"client_id": client_id}, headers=READER
+                )
                 assert fetched.status_code == 422, (client_id, fetched.text)
                 query = {"client_id": client_id}
-                async with c.stream("GET", "/v1/groups/gb/stream", params=query,
-                                    headers=READER) as r:  # fmt: skip
+                async with c.stream(
+                    "GET", "/v1/groups/gb/stream", params=query, headers=READER
+                ) as r:
                     assert r.status_code == 422, client_id  # not a stream that never ends
                     assert r.headers["content-type"] == "application/json", client_id
             ok = "ui-1.a:b_C-9" + "c" * 116  # 128 characters of the allowed alphabet
-            async with c.stream("GET", "/v1/groups/gb/stream", params={"client_id": ok},
-                                headers=READER) as response:  # fmt: skip
+            async with c.stream(
+                "GET", "/v1/groups/gb/stream", params={"client_id": ok}, headers=READER
+            ) as response:
                 assert response.status_code == 200
 
 
@@ -236,17 +249,22 @@ async def test_a_stream_whose_client_reads_nothing_does_not_dead_letter_its_batc
     async with FakeCluster(topics={"t": 1, "dead": 1}, max_batch=3) as cluster:
         await produce_numbered(cluster.master_addr, "t", 3)
         groups: list[dict[str, Any]] = [
-            {"name": "gs", "topics": ["t"], "lease_ms": 300, "lease_ms_min": 100,
-             "max_redeliveries": 2, "dlq_topic": "dead"},
+            {
+                "name": "gs",
+                "topics": ["t"],
+                "lease_ms": 300,
+                "lease_ms_min": 100,
+                "max_redeliveries": 2,
+                "dlq_topic": "dead",
+            },
             {"name": "gd", "topics": ["dead"]},
-        ]  # fmt: skip
+        ]
         config = stream_config(cluster.master_addr, redis_server.url, groups)
         async with serving(config) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
             _, writer = await _raw_stream(url)  # a small batch: the socket never fills
             try:
                 await asyncio.sleep(4)  # about a dozen of its leases
-                r = await client.post("/v1/groups/gd/fetch", json={"wait_ms": 500},
-                                      headers=ADMIN)  # fmt: skip
+                r = await client.post("/v1/groups/gd/fetch", json={"wait_ms": 500}, headers=ADMIN)
                 assert r.json()["status"] != "ok", r.text  # nothing was dead-lettered
                 # the stream ended at its batch's first lease: the redelivery count says once
                 lag = (await client.get("/v1/groups/gs/lag", headers=ADMIN)).json()

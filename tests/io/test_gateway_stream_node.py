@@ -32,8 +32,9 @@ HALF = 20
 
 async def test_node_reads_the_stream_with_fetch_and_acks(redis_server: RedisServer) -> None:
     async with FakeCluster(topics={"t": 2}, max_batch=5) as cluster:
-        config = stream_config(cluster.master_addr, redis_server.url,
-                               [{"name": "gn", "topics": ["t"]}])  # fmt: skip
+        config = stream_config(
+            cluster.master_addr, redis_server.url, [{"name": "gn", "topics": ["t"]}]
+        )
         before = await produce_numbered(cluster.master_addr, "t", HALF)
         async with serving(config) as url:
             async with node_script(SCRIPT, url, READER_KEY, "gn", str(2 * HALF)) as proc:

@@ -55,10 +55,14 @@ async def serving(config: GatewayConfig) -> AsyncIterator[str]:
     await initialise_store(config)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(config), host="127.0.0.1", port=allocate_ports(1)[0],
-            log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
+            create_app(config),
+            host="127.0.0.1",
+            port=allocate_ports(1)[0],
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
         )
-    )  # fmt: skip
+    )
     task = asyncio.create_task(server.serve())
     try:
         await wait_until(lambda: server.started, 30, "the gateway serves")

@@ -35,8 +35,9 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 async def started(cluster: FakeCluster, **options: Any) -> tuple[Producer, Connection]:
     """A started producer whose broker connection is open and takes ``ROOM`` requests."""
-    producer = Producer(cluster.master_addr, topics=["demo"], telemetry=False,
-                        max_in_flight=ROOM, **options)  # fmt: skip
+    producer = Producer(
+        cluster.master_addr, topics=["demo"], telemetry=False, max_in_flight=ROOM, **options
+    )
     await producer.start()
     await producer.send("demo", b"opens the connection")
     assert producer._rpc is not None

@@ -105,8 +105,12 @@ def get_message_responses(draw: st.DrawFn) -> bytes:
         enc = encode_message(body or b"x", msg_type=draw(st.sampled_from([None, "a"])))
         data = draw(st.sampled_from([enc.data, body]))
         crc = checksum(data) if draw(st.booleans()) else draw(_int32)
-        rsp.messages.add(messageId=draw(_int64), checkSum=crc, payLoadData=data,
-                         flag=draw(st.sampled_from([0, 1, enc.flag, -1])))  # fmt: skip
+        rsp.messages.add(
+            messageId=draw(_int64),
+            checkSum=crc,
+            payLoadData=data,
+            flag=draw(st.sampled_from([0, 1, enc.flag, -1])),
+        )
     for name, values in (
         ("currOffset", _int64),
         ("minLimitTime", _int32),
@@ -332,18 +336,21 @@ class Counters:
 def test_decode_takes_any_iterable_and_bytes_like_payloads(decode: Any) -> None:
     enc = encode_message(b"body", attributes={"k": "v"})
     raw = [RawMessage(1, checksum(enc.data), enc.data, enc.flag), RawMessage(2, 0, b"x", 0)]
-    want = _decode.decode_raw_messages_py(raw, topic="t", partition_key="1:t:0",
-                                          filters=frozenset(), counters=Counters())  # fmt: skip
+    want = _decode.decode_raw_messages_py(
+        raw, topic="t", partition_key="1:t:0", filters=frozenset(), counters=Counters()
+    )
     for items in (iter(raw), tuple(raw), [RawMessage(*r) for r in raw]):
-        got = decode(items, topic="t", partition_key="1:t:0", filters=frozenset(),
-                     counters=Counters())  # fmt: skip
+        got = decode(
+            items, topic="t", partition_key="1:t:0", filters=frozenset(), counters=Counters()
+        )
         assert got == want
     # Not a bytes payload: the compiled loop hands the call to the pure one (a TypeError).
     odd = [RawMessage(1, checksum(enc.data), bytearray(enc.data), enc.flag)]  # type: ignore[arg-type]
 
     def run(func: Any) -> Callable[[bytes], object]:
-        return lambda _: func(odd, topic="t", partition_key="k", filters=frozenset(),
-                              counters=Counters())  # fmt: skip
+        return lambda _: func(
+            odd, topic="t", partition_key="k", filters=frozenset(), counters=Counters()
+        )
 
     assert outcome(run(decode), b"") == outcome(run(_decode.decode_raw_messages_py), b"")
 
@@ -355,8 +362,14 @@ def test_decode_logs_dropped_messages_like_the_pure_loop(
     raw = [RawMessage(1, 0, b"abc", 0), RawMessage(2, 0, b"\x00\x00", 1)]
     caplog.set_level("WARNING", logger="tubemq_aio.consumer")
     counters = Counters()
-    got, nbytes = decode(raw, topic="t", partition_key="1:t:0", filters=frozenset(),
-                         counters=counters, deliver_corrupt=False)  # fmt: skip
+    got, nbytes = decode(
+        raw,
+        topic="t",
+        partition_key="1:t:0",
+        filters=frozenset(),
+        counters=counters,
+        deliver_corrupt=False,
+    )
     assert (got, nbytes) == ([], 0)
     assert (counters.crc_mismatches, counters.decode_errors) == (1, 1)
     assert [r.getMessage() for r in caplog.records] == [
