@@ -29,6 +29,7 @@ __all__ = [
     "ClientOptions",
     "Credentials",
     "HostPort",
+    "is_loopback_host",
     "parse_host_port",
     "parse_masters",
     "redact_url",
@@ -93,6 +94,25 @@ def parse_host_port(text: str, *, default_port: int | None = None) -> HostPort:
     checks.integer(f"address {text!r}: port", int(port_text), low=1, high=65535)
     checks.done()
     return HostPort(host, int(port_text))
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface: an IPv4 address in
+    127.0.0.0/8, the IPv6 ``::1`` (any spelling, also IPv4-mapped ``::ffff:127.x.y.z``), or the
+    name ``localhost`` (any case, a trailing dot allowed). Other names are not resolved.
+
+    Args:
+        host: a host as :class:`HostPort` keeps it (an IPv6 literal without brackets).
+    """
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 def _is_ipv6(text: str) -> bool:

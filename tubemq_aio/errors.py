@@ -12,8 +12,10 @@ caller can do about them (the same split httpcore uses):
 * :class:`RemoteRpcError` – the server answered with an exception frame (a Java exception name).
 * :class:`ServerError` – the server answered "not successful" with a TubeMQ error code.
 
-Server error codes map to subclasses through one table (:data:`SERVER_ERROR_CLASSES`), and RPC
-exception names through :func:`remote_error_for`; nothing else in the package decides these.
+Server error codes map to subclasses through :func:`server_error` (its table
+:data:`SERVER_ERROR_CLASSES`, and 431 with the request's topics: :class:`TopicNotDeployedError`),
+and RPC exception names through :func:`remote_error_for`; nothing else in the package decides
+these.
 
 This module is the one home of every exception a user can meet, the subsystem ones included
 (consumer arguments, client-balanced partitions, Spark options, TDMsg payloads); the modules that
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 __all__ = [
@@ -160,22 +163,6 @@ class TopicUnavailableError(TubeMQError):
     its brokers gone) after waiting for the master's metadata."""
 
 
-class TopicNotDeployedError(TopicUnavailableError):
-    """The master says the topic is not deployed on the cluster (code 431): nothing to wait for.
-
-    Attributes:
-        topics: the topics the master does not know, in the order asked.
-    """
-
-    def __init__(self, topics: list[str]) -> None:
-        self.topics = tuple(topics)
-        names = ", ".join(repr(t) for t in topics)
-        super().__init__(
-            f"topic {names} is not deployed on this cluster (the master says so): create it "
-            "first (for example with the master's web API), or check its name"
-        )
-
-
 class ProtocolError(TubeMQError):
     """Bytes on the wire did not follow the TubeMQ protocol."""
 
@@ -299,6 +286,51 @@ class ServerError(TubeMQError):
         self.err_msg = err_msg
 
 
+class TopicNotDeployedError(TopicUnavailableError, ServerError):
+    """The master says a topic is not deployed on the cluster (TubeMQ code 431): nothing to wait
+    for; create the topic, or check its name.
+
+    Raised by a producer publishing the topic (it asks the master when a topic has no writable
+    partition) and by the ``start()`` of :class:`~tubemq_aio.Consumer` and
+    :class:`~tubemq_aio.ClientBalancedConsumer` (the master refuses their register), in both
+    cases at once rather than after a retry deadline.
+
+    It is both a :class:`TopicUnavailableError` (what a producer raised for an unknown topic
+    before it could tell) and a :class:`ServerError` with ``err_code`` 431 (what a consumer
+    raised before), so ``except TopicUnavailableError`` and ``except ServerError`` with a check
+    of ``err_code == 431`` keep working, and one ``except TopicNotDeployedError`` serves
+    producers and consumers alike. Both parents derive from :class:`TubeMQError`: the hierarchy
+    keeps one root.
+
+    Args:
+        topics: the topics the master does not know (a single name is taken as one topic).
+        err_msg: the master's text, when it sent one; by default a text naming the topics.
+
+    Attributes:
+        topics: the topics the master does not know, in the order asked (a tuple).
+        err_code: always 431 (``TOPIC_NOT_DEPLOYED``, docs/protocol/wire.md §8).
+        err_msg: the master's text, or the default one.
+    """
+
+    #: TubeMQ's ``TOPIC_NOT_DEPLOYED`` code.
+    CODE: ClassVar[int] = 431
+
+    def __init__(self, topics: Iterable[str], err_msg: str = "") -> None:
+        self.topics = (topics,) if isinstance(topics, str) else tuple(topics)
+        names = ", ".join(repr(t) for t in self.topics)
+        self.err_code = self.CODE
+        self.err_msg = err_msg or f"topic {names} not deployed"
+        # Not ServerError.__init__: the message names the topics and says what to do.
+        TubeMQError.__init__(
+            self,
+            f"topic {names} is not deployed on this cluster (the master says so): create it "
+            "first (for example with the master's web API), or check its name",
+        )
+
+    def __reduce__(self) -> tuple[type[TopicNotDeployedError], tuple[tuple[str, ...], str]]:
+        return (type(self), (self.topics, self.err_msg))
+
+
 class BadRequestError(ServerError):
     """400: the server found a parameter invalid."""
 
@@ -360,6 +392,7 @@ class InternalServerError(ServerError):
 
 
 #: The one table from TubeMQ error code to exception class (codes: docs/protocol/wire.md §8).
+#: 431 is not in it: its class needs the refused request's topics (:func:`server_error`).
 SERVER_ERROR_CLASSES: dict[int, type[ServerError]] = {
     301: MessageMovedError,
     400: BadRequestError,
@@ -376,18 +409,36 @@ SERVER_ERROR_CLASSES: dict[int, type[ServerError]] = {
 }
 
 
-def server_error(err_code: int, err_msg: str) -> ServerError:
+def server_error(err_code: int, err_msg: str, *, topics: Sequence[str] = ()) -> ServerError:
     """Build the exception for a ``success=false`` response.
 
     Args:
         err_code: the TubeMQ error code from the response.
         err_msg: the error text from the response.
+        topics: the topics the refused request named (a register's subscription); with code
+            431 they make a :class:`TopicNotDeployedError`.
 
     Returns:
-        An instance of the class :data:`SERVER_ERROR_CLASSES` maps the code to, else
-        :class:`ServerError`.
+        For 431 with ``topics``: a :class:`TopicNotDeployedError` naming those of ``topics`` the
+        text names (all of them when it names none; the master lists the missing ones,
+        docs/protocol/consumer.md §1.3). Otherwise an instance of the class
+        :data:`SERVER_ERROR_CLASSES` maps the code to, else :class:`ServerError`.
     """
+    if err_code == TopicNotDeployedError.CODE and topics:
+        return TopicNotDeployedError(_named_topics(err_msg, topics), err_msg)
     return SERVER_ERROR_CLASSES.get(err_code, ServerError)(err_code, err_msg)
+
+
+#: What separates the names in the master's list of topics; a topic name holds none of these
+#: (docs/protocol/consumer.md §1.3: ``Requested topic [[a, b]] not deployed!``).
+_NAME_SEPARATORS = re.compile(r"[\s,\[\]]+")
+
+
+def _named_topics(text: str, topics: Sequence[str]) -> list[str]:
+    """Those of ``topics`` that ``text`` names as a whole word, in their order; all when none."""
+    words = set(_NAME_SEPARATORS.split(text))
+    named = [t for t in topics if t.strip() in words]
+    return named or list(topics)
 
 
 # ---- invalid arguments: the ConfigError family (fix the call) ----

@@ -39,6 +39,7 @@ __all__ = [
     "Gauge",
     "Telemetry",
     "TracedConsumer",
+    "TracedConsumerConfig",
     "live",
     "process_span",
     "telemetry_for",
@@ -360,9 +361,13 @@ class SendSpan:
             )
 
 
-class _GroupConfig(Protocol):
+class TracedConsumerConfig(Protocol):
+    """What :func:`process_span` reads of a consumer's configuration
+    (:class:`~tubemq_aio.ConsumerConfig` has it): the consumer group."""
+
     @property
-    def group(self) -> str: ...
+    def group(self) -> str:
+        """The consumer group, the spans' ``messaging.consumer.group.name``."""
 
 
 class TracedConsumer(Protocol):
@@ -374,7 +379,7 @@ class TracedConsumer(Protocol):
         """The consumer's instrumentation, ``None`` when off."""
 
     @property
-    def config(self) -> _GroupConfig:
+    def config(self) -> TracedConsumerConfig:
         """The consumer's configuration (its ``group`` names the spans' consumer group)."""
 
 

@@ -1,5 +1,7 @@
 """A producer fails fast on a topic the master says is not deployed, and waits only for one that
 may still appear (issue 32: producing to an unknown topic took 15 s to fail, consuming it 0.2 s).
+Both consumers fail at once with the same ``TopicNotDeployedError`` (a ``ServerError`` 431 too,
+what they raised before), naming the topics the master does not know.
 """
 
 from __future__ import annotations
@@ -8,7 +10,16 @@ import asyncio
 
 import pytest
 
-from tubemq_aio import Producer, SendResult, TopicNotDeployedError, TopicUnavailableError
+from tubemq_aio import (
+    ClientBalancedConsumer,
+    ClientClosedError,
+    Consumer,
+    Producer,
+    SendResult,
+    ServerError,
+    TopicNotDeployedError,
+    TopicUnavailableError,
+)
 from tubemq_aio.protocol.deployment import CHECK_GROUP
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, TopicLayout
@@ -82,3 +93,36 @@ async def test_no_verdict_from_the_master_keeps_the_old_wait() -> None:
                 await producer.send("nope", b"x")
             assert not isinstance(info.value, TopicNotDeployedError)
             assert loop.time() - began >= 1.4
+
+
+#: Register attempts 2 s apart: the consumer's register deadline is 8 s after its start.
+_REGISTER = {"register_attempts": 5, "register_fail_wait": 2.0}
+
+
+def _register_deadline() -> float:
+    return (_REGISTER["register_attempts"] - 1) * _REGISTER["register_fail_wait"]
+
+
+def _consumer(kind: str, master: str, topics: list[str]) -> Consumer | ClientBalancedConsumer:
+    if kind == "server-balanced":
+        return Consumer(master, group="g431", topics=topics, **_REGISTER)  # type: ignore[arg-type]
+    return ClientBalancedConsumer(master, group="g431", topics=topics, **_REGISTER)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["server-balanced", "client-balanced"])
+async def test_a_consumer_of_an_unknown_topic_fails_at_once_naming_it(kind: str) -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        consumer = _consumer(kind, cluster.master_addr, ["demo", "nope", "gone"])
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        with pytest.raises(TopicNotDeployedError) as info:
+            await consumer.start()
+        assert loop.time() - began < _register_deadline()  # no retry until the deadline
+        assert info.value.topics == ("nope", "gone")  # the deployed one is not named
+        assert isinstance(info.value, ServerError)  # what the consumers raised before
+        assert info.value.err_code == 431
+        assert info.value.err_msg == "Requested topic [[nope, gone]] not deployed!"
+        assert "'nope', 'gone'" in str(info.value)
+        with pytest.raises(ClientClosedError):  # a failed start closes the consumer
+            await consumer.getmany(timeout=0)
+        await consumer.close()

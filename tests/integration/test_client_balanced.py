@@ -21,6 +21,7 @@ from tubemq_aio.errors import (
     PartitionNotSubscribableError,
     PartitionOccupiedError,
     ServerError,
+    TopicNotDeployedError,
     UnknownPartitionError,
 )
 from tubemq_aio.testing import LocalCluster, wait_until
@@ -362,3 +363,28 @@ async def test_reads_of_every_partition_at_once_match_reads_one_by_one(
         assert (got.start_offset, got.next_offset) == (want.start_offset, want.next_offset)
     assert [m.body for m in alone[keys[0]].messages] == [r[1] for r in sent[keys[0]]]
     assert len(c0._locks) == 0
+
+
+async def test_an_undeployed_topic_fails_the_start_at_once_naming_it(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """The real master's 431 to a V2 register becomes ``TopicNotDeployedError`` naming only the
+    missing topic (still a ``ServerError`` 431), before the register deadline (issue 32)."""
+    attempts, wait = 5, 2.0
+    c = ClientBalancedConsumer(
+        cluster.master_addr,
+        group=f"cb431_{topic}",
+        topics=[topic, "no_such_topic_431"],
+        register_attempts=attempts,
+        register_fail_wait=wait,
+    )
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(TopicNotDeployedError) as info:
+        await c.start()
+    assert loop.time() - began < (attempts - 1) * wait  # before the register deadline
+    assert info.value.topics == ("no_such_topic_431",)
+    assert isinstance(info.value, ServerError)
+    assert info.value.err_code == 431
+    assert "no_such_topic_431" in info.value.err_msg  # the master's own text
+    await c.close()

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from tubemq_aio.consumer import Consumer, ConsumerConfig, MessageBatch
-from tubemq_aio.errors import ClientClosedError, ConfigError, ServerError
+from tubemq_aio.errors import ClientClosedError, ConfigError, ServerError, TopicNotDeployedError
 from tubemq_aio.models import Message
 from tubemq_aio.testing import LocalCluster, wait_until
 
@@ -368,7 +368,8 @@ async def test_latest_async_for_and_filters(
 
 
 async def test_bad_input_raises_typed_errors(cluster: LocalCluster) -> None:
-    """Invalid arguments raise ConfigError; unknown topics ServerError; closed use raises."""
+    """Invalid arguments raise ConfigError; unknown topics TopicNotDeployedError; closed use
+    raises."""
     master = cluster.master_addr
     with pytest.raises(ConfigError):
         Consumer(master, group="", topics=["t"])
@@ -381,7 +382,7 @@ async def test_bad_input_raises_typed_errors(cluster: LocalCluster) -> None:
     with pytest.raises(ConfigError):
         ConsumerConfig(masters=master, group="g1", topics=["t"], fetchers=0)  # type: ignore[arg-type]
     c = Consumer(master, group="g_bad", topics=["no_such_topic_here"])
-    with pytest.raises(ServerError) as info:
+    with pytest.raises(TopicNotDeployedError) as info:
         await c.start()
     assert info.value.err_code == 431
     with pytest.raises(ClientClosedError):
@@ -521,3 +522,28 @@ async def test_partitions_of_a_killed_member_come_back(
     assert {m.body for m in got} == {f"k-{i}".encode() for i in range(10)}
     assert "[410]" in caplog.text  # PARTITION_OCCUPIED while the broker still held them
     print(f"partitions of the killed member taken over after {took:.1f}s")
+
+
+async def test_an_undeployed_topic_fails_the_start_at_once_naming_it(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """The real master's 431 becomes ``TopicNotDeployedError`` naming only the missing topic
+    (still a ``ServerError`` 431), before the register deadline: no retries (issue 32)."""
+    attempts, wait = 5, 2.0
+    c = Consumer(
+        cluster.master_addr,
+        group=f"g431_{topic}",
+        topics=[topic, "no_such_topic_431"],
+        register_attempts=attempts,
+        register_fail_wait=wait,
+    )
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(TopicNotDeployedError) as info:
+        await c.start()
+    assert loop.time() - began < (attempts - 1) * wait  # before the register deadline
+    assert info.value.topics == ("no_such_topic_431",)
+    assert isinstance(info.value, ServerError)
+    assert info.value.err_code == 431
+    assert "no_such_topic_431" in info.value.err_msg  # the master's own text
+    await c.close()

@@ -1,34 +1,59 @@
-"""``tubemq-aio consume`` sets the consumer's ``join_heartbeat_interval`` for the cluster that
-``cluster up`` recorded (a local test cluster balances every 2 s) and for no other; the
-real-cluster run of the command is tests/integration/test_first_message.py."""
+"""``tubemq-aio consume`` leaves ``join_heartbeat_interval`` automatic, so the consumer's own rule
+applies (``join_heartbeat_in_effect``): 1 s against loopback masters, such as the cluster
+``cluster up`` starts and records (a local test cluster balances every 2 s), and the Java
+client's heartbeats against any other; the real-cluster run of the command is
+tests/integration/test_first_message.py."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tubemq_aio.cli._consume import LOCAL_JOIN_HEARTBEAT, _join_options
+from tubemq_aio.cli import _consume
+from tubemq_aio.cli._connect import open_client
+from tubemq_aio.cli._parser import build_parser
+from tubemq_aio.consumer import Consumer
+from tubemq_aio.consumer.config import LOOPBACK_JOIN_HEARTBEAT
 
 
-def test_the_recorded_master_gets_the_join_interval(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+class _Built(Exception):
+    """Stops ``_open`` right after it made its consumer (nothing is started)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        super().__init__()
+        self.consumer = consumer
+
+
+async def _cli_consumer(monkeypatch: pytest.MonkeyPatch, master: str) -> Consumer:
+
+    def capture(cls: Any, args: Any, **options: Any) -> Any:
+        raise _Built(open_client(cls, args, **options))
+
+    monkeypatch.setattr(_consume, "open_client", capture)
+    args = build_parser().parse_args(
+        ["consume", "--master", master, "--topic", "t1", "--group", "g1"]
+    )
+    with pytest.raises(_Built) as built:
+        async with _consume._open(args):
+            pass
+    return built.value.consumer
+
+
+@pytest.mark.parametrize(
+    "master", ["127.0.0.1:8715", "localhost:8715", "[::1]:8715", "tubemq://127.0.0.1:8715"]
+)
+async def test_a_loopback_master_gets_the_join_interval(
+    monkeypatch: pytest.MonkeyPatch, master: str
 ) -> None:
-    state = tmp_path / "cluster.json"
-    state.write_text(json.dumps({"master_addr": "127.0.0.1:8715"}))
-    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(state))
-    assert _join_options("127.0.0.1:8715") == {"join_heartbeat_interval": LOCAL_JOIN_HEARTBEAT}
-    assert _join_options("10.0.0.7:8715") == {}
-    assert _join_options("") == {}
+    consumer = await _cli_consumer(monkeypatch, master)
+    assert consumer.config.join_heartbeat_interval is None  # automatic: nothing forced
+    assert consumer.config.join_heartbeat == LOOPBACK_JOIN_HEARTBEAT
 
 
-@pytest.mark.parametrize("content", [None, "not json", "[1, 2]", '{"master_addr": 5}'])
-def test_no_or_a_broken_state_file_sets_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str | None
+@pytest.mark.parametrize("master", ["10.0.0.7:8715", "127.0.0.1:8715,10.0.0.7:8715"])
+async def test_any_other_master_heartbeats_as_java(
+    monkeypatch: pytest.MonkeyPatch, master: str
 ) -> None:
-    state = tmp_path / "cluster.json"
-    if content is not None:
-        state.write_text(content)
-    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(state))
-    assert _join_options("127.0.0.1:8715") == {}
+    consumer = await _cli_consumer(monkeypatch, master)
+    assert consumer.config.join_heartbeat is None

@@ -137,7 +137,6 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
             topics=_topics(args),
             consume_from=args.consume_from,
             msg_time_zone=args.msg_time_zone,
-            **_join_options(args.master),
         )
         async with consumer:
             yield consumer
@@ -154,17 +153,6 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
     async with balanced:
         await _connect_partitions(balanced, args)
         yield balanced
-
-
-#: ``join_heartbeat_interval`` against the cluster ``cluster up`` recorded (its master balances
-#: every 2 s, so the first partitions come with the next heartbeat instead of ~13 s later).
-LOCAL_JOIN_HEARTBEAT = 1.0
-
-
-def _join_options(master: str) -> dict[str, Any]:
-    from tubemq_aio.testing.cluster import is_recorded_master  # the state file of `cluster up`
-
-    return {"join_heartbeat_interval": LOCAL_JOIN_HEARTBEAT} if is_recorded_master(master) else {}
 
 
 async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:

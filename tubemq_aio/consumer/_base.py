@@ -175,7 +175,9 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         """Register at the master and start the background tasks.
 
         Raises:
-            ServerError: the master refused the registration (e.g. topic not deployed).
+            TopicNotDeployedError: the master says a subscribed topic is not deployed (a
+                ``ServerError`` with ``err_code`` 431 too), at once.
+            ServerError: the master refused the registration.
             NetworkError: no master could be reached.
         """
         parts, session = self._open()

@@ -460,7 +460,7 @@ class FetchEngine:
         part = head.messages if whole else head.messages[start:end]
         self.stats.messages += len(part)
         self.stats.bytes += head.body_bytes if whole else sum(len(m.body) for m in part)
-        return MessageBatch(
+        return MessageBatch._leased(
             part,
             topic=head.lease.key.topic,
             partition_key=head.lease.key.format(),
@@ -506,7 +506,7 @@ class FetchEngine:
         if used == 0:
             group.drop_part()
             return None
-        return MessageBatch(
+        return MessageBatch._leased(
             batch.messages[:used],
             topic=batch.topic,
             partition_key=batch.partition_key,

@@ -141,9 +141,10 @@ class MasterSession(SessionBase):
                 pass
 
     def _heartbeat_wait(self) -> float:
-        """``join_heartbeat_interval`` until the first connect event (at most
-        :data:`JOIN_HEARTBEATS_MAX` times), else ``heartbeat_interval``."""
-        join = self.config.join_heartbeat_interval
+        """The join heartbeat interval in effect (``ConsumerConfig.join_heartbeat``) until the
+        first connect event (at most :data:`JOIN_HEARTBEATS_MAX` times), else
+        ``heartbeat_interval``."""
+        join = self.config.join_heartbeat
         joining = self.hb_state.first_connect_pending
         if join is not None and joining and self._join_heartbeats < JOIN_HEARTBEATS_MAX:
             self._join_heartbeats += 1

@@ -157,6 +157,8 @@ class SessionBase:
         failures use up (issue 30, fault 1).
 
         Raises:
+            TopicNotDeployedError: the master says a subscribed topic is not deployed (431, a
+                :class:`~tubemq_aio.errors.ServerError` too), at once.
             ServerError: the master refused until then (the last answer's code), at once for
                 a code in :attr:`register_final_codes`.
             TubeMQError: the last transport error when no master answered.
@@ -172,7 +174,7 @@ class SessionBase:
             else:
                 if rsp.success:
                     return
-                last = server_error(rsp.err_code, rsp.err_msg)
+                last = server_error(rsp.err_code, rsp.err_msg, topics=tuple(self.config.topics))
                 if rsp.err_code in self.register_final_codes:
                     raise last
             failures += 1

@@ -135,6 +135,16 @@ class MessageBatch(Sequence[Message]):
     ``async with batch:`` acknowledges on normal exit and rejects when the block raises. An
     empty batch (``getmany`` timed out) has no lease; acking it does nothing.
 
+    The consumer makes the batches it hands out, each holding its partition's lease. One built
+    by hand (say, to test application code) holds none: it is settled from the start, and
+    :meth:`ack` / :meth:`nack` return False.
+
+    Args:
+        messages: the messages, in partition order.
+        topic: their topic.
+        partition_key: their partition, ``brokerId:topic:partitionId``.
+        position: the partition's offsets right after the fetch, if known.
+
     Attributes:
         topic: the topic of the messages (``""`` for an empty batch).
         partition_key: ``brokerId:topic:partitionId`` (``""`` for an empty batch).
@@ -150,14 +160,31 @@ class MessageBatch(Sequence[Message]):
         topic: str = "",
         partition_key: str = "",
         position: PartitionPosition | None = None,
-        group: _BatchGroup | None = None,
     ) -> None:
         self._messages = tuple(messages)
         self.topic = topic
         self.partition_key = partition_key
         self.position = position
-        self._group = group
-        self._done = group is None
+        self._group: _BatchGroup | None = None
+        self._done = True
+
+    @classmethod
+    def _leased(
+        cls,
+        messages: Sequence[Message],
+        *,
+        topic: str,
+        partition_key: str,
+        position: PartitionPosition | None,
+        group: _BatchGroup,
+    ) -> MessageBatch:
+        """A batch handed out by the consumer: a part of ``group``, the broker answer whose
+        lease its :meth:`ack` / :meth:`nack` settle (not a constructor argument: the lease is
+        the consumer's own, no public type)."""
+        batch = cls(messages, topic=topic, partition_key=partition_key, position=position)
+        batch._group = group
+        batch._done = False
+        return batch
 
     def __repr__(self) -> str:
         state = "settled" if self._done else "pending"

@@ -10,7 +10,7 @@ from typing import Any, Literal, Self, Unpack
 
 from tubemq_aio._url_keys import BoundParts
 from tubemq_aio.checks import Checks
-from tubemq_aio.config import ClientConfig, ClientOptions
+from tubemq_aio.config import ClientConfig, ClientOptions, HostPort, is_loopback_host
 from tubemq_aio.consumer._listeners import PartitionsCallback
 from tubemq_aio.consumer.bound import BoundConsume
 from tubemq_aio.errors import BoundConsumeError, ConfigError, ConsumerConfigError
@@ -26,6 +26,8 @@ from tubemq_aio.protocol.time_search import require_aware
 
 __all__ = [
     "CONSUME_FROM",
+    "JOIN_HEARTBEAT_OFF",
+    "LOOPBACK_JOIN_HEARTBEAT",
     "MSG_NOT_FOUND_MAX_WAIT",
     "ConsumeFrom",
     "ConsumerConfig",
@@ -33,6 +35,7 @@ __all__ = [
     "ConsumerOptions",
     "ConsumerUrlOptions",
     "TopicsArg",
+    "join_heartbeat_in_effect",
     "normalize_topics",
 ]
 
@@ -54,6 +57,41 @@ CONSUME_FROM: Mapping[str, ConsumePosition] = MappingProxyType(
 #: benchmark: 2 048 idle partitions cost 7.1 % of a core at 3.2 s, about 0.8 % plus 0.1 ms per
 #: fetch, so 5 s would land on the 5 % goal and 6.4 s is about 4 % (docs/benchmarks.md).
 MSG_NOT_FOUND_MAX_WAIT = 6.4
+
+#: ``join_heartbeat_interval`` in effect when it is left automatic (``None``) and every master
+#: address is a loopback address: a development cluster, such as ``LocalCluster`` or the one
+#: ``tubemq-aio cluster up`` starts, whose master balances every 2 s, so a new member's first
+#: partitions come about 1 s after that instead of one 13 s heartbeat period after its start
+#: (docs/protocol/consumer.md §2.7).
+LOOPBACK_JOIN_HEARTBEAT = 1.0
+#: ``join_heartbeat_interval=0``: no join heartbeats, ``heartbeat_interval`` throughout (Java).
+JOIN_HEARTBEAT_OFF = 0.0
+
+
+def join_heartbeat_in_effect(setting: float | None, masters: Iterable[HostPort]) -> float | None:
+    """The interval of the master heartbeats a consumer sends while it waits for its first
+    partitions, from its ``join_heartbeat_interval`` setting and its master addresses.
+
+    Args:
+        setting: ``None`` (automatic), :data:`JOIN_HEARTBEAT_OFF` (0), or seconds (> 0).
+        masters: the consumer's master addresses.
+
+    Returns:
+        Seconds, or ``None`` for no join heartbeats (``heartbeat_interval`` throughout). An
+        explicit setting wins: 0 gives ``None``, seconds themselves. Automatic gives
+        :data:`LOOPBACK_JOIN_HEARTBEAT` when every master address is a loopback address
+        (:func:`~tubemq_aio.config.is_loopback_host`: 127.0.0.0/8, ``::1``, ``localhost``),
+        else ``None``: against a production cluster a consumer heartbeats as the Java client
+        does. A loopback master that is a production one pays at most 30 extra heartbeats per
+        join (``JOIN_HEARTBEATS_MAX``).
+    """
+    if setting is not None:
+        return None if setting == JOIN_HEARTBEAT_OFF else setting
+    hosts = [m.host for m in masters]
+    if hosts and all(is_loopback_host(h) for h in hosts):
+        return LOOPBACK_JOIN_HEARTBEAT
+    return None
+
 
 #: What ``topics=`` accepts: ``"t1,t2"``, topic names, or ``topic -> msgType filters``.
 TopicsArg = str | Iterable[str] | Mapping[str, str | Iterable[str] | None]
@@ -155,13 +193,17 @@ class ConsumerConfig(ClientConfig):
             coroutine it returns included) before it is abandoned and the consumer goes on
             (10 s); a rebalance or ``close()`` never waits longer on the application.
         join_heartbeat_interval: seconds between master heartbeats while the consumer waits
-            for its first partitions (from the register until the first connect event), or
-            ``None`` (default): ``heartbeat_interval`` throughout, as the Java client does. The
-            master hands out partitions only in heartbeat answers, so a new member's first
-            partitions arrive one heartbeat after the master's balance cycle: with the local
-            test cluster's 2 s cycle, 1 s here brings the first message within ~3 s instead of
-            ~13 s (``tubemq-aio consume`` sets it against the cluster ``cluster up`` recorded).
-            No master setting shortens that wait (docs/protocol/consumer.md §2.7).
+            for its first partitions (from the register until the first connect event, at
+            most 30 of them, never longer than ``heartbeat_interval``);
+            ``0`` for none: ``heartbeat_interval`` throughout, as the Java client does; or
+            ``None`` (default): automatic, 1 s (:data:`LOOPBACK_JOIN_HEARTBEAT`) when every
+            master address is a loopback address (127.0.0.0/8, ``::1``, ``localhost``: a
+            development cluster), none otherwise (:func:`join_heartbeat_in_effect`; the value
+            in effect is :attr:`join_heartbeat`). The master hands out partitions only in
+            heartbeat answers, so a new member's first partitions arrive one heartbeat after
+            the master's balance cycle: with the local test cluster's 2 s cycle, 1 s brings the
+            first message within ~3 s instead of ~13 s. No master setting shortens that wait
+            (docs/protocol/consumer.md §2.7).
         heartbeat_max_retries: master heartbeat failures in a row tolerated before the
             consumer backs off (Java ``maxHeartBeatRetryTimes``, 5).
         heartbeat_retry_backoff: seconds between master heartbeats once failures went past
@@ -238,6 +280,13 @@ class ConsumerConfig(ClientConfig):
     tail_check_timeout: float = 10.0
     lost_tail_window: int = DEFAULT_LOST_TAIL_WINDOW
 
+    @property
+    def join_heartbeat(self) -> float | None:
+        """The join heartbeat interval in effect (seconds), or ``None`` for none:
+        ``join_heartbeat_interval`` resolved against the master addresses
+        (:func:`join_heartbeat_in_effect`)."""
+        return join_heartbeat_in_effect(self.join_heartbeat_interval, self.masters)
+
     @classmethod
     def from_url(cls, url: str, **overrides: Unpack[ConsumerFields]) -> Self:
         """Build a consumer config from ``tubemq://…`` and keyword fields (which win); see
@@ -308,7 +357,9 @@ class ConsumerConfig(ClientConfig):
         c.seconds("reconnect_delay", self.reconnect_delay, high=600.0)
         c.seconds("reconnect_delay_max", self.reconnect_delay_max, high=3600.0)
         c.seconds("callback_timeout", self.callback_timeout, high=3600.0)
-        c.optional_seconds("join_heartbeat_interval", self.join_heartbeat_interval, high=300.0)
+        join = self.join_heartbeat_interval
+        if not (type(join) in (int, float) and join == JOIN_HEARTBEAT_OFF):
+            c.optional_seconds("join_heartbeat_interval", join, high=300.0)
         if c.ok and self.idle_ceiling < self.msg_not_found_wait:
             c.problem(
                 f"msg_not_found_max_wait ({self.msg_not_found_max_wait}) must be >= "

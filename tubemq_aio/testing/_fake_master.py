@@ -218,7 +218,7 @@ class FakeMaster:
         cls = pb.RegisterResponseM2C
         missing = self._missing_topics(req.topicList)
         if missing:
-            return _refuse(cls, 431, f"topic {missing[0]} not deployed")
+            return _refuse(cls, 431, _not_deployed(missing))
         self._expire()
         members = self.groups.setdefault(req.groupName, {})
         if any(m.client_balanced for m in members.values()):
@@ -325,7 +325,7 @@ class FakeMaster:
         cls = pb.RegisterResponseM2CV2
         missing = self._missing_topics(req.topicList)
         if missing:
-            return cls(errCode=431, errMsg=f"topic {missing[0]} not deployed").SerializeToString()
+            return cls(errCode=431, errMsg=_not_deployed(missing)).SerializeToString()
         if req.sourceCount > 0 and not 0 <= req.nodeId < req.sourceCount:
             # The real master checks the node id right after the topics, before recording
             # anything (a producer's deployment check relies on that order).
@@ -427,6 +427,11 @@ def _parse_held(infos: Sequence[str]) -> set[PartKey]:
             continue
         held.add((part.broker.broker_id, part.topic, part.partition_id))
     return held
+
+
+def _not_deployed(missing: list[str]) -> str:
+    """The real master's 431 text: every missing topic, as a Java set prints them."""
+    return f"Requested topic [[{', '.join(missing)}]] not deployed!"
 
 
 def _refuse(
