@@ -473,3 +473,51 @@ async def test_an_acquire_passes_over_reads_in_flight_as_the_model_does(store: L
     assert r.values[0] == marked[3]
     with pytest.raises(ValueError, match="token"):
         await store.read_ahead(LeaseKey(g, s, marked[0], "L0"), "", 10)
+
+
+async def test_a_reset_holds_a_reading_lease_partition_as_the_model_does(
+    store: LeaseStore,
+) -> None:
+    # A lease with no batch booked (its holder may still be reading) and one with a batch
+    # booked (its reads are over), both reset: the first partition waits for its old lease's
+    # end, the second is leased again at once; after the end, the acquire forgets the cursor.
+    g, s = "g", "c"
+    reading, done = "1:t:0", "1:t:1"
+    model = GroupState()
+    await store.boot([g], allow_init=True)
+    model.boot()
+
+    async def check(r: Reply, expect: tuple[Any, ...]) -> None:
+        assert _flat(r) == expect
+        assert model_view(await store.dump(g, s), s) == model_view(model, s)
+
+    r = await store.sync_parts(g, s, [reading, done])
+    await check(r, model.sync_parts(r.now, s, [reading, done]))
+    for p, lid, lease_ms in ((done, "D", 60_000), (reading, "R", 300)):
+        r = await store.acquire(g, s, lid, lease_ms, "h", p)
+        await check(r, model.acquire(r.now, s, lid, lease_ms, "h", p))
+        r = await store.init(LeaseKey(g, s, p, lid), 0, 280)
+        await check(r, model.init(r.now, s, p, lid, 0, 280))
+    lexp = model.scope(s).part(reading).lease_expiry
+    booking = Booking(0, 28, 280, 1, 0, 28)
+    r = await store.record(LeaseKey(g, s, done, "D"), booking)
+    await check(r, model.record(r.now, s, done, "D", booking))
+    r = await store.reset(g, s, "", [(reading, 56), (done, 56)], [])
+    got = model.reset(r.now, s, "", [(reading, 56), (done, 56)], [])
+    assert r.values == tuple(x for row in got for x in row)
+    assert (await store.dump(g, s)).reading == {reading: f"|{lexp}"}
+    assert model_view(await store.dump(g, s), s) == model_view(model, s)
+    r = await store.acquire(g, s, "A", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "A", 60_000, "h"))
+    assert r.values[:2] == (done, 56)
+    r = await store.acquire(g, s, "B", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "B", 60_000, "h"))
+    assert (r.status, r.values[0]) == ("none", lexp)
+    r = await store.record(LeaseKey(g, s, reading, "R"), booking)  # the old holder: stale
+    await check(r, model.record(r.now, s, reading, "R", booking))
+    assert r.status == "stale"
+    await asyncio.sleep(max(0.0, (lexp - r.now) / 1000) + 0.01)
+    r = await store.acquire(g, s, "C", 60_000, "h")
+    await check(r, model.acquire(r.now, s, "C", 60_000, "h"))
+    assert (r.status, r.values[0], r.values[1]) == ("leased", reading, 56)
+    assert (await store.dump(g, s)).reading == {}

@@ -19,11 +19,13 @@ search that shrinks what it finds, and thousands of seeded schedules); without i
 cursor) some three schedules in a hundred skip messages, and
 :func:`test_the_naive_read_ahead_skips_messages` replays one step by step.
 
-Resets come only while no lease holder is between its acquire and its booking: a reset frees a
-leased partition at once, and a read of the old holder still on its way can then land inside
-the next lease's read exactly as an unmarked read-ahead does. This simulation finds that skip
-too (about one schedule in 2 500); it is older than the read-ahead and the lease model has
-nothing for it yet.
+Resets come at any time, also while a lease holder is between its acquire and its booking
+(its reads on the critical path may still reach the broker until its lease's expiry). A reset
+that freed such a partition at once let the old holder's late read land inside the next
+lease's read exactly as an unmarked read-ahead does (about one schedule in 2 500;
+:class:`FreeingResetWorld` keeps that reset and
+:func:`test_a_reset_that_frees_a_reading_lease_skips_messages` replays one); the reset now
+leaves a voided read-in-flight mark until the old lease's expiry, and no schedule skips.
 """
 
 from __future__ import annotations
@@ -320,11 +322,14 @@ class ReadAheadWorld(RuleBasedStateMachine):
         self.kept.pop(replica, None)
         self.critical = {lid: rl for lid, rl in self.critical.items() if rl[0] != replica}
 
-    # Only while no lease holder is reading (see the module's docstring); resets during a
-    # read-ahead are what is checked.
     def reset(self, to: int) -> None:
-        if all(self.now >= lexp for _, lexp in self.critical.values()):
-            self.m.reset(self.now, S, "", [(P, to)], [])
+        """An admin reset, at any time: also while a holder is between its acquire and its
+        booking (its reads on the critical path may still reach the broker) or a read-ahead is
+        on its way."""
+        self.stats["reset_while_reading"] += any(
+            self.now < lexp for _, lexp in self.critical.values()
+        )
+        self.m.reset(self.now, S, "", [(P, to)], [])
 
     def do(self, kind: str, x: int) -> None:
         """One step of a schedule: ``kind`` from :data:`ACTIONS`, its arguments taken from
@@ -359,6 +364,19 @@ class NaiveWorld(ReadAheadWorld):
     guarded = False
 
 
+class FreeingResetWorld(ReadAheadWorld):
+    """The reset as it was before it held a partition under a reading lease: it voided a
+    read-ahead's mark (kept until its deadline) and freed the partition at once otherwise."""
+
+    def reset(self, to: int) -> None:
+        mark = self.m.reading.get(P)
+        super().reset(to)
+        if mark is None:
+            self.m.reading.pop(P, None)
+        else:
+            self.m.reading[P] = ReadAhead("", ReadAhead.parse(mark).until).text()
+
+
 TestReadAheadWorld = ReadAheadWorld.TestCase
 TestReadAheadWorld.settings = settings(
     max_examples=examples(200), stateful_step_count=150, deadline=None
@@ -380,8 +398,10 @@ def test_random_schedules_with_the_mark_skip_nothing() -> None:
     for seed in range(examples(3_000)):
         totals.update(walk(ReadAheadWorld, seed).stats)
     # the schedules did what they are for: batches served from memory, acquires held off by a
-    # read in flight, read-aheads ended by a reset or a deadline, dead replicas, broker crashes
-    for what in ("kept_served", "blocked_by_read", "read_ahead_stale", "served_across_a_crash"):
+    # read in flight, read-aheads ended by a reset or a deadline, dead replicas, broker crashes,
+    # resets while a holder reads
+    seen = ("kept_served", "blocked_by_read", "read_ahead_stale", "served_across_a_crash")
+    for what in (*seen, "reset_while_reading"):
         assert totals[what] > 0, totals
 
 
@@ -496,6 +516,55 @@ def test_a_reset_voids_the_read_in_flight() -> None:
     _run(world)
     assert world.stats["kept_served"] == 0
     assert world.stats["served"] == 2
+
+
+def _reset_while_r1_reads(cls: type[ReadAheadWorld]) -> ReadAheadWorld:
+    """r1 leases the partition (until 2 000) and registers at 0; its GetMessage is still on its
+    way when an admin resets the partition to 0; r2 fetches."""
+    world = _world(cls, messages=2)
+    world.fetch("r1", 4)
+    world.step(0)  # r1 registers at 0; its GetMessage is next
+    world.reset(0)
+    assert world.stats["reset_while_reading"] == 1
+    world.fetch("r2", 4)
+    return world
+
+
+def test_a_reset_that_frees_a_reading_lease_skips_messages() -> None:
+    # The schedule the simulation found with resets at any time, before the fix: r2 leases
+    # the partition at once and registers at 0; its GetMessage reads [0, 2); two messages
+    # come; r1's late GetMessage reads again from 0: [0, 4) in flight; r2's CommitOffset
+    # commits it and answers 4: r2 books [0, 4) holding [0, 2).
+    world = _reset_while_r1_reads(FreeingResetWorld)
+    r1, r2 = 0, 1
+    world.step(r2)  # r2 registers at 0
+    world.step(r2)  # r2's GetMessage: [0, 2)
+    world.produce(2)
+    world.step(r1)  # r1's GetMessage: [0, 4)
+    world.step(r2)  # r2's CommitOffset: 4
+    with pytest.raises(AssertionError, match="skipped"):
+        world.step(r2)  # r2 books [0, 4)
+
+
+def test_a_reset_holds_a_reading_lease_partition_until_the_lease_ends() -> None:
+    world = _reset_while_r1_reads(ReadAheadWorld)
+    lexp = 1_000 + LEASE_MS
+    assert world.stats["acquire_none"] == 1  # r2 waits for the end of r1's lease
+    assert world.m.acquire(world.now, S, "x", LEASE_MS, "hk", want=P) == ("none", lexp, -1)
+    assert world.m.scope(S).part(P).committed == 0  # the reset itself took effect at once
+    world.produce(2)
+    _drain(world)  # r1's GetMessage and CommitOffset arrive; its booking is refused
+    assert world.stats["served"] == 0
+    assert world.broker.committed == 4  # r1's read committed [0, 4) at the broker
+    world.tick(LEASE_MS - 1)
+    world.fetch("r2", 4)
+    assert world.stats["acquire_none"] == 2  # still r1's lease time
+    world.tick(1)
+    world.fetch("r2", 4)  # the block is over: the broker cursor is unknown, r2 registers at 0
+    _run(world)
+    assert world.stats["served"] == 1
+    assert world.m.scope(S).part(P).batch_start == 0
+    assert world.m.scope(S).part(P).batch_end == 4
 
 
 def test_the_naive_read_ahead_skips_messages() -> None:

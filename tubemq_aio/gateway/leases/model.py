@@ -154,6 +154,18 @@ class GroupState:
         mark = self.reading.get(p)
         return ready_at if mark is None else max(ready_at, ReadAhead.parse(mark).until)
 
+    def _block(self, p: str, lease_end: int, now: int) -> None:
+        """Keep ``p`` from being handed out while a read freed early may still reach the broker:
+        a read-ahead in flight is voided (token ``""``: its end books nothing) and still blocks
+        until its deadline; a live lease's reads (``lease_end`` > ``now``, its expiry) block
+        until that expiry. The later of the two becomes the voided mark's deadline."""
+        mark = self.reading.get(p)
+        until = -1 if mark is None else ReadAhead.parse(mark).until
+        if lease_end > now:
+            until = max(until, lease_end)
+        if mark is not None or until > now:
+            self.reading[p] = ReadAhead("", until).text()
+
     def _rate_wait_ms(self, now: int) -> int:
         if self.rate <= 0:
             return 0
@@ -474,9 +486,15 @@ class GroupState:
         """Move committed offsets: every partition of the scope (plus ``plist``) to ``target``
         (``earliest``/``latest``, resolved by the next fetch), or each of ``pairs`` to its
         offset. Clears leases (their tokens get ``stale``) and the partitions' kept-batch
-        fences; voids a read-ahead in flight (it still blocks the partition until its deadline,
-        since its requests may still reach the broker, and its end books nothing); writes the
-        boot marker.
+        fences; writes the boot marker.
+
+        A partition whose holder may still be reading it is not handed out before those reads
+        are over: a read-ahead in flight is voided (it still blocks the partition until its
+        deadline, and its end books nothing), and a live lease with no batch booked yet (its
+        holder is between its acquire and its booking; its broker requests may reach the broker
+        until the lease's expiry, ``docs/gateway.md``, "What is assumed") leaves a voided mark
+        until that expiry. The next acquire after the block forgets the broker
+        cursor, so it registers at the new offset.
 
         Returns:
             ``(p, old cmt | -1, new)`` per partition, ``new`` as text.
@@ -497,13 +515,13 @@ class GroupState:
                 ps.committed, ps.start = to, None
             else:
                 ps.committed, ps.start = None, to
+            reading = ps.lease_id is not None and ps.batch_start is None
+            self._block(p, sc.leased.get(p, 0) if reading else 0, now)
             if ps.lease_id is not None:
                 self._drop_hold(ps.lease_id)
                 sc.acq.pop(ps.lease_id, None)
             ps.clear_lease(last_settled=None)
             self.fence.pop(p, None)
-            if p in self.reading:  # still in flight: it blocks until its deadline, books nothing
-                self.reading[p] = ReadAhead("", ReadAhead.parse(self.reading[p]).until).text()
             ps.redeliveries = ps.empty_reads = 0
             sc.leased.pop(p, None)
             if not ps.gone:

@@ -29,6 +29,15 @@ for _, item in ipairs(todo) do
     hset(p, 'start', to)
   end
   local lid = hget(p, 'lid')
+  -- A holder between its acquire and its booking may still reach the broker until its lease's
+  -- expiry, and a read-ahead in flight until its deadline: p is not handed out before the later
+  -- of the two (a voided mark: token '', its end books nothing).
+  local _, until_ms = read_mark(p)
+  if lid and not hget(p, 'ls') then
+    local lexp = tonumber(redis.call('ZSCORE', K_LEASED, p) or '0')
+    if lexp > NOW and (until_ms == nil or lexp > until_ms) then until_ms = lexp end
+  end
+  if until_ms then redis.call('HSET', K_CUR, p .. '|ra', '|' .. fmt(until_ms)) end
   if lid then
     redis.call('HDEL', K_ACQ, lid)
     drop_rate_hold(lid)
@@ -37,8 +46,6 @@ for _, item in ipairs(todo) do
     fld(p, 'ls'), fld(p, 'ln'), fld(p, 'last'), fld(p, 'rc'), fld(p, 'zc'))
   redis.call('ZREM', K_LEASED, p)
   redis.call('HDEL', K_CUR, p .. '|kf')
-  local _, until_ms = read_mark(p)  -- a read-ahead in flight still blocks p; it books nothing
-  if until_ms then redis.call('HSET', K_CUR, p .. '|ra', '|' .. fmt(until_ms)) end
   if hget(p, 'gone') ~= '1' then redis.call('ZADD', K_READY, fmt(NOW), p) end
 end
 redis.call('PUBLISH', 'tgw:wake', WAKE)
