@@ -36,7 +36,9 @@ class ReadAhead:
 
     Attributes:
         token: the replica's id for this read (random, never reused); ``""`` once a reset
-            voided it (it still blocks the partition until ``until``, its end books nothing).
+            voided it (it still blocks the partition until ``until``, its end books nothing),
+            or when a reset wrote it for a lease it cleared whose holder may still be reading
+            (``until`` is then that lease's expiry, or the voided read's deadline if later).
         until: the read's deadline, in ms of the Redis clock (``now`` of the script that
             stored it plus the read's allowance).
     """

@@ -84,7 +84,8 @@ local function remember(lid, o, life)
   if n > DONE_MAX then redis.call('ZREMRANGEBYRANK', K_DONE, 0, n - DONE_MAX - 1) end
 end
 -- A read-ahead in flight (model: read_ahead.ReadAhead): field "<p>|ra" of cur holds
--- "<token>|<until ms>"; token '' once a reset voided it. Answers token, until (nil, nil: none).
+-- "<token>|<until ms>"; token '' once a reset voided it or held p for a lease it cleared whose
+-- holder may still be reading (see reset.lua). Answers token, until (nil, nil: none).
 local function read_mark(p)
   local held = redis.call('HGET', K_CUR, p .. '|ra')
   if not held then return nil, nil end
