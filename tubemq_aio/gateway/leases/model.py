@@ -16,10 +16,13 @@ partitions with their committed offset, lease and redelivery count, plus two sch
 ``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
 
 Rules (the consume semantics of ``docs/gateway.md``): at most one live lease per (scope,
-partition); a committed offset moves only by ack, init, reset, an empty scan or a rewind (the
-broker lost the tail it stood in); a settled lease never changes state again; an expired lease
-is reclaimed by the next acquire but a late ack still counts until someone leases the partition
-again; committed offsets are never deleted when a partition leaves the metadata.
+partition), and none starts while an earlier holder's reads may still reach the broker (a reset
+that clears a lease with no batch booked holds the partition until that lease's expiry, a
+read-ahead holds it until its deadline); a committed offset moves only by ack, init, reset, an
+empty scan or a rewind (the broker lost the tail it stood in); a settled lease never changes
+state again; an expired lease is reclaimed by the next acquire but a late ack still counts
+until someone leases the partition again; committed offsets are never deleted when a partition
+leaves the metadata.
 """
 
 from __future__ import annotations
