@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -427,13 +427,12 @@ async def test_the_kept_batch_fence_is_handed_to_one_lease_only(store: LeaseStor
     assert (await store.dump(g, s)).fence == {}
 
 
-async def test_an_acquire_passes_over_reads_in_flight_as_the_model_does(store: LeaseStore) -> None:
-    # 20 partitions due first, each with a read-ahead in flight (more than one chunk of the
-    # script's scan), then 20 without: the acquire skips the first ones, and once the others
-    # are leased answers when the earliest mark ends.
-    g, s = "g", "c"
-    marked = [f"1:t:{i:02d}" for i in range(20)]
-    free = [f"2:t:{i:02d}" for i in range(20)]
+Check = Callable[[Reply, tuple[Any, ...]], Awaitable[None]]
+
+
+async def _twin(store: LeaseStore, g: str, s: str) -> tuple[GroupState, Check]:
+    """The booted store's model of group ``g``, and a check that a script's reply is the
+    model's and that the scope ``s`` of both is the same after it."""
     model = GroupState()
     await store.boot([g], allow_init=True)
     model.boot()
@@ -442,6 +441,17 @@ async def test_an_acquire_passes_over_reads_in_flight_as_the_model_does(store: L
         assert _flat(r) == expect
         assert model_view(await store.dump(g, s), s) == model_view(model, s)
 
+    return model, check
+
+
+async def test_an_acquire_passes_over_reads_in_flight_as_the_model_does(store: LeaseStore) -> None:
+    # 20 partitions due first, each with a read-ahead in flight (more than one chunk of the
+    # script's scan), then 20 without: the acquire skips the first ones, and once the others
+    # are leased answers when the earliest mark ends.
+    g, s = "g", "c"
+    marked = [f"1:t:{i:02d}" for i in range(20)]
+    free = [f"2:t:{i:02d}" for i in range(20)]
+    model, check = await _twin(store, g, s)
     r = await store.sync_parts(g, s, marked)
     await check(r, model.sync_parts(r.now, s, marked))
     for i, p in enumerate(marked):
@@ -483,14 +493,7 @@ async def test_a_reset_holds_a_reading_lease_partition_as_the_model_does(
     # end, the second is leased again at once; after the end, the acquire forgets the cursor.
     g, s = "g", "c"
     reading, done = "1:t:0", "1:t:1"
-    model = GroupState()
-    await store.boot([g], allow_init=True)
-    model.boot()
-
-    async def check(r: Reply, expect: tuple[Any, ...]) -> None:
-        assert _flat(r) == expect
-        assert model_view(await store.dump(g, s), s) == model_view(model, s)
-
+    model, check = await _twin(store, g, s)
     r = await store.sync_parts(g, s, [reading, done])
     await check(r, model.sync_parts(r.now, s, [reading, done]))
     for p, lid, lease_ms in ((done, "D", 60_000), (reading, "R", 300)):
