@@ -496,8 +496,8 @@ class GroupState:
         deadline, and its end books nothing), and a live lease with no batch booked yet (its
         holder is between its acquire and its booking; its broker requests may reach the broker
         until the lease's expiry, ``docs/gateway.md``, "What is assumed") leaves a voided mark
-        until that expiry. The next acquire after the block forgets the broker
-        cursor, so it registers at the new offset.
+        until that expiry. The next acquire after the block forgets the broker cursor, so it
+        registers at the new offset.
 
         Returns:
             ``(p, old cmt | -1, new)`` per partition, ``new`` as text.
