@@ -1,17 +1,17 @@
 """The read-ahead off the fetch's critical path, proven on the pure lease model.
 
-A replica answers a fetch first and only then reads the partition's next batch (a GetMessage
-and the CommitOffset right behind it on one connection) and keeps it for the partition's next
-fetch. That read has no lease around it: the client may ack at once and another replica lease
-the partition while it is still on its way. The simulation runs replicas as programs whose
-every Redis call and every broker arrival is a step of its own, interleaved at random with other
-replicas' acquires, reads, commits and bookings, clients' acks, nacks and lapses, replica kills
-(a killed replica's requests already sent still arrive: a read-ahead's until its deadline, a
-read under a lease until the lease's expiry), the broker losing its tail and an admin reset. The broker is :class:`~tests.support.fence_broker.Broker`
-(one batch in flight per group and partition, whoever read it; ``docs/protocol/consumer.md``
-§4.2). The invariant: every booked batch starts at the committed offset and its end is the end
-of the messages it holds (nothing skipped, nothing twice), with the messages the broker held
-there when it was read.
+A replica answers a fetch first and only then reads the partition's next batch (a GetMessage and
+the CommitOffset right behind it on one connection) and keeps it for the partition's next fetch.
+That read has no lease around it: the client may ack at once and another replica lease the
+partition while it is still on its way. The simulation runs replicas as programs whose every Redis
+call and every broker arrival is a step of its own, interleaved at random with other replicas'
+acquires, reads, commits and bookings, clients' acks, nacks and lapses, replica kills (a killed
+replica's requests already sent still arrive: a read-ahead's until its deadline, a read under a
+lease until the lease's expiry), the broker losing its tail and an admin reset. The broker is
+:class:`~tests.support.fence_broker.Broker` (one batch in flight per group and partition, whoever
+read it; ``docs/protocol/consumer.md`` §4.2). The invariant: every booked batch starts at the
+committed offset and its end is the end of the messages it holds (nothing skipped, nothing twice),
+with the messages the broker held there when it was read.
 
 With the read-in-flight mark (``GroupState.read_ahead``) no schedule breaks it (a hypothesis
 search that shrinks what it finds, and thousands of seeded schedules); without it
