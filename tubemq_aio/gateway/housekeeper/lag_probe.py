@@ -15,6 +15,7 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
+from tubemq_aio.errors import RemoteRpcError, RequestNotSentError, ServerError
 from tubemq_aio.gateway.engine.data import FetchArgs
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -27,6 +28,9 @@ __all__ = ["probe_partition"]
 
 #: Broadcast cursor mutex life (ms), the same as a fetch's.
 _CURSOR_LOCK_MS = 5000
+#: How a register ends when the broker answered it or it was never sent: nothing of it can
+#: reach the broker later.
+_ANSWERED = (ServerError, RemoteRpcError, RequestNotSentError)
 
 
 async def probe_partition(
@@ -45,14 +49,34 @@ async def probe_partition(
     does, and ``on_rewind`` is called: an idle group is repaired before new messages fill the
     reused offsets past it.
 
+    A register that was sent and not answered (a timeout, a lost connection, the probe
+    cancelled) may still reach the broker until the lease's expiry: the lease (and a broadcast
+    scope's cursor mutex) is then left to lapse instead of being released, so that no fetch
+    reads the partition while it can land (``docs/gateway.md``, "Read-ahead off the critical
+    path").
+
     Raises:
         GatewayError: Redis failed (the lease is released first when possible).
-        TubeMQError: the broker refused the register (the lease is released).
+        TubeMQError: the broker refused the register (the lease is released), or did not
+            answer it (the lease lapses).
     """
     spec, scope = request.spec, request.scope
     lid = secrets.token_hex(16)
     released = False  # a cancel while the acquire is in flight still gives p back below
     unlock: str | None = None
+    astray = False  # a register sent and not answered: it may still reach the broker
+
+    async def register(offset: int) -> tuple[int, int]:
+        nonlocal astray
+        astray = True
+        try:
+            answer = await tube.register(p, offset)
+        except _ANSWERED:
+            astray = False
+            raise
+        astray = False
+        return answer
+
     try:
         got = await store.acquire(spec.name, scope, lid, request.lease_ms, request.holder, want=p)
         if got.status != "leased" or got.leased().partition_key != p:
@@ -68,15 +92,15 @@ async def probe_partition(
             unlock = key
         if cmt < 0:
             target = start or spec.start
-            begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
+            begin, top = await register(0 if target == "earliest" else LATEST_OFFSET)
             first = await store.init(LeaseKey(spec.name, scope, p, lid), begin, top)
             if first.status != "ok":
                 return False
             cmt = -1 if first.committed is None else first.committed
         else:
-            begin, top = await tube.register(p, cmt)
+            begin, top = await register(cmt)
             if begin < cmt:  # the partition ends below cmt: a second answer must agree
-                begin, top = await tube.register(p, cmt)
+                begin, top = await register(cmt)
                 if begin < cmt:
                     lease = LeaseKey(spec.name, scope, p, lid)
                     if not await rewind_committed(store, lease, cmt, begin, top):
@@ -88,9 +112,9 @@ async def probe_partition(
         released = rec.status in ("released", "stale")
         return rec.status == "released"
     finally:
-        if not released:
+        if not released and not astray:
             with contextlib.suppress(Exception):
                 await asyncio.shield(store.settle(LeaseKey(spec.name, scope, p, lid), "release", 0))
-        if unlock is not None:
+        if unlock is not None and not astray:
             with contextlib.suppress(Exception):  # it lapses on its own
                 await store.unlock(unlock, lid)
