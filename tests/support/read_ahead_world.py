@@ -64,12 +64,11 @@ class ReadCall:
 
 @dataclasses.dataclass
 class Stray:
-    """A broker request of a holder that is gone (killed, or gave up waiting for its answer):
-    it still arrives, before the lease's expiry or never (``docs/gateway.md``, "What is
-    assumed")."""
+    """Broker requests of a holder that is gone (killed, or gave up waiting for an answer),
+    still on their way on one connection, in order: they arrive before the lease's expiry or
+    never (``docs/gateway.md``, "What is assumed")."""
 
-    kind: str  # "get" (its size), "commit" or "register" (its offset)
-    arg: int
+    requests: list[tuple[str, int]]  # ("get", size), ("commit", 0) or ("register", offset)
     until: int
 
 
@@ -309,14 +308,17 @@ class ReadAheadWorld(RuleBasedStateMachine):
             return
         i %= len(self.calls) + len(self.strays)
         if i >= len(self.calls):
-            stray = self.strays.pop(i - len(self.calls))
+            stray = self.strays[i - len(self.calls)]
+            kind, arg = stray.requests.pop(0)
+            if not stray.requests or self.now >= stray.until:
+                self.strays.remove(stray)
             if self.now < stray.until:
-                if stray.kind == "get":
-                    self.broker.get(False, stray.arg)
-                elif stray.kind == "commit":
+                if kind == "get":
+                    self.broker.get(False, arg)
+                elif kind == "commit":
                     self.broker.commit(True)
                 else:
-                    self.broker.register(stray.arg)
+                    self.broker.register(arg)
                 self.stats["stray_arrived"] += 1
             return
         call = self.calls[i]
@@ -347,11 +349,13 @@ class ReadAheadWorld(RuleBasedStateMachine):
         self.strays.clear()
 
     def _stray(self, lid: str) -> None:
-        """The request lease ``lid`` has on its way goes on without its holder."""
+        """The requests lease ``lid`` has on their way go on without its holder (a GetMessage
+        with the CommitOffset written right behind it)."""
         request = self.pending.pop(lid, None)
         _, lexp = self.critical.pop(lid)
         if request is not None:
-            self.strays.append(Stray(*request, lexp))
+            behind = [("commit", 0)] if request[0] == "get" else []
+            self.strays.append(Stray([request, *behind], lexp))
 
     def kill(self, replica: str) -> None:
         self.programs = [(r, steps) for r, steps in self.programs if r != replica]

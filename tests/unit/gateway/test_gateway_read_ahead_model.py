@@ -24,7 +24,7 @@ schedules are in ``test_gateway_read_ahead_schedules.py``, the world in
 Resets come at any time, also while a lease holder is between its acquire and its booking
 (its reads on the critical path may still reach the broker until its lease's expiry). A reset
 that freed such a partition at once let the old holder's late read land inside the next
-lease's read exactly as an unmarked read-ahead does (about one schedule in 2 500;
+lease's read exactly as an unmarked read-ahead does (about one schedule in 2 000;
 :class:`FreeingResetWorld` keeps that reset and
 ``test_a_reset_that_frees_a_reading_lease_skips_messages`` replays one); the reset now
 leaves a voided read-in-flight mark until the old lease's expiry, and no schedule skips.

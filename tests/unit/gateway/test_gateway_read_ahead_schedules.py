@@ -174,7 +174,7 @@ def _r1_gives_up_mid_read(cls: type[ReadAheadWorld]) -> ReadAheadWorld:
     world.fetch("r1", 4)
     world.step(0)  # r1 registers at 0; its GetMessage is on its way
     world.give_up(0)
-    assert world.strays == [Stray("get", 4, 1_000 + LEASE_MS)]
+    assert world.strays == [Stray([("get", 4), ("commit", 0)], 1_000 + LEASE_MS)]
     world.fetch("r2", 4)
     return world
 
@@ -200,7 +200,9 @@ def test_a_holder_giving_up_lets_its_lease_lapse_and_nothing_is_skipped() -> Non
     world.fetch("r2", 4)
     assert world.stats["acquire_none"] == 2
     world.produce(2)
-    world.arrive(0)  # r1's GetMessage: [0, 4) in flight, never committed by anyone
+    world.arrive(0)  # r1's GetMessage: [0, 4) in flight
+    world.arrive(0)  # r1's CommitOffset: [0, 4) committed at the broker, not in Redis
+    assert (world.broker.committed, world.strays) == (4, [])
     world.tick(LEASE_MS)
     world.fetch("r2", 4)  # the lease lapsed: the cursor is unknown, r2 registers at 0
     _run(world)
