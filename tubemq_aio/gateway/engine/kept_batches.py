@@ -17,6 +17,7 @@ import dataclasses
 
 from tubemq_aio.gateway.config.limits import MAX_KEPT_BATCH_BYTES
 from tubemq_aio.gateway.leases.model import KeptFence
+from tubemq_aio.gateway.tubemq.next_batch import ReadConnection
 from tubemq_aio.protocol.consumer_replies import RawMessage
 
 __all__ = ["KeptBatch", "KeptBatches"]
@@ -32,12 +33,23 @@ class KeptBatch:
         size: their payload bytes (:func:`payload_bytes` of ``messages``, summed once by
             whoever builds the batch).
         max_offset: the partition's max offset the answer that brought them reported.
+        end: where the batch ends (the commit that followed its read said so; -1: unknown,
+            learned when it is served).
+        read_on: the broker connection it was read on: it is served only while that one is
+            open (None: not checked).
     """
 
     fence: KeptFence
     messages: tuple[RawMessage, ...]
     size: int
     max_offset: int = -1
+    end: int = -1
+    read_on: ReadConnection | None = None
+
+    def servable(self) -> bool:
+        """Whether the connection it was read on (if known) is still open: a broker restart
+        closes it, and the broker may then have lost the batch and reuse its offsets."""
+        return self.read_on is None or not self.read_on.is_closed
 
 
 class KeptBatches:
@@ -102,6 +114,12 @@ class KeptBatches:
         self._held[(group, partition_key)] = batch
         self._bytes += batch.size
         return True
+
+    def discard(self, group: str, partition_key: str, batch: KeptBatch) -> None:
+        """Drop ``batch`` if it is still the one kept for the partition (a read-ahead whose
+        end in Redis did not go through takes back what it kept)."""
+        if self._held.get((group, partition_key)) is batch:
+            self.take(group, partition_key)
 
     def fits(self, size: int) -> bool:
         """Whether a batch of ``size`` payload bytes (:func:`payload_bytes` of its messages)

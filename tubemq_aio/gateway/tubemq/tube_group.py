@@ -39,6 +39,7 @@ from tubemq_aio.gateway.tubemq.early_commit import (
     settle_early,
 )
 from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages, screen_raw_messages
+from tubemq_aio.gateway.tubemq.next_batch import NextBatch, read_next_batch, screened
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
@@ -358,6 +359,27 @@ class TubeGroup:
         resync = got.resync or f"kept batch at {start} not served: {why}"
         return replace(got, rpcs=got.rpcs + rpcs, resync=resync)
 
+    async def read_next(self, key: str, deadline: float) -> NextBatch:
+        """Read the partition's next batch off a fetch's critical path: GetMessage and the
+        CommitOffset behind it on one connection, aborted at ``deadline`` (``loop.time()``;
+        :func:`~tubemq_aio.gateway.tubemq.next_batch.read_next_batch`). Its batch comes back
+        screened (:meth:`screen`) by the caller.
+
+        Raises:
+            TubeMQError: the partition is not known to the session (nothing was sent).
+        """
+        session = self._session()
+        partition = await self._partition(key)
+        self.rpcs += 2
+        return await read_next_batch(session, partition, deadline)
+
+    def screen(self, key: str, batch: tuple[RawMessage, ...]) -> tuple[RawMessage, ...] | None:
+        """``batch`` of ``key`` screened as a read screens it (checksums, filters; counted in
+        :attr:`stats`), or None when a message was damaged."""
+        topic = key.split(":")[1]
+        filters = self._consumer.config.filters_of(topic)
+        return screened(key, batch, filters, self._consumer.stats)
+
     async def _read(self, key: str, args: _ReadOnce) -> TubeRead:
         """:meth:`read` as ``args`` ask."""
         session = self._session()
@@ -482,7 +504,7 @@ class TubeGroup:
 
         if not args.kept:
             self._early.saw(key, first)
-        done, spent, batches, hurt, ahead = await self._gather(
+        done, spent, batches, hurt, ahead, more = await self._gather(
             session, partition, (first, begin, first_max), args, decode, early
         )
         rpcs += spent
@@ -506,6 +528,7 @@ class TubeGroup:
             registered=registered,
             resync=resync,
             ahead=ahead,
+            more=more,
         )
 
     async def _gather(
@@ -516,7 +539,9 @@ class TubeGroup:
         args: _ReadOnce,
         decode: Callable[[tuple[RawMessage, ...], int], bool],
         early: asyncio.Task[OffsetResponse] | None = None,
-    ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...]]:
+    ) -> tuple[
+        GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...], bool
+    ]:
         """Read further broker batches after ``head`` (the first batch, where it starts and the
         max offset its answer reported); end with a CommitOffset, or with ``args.read_ahead``
         by reading the next batch ahead unless the last batch reached the end of the partition
@@ -541,7 +566,8 @@ class TubeGroup:
             The last answer (``currOffset`` = the end of the kept batches: a commit's, or the
             GetMessage's that read ahead), the broker RPCs made here, the number of batches
             kept, the start of a batch damaged on the way (None when none was: then every
-            batch read was kept) and the batch read ahead (empty: none).
+            batch read was kept), the batch read ahead (empty: none) and whether the partition
+            may hold more after the last batch (``may_continue``).
 
         Raises:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
@@ -573,7 +599,7 @@ class TubeGroup:
             )
             pending = ()
             if hurt or not got.success:  # 404 (caught up), 452, …: the commit below ends it
-                keep = not hurt
+                keep, more = not hurt, more and got.err_code != 404
                 break
             if got.curr_offset <= last_start:
                 raise server_error(
@@ -583,8 +609,8 @@ class TubeGroup:
             more = may_continue(got.curr_offset, got.messages, got.max_offset)
             if not room or total + len(got.messages) > args.max_messages:
                 if args.read_ahead:  # in flight at the broker: the next read's first batch
-                    return got, rpcs, batches, None, got.messages
-                keep = False
+                    return got, rpcs, batches, None, got.messages, more
+                keep, more = False, True  # rolled back: the partition goes on with it
                 break
             pending, pending_at, batches = got.messages, got.curr_offset, batches + 1
             size += payload_bytes(got.messages)
@@ -603,12 +629,12 @@ class TubeGroup:
             )
             rpcs += 1
         if hurt or hurt_last:
-            return done, rpcs, batches - 1, pending_at, ()
+            return done, rpcs, batches - 1, pending_at, (), more
         if done.success and not keep and done.curr_offset != last_start:
             raise server_error(
                 500, f"rollback left the cursor at {done.curr_offset}, not {last_start}"
             )
-        return done, rpcs, batches, None, ()
+        return done, rpcs, batches, None, (), more
 
 
 async def _overlapped(

@@ -37,6 +37,9 @@ class TubeRead:
             It starts at ``next``.
         from_kept: the read served a batch kept from the previous read ahead (its first
             broker batch cost no RPC).
+        more: whether the partition may hold messages right after the read's last batch
+            (:func:`~tubemq_aio.gateway.tubemq.batch_end.may_continue`; True when not judged):
+            a read of the next batch after it is not expected to be answered 404.
     """
 
     status: str
@@ -52,3 +55,4 @@ class TubeRead:
     error: str = ""
     ahead: tuple[RawMessage, ...] = ()
     from_kept: bool = False
+    more: bool = True
