@@ -2,12 +2,11 @@
 
 One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
 GetMessage → CommitOffset → [rewind, when the broker's partition now ends below S] → record.
-With ``kept_batch_bytes`` > 0 (default) a clustering read ends with a GetMessage(lastPackConsumed)
-instead of the CommitOffset: it commits the batch handed out and brings the partition's next
-batch, which this replica keeps (:class:`KeptBatches`) under a fence that ``record`` writes to
-Redis; when the next acquire of the partition hands that fence back, the kept batch is served
-and its GetMessage(lastPackConsumed) is the fetch's only broker RPC (``docs/gateway.md``, "The
-consume path");
+With ``kept_batch_bytes`` > 0 a clustering fetch's booking also marks a read-ahead of the
+partition in the same round trip, and once the fetch returns a task reads the partition's next
+batch (:mod:`.read_ahead_driver`), which this replica keeps (:class:`KeptBatches`) under a fence
+in Redis; when the next acquire of the partition hands that fence back, the kept batch is served
+with no broker RPC at all (``docs/gateway.md``, "The consume path");
 :class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
 and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
 can be read from the stats.
