@@ -223,3 +223,18 @@ async def test_cancelled_fetches_leave_no_read_ahead_place_taken(
     assert stats.kept_served > 0
     assert stats.read_aheads_kept > 0
     assert given_back  # some cancels landed in the booking's round trip
+
+
+async def test_a_read_ahead_cancelled_before_its_first_step_gives_its_place_back() -> None:
+    async with FakeCluster(topics={"t": 1}, max_batch=10) as cluster, RedisServer() as redis:
+        await produce_numbered(cluster.master_addr, "t", 30)
+        async with running_service(cluster.master_addr, redis.url, SPEC, **ON) as service:
+            out = await _fetch(service)
+            assert out.status == "ok"
+            (task,) = _read_aheads(service)
+            assert service._reader.ahead.running == 1
+            service.tasks.cancel()  # what the engine's close does first, before the task ran
+            await asyncio.wait({task}, timeout=5)
+            assert task.cancelled()
+            assert service._reader.ahead.running == 0
+            assert service.stats().read_aheads_sent == 0

@@ -124,19 +124,18 @@ class ReadAheads:
         took; the caller does not wait for it. When the engine is closing nothing is sent
         (the mark lapses at its deadline)."""
         try:
-            self._tasks.spawn(
-                self._run(tube, store, ahead),
+            task = self._tasks.spawn(
+                self._read(tube, store, ahead),
                 f"read-ahead-{ahead.key.partition_key}",
                 essential=False,
             )
         except ClientClosedError:
             self._taken -= 1
+            return
+        task.add_done_callback(self._ended)  # also when cancelled before its first step
 
-    async def _run(self, tube: TubeGroup, store: LeaseStore, ahead: ReadAheadPlan) -> None:
-        try:
-            await self._read(tube, store, ahead)
-        finally:
-            self._taken -= 1
+    def _ended(self, _task: asyncio.Task[None]) -> None:
+        self._taken -= 1
 
     async def _read(self, tube: TubeGroup, store: LeaseStore, ahead: ReadAheadPlan) -> None:
         loop = asyncio.get_running_loop()
