@@ -166,6 +166,10 @@ class ReadAheads:
         except GatewayError as exc:  # Redis away: the mark lapses at its deadline
             log.info("read-ahead of %s not ended in Redis: %r", key.partition_key, exc)
             done = None
+        except BaseException:  # cancelled (the engine closes): keep nothing
+            if batch is not None:
+                self.kept.discard(key.group, key.partition_key, batch)
+            raise
         if done is None or done.status != "ok":
             self._stats.read_aheads_stale += int(done is not None)
             if batch is not None:
