@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from tests.support.gateway_engine_support import running_service
+from tests.support.gateway_engine_support import cancelled_fetch, running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.data import FetchQuery
@@ -50,19 +50,9 @@ async def test_fetches_cancelled_at_every_step_skip_nothing(
                 assert await service.settle(outcome.lease.key, "ack") == "acked"
                 return True
 
+            query = FetchQuery(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
             for step in range(STEPS):
-                task = asyncio.ensure_future(
-                    service.fetch(
-                        FetchQuery(spec.name, client_id=None, wait_ms=200, lease_ms=60_000)
-                    )
-                )
-                for _ in range(step):
-                    await asyncio.sleep(0)
-                task.cancel()
-                done, _ = await asyncio.wait({task}, timeout=10)
-                assert done, f"a fetch cancelled after {step} loop turns did not end in 10 s"
-                if not task.cancelled() and (lease := task.result().lease) is not None:
-                    await service.settle(lease.key, "release")  # it comes again
+                await cancelled_fetch(service, query, step)
                 await fetch_and_ack()
             deadline = asyncio.get_running_loop().time() + 30
             while sum(map(len, got.values())) < len(bodies):

@@ -79,3 +79,20 @@ async def drained_lag(service: ConsumeService, group: str, timeout: float = 30.0
             out = await service.fetch(FetchQuery(group, client_id=None, wait_ms=200))
             assert out.status != "ok", out
     return lag
+
+
+async def cancelled_fetch(service: ConsumeService, query: FetchQuery, turns: int) -> None:
+    """A fetch of ``query`` cancelled after ``turns`` loop turns; a lease it still returned is
+    released (its batch comes again).
+
+    Raises:
+        AssertionError: the cancelled fetch did not end within 10 s.
+    """
+    task = asyncio.ensure_future(service.fetch(query))
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)
+    assert done, f"a fetch cancelled after {turns} loop turns did not end in 10 s"
+    if not task.cancelled() and (lease := task.result().lease) is not None:
+        await service.settle(lease.key, "release")

@@ -55,10 +55,10 @@ class EngineSettings:
         not_found_wait_ms: how long an idle partition rests before it is probed again.
         kept_batch_bytes: payload bytes of read-ahead batches one replica keeps at most, over
             every partition (default 0, off: every fetch ends with a CommitOffset and nothing
-            is kept; 33554432, 32 MiB, is a sensible value when on). When on, a fetch whose
-            batch may not have reached the partition's end ends with a GetMessage that commits
-            the batch handed out and brings the partition's next one, kept for that partition's
-            next fetch on this replica (``docs/gateway.md``, "The consume path").
+            is kept; 33554432, 32 MiB, is a sensible value when on). When on, after a fetch whose
+            batch may not have reached the partition's end has answered, the replica reads the
+            partition's next batch and keeps it for that partition's next fetch on this replica
+            (``docs/gateway.md``, "The consume path", "Read-ahead off the critical path").
         sync_interval: seconds between partition metadata refreshes of one scope on one
             replica (also how often an active broadcast client is marked as seen).
 

@@ -235,9 +235,14 @@ class GatewayStats:
     by a fetch rides in the fetch's acquire round trip and is counted in ``piggyback_acks``);
     ``offset_inits`` the round trips that wrote a partition's first committed offset;
     ``ack_wait_short`` the acks whose ``WAIT`` ended before the replicas confirmed them;
-    ``kept_served`` the batches served from what the previous fetch read ahead (no GetMessage
-    of their own) and ``kept_dropped`` the kept batches dropped instead (their fence did not
-    match, or the broker was not where it said).
+    ``kept_served`` the batches served from what was read after the partition's previous
+    answer (no broker call of their own) and ``kept_dropped`` the kept batches dropped instead
+    (their fence did not match, or the connection they were read on closed). The read-aheads
+    sent after a fetch's answer (``docs/gateway.md``, "Read-ahead off the critical path"):
+    ``read_aheads_sent`` those sent, ``read_aheads_kept`` those whose batch is kept,
+    ``read_aheads_stale`` those whose mark was not theirs any more when they ended (a reset, or
+    their deadline passed: the batch is dropped), ``read_aheads_aborted`` those whose answers
+    had not come by the deadline (the connection was aborted) or that were too late to send.
     """
 
     fetches: int = 0
@@ -264,6 +269,10 @@ class GatewayStats:
     ok_redis_roundtrips: int = 0
     kept_served: int = 0
     kept_dropped: int = 0
+    read_aheads_sent: int = 0
+    read_aheads_kept: int = 0
+    read_aheads_stale: int = 0
+    read_aheads_aborted: int = 0
     settle_redis_roundtrips: int = 0
     piggyback_acks: int = 0
     offset_inits: int = 0

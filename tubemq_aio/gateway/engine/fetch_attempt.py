@@ -2,12 +2,11 @@
 
 One attempt is acquire → [init] → [register at S when the broker cursor is not at S] →
 GetMessage → CommitOffset → [rewind, when the broker's partition now ends below S] → record.
-With ``kept_batch_bytes`` > 0 (default) a clustering read ends with a GetMessage(lastPackConsumed)
-instead of the CommitOffset: it commits the batch handed out and brings the partition's next
-batch, which this replica keeps (:class:`KeptBatches`) under a fence that ``record`` writes to
-Redis; when the next acquire of the partition hands that fence back, the kept batch is served
-and its GetMessage(lastPackConsumed) is the fetch's only broker RPC (``docs/gateway.md``, "The
-consume path");
+With ``kept_batch_bytes`` > 0 a clustering fetch's booking also marks a read-ahead of the
+partition in the same round trip, and once the fetch returns a task reads the partition's next
+batch (:mod:`.read_ahead_driver`), which this replica keeps (:class:`KeptBatches`) under a fence
+in Redis; when the next acquire of the partition hands that fence back, the kept batch is served
+with no broker RPC at all (``docs/gateway.md``, "The consume path");
 :class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
 and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
 can be read from the stats.
@@ -40,17 +39,19 @@ from tubemq_aio.gateway.engine.data import (
     Lease,
     Position,
 )
-from tubemq_aio.gateway.engine.kept_batches import KeptBatch, KeptBatches
+from tubemq_aio.gateway.engine.kept_batches import KeptBatches
 from tubemq_aio.gateway.engine.port import PiggybackAcks
+from tubemq_aio.gateway.engine.read_ahead_driver import ReadAheadPlan, ReadAheads
 from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError, TubeUnavailableError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
-from tubemq_aio.gateway.leases.model import Booking, KeptFence
+from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
+from tubemq_aio.gateway.leases.replies import Reply
+from tubemq_aio.gateway.tubemq.next_batch import kept_read
 from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
-from tubemq_aio.protocol.consumer_replies import payload_bytes
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["BatchReader", "rewind_committed", "rewind_target"]
@@ -150,6 +151,8 @@ class BatchReader:
         self._tasks = tasks
         #: Batches read ahead, one per partition at most (dropped by :meth:`close`).
         self.kept = KeptBatches(settings.kept_batch_bytes)
+        #: The read-aheads after the answers (tasks of ``tasks``).
+        self.ahead = ReadAheads(self.kept, stats, tasks, allow_ms=int(settings.rpc_timeout * 1000))
 
     def close(self) -> None:
         """Drop every kept batch (the replica closes; their fences in Redis then match no
@@ -330,6 +333,30 @@ class BatchReader:
         with contextlib.suppress(Exception):
             await cost.redis(asyncio.shield(store.settle(lease.key, "release", delay_ms)))
 
+    async def _book_reading_ahead(
+        self, tube: TubeGroup, store: LeaseStore, lease: Lease, booking: Booking, cost: AttemptCost
+    ) -> Reply:
+        """Book ``booking`` and, in the same round trip, mark a read-ahead of the partition
+        (when a place is free); the read-ahead leaves once the mark is written
+        (:mod:`.read_ahead_driver`). The booking's answer."""
+        ahead = self.ahead
+        if not ahead.reserve():
+            return await cost.redis(store.record(lease.key, booking))
+        token = secrets.token_hex(8)
+        deadline = asyncio.get_running_loop().time() + ahead.allow_ms / 1000  # before the mark's
+        try:
+            rec, mark = await cost.redis(
+                store.record_and_mark(lease.key, booking, token, ahead.allow_ms)
+            )
+        except BaseException:
+            ahead.unreserve()  # a mark the round trip may have written lapses by itself
+            raise
+        if mark.status == "ok":  # the batch is booked under this live lease
+            ahead.send(tube, store, ReadAheadPlan(lease.key, token, booking.next, deadline))
+        else:
+            ahead.unreserve()
+        return rec
+
     async def _read(
         self,
         spec: GroupSpec,
@@ -354,16 +381,8 @@ class BatchReader:
                 return None
             cmt, cursor = -1 if got.committed is None else got.committed, begin
         cost.rpcs += 1  # at least; the read's own count replaces it
-        if kept is not None and kept.fence.matches(args.fence, cmt):
-            read = await tube.read_kept(
-                p,
-                cmt,
-                kept.messages,
-                kept_max=kept.max_offset,
-                max_messages=args.max_messages,
-                gather_until=args.gather_until,
-            )
-            self._stats.kept_dropped += int(not read.from_kept)
+        if kept is not None and kept.fence.matches(args.fence, cmt) and kept.servable():
+            read = kept_read(p, cmt, kept.end, kept.max_offset, kept.messages)  # no broker call
         else:
             self._stats.kept_dropped += int(kept is not None)
             read = await tube.read(
@@ -397,13 +416,6 @@ class BatchReader:
         n = len(read.messages)
         empty_wait = 0 if read.next > cmt else self.settings.not_found_wait_ms
         verified = read.status == "ok" or read.registered
-        kept_fence = None
-        ahead_bytes = 0  # summed once: the kept batch carries it
-        # broadcast scopes share the broker cursor: what one read ahead is not kept for it
-        if read.ahead and lease.scope == "c" and read.status == "ok":
-            ahead_bytes = payload_bytes(read.ahead)
-            if self.kept.fits(ahead_bytes):
-                kept_fence = KeptFence(secrets.token_hex(8), read.next)
         booking = Booking(
             base=cmt,
             next=read.next,
@@ -411,10 +423,13 @@ class BatchReader:
             count=n,
             wait_ms=empty_wait,
             cursor=read.next if verified else -1,
-            kept="" if kept_fence is None else kept_fence.text(),
         )
-        fence = None if hold is None else hold.fence
-        rec = await cost.redis(store.record(lease.key, booking, fence))
+        # broadcast scopes share the broker cursor: they never read ahead
+        if lease.scope == "c" and n > 0 and read.status == "ok" and read.more:
+            rec = await self._book_reading_ahead(tube, store, lease, booking, cost)
+        else:
+            fence = None if hold is None else hold.fence
+            rec = await cost.redis(store.record(lease.key, booking, fence))
         if rec.status == "fenced":  # the mutex lapsed during the read: it may be wrong
             self._stats.cursor_lock_lapses += 1
             await self._release(store, lease, 0, cost)
@@ -422,9 +437,6 @@ class BatchReader:
         if rec.status != "ok":
             self._stats.empty_scans += int(rec.status == "released")
             return None
-        if kept_fence is not None:
-            ahead = KeptBatch(kept_fence, read.ahead, ahead_bytes, read.max)
-            self.kept.put(spec.name, p, ahead)
         self._stats.messages += n
         self._stats.broker_batches += read.batches
         self._stats.redeliveries += int(lease.redelivery > 0)

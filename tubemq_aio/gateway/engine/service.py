@@ -6,8 +6,10 @@ TubeMQ is read through one shared consumer id per group
 (:mod:`~tubemq_aio.gateway.tubemq.tube_group`). A fetch is
 acquire → [init] → [register at S when the broker cursor is not at S] → GetMessage →
 CommitOffset → record: 2 broker RPCs and 2 Redis round trips in the steady state (broadcast adds
-a cursor mutex: 2 more round trips). Settle, extend and reset touch Redis only, so acks keep
-working while a broker or the master is down.
+a cursor mutex: 2 more round trips). With ``kept_batch_bytes`` > 0 the record also marks a
+read-ahead, sent once the fetch returns (:mod:`.read_ahead_driver`, tasks of :attr:`tasks`), and
+a fetch served from what it kept costs no broker RPC. Settle, extend and reset touch Redis only,
+so acks keep working while a broker or the master is down.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ class ConsumeService:
         self.sessions = SessionTable(settings)
         self._stats = GatewayStats()
         self._sync = ScopeSync(self.sessions, self._stats, settings.sync_interval)
-        #: The owner of the engine's background tasks (wake listener, cursor renewals).
+        #: The owner of the engine's background tasks (wake listener, cursor renewals,
+        #: read-aheads).
         self.tasks = Supervisor("tubemq-gateway")
         self._reader = BatchReader(settings, self._stats, self._tube, self.tasks)
         # Blocking: a burst of round trips waits for a free connection instead of failing

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from redis.asyncio.cluster import ClusterPipeline
 from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
 
 from tubemq_aio.gateway.errors import GatewayError, StateLostError
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
@@ -92,7 +93,7 @@ _SEEN = (
 
 
 async def _queue_script(
-    pipe: Any, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+    pipe: Any, script: AsyncScript, keys: Sequence[str | bytes], args: Sequence[Any]
 ) -> None:
     """Queue ``script`` in ``pipe``: a server pipeline loads a missing script in the same
     round trip; a cluster pipeline refuses that helper and takes a plain ``EVALSHA`` (a
@@ -257,8 +258,8 @@ class LeaseStore(RoundTrips):
 
     async def read_ahead(self, key: LeaseKey, token: str, allow_ms: int) -> Reply:
         """Mark a read-ahead of the lease's partition in flight for ``allow_ms``
-        (``ok`` with its deadline, ``stale`` or ``busy``; model only: the engine does not
-        read ahead after its answer yet, see ``GroupState.read_ahead``).
+        (``ok`` with its deadline, ``stale`` or ``busy``; see ``GroupState.read_ahead``; the
+        engine sends it with the booking, :meth:`record_and_mark`).
 
         Raises:
             ValueError: ``token`` is empty.
@@ -266,6 +267,43 @@ class LeaseStore(RoundTrips):
         if not token:
             raise ValueError("a read-ahead needs a token")
         return await self._run_leased("read_ahead", key, token, allow_ms)
+
+    async def record_and_mark(
+        self, key: LeaseKey, booking: Booking, token: str, allow_ms: int
+    ) -> tuple[Reply, Reply]:
+        """:meth:`record` and then :meth:`read_ahead` in one round trip: the booking's answer
+        and the mark's (``ok`` with its deadline only when the batch was booked under the live
+        lease; ``stale`` when the booking released or refused it). Both scripts answer a retry
+        as the first try, so the round trip is retried as any other.
+
+        Raises:
+            ValueError: ``token`` is empty.
+        """
+        if not token:
+            raise ValueError("a read-ahead needs a token")
+        own = script_keys(key.group, key.scope)
+        head = [own[-1], key.partition_key, key.lease_id]
+        calls = (
+            (self._scripts["record"], [*head, *booking.fields()]),
+            (self._scripts["read_ahead"], [*head, token, allow_ms]),
+        )
+        keys = own[:-1]
+        packed = self.packed
+
+        async def send() -> list[Any]:
+            if packed is not None:
+                out = await packed.call([(script.sha, keys, argv) for script, argv in calls])
+                for answer in out:
+                    if isinstance(answer, ResponseError):
+                        raise answer
+                return out
+            async with self.client.pipeline(transaction=False) as pipe:
+                for script, argv in calls:
+                    await _queue_script(pipe, script, keys, argv)
+                return list(await pipe.execute())
+
+        booked, marked = await self.roundtrip(send)
+        return self.reply(booked, key.group), self.reply(marked, key.group)
 
     async def read_ahead_done(
         self, group: str, scope: str, partition_key: str, token: str, kept: str, cursor: int

@@ -1,6 +1,6 @@
 """A read-ahead in flight: the state a replica stores before it reads a partition's next batch
-after the fetch's answer is written (off the fetch's critical path). Model only: the engine
-does not send such reads yet (``docs/gateway.md``, "Read-ahead off the critical path").
+after the fetch's answer (off the fetch's critical path; the engine's read-ahead driver sends
+them, ``docs/gateway.md``, "Read-ahead off the critical path").
 
 Why it is needed: the broker keeps one batch in flight per group and partition whoever read it,
 and the gateway's replicas share one consumer id, so a GetMessage or CommitOffset of one replica

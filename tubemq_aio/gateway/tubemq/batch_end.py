@@ -1,10 +1,10 @@
 """Whether a GetMessage right after a broker batch would find more, judged from that batch alone.
 
-A read that reads ahead (``kept_batch_bytes`` > 0) ends with a GetMessage(lastPackConsumed)
-instead of a CommitOffset. When the partition has nothing after the batch, the broker answers
-that GetMessage 404 with ``currOffset`` -1 (it has committed the batch all the same), and a
-CommitOffset must follow to learn where the cursor stands: one broker call more than ending with
-the CommitOffset at once. :func:`may_continue` tells the two apart before the call.
+With ``kept_batch_bytes`` > 0 the gateway reads a partition's next batch after a fetch's answer
+(``docs/gateway.md``, "Read-ahead off the critical path"). When the partition has nothing after
+the batch just answered, that read is answered 404: two broker calls for nothing, and the
+partition held by the read's mark in Redis meanwhile. :func:`may_continue` tells the two apart
+before the call.
 
 What the broker does (2.4.0 ``MessageStore.getMessages``, ``MsgMemStore.getMessages``,
 ``MsgFileStore.getMessages``; ``docs/protocol/consumer.md`` §4.2): one read scans the index of the

@@ -38,7 +38,8 @@ class SessionTable:
             deployment=settings.deployment,
             rpc_timeout=settings.rpc_timeout,
             client_options=settings.tubemq.client_options(),
-            read_ahead=settings.kept_batch_bytes > 0,
+            # with kept_batch_bytes the engine reads ahead after the answer (next_batch), and
+            # the reads on a fetch's critical path end with a CommitOffset as without it
         )
         self._tubes: dict[str, TubeGroup] = {}
         self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended

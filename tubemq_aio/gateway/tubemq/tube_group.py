@@ -7,8 +7,8 @@ the SDK's :class:`~tubemq_aio.consumer.ClientBalancedConsumer` session (master r
 heartbeat, partition metadata, broker register at an offset, GetMessage, CommitOffset); this
 module only fixes the id, never unregisters or closes it at the master (another replica still
 uses it), and reads one batch at a known offset in 2 broker RPCs when the broker cursor is
-already there, 3 otherwise; a read that ends by reading ahead leaves the partition's next batch
-in flight, and serving that batch next time costs 1 (``docs/gateway.md``, "The consume path").
+already there, 3 otherwise; the read of a partition's next batch after a fetch's answer is
+:meth:`TubeGroup.read_next` (``docs/gateway.md``, "The consume path").
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from tubemq_aio.gateway.tubemq.early_commit import (
     settle_early,
 )
 from tubemq_aio.gateway.tubemq.fetched_messages import FetchedMessages, screen_raw_messages
+from tubemq_aio.gateway.tubemq.next_batch import NextBatch, read_next_batch, screened
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
@@ -63,9 +64,6 @@ class _ReadOnce:
     cursor_at_start: bool
     max_messages: int
     gather_until: float
-    kept: tuple[RawMessage, ...]
-    read_ahead: bool
-    kept_max: int = -1  # the max offset the answer that brought ``kept`` reported
 
 
 _T = TypeVar("_T")
@@ -94,16 +92,12 @@ class TubeReach:
         rpc_timeout: seconds per RPC (default 5.0).
         client_options: how TubeMQ is reached, as SDK client keywords (TLS, credentials,
             framing: ``TubeMQAccess.client_options()``); empty by default.
-        read_ahead: every read ends by reading the partition's next batch ahead instead of
-            with a CommitOffset (see :meth:`TubeGroup.read`; the gateway's
-            ``kept_batch_bytes`` > 0); False by default.
     """
 
     masters: str
     deployment: str
     rpc_timeout: float = 5.0
     client_options: Mapping[str, Any] = field(default_factory=dict)
-    read_ahead: bool = False
 
 
 class TubeGroup:
@@ -125,7 +119,6 @@ class TubeGroup:
         msg_time_zone: tzinfo = UTC,
     ) -> None:
         self.group = group
-        self.read_ahead = reach.read_ahead
         self.client_id = shared_consumer_id(reach.deployment, group)
         # Two master register attempts: a fetch must fail fast (503) when the master is away.
         options: dict[str, Any] = {
@@ -292,13 +285,10 @@ class TubeGroup:
         max_messages: int = 1,
         gather_until: float = -math.inf,
     ) -> TubeRead:
-        """Read at ``start``: [register] → GetMessage → [GetMessage …] → CommitOffset, or with
-        :attr:`read_ahead` → … → GetMessage(lastPackConsumed): the last GetMessage commits the
-        batches read and brings the partition's next batch, left in flight at the broker and
-        answered as ``ahead`` (a CommitOffset still ends a read that found nothing further, or
-        failed, or was damaged). Without it, a read that the partition's last first batch says
-        will not gather writes its CommitOffset right behind its GetMessage
-        (:mod:`~tubemq_aio.gateway.tubemq.early_commit`): the same calls, one wait.
+        """Read at ``start``: [register] → GetMessage → [GetMessage …] → CommitOffset. A read
+        that the partition's last first batch says will not gather writes its CommitOffset
+        right behind its GetMessage (:mod:`~tubemq_aio.gateway.tubemq.early_commit`): the
+        same calls, one wait.
 
         The register is skipped when ``cursor_at_start`` (the group's broker cursor is known to
         be at ``start``); a GetMessage answer that starts elsewhere, or a lost registration
@@ -318,45 +308,29 @@ class TubeGroup:
         Raises:
             TubeMQError: a transport error or a broker refusal other than 404/452.
         """
-        args = _ReadOnce(start, cursor_at_start, max_messages, gather_until, (), self.read_ahead)
+        args = _ReadOnce(start, cursor_at_start, max_messages, gather_until)
         return await self._read(key, args)
 
-    async def read_kept(
-        self,
-        key: str,
-        start: int,
-        kept: tuple[RawMessage, ...],
-        *,
-        kept_max: int = -1,
-        max_messages: int = 1,
-        gather_until: float = -math.inf,
-    ) -> TubeRead:
-        """Serve ``kept``, the batch a previous :meth:`read` brought ahead at ``start`` (the
-        caller checked its fence): no GetMessage of its own (``from_kept``), the first
-        GetMessage(lastPackConsumed) commits it and goes on as :meth:`read` does. When the
-        broker's answer does not continue after it (the broker restarted, another read moved
-        the group's cursor), it is dropped and the partition read afresh from a register at
-        ``start``. ``kept_max`` is the max offset (the store's) the answer that brought ``kept``
-        reported (when it says ``kept`` reaches the end, a CommitOffset commits it instead).
+    async def read_next(self, key: str, deadline: float) -> NextBatch:
+        """Read the partition's next batch off a fetch's critical path: GetMessage and the
+        CommitOffset behind it on one connection, aborted at ``deadline`` (``loop.time()``;
+        :func:`~tubemq_aio.gateway.tubemq.next_batch.read_next_batch`). Its batch comes back
+        screened (:meth:`screen`) by the caller.
 
         Raises:
-            TubeMQError: as :meth:`read`.
+            TubeMQError: the partition is not known to the session (nothing was sent).
         """
-        args = _ReadOnce(start, True, max_messages, gather_until, kept, self.read_ahead, kept_max)
         session = self._session()
         partition = await self._partition(key)
-        try:
-            served = await self._read_once(session, partition, key, args)
-        except TubeMQError as exc:  # a refusal (411 after a broker restart, …)
-            rpcs, why = 1, str(exc)
-        else:
-            if served.status == "ok" and served.next > start:
-                return replace(served, from_kept=True)
-            rpcs, why = served.rpcs, f"{served.status} up to {served.next}"
-        args = replace(args, cursor_at_start=False, kept=())  # the cursor moved: register
-        got = await self._read(key, args)
-        resync = got.resync or f"kept batch at {start} not served: {why}"
-        return replace(got, rpcs=got.rpcs + rpcs, resync=resync)
+        self.rpcs += 2
+        return await read_next_batch(session, partition, deadline)
+
+    def screen(self, key: str, batch: tuple[RawMessage, ...]) -> tuple[RawMessage, ...] | None:
+        """``batch`` of ``key`` screened as a read screens it (checksums, filters; counted in
+        :attr:`stats`), or None when a message was damaged."""
+        topic = key.split(":")[1]
+        filters = self._consumer.config.filters_of(topic)
+        return screened(key, batch, filters, self._consumer.stats)
 
     async def _read(self, key: str, args: _ReadOnce) -> TubeRead:
         """:meth:`read` as ``args`` ask."""
@@ -395,11 +369,12 @@ class TubeGroup:
         (the cursor is back at ``start``)."""
         start, cursor_at_start = args.start, args.cursor_at_start
         rpcs, registered, top, begin, resync = 0, False, -1, start, ""
-        first, first_max = args.kept, args.kept_max
+        first: tuple[RawMessage, ...] = ()
+        first_max = -1
         # the commit goes out with the GetMessage when the read should end after one batch
-        early_commit = not args.read_ahead and self._early.expected(key, args.max_messages)
+        early_commit = self._early.expected(key, args.max_messages)
         early: asyncio.Task[OffsetResponse] | None = None
-        for _attempt in range(0 if first else 2):
+        for _attempt in range(2):
             await settle_early(early)  # a resync's: before the register
             early = None
             if not cursor_at_start:
@@ -480,9 +455,8 @@ class TubeGroup:
             messages.extend(kept)
             return False
 
-        if not args.kept:
-            self._early.saw(key, first)
-        done, spent, batches, hurt, ahead = await self._gather(
+        self._early.saw(key, first)
+        done, spent, batches, hurt, more = await self._gather(
             session, partition, (first, begin, first_max), args, decode, early
         )
         rpcs += spent
@@ -505,7 +479,7 @@ class TubeGroup:
             batches=batches,
             registered=registered,
             resync=resync,
-            ahead=ahead,
+            more=more,
         )
 
     async def _gather(
@@ -516,20 +490,15 @@ class TubeGroup:
         args: _ReadOnce,
         decode: Callable[[tuple[RawMessage, ...], int], bool],
         early: asyncio.Task[OffsetResponse] | None = None,
-    ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, tuple[RawMessage, ...]]:
+    ) -> tuple[GetMessageResponse | OffsetResponse, int, int, int | None, bool]:
         """Read further broker batches after ``head`` (the first batch, where it starts and the
-        max offset its answer reported); end with a CommitOffset, or with ``args.read_ahead``
-        by reading the next batch ahead unless the last batch reached the end of the partition
-        (:func:`~tubemq_aio.gateway.tubemq.batch_end.may_continue`: then a read-ahead would be
-        answered 404 and need the CommitOffset after it).
+        max offset its answer reported); end with a CommitOffset.
 
         A GetMessage with ``lastPackConsumed`` commits the batch before it and reads on, so its
         ``currOffset`` is where the previous batch ended. A batch that would take the total
         past ``args.max_messages`` is read only when the largest batch so far says it fits; one
         that does not is rolled back (commit with consumed=False leaves the cursor where it
-        starts), or with ``read_ahead`` left in flight and returned as the batch read ahead.
-        With ``read_ahead`` a read that may not gather further still ends with a GetMessage
-        instead of the CommitOffset, and keeps what it brings the same way. Each kept batch is
+        starts). Each kept batch is
         decoded (``decode(batch, its start)``, True when it was damaged on the way) while the
         next RPC is at the broker; a damaged one ends the gathering (the batch read after it is
         rolled back). ``early`` is a CommitOffset sent right behind the first batch's
@@ -538,10 +507,12 @@ class TubeGroup:
         it is waited for and the read goes on as without it.
 
         Returns:
-            The last answer (``currOffset`` = the end of the kept batches: a commit's, or the
-            GetMessage's that read ahead), the broker RPCs made here, the number of batches
-            kept, the start of a batch damaged on the way (None when none was: then every
-            batch read was kept) and the batch read ahead (empty: none).
+            The commit's answer (``currOffset`` = the end of the kept batches), the broker RPCs
+            made here, the number of batches kept, the start of a batch damaged on the way
+            (None when none was: then every batch read was kept) and whether the partition may
+            hold more after the last batch
+            (:func:`~tubemq_aio.gateway.tubemq.batch_end.may_continue`: a read of the next
+            batch after it is not expected to be answered 404).
 
         Raises:
             TubeMQError: a GetMessage started somewhere other than where the last batch ended.
@@ -559,7 +530,7 @@ class TubeGroup:
                 and size < GATHER_BYTES
                 and time.monotonic() < args.gather_until
             )
-            if not room and not (args.read_ahead and more):
+            if not room:
                 break
             await settle_early(early)  # gathering after all: the next GetMessage commits
             early = None
@@ -573,7 +544,7 @@ class TubeGroup:
             )
             pending = ()
             if hurt or not got.success:  # 404 (caught up), 452, …: the commit below ends it
-                keep = not hurt
+                keep, more = not hurt, more and got.err_code != 404
                 break
             if got.curr_offset <= last_start:
                 raise server_error(
@@ -581,10 +552,8 @@ class TubeGroup:
                 )
             last_start = got.curr_offset
             more = may_continue(got.curr_offset, got.messages, got.max_offset)
-            if not room or total + len(got.messages) > args.max_messages:
-                if args.read_ahead:  # in flight at the broker: the next read's first batch
-                    return got, rpcs, batches, None, got.messages
-                keep = False
+            if total + len(got.messages) > args.max_messages:
+                keep, more = False, True  # rolled back: the partition goes on with it
                 break
             pending, pending_at, batches = got.messages, got.curr_offset, batches + 1
             size += payload_bytes(got.messages)
@@ -603,12 +572,12 @@ class TubeGroup:
             )
             rpcs += 1
         if hurt or hurt_last:
-            return done, rpcs, batches - 1, pending_at, ()
+            return done, rpcs, batches - 1, pending_at, more
         if done.success and not keep and done.curr_offset != last_start:
             raise server_error(
                 500, f"rollback left the cursor at {done.curr_offset}, not {last_start}"
             )
-        return done, rpcs, batches, None, ()
+        return done, rpcs, batches, None, more
 
 
 async def _overlapped(

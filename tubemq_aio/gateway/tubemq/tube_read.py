@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.consumer_replies import RawMessage
 
 __all__ = ["TubeRead"]
 
@@ -32,11 +31,10 @@ class TubeRead:
         resync: why a claimed cursor turned out wrong ('' if it was right or not claimed).
         wait_ms: how long the broker asks us to leave the partition alone (throttled/empty).
         error: the error code/message text of a failed read.
-        ahead: the partition's next broker batch, read ahead by the GetMessage that committed
-            this one and left in flight at the broker (raw; empty when none was read ahead).
-            It starts at ``next``.
-        from_kept: the read served a batch kept from the previous read ahead (its first
-            broker batch cost no RPC).
+        from_kept: the read served a batch kept from a read ahead (no broker RPC).
+        more: whether the partition may hold messages right after the read's last batch
+            (:func:`~tubemq_aio.gateway.tubemq.batch_end.may_continue`; True when not judged):
+            a read of the next batch after it is not expected to be answered 404.
     """
 
     status: str
@@ -50,5 +48,5 @@ class TubeRead:
     resync: str = ""
     wait_ms: int = 0
     error: str = ""
-    ahead: tuple[RawMessage, ...] = ()
     from_kept: bool = False
+    more: bool = True
