@@ -9,10 +9,10 @@ compare the states field by field.
 State of one group: a boot marker (Redis lost its data when it is missing), a pause flag, a
 shared GCRA rate limit, the broker cursor per partition (where the group's broker offset is
 believed to be), the kept-batch fence per partition (:class:`KeptFence`), the read-ahead in
-flight per partition (:class:`~tubemq_aio.gateway.leases.read_ahead.ReadAhead`: a read the engine sends after
-its answer, ``engine/read_ahead_driver.py``), and per scope (``c``
-for clustering, ``b:<client_id>`` for broadcast) the
-partitions with their committed offset, lease and redelivery count, plus two schedules:
+flight per partition (:class:`~tubemq_aio.gateway.leases.read_ahead.ReadAhead`: a read the
+engine sends after its answer, ``engine/read_ahead_driver.py``), and per scope (``c`` for
+clustering, ``b:<client_id>`` for broadcast) the partitions with their committed offset, lease
+and redelivery count, plus two schedules:
 ``ready`` (partition → when it may be leased) and ``leased`` (partition → lease expiry).
 
 Rules (the consume semantics of ``docs/gateway.md``): at most one live lease per (scope,
