@@ -94,8 +94,11 @@ class BrokerCall:
     def stop(self) -> None:
         """Cancel a call that is still running (its request, if written, may still arrive:
         :attr:`astray` stays True)."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+        elif task is not None and not task.cancelled():
+            task.exception()  # seen: an error nobody awaited is not logged as lost
 
     async def wait(self, until: float) -> bool:
         """Wait for a running call until ``until`` (``loop.time()``), cancel it if it is still
