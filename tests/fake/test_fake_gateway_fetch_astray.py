@@ -77,9 +77,10 @@ async def _rest(world: _World) -> None:
 
 
 async def _sent(cluster: FakeCluster, before: int) -> None:
-    async with asyncio.timeout(5):
-        while cluster.requests(GET) == before:
-            await asyncio.sleep(0.005)
+    deadline = time.monotonic() + 5
+    while cluster.requests(GET) == before:
+        assert time.monotonic() < deadline, "the GetMessage was not sent"
+        await asyncio.sleep(0.005)
 
 
 def _answer_tasks(service: ConsumeService) -> list[asyncio.Task[object]]:

@@ -274,11 +274,15 @@ class BatchReader:
             await self._release(store, lease, _REFUSED_REST_MS, cost)
             return None
         except (TubeMQError, TimeoutError, OSError) as exc:
-            cost.broker.stop()  # out of time: a call still running may arrive (it is astray)
             if hold is not None and hold.lapsed:  # cut short: another reader may move the cursor
                 self._stats.cursor_lock_lapses += 1
-                await self._release(store, lease, 0, cost)
+                if cost.broker.pending:  # its answer is waited for off the fetch's path
+                    handed, hold = hold, None
+                    await self._release_when_answered(store, lease, cost, handed, until)
+                else:
+                    await self._release(store, lease, 0, cost)
                 return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
+            cost.broker.stop()  # out of time: a call still running may arrive (it is astray)
             if isinstance(exc, TimeoutError) and cost.on_redis:
                 # The budget ran out on a Redis round trip (a failover or an outage longer
                 # than the read's budget, however short the lease): Redis's fault, not the
@@ -308,10 +312,11 @@ class BatchReader:
         self, store: LeaseStore, lease: Lease, cost: AttemptCost, hold: CursorHold | None,
         until: float,
     ) -> None:  # fmt: skip
-        """A cancelled fetch's broker call goes on in an engine task until ``until`` (the end
-        of the read's budget, ``loop.time()``): answered, the lease (and a broadcast scope's
-        cursor mutex) is given back; not answered by then, or the engine closing, it is
-        cancelled and both are left to lapse."""
+        """The broker call of a fetch that stopped waiting for it (cancelled, or cut short by
+        a lapsed cursor mutex) goes on in an engine task until ``until`` (the end of the read's
+        budget, ``loop.time()``): answered, the lease (and a broadcast scope's cursor mutex)
+        is given back; not answered by then, or the engine closing, it is cancelled and both
+        are left to lapse."""
 
         async def settle() -> None:
             try:

@@ -30,6 +30,9 @@ __all__ = ["ANSWERED", "BrokerCall"]
 
 _T = TypeVar("_T")
 
+#: How long (seconds) a call cancelled at its deadline is given to end.
+_STOPPED_S = 1.0
+
 #: How a broker call ends when nothing of it can reach the broker later: the broker answered
 #: (a refusal, a remote exception, an answer that did not parse), or nothing was sent (the
 #: connection could not be made or broke before the write, or the call was refused locally).
@@ -111,4 +114,5 @@ class BrokerCall:
                 await asyncio.wait({task}, timeout=delay)
             finally:
                 self.stop()
+            await asyncio.wait({task}, timeout=_STOPPED_S)  # its cancel is not raised here
         return not self.astray
