@@ -9,7 +9,10 @@ in Redis; when the next acquire of the partition hands that fence back, the kept
 with no broker RPC at all (``docs/gateway.md``, "The consume path");
 :class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
 and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
-can be read from the stats.
+can be read from the stats. A broker request of an attempt that may still reach the broker (a
+timeout, a connection lost after the write) leaves the lease to lapse instead of releasing it; a
+cancelled fetch's call is waited for by an engine task, which releases once it is answered
+(:mod:`~tubemq_aio.gateway.tubemq.broker_call`).
 """
 
 from __future__ import annotations
