@@ -32,6 +32,17 @@ async def _answers(delay: float = 0.0) -> int:
     return 7
 
 
+async def _caller_cancelled(answer_after: float) -> BrokerCall:
+    """A call answered ``answer_after`` seconds after it was sent, its caller cancelled."""
+    call = BrokerCall()
+    caller = asyncio.ensure_future(call.run(_answers(answer_after)))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    return call
+
+
 async def test_no_call_and_an_answered_call_are_not_astray() -> None:
     call = BrokerCall()
     assert not call.astray
@@ -71,12 +82,7 @@ async def test_a_call_that_ended_without_an_answer_is_astray(error: BaseExceptio
 
 
 async def test_a_cancelled_caller_leaves_the_call_running_until_it_is_answered() -> None:
-    call = BrokerCall()
-    caller = asyncio.ensure_future(call.run(_answers(0.05)))
-    await asyncio.sleep(0.01)
-    caller.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await caller
+    call = await _caller_cancelled(0.05)
     assert (call.pending, call.astray) == (True, True)
     with pytest.raises(RuntimeError):  # one call at a time
         await call.run(_answers())
@@ -85,12 +91,7 @@ async def test_a_cancelled_caller_leaves_the_call_running_until_it_is_answered()
 
 
 async def test_a_call_not_answered_by_the_deadline_is_cancelled_and_astray() -> None:
-    call = BrokerCall()
-    caller = asyncio.ensure_future(call.run(_answers(10.0)))
-    await asyncio.sleep(0.01)
-    caller.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await caller
+    call = await _caller_cancelled(10.0)
     loop = asyncio.get_running_loop()
     started = loop.time()
     assert not await call.wait(started + 0.05)
@@ -99,12 +100,7 @@ async def test_a_call_not_answered_by_the_deadline_is_cancelled_and_astray() -> 
 
 
 async def test_a_cancelled_wait_cancels_the_call() -> None:
-    call = BrokerCall()
-    caller = asyncio.ensure_future(call.run(_answers(10.0)))
-    await asyncio.sleep(0.01)
-    caller.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await caller
+    call = await _caller_cancelled(10.0)
     waiter = asyncio.ensure_future(call.wait(asyncio.get_running_loop().time() + 10.0))
     await asyncio.sleep(0.01)
     waiter.cancel()

@@ -280,8 +280,8 @@ class BatchReader:
             if hold is not None and hold.lapsed:  # cut short: another reader may move the cursor
                 self._stats.cursor_lock_lapses += 1
                 if cost.broker.pending:  # its answer is waited for off the fetch's path
-                    handed, hold = hold, None
-                    await self._release_when_answered(store, lease, cost, handed, until)
+                    await self._release_when_answered(store, lease, cost, hold, until)
+                    hold = None  # the engine task ends it
                 else:
                     await self._release(store, lease, 0, cost)
                 return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
@@ -302,8 +302,8 @@ class BatchReader:
             raise TubeUnavailableError(f"reading {lease.partition_key} failed: {exc!r}") from exc
         except BaseException:
             if cost.broker.pending:  # cancelled with a broker call out: wait for its answer
-                handed, hold = hold, None
-                await self._release_when_answered(store, lease, cost, handed, until)
+                await self._release_when_answered(store, lease, cost, hold, until)
+                hold = None  # the engine task ends it
             else:
                 await self._release(store, lease, 0, cost)
             raise
