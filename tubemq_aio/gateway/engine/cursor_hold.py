@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from tubemq_aio.gateway.errors import GatewayError
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.tubemq.broker_call import BrokerCall
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["AttemptCost", "CursorHold"]
@@ -23,11 +24,14 @@ class AttemptCost:
 
     Attributes:
         on_redis: the attempt is waiting on a Redis round trip (see :meth:`redis`).
+        broker: the attempt's broker calls, and whether a request of them may still reach the
+            broker (then its lease is left to lapse, not released).
     """
 
     rpcs: int = 0
     trips: int = 0
     on_redis: bool = False
+    broker: BrokerCall = dataclasses.field(default_factory=BrokerCall)
 
     async def redis(self, call: Awaitable[_T]) -> _T:
         """Await one Redis round trip of the attempt and count it.

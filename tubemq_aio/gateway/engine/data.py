@@ -243,6 +243,9 @@ class GatewayStats:
     ``read_aheads_stale`` those whose mark was not theirs any more when they ended (a reset, or
     their deadline passed: the batch is dropped), ``read_aheads_aborted`` those whose answers
     had not come by the deadline (the connection was aborted) or that were too late to send.
+    ``leases_left_to_lapse`` counts the leases a fetch gave up on with a broker request that
+    may still arrive (a timeout, a lost connection, a cancelled fetch whose call was not
+    answered within the read's budget): left to lapse at their expiry, not released.
     """
 
     fetches: int = 0
@@ -273,6 +276,7 @@ class GatewayStats:
     read_aheads_kept: int = 0
     read_aheads_stale: int = 0
     read_aheads_aborted: int = 0
+    leases_left_to_lapse: int = 0
     settle_redis_roundtrips: int = 0
     piggyback_acks: int = 0
     offset_inits: int = 0

@@ -9,7 +9,10 @@ in Redis; when the next acquire of the partition hands that fence back, the kept
 with no broker RPC at all (``docs/gateway.md``, "The consume path");
 :class:`BatchReader` runs up to a few attempts per fetch (empty scans and 404s release the lease
 and try the next partition) and counts what each attempt cost, so the cost of a delivered batch
-can be read from the stats.
+can be read from the stats. A broker request of an attempt that may still reach the broker (a
+timeout, a connection lost after the write) leaves the lease to lapse instead of releasing it; a
+cancelled fetch's call is waited for by an engine task, which releases once it is answered
+(:mod:`~tubemq_aio.gateway.tubemq.broker_call`).
 """
 
 from __future__ import annotations
@@ -244,8 +247,9 @@ class BatchReader:
         """Read the leased partition as ``read`` says, within the budget of the ``left_ms`` of
         the lease (:func:`_read_window`); None when the caller should try another one."""
         hold: CursorHold | None = None
+        until = asyncio.get_running_loop().time() + _read_window(left_ms)[0]
         try:
-            async with asyncio.timeout(_read_window(left_ms)[0]) as budget:
+            async with asyncio.timeout_at(until) as budget:
                 if lease.scope != "c":
                     held = await self._lock_cursor(store, spec.name, lease.partition_key, cost)
                     if held is None:
@@ -275,8 +279,13 @@ class BatchReader:
         except (TubeMQError, TimeoutError, OSError) as exc:
             if hold is not None and hold.lapsed:  # cut short: another reader may move the cursor
                 self._stats.cursor_lock_lapses += 1
-                await self._release(store, lease, 0, cost)
+                if cost.broker.pending:  # its answer is waited for off the fetch's path
+                    await self._release_when_answered(store, lease, cost, hold, until)
+                    hold = None  # the engine task ends it
+                else:
+                    await self._release(store, lease, 0, cost)
                 return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
+            cost.broker.stop()  # out of time: a call still running may arrive (it is astray)
             if isinstance(exc, TimeoutError) and cost.on_redis:
                 # The budget ran out on a Redis round trip (a failover or an outage longer
                 # than the read's budget, however short the lease): Redis's fault, not the
@@ -292,11 +301,41 @@ class BatchReader:
             await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
             raise TubeUnavailableError(f"reading {lease.partition_key} failed: {exc!r}") from exc
         except BaseException:
-            await self._release(store, lease, 0, cost)
+            if cost.broker.pending:  # cancelled with a broker call out: wait for its answer
+                await self._release_when_answered(store, lease, cost, hold, until)
+                hold = None  # the engine task ends it
+            else:
+                await self._release(store, lease, 0, cost)
             raise
         finally:
+            if hold is not None:  # a request that may still arrive keeps the mutex too
+                await hold.end(unlock=not cost.broker.astray)
+
+    async def _release_when_answered(
+        self, store: LeaseStore, lease: Lease, cost: AttemptCost, hold: CursorHold | None,
+        until: float,
+    ) -> None:  # fmt: skip
+        """The broker call of a fetch that stopped waiting for it (cancelled, or cut short by
+        a lapsed cursor mutex) goes on in an engine task until ``until`` (the end of the read's
+        budget, ``loop.time()``): answered, the lease (and a broadcast scope's cursor mutex)
+        is given back; not answered by then, or the engine closing, it is cancelled and both
+        are left to lapse."""
+
+        async def settle() -> None:
+            try:
+                await cost.broker.wait(until)
+            finally:  # _release and end leave the lease and mutex to lapse when unanswered
+                if hold is not None:
+                    await hold.end(unlock=not cost.broker.astray)
+                await self._release(store, lease, 0, cost)
+
+        try:
+            self._tasks.spawn(settle(), "fetch-answer", essential=False)
+        except ClientClosedError:  # the engine is closing: nobody waits, the lease lapses
+            cost.broker.stop()
             if hold is not None:
-                await hold.end()
+                await hold.end(unlock=False)
+            await self._release(store, lease, 0, cost)
 
     async def _lock_cursor(
         self, store: LeaseStore, group: str, p: str, cost: AttemptCost
@@ -329,7 +368,13 @@ class BatchReader:
     async def _release(
         self, store: LeaseStore, lease: Lease, delay_ms: int, cost: AttemptCost
     ) -> None:
-        """Give a lease back from inside a fetch (shielded: it must not be left dangling)."""
+        """Give a lease back from inside a fetch (shielded: it must not be left dangling),
+        unless a broker request of the attempt may still arrive: then it is left to lapse at
+        its expiry, so that the request cannot land inside the next holder's read
+        (:mod:`~tubemq_aio.gateway.tubemq.broker_call`)."""
+        if cost.broker.astray:
+            self._stats.leases_left_to_lapse += 1
+            return
         with contextlib.suppress(Exception):
             await cost.redis(asyncio.shield(store.settle(lease.key, "release", delay_ms)))
 
@@ -373,7 +418,9 @@ class BatchReader:
         if cmt < 0:  # no committed offset yet: the group's (or a reset's) start decides
             target = start or spec.start
             cost.rpcs += 1
-            begin, top = await tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
+            begin, top = await cost.broker.run(
+                tube.register(p, 0 if target == "earliest" else LATEST_OFFSET)
+            )
             self._stats.broker_registers += 1
             self._stats.offset_inits += 1
             got = await cost.redis(store.init(lease.key, begin, top))
@@ -385,12 +432,14 @@ class BatchReader:
             read = kept_read(p, cmt, kept.end, kept.max_offset, kept.messages)  # no broker call
         else:
             self._stats.kept_dropped += int(kept is not None)
-            read = await tube.read(
-                p,
-                cmt,
-                cursor_at_start=cursor == cmt,
-                max_messages=args.max_messages,
-                gather_until=args.gather_until,
+            read = await cost.broker.run(
+                tube.read(
+                    p,
+                    cmt,
+                    cursor_at_start=cursor == cmt,
+                    max_messages=args.max_messages,
+                    gather_until=args.gather_until,
+                )
             )
         cost.rpcs += read.rpcs - 1
         self._stats.kept_served += int(read.from_kept)

@@ -15,22 +15,19 @@ import contextlib
 import secrets
 from collections.abc import Callable
 
-from tubemq_aio.errors import RemoteRpcError, RequestNotSentError, ServerError
 from tubemq_aio.gateway.engine.data import FetchArgs
 from tubemq_aio.gateway.engine.fetch_attempt import rewind_committed
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
+from tubemq_aio.gateway.tubemq.broker_call import ANSWERED
 from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
 
 __all__ = ["probe_partition"]
 
 #: Broadcast cursor mutex life (ms), the same as a fetch's.
 _CURSOR_LOCK_MS = 5000
-#: How a register ends when the broker answered it or it was never sent: nothing of it can
-#: reach the broker later.
-_ANSWERED = (ServerError, RemoteRpcError, RequestNotSentError)
 
 
 async def probe_partition(
@@ -71,7 +68,7 @@ async def probe_partition(
         astray = True
         try:
             answer = await tube.register(p, offset)
-        except _ANSWERED:
+        except ANSWERED:
             astray = False
             raise
         astray = False

@@ -24,6 +24,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from tubemq_aio.gateway.tubemq.broker_call import ANSWERED
 from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE
 from tubemq_aio.protocol.consumer_replies import (
     GetMessageResponse,
@@ -99,8 +100,14 @@ async def get_then_commit(
 
 
 async def settle_early(early: Awaitable[OffsetResponse] | None) -> None:
-    """Wait for an early commit whose answer is not used (its failure is ignored: the read
-    goes on as if it had not been sent)."""
+    """Wait for an early commit whose answer is not used (a refusal, or a commit never sent,
+    is ignored: the read goes on as if it had not been sent).
+
+    Raises:
+        TubeMQError: the commit ended without an answer (a timeout, a connection lost after
+            its write) and may still reach the broker: the read must not go on as if it were
+            settled (its caller's lease then lapses, :mod:`.broker_call`).
+    """
     if early is not None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*ANSWERED):
             await early
