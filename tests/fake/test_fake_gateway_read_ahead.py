@@ -240,6 +240,7 @@ async def test_a_fetch_cancelled_in_its_booking_sends_no_read_ahead(
             fetch.cancel()
             await asyncio.wait({fetch}, timeout=5)
             assert fetch.cancelled()
+            await _settled(service)
             assert service._reader.ahead.running == 0  # and given back, nothing sent
             assert _read_aheads(service) == []
             monkeypatch.setattr(LeaseStore, "record_and_mark", record_and_mark)
@@ -249,6 +250,39 @@ async def test_a_fetch_cancelled_in_its_booking_sends_no_read_ahead(
             await _settled(service)
             assert service.stats().read_aheads_sent >= 1
     assert got == bodies
+
+
+async def test_a_fetch_cancelled_after_its_mark_was_written_ends_the_mark_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The round trip that books and marks has written both when the fetch is cancelled: the
+    mark is ended with nothing read, so the partition does not wait for the mark's deadline
+    (its batch comes again at once, to a fetch that does not wait)."""
+    booked = asyncio.Event()
+    record_and_mark = LeaseStore.record_and_mark
+
+    async def answered_late(self: LeaseStore, *args: Any) -> tuple[Reply, Reply]:
+        replies = await record_and_mark(self, *args)
+        booked.set()
+        await asyncio.sleep(1)  # the answer on its way back: the fetch is cancelled here
+        return replies
+
+    monkeypatch.setattr(LeaseStore, "record_and_mark", answered_late)
+    async with FakeCluster(topics={"t": 1}, max_batch=10) as cluster, RedisServer() as redis:
+        bodies = await produce_numbered(cluster.master_addr, "t", 20)
+        async with running_service(cluster.master_addr, redis.url, SPEC, **ON) as service:
+            fetch = asyncio.ensure_future(_fetch(service))
+            await asyncio.wait_for(booked.wait(), 5)
+            fetch.cancel()
+            await asyncio.wait({fetch}, timeout=5)
+            assert fetch.cancelled()
+            await _settled(service)
+            assert service.stats().read_aheads_sent == 0
+            monkeypatch.setattr(LeaseStore, "record_and_mark", record_and_mark)
+            again = await _fetch(service, wait_ms=0)  # no mark left to wait for
+            assert again.status == "ok", again
+            got = [m.body.decode() for m in again.messages]
+            assert got == bodies[:10]  # the cancelled fetch's batch, again
 
 
 async def test_a_read_ahead_cancelled_before_its_first_step_gives_its_place_back() -> None:

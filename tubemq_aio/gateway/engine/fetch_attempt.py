@@ -394,7 +394,7 @@ class BatchReader:
                 store.record_and_mark(lease.key, booking, token, ahead.allow_ms)
             )
         except BaseException:
-            ahead.unreserve()  # a mark the round trip may have written lapses by itself
+            ahead.abandon(store, lease.key, token)  # a mark it may have written, nothing read
             raise
         if mark.status == "ok":  # the batch is booked under this live lease
             ahead.send(tube, store, ReadAheadPlan(lease.key, token, booking.next, deadline))

@@ -20,7 +20,9 @@ comes later), so it never lies past the mark's ``until``. A read whose answers a
 (its connection failed) ends its mark only once the deadline has passed: a request the broker
 already received may still run until then. A read-ahead cancelled by the engine's close writes
 nothing (its connection is aborted; the mark lapses at its deadline and the next acquire after
-it registers at the committed offset).
+it registers at the committed offset). A fetch cancelled in the round trip that may have written
+the mark ends it at once with nothing read (:meth:`ReadAheads.abandon`), so that its partition
+does not wait for the deadline.
 """
 
 from __future__ import annotations
@@ -133,6 +135,30 @@ class ReadAheads:
             self._taken -= 1
             return
         task.add_done_callback(self._ended)  # also when cancelled before its first step
+
+    def abandon(self, store: LeaseStore, key: LeaseKey, token: str) -> None:
+        """End the mark ``token`` that the cut-short round trip booking ``key`` may have
+        written, with nothing read (no request was sent: the broker cursor is left unknown, so
+        the partition's next lease registers at the committed offset), on a place
+        :meth:`reserve` took. Without it the partition would wait for the mark's deadline. A
+        mark that was not written answers ``stale``; when the engine is closing the mark
+        lapses instead."""
+        try:
+            task = self._tasks.spawn(
+                self._abandon(store, key, token),
+                f"read-ahead-abandoned-{key.partition_key}",
+                essential=False,
+            )
+        except ClientClosedError:
+            self._taken -= 1
+            return
+        task.add_done_callback(self._ended)
+
+    async def _abandon(self, store: LeaseStore, key: LeaseKey, token: str) -> None:
+        try:
+            await store.read_ahead_done(key.group, key.scope, key.partition_key, token, "", -1)
+        except GatewayError as exc:  # Redis away: the mark lapses at its deadline
+            log.info("read-ahead of %s not ended in Redis: %r", key.partition_key, exc)
 
     def _ended(self, _task: asyncio.Task[None]) -> None:
         self._taken -= 1
