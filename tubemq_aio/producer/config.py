@@ -170,6 +170,15 @@ is_plain_send: Callable[[object, object, object, object, object], bool] = (
 )
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (a key is hashed by its UTF-8 bytes)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_send_args(
     topic: object,
     body: object,
@@ -187,12 +196,12 @@ def check_send_args(
 
     Raises:
         InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
-            bytes, the key is not ``bytes``/``str``, the timeout is not a number of seconds in
+            bytes, the key is not ``bytes``/``str`` (a ``str`` encodable as UTF-8), the timeout is not a number of seconds in
             ``(0, MAX_SEND_TIMEOUT]``, or an attribute, ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
         plain_send_args(topic, body, attributes, msg_type, msg_time)
-        and (key is None or isinstance(key, bytes | str))
+        and (key is None or type(key) is bytes or (type(key) is str and key.isascii()))
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):
         return
@@ -207,6 +216,8 @@ def check_send_args(
             checks.adopt(exc)
     if key is not None and not isinstance(key, bytes | str):
         checks.problem(f"key must be bytes or str, got {type(key).__name__}")
+    elif isinstance(key, str) and not _utf8(key):
+        checks.problem("key is not encodable as UTF-8 (a lone surrogate?)")
     checks.optional_seconds("timeout", timeout, high=MAX_SEND_TIMEOUT)
     checks.done()
 
