@@ -196,8 +196,9 @@ def check_send_args(
 
     Raises:
         InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
-            bytes, the key is not ``bytes``/``str`` (a ``str`` encodable as UTF-8), the timeout is not a number of seconds in
-            ``(0, MAX_SEND_TIMEOUT]``, or an attribute, ``msg_type`` or ``msg_time`` is invalid.
+            bytes, the key is not ``bytes``/``str`` (a ``str`` encodable as UTF-8), the timeout
+            is not a number of seconds in ``(0, MAX_SEND_TIMEOUT]``, or an attribute,
+            ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
         plain_send_args(topic, body, attributes, msg_type, msg_time)
