@@ -24,6 +24,7 @@ __all__ = [
     "check_send_args",
     "check_send_many_args",
     "is_plain_send",
+    "is_utf8",
     "plain_send_args",
 ]
 
@@ -170,8 +171,9 @@ is_plain_send: Callable[[object, object, object, object, object], bool] = (
 )
 
 
-def _utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (a key is hashed by its UTF-8 bytes)."""
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (a key is hashed by its UTF-8 bytes; a lone surrogate,
+    from a JSON escape or an argument decoded with ``surrogateescape``, does not)."""
     try:
         text.encode()
     except UnicodeEncodeError:
@@ -217,7 +219,7 @@ def check_send_args(
             checks.adopt(exc)
     if key is not None and not isinstance(key, bytes | str):
         checks.problem(f"key must be bytes or str, got {type(key).__name__}")
-    elif isinstance(key, str) and not _utf8(key):
+    elif isinstance(key, str) and not is_utf8(key):
         checks.problem("key is not encodable as UTF-8 (a lone surrogate?)")
     checks.optional_seconds("timeout", timeout, high=MAX_SEND_TIMEOUT)
     checks.done()
