@@ -187,7 +187,7 @@ def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int)
 
     masters = None if args.fake else args.masters or env.get(ENV_PREFIX + "MASTERS")
     if (masters is None) != args.fake or (args.fake and args.masters):
-        print("tubemq-gateway dev: give --masters HOST:PORT or --fake", file=sys.stderr)
+        print("tubemq-gateway dev: give --masters HOST:PORT or --fake, not both", file=sys.stderr)
         return 2
     options = DevOptions(
         masters=masters,
