@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -52,3 +53,29 @@ async def test_dev_on_given_masters(tmp_path: Path) -> None:
         assert proc.returncode == 0, rest
         async with Producer(cluster.master_addr, topics=["orders"]) as producer:
             await producer.send("orders", b"still up")  # the cluster was not the dev's to stop
+
+
+async def test_dev_on_masters_that_do_not_answer_ends_with_one_clear_line(tmp_path: Path) -> None:
+    """uvicorn's answer to the failed start-up (``sys.exit(3)`` in its serving task) escaped
+    the event loop: "Task exception was never retrieved", exit 3, no line of the dev's own."""
+    with socket.socket() as unused:  # a port nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{unused.getsockname()[1]}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *shlex.split("-m tubemq_aio.gateway dev --port 0 --masters"),
+        dead,
+        cwd=ROOT,
+        env=dev_env(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = err.decode()
+    assert proc.returncode == 1, text
+    assert "never retrieved" not in text
+    assert "SystemExit" not in text
+    assert (
+        text.rstrip().splitlines()[-1].startswith("tubemq-gateway dev: the gateway did not start")
+    )
+    assert "admin key (shown once)" not in out.decode()

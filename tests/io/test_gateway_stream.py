@@ -161,6 +161,9 @@ async def test_bad_stream_requests_are_refused_before_streaming(
                 ("/v1/groups/gb/stream?client_id=" + "c" * 201, READER, 422, None),
                 ("/v1/groups/gs/stream?lease_ms=5", READER, 422, "invalid_request"),
                 ("/v1/groups/gs/stream?client_id=c1", READER, 422, "invalid_request"),
+                # a misspelt or made-up parameter was ignored: the defaults silently applied
+                ("/v1/groups/gs/stream?max_message=5", READER, 422, "invalid_request"),
+                ("/v1/groups/gs/stream?wait_ms=NaN", READER, 422, "invalid_request"),
                 ("/v1/groups/gb/stream", READER, 422, "invalid_request"),
                 ("/v1/groups/nope/stream", ADMIN, 404, "unknown_group"),
                 ("/v1/groups/gs/stream", {}, 401, None),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -18,6 +19,7 @@ from tubemq_aio.cli._input import LineReader, Outgoing, parse_json_line, parse_t
 from tubemq_aio.cli._inspect import format_table, lag_rows
 from tubemq_aio.cli._listing import group_rows, topic_rows, web_endpoint
 from tubemq_aio.cli._parser import build_parser
+from tubemq_aio.cli._produce import _Pacer
 from tubemq_aio.consumer import PartitionPosition
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.models import Message
@@ -66,6 +68,11 @@ def test_json_line_overrides_defaults_and_decodes_base64() -> None:
         (b'{"body": "x", "attributes": {"a": 1}}', "attributes"),
         (b'{"body": "x", "msg_type": 7}', "msg_type"),
         (b'{"body": "x", "msg_time": "yesterday"}', "msg_time"),
+        # were tracebacks: a lone surrogate cannot be UTF-8, nesting beyond the recursion limit
+        (b'{"body": "\\udc00"}', '"body"'),
+        (b'{"body": "x", "key": "\\ud800"}', '"key"'),
+        (b'{"body": "x", "msg_type": "\\ud800"}', '"msg_type"'),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
     ],
 )
 def test_bad_json_lines_name_the_problem(line: bytes, problem: str) -> None:
@@ -104,6 +111,19 @@ def test_message_json_falls_back_to_base64_for_binary_bodies() -> None:
     assert back.body == b"\xff\xfe"
 
 
+async def test_the_rate_pacer_sends_the_first_line_at_once_and_gives_way_to_a_stop() -> None:
+    """``--rate 0.01`` held the first line for 100 s, and Ctrl-C/SIGTERM (which set ``stop``)
+    went unanswered until the next line was due."""
+    stop = asyncio.Event()
+    pacer = _Pacer(0.01)  # a line per 100 s
+    await asyncio.wait_for(pacer.wait(stop), 1)
+    second = asyncio.ensure_future(pacer.wait(stop))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # paced
+    stop.set()
+    await asyncio.wait_for(second, 1)
+
+
 def test_attrs_need_key_and_value() -> None:
     assert parse_attrs(["a=1", "b=x=y", "a=2", "c="]) == {"a": "2", "b": "x=y", "c": ""}
     assert parse_attrs(None) == {}
@@ -127,6 +147,12 @@ def test_table_aligns_numbers_right() -> None:
         ["produce", "--master", "m:1", "--topic", "t", "--rate", "inf"],
         ["produce", "--master", "m:1", "--topic", "t", "--rate", "-1"],
         ["produce", "--master", "m:1", "--topic", "t", "--concurrency", "0"],
+        # a task per slot: 10^8 took gigabytes before the first line was read
+        ["produce", "--master", "m:1", "--topic", "t", "--concurrency", "100000000"],
+        # a non-UTF-8 argument (decoded with surrogateescape) was a traceback from the key hash
+        ["produce", "--master", "m:1", "--topic", "t", "--key", "\udced"],
+        ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "\udced"],
+        ["produce", "--master", "m:1", "--topic", "t", "/"],  # a directory: was exit 1
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--timeout", "nan"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--format", "xml"],
         ["lag", "--master", "m:1", "--topic", "t"],

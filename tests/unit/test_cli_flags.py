@@ -87,6 +87,35 @@ def test_a_missing_master_names_the_variable(
     assert "$TUBEMQ_AIO_MASTER" in line
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*CONSUME[:5], "--partition", "all", "--offset", "@9999-12-31T23:59:59-14:00", "-e"],
+        [*CONSUME, "--from", "@0001-01-01T00:00:00+14:00"],
+        [
+            "reset",
+            "--master",
+            "m:1",
+            "--topic",
+            "t",
+            "--group",
+            "g",
+            "--to-time",
+            "9999-12-31T12:00Z",
+        ],
+    ],
+)
+def test_a_time_at_the_ends_of_the_datetime_range_is_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Such a time overflowed converting it to --msg-time-zone: a traceback, exit 1."""
+    with pytest.raises(SystemExit) as exc:
+        parse_arguments(argv)
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "between 0001-01-02 and 9999-12-30" in line
+
+
 def test_the_master_variable_is_enough(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUBEMQ_AIO_MASTER", "10.1.1.1:8715")
     assert parse_arguments(["partitions", "--topic", "t"]).master == "10.1.1.1:8715"

@@ -164,7 +164,17 @@ def test_send_timeout_is_checked_before_anything(timeout: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("topic", "key"), [("", None), ("  ", None), (5, None), (None, None), ("t", 123), ("t", 1.5)]
+    ("topic", "key"),
+    [
+        ("", None),
+        ("  ", None),
+        (5, None),
+        (None, None),
+        ("t", 123),
+        ("t", 1.5),
+        ("t", "\udc00"),  # a lone surrogate is no UTF-8: the key hash could not encode it
+        ("t", "k\ud800ey"),
+    ],
 )
 def test_send_topic_and_key_types(topic: object, key: object) -> None:
     raises_config_error(lambda: check_send_args(topic, b"x", key=key))
@@ -207,6 +217,7 @@ async def test_send_checks_arguments_before_the_started_check() -> None:
     bad_kwargs: list[dict[str, Any]] = [
         {"timeout": math.nan},
         {"key": 123},
+        {"key": "\udc00"},
         {"timeout": "5"},
         {"attributes": [("a", "b")]},
         {"msg_type": 5},

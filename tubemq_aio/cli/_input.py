@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from tubemq_aio.checks import Checks
+from tubemq_aio.producer.config import is_utf8
 
 __all__ = ["LineReader", "Outgoing", "parse_json_line", "parse_text_line"]
 
@@ -66,6 +67,9 @@ def _body_of(checks: Checks, obj: dict[str, Any]) -> bytes:
         checks.instance('"body"', body, str)  # records the problem
         return b""
     if encoding != "base64":
+        if not is_utf8(body):
+            checks.problem('"body" is not UTF-8 text (a lone surrogate escape?)')
+            return b""
         return body.encode()
     try:
         return base64.b64decode(body, validate=True)
@@ -76,7 +80,12 @@ def _body_of(checks: Checks, obj: dict[str, Any]) -> bytes:
 
 def _str_or_none(checks: Checks, obj: dict[str, Any], name: str, default: str | None) -> str | None:
     value = obj.get(name, default)
-    return value if checks.instance(f'"{name}"', value, str, optional=True) else None
+    if not checks.instance(f'"{name}"', value, str, optional=True):
+        return None
+    if value is not None and not is_utf8(value):
+        checks.problem(f'"{name}" is not UTF-8 text (a lone surrogate escape?)')
+        return None
+    return value
 
 
 def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
@@ -100,6 +109,9 @@ def parse_json_line(line: bytes, defaults: Outgoing) -> Outgoing | None:
         obj = json.loads(text)
     except ValueError as err:
         checks.problem(f"not JSON: {err}")
+        obj = None
+    except RecursionError:
+        checks.problem("not JSON this program can read: nested too deeply")
         obj = None
     if checks.ok and not isinstance(obj, dict):
         checks.problem("expected a JSON object with a body")

@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 from zoneinfo import ZoneInfo
 
@@ -16,6 +16,7 @@ from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.producer.config import is_utf8
 from tubemq_aio.protocol.time_search import parse_time_text
 
 __all__ = ["MASTER_ENV", "build_parser", "parse_arguments"]
@@ -77,12 +78,46 @@ def _positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+#: The most ``--concurrency``: the producer's default ``max_in_flight_sends``; more workers
+#: would only wait for its window (each one is a task).
+MAX_CONCURRENCY = 4096
+
+
+def _concurrency(text: str) -> int:
+    value = _int_at_least(text, 1)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {MAX_CONCURRENCY}")
+    return value
+
+
+def _utf8_text(text: str) -> str:
+    """A text option sent in messages: an argument that is not UTF-8 (decoded with
+    surrogateescape) could not be encoded in the message."""
+    if not is_utf8(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text")
+    return text
+
+
+#: The times ``@TIME`` and ``--to-time`` take: a day inside datetime's own range, so that any
+#: ``--msg-time-zone`` can take them (beyond it the conversion overflowed: a traceback).
+_TIME_RANGE = (
+    datetime.min.replace(tzinfo=UTC) + timedelta(days=1),
+    datetime.max.replace(tzinfo=UTC) - timedelta(days=1),
+)
+
+
 def _time(text: str) -> datetime:
-    """``@TIME`` (or ``TIME`` for ``--to-time``): an RFC 3339 time with a zone."""
+    """``@TIME`` (or ``TIME`` for ``--to-time``): an RFC 3339 time with a zone, between
+    0001-01-02 and 9999-12-30 UTC."""
     try:
-        return parse_time_text(text)
+        when = parse_time_text(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not _TIME_RANGE[0] <= when <= _TIME_RANGE[1]:
+        raise argparse.ArgumentTypeError(
+            f"time {text!r} is not between 0001-01-02 and 9999-12-30 (UTC)"
+        )
+    return when
 
 
 def _zone(text: str) -> ZoneInfo:
@@ -180,9 +215,21 @@ def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     _add_master(p)
     p.add_argument("--topic", required=True, help="topic to publish to")
-    p.add_argument("--attr", action="append", metavar="K=V", help="attribute; repeatable")
-    p.add_argument("--msg-type", metavar="X", help="message type (consumers can filter on it)")
-    p.add_argument("--key", metavar="K", help="partition key: equal keys go to one partition")
+    p.add_argument(
+        "--attr", action="append", type=_utf8_text, metavar="K=V", help="attribute; repeatable"
+    )
+    p.add_argument(
+        "--msg-type",
+        type=_utf8_text,
+        metavar="X",
+        help="message type (consumers can filter on it)",
+    )
+    p.add_argument(
+        "--key",
+        type=_utf8_text,
+        metavar="K",
+        help="partition key: equal keys go to one partition",
+    )
     p.add_argument("--rate", type=_positive_float, metavar="N", help="at most N messages/s")
     p.add_argument(
         "--json",
@@ -192,10 +239,11 @@ def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     p.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=_concurrency,
         default=64,
         metavar="N",
-        help="sends in flight at once (default 64; 1 keeps the input order)",
+        help=f"sends in flight at once (default 64, at most {MAX_CONCURRENCY}; 1 keeps the "
+        "input order)",
     )
     p.add_argument("input", nargs="?", default="-", metavar="FILE|-", help="input (default -)")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -61,23 +63,31 @@ class _Pacer:
         self._interval = 1.0 / rate if rate else 0.0
         self._next = time.monotonic()
 
-    async def wait(self) -> None:
-        """Return when the next send is due."""
+    async def wait(self, stop: asyncio.Event) -> None:
+        """Return when the next send is due (the first one at once), or as soon as ``stop`` is
+        set (a low ``--rate`` must not hold off Ctrl-C until the next line is due)."""
         if not self._interval:
             return
         now = time.monotonic()
-        self._next = max(self._next, now - PACE_SLACK) + self._interval
-        if self._next - now > PACE_SLACK:
-            await asyncio.sleep(self._next - now)
+        due = max(self._next, now - PACE_SLACK)
+        self._next = due + self._interval
+        if due - now > PACE_SLACK:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(due - now):
+                    await stop.wait()
 
 
 def _open_input(path: str) -> int:
     if path == "-":
         return sys.stdin.fileno()
     try:
-        return os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror}") from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # opens, but every read fails (EISDIR)
+        os.close(fd)
+        raise ConfigError(f"cannot read {path}: it is a directory")
+    return fd
 
 
 async def _send_all(
@@ -166,7 +176,9 @@ async def _queue_lines(
         if stop.is_set():
             break
         line_no += 1
-        await pacer.wait()
+        await pacer.wait(stop)
+        if stop.is_set():
+            break
         await queue.put((line_no, line))
     return line_no
 

@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--masters", help=f"dev: the TubeMQ masters (or ${ENV_PREFIX}MASTERS)")
     dev.add_argument("--fake", action="store_true", help="dev: the in-memory FakeCluster")
     dev.add_argument("--topic", action="append", help="dev: a topic to serve (default demo)")
-    dev.add_argument("--group", default="demo-group", help="dev: the group (default demo-group)")
+    dev.add_argument("--group", help="dev: the group (default demo-group)")
     dev.add_argument("--key-file", help="dev: also write the admin key to this file (0600)")
     return parser
 
@@ -140,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tubemq-gateway: {server}", file=sys.stderr)
         return 2
     host, port, workers = server
+    misplaced = _misplaced(args)
+    if misplaced is not None:
+        print(f"tubemq-gateway: {misplaced}", file=sys.stderr)
+        return 2
     if args.command == "dev":
         return _dev(args, env, host, port)
     path = args.config or env.get(CONFIG_ENV)
@@ -182,18 +186,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if replica.started else 3  # uvicorn's status for a server that did not start
 
 
+#: The flags only ``dev`` takes.
+_DEV_FLAGS = ("masters", "fake", "topic", "group", "key_file")
+
+
+def _misplaced(args: argparse.Namespace) -> str | None:
+    """Why a flag does not belong to the command (it used to be ignored), or None: ``--fake``
+    without ``dev`` asked for a config's ``masters``, ``redis`` and ``secret`` instead, and
+    ``dev --workers 4`` ran one replica."""
+    if args.command == "dev":
+        if args.workers not in (None, 1):
+            return "dev runs one replica: --workers is for serve"
+        return None
+    given = [f"--{name.replace('_', '-')}" for name in _DEV_FLAGS if getattr(args, name)]
+    if given:
+        return (
+            f"{', '.join(given)}: only `tubemq-gateway dev` takes "
+            f"{'it' if len(given) == 1 else 'them'} (did you mean `tubemq-gateway dev "
+            f"{' '.join(given)} ...`?)"
+        )
+    return None
+
+
 def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int) -> int:
     from tubemq_aio.gateway.dev import DevOptions, run_dev  # imports the testing harness
 
     masters = None if args.fake else args.masters or env.get(ENV_PREFIX + "MASTERS")
     if (masters is None) != args.fake or (args.fake and args.masters):
-        print("tubemq-gateway dev: give --masters HOST:PORT or --fake", file=sys.stderr)
+        print("tubemq-gateway dev: give --masters HOST:PORT or --fake, not both", file=sys.stderr)
         return 2
     options = DevOptions(
         masters=masters,
         fake=args.fake,
         topics=tuple(args.topic or ("demo",)),
-        group=args.group,
+        group=args.group or "demo-group",
         host=host,
         port=port,
         key_file=Path(args.key_file) if args.key_file else None,

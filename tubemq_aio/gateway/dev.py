@@ -205,7 +205,7 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
             )
         )
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        serving = asyncio.create_task(_serve_until_exit(server, sock))
         stack.push_async_callback(_stopped, server, serving)
         started = loop_time() + START_TIMEOUT
         while not server.started and not serving.done() and not stop.is_set():
@@ -226,6 +226,14 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
         stopping.cancel()
         say("stopping ...")
         return 0 if stop.is_set() else 1
+
+
+async def _serve_until_exit(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Serve on ``sock``; uvicorn's ``sys.exit`` after a failed start-up (the app's lifespan
+    raised, e.g. no master answered; uvicorn logged why) just ends the serving, instead of
+    escaping the event loop as a task's ``SystemExit``."""
+    with contextlib.suppress(SystemExit):
+        await server.serve(sockets=[sock])
 
 
 async def _stopped(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:

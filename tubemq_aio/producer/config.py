@@ -24,6 +24,7 @@ __all__ = [
     "check_send_args",
     "check_send_many_args",
     "is_plain_send",
+    "is_utf8",
     "plain_send_args",
 ]
 
@@ -170,6 +171,16 @@ is_plain_send: Callable[[object, object, object, object, object], bool] = (
 )
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (a key is hashed by its UTF-8 bytes; a lone surrogate,
+    from a JSON escape or an argument decoded with ``surrogateescape``, does not)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_send_args(
     topic: object,
     body: object,
@@ -187,12 +198,13 @@ def check_send_args(
 
     Raises:
         InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
-            bytes, the key is not ``bytes``/``str``, the timeout is not a number of seconds in
-            ``(0, MAX_SEND_TIMEOUT]``, or an attribute, ``msg_type`` or ``msg_time`` is invalid.
+            bytes, the key is not ``bytes``/``str`` (a ``str`` encodable as UTF-8), the timeout
+            is not a number of seconds in ``(0, MAX_SEND_TIMEOUT]``, or an attribute,
+            ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
         plain_send_args(topic, body, attributes, msg_type, msg_time)
-        and (key is None or isinstance(key, bytes | str))
+        and (key is None or type(key) is bytes or (type(key) is str and key.isascii()))
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):
         return
@@ -207,6 +219,8 @@ def check_send_args(
             checks.adopt(exc)
     if key is not None and not isinstance(key, bytes | str):
         checks.problem(f"key must be bytes or str, got {type(key).__name__}")
+    elif isinstance(key, str) and not is_utf8(key):
+        checks.problem("key is not encodable as UTF-8 (a lone surrogate?)")
     checks.optional_seconds("timeout", timeout, high=MAX_SEND_TIMEOUT)
     checks.done()
 

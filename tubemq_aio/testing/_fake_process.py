@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -34,11 +35,20 @@ FAKE_NOTICE = (
 )
 
 
+#: The topic names the master's web API takes (``WebFieldDef.TOPICNAME``: ``^[a-zA-Z]\w+$``,
+#: at most ``META_MAX_TOPICNAME_LENGTH`` = 64 characters).
+_MASTER_TOPIC_NAME = re.compile(r"[a-zA-Z]\w{1,63}", re.ASCII)
+
+
 def parse_topic(spec: str) -> tuple[str, int]:
     """``NAME[:PARTITIONS]`` (default 3 partitions) as ``(name, partitions)``.
 
+    The name must be one the real master creates (a letter, then 1 to 63 letters, digits or
+    ``_``), for the fake too: a name only the fake took would fail on the real cluster.
+
     Raises:
-        argparse.ArgumentTypeError: an empty name or a partition count that is not 1..1000.
+        argparse.ArgumentTypeError: such a name it is not, or the partition count is not
+            1..1000.
     """
     name, _, parts = spec.partition(":")
     try:
@@ -47,6 +57,11 @@ def parse_topic(spec: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"{spec!r}: partitions must be an integer") from None
     if not name or not 1 <= count <= 1000:
         raise argparse.ArgumentTypeError(f"{spec!r}: expected NAME[:PARTITIONS], 1..1000")
+    if not _MASTER_TOPIC_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(
+            f"{name!r}: a TubeMQ master takes topic names of 2 to 64 characters, a letter "
+            "then letters, digits or _"
+        )
     return name, count
 
 

@@ -200,3 +200,22 @@ def test_server_settings_flags_over_environment_over_defaults() -> None:
     bad = _server_settings(parser.parse_args([]), {"TUBEMQ_GATEWAY_PORT": "http"})
     assert bad == "TUBEMQ_GATEWAY_PORT and TUBEMQ_GATEWAY_WORKERS must be integers"
     assert "--port 0-65535" in str(_server_settings(parser.parse_args(["--port", "70000"]), {}))
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        # `dev` forgotten: was "gateway config: masters is required; redis is required; ..."
+        (["--fake"], "--fake: only `tubemq-gateway dev` takes it"),
+        (["check", "--masters", "h:1", "--topic", "t"], "--masters, --topic: only"),
+        (["init", "--group", "g", "--key-file", "k"], "--group, --key-file: only"),
+        (["dev", "--fake", "--workers", "4"], "dev runs one replica"),  # ran one, silently
+    ],
+)
+def test_a_flag_of_another_command_is_a_usage_error(
+    argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("tubemq-gateway: ")
+    assert problem in line

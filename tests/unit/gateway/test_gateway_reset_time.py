@@ -55,6 +55,11 @@ def test_to_time_answers_like_every_reset(client: TestClient) -> None:
         {"to_time": None},
         {},
         {"to": "earliest", "to_time": "2026-11-29T10:00:00Z"},
+        # in range as written, out of datetime's range in UTC or in the group's zone (was 500)
+        {"to_time": "9999-12-31T23:59:59-14:00"},
+        {"to_time": "0001-01-01T00:00:00+14:00"},
+        {"to_time": "9999-12-31T12:00:00Z"},
+        {"to_time": "0001-01-01T10:00:00Z"},
     ],
 )
 def test_bad_to_time_is_422(client: TestClient, body: dict[str, object]) -> None:

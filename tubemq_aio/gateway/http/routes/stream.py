@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -201,6 +202,7 @@ class StreamQuery:
 
 
 async def stream_query(
+    request: Request,
     client_id: ClientIdQuery = None,
     window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
     lease_ms: Annotated[int | None, Query(ge=1)] = None,
@@ -209,8 +211,23 @@ async def stream_query(
 ) -> StreamQuery:
     """The stream route's query parameters as one :class:`StreamQuery` (a FastAPI dependency;
     a coroutine, so that FastAPI calls it on the event loop rather than in a worker thread, as
-    it would a class)."""
+    it would a class).
+
+    Raises:
+        InvalidRequestError: a query parameter the stream does not take (a misspelt one would
+            otherwise leave its default in force unnoticed).
+    """
+    unknown = sorted(set(request.query_params) - _STREAM_PARAMETERS)
+    if unknown:
+        raise InvalidRequestError(
+            f"unknown query parameter {unknown[0]!r}; the stream takes "
+            + ", ".join(sorted(_STREAM_PARAMETERS))
+        )
     return StreamQuery(client_id, window, lease_ms, max_messages, value_encoding)
+
+
+#: The query parameters :func:`stream_query` takes (its parameters but the request).
+_STREAM_PARAMETERS = frozenset(inspect.signature(stream_query).parameters) - {"request"}
 
 
 @router.get(
