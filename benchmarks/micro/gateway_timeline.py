@@ -134,10 +134,24 @@ def _timed_sync(owner: Any, name: str, stage: str) -> None:
     setattr(owner, name, wrapper)
 
 
+def _untraced(owner: Any, name: str) -> None:
+    """Run the coroutine method ``owner.name`` outside any fetch's record: a task a fetch
+    spawns (its read-ahead) inherits the fetch's context, and its calls come after the answer,
+    off the fetch's path."""
+    original = getattr(owner, name)
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _STAGES.set(None)  # the task's own copy of the context
+        return await original(*args, **kwargs)
+
+    setattr(owner, name, wrapper)
+
+
 def _install() -> None:
     """The timing wrappers (this process only)."""
     from tubemq_aio.consumer._broker import BrokerRpc
     from tubemq_aio.gateway.engine import fetch_attempt
+    from tubemq_aio.gateway.engine.read_ahead_driver import ReadAheads
     from tubemq_aio.gateway.engine.service import ConsumeService
     from tubemq_aio.gateway.http.routes import consume
     from tubemq_aio.gateway.leases.lease_store import LeaseStore
@@ -152,6 +166,9 @@ def _install() -> None:
     _timed(fetch_attempt, "acquire_with_acks", "acquire")
     _timed(LeaseStore, "acquire", "acquire")
     _timed(LeaseStore, "record", "booking", partition)
+    _timed(LeaseStore, "record_and_mark", "booking", partition)  # with read-ahead on
+    _untraced(ReadAheads, "_read")
+    _untraced(ReadAheads, "_abandon")
     _timed(BrokerRpc, "get_message", "get_message", pack)
     _timed(BrokerRpc, "get_message_data", "get_message_wire")
     _timed(BrokerRpc, "commit", "commit", pack)

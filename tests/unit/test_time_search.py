@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from tests.support.examples import examples
 from tubemq_aio.errors import ConfigError, ConsumerConfigError
 from tubemq_aio.protocol.time_search import (
+    EARLIEST_TIME,
+    LATEST_TIME,
     OffsetTimeSearch,
     parse_time_text,
     require_aware,
@@ -193,3 +195,29 @@ def test_parse_time_text() -> None:
     for bad in ("@2026-11-29T10:00:00", "yesterday", "", "@", "2026-13-01T00:00Z"):
         with pytest.raises(ConsumerConfigError):
             parse_time_text(bad)
+
+
+@pytest.mark.parametrize(
+    "edge",
+    [
+        datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14))),
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+        datetime.max.replace(tzinfo=UTC),
+        datetime.min.replace(tzinfo=UTC),
+    ],
+)
+def test_times_within_a_day_of_datetimes_ends_are_refused_not_overflowed(edge: datetime) -> None:
+    # once a bare OverflowError from the zone conversion, in the SDK, the CLI and the gateway
+    for check in (
+        lambda: require_aware(edge, "consume_from"),
+        lambda: target_minute(edge, timezone(timedelta(hours=14))),
+        lambda: parse_time_text(edge.isoformat()),
+    ):
+        with pytest.raises(ConsumerConfigError, match="0001-01-02 and 9999-12-30"):
+            check()
+
+
+def test_the_ends_of_the_accepted_range_convert_to_any_zone() -> None:
+    for when in (EARLIEST_TIME, LATEST_TIME):
+        for hours in (-23, 0, 23):
+            assert target_minute(when, timezone(timedelta(hours=hours))).tzinfo is None

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from tubemq_aio.errors import ConsumerConfigError
 from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE
 
 __all__ = [
+    "EARLIEST_TIME",
+    "LATEST_TIME",
     "OffsetTimeSearch",
     "parse_time_text",
     "require_aware",
@@ -33,15 +35,24 @@ __all__ = [
 ]
 
 
+#: The times a search, a reset or a start position takes: a day inside datetime's own range,
+#: so that any zone (a producer's ``msg_time`` zone, a group's) can take them; beyond it the
+#: conversion overflows.
+EARLIEST_TIME = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+LATEST_TIME = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+
+
 def require_aware(when: object, what: str) -> datetime:
-    """``when`` if it is a timezone-aware :class:`datetime`.
+    """``when`` if it is a timezone-aware :class:`datetime` within
+    [:data:`EARLIEST_TIME`, :data:`LATEST_TIME`].
 
     Args:
         when: the value to check.
         what: its name in the error message (``"consume_from"``, ``"offsets_for_times"``).
 
     Raises:
-        ConsumerConfigError: not a datetime, or a naive one (its zone would be a guess).
+        ConsumerConfigError: not a datetime, a naive one (its zone would be a guess), or one
+            outside 0001-01-02 .. 9999-12-30 UTC.
     """
     if not isinstance(when, datetime):
         raise ConsumerConfigError(f"{what} must be a datetime, got {type(when).__name__}")
@@ -49,6 +60,10 @@ def require_aware(when: object, what: str) -> datetime:
         raise ConsumerConfigError(
             f"{what} must be timezone-aware (e.g. datetime(..., tzinfo=timezone.utc)), "
             f"got the naive {when.isoformat()}"
+        )
+    if not EARLIEST_TIME <= when <= LATEST_TIME:
+        raise ConsumerConfigError(
+            f"{what} must be between 0001-01-02 and 9999-12-30 (UTC), got {when.isoformat()}"
         )
     return when
 
@@ -75,7 +90,8 @@ def parse_time_text(text: str) -> datetime:
     A leading ``@`` (the CLI's marker of a time offset) is dropped.
 
     Raises:
-        ConsumerConfigError: not a valid time, or one without a zone.
+        ConsumerConfigError: not a valid time, one without a zone, or one outside
+            0001-01-02 .. 9999-12-30 UTC (see :func:`require_aware`).
     """
     raw = text.strip().removeprefix("@")
     try:
@@ -86,7 +102,7 @@ def parse_time_text(text: str) -> datetime:
         ) from None
     if when.tzinfo is None:
         raise ConsumerConfigError(f"time {text!r} has no zone: add Z or an offset such as +08:00")
-    return when
+    return require_aware(when, f"time {text!r}")
 
 
 @dataclass(slots=True)

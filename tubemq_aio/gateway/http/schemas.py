@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Literal, Self, cast
 
 from pydantic import (
@@ -27,6 +27,7 @@ from tubemq_aio.gateway.config.limits import (
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
 from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.wire_ints import Int64Text, OffsetInput
+from tubemq_aio.protocol.time_search import EARLIEST_TIME, LATEST_TIME
 
 __all__ = [
     "MAX_VALUE_CHARS",
@@ -57,10 +58,6 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
-#: The range of a reset's ``to_time``: a day inside datetime's own, so that it converts to any
-#: zone (a group's ``msg_time_zone``) without overflowing.
-_EARLIEST_TIME = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
-_LATEST_TIME = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
 #: The longest message ``value`` in characters (text or base64).
 MAX_VALUE_CHARS = 16 * 1024 * 1024
 AttrText = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^,=]+$")]
@@ -288,7 +285,7 @@ class ResetRequest(BaseModel):
     def _time_in_range(cls, value: datetime | None) -> datetime | None:
         # read in the group's zone (any offset up to a day): a time within a day of datetime's
         # ends could not be converted there (OverflowError, once a 500)
-        if value is not None and not _EARLIEST_TIME <= value <= _LATEST_TIME:
+        if value is not None and not EARLIEST_TIME <= value <= LATEST_TIME:
             raise ValueError("to_time must be between 0001-01-02 and 9999-12-30 (UTC)")
         return value
 
