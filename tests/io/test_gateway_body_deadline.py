@@ -105,7 +105,7 @@ def assert_request_timeout(answer: Answer) -> None:
 
 @pytest.mark.also_on_uvloop
 @pytest.mark.parametrize(
-    "framing, sent",
+    ("framing", "sent"),
     [
         (b"Content-Length: 100\r\n", b"{"),  # one byte of 100, then nothing
         (b"Content-Length: 100\r\n", b""),  # the headers, then nothing

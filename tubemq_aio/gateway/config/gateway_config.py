@@ -21,8 +21,8 @@ from tubemq_aio.gateway.config.cors import CorsConfig
 from tubemq_aio.gateway.config.engine_settings import EngineSettings
 from tubemq_aio.gateway.config.limits import (
     DEFAULT_TOKEN_CACHE_SIZE,
-    MAX_BODY_TIMEOUT_SECONDS,
     MAX_BATCH_CEILING,
+    MAX_BODY_TIMEOUT_SECONDS,
     MAX_SETTING_SECONDS,
     MAX_TOKEN_CACHE_SIZE,
 )

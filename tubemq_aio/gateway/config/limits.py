@@ -5,10 +5,10 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_TOKEN_CACHE_SIZE",
-    "MAX_BODY_TIMEOUT_SECONDS",
     "LEASE_MS_CEILING",
     "LEASE_MS_FLOOR",
     "MAX_BATCH_CEILING",
+    "MAX_BODY_TIMEOUT_SECONDS",
     "MAX_DELAY_MS",
     "MAX_KEPT_BATCH_BYTES",
     "MAX_SETTING_SECONDS",

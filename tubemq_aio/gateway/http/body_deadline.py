@@ -59,7 +59,7 @@ class BodyDeadline:
             was cancelled).
     """
 
-    __slots__ = ("_receive", "_started", "_seconds", "_done")
+    __slots__ = ("_done", "_receive", "_seconds", "_started")
 
     def __init__(self, receive: Receive, started: float, seconds: float) -> None:
         self._receive = receive
@@ -101,9 +101,7 @@ class BodyDeadline:
 
 
 @types.coroutine
-def _resumed(
-    coro: Coroutine[Any, Any, Message], pending: Any
-) -> Generator[Any, Any, Message]:
+def _resumed(coro: Coroutine[Any, Any, Message], pending: Any) -> Generator[Any, Any, Message]:
     """The rest of ``await coro`` for a coroutine that was stepped once and suspended on
     ``pending`` (what ``yield from`` does after its first step, PEP 380): each value the task
     sends or throws in goes on to ``coro``, each it yields goes up to the task."""

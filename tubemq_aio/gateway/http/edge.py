@@ -120,9 +120,7 @@ class EdgeMiddleware:
         finally:
             self._record(scope, status or 500, time.perf_counter() - started)
 
-    async def _within_limit(
-        self, scope: Scope, receive: Receive, started: float
-    ) -> Receive | None:
+    async def _within_limit(self, scope: Scope, receive: Receive, started: float) -> Receive | None:
         """The ``receive`` to hand on (timed while the body is not complete), or None when the
         body is over the limit.
 
