@@ -7,6 +7,7 @@ tests use the real Redis/TubeMQ engine instead.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import secrets
@@ -260,6 +261,15 @@ class FakeEngine:
 
     def drain(self) -> None:
         self.draining = True
+
+
+class LongPollEngine(FakeEngine):
+    """A :class:`FakeEngine` whose fetches wait their whole ``wait_ms``, then find nothing (a
+    long poll, during which the route watches ``receive`` for a disconnect)."""
+
+    async def fetch(self, query: FetchQuery, *, acks: PiggybackAcks | None = None) -> FetchOutcome:
+        await asyncio.sleep(query.wait_ms / 1000)
+        return FetchOutcome("empty", None, ())
 
 
 class FakeProducer:

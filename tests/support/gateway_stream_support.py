@@ -8,10 +8,11 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import uvicorn
+from starlette.types import ASGIApp
 
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
@@ -53,11 +54,22 @@ async def serving(config: GatewayConfig) -> AsyncIterator[str]:
     """The gateway app of ``config`` served on a loopback port by an in-process uvicorn (the
     store initialised first); yields its base URL and stops it after."""
     await initialise_store(config)
+    async with served(create_app(config)) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def served(
+    app: ASGIApp, http: Literal["auto", "h11", "httptools"] = "auto"
+) -> AsyncIterator[str]:
+    """``app`` served on a loopback port by an in-process uvicorn with the HTTP implementation
+    ``http`` (``auto``, ``h11`` or ``httptools``); yields its base URL and stops it after."""
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(config),
+            app,
             host="127.0.0.1",
             port=allocate_ports(1)[0],
+            http=http,
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=5,

@@ -168,7 +168,12 @@ def create_app(
     if config.docs:
         install_docs(app, title)
     _install_error_handlers(app, gateway)
-    app.add_middleware(EdgeMiddleware, gateway=gateway, max_bytes=config.max_body_bytes)
+    app.add_middleware(
+        EdgeMiddleware,
+        gateway=gateway,
+        max_bytes=config.max_body_bytes,
+        body_timeout=config.body_timeout,
+    )
     install_cors(app, config.cors)  # outermost: error answers carry the CORS headers too
     return app
 

@@ -14,6 +14,7 @@ from tubemq_aio.errors import ConfigError, TubeMQError
 
 __all__ = [
     "AuthError",
+    "BodyTimeoutError",
     "ForbiddenScopeError",
     "GatewayError",
     "InvalidBodyError",
@@ -118,6 +119,14 @@ class InvalidBodyError(GatewayError, ConfigError):
 
 class RequestTooLargeError(GatewayError, ConfigError):
     """A request body or batch over the configured limit (HTTP 413)."""
+
+
+class BodyTimeoutError(GatewayError):
+    """A request body not complete within ``body_timeout`` seconds of the request's start
+    (HTTP 408 ``request_timeout``; the connection is closed). Retriable: the same request sent
+    at a usual pace is served."""
+
+    retriable = True
 
 
 class UnsupportedMediaTypeError(GatewayError, ConfigError):

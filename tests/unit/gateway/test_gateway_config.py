@@ -155,11 +155,29 @@ def test_config_limits_are_the_request_limits() -> None:
         ({"kept_batch_bytes": float("nan")}, "kept_batch_bytes"),
         ({"kept_batch_bytes": "32MiB"}, "kept_batch_bytes"),
         ({"kept_batch_bytes": 1 << 41}, "kept_batch_bytes"),
+        ({"body_timeout": float("nan")}, "body_timeout"),
+        ({"body_timeout": float("inf")}, "body_timeout"),
+        ({"body_timeout": float("-inf")}, "body_timeout"),
+        ({"body_timeout": 0}, "body_timeout"),
+        ({"body_timeout": 0.0}, "body_timeout"),
+        ({"body_timeout": -1}, "body_timeout"),
+        ({"body_timeout": 3600.5}, "body_timeout"),
+        ({"body_timeout": True}, "body_timeout"),
+        ({"body_timeout": "30"}, "body_timeout"),
+        ({"body_timeout": [30]}, "body_timeout"),
     ],
 )
 def test_bad_values_name_the_key(over: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
         GatewayConfig.from_mapping(base(**over))
+
+
+def test_body_timeout_is_30_seconds_by_default_and_taken_as_given() -> None:
+    assert GatewayConfig.from_mapping(base()).body_timeout == 30.0
+    assert GatewayConfig.from_mapping(base(body_timeout=0.25)).body_timeout == 0.25
+    assert GatewayConfig.from_mapping(base(body_timeout=3600)).body_timeout == 3600
+    with pytest.raises(ConfigError, match=r"body_timeout must be in \(0, 3600\] seconds"):
+        GatewayConfig.from_mapping(base(body_timeout=0))
 
 
 def test_kept_batch_bytes_is_32_mib_by_default_and_taken_as_given() -> None:

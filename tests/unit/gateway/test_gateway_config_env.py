@@ -118,6 +118,9 @@ def test_a_redis_table_takes_the_url_from_the_environment(tmp_path: Path) -> Non
         ({"TUBEMQ_GATEWAY_SECRET_FILE": "/nonexistent/secret"}, "cannot read"),
         ({"TUBEMQ_GATEWAY_RPC_TIMEOUT": "nan"}, "rpc_timeout"),
         ({"TUBEMQ_GATEWAY_MAX_BATCH": "0"}, "max_batch"),
+        ({"TUBEMQ_GATEWAY_BODY_TIMEOUT": "soon"}, "TUBEMQ_GATEWAY_BODY_TIMEOUT: 'soon' is not a"),
+        ({"TUBEMQ_GATEWAY_BODY_TIMEOUT": "inf"}, "body_timeout must be in (0, 3600] seconds"),
+        ({"TUBEMQ_GATEWAY_BODY_TIMEOUT": "0"}, "body_timeout must be in (0, 3600] seconds"),
         ({"TUBEMQ_GATEWAY_SECERT": "x" * 20}, "unknown variable TUBEMQ_GATEWAY_SECERT"),
         ({"TUBEMQ_GATEWAY_GROUPS": "g1"}, "unknown variable TUBEMQ_GATEWAY_GROUPS"),
     ],
@@ -125,6 +128,12 @@ def test_a_redis_table_takes_the_url_from_the_environment(tmp_path: Path) -> Non
 def test_bad_environment_values_are_named(toml: Path, env: dict[str, str], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem.replace("(", "\\(")):
         GatewayConfig.load(toml, env)
+
+
+def test_body_timeout_from_the_environment(toml: Path) -> None:
+    config = GatewayConfig.load(toml, {"TUBEMQ_GATEWAY_BODY_TIMEOUT": " 2.5 "})
+    assert config.body_timeout == 2.5
+    assert GatewayConfig.load(toml, {}).body_timeout == 30.0
 
 
 def test_every_plain_top_level_setting_is_env_settable() -> None:

@@ -22,6 +22,7 @@ from tubemq_aio.gateway.config.engine_settings import EngineSettings
 from tubemq_aio.gateway.config.limits import (
     DEFAULT_TOKEN_CACHE_SIZE,
     MAX_BATCH_CEILING,
+    MAX_BODY_TIMEOUT_SECONDS,
     MAX_SETTING_SECONDS,
     MAX_TOKEN_CACHE_SIZE,
 )
@@ -75,6 +76,9 @@ class GatewayConfig(EngineSettings):
         docs: serve ``/docs`` (Swagger UI) and ``/redoc``, assets included (no CDN).
         max_batch: most messages in one batch produce request.
         max_body_bytes: largest request body accepted (larger → 413).
+        body_timeout: seconds from a request's start within which its whole body must have
+            arrived, in (0, 3600]; later → 408 ``request_timeout`` and the connection closed
+            (a client trickling its body must not hold a request forever).
         produce_timeout: seconds one produce waits for the broker before answering 504.
         produce_fail_fast_ms: a produce not done after this long probes the masters (a TCP
             connect each); when none answers it is answered 503 ``tube_unavailable`` at once,
@@ -105,6 +109,7 @@ class GatewayConfig(EngineSettings):
     anonymous_scopes: tuple[str, ...] | None = None
     max_batch: int = 500
     max_body_bytes: int = 8 * 1024 * 1024
+    body_timeout: float = 30.0
     produce_timeout: float = 10.0
     produce_fail_fast_ms: int = 1000
     max_long_polls_per_key: int = 0
@@ -150,6 +155,7 @@ class GatewayConfig(EngineSettings):
         """Record every numeric setting of the gateway's own out of its range in ``checks``."""
         checks.integer("max_batch", self.max_batch, low=1, high=MAX_BATCH_CEILING)
         checks.integer("max_body_bytes", self.max_body_bytes, low=1024, high=1 << 30)
+        checks.seconds("body_timeout", self.body_timeout, high=MAX_BODY_TIMEOUT_SECONDS)
         checks.seconds("produce_timeout", self.produce_timeout, high=MAX_SETTING_SECONDS)
         checks.integer("produce_fail_fast_ms", self.produce_fail_fast_ms, low=0, high=600_000)
         checks.integer("max_long_polls_per_key", self.max_long_polls_per_key, low=0, high=1_000_000)

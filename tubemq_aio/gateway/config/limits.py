@@ -8,6 +8,7 @@ __all__ = [
     "LEASE_MS_CEILING",
     "LEASE_MS_FLOOR",
     "MAX_BATCH_CEILING",
+    "MAX_BODY_TIMEOUT_SECONDS",
     "MAX_DELAY_MS",
     "MAX_KEPT_BATCH_BYTES",
     "MAX_SETTING_SECONDS",
@@ -24,6 +25,9 @@ LEASE_MS_CEILING = 43_200_000
 MAX_BATCH_CEILING = 500
 #: The longest duration (seconds) a timed setting of the config (``rpc_timeout``, ...) may have.
 MAX_SETTING_SECONDS = 600.0
+#: The longest ``body_timeout`` (seconds): one hour, time for the largest body
+#: (``max_body_bytes`` up to 1 GiB) over a link of about 300 KiB/s.
+MAX_BODY_TIMEOUT_SECONDS = 3600.0
 #: The longest long poll a fetch may ask for (``wait_ms``).
 MAX_WAIT_MS = 30_000
 #: The most payload bytes of read-ahead batches a replica may keep (``kept_batch_bytes``): 1 TiB.

@@ -31,6 +31,7 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.gateway.errors import (
     AuthError,
+    BodyTimeoutError,
     ForbiddenScopeError,
     GatewayError,
     InvalidBodyError,
@@ -98,6 +99,7 @@ _GATEWAY_ERRORS: dict[type[GatewayError], tuple[int, str]] = {
     NotReadyError: (503, "not_ready"),
     InvalidBodyError: (422, "invalid"),
     RequestTooLargeError: (413, "too_large"),
+    BodyTimeoutError: (408, "request_timeout"),
     UnsupportedMediaTypeError: (415, "unsupported_media_type"),
     RateLimitedError: (429, "rate_limited"),
     GatewayError: (503, "unavailable"),

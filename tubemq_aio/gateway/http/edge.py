@@ -1,5 +1,5 @@
-"""The gateway's one ASGI layer around FastAPI: the request body limit, the JSON media type and
-the request metrics.
+"""The gateway's one ASGI layer around FastAPI: the request body limit and deadline, the JSON
+media type and the request metrics.
 
 Both used to be separate middlewares, each wrapping every request and every ``send``; one layer
 does the same work with one wrapper. A body over the limit is refused with 413 from its
@@ -8,6 +8,8 @@ counted by route template, method and status, and its latency observed by route 
 A request with a body whose ``Content-Type`` is not JSON (``application/json`` or
 ``application/<something>+json``; curl's ``-d`` alone sends a form type) is refused with 415
 ``unsupported_media_type`` saying to send JSON, instead of a 422 about the body's shape.
+A body not complete within ``body_timeout`` seconds of the request's start is answered 408
+``request_timeout`` with ``Connection: close`` (see :mod:`.body_deadline`), and the request ends.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ import time
 from prometheus_client.metrics import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tubemq_aio.gateway.errors import RequestTooLargeError, UnsupportedMediaTypeError
+from tubemq_aio.gateway.errors import (
+    BodyTimeoutError,
+    RequestTooLargeError,
+    UnsupportedMediaTypeError,
+)
+from tubemq_aio.gateway.http.body_deadline import BodyDeadline, BodyDeadlinePassed
 from tubemq_aio.gateway.http.deps import Gateway, json_response
 
 __all__ = ["EdgeMiddleware"]
@@ -25,6 +32,9 @@ __all__ = ["EdgeMiddleware"]
 #: Request methods counted under their own label; any other is counted as ``other``.
 _KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _JSON_REFUSAL = "send the request body as JSON, with the header Content-Type: application/json"
+#: A late body's answer ends the connection: the rest of the body may still come, and nothing
+#: else can be read on it before that (the server then closes it).
+_CLOSE = {"connection": "close"}
 
 
 def _json_or_no_body(scope: Scope) -> bool:
@@ -48,20 +58,26 @@ def _json_or_no_body(scope: Scope) -> bool:
 
 
 class EdgeMiddleware:
-    """Refuses request bodies over ``max_bytes`` (413) and records the request metrics.
+    """Refuses request bodies over ``max_bytes`` (413) or late (408) and records the request
+    metrics.
 
     Args:
         app: the wrapped app.
         gateway: the replica: its metrics (``http_requests`` and ``http_request_seconds``) and its
             error answers (a refusal is logged and counted like any other).
         max_bytes: the largest request body accepted.
+        body_timeout: seconds from a request's start within which its body must be complete
+            (> 0; default 30, the config's).
     """
 
-    def __init__(self, app: ASGIApp, gateway: Gateway, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, gateway: Gateway, max_bytes: int, body_timeout: float = 30.0
+    ) -> None:
         self.app = app
         self.gateway = gateway
         self.metrics = gateway.metrics
         self.max_bytes = max_bytes
+        self.body_timeout = body_timeout
         # labelled children by (route, method, status): prometheus-client's labels() takes a
         # lock and builds a key each call; the label values are bounded (templates, methods,
         # statuses), so is this
@@ -73,7 +89,7 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500
+        status = 0  # no response started yet; 500 if none is by the end
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -86,7 +102,7 @@ class EdgeMiddleware:
                 status = 415
                 await self._refuse(send, UnsupportedMediaTypeError(_JSON_REFUSAL))
                 return
-            replay = await self._within_limit(scope, receive)
+            replay = await self._within_limit(scope, receive, started)
             if replay is None:
                 status = 413
                 await self._refuse(
@@ -94,18 +110,33 @@ class EdgeMiddleware:
                 )
             else:
                 await self.app(scope, replay, send_wrapper)
+        except* BodyDeadlinePassed:  # also out of a task group, in an exception group
+            if not status:  # else the answer has begun: the request just ends
+                status = 408
+                late = BodyTimeoutError(
+                    f"the request body was not complete within {self.body_timeout:g} seconds"
+                )
+                await self._refuse(send, late, _CLOSE)
         finally:
-            self._record(scope, status, time.perf_counter() - started)
+            self._record(scope, status or 500, time.perf_counter() - started)
 
-    async def _within_limit(self, scope: Scope, receive: Receive) -> Receive | None:
-        """The ``receive`` to hand on, or None when the body is over the limit."""
+    async def _within_limit(self, scope: Scope, receive: Receive, started: float) -> Receive | None:
+        """The ``receive`` to hand on (timed while the body is not complete), or None when the
+        body is over the limit.
+
+        Raises:
+            BodyDeadlinePassed: a body without ``Content-Length`` was not complete in time.
+        """
         for name, value in scope["headers"]:
             if name == b"content-length":
                 if not value.isdigit() or int(value) > self.max_bytes:
                     return None
-                return receive
+                if not value.strip(b"0"):
+                    return receive  # no body: its one empty message is already there
+                return BodyDeadline(receive, started, self.body_timeout)
         # A body without Content-Length (chunked) is read here first, at most max_bytes of it:
         # FastAPI would read it all anyway, and refusing mid-parse would turn into a 400.
+        receive = BodyDeadline(receive, started, self.body_timeout)
         chunks: list[Message] = []
         seen = 0
         while True:
@@ -140,9 +171,11 @@ class EdgeMiddleware:
         children[0].inc()
         children[1].observe(seconds)
 
-    async def _refuse(self, send: Send, refusal: Exception) -> None:
+    async def _refuse(
+        self, send: Send, refusal: Exception, headers: dict[str, str] | None = None
+    ) -> None:
         error = self.gateway.answer(refusal)
-        response = json_response(error.body(), error.status)
+        response = json_response(error.body(), error.status, headers)
         await response({"type": "http"}, _no_receive, send)
 
 

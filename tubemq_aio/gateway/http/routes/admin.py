@@ -27,7 +27,9 @@ from tubemq_aio.gateway.http.wire_ints import int_text
 
 __all__ = ["ClientIdQuery", "lag_body", "plain", "router"]
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
+_ERRORS = {
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 408, 409, 413, 415, 422, 503)
+}
 router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
 
 

@@ -40,8 +40,8 @@ from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
 __all__ = ["lease_json", "router"]
 
-_FETCH_ERRORS = (400, 401, 403, 404, 413, 415, 422, 429, 503, 504)
-_LEASE_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 503)
+_FETCH_ERRORS = (400, 401, 403, 404, 408, 413, 415, 422, 429, 503, 504)
+_LEASE_ERRORS = (400, 401, 403, 404, 408, 409, 413, 415, 422, 503)
 #: What the access log and the metrics show for a fetch whose client left before its answer
 #: (nginx's "client closed request"; nobody receives it).
 CLIENT_GONE = 499

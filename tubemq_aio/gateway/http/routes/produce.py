@@ -33,7 +33,8 @@ from tubemq_aio.producer import Producer
 __all__ = ["router"]
 
 _ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 413, 415, 422, 502, 503, 504)
+    code: {"model": ErrorResponse}
+    for code in (400, 401, 403, 404, 408, 413, 415, 422, 502, 503, 504)
 }
 router = APIRouter(tags=["produce"], responses=_ERRORS, route_class=DirectJsonRoute)
 
