@@ -208,13 +208,12 @@ def test_parse_time_text() -> None:
 )
 def test_times_within_a_day_of_datetimes_ends_are_refused_not_overflowed(edge: datetime) -> None:
     # once a bare OverflowError from the zone conversion, in the SDK, the CLI and the gateway
-    for check in (
-        lambda: require_aware(edge, "consume_from"),
-        lambda: target_minute(edge, timezone(timedelta(hours=14))),
-        lambda: parse_time_text(edge.isoformat()),
-    ):
-        with pytest.raises(ConsumerConfigError, match="0001-01-02 and 9999-12-30"):
-            check()
+    with pytest.raises(ConsumerConfigError, match="0001-01-02 and 9999-12-30"):
+        require_aware(edge, "consume_from")
+    with pytest.raises(ConsumerConfigError, match="0001-01-02 and 9999-12-30"):
+        target_minute(edge, timezone(timedelta(hours=14)))
+    with pytest.raises(ConsumerConfigError, match="0001-01-02 and 9999-12-30"):
+        parse_time_text(edge.isoformat())
 
 
 def test_the_ends_of_the_accepted_range_convert_to_any_zone() -> None:
