@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.support.undeployed_topic import fails_at_once_naming_the_missing_topic
 from tubemq_aio import Producer
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer, assign_modulo
 from tubemq_aio.errors import (
@@ -21,7 +23,6 @@ from tubemq_aio.errors import (
     PartitionNotSubscribableError,
     PartitionOccupiedError,
     ServerError,
-    TopicNotDeployedError,
     UnknownPartitionError,
 )
 from tubemq_aio.testing import LocalCluster, wait_until
@@ -370,21 +371,7 @@ async def test_an_undeployed_topic_fails_the_start_at_once_naming_it(
 ) -> None:
     """The real master's 431 to a V2 register becomes ``TopicNotDeployedError`` naming only the
     missing topic (still a ``ServerError`` 431), before the register deadline (issue 32)."""
-    attempts, wait = 5, 2.0
-    c = ClientBalancedConsumer(
-        cluster.master_addr,
-        group=f"cb431_{topic}",
-        topics=[topic, "no_such_topic_431"],
-        register_attempts=attempts,
-        register_fail_wait=wait,
+    await fails_at_once_naming_the_missing_topic(
+        functools.partial(ClientBalancedConsumer, cluster.master_addr, group=f"cb431_{topic}"),
+        [topic],
     )
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    with pytest.raises(TopicNotDeployedError) as info:
-        await c.start()
-    assert loop.time() - began < (attempts - 1) * wait  # before the register deadline
-    assert info.value.topics == ("no_such_topic_431",)
-    assert isinstance(info.value, ServerError)
-    assert info.value.err_code == 431
-    assert "no_such_topic_431" in info.value.err_msg  # the master's own text
-    await c.close()
