@@ -27,11 +27,14 @@ KEY = {"Authorization": "Bearer produce-key-1"}
 async def gateway(masters: str) -> AsyncIterator[httpx.AsyncClient]:
     config = GatewayConfig.from_mapping(
         {
-            "masters": masters, "redis": "redis://127.0.0.1:1/0", "secret": "s" * 16,
-            "produce_topics": ["t"], "produce_timeout": 10.0,
+            "masters": masters,
+            "redis": "redis://127.0.0.1:1/0",
+            "secret": "s" * 16,
+            "produce_topics": ["t"],
+            "produce_timeout": 10.0,
             "keys": [{"key": "produce-key-1", "scopes": ["produce:*"]}],
         }
-    )  # fmt: skip
+    )
     app = create_app(config)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -54,8 +57,7 @@ async def test_a_key_routes_to_the_partition_the_sdk_routes_it_to() -> None:
             r = await client.post("/v1/topics/t/messages/batch", json=batch, headers=KEY)
             in_batch = {keys[x["index"]]: x["partition_key"] for x in r.json()["results"]}
         async with Producer(cluster.master_addr, topics=["t"]) as producer:
-            via_sdk = {key: (await producer.send("t", b"v", key=key)).partition_key
-                       for key in keys}  # fmt: skip
+            via_sdk = {key: (await producer.send("t", b"v", key=key)).partition_key for key in keys}
     assert via_gateway == via_sdk
     assert in_batch == via_sdk
     assert len(set(via_sdk.values())) > 1  # the keys spread: the comparison means something

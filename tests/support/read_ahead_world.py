@@ -40,9 +40,18 @@ REPLICAS = ("r1", "r1", "r2", "r3")  # r1 fetches most: its kept batches get ser
 #: What a schedule step does, as often as listed: mostly replicas advancing and read-ahead
 #: requests arriving (the interleavings that matter), the rest clients, producers and faults.
 ACTIONS = (
-    *["step"] * 16, *["arrive"] * 6, *["fetch"] * 4, *["ack"] * 4, "nack", "release",
-    *["produce"] * 3, *["tick"] * 3, "probe", "fault", "give_up",
-)  # fmt: skip
+    *["step"] * 16,
+    *["arrive"] * 6,
+    *["fetch"] * 4,
+    *["ack"] * 4,
+    "nack",
+    "release",
+    *["produce"] * 3,
+    *["tick"] * 3,
+    "probe",
+    "fault",
+    "give_up",
+)
 Batch = tuple[tuple[int, int], ...]
 Steps = Generator[None, None, None]
 

@@ -60,11 +60,11 @@ async def reset_to_max_offsets(
                     key, session.clock(), curr_offset=rsp.curr_offset, max_offset=rsp.max_offset
                 )
                 moved.append(key)
-                log.info("master control: %s consumes from its max offset %d", key,
-                         rsp.curr_offset)  # fmt: skip
+                log.info("master control: %s consumes from its max offset %d", key, rsp.curr_offset)
             elif rsp.err_code in _DROP_CODES:
                 dropped.append(key)
             else:
-                log.warning("reset of %s to its max offset: [%d] %s", key, rsp.err_code,
-                            rsp.err_msg)  # fmt: skip
+                log.warning(
+                    "reset of %s to its max offset: [%d] %s", key, rsp.err_code, rsp.err_msg
+                )
     return moved, dropped

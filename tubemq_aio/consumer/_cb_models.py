@@ -62,9 +62,13 @@ class PartitionMeta:
         p = meta.partition
         key = p.key
         return cls(
-            key.format(), key.topic, f"{p.broker.host}:{p.broker.port}", key.broker_id,
-            key.partition_id, meta.subscribable,
-        )  # fmt: skip
+            key.format(),
+            key.topic,
+            f"{p.broker.host}:{p.broker.port}",
+            key.broker_id,
+            key.partition_id,
+            meta.subscribable,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,8 +151,9 @@ async def read_batch(
             # (ConsumeSpeedLimitedError), so a range reader never takes it for the end.
             if got.err_code == 404:
                 top = got.max_offset if got.max_offset >= 0 else reg.max_offset
-                return BatchRead(context.partition_key, codec.empty, reg.curr_offset,
-                                 reg.curr_offset, top)  # fmt: skip
+                return BatchRead(
+                    context.partition_key, codec.empty, reg.curr_offset, reg.curr_offset, top
+                )
             raise server_error(got.err_code, got.err_msg)
         return await _finish_read(session, partition, got, codec, context, consume, damaged)
 

@@ -223,8 +223,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
 
     def _on_lost(self, keys: list[PartitionKey]) -> None:
         self.stats.partitions_lost += len(keys)
-        log.warning("lost partitions %s with their broker; re-connecting them",
-                    [str(k) for k in keys])  # fmt: skip
+        log.warning(
+            "lost partitions %s with their broker; re-connecting them", [str(k) for k in keys]
+        )
         for key in keys:
             if key in self._wanted and key not in self._reconnecting:
                 self._reconnecting.add(key)

@@ -312,9 +312,13 @@ class BatchReader:
                 await hold.end(unlock=not cost.broker.astray)
 
     async def _release_when_answered(
-        self, store: LeaseStore, lease: Lease, cost: AttemptCost, hold: CursorHold | None,
+        self,
+        store: LeaseStore,
+        lease: Lease,
+        cost: AttemptCost,
+        hold: CursorHold | None,
         until: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """The broker call of a fetch that stopped waiting for it (cancelled, or cut short by
         a lapsed cursor mutex) goes on in an engine task until ``until`` (the end of the read's
         budget, ``loop.time()``): answered, the lease (and a broadcast scope's cursor mutex)

@@ -64,9 +64,17 @@ RESET_CHUNK = 200
 #: Expired leases an acquire takes back at most in one call.
 RECLAIM_MAX = 64
 _SCRIPTS = (
-    "acquire", "init", "record", "rewind", "settle", "extend", "reset", "sync_parts",
-    "read_ahead", "read_ahead_done",
-)  # fmt: skip
+    "acquire",
+    "init",
+    "record",
+    "rewind",
+    "settle",
+    "extend",
+    "reset",
+    "sync_parts",
+    "read_ahead",
+    "read_ahead_done",
+)
 _T = TypeVar("_T")
 log = logging.getLogger("tubemq_aio.gateway")
 _UNLOCK = (

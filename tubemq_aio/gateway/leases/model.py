@@ -97,9 +97,7 @@ class Booking:
     def fields(self) -> tuple[int, int, int, int, int, int, str]:
         """``(base, next, max, count, wait_ms, cursor, kept)``, the order the script takes
         them."""
-        return (
-            self.base, self.next, self.max, self.count, self.wait_ms, self.cursor, self.kept
-        )  # fmt: skip
+        return (self.base, self.next, self.max, self.count, self.wait_ms, self.cursor, self.kept)
 
 
 @dataclass(slots=True)

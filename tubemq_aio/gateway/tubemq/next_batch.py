@@ -131,6 +131,13 @@ def kept_read(
     ``top`` the max offset its answer reported): no broker call (``from_kept``)."""
     topic = key.split(":")[1]
     return TubeRead(
-        "ok", start, end, max(top, end), FetchedMessages(topic, key, messages), rpcs=0,
-        batches=1, from_kept=True, more=may_continue(start, messages, top),
-    )  # fmt: skip
+        "ok",
+        start,
+        end,
+        max(top, end),
+        FetchedMessages(topic, key, messages),
+        rpcs=0,
+        batches=1,
+        from_kept=True,
+        more=may_continue(start, messages, top),
+    )

@@ -354,9 +354,15 @@ class TubeGroup:
             if time.monotonic() + wait >= deadline:
                 error = f"every read of {key} at {got.start} was damaged on the way ({rereads})"
                 return TubeRead(
-                    "error", got.start, got.start, got.max, rpcs=rpcs, registered=registered,
-                    resync=resync, error=error,
-                )  # fmt: skip
+                    "error",
+                    got.start,
+                    got.start,
+                    got.max,
+                    rpcs=rpcs,
+                    registered=registered,
+                    resync=resync,
+                    error=error,
+                )
             if wait:
                 await asyncio.sleep(wait)
             # the cursor was put back at the batch
@@ -419,9 +425,14 @@ class TubeGroup:
             if not got.success:
                 if got.err_code == 404:
                     return TubeRead(
-                        "empty", begin, begin, top, rpcs=rpcs, registered=registered,
+                        "empty",
+                        begin,
+                        begin,
+                        top,
+                        rpcs=rpcs,
+                        registered=registered,
                         resync=resync,
-                    )  # fmt: skip
+                    )
                 if got.err_code == 452:
                     wait = got.min_limit_time or 200
                     return TubeRead("throttled", begin, begin, top, rpcs=rpcs, wait_ms=wait)
