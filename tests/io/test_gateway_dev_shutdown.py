@@ -31,18 +31,19 @@ async def _long_poll(http: httpx.AsyncClient) -> httpx.Response:
     return await http.post("/v1/groups/demo-group/fetch", json={"wait_ms": 30_000})
 
 
-async def _stream(http: httpx.AsyncClient, opened: asyncio.Event) -> list[tuple[str, str]]:
+async def _stream(http: httpx.AsyncClient, leased: asyncio.Event) -> list[tuple[str, str]]:
+    """The stream's events; ``leased`` is set when its first batch (the one message) came."""
     events: list[tuple[str, str]] = []
     event = ""
     async with http.stream("GET", "/v1/groups/demo-group/stream") as response:
         assert response.status_code == 200
         async for line in response.aiter_lines():  # a cut stream raises here
-            if line == ": stream open":
-                opened.set()
-            elif line.startswith("event: "):
+            if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("data: "):
                 events.append((event, line[6:]))
+                if event == "batch":
+                    leased.set()
     return events
 
 
@@ -54,11 +55,11 @@ async def test_ctrl_c_answers_long_polls_and_ends_streams_at_once(tmp_path: Path
         async with httpx.AsyncClient(base_url=dev.url, headers=auth, timeout=60) as http:
             r = await http.post("/v1/topics/demo/messages", json={"value": "held", "key": "k"})
             assert r.status_code == 200, r.text
-            opened = asyncio.Event()
-            stream = asyncio.create_task(_stream(http, opened))
-            await asyncio.wait_for(opened.wait(), 20)
-            # the stream leases the one batch; the long polls then find nothing and wait
-            await asyncio.sleep(1.0)
+            leased = asyncio.Event()
+            stream = asyncio.create_task(_stream(http, leased))
+            # the stream leases the one batch (once after a sleep of 1 s, which a loaded
+            # machine outran); the long polls then find nothing and wait
+            await asyncio.wait_for(leased.wait(), 20)
             polls = [asyncio.create_task(_long_poll(http)) for _ in range(_POLLS)]
             await asyncio.sleep(1.0)
             assert not any(p.done() for p in polls)
