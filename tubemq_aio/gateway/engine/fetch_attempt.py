@@ -279,11 +279,7 @@ class BatchReader:
         except (TubeMQError, TimeoutError, OSError) as exc:
             if hold is not None and hold.lapsed:  # cut short: another reader may move the cursor
                 self._stats.cursor_lock_lapses += 1
-                if cost.broker.pending:  # its answer is waited for off the fetch's path
-                    await self._release_when_answered(store, lease, cost, hold, until)
-                    hold = None  # the engine task ends it
-                else:
-                    await self._release(store, lease, 0, cost)
+                hold = await self._give_back(store, lease, cost, hold, until)
                 return FetchOutcome("busy", None, (), retry_after_ms=_RETRY_BUSY_MS)
             cost.broker.stop()  # out of time: a call still running may arrive (it is astray)
             if isinstance(exc, TimeoutError) and cost.on_redis:
@@ -301,15 +297,29 @@ class BatchReader:
             await self._release(store, lease, _BROKER_ERROR_REST_MS, cost)
             raise TubeUnavailableError(f"reading {lease.partition_key} failed: {exc!r}") from exc
         except BaseException:
-            if cost.broker.pending:  # cancelled with a broker call out: wait for its answer
-                await self._release_when_answered(store, lease, cost, hold, until)
-                hold = None  # the engine task ends it
-            else:
-                await self._release(store, lease, 0, cost)
+            hold = await self._give_back(store, lease, cost, hold, until)  # cancelled
             raise
         finally:
             if hold is not None:  # a request that may still arrive keeps the mutex too
                 await hold.end(unlock=not cost.broker.astray)
+
+    async def _give_back(
+        self,
+        store: LeaseStore,
+        lease: Lease,
+        cost: AttemptCost,
+        hold: CursorHold | None,
+        until: float,
+    ) -> CursorHold | None:
+        """Give the lease of a fetch that stops reading back at once, or, with a broker call
+        still out, once that call is answered (:meth:`_release_when_answered`, off the fetch's
+        path). The cursor hold the caller still has to end: None when the engine task took
+        it."""
+        if not cost.broker.pending:
+            await self._release(store, lease, 0, cost)
+            return hold
+        await self._release_when_answered(store, lease, cost, hold, until)
+        return None
 
     async def _release_when_answered(
         self,

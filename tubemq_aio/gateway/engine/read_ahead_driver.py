@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from tubemq_aio.errors import ClientClosedError, TubeMQError
 from tubemq_aio.gateway.engine.data import GatewayStats
@@ -125,16 +127,7 @@ class ReadAheads:
         """Start the read-ahead ``ahead`` (its mark is written) on a place :meth:`reserve`
         took; the caller does not wait for it. When the engine is closing nothing is sent
         (the mark lapses at its deadline)."""
-        try:
-            task = self._tasks.spawn(
-                self._read(tube, store, ahead),
-                f"read-ahead-{ahead.key.partition_key}",
-                essential=False,
-            )
-        except ClientClosedError:
-            self._taken -= 1
-            return
-        task.add_done_callback(self._ended)  # also when cancelled before its first step
+        self._start(self._read(tube, store, ahead), f"read-ahead-{ahead.key.partition_key}")
 
     def abandon(self, store: LeaseStore, key: LeaseKey, token: str) -> None:
         """End the mark ``token`` that the cut-short round trip booking ``key`` may have
@@ -143,22 +136,24 @@ class ReadAheads:
         :meth:`reserve` took. Without it the partition would wait for the mark's deadline. A
         mark that was not written answers ``stale``; when the engine is closing the mark
         lapses instead."""
-        try:
-            task = self._tasks.spawn(
-                self._abandon(store, key, token),
-                f"read-ahead-abandoned-{key.partition_key}",
-                essential=False,
-            )
-        except ClientClosedError:
-            self._taken -= 1
-            return
-        task.add_done_callback(self._ended)
+        self._start(self._abandon(store, key, token), f"read-ahead-abandoned-{key.partition_key}")
 
     async def _abandon(self, store: LeaseStore, key: LeaseKey, token: str) -> None:
         try:
             await store.read_ahead_done(key.group, key.scope, key.partition_key, token, "", -1)
         except GatewayError as exc:  # Redis away: the mark lapses at its deadline
             log.info("read-ahead of %s not ended in Redis: %r", key.partition_key, exc)
+
+    def _start(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` as an engine task on a place :meth:`reserve` took, given back when it
+        ends (also when cancelled before its first step) or at once when the engine is closing
+        (``work`` is then closed unstarted)."""
+        try:
+            task = self._tasks.spawn(work, name, essential=False)
+        except ClientClosedError:
+            self._taken -= 1
+            return
+        task.add_done_callback(self._ended)
 
     def _ended(self, _task: asyncio.Task[None]) -> None:
         self._taken -= 1
