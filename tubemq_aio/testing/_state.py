@@ -12,7 +12,6 @@ from tubemq_aio.testing._maven import cache_root
 __all__ = [
     "FAKE_KIND",
     "is_recorded_fake",
-    "is_recorded_master",
     "recorded_web_api",
     "state_file",
 ]
@@ -46,12 +45,6 @@ def recorded_web_api(master: str | None = None) -> str | None:
         return None
     web = str(state["master_web"])
     return web.removeprefix("http://").removesuffix("/webapi.htm")
-
-
-def is_recorded_master(master: str) -> bool:
-    """Whether ``master`` is the master address of the cluster ``cluster up`` recorded (real
-    or fake): a local test cluster, whose master balances every 2 s."""
-    return bool(master) and master == _recorded().get("master_addr")
 
 
 def is_recorded_fake(master: str | None = None) -> bool:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from tubemq_aio.testing._cli import main
 from tubemq_aio.testing._cluster import LocalCluster
-from tubemq_aio.testing._state import is_recorded_fake, is_recorded_master, recorded_web_api
+from tubemq_aio.testing._state import is_recorded_fake, recorded_web_api
 
 __all__ = [
     "LocalCluster",
     "is_recorded_fake",
-    "is_recorded_master",
     "main",
     "recorded_web_api",
 ]
