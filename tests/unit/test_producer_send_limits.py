@@ -153,6 +153,20 @@ def test_the_answer_future_belongs_to_the_running_loop(loop_kind: str) -> None:
 
 
 @pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_the_answer_future_does_not_look_up_the_running_loop(loop_kind: str) -> None:
+    # asyncio's lookup of the running loop makes a getpid system call: one per send when the
+    # future was made without its loop. Made where no loop runs, the future must still be
+    # the given loop's.
+    loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()
+    try:
+        fut = future_factory(loop)()
+        assert fut.get_loop() is loop
+        fut.cancel()
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
 def test_the_connection_clock_is_the_loops_own(loop_kind: str) -> None:
     async def check() -> None:
         loop = asyncio.get_running_loop()

@@ -20,6 +20,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.registry import RegistryBase, frame_other, settle_other
@@ -39,14 +40,14 @@ __all__ = ["PendingCalls", "future_factory", "loop_clock"]
 def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[bytes]]:
     """What makes the answer future of each call on ``loop``: its ``create_future``, except on
     asyncio's own loops, whose ``create_future`` is a Python method that only builds
-    ``asyncio.Future(loop=loop)``; there ``asyncio.Future`` itself, called with no argument
-    (the same future: every call is made on ``loop`` while it runs, and a future made without
-    a loop takes the running one; no Python frame, no keyword dictionary per call: 380 ns
-    against 1 200 for ``create_future`` and 580 for the constructor with ``loop=``, the
-    ``getpid`` system call with which asyncio checks the running loop's process included).
+    ``asyncio.Future(loop=loop)``; there that constructor bound to ``loop`` (a Python frame
+    less per call, the same future). Not ``asyncio.Future()`` without a loop: it looks up the
+    running loop, and that lookup makes a ``getpid`` system call (asyncio checks the running
+    loop's process) on every send; user plus system CPU per future measured 290 ns against
+    258 for the bound constructor (docs/benchmarks.md, "system calls per send").
     """
     if type(loop).create_future is asyncio.BaseEventLoop.create_future:
-        return asyncio.Future
+        return partial(asyncio.Future, loop=loop)
     return loop.create_future
 
 
