@@ -17,8 +17,19 @@ Output: one JSON line per run.
 real broker the counts show how many answers one read carries (about 9 at W = 256 on two cores,
 see "Produce against the real broker" in ``docs/benchmarks.md``).
 
+``--read-size BYTES`` caps what one socket read of the client takes (the connection's read buffer,
+default 256 KB). The stand-in answers every request of one read in one write, so by default one
+client read finds a whole window's answers and the work of a loop turn (poll, read, write) is
+spread over hundreds of sends; a real broker writes each answer on its own and one read finds
+about 3 (asyncio) or 2 (uvloop) on an idle machine. With a cap of a few answers (44 bytes each,
+e.g. ``--read-size 132``) the run settles where each read and each write carries about one
+send (counted under Callgrind on asyncio: 1.01 reads and 1.01 writes per send), the real
+broker's worst case: the difference of the two instruction counts is the work of one
+read-and-write turn.
+
 Run: ``python -m benchmarks.micro.produce [--uvloop] [--mode send|many] [--count N]
-[--window W] [--batch B] [--size S] [--rounds R] [--master ADDR --topic NAME]``.
+[--window W] [--batch B] [--size S] [--rounds R] [--read-size BYTES]
+[--master ADDR --topic NAME]``.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import time
 from pathlib import Path
 from typing import cast
 
+import tubemq_aio._io.connection
 from tubemq_aio import Producer
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.pb import BrokerService_pb2 as broker_pb
@@ -125,6 +137,8 @@ async def _phase(producer: Producer, ns: argparse.Namespace, count: int, body: b
 
 async def _client(ns: argparse.Namespace, master: str) -> dict[str, object]:
     body = bytes(97 + i % 26 for i in range(ns.size))
+    if ns.read_size is not None:
+        tubemq_aio._io.connection.READ_SIZE = ns.read_size
     config = {"topics": [ns.topic], "telemetry": False, "max_in_flight_sends": max(4096, ns.window)}
     async with Producer(master, **config) as p:
         await _phase(p, ns, max(ns.count // 10, ns.window), body)
@@ -139,6 +153,7 @@ async def _client(ns: argparse.Namespace, master: str) -> dict[str, object]:
         "uvloop": ns.uvloop,
         "window": ns.window,
         "batch": ns.batch if ns.mode == "many" else 1,
+        "read_size": tubemq_aio._io.connection.READ_SIZE,
         "messages": done,
         "cpu_s_per_1e6": round(cpu / done * 1e6, 2),
         "sys_share": round((sys1 - sys0) / cpu, 2),
@@ -160,6 +175,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--read-size", type=int, help="bytes one socket read takes at most")
     parser.add_argument("--master", help="a real cluster's master address (no stand-in)")
     parser.add_argument("--topic", default=TOPIC, help="topic to send to (with --master)")
     ns = parser.parse_args()
