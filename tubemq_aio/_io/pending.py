@@ -43,8 +43,8 @@ def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Futu
     ``asyncio.Future(loop=loop)``; there that constructor bound to ``loop`` (a Python frame
     less per call, the same future). Not ``asyncio.Future()`` without a loop: it looks up the
     running loop, and that lookup makes a ``getpid`` system call (asyncio checks the running
-    loop's process) on every send; user plus system CPU per future measured 290 ns against
-    258 for the bound constructor (docs/benchmarks.md, "system calls per send").
+    loop's process) on every send; user plus system CPU per future measured 325 ns against
+    293 for the bound constructor (docs/benchmarks.md, "Regression or the machine?").
     """
     if type(loop).create_future is asyncio.BaseEventLoop.create_future:
         return partial(asyncio.Future, loop=loop)
