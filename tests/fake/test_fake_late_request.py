@@ -1,0 +1,182 @@
+"""``Fault.late``: the fake broker takes a request and executes it only later, whatever became
+of the client that sent it (its deadline passed, its connection was closed or aborted, another
+connection of the group went on), as a real broker runs a request it has read whenever a
+thread gets to it (docs/protocol/consumer.md §4.2). Checked here on raw connections, one
+request at a time, against the broker's group state."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from tests.support.fake_helpers import produce
+from tubemq_aio.protocol import consumer_rpc
+from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
+from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
+from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, decode_response, encode_request
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
+
+GET = Method.BROKER_CONSUMER_GET_MESSAGE
+COMMIT = Method.BROKER_CONSUMER_COMMIT
+GROUP, CLIENT = "g", "g_127.0.0.1-1-1-1-Pull-1"
+KEY = PartitionKey(1, "demo", 0)
+RECORD = 28  # one index record per message: a batch of n messages moves the cursor n * 28
+
+
+class _Link:
+    """One raw client connection to a broker: a request out, its answer (if any) back."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.decoder = FrameDecoder()
+        self.serials = itertools.count(1)
+        self.frames: list[bytes] = []
+
+    @classmethod
+    async def open(cls, addr: str) -> _Link:
+        host, _, port = addr.rpartition(":")
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    def send(self, method: Method, body: bytes) -> None:
+        payload = encode_request(SERVICE_OF_METHOD[method], method, 10_000, body)
+        self.writer.write(encode_frame(next(self.serials), payload))
+
+    async def answer(self) -> bytes:
+        while not self.frames:
+            self.frames += [f.payload for f in self.decoder.feed(await self.reader.read(65536))]
+        data = decode_response(self.frames.pop(0))
+        assert isinstance(data, bytes), data
+        return data
+
+    async def call(self, method: Method, body: bytes) -> bytes:
+        self.send(method, body)
+        return await self.answer()
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
+
+
+def _get(consumed: bool) -> bytes:
+    return consumer_rpc.build_get_message(
+        client_id=CLIENT, group=GROUP, key=KEY, last_pack_consumed=consumed, esc_flow_ctrl=False
+    )
+
+
+def _commit() -> bytes:
+    return consumer_rpc.build_commit(client_id=CLIENT, group=GROUP, key=KEY, consumed=True)
+
+
+async def _registered(cluster: FakeCluster) -> _Link:
+    link = await _Link.open(cluster.broker_addr(1))
+    body = consumer_rpc.build_broker_register(
+        client_id=CLIENT, group=GROUP, key=KEY, start=consumer_rpc.RegisterStart(0)
+    )
+    rsp = pb.RegisterResponseB2C.FromString(await link.call(Method.BROKER_CONSUMER_REGISTER, body))
+    assert rsp.success, rsp
+    return link
+
+
+async def _held(cluster: FakeCluster, method: Method, count: int = 1) -> None:
+    await wait_until(lambda: cluster.held_late(method) == count, 5, f"{count} held {method.name}")
+
+
+async def test_a_late_get_message_runs_at_release_after_its_connection_was_aborted() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 30)
+        old = await _registered(cluster)
+        rule = cluster.inject(GET, Fault.late())
+        old.send(GET, _get(consumed=False))
+        await _held(cluster, GET)
+        assert rule.hits == 1
+        assert cluster.requests(GET) == 1
+        old.abort()  # the client gave up on it
+        new = await _Link.open(cluster.broker_addr(1))
+        first = pb.GetMessageResponseB2C.FromString(await new.call(GET, _get(consumed=False)))
+        assert (first.currOffset, len(first.messages)) == (0, 10)
+        await new.call(COMMIT, _commit())
+        assert cluster.group_offset(GROUP, 1, "demo", 0) == 10 * RECORD
+        assert cluster.release_late(GET) == 1  # now it runs: it reads the next batch
+        assert cluster.held_late() == 0
+        # ...and the next commit covers that batch, which nobody received
+        rsp = pb.CommitOffsetResponseB2C.FromString(await new.call(COMMIT, _commit()))
+        assert rsp.currOffset == 20 * RECORD
+        new.writer.close()
+
+
+async def test_a_late_commit_runs_after_a_later_read_and_commits_its_batch() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 30)
+        link = await _registered(cluster)
+        await link.call(GET, _get(consumed=False))  # batch 1 in flight
+        cluster.inject(COMMIT, Fault.late())
+        link.send(COMMIT, _commit())
+        await _held(cluster, COMMIT)
+        assert cluster.group_offset(GROUP, 1, "demo", 0) == 0  # not run yet
+        second = pb.GetMessageResponseB2C.FromString(await link.call(GET, _get(consumed=True)))
+        assert second.currOffset == 10 * RECORD  # the read committed batch 1 itself
+        cluster.release_late()
+        late = pb.CommitOffsetResponseB2C.FromString(await link.answer())  # still open: answered
+        assert late.success
+        assert late.currOffset == 20 * RECORD
+        assert cluster.group_offset(GROUP, 1, "demo", 0) == 20 * RECORD
+        link.writer.close()
+
+
+async def test_a_late_request_with_a_hold_runs_by_itself_and_answers_an_open_connection() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 10)
+        link = await _registered(cluster)
+        cluster.inject(GET, Fault.late(0.2))
+        link.send(GET, _get(consumed=False))
+        await _held(cluster, GET)
+        rsp = pb.GetMessageResponseB2C.FromString(await asyncio.wait_for(link.answer(), 5))
+        assert len(rsp.messages) == 10
+        assert cluster.held_late() == 0
+        assert cluster.release_late() == 0
+        link.writer.close()
+
+
+async def test_a_stopped_broker_forgets_the_requests_it_held() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 10)
+        link = await _registered(cluster)
+        await link.call(GET, _get(consumed=False))
+        cluster.inject(COMMIT, Fault.late(0.1))
+        link.send(COMMIT, _commit())
+        await _held(cluster, COMMIT)
+        await cluster.stop_broker(1)
+        assert cluster.held_late() == 0
+        await asyncio.sleep(0.3)  # past its hold: its timer was cancelled with it
+        assert cluster.group_offset(GROUP, 1, "demo", 0) == 0
+        await cluster.start_broker(1)
+
+
+async def test_release_late_picks_a_method_and_keeps_the_arrival_order() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 30)
+        link = await _registered(cluster)
+        cluster.inject(GET, Fault.late(), times=2)
+        cluster.inject(COMMIT, Fault.late())
+        link.send(GET, _get(consumed=False))
+        link.send(COMMIT, _commit())
+        link.send(GET, _get(consumed=True))
+        await _held(cluster, GET, 2)
+        await _held(cluster, COMMIT)
+        assert cluster.release_late(GET) == 2
+        assert cluster.held_late() == 1
+        first = pb.GetMessageResponseB2C.FromString(await link.answer())
+        second = pb.GetMessageResponseB2C.FromString(await link.answer())
+        assert (first.currOffset, second.currOffset) == (0, 10 * RECORD)  # in arrival order
+        assert cluster.release_late() == 1
+        late = pb.CommitOffsetResponseB2C.FromString(await link.answer())
+        assert late.currOffset == 20 * RECORD
+        link.writer.close()
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("inf"), float("nan")])
+def test_a_late_fault_needs_a_finite_hold(seconds: float) -> None:
+    with pytest.raises(ValueError, match="finite"):
+        Fault.late(seconds)
