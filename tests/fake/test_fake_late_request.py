@@ -7,16 +7,14 @@ request at a time, against the broker's group state."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 
 import pytest
 
 from tests.support.fake_helpers import produce
-from tubemq_aio.protocol import consumer_rpc
+from tests.support.raw_broker_link import Link, Reader
 from tubemq_aio.protocol.consumer_meta import PartitionKey
-from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
-from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, decode_response, encode_request
+from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
@@ -26,57 +24,8 @@ KEY = PartitionKey(1, "demo", 0)
 RECORD = 28  # one index record per message: a batch of n messages moves the cursor n * 28
 
 
-class _Link:
-    """One raw client connection to a broker: a request out, its answer (if any) back."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.decoder = FrameDecoder()
-        self.serials = itertools.count(1)
-        self.frames: list[bytes] = []
-
-    @classmethod
-    async def open(cls, addr: str) -> _Link:
-        host, _, port = addr.rpartition(":")
-        return cls(*await asyncio.open_connection(host, int(port)))
-
-    def send(self, method: Method, body: bytes) -> None:
-        payload = encode_request(SERVICE_OF_METHOD[method], method, 10_000, body)
-        self.writer.write(encode_frame(next(self.serials), payload))
-
-    async def answer(self) -> bytes:
-        while not self.frames:
-            self.frames += [f.payload for f in self.decoder.feed(await self.reader.read(65536))]
-        data = decode_response(self.frames.pop(0))
-        assert isinstance(data, bytes), data
-        return data
-
-    async def call(self, method: Method, body: bytes) -> bytes:
-        self.send(method, body)
-        return await self.answer()
-
-    def abort(self) -> None:
-        self.writer.transport.abort()
-
-
-def _get(consumed: bool) -> bytes:
-    return consumer_rpc.build_get_message(
-        client_id=CLIENT, group=GROUP, key=KEY, last_pack_consumed=consumed, esc_flow_ctrl=False
-    )
-
-
-def _commit() -> bytes:
-    return consumer_rpc.build_commit(client_id=CLIENT, group=GROUP, key=KEY, consumed=True)
-
-
-async def _registered(cluster: FakeCluster) -> _Link:
-    link = await _Link.open(cluster.broker_addr(1))
-    body = consumer_rpc.build_broker_register(
-        client_id=CLIENT, group=GROUP, key=KEY, start=consumer_rpc.RegisterStart(0)
-    )
-    rsp = pb.RegisterResponseB2C.FromString(await link.call(Method.BROKER_CONSUMER_REGISTER, body))
-    assert rsp.success, rsp
-    return link
+READER = Reader(CLIENT, GROUP, KEY)
+OTHER = Reader("g_127.0.0.1-2-2-2-Pull-1", GROUP, KEY)  # another member of the group
 
 
 async def _held(cluster: FakeCluster, method: Method, count: int = 1) -> None:
@@ -86,66 +35,104 @@ async def _held(cluster: FakeCluster, method: Method, count: int = 1) -> None:
 async def test_a_late_get_message_runs_at_release_after_its_connection_was_aborted() -> None:
     async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
         await produce(cluster.master_addr, "demo", 30)
-        old = await _registered(cluster)
+        old = await READER.registered(cluster.broker_addr(1))
         rule = cluster.inject(GET, Fault.late())
-        old.send(GET, _get(consumed=False))
+        old.send(GET, READER.get(False))
         await _held(cluster, GET)
         assert rule.hits == 1
         assert cluster.requests(GET) == 1
         old.abort()  # the client gave up on it
-        new = await _Link.open(cluster.broker_addr(1))
-        first = pb.GetMessageResponseB2C.FromString(await new.call(GET, _get(consumed=False)))
+        new = await Link.open(cluster.broker_addr(1))
+        first = pb.GetMessageResponseB2C.FromString(await new.call(GET, READER.get(False)))
         assert (first.currOffset, len(first.messages)) == (0, 10)
-        await new.call(COMMIT, _commit())
+        await new.call(COMMIT, READER.commit())
         assert cluster.group_offset(GROUP, 1, "demo", 0) == 10 * RECORD
         assert cluster.release_late(GET) == 1  # now it runs: it reads the next batch
         assert cluster.held_late() == 0
         # ...and the next commit covers that batch, which nobody received
-        rsp = pb.CommitOffsetResponseB2C.FromString(await new.call(COMMIT, _commit()))
+        rsp = pb.CommitOffsetResponseB2C.FromString(await new.call(COMMIT, READER.commit()))
         assert rsp.currOffset == 20 * RECORD
-        new.writer.close()
+        new.close()
+
+
+async def test_a_late_get_message_runs_after_its_client_registered_again_elsewhere() -> None:
+    """The consumer's reconnect: the same client id registers again on a new connection (the
+    register drops the batch in flight); the old read runs after it and still counts."""
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 30)
+        old = await READER.registered(cluster.broker_addr(1))
+        cluster.inject(GET, Fault.late())
+        old.send(GET, READER.get(False))
+        await _held(cluster, GET)
+        old.abort()
+        new = await READER.registered(cluster.broker_addr(1))
+        assert cluster.release_late() == 1
+        rsp = pb.CommitOffsetResponseB2C.FromString(await new.call(COMMIT, READER.commit()))
+        assert rsp.currOffset == 10 * RECORD  # the old read's batch, which nobody received
+        new.close()
+
+
+async def test_a_late_get_message_of_a_client_another_member_replaced_changes_nothing() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
+        await produce(cluster.master_addr, "demo", 30)
+        old = await READER.registered(cluster.broker_addr(1))
+        cluster.inject(GET, Fault.late())
+        old.send(GET, READER.get(True))
+        await _held(cluster, GET)
+        gone = pb.RegisterResponseB2C.FromString(
+            await old.call(Method.BROKER_CONSUMER_REGISTER, READER.unregister())
+        )
+        assert gone.success, gone
+        other = await OTHER.registered(cluster.broker_addr(1))
+        assert cluster.release_late() == 1
+        late = pb.GetMessageResponseB2C.FromString(await old.answer())
+        assert late.errCode == 412  # the partition is the other member's now
+        rsp = pb.CommitOffsetResponseB2C.FromString(await other.call(COMMIT, OTHER.commit()))
+        assert rsp.currOffset == 0  # nothing was read or committed for it
+        old.close()
+        other.close()
 
 
 async def test_a_late_commit_runs_after_a_later_read_and_commits_its_batch() -> None:
     async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
         await produce(cluster.master_addr, "demo", 30)
-        link = await _registered(cluster)
-        await link.call(GET, _get(consumed=False))  # batch 1 in flight
+        link = await READER.registered(cluster.broker_addr(1))
+        await link.call(GET, READER.get(False))  # batch 1 in flight
         cluster.inject(COMMIT, Fault.late())
-        link.send(COMMIT, _commit())
+        link.send(COMMIT, READER.commit())
         await _held(cluster, COMMIT)
         assert cluster.group_offset(GROUP, 1, "demo", 0) == 0  # not run yet
-        second = pb.GetMessageResponseB2C.FromString(await link.call(GET, _get(consumed=True)))
+        second = pb.GetMessageResponseB2C.FromString(await link.call(GET, READER.get(True)))
         assert second.currOffset == 10 * RECORD  # the read committed batch 1 itself
         cluster.release_late()
         late = pb.CommitOffsetResponseB2C.FromString(await link.answer())  # still open: answered
         assert late.success
         assert late.currOffset == 20 * RECORD
         assert cluster.group_offset(GROUP, 1, "demo", 0) == 20 * RECORD
-        link.writer.close()
+        link.close()
 
 
 async def test_a_late_request_with_a_hold_runs_by_itself_and_answers_an_open_connection() -> None:
     async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
         await produce(cluster.master_addr, "demo", 10)
-        link = await _registered(cluster)
+        link = await READER.registered(cluster.broker_addr(1))
         cluster.inject(GET, Fault.late(0.2))
-        link.send(GET, _get(consumed=False))
+        link.send(GET, READER.get(False))
         await _held(cluster, GET)
         rsp = pb.GetMessageResponseB2C.FromString(await asyncio.wait_for(link.answer(), 5))
         assert len(rsp.messages) == 10
         assert cluster.held_late() == 0
         assert cluster.release_late() == 0
-        link.writer.close()
+        link.close()
 
 
 async def test_a_stopped_broker_forgets_the_requests_it_held() -> None:
     async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
         await produce(cluster.master_addr, "demo", 10)
-        link = await _registered(cluster)
-        await link.call(GET, _get(consumed=False))
+        link = await READER.registered(cluster.broker_addr(1))
+        await link.call(GET, READER.get(False))
         cluster.inject(COMMIT, Fault.late(0.1))
-        link.send(COMMIT, _commit())
+        link.send(COMMIT, READER.commit())
         await _held(cluster, COMMIT)
         await cluster.stop_broker(1)
         assert cluster.held_late() == 0
@@ -157,12 +144,12 @@ async def test_a_stopped_broker_forgets_the_requests_it_held() -> None:
 async def test_release_late_picks_a_method_and_keeps_the_arrival_order() -> None:
     async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
         await produce(cluster.master_addr, "demo", 30)
-        link = await _registered(cluster)
+        link = await READER.registered(cluster.broker_addr(1))
         cluster.inject(GET, Fault.late(), times=2)
         cluster.inject(COMMIT, Fault.late())
-        link.send(GET, _get(consumed=False))
-        link.send(COMMIT, _commit())
-        link.send(GET, _get(consumed=True))
+        link.send(GET, READER.get(False))
+        link.send(COMMIT, READER.commit())
+        link.send(GET, READER.get(True))
         await _held(cluster, GET, 2)
         await _held(cluster, COMMIT)
         assert cluster.release_late(GET) == 2
@@ -173,7 +160,7 @@ async def test_release_late_picks_a_method_and_keeps_the_arrival_order() -> None
         assert cluster.release_late() == 1
         late = pb.CommitOffsetResponseB2C.FromString(await link.answer())
         assert late.currOffset == 20 * RECORD
-        link.writer.close()
+        link.close()
 
 
 @pytest.mark.parametrize("seconds", [-1.0, float("inf"), float("nan")])
