@@ -243,9 +243,11 @@ class FetchEngine:
             self.stats.fetch_errors += 1
             # Cancellation mid-fetch leaves the lease in use: close removes it, rolled back.
             log.debug("fetch of %s failed: %r", key, exc)
+            # Noted first: a partition given up below keeps its wait if it comes back.
+            until = self._astray_until(key) if may_still_arrive(exc) else None
             pause = self._broker_failed(lease)
-            if pause is not None and may_still_arrive(exc):
-                pause = max(pause, self._astray_until(key) - self.clock())
+            if pause is not None and until is not None:
+                pause = max(pause, until - self.clock())
             if pause is not None:
                 self.leases.release(
                     key, lease.token, self.clock(), wait_ms=_ms(pause), consumed=False
