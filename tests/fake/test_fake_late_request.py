@@ -32,7 +32,9 @@ async def _held(cluster: FakeCluster, method: Method, count: int = 1) -> None:
     await wait_until(lambda: cluster.held_late(method) == count, 5, f"{count} held {method.name}")
 
 
-async def test_a_late_get_message_runs_at_release_after_its_connection_was_aborted() -> None:
+@pytest.mark.parametrize("ending", ["reset", "closed"])
+async def test_a_late_get_message_runs_at_release_after_its_connection_ended(ending: str) -> None:
+    # The same on the real cluster: tests/integration/test_late_request_cluster.py.
     async with FakeCluster(topics={"demo": 1}, max_batch=10) as cluster:
         await produce(cluster.master_addr, "demo", 30)
         old = await READER.registered(cluster.broker_addr(1))
@@ -41,7 +43,10 @@ async def test_a_late_get_message_runs_at_release_after_its_connection_was_abort
         await _held(cluster, GET)
         assert rule.hits == 1
         assert cluster.requests(GET) == 1
-        old.abort()  # the client gave up on it
+        if ending == "reset":  # the client gave up on it
+            old.abort()
+        else:
+            old.close()
         new = await Link.open(cluster.broker_addr(1))
         first = pb.GetMessageResponseB2C.FromString(await new.call(GET, READER.get(False)))
         assert (first.currOffset, len(first.messages)) == (0, 10)
