@@ -101,6 +101,26 @@ async def test_a_timed_out_get_message_run_late_skips_nothing(
             assert cluster.committed_messages("g1", "demo") == COUNT
 
 
+async def test_a_get_message_whose_connection_was_reset_run_late_skips_nothing() -> None:
+    """The reconnect case: the connection breaks with the read out (the consumer reads the
+    partition again on a new connection), and the broker runs the old read after all."""
+    async with FakeCluster(topics={"demo": 1}, max_batch=BATCH) as cluster:
+        sent = await produce(cluster.master_addr, "demo", COUNT)
+        async with _server_balanced(cluster) as consumer:
+            first = await _batch(consumer)
+            got = [m.body for m in first]
+            cluster.inject(GET, Fault.late())
+            await first.ack()
+            await wait_until(lambda: cluster.held_late(GET) == 1, 5, "the read arrived")
+            cluster.drop_connections()  # every link resets: the read fails at once
+            await _rest_then_release(
+                cluster, consumer, GET, lambda: consumer.stats.fetch_errors > 0
+            )
+            await _drain(consumer, got)
+            assert sorted(got) == sorted(sent)
+            assert cluster.committed_messages("g1", "demo") == COUNT
+
+
 async def test_a_timed_out_commit_run_late_commits_no_batch_the_app_did_not_ack() -> None:
     # The same fetch engine serves both consumers: the server-balanced one stands for both.
     async with FakeCluster(topics={"demo": 1}, max_batch=BATCH) as cluster:
