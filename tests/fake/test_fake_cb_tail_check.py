@@ -64,7 +64,8 @@ async def test_without_the_check_the_new_messages_below_the_offset_are_skipped()
     below it never arrive."""
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        _consumer(cluster, tail_check_depth=0) as consumer,
+        # rpc_timeout 3: a fetch cut by the broker's stop rests its partition that long
+        _consumer(cluster, tail_check_depth=0, rpc_timeout=3.0) as consumer,
     ):
         await consumer.connect(KEY)
         await read_old(cluster, consumer)

@@ -99,6 +99,9 @@ class ConsumerStats:
         tail_unverified: of those, the ones where even the oldest remembered offset held
             another message: the group resumed there, and messages replaced below it may be
             lost (a WARNING names the partition).
+        late_request_waits: GetMessage or CommitOffset calls that got no answer (a timeout, a
+            connection lost after the write) after which their partition was not read again
+            for ``rpc_timeout``, since the broker may still execute them (docs/reliability.md).
     """
 
     fetches: int = 0
@@ -123,6 +126,7 @@ class ConsumerStats:
     tail_checks: int = 0
     tail_rewinds: int = 0
     tail_unverified: int = 0
+    late_request_waits: int = 0
 
     def snapshot(self) -> dict[str, int]:
         """The counters as a new dict."""

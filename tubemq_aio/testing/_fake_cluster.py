@@ -4,7 +4,8 @@ Clients connect to it exactly as to a real cluster (``masters=cluster.master_add
 messages in memory with real index offsets (the partitions of a store share one index, as on a
 broker), balances server-balanced consumer groups with
 rebalance events, serves the client-balanced V2 calls, and lets a test inject a fault into any
-method: an error code, a delay, no answer at all, or a connection reset.
+method: an error code, a delay, no answer at all, a connection reset, or a request executed
+late (after its client gave up on it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
-from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection
+from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection, RpcNode
 from tubemq_aio.testing._fake_store import STORE_BASE, StoredMessage, TopicLayout
 from tubemq_aio.testing._service import AsyncService
 
@@ -339,13 +340,32 @@ class FakeCluster(AsyncService):
                 broker.corrupt_after = after
 
     def clear_faults(self) -> None:
-        """Remove every injected fault."""
+        """Remove every injected fault (requests already held by a ``late`` fault stay held)."""
         self.plan.clear()
 
+    def held_late(self, method: int | None = None) -> int:
+        """How many requests of ``method`` (None: of any) a :meth:`Fault.late` holds now, on
+        every node: they arrived and have not run yet."""
+        return sum(
+            1
+            for node in self._nodes()
+            for late in node.held
+            if method is None or late.request.method == method
+        )
+
+    def release_late(self, method: int | None = None) -> int:
+        """Run now the requests of ``method`` (None: every one) that a :meth:`Fault.late`
+        holds, in the order each node received them, whether or not their clients still wait
+        (an answer goes back only on a connection still open).
+
+        Returns:
+            How many ran.
+        """
+        return sum(node.release_late(method) for node in self._nodes())
+
     def requests(self, method: int) -> int:
-        """How many requests of ``method`` all nodes received."""
-        nodes = [self.master.node, *(b.node for b in self.brokers)]
-        return sum(n.requests.get(int(method), 0) for n in nodes)
+        """How many requests of ``method`` all nodes received (held ones included)."""
+        return sum(n.requests.get(int(method), 0) for n in self._nodes())
 
     def assignment(self, group: str) -> dict[str, set[tuple[int, str, int]]]:
         """What the master believes each member of ``group`` holds (``(broker, topic, pid)``)."""
@@ -354,6 +374,9 @@ class FakeCluster(AsyncService):
     def members(self, group: str) -> list[str]:
         """Client ids of the registered members of ``group``."""
         return sorted(self.master.groups.get(group, {}))
+
+    def _nodes(self) -> list[RpcNode]:
+        return [self.master.node, *(b.node for b in self.brokers)]
 
     def _broker(self, broker_id: int) -> FakeBroker:
         for broker in self.brokers:

@@ -26,7 +26,7 @@ __all__ = ["Fault", "FaultPlan", "Injection", "RpcNode", "failure_response"]
 
 log = logging.getLogger("tubemq_aio.testing.fake")
 
-FaultKind = Literal["error", "delay", "drop", "reset", "exception"]
+FaultKind = Literal["error", "delay", "drop", "reset", "exception", "late"]
 #: A request handler: the decoded request in, the serialized business response out.
 Handler = Callable[[RpcRequest], bytes]
 
@@ -43,10 +43,12 @@ class Fault:
     Build one with the class methods; pass it to :meth:`FakeCluster.inject`.
 
     Attributes:
-        kind: ``error``, ``delay``, ``drop``, ``reset`` or ``exception``.
+        kind: ``error``, ``delay``, ``drop``, ``reset``, ``exception`` or ``late``.
         code: the TubeMQ error code of an ``error`` fault.
         message: the error text of an ``error`` or ``exception`` fault.
-        seconds: how long a ``delay`` fault holds the (normal) answer back.
+        seconds: how long a ``delay`` fault holds the (normal) answer back, or how long a
+            ``late`` fault holds the request before executing it (None: until
+            :meth:`FakeCluster.release_late`).
         exception_name: the Java exception class name of an ``exception`` fault.
         fatal: whether an ``exception`` fault answers with status FATAL instead of ERROR.
     """
@@ -54,7 +56,7 @@ class Fault:
     kind: FaultKind
     code: int = 0
     message: str = ""
-    seconds: float = 0.0
+    seconds: float | None = 0.0
     exception_name: str = ""
     fatal: bool = False
 
@@ -69,6 +71,26 @@ class Fault:
         if not seconds >= 0:
             raise ValueError("a delay must be a non-negative number of seconds")
         return cls("delay", seconds=seconds)
+
+    @classmethod
+    def late(cls, seconds: float | None = None) -> Fault:
+        """Execute the request late: the node takes it and runs it only ``seconds`` after it
+        arrived, or when the test calls :meth:`FakeCluster.release_late` (None, the default).
+
+        It runs then whatever became of the client meanwhile (its deadline passed, its
+        connection was closed or aborted, another connection of its group registered): a
+        real broker runs a request it has read whenever a thread gets to it, and requests of
+        different connections are not ordered there (docs/protocol/consumer.md §4.2). The
+        answer goes back only if the request's connection is still open. A node stopped
+        meanwhile (:meth:`FakeCluster.stop_broker`) forgets the requests it held, as a killed
+        process does.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not finite.
+        """
+        if seconds is not None and not 0 <= seconds < float("inf"):
+            raise ValueError("a late request's hold must be a finite number of seconds >= 0")
+        return cls("late", seconds=seconds)
 
     @classmethod
     def no_answer(cls) -> Fault:
@@ -201,11 +223,14 @@ class _NodeProtocol(asyncio.Protocol):
         node = self.node
         node.requests[request.method] = node.requests.get(request.method, 0) + 1
         fault = node.plan.take(node.name, request.method)
+        if fault is not None and fault.kind == "late":
+            node.hold(_LateRequest(self, serial, request), fault.seconds)
+            return
         if fault is not None and fault.kind != "delay":
             self._apply(serial, request, fault)
             return
         answer = node.answer(request)
-        if fault is None or fault.seconds <= 0:
+        if fault is None or not fault.seconds:
             self._write(serial, answer)
             return
         loop = asyncio.get_running_loop()
@@ -227,6 +252,10 @@ class _NodeProtocol(asyncio.Protocol):
             self._write(serial, encode_exception(name, text, fatal=fault.fatal))
         # "drop": nothing at all
 
+    def write(self, serial: int, payload: bytes) -> None:
+        """Send the answer ``payload`` to request ``serial``, if the connection is open."""
+        self._write(serial, payload)
+
     def _write(self, serial: int, payload: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             frame = encode_frame(serial, payload)
@@ -236,6 +265,16 @@ class _NodeProtocol(asyncio.Protocol):
                 frame += bytes(-len(payload) % BLOCK_SIZE)
                 frame = LENGTH_PREFIX.pack(len(frame)) + frame
             self.transport.write(frame)
+
+
+@dataclass(slots=True)
+class _LateRequest:
+    """A request a ``late`` fault holds: where it came from, to answer it once it ran."""
+
+    conn: _NodeProtocol
+    serial: int
+    request: RpcRequest
+    timer: asyncio.TimerHandle | None = None
 
 
 class RpcNode:
@@ -261,6 +300,8 @@ class RpcNode:
         self.plan = plan
         self.connections: set[_NodeProtocol] = set()
         self.requests: dict[int, int] = {}
+        #: Requests a ``late`` fault holds, in arrival order.
+        self.held: list[_LateRequest] = []
         self.accepted = 0
         #: How frames are delimited on this node's connections (set before :meth:`start`).
         self.framing: Framing = "standard"
@@ -280,9 +321,14 @@ class RpcNode:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
-        """Stop listening and abort every connection (clients see a reset)."""
+        """Stop listening and abort every connection (clients see a reset); the requests held
+        by ``late`` faults are forgotten, as a killed process forgets them."""
         if self._server is not None:
             self._server.close()
+        for late in self.held:
+            if late.timer is not None:
+                late.timer.cancel()
+        self.held.clear()
         self.drop_connections()
         if self._server is not None:
             await self._server.wait_closed()
@@ -297,6 +343,31 @@ class RpcNode:
         """Abort every open connection of this node."""
         for conn in list(self.connections):
             conn.abort()
+
+    def hold(self, late: _LateRequest, seconds: float | None) -> None:
+        """Keep ``late`` to run it ``seconds`` from now (None: at :meth:`release_late`)."""
+        self.held.append(late)
+        if seconds is not None:
+            late.timer = asyncio.get_running_loop().call_later(seconds, self._run_late, late)
+
+    def release_late(self, method: int | None = None) -> int:
+        """Run now, in arrival order, the held requests of ``method`` (None: every one).
+
+        Returns:
+            How many ran.
+        """
+        chosen = [late for late in self.held if method is None or late.request.method == method]
+        for late in chosen:
+            self._run_late(late)
+        return len(chosen)
+
+    def _run_late(self, late: _LateRequest) -> None:
+        if late not in self.held:
+            return
+        self.held.remove(late)
+        if late.timer is not None:
+            late.timer.cancel()
+        late.conn.write(late.serial, self.answer(late.request))
 
     def answer(self, request: RpcRequest) -> bytes:
         """The response payload for ``request`` (success, or an exception frame)."""

@@ -21,8 +21,8 @@ from tubemq_aio.gateway.leases.lease_key import LeaseKey
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.leases.model import Booking
 from tubemq_aio.gateway.leases.redis_keys import cursor_lock_key
-from tubemq_aio.gateway.tubemq.broker_call import ANSWERED
 from tubemq_aio.gateway.tubemq.tube_group import LATEST_OFFSET, TubeGroup
+from tubemq_aio.protocol.call_outcome import ANSWERED
 
 __all__ = ["probe_partition"]
 

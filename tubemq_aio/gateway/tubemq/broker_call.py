@@ -16,36 +16,14 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from tubemq_aio.errors import (
-    ConfigError,
-    ConnectError,
-    PartitionNotSubscribableError,
-    ProtocolError,
-    RemoteRpcError,
-    RequestNotSentError,
-    ServerError,
-)
+from tubemq_aio.protocol.call_outcome import ANSWERED
 
-__all__ = ["ANSWERED", "BrokerCall"]
+__all__ = ["BrokerCall"]
 
 _T = TypeVar("_T")
 
 #: How long (seconds) a call cancelled at its deadline is given to end.
 _STOPPED_S = 1.0
-
-#: How a broker call ends when nothing of it can reach the broker later: the broker answered
-#: (a refusal, a remote exception, an answer that did not parse), or nothing was sent (the
-#: connection could not be made or broke before the write, or the call was refused locally).
-#: Any other end (a timeout, a connection lost after the write, a cancel) may leave it on the way.
-ANSWERED: tuple[type[BaseException], ...] = (
-    ServerError,
-    RemoteRpcError,
-    ProtocolError,
-    RequestNotSentError,
-    ConnectError,
-    ConfigError,
-    PartitionNotSubscribableError,
-)
 
 
 class BrokerCall:

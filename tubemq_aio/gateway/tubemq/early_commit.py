@@ -24,7 +24,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from tubemq_aio.gateway.tubemq.broker_call import ANSWERED
+from tubemq_aio.protocol.call_outcome import ANSWERED
 from tubemq_aio.protocol.consumer_meta import INDEX_MSG_UNIT_SIZE
 from tubemq_aio.protocol.consumer_replies import (
     GetMessageResponse,

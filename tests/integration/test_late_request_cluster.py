@@ -1,0 +1,92 @@
+"""The real broker runs a request it received late, whatever became of its connection: the
+behaviour ``Fault.late`` gives the FakeCluster (``tests/fake/test_fake_late_request.py``).
+
+A broker frozen with SIGSTOP receives a GetMessage into its socket buffer (the kernel takes
+it), the client then gives up on the connection (reset, closed, or left open), and the broker is
+thawed: the GetMessage runs then, and puts the partition's new messages in flight, so that the
+next CommitOffset of the same client id, on a new connection, covers that batch, which nobody
+received. On the fake, ``Fault.late`` plus ``release_late`` does the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from tests.support.raw_broker_link import Link, Reader
+from tubemq_aio import Producer
+from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import LocalCluster
+
+GET = Method.BROKER_CONSUMER_GET_MESSAGE
+COMMIT = Method.BROKER_CONSUMER_COMMIT
+SENDS = 60  # over every partition of the topic: some land in the one read here
+
+
+@contextmanager
+def _frozen(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def _produce(master: str, topic: str, tag: str) -> None:
+    async with Producer(master, topics=[topic]) as producer:
+        await asyncio.gather(*(producer.send(topic, f"{tag}-{i}".encode()) for i in range(SENDS)))
+
+
+@pytest.mark.parametrize("ending", ["reset", "closed", "open"])
+async def test_a_get_message_the_broker_received_frozen_runs_when_it_thaws(
+    cluster: LocalCluster, topic: str, ending: str
+) -> None:
+    broker = cluster.brokers[0]
+    assert broker.pid is not None
+    group = f"glate{ending}"
+    reader = Reader(
+        f"{group}_127.0.0.1-{os.getpid()}-1-Pull-1", group, PartitionKey(broker.broker_id, topic, 0)
+    )
+    await _produce(cluster.master_addr, topic, "first")
+    old = await reader.registered(broker.addr)
+    first = pb.GetMessageResponseB2C.FromString(await old.call(GET, reader.get(False)))
+    assert first.success, first
+    done = pb.CommitOffsetResponseB2C.FromString(await old.call(COMMIT, reader.commit()))
+    assert done.success, done
+    read_to = done.currOffset  # the first batch's end
+    await _produce(cluster.master_addr, topic, "second")
+    with _frozen(broker.pid):
+        old.send(GET, reader.get(False))  # into the frozen broker's socket buffer
+        await asyncio.sleep(0.5)
+        if ending == "reset":
+            old.abort()
+        elif ending == "closed":
+            old.close()
+        await asyncio.sleep(0.5)
+    if ending == "open":
+        late = pb.GetMessageResponseB2C.FromString(await asyncio.wait_for(old.answer(), 30))
+        assert late.success, late
+        assert late.currOffset == read_to
+    await asyncio.sleep(2.0)  # the thawed broker reads its sockets
+    new = await Link.open(broker.addr)
+    try:
+        rsp = pb.CommitOffsetResponseB2C.FromString(
+            await asyncio.wait_for(new.call(COMMIT, reader.commit()), 30)
+        )
+        assert rsp.success, rsp
+        assert rsp.currOffset > read_to  # the late read's batch, committed unseen
+        after = pb.GetMessageResponseB2C.FromString(
+            await asyncio.wait_for(new.call(GET, reader.get(False)), 30)
+        )
+        assert after.errCode == 404, after  # nothing left past it: the whole second round
+    finally:
+        new.close()
+        if ending == "open":
+            old.close()
