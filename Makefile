@@ -96,7 +96,8 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # test them); the tests take about 100 CPU-s and wait some 350 s in all on timeouts of their
 # own (FakeCluster scenarios, fault windows), which the workers overlap: 8 workers took 7 to
 # 12 s less than 6 (two collections more, about 7 CPU-s, against a quarter less waiting per
-# worker) and 10 no less than 8 (docs/testing.md, "Where the time goes").
+# worker) and 10 no less than 8. tests/xdist_groups.py spreads each folder's tests over the run,
+# so the waiting ones overlap the CPU-bound ones (docs/testing.md, "Where the time goes").
 UNIT_MARKERS := not failover and not system
 UNIT_WORKERS ?= 8
 unit: $(STAMP) speedups

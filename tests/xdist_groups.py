@@ -3,7 +3,8 @@ cluster each, plus one group per file that starts its own cluster or none (loade
 ``-p tests.xdist_groups`` from the repository root).
 
 Every test outside ``tests/integration`` is scheduled on its own, wherever a worker is free,
-but for the few files in :data:`WHOLE_FILES`, each run whole with the others of its group.
+but for the few files in :data:`WHOLE_FILES`, each run whole with the others of its group; the
+single tests go out in :func:`spread`'s order, each folder's spread over the whole run.
 The integration files that use the shared cluster form two groups; each group runs whole on
 one worker, so that worker's session-scoped ``cluster`` fixture starts one cluster for all of
 them (and the Spark group one Spark session). Each group's tests run one after another, so the
@@ -15,6 +16,9 @@ marker-to-group step renames an attribute that pytest 9 no longer reads.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -93,12 +97,50 @@ def cluster_group(nodeid: str) -> str | None:
     return "cluster-2" if name in SECOND_CLUSTER_FILES or "spark" in name else "cluster-1"
 
 
+def spread(scopes: Iterable[str]) -> list[str]:
+    """``scopes`` (units of work, in xdist's order) with each folder's tests spread evenly.
+
+    A unit that is a group (a name with no ``/``: a cluster group, a :data:`WHOLE_FILES` group)
+    keeps its place in front. Every other unit is one test's node id: the i-th of a folder's n
+    goes at (i + 1/2) / n of the way through the run, in the folder's own order. Collected in
+    path order, the FakeCluster, fault and socket tests (which mostly wait on timeouts of their
+    own) came in one stretch and the CPU-bound unit tests in another, so the CPU sat mostly idle
+    through the first and every worker fought for it through the second.
+    """
+    groups: list[str] = []
+    folders: dict[str, list[str]] = {}
+    for scope in scopes:
+        if "/" not in scope:
+            groups.append(scope)
+        else:
+            folders.setdefault(scope.split("::", 1)[0].rsplit("/", 1)[0], []).append(scope)
+    placed = sorted(
+        ((i + 0.5) / len(units), scope)
+        for units in folders.values()
+        for i, scope in enumerate(units)
+    )
+    return groups + [scope for _, scope in placed]
+
+
 class ClusterGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
-    """Load scheduling where each integration cluster group is one unit of work."""
+    """Load scheduling where each integration cluster group is one unit of work, and the other
+    tests go out in :func:`spread`'s order."""
+
+    _spread = False
+    #: Scope -> {node id: done}, in the order the units go out (xdist's own attribute).
+    workqueue: OrderedDict[str, dict[str, bool]]
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
         return cluster_group(nodeid) or WHOLE_FILES.get(path, nodeid)
+
+    def _assign_work_unit(self, node: object) -> None:
+        if not self._spread:  # the queue is complete before the first unit goes out
+            self.workqueue = OrderedDict(
+                (scope, self.workqueue[scope]) for scope in spread(self.workqueue)
+            )
+            self._spread = True
+        super()._assign_work_unit(node)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -3,6 +3,7 @@ import the package, the JVM environment, process trees, and misuse of the cluste
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -35,8 +36,13 @@ def test_zip_holds_the_sources_and_no_compiled_or_cached_files(tmp_path: Path) -
 def test_executor_python_imports_the_package_only_from_the_zip(tmp_path: Path) -> None:
     python = make_executor_python(tmp_path / "venv")
     package = package_zip(tmp_path / "ship")
+    without_path = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as java_env
     bare = subprocess.run(
-        [str(python), "-c", IMPORT_CHECK], cwd=tmp_path, capture_output=True, text=True
+        [str(python), "-c", IMPORT_CHECK],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=without_path,
     )
     assert bare.returncode != 0
     assert "No module named 'tubemq_aio'" in bare.stderr
