@@ -31,6 +31,8 @@ KEY = "1:demo:0"
 
 
 def _consumer(cluster: FakeCluster, **options: object) -> ClientBalancedConsumer:
+    # rpc_timeout 3: a fetch cut by the broker's stop rests its partition that long
+    options.setdefault("rpc_timeout", 3.0)
     return cb_consumer(cluster, "g1", reconnect_delay_max=1.0, **options)
 
 
@@ -64,8 +66,7 @@ async def test_without_the_check_the_new_messages_below_the_offset_are_skipped()
     below it never arrive."""
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        # rpc_timeout 3: a fetch cut by the broker's stop rests its partition that long
-        _consumer(cluster, tail_check_depth=0, rpc_timeout=3.0) as consumer,
+        _consumer(cluster, tail_check_depth=0) as consumer,
     ):
         await consumer.connect(KEY)
         await read_old(cluster, consumer)

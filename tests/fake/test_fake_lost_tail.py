@@ -130,7 +130,8 @@ async def test_a_group_member_alive_through_the_crash_reads_every_new_message() 
     messages of that batch come again, and every new message arrives."""
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        group_consumer(cluster, "g1") as consumer,
+        # rpc_timeout 3: a fetch cut by the broker's stop rests its partition that long
+        group_consumer(cluster, "g1", rpc_timeout=3.0) as consumer,
     ):
         old: list[bytes] = []
 

@@ -20,10 +20,17 @@ from tests.support.tail_helpers import (
     read_old,
     read_until,
 )
+from tubemq_aio import Consumer
 from tubemq_aio.testing import FakeCluster, wait_until
 from tubemq_aio.testing._fake_store import INDEX_UNIT
 
 KEY = "1:demo:0"
+
+
+def _consumer(cluster: FakeCluster, **options: object) -> Consumer:
+    # rpc_timeout 3: a fetch cut by the broker's stop rests its partition that long
+    options.setdefault("rpc_timeout", 3.0)
+    return group_consumer(cluster, "g1", **options)
 
 
 async def test_new_messages_below_the_groups_offset_are_delivered(
@@ -32,7 +39,7 @@ async def test_new_messages_below_the_groups_offset_are_delivered(
     caplog.set_level(logging.INFO, logger="tubemq_aio.consumer")
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        group_consumer(cluster, "g1") as consumer,
+        _consumer(cluster) as consumer,
     ):
         old = await read_old(cluster, consumer)
         gate, new = await crash_and_refill(cluster, consumer)
@@ -49,8 +56,7 @@ async def test_without_the_check_the_new_messages_below_the_offset_are_skipped()
     the group resumes at its stored offset, and the new messages below it never arrive."""
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        # rpc_timeout 3: a fetch cut by the broker's stop rests its partition that long
-        group_consumer(cluster, "g1", tail_check_depth=0, rpc_timeout=3.0) as consumer,
+        _consumer(cluster, tail_check_depth=0) as consumer,
     ):
         await read_old(cluster, consumer)
         gate, new = await crash_and_refill(cluster, consumer)
@@ -67,7 +73,7 @@ async def test_a_broker_that_kept_everything_costs_no_duplicate() -> None:
     check reads the newest batch back, finds it where it was and resumes where the group was."""
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        group_consumer(cluster, "g1") as consumer,
+        _consumer(cluster) as consumer,
     ):
         await read_old(cluster, consumer)
         await cluster.stop_broker(1)
@@ -82,14 +88,14 @@ async def test_a_broker_that_kept_everything_costs_no_duplicate() -> None:
 async def test_a_partition_moved_away_by_the_master_forgets_its_record() -> None:
     async with (
         FakeCluster(topics={"demo": 2}) as cluster,
-        group_consumer(cluster, "g1") as first,
+        _consumer(cluster) as first,
     ):
         await produce(cluster.master_addr, "demo", 20)
         await drain(first, 20, timeout=20)
         assert first._engine is not None
         tails = first._engine.tails
         assert {k.format() for k in tails} == {"1:demo:0", "1:demo:1"}
-        async with group_consumer(cluster, "g1") as second:
+        async with _consumer(cluster) as second:
             await wait_until(lambda: len(first.assignment()) == 1, 30, "one partition moved")
             await wait_until(lambda: len(second.assignment()) == 1, 30, "the second member")
             assert {k.format() for k in tails} == set(first.assignment())
@@ -103,7 +109,7 @@ async def test_a_record_another_member_read_past_is_not_read_back() -> None:
     read-back, the group goes on where the broker loaded it."""
     async with (
         FakeCluster(topics={"demo": 1}) as cluster,
-        group_consumer(cluster, "g1") as consumer,
+        _consumer(cluster) as consumer,
     ):
         await read_old(cluster, consumer)
         gate, _new = await crash_and_refill(cluster, consumer)
