@@ -20,6 +20,9 @@ from tubemq_aio.testing import FakeCluster
 from tubemq_aio.testing._fake_rpc import Fault
 
 _BATCH = 10
+#: How long a GetMessage's answer is held back, and the RPC timeout of the reads: the answer
+#: comes well inside the timeout (equal, a loaded machine's deadline sweep could come first).
+_HELD_S, _RPC_S = 5.0, 30.0
 
 
 async def _filled(cluster: FakeCluster, n: int) -> None:
@@ -35,7 +38,8 @@ def _cursor(cluster: FakeCluster, p: str) -> int:
 
 
 async def _tube(cluster: FakeCluster) -> tuple[TubeGroup, str, int]:
-    tube = TubeGroup(TubeReach(cluster.master_addr, "d"), group="gw-e", topics=["t"])
+    reach = TubeReach(cluster.master_addr, "d", rpc_timeout=_RPC_S)
+    tube = TubeGroup(reach, group="gw-e", topics=["t"])
     await tube.start()
     (p,) = await tube.partitions(force=True)
     begin, _top = await tube.register(p, 0)
@@ -60,9 +64,9 @@ async def test_reads_after_the_first_send_their_commit_before_the_batch_is_answe
                 at = read.next
             # the GetMessage's answer is held back: the commit reaches the broker meanwhile
             commits = cluster.requests(Method.BROKER_CONSUMER_COMMIT)
-            cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(5.0))
+            cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(_HELD_S))
             pending = asyncio.create_task(tube.read(p, at, cursor_at_start=True, max_messages=5))
-            deadline = time.monotonic() + 4.0
+            deadline = time.monotonic() + _HELD_S - 1
             while cluster.requests(Method.BROKER_CONSUMER_COMMIT) == commits:
                 assert time.monotonic() < deadline, "no CommitOffset before the GetMessage answered"
                 await asyncio.sleep(0.01)
@@ -119,12 +123,12 @@ async def test_a_read_cancelled_with_both_calls_out_leaves_no_task() -> None:
         try:
             first = await tube.read(p, at, cursor_at_start=True, max_messages=5)
             commits = cluster.requests(Method.BROKER_CONSUMER_COMMIT)
-            cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(5.0))
+            cluster.inject(Method.BROKER_CONSUMER_GET_MESSAGE, Fault.delay(_HELD_S))
             before = asyncio.all_tasks()
             pending = asyncio.create_task(
                 tube.read(p, first.next, cursor_at_start=True, max_messages=5)
             )
-            deadline = time.monotonic() + 4.0
+            deadline = time.monotonic() + _HELD_S - 1
             while cluster.requests(Method.BROKER_CONSUMER_COMMIT) == commits:
                 assert time.monotonic() < deadline, "no CommitOffset before the GetMessage answered"
                 await asyncio.sleep(0.01)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.gateway_engine_support import running_service
+from tests.support.gateway_engine_support import answer_tasks, running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
@@ -83,10 +83,6 @@ async def _sent(cluster: FakeCluster, before: int) -> None:
         await asyncio.sleep(0.005)
 
 
-def _answer_tasks(service: ConsumeService) -> list[asyncio.Task[object]]:
-    return [t for t in service.tasks.tasks if "fetch-answer" in t.get_name()]
-
-
 async def test_a_get_message_not_answered_in_time_leaves_the_lease_to_lapse() -> None:
     lease_ms = 6000
     async with _one_partition() as world:
@@ -121,12 +117,12 @@ async def test_a_cancelled_fetch_releases_once_its_get_message_is_answered() -> 
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await fetch
-        assert len(_answer_tasks(service)) == 1  # the GetMessage's answer is waited for
+        assert len(answer_tasks(service)) == 1  # the GetMessage's answer is waited for
         assert (await service.fetch(_query())).status == "busy"  # not released yet
         await _take(world, wait_ms=10_000)
         took = time.monotonic() - sent
         assert hold_s - 0.2 < took < hold_s + 2.0, took  # released on the answer, not at expiry
-        assert _answer_tasks(service) == []
+        assert answer_tasks(service) == []
         assert service.stats().leases_left_to_lapse == 0
         await _rest(world)  # the abandoned batch comes again: nothing skipped
 
@@ -144,7 +140,7 @@ async def test_a_cancelled_fetch_whose_get_message_is_not_answered_lets_the_leas
         with pytest.raises(asyncio.CancelledError):
             await fetch
         async with asyncio.timeout(lease_ms / 1000 + 1):
-            while _answer_tasks(service):
+            while answer_tasks(service):
                 assert (await service.fetch(_query())).status == "busy"
                 await asyncio.sleep(0.1)
         assert service.stats().leases_left_to_lapse == 1
@@ -175,7 +171,7 @@ async def test_a_replica_closing_with_a_cancelled_fetch_answer_pending_leaves_no
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await fetch
-        assert len(_answer_tasks(service)) == 1
+        assert len(answer_tasks(service)) == 1
         started = time.monotonic()
         await service.close()
         assert time.monotonic() - started < 2.0

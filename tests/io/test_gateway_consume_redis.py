@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.support.gateway_engine_support import answers_settled
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.gateway.__main__ import main as gateway_main
 from tubemq_aio.gateway.config.tables import GroupSpec
@@ -294,14 +295,6 @@ class _SlowTube:
         return TubeRead("ok", start, start + 28, 280, batch, rpcs=1)
 
 
-async def _answers_awaited(service: ConsumeService) -> None:
-    """Wait (at most 5 s) until no engine task waits for a cancelled fetch's broker call."""
-    deadline = asyncio.get_running_loop().time() + 5
-    while any("fetch-answer" in t.get_name() for t in service.tasks.tasks):
-        assert asyncio.get_running_loop().time() < deadline, "a broker call was not settled"
-        await asyncio.sleep(0)
-
-
 @pytest.mark.parametrize(("group", "client_id"), [("gg", None), ("bb", "c1")])
 async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
     service: ConsumeService, monkeypatch: pytest.MonkeyPatch, group: str, client_id: str | None
@@ -334,7 +327,7 @@ async def test_a_fetch_cancelled_at_any_await_leaves_no_lease(
             await asyncio.sleep(0)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await _answers_awaited(service)
+        await answers_settled(service)
         if task.cancelled():
             cancelled += 1
         else:

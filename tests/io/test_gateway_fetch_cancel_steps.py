@@ -2,7 +2,10 @@
 FakeCluster) ends cancelled, never with a batch for nobody: on Python 3.11 redis-py's command
 write awaits ``asyncio.wait_for``, which drops a cancel that meets the write's completion; the
 store's round trip raises it again. A stream whose client had left kept fetching for up to its
-``max_seconds`` when that happened (a CI run caught it)."""
+``max_seconds`` when that happened (a CI run caught it).
+
+A fetch cancelled while its broker call is out keeps its lease until an engine task saw the
+call answered (``fetch_attempt``): a check of the leases waits for those tasks first."""
 
 from __future__ import annotations
 
@@ -11,11 +14,12 @@ from typing import Literal
 
 import pytest
 
-from tests.support.gateway_engine_support import running_service
+from tests.support.gateway_engine_support import answer_tasks, answers_settled, running_service
 from tests.support.gateway_failover_support import produce_numbered
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.data import FetchQuery
-from tubemq_aio.testing import FakeCluster, RedisServer
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault, RedisServer, wait_until
 
 #: Loop turns after which the fetch is cancelled: 0 (before its first await) to past its end.
 STEPS = 160
@@ -56,5 +60,37 @@ async def test_a_fetch_cancelled_at_any_step_ends_cancelled(
                     await service.settle(key, "release")
             assert not returned_after_cancel, returned_after_cancel
             assert cancelled > STEPS // 2, cancelled
+            await answers_settled(service)  # a late step's cancel may have met a broker call
             lag = await service.lag(group, client_id=client_id)
             assert all(p.lease_holder is None for p in lag.partitions), lag
+
+
+async def test_a_fetch_cancelled_in_its_broker_call_holds_its_lease_until_answered(
+    redis_server: RedisServer,
+) -> None:
+    """The order the step test met under load: a fetch is cancelled while its GetMessage is
+    out. Its lease stays held, holder and expiry shown together, as long as the engine task
+    waits for the call; once the call is answered and that task ended, it is given back (not
+    left to lapse)."""
+    get = Method.BROKER_CONSUMER_GET_MESSAGE
+    spec = GroupSpec(name="c-answer", topics=("t",), lease_ms_min=100, lease_ms=60_000)
+    async with FakeCluster(topics={"t": 1}, max_batch=5) as cluster:
+        await produce_numbered(cluster.master_addr, "t", 5)
+        async with running_service(cluster.master_addr, redis_server.url, spec) as service:
+            cluster.inject(get, Fault.late())
+            task = asyncio.ensure_future(
+                service.fetch(FetchQuery(spec.name, client_id=None, lease_ms=60_000, holder="h"))
+            )
+            await wait_until(lambda: cluster.held_late(get) == 1, 5, "the GetMessage arrived")
+            task.cancel()
+            await asyncio.wait({task}, timeout=10)
+            assert task.cancelled()
+            assert len(answer_tasks(service)) == 1
+            (entry,) = (await service.lag(spec.name)).partitions
+            assert entry.lease_holder == "h", entry
+            assert entry.lease_expires_at is not None, entry
+            assert cluster.release_late(get) == 1
+            await answers_settled(service)
+            (entry,) = (await service.lag(spec.name)).partitions
+            assert (entry.lease_holder, entry.lease_expires_at) == (None, None), entry
+            assert service.stats().leases_left_to_lapse == 0

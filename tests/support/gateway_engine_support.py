@@ -1,6 +1,7 @@
 """Shared pieces of the consume-engine tests on a fake or real cluster: a started service,
-two broadcast clients reading at once (each must get every message), and the lag once the
-trailing index records were scanned."""
+two broadcast clients reading at once (each must get every message), the lag once the
+trailing index records were scanned, and the wait for the engine tasks that give the leases of
+cancelled fetches back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from tubemq_aio.gateway.config.tables import GroupSpec
 from tubemq_aio.gateway.engine.data import ConsumeSettings, FetchQuery, LagReport
+from tubemq_aio.gateway.engine.fetch_attempt import ANSWER_TASK
 from tubemq_aio.gateway.engine.service import ConsumeService
 
 
@@ -96,3 +98,24 @@ async def cancelled_fetch(service: ConsumeService, query: FetchQuery, turns: int
     assert done, f"a fetch cancelled after {turns} loop turns did not end in 10 s"
     if not task.cancelled() and (lease := task.result().lease) is not None:
         await service.settle(lease.key, "release")
+
+
+def answer_tasks(service: ConsumeService) -> list[asyncio.Task[Any]]:
+    """The engine tasks that wait for a cancelled fetch's broker call and then give its lease
+    back (:data:`~tubemq_aio.gateway.engine.fetch_attempt.ANSWER_TASK`); their leases show as
+    held until they end."""
+    return [t for t in service.tasks.tasks if t.get_name().endswith(f"-{ANSWER_TASK}")]
+
+
+async def answers_settled(service: ConsumeService, timeout: float = 10.0) -> None:
+    """Wait until every :func:`answer_tasks` task of ``service`` ended (its lease given back,
+    or left to lapse), at most ``timeout`` s. Call it once no fetch runs (a fetch cancelled
+    from now on may start another).
+
+    Raises:
+        AssertionError: one still ran after ``timeout`` s.
+    """
+    waiting = answer_tasks(service)
+    if waiting:
+        _, late = await asyncio.wait(waiting, timeout=timeout)
+        assert not late, f"{len(late)} cancelled fetch(es) still wait for the broker"

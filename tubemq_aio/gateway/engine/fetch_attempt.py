@@ -57,10 +57,14 @@ from tubemq_aio.gateway.tubemq.tube_read import TubeRead
 from tubemq_aio.protocol.client_balance import CONNECT_FAILURE_HOLD
 from tubemq_aio.supervisor import Supervisor
 
-__all__ = ["BatchReader", "rewind_committed", "rewind_target"]
+__all__ = ["ANSWER_TASK", "BatchReader", "rewind_committed", "rewind_target"]
 
 log = logging.getLogger("tubemq_aio.gateway")
 
+#: The role name of the engine task that waits for a cancelled fetch's broker call and then
+#: gives its lease back (:meth:`BatchReader._release_when_answered`); until it ends, the lease
+#: shows as held.
+ANSWER_TASK = "fetch-answer"
 #: Empty scans / 404s tried within one fetch before answering ``empty``.
 _ATTEMPTS = 4
 #: The broker work of a fetch must end this long (at most a quarter of the lease) before the
@@ -344,7 +348,7 @@ class BatchReader:
                 await self._release(store, lease, 0, cost)
 
         try:
-            self._tasks.spawn(settle(), "fetch-answer", essential=False)
+            self._tasks.spawn(settle(), ANSWER_TASK, essential=False)
         except ClientClosedError:  # the engine is closing: nobody waits, the lease lapses
             cost.broker.stop()
             if hold is not None:
