@@ -1,4 +1,4 @@
-"""Settings every test shares: the Hypothesis profile.
+"""Settings every test shares: the Hypothesis profile, and what the session frees when it ends.
 
 A property test that names no example count runs :func:`~tests.support.examples.examples` of
 Hypothesis' default 100, so ``make unit`` runs a quarter of them like the tests that name
@@ -9,12 +9,21 @@ bounds a duration asserts it itself).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
 
 from tests.support.examples import examples
+from tests.support.source_trees import forget_source_trees
 
 #: Hypothesis' own default example count, which the profile scales.
 DEFAULT_EXAMPLES = 100
 
 settings.register_profile("tubemq-aio", max_examples=examples(DEFAULT_EXAMPLES), deadline=None)
 settings.load_profile("tubemq-aio")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Free what the tests kept for the whole session before the worker reports it finished,
+    so that interpreter shutdown stays short (see :func:`forget_source_trees`)."""
+    del session
+    forget_source_trees()
