@@ -13,66 +13,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.gateway_engine_support import answer_tasks, running_service
-from tests.support.gateway_failover_support import produce_numbered
+from tests.support.gateway_engine_support import answer_tasks
+from tests.support.gateway_one_partition import PartitionWorld, one_partition
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
-from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import TubeUnavailableError
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault, RedisServer
+from tubemq_aio.testing import FakeCluster, Fault
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 SPEC = GroupSpec(name="gas", topics=("t",), lease_ms_min=100, lease_ms=60_000)
 RPC_S = 3.0  # the least rpc_timeout
 
 
-@dataclasses.dataclass
-class _World:
-    cluster: FakeCluster
-    service: ConsumeService
-    bodies: list[str]
-    got: list[str]
-
-
 @contextlib.asynccontextmanager
-async def _one_partition(count: int = 30) -> AsyncIterator[_World]:
+async def _one_partition(count: int = 30) -> AsyncIterator[PartitionWorld]:
     """One partition of ``count`` messages (batches of 10), its first batch fetched and acked
     (the broker cursor is known to be at the committed offset)."""
-    async with FakeCluster(topics={"t": 1}, max_batch=10) as cluster, RedisServer() as redis:
-        bodies = await produce_numbered(cluster.master_addr, "t", count)
-        async with running_service(
-            cluster.master_addr, redis.url, SPEC, rpc_timeout=RPC_S
-        ) as service:
-            world = _World(cluster, service, bodies, [])
-            await _take(world)
-            yield world
+    async with one_partition(SPEC, count, RPC_S) as world:
+        await world.take()
+        yield world
 
 
-def _query(lease_ms: int = 60_000, wait_ms: int = 0) -> FetchQuery:
-    return FetchQuery(
-        SPEC.name, client_id=None, wait_ms=wait_ms, lease_ms=lease_ms, max_messages=10
-    )
-
-
-async def _take(world: _World, wait_ms: int = 0) -> FetchOutcome:
-    out = await world.service.fetch(_query(wait_ms=wait_ms))
-    assert out.status == "ok", out
-    assert out.lease is not None
-    world.got += [m.body.decode() for m in out.messages]
-    assert await world.service.settle(out.lease.key, "ack") == "acked"
-    return out
-
-
-async def _rest(world: _World) -> None:
+async def _rest(world: PartitionWorld) -> None:
     while len(world.got) < len(world.bodies):
-        await _take(world, wait_ms=1000)
+        await world.take(wait_ms=1000)
     assert world.got == world.bodies  # every message once, in order
 
 
@@ -89,18 +58,18 @@ async def test_a_get_message_not_answered_in_time_leaves_the_lease_to_lapse() ->
         world.cluster.inject(GET, Fault.delay(RPC_S + 1.0))  # answered after the read gave up
         started = time.monotonic()
         with pytest.raises(TubeUnavailableError):
-            await world.service.fetch(_query(lease_ms))
+            await world.service.fetch(world.query(lease_ms))
         expiry = started + lease_ms / 1000
         # not handed to another fetch before the lease's expiry, which the fetch is told
-        out = await world.service.fetch(_query())
+        out = await world.service.fetch(world.query())
         assert out.status == "busy", out
         assert out.retry_after_ms is not None
         assert out.retry_after_ms > 1000  # not the 1 s rest of a refused call
         stats = world.service.stats()
         assert (stats.leases_left_to_lapse, stats.broker_errors) == (1, 1)
         await asyncio.sleep(RPC_S + 1.5 - (time.monotonic() - started))  # the answer came
-        assert (await world.service.fetch(_query())).status == "busy"
-        await _take(world, wait_ms=lease_ms)
+        assert (await world.service.fetch(world.query())).status == "busy"
+        await world.take(wait_ms=lease_ms)
         assert time.monotonic() >= expiry - 0.2
         await _rest(world)
 
@@ -111,15 +80,15 @@ async def test_a_cancelled_fetch_releases_once_its_get_message_is_answered() -> 
         cluster, service = world.cluster, world.service
         cluster.inject(GET, Fault.delay(hold_s))
         before = cluster.requests(GET)
-        fetch = asyncio.ensure_future(service.fetch(_query()))
+        fetch = asyncio.ensure_future(service.fetch(world.query()))
         await _sent(cluster, before)
         sent = time.monotonic()
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await fetch
         assert len(answer_tasks(service)) == 1  # the GetMessage's answer is waited for
-        assert (await service.fetch(_query())).status == "busy"  # not released yet
-        await _take(world, wait_ms=10_000)
+        assert (await service.fetch(world.query())).status == "busy"  # not released yet
+        await world.take(wait_ms=10_000)
         took = time.monotonic() - sent
         assert hold_s - 0.2 < took < hold_s + 2.0, took  # released on the answer, not at expiry
         assert answer_tasks(service) == []
@@ -134,17 +103,17 @@ async def test_a_cancelled_fetch_whose_get_message_is_not_answered_lets_the_leas
         cluster.inject(GET, Fault.no_answer())
         before = cluster.requests(GET)
         started = time.monotonic()
-        fetch = asyncio.ensure_future(service.fetch(_query(lease_ms)))
+        fetch = asyncio.ensure_future(service.fetch(world.query(lease_ms)))
         await _sent(cluster, before)
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await fetch
         async with asyncio.timeout(lease_ms / 1000 + 1):
             while answer_tasks(service):
-                assert (await service.fetch(_query())).status == "busy"
+                assert (await service.fetch(world.query())).status == "busy"
                 await asyncio.sleep(0.1)
         assert service.stats().leases_left_to_lapse == 1
-        await _take(world, wait_ms=lease_ms)
+        await world.take(wait_ms=lease_ms)
         assert time.monotonic() >= started + lease_ms / 1000 - 0.2
         await _rest(world)
 
@@ -153,10 +122,10 @@ async def test_a_get_message_the_broker_refused_gives_the_lease_back() -> None:
     async with _one_partition() as world:
         world.cluster.inject(GET, Fault.error(500, "refused"))
         with pytest.raises(TubeUnavailableError):
-            await world.service.fetch(_query())
+            await world.service.fetch(world.query())
         assert world.service.stats().leases_left_to_lapse == 0
         started = time.monotonic()
-        await _take(world, wait_ms=5000)
+        await world.take(wait_ms=5000)
         assert time.monotonic() - started < 2.0  # the 1 s rest, not the 60 s lease
         await _rest(world)
 
@@ -166,7 +135,7 @@ async def test_a_replica_closing_with_a_cancelled_fetch_answer_pending_leaves_no
         cluster, service = world.cluster, world.service
         cluster.inject(GET, Fault.no_answer())
         before = cluster.requests(GET)
-        fetch = asyncio.ensure_future(service.fetch(_query()))
+        fetch = asyncio.ensure_future(service.fetch(world.query()))
         await _sent(cluster, before)
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):

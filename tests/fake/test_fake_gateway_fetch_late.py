@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.gateway_engine_support import running_service
 from tests.support.gateway_failover_support import produce_numbered
+from tests.support.gateway_one_partition import PartitionWorld, one_partition
 from tubemq_aio.gateway.config.tables import GroupSpec
-from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
-from tubemq_aio.gateway.engine.service import ConsumeService
 from tubemq_aio.gateway.errors import TubeUnavailableError
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault, RedisServer, wait_until
+from tubemq_aio.testing import Fault, wait_until
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 COMMIT = Method.BROKER_CONSUMER_COMMIT
@@ -35,53 +32,26 @@ RPC_S = 3.0  # the least rpc_timeout
 LEASE_MS = 5000  # the lease of the fetch that gives up: its requests may run until its expiry
 
 
-@dataclasses.dataclass
-class _World:
-    cluster: FakeCluster
-    service: ConsumeService
-    bodies: list[str]
-    got: list[str]
-
-
 @contextlib.asynccontextmanager
-async def _one_partition(count: int = 10) -> AsyncIterator[_World]:
-    async with FakeCluster(topics={"t": 1}, max_batch=10) as cluster, RedisServer() as redis:
-        bodies = await produce_numbered(cluster.master_addr, "t", count)
-        async with running_service(
-            cluster.master_addr, redis.url, SPEC, rpc_timeout=RPC_S
-        ) as service:
-            yield _World(cluster, service, bodies, [])
+async def _one_partition(count: int = 10) -> AsyncIterator[PartitionWorld]:
+    async with one_partition(SPEC, count, RPC_S) as world:
+        yield world
 
 
-def _query(lease_ms: int = 60_000, wait_ms: int = 0) -> FetchQuery:
-    return FetchQuery(
-        SPEC.name, client_id=None, wait_ms=wait_ms, lease_ms=lease_ms, max_messages=10
-    )
-
-
-async def _take(world: _World, wait_ms: int = 0) -> FetchOutcome:
-    out = await world.service.fetch(_query(wait_ms=wait_ms))
-    assert out.status == "ok", out
-    assert out.lease is not None
-    world.got += [m.body.decode() for m in out.messages]
-    assert await world.service.settle(out.lease.key, "ack") == "acked"
-    return out
-
-
-async def _rest(world: _World) -> None:
+async def _rest(world: PartitionWorld) -> None:
     while len(world.got) < len(world.bodies):
-        await _take(world, wait_ms=LEASE_MS + 1000)
+        await world.take(wait_ms=LEASE_MS + 1000)
     assert world.got == world.bodies  # every message once, in order
-    assert not (await world.service.fetch(_query())).messages  # and nothing more
+    assert not (await world.service.fetch(world.query())).messages  # and nothing more
 
 
-async def _gives_up(world: _World, method: Method) -> float:
+async def _gives_up(world: PartitionWorld, method: Method) -> float:
     """A fetch whose ``method`` call the broker takes but does not run: it gives up after
     ``rpc_timeout``; returns when the fetch started."""
     world.cluster.inject(method, Fault.late())
     started = time.monotonic()
     with pytest.raises(TubeUnavailableError):
-        await world.service.fetch(_query(LEASE_MS))
+        await world.service.fetch(world.query(LEASE_MS))
     assert world.cluster.held_late(method) == 1
     assert world.service.stats().leases_left_to_lapse == 1
     return started
@@ -96,7 +66,7 @@ async def test_a_request_run_late_before_the_lease_expiry_skips_nothing(method: 
         cluster = world.cluster
         started = await _gives_up(world, method)
         cluster.inject(COMMIT, Fault.late(0.5))
-        nxt = asyncio.ensure_future(world.service.fetch(_query(wait_ms=2 * LEASE_MS)))
+        nxt = asyncio.ensure_future(world.service.fetch(world.query(wait_ms=2 * LEASE_MS)))
         world.bodies += await produce_numbered(cluster.master_addr, "t", 5, start=5)
         assert time.monotonic() < started + LEASE_MS / 1000  # before the expiry
         assert not nxt.done()  # the partition is not handed out meanwhile
@@ -114,12 +84,12 @@ async def test_a_get_message_run_late_after_the_fetch_was_cancelled_skips_nothin
     async with _one_partition() as world:
         cluster, service = world.cluster, world.service
         cluster.inject(GET, Fault.late())
-        fetch = asyncio.ensure_future(service.fetch(_query(LEASE_MS)))
+        fetch = asyncio.ensure_future(service.fetch(world.query(LEASE_MS)))
         await wait_until(lambda: cluster.held_late(GET) == 1, 5, "the GetMessage arrived")
         fetch.cancel()
         with pytest.raises(asyncio.CancelledError):
             await fetch
-        assert (await service.fetch(_query())).status == "busy"  # its answer is waited for
+        assert (await service.fetch(world.query())).status == "busy"  # its answer is waited for
         world.bodies += await produce_numbered(cluster.master_addr, "t", 5, start=10)
         assert cluster.release_late(GET) == 1  # answered on the open connection: released
         await _rest(world)
@@ -137,7 +107,7 @@ async def test_outside_the_assumption_a_read_run_inside_the_next_holders_read_sk
         started = await _gives_up(world, GET)
         await asyncio.sleep(max(0.0, started + LEASE_MS / 1000 - time.monotonic()))
         cluster.inject(COMMIT, Fault.late())  # the next holder's commit waits
-        fetch = asyncio.ensure_future(world.service.fetch(_query(wait_ms=LEASE_MS)))
+        fetch = asyncio.ensure_future(world.service.fetch(world.query(wait_ms=LEASE_MS)))
         await wait_until(lambda: cluster.held_late(COMMIT) == 1, 5, "the next holder's commit")
         later = await produce_numbered(cluster.master_addr, "t", 5, start=5)
         assert cluster.release_late(GET) == 1  # the old read: all ten messages in flight
@@ -147,5 +117,5 @@ async def test_outside_the_assumption_a_read_run_inside_the_next_holders_read_sk
         assert cluster.committed_messages(SPEC.name, "t") == 10
         assert out.lease is not None
         assert await world.service.settle(out.lease.key, "ack") == "acked"
-        assert not (await world.service.fetch(_query(wait_ms=500))).messages
+        assert not (await world.service.fetch(world.query(wait_ms=500))).messages
         assert later == [f"m{i}" for i in range(5, 10)]  # stored, and never served
