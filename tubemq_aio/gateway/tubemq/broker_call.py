@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from tubemq_aio.protocol.call_outcome import ANSWERED
+from tubemq_aio.protocol.call_outcome import may_still_arrive
 
 __all__ = ["BrokerCall"]
 
@@ -62,7 +62,8 @@ class BrokerCall:
     @property
     def astray(self) -> bool:
         """A request of the attempt may still reach the broker: its last call is running, was
-        cancelled, or ended without proof that it was answered or never sent (:data:`ANSWERED`).
+        cancelled, or ended without proof that it was answered or never sent
+        (:func:`~tubemq_aio.protocol.call_outcome.may_still_arrive`).
         False when no call was made."""
         task = self._task
         if task is None:
@@ -70,7 +71,7 @@ class BrokerCall:
         if not task.done() or task.cancelled():
             return True
         error = task.exception()
-        return error is not None and not isinstance(error, ANSWERED)
+        return error is not None and may_still_arrive(error)
 
     def stop(self) -> None:
         """Cancel a call that is still running (its request, if written, may still arrive:
