@@ -59,9 +59,7 @@ class BrokerRpc:
         self.flow = flow
         self.timeout = timeout
         #: Calls of each partition that may still run at its broker.
-        self.astray = AstrayCalls(
-            timeout, on_registration=on_late_registration, clock=clock
-        )
+        self.astray = AstrayCalls(timeout, on_registration=on_late_registration, clock=clock)
 
     async def call(self, broker: BrokerInfo, method: Method, body: bytes) -> bytes:
         """Send one request to ``broker``; return the business response bytes."""
