@@ -13,15 +13,19 @@ that may still run there: a late request that runs by then is undone by the regi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from tests.support.fake_helpers import cb_consumer
+import pytest
+
+from tests.support.fake_helpers import cb_consumer, group_consumer
 from tests.support.tail_helpers import (
     assert_new_delivered,
     crash_and_refill,
     read_old,
     read_until,
 )
+from tubemq_aio import ClientBalancedConsumer, Consumer
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -30,6 +34,8 @@ KEY = "1:demo:0"
 REGISTER = Method.BROKER_CONSUMER_REGISTER
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 RPC_S = 3.0
+
+AnyConsumer = Consumer | ClientBalancedConsumer
 
 
 class LateProbe:
@@ -62,21 +68,40 @@ class LateProbe:
         return self._get(request)
 
 
-async def test_a_probe_register_run_late_skips_nothing() -> None:
-    async with FakeCluster(topics={"demo": 1}) as cluster:
-        consumer = cb_consumer(cluster, "g1", rpc_timeout=RPC_S, reconnect_delay_max=1.0)
-        async with consumer:
-            await consumer.connect(KEY)
-            old = await read_old(cluster, consumer)
-            gate, new = await crash_and_refill(cluster, consumer)
-            LateProbe(cluster, lambda: consumer.stats.tail_checks > 0)
-            gate.open()
-            await wait_until(lambda: cluster.held_late(REGISTER) == 1, 30, "a probe held")
-            registers = cluster.requests(REGISTER)
-            await asyncio.sleep(RPC_S * 1.5)  # the probe gave up RPC_S after it was sent
-            # nothing of the partition went to the broker since: the probe may still run
-            assert cluster.requests(REGISTER) == registers
-            cluster.release_late(REGISTER)  # (if the check did not go on and run it)
-            got = await read_until(consumer, set(new), timeout=30)
-            assert_new_delivered(consumer, got, old, new)
-            assert consumer.stats.late_request_waits >= 1
+@asynccontextmanager
+async def _server_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
+    async with group_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
+        yield consumer
+
+
+@asynccontextmanager
+async def _client_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
+    async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S, reconnect_delay_max=1.0) as consumer:
+        await consumer.connect(KEY)
+        yield consumer
+
+
+OPENERS: dict[str, Callable[[FakeCluster], AbstractAsyncContextManager[AnyConsumer]]] = {
+    "server-balanced": _server_balanced,
+    "client-balanced": _client_balanced,
+}
+
+
+@pytest.mark.parametrize("opener", OPENERS.values(), ids=OPENERS.keys())
+async def test_a_probe_register_run_late_skips_nothing(
+    opener: Callable[[FakeCluster], AbstractAsyncContextManager[AnyConsumer]],
+) -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster, opener(cluster) as consumer:
+        old = await read_old(cluster, consumer)
+        gate, new = await crash_and_refill(cluster, consumer)
+        LateProbe(cluster, lambda: consumer.stats.tail_checks > 0)
+        gate.open()
+        await wait_until(lambda: cluster.held_late(REGISTER) == 1, 30, "a probe held")
+        registers = cluster.requests(REGISTER)
+        await asyncio.sleep(RPC_S * 1.5)  # the probe gave up RPC_S after it was sent
+        # nothing of the partition went to the broker since: the probe may still run
+        assert cluster.requests(REGISTER) == registers
+        cluster.release_late(REGISTER)  # (if the check did not go on and run it)
+        got = await read_until(consumer, set(new), timeout=30)
+        assert_new_delivered(consumer, got, old, new)
+        assert consumer.stats.late_request_waits >= 1
