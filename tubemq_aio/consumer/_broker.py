@@ -1,7 +1,8 @@
 """Thin I/O for the consumer's broker RPCs (methods 15–18) and its master RPCs (4–6).
 
 Requests are built and answers parsed by :mod:`tubemq_aio.protocol.consumer_rpc`; this module
-only adds the connection, the envelope and the timeout.
+only adds the connection, the envelope, the timeout and, per partition, the rest after a call
+that got no answer (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
 """
 
 from __future__ import annotations
