@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.errors import RequestNotSentError, RequestTimeoutError, ServerError
 from tubemq_aio.protocol.consumer_meta import PartitionKey
@@ -22,7 +24,7 @@ class Clock:
 def _calls() -> tuple[AstrayCalls, Clock, list[None]]:
     clock = Clock()
     counted: list[None] = []
-    calls = AstrayCalls(3.0, on_registration=lambda: counted.append(None), clock=clock)
+    calls = AstrayCalls(3.0, on_late=lambda: counted.append(None), clock=clock)
     return calls, clock, counted
 
 
@@ -32,7 +34,7 @@ def test_a_call_that_may_still_arrive_rests_its_partition_rpc_timeout() -> None:
     assert calls.rest(KEY) == 3.0
     assert calls.rest(OTHER) == 0.0
     assert calls.rest(KEY, registrations_only=True) == 0.0  # a read: an unregister goes on
-    assert counted == []  # the fetch engine counts its own reads
+    assert len(counted) == 1  # every kind of call is counted here, reads too
     clock.now += 2.0
     assert calls.rest(KEY) == 1.0
     clock.now += 1.0
@@ -55,3 +57,21 @@ def test_an_answered_or_unsent_call_rests_nothing() -> None:
     calls.note(KEY, RequestNotSentError("never written"), registration=True)
     assert calls.rest(KEY) == 0.0
     assert counted == []
+
+
+def test_a_cancelled_call_rests_its_partition_but_is_not_counted() -> None:
+    calls, _clock, counted = _calls()
+    calls.note(KEY, asyncio.CancelledError(), registration=False)
+    assert calls.rest(KEY) == 3.0  # it may still be on the way
+    assert counted == []  # our own cancel (a consumer closing), not a failure
+
+
+def test_prune_drops_only_partitions_whose_calls_can_no_longer_run() -> None:
+    calls, clock, _counted = _calls()
+    calls.note(KEY, RequestTimeoutError("no answer"), registration=True)
+    clock.now += 2.0
+    calls.note(OTHER, RequestTimeoutError("no answer"), registration=False)
+    clock.now += 1.0
+    calls.prune()
+    assert (calls._any, calls._registrations) == ({OTHER: 105.0}, {})
+    assert calls.rest(OTHER) == 2.0

@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 
 from tubemq_aio.consumer import Consumer
+from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._iterator import MessageStream
@@ -44,6 +45,7 @@ class FakeBroker:
     """Answers GetMessage from a script (default: 3 fresh messages) and records commits."""
 
     def __init__(self) -> None:
+        self.astray = AstrayCalls(1.0)  # no call fails here: nothing is noted
         self.fetches: list[tuple[str, bool]] = []
         self.commits: list[tuple[str, bool]] = []
         self.script: list[GetMessageResponse] = []

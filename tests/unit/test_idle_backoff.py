@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer.batch import ConsumerStats
@@ -134,6 +135,7 @@ class SwitchBroker:
     """Answers 404 until ``has_data`` is set, then one message per fetch."""
 
     def __init__(self) -> None:
+        self.astray = AstrayCalls(1.0)  # no call fails here: nothing is noted
         self.has_data = False
 
     async def get_message(

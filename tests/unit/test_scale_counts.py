@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tubemq_aio import ClientBalancedConsumer, Consumer
+from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._positions import _sorted_keys
@@ -107,6 +108,7 @@ class DataBroker:
     """Every fetch returns three messages; every commit succeeds."""
 
     def __init__(self) -> None:
+        self.astray = AstrayCalls(1.0)  # no call fails here: nothing is noted
         self.offset = 0
 
     async def get_message(

@@ -29,25 +29,29 @@ log = logging.getLogger("tubemq_aio.consumer")
 class AstrayCalls:
     """Until when a call of each partition may still run at its broker.
 
+    The one record of such calls: :class:`~tubemq_aio.consumer._broker.BrokerRpc` notes every
+    call of a partition that ends without an answer, and its calls and the fetch engine ask
+    :meth:`rest` before the partition's next ones.
+
     Args:
         timeout: seconds the broker may still run a call after its caller gave up on it (the
             consumer's ``rpc_timeout``: it had that long already while the call waited).
-        on_registration: called once for each register or unregister noted as astray (the
+        on_late: called once for each call noted as astray, unless it was cancelled (the
             consumer counts it in ``stats.late_request_waits``).
         clock: monotonic seconds (:func:`time.monotonic`, the event loop's clock).
     """
 
-    __slots__ = ("_any", "_clock", "_on_registration", "_registrations", "_timeout")
+    __slots__ = ("_any", "_clock", "_on_late", "_registrations", "_timeout")
 
     def __init__(
         self,
         timeout: float,
         *,
-        on_registration: Callable[[], None] | None = None,
+        on_late: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._timeout = timeout
-        self._on_registration = on_registration
+        self._on_late = on_late
         self._clock = clock
         self._any: dict[PartitionKey, float] = {}
         self._registrations: dict[PartitionKey, float] = {}
@@ -62,8 +66,10 @@ class AstrayCalls:
         _later(self._any, key, until)
         if registration:
             _later(self._registrations, key, until)
-            if self._on_registration is not None:
-                self._on_registration()
+        # A call cut short by our own cancel (mostly a consumer closing) rests its partition
+        # too, but is not a broker or network failing.
+        if self._on_late is not None and not isinstance(error, asyncio.CancelledError):
+            self._on_late()
 
     def rest(self, key: PartitionKey, *, registrations_only: bool = False) -> float:
         """Seconds until no call of ``key`` noted astray may still run (only its registers and
@@ -84,6 +90,14 @@ class AstrayCalls:
         if left > 0:
             log.info("%s: waiting %.1f s for a call that may still run at the broker", key, left)
             await asyncio.sleep(left)
+
+    def prune(self) -> None:
+        """Drop the partitions whose calls can no longer run (the fetch engine calls it when
+        partitions leave the consumer: one never asked again is not kept)."""
+        now = self._clock()
+        for table in (self._any, self._registrations):
+            for key in [k for k, until in table.items() if until <= now]:
+                del table[key]
 
 
 def _later(table: dict[PartitionKey, float], key: PartitionKey, until: float) -> None:

@@ -32,13 +32,15 @@ class BrokerRpc:
         tokens: visit/auth tokens from the master (``authInfo`` of register/heartbeat).
         flow: flow-control state (for ``qryPriorityId``).
         timeout: seconds per call.
-        on_late_registration: called for each register or unregister that got no answer but
-            may still run at the broker (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
+        on_late: called for each partition call that got no answer but may still run at the
+            broker, unless cancelled (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
         clock: monotonic seconds (the event loop's clock).
 
     A call of a partition waits while an earlier call of it that got no answer may still run
     at the broker (:attr:`astray`): a register, a GetMessage or a CommitOffset waits for any
-    such call, an unregister for a register or unregister (docs/reliability.md).
+    such call, an unregister for a register or unregister (docs/reliability.md). The fetch
+    engine asks :attr:`astray` before a GetMessage and rests the partition's lease instead of
+    waiting in the call.
     """
 
     def __init__(
@@ -50,7 +52,7 @@ class BrokerRpc:
         tokens: TokenState,
         flow: FlowControlState,
         timeout: float,
-        on_late_registration: Callable[[], None] | None = None,
+        on_late: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rpc = rpc
@@ -60,7 +62,7 @@ class BrokerRpc:
         self.flow = flow
         self.timeout = timeout
         #: Calls of each partition that may still run at its broker.
-        self.astray = AstrayCalls(timeout, on_registration=on_late_registration, clock=clock)
+        self.astray = AstrayCalls(timeout, on_late=on_late, clock=clock)
 
     async def call(self, broker: BrokerInfo, method: Method, body: bytes) -> bytes:
         """Send one request to ``broker``; return the business response bytes."""
@@ -80,7 +82,9 @@ class BrokerRpc:
         broker (only its registrations without ``settle_reads``), noted in :attr:`astray` when
         it ends without an answer."""
         key = partition.key
-        await self.astray.settle(key, registrations_only=not settle_reads)
+        # Checked before awaiting: nothing to wait for is the rule on the fetch path.
+        if self.astray.rest(key, registrations_only=not settle_reads) > 0:
+            await self.astray.settle(key, registrations_only=not settle_reads)
         try:
             if raw:
                 return await self.rpc.call(partition.broker, method, body, self.timeout, raw=True)

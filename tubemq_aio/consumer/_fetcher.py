@@ -22,7 +22,6 @@ from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosi
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ClientClosedError, InvalidConfirmContextError, TubeMQError
 from tubemq_aio.models import Message
-from tubemq_aio.protocol.call_outcome import may_still_arrive
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_replies import GetMessageResponse
 from tubemq_aio.protocol.damage import (
@@ -105,10 +104,6 @@ class FetchEngine:
         self._corrupt_reads: dict[PartitionKey, tuple[DamagedRead, int]] = {}
         # Partition -> its fetches failing in a row (broker unreachable or answering 5xx).
         self._failing: dict[PartitionKey, RetryWindow] = {}
-        # Partition -> the clock time until which a GetMessage or CommitOffset of it that got
-        # no answer may still be executed by the broker: it is not read again before then
-        # (see :meth:`_astray_until`).
-        self._astray: dict[PartitionKey, float] = {}
         #: Called with the keys of partitions this engine stops fetching on its own (the broker
         #: answered 411/412/415, or fetches kept failing for a whole ``heartbeat_interval``):
         #: the session drops them as a failed broker heartbeat does. None: the engine only
@@ -176,9 +171,7 @@ class FetchEngine:
         for key in wanted:
             self._flows.pop(key, None)
             self._failing.pop(key, None)
-        now = self.clock()
-        for key in [k for k, until in self._astray.items() if until <= now]:
-            del self._astray[key]
+        self.broker.astray.prune()
         self.notify()
 
     # ---- fetch loop --------------------------------------------------------------------------
@@ -223,16 +216,21 @@ class FetchEngine:
     async def _fetch(self, lease: Lease) -> bool:
         """Fetch one batch for ``lease``; True if it went into the buffer (keeping the slot)."""
         key = lease.key
-        astray = self._astray.get(key)
-        if astray is not None:
-            now = self.clock()
-            if now < astray:
-                # A request of ours may still run at the broker: wait it out, flag kept.
-                wait_ms = math.ceil((astray - now) * 1000)
-                consumed = lease.last_pack_consumed
-                self.leases.release(key, lease.token, now, wait_ms=wait_ms, consumed=consumed)
-                return False
-            del self._astray[key]
+        # A call of the partition that got no answer may still run at the broker
+        # (BrokerRpc notes it, docs/reliability.md): not read until it had ``rpc_timeout``.
+        # The broker keeps one batch in flight per group and partition, whichever connection
+        # read it, and runs a request whenever it arrives (docs/protocol/consumer.md §4.2): a
+        # GetMessage with the commit flag that ran after a later read would commit the batch
+        # that read delivered and read the next one, which the following commit would commit
+        # unseen. The lease rests instead of a fetch slot waiting in the call; the flag is kept
+        # (a failed fetch released it without the flag: the next read starts at the committed
+        # offset).
+        rest = self.broker.astray.rest(key)
+        if rest > 0:
+            wait_ms = math.ceil(rest * 1000)
+            consumed = lease.last_pack_consumed
+            self.leases.release(key, lease.token, self.clock(), wait_ms=wait_ms, consumed=consumed)
+            return False
         try:
             rsp = await self.broker.get_message(
                 lease.partition,
@@ -243,12 +241,9 @@ class FetchEngine:
             self.stats.fetch_errors += 1
             # Cancellation mid-fetch leaves the lease in use: close removes it, rolled back.
             log.debug("fetch of %s failed: %r", key, exc)
-            # Noted first: a partition given up below keeps its wait if it comes back.
-            until = self._astray_until(key) if may_still_arrive(exc) else None
             pause = self._broker_failed(lease)
-            if pause is not None and until is not None:
-                pause = max(pause, until - self.clock())
             if pause is not None:
+                pause = max(pause, self.broker.astray.rest(key))
                 self.leases.release(
                     key, lease.token, self.clock(), wait_ms=_ms(pause), consumed=False
                 )
@@ -305,24 +300,6 @@ class FetchEngine:
         self.stats.batches += 1
         self._ready.set()
         return True
-
-    def _astray_until(self, key: PartitionKey) -> float:
-        """Note that a GetMessage or CommitOffset of ``key`` got no answer but may still be
-        executed by the broker (a timeout, a connection lost after the write); return the
-        :attr:`clock` time until which the partition is not read again (``rpc_timeout`` from
-        now: the broker had that long already while the call waited).
-
-        The broker keeps one batch in flight per group and partition, whichever connection
-        read it, and runs a request whenever it arrives (docs/protocol/consumer.md §4.2): a
-        GetMessage with the commit flag that runs after a later read commits the batch that
-        read delivered and reads the next one, which the following commit then commits
-        unseen. Not reading until then, and reading then without the commit flag, skips
-        nothing as long as the late request runs by then (docs/reliability.md).
-        """
-        until = self.clock() + self.broker.timeout
-        self._astray[key] = max(until, self._astray.get(key, until))
-        self.stats.late_request_waits += 1
-        return until
 
     def _remember(self, key: PartitionKey, rsp: GetMessageResponse) -> None:
         """Add a fetched batch to ``key``'s :class:`TailRecord` (per batch, not per message)."""
@@ -582,8 +559,6 @@ class FetchEngine:
         except (TubeMQError, OSError) as exc:
             # The flag still rides on the next fetch or the unregister.
             log.warning("commit of %s failed: %r", key, exc)
-            if may_still_arrive(exc):
-                self._astray_until(key)
             return
         if rsp.success:
             self.leases.update_offsets(

@@ -101,7 +101,7 @@ def wire_consumer(
         tokens=tokens,
         flow=flow,
         timeout=cfg.rpc_timeout,
-        on_late_registration=partial(_count_late_request, stats),
+        on_late=partial(_count_late_request, stats),
         clock=clock,
     )
     engine = FetchEngine(cfg, leases, broker, flow, stats, clock)

@@ -102,7 +102,8 @@ class ConsumerStats:
         late_request_waits: GetMessage, CommitOffset, register or unregister calls that got
             no answer (a timeout, a connection lost after the write) after which their
             partition was not read or registered again for ``rpc_timeout``, since the broker
-            may still execute them (docs/reliability.md).
+            may still execute them (docs/reliability.md); a tail check's read-back and a
+            positioned read included, a call the consumer cancelled itself (closing) not.
     """
 
     fetches: int = 0
