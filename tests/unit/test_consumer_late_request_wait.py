@@ -15,6 +15,7 @@ import pytest
 
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._session_base import _count_late_request
@@ -99,8 +100,7 @@ async def _engine(
         tokens=TokenState(),
         flow=flow,
         timeout=WAIT_S,
-        on_late=partial(_count_late_request, stats),
-        clock=loop.time,
+        astray=AstrayCalls(WAIT_S, on_late=partial(_count_late_request, stats), clock=loop.time),
     )
     engine = FetchEngine(config, leases, broker, flow, stats, loop.time)
     return engine, loop.create_task(engine.run())

@@ -7,8 +7,7 @@ that got no answer (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
@@ -32,9 +31,9 @@ class BrokerRpc:
         tokens: visit/auth tokens from the master (``authInfo`` of register/heartbeat).
         flow: flow-control state (for ``qryPriorityId``).
         timeout: seconds per call.
-        on_late: called for each partition call that got no answer but may still run at the
-            broker, unless cancelled (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
-        clock: monotonic seconds (the event loop's clock).
+        astray: the record of calls that may still run at their broker (a consumer's counts
+            each in ``stats.late_request_waits``); default: a new one of ``timeout`` that
+            counts nothing.
 
     A call of a partition waits while an earlier call of it that got no answer may still run
     at the broker (:attr:`astray`): a register, a GetMessage or a CommitOffset waits for any
@@ -52,8 +51,7 @@ class BrokerRpc:
         tokens: TokenState,
         flow: FlowControlState,
         timeout: float,
-        on_late: Callable[[], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        astray: AstrayCalls | None = None,
     ) -> None:
         self.rpc = rpc
         self.client_id = client_id
@@ -62,7 +60,7 @@ class BrokerRpc:
         self.flow = flow
         self.timeout = timeout
         #: Calls of each partition that may still run at its broker.
-        self.astray = AstrayCalls(timeout, on_late=on_late, clock=clock)
+        self.astray = AstrayCalls(timeout) if astray is None else astray
 
     async def call(self, broker: BrokerInfo, method: Method, body: bytes) -> bytes:
         """Send one request to ``broker``; return the business response bytes."""

@@ -18,6 +18,7 @@ from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id, open
 from tubemq_aio._io.pool import ConnectionPool
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.consumer._broker import BrokerRpc
 from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._tail import TailGuard
@@ -101,8 +102,9 @@ def wire_consumer(
         tokens=tokens,
         flow=flow,
         timeout=cfg.rpc_timeout,
-        on_late=partial(_count_late_request, stats),
-        clock=clock,
+        astray=AstrayCalls(
+            cfg.rpc_timeout, on_late=partial(_count_late_request, stats), clock=clock
+        ),
     )
     engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
     invoker = MasterInvoker(transport, cfg.masters, cfg.rpc_timeout, clock=clock)
