@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 from datetime import datetime
 
 import pytest
@@ -125,10 +126,14 @@ async def test_the_rate_pacer_sends_the_first_line_at_once_and_gives_way_to_a_st
 
 
 def test_attrs_need_key_and_value() -> None:
-    assert parse_attrs(["a=1", "b=x=y", "a=2", "c="]) == {"a": "2", "b": "x=y", "c": ""}
+    assert parse_attrs(["a=1", "b=x", "a=2"]) == {"a": "2", "b": "x"}
     assert parse_attrs(None) == {}
     for bad in ("novalue", "=v"):
         with pytest.raises(ConfigError, match="KEY=VALUE"):
+            parse_attrs([bad])
+    # what no message may carry was taken here and refused by every send
+    for bad in ("c=", "b=x=y", "a=b,c", "$msgTime$=1", "k=a$msgType$"):
+        with pytest.raises(ConfigError, match=re.escape(f"--attr {bad!r}: attributes: ")):
             parse_attrs([bad])
 
 
@@ -153,6 +158,12 @@ def test_table_aligns_numbers_right() -> None:
         ["produce", "--master", "m:1", "--topic", "t", "--key", "\udced"],
         ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "\udced"],
         ["produce", "--master", "m:1", "--topic", "t", "/"],  # a directory: was exit 1
+        # attributes and types no message may carry: every line failed, exit 1
+        ["produce", "--master", "m:1", "--topic", "t", "--attr", "a=b,c"],
+        ["produce", "--master", "m:1", "--topic", "t", "--attr", "b=x=y"],
+        ["produce", "--master", "m:1", "--topic", "t", "--attr", "$msgType$=x"],
+        ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "a,b"],
+        ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "x$msgTime$"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--timeout", "nan"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--format", "xml"],
         ["lag", "--master", "m:1", "--topic", "t"],

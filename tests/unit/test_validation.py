@@ -231,6 +231,10 @@ async def test_send_checks_arguments_before_the_started_check() -> None:
             await producer.send("t", body)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         producer.send_nowait("t", b"x", timeout=-1)
+    # a callback that cannot be called was found only once the send was done: a TypeError in
+    # the loop's exception handler, after the message was stored
+    with pytest.raises(ConfigError, match="callback must be callable, got int"):
+        producer.send_nowait("t", b"x", callback=5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         await producer.publish(5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):

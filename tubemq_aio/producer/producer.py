@@ -546,10 +546,13 @@ class Producer(AsyncLifecycle):
 
         Raises:
             InvalidMessageError: the topic, ``key`` or ``timeout`` is invalid (nothing started).
+            ConfigError: ``callback`` is not callable (nothing started).
             ClientClosedError: the producer is not started or already closed.
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, body, **kwargs)
+        if callback is not None and not callable(callback):
+            Checks("send_nowait").fail(f"callback must be callable, got {type(callback).__name__}")
         self._require_session()
         if not self._window.try_acquire():
             raise SendWindowFullError(
