@@ -111,6 +111,21 @@ def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> G
     )
 
 
+#: Where :func:`check_options` pretends the cluster and Redis are: only the options are checked.
+_STAND_IN_MASTERS = "127.0.0.1:8715"
+_STAND_IN_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def check_options(options: DevOptions) -> None:
+    """Refuse what the gateway's configuration would refuse (a bad group or topic name, a bad
+    master list) before Redis or the fake cluster is started for it.
+
+    Raises:
+        ConfigError: every problem, named as the gateway's configuration names it.
+    """
+    dev_config(options, options.masters or _STAND_IN_MASTERS, _STAND_IN_REDIS, "")
+
+
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -228,3 +228,33 @@ def test_a_flag_of_another_command_is_a_usage_error(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("tubemq-gateway: ")
     assert problem in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        # found only after Redis and the fake cluster had started: "cannot start: ...", exit 1
+        (["dev", "--fake", "--group", "x"], "group name 'x' must match"),
+        (["dev", "--fake", "--topic", "a b"], "'a b' is not a valid name"),
+        (["dev", "--masters", "garbage::"], "address 'garbage::'"),
+        # taken as "no --group": the gateway served demo-group instead
+        (["dev", "--fake", "--group", ""], "groups['']: name: '' is not a valid name"),
+        # neither given: was told "give --masters HOST:PORT or --fake, not both"
+        (["dev"], "give --masters HOST:PORT or --fake (neither was given)"),
+    ],
+)
+def test_dev_refuses_bad_options_before_it_starts_anything(
+    argv: list[str],
+    problem: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server: a start would say so, exit 1
+    monkeypatch.delenv("TUBEMQ_GATEWAY_MASTERS", raising=False)
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # not even the dev notice: nothing was started
+    (line,) = captured.err.splitlines()
+    assert line.startswith("tubemq-gateway dev: ")
+    assert problem in line
