@@ -105,6 +105,32 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     assert b"9:src:0" in done.stderr
 
 
+async def test_a_partition_named_twice_is_read_once(fake: FakeCluster) -> None:
+    """``--partition K --partition K`` stopped with "partition K is connected" (exit 2); a
+    repeated key now names the partition once (as ``K`` beside ``all`` always did)."""
+    once = await _cli(
+        fake, *shlex.split("consume --topic src --partition 1:src:1 --offset earliest -e -q")
+    )
+    assert once.returncode == 0, once.stderr
+    assert once.stdout
+    twice = await _cli(
+        fake,
+        *shlex.split(
+            "consume --topic src --partition 1:src:1 --partition 1:src:1 --offset earliest -e -q"
+        ),
+    )
+    assert twice.returncode == 0, twice.stderr
+    assert twice.stdout == once.stdout
+    done = await _cli(
+        fake,
+        *shlex.split(
+            "consume --topic src --partition all --partition 1:src:1 --offset earliest -e -q"
+        ),
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(_bodies(done.stdout)) == sorted(f"m{i}" for i in range(COUNT))
+
+
 async def test_json_output_round_trips_through_produce(fake: FakeCluster) -> None:
     """``consume --format json | produce --json`` copies every message with its body,
     attributes, type and time; the printed ids are strings."""
