@@ -191,6 +191,32 @@ async def test_garbage_from_server_closes_connection(
     await pool.close()
 
 
+async def test_an_http_answer_names_the_wrong_port(settings: TransportSettings) -> None:
+    """A client pointed at a web port (a master's web API, an HTTP gateway) was told only
+    "bad frame begin token 0x48545450"; the error now says the peer speaks HTTP."""
+
+    async def web(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(web, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool(settings)
+    try:
+        conn = await pool.connection(Address("127.0.0.1", port))
+        with pytest.raises(FrameError, match="bad frame begin token 0x48545450") as info:
+            await conn.call(request_payload(b"x"), 5.0)
+        assert f"127.0.0.1:{port} answered in HTTP" in str(info.value)
+        assert "not a TubeMQ client port" in str(info.value)
+    finally:
+        await pool.close()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_undecodable_envelope_closes_connection(
     server: FakeServer, settings: TransportSettings
 ) -> None:

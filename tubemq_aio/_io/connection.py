@@ -129,7 +129,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
-            self._fail(exc)
+            self._fail(self._http_hint(exc, data))
             return
         self.last_activity = self._clock()
         if frames:
@@ -312,6 +312,15 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         return (
             "; the server never answered on this connection: if it runs TubeMQ 1.1.0 or "
             "1.2.0, connect with framing='legacy-length'"
+        )
+
+    def _http_hint(self, exc: FrameError, data: bytes | memoryview) -> FrameError:
+        # An easy mistake: the master's web port (webPort, 8080) given for its client port.
+        if self.answered or bytes(data[:5]) != b"HTTP/":
+            return exc
+        return FrameError(
+            f"{exc}; {self.label} answered in HTTP: it is a web port (such as a master's web "
+            "API, 8080 by default), not a TubeMQ client port (a master's port, 8715 by default)"
         )
 
     def silence_hint(self) -> str:
