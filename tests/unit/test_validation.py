@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from tubemq_aio import (
     ConfigError,
     Consumer,
     ConsumerConfig,
+    ConsumerConfigError,
     Credentials,
     Producer,
     ProducerConfig,
@@ -310,6 +312,16 @@ async def test_consumer_calls_check_their_arguments() -> None:
             await consumer.run(handler, concurrency=concurrency)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         await consumer.run(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1, 0, "5", True, 10**6])
+async def test_offsets_for_times_checks_its_timeout_before_any_request(timeout: object) -> None:
+    """The timeout was checked by the planner consumer, after it had registered at the master:
+    against this unreachable one a ConnectError after 4 s instead of the ConfigError."""
+    consumer = Consumer("127.0.0.1:1", group="gg", topics=["demo"])
+    when = {"1:demo:0": datetime.now(UTC)}
+    with pytest.raises(ConsumerConfigError, match="offsets_for_times: timeout must be"):
+        await consumer.offsets_for_times(when, timeout=timeout)  # type: ignore[arg-type]
 
 
 async def test_client_balanced_calls_check_their_arguments() -> None:

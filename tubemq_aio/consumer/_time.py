@@ -14,11 +14,19 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Protocol
 
+from tubemq_aio.checks import MAX_SECONDS, Checks
 from tubemq_aio.consumer._cb_models import PositionedRead
-from tubemq_aio.errors import ConsumerConfigError, RequestTimeoutError
+from tubemq_aio.errors import ConfigError, ConsumerConfigError, RequestTimeoutError
 from tubemq_aio.protocol.time_search import OffsetTimeSearch, require_aware, target_minute
 
-__all__ = ["PositionedReader", "TimeOffset", "check_times", "search_offset", "search_offsets"]
+__all__ = [
+    "PositionedReader",
+    "TimeOffset",
+    "check_search_timeout",
+    "check_times",
+    "search_offset",
+    "search_offsets",
+]
 
 
 class PositionedReader(Protocol):
@@ -69,6 +77,18 @@ def check_times(times: object) -> dict[str, datetime]:
             raise ConsumerConfigError(f"partition key must be a string, got {key!r}")
         out[key] = require_aware(when, f"time of {key}")
     return out
+
+
+def check_search_timeout(timeout: object, error: type[ConfigError]) -> float:
+    """``offsets_for_times``'s ``timeout``: seconds in ``(0, 86400]``.
+
+    Raises:
+        ConfigError: (of class ``error``) anything else.
+    """
+    checks = Checks("offsets_for_times", error=error)
+    seconds = checks.seconds("timeout", timeout, high=MAX_SECONDS)
+    checks.done()
+    return seconds
 
 
 async def search_offset(

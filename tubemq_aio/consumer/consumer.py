@@ -21,10 +21,10 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._listeners import PartitionListeners, PartitionsCallback
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer._time import check_times
+from tubemq_aio.consumer._time import check_search_timeout, check_times
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerOptions, TopicsArg
-from tubemq_aio.errors import ClientClosedError
+from tubemq_aio.errors import ClientClosedError, ConsumerConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_names import planner_group
@@ -157,11 +157,14 @@ class Consumer(ConsumerBase[MasterSession]):
             ``{partition key: offset or None}``.
 
         Raises:
-            ConsumerConfigError: a naive datetime, a non-string key, not a mapping.
+            ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
+                ``timeout`` not in ``(0, 86400]`` seconds (before any request).
             RequestTimeoutError: the search took longer than ``timeout``.
             ServerError: the master or a broker refused.
         """
         wanted = check_times(times)
+        if timeout is not None:
+            check_search_timeout(timeout, ConsumerConfigError)
         async with self._planner() as planner:
             return await planner.offsets_for_times(wanted, timeout=timeout)
 
