@@ -27,6 +27,7 @@ from tubemq_aio import (
     Producer,
     ProducerConfig,
     TubeMQError,
+    UnknownPartitionError,
     tdmsg,
 )
 from tubemq_aio.checks import MAX_SECONDS, Checks
@@ -322,6 +323,12 @@ async def test_offsets_for_times_checks_its_timeout_before_any_request(timeout: 
     when = {"1:demo:0": datetime.now(UTC)}
     with pytest.raises(ConsumerConfigError, match="offsets_for_times: timeout must be"):
         await consumer.offsets_for_times(when, timeout=timeout)  # type: ignore[arg-type]
+
+
+async def test_offsets_for_times_checks_the_key_format_before_any_request() -> None:
+    consumer = Consumer("127.0.0.1:1", group="gg", topics=["demo"])
+    with pytest.raises(UnknownPartitionError, match="'x'"):
+        await consumer.offsets_for_times({"x": datetime.now(UTC)})
 
 
 async def test_client_balanced_calls_check_their_arguments() -> None:

@@ -15,7 +15,7 @@ from datetime import datetime, tzinfo
 from typing import Protocol
 
 from tubemq_aio.checks import MAX_SECONDS, Checks
-from tubemq_aio.consumer._cb_models import PositionedRead
+from tubemq_aio.consumer._cb_models import PositionedRead, parse_key
 from tubemq_aio.errors import ConfigError, ConsumerConfigError, RequestTimeoutError
 from tubemq_aio.protocol.time_search import OffsetTimeSearch, require_aware, target_minute
 
@@ -65,6 +65,7 @@ def check_times(times: object) -> dict[str, datetime]:
     Raises:
         ConsumerConfigError: not a mapping, a key that is not a string, or a value that is not
             a timezone-aware datetime.
+        UnknownPartitionError: a key that is not ``brokerId:topic:partitionId``.
     """
     if not isinstance(times, Mapping):
         raise ConsumerConfigError(
@@ -75,6 +76,7 @@ def check_times(times: object) -> dict[str, datetime]:
     for key, when in times.items():
         if not isinstance(key, str):
             raise ConsumerConfigError(f"partition key must be a string, got {key!r}")
+        parse_key(key)  # a malformed key is refused before any request
         out[key] = require_aware(when, f"time of {key}")
     return out
 

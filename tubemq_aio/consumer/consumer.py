@@ -159,6 +159,8 @@ class Consumer(ConsumerBase[MasterSession]):
         Raises:
             ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
                 ``timeout`` not in ``(0, 86400]`` seconds (before any request).
+            UnknownPartitionError: a malformed partition key (before any request), or one
+                the topic does not have.
             RequestTimeoutError: the search took longer than ``timeout``.
             ServerError: the master or a broker refused.
         """
