@@ -8,6 +8,7 @@ import json
 import os
 import re
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -214,6 +215,50 @@ async def test_line_reader_splits_chunks_and_keeps_a_last_line_without_newline()
         reader.stop()
         os.close(read_fd)
     assert lines == [b"a", b"bb", b"", b"ccc"]
+
+
+async def _read_all(fd: int) -> list[bytes]:
+    reader = LineReader(fd)
+    lines: list[bytes] = []
+    try:
+        while (chunk := await reader.next_chunk()) is not None:
+            lines.extend(chunk)
+    finally:
+        reader.stop()
+    return lines
+
+
+@pytest.mark.timeout(60)
+async def test_a_long_line_is_read_in_linear_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read was joined to the whole line so far (``tail + data``): a 60 MB file without a
+    newline took 33 s to be refused as too large, 20 MB 4 s. With 64-byte reads this 4 MB line
+    would copy about 128 GB that way (the timeout ends it); now each byte is copied once or
+    twice."""
+    monkeypatch.setattr("tubemq_aio.cli._input.READ_SIZE", 64)
+    path = tmp_path / "long"
+    path.write_bytes(b"x" * 4_000_000 + b"\nend\n\n" + b"y" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lines = await _read_all(fd)
+    finally:
+        os.close(fd)
+    assert [len(line) for line in lines] == [4_000_000, 3, 0, 100]
+    assert lines[1] == b"end"
+
+
+async def test_lines_split_across_reads_come_out_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tubemq_aio.cli._input.READ_SIZE", 3)
+    path = tmp_path / "split"
+    path.write_bytes(b"ab\ncd\n\nefgh\nij")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert await _read_all(fd) == [b"ab", b"cd", b"", b"efgh", b"ij"]
+    finally:
+        os.close(fd)
 
 
 SECRET = "pa55-never-shown"
