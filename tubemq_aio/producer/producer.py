@@ -252,6 +252,8 @@ class Producer(AsyncLifecycle):
             InvalidMessageError: a bad argument (nothing was sent): blank topic, empty body,
                 ``timeout`` not in ``(0, 600]`` seconds, ``key`` not bytes/str (or a str that
                 is not UTF-8), attributes not a mapping of strings.
+            ConfigError: a custom ``partitioner`` raised (not a ``TubeMQError``) or returned
+                something else than a partition of the topic (nothing was sent).
             TopicUnavailableError: the topic has no writable partition.
             ConnectError: no broker of the topic could be reached before ``timeout`` passed.
             SendOutcomeUnknownError: the request was written but no answer came (timeout or lost
