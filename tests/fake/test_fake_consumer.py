@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from tests.support.fake_helpers import drain, group_consumer, produce
-from tubemq_aio import ConfigError, Consumer, ServerError
+from tubemq_aio import ClientClosedError, ConfigError, Consumer, Message, ServerError
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -149,3 +149,44 @@ async def test_give_back_refuses_a_bad_count_and_the_batch_stays_whole(used: obj
             assert [m.body for m in rest] == sent[2:]
             await rest.ack()
         assert cluster.committed_messages("g1", "demo") == 5
+
+
+async def test_run_refuses_a_handler_that_returns_no_awaitable() -> None:
+    """A plain ``def`` handler passed the callable check; awaiting its None then failed after
+    it had run, the batch was nacked and delivered again at once: thousands of runs of the
+    handler a second, each logged as a failure. Now ``run()`` stops with a ConfigError at the
+    first message, and the batch comes again."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 3)
+        async with group_consumer(cluster, "g1", auto_ack=False) as consumer:
+            seen: list[bytes] = []
+
+            def handler(message: Message) -> None:
+                seen.append(message.body)
+
+            with pytest.raises(ConfigError, match="run: handler must be an async callable"):
+                await asyncio.wait_for(consumer.run(handler), 10)  # type: ignore[arg-type]
+            assert len(seen) == 1
+            again = await consumer.getmany(timeout=10)
+            assert sorted(m.body for m in again) == sorted(sent)
+            await again.ack()
+
+
+async def test_run_raises_the_error_of_a_crash_not_an_exception_group() -> None:
+    """A background task's crash ended ``run()`` with an ExceptionGroup of its workers'
+    ClientClosedErrors (from its TaskGroup): ``except TubeMQError`` did not catch it."""
+
+    async def crash() -> None:
+        raise ZeroDivisionError("bug in a background task")
+
+    async def handler(message: Message) -> None:
+        return None
+
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        consumer = group_consumer(cluster, "g1")
+        async with consumer:
+            running = asyncio.ensure_future(consumer.run(handler, concurrency=3))
+            await asyncio.sleep(0.1)
+            consumer._supervisor.spawn(crash(), "fetch-x")
+            with pytest.raises(ClientClosedError, match="crashed"):
+                await asyncio.wait_for(running, 10)
