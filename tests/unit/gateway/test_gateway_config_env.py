@@ -258,3 +258,25 @@ def test_dev_refuses_bad_options_before_it_starts_anything(
     (line,) = captured.err.splitlines()
     assert line.startswith("tubemq-gateway dev: ")
     assert problem in line
+
+
+def test_dev_will_not_take_over_a_file_it_did_not_write(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--key-file`` is truncated, filled with the key and removed on exit: given a file of the
+    user's own by mistake (``--key-file gateway.toml``), dev destroyed it. A file that is not a
+    key an earlier dev left behind is now refused before anything starts."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    mine = tmp_path / "gateway.toml"
+    mine.write_text('masters = "h:8715"\n')
+    assert main(["dev", "--fake", "--key-file", str(mine)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"--key-file {str(mine)!r} exists and is not a key file" in line
+    assert mine.read_text() == 'masters = "h:8715"\n'
+    (tmp_path / "dir").mkdir()
+    assert main(["dev", "--fake", "--key-file", str(tmp_path / "dir")]) == 2
+    assert "exists and is not a key file" in capsys.readouterr().err
+    left = tmp_path / "gw.key"  # what a dev killed before its clean-up leaves: taken again
+    left.write_text("Q" * 32 + "\n")
+    assert main(["dev", "--fake", "--key-file", str(left)]) == 1  # no redis-server on PATH
+    assert "redis-server" in capsys.readouterr().err
