@@ -53,8 +53,10 @@ async def test_a_send_outlives_every_broker_restarting_at_once(path: str) -> Non
             took = loop.time() - began
             await restart
             assert all(isinstance(o, SendResult) for o in outcomes), outcomes
-            assert took >= OUTAGE - 0.2  # it waited for the brokers, it did not fail fast
-            assert took <= 6.0
+            assert took >= OUTAGE - 0.2, took  # it waited for the brokers, it did not fail fast
+            # Within its 6 s deadline; an answer that came in time may be read up to a second
+            # late when the machine is loaded (seen once in a full parallel run).
+            assert took <= 6.0 + 1.0, took
             # Right after the restart, none of 20 sends ends as "outcome unknown".
             after = await asyncio.gather(
                 *(producer.send("demo", b"after%d" % i, timeout=6) for i in range(20)),

@@ -5,7 +5,9 @@ A broker frozen with SIGSTOP receives a GetMessage into its socket buffer (the k
 it), the client then gives up on the connection (reset, closed, or left open), and the broker is
 thawed: the GetMessage runs then, and puts the partition's new messages in flight, so that the
 next CommitOffset of the same client id, on a new connection, covers that batch, which nobody
-received. On the fake, ``Fault.late`` plus ``release_late`` does the same.
+received. On the fake, ``Fault.late`` plus ``release_late`` does the same. A register at an
+offset and an unregister run late the same way (the consumers' rest after any call without
+answer, docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 from tests.support.raw_broker_link import Link, Reader
 from tubemq_aio import Producer
+from tubemq_aio.protocol import consumer_rpc
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
@@ -27,6 +30,7 @@ from tubemq_aio.testing import LocalCluster
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 COMMIT = Method.BROKER_CONSUMER_COMMIT
+REGISTER = Method.BROKER_CONSUMER_REGISTER
 SENDS = 60  # over every partition of the topic: some land in the one read here
 
 
@@ -90,3 +94,93 @@ async def test_a_get_message_the_broker_received_frozen_runs_when_it_thaws(
         new.close()
         if ending == "open":
             old.close()
+
+
+async def test_an_unregister_the_broker_received_frozen_commits_a_newer_read(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """The late unregister of ``tests/fake/test_fake_late_register.py`` on the real broker: an
+    unregister (``readStatus`` 0) a frozen broker received on a connection the client then
+    reset runs when it thaws, after the same client id read a batch on another connection: it
+    commits that batch, which nobody acked, and ends the registration."""
+    broker = cluster.brokers[0]
+    assert broker.pid is not None
+    group = "glateunreg"
+    reader = Reader(
+        f"{group}_127.0.0.1-{os.getpid()}-1-Pull-1", group, PartitionKey(broker.broker_id, topic, 0)
+    )
+    await _produce(cluster.master_addr, topic, "first")
+    old = await Link.open(broker.addr)  # the unregister goes out on it
+    new = await Link.open(broker.addr)
+    try:
+        reg = pb.RegisterResponseB2C.FromString(await new.call(REGISTER, reader.register()))
+        assert reg.success, reg
+        got = pb.GetMessageResponseB2C.FromString(await new.call(GET, reader.get(False)))
+        assert got.success, got
+        assert got.messages, got  # in flight, not acked
+        assert got.currOffset == reg.currOffset
+        unregister = consumer_rpc.build_broker_unregister(
+            client_id=reader.client_id, group=group, key=reader.key, read_status=0
+        )
+        with _frozen(broker.pid):
+            old.send(REGISTER, unregister)  # into the frozen broker's socket buffer
+            await asyncio.sleep(0.5)
+            old.abort()
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(2.0)  # the thawed broker reads its sockets
+        after = pb.GetMessageResponseB2C.FromString(
+            await asyncio.wait_for(new.call(GET, reader.get(False)), 30)
+        )
+        assert not after.success, after  # the registration ended under the reader
+        again = pb.RegisterResponseB2C.FromString(
+            await asyncio.wait_for(new.call(REGISTER, reader.register()), 30)
+        )
+        assert again.success, again
+        assert again.currOffset > reg.currOffset  # the batch in flight, committed unseen
+    finally:
+        new.close()
+
+
+async def test_a_register_with_an_offset_the_broker_received_frozen_moves_the_cursor(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """The late probe register of ``tests/fake/test_fake_tail_check_late.py`` on the real
+    broker: a register at an offset (``readStatus`` 0) a frozen broker received on a connection
+    the client then reset runs when it thaws, after the same client id read on past that offset
+    on another connection: the group's cursor is back at the register's offset."""
+    broker = cluster.brokers[0]
+    assert broker.pid is not None
+    group = "glatereg"
+    reader = Reader(
+        f"{group}_127.0.0.1-{os.getpid()}-1-Pull-1", group, PartitionKey(broker.broker_id, topic, 0)
+    )
+    await _produce(cluster.master_addr, topic, "first")
+    old = await Link.open(broker.addr)  # the register goes out on it
+    new = await Link.open(broker.addr)
+    try:
+        reg = pb.RegisterResponseB2C.FromString(await new.call(REGISTER, reader.register()))
+        assert reg.success, reg
+        got = pb.GetMessageResponseB2C.FromString(await new.call(GET, reader.get(False)))
+        assert got.success, got
+        assert got.messages, got
+        done = pb.CommitOffsetResponseB2C.FromString(await new.call(COMMIT, reader.commit()))
+        assert done.currOffset > reg.currOffset, done  # read on past the register's offset
+        register_at = consumer_rpc.build_broker_register(
+            client_id=reader.client_id,
+            group=group,
+            key=reader.key,
+            start=consumer_rpc.RegisterStart(0, reg.currOffset),
+        )
+        with _frozen(broker.pid):
+            old.send(REGISTER, register_at)  # into the frozen broker's socket buffer
+            await asyncio.sleep(0.5)
+            old.abort()
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(2.0)  # the thawed broker reads its sockets
+        after = pb.GetMessageResponseB2C.FromString(
+            await asyncio.wait_for(new.call(GET, reader.get(False)), 30)
+        )
+        assert after.success, after
+        assert after.currOffset == reg.currOffset  # back where the late register put it
+    finally:
+        new.close()

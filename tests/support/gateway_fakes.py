@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tubemq_aio.errors import SendOutcomeUnknownError, TubeMQError
+from tubemq_aio.errors import SendOutcomeUnknownError, SendWindowFullError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.engine.data import (
     FetchOutcome,
@@ -273,7 +273,8 @@ class LongPollEngine(FakeEngine):
 
 
 class FakeProducer:
-    """Stores sends in a list; bodies starting with ``b"lost"`` time out after writing."""
+    """Stores sends in a list; bodies starting with ``b"lost"`` time out after writing, those
+    starting with ``b"full"`` find the send window full for their whole timeout."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, dict[str, Any]]] = []
@@ -319,6 +320,8 @@ class FakeProducer:
     async def send(self, topic: str, body: bytes, **kw: Any) -> SendResult:
         if body.startswith(b"lost"):
             raise SendOutcomeUnknownError("no answer")
+        if body.startswith(b"full"):
+            raise SendWindowFullError("all 1 send slots stayed taken (internal detail)")
         self._check(body, kw)
         self.sent.append((topic, body, kw))
         n = next(self._ids)

@@ -1,15 +1,18 @@
 """Thin I/O for the consumer's broker RPCs (methods 15–18) and its master RPCs (4–6).
 
 Requests are built and answers parsed by :mod:`tubemq_aio.protocol.consumer_rpc`; this module
-only adds the connection, the envelope and the timeout.
+only adds the connection, the envelope, the timeout and, per partition, the rest after a call
+that got no answer (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.auth import TokenState
+from tubemq_aio.consumer._astray import AstrayCalls
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
@@ -29,6 +32,13 @@ class BrokerRpc:
         tokens: visit/auth tokens from the master (``authInfo`` of register/heartbeat).
         flow: flow-control state (for ``qryPriorityId``).
         timeout: seconds per call.
+        on_late_registration: called for each register or unregister that got no answer but
+            may still run at the broker (:class:`~tubemq_aio.consumer._astray.AstrayCalls`).
+        clock: monotonic seconds (the event loop's clock).
+
+    A call of a partition waits while an earlier call of it that got no answer may still run
+    at the broker (:attr:`astray`): a register, a GetMessage or a CommitOffset waits for any
+    such call, an unregister for a register or unregister (docs/reliability.md).
     """
 
     def __init__(
@@ -40,6 +50,8 @@ class BrokerRpc:
         tokens: TokenState,
         flow: FlowControlState,
         timeout: float,
+        on_late_registration: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rpc = rpc
         self.client_id = client_id
@@ -47,10 +59,35 @@ class BrokerRpc:
         self.tokens = tokens
         self.flow = flow
         self.timeout = timeout
+        #: Calls of each partition that may still run at its broker.
+        self.astray = AstrayCalls(timeout, on_registration=on_late_registration, clock=clock)
 
     async def call(self, broker: BrokerInfo, method: Method, body: bytes) -> bytes:
         """Send one request to ``broker``; return the business response bytes."""
         return await self.rpc.call(broker, method, body, self.timeout)
+
+    async def _partition_call(
+        self,
+        partition: Partition,
+        method: Method,
+        body: bytes,
+        *,
+        registration: bool,
+        settle_reads: bool = True,
+        raw: bool = False,
+    ) -> bytes:
+        """One request about ``partition``, sent once no earlier one of it may still run at the
+        broker (only its registrations without ``settle_reads``), noted in :attr:`astray` when
+        it ends without an answer."""
+        key = partition.key
+        await self.astray.settle(key, registrations_only=not settle_reads)
+        try:
+            if raw:
+                return await self.rpc.call(partition.broker, method, body, self.timeout, raw=True)
+            return await self.call(partition.broker, method, body)
+        except BaseException as exc:
+            self.astray.note(key, exc, registration=registration)
+            raise
 
     async def register(
         self,
@@ -75,7 +112,9 @@ class BrokerRpc:
             qry_priority_id=self.flow.qry_priority_id,
             auth=self.tokens.broker_auth(),
         )
-        data = await self.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
+        data = await self._partition_call(
+            partition, Method.BROKER_CONSUMER_REGISTER, body, registration=True
+        )
         return consumer_replies.parse_offset_response(data)
 
     async def unregister(
@@ -89,7 +128,11 @@ class BrokerRpc:
             read_status=read_status,
             auth=self.tokens.broker_auth(),
         )
-        data = await self.call(partition.broker, Method.BROKER_CONSUMER_REGISTER, body)
+        # A late GetMessage or CommitOffset after the unregister is refused (411/412): only a
+        # late register or unregister has to run first.
+        data = await self._partition_call(
+            partition, Method.BROKER_CONSUMER_REGISTER, body, registration=True, settle_reads=False
+        )
         return consumer_replies.parse_offset_response(data)
 
     async def heartbeat(
@@ -133,10 +176,9 @@ class BrokerRpc:
             last_pack_consumed=last_pack_consumed,
             esc_flow_ctrl=esc_flow_ctrl,
         )
-        method = Method.BROKER_CONSUMER_GET_MESSAGE
-        if raw:
-            return await self.rpc.call(partition.broker, method, body, self.timeout, raw=True)
-        return await self.call(partition.broker, method, body)
+        return await self._partition_call(
+            partition, Method.BROKER_CONSUMER_GET_MESSAGE, body, registration=False, raw=raw
+        )
 
     async def commit(
         self, partition: Partition, *, consumed: bool
@@ -145,5 +187,7 @@ class BrokerRpc:
         body = rpc.build_commit(
             client_id=self.client_id, group=self.group, key=partition.key, consumed=consumed
         )
-        data = await self.call(partition.broker, Method.BROKER_CONSUMER_COMMIT, body)
+        data = await self._partition_call(
+            partition, Method.BROKER_CONSUMER_COMMIT, body, registration=False
+        )
         return consumer_replies.parse_offset_response(data, commit=True)

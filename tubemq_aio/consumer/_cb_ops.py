@@ -27,6 +27,7 @@ from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.errors import (
     ConnectError,
     PartitionNotSubscribableError,
+    RemoteProtocolError,
     RequestNotSentError,
     RequestTimeoutError,
     UnknownPartitionError,
@@ -118,6 +119,8 @@ async def read_batch(
     Raises:
         ConsumeSpeedLimitedError: the broker throttles the group (452); read again later.
         ServerError: the broker refused the register, the read or the commit.
+        RemoteProtocolError: the commit committed nothing (a request of this consumer the
+            broker ran late dropped the batch); nothing of it counts, read it again.
         RequestTimeoutError: every read until ``rpc_timeout`` had passed brought other damage
             (damage on the way); nothing was consumed, the group's offset is at ``offset``.
     """
@@ -226,6 +229,15 @@ async def _finish_read(
     done = await session.broker.commit(partition, consumed=consume)
     if not done.success:
         raise server_error(done.err_code, done.err_msg)
+    if consume and done.curr_offset <= got.curr_offset:
+        # The commit found no batch in flight: a request of this client the broker ran late
+        # (a register or an unregister, docs/reliability.md) dropped it, so the offset after
+        # the batch is unknown. Reading on from the answer would read the batch again.
+        raise RemoteProtocolError(
+            f"partition {context.partition_key}: the commit of the batch at offset "
+            f"{got.curr_offset} committed nothing (the broker answered {done.curr_offset}); "
+            "read it again"
+        )
     top = max(done.max_offset, got.max_offset)
     after = done.curr_offset if consume else got.curr_offset
     return BatchRead(context.partition_key, items, got.curr_offset, after, top)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id, open_pool
 from tubemq_aio._io.pool import ConnectionPool
@@ -100,10 +101,16 @@ def wire_consumer(
         tokens=tokens,
         flow=flow,
         timeout=cfg.rpc_timeout,
+        on_late_registration=partial(_count_late_request, stats),
+        clock=clock,
     )
     engine = FetchEngine(cfg, leases, broker, flow, stats, clock)
     invoker = MasterInvoker(transport, cfg.masters, cfg.rpc_timeout, clock=clock)
     return ConsumerWiring(pool, invoker, broker, engine, leases, flow, tokens, host, clock, tls)
+
+
+def _count_late_request(stats: ConsumerStats) -> None:
+    stats.late_request_waits += 1
 
 
 class SessionBase:

@@ -222,7 +222,12 @@ class TailGuard:
         """A check cut short (an error, its timeout, or the consumer closing) may have left
         the group registered at a probe's offset, which lies above ``loaded`` when the broker's
         offset file was older than what this consumer read: register it back at ``loaded``
-        (within ``rpc_timeout``; a failure is logged), so the next reader skips nothing."""
+        (within ``rpc_timeout``; a failure is logged), so the next reader skips nothing.
+
+        A probe that got no answer may still run at the broker: the register back waits until
+        it had ``rpc_timeout`` (:class:`~tubemq_aio.consumer._astray.AstrayCalls`), so a late
+        probe runs before it, not after (docs/reliability.md)."""
+        await self._broker.astray.settle(partition.key)
         try:
             async with asyncio.timeout(self._config.rpc_timeout):
                 rsp = await self._broker.register(

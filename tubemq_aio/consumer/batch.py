@@ -100,9 +100,10 @@ class ConsumerStats:
         tail_unverified: of those, the ones where even the oldest remembered offset held
             another message: the group resumed there, and messages replaced below it may be
             lost (a WARNING names the partition).
-        late_request_waits: GetMessage or CommitOffset calls that got no answer (a timeout, a
-            connection lost after the write) after which their partition was not read again
-            for ``rpc_timeout``, since the broker may still execute them (docs/reliability.md).
+        late_request_waits: GetMessage, CommitOffset, register or unregister calls that got
+            no answer (a timeout, a connection lost after the write) after which their
+            partition was not read or registered again for ``rpc_timeout``, since the broker
+            may still execute them (docs/reliability.md).
     """
 
     fetches: int = 0

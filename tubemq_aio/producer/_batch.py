@@ -25,9 +25,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tubemq_aio._io.connection import Connection
-from tubemq_aio.errors import ClientClosedError, TubeMQError
+from tubemq_aio.errors import ClientClosedError, SendWindowFullError, TubeMQError
 from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCounts, Started
 from tubemq_aio.producer._outgoing import Outgoing
+from tubemq_aio.producer._waits import until_deadline, window_stayed_full
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
@@ -39,6 +40,10 @@ __all__ = ["SendMany", "SendPath"]
 _Started = tuple[int, Connection, int, "asyncio.Future[bytes]", Partition, float]
 #: Messages issued between two yields to the event loop.
 _YIELD_EVERY = 512
+
+
+def _closed() -> ClientClosedError:
+    return ClientClosedError("the producer was closed before this message was sent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +149,11 @@ class SendMany:
                     self._refuse_rest(index)
                     return
             if not window.try_acquire():
-                await self._make_room()  # returns holding a slot
+                try:
+                    await self._make_room()  # returns holding a slot
+                except SendWindowFullError:
+                    self._refuse_rest(index, self._window_stayed_full)
+                    return
                 now = time.monotonic()
                 if closed():
                     window.release()
@@ -234,20 +243,23 @@ class SendMany:
                 for index, task in list(self._children.items()):
                     if task.done():
                         await self._collect(index, task)
-            else:
-                await window.acquire()
+            else:  # every slot is another caller's: wait for one within a send's timeout
+                deadline = time.monotonic() + self._attempt_timeout
+                await until_deadline(window.acquire(), deadline, self._window_stayed_full)
                 return
             if window.try_acquire():
                 return
 
-    def _refuse_rest(self, start: int) -> None:
-        """The producer is closing: the messages from ``start`` on are not sent."""
+    def _refuse_rest(self, start: int, error: Callable[[], TubeMQError] = _closed) -> None:
+        """The messages from ``start`` on are not sent: each gets ``error()`` (by default,
+        the producer is closing)."""
         for index in range(start, len(self._encoded)):
-            self._outcomes[index] = ClientClosedError(
-                "the producer was closed before this message was sent"
-            )
+            self._outcomes[index] = error()
             self._counts.failed += 1
         self._issued = len(self._encoded)
+
+    def _window_stayed_full(self) -> SendWindowFullError:
+        return window_stayed_full(self._window.limit, self._attempt_timeout)
 
     # ---- outcomes ------------------------------------------------------------------------------
 

@@ -109,17 +109,22 @@ class ProducerSession:
         """Whether ``topic`` was published and its first publish has ended."""
         return topic in self._published and topic not in self._publishing
 
-    async def ensure_published(self, topic: str) -> None:
-        """Publish ``topic`` on first use; concurrent first uses wait for that one publish.
+    async def ensure_writable(self, topic: str) -> None:
+        """Publish ``topic`` on first use, and wait for a writable partition when it has none
+        now; concurrent callers share one such wait (one heartbeat loop per topic).
+
+        Returns when ``topic`` is writable, or when another caller's wait ended (the caller
+        checks again).
 
         Raises:
             InvalidMessageError: the topic name is invalid.
-            TopicUnavailableError: the first publish found no writable partition in time.
+            TopicNotDeployedError: the master says the topic is not deployed.
+            TopicUnavailableError: no writable partition after ``publish_timeout``.
         """
         pending = self._publishing.get(topic)
         if pending is not None:
             await pending.wait()  # bounded: the publish gives up after publish_timeout
-        elif topic not in self._published:
+        elif topic not in self._published or not self.metadata.writable_partitions(topic):
             await self.publish([topic])
 
     async def register(self) -> None:
@@ -231,7 +236,14 @@ class ProducerSession:
                 ``publish_timeout`` seconds (it stays published: it is used once it appears).
         """
         wanted = [validate_topic(t) for t in topics]
-        first = {t: asyncio.Event() for t in wanted if t not in self._published}
+        # This call's own waits: a topic new to this producer, or one without a writable
+        # partition now that no other publish waits for.
+        first = {
+            t: asyncio.Event()
+            for t in wanted
+            if t not in self._published
+            or (t not in self._publishing and not self.metadata.writable_partitions(t))
+        }
         for topic in wanted:
             self._published.setdefault(topic, None)
         self._publishing.update(first)
@@ -335,9 +347,13 @@ class ProducerSession:
             self._on_metadata()
 
     def _refresh_send_limits(self) -> None:
-        """Rebuild :attr:`send_limits` from the published topics and the metadata."""
-        max_size = self.metadata.max_message_size
-        self.send_limits = {t: max_size(t) for t in self._published if self.is_published(t)}
+        """Rebuild :attr:`send_limits` from the published topics and the metadata (a topic
+        without a writable partition now is left out: its sends wait for one)."""
+        metadata = self.metadata
+        max_size, writable = metadata.max_message_size, metadata.writable_partitions
+        self.send_limits = {
+            t: max_size(t) for t in self._published if self.is_published(t) and writable(t)
+        }
 
 
 def _sent_addr(host: str) -> int:

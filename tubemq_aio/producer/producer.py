@@ -20,6 +20,8 @@ from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
     SendWindowFullError,
+    TopicNotDeployedError,
+    TopicUnavailableError,
     TubeMQError,
 )
 from tubemq_aio.master import MasterInvoker
@@ -29,6 +31,12 @@ from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._outgoing import Outgoing
 from tubemq_aio.producer._session import ProducerSession
+from tubemq_aio.producer._waits import (
+    MIN_ATTEMPT,
+    no_partition_in_time,
+    until_deadline,
+    window_stayed_full,
+)
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.producer.config import (
     ProducerConfig,
@@ -254,7 +262,10 @@ class Producer(AsyncLifecycle):
                 is not UTF-8), attributes not a mapping of strings.
             ConfigError: a custom ``partitioner`` raised (not a ``TubeMQError``) or returned
                 something else than a partition of the topic (nothing was sent).
-            TopicUnavailableError: the topic has no writable partition.
+            TopicUnavailableError: the topic got no writable partition within ``timeout``
+                (or ``publish_timeout``); nothing was sent.
+            SendWindowFullError: every slot of the send window (``max_in_flight_sends``) stayed
+                taken for the whole ``timeout``; nothing was sent.
             ConnectError: no broker of the topic could be reached before ``timeout`` passed.
             SendOutcomeUnknownError: the request was written but no answer came (timeout or lost
                 connection): the message may or may not be stored.
@@ -370,8 +381,10 @@ class Producer(AsyncLifecycle):
         Returns:
             One entry per body, in order: its :class:`SendResult`, or the error :meth:`send`
             would have raised for it (a :class:`~tubemq_aio.errors.TubeMQError`: e.g.
-            :class:`SendOutcomeUnknownError`, a :class:`ServerError`, or
-            :class:`ClientClosedError` for the messages not yet sent when ``close()`` began).
+            :class:`SendOutcomeUnknownError`, a :class:`ServerError`,
+            :class:`ClientClosedError` for the messages not yet sent when ``close()`` began, or
+            :class:`SendWindowFullError` for those that found every window slot taken by other
+            sends for a whole ``timeout``).
             Errors are returned, not raised, so one refused message never hides the others'
             results. An empty ``bodies`` returns ``[]`` without any I/O.
 
@@ -379,7 +392,8 @@ class Producer(AsyncLifecycle):
             InvalidMessageError: a bad argument: ``bodies`` not a list/tuple, longer than
                 ``max_send_many``, a body (named by its index) empty, not bytes or too large
                 for the topic, or a bad shared argument. Nothing was sent.
-            TopicUnavailableError: the topic could not be published (nothing was sent).
+            TopicUnavailableError: the topic got no writable partition within ``timeout``
+                (or ``publish_timeout``); nothing was sent.
             ClientClosedError: the producer is not started or is closed.
             asyncio.CancelledError: the call was cancelled. The messages whose requests were
                 already written may still be stored by the broker (they are counted as
@@ -392,13 +406,17 @@ class Producer(AsyncLifecycle):
         session = self._require_session()
         if not items:
             return []
-        if not session.is_published(topic):
-            await session.ensure_published(topic)
+        attempt_timeout = self._send_timeout if timeout is None else timeout
+        if not session.is_published(topic) or not session.metadata.writable_partitions(topic):
+            await until_deadline(
+                session.ensure_writable(topic),
+                time.monotonic() + attempt_timeout,
+                lambda: no_partition_in_time(topic, attempt_timeout),
+            )
         first = Outgoing(topic, items[0], attributes, msg_type, msg_time, key, timeout)
         encoded = encode_all(first, items, session.metadata.max_message_size(topic))
         path = self._path
         assert path is not None
-        attempt_timeout = self._send_timeout if timeout is None else timeout
         traced = live(self.telemetry) is not None
         return await SendMany(path, first, items, encoded, attempt_timeout, traced).run()
 
@@ -440,12 +458,33 @@ class Producer(AsyncLifecycle):
         reserved for it already; ``first_failure``: its first attempt (made by ``send`` or
         ``send_many``) failed retriably: go on with the retries."""
         topic = message.topic
+        attempt_timeout = send_timeout = (
+            self._send_timeout if message.timeout is None else message.timeout
+        )
+        # The send's own deadline: the wait for the topic and for a window slot, every attempt
+        # and every pause end by it (a send handed over after a failed first attempt counts
+        # from that attempt).
+        began = time.monotonic() if first_failure is None else first_failure[2]
+        deadline = began + attempt_timeout
+        waited = False
         try:
             if not session.is_published(topic):
-                await session.ensure_published(topic)
+                await until_deadline(
+                    session.ensure_writable(topic),
+                    deadline,
+                    lambda: no_partition_in_time(topic, send_timeout),
+                )
+                waited = True
             encoded = message.encode(session.metadata.max_message_size(topic))
             if not holding:
-                await self._window.acquire()
+                window = self._window
+                if not window.try_acquire():
+                    await until_deadline(
+                        window.acquire(),
+                        deadline,
+                        lambda: window_stayed_full(window.limit, send_timeout),
+                    )
+                    waited = True
                 holding = True
             # The attempts run in this frame (no coroutine per attempt), and the request goes out
             # without an intermediate coroutine when the connection has room (the hot path).
@@ -453,22 +492,38 @@ class Producer(AsyncLifecycle):
             assert attempts is not None
             rpc = attempts.rpc
             key = message.key
-            attempt_timeout = self._send_timeout if message.timeout is None else message.timeout
-            timeout_ms = rpc.wire_timeout(attempt_timeout)
+            if waited:  # the attempts get what the waits left
+                attempt_timeout = max(deadline - time.monotonic(), MIN_ATTEMPT)
+                timeout_ms = wire_timeout_ms(attempt_timeout)
+            else:
+                timeout_ms = rpc.wire_timeout(attempt_timeout)
             avoid: Set[str] = NO_AVOID  # a set of its own from the first retry on
             failures = 0
-            deadline = 0.0  # the send's own: every attempt and every pause ends by it
             while True:
                 if first_failure is not None:
                     last, partition, now = first_failure
                     first_failure = None
-                    deadline = now + attempt_timeout
                 else:
                     now = time.monotonic()
-                    deadline = deadline or now + attempt_timeout
-                    partition, started = attempts.begin(
-                        topic, key, avoid, now, encoded, timeout_ms, attempt_timeout
-                    )
+                    try:
+                        partition, started = attempts.begin(
+                            topic, key, avoid, now, encoded, timeout_ms, attempt_timeout
+                        )
+                    except TopicUnavailableError as exc:
+                        if isinstance(exc, TopicNotDeployedError) or (
+                            session.metadata.writable_partitions(topic)
+                        ):  # the master's verdict, or a partitioner's (NoPartitionError)
+                            raise
+                        # No writable partition now (a topic whose brokers are not publishing
+                        # yet): wait for one, as the first publish does.
+                        await until_deadline(
+                            session.ensure_writable(topic),
+                            deadline,
+                            lambda: no_partition_in_time(topic, send_timeout),
+                        )
+                        attempt_timeout = max(deadline - time.monotonic(), MIN_ATTEMPT)
+                        timeout_ms = wire_timeout_ms(attempt_timeout)
+                        continue
                     try:
                         if isinstance(started, bytes):
                             answer = await rpc.call_payload(

@@ -104,6 +104,11 @@ def test_produce_errors(client: TestClient) -> None:
     body = error(client.post(url, json={"value": "lost"}, headers=ADMIN), 504, "outcome_unknown")
     assert body["retriable"]
     assert "may or may not" in body["message"]
+    # The producer's window stayed full for the whole produce timeout: nothing was sent.
+    body = error(client.post(url, json={"value": "full"}, headers=ADMIN), 503, "producer_busy")
+    assert body["retriable"]
+    assert "nothing was sent" in body["message"]
+    assert "internal detail" not in body["message"]
     error(client.post(url, json={"value": "x"}, headers=READER), 403, "forbidden")
 
 

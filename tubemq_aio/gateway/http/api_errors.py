@@ -25,6 +25,7 @@ from tubemq_aio.errors import (
     RemoteRpcError,
     RequestTimeoutError,
     SendOutcomeUnknownError,
+    SendWindowFullError,
     ServerError,
     TopicNotDeployedError,
     TopicUnavailableError,
@@ -117,6 +118,8 @@ _GENERIC_TEXTS: dict[str, str] = {
     "topic_unavailable": "the topic is unavailable",
     "unavailable": "a backend is unavailable",
     "broker_busy": "the broker is busy; retry later",
+    "producer_busy": "the gateway has as many sends outstanding as it allows; nothing was "
+    "sent; retry later",
     "broker_refused": "the broker refused the request",
     "timeout": "the TubeMQ cluster did not answer in time",
     "outcome_unknown": "the broker did not answer in time: the message may or may not be "
@@ -219,6 +222,8 @@ def api_error_for(exc: BaseException) -> ApiError | None:
         return _error(413, "too_large", exc, False, str(exc))
     if isinstance(exc, ConfigError):
         return _error(422, "invalid", exc, False, str(exc) or type(exc).__name__)
+    if isinstance(exc, SendWindowFullError):  # nothing was sent: safe to retry
+        return _error(503, "producer_busy", exc, True)
     if isinstance(exc, TopicNotDeployedError):  # the master's word: no retry will find it
         return _error(404, "unknown_topic", exc, False, _not_deployed(exc))
     if isinstance(exc, TopicUnavailableError):

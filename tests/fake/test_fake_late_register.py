@@ -1,0 +1,69 @@
+"""A consumer's register or unregister that got no answer, executed late by the broker after a
+newer registration of the same partition (``Fault.late``), skips nothing
+(docs/reliability.md, "A request the broker runs late").
+
+An unregister with ``readStatus`` 0 commits the batch in flight and ends the registration.
+Before the fix, a client-balanced consumer that disconnected a partition (its unregister timed
+out) and connected it again at once read a batch; the old unregister running then committed
+that batch before the application acked it and ended the new registration: the application's
+nack came too late, the consumer registered again after the batch, and its ten messages were
+lost. Now nothing of the partition is sent to the broker for ``rpc_timeout`` after a call of
+it that may still run there: the old unregister runs before the new register.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.support.fake_helpers import cb_consumer, produce
+from tubemq_aio import ClientBalancedConsumer
+from tubemq_aio.consumer.batch import MessageBatch
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, Fault
+
+KEY = "1:demo:0"
+REGISTER = Method.BROKER_CONSUMER_REGISTER
+RPC_S = 3.0
+COUNT, BATCH = 30, 10
+
+
+async def _batch(consumer: ClientBalancedConsumer) -> MessageBatch:
+    batch = await consumer.getmany(timeout=10)
+    assert len(batch) == BATCH, batch
+    return batch
+
+
+async def _drain(consumer: ClientBalancedConsumer, got: list[bytes]) -> None:
+    while len(got) < COUNT:
+        batch = await consumer.getmany(timeout=RPC_S + 5)
+        assert batch, f"{COUNT - len(got)} message(s) never came"
+        got += [m.body for m in batch]
+        await batch.ack()
+    assert not await consumer.getmany(timeout=0.2)
+
+
+async def test_an_unregister_run_late_after_a_new_connect_loses_no_unacked_batch() -> None:
+    async with FakeCluster(topics={"demo": 1}, max_batch=BATCH) as cluster:
+        sent = await produce(cluster.master_addr, "demo", COUNT)
+        async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
+            await consumer.connect(KEY)
+            first = await _batch(consumer)
+            got = [m.body for m in first]
+            await first.ack()  # committed: the unregister commits what is in flight then
+            cluster.inject(REGISTER, Fault.late())
+            await consumer.disconnect(KEY)  # its unregister gives up after RPC_S (logged)
+            assert cluster.held_late(REGISTER) == 1
+            assert consumer.stats.late_request_waits == 1
+            registers = cluster.requests(REGISTER)
+            connecting = asyncio.ensure_future(consumer.connect(KEY))
+            await asyncio.sleep(RPC_S / 3)
+            # not registered again while the unregister may still run
+            assert cluster.requests(REGISTER) == registers
+            assert not connecting.done()
+            assert cluster.release_late(REGISTER) == 1
+            await connecting
+            second = await _batch(consumer)
+            await second.nack()  # read again: nothing committed it
+            await _drain(consumer, got)
+            assert sorted(got) == sorted(sent)  # every message once
+            assert cluster.committed_messages("g1", "demo") == COUNT
