@@ -20,6 +20,7 @@ from tubemq_aio import (
     SendResult,
     ServerError,
 )
+from tubemq_aio.protocol.routing import KeyHashPartitioner
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
@@ -328,6 +329,8 @@ class _Refusing:
         (_Raising(), ConfigError, "partitioner _Raising.select raised ValueError: boom"),
         (_ReturnsNone(), ConfigError, "partitioner _ReturnsNone.select returned None"),
         (_Refusing(), NoPartitionError, "none of these"),  # its own TubeMQError, as it is
+        # the application's fallback of a library partitioner, for messages without a key
+        (KeyHashPartitioner(_Raising()), ConfigError, "partitioner _Raising.select raised"),
     ],
 )
 async def test_a_broken_custom_partitioner_fails_each_send_with_a_typed_error(

@@ -119,8 +119,8 @@ class SendAttempts:
         self.backoff = PartitionBackoff()
         self._metadata = session.metadata
         self._tokens = session.tokens
-        self._select_keyed = guarded_selector(partitioner, partitioner.select)
-        self._select_unkeyed = guarded_selector(partitioner, unkeyed_selector(partitioner))
+        self._select_keyed = guarded_selector(partitioner.select)
+        self._select_unkeyed = guarded_selector(unkeyed_selector(partitioner))
         self._retry = retry
         self._encoder = SendRequestEncoder(session.client_id, session.sent_addr)
         self._plain_parts = plain_send_encoder(self._encoder)  # compiled when built
@@ -272,16 +272,16 @@ class SendAttempts:
 _OWN_PARTITIONERS = (RoundRobinPartitioner, KeyHashPartitioner, DefaultPartitioner)
 
 
-def guarded_selector(
-    partitioner: Partitioner, select: Callable[..., Partition]
-) -> Callable[..., Partition]:
-    """``select`` itself for the library's own partitioners; for an application's, a ``select``
-    whose mistakes end the send with a :class:`ConfigError` (nothing sent): an exception that
-    is not a :class:`TubeMQError` (chained as the cause), or an answer that is not a partition
-    of the topic. A :class:`TubeMQError` it raises (e.g. :class:`NoPartitionError`) is kept."""
-    if type(partitioner) in _OWN_PARTITIONERS:  # exact types: a subclass may change select
+def guarded_selector(select: Callable[..., Partition]) -> Callable[..., Partition]:
+    """``select`` itself when it is a library partitioner's; an application's (a partitioner
+    of its own, or the ``fallback`` it gave a :class:`KeyHashPartitioner`) wrapped so that its
+    mistakes end the send with a :class:`ConfigError` (nothing sent): an exception that is not
+    a :class:`TubeMQError` (chained as the cause), or an answer that is not a partition of the
+    topic. A :class:`TubeMQError` it raises (e.g. :class:`NoPartitionError`) is kept."""
+    owner = getattr(select, "__self__", None)
+    if type(owner) in _OWN_PARTITIONERS:  # exact types: a subclass may change select
         return select
-    name = f"partitioner {type(partitioner).__name__}.select"
+    name = f"partitioner {type(owner if owner is not None else select).__name__}.select"
 
     def guarded(
         topic: str,
