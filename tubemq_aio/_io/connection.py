@@ -309,9 +309,13 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
                 "; the server never answered on this connection: framing='legacy-length' is "
                 "only for TubeMQ servers 1.1.0 and 1.2.0, other releases need 'standard'"
             )
+        # A TLS listener closes a link that does not open with a TLS handshake just as silently.
+        tls = ""
+        if self._settings.ssl_context is None:
+            tls = "; if this is a TLS port (a master's tlsPort, 8716 by default), connect with TLS"
         return (
             "; the server never answered on this connection: if it runs TubeMQ 1.1.0 or "
-            "1.2.0, connect with framing='legacy-length'"
+            f"1.2.0, connect with framing='legacy-length'{tls}"
         )
 
     def _http_hint(self, exc: FrameError, data: bytes | memoryview) -> FrameError:
