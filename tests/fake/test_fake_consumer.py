@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from tests.support.fake_helpers import drain, group_consumer, produce
-from tubemq_aio import Consumer, ServerError
+from tubemq_aio import ClientClosedError, ConfigError, Consumer, Message, ServerError
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -124,3 +124,69 @@ async def test_corruption_at_rest_is_dropped_after_rereads_and_the_stream_goes_o
             assert consumer.stats.crc_refetches == 1  # the second read showed the same damage
         assert sorted(got) == sorted(set(sent) - {decode_payload(bad.payload, bad.flag, 0).body})
         assert cluster.committed_messages("g1", "demo") == 8
+
+
+@pytest.mark.parametrize("used", [-1, 1.5, float("nan"), "2", True, 6])
+async def test_give_back_refuses_a_bad_count_and_the_batch_stays_whole(used: object) -> None:
+    """A count that is not an int in [0, len(batch)] was taken as it came: -1 kept all but the
+    last message (a negative slice), 1.5 or NaN left a float in the engine's buffer and every
+    later ``getmany`` raised TypeError, ``"2"`` raised TypeError with the batch left half
+    returned. Now a ConfigError, before anything moves: the batch is unchanged."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 5)
+        sent = cluster.bodies("demo")
+        async with group_consumer(cluster, "g1", auto_ack=False) as consumer:
+            batch = await consumer.getmany(timeout=10)
+            assert [m.body for m in batch] == sent
+            with pytest.raises(ConfigError, match="give_back: used must be an integer"):
+                await batch.give_back(used)  # type: ignore[arg-type]
+            assert not batch.settled
+            kept = await batch.give_back(2)  # the same batch still works as documented
+            assert kept is not None
+            assert [m.body for m in kept] == sent[:2]
+            await kept.ack()
+            rest = await consumer.getmany(timeout=10)
+            assert [m.body for m in rest] == sent[2:]
+            await rest.ack()
+        assert cluster.committed_messages("g1", "demo") == 5
+
+
+async def test_run_refuses_a_handler_that_returns_no_awaitable() -> None:
+    """A plain ``def`` handler passed the callable check; awaiting its None then failed after
+    it had run, the batch was nacked and delivered again at once: thousands of runs of the
+    handler a second, each logged as a failure. Now ``run()`` stops with a ConfigError at the
+    first message, and the batch comes again."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 3)
+        async with group_consumer(cluster, "g1", auto_ack=False) as consumer:
+            seen: list[bytes] = []
+
+            def handler(message: Message) -> None:
+                seen.append(message.body)
+
+            with pytest.raises(ConfigError, match="run: handler must be an async callable"):
+                await asyncio.wait_for(consumer.run(handler), 10)  # type: ignore[arg-type]
+            assert len(seen) == 1
+            again = await consumer.getmany(timeout=10)
+            assert sorted(m.body for m in again) == sorted(sent)
+            await again.ack()
+
+
+async def test_run_raises_the_error_of_a_crash_not_an_exception_group() -> None:
+    """A background task's crash ended ``run()`` with an ExceptionGroup of its workers'
+    ClientClosedErrors (from its TaskGroup): ``except TubeMQError`` did not catch it."""
+
+    async def crash() -> None:
+        raise ZeroDivisionError("bug in a background task")
+
+    async def handler(message: Message) -> None:
+        return None
+
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        consumer = group_consumer(cluster, "g1")
+        async with consumer:
+            running = asyncio.ensure_future(consumer.run(handler, concurrency=3))
+            await asyncio.sleep(0.1)
+            consumer._supervisor.spawn(crash(), "fetch-x")
+            with pytest.raises(ClientClosedError, match="crashed"):
+                await asyncio.wait_for(running, 10)

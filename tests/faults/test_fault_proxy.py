@@ -183,6 +183,44 @@ def test_bad_fault_name_and_target_are_refused() -> None:
         FaultProxy("127.0.0.1:1").set(jitter=1)
 
 
+@pytest.mark.parametrize(
+    ("fault", "value"),
+    [
+        # each was taken: NaN latency or a zero bandwidth meant none, a string latency crashed
+        # the proxy's task and reset the link (a network fault the test did not ask for), a
+        # NaN corrupt_rate corrupted every chunk
+        ("latency", float("nan")),
+        ("latency", "0.5"),
+        ("latency", -1),
+        ("bandwidth", 0),
+        ("bandwidth", 0.5),
+        ("bandwidth", True),
+        ("reset_after", -1),
+        ("corrupt_rate", float("nan")),
+        ("corrupt_rate", 2),
+        ("stop_reading", "no"),
+        ("blackhole", 1),
+    ],
+)
+def test_a_bad_fault_value_is_refused_and_nothing_changes(fault: str, value: object) -> None:
+    proxy = FaultProxy("127.0.0.1:1")
+    with pytest.raises(ValueError, match=f"LinkFaults: {fault} must be"):
+        proxy.set("up", **{fault: value})
+    assert proxy.faults["up"] == LinkFaults()
+    with pytest.raises(ValueError, match=f"LinkFaults: {fault} must be"):
+        proxy.faults["down"].__setattr__(fault, value)  # the attributes are live too
+    assert proxy.faults["down"] == LinkFaults()
+
+
+def test_an_unknown_direction_is_refused() -> None:
+    """``set("sideways", ...)`` was a KeyError, ``half_close("x")`` did nothing."""
+    proxy = FaultProxy("127.0.0.1:1")
+    with pytest.raises(ValueError, match="direction must be"):
+        proxy.set("sideways", latency=1.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="direction must be"):
+        proxy.half_close("x")  # type: ignore[arg-type]
+
+
 def test_the_fault_table_covers_every_fault() -> None:
     names = {f.name for f in dataclasses.fields(LinkFaults)} - {"resumed"}
     assert names == set(_FAULTY)

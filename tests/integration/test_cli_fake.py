@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
+from tubemq_aio import Consumer
 from tubemq_aio.testing import FakeCluster
 
 COUNT = 30
@@ -103,6 +104,47 @@ async def test_partition_offsets_and_exit_at_end(fake: FakeCluster) -> None:
     done = await _cli(fake, "consume", "--topic", "src", "--partition", "9:src:0", "-e")
     assert done.returncode == 2  # an unknown partition is a usage error: nothing was read
     assert b"9:src:0" in done.stderr
+
+
+async def test_a_partition_named_twice_is_read_once(fake: FakeCluster) -> None:
+    """``--partition K --partition K`` stopped with "partition K is connected" (exit 2); a
+    repeated key now names the partition once (as ``K`` beside ``all`` always did)."""
+    once = await _cli(
+        fake, *shlex.split("consume --topic src --partition 1:src:1 --offset earliest -e -q")
+    )
+    assert once.returncode == 0, once.stderr
+    assert once.stdout
+    twice = await _cli(
+        fake,
+        *shlex.split(
+            "consume --topic src --partition 1:src:1 --partition 1:src:1 --offset earliest -e -q"
+        ),
+    )
+    assert twice.returncode == 0, twice.stderr
+    assert twice.stdout == once.stdout
+    done = await _cli(
+        fake,
+        *shlex.split(
+            "consume --topic src --partition all --partition 1:src:1 --offset earliest -e -q"
+        ),
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(_bodies(done.stdout)) == sorted(f"m{i}" for i in range(COUNT))
+
+
+async def test_lag_and_reset_of_a_group_consumed_now_say_what_to_do(fake: FakeCluster) -> None:
+    """The master refuses a client-balanced member while server-balanced ones are online
+    (424); ``lag`` and ``reset`` said only "ServerError: [424] ..." (the real master's text
+    names the consume types), now what it means for them and what to do."""
+    async with Consumer(fake.master_addr, group="online", topics=["src"]) as member:
+        await member.wait_for_assignment(10)
+        for command in ("lag", "reset --to-time 2026-01-02T03:04:00Z --dry-run"):
+            done = await _cli(fake, *shlex.split(f"{command} --topic src --group online"))
+            assert done.returncode == 1, done.stderr
+            err = done.stderr.decode()
+            assert "[424]" in err
+            assert "group 'online' has server-balanced consumers online" in err
+            assert "stop them first" in err
 
 
 async def test_json_output_round_trips_through_produce(fake: FakeCluster) -> None:

@@ -6,8 +6,11 @@ The tests marked ``also_on_uvloop`` run on uvloop too (its transports are not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import ssl
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from tests.support.echo_server import (
     limit_send_buffer,
     request_payload,
 )
+from tests.support.self_signed import self_signed_cert
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.pool import Address, ConnectionPool
@@ -189,6 +193,61 @@ async def test_garbage_from_server_closes_connection(
         await waiting
     assert conn.is_closed
     await pool.close()
+
+
+async def test_an_http_answer_names_the_wrong_port(settings: TransportSettings) -> None:
+    """A client pointed at a web port (a master's web API, an HTTP gateway) was told only
+    "bad frame begin token 0x48545450"; the error now says the peer speaks HTTP."""
+
+    async def web(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(web, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool(settings)
+    try:
+        conn = await pool.connection(Address("127.0.0.1", port))
+        with pytest.raises(FrameError, match="bad frame begin token 0x48545450") as info:
+            await conn.call(request_payload(b"x"), 5.0)
+        assert f"127.0.0.1:{port} answered in HTTP" in str(info.value)
+        assert "not a TubeMQ client port" in str(info.value)
+    finally:
+        await pool.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_tls_port_reached_without_tls_is_named(
+    settings: TransportSettings, tmp_path: Path
+) -> None:
+    """A client without TLS at a TLS port (a master's tlsPort) saw the link closed and was
+    told only to try framing='legacy-length'; the hint now names TLS too."""
+    cert, key = self_signed_cert(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+
+    async def closes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ssl.SSLError, ConnectionError):
+            await reader.read(1)
+        writer.close()
+
+    server = await asyncio.start_server(closes, "127.0.0.1", 0, ssl=tls)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool(settings)
+    try:
+        conn = await pool.connection(Address("127.0.0.1", port))
+        with pytest.raises(ConnectionLostError) as info:
+            await conn.call(request_payload(b"x"), 5.0)
+        assert "framing='legacy-length'" in str(info.value)
+        assert "if this is a TLS port" in str(info.value)
+    finally:
+        await pool.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_undecodable_envelope_closes_connection(

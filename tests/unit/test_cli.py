@@ -6,7 +6,9 @@ import asyncio
 import base64
 import json
 import os
+import re
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -125,10 +127,14 @@ async def test_the_rate_pacer_sends_the_first_line_at_once_and_gives_way_to_a_st
 
 
 def test_attrs_need_key_and_value() -> None:
-    assert parse_attrs(["a=1", "b=x=y", "a=2", "c="]) == {"a": "2", "b": "x=y", "c": ""}
+    assert parse_attrs(["a=1", "b=x", "a=2"]) == {"a": "2", "b": "x"}
     assert parse_attrs(None) == {}
     for bad in ("novalue", "=v"):
         with pytest.raises(ConfigError, match="KEY=VALUE"):
+            parse_attrs([bad])
+    # what no message may carry was taken here and refused by every send
+    for bad in ("c=", "b=x=y", "a=b,c", "$msgTime$=1", "k=a$msgType$"):
+        with pytest.raises(ConfigError, match=re.escape(f"--attr {bad!r}: attributes: ")):
             parse_attrs([bad])
 
 
@@ -153,6 +159,12 @@ def test_table_aligns_numbers_right() -> None:
         ["produce", "--master", "m:1", "--topic", "t", "--key", "\udced"],
         ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "\udced"],
         ["produce", "--master", "m:1", "--topic", "t", "/"],  # a directory: was exit 1
+        # attributes and types no message may carry: every line failed, exit 1
+        ["produce", "--master", "m:1", "--topic", "t", "--attr", "a=b,c"],
+        ["produce", "--master", "m:1", "--topic", "t", "--attr", "b=x=y"],
+        ["produce", "--master", "m:1", "--topic", "t", "--attr", "$msgType$=x"],
+        ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "a,b"],
+        ["produce", "--master", "m:1", "--topic", "t", "--msg-type", "x$msgTime$"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--timeout", "nan"],
         ["consume", "--master", "m:1", "--topic", "t", "--group", "g", "--format", "xml"],
         ["lag", "--master", "m:1", "--topic", "t"],
@@ -203,6 +215,50 @@ async def test_line_reader_splits_chunks_and_keeps_a_last_line_without_newline()
         reader.stop()
         os.close(read_fd)
     assert lines == [b"a", b"bb", b"", b"ccc"]
+
+
+async def _read_all(fd: int) -> list[bytes]:
+    reader = LineReader(fd)
+    lines: list[bytes] = []
+    try:
+        while (chunk := await reader.next_chunk()) is not None:
+            lines.extend(chunk)
+    finally:
+        reader.stop()
+    return lines
+
+
+@pytest.mark.timeout(60)
+async def test_a_long_line_is_read_in_linear_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read was joined to the whole line so far (``tail + data``): a 60 MB file without a
+    newline took 33 s to be refused as too large, 20 MB 4 s. With 64-byte reads this 4 MB line
+    would copy about 128 GB that way (the timeout ends it); now each byte is copied once or
+    twice."""
+    monkeypatch.setattr("tubemq_aio.cli._input.READ_SIZE", 64)
+    path = tmp_path / "long"
+    path.write_bytes(b"x" * 4_000_000 + b"\nend\n\n" + b"y" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lines = await _read_all(fd)
+    finally:
+        os.close(fd)
+    assert [len(line) for line in lines] == [4_000_000, 3, 0, 100]
+    assert lines[1] == b"end"
+
+
+async def test_lines_split_across_reads_come_out_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tubemq_aio.cli._input.READ_SIZE", 3)
+    path = tmp_path / "split"
+    path.write_bytes(b"ab\ncd\n\nefgh\nij")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert await _read_all(fd) == [b"ab", b"cd", b"", b"efgh", b"ij"]
+    finally:
+        os.close(fd)
 
 
 SECRET = "pa55-never-shown"

@@ -152,3 +152,23 @@ def test_cluster_up_refuses_several_masters_with_the_fake(
     monkeypatch.setenv("TUBEMQ_AIO_STATE", str(tmp_path / "state.json"))
     assert cluster_main(["up", "--fake", "--masters", "3"]) == 2
     assert "--masters needs the real cluster" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--version", "1.1.0-incubating"], "--version needs the real cluster"),
+        (["--web-port", "9000"], "--web-port needs the real cluster (the fake has no web API)"),
+    ],
+)
+def test_cluster_up_refuses_real_cluster_flags_with_the_fake(
+    flags: list[str],
+    problem: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both were ignored: the fake served the default framing, without a web API, on and on."""
+    monkeypatch.setenv("TUBEMQ_AIO_STATE", str(tmp_path / "state.json"))
+    assert cluster_main(["up", "--fake", "--port", "0", *flags]) == 2
+    assert problem in capsys.readouterr().err

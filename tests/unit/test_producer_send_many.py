@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from typing import Any
 
 import pytest
@@ -14,12 +15,14 @@ from tubemq_aio import (
     ClientClosedError,
     ConfigError,
     InvalidMessageError,
+    NoPartitionError,
     Producer,
     SendResult,
     ServerError,
 )
+from tubemq_aio.protocol.routing import KeyHashPartitioner
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
 SEND = Method.BROKER_PRODUCER_SEND_MESSAGE
 
@@ -283,3 +286,68 @@ async def test_a_full_connection_is_waited_on_by_the_call_not_a_task_per_message
         check_stored(cluster, bodies, results)
     assert spawned == []
     assert len(built) == len(bodies)
+
+
+async def test_cancelled_while_its_next_message_waits_for_room_releases_that_slot() -> None:
+    """The call builds a message, finds the connection full and waits for its own oldest answer
+    holding that message's slot. Cancelled there, the slot stayed taken for good (and the
+    message was in no counter): ``in_flight`` never went back to 0 and ``close()`` waited its
+    ``close_grace`` for a send that did not exist."""
+    async with (
+        FakeCluster(topics={"demo": 1}, brokers=1) as cluster,
+        producer_for(cluster, max_in_flight=2, close_grace=0.5) as p,
+    ):
+        await p.send("demo", b"first")  # the connection is open before the call
+        cluster.inject(SEND, Fault.delay(30), times=2)  # the two on the wire stay unanswered
+        task = asyncio.ensure_future(p.send_many("demo", [b"x"] * 5))
+        await wait_until(lambda: p.in_flight == 3, 10, "two on the wire, the third built")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert p.in_flight == 0
+        assert (p.sent, p.failed, p.cancelled) == (1, 0, 5)
+
+
+class _Raising:
+    def select(self, topic: str, partitions: Any, key: Any = None, *, avoid: Any = ()) -> Any:
+        raise ValueError("boom")
+
+
+class _ReturnsNone:
+    def select(self, topic: str, partitions: Any, key: Any = None, *, avoid: Any = ()) -> Any:
+        return None
+
+
+class _Refusing:
+    def select(self, topic: str, partitions: Any, key: Any = None, *, avoid: Any = ()) -> Any:
+        raise NoPartitionError("none of these")
+
+
+@pytest.mark.parametrize(
+    ("partitioner", "error", "text"),
+    [
+        (_Raising(), ConfigError, "partitioner _Raising.select raised ValueError: boom"),
+        (_ReturnsNone(), ConfigError, "partitioner _ReturnsNone.select returned None"),
+        (_Refusing(), NoPartitionError, "none of these"),  # its own TubeMQError, as it is
+        # the application's fallback of a library partitioner, for messages without a key
+        (KeyHashPartitioner(_Raising()), ConfigError, "partitioner _Raising.select raised"),
+    ],
+)
+async def test_a_broken_custom_partitioner_fails_each_send_with_a_typed_error(
+    partitioner: object, error: type[Exception], text: str
+) -> None:
+    """A partitioner that raised or returned something else than a partition let its
+    ValueError or an AttributeError out of ``send``; ``send_many`` raised it too instead of one
+    entry per message, kept a window slot per call for good and left a message out of the
+    counters."""
+    async with FakeCluster(topics={"demo": 2}, brokers=1) as cluster:
+        async with producer_for(cluster, partitioner=partitioner, close_grace=0.5) as p:
+            with pytest.raises(error, match=re.escape(text)):
+                await p.send("demo", b"one")
+            outcomes = await p.send_many("demo", [b"a", b"b", b"c"])
+            assert [type(o) for o in outcomes] == [error] * 3
+            with pytest.raises(error, match=re.escape(text)):
+                await p.send_nowait("demo", b"later")
+            assert p.in_flight == 0
+            assert (p.sent, p.failed, p.cancelled) == (0, 5, 0)
+        assert cluster.requests(SEND) == 0

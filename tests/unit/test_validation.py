@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,10 +22,12 @@ from tubemq_aio import (
     ConfigError,
     Consumer,
     ConsumerConfig,
+    ConsumerConfigError,
     Credentials,
     Producer,
     ProducerConfig,
     TubeMQError,
+    UnknownPartitionError,
     tdmsg,
 )
 from tubemq_aio.checks import MAX_SECONDS, Checks
@@ -231,6 +234,10 @@ async def test_send_checks_arguments_before_the_started_check() -> None:
             await producer.send("t", body)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         producer.send_nowait("t", b"x", timeout=-1)
+    # a callback that cannot be called was found only once the send was done: a TypeError in
+    # the loop's exception handler, after the message was stored
+    with pytest.raises(ConfigError, match="callback must be callable, got int"):
+        producer.send_nowait("t", b"x", callback=5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         await producer.publish(5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
@@ -306,6 +313,22 @@ async def test_consumer_calls_check_their_arguments() -> None:
             await consumer.run(handler, concurrency=concurrency)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         await consumer.run(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1, 0, "5", True, 10**6])
+async def test_offsets_for_times_checks_its_timeout_before_any_request(timeout: object) -> None:
+    """The timeout was checked by the planner consumer, after it had registered at the master:
+    against this unreachable one a ConnectError after 4 s instead of the ConfigError."""
+    consumer = Consumer("127.0.0.1:1", group="gg", topics=["demo"])
+    when = {"1:demo:0": datetime.now(UTC)}
+    with pytest.raises(ConsumerConfigError, match="offsets_for_times: timeout must be"):
+        await consumer.offsets_for_times(when, timeout=timeout)  # type: ignore[arg-type]
+
+
+async def test_offsets_for_times_checks_the_key_format_before_any_request() -> None:
+    consumer = Consumer("127.0.0.1:1", group="gg", topics=["demo"])
+    with pytest.raises(UnknownPartitionError, match="'x'"):
+        await consumer.offsets_for_times({"x": datetime.now(UTC)})
 
 
 async def test_client_balanced_calls_check_their_arguments() -> None:

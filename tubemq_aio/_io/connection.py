@@ -129,7 +129,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
-            self._fail(exc)
+            self._fail(self._http_hint(exc, data))
             return
         self.last_activity = self._clock()
         if frames:
@@ -309,9 +309,22 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
                 "; the server never answered on this connection: framing='legacy-length' is "
                 "only for TubeMQ servers 1.1.0 and 1.2.0, other releases need 'standard'"
             )
+        # A TLS listener closes a link that does not open with a TLS handshake just as silently.
+        tls = ""
+        if self._settings.ssl_context is None:
+            tls = "; if this is a TLS port (a master's tlsPort, 8716 by default), connect with TLS"
         return (
             "; the server never answered on this connection: if it runs TubeMQ 1.1.0 or "
-            "1.2.0, connect with framing='legacy-length'"
+            f"1.2.0, connect with framing='legacy-length'{tls}"
+        )
+
+    def _http_hint(self, exc: FrameError, data: bytes | memoryview) -> FrameError:
+        # An easy mistake: the master's web port (webPort, 8080) given for its client port.
+        if self.answered or bytes(data[:5]) != b"HTTP/":
+            return exc
+        return FrameError(
+            f"{exc}; {self.label} answered in HTTP: it is a web port (such as a master's web "
+            "API, 8080 by default), not a TubeMQ client port (a master's port, 8715 by default)"
         )
 
     def silence_hint(self) -> str:

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Iterator
 
 from tubemq_aio.checks import Checks
+from tubemq_aio.errors import InvalidMessageError
+from tubemq_aio.protocol.attributes import attribute_block
 
 __all__ = [
     "EXIT_FAILURE",
@@ -48,7 +50,9 @@ def parse_attrs(items: list[str] | None) -> dict[str, str]:
         ``key -> value`` (a later key wins).
 
     Raises:
-        ConfigError: an item has no ``=`` or an empty key.
+        ConfigError: an item has no ``=`` or an empty key, or is an attribute no message may
+            carry (a ``,`` or ``=`` in its value, a reserved ``$msgType$``/``$msgTime$``):
+            a usage error before anything is read or sent, not a failure of every line.
     """
     checks = Checks("arguments")
     attrs: dict[str, str] = {}
@@ -56,6 +60,11 @@ def parse_attrs(items: list[str] | None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             checks.problem(f"--attr {item!r}: expected KEY=VALUE")
+            continue
+        try:
+            attribute_block("", "", ((key, value),))
+        except InvalidMessageError as exc:
+            checks.problem(f"--attr {item!r}: {exc}")
         attrs[key] = value
     checks.done()
     return attrs

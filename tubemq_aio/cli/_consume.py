@@ -95,8 +95,9 @@ def _write(out: BinaryIO, data: bytes) -> bool:
 
 
 async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.Namespace) -> None:
-    """Connect the ``--partition`` keys (``all``: every partition) at ``--offset``."""
-    keys: list[str] = args.partition
+    """Connect the ``--partition`` keys (``all``: every partition) at ``--offset``; a key
+    given twice is connected once."""
+    keys = list(dict.fromkeys(args.partition))
     if "all" in keys:
         keys = [m.partition_key for m in await consumer.partitions()]
     at_time: dict[str, int] = {}

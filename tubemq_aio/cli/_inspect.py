@@ -3,14 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from tubemq_aio.cli._common import EXIT_OK
 from tubemq_aio.cli._connect import open_client
 from tubemq_aio.consumer import ClientBalancedConsumer, PartitionPosition
+from tubemq_aio.errors import ServerError, server_error
 
-__all__ = ["format_table", "lag_rows", "run_lag", "run_partitions"]
+__all__ = ["format_table", "group_joined", "lag_rows", "run_lag", "run_partitions"]
+
+#: The master's answer to a client-balanced member of a group whose members consume another
+#: way (``CLIENT_INCONSISTENT_CONSUMETYPE``, docs/protocol/consumer.md).
+_INCONSISTENT_CONSUME_TYPE = 424
+
+
+@contextlib.contextmanager
+def group_joined(group: str) -> Iterator[None]:
+    """Say what the master's 424 means to ``lag`` and ``reset``, which join ``group`` as a
+    client-balanced member: its server-balanced consumers are online.
+
+    Raises:
+        ServerError: the refusal, with that explanation (other errors pass unchanged).
+    """
+    try:
+        yield
+    except ServerError as err:
+        if err.err_code != _INCONSISTENT_CONSUME_TYPE:
+            raise
+        raise server_error(
+            err.err_code,
+            f"{err.err_msg}: group {group!r} has server-balanced consumers online, and this "
+            "command joins it as a client-balanced member for a moment: stop them first",
+        ) from err
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -74,9 +100,15 @@ async def run_lag(args: argparse.Namespace) -> int:
     stored). The master refuses while the group is consumed by server-balanced members;
     stop them first.
     """
-    async with open_client(
-        ClientBalancedConsumer, args, group=args.group, topics=[args.topic], consume_from="earliest"
-    ) as consumer:
-        positions = [await consumer.connect(m.partition_key) for m in await consumer.partitions()]
+    with group_joined(args.group):
+        async with open_client(
+            ClientBalancedConsumer,
+            args,
+            group=args.group,
+            topics=[args.topic],
+            consume_from="earliest",
+        ) as consumer:
+            metas = await consumer.partitions()
+            positions = [await consumer.connect(m.partition_key) for m in metas]
     print(format_table(["partition", "offset", "max", "lag"], lag_rows(positions)), end="")
     return EXIT_OK

@@ -15,8 +15,9 @@ from tubemq_aio.checks import iana_zone
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
-from tubemq_aio.errors import ConfigError
+from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.producer.config import is_utf8
+from tubemq_aio.protocol.attributes import attribute_block
 from tubemq_aio.protocol.time_search import parse_time_text
 
 __all__ = ["MASTER_ENV", "build_parser", "parse_arguments"]
@@ -95,6 +96,17 @@ def _utf8_text(text: str) -> str:
     surrogateescape) could not be encoded in the message."""
     if not is_utf8(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text")
+    return text
+
+
+def _msg_type(text: str) -> str:
+    """``produce --msg-type``: UTF-8 text a message may carry as its type (no ``,``, ``=`` or
+    ``$msgTime$``), refused before any line is read rather than failing every line."""
+    _utf8_text(text)
+    try:
+        attribute_block(text, "", ())
+    except InvalidMessageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
@@ -207,7 +219,7 @@ def _add_produce(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     p.add_argument(
         "--msg-type",
-        type=_utf8_text,
+        type=_msg_type,
         metavar="X",
         help="message type (consumers can filter on it)",
     )

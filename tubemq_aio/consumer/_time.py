@@ -14,11 +14,19 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Protocol
 
-from tubemq_aio.consumer._cb_models import PositionedRead
-from tubemq_aio.errors import ConsumerConfigError, RequestTimeoutError
+from tubemq_aio.checks import MAX_SECONDS, Checks
+from tubemq_aio.consumer._cb_models import PositionedRead, parse_key
+from tubemq_aio.errors import ConfigError, ConsumerConfigError, RequestTimeoutError
 from tubemq_aio.protocol.time_search import OffsetTimeSearch, require_aware, target_minute
 
-__all__ = ["PositionedReader", "TimeOffset", "check_times", "search_offset", "search_offsets"]
+__all__ = [
+    "PositionedReader",
+    "TimeOffset",
+    "check_search_timeout",
+    "check_times",
+    "search_offset",
+    "search_offsets",
+]
 
 
 class PositionedReader(Protocol):
@@ -57,6 +65,7 @@ def check_times(times: object) -> dict[str, datetime]:
     Raises:
         ConsumerConfigError: not a mapping, a key that is not a string, or a value that is not
             a timezone-aware datetime.
+        UnknownPartitionError: a key that is not ``brokerId:topic:partitionId``.
     """
     if not isinstance(times, Mapping):
         raise ConsumerConfigError(
@@ -67,8 +76,21 @@ def check_times(times: object) -> dict[str, datetime]:
     for key, when in times.items():
         if not isinstance(key, str):
             raise ConsumerConfigError(f"partition key must be a string, got {key!r}")
+        parse_key(key)  # a malformed key is refused before any request
         out[key] = require_aware(when, f"time of {key}")
     return out
+
+
+def check_search_timeout(timeout: object, error: type[ConfigError]) -> float:
+    """``offsets_for_times``'s ``timeout``: seconds in ``(0, 86400]``.
+
+    Raises:
+        ConfigError: (of class ``error``) anything else.
+    """
+    checks = Checks("offsets_for_times", error=error)
+    seconds = checks.seconds("timeout", timeout, high=MAX_SECONDS)
+    checks.done()
+    return seconds
 
 
 async def search_offset(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import Protocol
 
+from tubemq_aio.checks import Checks
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.partitions import OffsetInfo
 
@@ -250,7 +251,13 @@ class MessageBatch(Sequence[Message]):
             The batch of the kept messages (ack or nack it), or None when none were kept.
             When the rest cannot be returned (the lease is gone or the consumer closed), the
             whole batch is nacked instead and None is returned.
+
+        Raises:
+            ConfigError: ``used`` is not an integer in ``[0, len(batch)]`` (nothing moved).
         """
+        checks = Checks("give_back")
+        checks.integer("used", used, low=0, high=len(self._messages))
+        checks.done()
         if self._done or self._group is None:
             return None
         kept = self._group.owner.give_back(self, used)

@@ -38,7 +38,13 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._keyed_locks import KeyedLocks
 from tubemq_aio.consumer._listeners import PartitionListeners, PartitionsCallback
 from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer._time import TimeOffset, check_times, search_offset, search_offsets
+from tubemq_aio.consumer._time import (
+    TimeOffset,
+    check_search_timeout,
+    check_times,
+    search_offset,
+    search_offsets,
+)
 from tubemq_aio.consumer.batch import MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import (
     ConsumeFrom,
@@ -495,9 +501,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         """
         wanted = check_times(times)
         limit = self.config.time_search_timeout if timeout is None else timeout
-        checks = Checks("offsets_for_times", error=ClientBalanceConfigError)
-        checks.seconds("timeout", limit, high=86_400.0)
-        checks.done()
+        check_search_timeout(limit, ClientBalanceConfigError)
         found = await self.search_times(wanted, limit)
         return {key: None if f.past_end else f.offset for key, f in found.items()}
 

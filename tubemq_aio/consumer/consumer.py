@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -21,10 +22,11 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._listeners import PartitionListeners, PartitionsCallback
 from tubemq_aio.consumer._session import MasterSession
 from tubemq_aio.consumer._session_base import ConsumerWiring
-from tubemq_aio.consumer._time import check_times
+from tubemq_aio.consumer._time import check_search_timeout, check_times
+from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerOptions, TopicsArg
-from tubemq_aio.errors import ClientClosedError
+from tubemq_aio.errors import ClientClosedError, ConfigError, ConsumerConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_names import planner_group
@@ -32,6 +34,9 @@ from tubemq_aio.protocol.consumer_names import planner_group
 __all__ = ["Consumer"]
 
 log = logging.getLogger("tubemq_aio.consumer")
+
+#: What ``run()`` hands back for a batch whose every message the handler took.
+_HANDLED = object()
 
 
 class Consumer(ConsumerBase[MasterSession]):
@@ -157,11 +162,16 @@ class Consumer(ConsumerBase[MasterSession]):
             ``{partition key: offset or None}``.
 
         Raises:
-            ConsumerConfigError: a naive datetime, a non-string key, not a mapping.
+            ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
+                ``timeout`` not in ``(0, 86400]`` seconds (before any request).
+            UnknownPartitionError: a malformed partition key (before any request), or one
+                the topic does not have.
             RequestTimeoutError: the search took longer than ``timeout``.
             ServerError: the master or a broker refused.
         """
         wanted = check_times(times)
+        if timeout is not None:
+            check_search_timeout(timeout, ConsumerConfigError)
         async with self._planner() as planner:
             return await planner.offsets_for_times(wanted, timeout=timeout)
 
@@ -195,7 +205,9 @@ class Consumer(ConsumerBase[MasterSession]):
 
         Raises:
             ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
-                not callable.
+                not callable; or ``handler`` returned something that cannot be awaited (a
+                plain ``def``): ``run()`` stops at the first such message, whose batch is
+                nacked (delivered again).
             ClientClosedError: the consumer was never started (or is closed already), or a
                 background task crashed; ``run()`` returns normally when ``close()`` ends it.
         """
@@ -207,6 +219,25 @@ class Consumer(ConsumerBase[MasterSession]):
         self._check_running()
         telemetry, group_name = self.telemetry, self.config.group
         rollback = self.config.run_error_rollback
+        # Anything else may return an awaitable or not: each result is checked.
+        checked = inspect.iscoroutinefunction(handler)
+
+        async def handle(batch: MessageBatch) -> object:
+            """Call ``handler`` on each message; the first result that is no awaitable (the
+            handler is not async), else :data:`_HANDLED`."""
+            for message in batch:
+                if telemetry is None or not telemetry.active():
+                    result = handler(message)
+                    if not checked and not inspect.isawaitable(result):
+                        return result
+                    await result
+                else:
+                    with telemetry.process(message, group_name):
+                        result = handler(message)
+                        if not checked and not inspect.isawaitable(result):
+                            return result
+                        await result
+            return _HANDLED
 
         async def worker() -> None:
             while True:
@@ -217,12 +248,7 @@ class Consumer(ConsumerBase[MasterSession]):
                         return
                     raise
                 try:
-                    for message in batch:
-                        if telemetry is None or not telemetry.active():
-                            await handler(message)
-                        else:
-                            with telemetry.process(message, group_name):
-                                await handler(message)
+                    refused = await handle(batch)
                 except Exception:
                     if rollback:
                         log.exception(
@@ -236,12 +262,24 @@ class Consumer(ConsumerBase[MasterSession]):
                             batch.partition_key,
                         )
                         await batch.ack()
-                else:
-                    await batch.ack()
+                    continue
+                if refused is not _HANDLED:
+                    await batch.nack()
+                    raise ConfigError(
+                        "run: handler must be an async callable (async def, or one returning "
+                        f"an awaitable); it returned {type(refused).__name__}"
+                    )
+                await batch.ack()
 
-        async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
-                group.create_task(worker())
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(concurrency):
+                    group.create_task(worker())
+        except BaseExceptionGroup as failed:
+            # The first worker's error (its cause kept), as documented, not the TaskGroup's
+            # group of every worker's.
+            first = failed.exceptions[0]
+            raise first from first.__cause__
 
     # ---- inspection and control --------------------------------------------------------------
 

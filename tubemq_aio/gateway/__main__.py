@@ -209,22 +209,28 @@ def _misplaced(args: argparse.Namespace) -> str | None:
 
 
 def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int) -> int:
-    from tubemq_aio.gateway.dev import DevOptions, run_dev  # imports the testing harness
+    from tubemq_aio.gateway.dev import (  # imports the testing harness
+        DevOptions,
+        check_options,
+        run_dev,
+    )
 
     masters = None if args.fake else args.masters or env.get(ENV_PREFIX + "MASTERS")
     if (masters is None) != args.fake or (args.fake and args.masters):
-        print("tubemq-gateway dev: give --masters HOST:PORT or --fake, not both", file=sys.stderr)
+        given = "both were given" if args.fake else "neither was given"
+        print(f"tubemq-gateway dev: give --masters HOST:PORT or --fake ({given})", file=sys.stderr)
         return 2
     options = DevOptions(
         masters=masters,
         fake=args.fake,
         topics=tuple(args.topic or ("demo",)),
-        group=args.group or "demo-group",
+        group="demo-group" if args.group is None else args.group,
         host=host,
         port=port,
         key_file=Path(args.key_file) if args.key_file else None,
     )
     try:
+        check_options(options)
         return asyncio.run(run_dev(options))
     except ConfigError as err:
         print(f"tubemq-gateway dev: {err}", file=sys.stderr)

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,7 +28,7 @@ from typing import TextIO
 
 import uvicorn
 
-from tubemq_aio.errors import TubeMQError
+from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.gateway.app import create_app
 from tubemq_aio.gateway.bootstrap import initialise_store
 from tubemq_aio.gateway.config.cors import CorsConfig
@@ -111,6 +112,42 @@ def dev_config(options: DevOptions, masters: str, redis_url: str, key: str) -> G
     )
 
 
+#: A key file as :func:`_write_key` writes it (``secrets.token_urlsafe(24)``), and its size.
+_KEY_LINE = re.compile(r"[A-Za-z0-9_-]{32}\n")
+_KEY_FILE_MAX = 33
+
+#: Where :func:`check_options` pretends the cluster and Redis are: only the options are checked.
+_STAND_IN_MASTERS = "127.0.0.1:8715"
+_STAND_IN_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def check_options(options: DevOptions) -> None:
+    """Refuse what the gateway's configuration would refuse (a bad group or topic name, a bad
+    master list) before Redis or the fake cluster is started for it, and a ``key_file`` that
+    exists but is not a key an earlier dev left (it is overwritten and removed on exit).
+
+    Raises:
+        ConfigError: every problem, named as the gateway's configuration names it.
+    """
+    dev_config(options, options.masters or _STAND_IN_MASTERS, _STAND_IN_REDIS, "")
+    path = options.key_file
+    if path is not None and (path.exists() or path.is_symlink()) and not _is_key_file(path):
+        raise ConfigError(
+            f"--key-file {str(path)!r} exists and is not a key file a dev gateway wrote: dev "
+            "writes its key there and removes the file on exit; give a new path"
+        )
+
+
+def _is_key_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file holding one key as :func:`_write_key` writes it."""
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > _KEY_FILE_MAX:
+            return False
+        return _KEY_LINE.fullmatch(path.read_text(encoding="ascii", errors="replace")) is not None
+    except OSError:
+        return False
+
+
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -137,15 +174,19 @@ def _url(host: str, sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def run_dev(options: DevOptions, out: TextIO = sys.stdout) -> int:
+async def run_dev(options: DevOptions, out: TextIO | None = None) -> int:
     """Run the dev gateway until SIGINT/SIGTERM; everything started is stopped and removed.
+
+    Args:
+        options: what to run.
+        out: where its lines go (default: ``sys.stdout`` as it is at the call).
 
     Returns:
         0 after a signal, 1 when something could not start (the reason on stderr).
     """
 
     def say(line: str) -> None:
-        print(line, file=out, flush=True)
+        print(line, file=sys.stdout if out is None else out, flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from random import random
 from typing import cast
@@ -24,6 +24,7 @@ from typing import cast
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.rpc_client import RpcClient
 from tubemq_aio.errors import (
+    ConfigError,
     ConnectError,
     ConnectionLostError,
     RequestNotSentError,
@@ -49,6 +50,8 @@ from tubemq_aio.protocol.producer_send import (
 )
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.routing import (
+    DefaultPartitioner,
+    KeyHashPartitioner,
     PartitionBackoff,
     Partitioner,
     RoundRobinPartitioner,
@@ -116,8 +119,8 @@ class SendAttempts:
         self.backoff = PartitionBackoff()
         self._metadata = session.metadata
         self._tokens = session.tokens
-        self._partitioner = partitioner
-        self._select_unkeyed = unkeyed_selector(partitioner)
+        self._select_keyed = guarded_selector(partitioner.select)
+        self._select_unkeyed = guarded_selector(unkeyed_selector(partitioner))
         self._retry = retry
         self._encoder = SendRequestEncoder(session.client_id, session.sent_addr)
         self._plain_parts = plain_send_encoder(self._encoder)  # compiled when built
@@ -170,7 +173,7 @@ class SendAttempts:
         if key is None:
             partition = self._select_unkeyed(topic, partitions, None, avoid=skip)
         else:
-            partition = self._partitioner.select(topic, partitions, key, avoid=skip)
+            partition = self._select_keyed(topic, partitions, key, avoid=skip)
         if type(encoded) is bytes:  # a plain message's body
             parts, size = self._plain_parts(
                 partition.topic,
@@ -263,6 +266,43 @@ class SendAttempts:
         """Seconds until a connect to some broker of ``topic`` is allowed (0.0: one is now)."""
         brokers = {p.broker for p in self._metadata.writable_partitions(topic)}
         return min((self.rpc.retry_in(b) for b in brokers), default=0.0)
+
+
+#: The library's partitioners, trusted to return one of the partitions they are given.
+_OWN_PARTITIONERS = (RoundRobinPartitioner, KeyHashPartitioner, DefaultPartitioner)
+
+
+def guarded_selector(select: Callable[..., Partition]) -> Callable[..., Partition]:
+    """``select`` itself when it is a library partitioner's; an application's (a partitioner
+    of its own, or the ``fallback`` it gave a :class:`KeyHashPartitioner`) wrapped so that its
+    mistakes end the send with a :class:`ConfigError` (nothing sent): an exception that is not
+    a :class:`TubeMQError` (chained as the cause), or an answer that is not a partition of the
+    topic. A :class:`TubeMQError` it raises (e.g. :class:`NoPartitionError`) is kept."""
+    owner = getattr(select, "__self__", None)
+    if type(owner) in _OWN_PARTITIONERS:  # exact types: a subclass may change select
+        return select
+    name = f"partitioner {type(owner if owner is not None else select).__name__}.select"
+
+    def guarded(
+        topic: str,
+        partitions: Sequence[Partition],
+        key: bytes | str | None = None,
+        *,
+        avoid: Set[str] = NO_AVOID,
+    ) -> Partition:
+        try:
+            chosen = select(topic, partitions, key, avoid=avoid)
+        except TubeMQError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"{name} raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(chosen, Partition) or chosen.topic != topic:
+            raise ConfigError(
+                f"{name} returned {chosen!r}, not one of the partitions of {topic!r} it was given"
+            )
+        return chosen
+
+    return guarded
 
 
 def fast_attempt(

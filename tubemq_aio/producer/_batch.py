@@ -190,6 +190,13 @@ class SendMany:
             except TubeMQError as exc:
                 self._finish(index, exc)
                 continue
+            except BaseException:
+                # Cancelled while it waited for room (or an unexpected error): this message
+                # was not written. Its slot goes back and _abandon counts it with the messages
+                # never issued (it used to keep the slot for good).
+                window.release()
+                self._issued = index
+                raise
             if isinstance(started, bytes):
                 conn = None if closed() else rpc.ready(partition.broker)
                 if conn is None:  # no open connection: the single send connects (or refuses)

@@ -260,6 +260,8 @@ class Producer(AsyncLifecycle):
             InvalidMessageError: a bad argument (nothing was sent): blank topic, empty body,
                 ``timeout`` not in ``(0, 600]`` seconds, ``key`` not bytes/str (or a str that
                 is not UTF-8), attributes not a mapping of strings.
+            ConfigError: a custom ``partitioner`` raised (not a ``TubeMQError``) or returned
+                something else than a partition of the topic (nothing was sent).
             TopicUnavailableError: the topic got no writable partition within ``timeout``
                 (or ``publish_timeout``); nothing was sent.
             SendWindowFullError: every slot of the send window (``max_in_flight_sends``) stayed
@@ -601,10 +603,13 @@ class Producer(AsyncLifecycle):
 
         Raises:
             InvalidMessageError: the topic, ``key`` or ``timeout`` is invalid (nothing started).
+            ConfigError: ``callback`` is not callable (nothing started).
             ClientClosedError: the producer is not started or already closed.
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, body, **kwargs)
+        if callback is not None and not callable(callback):
+            Checks("send_nowait").fail(f"callback must be callable, got {type(callback).__name__}")
         self._require_session()
         if not self._window.try_acquire():
             raise SendWindowFullError(

@@ -78,20 +78,33 @@ async def _up(args: argparse.Namespace) -> int:
         return 0
     topics = args.topic or [parse_topic("demo:3")]
     if args.fake:
-        if args.masters != 1:
-            print("--masters needs the real cluster (the fake has one master)", file=sys.stderr)
-            return 2
+        for given, why in (
+            (args.masters != 1, "--masters needs the real cluster (the fake has one master)"),
+            (
+                args.version is not None,
+                "--version needs the real cluster (the fake is no server"
+                " release: clients of 1.1.0/1.2.0 framing need FakeCluster(framing=...))",
+            ),
+            (
+                args.web_port is not None,
+                "--web-port needs the real cluster (the fake has no web API)",
+            ),
+        ):
+            if given:
+                print(why, file=sys.stderr)
+                return 2
         port = DEFAULT_PORT if args.port is None else args.port
         return await run_fake(topics, port, args.brokers)
-    if args.masters != 1 and SERVER_VERSIONS[args.version].zookeeper:
-        print(f"--masters needs a 2.x server ({args.version} runs one master)", file=sys.stderr)
+    version = DEFAULT_VERSION if args.version is None else args.version
+    if args.masters != 1 and SERVER_VERSIONS[version].zookeeper:
+        print(f"--masters needs a 2.x server ({version} runs one master)", file=sys.stderr)
         return 2
     first_parts = topics[0][1]
     note = _quiet if args.quiet else _say  # progress and notices; the result is always printed
     cluster = LocalCluster(
         args.brokers,
         masters=args.masters,
-        version=args.version,
+        version=version,
         topics=[name for name, parts in topics if parts == first_parts],
         topic_partitions=first_parts,
         detached=True,
@@ -209,7 +222,6 @@ def main(
     )
     up.add_argument(
         "--version",
-        default=DEFAULT_VERSION,
         choices=list(SERVER_VERSIONS),
         help=f"tubemq-server version to run (default {DEFAULT_VERSION}; 1.x servers need "
         "clients with framing='legacy-length')",

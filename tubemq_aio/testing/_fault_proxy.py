@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Literal
@@ -51,6 +52,12 @@ class LinkFaults:
 
     A half-closed connection is not a fault of this table: :meth:`FaultProxy.half_close` marks
     the connections open at the call, so a connection made afterwards is healthy.
+
+    Raises:
+        ValueError: a value out of its range or of the wrong type, set here or through
+            :meth:`FaultProxy.set`: ``latency`` finite seconds ``>= 0``, ``bandwidth`` and
+            ``reset_after`` None or an int (``>= 1``, ``>= 0``), ``corrupt_rate`` in
+            ``[0, 1]``, ``stop_reading``/``blackhole`` a bool. Nothing changes then.
     """
 
     latency: float = 0.0
@@ -61,6 +68,10 @@ class LinkFaults:
     corrupt_rate: float = 0.0
     resumed: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        _check_fault(name, value)
+        object.__setattr__(self, name, value)  # slots: no zero-argument super() here
+
     def clear(self) -> None:
         """Set every fault back to its default (every field but ``resumed``, so a fault added
         to this class later is cleared too) and wake a reader held by ``stop_reading``."""
@@ -70,6 +81,31 @@ class LinkFaults:
                 default = spec.default if factory is dataclasses.MISSING else factory()
                 setattr(self, spec.name, default)
         self.resumed.set()
+
+
+def _check_fault(name: str, value: object) -> None:
+    """Refuse a value a fault cannot take (a NaN latency or a zero bandwidth silently meant no
+    fault at all, a string crashed the pump and reset the link)."""
+    real = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    whole = real if isinstance(real, int) else None
+    if name == "latency":
+        rule, ok = "a finite number of seconds >= 0", real is not None and 0 <= real < math.inf
+    elif name == "corrupt_rate":
+        rule, ok = "a number in [0, 1]", real is not None and 0 <= real <= 1
+    elif name in ("bandwidth", "reset_after"):
+        low = 1 if name == "bandwidth" else 0
+        rule, ok = f"None or an int >= {low}", value is None or (whole is not None and whole >= low)
+    elif name in ("stop_reading", "blackhole"):
+        rule, ok = "True or False", isinstance(value, bool)
+    else:
+        return
+    if not ok:
+        raise ValueError(f"LinkFaults: {name} must be {rule}, got {value!r}")
+
+
+def _check_direction(direction: object, options: tuple[str, ...]) -> None:
+    if direction not in options:
+        raise ValueError(f"FaultProxy: direction must be one of {options}, got {direction!r}")
 
 
 class _Link:
@@ -241,12 +277,21 @@ class FaultProxy(AsyncService):
     # ---- switching faults --------------------------------------------------------------------
 
     def set(self, direction: Direction | Literal["both"] = "both", **faults: object) -> None:
-        """Set :class:`LinkFaults` attributes, e.g. ``set("down", latency=0.2)``."""
+        """Set :class:`LinkFaults` attributes, e.g. ``set("down", latency=0.2)``.
+
+        Raises:
+            AttributeError: no fault of that name.
+            ValueError: an unknown direction or a bad value (see
+                :class:`LinkFaults`); nothing is changed then.
+        """
+        _check_direction(direction, ("up", "down", "both"))
+        for name, value in faults.items():
+            if name == "resumed" or name not in LinkFaults.__dataclass_fields__:
+                raise AttributeError(f"no fault named {name!r}")
+            _check_fault(name, value)
         for d in ("up", "down") if direction == "both" else (direction,):
             link = self.faults[d]
             for name, value in faults.items():
-                if name == "resumed" or not hasattr(link, name):
-                    raise AttributeError(f"no fault named {name!r}")
                 setattr(link, name, value)
             if not link.stop_reading:
                 link.resumed.set()
@@ -261,7 +306,12 @@ class FaultProxy(AsyncService):
     def half_close(self, direction: Direction = "down") -> None:
         """Send an EOF in ``direction`` on every connection open now and forward nothing more
         that way on them; their other direction keeps flowing. Connections made later are not
-        affected."""
+        affected.
+
+        Raises:
+            ValueError: ``direction`` is not ``"up"`` or ``"down"``.
+        """
+        _check_direction(direction, ("up", "down"))
         for link in self._links:
             link.write_eof(direction)
 

@@ -167,3 +167,24 @@ async def test_offsets_the_store_cannot_hold_exactly_are_422(
             assert_422(r)
     r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": MAX_OFFSET}})
     assert r.status_code == 200, r.text
+
+
+async def test_an_offset_refused_is_named_not_the_other_spelling_of_to(
+    client: tuple[httpx.AsyncClient, str],
+) -> None:
+    """``to`` is ``"earliest"``, ``"latest"`` or ``{partition: offset}``. A bad offset was
+    answered with the first branch's error, "body.to.literal['earliest','latest']: Input should
+    be 'earliest' or 'latest'", and 20 digits with "an offset must be a string of decimal
+    digits": neither said what was wrong. The answer now names the offset and its limit."""
+    c, _token = client
+    for sent in (MAX_OFFSET + 1, str(MAX_OFFSET + 1), str(2**64)):
+        r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": sent}})
+        assert_422(r)
+        message = r.json()["error"]["message"]
+        assert message == (
+            f"body.to.1:demo:0: Input should be less than or equal to {MAX_OFFSET}"
+        ), message
+    r = await c.post("/v1/groups/g1/offsets/reset", json={"to": {"1:demo:0": "01"}})
+    assert r.json()["error"]["message"].startswith("body.to.1:demo:0: Value error, an offset")
+    r = await c.post("/v1/groups/g1/offsets/reset", json={"to": "middle"})  # one level: as before
+    assert r.json()["error"]["message"] == "body.to: Input should be 'earliest' or 'latest'"

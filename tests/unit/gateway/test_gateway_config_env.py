@@ -228,3 +228,55 @@ def test_a_flag_of_another_command_is_a_usage_error(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("tubemq-gateway: ")
     assert problem in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        # found only after Redis and the fake cluster had started: "cannot start: ...", exit 1
+        (["dev", "--fake", "--group", "x"], "group name 'x' must match"),
+        (["dev", "--fake", "--topic", "a b"], "'a b' is not a valid name"),
+        (["dev", "--masters", "garbage::"], "address 'garbage::'"),
+        # taken as "no --group": the gateway served demo-group instead
+        (["dev", "--fake", "--group", ""], "groups['']: name: '' is not a valid name"),
+        # neither given: was told "give --masters HOST:PORT or --fake, not both"
+        (["dev"], "give --masters HOST:PORT or --fake (neither was given)"),
+    ],
+)
+def test_dev_refuses_bad_options_before_it_starts_anything(
+    argv: list[str],
+    problem: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server: a start would say so, exit 1
+    monkeypatch.delenv("TUBEMQ_GATEWAY_MASTERS", raising=False)
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # not even the dev notice: nothing was started
+    (line,) = captured.err.splitlines()
+    assert line.startswith("tubemq-gateway dev: ")
+    assert problem in line
+
+
+def test_dev_will_not_take_over_a_file_it_did_not_write(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--key-file`` is truncated, filled with the key and removed on exit: given a file of the
+    user's own by mistake (``--key-file gateway.toml``), dev destroyed it. A file that is not a
+    key an earlier dev left behind is now refused before anything starts."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    mine = tmp_path / "gateway.toml"
+    mine.write_text('masters = "h:8715"\n')
+    assert main(["dev", "--fake", "--key-file", str(mine)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"--key-file {str(mine)!r} exists and is not a key file" in line
+    assert mine.read_text() == 'masters = "h:8715"\n'
+    (tmp_path / "dir").mkdir()
+    assert main(["dev", "--fake", "--key-file", str(tmp_path / "dir")]) == 2
+    assert "exists and is not a key file" in capsys.readouterr().err
+    left = tmp_path / "gw.key"  # what a dev killed before its clean-up leaves: taken again
+    left.write_text("Q" * 32 + "\n")
+    assert main(["dev", "--fake", "--key-file", str(left)]) == 1  # no redis-server on PATH
+    assert "redis-server" in capsys.readouterr().err

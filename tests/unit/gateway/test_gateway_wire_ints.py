@@ -25,11 +25,19 @@ def test_canonical_decimal_strings_are_offsets(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", " 1", "1 ", "+1", "-1", "-0", "01", "1.0", "1e3", "0x1", "１", "1_000", "1" * 20]
+    "text", ["", " 1", "1 ", "+1", "-1", "-0", "01", "1.0", "1e3", "0x1", "１", "1_000", "1" * 31]
 )
 def test_other_spellings_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="decimal digits"):
         parse_offset_text(text)
+
+
+def test_a_number_too_large_is_refused_by_the_range_check_which_says_so() -> None:
+    """20 digits were refused as a spelling ("must be a string of decimal digits"), which they
+    are; the range check after the parse names the limit."""
+    assert parse_offset_text("1" * 20) == int("1" * 20)
+    with pytest.raises(ValidationError, match="less than or equal to 9007199254740991"):
+        TypeAdapter(ResetRequest).validate_python({"to": {"1:t:0": "1" * 20}})
 
 
 def test_non_strings_pass_through_to_the_strict_int_check() -> None:

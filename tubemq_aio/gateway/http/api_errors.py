@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -181,12 +184,27 @@ def _gateway_error(exc: GatewayError) -> ApiError:
     return _error(status, code, exc, exc.retriable, message, headers)
 
 
+#: A union member's tag in an error's location (``literal['earliest','latest']``, ``dict[…]``).
+_UNION_MEMBER = re.compile(r"[a-z][a-z0-9_-]*\[")
+
+
+def _validation_text(errors: Sequence[Any]) -> str:
+    """``where: what`` of the error that says most. Each member of a union reports an error
+    (``to`` is ``"earliest"``, ``"latest"`` or ``{partition: offset}``); the one that got
+    furthest into the value (the longest location) is the one the client meant, not the first
+    member listed, and the members' tags are left out of the location."""
+    if not errors:
+        return "invalid request"
+    best = max(errors, key=lambda e: len(e.get("loc", ())))
+    where = ".".join(
+        str(p) for p in best.get("loc", ()) if not (isinstance(p, str) and _UNION_MEMBER.match(p))
+    )
+    return f"{where}: {best.get('msg', 'invalid request')}" if where else "invalid request"
+
+
 def _framework_error(exc: RequestValidationError | StarletteHTTPException) -> ApiError:
     if isinstance(exc, RequestValidationError):
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        text = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
-        return _error(422, "invalid", exc, False, text)
+        return _error(422, "invalid", exc, False, _validation_text(exc.errors()))
     if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
         # FastAPI's answer to a body json.loads refuses with something other than a
         # JSONDecodeError, e.g. a number over Python's 4300-digit limit or arrays nested a few

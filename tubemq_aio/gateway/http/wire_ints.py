@@ -18,7 +18,9 @@ from tubemq_aio.gateway.engine.data import MAX_OFFSET
 
 __all__ = ["Int64Text", "OffsetInput", "int_text", "parse_offset_text"]
 
-_CANONICAL = re.compile(r"(?:0|-?[1-9][0-9]{0,18})")
+#: Canonical decimal integers; longer than any offset, so that one too large is refused by the
+#: range check after it, which says so, rather than as a spelling.
+_CANONICAL = re.compile(r"(?:0|-?[1-9][0-9]{0,29})")
 _INT64_PATTERN = r"^(0|-?[1-9][0-9]{0,18})$"
 
 #: A 64-bit integer answered as a decimal string (the OpenAPI type of ids and offsets).
