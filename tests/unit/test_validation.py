@@ -290,6 +290,13 @@ def test_pause_and_resume_take_one_name_as_one_name() -> None:
         with pytest.raises(ConfigError):
             consumer.resume(bad)  # type: ignore[arg-type]
     assert set(consumer._paused) == {"demo", "1:demo:0"}  # a refused call changed nothing
+    # A name that matches nothing this consumer subscribes to would pause nothing, silently.
+    for unknown in ("nosuch", "1:other:0", ["demo", "demo:0"], "1:demo"):
+        with pytest.raises(ConfigError, match="neither a subscribed topic"):
+            consumer.pause(unknown)
+        with pytest.raises(ConfigError, match="neither a subscribed topic"):
+            consumer.resume(unknown)
+    assert set(consumer._paused) == {"demo", "1:demo:0"}
 
 
 async def test_consumer_calls_check_their_arguments() -> None:

@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Container, Iterable, Mapping
 from datetime import datetime
 from typing import Unpack
 
@@ -26,7 +26,12 @@ from tubemq_aio.consumer._time import check_search_timeout, check_times
 from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerOptions, TopicsArg
-from tubemq_aio.errors import ClientClosedError, ConfigError, ConsumerConfigError
+from tubemq_aio.errors import (
+    ClientClosedError,
+    ConfigError,
+    ConsumerConfigError,
+    MalformedMetaError,
+)
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_names import planner_group
@@ -299,9 +304,11 @@ class Consumer(ConsumerBase[MasterSession]):
             which: one topic or partition key, a collection of them, or None for everything.
 
         Raises:
-            ConfigError: ``which`` is not a name or a collection of non-blank names.
+            ConfigError: ``which`` is not a name or a collection of non-blank names, or names
+                something this consumer does not subscribe to (a topic not in ``topics``, or a
+                partition key, ``brokerId:topic:partitionId``, of such a topic).
         """
-        names = {""} if which is None else set(_names("pause", which))
+        names = {""} if which is None else set(_names("pause", which, self.config.topics))
         now = time.time()
         for name in names:
             self._paused.setdefault(name, now)  # paused again: still paused since the first
@@ -314,9 +321,12 @@ class Consumer(ConsumerBase[MasterSession]):
         pause of everything) still covers it.
 
         Raises:
-            ConfigError: ``which`` is not a name or a collection of non-blank names.
+            ConfigError: ``which`` is not a name or a collection of non-blank names, or names
+                something this consumer does not subscribe to (as for :meth:`pause`).
         """
-        names = set(self._paused) if which is None else set(_names("resume", which))
+        names = (
+            set(self._paused) if which is None else set(_names("resume", which, self.config.topics))
+        )
         for name in names:
             self._paused.pop(name, None)
         self._leases.resume([k for k in self._keys(names) if not self._is_paused(k)])
@@ -343,9 +353,27 @@ class Consumer(ConsumerBase[MasterSession]):
         return result
 
 
-def _names(call: str, which: object) -> tuple[str, ...]:
-    """``which`` of pause/resume as names: one string is one name, never its characters."""
+def _names(call: str, which: object, topics: Container[str] | None = None) -> tuple[str, ...]:
+    """``which`` of pause/resume as names: one string is one name, never its characters; with
+    ``topics``, each name must be one of them or a partition key of one (a name that matches
+    nothing would pause nothing, silently)."""
     checks = Checks(call)
     names = checks.names("which", which)
+    unknown = [] if topics is None else [n for n in names if _topic_of(n) not in topics]
+    for name in unknown:
+        checks.problem(
+            f"{name!r} is neither a subscribed topic nor a partition key "
+            "(brokerId:topic:partitionId) of one"
+        )
     checks.done()
     return names
+
+
+def _topic_of(name: str) -> str:
+    """The topic ``name`` of pause/resume names: itself, or the topic of a partition key."""
+    if ":" not in name:
+        return name
+    try:
+        return PartitionKey.parse(name).topic
+    except MalformedMetaError:
+        return ""
