@@ -99,7 +99,8 @@ async def test_paused_state_and_paused_partitions_since_when() -> None:
         assert consumer.paused_partitions() == {}
         before = time.time()
         consumer.pause("1:demo:1")
-        consumer.pause(["other"])  # a topic not held: nothing listed for it
+        with pytest.raises(ConfigError, match="'other' is neither"):
+            consumer.pause(["other"])  # a topic this consumer does not subscribe to
         one = consumer.paused_partitions()
         assert list(one) == ["1:demo:1"]
         assert before <= one["1:demo:1"] <= time.time()

@@ -72,12 +72,24 @@ class FakeCluster(AsyncService):
         max_batch_bytes: int = 512 * 1024,
         framing: Framing = "standard",
     ) -> None:
-        if brokers < 1:
-            raise ValueError("a cluster needs at least one broker")
+        if type(brokers) is not int or brokers < 1:
+            raise ValueError(f"brokers must be an int >= 1, got {brokers!r}")
         if framing not in FRAMINGS:
             raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
         if not 0.0 <= balance_period < float("inf"):
             raise ValueError(f"balance_period must be finite seconds >= 0, got {balance_period}")
+        for name, seconds in (
+            ("client_timeout", client_timeout),
+            ("registration_timeout", registration_timeout),
+            ("event_timeout", event_timeout),
+        ):
+            if not 0.0 < seconds < float("inf"):
+                raise ValueError(f"{name} must be finite seconds > 0, got {seconds!r}")
+        for name, count in (("max_batch", max_batch), ("max_batch_bytes", max_batch_bytes)):
+            if type(count) is not int or count < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {count!r}")
+        if isinstance(topics, str):  # "a,b": two topics, as the clients read it; never letters
+            topics = [t.strip() for t in topics.split(",") if t.strip()]
         self.topics: dict[str, TopicLayout] = {}
         items = topics.items() if isinstance(topics, Mapping) else ((t, 1) for t in topics)
         for name, spec in items:
@@ -149,7 +161,16 @@ class FakeCluster(AsyncService):
 
     def advertise_broker(self, broker_id: int, addr: str | None) -> None:
         """Make the master announce broker ``broker_id`` at ``addr`` (e.g. a
-        :class:`~tubemq_aio.testing.FaultProxy` in front of it); None restores its own address."""
+        :class:`~tubemq_aio.testing.FaultProxy` in front of it); None restores its own address.
+
+        Raises:
+            ValueError: ``addr`` is not ``host:port`` (a port in 1..65535).
+            KeyError: no broker ``broker_id``.
+        """
+        if addr is not None:
+            host, _, port = addr.rpartition(":") if isinstance(addr, str) else ("", "", "")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"addr must be 'host:port' or None, got {addr!r}")
         self._broker(broker_id).advertised = addr
 
     async def stop_broker(self, broker_id: int) -> None:
@@ -322,9 +343,18 @@ class FakeCluster(AsyncService):
 
         Returns:
             The rule; its ``hits`` counts the requests it applied to.
+
+        Raises:
+            ValueError: ``times`` is not an int >= 1 or None, or ``node`` names no node.
+            TypeError: ``fault`` is not a :class:`Fault`.
         """
-        if times is not None and times < 1:
-            raise ValueError("times must be at least 1, or None")
+        if times is not None and (type(times) is not int or times < 1):
+            raise ValueError(f"times must be an int >= 1, or None; got {times!r}")
+        if not isinstance(fault, Fault):
+            raise TypeError(f"fault must be a Fault, got {type(fault).__name__}")
+        names = [n.name for n in self._nodes()]
+        if node is not None and node not in names:  # it would never match, silently
+            raise ValueError(f"node must be one of {names} or None, got {node!r}")
         return self.plan.add(Injection(int(method), fault, node, times))
 
     def corrupt_next_fetches(
@@ -333,7 +363,17 @@ class FakeCluster(AsyncService):
         """Flip one payload bit in the first message of the next ``count`` successful fetch
         answers (of one broker, or of each), another bit each time: corruption on the way, the
         stored data intact. ``after``: that many successful answers with messages are left
-        intact first (to damage a later batch of one gathered read)."""
+        intact first (to damage a later batch of one gathered read).
+
+        Raises:
+            ValueError: ``count`` or ``after`` is not an int >= 0.
+            KeyError: no broker ``broker_id``.
+        """
+        for name, value in (("count", count), ("after", after)):
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if broker_id is not None:
+            self._broker(broker_id)  # raises for an unknown broker
         for broker in self.brokers:
             if broker_id is None or broker.broker_id == broker_id:
                 broker.corrupt_fetches = count

@@ -62,7 +62,13 @@ class Fault:
 
     @classmethod
     def error(cls, code: int, message: str = "injected by FakeCluster") -> Fault:
-        """Answer ``success=false`` with TubeMQ error ``code`` (e.g. 503, 411, 452)."""
+        """Answer ``success=false`` with TubeMQ error ``code`` (e.g. 503, 411, 452).
+
+        Raises:
+            ValueError: ``code`` is not an int (a bool is not) or ``message`` not a string.
+        """
+        if type(code) is not int or not isinstance(message, str):
+            raise ValueError(f"an error fault takes an int code and a str message, got {code!r}")
         return cls("error", code=code, message=message)
 
     @classmethod
