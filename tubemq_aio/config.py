@@ -298,7 +298,12 @@ class ClientConfig:
             checks, parse_qsl(parts.query, keep_blank_values=True), frozenset(names)
         )
         kwargs.update(cls._from_url_parts(checks, special))
+        seen: set[str] = set(kwargs)  # the options the URL's other parts gave
         for key, value in pairs:
+            if key in seen:  # which of the two was meant is unknowable: neither is taken
+                checks.problem(f"option {key!r} given twice in URL (or also as a Go key)")
+                continue
+            seen.add(key)
             if key == "tls":
                 if _to_bool(checks, key, value):
                     kwargs["ssl_context"] = ssl.create_default_context()

@@ -69,6 +69,9 @@ def test_from_url_tls_and_overrides() -> None:
         "tubemq://h1?connection_reuse=maybe",
         "tubemq://h1?ssl_context=x",
         "tubemq://",
+        # a key given twice: which one was meant is unknowable (the last one was taken)
+        "tubemq://h1?rpc_timeout=5&rpc_timeout=6",
+        "h1:8715?readTimeout=5000&rpc_timeout=6",
     ],
 )
 def test_from_url_errors(url: str) -> None:
