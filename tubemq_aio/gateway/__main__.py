@@ -223,7 +223,7 @@ def _dev(args: argparse.Namespace, env: Mapping[str, str], host: str, port: int)
     options = DevOptions(
         masters=masters,
         fake=args.fake,
-        topics=tuple(args.topic or ("demo",)),
+        topics=tuple(dict.fromkeys(args.topic or ("demo",))),  # a topic given twice is one
         group="demo-group" if args.group is None else args.group,
         host=host,
         port=port,

@@ -12,10 +12,11 @@ import pytest
 
 from tubemq_aio import __version__
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway import GatewayConfig, dev
 from tubemq_aio.gateway.__main__ import _parser, _server_settings, main
 from tubemq_aio.gateway.config.report import masked_url, render_config
 from tubemq_aio.gateway.config.sources import env_settable, gather_sources
+from tubemq_aio.gateway.dev import DevOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = """
@@ -280,3 +281,18 @@ def test_dev_will_not_take_over_a_file_it_did_not_write(
     left.write_text("Q" * 32 + "\n")
     assert main(["dev", "--fake", "--key-file", str(left)]) == 1  # no redis-server on PATH
     assert "redis-server" in capsys.readouterr().err
+
+
+def test_dev_serves_a_topic_given_twice_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dev --topic demo --topic demo` served "demo, demo" (the fake made it twice)."""
+    seen: list[DevOptions] = []
+
+    async def run_dev(options: DevOptions) -> int:
+        seen.append(options)
+        return 0
+
+    monkeypatch.setattr(dev, "run_dev", run_dev)
+    argv = ["dev", "--fake", "--topic", "demo", "--topic", "other", "--topic", "demo"]
+    assert main(argv) == 0
+    (options,) = seen
+    assert options.topics == ("demo", "other")
