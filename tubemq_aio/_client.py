@@ -99,6 +99,10 @@ class AsyncLifecycle:
       cancels every background task and closes the connections, and a later ``close()`` runs
       the teardown again.
     * ``async with client:`` calls ``start()`` on entry and ``close()`` on exit.
+    * A client belongs to the event loop that started it (its connections and tasks live
+      there): a call from another loop raises :class:`ClientClosedError` saying so; a
+      ``close()`` from another loop once the first one is closed just marks the client
+      closed (what it held went with that loop).
 
     Subclasses call :meth:`_init_lifecycle` and implement :meth:`_start` and :meth:`_teardown`;
     every background task goes through :attr:`_supervisor`.
@@ -113,8 +117,9 @@ class AsyncLifecycle:
         self._pool = None
         self._pool_released = False
         self._start_task: asyncio.Task[None] | None = None
-        self._close_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Future[None] | None = None
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first start()
 
     @property
     def closed(self) -> bool:
@@ -127,7 +132,8 @@ class AsyncLifecycle:
         return "running" if self._started else "starting" if self._start_task else "new"
 
     def _check_running(self) -> None:
-        """Raise :class:`ClientClosedError` unless the client is started and usable."""
+        """Raise :class:`ClientClosedError` unless the client is started and usable from the
+        running event loop."""
         if self._close_task is not None:
             raise ClientClosedError(f"this {self._kind} is closed")
         self._supervisor.raise_if_crashed()
@@ -135,6 +141,17 @@ class AsyncLifecycle:
             raise ClientClosedError(
                 f"this {self._kind} is not started: call start() or use `async with`"
             )
+        if self._loop is not asyncio.get_running_loop():
+            raise self._other_loop()
+
+    def _other_loop(self) -> ClientClosedError:
+        """The error of a call from an event loop other than the one that started the client."""
+        gone = self._loop is not None and self._loop.is_closed()
+        return ClientClosedError(
+            f"this {self._kind} was started in another event loop"
+            f"{' (closed since)' if gone else ''}: a client serves the loop that started it; "
+            "create one per event loop (e.g. per asyncio.run)"
+        )
 
     def _on_crash(self, name: str, exc: BaseException) -> None:
         """An essential background task crashed (already logged); subclasses wake waiters."""
@@ -158,6 +175,11 @@ class AsyncLifecycle:
         """
         if self._close_task is not None:
             raise ClientClosedError(f"this {self._kind} is closed")
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise self._other_loop()
         if self._started:
             return
         task = self._start_task
@@ -191,12 +213,26 @@ class AsyncLifecycle:
 
     async def close(self) -> None:
         """Stop every background task, release server-side state and connections. Idempotent;
-        a cancelled ``close()`` leaves the teardown running, and a second one waits for it."""
+        a cancelled ``close()`` leaves the teardown running, and a second one waits for it.
+
+        From an event loop other than the one that started the client: once that loop is
+        closed, only marks the client closed (what it held went with that loop).
+
+        Raises:
+            ClientClosedError: called from another event loop while the one that started the
+                client still runs (close it there).
+        """
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            if not self._loop.is_closed():
+                raise self._other_loop()  # its tasks and connections live there: close it there
+            if self._close_task is None or self._close_task.get_loop() is not loop:
+                done = self._close_task = loop.create_future()
+                done.set_result(None)
+            return
         task = self._close_task
         if task is None or task.cancelled():
-            task = asyncio.get_running_loop().create_task(
-                self._close(), name=f"{self._supervisor.owner}-close"
-            )
+            task = loop.create_task(self._close(), name=f"{self._supervisor.owner}-close")
             self._close_task = task
         if task is asyncio.current_task():
             return  # called by the teardown itself (a consumer's on_revoked): already closing

@@ -78,6 +78,7 @@ def started_producer(window: int, conn: HeldConnection, **options: Any) -> Produ
     producer._rpc = RpcClient(OnePool(conn))  # type: ignore[arg-type]
     producer._build_send_path(producer._rpc, session)
     producer._started = True
+    producer._loop = asyncio.get_running_loop()  # as start() records it
     return producer
 
 

@@ -230,6 +230,7 @@ def consumer_over(engine: FetchEngine) -> Consumer:
     consumer._engine = engine
     consumer._session = cast(Any, object())
     consumer._started = True
+    consumer._loop = asyncio.get_running_loop()  # as start() records it
     return consumer
 
 

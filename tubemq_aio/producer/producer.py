@@ -343,9 +343,11 @@ class Producer(AsyncLifecycle):
             self._window.release()
             self._counts.ended(True, self.closed)  # closed: the caller sees ClientClosedError
             raise
-        except BaseException:
+        except BaseException as exc:
             self._window.release()
             self._counts.failed += 1
+            if isinstance(exc, RuntimeError) and self._loop is not asyncio.get_running_loop():
+                raise self._other_loop() from exc  # "Event loop is closed", said plainly
             raise
         return await self._send(session, True, Outgoing(topic, body), first)
 
@@ -564,8 +566,10 @@ class Producer(AsyncLifecycle):
         except asyncio.CancelledError:
             self._counts.ended(True, self.closed)  # closed: the caller sees ClientClosedError
             raise
-        except BaseException:
+        except BaseException as exc:
             self._counts.failed += 1
+            if isinstance(exc, RuntimeError) and self._loop is not asyncio.get_running_loop():
+                raise self._other_loop() from exc  # "Event loop is closed", said plainly
             raise
         finally:
             if holding:
