@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.support.fake_helpers import cb_consumer, produce
-from tubemq_aio import ClientBalancedConsumer
+from tubemq_aio import ClientBalancedConsumer, ClientClosedError
 from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
@@ -67,3 +69,22 @@ async def test_an_unregister_run_late_after_a_new_connect_loses_no_unacked_batch
             await _drain(consumer, got)
             assert sorted(got) == sorted(sent)  # every message once
             assert cluster.committed_messages("g1", "demo") == COUNT
+
+
+async def test_close_ends_a_connect_waiting_out_a_rest_with_client_closed() -> None:
+    """A ``connect`` right after a register without answer waits ``rpc_timeout``; a ``close()``
+    meanwhile left it waiting the rest out and then meet the closed pool."""
+    async with FakeCluster(topics={"demo": 1}, max_batch=BATCH) as cluster:
+        consumer = cb_consumer(cluster, "g1", rpc_timeout=30.0)
+        await consumer.start()
+        cluster.inject(REGISTER, Fault.no_answer(), times=1)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):  # the register, cut short, rests the partition
+                await consumer.connect(KEY)
+        connecting = asyncio.ensure_future(consumer.connect(KEY))
+        await asyncio.sleep(0.2)
+        registers = cluster.requests(REGISTER)
+        await consumer.close()
+        with pytest.raises(ClientClosedError, match="may still run at the broker"):
+            await asyncio.wait_for(connecting, 5)
+        assert cluster.requests(REGISTER) == registers  # nothing sent after the close

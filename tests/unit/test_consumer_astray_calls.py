@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tubemq_aio.consumer._astray import AstrayCalls
-from tubemq_aio.errors import RequestNotSentError, RequestTimeoutError, ServerError
+from tubemq_aio.errors import (
+    ClientClosedError,
+    RequestNotSentError,
+    RequestTimeoutError,
+    ServerError,
+)
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 
 KEY = PartitionKey(1, "demo", 0)
@@ -75,3 +82,17 @@ def test_prune_drops_only_partitions_whose_calls_can_no_longer_run() -> None:
     calls.prune()
     assert (calls._any, calls._registrations) == ({OTHER: 105.0}, {})
     assert calls.rest(OTHER) == 2.0
+
+
+async def test_close_ends_a_settle_under_way_and_refuses_the_next_that_would_wait() -> None:
+    calls, _clock, _counted = _calls()  # a fixed clock: the rest never ends by itself
+    calls.note(KEY, RequestTimeoutError("no answer"), registration=True)
+    settling = asyncio.ensure_future(calls.settle(KEY))
+    await asyncio.sleep(0)
+    assert not settling.done()
+    calls.close()
+    with pytest.raises(ClientClosedError, match="closed while a call of"):
+        await settling
+    with pytest.raises(ClientClosedError):
+        await calls.settle(KEY)
+    await calls.settle(OTHER)  # nothing to wait for: no error

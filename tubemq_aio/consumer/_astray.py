@@ -14,10 +14,12 @@ preceded, by the calls that decide where the group reads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 
+from tubemq_aio.errors import ClientClosedError
 from tubemq_aio.protocol.call_outcome import may_still_arrive
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 
@@ -41,7 +43,7 @@ class AstrayCalls:
         clock: monotonic seconds (:func:`time.monotonic`, the event loop's clock).
     """
 
-    __slots__ = ("_any", "_clock", "_on_late", "_registrations", "_timeout")
+    __slots__ = ("_any", "_clock", "_closed", "_on_late", "_registrations", "_timeout")
 
     def __init__(
         self,
@@ -55,6 +57,7 @@ class AstrayCalls:
         self._clock = clock
         self._any: dict[PartitionKey, float] = {}
         self._registrations: dict[PartitionKey, float] = {}
+        self._closed = asyncio.Event()
 
     def note(self, key: PartitionKey, error: BaseException, *, registration: bool) -> None:
         """A call of ``key`` (a register or unregister with ``registration``, else a
@@ -85,11 +88,30 @@ class AstrayCalls:
         return left
 
     async def settle(self, key: PartitionKey, *, registrations_only: bool = False) -> None:
-        """Wait out :meth:`rest` of ``key``."""
+        """Wait out :meth:`rest` of ``key``.
+
+        Raises:
+            ClientClosedError: the consumer closed (:meth:`close`) before the rest ended.
+        """
         left = self.rest(key, registrations_only=registrations_only)
-        if left > 0:
+        if left <= 0:
+            return
+        if not self._closed.is_set():
             log.info("%s: waiting %.1f s for a call that may still run at the broker", key, left)
-            await asyncio.sleep(left)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._closed.wait()
+        if self._closed.is_set():
+            raise ClientClosedError(
+                f"the consumer was closed while a call of {key} waited for an earlier one "
+                "that may still run at the broker"
+            )
+
+    def close(self) -> None:
+        """The consumer has closed: a :meth:`settle` under way ends now, and every later one
+        that would wait ends at once (an application's ``connect`` or positioned read waiting
+        out a rest would only meet the closed connections after it)."""
+        self._closed.set()
 
     def prune(self) -> None:
         """Drop the partitions whose calls can no longer run (the fetch engine calls it when

@@ -216,6 +216,13 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         session, engine = self._session, self._engine
         if session is None or engine is None:
             return
+        try:
+            await self._release(session, engine)
+        finally:
+            session.broker.astray.close()  # after the unregisters above, which may wait
+
+    async def _release(self, session: SessionT, engine: FetchEngine) -> None:
+        """:meth:`_teardown` once started: stop the tasks, release the partitions, close."""
         if self._registered:
             await self._before_cancel(session)
         await self._supervisor.close()

@@ -227,8 +227,8 @@ class TailGuard:
         A probe that got no answer may still run at the broker: the register back waits until
         it had ``rpc_timeout`` (:class:`~tubemq_aio.consumer._astray.AstrayCalls`), so a late
         probe runs before it, not after (docs/reliability.md)."""
-        await self._broker.astray.settle(partition.key)
         try:
+            await self._broker.astray.settle(partition.key)  # ClientClosedError when closed
             async with asyncio.timeout(self._config.rpc_timeout):
                 rsp = await self._broker.register(
                     partition, read_status=ReadStatus.NORMAL, filters=filters, curr_offset=loaded

@@ -8,10 +8,12 @@ import logging
 import platform
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
+    ClientClosedError,
     ServerError,
     TopicNotDeployedError,
     TopicUnavailableError,
@@ -82,6 +84,11 @@ class ProducerSession:
         self._published: dict[str, None] = {}
         #: Topics whose first publish is under way; set when it ends (either way).
         self._publishing: dict[str, asyncio.Event] = {}
+        #: The shared wait of :meth:`ensure_writable` per topic, while one runs.
+        self._writable_waits: dict[str, _SharedWait] = {}
+        #: Every such wait not ended yet (one cancelled by its last caller may still be ending).
+        self._wait_tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
         #: ``topic -> max message size`` of every topic a send may go to now (published, its
         #: first publish ended): :meth:`is_published` and ``metadata.max_message_size`` in one
         #: lookup for the send's hot path. Rebuilt (a new dict) whenever either changes.
@@ -111,21 +118,49 @@ class ProducerSession:
 
     async def ensure_writable(self, topic: str) -> None:
         """Publish ``topic`` on first use, and wait for a writable partition when it has none
-        now; concurrent callers share one such wait (one heartbeat loop per topic).
-
-        Returns when ``topic`` is writable, or when another caller's wait ended (the caller
-        checks again).
+        now; returns once it has one. Concurrent callers share one such wait (a master
+        heartbeat a second per topic, however many sends wait): a caller that leaves (its
+        deadline, a cancel) does not end it for the others; the last one to leave does.
 
         Raises:
             InvalidMessageError: the topic name is invalid.
             TopicNotDeployedError: the master says the topic is not deployed.
             TopicUnavailableError: no writable partition after ``publish_timeout``.
+            ClientClosedError: the producer closed meanwhile.
         """
-        pending = self._publishing.get(topic)
-        if pending is not None:
-            await pending.wait()  # bounded: the publish gives up after publish_timeout
-        elif topic not in self._published or not self.metadata.writable_partitions(topic):
-            await self.publish([topic])
+        if self._closed:
+            raise _closed_while_waiting(topic)
+        shared = self._writable_waits.get(topic)
+        if shared is None:
+            if self.is_published(topic) and self.metadata.writable_partitions(topic):
+                return
+            shared = self._writable_waits[topic] = _SharedWait(
+                asyncio.create_task(self.publish([topic]), name=f"publish {topic!r}")
+            )
+            self._wait_tasks.add(shared.task)
+            shared.task.add_done_callback(lambda task: self._wait_ended(topic, task))
+        shared.users += 1
+        try:
+            await asyncio.shield(shared.task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._closed and current is not None and not current.cancelling():
+                raise _closed_while_waiting(topic) from None  # ended by close(), not the caller
+            raise
+        finally:
+            shared.users -= 1
+            if not shared.users:  # nobody waits for it any more: a caller from now on starts anew
+                shared.task.cancel()
+                if self._writable_waits.get(topic) is shared:
+                    del self._writable_waits[topic]
+
+    def _wait_ended(self, topic: str, task: asyncio.Task[None]) -> None:
+        self._wait_tasks.discard(task)
+        shared = self._writable_waits.get(topic)
+        if shared is not None and shared.task is task:
+            del self._writable_waits[topic]
+        if not task.cancelled():
+            task.exception()  # retrieved: every waiter may have left as it ended
 
     async def register(self) -> None:
         """Register at the master, retrying like the Java client (§4.8) for as long as its
@@ -322,7 +357,13 @@ class ProducerSession:
                 log.warning("producer heartbeat failed (%d in a row): %s", streak, exc)
 
     async def close(self, timeout: float) -> None:
-        """Tell the master this producer is gone; errors are logged, not raised."""
+        """End the sends' waits for a writable topic (:class:`ClientClosedError`) and tell the
+        master this producer is gone; errors are logged, not raised."""
+        self._closed = True
+        waits = list(self._wait_tasks)
+        for task in waits:
+            task.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)  # nothing outlives close()
         if not self.registered:
             return
         self.registered = False
@@ -354,6 +395,20 @@ class ProducerSession:
         self.send_limits = {
             t: max_size(t) for t in self._published if self.is_published(t) and writable(t)
         }
+
+
+@dataclass(slots=True)
+class _SharedWait:
+    """One topic's wait for a writable partition and the number of callers awaiting it."""
+
+    task: asyncio.Task[None]
+    users: int = 0
+
+
+def _closed_while_waiting(topic: str) -> ClientClosedError:
+    return ClientClosedError(
+        f"the producer was closed while this send waited for a writable partition of {topic!r}"
+    )
 
 
 def _sent_addr(host: str) -> int:

@@ -270,7 +270,8 @@ class Producer(AsyncLifecycle):
             SendOutcomeUnknownError: the request was written but no answer came (timeout or lost
                 connection): the message may or may not be stored.
             ServerError: the broker refused the message (e.g. 400, 403).
-            ClientClosedError: the producer is closed.
+            ClientClosedError: the producer is closed (also ``close()`` while the send waited
+                for the topic's writable partition: nothing was sent).
         """
         plain = (
             key is None
@@ -396,7 +397,8 @@ class Producer(AsyncLifecycle):
                 for the topic, or a bad shared argument. Nothing was sent.
             TopicUnavailableError: the topic got no writable partition within ``timeout``
                 (or ``publish_timeout``); nothing was sent.
-            ClientClosedError: the producer is not started or is closed.
+            ClientClosedError: the producer is not started or is closed (also ``close()``
+                while the call waited for the topic's writable partition: nothing was sent).
             asyncio.CancelledError: the call was cancelled. The messages whose requests were
                 already written may still be stored by the broker (they are counted as
                 cancelled, as a cancelled :meth:`send` is); the others were not sent.
