@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import pytest
 
@@ -27,6 +27,7 @@ from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing._nodes import BrokerNode
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 COMMIT = Method.BROKER_CONSUMER_COMMIT
@@ -41,6 +42,43 @@ def _frozen(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+@asynccontextmanager
+async def _read_once(
+    cluster: LocalCluster, topic: str, group: str
+) -> AsyncIterator[tuple[BrokerNode, Reader, Link, Link, pb.RegisterResponseB2C]]:
+    """``group``'s reader of partition 0 registered on a new link and holding one batch read
+    there (in flight, not acked), beside an old link of the same client for the late request:
+    ``(broker, reader, old, new, register answer)``."""
+    broker = cluster.brokers[0]
+    reader = Reader(
+        f"{group}_127.0.0.1-{os.getpid()}-1-Pull-1", group, PartitionKey(broker.broker_id, topic, 0)
+    )
+    await _produce(cluster.master_addr, topic, "first")
+    old = await Link.open(broker.addr)  # the late request goes out on it
+    new = await Link.open(broker.addr)
+    try:
+        reg = pb.RegisterResponseB2C.FromString(await new.call(REGISTER, reader.register()))
+        assert reg.success, reg
+        got = pb.GetMessageResponseB2C.FromString(await new.call(GET, reader.get(False)))
+        assert got.success, got
+        assert got.messages, got  # in flight, not acked
+        assert got.currOffset == reg.currOffset
+        yield broker, reader, old, new, reg
+    finally:
+        new.close()
+
+
+async def _sent_frozen_then_reset(pid: int, link: Link, request: bytes) -> None:
+    """Send ``request`` (a register) into the frozen broker's socket buffer on ``link``, reset
+    the link, thaw the broker and give it time to read its sockets."""
+    with _frozen(pid):
+        link.send(REGISTER, request)
+        await asyncio.sleep(0.5)
+        link.abort()
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2.0)
 
 
 async def _produce(master: str, topic: str, tag: str) -> None:
@@ -103,31 +141,12 @@ async def test_an_unregister_the_broker_received_frozen_commits_a_newer_read(
     unregister (``readStatus`` 0) a frozen broker received on a connection the client then
     reset runs when it thaws, after the same client id read a batch on another connection: it
     commits that batch, which nobody acked, and ends the registration."""
-    broker = cluster.brokers[0]
-    assert broker.pid is not None
-    group = "glateunreg"
-    reader = Reader(
-        f"{group}_127.0.0.1-{os.getpid()}-1-Pull-1", group, PartitionKey(broker.broker_id, topic, 0)
-    )
-    await _produce(cluster.master_addr, topic, "first")
-    old = await Link.open(broker.addr)  # the unregister goes out on it
-    new = await Link.open(broker.addr)
-    try:
-        reg = pb.RegisterResponseB2C.FromString(await new.call(REGISTER, reader.register()))
-        assert reg.success, reg
-        got = pb.GetMessageResponseB2C.FromString(await new.call(GET, reader.get(False)))
-        assert got.success, got
-        assert got.messages, got  # in flight, not acked
-        assert got.currOffset == reg.currOffset
+    async with _read_once(cluster, topic, "glateunreg") as (broker, reader, old, new, reg):
+        assert broker.pid is not None
         unregister = consumer_rpc.build_broker_unregister(
-            client_id=reader.client_id, group=group, key=reader.key, read_status=0
+            client_id=reader.client_id, group=reader.group, key=reader.key, read_status=0
         )
-        with _frozen(broker.pid):
-            old.send(REGISTER, unregister)  # into the frozen broker's socket buffer
-            await asyncio.sleep(0.5)
-            old.abort()
-            await asyncio.sleep(0.5)
-        await asyncio.sleep(2.0)  # the thawed broker reads its sockets
+        await _sent_frozen_then_reset(broker.pid, old, unregister)
         after = pb.GetMessageResponseB2C.FromString(
             await asyncio.wait_for(new.call(GET, reader.get(False)), 30)
         )
@@ -137,8 +156,6 @@ async def test_an_unregister_the_broker_received_frozen_commits_a_newer_read(
         )
         assert again.success, again
         assert again.currOffset > reg.currOffset  # the batch in flight, committed unseen
-    finally:
-        new.close()
 
 
 async def test_a_register_with_an_offset_the_broker_received_frozen_moves_the_cursor(
@@ -148,39 +165,19 @@ async def test_a_register_with_an_offset_the_broker_received_frozen_moves_the_cu
     broker: a register at an offset (``readStatus`` 0) a frozen broker received on a connection
     the client then reset runs when it thaws, after the same client id read on past that offset
     on another connection: the group's cursor is back at the register's offset."""
-    broker = cluster.brokers[0]
-    assert broker.pid is not None
-    group = "glatereg"
-    reader = Reader(
-        f"{group}_127.0.0.1-{os.getpid()}-1-Pull-1", group, PartitionKey(broker.broker_id, topic, 0)
-    )
-    await _produce(cluster.master_addr, topic, "first")
-    old = await Link.open(broker.addr)  # the register goes out on it
-    new = await Link.open(broker.addr)
-    try:
-        reg = pb.RegisterResponseB2C.FromString(await new.call(REGISTER, reader.register()))
-        assert reg.success, reg
-        got = pb.GetMessageResponseB2C.FromString(await new.call(GET, reader.get(False)))
-        assert got.success, got
-        assert got.messages, got
+    async with _read_once(cluster, topic, "glatereg") as (broker, reader, old, new, reg):
+        assert broker.pid is not None
         done = pb.CommitOffsetResponseB2C.FromString(await new.call(COMMIT, reader.commit()))
         assert done.currOffset > reg.currOffset, done  # read on past the register's offset
         register_at = consumer_rpc.build_broker_register(
             client_id=reader.client_id,
-            group=group,
+            group=reader.group,
             key=reader.key,
             start=consumer_rpc.RegisterStart(0, reg.currOffset),
         )
-        with _frozen(broker.pid):
-            old.send(REGISTER, register_at)  # into the frozen broker's socket buffer
-            await asyncio.sleep(0.5)
-            old.abort()
-            await asyncio.sleep(0.5)
-        await asyncio.sleep(2.0)  # the thawed broker reads its sockets
+        await _sent_frozen_then_reset(broker.pid, old, register_at)
         after = pb.GetMessageResponseB2C.FromString(
             await asyncio.wait_for(new.call(GET, reader.get(False)), 30)
         )
         assert after.success, after
         assert after.currOffset == reg.currOffset  # back where the late register put it
-    finally:
-        new.close()
