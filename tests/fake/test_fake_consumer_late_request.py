@@ -14,13 +14,11 @@ then commits nothing the app did not ack, and the read after it starts at the co
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
 
 import pytest
 
-from tests.support.fake_helpers import cb_consumer, group_consumer, produce
-from tubemq_aio import ClientBalancedConsumer, Consumer
+from tests.support.fake_helpers import AnyConsumer, Opener, consumer_openers, produce
 from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -30,27 +28,8 @@ COMMIT = Method.BROKER_CONSUMER_COMMIT
 RPC_S = 3.0  # the least rpc_timeout: the partition rests this long after a call without answer
 COUNT, BATCH = 30, 10
 
-AnyConsumer = Consumer | ClientBalancedConsumer
-Opener = Callable[[FakeCluster], AbstractAsyncContextManager[AnyConsumer]]
-
-
-@asynccontextmanager
-async def _server_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
-    async with group_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
-        yield consumer
-
-
-@asynccontextmanager
-async def _client_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
-    async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
-        await consumer.connect("1:demo:0")
-        yield consumer
-
-
-OPENERS: dict[str, Opener] = {
-    "server-balanced": _server_balanced,
-    "client-balanced": _client_balanced,
-}
+OPENERS = consumer_openers(RPC_S)
+_server_balanced = OPENERS["server-balanced"]
 
 
 async def _batch(consumer: AnyConsumer) -> MessageBatch:

@@ -13,19 +13,17 @@ that may still run there: a late request that runs by then is undone by the regi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
 
 import pytest
 
-from tests.support.fake_helpers import cb_consumer, group_consumer
+from tests.support.fake_helpers import Opener, consumer_openers
 from tests.support.tail_helpers import (
     assert_new_delivered,
     crash_and_refill,
     read_old,
     read_until,
 )
-from tubemq_aio import ClientBalancedConsumer, Consumer
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method, RpcRequest
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -34,8 +32,6 @@ KEY = "1:demo:0"
 REGISTER = Method.BROKER_CONSUMER_REGISTER
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
 RPC_S = 3.0
-
-AnyConsumer = Consumer | ClientBalancedConsumer
 
 
 class LateProbe:
@@ -68,28 +64,12 @@ class LateProbe:
         return self._get(request)
 
 
-@asynccontextmanager
-async def _server_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
-    async with group_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
-        yield consumer
-
-
-@asynccontextmanager
-async def _client_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
-    async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S, reconnect_delay_max=1.0) as consumer:
-        await consumer.connect(KEY)
-        yield consumer
-
-
-OPENERS: dict[str, Callable[[FakeCluster], AbstractAsyncContextManager[AnyConsumer]]] = {
-    "server-balanced": _server_balanced,
-    "client-balanced": _client_balanced,
-}
+OPENERS = consumer_openers(RPC_S, reconnect_delay_max=1.0)
 
 
 @pytest.mark.parametrize("opener", OPENERS.values(), ids=OPENERS.keys())
 async def test_a_probe_register_run_late_skips_nothing(
-    opener: Callable[[FakeCluster], AbstractAsyncContextManager[AnyConsumer]],
+    opener: Opener,
 ) -> None:
     async with FakeCluster(topics={"demo": 1}) as cluster, opener(cluster) as consumer:
         old = await read_old(cluster, consumer)

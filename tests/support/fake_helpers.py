@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio.testing import FakeCluster
 
-__all__ = ["HEARTBEAT", "cb_consumer", "drain", "group_consumer", "produce"]
+__all__ = [
+    "HEARTBEAT",
+    "AnyConsumer",
+    "Opener",
+    "cb_consumer",
+    "consumer_openers",
+    "drain",
+    "group_consumer",
+    "produce",
+]
+
+AnyConsumer = Consumer | ClientBalancedConsumer
+#: Opens a started consumer of group ``g1`` over a cluster (an ``async with`` context).
+Opener = Callable[[FakeCluster], AbstractAsyncContextManager[AnyConsumer]]
 
 #: The shortest heartbeat our clients accept; rebalances then take about two seconds.
 HEARTBEAT = 1.0
@@ -60,3 +75,23 @@ async def drain(
 
     await asyncio.wait_for(run(), timeout)
     return got
+
+
+def consumer_openers(rpc_timeout: float, **cb_options: object) -> dict[str, Opener]:
+    """Both consumers of group ``g1`` with ``rpc_timeout``, by name, for a test run with each:
+    the server-balanced one, and the client-balanced one (``cb_options`` added) with partition
+    ``1:demo:0`` connected."""
+
+    @asynccontextmanager
+    async def server_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
+        async with group_consumer(cluster, "g1", rpc_timeout=rpc_timeout) as consumer:
+            yield consumer
+
+    @asynccontextmanager
+    async def client_balanced(cluster: FakeCluster) -> AsyncIterator[AnyConsumer]:
+        options = {"rpc_timeout": rpc_timeout, **cb_options}
+        async with cb_consumer(cluster, "g1", **options) as consumer:
+            await consumer.connect("1:demo:0")
+            yield consumer
+
+    return {"server-balanced": server_balanced, "client-balanced": client_balanced}
