@@ -96,10 +96,12 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # test them); the tests take about 100 CPU-s and wait some 350 s in all on timeouts of their
 # own (FakeCluster scenarios, fault windows), which the workers overlap: 8 workers took 7 to
 # 12 s less than 6 (two collections more, about 7 CPU-s, against a quarter less waiting per
-# worker) and 10 no less than 8. tests/xdist_groups.py spreads each folder's tests over the run,
+# worker); with more tests that wait out an RPC timeout, 10 took 109 and 116 s against 117 and
+# 125 s for 8 (alternated, nothing else running), and 12 no less (116 s). tests/xdist_groups.py
+# spreads each folder's tests over the run,
 # so the waiting ones overlap the CPU-bound ones (docs/testing.md, "Where the time goes").
 UNIT_MARKERS := not failover and not system
-UNIT_WORKERS ?= 8
+UNIT_WORKERS ?= 10
 unit: $(STAMP) speedups
 	env -u PYTHONDONTWRITEBYTECODE TUBEMQ_AIO_EXAMPLES_SCALE=0.25 TUBEMQ_AIO_EXPECT_SPEEDUPS=1 \
 	  $(PY) -m pytest -q -n $(UNIT_WORKERS) -p tests.xdist_groups --durations=20 tests \
