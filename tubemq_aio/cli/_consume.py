@@ -12,7 +12,10 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
+import queue
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -94,6 +97,69 @@ def _write(out: BinaryIO, data: bytes) -> bool:
     return True
 
 
+class _Output:
+    """``out`` written by a thread of its own: a reader that stops reading (a full pipe) blocks
+    that thread, not the event loop, so the consumer's heartbeats go on and a signal still
+    ends the command (the thread is a daemon: a write blocked for good does not hold the exit).
+    """
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        # A file descriptor is written with os.write, outside the stream's buffer and its
+        # lock: a write blocked for good would keep that lock, and the interpreter's last
+        # flush of stdout at exit would abort on it.
+        self._fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            fd = out.fileno()
+            out.flush()
+            self._fd = fd
+        self._queue: queue.SimpleQueue[tuple[bytes, asyncio.Future[bool]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._loop = asyncio.get_running_loop()
+        threading.Thread(target=self._run, name="consume-output", daemon=True).start()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            data, done = item
+            written = _write(self._out, data) if self._fd is None else _write_fd(self._fd, data)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(_settle, done, written)
+
+    async def write(self, data: bytes, stop: asyncio.Event) -> bool:
+        """Write and flush ``data``; False when the reader went away or ``stop`` was set
+        first (then the data may still be written, later)."""
+        done: asyncio.Future[bool] = self._loop.create_future()
+        self._queue.put((data, done))
+        stopped = asyncio.ensure_future(stop.wait())
+        either: set[asyncio.Future[Any]] = {done, stopped}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        return done.done() and done.result()
+
+    def close(self) -> None:
+        """End the thread once it wrote what it was given (at once when it is idle)."""
+        self._queue.put(None)
+
+
+def _write_fd(fd: int, data: bytes) -> bool:
+    """Write all of ``data`` to ``fd``; False when the reader went away."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except BrokenPipeError:
+        return False
+    return True
+
+
+def _settle(done: asyncio.Future[bool], written: bool) -> None:
+    if not done.done():
+        done.set_result(written)
+
+
 async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.Namespace) -> None:
     """Connect the ``--partition`` keys (``all``: every partition) at ``--offset``; a key
     given twice is connected once."""
@@ -172,7 +238,7 @@ async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> 
     timed_out = reached_end = False
     stop = asyncio.Event()
     async with _open(args) as consumer:
-        with stop_on_signals(stop):
+        with stop_on_signals(stop), contextlib.closing(_Output(stream)) as output:
             idle_since = time.monotonic()
             while not stop.is_set() and (remaining is None or remaining > 0):
                 if args.timeout is not None and time.monotonic() - idle_since >= args.timeout:
@@ -185,7 +251,7 @@ async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> 
                         reached_end = True
                         break
                     continue
-                if stop.is_set() or not _write(stream, _render(batch, args.format)):
+                if stop.is_set() or not await output.write(_render(batch, args.format), stop):
                     break  # not acked: the batch is delivered again
                 await batch.ack()
                 printed += len(batch)
