@@ -35,6 +35,9 @@ __all__ = ["at_end", "message_json", "run_consume"]
 
 #: Seconds one ``getmany`` waits before the loop looks at signals and the idle timeout again.
 POLL_INTERVAL = 0.5
+#: Seconds a signal waits for the batch being written to finish (it is acked if it does; a
+#: reader that stopped reading gets it again from the group, at least once).
+STOP_GRACE = 1.0
 
 
 def message_json(msg: Message) -> dict[str, Any]:
@@ -127,8 +130,8 @@ class _Output:
                 self._loop.call_soon_threadsafe(_settle, done, written)
 
     async def write(self, data: bytes, stop: asyncio.Event) -> bool:
-        """Write and flush ``data``; False when the reader went away or ``stop`` was set
-        first (then the data may still be written, later)."""
+        """Write and flush ``data``; False when the reader went away, or when ``stop`` was set
+        and the write did not end within :data:`STOP_GRACE` (it may still end later)."""
         done: asyncio.Future[bool] = self._loop.create_future()
         self._queue.put((data, done))
         stopped = asyncio.ensure_future(stop.wait())
@@ -137,6 +140,8 @@ class _Output:
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
+        if not done.done():  # stopped first: the write may be a moment from its end (acked
+            await asyncio.wait({done}, timeout=STOP_GRACE)  # then); a stalled one is not
         return done.done() and done.result()
 
     def close(self) -> None:
