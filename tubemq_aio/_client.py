@@ -144,6 +144,13 @@ class AsyncLifecycle:
         if self._loop is not asyncio.get_running_loop():
             raise self._other_loop()
 
+    def _raise_if_other_loop(self, exc: BaseException) -> None:
+        """Raise :meth:`_other_loop`'s error from ``exc`` when ``exc`` is the ``RuntimeError``
+        a call from another event loop meets ("Event loop is closed", a future of another
+        loop): only failing paths ask, so a call that succeeds pays nothing for it."""
+        if isinstance(exc, RuntimeError) and self._loop is not asyncio.get_running_loop():
+            raise self._other_loop() from exc
+
     def _other_loop(self) -> ClientClosedError:
         """The error of a call from an event loop other than the one that started the client."""
         gone = self._loop is not None and self._loop.is_closed()

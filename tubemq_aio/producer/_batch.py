@@ -28,7 +28,7 @@ from tubemq_aio._io.connection import Connection
 from tubemq_aio.errors import ClientClosedError, SendWindowFullError, TubeMQError
 from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCounts, Started
 from tubemq_aio.producer._outgoing import Outgoing
-from tubemq_aio.producer._waits import until_deadline, window_stayed_full
+from tubemq_aio.producer._waits import slot_by, window_stayed_full
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
@@ -244,8 +244,8 @@ class SendMany:
                     if task.done():
                         await self._collect(index, task)
             else:  # every slot is another caller's: wait for one within a send's timeout
-                deadline = time.monotonic() + self._attempt_timeout
-                await until_deadline(window.acquire(), deadline, self._window_stayed_full)
+                timeout = self._attempt_timeout
+                await slot_by(window, time.monotonic() + timeout, timeout)
                 return
             if window.try_acquire():
                 return

@@ -7,12 +7,22 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from tubemq_aio._io.decisions import wire_timeout_ms
 from tubemq_aio.errors import SendWindowFullError, TopicUnavailableError, TubeMQError
+from tubemq_aio.producer._session import ProducerSession
+from tubemq_aio.producer._window import SendWindow
 
-__all__ = ["MIN_ATTEMPT", "no_partition_in_time", "until_deadline", "window_stayed_full"]
+__all__ = ["attempt_left", "slot_by", "window_stayed_full", "writable_by"]
 
 #: Seconds the first attempt gets at least when the waits before it ended at the deadline.
 MIN_ATTEMPT = 0.001
+
+
+def attempt_left(deadline: float) -> tuple[float, int]:
+    """What a wait left of a send for its next attempt: seconds (at least
+    :data:`MIN_ATTEMPT`) and the matching ``RequestBody.timeout`` in ms."""
+    left = max(deadline - time.monotonic(), MIN_ATTEMPT)
+    return left, wire_timeout_ms(left)
 
 
 async def until_deadline(
@@ -34,11 +44,37 @@ async def until_deadline(
         raise  # the wait's own error
 
 
-def no_partition_in_time(topic: str, timeout: float) -> TopicUnavailableError:
-    """The error of a send whose topic got no writable partition within its ``timeout``."""
-    return TopicUnavailableError(
-        f"topic {topic!r} had no writable partition within the send's timeout ({timeout} s); "
-        "nothing was sent"
+async def writable_by(
+    session: ProducerSession, topic: str, deadline: float, timeout: float
+) -> None:
+    """Wait for a writable partition of ``topic`` (publishing it on first use:
+    :meth:`ProducerSession.ensure_writable`) until ``deadline`` (``time.monotonic`` seconds)
+    of a send of ``timeout`` seconds.
+
+    Raises:
+        TopicUnavailableError: none came by the deadline (or ``publish_timeout``): nothing sent.
+        TopicNotDeployedError: the master says the topic is not deployed.
+        ClientClosedError: the producer closed meanwhile.
+    """
+    await until_deadline(
+        session.ensure_writable(topic),
+        deadline,
+        lambda: TopicUnavailableError(
+            f"topic {topic!r} had no writable partition within the send's timeout "
+            f"({timeout} s); nothing was sent"
+        ),
+    )
+
+
+async def slot_by(window: SendWindow, deadline: float, timeout: float) -> None:
+    """Take a slot of ``window`` (waiting in turn) until ``deadline`` (``time.monotonic``
+    seconds) of a send of ``timeout`` seconds.
+
+    Raises:
+        SendWindowFullError: no slot came free by the deadline (nothing taken, nothing sent).
+    """
+    await until_deadline(
+        window.acquire(), deadline, lambda: window_stayed_full(window.limit, timeout)
     )
 
 

@@ -31,12 +31,7 @@ from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._outgoing import Outgoing
 from tubemq_aio.producer._session import ProducerSession
-from tubemq_aio.producer._waits import (
-    MIN_ATTEMPT,
-    no_partition_in_time,
-    until_deadline,
-    window_stayed_full,
-)
+from tubemq_aio.producer._waits import attempt_left, slot_by, writable_by
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.producer.config import (
     ProducerConfig,
@@ -347,8 +342,7 @@ class Producer(AsyncLifecycle):
         except BaseException as exc:
             self._window.release()
             self._counts.failed += 1
-            if isinstance(exc, RuntimeError) and self._loop is not asyncio.get_running_loop():
-                raise self._other_loop() from exc  # "Event loop is closed", said plainly
+            self._raise_if_other_loop(exc)
             raise
         return await self._send(session, True, Outgoing(topic, body), first)
 
@@ -412,11 +406,7 @@ class Producer(AsyncLifecycle):
             return []
         attempt_timeout = self._send_timeout if timeout is None else timeout
         if not session.is_published(topic) or not session.metadata.writable_partitions(topic):
-            await until_deadline(
-                session.ensure_writable(topic),
-                time.monotonic() + attempt_timeout,
-                lambda: no_partition_in_time(topic, attempt_timeout),
-            )
+            await writable_by(session, topic, time.monotonic() + attempt_timeout, attempt_timeout)
         first = Outgoing(topic, items[0], attributes, msg_type, msg_time, key, timeout)
         encoded = encode_all(first, items, session.metadata.max_message_size(topic))
         path = self._path
@@ -473,21 +463,13 @@ class Producer(AsyncLifecycle):
         waited = False
         try:
             if not session.is_published(topic):
-                await until_deadline(
-                    session.ensure_writable(topic),
-                    deadline,
-                    lambda: no_partition_in_time(topic, send_timeout),
-                )
+                await writable_by(session, topic, deadline, send_timeout)
                 waited = True
             encoded = message.encode(session.metadata.max_message_size(topic))
             if not holding:
                 window = self._window
                 if not window.try_acquire():
-                    await until_deadline(
-                        window.acquire(),
-                        deadline,
-                        lambda: window_stayed_full(window.limit, send_timeout),
-                    )
+                    await slot_by(window, deadline, send_timeout)
                     waited = True
                 holding = True
             # The attempts run in this frame (no coroutine per attempt), and the request goes out
@@ -497,8 +479,7 @@ class Producer(AsyncLifecycle):
             rpc = attempts.rpc
             key = message.key
             if waited:  # the attempts get what the waits left
-                attempt_timeout = max(deadline - time.monotonic(), MIN_ATTEMPT)
-                timeout_ms = wire_timeout_ms(attempt_timeout)
+                attempt_timeout, timeout_ms = attempt_left(deadline)
             else:
                 timeout_ms = rpc.wire_timeout(attempt_timeout)
             avoid: Set[str] = NO_AVOID  # a set of its own from the first retry on
@@ -520,13 +501,8 @@ class Producer(AsyncLifecycle):
                             raise
                         # No writable partition now (a topic whose brokers are not publishing
                         # yet): wait for one, as the first publish does.
-                        await until_deadline(
-                            session.ensure_writable(topic),
-                            deadline,
-                            lambda: no_partition_in_time(topic, send_timeout),
-                        )
-                        attempt_timeout = max(deadline - time.monotonic(), MIN_ATTEMPT)
-                        timeout_ms = wire_timeout_ms(attempt_timeout)
+                        await writable_by(session, topic, deadline, send_timeout)
+                        attempt_timeout, timeout_ms = attempt_left(deadline)
                         continue
                     try:
                         if isinstance(started, bytes):
@@ -570,8 +546,7 @@ class Producer(AsyncLifecycle):
             raise
         except BaseException as exc:
             self._counts.failed += 1
-            if isinstance(exc, RuntimeError) and self._loop is not asyncio.get_running_loop():
-                raise self._other_loop() from exc  # "Event loop is closed", said plainly
+            self._raise_if_other_loop(exc)
             raise
         finally:
             if holding:
