@@ -17,6 +17,7 @@ import pytest_asyncio
 
 from tests.support.cli_run import CALL_TIMEOUT, cli_argv, cli_env
 from tubemq_aio import Consumer
+from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster
 
 COUNT = 30
@@ -138,13 +139,55 @@ async def test_lag_and_reset_of_a_group_consumed_now_say_what_to_do(fake: FakeCl
     names the consume types), now what it means for them and what to do."""
     async with Consumer(fake.master_addr, group="online", topics=["src"]) as member:
         await member.wait_for_assignment(10)
-        for command in ("lag", "reset --to-time 2026-01-02T03:04:00Z --dry-run"):
+        # lag joins once; reset's time search joins the planner group first.
+        for command, joins in (("lag", 1), ("reset --to-time 2026-01-02T03:04:00Z --dry-run", 2)):
+            before = fake.requests(Method.MASTER_CONSUMER_REGISTER_V2)
             done = await _cli(fake, *shlex.split(f"{command} --topic src --group online"))
             assert done.returncode == 1, done.stderr
             err = done.stderr.decode()
             assert "[424]" in err
             assert "group 'online' has server-balanced consumers online" in err
             assert "stop them first" in err
+            # The refusal ends the command at its first answer: it was asked again for the
+            # consumer's register window (about 4.5 s).
+            assert fake.requests(Method.MASTER_CONSUMER_REGISTER_V2) - before == joins
+
+
+async def test_partitions_lag_and_reset_print_json(fake: FakeCluster) -> None:
+    """``--format json`` on every command that prints a table: one array of objects with the
+    table's fields (numbers as numbers, booleans as booleans)."""
+    done = await _cli(fake, *shlex.split("partitions --topic src --format json"))
+    assert done.returncode == 0, done.stderr
+    parts = json.loads(done.stdout)
+    assert sorted(p["id"] for p in parts) == [0, 1, 2]
+    assert all(
+        p["subscribable"] is True and p["partition"].endswith(f":src:{p['id']}") for p in parts
+    )
+    table = await _cli(fake, *shlex.split("partitions --topic src"))
+    assert [line.split()[-1] for line in table.stdout.decode().splitlines()] == [
+        "subscribable",
+        "yes",
+        "yes",
+        "yes",
+    ]
+    consumed = await _cli(
+        fake, *shlex.split("consume --topic src --group gj --from earliest -e -q")
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    lag = await _cli(fake, *shlex.split("lag --topic src --group gj --format json"))
+    assert lag.returncode == 0, lag.stderr
+    rows = json.loads(lag.stdout)
+    assert sorted(r["partition"] for r in rows) == sorted(p["partition"] for p in parts)
+    assert all(r["lag"] == 0 and r["offset"] == r["max"] > 0 for r in rows), rows
+    dry = await _cli(
+        fake,
+        *shlex.split(
+            "reset --topic src --group gj --to-time 2026-01-02T03:04:00Z --dry-run --format json"
+        ),
+    )
+    assert dry.returncode == 0, dry.stderr
+    moves = json.loads(dry.stdout)
+    assert all(m["new"] == 0 and m["old"] > 0 and m["past_end"] is False for m in moves), moves
 
 
 async def test_json_output_round_trips_through_produce(fake: FakeCluster) -> None:

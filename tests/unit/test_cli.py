@@ -139,7 +139,8 @@ def test_attrs_need_key_and_value() -> None:
 
 
 def test_table_aligns_numbers_right() -> None:
-    rows = lag_rows([PartitionPosition("1:t:0", 28, 280, 9), PartitionPosition("2:t:10", 0, 28, 1)])
+    positions = [PartitionPosition("1:t:0", 28, 280, 9), PartitionPosition("2:t:10", 0, 28, 1)]
+    rows = [list(row.values()) for row in lag_rows(positions)]
     assert format_table(["partition", "offset", "max", "lag"], rows) == (
         "partition  offset  max  lag\n1:t:0          28  280    9\n2:t:10          0   28    1\n"
     )

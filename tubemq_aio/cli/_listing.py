@@ -13,7 +13,6 @@ servers' internal topics (:data:`tubemq_aio.admin.INTERNAL_TOPICS`) unless ``--a
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 from tubemq_aio.admin import INTERNAL_TOPICS, MasterWebApi
 from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
-from tubemq_aio.cli._inspect import format_table
+from tubemq_aio.cli._inspect import emit_rows
 
 __all__ = [
     "DEFAULT_WEB_PORT",
@@ -135,16 +134,6 @@ def _items(reply: dict[str, Any]) -> list[dict[str, Any]]:
     return [item for item in (data if isinstance(data, list) else [data]) if isinstance(item, dict)]
 
 
-def _emit(rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
-    if fmt == "json":
-        print(json.dumps(rows, ensure_ascii=False))
-        return
-    cells = [
-        [",".join(v) if isinstance(v, list) else v for v in (r[c] for c in columns)] for r in rows
-    ]
-    print(format_table(columns, cells), end="")
-
-
 async def _run(
     args: argparse.Namespace,
     method: str,
@@ -161,7 +150,7 @@ async def _run(
     if not reply.get("result"):
         error_line(f"master web API at {where} refused {method}: {reply.get('errMsg')!r}")
         return EXIT_FAILURE
-    _emit(rows_of(_items(reply)), args.format, columns)
+    emit_rows(rows_of(_items(reply)), args.format, columns)
     return EXIT_OK
 
 

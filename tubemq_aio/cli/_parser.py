@@ -331,6 +331,7 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     _add_master(p)
     p.add_argument("--topic", required=True, help="topic")
+    _add_table_format(p)
     p = sub.add_parser(
         "lag",
         help="show a group's offset, max offset and lag per partition",
@@ -343,6 +344,7 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_master(p)
     p.add_argument("--topic", required=True, help="topic")
     p.add_argument("--group", required=True, help="consumer group")
+    _add_table_format(p)
     p = sub.add_parser(
         "reset",
         help="move a group's offsets to a point in time",
@@ -365,6 +367,18 @@ def _add_inspect(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_msg_time_zone(p)
     p.add_argument(
         "--dry-run", action="store_true", help="print old -> new per partition, change nothing"
+    )
+    _add_table_format(p)
+
+
+def _add_table_format(parser: argparse.ArgumentParser) -> None:
+    """``--format table|json`` of the commands that print a table (json: one array of objects
+    with the table's fields)."""
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="table, or json: one array of objects (default table)",
     )
 
 
@@ -390,7 +404,7 @@ def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
             default=os.environ.get(WEB_ENV),
             help=f"the master's web API address (default ${WEB_ENV})",
         )
-        p.add_argument("--format", choices=("table", "json"), default="table", help="default table")
+        _add_table_format(p)
         if name == "groups":
             p.add_argument("--topic", help="only groups that subscribe to this topic")
         else:

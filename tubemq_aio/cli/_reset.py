@@ -14,7 +14,7 @@ import sys
 
 from tubemq_aio.cli._common import EXIT_OK
 from tubemq_aio.cli._connect import open_client
-from tubemq_aio.cli._inspect import format_table, group_joined
+from tubemq_aio.cli._inspect import emit_rows, format_table, group_member
 from tubemq_aio.consumer import ClientBalancedConsumer
 from tubemq_aio.protocol.consumer_names import planner_group
 
@@ -42,19 +42,28 @@ async def run_reset(args: argparse.Namespace) -> int:
         found = await planner.search_times(
             dict.fromkeys(keys, args.to_time), planner.config.time_search_timeout
         )
-    with group_joined(args.group):
-        async with open_client(
-            ClientBalancedConsumer, args, group=args.group, topics=topics, consume_from="earliest"
-        ) as consumer:
-            old = {key: (await consumer.connect(key)).current_offset for key in keys}
+    async with group_member(args, args.group, topics) as consumer:
+        old = {key: (await consumer.connect(key)).current_offset for key in keys}
+        for key in keys:
+            await consumer.disconnect(key)
+        if not args.dry_run:
             for key in keys:
-                await consumer.disconnect(key)
-            if not args.dry_run:
-                for key in keys:
-                    await consumer.peek_at(key, found[key].offset)
-    notes = {key: "(after the newest)" if found[key].past_end else "" for key in keys}
-    rows = [[key, old[key], "->", found[key].offset, notes[key]] for key in keys]
-    print(format_table(["partition", "old", "", "new", ""], rows), end="")
+                await consumer.peek_at(key, found[key].offset)
+    if args.format == "json":
+        moves: list[dict[str, object]] = [
+            {
+                "partition": key,
+                "old": old[key],
+                "new": found[key].offset,
+                "past_end": found[key].past_end,
+            }
+            for key in keys
+        ]
+        emit_rows(moves, "json", [])
+    else:
+        notes = {key: "(after the newest)" if found[key].past_end else "" for key in keys}
+        rows = [[key, old[key], "->", found[key].offset, notes[key]] for key in keys]
+        print(format_table(["partition", "old", "", "new", ""], rows), end="")
     if not args.quiet:
         what = "dry run: nothing changed" if args.dry_run else f"group {args.group} reset"
         print(f"{what}; to {args.to_time.isoformat()} (msg_time)", file=sys.stderr)
