@@ -117,6 +117,18 @@ async def test_batch_read_returns_exactly_the_produced_messages(
     assert rows_of(only) == expected([s for s in sent if s.msg_type in ("red", "blue")])
 
 
+async def test_a_batch_read_with_nothing_to_read_has_no_rows(
+    spark: SparkSession, cluster: LocalCluster, topic: str
+) -> None:
+    # PySpark runs one task with a plain InputPartition(None) when the reader plans none: the
+    # reader's type check failed it (AssertionError) instead of returning no rows.
+    assert reader(spark, cluster, topic, group=f"g_{topic}").load().count() == 0
+    await produce(cluster, topic, 3, "some")
+    ends = json.dumps(await store_ends(cluster, topic))
+    later = reader(spark, cluster, topic, group=f"g_{topic}", startingOffsets=ends).load()
+    assert later.count() == 0
+
+
 async def test_ending_offset_inside_a_batch_is_cut_exactly_and_replays_the_same(
     spark: SparkSession, cluster: LocalCluster, topic: str
 ) -> None:

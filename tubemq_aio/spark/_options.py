@@ -85,6 +85,9 @@ SOURCE_OPTION_NAMES = frozenset(
     }
 )
 
+#: The largest offset a broker request carries (an int64 on the wire).
+_INT64_MAX = 2**63 - 1
+
 #: Group used when the ``group`` option is absent.
 DEFAULT_GROUP = "spark-tubemq"
 
@@ -269,7 +272,7 @@ def _offset_spec(checks: Checks, name: str, value: str, topics: tuple[str, ...])
         )
         return OffsetSpec("latest")
     pairs = [
-        (key, checks.integer(f"option {name!r}: offset of {key!r}", offset, low=0))
+        (key, checks.integer(f"option {name!r}: offset of {key!r}", offset, low=0, high=_INT64_MAX))
         for key, offset in items
     ]
     return OffsetSpec("json", tuple(sorted(pairs)))
@@ -445,18 +448,22 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     topics: tuple[str, ...] = ()
     msg_types: tuple[str, ...] = ()
     group = DEFAULT_GROUP
-    names_fine = True
     try:
         topics = tuple(dict.fromkeys(validate_topic_name(t) for t in topic_text.split(",") if t))
+        if not topics:
+            checks.problem("option 'topic' is required (a comma list of topics)")
+    except ConfigError as exc:
+        checks.problem(f"option 'topic' is invalid: {exc}")
+    try:
         msg_types = tuple(
             sorted(validate_filters([t.strip() for t in opts.get("msgtypes", "").split(",") if t]))
         )
+    except ConfigError as exc:
+        checks.problem(f"option 'msgTypes' is invalid: {exc}")
+    try:
         group = validate_group_name(opts.get("group", DEFAULT_GROUP).strip())
     except ConfigError as exc:
-        checks.problem(f"option 'topic', 'msgTypes' or 'group' is invalid: {exc}")
-        names_fine = False
-    if not topics and names_fine:
-        checks.problem("option 'topic' is required (a comma list of topics)")
+        checks.problem(f"option 'group' is invalid: {exc}")
     default_start = "latest" if streaming else "earliest"
     starting = _offset_spec(
         checks, "startingOffsets", opts.get("startingoffsets", default_start), topics

@@ -221,7 +221,7 @@ class ArrowBatch(Protocol):
 
 
 class OutRow(NamedTuple):
-    """The arguments of one send."""
+    """The arguments of one send, and the row's index within its task (for error messages)."""
 
     topic: str
     body: bytes
@@ -229,6 +229,7 @@ class OutRow(NamedTuple):
     msg_type: str | None
     key: str | None
     msg_time: datetime | None
+    row: int
 
 
 def _column(batch: ArrowBatch, plan: SinkPlan, name: str) -> list[Any] | None:
@@ -288,6 +289,7 @@ def batch_rows(
             types[i] if types is not None else None,
             keys[i] if keys is not None else None,
             _local(times[i]) if times is not None else None,
+            first_row + i,
         )
 
 

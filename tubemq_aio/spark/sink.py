@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.errors import SinkOptionError
+from tubemq_aio.errors import InvalidMessageError, SinkOptionError
 from tubemq_aio.producer import Producer
 from tubemq_aio.spark._sink_plan import (
     ArrowBatch,
@@ -129,14 +129,17 @@ class _Feed:
         while True:
             seen = self.generation
             for row in self.rows:
-                await send(
-                    row.topic,
-                    row.body,
-                    attributes=row.attributes,
-                    msg_type=row.msg_type,
-                    msg_time=row.msg_time,
-                    key=row.key,
-                )
+                try:
+                    await send(
+                        row.topic,
+                        row.body,
+                        attributes=row.attributes,
+                        msg_type=row.msg_type,
+                        msg_time=row.msg_time,
+                        key=row.key,
+                    )
+                except InvalidMessageError as exc:  # the producer's refusal, without the row
+                    raise type(exc)(f"row {row.row}: {exc}") from exc
             if not await self.refill(seen):
                 return
 

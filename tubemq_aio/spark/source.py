@@ -139,7 +139,11 @@ class TubeMQBatchReader(DataSourceReader):
         return _partitions(opts, start, normalize_offsets(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Executor side: the rows of one range."""
+        """Executor side: the rows of one range. When :meth:`partitions` planned none (an
+        empty topic, or nothing between the start and the end), PySpark runs one task with a
+        plain ``InputPartition(None)``: it has no rows."""
+        if type(partition) is InputPartition and partition.value is None:
+            return iter(())
         assert isinstance(partition, TubeMQInputPartition)
         return _read(partition)
 

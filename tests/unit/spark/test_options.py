@@ -80,6 +80,31 @@ def test_bad_options_name_the_option(options: dict[str, str], streaming: bool, n
     assert isinstance(info.value, ConfigError)
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "others"),
+    [
+        ("topic", "a b", ("'group'", "'msgTypes'")),
+        ("group", "9bad", ("'topic'", "'msgTypes'")),
+        ("msgTypes", "x" * 300, ("'topic'", "'group'")),
+    ],
+)
+def test_a_bad_name_names_only_its_own_option(
+    option: str, value: str, others: tuple[str, ...]
+) -> None:
+    # "option 'topic', 'msgTypes' or 'group' is invalid" left the user to guess which.
+    with pytest.raises(SourceOptionError, match=f"option '{option}' is invalid") as info:
+        parse_source_options({**BASE, option: value}, streaming=True)
+    assert not any(other in str(info.value) for other in others)
+
+
+@pytest.mark.parametrize("name", ["startingOffsets", "endingOffsets"])
+def test_an_offset_beyond_int64_is_refused_when_planned(name: str) -> None:
+    # It was taken, and failed later in a task, encoding the broker request.
+    with pytest.raises(SourceOptionError, match=f"{name}.*9223372036854775807"):
+        parse_source_options({**BASE, name: '{"1:a:0": 9223372036854775808}'}, streaming=False)
+    assert parse_source_options({**BASE, name: '{"1:a:0": 9223372036854775807}'}, streaming=False)
+
+
 def test_client_options_are_client_config_kwargs() -> None:
     kwargs = client_options(
         {

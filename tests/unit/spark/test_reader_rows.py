@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from tubemq_aio.models import Message
 from tubemq_aio.spark._columns import MessageColumns
+from tubemq_aio.spark._options import parse_source_options
 from tubemq_aio.spark._reader import ReadChunk, _chunk, _cut, chunk_to_arrow, chunks_to_arrow
-from tubemq_aio.spark.source import SCHEMA
+from tubemq_aio.spark.source import SCHEMA, TubeMQBatchReader
 
 PARTITION = ("t", "1:t:0")
 
@@ -115,3 +117,10 @@ def test_chunk_offsets_follow_the_batch_start_and_the_msg_type_filter() -> None:
     assert _chunk(MessageColumns.of([]), 0, frozenset()) is None
     # No attribute block at all: every msgType is "" and a filter keeps nothing.
     assert _chunk(MessageColumns.of([msg(0)]), 0, frozenset({"a"})) is None
+
+
+def test_the_task_pyspark_runs_when_no_range_was_planned_has_no_rows() -> None:
+    # A batch read of an empty topic plans no partition; PySpark then runs one task with a
+    # plain InputPartition(None), which failed the reader's type check (AssertionError).
+    options = parse_source_options({"master": "127.0.0.1:8715", "topic": "t"}, streaming=False)
+    assert list(TubeMQBatchReader(options).read(InputPartition(None))) == []

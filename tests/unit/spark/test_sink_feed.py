@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from tubemq_aio.errors import ServerError
+from tubemq_aio.errors import InvalidMessageError, MessageTooLargeError, ServerError
 from tubemq_aio.spark._sink_plan import plan_sink
 from tubemq_aio.spark.sink import _Feed
 
@@ -84,3 +84,29 @@ async def test_a_failed_send_ends_the_feed_with_the_error() -> None:
     with pytest.raises(ServerError):
         await run(feed)
     assert len(producer.bodies) < 100
+
+
+class RefusingProducer(FakeProducer):
+    """Refuses one body the way the real producer refuses an invalid message."""
+
+    def __init__(self, refused: bytes, error: type[InvalidMessageError]) -> None:
+        super().__init__()
+        self.refused = refused
+        self.error = error
+
+    async def send(self, topic: str, body: bytes, **kw: Any) -> None:
+        if body == self.refused:
+            raise self.error("send: message body is empty")
+        await super().send(topic, body, **kw)
+
+
+@pytest.mark.parametrize("error", [InvalidMessageError, MessageTooLargeError])
+async def test_a_row_the_producer_refuses_is_named_by_its_index(
+    error: type[InvalidMessageError],
+) -> None:
+    # The producer's refusal (an empty body, a ',' in an attribute, too large) failed the task
+    # without saying which row, where docs/spark.md promises the row's index within the task.
+    producer = RefusingProducer(b"2-5", error)
+    feed = _Feed(producer, PLAN, batches(5, 20), {})  # type: ignore[arg-type]
+    with pytest.raises(error, match=r"^row 45: send: message body is empty$"):
+        await run(feed)

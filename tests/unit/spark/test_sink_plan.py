@@ -156,8 +156,8 @@ def test_batch_rows_carry_every_column() -> None:
     )
     rows = list(batch_rows(batch, plan, {"__spark_batch_id": "7"}))
     assert rows == [
-        OutRow("x", b"a", {"k": "v", "__spark_batch_id": "7"}, "t", "user-1", when),
-        OutRow("y", b"b", {"__spark_batch_id": "7"}, None, None, None),
+        OutRow("x", b"a", {"k": "v", "__spark_batch_id": "7"}, "t", "user-1", when, 0),
+        OutRow("y", b"b", {"__spark_batch_id": "7"}, None, None, None, 1),
     ]
 
 
@@ -165,7 +165,7 @@ def test_batch_rows_encode_text_and_use_the_topic_option() -> None:
     plan = plan_sink({**MASTER, "topic": "t1"}, schema(("body", StringType())))
     batch = pa.RecordBatch.from_arrays([pa.array(["héllo"])], names=["body"])
     assert list(batch_rows(batch, plan, {})) == [
-        OutRow("t1", "héllo".encode(), None, None, None, None)
+        OutRow("t1", "héllo".encode(), None, None, None, None, 0)
     ]
 
 
