@@ -179,6 +179,12 @@ async def test_close_ends_every_link_and_task(proxy: FaultProxy) -> None:
 def test_bad_fault_name_and_target_are_refused() -> None:
     with pytest.raises(ValueError, match="host:port"):
         FaultProxy("nowhere")
+    # each was taken (or failed with a raw AttributeError), the proxy then refused every link
+    for target in ("127.0.0.1:0", "127.0.0.1:70000", ":80", 8080):
+        with pytest.raises(ValueError, match="host:port"):
+            FaultProxy(target)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="seed"):
+        FaultProxy("127.0.0.1:1", seed="x")  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         FaultProxy("127.0.0.1:1").set(jitter=1)
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from tubemq_aio import Producer, ServerError
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, TopicLayout
 
 SEND = Method.BROKER_PRODUCER_SEND_MESSAGE
 
@@ -69,3 +70,86 @@ def test_bad_fault_values_are_refused() -> None:
             cluster.advertise_broker(1, addr)
     cluster.advertise_broker(1, "127.0.0.1:9")  # accepted, and undone by None
     cluster.advertise_broker(1, None)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"topics": {"demo": 2.5}}, "partitions"),  # took it, and served a float partition count
+        ({"topics": {"demo": True}}, "partitions"),
+        ({"topics": {"demo": "3"}}, "partitions"),  # a raw TypeError from a comparison
+        ({"topics": {"demo": 10001}}, "partitions"),  # ids of two stores overlap past 10000
+        ({"topics": {"": 1}}, "name"),
+        ({"topics": {1: 1}}, "name"),
+        ({"topics": 5}, "topics"),  # a raw "'int' object is not iterable"
+        ({"client_timeout": "5"}, "client_timeout"),  # a raw TypeError from a comparison
+        ({"client_timeout": True}, "client_timeout"),
+        ({"balance_period": "1"}, "balance_period"),
+    ],
+    ids=repr,
+)
+def test_bad_topics_and_timeouts_are_refused_by_name(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        FakeCluster(**options)
+
+
+def test_a_topic_layout_added_later_is_checked_too() -> None:
+    cluster = FakeCluster(topics={"demo": 1})
+    with pytest.raises(ValueError, match="stores"):
+        cluster.add_topic(TopicLayout("t", 1, stores=0))
+    with pytest.raises(ValueError, match="partitions"):
+        cluster.add_topic("t", 0)
+    with pytest.raises(ValueError, match="TopicLayout"):
+        cluster.add_topic(5)  # type: ignore[arg-type]
+    cluster.add_topic(TopicLayout("t", 10000, stores=2))  # the largest a store holds
+    assert sorted(cluster.topics) == ["demo", "t"]
+
+
+@pytest.mark.parametrize(
+    ("method", "node"),
+    [
+        (999_999, None),  # no such method
+        (Method.MASTER_BROKER_REGISTER, None),  # a method no node of the fake serves
+        (SEND, "master"),  # the master never receives a send
+        (Method.MASTER_PRODUCER_REGISTER, "broker1"),  # brokers never receive a register
+        (True, None),
+    ],
+    ids=repr,
+)
+def test_a_fault_rule_for_a_method_its_node_never_receives_is_refused(
+    method: int, node: str | None
+) -> None:
+    # Each was taken, and its rule never matched: the test ran without the fault it asked for.
+    cluster = FakeCluster(topics={"demo": 1})
+    with pytest.raises(ValueError, match="serves no method"):
+        cluster.inject(method, Fault.error(503), node=node)
+    assert cluster.plan.rules == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Fault.error(2**31),  # failed the node's answer at request time: a reset
+        lambda: Fault.error(-(2**31) - 1),
+        lambda: Fault.exception(123),  # type: ignore[arg-type]  # the same, at request time
+        lambda: Fault.exception(""),
+        lambda: Fault.exception("java.lang.Exception", 5),  # type: ignore[arg-type]
+        lambda: Fault.exception("java.lang.Exception", fatal="yes"),  # type: ignore[arg-type]
+        lambda: Fault.delay("1"),  # type: ignore[arg-type]  # a raw TypeError
+        lambda: Fault.delay(True),
+        lambda: Fault.delay(float("inf")),  # an answer that never comes is no_answer()
+        lambda: Fault.late("1"),  # type: ignore[arg-type]
+        lambda: Fault.late(True),
+    ],
+)
+def test_a_fault_that_cannot_be_answered_is_refused_when_made(make: Any) -> None:
+    with pytest.raises(ValueError, match=r"fault|delay|late"):
+        make()
+
+
+async def test_the_widest_error_code_is_answered() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        cluster.inject(SEND, Fault.error(2**31 - 1, "widest"))
+        async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+            with pytest.raises(ServerError, match="widest"):
+                await producer.send("demo", b"x")

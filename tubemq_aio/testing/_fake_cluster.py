@@ -10,12 +10,15 @@ late (after its client gave up on it).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import math
 import time
 from collections.abc import Iterable, Mapping
 
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.message import decode_payload
+from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
@@ -76,20 +79,22 @@ class FakeCluster(AsyncService):
             raise ValueError(f"brokers must be an int >= 1, got {brokers!r}")
         if framing not in FRAMINGS:
             raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
-        if not 0.0 <= balance_period < float("inf"):
-            raise ValueError(f"balance_period must be finite seconds >= 0, got {balance_period}")
+        if not _is_number(balance_period) or not 0.0 <= balance_period < math.inf:
+            raise ValueError(f"balance_period must be finite seconds >= 0, got {balance_period!r}")
         for name, seconds in (
             ("client_timeout", client_timeout),
             ("registration_timeout", registration_timeout),
             ("event_timeout", event_timeout),
         ):
-            if not 0.0 < seconds < float("inf"):
+            if not _is_number(seconds) or not 0.0 < seconds < math.inf:
                 raise ValueError(f"{name} must be finite seconds > 0, got {seconds!r}")
         for name, count in (("max_batch", max_batch), ("max_batch_bytes", max_batch_bytes)):
             if type(count) is not int or count < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {count!r}")
         if isinstance(topics, str):  # "a,b": two topics, as the clients read it; never letters
             topics = [t.strip() for t in topics.split(",") if t.strip()]
+        if not isinstance(topics, Iterable):
+            raise ValueError(f"topics must be a mapping or names of topics, got {topics!r}")
         self.topics: dict[str, TopicLayout] = {}
         items = topics.items() if isinstance(topics, Mapping) else ((t, 1) for t in topics)
         for name, spec in items:
@@ -119,6 +124,8 @@ class FakeCluster(AsyncService):
         for node in (self.master.node, *(broker.node for broker in self.brokers)):
             node.framing = framing
         self._started = False
+        #: The event loop the nodes were started on (they serve only while it runs).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         state = f"master={self.master.node.addr}" if self._started else "stopped"
@@ -129,35 +136,89 @@ class FakeCluster(AsyncService):
     async def start(self, master_port: int = 0) -> None:
         """Start listening (master and brokers; brokers always on free ports).
 
+        Starts and stops run one at a time: a second ``start()`` while one runs waits for it
+        and returns, a :meth:`stop` called meanwhile stops the cluster once it has started.
+        A cluster whose event loop has ended (``asyncio.run`` returned) served nothing since:
+        ``start()`` on another loop starts it afresh (new ports).
+
         Args:
             master_port: the master's port (0: a free one).
+
+        Raises:
+            RuntimeError: the cluster runs on another event loop that still exists (its nodes
+                answer only while that loop runs): stop it there, or make one cluster per loop.
         """
-        if self._started:
-            return
-        try:
-            for broker in self.brokers:
-                await broker.node.start()
-            await self.master.node.start(master_port)
-        except BaseException:
-            await self.stop()
-            raise
-        self._started = True
+        async with self._lifecycle_lock():
+            loop = asyncio.get_running_loop()
+            if self._started and self._loop is not loop:
+                if self._loop is not None and not self._loop.is_closed():
+                    raise RuntimeError(
+                        "FakeCluster runs on another event loop, and answers only while that "
+                        "loop runs: stop it there, or start one cluster per event loop"
+                    )
+                await self._stop_nodes()  # its loop ended: its sockets served nobody since
+            if self._started:
+                return
+            try:
+                for broker in self.brokers:
+                    await broker.node.start()
+                await self.master.node.start(master_port)
+            except BaseException:
+                await self._stop_nodes()
+                raise
+            self._started = True
+            self._loop = loop
 
     async def stop(self) -> None:
-        """Stop every node and abort every connection."""
+        """Stop every node and abort every connection (after a :meth:`start` under way)."""
+        async with self._lifecycle_lock():
+            await self._stop_nodes()
+
+    async def _stop_nodes(self) -> None:
         self._started = False
+        self._loop = None
         await self.master.node.stop()
         for broker in self.brokers:
             await broker.node.stop()
 
     @property
     def master_addr(self) -> str:
-        """``host:port`` of the master, for ``masters=``."""
+        """``host:port`` of the master, for ``masters=``.
+
+        Raises:
+            RuntimeError: asked from a running event loop while the loop the cluster was
+                started on does not run (see :meth:`_check_serving`).
+        """
+        self._check_serving()
         return self.master.node.addr
 
     def broker_addr(self, broker_id: int) -> str:
-        """``host:port`` of broker ``broker_id``."""
+        """``host:port`` of broker ``broker_id``.
+
+        Raises:
+            RuntimeError: as :attr:`master_addr`.
+            KeyError: no broker ``broker_id``.
+        """
+        self._check_serving()
         return self._broker(broker_id).node.addr
+
+    def _check_serving(self) -> None:
+        """Refuse to hand out an address nobody answers at: the nodes run on the loop the
+        cluster was started on, so a client on another loop (a session-scoped pytest fixture's
+        cluster used by a test on a loop of its own) connected and then waited for answers
+        that never came, and timed out with hints about framing and TLS."""
+        own = self._loop
+        if own is None or own.is_running():
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # plain code outside any loop: an address to print or pass on
+            return
+        raise RuntimeError(
+            "FakeCluster was started on another event loop, which is not running now, so its "
+            "nodes answer nothing: run the test on the loop of the cluster's fixture (pytest-"
+            "asyncio: loop_scope, see docs/testing.md), or start a cluster on this loop"
+        )
 
     def advertise_broker(self, broker_id: int, addr: str | None) -> None:
         """Make the master announce broker ``broker_id`` at ``addr`` (e.g. a
@@ -283,12 +344,27 @@ class FakeCluster(AsyncService):
     # ---- topics and data ---------------------------------------------------------------------
 
     def add_topic(self, layout: TopicLayout | str, partitions: int = 1) -> None:
-        """Deploy a topic (a name plus ``partitions``, or a full layout) on every broker."""
+        """Deploy a topic (a name plus ``partitions``, or a full layout) on every broker.
+
+        Raises:
+            ValueError: the name is not a non-empty str, or ``partitions`` (per store) not an
+                int in [1, 10000] (partition ids are ``store * 10000 + i``), or ``stores`` not
+                an int >= 1 (a bool is not an int here).
+        """
         if isinstance(layout, str):
             layout = TopicLayout(layout, partitions)
-        if layout.partitions < 1 or layout.stores < 1:
-            raise ValueError("a topic needs at least one partition and one store")
-        self.topics[layout.name] = layout
+        if not isinstance(layout, TopicLayout):
+            raise ValueError(f"a topic is a name or a TopicLayout, got {layout!r}")
+        name, parts, stores = layout.name, layout.partitions, layout.stores
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a topic name must be a non-empty str, got {name!r}")
+        if type(parts) is not int or not 1 <= parts <= STORE_BASE:
+            raise ValueError(
+                f"topic {name!r}: partitions must be an int in [1, {STORE_BASE}], got {parts!r}"
+            )
+        if type(stores) is not int or stores < 1:
+            raise ValueError(f"topic {name!r}: stores must be an int >= 1, got {stores!r}")
+        self.topics[name] = layout
 
     def set_consume_from_max(self, group: str) -> None:
         """Tell a client-balanced group's members to consume from the max offset now, as the
@@ -345,7 +421,9 @@ class FakeCluster(AsyncService):
             The rule; its ``hits`` counts the requests it applied to.
 
         Raises:
-            ValueError: ``times`` is not an int >= 1 or None, or ``node`` names no node.
+            ValueError: ``times`` is not an int >= 1 or None, ``node`` names no node, or
+                ``method`` is no :class:`~tubemq_aio.protocol.rpc.Method` that ``node`` (or,
+                without ``node``, any node) serves: the rule would never match.
             TypeError: ``fault`` is not a :class:`Fault`.
         """
         if times is not None and (type(times) is not int or times < 1):
@@ -355,6 +433,11 @@ class FakeCluster(AsyncService):
         names = [n.name for n in self._nodes()]
         if node is not None and node not in names:  # it would never match, silently
             raise ValueError(f"node must be one of {names} or None, got {node!r}")
+        served = {m for n in self._nodes() if node in (None, n.name) for m in n.handlers}
+        if isinstance(method, bool) or method not in served:  # it would never match either
+            where = "any node" if node is None else node
+            known = ", ".join(Method(m).name for m in sorted(served))
+            raise ValueError(f"{where} serves no method {method!r}; it serves {known}")
         return self.plan.add(Injection(int(method), fault, node, times))
 
     def corrupt_next_fetches(
@@ -423,3 +506,7 @@ class FakeCluster(AsyncService):
             if broker.broker_id == broker_id:
                 return broker
         raise KeyError(f"no broker {broker_id}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

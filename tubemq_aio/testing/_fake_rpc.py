@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -30,6 +31,7 @@ FaultKind = Literal["error", "delay", "drop", "reset", "exception", "late"]
 #: A request handler: the decoded request in, the serialized business response out.
 Handler = Callable[[RpcRequest], bytes]
 
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _PROTOBUF_ERROR = "com.google.protobuf.InvalidProtocolBufferException"
 # What a real node's RPC dispatcher answers for a service it does not serve: a plain Exception
 # (docs/protocol/wire.md §3.1).
@@ -65,18 +67,24 @@ class Fault:
         """Answer ``success=false`` with TubeMQ error ``code`` (e.g. 503, 411, 452).
 
         Raises:
-            ValueError: ``code`` is not an int (a bool is not) or ``message`` not a string.
+            ValueError: ``code`` is not an int (a bool is not) of 32 bits, or ``message`` not a
+                string.
         """
         if type(code) is not int or not isinstance(message, str):
             raise ValueError(f"an error fault takes an int code and a str message, got {code!r}")
+        if not _INT32_MIN <= code <= _INT32_MAX:  # errCode is an int32 on the wire
+            raise ValueError(f"an error fault's code must fit in 32 bits, got {code}")
         return cls("error", code=code, message=message)
 
     @classmethod
     def delay(cls, seconds: float) -> Fault:
-        """Answer normally, ``seconds`` later."""
-        if not seconds >= 0:
-            raise ValueError("a delay must be a non-negative number of seconds")
-        return cls("delay", seconds=seconds)
+        """Answer normally, ``seconds`` later.
+
+        Raises:
+            ValueError: ``seconds`` is not a finite number >= 0 (a bool is not one; for an
+                answer that never comes, use :meth:`no_answer`).
+        """
+        return cls("delay", seconds=_hold_seconds("a delay", seconds))
 
     @classmethod
     def late(cls, seconds: float | None = None) -> Fault:
@@ -92,11 +100,10 @@ class Fault:
         process does.
 
         Raises:
-            ValueError: ``seconds`` is negative or not finite.
+            ValueError: ``seconds`` is not None nor a finite number >= 0.
         """
-        if seconds is not None and not 0 <= seconds < float("inf"):
-            raise ValueError("a late request's hold must be a finite number of seconds >= 0")
-        return cls("late", seconds=seconds)
+        held = None if seconds is None else _hold_seconds("a late request's hold", seconds)
+        return cls("late", seconds=held)
 
     @classmethod
     def no_answer(cls) -> Fault:
@@ -110,8 +117,29 @@ class Fault:
 
     @classmethod
     def exception(cls, name: str, message: str = "", *, fatal: bool = False) -> Fault:
-        """Answer with an RPC exception frame, e.g. the master's ``StandbyException``."""
+        """Answer with an RPC exception frame, e.g. the master's ``StandbyException``.
+
+        Raises:
+            ValueError: ``name`` is not a non-empty str, ``message`` not a str or ``fatal`` not
+                a bool (each would break the answer's encoding when a request meets the
+                fault, resetting the connection instead).
+        """
+        if not isinstance(name, str) or not name or not isinstance(message, str):
+            raise ValueError(
+                f"an exception fault takes a non-empty str name and a str message, got {name!r}"
+            )
+        if not isinstance(fatal, bool):
+            raise ValueError(f"an exception fault's fatal must be True or False, got {fatal!r}")
         return cls("exception", message=message, exception_name=name, fatal=fatal)
+
+
+def _hold_seconds(what: str, seconds: object) -> float:
+    """``seconds`` of a delay or a late hold, checked: a finite number >= 0 (not a bool)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ValueError(f"{what} must be a number of seconds, got {seconds!r}")
+    if not 0 <= seconds < math.inf:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {seconds!r}")
+    return float(seconds)
 
 
 @dataclass(slots=True)

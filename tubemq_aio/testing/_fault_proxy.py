@@ -223,9 +223,11 @@ class FaultProxy(AsyncService):
     """
 
     def __init__(self, target: str, *, seed: int = 0) -> None:
-        host, sep, port = target.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"target must be host:port, got {target!r}")
+        host, sep, port = target.rpartition(":") if isinstance(target, str) else ("", "", "")
+        if not host or not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"target must be host:port (a port in 1..65535), got {target!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int, got {seed!r}")
         self.target = (host.strip("[]"), int(port))
         self.faults: dict[Direction, LinkFaults] = {"up": LinkFaults(), "down": LinkFaults()}
         self.forwarded: dict[Direction, int] = {"up": 0, "down": 0}
@@ -256,10 +258,13 @@ class FaultProxy(AsyncService):
         return len(self._links)
 
     async def start(self) -> None:
-        """Listen (on the previous port if it was started before)."""
-        if self._server is None:
-            self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port)
-            self._port = self._server.sockets[0].getsockname()[1]
+        """Listen (on the previous port if it was started before). Starts, closes and
+        :meth:`refuse_connections` run one at a time: one called while another awaits waits
+        for it."""
+        async with self._lifecycle_lock():
+            if self._server is None:
+                self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port)
+                self._port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
         """The same as :meth:`close` (for ``async with``)."""
@@ -267,7 +272,8 @@ class FaultProxy(AsyncService):
 
     async def close(self) -> None:
         """Stop listening, drop every connection, end every task."""
-        await self.refuse_connections()
+        async with self._lifecycle_lock():
+            await self._stop_listening()
         self.reset_connections()
         tasks = list(self._tasks)
         for task in tasks:
@@ -322,6 +328,10 @@ class FaultProxy(AsyncService):
 
     async def refuse_connections(self) -> None:
         """Stop listening: new connects are refused until :meth:`start`."""
+        async with self._lifecycle_lock():
+            await self._stop_listening()
+
+    async def _stop_listening(self) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

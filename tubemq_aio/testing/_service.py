@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
 from typing import Self
 
@@ -14,6 +15,19 @@ class AsyncService:
     A start that fails (or is cancelled) stops what it had started before the error propagates,
     so a half-started service leaves no process, port or task behind.
     """
+
+    #: The event loop and lock of :meth:`_lifecycle_lock` (made on first use, per loop).
+    _lifecycle: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    def _lifecycle_lock(self) -> asyncio.Lock:
+        """The lock a subclass holds around its start and its stop, so that they run one at a
+        time: a stop called while a start awaits (or two starts at once) would otherwise find
+        nothing to stop yet, and the start would leave its sockets open behind it. One lock per
+        event loop (an ``asyncio.Lock`` belongs to the loop it first waited on)."""
+        loop = asyncio.get_running_loop()
+        if self._lifecycle is None or self._lifecycle[0] is not loop:
+            self._lifecycle = (loop, asyncio.Lock())
+        return self._lifecycle[1]
 
     async def start(self) -> None:
         """Start the service."""
