@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,6 +47,7 @@ from tubemq_aio.testing._nodes import (
     jvm_options,
 )
 from tubemq_aio.testing._ports import PortLease
+from tubemq_aio.testing._topics import MASTER_TOPIC_NAME, MAX_TOPIC_PARTITIONS
 from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
 from tubemq_aio.testing._zookeeper import ZooKeeperNode
@@ -133,11 +135,32 @@ class LocalCluster:
         ready_timeout: float = 120.0,
         detached: bool = False,
     ) -> None:
-        """Configure the cluster; nothing runs until :meth:`start` (see class docstring)."""
-        if not 1 <= brokers <= len(BROKER_HOSTS):
-            raise ValueError(f"brokers must be 1..{len(BROKER_HOSTS)}, got {brokers}")
-        if not 1 <= masters <= MAX_MASTERS:
-            raise ValueError(f"masters must be 1..{MAX_MASTERS}, got {masters}")
+        """Configure the cluster; nothing runs until :meth:`start` (see class docstring).
+
+        Raises:
+            ValueError: an argument the cluster could not honour, named (checked here, before
+                any JVM starts, where it failed tens of seconds into the start or never).
+            UnsupportedVersionError: ``version`` is not one of ``SERVER_VERSIONS``.
+        """
+        _check_count("brokers", brokers, len(BROKER_HOSTS))
+        _check_count("masters", masters, MAX_MASTERS)
+        _check_count("topic_partitions", topic_partitions, MAX_TOPIC_PARTITIONS)
+        if isinstance(topics, str):  # "a,b": two topics, as the clients read it; never letters
+            topics = [t.strip() for t in topics.split(",") if t.strip()]
+        for name in topics:
+            if not isinstance(name, str) or not MASTER_TOPIC_NAME.fullmatch(name):
+                raise ValueError(
+                    f"topics: {name!r} is no topic name a TubeMQ master takes (2 to 64 "
+                    "characters, a letter then letters, digits or _)"
+                )
+        for label, port in (("master_port", master_port), ("master_web_port", master_web_port)):
+            if port is not None and (type(port) is not int or not 0 < port < 65536):
+                raise ValueError(f"{label} must be None or a port in 1..65535, got {port!r}")
+        for label, seconds in (("start_timeout", start_timeout), ("ready_timeout", ready_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise ValueError(f"{label} must be a number of seconds, got {seconds!r}")
+            if not 0 < seconds < math.inf:
+                raise ValueError(f"{label} must be finite seconds > 0, got {seconds!r}")
         self.spec = server_version(version)
         if self.spec.zookeeper and masters != 1:
             raise ValueError(
@@ -556,3 +579,8 @@ class LocalCluster:
     def __repr__(self) -> str:
         """Show the master address and node states."""
         return f"<LocalCluster nodes={[n.process for n in self.nodes]}>"
+
+
+def _check_count(name: str, value: object, most: int) -> None:
+    if type(value) is not int or not 1 <= value <= most:
+        raise ValueError(f"{name} must be an int in 1..{most}, got {value!r}")

@@ -187,7 +187,9 @@ class FakeCluster(AsyncService):
 
         Raises:
             RuntimeError: asked from a running event loop while the loop the cluster was
-                started on does not run (see :meth:`_check_serving`).
+                started on does not run: nobody would answer a client there (a
+                session-scoped pytest fixture's cluster used by a test on a loop of its own;
+                docs/testing.md).
         """
         self._check_serving()
         return self.master.node.addr

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 from tubemq_aio.testing._fake_cluster import FakeCluster
 from tubemq_aio.testing._state import FAKE_KIND, state_file
+from tubemq_aio.testing._topics import MASTER_TOPIC_NAME, MAX_TOPIC_PARTITIONS
 from tubemq_aio.testing._up_report import fake_up_lines
 
 __all__ = [
@@ -35,11 +35,6 @@ FAKE_NOTICE = (
 )
 
 
-#: The topic names the master's web API takes (``WebFieldDef.TOPICNAME``: ``^[a-zA-Z]\w+$``,
-#: at most ``META_MAX_TOPICNAME_LENGTH`` = 64 characters).
-_MASTER_TOPIC_NAME = re.compile(r"[a-zA-Z]\w{1,63}", re.ASCII)
-
-
 def parse_topic(spec: str) -> tuple[str, int]:
     """``NAME[:PARTITIONS]`` (default 3 partitions) as ``(name, partitions)``.
 
@@ -48,16 +43,18 @@ def parse_topic(spec: str) -> tuple[str, int]:
 
     Raises:
         argparse.ArgumentTypeError: such a name it is not, or the partition count is not
-            1..1000.
+            1..1000 (``MAX_TOPIC_PARTITIONS``).
     """
     name, _, parts = spec.partition(":")
     try:
         count = int(parts) if parts else 3
     except ValueError:
         raise argparse.ArgumentTypeError(f"{spec!r}: partitions must be an integer") from None
-    if not name or not 1 <= count <= 1000:
-        raise argparse.ArgumentTypeError(f"{spec!r}: expected NAME[:PARTITIONS], 1..1000")
-    if not _MASTER_TOPIC_NAME.fullmatch(name):
+    if not name or not 1 <= count <= MAX_TOPIC_PARTITIONS:
+        raise argparse.ArgumentTypeError(
+            f"{spec!r}: expected NAME[:PARTITIONS], 1..{MAX_TOPIC_PARTITIONS}"
+        )
+    if not MASTER_TOPIC_NAME.fullmatch(name):
         raise argparse.ArgumentTypeError(
             f"{name!r}: a TubeMQ master takes topic names of 2 to 64 characters, a letter "
             "then letters, digits or _"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,7 +13,20 @@ from tubemq_aio.testing._errors import ClusterStartError, NodeNotReadyError, Web
 from tubemq_aio.testing._nodes import BrokerNode
 from tubemq_aio.testing._webapi import MasterWebApi
 
-__all__ = ["add_topics", "delete_topic", "topic_ready", "wait_topics_ready"]
+__all__ = [
+    "MASTER_TOPIC_NAME",
+    "MAX_TOPIC_PARTITIONS",
+    "add_topics",
+    "delete_topic",
+    "topic_ready",
+    "wait_topics_ready",
+]
+
+#: The topic names the master's web API takes (``WebFieldDef.TOPICNAME``: ``^[a-zA-Z]\w+$``,
+#: at most ``META_MAX_TOPICNAME_LENGTH`` = 64 characters).
+MASTER_TOPIC_NAME = re.compile(r"[a-zA-Z]\w{1,63}", re.ASCII)
+#: Most partitions per broker the harness creates a topic with (``cluster up --topic NAME:N``).
+MAX_TOPIC_PARTITIONS = 1000
 
 
 async def add_topics(
