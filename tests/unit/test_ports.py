@@ -186,7 +186,7 @@ def test_the_folder_goes_with_its_last_reservation_and_comes_back(shared: dict[s
     first = allocate_ports(3)
     other = Child(shared, "reserve", 2)
     try:
-        other.ports()
+        theirs = other.ports()
         release_ports(first)
         assert folder.is_dir()  # the child's reservations keep it
     finally:
@@ -194,7 +194,9 @@ def test_the_folder_goes_with_its_last_reservation_and_comes_back(shared: dict[s
     second = allocate_ports(1)
     release_ports(second)
     leftovers = list(folder.glob("*.lock"))
-    assert len(leftovers) == 2  # the ended child's two files, unlocked: the folder stays
+    # The ended child's files, unlocked: the folder stays. The draw of `second` may take one of
+    # those two ports (free again; 2 in 600), and its release removes that file.
+    assert {f.name for f in leftovers} == {f"{p}.lock" for p in theirs if p not in second}
     for leftover in leftovers:
         leftover.unlink()
     third = allocate_ports(1)
