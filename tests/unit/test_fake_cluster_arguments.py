@@ -153,3 +153,12 @@ async def test_the_widest_error_code_is_answered() -> None:
         async with Producer(cluster.master_addr, topics=["demo"]) as producer:
             with pytest.raises(ServerError, match="widest"):
                 await producer.send("demo", b"x")
+
+
+@pytest.mark.parametrize("port", [True, 1.5, -1, 70000, "8715"], ids=repr)
+async def test_a_bad_master_port_is_refused_before_any_node_listens(port: Any) -> None:
+    # True and 1.5 bound port 1; the others failed with a raw OverflowError or gaierror.
+    cluster = FakeCluster(topics={"demo": 1})
+    with pytest.raises(ValueError, match="master_port"):
+        await cluster.start(master_port=port)
+    assert not any(node.running for node in cluster._nodes())

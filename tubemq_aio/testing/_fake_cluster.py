@@ -145,9 +145,13 @@ class FakeCluster(AsyncService):
             master_port: the master's port (0: a free one).
 
         Raises:
+            ValueError: ``master_port`` is not an int in 0..65535 (``True`` or ``1.5`` bound
+                port 1).
             RuntimeError: the cluster runs on another event loop that still exists (its nodes
                 answer only while that loop runs): stop it there, or make one cluster per loop.
         """
+        if type(master_port) is not int or not 0 <= master_port <= 65535:
+            raise ValueError(f"master_port must be an int in 0..65535, got {master_port!r}")
         async with self._lifecycle_lock():
             loop = asyncio.get_running_loop()
             if self._started and self._loop is not loop:
