@@ -105,3 +105,36 @@ def test_a_cluster_on_a_loop_that_does_not_run_gives_no_address_to_a_client() ->
         fixture_loop.run_until_complete(cluster.stop())
     finally:
         fixture_loop.close()
+
+
+def test_a_proxy_whose_loop_ended_listens_again_on_the_next_loop() -> None:
+    # start() on the next loop returned at once ("already listening") and forwarded nothing.
+    async def serve_and_use(proxy: FaultProxy | None) -> tuple[FaultProxy, int]:
+        async with FakeCluster(topics={"t": 1}) as cluster:
+            if proxy is None:
+                proxy = FaultProxy(cluster.master_addr)
+            proxy.target = ("127.0.0.1", int(cluster.master_addr.rsplit(":", 1)[1]))
+            await proxy.start()
+            sent = await produce(proxy.addr, "t", 1)
+            return proxy, len(sent)
+
+    proxy, sent = asyncio.run(serve_and_use(None))
+    assert sent == 1
+    assert asyncio.run(serve_and_use(proxy))[1] == 1
+    asyncio.run(proxy.close())
+
+
+def test_a_proxy_on_a_loop_that_does_not_run_gives_no_address() -> None:
+    proxy = FaultProxy("127.0.0.1:9")
+    fixture_loop = asyncio.new_event_loop()
+    try:
+        fixture_loop.run_until_complete(proxy.start())
+
+        async def a_test() -> None:
+            with pytest.raises(RuntimeError, match="loop_scope"):
+                _ = proxy.addr
+
+        asyncio.run(a_test())
+        fixture_loop.run_until_complete(proxy.close())
+    finally:
+        fixture_loop.close()

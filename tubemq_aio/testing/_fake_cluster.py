@@ -24,7 +24,7 @@ from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection, RpcNode
 from tubemq_aio.testing._fake_store import STORE_BASE, StoredMessage, TopicLayout
-from tubemq_aio.testing._service import AsyncService
+from tubemq_aio.testing._service import AsyncService, check_serving_loop, loop_ended
 
 __all__ = ["FakeCluster"]
 
@@ -154,13 +154,8 @@ class FakeCluster(AsyncService):
             raise ValueError(f"master_port must be an int in 0..65535, got {master_port!r}")
         async with self._lifecycle_lock():
             loop = asyncio.get_running_loop()
-            if self._started and self._loop is not loop:
-                if self._loop is not None and not self._loop.is_closed():
-                    raise RuntimeError(
-                        "FakeCluster runs on another event loop, and answers only while that "
-                        "loop runs: stop it there, or start one cluster per event loop"
-                    )
-                await self._stop_nodes()  # its loop ended: its sockets served nobody since
+            if self._started and loop_ended(self._loop, "FakeCluster"):
+                await self._stop_nodes()
             if self._started:
                 return
             try:
@@ -195,7 +190,7 @@ class FakeCluster(AsyncService):
                 session-scoped pytest fixture's cluster used by a test on a loop of its own;
                 docs/testing.md).
         """
-        self._check_serving()
+        check_serving_loop(self._loop, "FakeCluster")
         return self.master.node.addr
 
     def broker_addr(self, broker_id: int) -> str:
@@ -205,26 +200,8 @@ class FakeCluster(AsyncService):
             RuntimeError: as :attr:`master_addr`.
             KeyError: no broker ``broker_id``.
         """
-        self._check_serving()
+        check_serving_loop(self._loop, "FakeCluster")
         return self._broker(broker_id).node.addr
-
-    def _check_serving(self) -> None:
-        """Refuse to hand out an address nobody answers at: the nodes run on the loop the
-        cluster was started on, so a client on another loop (a session-scoped pytest fixture's
-        cluster used by a test on a loop of its own) connected and then waited for answers
-        that never came, and timed out with hints about framing and TLS."""
-        own = self._loop
-        if own is None or own.is_running():
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # plain code outside any loop: an address to print or pass on
-            return
-        raise RuntimeError(
-            "FakeCluster was started on another event loop, which is not running now, so its "
-            "nodes answer nothing: run the test on the loop of the cluster's fixture (pytest-"
-            "asyncio: loop_scope, see docs/testing.md), or start a cluster on this loop"
-        )
 
     def advertise_broker(self, broker_id: int, addr: str | None) -> None:
         """Make the master announce broker ``broker_id`` at ``addr`` (e.g. a

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.testing._reset import reset_transport
-from tubemq_aio.testing._service import AsyncService
+from tubemq_aio.testing._service import AsyncService, check_serving_loop, loop_ended
 
 __all__ = ["Direction", "FaultProxy", "LinkFaults"]
 
@@ -240,16 +240,24 @@ class FaultProxy(AsyncService):
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self._port = 0
+        #: The event loop it listens on (it forwards only while that loop runs).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return (
-            f"<FaultProxy {self.addr} -> {self.target[0]}:{self.target[1]} "
+            f"<FaultProxy 127.0.0.1:{self._port} -> {self.target[0]}:{self.target[1]} "
             f"links={len(self._links)} up={self.faults['up']!r} down={self.faults['down']!r}>"
         )
 
     @property
     def addr(self) -> str:
-        """``host:port`` clients connect to."""
+        """``host:port`` clients connect to.
+
+        Raises:
+            RuntimeError: asked from a running event loop while the loop the proxy listens on
+                does not run: nothing would be forwarded (docs/testing.md).
+        """
+        check_serving_loop(self._loop, "FaultProxy")
         return f"127.0.0.1:{self._port}"
 
     @property
@@ -260,11 +268,18 @@ class FaultProxy(AsyncService):
     async def start(self) -> None:
         """Listen (on the previous port if it was started before). Starts, closes and
         :meth:`refuse_connections` run one at a time: one called while another awaits waits
-        for it."""
+        for it. A proxy whose event loop has ended listens again on the running one.
+
+        Raises:
+            RuntimeError: it listens on another event loop that still exists.
+        """
         async with self._lifecycle_lock():
+            if self._server is not None and loop_ended(self._loop, "FaultProxy"):
+                await self._stop_listening()
             if self._server is None:
                 self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port)
                 self._port = self._server.sockets[0].getsockname()[1]
+                self._loop = asyncio.get_running_loop()
 
     async def stop(self) -> None:
         """The same as :meth:`close` (for ``async with``)."""
@@ -332,6 +347,7 @@ class FaultProxy(AsyncService):
             await self._stop_listening()
 
     async def _stop_listening(self) -> None:
+        self._loop = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

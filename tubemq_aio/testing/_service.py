@@ -6,7 +6,48 @@ import asyncio
 from types import TracebackType
 from typing import Self
 
-__all__ = ["AsyncService"]
+__all__ = ["AsyncService", "check_serving_loop", "loop_ended"]
+
+
+def loop_ended(own: asyncio.AbstractEventLoop | None, what: str) -> bool:
+    """Whether a service started on ``own`` must start afresh on the running loop: True when
+    ``own`` has ended (``asyncio.run`` returned: its sockets served nobody since), False when it
+    is the running loop or None.
+
+    Raises:
+        RuntimeError: ``own`` is another loop that still exists; ``what`` answers only while
+            that loop runs.
+    """
+    if own is None or own is asyncio.get_running_loop():
+        return False
+    if not own.is_closed():
+        raise RuntimeError(
+            f"{what} runs on another event loop, and answers only while that loop runs: stop "
+            f"it there, or start one {what} per event loop"
+        )
+    return True
+
+
+def check_serving_loop(own: asyncio.AbstractEventLoop | None, what: str) -> None:
+    """Refuse to hand out an address nobody answers at: a service serves on the loop it was
+    started on (``own``), so a client on another loop while ``own`` does not run (a
+    session-scoped pytest fixture's service used by a test on a loop of its own) connected and
+    then waited for answers that never came.
+
+    Raises:
+        RuntimeError: called from a running loop while ``own`` is set and does not run.
+    """
+    if own is None or own.is_running():
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # plain code outside any loop: an address to print or pass on
+        return
+    raise RuntimeError(
+        f"{what} was started on another event loop, which is not running now, so it answers "
+        "nothing: run the test on the loop of its fixture (pytest-asyncio: loop_scope, see "
+        "docs/testing.md), or start one on this loop"
+    )
 
 
 class AsyncService:
