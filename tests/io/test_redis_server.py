@@ -85,3 +85,13 @@ async def test_cancelled_start_leaves_no_process(monkeypatch: pytest.MonkeyPatch
 def test_invalid_timeout() -> None:
     with pytest.raises(ValueError, match="start_timeout"):
         RedisServer(start_timeout=float("nan"))
+    with pytest.raises(ValueError, match="start_timeout"):
+        RedisServer(start_timeout="5")  # type: ignore[arg-type]  # a raw TypeError before
+
+
+@pytest.mark.parametrize("bad", [5, "", "two words", "line\nbreak"], ids=repr)
+def test_a_password_the_command_line_cannot_carry_is_refused(bad: object) -> None:
+    # 5 failed the start with a raw TypeError; the others were taken, where a sentinel set
+    # already refused them: one rule for both now.
+    with pytest.raises(ValueError, match="password must be printable"):
+        RedisServer(password=bad)  # type: ignore[arg-type]

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import math
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +50,7 @@ from tubemq_aio.testing._topics import MASTER_TOPIC_NAME, MAX_TOPIC_PARTITIONS
 from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
 from tubemq_aio.testing._zookeeper import ZooKeeperNode
+from tubemq_aio.testing.polling import check_seconds
 
 __all__ = ["LocalCluster"]
 
@@ -156,11 +156,8 @@ class LocalCluster:
         for label, port in (("master_port", master_port), ("master_web_port", master_web_port)):
             if port is not None and (type(port) is not int or not 0 < port < 65536):
                 raise ValueError(f"{label} must be None or a port in 1..65535, got {port!r}")
-        for label, seconds in (("start_timeout", start_timeout), ("ready_timeout", ready_timeout)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                raise ValueError(f"{label} must be a number of seconds, got {seconds!r}")
-            if not 0 < seconds < math.inf:
-                raise ValueError(f"{label} must be finite seconds > 0, got {seconds!r}")
+        check_seconds("LocalCluster", "start_timeout", start_timeout)
+        check_seconds("LocalCluster", "ready_timeout", ready_timeout)
         self.spec = server_version(version)
         if self.spec.zookeeper and masters != 1:
             raise ValueError(

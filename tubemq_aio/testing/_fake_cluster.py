@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 from collections.abc import Iterable, Mapping
 
@@ -25,6 +24,7 @@ from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
 from tubemq_aio.testing._fake_rpc import Fault, FaultPlan, Injection, RpcNode
 from tubemq_aio.testing._fake_store import STORE_BASE, StoredMessage, TopicLayout
 from tubemq_aio.testing._service import AsyncService, check_serving_loop, loop_ended
+from tubemq_aio.testing.polling import check_seconds
 
 __all__ = ["FakeCluster"]
 
@@ -79,15 +79,11 @@ class FakeCluster(AsyncService):
             raise ValueError(f"brokers must be an int >= 1, got {brokers!r}")
         if framing not in FRAMINGS:
             raise ValueError(f"framing must be one of {FRAMINGS}, got {framing!r}")
-        if not _is_number(balance_period) or not 0.0 <= balance_period < math.inf:
-            raise ValueError(f"balance_period must be finite seconds >= 0, got {balance_period!r}")
-        for name, seconds in (
-            ("client_timeout", client_timeout),
-            ("registration_timeout", registration_timeout),
-            ("event_timeout", event_timeout),
-        ):
-            if not _is_number(seconds) or not 0.0 < seconds < math.inf:
-                raise ValueError(f"{name} must be finite seconds > 0, got {seconds!r}")
+        if isinstance(balance_period, bool) or balance_period != 0:  # 0: one on every heartbeat
+            check_seconds("FakeCluster", "balance_period", balance_period)
+        check_seconds("FakeCluster", "client_timeout", client_timeout)
+        check_seconds("FakeCluster", "registration_timeout", registration_timeout)
+        check_seconds("FakeCluster", "event_timeout", event_timeout)
         for name, count in (("max_batch", max_batch), ("max_batch_bytes", max_batch_bytes)):
             if type(count) is not int or count < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {count!r}")
@@ -489,7 +485,3 @@ class FakeCluster(AsyncService):
             if broker.broker_id == broker_id:
                 return broker
         raise KeyError(f"no broker {broker_id}")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

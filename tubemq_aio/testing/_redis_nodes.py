@@ -68,8 +68,7 @@ class RedisNodeSet(AsyncService):
 
     def __init__(self, *, binary: str, start_timeout: float, data_dir: Path | None) -> None:
         """Store the settings; nothing is started yet."""
-        if not start_timeout > 0:
-            raise ValueError("start_timeout must be positive")
+        check_seconds(type(self).__name__, "start_timeout", start_timeout)
         self.binary = binary
         self.start_timeout = start_timeout
         self._given_dir = data_dir

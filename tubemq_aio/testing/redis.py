@@ -28,12 +28,25 @@ from tubemq_aio.testing._resp import HOST as _HOST
 from tubemq_aio.testing._resp import RespError, command
 from tubemq_aio.testing._service import AsyncService
 from tubemq_aio.testing._tls import TlsMaterial
+from tubemq_aio.testing.polling import check_seconds
 
-__all__ = ["RedisServer", "RedisServerError"]
+__all__ = ["RedisServer", "RedisServerError", "check_password"]
 
 
 class RedisServerError(ClusterError):
     """``redis-server`` did not start, exited early, or did not answer in time."""
+
+
+def check_password(name: str, secret: object) -> None:
+    """A Redis password: None, or a non-empty printable string without spaces.
+
+    Raises:
+        ValueError: it is not (named ``name``).
+    """
+    if secret is None:
+        return
+    if not isinstance(secret, str) or not secret or not secret.isprintable() or " " in secret:
+        raise ValueError(f"{name} must be printable, without spaces, and not empty")
 
 
 def require_binary(binary: str) -> None:
@@ -80,9 +93,15 @@ class RedisServer(AsyncService):
         password: str | None = None,
         tls: TlsMaterial | None = None,
     ) -> None:
-        """Store the settings; nothing is started yet (see class docstring)."""
-        if not start_timeout > 0:
-            raise ValueError("start_timeout must be positive")
+        """Store the settings; nothing is started yet (see class docstring).
+
+        Raises:
+            ValueError: ``start_timeout`` is not finite seconds > 0, or ``password`` not None
+                nor a printable string without spaces (an int failed the start with a raw
+                ``TypeError``).
+        """
+        check_seconds("RedisServer", "start_timeout", start_timeout)
+        check_password("password", password)
         self.binary = binary
         self.start_timeout = start_timeout
         self.extra_args = tuple(extra_args)

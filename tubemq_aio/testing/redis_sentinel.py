@@ -21,7 +21,7 @@ from tubemq_aio.testing._redis_nodes import RedisNodeSet, info_fields, query
 from tubemq_aio.testing._redis_tls import client_context, client_url_options, tls_directives
 from tubemq_aio.testing._resp import HOST, Reply
 from tubemq_aio.testing._tls import TlsMaterial
-from tubemq_aio.testing.redis import RedisServer, RedisServerError
+from tubemq_aio.testing.redis import RedisServer, RedisServerError, check_password
 
 __all__ = ["RedisSentinelSet"]
 
@@ -81,9 +81,8 @@ class RedisSentinelSet(RedisNodeSet):
             raise ValueError("down_after_ms must be within 100 .. 600000")
         if not 1000 <= failover_timeout_ms <= 3_600_000:
             raise ValueError("failover_timeout_ms must be within 1000 .. 3600000")
-        for secret in (password, sentinel_password):
-            if secret is not None and (not secret.isprintable() or not secret or " " in secret):
-                raise ValueError("a password must be printable, without spaces, and not empty")
+        check_password("password", password)
+        check_password("sentinel_password", sentinel_password)
         self.master_name = master_name
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
