@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.fake_helpers import produce
 from tests.support.leak_checks import open_fds, wait_released
+from tubemq_aio import Producer
 from tubemq_aio.testing import FakeCluster, FaultProxy
 
 
@@ -138,3 +139,22 @@ def test_a_proxy_on_a_loop_that_does_not_run_gives_no_address() -> None:
         fixture_loop.run_until_complete(proxy.close())
     finally:
         fixture_loop.close()
+
+
+async def test_a_node_restart_needs_a_stopped_node_of_a_started_cluster() -> None:
+    cluster = FakeCluster(topics={"t": 1})
+    async with cluster, Producer(cluster.master_addr, topics=["t"]) as producer:
+        await producer.send("t", b"x")
+        known = dict(cluster.master.producers)
+        assert known
+        # It wiped the master's clients, then failed with a raw OSError (address in use).
+        with pytest.raises(RuntimeError, match="stop_master"):
+            await cluster.start_master()
+        assert cluster.master.producers == known
+    before = open_fds()
+    # A broker of a stopped cluster listened on, behind a cluster that said "stopped".
+    with pytest.raises(RuntimeError, match="cluster is stopped"):
+        await cluster.start_broker(1)
+    with pytest.raises(RuntimeError, match="cluster is stopped"):
+        await cluster.start_master()
+    await wait_released(before)

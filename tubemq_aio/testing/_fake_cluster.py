@@ -245,7 +245,8 @@ class FakeCluster(AsyncService):
         Raises:
             TypeError: ``lose_newest`` is not an int, or ``lose_offsets`` not a number.
             ValueError: ``lose_newest`` is negative, or ``lose_offsets`` outside [0, 60].
-            RuntimeError: the broker is running (:meth:`stop_broker` it first).
+            RuntimeError: the broker is running (:meth:`stop_broker` it first), or the cluster
+                is stopped (a broker of it would serve on after its :meth:`stop`).
             KeyError: no broker ``broker_id``.
         """
         if isinstance(lose_newest, bool) or not isinstance(lose_newest, int):
@@ -261,6 +262,7 @@ class FakeCluster(AsyncService):
         broker = self._broker(broker_id)
         if broker.node.running:
             raise RuntimeError(f"broker {broker_id} is running: stop_broker({broker_id}) first")
+        self._require_started(f"start_broker({broker_id})")
         lost = broker.crash(lose_newest, float(lose_offsets))
         await broker.node.start(broker.node.port)
         return lost
@@ -309,7 +311,16 @@ class FakeCluster(AsyncService):
         await self.master.node.stop()
 
     async def start_master(self) -> None:
-        """Restart the master on its old port; it has forgotten every client."""
+        """Restart the master on its old port; it has forgotten every client.
+
+        Raises:
+            RuntimeError: the master is running (:meth:`stop_master` it first: a restart of a
+                running master failed to bind after wiping its clients), or the cluster is
+                stopped.
+        """
+        if self.master.node.running:
+            raise RuntimeError("the master is running: stop_master() first")
+        self._require_started("start_master()")
         self.master.producers.clear()
         self.master.groups.clear()
         await self.master.node.start(self.master.node.port)
@@ -476,6 +487,10 @@ class FakeCluster(AsyncService):
     def members(self, group: str) -> list[str]:
         """Client ids of the registered members of ``group``."""
         return sorted(self.master.groups.get(group, {}))
+
+    def _require_started(self, call: str) -> None:
+        if not self._started:
+            raise RuntimeError(f"{call}: the cluster is stopped; start() it first")
 
     def _nodes(self) -> list[RpcNode]:
         return [self.master.node, *(b.node for b in self.brokers)]
