@@ -97,6 +97,14 @@ def test_a_bad_name_names_only_its_own_option(
     assert not any(other in str(info.value) for other in others)
 
 
+def test_a_group_whose_planner_group_is_too_long_is_refused_when_planned() -> None:
+    # 1 017 to 1 024 characters passed, and the driver's planner consumer ('<group>_planner',
+    # 8 more) failed as the query started, with an error that named no option.
+    with pytest.raises(SourceOptionError, match="option 'group' is invalid"):
+        parse_source_options({**BASE, "group": "g" * 1024}, streaming=True)
+    assert parse_source_options({**BASE, "group": "g" * 1016}, streaming=True)
+
+
 @pytest.mark.parametrize("name", ["startingOffsets", "endingOffsets"])
 def test_an_offset_beyond_int64_is_refused_when_planned(name: str) -> None:
     # It was taken, and failed later in a task, encoding the broker request.
