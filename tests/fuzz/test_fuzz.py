@@ -60,3 +60,22 @@ def test_valid_answers_still_parse() -> None:
     )
     parsed = consumer_replies.parse_broker_heartbeat_response(ok.SerializeToString())
     assert parsed.failures[0].err_code == 411
+
+
+@pytest.mark.parametrize("inputs", [0, -1, 2.5, True, "10"], ids=repr)
+def test_a_run_of_no_inputs_is_refused_not_passed(inputs: object) -> None:
+    # 0 and -1 ran nothing and reported no finding: a fuzz step in CI that checked nothing.
+    with pytest.raises(ValueError, match="inputs"):
+        fuzz.run(inputs)  # type: ignore[arg-type]
+
+
+def test_an_unknown_target_is_named() -> None:
+    with pytest.raises(ValueError, match="nosuch"):  # a raw KeyError before
+        fuzz.run(10, targets=["frame", "nosuch"])
+
+
+def test_the_command_refuses_no_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        fuzz.main(["--inputs", "0"])
+    assert info.value.code == 2
+    assert "--inputs" in capsys.readouterr().err

@@ -301,7 +301,16 @@ def run(inputs: int, *, seed: int = 0, targets: Sequence[str] | None = None) -> 
     """Run ``inputs`` generated inputs, spread round robin over ``targets`` (default: all).
 
     The same ``seed`` always produces the same inputs.
+
+    Raises:
+        ValueError: ``inputs`` is not an int >= 1 (0 or -1 ran nothing and reported no
+            finding, a pass that checked nothing), or a target is not one of :data:`TARGETS`.
     """
+    if type(inputs) is not int or inputs < 1:
+        raise ValueError(f"inputs must be an int >= 1, got {inputs!r}")
+    unknown = sorted(set(targets or ()) - set(TARGETS))
+    if unknown:
+        raise ValueError(f"unknown fuzz targets {unknown}; the targets are {sorted(TARGETS)}")
     names = list(targets or TARGETS)
     rng = random.Random(seed)
     report = FuzzReport(dict.fromkeys(names, 0), dict.fromkeys(names, 0))
@@ -334,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="repeatable")
     args = parser.parse_args(argv)
+    if args.inputs < 1:
+        parser.error(f"argument --inputs: must be >= 1, got {args.inputs}")
     start = time.monotonic()
     report = run(args.inputs, seed=args.seed, targets=args.target)
     elapsed = time.monotonic() - start
