@@ -77,6 +77,24 @@ async def test_consume_from_time_both_consumers() -> None:
             assert all(isinstance(v, int) for v in offsets.values())
 
 
+async def test_a_group_too_long_for_its_planner_is_refused_naming_its_length() -> None:
+    """A group of 920–927 characters is a valid group, but its time searches read with
+    ``<group>_planner``, past the 927 of a consumer's group: they failed with an error about a
+    group the user never named (and ``consume_from`` a time only at start). Now the user's
+    group's length and the limit, before any request; 919 characters still searches."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(ConsumerConfigError, match=r"group name of 920 characters .* at most 919"):
+        Consumer("127.0.0.1:1", group="g" * 920, topics=["t"], consume_from=when)
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        key = f"{cluster.brokers[0].broker_id}:demo:0"
+        async with Consumer(cluster.master_addr, group="g" * 927, topics=["demo"]) as c:
+            with pytest.raises(ConsumerConfigError, match="927 characters") as info:
+                await c.offsets_for_times({key: when})
+            assert "g" * 100 not in str(info.value)
+        async with Consumer(cluster.master_addr, group="g" * 919, topics=["demo"]) as c:
+            assert await c.offsets_for_times({key: when}) == {key: None}
+
+
 @pytest.mark.parametrize("bad", [datetime(2026, 1, 1), "2026-01-01", 5])
 async def test_naive_or_wrong_times_are_config_errors(bad: object) -> None:
     with pytest.raises(ConsumerConfigError):

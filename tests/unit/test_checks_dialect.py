@@ -260,8 +260,10 @@ def test_broker_blocking_config_checks_every_field() -> None:
 def test_client_id_and_send_many_checks() -> None:
     with pytest.raises(ConfigError, match="local_ip must not be blank; version must not be"):
         make_client_id(" ", 1, 2, 3, " ")
-    with pytest.raises(ConfigError, match="longer than"):
+    with pytest.raises(ConfigError, match="version must be at most 32 characters"):
         make_client_id("1.2.3.4", 1, 2, 3, "v" * 2000)
+    with pytest.raises(ConfigError, match="longer than"):
+        make_client_id("1.2.3.4", 1, 2, 3, "v", group="g" * 1100, kind="Pull")
     with pytest.raises(InvalidMessageError, match=r"send_many: bodies\[1\]: message body"):
         check_send_many_args("t", [b"a", b"", 5], 10)
     with pytest.raises(InvalidMessageError, match="send_many: 3 bodies exceed max_send_many=2"):

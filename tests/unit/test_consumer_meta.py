@@ -12,6 +12,12 @@ from tubemq_aio.errors import (
     MalformedMetaError,
     RemoteProtocolError,
 )
+from tubemq_aio.protocol.client_id import (
+    MAX_CLIENT_ID_LENGTH,
+    MAX_CONSUMER_GROUP_LENGTH,
+    MAX_VERSION_LENGTH,
+    make_client_id,
+)
 from tubemq_aio.protocol.consumer_meta import (
     BoundSession,
     BrokerInfo,
@@ -28,6 +34,7 @@ from tubemq_aio.protocol.consumer_meta import (
     validate_bound_offsets,
 )
 from tubemq_aio.protocol.consumer_names import (
+    planner_group,
     validate_filters,
     validate_group_name,
     validate_subscriptions,
@@ -138,6 +145,31 @@ def test_group_name_rules() -> None:
     for bad in ["", "g", "1group", "g#1", "grüppe", "g" * 1025]:
         with pytest.raises(ConsumerConfigError):
             validate_group_name(bad)
+
+
+def test_the_longest_group_makes_an_id_the_master_takes_and_a_longer_one_is_refused() -> None:
+    """A group of 928–1024 characters passed the name rule but made a consumer id over the
+    master's 1024, refused at start as 'client id longer than 1024 chars'; the id with the
+    longest host, pid, clock, random int, kind and version still fits at 927."""
+    longest = "g" * MAX_CONSUMER_GROUP_LENGTH
+    client_id = make_client_id(
+        "255.255.255.255",
+        2**22,
+        2**64 - 1,
+        2**31 - 1,
+        "v" * MAX_VERSION_LENGTH,
+        group=validate_group_name(longest),
+        kind="Balance",
+    )
+    assert len(client_id) == MAX_CLIENT_ID_LENGTH
+    with pytest.raises(
+        ConsumerConfigError, match="group name of 928 characters is too long"
+    ) as info:
+        validate_group_name(longest + "g")
+    assert "g" * 100 not in str(info.value)  # the length, not the name
+    assert planner_group("g" * 919) == "g" * 919 + "_planner"
+    with pytest.raises(ConsumerConfigError, match=r"920 characters .* at most 919"):
+        planner_group("g" * 920)
 
 
 def test_topic_name_rules() -> None:

@@ -71,7 +71,9 @@ class Consumer(ConsumerBase[MasterSession]):
             ``max_prefetch_batches``, ...).
 
     Raises:
-        ConfigError: an argument is invalid (empty group or topics, unknown ``consume_from``).
+        ConfigError: an argument is invalid (empty group or topics, unknown ``consume_from``;
+            with ``consume_from`` a time, a group longer than 1016 characters, see
+            :meth:`offsets_for_times`).
 
     Example::
 
@@ -105,6 +107,8 @@ class Consumer(ConsumerBase[MasterSession]):
         self._paused: dict[str, float] = {}
         #: consume_from=datetime: where each partition starts on its first registration.
         self._start_offsets: dict[PartitionKey, int] = {}
+        if isinstance(self.config.consume_from, datetime):
+            planner_group(self.config.group)  # raises now, not at start, for a too long group
 
     def __repr__(self) -> str:
         return (
@@ -168,7 +172,8 @@ class Consumer(ConsumerBase[MasterSession]):
 
         Raises:
             ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
-                ``timeout`` not in ``(0, 86400]`` seconds (before any request).
+                ``timeout`` not in ``(0, 86400]`` seconds, a group longer than 1016 characters
+                (its ``{group}_planner`` would pass the limit of a name); before any request.
             UnknownPartitionError: a malformed partition key (before any request), or one
                 the topic does not have.
             RequestTimeoutError: the search took longer than ``timeout``.

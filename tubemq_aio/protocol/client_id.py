@@ -15,10 +15,27 @@ from __future__ import annotations
 
 from tubemq_aio.checks import Checks
 
-__all__ = ["CLIENT_VERSION_PREFIX", "MAX_CLIENT_ID_LENGTH", "make_client_id"]
+__all__ = [
+    "CLIENT_VERSION_PREFIX",
+    "MAX_CLIENT_ID_LENGTH",
+    "MAX_CONSUMER_GROUP_LENGTH",
+    "MAX_VERSION_LENGTH",
+    "make_client_id",
+]
 
 #: Longest client id the master accepts (``META_MAX_CLIENT_ID_LENGTH``).
 MAX_CLIENT_ID_LENGTH = 1024
+#: Longest client version an id carries.
+MAX_VERSION_LENGTH = 32
+#: The longest a consumer id's part after ``<group>_`` can be: the longest IPv4 address, a
+#: pid under Linux's highest ``pid_max`` (2**22), a 64-bit nanosecond reading, a 31-bit
+#: random int, the longer kind and the longest version.
+_CONSUMER_TAIL_MAX = len(f"255.255.255.255-{2**22}-{2**64 - 1}-{2**31 - 1}-Balance-") + (
+    MAX_VERSION_LENGTH
+)
+#: Longest group a consumer id always has room for, whatever the host, pid and clock (927):
+#: a longer one, though within the 1024 of a group name, makes an id the master refuses.
+MAX_CONSUMER_GROUP_LENGTH = MAX_CLIENT_ID_LENGTH - 1 - _CONSUMER_TAIL_MAX
 #: Prefix of the version part of our ids, so our clients are recognisable in master listings.
 CLIENT_VERSION_PREFIX = "tubemq-aio-"
 
@@ -50,12 +67,13 @@ def make_client_id(
         a consumer.
 
     Raises:
-        ConfigError: ``local_ip`` or ``version`` is blank, only one of ``group`` and ``kind``
-            is given, or the id exceeds 1024 characters.
+        ConfigError: ``local_ip`` or ``version`` is blank, ``version`` is longer than 32
+            characters, only one of ``group`` and ``kind`` is given, or the id exceeds 1024
+            characters.
     """
     checks = Checks("client id")
     checks.text("local_ip", local_ip)
-    checks.text("version", version)
+    checks.text("version", version, max_length=MAX_VERSION_LENGTH)
     if (group is None) != (kind is None):
         checks.problem("a consumer id needs both group and kind")
     checks.done()

@@ -14,6 +14,7 @@ from tubemq_aio.checks import Checks
 from tubemq_aio.errors import (
     ConsumerConfigError,
 )
+from tubemq_aio.protocol.client_id import MAX_CLIENT_ID_LENGTH, MAX_CONSUMER_GROUP_LENGTH
 
 __all__ = [
     "MAX_FILTER_ITEM_COUNT",
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_GROUP_NAME_LENGTH",
     "MAX_TOPIC_COUNT",
     "MAX_TOPIC_NAME_LENGTH",
+    "PLANNER_SUFFIX",
     "planner_group",
     "validate_filters",
     "validate_group_name",
@@ -43,7 +45,11 @@ _SEPARATORS = frozenset("#:@,=")
 
 
 def validate_group_name(group: str) -> str:
-    """Return ``group`` if it matches ``^[a-zA-Z][\\w-]+$`` within 1024 chars (§1.2 field 2).
+    """Return ``group`` if it matches ``^[a-zA-Z][\\w-]+$`` within 927 characters.
+
+    The master's rule is 1024 (§1.2 field 2), but a consumer's id is ``<group>_`` and up to
+    96 characters more, within 1024 too
+    (:data:`~tubemq_aio.protocol.client_id.MAX_CONSUMER_GROUP_LENGTH`).
 
     Raises:
         ConsumerConfigError: the name breaks the rule.
@@ -51,19 +57,43 @@ def validate_group_name(group: str) -> str:
     checks = Checks("group name", error=ConsumerConfigError)
     if not isinstance(group, str):
         checks.fail(f"group name must be a string, got {type(group).__name__}")
-    if len(group) > MAX_GROUP_NAME_LENGTH or not _GROUP_RE.fullmatch(group):
+    if len(group) > MAX_CONSUMER_GROUP_LENGTH:
         checks.fail(
-            f"group name {group!r} must match ^[a-zA-Z][\\w-]+$ and be at most "
-            f"{MAX_GROUP_NAME_LENGTH} characters"
+            f"group name of {len(group)} characters is too long: a consumer's id is the "
+            f"group, '_' and up to {MAX_CLIENT_ID_LENGTH - 1 - MAX_CONSUMER_GROUP_LENGTH} "
+            "characters of host, process, clock, kind and version, and the master takes ids "
+            f"of at most {MAX_CLIENT_ID_LENGTH} characters, so a group may have at most "
+            f"{MAX_CONSUMER_GROUP_LENGTH}"
         )
+    if not _GROUP_RE.fullmatch(group):
+        checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$")
     return group
+
+
+#: What :func:`planner_group` appends to a group's name.
+PLANNER_SUFFIX = "_planner"
 
 
 def planner_group(group: str) -> str:
     """The group a client uses beside ``group`` to look at partitions without touching
     ``group``'s stored offsets: store bounds (the Spark source), time searches (a
-    server-balanced ``Consumer``), ``{group}_planner``."""
-    return f"{group}_planner"
+    server-balanced ``Consumer``, ``tubemq-aio reset``, the gateway), ``{group}_planner``.
+
+    Raises:
+        ConsumerConfigError: ``group`` is longer than 919 characters, so that its planner
+            group would pass the 927 of a consumer's group (:func:`validate_group_name`); the
+            message names ``group``'s length and the limit, not the derived name.
+    """
+    name = f"{group}{PLANNER_SUFFIX}"
+    if len(name) > MAX_CONSUMER_GROUP_LENGTH:
+        most = MAX_CONSUMER_GROUP_LENGTH - len(PLANNER_SUFFIX)
+        raise ConsumerConfigError(
+            f"group name of {len(group)} characters is too long to look at its partitions "
+            f"beside it (a time search, offsets_for_times, store bounds): that reads with the "
+            f"group '<group>{PLANNER_SUFFIX}', and a consumer's group has at most "
+            f"{MAX_CONSUMER_GROUP_LENGTH} characters, so such a group may have at most {most}"
+        )
+    return name
 
 
 def validate_topic_name(topic: str) -> str:

@@ -98,11 +98,11 @@ def test_a_bad_name_names_only_its_own_option(
 
 
 def test_a_group_whose_planner_group_is_too_long_is_refused_when_planned() -> None:
-    # 1 017 to 1 024 characters passed, and the driver's planner consumer ('<group>_planner',
+    # 920 to 1 024 characters passed, and the driver's planner consumer ('<group>_planner',
     # 8 more) failed as the query started, with an error that named no option.
     with pytest.raises(SourceOptionError, match="option 'group' is invalid"):
-        parse_source_options({**BASE, "group": "g" * 1024}, streaming=True)
-    assert parse_source_options({**BASE, "group": "g" * 1016}, streaming=True)
+        parse_source_options({**BASE, "group": "g" * 920}, streaming=True)
+    assert parse_source_options({**BASE, "group": "g" * 919}, streaming=True)
 
 
 @pytest.mark.parametrize("name", ["startingOffsets", "endingOffsets"])
