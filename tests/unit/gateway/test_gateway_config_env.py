@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -186,6 +188,15 @@ def test_masked_url_leaves_a_plain_url_alone() -> None:
 def test_render_marks_defaults(toml: Path) -> None:
     text = render_config(GatewayConfig.from_toml(toml), {})
     assert "max_batch = 100  # default" in text  # no origins given: nothing is claimed
+
+
+def test_the_report_is_toml_with_every_table_a_table(toml: Path) -> None:
+    # `[stream]` was printed as one quoted Python repr, `stream = "StreamConfig(window=4, …)"`,
+    # which no TOML reader takes back as the table it is
+    config = GatewayConfig.from_toml(toml)
+    report = tomllib.loads(render_config(config, {}))
+    assert report["stream"] == dataclasses.asdict(config.stream)
+    assert report["housekeeper"] == dataclasses.asdict(config.housekeeper)
 
 
 @pytest.mark.system  # `tubemq-gateway --version` as a process
