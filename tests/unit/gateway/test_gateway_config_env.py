@@ -218,9 +218,17 @@ def test_server_settings_flags_over_environment_over_defaults() -> None:
     assert _server_settings(parser.parse_args([]), {}) == ("127.0.0.1", 8080, 1)
     assert _server_settings(parser.parse_args([]), env) == ("0.0.0.0", 9000, 1)
     assert _server_settings(parser.parse_args(["--port", "9100"]), env) == ("0.0.0.0", 9100, 1)
+    # each bad one named with its value and where it came from (was one sentence naming both
+    # variables, whichever was wrong, and the flags when the environment had set them)
     bad = _server_settings(parser.parse_args([]), {"TUBEMQ_GATEWAY_PORT": "http"})
-    assert bad == "TUBEMQ_GATEWAY_PORT and TUBEMQ_GATEWAY_WORKERS must be integers"
-    assert "--port 0-65535" in str(_server_settings(parser.parse_args(["--port", "70000"]), {}))
+    assert bad == "TUBEMQ_GATEWAY_PORT: 'http' is not an integer"
+    both = {"TUBEMQ_GATEWAY_PORT": "99999", "TUBEMQ_GATEWAY_WORKERS": "x"}
+    assert _server_settings(parser.parse_args([]), both) == (
+        "TUBEMQ_GATEWAY_PORT must be 0-65535, got 99999;"
+        " TUBEMQ_GATEWAY_WORKERS: 'x' is not an integer"
+    )
+    flag = _server_settings(parser.parse_args(["--port", "70000"]), {})
+    assert flag == "--port must be 0-65535, got 70000"
 
 
 @pytest.mark.parametrize(
