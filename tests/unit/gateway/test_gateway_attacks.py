@@ -188,3 +188,21 @@ async def test_an_offset_refused_is_named_not_the_other_spelling_of_to(
     assert r.json()["error"]["message"].startswith("body.to.1:demo:0: Value error, an offset")
     r = await c.post("/v1/groups/g1/offsets/reset", json={"to": "middle"})  # one level: as before
     assert r.json()["error"]["message"] == "body.to: Input should be 'earliest' or 'latest'"
+
+
+async def test_a_missing_or_unreadable_body_says_so_in_words(
+    client: tuple[httpx.AsyncClient, str],
+) -> None:
+    """A fetch with no body was answered "body: Field required" and a cut JSON text "body.9:
+    JSON decode error": framework words that name neither what to send nor where the text
+    broke, for a client who never saw pydantic."""
+    c, _token = client
+    for headers in ({}, {"content-type": "application/json"}):
+        r = await c.post("/v1/groups/g1/fetch", headers=headers)
+        assert_422(r)
+        message = r.json()["error"]["message"]
+        assert message == "body: none was sent; send a JSON object ({} for every default)"
+    json_type = {"content-type": "application/json"}
+    r = await c.post("/v1/topics/demo/messages", content=b'{"value":', headers=json_type)
+    assert_422(r)
+    assert r.json()["error"]["message"] == "body: not valid JSON at character 9 (Expecting value)"
