@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import socket
 import subprocess
 import sys
 import tomllib
@@ -315,3 +316,20 @@ def test_dev_serves_a_topic_given_twice_once(monkeypatch: pytest.MonkeyPatch) ->
     assert main(argv) == 0
     (options,) = seen
     assert options.topics == ("demo", "other")
+
+
+def test_dev_on_a_busy_port_says_which_and_what_to_do_before_it_starts_anything(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`tubemq-aio cluster up` puts the master's web API on 8080, dev's default port. Dev
+    started its Redis, then failed with "cannot start: [Errno 98] Address already in use",
+    naming neither the address nor the way out; now the port is taken first."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server: a start would say so instead
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        assert main(["dev", "--fake", "--port", str(port)]) == 1
+    captured = capsys.readouterr()
+    assert "redis:" not in captured.out  # nothing was started
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"tubemq-gateway dev: cannot listen on 127.0.0.1:{port}: the port is")
+    assert "--port PORT or $TUBEMQ_GATEWAY_PORT" in line
