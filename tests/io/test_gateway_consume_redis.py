@@ -359,7 +359,7 @@ async def test_pause_rate_and_fetch_without_master(service: ConsumeService) -> N
     await service.set_rate("gg", 10.0, None)
     state = await service.store.dump("gg", "c")
     assert (state.rate, state.burst, state.paused) == (10.0, 10, False)
-    assert (await service.readiness()) == {"redis": True, "master": False}
+    assert (await service.readiness(10.0)) == {"redis": True, "master": False}
 
 
 async def test_flushed_redis_is_state_lost(server: RedisServer, service: ConsumeService) -> None:
@@ -478,7 +478,7 @@ async def test_redis_down_is_store_unavailable(server: RedisServer) -> None:
         with pytest.raises(StoreUnavailableError):
             await svc.settle(ref, "ack")
         assert svc.stats().store_errors == 1
-        assert (await svc.readiness())["redis"] is False
+        assert (await svc.readiness(10.0))["redis"] is False
         await server.restart()
         assert await svc.settle(ref, "ack") == "acked"
     finally:

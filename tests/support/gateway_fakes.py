@@ -253,7 +253,7 @@ class FakeEngine:
         total = sum(p.lag_bytes or 0 for p in parts)
         return LagReport(group, scope, tuple(parts), total)
 
-    async def readiness(self) -> dict[str, bool]:
+    async def readiness(self, within: float) -> dict[str, bool]:
         return {"redis": not self.down, "master": True}
 
     def stats(self) -> GatewayStats:

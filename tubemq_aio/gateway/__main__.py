@@ -43,6 +43,8 @@ _SERVER_SETTINGS = {
     "port": (ENV_PREFIX + "PORT", "8080"),
     "workers": (ENV_PREFIX + "WORKERS", "1"),
 }
+#: The inclusive bounds of the numeric server settings.
+_SERVER_RANGES = {"port": (0, 65535), "workers": (1, 256)}
 
 
 def app_from_env() -> FastAPI:
@@ -114,13 +116,20 @@ def _server_settings(
     for flag, (variable, default) in _SERVER_SETTINGS.items():
         given = getattr(args, flag)
         values[flag] = str(given) if given is not None else env.get(variable, default)
-    try:
-        port, workers = int(values["port"]), int(values["workers"])
-    except ValueError:
-        return f"{ENV_PREFIX}PORT and {ENV_PREFIX}WORKERS must be integers"
-    if not 1 <= workers <= 256 or not 0 <= port <= 65535:
-        return "--workers must be 1-256 and --port 0-65535"
-    return values["host"], port, workers
+    numbers: dict[str, int] = {}
+    problems: list[str] = []
+    for flag, (low, high) in _SERVER_RANGES.items():
+        where = f"--{flag}" if getattr(args, flag) is not None else _SERVER_SETTINGS[flag][0]
+        try:
+            numbers[flag] = int(values[flag])
+        except ValueError:
+            problems.append(f"{where}: {values[flag]!r} is not an integer")
+            continue
+        if not low <= numbers[flag] <= high:
+            problems.append(f"{where} must be {low}-{high}, got {numbers[flag]}")
+    if problems:
+        return "; ".join(problems)
+    return values["host"], numbers["port"], numbers["workers"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -194,19 +195,41 @@ async def run_dev(options: DevOptions, out: TextIO | None = None) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         say(DEV_NOTICE)
-        if shutil.which(options.redis_binary) is None:
-            _fail(
-                f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
-                f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
-            )
+        # the port first, before Redis or a cluster starts: a second dev on a busy port fails
+        # before it touches the key file, which belongs to the one already running
+        try:
+            sock = _listen(options.host, options.port)
+        except OSError as err:
+            _fail(_unlistenable(options, err))
             return 1
-        return await _serve(options, stop, say)
+        with contextlib.closing(sock):
+            if shutil.which(options.redis_binary) is None:
+                _fail(
+                    f"{options.redis_binary!r} is not on PATH; install it (Debian/Ubuntu: "
+                    f"`sudo apt-get install {REDIS_PACKAGE}`) or put redis-server on PATH"
+                )
+                return 1
+            return await _serve(options, sock, stop, say)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
 
-async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], None]) -> int:
+def _unlistenable(options: DevOptions, err: OSError) -> str:
+    """Why the dev gateway cannot listen where ``options`` say, and what to do instead."""
+    where = f"cannot listen on {options.host}:{options.port}"
+    if err.errno != errno.EADDRINUSE:
+        return f"{where}: {err.strerror or err}"
+    return (
+        f"{where}: the port is in use (another dev gateway, or the master's web API of a "
+        "`tubemq-aio cluster up`, which takes 8080 when it is free); give a free one with "
+        "--port PORT or $TUBEMQ_GATEWAY_PORT"
+    )
+
+
+async def _serve(
+    options: DevOptions, sock: socket.socket, stop: asyncio.Event, say: Callable[[str], None]
+) -> int:
     # imported here: the testing harness is not needed by `serve`
     from tubemq_aio.testing import FakeCluster, RedisServer
 
@@ -225,10 +248,6 @@ async def _serve(options: DevOptions, stop: asyncio.Event, say: Callable[[str], 
                 say(f"cluster: the in-memory FakeCluster at {masters} (gone on exit)")
             if stop.is_set():  # a signal during start-up: undo what started, serve nothing
                 return 0
-            # the port first: a second dev on a busy port fails before it touches the key
-            # file, which belongs to the one already running
-            sock = _listen(options.host, options.port)
-            stack.callback(sock.close)
             key = secrets.token_urlsafe(24)
             if options.key_file is not None:
                 _write_key(options.key_file, key)

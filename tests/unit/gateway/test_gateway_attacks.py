@@ -188,3 +188,46 @@ async def test_an_offset_refused_is_named_not_the_other_spelling_of_to(
     assert r.json()["error"]["message"].startswith("body.to.1:demo:0: Value error, an offset")
     r = await c.post("/v1/groups/g1/offsets/reset", json={"to": "middle"})  # one level: as before
     assert r.json()["error"]["message"] == "body.to: Input should be 'earliest' or 'latest'"
+
+
+async def test_a_missing_or_unreadable_body_says_so_in_words(
+    client: tuple[httpx.AsyncClient, str],
+) -> None:
+    """A fetch with no body was answered "body: Field required" and a cut JSON text "body.9:
+    JSON decode error": framework words that name neither what to send nor where the text
+    broke, for a client who never saw pydantic."""
+    c, _token = client
+    for headers in ({}, {"content-type": "application/json"}):
+        r = await c.post("/v1/groups/g1/fetch", headers=headers)
+        assert_422(r)
+        message = r.json()["error"]["message"]
+        assert message == "body: none was sent; send a JSON object ({} for every default)"
+    json_type = {"content-type": "application/json"}
+    r = await c.post("/v1/topics/demo/messages", content=b'{"value":', headers=json_type)
+    assert_422(r)
+    assert r.json()["error"]["message"] == "body: not valid JSON at character 9 (Expecting value)"
+
+
+async def test_a_query_parameter_a_route_does_not_take_is_refused(
+    client: tuple[httpx.AsyncClient, str],
+) -> None:
+    """``POST /v1/groups/g1/fetch?wait_ms=5000`` answered at once: the parameter was ignored
+    (a fetch's settings go in its JSON body) and the long poll never happened; so was every
+    misspelt query parameter of every route but the stream's."""
+    c, token = client
+    cases = [
+        ("POST", "/v1/groups/g1/fetch?wait_ms=5000", {}, "'wait_ms'; this route takes none: send"),
+        ("POST", "/v1/topics/demo/messages?key=k", {"value": "x"}, "'key'; this route takes none"),
+        ("POST", f"/v1/leases/{token}/ack?x=1", None, "'x'; this route takes none"),
+        ("GET", "/v1/topics?all=1", None, "'all'; this route takes none"),
+        ("GET", "/v1/groups/gb/lag?clientid=c1", None, "'clientid'; this route takes client_id"),
+    ]
+    for method, path, body, words in cases:
+        r = await c.request(method, path, json=body)
+        assert_422(r)
+        assert r.json()["error"]["code"] == "invalid_request", r.text
+        assert f"unknown query parameter {words}" in r.json()["error"]["message"], r.text
+    r = await c.get("/v1/groups/gb/lag?client_id=c1")  # a parameter the route takes
+    assert r.status_code == 200, r.text
+    r = await c.post("/v1/groups/g1/fetch", json={})  # no query string: as before
+    assert r.status_code == 200, r.text

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import socket
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -188,6 +191,15 @@ def test_render_marks_defaults(toml: Path) -> None:
     assert "max_batch = 100  # default" in text  # no origins given: nothing is claimed
 
 
+def test_the_report_is_toml_with_every_table_a_table(toml: Path) -> None:
+    # `[stream]` was printed as one quoted Python repr, `stream = "StreamConfig(window=4, …)"`,
+    # which no TOML reader takes back as the table it is
+    config = GatewayConfig.from_toml(toml)
+    report = tomllib.loads(render_config(config, {}))
+    assert report["stream"] == dataclasses.asdict(config.stream)
+    assert report["housekeeper"] == dataclasses.asdict(config.housekeeper)
+
+
 @pytest.mark.system  # `tubemq-gateway --version` as a process
 def test_version() -> None:
     done = subprocess.run(
@@ -207,9 +219,17 @@ def test_server_settings_flags_over_environment_over_defaults() -> None:
     assert _server_settings(parser.parse_args([]), {}) == ("127.0.0.1", 8080, 1)
     assert _server_settings(parser.parse_args([]), env) == ("0.0.0.0", 9000, 1)
     assert _server_settings(parser.parse_args(["--port", "9100"]), env) == ("0.0.0.0", 9100, 1)
+    # each bad one named with its value and where it came from (was one sentence naming both
+    # variables, whichever was wrong, and the flags when the environment had set them)
     bad = _server_settings(parser.parse_args([]), {"TUBEMQ_GATEWAY_PORT": "http"})
-    assert bad == "TUBEMQ_GATEWAY_PORT and TUBEMQ_GATEWAY_WORKERS must be integers"
-    assert "--port 0-65535" in str(_server_settings(parser.parse_args(["--port", "70000"]), {}))
+    assert bad == "TUBEMQ_GATEWAY_PORT: 'http' is not an integer"
+    both = {"TUBEMQ_GATEWAY_PORT": "99999", "TUBEMQ_GATEWAY_WORKERS": "x"}
+    assert _server_settings(parser.parse_args([]), both) == (
+        "TUBEMQ_GATEWAY_PORT must be 0-65535, got 99999;"
+        " TUBEMQ_GATEWAY_WORKERS: 'x' is not an integer"
+    )
+    flag = _server_settings(parser.parse_args(["--port", "70000"]), {})
+    assert flag == "--port must be 0-65535, got 70000"
 
 
 @pytest.mark.parametrize(
@@ -296,3 +316,20 @@ def test_dev_serves_a_topic_given_twice_once(monkeypatch: pytest.MonkeyPatch) ->
     assert main(argv) == 0
     (options,) = seen
     assert options.topics == ("demo", "other")
+
+
+def test_dev_on_a_busy_port_says_which_and_what_to_do_before_it_starts_anything(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`tubemq-aio cluster up` puts the master's web API on 8080, dev's default port. Dev
+    started its Redis, then failed with "cannot start: [Errno 98] Address already in use",
+    naming neither the address nor the way out; now the port is taken first."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server: a start would say so instead
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        assert main(["dev", "--fake", "--port", str(port)]) == 1
+    captured = capsys.readouterr()
+    assert "redis:" not in captured.out  # nothing was started
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"tubemq-gateway dev: cannot listen on 127.0.0.1:{port}: the port is")
+    assert "--port PORT or $TUBEMQ_GATEWAY_PORT" in line

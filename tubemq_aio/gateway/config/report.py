@@ -20,7 +20,7 @@ from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 __all__ = ["MASK", "masked_url", "render_config"]
 
 MASK = "***"
-_TABLES = ("groups", "keys", "tubemq", "cors", "housekeeper")
+_TABLES = ("groups", "keys", "tubemq", "cors", "housekeeper", "stream")
 
 
 def masked_url(url: str) -> str:
@@ -75,7 +75,7 @@ def render_config(config: GatewayConfig, origins: Mapping[str, str]) -> str:
         lines += ["", f"[[keys]]  # {origins.get('keys', 'file')}", f"name = {_toml(key.name)}"]
         lines += [f"scopes = {_toml(key.scopes)}", f'key = "{MASK}"']
     lines += ["", *_table("tubemq", config.tubemq.table(), repeated=False)]
-    for name in ("cors", "housekeeper"):
+    for name in ("cors", "housekeeper", "stream"):
         table = dataclasses.asdict(getattr(config, name))
         lines += ["", *_table(name, table, repeated=False)]
     return "\n".join(lines) + "\n"

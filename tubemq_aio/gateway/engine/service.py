@@ -18,9 +18,9 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.gateway.config.tables import GroupSpec
@@ -406,10 +406,25 @@ class ConsumeService:
         scope = scope_of(spec, client_id)
         return await read_lag(self._running(), group, scope)
 
-    async def readiness(self) -> dict[str, bool]:
-        """``{"redis": PING answered, "master": the master answered the last metadata query}``."""
-        redis_ok = self._started and not self._closed and await self.store.ping()
-        master_ok = False
-        if self._specs and not self._closed:
-            master_ok = await self.sessions.master_answers(list(self._specs.values()))
+    async def readiness(self, within: float) -> dict[str, bool]:
+        """``{"redis": PING answered, "master": the master answered a metadata query}``, the
+        two asked at once and each False when not answered within ``within`` seconds, so the
+        answer names which one is away (a stalled Redis, a cluster that is down)."""
+
+        async def redis() -> bool:
+            return self._started and not self._closed and await self.store.ping()
+
+        async def master() -> bool:
+            if not self._specs or self._closed:
+                return False
+            return await self.sessions.master_answers(list(self._specs.values()))
+
+        async def answered(check: Coroutine[Any, Any, bool]) -> bool:
+            try:
+                async with asyncio.timeout(within):
+                    return await check
+            except TimeoutError:
+                return False
+
+        redis_ok, master_ok = await asyncio.gather(answered(redis()), answered(master()))
         return {"redis": redis_ok, "master": master_ok}

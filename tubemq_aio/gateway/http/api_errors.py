@@ -196,6 +196,13 @@ def _validation_text(errors: Sequence[Any]) -> str:
     if not errors:
         return "invalid request"
     best = max(errors, key=lambda e: len(e.get("loc", ())))
+    loc = tuple(best.get("loc", ()))
+    if best.get("type") == "missing" and loc == ("body",):
+        return "body: none was sent; send a JSON object ({} for every default)"
+    if best.get("type") == "json_invalid" and loc[:1] == ("body",):
+        reason = (best.get("ctx") or {}).get("error", "unreadable")
+        at = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return f"body: not valid JSON{at} ({reason})"
     where = ".".join(
         str(p) for p in best.get("loc", ()) if not (isinstance(p, str) and _UNION_MEMBER.match(p))
     )

@@ -20,25 +20,26 @@ above. The parser must accept only bodies the model accepts, and read them as it
 Only routes of a simple shape take the direct path (checked once, when the route is built):
 one body parameter that is a pydantic model, path parameters that are plain ``str`` (nothing to
 validate), no query, header or cookie parameters, and dependencies that take only the request.
-Any other route behaves exactly like an ``APIRoute``.
+Any other route behaves exactly like a
+:class:`~tubemq_aio.gateway.http.known_query.KnownQueryRoute`.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from tubemq_aio.gateway.http.known_query import Handler, KnownQueryRoute
+
 __all__ = ["DirectJsonRoute", "FastBody", "direct_plan", "fast_body"]
 
-Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 RequestDependency = Callable[[Request], Awaitable[object]]
 Endpoint = Callable[..., Awaitable[Response]]
 _E = TypeVar("_E", bound=Endpoint)
@@ -179,8 +180,9 @@ def direct_plan(dependant: Dependant) -> DirectPlan | None:
     )
 
 
-class DirectJsonRoute(APIRoute):
-    """An ``APIRoute`` that calls its endpoint directly for well-formed JSON requests.
+class DirectJsonRoute(KnownQueryRoute):
+    """A :class:`~tubemq_aio.gateway.http.known_query.KnownQueryRoute` that calls its endpoint
+    directly for well-formed JSON requests without a query string.
 
     Declared with ``APIRouter(route_class=DirectJsonRoute)`` or ``add_api_route(...,
     route_class_override=DirectJsonRoute)``; the OpenAPI document is the one FastAPI derives
@@ -196,6 +198,8 @@ class DirectJsonRoute(APIRoute):
             return fallback
 
         async def handle(request: Request) -> Response:
+            if request.scope.get("query_string"):
+                return await fallback(request)  # its check refuses what the route does not take
             call = await plan.arguments(request)
             if call is None:
                 return await fallback(request)

@@ -1,7 +1,6 @@
-"""Whether the TubeMQ cluster can be reached, so that a produce fails as fast as a fetch does.
+"""Whether the TubeMQ cluster can be reached, so that a produce fails fast when it cannot.
 
-A fetch learns at once that the cluster is down (its session's master call is refused). The SDK
-producer instead retries a send until its deadline (``produce_timeout``, 10 s by default) and
+The SDK producer retries a send until its deadline (``produce_timeout``, 10 s by default) and
 then raises a generic network error. So a produce that has not finished after a short grace
 asks this probe: a TCP connect to every master address at once, each within ``connect_timeout``.
 When none answers, the produce is cancelled and answered 503 ``tube_unavailable`` (retriable)

@@ -15,6 +15,7 @@ from tubemq_aio.gateway.http.deps import (
     ReaderGroup,
     json_response,
 )
+from tubemq_aio.gateway.http.known_query import KnownQueryRoute
 from tubemq_aio.gateway.http.schemas import (
     ErrorResponse,
     LagResponse,
@@ -30,7 +31,7 @@ __all__ = ["ClientIdQuery", "lag_body", "plain", "router"]
 _ERRORS = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 408, 409, 413, 415, 422, 503)
 }
-router = APIRouter(tags=["admin"], responses=_ERRORS)  # type: ignore[arg-type]
+router = APIRouter(tags=["admin"], responses=_ERRORS, route_class=KnownQueryRoute)  # type: ignore[arg-type]
 
 
 def plain(value: object) -> Any:

@@ -19,6 +19,7 @@ from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.errors import ForbiddenScopeError, UnknownTopicError
 from tubemq_aio.gateway.http.auth import Authenticator
 from tubemq_aio.gateway.http.deps import GatewayDep, Principal, ReaderGroup, json_response
+from tubemq_aio.gateway.http.known_query import KnownQueryRoute
 from tubemq_aio.gateway.http.listing_schemas import GroupDetail, GroupList, TopicDetail, TopicList
 from tubemq_aio.gateway.http.routes.admin import (
     ClientIdQuery,
@@ -30,7 +31,7 @@ from tubemq_aio.gateway.http.wire_ints import int_text
 __all__ = ["router", "visible_groups", "visible_topics"]
 
 _ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)}
-router = APIRouter(tags=["listing"], responses=_ERRORS)  # type: ignore[arg-type]
+router = APIRouter(tags=["listing"], responses=_ERRORS, route_class=KnownQueryRoute)  # type: ignore[arg-type]
 
 
 def visible_groups(config: GatewayConfig, principal: ApiKey) -> list[GroupConfig]:

@@ -36,8 +36,8 @@ async def readyz(gateway: GatewayDep) -> Response:
             checks["engine"] = False
         else:
             try:
-                async with asyncio.timeout(READY_TIMEOUT):
-                    checks.update(await gateway.engine.readiness())
+                async with asyncio.timeout(2 * READY_TIMEOUT):  # each check has READY_TIMEOUT
+                    checks.update(await gateway.engine.readiness(READY_TIMEOUT))
             except Exception:  # readiness must answer; any failure means not ready
                 checks["engine"] = False
     ready = all(checks.values())

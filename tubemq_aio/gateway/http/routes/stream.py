@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -33,13 +32,14 @@ from tubemq_aio.gateway.errors import InvalidRequestError, TooManyWaitersError
 from tubemq_aio.gateway.http.api_errors import api_error_for
 from tubemq_aio.gateway.http.deps import ConsumeGroup, Gateway, GatewayDep, messages_fragment
 from tubemq_aio.gateway.http.disconnect import client_disconnected
+from tubemq_aio.gateway.http.known_query import KnownQueryRoute
 from tubemq_aio.gateway.http.routes.admin import ClientIdQuery
 from tubemq_aio.gateway.http.routes.consume import lease_json
 from tubemq_aio.gateway.http.schemas import ErrorResponse
 
 __all__ = ["EventStreamResponse", "StreamQuery", "router", "stream_query"]
 
-router = APIRouter(tags=["consume"])
+router = APIRouter(tags=["consume"], route_class=KnownQueryRoute)
 _STREAM_ERRORS = (400, 401, 403, 404, 422, 503)
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 #: A write the client has not taken after this many heartbeats ends the stream.
@@ -202,7 +202,6 @@ class StreamQuery:
 
 
 async def stream_query(
-    request: Request,
     client_id: ClientIdQuery = None,
     window: Annotated[int | None, Query(ge=1, le=MAX_STREAM_WINDOW)] = None,
     lease_ms: Annotated[int | None, Query(ge=1)] = None,
@@ -211,23 +210,9 @@ async def stream_query(
 ) -> StreamQuery:
     """The stream route's query parameters as one :class:`StreamQuery` (a FastAPI dependency;
     a coroutine, so that FastAPI calls it on the event loop rather than in a worker thread, as
-    it would a class).
-
-    Raises:
-        InvalidRequestError: a query parameter the stream does not take (a misspelt one would
-            otherwise leave its default in force unnoticed).
-    """
-    unknown = sorted(set(request.query_params) - _STREAM_PARAMETERS)
-    if unknown:
-        raise InvalidRequestError(
-            f"unknown query parameter {unknown[0]!r}; the stream takes "
-            + ", ".join(sorted(_STREAM_PARAMETERS))
-        )
+    it would a class). A parameter the stream does not take is refused by its route
+    (:class:`~tubemq_aio.gateway.http.known_query.KnownQueryRoute`)."""
     return StreamQuery(client_id, window, lease_ms, max_messages, value_encoding)
-
-
-#: The query parameters :func:`stream_query` takes (its parameters but the request).
-_STREAM_PARAMETERS = frozenset(inspect.signature(stream_query).parameters) - {"request"}
 
 
 @router.get(
