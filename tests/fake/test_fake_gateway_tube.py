@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tubemq_aio import ServerError
+from tubemq_aio import ConnectError, ServerError
 from tubemq_aio.gateway.tubemq import tube_group
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup, TubeReach
 from tubemq_aio.protocol.rpc import Method
@@ -38,5 +38,43 @@ async def test_session_reopens_after_a_refused_start(monkeypatch: pytest.MonkeyP
             await tube.start()
             assert tube.started
             assert await tube.partitions(force=True)
+        finally:
+            await tube.close()
+
+
+async def test_a_register_at_a_broker_that_stays_away_is_tried_once_after_the_first() -> None:
+    """While a broker is down, the SDK tries a register that cannot reach it again until
+    ``rpc_timeout``, so each fetch of its partitions waited that long (5 s by default) for its
+    503. The first still waits (a broker restarting costs time, not an error); the next ones
+    make one attempt and fail at once, until the broker is back."""
+    async with FakeCluster(topics={"t": 1}) as cluster:
+        tube = TubeGroup(
+            TubeReach(cluster.master_addr, "d", rpc_timeout=3.0), group="gw-g", topics=["t"]
+        )
+        try:
+            await tube.start()
+            (key,) = await tube.partitions(force=True)
+            await tube.register(key, 0)
+            loop = asyncio.get_running_loop()
+            broker_id = cluster.brokers[0].broker_id
+            await cluster.stop_broker(broker_id)
+            began = loop.time()
+            with pytest.raises(ConnectError):
+                await tube.register(key, 0)
+            assert loop.time() - began >= 2.5  # tried again until rpc_timeout (3 s)
+            for _ in range(3):
+                began = loop.time()
+                with pytest.raises(ConnectError):
+                    await tube.register(key, 0)
+                assert loop.time() - began < 1.5  # one attempt: at once, not rpc_timeout
+            await cluster.start_broker(broker_id)
+            # Back: a register connects again once the pool's connect backoff allows.
+            async with asyncio.timeout(15):
+                while True:
+                    try:
+                        assert await tube.register(key, 0)
+                        break
+                    except ConnectError:
+                        await asyncio.sleep(0.2)
         finally:
             await tube.close()

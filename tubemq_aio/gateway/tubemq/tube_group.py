@@ -262,13 +262,22 @@ class TubeGroup:
     async def register(self, key: str, offset: int) -> tuple[int, int]:
         """Register ``key`` at ``offset`` (clamped by the broker); returns (offset, max).
 
+        The SDK tries a register that could not reach the broker again until ``rpc_timeout``
+        (a broker restarting costs time, not an error); while the last connect to the
+        partition's broker failed and nothing answered since, one attempt is made, so that
+        fetches while a broker or the cluster is down answer 503 at once after the first.
+
         Raises:
             ServerError: the broker refused.
+            ConnectError: the broker could not be reached.
         """
         session = self._session()
         partition = await self._partition(key)
         self.rpcs += 1
-        rsp = await session.register_at_broker(partition, offset)
+        once = session.broker.rpc.unreachable(partition.broker)
+        rsp = await session.register_at_broker(
+            partition, offset, deadline=session.clock() if once else None
+        )
         if not rsp.success:
             session.readers.pop(partition.key, None)
             log.warning("register of %s at %d: [%d] %s", key, offset, rsp.err_code, rsp.err_msg)
