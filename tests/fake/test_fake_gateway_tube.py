@@ -78,3 +78,29 @@ async def test_a_register_at_a_broker_that_stays_away_is_tried_once_after_the_fi
                         await asyncio.sleep(0.2)
         finally:
             await tube.close()
+
+
+async def test_partition_metadata_while_the_masters_stay_away_answers_from_the_cache() -> None:
+    """A metadata refresh that reaches no master tries them in rounds until ``rpc_timeout``
+    and then answers from the cache; every fetch that refreshed while the cluster was down
+    waited that long. After the first, one round over the masters, then the cache at once."""
+    async with FakeCluster(topics={"t": 2}) as cluster:
+        tube = TubeGroup(
+            TubeReach(cluster.master_addr, "d", rpc_timeout=3.0), group="gw-m", topics=["t"]
+        )
+        try:
+            await tube.start()
+            keys = await tube.partitions(force=True)
+            assert len(keys) == 2
+            await cluster.stop()
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            assert await tube.partitions(force=True) == keys
+            assert loop.time() - began >= 2.5  # rounds until rpc_timeout (3 s)
+            assert not tube.master_ok
+            for _ in range(3):
+                began = loop.time()
+                assert await tube.partitions(force=True) == keys
+                assert loop.time() - began < 1.5  # one round: at once
+        finally:
+            await tube.close()

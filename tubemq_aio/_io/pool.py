@@ -176,15 +176,6 @@ class ConnectionPool:
         conn = self._conns.get(address)
         return conn if conn is not None and not conn.is_closed else None
 
-    def unreachable(self, address: Address) -> bool:
-        """Whether the last connect to ``address`` failed and no link to it answered since
-        (no I/O): a caller that may answer "unavailable" at once can skip waiting for it."""
-        return (
-            address in self._backoff
-            and self.ready(address) is None
-            and address not in self._connecting
-        )
-
     def retry_in(self, address: Address) -> float:
         """Seconds before a connect to ``address`` is allowed again (0.0: now; no I/O)."""
         if self.ready(address) is not None or address in self._connecting:

@@ -109,11 +109,6 @@ class RpcClient:
         """Whether an open connection to ``peer`` exists (no I/O)."""
         return self.ready(peer) is not None
 
-    def unreachable(self, peer: Endpoint) -> bool:
-        """Whether the last connect to ``peer`` failed and no link to it answered since (no
-        I/O; see :meth:`tubemq_aio._io.pool.ConnectionPool.unreachable`)."""
-        return self.pool.unreachable(self.address(peer))
-
     def retry_in(self, peer: Endpoint) -> float:
         """Seconds before the pool allows a connect to ``peer`` again (0.0: now; no I/O)."""
         return self.pool.retry_in(self.address(peer))

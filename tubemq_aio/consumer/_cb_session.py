@@ -119,11 +119,14 @@ class ClientBalanceSession(SessionBase):
             self._apply(rsp)
         return rsp
 
-    async def query_meta(self) -> None:
-        """``GetPartMetaRequestC2M`` (§8.3); re-registers once on 411.
+    async def query_meta(self, deadline: float | None = None) -> None:
+        """``GetPartMetaRequestC2M`` (§8.3); re-registers once on 411. The masters are tried
+        in rounds until ``deadline`` (:attr:`clock` time; default ``rpc_timeout`` from now; one
+        already passed makes one round).
 
         Raises:
             ServerError: the master refused the query.
+            TubeMQError: no master answered by ``deadline``.
         """
         for _ in range(2):
             body = build_get_part_meta(
@@ -133,7 +136,9 @@ class ClientBalanceSession(SessionBase):
                 topic_meta_id=self.cache.topic_meta_id,
                 auth=self.tokens.heartbeat_auth(*auth_stamp()),
             )
-            data = await self.invoker.call(Method.MASTER_CONSUMER_GET_PART_META, body)
+            data = await self.invoker.call(
+                Method.MASTER_CONSUMER_GET_PART_META, body, deadline=deadline
+            )
             rsp = consumer_replies.parse_master_response(Method.MASTER_CONSUMER_GET_PART_META, data)
             if rsp.success:
                 self._apply(rsp)

@@ -26,11 +26,16 @@ from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.consumer.toolkit import (
     ClientBalanceSession,
-    PartitionMeta,
     SharedIdConsumer,
     resolve_partition,
 )
-from tubemq_aio.errors import ClientClosedError, TubeMQError, server_error
+from tubemq_aio.errors import (
+    ClientClosedError,
+    ConnectError,
+    RequestNotSentError,
+    TubeMQError,
+    server_error,
+)
 from tubemq_aio.gateway.tubemq.batch_end import may_continue
 from tubemq_aio.gateway.tubemq.early_commit import (
     EarlyCommits,
@@ -43,7 +48,7 @@ from tubemq_aio.gateway.tubemq.next_batch import NextBatch, read_next_batch, scr
 from tubemq_aio.gateway.tubemq.shared_id import shared_consumer_id
 from tubemq_aio.gateway.tubemq.tube_damage import DamagedReads
 from tubemq_aio.gateway.tubemq.tube_read import TubeRead
-from tubemq_aio.protocol.consumer_meta import Partition
+from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition
 from tubemq_aio.protocol.consumer_names import planner_group
 from tubemq_aio.protocol.consumer_replies import (
     GetMessageResponse,
@@ -133,6 +138,8 @@ class TubeGroup:
         self._consumer = self._new_consumer()
         self._start_lock = asyncio.Lock()
         self._closed = False
+        #: Brokers a register could not reach, none reached since (see :meth:`register`).
+        self._unreachable: set[BrokerInfo] = set()
         #: After a failed start (e.g. 425 at the master) the next one waits this long.
         self._retry_wait = 0.0
         self._retry_at = -math.inf
@@ -212,14 +219,20 @@ class TubeGroup:
         now = time.monotonic()
         if force or now - self._meta_at >= _META_TTL or not self._meta:
             try:
-                metas: list[PartitionMeta] = await self._consumer.partitions()
+                session = self._session()
+                # After a query that reached no master (with keys cached), one round over them,
+                # not rounds until rpc_timeout: fetches during an outage answer from the cache.
+                once = not self.master_ok and bool(self._meta)
+                await session.query_meta(deadline=session.clock() if once else None)
+                metas = [m for _, m in sorted(session.cache.metas.items())]
+                keys = [m.partition.key.format() for m in metas if m.subscribable]
             except TubeMQError:
                 self.master_ok = False
                 if not self._meta:
                     raise
                 return list(self._meta)
             self.master_ok = True
-            self._meta = [m.partition_key for m in metas if m.subscribable]
+            self._meta = keys
             self._meta_at = now
         return list(self._meta)
 
@@ -263,21 +276,28 @@ class TubeGroup:
         """Register ``key`` at ``offset`` (clamped by the broker); returns (offset, max).
 
         The SDK tries a register that could not reach the broker again until ``rpc_timeout``
-        (a broker restarting costs time, not an error); while the last connect to the
-        partition's broker failed and nothing answered since, one attempt is made, so that
-        fetches while a broker or the cluster is down answer 503 at once after the first.
+        (a broker restarting costs time, not an error); after such a register failed, the
+        broker's next registers make one attempt until one reaches it (also across session
+        restarts), so that fetches while a broker or the cluster is down answer 503 at once
+        after the first.
 
         Raises:
             ServerError: the broker refused.
-            ConnectError: the broker could not be reached.
+            ConnectError / RequestNotSentError: the broker could not be reached.
         """
         session = self._session()
         partition = await self._partition(key)
         self.rpcs += 1
-        once = session.broker.rpc.unreachable(partition.broker)
-        rsp = await session.register_at_broker(
-            partition, offset, deadline=session.clock() if once else None
-        )
+        broker = partition.broker
+        once = broker in self._unreachable
+        try:
+            rsp = await session.register_at_broker(
+                partition, offset, deadline=session.clock() if once else None
+            )
+        except (ConnectError, RequestNotSentError):
+            self._unreachable.add(broker)
+            raise
+        self._unreachable.discard(broker)
         if not rsp.success:
             session.readers.pop(partition.key, None)
             log.warning("register of %s at %d: [%d] %s", key, offset, rsp.err_code, rsp.err_msg)
