@@ -72,7 +72,7 @@ class Consumer(ConsumerBase[MasterSession]):
 
     Raises:
         ConfigError: an argument is invalid (empty group or topics, unknown ``consume_from``;
-            with ``consume_from`` a time, a group longer than 1016 characters, see
+            with ``consume_from`` a time, a group longer than 919 characters, see
             :meth:`offsets_for_times`).
 
     Example::
@@ -172,8 +172,9 @@ class Consumer(ConsumerBase[MasterSession]):
 
         Raises:
             ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
-                ``timeout`` not in ``(0, 86400]`` seconds, a group longer than 1016 characters
-                (its ``{group}_planner`` would pass the limit of a name); before any request.
+                ``timeout`` not in ``(0, 86400]`` seconds, a group longer than 919 characters
+                (its ``{group}_planner`` would pass the 927 of a consumer group); before any
+                request.
             UnknownPartitionError: a malformed partition key (before any request), or one
                 the topic does not have.
             RequestTimeoutError: the search took longer than ``timeout``.
