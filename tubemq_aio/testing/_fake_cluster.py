@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.message import decode_payload
 from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing._address import split_host_port
 from tubemq_aio.testing._fake_broker import FakeBroker
 from tubemq_aio.testing._fake_master import FakeMaster
 from tubemq_aio.testing._fake_offsets import OFFSET_HISTORY_SECONDS
@@ -207,10 +208,8 @@ class FakeCluster(AsyncService):
             ValueError: ``addr`` is not ``host:port`` (a port in 1..65535).
             KeyError: no broker ``broker_id``.
         """
-        if addr is not None:
-            host, _, port = addr.rpartition(":") if isinstance(addr, str) else ("", "", "")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"addr must be 'host:port' or None, got {addr!r}")
+        if addr is not None and split_host_port(addr) is None:
+            raise ValueError(f"addr must be 'host:port' or None, got {addr!r}")
         self._broker(broker_id).advertised = addr
 
     async def stop_broker(self, broker_id: int) -> None:

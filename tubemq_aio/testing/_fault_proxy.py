@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tubemq_aio.testing._address import split_host_port
 from tubemq_aio.testing._reset import reset_transport
 from tubemq_aio.testing._service import AsyncService, check_serving_loop, loop_ended
 
@@ -223,12 +224,12 @@ class FaultProxy(AsyncService):
     """
 
     def __init__(self, target: str, *, seed: int = 0) -> None:
-        host, sep, port = target.rpartition(":") if isinstance(target, str) else ("", "", "")
-        if not host or not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        address = split_host_port(target)
+        if address is None:
             raise ValueError(f"target must be host:port (a port in 1..65535), got {target!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an int, got {seed!r}")
-        self.target = (host.strip("[]"), int(port))
+        self.target = address
         self.faults: dict[Direction, LinkFaults] = {"up": LinkFaults(), "down": LinkFaults()}
         self.forwarded: dict[Direction, int] = {"up": 0, "down": 0}
         self.discarded: dict[Direction, int] = {"up": 0, "down": 0}
