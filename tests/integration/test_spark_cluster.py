@@ -342,3 +342,28 @@ async def test_spark_connect_client_reads_writes_and_restarts_a_stream(
         assert as_sent(second) == sent
     written = await read_back(master, second_topic, 100)
     assert sorted(m.body for m in written) == sorted(f"connect-{n}".encode() for n in range(100))
+
+
+@pytest.mark.timeout(600)
+async def test_two_starts_at_once_start_one_cluster_and_a_stop_during_a_start_ends_it(
+    tmp_path: Path,
+) -> None:
+    # The second start returned while the first was still starting the workers, and a stop
+    # during the start stopped the master and left the workers the start went on to spawn.
+    cluster = SparkStandaloneCluster(workers=1, work_dir=tmp_path / "spark")
+    await asyncio.gather(cluster.start(), cluster.start())
+    try:
+        master = cluster._master
+        assert master is not None
+        assert master.running
+        await cluster.start()
+        assert cluster._master is master
+    finally:
+        await cluster.stop()
+    assert not master.running
+    starting = asyncio.ensure_future(cluster.start())
+    await asyncio.sleep(1.0)  # the master is starting
+    await cluster.stop()
+    await starting
+    assert cluster._master is None
+    assert not any(proc is not None and proc.running for proc in cluster._workers)
