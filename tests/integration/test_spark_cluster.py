@@ -367,3 +367,28 @@ async def test_two_starts_at_once_start_one_cluster_and_a_stop_during_a_start_en
     await starting
     assert cluster._master is None
     assert not any(proc is not None and proc.running for proc in cluster._workers)
+
+
+@pytest.mark.timeout(600)
+async def test_a_connect_server_starts_once_and_a_stop_during_its_start_ends_it(
+    tmp_path: Path,
+) -> None:
+    server = SparkConnectServer("local[1]", work_dir=tmp_path / "connect")
+    await asyncio.gather(server.start(), server.start())
+    try:
+        proc = server._proc
+        assert proc is not None
+        assert proc.running
+        await server.start()  # running: nothing to do
+        assert server._proc is proc
+    finally:
+        await server.stop()
+    assert not proc.running
+    starting = asyncio.ensure_future(server.start())
+    await asyncio.sleep(1.0)  # spark-submit is starting
+    proc = server._proc
+    await server.stop()
+    await starting
+    assert proc is not None
+    assert not proc.running
+    assert server._proc is None
