@@ -297,7 +297,24 @@ class ProducerSession:
             self._refresh_send_limits()
 
     async def _await_writable(self, wanted: list[str]) -> None:
-        deadline = self._clock() + self._config.publish_timeout
+        """Heartbeat until every topic of ``wanted`` has a writable partition, for
+        ``publish_timeout`` at most: a heartbeat or a deployment check still waiting for the
+        master then is cut short (each would take up to ``rpc_timeout``)."""
+        timeout = self._config.publish_timeout
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                await self._poll_writable(wanted, self._clock() + timeout)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
+            raise TopicUnavailableError(
+                f"topics {missing} have no writable partition after {timeout:g} s "
+                f"(publish_timeout): the master did not answer in time"
+            ) from None
+
+    async def _poll_writable(self, wanted: list[str], deadline: float) -> None:
         checked: set[str] = set()
         while True:
             try:
