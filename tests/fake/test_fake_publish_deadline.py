@@ -1,9 +1,12 @@
-"""``publish()`` ends by ``publish_timeout`` even while the master does not answer.
+"""``publish()`` ends by ``publish_timeout`` even while the master does not answer, and at
+``close()``.
 
 Found by sending with the whole cluster down: ``publish("u")`` raised "no writable partition
 after 15 s" 20 s after it was called. Each heartbeat of the wait (and the deployment check)
 ran to ``rpc_timeout`` before the wait looked at its own deadline, so the wait lasted up to
-``publish_timeout + rpc_timeout`` (and ``start()`` with ``topics=`` as long).
+``publish_timeout + rpc_timeout`` (and ``start()`` with ``topics=`` as long). And a
+``publish()`` waiting for a topic when ``close()`` came went on heartbeating a closed pool
+until ``publish_timeout`` (30 s), then blamed the master.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import asyncio
 
 import pytest
 
-from tubemq_aio import Producer, TopicUnavailableError
+from tubemq_aio import ClientClosedError, Producer, TopicUnavailableError
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, TopicLayout
 
 pytestmark = pytest.mark.timeout(60)
 HEARTBEAT = Method.MASTER_PRODUCER_HEARTBEAT
@@ -39,3 +42,19 @@ async def test_publish_to_a_silent_master_ends_by_publish_timeout() -> None:
         cluster.clear_faults()
         await producer.publish("other")
         assert producer.accepts_publish("other")
+
+
+async def test_close_ends_a_publish_waiting_for_a_topic() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        producer = Producer(cluster.master_addr, topics=["demo"], publish_timeout=30)
+        await producer.start()
+        cluster.add_topic(TopicLayout("slow", 1, accept_publish=False))
+        publishing = asyncio.create_task(producer.publish("slow"))
+        await asyncio.sleep(0.2)
+        assert not publishing.done()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await producer.close()
+        with pytest.raises(ClientClosedError, match="slow"):
+            await asyncio.wait_for(publishing, 40)
+        assert loop.time() - began < BOUND  # not publish_timeout's 30 s

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import platform
 import time
@@ -89,6 +90,8 @@ class ProducerSession:
         #: Every such wait not ended yet (one cancelled by its last caller may still be ending).
         self._wait_tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: Set by :meth:`close`: ends the pauses of a :meth:`publish` waiting for a topic.
+        self._closing = asyncio.Event()
         #: ``topic -> max message size`` of every topic a send may go to now (published, its
         #: first publish ended): :meth:`is_published` and ``metadata.max_message_size`` in one
         #: lookup for the send's hot path. Rebuilt (a new dict) whenever either changes.
@@ -268,7 +271,9 @@ class ProducerSession:
             InvalidMessageError: a topic name is invalid.
             TopicNotDeployedError: the master says a topic is not deployed on the cluster.
             TopicUnavailableError: a topic still has no writable partition after
-                ``publish_timeout`` seconds (it stays published: it is used once it appears).
+                ``publish_timeout`` seconds, the master's answers included (it stays
+                published: it is used once it appears).
+            ClientClosedError: :meth:`close` came while the call waited.
         """
         wanted = [validate_topic(t) for t in topics]
         # This call's own waits: a topic new to this producer, or one without a writable
@@ -317,9 +322,11 @@ class ProducerSession:
     async def _poll_writable(self, wanted: list[str], deadline: float) -> None:
         checked: set[str] = set()
         while True:
+            self._raise_if_closed(wanted)
             try:
                 await self.heartbeat()
             except TubeMQError as exc:
+                self._raise_if_closed(wanted)  # a closed pool's error, not the master's silence
                 if self._clock() >= deadline:
                     raise TopicUnavailableError(
                         f"cannot publish {wanted}: the master did not answer ({exc})"
@@ -338,7 +345,17 @@ class ProducerSession:
                     f"{self._config.publish_timeout:g} s: is each topic created, and does its "
                     f"broker accept publishing?"
                 )
-            await asyncio.sleep(_PUBLISH_POLL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_PUBLISH_POLL):
+                    await self._closing.wait()
+
+    def _raise_if_closed(self, wanted: list[str]) -> None:
+        if self._closed:
+            missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
+            raise ClientClosedError(
+                f"the producer was closed while publishing waited for a writable partition of "
+                f"{missing}"
+            )
 
     async def _deployment(self, topic: str) -> Deployment:
         """Ask the master whether ``topic`` is deployed (no state changes at the master)."""
@@ -377,6 +394,7 @@ class ProducerSession:
         """End the sends' waits for a writable topic (:class:`ClientClosedError`) and tell the
         master this producer is gone; errors are logged, not raised."""
         self._closed = True
+        self._closing.set()
         waits = list(self._wait_tasks)
         for task in waits:
             task.cancel()

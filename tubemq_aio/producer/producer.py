@@ -184,9 +184,16 @@ class Producer(AsyncLifecycle):
     async def publish(self, topics: Iterable[str] | str) -> None:
         """Publish more topics (TubeMQ has no way to unpublish one).
 
+        Waits for each topic's writable partition (or the master's word that it is not deployed)
+        for ``publish_timeout`` at most, however slow the master is to answer.
+
         Raises:
-            ConfigError: ``topics`` is not a name, ``"t1,t2"`` or a collection of names.
+            ConfigError: ``topics`` is not a name, ``"t1,t2"`` or a collection of names, or a
+                name is invalid (too long, not encodable as UTF-8).
+            TopicNotDeployedError: the master says a topic is not deployed.
             TopicUnavailableError: a topic has no writable partition after ``publish_timeout``.
+            ClientClosedError: the producer is not started, or ``close()`` came while the call
+                waited.
         """
         checks = Checks("publish")
         names = checks.names("topics", topics, split=True, empty=False)
