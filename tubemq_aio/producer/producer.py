@@ -620,15 +620,26 @@ class Producer(AsyncLifecycle):
             result = await self._send_one(message, None)
         except asyncio.CancelledError:
             if not future.done():
-                future.set_exception(
-                    ClientClosedError("the producer was closed before this send finished")
+                self._fail_at_close(
+                    future, ClientClosedError("the producer was closed before this send finished")
                 )
+        except ClientClosedError as exc:
+            if not future.done():
+                self._fail_at_close(future, exc)
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
         else:
             if not future.done():
                 future.set_result(result)
+
+    def _fail_at_close(self, future: asyncio.Future[SendResult], exc: ClientClosedError) -> None:
+        """End a ``send_nowait`` future that ``close()`` cut short. It counts as retrieved:
+        ``close()`` logs how many it cut short once, where asyncio would log each future
+        nobody kept (a fire-and-forget send's) as "exception was never retrieved"."""
+        future.set_exception(exc)
+        if self.closed:
+            future.exception()
 
     # ---- internals ---------------------------------------------------------------------------
 
