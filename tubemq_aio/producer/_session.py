@@ -316,7 +316,8 @@ class ProducerSession:
             missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
             raise TopicUnavailableError(
                 f"topics {missing} have no writable partition after {timeout:g} s "
-                f"(publish_timeout): the master did not answer in time"
+                f"(publish_timeout): is each topic created, does its broker accept publishing, "
+                f"and does the master answer?"
             ) from None
 
     async def _poll_writable(self, wanted: list[str], deadline: float) -> None:
