@@ -58,3 +58,31 @@ async def test_close_ends_a_publish_waiting_for_a_topic() -> None:
         with pytest.raises(ClientClosedError, match="slow"):
             await asyncio.wait_for(publishing, 40)
         assert loop.time() - began < BOUND  # not publish_timeout's 30 s
+
+
+async def test_a_topic_whose_wait_ended_before_any_verdict_is_not_kept_published() -> None:
+    """Found by sending to a topic that does not exist with a short ``timeout``: the send's
+    deadline ended the topic's wait before the master was asked whether it is deployed, and
+    the name stayed among the published topics for good: every later heartbeat carried it,
+    and sends to ever new names (a typo, names from input) grew that list without end."""
+    async with (
+        FakeCluster(topics={"demo": 1}) as cluster,
+        Producer(cluster.master_addr, topics=["demo"]) as producer,
+    ):
+        cluster.inject(HEARTBEAT, Fault.delay(0.5), times=3)
+        for name in ("nosuch1", "nosuch2"):
+            with pytest.raises(TopicUnavailableError):
+                await producer.send(name, b"x", timeout=0.1)
+        publishing = asyncio.create_task(producer.publish("nosuch3"))
+        await asyncio.sleep(0.1)
+        publishing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await publishing
+        await asyncio.sleep(1.0)  # the delayed heartbeats are answered meanwhile
+        assert producer.topics == ("demo",)
+        # A deployed topic that is not writable yet stays published, as before: it is used
+        # once it opens.
+        cluster.add_topic(TopicLayout("slow", 1, accept_publish=False))
+        with pytest.raises(TopicUnavailableError):
+            await producer.send("slow", b"x", timeout=1.5)
+        assert list(producer.topics) == ["demo", "slow"]

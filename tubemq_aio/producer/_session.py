@@ -265,7 +265,9 @@ class ProducerSession:
 
         A topic the master says is not deployed fails at once (it is not published, so a later
         send asks again); only a deployed one, whose brokers may still be loading it, is waited
-        for (see :mod:`tubemq_aio.protocol.deployment`).
+        for (see :mod:`tubemq_aio.protocol.deployment`). A topic new to this producer whose
+        wait ends otherwise (cancelled, or ``publish_timeout``) before it had a writable
+        partition or a deployment check that did not refuse it is not kept published either.
 
         Raises:
             InvalidMessageError: a topic name is invalid.
@@ -276,6 +278,8 @@ class ProducerSession:
             ClientClosedError: :meth:`close` came while the call waited.
         """
         wanted = [validate_topic(t) for t in topics]
+        new = [t for t in wanted if t not in self._published]
+        vouched: set[str] = set()  # asked whether deployed, and not refused (see _poll_writable)
         # This call's own waits: a topic new to this producer, or one without a writable
         # partition now that no other publish waits for.
         first = {
@@ -288,10 +292,18 @@ class ProducerSession:
             self._published.setdefault(topic, None)
         self._publishing.update(first)
         try:
-            await self._await_writable(wanted)
+            await self._await_writable(wanted, vouched)
         except TopicNotDeployedError as exc:
             for topic in exc.topics:
                 if topic in first:
+                    self._published.pop(topic, None)
+            raise
+        except BaseException:
+            # Kept published only what may be used later: a topic that exists (heartbeats
+            # would otherwise carry every unknown name ever sent to, for good).
+            writable = self.metadata.writable_partitions
+            for topic in new:
+                if topic not in vouched and not writable(topic):
                     self._published.pop(topic, None)
             raise
         finally:
@@ -301,15 +313,17 @@ class ProducerSession:
                     del self._publishing[topic]
             self._refresh_send_limits()
 
-    async def _await_writable(self, wanted: list[str]) -> None:
+    async def _await_writable(self, wanted: list[str], vouched: set[str]) -> None:
         """Heartbeat until every topic of ``wanted`` has a writable partition, for
         ``publish_timeout`` at most: a heartbeat or a deployment check still waiting for the
-        master then is cut short (each would take up to ``rpc_timeout``)."""
+        master then is cut short (each would take up to ``rpc_timeout``). The topics whose
+        deployment check ended without the master refusing them (deployed, or no verdict to
+        be had, as before such checks) are added to ``vouched``."""
         timeout = self._config.publish_timeout
         scope = asyncio.timeout(timeout)
         try:
             async with scope:
-                await self._poll_writable(wanted, self._clock() + timeout)
+                await self._poll_writable(wanted, self._clock() + timeout, vouched)
         except TimeoutError:
             if not scope.expired():
                 raise
@@ -320,7 +334,7 @@ class ProducerSession:
                 f"and does the master answer?"
             ) from None
 
-    async def _poll_writable(self, wanted: list[str], deadline: float) -> None:
+    async def _poll_writable(self, wanted: list[str], deadline: float, vouched: set[str]) -> None:
         checked: set[str] = set()
         while True:
             self._raise_if_closed(wanted)
@@ -337,7 +351,12 @@ class ProducerSession:
                 return
             unknown = [t for t in missing if t not in checked]
             checked.update(unknown)
-            gone = [t for t in unknown if await self._deployment(t) is Deployment.NOT_DEPLOYED]
+            gone = []
+            for topic in unknown:
+                if await self._deployment(topic) is Deployment.NOT_DEPLOYED:
+                    gone.append(topic)
+                else:
+                    vouched.add(topic)
             if gone:
                 raise TopicNotDeployedError(gone)
             if self._clock() >= deadline:
