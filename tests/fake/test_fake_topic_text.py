@@ -34,6 +34,9 @@ async def test_a_topic_utf8_cannot_encode_is_refused_and_the_producer_goes_on() 
             producer.send_nowait(LONE, b"x")
         with pytest.raises(ConfigError, match="UTF-8"):
             await producer.publish([LONE])
+        # Refused before send_nowait returns, as its docstring says (it failed in the future).
+        with pytest.raises(InvalidMessageError, match="at most 64"):
+            producer.send_nowait("t" * 65, b"x")
         assert producer.topics == ("demo",)
         await producer._require_session().heartbeat()  # encodes the published topics
         assert isinstance(await producer.send("demo", b"after"), SendResult)
