@@ -46,6 +46,7 @@ __all__ = [
     "ConsumerConfigError",
     "DataLossError",
     "FlowRuleError",
+    "FlushTimeoutError",
     "ForbiddenError",
     "FrameError",
     "InternalServerError",
@@ -149,6 +150,11 @@ class WriteTimeoutError(RequestTimeoutError):
 class AssignmentTimeoutError(TubeMQError, builtins.TimeoutError):
     """``wait_for_assignment`` reached its deadline before the consumer held a partition
     (the Java ``isPartitionsReady`` wait returning false); also a builtin ``TimeoutError``."""
+
+
+class FlushTimeoutError(TubeMQError, builtins.TimeoutError):
+    """``Producer.flush(timeout=…)`` reached its deadline with sends of ``send_nowait`` still
+    pending (they go on, each to its own deadline); also a builtin ``TimeoutError``."""
 
 
 class SendOutcomeUnknownError(TubeMQError):

@@ -81,6 +81,17 @@ async def test_concurrent_sends_pipeline_and_offsets_grow(
     assert metrics["transport"]["connections_opened"] >= 1 + len(cluster.brokers)
 
 
+async def test_flush_ends_when_every_send_nowait_was_stored(
+    cluster: LocalCluster, topic: str
+) -> None:
+    async with Producer(cluster.master_addr, topics=[topic]) as producer:
+        futures = [producer.send_nowait(topic, b"n%d" % i) for i in range(500)]
+        await producer.flush(timeout=60)
+        assert all(f.done() for f in futures)
+        stored = {(f.result().partition_key, f.result().append_offset) for f in futures}
+        assert len(stored) == 500
+
+
 async def test_send_many_gives_one_result_per_message_and_a_usable_producer(
     cluster: LocalCluster, topic: str
 ) -> None:

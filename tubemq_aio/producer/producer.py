@@ -19,6 +19,7 @@ from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
+    FlushTimeoutError,
     SendWindowFullError,
     TopicNotDeployedError,
     TopicUnavailableError,
@@ -104,6 +105,8 @@ class Producer(AsyncLifecycle):
         if self.telemetry is not None:
             self.telemetry.watch(self._gauges)
         self._counts = SendCounts()
+        #: The futures of send_nowait not ended yet (what flush() waits for).
+        self._nowait: set[asyncio.Future[SendResult]] = set()
 
     @classmethod
     def from_url(cls, url: str, **options: Unpack[ProducerOptions]) -> Self:
@@ -611,9 +614,39 @@ class Producer(AsyncLifecycle):
             self._window.release()
             raise
         future.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
+        self._nowait.add(future)
+        future.add_done_callback(self._nowait.discard)
         if callback is not None:
             future.add_done_callback(callback)
         return future
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every send :meth:`send_nowait` started before this call has ended
+        (stored, failed or cancelled), as aiokafka's ``flush``. Their outcomes stay in their
+        futures (and callbacks): ``flush`` raises none of them. A :meth:`send` ends in the
+        task that awaits it and is not waited for.
+
+        Args:
+            timeout: seconds to wait at most; None (default): until they have all ended, which
+                each does by its own deadline (its ``timeout``, default ``send_timeout``) or
+                at ``close()``.
+
+        Raises:
+            ConfigError: ``timeout`` is not None nor a number of seconds in (0, 86 400].
+            FlushTimeoutError: sends were still pending when ``timeout`` passed (they go on;
+                also a ``TimeoutError``).
+        """
+        checks = Checks("flush")
+        checks.optional_seconds("timeout", timeout)
+        checks.done()
+        pending = set(self._nowait)
+        if not pending:
+            return
+        _, left = await asyncio.wait(pending, timeout=timeout)
+        if left:
+            raise FlushTimeoutError(
+                f"{len(left)} of {len(pending)} send_nowait sends still pending after {timeout} s"
+            )
 
     async def _send_into(self, future: asyncio.Future[SendResult], message: Outgoing) -> None:
         try:
