@@ -31,6 +31,7 @@ from tubemq_aio.errors import (
     ConfigError,
     ConsumerConfigError,
     MalformedMetaError,
+    RequestTimeoutError,
 )
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
@@ -165,10 +166,11 @@ class Consumer(ConsumerBase[MasterSession]):
 
         Args:
             times: ``{partition key: timezone-aware datetime}``.
-            timeout: seconds the whole search may take (default ``time_search_timeout``).
+            timeout: seconds the whole call may take, the planner's registration at the
+                master included (default ``time_search_timeout``).
 
         Returns:
-            ``{partition key: offset or None}``.
+            ``{partition key: offset or None}``; ``{}`` for no partition, without a request.
 
         Raises:
             ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
@@ -181,10 +183,24 @@ class Consumer(ConsumerBase[MasterSession]):
             ServerError: the master or a broker refused.
         """
         wanted = check_times(times)
-        if timeout is not None:
-            check_search_timeout(timeout, ConsumerConfigError)
-        async with self._planner() as planner:
-            return await planner.offsets_for_times(wanted, timeout=timeout)
+        limit = self.config.time_search_timeout if timeout is None else timeout
+        check_search_timeout(limit, ConsumerConfigError)
+        if not wanted:
+            return {}
+        planner = self._planner()
+        try:
+            # The planner's registration at the master counts against ``timeout`` too.
+            async with asyncio.timeout(limit) as scope:
+                await planner.start()
+                return await planner.offsets_for_times(wanted, timeout=limit)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # an RPC's own timeout, or the search's
+            raise RequestTimeoutError(
+                f"time search of {len(wanted)} partition(s) took longer than {limit} s"
+            ) from None
+        finally:
+            await planner.close()
 
     def _spawn_workers(self, session: MasterSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
