@@ -1,20 +1,25 @@
 """Cut-short calls of the consumers: what a cancelled or timed-out call leaves behind.
 
 Each test is a finding: a ``commit()`` cancelled during its acks dropped the batches it had not
-reached (they stayed leased until ``confirm_timeout`` and then came again), and
+reached (they stayed leased until ``confirm_timeout`` and then came again);
 ``Consumer.offsets_for_times(timeout=...)`` waited ``rpc_timeout`` for a master that did not
-answer its planner's registration instead of ``timeout``.
+answer its planner's registration instead of ``timeout``; a ``ClientBalancedConsumer.connect``
+or ``read_at`` cut short during its broker register left the partition registered at the broker
+with nothing to release it (``disconnect`` refused, ``close`` skipped it), so the group's next
+member met 410 (occupied) until the broker expired the registration.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import pytest
 
-from tests.support.fake_helpers import group_consumer, produce
+from tests.support.fake_helpers import cb_consumer, group_consumer, produce
 from tubemq_aio import Consumer
+from tubemq_aio.consumer.client_balanced import ClientBalancedConsumer
 from tubemq_aio.errors import RequestTimeoutError
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -59,3 +64,33 @@ async def test_offsets_for_times_keeps_its_timeout_when_the_master_does_not_answ
         assert await consumer.offsets_for_times({}) == {}
         assert cluster.requests(Method.MASTER_CONSUMER_REGISTER_V2) == 1  # none for {}
         assert list(await consumer.offsets_for_times(when, timeout=10)) == ["1:demo:0"]
+
+
+async def _connect(consumer: ClientBalancedConsumer, key: str) -> object:
+    return await consumer.connect(key)
+
+
+async def _read_at(consumer: ClientBalancedConsumer, key: str) -> object:
+    return await consumer.read_at(key, 0)
+
+
+@pytest.mark.parametrize("call", [_connect, _read_at])
+@pytest.mark.parametrize("release", ["disconnect", "close"])
+async def test_a_register_cut_short_is_released_by_disconnect_and_close(
+    call: Callable[[ClientBalancedConsumer, str], Awaitable[object]], release: str
+) -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 5)
+        first = cb_consumer(cluster, "g1", rpc_timeout=3)
+        async with first:
+            key = (await first.partitions())[0].partition_key
+            # The broker registers at once and answers a second later; the call is cut short.
+            cluster.inject(Method.BROKER_CONSUMER_REGISTER, Fault.delay(1.0))
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await call(first, key)
+            if release == "disconnect":
+                await first.disconnect(key)  # refused before: "not connected"
+        async with cb_consumer(cluster, "g1") as second:
+            position = await second.connect(key)  # PartitionOccupiedError before
+            assert position.partition_key == key

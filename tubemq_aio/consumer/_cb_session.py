@@ -20,6 +20,7 @@ from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
 from tubemq_aio.protocol import consumer_replies
+from tubemq_aio.protocol.call_outcome import may_still_arrive
 from tubemq_aio.protocol.client_balance import (
     BalanceClient,
     OpsTaskIds,
@@ -73,8 +74,10 @@ class ClientBalanceSession(SessionBase):
         self.reporter = SubscriptionReporter(10 * config.subscription_report_interval)
         #: The master's "consume from the max offset" control (§8.2).
         self.max_offset_ctrl = MaxOffsetControl()
-        #: Partitions registered at their broker for positioned reads only (not fetched).
+        #: Partitions registered at their broker for positioned reads only (not fetched), or
+        #: perhaps registered by a register cut short (those also in :attr:`unsure`).
         self.readers: dict[PartitionKey, Partition] = {}
+        self.unsure: set[PartitionKey] = set()
         self.on_unsubscribable: Callable[[list[PartitionKey]], object] | None = None
         #: Called with the fetched partitions dropped after a failed broker heartbeat.
         self.on_lost: Callable[[list[PartitionKey]], object] | None = None
@@ -260,6 +263,15 @@ class ClientBalanceSession(SessionBase):
                     raise
                 await asyncio.sleep(pause)
                 continue
+            except BaseException as exc:
+                if key not in self.leases and may_still_arrive(exc):
+                    # Cut short (a cancel, a timeout): the broker may have registered us.
+                    # Kept as a reader so disconnect() and close() unregister it; else the
+                    # next member meets 410 until the broker expires the registration.
+                    self.readers[key] = partition
+                    self.unsure.add(key)
+                raise
+            self.unsure.discard(key)
             self.cache.record_connect_result(
                 key, 200 if rsp.success else rsp.err_code, self.clock()
             )
@@ -277,9 +289,13 @@ class ClientBalanceSession(SessionBase):
         if removed is not None:
             await self.unregister_at_broker(removed.partition, removed.read_status)
         reader = self.readers.pop(key, None)
+        unsure = key in self.unsure
+        self.unsure.discard(key)
         if reader is not None:
-            # Positioned reads commit every batch they return; nothing is in flight.
-            await self.unregister_at_broker(reader, ReadStatus.NORMAL)
+            # Positioned reads commit every batch they return; nothing is in flight. A
+            # register cut short is not waited for: it most likely ran at once or never left,
+            # and one still on its way would win anyway.
+            await self.unregister_at_broker(reader, ReadStatus.NORMAL, ordered=not unsure)
 
     # ---- broker heartbeat --------------------------------------------------------------------
 

@@ -310,10 +310,13 @@ class SessionBase:
             rsp = await self.tail.check(partition, rsp)
         return rsp
 
-    async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
-        """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""
+    async def unregister_at_broker(
+        self, partition: Partition, read_status: int, *, ordered: bool = True
+    ) -> None:
+        """``RegisterRequestC2B`` opType 32 (``ordered``: see ``BrokerRpc.unregister``);
+        errors are logged (the broker expires it anyway)."""
         try:
-            rsp = await self.broker.unregister(partition, read_status=read_status)
+            rsp = await self.broker.unregister(partition, read_status=read_status, ordered=ordered)
         except (TubeMQError, OSError) as exc:
             log.warning("unregister of %s failed: %r", partition.key, exc)
             return
