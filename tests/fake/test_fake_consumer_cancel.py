@@ -6,7 +6,8 @@ reached (they stayed leased until ``confirm_timeout`` and then came again);
 answer its planner's registration instead of ``timeout``; a ``ClientBalancedConsumer.connect``
 or ``read_at`` cut short during its broker register left the partition registered at the broker
 with nothing to release it (``disconnect`` refused, ``close`` skipped it), so the group's next
-member met 410 (occupied) until the broker expired the registration.
+member met 410 (occupied) until the broker expired the registration; a cancelled ``run()``
+left the batch in its handler leased until ``confirm_timeout``.
 """
 
 from __future__ import annotations
@@ -94,3 +95,23 @@ async def test_a_register_cut_short_is_released_by_disconnect_and_close(
         async with cb_consumer(cluster, "g1") as second:
             position = await second.connect(key)  # PartitionOccupiedError before
             assert position.partition_key == key
+
+
+async def test_a_cancelled_run_hands_the_batch_in_its_handler_back_at_once() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        sent = await produce(cluster.master_addr, "demo", 5)
+        async with group_consumer(cluster, "g1") as consumer:
+            started = asyncio.Event()
+
+            async def handler(_: object) -> None:
+                started.set()
+                await asyncio.Event().wait()  # never done
+
+            task = asyncio.create_task(consumer.run(handler))
+            await asyncio.wait_for(started.wait(), 20)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # Nacked, not left leased until confirm_timeout (60 s) with its partition idle.
+            batch = await consumer.getmany(timeout=5)
+            assert sorted(m.body for m in batch) == sorted(sent)

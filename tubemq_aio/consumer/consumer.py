@@ -228,7 +228,8 @@ class Consumer(ConsumerBase[MasterSession]):
         ``concurrency`` workers each take one batch at a time and call ``handler`` on its
         messages in order; the batch is acked when every call succeeded and nacked (delivered
         again) when one raised (acked instead with ``run_error_rollback=False``). Different
-        partitions are processed in parallel.
+        partitions are processed in parallel. When ``run()`` is cancelled, the batches in
+        the handlers' hands are nacked (delivered again at once).
 
         Raises:
             ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
@@ -290,6 +291,11 @@ class Consumer(ConsumerBase[MasterSession]):
                         )
                         await batch.ack()
                     continue
+                except BaseException:
+                    # Cancelled (run() itself, or with a failing sibling worker): the batch
+                    # comes again now, not after confirm_timeout with its partition idle.
+                    await batch.nack()
+                    raise
                 if refused is not _HANDLED:
                     await batch.nack()
                     raise ConfigError(
