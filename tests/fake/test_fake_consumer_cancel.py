@@ -115,3 +115,19 @@ async def test_a_cancelled_run_hands_the_batch_in_its_handler_back_at_once() -> 
             # Nacked, not left leased until confirm_timeout (60 s) with its partition idle.
             batch = await consumer.getmany(timeout=5)
             assert sorted(m.body for m in batch) == sorted(sent)
+
+
+async def test_releasing_a_register_cut_short_at_a_broker_that_answers_nothing_is_bounded() -> None:
+    """The unregister of a register cut short is written and its answer awaited only briefly:
+    a broker that answers nothing must not hold ``close()`` for ``rpc_timeout``."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        consumer = cb_consumer(cluster, "g1", rpc_timeout=60, close_timeout=60)
+        async with consumer:
+            key = (await consumer.partitions())[0].partition_key
+            cluster.inject(Method.BROKER_CONSUMER_REGISTER, Fault.no_answer(), times=None)
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await consumer.connect(key)
+            async with asyncio.timeout(30):  # close_timeout and rpc_timeout are 60 s
+                await consumer.close()
+        assert cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 2  # the unregister went out

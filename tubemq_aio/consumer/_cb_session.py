@@ -10,6 +10,7 @@ Decisions come from :mod:`tubemq_aio.protocol.client_balance`; this module perfo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -49,6 +50,11 @@ log = logging.getLogger("tubemq_aio.consumer")
 
 #: A connect the broker answered 410 is tried once more this much later (stale holder, §8.4).
 _OCCUPIED_RETRY_WAIT = 1.0
+
+#: Seconds the answer to the unregister of a register cut short is awaited. Once written, the
+#: unregister runs after the register at a broker that is only slow or frozen, answer awaited
+#: or not; a broker that answers nothing would hold close() for ``rpc_timeout`` instead.
+_UNSURE_UNREGISTER_WAIT = 1.0
 
 
 class ClientBalanceSession(SessionBase):
@@ -291,11 +297,17 @@ class ClientBalanceSession(SessionBase):
         reader = self.readers.pop(key, None)
         unsure = key in self.unsure
         self.unsure.discard(key)
-        if reader is not None:
-            # Positioned reads commit every batch they return; nothing is in flight. A
-            # register cut short is not waited for: it most likely ran at once or never left,
-            # and one still on its way would win anyway.
-            await self.unregister_at_broker(reader, ReadStatus.NORMAL, ordered=not unsure)
+        if reader is None:
+            return
+        if not unsure:
+            # Positioned reads commit every batch they return; nothing is in flight.
+            await self.unregister_at_broker(reader, ReadStatus.NORMAL)
+            return
+        # A register cut short is not waited for: it most likely ran at once or never left,
+        # and one still on its way would win anyway.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
+                await self.unregister_at_broker(reader, ReadStatus.NORMAL, ordered=False)
 
     # ---- broker heartbeat --------------------------------------------------------------------
 

@@ -166,8 +166,9 @@ class Consumer(ConsumerBase[MasterSession]):
 
         Args:
             times: ``{partition key: timezone-aware datetime}``.
-            timeout: seconds the whole call may take, the planner's registration at the
-                master included (default ``time_search_timeout``).
+            timeout: seconds the search may take, the planner's registration at the master
+                included (default ``time_search_timeout``); releasing what a search cut short
+                may hold at a broker that stopped answering adds at most a second.
 
         Returns:
             ``{partition key: offset or None}``; ``{}`` for no partition, without a request.
