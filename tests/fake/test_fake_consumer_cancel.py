@@ -6,8 +6,9 @@ reached (they stayed leased until ``confirm_timeout`` and then came again);
 answer its planner's registration instead of ``timeout``; a ``ClientBalancedConsumer.connect``
 or ``read_at`` cut short during its broker register left the partition registered at the broker
 with nothing to release it (``disconnect`` refused, ``close`` skipped it), so the group's next
-member met 410 (occupied) until the broker expired the registration; a cancelled ``run()``
-left the batch in its handler leased until ``confirm_timeout``.
+member met 410 (occupied) until the broker expired the registration, as after a ``close()``
+of a ``Consumer`` in the middle of a register at a slow broker; a cancelled ``run()`` left the
+batch in its handler leased until ``confirm_timeout``.
 """
 
 from __future__ import annotations
@@ -131,3 +132,19 @@ async def test_releasing_a_register_cut_short_at_a_broker_that_answers_nothing_i
             async with asyncio.timeout(30):  # close_timeout and rpc_timeout are 60 s
                 await consumer.close()
         assert cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 2  # the unregister went out
+
+
+async def test_a_close_during_a_register_at_a_slow_broker_releases_it() -> None:
+    """``close()`` waits ``close_rebalance_wait`` for a rebalance event, then cancels it: a
+    register the broker had then stayed there, and the group's next member got the partition
+    only once the broker expired it (30 s on the fake, about 35 s on a real broker)."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 5)
+        cluster.inject(Method.BROKER_CONSUMER_REGISTER, Fault.delay(3.0))
+        first = group_consumer(cluster, "g1", close_rebalance_wait=0.5)
+        async with first:
+            await wait_until(
+                lambda: cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 1, 20, "a register"
+            )
+        async with group_consumer(cluster, "g1") as second:
+            assert await second.wait_for_assignment(timeout=15)  # AssignmentTimeoutError before

@@ -10,7 +10,6 @@ Decisions come from :mod:`tubemq_aio.protocol.client_balance`; this module perfo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -21,7 +20,6 @@ from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase
 from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import ConnectError, RequestNotSentError, TubeMQError, server_error
 from tubemq_aio.protocol import consumer_replies
-from tubemq_aio.protocol.call_outcome import may_still_arrive
 from tubemq_aio.protocol.client_balance import (
     BalanceClient,
     OpsTaskIds,
@@ -51,11 +49,6 @@ log = logging.getLogger("tubemq_aio.consumer")
 #: A connect the broker answered 410 is tried once more this much later (stale holder, §8.4).
 _OCCUPIED_RETRY_WAIT = 1.0
 
-#: Seconds the answer to the unregister of a register cut short is awaited. Once written, the
-#: unregister runs after the register at a broker that is only slow or frozen, answer awaited
-#: or not; a broker that answers nothing would hold close() for ``rpc_timeout`` instead.
-_UNSURE_UNREGISTER_WAIT = 1.0
-
 
 class ClientBalanceSession(SessionBase):
     """Master-side life of one client-balanced consumer, plus its broker registrations.
@@ -80,10 +73,8 @@ class ClientBalanceSession(SessionBase):
         self.reporter = SubscriptionReporter(10 * config.subscription_report_interval)
         #: The master's "consume from the max offset" control (§8.2).
         self.max_offset_ctrl = MaxOffsetControl()
-        #: Partitions registered at their broker for positioned reads only (not fetched), or
-        #: perhaps registered by a register cut short (those also in :attr:`unsure`).
+        #: Partitions registered at their broker for positioned reads only (not fetched).
         self.readers: dict[PartitionKey, Partition] = {}
-        self.unsure: set[PartitionKey] = set()
         self.on_unsubscribable: Callable[[list[PartitionKey]], object] | None = None
         #: Called with the fetched partitions dropped after a failed broker heartbeat.
         self.on_lost: Callable[[list[PartitionKey]], object] | None = None
@@ -270,14 +261,9 @@ class ClientBalanceSession(SessionBase):
                 await asyncio.sleep(pause)
                 continue
             except BaseException as exc:
-                if key not in self.leases and may_still_arrive(exc):
-                    # Cut short (a cancel, a timeout): the broker may have registered us.
-                    # Kept as a reader so disconnect() and close() unregister it; else the
-                    # next member meets 410 until the broker expires the registration.
-                    self.readers[key] = partition
-                    self.unsure.add(key)
+                self.note_register_end(partition, exc)
                 raise
-            self.unsure.discard(key)
+            self.note_register_end(partition, None)
             self.cache.record_connect_result(
                 key, 200 if rsp.success else rsp.err_code, self.clock()
             )
@@ -295,19 +281,10 @@ class ClientBalanceSession(SessionBase):
         if removed is not None:
             await self.unregister_at_broker(removed.partition, removed.read_status)
         reader = self.readers.pop(key, None)
-        unsure = key in self.unsure
-        self.unsure.discard(key)
-        if reader is None:
-            return
-        if not unsure:
+        if reader is not None:
             # Positioned reads commit every batch they return; nothing is in flight.
             await self.unregister_at_broker(reader, ReadStatus.NORMAL)
-            return
-        # A register cut short is not waited for: it most likely ran at once or never left,
-        # and one still on its way would win anyway.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
-                await self.unregister_at_broker(reader, ReadStatus.NORMAL, ordered=False)
+        await self.release_unsure(key)
 
     # ---- broker heartbeat --------------------------------------------------------------------
 
@@ -327,4 +304,5 @@ class ClientBalanceSession(SessionBase):
 
     def forget_held(self, key: PartitionKey) -> bool:
         """Remove ``key`` from the fetched or read partitions, without unregistering."""
+        self.unsure.pop(key, None)
         return self.leases.remove(key) is not None or self.readers.pop(key, None) is not None

@@ -217,7 +217,10 @@ class Consumer(ConsumerBase[MasterSession]):
 
     async def _release_all(self, session: MasterSession) -> None:
         parts = [p for ps in self._leases.by_broker().values() for p in ps]
-        await asyncio.gather(*(session.release_partition(p) for p in parts))
+        await asyncio.gather(
+            *(session.release_partition(p) for p in parts),
+            *(session.release_unsure(k) for k in list(session.unsure)),
+        )
 
     # ---- consuming ---------------------------------------------------------------------------
 
