@@ -87,4 +87,6 @@ async def test_close_ends_a_connect_waiting_out_a_rest_with_client_closed() -> N
         await consumer.close()
         with pytest.raises(ClientClosedError, match="may still run at the broker"):
             await asyncio.wait_for(connecting, 5)
-        assert cluster.requests(REGISTER) == registers  # nothing sent after the close
+        # Nothing after the close but the unregister of the register cut short, which the
+        # broker may have run (tests/fake/test_fake_consumer_cancel.py).
+        assert cluster.requests(REGISTER) == registers + 1

@@ -7,7 +7,8 @@ thawed: the GetMessage runs then, and puts the partition's new messages in fligh
 next CommitOffset of the same client id, on a new connection, covers that batch, which nobody
 received. On the fake, ``Fault.late`` plus ``release_late`` does the same. A register at an
 offset and an unregister run late the same way (the consumers' rest after any call without
-answer, docs/reliability.md).
+answer, docs/reliability.md), and so do the registers of a ``connect`` or a ``close()`` cut
+short.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from contextlib import asynccontextmanager, contextmanager
 import pytest
 
 from tests.support.raw_broker_link import Link, Reader
-from tubemq_aio import Producer
+from tubemq_aio import ClientBalancedConsumer, Consumer, Producer
 from tubemq_aio.protocol import consumer_rpc
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.pb import BrokerService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import LocalCluster
+from tubemq_aio.testing import LocalCluster, wait_until
 from tubemq_aio.testing._nodes import BrokerNode
 
 GET = Method.BROKER_CONSUMER_GET_MESSAGE
@@ -181,3 +182,52 @@ async def test_a_register_with_an_offset_the_broker_received_frozen_moves_the_cu
         )
         assert after.success, after
         assert after.currOffset == reg.currOffset  # back where the late register put it
+
+
+async def test_a_connect_cut_short_at_a_frozen_broker_is_released_by_close(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """``ClientBalancedConsumer.connect`` cut short while the frozen broker holds its register:
+    the broker registers the client when it thaws, and ``close()`` must unregister that too
+    (it released only what it knew it held: the next member met 410, occupied, until the broker
+    expired the registration; ``tests/fake/test_fake_consumer_cancel.py``)."""
+    broker = cluster.brokers[0]
+    assert broker.pid is not None
+    key = f"{broker.broker_id}:{topic}:0"
+    group = "gcutshort"
+    first = ClientBalancedConsumer(cluster.master_addr, group=group, topics=[topic])
+    async with first:
+        await first.partitions()
+        with _frozen(broker.pid), pytest.raises(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await first.connect(key)
+        await asyncio.sleep(2.0)  # the thawed broker runs the register
+        assert first.assignment() == []
+    async with ClientBalancedConsumer(cluster.master_addr, group=group, topics=[topic]) as second:
+        position = await second.connect(key)  # PartitionOccupiedError before
+        assert position.partition_key == key
+
+
+async def test_a_close_during_a_register_at_a_frozen_broker_releases_it(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """``Consumer.close()`` cancels a rebalance event after ``close_rebalance_wait``: the
+    registers it had sent to a frozen broker run when the broker thaws, and ``close()`` must
+    unregister those too (before, the group's next member met 410 for the broker's partitions
+    until it expired the registrations; ``tests/fake/test_fake_consumer_cancel.py``)."""
+    broker = cluster.brokers[0]
+    assert broker.pid is not None
+    prefix = f"{broker.broker_id}:"
+    group = "gcloseregister"
+    first = Consumer(cluster.master_addr, group=group, topics=[topic], close_rebalance_wait=0.5)
+    await first.start()
+    with _frozen(broker.pid):
+        await asyncio.sleep(5.0)  # the master hands the partitions out; their registers wait
+        assert not any(k.startswith(prefix) for k in first.assignment())
+        await first.close()
+    async with Consumer(cluster.master_addr, group=group, topics=[topic]) as second:
+        await wait_until(
+            lambda: any(k.startswith(prefix) for k in second.assignment()),
+            20,
+            "a partition of the thawed broker",
+        )

@@ -74,14 +74,15 @@ class BrokerRpc:
         *,
         registration: bool,
         settle_reads: bool = True,
+        ordered: bool = True,
         raw: bool = False,
     ) -> bytes:
         """One request about ``partition``, sent once no earlier one of it may still run at the
-        broker (only its registrations without ``settle_reads``), noted in :attr:`astray` when
-        it ends without an answer."""
+        broker (only its registrations without ``settle_reads``, none without ``ordered``),
+        noted in :attr:`astray` when it ends without an answer."""
         key = partition.key
         # Checked before awaiting: nothing to wait for is the rule on the fetch path.
-        if self.astray.rest(key, registrations_only=not settle_reads) > 0:
+        if ordered and self.astray.rest(key, registrations_only=not settle_reads) > 0:
             await self.astray.settle(key, registrations_only=not settle_reads)
         try:
             if raw:
@@ -120,9 +121,14 @@ class BrokerRpc:
         return consumer_replies.parse_offset_response(data)
 
     async def unregister(
-        self, partition: Partition, *, read_status: int
+        self, partition: Partition, *, read_status: int, ordered: bool = True
     ) -> consumer_replies.OffsetResponse:
-        """``RegisterRequestC2B`` opType 32: 0 commits the last batch, 1 discards it (§3.1)."""
+        """``RegisterRequestC2B`` opType 32: 0 commits the last batch, 1 discards it (§3.1).
+
+        Sent once a register of the partition that may still run at the broker had its time,
+        unless ``ordered`` is False (the register was cut short before it could be known
+        whether it ran: one that is late still wins then, as it would without the unregister).
+        """
         body = rpc.build_broker_unregister(
             client_id=self.client_id,
             group=self.group,
@@ -133,7 +139,12 @@ class BrokerRpc:
         # A late GetMessage or CommitOffset after the unregister is refused (411/412): only a
         # late register or unregister has to run first.
         data = await self._partition_call(
-            partition, Method.BROKER_CONSUMER_REGISTER, body, registration=True, settle_reads=False
+            partition,
+            Method.BROKER_CONSUMER_REGISTER,
+            body,
+            registration=True,
+            settle_reads=False,
+            ordered=ordered,
         )
         return consumer_replies.parse_offset_response(data)
 

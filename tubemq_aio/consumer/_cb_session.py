@@ -260,6 +260,10 @@ class ClientBalanceSession(SessionBase):
                     raise
                 await asyncio.sleep(pause)
                 continue
+            except BaseException as exc:
+                self.note_register_end(partition, exc)
+                raise
+            self.note_register_end(partition, None)
             self.cache.record_connect_result(
                 key, 200 if rsp.success else rsp.err_code, self.clock()
             )
@@ -280,6 +284,7 @@ class ClientBalanceSession(SessionBase):
         if reader is not None:
             # Positioned reads commit every batch they return; nothing is in flight.
             await self.unregister_at_broker(reader, ReadStatus.NORMAL)
+        await self.release_unsure(key)
 
     # ---- broker heartbeat --------------------------------------------------------------------
 
@@ -299,4 +304,5 @@ class ClientBalanceSession(SessionBase):
 
     def forget_held(self, key: PartitionKey) -> bool:
         """Remove ``key`` from the fetched or read partitions, without unregistering."""
+        self.unsure.pop(key, None)
         return self.leases.remove(key) is not None or self.readers.pop(key, None) is not None

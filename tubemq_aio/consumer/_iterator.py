@@ -128,9 +128,9 @@ class MessageStream:
         loop's current one), and for each loop that was left in the middle of a batch
         (``break``) the part it yielded, handing the rest back first in line. A loop still
         running keeps its unfinished batch. Returns how many batches (or kept parts) were
-        acked."""
+        acked. A cancelled call leaves what it did not ack yet to the next one."""
         batches, self.yielded = self.yielded, []
-        left: list[tuple[MessageBatch, int]] = []
+        left: list[_Loop] = []
         for loop in list(self._loops):
             batch = loop.batch
             if batch is None:
@@ -139,14 +139,21 @@ class MessageStream:
                 loop.batch = None
                 batches.append(batch)
             elif loop.ended():  # left with `break`: end it here rather than a moment later
-                loop.batch = None
-                self._loops.discard(loop)
-                left.append((batch, loop.index))
-        for batch, used in left:
-            kept = await batch.give_back(used)
-            if kept is not None:
-                batches.append(kept)
+                left.append(loop)
         acked = 0
-        for item in batches:
-            acked += await item.ack()
+        try:
+            for loop in left:
+                # Taken only now: a cancelled commit() leaves the loops it did not reach to
+                # their own ending, and one that ended meanwhile has no batch left.
+                batch, loop.batch = loop.batch, None
+                self._loops.discard(loop)
+                kept = None if batch is None else await batch.give_back(loop.index)
+                if kept is not None:
+                    batches.append(kept)
+            for item in batches:
+                acked += await item.ack()
+        finally:
+            # Cancelled midway: what was not acked yet waits for the next commit() (the batch
+            # whose ack was cut short settled all the same).
+            self.yielded[:0] = [b for b in batches if not b.settled]
         return acked

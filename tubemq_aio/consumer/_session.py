@@ -276,8 +276,13 @@ class MasterSession(SessionBase):
             )
             rsp = await self.resume_stored(partition, rsp, stored=boot is None)
         except (TubeMQError, OSError) as exc:
+            self.note_register_end(partition, exc)
             log.warning("register of %s at its broker failed: %r", partition.key, exc)
             return 599
+        except BaseException as exc:  # cancelled: close() ended the event under way
+            self.note_register_end(partition, exc)
+            raise
+        self.note_register_end(partition, None)
         if not rsp.success:
             log.info("broker refused %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
             return rsp.err_code
@@ -322,3 +327,4 @@ class MasterSession(SessionBase):
         removed = self.leases.remove(partition.key, rollback_if_in_use=rollback_in_use)
         if removed is not None:
             await self.unregister_at_broker(partition, removed.read_status)
+        await self.release_unsure(partition.key)

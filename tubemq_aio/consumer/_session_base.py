@@ -9,6 +9,7 @@ heartbeat request and the set of partitions held at brokers differ (docs/protoco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from tubemq_aio.errors import FlowRuleError, TubeMQError, server_error
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
+from tubemq_aio.protocol.call_outcome import may_still_arrive
 from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKey, ReadStatus
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.lost_tail import lost_tail
@@ -111,6 +113,12 @@ def wire_consumer(
     return ConsumerWiring(pool, invoker, broker, engine, leases, flow, tokens, host, clock, tls)
 
 
+#: Seconds the answer to the unregister of a register cut short is awaited. Once written, the
+#: unregister runs after the register at a broker that is only slow or frozen, answer awaited
+#: or not; a broker that answers nothing would hold ``close()`` for ``rpc_timeout`` instead.
+_UNSURE_UNREGISTER_WAIT = 1.0
+
+
 def _count_late_request(stats: ConsumerStats) -> None:
     stats.late_request_waits += 1
 
@@ -144,6 +152,10 @@ class SessionBase:
         # fetches kept failing until their deadline) are dropped like those of a failed broker
         # heartbeat, so that they come back (issue 30).
         self.engine.on_broken = self._drop
+        #: Partitions a register cut short (cancelled, timed out) may have registered at their
+        #: broker without this client's record of it: unregistered when released or closed,
+        #: else the group's next holder meets 410 until the broker expires the registration.
+        self.unsure: dict[PartitionKey, Partition] = {}
 
     def _apply_auth_and_flow(self, rsp: consumer_replies.MasterResponse) -> None:
         self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
@@ -310,15 +322,38 @@ class SessionBase:
             rsp = await self.tail.check(partition, rsp)
         return rsp
 
-    async def unregister_at_broker(self, partition: Partition, read_status: int) -> None:
-        """``RegisterRequestC2B`` opType 32; errors are logged (the broker expires it anyway)."""
+    async def unregister_at_broker(
+        self, partition: Partition, read_status: int, *, ordered: bool = True
+    ) -> None:
+        """``RegisterRequestC2B`` opType 32 (``ordered``: see ``BrokerRpc.unregister``);
+        errors are logged (the broker expires it anyway)."""
         try:
-            rsp = await self.broker.unregister(partition, read_status=read_status)
+            rsp = await self.broker.unregister(partition, read_status=read_status, ordered=ordered)
         except (TubeMQError, OSError) as exc:
             log.warning("unregister of %s failed: %r", partition.key, exc)
             return
         if not rsp.success:
             log.info("unregister of %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
+
+    def note_register_end(self, partition: Partition, error: BaseException | None) -> None:
+        """A register of ``partition`` was answered (``error`` None) or ended with ``error``:
+        a register cut short that may still reach the broker makes it :attr:`unsure`."""
+        key = partition.key
+        if error is None:
+            self.unsure.pop(key, None)
+        elif key not in self.leases and may_still_arrive(error):
+            self.unsure[key] = partition
+
+    async def release_unsure(self, key: PartitionKey) -> None:
+        """Unregister ``key`` if it is :attr:`unsure`, without waiting for the register cut
+        short (it most likely ran at once or never left; one still on its way would win
+        anyway), and awaiting the answer at most ``_UNSURE_UNREGISTER_WAIT`` (1 s)."""
+        partition = self.unsure.pop(key, None)
+        if partition is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
+                await self.unregister_at_broker(partition, ReadStatus.NORMAL, ordered=False)
 
     def held_by_broker(self) -> dict[BrokerInfo, list[Partition]]:
         """Every partition registered at a broker by this client, grouped by broker."""
@@ -326,6 +361,7 @@ class SessionBase:
 
     def forget_held(self, key: PartitionKey) -> bool:
         """Remove ``key`` from what this client holds, without unregistering; True if held."""
+        self.unsure.pop(key, None)
         return self.leases.remove(key) is not None
 
     async def broker_heartbeat_loop(self) -> None:

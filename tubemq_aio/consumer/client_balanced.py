@@ -259,7 +259,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             self._reconnecting.discard(key)
 
     async def _release_all(self, session: ClientBalanceSession) -> None:
-        await asyncio.gather(*(session.release(k) for k in session.held()))
+        keys = dict.fromkeys([*session.held(), *session.unsure])
+        await asyncio.gather(*(session.release(k) for k in keys))
 
     # ---- partitions --------------------------------------------------------------------------
 
@@ -359,7 +360,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         """
         key = parse_key(partition_key)
         session, _ = self._running()
-        if key not in self._leases and key not in session.readers and key not in self._wanted:
+        known = (self._leases, session.readers, self._wanted, session.unsure)
+        if all(key not in held for held in known):
             raise PartitionNotConnectedError(f"partition {partition_key} is not connected")
         if key in self._leases:
             await self._notify_revoked([key.format()])

@@ -31,6 +31,7 @@ from tubemq_aio.errors import (
     ConfigError,
     ConsumerConfigError,
     MalformedMetaError,
+    RequestTimeoutError,
 )
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
@@ -165,10 +166,12 @@ class Consumer(ConsumerBase[MasterSession]):
 
         Args:
             times: ``{partition key: timezone-aware datetime}``.
-            timeout: seconds the whole search may take (default ``time_search_timeout``).
+            timeout: seconds the search may take, the planner's registration at the master
+                included (default ``time_search_timeout``); releasing what a search cut short
+                may hold at a broker that stopped answering adds at most a second.
 
         Returns:
-            ``{partition key: offset or None}``.
+            ``{partition key: offset or None}``; ``{}`` for no partition, without a request.
 
         Raises:
             ConsumerConfigError: a naive datetime, a non-string key, not a mapping, a
@@ -181,10 +184,24 @@ class Consumer(ConsumerBase[MasterSession]):
             ServerError: the master or a broker refused.
         """
         wanted = check_times(times)
-        if timeout is not None:
-            check_search_timeout(timeout, ConsumerConfigError)
-        async with self._planner() as planner:
-            return await planner.offsets_for_times(wanted, timeout=timeout)
+        limit = self.config.time_search_timeout if timeout is None else timeout
+        check_search_timeout(limit, ConsumerConfigError)
+        if not wanted:
+            return {}
+        planner = self._planner()
+        try:
+            # The planner's registration at the master counts against ``timeout`` too.
+            async with asyncio.timeout(limit) as scope:
+                await planner.start()
+                return await planner.offsets_for_times(wanted, timeout=limit)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # an RPC's own timeout, or the search's
+            raise RequestTimeoutError(
+                f"time search of {len(wanted)} partition(s) took longer than {limit} s"
+            ) from None
+        finally:
+            await planner.close()
 
     def _spawn_workers(self, session: MasterSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
@@ -200,7 +217,10 @@ class Consumer(ConsumerBase[MasterSession]):
 
     async def _release_all(self, session: MasterSession) -> None:
         parts = [p for ps in self._leases.by_broker().values() for p in ps]
-        await asyncio.gather(*(session.release_partition(p) for p in parts))
+        await asyncio.gather(
+            *(session.release_partition(p) for p in parts),
+            *(session.release_unsure(k) for k in list(session.unsure)),
+        )
 
     # ---- consuming ---------------------------------------------------------------------------
 
@@ -212,7 +232,8 @@ class Consumer(ConsumerBase[MasterSession]):
         ``concurrency`` workers each take one batch at a time and call ``handler`` on its
         messages in order; the batch is acked when every call succeeded and nacked (delivered
         again) when one raised (acked instead with ``run_error_rollback=False``). Different
-        partitions are processed in parallel.
+        partitions are processed in parallel. When ``run()`` is cancelled, the batches in
+        the handlers' hands are nacked (delivered again at once).
 
         Raises:
             ConfigError: ``concurrency`` is not an integer in ``[1, 4096]`` or ``handler`` is
@@ -274,6 +295,11 @@ class Consumer(ConsumerBase[MasterSession]):
                         )
                         await batch.ack()
                     continue
+                except BaseException:
+                    # Cancelled (run() itself, or with a failing sibling worker): the batch
+                    # comes again now, not after confirm_timeout with its partition idle.
+                    await batch.nack()
+                    raise
                 if refused is not _HANDLED:
                     await batch.nack()
                     raise ConfigError(

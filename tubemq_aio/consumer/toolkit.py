@@ -77,6 +77,7 @@ class SharedIdConsumer(ClientBalancedConsumer):
     async def _release_all(self, session: ClientBalanceSession) -> None:
         # No unregister: the registration belongs to every process; it lapses on its own.
         session.readers.clear()
+        session.unsure.clear()
 
     def session(self) -> ClientBalanceSession:
         """The running session (master registration and broker calls).
