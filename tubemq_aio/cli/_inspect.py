@@ -135,11 +135,12 @@ async def run_partitions(args: argparse.Namespace) -> int:
     """Print the partitions of ``args.topic`` as the master lists them (``args.format``:
     ``table`` or ``json``).
 
-    A throw-away client-balanced group asks the master (``GetPartMeta``); it reads nothing.
+    A throw-away client-balanced group asks the master (``GetPartMeta``); it reads nothing. Like
+    ``lag``, it makes one register round: a master nobody answers at ends the command at once.
     """
     group = f"tubemq-aio-cli-{uuid.uuid4().hex[:12]}"
     async with open_client(
-        ClientBalancedConsumer, args, group=group, topics=[args.topic]
+        ClientBalancedConsumer, args, group=group, topics=[args.topic], register_attempts=1
     ) as consumer:
         metas = await consumer.partitions()
     rows: list[dict[str, object]] = [

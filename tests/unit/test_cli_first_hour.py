@@ -1,0 +1,149 @@
+"""The command-line tool as a new user meets it in the first hour: a master that is not there,
+help text that reads on a terminal, exit statuses as documented, every command in the guide."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from tests.support.cli_run import SOURCE_ROOT, cli_argv, cli_env
+from tubemq_aio.cli import main
+from tubemq_aio.cli._parser import build_parser
+from tubemq_aio.testing._ports import allocate_ports
+
+CLI_GUIDE = SOURCE_ROOT / "docs" / "cli.md"
+
+
+def _free_address() -> str:
+    return f"127.0.0.1:{allocate_ports(1)[0]}"
+
+
+@pytest.mark.parametrize("command", [["partitions"], ["lag", "--group", "g1"]])
+def test_an_unreachable_master_says_what_to_do_and_where_the_address_came_from(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error was only ``ConnectError: cannot connect to ADDR: [Errno 111] ...``: nothing
+    said that the address came from an exported ``$TUBEMQ_AIO_MASTER`` (a cluster started
+    earlier, or one that took another port because 8715 was taken) nor how to find or start
+    one."""
+    address = _free_address()
+    monkeypatch.setenv("TUBEMQ_AIO_MASTER", address)
+    assert main([command[0], "--topic", "demo", *command[1:]]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert f"$TUBEMQ_AIO_MASTER={address}" in err[0]
+    assert "tubemq-aio cluster status" in err[0]
+    assert "tubemq-aio cluster up --fake" in err[0]
+
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER")
+    assert main([command[0], "--master", address, "--topic", "demo", *command[1:]]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert f"--master {address}" in err[0]
+    assert "$TUBEMQ_AIO_MASTER" not in err[0]
+
+
+async def _count_connects(server_ready: asyncio.Event, counts: list[int], port: int) -> None:
+    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        counts.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(drop, "127.0.0.1", port)
+    async with server:
+        server_ready.set()
+        await asyncio.Event().wait()
+
+
+async def _connects_of(argv: list[str]) -> int:
+    """How many connections ``tubemq-aio ARGV`` opens to a master that drops each one."""
+    port = allocate_ports(1)[0]
+    counts: list[int] = []
+    ready = asyncio.Event()
+    serving = asyncio.create_task(_count_connects(ready, counts, port))
+    try:
+        await ready.wait()
+        code = await asyncio.to_thread(main, [*argv, "--master", f"127.0.0.1:{port}"])
+        assert code == 1
+    finally:
+        serving.cancel()
+    return len(counts)
+
+
+async def test_partitions_gives_up_on_a_silent_master_as_lag_does() -> None:
+    """``partitions`` kept registering for the consumer's five-attempt window (about 5 s)
+    against a master that dropped every connection, where ``lag`` and ``reset`` stop after one
+    round: two read-only looks at one topic failed at different speeds."""
+    lag = await _connects_of(["lag", "--topic", "demo", "--group", "g1"])
+    partitions = await _connects_of(["partitions", "--topic", "demo"])
+    assert lag >= 1
+    assert partitions == lag
+
+
+def _help_texts() -> dict[str, str]:
+    parser = build_parser()
+    texts = {"tubemq-aio": parser.format_help()}
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        for name, sub in getattr(action, "choices", {}).items():
+            if sub.add_help:  # `cluster` hands its own --help to the testing CLI
+                texts[name] = sub.format_help()
+    return texts
+
+
+@pytest.mark.parametrize("width", [80])
+def test_help_lines_fit_a_terminal(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``consume --help`` printed its 500-character description as one line (its epilog keeps
+    its own line breaks, and the description came out raw with it)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    long = {
+        name: line
+        for name, text in _help_texts().items()
+        for line in text.splitlines()
+        if len(line) > width + 20
+    }
+    assert long == {}
+
+
+def test_every_command_is_in_the_guides_table_and_every_exit_status_is_documented() -> None:
+    """``reset`` was missing from the command table of docs/cli.md; exit status 130 (Ctrl-C
+    while connecting) was returned but documented nowhere."""
+    guide = CLI_GUIDE.read_text(encoding="utf-8")
+    table = [line for line in guide.splitlines() if line.startswith("| `")]
+    commands = {m.group(1) for line in table if (m := re.match(r"\| `(\w+)", line))}
+    assert commands == set(_help_texts()) - {"tubemq-aio"} | {"cluster"}
+    epilog = _help_texts()["tubemq-aio"]
+    for status in ("0", "1", "2", "130"):
+        assert re.search(rf"\*\*{status}\*\*", guide), status
+        assert re.search(rf"\b{status} ", epilog), status
+
+
+@pytest.mark.system
+def test_ctrl_c_while_connecting_exits_130() -> None:
+    """The documented statuses did not include what a Ctrl-C before the work started
+    returns. The master here accepts the connection and never answers: the signal comes while
+    the command waits for its register call."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(60)
+        port = silent.getsockname()[1]
+        proc = subprocess.Popen(
+            cli_argv(
+                "consume", "--topic", "demo", "--group", "g1", "--master", f"127.0.0.1:{port}"
+            ),
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            conn, _ = silent.accept()
+            with conn:
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert err.decode().splitlines() == ["tubemq-aio: error: interrupted"]
