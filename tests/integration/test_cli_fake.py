@@ -335,3 +335,16 @@ async def test_time_offsets_from_and_reset_to_time() -> None:
         )
         assert bad.returncode == 2
         assert b"not an IANA time zone" in bad.stderr
+
+
+async def test_a_partition_the_topic_lacks_is_named_with_the_ones_it_has(fake: FakeCluster) -> None:
+    """``--partition 1:src:7`` said "partition 1:src:7 is not in the topic metadata" and a
+    malformed key only "bad partition key 'x'": neither said what a key looks like or which
+    keys the topic has."""
+    for key in ("1:src:7", "bogus"):
+        done = await _cli(fake, "consume", "--topic", "src", "--partition", key, "-e")
+        assert done.returncode == 2
+        (line,) = done.stderr.decode().splitlines()
+        assert f"--partition {key}" in line
+        assert "1:src:0, 1:src:1, 1:src:2" in line
+        assert "tubemq-aio partitions --topic src" in line

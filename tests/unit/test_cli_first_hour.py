@@ -13,7 +13,9 @@ import pytest
 
 from tests.support.cli_run import SOURCE_ROOT, cli_argv, cli_env
 from tubemq_aio.cli import main
+from tubemq_aio.cli._inspect import _explained_424
 from tubemq_aio.cli._parser import build_parser
+from tubemq_aio.errors import ServerError, server_error
 from tubemq_aio.testing._ports import allocate_ports
 
 CLI_GUIDE = SOURCE_ROOT / "docs" / "cli.md"
@@ -147,3 +149,21 @@ def test_ctrl_c_while_connecting_exits_130() -> None:
                 proc.wait()
     assert proc.returncode == 130, err
     assert err.decode().splitlines() == ["tubemq-aio: error: interrupted"]
+
+
+def test_a_group_consumed_elsewhere_is_explained_before_the_servers_text() -> None:
+    """``lag`` on a group with server-balanced consumers online printed the master's 190
+    characters first (a generated consumer id, "client-rebalance subscribe is inconsistency
+    with other consumers using unbound subscribe"), then what it means."""
+    server_text = (
+        "[Inconsistency subscribe] g1_127.0.0.1-22415-31154474662455-654162727-Balance-"
+        "tubemq-aio-0.3.0.dev0 using client-rebalance subscribe is inconsistency with other "
+        "consumers using unbound subscribe in the group"
+    )
+    with pytest.raises(ServerError) as caught, _explained_424("g1"):
+        raise server_error(424, server_text)
+    text = str(caught.value)
+    assert caught.value.err_code == 424
+    assert text.startswith("[424] group 'g1' has server-balanced consumers online")
+    assert "stop them first" in text
+    assert "Balance-tubemq-aio" not in text

@@ -165,12 +165,34 @@ def _settle(done: asyncio.Future[bool], written: bool) -> None:
         done.set_result(written)
 
 
+#: Partition keys an error about an unknown one lists before "…".
+_LISTED_KEYS = 8
+
+
+def _check_partitions(keys: list[str], known: list[str], topic: str) -> None:
+    """Refuse a ``--partition`` key the topic does not have, naming those it has.
+
+    Raises:
+        ConfigError: a key is not one of ``known`` (a usage error: nothing was read).
+    """
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        listed = ", ".join(known[:_LISTED_KEYS]) + (", …" if len(known) > _LISTED_KEYS else "")
+        Checks("arguments").fail(
+            f"--partition {', '.join(unknown)}: topic {topic} has no such partition (a key is "
+            f"BROKER_ID:TOPIC:PARTITION_ID; it has {listed}: "
+            f"`tubemq-aio partitions --topic {topic}` lists them)"
+        )
+
+
 async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.Namespace) -> None:
     """Connect the ``--partition`` keys (``all``: every partition) at ``--offset``; a key
     given twice is connected once."""
     keys = list(dict.fromkeys(args.partition))
+    known = [m.partition_key for m in await consumer.partitions()]
     if "all" in keys:
-        keys = [m.partition_key for m in await consumer.partitions()]
+        keys = known
+    _check_partitions(keys, known, args.topic)
     at_time: dict[str, int] = {}
     if isinstance(args.offset, datetime):
         found = await consumer.search_times(

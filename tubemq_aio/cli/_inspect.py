@@ -38,7 +38,8 @@ async def group_member(
 
     Raises:
         ServerError: the master's refusal; for a 424 (its server-balanced consumers are
-            online) with what it means and what to do. Other errors pass unchanged.
+            online) what it means and what to do, instead of the master's text. Other errors
+            pass unchanged.
     """
     with _explained_424(group):
         async with open_client(
@@ -59,10 +60,13 @@ def _explained_424(group: str) -> Iterator[None]:
     except ServerError as err:
         if err.err_code != _INCONSISTENT_CONSUME_TYPE:
             raise
+        # The master's own text is left out: a generated consumer id and "inconsistency with
+        # other consumers using unbound subscribe", nothing a reader can act on.
         raise server_error(
             err.err_code,
-            f"{err.err_msg}: group {group!r} has server-balanced consumers online, and this "
-            "command joins it as a client-balanced member for a moment: stop them first",
+            f"group {group!r} has server-balanced consumers online, and this command joins it "
+            "as a client-balanced member for a moment, which the master refuses: stop them "
+            "first",
         ) from err
 
 
