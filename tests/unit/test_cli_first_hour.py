@@ -167,3 +167,21 @@ def test_a_group_consumed_elsewhere_is_explained_before_the_servers_text() -> No
     assert text.startswith("[424] group 'g1' has server-balanced consumers online")
     assert "stop them first" in text
     assert "Balance-tubemq-aio" not in text
+
+
+def test_the_guides_cluster_up_line_shows_every_option_up_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/cli.md showed ``cluster up [--brokers 1|2]``: ``up`` takes 3 brokers, and
+    ``--masters`` and ``--version`` were not shown."""
+    with pytest.raises(SystemExit):
+        main(["cluster", "up", "--help"])
+    usage = capsys.readouterr().out
+    options = set(re.findall(r"\[(--[\w-]+)", usage)) - {"--fake"}
+    guide = CLI_GUIDE.read_text(encoding="utf-8")
+    (line,) = re.findall(r"^`tubemq-aio cluster up \[[^\n]*", guide, re.M)
+    assert options
+    assert {o for o in options if o not in line} == set()
+    brokers = re.search(r"--brokers \{([\d,]+)\}", usage)
+    assert brokers is not None, usage
+    assert f"--brokers {brokers.group(1).replace(',', '|')}" in line
