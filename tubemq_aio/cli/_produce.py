@@ -77,6 +77,10 @@ class _Pacer:
                     await stop.wait()
 
 
+#: Said once connected when the input is a terminal: the command waits for typed lines.
+_TYPING_HINT = "type one message per line; Ctrl-D ends the input"
+
+
 def _open_input(path: str) -> int:
     if path == "-":
         return sys.stdin.fileno()
@@ -196,8 +200,12 @@ async def run_produce(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue(args.concurrency)
     began = time.monotonic()
+    # Typed lines: a progress display redraws (and erases) the line being typed.
+    typed = os.isatty(fd)
     async with open_client(Producer, args, topics=[args.topic]) as producer:
-        progress = make_progress(quiet=args.quiet)
+        progress = make_progress(quiet=args.quiet or typed)
+        if typed and not args.quiet:
+            print(_TYPING_HINT, file=sys.stderr, flush=True)
         reader = LineReader(fd)
         workers = [
             asyncio.create_task(_send_all(producer, args, queue, tally, parse, defaults))
