@@ -13,6 +13,7 @@ import os
 import pty
 import select
 import shlex
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -406,3 +407,43 @@ async def test_produce_on_a_terminal_leaves_the_typed_line_alone(fake: FakeClust
     assert b"\r\x1b" not in after_typing
     assert b"sent 1 messages to src" in after_typing
     assert b"hello" in fake.bodies("src")
+
+
+def _consume_on_a_terminal(master: str) -> bytes:
+    """``consume --group`` with stderr on a terminal, until it has said something; then
+    Ctrl-C."""
+    leader, follower = pty.openpty()
+    env = dict(cli_env(), TUBEMQ_AIO_MASTER=master)
+    proc = subprocess.Popen(
+        cli_argv("consume", "--topic", "src", "--group", "newcomer"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    seen = bytearray()
+    try:
+        give_up = time.monotonic() + CALL_TIMEOUT
+        while b"\n" not in seen and proc.poll() is None:
+            ready, _, _ = select.select([leader], [], [], max(give_up - time.monotonic(), 0))
+            assert ready or proc.poll() is not None, bytes(seen)
+            if ready:
+                seen.extend(os.read(leader, 4096))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=CALL_TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return bytes(seen)
+
+
+async def test_a_group_consumer_on_a_terminal_says_where_it_starts(fake: FakeCluster) -> None:
+    """``consume --topic src --group newcomer`` on a topic holding 30 messages printed nothing
+    and waited: a new group starts at the latest message by default, and nothing said so."""
+    said = await asyncio.to_thread(_consume_on_a_terminal, fake.master_addr)
+    assert b"group newcomer" in said
+    assert b"--from earliest" in said
+    assert b"Ctrl-C" in said

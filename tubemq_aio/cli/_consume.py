@@ -249,6 +249,19 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
         yield balanced
 
 
+def _waiting_line(args: argparse.Namespace) -> str:
+    """What a group consumer on a terminal says once started: it may print nothing for a long
+    time (a new group starts at the latest message by default)."""
+    start = args.consume_from
+    if isinstance(start, datetime):
+        when = start.isoformat()
+        where = f"every partition starts at its first message stamped at or after {when}"
+    else:
+        hint = "; --from earliest reads what is already stored" if start == "latest" else ""
+        where = f"a group without a stored offset starts at {start}{hint}"
+    return f"reading {args.topic} as group {args.group} ({where}); Ctrl-C ends"
+
+
 async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
     """Print messages of ``args.topic`` until a limit, the end (``-e``) or a signal.
 
@@ -266,6 +279,8 @@ async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> 
     stop = asyncio.Event()
     async with _open(args) as consumer:
         with stop_on_signals(stop), contextlib.closing(_Output(stream)) as output:
+            if not args.quiet and not args.partition and sys.stderr.isatty():
+                print(_waiting_line(args), file=sys.stderr, flush=True)  # Ctrl-C now ends it
             idle_since = time.monotonic()
             while not stop.is_set() and (remaining is None or remaining > 0):
                 if args.timeout is not None and time.monotonic() - idle_since >= args.timeout:

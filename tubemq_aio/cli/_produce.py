@@ -204,8 +204,6 @@ async def run_produce(args: argparse.Namespace) -> int:
     typed = os.isatty(fd)
     async with open_client(Producer, args, topics=[args.topic]) as producer:
         progress = make_progress(quiet=args.quiet or typed)
-        if typed and not args.quiet:
-            print(_TYPING_HINT, file=sys.stderr, flush=True)
         reader = LineReader(fd)
         workers = [
             asyncio.create_task(_send_all(producer, args, queue, tally, parse, defaults))
@@ -214,6 +212,8 @@ async def run_produce(args: argparse.Namespace) -> int:
         ticker = asyncio.create_task(_tick(lambda: progress.update(tally.sent, tally.failed)))
         try:
             with stop_on_signals(stop):
+                if typed and not args.quiet:  # Ctrl-C now ends the input, as documented
+                    print(_TYPING_HINT, file=sys.stderr, flush=True)
                 finished = await _feed(reader, queue, _Pacer(args.rate), stop)
                 for _ in workers:
                     await queue.put(None)
