@@ -185,3 +185,16 @@ def test_the_guides_cluster_up_line_shows_every_option_up_takes(
     brokers = re.search(r"--brokers \{([\d,]+)\}", usage)
     assert brokers is not None, usage
     assert f"--brokers {brokers.group(1).replace(',', '|')}" in line
+
+
+def test_an_unreachable_web_api_is_reported_without_urllibs_wrapping(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``topics --web`` at a port nobody listens on said ``<urlopen error [Errno 111]
+    Connection refused>``: the library's repr, not a sentence."""
+    address = _free_address()
+    assert main(["topics", "--web", address]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "<urlopen error" not in line
+    assert f"master web API at {address}: [Errno 111] Connection refused" in line
+    assert "--web" in line
