@@ -13,9 +13,10 @@ import pytest
 
 from tests.support.cli_run import SOURCE_ROOT, cli_argv, cli_env
 from tubemq_aio.cli import main
+from tubemq_aio.cli._input import Outgoing, parse_json_line
 from tubemq_aio.cli._inspect import _explained_424
 from tubemq_aio.cli._parser import build_parser
-from tubemq_aio.errors import ServerError, server_error
+from tubemq_aio.errors import ConfigError, ServerError, server_error
 from tubemq_aio.testing._ports import allocate_ports
 
 CLI_GUIDE = SOURCE_ROOT / "docs" / "cli.md"
@@ -198,3 +199,11 @@ def test_an_unreachable_web_api_is_reported_without_urllibs_wrapping(
     assert "<urlopen error" not in line
     assert f"master web API at {address}: [Errno 111] Connection refused" in line
     assert "--web" in line
+
+
+def test_a_json_line_without_a_body_says_so() -> None:
+    """``{"nobody": 1}`` was refused with ``"body" must be a str, got NoneType``."""
+    with pytest.raises(ConfigError) as caught:
+        parse_json_line(b'{"nobody": 1}\n', Outgoing(b"", {}, None, None, None))
+    assert 'no "body"' in str(caught.value)
+    assert "NoneType" not in str(caught.value)
