@@ -14,7 +14,7 @@ import pytest
 from tests.support.cli_run import SOURCE_ROOT, cli_argv, cli_env
 from tubemq_aio.cli import main
 from tubemq_aio.cli._input import Outgoing, parse_json_line
-from tubemq_aio.cli._inspect import _explained_424
+from tubemq_aio.cli._inspect import _explained_424, format_table
 from tubemq_aio.cli._parser import build_parser
 from tubemq_aio.errors import ConfigError, ServerError, server_error
 from tubemq_aio.testing._ports import allocate_ports
@@ -207,3 +207,42 @@ def test_a_json_line_without_a_body_says_so() -> None:
         parse_json_line(b'{"nobody": 1}\n', Outgoing(b"", {}, None, None, None))
     assert 'no "body"' in str(caught.value)
     assert "NoneType" not in str(caught.value)
+
+
+#: The table headers of docs/cli.md's transcripts, as the commands print them (``reset`` has
+#: an unnamed arrow column and an unnamed note column).
+_TABLE_COLUMNS = {
+    ("partition", "old", "new"): ["partition", "old", "", "new", ""],
+}
+
+
+def _transcript_tables(text: str) -> list[list[str]]:
+    """Each run of lines of a ``console`` block that starts with a table header."""
+    tables: list[list[str]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        current: list[str] | None = None
+        for line in block.splitlines():
+            if line.startswith(("$ ", "dry run")) or not line.strip():
+                current = None
+            elif current is None and re.match(r"(partition|topic|group)  ", line):
+                current = [line]
+                tables.append(current)
+            elif current is not None:
+                current.append(line)
+    return tables
+
+
+def test_the_guides_tables_are_laid_out_as_the_commands_print_them() -> None:
+    """The ``lag`` and ``reset`` transcripts in docs/cli.md had their numbers left-aligned under
+    left-aligned titles; the commands right-align numeric columns (the transcripts are run by
+    the docs test, their output is not compared)."""
+    tables = _transcript_tables(CLI_GUIDE.read_text(encoding="utf-8"))
+    assert len(tables) >= 4
+    for lines in tables:
+        header = lines[0].split()
+        columns = _TABLE_COLUMNS.get(tuple(header), header)
+        rows: list[list[object]] = []
+        for line in lines[1:]:
+            cells: list[object] = [int(c) if c.isdigit() else c for c in line.split()]
+            rows.append(cells + [""] * (len(columns) - len(cells)))
+        assert format_table(columns, rows).splitlines() == lines
