@@ -211,7 +211,7 @@ def test_a_json_line_without_a_body_says_so() -> None:
 
 #: The table headers of docs/cli.md's transcripts, as the commands print them (``reset`` has
 #: an unnamed arrow column and an unnamed note column).
-_TABLE_COLUMNS = {
+_TABLE_COLUMNS: dict[tuple[str, ...], list[str]] = {
     ("partition", "old", "new"): ["partition", "old", "", "new", ""],
 }
 

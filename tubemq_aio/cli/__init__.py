@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments (default ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 success, 1 runtime failure, 2 usage error, 130 interrupted (Ctrl-C)
-        before the command was under way.
+        The exit status: 0 success, 1 runtime failure, 2 usage error, 130 interrupted (Ctrl-C
+        while connecting, or in ``partitions``/``lag``/``reset``).
     """
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)

@@ -29,9 +29,9 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 #: Bad command line or input that could not be understood; nothing was sent.
 EXIT_USAGE = 2
-#: Ctrl-C (SIGINT) before the command was under way, e.g. while it connects (128 + SIGINT, as a
-#: shell reports it); once under way, ``consume`` ends cleanly (0) and ``produce`` reports the
-#: input it did not send (1).
+#: Ctrl-C (SIGINT) while a command connects or joins, or in ``partitions``/``lag``/``reset``
+#: (128 + SIGINT, as a shell reports it); once reading, ``consume`` ends cleanly (0) and
+#: ``produce`` reports the input it did not send (1).
 EXIT_INTERRUPTED = 130
 
 

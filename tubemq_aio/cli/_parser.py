@@ -48,7 +48,7 @@ examples:
   {PROG} cluster up --topic demo:3     (real TubeMQ; then `cluster status`, `cluster down`)
 
 --master defaults to ${MASTER_ENV}. Exit status: 0 success, 1 runtime failure (unreachable
-master, failed sends, timeout), 2 usage error, 130 Ctrl-C before the command was under way."""
+master, failed sends, timeout), 2 usage error, 130 Ctrl-C while connecting (see docs/cli.md)."""
 
 
 #: The width of the texts printed as written (the epilogs, and the description they force raw).
