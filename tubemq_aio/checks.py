@@ -25,7 +25,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tubemq_aio.errors import ConfigError
 
-__all__ = ["MAX_SECONDS", "Checks", "check_options", "iana_zone", "is_seconds", "kinds"]
+__all__ = [
+    "MAX_SECONDS",
+    "Checks",
+    "check_options",
+    "iana_zone",
+    "is_seconds",
+    "is_utf8",
+    "kinds",
+]
 
 #: The longest duration any option or call accepts, in seconds (one day). Larger values are
 #: rejected: they overflow deadline arithmetic (``1e300 * 1000``) and mean "never" in practice.
@@ -359,3 +367,13 @@ def is_seconds(value: object, high: float) -> bool:
     """Fast check of a duration argument on a hot path: an ``int``/``float`` (not ``bool``)
     in ``(0, high]`` (false for NaN)."""
     return (type(value) is float or type(value) is int) and 0 < value <= high
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8, as every text sent on the wire must (a lone
+    surrogate, from a JSON escape or an argument decoded with ``surrogateescape``, does not)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -142,7 +142,8 @@ class RequestTimeoutError(TubeMQError, builtins.TimeoutError):
 
 class WriteTimeoutError(RequestTimeoutError):
     """The request's deadline passed while it waited for room to be written (the peer stopped
-    reading, or every in-flight slot stayed busy): it was never sent, so it was not processed."""
+    reading, or every in-flight slot stayed busy) or for its connection to open: it was never
+    sent, so it was not processed."""
 
 
 class AssignmentTimeoutError(TubeMQError, builtins.TimeoutError):

@@ -89,6 +89,32 @@ async def test_broker_never_ready_times_out_and_cleans_up(tmp_path: Path) -> Non
     assert all(p is not None and not pid_alive(p) for p in pids)
 
 
+async def test_two_starts_at_once_start_one_cluster_and_a_stop_during_a_start_ends_it(
+    tmp_path: Path,
+) -> None:
+    """The second of two starts made a second set of JVMs and lost the first (left running);
+    a stop during the start stopped the nodes started so far and left the ones started after."""
+    cluster = LocalCluster(topics=["twice"], work_dir=tmp_path / "a")
+    await asyncio.gather(cluster.start(), cluster.start())
+    try:
+        pids = [n.pid for n in cluster.nodes]
+        assert len(pids) == 2
+        assert all(p is not None and pid_alive(p) for p in pids)
+        await cluster.start()  # running: nothing to do
+        assert [n.pid for n in cluster.nodes] == pids
+    finally:
+        await cluster.stop()
+    assert not any(p is not None and pid_alive(p) for p in pids)
+    cluster = LocalCluster(topics=["twice"], work_dir=tmp_path / "b")
+    starting = asyncio.ensure_future(cluster.start())
+    await asyncio.sleep(2.0)  # the master is starting
+    await cluster.stop()
+    await starting
+    pids = [n.pid for n in cluster.nodes]
+    assert pids
+    assert not any(p is not None and pid_alive(p) for p in pids)
+
+
 async def test_cli_up_status_down(tmp_path: Path) -> None:
     """`up` leaves a detached cluster running after it exits; `status` sees it; `down` ends it."""
     env = {**os.environ, "TUBEMQ_AIO_STATE": str(tmp_path / "state.json")}

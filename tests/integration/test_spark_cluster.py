@@ -342,3 +342,53 @@ async def test_spark_connect_client_reads_writes_and_restarts_a_stream(
         assert as_sent(second) == sent
     written = await read_back(master, second_topic, 100)
     assert sorted(m.body for m in written) == sorted(f"connect-{n}".encode() for n in range(100))
+
+
+@pytest.mark.timeout(600)
+async def test_two_starts_at_once_start_one_cluster_and_a_stop_during_a_start_ends_it(
+    tmp_path: Path,
+) -> None:
+    # The second start returned while the first was still starting the workers, and a stop
+    # during the start stopped the master and left the workers the start went on to spawn.
+    cluster = SparkStandaloneCluster(workers=1, work_dir=tmp_path / "spark")
+    await asyncio.gather(cluster.start(), cluster.start())
+    try:
+        master = cluster._master
+        assert master is not None
+        assert master.running
+        await cluster.start()
+        assert cluster._master is master
+    finally:
+        await cluster.stop()
+    assert not master.running
+    starting = asyncio.ensure_future(cluster.start())
+    await asyncio.sleep(1.0)  # the master is starting
+    await cluster.stop()
+    await starting
+    assert cluster._master is None
+    assert not any(proc is not None and proc.running for proc in cluster._workers)
+
+
+@pytest.mark.timeout(600)
+async def test_a_connect_server_starts_once_and_a_stop_during_its_start_ends_it(
+    tmp_path: Path,
+) -> None:
+    server = SparkConnectServer("local[1]", work_dir=tmp_path / "connect")
+    await asyncio.gather(server.start(), server.start())
+    try:
+        proc = server._proc
+        assert proc is not None
+        assert proc.running
+        await server.start()  # running: nothing to do
+        assert server._proc is proc
+    finally:
+        await server.stop()
+    assert not proc.running
+    starting = asyncio.ensure_future(server.start())
+    await asyncio.sleep(1.0)  # spark-submit is starting
+    proc = server._proc
+    await server.stop()
+    await starting
+    assert proc is not None
+    assert not proc.running
+    assert server._proc is None

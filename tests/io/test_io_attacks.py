@@ -82,7 +82,7 @@ async def test_pool_close_ends_calls_waiting_for_write_room(server: FakeServer) 
     conn, flood = await flood_until_paused(server, rpc)
     waiting = asyncio.create_task(rpc.call(addr(server), METHOD, b"w", 30.0))
     await asyncio.sleep(0.05)
-    assert conn.waiting == 1
+    assert conn.waiting >= 1  # the call, behind the flood's calls past the high-water mark
     await asyncio.wait_for(pool.close(), 5.0)
     with pytest.raises(ClientClosedError):
         await waiting

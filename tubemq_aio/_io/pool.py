@@ -43,7 +43,7 @@ from tubemq_aio._io.stats import TransportStats
 from tubemq_aio._io.sweeper import DeadlineSweeper, cancel_and_wait
 from tubemq_aio._supervisor import Supervisor
 from tubemq_aio.checks import Checks
-from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError
+from tubemq_aio.errors import ClientClosedError, ConfigError, ConnectError, WriteTimeoutError
 
 __all__ = ["Address", "ConnectionPool"]
 
@@ -182,15 +182,22 @@ class ConnectionPool:
             return 0.0
         return seconds_until_allowed(self._backoff.get(address), self._loop_time())
 
-    async def connection(self, address: Address) -> Connection:
+    async def connection(self, address: Address, timeout: float | None = None) -> Connection:
         """Return a ready connection to ``address``, connecting if needed.
 
         Concurrent callers for one address share a single connect attempt. After failed attempts
         no new one is made before the backoff delay has passed.
 
+        Args:
+            address: where to connect.
+            timeout: seconds this caller waits for the connect at most (``None``: until the
+                connect ends, ``connect_timeout`` at most); the connect goes on for the others
+                when it gives up.
+
         Raises:
             ConnectError: the connect failed, timed out, or the address is in backoff (the
                 message says when the next attempt is allowed).
+            WriteTimeoutError: the connect did not end within ``timeout`` (it goes on).
             ClientClosedError: the pool is closed.
             ConfigError: a TLS address but no ``ssl_context`` in the settings.
         """
@@ -220,7 +227,9 @@ class ConnectionPool:
             )
             self._connecting[address] = task
         try:
-            return await asyncio.shield(task)
+            if timeout is None:
+                return await asyncio.shield(task)
+            return await _connected_within(task, address, timeout)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self._closed and task.cancelled() and not (current and current.cancelling()):
@@ -392,3 +401,26 @@ class ConnectionPool:
                 raise
             self._conns.clear()
             self._finished = True
+
+
+async def _connected_within(
+    task: asyncio.Task[Connection], address: Address, timeout: float
+) -> Connection:
+    """Await the shared connect ``task`` for ``timeout`` seconds at most (it goes on after).
+
+    Raises:
+        ConnectError: it failed.
+        WriteTimeoutError: it had not ended within ``timeout`` (nothing was sent; not a connect
+            failure: the attempt goes on, and its own end says how it went).
+    """
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await asyncio.shield(task)
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise WriteTimeoutError(
+            f"no connection to {address} within the call's {timeout:g} s (the connect attempt "
+            f"goes on); the request was not sent"
+        ) from None

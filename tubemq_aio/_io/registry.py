@@ -149,6 +149,9 @@ class SendRegistry:
     _closed: BaseException | None
     _legacy: bool
     _wbuf: list[bytes]
+    #: Frames a request that is not a one-block standard frame: :func:`frame_other`, or the
+    #: owner's wrapper of it (the connection bounds a tick's large frames with it).
+    _frame_other: Callable[[int, Sequence[bytes], int, bool], Sequence[bytes]]
 
     def _flush(self) -> None:
         """Write the tick's frames (the connection's; nothing to write to here)."""
@@ -199,7 +202,7 @@ class SendRegistry:
         if 0 < size <= BLOCK_SIZE and not self._legacy:
             header = _pack_header(BEGIN_TOKEN, serial, 1, size)
         else:  # raises for an empty or oversized payload, before anything is registered
-            parts = frame_other(serial, parts, size, self._legacy)
+            parts = self._frame_other(serial, parts, size, self._legacy)
             header = b""
         self._serial = serial
         fut: asyncio.Future[bytes] = self._new_future()

@@ -141,7 +141,8 @@ class RpcClient:
         Raises:
             ConnectError: no connection (connect failed or backing off): not sent.
             RequestNotSentError: the connection was lost before the request was written.
-            WriteTimeoutError: no room to write within ``timeout`` (not sent).
+            WriteTimeoutError: no room to write, or no connection open, within ``timeout`` (not
+                sent).
             RequestTimeoutError: no answer within ``timeout`` (it may have been processed).
             ConnectionLostError: the connection broke after the request was written.
             RemoteRpcError: the server answered with an exception frame.
@@ -167,7 +168,7 @@ class RpcClient:
         Raises:
             The errors of :meth:`call`.
         """
-        conn = self.ready(peer) or await self.pool.connection(self.address(peer))
+        conn = self.ready(peer) or await self.pool.connection(self.address(peer), timeout)
         return await conn.call(payload, timeout, raw=raw)
 
     def start_parts(

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tubemq_aio.checks import Checks
-from tubemq_aio.producer.config import is_utf8
+from tubemq_aio.checks import Checks, is_utf8
 
 __all__ = ["LineReader", "Outgoing", "parse_json_line", "parse_text_line"]
 

@@ -12,12 +12,11 @@ from typing import NoReturn
 from zoneinfo import ZoneInfo
 
 from tubemq_aio import __version__
-from tubemq_aio.checks import iana_zone
+from tubemq_aio.checks import iana_zone, is_utf8
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
 from tubemq_aio.errors import ConfigError, InvalidMessageError
-from tubemq_aio.producer.config import is_utf8
 from tubemq_aio.protocol.attributes import attribute_block
 from tubemq_aio.protocol.time_search import parse_time_text
 

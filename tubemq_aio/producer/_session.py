@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import platform
 import time
@@ -89,6 +90,8 @@ class ProducerSession:
         #: Every such wait not ended yet (one cancelled by its last caller may still be ending).
         self._wait_tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: Set by :meth:`close`: ends the pauses of a :meth:`publish` waiting for a topic.
+        self._closing = asyncio.Event()
         #: ``topic -> max message size`` of every topic a send may go to now (published, its
         #: first publish ended): :meth:`is_published` and ``metadata.max_message_size`` in one
         #: lookup for the send's hot path. Rebuilt (a new dict) whenever either changes.
@@ -262,15 +265,21 @@ class ProducerSession:
 
         A topic the master says is not deployed fails at once (it is not published, so a later
         send asks again); only a deployed one, whose brokers may still be loading it, is waited
-        for (see :mod:`tubemq_aio.protocol.deployment`).
+        for (see :mod:`tubemq_aio.protocol.deployment`). A topic new to this producer whose
+        wait ends otherwise (cancelled, or ``publish_timeout``) before it had a writable
+        partition or a deployment check that did not refuse it is not kept published either.
 
         Raises:
             InvalidMessageError: a topic name is invalid.
             TopicNotDeployedError: the master says a topic is not deployed on the cluster.
             TopicUnavailableError: a topic still has no writable partition after
-                ``publish_timeout`` seconds (it stays published: it is used once it appears).
+                ``publish_timeout`` seconds, the master's answers included (it stays
+                published: it is used once it appears).
+            ClientClosedError: :meth:`close` came while the call waited.
         """
         wanted = [validate_topic(t) for t in topics]
+        new = [t for t in wanted if t not in self._published]
+        vouched: set[str] = set()  # asked whether deployed, and not refused (see _poll_writable)
         # This call's own waits: a topic new to this producer, or one without a writable
         # partition now that no other publish waits for.
         first = {
@@ -283,10 +292,18 @@ class ProducerSession:
             self._published.setdefault(topic, None)
         self._publishing.update(first)
         try:
-            await self._await_writable(wanted)
+            await self._await_writable(wanted, vouched)
         except TopicNotDeployedError as exc:
             for topic in exc.topics:
                 if topic in first:
+                    self._published.pop(topic, None)
+            raise
+        except BaseException:
+            # Kept published only what may be used later: a topic that exists (heartbeats
+            # would otherwise carry every unknown name ever sent to, for good).
+            writable = self.metadata.writable_partitions
+            for topic in new:
+                if topic not in vouched and not writable(topic):
                     self._published.pop(topic, None)
             raise
         finally:
@@ -296,13 +313,35 @@ class ProducerSession:
                     del self._publishing[topic]
             self._refresh_send_limits()
 
-    async def _await_writable(self, wanted: list[str]) -> None:
-        deadline = self._clock() + self._config.publish_timeout
+    async def _await_writable(self, wanted: list[str], vouched: set[str]) -> None:
+        """Heartbeat until every topic of ``wanted`` has a writable partition, for
+        ``publish_timeout`` at most: a heartbeat or a deployment check still waiting for the
+        master then is cut short (each would take up to ``rpc_timeout``). The topics whose
+        deployment check ended without the master refusing them (deployed, or no verdict to
+        be had, as before such checks) are added to ``vouched``."""
+        timeout = self._config.publish_timeout
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                await self._poll_writable(wanted, self._clock() + timeout, vouched)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
+            raise TopicUnavailableError(
+                f"topics {missing} have no writable partition after {timeout:g} s "
+                f"(publish_timeout): is each topic created, does its broker accept publishing, "
+                f"and does the master answer?"
+            ) from None
+
+    async def _poll_writable(self, wanted: list[str], deadline: float, vouched: set[str]) -> None:
         checked: set[str] = set()
         while True:
+            self._raise_if_closed(wanted)
             try:
                 await self.heartbeat()
             except TubeMQError as exc:
+                self._raise_if_closed(wanted)  # a closed pool's error, not the master's silence
                 if self._clock() >= deadline:
                     raise TopicUnavailableError(
                         f"cannot publish {wanted}: the master did not answer ({exc})"
@@ -312,7 +351,12 @@ class ProducerSession:
                 return
             unknown = [t for t in missing if t not in checked]
             checked.update(unknown)
-            gone = [t for t in unknown if await self._deployment(t) is Deployment.NOT_DEPLOYED]
+            gone = []
+            for topic in unknown:
+                if await self._deployment(topic) is Deployment.NOT_DEPLOYED:
+                    gone.append(topic)
+                else:
+                    vouched.add(topic)
             if gone:
                 raise TopicNotDeployedError(gone)
             if self._clock() >= deadline:
@@ -321,7 +365,17 @@ class ProducerSession:
                     f"{self._config.publish_timeout:g} s: is each topic created, and does its "
                     f"broker accept publishing?"
                 )
-            await asyncio.sleep(_PUBLISH_POLL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_PUBLISH_POLL):
+                    await self._closing.wait()
+
+    def _raise_if_closed(self, wanted: list[str]) -> None:
+        if self._closed:
+            missing = [t for t in wanted if not self.metadata.writable_partitions(t)]
+            raise ClientClosedError(
+                f"the producer was closed while publishing waited for a writable partition of "
+                f"{missing}"
+            )
 
     async def _deployment(self, topic: str) -> Deployment:
         """Ask the master whether ``topic`` is deployed (no state changes at the master)."""
@@ -360,6 +414,7 @@ class ProducerSession:
         """End the sends' waits for a writable topic (:class:`ClientClosedError`) and tell the
         master this producer is gone; errors are logged, not raised."""
         self._closed = True
+        self._closing.set()
         waits = list(self._wait_tasks)
         for task in waits:
             task.cancel()

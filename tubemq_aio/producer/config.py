@@ -8,12 +8,12 @@ from datetime import datetime
 from typing import Self, TypedDict, Unpack
 
 from tubemq_aio.accelerator import twin as compiled_twin
-from tubemq_aio.checks import Checks, is_seconds
+from tubemq_aio.checks import Checks, is_seconds, is_utf8
 from tubemq_aio.config import ClientConfig, ClientOptions
 from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
 from tubemq_aio.protocol.consumer_names import validate_topic_name
-from tubemq_aio.protocol.message import check_message, validate_topic
+from tubemq_aio.protocol.message import MAX_TOPIC_LENGTH, check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "check_send_args",
     "check_send_many_args",
     "is_plain_send",
-    "is_utf8",
     "plain_send_args",
 ]
 
@@ -171,16 +170,6 @@ is_plain_send: Callable[[object, object, object, object, object], bool] = (
 )
 
 
-def is_utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (a key is hashed by its UTF-8 bytes; a lone surrogate,
-    from a JSON escape or an argument decoded with ``surrogateescape``, does not)."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def check_send_args(
     topic: object,
     body: object,
@@ -197,13 +186,17 @@ def check_send_args(
     limit is checked when the message is encoded.
 
     Raises:
-        InvalidMessageError: the topic is not a non-blank string, the body is not non-empty
+        InvalidMessageError: the topic is not a non-blank string (of at most 64 characters,
+            encodable as UTF-8), the body is not non-empty
             bytes, the key is not ``bytes``/``str`` (a ``str`` encodable as UTF-8), the timeout
             is not a number of seconds in ``(0, MAX_SEND_TIMEOUT]``, or an attribute,
             ``msg_type`` or ``msg_time`` is invalid.
     """
     if (
         plain_send_args(topic, body, attributes, msg_type, msg_time)
+        and isinstance(topic, str)  # a plain one is: the rest of the topic rule follows
+        and topic.isascii()
+        and len(topic) <= MAX_TOPIC_LENGTH
         and (key is None or type(key) is bytes or (type(key) is str and key.isascii()))
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):

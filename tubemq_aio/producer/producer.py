@@ -184,9 +184,16 @@ class Producer(AsyncLifecycle):
     async def publish(self, topics: Iterable[str] | str) -> None:
         """Publish more topics (TubeMQ has no way to unpublish one).
 
+        Waits for each topic's writable partition (or the master's word that it is not deployed)
+        for ``publish_timeout`` at most, however slow the master is to answer.
+
         Raises:
-            ConfigError: ``topics`` is not a name, ``"t1,t2"`` or a collection of names.
+            ConfigError: ``topics`` is not a name, ``"t1,t2"`` or a collection of names, or a
+                name is invalid (too long, not encodable as UTF-8).
+            TopicNotDeployedError: the master says a topic is not deployed.
             TopicUnavailableError: a topic has no writable partition after ``publish_timeout``.
+            ClientClosedError: the producer is not started, or ``close()`` came while the call
+                waited.
         """
         checks = Checks("publish")
         names = checks.names("topics", topics, split=True, empty=False)
@@ -613,15 +620,26 @@ class Producer(AsyncLifecycle):
             result = await self._send_one(message, None)
         except asyncio.CancelledError:
             if not future.done():
-                future.set_exception(
-                    ClientClosedError("the producer was closed before this send finished")
+                self._fail_at_close(
+                    future, ClientClosedError("the producer was closed before this send finished")
                 )
+        except ClientClosedError as exc:
+            if not future.done():
+                self._fail_at_close(future, exc)
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
         else:
             if not future.done():
                 future.set_result(result)
+
+    def _fail_at_close(self, future: asyncio.Future[SendResult], exc: ClientClosedError) -> None:
+        """End a ``send_nowait`` future that ``close()`` cut short. It counts as retrieved:
+        ``close()`` logs how many it cut short once, where asyncio would log each future
+        nobody kept (a fire-and-forget send's) as "exception was never retrieved"."""
+        future.set_exception(exc)
+        if self.closed:
+            future.exception()
 
     # ---- internals ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from tubemq_aio.checks import Checks
+from tubemq_aio.checks import Checks, is_utf8
 from tubemq_aio.errors import (
     ConsumerConfigError,
 )
@@ -97,7 +97,8 @@ def planner_group(group: str) -> str:
 
 
 def validate_topic_name(topic: str) -> str:
-    """Return the trimmed topic name: non-blank, at most 64 chars, no separator characters.
+    """Return the trimmed topic name: non-blank, at most 64 chars, no separator characters,
+    encodable as UTF-8.
 
     Java only trims and checks the length; we also refuse ``#:@,=`` and whitespace inside, since
     they would corrupt every metadata string the topic appears in.
@@ -115,6 +116,8 @@ def _checked_topic_name(checks: Checks, topic: object) -> str | None:
     name = checks.text("topic name", topic, max_length=MAX_TOPIC_NAME_LENGTH)
     if name and (_SEPARATORS.intersection(name) or any(c.isspace() for c in name)):
         checks.problem(f"topic {name!r} contains a separator or blank character")
+    if name and not is_utf8(name):
+        checks.problem(f"topic {name!r} is not encodable as UTF-8 (a lone surrogate?)")
     return name
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import NamedTuple
 
-from tubemq_aio.checks import Checks
+from tubemq_aio.checks import Checks, is_utf8
 from tubemq_aio.errors import InvalidMessageError, MessageDecodeError, MessageTooLargeError
 from tubemq_aio.protocol.attributes import (
     ATTR_LEN,
@@ -147,13 +147,16 @@ def validate_topic(topic: object) -> str:
         The topic, unchanged.
 
     Raises:
-        InvalidMessageError: not a string, blank, or longer than :data:`MAX_TOPIC_LENGTH`.
+        InvalidMessageError: not a string, blank, longer than :data:`MAX_TOPIC_LENGTH`, or
+            not encodable as UTF-8 (a lone surrogate).
     """
-    if type(topic) is str and len(topic) <= MAX_TOPIC_LENGTH and topic.strip():
+    if type(topic) is str and len(topic) <= MAX_TOPIC_LENGTH and topic.strip() and topic.isascii():
         return topic
     checks = Checks("topic", error=InvalidMessageError)
     if checks.text("topic", topic) and len(topic) > MAX_TOPIC_LENGTH:  # type: ignore[arg-type]
         checks.problem(f"topic must be at most {MAX_TOPIC_LENGTH} characters: {topic!r:.80}")
+    if isinstance(topic, str) and not is_utf8(topic):
+        checks.problem(f"topic is not encodable as UTF-8 (a lone surrogate?): {topic!r:.80}")
     checks.done()
     return topic  # type: ignore[return-value]  # a subclass of str passed the checks
 

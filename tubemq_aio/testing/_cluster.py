@@ -46,6 +46,7 @@ from tubemq_aio.testing._nodes import (
     jvm_options,
 )
 from tubemq_aio.testing._ports import PortLease
+from tubemq_aio.testing._service import AsyncService
 from tubemq_aio.testing._topics import MASTER_TOPIC_NAME, MAX_TOPIC_PARTITIONS
 from tubemq_aio.testing._versions import server_version
 from tubemq_aio.testing._webapi import MasterWebApi
@@ -57,7 +58,7 @@ __all__ = ["LocalCluster"]
 log = logging.getLogger("tubemq_aio.testing")
 
 
-class LocalCluster:
+class LocalCluster(AsyncService):
     """TubeMQ masters and ``brokers`` brokers running as child JVMs on loopback.
 
     Use it as an async context manager, or call :meth:`start` / :meth:`stop`. Every port is
@@ -198,6 +199,8 @@ class LocalCluster:
         self.zookeeper: ZooKeeperNode | None = None
         self.topics: dict[str, int] = {}
         self.bring_up_seconds = 0.0
+        #: True from a successful :meth:`start` to :meth:`stop`.
+        self._up = False
 
     @property
     def log_dir(self) -> Path:
@@ -302,18 +305,25 @@ class LocalCluster:
             PortInUseError: A fixed port is taken (``PortConflictError``: a port race was
                 still lost after ``start_timeout``).
             ClusterStartError: A server did not start (``NodeNotReadyError`` on timeout).
+
+        Nothing when it runs; a start while another is under way waits for it, and a stop waits
+        for a start under way.
         """
-        t0 = time.monotonic()
-        try:
-            await self._start()
-        except ClusterError as err:
-            details = attach_tails(err, self.nodes)
-            await self._emergency_stop()
-            raise details from err.__cause__
-        except BaseException:
-            await self._emergency_stop()
-            raise
-        self.bring_up_seconds = time.monotonic() - t0
+        async with self._lifecycle_lock():
+            if self._up:
+                return
+            t0 = time.monotonic()
+            try:
+                await self._start()
+            except ClusterError as err:
+                details = attach_tails(err, self.nodes)
+                await self._emergency_stop()
+                raise details from err.__cause__
+            except BaseException:
+                await self._emergency_stop()
+                raise
+            self.bring_up_seconds = time.monotonic() - t0
+            self._up = True
 
     async def _start(self) -> None:
         java = find_tool(self._java, "install a Java 17 runtime (`make system-deps`)")
@@ -407,6 +417,11 @@ class LocalCluster:
         Args:
             failed: Keep the work dir (logs) for inspection.
         """
+        async with self._lifecycle_lock():
+            self._up = False
+            await self._stop(failed)
+
+    async def _stop(self, failed: bool) -> None:
         nodes = [*self.brokers, *self.masters]
         nodes += [self.zookeeper] if self.zookeeper else []
         try:

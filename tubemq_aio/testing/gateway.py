@@ -90,12 +90,18 @@ class GatewayReplica(AsyncService):
         return self._proc.pid if self._proc is not None and self._proc.running else None
 
     async def start(self) -> None:
-        """Start the replica and wait until it answers ``/healthz``.
+        """Start the replica and wait until it answers ``/healthz``; nothing when it runs, a
+        start while another is under way waits for it, a stop waits for a start under way.
 
         Raises:
             GatewayReplicaError: it exited or did not answer within ``start_timeout``, or (a
                 start after :meth:`stop`) another process reserved its port meanwhile.
         """
+        async with self._lifecycle_lock():
+            if self.pid is None:
+                await self._start()
+
+    async def _start(self) -> None:
         try:
             self._lease.claim([self.port])  # held already, unless stop() released it
         except OSError as exc:
@@ -182,7 +188,11 @@ class GatewayReplica(AsyncService):
 
     async def stop(self) -> None:
         """Stop the replica (SIGTERM, then SIGKILL) and release its port's reservation.
-        Idempotent."""
+        Idempotent; waits for a start under way."""
+        async with self._lifecycle_lock():
+            await self._stop()
+
+    async def _stop(self) -> None:
         if self._proc is not None:
             self.thaw()
             await self._proc.stop(timeout=15.0)

@@ -152,15 +152,20 @@ class RedisServer(AsyncService):
     # ---- life cycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the server on a free port and wait until it answers ``PING``.
+        """Start the server on a free port and wait until it answers ``PING``; a start while
+        another is under way waits for it, a stop waits for a start under way.
 
         Raises:
             ToolNotFoundError: ``redis-server`` is not installed.
             RedisServerError: it exited early or did not answer within ``start_timeout``,
                 or (a start after :meth:`stop`) another process reserved its port meanwhile.
         """
-        if self.running:
-            return
+        async with self._lifecycle_lock():
+            if self.running:
+                return
+            await self._start()
+
+    async def _start(self) -> None:
         require_binary(self.binary)
         if self._dir is None:
             self._dir = working_dir(self._given_dir, "tubemq-aio-redis-")
@@ -241,9 +246,10 @@ class RedisServer(AsyncService):
         """
         if self._port is None:
             raise RedisServerError("the Redis server was never started")
-        if self._proc is not None and self._proc.running:
-            await self._proc.stop()
-        await self._spawn()
+        async with self._lifecycle_lock():
+            if self._proc is not None and self._proc.running:
+                await self._proc.stop()
+            await self._spawn()
 
     async def flushall(self) -> None:
         """Delete every key (simulates a Redis that lost its data).
@@ -262,7 +268,11 @@ class RedisServer(AsyncService):
 
     async def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL), release its port's reservation and remove a
-        temporary directory. Idempotent."""
+        temporary directory. Idempotent; waits for a start under way."""
+        async with self._lifecycle_lock():
+            await self._stop()
+
+    async def _stop(self) -> None:
         if self._proc is not None:
             await self._proc.stop(timeout=10.0)
             self._proc = None

@@ -73,13 +73,18 @@ class RedisClusterSet(RedisNodeSet):
     async def start(self) -> None:
         """Start six nodes, create the cluster and wait until every node says it is ok.
 
+        Nothing when it runs; a start while another is under way waits for it.
+
         Raises:
             ToolNotFoundError: ``redis-server`` or ``redis-cli`` is not installed.
             RedisServerError: a node exited, ``--cluster create`` failed, or the cluster was
                 not ok within ``start_timeout`` (with the relevant log's tail).
         """
-        if self.servers:
-            return
+        async with self._lifecycle_lock():
+            if not self.servers:
+                await self._start()
+
+    async def _start(self) -> None:
         root = self._prepare()
         if shutil.which(self.cli) is None:
             raise ToolNotFoundError(f"{self.cli!r} not found on PATH (part of redis-tools)")
@@ -221,7 +226,11 @@ class RedisClusterSet(RedisNodeSet):
 
     async def stop(self) -> None:
         """Stop every node, release the ports' reservations and remove a temporary directory.
-        Idempotent."""
+        Idempotent; waits for a start under way."""
+        async with self._lifecycle_lock():
+            await self._stop()
+
+    async def _stop(self) -> None:
         servers, self.servers = self.servers, []
         for server in servers:
             await server.stop()

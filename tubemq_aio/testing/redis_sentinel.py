@@ -118,13 +118,18 @@ class RedisSentinelSet(RedisNodeSet):
     async def start(self) -> None:
         """Start primary, replica and sentinels; wait until the sentinels know each other.
 
+        Nothing when it runs; a start while another is under way waits for it.
+
         Raises:
             ToolNotFoundError: ``redis-server`` is not installed.
             RedisServerError: a process exited or the set was not ready within
                 ``start_timeout`` (the error carries the relevant log's tail).
         """
-        if self.servers:
-            return
+        async with self._lifecycle_lock():
+            if not self.servers:
+                await self._start()
+
+    async def _start(self) -> None:
         root = self._prepare()
         # a new replica syncs at once, not after the default 5 s diskless-sync delay
         fast_sync = ("--repl-diskless-sync-delay", "0")
@@ -275,7 +280,11 @@ class RedisSentinelSet(RedisNodeSet):
 
     async def stop(self) -> None:
         """Stop every process (sentinels first), release the ports' reservations and remove a
-        temporary directory. Idempotent."""
+        temporary directory. Idempotent; waits for a start under way."""
+        async with self._lifecycle_lock():
+            await self._stop()
+
+    async def _stop(self) -> None:
         sentinels, self._sentinels = self._sentinels, []
         for proc in sentinels:
             await proc.stop(timeout=10.0)

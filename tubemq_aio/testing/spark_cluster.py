@@ -133,9 +133,15 @@ class SparkStandaloneCluster(AsyncService):
         Raises:
             ToolNotFoundError: no ``pyspark`` or no ``java``.
             SparkClusterError: a process exited or was not ready within ``start_timeout``.
+
+        Nothing when it runs; a start while another is under way waits for it, and a stop waits
+        for a start under way.
         """
-        if self._master is not None:
-            return
+        async with self._lifecycle_lock():
+            if self._master is None:
+                await self._start()
+
+    async def _start(self) -> None:
         if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
             raise ToolNotFoundError("java not found on PATH and JAVA_HOME not set")
         self._ports = self._lease.take(2)
@@ -259,6 +265,10 @@ class SparkStandaloneCluster(AsyncService):
     async def stop(self) -> None:
         """Stop the workers, then the master (SIGTERM, SIGKILL after 15 s), and release the
         ports' reservations; safe to call twice."""
+        async with self._lifecycle_lock():
+            await self._stop()
+
+    async def _stop(self) -> None:
         for proc in [*self._workers, self._master]:
             if proc is not None:
                 await end_tree(proc, kill=False)
@@ -324,9 +334,15 @@ class SparkConnectServer(AsyncService):
         Raises:
             ToolNotFoundError: no ``pyspark``.
             SparkClusterError: it exited or was not ready within ``start_timeout``.
+
+        Nothing when it runs; a start while another is under way waits for it, and a stop waits
+        for a start under way.
         """
-        if self._proc is not None:
-            return
+        async with self._lifecycle_lock():
+            if self._proc is None:
+                await self._start()
+
+    async def _start(self) -> None:
         self._port = self._lease.take(1)[0]
         settings = {
             "spark.connect.grpc.binding.address": HOST,
@@ -352,6 +368,10 @@ class SparkConnectServer(AsyncService):
     async def stop(self) -> None:
         """Stop the server (SIGTERM, SIGKILL after 15 s) and release its port's reservation;
         safe to call twice."""
+        async with self._lifecycle_lock():
+            await self._stop()
+
+    async def _stop(self) -> None:
         if self._proc is not None:
             await end_tree(self._proc, kill=False)
         self._proc = None
