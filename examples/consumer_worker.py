@@ -9,7 +9,7 @@ group (prefetched, unhandled batches are rolled back and come again to the next 
 
 Run it::
 
-    python examples/consumer_worker.py --masters 127.0.0.1:8715 --topic demo --group workers
+    python examples/consumer_worker.py --master 127.0.0.1:8715 --topic demo --group workers
 
 It prints one JSON line per event (``batch``, ``done``, ``stopped``) so a supervisor or a test
 can follow it. Guide: ``docs/cookbook/worker.md``.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import time
 from typing import Any
@@ -47,7 +48,7 @@ async def run(args: argparse.Namespace) -> int:
     handled = 0
     idle_since: float | None = None  # the idle clock starts with the first batch
     async with Consumer(
-        args.masters, group=args.group, topics=[args.topic], consume_from="earliest"
+        args.master, group=args.group, topics=[args.topic], consume_from="earliest"
     ) as consumer:
         while not stop.is_set():
             batch = await consumer.getmany(timeout=0.5)
@@ -75,7 +76,11 @@ async def run(args: argparse.Namespace) -> int:
 def main() -> int:
     """Parse the command line and run the worker."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--masters", required=True)
+    parser.add_argument(
+        "--master",
+        default=os.environ.get("TUBEMQ_AIO_MASTER"),
+        help="the master's HOST:PORT (default $TUBEMQ_AIO_MASTER)",
+    )
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--work-seconds", type=float, default=0.0, help="per message")
@@ -85,7 +90,10 @@ def main() -> int:
         default=0.0,
         help="exit after this many idle seconds once work was seen (0: run until a signal)",
     )
-    return asyncio.run(run(parser.parse_args()))
+    args = parser.parse_args()
+    if not args.master:
+        parser.error("give --master HOST:PORT or set $TUBEMQ_AIO_MASTER")
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

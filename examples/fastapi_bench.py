@@ -6,7 +6,7 @@ Sends ``--messages`` bodies straight through :class:`~tubemq_aio.Producer` with
 object: counts, seconds and rates of both, and the HTTP statuses seen. Figures depend on the
 machine; the cookbook page shows one run.
 
-    python examples/fastapi_bench.py --masters 127.0.0.1:8715 --topic demo \\
+    python examples/fastapi_bench.py --master 127.0.0.1:8715 --topic demo \\
         --url http://127.0.0.1:8000 --messages 2000 --concurrency 32
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -74,7 +75,7 @@ async def bench_http(url: str, topic: str, count: int, concurrency: int) -> dict
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both measurements, SDK first."""
-    sdk = await bench_sdk(args.masters, args.topic, args.messages, args.concurrency)
+    sdk = await bench_sdk(args.master, args.topic, args.messages, args.concurrency)
     http = await bench_http(args.url, args.topic, args.messages, args.concurrency)
     return {"concurrency": args.concurrency, "body_bytes": len(BODY), "sdk": sdk, "http": http}
 
@@ -82,12 +83,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     """Run and print the JSON result; exit 1 if a send or a request failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--masters", required=True)
+    parser.add_argument(
+        "--master",
+        default=os.environ.get("TUBEMQ_AIO_MASTER"),
+        help="the master's HOST:PORT (default $TUBEMQ_AIO_MASTER)",
+    )
     parser.add_argument("--topic", required=True)
     parser.add_argument("--url", required=True, help="base URL of the running service")
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=32)
-    result = asyncio.run(run(parser.parse_args()))
+    args = parser.parse_args()
+    if not args.master:
+        parser.error("give --master HOST:PORT or set $TUBEMQ_AIO_MASTER")
+    result = asyncio.run(run(args))
     print(json.dumps(result))
     complete = result["sdk"]["messages"] == result["http"]["ok"] == result["http"]["requests"]
     return 0 if complete else 1

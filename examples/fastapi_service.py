@@ -12,14 +12,16 @@ to HTTP statuses by what the client can do about them:
 Run it from a clone of the repository (``pip install '.[gateway]'`` brings FastAPI and
 uvicorn; the package is not on a package index)::
 
-    TUBEMQ_MASTERS=127.0.0.1:8715 TUBEMQ_TOPICS=demo uvicorn fastapi_service:app --app-dir examples
+    export TUBEMQ_AIO_MASTER=127.0.0.1:8715     # as in the quickstart
+    TUBEMQ_AIO_TOPICS=demo uvicorn fastapi_service:app --app-dir examples
 
 The answer carries ``message_id`` as a JSON string: ids are 64-bit and JavaScript's numbers
 (doubles) would round them.
 
-Settings come from the environment: ``TUBEMQ_MASTERS`` (required), ``TUBEMQ_TOPICS`` (the
-topics clients may publish to, comma-separated), ``TUBEMQ_SEND_TIMEOUT`` and
-``TUBEMQ_PUBLISH_TIMEOUT`` (seconds). Guide: ``docs/cookbook/fastapi.md``.
+Settings come from the environment: ``TUBEMQ_AIO_MASTER`` (required; the variable the
+command-line tool reads too), ``TUBEMQ_AIO_TOPICS`` (the topics clients may publish to,
+comma-separated), ``TUBEMQ_AIO_SEND_TIMEOUT`` and ``TUBEMQ_AIO_PUBLISH_TIMEOUT`` (seconds).
+Guide: ``docs/cookbook/fastapi.md``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ RETRY_AFTER = 2
 def _settings() -> dict[str, Any]:
     options: dict[str, Any] = {}
     for name, env in (
-        ("send_timeout", "TUBEMQ_SEND_TIMEOUT"),
-        ("publish_timeout", "TUBEMQ_PUBLISH_TIMEOUT"),
+        ("send_timeout", "TUBEMQ_AIO_SEND_TIMEOUT"),
+        ("publish_timeout", "TUBEMQ_AIO_PUBLISH_TIMEOUT"),
     ):
         if os.environ.get(env):
             options[name] = float(os.environ[env])
@@ -49,13 +51,16 @@ def _settings() -> dict[str, Any]:
 
 
 def _allowed_topics() -> frozenset[str]:
-    return frozenset(t for t in os.environ.get("TUBEMQ_TOPICS", "").split(",") if t)
+    return frozenset(t for t in os.environ.get("TUBEMQ_AIO_TOPICS", "").split(",") if t)
 
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the process's one producer before serving; close it (flushing sends) after."""
-    async with Producer(os.environ["TUBEMQ_MASTERS"], **_settings()) as producer:
+    master = os.environ.get("TUBEMQ_AIO_MASTER")
+    if not master:
+        raise RuntimeError("set TUBEMQ_AIO_MASTER to the TubeMQ master's HOST:PORT")
+    async with Producer(master, **_settings()) as producer:
         app.state.producer = producer
         app.state.topics = _allowed_topics()
         yield

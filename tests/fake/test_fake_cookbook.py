@@ -31,8 +31,8 @@ async def test_fastapi_recipe_answers_message_id_as_a_string(
 ) -> None:
     """201 with the stored message's id as a decimal string; 404 for a topic not configured."""
     async with FakeCluster(topics={"demo": 1}) as cluster:
-        monkeypatch.setenv("TUBEMQ_MASTERS", cluster.master_addr)
-        monkeypatch.setenv("TUBEMQ_TOPICS", "demo")
+        monkeypatch.setenv("TUBEMQ_AIO_MASTER", cluster.master_addr)
+        monkeypatch.setenv("TUBEMQ_AIO_TOPICS", "demo")
         app = _load().app
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)

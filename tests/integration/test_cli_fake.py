@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import pty
+import select
 import shlex
+import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
@@ -335,3 +340,110 @@ async def test_time_offsets_from_and_reset_to_time() -> None:
         )
         assert bad.returncode == 2
         assert b"not an IANA time zone" in bad.stderr
+
+
+async def test_a_partition_the_topic_lacks_is_named_with_the_ones_it_has(fake: FakeCluster) -> None:
+    """``--partition 1:src:7`` said "partition 1:src:7 is not in the topic metadata" and a
+    malformed key only "bad partition key 'x'": neither said what a key looks like or which
+    keys the topic has."""
+    for key in ("1:src:7", "bogus"):
+        done = await _cli(fake, "consume", "--topic", "src", "--partition", key, "-e")
+        assert done.returncode == 2
+        (line,) = done.stderr.decode().splitlines()
+        assert f"--partition {key}" in line
+        assert "1:src:0, 1:src:1, 1:src:2" in line
+        assert "tubemq-aio partitions --topic src" in line
+
+
+def _type_into_produce(master: str) -> tuple[int, bytes]:
+    """``produce`` on a terminal: type ``hel``, wait, finish the line, Ctrl-D."""
+    leader, follower = pty.openpty()
+    env = dict(cli_env(), TUBEMQ_AIO_MASTER=master)
+    proc = subprocess.Popen(
+        cli_argv("produce", "--topic", "src"),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    seen = bytearray()
+
+    def read_until(marker: bytes) -> None:
+        give_up = time.monotonic() + CALL_TIMEOUT
+        while marker not in seen:
+            left = give_up - time.monotonic()
+            ready, _, _ = select.select([leader], [], [], max(left, 0))
+            assert ready, (marker, bytes(seen[-300:]))
+            seen.extend(os.read(leader, 4096))
+
+    try:
+        read_until(b"Ctrl-D")  # the command is reading: it said so
+        os.write(leader, b"hel")
+        read_until(b"hel")  # the terminal's echo
+        mark = len(seen)
+        time.sleep(1)  # what a progress display would draw meanwhile lands after `mark`
+        os.write(leader, b"lo\n\x04")
+        read_until(b"messages to src")
+        proc.wait(timeout=CALL_TIMEOUT)
+        after_typing = bytes(seen[mark:])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return proc.returncode, after_typing
+
+
+async def test_produce_on_a_terminal_leaves_the_typed_line_alone(fake: FakeCluster) -> None:
+    """Typing messages into ``produce`` on a terminal: the progress display redrew its line
+    about ten times a second (``\\r`` and erase-line on the terminal the user typed on), which
+    wiped a half-typed message from the screen; and nothing said that the command was waiting
+    for lines on stdin. Now it says how to type and end, and draws nothing while reading a
+    terminal; the summary comes at the end."""
+    code, after_typing = await asyncio.to_thread(_type_into_produce, fake.master_addr)
+    assert code == 0
+    assert b"\x1b[2K" not in after_typing
+    assert b"\r\x1b" not in after_typing
+    assert b"sent 1 messages to src" in after_typing
+    assert b"hello" in fake.bodies("src")
+
+
+def _consume_on_a_terminal(master: str) -> bytes:
+    """``consume --group`` with stderr on a terminal, until it has said something; then
+    Ctrl-C."""
+    leader, follower = pty.openpty()
+    env = dict(cli_env(), TUBEMQ_AIO_MASTER=master)
+    proc = subprocess.Popen(
+        cli_argv("consume", "--topic", "src", "--group", "newcomer"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    seen = bytearray()
+    try:
+        give_up = time.monotonic() + CALL_TIMEOUT
+        while b"\n" not in seen and proc.poll() is None:
+            ready, _, _ = select.select([leader], [], [], max(give_up - time.monotonic(), 0))
+            assert ready or proc.poll() is not None, bytes(seen)
+            if ready:
+                seen.extend(os.read(leader, 4096))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=CALL_TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return bytes(seen)
+
+
+async def test_a_group_consumer_on_a_terminal_says_where_it_starts(fake: FakeCluster) -> None:
+    """``consume --topic src --group newcomer`` on a topic holding 30 messages printed nothing
+    and waited: a new group starts at the latest message by default, and nothing said so."""
+    said = await asyncio.to_thread(_consume_on_a_terminal, fake.master_addr)
+    assert b"group newcomer" in said
+    assert b"--from earliest" in said
+    assert b"Ctrl-C" in said

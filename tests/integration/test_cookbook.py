@@ -49,10 +49,10 @@ def service(cluster: LocalCluster, topic: str, port: int) -> Iterator[tuple[str,
     """The FastAPI recipe under a real uvicorn process; yields its URL and a missing topic."""
     missing = f"never_created_{uuid.uuid4().hex[:8]}"
     env = cli_env() | {
-        "TUBEMQ_MASTERS": cluster.master_addr,
-        "TUBEMQ_TOPICS": f"{topic},{missing}",
-        "TUBEMQ_SEND_TIMEOUT": str(SERVICE_TIMEOUT),
-        "TUBEMQ_PUBLISH_TIMEOUT": str(SERVICE_TIMEOUT),
+        "TUBEMQ_AIO_MASTER": cluster.master_addr,
+        "TUBEMQ_AIO_TOPICS": f"{topic},{missing}",
+        "TUBEMQ_AIO_SEND_TIMEOUT": str(SERVICE_TIMEOUT),
+        "TUBEMQ_AIO_PUBLISH_TIMEOUT": str(SERVICE_TIMEOUT),
     }
     argv = [
         sys.executable,
@@ -97,7 +97,7 @@ def test_fastapi_recipe_under_concurrent_requests(
         [
             sys.executable,
             str(EXAMPLES / "fastapi_bench.py"),
-            *shlex.split(f"--masters {cluster.master_addr} --topic {topic} --url"),
+            *shlex.split(f"--master {cluster.master_addr} --topic {topic} --url"),
             url,
             "--messages",
             str(BENCH_MESSAGES),
@@ -145,7 +145,7 @@ def _worker_argv(master: str, topic: str, *extra: str) -> list[str]:
     return [
         sys.executable,
         str(EXAMPLES / "consumer_worker.py"),
-        *shlex.split(f"--masters {master} --topic {topic} --group cookbook_workers"),
+        *shlex.split(f"--master {master} --topic {topic} --group cookbook_workers"),
         *extra,
     ]
 

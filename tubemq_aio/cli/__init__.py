@@ -13,8 +13,9 @@ import os
 import re
 import sys
 
-from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_USAGE, PROG, error_line
+from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._consume import run_consume
+from tubemq_aio.cli._hints import unreachable_master_hint
 from tubemq_aio.cli._inspect import run_lag, run_partitions
 from tubemq_aio.cli._listing import run_groups, run_topics
 from tubemq_aio.cli._parser import parse_arguments
@@ -51,14 +52,14 @@ def _run(args: argparse.Namespace) -> int:
         error_line(str(err))
         return EXIT_USAGE
     except TubeMQError as err:
-        error_line(f"{type(err).__name__}: {err}")
+        error_line(f"{type(err).__name__}: {err}{unreachable_master_hint(args, err)}")
         return EXIT_FAILURE
     except OSError as err:
         error_line(f"{type(err).__name__}: {err}")
         return EXIT_FAILURE
     except KeyboardInterrupt:
         error_line("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 #: ``-v``/``-q`` as one word (``-v``, ``-vv``, ``-q``, ``-vq``) or spelled out.
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments (default ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 success, 1 runtime failure, 2 usage error.
+        The exit status: 0 success, 1 runtime failure, 2 usage error, 130 interrupted (Ctrl-C
+        while connecting, or in ``partitions``/``lag``/``reset``).
     """
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)

@@ -14,6 +14,7 @@ from tubemq_aio.protocol.attributes import attribute_block
 
 __all__ = [
     "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "PROG",
@@ -28,6 +29,10 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 #: Bad command line or input that could not be understood; nothing was sent.
 EXIT_USAGE = 2
+#: Ctrl-C (SIGINT) while a command connects or joins, or in ``partitions``/``lag``/``reset``
+#: (128 + SIGINT, as a shell reports it); once reading, ``consume`` ends cleanly (0) and
+#: ``produce`` reports the input it did not send (1).
+EXIT_INTERRUPTED = 130
 
 
 def error_line(problem: str) -> None:

@@ -165,12 +165,34 @@ def _settle(done: asyncio.Future[bool], written: bool) -> None:
         done.set_result(written)
 
 
+#: Partition keys an error about an unknown one lists before "…".
+_LISTED_KEYS = 8
+
+
+def _check_partitions(keys: list[str], known: list[str], topic: str) -> None:
+    """Refuse a ``--partition`` key the topic does not have, naming those it has.
+
+    Raises:
+        ConfigError: a key is not one of ``known`` (a usage error: nothing was read).
+    """
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        listed = ", ".join(known[:_LISTED_KEYS]) + (", …" if len(known) > _LISTED_KEYS else "")
+        Checks("arguments").fail(
+            f"--partition {', '.join(unknown)}: topic {topic} has no such partition (a key is "
+            f"BROKER_ID:TOPIC:PARTITION_ID; it has {listed}: "
+            f"`tubemq-aio partitions --topic {topic}` lists them)"
+        )
+
+
 async def _connect_partitions(consumer: ClientBalancedConsumer, args: argparse.Namespace) -> None:
     """Connect the ``--partition`` keys (``all``: every partition) at ``--offset``; a key
     given twice is connected once."""
     keys = list(dict.fromkeys(args.partition))
+    known = [m.partition_key for m in await consumer.partitions()]
     if "all" in keys:
-        keys = [m.partition_key for m in await consumer.partitions()]
+        keys = known
+    _check_partitions(keys, known, args.topic)
     at_time: dict[str, int] = {}
     if isinstance(args.offset, datetime):
         found = await consumer.search_times(
@@ -227,6 +249,19 @@ async def _open(args: argparse.Namespace) -> AsyncIterator[AnyConsumer]:
         yield balanced
 
 
+def _waiting_line(args: argparse.Namespace) -> str:
+    """What a group consumer on a terminal says once started: it may print nothing for a long
+    time (a new group starts at the latest message by default)."""
+    start = args.consume_from
+    if isinstance(start, datetime):
+        when = start.isoformat()
+        where = f"every partition starts at its first message stamped at or after {when}"
+    else:
+        hint = "; --from earliest reads what is already stored" if start == "latest" else ""
+        where = f"a group without a stored offset starts at {start}{hint}"
+    return f"reading {args.topic} as group {args.group} ({where}); Ctrl-C ends"
+
+
 async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
     """Print messages of ``args.topic`` until a limit, the end (``-e``) or a signal.
 
@@ -244,6 +279,8 @@ async def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> 
     stop = asyncio.Event()
     async with _open(args) as consumer:
         with stop_on_signals(stop), contextlib.closing(_Output(stream)) as output:
+            if not args.quiet and not args.partition and sys.stderr.isatty():
+                print(_waiting_line(args), file=sys.stderr, flush=True)  # Ctrl-C now ends it
             idle_since = time.monotonic()
             while not stop.is_set() and (remaining is None or remaining > 0):
                 if args.timeout is not None and time.monotonic() - idle_since >= args.timeout:

@@ -62,6 +62,9 @@ def _body_of(checks: Checks, obj: dict[str, Any]) -> bytes:
     body = obj.get("body")
     encoding = obj.get("body_encoding", "utf-8")
     checks.choice('"body_encoding"', encoding, ("utf-8", "base64"))
+    if "body" not in obj:
+        checks.problem('the object has no "body" (the message to send)')
+        return b""
     if not isinstance(body, str):
         checks.instance('"body"', body, str)  # records the problem
         return b""

@@ -38,7 +38,8 @@ async def group_member(
 
     Raises:
         ServerError: the master's refusal; for a 424 (its server-balanced consumers are
-            online) with what it means and what to do. Other errors pass unchanged.
+            online) what it means and what to do, instead of the master's text. Other errors
+            pass unchanged.
     """
     with _explained_424(group):
         async with open_client(
@@ -59,10 +60,13 @@ def _explained_424(group: str) -> Iterator[None]:
     except ServerError as err:
         if err.err_code != _INCONSISTENT_CONSUME_TYPE:
             raise
+        # The master's own text is left out: a generated consumer id and "inconsistency with
+        # other consumers using unbound subscribe", nothing a reader can act on.
         raise server_error(
             err.err_code,
-            f"{err.err_msg}: group {group!r} has server-balanced consumers online, and this "
-            "command joins it as a client-balanced member for a moment: stop them first",
+            f"group {group!r} has server-balanced consumers online, and this command joins it "
+            "as a client-balanced member for a moment, which the master refuses: stop them "
+            "first",
         ) from err
 
 
@@ -135,11 +139,12 @@ async def run_partitions(args: argparse.Namespace) -> int:
     """Print the partitions of ``args.topic`` as the master lists them (``args.format``:
     ``table`` or ``json``).
 
-    A throw-away client-balanced group asks the master (``GetPartMeta``); it reads nothing.
+    A throw-away client-balanced group asks the master (``GetPartMeta``); it reads nothing. Like
+    ``lag``, it makes one register round: a master nobody answers at ends the command at once.
     """
     group = f"tubemq-aio-cli-{uuid.uuid4().hex[:12]}"
     async with open_client(
-        ClientBalancedConsumer, args, group=group, topics=[args.topic]
+        ClientBalancedConsumer, args, group=group, topics=[args.topic], register_attempts=1
     ) as consumer:
         metas = await consumer.partitions()
     rows: list[dict[str, object]] = [

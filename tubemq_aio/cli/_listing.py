@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from typing import Any
+from urllib.error import URLError
 from urllib.parse import urlsplit
 
 from tubemq_aio.admin import INTERNAL_TOPICS, MasterWebApi
@@ -145,7 +146,9 @@ async def _run(
     try:
         reply = await _query(args, method, **params)
     except (OSError, ValueError) as err:
-        error_line(f"master web API at {where}: {err} (set --web to the master's web port)")
+        # urllib's URLError wraps the socket's error: "<urlopen error [Errno 111] ...>".
+        reason = err.reason if isinstance(err, URLError) else err
+        error_line(f"master web API at {where}: {reason} (set --web to the master's web port)")
         return EXIT_FAILURE
     if not reply.get("result"):
         error_line(f"master web API at {where} refused {method}: {reply.get('errMsg')!r}")

@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 from datetime import UTC, datetime
 from typing import NoReturn
 from zoneinfo import ZoneInfo
@@ -19,9 +20,12 @@ from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.attributes import attribute_block
 from tubemq_aio.protocol.time_search import parse_time_text
 
-__all__ = ["MASTER_ENV", "build_parser", "parse_arguments"]
+__all__ = ["MASTER_ENV", "MASTER_FROM_ENV", "build_parser", "parse_arguments"]
 
 MASTER_ENV = "TUBEMQ_AIO_MASTER"
+#: The attribute :func:`parse_arguments` sets on the namespace: True when the master address
+#: came from ``$TUBEMQ_AIO_MASTER`` rather than ``--master`` (errors name where it came from).
+MASTER_FROM_ENV = "master_from_env"
 
 DESCRIPTION = """\
 Command-line tool of tubemq-aio, the asyncio client of Apache InLong TubeMQ: send lines to a
@@ -43,8 +47,11 @@ examples:
   {PROG} cluster up --topic demo:3     (real TubeMQ; then `cluster status`, `cluster down`)
 
 --master defaults to ${MASTER_ENV}. Exit status: 0 success, 1 runtime failure (unreachable
-master, failed sends, timeout), 2 usage error."""
+master, failed sends, timeout), 2 usage error, 130 Ctrl-C while connecting (see docs/cli.md)."""
 
+
+#: The width of the texts printed as written (the epilogs, and the description they force raw).
+RAW_WIDTH = 95
 
 COUNT_NOTE = """\
 note on --count with --group: TubeMQ commits whole broker batches (a consumer acknowledges the
@@ -196,7 +203,6 @@ def _add_master(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master",
         metavar="ADDR",
-        default=os.environ.get(MASTER_ENV),
         help=f"master address(es), host:port[,host:port], or a URL tubemq://[user:pass@]host:port "
         f"(tubemqs:// for TLS) (default ${MASTER_ENV})",
     )
@@ -250,13 +256,17 @@ def _add_consume(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser(
         "consume",
         help="print a group's (or a partition's) messages as JSON lines or raw bodies",
-        description="Consume as a member of GROUP (the master assigns the partitions), or read "
-        "the partitions named by --partition from --offset (client-balanced: this process "
-        "alone reads them), and print each message; a batch is acked once its lines are "
-        "written. Ends on --count, --exit-at-end, --timeout, Ctrl-C or SIGTERM, closing the "
-        "consumer cleanly. JSON lines: {topic, partition_key, message_id (a string), msg_type, "
-        "msg_time, attributes, body, body_encoding (utf-8 or base64)}: `produce --json` sends "
-        "such a line again as the same message.",
+        # Raw (for the note's own line breaks), so the description is wrapped here.
+        description=textwrap.fill(
+            "Consume as a member of GROUP (the master assigns the partitions), or read "
+            "the partitions named by --partition from --offset (client-balanced: this process "
+            "alone reads them), and print each message; a batch is acked once its lines are "
+            "written. Ends on --count, --exit-at-end, --timeout, Ctrl-C or SIGTERM, closing "
+            "the consumer cleanly. JSON lines: {topic, partition_key, message_id (a string), "
+            "msg_type, msg_time, attributes, body, body_encoding (utf-8 or base64)}: `produce "
+            "--json` sends such a line again as the same message.",
+            width=RAW_WIDTH,
+        ),
         epilog=COUNT_NOTE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -459,6 +469,10 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     args.verbose += args.__dict__.pop("sub_verbose", 0)
     sub_quiet = args.__dict__.pop("sub_quiet", False)
     args.quiet = args.quiet or sub_quiet
+    from_env = args.command in NEEDS_MASTER and args.master is None
+    setattr(args, MASTER_FROM_ENV, from_env and bool(os.environ.get(MASTER_ENV)))
+    if from_env:
+        args.master = os.environ.get(MASTER_ENV)
     if args.command in NEEDS_MASTER and not args.master:
         parser.error(
             f"{args.command} needs the master: give --master HOST:PORT or set ${MASTER_ENV}"

@@ -77,6 +77,10 @@ class _Pacer:
                     await stop.wait()
 
 
+#: Said once connected when the input is a terminal: the command waits for typed lines.
+_TYPING_HINT = "type one message per line; Ctrl-D ends the input"
+
+
 def _open_input(path: str) -> int:
     if path == "-":
         return sys.stdin.fileno()
@@ -196,8 +200,10 @@ async def run_produce(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     queue: asyncio.Queue[tuple[int, bytes] | None] = asyncio.Queue(args.concurrency)
     began = time.monotonic()
+    # Typed lines: a progress display redraws (and erases) the line being typed.
+    typed = os.isatty(fd)
     async with open_client(Producer, args, topics=[args.topic]) as producer:
-        progress = make_progress(quiet=args.quiet)
+        progress = make_progress(quiet=args.quiet or typed)
         reader = LineReader(fd)
         workers = [
             asyncio.create_task(_send_all(producer, args, queue, tally, parse, defaults))
@@ -206,6 +212,8 @@ async def run_produce(args: argparse.Namespace) -> int:
         ticker = asyncio.create_task(_tick(lambda: progress.update(tally.sent, tally.failed)))
         try:
             with stop_on_signals(stop):
+                if typed and not args.quiet:  # Ctrl-C now ends the input, as documented
+                    print(_TYPING_HINT, file=sys.stderr, flush=True)
                 finished = await _feed(reader, queue, _Pacer(args.rate), stop)
                 for _ in workers:
                     await queue.put(None)

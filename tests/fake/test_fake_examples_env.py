@@ -1,0 +1,84 @@
+"""The examples run where the quickstart leaves a new user: ``$TUBEMQ_AIO_MASTER`` exported,
+nothing else. They took ``--masters`` (required) and ``$TUBEMQ_MASTERS`` (a ``KeyError``
+traceback when unset), names the command-line tool and the guides use nowhere."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+from types import ModuleType
+
+import httpx
+import pytest
+
+from tests.support.cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env
+from tubemq_aio import Producer
+from tubemq_aio.testing import FakeCluster
+
+EXAMPLES = SOURCE_ROOT / "examples"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_service_reads_the_quickstarts_master_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        monkeypatch.setenv("TUBEMQ_AIO_MASTER", cluster.master_addr)
+        monkeypatch.setenv("TUBEMQ_AIO_TOPICS", "demo")
+        app = _load("fastapi_service").app
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+                reply = await client.post("/topics/demo/messages", content=b"hello")
+                assert reply.status_code == 201, reply.text
+        assert cluster.bodies("demo") == [b"hello"]
+
+
+async def test_the_service_without_a_master_says_which_variable_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
+    app = _load("fastapi_service").app
+    with pytest.raises(RuntimeError, match=r"set TUBEMQ_AIO_MASTER"):
+        async with app.router.lifespan_context(app):
+            pass
+
+
+@pytest.mark.system
+async def test_the_worker_takes_its_master_from_the_environment() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+            await producer.send("demo", b"job")
+        env = dict(cli_env(), TUBEMQ_AIO_MASTER=cluster.master_addr)
+        argv = [sys.executable, str(EXAMPLES / "consumer_worker.py")]
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [*argv, "--topic", "demo", "--group", "workers", "--idle-exit", "0.5"],
+            capture_output=True,
+            env=env,
+            timeout=CALL_TIMEOUT,
+        )
+        assert done.returncode == 0, done.stderr
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        assert [e["bodies"] for e in events if e["event"] == "done"] == [["job"]]
+
+        missing = await asyncio.to_thread(
+            subprocess.run,
+            [*argv, "--topic", "demo", "--group", "workers"],
+            capture_output=True,
+            env=cli_env(),
+            timeout=CALL_TIMEOUT,
+        )
+        assert missing.returncode == 2
+        assert b"--master HOST:PORT or set $TUBEMQ_AIO_MASTER" in missing.stderr
