@@ -8,12 +8,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tubemq_aio.errors import (
+    ConnectError,
+    FrameError,
+    LocalProtocolError,
+    MalformedMetaError,
+    RequestTimeoutError,
+    ServerError,
+    TubeMQError,
+)
 from tubemq_aio.protocol.retry import (
     DEFAULT_RETRY,
     FETCH_RETRY,
     REBALANCE_REGISTER_RETRY,
     RetryPolicy,
     RetryWindow,
+    retry_can_help,
 )
 
 
@@ -151,3 +161,20 @@ def test_a_window_never_pauses_past_a_deadline_set_after_the_last_success(
             assert now >= opened + budget
         else:
             assert now + pause <= opened + budget + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("error", "helps"),
+    [
+        (FrameError("bad frame begin token 0x3C21444F"), False),
+        (LocalProtocolError("request too large"), False),
+        (ConnectError("refused"), True),
+        (RequestTimeoutError("no answer"), True),
+        (ServerError(503, "busy"), True),
+        (MalformedMetaError("bad partition"), True),
+    ],
+)
+def test_a_register_is_not_tried_again_after_an_answer_in_another_protocol(
+    error: TubeMQError, helps: bool
+) -> None:
+    assert retry_can_help(error) is helps

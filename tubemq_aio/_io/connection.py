@@ -48,6 +48,11 @@ __all__ = ["Connection"]
 READ_SIZE = 256 * 1024
 
 
+#: How an answer in HTTP begins: a status line, or (a server answering an HTTP/0.9-style
+#: request, which is what a TubeMQ frame looks like to it) an HTML page without one.
+_WEB_ANSWERS = (b"http/", b"<!doctype", b"<html")
+
+
 class Connection(PendingCalls, asyncio.BufferedProtocol):
     """The client side of one TubeMQ TCP (or TLS) connection.
 
@@ -324,11 +329,12 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     def _http_hint(self, exc: FrameError, data: bytes | memoryview) -> FrameError:
         # An easy mistake: the master's web port (webPort, 8080) given for its client port.
-        if self.answered or bytes(data[:5]) != b"HTTP/":
+        if self.answered or not bytes(data[:9]).lower().startswith(_WEB_ANSWERS):
             return exc
         return FrameError(
-            f"{exc}; {self.label} answered in HTTP: it is a web port (such as a master's web "
-            "API, 8080 by default), not a TubeMQ client port (a master's port, 8715 by default)"
+            f"{exc}; {self.label} answered in HTTP or HTML: it is a web port (such as a master's "
+            "web API, 8080 by default), not a TubeMQ client port (a master's port, 8715 by "
+            "default)"
         )
 
     def silence_hint(self) -> str:

@@ -34,7 +34,7 @@ from tubemq_aio.protocol.consumer_meta import BrokerInfo, Partition, PartitionKe
 from tubemq_aio.protocol.flow_control import FlowControlState
 from tubemq_aio.protocol.lost_tail import lost_tail
 from tubemq_aio.protocol.partitions import PartitionLeases
-from tubemq_aio.protocol.retry import register_deadline, register_pause
+from tubemq_aio.protocol.retry import register_deadline, register_pause, retry_can_help
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.protocol.tail_check import unrecorded_resume
 
@@ -191,6 +191,8 @@ class SessionBase:
             try:
                 rsp = await self.register_once(deadline)
             except TubeMQError as exc:
+                if not retry_can_help(exc):
+                    raise
                 last: TubeMQError = exc
             else:
                 if rsp.success:

@@ -36,7 +36,12 @@ from tubemq_aio.protocol.producer_rpc import (
     parse_heartbeat_response,
     parse_register_response,
 )
-from tubemq_aio.protocol.retry import REGISTER_RETRY, FailureStreak, register_deadline
+from tubemq_aio.protocol.retry import (
+    REGISTER_RETRY,
+    FailureStreak,
+    register_deadline,
+    retry_can_help,
+)
 from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["ProducerSession"]
@@ -180,6 +185,8 @@ class ProducerSession:
                 await self._register_once(deadline)
                 return
             except TubeMQError as exc:
+                if not retry_can_help(exc):
+                    raise
                 failures += 1
                 refused = isinstance(exc, ServerError)
                 pause = REGISTER_RETRY.pause(

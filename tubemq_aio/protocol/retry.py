@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tubemq_aio.errors import FrameError, LocalProtocolError, TubeMQError
+
 __all__ = [
     "DEFAULT_RETRY",
     "FETCH_RETRY",
@@ -29,6 +31,7 @@ __all__ = [
     "RetryWindow",
     "register_deadline",
     "register_pause",
+    "retry_can_help",
 ]
 
 
@@ -151,6 +154,16 @@ def register_deadline(
         ``now + (register_attempts - 1) * wait``.
     """
     return now + max(0, register_attempts - 1) * wait
+
+
+def retry_can_help(exc: TubeMQError) -> bool:
+    """Whether another register attempt may end otherwise than ``exc`` did: False for a
+    :class:`~tubemq_aio.errors.FrameError` (the address answered bytes that are not TubeMQ
+    frames: a web port given for a master's client port, another service, or a 1.1/1.2 server
+    spoken to in the wrong framing) and a :class:`~tubemq_aio.errors.LocalProtocolError` (the
+    request itself is not allowed): the same address answers the same way a second later, so the
+    register fails at once rather than after ``register_attempts`` pauses."""
+    return not isinstance(exc, FrameError | LocalProtocolError)
 
 
 def register_pause(now: float, deadline: float, wait: float) -> float | None:
