@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
+.PHONY: help demo-deps venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -33,13 +33,21 @@ help:
 # wrk drives the gateway benchmark and curl its demo; nodejs runs a gateway client in another
 # language (ids and offsets must survive JavaScript's JSON); gcc and python3-dev build the
 # optional compiled accelerator.
-SYSTEM_PACKAGES := openjdk-17-jdk-headless maven redis-server jq wrk curl nodejs gcc python3-dev chromium chromium-driver
-system-deps:
-	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# `make demo` needs only the servers' Java and Maven; the rest is for the tests and benchmarks.
+DEMO_PACKAGES := openjdk-17-jdk-headless maven
+SYSTEM_PACKAGES := $(DEMO_PACKAGES) redis-server jq wrk curl nodejs gcc python3-dev chromium chromium-driver
+define install_debs
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
+endef
+system-deps:
+	$(call install_debs,$(SYSTEM_PACKAGES))
+
+demo-deps:
+	$(call install_debs,$(DEMO_PACKAGES))
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -151,10 +159,10 @@ dist: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --outdir dist
 
-demo: system-deps $(STAMP)
+demo: demo-deps $(STAMP)
 	$(PY) -m tubemq_aio.demo
 
-gateway-demo: system-deps $(STAMP)
+gateway-demo: demo-deps $(STAMP)
 	$(PY) -m tubemq_aio.gateway.demo
 
 bench-gateway: system-deps $(STAMP)
