@@ -175,6 +175,24 @@ def test_fake_status_ctrl_c_and_module_entry(
     )
     assert again.returncode == 0
     assert f"a fake cluster is already running: master {master}" in again.stdout.decode()
+    # Not what was asked for: it said "already running" and exited 0, and a bad option was
+    # not looked at while a cluster ran.
+    real = subprocess.run(
+        ["tubemq-aio", "cluster", "up", "--port", "0"],
+        capture_output=True,
+        env=env,
+        timeout=CALL_TIMEOUT,
+    )
+    assert real.returncode == 1
+    assert "`tubemq-aio cluster down` to start a real one" in real.stderr.decode()
+    bad = subprocess.run(
+        ["tubemq-aio", "cluster", "up", "--fake", "--web-port", "1"],
+        capture_output=True,
+        env=env,
+        timeout=CALL_TIMEOUT,
+    )
+    assert bad.returncode == 2
+    assert "--web-port needs the real cluster" in bad.stderr.decode()
 
     taken = master.rpartition(":")[2]
     other = dict(env, TUBEMQ_AIO_STATE=str(tmp_path / "other.json"))
@@ -186,6 +204,7 @@ def test_fake_status_ctrl_c_and_module_entry(
     )
     assert busy.returncode == 1
     assert f"fake cluster failed to start on port {taken}" in busy.stderr.decode()
+    assert "--port 0 for any" in busy.stderr.decode()
 
     fake.proc.send_signal(signal.SIGINT)
     code, rest = fake.wait_exit()

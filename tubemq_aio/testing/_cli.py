@@ -66,17 +66,8 @@ def _live_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
     ]
 
 
-async def _up(args: argparse.Namespace) -> int:
-    from tubemq_aio.testing._cluster import LocalCluster
-
-    state = _load()
-    if state and _live_pids(state):
-        kind = "fake " if _is_fake(state) else ""
-        print(
-            f"a {kind}cluster is already running: master {state['master_addr']} (use `down` first)"
-        )
-        return 0
-    topics = args.topic or [parse_topic("demo:3")]
+def _up_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``up``'s options (checked before anything else), or None."""
     if args.fake:
         for given, why in (
             (args.masters != 1, "--masters needs the real cluster (the fake has one master)"),
@@ -91,14 +82,39 @@ async def _up(args: argparse.Namespace) -> int:
             ),
         ):
             if given:
-                print(why, file=sys.stderr)
-                return 2
+                return why
+        return None
+    version = DEFAULT_VERSION if args.version is None else args.version
+    if args.masters != 1 and SERVER_VERSIONS[version].zookeeper:
+        return f"--masters needs a 2.x server ({version} runs one master)"
+    return None
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from tubemq_aio.testing._cluster import LocalCluster
+
+    problem = _up_problem(args)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    state = _load()
+    if state and _live_pids(state):
+        running = "a fake cluster" if _is_fake(state) else "a cluster"
+        if _is_fake(state) != args.fake:  # not what was asked for: say so, do not pass
+            wanted = "a fake one" if args.fake else "a real one"
+            print(
+                f"{running} is already running: master {state['master_addr']}; stop it with "
+                f"`tubemq-aio cluster down` to start {wanted}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{running} is already running: master {state['master_addr']} (use `down` first)")
+        return 0
+    topics = args.topic or [parse_topic("demo:3")]
+    if args.fake:
         port = DEFAULT_PORT if args.port is None else args.port
         return await run_fake(topics, port, args.brokers)
     version = DEFAULT_VERSION if args.version is None else args.version
-    if args.masters != 1 and SERVER_VERSIONS[version].zookeeper:
-        print(f"--masters needs a 2.x server ({version} runs one master)", file=sys.stderr)
-        return 2
     first_parts = topics[0][1]
     note = _quiet if args.quiet else _say  # progress and notices; the result is always printed
     cluster = LocalCluster(
@@ -207,7 +223,7 @@ def main(
         Process exit code.
     """
     parser = argparse.ArgumentParser(prog=prog)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     up = sub.add_parser(
         "up",
         help="start a cluster in the background (--fake: an in-memory fake in the foreground)",

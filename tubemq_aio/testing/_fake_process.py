@@ -113,7 +113,11 @@ async def run_fake(topics: list[tuple[str, int]], port: int, brokers: int = 1) -
         await cluster.start(master_port=port)
     except OSError as err:
         await cluster.stop()
-        print(f"fake cluster failed to start on port {port}: {err.strerror}", file=sys.stderr)
+        print(
+            f"fake cluster failed to start on port {port}: {err.strerror} (give a free one with "
+            "--port PORT, or --port 0 for any)",
+            file=sys.stderr,
+        )
         return 1
     info = describe(cluster, topics, time.monotonic() - began)
     path = state_file()
