@@ -66,7 +66,10 @@ def validate_group_name(group: str) -> str:
             f"{MAX_CONSUMER_GROUP_LENGTH}"
         )
     if not _GROUP_RE.fullmatch(group):
-        checks.fail(f"group name {group!r} must match ^[a-zA-Z][\\w-]+$")
+        checks.fail(
+            f"group name {group!r} must be at least 2 characters, start with a letter and "
+            "hold only letters, digits, '_' and '-' (^[a-zA-Z][\\w-]+$)"
+        )
     return group
 
 

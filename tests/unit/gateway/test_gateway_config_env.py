@@ -255,7 +255,7 @@ def test_a_flag_of_another_command_is_a_usage_error(
     ("argv", "problem"),
     [
         # found only after Redis and the fake cluster had started: "cannot start: ...", exit 1
-        (["dev", "--fake", "--group", "x"], "group name 'x' must match"),
+        (["dev", "--fake", "--group", "x"], "group name 'x' must be at least 2 characters"),
         (["dev", "--fake", "--topic", "a b"], "'a b' is not a valid name"),
         (["dev", "--masters", "garbage::"], "address 'garbage::'"),
         # taken as "no --group": the gateway served demo-group instead
