@@ -42,6 +42,7 @@ async def test_a_stop_during_the_start_leaves_no_server() -> None:
     assert "stopped" in repr(server)
 
 
+@pytest.mark.system  # a tubemq-gateway process
 async def test_a_replica_starts_once_and_a_stop_during_its_start_stops_it(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
