@@ -4,26 +4,13 @@ JavaScript would round)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from types import ModuleType
 
 import httpx
 import pytest
 
-from tests.support.cli_run import SOURCE_ROOT
+from tests.support.example_scripts import load_example
 from tubemq_aio.testing import FakeCluster
-
-EXAMPLE = SOURCE_ROOT / "examples" / "fastapi_service.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fastapi_service", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 async def test_fastapi_recipe_answers_message_id_as_a_string(
@@ -33,7 +20,7 @@ async def test_fastapi_recipe_answers_message_id_as_a_string(
     async with FakeCluster(topics={"demo": 1}) as cluster:
         monkeypatch.setenv("TUBEMQ_AIO_MASTER", cluster.master_addr)
         monkeypatch.setenv("TUBEMQ_AIO_TOPICS", "demo")
-        app = _load().app
+        app = load_example("fastapi_service").app
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:

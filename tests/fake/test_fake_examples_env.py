@@ -5,29 +5,17 @@ traceback when unset), names the command-line tool and the guides use nowhere.""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import subprocess
 import sys
-from types import ModuleType
 
 import httpx
 import pytest
 
-from tests.support.cli_run import CALL_TIMEOUT, SOURCE_ROOT, cli_env
+from tests.support.cli_run import CALL_TIMEOUT, cli_env
+from tests.support.example_scripts import EXAMPLES, load_example
 from tubemq_aio import Producer
 from tubemq_aio.testing import FakeCluster
-
-EXAMPLES = SOURCE_ROOT / "examples"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 async def test_the_service_reads_the_quickstarts_master_variable(
@@ -36,7 +24,7 @@ async def test_the_service_reads_the_quickstarts_master_variable(
     async with FakeCluster(topics={"demo": 1}) as cluster:
         monkeypatch.setenv("TUBEMQ_AIO_MASTER", cluster.master_addr)
         monkeypatch.setenv("TUBEMQ_AIO_TOPICS", "demo")
-        app = _load("fastapi_service").app
+        app = load_example("fastapi_service").app
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
@@ -49,7 +37,7 @@ async def test_the_service_without_a_master_says_which_variable_to_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("TUBEMQ_AIO_MASTER", raising=False)
-    app = _load("fastapi_service").app
+    app = load_example("fastapi_service").app
     with pytest.raises(RuntimeError, match=r"set TUBEMQ_AIO_MASTER"):
         async with app.router.lifespan_context(app):
             pass
