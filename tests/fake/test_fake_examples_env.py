@@ -9,28 +9,12 @@ import json
 import subprocess
 import sys
 
-import httpx
 import pytest
 
 from tests.support.cli_run import CALL_TIMEOUT, cli_env
 from tests.support.example_scripts import EXAMPLES, load_example
 from tubemq_aio import Producer
 from tubemq_aio.testing import FakeCluster
-
-
-async def test_the_service_reads_the_quickstarts_master_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    async with FakeCluster(topics={"demo": 1}) as cluster:
-        monkeypatch.setenv("TUBEMQ_AIO_MASTER", cluster.master_addr)
-        monkeypatch.setenv("TUBEMQ_AIO_TOPICS", "demo")
-        app = load_example("fastapi_service").app
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
-                reply = await client.post("/topics/demo/messages", content=b"hello")
-                assert reply.status_code == 201, reply.text
-        assert cluster.bodies("demo") == [b"hello"]
 
 
 async def test_the_service_without_a_master_says_which_variable_to_set(
