@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Self, Unpack
@@ -19,8 +19,6 @@ from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
-    FlushTimeoutError,
-    SendWindowFullError,
     TopicNotDeployedError,
     TopicUnavailableError,
     TubeMQError,
@@ -30,6 +28,7 @@ from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCo
 from tubemq_aio.producer._batch import SendMany, SendPath
 from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._fast_attempt import FastAttempt
+from tubemq_aio.producer._nowait import Callback, NowaitSends
 from tubemq_aio.producer._outgoing import Outgoing
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._waits import attempt_left, slot_by, writable_by
@@ -105,8 +104,7 @@ class Producer(AsyncLifecycle):
         if self.telemetry is not None:
             self.telemetry.watch(self._gauges)
         self._counts = SendCounts()
-        #: The futures of send_nowait not ended yet (what flush() waits for).
-        self._nowait: set[asyncio.Future[SendResult]] = set()
+        self._nowait = NowaitSends(self._supervisor, self._window, self._send_one, self._is_closed)
 
     @classmethod
     def from_url(cls, url: str, **options: Unpack[ProducerOptions]) -> Self:
@@ -581,7 +579,7 @@ class Producer(AsyncLifecycle):
         topic: str,
         body: bytes,
         *,
-        callback: Callable[[asyncio.Future[SendResult]], object] | None = None,
+        callback: Callback | None = None,
         **kwargs: Unpack[SendOptions],
     ) -> asyncio.Future[SendResult]:
         """Start a send and return its future at once (optionally with a completion callback).
@@ -602,23 +600,7 @@ class Producer(AsyncLifecycle):
         if callback is not None and not callable(callback):
             Checks("send_nowait").fail(f"callback must be callable, got {type(callback).__name__}")
         self._require_session()
-        if not self._window.try_acquire():
-            raise SendWindowFullError(
-                f"all {self._window.limit} send slots are taken; await send() to wait for one"
-            )
-        future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        try:
-            message = Outgoing(topic, body, **kwargs)
-            task = self._supervisor.spawn(self._send_into(future, message), "send", essential=False)
-        except BaseException:
-            self._window.release()
-            raise
-        future.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
-        self._nowait.add(future)
-        future.add_done_callback(self._nowait.discard)
-        if callback is not None:
-            future.add_done_callback(callback)
-        return future
+        return self._nowait.start(Outgoing(topic, body, **kwargs), callback)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every send :meth:`send_nowait` started before this call has ended
@@ -636,43 +618,7 @@ class Producer(AsyncLifecycle):
             FlushTimeoutError: sends were still pending when ``timeout`` passed (they go on;
                 also a ``TimeoutError``).
         """
-        checks = Checks("flush")
-        checks.optional_seconds("timeout", timeout)
-        checks.done()
-        pending = set(self._nowait)
-        if not pending:
-            return
-        _, left = await asyncio.wait(pending, timeout=timeout)
-        if left:
-            raise FlushTimeoutError(
-                f"{len(left)} of {len(pending)} send_nowait sends still pending after {timeout} s"
-            )
-
-    async def _send_into(self, future: asyncio.Future[SendResult], message: Outgoing) -> None:
-        try:
-            result = await self._send_one(message, None)
-        except asyncio.CancelledError:
-            if not future.done():
-                self._fail_at_close(
-                    future, ClientClosedError("the producer was closed before this send finished")
-                )
-        except ClientClosedError as exc:
-            if not future.done():
-                self._fail_at_close(future, exc)
-        except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
-        else:
-            if not future.done():
-                future.set_result(result)
-
-    def _fail_at_close(self, future: asyncio.Future[SendResult], exc: ClientClosedError) -> None:
-        """End a ``send_nowait`` future that ``close()`` cut short. It counts as retrieved:
-        ``close()`` logs how many it cut short once, where asyncio would log each future
-        nobody kept (a fire-and-forget send's) as "exception was never retrieved"."""
-        future.set_exception(exc)
-        if self.closed:
-            future.exception()
+        await self._nowait.flush(timeout)
 
     # ---- internals ---------------------------------------------------------------------------
 
