@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tubemq_aio import ConfigError, FlushTimeoutError, Producer, ServerError
+from tubemq_aio import ClientClosedError, ConfigError, FlushTimeoutError, Producer, ServerError
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
 
@@ -71,3 +71,20 @@ async def test_flush_refuses_a_bad_timeout(timeout: object) -> None:
     ):
         with pytest.raises(ConfigError, match="timeout"):
             await producer.flush(timeout=timeout)  # type: ignore[arg-type]
+
+
+async def test_two_flushes_at_once_and_a_flush_cut_short_by_close() -> None:
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        producer = Producer(cluster.master_addr, topics=["demo"], close_grace=0.2)
+        await producer.start()
+        cluster.inject(SEND, Fault.delay(0.3), times=4)
+        futures = [producer.send_nowait("demo", b"m") for _ in range(4)]
+        await asyncio.gather(producer.flush(), producer.flush(timeout=30))
+        assert all(f.result().partition_key for f in futures)
+        cluster.inject(SEND, Fault.no_answer(), times=None)
+        stuck = producer.send_nowait("demo", b"never answered", timeout=30)
+        flushing = asyncio.ensure_future(producer.flush())
+        await asyncio.sleep(0.1)
+        await producer.close()  # fails what is left: the flush ends without raising
+        await flushing
+        assert isinstance(stuck.exception(), ClientClosedError)
