@@ -9,12 +9,19 @@ was fine and the master was not. Each check now has the bound of its own, and th
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.support.gateway_stream_support import READER, serving, stream_config
+from tubemq_aio.gateway.tubemq import tube_group
 from tubemq_aio.testing import FakeCluster, RedisServer, wait_until
 
 
-async def test_readyz_says_the_master_is_away_and_redis_is_not(redis_server: RedisServer) -> None:
+async def test_readyz_says_the_master_is_away_and_redis_is_not(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session's partition metadata is reused for _META_TTL (10 s) before the master is
+    # asked again; 1 s here, so that the wait below is not most of the test.
+    monkeypatch.setattr(tube_group, "_META_TTL", 1.0)
     async with FakeCluster(topics={"t": 1}) as cluster:
         config = stream_config(
             cluster.master_addr, redis_server.url, [{"name": "gr", "topics": ["t"]}]
