@@ -1,4 +1,5 @@
-"""Settings every test shares: the Hypothesis profile, and what the session frees when it ends.
+"""Settings every test shares: the Hypothesis profile, what the session frees when it ends, and
+how a pytest-xdist worker exits.
 
 A property test that names no example count runs :func:`~tests.support.examples.examples` of
 Hypothesis' default 100, so ``make unit`` runs a quarter of them like the tests that name
@@ -8,6 +9,10 @@ bounds a duration asserts it itself).
 """
 
 from __future__ import annotations
+
+import atexit
+import os
+import sys
 
 import pytest
 from hypothesis import settings
@@ -27,3 +32,24 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     so that interpreter shutdown stays short (see :func:`forget_source_trees`)."""
     del session
     forget_source_trees()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End a pytest-xdist worker without the interpreter's finalization.
+
+    A worker has imported every test module (FastAPI, pyarrow, pandas, Hypothesis, ...) and
+    tearing that heap down cost it about a CPU-second; ten workers on two cores spent that after
+    every result was in (``make unit``'s collection with ten workers on a busy machine: 10 s from
+    the last worker's result to the end of the run, 0.6 s with this hook). By now the worker has
+    sent its results and run its session hooks; the ``atexit`` handlers still run (the harness's
+    safety net that kills leftover server processes among them), then the process ends with
+    nothing left to flush. Runs without xdist end normally.
+    """
+    del config
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
