@@ -26,6 +26,7 @@ from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.registry import RegistryBase, frame_other, settle_other
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
+from tubemq_aio.accelerator import twin
 from tubemq_aio.errors import (
     ClientClosedError,
     RequestNotSentError,
@@ -38,8 +39,14 @@ __all__ = ["PendingCalls", "future_factory", "loop_clock"]
 
 
 def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[bytes]]:
-    """What makes the answer future of each call on ``loop``: its ``create_future``, except on
-    asyncio's own loops, whose ``create_future`` is a Python method that only builds
+    """What makes the answer future of each call on ``loop``.
+
+    On asyncio's own loops with the accelerator built: the ``new`` of a compiled
+    ``AnswerFutures`` (``_speedups/_answer_future.pxi``), whose futures a Task awaits as it does
+    an ``asyncio.Future`` and whose wake-ups the connection batches per read (one
+    ``call_soon`` for every call one read answers, instead of a ``call_soon``, a ``Handle``
+    and a turn of the loop each). Otherwise asyncio's own: the loop's ``create_future``,
+    except on asyncio's own loops, whose ``create_future`` is a Python method that only builds
     ``asyncio.Future(loop=loop)``; there that constructor bound to ``loop`` (a Python frame
     less per call, the same future). Not ``asyncio.Future()`` without a loop: it looks up the
     running loop, and that lookup makes a ``getpid`` system call (asyncio checks the running
@@ -47,6 +54,10 @@ def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Futu
     293 for the bound constructor (docs/benchmarks.md, "Regression or the machine?").
     """
     if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+        batched = twin("AnswerFutures")
+        if batched is not None:
+            new: Callable[[], asyncio.Future[bytes]] = batched(loop).new
+            return new
         return partial(asyncio.Future, loop=loop)
     return loop.create_future
 
