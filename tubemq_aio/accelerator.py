@@ -8,7 +8,7 @@ source's column decode (:mod:`tubemq_aio.spark._columns`), of the producer's pla
 :func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse), of a
 connection's registration state (:class:`tubemq_aio._io.registry.SendRegistry`) with a call's
 answer future whose wake-ups one read batches (``AnswerFutures``, used by
-:func:`tubemq_aio._io.pending.future_factory` on asyncio's own loops), of the send
+:func:`tubemq_aio._io.pending.future_factory` on asyncio's and uvloop's loops), of the send
 window's count (:class:`tubemq_aio.producer._window.WindowSlots`), of a send attempt's two halves
 (:class:`tubemq_aio.producer._fast_attempt.FastAttempt`) and of the
 gateway's fetch answer encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those

@@ -1,7 +1,8 @@
 """The compiled answer future (``AnswerFutures``/``AnswerFuture``, ``_speedups/_answer_future.pxi``)
-keeps ``asyncio.Future``'s contract: every test runs on both, so asyncio's own future is the
-reference for each outcome. Then what only the compiled one does: the wake-ups of one read's
-answers run in one loop callback, in order, each in its own context.
+keeps ``asyncio.Future``'s contract: every test runs on both, on asyncio's loop and on uvloop,
+so asyncio's own future is the reference for each outcome. Then what only the compiled one
+does: the wake-ups of one read's answers run in one loop callback, in order, each in its own
+context.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+import uvloop
 
 from tests.support.speedup_impls import EXT
 from tubemq_aio import accelerator
@@ -26,15 +28,21 @@ NewFuture = Callable[[], Any]
 
 #: The connection runs on the compiled registry (built, and not forced pure).
 _IN_USE = accelerator.compiled() is not None
-_KINDS = ["asyncio"] + (["compiled"] if EXT is not None else [])
+_KINDS = [
+    (loop, future)
+    for loop in ("asyncio", "uvloop")
+    for future in ("asyncio", "compiled")
+    if future == "asyncio" or EXT is not None
+]
 _VAR: contextvars.ContextVar[str] = contextvars.ContextVar("answer_future_test", default="-")
 
 
-@pytest.fixture(params=_KINDS)
+@pytest.fixture(params=_KINDS, ids=["-".join(kind) for kind in _KINDS])
 def loop_and_new(request: pytest.FixtureRequest) -> Iterator[tuple[asyncio.AbstractEventLoop, Any]]:
     """A loop (not running) and what makes futures of the kind under test on it."""
-    loop = asyncio.new_event_loop()
-    if request.param == "asyncio":
+    loop_kind, future_kind = request.param
+    loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()
+    if future_kind == "asyncio":
         new: NewFuture = partial(asyncio.Future, loop=loop)
     else:
         assert EXT is not None
@@ -350,11 +358,27 @@ def test_one_reads_answers_wake_in_one_callback_in_order() -> None:
         loop.close()
 
 
+class _OwnFutures(asyncio.SelectorEventLoop):
+    """A loop that makes its futures its own way."""
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return asyncio.Future(loop=self)
+
+
+def test_a_loop_with_its_own_create_future_keeps_it() -> None:
+    loop = _OwnFutures()
+    try:
+        assert future_factory(loop) == loop.create_future
+    finally:
+        loop.close()
+
+
 @pytest.mark.skipif(EXT is None, reason="the accelerator is not built")
-def test_the_factory_makes_answer_futures_on_asyncios_loop_only_when_compiled(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_the_factory_makes_answer_futures_on_asyncio_and_uvloop_only_when_compiled(
+    monkeypatch: pytest.MonkeyPatch, loop_kind: str
 ) -> None:
-    loop = asyncio.new_event_loop()
+    loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()
     try:
         monkeypatch.delenv(accelerator.ENV_PURE, raising=False)
         assert type(future_factory(loop)()).__name__ == "AnswerFuture"

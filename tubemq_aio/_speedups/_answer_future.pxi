@@ -164,11 +164,6 @@ cdef class AnswerFuture:
             "future": self,
         })
 
-    @property
-    def _state_name(self):
-        """``asyncio.Future._state``'s text: PENDING, FINISHED or CANCELLED."""
-        return _STATE_NAMES[self._state]
-
     def get_loop(self):
         """The loop this future belongs to."""
         if self._loop is None:

@@ -162,14 +162,16 @@ cdef class FastAttempt:
             if exc.err_code not in _REFUSED:
                 raise
             return exc
+        now_obj = None  # the clock's own value, unless it is time.monotonic's (read from C)
         if self._clock is _monotonic:
             now = _monotonic_now()
         else:
-            now = <double>self._clock()
+            now_obj = self._clock()
+            now = <double>now_obj
         found = PyDict_GetItem(self._window, broker_id)
         if (found == NULL or now >= <double>self._f_due.read(self._blocker)
                 or self._unavailable or self._failing_links):
-            self._blocker.record(broker_id, True, now)
+            self._blocker.record(broker_id, True, now if now_obj is None else now_obj)
         else:  # BrokerBlocker.record of a success with nothing to lift or evaluate
             counts = <list>found
             counts[0] += 1
