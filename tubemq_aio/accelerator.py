@@ -6,7 +6,9 @@ versions of :func:`tubemq_aio.protocol.consumer_replies.parse_get_message_respon
 source's column decode (:mod:`tubemq_aio.spark._columns`), of the producer's plain send
 (:func:`tubemq_aio.protocol.producer_send.plain_send_encoder`, the plain check
 :func:`tubemq_aio.producer.config.plain_send_args`, the answer's envelope and parse), of a
-connection's registration state (:class:`tubemq_aio._io.registry.SendRegistry`), of the send
+connection's registration state (:class:`tubemq_aio._io.registry.SendRegistry`) with a call's
+answer future whose wake-ups one read batches (``AnswerFutures``, used by
+:func:`tubemq_aio._io.pending.future_factory` on asyncio's and uvloop's loops), of the send
 window's count (:class:`tubemq_aio.producer._window.WindowSlots`), of a send attempt's two halves
 (:class:`tubemq_aio.producer._fast_attempt.FastAttempt`) and of the
 gateway's fetch answer encoding (:mod:`tubemq_aio.gateway.tubemq.fetched_messages`). Those

@@ -140,7 +140,7 @@ def test_the_answer_future_belongs_to_the_running_loop(loop_kind: str) -> None:
         loop = asyncio.get_running_loop()
         new_future = future_factory(loop)
         fut = new_future()
-        assert isinstance(fut, asyncio.Future)
+        assert asyncio.isfuture(fut)
         assert fut.get_loop() is loop
         assert new_future() is not fut
         loop.call_soon(fut.set_result, b"ok")

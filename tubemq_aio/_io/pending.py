@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from tubemq_aio._io.decisions import MAX_SERIAL
 from tubemq_aio._io.registry import RegistryBase, frame_other, settle_other
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
+from tubemq_aio.accelerator import twin
 from tubemq_aio.errors import (
     ClientClosedError,
     RequestNotSentError,
@@ -38,15 +40,29 @@ __all__ = ["PendingCalls", "future_factory", "loop_clock"]
 
 
 def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[bytes]]:
-    """What makes the answer future of each call on ``loop``: its ``create_future``, except on
-    asyncio's own loops, whose ``create_future`` is a Python method that only builds
-    ``asyncio.Future(loop=loop)``; there that constructor bound to ``loop`` (a Python frame
-    less per call, the same future). Not ``asyncio.Future()`` without a loop: it looks up the
-    running loop, and that lookup makes a ``getpid`` system call (asyncio checks the running
-    loop's process) on every send; user plus system CPU per future measured 325 ns against
-    293 for the bound constructor (docs/benchmarks.md, "Regression or the machine?").
+    """What makes the answer future of each call on ``loop``.
+
+    On asyncio's own loops and uvloop's, with the accelerator built: the ``new`` of a compiled
+    ``AnswerFutures`` (``_speedups/_answer_future.pxi``), whose futures a Task awaits as it
+    does an ``asyncio.Future`` and whose wake-ups the connection batches per read (one
+    ``call_soon`` for every call one read answers, instead of a ``call_soon``, a ``Handle``
+    and a turn of the loop each). Otherwise asyncio's own future: on asyncio's own loops, whose
+    ``create_future`` is a Python method that only builds ``asyncio.Future(loop=loop)``, that
+    constructor bound to ``loop`` (a Python frame less per call, the same future); on any
+    other loop its ``create_future``. Never ``asyncio.Future()`` without a loop: it looks up
+    the running loop, and that lookup makes a ``getpid`` system call (asyncio checks the
+    running loop's process) on every send; user plus system CPU per future measured 325 ns
+    against 293 for the bound constructor (docs/benchmarks.md, "Regression or the machine?").
     """
-    if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+    create = type(loop).create_future
+    asyncios = create is asyncio.BaseEventLoop.create_future
+    uvloops = sys.modules.get("uvloop.loop")
+    if asyncios or (uvloops is not None and create is uvloops.Loop.create_future):
+        batched = twin("AnswerFutures")
+        if batched is not None:
+            new: Callable[[], asyncio.Future[bytes]] = batched(loop).new
+            return new
+    if asyncios:
         return partial(asyncio.Future, loop=loop)
     return loop.create_future
 

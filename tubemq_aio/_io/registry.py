@@ -13,7 +13,9 @@ against this one in ``tests/unit/test_speedups_registry.py``.
   for the sweeper (``next_deadline``, :meth:`PendingCalls.expire`).
 * :meth:`SendRegistry.resolve`: the frames of one read resolve their calls' futures; a plain
   SUCCESS answer's business bytes are cut out directly, anything else goes to
-  :func:`settle_other`.
+  :func:`settle_other`. The compiled twin, given the futures of a compiled ``AnswerFutures``
+  (see :func:`~tubemq_aio._io.pending.future_factory`), wakes the callers of one read in one
+  loop callback.
 
 The subclass provides ``_flush`` (write the tick's frames) and the rest of the connection.
 """

@@ -9,7 +9,9 @@ bound to give (``tests/unit/test_speedups.py`` compares them on random and malfo
 The produce twins (``ResponseDecoder``, ``SendResultParser``, ``PlainSendEncoder``,
 ``plain_send_args``) are compared in ``tests/unit/test_speedups_produce.py`` and
 ``tests/unit/test_speedups_send.py``, the connection's ``SendRegistry`` and the send window's
-``WindowSlots`` in ``tests/unit/test_speedups_registry.py``, the send attempt's ``FastAttempt`` in
+``WindowSlots`` in ``tests/unit/test_speedups_registry.py``, the answer future
+(``AnswerFutures``/``AnswerFuture``) against ``asyncio.Future`` in
+``tests/unit/test_answer_future.py``, the send attempt's ``FastAttempt`` in
 ``tests/unit/test_speedups_attempt.py``; ``MessageJson`` is the gateway's fetch answer encoding
 (``tubemq_aio.gateway.tubemq.fetched_messages``, compared in
 ``tests/unit/gateway/test_fetched_messages.py``).
@@ -29,7 +31,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_DecodeUTF8
-from cpython.ref cimport Py_XDECREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
@@ -251,6 +254,8 @@ cdef int _slot_offsets(object cls, tuple fields, Py_ssize_t *out) except -1:
 include "_consume.pxi"
 include "_frames.pxi"
 include "_produce.pxi"
+include "_fields.pxi"
+include "_answer_future.pxi"
 include "_registry.pxi"
 include "_window.pxi"
 include "_fast_attempt.pxi"

@@ -2,43 +2,6 @@
 # Included by _cdecode.pyx (one extension module), after _produce.pxi and _registry.pxi: it
 # calls their classes' C-level methods when the encoder, the parser and the connection are them.
 
-cdef class _Field:
-    """One named field read straight from its slot when the object is of the class it was
-    learned on (a slotted class: ``Partition``, ``Broker``, ``TopicMeta``, ``TokenState``,
-    ``BrokerBlocker``), else read as Python reads it. Learned again when the class changes."""
-
-    cdef str name
-    cdef PyTypeObject *type
-    cdef Py_ssize_t offset
-    cdef object cls  # keeps the learned class (and so its layout) alive
-
-    def __init__(self, str name):
-        self.name = name
-        self.type = NULL
-        self.offset = -1
-
-    cdef inline object read(self, object obj):
-        cdef PyObject *value
-        if <PyTypeObject *>Py_TYPE(obj) != self.type:
-            self._learn(obj)
-        if self.offset >= 0:
-            value = _slot(<PyObject *>obj, self.offset)
-            if value != NULL:
-                return <object>value
-        return getattr(obj, self.name)
-
-    cdef void _learn(self, object obj):
-        cls = type(obj)
-        self.cls = cls
-        self.type = <PyTypeObject *>cls
-        descr = None
-        for klass in cls.__mro__:
-            descr = vars(klass).get(self.name)
-            if descr is not None:
-                break
-        self.offset = -1 if descr is None else tubemq_slot_offset(descr)
-
-
 cdef class FastAttempt:
     """``tubemq_aio.producer._fast_attempt.FastAttempt`` compiled: the same fields (set by
     ``fast_attempt``) and the same ``begin_plain`` and ``answered``. The compiled encoder,
@@ -109,7 +72,6 @@ cdef class FastAttempt:
         cdef object counter_obj
         cdef unsigned long long counter
         cdef Py_ssize_t n, size
-        cdef long long serial = 0
         cdef double now = now_obj
         cdef _PlainHead entry
         found = PyDict_GetItem(self._f_topics.read(self._metadata), topic)
@@ -152,9 +114,9 @@ cdef class FastAttempt:
                 conn = <object>found
         if conn is not None:
             if isinstance(conn, SendRegistry):
-                fut = (<SendRegistry>conn)._start(parts, size, attempt_timeout, None, &serial)
+                fut = (<SendRegistry>conn)._start(parts, size, attempt_timeout, None)
                 if fut is not None:
-                    return partition, conn, serial, fut
+                    return partition, conn, (<SendRegistry>conn)._last_serial, fut
                 closed = (<SendRegistry>conn)._closed is not None
             else:
                 started = conn.start_parts(parts, size, attempt_timeout)
@@ -200,12 +162,16 @@ cdef class FastAttempt:
             if exc.err_code not in _REFUSED:
                 raise
             return exc
-        now_obj = self._clock()
-        now = <double>now_obj
+        now_obj = None  # the clock's own value, unless it is time.monotonic's (read from C)
+        if self._clock is _monotonic:
+            now = _monotonic_now()
+        else:
+            now_obj = self._clock()
+            now = <double>now_obj
         found = PyDict_GetItem(self._window, broker_id)
         if (found == NULL or now >= <double>self._f_due.read(self._blocker)
                 or self._unavailable or self._failing_links):
-            self._blocker.record(broker_id, True, now_obj)
+            self._blocker.record(broker_id, True, now if now_obj is None else now_obj)
         else:  # BrokerBlocker.record of a success with nothing to lift or evaluate
             counts = <list>found
             counts[0] += 1

@@ -1,6 +1,9 @@
 # The connection's registration state, typed: ``tubemq_aio._io.registry.SendRegistry`` compiled.
 # Included by _cdecode.pyx (one extension module); cimports and shared helpers live there.
 
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from time import monotonic as _monotonic
+
 cdef long long _MAX_SERIAL = 0x7FFFFFFF  # tubemq_aio._io.decisions.MAX_SERIAL
 cdef Py_ssize_t _ONE_BLOCK = 8192  # tubemq_aio.protocol.framing.BLOCK_SIZE
 cdef unsigned int _BEGIN = 0xFF7FF4FE  # tubemq_aio.protocol.framing.BEGIN_TOKEN
@@ -11,6 +14,18 @@ cdef inline void _put_u32(char *out, unsigned int value) noexcept:
     out[1] = <char>((value >> 16) & 0xFF)
     out[2] = <char>((value >> 8) & 0xFF)
     out[3] = <char>(value & 0xFF)
+
+
+cdef inline double _monotonic_now() noexcept:
+    """``time.monotonic()`` without its call: the same clock, in seconds rounded as CPython
+    rounds it (``_PyTime_AsSecondsDouble``: whole seconds exactly, else nanoseconds / 1e9)."""
+    cdef timespec ts
+    cdef long long ns
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    ns = <long long>ts.tv_sec * 1000000000 + ts.tv_nsec
+    if ns % 1000000000 == 0:
+        return <double>(ns // 1000000000)
+    return <double>ns / 1e9
 
 
 cdef inline object _one_block_header(long long serial, Py_ssize_t size):
@@ -53,7 +68,8 @@ cdef class SendRegistry:
     cdef public double next_deadline
     cdef public double last_activity
     cdef public object _loop
-    cdef public object _new_future
+    cdef object _new_future_fn
+    cdef AnswerFutures _futures  # the maker behind _new_future when it is one, else None
     cdef public object _clock
     cdef public dict _pending
     cdef public set _raw
@@ -68,6 +84,21 @@ cdef class SendRegistry:
     cdef public object _frame_other
     cdef public object _settle_other
     cdef public object _success_bounds
+    cdef object _last_serial  # the serial of the latest call _start registered, as an int
+    cdef _Field _f_requests_sent  # stats.requests_sent
+
+    def __cinit__(self):
+        self._f_requests_sent = _Field("requests_sent")
+
+    @property
+    def _new_future(self):
+        return self._new_future_fn
+
+    @_new_future.setter
+    def _new_future(self, value):
+        self._new_future_fn = value
+        owner = getattr(value, "__self__", None)
+        self._futures = owner if type(owner) is AnswerFutures else None
 
     def _flush(self):
         """Write the tick's frames (the connection's; nothing to write to here)."""
@@ -84,17 +115,16 @@ cdef class SendRegistry:
 
     def start_parts(self, parts, Py_ssize_t size, timeout, deadline=None):
         """As ``SendRegistry.start_parts``."""
-        cdef long long serial
-        fut = self._start(parts, size, timeout, deadline, &serial)
-        return None if fut is None else (self, serial, fut)
+        fut = self._start(parts, size, timeout, deadline)
+        return None if fut is None else (self, self._last_serial, fut)
 
-    cdef object _start(self, object parts, Py_ssize_t size, object timeout, object deadline,
-                       long long *serial_out):
+    cdef object _start(self, object parts, Py_ssize_t size, object timeout, object deadline):
         """``start_parts`` without its result tuple: the future (its serial in
-        ``serial_out``), or None when there is no room now."""
+        ``_last_serial``), or None when there is no room now."""
         cdef dict pending = self._pending
         cdef double due
         cdef long long serial
+        cdef object serial_obj
         cdef object header = None
         cdef object fut
         cdef list buf
@@ -102,31 +132,35 @@ cdef class SendRegistry:
             if (self._closed is not None or self._paused
                     or PyDict_Size(pending) >= self._max_in_flight or self._room_waiters):
                 return None
-            due = <double>self._clock() + <double>timeout
+            if self._clock is _monotonic:
+                due = _monotonic_now() + <double>timeout
+            else:
+                due = <double>self._clock() + <double>timeout
             deadline = due
         else:
             due = <double>deadline
         serial = self._serial + 1 if self._serial < _MAX_SERIAL else 1
-        while PyDict_Contains(pending, serial):  # only after a wrap with an ancient call pending
+        serial_obj = serial
+        while PyDict_Contains(pending, serial_obj):  # only after a wrap, an ancient call pending
             serial = serial + 1 if serial < _MAX_SERIAL else 1
+            serial_obj = serial
         if 0 < size <= _ONE_BLOCK and not self._legacy:
             header = _one_block_header(serial, size)
         else:  # raises for an empty or oversized payload, before anything is registered
             parts = self._frame_other(serial, parts, size, self._legacy)
         self._serial = serial
-        fut = self._new_future()
-        pending[serial] = (fut, deadline, timeout)
+        fut = self._new_future_fn() if self._futures is None else self._futures._new()
+        pending[serial_obj] = (fut, deadline, timeout)
         if due < self.next_deadline:
             self.next_deadline = due
-        stats = self.stats
-        stats.requests_sent += 1
+        self._f_requests_sent.add(self.stats, 1)
         buf = self._wbuf
         if not buf:
             self._loop.call_soon(self._flush)
         if header is not None:
             PyList_Append(buf, header)
         buf.extend(parts)
-        serial_out[0] = serial
+        self._last_serial = serial_obj
         return fut
 
     def resolve(self, frames):
@@ -138,6 +172,9 @@ cdef class SendRegistry:
         cdef object io_error = None
         cdef Py_ssize_t answered = 0, dropped = 0
         cdef bint whole
+        cdef AnswerFutures futures = self._futures
+        if futures is not None:
+            futures._open()
         try:
             for frame in frames:
                 serial, payload = frame
@@ -162,7 +199,12 @@ cdef class SendRegistry:
                 else:
                     business = _plain_success(payload)
                     if business is not None:  # almost every answer
-                        if fut.done():
+                        if type(fut) is AnswerFuture:
+                            if (<AnswerFuture>fut)._state != _PENDING:
+                                dropped += 1
+                            else:
+                                (<AnswerFuture>fut)._set_result(business)
+                        elif fut.done():
                             dropped += 1
                         else:
                             fut.set_result(business)
@@ -175,6 +217,8 @@ cdef class SendRegistry:
                     io_error = closing
             return io_error
         finally:
+            if futures is not None:
+                futures._close()
             if answered:
                 stats.responses += answered
             if dropped:
