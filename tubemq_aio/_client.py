@@ -221,6 +221,9 @@ class AsyncLifecycle:
     async def close(self) -> None:
         """Stop every background task, release server-side state and connections. Idempotent;
         a cancelled ``close()`` leaves the teardown running, and a second one waits for it.
+        Called from the client's own work (a consumer's ``on_assigned`` / ``on_revoked``
+        callback), it starts the teardown and returns at once: the teardown waits for that
+        callback to return (it cannot wait for the teardown that waits for it).
 
         From an event loop other than the one that started the client: once that loop is
         closed, only marks the client closed (what it held went with that loop).
@@ -241,8 +244,12 @@ class AsyncLifecycle:
         if task is None or task.cancelled():
             task = loop.create_task(self._close(), name=f"{self._supervisor.owner}-close")
             self._close_task = task
-        if task is asyncio.current_task():
-            return  # called by the teardown itself (a consumer's on_revoked): already closing
+        current = asyncio.current_task()
+        if current is task or current in self._supervisor.tasks:
+            # Called by the teardown itself (a consumer's on_revoked at close) or by one of the
+            # client's own tasks (a callback in the rebalance worker): the close waits for, or
+            # ends, that task, so waiting here would wait for itself.
+            return
         await asyncio.shield(task)
 
     async def _close(self) -> None:
