@@ -57,3 +57,8 @@ class Outgoing:
         """This message with another body (the messages of one ``send_many`` call share the
         rest)."""
         return replace(self, body=body)
+
+    def with_timeout(self, timeout: float) -> Outgoing:
+        """This message with another ``timeout`` (seconds; a message of ``send_many`` gets what
+        the call has left)."""
+        return replace(self, timeout=timeout)
