@@ -35,10 +35,13 @@ log = logging.getLogger("tubemq_aio")
 def open_pool(config: ClientConfig) -> ConnectionPool:
     """The connection pool a client uses: the loop-wide shared one when ``connection_reuse`` is
     on (each call adds a reference; close it once), else a private pool."""
+    low_water = config.write_low_water
     settings = TransportSettings(
         connect_timeout=config.connect_timeout,
         idle_timeout=config.idle_timeout,
         max_in_flight=config.max_in_flight,
+        write_high_water=config.write_high_water,
+        write_low_water=config.write_high_water // 4 if low_water is None else low_water,
         ssl_context=config.ssl_context,
         tls_server_hostname=config.tls_server_hostname,
         framing=config.framing,
