@@ -19,7 +19,10 @@ class Outgoing:
 
     Attributes:
         topic: the topic (published on first use).
-        body: the payload, non-empty bytes-like.
+        body: the payload, non-empty ``bytes``: the send calls copy a ``bytearray`` or
+            ``memoryview`` when they are called, so the body sent (retries included) is the
+            one the caller passed, whatever it does with its buffer afterwards (a
+            ``send_nowait`` runs after the call returned, a ``send`` may wait for its topic).
         attributes: user ``key -> value`` items, or ``None``.
         msg_type: message type (a server-side filter item), or ``None``.
         msg_time: message time (``datetime`` or ``yyyyMMddHHmm``), or ``None``.

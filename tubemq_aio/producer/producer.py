@@ -291,6 +291,7 @@ class Producer(AsyncLifecycle):
                 msg_type=msg_type,
                 msg_time=msg_time,
             )
+            body = body if type(body) is bytes else bytes(body)  # a snapshot (Outgoing.body)
         session = self._session
         if (
             self._close_task is not None
@@ -602,6 +603,7 @@ class Producer(AsyncLifecycle):
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, body, **kwargs)
+        body = body if type(body) is bytes else bytes(body)  # a snapshot (Outgoing.body)
         if callback is not None and not callable(callback):
             Checks("send_nowait").fail(f"callback must be callable, got {type(callback).__name__}")
         self._require_session()
