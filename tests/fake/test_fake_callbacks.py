@@ -6,9 +6,13 @@ a ``run()`` handler) may close its consumer without waiting for itself."""
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from tests.support.fake_helpers import HEARTBEAT, group_consumer, produce
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
+from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, wait_until
 
@@ -214,8 +218,13 @@ async def test_on_revoked_in_a_rebalance_may_close_the_consumer_without_waiting(
             await wait_until(lambda: len(second.assignment()) == 2, 20, "second takes both")
 
 
-async def test_client_balanced_on_assigned_of_the_reassignment_may_close_the_consumer() -> None:
-    async with FakeCluster(topics={"demo": 1}) as cluster:
+async def test_client_balanced_on_assigned_of_the_reassignment_may_close_the_consumer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The re-assignment's next connect met the closing consumer: one "could not connect"
+    line per partition left (it stops quietly now)."""
+    caplog.set_level(logging.INFO, "tubemq_aio")
+    async with FakeCluster(topics={"demo": 3}) as cluster:
         calls: list[str] = []
 
         async def assigned(keys: list[str]) -> None:
@@ -241,6 +250,7 @@ async def test_client_balanced_on_assigned_of_the_reassignment_may_close_the_con
         assert consumer.closed
         assert not consumer._supervisor.tasks
         assert cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 2  # registered, released
+        assert [r.getMessage() for r in caplog.records if "connect" in r.getMessage()] == []
 
 
 async def test_a_run_handler_may_close_the_consumer() -> None:
@@ -261,3 +271,41 @@ async def test_a_run_handler_may_close_the_consumer() -> None:
         assert seen
         assert consumer.closed
         assert not consumer._supervisor.tasks
+
+
+async def test_client_balanced_on_revoked_of_an_unsubscribable_partition_may_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A partition the master no longer lets the group subscribe is dropped by a task of the
+    consumer: its ``on_revoked`` closing the consumer crashed that task (the disconnect after
+    the callback met the closing consumer), logged as a crash."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        calls: list[str] = []
+
+        async def revoked(keys: list[str]) -> None:
+            calls.append("revoked")
+            if consumer.closed:
+                return  # close()'s own revoke
+            await consumer.close()
+            calls.append("close returned")
+
+        consumer = ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cb1",
+            topics=["demo"],
+            heartbeat_interval=HEARTBEAT,
+            on_revoked=revoked,
+        )
+        await consumer.start()
+        (key,) = [m.partition_key for m in await consumer.partitions()]
+        await consumer.connect(key)
+        consumer._on_unsubscribable([PartitionKey.parse(key)])  # as the master's answer does
+        async with asyncio.timeout(10):
+            await wait_until(lambda: "close returned" in calls, 10, "the callback's close")
+            await consumer.close()
+        # close() revokes what it still holds: the partition too (its drop stopped at the close).
+        assert calls == ["revoked", "close returned", "revoked"]
+        assert not consumer._supervisor.tasks
+        assert consumer._supervisor.crashes == 0
+        assert [r for r in caplog.records if "crashed" in r.getMessage()] == []
+        assert cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 2  # registered, released
