@@ -49,3 +49,22 @@ async def test_send_waiting_for_its_topic_sends_the_body_as_it_was_when_called()
         assert isinstance(sent, SendResult)
         assert all(isinstance(r, SendResult) for r in results)
         assert sorted(cluster.bodies("demo")) == sorted([ORIGINAL, b"first", ORIGINAL])
+
+
+async def test_attributes_are_sent_as_they_were_when_called() -> None:
+    """The same kind as the body: the attributes mapping was read when the message was encoded,
+    after ``send_nowait`` had returned or a ``send_many`` had waited for its topic."""
+    async with FakeCluster(topics={"demo": 1, "other": 1}) as cluster:
+        async with Producer(cluster.master_addr, topics=["other"], telemetry=False) as producer:
+            attributes = {"k": "before"}
+            many = asyncio.ensure_future(producer.send_many("demo", [b"m"], attributes=attributes))
+            await asyncio.sleep(0)  # it waits for the topic's first publish now
+            attributes["k"] = "after"
+            await many
+            attributes = {"k": "before"}
+            future = producer.send_nowait("demo", b"n", attributes=attributes)
+            attributes["k"] = "after"
+            await future
+        payloads = [m.payload for m in cluster.messages("demo")]
+        assert len(payloads) == 2
+        assert all(b"k=before" in p and b"after" not in p for p in payloads), payloads

@@ -29,7 +29,7 @@ from tubemq_aio.producer._batch import SendMany, SendPath
 from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._nowait import Callback, NowaitSends
-from tubemq_aio.producer._outgoing import Outgoing
+from tubemq_aio.producer._outgoing import Outgoing, snapshot
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._waits import attempt_left, slot_by, writable_by
 from tubemq_aio.producer._window import SendWindow
@@ -291,7 +291,7 @@ class Producer(AsyncLifecycle):
                 msg_type=msg_type,
                 msg_time=msg_time,
             )
-            body = body if type(body) is bytes else bytes(body)  # a snapshot (Outgoing.body)
+            body, attributes = snapshot(body, attributes)
         session = self._session
         if (
             self._close_task is not None
@@ -417,11 +417,12 @@ class Producer(AsyncLifecycle):
         session = self._require_session()
         if not items:
             return []
+        first_body, attributes = snapshot(items[0], attributes)  # (the bodies are copies)
         call_timeout = self._send_timeout if timeout is None else timeout
         deadline = time.monotonic() + call_timeout
         if not session.is_published(topic) or not session.metadata.writable_partitions(topic):
             await writable_by(session, topic, deadline, call_timeout)
-        first = Outgoing(topic, items[0], attributes, msg_type, msg_time, key, timeout)
+        first = Outgoing(topic, first_body, attributes, msg_type, msg_time, key, timeout)
         encoded = encode_all(first, items, session.metadata.max_message_size(topic))
         path = self._path
         assert path is not None
@@ -603,11 +604,20 @@ class Producer(AsyncLifecycle):
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, body, **kwargs)
-        body = body if type(body) is bytes else bytes(body)  # a snapshot (Outgoing.body)
+        body, attributes = snapshot(body, kwargs.get("attributes"))
         if callback is not None and not callable(callback):
             Checks("send_nowait").fail(f"callback must be callable, got {type(callback).__name__}")
         self._require_session()
-        return self._nowait.start(Outgoing(topic, body, **kwargs), callback)
+        message = Outgoing(
+            topic,
+            body,
+            attributes,
+            kwargs.get("msg_type"),
+            kwargs.get("msg_time"),
+            kwargs.get("key"),
+            kwargs.get("timeout"),
+        )
+        return self._nowait.start(message, callback)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every send :meth:`send_nowait` started before this call has ended
