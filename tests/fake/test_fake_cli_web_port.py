@@ -27,3 +27,25 @@ async def test_web_at_a_client_port_fails_at_once_naming_the_web_port(
             assert f"{address} is a TubeMQ client (RPC) port" in line
             assert "web port" in line
             assert "8080" in line
+
+
+@pytest.mark.parametrize(
+    "command", [["partitions", "--topic", "demo"], ["produce", "--topic", "demo"]]
+)
+async def test_master_at_a_broker_port_names_the_master_port(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reverse of ``--web`` at a client port: ``--master`` at a broker's client port said
+    only ``ServiceNotPublishedError: java.lang.Exception: No service 1 found on the server``."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        address = cluster.broker_addr(1)
+        async with asyncio.timeout(30):
+            argv = [*command, "--master", address] + (
+                ["/dev/null"] if command[0] == "produce" else []
+            )
+            code = await asyncio.to_thread(main, argv)
+        assert code == 1
+        (line,) = capsys.readouterr().err.splitlines()
+        assert "No service 1 found" in line
+        assert f"--master {address} has no master service" in line
+        assert "8715" in line
