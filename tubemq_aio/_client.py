@@ -35,10 +35,13 @@ log = logging.getLogger("tubemq_aio")
 def open_pool(config: ClientConfig) -> ConnectionPool:
     """The connection pool a client uses: the loop-wide shared one when ``connection_reuse`` is
     on (each call adds a reference; close it once), else a private pool."""
+    low_water = config.write_low_water
     settings = TransportSettings(
         connect_timeout=config.connect_timeout,
         idle_timeout=config.idle_timeout,
         max_in_flight=config.max_in_flight,
+        write_high_water=config.write_high_water,
+        write_low_water=config.write_high_water // 4 if low_water is None else low_water,
         ssl_context=config.ssl_context,
         tls_server_hostname=config.tls_server_hostname,
         framing=config.framing,
@@ -221,6 +224,9 @@ class AsyncLifecycle:
     async def close(self) -> None:
         """Stop every background task, release server-side state and connections. Idempotent;
         a cancelled ``close()`` leaves the teardown running, and a second one waits for it.
+        Called from the client's own work (a consumer's ``on_assigned`` / ``on_revoked``
+        callback), it starts the teardown and returns at once: the teardown waits for that
+        callback to return (it cannot wait for the teardown that waits for it).
 
         From an event loop other than the one that started the client: once that loop is
         closed, only marks the client closed (what it held went with that loop).
@@ -241,8 +247,12 @@ class AsyncLifecycle:
         if task is None or task.cancelled():
             task = loop.create_task(self._close(), name=f"{self._supervisor.owner}-close")
             self._close_task = task
-        if task is asyncio.current_task():
-            return  # called by the teardown itself (a consumer's on_revoked): already closing
+        current = asyncio.current_task()
+        if current is task or current in self._supervisor.tasks:
+            # Called by the teardown itself (a consumer's on_revoked at close) or by one of the
+            # client's own tasks (a callback in the rebalance worker): the close waits for, or
+            # ends, that task, so waiting here would wait for itself.
+            return
         await asyncio.shield(task)
 
     async def _close(self) -> None:

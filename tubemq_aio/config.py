@@ -191,6 +191,14 @@ class ClientConfig:
             ``TubeSingleSessionFactory``); ``False`` gives this client connections of its own.
         idle_timeout: seconds without traffic after which a pooled connection is closed.
         max_in_flight: requests outstanding on one connection before callers wait.
+        write_high_water: bytes a connection's write buffer may hold before its senders wait
+            for it to drain (the transport's ``pause_writing``; default 1 MiB, at most 1 GiB);
+            requests written within one event-loop turn also leave at once when they reach it.
+            A larger value lets a fast producer queue more while the kernel's socket buffer is
+            full, at the cost of memory per connection.
+        write_low_water: bytes the write buffer must drain down to before waiting senders
+            resume, at most ``write_high_water``; ``None`` (default) = a quarter of it
+            (256 KiB with the default high-water mark).
         client_host: the local address reported to the master as this client's host
             (default: the address of the socket that reaches the master).
         telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
@@ -215,6 +223,8 @@ class ClientConfig:
     connection_reuse: bool = True
     idle_timeout: float = 180.0
     max_in_flight: int = 1024
+    write_high_water: int = 1024 * 1024
+    write_low_water: int | None = None
     client_host: str | None = None
     telemetry: bool | Telemetry | None = None
     framing: Framing = "standard"
@@ -243,6 +253,10 @@ class ClientConfig:
         c.flag("connection_reuse", self.connection_reuse)
         c.seconds("idle_timeout", self.idle_timeout)
         c.integer("max_in_flight", self.max_in_flight, low=1, high=1 << 20)
+        c.integer("write_high_water", self.write_high_water, low=1, high=1 << 30)
+        high = self.write_high_water if type(self.write_high_water) is int else None
+        if self.write_low_water is not None:
+            c.integer("write_low_water", self.write_low_water, low=0, high=high)
         c.text("client_host", self.client_host, optional=True)
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)
@@ -338,6 +352,8 @@ class ClientOptions(TypedDict, total=False):
     connection_reuse: bool
     idle_timeout: float
     max_in_flight: int
+    write_high_water: int
+    write_low_water: int | None
     client_host: str | None
     telemetry: bool | Telemetry | None
     framing: Framing

@@ -1,13 +1,19 @@
 """``on_assigned`` / ``on_revoked`` of both consumers against FakeCluster: coroutine callbacks
 are awaited, ``close()`` revokes what is still held (and its batches can still be acked), a
-failing or slow callback neither stops the consumer nor holds ``close()`` up."""
+failing or slow callback neither stops the consumer nor holds ``close()`` up, and a callback (or
+a ``run()`` handler) may close its consumer without waiting for itself."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from tests.support.fake_helpers import HEARTBEAT, group_consumer, produce
 from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
+from tubemq_aio.protocol.consumer_meta import PartitionKey
+from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, wait_until
 
 
@@ -154,3 +160,152 @@ async def test_on_revoked_may_close_the_consumer_itself_and_two_closes_share_one
         await asyncio.wait_for(asyncio.gather(first, second), 5)
         assert calls == ["revoked", "closed from the callback"]
         assert consumer.closed
+
+
+async def test_on_assigned_may_close_the_consumer_without_waiting_for_itself() -> None:
+    """``close()`` from ``on_assigned`` (run by the rebalance worker) waited
+    ``close_rebalance_wait`` for the worker, that is for the callback it was called from, and
+    then cancelled the callback in the middle of its ``await close()``."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        calls: list[str] = []
+
+        async def assigned(keys: list[str]) -> None:
+            calls.append("assigned")
+            await consumer.close()  # starts the close; the close waits for this callback
+            calls.append("close returned")
+
+        async def revoked(keys: list[str]) -> None:
+            calls.append("revoked")
+
+        # close_rebalance_wait (60 s) is far longer than the test's wait: a close() that
+        # waited for its own caller would show as a timeout below, not as a slow pass.
+        consumer = group_consumer(
+            cluster, "g1", on_assigned=assigned, on_revoked=revoked, close_rebalance_wait=60
+        )
+        await consumer.start()
+        async with asyncio.timeout(10):
+            await wait_until(lambda: "close returned" in calls, 10, "the callback's close")
+            await consumer.close()
+        assert calls == ["assigned", "close returned", "revoked"]
+        assert consumer.closed
+        assert not consumer._supervisor.tasks
+        # The partition was released at its broker: the group's next member gets it at once.
+        async with group_consumer(cluster, "g1") as second:
+            assert await second.wait_for_assignment(timeout=10)
+
+
+async def test_on_revoked_in_a_rebalance_may_close_the_consumer_without_waiting() -> None:
+    async with FakeCluster(topics={"demo": 2}) as cluster:
+        calls: list[str] = []
+
+        async def revoked(keys: list[str]) -> None:
+            calls.append("revoked")
+            if first.closed:
+                return  # close()'s own revoke of what is left
+            await first.close()
+            calls.append("close returned")
+
+        first = group_consumer(cluster, "g1", on_revoked=revoked, close_rebalance_wait=60)
+        await first.start()
+        await wait_until(lambda: len(first.assignment()) == 2, 20, "assignment")
+        async with group_consumer(cluster, "g1") as second:  # the master moves one away
+            async with asyncio.timeout(10):
+                await wait_until(lambda: "close returned" in calls, 10, "the callback's close")
+                await first.close()
+            assert first.closed
+            assert not first._supervisor.tasks
+            assert calls[:2] == ["revoked", "close returned"]
+            await wait_until(lambda: len(second.assignment()) == 2, 20, "second takes both")
+
+
+async def test_client_balanced_on_assigned_of_the_reassignment_may_close_the_consumer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The re-assignment's next connect met the closing consumer: one "could not connect"
+    line per partition left (it stops quietly now)."""
+    caplog.set_level(logging.INFO, "tubemq_aio")
+    async with FakeCluster(topics={"demo": 3}) as cluster:
+        calls: list[str] = []
+
+        async def assigned(keys: list[str]) -> None:
+            calls.append("assigned")
+            await consumer.close()
+            calls.append("close returned")
+
+        consumer = ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cb1",
+            topics=["demo"],
+            source_count=1,
+            node_id=0,
+            heartbeat_interval=HEARTBEAT,
+            reassign_interval=0.1,
+            on_assigned=assigned,
+        )
+        await consumer.start()
+        async with asyncio.timeout(10):
+            await wait_until(lambda: "close returned" in calls, 10, "the callback's close")
+            await consumer.close()
+        assert calls == ["assigned", "close returned"]
+        assert consumer.closed
+        assert not consumer._supervisor.tasks
+        assert cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 2  # registered, released
+        assert [r.getMessage() for r in caplog.records if "connect" in r.getMessage()] == []
+
+
+async def test_a_run_handler_may_close_the_consumer() -> None:
+    """The same shape as a callback closing its consumer (google-cloud-python#4621, a subscriber
+    closed from its own callback): ``close()`` from a ``run()`` handler ends ``run()``."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        await produce(cluster.master_addr, "demo", 3)
+        seen: list[bytes] = []
+        consumer = group_consumer(cluster, "g1", close_rebalance_wait=60)
+
+        async def handler(message: object) -> None:
+            seen.append(b"m")
+            await consumer.close()
+
+        await consumer.start()
+        async with asyncio.timeout(10):
+            await consumer.run(handler)
+        assert seen
+        assert consumer.closed
+        assert not consumer._supervisor.tasks
+
+
+async def test_client_balanced_on_revoked_of_an_unsubscribable_partition_may_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A partition the master no longer lets the group subscribe is dropped by a task of the
+    consumer: its ``on_revoked`` closing the consumer crashed that task (the disconnect after
+    the callback met the closing consumer), logged as a crash."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        calls: list[str] = []
+
+        async def revoked(keys: list[str]) -> None:
+            calls.append("revoked")
+            if consumer.closed:
+                return  # close()'s own revoke
+            await consumer.close()
+            calls.append("close returned")
+
+        consumer = ClientBalancedConsumer(
+            cluster.master_addr,
+            group="cb1",
+            topics=["demo"],
+            heartbeat_interval=HEARTBEAT,
+            on_revoked=revoked,
+        )
+        await consumer.start()
+        (key,) = [m.partition_key for m in await consumer.partitions()]
+        await consumer.connect(key)
+        consumer._on_unsubscribable([PartitionKey.parse(key)])  # as the master's answer does
+        async with asyncio.timeout(10):
+            await wait_until(lambda: "close returned" in calls, 10, "the callback's close")
+            await consumer.close()
+        # close() revokes what it still holds: the partition too (its drop stopped at the close).
+        assert calls == ["revoked", "close returned", "revoked"]
+        assert not consumer._supervisor.tasks
+        assert consumer._supervisor.crashes == 0
+        assert [r for r in caplog.records if "crashed" in r.getMessage()] == []
+        assert cluster.requests(Method.BROKER_CONSUMER_REGISTER) == 2  # registered, released

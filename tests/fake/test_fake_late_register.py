@@ -9,6 +9,10 @@ that batch before the application acked it and ended the new registration: the a
 nack came too late, the consumer registered again after the batch, and its ten messages were
 lost. Now nothing of the partition is sent to the broker for ``rpc_timeout`` after a call of
 it that may still run there: the old unregister runs before the new register.
+
+A ``Consumer`` whose register timed out in a rebalance event (the broker ran it late and held
+the partition for it) reported the failure to the master and kept that registration until its
+``close()``: whoever the master gave the partition to met 410 until the broker expired it.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ import asyncio
 
 import pytest
 
-from tests.support.fake_helpers import cb_consumer, produce
+from tests.support.fake_helpers import cb_consumer, group_consumer, produce
 from tubemq_aio import ClientBalancedConsumer, ClientClosedError
 from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.protocol.rpc import Method
-from tubemq_aio.testing import FakeCluster, Fault
+from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
 KEY = "1:demo:0"
 REGISTER = Method.BROKER_CONSUMER_REGISTER
@@ -90,3 +94,19 @@ async def test_close_ends_a_connect_waiting_out_a_rest_with_client_closed() -> N
         # Nothing after the close but the unregister of the register cut short, which the
         # broker may have run (tests/fake/test_fake_consumer_cancel.py).
         assert cluster.requests(REGISTER) == registers + 1
+
+
+async def test_a_rebalance_register_that_timed_out_is_released_once_it_had_its_time() -> None:
+    # balance_period: the master offers the partition to the member again only much later.
+    async with FakeCluster(topics={"demo": 1}, balance_period=60) as cluster:
+        broker = cluster.brokers[0]
+        cluster.inject(REGISTER, Fault.late(RPC_S + 0.5))  # runs after the client gave up
+        async with group_consumer(
+            cluster, "g1", rpc_timeout=RPC_S, register_attempts=1, close_rebalance_wait=0.1
+        ) as consumer:
+            await wait_until(lambda: bool(broker.registrations), 20, "the late register")
+            assert consumer.assignment() == []  # the event failed: the master hands it out
+            # Released after the register's rest (rpc_timeout), not at close: before, the
+            # broker kept it for the member until its close or the registration timeout.
+            await wait_until(lambda: not broker.registrations, RPC_S + 5, "the release")
+            assert consumer.assignment() == []

@@ -238,6 +238,29 @@ def test_topics_groups_and_reading_to_the_end(cluster: LocalCluster, topic: str)
     ]
 
 
+def test_listings_at_a_client_port_fail_at_once_naming_the_web_port(cluster: LocalCluster) -> None:
+    """``topics --web`` at the real master's client port (and a broker's): the servers answer
+    the HTTP request with nothing, and the command waited the web API's 10 s timeout; the
+    TubeMQ probe the command sends first is answered in TubeMQ frames at once."""
+    for address in (cluster.master_addr, cluster.brokers[0].addr):
+        done = run_cli("topics", "--web", address)
+        assert done.returncode == 1, done.stderr
+        line = _one_error_line(done.stderr)
+        assert f"{address} is a TubeMQ client (RPC) port" in line, line
+        assert "8080" in line
+
+
+def test_master_at_a_broker_port_names_the_master_port(cluster: LocalCluster, topic: str) -> None:
+    """``--master`` at the real broker's client port: the broker answers a master call with
+    ``No service 1 found on the server``, and the line says what to give instead."""
+    address = cluster.brokers[0].addr
+    done = run_cli("partitions", "--master", address, "--topic", topic)
+    assert done.returncode == 1, done.stderr
+    line = _one_error_line(done.stderr)
+    assert "No service 1 found" in line, line
+    assert f"--master {address} has no master service" in line, line
+
+
 def test_usage_errors_exit_2_with_one_line() -> None:
     """Bad command lines fail before any I/O: exit 2 and one line naming the problem (the
     argparse cases are unit-tested in-process; these two cross the whole process)."""

@@ -199,6 +199,25 @@ async def test_cancellation_releases_every_slot(window: int) -> None:
     assert isinstance((await asyncio.wait_for(again, 5))[0], SendResult)
 
 
+async def test_a_cancelled_call_counts_the_messages_answered_before_as_sent() -> None:
+    """Cancelled mid-way, the call returns no list: the messages known stored are the ones
+    answered before the cancel (counted ``sent``, the oldest first: the call books answers in
+    order); those written and unanswered may be stored, the rest were not sent (``cancelled``)."""
+    conn = HeldConnection()
+    producer = started_producer(4, conn, telemetry=False)
+    task = asyncio.ensure_future(producer.send_many("t", [b"x"] * 6))
+    await settle()
+    assert len(conn.waiting) == 4  # the window's worth written
+    conn.release(3)
+    await settle()
+    assert (producer.sent, producer.in_flight) == (3, 3)  # the 5th and 6th written meanwhile
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (producer.sent, producer.failed, producer.cancelled) == (3, 0, 3)
+    assert producer.in_flight == 0
+
+
 async def test_cancellation_while_other_senders_wait() -> None:
     conn = HeldConnection()
     producer = started_producer(2, conn, telemetry=False)

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from tests.support.held_producer import count_spawns
-from tubemq_aio import ClientClosedError, Producer, SendResult, WriteTimeoutError
+from tubemq_aio import (
+    ClientClosedError,
+    Producer,
+    SendOutcomeUnknownError,
+    SendResult,
+    WriteTimeoutError,
+)
 from tubemq_aio._io.connection import Connection
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -127,3 +133,22 @@ async def test_close_while_waiting_for_room(cluster: FakeCluster, spawned: list[
     assert spawned == []
     assert (producer.sent, producer.failed, producer.in_flight) == (1, ROOM + 3, 0)
     assert cluster.requests(SEND) == 1 + ROOM
+
+
+async def test_the_timeout_bounds_the_whole_call_not_each_message(cluster: FakeCluster) -> None:
+    """``timeout=`` is the call's deadline: before, each message had ``timeout`` of its own
+    from when a window slot freed, so six messages behind a window of two took 3 x timeout
+    (every one written, and each an unknown outcome)."""
+    producer = Producer(
+        cluster.master_addr, topics=["demo"], telemetry=False, max_in_flight_sends=2
+    )
+    async with producer:
+        await producer.send("demo", b"publishes the topic")
+        cluster.inject(SEND, Fault.no_answer(), times=None)
+        async with asyncio.timeout(30):  # a hang guard only
+            results = await producer.send_many("demo", [b"m"] * 6, timeout=0.3)
+        # The two written by the deadline may be stored; the rest never left.
+        assert [type(r) for r in results] == [SendOutcomeUnknownError] * 2 + [WriteTimeoutError] * 4
+        assert "send_many" in str(results[2])
+        assert cluster.requests(SEND) == 1 + 2
+        assert (producer.sent, producer.failed, producer.in_flight) == (1, 6, 0)

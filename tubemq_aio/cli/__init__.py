@@ -15,7 +15,7 @@ import sys
 
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._consume import run_consume
-from tubemq_aio.cli._hints import unreachable_master_hint
+from tubemq_aio.cli._hints import master_hint
 from tubemq_aio.cli._inspect import run_lag, run_partitions
 from tubemq_aio.cli._listing import run_groups, run_topics
 from tubemq_aio.cli._parser import parse_arguments
@@ -52,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
         error_line(str(err))
         return EXIT_USAGE
     except TubeMQError as err:
-        error_line(f"{type(err).__name__}: {err}{unreachable_master_hint(args, err)}")
+        error_line(f"{type(err).__name__}: {err}{master_hint(args, err)}")
         return EXIT_FAILURE
     except OSError as err:
         error_line(f"{type(err).__name__}: {err}")

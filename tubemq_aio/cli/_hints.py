@@ -1,4 +1,5 @@
-"""What to do next, added to an error line when the tool can tell (an absent master)."""
+"""What to do next, added to an error line when the tool can tell (an absent master, a
+broker's port given for the master's)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import argparse
 from tubemq_aio.cli._connect import URL_SCHEMES
 from tubemq_aio.cli._parser import MASTER_ENV, MASTER_FROM_ENV
 from tubemq_aio.config import ClientConfig, parse_masters
-from tubemq_aio.errors import ConfigError, ConnectError, TubeMQError
+from tubemq_aio.errors import ConfigError, ConnectError, ServiceNotPublishedError, TubeMQError
+from tubemq_aio.protocol.rpc import ServiceType
 
-__all__ = ["unreachable_master_hint"]
+__all__ = ["master_hint"]
+
+#: What a TubeMQ node without the master service answers a master call (a broker does, for good).
+_NO_MASTER_SERVICE = f"No service {int(ServiceType.MASTER)} found"
 
 
 def _master_addresses(master: str) -> list[str]:
@@ -19,29 +24,41 @@ def _master_addresses(master: str) -> list[str]:
     return [str(m) for m in parse_masters(master)]
 
 
-def unreachable_master_hint(args: argparse.Namespace, err: TubeMQError) -> str:
-    """``"; <what to do>"`` when ``err`` is a failed connect to a master of ``args.master``,
-    else ``""``.
+def master_hint(args: argparse.Namespace, err: TubeMQError) -> str:
+    """``"; <what to do>"`` when ``err`` shows ``args.master`` names no master: nothing
+    answers there (a failed connect), or a TubeMQ node without the master service does (a
+    broker's client port, whose answer a start retries for ``register_attempts`` seconds
+    as a master still starting could give it); else ``""``.
 
     The hint names where the address came from (``--master`` or ``$TUBEMQ_AIO_MASTER``: an
     exported address of a cluster started earlier on another port is the usual cause) and the
     commands that show or start a local cluster.
     """
     master = getattr(args, "master", None)
-    if not isinstance(err, ConnectError) or not master:
+    if not master or not isinstance(err, ConnectError | ServiceNotPublishedError):
         return ""
     try:
         addresses = _master_addresses(master)
     except ConfigError:
         return ""
+    if isinstance(err, ServiceNotPublishedError):
+        if _NO_MASTER_SERVICE not in str(err):
+            return ""
+        return (
+            f"; {_source(args, addresses)} has no master service: is it a broker's client port "
+            "(8123 by default)? Give the master's client port (8715 by default)"
+        )
     if not any(f"cannot connect to {address}:" in str(err) for address in addresses):
         return ""  # a broker the master listed: the master answered
-    source = (
-        f"${MASTER_ENV}={','.join(addresses)}"
-        if getattr(args, MASTER_FROM_ENV, False)
-        else f"--master {','.join(addresses)}"
-    )
     return (
-        f"; no master answers at {source}: is it running there? `tubemq-aio cluster status` "
-        "prints a local cluster's master, `tubemq-aio cluster up --fake` starts one to try"
+        f"; no master answers at {_source(args, addresses)}: is it running there? "
+        "`tubemq-aio cluster status` prints a local cluster's master, "
+        "`tubemq-aio cluster up --fake` starts one to try"
     )
+
+
+def _source(args: argparse.Namespace, addresses: list[str]) -> str:
+    """Where the master addresses came from: ``--master A,B`` or ``$TUBEMQ_AIO_MASTER=A,B``."""
+    if getattr(args, MASTER_FROM_ENV, False):
+        return f"${MASTER_ENV}={','.join(addresses)}"
+    return f"--master {','.join(addresses)}"

@@ -22,6 +22,7 @@ from tubemq_aio.admin import INTERNAL_TOPICS, MasterWebApi
 from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
 from tubemq_aio.cli._inspect import emit_rows
+from tubemq_aio.cli._web_port import speaks_tubemq
 
 __all__ = [
     "DEFAULT_WEB_PORT",
@@ -142,7 +143,15 @@ async def _run(
     columns: list[str],
     params: dict[str, object],
 ) -> int:
-    where = "{}:{}".format(*web_endpoint(_web(args), args.master))
+    host, port = web_endpoint(_web(args), args.master)
+    where = f"{host}:{port}"
+    if await speaks_tubemq(host, port):
+        error_line(
+            f"master web API at {where}: {where} is a TubeMQ client (RPC) port, which has no "
+            "web API; set --web to the master's web port (webPort in its master.ini, "
+            f"{DEFAULT_WEB_PORT} by default: --web {host}:{DEFAULT_WEB_PORT})"
+        )
+        return EXIT_FAILURE
     try:
         reply = await _query(args, method, **params)
     except (OSError, ValueError) as err:

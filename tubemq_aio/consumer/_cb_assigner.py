@@ -42,6 +42,10 @@ async def reassign_once(consumer: _Assignable, assignor: Assignor = assign_modul
     """Bring the consumer's connected partitions in line with the assignor's choice once.
 
     Errors on single partitions are logged and left for the next round.
+
+    Raises:
+        ClientClosedError: the consumer is closing (also when an ``on_assigned`` /
+            ``on_revoked`` callback of this round closed it).
     """
     metas = [m for m in await consumer.partitions() if m.subscribable]
     wanted = set(assignor(metas, consumer.source_count, consumer.node_id))
@@ -49,11 +53,15 @@ async def reassign_once(consumer: _Assignable, assignor: Assignor = assign_modul
     for key in sorted(held - wanted):
         try:
             await consumer.disconnect(key)
+        except ClientClosedError:
+            raise  # closing (maybe by a callback of this very round): nothing left to do
         except TubeMQError as exc:
             log.info("could not disconnect %s: %s", key, exc)
     for key in sorted(wanted - held):
         try:
             await consumer.connect(key)
+        except ClientClosedError:
+            raise
         except TubeMQError as exc:
             log.info("could not connect %s (next round retries): %s", key, exc)
 

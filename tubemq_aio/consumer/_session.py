@@ -202,6 +202,7 @@ class MasterSession(SessionBase):
                 continue
             event = self.queue.take()
             if event is None:
+                await self._release_settled_unsure()
                 self._rebalance_wake.clear()
                 try:
                     async with asyncio.timeout(1.0):
@@ -227,6 +228,19 @@ class MasterSession(SessionBase):
                 continue
             if process.registered and self.on_assigned is not None:
                 await self.on_assigned([k.format() for k in process.registered])
+
+    async def _release_settled_unsure(self) -> None:
+        """Unregister the partitions an event's register cut short (timed out) may have left
+        registered at their broker, once that register had its ``rpc_timeout`` there
+        (:class:`~tubemq_aio.consumer._astray.AstrayCalls`): a late one has run by then, and
+        the unregister undoes it. The event reported the partition as not taken, so the
+        master hands it out again, perhaps to another member, who met 410 until this
+        consumer closed or the broker expired the registration (about 35 s). A later event
+        that registers the partition here takes it off :attr:`unsure` first."""
+        rest = self.broker.astray.rest
+        settled = [k for k in self.unsure if rest(k, registrations_only=True) <= 0]
+        if settled:
+            await asyncio.gather(*(self.release_unsure(k) for k in settled))
 
     async def _perform(self, step: object, process: EventProcess) -> None:
         if isinstance(step, Register):

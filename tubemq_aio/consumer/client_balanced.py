@@ -225,6 +225,8 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
     async def _drop_unsubscribable(self, key: PartitionKey) -> None:
         if key in self._leases:
             await self._notify_revoked([key.format()])
+            if self.closed:
+                return  # the callback closed the consumer: its close releases the partition
         await self._disconnect_key(key)
 
     def _on_lost(self, keys: list[PartitionKey]) -> None:

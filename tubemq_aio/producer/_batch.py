@@ -12,6 +12,10 @@ certainly did not store the message (connect failure, lost before writing, broke
 every message when telemetry is on (one span per message). So retries, back-off, blocking, the
 window and the counters behave as for :meth:`Producer.send`.
 
+The call has one deadline (its ``timeout`` from its start): every wait and attempt of every
+message ends by it, and a message whose turn comes after it is not sent (``WriteTimeoutError``),
+so the call takes ``timeout`` at most, however long the list and however small the window.
+
 What the call shares with its producer is one :class:`SendPath`: the attempts collaborator,
 the window, the counters, the single send and the closed check.
 """
@@ -25,10 +29,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tubemq_aio._io.connection import Connection
-from tubemq_aio.errors import ClientClosedError, SendWindowFullError, TubeMQError
+from tubemq_aio.errors import (
+    ClientClosedError,
+    SendWindowFullError,
+    TubeMQError,
+    WriteTimeoutError,
+)
 from tubemq_aio.producer._attempts import NO_AVOID, Failed, SendAttempts, SendCounts, Started
 from tubemq_aio.producer._outgoing import Outgoing
-from tubemq_aio.producer._waits import slot_by, window_stayed_full
+from tubemq_aio.producer._waits import MIN_ATTEMPT, slot_by, window_stayed_full
 from tubemq_aio.producer._window import SendWindow
 from tubemq_aio.protocol.message import EncodedMessage
 from tubemq_aio.protocol.producer_meta import Partition
@@ -77,8 +86,9 @@ class SendMany:
         bodies: the validated bodies.
         encoded: their encodings, or the bodies themselves when plain
             (:func:`~tubemq_aio.producer._encode_many.encode_all`).
-        attempt_timeout: seconds per message, retries included (``first.timeout`` or the
-            producer's ``send_timeout``).
+        timeout: the call's seconds, every message and its retries included (``first.timeout``
+            or the producer's ``send_timeout``).
+        deadline: when the call ends (``time.monotonic`` seconds): its start plus ``timeout``.
         traced: telemetry is on: every message goes through the single send (one span each).
     """
 
@@ -88,7 +98,8 @@ class SendMany:
         first: Outgoing,
         bodies: list[bytes],
         encoded: Sequence[EncodedMessage | bytes],
-        attempt_timeout: float,
+        timeout: float,
+        deadline: float,
         traced: bool,
     ) -> None:
         self._attempts = path.attempts
@@ -97,7 +108,8 @@ class SendMany:
         self._window = path.window
         self._counts = path.counts
         self._rpc = path.attempts.rpc
-        self._attempt_timeout = attempt_timeout
+        self._timeout = timeout
+        self._deadline = deadline
         self._traced = traced
         self._first = first
         self._bodies = bodies
@@ -133,13 +145,17 @@ class SendMany:
         attempts, window, closed = self._attempts, self._window, self._closed
         rpc = self._rpc
         topic, key = self._first.topic, self._first.key
-        attempt_timeout = self._attempt_timeout
-        timeout_ms = rpc.wire_timeout(attempt_timeout)
+        deadline = self._deadline
+        # The wire timeout stays the call's (the broker's hint); each attempt gets what is left.
+        timeout_ms = rpc.wire_timeout(self._timeout)
         traced = self._traced
         now = time.monotonic()
         for index, encoded in enumerate(self._encoded):
             if closed():
                 self._refuse_rest(index)
+                return
+            if now >= deadline:
+                self._refuse_rest(index, self._too_late)
                 return
             if index and not index % _YIELD_EVERY:
                 # Let the queued frames leave and answers come in while a long list is issued.
@@ -155,14 +171,15 @@ class SendMany:
                     self._refuse_rest(index, self._window_stayed_full)
                     return
                 now = time.monotonic()
-                if closed():
+                if closed() or now >= deadline:
                     window.release()
-                    self._refuse_rest(index)
+                    self._refuse_rest(index, _closed if closed() else self._too_late)
                     return
             self._issued = index + 1
             if traced:
                 self._spawn(index, None)
                 continue
+            attempt_timeout = max(deadline - now, MIN_ATTEMPT)
             try:
                 partition, started = attempts.begin(
                     topic, key, NO_AVOID, now, encoded, timeout_ms, attempt_timeout
@@ -179,6 +196,7 @@ class SendMany:
                     now = time.monotonic()
                     if closed():
                         break
+                    attempt_timeout = max(deadline - now, MIN_ATTEMPT)
                     conn = rpc.ready(partition.broker)
                     written = None if conn is None else conn.start(started, attempt_timeout)
                     if written is not None:
@@ -216,7 +234,7 @@ class SendMany:
         """Write message ``index`` once ``conn`` has room; None when it ended meanwhile (booked)
         or went on to the single-send code (a retriable failure: the link was lost)."""
         try:
-            return await conn.start_when_room(payload, self._attempt_timeout)
+            return await conn.start_when_room(payload, max(self._deadline - now, MIN_ATTEMPT))
         except TubeMQError as exc:
             try:
                 last = self._attempts.failed(exc, partition, now)
@@ -243,9 +261,8 @@ class SendMany:
                 for index, task in list(self._children.items()):
                     if task.done():
                         await self._collect(index, task)
-            else:  # every slot is another caller's: wait for one within a send's timeout
-                timeout = self._attempt_timeout
-                await slot_by(window, time.monotonic() + timeout, timeout)
+            else:  # every slot is another caller's: wait for one until the call's deadline
+                await slot_by(window, self._deadline, self._timeout)
                 return
             if window.try_acquire():
                 return
@@ -259,7 +276,13 @@ class SendMany:
         self._issued = len(self._encoded)
 
     def _window_stayed_full(self) -> SendWindowFullError:
-        return window_stayed_full(self._window.limit, self._attempt_timeout)
+        return window_stayed_full(self._window.limit, self._timeout)
+
+    def _too_late(self) -> WriteTimeoutError:
+        return WriteTimeoutError(
+            f"send_many's timeout ({self._timeout} s) passed before this message's turn: it "
+            "was not sent"
+        )
 
     # ---- outcomes ------------------------------------------------------------------------------
 
@@ -314,6 +337,10 @@ class SendMany:
     async def _child(self, index: int, first_failure: Failed | None) -> SendResult:
         self._running.add(index)  # from here on, the single-send code releases the slot
         message = self._first if index == 0 else self._first.with_body(self._bodies[index])
+        # The single send's deadline is its start (or its first attempt's) plus its timeout:
+        # the call's deadline, when the timeout is what the call has left from there.
+        began = time.monotonic() if first_failure is None else first_failure[2]
+        message = message.with_timeout(max(self._deadline - began, MIN_ATTEMPT))
         return await self._single(message, first_failure)
 
     async def _collect(self, index: int, task: asyncio.Task[SendResult]) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from tubemq_aio.protocol.message import EncodedMessage, encode_message
 
-__all__ = ["Outgoing"]
+__all__ = ["Outgoing", "snapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +19,9 @@ class Outgoing:
 
     Attributes:
         topic: the topic (published on first use).
-        body: the payload, non-empty bytes-like.
-        attributes: user ``key -> value`` items, or ``None``.
+        body: the payload, non-empty ``bytes`` (see :func:`snapshot`).
+        attributes: user ``key -> value`` items, or ``None`` (a mapping of its own, see
+            :func:`snapshot`).
         msg_type: message type (a server-side filter item), or ``None``.
         msg_time: message time (``datetime`` or ``yyyyMMddHHmm``), or ``None``.
         key: routes every message with this key to the same partition, or ``None``.
@@ -57,3 +58,23 @@ class Outgoing:
         """This message with another body (the messages of one ``send_many`` call share the
         rest)."""
         return replace(self, body=body)
+
+    def with_timeout(self, timeout: float) -> Outgoing:
+        """This message with another ``timeout`` (seconds; a message of ``send_many`` gets what
+        the call has left)."""
+        return replace(self, timeout=timeout)
+
+
+def snapshot(
+    body: bytes, attributes: Mapping[str, str] | None
+) -> tuple[bytes, Mapping[str, str] | None]:
+    """A send's body and attributes as they are at the call: a ``bytearray`` or ``memoryview``
+    body copied to ``bytes``, a mapping of attributes copied to a dict of its own.
+
+    A send goes on after the call returned (``send_nowait``) or waits before it encodes (for
+    its topic's first publish), and retries encode nothing again: without the copies, a caller
+    refilling its buffer or changing its mapping meanwhile had the new content sent.
+    """
+    if type(body) is not bytes:
+        body = bytes(body)
+    return body, None if attributes is None else dict(attributes)

@@ -229,6 +229,10 @@ def check_send_many_args(
         limit: the most bodies allowed (``max_send_many``).
         options: the options every message shares, checked as for a single send.
 
+    Returns:
+        The bodies as ``bytes``: a ``bytearray`` or ``memoryview`` is copied now, so the call
+        sends each body as it was when the call was made.
+
     Raises:
         InvalidMessageError: ``bodies`` is not a list or tuple, holds more than ``limit``
             bodies, or any argument (or any body, named by its index) is invalid.
@@ -240,12 +244,16 @@ def check_send_many_args(
         checks.fail(f"{len(bodies)} bodies exceed max_send_many={limit}; split the call")
     # The shared arguments once (with a stand-in body), then each body by its index.
     check_send_args(topic, b"x", **(options or {}))
-    for index, body in enumerate(bodies):
+    items = list(bodies)
+    for index, body in enumerate(items):
         if type(body) is not bytes or not body:
             try:
                 check_message(body)
             except InvalidMessageError as exc:
                 checks.problem(f"bodies[{index}]: {exc}")  # the first bad body is enough
                 break
+            # A snapshot, as a single send takes (``Outgoing``); it also keeps the list plain
+            # bytes, as the plain encoder of the call needs.
+            items[index] = bytes(body)
     checks.done()
-    return list(bodies)
+    return items

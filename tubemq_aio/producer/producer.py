@@ -29,7 +29,7 @@ from tubemq_aio.producer._batch import SendMany, SendPath
 from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._nowait import Callback, NowaitSends
-from tubemq_aio.producer._outgoing import Outgoing
+from tubemq_aio.producer._outgoing import Outgoing, snapshot
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._waits import attempt_left, slot_by, writable_by
 from tubemq_aio.producer._window import SendWindow
@@ -291,6 +291,7 @@ class Producer(AsyncLifecycle):
                 msg_type=msg_type,
                 msg_time=msg_time,
             )
+            body, attributes = snapshot(body, attributes)
         session = self._session
         if (
             self._close_task is not None
@@ -380,16 +381,18 @@ class Producer(AsyncLifecycle):
             msg_type: message type of every message.
             msg_time: message time of every message.
             key: routes every message to the key's partition.
-            timeout: seconds each message's send may take, retries included (default
-                ``send_timeout``).
+            timeout: seconds the whole call may take, every message's waits, attempts and
+                retries included (default ``send_timeout``): one deadline from the call's
+                start, however many messages and however small the send window.
 
         Returns:
             One entry per body, in order: its :class:`SendResult`, or the error :meth:`send`
             would have raised for it (a :class:`~tubemq_aio.errors.TubeMQError`: e.g.
             :class:`SendOutcomeUnknownError`, a :class:`ServerError`,
-            :class:`ClientClosedError` for the messages not yet sent when ``close()`` began, or
+            :class:`ClientClosedError` for the messages not yet sent when ``close()`` began,
             :class:`SendWindowFullError` for those that found every window slot taken by other
-            sends for a whole ``timeout``).
+            sends until the deadline, :class:`WriteTimeoutError` for those whose turn came
+            after it: they were not sent).
             Errors are returned, not raised, so one refused message never hides the others'
             results. An empty ``bodies`` returns ``[]`` without any I/O.
 
@@ -401,9 +404,11 @@ class Producer(AsyncLifecycle):
                 (or ``publish_timeout``); nothing was sent.
             ClientClosedError: the producer is not started or is closed (also ``close()``
                 while the call waited for the topic's writable partition: nothing was sent).
-            asyncio.CancelledError: the call was cancelled. The messages whose requests were
-                already written may still be stored by the broker (they are counted as
-                cancelled, as a cancelled :meth:`send` is); the others were not sent.
+            asyncio.CancelledError: the call was cancelled; no list comes back. The messages
+                answered before were booked as they came (counted in ``sent`` or ``failed``);
+                those whose requests were already written may still be stored by the broker
+                (counted as cancelled, as a cancelled :meth:`send` is); the others were not
+                sent. Bound the call with ``timeout`` instead to get every message's outcome.
         """
         options = SendOptions(
             attributes=attributes, msg_type=msg_type, msg_time=msg_time, key=key, timeout=timeout
@@ -412,15 +417,17 @@ class Producer(AsyncLifecycle):
         session = self._require_session()
         if not items:
             return []
-        attempt_timeout = self._send_timeout if timeout is None else timeout
+        first_body, attributes = snapshot(items[0], attributes)  # (the bodies are copies)
+        call_timeout = self._send_timeout if timeout is None else timeout
+        deadline = time.monotonic() + call_timeout
         if not session.is_published(topic) or not session.metadata.writable_partitions(topic):
-            await writable_by(session, topic, time.monotonic() + attempt_timeout, attempt_timeout)
-        first = Outgoing(topic, items[0], attributes, msg_type, msg_time, key, timeout)
+            await writable_by(session, topic, deadline, call_timeout)
+        first = Outgoing(topic, first_body, attributes, msg_type, msg_time, key, timeout)
         encoded = encode_all(first, items, session.metadata.max_message_size(topic))
         path = self._path
         assert path is not None
         traced = live(self.telemetry) is not None
-        return await SendMany(path, first, items, encoded, attempt_timeout, traced).run()
+        return await SendMany(path, first, items, encoded, call_timeout, deadline, traced).run()
 
     async def _traced_send(
         self,
@@ -597,10 +604,20 @@ class Producer(AsyncLifecycle):
             SendWindowFullError: every slot of the window is taken (nothing was sent).
         """
         check_send_args(topic, body, **kwargs)
+        body, attributes = snapshot(body, kwargs.get("attributes"))
         if callback is not None and not callable(callback):
             Checks("send_nowait").fail(f"callback must be callable, got {type(callback).__name__}")
         self._require_session()
-        return self._nowait.start(Outgoing(topic, body, **kwargs), callback)
+        message = Outgoing(
+            topic,
+            body,
+            attributes,
+            kwargs.get("msg_type"),
+            kwargs.get("msg_time"),
+            kwargs.get("key"),
+            kwargs.get("timeout"),
+        )
+        return self._nowait.start(message, callback)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every send :meth:`send_nowait` started before this call has ended
