@@ -56,6 +56,7 @@ from tubemq_aio.gateway.errors import (
     UnsupportedMediaTypeError,
 )
 from tubemq_aio.gateway.metrics import GatewayMetrics
+from tubemq_aio.gateway.tubemq.web_port import web_port_hint
 
 __all__ = ["ApiError", "answer_for", "api_error_for", "cause_class"]
 
@@ -235,6 +236,9 @@ def api_error_for(exc: BaseException) -> ApiError | None:
     """The HTTP error for ``exc``, or None when it is not an expected failure (a bug → 500)."""
     if isinstance(exc, ApiError):
         return exc
+    hint = web_port_hint(exc)
+    if hint is not None:  # a configuration mistake: say what it is, not "unavailable"
+        return _error(503, "tube_unavailable", exc, True, hint)
     if isinstance(exc, GatewayError):
         return _gateway_error(exc)
     if isinstance(exc, RequestValidationError | StarletteHTTPException):
