@@ -104,3 +104,34 @@ def test_no_run_admits_more_than_rate_times_time_plus_burst_plus_one_batch(seed:
     total, first, last, largest = _run(seed)
     assert total > BURST  # the run did read
     assert total <= RATE * (last - first) / 1000 + BURST + largest, (total, first, last)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_throttled_answer_waits_exactly_until_the_limiter_admits(seed: int) -> None:
+    """``retry_after_ms`` (and so ``Retry-After``, its whole seconds rounded up) is the wait:
+    a millisecond earlier the group is still throttled, at it a fetch is admitted."""
+    rng = random.Random(seed)
+    m = GroupState()
+    m.boot()
+    m.sync_parts(0, SCOPE, PARTS)
+    rate, burst = rng.choice([(0.5, 1), (200.0, 100), (3000.0, 7)])
+    m.set_rate(0, rate, burst)
+    now = 0
+    for step in range(30):
+        got = m.acquire(now, SCOPE, f"L{step}", 60_000, "h")
+        if got[0] == "throttled":
+            wait = int(str(got[1]))
+            assert wait >= 1
+            if wait > 1:
+                assert m.acquire(now + wait - 1, SCOPE, "early", 60_000, "h")[0] == "throttled"
+            now += wait
+            continue
+        assert got[0] == "leased", got
+        p = str(got[1])
+        if m.scope(SCOPE).part(p).committed is None:
+            m.init(now, SCOPE, p, f"L{step}", 0, 10**9)
+        cmt = m.scope(SCOPE).part(p).committed or 0
+        n = rng.randint(1, 3 * burst)
+        assert m.record(now, SCOPE, p, f"L{step}", Booking(cmt, cmt + 28 * n, 10**9, n)) == ("ok",)
+        m.settle(now, SCOPE, p, f"L{step}", "ack")
+        now += rng.choice([0, 1, 10])
