@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from tests.support.gateway_dev import ROOT, dev_env
+from tests.support.web_port_server import web_port
 from tubemq_aio import Producer
+from tubemq_aio.gateway.tubemq.web_port import WEB_PORT_HINT
 from tubemq_aio.testing import FakeCluster
 
 #: Runs `tubemq-gateway dev` as a process: `make test` runs it, `make unit` does not.
@@ -79,3 +81,26 @@ async def test_dev_on_masters_that_do_not_answer_ends_with_one_clear_line(tmp_pa
         text.rstrip().splitlines()[-1].startswith("tubemq-gateway dev: the gateway did not start")
     )
     assert "admin key (shown once)" not in out.decode()
+
+
+async def test_dev_on_a_masters_web_port_says_so_on_its_last_line(tmp_path: Path) -> None:
+    """Given the master's web port (HTTP) by mistake, dev ended with "the gateway did not start
+    (see the log above)" under a traceback; its last line now says what to fix. ``--master``
+    is the SDK CLI's spelling of ``--masters``."""
+    async with web_port() as master:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *shlex.split("-m tubemq_aio.gateway dev --port 0 --master"),
+            master,
+            cwd=ROOT,
+            env=dev_env(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = err.decode()
+    assert proc.returncode == 1, text
+    assert f"cluster: the TubeMQ masters {master}" in out.decode()
+    assert text.rstrip().splitlines()[-1] == (
+        f"tubemq-gateway dev: the gateway did not start: {WEB_PORT_HINT}"
+    )

@@ -91,8 +91,8 @@ async def _step(
         expect = model.sync_parts(r.now, s, plist)
     elif op == "rate":
         rate, burst = rng.choice([(0.0, 1), (50.0, 3), (1000.0, 10)])
-        await store.set_rate(g, rate, burst)
-        model.set_rate(rate, burst)
+        r = await store.set_rate(g, rate, burst)
+        model.set_rate(r.now, rate, burst)
         return op
     elif op == "pause":
         flag = rng.random() < 0.3
@@ -524,3 +524,25 @@ async def test_a_reset_holds_a_reading_lease_partition_as_the_model_does(
     await check(r, model.acquire(r.now, s, "C", 60_000, "h"))
     assert (r.status, r.values[0], r.values[1]) == ("leased", reading, 56)
     assert (await store.dump(g, s)).reading == {}
+
+
+async def test_setting_the_rate_again_keeps_the_read_in_flight_and_what_is_owed(
+    store: LeaseStore,
+) -> None:
+    """The rate PUT used to delete the hold of the read in flight and the schedule: a second
+    read started before the first was booked, and each PUT handed out a fresh burst."""
+    g, s = "g", "c"
+    await store.boot([g], allow_init=True)
+    await store.sync_parts(g, s, PARTS[:2])
+    await store.set_rate(g, 200.0, 100)
+    first = await store.acquire(g, s, "A", 20_000, "h")
+    assert first.status == "leased"
+    await store.set_rate(g, 200.0, 100)
+    assert (await store.acquire(g, s, "B", 20_000, "h")).status == "held"
+    key = LeaseKey(g, s, str(first.values[0]), "A")
+    assert (await store.init(key, 0, 50_000)).status == "ok"
+    assert (await store.record(key, Booking(0, 14_000, 14_000, 500))).status == "ok"
+    await store.set_rate(g, 200.0, 100)
+    again = await store.acquire(g, s, "B", 20_000, "h")
+    assert again.status == "throttled"
+    assert again.wait_ms > 1500  # 500 messages at 200/s, less the burst's 0.5 s

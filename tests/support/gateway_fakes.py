@@ -256,6 +256,9 @@ class FakeEngine:
     async def readiness(self, within: float) -> dict[str, bool]:
         return {"redis": not self.down, "master": True}
 
+    def hints(self) -> dict[str, str]:
+        return {}
+
     def stats(self) -> GatewayStats:
         return GatewayStats(fetches=self.calls)
 

@@ -99,7 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="info", help="uvicorn log level")
     parser.add_argument("--openapi", action="store_true", help="print the OpenAPI JSON and exit")
     dev = parser.add_argument_group("dev")
-    dev.add_argument("--masters", help=f"dev: the TubeMQ masters (or ${ENV_PREFIX}MASTERS)")
+    dev.add_argument(  # --master as the SDK's CLI spells it
+        "--masters",
+        "--master",
+        dest="masters",
+        help=f"dev: the TubeMQ masters (or ${ENV_PREFIX}MASTERS)",
+    )
     dev.add_argument("--fake", action="store_true", help="dev: the in-memory FakeCluster")
     dev.add_argument("--topic", action="append", help="dev: a topic to serve (default demo)")
     dev.add_argument("--group", help="dev: the group (default demo-group)")
@@ -208,6 +213,12 @@ def _misplaced(args: argparse.Namespace) -> str | None:
             return "dev runs one replica: --workers is for serve"
         return None
     given = [f"--{name.replace('_', '-')}" for name in _DEV_FLAGS if getattr(args, name)]
+    if given == ["--masters"]:  # the masters of serve, check and init are a setting, not a flag
+        return (
+            f"--masters: only `tubemq-gateway dev` takes it; {args.command} reads the masters "
+            f"from ${ENV_PREFIX}MASTERS or `masters` in the --config file (e.g. "
+            f"{ENV_PREFIX}MASTERS=HOST:8715 tubemq-gateway {args.command} --config gw.toml)"
+        )
     if given:
         return (
             f"{', '.join(given)}: only `tubemq-gateway dev` takes "

@@ -41,6 +41,7 @@ from tubemq_aio.gateway.http.edge import EdgeMiddleware
 from tubemq_aio.gateway.http.routes import admin, consume, listing, ops, produce, stream, ui
 from tubemq_aio.gateway.tubemq.master_reach import MasterReach
 from tubemq_aio.gateway.tubemq.topic_offsets import TopicOffsets, cluster_topic_offsets
+from tubemq_aio.gateway.tubemq.web_port import web_port_hint
 from tubemq_aio.producer import Producer
 
 __all__ = [
@@ -110,29 +111,39 @@ def create_app(
         )
         return default_engine_parts(config, gateway.replica, dead_letters)
 
+    async def start(stack: contextlib.AsyncExitStack) -> None:
+        gateway.topic_offsets = topic_offsets or cluster_topic_offsets(config)
+        stack.callback(setattr, gateway, "topic_offsets", None)
+        if gateway.reach is not None:
+            stack.push_async_callback(gateway.reach.close)
+        if config.produce_topics:
+            producer = make_producer(config)
+            await producer.start()
+            stack.push_async_callback(producer.close)
+            gateway.producer = producer
+        if config.groups:
+            parts = make_engine()
+            await parts.start()
+            stack.push_async_callback(parts.close)
+            gateway.engine = parts.engine
+            gateway.metrics.watch_engine(parts.engine.stats)
+            if parts.housekeeper is not None:
+                stack.callback(gateway.metrics.watch_housekeeper, None)
+                gateway.metrics.watch_housekeeper(parts.housekeeper.collect)
+            # closed before the engine: each stream releases its leases through it
+            stack.push_async_callback(gateway.streams.close)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            gateway.topic_offsets = topic_offsets or cluster_topic_offsets(config)
-            stack.callback(setattr, gateway, "topic_offsets", None)
-            if gateway.reach is not None:
-                stack.push_async_callback(gateway.reach.close)
-            if config.produce_topics:
-                producer = make_producer(config)
-                await producer.start()
-                stack.push_async_callback(producer.close)
-                gateway.producer = producer
-            if config.groups:
-                parts = make_engine()
-                await parts.start()
-                stack.push_async_callback(parts.close)
-                gateway.engine = parts.engine
-                gateway.metrics.watch_engine(parts.engine.stats)
-                if parts.housekeeper is not None:
-                    stack.callback(gateway.metrics.watch_housekeeper, None)
-                    gateway.metrics.watch_housekeeper(parts.housekeeper.collect)
-                # closed before the engine: each stream releases its leases through it
-                stack.push_async_callback(gateway.streams.close)
+            try:
+                await start(stack)
+            except Exception as exc:
+                gateway.start_error = exc
+                hint = web_port_hint(exc)
+                if hint is not None:  # uvicorn logs the traceback; this says what to fix
+                    log.error("the gateway did not start: %s", hint)
+                raise
             try:
                 yield
             finally:

@@ -37,6 +37,7 @@ from tubemq_aio.gateway.config.gateway_config import GatewayConfig
 from tubemq_aio.gateway.config.limits import SHUTDOWN_GRACE_SECONDS
 from tubemq_aio.gateway.config.tables import ApiKey, GroupConfig, GroupSpec
 from tubemq_aio.gateway.server import GatewayServer
+from tubemq_aio.gateway.tubemq.web_port import web_port_hint
 
 __all__ = ["DEV_NOTICE", "REDIS_PACKAGE", "DevOptions", "run_dev"]
 
@@ -257,9 +258,10 @@ async def _serve(
         except (TubeMQError, OSError) as err:
             _fail(f"cannot start: {err}")
             return 1
+        app = create_app(config)
         server = _Server(
             uvicorn.Config(
-                create_app(config),
+                app,
                 log_level="warning",
                 access_log=False,
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
@@ -274,7 +276,7 @@ async def _serve(
             await asyncio.sleep(0.05)
         if not server.started:
             if not stop.is_set():
-                _fail("the gateway did not start (see the log above)")
+                _fail(f"the gateway did not start: {_why(app.state.gateway.start_error)}")
             return 0 if stop.is_set() else 1
         say(f"topics: {', '.join(options.topics)}; group: {options.group}")
         say(f"admin key (shown once): {key}")
@@ -300,6 +302,13 @@ async def _stopped(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
     server.should_exit = True
     with contextlib.suppress(Exception):
         await serving
+
+
+def _why(error: BaseException | None) -> str:
+    """Why the app did not start, in a few words for the last line."""
+    if error is None:
+        return "see the log above"
+    return web_port_hint(error) or f"{error!r}; the log above has more"
 
 
 def _fail(text: str) -> None:

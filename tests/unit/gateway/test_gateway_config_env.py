@@ -240,6 +240,13 @@ def test_server_settings_flags_over_environment_over_defaults() -> None:
         (["check", "--masters", "h:1", "--topic", "t"], "--masters, --topic: only"),
         (["init", "--group", "g", "--key-file", "k"], "--group, --key-file: only"),
         (["dev", "--fake", "--workers", "4"], "dev runs one replica"),  # ran one, silently
+        # serve's masters are a setting: the hint says where they go instead of "use dev"
+        (
+            ["--master", "h:8715"],
+            "--masters: only `tubemq-gateway dev` takes it; serve reads the masters from "
+            "$TUBEMQ_GATEWAY_MASTERS or `masters` in the --config file",
+        ),
+        (["check", "--masters", "h:1"], "check reads the masters from $TUBEMQ_GATEWAY_MASTERS"),
     ],
 )
 def test_a_flag_of_another_command_is_a_usage_error(
@@ -258,6 +265,8 @@ def test_a_flag_of_another_command_is_a_usage_error(
         (["dev", "--fake", "--group", "x"], "group name 'x' must be at least 2 characters"),
         (["dev", "--fake", "--topic", "a b"], "'a b' is not a valid name"),
         (["dev", "--masters", "garbage::"], "address 'garbage::'"),
+        # the SDK CLI's spelling reaches the same option (it was only an abbreviation)
+        (["dev", "--master", "garbage::"], "address 'garbage::'"),
         # taken as "no --group": the gateway served demo-group instead
         (["dev", "--fake", "--group", ""], "groups['']: name: '' is not a valid name"),
         # neither given: was told "give --masters HOST:PORT or --fake, not both"

@@ -61,6 +61,7 @@ from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
 from tubemq_aio.gateway.tubemq.session_table import SessionTable
 from tubemq_aio.gateway.tubemq.tube_group import TubeGroup
+from tubemq_aio.gateway.tubemq.web_port import web_port_hint
 from tubemq_aio.supervisor import Supervisor
 
 __all__ = ["ConsumeService"]
@@ -428,3 +429,9 @@ class ConsumeService:
 
         redis_ok, master_ok = await asyncio.gather(answered(redis()), answered(master()))
         return {"redis": redis_ok, "master": master_ok}
+
+    def hints(self) -> dict[str, str]:
+        """What an operator can do about a failed readiness check, by check name, when the
+        engine knows (``{"master": WEB_PORT_HINT}`` after the master answered in HTTP)."""
+        hint = web_port_hint(self.sessions.master_error)
+        return {} if hint is None else {"master": hint}

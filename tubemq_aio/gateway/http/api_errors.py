@@ -56,6 +56,7 @@ from tubemq_aio.gateway.errors import (
     UnsupportedMediaTypeError,
 )
 from tubemq_aio.gateway.metrics import GatewayMetrics
+from tubemq_aio.gateway.tubemq.web_port import web_port_hint
 
 __all__ = ["ApiError", "answer_for", "api_error_for", "cause_class"]
 
@@ -67,7 +68,8 @@ class ApiError(Exception):
     """An error answer: status, stable code, message, whether retrying may help.
 
     ``cause`` (a bounded class name) labels the error metric; ``detail`` is what the log gets
-    when the message withholds it (empty: the message says it all).
+    when the message withholds it (empty: the message says it all); ``retry_after_ms`` (a
+    429's wait in ms, which ``Retry-After`` rounds up to whole seconds) goes in the body too.
     """
 
     status: int
@@ -77,10 +79,18 @@ class ApiError(Exception):
     headers: dict[str, str] = field(default_factory=dict)
     cause: str = "other"
     detail: str = ""
+    retry_after_ms: int | None = None
 
     def body(self) -> dict[str, object]:
         """The JSON body ``{"error": {...}}``."""
-        return {"error": {"code": self.code, "message": self.message, "retriable": self.retriable}}
+        error: dict[str, object] = {
+            "code": self.code,
+            "message": self.message,
+            "retriable": self.retriable,
+        }
+        if self.retry_after_ms is not None:
+            error["retry_after_ms"] = self.retry_after_ms
+        return {"error": error}
 
 
 # The gateway's errors: this table is the only place that gives them HTTP meaning (status and
@@ -177,10 +187,13 @@ def _gateway_error(exc: GatewayError) -> ApiError:
     cls = next(c for c in type(exc).__mro__ if c in _GATEWAY_ERRORS)
     status, code = _GATEWAY_ERRORS[cls]
     headers = _HEADERS.get(cls, {})
-    if isinstance(exc, RateLimitedError):
-        seconds = max(1, math.ceil((exc.retry_after_ms or 1000) / 1000))
-        headers = {"Retry-After": str(seconds)}
     message = None if code in _GENERIC_TEXTS else (str(exc) or code)
+    if isinstance(exc, RateLimitedError):
+        wait_ms = max(1, exc.retry_after_ms or 1000)
+        headers = {"Retry-After": str(math.ceil(wait_ms / 1000))}
+        answer = _error(status, code, exc, exc.retriable, message, headers)
+        answer.retry_after_ms = wait_ms  # exact: a script can read it without CORS's expose
+        return answer
     return _error(status, code, exc, exc.retriable, message, headers)
 
 
@@ -235,6 +248,9 @@ def api_error_for(exc: BaseException) -> ApiError | None:
     """The HTTP error for ``exc``, or None when it is not an expected failure (a bug → 500)."""
     if isinstance(exc, ApiError):
         return exc
+    hint = web_port_hint(exc)
+    if hint is not None:  # a configuration mistake: say what it is, not "unavailable"
+        return _error(503, "tube_unavailable", exc, True, hint)
     if isinstance(exc, GatewayError):
         return _gateway_error(exc)
     if isinstance(exc, RequestValidationError | StarletteHTTPException):

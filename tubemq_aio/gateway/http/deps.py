@@ -62,6 +62,7 @@ class Gateway:
         long_polls: long polls running now per principal name.
         topic_offsets: reads a topic's partitions and offsets (None before start).
         reach: the master probe that lets a produce fail fast (None: no probe).
+        start_error: what made the start-up (the app's lifespan) fail, None otherwise.
     """
 
     config: GatewayConfig
@@ -75,6 +76,7 @@ class Gateway:
     long_polls: Counter[str] = field(default_factory=Counter)
     topic_offsets: TopicOffsets | None = None
     reach: MasterReach | None = None
+    start_error: BaseException | None = None
 
     def group(self, name: str) -> GroupConfig:
         """The configured group ``name``.

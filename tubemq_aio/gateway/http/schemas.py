@@ -66,11 +66,13 @@ Token = Annotated[str, Field(min_length=1, max_length=1024)]
 
 
 class ErrorBody(BaseModel):
-    """What went wrong."""
+    """What went wrong (``retry_after_ms``: a 429's wait, exact; ``Retry-After`` rounds it up
+    to whole seconds)."""
 
     code: str
     message: str
     retriable: bool
+    retry_after_ms: int | None = None
 
 
 class ErrorResponse(BaseModel):

@@ -65,6 +65,7 @@ RESET_CHUNK = 200
 RECLAIM_MAX = 64
 _SCRIPTS = (
     "acquire",
+    "rate",
     "init",
     "record",
     "rewind",
@@ -409,18 +410,10 @@ class LeaseStore(RoundTrips):
         cfg = scope_keys(group, "c")[0]
         await self.roundtrip(lambda: self.client.hset(cfg, "paused", "1" if paused else "0"))
 
-    async def set_rate(self, group: str, rate: float, burst: int) -> None:
-        """Set the shared consume limit (0 = off) and restart the limiter."""
-        cfg, rl = scope_keys(group, "c")[:2]
-
-        async def write() -> None:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(cfg, mapping={"rate": repr(float(rate)), "burst": str(int(burst))})
-                pipe.hdel(cfg, "rlh")
-                pipe.delete(rl)
-                await pipe.execute()
-
-        await self.roundtrip(write)
+    async def set_rate(self, group: str, rate: float, burst: int) -> Reply:
+        """Set the shared consume limit (0 = off); what was admitted stays owed and a read in
+        flight keeps its hold (see ``GroupState.set_rate``). Answers ``ok``."""
+        return await self._run("rate", group, "c", repr(float(rate)), str(int(burst)))
 
     async def add_client(
         self, group: str, scope: str, cap: int = 0, owner: str = "", owner_cap: int = 0

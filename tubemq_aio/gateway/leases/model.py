@@ -27,6 +27,7 @@ leaves the metadata.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tubemq_aio.gateway.leases.partition_state import (
@@ -560,6 +561,21 @@ class GroupState:
                 gone += 1
         return ("ok", added, gone)
 
-    def set_rate(self, rate: float, burst: int) -> None:
-        """Shared consume limit in messages/s (0 = off) with a burst; restarts the limiter."""
-        self.rate, self.burst, self.tat_us, self.rate_hold = rate, burst, None, None
+    def set_rate(self, now: int, rate: float, burst: int) -> None:
+        """Shared consume limit in messages/s (0 = off) with a burst.
+
+        What was admitted ahead of the old rate's schedule stays owed: the schedule is
+        rescaled to the new rate (the same messages owed), so setting a limit again, even to
+        the same values, hands out no fresh burst; and the read a limited group has in flight
+        keeps its hold, so no second read starts before it is booked. Off (0) drops both; a
+        limit set on a group that had none starts with its burst (reads already running then
+        are charged when they book, but hold no one back).
+        """
+        now_us = now * 1000
+        tat = None
+        if rate > 0 and self.rate > 0 and self.tat_us is not None and self.tat_us > now_us:
+            tat = self.tat_us  # the same rate keeps it exactly (a PUT sent again, too)
+            if rate != self.rate:
+                tat = math.floor(now_us + (self.tat_us - now_us) * self.rate / rate)
+        hold = self.rate_hold if rate > 0 else None
+        self.rate, self.burst, self.tat_us, self.rate_hold = rate, burst, tat, hold

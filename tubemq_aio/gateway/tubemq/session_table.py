@@ -44,6 +44,8 @@ class SessionTable:
         self._tubes: dict[str, TubeGroup] = {}
         self._last_use: dict[str, float] = {}  # group -> loop time a client fetch last ended
         self._busy: Counter[str] = Counter()  # group -> fetches running now
+        #: Why the last readiness query of the master failed (None: it answered, or none ran).
+        self.master_error: BaseException | None = None
 
     def open_groups(self) -> list[str]:
         """The groups with a session open now."""
@@ -124,8 +126,10 @@ class SessionTable:
             async with asyncio.timeout(self.settings.rpc_timeout):
                 tube = await self.get(spec)
                 await tube.partitions()
-        except (TubeMQError, TimeoutError):
+        except (TubeMQError, TimeoutError) as exc:
+            self.master_error = exc
             return False
+        self.master_error = None
         return tube.master_ok
 
     async def _close(self, tube: TubeGroup) -> None:

@@ -27,7 +27,8 @@ async def healthz() -> dict[str, str]:
     responses={503: {"description": "a dependency is not ready"}},
 )
 async def readyz(gateway: GatewayDep) -> Response:
-    """Readiness: Redis and the master reachable (per the engine), the producer running."""
+    """Readiness: Redis and the master reachable (per the engine), the producer running;
+    ``hints`` names the fix of a failed check when the gateway knows it."""
     checks: dict[str, bool] = {}
     if gateway.config.produce_topics:
         checks["producer"] = gateway.producer is not None
@@ -41,7 +42,12 @@ async def readyz(gateway: GatewayDep) -> Response:
             except Exception:  # readiness must answer; any failure means not ready
                 checks["engine"] = False
     ready = all(checks.values())
-    return json_response({"ready": ready, "checks": checks}, 200 if ready else 503)
+    body: dict[str, object] = {"ready": ready, "checks": checks}
+    hints = {} if gateway.engine is None else gateway.engine.hints()
+    hints = {name: text for name, text in hints.items() if not checks.get(name, True)}
+    if hints:  # a failed check whose fix the gateway knows (a web port given for the master)
+        body["hints"] = hints
+    return json_response(body, 200 if ready else 503)
 
 
 @router.get("/metrics", operation_id="metrics", response_class=Response)
