@@ -204,9 +204,9 @@ class ClientConfig:
             28 MiB = 3584 blocks of 8 KiB, the Java limit and the most a TubeMQ server sends;
             at least one 8 KiB block). A frame declaring more is refused as soon as its header
             says so: the calls waiting on that connection fail with
-            :class:`~tubemq_aio.errors.FrameError` ("frame payload exceeds the N-byte cap")
-            and the connection is closed. Lower it to bound the memory one answer may take
-            (a consumer's fetch answer is the largest).
+            :class:`~tubemq_aio.errors.FrameError` ("frame payload exceeds the N-byte cap
+            (max_frame_bytes)") and the connection is closed. Lower it to bound the memory one
+            answer may take (a consumer's fetch answer is the largest).
         sweep_interval: seconds between two passes of the deadline sweeper, which ends the
             calls whose time is up (default 0.05 s, in [0.001, 1] s): a call's timeout fires
             at most this late. Smaller is more exact and wakes the loop more often.
@@ -248,7 +248,7 @@ class ClientConfig:
     max_in_flight: int = 1024
     write_high_water: int = 1024 * 1024
     write_low_water: int | None = None
-    max_frame_bytes: int = 28 * 1024 * 1024  # DEFAULT_MAX_FRAME_BYTES (a value in the docs)
+    max_frame_bytes: int = 28 * 1024 * 1024  # DEFAULT_MAX_FRAME_BYTES, as a value for the docs
     sweep_interval: float = 0.05
     connection_close_timeout: float = 1.0
     connect_backoff_initial: float = 0.1
