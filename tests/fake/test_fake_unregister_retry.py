@@ -6,10 +6,7 @@ broker; 300 s here, so only the fix ends it in time)."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.support.fake_helpers import group_consumer
-from tubemq_aio import ConfigError, Consumer
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
@@ -35,12 +32,3 @@ async def test_an_unanswered_rebalance_unregister_is_sent_again() -> None:
         assert first.stats.late_request_waits >= 1  # the unregister without answer
         # The unanswered unregister, its retry and the new holder's register(s).
         assert cluster.requests(REGISTER) >= registers + 3
-
-
-def test_the_retry_window_is_an_option() -> None:
-    assert Consumer("h:8715", group="g1", topics=["t"]).config.unregister_retry_window == 35.0
-    consumer = Consumer("h:8715", group="g1", topics=["t"], unregister_retry_window=0)
-    assert consumer.config.unregister_retry_window == 0
-    for bad in (-1, float("nan"), float("inf"), True, "35", 3601):
-        with pytest.raises(ConfigError, match="unregister_retry_window"):
-            Consumer("h:8715", group="g1", topics=["t"], unregister_retry_window=bad)  # type: ignore[arg-type]
