@@ -19,8 +19,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tubemq_aio._url_keys import translate_query
 from tubemq_aio.auth import Credentials
-from tubemq_aio.checks import Checks
+from tubemq_aio.checks import Checks, is_seconds
 from tubemq_aio.errors import ConfigError
+from tubemq_aio.protocol.framing import BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.telemetry import Telemetry
 
@@ -199,6 +200,28 @@ class ClientConfig:
         write_low_water: bytes the write buffer must drain down to before waiting senders
             resume, at most ``write_high_water``; ``None`` (default) = a quarter of it
             (256 KiB with the default high-water mark).
+        max_frame_bytes: the largest answer payload one frame may carry, in bytes (default
+            28 MiB = 3584 blocks of 8 KiB, the Java limit and the most a TubeMQ server sends;
+            at least one 8 KiB block). A frame declaring more is refused as soon as its header
+            says so: the calls waiting on that connection fail with
+            :class:`~tubemq_aio.errors.FrameError` ("frame payload exceeds the N-byte cap
+            (max_frame_bytes)") and the connection is closed. Lower it to bound the memory one
+            answer may take (a consumer's fetch answer is the largest).
+        sweep_interval: seconds between two passes of the deadline sweeper, which ends the
+            calls whose time is up (default 0.05 s, in [0.001, 1] s): a call's timeout fires
+            at most this late. Smaller is more exact and wakes the loop more often.
+        connection_close_timeout: seconds a connection being closed (by ``close()``, the
+            idle reaper) waits for its queued bytes to leave before it is aborted (default
+            1 s, in (0, 60] s).
+        connect_backoff_initial: seconds a failed connect to an address keeps further
+            connects to it away (default 0.1 s, in (0, 60] s); calls to it meanwhile fail
+            at once with the connect error.
+        connect_backoff_max: the longest such pause, in seconds (default 10 s, in
+            [``connect_backoff_initial``, 600] s).
+        connect_backoff_multiplier: how much the pause grows per consecutive failed connect
+            to one address (default 2.0, in [1, 100]; 1 keeps it constant).
+        connect_backoff_jitter: the fraction of each pause drawn at random, so clients that
+            lost a node together do not come back together (default 0.2, in [0, 1]).
         client_host: the local address reported to the master as this client's host
             (default: the address of the socket that reaches the master).
         telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
@@ -225,6 +248,13 @@ class ClientConfig:
     max_in_flight: int = 1024
     write_high_water: int = 1024 * 1024
     write_low_water: int | None = None
+    max_frame_bytes: int = 28 * 1024 * 1024  # DEFAULT_MAX_FRAME_BYTES, as a value for the docs
+    sweep_interval: float = 0.05
+    connection_close_timeout: float = 1.0
+    connect_backoff_initial: float = 0.1
+    connect_backoff_max: float = 10.0
+    connect_backoff_multiplier: float = 2.0
+    connect_backoff_jitter: float = 0.2
     client_host: str | None = None
     telemetry: bool | Telemetry | None = None
     framing: Framing = "standard"
@@ -257,6 +287,18 @@ class ClientConfig:
         high = self.write_high_water if type(self.write_high_water) is int else None
         if self.write_low_water is not None:
             c.integer("write_low_water", self.write_low_water, low=0, high=high)
+        c.integer(
+            "max_frame_bytes", self.max_frame_bytes, low=BLOCK_SIZE, high=DEFAULT_MAX_FRAME_BYTES
+        )
+        c.seconds("sweep_interval", self.sweep_interval, low=0.001, high=1.0, low_open=False)
+        c.seconds("connection_close_timeout", self.connection_close_timeout, high=60.0)
+        initial, maximum = self.connect_backoff_initial, self.connect_backoff_max
+        c.seconds("connect_backoff_initial", initial, high=60.0)
+        c.seconds("connect_backoff_max", maximum, high=600.0)
+        if is_seconds(initial, 60.0) and is_seconds(maximum, 600.0) and maximum < initial:
+            c.problem("connect_backoff_max must not be smaller than connect_backoff_initial")
+        c.number("connect_backoff_multiplier", self.connect_backoff_multiplier, low=1.0, high=100.0)
+        c.number("connect_backoff_jitter", self.connect_backoff_jitter, low=0.0, high=1.0)
         c.text("client_host", self.client_host, optional=True)
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)
@@ -354,6 +396,13 @@ class ClientOptions(TypedDict, total=False):
     max_in_flight: int
     write_high_water: int
     write_low_water: int | None
+    max_frame_bytes: int
+    sweep_interval: float
+    connection_close_timeout: float
+    connect_backoff_initial: float
+    connect_backoff_max: float
+    connect_backoff_multiplier: float
+    connect_backoff_jitter: float
     client_host: str | None
     telemetry: bool | Telemetry | None
     framing: Framing

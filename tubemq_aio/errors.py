@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 __all__ = [
+    "NO_MASTER_SERVICE_TEXT",
     "SERVER_ERROR_CLASSES",
     "AdminApiError",
     "AssignmentTimeoutError",
@@ -59,6 +60,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageTooLargeError",
     "NetworkError",
+    "NoMasterServiceError",
     "NoPartitionError",
     "NotRegisteredError",
     "PartitionAlreadyConnectedError",
@@ -231,6 +233,52 @@ class ServiceNotPublishedError(ServerNotReadyError):
     """
 
 
+class NoMasterServiceError(ServiceNotPublishedError):
+    """An address given as a master answered a master call with ``No service 1 found on the
+    server``: a TubeMQ node without the master service, most likely a broker's client port
+    (8123 by default) where a master's belongs (8715 by default).
+
+    A master publishes that service before it accepts calls, so sending again gets the same
+    answer: not :attr:`retriable` (unlike its base class), and a master call fails with it at
+    once when every configured master address answered so (other addresses are tried first).
+
+    Attributes:
+        address: the ``host:port`` that answered, when known.
+    """
+
+    retriable = False
+
+    def __init__(
+        self,
+        exception_name: str,
+        remote_message: str,
+        *,
+        fatal: bool = False,
+        address: str | None = None,
+    ) -> None:
+        super().__init__(exception_name, remote_message, fatal=fatal)
+        self.address = address
+        where = f"{address} is" if address else "the address is"
+        self.args = (
+            f"{self.args[0]}: {where} a TubeMQ node without the master service, most likely a "
+            "broker's client port (8123 by default); give a master's client port (8715 by "
+            "default)",
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _rebuild_no_master_service,
+            (self.exception_name, self.remote_message, self.fatal, self.address),
+        )
+
+
+def _rebuild_no_master_service(
+    exception_name: str, remote_message: str, fatal: bool, address: str | None
+) -> NoMasterServiceError:
+    """Unpickle a :class:`NoMasterServiceError` (its keyword arguments)."""
+    return NoMasterServiceError(exception_name, remote_message, fatal=fatal, address=address)
+
+
 class ServiceStoppingError(RemoteRpcError):
     """The server is shutting down."""
 
@@ -254,6 +302,10 @@ _NOT_PUBLISHED_TEXT = re.compile(
 )
 
 
+#: What a TubeMQ node without the master service answers a master call (service 1): a broker.
+NO_MASTER_SERVICE_TEXT = "No service 1 found on the server"
+
+
 def remote_error_for(exception_name: str, remote_message: str, *, fatal: bool) -> RemoteRpcError:
     """Build the exception for an RPC exception frame.
 
@@ -272,7 +324,8 @@ def remote_error_for(exception_name: str, remote_message: str, *, fatal: bool) -
     simple = exception_name.rsplit(".", 1)[-1]
     cls = _REMOTE_ERROR_BY_SIMPLE_NAME.get(simple, RemoteRpcError)
     if simple == "Exception" and _NOT_PUBLISHED_TEXT.fullmatch(remote_message):
-        cls = ServiceNotPublishedError
+        no_master = remote_message == NO_MASTER_SERVICE_TEXT
+        cls = NoMasterServiceError if no_master else ServiceNotPublishedError
     return cls(exception_name, remote_message, fatal=fatal)
 
 

@@ -5,6 +5,11 @@ Like the Java client (docs/protocol/wire.md §9), a call goes to the current mas
 master is a standby, unreachable, or does not answer in time, moves on to the next address and tries
 again. The client then stays on the master that answered.
 
+An address whose answer says it has no master service (a broker's client port given for a
+master's: :class:`~tubemq_aio.errors.NoMasterServiceError`) is not asked again within the call,
+and once every address answered so the call fails at once, naming the address and the
+master's default port, instead of retrying until its deadline.
+
 During a failover every master may answer "standby" for a while (the election), and a restarting
 master refuses connects: a call that went once round every address without an answer therefore
 goes round again after a pause (:class:`~tubemq_aio.protocol.retry.RetryPolicy`), until its
@@ -23,6 +28,7 @@ from tubemq_aio.checks import Checks
 from tubemq_aio.config import HostPort
 from tubemq_aio.errors import (
     NetworkError,
+    NoMasterServiceError,
     RemoteRpcError,
     RequestTimeoutError,
     TubeMQError,
@@ -130,6 +136,8 @@ class MasterInvoker:
             The serialized response message of the master that answered.
 
         Raises:
+            NoMasterServiceError: every master address answered that it has no master
+                service (a broker's port given for a master's), at once.
             TubeMQError: the error of the last attempt when no master answered by the deadline,
                 or at once any error that another master would not fix (for example a
                 malformed request).
@@ -139,8 +147,12 @@ class MasterInvoker:
             deadline = self._clock() + per_attempt
         rounds = 0
         last: TubeMQError | None = None
+        not_masters: set[int] = set()  # indexes of the addresses without the master service
         while True:
             for _ in range(len(self._masters)):
+                if self._index in not_masters:
+                    self._index = (self._index + 1) % len(self._masters)
+                    continue
                 attempt_timeout = per_attempt
                 if rounds:  # the retry rounds end by the deadline
                     attempt_timeout = min(per_attempt, deadline - self._clock())
@@ -150,6 +162,18 @@ class MasterInvoker:
                     return await self._rpc.call(
                         self._masters[self._index], method, body, attempt_timeout
                     )
+                except NoMasterServiceError as exc:
+                    last = NoMasterServiceError(
+                        exc.exception_name,
+                        exc.remote_message,
+                        fatal=exc.fatal,
+                        address=str(self._masters[self._index]),
+                    )
+                    not_masters.add(self._index)
+                    if len(not_masters) == len(self._masters):
+                        raise last from None
+                    self._index = (self._index + 1) % len(self._masters)
+                    self.failovers += 1
                 except TubeMQError as exc:
                     if not _should_fail_over(exc):
                         raise

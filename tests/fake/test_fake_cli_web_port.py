@@ -47,5 +47,7 @@ async def test_master_at_a_broker_port_names_the_master_port(
         assert code == 1
         (line,) = capsys.readouterr().err.splitlines()
         assert "No service 1 found" in line
-        assert f"--master {address} has no master service" in line
+        assert f"{address} is a TubeMQ node without the master service" in line
+        assert f"the address came from --master {address}" in line
         assert "8715" in line
+        assert line.count("8715") == 1  # said once, by the error

@@ -258,7 +258,9 @@ def test_master_at_a_broker_port_names_the_master_port(cluster: LocalCluster, to
     assert done.returncode == 1, done.stderr
     line = _one_error_line(done.stderr)
     assert "No service 1 found" in line, line
-    assert f"--master {address} has no master service" in line, line
+    assert f"{address} is a TubeMQ node without the master service" in line, line
+    assert f"the address came from --master {address}" in line, line
+    assert "8715" in line, line
 
 
 def test_usage_errors_exit_2_with_one_line() -> None:

@@ -17,6 +17,7 @@ from tubemq_aio import (
     ConfigError,
     Consumer,
     NetworkError,
+    NoMasterServiceError,
     Producer,
     SendOutcomeUnknownError,
     SendResult,
@@ -331,3 +332,21 @@ async def test_official_java_consumer_reads_what_we_sent(cluster: LocalCluster, 
         assert pairs["lang"] == "python"
         assert pairs["$msgType$"] == msg_type
     assert seen == set(sent)
+
+
+async def test_a_start_at_a_broker_port_fails_at_once_naming_the_master_port(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """A Producer and a Consumer given the real broker's client port for the master's: the
+    broker answers ``No service 1 found on the server``; the start retried it for about 4 s
+    and raised a bare ``ServiceNotPublishedError``. It fails at the first answer now."""
+    address = cluster.brokers[0].addr
+    clients = [Producer(address, topics=[topic]), Consumer(address, group="g_port", topics=[topic])]
+    for client in clients:
+        with pytest.raises(NoMasterServiceError) as caught:
+            async with asyncio.timeout(30):
+                await client.start()
+        assert client.closed
+        assert caught.value.address == address
+        assert f"{address} is a TubeMQ node without the master service" in str(caught.value)
+        assert "8715" in str(caught.value)

@@ -171,3 +171,12 @@ def test_a_bad_lost_tail_window_is_named_with_its_range() -> None:
     for bad in (True, 10240.0, float("nan"), -1, 2**32 + 1):
         with pytest.raises(ConfigError, match=r"lost_tail_window must be an integer in \[0, "):
             config(lost_tail_window=bad)
+
+
+def test_the_retry_window_is_an_option() -> None:
+    assert Consumer("h:8715", group="g1", topics=["t"]).config.unregister_retry_window == 35.0
+    consumer = Consumer("h:8715", group="g1", topics=["t"], unregister_retry_window=0)
+    assert consumer.config.unregister_retry_window == 0
+    for bad in (-1, float("nan"), float("inf"), True, "35", 3601):
+        with pytest.raises(ConfigError, match="unregister_retry_window"):
+            Consumer("h:8715", group="g1", topics=["t"], unregister_retry_window=bad)  # type: ignore[arg-type]

@@ -125,7 +125,7 @@ cdef class FrameDecoder:
                 self.have = 0
                 length = _be32(self.head)
                 if self.done + length > self.max_bytes:
-                    raise FrameError(f"frame payload exceeds the {self.max_bytes}-byte cap")
+                    raise FrameError(f"frame payload exceeds the {self.max_bytes}-byte cap (max_frame_bytes)")
                 if length > 8192:  # framing.BLOCK_SIZE: no TubeMQ sender writes a longer block
                     raise FrameError(f"frame block of {length} bytes (at most 8192)")
                 self._reserve(length)

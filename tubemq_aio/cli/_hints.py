@@ -8,13 +8,9 @@ import argparse
 from tubemq_aio.cli._connect import URL_SCHEMES
 from tubemq_aio.cli._parser import MASTER_ENV, MASTER_FROM_ENV
 from tubemq_aio.config import ClientConfig, parse_masters
-from tubemq_aio.errors import ConfigError, ConnectError, ServiceNotPublishedError, TubeMQError
-from tubemq_aio.protocol.rpc import ServiceType
+from tubemq_aio.errors import ConfigError, ConnectError, NoMasterServiceError, TubeMQError
 
 __all__ = ["master_hint"]
-
-#: What a TubeMQ node without the master service answers a master call (a broker does, for good).
-_NO_MASTER_SERVICE = f"No service {int(ServiceType.MASTER)} found"
 
 
 def _master_addresses(master: str) -> list[str]:
@@ -27,27 +23,22 @@ def _master_addresses(master: str) -> list[str]:
 def master_hint(args: argparse.Namespace, err: TubeMQError) -> str:
     """``"; <what to do>"`` when ``err`` shows ``args.master`` names no master: nothing
     answers there (a failed connect), or a TubeMQ node without the master service does (a
-    broker's client port, whose answer a start retries for ``register_attempts`` seconds
-    as a master still starting could give it); else ``""``.
+    broker's client port: :class:`~tubemq_aio.errors.NoMasterServiceError`, whose text names
+    the master's port); else ``""``.
 
     The hint names where the address came from (``--master`` or ``$TUBEMQ_AIO_MASTER``: an
     exported address of a cluster started earlier on another port is the usual cause) and the
     commands that show or start a local cluster.
     """
     master = getattr(args, "master", None)
-    if not master or not isinstance(err, ConnectError | ServiceNotPublishedError):
+    if not master or not isinstance(err, ConnectError | NoMasterServiceError):
         return ""
     try:
         addresses = _master_addresses(master)
     except ConfigError:
         return ""
-    if isinstance(err, ServiceNotPublishedError):
-        if _NO_MASTER_SERVICE not in str(err):
-            return ""
-        return (
-            f"; {_source(args, addresses)} has no master service: is it a broker's client port "
-            "(8123 by default)? Give the master's client port (8715 by default)"
-        )
+    if isinstance(err, NoMasterServiceError):  # its text names the ports: say where it came from
+        return f"; the address came from {_source(args, addresses)}"
     if not any(f"cannot connect to {address}:" in str(err) for address in addresses):
         return ""  # a broker the master listed: the master answered
     return (

@@ -18,7 +18,12 @@ from tubemq_aio.consumer.config import ConsumerConfig
 from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
-from tubemq_aio.protocol.consumer_meta import Partition, PartitionKey, TopicCondition
+from tubemq_aio.protocol.consumer_meta import (
+    Partition,
+    PartitionKey,
+    ReadStatus,
+    TopicCondition,
+)
 from tubemq_aio.protocol.event_pacing import EventPacer
 from tubemq_aio.protocol.rebalance import (
     AwaitReturn,
@@ -79,6 +84,9 @@ class MasterSession(SessionBase):
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
         self.on_revoked: Callable[[list[str]], Awaitable[None]] | None = None
+        #: Until when an unregister that got no answer is tried again, per partition
+        #: (:meth:`_release_later`).
+        self._release_deadlines: dict[PartitionKey, float] = {}
 
     def __repr__(self) -> str:
         return f"<MasterSession {self.client_id} {self.hb_state!r} {self.leases!r}>"
@@ -230,17 +238,49 @@ class MasterSession(SessionBase):
                 await self.on_assigned([k.format() for k in process.registered])
 
     async def _release_settled_unsure(self) -> None:
-        """Unregister the partitions an event's register cut short (timed out) may have left
-        registered at their broker, once that register had its ``rpc_timeout`` there
-        (:class:`~tubemq_aio.consumer._astray.AstrayCalls`): a late one has run by then, and
-        the unregister undoes it. The event reported the partition as not taken, so the
-        master hands it out again, perhaps to another member, who met 410 until this
-        consumer closed or the broker expired the registration (about 35 s). A later event
-        that registers the partition here takes it off :attr:`unsure` first."""
+        """Unregister the partitions an event's register cut short (timed out), or a release
+        whose unregister got no answer, may have left registered at their broker, once that
+        call had its ``rpc_timeout`` there (:class:`~tubemq_aio.consumer._astray.AstrayCalls`):
+        a late one has run by then, and the unregister undoes it (or finds nothing). The
+        master hands such a partition out again, perhaps to another member, who met 410 until
+        this consumer closed or the broker expired the registration (about 35 s). An
+        unregister that gets no answer again is tried again the same way until
+        ``unregister_retry_window`` after the first. A later event that registers the
+        partition here takes it off :attr:`unsure` first."""
         rest = self.broker.astray.rest
         settled = [k for k in self.unsure if rest(k, registrations_only=True) <= 0]
-        if settled:
-            await asyncio.gather(*(self.release_unsure(k) for k in settled))
+        if not settled:
+            return
+        retry = [
+            (self.unsure[k], self.unsure_read_status.get(k, ReadStatus.NORMAL)) for k in settled
+        ]
+        answered = await asyncio.gather(*(self.release_unsure(k) for k in settled))
+        for (partition, read_status), done in zip(retry, answered, strict=True):
+            if done:
+                self._release_deadlines.pop(partition.key, None)
+            else:
+                self._release_later(partition, read_status)
+
+    def _release_later(self, partition: Partition, read_status: int) -> None:
+        """The unregister of ``partition`` got no answer: the broker may still hold the
+        registration (the call timed out before the broker ran it, or never left), so the
+        group's next holder would meet 410 until the broker expires it. Make it
+        :attr:`unsure` again, to be unregistered with ``read_status`` once the call had its
+        ``rpc_timeout`` (:meth:`_release_settled_unsure`), unless the consumer is closing (its
+        close unregisters what is unsure once more) or ``unregister_retry_window`` has passed
+        since the first unanswered unregister (the broker has expired the registration)."""
+        key = partition.key
+        now = self.clock()
+        window = self.config.unregister_retry_window
+        deadline = self._release_deadlines.setdefault(key, now + window)
+        if self.stopping or now >= deadline:
+            self._release_deadlines.pop(key, None)
+            if not self.stopping:
+                log.warning("%s: no unregister answered; left to the broker's expiry", key)
+            return
+        self.unsure[key] = partition
+        if read_status != ReadStatus.NORMAL:
+            self.unsure_read_status[key] = read_status
 
     async def _perform(self, step: object, process: EventProcess) -> None:
         if isinstance(step, Register):
@@ -297,6 +337,7 @@ class MasterSession(SessionBase):
             self.note_register_end(partition, exc)
             raise
         self.note_register_end(partition, None)
+        self._release_deadlines.pop(partition.key, None)
         if not rsp.success:
             log.info("broker refused %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
             return rsp.err_code
@@ -339,6 +380,9 @@ class MasterSession(SessionBase):
         # reads when it gets it back (another member may read on meanwhile).
         self.tail.forget(partition.key)
         removed = self.leases.remove(partition.key, rollback_if_in_use=rollback_in_use)
+        answered = True
         if removed is not None:
-            await self.unregister_at_broker(partition, removed.read_status)
+            answered = await self.unregister_at_broker(partition, removed.read_status)
         await self.release_unsure(partition.key)
+        if removed is not None and not answered:
+            self._release_later(partition, removed.read_status)

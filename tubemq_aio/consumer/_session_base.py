@@ -156,6 +156,10 @@ class SessionBase:
         #: broker without this client's record of it: unregistered when released or closed,
         #: else the group's next holder meets 410 until the broker expires the registration.
         self.unsure: dict[PartitionKey, Partition] = {}
+        #: The ``readStatus`` to unregister an :attr:`unsure` partition with, when not
+        #: ``NORMAL``: that of a release whose unregister got no answer (it commits or rolls
+        #: back the batch in flight as that release meant to).
+        self.unsure_read_status: dict[PartitionKey, int] = {}
 
     def _apply_auth_and_flow(self, rsp: consumer_replies.MasterResponse) -> None:
         self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
@@ -326,16 +330,22 @@ class SessionBase:
 
     async def unregister_at_broker(
         self, partition: Partition, read_status: int, *, ordered: bool = True
-    ) -> None:
+    ) -> bool:
         """``RegisterRequestC2B`` opType 32 (``ordered``: see ``BrokerRpc.unregister``);
-        errors are logged (the broker expires it anyway)."""
+        errors are logged (the broker expires it anyway).
+
+        Returns:
+            Whether the broker answered; False when the call failed (timed out, link lost,
+            not sent), so the partition may still be registered there.
+        """
         try:
             rsp = await self.broker.unregister(partition, read_status=read_status, ordered=ordered)
         except (TubeMQError, OSError) as exc:
             log.warning("unregister of %s failed: %r", partition.key, exc)
-            return
+            return False
         if not rsp.success:
             log.info("unregister of %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
+        return True
 
     def note_register_end(self, partition: Partition, error: BaseException | None) -> None:
         """A register of ``partition`` was answered (``error`` None) or ended with ``error``:
@@ -343,19 +353,27 @@ class SessionBase:
         key = partition.key
         if error is None:
             self.unsure.pop(key, None)
+            self.unsure_read_status.pop(key, None)
         elif key not in self.leases and may_still_arrive(error):
             self.unsure[key] = partition
 
-    async def release_unsure(self, key: PartitionKey) -> None:
+    async def release_unsure(self, key: PartitionKey) -> bool:
         """Unregister ``key`` if it is :attr:`unsure`, without waiting for the register cut
         short (it most likely ran at once or never left; one still on its way would win
-        anyway), and awaiting the answer at most ``_UNSURE_UNREGISTER_WAIT`` (1 s)."""
+        anyway), and awaiting the answer at most ``_UNSURE_UNREGISTER_WAIT`` (1 s).
+
+        Returns:
+            False when an unregister was sent and got no answer in that time.
+        """
         partition = self.unsure.pop(key, None)
+        read_status = self.unsure_read_status.pop(key, ReadStatus.NORMAL)
         if partition is None:
-            return
+            return True
+        answered = False
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
-                await self.unregister_at_broker(partition, ReadStatus.NORMAL, ordered=False)
+                answered = await self.unregister_at_broker(partition, read_status, ordered=False)
+        return answered
 
     def held_by_broker(self) -> dict[BrokerInfo, list[Partition]]:
         """Every partition registered at a broker by this client, grouped by broker."""
@@ -364,6 +382,7 @@ class SessionBase:
     def forget_held(self, key: PartitionKey) -> bool:
         """Remove ``key`` from what this client holds, without unregistering; True if held."""
         self.unsure.pop(key, None)
+        self.unsure_read_status.pop(key, None)
         return self.leases.remove(key) is not None
 
     async def broker_heartbeat_loop(self) -> None:

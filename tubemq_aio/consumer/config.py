@@ -216,6 +216,14 @@ class ConsumerConfig(ClientConfig):
             consumer (Java ``maxSubInfoReportIntvlTimes``, 6; at least 3).
         close_rebalance_wait: seconds :meth:`Consumer.close` lets a rebalance event in
             progress finish before stopping (Java ``shutDownRebalanceWaitPeriodMs``; 5 s).
+        unregister_retry_window: seconds a :class:`Consumer` keeps unregistering a partition
+            the master moved away whose unregister got no answer (timed out: the broker may
+            not have run it, and would hold the partition for this consumer, answering the
+            group's next holder 410). Each try waits for the previous one's ``rpc_timeout``
+            (a late one runs first) and awaits its answer for at most 1 s. Default 35 s, the
+            broker's own registration expiry (``consumerRegTimeoutMs`` in the shipped
+            ``broker.ini``), after which it has let the registration go anyway; in
+            [0, 3600] s, 0 for no retry.
         run_error_rollback: what :meth:`Consumer.run` does with a batch whose handler raised:
             ``True`` (default) rolls it back, so it is delivered again; ``False`` counts it
             consumed and goes on, as Java does by default (``pushListenerThrowedRollBack``).
@@ -275,6 +283,7 @@ class ConsumerConfig(ClientConfig):
     register_fail_wait: float = 1.0
     subscription_report_interval: int = 6
     close_rebalance_wait: float = 5.0
+    unregister_retry_window: float = 35.0
     run_error_rollback: bool = True
     tail_check_depth: int = DEFAULT_TAIL_CHECK_DEPTH
     tail_check_timeout: float = 10.0
@@ -372,6 +381,9 @@ class ConsumerConfig(ClientConfig):
             "subscription_report_interval", self.subscription_report_interval, low=3, high=10_000
         )
         c.seconds("close_rebalance_wait", self.close_rebalance_wait, high=600.0, low_open=False)
+        c.seconds(
+            "unregister_retry_window", self.unregister_retry_window, high=3600.0, low_open=False
+        )
         c.flag("run_error_rollback", self.run_error_rollback)
         c.integer("tail_check_depth", self.tail_check_depth, low=0, high=62)
         c.seconds("tail_check_timeout", self.tail_check_timeout, high=3600.0)
@@ -445,6 +457,7 @@ class ConsumerOptions(ClientOptions, total=False):
     register_fail_wait: float
     subscription_report_interval: int
     close_rebalance_wait: float
+    unregister_retry_window: float
     run_error_rollback: bool
     tail_check_depth: int
     tail_check_timeout: float

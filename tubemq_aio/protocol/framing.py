@@ -207,7 +207,9 @@ class FrameDecoder:
                     return frames, pos
                 (length,) = _BLOCK_LEN.unpack_from(buf, pos)
                 if self._size + length > self._max_bytes:
-                    raise FrameError(f"frame payload exceeds the {self._max_bytes}-byte cap")
+                    raise FrameError(
+                        f"frame payload exceeds the {self._max_bytes}-byte cap (max_frame_bytes)"
+                    )
                 if length > BLOCK_SIZE:
                     raise FrameError(f"frame block of {length} bytes (at most {BLOCK_SIZE})")
                 start = pos + _BLOCK_LEN_SIZE

@@ -153,7 +153,9 @@ class LengthPrefixedDecoder:
                 raise FrameError(f"frame block of {length} bytes (at most {BLOCK_SIZE})")
             total += length
             if total > self._max_payload:
-                raise FrameError(f"frame payload exceeds the {self._max_payload}-byte cap")
+                raise FrameError(
+                    f"frame payload exceeds the {self._max_payload}-byte cap (max_frame_bytes)"
+                )
             pos += _PREFIX_SIZE
             if end - pos < length:
                 raise FrameError("a legacy frame's length ends inside the frame it announces")

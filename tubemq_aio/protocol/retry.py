@@ -19,7 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tubemq_aio.errors import FrameError, LocalProtocolError, TubeMQError
+from tubemq_aio.errors import (
+    FrameError,
+    LocalProtocolError,
+    NoMasterServiceError,
+    TubeMQError,
+)
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -160,10 +165,12 @@ def retry_can_help(exc: TubeMQError) -> bool:
     """Whether another register attempt may end otherwise than ``exc`` did: False for a
     :class:`~tubemq_aio.errors.FrameError` (the address answered bytes that are not TubeMQ
     frames: a web port given for a master's client port, another service, or a 1.1/1.2 server
-    spoken to in the wrong framing) and a :class:`~tubemq_aio.errors.LocalProtocolError` (the
-    request itself is not allowed): the same address answers the same way a second later, so the
-    register fails at once rather than after ``register_attempts`` pauses."""
-    return not isinstance(exc, FrameError | LocalProtocolError)
+    spoken to in the wrong framing), a :class:`~tubemq_aio.errors.NoMasterServiceError` (every
+    master address is a TubeMQ node without the master service: a broker's port) and a
+    :class:`~tubemq_aio.errors.LocalProtocolError` (the request itself is not allowed): the same
+    address answers the same way a second later, so the register fails at once rather than
+    after ``register_attempts`` pauses."""
+    return not isinstance(exc, FrameError | NoMasterServiceError | LocalProtocolError)
 
 
 def register_pause(now: float, deadline: float, wait: float) -> float | None:
