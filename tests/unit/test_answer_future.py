@@ -418,12 +418,12 @@ def test_each_raise_of_an_exception_starts_from_its_traceback(
 ) -> None:
     # Found by an adversarial review: the compiled future re-raised its exception as is, so
     # every result() (and every await of it) added its frames to the same traceback.
-    loop, new = loop_and_new
+    _, new = loop_and_new
     fut = new()
     fut.set_exception(ValueError("once"))
     lengths = []
     for _ in range(3):
-        with pytest.raises(ValueError) as raised:
+        with pytest.raises(ValueError, match="once") as raised:
             fut.result()
         lengths.append(len(traceback.extract_tb(raised.value.__traceback__)))
     assert lengths == [lengths[0]] * 3
@@ -436,7 +436,9 @@ def test_repr_is_asyncios_with_a_long_result_shortened(
     # GetMessage answer can be megabytes) in its repr, which goes into log lines such as
     # "Exception in callback ...(<future>)", and its states in capitals.
     loop, new = loop_and_new
-    pairs = [(new(), asyncio.Future(loop=loop)) for _ in range(4)]
+    pairs: list[tuple[Any, asyncio.Future[Any]]] = [
+        (new(), asyncio.Future(loop=loop)) for _ in range(4)
+    ]
     for fut in pairs[1]:
         fut.set_result(b"x" * 1_000_000)
     for fut in pairs[2]:
