@@ -12,6 +12,7 @@ import contextvars
 import gc
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
@@ -449,3 +450,31 @@ def test_repr_is_asyncios_with_a_long_result_shortened(
     for fut, reference in pairs:
         assert repr(fut) == repr(reference).replace("<Future", f"<{type(fut).__name__}", 1)
     assert len(repr(pairs[1][0])) < 100
+
+
+def test_a_cancelled_future_is_freed_without_the_cycle_collector(
+    loop_and_new: tuple[asyncio.AbstractEventLoop, Any],
+) -> None:
+    # Found by an adversarial review: the compiled future kept the CancelledError it raised,
+    # whose traceback holds the awaiting coroutine's frames, which hold the future: every
+    # cancelled call's future, frames and locals waited for the cycle collector.
+    loop, new = loop_and_new
+
+    async def wait(fut: Any) -> None:
+        await fut
+
+    async def main() -> weakref.ref[Any]:
+        fut = new()
+        task = loop.create_task(wait(fut))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return weakref.ref(fut)
+
+    gc.disable()
+    try:
+        ref = _run(loop, main())
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -146,7 +146,6 @@ cdef class AnswerFuture:
     cdef object _ctx0
     cdef list _more  # further (callback, context) pairs, or None
     cdef object _cancel_message
-    cdef object _cancelled_exc
     cdef bint _log_tb
     cdef object __weakref__
 
@@ -209,17 +208,12 @@ cdef class AnswerFuture:
         raise _InvalidStateError("Exception is not set.")
 
     def _make_cancelled_error(self):
-        """The CancelledError to raise (as ``asyncio.Future._make_cancelled_error``)."""
-        if self._cancelled_exc is not None:
-            exc = self._cancelled_exc
-            self._cancelled_exc = None
-            return exc
+        """A new CancelledError to raise (as ``asyncio.Future._make_cancelled_error``, which
+        keeps none: one kept would hold the traceback of the coroutine it was raised in, whose
+        frames hold this future)."""
         if self._cancel_message is None:
-            exc = _CancelledError()
-        else:
-            exc = _CancelledError(self._cancel_message)
-        self._cancelled_exc = exc
-        return exc
+            return _CancelledError()
+        return _CancelledError(self._cancel_message)
 
     def add_done_callback(self, fn, *, context=None):
         """Call ``fn(self)`` in ``context`` (a copy of the current one by default) once the
