@@ -329,12 +329,21 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     def _http_hint(self, exc: FrameError, data: bytes | memoryview) -> FrameError:
         # An easy mistake: the master's web port (webPort, 8080) given for its client port.
-        if self.answered or not bytes(data[:9]).lower().startswith(_WEB_ANSWERS):
+        if self.answered:
+            return exc
+        if bytes(data[:9]).lower().startswith(_WEB_ANSWERS):
+            return FrameError(
+                f"{exc}; {self.label} answered in HTTP or HTML: it is a web port (such as a "
+                "master's web API, 8080 by default), not a TubeMQ client port (a master's port, "
+                "8715 by default)"
+            )
+        # Another text protocol's port (SSH, Redis, SMTP): its first line says whose.
+        line = bytes(data[:80]).split(b"\n", 1)[0].rstrip(b"\r")
+        if len(line) < 3 or not all(32 <= c < 127 for c in line):
             return exc
         return FrameError(
-            f"{exc}; {self.label} answered in HTTP or HTML: it is a web port (such as a master's "
-            "web API, 8080 by default), not a TubeMQ client port (a master's port, 8715 by "
-            "default)"
+            f"{exc}; {self.label} answered {line.decode()!r}: it is another service's port, "
+            "not a TubeMQ client port (a master's port, 8715 by default)"
         )
 
     def silence_hint(self) -> str:
