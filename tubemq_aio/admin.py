@@ -13,6 +13,7 @@ other masters as ``standbys`` and a call moves on to the next one.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import math
 import urllib.error
@@ -123,6 +124,18 @@ class MasterWebApi:
                 "errCode": STANDBY_REDIRECT,
                 "errMsg": f"standby master: it redirects to {where}",
             }
+        except http.client.HTTPException as exc:
+            if isinstance(exc, OSError):  # a connection lost before the answer: as it is
+                raise
+            # A server of another protocol (an SSH banner) or an answer cut short: an OSError
+            # as a failed request is (the next master is tried; callers catch one kind).
+            what = (
+                "an HTTP answer cut short"
+                if isinstance(exc, http.client.IncompleteRead)
+                else "not an HTTP answer"
+            )
+            said = str(exc).strip()[:100]
+            raise ConnectionError(f"{what} ({type(exc).__name__}: {said})") from exc
         reply = json.loads(body)
         if not isinstance(reply, dict):
             raise AdminApiError(f"{params['method']}: unexpected reply {body[:200]!r}")
@@ -142,8 +155,8 @@ class MasterWebApi:
             The reply envelope (``{"result": bool, "errCode": int, "errMsg": str, "data": ...}``).
 
         Raises:
-            OSError: If the HTTP request fails (connection refused, timeout, HTTP 5xx) at every
-                master.
+            OSError: If the HTTP request fails (connection refused, timeout, HTTP 5xx, an
+                answer that is not HTTP or is cut short) at every master.
             ValueError: If the reply is not JSON.
             AdminApiError: If the reply is JSON but not an object.
         """

@@ -221,6 +221,33 @@ async def test_an_http_answer_names_the_wrong_port(settings: TransportSettings) 
         await server.wait_closed()
 
 
+async def test_a_text_banner_names_the_wrong_port(settings: TransportSettings) -> None:
+    """A client pointed at another text protocol's port (Redis here; an SSH server, SMTP) was
+    told only "bad frame begin token 0x2D455252" (found by an adversarial review); the error
+    now quotes the peer's first line and says it is not a TubeMQ client port."""
+
+    async def banner(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"-ERR unknown command '\\xff\\x7f'\r\n")
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(banner, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool(settings)
+    try:
+        conn = await pool.connection(Address("127.0.0.1", port))
+        with pytest.raises(FrameError, match="bad frame begin token 0x2D455252") as info:
+            await conn.call(request_payload(b"x"), 5.0)
+        assert f'127.0.0.1:{port} answered "-ERR unknown command' in str(info.value)
+        assert "not a TubeMQ client port" in str(info.value)
+    finally:
+        await pool.close()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_a_tls_port_reached_without_tls_is_named(
     settings: TransportSettings, tmp_path: Path
 ) -> None:

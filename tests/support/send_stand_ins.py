@@ -62,6 +62,8 @@ def filled_registry(
     reg._closed = None
     reg._legacy = legacy
     reg._wbuf = []
+    reg._tick_bytes = 0
+    reg._write_high = 600  # a few requests a tick: the property tests meet the early write
     reg._frame_other = registry.frame_other
     reg._settle_other = registry.settle_other
     reg._success_bounds = success_bounds

@@ -11,6 +11,8 @@ import asyncio
 import contextvars
 import gc
 import time
+import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
@@ -410,3 +412,69 @@ def test_the_compiled_registry_reads_the_monotonic_clock_as_time_monotonic() -> 
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def test_each_raise_of_an_exception_starts_from_its_traceback(
+    loop_and_new: tuple[asyncio.AbstractEventLoop, Any],
+) -> None:
+    # Found by an adversarial review: the compiled future re-raised its exception as is, so
+    # every result() (and every await of it) added its frames to the same traceback.
+    _, new = loop_and_new
+    fut = new()
+    fut.set_exception(ValueError("once"))
+    lengths = []
+    for _ in range(3):
+        with pytest.raises(ValueError, match="once") as raised:
+            fut.result()
+        lengths.append(len(traceback.extract_tb(raised.value.__traceback__)))
+    assert lengths == [lengths[0]] * 3
+
+
+def test_repr_is_asyncios_with_a_long_result_shortened(
+    loop_and_new: tuple[asyncio.AbstractEventLoop, Any],
+) -> None:
+    # Found by an adversarial review: the compiled future printed its whole result (a
+    # GetMessage answer can be megabytes) in its repr, which goes into log lines such as
+    # "Exception in callback ...(<future>)", and its states in capitals.
+    loop, new = loop_and_new
+    pairs: list[tuple[Any, asyncio.Future[Any]]] = [
+        (new(), asyncio.Future(loop=loop)) for _ in range(4)
+    ]
+    for fut in pairs[1]:
+        fut.set_result(b"x" * 1_000_000)
+    for fut in pairs[2]:
+        fut.set_exception(KeyError("k"))
+        fut.exception()
+    for fut in pairs[3]:
+        fut.cancel()
+    for fut, reference in pairs:
+        assert repr(fut) == repr(reference).replace("<Future", f"<{type(fut).__name__}", 1)
+    assert len(repr(pairs[1][0])) < 100
+
+
+def test_a_cancelled_future_is_freed_without_the_cycle_collector(
+    loop_and_new: tuple[asyncio.AbstractEventLoop, Any],
+) -> None:
+    # Found by an adversarial review: the compiled future kept the CancelledError it raised,
+    # whose traceback holds the awaiting coroutine's frames, which hold the future: every
+    # cancelled call's future, frames and locals waited for the cycle collector.
+    loop, new = loop_and_new
+
+    async def wait(fut: Any) -> None:
+        await fut
+
+    async def main() -> weakref.ref[Any]:
+        fut = new()
+        task = loop.create_task(wait(fut))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return weakref.ref(fut)
+
+    gc.disable()
+    try:
+        ref = _run(loop, main())
+        assert ref() is None
+    finally:
+        gc.enable()

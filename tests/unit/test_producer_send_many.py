@@ -370,3 +370,13 @@ async def test_a_broken_custom_partitioner_fails_each_send_with_a_typed_error(
             assert p.in_flight == 0
             assert (p.sent, p.failed, p.cancelled) == (0, 5, 0)
         assert cluster.requests(SEND) == 0
+
+
+@pytest.mark.parametrize("timeout", [math.nan, math.inf, 0, -1, 1e300, True])
+async def test_a_bad_timeout_is_named_as_send_manys(timeout: object) -> None:
+    # Found by an adversarial review: the message began "send: timeout must be ...".
+    conn = HeldConnection()
+    producer = started_producer(4, conn, telemetry=False)
+    with pytest.raises(InvalidMessageError, match=r"^send_many: timeout must be"):
+        await producer.send_many("t", [b"x"], timeout=timeout)  # type: ignore[arg-type]
+    assert conn.waiting == []

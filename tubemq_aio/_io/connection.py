@@ -7,7 +7,8 @@ Hot path (no per-request task or timer, docs/protocol/wire.md §1.5):
   compiled when the accelerator is built): pick the next serial, register ``serial -> (future,
   deadline, timeout)``, append the frame header and the payload pieces to the tick's write list;
   the first frame of a tick schedules one ``_flush`` with ``loop.call_soon``, which joins the
-  list and writes it once.
+  list and writes it once (at once instead when the tick's requests reach
+  ``write_high_water``: the transport then pauses and later callers wait for room).
 * receive: ``data_received`` feeds the frame decoder and hands the frames to ``resolve`` (the
   registry's), which pops each pending entry by serial and decodes the RPC envelope only
   (business bytes or a remote error); business messages are parsed by the awaiting caller.
@@ -21,11 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import cast
 
 from tubemq_aio._io.pending import PendingCalls
-from tubemq_aio._io.registry import frame_other
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
 from tubemq_aio.errors import (
@@ -84,9 +84,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         #: Whether a request was ever written (a peer that drops the link after it, unanswered,
         #: may speak the other framing).
         self._wrote = False
-        #: Bytes of the frames of more than one block queued this tick (see _frame_large).
-        self._tick_bytes = 0
-        self._frame_other = self._frame_large
         # The transport reads into this buffer (BufferedProtocol): no fresh 256 KB object per
         # read, whose pages the allocator hands back and faults in again under load. The frame
         # decoder copies what it keeps before the next read.
@@ -329,12 +326,21 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     def _http_hint(self, exc: FrameError, data: bytes | memoryview) -> FrameError:
         # An easy mistake: the master's web port (webPort, 8080) given for its client port.
-        if self.answered or not bytes(data[:9]).lower().startswith(_WEB_ANSWERS):
+        if self.answered:
+            return exc
+        if bytes(data[:9]).lower().startswith(_WEB_ANSWERS):
+            return FrameError(
+                f"{exc}; {self.label} answered in HTTP or HTML: it is a web port (such as a "
+                "master's web API, 8080 by default), not a TubeMQ client port (a master's port, "
+                "8715 by default)"
+            )
+        # Another text protocol's port (SSH, Redis, SMTP): its first line says whose.
+        line = bytes(data[:80]).split(b"\n", 1)[0].rstrip(b"\r")
+        if len(line) < 3 or not all(32 <= c < 127 for c in line):
             return exc
         return FrameError(
-            f"{exc}; {self.label} answered in HTTP or HTML: it is a web port (such as a master's "
-            "web API, 8080 by default), not a TubeMQ client port (a master's port, 8715 by "
-            "default)"
+            f"{exc}; {self.label} answered {line.decode()!r}: it is another service's port, "
+            "not a TubeMQ client port (a master's port, 8715 by default)"
         )
 
     def silence_hint(self) -> str:
@@ -355,24 +361,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             self.last_activity = self._clock()
             if not transport.is_closing():  # a write the socket refused closes the transport
                 self._written = self._serial  # every request registered so far is written
-
-    def _frame_large(
-        self, serial: int, parts: Sequence[bytes], size: int, legacy: bool
-    ) -> Sequence[bytes]:
-        """:func:`~tubemq_aio._io.registry.frame_other` for this connection (the registry
-        calls it for a frame of more than one block, and for every legacy one), writing the
-        tick's frames at once when those queued before reach ``write_high_water``: the
-        transport then pauses, so the next sender waits for room (and, at its deadline, ends as
-        not sent) instead of adding to a buffer the peer may never read. One-block frames are
-        written once a tick as before (at most ``max_in_flight`` of 8 KiB)."""
-        pieces = frame_other(serial, parts, size, legacy)  # raises before anything changes
-        if not self._wbuf:
-            self._tick_bytes = 0
-        elif self._tick_bytes >= self._settings.write_high_water:
-            self._flush()
-            self._tick_bytes = 0
-        self._tick_bytes += size
-        return pieces
 
     def _fail(self, exc: Exception) -> None:
         """Close the connection because of ``exc`` (a protocol error or an IOException answer)."""

@@ -117,8 +117,11 @@ class PendingCalls(RegistryBase):
         self._resume_waiters: deque[asyncio.Future[None]] = deque()
         self._closed = None
         self._legacy = settings.framing == "legacy-length"
-        #: The frames queued this tick (written by ``_flush``).
+        #: The frames queued this tick (written by ``_flush``, or at once when their bytes
+        #: reach the transport's high-water mark).
         self._wbuf = []
+        self._tick_bytes = 0
+        self._write_high = settings.write_high_water
         # The registry's rare shapes, handed to it (the compiled one cannot import them).
         self._frame_other = frame_other
         self._settle_other = settle_other

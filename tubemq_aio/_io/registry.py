@@ -151,8 +151,12 @@ class SendRegistry:
     _closed: BaseException | None
     _legacy: bool
     _wbuf: list[bytes]
-    #: Frames a request that is not a one-block standard frame: :func:`frame_other`, or the
-    #: owner's wrapper of it (the connection bounds a tick's large frames with it).
+    #: Bytes of the requests queued this tick; once they reach ``_write_high`` (the
+    #: transport's high-water mark) the tick's frames are written at once, so the transport
+    #: pauses and later callers wait for room instead of queueing past the mark.
+    _tick_bytes: int
+    _write_high: int
+    #: Frames a request that is not a one-block standard frame: :func:`frame_other`.
     _frame_other: Callable[[int, Sequence[bytes], int, bool], Sequence[bytes]]
 
     def _flush(self) -> None:
@@ -215,9 +219,13 @@ class SendRegistry:
         buf = self._wbuf
         if not buf:
             self._loop.call_soon(self._flush)
+            self._tick_bytes = 0
         if header:
             buf.append(header)
         buf.extend(parts)
+        self._tick_bytes += size
+        if self._tick_bytes >= self._write_high:
+            self._flush()
         return self, serial, fut
 
     def resolve(self, frames: Sequence[tuple[int, bytes]]) -> Exception | None:

@@ -51,6 +51,7 @@ from cpython.contextvars cimport PyContext_CheckExact, PyContext_Enter, PyContex
 from asyncio import CancelledError as _CancelledError
 from asyncio import InvalidStateError as _InvalidStateError
 from contextvars import copy_context as _copy_context
+from reprlib import repr as _short_repr
 
 cdef enum:
     _PENDING = 0
@@ -58,6 +59,7 @@ cdef enum:
     _CANCELLED = 2
 
 cdef tuple _STATE_NAMES = ("PENDING", "FINISHED", "CANCELLED")
+cdef tuple _REPR_STATES = ("pending", "finished", "cancelled")  # asyncio.Future's repr
 
 
 @cython.final
@@ -139,20 +141,22 @@ cdef class AnswerFuture:
     cdef int _state
     cdef object _result
     cdef object _exception
+    cdef object _exception_tb  # its traceback when set: each raise starts from it again
     cdef object _cb0  # the first callback and its context (asyncio's C future keeps it apart)
     cdef object _ctx0
     cdef list _more  # further (callback, context) pairs, or None
     cdef object _cancel_message
-    cdef object _cancelled_exc
     cdef bint _log_tb
     cdef object __weakref__
 
     def __repr__(self):
-        state = _STATE_NAMES[self._state]
+        # asyncio.Future's shape, the result shortened by reprlib as there (an answer can be
+        # megabytes, and this repr goes into log lines)
+        state = _REPR_STATES[self._state]
         if self._state == _FINISHED:
             if self._exception is not None:
                 return f"<AnswerFuture {state} exception={self._exception!r}>"
-            return f"<AnswerFuture {state} result={self._result!r}>"
+            return f"<AnswerFuture {state} result={_short_repr(self._result)}>"
         return f"<AnswerFuture {state}>"
 
     def __del__(self):
@@ -187,7 +191,7 @@ cdef class AnswerFuture:
         if self._state == _FINISHED:
             self._log_tb = False
             if self._exception is not None:
-                raise self._exception
+                raise self._exception.with_traceback(self._exception_tb)
             return self._result
         if self._state == _CANCELLED:
             raise self._make_cancelled_error()
@@ -204,17 +208,12 @@ cdef class AnswerFuture:
         raise _InvalidStateError("Exception is not set.")
 
     def _make_cancelled_error(self):
-        """The CancelledError to raise (as ``asyncio.Future._make_cancelled_error``)."""
-        if self._cancelled_exc is not None:
-            exc = self._cancelled_exc
-            self._cancelled_exc = None
-            return exc
+        """A new CancelledError to raise (as ``asyncio.Future._make_cancelled_error``, which
+        keeps none: one kept would hold the traceback of the coroutine it was raised in, whose
+        frames hold this future)."""
         if self._cancel_message is None:
-            exc = _CancelledError()
-        else:
-            exc = _CancelledError(self._cancel_message)
-        self._cancelled_exc = exc
-        return exc
+            return _CancelledError()
+        return _CancelledError(self._cancel_message)
 
     def add_done_callback(self, fn, *, context=None):
         """Call ``fn(self)`` in ``context`` (a copy of the current one by default) once the
@@ -287,6 +286,7 @@ cdef class AnswerFuture:
                 "StopIteration interacts badly with generators and cannot be raised into a Future"
             )
         self._exception = exception
+        self._exception_tb = exception.__traceback__
         self._state = _FINISHED
         self._schedule()
         self._log_tb = True

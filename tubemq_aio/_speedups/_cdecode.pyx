@@ -29,6 +29,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport Py_UNICODE_ISSPACE, PyUnicode_DecodeUTF8
 from cpython.ref cimport Py_INCREF, Py_XDECREF

@@ -81,6 +81,8 @@ cdef class SendRegistry:
     cdef public object _closed
     cdef public bint _legacy
     cdef public list _wbuf
+    cdef public Py_ssize_t _tick_bytes
+    cdef public Py_ssize_t _write_high
     cdef public object _frame_other
     cdef public object _settle_other
     cdef public object _success_bounds
@@ -89,6 +91,7 @@ cdef class SendRegistry:
 
     def __cinit__(self):
         self._f_requests_sent = _Field("requests_sent")
+        self._write_high = PY_SSIZE_T_MAX
 
     @property
     def _new_future(self):
@@ -157,10 +160,14 @@ cdef class SendRegistry:
         buf = self._wbuf
         if not buf:
             self._loop.call_soon(self._flush)
+            self._tick_bytes = 0
         if header is not None:
             PyList_Append(buf, header)
         buf.extend(parts)
         self._last_serial = serial_obj
+        self._tick_bytes += size
+        if self._tick_bytes >= self._write_high:
+            self._flush()
         return fut
 
     def resolve(self, frames):

@@ -23,6 +23,8 @@ from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
 from tubemq_aio.cli._inspect import emit_rows
 from tubemq_aio.cli._web_port import speaks_tubemq
+from tubemq_aio.config import DEFAULT_MASTER_PORT, HostPort, parse_host_port
+from tubemq_aio.errors import ConfigError
 
 __all__ = [
     "DEFAULT_WEB_PORT",
@@ -43,17 +45,25 @@ WEB_TIMEOUT = 10.0
 
 def web_endpoint(web: str | None, master: str | None) -> tuple[str, int]:
     """``(host, port)`` of the web API: ``--web host:port`` (or ``http://host:port[/...]``),
-    else the first master's host with port :data:`DEFAULT_WEB_PORT`.
+    else the first master's host (read as the clients read it: ``[ipv6]:port`` or a bare IPv6
+    literal) with port :data:`DEFAULT_WEB_PORT`.
 
     Raises:
-        ConfigError: neither is given, or the address has no valid port.
+        ConfigError: neither is given, or the address given has no valid host or port (the
+            message names the option it came from).
     """
     checks = Checks("arguments")
     if web:
         text = web if "://" in web else f"http://{web}"
+        given = f"--web {web!r}"
     elif master:
         first = master.split("://", 1)[-1].rpartition("@")[2].split(",")[0].split("?")[0]
-        text = f"http://{first.rsplit(':', 1)[0] if ':' in first else first}:{DEFAULT_WEB_PORT}"
+        given = f"--master {first!r}"
+        try:
+            host = parse_host_port(first, default_port=DEFAULT_MASTER_PORT).host
+        except ConfigError as exc:
+            checks.fail(f"{given}: {exc}")
+        text = f"http://{HostPort(host, DEFAULT_WEB_PORT)}"
     else:
         checks.fail(f"give the master's web API address: --web HOST:PORT or ${WEB_ENV}")
     parts = urlsplit(text)
@@ -61,9 +71,9 @@ def web_endpoint(web: str | None, master: str | None) -> tuple[str, int]:
     try:
         port = parts.port or DEFAULT_WEB_PORT
     except ValueError:
-        checks.problem(f"--web {web!r}: not HOST:PORT")
+        checks.problem(f"{given}: not HOST:PORT")
     if parts.scheme != "http" or not parts.hostname:
-        checks.fail(f"--web {web!r}: expected HOST:PORT or http://HOST:PORT")
+        checks.fail(f"{given}: expected HOST:PORT or http://HOST:PORT")
     checks.done()
     return parts.hostname, port
 
@@ -144,12 +154,12 @@ async def _run(
     params: dict[str, object],
 ) -> int:
     host, port = web_endpoint(_web(args), args.master)
-    where = f"{host}:{port}"
+    where = str(HostPort(host, port))  # an IPv6 host in brackets, as --web takes it back
     if await speaks_tubemq(host, port):
         error_line(
             f"master web API at {where}: {where} is a TubeMQ client (RPC) port, which has no "
             "web API; set --web to the master's web port (webPort in its master.ini, "
-            f"{DEFAULT_WEB_PORT} by default: --web {host}:{DEFAULT_WEB_PORT})"
+            f"{DEFAULT_WEB_PORT} by default: --web {HostPort(host, DEFAULT_WEB_PORT)})"
         )
         return EXIT_FAILURE
     try:

@@ -357,8 +357,12 @@ class SendMany:
         window = self._window
         lost = 0
         while self._started:
-            _, conn, serial, *_ = self._started.popleft()
+            _, conn, serial, future, *_ = self._started.popleft()
             conn.abandon(serial)
+            if future.done() and not future.cancelled():
+                # Failed (a lost link fails them all at once) or answered before the call
+                # looked: nobody will, so asyncio would log its error as never retrieved.
+                future.exception()
             window.release()
             lost += 1
         children = self._children

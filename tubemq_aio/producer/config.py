@@ -179,11 +179,13 @@ def check_send_args(
     attributes: object = None,
     msg_type: object = None,
     msg_time: datetime | str | None = None,
+    call: str = "send",
 ) -> None:
     """Validate every argument of a send before anything else happens (one call per send).
 
     Cheap for the common plain message (:func:`plain_send_args`); the size against the topic's
-    limit is checked when the message is encoded.
+    limit is checked when the message is encoded. ``call`` names the method in the message
+    (``send_many`` checks its shared arguments here too).
 
     Raises:
         InvalidMessageError: the topic is not a non-blank string (of at most 64 characters,
@@ -201,7 +203,7 @@ def check_send_args(
         and (timeout is None or is_seconds(timeout, MAX_SEND_TIMEOUT))
     ):
         return
-    checks = Checks("send", error=InvalidMessageError)
+    checks = Checks(call, error=InvalidMessageError)
     for check in (
         lambda: validate_topic(topic),
         lambda: check_message(body, attributes=attributes, msg_type=msg_type, msg_time=msg_time),
@@ -243,7 +245,7 @@ def check_send_many_args(
     if len(bodies) > limit:
         checks.fail(f"{len(bodies)} bodies exceed max_send_many={limit}; split the call")
     # The shared arguments once (with a stand-in body), then each body by its index.
-    check_send_args(topic, b"x", **(options or {}))
+    check_send_args(topic, b"x", **(options or {}), call="send_many")
     items = list(bodies)
     for index, body in enumerate(items):
         if type(body) is not bytes or not body:
