@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tubemq_aio.config import HostPort
+from tests.support.master_scripts import A, B, C, FakeTime, ScriptedRpc, call, timed
 from tubemq_aio.errors import (
     BadRequestError,
     ConfigError,
@@ -17,31 +17,9 @@ from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol.pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
 
-A, B, C = HostPort("a", 1), HostPort("b", 2), HostPort("c", 3)
-
-
-class ScriptedRpc:
-    """Answers each address with a scripted exception or a response."""
-
-    def __init__(self, script: dict[HostPort, Exception | None]) -> None:
-        self.script = script
-        self.calls: list[HostPort] = []
-
-    async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
-        self.calls.append(addr)
-        outcome = self.script[addr]
-        if outcome is not None:
-            raise outcome
-        return pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK").SerializeToString()
-
 
 def standby() -> StandbyMasterError:
     return StandbyMasterError("org.apache.inlong.tubemq.corerpc.exception.StandbyException", "")
-
-
-async def call(invoker: MasterInvoker) -> pb.CloseResponseM2P:
-    body = pb.CloseRequestP2M(clientId="x").SerializeToString()
-    return pb.CloseResponseM2P.FromString(await invoker.call(Method.MASTER_PRODUCER_CLOSE, body))
 
 
 async def test_moves_past_standby_and_unreachable_masters_then_stays() -> None:
@@ -53,31 +31,6 @@ async def test_moves_past_standby_and_unreachable_masters_then_stays() -> None:
     assert invoker.failovers == 2
     await call(invoker)
     assert rpc.calls[-1] == C
-
-
-class FakeTime:
-    """A clock that only moves when the invoker sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
-
-
-def timed(
-    rpc: ScriptedRpc, masters: list[HostPort], timeout: float
-) -> tuple[MasterInvoker, FakeTime]:
-    time = FakeTime()
-    invoker = MasterInvoker(
-        rpc, masters, timeout, clock=time.clock, sleep=time.sleep, rand=lambda: 0.5
-    )
-    return invoker, time
 
 
 async def test_all_masters_failing_go_round_again_until_the_deadline_then_raise() -> None:

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from tests.unit.test_master_invoker import A, B, C, ScriptedRpc, call, timed
+from tests.support.master_scripts import A, B, C, ScriptedRpc, call, timed
 from tubemq_aio import NoMasterServiceError, ServiceNotPublishedError, TubeMQError
 from tubemq_aio.errors import NO_MASTER_SERVICE_TEXT, ConnectError, remote_error_for
 from tubemq_aio.protocol.retry import retry_can_help

@@ -163,7 +163,7 @@ def test_unknown_option_does_not_echo_its_value() -> None:
     "timeout", [0, -1, math.nan, math.inf, -math.inf, "5", 1e300, True, MAX_SEND_TIMEOUT + 1]
 )
 def test_send_timeout_is_checked_before_anything(timeout: object) -> None:
-    raises_config_error(lambda: check_send_args("t", b"x", timeout=timeout))
+    raises_config_error(lambda: check_send_args("t", b"x", timeout=timeout))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def test_send_timeout_is_checked_before_anything(timeout: object) -> None:
     ],
 )
 def test_send_topic_and_key_types(topic: object, key: object) -> None:
-    raises_config_error(lambda: check_send_args(topic, b"x", key=key))
+    raises_config_error(lambda: check_send_args(topic, b"x", key=key))  # type: ignore[arg-type]
 
 
 def test_good_send_arguments_pass() -> None:

@@ -171,20 +171,14 @@ is_plain_send: Callable[[object, object, object, object, object], bool] = (
 
 
 def check_send_args(
-    topic: object,
-    body: object,
-    *,
-    key: object = None,
-    timeout: object = None,
-    attributes: object = None,
-    msg_type: object = None,
-    msg_time: datetime | str | None = None,
-    call: str = "send",
+    topic: object, body: object, *, call: str = "send", **options: Unpack[SendOptions]
 ) -> None:
     """Validate every argument of a send before anything else happens (one call per send).
 
     Cheap for the common plain message (:func:`plain_send_args`); the size against the topic's
-    limit is checked when the message is encoded. ``call`` names the method in the message
+    limit is checked when the message is encoded. ``options`` are the send's keyword arguments
+    (:class:`SendOptions`: ``key``, ``timeout``, ``attributes``, ``msg_type``, ``msg_time``, as
+    the caller passed them, of any type); ``call`` names the method in the message
     (``send_many`` checks its shared arguments here too).
 
     Raises:
@@ -194,6 +188,11 @@ def check_send_args(
             is not a number of seconds in ``(0, MAX_SEND_TIMEOUT]``, or an attribute,
             ``msg_type`` or ``msg_time`` is invalid.
     """
+    key = options.get("key")
+    timeout = options.get("timeout")
+    attributes = options.get("attributes")
+    msg_type = options.get("msg_type")
+    msg_time = options.get("msg_time")
     if (
         plain_send_args(topic, body, attributes, msg_type, msg_time)
         and isinstance(topic, str)  # a plain one is: the rest of the topic rule follows

@@ -1,0 +1,57 @@
+"""Master calls scripted per address, for the tests of :class:`~tubemq_aio.master.MasterInvoker`
+(which master answers, after how long): three addresses, an RPC stand-in that raises or answers as
+told, and a clock that moves only when the invoker sleeps."""
+
+from __future__ import annotations
+
+from tubemq_aio.config import HostPort
+from tubemq_aio.master import MasterInvoker
+from tubemq_aio.protocol.pb import MasterService_pb2 as pb
+from tubemq_aio.protocol.rpc import Method
+
+A, B, C = HostPort("a", 1), HostPort("b", 2), HostPort("c", 3)
+
+
+class ScriptedRpc:
+    """Answers each address with a scripted exception or a response."""
+
+    def __init__(self, script: dict[HostPort, Exception | None]) -> None:
+        self.script = script
+        self.calls: list[HostPort] = []
+
+    async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
+        self.calls.append(addr)
+        outcome = self.script[addr]
+        if outcome is not None:
+            raise outcome
+        return pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK").SerializeToString()
+
+
+async def call(invoker: MasterInvoker) -> pb.CloseResponseM2P:
+    body = pb.CloseRequestP2M(clientId="x").SerializeToString()
+    return pb.CloseResponseM2P.FromString(await invoker.call(Method.MASTER_PRODUCER_CLOSE, body))
+
+
+class FakeTime:
+    """A clock that only moves when the invoker sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def timed(
+    rpc: ScriptedRpc, masters: list[HostPort], timeout: float
+) -> tuple[MasterInvoker, FakeTime]:
+    time = FakeTime()
+    invoker = MasterInvoker(
+        rpc, masters, timeout, clock=time.clock, sleep=time.sleep, rand=lambda: 0.5
+    )
+    return invoker, time
