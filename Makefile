@@ -158,6 +158,7 @@ test-pythons: system-deps $(foreach v,$(OTHER_PYTHONS),.venv-py$(v)/.installed)
 	  echo "== Python $$v: make unit's tests on the pure-Python code (TUBEMQ_AIO_PURE=1)"; \
 	  $(UNIT_ENV) TUBEMQ_AIO_PURE=1 $$py -m pytest $(UNIT_ARGS); \
 	done
+
 # The Spark standalone-cluster and Spark Connect tests: a Spark master, two workers,
 # a Connect server and spark-submit jobs beside a real TubeMQ cluster, about 6 minutes on an idle
 # machine. They run on their own, after `make test` in CI (.ci/run), so that the JVMs they start
