@@ -6,13 +6,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help demo-deps venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
+.PHONY: help demo-deps venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions test-pythons docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
 	@echo "make test   - install everything, lint, type-check, run unit + integration tests"
 	@echo "make test-versions - the server-version smoke test on every older version make test does not cover (1.1.0-incubating)"
 	@echo "make test-spark-cluster - the Spark standalone-cluster and Spark Connect tests (CI runs them after make test)"
+	@echo "make test-pythons - make unit's tests on Python 3.12 and 3.13, compiled and pure, each in a venv of its own (CI runs it last)"
 	@echo "make unit   - the fast tests: no cluster, no Java, no Redis failover, no outside programs (PYTEST_WORKERS=N, default 4)"
 	@echo "make soak   - 10 min produce+consume against a local cluster; RSS/fds/tasks must stay flat (MINUTES=N)"
 	@echo "make fuzz   - a million fuzz inputs through the frame decoder, envelope and every response parser"
@@ -110,10 +111,11 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # so the waiting ones overlap the CPU-bound ones (docs/testing.md, "Where the time goes").
 UNIT_MARKERS := not failover and not system
 UNIT_WORKERS ?= 10
+UNIT_ENV := env -u PYTHONDONTWRITEBYTECODE TUBEMQ_AIO_EXAMPLES_SCALE=0.25
+UNIT_ARGS := -q -n $(UNIT_WORKERS) -p tests.xdist_groups --durations=20 tests \
+  --ignore=tests/integration -m "$(UNIT_MARKERS)"
 unit: $(STAMP) speedups
-	env -u PYTHONDONTWRITEBYTECODE TUBEMQ_AIO_EXAMPLES_SCALE=0.25 TUBEMQ_AIO_EXPECT_SPEEDUPS=1 \
-	  $(PY) -m pytest -q -n $(UNIT_WORKERS) -p tests.xdist_groups --durations=20 tests \
-	  --ignore=tests/integration -m "$(UNIT_MARKERS)"
+	$(UNIT_ENV) TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest $(UNIT_ARGS)
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs-dev
 	TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest -q -ra $(PYTEST_XDIST) --durations=20 \
@@ -127,6 +129,35 @@ OTHER_SERVER_VERSIONS ?= 1.1.0-incubating
 test-versions: system-deps $(STAMP) speedups
 	TUBEMQ_AIO_SMOKE_VERSIONS=$(OTHER_SERVER_VERSIONS) $(PY) -m pytest -q -ra --durations=5 \
 	  tests/integration/test_server_versions.py
+
+# The fast tests on the other Python versions pyproject.toml declares (3.11 is the default
+# python3 above): for each of OTHER_PYTHONS a venv of its own (.venv-pyX.Y, git-ignored), the
+# package and the dev group installed into it from nothing, the compiled accelerator built for
+# that interpreter, then `make unit`'s set twice: on the accelerator, and pure
+# (TUBEMQ_AIO_PURE=1). An interpreter that cannot be found fails the target, never skips it:
+# pythonX.Y on PATH, else pyenv's newest X.Y.* (PYTHON_X.Y=/path/to/python overrides both).
+# Runs after the other targets in CI (.ci/run); see docs/testing.md, "Other Python versions".
+OTHER_PYTHONS ?= 3.12 3.13
+find_python = $(or $(PYTHON_$(1)),$$($(PYTHON) -m tests.support.find_python $(1)))
+
+.venv-py%/.installed: pyproject.toml
+	@interp="$(call find_python,$*)" || exit 1; \
+	echo "Python $* is $$interp"; \
+	rm -rf .venv-py$*; \
+	"$$interp" -m venv .venv-py$*
+	.venv-py$*/bin/python -m pip install -q --upgrade pip
+	.venv-py$*/bin/python -m pip install -q -e . --group dev
+	touch $@
+
+test-pythons: system-deps $(foreach v,$(OTHER_PYTHONS),.venv-py$(v)/.installed)
+	@set -e; for v in $(OTHER_PYTHONS); do \
+	  py=.venv-py$$v/bin/python; \
+	  $$py -m tubemq_aio._speedups.build; \
+	  echo "== Python $$v: make unit's tests on the compiled accelerator"; \
+	  $(UNIT_ENV) TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $$py -m pytest $(UNIT_ARGS); \
+	  echo "== Python $$v: make unit's tests on the pure-Python code (TUBEMQ_AIO_PURE=1)"; \
+	  $(UNIT_ENV) TUBEMQ_AIO_PURE=1 $$py -m pytest $(UNIT_ARGS); \
+	done
 
 # The Spark standalone-cluster and Spark Connect tests: a Spark master, two workers,
 # a Connect server and spark-submit jobs beside a real TubeMQ cluster, about 6 minutes on an idle
@@ -213,4 +244,4 @@ chaos: system-deps $(STAMP)
 	$(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DOCS_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist
+	rm -rf $(VENV) $(DOCS_VENV) .venv-py* .mypy_cache .ruff_cache .pytest_cache .hypothesis site dist

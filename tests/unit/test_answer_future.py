@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import sys
 import time
 import traceback
 import weakref
@@ -92,9 +93,35 @@ def test_states_results_and_errors(loop_and_new: tuple[asyncio.AbstractEventLoop
     with pytest.raises(KeyError):
         failed.result()
     with pytest.raises(TypeError):
-        new().set_exception(StopIteration())
-    with pytest.raises(TypeError):
         new().set_exception("not an exception")
+
+
+class _Stop(StopIteration):
+    """A StopIteration of another type (asyncio refuses only the exact type before 3.13)."""
+
+
+@pytest.mark.parametrize("stop_type", [StopIteration, _Stop])
+def test_a_stop_iteration_is_refused_or_wrapped_as_asyncio_does_on_this_python(
+    loop_and_new: tuple[asyncio.AbstractEventLoop, Any], stop_type: type[StopIteration]
+) -> None:
+    # Before 3.13 asyncio's future refuses an exact StopIteration with TypeError; from 3.13 on
+    # it stores a RuntimeError caused by any StopIteration.
+    _, new = loop_and_new
+    stop = stop_type()
+    fut = new()
+    if sys.version_info >= (3, 13):
+        fut.set_exception(stop)
+        wrapped = fut.exception()
+        assert type(wrapped) is RuntimeError
+        assert wrapped.__cause__ is stop
+        assert wrapped.__context__ is stop
+    elif stop_type is StopIteration:
+        with pytest.raises(TypeError):
+            fut.set_exception(stop)
+        assert not fut.done()
+    else:
+        fut.set_exception(stop)
+        assert fut.exception() is stop
 
 
 def test_cancel_with_and_without_message(

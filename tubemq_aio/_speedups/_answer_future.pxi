@@ -47,6 +47,7 @@ cdef extern from *:
     int tubemq_set_getattro(PyTypeObject *t) except -1
 
 from cpython.contextvars cimport PyContext_CheckExact, PyContext_Enter, PyContext_Exit
+from cpython.version cimport PY_VERSION_HEX
 
 from asyncio import CancelledError as _CancelledError
 from asyncio import InvalidStateError as _InvalidStateError
@@ -274,14 +275,24 @@ cdef class AnswerFuture:
 
     def set_exception(self, exception):
         """Complete the future with ``exception`` (an instance, or a class to instantiate);
-        InvalidStateError when it is done, TypeError for a StopIteration or a non-exception."""
+        InvalidStateError when it is done, TypeError for a non-exception. A StopIteration is
+        refused with TypeError before Python 3.13 and stored as the cause of a RuntimeError from
+        3.13 on, as ``asyncio.Future`` does on each."""
         if self._state != _PENDING:
             raise _InvalidStateError(f"{_STATE_NAMES[self._state]}: {self!r}")
         if isinstance(exception, type):
             exception = exception()
         if not isinstance(exception, BaseException):
             raise TypeError("invalid exception object")
-        if type(exception) is StopIteration:
+        if PY_VERSION_HEX >= 0x030D0000 and isinstance(exception, StopIteration):
+            # Python 3.13's asyncio stores a RuntimeError caused by it; earlier ones refuse it.
+            wrapped = RuntimeError(
+                "StopIteration interacts badly with generators and cannot be raised into a Future"
+            )
+            wrapped.__cause__ = exception
+            wrapped.__context__ = exception
+            exception = wrapped
+        elif type(exception) is StopIteration:
             raise TypeError(
                 "StopIteration interacts badly with generators and cannot be raised into a Future"
             )

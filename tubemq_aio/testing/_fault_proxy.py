@@ -348,10 +348,12 @@ class FaultProxy(AsyncService):
             await self._stop_listening()
 
     async def _stop_listening(self) -> None:
+        # close() closes the listening socket at once; wait_closed() is not awaited: from
+        # Python 3.12 on it waits for every accepted link to end, which refuse_connections()
+        # keeps and close() resets only after this.
         self._loop = None
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
             self._server = None
 
     # ---- plumbing ----------------------------------------------------------------------------
