@@ -63,24 +63,14 @@ async def test_dev_on_masters_that_do_not_answer_ends_with_one_clear_line(tmp_pa
     with socket.socket() as unused:  # a port nobody listens on
         unused.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{unused.getsockname()[1]}"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *shlex.split("-m tubemq_aio.gateway dev --port 0 --masters"),
-        dead,
-        cwd=ROOT,
-        env=dev_env(tmp_path),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    text = err.decode()
-    assert proc.returncode == 1, text
+    returncode, out, text = await dev_that_fails(tmp_path, "--masters", dead)
+    assert returncode == 1, text
     assert "never retrieved" not in text
     assert "SystemExit" not in text
     assert (
         text.rstrip().splitlines()[-1].startswith("tubemq-gateway dev: the gateway did not start")
     )
-    assert "admin key (shown once)" not in out.decode()
+    assert "admin key (shown once)" not in out
 
 
 async def test_dev_on_a_masters_web_port_says_so_on_its_last_line(tmp_path: Path) -> None:
@@ -88,19 +78,26 @@ async def test_dev_on_a_masters_web_port_says_so_on_its_last_line(tmp_path: Path
     (see the log above)" under a traceback; its last line now says what to fix. ``--master``
     is the SDK CLI's spelling of ``--masters``."""
     async with web_port() as master:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *shlex.split("-m tubemq_aio.gateway dev --port 0 --master"),
-            master,
-            cwd=ROOT,
-            env=dev_env(tmp_path),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    text = err.decode()
-    assert proc.returncode == 1, text
-    assert f"cluster: the TubeMQ masters {master}" in out.decode()
+        returncode, out, text = await dev_that_fails(tmp_path, "--master", master)
+    assert returncode == 1, text
+    assert f"cluster: the TubeMQ masters {master}" in out
     assert text.rstrip().splitlines()[-1] == (
         f"tubemq-gateway dev: the gateway did not start: {WEB_PORT_HINT}"
     )
+
+
+async def dev_that_fails(tmp_path: Path, option: str, masters: str) -> tuple[int | None, str, str]:
+    """Run ``tubemq-gateway dev --port 0 OPTION MASTERS`` to its end (60 s at most): its exit
+    code, its standard output and its standard error."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *shlex.split("-m tubemq_aio.gateway dev --port 0"),
+        option,
+        masters,
+        cwd=ROOT,
+        env=dev_env(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()

@@ -195,52 +195,42 @@ async def test_garbage_from_server_closes_connection(
     await pool.close()
 
 
-async def test_an_http_answer_names_the_wrong_port(settings: TransportSettings) -> None:
-    """A client pointed at a web port (a master's web API, an HTTP gateway) was told only
-    "bad frame begin token 0x48545450"; the error now says the peer speaks HTTP."""
+@pytest.mark.parametrize(
+    ("answer", "token", "named"),
+    [
+        # a web port (a master's web API, an HTTP gateway): was only "bad frame begin token"
+        (
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n",
+            "0x48545450",
+            "answered in HTTP",
+        ),
+        # another text protocol's port (Redis here; an SSH server, SMTP), found by an
+        # adversarial review: the error quotes the peer's first line
+        (b"-ERR unknown command '\\xff\\x7f'\r\n", "0x2D455252", 'answered "-ERR unknown command'),
+    ],
+    ids=["http", "text-banner"],
+)
+async def test_a_foreign_answer_names_the_wrong_port(
+    settings: TransportSettings, answer: bytes, token: str, named: str
+) -> None:
+    """A client pointed at another service's port was told only "bad frame begin token ...";
+    the error now says what the peer speaks and that it is not a TubeMQ client port."""
 
-    async def web(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def foreign(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(1)
-        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        writer.write(answer)
         await writer.drain()
         await reader.read()
         writer.close()
 
-    server = await asyncio.start_server(web, "127.0.0.1", 0)
+    server = await asyncio.start_server(foreign, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     pool = ConnectionPool(settings)
     try:
         conn = await pool.connection(Address("127.0.0.1", port))
-        with pytest.raises(FrameError, match="bad frame begin token 0x48545450") as info:
+        with pytest.raises(FrameError, match=f"bad frame begin token {token}") as info:
             await conn.call(request_payload(b"x"), 5.0)
-        assert f"127.0.0.1:{port} answered in HTTP" in str(info.value)
-        assert "not a TubeMQ client port" in str(info.value)
-    finally:
-        await pool.close()
-        server.close()
-        await server.wait_closed()
-
-
-async def test_a_text_banner_names_the_wrong_port(settings: TransportSettings) -> None:
-    """A client pointed at another text protocol's port (Redis here; an SSH server, SMTP) was
-    told only "bad frame begin token 0x2D455252" (found by an adversarial review); the error
-    now quotes the peer's first line and says it is not a TubeMQ client port."""
-
-    async def banner(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(1)
-        writer.write(b"-ERR unknown command '\\xff\\x7f'\r\n")
-        await writer.drain()
-        await reader.read()
-        writer.close()
-
-    server = await asyncio.start_server(banner, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    pool = ConnectionPool(settings)
-    try:
-        conn = await pool.connection(Address("127.0.0.1", port))
-        with pytest.raises(FrameError, match="bad frame begin token 0x2D455252") as info:
-            await conn.call(request_payload(b"x"), 5.0)
-        assert f'127.0.0.1:{port} answered "-ERR unknown command' in str(info.value)
+        assert f"127.0.0.1:{port} {named}" in str(info.value)
         assert "not a TubeMQ client port" in str(info.value)
     finally:
         await pool.close()
