@@ -31,7 +31,6 @@ from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 __all__ = [
-    "NO_MASTER_SERVICE_TEXT",
     "SERVER_ERROR_CLASSES",
     "AdminApiError",
     "AssignmentTimeoutError",
