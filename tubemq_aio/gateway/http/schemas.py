@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Literal, Self, cast
 
@@ -55,6 +56,7 @@ __all__ = [
     "ResetRequest",
     "ResetResponse",
     "SettleResponse",
+    "error_responses",
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -79,6 +81,23 @@ class ErrorResponse(BaseModel):
     """Every error answer."""
 
     error: ErrorBody
+
+
+#: The OpenAPI description of an error answer whose ``http.HTTPStatus`` phrase changed with the
+#: Python version (3.13 took RFC 9110's names), so that the published document is one on every
+#: version; any other status keeps FastAPI's, its phrase.
+_STABLE_PHRASES = {413: "Request Entity Too Large", 422: "Unprocessable Entity"}
+
+
+def error_responses(codes: Iterable[int]) -> dict[int | str, dict[str, object]]:
+    """The ``responses=`` of a route or router whose error answers are ``codes`` (HTTP status
+    numbers): each an :class:`ErrorResponse`, described as on Python 3.11 whatever the version."""
+    return {
+        code: {"model": ErrorResponse, "description": _STABLE_PHRASES[code]}
+        if code in _STABLE_PHRASES
+        else {"model": ErrorResponse}
+        for code in codes
+    }
 
 
 class ProduceRequest(BaseModel):

@@ -17,21 +17,19 @@ from tubemq_aio.gateway.http.deps import (
 )
 from tubemq_aio.gateway.http.known_query import KnownQueryRoute
 from tubemq_aio.gateway.http.schemas import (
-    ErrorResponse,
     LagResponse,
     OkResponse,
     RateRequest,
     ResetRequest,
     ResetResponse,
+    error_responses,
 )
 from tubemq_aio.gateway.http.wire_ints import int_text
 
 __all__ = ["ClientIdQuery", "lag_body", "plain", "router"]
 
-_ERRORS = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 408, 409, 413, 415, 422, 503)
-}
-router = APIRouter(tags=["admin"], responses=_ERRORS, route_class=KnownQueryRoute)  # type: ignore[arg-type]
+_ERRORS = error_responses((400, 401, 403, 404, 408, 409, 413, 415, 422, 503))
+router = APIRouter(tags=["admin"], responses=_ERRORS, route_class=KnownQueryRoute)
 
 
 def plain(value: object) -> Any:

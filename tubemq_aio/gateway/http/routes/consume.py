@@ -28,13 +28,13 @@ from tubemq_aio.gateway.http.deps import (
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
 from tubemq_aio.gateway.http.schemas import (
-    ErrorResponse,
     ExtendRequest,
     ExtendResponse,
     FetchRequest,
     FetchResponse,
     NackRequest,
     SettleResponse,
+    error_responses,
 )
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
 
@@ -57,7 +57,7 @@ _LEASE_LINKS = {
 
 
 def _errors(codes: tuple[int, ...]) -> dict[int | str, dict[str, object]]:
-    return {code: {"model": ErrorResponse} for code in codes}
+    return error_responses(codes)
 
 
 def _claims(gateway: Gateway, principal: ApiKey, token: str) -> LeaseKey:

@@ -25,13 +25,13 @@ from tubemq_aio.gateway.http.routes.admin import (
     ClientIdQuery,
     lag_body,
 )
-from tubemq_aio.gateway.http.schemas import ErrorResponse
+from tubemq_aio.gateway.http.schemas import error_responses
 from tubemq_aio.gateway.http.wire_ints import int_text
 
 __all__ = ["router", "visible_groups", "visible_topics"]
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)}
-router = APIRouter(tags=["listing"], responses=_ERRORS, route_class=KnownQueryRoute)  # type: ignore[arg-type]
+_ERRORS = error_responses((401, 403, 404, 422, 503))
+router = APIRouter(tags=["listing"], responses=_ERRORS, route_class=KnownQueryRoute)
 
 
 def visible_groups(config: GatewayConfig, principal: ApiKey) -> list[GroupConfig]:

@@ -24,18 +24,15 @@ from tubemq_aio.gateway.http.publishing import send_batch, send_one
 from tubemq_aio.gateway.http.schemas import (
     BatchProduceRequest,
     BatchProduceResponse,
-    ErrorResponse,
     ProduceRequest,
     ProduceResult,
+    error_responses,
 )
 from tubemq_aio.producer import Producer
 
 __all__ = ["router"]
 
-_ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse}
-    for code in (400, 401, 403, 404, 408, 413, 415, 422, 502, 503, 504)
-}
+_ERRORS = error_responses((400, 401, 403, 404, 408, 413, 415, 422, 502, 503, 504))
 router = APIRouter(tags=["produce"], responses=_ERRORS, route_class=DirectJsonRoute)
 
 

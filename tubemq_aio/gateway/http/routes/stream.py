@@ -35,7 +35,7 @@ from tubemq_aio.gateway.http.disconnect import client_disconnected
 from tubemq_aio.gateway.http.known_query import KnownQueryRoute
 from tubemq_aio.gateway.http.routes.admin import ClientIdQuery
 from tubemq_aio.gateway.http.routes.consume import lease_json
-from tubemq_aio.gateway.http.schemas import ErrorResponse
+from tubemq_aio.gateway.http.schemas import error_responses
 
 __all__ = ["EventStreamResponse", "StreamQuery", "router", "stream_query"]
 
@@ -220,7 +220,7 @@ async def stream_query(
     operation_id="stream",
     response_class=EventStreamResponse,
     responses={
-        **{code: {"model": ErrorResponse} for code in _STREAM_ERRORS},
+        **error_responses(_STREAM_ERRORS),
         200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
     },
 )
