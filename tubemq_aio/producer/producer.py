@@ -670,16 +670,14 @@ class Producer(AsyncLifecycle):
 
     async def _preconnect(self, rpc: RpcClient, broker: Broker) -> None:
         address = rpc.address(broker)
+        connected = True
         try:
             await rpc.connect(broker)
-            self._blocker.record_connect(
-                str(address), True, time.monotonic(), broker_id=broker.broker_id
-            )
         except TubeMQError as exc:
-            self._blocker.record_connect(
-                str(address), False, time.monotonic(), broker_id=broker.broker_id
-            )
+            connected = False
             log.info("pre-connect to broker %s failed: %s", address, exc)
+        now = time.monotonic()
+        self._blocker.record_connect(str(address), connected, now, broker_id=broker.broker_id)
 
     def _gauges(self) -> list[Gauge]:
         """This producer's observable gauges (read from the exporter's thread: plain reads)."""
