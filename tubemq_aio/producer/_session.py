@@ -27,7 +27,7 @@ from tubemq_aio.protocol.consumer_replies import parse_master_response
 from tubemq_aio.protocol.deployment import Deployment, build_deployment_check, deployment_of
 from tubemq_aio.protocol.message import ip_to_int, validate_topic
 from tubemq_aio.protocol.producer_master_values import HeartbeatResponse
-from tubemq_aio.protocol.producer_meta import ProducerMetadata
+from tubemq_aio.protocol.producer_meta import Broker, ProducerMetadata
 from tubemq_aio.protocol.producer_rpc import (
     build_close_request,
     build_heartbeat_request,
@@ -63,7 +63,8 @@ class ProducerSession:
     Args:
         config: the producer configuration.
         invoker: sends master calls with failover.
-        on_metadata: called after every metadata change (used to pre-connect brokers).
+        on_metadata: called with every known broker after each metadata change (used to
+            pre-connect them).
         clock: monotonic seconds.
     """
 
@@ -72,7 +73,7 @@ class ProducerSession:
         config: ProducerConfig,
         invoker: MasterInvoker,
         *,
-        on_metadata: Callable[[], None] | None = None,
+        on_metadata: Callable[[Iterable[Broker]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._config = config
@@ -447,7 +448,7 @@ class ProducerSession:
     def _changed(self) -> None:
         self._refresh_send_limits()
         if self._on_metadata is not None:
-            self._on_metadata()
+            self._on_metadata(self.metadata.brokers())
 
     def _refresh_send_limits(self) -> None:
         """Rebuild :attr:`send_limits` from the published topics and the metadata (a topic

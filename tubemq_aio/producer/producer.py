@@ -30,6 +30,7 @@ from tubemq_aio.producer._encode_many import encode_all
 from tubemq_aio.producer._fast_attempt import FastAttempt
 from tubemq_aio.producer._nowait import Callback, NowaitSends
 from tubemq_aio.producer._outgoing import Outgoing, snapshot
+from tubemq_aio.producer._preconnect import Preconnect
 from tubemq_aio.producer._session import ProducerSession
 from tubemq_aio.producer._waits import attempt_left, slot_by, writable_by
 from tubemq_aio.producer._window import SendWindow
@@ -42,7 +43,6 @@ from tubemq_aio.producer.config import (
     is_plain_send,
 )
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.producer_meta import Broker
 from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.telemetry import Gauge, live, telemetry_for
@@ -151,7 +151,8 @@ class Producer(AsyncLifecycle):
         self._pool = open_pool(cfg)
         self._rpc = RpcClient(self._pool, tls=self._tls)
         invoker = MasterInvoker(self._rpc, cfg.masters, cfg.rpc_timeout)
-        self._session = ProducerSession(cfg, invoker, on_metadata=self._preconnect_all)
+        preconnect = Preconnect(self._rpc, self._supervisor, self._blocker)
+        self._session = ProducerSession(cfg, invoker, on_metadata=preconnect.brokers)
         self._build_send_path(self._rpc, self._session)
         await self._session.register()
         if cfg.topics:
@@ -655,29 +656,6 @@ class Producer(AsyncLifecycle):
         self._check_running()
         assert self._session is not None
         return self._session
-
-    def _preconnect_all(self) -> None:
-        """Open connections to every known broker in the background (metadata just changed)."""
-        rpc, session = self._rpc, self._session
-        if rpc is None or session is None or self._supervisor.closed:
-            return
-        for broker in session.metadata.brokers():
-            if not rpc.connected(broker):
-                address = rpc.address(broker)
-                self._supervisor.spawn(
-                    self._preconnect(rpc, broker), f"connect-{address}", essential=False
-                )
-
-    async def _preconnect(self, rpc: RpcClient, broker: Broker) -> None:
-        address = rpc.address(broker)
-        connected = True
-        try:
-            await rpc.connect(broker)
-        except TubeMQError as exc:
-            connected = False
-            log.info("pre-connect to broker %s failed: %s", address, exc)
-        now = time.monotonic()
-        self._blocker.record_connect(str(address), connected, now, broker_id=broker.broker_id)
 
     def _gauges(self) -> list[Gauge]:
         """This producer's observable gauges (read from the exporter's thread: plain reads)."""
