@@ -32,7 +32,7 @@ async def test_a_broker_that_cannot_be_reached_is_recorded_and_the_others_connec
         async with Producer(cluster.master_addr, topics=["demo"]) as producer:
 
             def refused() -> bool:
-                failures = producer.metrics()["blocking"].connect_failures
+                failures: dict[str, int] = producer.metrics()["blocking"].connect_failures
                 return failures.get(f"{host}:{port}", 0) >= 1
 
             await wait_until(refused, 5.0, "the refused pre-connect recorded")
