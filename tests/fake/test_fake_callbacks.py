@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
-from tests.support.fake_helpers import HEARTBEAT, group_consumer, produce
-from tubemq_aio import ClientBalancedConsumer, Consumer, MessageBatch
+from tests.support.fake_helpers import cb_consumer, group_consumer, produce
+from tubemq_aio import Consumer, MessageBatch
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, wait_until
@@ -116,13 +116,11 @@ async def test_failing_and_slow_callbacks_neither_stop_consuming_nor_hold_close(
 async def test_client_balanced_connect_disconnect_and_close_call_back() -> None:
     async with FakeCluster(topics={"demo": 3}) as cluster:
         log = Recorder()
-        consumer = ClientBalancedConsumer(
-            cluster.master_addr,
-            group="cb1",
-            topics=["demo"],
+        consumer = cb_consumer(
+            cluster,
+            "cb1",
             source_count=1,
             node_id=0,
-            heartbeat_interval=HEARTBEAT,
             on_assigned=log.assigned,
             on_revoked=log.revoked,
         )
@@ -232,13 +230,11 @@ async def test_client_balanced_on_assigned_of_the_reassignment_may_close_the_con
             await consumer.close()
             calls.append("close returned")
 
-        consumer = ClientBalancedConsumer(
-            cluster.master_addr,
-            group="cb1",
-            topics=["demo"],
+        consumer = cb_consumer(
+            cluster,
+            "cb1",
             source_count=1,
             node_id=0,
-            heartbeat_interval=HEARTBEAT,
             reassign_interval=0.1,
             on_assigned=assigned,
         )
@@ -289,11 +285,9 @@ async def test_client_balanced_on_revoked_of_an_unsubscribable_partition_may_clo
             await consumer.close()
             calls.append("close returned")
 
-        consumer = ClientBalancedConsumer(
-            cluster.master_addr,
-            group="cb1",
-            topics=["demo"],
-            heartbeat_interval=HEARTBEAT,
+        consumer = cb_consumer(
+            cluster,
+            "cb1",
             on_revoked=revoked,
         )
         await consumer.start()

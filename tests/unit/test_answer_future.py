@@ -65,6 +65,13 @@ def _turn(loop: asyncio.AbstractEventLoop) -> None:
     _run(loop, asyncio.sleep(0))
 
 
+def _reported(loop: asyncio.AbstractEventLoop) -> list[dict[str, Any]]:
+    """The contexts ``loop``'s exception handler will be given, from now on."""
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    return reported
+
+
 def test_states_results_and_errors(loop_and_new: tuple[asyncio.AbstractEventLoop, Any]) -> None:
     loop, new = loop_and_new
     fut = new()
@@ -197,8 +204,7 @@ def test_an_exception_in_a_callback_is_reported_and_the_others_run(
     loop_and_new: tuple[asyncio.AbstractEventLoop, Any],
 ) -> None:
     loop, new = loop_and_new
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: reported.append(context))
+    reported = _reported(loop)
     fut = new()
     seen: list[int] = []
 
@@ -328,8 +334,7 @@ def test_an_exception_never_retrieved_is_reported(
     loop_and_new: tuple[asyncio.AbstractEventLoop, Any],
 ) -> None:
     loop, new = loop_and_new
-    reported: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: reported.append(context))
+    reported = _reported(loop)
     fut = new()
     fut.set_exception(ValueError("lost"))
     del fut
