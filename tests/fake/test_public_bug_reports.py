@@ -2,8 +2,22 @@
 clients and their peers, tried against this SDK on FakeCluster.
 
 Each test names the report it reproduces (repository and issue number) and what went wrong
-there; the assertion is what this SDK must do instead. Reports already covered by another test
-are listed in the report of the sweep, not repeated here.
+there; the assertion is what this SDK must do instead. Reports of the same sweep that other
+tests already cover, not repeated here: close() during start() or right after it
+(aio-libs/aiokafka#647) in tests/fake/test_fake_lifecycle.py and tests/leaks; a crashed fetch
+task stopping consumption silently (aio-libs/aiokafka#983) and a loop not ending at stop()
+(aio-libs/aiokafka#80) in tests/fake/test_fake_lifecycle.py; close() from a rebalance callback
+(confluentinc/librdkafka#4041, confluentinc/confluent-kafka-go#1016) in
+tests/fake/test_fake_callbacks.py; a send to a topic that does not exist
+(aio-libs/aiokafka#95) in tests/fake/test_fake_unknown_topic.py; a send or close held by
+metadata that never comes (apache/kafka#5027, KAFKA-6897) in
+tests/fake/test_fake_publish_deadline.py; a consumer's fetch refused after a broker restart
+(confluentinc/confluent-kafka-python#173, dpkp/kafka-python#1419) in
+tests/fake/test_fake_fetch_retry.py and tests/fake/test_fake_tail_check.py; a closing
+connection to a peer that stopped reading (nats-io/nats.py#671) in
+tests/io/test_io_client_limits.py; work per fetch growing with partitions (robinhood/faust#455,
+aio-libs/aiokafka#487) in tests/unit/test_scale_counts.py; a client used from another loop in
+tests/fake/test_fake_other_loop.py; oversized messages in tests/unit/test_producer_send_limits.py.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ from tubemq_aio import (
     Producer,
     SendResult,
     ServerError,
+    WriteTimeoutError,
 )
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault
@@ -427,3 +442,47 @@ async def test_a_send_whose_retry_close_cut_short_raises_client_closed() -> None
                 assert error is not None
                 assert isinstance(error.__cause__, ConnectError)
                 assert producer.failed == 1
+
+
+async def test_a_partition_given_up_does_not_end_a_waiting_getmany_early(
+    cluster: FakeCluster,
+) -> None:
+    """aio-libs/aiokafka#117: ``getmany(timeout_ms=500)`` returned nothing before its timeout
+    when the assignment changed meanwhile (it waited for data only once). Here a partition
+    disconnected while ``getmany(timeout=0.3)`` waits on an idle topic leaves it waiting: it
+    returns its empty batch at its timeout, not at the change."""
+    async with ClientBalancedConsumer(cluster.master_addr, group="c117", topics=["demo"]) as cb:
+        keys = [p.partition_key for p in await cb.partitions()]
+        for key in keys:
+            await cb.connect(key)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        waiting = asyncio.create_task(cb.getmany(timeout=0.3))
+        await asyncio.sleep(0.05)
+        await cb.disconnect(keys[0])
+        assert not waiting.done()
+        assert not await waiting
+        assert loop.time() - began >= 0.29  # a lower bound (its timeout, less timer slack)
+
+
+async def test_an_unresolvable_address_among_good_ones_is_passed_over(cluster: FakeCluster) -> None:
+    """apache/kafka#336 (KAFKA-2657: clients failed to start when one bootstrap address did not
+    resolve) and confluentinc/librdkafka#2159 (a failed resolution was not retried): a master
+    list whose first name does not resolve starts every client on the next address, and a
+    broker announced under a name that does not resolve fails a send typed, naming it, by the
+    send's timeout."""
+    masters = f"{UNRESOLVABLE},{cluster.master_addr}"
+    clients = (
+        Producer(masters, topics=["demo"]),
+        Consumer(masters, group="g2657", topics=["demo"]),
+        ClientBalancedConsumer(masters, group="c2657", topics=["demo"]),
+    )
+    for client in clients:
+        async with client:
+            assert not client.closed
+    for broker in cluster.brokers:
+        cluster.advertise_broker(broker.broker_id, "no-such-broker.invalid:8123")
+    async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+        # ConnectError, or WriteTimeoutError when the deadline came during a lookup (not sent)
+        with pytest.raises((ConnectError, WriteTimeoutError), match=r"no-such-broker\.invalid"):
+            await producer.send("demo", b"x", timeout=0.3)
