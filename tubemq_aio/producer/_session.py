@@ -420,7 +420,9 @@ class ProducerSession:
 
     async def close(self, timeout: float) -> None:
         """End the sends' waits for a writable topic (:class:`ClientClosedError`) and tell the
-        master this producer is gone; errors are logged, not raised."""
+        master this producer is gone, within ``timeout`` seconds in all (every master address
+        included: one that does not answer is not waited for once per address); errors are
+        logged, not raised."""
         self._closed = True
         self._closing.set()
         waits = list(self._wait_tasks)
@@ -434,16 +436,19 @@ class ProducerSession:
             client_id=self.client_id, auth=self.tokens.close_auth(*auth_stamp())
         )
         try:
-            response = parse_close_response(
-                # One round over the masters: a close does not wait for one to come back.
-                await self._invoker.call(
+            # At most one round over the masters (a close does not wait for one to come back),
+            # and that round ends by the deadline: silent masters must not add up.
+            async with asyncio.timeout(timeout):
+                data = await self._invoker.call(
                     Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout, deadline=self._clock()
                 )
-            )
+            response = parse_close_response(data)
             if not response.success:
                 log.info("master refused the producer close: %s", response.err_msg)
         except TubeMQError as exc:
             log.info("could not close the producer at the master: %s", exc)
+        except TimeoutError:
+            log.info("no master answered the producer close within %s s", timeout)
 
     def _changed(self) -> None:
         self._refresh_send_limits()

@@ -540,8 +540,10 @@ class Producer(AsyncLifecycle):
                             result = outcome
                             break
                         last = outcome
-                if self.closed:
-                    raise last
+                if self.closed:  # certainly not stored; close() ends it as it ends a pause
+                    raise ClientClosedError(
+                        "the producer was closed before this send could be retried"
+                    ) from last
                 failures += 1
                 avoid = {*avoid, partition.partition_key}
                 pause = attempts.retry_pause(last, topic, failures, time.monotonic(), deadline)
