@@ -148,6 +148,7 @@ class MasterInvoker:
         rounds = 0
         last: TubeMQError | None = None
         not_masters: set[int] = set()  # indexes of the addresses without the master service
+        reasons: dict[int, TubeMQError] = {}  # the last error of each address
         while True:
             for _ in range(len(self._masters)):
                 if self._index in not_masters:
@@ -170,19 +171,38 @@ class MasterInvoker:
                         address=str(self._masters[self._index]),
                     )
                     not_masters.add(self._index)
+                    reasons[self._index] = last
                     if len(not_masters) == len(self._masters):
-                        raise last from None
+                        every = [(self._masters[i], reasons[i]) for i in sorted(reasons)]
+                        raise _with_every_reason(last, every) from None
                     self._index = (self._index + 1) % len(self._masters)
                     self.failovers += 1
                 except TubeMQError as exc:
                     if not _should_fail_over(exc):
                         raise
-                    last = exc
+                    last = reasons[self._index] = exc
                     self._index = (self._index + 1) % len(self._masters)
                     self.failovers += 1
             rounds += 1
             assert last is not None
             pause = self._policy.pause(rounds, self._clock(), deadline, self._rand())
             if pause is None:
-                raise last
+                raise _with_every_reason(
+                    last, [(self._masters[i], reasons[i]) for i in sorted(reasons)]
+                )
             await self._sleep(pause)
+
+
+def _with_every_reason(
+    last: TubeMQError, reasons: Sequence[tuple[HostPort, TubeMQError]]
+) -> TubeMQError:
+    """``last`` (its type tells the caller what to do), its text naming why each address
+    failed, when more than one did: an address that is not a master first (the most specific:
+    a broker's port given for a master's), then the others in the configured order, each
+    prefixed with its address unless its text names it."""
+    if len(reasons) < 2:
+        return last
+    ordered = sorted(reasons, key=lambda r: not isinstance(r[1], NoMasterServiceError))
+    texts = [text if str(a) in (text := str(r)) else f"{a}: {text}" for a, r in ordered]
+    last.args = (f"no master answered at any of {len(texts)} addresses: {'; '.join(texts)}",)
+    return last

@@ -22,7 +22,7 @@ import asyncio
 import pytest
 
 from tests.support.fake_helpers import cb_consumer, group_consumer, produce
-from tubemq_aio import ClientBalancedConsumer, ClientClosedError
+from tubemq_aio import ClientBalancedConsumer, ClientClosedError, TubeMQError
 from tubemq_aio.consumer.batch import MessageBatch
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
@@ -110,3 +110,37 @@ async def test_a_rebalance_register_that_timed_out_is_released_once_it_had_its_t
             # broker kept it for the member until its close or the registration timeout.
             await wait_until(lambda: not broker.registrations, RPC_S + 5, "the release")
             assert consumer.assignment() == []
+
+
+async def test_a_connect_that_timed_out_is_released_once_its_register_had_its_time() -> None:
+    """A ``ClientBalancedConsumer.connect()`` whose register timed out (the broker ran it late
+    and held the partition for this consumer) kept that registration until ``disconnect`` or
+    ``close()``: another member connecting the partition met 410 until the broker expired
+    it. Now it is unregistered once the register had ``rpc_timeout`` more at the broker."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        broker = cluster.brokers[0]
+        cluster.inject(REGISTER, Fault.late(RPC_S + 0.5), times=1)  # runs after the timeout
+        async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
+            with pytest.raises(TubeMQError):
+                await consumer.connect(KEY)
+            await wait_until(lambda: bool(broker.registrations), 20, "the late register")
+            assert consumer.assignment() == []
+            await wait_until(lambda: not broker.registrations, RPC_S + 5, "the release")
+            async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S) as other:
+                await other.connect(KEY)  # no 410: nothing holds the partition any more
+                assert other.assignment() == [KEY]
+
+
+async def test_a_disconnect_whose_unregister_got_no_answer_sends_it_again() -> None:
+    """A ``ClientBalancedConsumer.disconnect()`` whose unregister got no answer (the broker
+    never ran it) left the partition registered for this consumer until its ``close()``. Now
+    the unregister is sent again once the first had ``rpc_timeout`` at the broker, as the
+    server-balanced consumer does (``unregister_retry_window``)."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        broker = cluster.brokers[0]
+        async with cb_consumer(cluster, "g1", rpc_timeout=RPC_S) as consumer:
+            await consumer.connect(KEY)
+            cluster.inject(REGISTER, Fault.no_answer(), times=1)
+            await consumer.disconnect(KEY)  # its unregister gives up after RPC_S (logged)
+            assert broker.registrations
+            await wait_until(lambda: not broker.registrations, RPC_S + 5, "the release")

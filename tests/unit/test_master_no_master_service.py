@@ -72,6 +72,30 @@ async def test_an_unreachable_master_is_retried_but_the_broker_is_not_asked_agai
     assert rpc.calls.count(B) == len(time.pauses)  # the last pause ends at the deadline
 
 
+async def test_the_error_keeps_every_address_reason_the_broker_port_first() -> None:
+    """Every address a broker's port or unreachable: the error said only why the last one
+    failed (``cannot connect to c:3``), so the hint that an address is a broker's was lost."""
+    rpc = ScriptedRpc({A: ConnectError("refused"), B: no_master(), C: ConnectError("reset")})
+    invoker, _ = timed(rpc, [A, B, C], timeout=3)
+    with pytest.raises(ConnectError) as caught:  # typed as before: the last attempt's error
+        await call(invoker)
+    text = str(caught.value)
+    assert text.index(f"{B} is a TubeMQ node without the master service") < text.index(
+        f"{A}: refused"
+    )
+    assert text.index(f"{A}: refused") < text.index(f"{C}: reset")
+    assert "8715" in text
+
+
+async def test_every_address_a_broker_port_names_each() -> None:
+    rpc = ScriptedRpc({A: no_master(), B: no_master()})
+    invoker, _ = timed(rpc, [A, B], timeout=3)
+    with pytest.raises(NoMasterServiceError) as caught:
+        await call(invoker)
+    for address in (A, B):
+        assert f"{address} is a TubeMQ node without the master service" in str(caught.value)
+
+
 def test_it_survives_pickling_with_its_address() -> None:
     error = NoMasterServiceError(JAVA, NO_MASTER_SERVICE_TEXT, address="h:8123")
     back = pickle.loads(pickle.dumps(error))

@@ -274,17 +274,23 @@ class ClientBalanceSession(SessionBase):
 
     async def release(self, key: PartitionKey) -> None:
         """Remove a fetched partition locally (rolling back a batch still out) and unregister;
-        what was read of it is forgotten (another reader may read on before it comes back)."""
+        what was read of it is forgotten (another reader may read on before it comes back).
+        An unregister without answer is sent again later like an unsure register's
+        (:meth:`_release_later`)."""
         self.engine.forget([key])
         self.tail.forget(key)
+        held: list[tuple[Partition, int]] = []
         removed = self.leases.remove(key)
         if removed is not None:
-            await self.unregister_at_broker(removed.partition, removed.read_status)
+            held.append((removed.partition, removed.read_status))
         reader = self.readers.pop(key, None)
         if reader is not None:
             # Positioned reads commit every batch they return; nothing is in flight.
-            await self.unregister_at_broker(reader, ReadStatus.NORMAL)
+            held.append((reader, ReadStatus.NORMAL))
+        unanswered = [(p, rs) for p, rs in held if not await self.unregister_at_broker(p, rs)]
         await self.release_unsure(key)
+        for partition, read_status in unanswered:
+            self._release_later(partition, read_status)
 
     # ---- broker heartbeat --------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from tubemq_aio.protocol import consumer_rpc as rpc
 from tubemq_aio.protocol.consumer_meta import (
     Partition,
     PartitionKey,
-    ReadStatus,
     TopicCondition,
 )
 from tubemq_aio.protocol.event_pacing import EventPacer
@@ -70,7 +69,6 @@ class MasterSession(SessionBase):
         self._heartbeat_wake = asyncio.Event()
         #: Heartbeats sent at ``join_heartbeat_interval`` so far.
         self._join_heartbeats = 0
-        self.stopping = False
         self._stopped = asyncio.Event()
         self.session_time_ms = wall_ms()
         #: Bound consumption: the client's belief that the group is not yet allocated (§1.3).
@@ -84,9 +82,6 @@ class MasterSession(SessionBase):
         #: Awaited with the keys registered by a rebalance event / about to be unregistered.
         self.on_assigned: Callable[[list[str]], Awaitable[None]] | None = None
         self.on_revoked: Callable[[list[str]], Awaitable[None]] | None = None
-        #: Until when an unregister that got no answer is tried again, per partition
-        #: (:meth:`_release_later`).
-        self._release_deadlines: dict[PartitionKey, float] = {}
 
     def __repr__(self) -> str:
         return f"<MasterSession {self.client_id} {self.hb_state!r} {self.leases!r}>"
@@ -210,7 +205,7 @@ class MasterSession(SessionBase):
                 continue
             event = self.queue.take()
             if event is None:
-                await self._release_settled_unsure()
+                await self.release_settled_unsure()
                 self._rebalance_wake.clear()
                 try:
                     async with asyncio.timeout(1.0):
@@ -236,51 +231,6 @@ class MasterSession(SessionBase):
                 continue
             if process.registered and self.on_assigned is not None:
                 await self.on_assigned([k.format() for k in process.registered])
-
-    async def _release_settled_unsure(self) -> None:
-        """Unregister the partitions an event's register cut short (timed out), or a release
-        whose unregister got no answer, may have left registered at their broker, once that
-        call had its ``rpc_timeout`` there (:class:`~tubemq_aio.consumer._astray.AstrayCalls`):
-        a late one has run by then, and the unregister undoes it (or finds nothing). The
-        master hands such a partition out again, perhaps to another member, who met 410 until
-        this consumer closed or the broker expired the registration (about 35 s). An
-        unregister that gets no answer again is tried again the same way until
-        ``unregister_retry_window`` after the first. A later event that registers the
-        partition here takes it off :attr:`unsure` first."""
-        rest = self.broker.astray.rest
-        settled = [k for k in self.unsure if rest(k, registrations_only=True) <= 0]
-        if not settled:
-            return
-        retry = [
-            (self.unsure[k], self.unsure_read_status.get(k, ReadStatus.NORMAL)) for k in settled
-        ]
-        answered = await asyncio.gather(*(self.release_unsure(k) for k in settled))
-        for (partition, read_status), done in zip(retry, answered, strict=True):
-            if done:
-                self._release_deadlines.pop(partition.key, None)
-            else:
-                self._release_later(partition, read_status)
-
-    def _release_later(self, partition: Partition, read_status: int) -> None:
-        """The unregister of ``partition`` got no answer: the broker may still hold the
-        registration (the call timed out before the broker ran it, or never left), so the
-        group's next holder would meet 410 until the broker expires it. Make it
-        :attr:`unsure` again, to be unregistered with ``read_status`` once the call had its
-        ``rpc_timeout`` (:meth:`_release_settled_unsure`), unless the consumer is closing (its
-        close unregisters what is unsure once more) or ``unregister_retry_window`` has passed
-        since the first unanswered unregister (the broker has expired the registration)."""
-        key = partition.key
-        now = self.clock()
-        window = self.config.unregister_retry_window
-        deadline = self._release_deadlines.setdefault(key, now + window)
-        if self.stopping or now >= deadline:
-            self._release_deadlines.pop(key, None)
-            if not self.stopping:
-                log.warning("%s: no unregister answered; left to the broker's expiry", key)
-            return
-        self.unsure[key] = partition
-        if read_status != ReadStatus.NORMAL:
-            self.unsure_read_status[key] = read_status
 
     async def _perform(self, step: object, process: EventProcess) -> None:
         if isinstance(step, Register):
@@ -337,7 +287,6 @@ class MasterSession(SessionBase):
             self.note_register_end(partition, exc)
             raise
         self.note_register_end(partition, None)
-        self._release_deadlines.pop(partition.key, None)
         if not rsp.success:
             log.info("broker refused %s: [%d] %s", partition.key, rsp.err_code, rsp.err_msg)
             return rsp.err_code

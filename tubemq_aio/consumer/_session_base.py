@@ -160,6 +160,11 @@ class SessionBase:
         #: ``NORMAL``: that of a release whose unregister got no answer (it commits or rolls
         #: back the batch in flight as that release meant to).
         self.unsure_read_status: dict[PartitionKey, int] = {}
+        #: The consumer is closing: its close unregisters what is :attr:`unsure` once more.
+        self.stopping = False
+        #: Until when an unregister that got no answer is tried again, per partition
+        #: (:meth:`_release_later`).
+        self._release_deadlines: dict[PartitionKey, float] = {}
 
     def _apply_auth_and_flow(self, rsp: consumer_replies.MasterResponse) -> None:
         self.tokens.apply(rsp.authorization, require_auth=rsp.require_auth)
@@ -354,6 +359,7 @@ class SessionBase:
         if error is None:
             self.unsure.pop(key, None)
             self.unsure_read_status.pop(key, None)
+            self._release_deadlines.pop(key, None)
         elif key not in self.leases and may_still_arrive(error):
             self.unsure[key] = partition
 
@@ -374,6 +380,63 @@ class SessionBase:
             async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
                 answered = await self.unregister_at_broker(partition, read_status, ordered=False)
         return answered
+
+    def settled_unsure(self) -> list[PartitionKey]:
+        """The :attr:`unsure` partitions whose register or unregister without answer has had
+        its ``rpc_timeout`` at the broker (nothing of it can run there any more)."""
+        rest = self.broker.astray.rest
+        return [k for k in self.unsure if rest(k, registrations_only=True) <= 0]
+
+    async def release_settled_unsure(self, keys: Iterable[PartitionKey] | None = None) -> None:
+        """Unregister the partitions (of ``keys``, default all) a register cut short (timed
+        out: a rebalance event's, a client-balanced ``connect()`` or positioned read), or a
+        release whose unregister got no answer, may have left registered at their broker, once
+        that call had its ``rpc_timeout`` there
+        (:class:`~tubemq_aio.consumer._astray.AstrayCalls`): a late one has run by then, and
+        the unregister undoes it (or finds nothing). Another member may take such a partition
+        meanwhile (the master hands it out again, or the application connects it elsewhere),
+        and met 410 until this consumer closed or the broker expired the registration (about
+        35 s). An unregister that gets no answer again is tried again the same way until
+        ``unregister_retry_window`` after the first. A later register of the partition here
+        takes it off :attr:`unsure` first; the caller keeps registers of ``keys`` from running
+        meanwhile (the rebalance worker runs one event at a time, the client-balanced consumer
+        locks each partition)."""
+        settled = self.settled_unsure()
+        if keys is not None:
+            wanted = set(keys)
+            settled = [k for k in settled if k in wanted]
+        if not settled:
+            return
+        retry = [
+            (self.unsure[k], self.unsure_read_status.get(k, ReadStatus.NORMAL)) for k in settled
+        ]
+        answered = await asyncio.gather(*(self.release_unsure(k) for k in settled))
+        for (partition, read_status), done in zip(retry, answered, strict=True):
+            if done:
+                self._release_deadlines.pop(partition.key, None)
+            else:
+                self._release_later(partition, read_status)
+
+    def _release_later(self, partition: Partition, read_status: int) -> None:
+        """The unregister of ``partition`` got no answer: the broker may still hold the
+        registration (the call timed out before the broker ran it, or never left), so the
+        group's next holder would meet 410 until the broker expires it. Make it
+        :attr:`unsure` again, to be unregistered with ``read_status`` once the call had its
+        ``rpc_timeout`` (:meth:`release_settled_unsure`), unless the consumer is closing (its
+        close unregisters what is unsure once more) or ``unregister_retry_window`` has passed
+        since the first unanswered unregister (the broker has expired the registration)."""
+        key = partition.key
+        now = self.clock()
+        window = self.config.unregister_retry_window
+        deadline = self._release_deadlines.setdefault(key, now + window)
+        if self.stopping or now >= deadline:
+            self._release_deadlines.pop(key, None)
+            if not self.stopping:
+                log.warning("%s: no unregister answered; left to the broker's expiry", key)
+            return
+        self.unsure[key] = partition
+        if read_status != ReadStatus.NORMAL:
+            self.unsure_read_status[key] = read_status
 
     def held_by_broker(self) -> dict[BrokerInfo, list[Partition]]:
         """Every partition registered at a broker by this client, grouped by broker."""

@@ -75,6 +75,9 @@ __all__ = [
 
 log = logging.getLogger("tubemq_aio.consumer")
 
+#: Seconds between two looks for partitions a call without answer may have left registered.
+_UNSURE_CHECK_INTERVAL = 1.0
+
 
 class ClientBalancedUrlOptions(ConsumerUrlOptions, total=False):
     """The keywords of :meth:`ClientBalancedConsumer.from_url`: those of
@@ -208,7 +211,25 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
 
     def _spawn_workers(self, session: ClientBalanceSession, engine: FetchEngine) -> None:
         self._spawn(session.heartbeat_loop(), "master-heartbeat")
+        self._spawn(self._release_unsure_loop(session), "release-unsure")
         super()._spawn_workers(session, engine)
+
+    async def _before_cancel(self, session: ClientBalanceSession) -> None:
+        session.stopping = True  # close unregisters what is unsure: no retry left for later
+
+    async def _release_unsure_loop(self, session: ClientBalanceSession) -> None:
+        # A connect or positioned read whose register timed out, or a disconnect whose
+        # unregister did, may leave the partition registered at its broker for this consumer:
+        # unregistered once that call had its rpc_timeout there, so another member can take
+        # it (docs/consumer.md). Checked every second, as the server-balanced consumer does.
+        while True:
+            await asyncio.sleep(_UNSURE_CHECK_INTERVAL)
+            settled = session.settled_unsure()
+            await asyncio.gather(*(self._release_settled(session, key) for key in settled))
+
+    async def _release_settled(self, session: ClientBalanceSession, key: PartitionKey) -> None:
+        async with self._locks.hold(key):  # no connect of it runs meanwhile
+            await session.release_settled_unsure([key])
 
     def _on_started(self) -> None:
         # The re-assignment calls partitions()/connect(), which refuse a consumer still

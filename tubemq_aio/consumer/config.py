@@ -217,7 +217,8 @@ class ConsumerConfig(ClientConfig):
         close_rebalance_wait: seconds :meth:`Consumer.close` lets a rebalance event in
             progress finish before stopping (Java ``shutDownRebalanceWaitPeriodMs``; 5 s).
         unregister_retry_window: seconds a :class:`Consumer` keeps unregistering a partition
-            the master moved away whose unregister got no answer (timed out: the broker may
+            the master moved away (a :class:`ClientBalancedConsumer`, one it disconnected)
+            whose unregister got no answer (timed out: the broker may
             not have run it, and would hold the partition for this consumer, answering the
             group's next holder 410). Each try waits for the previous one's ``rpc_timeout``
             (a late one runs first) and awaits its answer for at most 1 s. Default 35 s, the
