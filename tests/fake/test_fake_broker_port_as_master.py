@@ -12,6 +12,7 @@ import pytest
 
 from tubemq_aio import (
     ClientBalancedConsumer,
+    ConnectError,
     Consumer,
     NoMasterServiceError,
     Producer,
@@ -62,3 +63,17 @@ async def test_a_broker_listed_before_the_master_is_passed_over() -> None:
         async with Producer(masters, topics=["demo"]) as producer:
             await producer.send("demo", b"x")
         assert cluster.requests(Method.MASTER_PRODUCER_REGISTER) == 2
+
+
+async def test_a_broker_port_and_an_unreachable_address_both_named() -> None:
+    """Every address a broker's port or unreachable: the start raised the last address's
+    ``ConnectError`` alone, and the hint that the other one is a broker's port was lost."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        broker = cluster.broker_addr(1)
+        producer = Producer(f"{broker},127.0.0.1:1", topics=["demo"], register_attempts=1)
+        with pytest.raises(ConnectError) as caught:  # the type raised before
+            async with asyncio.timeout(30):
+                await producer.start()
+        text = str(caught.value)
+        assert f"{broker} is a TubeMQ node without the master service" in text
+        assert text.index(broker) < text.index("cannot connect to 127.0.0.1:1")
