@@ -51,3 +51,19 @@ async def test_master_at_a_broker_port_names_the_master_port(
         assert f"the address came from --master {address}" in line
         assert "8715" in line
         assert line.count("8715") == 1  # said once, by the error
+
+
+async def test_web_at_a_legacy_client_port_names_it_as_the_client_port(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A client port of a TubeMQ 1.1/1.2 server (length-prefixed framing) goes silent on the
+    bare frame the probe sent, so the listing waited 10 s and said "timed out"; the probe now
+    also asks in that framing."""
+    async with FakeCluster(topics={"demo": 1}, framing="legacy-length") as cluster:
+        for address in (cluster.master_addr, cluster.broker_addr(1)):
+            async with asyncio.timeout(5):  # the web API's timeout is 10 s
+                code = await asyncio.to_thread(main, ["topics", "--web", address])
+            assert code == 1
+            (line,) = capsys.readouterr().err.splitlines()
+            assert f"{address} is a TubeMQ client (RPC) port of a 1.1/1.2 server" in line
+            assert "8080" in line

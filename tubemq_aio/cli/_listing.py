@@ -22,7 +22,7 @@ from tubemq_aio.admin import INTERNAL_TOPICS, MasterWebApi
 from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
 from tubemq_aio.cli._inspect import emit_rows
-from tubemq_aio.cli._web_port import speaks_tubemq
+from tubemq_aio.cli._web_port import WebPort, probe_web_port
 from tubemq_aio.config import DEFAULT_MASTER_PORT, HostPort, parse_host_port
 from tubemq_aio.errors import ConfigError
 
@@ -141,6 +141,22 @@ async def _query(args: argparse.Namespace, method: str, **params: object) -> dic
     return await MasterWebApi(host, port, timeout=WEB_TIMEOUT).raw(method, dict(params))
 
 
+def _not_a_web_port(found: WebPort, where: str, args: argparse.Namespace) -> str:
+    """Why ``where`` is not the web API, when the probe (:func:`probe_web_port`) tells; else
+    ``""`` (the web request then says what it meets)."""
+    if found in (WebPort.CLIENT_PORT, WebPort.LEGACY_CLIENT_PORT):
+        return f"{where} is {found.value}, which has no web API"
+    wait = f"{args.web_timeout:g} s (--web-timeout)"
+    if found is WebPort.SILENT:
+        return (
+            f"{where} accepted a connection but answered neither HTTP nor TubeMQ within {wait}, "
+            "where the master's web API answers HTTP at once"
+        )
+    if found is WebPort.NO_CONNECTION:
+        return f"no connection to {where} within {wait} (is the host reachable?)"
+    return ""
+
+
 def _items(reply: dict[str, Any]) -> list[dict[str, Any]]:
     data = reply.get("data") or []
     return [item for item in (data if isinstance(data, list) else [data]) if isinstance(item, dict)]
@@ -155,11 +171,12 @@ async def _run(
 ) -> int:
     host, port = web_endpoint(_web(args), args.master)
     where = str(HostPort(host, port))  # an IPv6 host in brackets, as --web takes it back
-    if await speaks_tubemq(host, port):
+    problem = _not_a_web_port(await probe_web_port(host, port, args.web_timeout), where, args)
+    if problem:
         error_line(
-            f"master web API at {where}: {where} is a TubeMQ client (RPC) port, which has no "
-            "web API; set --web to the master's web port (webPort in its master.ini, "
-            f"{DEFAULT_WEB_PORT} by default: --web {HostPort(host, DEFAULT_WEB_PORT)})"
+            f"master web API at {where}: {problem}; set --web to the master's web port "
+            f"(webPort in its master.ini, {DEFAULT_WEB_PORT} by default: "
+            f"--web {HostPort(host, DEFAULT_WEB_PORT)})"
         )
         return EXIT_FAILURE
     try:

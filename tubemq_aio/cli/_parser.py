@@ -16,6 +16,7 @@ from tubemq_aio.checks import iana_zone, is_utf8
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
 from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
+from tubemq_aio.cli._web_port import PROBE_TIMEOUT
 from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.attributes import attribute_block
 from tubemq_aio.protocol.time_search import parse_time_text
@@ -412,6 +413,14 @@ def _add_listing(sub: argparse._SubParsersAction[_Parser]) -> None:
             metavar="HOST:PORT",
             default=os.environ.get(WEB_ENV),
             help=f"the master's web API address (default ${WEB_ENV})",
+        )
+        p.add_argument(
+            "--web-timeout",
+            type=_positive_float,
+            default=PROBE_TIMEOUT,
+            metavar="SECONDS",
+            help="seconds the web API address has to start answering before the listing "
+            f"fails naming it (default {PROBE_TIMEOUT:g}); the answer itself may take 10 s",
         )
         _add_table_format(p)
         if name == "groups":
