@@ -91,3 +91,21 @@ def test_the_web_timeout_must_be_positive(capsys: pytest.CaptureFixture[str]) ->
         main(["topics", "--web", "127.0.0.1:1", "--web-timeout", "0"])
     assert done.value.code == 2
     assert "--web-timeout" in capsys.readouterr().err
+
+
+async def test_a_connect_nothing_answers_is_named_as_such(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host that drops the connect (no refusal): the listing waited urllib's 10 s."""
+
+    async def never(*args: object, **kwargs: object) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(asyncio, "open_connection", never)
+    assert await probe_web_port("127.0.0.1", 1, PROBE) is WebPort.NO_CONNECTION
+    code = await asyncio.to_thread(
+        main, ["groups", "--web", "127.0.0.1:1", "--web-timeout", str(PROBE)]
+    )
+    assert code == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"no connection to 127.0.0.1:1 within {PROBE:g} s (--web-timeout)" in line

@@ -26,7 +26,7 @@ import enum
 import struct
 
 from tubemq_aio.protocol.framing import BEGIN_TOKEN, encode_frame
-from tubemq_aio.protocol.legacy_framing import LENGTH_PREFIX
+from tubemq_aio.protocol.legacy_framing import LENGTH_PREFIX, length_prefix
 from tubemq_aio.protocol.rpc import SERVICE_OF_METHOD, Method, encode_request
 
 __all__ = ["PROBE_TIMEOUT", "WebPort", "probe_web_port"]
@@ -41,7 +41,7 @@ _METHOD = Method.MASTER_PRODUCER_HEARTBEAT
 _FRAME = encode_frame(
     1, encode_request(SERVICE_OF_METHOD[_METHOD], _METHOD, round(PROBE_TIMEOUT * 1000), b"")
 )
-_LEGACY_FRAME = LENGTH_PREFIX.pack(len(_FRAME)) + _FRAME
+_LEGACY_FRAME = length_prefix(len(_FRAME)) + _FRAME
 _HTTP = b"HTTP/"
 
 
