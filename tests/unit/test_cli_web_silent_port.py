@@ -17,8 +17,8 @@ from tubemq_aio.cli import main
 from tubemq_aio.cli._web_port import WebPort, probe_web_port
 
 #: How long the slow web API below takes to answer a query: longer than the probe's deadline.
-SLOW_QUERY = 1.0
-PROBE = 0.3
+SLOW_QUERY = 0.5
+PROBE = 0.2
 
 
 async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
