@@ -8,7 +8,8 @@ again. The client then stays on the master that answered.
 An address whose answer says it has no master service (a broker's client port given for a
 master's: :class:`~tubemq_aio.errors.NoMasterServiceError`) is not asked again within the call,
 and once every address answered so the call fails at once, naming the address and the
-master's default port, instead of retrying until its deadline.
+master's default port, instead of retrying until its deadline. A call that fails at several
+addresses names each one's reason in its error, an address without the master service first.
 
 During a failover every master may answer "standby" for a while (the election), and a restarting
 master refuses connects: a call that went once round every address without an answer therefore
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from tubemq_aio.checks import Checks
@@ -138,9 +139,10 @@ class MasterInvoker:
         Raises:
             NoMasterServiceError: every master address answered that it has no master
                 service (a broker's port given for a master's), at once.
-            TubeMQError: the error of the last attempt when no master answered by the deadline,
-                or at once any error that another master would not fix (for example a
-                malformed request).
+            TubeMQError: the error of the last attempt when no master answered by the deadline
+                (when several addresses failed, its text names each one's reason, an address
+                without the master service first), or at once any error that another master
+                would not fix (for example a malformed request).
         """
         per_attempt = self._timeout if timeout is None else timeout
         if deadline is None:
@@ -173,8 +175,7 @@ class MasterInvoker:
                     not_masters.add(self._index)
                     reasons[self._index] = last
                     if len(not_masters) == len(self._masters):
-                        every = [(self._masters[i], reasons[i]) for i in sorted(reasons)]
-                        raise _with_every_reason(last, every) from None
+                        raise _with_every_reason(last, self._masters, reasons) from None
                     self._index = (self._index + 1) % len(self._masters)
                     self.failovers += 1
                 except TubeMQError as exc:
@@ -187,22 +188,23 @@ class MasterInvoker:
             assert last is not None
             pause = self._policy.pause(rounds, self._clock(), deadline, self._rand())
             if pause is None:
-                raise _with_every_reason(
-                    last, [(self._masters[i], reasons[i]) for i in sorted(reasons)]
-                )
+                raise _with_every_reason(last, self._masters, reasons)
             await self._sleep(pause)
 
 
 def _with_every_reason(
-    last: TubeMQError, reasons: Sequence[tuple[HostPort, TubeMQError]]
+    last: TubeMQError, masters: Sequence[HostPort], reasons: Mapping[int, TubeMQError]
 ) -> TubeMQError:
     """``last`` (its type tells the caller what to do), its text naming why each address
-    failed, when more than one did: an address that is not a master first (the most specific:
-    a broker's port given for a master's), then the others in the configured order, each
-    prefixed with its address unless its text names it."""
+    failed (``reasons``: by index in ``masters``), when more than one did: an address that is
+    not a master first (the most specific: a broker's port given for a master's), then the
+    others in the configured order, each prefixed with its address unless its text names it."""
     if len(reasons) < 2:
         return last
-    ordered = sorted(reasons, key=lambda r: not isinstance(r[1], NoMasterServiceError))
+    ordered = sorted(
+        ((masters[i], reasons[i]) for i in sorted(reasons)),
+        key=lambda r: not isinstance(r[1], NoMasterServiceError),
+    )
     texts = [text if str(a) in (text := str(r)) else f"{a}: {text}" for a, r in ordered]
     last.args = (f"no master answered at any of {len(texts)} addresses: {'; '.join(texts)}",)
     return last
