@@ -201,3 +201,14 @@ async def test_standard_framing_gets_the_hint(old: Old) -> None:
         ) as producer:
             await producer.send(TOPICS[2], b"x", timeout=5)
     print(f"\nstandard framing against {old.cluster.version}: {info.value!r}")
+
+
+async def test_web_listing_at_a_client_port_names_it(old: Old) -> None:
+    """``topics --web`` at the 1.x master's and broker's client port: both go silent on the
+    bare TubeMQ frame the probe sent, so the listing waited the web API's 10 s and said "timed
+    out"; the probe now asks in their framing too and names the port."""
+    for address in (old.cluster.master_addr, old.cluster.brokers[0].addr):
+        done = await asyncio.to_thread(run_cli, "topics", "--web", address)
+        assert done.returncode == 1, done.stderr.decode()
+        line = done.stderr.decode()
+        assert f"{address} is a TubeMQ client (RPC) port of a 1.1/1.2 server" in line, line
