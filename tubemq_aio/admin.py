@@ -24,9 +24,17 @@ from typing import Any
 
 from tubemq_aio.errors import AdminApiError, ConfigError
 
-__all__ = ["INTERNAL_TOPICS", "STANDBY_REDIRECT", "MasterWebApi", "is_standby_reply"]
+__all__ = [
+    "DEFAULT_WEB_PORT",
+    "INTERNAL_TOPICS",
+    "STANDBY_REDIRECT",
+    "MasterWebApi",
+    "is_standby_reply",
+]
 
 JsonObj = dict[str, Any]
+DEFAULT_WEB_PORT = 8080
+"""TubeMQ's default master ``webPort`` (``master.ini``), where the web API answers."""
 INTERNAL_TOPICS = frozenset({"__offset_history__"})
 """Topics the servers create for themselves (the brokers' record of group offset changes)."""
 _STANDBY = "send your request to the master"
@@ -78,7 +86,7 @@ class MasterWebApi:
 
     Args:
         host: Master host.
-        web_port: Master ``webPort`` (TubeMQ's default is 8080).
+        web_port: Master ``webPort`` (TubeMQ's default is :data:`DEFAULT_WEB_PORT`).
         standbys: ``(host, web_port)`` of the other masters of an HA group: a call answered by
             a standby or failing to connect moves on to the next master, and the client stays
             on the one that answered.

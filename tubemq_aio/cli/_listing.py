@@ -18,7 +18,7 @@ from typing import Any
 from urllib.error import URLError
 from urllib.parse import urlsplit
 
-from tubemq_aio.admin import INTERNAL_TOPICS, MasterWebApi
+from tubemq_aio.admin import DEFAULT_WEB_PORT, INTERNAL_TOPICS, MasterWebApi
 from tubemq_aio.checks import Checks
 from tubemq_aio.cli._common import EXIT_FAILURE, EXIT_OK, error_line
 from tubemq_aio.cli._inspect import emit_rows
@@ -27,7 +27,6 @@ from tubemq_aio.config import DEFAULT_MASTER_PORT, HostPort, parse_host_port
 from tubemq_aio.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_WEB_PORT",
     "WEB_ENV",
     "group_rows",
     "run_groups",
@@ -36,8 +35,6 @@ __all__ = [
     "web_endpoint",
 ]
 
-#: The master's web port when ``--web`` names none (TubeMQ's default ``webPort``).
-DEFAULT_WEB_PORT = 8080
 WEB_ENV = "TUBEMQ_AIO_MASTER_WEB"
 #: Seconds one web API request may take.
 WEB_TIMEOUT = 10.0

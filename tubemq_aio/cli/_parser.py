@@ -12,10 +12,11 @@ from typing import NoReturn
 from zoneinfo import ZoneInfo
 
 from tubemq_aio import __version__
+from tubemq_aio.admin import DEFAULT_WEB_PORT
 from tubemq_aio.checks import iana_zone, is_utf8
 from tubemq_aio.cli._common import EXIT_USAGE, PROG, error_line
 from tubemq_aio.cli._connect import add_connection_options
-from tubemq_aio.cli._listing import DEFAULT_WEB_PORT, WEB_ENV
+from tubemq_aio.cli._listing import WEB_ENV
 from tubemq_aio.cli._web_port import PROBE_TIMEOUT
 from tubemq_aio.errors import ConfigError, InvalidMessageError
 from tubemq_aio.protocol.attributes import attribute_block

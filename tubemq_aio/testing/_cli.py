@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tubemq_aio.admin import DEFAULT_WEB_PORT
 from tubemq_aio.testing._errors import ClusterError
 from tubemq_aio.testing._fake_process import (
     DEFAULT_PORT,
@@ -30,7 +31,7 @@ from tubemq_aio.testing._fake_process import (
 from tubemq_aio.testing._maven import DEFAULT_VERSION
 from tubemq_aio.testing._process import kill_pid, pid_alive
 from tubemq_aio.testing._state import FAKE_KIND, state_file
-from tubemq_aio.testing._up_report import DEFAULT_WEB_PORT, choose_port, progress, up_lines
+from tubemq_aio.testing._up_report import choose_port, progress, up_lines
 from tubemq_aio.testing._versions import SERVER_VERSIONS
 
 __all__ = ["main", "state_file"]

@@ -12,7 +12,6 @@ from typing import Any, Protocol
 from tubemq_aio.testing._ports import allocate_ports, is_port_free
 
 __all__ = [
-    "DEFAULT_WEB_PORT",
     "PROGRESS_EVERY",
     "choose_port",
     "fake_up_lines",
@@ -20,8 +19,6 @@ __all__ = [
     "up_lines",
 ]
 
-#: TubeMQ's usual master web port, taken by ``up`` when free.
-DEFAULT_WEB_PORT = 8080
 #: Seconds between two progress lines while a phase lasts.
 PROGRESS_EVERY = 10.0
 
@@ -32,7 +29,7 @@ def choose_port(asked: int | None, default: int, what: str, say: Callable[[str],
 
     Args:
         asked: The ``--port``/``--web-port`` value, or None.
-        default: The usual port (8715 for the master, :data:`DEFAULT_WEB_PORT`).
+        default: The usual port (8715 for the master, :data:`~tubemq_aio.admin.DEFAULT_WEB_PORT`).
         what: What listens there, for the line (``"master"``, ``"web API"``).
         say: Prints a line.
     """
