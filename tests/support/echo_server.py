@@ -177,6 +177,17 @@ class FakeServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    def limit_receive_buffers(self) -> None:
+        """Cap the kernel receive buffer of the connections accepted from now on at
+        :data:`KERNEL_BUFFER`, set on the listening socket so that it holds from each one's
+        handshake on, whichever runs first: the accept (``pause_reading``'s own cap, set on the
+        accepted connection) or the client's first writes. A flood paused at the client once
+        resumed in a loaded run (``test_reaper_leaves_a_connection_whose_callers_wait_for_room``:
+        the kernel took more than the cap allows; not reproduced since)."""
+        assert self._server is not None
+        for sock in self._server.sockets:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, KERNEL_BUFFER)
+
     async def stop(self) -> None:
         """Stop listening and abort every open connection."""
         if self._server is not None:
@@ -249,6 +260,7 @@ async def flood_until_paused(
     """Make ``server`` stop reading, then send 64 KiB calls (each with ``timeout``) until the
     connection's transport pauses writing. Returns the connection and the flooding calls."""
     server.knobs.pause_reading = True
+    server.limit_receive_buffers()
     address = Address("127.0.0.1", server.port)
     conn = await rpc.connect(address)
     limit_send_buffer(conn)

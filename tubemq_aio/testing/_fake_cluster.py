@@ -213,9 +213,11 @@ class FakeCluster(AsyncService):
         self._broker(broker_id).advertised = addr
 
     async def stop_broker(self, broker_id: int) -> None:
-        """Kill broker ``broker_id``: its port closes and its connections are reset."""
+        """Kill broker ``broker_id``: its port refuses connects and its connections are reset.
+        The port stays bound (not listening) until :meth:`start_broker`, so no other socket is
+        given it meanwhile."""
         broker = self._broker(broker_id)
-        await broker.node.stop()
+        await broker.node.stop(hold_port=True)
         broker.stopped_at = broker.clock()
 
     async def start_broker(
@@ -306,8 +308,9 @@ class FakeCluster(AsyncService):
         return broker.log(topic, store * STORE_BASE).expire_oldest(count)
 
     async def stop_master(self) -> None:
-        """Kill the master (brokers keep serving, as in a real cluster)."""
-        await self.master.node.stop()
+        """Kill the master (brokers keep serving, as in a real cluster); its port refuses
+        connects, and stays bound until :meth:`start_master` (as :meth:`stop_broker`)."""
+        await self.master.node.stop(hold_port=True)
 
     async def start_master(self) -> None:
         """Restart the master on its old port; it has forgotten every client.

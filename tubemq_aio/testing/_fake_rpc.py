@@ -21,6 +21,7 @@ from tubemq_aio.errors import TubeMQError
 from tubemq_aio.protocol.framing import BLOCK_SIZE, FrameDecoder, FrameSplitter, encode_frame
 from tubemq_aio.protocol.legacy_framing import LENGTH_PREFIX, Framing, LengthPrefixedDecoder
 from tubemq_aio.protocol.rpc import RpcRequest, decode_request, encode_exception, encode_success
+from tubemq_aio.testing._port_hold import PortHold
 from tubemq_aio.testing._reset import reset_transport
 
 __all__ = ["Fault", "FaultPlan", "Injection", "RpcNode", "failure_response"]
@@ -342,6 +343,7 @@ class RpcNode:
         self.host = "127.0.0.1"
         self.port = 0
         self._server: asyncio.Server | None = None
+        self._hold = PortHold()
 
     @property
     def addr(self) -> str:
@@ -349,16 +351,30 @@ class RpcNode:
         return f"{self.host}:{self.port}"
 
     async def start(self, port: int = 0) -> None:
-        """Listen on ``port`` (0: a free one)."""
+        """Listen on ``port`` (0: a free one; the port a ``stop(hold_port=True)`` kept is
+        listened on with the socket that kept it)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _NodeProtocol(self), self.host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        server = await self._hold.listen(
+            port, lambda held: loop.create_server(lambda: _NodeProtocol(self), sock=held)
+        ) or await loop.create_server(lambda: _NodeProtocol(self), self.host, port)
+        self._server = server
+        self.port = server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
+    async def stop(self, *, hold_port: bool = False) -> None:
         """Stop listening and abort every connection (clients see a reset); the requests held
-        by ``late`` faults are forgotten, as a killed process forgets them."""
+        by ``late`` faults are forgotten, as a killed process forgets them.
+
+        Args:
+            hold_port: keep the port bound (not listening: connects are refused) until the
+                next :meth:`start` on it, so that no other socket is given it meanwhile (a
+                restart on the old port); False (default) frees it.
+        """
         if self._server is not None:
-            self._server.close()
+            self._server.close()  # the listening socket closes now: hold its port at once
+            if hold_port:
+                self._hold.hold(self.host, self.port)
+        if not hold_port:
+            self._hold.release()
         for late in self.held:
             if late.timer is not None:
                 late.timer.cancel()

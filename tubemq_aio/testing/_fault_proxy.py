@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tubemq_aio.testing._address import split_host_port
+from tubemq_aio.testing._port_hold import PortHold
 from tubemq_aio.testing._reset import reset_transport
 from tubemq_aio.testing._service import AsyncService, check_serving_loop, loop_ended
 
@@ -241,6 +242,7 @@ class FaultProxy(AsyncService):
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self._port = 0
+        self._hold = PortHold()
         #: The event loop it listens on (it forwards only while that loop runs).
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -278,8 +280,11 @@ class FaultProxy(AsyncService):
             if self._server is not None and loop_ended(self._loop, "FaultProxy"):
                 await self._stop_listening()
             if self._server is None:
-                self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port)
-                self._port = self._server.sockets[0].getsockname()[1]
+                server = await self._hold.listen(
+                    self._port, lambda held: asyncio.start_server(self._accept, sock=held)
+                ) or await asyncio.start_server(self._accept, "127.0.0.1", self._port)
+                self._server = server
+                self._port = server.sockets[0].getsockname()[1]
                 self._loop = asyncio.get_running_loop()
 
     async def stop(self) -> None:
@@ -343,11 +348,12 @@ class FaultProxy(AsyncService):
             link.abort()
 
     async def refuse_connections(self) -> None:
-        """Stop listening: new connects are refused until :meth:`start`."""
+        """Stop listening: new connects are refused until :meth:`start`. The port stays bound
+        (not listening) until then, so no other socket is given it meanwhile."""
         async with self._lifecycle_lock():
-            await self._stop_listening()
+            await self._stop_listening(hold_port=True)
 
-    async def _stop_listening(self) -> None:
+    async def _stop_listening(self, *, hold_port: bool = False) -> None:
         # close() closes the listening socket at once; wait_closed() is not awaited: from
         # Python 3.12 on it waits for every accepted link to end, which refuse_connections()
         # keeps and close() resets only after this.
@@ -355,6 +361,10 @@ class FaultProxy(AsyncService):
         if self._server is not None:
             self._server.close()
             self._server = None
+            if hold_port:
+                self._hold.hold("127.0.0.1", self._port)
+        if not hold_port:
+            self._hold.release()
 
     # ---- plumbing ----------------------------------------------------------------------------
 

@@ -308,7 +308,9 @@ def test_dev_will_not_take_over_a_file_it_did_not_write(
     assert "exists and is not a key file" in capsys.readouterr().err
     left = tmp_path / "gw.key"  # what a dev killed before its clean-up leaves: taken again
     left.write_text("Q" * 32 + "\n")
-    assert main(["dev", "--fake", "--key-file", str(left)]) == 1  # no redis-server on PATH
+    # Port 0 (any free one): 8080, the default, may be a running cluster's web API.
+    free_port = ["--port", "0"]
+    assert main(["dev", "--fake", "--key-file", str(left), *free_port]) == 1  # no redis-server
     assert "redis-server" in capsys.readouterr().err
 
 
