@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Protocol, cast
 
 from tubemq_aio._io.decisions import MAX_SERIAL, read_threshold
 from tubemq_aio._io.pending import PendingCalls
@@ -52,6 +52,12 @@ READ_SIZE = 256 * 1024
 #: How an answer in HTTP begins: a status line, or (a server answering an HTTP/0.9-style
 #: request, which is what a TubeMQ frame looks like to it) an HTML page without one.
 _WEB_ANSWERS = (b"http/", b"<!doctype", b"<html")
+
+
+class _SocketOptions(Protocol):
+    """What the read coalescing needs of a transport's socket (asyncio's or uvloop's)."""
+
+    def setsockopt(self, level: int, option: int, value: int, /) -> None: ...
 
 
 class Connection(PendingCalls, asyncio.BufferedProtocol):
@@ -98,7 +104,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         # when the platform or the transport offers none), the mark it holds, the answer size
         # it is computed from, and whether the sweeper holds it at 1 until its next pass.
         self._coalescing = settings.read_coalescing
-        self._lowat_socket: Any = None
+        self._lowat_socket: _SocketOptions | None = None
         self._lowat = 1
         self._answer_bytes = 0
         self._lowat_held = False
@@ -391,6 +397,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
 
     def _set_lowat(self, mark: int) -> None:
         self._lowat = mark
+        if self._lowat_socket is None:
+            return
         try:
             self._lowat_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, mark)
         except (OSError, AttributeError):  # refused: read every answer as it comes
