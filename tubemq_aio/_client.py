@@ -44,6 +44,7 @@ def open_pool(config: ClientConfig) -> ConnectionPool:
         write_low_water=config.write_high_water // 4 if low_water is None else low_water,
         max_frame_bytes=config.max_frame_bytes,
         sweep_interval=config.sweep_interval,
+        read_coalescing=config.read_coalescing,
         close_timeout=config.connection_close_timeout,
         backoff_initial=config.connect_backoff_initial,
         backoff_max=config.connect_backoff_max,

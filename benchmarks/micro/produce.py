@@ -29,6 +29,7 @@ read-and-write turn.
 
 Run: ``python -m benchmarks.micro.produce [--uvloop] [--mode send|many] [--count N]
 [--window W] [--batch B] [--size S] [--rounds R] [--read-size BYTES]
+[--read-coalescing SHARE]
 [--master ADDR --topic NAME]``.
 """
 
@@ -139,7 +140,12 @@ async def _client(ns: argparse.Namespace, master: str) -> dict[str, object]:
     body = bytes(97 + i % 26 for i in range(ns.size))
     if ns.read_size is not None:
         tubemq_aio._io.connection.READ_SIZE = ns.read_size
-    config = {"topics": [ns.topic], "telemetry": False, "max_in_flight_sends": max(4096, ns.window)}
+    config = {
+        "topics": [ns.topic],
+        "telemetry": False,
+        "max_in_flight_sends": max(4096, ns.window),
+        "read_coalescing": ns.read_coalescing,
+    }
     async with Producer(master, **config) as p:
         await _phase(p, ns, max(ns.count // 10, ns.window), body)
         (user0, sys0), io0, t0 = _cpu(), _io_counts(), time.perf_counter()
@@ -154,6 +160,7 @@ async def _client(ns: argparse.Namespace, master: str) -> dict[str, object]:
         "window": ns.window,
         "batch": ns.batch if ns.mode == "many" else 1,
         "read_size": tubemq_aio._io.connection.READ_SIZE,
+        "read_coalescing": ns.read_coalescing,
         "messages": done,
         "cpu_s_per_1e6": round(cpu / done * 1e6, 2),
         "sys_share": round((sys1 - sys0) / cpu, 2),
@@ -176,6 +183,9 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--read-size", type=int, help="bytes one socket read takes at most")
+    parser.add_argument(
+        "--read-coalescing", type=float, default=1 / 32, help="the producer's read_coalescing"
+    )
     parser.add_argument("--master", help="a real cluster's master address (no stand-in)")
     parser.add_argument("--topic", default=TOPIC, help="topic to send to (with --master)")
     ns = parser.parse_args()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tubemq_aio._io.decisions import (
     MAX_SERIAL,
     MAX_WIRE_TIMEOUT_MS,
+    MIN_ANSWER_FRAME_BYTES,
     BackoffPolicy,
     BackoffState,
     IdleView,
@@ -19,6 +20,7 @@ from tubemq_aio._io.decisions import (
     closes_connection,
     idle_connections,
     next_serial,
+    read_threshold,
     record_failure,
     seconds_until_allowed,
     wire_timeout_ms,
@@ -182,3 +184,43 @@ def test_wire_timeout_is_whole_ms_within_bounds() -> None:
     assert wire_timeout_ms(2.5) == 2500
     assert wire_timeout_ms(1e-9) == 1
     assert wire_timeout_ms(1e300) == MAX_WIRE_TIMEOUT_MS
+
+
+# ---- read_threshold ---------------------------------------------------------------------------
+
+
+def test_a_read_waits_for_the_share_of_the_owed_answers() -> None:
+    assert read_threshold(256, 44, 1 / 32) == 8 * 44
+    assert read_threshold(1024, 44, 1 / 32) == 32 * 44
+    assert read_threshold(256, 44, 0.25) == 64 * 44
+
+
+@pytest.mark.parametrize(
+    ("outstanding", "answer_bytes", "share"),
+    [
+        (63, 44, 1 / 32),  # under two answers: nothing gained
+        (0, 44, 1 / 32),
+        (1, 44, 0.25),
+        (10_000, 44, 0.0),  # off
+        (256, 0, 1 / 32),  # no answer seen yet: its size is unknown
+    ],
+)
+def test_no_threshold_where_it_gains_nothing(
+    outstanding: int, answer_bytes: int, share: float
+) -> None:
+    assert read_threshold(outstanding, answer_bytes, share) == 1
+
+
+@given(
+    outstanding=st.integers(0, 1 << 20),
+    answer_bytes=st.integers(0, 1 << 28),
+    share=st.floats(0.0, 0.25),
+)
+def test_the_owed_answers_always_reach_the_threshold(
+    outstanding: int, answer_bytes: int, share: float
+) -> None:
+    """Whatever the answers' sizes, every owed answer coming wakes the reader: each frame is
+    at least MIN_ANSWER_FRAME_BYTES long, and one of them may have begun in the last read."""
+    mark = read_threshold(outstanding, answer_bytes, share)
+    assert mark >= 1
+    assert mark == 1 or mark <= (outstanding - 1) * MIN_ANSWER_FRAME_BYTES

@@ -24,6 +24,7 @@ OPTIONS = {
     "connect_backoff_max": "backoff_max",
     "connect_backoff_multiplier": "backoff_multiplier",
     "connect_backoff_jitter": "backoff_jitter",
+    "read_coalescing": "read_coalescing",
 }
 
 
@@ -43,6 +44,7 @@ async def test_each_option_reaches_the_pool_s_settings() -> None:
         "connect_backoff_max": 4.0,
         "connect_backoff_multiplier": 1.5,
         "connect_backoff_jitter": 0.0,
+        "read_coalescing": 0.0,
     }
     pool = open_pool(ClientConfig(masters=MASTERS, connection_reuse=False, **given))  # type: ignore[arg-type]
     try:
@@ -63,12 +65,13 @@ def test_from_url_takes_them() -> None:
     config = ClientConfig.from_url(
         "tubemq://h:8715?max_frame_bytes=16384&sweep_interval=0.02&connection_close_timeout=2"
         "&connect_backoff_initial=0.5&connect_backoff_max=5&connect_backoff_multiplier=3"
-        "&connect_backoff_jitter=1"
+        "&connect_backoff_jitter=1&read_coalescing=0.125"
     )
     assert config.max_frame_bytes == 16384
     assert (config.sweep_interval, config.connection_close_timeout) == (0.02, 2.0)
     assert (config.connect_backoff_initial, config.connect_backoff_max) == (0.5, 5.0)
     assert (config.connect_backoff_multiplier, config.connect_backoff_jitter) == (3.0, 1.0)
+    assert config.read_coalescing == 0.125
 
 
 @pytest.mark.parametrize(
@@ -101,6 +104,12 @@ def test_from_url_takes_them() -> None:
         ({"connect_backoff_jitter": -0.1}, "connect_backoff_jitter"),
         ({"connect_backoff_jitter": 1.5}, "connect_backoff_jitter"),
         ({"connect_backoff_jitter": math.nan}, "connect_backoff_jitter"),
+        ({"read_coalescing": -0.01}, "read_coalescing"),
+        ({"read_coalescing": 0.5}, "read_coalescing"),  # a read waiting for half the answers
+        ({"read_coalescing": math.nan}, "read_coalescing"),
+        ({"read_coalescing": math.inf}, "read_coalescing"),
+        ({"read_coalescing": True}, "read_coalescing"),
+        ({"read_coalescing": "0.1"}, "read_coalescing"),
     ],
 )
 def test_bad_limits_are_config_errors(options: dict[str, object], named: str) -> None:

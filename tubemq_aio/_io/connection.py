@@ -23,8 +23,9 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
+from tubemq_aio._io.decisions import MAX_SERIAL, read_threshold
 from tubemq_aio._io.pending import PendingCalls
 from tubemq_aio._io.settings import TransportSettings
 from tubemq_aio._io.stats import TransportStats
@@ -51,6 +52,12 @@ READ_SIZE = 256 * 1024
 #: How an answer in HTTP begins: a status line, or (a server answering an HTTP/0.9-style
 #: request, which is what a TubeMQ frame looks like to it) an HTML page without one.
 _WEB_ANSWERS = (b"http/", b"<!doctype", b"<html")
+
+
+class _SocketOptions(Protocol):
+    """What the read coalescing needs of a transport's socket (asyncio's or uvloop's)."""
+
+    def setsockopt(self, level: int, option: int, value: int, /) -> None: ...
 
 
 class Connection(PendingCalls, asyncio.BufferedProtocol):
@@ -93,6 +100,15 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         #: Whether our side closed the link (close/abort), as opposed to the peer or a fault.
         self.closed_locally = False
         self._lost: asyncio.Future[None] = self._loop.create_future()
+        # Read coalescing (decisions.read_threshold): the socket whose SO_RCVLOWAT is set (None
+        # when the platform or the transport offers none), the mark it holds, the answer size
+        # it is computed from, and whether the sweeper holds it at 1 until its next pass.
+        self._coalescing = settings.read_coalescing
+        self._lowat_socket: _SocketOptions | None = None
+        self._lowat = 1
+        self._answer_bytes = 0
+        self._lowat_held = False
+        self._read_frames = 0  # frames the latest read completed
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -114,6 +130,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         if sock is not None:
             with contextlib.suppress(OSError, AttributeError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._coalescing > 0 and hasattr(socket, "SO_RCVLOWAT"):
+                self._lowat_socket = sock
         transport.set_write_buffer_limits(
             high=self._settings.write_high_water, low=self._settings.write_low_water
         )
@@ -129,6 +147,8 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         """``nbytes`` were read into the buffer: decode them."""
         assert self._rview is not None
         self.data_received(self._rview[:nbytes])
+        if self._lowat_socket is not None:
+            self._coalesce_reads(nbytes)
 
     def data_received(self, data: bytes | memoryview) -> None:
         """Decode complete frames and resolve the calls they answer."""
@@ -138,6 +158,7 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             self._fail(self._http_hint(exc, data))
             return
         self.last_activity = self._clock()
+        self._read_frames = len(frames)
         if frames:
             self.answered = True
         failure = self.resolve(frames)
@@ -346,6 +367,43 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
     def silence_hint(self) -> str:
         """The framing hint for a call that timed out on a connection that never answered."""
         return self._framing_hint()
+
+    def expire(self, now: float) -> None:
+        """Fail the calls whose deadline has passed (:meth:`PendingCalls.expire`), but first
+        make sure their answers are not waiting unread behind the read threshold: with a mark
+        above 1 and a call past due, lower it to 1 and look again on the sweeper's next pass
+        (the loop reads what the socket holds in between)."""
+        if self._lowat > 1 and self.any_expired(now):
+            self._set_lowat(1)
+            self._lowat_held = True
+            self.next_deadline = now
+            return
+        self._lowat_held = False
+        super().expire(now)
+
+    def _coalesce_reads(self, nbytes: int) -> None:
+        """After a read of ``nbytes``: the socket's read threshold for the answers still owed."""
+        if self._lowat_held or self._closed is not None:
+            return
+        frames = self._read_frames
+        if frames:
+            size = nbytes // frames
+            if self._answer_bytes == 0 or size < self._answer_bytes:
+                self._answer_bytes = size
+        owed = len(self._pending) - (self._serial - self._written) % MAX_SERIAL
+        mark = read_threshold(owed, self._answer_bytes, self._coalescing)
+        if mark != self._lowat:
+            self._set_lowat(mark)
+
+    def _set_lowat(self, mark: int) -> None:
+        self._lowat = mark
+        if self._lowat_socket is None:
+            return
+        try:
+            self._lowat_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, mark)
+        except (OSError, AttributeError):  # refused: read every answer as it comes
+            self._lowat_socket = None
+            self._lowat = 1
 
     def _flush(self) -> None:
         buf = self._wbuf

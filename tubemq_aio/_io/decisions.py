@@ -13,6 +13,7 @@ __all__ = [
     "IO_EXCEPTION_NAMES",
     "MAX_SERIAL",
     "MAX_WIRE_TIMEOUT_MS",
+    "MIN_ANSWER_FRAME_BYTES",
     "BackoffPolicy",
     "BackoffState",
     "IdleView",
@@ -20,6 +21,7 @@ __all__ = [
     "closes_connection",
     "idle_connections",
     "next_serial",
+    "read_threshold",
     "record_failure",
     "seconds_until_allowed",
     "wire_timeout_ms",
@@ -232,3 +234,39 @@ def idle_connections(views: Iterable[IdleView], now: float, idle_timeout: float)
         The keys of the connections to close, in input order.
     """
     return [v.key for v in views if v.in_flight == 0 and now - v.last_activity >= idle_timeout]
+
+
+#: The fewest bytes any answer frame takes on the wire: the frame header (begin token, serialNo,
+#: block count; docs/protocol/wire.md §1), without a block. Every answer still owed brings at
+#: least this many, whatever it says.
+MIN_ANSWER_FRAME_BYTES = 12
+
+
+def read_threshold(outstanding: int, answer_bytes: int, share: float) -> int:
+    """How many received bytes a connection's socket should hold before it wakes the reader
+    (``SO_RCVLOWAT``), so that one read takes several answers instead of one each.
+
+    A read waits for about ``share`` of the answers still owed, each taken as ``answer_bytes``
+    long. By Little's law (answers owed = answer rate × latency) that wait is about ``share``
+    of a call's latency, whatever the rate, so 1/32 adds about 3 % to the latency of calls made
+    while many are in flight. Waiting for fewer than two answers gains nothing, so it is 1 (off)
+    then. It never exceeds :data:`MIN_ANSWER_FRAME_BYTES` per owed answer but one (which may
+    have begun in the last read): the answers owed, when they all come, always wake the
+    reader. One that never comes (a broker that lost a
+    request) is the sweeper's to handle (``Connection.expire`` lowers the threshold first).
+
+    Args:
+        outstanding: requests written on the connection and not answered yet (>= 0).
+        answer_bytes: the size of an answer frame on this connection (the smallest average
+            seen per read); 0 while unknown.
+        share: the fraction of the owed answers a read may wait for (0 = off).
+
+    Returns:
+        The threshold in bytes, >= 1.
+    """
+    answers = int(outstanding * share)
+    if answers < 2 or answer_bytes <= 0:
+        return 1
+    # One owed answer may have begun in the last read: only the others are sure to bring
+    # MIN_ANSWER_FRAME_BYTES each.
+    return max(1, min(answers * answer_bytes, (outstanding - 1) * MIN_ANSWER_FRAME_BYTES))

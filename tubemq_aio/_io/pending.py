@@ -164,6 +164,10 @@ class PendingCalls(RegistryBase):
         (overridden by the connection; empty here)."""
         return ""
 
+    def any_expired(self, now: float) -> bool:
+        """Whether a pending call's deadline is at or before ``now`` (loop time)."""
+        return any(entry[1] <= now for entry in self._pending.values())
+
     def expire(self, now: float) -> None:
         """Fail every call whose deadline has passed; recompute :attr:`next_deadline`.
 

@@ -42,6 +42,9 @@ class TransportSettings:
             peer against its own host.
         framing: ``"standard"``, or ``"legacy-length"`` for TubeMQ servers 1.1.0 and 1.2.0,
             which put a 4-byte length before every frame (docs/protocol/wire.md §1.7).
+        read_coalescing: the share of a connection's owed answers one read may wait for
+            (:func:`~tubemq_aio._io.decisions.read_threshold`); 0 = every answer wakes the
+            reader at once.
     """
 
     connect_timeout: float = 3.0
@@ -59,6 +62,7 @@ class TransportSettings:
     ssl_context: ssl.SSLContext | None = None
     tls_server_hostname: str | None = None
     framing: Framing = "standard"
+    read_coalescing: float = 1 / 32
 
     def __post_init__(self) -> None:
         checks = Checks("TransportSettings")
@@ -77,6 +81,7 @@ class TransportSettings:
         checks.integer("write_low_water", self.write_low_water, low=0, high=high_water)
         checks.number("backoff_multiplier", self.backoff_multiplier, low=1.0, high=math.inf)
         checks.number("backoff_jitter", self.backoff_jitter, low=0.0, high=1.0)
+        checks.number("read_coalescing", self.read_coalescing, low=0.0, high=0.25)
         if checks.ok and self.backoff_max < self.backoff_initial:
             checks.problem("backoff_max must not be smaller than backoff_initial")
         checks.instance("ssl_context", self.ssl_context, ssl.SSLContext, optional=True)

@@ -34,6 +34,7 @@ async def test_read_size_caps_the_reads_and_every_send_completes(
         topic=produce.TOPIC,
         size=16,
         read_size=44,
+        read_coalescing=1 / 32,
         count=64,
         window=4,
         mode="send",
