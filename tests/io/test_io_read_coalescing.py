@@ -21,7 +21,7 @@ from tests.support.self_signed import self_signed_cert
 from tubemq_aio._io.connection import Connection
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
-from tubemq_aio.errors import RequestTimeoutError
+from tubemq_aio.errors import ConnectionLostError, RequestTimeoutError
 from tubemq_aio.protocol.framing import FrameDecoder, encode_frame
 from tubemq_aio.protocol.rpc import decode_request, encode_success
 from tubemq_aio.testing import wait_until
@@ -161,6 +161,34 @@ async def test_off_every_answer_wakes_the_reader() -> None:
         assert _mark(conn) == 1
         held.release(CALLS)
         await asyncio.gather(*tasks)
+    finally:
+        await pool.close()
+        server.close()
+
+
+@pytest.mark.also_on_uvloop
+@pytest.mark.parametrize("how", ["close", "reset"])
+async def test_a_peer_that_closes_or_resets_behind_the_mark_is_seen_at_once(how: str) -> None:
+    """The kernel wakes a reader for the end of the stream or a reset whatever the mark: the
+    answer that came before it is delivered, the rest fail as lost, long before their 10 s."""
+    server, (held,), pool, conn = await _setup(1 / 32)
+    try:
+        tasks = await _owe(conn, held, 10.0)
+        held.release(10)
+        await _settled(tasks, 10)
+        assert _mark(conn) > 1
+        held.release(1)  # under the mark
+        assert held.transport is not None
+        if how == "close":
+            held.transport.close()
+        else:
+            held.transport.abort()
+        async with asyncio.timeout(5):
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        if how == "close":  # a reset may discard what the socket held unread
+            assert outcomes[10] == b"010"
+        lost = outcomes[11:]
+        assert all(isinstance(o, ConnectionLostError) for o in lost), {type(o) for o in lost}
     finally:
         await pool.close()
         server.close()
