@@ -6,6 +6,7 @@ module that is neither its home nor such a root. Read from the source, like test
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.source_trees import source_tree
@@ -46,6 +47,20 @@ def exported_names(tree: ast.Module) -> set[str]:
     return set()
 
 
+def import_froms(tree: ast.Module) -> Iterator[ast.ImportFrom]:
+    """Every ``from … import …`` of a module, nested ones included (an import is a statement:
+    only statement lists are visited, not the expressions, most of a tree's nodes)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, field, ()):
+                if isinstance(child, ast.ImportFrom):
+                    yield child
+                elif isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
+                    stack.append(child)
+
+
 def test_errors_are_found() -> None:
     homes = error_homes()
     assert homes["TubeMQError"] == "tubemq_aio.errors"
@@ -71,10 +86,10 @@ def test_errors_are_imported_from_their_home_or_a_package_root() -> None:
     detours = []
     for folder in SOURCE_DIRS:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            for node in ast.walk(source_tree(path)):
-                if not isinstance(node, ast.ImportFrom) or not node.module:
+            for node in import_froms(source_tree(path)):
+                if not node.module or not node.module.startswith("tubemq_aio"):
                     continue
-                if not node.module.startswith("tubemq_aio") or node.module in PACKAGE_ROOTS:
+                if node.module in PACKAGE_ROOTS:
                     continue
                 for alias in node.names:
                     home = homes.get(alias.name)
