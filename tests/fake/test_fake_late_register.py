@@ -144,3 +144,22 @@ async def test_a_disconnect_whose_unregister_got_no_answer_sends_it_again() -> N
             await consumer.disconnect(KEY)  # its unregister gives up after RPC_S (logged)
             assert broker.registrations
             await wait_until(lambda: not broker.registrations, RPC_S + 5, "the release")
+
+
+async def test_a_close_that_cuts_a_resent_unregister_short_unregisters_once_more() -> None:
+    """The client-balanced consumer's release worker resends an unanswered unregister; a
+    ``close()`` that cancelled it mid-call took the partition off the list its own final
+    unregister pass reads, so the registration stayed at the broker until it expired it."""
+    async with FakeCluster(topics={"demo": 1}) as cluster:
+        broker = cluster.brokers[0]
+        consumer = cb_consumer(cluster, "g1", rpc_timeout=RPC_S)
+        await consumer.start()
+        try:
+            await consumer.connect(KEY)
+            cluster.inject(REGISTER, Fault.no_answer(), times=2)  # the disconnect's, the resend
+            await consumer.disconnect(KEY)  # its unregister gives up after RPC_S
+            sent = cluster.requests(REGISTER)
+            await wait_until(lambda: cluster.requests(REGISTER) > sent, RPC_S + 5, "the resend")
+        finally:
+            await consumer.close()  # while the resend waits for its answer
+        assert not broker.registrations

@@ -368,6 +368,8 @@ class SessionBase:
         short (it most likely ran at once or never left; one still on its way would win
         anyway), and awaiting the answer at most ``_UNSURE_UNREGISTER_WAIT`` (1 s).
 
+        A call cut short by cancellation leaves ``key`` :attr:`unsure` again.
+
         Returns:
             False when an unregister was sent and got no answer in that time.
         """
@@ -376,9 +378,19 @@ class SessionBase:
         if partition is None:
             return True
         answered = False
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
-                answered = await self.unregister_at_broker(partition, read_status, ordered=False)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_UNSURE_UNREGISTER_WAIT):
+                    answered = await self.unregister_at_broker(
+                        partition, read_status, ordered=False
+                    )
+        except asyncio.CancelledError:
+            # Cut short (a close cancels its worker): still unsure, so that the close's own
+            # pass unregisters it once more (the call cut short may or may not have run).
+            self.unsure.setdefault(key, partition)
+            if read_status != ReadStatus.NORMAL:
+                self.unsure_read_status.setdefault(key, read_status)
+            raise
         return answered
 
     def settled_unsure(self) -> list[PartitionKey]:
