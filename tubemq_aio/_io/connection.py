@@ -108,7 +108,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._lowat = 1
         self._answer_bytes = 0
         self._lowat_held = False
-        self._read_frames = 0  # frames the latest read completed
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -147,8 +146,6 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         """``nbytes`` were read into the buffer: decode them."""
         assert self._rview is not None
         self.data_received(self._rview[:nbytes])
-        if self._lowat_socket is not None:
-            self._coalesce_reads(nbytes)
 
     def data_received(self, data: bytes | memoryview) -> None:
         """Decode complete frames and resolve the calls they answer."""
@@ -158,11 +155,12 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
             self._fail(self._http_hint(exc, data))
             return
         self.last_activity = self._clock()
-        self._read_frames = len(frames)
         if frames:
             self.answered = True
         failure = self.resolve(frames)
         if failure is None:
+            if self._lowat_socket is not None:
+                self._coalesce_reads(len(data), len(frames))
             return
         if isinstance(failure, RemoteRpcError):
             # The Java client closes a link that delivered an IOException-type answer (§3.2).
@@ -381,11 +379,11 @@ class Connection(PendingCalls, asyncio.BufferedProtocol):
         self._lowat_held = False
         super().expire(now)
 
-    def _coalesce_reads(self, nbytes: int) -> None:
-        """After a read of ``nbytes``: the socket's read threshold for the answers still owed."""
+    def _coalesce_reads(self, nbytes: int, frames: int) -> None:
+        """After a read of ``nbytes`` that completed ``frames``: the socket's read threshold for
+        the answers still owed."""
         if self._lowat_held or self._closed is not None:
             return
-        frames = self._read_frames
         if frames:
             size = nbytes // frames
             if self._answer_bytes == 0 or size < self._answer_bytes:
