@@ -9,8 +9,10 @@ back are seen exactly (the kernel does not wake a reader below it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import cast
 
@@ -56,11 +58,12 @@ class HoldingServer(asyncio.Protocol):
         self.transport.write(b"".join(out))
 
 
-async def _setup(
+@contextlib.asynccontextmanager
+async def _connected(
     coalescing: float, tls_dir: Path | None = None
-) -> tuple[asyncio.Server, list[HoldingServer], ConnectionPool, Connection]:
+) -> AsyncIterator[tuple[HoldingServer, Connection]]:
     """A holding server (TLS with a self-signed certificate made in ``tls_dir`` when given) and
-    a connection to it."""
+    a connection to it, both closed on exit."""
     servers: list[HoldingServer] = []
 
     def made() -> HoldingServer:
@@ -83,8 +86,13 @@ async def _setup(
         tls_server_hostname=None if tls_dir is None else "localhost",
     )
     pool = ConnectionPool(settings)
-    conn = await pool.connection(Address("127.0.0.1", port, tls=tls_dir is not None))
-    return server, servers, pool, conn
+    try:
+        conn = await pool.connection(Address("127.0.0.1", port, tls=tls_dir is not None))
+        (held,) = servers
+        yield held, conn
+    finally:
+        await pool.close()
+        server.close()
 
 
 def _mark(conn: Connection) -> int:
@@ -106,14 +114,23 @@ async def _owe(conn: Connection, held: HoldingServer, timeout: float) -> list[as
     return tasks
 
 
+async def _ten_answered(
+    conn: Connection, held: HoldingServer, timeout: float
+) -> list[asyncio.Task[bytes]]:
+    """:func:`_owe`, then the first ten answered (read while no answer size was known yet)."""
+    tasks = await _owe(conn, held, timeout)
+    held.release(10)
+    await _settled(tasks, 10)
+    return tasks
+
+
 @pytest.mark.also_on_uvloop
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
 async def test_a_read_waits_for_a_share_of_the_owed_answers_and_all_arrive(
     tls: bool, tmp_path: Path
 ) -> None:
     """Over TLS the mark counts the socket's encrypted bytes, never fewer than the answers'."""
-    server, (held,), pool, conn = await _setup(1 / 32, tmp_path if tls else None)
-    try:
+    async with _connected(1 / 32, tmp_path if tls else None) as (held, conn):
         tasks = await _owe(conn, held, 10.0)
         assert _mark(conn) == 1  # nothing read yet: no answer size known
         held.release(10)
@@ -125,45 +142,30 @@ async def test_a_read_waits_for_a_share_of_the_owed_answers_and_all_arrive(
         held.release(CALLS)
         assert await asyncio.gather(*tasks) == [b"%03d" % i for i in range(CALLS)]
         assert _mark(conn) == 1  # nothing owed
-    finally:
-        await pool.close()
-        server.close()
 
 
 @pytest.mark.also_on_uvloop
 async def test_an_answer_held_behind_the_mark_is_read_before_its_deadline_fails_it() -> None:
     """A broker that answers two more and then nothing: the two are delivered (the sweeper
     lowers the mark before it fails anything), the rest time out."""
-    server, (held,), pool, conn = await _setup(1 / 32)
-    try:
-        tasks = await _owe(conn, held, 1.0)
-        held.release(10)
-        await _settled(tasks, 10)
+    async with _connected(1 / 32) as (held, conn):
+        tasks = await _ten_answered(conn, held, 1.0)
         assert _mark(conn) > 1
         held.release(2)
         await _settled(tasks, CALLS)
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         assert outcomes[:12] == [b"%03d" % i for i in range(12)]
         assert all(isinstance(o, RequestTimeoutError) for o in outcomes[12:])
-    finally:
-        await pool.close()
-        server.close()
 
 
 async def test_off_every_answer_wakes_the_reader() -> None:
-    server, (held,), pool, conn = await _setup(0.0)
-    try:
-        tasks = await _owe(conn, held, 10.0)
-        held.release(10)
-        await _settled(tasks, 10)
+    async with _connected(0.0) as (held, conn):
+        tasks = await _ten_answered(conn, held, 10.0)
         held.release(1)
         await _settled(tasks, 11)
         assert _mark(conn) == 1
         held.release(CALLS)
         await asyncio.gather(*tasks)
-    finally:
-        await pool.close()
-        server.close()
 
 
 @pytest.mark.also_on_uvloop
@@ -171,11 +173,8 @@ async def test_off_every_answer_wakes_the_reader() -> None:
 async def test_a_peer_that_closes_or_resets_behind_the_mark_is_seen_at_once(how: str) -> None:
     """The kernel wakes a reader for the end of the stream or a reset whatever the mark: the
     answer that came before it is delivered, the rest fail as lost, long before their 10 s."""
-    server, (held,), pool, conn = await _setup(1 / 32)
-    try:
-        tasks = await _owe(conn, held, 10.0)
-        held.release(10)
-        await _settled(tasks, 10)
+    async with _connected(1 / 32) as (held, conn):
+        tasks = await _ten_answered(conn, held, 10.0)
         assert _mark(conn) > 1
         held.release(1)  # under the mark
         assert held.transport is not None
@@ -189,6 +188,3 @@ async def test_a_peer_that_closes_or_resets_behind_the_mark_is_seen_at_once(how:
             assert outcomes[10] == b"010"
         lost = outcomes[11:]
         assert all(isinstance(o, ConnectionLostError) for o in lost), {type(o) for o in lost}
-    finally:
-        await pool.close()
-        server.close()
