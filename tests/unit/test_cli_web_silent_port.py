@@ -86,9 +86,10 @@ async def test_a_slow_but_real_web_api_is_not_failed_by_the_probe(
     assert json.loads(capsys.readouterr().out) == []
 
 
-def test_the_web_timeout_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("given", ["0", "-1", "nan", "inf", "1e400", "abc", ""])
+def test_the_web_timeout_must_be_positive(given: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
-        main(["topics", "--web", "127.0.0.1:1", "--web-timeout", "0"])
+        main(["topics", "--web", "127.0.0.1:1", "--web-timeout", given])
     assert done.value.code == 2
     assert "--web-timeout" in capsys.readouterr().err
 
