@@ -1,0 +1,175 @@
+"""Public bug reports against Kafka clients and the official TubeMQ clients, second sweep, tried
+against this SDK on FakeCluster (the first sweep is ``tests/fake/test_public_bug_reports.py``;
+the gateway's Redis store ones are in ``tests/io/test_public_bug_reports_2.py``).
+
+Looked at and judged not applicable, or covered elsewhere:
+
+* dpkp/kafka-python#2030 and apache/kafka#4717 (KAFKA-6662: ``offsets_for_times`` answering
+  None for a time after the newest message): the documented answer here is None too, and
+  tests/fake/test_fake_time.py asserts it for times before, between and after the messages.
+* confluentinc/librdkafka#1849 and confluentinc/confluent-kafka-go#280 (whether ``poll()``
+  returns messages after ``pause()``): questions; the answer here is documented
+  (``Consumer.pause``: batches already buffered are still delivered) and tested below.
+* apache/inlong#5281 (the Go client unable to reach a restarted broker for hours): covered by
+  tests/fake/test_fake_fetch_retry.py (confluentinc/confluent-kafka-python#173 there).
+* apache/inlong#5681 and Tencent/TubeMQ#103 (the C++ and Java clients not moving to another
+  master after the active one died or timed out): covered by tests/fake/test_fake_lifecycle.py
+  and the MasterInvoker tests (tests/unit/test_master_invoker.py).
+* zio/zio-kafka#485 and confluentinc/librdkafka#1994 (memory of a consumer prefetching for many
+  partitions): the prefetch bound here is per consumer (``max_prefetch_batches``), not per
+  partition; tested below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+import pytest
+
+from tubemq_aio import Consumer, Producer
+from tubemq_aio.protocol.rpc import Method
+from tubemq_aio.testing import FakeCluster, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+GET = Method.BROKER_CONSUMER_GET_MESSAGE
+#: Messages of the tests below; with ``MAX_BATCH`` a fetch, many more than the prefetch holds.
+MESSAGES = 200
+MAX_BATCH = 5
+PREFETCH = 3
+#: Seconds the master keeps a member without heartbeats (the consumer's come every second).
+CLIENT_TIMEOUT = 1.5
+#: Seconds a quiet consumer is watched for fetches it must not send.
+QUIET = 0.5
+
+
+async def _produce(cluster: FakeCluster) -> list[bytes]:
+    bodies = [b"m%03d" % i for i in range(MESSAGES)]
+    async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+        await producer.send_many("demo", bodies)
+    return bodies
+
+
+def _registers(cluster: FakeCluster) -> int:
+    """Consumer registrations the master got (either version of the request)."""
+    return sum(
+        cluster.requests(m)
+        for m in (Method.MASTER_CONSUMER_REGISTER, Method.MASTER_CONSUMER_REGISTER_V2)
+    )
+
+
+async def _gets_settle(cluster: FakeCluster) -> int:
+    """The number of fetches once it has stopped growing for :data:`QUIET` seconds."""
+    while True:
+        before = cluster.requests(GET)
+        await asyncio.sleep(QUIET)
+        if cluster.requests(GET) == before:
+            return before
+
+
+async def test_a_consumer_nobody_reads_stops_fetching_at_its_prefetch_bound() -> None:
+    """confluentinc/librdkafka#1775 (a consumer whose application stopped taking messages went
+    on fetching until the whole topic sat in memory: no backpressure) and
+    confluentinc/librdkafka#1994 (the same, memory growing to the queue's limit per partition):
+    a started consumer that nobody reads sends at most ``max_prefetch_batches`` fetches however
+    many messages wait, and once read it delivers every message exactly once."""
+    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
+        bodies = await _produce(cluster)
+        async with Consumer(
+            cluster.master_addr,
+            group="g1775",
+            topics=["demo"],
+            consume_from="earliest",
+            max_prefetch_batches=PREFETCH,
+        ) as consumer:
+            await consumer.wait_for_assignment(timeout=10)
+            await wait_until(lambda: cluster.requests(GET) >= PREFETCH, 10, "the buffer filled")
+            assert await _gets_settle(cluster) == PREFETCH
+            read: list[bytes] = []
+            async with asyncio.timeout(20):
+                while len(read) < MESSAGES:
+                    async with await consumer.getmany(timeout=1) as batch:
+                        read.extend(m.body for m in batch)
+        assert sorted(read) == bodies
+
+
+async def test_pause_keeps_the_buffered_batches_and_fetches_nothing_more() -> None:
+    """apache/kafka#6988 (KAFKA-7548: batches already fetched for a partition that was then
+    paused were thrown away and fetched again after ``resume()``), confluentinc/librdkafka's
+    answer in confluentinc/confluent-kafka-go#260 (``pause()`` purges the prefetched messages)
+    and confluentinc/confluent-kafka-dotnet#2418 (records fetched before ``pause()`` still
+    came out, without bound). Here, as ``Consumer.pause`` documents, the batches buffered when
+    ``pause()`` returns still come out, and they are all that does: no fetch is sent while
+    paused, and after ``resume()`` every message has been read exactly once, in order per
+    partition (nothing buffered was dropped and fetched again)."""
+    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
+        bodies = await _produce(cluster)
+        async with Consumer(
+            cluster.master_addr,
+            group="g7548",
+            topics=["demo"],
+            consume_from="earliest",
+            max_prefetch_batches=PREFETCH,
+        ) as consumer:
+            await consumer.wait_for_assignment(timeout=10)
+            read: list[tuple[str, bytes]] = []
+
+            async def take(timeout: float) -> int:
+                async with await consumer.getmany(timeout=timeout) as batch:
+                    read.extend((batch.partition_key, m.body) for m in batch)
+                    return len(batch)
+
+            assert await take(5)
+            await wait_until(lambda: cluster.requests(GET) > PREFETCH, 10, "the buffer refilled")
+            consumer.pause()
+            fetched = await _gets_settle(cluster)
+            while await take(0.2):  # what was buffered at the pause
+                pass
+            assert len(read) <= (1 + PREFETCH) * MAX_BATCH
+            assert cluster.requests(GET) == fetched  # nothing fetched while paused
+            consumer.resume()
+            async with asyncio.timeout(20):
+                while len(read) < MESSAGES:
+                    await take(1)
+        assert sorted(body for _, body in read) == bodies
+        for key in {k for k, _ in read}:
+            mine = [body for k, body in read if k == key]
+            assert mine == sorted(mine), key
+
+
+async def test_a_loop_blocked_past_the_member_timeout_recovers_and_reads_on() -> None:
+    """dpkp/kafka-python#2070 (a ``time.sleep`` in the processing of a message stopped the
+    heartbeats; the member was dropped from its group and then left and re-joined without end,
+    consuming the same message again and again) and aio-libs/aiokafka#335 (heartbeats failing
+    during a rebalance, "member_id was not recognized"): a handler that blocks the event loop
+    once for longer than the master keeps a member without heartbeats. The master drops the
+    member meanwhile; afterwards the consumer registers again, gets partitions, and every
+    message is read, the blocked batch at most once more than the others."""
+    async with FakeCluster(
+        topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH, client_timeout=CLIENT_TIMEOUT
+    ) as cluster:
+        bodies = await _produce(cluster)
+        async with Consumer(
+            cluster.master_addr,
+            group="g2070",
+            topics=["demo"],
+            consume_from="earliest",
+            heartbeat_interval=1.0,
+        ) as consumer:
+            await consumer.wait_for_assignment(timeout=10)
+            registers = _registers(cluster)
+            read: Counter[bytes] = Counter()
+            blocked = False
+            async with asyncio.timeout(30):
+                while set(read) != set(bodies):
+                    async with await consumer.getmany(timeout=1) as batch:
+                        read.update(m.body for m in batch)
+                        if batch and not blocked:
+                            blocked = True
+                            time.sleep(2 * CLIENT_TIMEOUT)  # noqa: ASYNC251 (the application blocks the loop)
+            assert _registers(cluster) > registers  # dropped, and registered again
+            assert consumer.assignment()
+        assert blocked
+        assert set(read) == set(bodies)
+        assert max(read.values()) <= 2, read.most_common(3)

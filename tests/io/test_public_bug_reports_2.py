@@ -1,0 +1,81 @@
+"""Public bug reports against redis-py's asyncio client, tried against the gateway's Redis store
+on a real redis-server (the FakeCluster ones of this sweep are in
+``tests/fake/test_public_bug_reports_2.py``).
+
+Looked at and judged not applicable here:
+
+* redis/redis-py#2517 and aio-libs-abandoned/aioredis-py#1113 (a full pool raising "Too many
+  connections" at once instead of waiting): the gateway's pools are ``BlockingConnectionPool``
+  (a caller waits up to the store timeout for a free connection).
+* redis/redis-py#3135 (the async cluster client not retrying when its pool is full): the
+  gateway's ``RoundTrips`` retries a round trip itself; redis-py's own retries are off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from tubemq_aio.gateway.leases.lease_store import LeaseStore
+from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
+from tubemq_aio.testing import RedisServer, wait_until
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
+
+#: Cancels in a row, each of which would pin the pool's only connection if its release were cut.
+ROUNDS = 3
+
+
+def _calls(store: LeaseStore) -> dict[str, Callable[[], Awaitable[object]]]:
+    """One store call per way the gateway takes a pooled connection: a script call it packs
+    itself, a plain redis-py command, a redis-py pipeline."""
+    return {
+        "packed": lambda: store.set_rate("g", 0.0, 0),
+        "command": store.booted,
+        "pipeline": lambda: store.dump("g", "s"),
+    }
+
+
+@pytest.mark.parametrize("path", ["packed", "command", "pipeline"])
+async def test_a_cancel_while_a_connection_goes_back_to_the_pool_does_not_lose_it(
+    redis_server: RedisServer, path: str
+) -> None:
+    """redis/redis-py#4121 (fixed by #4123; #2995 is the same symptom): a task cancelled while
+    it gave its connection back to a ``BlockingConnectionPool`` skipped the release, so the
+    connection stayed "in use" forever and, after as many cancels as the pool had
+    connections, every caller got "No connection available.". The release waits for the
+    pool's lock when another caller holds it; a cancel arriving then (a gateway client that
+    disconnects, a round trip's deadline) cut it. Here the test holds that lock while a store
+    call on a pool of one connection has its answer, cancels the call, and lets go: the pool
+    still serves, ``ROUNDS`` times over, for each way the gateway takes a connection. Before
+    the fix the packed script call and the plain command lost the connection in the first
+    round (the pipeline's reset already shields its release in redis-py 8)."""
+    client = open_redis(parse_redis_url(redis_server.url), max_connections=1, timeout=1.0)
+    store = LeaseStore(client, timeout=5.0)
+    assert isinstance(client, aioredis.Redis)
+    pool = client.connection_pool
+    assert isinstance(pool, aioredis.BlockingConnectionPool)
+    try:
+        await store.boot(["g"], allow_init=True)
+        call = _calls(store)[path]
+        assert await call() is not None  # the scripts loaded, the pool's connection made
+        for _ in range(ROUNDS):
+            task = asyncio.ensure_future(call())
+            # redis-py's own state: the call has taken the connection and not given it back.
+            while not pool._in_use_connections:
+                assert not task.done()
+                await asyncio.sleep(0)
+            async with pool._condition:  # the lock a release waits for
+                await asyncio.sleep(0.05)  # the answer arrives; the call waits for the lock
+                task.cancel()
+                await asyncio.wait([task])
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            assert await store.ping(), f"the pool lost its connection ({path})"
+        await wait_until(lambda: not pool._in_use_connections, 5, "the connection back in the pool")
+    finally:
+        await client.aclose()
