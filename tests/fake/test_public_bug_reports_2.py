@@ -18,6 +18,15 @@ Looked at and judged not applicable, or covered elsewhere:
 * zio/zio-kafka#485 and confluentinc/librdkafka#1994 (memory of a consumer prefetching for many
   partitions): the prefetch bound here is per consumer (``max_prefetch_batches``), not per
   partition; tested below.
+* apache/paimon#9666 (a Spark sink committing a replayed micro-batch twice) and
+  apache/doris-spark-connector#145 (a sink retrying a batch from an iterator it had already
+  consumed, losing rows): the Spark sink here is documented at-least-once with the batch id in
+  an attribute for de-duplication, and retries a send from the message it kept, not from the
+  rows (docs/spark.md, "Delivery: at-least-once"); a replayed source micro-batch reads the same
+  rows (docs/spark.md, "Exactness", with its tests).
+* dpkp/kafka-python#1418 and dpkp/kafka-python#1896 (heartbeats failing while the topic is
+  idle): heartbeats here are their own task, independent of reads; the blocked-loop case is
+  tested below.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -205,3 +215,51 @@ async def test_a_key_s_messages_keep_their_order_when_each_send_is_awaited() -> 
         body_of = dict(zip(ids, cluster.bodies("demo"), strict=True))
         assert [body_of[r.message_id] for r in sent] == many
         assert {r.partition_key for r in sent} == {home}
+
+
+class _Names:
+    """Host names the running loop resolves to a loopback address the test chooses (and
+    changes), counting the lookups: a stand-in for a DNS record that moves."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, names: dict[str, str]) -> None:
+        self.names, self.lookups = names, Counter[str]()
+        self._real = loop.getaddrinfo
+
+        async def getaddrinfo(host: Any, port: Any, **kwargs: Any) -> Any:
+            if host in self.names:
+                self.lookups[host] += 1
+                host = self.names[host]
+            return await self._real(host, port, **kwargs)
+
+        loop.getaddrinfo = getaddrinfo  # type: ignore[method-assign]
+
+
+async def test_a_broker_name_that_moves_is_looked_up_again_on_reconnect() -> None:
+    """apache/inlong#11583 (the Go client, item 3: the connection pool kept one connection per
+    domain name and never looked the name up again, so a name moved to another address was
+    not followed) and confluentinc/librdkafka#2159's kind (a failed lookup never tried again):
+    brokers announced under a name whose address moves are followed. The name first points at
+    an address where nothing listens (the old host, gone); a send fails over it until the name
+    points at the broker, then is stored, within its one timeout."""
+    loop = asyncio.get_running_loop()
+    async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
+        names = _Names(loop, {"moving-broker.test": "127.0.0.2"})
+        try:
+            for broker in cluster.brokers:
+                port = cluster.broker_addr(broker.broker_id).rsplit(":", 1)[1]
+                cluster.advertise_broker(broker.broker_id, f"moving-broker.test:{port}")
+            async with Producer(cluster.master_addr, topics=["demo"]) as producer:
+                send = asyncio.ensure_future(producer.send("demo", b"x", timeout=20))
+                await wait_until(
+                    lambda: names.lookups["moving-broker.test"] >= 2, 10, "lookups of the old host"
+                )
+                assert not send.done()
+                names.names["moving-broker.test"] = "127.0.0.1"  # the record moves
+                result = await send
+                assert result.append_offset >= 0
+                before = names.lookups["moving-broker.test"]
+                cluster.drop_connections()
+                await producer.send("demo", b"y", timeout=20)
+                assert names.lookups["moving-broker.test"] > before  # looked up again
+        finally:
+            del loop.getaddrinfo  # the instance attribute: the class method again

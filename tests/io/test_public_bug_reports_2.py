@@ -7,8 +7,17 @@ Looked at and judged not applicable here:
 * redis/redis-py#2517 and aio-libs-abandoned/aioredis-py#1113 (a full pool raising "Too many
   connections" at once instead of waiting): the gateway's pools are ``BlockingConnectionPool``
   (a caller waits up to the store timeout for a free connection).
-* redis/redis-py#3135 (the async cluster client not retrying when its pool is full): the
-  gateway's ``RoundTrips`` retries a round trip itself; redis-py's own retries are off.
+* redis/redis-py#3135 (the async cluster client failing at once when its pool is full): on a
+  cluster the gateway's ``RoundTrips`` holds its round trips in flight below the per-node
+  pool's size (``max_inflight``, a semaphore callers wait on), so the pool is never full.
+* fastapi/fastapi#1342, Kludex/starlette#854 and kennethreitz/responder#423 (a streaming
+  response going on after its client left): the gateway's stream is its own ASGI response
+  that watches ``receive`` for ``http.disconnect`` and stops its fetch task in a ``finally``
+  (tests/io/test_gateway_stream.py, test_gateway_stream_abuse.py); a long poll likewise
+  (tests/io/test_gateway_disconnect_uvicorn.py).
+* sysid/sse-starlette#156 (a client gone before the generator's first step skipped the
+  generator's ``finally``): the stream's clean-up is not in a generator; the response's own
+  ``finally`` runs once the stream task is opened, whatever comes first.
 """
 
 from __future__ import annotations
