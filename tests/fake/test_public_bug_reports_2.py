@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from tubemq_aio import Consumer, Producer, SendResult
+from tubemq_aio import Consumer, MessageBatch, Producer, SendResult
 from tubemq_aio.protocol.rpc import Method
 from tubemq_aio.testing import FakeCluster, Fault, wait_until
 
@@ -263,3 +263,55 @@ async def test_a_broker_name_that_moves_is_looked_up_again_on_reconnect() -> Non
                 assert names.lookups["moving-broker.test"] > before  # looked up again
         finally:
             del loop.getaddrinfo  # the instance attribute: the class method again
+
+
+async def test_acks_of_batches_held_across_the_loss_of_their_partition() -> None:
+    """robinhood/faust#104, akka/alpakka-kafka#750 and aio-libs/aiokafka#933 (a commit of
+    records fetched before a rebalance moved their partition failed with CommitFailedError,
+    which stopped the stream or left the application unsure what was kept): a member holding
+    one unacked batch of each of its partitions loses half of them to a new member. The ack of
+    a batch whose partition left answers False (no exception), the ack of one whose partition
+    stayed answers True, and the batches that went unacked are read again by the new owner, so
+    the two members together read every message (at least once)."""
+    async with FakeCluster(
+        topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH, balance_period=0.05
+    ) as cluster:
+        bodies = await _produce(cluster)
+        first = Consumer(
+            cluster.master_addr,
+            group="g750",
+            topics=["demo"],
+            consume_from="earliest",
+            rebalance_confirm_wait=0.2,  # held batches are not waited for long
+        )
+        second = Consumer(
+            cluster.master_addr, group="g750", topics=["demo"], consume_from="earliest"
+        )
+        read: set[bytes] = set()
+        async with first:
+            assert first._session is not None
+            held: dict[str, MessageBatch] = {}
+            async with asyncio.timeout(20):
+                while len(first.assignment()) < 4:
+                    await first._session.heartbeat_once()
+                while len(held) < 4:
+                    batch = await first.getmany(timeout=1)
+                    if batch and batch.partition_key not in held:
+                        held[batch.partition_key] = batch
+                        read.update(m.body for m in batch)
+                    elif batch:
+                        await batch.nack()
+                async with second:
+                    assert second._session is not None
+                    while not second.assignment() or len(first.assignment()) > 2:
+                        await first._session.heartbeat_once()
+                        await second._session.heartbeat_once()
+                        await asyncio.sleep(0.05)
+                    kept = set(first.assignment())
+                    for key, batch in held.items():
+                        assert await batch.ack() is (key in kept), key
+                    while len(read) < MESSAGES:
+                        for member in (first, second):
+                            async with await member.getmany(timeout=0.05) as batch:
+                                read.update(m.body for m in batch)
+        assert sorted(read) == bodies
