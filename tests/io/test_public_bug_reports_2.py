@@ -88,3 +88,41 @@ async def test_a_cancel_while_a_connection_goes_back_to_the_pool_does_not_lose_i
         await wait_until(lambda: not pool._in_use_connections, 5, "the connection back in the pool")
     finally:
         await client.aclose()
+
+
+#: A script that answers its argument after about 50 ms of work on the server.
+_SLOW_ECHO = """
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat
+  t = redis.call('TIME')
+until t[1] * 1000000 + t[2] - start > 50000
+return ARGV[1]
+"""
+
+
+async def test_a_packed_call_cancelled_before_its_answer_does_not_shift_later_answers(
+    redis_server: RedisServer,
+) -> None:
+    """redis/redis-py#2624 and #2665 (a command cancelled after it was written left its answer
+    on the connection, and the next command on that connection read it: another caller's
+    data), tried on the gateway's own packed script path (it writes and reads on a pooled
+    connection itself, beside redis-py's command path that those reports fixed). A call
+    cancelled while the server works on it, on a pool of one connection: the next call gets
+    its own answer, each of ``ROUNDS`` times."""
+    client = open_redis(parse_redis_url(redis_server.url), max_connections=1, timeout=1.0)
+    store = LeaseStore(client, timeout=5.0)
+    packed = store.packed
+    assert packed is not None  # a single server's client takes the packed path
+    try:
+        sha = str(await client.script_load(_SLOW_ECHO))
+        for i in range(ROUNDS):
+            slow = asyncio.ensure_future(packed.call_one(sha, (), [f"cancelled-{i}"]))
+            await asyncio.sleep(0.02)  # written; the server is working on it
+            assert not slow.done()
+            slow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await slow
+            assert await packed.call_one(sha, (), [f"next-{i}"]) == f"next-{i}".encode()
+    finally:
+        await client.aclose()
