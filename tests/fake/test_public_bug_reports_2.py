@@ -315,3 +315,49 @@ async def test_acks_of_batches_held_across_the_loss_of_their_partition() -> None
                             async with await member.getmany(timeout=0.05) as batch:
                                 read.update(m.body for m in batch)
         assert sorted(read) == bodies
+
+
+async def test_sends_that_never_reach_a_broker_end_and_give_their_window_slots_back() -> None:
+    """confluentinc/librdkafka#2997 (the delivery callback never ran for a message whose broker
+    was never reached, so the application never freed it), apache/pulsar#11761 and
+    apache/pulsar#16837 (sends that timed out or failed kept their share of the producer's
+    memory or in-flight limit, so the producer slowed down for good). With every broker
+    announced where nothing listens, sends of each kind (``send``, ``send_nowait`` with a
+    callback, ``send_many``, and sends cancelled while they wait) all end by their timeout,
+    every callback runs with the error, nothing stays in flight, and the whole window can be
+    taken again at once (``send_nowait`` raises ``SendWindowFullError`` for a slot still
+    held)."""
+    window = 4
+    async with FakeCluster(topics={"demo": 2}, brokers=2) as cluster:
+        for broker in cluster.brokers:
+            port = cluster.broker_addr(broker.broker_id).rsplit(":", 1)[1]
+            cluster.advertise_broker(broker.broker_id, f"127.0.0.2:{port}")  # nothing there
+        async with Producer(
+            cluster.master_addr, topics=["demo"], max_in_flight_sends=window
+        ) as producer:
+            called: list[BaseException | None] = []
+            nowait = [
+                producer.send_nowait(
+                    "demo", b"n", timeout=0.3, callback=lambda f: called.append(f.exception())
+                )
+                for _ in range(2)
+            ]
+            waits = [
+                asyncio.ensure_future(producer.send("demo", b"s", timeout=0.3)) for _ in range(4)
+            ]
+            many = asyncio.ensure_future(producer.send_many("demo", [b"m"] * 3, timeout=0.3))
+            await asyncio.sleep(0.05)
+            waits[-1].cancel()  # one of those waiting for a slot
+            outcomes = await asyncio.gather(*nowait, *waits, return_exceptions=True)
+            per_body = await many
+            await producer.flush()
+            assert len(called) == 2
+            assert all(isinstance(e, Exception) for e in called), called
+            assert not any(isinstance(o, SendResult) for o in [*outcomes, *per_body]), outcomes
+            assert producer.in_flight == 0
+            assert producer.sent == 0
+            assert producer.failed + producer.cancelled == 2 + 4 + 3
+            # every slot is free again: as many sends as the window holds start at once
+            again = [producer.send_nowait("demo", b"a", timeout=0.3) for _ in range(window)]
+            await asyncio.gather(*again, return_exceptions=True)
+            assert producer.in_flight == 0
