@@ -32,6 +32,7 @@ Looked at and judged not applicable, or covered elsewhere:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from typing import Any
@@ -361,3 +362,42 @@ async def test_sends_that_never_reach_a_broker_end_and_give_their_window_slots_b
             again = [producer.send_nowait("demo", b"a", timeout=0.3) for _ in range(window)]
             await asyncio.gather(*again, return_exceptions=True)
             assert producer.in_flight == 0
+
+
+async def test_getmany_cancelled_at_every_step_loses_no_message_and_no_prefetch_slot() -> None:
+    """aio-libs/aiokafka#1031 (messages lost between a producer and a consumer reading with
+    ``getmany(timeout_ms=...)`` in a loop) and apache/pulsar#16837's kind on the consumer side
+    (a permit taken for a fetch and never given back when the call was cut short, so the
+    consumer fetched less and less): ``getmany`` calls cancelled after 0, 1, 2 ... loop turns,
+    while a small prefetch buffer is full, neither drop a fetched batch nor keep its buffer
+    slot: afterwards the consumer still fetches, and every message is read (at least once)."""
+    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
+        bodies = await _produce(cluster)
+        async with Consumer(
+            cluster.master_addr,
+            group="g1031",
+            topics=["demo"],
+            consume_from="earliest",
+            max_prefetch_batches=1,
+        ) as consumer:
+            await consumer.wait_for_assignment(timeout=10)
+            read: set[bytes] = set()
+            cut = 0
+            for turns in range(1, 31):
+                call = asyncio.ensure_future(consumer.getmany(timeout=1))
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                if not call.done():
+                    cut += 1
+                    call.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    async with await call as batch:
+                        read.update(m.body for m in batch)
+                async with await consumer.getmany(timeout=1) as batch:
+                    read.update(m.body for m in batch)
+            assert cut
+            async with asyncio.timeout(20):
+                while len(read) < MESSAGES:
+                    async with await consumer.getmany(timeout=1) as batch:
+                        read.update(m.body for m in batch)
+        assert sorted(read) == bodies
