@@ -126,3 +126,30 @@ async def test_a_packed_call_cancelled_before_its_answer_does_not_shift_later_an
             assert await packed.call_one(sha, (), [f"next-{i}"]) == f"next-{i}".encode()
     finally:
         await client.aclose()
+
+
+async def test_every_store_call_succeeds_right_after_a_redis_restart() -> None:
+    """redis/redis-py#3034 (a ``BlockingConnectionPool`` did not recover after Redis was
+    stopped and started) and aegra/aegra#505 (the first requests after the pooled connections
+    went stale failed, on redis-py 8.1): a Redis restart leaves the pool's connections dead and
+    the server without the gateway's scripts. The first attempt of a call met a dead
+    connection and its one retry met ``NOSCRIPT``, which then counted as the retry's failure:
+    the gateway answered "Redis lost the gateway scripts" (a non-retriable error) for every
+    script call of the burst. Now each cause has its own retry; a burst of every kind of call
+    right after the restart succeeds (this failed before, for the script calls)."""
+    async with RedisServer() as server:
+        client = open_redis(parse_redis_url(server.url), max_connections=4, timeout=2.0)
+        store = LeaseStore(client, timeout=5.0)
+        try:
+            await store.boot(["g"], allow_init=True)
+
+            async def burst() -> list[object]:
+                calls = [c for c in _calls(store).values() for _ in range(4)]
+                return await asyncio.gather(*(c() for c in calls), return_exceptions=True)
+
+            assert not [o for o in await burst() if isinstance(o, BaseException)]
+            await server.restart()
+            failed = [o for o in await burst() if isinstance(o, BaseException)]
+            assert not failed, failed
+        finally:
+            await client.aclose()

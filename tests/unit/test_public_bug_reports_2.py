@@ -1,5 +1,5 @@
-"""Public bug reports against protobuf decoders and Kafka clients, second sweep, tried on this
-SDK's pieces without a cluster (the FakeCluster ones are in
+"""Public bug reports against protobuf decoders, Kafka clients and redis-py, second sweep, tried
+on this SDK's pieces without a cluster or a Redis server (the FakeCluster ones are in
 ``tests/fake/test_public_bug_reports_2.py``).
 
 Looked at and judged not applicable:
@@ -13,9 +13,15 @@ Looked at and judged not applicable:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
+import redis.asyncio as aioredis
+import redis.exceptions as rexc
 
 from tubemq_aio.errors import RemoteRpcError, StandbyMasterError
+from tubemq_aio.gateway.errors import GatewayError, StoreUnavailableError
+from tubemq_aio.gateway.leases.roundtrips import RoundTrips
 from tubemq_aio.protocol.rpc import (
     Method,
     decode_response_py,
@@ -70,3 +76,59 @@ def test_unknown_envelope_fields_are_skipped(decode: object, where: int, kind: s
     assert isinstance(error, StandbyMasterError), error
     assert isinstance(error, RemoteRpcError)
     assert "standby master" in str(error)
+
+
+class _Trips(RoundTrips):
+    """Round trips over a client never connected, counting script reloads."""
+
+    loaded = 0
+
+    async def _load_scripts(self) -> None:
+        self.loaded += 1
+
+
+def _answers(*outcomes: object) -> Callable[[], Awaitable[object]]:
+    """A call that raises or returns ``outcomes`` one per attempt."""
+    left = list(outcomes)
+
+    async def call() -> object:
+        got = left.pop(0)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    return call
+
+
+LOST = rexc.ConnectionError("Connection closed by server.")
+NOSCRIPT = rexc.NoScriptError("No matching script. Please use EVAL.")
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected", "round_trips"),
+    [
+        ((LOST, NOSCRIPT, "ok"), "ok", 3),  # a restarted Redis: dead connection, then no scripts
+        ((NOSCRIPT, LOST, "ok"), "ok", 3),
+        ((LOST, NOSCRIPT, LOST), StoreUnavailableError, 3),
+        ((NOSCRIPT, LOST, NOSCRIPT), GatewayError, 3),
+        ((LOST, LOST), StoreUnavailableError, 2),
+        ((NOSCRIPT, NOSCRIPT), GatewayError, 2),
+    ],
+)
+async def test_a_lost_connection_and_missing_scripts_each_get_their_retry(
+    outcomes: tuple[object, ...], expected: object, round_trips: int
+) -> None:
+    """redis/redis-py#3034 and aegra/aegra#505 (the first calls after a Redis restart failed):
+    the store's round trip retried once whatever the cause, so a restarted Redis (a dead
+    pooled connection, then a server without the gateway's scripts) failed the call with
+    "Redis lost the gateway scripts". Each cause now has one retry of its own; a second of the
+    same cause still ends the call, as before."""
+    trips = _Trips(aioredis.Redis(port=9), timeout=1.0)
+    call = _answers(*outcomes)
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            await trips.roundtrip(call)
+    else:
+        assert await trips.roundtrip(call) == expected
+    assert trips.roundtrips == round_trips
+    assert trips.loaded == sum(o is NOSCRIPT for o in outcomes[: round_trips - 1])
