@@ -29,8 +29,11 @@ from collections.abc import Awaitable, Callable
 import pytest
 import redis.asyncio as aioredis
 
+from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.leases.lease_store import LeaseStore
 from tubemq_aio.gateway.leases.redis_client import open_redis, parse_redis_url
+from tubemq_aio.gateway.leases.redis_keys import WAKE_CHANNEL
+from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import RedisServer, wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
@@ -152,4 +155,40 @@ async def test_every_store_call_succeeds_right_after_a_redis_restart() -> None:
             failed = [o for o in await burst() if isinstance(o, BaseException)]
             assert not failed, failed
         finally:
+            await client.aclose()
+
+
+async def test_the_wake_listener_hears_wake_ups_again_after_a_redis_restart() -> None:
+    """redis/redis-py#1572 and #1573, aio-libs-abandoned/aioredis-py#1130 (a pub/sub reader did
+    not resubscribe after Redis was restarted: ``publish`` worked again, the subscriber heard
+    nothing more) and redis/redis-py#1627 (a subscriber that silently stopped receiving): the
+    gateway's wake listener, after a Redis restart, subscribes again, and a waiting long poll
+    is woken by a published wake-up, not by its own timer."""
+    async with RedisServer() as server:
+        client = open_redis(parse_redis_url(server.url), max_connections=4, timeout=2.0)
+        tasks = Supervisor("waker-restart")
+        waker = Waker(client, max_waiters=8, tasks=tasks)
+        try:
+            await waker.start()
+
+            async def woken_by_a_publish(key: str) -> int:
+                """Wake-ups heard while a long poll on ``key`` waited, until it was woken (by
+                them: its own timer is a minute away)."""
+                waiting = asyncio.ensure_future(waker.wait(key, 60_000))
+                heard = waker.received
+                async with asyncio.timeout(20):
+                    while waker.received == heard:  # published until the listener hears one
+                        await client.publish(WAKE_CHANNEL, key)
+                        await asyncio.sleep(0.1)
+                    await waiting
+                return waker.received - heard
+
+            assert await woken_by_a_publish("g|before") >= 1
+            await server.restart()
+            with contextlib.suppress(Exception):  # the first publish may meet a dead connection
+                await client.publish(WAKE_CHANNEL, "g|none")
+            assert await woken_by_a_publish("g|after") >= 1
+        finally:
+            await waker.close()
+            await tasks.close()
             await client.aclose()
