@@ -13,8 +13,8 @@ Looked at and judged not applicable, or covered elsewhere:
 * apache/inlong#5281 (the Go client unable to reach a restarted broker for hours): covered by
   tests/fake/test_fake_fetch_retry.py (confluentinc/confluent-kafka-python#173 there).
 * apache/inlong#5681 and Tencent/TubeMQ#103 (the C++ and Java clients not moving to another
-  master after the active one died or timed out): covered by tests/fake/test_fake_lifecycle.py
-  and the MasterInvoker tests (tests/unit/test_master_invoker.py).
+  master after the active one died or timed out): covered by the MasterInvoker tests
+  (tests/unit/test_master_invoker.py: standby and unreachable masters are passed over).
 * zio/zio-kafka#485 and confluentinc/librdkafka#1994 (memory of a consumer prefetching for many
   partitions): the prefetch bound here is per consumer (``max_prefetch_batches``), not per
   partition; tested below.

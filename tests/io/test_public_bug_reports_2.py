@@ -10,6 +10,10 @@ Looked at and judged not applicable here:
 * redis/redis-py#3135 (the async cluster client failing at once when its pool is full): on a
   cluster the gateway's ``RoundTrips`` holds its round trips in flight below the per-node
   pool's size (``max_inflight``, a semaphore callers wait on), so the pool is never full.
+* redis/redis-py#4128 (RESP3 with hiredis, the gateway's own setup, not recovering from a
+  stale pooled connection: the next command failed): not redis-py's to recover here, the
+  store's round trip sends a call again after a lost connection; the restart test below runs
+  on that setup.
 * fastapi/fastapi#1342, Kludex/starlette#854 and kennethreitz/responder#423 (a streaming
   response going on after its client left): the gateway's stream is its own ASGI response
   that watches ``receive`` for ``http.disconnect`` and stops its fetch task in a ``finally``
