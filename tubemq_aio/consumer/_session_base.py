@@ -434,17 +434,17 @@ class SessionBase:
         registration (the call timed out before the broker ran it, or never left), so the
         group's next holder would meet 410 until the broker expires it. Make it
         :attr:`unsure` again, to be unregistered with ``read_status`` once the call had its
-        ``rpc_timeout`` (:meth:`release_settled_unsure`), unless the consumer is closing (its
-        close unregisters what is unsure once more) or ``unregister_retry_window`` has passed
-        since the first unanswered unregister (the broker has expired the registration)."""
+        ``rpc_timeout`` (:meth:`release_settled_unsure`; while the consumer is closing, by the
+        close's own pass over what is unsure, which runs after its workers stopped), unless
+        ``unregister_retry_window`` has passed since the first unanswered unregister (the
+        broker has expired the registration)."""
         key = partition.key
         now = self.clock()
         window = self.config.unregister_retry_window
         deadline = self._release_deadlines.setdefault(key, now + window)
-        if self.stopping or now >= deadline:
+        if now >= deadline:
             self._release_deadlines.pop(key, None)
-            if not self.stopping:
-                log.warning("%s: no unregister answered; left to the broker's expiry", key)
+            log.warning("%s: no unregister answered; left to the broker's expiry", key)
             return
         self.unsure[key] = partition
         if read_status != ReadStatus.NORMAL:
