@@ -10,43 +10,16 @@ another socket on the stopped port, as one given it by the kernel would be; each
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import Iterator
-
 import pytest
 
 from tests.support.echo_server import FakeServer, request_payload
 from tests.support.leak_checks import open_fds, wait_released
+from tests.support.port_probes import another_socket_on, refused
 from tubemq_aio._io.pool import Address, ConnectionPool
 from tubemq_aio._io.settings import TransportSettings
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.also_on_uvloop]
 HOST = "127.0.0.1"
-
-
-@contextlib.contextmanager
-def another_socket_on(port: int) -> Iterator[bool]:
-    """For the block, another socket asks for ``port`` (bound without ``SO_REUSEADDR``, as a
-    socket the kernel gave the port to holds it) and keeps it if it got it; yields whether it
-    got it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((HOST, port))
-        except OSError:  # EADDRINUSE: the port is held
-            yield False
-        else:
-            yield True
-
-
-async def refused(port: int) -> bool:
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), 5)
-    except ConnectionRefusedError:
-        return True
-    writer.close()
-    return False
 
 
 async def echo(port: int) -> bytes:
