@@ -192,7 +192,7 @@ class MasterInvoker:
         try:
             while True:
                 left = end - self._clock()
-                if start_next and order and left > 0.0:
+                if start_next and order and min(per_attempt, left) > 0.0:
                     index = order.pop()
                     attempt = self._rpc.call(
                         self._masters[index], method, body, min(per_attempt, left)
@@ -267,8 +267,10 @@ class _Failures:
         self.last = self.reasons[index] = exc
 
     def error(self) -> TubeMQError:
-        """The error a call that no master answered raises."""
-        assert self.last is not None
+        """The error a call that no master answered raises (a timeout when its time was up
+        before any master was asked)."""
+        if self.last is None:
+            return RequestTimeoutError("the call's time was up before any master was asked")
         return _with_every_reason(self.last, self.masters, self.reasons)
 
 

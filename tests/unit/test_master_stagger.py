@@ -16,6 +16,7 @@ import pytest
 from tests.support.master_scripts import A, B, C, Late, ScriptedRpc, call
 from tubemq_aio.errors import RequestTimeoutError, StandbyMasterError
 from tubemq_aio.master import MASTER_STAGGER, MasterInvoker
+from tubemq_aio.protocol.rpc import Method
 
 
 def standby() -> StandbyMasterError:
@@ -78,3 +79,13 @@ async def test_an_answer_cancels_the_attempts_still_silent() -> None:
     assert rpc.calls == [A, B, C]
     assert [t.done() for t in started] == [True, True, True]
     assert [t.cancelled() for t in started] == [True, True, False]
+
+
+async def test_a_call_without_time_left_raises_a_timeout_without_asking() -> None:
+    """A close given nothing of its budget any more (the release used it up) asks no master."""
+    rpc = ScriptedRpc({A: None})
+    invoker = MasterInvoker(rpc, [A], timeout=5.0)
+    body = b""
+    with pytest.raises(RequestTimeoutError, match="before any master was asked"):
+        await invoker.call(Method.MASTER_CONSUMER_CLOSE, body, timeout=0.0, deadline=0.0)
+    assert rpc.calls == []
