@@ -61,4 +61,5 @@ async def test_our_master_on_the_web_port_is_ready(tmp_path: Path, ports: list[i
     finally:
         ours.close()
         await node.stop(timeout=5.0)
+        node.release_ports()  # held for a restart that does not come
     assert not node.running

@@ -65,9 +65,9 @@ class LocalCluster(AsyncService):
     allocated freshly and reserved against the other processes of this user until :meth:`stop`
     (kept across a node's kill and restart, while the node is down also bound by a socket that
     does not listen, let go right before its JVM starts), so several clusters (and a user's
-    own TubeMQ) can
-    run side by side; a start that loses a port race anyway (another process binds a port
-    first, see :class:`PortConflictError`) is retried on fresh ports within ``start_timeout``.
+    own TubeMQ) can run side by side; a start that loses a port race anyway (another process
+    binds a port first, see :class:`PortConflictError`) is retried on fresh ports within
+    ``start_timeout``.
     Broker ``N`` listens on ``127.0.0.N``. All server logs go to :attr:`log_dir`.
 
     With ``masters=3`` the masters form one high-availability group the way the server's own
