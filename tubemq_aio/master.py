@@ -48,6 +48,11 @@ MASTER_RETRY = RetryPolicy(immediate=0, initial=0.2, maximum=2.0)
 #: connection, never answers: frozen, half-dead) costs this, not the call's whole time.
 MASTER_STAGGER = 0.5
 
+#: Seconds an attempt may run past its round's end before the round abandons it: the transport's
+#: own timeout, due at that end, normally ends it first with its own error (which may say why,
+#: e.g. a framing mismatch); this only bounds a transport that overruns its timeout.
+_OVERDUE = 0.1
+
 
 class RpcCaller(Protocol):
     """The one transport operation master calls need (:class:`~tubemq_aio._io.rpc_client.RpcClient`
@@ -202,7 +207,7 @@ class MasterInvoker:
                 if not pending:
                     return None
                 staggering = bool(order) and stagger < left
-                wait = stagger if staggering else left
+                wait = stagger if staggering else left + _OVERDUE
                 done, _ = await asyncio.wait(
                     pending, timeout=max(0.0, wait), return_when=asyncio.FIRST_COMPLETED
                 )

@@ -14,12 +14,14 @@ from tubemq_aio.protocol.pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
 
 A, B, C = HostPort("a", 1), HostPort("b", 2), HostPort("c", 3)
+#: Seconds a silent address's timeout error comes after the timeout it was given.
+TRANSPORT_LAG = 0.02
 
 
 @dataclass(frozen=True)
 class Late:
     """An address that answers only after ``after`` seconds of the event loop (None: never; the
-    attempt then ends as a real one does, with a timeout after the seconds it was given)."""
+    attempt then ends as a real one does, with a timeout just after the seconds it was given)."""
 
     after: float | None = None
 
@@ -38,8 +40,9 @@ class ScriptedRpc:
         outcome = self.script[addr]
         if isinstance(outcome, Late):
             if outcome.after is None or outcome.after >= timeout:
-                await asyncio.sleep(timeout)
-                raise RequestTimeoutError(f"{addr} did not answer")
+                # A real transport's timer starts once it connected: it ends a moment late.
+                await asyncio.sleep(timeout + TRANSPORT_LAG)
+                raise RequestTimeoutError(f"no response from {addr} within {timeout} s")
             await asyncio.sleep(outcome.after)
         elif outcome is not None:
             raise outcome

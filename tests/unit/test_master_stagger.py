@@ -89,3 +89,14 @@ async def test_a_call_without_time_left_raises_a_timeout_without_asking() -> Non
     with pytest.raises(RequestTimeoutError, match="before any master was asked"):
         await invoker.call(Method.MASTER_CONSUMER_CLOSE, body, timeout=0.0, deadline=0.0)
     assert rpc.calls == []
+
+
+async def test_the_transports_own_timeout_error_is_kept() -> None:
+    """The transport's timeout, due when the call's time is up, ends the attempt with its own
+    error (which may say why: the hint of a framing mismatch), not the round's abandoning it."""
+    rpc = ScriptedRpc({A: Late(), B: Late()})
+    invoker = MasterInvoker(rpc, [A, B], timeout=0.6)
+    with pytest.raises(RequestTimeoutError) as caught:
+        await call(invoker)
+    assert str(caught.value).count("no response from") == 2
+    assert "did not answer in time" not in str(caught.value)
