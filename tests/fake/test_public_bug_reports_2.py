@@ -384,7 +384,7 @@ async def test_getmany_cancelled_at_every_step_loses_no_message_and_no_prefetch_
             read: set[bytes] = set()
             cut = 0
             for turns in range(1, 31):
-                call = asyncio.ensure_future(consumer.getmany(timeout=1))
+                call = asyncio.ensure_future(consumer.getmany(timeout=0.2))
                 for _ in range(turns):
                     await asyncio.sleep(0)
                 if not call.done():
@@ -393,11 +393,11 @@ async def test_getmany_cancelled_at_every_step_loses_no_message_and_no_prefetch_
                 with contextlib.suppress(asyncio.CancelledError):
                     async with await call as batch:
                         read.update(m.body for m in batch)
-                async with await consumer.getmany(timeout=1) as batch:
+                async with await consumer.getmany(timeout=0.2) as batch:
                     read.update(m.body for m in batch)
             assert cut
             async with asyncio.timeout(20):
                 while len(read) < MESSAGES:
-                    async with await consumer.getmany(timeout=1) as batch:
+                    async with await consumer.getmany(timeout=0.2) as batch:
                         read.update(m.body for m in batch)
         assert sorted(read) == bodies
