@@ -3,8 +3,9 @@
 A misspelt or misplaced parameter would otherwise be ignored and its default silently apply:
 ``POST /v1/groups/g/fetch?wait_ms=5000`` answered ``empty`` at once, the long poll never
 asked for (its settings go in the JSON body). :class:`KnownQueryRoute` answers 422
-``invalid_request`` naming the parameter and what the route takes instead. A request without
-a query string costs one lookup.
+``invalid_request`` naming the parameter and what the route takes instead, and so it does for
+a parameter given twice (``?client_id=a&client_id=b`` answered for ``b`` alone; every
+parameter here is one value). A request without a query string costs one lookup.
 
 The same holds for a body sent to a route that takes none (``pause``, ``resume``, ``ack``):
 ``POST /v1/groups/g/pause`` with ``{"partitions": ["1:t:0"]}`` paused the whole group and
@@ -34,9 +35,9 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 class KnownQueryRoute(APIRoute):
     """An ``APIRoute`` that refuses query parameters its endpoint (or a dependency) does not
-    declare (422 ``invalid_request``) and, on a route of a method with a body (``POST``,
-    ``PUT``, ...) that declares no body, a body other than none or ``{}`` (422 ``invalid``),
-    before the endpoint runs."""
+    declare or that are given twice (422 ``invalid_request``) and, on a route of a method with
+    a body (``POST``, ``PUT``, ...) that declares no body, a body other than none or ``{}``
+    (422 ``invalid``), before the endpoint runs."""
 
     def get_route_handler(self) -> Handler:
         """FastAPI's handler, preceded by the check of the query string's names."""
@@ -54,9 +55,15 @@ class KnownQueryRoute(APIRoute):
 
         async def handle(request: Request) -> Response:
             if request.scope.get("query_string"):
-                unknown = sorted(set(request.query_params) - taken)
+                given = request.query_params
+                unknown = sorted(set(given) - taken)
                 if unknown:
                     raise InvalidRequestError(f"unknown query parameter {unknown[0]!r}; {instead}")
+                if len(given) < len(given.multi_items()):
+                    twice = sorted(k for k in given if len(given.getlist(k)) > 1)[0]
+                    raise InvalidRequestError(
+                        f"query parameter {twice!r} given more than once; give it once"
+                    )
             if bodiless and _has_body(request):
                 _refuse_body(await request.body())
             return await handler(request)

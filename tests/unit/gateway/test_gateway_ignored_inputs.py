@@ -1,9 +1,11 @@
-"""A body sent to a route that takes none is refused, not ignored (httpx's ASGI transport).
+"""Inputs a route would silently ignore are refused (httpx's ASGI transport): a body sent to a
+route that takes none, and a query parameter given twice.
 
 ``POST /v1/groups/g1/pause`` with ``{"partitions": ["1:demo:0"]}`` paused the whole group and
 answered ``{"ok": true}``; ``{"for_ms": 60000}`` paused it for good; an ack with a body did the
 ack whatever the body said. Each is now a 422 ``invalid`` naming the key, and nothing is done;
-no body, an empty one and ``{}`` are served as before.
+no body, an empty one and ``{}`` are served as before. ``?client_id=a&client_id=b`` answered
+for one of the two; it is a 422 ``invalid_request`` now.
 """
 
 from __future__ import annotations
@@ -122,3 +124,25 @@ async def test_a_get_route_still_ignores_a_body(
     c, _engine = gateway
     r = await c.request("GET", "/v1/topics", content=b'{"x": 1}', headers=_JSON)
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/groups/g1/lag?client_id=a&client_id=b",
+        "/v1/groups/g1?client_id=a&client_id=a",
+        "/v1/groups/g1/stream?window=1&window=2",
+    ],
+)
+async def test_a_query_parameter_given_twice_is_refused(
+    gateway: tuple[httpx.AsyncClient, FakeEngine], path: str
+) -> None:
+    """``?window=1&window=2`` streamed with one of them, the other silently dropped."""
+    c, _engine = gateway
+    r = await c.get(path)
+    assert_422(r)
+    assert r.json()["error"]["code"] == "invalid_request"
+    name = path.rsplit("&", 1)[1].split("=")[0]
+    assert r.json()["error"]["message"] == (
+        f"query parameter {name!r} given more than once; give it once"
+    )
