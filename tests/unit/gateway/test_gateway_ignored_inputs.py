@@ -146,3 +146,16 @@ async def test_a_query_parameter_given_twice_is_refused(
     assert r.json()["error"]["message"] == (
         f"query parameter {name!r} given more than once; give it once"
     )
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+async def test_the_probes_answer_head_as_their_get(
+    gateway: tuple[httpx.AsyncClient, FakeEngine], path: str
+) -> None:
+    """A monitor probing with ``HEAD`` met 405 Method Not Allowed from a healthy replica."""
+    c, _engine = gateway
+    got, head = await c.get(path), await c.head(path)
+    assert head.status_code == got.status_code == 200, head.text
+    assert head.headers["content-type"] == got.headers["content-type"]
+    spec = (await c.get("/openapi.json")).json()["paths"][path]
+    assert list(spec) == ["get"]  # HEAD is served, not documented as an operation
