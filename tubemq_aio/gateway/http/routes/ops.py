@@ -1,8 +1,8 @@
 """Liveness, readiness and Prometheus metrics (no auth: bind them to an ops network).
 
-Each also answers ``HEAD`` (the status and headers of its ``GET``, no body; RFC 9110 §9.3.2):
-uptime monitors and load balancers that probe with ``HEAD`` met 405 and took a healthy replica
-for a dead one. The ``HEAD`` routes stay out of the OpenAPI document."""
+Each also answers ``HEAD`` (the status and headers of its ``GET``, no body; RFC 9110, section
+9.3.2): uptime monitors and load balancers that probe with ``HEAD`` met 405 and took a healthy
+replica for a dead one. The ``HEAD`` routes stay out of the OpenAPI document."""
 
 from __future__ import annotations
 
