@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_OUT := tubemq_aio/protocol/pb
 
-.PHONY: help demo-deps venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions test-pythons docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
+.PHONY: help demo-deps gateway-demo-deps venv speedups protos protos-check lint typecheck unit test test-spark-cluster test-versions test-pythons docs docs-dev dist demo spark-example spark-cluster-example cluster-up cluster-down cluster-status system-deps bench bench-quick bench-estimate fuzz gateway-demo bench-gateway gateway-ha-run chaos clean bench-scale
 
 help:
 	@echo "make demo   - start a local TubeMQ cluster, produce and consume, print what happened"
@@ -34,8 +34,10 @@ help:
 # wrk drives the gateway benchmark and curl its demo; nodejs runs a gateway client in another
 # language (ids and offsets must survive JavaScript's JSON); gcc and python3-dev build the
 # optional compiled accelerator.
-# `make demo` needs only the servers' Java and Maven; the rest is for the tests and benchmarks.
+# `make demo` needs only the servers' Java and Maven, `make gateway-demo` Redis and curl too; the
+# rest is for the tests and benchmarks.
 DEMO_PACKAGES := openjdk-17-jdk-headless maven
+GATEWAY_DEMO_PACKAGES := $(DEMO_PACKAGES) redis-server curl
 SYSTEM_PACKAGES := $(DEMO_PACKAGES) redis-server jq wrk curl nodejs gcc python3-dev chromium chromium-driver
 define install_debs
 	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -49,6 +51,9 @@ system-deps:
 
 demo-deps:
 	$(call install_debs,$(DEMO_PACKAGES))
+
+gateway-demo-deps:
+	$(call install_debs,$(GATEWAY_DEMO_PACKAGES))
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -193,7 +198,7 @@ dist: $(STAMP)
 demo: demo-deps $(STAMP)
 	$(PY) -m tubemq_aio.demo
 
-gateway-demo: demo-deps $(STAMP)
+gateway-demo: gateway-demo-deps $(STAMP)
 	$(PY) -m tubemq_aio.gateway.demo
 
 bench-gateway: system-deps $(STAMP)

@@ -44,10 +44,10 @@ SECOND_CLUSTER_FILES = frozenset(
     }
 )
 #: Integration files that start a cluster of their own (the short chaos run: three masters and
-#: two brokers; the older server versions' smoke test; the TLS and authentication cluster): each
-#: its own group, so the worker running it starts no shared cluster for it.
+#: two brokers; the older server versions' smoke test; the TLS and authentication cluster; the
+#: two demos): each its own group, so the worker running it starts no shared cluster for it.
 OWN_CLUSTER_FILES = frozenset(
-    {"test_chaos_short.py", "test_secure_cluster.py", "test_server_versions.py"}
+    {"test_chaos_short.py", "test_demos.py", "test_secure_cluster.py", "test_server_versions.py"}
 )
 #: Integration files whose tests use no shared cluster: the CLI and the quickstart on
 #: FakeCluster, the Java 1.2 codec (one Maven build for the file), and the cluster start-up

@@ -221,6 +221,9 @@ class ClientConfig:
             default); a call whose answer sits unread when its
             deadline passes gets it first (the sweeper lowers the mark and looks again one
             ``sweep_interval`` later). Where the platform has no ``SO_RCVLOWAT`` it is off.
+            Larger shares have also cost throughput against a real broker (1/4 down to a
+            third of the default's messages a second at a full window of 256 on two cores;
+            ``docs/benchmarks.md``, "The larger shares again").
         connection_close_timeout: seconds a connection being closed (by ``close()``, the
             idle reaper) waits for its queued bytes to leave before it is aborted (default
             1 s, in (0, 60] s).

@@ -22,6 +22,8 @@ __all__ = ["main", "run_demo"]
 TOPIC = "demo"
 #: Seconds the consumer may take to read everything back (group join included).
 CONSUME_TIMEOUT = 180.0
+#: The most messages ``--messages`` accepts.
+MAX_MESSAGES = 10_000_000
 
 
 def _say(text: str) -> None:
@@ -31,9 +33,18 @@ def _say(text: str) -> None:
 async def run_demo(messages: int = 5000, concurrency: int = 64) -> int:
     """Produce and consume ``messages`` messages on a fresh local cluster.
 
+    Args:
+        messages: how many to send and read back (>= 1).
+        concurrency: sending tasks.
+
     Returns:
         0 when every message came back, 1 otherwise.
+
+    Raises:
+        ValueError: ``messages`` or ``concurrency`` is below 1.
     """
+    if messages < 1 or concurrency < 1:
+        raise ValueError(f"messages and concurrency must be >= 1, got {messages}, {concurrency}")
     _say("starting a local TubeMQ cluster (master + broker, first run downloads the jars) ...")
     began = time.monotonic()
     async with LocalCluster(brokers=1, topics=[TOPIC], topic_partitions=3) as cluster:
@@ -84,10 +95,23 @@ async def run_demo(messages: int = 5000, concurrency: int = 64) -> int:
     return 0 if len(seen) == messages else 1
 
 
+def _message_count(text: str) -> int:
+    """``--messages``: a whole number from 1 to 10⁷ (argparse reports anything else)."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= count <= MAX_MESSAGES:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_MESSAGES}, got {count}")
+    return count
+
+
 def main() -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m tubemq_aio.demo", description=__doc__)
-    parser.add_argument("--messages", type=int, default=5000, help="messages to send (5000)")
+    parser.add_argument(
+        "--messages", type=_message_count, default=5000, help="messages to send (5000)"
+    )
     args = parser.parse_args()
     return asyncio.run(run_demo(args.messages))
 

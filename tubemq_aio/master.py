@@ -37,11 +37,21 @@ from tubemq_aio.errors import (
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.protocol.rpc import Method
 
-__all__ = ["MASTER_RETRY", "MasterInvoker", "RpcCaller"]
+__all__ = ["MASTER_RETRY", "MASTER_STAGGER", "MasterInvoker", "RpcCaller"]
 
 #: Pauses between rounds over the master list: 0.2 s growing to 2 s (a master election takes
 #: seconds; no round is repeated at once, the round itself tried every address).
 MASTER_RETRY = RetryPolicy(immediate=0, initial=0.2, maximum=2.0)
+
+#: Seconds a round waits for a silent master before it also asks the next address (like Happy
+#: Eyeballs, RFC 8305): a master answers in milliseconds, so a silent one (accepted the
+#: connection, never answers: frozen, half-dead) costs this, not the call's whole time.
+MASTER_STAGGER = 0.5
+
+#: Seconds an attempt may run past its round's end before the round abandons it: the transport's
+#: own timeout, due at that end, normally ends it first with its own error (which may say why,
+#: e.g. a framing mismatch); this only bounds a transport that overruns its timeout.
+_OVERDUE = 0.1
 
 
 class RpcCaller(Protocol):
@@ -121,17 +131,23 @@ class MasterInvoker:
     ) -> bytes:
         """Send one master RPC, failing over to the next master on standby or network errors.
 
-        The first round tries every master once (from the current one on), each attempt with
-        ``timeout``; while no master answered, further rounds follow after a pause until the
-        deadline has passed.
+        The call as a whole ends by ``max(deadline, start + timeout)``: without a ``deadline``
+        (heartbeats, metadata) within ``timeout``, however many masters are silent. A round
+        tries every master once, from the current one on, staggered: the next address is asked
+        :data:`MASTER_STAGGER` seconds after the previous one while that one is still silent
+        (sooner when the round's time split over its addresses is shorter), or at once when it
+        answered with an error; a late answer of an earlier address still counts, the first one
+        wins and the other attempts are cancelled. While no master answered, further rounds
+        follow after a pause until the deadline has passed.
 
         Args:
             method: the master method id.
             body: the serialized request message.
-            timeout: seconds of one attempt of the first round, and of the whole call when no
-                ``deadline`` is given (default: the invoker's).
+            timeout: seconds one attempt may take at most, and the bound of the whole call when
+                no later ``deadline`` is given (default: the invoker's).
             deadline: when to stop starting rounds (the invoker's ``clock``); default
-                ``timeout`` from now. A deadline already passed still makes the first round.
+                ``timeout`` from now. A deadline already passed still makes the first round,
+                within ``timeout`` from now.
 
         Returns:
             The serialized response message of the master that answered.
@@ -140,56 +156,127 @@ class MasterInvoker:
             NoMasterServiceError: every master address answered that it has no master
                 service (a broker's port given for a master's), at once.
             TubeMQError: the error of the last attempt when no master answered by the deadline
-                (when several addresses failed, its text names each one's reason, an address
-                without the master service first), or at once any error that another master
-                would not fix (for example a malformed request).
+                (:class:`~tubemq_aio.errors.RequestTimeoutError` for an address still silent
+                when the call's time ran out; when several addresses failed, its text names
+                each one's reason, an address without the master service first), or at once any
+                error that another master would not fix (for example a malformed request).
         """
         per_attempt = self._timeout if timeout is None else timeout
+        now = self._clock()
         if deadline is None:
-            deadline = self._clock() + per_attempt
+            deadline = now + per_attempt
+        failures = _Failures(self._masters)
+        round_end = max(deadline, now + per_attempt)  # the first round is always made
         rounds = 0
-        last: TubeMQError | None = None
-        not_masters: set[int] = set()  # indexes of the addresses without the master service
-        reasons: dict[int, TubeMQError] = {}  # the last error of each address
         while True:
-            for _ in range(len(self._masters)):
-                if self._index in not_masters:
-                    self._index = (self._index + 1) % len(self._masters)
-                    continue
-                attempt_timeout = per_attempt
-                if rounds:  # the retry rounds end by the deadline
-                    attempt_timeout = min(per_attempt, deadline - self._clock())
-                    if attempt_timeout <= 0.0:
-                        break
-                try:
-                    return await self._rpc.call(
-                        self._masters[self._index], method, body, attempt_timeout
-                    )
-                except NoMasterServiceError as exc:
-                    last = NoMasterServiceError(
-                        exc.exception_name,
-                        exc.remote_message,
-                        fatal=exc.fatal,
-                        address=str(self._masters[self._index]),
-                    )
-                    not_masters.add(self._index)
-                    reasons[self._index] = last
-                    if len(not_masters) == len(self._masters):
-                        raise _with_every_reason(last, self._masters, reasons) from None
-                    self._index = (self._index + 1) % len(self._masters)
-                    self.failovers += 1
-                except TubeMQError as exc:
-                    if not _should_fail_over(exc):
-                        raise
-                    last = reasons[self._index] = exc
-                    self._index = (self._index + 1) % len(self._masters)
-                    self.failovers += 1
+            answer = await self._round(method, body, per_attempt, round_end, failures)
+            if answer is not None:
+                return answer
             rounds += 1
-            assert last is not None
             pause = self._policy.pause(rounds, self._clock(), deadline, self._rand())
             if pause is None:
-                raise _with_every_reason(last, self._masters, reasons)
+                raise failures.error()
             await self._sleep(pause)
+            round_end = deadline
+
+    async def _round(
+        self, method: Method, body: bytes, per_attempt: float, end: float, failures: _Failures
+    ) -> bytes | None:
+        """One staggered round over the addresses not known to lack the master service, ending
+        by ``end`` (:attr:`_clock` time); None when none answered."""
+        n = len(self._masters)
+        order = [
+            (self._index + k) % n
+            for k in range(n)
+            if (self._index + k) % n not in failures.not_masters
+        ]
+        order.reverse()  # popped from the end
+        stagger = min(MASTER_STAGGER, (end - self._clock()) / max(1, len(order)))
+        pending: dict[asyncio.Task[bytes], int] = {}
+        start_next = True
+        try:
+            while True:
+                left = end - self._clock()
+                if start_next and order and min(per_attempt, left) > 0.0:
+                    index = order.pop()
+                    attempt = self._rpc.call(
+                        self._masters[index], method, body, min(per_attempt, left)
+                    )
+                    pending[asyncio.ensure_future(attempt)] = index
+                    start_next = False
+                if not pending:
+                    return None
+                staggering = bool(order) and stagger < left
+                wait = stagger if staggering else left + _OVERDUE
+                done, _ = await asyncio.wait(
+                    pending, timeout=max(0.0, wait), return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    if staggering:
+                        start_next = True  # the earlier attempts stay: a late answer counts
+                        continue
+                    for index in pending.values():  # the round's time is up
+                        silent = f"master {self._masters[index]} did not answer in time"
+                        failures.add(index, RequestTimeoutError(silent))
+                    self.failovers += len(pending)
+                    return None
+                for task in done:
+                    index = pending.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        self._index = index
+                        self.failovers += len(pending)  # overtaken by this answer
+                        return task.result()
+                    if not isinstance(exc, TubeMQError):
+                        raise exc
+                    failures.add(index, exc)  # raises when no master can help
+                    self.failovers += 1
+                    start_next = True
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+class _Failures:
+    """Why each address failed within one call (the last reason of each), and which addresses
+    answered that they have no master service."""
+
+    def __init__(self, masters: Sequence[HostPort]) -> None:
+        self.masters = masters
+        self.reasons: dict[int, TubeMQError] = {}
+        self.not_masters: set[int] = set()
+        self.last: TubeMQError | None = None
+
+    def add(self, index: int, exc: TubeMQError) -> None:
+        """Record that the address at ``index`` failed with ``exc``.
+
+        Raises:
+            TubeMQError: ``exc`` when another master would not fix it; the error naming every
+                reason when every address answered that it has no master service.
+        """
+        if isinstance(exc, NoMasterServiceError):
+            exc = NoMasterServiceError(
+                exc.exception_name,
+                exc.remote_message,
+                fatal=exc.fatal,
+                address=str(self.masters[index]),
+            )
+            self.not_masters.add(index)
+            self.last = self.reasons[index] = exc
+            if len(self.not_masters) == len(self.masters):
+                raise self.error() from None
+            return
+        if not _should_fail_over(exc):
+            raise exc
+        self.last = self.reasons[index] = exc
+
+    def error(self) -> TubeMQError:
+        """The error a call that no master answered raises (a timeout when its time was up
+        before any master was asked)."""
+        if self.last is None:
+            return RequestTimeoutError("the call's time was up before any master was asked")
+        return _with_every_reason(self.last, self.masters, self.reasons)
 
 
 def _with_every_reason(

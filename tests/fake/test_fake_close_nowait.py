@@ -44,7 +44,7 @@ async def test_close_cuts_short_fire_and_forget_sends_without_a_log_each(
         assert producer.failed == 65
     assert [r for r in caplog.records if NEVER_RETRIEVED in r.getMessage()] == []
     assert [r.getMessage() for r in caplog.records if "still pending" in r.getMessage()] == [
-        "closing with 65 sends still pending"
+        "closing with 65 sends still pending after close_grace (0.2 s)"
     ]
 
 

@@ -163,3 +163,33 @@ async def test_a_close_that_cuts_a_resent_unregister_short_unregisters_once_more
         finally:
             await consumer.close()  # while the resend waits for its answer
         assert not broker.registrations
+
+
+@pytest.mark.parametrize("rebalance_wait", [0.1, 5.0], ids=["cut-short", "waited-out"])
+async def test_a_server_balanced_close_during_a_resent_unregister_unregisters_once_more(
+    rebalance_wait: float,
+) -> None:
+    """The same for the server-balanced consumer, whose rebalance worker resends the unregister
+    of a partition a timed-out rebalance register left registered: a ``close()`` while that
+    resend waits for its answer must still unregister the partition, whether the close cancels
+    the worker mid-call (``close_rebalance_wait`` short) or lets its wait for the answer end."""
+    async with FakeCluster(topics={"demo": 1}, balance_period=60) as cluster:
+        broker = cluster.brokers[0]
+        cluster.inject(REGISTER, Fault.late(RPC_S + 0.5))  # runs after the client gave up
+        consumer = group_consumer(
+            cluster,
+            "g1",
+            rpc_timeout=RPC_S,
+            register_attempts=1,
+            close_rebalance_wait=rebalance_wait,
+        )
+        await consumer.start()
+        try:
+            await wait_until(lambda: bool(broker.registrations), 20, "the late register")
+            cluster.inject(REGISTER, Fault.no_answer(), times=1)  # the worker's unregister
+            sent = cluster.requests(REGISTER)
+            await wait_until(lambda: cluster.requests(REGISTER) > sent, RPC_S + 5, "the resend")
+            assert broker.registrations
+        finally:
+            await consumer.close()  # while the resend waits for its answer
+        assert not broker.registrations

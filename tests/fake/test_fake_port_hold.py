@@ -13,38 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-from collections.abc import Iterator
 
 import pytest
 
 from tests.support.leak_checks import open_fds, wait_released
+from tests.support.port_probes import another_socket_on, refused
 from tubemq_aio import Producer, SendResult
 from tubemq_aio.testing import FakeCluster, FaultProxy
 
 pytestmark = pytest.mark.timeout(60)
 
 HOST = "127.0.0.1"
-
-
-@contextlib.contextmanager
-def another_socket_on(port: int) -> Iterator[None]:
-    """For the block, another socket asks for ``port`` (bound without ``SO_REUSEADDR``, as a
-    socket the kernel gave the port to holds it) and keeps it if it got it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        with contextlib.suppress(OSError):  # EADDRINUSE: the port is held
-            sock.bind((HOST, port))
-        yield
-
-
-async def refused(port: int) -> bool:
-    """Whether a connect to ``port`` is refused (a stopped process's port)."""
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), 5)
-    except ConnectionRefusedError:
-        return True
-    writer.close()
-    return False
 
 
 async def test_a_send_outlives_its_brokers_restarting_while_other_sockets_want_ports() -> None:

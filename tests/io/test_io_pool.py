@@ -69,7 +69,7 @@ async def test_reconnect_after_server_restart_with_backoff(server: FakeServer) -
     assert await first.call(request_payload(b"1"), 1.0) == b"1"
     assert pool.retry_in(addr(server)) == 0.0  # connected
     port = server.port
-    await server.stop()
+    await server.stop(hold_port=True)  # refused meanwhile; the restart gets the port back
     await asyncio.wait_for(first.wait_closed(), 2.0)
     assert first.is_closed
     with pytest.raises(ConnectError, match="cannot connect"):

@@ -83,7 +83,7 @@ async def test_a_closed_connection_is_not_reused_and_a_reconnect_is_picked_up(
     if closer == "client":
         old.abort()
     else:
-        await server.stop()  # aborts the server side
+        await server.stop(hold_port=True)  # aborts the server side
         await server.start()  # the same port again
     await asyncio.wait_for(old.wait_closed(), 5)
     assert start(rpc, broker) is None  # the remembered connection closed: nothing sent on it

@@ -9,69 +9,15 @@ start went on until ``admin_add_broker_configure`` was refused with "Unsupported
 
 from __future__ import annotations
 
-import json
-import threading
-import urllib.parse
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.support.master_web_answers import Answers, Reply, broker, master_of, stand_in_master
 from tubemq_aio.testing import PortConflictError
-from tubemq_aio.testing._config import MasterLayout
-from tubemq_aio.testing._nodes import JvmLaunch, MasterNode
+from tubemq_aio.testing._nodes import MasterNode
 from tubemq_aio.testing._ports import PortLease
-from tubemq_aio.testing._webapi import MasterWebApi
-
-Reply = dict[str, Any]
-VERSION: Reply = {"result": True, "errCode": 0, "errMsg": "Ok", "data": [{"version": "1.2.0"}]}
-
-
-def broker(method: str) -> Reply:
-    """A broker's web API: it knows the version call, and refuses a master's method."""
-    if method == "admin_query_server_version":
-        return VERSION
-    return {"result": False, "errCode": 400, "errMsg": f"Unsupported method {method}"}
-
-
-def master_of(port: int) -> Callable[[str], Reply]:
-    """A master's web API whose group lists one node on ``port``."""
-    node = {"index": 1, "name": "tubemqAioNode1", "hostName": "127.0.0.1", "port": str(port)}
-    group = {"result": True, "errCode": 0, "errMsg": "Ok", "groupName": "g", "data": [node]}
-    return lambda method: group if method == "admin_query_master_group_info" else VERSION
-
-
-class Answers:
-    """A web API on loopback answering each call with ``replies(method)``."""
-
-    def __init__(self, port: int, replies: Callable[[str], Reply]) -> None:
-        """Serve on ``port`` from a thread."""
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                form = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                method = urllib.parse.parse_qs(form.decode())["method"][0]
-                body = json.dumps(replies(method)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        """Stop serving."""
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -83,20 +29,7 @@ def ports() -> Iterator[list[int]]:
 
 
 def _master(tmp_path: Path, ports: list[int]) -> MasterNode:
-    java = tmp_path / "java"
-    java.write_text("#!/bin/sh\nexec sleep 60\n", encoding="ascii")
-    java.chmod(0o755)
-    home = tmp_path / "master"
-    home.mkdir()
-    (home / "master.ini").write_text("", encoding="ascii")
-    rpc, web, ha = ports
-    layout = MasterLayout("127.0.0.1", rpc, web, ha, 0, 0, home)
-    log_dir = tmp_path / "logs"
-    launch = JvmLaunch(str(java), "", log_dir, tmp_path / "log4j2.xml", detached=False)
-    api = MasterWebApi("127.0.0.1", web, "token", log_dir / "master.log")
-    node = MasterNode(layout, api, launch, heap=[])
-    node.start_timeout = 20.0
-    return node
+    return stand_in_master(tmp_path, ports, "sleep 60")
 
 
 @pytest.mark.parametrize(
@@ -128,4 +61,5 @@ async def test_our_master_on_the_web_port_is_ready(tmp_path: Path, ports: list[i
     finally:
         ours.close()
         await node.stop(timeout=5.0)
+        node.release_ports()  # held for a restart that does not come
     assert not node.running

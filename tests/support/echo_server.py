@@ -30,6 +30,7 @@ from tubemq_aio.protocol.rpc import (
     encode_exception,
     encode_success,
 )
+from tubemq_aio.testing._port_hold import PortHold
 
 __all__ = [
     "FakeServer",
@@ -163,16 +164,21 @@ class FakeServer:
         self.requests: list[RpcRequest] = []
         self.open: set[_ServerProtocol] = set()
         self._server: asyncio.Server | None = None
+        self._hold = PortHold()
 
     async def start(self, port: int = 0) -> FakeServer:
-        """Listen on ``port`` (0: any free port; reused on restart)."""
+        """Listen on ``port`` (0: the previous port, or any free one the first time); the port
+        a ``stop(hold_port=True)`` kept is listened on with the socket that kept it."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _ServerProtocol(self),
-            "127.0.0.1",
-            port or self.port,
-            ssl=self.ssl_context,
-            reuse_address=True,
+        port = port or self.port
+
+        def protocol() -> _ServerProtocol:
+            return _ServerProtocol(self)
+
+        self._server = await self._hold.listen(
+            port, lambda held: loop.create_server(protocol, sock=held, ssl=self.ssl_context)
+        ) or await loop.create_server(
+            protocol, "127.0.0.1", port, ssl=self.ssl_context, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -188,10 +194,21 @@ class FakeServer:
         for sock in self._server.sockets:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, KERNEL_BUFFER)
 
-    async def stop(self) -> None:
-        """Stop listening and abort every open connection."""
+    async def stop(self, *, hold_port: bool = False) -> None:
+        """Stop listening and abort every open connection.
+
+        Args:
+            hold_port: keep the port bound (not listening: connects are refused) until the
+                next :meth:`start` on it, so that the kernel gives it to no other socket
+                meanwhile (a restart on the old port); False (default) frees it.
+        """
         if self._server is not None:
-            self._server.close()
+            self._server.close()  # the listening socket closes now: hold its port at once
+            if hold_port:
+                self._hold.hold("127.0.0.1", self.port)
+        if not hold_port:
+            self._hold.release()
+        if self._server is not None:
             for proto in list(self.open):
                 if proto.transport is not None:
                     proto.transport.abort()

@@ -4,25 +4,47 @@ told, and a clock that moves only when the invoker sleeps."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+
 from tubemq_aio.config import HostPort
+from tubemq_aio.errors import RequestTimeoutError
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol.pb import MasterService_pb2 as pb
 from tubemq_aio.protocol.rpc import Method
 
 A, B, C = HostPort("a", 1), HostPort("b", 2), HostPort("c", 3)
+#: Seconds a silent address's timeout error comes after the timeout it was given.
+TRANSPORT_LAG = 0.02
+
+
+@dataclass(frozen=True)
+class Late:
+    """An address that answers only after ``after`` seconds of the event loop (None: never; the
+    attempt then ends as a real one does, with a timeout just after the seconds it was given)."""
+
+    after: float | None = None
 
 
 class ScriptedRpc:
-    """Answers each address with a scripted exception or a response."""
+    """Answers each address with a scripted exception or a response (``None``), or late."""
 
-    def __init__(self, script: dict[HostPort, Exception | None]) -> None:
+    def __init__(self, script: dict[HostPort, Exception | Late | None]) -> None:
         self.script = script
         self.calls: list[HostPort] = []
+        self.timeouts: list[float] = []  # the timeout each attempt was given
 
     async def call(self, addr: HostPort, method: Method, body: bytes, timeout: float) -> bytes:
         self.calls.append(addr)
+        self.timeouts.append(timeout)
         outcome = self.script[addr]
-        if outcome is not None:
+        if isinstance(outcome, Late):
+            if outcome.after is None or outcome.after >= timeout:
+                # A real transport's timer starts once it connected: it ends a moment late.
+                await asyncio.sleep(timeout + TRANSPORT_LAG)
+                raise RequestTimeoutError(f"no response from {addr} within {timeout} s")
+            await asyncio.sleep(outcome.after)
+        elif outcome is not None:
             raise outcome
         return pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK").SerializeToString()
 

@@ -233,12 +233,22 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
         engine.close()
         if not self._registered:
             return
+        close_timeout = self.config.close_timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + close_timeout
         try:
-            async with asyncio.timeout(self.config.close_timeout):
+            async with asyncio.timeout(close_timeout):
                 await self._release_all(session)
-                await session.close_at_master()
         except TimeoutError:
-            log.warning("close did not finish releasing partitions in time")
+            # The master is not told either: its own close would outlast close_timeout.
+            log.warning(
+                "close_timeout (%s s) ended before every partition was released at its broker "
+                "and before the master was told: the brokers keep the partitions not released "
+                "until their registrations expire",
+                close_timeout,
+            )
+            return
+        await session.close_at_master(max(0.0, deadline - loop.time()))
 
     async def _notify_assigned(self, keys: list[str]) -> None:
         await notify(

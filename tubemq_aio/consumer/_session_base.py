@@ -25,7 +25,7 @@ from tubemq_aio.consumer._fetcher import FetchEngine
 from tubemq_aio.consumer._tail import TailGuard
 from tubemq_aio.consumer.batch import ConsumerStats
 from tubemq_aio.consumer.config import ConsumerConfig
-from tubemq_aio.errors import FlowRuleError, TubeMQError, server_error
+from tubemq_aio.errors import FlowRuleError, RequestTimeoutError, TubeMQError, server_error
 from tubemq_aio.master import MasterInvoker
 from tubemq_aio.protocol import consumer_replies
 from tubemq_aio.protocol import consumer_rpc as rpc
@@ -215,16 +215,29 @@ class SessionBase:
                 raise last
             await asyncio.sleep(pause)
 
-    async def close_at_master(self) -> None:
-        """``CloseRequestC2M`` (§1.5, Java ``shutdown``); errors are logged."""
+    async def close_at_master(self, timeout: float) -> None:
+        """``CloseRequestC2M`` (§1.5, Java ``shutdown``), within ``timeout`` seconds (at most
+        ``rpc_timeout``) in all; errors are logged: a master that did not answer in that time
+        (or none was left) forgets this member when its heartbeats time out."""
         body = rpc.build_close(
             client_id=self.client_id,
             group=self.config.group,
             auth=self.tokens.register_auth(*auth_stamp()),
         )
+        timeout = min(timeout, self.config.rpc_timeout)
         try:
             # One round over the masters: a close does not wait for a master to come back.
-            await self.invoker.call(Method.MASTER_CONSUMER_CLOSE, body, deadline=self.clock())
+            await self.invoker.call(
+                Method.MASTER_CONSUMER_CLOSE, body, timeout=timeout, deadline=self.clock()
+            )
+        except RequestTimeoutError as exc:
+            log.warning(
+                "no master answered the close within %.1f s (the rest of close_timeout, at most "
+                "rpc_timeout); the partitions were released, and the master forgets this member "
+                "when its heartbeats time out: %s",
+                timeout,
+                exc,
+            )
         except TubeMQError as exc:
             log.warning("close at the master failed: %r", exc)
 
@@ -434,17 +447,17 @@ class SessionBase:
         registration (the call timed out before the broker ran it, or never left), so the
         group's next holder would meet 410 until the broker expires it. Make it
         :attr:`unsure` again, to be unregistered with ``read_status`` once the call had its
-        ``rpc_timeout`` (:meth:`release_settled_unsure`), unless the consumer is closing (its
-        close unregisters what is unsure once more) or ``unregister_retry_window`` has passed
-        since the first unanswered unregister (the broker has expired the registration)."""
+        ``rpc_timeout`` (:meth:`release_settled_unsure`; while the consumer is closing, by the
+        close's own pass over what is unsure, which runs after its workers stopped), unless
+        ``unregister_retry_window`` has passed since the first unanswered unregister (the
+        broker has expired the registration)."""
         key = partition.key
         now = self.clock()
         window = self.config.unregister_retry_window
         deadline = self._release_deadlines.setdefault(key, now + window)
-        if self.stopping or now >= deadline:
+        if now >= deadline:
             self._release_deadlines.pop(key, None)
-            if not self.stopping:
-                log.warning("%s: no unregister answered; left to the broker's expiry", key)
+            log.warning("%s: no unregister answered; left to the broker's expiry", key)
             return
         self.unsure[key] = partition
         if read_status != ReadStatus.NORMAL:

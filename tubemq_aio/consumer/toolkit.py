@@ -49,7 +49,7 @@ __all__ = [
 
 
 class _SharedSession(ClientBalanceSession):
-    async def close_at_master(self) -> None:
+    async def close_at_master(self, timeout: float) -> None:
         """Never close the shared id: other processes still use it (the master times it out)."""
 
 

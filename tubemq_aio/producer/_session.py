@@ -15,6 +15,7 @@ from tubemq_aio._client import auth_stamp, local_ip_towards, new_client_id
 from tubemq_aio.auth import TokenState
 from tubemq_aio.errors import (
     ClientClosedError,
+    RequestTimeoutError,
     ServerError,
     TopicNotDeployedError,
     TopicUnavailableError,
@@ -436,19 +437,18 @@ class ProducerSession:
             client_id=self.client_id, auth=self.tokens.close_auth(*auth_stamp())
         )
         try:
-            # At most one round over the masters (a close does not wait for one to come back),
-            # and that round ends by the deadline: silent masters must not add up.
-            async with asyncio.timeout(timeout):
-                data = await self._invoker.call(
-                    Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout, deadline=self._clock()
-                )
+            # One round over the masters (a close does not wait for one to come back), ending
+            # by ``timeout`` as a whole: silent masters do not add up (the invoker bounds it).
+            data = await self._invoker.call(
+                Method.MASTER_PRODUCER_CLOSE, body, timeout=timeout, deadline=self._clock()
+            )
             response = parse_close_response(data)
             if not response.success:
                 log.info("master refused the producer close: %s", response.err_msg)
+        except RequestTimeoutError as exc:
+            log.info("no master answered the producer close within %s s: %s", timeout, exc)
         except TubeMQError as exc:
             log.info("could not close the producer at the master: %s", exc)
-        except TimeoutError:
-            log.info("no master answered the producer close within %s s", timeout)
 
     def _changed(self) -> None:
         self._refresh_send_limits()

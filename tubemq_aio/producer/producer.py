@@ -176,7 +176,14 @@ class Producer(AsyncLifecycle):
             async with asyncio.timeout(self.config.close_grace):
                 await self._window.drained()
         except TimeoutError:
-            log.warning("closing with %d sends still pending", self.in_flight)
+            # The grace may end in the same turn of the loop as the last send: nothing is cut
+            # short then, and there is nothing to warn about.
+            if pending := self.in_flight:
+                log.warning(
+                    "closing with %d sends still pending after close_grace (%s s)",
+                    pending,
+                    self.config.close_grace,
+                )
         await self._supervisor.close()
         if self._session is not None:
             await self._session.close(timeout=min(self.config.rpc_timeout, 5.0))

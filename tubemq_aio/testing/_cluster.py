@@ -63,9 +63,11 @@ class LocalCluster(AsyncService):
 
     Use it as an async context manager, or call :meth:`start` / :meth:`stop`. Every port is
     allocated freshly and reserved against the other processes of this user until :meth:`stop`
-    (kept across a node's kill and restart), so several clusters (and a user's own TubeMQ) can
-    run side by side; a start that loses a port race anyway (another process binds a port
-    first, see :class:`PortConflictError`) is retried on fresh ports within ``start_timeout``.
+    (kept across a node's kill and restart, while the node is down also bound by a socket that
+    does not listen, let go right before its JVM starts), so several clusters (and a user's
+    own TubeMQ) can run side by side; a start that loses a port race anyway (another process
+    binds a port first, see :class:`PortConflictError`) is retried on fresh ports within
+    ``start_timeout``.
     Broker ``N`` listens on ``127.0.0.N``. All server logs go to :attr:`log_dir`.
 
     With ``masters=3`` the masters form one high-availability group the way the server's own
@@ -432,6 +434,7 @@ class LocalCluster(AsyncService):
         finally:
             for node in nodes:
                 node.process.kill_now()
+                node.release_ports()
             self._lease.release()
         owned = self._work_dir_arg is None and self.work_dir != Path()  # our temp dir
         if owned and not (failed or self.keep_work_dir or self.detached):
@@ -444,6 +447,8 @@ class LocalCluster(AsyncService):
             with contextlib.suppress(Exception):
                 await asyncio.shield(asyncio.gather(*(n.kill() for n in self.nodes)))
         finally:
+            for node in self.nodes:
+                node.release_ports()
             self._lease.release()
 
     async def create_topic(self, name: str, partitions: int = 3, *, stores: int = 1) -> None:

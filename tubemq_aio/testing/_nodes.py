@@ -18,6 +18,7 @@ from tubemq_aio.testing._errors import (
     WebApiError,
 )
 from tubemq_aio.testing._identity import MASTER_PROBE, broker_identity, master_identity
+from tubemq_aio.testing._port_hold import PortHolds
 from tubemq_aio.testing._process import JavaProcess, tail
 from tubemq_aio.testing._webapi import MasterWebApi
 
@@ -122,6 +123,7 @@ class ServerNode:
         self.process = JavaProcess(name, argv, self.out_file, ini.parent, launch.detached)
         self.start_timeout = 60.0
         self._log_mark = 0
+        self._holds = PortHolds()
 
     def config_args(self, ini: Path) -> list[str]:
         """Return the program arguments naming the configuration file (``-f <ini>``).
@@ -133,6 +135,21 @@ class ServerNode:
             Arguments after the main class.
         """
         return ["-f", str(ini)]
+
+    @property
+    def listen_ports(self) -> tuple[int, ...]:
+        """The ports the server listens on, held while it is down between a stop (or kill)
+        and the next start (none here; the subclasses name theirs)."""
+        return ()
+
+    @property
+    def held_ports(self) -> tuple[int, ...]:
+        """The ports held now for the next start (see :meth:`release_ports`)."""
+        return self._holds.held
+
+    def release_ports(self) -> None:
+        """Let the ports held since a stop or kill go (the cluster's stop for good does)."""
+        self._holds.release()
 
     @property
     def pid(self) -> int | None:
@@ -154,6 +171,7 @@ class ServerNode:
             return
         mark = self._log_size()
         self._log_mark = _size(self.log_file)
+        self._holds.release()  # right before the JVM binds them (seconds later)
         self.process.spawn()
         try:
             await self._wait_started(mark)
@@ -162,16 +180,26 @@ class ServerNode:
             raise
 
     async def stop(self, timeout: float = 15.0) -> None:
-        """Stop gracefully (SIGTERM, then SIGKILL after ``timeout`` seconds).
+        """Stop gracefully (SIGTERM, then SIGKILL after ``timeout`` seconds); its ports stay
+        held for the next :meth:`start` (:meth:`release_ports` lets them go).
 
         Args:
             timeout: Seconds allowed for a clean shutdown.
         """
         await self.process.stop(timeout)
+        self._hold_ports()
 
     async def kill(self) -> None:
         """Kill the JVM with SIGKILL (a crash, for fault tests)."""
         await self.process.kill()
+        self._hold_ports()
+
+    def _hold_ports(self) -> None:
+        """Keep the ports of the JVM that exited bound until the next :meth:`start`: between a
+        stop and a restart on the same ports the kernel could give one to another socket, and
+        the restart would fail to bind it."""
+        if not self.running:
+            self._holds.hold(self.listen_ports)
 
     async def restart(self) -> None:
         """Stop gracefully, then start again and wait until ready."""
@@ -266,6 +294,12 @@ class MasterNode(ServerNode):
         self.standby_ok = False
 
     @property
+    def listen_ports(self) -> tuple[int, ...]:
+        """RPC, web, replication and TLS ports."""
+        lay = self.layout
+        return (lay.port, lay.web_port, lay.ha_port, lay.tls_port)
+
+    @property
     def addr(self) -> str:
         """``host:port`` of the RPC listener (a client's ``masters`` argument)."""
         return f"{self.layout.host}:{self.layout.port}"
@@ -328,6 +362,12 @@ class BrokerNode(ServerNode):
         self.ready_timeout = 120.0
         #: Set by the cluster: "every topic on this broker is publishable" (default: idle).
         self.ready_probe: Callable[[], Awaitable[bool]] | None = None
+
+    @property
+    def listen_ports(self) -> tuple[int, ...]:
+        """RPC, web and TLS ports."""
+        lay = self.layout
+        return (lay.port, lay.web_port, lay.tls_port)
 
     @property
     def broker_id(self) -> int:

@@ -9,6 +9,9 @@ at its deadline instead (a send across every broker restarting at once, seen onc
 run). A socket bound to the port but not listening keeps it: connects to it are refused, as to a
 stopped process, and the kernel gives the port to no one asking for a free one; the restart
 listens on that very socket.
+
+A local cluster's node is a JVM, which binds its ports itself: :class:`PortHolds` keeps them
+while the node is down and lets them go right before the JVM is started again.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 
-__all__ = ["PortHold"]
+__all__ = ["PortHold", "PortHolds"]
+
+#: The address a held node port is bound on: TubeMQ and ZooKeeper bind the wildcard.
+_WILDCARD = "0.0.0.0"
 
 
 class PortHold:
@@ -36,6 +42,11 @@ class PortHold:
 
     def __repr__(self) -> str:
         return f"<PortHold {self._port if self._sock is not None else 'nothing'}>"
+
+    @property
+    def port(self) -> int | None:
+        """The port held now (None: nothing)."""
+        return self._port if self._sock is not None else None
 
     def hold(self, host: str, port: int) -> None:
         """Release what was held, then bind ``host:port`` (an IPv4 address) without listening.
@@ -75,3 +86,43 @@ class PortHold:
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
+
+
+class PortHolds:
+    """Holds several ports of a stopped process (bound on the wildcard, not listening), for a
+    process that binds them itself when it starts again: release them right before starting
+    it. The cluster's own reservations (``_ports``) keep the ports from its other processes of
+    this user and out of the kernel's ephemeral range; the holds also keep them from every
+    other socket while the process is down (when no range outside the ephemeral one is usable,
+    the ports are ephemeral ones the kernel could hand out)."""
+
+    __slots__ = ("_holds",)
+
+    def __init__(self) -> None:
+        self._holds: list[PortHold] = []
+
+    def __repr__(self) -> str:
+        return f"<PortHolds {self._holds!r}>"
+
+    @property
+    def held(self) -> tuple[int, ...]:
+        """The ports held now."""
+        return tuple(p for h in self._holds if (p := h.port) is not None)
+
+    def hold(self, ports: tuple[int, ...]) -> None:
+        """Release what was held, then hold each of ``ports`` that can be bound (a port already
+        bound elsewhere is skipped: its start then meets what it met before; 0, a port not
+        used, too)."""
+        self.release()
+        for port in ports:
+            if port <= 0:
+                continue
+            hold = PortHold()
+            hold.hold(_WILDCARD, port)
+            self._holds.append(hold)
+
+    def release(self) -> None:
+        """Close every held socket (the ports are free again)."""
+        holds, self._holds = self._holds, []
+        for hold in holds:
+            hold.release()

@@ -86,6 +86,11 @@ class ZooKeeperNode(ServerNode):
         self.port = port
         self.home = home
 
+    @property
+    def listen_ports(self) -> tuple[int, ...]:
+        """The client port."""
+        return (self.port,)
+
     def config_args(self, ini: Path) -> list[str]:
         """Return ``[<zoo.cfg>]``: ZooKeeper takes the file as its only argument."""
         return [str(ini)]

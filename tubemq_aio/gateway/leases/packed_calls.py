@@ -28,7 +28,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from tubemq_aio.gateway.leases.redis_client import RedisClient
+from tubemq_aio.gateway.leases.redis_client import RedisClient, ShieldedBlockingPool
 
 __all__ = ["PackedCalls", "packed_calls_for"]
 
@@ -137,7 +137,7 @@ class PackedCalls:
 
 
 #: The pools of one server (a Sentinel pool, a subclass, finds the primary per connection).
-_PLAIN_POOLS = (aioredis.ConnectionPool, aioredis.BlockingConnectionPool)
+_PLAIN_POOLS = (aioredis.ConnectionPool, aioredis.BlockingConnectionPool, ShieldedBlockingPool)
 #: Connection settings that give redis-py's commands retries of their own.
 _RETRY_SETTINGS = ("retry", "retry_on_error", "retry_on_timeout")
 

@@ -22,11 +22,13 @@ URL options of :mod:`.redis_options`) may stand for the top-level ``redis*`` set
 Each form bounds the connections of one replica: the single-server and Sentinel pools make a
 burst wait for a free connection (up to the round-trip timeout) instead of failing; a cluster
 client's pools are per node and fail when full, so the store caps its round trips in flight
-(:attr:`RedisTopology.inflight_cap`).
+(:attr:`RedisTopology.inflight_cap`). A connection goes back to its pool even when the caller
+is cancelled while giving it back (:class:`ShieldedBlockingPool`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,6 +36,7 @@ from urllib.parse import parse_qsl, unquote
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from tubemq_aio.errors import ConfigError
@@ -47,6 +50,7 @@ from tubemq_aio.gateway.leases.redis_options import (
 __all__ = [
     "RedisClient",
     "RedisTopology",
+    "ShieldedBlockingPool",
     "open_redis",
     "parse_redis_url",
     "redis_table_options",
@@ -72,8 +76,25 @@ _TABLE_KEYS = {
 }
 
 
-class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
-    """A Sentinel pool whose callers wait for a free connection when all are in use."""
+class ShieldedBlockingPool(aioredis.BlockingConnectionPool):
+    """A single server's pool whose callers wait for a free connection when all are in use, and
+    whose release of a connection a cancel does not cut short."""
+
+    async def release(self, connection: AbstractConnection) -> None:
+        """Give ``connection`` back to the pool, to the end even if the caller is cancelled
+        meanwhile (the caller still gets its ``CancelledError``).
+
+        The release waits for the pool's lock while another caller holds it; redis-py's own
+        callers (a command's ``finally``) let a cancel arriving then skip it, and the connection
+        stayed in use for good: as many such cancels as the pool has connections, and every
+        call failed with "No connection available." (redis/redis-py#4121).
+        """
+        await asyncio.shield(super().release(connection))
+
+
+class _BlockingSentinelPool(SentinelConnectionPool, ShieldedBlockingPool):
+    """A Sentinel pool whose callers wait for a free connection when all are in use (released
+    as :class:`ShieldedBlockingPool` releases)."""
 
     async def disconnect(self, inuse_connections: bool = True) -> None:
         """Close the pool's connections; the full close (the client's ``aclose``) also closes
@@ -205,7 +226,7 @@ def open_redis(topology: RedisTopology, *, max_connections: int, timeout: float)
         # No socket timeout: every command of the gateway runs within a round trip's deadline
         # (RoundTrips.roundtrip; the wake listener bounds its own reads), and redis-py writes
         # under a socket timeout through asyncio.wait_for: a task and a loop turn per command.
-        pool = aioredis.BlockingConnectionPool.from_url(
+        pool = ShieldedBlockingPool.from_url(
             topology.url,
             max_connections=max_connections,
             timeout=timeout,

@@ -1,11 +1,13 @@
-"""One Redis round trip of the gateway's store: its timeout, one retry and the error mapping.
+"""One Redis round trip of the gateway's store: its timeout, its retries and the error mapping.
 
 What a client sees of Redis trouble is decided here: an outage, a failover in progress or a
 server not ready yet is :class:`StoreUnavailableError` (503 ``store_unavailable``,
 retriable); anything else Redis refuses is a :class:`GatewayError` (a bug or a misconfigured
 server). Every gateway call is idempotent, so a lost connection is retried once, which after
 a Sentinel failover reaches the promoted primary; a server without the gateway's scripts (a
-promoted replica or a new cluster node may lack a pipeline's scripts) gets them loaded again.
+promoted replica or a new cluster node may lack a pipeline's scripts) gets them loaded again,
+and the call is tried once more. Each cause has its own retry: after a Redis restart the
+first attempt meets a dead pooled connection and the retry a server without the scripts.
 """
 
 from __future__ import annotations
@@ -91,14 +93,17 @@ class RoundTrips:
         return ()
 
     async def roundtrip(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one idempotent Redis call with this store's timeout, retry and error mapping.
+        """Run one idempotent Redis call with this store's timeout, retries and error mapping.
 
         Raises:
             StoreUnavailableError: Redis is down, failing over or not ready.
             GatewayError: Redis refused the command.
             asyncio.CancelledError: the task was cancelled, also when redis-py swallowed it.
         """
-        for attempt in range(2):
+        # One retry for a lost connection and one for missing scripts: a restarted Redis
+        # gives both, one after the other (three round trips at most).
+        lost = reloaded = False
+        while True:
             self.roundtrips += 1
             try:
                 async with asyncio.timeout(self.timeout):
@@ -111,12 +116,14 @@ class RoundTrips:
             except _DOWN_OR_CLOSED as exc:
                 if isinstance(exc, AttributeError) and not _closed_under_us(exc):
                     raise
-                if attempt:
+                if lost:
                     self.failures += 1
                     raise StoreUnavailableError(f"Redis unavailable: {type(exc).__name__}") from exc
+                lost = True
             except rexc.NoScriptError as exc:
-                if attempt:
+                if reloaded:
                     raise GatewayError(f"Redis lost the gateway scripts: {exc}") from exc
+                reloaded = True
                 await self._load_scripts()
             except _NOT_NOW as exc:
                 self.failures += 1
@@ -125,7 +132,6 @@ class RoundTrips:
                 error = refusal_error(exc)
                 self.failures += isinstance(error, StoreUnavailableError)
                 raise error from exc
-        raise AssertionError("unreachable")
 
     async def _load_scripts(self) -> None:
         with contextlib.suppress(rexc.RedisError, OSError, TimeoutError):
