@@ -94,10 +94,29 @@ def main(argv: list[str] | None = None) -> int:
     if first == "cluster":
         return _cluster(argv)
     args = parse_arguments(argv)
+    closed = _closed_stream(args)
+    if closed is not None:
+        error_line(closed)
+        return EXIT_USAGE
     _configure_logging(args.verbose)
     code = _run(args)
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # produce runs without one
+            sys.stdout.flush()
     except BrokenPipeError:  # `... | head`: the reader left; do not fail at interpreter exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
+
+
+def _closed_stream(args: argparse.Namespace) -> str | None:
+    """What to say when the command needs a standard stream the process was started without
+    (``tubemq-aio consume ... >&-``, ``tubemq-aio produce ... <&-``), else None. Python sets
+    such a stream to None; without this check the command failed with a traceback (a consume
+    would have had nowhere to print what it acks)."""
+    if args.command == "produce":  # prints to stderr only
+        if args.input == "-" and sys.stdin is None:
+            return "standard input is closed: give FILE, or pipe the lines in"
+        return None
+    if sys.stdout is None:
+        return "standard output is closed: run the command with it open (e.g. `> FILE`)"
+    return None

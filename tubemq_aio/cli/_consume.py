@@ -125,13 +125,22 @@ class _Output:
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             data, done = item
-            written = _write(self._out, data) if self._fd is None else _write_fd(self._fd, data)
+            written: bool | OSError
+            try:
+                written = _write(self._out, data) if self._fd is None else _write_fd(self._fd, data)
+            except OSError as exc:  # a full disk (ENOSPC), EIO, ...: the write's caller says it
+                written = exc
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 self._loop.call_soon_threadsafe(_settle, done, written)
 
     async def write(self, data: bytes, stop: asyncio.Event) -> bool:
         """Write and flush ``data``; False when the reader went away, or when ``stop`` was set
-        and the write did not end within :data:`STOP_GRACE` (it may still end later)."""
+        and the write did not end within :data:`STOP_GRACE` (it may still end later).
+
+        Raises:
+            OSError: the write failed otherwise (``No space left on device``, say); the batch
+                is not acked, and comes again to the group.
+        """
         done: asyncio.Future[bool] = self._loop.create_future()
         self._queue.put((data, done))
         stopped = asyncio.ensure_future(stop.wait())
@@ -160,8 +169,12 @@ def _write_fd(fd: int, data: bytes) -> bool:
     return True
 
 
-def _settle(done: asyncio.Future[bool], written: bool) -> None:
-    if not done.done():
+def _settle(done: asyncio.Future[bool], written: bool | OSError) -> None:
+    if done.done():
+        return
+    if isinstance(written, OSError):
+        done.set_exception(written)
+    else:
         done.set_result(written)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import textwrap
 from datetime import UTC, datetime
@@ -148,11 +149,21 @@ def _add_msg_time_zone(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: The largest index offset: the wire field is an int64.
+_MAX_OFFSET = 2**63 - 1
+
+
 def _offset(text: str) -> int | str | datetime:
-    """``--offset``: an index offset ≥ 0, ``earliest``, ``latest`` or ``@TIME``."""
+    """``--offset``: an index offset in ``[0, 2**63 - 1]``, ``earliest``, ``latest`` or
+    ``@TIME``."""
     if text.startswith("@"):
         return _time(text)
-    return text if text in ("earliest", "latest") else _int_at_least(text, 0)
+    if text in ("earliest", "latest"):
+        return text
+    value = _int_at_least(text, 0)
+    if value > _MAX_OFFSET:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {_MAX_OFFSET}")
+    return value
 
 
 def _consume_from(text: str) -> str | datetime:
@@ -464,6 +475,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What may come before the command name: -v, -q, -h in any combination, and the long forms.
+_MAIN_OPTION = re.compile(r"-[vqh]+|--(verbose|quiet|help|version)")
+
+
+def _check_command_first(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse a command's option given before the command name (``tubemq-aio --master M lag
+    ...``) with a line saying where it goes; argparse took its value for the command name and
+    said ``invalid choice: 'M'``. Anything else is left to argparse."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    theirs = {
+        option
+        for command in commands.choices.values()
+        for action in command._actions
+        for option in action.option_strings
+    }
+    for token in argv:
+        if not token.startswith("-"):
+            return  # the command name
+        if _MAIN_OPTION.fullmatch(token):
+            continue
+        option = token.split("=", 1)[0]
+        if option in theirs:
+            parser.error(
+                f"{option} goes after the command name, e.g. `{PROG} COMMAND {option} ...`; "
+                "only -v, -q, --version and --help go before it"
+            )
+        return
+
+
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
     """Parse ``tubemq-aio ARGV`` (every command but ``cluster``).
 
@@ -475,6 +515,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
             without ``--master`` and without ``$TUBEMQ_AIO_MASTER`` is one), 0 for ``--help``.
     """
     parser = build_parser()
+    _check_command_first(parser, argv)
     args = parser.parse_args(argv)
     args.verbose += args.__dict__.pop("sub_verbose", 0)
     sub_quiet = args.__dict__.pop("sub_quiet", False)

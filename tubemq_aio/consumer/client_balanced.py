@@ -437,7 +437,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 (an empty result always means "no message from ``offset`` on").
             ServerError: a broker call failed.
         """
-        return await self._positioned(partition_key, offset, consume=True)
+        return await self._positioned("read_at", partition_key, offset, consume=True)
 
     async def read_next(self, partition_key: str, offset: int) -> PositionedRead:
         """Like :meth:`read_at`, for the batch right after one this consumer just read: the
@@ -452,7 +452,9 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         Raises:
             The same errors as :meth:`read_at`.
         """
-        return await self._positioned(partition_key, offset, consume=True, sequential=True)
+        return await self._positioned(
+            "read_next", partition_key, offset, consume=True, sequential=True
+        )
 
     async def peek_at(self, partition_key: str, offset: int) -> PositionedRead:
         """Like :meth:`read_at`, but the batch is rolled back instead of committed: the group's
@@ -462,7 +464,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         Raises:
             The same errors as :meth:`read_at`.
         """
-        return await self._positioned(partition_key, offset, consume=False)
+        return await self._positioned("peek_at", partition_key, offset, consume=False)
 
     async def offset_bounds(self, partition_key: str) -> tuple[int, int]:
         """The partition store's ``(min_offset, max_offset)`` now, from one broker register at
@@ -577,7 +579,7 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
         """
         checks = Checks("read_with", error=ClientBalanceConfigError)
         checks.instance("codec", codec, BatchCodec)
-        checks.integer("offset", offset, low=0, high=2**63 - 1)  # an int64 on the wire
+        _check_offset(checks, offset)
         checks.done()
         session, _ = self._running()
         key = parse_key(partition_key)
@@ -597,14 +599,24 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
             )
 
     async def _positioned(
-        self, partition_key: str, offset: int, *, consume: bool, sequential: bool = False
+        self, call: str, partition_key: str, offset: int, *, consume: bool, sequential: bool = False
     ) -> PositionedRead:
+        # Checked here too, so a bad offset is named with the call the caller made.
+        checks = Checks(call, error=ClientBalanceConfigError)
+        _check_offset(checks, offset)
+        checks.done()
         got = await self.read_with(
             MESSAGES, partition_key, offset, sequential=sequential, consume=consume
         )
         return PositionedRead(
             got.partition_key, got.items, got.start_offset, got.next_offset, got.max_offset
         )
+
+
+def _check_offset(checks: Checks, offset: object) -> None:
+    """Add a problem to ``checks`` unless ``offset`` is an index offset (an int64 ≥ 0 on the
+    wire)."""
+    checks.integer("offset", offset, low=0, high=2**63 - 1)
 
 
 def _keys_of(texts: Iterable[str]) -> list[PartitionKey]:

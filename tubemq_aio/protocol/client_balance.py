@@ -86,7 +86,7 @@ def validate_bootstrap_offset(offset: int | None) -> int | None:
             the stored one).
     """
     if offset is not None:
-        checks = Checks("bootstrap offset", error=ClientBalanceConfigError)
+        checks = Checks("connect", error=ClientBalanceConfigError)  # its only caller
         checks.integer("offset", offset, low=0, high=_INT64_MAX)  # an int64 on the wire
         checks.done()
     return offset
