@@ -160,3 +160,8 @@ async def test_the_probes_answer_head_as_their_get(
     assert head.headers["content-type"] == got.headers["content-type"]
     spec = (await c.get("/openapi.json")).json()["paths"][path]
     assert list(spec) == ["get"]  # HEAD is served, not documented as an operation
+    # another method is refused naming the documented GET (it said ``Allow: HEAD``, which
+    # the schemathesis run of tests/integration flagged: ST205)
+    refused = await c.options(path)
+    assert refused.status_code == 405, refused.text
+    assert "GET" in [m.strip() for m in refused.headers["allow"].split(",")]

@@ -2,7 +2,9 @@
 
 Each also answers ``HEAD`` (the status and headers of its ``GET``, no body; RFC 9110, section
 9.3.2): uptime monitors and load balancers that probe with ``HEAD`` met 405 and took a healthy
-replica for a dead one. The ``HEAD`` routes stay out of the OpenAPI document."""
+replica for a dead one. The ``HEAD`` routes stay out of the OpenAPI document, and each ``GET``
+route is registered first: another method's 405 names the route that matched first in its
+``Allow`` header, which must list the documented ``GET``."""
 
 from __future__ import annotations
 
@@ -19,19 +21,19 @@ router = APIRouter(tags=["ops"])
 READY_TIMEOUT = 2.0
 
 
-@router.get("/healthz", operation_id="healthz")
 @router.head("/healthz", include_in_schema=False)
+@router.get("/healthz", operation_id="healthz")
 async def healthz() -> dict[str, str]:
     """Liveness: the event loop answers."""
     return {"status": "ok"}
 
 
+@router.head("/readyz", include_in_schema=False)
 @router.get(
     "/readyz",
     operation_id="readyz",
     responses={503: {"description": "a dependency is not ready"}},
 )
-@router.head("/readyz", include_in_schema=False)
 async def readyz(gateway: GatewayDep) -> Response:
     """Readiness: Redis and the master reachable (per the engine), the producer running;
     ``hints`` names the fix of a failed check when the gateway knows it."""
@@ -56,8 +58,8 @@ async def readyz(gateway: GatewayDep) -> Response:
     return json_response(body, 200 if ready else 503)
 
 
-@router.get("/metrics", operation_id="metrics", response_class=Response)
 @router.head("/metrics", include_in_schema=False, response_class=Response)
+@router.get("/metrics", operation_id="metrics", response_class=Response)
 async def metrics(gateway: GatewayDep) -> Response:
     """Prometheus text exposition of this replica."""
     return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
