@@ -16,10 +16,8 @@ from typing import Literal, cast
 import httpx
 import pytest
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeProducer, LongPollEngine
+from tests.support.gateway_fakes import ADMIN, CFG, LongPollEngine, fake_app
 from tests.support.gateway_stream_support import READER, served, serving, stream_config
-from tubemq_aio.gateway import create_app
-from tubemq_aio.producer import Producer
 from tubemq_aio.testing import FakeCluster, RedisServer
 
 BODY_TIMEOUT = 1.0
@@ -40,12 +38,7 @@ class Answer:
 async def port(request: pytest.FixtureRequest) -> AsyncIterator[int]:
     """A gateway (stand-in engine and producer) on a real uvicorn with ``request.param``."""
     http = cast(Literal["h11", "httptools"], request.param)
-    app = create_app(
-        CONFIG,
-        engine_factory=lambda _cfg: LongPollEngine({"g1": "clustering"}),
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    async with served(app, http) as url:
+    async with served(fake_app(LongPollEngine({"g1": "clustering"}), CONFIG), http) as url:
         yield int(url.rsplit(":", 1)[1])
 
 

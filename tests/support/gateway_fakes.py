@@ -8,17 +8,21 @@ tests use the real Redis/TubeMQ engine instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
+
+import httpx
+from fastapi import FastAPI
 
 from tubemq_aio.errors import SendOutcomeUnknownError, SendWindowFullError, TubeMQError
-from tubemq_aio.gateway import GatewayConfig
+from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.engine.data import (
     FetchOutcome,
     FetchQuery,
@@ -348,3 +352,27 @@ BASE_CONFIG: dict[str, Any] = {
     "groups": [{"name": "g1", "topics": ["demo"]}],
     "keys": [{"key": "k-admin-1", "scopes": ["produce:*", "consume:*", "admin:*"]}],
 }
+
+
+def fake_app(engine: Any, config: GatewayConfig = CFG, **options: Any) -> FastAPI:
+    """The gateway app over ``engine`` (a :class:`FakeEngine` or a subclass) and a fresh
+    :class:`FakeProducer`; ``options`` go to :func:`~tubemq_aio.gateway.create_app`."""
+    return create_app(
+        config,
+        engine_factory=lambda _cfg: engine,
+        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
+        **options,
+    )
+
+
+@contextlib.asynccontextmanager
+async def app_client(engine: Any, config: GatewayConfig = CFG) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of :func:`fake_app` in this process (its lifespan run; the admin key's
+    headers; an app error answered, not raised)."""
+    app = fake_app(engine, config)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://gw", headers=ADMIN) as client,
+    ):
+        yield client

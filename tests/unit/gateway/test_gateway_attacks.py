@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
+from tests.support.gateway_fakes import FakeEngine, app_client
 from tubemq_aio.gateway.engine.data import MAX_OFFSET
-from tubemq_aio.producer import Producer
 
 #: JSON texts that are neither a valid integer count nor a valid rate.
 _NOT_NUMBERS = ['"1"', "true", "NaN", "Infinity", "-Infinity", "-1", "1e400", "[]"]
@@ -75,16 +73,7 @@ OTHER_VALUES = [
 async def client() -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     engine = FakeEngine({"g1": "clustering", "gb": "broadcast", "other": "clustering"})
     engine.add("1:demo:0", b"a1", b"a2")
-    app = create_app(
-        CFG,
-        engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://gw", headers=ADMIN) as c,
-    ):
+    async with app_client(engine) as c:
         r = await c.post("/v1/groups/g1/fetch", json={})
         assert r.status_code == 200, r.text
         yield c, r.json()["lease"]["token"]

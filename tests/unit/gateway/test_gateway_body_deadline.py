@@ -8,18 +8,16 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable
-from typing import cast
 
 import anyio
 import httpx
 import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeProducer, LongPollEngine
+from tests.support.gateway_fakes import CFG, LongPollEngine, app_client
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.http.body_deadline import BodyDeadline, BodyDeadlinePassed
 from tubemq_aio.gateway.http.edge import EdgeMiddleware
-from tubemq_aio.producer import Producer
 
 
 def part(body: bytes, more: bool = True) -> Message:
@@ -206,16 +204,7 @@ async def test_a_deadline_after_the_answer_began_just_ends_the_request() -> None
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     config = dataclasses.replace(CFG, body_timeout=0.5, noop_route=True)
-    app = create_app(
-        config,
-        engine_factory=lambda _cfg: LongPollEngine({"g1": "clustering"}),
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://gw", headers=ADMIN) as c,
-    ):
+    async with app_client(LongPollEngine({"g1": "clustering"}), config) as c:
         yield c
 
 

@@ -6,17 +6,15 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
-from typing import cast
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, FakeEngine, fake_app
 from tubemq_aio.errors import ConfigError, TubeMQError
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.config.cors import CorsConfig
-from tubemq_aio.producer import Producer
 
 ORIGIN = "https://app.example.com"
 
@@ -24,12 +22,7 @@ ORIGIN = "https://app.example.com"
 def _client(config: GatewayConfig) -> TestClient:
     engine = FakeEngine({"g1": "clustering"})
     engine.add("1:demo:0", b"a1")
-    app = create_app(
-        config,
-        engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    return TestClient(app)
+    return TestClient(fake_app(engine, config))
 
 
 @pytest.fixture

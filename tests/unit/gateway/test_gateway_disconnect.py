@@ -15,14 +15,12 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 
-from tests.support.gateway_fakes import CFG, READER, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
+from tests.support.gateway_fakes import READER, FakeEngine, fake_app
 from tubemq_aio.gateway.engine.data import FetchOutcome, FetchQuery
 from tubemq_aio.gateway.engine.port import SettleAction, SettleResult
 from tubemq_aio.gateway.engine.waker import Waker
 from tubemq_aio.gateway.http.disconnect import run_unless_disconnected
 from tubemq_aio.gateway.leases.lease_key import LeaseKey
-from tubemq_aio.producer import Producer
 from tubemq_aio.supervisor import Supervisor
 from tubemq_aio.testing import wait_until
 
@@ -122,11 +120,7 @@ class Call:
 @pytest.fixture
 async def app_engine() -> AsyncIterator[tuple[FastAPI, PollingEngine]]:
     engine = PollingEngine()
-    app = create_app(
-        CFG,
-        engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
+    app = fake_app(engine)
     async with app.router.lifespan_context(app):
         yield app, engine
 

@@ -11,14 +11,11 @@ for one of the two; it is a 422 ``invalid_request`` now.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import cast
 
 import httpx
 import pytest
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
-from tubemq_aio.producer import Producer
+from tests.support.gateway_fakes import FakeEngine, app_client
 
 _JSON = {"content-type": "application/json"}
 
@@ -36,16 +33,7 @@ def _refused(r: httpx.Response, code: str) -> str:
 async def gateway() -> AsyncIterator[tuple[httpx.AsyncClient, FakeEngine]]:
     engine = FakeEngine({"g1": "clustering"})
     engine.add("1:demo:0", b"a1", b"a2")
-    app = create_app(
-        CFG,
-        engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://gw", headers=ADMIN) as c,
-    ):
+    async with app_client(engine) as c:
         yield c, engine
 
 

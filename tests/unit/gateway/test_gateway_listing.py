@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, READER, FakeEngine, FakeProducer
-from tubemq_aio.gateway import GatewayConfig, create_app
+from tests.support.gateway_fakes import ADMIN, READER, FakeEngine, fake_app
+from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.errors import TubeUnavailableError
 from tubemq_aio.gateway.tubemq.topic_offsets import TopicPartition
-from tubemq_aio.producer import Producer
 
 PRODUCER_ONLY = {"Authorization": "Bearer k-producer-1"}
 CONFIG = GatewayConfig.from_mapping(
@@ -61,13 +60,7 @@ def topics() -> Topics:
 def client(topics: Topics) -> Iterator[TestClient]:
     engine = FakeEngine({"g1": "clustering", "gb": "broadcast", "other": "clustering"})
     engine.add("1:demo:0", b"a1", b"a2")
-    app = create_app(
-        CONFIG,
-        engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-        topic_offsets=topics,
-    )
-    with TestClient(app) as c:
+    with TestClient(fake_app(engine, CONFIG, topic_offsets=topics)) as c:
         yield c
 
 

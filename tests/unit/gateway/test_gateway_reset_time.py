@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import cast
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
-from tubemq_aio.producer import Producer
+from tests.support.gateway_fakes import ADMIN, READER, FakeEngine, fake_app
 
 URL = "/v1/groups/g1/offsets/reset"
 
@@ -23,12 +20,7 @@ def client() -> Iterator[TestClient]:
     for n in range(3):
         engine.add("1:demo:0", b"x", b"y", msg_time=datetime(2026, 11, 29, 10, 2 * n))
     engine.add("1:demo:1", b"z", msg_time=datetime(2026, 11, 29, 10, 0))
-    app = create_app(
-        CFG,
-        engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    with TestClient(app) as c:
+    with TestClient(fake_app(engine)) as c:
         yield c
 
 

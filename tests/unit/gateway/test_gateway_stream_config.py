@@ -5,17 +5,16 @@ page served with a policy that keeps it on its own origin, its session refused w
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, READER, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, BASE_CONFIG, CFG, READER, FakeEngine, fake_app
 from tubemq_aio.errors import ConfigError
-from tubemq_aio.gateway import GatewayConfig, create_app
+from tubemq_aio.gateway import GatewayConfig
 from tubemq_aio.gateway.config.stream_config import StreamConfig
 from tubemq_aio.gateway.dev import DevOptions, dev_config
-from tubemq_aio.producer import Producer
 
 
 def _config(**extra: Any) -> GatewayConfig:
@@ -62,12 +61,7 @@ def test_stream_must_be_a_table_and_ui_a_boolean() -> None:
 
 
 def _client(config: GatewayConfig) -> TestClient:
-    app = create_app(
-        config,
-        engine_factory=lambda _cfg: FakeEngine({"g1": "clustering"}),
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
-    )
-    return TestClient(app)
+    return TestClient(fake_app(FakeEngine({"g1": "clustering"}), config))
 
 
 def test_ui_is_off_by_default() -> None:
