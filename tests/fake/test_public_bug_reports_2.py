@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -63,6 +64,25 @@ async def _produce(cluster: FakeCluster) -> list[bytes]:
     return bodies
 
 
+@contextlib.asynccontextmanager
+async def _reading(
+    group: str, prefetch: int = PREFETCH
+) -> AsyncIterator[tuple[FakeCluster, Consumer, list[bytes]]]:
+    """A two-broker fake cluster holding :func:`_produce`'s bodies, and a consumer of ``group``
+    with ``prefetch`` batches of buffer, reading from the earliest offset, assigned."""
+    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
+        bodies = await _produce(cluster)
+        async with Consumer(
+            cluster.master_addr,
+            group=group,
+            topics=["demo"],
+            consume_from="earliest",
+            max_prefetch_batches=prefetch,
+        ) as consumer:
+            await consumer.wait_for_assignment(timeout=10)
+            yield cluster, consumer, bodies
+
+
 def _registers(cluster: FakeCluster) -> int:
     """Consumer registrations the master got (either version of the request)."""
     return sum(
@@ -86,24 +106,15 @@ async def test_a_consumer_nobody_reads_stops_fetching_at_its_prefetch_bound() ->
     confluentinc/librdkafka#1994 (the same, memory growing to the queue's limit per partition):
     a started consumer that nobody reads sends at most ``max_prefetch_batches`` fetches however
     many messages wait, and once read it delivers every message exactly once."""
-    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
-        bodies = await _produce(cluster)
-        async with Consumer(
-            cluster.master_addr,
-            group="g1775",
-            topics=["demo"],
-            consume_from="earliest",
-            max_prefetch_batches=PREFETCH,
-        ) as consumer:
-            await consumer.wait_for_assignment(timeout=10)
-            await wait_until(lambda: cluster.requests(GET) >= PREFETCH, 10, "the buffer filled")
-            assert await _gets_settle(cluster) == PREFETCH
-            read: list[bytes] = []
-            async with asyncio.timeout(20):
-                while len(read) < MESSAGES:
-                    async with await consumer.getmany(timeout=1) as batch:
-                        read.extend(m.body for m in batch)
-        assert sorted(read) == bodies
+    async with _reading("g1775") as (cluster, consumer, bodies):
+        await wait_until(lambda: cluster.requests(GET) >= PREFETCH, 10, "the buffer filled")
+        assert await _gets_settle(cluster) == PREFETCH
+        read: list[bytes] = []
+        async with asyncio.timeout(20):
+            while len(read) < MESSAGES:
+                async with await consumer.getmany(timeout=1) as batch:
+                    read.extend(m.body for m in batch)
+    assert sorted(read) == bodies
 
 
 async def test_pause_keeps_the_buffered_batches_and_fetches_nothing_more() -> None:
@@ -115,39 +126,30 @@ async def test_pause_keeps_the_buffered_batches_and_fetches_nothing_more() -> No
     ``pause()`` returns still come out, and they are all that does: no fetch is sent while
     paused, and after ``resume()`` every message has been read exactly once, in order per
     partition (nothing buffered was dropped and fetched again)."""
-    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
-        bodies = await _produce(cluster)
-        async with Consumer(
-            cluster.master_addr,
-            group="g7548",
-            topics=["demo"],
-            consume_from="earliest",
-            max_prefetch_batches=PREFETCH,
-        ) as consumer:
-            await consumer.wait_for_assignment(timeout=10)
-            read: list[tuple[str, bytes]] = []
+    async with _reading("g7548") as (cluster, consumer, bodies):
+        read: list[tuple[str, bytes]] = []
 
-            async def take(timeout: float) -> int:
-                async with await consumer.getmany(timeout=timeout) as batch:
-                    read.extend((batch.partition_key, m.body) for m in batch)
-                    return len(batch)
+        async def take(timeout: float) -> int:
+            async with await consumer.getmany(timeout=timeout) as batch:
+                read.extend((batch.partition_key, m.body) for m in batch)
+                return len(batch)
 
-            assert await take(5)
-            await wait_until(lambda: cluster.requests(GET) > PREFETCH, 10, "the buffer refilled")
-            consumer.pause()
-            fetched = await _gets_settle(cluster)
-            while await take(0.2):  # what was buffered at the pause
-                pass
-            assert len(read) <= (1 + PREFETCH) * MAX_BATCH
-            assert cluster.requests(GET) == fetched  # nothing fetched while paused
-            consumer.resume()
-            async with asyncio.timeout(20):
-                while len(read) < MESSAGES:
-                    await take(1)
-        assert sorted(body for _, body in read) == bodies
-        for key in {k for k, _ in read}:
-            mine = [body for k, body in read if k == key]
-            assert mine == sorted(mine), key
+        assert await take(5)
+        await wait_until(lambda: cluster.requests(GET) > PREFETCH, 10, "the buffer refilled")
+        consumer.pause()
+        fetched = await _gets_settle(cluster)
+        while await take(0.2):  # what was buffered at the pause
+            pass
+        assert len(read) <= (1 + PREFETCH) * MAX_BATCH
+        assert cluster.requests(GET) == fetched  # nothing fetched while paused
+        consumer.resume()
+        async with asyncio.timeout(20):
+            while len(read) < MESSAGES:
+                await take(1)
+    assert sorted(body for _, body in read) == bodies
+    for key in {k for k, _ in read}:
+        mine = [body for k, body in read if k == key]
+        assert mine == sorted(mine), key
 
 
 async def test_a_loop_blocked_past_the_member_timeout_recovers_and_reads_on() -> None:
@@ -371,33 +373,24 @@ async def test_getmany_cancelled_at_every_step_loses_no_message_and_no_prefetch_
     consumer fetched less and less): ``getmany`` calls cancelled after 0, 1, 2 ... loop turns,
     while a small prefetch buffer is full, neither drop a fetched batch nor keep its buffer
     slot: afterwards the consumer still fetches, and every message is read (at least once)."""
-    async with FakeCluster(topics={"demo": 2}, brokers=2, max_batch=MAX_BATCH) as cluster:
-        bodies = await _produce(cluster)
-        async with Consumer(
-            cluster.master_addr,
-            group="g1031",
-            topics=["demo"],
-            consume_from="earliest",
-            max_prefetch_batches=1,
-        ) as consumer:
-            await consumer.wait_for_assignment(timeout=10)
-            read: set[bytes] = set()
-            cut = 0
-            for turns in range(1, 31):
-                call = asyncio.ensure_future(consumer.getmany(timeout=0.2))
-                for _ in range(turns):
-                    await asyncio.sleep(0)
-                if not call.done():
-                    cut += 1
-                    call.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    async with await call as batch:
-                        read.update(m.body for m in batch)
+    async with _reading("g1031", prefetch=1) as (_cluster, consumer, bodies):
+        read: set[bytes] = set()
+        cut = 0
+        for turns in range(1, 31):
+            call = asyncio.ensure_future(consumer.getmany(timeout=0.2))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            if not call.done():
+                cut += 1
+                call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                async with await call as batch:
+                    read.update(m.body for m in batch)
+            async with await consumer.getmany(timeout=0.2) as batch:
+                read.update(m.body for m in batch)
+        assert cut
+        async with asyncio.timeout(20):
+            while len(read) < MESSAGES:
                 async with await consumer.getmany(timeout=0.2) as batch:
                     read.update(m.body for m in batch)
-            assert cut
-            async with asyncio.timeout(20):
-                while len(read) < MESSAGES:
-                    async with await consumer.getmany(timeout=0.2) as batch:
-                        read.update(m.body for m in batch)
-        assert sorted(read) == bodies
+    assert sorted(read) == bodies
