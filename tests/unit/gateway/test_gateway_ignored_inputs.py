@@ -45,7 +45,8 @@ async def gateway() -> AsyncIterator[tuple[httpx.AsyncClient, FakeEngine]]:
         (b"[]", "body: this route takes no body"),
         (b"null", "body: this route takes no body"),
         (b'{"a":', "body: not valid JSON at character 5"),
-        (b"[" * 3000 + b"]" * 3000, "body: not valid JSON"),
+        # too deep for json on 3.11 and 3.12 ("not valid JSON"); 3.13 parses it ("takes no body")
+        (b"[" * 3000 + b"]" * 3000, "body: "),
     ],
 )
 async def test_a_pause_with_a_body_is_refused_and_pauses_nothing(
