@@ -577,9 +577,22 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
                 any I/O, so no batch is consumed and then lost to a failing decode).
             The same errors as :meth:`read_at`.
         """
-        checks = Checks("read_with", error=ClientBalanceConfigError)
+        return await self._read("read_with", codec, partition_key, offset, sequential, consume)
+
+    async def _read(
+        self,
+        call: str,
+        codec: BatchCodec[A, T],
+        partition_key: str,
+        offset: int,
+        sequential: bool,
+        consume: bool,
+    ) -> BatchRead[T]:
+        """:meth:`read_with`, its arguments checked in the name of ``call``, the public method
+        the caller used (``read_at``, ``read_next``, ``peek_at`` or ``read_with``)."""
+        checks = Checks(call, error=ClientBalanceConfigError)
         checks.instance("codec", codec, BatchCodec)
-        _check_offset(checks, offset)
+        checks.integer("offset", offset, low=0, high=2**63 - 1)  # an int64 on the wire
         checks.done()
         session, _ = self._running()
         key = parse_key(partition_key)
@@ -601,22 +614,10 @@ class ClientBalancedConsumer(ConsumerBase[ClientBalanceSession]):
     async def _positioned(
         self, call: str, partition_key: str, offset: int, *, consume: bool, sequential: bool = False
     ) -> PositionedRead:
-        # Checked here too, so a bad offset is named with the call the caller made.
-        checks = Checks(call, error=ClientBalanceConfigError)
-        _check_offset(checks, offset)
-        checks.done()
-        got = await self.read_with(
-            MESSAGES, partition_key, offset, sequential=sequential, consume=consume
-        )
+        got = await self._read(call, MESSAGES, partition_key, offset, sequential, consume)
         return PositionedRead(
             got.partition_key, got.items, got.start_offset, got.next_offset, got.max_offset
         )
-
-
-def _check_offset(checks: Checks, offset: object) -> None:
-    """Add a problem to ``checks`` unless ``offset`` is an index offset (an int64 ≥ 0 on the
-    wire)."""
-    checks.integer("offset", offset, low=0, high=2**63 - 1)
 
 
 def _keys_of(texts: Iterable[str]) -> list[PartitionKey]:
