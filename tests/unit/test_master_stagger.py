@@ -81,6 +81,37 @@ async def test_an_answer_cancels_the_attempts_still_silent() -> None:
     assert [t.cancelled() for t in started] == [True, True, False]
 
 
+async def test_a_call_cancelled_by_its_caller_ends_every_attempt_it_started() -> None:
+    """Two tasks on one invoker, one cancelled while its staggered attempts wait on silent
+    masters: its attempts end with it (no task left running), the other call is not touched."""
+    started: list[asyncio.Task[object]] = []
+    rpc = ScriptedRpc({A: Late(), B: Late(), C: Late()})
+
+    class Recording(ScriptedRpc):
+        async def call(self, *args: object, **kwargs: object) -> bytes:
+            task = asyncio.current_task()
+            assert task is not None
+            started.append(task)
+            return await rpc.call(*args, **kwargs)  # type: ignore[arg-type]
+
+    invoker = MasterInvoker(Recording({}), [A, B, C], timeout=3.0)
+    cut, other = asyncio.ensure_future(call(invoker)), asyncio.ensure_future(call(invoker))
+    await asyncio.sleep(MASTER_STAGGER + 0.2)  # each call has asked A, then B
+    assert len(started) == 4
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    assert cut.cancelled()
+    ended = [t for t in started if t.done()]
+    assert len(ended) == 2  # the cut call's two
+    assert all(t.cancelled() for t in ended)
+    assert not other.done()
+    other.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await other
+    assert all(t.cancelled() for t in started)
+
+
 async def test_a_call_without_time_left_raises_a_timeout_without_asking() -> None:
     """A close given nothing of its budget any more (the release used it up) asks no master."""
     rpc = ScriptedRpc({A: None})
