@@ -4,7 +4,9 @@ Fixtures:
 
 * ``server`` (function): a started echo :class:`~tests.support.echo_server.FakeServer` on
   loopback, stopped after the test.
-* ``settings`` (function): transport settings with short intervals, so timing tests stay fast.
+* ``settings`` (function): transport settings with short intervals, so timing tests stay fast,
+  and a connect timeout long enough for a loopback connect on a loaded two-core machine (CI
+  once saw 1 s run out there while ten test workers shared the cores).
 * ``redis_server`` (module): one real redis-server for all the tests of a module (the gateway
   store tests; each empties it with :func:`~tests.support.gateway_redis.flushed_store`).
 
@@ -40,7 +42,7 @@ async def server() -> AsyncIterator[FakeServer]:
 @pytest.fixture
 def settings() -> TransportSettings:
     """Transport settings with short intervals so timing tests stay fast."""
-    return TransportSettings(sweep_interval=0.01, connect_timeout=1.0, backoff_initial=0.2)
+    return TransportSettings(sweep_interval=0.01, connect_timeout=10.0, backoff_initial=0.2)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

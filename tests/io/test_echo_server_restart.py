@@ -23,10 +23,10 @@ HOST = "127.0.0.1"
 
 
 async def echo(port: int) -> bytes:
-    pool = ConnectionPool(TransportSettings(connect_timeout=2.0))
+    pool = ConnectionPool(TransportSettings(connect_timeout=10.0))
     try:
         conn = await pool.connection(Address(HOST, port))
-        return await conn.call(request_payload(b"back"), 2.0)
+        return await conn.call(request_payload(b"back"), 10.0)
     finally:
         await pool.close()
 

@@ -85,7 +85,7 @@ async def test_timeout_fails_call_and_keeps_connection(
     assert conn.in_flight == 0
     assert not conn.is_closed
     server.knobs.drop = False
-    assert await conn.call(request_payload(b"y"), 1.0) == b"y"
+    assert await conn.call(request_payload(b"y"), 5.0) == b"y"
     await pool.close()
 
 

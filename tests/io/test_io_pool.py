@@ -39,7 +39,7 @@ async def test_idle_connection_is_reaped(server: FakeServer) -> None:
     settings = TransportSettings(sweep_interval=0.01, idle_timeout=0.2)
     pool = ConnectionPool(settings)
     conn = await pool.connection(addr(server))
-    assert await conn.call(request_payload(b"x"), 1.0) == b"x"
+    assert await conn.call(request_payload(b"x"), 5.0) == b"x"
     await asyncio.sleep(0.5)
     assert pool.connections == {}
     assert conn.is_closed
@@ -61,12 +61,12 @@ async def test_busy_connection_is_not_reaped(server: FakeServer) -> None:
 
 async def test_reconnect_after_server_restart_with_backoff(server: FakeServer) -> None:
     settings = TransportSettings(
-        sweep_interval=0.01, backoff_initial=0.5, backoff_jitter=0.0, connect_timeout=1.0
+        sweep_interval=0.01, backoff_initial=0.5, backoff_jitter=0.0, connect_timeout=10.0
     )
     pool = ConnectionPool(settings, rand=lambda: 0.0)
     assert pool.retry_in(addr(server)) == 0.0  # never failed
     first = await pool.connection(addr(server))
-    assert await first.call(request_payload(b"1"), 1.0) == b"1"
+    assert await first.call(request_payload(b"1"), 5.0) == b"1"
     assert pool.retry_in(addr(server)) == 0.0  # connected
     port = server.port
     await server.stop(hold_port=True)  # refused meanwhile; the restart gets the port back
@@ -84,7 +84,7 @@ async def test_reconnect_after_server_restart_with_backoff(server: FakeServer) -
     assert pool.retry_in(addr(server)) == 0.0
     second = await pool.connection(addr(server))
     assert second is not first
-    assert await second.call(request_payload(b"2"), 1.0) == b"2"
+    assert await second.call(request_payload(b"2"), 5.0) == b"2"
     assert pool.stats.reconnects == 1
     assert pool.stats.connect_failures == 1
     await pool.close()
@@ -102,7 +102,7 @@ async def test_shared_pool_reuses_connection_across_clients(server: FakeServer) 
     assert "shared refs=2" in repr(a)
     await a.close()
     assert not b.closed
-    assert await conn_b.call(request_payload(b"still"), 1.0) == b"still"
+    assert await conn_b.call(request_payload(b"still"), 5.0) == b"still"
     await b.close()
     assert b.closed
     assert conn_b.is_closed

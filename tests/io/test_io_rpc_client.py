@@ -67,7 +67,7 @@ async def test_endpoints_without_tls_flag_use_the_client_default(
     rpc = RpcClient(pool)
     peer = HostPort("127.0.0.1", server.port)
     assert not rpc.connected(peer)
-    assert await rpc.call(peer, Method.MASTER_PRODUCER_HEARTBEAT, b"9", 1.0) == b"9"
+    assert await rpc.call(peer, Method.MASTER_PRODUCER_HEARTBEAT, b"9", 5.0) == b"9"
     assert rpc.connected(peer)
     assert list(pool.connections) == [Address("127.0.0.1", server.port, False)]
     tls_rpc = RpcClient(pool, tls=True)
