@@ -7,7 +7,9 @@ does the same work with one wrapper. A body over the limit is refused with 413 f
 counted by route template, method and status, and its latency observed by route template.
 A request with a body whose ``Content-Type`` is not JSON (``application/json`` or
 ``application/<something>+json``; curl's ``-d`` alone sends a form type) is refused with 415
-``unsupported_media_type`` saying to send JSON, instead of a 422 about the body's shape.
+``unsupported_media_type`` saying to send JSON, instead of a 422 about the body's shape; so is
+a JSON body declaring a ``charset`` other than UTF-8 (JSON on the wire is UTF-8, RFC 8259 §8.1:
+a Latin-1 body read as UTF-8 would be refused or, worse, stored with other characters).
 A body not complete within ``body_timeout`` seconds of the request's start is answered 408
 ``request_timeout`` with ``Connection: close`` (see :mod:`.body_deadline`), and the request ends.
 """
@@ -32,13 +34,20 @@ __all__ = ["EdgeMiddleware"]
 #: Request methods counted under their own label; any other is counted as ``other``.
 _KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _JSON_REFUSAL = "send the request body as JSON, with the header Content-Type: application/json"
+_UTF8_REFUSAL = (
+    "send the request body as JSON in UTF-8 (RFC 8259 section 8.1), with the header "
+    "Content-Type: application/json and no charset, or charset=utf-8"
+)
+#: The ``charset`` values taken for a JSON body (lower case): UTF-8's name and its common alias.
+_UTF8_NAMES = frozenset({b"utf-8", b"utf8"})
 #: A late body's answer ends the connection: the rest of the body may still come, and nothing
 #: else can be read on it before that (the server then closes it).
 _CLOSE = {"connection": "close"}
 
 
-def _json_or_no_body(scope: Scope) -> bool:
-    """Whether the request has no body, or declares a JSON one."""
+def _media_refusal(scope: Scope) -> str | None:
+    """Why the request's body is refused (415), or None: it has none, or it is JSON in UTF-8
+    (the ``charset`` parameter, if any, names UTF-8, in any case, quoted or not)."""
     length = b""
     media = b""
     chunked = False
@@ -50,11 +59,21 @@ def _json_or_no_body(scope: Scope) -> bool:
         elif name == b"transfer-encoding":
             chunked = True
     if not chunked and length.strip(b" 0") == b"":
-        return True  # no body (or an empty one): nothing to misread
-    kind = media.split(b";", 1)[0].strip().lower()
-    return kind == b"application/json" or (
+        return None  # no body (or an empty one): nothing to misread
+    kind, _, parameters = media.partition(b";")
+    kind = kind.strip().lower()
+    if kind != b"application/json" and not (
         kind.startswith(b"application/") and kind.endswith(b"+json")
-    )
+    ):
+        return _JSON_REFUSAL
+    for parameter in parameters.split(b";") if parameters else ():
+        key, _, value = parameter.partition(b"=")
+        if key.strip().lower() == b"charset":
+            charset = value.strip().strip(b'"').strip().lower()
+            if charset not in _UTF8_NAMES:
+                declared = charset.decode("latin-1")
+                return f"the body declares charset {declared!r}: {_UTF8_REFUSAL}"
+    return None
 
 
 class EdgeMiddleware:
@@ -98,9 +117,10 @@ class EdgeMiddleware:
             await send(message)
 
         try:
-            if not _json_or_no_body(scope):
+            refusal = _media_refusal(scope)
+            if refusal is not None:
                 status = 415
-                await self._refuse(send, UnsupportedMediaTypeError(_JSON_REFUSAL))
+                await self._refuse(send, UnsupportedMediaTypeError(refusal))
                 return
             replay = await self._within_limit(scope, receive, started)
             if replay is None:
