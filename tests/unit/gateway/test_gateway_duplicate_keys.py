@@ -1,0 +1,45 @@
+"""A key given twice in a JSON body: the last one counts, on every way a body is read (the
+direct route's model, FastAPI's handler, the shared batch reader), as docs/gateway.md says."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
+from tubemq_aio.gateway import create_app
+from tubemq_aio.producer import Producer
+
+
+@pytest.mark.parametrize(
+    ("path", "media", "body"),
+    [
+        # exactly application/json: the direct route's model reads it
+        ("/v1/topics/demo/messages", "application/json", b'{"value": "a", "value": "b"}'),
+        # with a charset: FastAPI's handler reads it
+        (
+            "/v1/topics/demo/messages",
+            "application/json; charset=utf-8",
+            b'{"value": "a", "value": "b"}',
+        ),
+        # a batch whose messages share their options: read by orjson
+        (
+            "/v1/topics/demo/messages/batch",
+            "application/json",
+            b'{"messages": [{"value": "a", "value": "b"}]}',
+        ),
+    ],
+)
+def test_the_last_of_a_repeated_key_counts(path: str, media: str, body: bytes) -> None:
+    producer = FakeProducer()
+    app = create_app(
+        CFG,
+        engine_factory=lambda _c: FakeEngine({"g1": "clustering"}),
+        producer_factory=lambda _c: cast(Producer, producer),
+    )
+    with TestClient(app) as client:
+        r = client.post(path, content=body, headers={**ADMIN, "Content-Type": media})
+    assert r.status_code == 200, r.text
+    assert [(topic, value) for topic, value, _ in producer.sent] == [("demo", b"b")]
