@@ -71,6 +71,7 @@ def test_wheel_installs_and_works_in_a_clean_venv(
     assert "Provides-Extra: dev" not in metadata
     assert "tubemq_aio/py.typed" in names
     assert "tubemq_aio/cli/__init__.py" in names
+    assert "_tubemq_aio_entry.py" in names  # the console commands' light entry module
     assert "tubemq_aio/testing/runtime-pom.xml" in names
     assert "tubemq_aio/testing/runtime-pom-1.x.xml" in names  # LocalCluster(version="1.2.0-…")
     assert not any(n.startswith(("tests/", "examples/", "benchmarks/")) for n in names)
