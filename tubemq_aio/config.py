@@ -145,6 +145,21 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+def _checked_host_port(address: HostPort) -> HostPort:
+    """``address`` once its fields are checked as :func:`parse_host_port` checks text (a
+    :class:`HostPort` is built without a check: the client makes them from server answers)."""
+    checks = Checks("address")
+    host, port = address.host, address.port
+    if not isinstance(host, str):
+        checks.fail(f"address {shown(address)}: host must be a string, got {type(host).__name__}")
+    problem = host_problem(host)
+    if problem is not None:
+        checks.problem(f"address {shown(address)}: host {problem}")
+    checks.integer(f"address {shown(address)}: port", port, low=1, high=65535)
+    checks.done()
+    return address
+
+
 def is_loopback_host(host: str) -> bool:
     """Whether ``host`` names this machine's loopback interface: an IPv4 address in
     127.0.0.0/8, the IPv6 ``::1`` (any spelling, also IPv4-mapped ``::ffff:127.x.y.z``), or the
@@ -187,11 +202,11 @@ def parse_masters(
             address is invalid (its host as :func:`host_problem` says, its port outside
             1-65535).
     """
-    if isinstance(masters, HostPort):
-        return (masters,)
     checks = Checks("masters")
     items: list[object] = []
-    if isinstance(masters, str):
+    if isinstance(masters, HostPort):
+        items = [masters]
+    elif isinstance(masters, str):
         items = list(masters.split(","))
     elif isinstance(masters, set | frozenset):
         checks.fail("masters must be a list or a tuple, not a set: masters are tried in order")
@@ -215,7 +230,7 @@ def parse_masters(
             continue
         try:
             address = (
-                item
+                _checked_host_port(item)
                 if isinstance(item, HostPort)
                 else parse_host_port(item, default_port=DEFAULT_MASTER_PORT)  # type: ignore[arg-type]
             )

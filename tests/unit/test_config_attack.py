@@ -328,3 +328,21 @@ def test_masters_separated_by_spaces_are_told_to_use_commas(masters: str) -> Non
     # before: "write an IPv6 address with a port as [ip]:port", for two IPv4 addresses
     with pytest.raises(ConfigError, match="separate addresses with ','"):
         parse_masters(masters)
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        (HostPort(5, "x"), "host must be a string, got int"),  # type: ignore[arg-type]
+        (HostPort("h\x00", 1), "a character no host name has"),
+        (HostPort("[::1]", 1), "a character no host name has"),  # kept without brackets
+        (HostPort("h", 0), r"port must be an integer in \[1, 65535\], got 0"),
+        (HostPort("h", True), "port must be an integer .* got bool"),
+    ],
+)
+def test_a_host_port_given_as_is_is_checked_too(address: HostPort, problem: str) -> None:
+    # before: kept unchecked (HostPort(5, "x") failed at the first connect)
+    with pytest.raises(ConfigError, match=problem):
+        ProducerConfig(masters=address)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=problem):
+        parse_masters([HostPort("ok", 1), address])
