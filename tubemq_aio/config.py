@@ -20,7 +20,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tubemq_aio._url_keys import translate_query
 from tubemq_aio.auth import Credentials
-from tubemq_aio.checks import Checks, integer_of_text, is_seconds, number_of_text, shown
+from tubemq_aio.checks import (
+    Checks,
+    check_options,
+    integer_of_text,
+    is_seconds,
+    number_of_text,
+    shown,
+)
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.framing import BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
@@ -425,6 +432,7 @@ class ClientConfig:
     @classmethod
     def _from_url(cls, url: str, overrides: Mapping[str, Any]) -> Self:
         """:meth:`from_url` for every subclass (each types its own keywords)."""
+        check_options(cls, overrides, what=f"{cls.__name__}.from_url")
         checks = Checks("URL")
         if not isinstance(url, str):
             checks.fail(f"the URL must be a string, got {type(url).__name__}")

@@ -346,3 +346,10 @@ def test_a_host_port_given_as_is_is_checked_too(address: HostPort, problem: str)
         ProducerConfig(masters=address)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=problem):
         parse_masters([HostPort("ok", 1), address])
+
+
+@pytest.mark.parametrize("cls", [ClientConfig, ProducerConfig, ConsumerConfig])
+def test_an_unknown_keyword_of_from_url_is_a_config_error(cls: type[ClientConfig]) -> None:
+    # before: TypeError (__init__() got an unexpected keyword argument 'bogus')
+    with pytest.raises(ConfigError, match=r"from_url: unknown option\(s\) 'bogus'"):
+        cls.from_url("tubemq://h:1?group=g1&topic=t", bogus=1)  # type: ignore[call-arg]
