@@ -353,3 +353,12 @@ def test_an_unknown_keyword_of_from_url_is_a_config_error(cls: type[ClientConfig
     # before: TypeError (__init__() got an unexpected keyword argument 'bogus')
     with pytest.raises(ConfigError, match=r"from_url: unknown option\(s\) 'bogus'"):
         cls.from_url("tubemq://h:1?group=g1&topic=t", bogus=1)  # type: ignore[call-arg]
+
+
+def test_a_view_of_wider_items_is_read_as_its_bytes() -> None:
+    # before: detect_format counted 2-byte items, so decode_message returned this InLongMsg
+    # body as one RAW record while decode() decoded it
+    body = b"\x0f\x00" + b"\x00\x00\x00\x00" + b"\x0f\x00"
+    view = memoryview(body).cast("H")
+    assert tdmsg.detect_format(view) is tdmsg.TDFormat.V0
+    assert tdmsg.decode_message(view, None) == tdmsg.decode(body) == []

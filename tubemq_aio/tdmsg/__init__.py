@@ -79,6 +79,8 @@ def detect_format(body: BytesLike) -> TDFormat | None:
         checks = Checks("tdmsg")
         checks.instance("body", body, (bytes, bytearray, memoryview))
         checks.done()
+    if isinstance(body, memoryview) and (body.ndim != 1 or body.itemsize != 1):
+        body = bytes(body)  # len() and slices of a view of shorts or a 2-D view count items
     data = bytes(body[:2]) + bytes(body[-2:]) if len(body) >= 4 else b""
     if len(data) == 4 and data[0] == _MAGIC_FIRST and data[:2] == data[2:] and data[1] <= 4:
         return TDFormat(data[1])
