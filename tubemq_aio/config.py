@@ -327,7 +327,8 @@ class ClientConfig:
         connect_backoff_jitter: the fraction of each pause drawn at random, so clients that
             lost a node together do not come back together (default 0.2, in [0, 1]).
         client_host: the local address reported to the master as this client's host
-            (default: the address of the socket that reaches the master).
+            (default: the address of the socket that reaches the master); an IPv4 address
+            or a host name, never an IPv6 address (ids and metadata use ``:`` as a separator).
         telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
             is installed, ``True`` = required, ``False`` = off, or a
             :class:`~tubemq_aio.telemetry.Telemetry` naming providers (docs/observability.md).
@@ -406,6 +407,11 @@ class ClientConfig:
         c.number("connect_backoff_multiplier", self.connect_backoff_multiplier, low=1.0, high=100.0)
         c.number("connect_backoff_jitter", self.connect_backoff_jitter, low=0.0, high=1.0)
         _check_host(c, "client_host", self.client_host)
+        if isinstance(self.client_host, str) and ":" in self.client_host:
+            c.problem(
+                f"client_host {shown(self.client_host)} is an IPv6 address: TubeMQ client ids "
+                "and metadata use ':' as a separator; give an IPv4 address of this machine"
+            )
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)
         c.optional_seconds("stats_log_interval", self.stats_log_interval, high=86_400.0)

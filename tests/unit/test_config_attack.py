@@ -362,3 +362,10 @@ def test_a_view_of_wider_items_is_read_as_its_bytes() -> None:
     view = memoryview(body).cast("H")
     assert tdmsg.detect_format(view) is tdmsg.TDFormat.V0
     assert tdmsg.decode_message(view, None) == tdmsg.decode(body) == []
+
+
+def test_client_host_is_no_ipv6_address() -> None:
+    # before: accepted, and put into the client id and hostName, whose ':' separates fields
+    with pytest.raises(ConfigError, match="client_host '::1' is an IPv6 address"):
+        ProducerConfig(masters=M, client_host="::1")
+    assert ProducerConfig(masters=M, client_host="10.0.0.7").client_host == "10.0.0.7"
