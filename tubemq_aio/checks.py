@@ -355,8 +355,10 @@ class Checks:
         """A collection of non-blank names, stripped, order kept (duplicates dropped when
         ``unique``).
 
-        A single ``str`` is one name, or with ``split`` a comma-separated list (``"t1,t2"``);
-        it is never iterated character by character. ``bytes`` and mappings are rejected.
+        A single ``str`` is one name, or with ``split`` a comma-separated list (``"t1,t2"``;
+        a blank entry, as in ``"t1,,t2"`` or ``"t1,"``, is refused like a blank name in a
+        list, and an empty or blank string is no name); it is never iterated character by
+        character. ``bytes`` and mappings are rejected.
 
         Args:
             name: the argument's name, for the error text.
@@ -367,7 +369,9 @@ class Checks:
         """
         items: list[object]
         if isinstance(value, str):
-            items = [part for part in value.split(",") if part.strip()] if split else [value]
+            # "t1,,t2" and "t1," hold a blank name (refused below, as in a list); "" none
+            parts: list[str] = value.split(",") if value.strip() else []
+            items = list(parts) if split else [value]
         elif isinstance(value, bytes | bytearray | memoryview | Mapping) or not isinstance(
             value, Iterable
         ):

@@ -369,3 +369,14 @@ def test_client_host_is_no_ipv6_address() -> None:
     with pytest.raises(ConfigError, match="client_host '::1' is an IPv6 address"):
         ProducerConfig(masters=M, client_host="::1")
     assert ProducerConfig(masters=M, client_host="10.0.0.7").client_host == "10.0.0.7"
+
+
+@pytest.mark.parametrize("topics", ["t1,,t2", "t1,", ",t1"])
+def test_a_blank_topic_in_a_comma_list_is_refused(topics: str) -> None:
+    # before: dropped silently from keywords ("t1,,t2" was two topics) while the same list in
+    # a URL was refused
+    with pytest.raises(ConfigError, match="topics must not contain a blank name"):
+        ProducerConfig(masters=M, topics=topics)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="topics must not contain a blank name"):
+        ConsumerConfig(masters=M, group="g1", topics=topics)  # type: ignore[arg-type]
+    assert ProducerConfig(masters=M, topics="").topics == ()  # type: ignore[arg-type]
