@@ -407,7 +407,7 @@ class ClientConfig:
         c.number("connect_backoff_multiplier", self.connect_backoff_multiplier, low=1.0, high=100.0)
         c.number("connect_backoff_jitter", self.connect_backoff_jitter, low=0.0, high=1.0)
         _check_host(c, "client_host", self.client_host)
-        if isinstance(self.client_host, str) and ":" in self.client_host:
+        if isinstance(self.client_host, str) and _is_ipv6(self.client_host.strip()):
             c.problem(
                 f"client_host {shown(self.client_host)} is an IPv6 address: TubeMQ client ids "
                 "and metadata use ':' as a separator; give an IPv4 address of this machine"
