@@ -328,7 +328,8 @@ class ClientConfig:
             lost a node together do not come back together (default 0.2, in [0, 1]).
         client_host: the local address reported to the master as this client's host
             (default: the address of the socket that reaches the master); an IPv4 address
-            or a host name, never an IPv6 address (ids and metadata use ``:`` as a separator).
+            or a host name, never an IPv6 address (ids and metadata use ``:`` as a separator)
+            nor a name with ``_`` (a broker splits a consumer id at its last ``_``).
         telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
             is installed, ``True`` = required, ``False`` = off, or a
             :class:`~tubemq_aio.telemetry.Telemetry` naming providers (docs/observability.md).
@@ -411,6 +412,11 @@ class ClientConfig:
             c.problem(
                 f"client_host {shown(self.client_host)} is an IPv6 address: TubeMQ client ids "
                 "and metadata use ':' as a separator; give an IPv4 address of this machine"
+            )
+        elif isinstance(self.client_host, str) and "_" in self.client_host:
+            c.problem(  # docs/protocol/consumer.md §1.2 field 1
+                f"client_host {shown(self.client_host)} holds '_': a broker reads the client "
+                "id's last '_' as the end of the group; give an IPv4 address of this machine"
             )
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)

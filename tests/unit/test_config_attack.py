@@ -380,3 +380,9 @@ def test_a_blank_topic_in_a_comma_list_is_refused(topics: str) -> None:
     with pytest.raises(ConfigError, match="topics must not contain a blank name"):
         ConsumerConfig(masters=M, group="g1", topics=topics)  # type: ignore[arg-type]
     assert ProducerConfig(masters=M, topics="").topics == ()  # type: ignore[arg-type]
+
+
+def test_client_host_holds_no_underscore() -> None:
+    # the broker derives "ip#pid" from the consumer id after its last '_'
+    with pytest.raises(ConfigError, match="client_host 'my_host' holds '_'"):
+        ConsumerConfig(masters=M, group="g1", topics="t", client_host="my_host")  # type: ignore[arg-type]
