@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tubemq_aio.auth import Credentials
-from tubemq_aio.checks import Checks
+from tubemq_aio.checks import Checks, integer_of_text, shown
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.tls import TlsFiles
 
@@ -46,8 +46,26 @@ IGNORED_GO_KEYS = frozenset({"logPath", "logLevel", "maxPartCheckPeriod", "partC
 #: Go ``consumePosition`` -> ``consume_from``.
 _GO_POSITIONS = {"-1": "earliest", "0": "latest", "1": "latest_always"}
 
-#: The Go client's bound-consumption keys.
-_GO_BOUND = frozenset({"boundConsume", "sessionKey", "sourceCount", "selectBig"})
+#: The bound-consumption keys: the Go client's and ours.
+_BOUND_KEYS = frozenset(
+    {
+        "boundConsume",
+        "sessionKey",
+        "sourceCount",
+        "selectBig",
+        "bound_session_key",
+        "bound_source_count",
+        "bound_select_big",
+        "bound_offsets",
+    }
+)
+
+#: The Go client's bound-consumption keys and ours that mean the same.
+_BOUND_SYNONYMS = (
+    ("sessionKey", "bound_session_key"),
+    ("sourceCount", "bound_source_count"),
+    ("selectBig", "bound_select_big"),
+)
 
 #: TLS file keys (Go's and ours) -> which file.
 _TLS_FILES = {
@@ -66,16 +84,16 @@ _FALSE = ("0", "false", "no", "off")
 def _flag(checks: Checks, key: str, value: str) -> bool:
     lowered = value.lower()
     if lowered not in _TRUE + _FALSE:
-        checks.problem(f"option {key!r} needs true or false, got {value!r}")
+        checks.problem(f"option {key!r} needs true or false, got {shown(value)}")
     return lowered in _TRUE
 
 
 def _int(checks: Checks, key: str, value: str) -> int:
-    text = value.strip()
-    if not text.lstrip("-").isdigit():
-        checks.problem(f"option {key!r} needs an integer, got {value!r}")
+    number = integer_of_text(value)
+    if number is None:
+        checks.problem(f"option {key!r} needs an integer, got {shown(value)}")
         return 0
-    return int(text)
+    return number
 
 
 def _bound_offsets(checks: Checks, value: str) -> dict[str, int]:
@@ -86,7 +104,9 @@ def _bound_offsets(checks: Checks, value: str) -> dict[str, int]:
         if not at or not key:
             checks.problem(f"bound_offsets item {item!r} must be brokerId:topic:partitionId@offset")
             continue
-        offsets[key] = _int(checks, "bound_offsets", offset)
+        if key.strip() in offsets:
+            checks.problem(f"bound_offsets names {key.strip()!r} twice")
+        offsets[key.strip()] = _int(checks, "bound_offsets", offset)
     return offsets
 
 
@@ -110,26 +130,39 @@ class _Collected:
         self.filters: dict[str, list[str]] = {}
         self.bound: dict[str, Any] = {}
         self.tls: dict[str, str] = {}
-        self.tls_enable: bool | None = None
+        #: what asked for TLS or against it: ``("tubemqs://", True)``, ``("tls=false", False)``
+        self.tls_wishes: list[tuple[str, bool]] = []
         self.auth: dict[str, str] = {}
         self.auth_enable: bool | None = None
 
 
 def translate_query(
-    checks: Checks, pairs: Iterable[tuple[str, str]], names: frozenset[str]
+    checks: Checks,
+    pairs: Iterable[tuple[str, str]],
+    names: frozenset[str],
+    *,
+    tls_scheme: bool = False,
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     """Take the keys this module knows out of ``pairs``.
+
+    TLS is on when the scheme, ``tls``, ``tlsEnable`` or a TLS file asks for it: with the
+    files' context when files are given, else ``ssl.create_default_context()``. A URL that
+    both asks for it and refuses it (``tubemqs://…?tls=false``) is a problem, as is a second
+    ``tls`` key.
 
     Args:
         checks: where problems are recorded (named, never raised here).
         pairs: the URL's ``key=value`` pairs in order (values unquoted).
         names: the config's field names; a key whose field the config lacks is left over
             (and then refused as unknown).
+        tls_scheme: whether the URL's scheme is ``tubemqs``.
 
     Returns:
         The keyword arguments they make, and the pairs left for the field-name loop.
     """
     got = _Collected()
+    if tls_scheme:
+        got.tls_wishes.append(("tubemqs://", True))
     rest: list[tuple[str, str]] = []
     for key, value in pairs:
         if not _take(checks, got, key, value, names):
@@ -168,12 +201,17 @@ def _take(checks: Checks, got: _Collected, key: str, value: str, names: frozense
         if value.strip() not in _GO_POSITIONS:
             checks.problem(f"consumePosition must be -1, 0 or 1, got {value!r}")
         got.kwargs["consume_from"] = _GO_POSITIONS.get(value.strip(), value)
-    elif "bound" in names and (key in _GO_BOUND or key.startswith("bound_")):
+    elif "bound" in names and key in _BOUND_KEYS:
+        if key in got.bound:
+            checks.problem(f"option {key!r} given twice in URL")
         got.bound[key] = value
-    elif key == "tlsEnable":
-        got.tls_enable = _flag(checks, key, value)
+    elif key in ("tls", "tlsEnable"):
+        if any(wish.startswith(f"{key}=") for wish, _ in got.tls_wishes):
+            checks.problem(f"option {key!r} given twice in URL")
+        got.tls_wishes.append((f"{key}={value}", _flag(checks, key, value)))
     elif key in _TLS_FILES:
         got.tls[_TLS_FILES[key]] = value
+        got.tls_wishes.append((key, True))
     elif key == "authEnable":
         got.auth_enable = _flag(checks, key, value)
     elif key in ("authUserName", "authPassword"):
@@ -203,9 +241,13 @@ def _finish(checks: Checks, got: _Collected, names: frozenset[str]) -> None:
             got.kwargs["topics"] = got.topics
     if got.bound:
         _finish_bound(checks, got)
-    if got.tls:
+    wishes = {wish for _, wish in got.tls_wishes}
+    if len(wishes) > 1:
+        said = ", ".join(what for what, _ in got.tls_wishes)
+        checks.problem(f"URL both asks for TLS and refuses it ({said})")
+    elif got.tls:
         got.kwargs["ssl_context"] = _tls_context(checks, got.tls)
-    elif got.tls_enable:
+    elif True in wishes:
         got.kwargs["ssl_context"] = ssl.create_default_context()
     if got.auth_enable or (got.auth and got.auth_enable is None):
         user, password = got.auth.get("authUserName", ""), got.auth.get("authPassword", "")
@@ -219,6 +261,9 @@ def _finish_bound(checks: Checks, got: _Collected) -> None:
     b = got.bound
     if "boundConsume" in b and not _flag(checks, "boundConsume", b["boundConsume"]):
         return
+    for go, ours in _BOUND_SYNONYMS:
+        if go in b and ours in b:
+            checks.problem(f"options {go!r} and {ours!r} both given in URL (the same option)")
     key = b.get("sessionKey", b.get("bound_session_key"))
     count = b.get("sourceCount", b.get("bound_source_count"))
     if key is None or count is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import NoReturn
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -30,9 +31,12 @@ __all__ = [
     "Checks",
     "check_options",
     "iana_zone",
+    "integer_of_text",
     "is_seconds",
     "is_utf8",
     "kinds",
+    "number_of_text",
+    "shown",
 ]
 
 #: The longest duration any option or call accepts, in seconds (one day). Larger values are
@@ -40,10 +44,26 @@ __all__ = [
 MAX_SECONDS = 86_400.0
 
 _MAX_SHOWN = 60
+_MAX_SHOWN_BITS = 128
+#: A number written as text: ASCII digits only (``int()`` and ``float()`` also take ``1_000``
+#: and other scripts' digits, which no option file or URL means), optional sign, fraction and
+#: exponent, or ``nan``/``inf`` (refused by the range check, which names them).
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NUMBER_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+    re.ASCII | re.IGNORECASE,
+)
+#: The most digits an integer written as text may have (Python refuses over 4300).
+_MAX_INTEGER_DIGITS = 100
 _MAX_PROBLEM = 300
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """``repr(value)`` for an error text, cut to 60 characters (an int too long to print, over
+    128 bits, is shown by its size)."""
+    if isinstance(value, int) and value.bit_length() > _MAX_SHOWN_BITS:
+        # repr of an int over 4300 digits raises ValueError; a long one says nothing more
+        return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
@@ -59,8 +79,27 @@ def iana_zone(value: object) -> ZoneInfo | None:
         return None
     try:
         return ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "America" is a directory
         return None
+
+
+def integer_of_text(text: object) -> int | None:
+    """The integer ``text`` writes (``" 12 "``, ``"-3"``), or None when it writes none: ASCII
+    digits with an optional sign, at most 100 of them (``int()`` also takes ``"1_000"``,
+    other scripts' digits such as ``"٣"``, and fails past 4300 digits)."""
+    digits = text.strip() if isinstance(text, str) else ""
+    if not _INTEGER_TEXT.fullmatch(digits) or len(digits) > _MAX_INTEGER_DIGITS:
+        return None
+    return int(digits)
+
+
+def number_of_text(text: object) -> float | None:
+    """The number ``text`` writes (``"2.5"``, ``" 1e3 "``, ``"-.5"``, ``"nan"``, ``"inf"``), or
+    None when it writes none: ASCII digits only, no ``_`` (which ``float()`` takes). NaN and
+    infinities are returned, for the range check that names them."""
+    if not isinstance(text, str) or not _NUMBER_TEXT.fullmatch(text.strip()):
+        return None
+    return float(text)
 
 
 def kinds(classes: type | tuple[type, ...]) -> str:
@@ -150,14 +189,17 @@ class Checks:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.problem(f"{name} must be a number in {rule}, got {_type_name(value)}")
             return 0.0
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past 1.8e308
+            number = math.inf
         if (
             not math.isfinite(number)
             or number > high
             or number < low
             or (low_open and number == low)
         ):
-            self.problem(f"{name} must be in {rule}, got {_shown(value)}")
+            self.problem(f"{name} must be in {rule}, got {shown(value)}")
         return number
 
     def seconds(
@@ -189,7 +231,7 @@ class Checks:
             self.problem(f"{name} must be an integer {rule}, got {_type_name(value)}")
             return 0
         if value < low or (high is not None and value > high):
-            self.problem(f"{name} must be an integer {rule}, got {value}")
+            self.problem(f"{name} must be an integer {rule}, got {shown(value)}")
         return value
 
     def flag(self, name: str, value: object) -> bool:
@@ -220,8 +262,8 @@ class Checks:
         if not stripped:
             self.problem(f"{name} must not be blank")
         elif max_length is not None and len(stripped) > max_length:
-            shown = "" if secret else f": {_shown(stripped)}"
-            self.problem(f"{name} must be at most {max_length} characters{shown}")
+            detail = "" if secret else f": {shown(stripped)}"
+            self.problem(f"{name} must be at most {max_length} characters{detail}")
         return value if secret else stripped
 
     def choice(self, name: str, value: object, options: Iterable[object]) -> None:
@@ -231,7 +273,7 @@ class Checks:
             value == o for o in allowed
         ):
             listed = ", ".join(map(repr, allowed))
-            self.problem(f"{name} must be one of {listed}, got {_shown(value)}")
+            self.problem(f"{name} must be one of {listed}, got {shown(value)}")
 
     def time_zone(self, name: str, value: object) -> ZoneInfo | None:
         """``value`` names an IANA time zone (see :func:`iana_zone`); returns it, or None."""
@@ -239,7 +281,7 @@ class Checks:
         if zone is None:
             self.problem(
                 f"{name} must be an IANA time zone such as 'UTC' or 'Asia/Shanghai', "
-                f"got {_shown(value)}"
+                f"got {shown(value)}"
             )
         return zone
 
@@ -272,31 +314,31 @@ class Checks:
         low_open: bool = False,
         unit: str = "",
     ) -> float:
-        """A number written as text (``"2.5"``), then checked as :meth:`number` checks it."""
-        try:
-            value = float(text)
-        except ValueError:
-            self.problem(f"{name} must be a number, got {_shown(text)}")
+        """A number written as text (``"2.5"``, ``" 1e3 "``; ASCII digits, no ``_``), then
+        checked as :meth:`number` checks it."""
+        value = number_of_text(text)
+        if value is None:
+            self.problem(f"{name} must be a number, got {shown(text)}")
             return 0.0
         return self.number(name, value, low=low, high=high, low_open=low_open, unit=unit)
 
     def integer_text(self, name: str, text: str, *, low: int, high: int | None = None) -> int:
-        """An integer written as text (``"12"``), then checked as :meth:`integer` checks it."""
-        try:
-            value = int(text.strip())
-        except ValueError:
-            self.problem(f"{name} must be an integer, got {_shown(text)}")
+        """An integer written as text (``"12"``: ASCII digits, no ``_``, at most 100 of them),
+        then checked as :meth:`integer` checks it."""
+        value = integer_of_text(text)
+        if value is None:
+            self.problem(f"{name} must be an integer, got {shown(text)}")
             return 0
         return self.integer(name, value, low=low, high=high)
 
     def flag_text(self, name: str, text: str) -> bool:
         """A yes/no written as text: ``true``/``1``/``yes`` or ``false``/``0``/``no`` in any
         case."""
-        lowered = text.strip().lower()
+        lowered = text.strip().lower() if isinstance(text, str) else ""
         if lowered in ("true", "1", "yes"):
             return True
         if lowered not in ("false", "0", "no"):
-            self.problem(f"{name} must be true or false, got {_shown(text)}")
+            self.problem(f"{name} must be true or false, got {shown(text)}")
         return False
 
     # ---- collections -------------------------------------------------------------------------
@@ -313,8 +355,10 @@ class Checks:
         """A collection of non-blank names, stripped, order kept (duplicates dropped when
         ``unique``).
 
-        A single ``str`` is one name, or with ``split`` a comma-separated list (``"t1,t2"``);
-        it is never iterated character by character. ``bytes`` and mappings are rejected.
+        A single ``str`` is one name, or with ``split`` a comma-separated list (``"t1,t2"``;
+        a blank entry, as in ``"t1,,t2"`` or ``"t1,"``, is refused like a blank name in a
+        list, and an empty or blank string is no name); it is never iterated character by
+        character. ``bytes`` and mappings are rejected.
 
         Args:
             name: the argument's name, for the error text.
@@ -325,7 +369,9 @@ class Checks:
         """
         items: list[object]
         if isinstance(value, str):
-            items = [part for part in value.split(",") if part.strip()] if split else [value]
+            # "t1,,t2" and "t1," hold a blank name (refused below, as in a list); "" none
+            parts: list[str] = value.split(",") if value.strip() else []
+            items = list(parts) if split else [value]
         elif isinstance(value, bytes | bytearray | memoryview | Mapping) or not isinstance(
             value, Iterable
         ):

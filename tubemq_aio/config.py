@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import ssl
 import types
 import typing
@@ -19,17 +20,26 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tubemq_aio._url_keys import translate_query
 from tubemq_aio.auth import Credentials
-from tubemq_aio.checks import Checks, is_seconds
+from tubemq_aio.checks import (
+    Checks,
+    check_options,
+    integer_of_text,
+    is_seconds,
+    number_of_text,
+    shown,
+)
 from tubemq_aio.errors import ConfigError
 from tubemq_aio.protocol.framing import BLOCK_SIZE, DEFAULT_MAX_FRAME_BYTES
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.telemetry import Telemetry
 
 __all__ = [
+    "MAX_HOST_NAME_LENGTH",
     "ClientConfig",
     "ClientOptions",
     "Credentials",
     "HostPort",
+    "host_problem",
     "is_loopback_host",
     "parse_host_port",
     "parse_masters",
@@ -70,31 +80,91 @@ def parse_host_port(text: str, *, default_port: int | None = None) -> HostPort:
     if text.startswith("["):
         host, bracket, rest = text[1:].partition("]")
         if not bracket or (rest and not rest.startswith(":")) or not _is_ipv6(host):
-            checks.fail(f"address {text!r} is not a valid [IPv6]:port")
+            checks.fail(f"address {shown(text)} is not a valid [IPv6]:port")
         port_text = rest[1:]
         if rest == ":":
-            checks.fail(f"address {text!r} has no port")
+            checks.fail(f"address {shown(text)} has no port")
+    elif any(c.isspace() or c == ";" for c in text):
+        checks.fail(f"address {shown(text)} holds a space or ';': separate addresses with ','")
     elif text.count(":") > 1:
         if not _is_ipv6(text):
-            checks.fail(f"address {text!r}: write an IPv6 address with a port as [ip]:port")
+            checks.fail(f"address {shown(text)}: write an IPv6 address with a port as [ip]:port")
         host, port_text = text, ""
     else:
         host, sep, port_text = text.rpartition(":")
         if not sep:
             host, port_text = text, ""
         elif not port_text:
-            checks.fail(f"address {text!r} has no port")
+            checks.fail(f"address {shown(text)} has no port")
     if not host or any(c.isspace() or c in "/[]" for c in host):
-        checks.fail(f"address {text!r} has no valid host")
+        checks.fail(f"address {shown(text)} has no valid host")
+    problem = host_problem(host)
+    if problem is not None:
+        checks.fail(f"address {shown(text)}: host {problem}")
     if not port_text:
         if default_port is None:
-            checks.fail(f"address {text!r} has no port")
+            checks.fail(f"address {shown(text)} has no port")
         return HostPort(host, default_port)
-    if not (port_text.isascii() and port_text.isdigit()):
-        checks.fail(f"address {text!r} has an invalid port")
-    checks.integer(f"address {text!r}: port", int(port_text), low=1, high=65535)
+    if not (port_text.isascii() and port_text.isdigit()) or len(port_text) > 10:
+        checks.fail(f"address {shown(text)} has an invalid port")
+    checks.integer(f"address {shown(text)}: port", int(port_text), low=1, high=65535)
     checks.done()
     return HostPort(host, int(port_text))
+
+
+#: The longest host name a resolver takes, in characters of its ASCII (IDNA) form (RFC 1035
+#: §2.3.4: 255 bytes on the wire, 253 written out; a trailing dot not counted).
+MAX_HOST_NAME_LENGTH = 253
+
+_DOTTED_QUAD = re.compile(r"[0-9]+(\.[0-9]+){3}", re.ASCII)
+_HOST_NAME = re.compile(r"[\w.-]+")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` can name no machine to connect to, in words, or None when it can.
+
+    An IP address (an IPv6 one without brackets, a zone such as ``%eth0`` allowed) or a host
+    name: dot-separated labels of letters (any script: IDNA), digits, ``-`` and ``_`` (names
+    such as ``broker_1`` resolve through ``/etc/hosts`` and container networks), each of 1
+    to 63 characters in its ASCII form and at most 253 in all, a trailing dot allowed. Refused
+    here rather than at the first connect, where the resolver fails on them (a label over 63
+    characters even with a ``UnicodeError``, not an ``OSError``).
+
+    Args:
+        host: the host as :class:`HostPort` keeps it.
+    """
+    if _is_ipv6(host):
+        return None
+    if _DOTTED_QUAD.fullmatch(host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"{shown(host)} is not a valid IPv4 address"
+        return None
+    if not _HOST_NAME.fullmatch(host):
+        return f"{shown(host)} holds a character no host name has (letters, digits, '-', '_', '.')"
+    try:
+        ascii_name = host.encode("idna")
+    except UnicodeError:
+        return f"{shown(host)} has an empty label or one over 63 characters"
+    if len(ascii_name.rstrip(b".")) > MAX_HOST_NAME_LENGTH:
+        return f"name of {len(ascii_name)} characters is over {MAX_HOST_NAME_LENGTH}"
+    return None
+
+
+def _checked_host_port(address: HostPort) -> HostPort:
+    """``address`` once its fields are checked as :func:`parse_host_port` checks text (a
+    :class:`HostPort` is built without a check: the client makes them from server answers)."""
+    checks = Checks("address")
+    host, port = address.host, address.port
+    if not isinstance(host, str):
+        checks.fail(f"address {shown(address)}: host must be a string, got {type(host).__name__}")
+    problem = host_problem(host)
+    if problem is not None:
+        checks.problem(f"address {shown(address)}: host {problem}")
+    checks.integer(f"address {shown(address)}: port", port, low=1, high=65535)
+    checks.done()
+    return address
 
 
 def is_loopback_host(host: str) -> bool:
@@ -130,17 +200,23 @@ def parse_masters(
     """Parse a master list: ``"h1:8715,h2:8715"``, an iterable of ``host:port`` strings, or
     :class:`HostPort` values.
 
-    Duplicates are dropped (the Java client does the same); order is kept.
+    Duplicates are dropped (the Java client does the same); order is kept. A blank entry
+    beside others (``"h1:8715,,h2:8715"``, ``"h1:8715,"``) is refused, as Java refuses it: it
+    is most often an address left out.
 
     Raises:
-        ConfigError: the list is empty, not a string or collection, or an address is invalid.
+        ConfigError: the list is empty, not a string or collection, has a blank entry, or an
+            address is invalid (its host as :func:`host_problem` says, its port outside
+            1-65535).
     """
-    if isinstance(masters, HostPort):
-        return (masters,)
     checks = Checks("masters")
     items: list[object] = []
-    if isinstance(masters, str):
+    if isinstance(masters, HostPort):
+        items = [masters]
+    elif isinstance(masters, str):
         items = list(masters.split(","))
+    elif isinstance(masters, set | frozenset):
+        checks.fail("masters must be a list or a tuple, not a set: masters are tried in order")
     elif isinstance(masters, bytes | bytearray | typing.Mapping) or not isinstance(
         masters, typing.Iterable
     ):
@@ -150,12 +226,18 @@ def parse_masters(
     else:
         items = list(masters)
     result: list[HostPort] = []
+    blank = [i + 1 for i, item in enumerate(items) if isinstance(item, str) and not item.strip()]
+    if blank and len(blank) < len(items):  # all blank: "at least one ... is required" below
+        checks.problem(
+            f"entry {', '.join(map(str, blank))} of {len(items)} is blank (an address left "
+            "out, such as an unset variable?)"
+        )
     for item in items:
         if isinstance(item, str) and not item.strip():
             continue
         try:
             address = (
-                item
+                _checked_host_port(item)
                 if isinstance(item, HostPort)
                 else parse_host_port(item, default_port=DEFAULT_MASTER_PORT)  # type: ignore[arg-type]
             )
@@ -168,6 +250,14 @@ def parse_masters(
         checks.problem("at least one master address is required")
     checks.done()
     return tuple(result)
+
+
+def _check_host(c: Checks, name: str, value: object) -> None:
+    """``value`` is None or a host as :func:`host_problem` takes it (kept as given)."""
+    host = c.text(name, value, optional=True)
+    problem = None if not host else host_problem(host)
+    if problem is not None:
+        c.problem(f"{name}: host {problem}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,7 +327,9 @@ class ClientConfig:
         connect_backoff_jitter: the fraction of each pause drawn at random, so clients that
             lost a node together do not come back together (default 0.2, in [0, 1]).
         client_host: the local address reported to the master as this client's host
-            (default: the address of the socket that reaches the master).
+            (default: the address of the socket that reaches the master); an IPv4 address
+            or a host name, never an IPv6 address (ids and metadata use ``:`` as a separator)
+            nor a name with ``_`` (a broker splits a consumer id at its last ``_``).
         telemetry: OpenTelemetry spans and metrics: ``None`` = on when ``opentelemetry-api``
             is installed, ``True`` = required, ``False`` = off, or a
             :class:`~tubemq_aio.telemetry.Telemetry` naming providers (docs/observability.md).
@@ -293,7 +385,7 @@ class ClientConfig:
             "heartbeat_interval", self.heartbeat_interval, low=1.0, high=300.0, low_open=False
         )
         c.instance("ssl_context", self.ssl_context, ssl.SSLContext, optional=True)
-        c.text("tls_server_hostname", self.tls_server_hostname, optional=True)
+        _check_host(c, "tls_server_hostname", self.tls_server_hostname)
         c.instance("credentials", self.credentials, Credentials, optional=True)
         c.flag("connection_reuse", self.connection_reuse)
         c.seconds("idle_timeout", self.idle_timeout)
@@ -315,7 +407,17 @@ class ClientConfig:
             c.problem("connect_backoff_max must not be smaller than connect_backoff_initial")
         c.number("connect_backoff_multiplier", self.connect_backoff_multiplier, low=1.0, high=100.0)
         c.number("connect_backoff_jitter", self.connect_backoff_jitter, low=0.0, high=1.0)
-        c.text("client_host", self.client_host, optional=True)
+        _check_host(c, "client_host", self.client_host)
+        if isinstance(self.client_host, str) and _is_ipv6(self.client_host.strip()):
+            c.problem(
+                f"client_host {shown(self.client_host)} is an IPv6 address: TubeMQ client ids "
+                "and metadata use ':' as a separator; give an IPv4 address of this machine"
+            )
+        elif isinstance(self.client_host, str) and "_" in self.client_host:
+            c.problem(  # docs/protocol/consumer.md §1.2 field 1
+                f"client_host {shown(self.client_host)} holds '_': a broker reads the client "
+                "id's last '_' as the end of the group; give an IPv4 address of this machine"
+            )
         c.instance("telemetry", self.telemetry, (bool, Telemetry), optional=True)
         c.choice("framing", self.framing, FRAMINGS)
         c.optional_seconds("stats_log_interval", self.stats_log_interval, high=86_400.0)
@@ -342,6 +444,7 @@ class ClientConfig:
     @classmethod
     def _from_url(cls, url: str, overrides: Mapping[str, Any]) -> Self:
         """:meth:`from_url` for every subclass (each types its own keywords)."""
+        check_options(cls, overrides, what=f"{cls.__name__}.from_url")
         checks = Checks("URL")
         if not isinstance(url, str):
             checks.fail(f"the URL must be a string, got {type(url).__name__}")
@@ -358,17 +461,25 @@ class ClientConfig:
             )
         if parts.path not in ("", "/") or parts.fragment:
             checks.problem(f"URL {redact_url(url)!r} must not have a path or a fragment")
+        if "@" not in parts.netloc and _user_info_end(url.partition("://")[2]) >= 0:
+            checks.fail(  # the rest of the URL holds part of the password: nothing more is said
+                f"URL {redact_url(url)!r}: percent-encode '/', '?', '#', '@' and ':' in the user "
+                "name and password (a '/' as %2F, a '#' as %23)"
+            )
         user_info, at, hosts = parts.netloc.rpartition("@")
         kwargs: dict[str, Any] = {"masters": unquote(hosts)}
         if at:
             kwargs["credentials"] = _credentials_of(checks, user_info)
-        if parts.scheme == "tubemqs":
-            kwargs["ssl_context"] = ssl.create_default_context()
         hints = typing.get_type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         special, pairs = translate_query(
-            checks, parse_qsl(parts.query, keep_blank_values=True), frozenset(names)
+            checks,
+            parse_qsl(parts.query, keep_blank_values=True),
+            frozenset(names),
+            tls_scheme=parts.scheme == "tubemqs",
         )
+        for key in sorted(special.keys() & kwargs.keys()):  # credentials: user info and Go keys
+            checks.problem(f"option {key!r} given twice in URL (or also as a Go key)")
         kwargs.update(cls._from_url_parts(checks, special))
         seen: set[str] = set(kwargs)  # the options the URL's other parts gave
         for key, value in pairs:
@@ -376,15 +487,18 @@ class ClientConfig:
                 checks.problem(f"option {key!r} given twice in URL (or also as a Go key)")
                 continue
             seen.add(key)
-            if key == "tls":
-                if _to_bool(checks, key, value):
-                    kwargs["ssl_context"] = ssl.create_default_context()
-            elif key not in names or key in ("masters", "ssl_context", "credentials"):
+            if key not in names or key in ("masters", "ssl_context", "credentials"):
                 checks.problem(f"unknown option {key!r} in URL")
             else:
                 kwargs[key] = _convert(checks, key, value, hints[key])
-        checks.done()
         kwargs.update(overrides)
+        for field in dataclasses.fields(cls):  # e.g. a consumer's group, in neither place
+            required = field.default is field.default_factory is dataclasses.MISSING
+            if required and field.name not in kwargs:
+                checks.problem(
+                    f"option {field.name!r} is required: give it in the URL or as a keyword"
+                )
+        checks.done()
         return cls(**kwargs)
 
     @classmethod
@@ -427,17 +541,26 @@ class ClientOptions(TypedDict, total=False):
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any user info before the host replaced by ``***`` (safe to log or show)."""
+    """``url`` with any user info before the host replaced by ``***`` (safe to log or show).
+
+    The user info ends at the last ``@`` that is not in a query value (``bound_offsets=1:t:0@5``
+    keeps its ``@``), so a password with an unencoded ``/``, ``?`` or ``#`` is hidden too.
+    """
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url if "@" not in url else "***@" + url.rpartition("@")[2]
-    netloc_end = min(
-        (i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest)
-    )
-    netloc = rest[:netloc_end]
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return f"{scheme}://{netloc}{rest[netloc_end:]}"
+    end = _user_info_end(rest)
+    return f"{scheme}://{rest if end < 0 else '***' + rest[end:]}"
+
+
+def _user_info_end(rest: str) -> int:
+    """Where the user info of ``rest`` (a URL after ``://``) ends: the index of its last ``@``
+    not inside a query value (after a ``?`` and an ``=``), or -1 without one."""
+    query = rest.find("?")
+    for at in range(len(rest) - 1, -1, -1):
+        if rest[at] == "@" and (query < 0 or at < query or "=" not in rest[query:at]):
+            return at
+    return -1
 
 
 def _credentials_of(checks: Checks, user_info: str) -> Credentials | None:
@@ -454,7 +577,7 @@ def _to_bool(checks: Checks, name: str, value: str) -> bool:
     if lowered in ("1", "true", "yes", "on"):
         return True
     if lowered not in ("0", "false", "no", "off"):
-        checks.problem(f"option {name!r} needs true or false, got {value!r}")
+        checks.problem(f"option {name!r} needs true or false, got {shown(value)}")
     return False
 
 
@@ -470,11 +593,12 @@ def _convert(checks: Checks, name: str, value: str, hint: Any) -> Any:
         return tuple(v for v in value.split(",") if v)
     if typing.get_origin(hint) is typing.Literal:
         return value  # the config's own check names the allowed values
-    if hint not in (int, float, str):
+    if hint is str:
+        return value
+    if hint not in (int, float):
         checks.problem(f"option {name!r} cannot be set from a URL")
         return None
-    try:
-        return hint(value)
-    except ValueError:
-        checks.problem(f"option {name!r} has an invalid value {value!r}")
-        return None
+    number = integer_of_text(value) if hint is int else number_of_text(value)
+    if number is None:
+        checks.problem(f"option {name!r} has an invalid value {shown(value)}")
+    return number

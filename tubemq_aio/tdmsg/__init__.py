@@ -79,6 +79,8 @@ def detect_format(body: BytesLike) -> TDFormat | None:
         checks = Checks("tdmsg")
         checks.instance("body", body, (bytes, bytearray, memoryview))
         checks.done()
+    if isinstance(body, memoryview) and (body.ndim != 1 or body.itemsize != 1):
+        body = bytes(body)  # len() and slices of a view of shorts or a 2-D view count items
     data = bytes(body[:2]) + bytes(body[-2:]) if len(body) >= 4 else b""
     if len(data) == 4 and data[0] == _MAGIC_FIRST and data[:2] == data[2:] and data[1] <= 4:
         return TDFormat(data[1])
@@ -135,7 +137,7 @@ def decode(
 def decode_pb(
     body: BytesLike,
     *,
-    compress_type: str = "NONE",
+    compress_type: str | int = "NONE",
     group_id: str | None = None,
     stream_id: str | None = None,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -145,7 +147,7 @@ def decode_pb(
     Args:
         body: The TubeMQ message body.
         compress_type: The message's ``compressType`` attribute: ``NONE``, ``INLONG_GZ`` or
-            ``INLONG_SNAPPY`` (or their numbers 0, 1, 2).
+            ``INLONG_SNAPPY`` (or their numbers 0, 1, 2, as text or as an ``int``).
         group_id: The ``inlongGroupId`` attribute, used for records without ``groupId``.
         stream_id: The ``inlongStreamId`` attribute, used for records without ``streamId``.
         max_decompressed_size: The most bytes decompression may produce in this call.
@@ -156,11 +158,20 @@ def decode_pb(
 
     Raises:
         TDMsgError: Unknown compression type, corrupt compressed data or protobuf.
-        ConfigError: ``body`` is not bytes-like or ``max_decompressed_size`` not an int >= 0.
+        ConfigError: ``body`` is not bytes-like, ``max_decompressed_size`` not an int >= 0,
+            ``compress_type`` not a ``str`` (or an ``int`` 0-2), or ``group_id`` or
+            ``stream_id`` neither a ``str`` nor None.
     """
     data = _arguments(body, max_decompressed_size)
+    checks = Checks("tdmsg")
+    # an int is the number of a compressType (1 for INLONG_GZ); a bool is no number
+    kind = str(compress_type) if type(compress_type) is int else compress_type
+    checks.instance("compress_type", kind, str)
+    checks.instance("group_id", group_id, str, optional=True)
+    checks.instance("stream_id", stream_id, str, optional=True)
+    checks.done()
     budget = Budget(max_decompressed_size)
-    packet = decode_pb_batch(data, compress_type, budget, group_id, stream_id)
+    packet = decode_pb_batch(data, str(kind), budget, group_id, stream_id)
     return list(packet.records)
 
 
@@ -200,11 +211,26 @@ def decode_message(
     Raises:
         TDMsgError: The body does not match its declared format or is malformed.
         ConfigError: ``body`` is not bytes-like, ``attributes`` neither a string nor a
-            mapping, or ``max_decompressed_size`` not an int >= 0.
+            mapping of ``str`` to ``str``, or ``max_decompressed_size`` not an int >= 0.
     """
     _arguments(body, max_decompressed_size)
     checks = Checks("tdmsg")
-    checks.instance("attributes", attributes, (str, Mapping), optional=True)
+    if checks.instance("attributes", attributes, (str, Mapping), optional=True) and isinstance(
+        attributes, Mapping
+    ):
+        odd = next(
+            (
+                (k, v)
+                for k, v in attributes.items()
+                if not (isinstance(k, str) and isinstance(v, str))
+            ),
+            None,
+        )
+        if odd is not None:
+            checks.problem(
+                f"attributes must map str to str, got {type(odd[0]).__name__} -> "
+                f"{type(odd[1]).__name__}"
+            )
     checks.done()
     attrs = _tube_attributes(attributes or {})
     kind = attrs.get("msgEnType", "").strip()
