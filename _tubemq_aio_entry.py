@@ -2,10 +2,10 @@
 
 They live outside the ``tubemq_aio`` package on purpose: a command's wrapper imports its entry
 module before running any code of the command, and ``tubemq_aio``'s import is the whole client (the
-gateway's entry module adds its FastAPI app: over a second of start-up). A Ctrl-C in that time
-used to end in a Python traceback. Here the heavy import happens inside the handler, so a Ctrl-C at any moment
-of the start-up ends as one later does: status 130 (128 + SIGINT, as a shell reports it) and one
-short line on stderr. ``python -m tubemq_aio`` imports the package before any of this runs.
+gateway's entry module adds its FastAPI app: over a second of start-up). A Ctrl-C in that time used
+to end in a Python traceback. Here the heavy import happens inside the handler, so a Ctrl-C at any
+moment of the start-up ends as one later does: status 130 (128 + SIGINT, as a shell reports it) and
+one short line on stderr. ``python -m tubemq_aio`` imports the package before any of this runs.
 """
 
 from __future__ import annotations
