@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.support.examples import examples
 from tests.support.self_signed import self_signed_cert
-from tubemq_aio import tdmsg
+from tubemq_aio import ClientBalancedConsumer, Consumer, Producer, tdmsg
 from tubemq_aio.checks import Checks, iana_zone, integer_of_text, number_of_text
 from tubemq_aio.config import ClientConfig, HostPort, host_problem, parse_masters, redact_url
 from tubemq_aio.consumer.config import ConsumerConfig
@@ -353,6 +353,24 @@ def test_an_unknown_keyword_of_from_url_is_a_config_error(cls: type[ClientConfig
     # before: TypeError (__init__() got an unexpected keyword argument 'bogus')
     with pytest.raises(ConfigError, match=r"from_url: unknown option\(s\) 'bogus'"):
         cls.from_url("tubemq://h:1?group=g1&topic=t", bogus=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("cls", [Consumer, ClientBalancedConsumer, Producer])
+def test_an_unknown_keyword_of_a_clients_from_url_is_named(cls: type[Producer]) -> None:
+    # before (the consumers): "pass either config= or masters, group, topics and options, not
+    # both", as the unknown name fell through to the constructor's options
+    with pytest.raises(ConfigError, match=r"from_url: unknown option\(s\) 'bogus'"):
+        cls.from_url("tubemq://h:1?group=g1&topic=t1", bogus=1)  # type: ignore[call-arg]
+
+
+def test_a_consumers_own_keywords_still_pass_through_from_url() -> None:
+    def assigned(keys: object) -> None:
+        del keys
+
+    url = "tubemq://h:1?group=g1&topic=t1"
+    assert Consumer.from_url(url, on_assigned=assigned).on_assigned is assigned
+    placed = ClientBalancedConsumer.from_url(url, source_count=2, node_id=1)
+    assert (placed.source_count, placed.node_id) == (2, 1)
 
 
 def test_a_view_of_wider_items_is_read_as_its_bytes() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
@@ -27,7 +28,7 @@ from tubemq_aio.consumer._readiness import wait_for_partitions
 from tubemq_aio.consumer._session_base import ConsumerWiring, SessionBase, wire_consumer
 from tubemq_aio.consumer.batch import ConsumerStats, MessageBatch, PartitionPosition
 from tubemq_aio.consumer.config import ConsumeFrom, ConsumerConfig, ConsumerUrlOptions, TopicsArg
-from tubemq_aio.errors import ClientClosedError
+from tubemq_aio.errors import ClientClosedError, ConfigError
 from tubemq_aio.models import Message
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.partitions import PartitionLeases
@@ -130,6 +131,18 @@ class ConsumerBase(AsyncLifecycle, Generic[SessionT]):
     @classmethod
     def _from_url(cls, url: str, options: Mapping[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(ConsumerConfig)}
+        # The constructor's own keywords (callbacks, client-balanced placement) pass through; any
+        # other name would reach its **options and read as "config= and options, not both".
+        own = {
+            p.name
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is p.KEYWORD_ONLY and p.name != "config"
+        }
+        unknown = sorted(set(options) - names - own)
+        if unknown:
+            raise ConfigError(
+                f"{cls.__name__}.from_url: unknown option(s) {', '.join(map(repr, unknown))}"
+            )
         config = ConsumerConfig.from_url(url, **{k: v for k, v in options.items() if k in names})
         return cls(config=config, **{k: v for k, v in options.items() if k not in names})
 

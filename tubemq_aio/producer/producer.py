@@ -110,7 +110,7 @@ class Producer(AsyncLifecycle):
     def from_url(cls, url: str, **options: Unpack[ProducerOptions]) -> Self:
         """Build a producer from ``tubemq://h1:8715,h2:8715?rpc_timeout=5``; see
         :meth:`~tubemq_aio.config.ClientConfig.from_url`."""
-        check_options(ProducerConfig, options, what=cls.__name__)
+        check_options(ProducerConfig, options, what=f"{cls.__name__}.from_url")
         return cls(config=ProducerConfig.from_url(url, **options))
 
     _kind = "producer"
