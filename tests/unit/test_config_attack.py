@@ -404,3 +404,16 @@ def test_client_host_holds_no_underscore() -> None:
     # the broker derives "ip#pid" from the consumer id after its last '_'
     with pytest.raises(ConfigError, match="client_host 'my_host' holds '_'"):
         ConsumerConfig(masters=M, group="g1", topics="t", client_host="my_host")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("topic", ["t\x00t", "tt\x1b", "t\x7ft"])
+async def test_a_topic_with_a_control_character_is_refused_where_it_is_named(topic: str) -> None:
+    # before: accepted, and a start or a publish failed later with "not deployed" (the master
+    # creates no topic with such a name)
+    problem = "contains a control character"
+    with pytest.raises(ConfigError, match=problem):
+        ConsumerConfig(masters=M, group="g1", topics=[topic])
+    with pytest.raises(ConfigError, match=problem):
+        ProducerConfig(masters=M, topics=[topic])
+    with pytest.raises(ConfigError, match=problem):
+        await Producer(M).publish(["ok", topic])

@@ -100,11 +100,12 @@ def planner_group(group: str) -> str:
 
 
 def validate_topic_name(topic: str) -> str:
-    """Return the trimmed topic name: non-blank, at most 64 chars, no separator characters,
-    encodable as UTF-8.
+    """Return the trimmed topic name: non-blank, at most 64 chars, no separator or control
+    characters, encodable as UTF-8.
 
     Java only trims and checks the length; we also refuse ``#:@,=`` and whitespace inside, since
-    they would corrupt every metadata string the topic appears in.
+    they would corrupt every metadata string the topic appears in, and control characters (the
+    master creates no topic with one: ``^[a-zA-Z]\\w+$``, docs/protocol/consumer.md §1.2).
 
     Raises:
         ConsumerConfigError: the name is invalid.
@@ -119,6 +120,8 @@ def _checked_topic_name(checks: Checks, topic: object) -> str | None:
     name = checks.text("topic name", topic, max_length=MAX_TOPIC_NAME_LENGTH)
     if name and (_SEPARATORS.intersection(name) or any(c.isspace() for c in name)):
         checks.problem(f"topic {name!r} contains a separator or blank character")
+    elif name and not name.isprintable():
+        checks.problem(f"topic {name!r} contains a control character")
     if name and not is_utf8(name):
         checks.problem(f"topic {name!r} is not encodable as UTF-8 (a lone surrogate?)")
     return name

@@ -8,8 +8,9 @@ counted by route template, method and status, and its latency observed by route 
 A request with a body whose ``Content-Type`` is not JSON (``application/json`` or
 ``application/<something>+json``; curl's ``-d`` alone sends a form type) is refused with 415
 ``unsupported_media_type`` saying to send JSON, instead of a 422 about the body's shape; so is
-a JSON body declaring a ``charset`` other than UTF-8 (JSON on the wire is UTF-8, RFC 8259 §8.1:
-a Latin-1 body read as UTF-8 would be refused or, worse, stored with other characters).
+a JSON body declaring a ``charset`` other than UTF-8 (JSON on the wire is UTF-8, RFC 8259,
+section 8.1: a Latin-1 body read as UTF-8 would be refused or, worse, stored with other
+characters).
 A body not complete within ``body_timeout`` seconds of the request's start is answered 408
 ``request_timeout`` with ``Connection: close`` (see :mod:`.body_deadline`), and the request ends.
 """
