@@ -412,8 +412,21 @@ async def test_a_topic_with_a_control_character_is_refused_where_it_is_named(top
     # creates no topic with such a name)
     problem = "contains a control character"
     with pytest.raises(ConfigError, match=problem):
-        ConsumerConfig(masters=M, group="g1", topics=[topic])
+        ConsumerConfig(masters=M, group="g1", topics=[topic])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=problem):
-        ProducerConfig(masters=M, topics=[topic])
+        ProducerConfig(masters=M, topics=(topic,))
     with pytest.raises(ConfigError, match=problem):
-        await Producer(M).publish(["ok", topic])
+        await Producer("h:1").publish(["ok", topic])
+
+
+def test_a_plus_is_literal_in_the_user_info_and_a_space_in_the_query() -> None:
+    # as documented in docs/api.md: the query is form-encoded (as the Go client's
+    # url.ParseQuery reads it), the user info is not
+    def password(url: str) -> str:
+        credentials = ClientConfig.from_url(url).credentials
+        assert credentials is not None
+        return credentials.password
+
+    assert password("tubemq://u:a+b@h:1") == "a+b"
+    assert password("tubemq://h:1?authUserName=u&authPassword=a%2Bb") == "a+b"
+    assert password("tubemq://h:1?authUserName=u&authPassword=a+b") == "a b"
