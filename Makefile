@@ -105,7 +105,9 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) -p tests.xdist_groups
 # example count; here each runs a quarter of its examples (TUBEMQ_AIO_EXAMPLES_SCALE,
 # tests/support/examples.py), on UNIT_WORKERS processes, and Python may cache the compiled test
 # modules (PYTHONDONTWRITEBYTECODE unset: pytest rewrites every test module in every worker
-# otherwise, about 12 CPU-s a worker). Each worker spends about 5 CPU-s before its first test
+# otherwise, about 12 CPU-s a worker; tests.support.warm_bytecode first rewrites and caches the
+# test modules whose cache is stale in one process, where ten workers did it each, about 4.5
+# CPU-s a worker for the whole tree). Each worker spends about 5 CPU-s before its first test
 # (collecting every test module: pandas, pyspark and FastAPI are imported by the modules that
 # test them); the tests take about 100 CPU-s and wait some 350 s in all on timeouts of their
 # own (FakeCluster scenarios, fault windows), which the workers overlap: 8 workers took 7 to
@@ -120,6 +122,7 @@ UNIT_ENV := env -u PYTHONDONTWRITEBYTECODE TUBEMQ_AIO_EXAMPLES_SCALE=0.25
 UNIT_ARGS := -q -n $(UNIT_WORKERS) -p tests.xdist_groups --durations=20 tests \
   --ignore=tests/integration -m "$(UNIT_MARKERS)"
 unit: $(STAMP) speedups
+	$(UNIT_ENV) $(PY) -m tests.support.warm_bytecode
 	$(UNIT_ENV) TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $(PY) -m pytest $(UNIT_ARGS)
 
 test: system-deps $(STAMP) speedups protos-check lint typecheck docs-dev
@@ -159,6 +162,7 @@ test-pythons: system-deps $(foreach v,$(OTHER_PYTHONS),.venv-py$(v)/.installed)
 	  py=.venv-py$$v/bin/python; \
 	  $$py -m tubemq_aio._speedups.build; \
 	  echo "== Python $$v: make unit's tests on the compiled accelerator"; \
+	  $(UNIT_ENV) $$py -m tests.support.warm_bytecode; \
 	  $(UNIT_ENV) TUBEMQ_AIO_EXPECT_SPEEDUPS=1 $$py -m pytest $(UNIT_ARGS); \
 	  echo "== Python $$v: make unit's tests on the pure-Python code (TUBEMQ_AIO_PURE=1)"; \
 	  $(UNIT_ENV) TUBEMQ_AIO_PURE=1 $$py -m pytest $(UNIT_ARGS); \
