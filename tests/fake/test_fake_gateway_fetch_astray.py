@@ -126,7 +126,7 @@ async def test_a_get_message_the_broker_refused_gives_the_lease_back() -> None:
         assert world.service.stats().leases_left_to_lapse == 0
         started = time.monotonic()
         await world.take(wait_ms=5000)
-        assert time.monotonic() - started < 2.0  # the 1 s rest, not the 60 s lease
+        assert time.monotonic() - started < 10.0  # the 1 s rest, not the 60 s lease
         await _rest(world)
 
 
@@ -143,6 +143,6 @@ async def test_a_replica_closing_with_a_cancelled_fetch_answer_pending_leaves_no
         assert len(answer_tasks(service)) == 1
         started = time.monotonic()
         await service.close()
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 2.5  # not at RPC_S
         assert service.tasks.tasks == []
         assert service.stats().leases_left_to_lapse == 1  # not released: it lapses

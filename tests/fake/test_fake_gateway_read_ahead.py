@@ -186,7 +186,7 @@ async def test_a_replica_closing_with_a_read_ahead_in_flight_leaves_no_task() ->
         assert len(_read_aheads(service)) == 1
         started = time.monotonic()
         await service.close()
-        assert time.monotonic() - started < 2.0  # the read-ahead ended with the replica
+        assert time.monotonic() - started < 2.5  # ended with the replica, not at RPC_S
         assert service.tasks.tasks == []
         assert service._reader.ahead.running == 0
         # another replica waits out the mark's deadline, then reads on from the committed

@@ -66,7 +66,7 @@ async def test_a_register_at_a_broker_that_stays_away_is_tried_once_after_the_fi
                 began = loop.time()
                 with pytest.raises(ConnectError):
                     await tube.register(key, 0)
-                assert loop.time() - began < 1.5  # one attempt: at once, not rpc_timeout
+                assert loop.time() - began < 2.5  # one attempt: at once, not rpc_timeout (3 s)
             await cluster.start_broker(broker_id)
             # Back: a register connects again once the pool's connect backoff allows.
             async with asyncio.timeout(15):
@@ -101,6 +101,6 @@ async def test_partition_metadata_while_the_masters_stay_away_answers_from_the_c
             for _ in range(3):
                 began = loop.time()
                 assert await tube.partitions(force=True) == keys
-                assert loop.time() - began < 1.5  # one round: at once
+                assert loop.time() - began < 2.5  # one round: at once, not rpc_timeout (3 s)
         finally:
             await tube.close()

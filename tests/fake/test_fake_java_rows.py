@@ -62,7 +62,7 @@ async def test_wait_for_assignment_times_out_with_a_typed_error() -> None:
             with pytest.raises(AssignmentTimeoutError) as err:
                 await second.wait_for_assignment(0.3)
             assert isinstance(err.value, TimeoutError)
-            assert 0.3 <= loop.time() - began < 2.0
+            assert 0.3 <= loop.time() - began < 10.0
             with pytest.raises(AssignmentTimeoutError):
                 await second.wait_for_assignment(0)  # looks once
 

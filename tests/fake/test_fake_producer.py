@@ -78,8 +78,8 @@ async def test_reset_mid_send_is_outcome_unknown_and_the_next_send_reconnects() 
         async with Producer(cluster.master_addr, topics=["demo"]) as producer:
             cluster.inject(SEND, Fault.reset())
             with pytest.raises(SendOutcomeUnknownError):
-                await producer.send("demo", b"x", timeout=2)
-            await producer.send("demo", b"y", timeout=2)
+                await producer.send("demo", b"x", timeout=10)
+            await producer.send("demo", b"y", timeout=10)
         assert cluster.bodies("demo") == [b"y"]
 
 
@@ -99,7 +99,7 @@ async def test_delayed_answer_within_the_deadline_succeeds() -> None:
         Producer(cluster.master_addr, topics=["demo"]) as producer,
     ):
         rule = cluster.inject(SEND, Fault.delay(0.2))
-        assert (await producer.send("demo", b"x", timeout=2)).message_id > 0
+        assert (await producer.send("demo", b"x", timeout=10)).message_id > 0
         assert rule.hits == 1
 
 

@@ -48,7 +48,7 @@ async def test_an_unknown_topic_fails_at_once_with_the_masters_word(how: str) ->
         began = loop.time()
         with pytest.raises(TopicNotDeployedError) as info:
             await _use_unknown_topic(cluster.master_addr, how)
-        assert loop.time() - began < 2.0  # not publish_timeout (15 s)
+        assert loop.time() - began < 10.0  # not publish_timeout (15 s)
         assert info.value.topics == ("nope",)
         assert isinstance(info.value, TopicUnavailableError)  # what callers caught before
         assert cluster.members(CHECK_GROUP) == []  # the check registered nothing

@@ -348,8 +348,8 @@ async def test_keys_of_a_group_share_one_cluster_slot() -> None:
 
 async def test_kill_and_restart_is_unavailable_then_recovers_without_going_back() -> None:
     async with RedisServer() as srv:
-        client = aioredis.Redis.from_url(srv.url, socket_timeout=2, socket_connect_timeout=2)
-        store = LeaseStore(client, timeout=3.0)
+        client = aioredis.Redis.from_url(srv.url, socket_timeout=5, socket_connect_timeout=5)
+        store = LeaseStore(client, timeout=10.0)
         try:
             await store.boot(["g"], allow_init=True)
             await store.sync_parts("g", "c", ["1:t:0"])

@@ -182,7 +182,9 @@ async def test_default_context_verifies_the_peer_host(
     tls_server: FakeServer, tls_files: tuple[Path, Path]
 ) -> None:
     ctx = ssl.create_default_context(cafile=str(tls_files[0]))
-    pool = ConnectionPool(TransportSettings(ssl_context=ctx, sweep_interval=0.01))
+    pool = ConnectionPool(
+        TransportSettings(connect_timeout=10.0, ssl_context=ctx, sweep_interval=0.01)
+    )
     rpc = RpcClient(pool, tls=True)
     for host in ("127.0.0.1", "localhost"):  # two peers, each checked against its own name
         peer = addr(tls_server, tls=True, host=host)
@@ -200,7 +202,9 @@ async def test_a_certificate_for_another_host_is_refused(tmp_path: Path) -> None
     server_ctx.load_cert_chain(cert, key)
     async with FakeServer(ssl_context=server_ctx) as server:
         ctx = ssl.create_default_context(cafile=str(cert))
-        pool = ConnectionPool(TransportSettings(ssl_context=ctx, sweep_interval=0.01))
+        pool = ConnectionPool(
+            TransportSettings(connect_timeout=10.0, ssl_context=ctx, sweep_interval=0.01)
+        )
         with pytest.raises(ConnectError, match=r"127\.0\.0\.1"):  # trusted chain, wrong host name
             await pool.connection(addr(server, tls=True))
         assert (
@@ -213,12 +217,16 @@ async def test_a_certificate_for_another_host_is_refused(tmp_path: Path) -> None
         # The explicit opt-out: a context that checks no host name accepts the mismatch.
         insecure = ssl.create_default_context(cafile=str(cert))
         insecure.check_hostname = False
-        pool = ConnectionPool(TransportSettings(ssl_context=insecure, sweep_interval=0.01))
+        pool = ConnectionPool(
+            TransportSettings(connect_timeout=10.0, ssl_context=insecure, sweep_interval=0.01)
+        )
         conn = await pool.connection(addr(server, tls=True))
         assert await conn.call(request_payload(b"insecure"), 5.0) == b"insecure"
         await pool.close()
         # One shared name for every peer.
-        named = TransportSettings(ssl_context=ctx, tls_server_hostname="localhost")
+        named = TransportSettings(
+            connect_timeout=10.0, ssl_context=ctx, tls_server_hostname="localhost"
+        )
         pool = ConnectionPool(named)
         conn = await pool.connection(addr(server, tls=True))
         assert await conn.call(request_payload(b"named"), 5.0) == b"named"
@@ -254,7 +262,7 @@ async def test_link_reset_before_any_answer_backs_off(server: FakeServer) -> Non
     rpc = RpcClient(pool)
     for _ in range(2):  # the first drop is retried at once, the second starts the backoff
         with pytest.raises(NetworkError):  # lost before or after the request was written
-            await rpc.call(addr(server), METHOD, b"x", 2.0)
+            await rpc.call(addr(server), METHOD, b"x", 5.0)
         for _ in range(100):
             if pool.ready(addr(server)) is None:
                 break
@@ -263,7 +271,7 @@ async def test_link_reset_before_any_answer_backs_off(server: FakeServer) -> Non
     attempts = []
     for _ in range(200):  # a tight retry loop, as a naive caller would write it
         try:
-            await rpc.call(addr(server), METHOD, b"x", 2.0)
+            await rpc.call(addr(server), METHOD, b"x", 5.0)
         except ConnectError as exc:
             attempts.append(str(exc))
     assert server.accepted == 2
@@ -277,14 +285,14 @@ async def test_an_answer_clears_the_backoff(server: FakeServer) -> None:
     settings = TransportSettings(sweep_interval=0.01, backoff_initial=30.0, backoff_max=60.0)
     pool = ConnectionPool(settings)
     rpc = RpcClient(pool)
-    assert await rpc.call(addr(server), METHOD, b"1", 2.0) == b"1"
+    assert await rpc.call(addr(server), METHOD, b"1", 5.0) == b"1"
     conn = pool.ready(addr(server))
     assert conn is not None
     for proto in list(server.open):
         assert proto.transport is not None
         proto.transport.abort()  # the peer drops a link that did answer
     await asyncio.wait_for(conn.wait_closed(), 5.0)
-    assert await rpc.call(addr(server), METHOD, b"2", 2.0) == b"2"  # no backoff
+    assert await rpc.call(addr(server), METHOD, b"2", 5.0) == b"2"  # no backoff
     assert server.accepted == 2
     await pool.close()
 

@@ -54,7 +54,7 @@ async def test_busy_connection_is_not_reaped(server: FakeServer) -> None:
     settings = TransportSettings(sweep_interval=0.01, idle_timeout=0.1)
     pool = ConnectionPool(settings)
     conn = await pool.connection(addr(server))
-    assert await conn.call(request_payload(b"slow"), 2.0) == b"slow"
+    assert await conn.call(request_payload(b"slow"), 5.0) == b"slow"
     assert pool.stats.connections_reaped == 0
     await pool.close()
 
@@ -70,7 +70,7 @@ async def test_reconnect_after_server_restart_with_backoff(server: FakeServer) -
     assert pool.retry_in(addr(server)) == 0.0  # connected
     port = server.port
     await server.stop(hold_port=True)  # refused meanwhile; the restart gets the port back
-    await asyncio.wait_for(first.wait_closed(), 2.0)
+    await asyncio.wait_for(first.wait_closed(), 10.0)
     assert first.is_closed
     with pytest.raises(ConnectError, match="cannot connect"):
         await pool.connection(addr(server))
@@ -175,17 +175,24 @@ async def test_tls_without_and_with_hostname_check(tmp_path: Path) -> None:
 
     no_check = ssl.create_default_context(cafile=str(cert))
     no_check.check_hostname = False
-    pool = ConnectionPool(TransportSettings(ssl_context=no_check, sweep_interval=0.01))
+    pool = ConnectionPool(
+        TransportSettings(connect_timeout=10.0, ssl_context=no_check, sweep_interval=0.01)
+    )
     conn = await pool.connection(addr(server, tls=True))
-    assert await conn.call(request_payload(b"secret"), 2.0) == b"secret"
+    assert await conn.call(request_payload(b"secret"), 5.0) == b"secret"
     await pool.close()
 
     checked = ssl.create_default_context(cafile=str(cert))
     pool = ConnectionPool(
-        TransportSettings(ssl_context=checked, tls_server_hostname="localhost", sweep_interval=0.01)
+        TransportSettings(
+            connect_timeout=10.0,
+            ssl_context=checked,
+            tls_server_hostname="localhost",
+            sweep_interval=0.01,
+        )
     )
     conn = await pool.connection(addr(server, tls=True))
-    assert await conn.call(request_payload(b"named"), 2.0) == b"named"
+    assert await conn.call(request_payload(b"named"), 5.0) == b"named"
     await pool.close()
 
     pool = ConnectionPool(TransportSettings(sweep_interval=0.01))

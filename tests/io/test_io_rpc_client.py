@@ -27,12 +27,12 @@ async def test_call_encodes_envelope_and_returns_business_bytes(
     pool = ConnectionPool(settings)
     rpc = RpcClient(pool)
     body = RPC_pb2.RspExceptionBody(exceptionName="echo", stackTrace="me").SerializeToString()
-    response = await rpc.call(addr(server), Method.BROKER_PRODUCER_SEND_MESSAGE, body, 2.5)
+    response = await rpc.call(addr(server), Method.BROKER_PRODUCER_SEND_MESSAGE, body, 5.0)
     assert response == body
     sent = server.requests[0]
     assert sent.service_type == ServiceType.BROKER_WRITE
     assert sent.method == Method.BROKER_PRODUCER_SEND_MESSAGE
-    assert sent.timeout_ms == 2500
+    assert sent.timeout_ms == 5000
     assert sent.protocol_version == 3
     assert rpc.stats is pool.stats
     assert rpc.stats.responses == 1
@@ -44,7 +44,7 @@ async def test_remote_exception_is_raised(server: FakeServer, settings: Transpor
     pool = ConnectionPool(settings)
     rpc = RpcClient(pool)
     with pytest.raises(RemoteRpcError, match="boom") as info:
-        await rpc.call(addr(server), Method.MASTER_PRODUCER_REGISTER, b"", 1.0)
+        await rpc.call(addr(server), Method.MASTER_PRODUCER_REGISTER, b"", 5.0)
     assert info.value.fatal
     await pool.close()
 

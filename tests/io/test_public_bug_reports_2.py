@@ -70,7 +70,7 @@ async def test_a_cancel_while_a_connection_goes_back_to_the_pool_does_not_lose_i
     still serves, ``ROUNDS`` times over, for each way the gateway takes a connection. Before
     the fix the packed script call and the plain command lost the connection in the first
     round (the pipeline's reset already shields its release in redis-py 8)."""
-    client = open_redis(parse_redis_url(redis_server.url), max_connections=1, timeout=1.0)
+    client = open_redis(parse_redis_url(redis_server.url), max_connections=1, timeout=5.0)
     store = LeaseStore(client, timeout=5.0)
     assert isinstance(client, aioredis.Redis)
     pool = client.connection_pool
@@ -117,7 +117,7 @@ async def test_a_packed_call_cancelled_before_its_answer_does_not_shift_later_an
     connection itself, beside redis-py's command path that those reports fixed). A call
     cancelled while the server works on it, on a pool of one connection: the next call gets
     its own answer, each of ``ROUNDS`` times."""
-    client = open_redis(parse_redis_url(redis_server.url), max_connections=1, timeout=1.0)
+    client = open_redis(parse_redis_url(redis_server.url), max_connections=1, timeout=5.0)
     store = LeaseStore(client, timeout=5.0)
     packed = store.packed
     assert packed is not None  # a single server's client takes the packed path
@@ -145,7 +145,7 @@ async def test_every_store_call_succeeds_right_after_a_redis_restart() -> None:
     script call of the burst. Now each cause has its own retry; a burst of every kind of call
     right after the restart succeeds (this failed before, for the script calls)."""
     async with RedisServer() as server:
-        client = open_redis(parse_redis_url(server.url), max_connections=4, timeout=2.0)
+        client = open_redis(parse_redis_url(server.url), max_connections=4, timeout=5.0)
         store = LeaseStore(client, timeout=5.0)
         try:
             await store.boot(["g"], allow_init=True)
@@ -169,7 +169,7 @@ async def test_the_wake_listener_hears_wake_ups_again_after_a_redis_restart() ->
     gateway's wake listener, after a Redis restart, subscribes again, and a waiting long poll
     is woken by a published wake-up, not by its own timer."""
     async with RedisServer() as server:
-        client = open_redis(parse_redis_url(server.url), max_connections=4, timeout=2.0)
+        client = open_redis(parse_redis_url(server.url), max_connections=4, timeout=5.0)
         tasks = Supervisor("waker-restart")
         waker = Waker(client, max_waiters=8, tasks=tasks)
         try:

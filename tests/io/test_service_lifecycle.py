@@ -24,7 +24,7 @@ async def test_two_starts_at_once_start_one_server_and_both_wait_for_it() -> Non
     await asyncio.sleep(0)
     try:
         await server.start()  # returns only once the server answers
-        assert await command(server.port, "PING", timeout=1.0) == "PONG"
+        assert await command(server.port, "PING", timeout=5.0) == "PONG"
         await first
         assert server.running
     finally:
@@ -83,7 +83,7 @@ async def test_a_redis_set_starts_once_and_a_stop_during_its_start_stops_it(
         servers = list(redis_set.servers)
         assert servers
         assert all(s.running for s in servers)
-        assert all([await command(s.port, "PING", timeout=1.0) == "PONG" for s in servers])
+        assert all([await command(s.port, "PING", timeout=5.0) == "PONG" for s in servers])
     finally:
         await redis_set.stop()
     assert not any(s.running for s in servers)

@@ -12,7 +12,7 @@ from tubemq_aio.protocol.rpc import Method
 
 __all__ = ["CLIENTS", "FAST", "Factory", "cb_consumer", "consumer", "producer"]
 
-FAST: dict[str, Any] = {"rpc_timeout": 3.0, "connect_timeout": 1.0, "heartbeat_interval": 1.0}
+FAST: dict[str, Any] = {"rpc_timeout": 3.0, "connect_timeout": 10.0, "heartbeat_interval": 1.0}
 
 Factory = Callable[..., AsyncLifecycle]
 

@@ -118,12 +118,12 @@ async def test_the_rate_pacer_sends_the_first_line_at_once_and_gives_way_to_a_st
     went unanswered until the next line was due."""
     stop = asyncio.Event()
     pacer = _Pacer(0.01)  # a line per 100 s
-    await asyncio.wait_for(pacer.wait(stop), 1)
+    await asyncio.wait_for(pacer.wait(stop), 5)
     second = asyncio.ensure_future(pacer.wait(stop))
     await asyncio.sleep(0.05)
     assert not second.done()  # paced
     stop.set()
-    await asyncio.wait_for(second, 1)
+    await asyncio.wait_for(second, 5)
 
 
 def test_attrs_need_key_and_value() -> None:

@@ -267,12 +267,12 @@ async def test_breaking_out_of_a_loop_hands_the_rest_of_its_batch_to_the_next_re
         if message.body == b"m1":
             break
     await asyncio.sleep(0.01)  # CPython finalizes the dropped iterator on the next tick
-    rest = await asyncio.wait_for(consumer.getmany(timeout=None), 2)
+    rest = await asyncio.wait_for(consumer.getmany(timeout=None), 10)
     assert [m.body for m in rest] == [b"m2"]
     assert broker.commits == []  # one lease for the batch: settled when every part is
     assert await rest.ack()
     assert broker.commits == [("1:t:0", True)]
-    nxt = await asyncio.wait_for(consumer.getmany(timeout=None), 2)
+    nxt = await asyncio.wait_for(consumer.getmany(timeout=None), 10)
     assert [m.body for m in nxt] == [b"m3", b"m4", b"m5"]
     assert broker.fetches[-1] == ("1:t:0", True)
     await nxt.ack()
@@ -289,7 +289,7 @@ async def test_a_loop_closed_before_its_first_message_returns_the_whole_batch() 
     first = await iterator.__anext__()
     assert first.body == b"m0"
     await iterator.aclose()  # type: ignore[attr-defined]
-    rest = await asyncio.wait_for(consumer.getmany(timeout=None), 2)
+    rest = await asyncio.wait_for(consumer.getmany(timeout=None), 10)
     assert [m.body for m in rest] == [b"m1", b"m2"]
     await rest.ack()
     assert broker.commits == [("1:t:0", True)]
@@ -315,7 +315,7 @@ async def test_a_cancelled_ack_still_releases_the_partition() -> None:
     with pytest.raises(asyncio.CancelledError):
         await acking
     assert batch.settled
-    nxt = await asyncio.wait_for(engine.get(None, None), 2)
+    nxt = await asyncio.wait_for(engine.get(None, None), 10)
     assert broker.fetches[-1] == ("1:t:0", True)  # the consumed flag rode on the fetch
     assert nxt
     await stop(engine, tasks)

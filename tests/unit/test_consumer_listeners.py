@@ -17,7 +17,7 @@ M = "127.0.0.1:8715"
 
 async def test_a_plain_function_is_called_with_the_keys() -> None:
     seen: list[list[str]] = []
-    await notify(seen.append, ["1:t:0"], what="on_assigned", timeout=1.0)
+    await notify(seen.append, ["1:t:0"], what="on_assigned", timeout=5.0)
     assert seen == [["1:t:0"]]
 
 
@@ -29,12 +29,12 @@ async def test_a_coroutine_function_is_awaited_to_its_end() -> None:
         await asyncio.sleep(0)
         steps.append("finished " + ",".join(keys))
 
-    await notify(callback, ["1:t:0", "1:t:1"], what="on_revoked", timeout=1.0)
+    await notify(callback, ["1:t:0", "1:t:1"], what="on_revoked", timeout=5.0)
     assert steps == ["started", "finished 1:t:0,1:t:1"]
 
 
 async def test_none_is_nothing_to_do() -> None:
-    await notify(None, ["1:t:0"], what="on_assigned", timeout=1.0)
+    await notify(None, ["1:t:0"], what="on_assigned", timeout=5.0)
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -49,7 +49,7 @@ async def test_an_exception_is_logged_not_raised(
 
     callback = failing if kind == "sync" else failing_async
     with caplog.at_level(logging.ERROR, logger="tubemq_aio.consumer"):
-        await notify(callback, ["1:t:0"], what="on_assigned", timeout=1.0)
+        await notify(callback, ["1:t:0"], what="on_assigned", timeout=5.0)
     (record,) = caplog.records
     assert "on_assigned callback" in record.getMessage()
     assert record.exc_info is not None

@@ -76,7 +76,7 @@ async def test_a_stalled_body_ends_at_the_deadline_and_its_wait_is_cancelled() -
     started = time.monotonic()
     with pytest.raises(BodyDeadlinePassed):
         await receive()
-    assert 0.2 < time.monotonic() - started < 2.0
+    assert 0.2 < time.monotonic() - started < 10.0
     assert server.cancelled == 1
     assert not receive.done
 

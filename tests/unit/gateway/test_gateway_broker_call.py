@@ -86,7 +86,7 @@ async def test_a_cancelled_caller_leaves_the_call_running_until_it_is_answered()
     assert (call.pending, call.astray) == (True, True)
     with pytest.raises(RuntimeError):  # one call at a time
         await call.run(_answers())
-    assert await call.wait(asyncio.get_running_loop().time() + 1.0)
+    assert await call.wait(asyncio.get_running_loop().time() + 10.0)
     assert (call.pending, call.astray) == (False, False)
 
 
@@ -95,7 +95,7 @@ async def test_a_call_not_answered_by_the_deadline_is_cancelled_and_astray() -> 
     loop = asyncio.get_running_loop()
     started = loop.time()
     assert not await call.wait(started + 0.05)
-    assert loop.time() - started < 1.0
+    assert loop.time() - started < 5.0
     assert (call.pending, call.astray) == (False, True)
 
 

@@ -82,7 +82,12 @@ def test_background_tasks_run_between_items() -> None:
     reader = iterate_async(with_heartbeat, 5)
     assert next(reader) == 1
     before = len(ticks)
-    threading.Event().wait(0.2)  # the driver thread does something else for a while
+    # The driver thread does something else for a while (until the loop ticked, 10 s at most).
+    idle = threading.Event()
+    for _ in range(1000):
+        if len(ticks) > before:
+            break
+        idle.wait(0.01)
     assert len(ticks) > before
     assert list(reader) == [2]
 
