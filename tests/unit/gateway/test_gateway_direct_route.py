@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tests.support.gateway_fakes import CFG
 from tubemq_aio.gateway.app import create_app
-from tubemq_aio.gateway.http.direct_route import DirectJsonRoute, direct_plan
+from tubemq_aio.gateway.http.direct_route import DIRECT_CONTENT_TYPES, DirectJsonRoute, direct_plan
 
 
 class Body(BaseModel):
@@ -129,3 +129,41 @@ def test_the_gateways_hot_routes_take_the_direct_path() -> None:
         "/v1/topics/{topic}/messages",
         "/v1/topics/{topic}/messages/batch",
     ]
+
+
+async def _direct_arguments(content_type: str) -> tuple[object, dict[str, object]] | None:
+    """What the direct path makes of a well-formed request with ``content_type`` (None: it
+    leaves the request to FastAPI)."""
+    route = next(
+        r for r in _app(DirectJsonRoute).routes if getattr(r, "path", "") == "/things/{name}"
+    )
+    assert isinstance(route, DirectJsonRoute)
+    plan = direct_plan(route.dependant)
+    assert plan is not None
+    headers = [(b"content-type", content_type.encode()), (b"authorization", b"Bearer ok")]
+    scope: dict[str, object] = {"type": "http", "method": "POST", "path": "/things/n1"}
+    scope["headers"] = headers
+    scope["path_params"] = {"name": "n1"}
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b'{"value": "x"}', "more_body": False}
+
+    return await plan.arguments(Request(scope, receive))
+
+
+@pytest.mark.parametrize("content_type", sorted(DIRECT_CONTENT_TYPES))
+async def test_json_named_as_clients_name_it_takes_the_direct_path(content_type: str) -> None:
+    # before: only the bare "application/json"; .NET's JsonContent (and Spring, and axios
+    # before 1.0) name the charset, and their requests all went through FastAPI's handler
+    taken = await _direct_arguments(content_type)
+    assert taken is not None
+    _endpoint, arguments = taken
+    assert arguments["body"] == Body(value="x")
+    assert arguments["name"] == "n1"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/json; charset=latin-1", "application/x+json"]
+)
+async def test_other_content_types_are_left_to_fastapi(content_type: str) -> None:
+    assert await _direct_arguments(content_type) is None

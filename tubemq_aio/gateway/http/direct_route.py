@@ -3,14 +3,14 @@
 FastAPI spends most of a small request's time in its own machinery: ``json.loads`` of the
 body, then solving the dependencies, then validating the parsed dict against the body model.
 :class:`DirectJsonRoute` is declared like any route (the same signature, so the same OpenAPI
-document) and answers a request whose ``Content-Type`` is exactly ``application/json`` and
-whose body the model accepts in one ``model_validate_json`` call on the raw bytes: each
-request-only dependency is called with the request, the path parameters are taken as they are,
-and the endpoint runs with those arguments. Every other request (another content type, no body,
-a body the model refuses, JSON that pydantic's parser reads differently from ``json.loads``,
-such as a lone surrogate escape) goes through FastAPI's own handler unchanged, so its answers
-(the 422 texts above all) stay FastAPI's. FastAPI's handler reads the body that was already
-read from the same request object, which keeps it.
+document) and answers a request whose ``Content-Type`` is one of :data:`DIRECT_CONTENT_TYPES`
+(``application/json``, bare or naming UTF-8) and whose body the model accepts in one
+``model_validate_json`` call on the raw bytes: each request-only dependency is called with the
+request, the path parameters are taken as they are, and the endpoint runs with those arguments.
+Every other request (another content type, no body, a body the model refuses, JSON that pydantic's
+parser reads differently from ``json.loads``, such as a lone surrogate escape) goes through
+FastAPI's own handler unchanged, so its answers (the 422 texts above all) stay FastAPI's. FastAPI's
+handler reads the body that was already read from the same request object, which keeps it.
 
 An endpoint may also name a cheaper reading of its most common bodies with :func:`fast_body`:
 a parser of the raw bytes that returns what a second endpoint (the same parameters, that value
@@ -38,7 +38,21 @@ from starlette.responses import Response
 
 from tubemq_aio.gateway.http.known_query import Handler, KnownQueryRoute
 
-__all__ = ["DirectJsonRoute", "FastBody", "direct_plan", "fast_body"]
+__all__ = ["DIRECT_CONTENT_TYPES", "DirectJsonRoute", "FastBody", "direct_plan", "fast_body"]
+
+#: The ``Content-Type`` values whose requests may take the direct path, as clients send them:
+#: JSON bare, or with UTF-8 named (.NET's ``JsonContent``, Spring and axios before 1.0 send
+#: ``application/json; charset=utf-8`` in one of these spellings). FastAPI reads all of them as
+#: UTF-8 JSON, so the answers are the same; any other spelling goes FastAPI's way.
+DIRECT_CONTENT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/json;charset=utf-8",
+        "application/json; charset=UTF-8",
+        "application/json;charset=UTF-8",
+    }
+)
 
 RequestDependency = Callable[[Request], Awaitable[object]]
 Endpoint = Callable[..., Awaitable[Response]]
@@ -99,7 +113,7 @@ class DirectPlan:
         Raises:
             Exception: what a dependency raised (e.g. an ``AuthError``), as FastAPI would.
         """
-        if request.headers.get("content-type") != "application/json":
+        if request.headers.get("content-type") not in DIRECT_CONTENT_TYPES:
             return None
         raw = await request.body()
         endpoint = self.endpoint
