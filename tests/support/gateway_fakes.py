@@ -48,6 +48,10 @@ from tubemq_aio.protocol.time_search import target_minute
 #: Headers of the admin key and of a reader key (``consume:g*`` only) of :data:`CFG`.
 ADMIN = {"Authorization": "Bearer k-admin-1"}
 READER = {"Authorization": "Bearer k-reader-1"}  # consume:g* only
+#: A JSON content type the edge takes but the direct route does not (a spelling outside
+#: ``DIRECT_CONTENT_TYPES``): its requests go through FastAPI's own handler, for tests that
+#: compare the two ways a body is read.
+FASTAPI_JSON = 'application/json; charset="utf-8"'
 CFG = GatewayConfig.from_mapping(
     {
         "masters": "127.0.0.1:1",

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, CFG, FASTAPI_JSON, READER, FakeEngine, FakeProducer
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.errors import InvalidBodyError
 from tubemq_aio.gateway.http.direct_route import DirectJsonRoute, direct_plan
@@ -21,7 +21,7 @@ from tubemq_aio.producer import Producer
 URL = "/v1/topics/demo/messages/batch"
 TEMPLATE = "/v1/topics/{topic}/messages/batch"
 #: The direct path (read_shared_batch, then the model) and FastAPI's own handler.
-DIRECT, FASTAPI = "application/json", "application/json; charset=utf-8"
+DIRECT, FASTAPI = "application/json", FASTAPI_JSON
 ATTRS = {"k": "v", "n": "1"}
 
 MESSAGES: list[object] = [

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, CFG, FASTAPI_JSON, FakeEngine, FakeProducer
 from tubemq_aio.gateway import create_app
 from tubemq_aio.producer import Producer
 
@@ -33,9 +33,7 @@ def client(producer: FakeProducer) -> Iterator[TestClient]:
         yield c
 
 
-@pytest.mark.parametrize(
-    "media", ["application/json", "application/json; charset=utf-8"], ids=["direct", "fastapi"]
-)
+@pytest.mark.parametrize("media", ["application/json", FASTAPI_JSON], ids=["direct", "fastapi"])
 def test_invalid_messages_get_their_own_results_and_the_rest_is_sent(
     client: TestClient, producer: FakeProducer, media: str
 ) -> None:

@@ -8,7 +8,7 @@ from typing import cast
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, CFG, FASTAPI_JSON, FakeEngine, FakeProducer
 from tubemq_aio.gateway import create_app
 from tubemq_aio.producer import Producer
 
@@ -16,14 +16,16 @@ from tubemq_aio.producer import Producer
 @pytest.mark.parametrize(
     ("path", "media", "body"),
     [
-        # exactly application/json: the direct route's model reads it
+        # application/json: the direct route's model reads it
         ("/v1/topics/demo/messages", "application/json", b'{"value": "a", "value": "b"}'),
-        # with a charset: FastAPI's handler reads it
+        # the charset=utf-8 spellings clients send take the direct route too
         (
             "/v1/topics/demo/messages",
             "application/json; charset=utf-8",
             b'{"value": "a", "value": "b"}',
         ),
+        # another spelling: FastAPI's handler reads it
+        ("/v1/topics/demo/messages", FASTAPI_JSON, b'{"value": "a", "value": "b"}'),
         # a batch whose messages share their options: read by orjson
         (
             "/v1/topics/demo/messages/batch",
