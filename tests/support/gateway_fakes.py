@@ -358,13 +358,21 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 
-def fake_app(engine: Any, config: GatewayConfig = CFG, **options: Any) -> FastAPI:
-    """The gateway app over ``engine`` (a :class:`FakeEngine` or a subclass) and a fresh
-    :class:`FakeProducer`; ``options`` go to :func:`~tubemq_aio.gateway.create_app`."""
+def fake_app(
+    engine: Any,
+    config: GatewayConfig = CFG,
+    *,
+    producer: FakeProducer | None = None,
+    **options: Any,
+) -> FastAPI:
+    """The gateway app over ``engine`` (a :class:`FakeEngine` or a subclass) and ``producer``
+    (default: a fresh :class:`FakeProducer`); ``options`` go to
+    :func:`~tubemq_aio.gateway.create_app`."""
+    sender = FakeProducer() if producer is None else producer
     return create_app(
         config,
         engine_factory=lambda _cfg: engine,
-        producer_factory=lambda _cfg: cast(Producer, FakeProducer()),
+        producer_factory=lambda _cfg: cast(Producer, sender),
         **options,
     )
 

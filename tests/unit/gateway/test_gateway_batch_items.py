@@ -5,14 +5,12 @@ refused whole."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, FASTAPI_JSON, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
-from tubemq_aio.producer import Producer
+from tests.support.gateway_fakes import ADMIN, FASTAPI_JSON, FakeEngine, FakeProducer, fake_app
 
 URL = "/v1/topics/demo/messages/batch"
 
@@ -24,11 +22,7 @@ def producer() -> FakeProducer:
 
 @pytest.fixture
 def client(producer: FakeProducer) -> Iterator[TestClient]:
-    app = create_app(
-        CFG,
-        engine_factory=lambda _c: FakeEngine({"g1": "clustering"}),
-        producer_factory=lambda _c: cast(Producer, producer),
-    )
+    app = fake_app(FakeEngine({"g1": "clustering"}), producer=producer)
     with TestClient(app) as c:
         yield c
 

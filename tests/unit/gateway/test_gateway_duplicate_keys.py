@@ -3,14 +3,10 @@ direct route's model, FastAPI's handler, the shared batch reader), as docs/gatew
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, FASTAPI_JSON, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
-from tubemq_aio.producer import Producer
+from tests.support.gateway_fakes import ADMIN, FASTAPI_JSON, FakeEngine, FakeProducer, fake_app
 
 
 @pytest.mark.parametrize(
@@ -36,11 +32,7 @@ from tubemq_aio.producer import Producer
 )
 def test_the_last_of_a_repeated_key_counts(path: str, media: str, body: bytes) -> None:
     producer = FakeProducer()
-    app = create_app(
-        CFG,
-        engine_factory=lambda _c: FakeEngine({"g1": "clustering"}),
-        producer_factory=lambda _c: cast(Producer, producer),
-    )
+    app = fake_app(FakeEngine({"g1": "clustering"}), producer=producer)
     with TestClient(app) as client:
         r = client.post(path, content=body, headers={**ADMIN, "Content-Type": media})
     assert r.status_code == 200, r.text

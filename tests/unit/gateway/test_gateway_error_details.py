@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer, fake_app
 from tubemq_aio.errors import RequestTimeoutError
 from tubemq_aio.gateway import create_app
 from tubemq_aio.gateway.engine.data import FetchQuery
@@ -54,11 +54,7 @@ class _HolderEngine(FakeEngine):
 
 
 def _client(engine: FakeEngine, producer: FakeProducer) -> TestClient:
-    app = create_app(
-        CFG,
-        engine_factory=lambda _c: engine,
-        producer_factory=lambda _c: cast(Producer, producer),
-    )
+    app = fake_app(engine, producer=producer)
     return TestClient(app)
 
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer
+from tests.support.gateway_fakes import ADMIN, CFG, READER, FakeEngine, FakeProducer, fake_app
 from tubemq_aio.gateway import GatewayConfig, create_app
 from tubemq_aio.gateway.http.deps import messages_json
 from tubemq_aio.models import Message
@@ -458,9 +458,7 @@ def test_mounted_inside_another_app(engine: FakeEngine, producer: FakeProducer) 
     import contextlib
     from collections.abc import AsyncIterator
 
-    gw = create_app(
-        CFG, engine_factory=lambda _c: engine, producer_factory=lambda _c: cast(Producer, producer)
-    )
+    gw = fake_app(engine, producer=producer)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -5,14 +5,11 @@ UTF-8 (saying to send UTF-8 JSON). A body-less request needs no Content-Type."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import cast
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.gateway_fakes import ADMIN, CFG, FakeEngine, FakeProducer
-from tubemq_aio.gateway import create_app
-from tubemq_aio.producer import Producer
+from tests.support.gateway_fakes import ADMIN, FakeEngine, FakeProducer, fake_app
 
 BODY = b'{"value": "hello"}'
 
@@ -21,9 +18,7 @@ BODY = b'{"value": "hello"}'
 def client() -> Iterator[TestClient]:
     engine = FakeEngine({"g1": "clustering", "gb": "broadcast", "other": "clustering"})
     producer = FakeProducer()
-    app = create_app(
-        CFG, engine_factory=lambda _c: engine, producer_factory=lambda _c: cast(Producer, producer)
-    )
+    app = fake_app(engine, producer=producer)
     with TestClient(app) as c:
         yield c
 
@@ -129,11 +124,7 @@ def test_a_json_body_in_another_charset_is_415(
 
 def test_a_utf8_body_declared_utf8_keeps_its_characters() -> None:
     producer = FakeProducer()
-    app = create_app(
-        CFG,
-        engine_factory=lambda _c: FakeEngine({"g1": "clustering"}),
-        producer_factory=lambda _c: cast(Producer, producer),
-    )
+    app = fake_app(FakeEngine({"g1": "clustering"}), producer=producer)
     with TestClient(app) as client:
         r = client.post(
             "/v1/topics/demo/messages",
