@@ -19,6 +19,21 @@ from tubemq_aio.master import MASTER_STAGGER, MasterInvoker
 from tubemq_aio.protocol.rpc import Method
 
 
+class TaskRecording(ScriptedRpc):
+    """Passes each call to ``rpc`` and records, in ``started``, the task each attempt runs in."""
+
+    def __init__(self, rpc: ScriptedRpc, started: list[asyncio.Task[object]]) -> None:
+        super().__init__({})
+        self.rpc = rpc
+        self.started = started
+
+    async def call(self, *args: object, **kwargs: object) -> bytes:
+        task = asyncio.current_task()
+        assert task is not None
+        self.started.append(task)
+        return await self.rpc.call(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def standby() -> StandbyMasterError:
     return StandbyMasterError("org.apache.inlong.tubemq.corerpc.exception.StandbyException", "")
 
@@ -67,14 +82,7 @@ async def test_an_answer_cancels_the_attempts_still_silent() -> None:
     started: list[asyncio.Task[object]] = []
     rpc = ScriptedRpc({A: Late(), B: Late(), C: None})
 
-    class Recording(ScriptedRpc):
-        async def call(self, *args: object, **kwargs: object) -> bytes:
-            task = asyncio.current_task()
-            assert task is not None
-            started.append(task)
-            return await rpc.call(*args, **kwargs)  # type: ignore[arg-type]
-
-    invoker = MasterInvoker(Recording({}), [A, B, C], timeout=0.9)
+    invoker = MasterInvoker(TaskRecording(rpc, started), [A, B, C], timeout=0.9)
     assert (await call(invoker)).errCode == 200
     assert rpc.calls == [A, B, C]
     assert [t.done() for t in started] == [True, True, True]
@@ -87,14 +95,7 @@ async def test_a_call_cancelled_by_its_caller_ends_every_attempt_it_started() ->
     started: list[asyncio.Task[object]] = []
     rpc = ScriptedRpc({A: Late(), B: Late(), C: Late()})
 
-    class Recording(ScriptedRpc):
-        async def call(self, *args: object, **kwargs: object) -> bytes:
-            task = asyncio.current_task()
-            assert task is not None
-            started.append(task)
-            return await rpc.call(*args, **kwargs)  # type: ignore[arg-type]
-
-    invoker = MasterInvoker(Recording({}), [A, B, C], timeout=3.0)
+    invoker = MasterInvoker(TaskRecording(rpc, started), [A, B, C], timeout=3.0)
     cut, other = asyncio.ensure_future(call(invoker)), asyncio.ensure_future(call(invoker))
     await asyncio.sleep(MASTER_STAGGER + 0.2)  # each call has asked A, then B
     assert len(started) == 4
