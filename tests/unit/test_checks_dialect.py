@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tubemq_aio import BoundConsume, ClientConfig
+from tubemq_aio import BoundConsume, ClientConfig, ProducerConfig
 from tubemq_aio.auth import Credentials
 from tubemq_aio.checks import Checks, kinds
 from tubemq_aio.cli._common import parse_attrs
@@ -35,6 +35,7 @@ from tubemq_aio.protocol.client_balance import validate_bootstrap_offset, valida
 from tubemq_aio.protocol.client_id import make_client_id
 from tubemq_aio.protocol.consumer_meta import BoundSession, validate_bound_offsets
 from tubemq_aio.protocol.consumer_names import (
+    check_topic_name,
     validate_filters,
     validate_group_name,
     validate_subscriptions,
@@ -313,3 +314,26 @@ def test_a_time_zone_is_an_iana_name_wherever_it_is_given(bad: object) -> None:
     assert iana_zone(bad) is None
     with pytest.raises(ConfigError, match="msg_time_zone must be an IANA time zone"):
         GroupSpec(name="g1", topics=("t",), msg_time_zone=bad)  # type: ignore[arg-type]
+
+
+def test_one_topic_check_serves_every_caller_in_the_callers_error_class() -> None:
+    checks = Checks("publish")
+    assert check_topic_name(checks, " t1 ") == "t1"
+    assert check_topic_name(checks, "a b") == "a b"
+    assert check_topic_name(checks, 5) is None
+    with pytest.raises(ConfigError) as info:
+        checks.done()
+    text = str(info.value)
+    assert "topic name: 'a b' contains a separator" in text
+    assert "topic name must be a string, got int" in text
+    # before: a producer's bad topic raised the consumers' error class
+    assert not isinstance(info.value, ConsumerConfigError)
+    with pytest.raises(ConfigError) as produced:
+        ProducerConfig(masters="h:1", topics=("ok", "a:b"))  # type: ignore[arg-type]
+    assert not isinstance(produced.value, ConsumerConfigError)
+    assert "'a:b' contains a separator" in str(produced.value)
+    # before: the Spark source named only the first of two bad topics
+    with pytest.raises(SourceOptionError) as source:
+        parse_source_options({"master": "h:1", "topic": "a b,c\x01d"}, streaming=True)
+    assert "option 'topic': 'a b' contains a separator" in str(source.value)
+    assert "option 'topic': 'c\\x01d' contains a control character" in str(source.value)

@@ -10,9 +10,9 @@ from typing import Self, TypedDict, Unpack
 from tubemq_aio.accelerator import twin as compiled_twin
 from tubemq_aio.checks import Checks, is_seconds, is_utf8
 from tubemq_aio.config import ClientConfig, ClientOptions
-from tubemq_aio.errors import ConfigError, InvalidMessageError
+from tubemq_aio.errors import InvalidMessageError
 from tubemq_aio.protocol.broker_blocking import BrokerBlockingConfig
-from tubemq_aio.protocol.consumer_names import validate_topic_name
+from tubemq_aio.protocol.consumer_names import check_topic_name
 from tubemq_aio.protocol.message import MAX_TOPIC_LENGTH, check_message, validate_topic
 from tubemq_aio.protocol.routing import DefaultPartitioner, Partitioner
 
@@ -84,10 +84,7 @@ class ProducerConfig(ClientConfig):
         ClientConfig._check(self, c)
         topics = c.names("topics", self.topics, split=True)
         for topic in topics:
-            try:
-                validate_topic_name(topic)
-            except ConfigError as exc:
-                c.adopt(exc)
+            check_topic_name(c, topic)
         object.__setattr__(self, "topics", topics)
         c.optional_seconds("send_timeout", self.send_timeout, high=MAX_SEND_TIMEOUT)
         c.integer("max_in_flight_sends", self.max_in_flight_sends, low=1, high=1 << 20)

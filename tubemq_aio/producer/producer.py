@@ -19,7 +19,6 @@ from tubemq_aio._stats_log import log_stats_every
 from tubemq_aio.checks import Checks, check_options
 from tubemq_aio.errors import (
     ClientClosedError,
-    ConfigError,
     TopicNotDeployedError,
     TopicUnavailableError,
     TubeMQError,
@@ -44,7 +43,7 @@ from tubemq_aio.producer.config import (
     is_plain_send,
 )
 from tubemq_aio.protocol.broker_blocking import BrokerBlocker
-from tubemq_aio.protocol.consumer_names import validate_topic_name
+from tubemq_aio.protocol.consumer_names import check_topic_name
 from tubemq_aio.protocol.producer_send import SendResult
 from tubemq_aio.protocol.retry import RetryPolicy
 from tubemq_aio.telemetry import Gauge, live, telemetry_for
@@ -209,10 +208,7 @@ class Producer(AsyncLifecycle):
         checks = Checks("publish")
         names = checks.names("topics", topics, split=True, empty=False)
         for name in names:
-            try:
-                validate_topic_name(name)
-            except ConfigError as exc:
-                checks.adopt(exc)
+            check_topic_name(checks, name)
         checks.done()
         session = self._require_session()
         await session.publish(names)

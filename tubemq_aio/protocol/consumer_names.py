@@ -1,8 +1,11 @@
 """Checks of the names a consumer is configured with: group, topics, filter items, the
-subscription map (docs/protocol/consumer.md §1.2).
+subscription map (docs/protocol/consumer.md §1.2); the topic check is also every producer's,
+Spark option's and gateway setting's.
 
-Each raises :class:`~tubemq_aio.errors.ConsumerConfigError` (a ``ConfigError``) naming every
-problem at once; the limits are the Java client's.
+Each ``validate_*`` raises :class:`~tubemq_aio.errors.ConsumerConfigError` (a ``ConfigError``)
+naming every problem at once; :func:`check_topic_name` records its problems on a caller's
+:class:`~tubemq_aio.checks.Checks` instead, in the caller's error class. The limits are the
+Java client's.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "MAX_TOPIC_COUNT",
     "MAX_TOPIC_NAME_LENGTH",
     "PLANNER_SUFFIX",
+    "check_topic_name",
     "planner_group",
     "validate_filters",
     "validate_group_name",
@@ -100,31 +104,40 @@ def planner_group(group: str) -> str:
 
 
 def validate_topic_name(topic: str) -> str:
-    """Return the trimmed topic name: non-blank, at most 64 chars, no separator or control
-    characters, encodable as UTF-8.
-
-    Java only trims and checks the length; we also refuse ``#:@,=`` and whitespace inside, since
-    they would corrupt every metadata string the topic appears in, and control characters (the
-    master creates no topic with one: ``^[a-zA-Z]\\w+$``, docs/protocol/consumer.md §1.2).
+    """Return the trimmed topic name if :func:`check_topic_name` finds nothing wrong with it.
 
     Raises:
         ConsumerConfigError: the name is invalid.
     """
     checks = Checks("topic name", error=ConsumerConfigError)
-    name = _checked_topic_name(checks, topic)
+    name = check_topic_name(checks, topic)
     checks.done()
     return name or ""  # never "": done() raised then
 
 
-def _checked_topic_name(checks: Checks, topic: object) -> str | None:
-    name = checks.text("topic name", topic, max_length=MAX_TOPIC_NAME_LENGTH)
-    if name and (_SEPARATORS.intersection(name) or any(c.isspace() for c in name)):
-        checks.problem(f"topic {name!r} contains a separator or blank character")
-    elif name and not name.isprintable():
-        checks.problem(f"topic {name!r} contains a control character")
-    if name and not is_utf8(name):
-        checks.problem(f"topic {name!r} is not encodable as UTF-8 (a lone surrogate?)")
-    return name
+def check_topic_name(checks: Checks, topic: object, *, name: str = "topic name") -> str | None:
+    """Record on ``checks`` what is wrong with one topic name; return it trimmed (``None`` when
+    it is not a ``str``).
+
+    A topic name is non-blank once trimmed, at most 64 characters, holds no separator
+    (``#:@,=``), whitespace or control character, and is encodable as UTF-8. Java only trims
+    and checks the length; the separators would corrupt every metadata string the topic appears
+    in, and the master creates no topic with a control character (``^[a-zA-Z]\\w+$``,
+    docs/protocol/consumer.md §1.2).
+
+    Args:
+        checks: where the problems go; they are raised in its error class by its ``done()``.
+        topic: the value to check.
+        name: what the problems call the value (``"option 'topic'"``, a settings key).
+    """
+    text = checks.text(name, topic, max_length=MAX_TOPIC_NAME_LENGTH)
+    if text and (_SEPARATORS.intersection(text) or any(c.isspace() for c in text)):
+        checks.problem(f"{name}: {text!r} contains a separator or blank character")
+    elif text and not text.isprintable():
+        checks.problem(f"{name}: {text!r} contains a control character")
+    if text and not is_utf8(text):
+        checks.problem(f"{name}: {text!r} is not encodable as UTF-8 (a lone surrogate?)")
+    return text
 
 
 def validate_filters(filters: Iterable[str] | None) -> frozenset[str]:
@@ -169,7 +182,7 @@ def validate_subscriptions(
         checks.problem(f"over {MAX_TOPIC_COUNT} topics")
     result: dict[str, frozenset[str]] = {}
     for topic, filters in subscriptions.items():
-        name = _checked_topic_name(checks, topic)
+        name = check_topic_name(checks, topic)
         if name is not None and name in result:
             checks.problem(f"topic {name!r} subscribed twice")
         filter_set = _checked_filters(checks, filters)

@@ -28,10 +28,10 @@ from tubemq_aio.errors import (
 )
 from tubemq_aio.protocol.consumer_meta import PartitionKey
 from tubemq_aio.protocol.consumer_names import (
+    check_topic_name,
     planner_group,
     validate_filters,
     validate_group_name,
-    validate_topic_name,
 )
 from tubemq_aio.protocol.legacy_framing import FRAMINGS, Framing
 from tubemq_aio.protocol.time_search import parse_time_text
@@ -448,12 +448,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     topics: tuple[str, ...] = ()
     msg_types: tuple[str, ...] = ()
     group = DEFAULT_GROUP
-    try:
-        topics = tuple(dict.fromkeys(validate_topic_name(t) for t in topic_text.split(",") if t))
-        if not topics:
-            checks.problem("option 'topic' is required (a comma list of topics)")
-    except ConfigError as exc:
-        checks.problem(f"option 'topic' is invalid: {exc}")
+    pieces = [t for t in topic_text.split(",") if t]
+    if not pieces:
+        checks.problem("option 'topic' is required (a comma list of topics)")
+    named = (check_topic_name(checks, t, name="option 'topic'") for t in pieces)
+    topics = tuple(dict.fromkeys(t for t in named if t))
     try:
         msg_types = tuple(
             sorted(validate_filters([t.strip() for t in opts.get("msgtypes", "").split(",") if t]))

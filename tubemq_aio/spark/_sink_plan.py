@@ -16,8 +16,8 @@ from typing import Any, NamedTuple, Protocol
 from pyspark.sql.types import StructType
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.errors import ConfigError, InvalidMessageError, SinkOptionError, SinkSchemaError
-from tubemq_aio.protocol.consumer_names import validate_topic_name
+from tubemq_aio.errors import InvalidMessageError, SinkOptionError, SinkSchemaError
+from tubemq_aio.protocol.consumer_names import check_topic_name
 from tubemq_aio.spark._options import CLIENT_OPTION_NAMES, ClientSettings, parse_client_settings
 
 __all__ = [
@@ -160,10 +160,7 @@ def plan_sink(options: Mapping[str, str], schema: StructType) -> SinkPlan:
     client = parse_client_settings(opts)  # its own error class: SourceOptionError
     topic: str | None = None
     if opts.get("topic", "").strip():
-        try:
-            topic = validate_topic_name(opts["topic"].strip())
-        except ConfigError as exc:
-            checks.problem(f"option 'topic' is invalid: {exc}")
+        topic = check_topic_name(checks, opts["topic"], name="option 'topic'")
     max_in_flight = checks.integer_text(
         "option 'maxInFlight'",
         opts.get("maxinflight", str(DEFAULT_MAX_IN_FLIGHT)),

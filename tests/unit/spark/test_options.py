@@ -92,7 +92,7 @@ def test_a_bad_name_names_only_its_own_option(
     option: str, value: str, others: tuple[str, ...]
 ) -> None:
     # "option 'topic', 'msgTypes' or 'group' is invalid" left the user to guess which.
-    with pytest.raises(SourceOptionError, match=f"option '{option}' is invalid") as info:
+    with pytest.raises(SourceOptionError, match=f"option '{option}'[ :]") as info:
         parse_source_options({**BASE, option: value}, streaming=True)
     assert not any(other in str(info.value) for other in others)
 

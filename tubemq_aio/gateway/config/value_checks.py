@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tubemq_aio.checks import Checks
-from tubemq_aio.errors import ConfigError
-from tubemq_aio.protocol.consumer_names import validate_topic_name
+from tubemq_aio.protocol.consumer_names import check_topic_name
 
 __all__ = [
     "check_name",
@@ -60,9 +59,5 @@ def check_name(checks: Checks, value: object, key: str) -> bool:
 
 def check_topic(checks: Checks, value: object, key: str) -> None:
     """A name that is also a valid TubeMQ topic name."""
-    if not check_name(checks, value, key):
-        return
-    try:
-        validate_topic_name(str(value))
-    except ConfigError as err:
-        checks.problem(f"{key}: {err}")
+    if check_name(checks, value, key):
+        check_topic_name(checks, value, name=key)
