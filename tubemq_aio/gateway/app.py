@@ -88,7 +88,9 @@ def create_app(
             config.anonymous_grant(),
             cache_size=config.auth_cache_size,
         ),
-        reach=MasterReach(parse_masters(config.masters)),
+        reach=MasterReach(
+            parse_masters(config.masters), connect_timeout=config.master_probe_timeout
+        ),
     )
     # Answers (a lease holder in lag) name the replica only by its opaque id; which host and
     # process it is, an operator reads here.

@@ -74,6 +74,41 @@ def test_limits_accept_the_bounds_their_messages_name() -> None:
             GatewayConfig.from_mapping(base(redis_max_connections=bad))
 
 
+async def test_master_probe_timeout_reaches_the_probe_and_outlasts_a_slow_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # before: 1 s, fixed; a connect whose first SYN was lost (the kernel sends the second 1 s
+    # later) made a reachable master look down, and the guarded produce was cancelled
+    import asyncio
+
+    from tubemq_aio.gateway.app import create_app
+
+    assert GatewayConfig.from_mapping(base()).master_probe_timeout == 1.5
+    config = GatewayConfig.from_mapping(base(masters="127.0.0.1:9", master_probe_timeout=0.3))
+    reach = create_app(config).state.gateway.reach
+    assert reach.connect_timeout == 0.3
+
+    class Writer:
+        def close(self) -> None:
+            pass
+
+        async def wait_closed(self) -> None:
+            pass
+
+    async def slow_connect(host: str, port: int) -> tuple[None, Writer]:
+        await asyncio.sleep(0.15)
+        return None, Writer()
+
+    monkeypatch.setattr(asyncio, "open_connection", slow_connect)
+    assert await reach.reachable()
+    reach.connect_timeout = 0.05
+    reach.ttl = 0.0
+    assert not await reach.reachable()
+    for bad in (0, -1, 61, float("nan"), float("inf"), True, "1.5"):
+        with pytest.raises(ConfigError, match="master_probe_timeout"):
+            GatewayConfig.from_mapping(base(master_probe_timeout=bad))
+
+
 def test_auth_cache_size_reaches_the_authenticator() -> None:
     from tubemq_aio.gateway.app import create_app
 

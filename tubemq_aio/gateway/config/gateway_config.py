@@ -84,6 +84,9 @@ class GatewayConfig(EngineSettings):
             connect each); when none answers it is answered 503 ``tube_unavailable`` at once,
             as are the produces of the next second (see
             :mod:`~tubemq_aio.gateway.tubemq.master_reach`); 0 = never probe.
+        master_probe_timeout: seconds one such probe's TCP connect to a master may take, in
+            (0, 60]. The default, 1.5, outlasts the kernel's first SYN retransmission (1 s):
+            one lost packet does not make a reachable master look down.
         max_long_polls_per_key: long polls one API key (or ``anonymous``) holds at once on a
             replica (more → 503 ``too_many_waiters``); 0 = a fair share,
             ``max_long_poll_waiters`` divided by the number of principals.
@@ -112,6 +115,7 @@ class GatewayConfig(EngineSettings):
     body_timeout: float = 30.0
     produce_timeout: float = 10.0
     produce_fail_fast_ms: int = 1000
+    master_probe_timeout: float = 1.5
     max_long_polls_per_key: int = 0
     auth_cache_size: int = 1024
     token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE
@@ -158,6 +162,7 @@ class GatewayConfig(EngineSettings):
         checks.seconds("body_timeout", self.body_timeout, high=MAX_BODY_TIMEOUT_SECONDS)
         checks.seconds("produce_timeout", self.produce_timeout, high=MAX_SETTING_SECONDS)
         checks.integer("produce_fail_fast_ms", self.produce_fail_fast_ms, low=0, high=600_000)
+        checks.seconds("master_probe_timeout", self.master_probe_timeout, high=60.0)
         checks.integer("max_long_polls_per_key", self.max_long_polls_per_key, low=0, high=1_000_000)
         checks.integer("auth_cache_size", self.auth_cache_size, low=0, high=1_000_000)
         checks.integer("token_cache_size", self.token_cache_size, low=0, high=MAX_TOKEN_CACHE_SIZE)
